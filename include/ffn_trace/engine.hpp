@@ -1,0 +1,86 @@
+// The FFN engine: runs the layer step by step and records every intermediate in a trace.
+//
+// Sizes, named once:
+//   tokens  = the number of token vectors (the product of the input's leading dimensions)
+//   d_model = the width of a token vector
+//   d_ff    = the width of the hidden layer
+//   d_out   = the width of the output (d_model when a residual is added)
+//
+// Plain FFN:  expand = x·W1 + b1, activate = act(expand), contract = activate·W2 + b2
+// Gated FFN:  gate = x·Wg + bg, up = x·Wu + bu, activate = act(gate),
+//             multiply = activate ⊙ up, contract = multiply·W2 + b2
+// Both:       residual = x + contract (when on)
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/activations.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+
+namespace ffn_trace {
+
+// The layer's weights in the math form x·W: every matrix is (inputs, outputs).
+// Loading transposes weights given in PyTorch's (outputs, inputs) form.
+struct ffn {
+    activation act = activation::relu;
+    matrix w1;  // plain: W1 (d_model, d_ff)
+    matrix wg;  // gated: Wg (d_model, d_ff), the gate
+    matrix wu;  // gated: Wu (d_model, d_ff), the up projection
+    matrix w2;  // W2 (d_ff, d_out), the contraction ("down")
+    std::vector<double> b1, bg, bu, b2;  // empty: no bias
+    bool residual = false;
+
+    bool gated() const { return info(act).gated; }
+    const matrix& first() const { return gated() ? wg : w1; }
+    std::size_t d_model() const { return first().rows; }
+    std::size_t d_ff() const { return first().cols; }
+    std::size_t d_out() const { return w2.cols; }
+};
+
+struct step {
+    std::string name;  // "expand", "gate", "up", "activate", "multiply", "contract", "residual"
+    matrix value;      // (tokens, width)
+};
+
+struct trace {
+    ffn layer;
+    std::vector<std::size_t> lead;  // the input's leading shape: {} one token, {seq}, {batch, seq}
+    matrix input;                   // x (tokens, d_model)
+    std::vector<step> steps;        // in the order they are computed
+
+    std::size_t tokens() const { return input.rows; }
+    const step* find(std::string_view name) const;
+    const step& output() const { return steps.back(); }
+};
+
+// The names of the steps a layer records, in order.
+std::vector<std::string_view> step_names(const ffn& layer);
+// The width of a step's rows: d_ff for the hidden steps, d_out for contract and residual.
+std::size_t step_width(const ffn& layer, std::string_view name);
+
+// Runs the layer over x (tokens, d_model). An overflow to inf or NaN is an error whose path
+// names the step and the element, e.g. "contract[1][3]".
+outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead);
+
+// An element's index written like the input's nesting: "[3]", "[1][3]" or "[0][1][3]".
+std::string element_index(const std::vector<std::size_t>& lead, std::size_t token, std::size_t index);
+// A token's index the same way without the element: "", "[1]", "[0][1]".
+std::string token_index(const std::vector<std::size_t>& lead, std::size_t token);
+
+// The kernels, one per kind of step. They are the only place the engine does arithmetic,
+// so a faster matrix product can replace `linear` without touching anything else.
+
+// x (tokens, n_in) · W (n_in, n_out) + b (n_out, or empty) -> (tokens, n_out)
+matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
+// h (tokens, d_ff) -> act(h) (tokens, d_ff), element by element
+matrix activate(activation kind, const matrix& h);
+// a (tokens, d_ff) ⊙ u (tokens, d_ff) -> (tokens, d_ff)
+matrix multiply(const matrix& a, const matrix& u);
+// x (tokens, d_model) + y (tokens, d_model) -> (tokens, d_model)
+matrix residual(const matrix& x, const matrix& y);
+
+}  // namespace ffn_trace

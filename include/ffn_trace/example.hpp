@@ -1,0 +1,69 @@
+// Example files: the JSON a learner or an author writes, loaded and checked into an `example`.
+//
+// Every problem is returned as an `error` naming the file, the JSON path of the bad value and
+// what was expected, e.g. "ex.json: weights.W1[3]: expected 4 numbers (layout out_in: W1 is
+// d_ff × d_model = 8 × 4), got 5".
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+
+namespace ffn_trace {
+
+// How the file stores its matrices.
+//   in_out: math form x·W, W1 is d_model × d_ff (the lesson seed, GPT-2)
+//   out_in: PyTorch's nn.Linear, W1 is d_ff × d_model and y = W·x + b (the walkthrough seed)
+enum class layout { in_out, out_in };
+std::string_view to_string(layout l);
+
+struct labels {
+    std::vector<std::string> tokens;   // one per token, or empty
+    std::vector<std::string> inputs;   // d_model names, or empty
+    std::vector<std::string> hidden;   // d_ff names, or empty
+    std::vector<std::string> outputs;  // d_out names, or empty
+};
+
+// One entry of "expect": claimed values for a step, all tokens or one.
+struct expectation {
+    std::string path;                   // "expect[2]", for messages
+    std::string step;                   // a step name of this layer
+    std::optional<std::size_t> token;   // a flat token index, or every token
+    std::vector<std::optional<double>> value;  // flattened like the step; nullopt = not claimed
+    double tolerance = 0.0005;          // absolute
+    std::string note;
+};
+
+struct example {
+    std::string file;  // as given by the user
+    std::string title, description;
+    layout stored = layout::in_out;
+    bool layout_stated = false;  // false when inferred from the shapes
+    std::vector<std::string> weight_keys;  // the weights the file gives, in its own names
+    ffn layer;                             // weights in the math form, whatever the file's layout
+    matrix input;                          // x (tokens, d_model)
+    std::vector<std::size_t> lead;         // leading shape of the input: {}, {seq} or {batch, seq}
+    labels names;
+    std::vector<expectation> expect;
+};
+
+struct load_options {
+    std::size_t max_file_size = 64u << 20;  // bytes read at most; larger files are refused
+};
+
+// Parses an example from JSON text; `file` is only used in error messages.
+outcome<example> parse_example(std::string_view text, std::string_view file);
+
+// Reads and parses a file; "-" reads standard input, named "<stdin>" in messages.
+outcome<example> load_example(const std::string& file, const load_options& options = {});
+
+// The valid top-level keys of an example file.
+std::vector<std::string_view> example_keys();
+
+}  // namespace ffn_trace

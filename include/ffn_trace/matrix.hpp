@@ -1,0 +1,33 @@
+// The one tensor type the engine needs: a dense row-major matrix of doubles.
+// Every step of a trace is (tokens, width); vectors are single rows.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace ffn_trace {
+
+struct matrix {
+    std::size_t rows = 0;
+    std::size_t cols = 0;
+    std::vector<double> data;  // rows * cols values, row after row
+
+    matrix() = default;
+    matrix(std::size_t r, std::size_t c) : rows(r), cols(c), data(r * c, 0.0) {}
+
+    double& operator()(std::size_t r, std::size_t c) { return data[r * cols + c]; }
+    double operator()(std::size_t r, std::size_t c) const { return data[r * cols + c]; }
+
+    std::span<const double> row(std::size_t r) const { return {data.data() + r * cols, cols}; }
+    std::span<double> row(std::size_t r) { return {data.data() + r * cols, cols}; }
+
+    matrix transposed() const {
+        matrix t(cols, rows);
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t c = 0; c < cols; ++c) t(c, r) = (*this)(r, c);
+        return t;
+    }
+};
+
+}  // namespace ffn_trace

@@ -1,0 +1,16 @@
+// The JSON view of a trace: every step the engine recorded, and every claim with its verdict.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ffn_trace/claims.hpp"
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/example.hpp"
+
+namespace ffn_trace {
+
+// One JSON object, indented by two spaces; numbers in shortest round-trip form.
+std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims);
+
+}  // namespace ffn_trace

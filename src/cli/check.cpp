@@ -1,0 +1,53 @@
+// ffn-trace check FILE...: verify every claim of every example file.
+#include "check.hpp"
+
+#include <fmt/core.h>
+#include <memory>
+
+#include "common.hpp"
+
+namespace cli {
+
+void setup_check(CLI::App& app, int& status) {
+    auto options = std::make_shared<check_options>();
+    auto* sub = app.add_subcommand("check", "Verify the claimed numbers (\"expect\") of example files");
+    sub->add_option("files", options->files, "Example files (JSON), or - for standard input")->required();
+    add_max_file_size(*sub, options->max_file_size);
+    sub->callback([options, &status] { status = run_check(*options); });
+}
+
+int run_check(const check_options& options) {
+    // Everything is loaded and traced before anything is printed: an input error leaves stdout empty.
+    std::vector<traced> results;
+    for (const auto& file : options.files) {
+        auto t = load_and_trace(file, {options.max_file_size});
+        if (!t) return report(t.err());
+        results.push_back(std::move(*t));
+    }
+    std::string out;
+    std::size_t total = 0, failed = 0;
+    for (const auto& r : results) {
+        const std::size_t n = r.claims.size(), bad = ffn_trace::count_failed(r.claims);
+        total += n;
+        failed += bad;
+        if (n == 0)
+            out += fmt::format("{}: no claims to check\n", r.ex.file);
+        else if (bad == 0)
+            out += fmt::format("{}: all {} claims hold\n", r.ex.file, n);
+        else
+            out += fmt::format("{}: {} of {} claims fail\n", r.ex.file, bad, n);
+        for (const auto& c : r.claims) {
+            if (c.ok) continue;
+            const auto& note = r.ex.expect[c.expectation].note;
+            out += fmt::format("  {}{}: claimed {}, computed {:.6g}, difference {:.3g} (tolerance {}){}\n", c.step,
+                               ffn_trace::element_index(r.tr.lead, c.token, c.index), c.claimed, c.computed,
+                               c.difference(), c.tolerance, note.empty() ? "" : " — " + note);
+        }
+    }
+    if (results.size() > 1)
+        out += fmt::format("{} files, {} claims, {} failed\n", results.size(), total, failed);
+    fmt::print("{}", out);
+    return failed == 0 ? exit_ok : exit_claims_failed;
+}
+
+}  // namespace cli

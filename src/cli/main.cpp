@@ -1,0 +1,27 @@
+// ffn-trace: trace every number of a Transformer's feed-forward network.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "check.hpp"
+#include "common.hpp"
+#include "run.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
+    app.require_subcommand(1);
+    int status = cli::exit_ok;
+    cli::setup_run(app, status);
+    cli::setup_check(app, status);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // Every usage error exits alike, whatever CLI11's own code for it.
+        fmt::print(stderr, "error: {}; see ffn-trace --help\n", e.what());
+        return cli::exit_bad_input;
+    }
+    return status;
+}

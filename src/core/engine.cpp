@@ -1,0 +1,109 @@
+#include "ffn_trace/engine.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace ffn_trace {
+
+matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
+    const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
+    matrix y(tokens, n_out);
+    for (std::size_t t = 0; t < tokens; ++t) {
+        for (std::size_t j = 0; j < n_out; ++j) {
+            double sum = b.empty() ? 0.0 : b[j];
+            for (std::size_t i = 0; i < n_in; ++i) sum += x(t, i) * w(i, j);
+            y(t, j) = sum;
+        }
+    }
+    return y;
+}
+
+matrix activate(activation kind, const matrix& h) {
+    matrix a = h;
+    for (double& v : a.data) v = apply(kind, v);
+    return a;
+}
+
+matrix multiply(const matrix& a, const matrix& u) {
+    matrix m = a;
+    for (std::size_t k = 0; k < m.data.size(); ++k) m.data[k] *= u.data[k];
+    return m;
+}
+
+matrix residual(const matrix& x, const matrix& y) {
+    matrix r = x;
+    for (std::size_t k = 0; k < r.data.size(); ++k) r.data[k] += y.data[k];
+    return r;
+}
+
+std::vector<std::string_view> step_names(const ffn& layer) {
+    std::vector<std::string_view> names;
+    if (layer.gated())
+        names = {"gate", "up", "activate", "multiply", "contract"};
+    else
+        names = {"expand", "activate", "contract"};
+    if (layer.residual) names.push_back("residual");
+    return names;
+}
+
+std::size_t step_width(const ffn& layer, std::string_view name) {
+    return name == "contract" || name == "residual" ? layer.d_out() : layer.d_ff();
+}
+
+const step* trace::find(std::string_view name) const {
+    for (const auto& s : steps)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+std::string token_index(const std::vector<std::size_t>& lead, std::size_t token) {
+    std::string out;
+    std::size_t stride = 1;
+    for (std::size_t d : lead) stride *= d;
+    for (std::size_t d : lead) {
+        stride /= d;
+        out += fmt::format("[{}]", token / stride);
+        token %= stride;
+    }
+    return out;
+}
+
+std::string element_index(const std::vector<std::size_t>& lead, std::size_t token, std::size_t index) {
+    return token_index(lead, token) + fmt::format("[{}]", index);
+}
+
+outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead) {
+    trace t{layer, std::move(lead), x, {}};
+    auto& steps = t.steps;
+    // One call per line, in the order of the architecture diagram.
+    if (layer.gated()) {
+        matrix gate = linear(x, layer.wg, layer.bg);
+        matrix up = linear(x, layer.wu, layer.bu);
+        matrix act = activate(layer.act, gate);
+        matrix product = multiply(act, up);
+        matrix out = linear(product, layer.w2, layer.b2);
+        steps = {{"gate", std::move(gate)}, {"up", std::move(up)}, {"activate", std::move(act)},
+                 {"multiply", std::move(product)}, {"contract", std::move(out)}};
+    } else {
+        matrix hidden = linear(x, layer.w1, layer.b1);
+        matrix act = activate(layer.act, hidden);
+        matrix out = linear(act, layer.w2, layer.b2);
+        steps = {{"expand", std::move(hidden)}, {"activate", std::move(act)}, {"contract", std::move(out)}};
+    }
+    if (layer.residual) steps.push_back({"residual", residual(x, steps.back().value)});
+
+    for (const auto& s : t.steps) {
+        for (std::size_t k = 0; k < s.value.data.size(); ++k) {
+            const double v = s.value.data[k];
+            if (std::isfinite(v)) continue;
+            const std::size_t token = k / s.value.cols, index = k % s.value.cols;
+            return error{"", s.name + element_index(t.lead, token, index),
+                         fmt::format("the value overflowed to {} in double precision; the weights or inputs "
+                                     "are too large for this step",
+                                     std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf"))};
+        }
+    }
+    return t;
+}
+
+}  // namespace ffn_trace

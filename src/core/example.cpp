@@ -1,0 +1,671 @@
+#include "ffn_trace/example.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace ffn_trace {
+
+using json = nlohmann::ordered_json;
+
+std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
+
+std::vector<std::string_view> example_keys() {
+    return {"activation", "layout", "weights", "input", "residual", "title", "description", "labels", "expect"};
+}
+
+namespace detail {
+
+// The fewest single-character edits that turn a into b, for "did you mean" hints.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices) {
+    return *std::min_element(choices.begin(), choices.end(), [word](std::string_view a, std::string_view b) {
+        return edit_distance(word, a) < edit_distance(word, b);
+    });
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr int max_depth = 64;
+
+std::string kind_of(const json& j) {
+    switch (j.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
+        case json::value_t::string: return "a string";
+        case json::value_t::object: return "an object";
+        case json::value_t::array: return j.empty() ? "an empty array" : "an array";
+        case json::value_t::discarded: return "nothing";
+        default: return fmt::format("the number {}", j.get<double>());
+    }
+}
+
+std::string join(const std::vector<std::string_view>& words, std::string_view sep = ", ") {
+    return fmt::format("{}", fmt::join(words, sep));
+}
+
+std::string plural(std::size_t n, std::string_view word) {
+    return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+// Line and column (from 1) of a byte offset.
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) {
+    offset = std::min(offset, text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset; ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+// Reads the JSON text, refusing duplicate keys and deep nesting, which nlohmann would accept.
+class json_reader {
+public:
+    json_reader(std::string_view text, std::string_view file) : text_(text), file_(file) {}
+
+    outcome<json> parse() {
+        if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
+            return fail("", "the file is empty; expected a JSON object");
+        json root;
+        try {
+            root = json::parse(text_.begin(), text_.end(),
+                               [this](int depth, json::parse_event_t event, json& parsed) {
+                                   return on_event(depth, event, parsed);
+                               });
+        } catch (const json::parse_error& e) {
+            // e.byte is the 1-based position just past the offending character.
+            auto [line, column] = line_and_column(text_, e.byte == 0 ? 0 : e.byte - 1);
+            std::string what = e.what();
+            const auto detail_at = what.find(": ", what.find("column"));
+            if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
+            return fail(fmt::format("line {}, column {}", line, column), "malformed JSON: " + what);
+        } catch (const json::out_of_range& e) {
+            return number_overflow(e.what());
+        } catch (const json::exception& e) {
+            return fail("", fmt::format("cannot read the JSON: {}", e.what()));
+        }
+        if (problem_) return *problem_;
+        return root;
+    }
+
+private:
+    struct frame {
+        bool array = false;
+        std::size_t index = 0;
+        std::string key;
+        std::set<std::string> keys;
+    };
+
+    error fail(std::string path, std::string message) const {
+        return error{std::string(file_), std::move(path), std::move(message)};
+    }
+
+    // nlohmann reports "number overflow parsing '1e400'" without a position: find the literal.
+    error number_overflow(std::string what) const {
+        const auto open = what.find('\''), close = what.rfind('\'');
+        std::string literal = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+        std::string path;
+        if (!literal.empty()) {
+            if (auto at = text_.find(literal); at != std::string_view::npos) {
+                auto [line, column] = line_and_column(text_, at);
+                path = fmt::format("line {}, column {}", line, column);
+            }
+        }
+        return fail(path, fmt::format("the number {} is beyond the range of double precision (about ±1.8e308)",
+                                      literal.empty() ? "here" : literal));
+    }
+
+    std::string path_here() const {
+        std::string p;
+        for (const auto& f : stack_) {
+            if (f.array)
+                p += fmt::format("[{}]", f.index);
+            else
+                p += (p.empty() ? "" : ".") + f.key;
+        }
+        return p;
+    }
+
+    void element_done() {
+        if (!stack_.empty() && stack_.back().array) ++stack_.back().index;
+    }
+
+    bool on_event(int depth, json::parse_event_t event, json& parsed) {
+        using ev = json::parse_event_t;
+        switch (event) {
+            case ev::object_start:
+            case ev::array_start:
+                if (depth >= max_depth && !problem_)
+                    problem_ = fail(path_here(), fmt::format("arrays and objects nest deeper than {} levels; an "
+                                                             "example file needs at most 4",
+                                                             max_depth));
+                stack_.push_back({event == ev::array_start, 0, {}, {}});
+                return depth < max_depth;
+            case ev::key: {
+                auto& f = stack_.back();
+                f.key = parsed.get<std::string>();
+                if (!f.keys.insert(f.key).second && !problem_)
+                    problem_ = fail(path_here(), "duplicate key: each key may appear once in an object");
+                return true;
+            }
+            case ev::object_end:
+            case ev::array_end:
+                stack_.pop_back();
+                element_done();
+                return true;
+            case ev::value:
+                element_done();
+                return true;
+        }
+        return true;
+    }
+
+    std::string_view text_;
+    std::string_view file_;
+    std::vector<frame> stack_;
+    std::optional<error> problem_;
+};
+
+// The size of a 2-D array read without checking it: rows, and the length of the first row.
+struct peeked {
+    std::size_t rows = 0, cols = 0;
+};
+std::optional<peeked> peek(const json* j) {
+    if (!j || !j->is_array() || j->empty() || !(*j)[0].is_array()) return std::nullopt;
+    return peeked{j->size(), (*j)[0].size()};
+}
+
+// A nested array read into a flat vector, checked against an expected shape.
+struct tensor {
+    std::vector<std::size_t> shape;
+    std::vector<std::optional<double>> values;
+};
+
+class loader {
+public:
+    explicit loader(std::string_view file) : file_(file) {}
+
+    error fail(std::string path, std::string message) const {
+        return error{std::string(file_), std::move(path), std::move(message)};
+    }
+
+    // Reads a nested array of rank shape.size(). A known dimension must match; an unknown one
+    // is taken from the first element at that level and every other must match it. `units`
+    // names what each level holds ("rows", "numbers"); `why` explains the expected shape.
+    outcome<tensor> read_array(const json& j, const std::string& path, std::vector<std::optional<std::size_t>> shape,
+                               const std::vector<std::string_view>& units, std::string_view why,
+                               bool allow_null = false) const {
+        tensor out;
+        std::optional<error> problem;
+        auto walk = [&](auto&& self, const json& node, const std::string& where, std::size_t level) -> void {
+            if (problem) return;
+            if (level == shape.size()) {
+                if (node.is_null() && allow_null) {
+                    out.values.emplace_back(std::nullopt);
+                } else if (!node.is_number()) {
+                    problem = fail(where, fmt::format("expected a number{}, got {}", allow_null ? " or null" : "",
+                                                      kind_of(node)));
+                } else {
+                    out.values.emplace_back(node.get<double>());
+                }
+                return;
+            }
+            if (!node.is_array()) {
+                problem = fail(where, fmt::format("expected an array of {}{}, got {}", units[level], why, kind_of(node)));
+                return;
+            }
+            if (!shape[level]) {
+                if (node.empty()) {
+                    problem = fail(where, fmt::format("expected an array of {}{}, got an empty array", units[level], why));
+                    return;
+                }
+                shape[level] = node.size();
+            }
+            if (node.size() != *shape[level]) {
+                problem = fail(where, fmt::format("expected {} {}{}, got {}", *shape[level], units[level], why, node.size()));
+                return;
+            }
+            for (std::size_t i = 0; i < node.size(); ++i) self(self, node[i], fmt::format("{}[{}]", where, i), level + 1);
+        };
+        walk(walk, j, path, 0);
+        if (problem) return *problem;
+        for (const auto& d : shape) out.shape.push_back(*d);
+        return out;
+    }
+
+    outcome<matrix> read_matrix(const json& j, const std::string& path, std::size_t rows, std::size_t cols,
+                                std::string_view why) const {
+        auto t = read_array(j, path, {rows, cols}, {"rows", "numbers"}, why);
+        if (!t) return t.err();
+        matrix m(rows, cols);
+        std::transform(t->values.begin(), t->values.end(), m.data.begin(), [](auto v) { return *v; });
+        return m;
+    }
+
+    outcome<std::vector<double>> read_vector(const json& j, const std::string& path, std::size_t n,
+                                             std::string_view why) const {
+        auto t = read_array(j, path, {n}, {"numbers"}, why);
+        if (!t) return t.err();
+        std::vector<double> v;
+        for (auto x : t->values) v.push_back(*x);
+        return v;
+    }
+
+    outcome<std::string> read_string(const json& j, const std::string& path) const {
+        if (!j.is_string()) return fail(path, fmt::format("expected a string, got {}", kind_of(j)));
+        return j.get<std::string>();
+    }
+
+    // Refuses keys outside `valid`, naming the nearest valid one.
+    std::optional<error> check_keys(const json& object, const std::string& prefix,
+                                    const std::vector<std::string_view>& valid) const {
+        for (const auto& [key, value] : object.items()) {
+            if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
+            return fail(prefix + key, fmt::format("unknown key; did you mean \"{}\"? (valid keys here: {})",
+                                                  detail::nearest(key, valid), join(valid)));
+        }
+        return std::nullopt;
+    }
+
+    outcome<example> load(const json& root);
+
+private:
+    std::optional<error> load_activation(const json& root, example& ex) const;
+    std::optional<error> load_layer(const json& root, example& ex) const;
+    std::optional<error> load_input(const json& root, example& ex) const;
+    std::optional<error> load_labels(const json& root, example& ex) const;
+    std::optional<error> load_expect(const json& root, example& ex) const;
+
+    std::string_view file_;
+};
+
+const json* member(const json& object, std::string_view key) {
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+}
+
+std::optional<error> loader::load_activation(const json& root, example& ex) const {
+    const json* act = member(root, "activation");
+    std::vector<std::string_view> names;
+    for (const auto& a : all_activations()) names.push_back(a.name);
+    if (!act) return fail("activation", "required key is missing; expected one of " + join(names));
+    if (!act->is_string())
+        return fail("activation", fmt::format("expected one of {}, got {}", join(names), kind_of(*act)));
+    const auto name = act->get<std::string>();
+    const auto kind = parse_activation(name);
+    if (!kind)
+        return fail("activation", fmt::format("unknown activation \"{}\"; did you mean \"{}\"? (expected one of {})",
+                                              name, detail::nearest(name, names), join(names)));
+    ex.layer.act = *kind;
+    return std::nullopt;
+}
+
+std::optional<error> loader::load_input(const json& root, example& ex) const {
+    const json* input = member(root, "input");
+    if (!input) return fail("input", "required key is missing; expected the input tokens: one token (an array of "
+                                     "d_model numbers), tokens (seq × d_model) or a batch (batch × seq × d_model)");
+    // The rank is the nesting depth along the first elements.
+    std::size_t rank = 0;
+    for (const json* j = input; j->is_array() && !j->empty(); j = &(*j)[0]) ++rank;
+    if (rank == 0) rank = 1;  // let the reader say what is wrong with it
+    if (rank > 3)
+        return fail("input", fmt::format("expected 1-D (one token), 2-D (tokens × d_model) or 3-D (batch × tokens × "
+                                         "d_model) input, got {} dimensions",
+                                         rank));
+    static const std::vector<std::vector<std::string_view>> units{
+        {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
+    auto t = read_array(*input, "input", std::vector<std::optional<std::size_t>>(rank), units[rank - 1], "");
+    if (!t) return t.err();
+    const std::size_t d_model = t->shape.back();
+    ex.lead.assign(t->shape.begin(), t->shape.end() - 1);
+    ex.input = matrix(t->values.size() / d_model, d_model);
+    std::transform(t->values.begin(), t->values.end(), ex.input.data.begin(), [](auto v) { return *v; });
+    return std::nullopt;
+}
+
+std::optional<error> loader::load_layer(const json& root, example& ex) const {
+    const std::string name(info(ex.layer.act).name);
+    ffn& layer = ex.layer;
+    const bool gated = layer.gated();
+
+    // weights: which keys belong to this kind of layer
+    const json* weights = member(root, "weights");
+    const std::vector<std::string_view> plain_keys{"W1", "b1", "W2", "b2"};
+    const std::vector<std::string_view> gated_keys{"Wg", "bg", "Wu", "bu", "W2", "b2"};
+    const auto& keys = gated ? gated_keys : plain_keys;
+    const std::string first = gated ? "Wg" : "W1";
+    if (!weights)
+        return fail("weights", fmt::format("required key is missing; expected an object with {} (and optionally {})",
+                                           gated ? "Wg, Wu and W2" : "W1 and W2", gated ? "bg, bu, b2" : "b1, b2"));
+    if (!weights->is_object())
+        return fail("weights", fmt::format("expected an object with the weight matrices, got {}", kind_of(*weights)));
+    const auto& other_keys = gated ? plain_keys : gated_keys;
+    for (const auto& [key, value] : weights->items()) {
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+        if (std::find(other_keys.begin(), other_keys.end(), key) != other_keys.end())
+            return fail("weights." + key,
+                        fmt::format("{} belongs to {} FFNs, but activation {} is {}; this layer takes {}", key,
+                                    gated ? "plain" : "gated", name, gated ? "gated" : "plain", join(keys)));
+    }
+    if (auto e = check_keys(*weights, "weights.", keys)) return e;
+    for (const std::string& required : {first, std::string(gated ? "Wu" : "W2")})
+        if (!member(*weights, required))
+            return fail(fmt::format("weights.{}", required),
+                        fmt::format("required key is missing; {} FFNs need {}", gated ? "gated" : "plain",
+                                    gated ? "Wg, Wu and W2" : "W1 and W2"));
+    for (const auto& key : keys)
+        if (member(*weights, key)) ex.weight_keys.emplace_back(key);
+
+    // layout: stated, or inferred from the shapes
+    const std::size_t d_model = ex.input.cols;
+    const auto p1 = peek(member(*weights, first));
+    const auto p2 = peek(member(*weights, "W2"));
+    if (const json* l = member(root, "layout")) {
+        if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
+            return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
+                                              "W1 is d_ff × d_model), got {}",
+                                              l->is_string() ? "\"" + l->get<std::string>() + "\"" : kind_of(*l)));
+        ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
+        ex.layout_stated = true;
+    } else if (p1) {
+        const bool in_out_fits = p1->rows == d_model && (!p2 || p2->rows == p1->cols);
+        const bool out_in_fits = p1->cols == d_model && (!p2 || p2->cols == p1->rows);
+        if (in_out_fits && out_in_fits)
+            return fail("layout", fmt::format("the shapes fit both layouts ({} is {} × {}{}); state \"layout\": "
+                                              "\"in_out\" (x·W, {} is d_model × d_ff) or \"out_in\" (W·x, {} is "
+                                              "d_ff × d_model)",
+                                              first, p1->rows, p1->cols,
+                                              p2 ? fmt::format(", W2 is {} × {}", p2->rows, p2->cols) : "", first,
+                                              first));
+        if (!in_out_fits && !out_in_fits && p1->rows != d_model && p1->cols != d_model)
+            return fail("input", fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
+                                             p1->rows == p1->cols ? std::to_string(p1->rows)
+                                                                  : fmt::format("{} or {}", p1->rows, p1->cols),
+                                             first, p1->rows, p1->cols,
+                                             p1->rows == p1->cols ? "" : " in either layout", d_model));
+        ex.stored = in_out_fits || (!out_in_fits && p1->rows == d_model) ? layout::in_out : layout::out_in;
+    }
+    const bool in_out = ex.stored == layout::in_out;
+    const std::string layout_name(to_string(ex.stored));
+
+    // d_model is fixed by the first matrix; the input must match it
+    if (p1) {
+        const std::size_t w_model = in_out ? p1->rows : p1->cols;
+        if (w_model != d_model)
+            return fail(ex.lead.empty() ? "input" : "input" + token_index(ex.lead, 0),
+                        fmt::format("expected d_model = {} numbers per token (layout {}: {} is {} = {} × {}), got {}",
+                                    w_model, layout_name, first, in_out ? "d_model × d_ff" : "d_ff × d_model",
+                                    p1->rows, p1->cols, d_model));
+    }
+    const std::size_t d_ff = p1 ? (in_out ? p1->cols : p1->rows) : 0;
+    const std::size_t d_out = p2 ? (in_out ? p2->cols : p2->rows) : 0;
+
+    auto read_in = [&](const std::string& key) -> outcome<matrix> {
+        const std::string why = in_out ? fmt::format(" (layout {}: {} is d_model × d_ff = {} × {})", layout_name, key, d_model, d_ff)
+                                       : fmt::format(" (layout {}: {} is d_ff × d_model = {} × {})", layout_name, key, d_ff, d_model);
+        auto m = read_matrix(*member(*weights, key), "weights." + key, in_out ? d_model : d_ff, in_out ? d_ff : d_model, why);
+        if (!m) return m;
+        return in_out ? *m : m->transposed();
+    };
+    auto read_bias = [&](const std::string& key, std::size_t n, std::string_view what,
+                         std::vector<double>& into) -> std::optional<error> {
+        const json* b = member(*weights, key);
+        if (!b) return std::nullopt;
+        auto v = read_vector(*b, "weights." + key, n, fmt::format(" ({}: {} = {})", key, what, n));
+        if (!v) return v.err();
+        into = std::move(*v);
+        return std::nullopt;
+    };
+
+    if (!p1) {  // not a non-empty array of arrays: let the reader explain
+        auto m = read_array(*member(*weights, first), "weights." + first, {std::nullopt, std::nullopt},
+                            {"rows", "numbers"}, "");
+        if (!m) return m.err();
+    }
+    auto w_first = read_in(first);
+    if (!w_first) return w_first.err();
+    (gated ? layer.wg : layer.w1) = std::move(*w_first);
+    if (gated) {
+        auto wu = read_in("Wu");
+        if (!wu) return wu.err();
+        layer.wu = std::move(*wu);
+    }
+    if (!p2) {
+        auto m = read_array(*member(*weights, "W2"), "weights.W2", {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
+        if (!m) return m.err();
+    }
+    const std::string why2 = in_out ? fmt::format(" (layout {}: W2 is d_ff × d_out = {} × {})", layout_name, d_ff, d_out)
+                                    : fmt::format(" (layout {}: W2 is d_out × d_ff = {} × {})", layout_name, d_out, d_ff);
+    auto w2 = read_matrix(*member(*weights, "W2"), "weights.W2", in_out ? d_ff : d_out, in_out ? d_out : d_ff, why2);
+    if (!w2) return w2.err();
+    layer.w2 = in_out ? std::move(*w2) : w2->transposed();
+
+    const std::string hidden_units = "one number per hidden unit, d_ff";
+    if (auto e = read_bias(gated ? "bg" : "b1", d_ff, hidden_units, gated ? layer.bg : layer.b1)) return e;
+    if (gated)
+        if (auto e = read_bias("bu", d_ff, hidden_units, layer.bu)) return e;
+    if (auto e = read_bias("b2", d_out, "one number per output, d_out", layer.b2)) return e;
+
+    // residual: on by default when the output can be added to the input
+    layer.residual = d_out == d_model;
+    if (const json* r = member(root, "residual")) {
+        if (!r->is_boolean()) return fail("residual", fmt::format("expected true or false, got {}", kind_of(*r)));
+        if (r->get<bool>() && d_out != d_model)
+            return fail("residual", fmt::format("a residual adds the output to the input, so it needs d_out = d_model, "
+                                                "but W2 gives {} outputs for d_model = {}; set it to false",
+                                                d_out, d_model));
+        layer.residual = r->get<bool>();
+    }
+    return std::nullopt;
+}
+
+std::optional<error> loader::load_labels(const json& root, example& ex) const {
+    const json* l = member(root, "labels");
+    if (!l) return std::nullopt;
+    if (!l->is_object())
+        return fail("labels", fmt::format("expected an object with tokens, inputs, hidden or outputs, got {}", kind_of(*l)));
+    if (auto e = check_keys(*l, "labels.", {"tokens", "inputs", "hidden", "outputs"})) return e;
+    const ffn& layer = ex.layer;
+    struct part {
+        std::string key;
+        std::vector<std::string>* into;
+        std::size_t count;
+        std::string_view per;
+    };
+    const std::vector<part> parts{{"tokens", &ex.names.tokens, ex.input.rows, "token"},
+                                  {"inputs", &ex.names.inputs, layer.d_model(), "input feature (d_model)"},
+                                  {"hidden", &ex.names.hidden, layer.d_ff(), "hidden unit (d_ff)"},
+                                  {"outputs", &ex.names.outputs, layer.d_out(), "output (d_out)"}};
+    for (const auto& p : parts) {
+        const json* names = member(*l, p.key);
+        if (!names) continue;
+        const std::string path = "labels." + p.key;
+        if (!names->is_array() || names->size() != p.count)
+            return fail(path, fmt::format("expected {} names, one per {}, got {}", p.count, p.per,
+                                          names->is_array() ? std::to_string(names->size()) : kind_of(*names)));
+        for (std::size_t i = 0; i < names->size(); ++i) {
+            auto s = read_string((*names)[i], fmt::format("{}[{}]", path, i));
+            if (!s) return s.err();
+            p.into->push_back(std::move(*s));
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<error> loader::load_expect(const json& root, example& ex) const {
+    const json* list = member(root, "expect");
+    if (!list) return std::nullopt;
+    if (!list->is_array())
+        return fail("expect", fmt::format("expected a list of claims {{\"step\", \"value\", ...}}, got {}", kind_of(*list)));
+    const auto steps = step_names(ex.layer);
+    std::vector<std::string_view> all_steps{"expand", "gate", "up", "activate", "multiply", "contract", "residual"};
+    for (std::size_t k = 0; k < list->size(); ++k) {
+        const json& entry = (*list)[k];
+        expectation e;
+        e.path = fmt::format("expect[{}]", k);
+        if (!entry.is_object())
+            return fail(e.path, fmt::format("expected an object {{\"step\", \"value\", \"token\"?, \"tolerance\"?, "
+                                            "\"note\"?}}, got {}",
+                                            kind_of(entry)));
+        if (auto err = check_keys(entry, e.path + ".", {"step", "token", "value", "tolerance", "note"})) return err;
+
+        const json* step = member(entry, "step");
+        if (!step) return fail(e.path + ".step", "required key is missing; expected one of " + join(steps));
+        if (!step->is_string()) return fail(e.path + ".step", fmt::format("expected one of {}, got {}", join(steps), kind_of(*step)));
+        e.step = step->get<std::string>();
+        if (std::find(steps.begin(), steps.end(), e.step) == steps.end()) {
+            std::string why = fmt::format("this layer has no step \"{}\"", e.step);
+            if (e.step == "residual")
+                why += " (the residual is off)";
+            else if (std::find(all_steps.begin(), all_steps.end(), e.step) != all_steps.end())
+                why += fmt::format(" ({} FFNs have other steps)", ex.layer.gated() ? "gated" : "plain");
+            else
+                why += fmt::format("; did you mean \"{}\"?", detail::nearest(e.step, steps));
+            return fail(e.path + ".step", fmt::format("{}; expected one of {}", why, join(steps)));
+        }
+
+        const std::size_t tokens = ex.input.rows;
+        if (const json* token = member(entry, "token")) {
+            if (!token->is_number_integer() || token->get<long long>() < 0)
+                return fail(e.path + ".token", fmt::format("expected a token index from 0 to {}, got {}", tokens - 1, kind_of(*token)));
+            const auto t = token->get<unsigned long long>();
+            if (t >= tokens)
+                return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} (indices 0 to {})", t,
+                                                           plural(tokens, "token"), tokens - 1));
+            e.token = static_cast<std::size_t>(t);
+        }
+
+        const std::size_t width = step_width(ex.layer, e.step);
+        const json* value = member(entry, "value");
+        if (!value) return fail(e.path + ".value", "required key is missing; expected the claimed numbers");
+        std::vector<std::optional<std::size_t>> shape;
+        std::vector<std::string_view> units;
+        std::string why;
+        if (e.token) {
+            shape = {width};
+            units = {"numbers"};
+            why = fmt::format(" (one token's row of {}: {})", e.step, width);
+        } else {
+            shape.assign(ex.lead.begin(), ex.lead.end());
+            shape.push_back(width);
+            static const std::vector<std::vector<std::string_view>> by_rank{
+                {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
+            units = by_rank[ex.lead.size()];
+            std::string dims;
+            for (auto d : ex.lead) dims += fmt::format("{} × ", d);
+            why = fmt::format(" ({} is {}{}, shaped like the input; give \"token\" to claim one row)", e.step, dims, width);
+        }
+        auto t = read_array(*value, e.path + ".value", shape, units, why, true);
+        if (!t) return t.err();
+        e.value = std::move(t->values);
+
+        if (const json* tol = member(entry, "tolerance")) {
+            if (!tol->is_number() || tol->get<double>() < 0)
+                return fail(e.path + ".tolerance", fmt::format("expected a number ≥ 0 (an absolute tolerance), got {}", kind_of(*tol)));
+            e.tolerance = tol->get<double>();
+        }
+        if (const json* note = member(entry, "note")) {
+            auto s = read_string(*note, e.path + ".note");
+            if (!s) return s.err();
+            e.note = std::move(*s);
+        }
+        ex.expect.push_back(std::move(e));
+    }
+    return std::nullopt;
+}
+
+outcome<example> loader::load(const json& root) {
+    if (!root.is_object())
+        return fail("", fmt::format("expected a JSON object at the top level (with activation, weights and input), got {}",
+                                    kind_of(root)));
+    if (auto e = check_keys(root, "", example_keys())) return *e;
+    example ex;
+    ex.file = std::string(file_);
+    for (auto key : {"title", "description"}) {
+        if (const json* j = member(root, key)) {
+            auto s = read_string(*j, key);
+            if (!s) return s.err();
+            (std::string_view(key) == "title" ? ex.title : ex.description) = std::move(*s);
+        }
+    }
+    // The order matters: the activation says which weights to expect, and the input fixes
+    // d_model, which decides the layout.
+    if (auto e = load_activation(root, ex)) return *e;
+    if (auto e = load_input(root, ex)) return *e;
+    if (auto e = load_layer(root, ex)) return *e;
+    if (auto e = load_labels(root, ex)) return *e;
+    if (auto e = load_expect(root, ex)) return *e;
+    return ex;
+}
+
+}  // namespace
+
+outcome<example> parse_example(std::string_view text, std::string_view file) {
+    auto root = json_reader(text, file).parse();
+    if (!root) return root.err();
+    return loader(file).load(*root);
+}
+
+namespace {
+
+// Reads at most limit + 1 bytes, so an oversized file is refused without reading it whole.
+std::string read_up_to(std::istream& in, std::size_t limit) {
+    std::string text;
+    char chunk[1 << 16];
+    while (text.size() <= limit && in.read(chunk, sizeof chunk).gcount() > 0)
+        text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    return text;
+}
+
+}  // namespace
+
+outcome<example> load_example(const std::string& file, const load_options& options) {
+    const std::string name = file == "-" ? "<stdin>" : file;
+    const auto fail = [&name](std::string message) { return error{name, "", std::move(message)}; };
+    std::string text;
+    if (file == "-") {
+        text = read_up_to(std::cin, options.max_file_size);
+    } else {
+        std::error_code ec;
+        if (std::filesystem::is_directory(file, ec)) return fail("is a directory; expected a JSON example file");
+        std::ifstream in(file, std::ios::binary);
+        if (!in) return fail(fmt::format("cannot open the file: {}", std::strerror(errno)));
+        text = read_up_to(in, options.max_file_size);
+        if (in.bad()) return fail(fmt::format("cannot read the file: {}", std::strerror(errno)));
+    }
+    if (text.size() > options.max_file_size)
+        return fail(fmt::format("the file is larger than the limit of {} bytes; raise it with --max-file-size",
+                                options.max_file_size));
+    return parse_example(text, name);
+}
+
+}  // namespace ffn_trace
