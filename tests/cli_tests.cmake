@@ -1,0 +1,49 @@
+# Each line: name, exit status, stdout pattern, stderr pattern, then the command.
+set(FT $<TARGET_FILE:ffn-trace>)
+
+# run --format json
+cli_test("run prints the walkthrough's steps as JSON" 0
+  "\"activation\": \"gelu\", \"layout\": \"out_in\", \"d_model\": 4, \"d_ff\": 8, \"d_out\": 4, \"tokens\": 2" EMPTY
+  -- ${FT} run ${DATA}/walkthrough.json --format json)
+cli_test("run's JSON has the lesson's output and residual" 0
+  "\"name\": \"contract\", \"value\": \\[ 5.0, 4.0 \\] }, \\{ \"name\": \"residual\", \"value\": \\[ 7.0, 5.0 \\]" EMPTY
+  -- ${FT} run ${DATA}/lesson_hand.json --format json)
+cli_test("run reads standard input given as -" 0 "\"activation\": \"relu\"" EMPTY
+  --stdin ${DATA}/memory.json -- ${FT} run - --format json)
+
+# check
+cli_test("check passes the lesson's hand example" 0 "lesson_hand.json: all 12 claims hold" EMPTY
+  -- ${FT} check ${DATA}/lesson_hand.json)
+cli_test("check passes every correct example together" 0 "5 files, 68 claims, 0 failed" EMPTY
+  -- ${FT} check ${DATA}/lesson_hand.json ${DATA}/abs_relu.json ${DATA}/abs_identity.json ${DATA}/memory.json ${DATA}/swiglu.json)
+cli_test("check points at the walkthrough's slipped hidden[1]" 1
+  "walkthrough.json: 41 of 52 claims fail expand\\[1\\]\\[0\\]: claimed 0.17, computed 0.16" EMPTY
+  -- ${FT} check ${DATA}/walkthrough.json)
+cli_test("check points at the walkthrough's slipped outputs" 1
+  "contract\\[0\\]\\[0\\]: claimed 0.498, computed 0.421467" EMPTY
+  -- ${FT} check ${DATA}/walkthrough.json)
+cli_test("check leaves the walkthrough's correct gelu(0.43) alone" 1 "!activate\\[0\\]\\[0\\]" EMPTY
+  -- ${FT} check ${DATA}/walkthrough.json)
+cli_test("check prints nothing when one file of several is bad" 2 EMPTY
+  "^error: .*missing.json: cannot open the file"
+  -- ${FT} check ${DATA}/lesson_hand.json ${INPUTS}/missing.json)
+
+# usage and input errors: one line on stderr, exit 2, nothing on stdout
+cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
+cli_test("an unknown subcommand is a usage error" 2 EMPTY "^error: " -- ${FT} trace x.json)
+cli_test("run without a file is a usage error" 2 EMPTY "^error: file is required" -- ${FT} run)
+cli_test("an unknown format is a usage error" 2 EMPTY "^error: --format" -- ${FT} run ${DATA}/walkthrough.json --format xml)
+cli_test("a missing file is an input error" 2 EMPTY "^error: .*nope.json: cannot open the file: No such file" -- ${FT} run nope.json)
+cli_test("a directory is an input error" 2 EMPTY "^error: .*data: is a directory" -- ${FT} run ${DATA})
+cli_test("a file over the size limit is refused" 2 EMPTY "larger than the limit of 100 bytes\; raise it with --max-file-size"
+  -- ${FT} run ${DATA}/walkthrough.json --max-file-size 100)
+cli_test("a misspelled key names the nearest" 2 EMPTY "^error: .*misspelled_key.json: activaton: unknown key\; did you mean \"activation\"\\?"
+  -- ${FT} run ${INPUTS}/misspelled_key.json)
+cli_test("a ragged weight row names the row and the layout's shape" 2 EMPTY
+  "^error: .*ragged_w1.json: weights.W1\\[3\\]: expected 4 numbers \\(layout out_in: W1 is d_ff × d_model = 8 × 4\\), got 5$"
+  -- ${FT} run ${INPUTS}/ragged_w1.json)
+cli_test("malformed JSON gives line and column" 2 EMPTY "^error: .*truncated.json: line [0-9]+, column [0-9]+: malformed JSON"
+  -- ${FT} check ${INPUTS}/truncated.json)
+cli_test("an overflow names the step and the element" 2 EMPTY "^error: .*overflow.json: contract\\[0\\]: the value overflowed to inf"
+  -- ${FT} run ${INPUTS}/overflow.json --format json)
+cli_test("help goes to stdout and exits 0" 0 "Usage: ffn-trace" EMPTY -- ${FT} --help)

@@ -1,0 +1,259 @@
+#include "ffn_trace/engine.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "ffn_trace/example.hpp"
+#include "reference.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+
+namespace {
+
+matrix make(std::initializer_list<std::initializer_list<double>> rows) {
+    matrix m(rows.size(), rows.begin()->size());
+    std::size_t r = 0;
+    for (const auto& row : rows) {
+        std::size_t c = 0;
+        for (double v : row) m(r, c++) = v;
+        ++r;
+    }
+    return m;
+}
+
+void check_row(const matrix& m, std::size_t row, std::initializer_list<double> expected, double eps = 1e-12) {
+    REQUIRE(m.cols == expected.size());
+    std::size_t i = 0;
+    for (double e : expected) {
+        CAPTURE(row);
+        CAPTURE(i);
+        CHECK(m(row, i) == Approx(e).epsilon(eps));
+        ++i;
+    }
+}
+
+// The lesson's hand example (seed 003_520c3bf8fda29827.txt): hidden units x₁, x₂, x₁ + x₂, x₂ − x₁.
+ffn lesson_layer() {
+    ffn layer;
+    layer.act = activation::relu;
+    layer.w1 = make({{1, 0, 1, -1}, {0, 1, 1, 1}});
+    layer.w2 = make({{1, 0}, {0, 1}, {1, 1}, {2, -1}});
+    layer.residual = true;
+    return layer;
+}
+
+}  // namespace
+
+TEST_CASE("a plain layer records expand, activate, contract and residual in order") {
+    const auto t = run_ffn(lesson_layer(), make({{2, 1}}), {});
+    REQUIRE(t);
+    REQUIRE(t->steps.size() == 4);
+    CHECK(t->steps[0].name == "expand");
+    CHECK(t->steps[1].name == "activate");
+    CHECK(t->steps[2].name == "contract");
+    CHECK(t->steps[3].name == "residual");
+    CHECK(&t->output() == &t->steps[3]);
+
+    SUBCASE("expand multiplies each token by W1: h = [2, 1, 3, −1]") { check_row(t->find("expand")->value, 0, {2, 1, 3, -1}); }
+    SUBCASE("relu switches the fourth detector off") { check_row(t->find("activate")->value, 0, {2, 1, 3, 0}); }
+    SUBCASE("contract sums W2's rows weighted by the detectors: 2·[1,0] + 1·[0,1] + 3·[1,1] = [5, 4]") {
+        check_row(t->find("contract")->value, 0, {5, 4});
+    }
+    SUBCASE("residual adds the input back: [2, 1] + [5, 4] = [7, 5]") { check_row(t->find("residual")->value, 0, {7, 5}); }
+}
+
+TEST_CASE("without a residual the contraction is the last step") {
+    auto layer = lesson_layer();
+    layer.residual = false;
+    const auto t = run_ffn(layer, make({{2, 1}}), {});
+    REQUIRE(t);
+    REQUIRE(t->steps.size() == 3);
+    CHECK(t->output().name == "contract");
+    CHECK(t->find("residual") == nullptr);
+}
+
+TEST_CASE("the walkthrough's FFN, traced by hand") {
+    // Seed 000_c44c4c3ba7a479b9.txt stores W1 as (8, 4); the engine takes its transpose.
+    ffn layer;
+    layer.act = activation::gelu;
+    layer.w1 = make({{0.1, 0.2, 0.3, 0.4}, {0.2, 0.1, 0.4, 0.3}, {0.3, 0.4, 0.1, 0.2}, {0.4, 0.3, 0.2, 0.1},
+                     {0.1, 0.3, 0.2, 0.4}, {0.2, 0.4, 0.1, 0.3}, {0.3, 0.1, 0.4, 0.2}, {0.4, 0.2, 0.3, 0.1}})
+                   .transposed();
+    layer.w2 = make({{0.1, 0.2, 0.1, 0.2, 0.1, 0.2, 0.1, 0.2}, {0.2, 0.1, 0.2, 0.1, 0.2, 0.1, 0.2, 0.1},
+                     {0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.2, 0.2}, {0.2, 0.2, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1}})
+                   .transposed();
+    const auto t = run_ffn(layer, make({{1.0, 0.5, -0.3, 0.8}, {0.2, -0.4, 0.6, 0.1}}), {2});
+    REQUIRE(t);
+    const matrix& hidden = t->find("expand")->value;
+
+    SUBCASE("position 0 expands as the seed prints it") {
+        check_row(hidden, 0, {0.43, 0.37, 0.63, 0.57, 0.51, 0.61, 0.39, 0.49});
+    }
+    SUBCASE("position 1 expands as computed by hand, not as the seed prints it") {
+        // hidden[1][0] = 0.1×0.2 + 0.2×(−0.4) + 0.3×0.6 + 0.4×0.1 = 0.02 − 0.08 + 0.18 + 0.04 = 0.16
+        // hidden[1][1] = 0.2×0.2 + 0.1×(−0.4) + 0.4×0.6 + 0.3×0.1 = 0.04 − 0.04 + 0.24 + 0.03 = 0.27
+        // hidden[1][2] = 0.3×0.2 + 0.4×(−0.4) + 0.1×0.6 + 0.2×0.1 = 0.06 − 0.16 + 0.06 + 0.02 = −0.02
+        // hidden[1][3] = 0.4×0.2 + 0.3×(−0.4) + 0.2×0.6 + 0.1×0.1 = 0.08 − 0.12 + 0.12 + 0.01 = 0.09
+        // hidden[1][4] = 0.1×0.2 + 0.3×(−0.4) + 0.2×0.6 + 0.4×0.1 = 0.02 − 0.12 + 0.12 + 0.04 = 0.06
+        // hidden[1][5] = 0.2×0.2 + 0.4×(−0.4) + 0.1×0.6 + 0.3×0.1 = 0.04 − 0.16 + 0.06 + 0.03 = −0.03
+        // hidden[1][6] = 0.3×0.2 + 0.1×(−0.4) + 0.4×0.6 + 0.2×0.1 = 0.06 − 0.04 + 0.24 + 0.02 = 0.28
+        // hidden[1][7] = 0.4×0.2 + 0.2×(−0.4) + 0.3×0.6 + 0.1×0.1 = 0.08 − 0.08 + 0.18 + 0.01 = 0.19
+        check_row(hidden, 1, {0.16, 0.27, -0.02, 0.09, 0.06, -0.03, 0.28, 0.19}, 1e-9);
+    }
+    SUBCASE("gelu(0.43) is the seed's worked 0.287, to full precision 0.2865431") {
+        CHECK(t->find("activate")->value(0, 0) == Approx(0.2865431).epsilon(1e-6));
+    }
+    SUBCASE("output[0][0] is 0.4215, not the seed's 0.498") {
+        // Each GELU by hand from 0.5·h·(1 + tanh(0.7978846·(h + 0.044715·h³))):
+        // activated[0] = [0.2865431, 0.2383886, 0.4634223, 0.4078993, 0.3544184, 0.4446973, 0.2541685, 0.3370712]
+        // output[0][0] = 0.1×0.2865431 + 0.2×0.2383886 + 0.1×0.4634223 + 0.2×0.4078993
+        //              + 0.1×0.3544184 + 0.2×0.4446973 + 0.1×0.2541685 + 0.2×0.3370712 = 0.4214665
+        check_row(t->find("activate")->value, 0,
+                  {0.2865431, 0.2383886, 0.4634223, 0.4078993, 0.3544184, 0.4446973, 0.2541685, 0.3370712}, 2e-7);
+        CHECK(t->find("contract")->value(0, 0) == Approx(0.4214665).epsilon(2e-7));
+    }
+}
+
+TEST_CASE("a gated layer records gate, up, activate, multiply and contract") {
+    // x = [1, 2]; gate = [1, 0, −1], up = [2, 3, 1]; SiLU(1) = σ(1) = 0.7310586, SiLU(−1) = −0.2689414.
+    ffn layer;
+    layer.act = activation::swiglu;
+    layer.wg = make({{1, 1, -1}, {0, -0.5, 0}});
+    layer.wu = make({{2, 1, 1}, {0, 1, 0}});
+    layer.w2 = make({{1, 0}, {0, 1}, {1, 1}});
+    layer.residual = true;
+    const auto t = run_ffn(layer, make({{1, 2}}), {});
+    REQUIRE(t);
+    REQUIRE(t->steps.size() == 6);
+    const double s1 = 1 / (1 + std::exp(-1.0));
+    check_row(t->find("gate")->value, 0, {1, 0, -1});
+    check_row(t->find("up")->value, 0, {2, 3, 1});
+    check_row(t->find("activate")->value, 0, {s1, 0, -(1 - s1)});
+    check_row(t->find("multiply")->value, 0, {2 * s1, 0, -(1 - s1)});
+    check_row(t->find("contract")->value, 0, {2 * s1 - (1 - s1), -(1 - s1)});
+    check_row(t->find("residual")->value, 0, {1 + 2 * s1 - (1 - s1), 2 - (1 - s1)});
+}
+
+TEST_CASE("biases shift the detectors: the lesson's key-value memory") {
+    ffn layer;
+    layer.act = activation::relu;
+    layer.w1 = make({{1, 0}, {0, 1}, {1, 1}});
+    layer.b1 = {-1.5, -1.5};
+    layer.w2 = make({{2, 0}, {0, 2}});
+    const auto t = run_ffn(layer, make({{1, 0, 1}, {0, 1, 1}, {1, 0, 0}, {0, 0, 1}}), {4});
+    REQUIRE(t);
+    // The seed's printed output: hidden [0.5, −0.5], after ReLU [0.5, 0], writes [1, 0], ...
+    check_row(t->find("expand")->value, 0, {0.5, -0.5});
+    check_row(t->find("expand")->value, 2, {-0.5, -1.5});
+    check_row(t->find("contract")->value, 0, {1, 0});
+    check_row(t->find("contract")->value, 1, {0, 1});
+    check_row(t->find("contract")->value, 3, {0, 0});
+}
+
+TEST_CASE("an overflow is an error naming the step and the element") {
+    ffn layer;
+    layer.act = activation::identity;
+    layer.w1 = make({{1e200, 1}});
+    layer.w2 = make({{1}, {1}});
+    const auto t = run_ffn(layer, make({{1}, {1e200}}), {2});
+    REQUIRE_FALSE(t);
+    CHECK(t.err().path == "expand[1][0]");
+    CHECK(t.err().message.find("inf") != std::string::npos);
+}
+
+TEST_CASE("element indices are written like the input's nesting") {
+    CHECK(element_index({}, 0, 3) == "[3]");
+    CHECK(element_index({4}, 2, 1) == "[2][1]");
+    CHECK(element_index({2, 3}, 4, 0) == "[1][1][0]");
+    CHECK(token_index({2, 3}, 5) == "[1][2]");
+}
+
+TEST_CASE("every activation, layout, input rank, bias and residual agrees with an independent reference") {
+    using json = nlohmann::json;
+    std::mt19937 rng(12345);
+    std::uniform_real_distribution<double> uniform(-1.5, 1.5);
+    auto random_mat = [&](std::size_t r, std::size_t c) {
+        reference::mat m(r, reference::vec(c));
+        for (auto& row : m)
+            for (auto& v : row) v = uniform(rng);
+        return m;
+    };
+    auto random_vec = [&](std::size_t n) { return random_mat(1, n)[0]; };
+
+    int cases = 0;
+    for (const auto& a : all_activations()) {
+        for (bool out_in : {false, true}) {
+            for (int rank : {1, 2, 3}) {
+                for (bool biases : {false, true}) {
+                    for (bool residual : {false, true}) {
+                        const std::size_t d_model = 3, d_ff = 5, d_out = residual ? 3 : 2;
+                        const bool gated = a.gated;
+                        std::map<std::string, reference::mat> w;
+                        std::map<std::string, reference::vec> b;
+                        auto shape = [&](std::size_t in, std::size_t out) {
+                            return out_in ? random_mat(out, in) : random_mat(in, out);
+                        };
+                        for (const char* k : gated ? std::vector<const char*>{"Wg", "Wu"} : std::vector<const char*>{"W1"})
+                            w[k] = shape(d_model, d_ff);
+                        w["W2"] = shape(d_ff, d_out);
+                        if (biases) {
+                            for (const char* k : gated ? std::vector<const char*>{"bg", "bu"} : std::vector<const char*>{"b1"})
+                                b[k] = random_vec(d_ff);
+                            b["b2"] = random_vec(d_out);
+                        }
+                        std::vector<std::size_t> lead = rank == 1 ? std::vector<std::size_t>{}
+                                                      : rank == 2 ? std::vector<std::size_t>{4}
+                                                                  : std::vector<std::size_t>{2, 3};
+                        std::size_t tokens = 1;
+                        for (auto d : lead) tokens *= d;
+                        const reference::mat x = random_mat(tokens, d_model);
+
+                        json doc;
+                        doc["activation"] = a.name;
+                        doc["layout"] = out_in ? "out_in" : "in_out";
+                        doc["residual"] = residual;
+                        for (const auto& [k, m] : w) doc["weights"][k] = m;
+                        for (const auto& [k, v] : b) doc["weights"][k] = v;
+                        if (rank == 1)
+                            doc["input"] = x[0];
+                        else if (rank == 2)
+                            doc["input"] = x;
+                        else
+                            doc["input"] = json::array({reference::mat(x.begin(), x.begin() + 3), reference::mat(x.begin() + 3, x.end())});
+
+                        CAPTURE(a.name);
+                        CAPTURE(out_in);
+                        CAPTURE(rank);
+                        CAPTURE(biases);
+                        CAPTURE(residual);
+                        const auto ex = parse_example(doc.dump(), "generated.json");
+                        REQUIRE(ex);
+                        const auto t = run_ffn(ex->layer, ex->input, ex->lead);
+                        REQUIRE(t);
+                        REQUIRE(t->tokens() == tokens);
+                        CHECK(t->lead == lead);
+                        double max_rel = 0;
+                        for (std::size_t tok = 0; tok < tokens; ++tok) {
+                            const auto expected = reference::ffn(std::string(a.name), w, b, x[tok], out_in, residual);
+                            REQUIRE(expected.size() == t->steps.size());
+                            for (const auto& s : t->steps) {
+                                const auto& e = expected.at(s.name);
+                                REQUIRE(e.size() == s.value.cols);
+                                for (std::size_t i = 0; i < e.size(); ++i) {
+                                    const double rel = std::abs(s.value(tok, i) - e[i]) / std::max(1e-300, std::abs(e[i]));
+                                    if (std::abs(e[i]) > 1e-12) max_rel = std::max(max_rel, rel);
+                                    else CHECK(std::abs(s.value(tok, i) - e[i]) <= 1e-15);
+                                }
+                            }
+                        }
+                        CHECK(max_rel <= 1e-9);
+                        ++cases;
+                    }
+                }
+            }
+        }
+    }
+    CHECK(cases == 8 * 2 * 3 * 2 * 2);
+}
