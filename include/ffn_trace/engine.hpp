@@ -41,9 +41,17 @@ struct ffn {
     std::size_t d_out() const { return w2.cols; }
 };
 
+// An intermediate quantity inside a step, kept so a trace can show how a value arose:
+// GELU's z = √(2/π)·(x + 0.044715·x³) and tanh(z), exact GELU's Φ(x), SiLU's σ(x).
+struct term {
+    std::string name;  // "z", "tanh", "Phi", "sigma"
+    matrix value;      // the step's shape
+};
+
 struct step {
-    std::string name;  // "expand", "gate", "up", "activate", "multiply", "contract", "residual"
-    matrix value;      // (tokens, width)
+    std::string name;          // "expand", "gate", "up", "activate", "multiply", "contract", "residual"
+    matrix value;              // (tokens, width)
+    std::vector<term> terms;   // activate only: the activation's intermediate terms, if it has any
 };
 
 struct trace {
@@ -78,6 +86,8 @@ std::string token_index(const std::vector<std::size_t>& lead, std::size_t token)
 matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
 // h (tokens, d_ff) -> act(h) (tokens, d_ff), element by element
 matrix activate(activation kind, const matrix& h);
+// The intermediate terms of act(h), element by element (none for ReLU and identity).
+std::vector<term> activation_terms(activation kind, const matrix& h);
 // a (tokens, d_ff) ⊙ u (tokens, d_ff) -> (tokens, d_ff)
 matrix multiply(const matrix& a, const matrix& u);
 // x (tokens, d_model) + y (tokens, d_model) -> (tokens, d_model)

@@ -3,12 +3,19 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace cli {
 
 struct run_options {
     std::string file;
-    std::string format = "json";
+    std::string format = "text";
+    std::string detail;  // empty: chosen by the layer's size
+    std::vector<std::size_t> tokens;
+    int precision = 4;
+    bool full = false;
+    std::string color = "auto";
+    bool ascii = false;
     std::size_t max_file_size = 0;
 };
 

@@ -24,6 +24,22 @@ matrix activate(activation kind, const matrix& h) {
     return a;
 }
 
+std::vector<term> activation_terms(activation kind, const matrix& h) {
+    auto each = [&h](auto f) {
+        matrix m = h;
+        for (double& v : m.data) v = f(v);
+        return m;
+    };
+    switch (info(kind).unit) {
+        case activation::gelu:
+            return {{"z", each([](double x) { return gelu_parts(x).inner; })},
+                    {"tanh", each([](double x) { return gelu_parts(x).tanh; })}};
+        case activation::gelu_exact: return {{"Phi", each(normal_cdf)}};
+        case activation::silu: return {{"sigma", each(sigmoid)}};
+        default: return {};
+    }
+}
+
 matrix multiply(const matrix& a, const matrix& u) {
     matrix m = a;
     for (std::size_t k = 0; k < m.data.size(); ++k) m.data[k] *= u.data[k];
@@ -74,23 +90,32 @@ std::string element_index(const std::vector<std::size_t>& lead, std::size_t toke
 
 outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead) {
     trace t{layer, std::move(lead), x, {}};
-    auto& steps = t.steps;
+    auto record = [&t](std::string name, matrix value, std::vector<term> terms = {}) {
+        t.steps.push_back({std::move(name), std::move(value), std::move(terms)});
+    };
     // One call per line, in the order of the architecture diagram.
     if (layer.gated()) {
         matrix gate = linear(x, layer.wg, layer.bg);
         matrix up = linear(x, layer.wu, layer.bu);
         matrix act = activate(layer.act, gate);
+        auto terms = activation_terms(layer.act, gate);
         matrix product = multiply(act, up);
         matrix out = linear(product, layer.w2, layer.b2);
-        steps = {{"gate", std::move(gate)}, {"up", std::move(up)}, {"activate", std::move(act)},
-                 {"multiply", std::move(product)}, {"contract", std::move(out)}};
+        record("gate", std::move(gate));
+        record("up", std::move(up));
+        record("activate", std::move(act), std::move(terms));
+        record("multiply", std::move(product));
+        record("contract", std::move(out));
     } else {
         matrix hidden = linear(x, layer.w1, layer.b1);
         matrix act = activate(layer.act, hidden);
+        auto terms = activation_terms(layer.act, hidden);
         matrix out = linear(act, layer.w2, layer.b2);
-        steps = {{"expand", std::move(hidden)}, {"activate", std::move(act)}, {"contract", std::move(out)}};
+        record("expand", std::move(hidden));
+        record("activate", std::move(act), std::move(terms));
+        record("contract", std::move(out));
     }
-    if (layer.residual) steps.push_back({"residual", residual(x, steps.back().value)});
+    if (layer.residual) record("residual", residual(x, t.steps.back().value));
 
     for (const auto& s : t.steps) {
         for (std::size_t k = 0; k < s.value.data.size(); ++k) {

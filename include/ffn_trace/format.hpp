@@ -1,0 +1,44 @@
+// Formatting pieces shared by the renderers: numbers, summarised index ranges, widths and styles.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ffn_trace {
+
+// A result at fixed precision with a real minus sign and no negative zero: "0.4300", "−0.0200".
+// Magnitudes from 1e15 up are written in scientific form.
+std::string format_fixed(double v, int precision);
+
+// An operand at most `precision` decimals, trailing zeros dropped: "0.1", "−0.3", "2", "1e−05".
+std::string format_short(double v, int precision);
+
+// Which of n indices to show: all of them when n ≤ limit or `full`, else the first and last
+// `edge` with `gap` between them, as numpy summarises long arrays.
+inline constexpr std::size_t gap = static_cast<std::size_t>(-1);
+std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge = 3, std::size_t limit = 10);
+
+// Style marks inside rendered text: a mark is the byte '\x01' and one letter. The text view
+// turns them into terminal colours or drops them; the Markdown view drops them.
+namespace style {
+inline constexpr std::string_view bold = "\x01" "b";
+inline constexpr std::string_view dim = "\x01" "d";
+inline constexpr std::string_view red = "\x01" "r";
+inline constexpr std::string_view green = "\x01" "g";
+inline constexpr std::string_view reset = "\x01" "0";
+}  // namespace style
+std::string styled(std::string_view mark, std::string_view text);
+// Replaces the marks with ANSI escape codes (colour) or removes them.
+std::string apply_styles(std::string_view text, bool colour);
+
+// The width of text on a terminal: code points, not counting style marks.
+std::size_t display_width(std::string_view text);
+std::string pad_right(std::string_view text, std::size_t width);
+std::string pad_left(std::string_view text, std::size_t width);
+
+// Replaces the Unicode symbols the renderers use (×, ·, →, −, ✓, …) with ASCII spellings.
+std::string to_ascii(std::string_view text);
+
+}  // namespace ffn_trace

@@ -1,0 +1,44 @@
+// The lesson's readings of a trace (seed 003_520c3bf8fda29827.txt), computed from it so that
+// renderers only show them: which hidden units are active, what each one wrote, that the FFN
+// works position by position, and how a layer without activation collapses into one matrix.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+
+namespace ffn_trace {
+
+struct collapse {
+    matrix w;                   // W1·W2 (d_model, d_out)
+    std::vector<double> b;      // b1·W2 + b2 (d_out), empty when the layer has no biases
+    matrix output;              // x·W + b (tokens, d_out)
+    double max_difference = 0;  // largest |output − contract|
+};
+
+struct readings {
+    // A hidden unit is active when the value it feeds W2 is above this in magnitude; ReLU's and
+    // ReGLU's units are active exactly when their activation is > 0.
+    double active_threshold = 0;
+    std::vector<std::size_t> active;  // per token
+    // Each token traced alone, compared with the whole input traced at once: the largest
+    // difference over every step (0 when the FFN is position-wise, as it must be).
+    double position_wise_max_difference = 0;
+    std::optional<collapse> collapsed;  // identity activation only
+};
+
+readings read_trace(const trace& t);
+
+// Whether hidden unit j of token t counts as active.
+bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t unit);
+
+// The value fed to W2: "activate" for a plain FFN, "multiply" for a gated one.
+const matrix& hidden_output(const trace& t);
+
+// What each hidden unit wrote into one token's output: row j is hidden[t][j] · W2[j], so the
+// rows add up (with b2) to the contraction. (d_ff, d_out)
+matrix contributions(const trace& t, std::size_t token);
+
+}  // namespace ffn_trace

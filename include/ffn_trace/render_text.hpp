@@ -1,0 +1,43 @@
+// The walkthrough a learner reads: the text and Markdown views of a trace.
+//
+// Both views render one document built from the trace, its claims and its readings; they
+// compute nothing of their own.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/claims.hpp"
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/example.hpp"
+#include "ffn_trace/readings.hpp"
+
+namespace ffn_trace {
+
+enum class detail_level { summary, values, arithmetic };
+
+struct text_options {
+    std::optional<detail_level> detail;  // default: default_detail(layer)
+    std::vector<std::size_t> tokens;     // flat indices of the tokens to detail; empty: all
+    int precision = 4;
+    bool full = false;    // print long vectors whole instead of "first … last"
+    bool colour = false;  // terminal colours (text view only)
+    bool ascii = false;   // ASCII spellings for ×, ·, →, −, ✓, …
+};
+
+// Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.
+detail_level default_detail(const ffn& layer);
+
+struct rendering_input {
+    const example& ex;
+    const trace& tr;
+    const std::vector<claim>& claims;
+    const readings& reads;
+};
+
+std::string render_text(const rendering_input& in, const text_options& options);
+std::string render_markdown(const rendering_input& in, const text_options& options);
+
+}  // namespace ffn_trace

@@ -1,0 +1,132 @@
+#include "ffn_trace/format.hpp"
+
+#include <array>
+#include <cmath>
+#include <fmt/format.h>
+#include <utility>
+
+namespace ffn_trace {
+
+namespace {
+
+// "-" becomes the real minus sign "−"; "-0" and "-0.000" lose their sign.
+std::string with_real_minus(std::string s) {
+    if (s.empty() || s[0] != '-') return s;
+    if (s.find_first_not_of("-0.") == std::string::npos) return s.substr(1);
+    return "\u2212" + s.substr(1);
+}
+
+std::string real_minus_in_exponent(std::string s) {
+    const auto e = s.find("e-");
+    if (e != std::string::npos) s.replace(e + 1, 1, "\u2212");
+    return s;
+}
+
+}  // namespace
+
+std::string format_fixed(double v, int precision) {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "∞" : "−∞";
+    if (std::abs(v) >= 1e15) return real_minus_in_exponent(with_real_minus(fmt::format("{:.{}e}", v, precision)));
+    return with_real_minus(fmt::format("{:.{}f}", v, precision));
+}
+
+std::string format_short(double v, int precision) {
+    if (!std::isfinite(v) || std::abs(v) >= 1e15) return format_fixed(v, precision);
+    if (v != 0 && std::abs(v) < std::pow(10.0, -precision))
+        return real_minus_in_exponent(with_real_minus(fmt::format("{:.{}g}", v, std::max(precision, 1))));
+    std::string s = fmt::format("{:.{}f}", v, precision);
+    if (s.find('.') != std::string::npos) {
+        s.erase(s.find_last_not_of('0') + 1);
+        if (s.back() == '.') s.pop_back();
+    }
+    return with_real_minus(s);
+}
+
+std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge, std::size_t limit) {
+    std::vector<std::size_t> out;
+    if (full || n <= limit || n <= 2 * edge) {
+        for (std::size_t i = 0; i < n; ++i) out.push_back(i);
+        return out;
+    }
+    for (std::size_t i = 0; i < edge; ++i) out.push_back(i);
+    out.push_back(gap);
+    for (std::size_t i = n - edge; i < n; ++i) out.push_back(i);
+    return out;
+}
+
+std::string styled(std::string_view mark, std::string_view text) {
+    return fmt::format("{}{}{}", mark, text, style::reset);
+}
+
+std::string apply_styles(std::string_view text, bool colour) {
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '\x01' || i + 1 >= text.size()) {
+            out += text[i];
+            continue;
+        }
+        const char code = text[++i];
+        if (!colour) continue;
+        switch (code) {
+            case 'b': out += "\x1b[1m"; break;
+            case 'd': out += "\x1b[2m"; break;
+            case 'r': out += "\x1b[31m"; break;
+            case 'g': out += "\x1b[32m"; break;
+            default: out += "\x1b[0m"; break;
+        }
+    }
+    return out;
+}
+
+std::size_t display_width(std::string_view text) {
+    std::size_t width = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\x01') {
+            ++i;
+            continue;
+        }
+        if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++width;  // not a continuation byte
+    }
+    return width;
+}
+
+std::string pad_right(std::string_view text, std::size_t width) {
+    const std::size_t w = display_width(text);
+    return std::string(text) + std::string(w < width ? width - w : 0, ' ');
+}
+
+std::string pad_left(std::string_view text, std::size_t width) {
+    const std::size_t w = display_width(text);
+    return std::string(w < width ? width - w : 0, ' ') + std::string(text);
+}
+
+std::string to_ascii(std::string_view text) {
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 30> table{{
+        {"−", "-"},   {"×", "x"},      {"·", "*"},     {"→", "->"},   {"←", "<-"},   {"✓", "ok"},
+        {"✗", "FAIL"}, {"…", "..."},   {"≤", "<="},    {"≥", ">="},   {"≈", "~"},    {"⊙", "(*)"},
+        {"√", "sqrt"}, {"π", "pi"},    {"Φ", "Phi"},   {"φ", "phi"},  {"σ", "sigma"}, {"³", "^3"},
+        {"²", "^2"},   {"₁", "1"},     {"₂", "2"},     {"─", "-"},    {"═", "="},    {"│", "|"},
+        {"∞", "inf"},  {"ᵀ", "^T"},    {"⁻¹", "^-1"},  {"Σ", "sum"},  {"—", "--"},   {"“", "\""},
+    }};
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+        bool replaced = false;
+        if (static_cast<unsigned char>(text[i]) >= 0x80) {
+            for (const auto& [from, to] : table) {
+                if (text.substr(i, from.size()) == from) {
+                    out += to;
+                    i += from.size();
+                    replaced = true;
+                    break;
+                }
+            }
+        }
+        if (!replaced) out += text[i++];
+    }
+    return out;
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,68 @@
+#include "ffn_trace/readings.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ffn_trace {
+
+const matrix& hidden_output(const trace& t) { return t.find(t.layer.gated() ? "multiply" : "activate")->value; }
+
+bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t unit) {
+    const activation unit_kind = info(t.layer.act).unit;
+    if (unit_kind == activation::relu) return t.find("activate")->value(token, unit) > 0;
+    return std::abs(hidden_output(t)(token, unit)) > r.active_threshold;
+}
+
+matrix contributions(const trace& t, std::size_t token) {
+    const matrix& h = hidden_output(t);
+    const matrix& w2 = t.layer.w2;
+    matrix c(w2.rows, w2.cols);
+    for (std::size_t j = 0; j < w2.rows; ++j)
+        for (std::size_t k = 0; k < w2.cols; ++k) c(j, k) = h(token, j) * w2(j, k);
+    return c;
+}
+
+readings read_trace(const trace& t) {
+    readings r;
+    r.active_threshold = info(t.layer.act).unit == activation::relu ? 0.0 : 0.01;
+    for (std::size_t token = 0; token < t.tokens(); ++token) {
+        std::size_t n = 0;
+        for (std::size_t j = 0; j < t.layer.d_ff(); ++j) n += is_active(t, r, token, j) ? 1 : 0;
+        r.active.push_back(n);
+    }
+
+    // Position-wise: trace every token on its own and compare every step.
+    for (std::size_t token = 0; token < t.tokens() && t.tokens() > 1; ++token) {
+        matrix x(1, t.input.cols);
+        std::copy(t.input.row(token).begin(), t.input.row(token).end(), x.data.begin());
+        const auto alone = run_ffn(t.layer, x, {});
+        if (!alone) continue;  // cannot happen: the same arithmetic succeeded on the whole input
+        for (std::size_t s = 0; s < t.steps.size(); ++s) {
+            const auto batch_row = t.steps[s].value.row(token);
+            const auto alone_row = alone->steps[s].value.row(0);
+            for (std::size_t i = 0; i < batch_row.size(); ++i)
+                r.position_wise_max_difference =
+                    std::max(r.position_wise_max_difference, std::abs(batch_row[i] - alone_row[i]));
+        }
+    }
+
+    if (t.layer.act == activation::identity) {
+        // x·W1·W2 + b1·W2 + b2 = x·(W1·W2) + (b1·W2 + b2)
+        collapse c;
+        c.w = linear(t.layer.w1, t.layer.w2, {});
+        if (!t.layer.b1.empty() || !t.layer.b2.empty()) {
+            matrix b1(1, t.layer.d_ff());
+            if (!t.layer.b1.empty()) b1.data = t.layer.b1;
+            const matrix b = linear(b1, t.layer.w2, t.layer.b2);
+            c.b = b.data;
+        }
+        c.output = linear(t.input, c.w, c.b);
+        const matrix& contract = t.find("contract")->value;
+        for (std::size_t k = 0; k < contract.data.size(); ++k)
+            c.max_difference = std::max(c.max_difference, std::abs(c.output.data[k] - contract.data[k]));
+        r.collapsed = std::move(c);
+    }
+    return r;
+}
+
+}  // namespace ffn_trace
