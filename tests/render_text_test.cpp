@@ -1,0 +1,130 @@
+#include "ffn_trace/render_text.hpp"
+
+#include <algorithm>
+#include <doctest/doctest.h>
+#include <sstream>
+
+using namespace ffn_trace;
+
+namespace {
+
+std::string render(const std::string& text, text_options options = {}, bool markdown = false) {
+    const auto ex = parse_example(text, "t.json");
+    REQUIRE(ex);
+    const auto t = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(t);
+    const auto claims = evaluate_claims(*ex, *t);
+    const auto reads = read_trace(*t);
+    const rendering_input in{*ex, *t, claims, reads};
+    return markdown ? render_markdown(in, options) : render_text(in, options);
+}
+
+bool has_line(const std::string& out, const std::string& line) {
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+        if (l == line) return true;
+    return false;
+}
+
+// The lesson's hand example (seed 003_520c3bf8fda29827.txt), with its printed numbers as claims
+// and one wrong claim (the residual is [7, 5], not [7, 6]).
+const std::string lesson = R"({"activation": "relu", "input": [2, 1],
+    "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
+    "labels": {"hidden": ["x₁", "x₂", "x₁ + x₂", "x₂ − x₁"]},
+    "expect": [{"step": "contract", "value": [5, 4]}, {"step": "residual", "value": [7, 6]}]})";
+
+}  // namespace
+
+TEST_CASE("small layers are written out as arithmetic, large ones as values") {
+    ffn small;
+    small.w1 = matrix(8, 16);
+    small.w2 = matrix(16, 8);
+    CHECK(default_detail(small) == detail_level::arithmetic);
+    ffn wide;
+    wide.w1 = matrix(8, 17);
+    wide.w2 = matrix(17, 8);
+    CHECK(default_detail(wide) == detail_level::values);
+}
+
+TEST_CASE("the arithmetic shows every dot product, the switched-off units and the residual sum") {
+    const std::string out = render(lesson);
+    CHECK(has_line(out, "Step 1 · Expand   hidden = x · W1   (2)·(2 × 4) → (4)"));
+    CHECK(has_line(out, "    hidden[3] = 2×(−1) + 1×1 = −1.0000"));
+    CHECK(has_line(out, "  switched off: unit 3 (x₂ − x₁)"));
+    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✓ 5"));
+    CHECK(has_line(out, "  unit 3 (x₂ − x₁)  0.0000  nothing (off)"));
+    CHECK(has_line(out, "    y[1] = 1 + 4 = 5.0000 ✗ claimed 6 (off by 1)"));
+    CHECK(has_line(out, "✗ 1 of 4 claimed numbers do not hold."));
+    CHECK(has_line(out, "  the token: [2, 1] → expand → ReLU → contract → + x → [7.0000, 5.0000]"));
+}
+
+TEST_CASE("the values level shows tables and lists the failed claims under their step") {
+    text_options options;
+    options.detail = detail_level::values;
+    const std::string out = render(lesson, options);
+    CHECK(out.find("hidden[3] =") == std::string::npos);
+    CHECK(has_line(out, "  the token  7.0000 ✓  5.0000 ✗"));
+    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
+}
+
+TEST_CASE("the summary level keeps the heading, the readings, the checks and the summary") {
+    text_options options;
+    options.detail = detail_level::summary;
+    const std::string out = render(lesson, options);
+    CHECK(out.find("Step 1") == std::string::npos);
+    CHECK(out.find("Readings") != std::string::npos);
+    CHECK(has_line(out, "  active units  the token: 3 of 4 (activation > 0)"));
+    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
+}
+
+TEST_CASE("--token limits the detailed part to the chosen tokens") {
+    const std::string two = R"({"activation": "relu", "input": [[2, 1], [1, 2]],
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})";
+    text_options options;
+    options.tokens = {1};
+    const std::string out = render(two, options);
+    CHECK(out.find("hidden[0][0] =") == std::string::npos);
+    CHECK(has_line(out, "    hidden[1][3] = 1×(−1) + 2×1 = 1.0000"));
+    CHECK(out.find("token 0: [2, 1] →") != std::string::npos);  // the summary keeps every token
+}
+
+TEST_CASE("precision, ASCII and colour") {
+    text_options options;
+    options.precision = 2;
+    CHECK(has_line(render(lesson, options), "    hidden[3] = 2×(−1) + 1×1 = −1.00"));
+    options.ascii = true;
+    const std::string ascii = render(lesson, options);
+    CHECK(has_line(ascii, "    hidden[3] = 2x(-1) + 1x1 = -1.00"));
+    // Only the file's own labels (x₁ has no ASCII spelling beyond "x1") may remain non-ASCII: none here.
+    CHECK(std::none_of(ascii.begin(), ascii.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }));
+    options.ascii = false;
+    CHECK(render(lesson, options).find('\x1b') == std::string::npos);
+    options.colour = true;
+    CHECK(render(lesson, options).find("\x1b[31m✗ claimed 6") != std::string::npos);
+}
+
+TEST_CASE("long vectors are summarised unless --full") {
+    std::string w1 = "[[", w2 = "[";
+    for (int j = 0; j < 20; ++j) w1 += std::string(j ? ", " : "") + std::to_string(j);
+    w1 += "]]";
+    for (int j = 0; j < 20; ++j) w2 += std::string(j ? ", " : "") + "[1]";
+    w2 += "]";
+    const std::string text = R"({"activation": "relu", "residual": false, "input": [1], "weights": {"W1": )" + w1 +
+                             R"(, "W2": )" + w2 + "}}";
+    text_options options;
+    options.detail = detail_level::values;
+    const std::string out = render(text, options);
+    CHECK(has_line(out, "                [0]     [1]     [2]  …     [17]     [18]     [19]"));
+    options.full = true;
+    CHECK(render(text, options).find("[10]") != std::string::npos);
+}
+
+TEST_CASE("the Markdown view has headings, tables and code blocks") {
+    const std::string md = render(lesson, {}, true);
+    CHECK(has_line(md, "# FFN trace of t.json"));
+    CHECK(has_line(md, "## Step 1 · Expand   hidden = x · W1   (2)·(2 × 4) → (4)"));
+    CHECK(has_line(md, "| :-- | --: | --: | --: | --: |"));
+    CHECK(has_line(md, "```text"));
+    CHECK(has_line(md, "  hidden[3] = 2×(−1) + 1×1 = −1.0000"));
+    CHECK(md.find('\x01') == std::string::npos);
+}
