@@ -47,3 +47,21 @@ cli_test("malformed JSON gives line and column" 2 EMPTY "^error: .*truncated.jso
 cli_test("an overflow names the step and the element" 2 EMPTY "^error: .*overflow.json: contract\\[0\\]: the value overflowed to inf"
   -- ${FT} run ${INPUTS}/overflow.json --format json)
 cli_test("help goes to stdout and exits 0" 0 "Usage: ffn-trace" EMPTY -- ${FT} --help)
+
+# run: the text walkthrough and its options
+cli_test("run prints the text walkthrough by default" 0
+  "Step 1 · Expand hidden = x · W1 \\+ b1 \\(2 × 4\\)·\\(4 × 8\\) → \\(2 × 8\\)" EMPTY
+  -- ${FT} run ${DATA}/walkthrough.json)
+cli_test("run flags the walkthrough's slipped number where it occurs" 0
+  "hidden\\[1\\]\\[0\\] = 0.1×0.2 \\+ 0.2×\\(−0.4\\) \\+ 0.3×0.6 \\+ 0.4×0.1 \\+ 0 = 0.1600 ✗ claimed 0.17" EMPTY
+  -- ${FT} run ${DATA}/walkthrough.json --color never)
+cli_test("run --format markdown writes headings and tables" 0 "## Step 2 · Activate \\(ReLU\\)" EMPTY
+  -- ${FT} run ${DATA}/memory.json --format markdown)
+cli_test("run --color always colours a failed claim red" 0 "\\[31m✗ claimed 0.17" EMPTY
+  -- ${FT} run ${DATA}/walkthrough.json --color always)
+cli_test("run --token out of range is an input error" 2 EMPTY
+  "^error: .*walkthrough.json: --token: token 2 is out of range: the input has 2 tokens \\(indices 0 to 1\\)$"
+  -- ${FT} run ${DATA}/walkthrough.json --token 2)
+cli_test("run --detail takes only its three levels" 2 EMPTY "^error: --detail" -- ${FT} run ${DATA}/walkthrough.json --detail all)
+cli_test("run --precision beyond 17 is a usage error" 2 EMPTY "^error: --precision" -- ${FT} run ${DATA}/walkthrough.json --precision 40)
+cli_test("run --precision that is not a number is a usage error" 2 EMPTY "^error: --precision" -- ${FT} run ${DATA}/walkthrough.json --precision x)
