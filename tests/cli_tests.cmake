@@ -65,3 +65,19 @@ cli_test("run --token out of range is an input error" 2 EMPTY
 cli_test("run --detail takes only its three levels" 2 EMPTY "^error: --detail" -- ${FT} run ${DATA}/walkthrough.json --detail all)
 cli_test("run --precision beyond 17 is a usage error" 2 EMPTY "^error: --precision" -- ${FT} run ${DATA}/walkthrough.json --precision 40)
 cli_test("run --precision that is not a number is a usage error" 2 EMPTY "^error: --precision" -- ${FT} run ${DATA}/walkthrough.json --precision x)
+
+# gelu-table
+cli_test("gelu-table reproduces the seed's table" 0 "−2.000 −0.045 0.000 −1.000 −0.159 0.000 −0.500 −0.154 0.000 0.000 0.000 0.000 0.500 0.346 0.500 1.000 0.841 1.000 2.000 1.955 2.000" EMPTY
+  -- ${FT} gelu-table)
+cli_test("gelu-table at precision 12 matches the C library at x = 1" 0 "1.000000000000 0.841191990608" EMPTY
+  -- ${FT} gelu-table --at 1 --precision 12)
+cli_test("gelu-table refuses a zero step" 2 EMPTY "^error: --step: expected a finite number > 0, got 0$" -- ${FT} gelu-table --from 0 --to 1 --step 0)
+cli_test("gelu-table refuses a negative step" 2 EMPTY "^error: --step: expected a finite number > 0" -- ${FT} gelu-table --from 0 --to 1 --step -1)
+cli_test("gelu-table refuses a NaN step" 2 EMPTY "^error: --step" -- ${FT} gelu-table --from 0 --to 1 --step nan)
+cli_test("gelu-table refuses a step that makes billions of rows" 2 EMPTY "more than 100000 rows" -- ${FT} gelu-table --from 0 --to 1 --step 1e-12)
+cli_test("gelu-table refuses from above to" 2 EMPTY "^error: --from: 2 is above --to 1" -- ${FT} gelu-table --from 2 --to 1)
+cli_test("gelu-table refuses a non-number" 2 EMPTY "^error: Could not convert: --from = abc" -- ${FT} gelu-table --from abc --to 1)
+cli_test("gelu-table refuses --from without --to" 2 EMPTY "^error: --from requires --to" -- ${FT} gelu-table --from 1)
+cli_test("gelu-table refuses --at with a range" 2 EMPTY "^error: --from excludes --at" -- ${FT} gelu-table --at 1 --from 0 --to 2)
+cli_test("gelu-table refuses an infinite point" 2 EMPTY "^error: --at: expected finite numbers" -- ${FT} gelu-table --at 1,inf)
+cli_test("gelu-table --plot draws text only" 2 EMPTY "^error: --plot: draws text" -- ${FT} gelu-table --plot --format csv)

@@ -4,6 +4,7 @@
 
 #include "check.hpp"
 #include "common.hpp"
+#include "gelu_table.hpp"
 #include "run.hpp"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
     int status = cli::exit_ok;
     cli::setup_run(app, status);
     cli::setup_check(app, status);
+    cli::setup_gelu_table(app, status);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,52 @@
+// GELU against ReLU: the table the walkthrough seed prints, for any points, and a text plot.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/error.hpp"
+
+namespace ffn_trace {
+
+// The walkthrough's points: −2, −1, −0.5, 0, 0.5, 1, 2.
+std::vector<double> seed_points();
+
+inline constexpr std::size_t max_table_rows = 100000;
+
+// from, from + step, …, up to `to` (included when the steps reach it, within rounding).
+// Errors: a step that is not finite and > 0, from > to, bounds that are not finite, more than
+// max_table_rows rows. The error's path names the offending option.
+outcome<std::vector<double>> range_points(double from, double to, double step);
+
+struct table_columns {
+    bool exact = false;       // gelu_exact = x·Φ(x) and abs_error = |gelu − gelu_exact|
+    bool derivative = false;  // d_gelu (and d_gelu_exact with exact)
+    bool silu = false;        // silu = x·σ(x)
+};
+
+struct column {
+    std::string name;  // x, gelu, relu, gelu_exact, abs_error, d_gelu, d_gelu_exact, silu
+    std::vector<double> values;
+};
+
+// The columns in their fixed order: x, gelu, relu, then what `which` asks for.
+std::vector<column> gelu_table(const std::vector<double>& xs, const table_columns& which);
+
+enum class table_format { text, csv, json, markdown };
+
+// Text and Markdown use a real minus and `precision` decimals; CSV uses "-" and the same
+// decimals; JSON gives every number in shortest round-trip form, whatever the precision.
+std::string render_table(const std::vector<column>& columns, table_format format, int precision);
+
+struct plot_options {
+    std::size_t width = 61;   // columns of the drawing area
+    std::size_t height = 21;  // rows of the drawing area
+    bool ascii = false;
+};
+
+// The curves of `which` (GELU and ReLU always) drawn over [from, to] with axes, tick labels and a
+// legend. Each column of the drawing samples the curves at its own x.
+std::string render_plot(double from, double to, const table_columns& which, const plot_options& options);
+
+}  // namespace ffn_trace

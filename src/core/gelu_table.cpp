@@ -1,0 +1,200 @@
+#include "ffn_trace/gelu_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ffn_trace/activations.hpp"
+#include "ffn_trace/format.hpp"
+
+namespace ffn_trace {
+
+std::vector<double> seed_points() { return {-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0}; }
+
+outcome<std::vector<double>> range_points(double from, double to, double step) {
+    if (!std::isfinite(from)) return error{"", "--from", "expected a finite number"};
+    if (!std::isfinite(to)) return error{"", "--to", "expected a finite number"};
+    if (!std::isfinite(step) || step <= 0)
+        return error{"", "--step", fmt::format("expected a finite number > 0, got {}", step)};
+    if (from > to) return error{"", "--from", fmt::format("{} is above --to {}; expected from ≤ to", from, to)};
+    // The count is computed in floating point first, so a tiny step cannot overflow it.
+    const double intervals = (to - from) / step;
+    if (!(intervals < static_cast<double>(max_table_rows)))
+        return error{"", "--step", fmt::format("{} from {} to {} gives more than {} rows; use a larger step", step, from, to,
+                                               max_table_rows)};
+    // Rounding slack: 0.1 steps from −2 to 2 must reach 2.
+    const auto n = static_cast<std::size_t>(std::floor(intervals + 1e-9));
+    std::vector<double> xs;
+    xs.reserve(n + 1);
+    for (std::size_t k = 0; k <= n; ++k) xs.push_back(from + static_cast<double>(k) * step);
+    if (std::abs(xs.back() - to) <= 1e-9 * step) xs.back() = to;
+    return xs;
+}
+
+std::vector<column> gelu_table(const std::vector<double>& xs, const table_columns& which) {
+    auto each = [&xs](const char* name, double (*f)(double)) {
+        column c{name, {}};
+        for (double x : xs) c.values.push_back(f(x));
+        return c;
+    };
+    std::vector<column> out{{"x", xs}, each("gelu", gelu), each("relu", relu)};
+    if (which.exact) {
+        out.push_back(each("gelu_exact", gelu_exact));
+        out.push_back(each("abs_error", [](double x) { return std::abs(gelu(x) - gelu_exact(x)); }));
+    }
+    if (which.derivative) {
+        out.push_back(each("d_gelu", gelu_derivative));
+        if (which.exact) out.push_back(each("d_gelu_exact", gelu_exact_derivative));
+    }
+    if (which.silu) out.push_back(each("silu", silu));
+    return out;
+}
+
+std::string render_table(const std::vector<column>& columns, table_format format, int precision) {
+    const std::size_t rows = columns.front().values.size();
+    std::string out;
+    switch (format) {
+        case table_format::json: {
+            nlohmann::ordered_json list = nlohmann::ordered_json::array();
+            for (std::size_t r = 0; r < rows; ++r) {
+                nlohmann::ordered_json row;
+                for (const auto& c : columns) row[c.name] = c.values[r];
+                list.push_back(std::move(row));
+            }
+            return list.dump(2) + "\n";
+        }
+        case table_format::csv: {
+            std::vector<std::string> names;
+            for (const auto& c : columns) names.push_back(c.name);
+            out += fmt::format("{}\n", fmt::join(names, ","));
+            for (std::size_t r = 0; r < rows; ++r) {
+                std::vector<std::string> cells;
+                for (const auto& c : columns) cells.push_back(to_ascii(format_fixed(c.values[r], precision)));
+                out += fmt::format("{}\n", fmt::join(cells, ","));
+            }
+            return out;
+        }
+        case table_format::markdown: {
+            std::vector<std::string> names, rule;
+            for (const auto& c : columns) {
+                names.push_back(c.name);
+                rule.emplace_back("--:");
+            }
+            out += fmt::format("| {} |\n| {} |\n", fmt::join(names, " | "), fmt::join(rule, " | "));
+            for (std::size_t r = 0; r < rows; ++r) {
+                std::vector<std::string> cells;
+                for (const auto& c : columns) cells.push_back(format_fixed(c.values[r], precision));
+                out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+            }
+            return out;
+        }
+        case table_format::text: {
+            std::vector<std::vector<std::string>> cells(columns.size());
+            std::vector<std::size_t> widths;
+            for (std::size_t c = 0; c < columns.size(); ++c) {
+                std::size_t w = display_width(columns[c].name);
+                for (double v : columns[c].values) {
+                    cells[c].push_back(format_fixed(v, precision));
+                    w = std::max(w, display_width(cells[c].back()));
+                }
+                widths.push_back(w);
+            }
+            std::string header;
+            for (std::size_t c = 0; c < columns.size(); ++c) header += (c ? "  " : "") + pad_left(columns[c].name, widths[c]);
+            out += header + "\n";
+            for (std::size_t r = 0; r < rows; ++r) {
+                std::string line;
+                for (std::size_t c = 0; c < columns.size(); ++c) line += (c ? "  " : "") + pad_left(cells[c][r], widths[c]);
+                out += line + "\n";
+            }
+            return out;
+        }
+    }
+    return out;
+}
+
+std::string render_plot(double from, double to, const table_columns& which, const plot_options& options) {
+    const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
+    struct curve {
+        std::string name;
+        double (*f)(double);
+        std::string_view mark, ascii_mark;
+    };
+    // Drawn in this order, so GELU, the subject, is on top where curves meet.
+    std::vector<curve> curves{{"relu", relu, "○", "o"}};
+    if (which.silu) curves.push_back({"silu", silu, "+", "+"});
+    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e"});
+    curves.push_back({"gelu", gelu, "●", "*"});
+
+    auto x_at = [&](std::size_t c) { return from + (to - from) * static_cast<double>(c) / static_cast<double>(width - 1); };
+    double y_min = 0, y_max = 0;
+    for (const auto& k : curves)
+        for (std::size_t c = 0; c < width; ++c) {
+            y_min = std::min(y_min, k.f(x_at(c)));
+            y_max = std::max(y_max, k.f(x_at(c)));
+        }
+    if (y_max == y_min) y_max = y_min + 1;
+    auto row_of = [&](double y) {
+        return static_cast<std::size_t>(std::lround((y_max - y) / (y_max - y_min) * static_cast<double>(height - 1)));
+    };
+
+    const bool a = options.ascii;
+    std::vector<std::vector<std::string>> grid(height, std::vector<std::string>(width, " "));
+    const std::size_t zero_row = row_of(0.0);
+    for (std::size_t c = 0; c < width; ++c) grid[zero_row][c] = a ? "-" : "─";
+    std::optional<std::size_t> zero_col;
+    if (from <= 0 && 0 <= to) {
+        zero_col = static_cast<std::size_t>(std::lround(-from / (to - from) * static_cast<double>(width - 1)));
+        for (std::size_t r = 0; r < height; ++r) grid[r][*zero_col] = r == zero_row ? (a ? "+" : "┼") : (a ? "|" : "│");
+    }
+    for (const auto& k : curves)
+        for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = std::string(a ? k.ascii_mark : k.mark);
+
+    // Tick labels at the top, at zero and at the bottom.
+    auto tick = [](double v) { return format_fixed(v, 2); };
+    std::vector<std::string> labels(height);
+    labels[0] = tick(y_max);
+    labels[zero_row] = tick(0.0);
+    labels[height - 1] = tick(y_min);
+    std::size_t label_width = 0;
+    for (const auto& l : labels) label_width = std::max(label_width, display_width(l));
+
+    std::string out;
+    for (std::size_t r = 0; r < height; ++r) {
+        std::string line = pad_left(labels[r], label_width) + (labels[r].empty() ? (a ? " |" : " │") : (a ? " +" : " ┤"));
+        for (const auto& cell : grid[r]) line += cell;
+        line.erase(line.find_last_not_of(' ') + 1);
+        out += line + "\n";
+    }
+    std::string axis = std::string(label_width + 1, ' ') + (a ? "+" : "└");
+    for (std::size_t c = 0; c < width; ++c) axis += a ? "-" : "─";
+    out += axis + "\n";
+    // x tick labels under the first, the zero and the last column.
+    std::string ticks(label_width + 2 + width + 8, ' ');
+    auto place = [&](std::size_t c, const std::string& text) {
+        const std::string plain = to_ascii(text);  // one byte per column while placing
+        std::size_t at = label_width + 2 + c;
+        at = at >= plain.size() / 2 ? at - plain.size() / 2 : 0;
+        if (at + plain.size() > ticks.size()) at = ticks.size() - plain.size();
+        ticks.replace(at, plain.size(), plain);
+    };
+    place(0, tick(from));
+    place(width - 1, tick(to));
+    if (zero_col && *zero_col > 6 && *zero_col + 6 < width) place(*zero_col, tick(0.0));
+    ticks.erase(ticks.find_last_not_of(' ') + 1);
+    if (!a) {  // back to the real minus sign for display
+        for (std::size_t at = ticks.find('-'); at != std::string::npos; at = ticks.find('-', at + 3)) ticks.replace(at, 1, "−");
+    }
+    out += ticks + "\n\n";
+    std::vector<std::string> legend;
+    for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
+        const std::string desc = k->name == "gelu" ? "gelu (tanh form)" : k->name == "gelu_exact" ? "gelu_exact (x·Φ(x))"
+                               : k->name == "silu" ? "silu (x·σ(x))" : "relu";
+        legend.push_back(fmt::format("{} {}", a ? k->ascii_mark : k->mark, desc));
+    }
+    out += fmt::format("  {}\n", fmt::join(legend, "   "));
+    return a ? to_ascii(out) : out;
+}
+
+}  // namespace ffn_trace
