@@ -81,3 +81,31 @@ cli_test("gelu-table refuses --from without --to" 2 EMPTY "^error: --from requir
 cli_test("gelu-table refuses --at with a range" 2 EMPTY "^error: --from excludes --at" -- ${FT} gelu-table --at 1 --from 0 --to 2)
 cli_test("gelu-table refuses an infinite point" 2 EMPTY "^error: --at: expected finite numbers" -- ${FT} gelu-table --at 1,inf)
 cli_test("gelu-table --plot draws text only" 2 EMPTY "^error: --plot: draws text" -- ${FT} gelu-table --plot --format csv)
+
+# params
+cli_test("params counts the walkthrough's 128 → 512 layer" 0
+  "Linear 1 \\(W1\\) d_model × d_ff \\+ d_ff = 128 × 512 \\+ 512 = 66,048 Linear 2 \\(W2\\) d_ff × d_model \\+ d_model = 512 × 128 \\+ 128 = 65,664 total 131,712.* total 66,048" EMPTY
+  -- ${FT} params --d-model 128 --d-ff 512)
+cli_test("params shows the lesson's Llama 2 layer: 67.1M, 135.3M, 67%" 0 "total 135,266,304 135.3M .* total 67,108,864 67.1M .*the FFN is 67% of the layer" EMPTY
+  -- ${FT} params --d-model 4096 --d-ff 11008 --gated --no-bias)
+cli_test("params shows 33.6M against 16.8M" 0 "total 33,554,432 33.6M .* total 16,777,216 16.8M" EMPTY
+  -- ${FT} params --d-model 2048 --d-ff 8192 --no-bias)
+cli_test("params prints the gated d_ff rounding" 0 "d_ff = 8/3 × d_model = 8/3 × 4,096 = 10,922, rounded up to a multiple of 256 = 11,008" EMPTY
+  -- ${FT} params --d-model 4096 --gated)
+cli_test("params --model llama2-7b totals 6.74B" 0 "total 6,738,415,616 6.74B" EMPTY -- ${FT} params --model llama2-7b)
+cli_test("params flags after --model override the preset" 0 "\"d_model\": 4096, \"d_ff\": 11008, .*\"layers\": 2," EMPTY
+  -- ${FT} params --model llama2-7b --layers 2 --format json)
+cli_test("params --format json has the counts as integers" 0 "\"total\": 46702792704, \"active\": 12879925248" EMPTY
+  -- ${FT} params --model mixtral-8x7b --format json)
+cli_test("params --dtype shows one width" 0 "int4 4 bits × 6,738,415,616 = 3.37 GB" "EMPTY"
+  -- ${FT} params --model llama2-7b --dtype int4)
+cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a size > 0, got 0$" -- ${FT} params --d-model 0)
+cli_test("params refuses a negative size" 2 EMPTY "^error: " -- ${FT} params --d-model -5)
+cli_test("params refuses a non-numeric size" 2 EMPTY "^error: Could not convert: --d-model = big" -- ${FT} params --d-model big)
+cli_test("params refuses a size beyond 64 bits" 2 EMPTY "^error: " -- ${FT} params --d-model 99999999999999999999999)
+cli_test("params refuses a count that overflows 64 bits" 2 EMPTY "^error: the parameter count is beyond 64-bit integers" -- ${FT} params --d-model 4294967296 --d-ff 4294967296)
+cli_test("params refuses heads that do not divide d_model" 2 EMPTY "^error: --heads: 7 heads do not divide d_model = 512$" -- ${FT} params --d-model 512 --heads 7)
+cli_test("params refuses kv-heads that do not divide heads" 2 EMPTY "^error: --kv-heads: 3 KV heads do not divide 8 heads$" -- ${FT} params --d-model 512 --heads 8 --kv-heads 3)
+cli_test("params refuses top-k above experts" 2 EMPTY "^error: --top-k: 3 is more than the 2 experts$" -- ${FT} params --d-model 512 --experts 2 --top-k 3)
+cli_test("params names the presets for an unknown model" 2 EMPTY "^error: --model: unknown model \"gpt3\"\\; the presets are transformer-base, gpt2, bert-base, llama2-7b, llama3-8b, mixtral-8x7b$" -- ${FT} params --model gpt3)
+cli_test("params needs a size" 2 EMPTY "^error: --d-model: required" -- ${FT} params)

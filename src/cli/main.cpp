@@ -5,6 +5,7 @@
 #include "check.hpp"
 #include "common.hpp"
 #include "gelu_table.hpp"
+#include "params.hpp"
 #include "run.hpp"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     cli::setup_run(app, status);
     cli::setup_check(app, status);
     cli::setup_gelu_table(app, status);
+    cli::setup_params(app, status);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

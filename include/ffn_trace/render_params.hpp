@@ -1,0 +1,17 @@
+// Views of a parameter count: text, Markdown and JSON.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ffn_trace/params.hpp"
+
+namespace ffn_trace {
+
+enum class params_format { text, markdown, json };
+
+// `dtype`: show the memory at this width only (a name from dtypes()); all widths when empty.
+std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype = {});
+
+}  // namespace ffn_trace

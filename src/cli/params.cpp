@@ -1,0 +1,99 @@
+// ffn-trace params: where a Transformer's parameters live, counted the way the seeds count them.
+#include "params.hpp"
+
+#include <fmt/format.h>
+#include <memory>
+
+#include "common.hpp"
+#include "ffn_trace/params.hpp"
+#include "ffn_trace/render_params.hpp"
+
+namespace cli {
+
+void setup_params(CLI::App& app, int& status) {
+    auto o = std::make_shared<params_options>();
+    auto* sub = app.add_subcommand("params", "Count the parameters of a Transformer layer or model");
+    std::vector<std::string> presets;
+    for (auto p : ffn_trace::preset_names()) presets.emplace_back(p);
+    sub->add_option("--model", o->model, fmt::format("A preset: {}; later flags override it", fmt::join(presets, ", ")));
+    sub->add_option("--d-model", o->d_model, "Width of a token vector");
+    sub->add_option("--d-ff", o->d_ff, "Width of the FFN's hidden layer (default 4 × d_model; gated: 8/3 × d_model rounded up)");
+    sub->add_flag("--gated", o->gated, "A gated FFN (SwiGLU, GEGLU): three matrices");
+    sub->add_option("--multiple-of", o->multiple_of, "The rounding of a gated FFN's default d_ff (default 256)");
+    sub->add_flag("--no-bias", o->no_bias, "No bias vectors");
+    sub->add_option("--heads", o->heads, "Attention heads");
+    sub->add_option("--kv-heads", o->kv_heads, "Key/value heads (grouped-query attention when fewer than --heads)");
+    sub->add_option("--layers", o->layers, "Layers (default 1)");
+    sub->add_option("--vocab", o->vocab, "Vocabulary size (default 0: no embeddings)");
+    sub->add_flag("--tied-embeddings", o->tied, "The output projection shares the token embedding");
+    sub->add_option("--positions", o->positions, "Learned position embeddings");
+    sub->add_option("--token-types", o->token_types, "Token-type (segment) embeddings");
+    sub->add_option("--norm", o->norm, "layernorm (weight and bias), rmsnorm (weight) or none; two per layer and a final one")
+        ->check(CLI::IsMember({"layernorm", "rmsnorm", "none"}));
+    sub->add_option("--experts", o->experts, "Experts per layer (Mixture of Experts)");
+    sub->add_option("--top-k", o->top_k, "Experts used per token");
+    std::vector<std::string> widths;
+    for (const auto& d : ffn_trace::dtypes()) widths.emplace_back(d.name);
+    sub->add_option("--dtype", o->dtype, "Show the memory at this width only")->check(CLI::IsMember(widths));
+    sub->add_option("--format", o->format, "Output format")
+        ->check(CLI::IsMember({"text", "json", "markdown"}))
+        ->capture_default_str();
+    sub->callback([o, &status] { status = run_params(*o); });
+}
+
+int run_params(const params_options& o) {
+    using namespace ffn_trace;
+    model_config c;
+    if (o.model) {
+        auto p = preset(*o.model);
+        if (!p) {
+            std::vector<std::string_view> names = preset_names();
+            return report({"", "--model", fmt::format("unknown model \"{}\"; the presets are {}", *o.model, fmt::join(names, ", "))});
+        }
+        c = *p;
+    } else if (!o.d_model) {
+        return report({"", "--d-model", "required (or --model with a preset)"});
+    }
+    // Given sizes must be > 0; 0 inside the config means "not given".
+    const std::pair<const char*, const std::optional<std::uint64_t>*> sizes[] = {
+        {"--d-model", &o.d_model}, {"--d-ff", &o.d_ff},     {"--heads", &o.heads},
+        {"--kv-heads", &o.kv_heads}, {"--layers", &o.layers}, {"--experts", &o.experts},
+        {"--top-k", &o.top_k},     {"--multiple-of", &o.multiple_of}};
+    for (const auto& [name, value] : sizes)
+        if (*value && **value == 0) return report({"", name, "expected a size > 0, got 0"});
+
+    if (o.d_model) {
+        c.d_model = *o.d_model;
+        if (!o.d_ff && o.model) c.d_ff = 0;  // a new width: let the rule choose d_ff again
+    }
+    if (o.d_ff) c.d_ff = *o.d_ff;
+    if (o.gated) {
+        c.gated = true;
+        if (!o.d_ff && !o.model) c.d_ff = 0;
+    }
+    if (o.multiple_of) c.multiple_of = *o.multiple_of;
+    if (o.no_bias) c.bias = false;
+    if (o.heads) c.heads = *o.heads;
+    if (o.kv_heads) c.kv_heads = *o.kv_heads;
+    if (o.layers) c.layers = *o.layers;
+    if (o.vocab) c.vocab = *o.vocab;
+    if (o.tied) c.tied = true;
+    if (o.positions) c.positions = *o.positions;
+    if (o.token_types) c.token_types = *o.token_types;
+    if (o.experts) c.experts = *o.experts;
+    if (o.top_k) c.top_k = *o.top_k;
+    if (o.norm)
+        c.norm = *o.norm == "layernorm" ? norm_kind::layernorm : *o.norm == "rmsnorm" ? norm_kind::rmsnorm : norm_kind::none;
+    else if (!o.model && (c.layers > 1 || c.vocab))
+        c.norm = norm_kind::layernorm;  // a whole model: two LayerNorms per layer and a final one, as in GPT-2
+
+    auto r = count_params(c);
+    if (!r) return report(r.err());
+    const params_format format = o.format == "json" ? params_format::json
+                               : o.format == "markdown" ? params_format::markdown
+                                                        : params_format::text;
+    fmt::print("{}", render_params(*r, format, o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt));
+    return exit_ok;
+}
+
+}  // namespace cli

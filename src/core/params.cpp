@@ -1,0 +1,203 @@
+#include "ffn_trace/params.hpp"
+
+#include <fmt/format.h>
+
+namespace ffn_trace {
+
+namespace {
+
+// An overflow anywhere in the arithmetic; count_params turns it into an error.
+struct overflow {};
+
+count mul(count a, count b) {
+    count r;
+    if (__builtin_mul_overflow(a, b, &r)) throw overflow{};
+    return r;
+}
+count add(count a, count b) {
+    count r;
+    if (__builtin_add_overflow(a, b, &r)) throw overflow{};
+    return r;
+}
+
+// W (rows × cols) with an optional bias of `cols` numbers, written out.
+param_term matrix_term(std::string name, std::string_view rows_name, count rows, std::string_view cols_name, count cols,
+                 bool bias) {
+    param_term t{std::move(name), fmt::format("{} × {}", rows_name, cols_name),
+           fmt::format("{} × {}", with_separators(rows), with_separators(cols)), mul(rows, cols)};
+    if (bias) {
+        t.formula += fmt::format(" + {}", cols_name);
+        t.numbers += fmt::format(" + {}", with_separators(cols));
+        t.value = add(t.value, cols);
+    }
+    return t;
+}
+
+count norm_size(norm_kind n, count d) { return n == norm_kind::layernorm ? mul(2, d) : n == norm_kind::rmsnorm ? d : 0; }
+
+std::string_view norm_formula(norm_kind n) { return n == norm_kind::layernorm ? "2 × d_model" : "d_model"; }
+
+part sum(std::vector<param_term> terms) {
+    part p{std::move(terms), 0};
+    for (const auto& t : p.terms) p.total = add(p.total, t.value);
+    return p;
+}
+
+error bad(std::string option, std::string message) { return error{"", std::move(option), std::move(message)}; }
+
+}  // namespace
+
+std::vector<std::string_view> preset_names() {
+    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama3-8b", "mixtral-8x7b"};
+}
+
+std::optional<model_config> preset(std::string_view name) {
+    model_config c;
+    c.name = std::string(name);
+    if (name == "transformer-base") {
+        c.note = "one encoder layer of the original Transformer; the full model is an encoder–decoder "
+                 "(6 + 6 layers, shared embeddings), about 65M parameters";
+        c.d_model = 512, c.d_ff = 2048, c.heads = 8, c.norm = norm_kind::layernorm, c.final_norm = false;
+        return c;
+    }
+    if (name == "gpt2") {
+        c.note = "GPT-2 small: biases everywhere, tied embeddings, GELU (tanh form)";
+        c.d_model = 768, c.d_ff = 3072, c.layers = 12, c.heads = 12, c.vocab = 50257, c.positions = 1024;
+        c.norm = norm_kind::layernorm, c.tied = true;
+        return c;
+    }
+    if (name == "bert-base") {
+        c.note = "BERT base with its pooler; LayerNorm after the embeddings and after each sub-layer";
+        c.d_model = 768, c.d_ff = 3072, c.layers = 12, c.heads = 12, c.vocab = 30522, c.positions = 512;
+        c.token_types = 2, c.norm = norm_kind::layernorm, c.tied = true, c.final_norm = false;
+        c.embedding_norm = true, c.pooler = true;
+        return c;
+    }
+    if (name == "llama2-7b" || name == "llama3-8b" || name == "mixtral-8x7b") {
+        c.d_model = 4096, c.d_ff = 11008, c.layers = 32, c.heads = 32, c.vocab = 32000, c.gated = true;
+        c.bias = false, c.norm = norm_kind::rmsnorm;
+        c.note = "SwiGLU, RMSNorm, no biases, untied embeddings";
+        if (name != "llama2-7b") c.d_ff = 14336, c.kv_heads = 8;
+        if (name == "llama3-8b") c.vocab = 128256;
+        if (name == "mixtral-8x7b") {
+            c.experts = 8, c.top_k = 2;
+            c.note += "; 8 experts per layer, 2 used per token";
+        }
+        return c;
+    }
+    return std::nullopt;
+}
+
+std::vector<dtype_size> dtypes() { return {{"fp32", 32}, {"fp16/bf16", 16}, {"int8", 8}, {"int4", 4}}; }
+
+outcome<params_report> count_params(const model_config& in) {
+    model_config c = in;
+    if (c.d_model == 0) return bad("--d-model", "expected a size > 0");
+    if (c.layers == 0) return bad("--layers", "expected at least 1 layer");
+    if (c.multiple_of == 0) return bad("--multiple-of", "expected a size > 0");
+    if (c.heads != 0 && c.d_model % c.heads != 0)
+        return bad("--heads", fmt::format("{} heads do not divide d_model = {}", c.heads, c.d_model));
+    if (c.kv_heads != 0 && c.heads == 0) return bad("--kv-heads", "needs --heads, which it must divide");
+    if (c.kv_heads != 0 && c.heads % c.kv_heads != 0)
+        return bad("--kv-heads", fmt::format("{} KV heads do not divide {} heads", c.kv_heads, c.heads));
+    if (c.top_k != 0 && c.experts == 0) return bad("--top-k", "needs --experts");
+    if (c.top_k > c.experts) return bad("--top-k", fmt::format("{} is more than the {} experts", c.top_k, c.experts));
+
+    params_report r;
+    try {
+        if (c.d_ff == 0) {
+            if (c.gated) {
+                // As Llama's code does: int(8·d/3), rounded up to a multiple of multiple_of.
+                const count raw = mul(8, c.d_model) / 3;
+                c.d_ff = mul((add(raw, c.multiple_of - 1)) / c.multiple_of, c.multiple_of);
+                r.d_ff_rule = fmt::format("d_ff = 8/3 × d_model = 8/3 × {} = {}, rounded up to a multiple of {} = {}",
+                                          with_separators(c.d_model), with_separators(raw), c.multiple_of,
+                                          with_separators(c.d_ff));
+            } else {
+                c.d_ff = mul(4, c.d_model);
+                r.d_ff_rule = fmt::format("d_ff = 4 × d_model = 4 × {} = {}", with_separators(c.d_model), with_separators(c.d_ff));
+            }
+        }
+        const count d = c.d_model, f = c.d_ff;
+        if (c.heads != 0 && c.kv_heads == 0) c.kv_heads = c.heads;
+
+        // The FFN: two matrices, or three when gated.
+        if (c.gated)
+            r.ffn = sum({matrix_term("gate (Wg)", "d_model", d, "d_ff", f, c.bias),
+                         matrix_term("up (Wu)", "d_model", d, "d_ff", f, c.bias),
+                         matrix_term("down (W2)", "d_ff", f, "d_model", d, c.bias)});
+        else
+            r.ffn = sum({matrix_term("Linear 1 (W1)", "d_model", d, "d_ff", f, c.bias),
+                         matrix_term("Linear 2 (W2)", "d_ff", f, "d_model", d, c.bias)});
+
+        // Attention: Q and O are d_model × d_model; K and V shrink with grouped-query attention.
+        const bool grouped = c.heads != 0 && c.kv_heads < c.heads;
+        const count kv = grouped ? mul(c.kv_heads, d / c.heads) : d;
+        const std::string_view kv_name = grouped ? "kv_heads·head_dim" : "d_model";
+        r.attention = sum({matrix_term("Q", "d_model", d, "d_model", d, c.bias),
+                           matrix_term("K", "d_model", d, kv_name, kv, c.bias),
+                           matrix_term("V", "d_model", d, kv_name, kv, c.bias),
+                           matrix_term("O", "d_model", d, "d_model", d, c.bias)});
+
+        const count experts = c.experts > 1 ? c.experts : 1;
+        const count used = c.experts > 1 ? (c.top_k ? c.top_k : c.experts) : 1;
+        r.router = c.experts > 1 ? mul(d, c.experts) : 0;
+        r.norms_per_layer = mul(2, norm_size(c.norm, d));
+        r.layer_total = add(add(add(r.attention.total, mul(experts, r.ffn.total)), r.router), r.norms_per_layer);
+        r.layer_active = add(add(add(r.attention.total, mul(used, r.ffn.total)), r.router), r.norms_per_layer);
+
+        std::vector<param_term> emb;
+        if (c.vocab) emb.push_back(matrix_term("token embedding", "vocab", c.vocab, "d_model", d, false));
+        if (c.positions) emb.push_back(matrix_term("position embedding", "positions", c.positions, "d_model", d, false));
+        if (c.token_types) emb.push_back(matrix_term("token-type embedding", "token_types", c.token_types, "d_model", d, false));
+        if (c.vocab && !c.tied) emb.push_back(matrix_term("output projection", "d_model", d, "vocab", c.vocab, false));
+        r.embeddings = sum(std::move(emb));
+
+        std::vector<param_term> extras;
+        const count norm = norm_size(c.norm, d);
+        if (norm && c.embedding_norm)
+            extras.push_back({"embedding norm", std::string(norm_formula(c.norm)), with_separators(norm), norm});
+        if (norm && c.final_norm && (c.layers > 1 || c.vocab))
+            extras.push_back({"final norm", std::string(norm_formula(c.norm)), with_separators(norm), norm});
+        if (c.pooler) extras.push_back(matrix_term("pooler", "d_model", d, "d_model", d, true));
+        r.extras = sum(std::move(extras));
+        r.other = r.extras.total;
+
+        r.total = add(add(mul(c.layers, r.layer_total), r.embeddings.total), r.other);
+        r.active = add(add(mul(c.layers, r.layer_active), r.embeddings.total), r.other);
+        r.ffn_all_layers = mul(mul(c.layers, experts), r.ffn.total);
+
+        // Forward FLOPs: a multiply and an add per weight of every matrix a token passes through.
+        const count attention_matrices = add(mul(2, mul(d, d)), mul(2, mul(d, kv)));
+        const count ffn_matrices = mul(c.gated ? 3 : 2, mul(d, f));
+        const count per_layer = add(add(attention_matrices, mul(used, ffn_matrices)), r.router);
+        const count head = c.vocab ? mul(d, c.vocab) : 0;
+        r.flops_per_token = mul(2, add(mul(c.layers, per_layer), head));
+        // Memory of the weights at the smallest width must fit too.
+        (void)mul(r.total, 32);
+    } catch (const overflow&) {
+        return bad("", "the parameter count is beyond 64-bit integers; use smaller sizes");
+    }
+    r.config = c;
+    return r;
+}
+
+std::string with_separators(count n) {
+    std::string digits = std::to_string(n), out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+std::string human(count n) {
+    const double v = static_cast<double>(n);
+    if (n >= 1'000'000'000'000ULL) return fmt::format("{:.2f}T", v / 1e12);
+    if (n >= 1'000'000'000ULL) return fmt::format("{:.2f}B", v / 1e9);
+    if (n >= 1'000'000ULL) return fmt::format("{:.1f}M", v / 1e6);
+    if (n >= 1'000ULL) return fmt::format("{:.1f}K", v / 1e3);
+    return std::to_string(n);
+}
+
+}  // namespace ffn_trace

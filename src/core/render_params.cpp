@@ -1,0 +1,231 @@
+#include "ffn_trace/render_params.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ffn_trace/format.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+std::string percent(count part, count whole) {
+    return whole == 0 ? "—" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+std::string bytes(count n, count bits) {
+    const double b = static_cast<double>(n) * static_cast<double>(bits) / 8.0;
+    if (b >= 1e9) return fmt::format("{:.2f} GB ({:.2f} GiB)", b / 1e9, b / (1ULL << 30));
+    if (b >= 1e6) return fmt::format("{:.2f} MB ({:.2f} MiB)", b / 1e6, b / (1ULL << 20));
+    return fmt::format("{} bytes", with_separators(static_cast<count>(b + 0.5)));
+}
+
+std::string flops(count n) {
+    const double v = static_cast<double>(n);
+    if (v >= 1e12) return fmt::format("{:.2f} TFLOPs", v / 1e12);
+    if (v >= 1e9) return fmt::format("{:.2f} GFLOPs", v / 1e9);
+    if (v >= 1e6) return fmt::format("{:.2f} MFLOPs", v / 1e6);
+    return fmt::format("{} FLOPs", with_separators(n));
+}
+
+std::string_view norm_name(norm_kind n) {
+    return n == norm_kind::layernorm ? "LayerNorm" : n == norm_kind::rmsnorm ? "RMSNorm" : "none";
+}
+
+// A section: a heading and rows of cells, aligned in text and tabled in Markdown.
+struct section {
+    std::string heading;
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> notes;
+};
+
+std::vector<std::string> term_row(const param_term& t) {
+    return {t.name, t.formula + " =", t.numbers + " =", with_separators(t.value)};
+}
+
+std::vector<std::string> total_row(std::string name, count value) {
+    return {std::move(name), "", "", with_separators(value), human(value)};
+}
+
+struct view {
+    std::string title;
+    std::vector<std::string> intro;
+    std::vector<section> sections;
+};
+
+view build(const params_report& r, std::optional<std::string_view> dtype) {
+    const model_config& c = r.config;
+    const bool moe = c.experts > 1;
+    const bool model = c.layers > 1 || c.vocab != 0;
+    view v;
+    v.title = c.name.empty() ? "Parameters of one Transformer layer" : "Parameters of " + c.name;
+    if (model && c.name.empty()) v.title = "Parameters of a Transformer";
+    if (!c.note.empty()) v.intro.push_back(c.note);
+    std::string shape = fmt::format("d_model {} · d_ff {}{} · {}", with_separators(c.d_model), with_separators(c.d_ff),
+                                    c.gated ? " (gated: three matrices)" : "", c.bias ? "biases" : "no biases");
+    if (c.heads) shape += fmt::format(" · {} heads", c.heads);
+    if (c.heads && c.kv_heads < c.heads) shape += fmt::format(" ({} KV heads: grouped-query attention)", c.kv_heads);
+    if (model) shape += fmt::format(" · {} layers · vocab {}", c.layers, with_separators(c.vocab));
+    if (moe) shape += fmt::format(" · {} experts, top-{}", c.experts, c.top_k ? c.top_k : c.experts);
+    v.intro.push_back(shape);
+    if (!r.d_ff_rule.empty()) v.intro.push_back(r.d_ff_rule);
+
+    section ffn{moe ? "FFN, one expert" : "FFN, one layer", {}, {}};
+    for (const auto& t : r.ffn.terms) ffn.rows.push_back(term_row(t));
+    ffn.rows.push_back(total_row("total", r.ffn.total));
+    v.sections.push_back(ffn);
+
+    section attn{"Attention, one layer", {}, {}};
+    for (const auto& t : r.attention.terms) attn.rows.push_back(term_row(t));
+    attn.rows.push_back(total_row("total", r.attention.total));
+    v.sections.push_back(attn);
+
+    section layer{"One layer", {}, {}};
+    const count all_ffn = r.layer_total - r.attention.total - r.router - r.norms_per_layer;
+    if (moe) {
+        layer.rows.push_back({"experts", fmt::format("{} × {} =", c.experts, with_separators(r.ffn.total)), "",
+                              with_separators(all_ffn), human(all_ffn)});
+        layer.rows.push_back({"router", "d_model × experts =", fmt::format("{} × {} =", with_separators(c.d_model), c.experts),
+                              with_separators(r.router), human(r.router)});
+    } else {
+        layer.rows.push_back(total_row("FFN", r.ffn.total));
+    }
+    layer.rows.push_back(total_row("attention", r.attention.total));
+    if (r.norms_per_layer)
+        layer.rows.push_back({"norms", fmt::format("2 × {} ({}) =", norm_name(c.norm) == "LayerNorm" ? "2 × d_model" : "d_model",
+                                                   norm_name(c.norm)),
+                              "", with_separators(r.norms_per_layer), human(r.norms_per_layer)});
+    layer.rows.push_back(total_row("total", r.layer_total));
+    if (moe) layer.rows.push_back(total_row(fmt::format("active (top-{})", c.top_k ? c.top_k : c.experts), r.layer_active));
+    const double ratio = static_cast<double>(r.ffn.total) / static_cast<double>(r.attention.total);
+    layer.notes.push_back(fmt::format("FFN ÷ attention = {} ÷ {} = {:.2f}: {}", human(r.ffn.total), human(r.attention.total),
+                                      ratio, moe ? "per expert" : fmt::format("the FFN has ~{:.1f}× the parameters of attention", ratio)));
+    layer.notes.push_back(fmt::format("the FFN{} is {} of the layer", moe ? " (all experts)" : "",
+                                      fmt::format("{:.0f}%", 100.0 * static_cast<double>(all_ffn) / static_cast<double>(r.layer_total))));
+    v.sections.push_back(layer);
+
+    if (model) {
+        section whole{fmt::format("The model, {} layers", c.layers), {}, {}};
+        whole.rows.push_back({"layers", fmt::format("{} × {} =", c.layers, with_separators(r.layer_total)), "",
+                              with_separators(r.total - r.embeddings.total - r.other), percent(r.total - r.embeddings.total - r.other, r.total)});
+        for (const auto& t : r.embeddings.terms) {
+            auto row = term_row(t);
+            row.push_back(percent(t.value, r.total));
+            whole.rows.push_back(row);
+        }
+        for (const auto& t : r.extras.terms) {
+            auto row = term_row(t);
+            row.push_back(percent(t.value, r.total));
+            whole.rows.push_back(row);
+        }
+        whole.rows.push_back(total_row("total", r.total));
+        if (moe) whole.rows.push_back(total_row("active per token", r.active));
+        if (c.tied && c.vocab) whole.notes.push_back("the output projection is tied to the token embedding: no extra parameters");
+        whole.notes.push_back(fmt::format("the FFNs hold {} = {} of the model", human(r.ffn_all_layers), percent(r.ffn_all_layers, r.total)));
+        v.sections.push_back(whole);
+    }
+
+    section mem{"Memory of the weights", {}, {}};
+    for (const auto& d : dtypes()) {
+        if (dtype && d.name != *dtype) continue;
+        mem.rows.push_back({std::string(d.name), fmt::format("{} bits ×", d.bits), with_separators(r.total) + " =", bytes(r.total, d.bits)});
+    }
+    mem.notes.push_back(fmt::format("forward FLOPs per token ≈ 2 × active matrix weights{} = {}", c.vocab ? " (the output projection included)" : "",
+                                    flops(r.flops_per_token)));
+    v.sections.push_back(mem);
+    return v;
+}
+
+std::string text(const view& v) {
+    std::string out = v.title + "\n" + std::string(display_width(v.title), '=') + "\n";
+    for (const auto& l : v.intro) out += l + "\n";
+    for (const auto& s : v.sections) {
+        out += "\n" + s.heading + "\n";
+        std::vector<std::size_t> w;
+        for (const auto& r : s.rows)
+            for (std::size_t c = 0; c < r.size(); ++c) {
+                if (w.size() <= c) w.push_back(0);
+                w[c] = std::max(w[c], display_width(r[c]));
+            }
+        for (const auto& r : s.rows) {
+            std::string line = "  ";
+            for (std::size_t c = 0; c < r.size(); ++c)
+                line += (c ? "  " : "") + (c == 0 || c == 4 || c == 5 ? pad_right(r[c], w[c]) : pad_left(r[c], w[c]));
+            line.erase(line.find_last_not_of(' ') + 1);
+            out += line + "\n";
+        }
+        for (const auto& n : s.notes) out += "  " + n + "\n";
+    }
+    return out;
+}
+
+std::string markdown(const view& v) {
+    std::string out = "# " + v.title + "\n\n";
+    for (const auto& l : v.intro) out += l + "\n\n";
+    for (const auto& s : v.sections) {
+        out += "## " + s.heading + "\n\n";
+        std::size_t cols = 0;
+        for (const auto& r : s.rows) cols = std::max(cols, r.size());
+        static const char* headers[] = {"", "formula", "numbers", "parameters", "≈", "share"};
+        out += "|";
+        for (std::size_t c = 0; c < cols; ++c) out += fmt::format(" {} |", c < 6 ? headers[c] : "");
+        out += "\n|";
+        for (std::size_t c = 0; c < cols; ++c) out += c == 0 ? " :-- |" : " --: |";
+        out += "\n";
+        for (const auto& r : s.rows) {
+            out += "|";
+            for (std::size_t c = 0; c < cols; ++c) out += " " + (c < r.size() ? r[c] : "") + " |";
+            out += "\n";
+        }
+        out += "\n";
+        for (const auto& n : s.notes) out += "- " + n + "\n";
+        if (!s.notes.empty()) out += "\n";
+    }
+    return out;
+}
+
+std::string json(const params_report& r, std::optional<std::string_view> dtype) {
+    const model_config& c = r.config;
+    nlohmann::ordered_json j;
+    if (!c.name.empty()) j["model"] = c.name;
+    j["d_model"] = c.d_model;
+    j["d_ff"] = c.d_ff;
+    j["gated"] = c.gated;
+    j["bias"] = c.bias;
+    j["heads"] = c.heads;
+    j["kv_heads"] = c.kv_heads;
+    j["layers"] = c.layers;
+    j["vocab"] = c.vocab;
+    j["experts"] = c.experts;
+    j["top_k"] = c.top_k;
+    j["per_layer"] = {{"ffn", r.ffn.total},
+                      {"ffn_all_experts", r.layer_total - r.attention.total - r.router - r.norms_per_layer},
+                      {"attention", r.attention.total},
+                      {"norms", r.norms_per_layer},
+                      {"router", r.router},
+                      {"total", r.layer_total},
+                      {"active", r.layer_active}};
+    j["embeddings"] = r.embeddings.total;
+    j["other"] = r.other;
+    j["total"] = r.total;
+    j["active"] = r.active;
+    j["ffn_share"] = static_cast<double>(r.layer_total - r.attention.total - r.router - r.norms_per_layer) /
+                     static_cast<double>(r.layer_total);
+    j["ffn_share_of_model"] = static_cast<double>(r.ffn_all_layers) / static_cast<double>(r.total);
+    nlohmann::ordered_json mem;
+    for (const auto& d : dtypes())
+        if (!dtype || d.name == *dtype) mem[std::string(d.name)] = r.total / 8 * d.bits + ((r.total % 8) * d.bits + 7) / 8;
+    j["memory_bytes"] = mem;
+    j["flops_per_token"] = r.flops_per_token;
+    return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype) {
+    if (format == params_format::json) return json(r, dtype);
+    const view v = build(r, dtype);
+    return format == params_format::markdown ? markdown(v) : text(v);
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,166 @@
+#include "ffn_trace/params.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace ffn_trace;
+
+namespace {
+
+params_report counted(const model_config& c) {
+    auto r = count_params(c);
+    REQUIRE(r);
+    return *r;
+}
+
+model_config layer(count d_model, count d_ff) {
+    model_config c;
+    c.d_model = d_model;
+    c.d_ff = d_ff;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("the walkthrough's parameter count: 128 → 512 with biases") {
+    const auto r = counted(layer(128, 512));
+    REQUIRE(r.ffn.terms.size() == 2);
+    // Linear 1: d_model × d_ff + d_ff = 128 × 512 + 512 = 65,536 + 512 = 66,048
+    CHECK(r.ffn.terms[0].value == 66048);
+    CHECK(r.ffn.terms[0].formula == "d_model × d_ff + d_ff");
+    CHECK(r.ffn.terms[0].numbers == "128 × 512 + 512");
+    // Linear 2: d_ff × d_model + d_model = 512 × 128 + 128 = 65,664
+    CHECK(r.ffn.terms[1].value == 65664);
+    CHECK(r.ffn.total == 131712);
+    // Attention: 4 × (128 × 128 + 128) = 4 × 16,512 = 66,048
+    CHECK(r.attention.total == 66048);
+    CHECK(r.total == 131712 + 66048);
+}
+
+TEST_CASE("the lesson's Llama 2 7B layer: attention 67.1M, FFN 135.3M, FFN share 67%") {
+    model_config c = layer(4096, 11008);
+    c.gated = true;
+    c.bias = false;
+    const auto r = counted(c);
+    CHECK(r.attention.total == 4ULL * 4096 * 4096);   // 67,108,864
+    CHECK(r.ffn.total == 3ULL * 4096 * 11008);        // 135,266,304
+    CHECK(human(r.attention.total) == "67.1M");
+    CHECK(human(r.ffn.total) == "135.3M");
+    CHECK(static_cast<double>(r.ffn.total) / static_cast<double>(r.layer_total) == doctest::Approx(0.668).epsilon(0.001));
+}
+
+TEST_CASE("the lesson's pause-and-think: a 2,048 → 8,192 FFN is twice the attention") {
+    model_config c = layer(2048, 8192);
+    c.bias = false;
+    const auto r = counted(c);
+    CHECK(r.ffn.total == 2ULL * 2048 * 8192);  // 33,554,432 ≈ 33.6M
+    CHECK(r.attention.total == 4ULL * 2048 * 2048);  // 16,777,216 ≈ 16.8M
+    CHECK(human(r.ffn.total) == "33.6M");
+    CHECK(human(r.attention.total) == "16.8M");
+}
+
+TEST_CASE("default widths: 4 × d_model, or 8/3 × d_model rounded up for a gated FFN") {
+    CHECK(counted(layer(512, 0)).config.d_ff == 2048);
+    model_config c = layer(4096, 0);
+    c.gated = true;
+    const auto r = counted(c);
+    // int(8 × 4096 / 3) = 10,922; the next multiple of 256 is 43 × 256 = 11,008
+    CHECK(r.config.d_ff == 11008);
+    CHECK(r.d_ff_rule == "d_ff = 8/3 × d_model = 8/3 × 4,096 = 10,922, rounded up to a multiple of 256 = 11,008");
+}
+
+TEST_CASE("grouped-query attention shrinks K and V") {
+    model_config c = layer(4096, 14336);
+    c.bias = false;
+    c.heads = 32;
+    c.kv_heads = 8;
+    const auto r = counted(c);
+    // head_dim = 4096 / 32 = 128; K and V are 4096 × (8 × 128) = 4,194,304 each
+    CHECK(r.attention.terms[1].value == 4194304);
+    CHECK(r.attention.total == 2ULL * 4096 * 4096 + 2ULL * 4096 * 1024);
+}
+
+TEST_CASE("every preset matches its model's published parameter count") {
+    SUBCASE("gpt2: 124,439,808") {
+        // wte 50,257 × 768 = 38,597,376; wpe 1,024 × 768 = 786,432; final LayerNorm 1,536;
+        // a layer: 2 LayerNorms 3,072 + attention 4 × (768² + 768) = 2,362,368
+        //          + FFN 768 × 3,072 + 3,072 + 3,072 × 768 + 768 = 4,722,432 → 7,087,872; × 12 = 85,054,464
+        CHECK(counted(*preset("gpt2")).total == 38597376ULL + 786432 + 1536 + 85054464);
+        CHECK(counted(*preset("gpt2")).total == 124439808ULL);
+    }
+    SUBCASE("bert-base: 109,482,240") {
+        // embeddings 30,522 × 768 + 512 × 768 + 2 × 768 + LayerNorm 1,536 = 23,837,184;
+        // 12 layers × 7,087,872 = 85,054,464; pooler 768 × 768 + 768 = 590,592
+        CHECK(counted(*preset("bert-base")).total == 23837184ULL + 85054464 + 590592);
+        CHECK(counted(*preset("bert-base")).total == 109482240ULL);
+    }
+    SUBCASE("llama2-7b: 6,738,415,616") {
+        // embeddings 2 × 32,000 × 4,096 = 262,144,000; a layer 67,108,864 + 135,266,304 + 2 × 4,096
+        // = 202,383,360, × 32 = 6,476,267,520; final RMSNorm 4,096
+        CHECK(counted(*preset("llama2-7b")).total == 262144000ULL + 6476267520ULL + 4096);
+        CHECK(counted(*preset("llama2-7b")).total == 6738415616ULL);
+    }
+    SUBCASE("llama3-8b: 8,030,261,248") {
+        // embeddings 2 × 128,256 × 4,096 = 1,050,673,152; a layer 41,943,040 + 3 × 4,096 × 14,336
+        // (176,160,768) + 8,192 = 218,112,000, × 32 = 6,979,584,000; final 4,096
+        CHECK(counted(*preset("llama3-8b")).total == 1050673152ULL + 6979584000ULL + 4096);
+        CHECK(counted(*preset("llama3-8b")).total == 8030261248ULL);
+    }
+    SUBCASE("mixtral-8x7b: 46,702,792,704 in total, about 12.9B active") {
+        // a layer 41,943,040 + 8 × 176,160,768 + router 4,096 × 8 + 8,192 = 1,451,270,144, × 32
+        // = 46,440,644,608; + embeddings 262,144,000 + final 4,096
+        const auto r = counted(*preset("mixtral-8x7b"));
+        CHECK(r.total == 46440644608ULL + 262144000ULL + 4096);
+        CHECK(r.total == 46702792704ULL);
+        // active: 41,943,040 + 2 × 176,160,768 + 32,768 + 8,192 = 394,305,536 per layer
+        CHECK(r.active == 32ULL * 394305536 + 262144000ULL + 4096);
+        CHECK(human(r.total) == "46.70B");
+        CHECK(human(r.active) == "12.88B");
+    }
+    SUBCASE("transformer-base: one encoder layer, 3,152,384") {
+        // attention 4 × (512² + 512) = 1,050,624; FFN 512 × 2,048 + 2,048 + 2,048 × 512 + 512 = 2,099,712;
+        // 2 LayerNorms 2,048
+        CHECK(counted(*preset("transformer-base")).total == 1050624ULL + 2099712 + 2048);
+    }
+    CHECK_FALSE(preset("gpt3").has_value());
+}
+
+TEST_CASE("flops per token are twice the active matrix weights, the output projection included") {
+    model_config c = layer(128, 512);
+    // matrices: attention 4 × 128² = 65,536; FFN 2 × 128 × 512 = 131,072 → 2 × 196,608
+    CHECK(counted(c).flops_per_token == 393216);
+    c.vocab = 1000;
+    // + the output projection 128 × 1,000
+    CHECK(counted(c).flops_per_token == 2ULL * (196608 + 128000));
+}
+
+TEST_CASE("bad sizes are errors naming the option") {
+    CHECK(count_params(layer(0, 10)).err().path == "--d-model");
+    model_config c = layer(100, 400);
+    c.heads = 3;
+    CHECK(count_params(c).err().message == "3 heads do not divide d_model = 100");
+    c.heads = 4;
+    c.kv_heads = 3;
+    CHECK(count_params(c).err().message == "3 KV heads do not divide 4 heads");
+    c.kv_heads = 0;
+    c.experts = 4;
+    c.top_k = 5;
+    CHECK(count_params(c).err().message == "5 is more than the 4 experts");
+    c.experts = 0;
+    c.top_k = 1;
+    CHECK(count_params(c).err().path == "--top-k");
+    model_config huge = layer(1ULL << 40, 1ULL << 40);
+    const auto r = count_params(huge);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().message.find("beyond 64-bit integers") != std::string::npos);
+}
+
+TEST_CASE("numbers with separators and a human unit") {
+    CHECK(with_separators(0) == "0");
+    CHECK(with_separators(999) == "999");
+    CHECK(with_separators(66048) == "66,048");
+    CHECK(with_separators(6738415616ULL) == "6,738,415,616");
+    CHECK(human(512) == "512");
+    CHECK(human(66048) == "66.0K");
+    CHECK(human(135266304) == "135.3M");
+    CHECK(human(6738415616ULL) == "6.74B");
+}
