@@ -1,7 +1,11 @@
 # The two commands of the quick start: `make demo` and `make test`.
 # Both install the missing Debian packages first, then configure and build.
+# `make sanitize` runs every test under ASan and UBSan; `make fuzz` fuzzes the loader,
+# the engine and the views for FUZZ_SECONDS (60 by default).
 
-.PHONY: deps build demo test clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: deps build demo test sanitize fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -16,5 +20,16 @@ demo: build
 test: build
 	ctest --preset default
 
+sanitize: deps
+	cmake --preset sanitize
+	cmake --build --preset sanitize
+	ctest --preset sanitize
+
+fuzz:
+	@bash scripts/install-deps.sh fuzz
+	cmake --preset fuzz
+	cmake --build --preset fuzz
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build
+	rm -rf build build-sanitize build-fuzz

@@ -3,7 +3,9 @@
 # so that `make demo` and `make test` work on a fresh machine with g++, cmake and make.
 set -euo pipefail
 
+# Usage: install-deps.sh [fuzz]   ("fuzz" adds clang and its libFuzzer runtime)
 packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build)
+if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -109,3 +109,12 @@ cli_test("params refuses kv-heads that do not divide heads" 2 EMPTY "^error: --k
 cli_test("params refuses top-k above experts" 2 EMPTY "^error: --top-k: 3 is more than the 2 experts$" -- ${FT} params --d-model 512 --experts 2 --top-k 3)
 cli_test("params names the presets for an unknown model" 2 EMPTY "^error: --model: unknown model \"gpt3\"\\; the presets are transformer-base, gpt2, bert-base, llama2-7b, llama3-8b, mixtral-8x7b$" -- ${FT} params --model gpt3)
 cli_test("params needs a size" 2 EMPTY "^error: --d-model: required" -- ${FT} params)
+
+# files that cannot be read as example files
+cli_test("an unreadable file is an input error" 2 EMPTY "^error: /proc/self/mem: cannot read the file: Input/output error$" -- ${FT} run /proc/self/mem)
+cli_test("an endless file is read only up to the limit" 2 EMPTY "^error: /dev/zero: the file is larger than the limit of 1000 bytes\\; raise it with --max-file-size$"
+  -- ${FT} run /dev/zero --max-file-size 1000)
+cli_test("an empty standard input is an input error" 2 EMPTY "^error: <stdin>: the file is empty" -- ${FT} check -)
+cli_test("-0.0, subnormals and ±1e308 trace without NaN" 0 "hidden\\[1\\]\\[1\\] = 1.0000e\\+308×1e−300 \\+ \\(−1.0000e\\+308\\)×1 = −1.0000e\\+308" EMPTY
+  -- ${FT} run ${INPUTS}/edges.json)
+cli_test("-0.0 never prints as a negative zero" 0 "!(−0\\.0000|NaN|nan)" EMPTY -- ${FT} run ${INPUTS}/edges.json)

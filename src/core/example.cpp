@@ -200,7 +200,7 @@ struct peeked {
     std::size_t rows = 0, cols = 0;
 };
 std::optional<peeked> peek(const json* j) {
-    if (!j || !j->is_array() || j->empty() || !(*j)[0].is_array()) return std::nullopt;
+    if (!j || !j->is_array() || j->empty() || !(*j)[0].is_array() || (*j)[0].empty()) return std::nullopt;
     return peeked{j->size(), (*j)[0].size()};
 }
 
@@ -335,7 +335,10 @@ std::optional<error> loader::load_input(const json& root, example& ex) const {
                                      "d_model numbers), tokens (seq × d_model) or a batch (batch × seq × d_model)");
     // The rank is the nesting depth along the first elements.
     std::size_t rank = 0;
-    for (const json* j = input; j->is_array() && !j->empty(); j = &(*j)[0]) ++rank;
+    for (const json* j = input; j->is_array(); j = &(*j)[0]) {
+        ++rank;
+        if (j->empty()) break;
+    }
     if (rank == 0) rank = 1;  // let the reader say what is wrong with it
     if (rank > 3)
         return fail("input", fmt::format("expected 1-D (one token), 2-D (tokens × d_model) or 3-D (batch × tokens × "
