@@ -110,7 +110,7 @@ TEST_CASE("square matrices leave the layout open, and the error says to state it
 TEST_CASE("unknown keys and names come with the nearest valid one") {
     CHECK(error_of(R"({"activaton": "relu"})") ==
           "ex.json: activaton: unknown key; did you mean \"activation\"? (valid keys here: activation, layout, weights, "
-          "input, residual, title, description, labels, expect)");
+          "input, residual, title, description, labels, expect, target, upstream)");
     CHECK(error_of(R"({"activation": "gleu"})") ==
           "ex.json: activation: unknown activation \"gleu\"; did you mean \"gelu\"? (expected one of relu, gelu, "
           "gelu_exact, silu, identity, swiglu, geglu, reglu)");
@@ -235,4 +235,16 @@ TEST_CASE("every example in data/ loads") {
         CHECK_FALSE(ex->title.empty());
         CHECK_FALSE(ex->expect.empty());
     }
+}
+
+TEST_CASE("a target or an upstream gradient is shaped like the output") {
+    const auto ex = parse_example(small(R"("target": [[1, 2], [3, 4]])"), "s.json");
+    REQUIRE(ex);
+    REQUIRE(ex->target.has_value());
+    CHECK((*ex->target)(1, 0) == 3);
+    CHECK_FALSE(ex->upstream.has_value());
+    CHECK(parse_example(small(R"("upstream": [[1, 2], [3, 4]])"), "s.json")->upstream.has_value());
+    CHECK(error_of(small(R"("target": [[1, 2], [3, 4]], "upstream": [[1, 2], [3, 4]])")).find("ex.json: upstream: give either") == 0);
+    CHECK(error_of(small(R"("target": [1, 2])")) == "ex.json: target[0]: expected an array of numbers (the output's shape, 2 × 2), got the number 1");
+    CHECK(error_of(small(R"("upstream": [[1, 2, 3], [3, 4, 5]])")) == "ex.json: upstream[0]: expected 2 numbers (the output's shape, 2 × 2), got 3");
 }

@@ -93,4 +93,20 @@ matrix multiply(const matrix& a, const matrix& u);
 // x (tokens, d_model) + y (tokens, d_model) -> (tokens, d_model)
 matrix residual(const matrix& x, const matrix& y);
 
+// The backward kernels, each restating the forward line it differentiates.
+
+struct linear_gradients {
+    matrix dx;               // (tokens, n_in)
+    matrix dw;               // (n_in, n_out)
+    std::vector<double> db;  // (n_out)
+};
+// forward: y = x·W + b, so dx = dy·Wᵀ, dW = xᵀ·dy and db = Σ over tokens of dy
+linear_gradients linear_backward(const matrix& x, const matrix& w, const matrix& dy);
+// forward: a = act(h), so dh = da ⊙ act'(h)
+matrix activate_backward(activation kind, const matrix& h, const matrix& da);
+// act'(h), element by element
+matrix activation_derivative(activation kind, const matrix& h);
+// forward: m = a ⊙ u, so da = dm ⊙ u and du = dm ⊙ a
+matrix multiply_backward(const matrix& other, const matrix& dm);
+
 }  // namespace ffn_trace

@@ -51,6 +51,10 @@ struct example {
     std::vector<std::size_t> lead;         // leading shape of the input: {}, {seq} or {batch, seq}
     labels names;
     std::vector<expectation> expect;
+    // For the backward pass (ffn-trace grad): the output's target, or dL/d(output) itself;
+    // each (tokens, d_out), given in the output's shape.
+    std::optional<matrix> target;
+    std::optional<matrix> upstream;
 };
 
 struct load_options {

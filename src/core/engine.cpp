@@ -52,6 +52,39 @@ matrix residual(const matrix& x, const matrix& y) {
     return r;
 }
 
+linear_gradients linear_backward(const matrix& x, const matrix& w, const matrix& dy) {
+    const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
+    linear_gradients g{matrix(tokens, n_in), matrix(n_in, n_out), std::vector<double>(n_out, 0.0)};
+    for (std::size_t t = 0; t < tokens; ++t) {
+        for (std::size_t i = 0; i < n_in; ++i) {
+            double sum = 0.0;
+            for (std::size_t j = 0; j < n_out; ++j) sum += dy(t, j) * w(i, j);
+            g.dx(t, i) = sum;
+        }
+    }
+    for (std::size_t i = 0; i < n_in; ++i)
+        for (std::size_t j = 0; j < n_out; ++j) {
+            double sum = 0.0;
+            for (std::size_t t = 0; t < tokens; ++t) sum += x(t, i) * dy(t, j);
+            g.dw(i, j) = sum;
+        }
+    for (std::size_t t = 0; t < tokens; ++t)
+        for (std::size_t j = 0; j < n_out; ++j) g.db[j] += dy(t, j);
+    return g;
+}
+
+matrix activation_derivative(activation kind, const matrix& h) {
+    matrix d = h;
+    for (double& v : d.data) v = derivative(kind, v);
+    return d;
+}
+
+matrix activate_backward(activation kind, const matrix& h, const matrix& da) {
+    return multiply(activation_derivative(kind, h), da);
+}
+
+matrix multiply_backward(const matrix& other, const matrix& dm) { return multiply(other, dm); }
+
 std::vector<std::string_view> step_names(const ffn& layer) {
     std::vector<std::string_view> names;
     if (layer.gated())

@@ -19,7 +19,8 @@ using json = nlohmann::ordered_json;
 std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
 
 std::vector<std::string_view> example_keys() {
-    return {"activation", "layout", "weights", "input", "residual", "title", "description", "labels", "expect"};
+    return {"activation", "layout", "weights", "input", "residual", "title", "description", "labels", "expect",
+            "target", "upstream"};
 }
 
 namespace detail {
@@ -304,6 +305,7 @@ private:
     std::optional<error> load_input(const json& root, example& ex) const;
     std::optional<error> load_labels(const json& root, example& ex) const;
     std::optional<error> load_expect(const json& root, example& ex) const;
+    std::optional<error> load_output_shaped(const json& root, example& ex) const;
 
     std::string_view file_;
 };
@@ -606,6 +608,31 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
     return std::nullopt;
 }
 
+// target and upstream: shaped like the output, (leading shape, d_out).
+std::optional<error> loader::load_output_shaped(const json& root, example& ex) const {
+    const json* target = member(root, "target");
+    const json* upstream = member(root, "upstream");
+    if (target && upstream)
+        return fail("upstream", "give either \"target\" (the loss is ½·Σ(output − target)²) or \"upstream\" "
+                                "(dL/d(output) itself), not both");
+    const json* given = target ? target : upstream;
+    if (!given) return std::nullopt;
+    const std::string key = target ? "target" : "upstream";
+    std::vector<std::optional<std::size_t>> shape(ex.lead.begin(), ex.lead.end());
+    shape.push_back(ex.layer.d_out());
+    static const std::vector<std::vector<std::string_view>> by_rank{
+        {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
+    std::string dims;
+    for (auto d : ex.lead) dims += fmt::format("{} × ", d);
+    auto t = read_array(*given, key, shape, by_rank[ex.lead.size()],
+                        fmt::format(" (the output's shape, {}{})", dims, ex.layer.d_out()));
+    if (!t) return t.err();
+    matrix m(ex.input.rows, ex.layer.d_out());
+    std::transform(t->values.begin(), t->values.end(), m.data.begin(), [](auto v) { return *v; });
+    (target ? ex.target : ex.upstream) = std::move(m);
+    return std::nullopt;
+}
+
 outcome<example> loader::load(const json& root) {
     if (!root.is_object())
         return fail("", fmt::format("expected a JSON object at the top level (with activation, weights and input), got {}",
@@ -627,6 +654,7 @@ outcome<example> loader::load(const json& root) {
     if (auto e = load_layer(root, ex)) return *e;
     if (auto e = load_labels(root, ex)) return *e;
     if (auto e = load_expect(root, ex)) return *e;
+    if (auto e = load_output_shaped(root, ex)) return *e;
     return ex;
 }
 

@@ -1,0 +1,244 @@
+#include "ffn_trace/backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace ffn_trace {
+
+const matrix* backward_step::find(std::string_view value_name) const {
+    for (const auto& v : values)
+        if (v.name == value_name) return &v.value;
+    return nullptr;
+}
+
+namespace {
+
+matrix row(const std::vector<double>& v) {
+    matrix m(1, v.size());
+    m.data = v;
+    return m;
+}
+
+matrix add(const matrix& a, const matrix& b) { return residual(a, b); }
+
+// The weights of a layer in one list, for the checks and the descent step to walk.
+struct weight_ref {
+    std::string name;
+    matrix* w = nullptr;
+    std::vector<double>* b = nullptr;
+};
+
+std::vector<weight_ref> weights_of(ffn& l) {
+    std::vector<weight_ref> out;
+    if (l.gated()) {
+        out.push_back({"Wg", &l.wg, nullptr});
+        if (!l.bg.empty()) out.push_back({"bg", nullptr, &l.bg});
+        out.push_back({"Wu", &l.wu, nullptr});
+        if (!l.bu.empty()) out.push_back({"bu", nullptr, &l.bu});
+    } else {
+        out.push_back({"W1", &l.w1, nullptr});
+        if (!l.b1.empty()) out.push_back({"b1", nullptr, &l.b1});
+    }
+    out.push_back({"W2", &l.w2, nullptr});
+    if (!l.b2.empty()) out.push_back({"b2", nullptr, &l.b2});
+    return out;
+}
+
+std::vector<double>& values_of(const weight_ref& r) { return r.w ? r.w->data : *r.b; }
+
+}  // namespace
+
+double loss_of(const trace& t, const loss_spec& loss) {
+    const matrix& y = t.output().value;
+    double sum = 0;
+    for (std::size_t k = 0; k < y.data.size(); ++k) {
+        if (loss.target) {
+            const double d = y.data[k] - loss.target->data[k];
+            sum += 0.5 * d * d;
+        } else {
+            sum += loss.upstream->data[k] * y.data[k];
+        }
+    }
+    return sum;
+}
+
+outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
+    const ffn& l = t.layer;
+    gradients g;
+    g.loss = loss_of(t, loss);
+
+    // dL/d(output): output − target, or the upstream as given.
+    matrix d_out = t.output().value;
+    if (loss.target)
+        for (std::size_t k = 0; k < d_out.data.size(); ++k) d_out.data[k] -= loss.target->data[k];
+    else
+        d_out = *loss.upstream;
+    g.steps.push_back({"output", {{"g", d_out}}});
+
+    // forward: y = x + contract, so the gradient splits: dL/dcontract = g, and g flows to x directly.
+    matrix dx_direct;
+    if (l.residual) {
+        dx_direct = d_out;
+        g.steps.push_back({"residual", {{"d_contract", d_out}, {"dx_direct", d_out}}});
+    }
+
+    // forward: contract = hidden·W2 + b2
+    const matrix& hidden = t.find(l.gated() ? "multiply" : "activate")->value;
+    auto c = linear_backward(hidden, l.w2, d_out);
+    g.d_layer.w2 = c.dw;
+    if (!l.b2.empty()) g.d_layer.b2 = c.db;
+    {
+        backward_step s{"contract", {{"dW2", c.dw}}};
+        if (!l.b2.empty()) s.values.push_back({"db2", row(c.db)});
+        s.values.push_back({l.gated() ? "d_product" : "d_activated", c.dx});
+        g.steps.push_back(std::move(s));
+    }
+
+    matrix d_act = c.dx;
+    matrix d_up;
+    if (l.gated()) {
+        // forward: product = activated ⊙ up
+        const matrix& act = t.find("activate")->value;
+        const matrix& up = t.find("up")->value;
+        d_act = multiply_backward(up, c.dx);
+        d_up = multiply_backward(act, c.dx);
+        g.steps.push_back({"multiply", {{"d_activated", d_act}, {"d_up", d_up}}});
+    }
+
+    // forward: activated = act(pre), pre = expand or gate
+    const matrix& pre = t.steps.front().value;
+    matrix derivative = activation_derivative(l.act, pre);
+    matrix d_pre = multiply(derivative, d_act);
+    g.steps.push_back({"activate", {{"act'", derivative}, {l.gated() ? "d_gate" : "d_hidden", d_pre}}});
+
+    // forward: pre = x·W + b for each first-layer matrix
+    matrix dx_ffn;
+    if (l.gated()) {
+        auto up = linear_backward(t.input, l.wu, d_up);
+        auto gate = linear_backward(t.input, l.wg, d_pre);
+        g.d_layer.wu = up.dw;
+        g.d_layer.wg = gate.dw;
+        if (!l.bu.empty()) g.d_layer.bu = up.db;
+        if (!l.bg.empty()) g.d_layer.bg = gate.db;
+        backward_step su{"up", {{"dWu", up.dw}}};
+        if (!l.bu.empty()) su.values.push_back({"dbu", row(up.db)});
+        su.values.push_back({"dx_up", up.dx});
+        backward_step sg{"gate", {{"dWg", gate.dw}}};
+        if (!l.bg.empty()) sg.values.push_back({"dbg", row(gate.db)});
+        sg.values.push_back({"dx_gate", gate.dx});
+        g.steps.push_back(std::move(su));
+        g.steps.push_back(std::move(sg));
+        dx_ffn = add(up.dx, gate.dx);
+    } else {
+        auto e = linear_backward(t.input, l.w1, d_pre);
+        g.d_layer.w1 = e.dw;
+        if (!l.b1.empty()) g.d_layer.b1 = e.db;
+        backward_step s{"expand", {{"dW1", e.dw}}};
+        if (!l.b1.empty()) s.values.push_back({"db1", row(e.db)});
+        s.values.push_back({"dx_ffn", e.dx});
+        g.steps.push_back(std::move(s));
+        dx_ffn = e.dx;
+    }
+    g.d_input = l.residual ? add(dx_direct, dx_ffn) : dx_ffn;
+    g.steps.push_back({"input", {{"dx", g.d_input}}});
+    g.d_layer.act = l.act;
+    g.d_layer.residual = l.residual;
+
+    if (!std::isfinite(g.loss))
+        return error{"", "loss", "the loss overflowed in double precision; the outputs are too far from the target"};
+    for (const auto& s : g.steps)
+        for (const auto& v : s.values)
+            for (std::size_t k = 0; k < v.value.data.size(); ++k)
+                if (!std::isfinite(v.value.data[k]))
+                    return error{"", fmt::format("{} (backward through {})", v.name, s.name),
+                                 "a gradient overflowed in double precision"};
+    return g;
+}
+
+gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, std::size_t max_checks) {
+    gradient_check check;
+    ffn layer = t.layer;
+    matrix x = t.input;
+    ffn d = g.d_layer;
+    const bool relu_unit = info(layer.act).unit == activation::relu;
+
+    // Every value with its analytic gradient: the weights, then the input.
+    struct item {
+        std::string name;
+        double* value;
+        double analytic;
+    };
+    std::vector<item> items;
+    auto lw = weights_of(layer);
+    auto dw = weights_of(d);
+    for (std::size_t k = 0; k < lw.size(); ++k) {
+        auto& v = values_of(lw[k]);
+        const auto& dv = values_of(dw[k]);
+        const std::size_t cols = lw[k].w ? lw[k].w->cols : v.size();
+        for (std::size_t i = 0; i < v.size(); ++i)
+            items.push_back({lw[k].w ? fmt::format("d{}[{}][{}]", lw[k].name, i / cols, i % cols)
+                                     : fmt::format("d{}[{}]", lw[k].name, i),
+                             &v[i], dv[i]});
+    }
+    for (std::size_t i = 0; i < x.data.size(); ++i)
+        items.push_back({fmt::format("dx{}", element_index(t.lead, i / x.cols, i % x.cols)), &x.data[i],
+                         g.d_input.data[i]});
+
+    check.total = items.size();
+    const std::size_t stride = std::max<std::size_t>(1, (items.size() + max_checks - 1) / max_checks);
+    // The loss at the perturbed point, and which ReLU units are on there.
+    auto evaluate = [&](std::vector<bool>& mask) {
+        const auto tr = run_ffn(layer, x, t.lead);
+        if (!tr) return std::nan("");
+        mask.clear();
+        if (relu_unit)
+            for (double v : tr->steps.front().value.data) mask.push_back(v > 0);
+        return loss_of(*tr, loss);
+    };
+    std::vector<bool> mask_plus, mask_minus;
+    for (std::size_t k = 0; k < items.size(); k += stride) {
+        item& it = items[k];
+        const double saved = *it.value;
+        const double step = check.h * std::max(1.0, std::abs(saved));
+        *it.value = saved + step;
+        const double plus = evaluate(mask_plus);
+        *it.value = saved - step;
+        const double minus = evaluate(mask_minus);
+        *it.value = saved;
+        if (relu_unit && mask_plus != mask_minus) {
+            ++check.skipped_at_kinks;  // the step crosses a kink of ReLU: no derivative to compare
+            continue;
+        }
+        const double numeric = (plus - minus) / (2 * step);
+        const double err = std::abs(it.analytic - numeric) / std::max({std::abs(it.analytic), std::abs(numeric), 1.0});
+        ++check.checked;
+        if (!(err <= check.max_relative_error)) {  // also catches NaN
+            check.max_relative_error = std::isnan(err) ? INFINITY : err;
+            check.worst = it.name;
+        }
+    }
+    return check;
+}
+
+outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradients& g, double learning_rate) {
+    descent_step step;
+    step.learning_rate = learning_rate;
+    step.updated = t.layer;
+    ffn d = g.d_layer;
+    auto w = weights_of(step.updated);
+    auto dw = weights_of(d);
+    for (std::size_t k = 0; k < w.size(); ++k) {
+        auto& v = values_of(w[k]);
+        const auto& dv = values_of(dw[k]);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] -= learning_rate * dv[i];
+    }
+    auto tr = run_ffn(step.updated, t.input, t.lead);
+    if (!tr) return tr.err();
+    step.new_loss = loss_of(*tr, loss);
+    if (!std::isfinite(step.new_loss))
+        return error{"", "--lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};
+    return step;
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,289 @@
+#include "ffn_trace/backward.hpp"
+
+#include <doctest/doctest.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "autograd.hpp"
+#include "ffn_trace/example.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+
+namespace {
+
+struct traced {
+    example ex;
+    trace tr;
+};
+
+traced trace_of(const std::string& text) {
+    auto ex = parse_example(text, "g.json");
+    REQUIRE(ex);
+    auto t = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(t);
+    return {std::move(*ex), std::move(*t)};
+}
+
+// The lesson's hand example (seed 003_520c3bf8fda29827.txt) with a target: y = [7, 5], target [6, 5].
+const char* lesson = R"({"activation": "relu", "input": [2, 1], "target": [6, 5],
+    "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})";
+
+void check_matrix(const matrix& m, std::initializer_list<std::initializer_list<double>> expected) {
+    REQUIRE(m.rows == expected.size());
+    std::size_t r = 0;
+    for (const auto& row : expected) {
+        REQUIRE(m.cols == row.size());
+        std::size_t c = 0;
+        for (double v : row) {
+            CAPTURE(r);
+            CAPTURE(c);
+            CHECK(m(r, c) == Approx(v).epsilon(1e-12));
+            ++c;
+        }
+        ++r;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the lesson's hand example, backward by hand") {
+    const auto t = trace_of(lesson);
+    const loss_spec loss{&*t.ex.target, nullptr};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    // L = ½·((7 − 6)² + (5 − 5)²) = 0.5, g = [1, 0]
+    CHECK(g->loss == 0.5);
+    check_matrix(*g->steps.front().find("g"), {{1, 0}});
+    // dW2 = activatedᵀ·g with activated = [2, 1, 3, 0]
+    check_matrix(g->d_layer.w2, {{2, 0}, {1, 0}, {3, 0}, {0, 0}});
+    // d_activated = g·W2ᵀ = [1, 0, 1, 2]; ReLU' at h = [2, 1, 3, −1] is [1, 1, 1, 0]
+    const backward_step* act = nullptr;
+    for (const auto& s : g->steps)
+        if (s.name == "activate") act = &s;
+    REQUIRE(act);
+    check_matrix(*act->find("act'"), {{1, 1, 1, 0}});
+    check_matrix(*act->find("d_hidden"), {{1, 0, 1, 0}});
+    // dW1 = xᵀ·d_hidden with x = [2, 1]
+    check_matrix(g->d_layer.w1, {{2, 0, 2, 0}, {1, 0, 1, 0}});
+    // dx = g (through the residual) + d_hidden·W1ᵀ = [1, 0] + [2, 1] = [3, 1]
+    check_matrix(g->d_input, {{3, 1}});
+    CHECK(g->steps.back().name == "input");
+}
+
+TEST_CASE("one step of gradient descent lowers the lesson's loss") {
+    const auto t = trace_of(lesson);
+    const loss_spec loss{&*t.ex.target, nullptr};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    const auto step = descend(t.tr, loss, *g, 0.01);
+    REQUIRE(step);
+    // W1' = [[0.98, 0, 0.98, −1], [−0.01, 1, 0.99, 1]]; h = [1.95, 1, 2.95, −1];
+    // contract = 1.95·[0.98, 0] + 1·[−0.01, 1] + 2.95·[0.97, 1] = [4.7625, 3.95]; y = [6.7625, 4.95];
+    // L = ½·(0.7625² + 0.05²) = ½·(0.58140625 + 0.0025) = 0.291953125
+    check_matrix(step->updated.w1, {{0.98, 0, 0.98, -1}, {-0.01, 1, 0.99, 1}});
+    CHECK(step->new_loss == Approx(0.291953125).epsilon(1e-12));
+    CHECK(step->new_loss < g->loss);
+}
+
+TEST_CASE("the finite-difference check agrees, and skips ReLU's kinks") {
+    const auto t = trace_of(lesson);
+    const loss_spec loss{&*t.ex.target, nullptr};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    const auto check = check_gradients(t.tr, loss, *g);
+    CHECK(check.total == 8 + 8 + 2);
+    CHECK(check.checked + check.skipped_at_kinks == check.total);
+    CHECK(check.ok());
+
+    SUBCASE("a wrong gradient is caught") {
+        auto wrong = *g;
+        wrong.d_layer.w2(2, 0) += 0.5;
+        const auto bad = check_gradients(t.tr, loss, wrong);
+        CHECK_FALSE(bad.ok());
+        CHECK(bad.worst == "dW2[2][0]");
+    }
+    SUBCASE("a pre-activation at exactly 0 has derivative 0, as in PyTorch, and is skipped") {
+        // x = [1, 1]: the fourth unit computes x₂ − x₁ = 0
+        const auto k = trace_of(R"({"activation": "relu", "input": [1, 1], "target": [0, 0],
+            "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})");
+        const loss_spec kl{&*k.ex.target, nullptr};
+        const auto kg = run_backward(k.tr, kl);
+        REQUIRE(kg);
+        CHECK(kg->d_layer.w1(0, 3) == 0);
+        const auto kc = check_gradients(k.tr, kl, *kg);
+        CHECK(kc.skipped_at_kinks > 0);
+        CHECK(kc.ok());
+    }
+}
+
+TEST_CASE("an upstream gradient is used as given") {
+    const auto t = trace_of(R"({"activation": "identity", "residual": false, "input": [3], "upstream": [2],
+        "weights": {"W1": [[1, -1]], "W2": [[1], [1]]}})");
+    const loss_spec loss{nullptr, &*t.ex.upstream};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    // L = 2·y with y = 3 − 3 = 0; dW2 = activatedᵀ·2 = [6, −6]; dW1 = x·(2·W2ᵀ) = 3·[2, 2]
+    CHECK(g->loss == 0);
+    check_matrix(g->d_layer.w2, {{6}, {-6}});
+    check_matrix(g->d_layer.w1, {{6, 6}});
+    check_matrix(g->d_input, {{0}});  // the collapsed layer is W1·W2 = 0
+}
+
+TEST_CASE("every gradient agrees with an independent autograd reference") {
+    using json = nlohmann::json;
+    std::mt19937 rng(2024);
+    std::uniform_real_distribution<double> uniform(-1.2, 1.2);
+    int cases = 0;
+    for (const auto& a : all_activations()) {
+        for (bool out_in : {false, true}) {
+            for (int rank : {1, 2, 3}) {
+                for (bool biases : {false, true}) {
+                    for (bool residual : {false, true}) {
+                        for (bool use_target : {false, true}) {
+                            const std::size_t d_model = 3, d_ff = 4, d_out = residual ? 3 : 2;
+                            const std::vector<std::size_t> lead = rank == 1 ? std::vector<std::size_t>{}
+                                                                  : rank == 2 ? std::vector<std::size_t>{2}
+                                                                              : std::vector<std::size_t>{2, 2};
+                            std::size_t tokens = 1;
+                            for (auto d : lead) tokens *= d;
+                            auto random_mat = [&](std::size_t r, std::size_t c) {
+                                std::vector<std::vector<double>> m(r, std::vector<double>(c));
+                                for (auto& row : m)
+                                    for (auto& v : row) v = uniform(rng);
+                                return m;
+                            };
+                            // Weights in the file's layout: (in, out) or (out, in).
+                            std::map<std::string, std::vector<std::vector<double>>> w;
+                            std::map<std::string, std::vector<double>> b;
+                            auto shape = [&](std::size_t in, std::size_t out) { return out_in ? random_mat(out, in) : random_mat(in, out); };
+                            const std::vector<std::string> firsts = a.gated ? std::vector<std::string>{"Wg", "Wu"} : std::vector<std::string>{"W1"};
+                            for (const auto& k : firsts) w[k] = shape(d_model, d_ff);
+                            w["W2"] = shape(d_ff, d_out);
+                            if (biases) {
+                                for (const auto& k : a.gated ? std::vector<std::string>{"bg", "bu"} : std::vector<std::string>{"b1"})
+                                    b[k] = random_mat(1, d_ff)[0];
+                                b["b2"] = random_mat(1, d_out)[0];
+                            }
+                            const auto x = random_mat(tokens, d_model);
+                            const auto y_given = random_mat(tokens, d_out);
+                            auto nest = [&](const std::vector<std::vector<double>>& rows) -> json {
+                                if (rank == 1) return rows[0];
+                                if (rank == 2) return rows;
+                                return json::array({std::vector<std::vector<double>>(rows.begin(), rows.begin() + 2),
+                                                    std::vector<std::vector<double>>(rows.begin() + 2, rows.end())});
+                            };
+                            json doc;
+                            doc["activation"] = a.name;
+                            doc["layout"] = out_in ? "out_in" : "in_out";
+                            doc["residual"] = residual;
+                            for (const auto& [k, m] : w) doc["weights"][k] = m;
+                            for (const auto& [k, v] : b) doc["weights"][k] = v;
+                            doc["input"] = nest(x);
+                            doc[use_target ? "target" : "upstream"] = nest(y_given);
+
+                            CAPTURE(a.name);
+                            CAPTURE(out_in);
+                            CAPTURE(rank);
+                            CAPTURE(biases);
+                            CAPTURE(residual);
+                            CAPTURE(use_target);
+                            const auto t = trace_of(doc.dump());
+                            const loss_spec loss{t.ex.target ? &*t.ex.target : nullptr, t.ex.upstream ? &*t.ex.upstream : nullptr};
+                            const auto g = run_backward(t.tr, loss);
+                            REQUIRE(g);
+
+                            // The reference: the same FFN on the tape, straight from the formulas.
+                            autograd::tape tp;
+                            using var = autograd::tape::var;
+                            std::map<std::string, std::vector<std::vector<var>>> W;
+                            std::map<std::string, std::vector<var>> B;
+                            for (const auto& [k, m] : w)
+                                for (const auto& row : m) {
+                                    W[k].emplace_back();
+                                    for (double v : row) W[k].back().push_back(tp.leaf(v));
+                                }
+                            for (const auto& [k, v] : b)
+                                for (double e : v) B[k].push_back(tp.leaf(e));
+                            std::vector<std::vector<var>> X;
+                            for (const auto& row : x) {
+                                X.emplace_back();
+                                for (double v : row) X.back().push_back(tp.leaf(v));
+                            }
+                            auto weight = [&](const std::string& k, std::size_t i, std::size_t j) { return out_in ? W[k][j][i] : W[k][i][j]; };
+                            auto linear = [&](const std::vector<var>& in, const std::string& k, const std::string& bk, std::size_t n_out) {
+                                std::vector<var> out;
+                                for (std::size_t j = 0; j < n_out; ++j) {
+                                    var s = B.count(bk) ? B[bk][j] : tp.leaf(0.0);
+                                    for (std::size_t i = 0; i < in.size(); ++i) s = tp.add(s, tp.mul(in[i], weight(k, i, j)));
+                                    out.push_back(s);
+                                }
+                                return out;
+                            };
+                            auto act = [&](var h) -> var {
+                                switch (a.unit) {
+                                    case activation::relu: return tp.relu(h);
+                                    case activation::gelu: {
+                                        var cube = tp.mul(h, tp.mul(h, h));
+                                        var z = tp.scale(tp.add(h, tp.scale(cube, 0.044715)), std::sqrt(2 / M_PI));
+                                        return tp.mul(tp.scale(h, 0.5), tp.shift(tp.tanh(z), 1.0));
+                                    }
+                                    case activation::gelu_exact:
+                                        return tp.mul(tp.scale(h, 0.5), tp.shift(tp.erf(tp.scale(h, 1 / std::sqrt(2.0))), 1.0));
+                                    case activation::silu: return tp.div(h, tp.shift(tp.exp(tp.scale(h, -1.0)), 1.0));
+                                    default: return h;
+                                }
+                            };
+                            var total = tp.leaf(0.0);
+                            for (std::size_t tok = 0; tok < tokens; ++tok) {
+                                std::vector<var> hidden;
+                                if (a.gated) {
+                                    auto gate = linear(X[tok], "Wg", "bg", d_ff);
+                                    auto up = linear(X[tok], "Wu", "bu", d_ff);
+                                    for (std::size_t j = 0; j < d_ff; ++j) hidden.push_back(tp.mul(act(gate[j]), up[j]));
+                                } else {
+                                    for (var h : linear(X[tok], "W1", "b1", d_ff)) hidden.push_back(act(h));
+                                }
+                                auto y = linear(hidden, "W2", "b2", d_out);
+                                for (std::size_t k = 0; k < d_out; ++k) {
+                                    var out = residual ? tp.add(y[k], X[tok][k]) : y[k];
+                                    var term = use_target ? tp.scale(tp.mul(tp.shift(out, -y_given[tok][k]), tp.shift(out, -y_given[tok][k])), 0.5)
+                                                          : tp.scale(out, y_given[tok][k]);
+                                    total = tp.add(total, term);
+                                }
+                            }
+                            tp.backward(total);
+
+                            CHECK(g->loss == Approx(total.value()).epsilon(1e-12));
+                            double max_rel = 0;
+                            auto compare = [&](double engine, double reference) {
+                                const double rel = std::abs(engine - reference) / std::max(std::abs(reference), 1e-12);
+                                if (std::abs(reference) > 1e-12) max_rel = std::max(max_rel, rel);
+                                else CHECK(std::abs(engine) <= 1e-12);
+                            };
+                            // The engine's gradients are in the math form; the file's are (out, in) for out_in.
+                            const std::map<std::string, const matrix*> dw{{"W1", &g->d_layer.w1}, {"Wg", &g->d_layer.wg},
+                                                                          {"Wu", &g->d_layer.wu}, {"W2", &g->d_layer.w2}};
+                            for (const auto& [k, rows] : W)
+                                for (std::size_t r = 0; r < rows.size(); ++r)
+                                    for (std::size_t c = 0; c < rows[r].size(); ++c)
+                                        compare(out_in ? (*dw.at(k))(c, r) : (*dw.at(k))(r, c), rows[r][c].grad());
+                            const std::map<std::string, const std::vector<double>*> db{{"b1", &g->d_layer.b1}, {"bg", &g->d_layer.bg},
+                                                                                       {"bu", &g->d_layer.bu}, {"b2", &g->d_layer.b2}};
+                            for (const auto& [k, v] : B) {
+                                REQUIRE(db.at(k)->size() == v.size());
+                                for (std::size_t i = 0; i < v.size(); ++i) compare((*db.at(k))[i], v[i].grad());
+                            }
+                            for (std::size_t tok = 0; tok < tokens; ++tok)
+                                for (std::size_t i = 0; i < d_model; ++i) compare(g->d_input(tok, i), X[tok][i].grad());
+                            CHECK(max_rel <= 1e-8);
+                            ++cases;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    CHECK(cases == 8 * 2 * 3 * 2 * 2 * 2);
+}
