@@ -382,7 +382,9 @@ std::optional<error> loader::load_layer(const json& root, example& ex) const {
                                     gated ? "plain" : "gated", name, gated ? "gated" : "plain", join(keys)));
     }
     if (auto e = check_keys(*weights, "weights.", keys)) return e;
-    for (const std::string& required : {first, std::string(gated ? "Wu" : "W2")})
+    const std::vector<std::string> required_keys = gated ? std::vector<std::string>{"Wg", "Wu", "W2"}
+                                                         : std::vector<std::string>{"W1", "W2"};
+    for (const std::string& required : required_keys)
         if (!member(*weights, required))
             return fail(fmt::format("weights.{}", required),
                         fmt::format("required key is missing; {} FFNs need {}", gated ? "gated" : "plain",
