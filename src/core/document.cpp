@@ -1,0 +1,133 @@
+#include "document.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "ffn_trace/format.hpp"
+
+namespace ffn_trace::detail {
+
+std::vector<std::string> wrap(std::string_view text, std::size_t width) {
+    std::vector<std::string> lines;
+    std::string line;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        auto end = text.find(' ', start);
+        if (end == std::string_view::npos) end = text.size();
+        const std::string_view word = text.substr(start, end - start);
+        if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
+            lines.push_back(line);
+            line.clear();
+        }
+        if (!word.empty()) line += (line.empty() ? "" : " ") + std::string(word);
+        start = end + 1;
+    }
+    if (!line.empty()) lines.push_back(line);
+    return lines;
+}
+
+static std::string text_block(const block& b) {
+    std::string out;
+    switch (b.kind) {
+        case block_kind::title:
+            out += styled(style::bold, b.text) + "\n" + std::string(display_width(b.text), '=') + "\n";
+            break;
+        case block_kind::heading: out += styled(style::bold, b.text) + "\n"; break;
+        case block_kind::paragraph:
+            for (const auto& l : wrap(b.text, 100)) out += l + "\n";
+            break;
+        case block_kind::fields: {
+            std::size_t w = 0;
+            for (const auto& r : b.rows) w = std::max(w, display_width(r[0]));
+            for (const auto& r : b.rows) out += "  " + pad_right(r[0], w + 2) + r[1] + "\n";
+            break;
+        }
+        case block_kind::table: {
+            std::vector<std::size_t> widths;
+            for (const auto& r : b.rows)
+                for (std::size_t c = 0; c < r.size(); ++c) {
+                    if (widths.size() <= c) widths.push_back(0);
+                    widths[c] = std::max(widths[c], display_width(r[c]));
+                }
+            for (const auto& r : b.rows) {
+                std::string line = "  ";
+                for (std::size_t c = 0; c < r.size(); ++c) {
+                    const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
+                    line += (c == 0 ? "" : "  ") + (left ? pad_right(r[c], widths[c]) : pad_left(r[c], widths[c]));
+                }
+                line.erase(line.find_last_not_of(' ') + 1);
+                out += line + "\n";
+            }
+            break;
+        }
+        case block_kind::lines:
+            for (const auto& l : b.lines) out += "  " + l + "\n";
+            break;
+    }
+    return out;
+}
+
+// Blocks separated by a blank line; a heading sits directly on what follows it.
+std::string text_view(const document& doc) {
+    std::string out;
+    for (std::size_t i = 0; i < doc.size(); ++i) {
+        out += text_block(doc[i]);
+        if (i + 1 < doc.size() && doc[i].kind != block_kind::heading) out += "\n";
+    }
+    return out;
+}
+
+static std::string markdown_cell(std::string s) {
+    for (std::size_t at = s.find('|'); at != std::string::npos; at = s.find('|', at + 2)) s.replace(at, 1, "\\|");
+    return s;
+}
+
+std::string markdown_view(const document& doc) {
+    std::string out;
+    for (const auto& b : doc) {
+        switch (b.kind) {
+            case block_kind::title: out += "# " + b.text + "\n\n"; break;
+            case block_kind::heading: out += "## " + b.text + "\n\n"; break;
+            case block_kind::paragraph: out += b.text + "\n\n"; break;
+            case block_kind::fields:
+                for (const auto& r : b.rows) out += "- **" + r[0] + "**: " + r[1] + "\n";
+                out += "\n";
+                break;
+            case block_kind::table: {
+                for (std::size_t i = 0; i < b.rows.size(); ++i) {
+                    std::vector<std::string> cells;
+                    for (const auto& c : b.rows[i]) cells.push_back(markdown_cell(c));
+                    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+                    if (i == 0) {
+                        std::vector<std::string> rule;
+                        for (std::size_t c = 0; c < b.rows[i].size(); ++c) {
+                            const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
+                            rule.emplace_back(left ? ":--" : "--:");
+                        }
+                        out += fmt::format("| {} |\n", fmt::join(rule, " | "));
+                    }
+                }
+                out += "\n";
+                break;
+            }
+            case block_kind::lines:
+                out += "```text\n";
+                for (const auto& l : b.lines) out += l + "\n";
+                out += "```\n\n";
+                break;
+        }
+    }
+    return out;
+}
+
+document ascii_document(document doc) {
+    for (auto& b : doc) {
+        b.text = to_ascii(b.text);
+        for (auto& row : b.rows)
+            for (auto& cell : row) cell = to_ascii(cell);
+        for (auto& line : b.lines) line = to_ascii(line);
+    }
+    return doc;
+}
+
+}  // namespace ffn_trace::detail

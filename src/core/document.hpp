@@ -1,0 +1,34 @@
+// The document model both walkthrough views render (internal to the library): a list of
+// blocks, laid out as aligned text or as Markdown.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ffn_trace::detail {
+
+// The document both views render: a list of blocks.
+enum class block_kind { title, paragraph, fields, heading, table, lines };
+
+struct block {
+    block_kind kind = block_kind::paragraph;
+    std::string text = {};                            // title, paragraph, heading
+    std::vector<std::vector<std::string>> rows = {};  // fields (name, value); table (header first)
+    std::vector<std::string> lines = {};              // lines: written-out arithmetic
+    std::string align = {};                           // table: 'l' or 'r' per column; default "lrr…"
+};
+
+using document = std::vector<block>;
+
+// Words wrapped at `width` columns.
+std::vector<std::string> wrap(std::string_view text, std::size_t width);
+
+// Blocks separated by a blank line; headings sit on what follows them. Style marks are kept.
+std::string text_view(const document& doc);
+std::string markdown_view(const document& doc);
+
+// The same document with ASCII spellings, converted before layout so that columns align.
+document ascii_document(document doc);
+
+}  // namespace ffn_trace::detail
