@@ -118,3 +118,19 @@ cli_test("an empty standard input is an input error" 2 EMPTY "^error: <stdin>: t
 cli_test("-0.0, subnormals and ±1e308 trace without NaN" 0 "hidden\\[1\\]\\[1\\] = 1.0000e\\+308×1e−300 \\+ \\(−1.0000e\\+308\\)×1 = −1.0000e\\+308" EMPTY
   -- ${FT} run ${INPUTS}/edges.json)
 cli_test("-0.0 never prints as a negative zero" 0 "!(−0\\.0000|NaN|nan)" EMPTY -- ${FT} run ${INPUTS}/edges.json)
+
+# grad
+cli_test("grad traces the lesson's backward pass by hand" 0
+  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(−1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) \\[0\\] \\[1\\] the token 3.0000 1.0000" EMPTY
+  -- ${FT} grad ${DATA}/lesson_hand.json --color never)
+cli_test("grad --lr shows the loss going down" 0 "loss 0.5000 → 0.2920 ✓ down" EMPTY -- ${FT} grad ${DATA}/lesson_hand.json --lr 0.01 --color never)
+cli_test("grad checks every data example by finite differences" 0 "largest relative error [0-9.e-]+( at [^ ]+)? ✓" EMPTY
+  -- ${FT} grad ${DATA}/walkthrough.json --detail summary --color never)
+cli_test("grad --format json gives gradients in the file's layout" 0 "\"loss_kind\": \"upstream\", \"loss\": .*\"gradients\": \\{ \"W1\": \\[ \\[ [-0-9.e]+, [-0-9.e]+, [-0-9.e]+, [-0-9.e]+ \\]," EMPTY
+  -- ${FT} grad ${DATA}/walkthrough.json --format json)
+cli_test("grad --format json with --lr has updated weights and the new loss" 0 "\"updated\": \\{ \"Wg\": .*\"new_loss\": 0.0" EMPTY
+  -- ${FT} grad ${DATA}/swiglu.json --format json --lr 0.1)
+cli_test("grad without target or upstream says what to add" 2 EMPTY "^error: .*ragged_w1.json: weights.W1\\[3\\]" -- ${FT} grad ${INPUTS}/ragged_w1.json)
+cli_test("grad needs a loss" 2 EMPTY "^error: .*large_gelu.json: grad needs a loss: add \"target\"" -- ${FT} grad ${INPUTS}/large_gelu.json)
+cli_test("grad refuses a learning rate of zero" 2 EMPTY "^error: --lr: expected a finite learning rate > 0, got 0$" -- ${FT} grad ${DATA}/lesson_hand.json --lr 0)
+cli_test("grad refuses a NaN learning rate" 2 EMPTY "^error: --lr: expected a finite learning rate > 0" -- ${FT} grad ${DATA}/lesson_hand.json --lr nan)

@@ -52,6 +52,7 @@ struct gradient_check {
     std::size_t checked = 0;
     std::size_t total = 0;          // values that could be checked; large layers are sampled
     std::size_t skipped_at_kinks = 0;  // ReLU units whose sign the step of h flips
+    std::size_t skipped_overflow = 0;  // values whose perturbed forward pass overflows
     double h = 1e-6;                // the relative step: h·max(1, |value|)
     bool ok() const { return max_relative_error <= 1e-6; }
 };

@@ -1,6 +1,8 @@
 #include "common.hpp"
 
+#include <cstdlib>
 #include <fmt/core.h>
+#include <unistd.h>
 
 namespace cli {
 
@@ -25,6 +27,45 @@ void add_max_file_size(CLI::App& sub, std::size_t& into) {
     sub.add_option("--max-file-size", into, "Largest example file read, in bytes")
         ->default_val(ffn_trace::load_options{}.max_file_size)
         ->check(CLI::PositiveNumber);
+}
+
+void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
+    sub.add_option("--format", f.format, "Output format")
+        ->check(CLI::IsMember({"text", "markdown", "json"}))
+        ->capture_default_str();
+    sub.add_option("--detail", f.detail,
+                   "summary, values or arithmetic (default: arithmetic when d_model ≤ 8, d_ff ≤ 16 and d_out ≤ 16)")
+        ->check(CLI::IsMember({"summary", "values", "arithmetic"}));
+    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all();
+    sub.add_option("--precision", f.precision, "Decimals shown")->check(CLI::Range(0, 17))->capture_default_str();
+    sub.add_flag("--full", f.full, "Print long vectors whole instead of first … last");
+    sub.add_option("--color", f.color, "Terminal colours")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
+    sub.add_flag("--ascii", f.ascii, "ASCII spellings instead of ×, ·, →, −, ✓");
+}
+
+ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
+    ffn_trace::text_options text;
+    if (f.detail == "summary") text.detail = ffn_trace::detail_level::summary;
+    if (f.detail == "values") text.detail = ffn_trace::detail_level::values;
+    if (f.detail == "arithmetic") text.detail = ffn_trace::detail_level::arithmetic;
+    text.tokens = f.tokens;
+    text.precision = f.precision;
+    text.full = f.full;
+    text.ascii = f.ascii;
+    text.colour = f.color == "always" || (f.color == "auto" && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr);
+    return text;
+}
+
+std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const ffn_trace::trace& tr,
+                                             const std::vector<std::size_t>& tokens) {
+    for (auto token : tokens)
+        if (token >= tr.tokens())
+            return ffn_trace::error{ex.file, "--token",
+                                    fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", token,
+                                                tr.tokens(), tr.tokens() == 1 ? "" : "s", tr.tokens() - 1)};
+    return std::nullopt;
 }
 
 }  // namespace cli

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,7 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/render_text.hpp"
 
 namespace cli {
 
@@ -30,5 +32,21 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_tra
 
 // Adds --max-file-size to a subcommand.
 void add_max_file_size(CLI::App& sub, std::size_t& into);
+
+// The options of a walkthrough, shared by run and grad.
+struct walkthrough_flags {
+    std::string format = "text";
+    std::string detail;  // empty: chosen by the layer's size
+    std::vector<std::size_t> tokens;
+    int precision = 4;
+    bool full = false;
+    std::string color = "auto";
+    bool ascii = false;
+};
+void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
+ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
+// --token values outside the input: an error naming the option.
+std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const ffn_trace::trace& tr,
+                                             const std::vector<std::size_t>& tokens);
 
 }  // namespace cli

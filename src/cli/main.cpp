@@ -5,6 +5,7 @@
 #include "check.hpp"
 #include "common.hpp"
 #include "gelu_table.hpp"
+#include "grad.hpp"
 #include "params.hpp"
 #include "run.hpp"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     int status = cli::exit_ok;
     cli::setup_run(app, status);
     cli::setup_check(app, status);
+    cli::setup_grad(app, status);
     cli::setup_gelu_table(app, status);
     cli::setup_params(app, status);
     try {

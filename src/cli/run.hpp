@@ -5,17 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
+
 namespace cli {
 
 struct run_options {
     std::string file;
-    std::string format = "text";
-    std::string detail;  // empty: chosen by the layer's size
-    std::vector<std::size_t> tokens;
-    int precision = 4;
-    bool full = false;
-    std::string color = "auto";
-    bool ascii = false;
+    walkthrough_flags walkthrough;
     std::size_t max_file_size = 0;
 };
 

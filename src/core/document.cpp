@@ -120,6 +120,18 @@ std::string markdown_view(const document& doc) {
     return out;
 }
 
+std::string vector_text(std::span<const double> v, int precision, bool full) {
+    std::vector<std::string> parts;
+    for (std::size_t i : shown_indices(v.size(), full)) parts.push_back(i == gap ? "…" : format_fixed(v[i], precision));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+std::string short_vector_text(std::span<const double> v, int precision, bool full) {
+    std::vector<std::string> parts;
+    for (std::size_t i : shown_indices(v.size(), full)) parts.push_back(i == gap ? "…" : format_short(v[i], precision));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
 document ascii_document(document doc) {
     for (auto& b : doc) {
         b.text = to_ascii(b.text);

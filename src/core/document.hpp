@@ -2,6 +2,7 @@
 // blocks, laid out as aligned text or as Markdown.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,5 +31,10 @@ std::string markdown_view(const document& doc);
 
 // The same document with ASCII spellings, converted before layout so that columns align.
 document ascii_document(document doc);
+
+// "[0.4300, 0.3700, …, 0.4900]": fixed precision, summarised unless `full`.
+std::string vector_text(std::span<const double> v, int precision, bool full);
+// "[1, 0.5, −0.3]": operands, short.
+std::string short_vector_text(std::span<const double> v, int precision, bool full);
 
 }  // namespace ffn_trace::detail

@@ -78,16 +78,8 @@ private:
         return v < 0 && s.rfind("−", 0) == 0 ? "(" + s + ")" : s;
     }
 
-    std::string vector_text(std::span<const double> v) const {
-        std::vector<std::string> parts;
-        for (std::size_t i : shown_indices(v.size(), opt_.full)) parts.push_back(i == gap ? "…" : num(v[i]));
-        return fmt::format("[{}]", fmt::join(parts, ", "));
-    }
-    std::string short_vector(std::span<const double> v) const {
-        std::vector<std::string> parts;
-        for (std::size_t i : shown_indices(v.size(), opt_.full)) parts.push_back(i == gap ? "…" : format_short(v[i], opt_.precision));
-        return fmt::format("[{}]", fmt::join(parts, ", "));
-    }
+    std::string vector_text(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
+    std::string short_vector(std::span<const double> v) const { return short_vector_text(v, opt_.precision, opt_.full); }
 
     std::string token_name(std::size_t t) const {
         if (!ex_.names.tokens.empty()) return ex_.names.tokens[t];

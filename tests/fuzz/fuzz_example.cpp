@@ -1,21 +1,37 @@
-// libFuzzer entry: arbitrary bytes through loading, the engine, claims, readings and every view.
-// Any crash, sanitizer report, hang or NaN in a rendered trace is a finding.
+// libFuzzer entry: arbitrary bytes through loading, the engine, claims, readings, the backward
+// pass and every view. Any crash, sanitizer report, hang or NaN in a rendered trace is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "ffn_trace/backward.hpp"
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/readings.hpp"
+#include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/render_json.hpp"
 #include "ffn_trace/render_text.hpp"
+
+namespace {
+
+// A rendered number must never be NaN. The file's own free text may say anything, so it is
+// cleared before rendering.
+void expect_no_nan(const std::string& out) {
+    if (out.find("NaN") != std::string::npos) std::abort();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace ffn_trace;
     const std::string_view text(reinterpret_cast<const char*>(data), size);
-    const auto ex = parse_example(text, "fuzz.json");
+    auto ex = parse_example(text, "fuzz.json");
     if (!ex) return 0;
+    ex->title.clear();
+    ex->description.clear();
+    ex->names = {};
+    for (auto& e : ex->expect) e.note.clear();
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     if (!t) return 0;
     const auto claims = evaluate_claims(*ex, *t);
@@ -24,11 +40,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (auto level : {detail_level::summary, detail_level::values, detail_level::arithmetic}) {
         text_options options;
         options.detail = level;
-        const std::string out = render_text(in, options);
-        if (out.find("NaN") != std::string::npos) std::abort();
+        expect_no_nan(render_text(in, options));
         options.ascii = true;
-        (void)render_markdown(in, options);
+        expect_no_nan(render_markdown(in, options));
     }
     (void)render_json(*ex, *t, claims);
+
+    if (!ex->target && !ex->upstream) return 0;
+    const loss_spec loss{ex->target ? &*ex->target : nullptr, ex->upstream ? &*ex->upstream : nullptr};
+    const auto g = run_backward(*t, loss);
+    if (!g) return 0;
+    const auto check = check_gradients(*t, loss, *g, 200);
+    const auto step = descend(*t, loss, *g, 0.1);
+    const grad_rendering_input gin{*ex, *t, *g, check, step ? &*step : nullptr};
+    for (auto level : {detail_level::summary, detail_level::arithmetic}) {
+        text_options options;
+        options.detail = level;
+        expect_no_nan(render_grad_text(gin, options));
+    }
+    (void)render_grad_json(gin);
     return 0;
 }

@@ -1,0 +1,60 @@
+// ffn-trace grad FILE: the backward pass, traced and checked, and one step of learning.
+#include "grad.hpp"
+
+#include <cmath>
+#include <fmt/core.h>
+#include <memory>
+
+#include "common.hpp"
+#include "ffn_trace/backward.hpp"
+#include "ffn_trace/render_grad.hpp"
+
+namespace cli {
+
+void setup_grad(CLI::App& app, int& status) {
+    auto o = std::make_shared<grad_options>();
+    auto* sub = app.add_subcommand("grad", "Trace the backward pass of an example file, check it, and take a step");
+    sub->add_option("file", o->file, "Example file (JSON) with \"target\" or \"upstream\", or - for standard input")->required();
+    add_walkthrough_options(*sub, o->walkthrough);
+    sub->add_option("--lr", o->lr, "Take one step of gradient descent with this learning rate");
+    add_max_file_size(*sub, o->max_file_size);
+    sub->callback([o, &status] { status = run_grad(*o); });
+}
+
+int run_grad(const grad_options& o) {
+    using namespace ffn_trace;
+    if (o.lr && !(std::isfinite(*o.lr) && *o.lr > 0))
+        return report({"", "--lr", fmt::format("expected a finite learning rate > 0, got {}", *o.lr)});
+    auto t = load_and_trace(o.file, {o.max_file_size});
+    if (!t) return report(t.err());
+    if (!t->ex.target && !t->ex.upstream)
+        return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "
+                                       "or \"upstream\" (dL/d(output), the output's shape)"});
+    if (auto e = check_tokens(t->ex, t->tr, o.walkthrough.tokens)) return report(*e);
+    const loss_spec loss{t->ex.target ? &*t->ex.target : nullptr, t->ex.upstream ? &*t->ex.upstream : nullptr};
+    auto g = run_backward(t->tr, loss);
+    if (!g) {
+        g.err().file = t->ex.file;
+        return report(g.err());
+    }
+    const auto check = check_gradients(t->tr, loss, *g);
+    std::optional<descent_step> step;
+    if (o.lr) {
+        auto s = descend(t->tr, loss, *g, *o.lr);
+        if (!s) {
+            s.err().file = t->ex.file;
+            return report(s.err());
+        }
+        step = std::move(*s);
+    }
+    const grad_rendering_input in{t->ex, t->tr, *g, check, step ? &*step : nullptr};
+    if (o.walkthrough.format == "json") {
+        fmt::print("{}", render_grad_json(in));
+        return exit_ok;
+    }
+    const auto text = walkthrough_options(o.walkthrough);
+    fmt::print("{}", o.walkthrough.format == "markdown" ? render_grad_markdown(in, text) : render_grad_text(in, text));
+    return exit_ok;
+}
+
+}  // namespace cli

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+namespace cli {
+
+struct grad_options {
+    std::string file;
+    walkthrough_flags walkthrough;
+    std::optional<double> lr;
+    std::size_t max_file_size = 0;
+};
+
+void setup_grad(CLI::App& app, int& status);
+int run_grad(const grad_options& options);
+
+}  // namespace cli

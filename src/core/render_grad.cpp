@@ -1,0 +1,449 @@
+#include "ffn_trace/render_grad.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "document.hpp"
+#include "ffn_trace/format.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+using detail::block;
+using detail::block_kind;
+
+// A weight of the layer with its gradient and update, in the math form.
+struct weight_view {
+    std::string name;             // the file's key: W1, b1, Wg, …
+    const matrix* w = nullptr;    // matrices
+    const std::vector<double>* b = nullptr;  // biases
+    const matrix* dw = nullptr;
+    const std::vector<double>* db = nullptr;
+};
+
+std::vector<weight_view> weight_views(const ffn& l, const ffn& d) {
+    std::vector<weight_view> out;
+    auto matrix_view = [&](const char* n, const matrix& w, const matrix& dw) { out.push_back({n, &w, nullptr, &dw, nullptr}); };
+    auto bias_view = [&](const char* n, const std::vector<double>& b, const std::vector<double>& db) {
+        if (!b.empty()) out.push_back({n, nullptr, &b, nullptr, &db});
+    };
+    if (l.gated()) {
+        matrix_view("Wg", l.wg, d.wg);
+        bias_view("bg", l.bg, d.bg);
+        matrix_view("Wu", l.wu, d.wu);
+        bias_view("bu", l.bu, d.bu);
+    } else {
+        matrix_view("W1", l.w1, d.w1);
+        bias_view("b1", l.b1, d.b1);
+    }
+    matrix_view("W2", l.w2, d.w2);
+    bias_view("b2", l.b2, d.b2);
+    return out;
+}
+
+class grad_builder {
+public:
+    grad_builder(const grad_rendering_input& in, const text_options& options)
+        : in_(in), l_(in.tr.layer), opt_(options),
+          level_(options.detail.value_or(default_detail(in.tr.layer))),
+          detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
+
+    detail::document build() {
+        heading();
+        forward();
+        loss();
+        if (level_ != detail_level::summary) {
+            int number = 1;
+            for (const auto& s : in_.grads.steps) backward(number++, s);
+        } else {
+            gradient_summary();
+        }
+        check();
+        if (in_.descent) descent();
+        return std::move(doc_);
+    }
+
+private:
+    bool out_in() const { return in_.ex.stored == layout::out_in; }
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string op(double v) const {
+        std::string s = format_short(v, opt_.precision);
+        return v < 0 && s.rfind("−", 0) == 0 ? "(" + s + ")" : s;
+    }
+    std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
+    std::string token_name(std::size_t t) const {
+        if (!in_.ex.names.tokens.empty()) return in_.ex.names.tokens[t];
+        if (in_.tr.lead.empty()) return "the token";
+        return in_.tr.lead.size() == 1 ? fmt::format("token {}", t) : "token " + token_index(in_.tr.lead, t);
+    }
+    std::string shape(std::size_t width) const {
+        std::string s;
+        for (auto d : in_.tr.lead) s += fmt::format("{} × ", d);
+        return fmt::format("({}{})", s, width);
+    }
+    void add(block b) { doc_.push_back(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+    void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
+
+    // A (tokens, width) matrix, one row per detailed token.
+    void token_table(const matrix& m) {
+        block b{block_kind::table};
+        const auto cols = shown_indices(m.cols, opt_.full);
+        std::vector<std::string> header{in_.tr.lead.empty() ? "" : "token"};
+        for (auto j : cols) header.push_back(j == gap ? "…" : fmt::format("[{}]", j));
+        b.rows.push_back(header);
+        for (auto t : detailed_) {
+            std::vector<std::string> row{t == gap ? "…" : token_name(t)};
+            for (auto j : cols) row.push_back(t == gap || j == gap ? "…" : num(m(t, j)));
+            b.rows.push_back(row);
+        }
+        add(std::move(b));
+    }
+
+    // A weight-shaped matrix in the file's layout, under its file name.
+    void weight_table(const std::string& name, const matrix& math_form) {
+        const matrix m = out_in() ? math_form.transposed() : math_form;
+        block b{block_kind::table};
+        const auto cols = shown_indices(m.cols, opt_.full);
+        std::vector<std::string> header{name};
+        for (auto j : cols) header.push_back(j == gap ? "…" : fmt::format("[{}]", j));
+        b.rows.push_back(header);
+        for (auto i : shown_indices(m.rows, opt_.full)) {
+            std::vector<std::string> row{i == gap ? "…" : fmt::format("[{}]", i)};
+            for (auto j : cols) row.push_back(i == gap || j == gap ? "…" : num(m(i, j)));
+            b.rows.push_back(row);
+        }
+        add(std::move(b));
+    }
+    void bias_table(const std::string& name, const std::vector<double>& v) {
+        add({block_kind::lines, "", {}, {fmt::format("{} = {}", name, vec(v))}});
+    }
+
+    void heading() {
+        const std::string title = in_.ex.title.empty() ? in_.ex.file : in_.ex.title;
+        add({block_kind::title, "Backward pass · " + title});
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} token{}", l_.d_model(), l_.d_ff(),
+                                           l_.d_out(), in_.tr.tokens(), in_.tr.tokens() == 1 ? "" : "s")});
+        f.push_back({"activation", std::string(info(l_.act).name)});
+        f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
+                                           : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
+        f.push_back({"output", l_.residual ? "the residual, y = x + contract" : "the contraction (no residual)"});
+        f.push_back({"layout", out_in() ? "out_in: gradients of weights are shown as the file stores them, (outputs × inputs)"
+                                        : "in_out: gradients of weights are shown as the file stores them, (inputs × outputs)"});
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    void forward() {
+        heading_line("Forward pass (ffn-trace run shows every step)");
+        block b{block_kind::lines};
+        for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            std::string line = fmt::format("{}: x = {} → output = {}", token_name(t),
+                                           detail::short_vector_text(in_.tr.input.row(t), opt_.precision, opt_.full),
+                                           vec(in_.tr.output().value.row(t)));
+            if (in_.ex.target) line += fmt::format(", target = {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
+            b.lines.push_back(line);
+        }
+        add(std::move(b));
+    }
+
+    void loss() {
+        heading_line(fmt::format("Loss   L = {}", num(in_.grads.loss)));
+        if (level_ != detail_level::arithmetic) return;
+        const matrix& y = in_.tr.output().value;
+        std::vector<std::string> terms;
+        const auto idx = shown_indices(y.data.size(), opt_.full, 3, 12);
+        for (auto k : idx) {
+            if (k == gap) {
+                terms.emplace_back("…");
+                continue;
+            }
+            terms.push_back(in_.ex.target ? fmt::format("({} − {})²", op(y.data[k]), op(in_.ex.target->data[k]))
+                                          : fmt::format("{}×{}", op(in_.ex.upstream->data[k]), op(y.data[k])));
+        }
+        add({block_kind::lines, "", {}, {fmt::format("L = {}{}{} = {}", in_.ex.target ? "½·(" : "", fmt::join(terms, " + "),
+                                                     in_.ex.target ? ")" : "", num(in_.grads.loss))}});
+    }
+
+    // dW = xᵀ·dy written out: each element a sum over tokens, in the file's order and indexing.
+    void weight_gradient_lines(const std::string& name, const matrix& x, const matrix& dy, const matrix& dw) {
+        block b{block_kind::lines};
+        const std::size_t file_rows = out_in() ? dw.cols : dw.rows, file_cols = out_in() ? dw.rows : dw.cols;
+        for (auto r : shown_indices(file_rows, opt_.full, 2, 6)) {
+            for (auto c : shown_indices(file_cols, opt_.full, 2, 6)) {
+                if (r == gap || c == gap) {
+                    if (b.lines.empty() || b.lines.back() != "…") b.lines.emplace_back("…");
+                    continue;
+                }
+                const std::size_t i = out_in() ? c : r, j = out_in() ? r : c;  // math form: dw(i, j)
+                std::vector<std::string> terms;
+                for (auto t : shown_indices(x.rows, opt_.full, 2, 6))
+                    terms.push_back(t == gap ? "…"
+                                             : out_in() ? fmt::format("{}×{}", op(dy(t, j)), op(x(t, i)))
+                                                        : fmt::format("{}×{}", op(x(t, i)), op(dy(t, j))));
+                b.lines.push_back(fmt::format("d{}[{}][{}] = {} = {}", name, r, c, fmt::join(terms, " + "), num(dw(i, j))));
+            }
+        }
+        add(std::move(b));
+    }
+
+    // dx = dy·Wᵀ written out for the detailed tokens.
+    void input_gradient_lines(const std::string& name, const matrix& dy, const matrix& w, const matrix& dx) {
+        block b{block_kind::lines};
+        for (auto t : detailed_) {
+            if (t == gap) continue;
+            for (auto i : shown_indices(dx.cols, opt_.full, 2, 8)) {
+                if (i == gap) {
+                    b.lines.emplace_back("…");
+                    continue;
+                }
+                std::vector<std::string> terms;
+                for (auto j : shown_indices(dy.cols, opt_.full, 3, 8))
+                    terms.push_back(j == gap ? "…" : fmt::format("{}×{}", op(dy(t, j)), op(w(i, j))));
+                b.lines.push_back(fmt::format("{}{} = {} = {}", name, element_index(in_.tr.lead, t, i), fmt::join(terms, " + "),
+                                              num(dx(t, i))));
+            }
+        }
+        add(std::move(b));
+    }
+
+    std::string hidden_name() const { return l_.gated() ? "product" : "activated"; }
+
+    void backward(int number, const backward_step& s) {
+        const bool arithmetic = level_ == detail_level::arithmetic;
+        const std::string n = std::to_string(number);
+        const std::size_t T = in_.tr.tokens();
+        if (s.name == "output") {
+            heading_line(fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
+                                     in_.ex.target ? "output − target" : "upstream", shape(l_.d_out())));
+            token_table(*s.find("g"));
+        } else if (s.name == "residual") {
+            heading_line(fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
+            paragraph("The gradient splits: one path goes straight to x, the other back through the FFN.");
+        } else if (s.name == "contract") {
+            const matrix& h = in_.tr.find(l_.gated() ? "multiply" : "activate")->value;
+            heading_line(fmt::format("Backward {} · Contract   dW2 = {}ᵀ · g   ({} × {})·({} × {}) → ({} × {})", n, hidden_name(),
+                                     l_.d_ff(), T, T, l_.d_out(), l_.d_ff(), l_.d_out()));
+            paragraph(fmt::format("Each hidden unit's value vector moves in proportion to how strongly the unit fired{}; "
+                                  "d_{} = g · W2ᵀ sends the gradient back to the hidden units.",
+                                  l_.b2.empty() ? "" : ", db2 = Σ over tokens of g", hidden_name()));
+            const matrix& g = *in_.grads.steps.front().find("g");
+            if (arithmetic) weight_gradient_lines("W2", h, g, in_.grads.d_layer.w2);
+            weight_table("dW2", in_.grads.d_layer.w2);
+            if (!l_.b2.empty()) bias_table("db2", in_.grads.d_layer.b2);
+            const matrix& dh = *s.find("d_" + hidden_name());
+            if (arithmetic) input_gradient_lines("d_" + hidden_name(), g, l_.w2, dh);
+            token_table(dh);
+        } else if (s.name == "multiply") {
+            heading_line(fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
+                                     "d_up = d_product ⊙ activated", n));
+            token_table(*s.find("d_activated"));
+            token_table(*s.find("d_up"));
+        } else if (s.name == "activate") {
+            activate_step(n, s, arithmetic);
+        } else if (s.name == "expand" || s.name == "gate" || s.name == "up") {
+            const std::string w = s.name == "expand" ? "W1" : s.name == "gate" ? "Wg" : "Wu";
+            const std::string b = s.name == "expand" ? "b1" : s.name == "gate" ? "bg" : "bu";
+            const std::string dy_name = s.name == "expand" ? "d_hidden" : s.name == "gate" ? "d_gate" : "d_up";
+            const matrix& dy = s.name == "up" ? *find_step("multiply")->find("d_up") : *find_step("activate")->find(dy_name);
+            const matrix& dw = s.name == "expand" ? in_.grads.d_layer.w1 : s.name == "gate" ? in_.grads.d_layer.wg : in_.grads.d_layer.wu;
+            const matrix& weight = s.name == "expand" ? l_.w1 : s.name == "gate" ? l_.wg : l_.wu;
+            heading_line(fmt::format("Backward {} · {}   d{} = xᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
+                                     s.name == "expand" ? "Expand" : s.name == "gate" ? "Gate" : "Up", w, dy_name, l_.d_model(), T,
+                                     T, l_.d_ff(), l_.d_model(), l_.d_ff()));
+            const matrix* db = s.find("d" + b);
+            paragraph(fmt::format("Each key moves in proportion to the token that reached it{}; {} · {}ᵀ carries the gradient "
+                                  "on to x.",
+                                  db ? fmt::format(", d{} = Σ over tokens of {}", b, dy_name) : "", dy_name, w));
+            if (arithmetic) weight_gradient_lines(w, in_.tr.input, dy, dw);
+            weight_table("d" + w, dw);
+            if (db) bias_table("d" + b, db->data);
+            const matrix& dx = s.values.back().value;
+            if (arithmetic) input_gradient_lines(s.values.back().name, dy, weight, dx);
+            token_table(dx);
+        } else {  // input
+            std::vector<std::string> parts;
+            if (l_.residual) parts.push_back("g (through the residual)");
+            parts.push_back(l_.gated() ? "dx_gate + dx_up" : "dx_ffn");
+            heading_line(fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
+            token_table(in_.grads.d_input);
+        }
+    }
+
+    const backward_step* find_step(std::string_view name) const {
+        for (const auto& s : in_.grads.steps)
+            if (s.name == name) return &s;
+        return nullptr;
+    }
+
+    void activate_step(const std::string& n, const backward_step& s, bool arithmetic) {
+        const activation unit = info(l_.act).unit;
+        const std::string pre = l_.gated() ? "gate" : "hidden";
+        static const char* rules[] = {"relu'(h) = 1 for h > 0, else 0 (0 at h = 0, as in PyTorch)",
+                                      "gelu'(h) = 0.5·(1 + tanh z) + 0.5·h·sech²(z)·dz/dh, dz/dh = √(2/π)·(1 + 3·0.044715·h²)",
+                                      "gelu_exact'(h) = Φ(h) + h·φ(h)", "silu'(h) = σ(h)·(1 + h·(1 − σ(h)))", "identity'(h) = 1"};
+        const int rule = unit == activation::relu ? 0 : unit == activation::gelu ? 1 : unit == activation::gelu_exact ? 2
+                       : unit == activation::silu ? 3 : 4;
+        heading_line(fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
+        paragraph(std::string(rules[rule]) + (unit == activation::relu ? ": a unit that was off passes no gradient back." : "."));
+        const matrix& h = in_.tr.steps.front().value;
+        const matrix& d_act = l_.gated() ? *find_step("multiply")->find("d_activated") : *find_step("contract")->find("d_activated");
+        const matrix& derivative = *s.find("act'");
+        const matrix& d_pre = s.values.back().value;
+        if (arithmetic) {
+            for (auto t : detailed_) {
+                if (t == gap) continue;
+                block b{block_kind::table};
+                b.rows.push_back({token_name(t), l_.gated() ? "g" : "h", "act'", "d_activated", "d_" + pre});
+                for (auto j : shown_indices(h.cols, opt_.full, 3, 16)) {
+                    if (j == gap) {
+                        b.rows.push_back({"…", "…", "…", "…", "…"});
+                        continue;
+                    }
+                    b.rows.push_back({fmt::format("[{}]", j), num(h(t, j)), num(derivative(t, j)), num(d_act(t, j)),
+                                      num(d_pre(t, j))});
+                }
+                add(std::move(b));
+            }
+        }
+        token_table(d_pre);
+    }
+
+    void gradient_summary() {
+        heading_line("Gradients");
+        block b{block_kind::table};
+        b.rows.push_back({"", "shape", "largest |value|"});
+        auto largest = [](const std::vector<double>& v) {
+            double m = 0;
+            for (double x : v) m = std::max(m, std::abs(x));
+            return m;
+        };
+        for (const auto& w : weight_views(l_, in_.grads.d_layer)) {
+            const bool is_matrix = w.dw != nullptr;
+            const std::string shape_text = is_matrix ? (out_in() ? fmt::format("{} × {}", w.dw->cols, w.dw->rows)
+                                                                 : fmt::format("{} × {}", w.dw->rows, w.dw->cols))
+                                                     : std::to_string(w.db->size());
+            b.rows.push_back({"d" + w.name, shape_text, num(largest(is_matrix ? w.dw->data : *w.db))});
+        }
+        b.rows.push_back({"dx", fmt::format("{} × {}", in_.tr.tokens(), l_.d_model()), num(largest(in_.grads.d_input.data))});
+        add(std::move(b));
+    }
+
+    void check() {
+        const gradient_check& c = in_.check;
+        heading_line("Gradient check");
+        std::string sampled = c.checked + c.skipped_at_kinks + c.skipped_overflow < c.total ? fmt::format(" (an even sample of the {})", c.total) : "";
+        std::string text = fmt::format(
+            "Every gradient against central finite differences of L, (L(w + ε) − L(w − ε)) / 2ε with ε = {}·max(1, |w|): "
+            "{} values checked{}, largest relative error {}{} {}",
+            fmt::format("{:g}", c.h), c.checked, sampled, fmt::format("{:.2g}", c.max_relative_error),
+            c.worst.empty() ? "" : " at " + c.worst, c.ok() ? styled(style::green, "✓") : styled(style::red, "✗ (above 1e-6)"));
+        if (c.skipped_at_kinks)
+            text += fmt::format(". {} values were skipped: their step of ε switches a ReLU unit on or off, where the "
+                                "derivative is not defined",
+                                c.skipped_at_kinks);
+        if (c.skipped_overflow)
+            text += fmt::format(". {} values were skipped: a step of ε makes the forward pass overflow", c.skipped_overflow);
+        paragraph(text + ".");
+    }
+
+    void descent() {
+        const descent_step& d = *in_.descent;
+        heading_line(fmt::format("One step of gradient descent   W ← W − η·dW, η = {}", format_short(d.learning_rate, 12)));
+        for (const auto& w : weight_views(d.updated, in_.grads.d_layer)) {
+            if (w.w)
+                weight_table(w.name + " (updated)", *w.w);
+            else
+                bias_table(w.name + " (updated)", *w.b);
+        }
+        const bool down = d.new_loss < in_.grads.loss;
+        paragraph(fmt::format("loss {} → {}   {}", num(in_.grads.loss), num(d.new_loss),
+                              down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η")));
+    }
+
+    const grad_rendering_input& in_;
+    const ffn& l_;
+    const text_options& opt_;
+    detail_level level_;
+    std::vector<std::size_t> detailed_;
+    detail::document doc_;
+};
+
+detail::document build(const grad_rendering_input& in, const text_options& options) {
+    detail::document doc = grad_builder(in, options).build();
+    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
+}
+
+using json = nlohmann::ordered_json;
+
+json nested_weight(const matrix& math_form, bool out_in) {
+    const matrix m = out_in ? math_form.transposed() : math_form;
+    json rows = json::array();
+    for (std::size_t r = 0; r < m.rows; ++r) rows.push_back(std::vector<double>(m.row(r).begin(), m.row(r).end()));
+    return rows;
+}
+
+json nested_tokens(const matrix& m, const std::vector<std::size_t>& lead) {
+    std::vector<json> rows;
+    for (std::size_t t = 0; t < m.rows; ++t) rows.emplace_back(std::vector<double>(m.row(t).begin(), m.row(t).end()));
+    if (lead.empty()) return rows.front();
+    if (lead.size() == 1) return rows;
+    json out = json::array();
+    for (std::size_t b = 0; b < lead[0]; ++b)
+        out.push_back(std::vector<json>(rows.begin() + static_cast<long>(b * lead[1]), rows.begin() + static_cast<long>((b + 1) * lead[1])));
+    return out;
+}
+
+json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
+    json out;
+    for (const auto& w : weight_views(l, d)) {
+        if (w.w)
+            out[w.name] = nested_weight(use_gradient ? *w.dw : *w.w, out_in);
+        else
+            out[w.name] = use_gradient ? *w.db : *w.b;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string render_grad_text(const grad_rendering_input& in, const text_options& options) {
+    return apply_styles(detail::text_view(build(in, options)), options.colour);
+}
+
+std::string render_grad_markdown(const grad_rendering_input& in, const text_options& options) {
+    return apply_styles(detail::markdown_view(build(in, options)), false);
+}
+
+std::string render_grad_json(const grad_rendering_input& in) {
+    const bool out_in = in.ex.stored == layout::out_in;
+    json j;
+    j["activation"] = info(in.tr.layer.act).name;
+    j["layout"] = to_string(in.ex.stored);
+    j["loss_kind"] = in.ex.target ? "target" : "upstream";
+    j["loss"] = in.grads.loss;
+    json g = weights_json(in.tr.layer, in.grads.d_layer, true, out_in);
+    g["input"] = nested_tokens(in.grads.d_input, in.tr.lead);
+    j["gradients"] = std::move(g);
+    j["check"] = {{"max_relative_error", in.check.max_relative_error},
+                  {"worst", in.check.worst},
+                  {"checked", in.check.checked},
+                  {"total", in.check.total},
+                  {"skipped_at_kinks", in.check.skipped_at_kinks},
+                  {"skipped_overflow", in.check.skipped_overflow},
+                  {"ok", in.check.ok()}};
+    if (in.descent) {
+        j["learning_rate"] = in.descent->learning_rate;
+        j["updated"] = weights_json(in.descent->updated, in.grads.d_layer, false, out_in);
+        j["new_loss"] = in.descent->new_loss;
+    }
+    return j.dump(2) + "\n";
+}
+
+}  // namespace ffn_trace
