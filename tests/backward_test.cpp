@@ -2,29 +2,17 @@
 
 #include <doctest/doctest.h>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 
 #include "autograd.hpp"
-#include "ffn_trace/example.hpp"
+#include "helpers.hpp"
 
 using namespace ffn_trace;
 using doctest::Approx;
 
 namespace {
 
-struct traced {
-    example ex;
-    trace tr;
-};
-
-traced trace_of(const std::string& text) {
-    auto ex = parse_example(text, "g.json");
-    REQUIRE(ex);
-    auto t = run_ffn(ex->layer, ex->input, ex->lead);
-    REQUIRE(t);
-    return {std::move(*ex), std::move(*t)};
-}
+using test::trace_of;
 
 // The lesson's hand example (seed 003_520c3bf8fda29827.txt) with a target: y = [7, 5], target [6, 5].
 const char* lesson = R"({"activation": "relu", "input": [2, 1], "target": [6, 5],
@@ -132,158 +120,108 @@ TEST_CASE("an upstream gradient is used as given") {
 }
 
 TEST_CASE("every gradient agrees with an independent autograd reference") {
-    using json = nlohmann::json;
     std::mt19937 rng(2024);
-    std::uniform_real_distribution<double> uniform(-1.2, 1.2);
     int cases = 0;
-    for (const auto& a : all_activations()) {
-        for (bool out_in : {false, true}) {
-            for (int rank : {1, 2, 3}) {
-                for (bool biases : {false, true}) {
-                    for (bool residual : {false, true}) {
-                        for (bool use_target : {false, true}) {
-                            const std::size_t d_model = 3, d_ff = 4, d_out = residual ? 3 : 2;
-                            const std::vector<std::size_t> lead = rank == 1 ? std::vector<std::size_t>{}
-                                                                  : rank == 2 ? std::vector<std::size_t>{2}
-                                                                              : std::vector<std::size_t>{2, 2};
-                            std::size_t tokens = 1;
-                            for (auto d : lead) tokens *= d;
-                            auto random_mat = [&](std::size_t r, std::size_t c) {
-                                std::vector<std::vector<double>> m(r, std::vector<double>(c));
-                                for (auto& row : m)
-                                    for (auto& v : row) v = uniform(rng);
-                                return m;
-                            };
-                            // Weights in the file's layout: (in, out) or (out, in).
-                            std::map<std::string, std::vector<std::vector<double>>> w;
-                            std::map<std::string, std::vector<double>> b;
-                            auto shape = [&](std::size_t in, std::size_t out) { return out_in ? random_mat(out, in) : random_mat(in, out); };
-                            const std::vector<std::string> firsts = a.gated ? std::vector<std::string>{"Wg", "Wu"} : std::vector<std::string>{"W1"};
-                            for (const auto& k : firsts) w[k] = shape(d_model, d_ff);
-                            w["W2"] = shape(d_ff, d_out);
-                            if (biases) {
-                                for (const auto& k : a.gated ? std::vector<std::string>{"bg", "bu"} : std::vector<std::string>{"b1"})
-                                    b[k] = random_mat(1, d_ff)[0];
-                                b["b2"] = random_mat(1, d_out)[0];
-                            }
-                            const auto x = random_mat(tokens, d_model);
-                            const auto y_given = random_mat(tokens, d_out);
-                            auto nest = [&](const std::vector<std::vector<double>>& rows) -> json {
-                                if (rank == 1) return rows[0];
-                                if (rank == 2) return rows;
-                                return json::array({std::vector<std::vector<double>>(rows.begin(), rows.begin() + 2),
-                                                    std::vector<std::vector<double>>(rows.begin() + 2, rows.end())});
-                            };
-                            json doc;
-                            doc["activation"] = a.name;
-                            doc["layout"] = out_in ? "out_in" : "in_out";
-                            doc["residual"] = residual;
-                            for (const auto& [k, m] : w) doc["weights"][k] = m;
-                            for (const auto& [k, v] : b) doc["weights"][k] = v;
-                            doc["input"] = nest(x);
-                            doc[use_target ? "target" : "upstream"] = nest(y_given);
+    for (bool use_target : {false, true}) {
+        CAPTURE(use_target);
+        cases += test::for_each_configuration([&](const test::configuration& c) {
+            auto gen = test::generate(c, rng, 3, 4, 1.2);
+            const std::size_t tokens = gen.x.size(), d_model = gen.d_model, d_ff = gen.d_ff, d_out = gen.d_out;
+            std::uniform_real_distribution<double> uniform(-1.2, 1.2);
+            reference::mat y_given(tokens, reference::vec(d_out));
+            for (auto& row : y_given)
+                for (auto& v : row) v = uniform(rng);
+            gen.doc[use_target ? "target" : "upstream"] = test::generated::nested(y_given, c.rank);
+            const auto t = trace_of(gen.doc.dump());
+            const loss_spec loss{t.ex.target ? &*t.ex.target : nullptr, t.ex.upstream ? &*t.ex.upstream : nullptr};
+            const auto g = run_backward(t.tr, loss);
+            REQUIRE(g);
 
-                            CAPTURE(a.name);
-                            CAPTURE(out_in);
-                            CAPTURE(rank);
-                            CAPTURE(biases);
-                            CAPTURE(residual);
-                            CAPTURE(use_target);
-                            const auto t = trace_of(doc.dump());
-                            const loss_spec loss{t.ex.target ? &*t.ex.target : nullptr, t.ex.upstream ? &*t.ex.upstream : nullptr};
-                            const auto g = run_backward(t.tr, loss);
-                            REQUIRE(g);
-
-                            // The reference: the same FFN on the tape, straight from the formulas.
-                            autograd::tape tp;
-                            using var = autograd::tape::var;
-                            std::map<std::string, std::vector<std::vector<var>>> W;
-                            std::map<std::string, std::vector<var>> B;
-                            for (const auto& [k, m] : w)
-                                for (const auto& row : m) {
-                                    W[k].emplace_back();
-                                    for (double v : row) W[k].back().push_back(tp.leaf(v));
-                                }
-                            for (const auto& [k, v] : b)
-                                for (double e : v) B[k].push_back(tp.leaf(e));
-                            std::vector<std::vector<var>> X;
-                            for (const auto& row : x) {
-                                X.emplace_back();
-                                for (double v : row) X.back().push_back(tp.leaf(v));
-                            }
-                            auto weight = [&](const std::string& k, std::size_t i, std::size_t j) { return out_in ? W[k][j][i] : W[k][i][j]; };
-                            auto linear = [&](const std::vector<var>& in, const std::string& k, const std::string& bk, std::size_t n_out) {
-                                std::vector<var> out;
-                                for (std::size_t j = 0; j < n_out; ++j) {
-                                    var s = B.count(bk) ? B[bk][j] : tp.leaf(0.0);
-                                    for (std::size_t i = 0; i < in.size(); ++i) s = tp.add(s, tp.mul(in[i], weight(k, i, j)));
-                                    out.push_back(s);
-                                }
-                                return out;
-                            };
-                            auto act = [&](var h) -> var {
-                                switch (a.unit) {
-                                    case activation::relu: return tp.relu(h);
-                                    case activation::gelu: {
-                                        var cube = tp.mul(h, tp.mul(h, h));
-                                        var z = tp.scale(tp.add(h, tp.scale(cube, 0.044715)), std::sqrt(2 / M_PI));
-                                        return tp.mul(tp.scale(h, 0.5), tp.shift(tp.tanh(z), 1.0));
-                                    }
-                                    case activation::gelu_exact:
-                                        return tp.mul(tp.scale(h, 0.5), tp.shift(tp.erf(tp.scale(h, 1 / std::sqrt(2.0))), 1.0));
-                                    case activation::silu: return tp.div(h, tp.shift(tp.exp(tp.scale(h, -1.0)), 1.0));
-                                    default: return h;
-                                }
-                            };
-                            var total = tp.leaf(0.0);
-                            for (std::size_t tok = 0; tok < tokens; ++tok) {
-                                std::vector<var> hidden;
-                                if (a.gated) {
-                                    auto gate = linear(X[tok], "Wg", "bg", d_ff);
-                                    auto up = linear(X[tok], "Wu", "bu", d_ff);
-                                    for (std::size_t j = 0; j < d_ff; ++j) hidden.push_back(tp.mul(act(gate[j]), up[j]));
-                                } else {
-                                    for (var h : linear(X[tok], "W1", "b1", d_ff)) hidden.push_back(act(h));
-                                }
-                                auto y = linear(hidden, "W2", "b2", d_out);
-                                for (std::size_t k = 0; k < d_out; ++k) {
-                                    var out = residual ? tp.add(y[k], X[tok][k]) : y[k];
-                                    var term = use_target ? tp.scale(tp.mul(tp.shift(out, -y_given[tok][k]), tp.shift(out, -y_given[tok][k])), 0.5)
-                                                          : tp.scale(out, y_given[tok][k]);
-                                    total = tp.add(total, term);
-                                }
-                            }
-                            tp.backward(total);
-
-                            CHECK(g->loss == Approx(total.value()).epsilon(1e-12));
-                            double max_rel = 0;
-                            auto compare = [&](double engine, double reference) {
-                                const double rel = std::abs(engine - reference) / std::max(std::abs(reference), 1e-12);
-                                if (std::abs(reference) > 1e-12) max_rel = std::max(max_rel, rel);
-                                else CHECK(std::abs(engine) <= 1e-12);
-                            };
-                            // The engine's gradients are in the math form; the file's are (out, in) for out_in.
-                            const std::map<std::string, const matrix*> dw{{"W1", &g->d_layer.w1}, {"Wg", &g->d_layer.wg},
-                                                                          {"Wu", &g->d_layer.wu}, {"W2", &g->d_layer.w2}};
-                            for (const auto& [k, rows] : W)
-                                for (std::size_t r = 0; r < rows.size(); ++r)
-                                    for (std::size_t c = 0; c < rows[r].size(); ++c)
-                                        compare(out_in ? (*dw.at(k))(c, r) : (*dw.at(k))(r, c), rows[r][c].grad());
-                            const std::map<std::string, const std::vector<double>*> db{{"b1", &g->d_layer.b1}, {"bg", &g->d_layer.bg},
-                                                                                       {"bu", &g->d_layer.bu}, {"b2", &g->d_layer.b2}};
-                            for (const auto& [k, v] : B) {
-                                REQUIRE(db.at(k)->size() == v.size());
-                                for (std::size_t i = 0; i < v.size(); ++i) compare((*db.at(k))[i], v[i].grad());
-                            }
-                            for (std::size_t tok = 0; tok < tokens; ++tok)
-                                for (std::size_t i = 0; i < d_model; ++i) compare(g->d_input(tok, i), X[tok][i].grad());
-                            CHECK(max_rel <= 1e-8);
-                            ++cases;
-                        }
+            // The reference: the same FFN on the tape, straight from the formulas.
+            autograd::tape tp;
+            using var = autograd::tape::var;
+            std::map<std::string, std::vector<std::vector<var>>> W;
+            std::map<std::string, std::vector<var>> B;
+            for (const auto& [k, m] : gen.w)
+                for (const auto& row : m) {
+                    W[k].emplace_back();
+                    for (double v : row) W[k].back().push_back(tp.leaf(v));
+                }
+            for (const auto& [k, v] : gen.b)
+                for (double e : v) B[k].push_back(tp.leaf(e));
+            std::vector<std::vector<var>> X;
+            for (const auto& row : gen.x) {
+                X.emplace_back();
+                for (double v : row) X.back().push_back(tp.leaf(v));
+            }
+            auto weight = [&](const std::string& k, std::size_t i, std::size_t j) { return c.out_in ? W[k][j][i] : W[k][i][j]; };
+            auto linear = [&](const std::vector<var>& in, const std::string& k, const std::string& bk, std::size_t n_out) {
+                std::vector<var> out;
+                for (std::size_t j = 0; j < n_out; ++j) {
+                    var s = B.count(bk) ? B[bk][j] : tp.leaf(0.0);
+                    for (std::size_t i = 0; i < in.size(); ++i) s = tp.add(s, tp.mul(in[i], weight(k, i, j)));
+                    out.push_back(s);
+                }
+                return out;
+            };
+            auto act = [&](var h) -> var {
+                switch (c.act.unit) {
+                    case activation::relu: return tp.relu(h);
+                    case activation::gelu: {
+                        var cube = tp.mul(h, tp.mul(h, h));
+                        var z = tp.scale(tp.add(h, tp.scale(cube, 0.044715)), std::sqrt(2 / M_PI));
+                        return tp.mul(tp.scale(h, 0.5), tp.shift(tp.tanh(z), 1.0));
                     }
+                    case activation::gelu_exact:
+                        return tp.mul(tp.scale(h, 0.5), tp.shift(tp.erf(tp.scale(h, 1 / std::sqrt(2.0))), 1.0));
+                    case activation::silu: return tp.div(h, tp.shift(tp.exp(tp.scale(h, -1.0)), 1.0));
+                    default: return h;
+                }
+            };
+            var total = tp.leaf(0.0);
+            for (std::size_t tok = 0; tok < tokens; ++tok) {
+                std::vector<var> hidden;
+                if (c.act.gated) {
+                    auto gate = linear(X[tok], "Wg", "bg", d_ff);
+                    auto up = linear(X[tok], "Wu", "bu", d_ff);
+                    for (std::size_t j = 0; j < d_ff; ++j) hidden.push_back(tp.mul(act(gate[j]), up[j]));
+                } else {
+                    for (var h : linear(X[tok], "W1", "b1", d_ff)) hidden.push_back(act(h));
+                }
+                auto y = linear(hidden, "W2", "b2", d_out);
+                for (std::size_t k = 0; k < d_out; ++k) {
+                    var out = c.residual ? tp.add(y[k], X[tok][k]) : y[k];
+                    var diff = tp.shift(out, -y_given[tok][k]);
+                    total = tp.add(total, use_target ? tp.scale(tp.mul(diff, diff), 0.5) : tp.scale(out, y_given[tok][k]));
                 }
             }
-        }
+            tp.backward(total);
+
+            CHECK(g->loss == Approx(total.value()).epsilon(1e-12));
+            double max_rel = 0;
+            auto compare = [&](double engine, double reference) {
+                if (std::abs(reference) > 1e-12)
+                    max_rel = std::max(max_rel, std::abs(engine - reference) / std::abs(reference));
+                else
+                    CHECK(std::abs(engine) <= 1e-12);
+            };
+            // The engine's gradients are in the math form; the file's are (out, in) for out_in.
+            const std::map<std::string, const matrix*> dw{
+                {"W1", &g->d_layer.w1}, {"Wg", &g->d_layer.wg}, {"Wu", &g->d_layer.wu}, {"W2", &g->d_layer.w2}};
+            for (const auto& [k, rows] : W)
+                for (std::size_t r = 0; r < rows.size(); ++r)
+                    for (std::size_t col = 0; col < rows[r].size(); ++col)
+                        compare(c.out_in ? (*dw.at(k))(col, r) : (*dw.at(k))(r, col), rows[r][col].grad());
+            const std::map<std::string, const std::vector<double>*> db{
+                {"b1", &g->d_layer.b1}, {"bg", &g->d_layer.bg}, {"bu", &g->d_layer.bu}, {"b2", &g->d_layer.b2}};
+            for (const auto& [k, v] : B) {
+                REQUIRE(db.at(k)->size() == v.size());
+                for (std::size_t i = 0; i < v.size(); ++i) compare((*db.at(k))[i], v[i].grad());
+            }
+            for (std::size_t tok = 0; tok < tokens; ++tok)
+                for (std::size_t i = 0; i < d_model; ++i) compare(g->d_input(tok, i), X[tok][i].grad());
+            CHECK(max_rel <= 1e-8);
+        });
     }
-    CHECK(cases == 8 * 2 * 3 * 2 * 2 * 2);
+    CHECK(cases == 2 * 8 * 2 * 3 * 2 * 2);
 }

@@ -1,11 +1,9 @@
 #include "ffn_trace/engine.hpp"
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <random>
 
-#include "ffn_trace/example.hpp"
-#include "reference.hpp"
+#include "helpers.hpp"
 
 using namespace ffn_trace;
 using doctest::Approx;
@@ -171,89 +169,27 @@ TEST_CASE("element indices are written like the input's nesting") {
 }
 
 TEST_CASE("every activation, layout, input rank, bias and residual agrees with an independent reference") {
-    using json = nlohmann::json;
     std::mt19937 rng(12345);
-    std::uniform_real_distribution<double> uniform(-1.5, 1.5);
-    auto random_mat = [&](std::size_t r, std::size_t c) {
-        reference::mat m(r, reference::vec(c));
-        for (auto& row : m)
-            for (auto& v : row) v = uniform(rng);
-        return m;
-    };
-    auto random_vec = [&](std::size_t n) { return random_mat(1, n)[0]; };
-
-    int cases = 0;
-    for (const auto& a : all_activations()) {
-        for (bool out_in : {false, true}) {
-            for (int rank : {1, 2, 3}) {
-                for (bool biases : {false, true}) {
-                    for (bool residual : {false, true}) {
-                        const std::size_t d_model = 3, d_ff = 5, d_out = residual ? 3 : 2;
-                        const bool gated = a.gated;
-                        std::map<std::string, reference::mat> w;
-                        std::map<std::string, reference::vec> b;
-                        auto shape = [&](std::size_t in, std::size_t out) {
-                            return out_in ? random_mat(out, in) : random_mat(in, out);
-                        };
-                        for (const char* k : gated ? std::vector<const char*>{"Wg", "Wu"} : std::vector<const char*>{"W1"})
-                            w[k] = shape(d_model, d_ff);
-                        w["W2"] = shape(d_ff, d_out);
-                        if (biases) {
-                            for (const char* k : gated ? std::vector<const char*>{"bg", "bu"} : std::vector<const char*>{"b1"})
-                                b[k] = random_vec(d_ff);
-                            b["b2"] = random_vec(d_out);
-                        }
-                        std::vector<std::size_t> lead = rank == 1 ? std::vector<std::size_t>{}
-                                                      : rank == 2 ? std::vector<std::size_t>{4}
-                                                                  : std::vector<std::size_t>{2, 3};
-                        std::size_t tokens = 1;
-                        for (auto d : lead) tokens *= d;
-                        const reference::mat x = random_mat(tokens, d_model);
-
-                        json doc;
-                        doc["activation"] = a.name;
-                        doc["layout"] = out_in ? "out_in" : "in_out";
-                        doc["residual"] = residual;
-                        for (const auto& [k, m] : w) doc["weights"][k] = m;
-                        for (const auto& [k, v] : b) doc["weights"][k] = v;
-                        if (rank == 1)
-                            doc["input"] = x[0];
-                        else if (rank == 2)
-                            doc["input"] = x;
-                        else
-                            doc["input"] = json::array({reference::mat(x.begin(), x.begin() + 3), reference::mat(x.begin() + 3, x.end())});
-
-                        CAPTURE(a.name);
-                        CAPTURE(out_in);
-                        CAPTURE(rank);
-                        CAPTURE(biases);
-                        CAPTURE(residual);
-                        const auto ex = parse_example(doc.dump(), "generated.json");
-                        REQUIRE(ex);
-                        const auto t = run_ffn(ex->layer, ex->input, ex->lead);
-                        REQUIRE(t);
-                        REQUIRE(t->tokens() == tokens);
-                        CHECK(t->lead == lead);
-                        double max_rel = 0;
-                        for (std::size_t tok = 0; tok < tokens; ++tok) {
-                            const auto expected = reference::ffn(std::string(a.name), w, b, x[tok], out_in, residual);
-                            REQUIRE(expected.size() == t->steps.size());
-                            for (const auto& s : t->steps) {
-                                const auto& e = expected.at(s.name);
-                                REQUIRE(e.size() == s.value.cols);
-                                for (std::size_t i = 0; i < e.size(); ++i) {
-                                    const double rel = std::abs(s.value(tok, i) - e[i]) / std::max(1e-300, std::abs(e[i]));
-                                    if (std::abs(e[i]) > 1e-12) max_rel = std::max(max_rel, rel);
-                                    else CHECK(std::abs(s.value(tok, i) - e[i]) <= 1e-15);
-                                }
-                            }
-                        }
-                        CHECK(max_rel <= 1e-9);
-                        ++cases;
-                    }
+    const int cases = test::for_each_configuration([&](const test::configuration& c) {
+        const auto g = test::generate(c, rng, 3, 5, 1.5);
+        const auto t = test::trace_of(g.doc.dump(), "generated.json");
+        REQUIRE(t.tr.tokens() == g.x.size());
+        double max_rel = 0;
+        for (std::size_t tok = 0; tok < g.x.size(); ++tok) {
+            const auto expected = reference::ffn(std::string(c.act.name), g.w, g.b, g.x[tok], c.out_in, c.residual);
+            REQUIRE(expected.size() == t.tr.steps.size());
+            for (const auto& s : t.tr.steps) {
+                const auto& e = expected.at(s.name);
+                REQUIRE(e.size() == s.value.cols);
+                for (std::size_t i = 0; i < e.size(); ++i) {
+                    if (std::abs(e[i]) > 1e-12)
+                        max_rel = std::max(max_rel, std::abs(s.value(tok, i) - e[i]) / std::abs(e[i]));
+                    else
+                        CHECK(std::abs(s.value(tok, i) - e[i]) <= 1e-15);
                 }
             }
         }
-    }
+        CHECK(max_rel <= 1e-9);
+    });
     CHECK(cases == 8 * 2 * 3 * 2 * 2);
 }

@@ -2,24 +2,13 @@
 
 #include <doctest/doctest.h>
 
-#include "ffn_trace/example.hpp"
+#include "helpers.hpp"
 
 using namespace ffn_trace;
 
 namespace {
 
-struct traced {
-    example ex;
-    trace tr;
-};
-
-traced trace_of(const std::string& text) {
-    auto ex = parse_example(text, "r.json");
-    REQUIRE(ex);
-    auto t = run_ffn(ex->layer, ex->input, ex->lead);
-    REQUIRE(t);
-    return {std::move(*ex), std::move(*t)};
-}
+using test::trace_of;
 
 // The lesson's hand example (seed 003_520c3bf8fda29827.txt), x = [2, 1].
 const char* lesson = R"({"activation": "relu", "input": [2, 1],

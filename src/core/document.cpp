@@ -61,6 +61,7 @@ static std::string text_block(const block& b) {
             break;
         }
         case block_kind::lines:
+        case block_kind::notes:
             for (const auto& l : b.lines) out += "  " + l + "\n";
             break;
     }
@@ -114,6 +115,10 @@ std::string markdown_view(const document& doc) {
                 out += "```text\n";
                 for (const auto& l : b.lines) out += l + "\n";
                 out += "```\n\n";
+                break;
+            case block_kind::notes:
+                for (const auto& l : b.lines) out += "- " + l + "\n";
+                out += "\n";
                 break;
         }
     }

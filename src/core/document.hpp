@@ -10,7 +10,8 @@
 namespace ffn_trace::detail {
 
 // The document both views render: a list of blocks.
-enum class block_kind { title, paragraph, fields, heading, table, lines };
+// lines: written-out arithmetic (a code block in Markdown); notes: short remarks (a list).
+enum class block_kind { title, paragraph, fields, heading, table, lines, notes };
 
 struct block {
     block_kind kind = block_kind::paragraph;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "document.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
@@ -32,13 +33,6 @@ std::string_view norm_name(norm_kind n) {
     return n == norm_kind::layernorm ? "LayerNorm" : n == norm_kind::rmsnorm ? "RMSNorm" : "none";
 }
 
-// A section: a heading and rows of cells, aligned in text and tabled in Markdown.
-struct section {
-    std::string heading;
-    std::vector<std::vector<std::string>> rows;
-    std::vector<std::string> notes;
-};
-
 std::vector<std::string> term_row(const param_term& t) {
     return {t.name, t.formula + " =", t.numbers + " =", with_separators(t.value)};
 }
@@ -46,6 +40,14 @@ std::vector<std::string> term_row(const param_term& t) {
 std::vector<std::string> total_row(std::string name, count value) {
     return {std::move(name), "", "", with_separators(value), human(value)};
 }
+
+// A section of the count: a heading, a table (the header row first) and remarks under it.
+struct section {
+    std::string heading;
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> notes;
+};
 
 struct view {
     std::string title;
@@ -70,17 +72,18 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     v.intro.push_back(shape);
     if (!r.d_ff_rule.empty()) v.intro.push_back(r.d_ff_rule);
 
-    section ffn{moe ? "FFN, one expert" : "FFN, one layer", {}, {}};
+    const std::vector<std::string> counted{"", "formula", "numbers", "parameters", ""};
+    section ffn{moe ? "FFN, one expert" : "FFN, one layer", counted, {}, {}};
     for (const auto& t : r.ffn.terms) ffn.rows.push_back(term_row(t));
     ffn.rows.push_back(total_row("total", r.ffn.total));
     v.sections.push_back(ffn);
 
-    section attn{"Attention, one layer", {}, {}};
+    section attn{"Attention, one layer", counted, {}, {}};
     for (const auto& t : r.attention.terms) attn.rows.push_back(term_row(t));
     attn.rows.push_back(total_row("total", r.attention.total));
     v.sections.push_back(attn);
 
-    section layer{"One layer", {}, {}};
+    section layer{"One layer", counted, {}, {}};
     const count all_ffn = r.layer_total - r.attention.total - r.router - r.norms_per_layer;
     if (moe) {
         layer.rows.push_back({"experts", fmt::format("{} × {} =", c.experts, with_separators(r.ffn.total)), "",
@@ -105,7 +108,7 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     v.sections.push_back(layer);
 
     if (model) {
-        section whole{fmt::format("The model, {} layers", c.layers), {}, {}};
+        section whole{fmt::format("The model, {} layers", c.layers), {"", "formula", "numbers", "parameters", "share"}, {}, {}};
         whole.rows.push_back({"layers", fmt::format("{} × {} =", c.layers, with_separators(r.layer_total)), "",
                               with_separators(r.total - r.embeddings.total - r.other), percent(r.total - r.embeddings.total - r.other, r.total)});
         for (const auto& t : r.embeddings.terms) {
@@ -125,7 +128,7 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
         v.sections.push_back(whole);
     }
 
-    section mem{"Memory of the weights", {}, {}};
+    section mem{"Memory of the weights", {"dtype", "width", "parameters", "memory"}, {}, {}};
     for (const auto& d : dtypes()) {
         if (dtype && d.name != *dtype) continue;
         mem.rows.push_back({std::string(d.name), fmt::format("{} bits ×", d.bits), with_separators(r.total) + " =", bytes(r.total, d.bits)});
@@ -136,52 +139,24 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     return v;
 }
 
-std::string text(const view& v) {
-    std::string out = v.title + "\n" + std::string(display_width(v.title), '=') + "\n";
-    for (const auto& l : v.intro) out += l + "\n";
+// The view as a document, so that text and Markdown lay it out as the walkthroughs are laid out.
+detail::document to_document(const view& v) {
+    detail::document doc{{detail::block_kind::title, v.title}};
+    for (const auto& l : v.intro) doc.push_back({detail::block_kind::paragraph, l});
     for (const auto& s : v.sections) {
-        out += "\n" + s.heading + "\n";
-        std::vector<std::size_t> w;
-        for (const auto& r : s.rows)
-            for (std::size_t c = 0; c < r.size(); ++c) {
-                if (w.size() <= c) w.push_back(0);
-                w[c] = std::max(w[c], display_width(r[c]));
-            }
-        for (const auto& r : s.rows) {
-            std::string line = "  ";
-            for (std::size_t c = 0; c < r.size(); ++c)
-                line += (c ? "  " : "") + (c == 0 || c == 4 || c == 5 ? pad_right(r[c], w[c]) : pad_left(r[c], w[c]));
-            line.erase(line.find_last_not_of(' ') + 1);
-            out += line + "\n";
+        doc.push_back({detail::block_kind::heading, s.heading});
+        std::vector<std::vector<std::string>> rows{s.header};
+        std::size_t columns = 0;
+        for (const auto& r : s.rows) columns = std::max(columns, r.size());
+        rows.front().resize(columns);
+        for (auto r : s.rows) {
+            r.resize(columns);
+            rows.push_back(std::move(r));
         }
-        for (const auto& n : s.notes) out += "  " + n + "\n";
+        doc.push_back({detail::block_kind::table, "", std::move(rows), {}, "lrrrll"});
+        if (!s.notes.empty()) doc.push_back({detail::block_kind::notes, "", {}, s.notes});
     }
-    return out;
-}
-
-std::string markdown(const view& v) {
-    std::string out = "# " + v.title + "\n\n";
-    for (const auto& l : v.intro) out += l + "\n\n";
-    for (const auto& s : v.sections) {
-        out += "## " + s.heading + "\n\n";
-        std::size_t cols = 0;
-        for (const auto& r : s.rows) cols = std::max(cols, r.size());
-        static const char* headers[] = {"", "formula", "numbers", "parameters", "≈", "share"};
-        out += "|";
-        for (std::size_t c = 0; c < cols; ++c) out += fmt::format(" {} |", c < 6 ? headers[c] : "");
-        out += "\n|";
-        for (std::size_t c = 0; c < cols; ++c) out += c == 0 ? " :-- |" : " --: |";
-        out += "\n";
-        for (const auto& r : s.rows) {
-            out += "|";
-            for (std::size_t c = 0; c < cols; ++c) out += " " + (c < r.size() ? r[c] : "") + " |";
-            out += "\n";
-        }
-        out += "\n";
-        for (const auto& n : s.notes) out += "- " + n + "\n";
-        if (!s.notes.empty()) out += "\n";
-    }
-    return out;
+    return doc;
 }
 
 std::string json(const params_report& r, std::optional<std::string_view> dtype) {
@@ -224,8 +199,8 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype) 
 
 std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype) {
     if (format == params_format::json) return json(r, dtype);
-    const view v = build(r, dtype);
-    return format == params_format::markdown ? markdown(v) : text(v);
+    const detail::document doc = to_document(build(r, dtype));
+    return apply_styles(format == params_format::markdown ? detail::markdown_view(doc) : detail::text_view(doc), false);
 }
 
 }  // namespace ffn_trace
