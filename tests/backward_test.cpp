@@ -91,6 +91,8 @@ TEST_CASE("the finite-difference check agrees, and skips ReLU's kinks") {
         const auto bad = check_gradients(t.tr, loss, wrong);
         CHECK_FALSE(bad.ok());
         CHECK(bad.worst == "dW2[2][0]");
+        // named as an (outputs × inputs) file stores it: math (2, 0) is the file's [0][2]
+        CHECK(check_gradients(t.tr, loss, wrong, true).worst == "dW2[0][2]");
     }
     SUBCASE("a pre-activation at exactly 0 has derivative 0, as in PyTorch, and is skipped") {
         // x = [1, 1]: the fourth unit computes x₂ − x₁ = 0

@@ -58,8 +58,8 @@ struct gradient_check {
 };
 
 // Every gradient (at most max_checks of them, evenly spread) against central finite differences
-// of the loss.
-gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g,
+// of the loss. With out_in, the worst place is named in the file's (outputs × inputs) indexing.
+gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in = false,
                                std::size_t max_checks = 4000);
 
 struct descent_step {

@@ -48,6 +48,27 @@ struct term {
     matrix value;      // the step's shape
 };
 
+// Calls f(name, weight) for each weight the layer has, in the file's order: W1, b1, W2, b2 or
+// Wg, bg, Wu, bu, W2, b2; biases only when present. `weight` is a matrix or a bias vector, so
+// f is usually a generic lambda. Works on a const layer too.
+template <class Layer, class F>
+void for_each_weight(Layer& l, F&& f) {
+    auto bias = [&f](const char* name, auto& b) {
+        if (!b.empty()) f(name, b);
+    };
+    if (l.gated()) {
+        f("Wg", l.wg);
+        bias("bg", l.bg);
+        f("Wu", l.wu);
+        bias("bu", l.bu);
+    } else {
+        f("W1", l.w1);
+        bias("b1", l.b1);
+    }
+    f("W2", l.w2);
+    bias("b2", l.b2);
+}
+
 struct step {
     std::string name;          // "expand", "gate", "up", "activate", "multiply", "contract", "residual"
     matrix value;              // (tokens, width)

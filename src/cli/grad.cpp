@@ -37,7 +37,7 @@ int run_grad(const grad_options& o) {
         g.err().file = t->ex.file;
         return report(g.err());
     }
-    const auto check = check_gradients(t->tr, loss, *g);
+    const auto check = check_gradients(t->tr, loss, *g, t->ex.stored == layout::out_in);
     std::optional<descent_step> step;
     if (o.lr) {
         auto s = descend(t->tr, loss, *g, *o.lr);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <type_traits>
 
 namespace ffn_trace {
 
@@ -22,30 +23,23 @@ matrix row(const std::vector<double>& v) {
 
 matrix add(const matrix& a, const matrix& b) { return residual(a, b); }
 
-// The weights of a layer in one list, for the checks and the descent step to walk.
-struct weight_ref {
+// The values of every weight, matrices and biases alike, in the file's order, with their names.
+struct weight_values {
     std::string name;
-    matrix* w = nullptr;
-    std::vector<double>* b = nullptr;
+    std::size_t cols;  // a matrix's columns; 0 for a bias
+    std::vector<double>* values;
 };
 
-std::vector<weight_ref> weights_of(ffn& l) {
-    std::vector<weight_ref> out;
-    if (l.gated()) {
-        out.push_back({"Wg", &l.wg, nullptr});
-        if (!l.bg.empty()) out.push_back({"bg", nullptr, &l.bg});
-        out.push_back({"Wu", &l.wu, nullptr});
-        if (!l.bu.empty()) out.push_back({"bu", nullptr, &l.bu});
-    } else {
-        out.push_back({"W1", &l.w1, nullptr});
-        if (!l.b1.empty()) out.push_back({"b1", nullptr, &l.b1});
-    }
-    out.push_back({"W2", &l.w2, nullptr});
-    if (!l.b2.empty()) out.push_back({"b2", nullptr, &l.b2});
+std::vector<weight_values> weights_of(ffn& l) {
+    std::vector<weight_values> out;
+    for_each_weight(l, [&out](const char* name, auto& w) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
+            out.push_back({name, w.cols, &w.data});
+        else
+            out.push_back({name, 0, &w});
+    });
     return out;
 }
-
-std::vector<double>& values_of(const weight_ref& r) { return r.w ? r.w->data : *r.b; }
 
 }  // namespace
 
@@ -156,7 +150,8 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     return g;
 }
 
-gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, std::size_t max_checks) {
+gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in,
+                               std::size_t max_checks) {
     gradient_check check;
     ffn layer = t.layer;
     matrix x = t.input;
@@ -173,12 +168,12 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
     auto lw = weights_of(layer);
     auto dw = weights_of(d);
     for (std::size_t k = 0; k < lw.size(); ++k) {
-        auto& v = values_of(lw[k]);
-        const auto& dv = values_of(dw[k]);
-        const std::size_t cols = lw[k].w ? lw[k].w->cols : v.size();
+        auto& v = *lw[k].values;
+        const auto& dv = *dw[k].values;
         for (std::size_t i = 0; i < v.size(); ++i)
-            items.push_back({lw[k].w ? fmt::format("d{}[{}][{}]", lw[k].name, i / cols, i % cols)
-                                     : fmt::format("d{}[{}]", lw[k].name, i),
+            items.push_back({lw[k].cols == 0 ? fmt::format("d{}[{}]", lw[k].name, i)
+                             : out_in        ? fmt::format("d{}[{}][{}]", lw[k].name, i % lw[k].cols, i / lw[k].cols)
+                                             : fmt::format("d{}[{}][{}]", lw[k].name, i / lw[k].cols, i % lw[k].cols),
                              &v[i], dv[i]});
     }
     for (std::size_t i = 0; i < x.data.size(); ++i)
@@ -233,8 +228,8 @@ outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradi
     auto w = weights_of(step.updated);
     auto dw = weights_of(d);
     for (std::size_t k = 0; k < w.size(); ++k) {
-        auto& v = values_of(w[k]);
-        const auto& dv = values_of(dw[k]);
+        auto& v = *w[k].values;
+        const auto& dv = *dw[k].values;
         for (std::size_t i = 0; i < v.size(); ++i) v[i] -= learning_rate * dv[i];
     }
     auto tr = run_ffn(step.updated, t.input, t.lead);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "document.hpp"
 #include "ffn_trace/format.hpp"
@@ -14,32 +15,30 @@ namespace {
 using detail::block;
 using detail::block_kind;
 
-// A weight of the layer with its gradient and update, in the math form.
+// A weight of the layer with its gradient, in the math form: a matrix or a bias.
 struct weight_view {
-    std::string name;             // the file's key: W1, b1, Wg, …
-    const matrix* w = nullptr;    // matrices
-    const std::vector<double>* b = nullptr;  // biases
+    std::string name;  // the file's key: W1, b1, Wg, …
+    const matrix* w = nullptr;
+    const std::vector<double>* b = nullptr;
     const matrix* dw = nullptr;
     const std::vector<double>* db = nullptr;
 };
 
 std::vector<weight_view> weight_views(const ffn& l, const ffn& d) {
     std::vector<weight_view> out;
-    auto matrix_view = [&](const char* n, const matrix& w, const matrix& dw) { out.push_back({n, &w, nullptr, &dw, nullptr}); };
-    auto bias_view = [&](const char* n, const std::vector<double>& b, const std::vector<double>& db) {
-        if (!b.empty()) out.push_back({n, nullptr, &b, nullptr, &db});
-    };
-    if (l.gated()) {
-        matrix_view("Wg", l.wg, d.wg);
-        bias_view("bg", l.bg, d.bg);
-        matrix_view("Wu", l.wu, d.wu);
-        bias_view("bu", l.bu, d.bu);
-    } else {
-        matrix_view("W1", l.w1, d.w1);
-        bias_view("b1", l.b1, d.b1);
-    }
-    matrix_view("W2", l.w2, d.w2);
-    bias_view("b2", l.b2, d.b2);
+    for_each_weight(l, [&out](const char* name, const auto& w) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
+            out.push_back({name, &w, nullptr, nullptr, nullptr});
+        else
+            out.push_back({name, nullptr, &w, nullptr, nullptr});
+    });
+    std::size_t k = 0;  // the gradient has the same weights, in the same order
+    for_each_weight(d, [&out, &k](const char*, const auto& dw) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(dw)>, matrix>)
+            out[k++].dw = &dw;
+        else
+            out[k++].db = &dw;
+    });
     return out;
 }
 
