@@ -1,6 +1,7 @@
 // The JSON view of a trace: every step the engine recorded, and every claim with its verdict.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,5 +13,8 @@ namespace ffn_trace {
 
 // One JSON object, indented by two spaces; numbers in shortest round-trip form.
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims);
+
+// A (tokens, width) matrix nested like the input: the leading shape, then the rows.
+nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);
 
 }  // namespace ffn_trace

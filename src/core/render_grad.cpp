@@ -7,6 +7,7 @@
 
 #include "document.hpp"
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/render_json.hpp"
 
 namespace ffn_trace {
 
@@ -388,17 +389,6 @@ json nested_weight(const matrix& math_form, bool out_in) {
     return rows;
 }
 
-json nested_tokens(const matrix& m, const std::vector<std::size_t>& lead) {
-    std::vector<json> rows;
-    for (std::size_t t = 0; t < m.rows; ++t) rows.emplace_back(std::vector<double>(m.row(t).begin(), m.row(t).end()));
-    if (lead.empty()) return rows.front();
-    if (lead.size() == 1) return rows;
-    json out = json::array();
-    for (std::size_t b = 0; b < lead[0]; ++b)
-        out.push_back(std::vector<json>(rows.begin() + static_cast<long>(b * lead[1]), rows.begin() + static_cast<long>((b + 1) * lead[1])));
-    return out;
-}
-
 json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
     json out;
     for (const auto& w : weight_views(l, d)) {
@@ -428,7 +418,7 @@ std::string render_grad_json(const grad_rendering_input& in) {
     j["loss_kind"] = in.ex.target ? "target" : "upstream";
     j["loss"] = in.grads.loss;
     json g = weights_json(in.tr.layer, in.grads.d_layer, true, out_in);
-    g["input"] = nested_tokens(in.grads.d_input, in.tr.lead);
+    g["input"] = nested_rows(in.grads.d_input, in.tr.lead);
     j["gradients"] = std::move(g);
     j["check"] = {{"max_relative_error", in.check.max_relative_error},
                   {"worst", in.check.worst},

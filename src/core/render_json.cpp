@@ -4,12 +4,9 @@
 
 namespace ffn_trace {
 
-namespace {
-
 using json = nlohmann::ordered_json;
 
-// A (tokens, width) matrix nested like the input: the leading shape, then the row.
-json nested(const matrix& m, const std::vector<std::size_t>& lead) {
+json nested_rows(const matrix& m, const std::vector<std::size_t>& lead) {
     std::vector<json> rows;
     for (std::size_t t = 0; t < m.rows; ++t) rows.emplace_back(std::vector<double>(m.row(t).begin(), m.row(t).end()));
     // Group rows from the innermost leading dimension outwards.
@@ -21,8 +18,6 @@ json nested(const matrix& m, const std::vector<std::size_t>& lead) {
     }
     return lead.empty() ? rows.front() : json(rows);
 }
-
-}  // namespace
 
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims) {
     const ffn& layer = t.layer;
@@ -36,9 +31,9 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
     out["tokens"] = t.tokens();
     out["token_shape"] = t.lead;
     out["residual"] = layer.residual;
-    out["input"] = nested(t.input, t.lead);
+    out["input"] = nested_rows(t.input, t.lead);
     json steps = json::array();
-    for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested(s.value, t.lead)}});
+    for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
     json list = json::array();
     for (const auto& c : claims) {
