@@ -38,4 +38,11 @@ std::string vector_text(std::span<const double> v, int precision, bool full);
 // "[1, 0.5, −0.3]": operands, short.
 std::string short_vector_text(std::span<const double> v, int precision, bool full);
 
+// An operand in written-out arithmetic: short, and in parentheses when negative: "(−0.3)".
+std::string operand(double v, int precision);
+// A token's name: its label, "the token" for a 1-D input, "token 3" or "token [1][2]".
+std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t);
+// "(2 × 3 × width)": the input's leading shape, then a width.
+std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width);
+
 }  // namespace ffn_trace::detail

@@ -68,21 +68,10 @@ public:
 private:
     bool out_in() const { return in_.ex.stored == layout::out_in; }
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
-    std::string op(double v) const {
-        std::string s = format_short(v, opt_.precision);
-        return v < 0 && s.rfind("−", 0) == 0 ? "(" + s + ")" : s;
-    }
+    std::string op(double v) const { return detail::operand(v, opt_.precision); }
     std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
-    std::string token_name(std::size_t t) const {
-        if (!in_.ex.names.tokens.empty()) return in_.ex.names.tokens[t];
-        if (in_.tr.lead.empty()) return "the token";
-        return in_.tr.lead.size() == 1 ? fmt::format("token {}", t) : "token " + token_index(in_.tr.lead, t);
-    }
-    std::string shape(std::size_t width) const {
-        std::string s;
-        for (auto d : in_.tr.lead) s += fmt::format("{} × ", d);
-        return fmt::format("({}{})", s, width);
-    }
+    std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
+    std::string shape(std::size_t width) const { return detail::shape_text(in_.tr.lead, width); }
     void add(block b) { doc_.push_back(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }

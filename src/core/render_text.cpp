@@ -73,20 +73,12 @@ private:
 
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
     // An operand in written-out arithmetic: short, and in parentheses when negative.
-    std::string op(double v) const {
-        std::string s = format_short(v, opt_.precision);
-        return v < 0 && s.rfind("−", 0) == 0 ? "(" + s + ")" : s;
-    }
+    std::string op(double v) const { return operand(v, opt_.precision); }
 
     std::string vector_text(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
     std::string short_vector(std::span<const double> v) const { return short_vector_text(v, opt_.precision, opt_.full); }
 
-    std::string token_name(std::size_t t) const {
-        if (!ex_.names.tokens.empty()) return ex_.names.tokens[t];
-        if (tr_.lead.empty()) return "the token";
-        if (tr_.lead.size() == 1) return fmt::format("token {}", t);
-        return "token " + token_index(tr_.lead, t);
-    }
+    std::string token_name(std::size_t t) const { return detail::token_name(ex_.names.tokens, tr_.lead, t); }
 
     static std::string variable(std::string_view step) {
         static const std::map<std::string_view, std::string> names{
@@ -95,11 +87,7 @@ private:
         return names.at(step);
     }
 
-    std::string shape_text(std::size_t width) const {
-        std::string s;
-        for (auto d : tr_.lead) s += fmt::format("{} × ", d);
-        return fmt::format("({}{})", s, width);
-    }
+    std::string shape_text(std::size_t width) const { return detail::shape_text(tr_.lead, width); }
 
     const std::vector<std::string>& column_labels(std::string_view step) const {
         if (step == "input") return ex_.names.inputs;
