@@ -42,6 +42,10 @@ struct loss_spec {
 };
 
 double loss_of(const trace& t, const loss_spec& loss);
+// The same for any output (tokens, d_out).
+double loss_of(const matrix& output, const loss_spec& loss);
+// dL/d(output): output − target, or the upstream as given.
+matrix loss_gradient(const matrix& output, const loss_spec& loss);
 
 // An overflow to inf or NaN in the loss or any gradient is an error naming where.
 outcome<gradients> run_backward(const trace& t, const loss_spec& loss);
@@ -53,6 +57,7 @@ struct gradient_check {
     std::size_t total = 0;          // values that could be checked; large layers are sampled
     std::size_t skipped_at_kinks = 0;  // ReLU units whose sign the step of h flips
     std::size_t skipped_overflow = 0;  // values whose perturbed forward pass overflows
+    std::size_t skipped_routing = 0;   // MoE: values whose step changes a token's choice of experts
     double h = 1e-6;                // the relative step: h·max(1, |value|)
     bool ok() const { return max_relative_error <= 1e-6; }
 };

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
@@ -25,6 +27,11 @@ struct claim {
 
 // One claim per non-null element of every expectation, in file order.
 std::vector<claim> evaluate_claims(const example& ex, const trace& t);
+
+// The claims of an MoE file: the layer's own steps, and its experts' steps one token at a time.
+// A claim on an expert for a token that did not choose it is an error naming the claim: that
+// expert never computed the token.
+outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_trace& t);
 
 std::size_t count_failed(const std::vector<claim>& claims);
 

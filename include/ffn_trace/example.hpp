@@ -14,6 +14,7 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
@@ -28,13 +29,14 @@ struct labels {
     std::vector<std::string> inputs;   // d_model names, or empty
     std::vector<std::string> hidden;   // d_ff names, or empty
     std::vector<std::string> outputs;  // d_out names, or empty
+    std::vector<std::string> experts;  // MoE: n_experts names, or empty
 };
 
 // One entry of "expect": claimed values for a step, all tokens or one.
 struct expectation {
     std::string path;                   // "expect[2]", for messages
-    std::string step;                   // a step name of this layer
-    std::optional<std::size_t> token;   // a flat token index, or every token
+    std::string step;                   // a step name of this layer; an expert's "expert[2].contract"
+    std::optional<std::size_t> token;   // a flat token index, or every token (required for an expert's step)
     std::vector<std::optional<double>> value;  // flattened like the step; nullopt = not claimed
     double tolerance = 0.0005;          // absolute
     std::string note;
@@ -45,8 +47,11 @@ struct example {
     std::string title, description;
     layout stored = layout::in_out;
     bool layout_stated = false;  // false when inferred from the shapes
+    bool layout_decided = false; // while loading: the first dense FFN read fixes the layout
     std::vector<std::string> weight_keys;  // the weights the file gives, in its own names
-    ffn layer;                             // weights in the math form, whatever the file's layout
+    ffn layer;                             // weights in the math form, whatever the file's layout;
+                                           // for an MoE only its activation
+    std::optional<moe> mixture;            // an MoE file ("moe" instead of "weights")
     matrix input;                          // x (tokens, d_model)
     std::vector<std::size_t> lead;         // leading shape of the input: {}, {seq} or {batch, seq}
     labels names;
@@ -55,6 +60,10 @@ struct example {
     // each (tokens, d_out), given in the output's shape.
     std::optional<matrix> target;
     std::optional<matrix> upstream;
+
+    std::size_t d_model() const { return input.cols; }
+    std::size_t d_ff() const { return mixture ? mixture->d_ff() : layer.d_ff(); }
+    std::size_t d_out() const { return mixture ? mixture->d_out() : layer.d_out(); }
 };
 
 struct load_options {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
@@ -30,6 +31,24 @@ struct readings {
 };
 
 readings read_trace(const trace& t);
+
+// The readings of an MoE trace: how the tokens spread over the experts, what one token pays
+// against the whole layer, and the dense readings of every expert that ran.
+struct moe_readings {
+    std::vector<std::size_t> load;  // per expert: the tokens routed to it
+    moe_parameters params;
+    // Multiply-adds per token: the router's, one routed expert's, every shared expert's.
+    std::size_t router_macs = 0, expert_macs = 0, shared_macs = 0;
+    std::size_t top_k = 0, n_experts = 0;
+    std::size_t macs_per_token() const;  // router + top_k experts + shared
+    std::size_t dense_macs_per_token() const { return n_experts * expert_macs + shared_macs; }  // every expert, no router
+    // Each token traced alone against the whole input at once, over every step and expert.
+    double position_wise_max_difference = 0;
+    bool position_wise_same_choice = true;
+    std::vector<readings> experts;  // per entry of moe_trace::experts
+};
+
+moe_readings read_moe_trace(const moe_trace& t);
 
 // Whether hidden unit j of token t counts as active.
 bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t unit);

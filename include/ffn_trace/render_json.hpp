@@ -8,11 +8,16 @@
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
 // One JSON object, indented by two spaces; numbers in shortest round-trip form.
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims);
+
+// The JSON view of an MoE trace: the layer's steps nested like the input, each token's
+// choice of experts, and each expert's steps over the tokens routed to it (one row per token).
+std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims);
 
 // A (tokens, width) matrix nested like the input: the leading shape, then the rows.
 nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);

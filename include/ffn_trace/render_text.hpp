@@ -12,6 +12,7 @@
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/readings.hpp"
 
 namespace ffn_trace {
@@ -39,5 +40,19 @@ struct rendering_input {
 
 std::string render_text(const rendering_input& in, const text_options& options);
 std::string render_markdown(const rendering_input& in, const text_options& options);
+
+// An MoE layer: arithmetic when its experts are small enough to read and n_experts ≤ 8.
+detail_level default_detail(const moe& layer);
+
+struct moe_rendering_input {
+    const example& ex;
+    const moe_trace& tr;
+    const std::vector<claim>& claims;
+    const moe_readings& reads;
+};
+
+// The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.
+std::string render_text(const moe_rendering_input& in, const text_options& options);
+std::string render_markdown(const moe_rendering_input& in, const text_options& options);
 
 }  // namespace ffn_trace

@@ -40,7 +40,7 @@ int run_check(const check_options& options) {
             if (c.ok) continue;
             const auto& note = r.ex.expect[c.expectation].note;
             out += fmt::format("  {}{}: claimed {}, computed {:.6g}, difference {:.3g} (tolerance {}){}\n", c.step,
-                               ffn_trace::element_index(r.tr.lead, c.token, c.index), c.claimed, c.computed,
+                               ffn_trace::element_index(r.ex.lead, c.token, c.index), c.claimed, c.computed,
                                c.difference(), c.tolerance, note.empty() ? "" : " — " + note);
         }
     }

@@ -14,13 +14,23 @@ int report(const ffn_trace::error& e) {
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_trace::load_options& options) {
     auto ex = ffn_trace::load_example(file, options);
     if (!ex) return ex.err();
+    if (ex->mixture) {
+        auto m = ffn_trace::run_moe(*ex->mixture, ex->input, ex->lead);
+        if (!m) {
+            m.err().file = ex->file;
+            return m.err();
+        }
+        auto claims = ffn_trace::evaluate_moe_claims(*ex, *m);
+        if (!claims) return claims.err();
+        return traced{std::move(*ex), {}, std::move(*m), std::move(*claims)};
+    }
     auto tr = ffn_trace::run_ffn(ex->layer, ex->input, ex->lead);
     if (!tr) {
         tr.err().file = ex->file;
         return tr.err();
     }
     auto claims = ffn_trace::evaluate_claims(*ex, *tr);
-    return traced{std::move(*ex), std::move(*tr), std::move(claims)};
+    return traced{std::move(*ex), std::move(*tr), std::nullopt, std::move(claims)};
 }
 
 void add_max_file_size(CLI::App& sub, std::size_t& into) {
@@ -58,13 +68,13 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     return text;
 }
 
-std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const ffn_trace::trace& tr,
-                                             const std::vector<std::size_t>& tokens) {
+std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens) {
+    const std::size_t n = ex.input.rows;
     for (auto token : tokens)
-        if (token >= tr.tokens())
+        if (token >= n)
             return ffn_trace::error{ex.file, "--token",
                                     fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", token,
-                                                tr.tokens(), tr.tokens() == 1 ? "" : "s", tr.tokens() - 1)};
+                                                n, n == 1 ? "" : "s", n - 1)};
     return std::nullopt;
 }
 

@@ -11,6 +11,7 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/render_text.hpp"
 
 namespace cli {
@@ -25,8 +26,11 @@ int report(const ffn_trace::error& e);
 // An example with its trace and claims, or the error that stopped it.
 struct traced {
     ffn_trace::example ex;
-    ffn_trace::trace tr;
+    ffn_trace::trace tr;                     // a dense layer's trace; empty for an MoE
+    std::optional<ffn_trace::moe_trace> moe; // an MoE layer's trace
     std::vector<ffn_trace::claim> claims;
+
+    std::size_t tokens() const { return ex.input.rows; }
 };
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_trace::load_options& options);
 
@@ -46,7 +50,6 @@ struct walkthrough_flags {
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
 // --token values outside the input: an error naming the option.
-std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const ffn_trace::trace& tr,
-                                             const std::vector<std::size_t>& tokens);
+std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);
 
 }  // namespace cli

@@ -30,7 +30,7 @@ int run_grad(const grad_options& o) {
     if (!t->ex.target && !t->ex.upstream)
         return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "
                                        "or \"upstream\" (dL/d(output), the output's shape)"});
-    if (auto e = check_tokens(t->ex, t->tr, o.walkthrough.tokens)) return report(*e);
+    if (auto e = check_tokens(t->ex, o.walkthrough.tokens)) return report(*e);
     const loss_spec loss{t->ex.target ? &*t->ex.target : nullptr, t->ex.upstream ? &*t->ex.upstream : nullptr};
     auto g = run_backward(t->tr, loss);
     if (!g) {

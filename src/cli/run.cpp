@@ -23,7 +23,19 @@ void setup_run(CLI::App& app, int& status) {
 int run_run(const run_options& options) {
     auto t = load_and_trace(options.file, {options.max_file_size});
     if (!t) return report(t.err());
-    if (auto e = check_tokens(t->ex, t->tr, options.walkthrough.tokens)) return report(*e);
+    if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
+    if (t->moe) {
+        if (options.walkthrough.format == "json") {
+            fmt::print("{}", ffn_trace::render_moe_json(t->ex, *t->moe, t->claims));
+            return exit_ok;
+        }
+        const auto text = walkthrough_options(options.walkthrough);
+        const auto reads = ffn_trace::read_moe_trace(*t->moe);
+        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads};
+        fmt::print("{}", options.walkthrough.format == "markdown" ? ffn_trace::render_markdown(in, text)
+                                                                  : ffn_trace::render_text(in, text));
+        return exit_ok;
+    }
     if (options.walkthrough.format == "json") {
         fmt::print("{}", ffn_trace::render_json(t->ex, t->tr, t->claims));
         return exit_ok;

@@ -43,8 +43,16 @@ std::vector<weight_values> weights_of(ffn& l) {
 
 }  // namespace
 
-double loss_of(const trace& t, const loss_spec& loss) {
-    const matrix& y = t.output().value;
+double loss_of(const trace& t, const loss_spec& loss) { return loss_of(t.output().value, loss); }
+
+matrix loss_gradient(const matrix& output, const loss_spec& loss) {
+    if (!loss.target) return *loss.upstream;
+    matrix d = output;
+    for (std::size_t k = 0; k < d.data.size(); ++k) d.data[k] -= loss.target->data[k];
+    return d;
+}
+
+double loss_of(const matrix& y, const loss_spec& loss) {
     double sum = 0;
     for (std::size_t k = 0; k < y.data.size(); ++k) {
         if (loss.target) {
@@ -63,11 +71,7 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     g.loss = loss_of(t, loss);
 
     // dL/d(output): output − target, or the upstream as given.
-    matrix d_out = t.output().value;
-    if (loss.target)
-        for (std::size_t k = 0; k < d_out.data.size(); ++k) d_out.data[k] -= loss.target->data[k];
-    else
-        d_out = *loss.upstream;
+    matrix d_out = loss_gradient(t.output().value, loss);
     g.steps.push_back({"output", {{"g", d_out}}});
 
     // forward: y = x + contract, so the gradient splits: dL/dcontract = g, and g flows to x directly.

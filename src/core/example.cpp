@@ -19,7 +19,7 @@ using json = nlohmann::ordered_json;
 std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
 
 std::vector<std::string_view> example_keys() {
-    return {"activation", "layout", "weights", "input", "residual", "title", "description", "labels", "expect",
+    return {"activation", "layout", "weights", "moe", "input", "residual", "title", "description", "labels", "expect",
             "target", "upstream"};
 }
 
@@ -302,6 +302,12 @@ public:
 private:
     std::optional<error> load_activation(const json& root, example& ex) const;
     std::optional<error> load_layer(const json& root, example& ex) const;
+    std::optional<error> load_dense(const json& root, const json* weights, const std::string& where, example& ex,
+                                    ffn& layer, const ffn* like) const;
+    std::optional<error> load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const;
+    std::optional<error> load_moe(const json& root, example& ex) const;
+    outcome<std::size_t> claimed_step_width(const example& ex, const std::string& name, const std::string& path,
+                                            const std::vector<std::string_view>& steps) const;
     std::optional<error> load_input(const json& root, example& ex) const;
     std::optional<error> load_labels(const json& root, example& ex) const;
     std::optional<error> load_expect(const json& root, example& ex) const;
@@ -357,89 +363,98 @@ std::optional<error> loader::load_input(const json& root, example& ex) const {
     return std::nullopt;
 }
 
-std::optional<error> loader::load_layer(const json& root, example& ex) const {
+// The dense FFN under `weights` (the file's "weights", or one expert of an MoE). The first
+// dense FFN read fixes the layout when the file does not state it; `like` holds the shape
+// every further expert must have.
+std::optional<error> loader::load_dense(const json& root, const json* weights, const std::string& where, example& ex,
+                                        ffn& layer, const ffn* like) const {
     const std::string name(info(ex.layer.act).name);
-    ffn& layer = ex.layer;
+    layer.act = ex.layer.act;
     const bool gated = layer.gated();
+    const std::string prefix = where + ".";
 
     // weights: which keys belong to this kind of layer
-    const json* weights = member(root, "weights");
     const std::vector<std::string_view> plain_keys{"W1", "b1", "W2", "b2"};
     const std::vector<std::string_view> gated_keys{"Wg", "bg", "Wu", "bu", "W2", "b2"};
     const auto& keys = gated ? gated_keys : plain_keys;
     const std::string first = gated ? "Wg" : "W1";
     if (!weights)
-        return fail("weights", fmt::format("required key is missing; expected an object with {} (and optionally {})",
-                                           gated ? "Wg, Wu and W2" : "W1 and W2", gated ? "bg, bu, b2" : "b1, b2"));
+        return fail(where, fmt::format("required key is missing; expected an object with {} (and optionally {}){}",
+                                       gated ? "Wg, Wu and W2" : "W1 and W2", gated ? "bg, bu, b2" : "b1, b2",
+                                       where == "weights" ? ", or \"moe\" for a Mixture-of-Experts layer" : ""));
     if (!weights->is_object())
-        return fail("weights", fmt::format("expected an object with the weight matrices, got {}", kind_of(*weights)));
+        return fail(where, fmt::format("expected an object with the weight matrices, got {}", kind_of(*weights)));
     const auto& other_keys = gated ? plain_keys : gated_keys;
     for (const auto& [key, value] : weights->items()) {
         if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
         if (std::find(other_keys.begin(), other_keys.end(), key) != other_keys.end())
-            return fail("weights." + key,
+            return fail(prefix + key,
                         fmt::format("{} belongs to {} FFNs, but activation {} is {}; this layer takes {}", key,
                                     gated ? "plain" : "gated", name, gated ? "gated" : "plain", join(keys)));
     }
-    if (auto e = check_keys(*weights, "weights.", keys)) return e;
+    if (auto e = check_keys(*weights, prefix, keys)) return e;
     const std::vector<std::string> required_keys = gated ? std::vector<std::string>{"Wg", "Wu", "W2"}
                                                          : std::vector<std::string>{"W1", "W2"};
     for (const std::string& required : required_keys)
         if (!member(*weights, required))
-            return fail(fmt::format("weights.{}", required),
-                        fmt::format("required key is missing; {} FFNs need {}", gated ? "gated" : "plain",
-                                    gated ? "Wg, Wu and W2" : "W1 and W2"));
-    for (const auto& key : keys)
-        if (member(*weights, key)) ex.weight_keys.emplace_back(key);
+            return fail(prefix + required, fmt::format("required key is missing; {} FFNs need {}", gated ? "gated" : "plain",
+                                                       gated ? "Wg, Wu and W2" : "W1 and W2"));
+    if (where == "weights")
+        for (const auto& key : keys)
+            if (member(*weights, key)) ex.weight_keys.emplace_back(key);
 
-    // layout: stated, or inferred from the shapes
+    // layout: stated, or inferred from the shapes of the first dense FFN
     const std::size_t d_model = ex.input.cols;
     const auto p1 = peek(member(*weights, first));
     const auto p2 = peek(member(*weights, "W2"));
-    if (const json* l = member(root, "layout")) {
-        if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
-            return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
-                                              "W1 is d_ff × d_model), got {}",
-                                              l->is_string() ? "\"" + l->get<std::string>() + "\"" : kind_of(*l)));
-        ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
-        ex.layout_stated = true;
-    } else if (p1) {
-        const bool in_out_fits = p1->rows == d_model && (!p2 || p2->rows == p1->cols);
-        const bool out_in_fits = p1->cols == d_model && (!p2 || p2->cols == p1->rows);
-        if (in_out_fits && out_in_fits)
-            return fail("layout", fmt::format("the shapes fit both layouts ({} is {} × {}{}); state \"layout\": "
-                                              "\"in_out\" (x·W, {} is d_model × d_ff) or \"out_in\" (W·x, {} is "
-                                              "d_ff × d_model)",
-                                              first, p1->rows, p1->cols,
-                                              p2 ? fmt::format(", W2 is {} × {}", p2->rows, p2->cols) : "", first,
-                                              first));
-        if (!in_out_fits && !out_in_fits && p1->rows != d_model && p1->cols != d_model)
-            return fail("input", fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
-                                             p1->rows == p1->cols ? std::to_string(p1->rows)
-                                                                  : fmt::format("{} or {}", p1->rows, p1->cols),
-                                             first, p1->rows, p1->cols,
-                                             p1->rows == p1->cols ? "" : " in either layout", d_model));
-        ex.stored = in_out_fits || (!out_in_fits && p1->rows == d_model) ? layout::in_out : layout::out_in;
+    if (!ex.layout_decided) {
+        if (const json* l = member(root, "layout")) {
+            if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
+                return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
+                                                  "W1 is d_ff × d_model), got {}",
+                                                  l->is_string() ? "\"" + l->get<std::string>() + "\"" : kind_of(*l)));
+            ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
+            ex.layout_stated = true;
+        } else if (p1) {
+            const bool in_out_fits = p1->rows == d_model && (!p2 || p2->rows == p1->cols);
+            const bool out_in_fits = p1->cols == d_model && (!p2 || p2->cols == p1->rows);
+            if (in_out_fits && out_in_fits)
+                return fail("layout", fmt::format("the shapes fit both layouts ({}{} is {} × {}{}); state \"layout\": "
+                                                  "\"in_out\" (x·W, {} is d_model × d_ff) or \"out_in\" (W·x, {} is "
+                                                  "d_ff × d_model)",
+                                                  prefix == "weights." ? "" : prefix, first, p1->rows, p1->cols,
+                                                  p2 ? fmt::format(", W2 is {} × {}", p2->rows, p2->cols) : "", first,
+                                                  first));
+            if (!in_out_fits && !out_in_fits && p1->rows != d_model && p1->cols != d_model)
+                return fail("input", fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
+                                                 p1->rows == p1->cols ? std::to_string(p1->rows)
+                                                                      : fmt::format("{} or {}", p1->rows, p1->cols),
+                                                 first, p1->rows, p1->cols,
+                                                 p1->rows == p1->cols ? "" : " in either layout", d_model));
+            ex.stored = in_out_fits || (!out_in_fits && p1->rows == d_model) ? layout::in_out : layout::out_in;
+        }
+        ex.layout_decided = true;
     }
     const bool in_out = ex.stored == layout::in_out;
     const std::string layout_name(to_string(ex.stored));
 
     // d_model is fixed by the first matrix; the input must match it
-    if (p1) {
+    if (p1 && !like) {
         const std::size_t w_model = in_out ? p1->rows : p1->cols;
         if (w_model != d_model)
             return fail(ex.lead.empty() ? "input" : "input" + token_index(ex.lead, 0),
-                        fmt::format("expected d_model = {} numbers per token (layout {}: {} is {} = {} × {}), got {}",
-                                    w_model, layout_name, first, in_out ? "d_model × d_ff" : "d_ff × d_model",
-                                    p1->rows, p1->cols, d_model));
+                        fmt::format("expected d_model = {} numbers per token (layout {}: {}{} is {} = {} × {}), got {}",
+                                    w_model, layout_name, prefix == "weights." ? "" : prefix, first,
+                                    in_out ? "d_model × d_ff" : "d_ff × d_model", p1->rows, p1->cols, d_model));
     }
-    const std::size_t d_ff = p1 ? (in_out ? p1->cols : p1->rows) : 0;
-    const std::size_t d_out = p2 ? (in_out ? p2->cols : p2->rows) : 0;
+    const std::size_t d_ff = like ? like->d_ff() : p1 ? (in_out ? p1->cols : p1->rows) : 0;
+    const std::size_t d_out = like ? like->d_out() : p2 ? (in_out ? p2->cols : p2->rows) : 0;
+    const std::string same = like ? "; every expert has the shape of the first" : "";
 
     auto read_in = [&](const std::string& key) -> outcome<matrix> {
-        const std::string why = in_out ? fmt::format(" (layout {}: {} is d_model × d_ff = {} × {})", layout_name, key, d_model, d_ff)
-                                       : fmt::format(" (layout {}: {} is d_ff × d_model = {} × {})", layout_name, key, d_ff, d_model);
-        auto m = read_matrix(*member(*weights, key), "weights." + key, in_out ? d_model : d_ff, in_out ? d_ff : d_model, why);
+        const std::string why = in_out ? fmt::format(" (layout {}: {} is d_model × d_ff = {} × {}{})", layout_name, key, d_model, d_ff, same)
+                                       : fmt::format(" (layout {}: {} is d_ff × d_model = {} × {}{})", layout_name, key, d_ff, d_model, same);
+        auto m = read_matrix(*member(*weights, key), prefix + key, in_out ? d_model : d_ff, in_out ? d_ff : d_model, why);
         if (!m) return m;
         return in_out ? *m : m->transposed();
     };
@@ -447,15 +462,14 @@ std::optional<error> loader::load_layer(const json& root, example& ex) const {
                          std::vector<double>& into) -> std::optional<error> {
         const json* b = member(*weights, key);
         if (!b) return std::nullopt;
-        auto v = read_vector(*b, "weights." + key, n, fmt::format(" ({}: {} = {})", key, what, n));
+        auto v = read_vector(*b, prefix + key, n, fmt::format(" ({}: {} = {})", key, what, n));
         if (!v) return v.err();
         into = std::move(*v);
         return std::nullopt;
     };
 
-    if (!p1) {  // not a non-empty array of arrays: let the reader explain
-        auto m = read_array(*member(*weights, first), "weights." + first, {std::nullopt, std::nullopt},
-                            {"rows", "numbers"}, "");
+    if (!p1 && !like) {  // not a non-empty array of arrays: let the reader explain
+        auto m = read_array(*member(*weights, first), prefix + first, {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
         if (!m) return m.err();
     }
     auto w_first = read_in(first);
@@ -466,13 +480,13 @@ std::optional<error> loader::load_layer(const json& root, example& ex) const {
         if (!wu) return wu.err();
         layer.wu = std::move(*wu);
     }
-    if (!p2) {
-        auto m = read_array(*member(*weights, "W2"), "weights.W2", {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
+    if (!p2 && !like) {
+        auto m = read_array(*member(*weights, "W2"), prefix + "W2", {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
         if (!m) return m.err();
     }
-    const std::string why2 = in_out ? fmt::format(" (layout {}: W2 is d_ff × d_out = {} × {})", layout_name, d_ff, d_out)
-                                    : fmt::format(" (layout {}: W2 is d_out × d_ff = {} × {})", layout_name, d_out, d_ff);
-    auto w2 = read_matrix(*member(*weights, "W2"), "weights.W2", in_out ? d_ff : d_out, in_out ? d_out : d_ff, why2);
+    const std::string why2 = in_out ? fmt::format(" (layout {}: W2 is d_ff × d_out = {} × {}{})", layout_name, d_ff, d_out, same)
+                                    : fmt::format(" (layout {}: W2 is d_out × d_ff = {} × {}{})", layout_name, d_out, d_ff, same);
+    auto w2 = read_matrix(*member(*weights, "W2"), prefix + "W2", in_out ? d_ff : d_out, in_out ? d_out : d_ff, why2);
     if (!w2) return w2.err();
     layer.w2 = in_out ? std::move(*w2) : w2->transposed();
 
@@ -481,18 +495,101 @@ std::optional<error> loader::load_layer(const json& root, example& ex) const {
     if (gated)
         if (auto e = read_bias("bu", d_ff, hidden_units, layer.bu)) return e;
     if (auto e = read_bias("b2", d_out, "one number per output, d_out", layer.b2)) return e;
+    return std::nullopt;
+}
 
-    // residual: on by default when the output can be added to the input
-    layer.residual = d_out == d_model;
+// residual: on by default when the output can be added to the input
+std::optional<error> loader::load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const {
+    into = d_out == d_model;
     if (const json* r = member(root, "residual")) {
         if (!r->is_boolean()) return fail("residual", fmt::format("expected true or false, got {}", kind_of(*r)));
         if (r->get<bool>() && d_out != d_model)
             return fail("residual", fmt::format("a residual adds the output to the input, so it needs d_out = d_model, "
                                                 "but W2 gives {} outputs for d_model = {}; set it to false",
                                                 d_out, d_model));
-        layer.residual = r->get<bool>();
+        into = r->get<bool>();
     }
     return std::nullopt;
+}
+
+std::optional<error> loader::load_layer(const json& root, example& ex) const {
+    if (auto e = load_dense(root, member(root, "weights"), "weights", ex, ex.layer, nullptr)) return e;
+    return load_residual(root, ex.input.cols, ex.layer.d_out(), ex.layer.residual);
+}
+
+// "moe": a router, top_k, normalize, the experts and the optional shared experts.
+std::optional<error> loader::load_moe(const json& root, example& ex) const {
+    const json& m = *member(root, "moe");
+    if (!m.is_object())
+        return fail("moe", fmt::format("expected an object with router, experts and optionally top_k, normalize and "
+                                       "shared_experts, got {}",
+                                       kind_of(m)));
+    if (auto e = check_keys(m, "moe.", {"top_k", "normalize", "router", "experts", "shared_experts"})) return e;
+    moe& layer = ex.mixture.emplace();
+    layer.act = ex.layer.act;
+
+    const json* experts = member(m, "experts");
+    if (!experts)
+        return fail("moe.experts", "required key is missing; expected a list of experts, each an object with the "
+                                   "weights of one FFN");
+    if (!experts->is_array() || experts->empty())
+        return fail("moe.experts", fmt::format("expected a list of at least one expert, each an object with the weights "
+                                               "of one FFN, got {}",
+                                               kind_of(*experts)));
+    layer.experts.resize(experts->size());
+    for (std::size_t e = 0; e < experts->size(); ++e)
+        if (auto err = load_dense(root, &(*experts)[e], fmt::format("moe.experts[{}]", e), ex, layer.experts[e],
+                                  e == 0 ? nullptr : &layer.experts[0]))
+            return err;
+    const std::size_t n_experts = layer.experts.size(), d_model = ex.input.cols;
+
+    if (const json* shared = member(m, "shared_experts")) {
+        if (!shared->is_array())
+            return fail("moe.shared_experts", fmt::format("expected a list of experts every token passes through, got {}",
+                                                          kind_of(*shared)));
+        layer.shared.resize(shared->size());
+        for (std::size_t s = 0; s < shared->size(); ++s) {
+            // A shared expert may be wider or narrower inside, but writes the same outputs.
+            const std::string where = fmt::format("moe.shared_experts[{}]", s);
+            if (auto err = load_dense(root, &(*shared)[s], where, ex, layer.shared[s], nullptr)) return err;
+            if (layer.shared[s].d_out() != layer.d_out())
+                return fail(where + ".W2", fmt::format("a shared expert writes d_out = {} outputs like the routed "
+                                                       "experts, got {}",
+                                                       layer.d_out(), layer.shared[s].d_out()));
+        }
+    }
+
+    const json* router = member(m, "router");
+    if (!router) return fail("moe.router", "required key is missing; expected {\"W\": the router's weights, \"b\"?: its bias}");
+    if (!router->is_object())
+        return fail("moe.router", fmt::format("expected an object {{\"W\", \"b\"?}}, got {}", kind_of(*router)));
+    if (auto e = check_keys(*router, "moe.router.", {"W", "b"})) return e;
+    const json* w = member(*router, "W");
+    if (!w) return fail("moe.router.W", "required key is missing; expected the router's weights, one row or column per expert");
+    const bool in_out = ex.stored == layout::in_out;
+    const std::string why = in_out ? fmt::format(" (layout in_out: the router's W is d_model × n_experts = {} × {})", d_model, n_experts)
+                                   : fmt::format(" (layout out_in: the router's W is n_experts × d_model = {} × {})", n_experts, d_model);
+    auto wr = read_matrix(*w, "moe.router.W", in_out ? d_model : n_experts, in_out ? n_experts : d_model, why);
+    if (!wr) return wr.err();
+    layer.router = in_out ? std::move(*wr) : wr->transposed();
+    if (const json* b = member(*router, "b")) {
+        auto v = read_vector(*b, "moe.router.b", n_experts, fmt::format(" (one number per expert, n_experts = {})", n_experts));
+        if (!v) return v.err();
+        layer.router_b = std::move(*v);
+    }
+
+    layer.top_k = std::min<std::size_t>(2, n_experts);
+    if (const json* k = member(m, "top_k")) {
+        if (!k->is_number_integer() || k->get<long long>() < 1 || k->get<unsigned long long>() > n_experts)
+            return fail("moe.top_k", fmt::format("expected a whole number of experts per token from 1 to n_experts = {}, got {}",
+                                                 n_experts, kind_of(*k)));
+        layer.top_k = k->get<std::size_t>();
+    }
+    if (const json* n = member(m, "normalize")) {
+        if (!n->is_boolean()) return fail("moe.normalize", fmt::format("expected true or false, got {}", kind_of(*n)));
+        layer.normalize = n->get<bool>();
+    }
+    return load_residual(root, d_model, layer.d_out(), layer.residual);
 }
 
 std::optional<error> loader::load_labels(const json& root, example& ex) const {
@@ -500,8 +597,9 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
     if (!l) return std::nullopt;
     if (!l->is_object())
         return fail("labels", fmt::format("expected an object with tokens, inputs, hidden or outputs, got {}", kind_of(*l)));
-    if (auto e = check_keys(*l, "labels.", {"tokens", "inputs", "hidden", "outputs"})) return e;
-    const ffn& layer = ex.layer;
+    std::vector<std::string_view> keys{"tokens", "inputs", "hidden", "outputs"};
+    if (ex.mixture) keys.push_back("experts");
+    if (auto e = check_keys(*l, "labels.", keys)) return e;
     struct part {
         std::string key;
         std::vector<std::string>* into;
@@ -509,9 +607,10 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
         std::string_view per;
     };
     const std::vector<part> parts{{"tokens", &ex.names.tokens, ex.input.rows, "token"},
-                                  {"inputs", &ex.names.inputs, layer.d_model(), "input feature (d_model)"},
-                                  {"hidden", &ex.names.hidden, layer.d_ff(), "hidden unit (d_ff)"},
-                                  {"outputs", &ex.names.outputs, layer.d_out(), "output (d_out)"}};
+                                  {"inputs", &ex.names.inputs, ex.d_model(), "input feature (d_model)"},
+                                  {"hidden", &ex.names.hidden, ex.d_ff(), "hidden unit (d_ff)"},
+                                  {"outputs", &ex.names.outputs, ex.d_out(), "output (d_out)"},
+                                  {"experts", &ex.names.experts, ex.mixture ? ex.mixture->n_experts() : 0, "expert"}};
     for (const auto& p : parts) {
         const json* names = member(*l, p.key);
         if (!names) continue;
@@ -528,13 +627,65 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
     return std::nullopt;
 }
 
+// The width of a claimed step's rows, or why the layer has no such step. An MoE names its
+// experts' steps "expert[e].contract" and "shared[s].contract".
+outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::string& name, const std::string& path,
+                                                const std::vector<std::string_view>& steps) const {
+    static const std::vector<std::string_view> all_steps{"expand", "gate", "up", "activate", "multiply", "contract", "residual"};
+    auto no_such = [&](const std::string& step, const ffn& layer) -> error {
+        std::string why = fmt::format("this layer has no step \"{}\"", step);
+        if (step == "residual")
+            why += ex.mixture && step != name ? " (an expert adds no residual; the layer does)" : " (the residual is off)";
+        else if (std::find(all_steps.begin(), all_steps.end(), step) != all_steps.end())
+            why += fmt::format(" ({} FFNs have other steps)", layer.gated() ? "gated" : "plain");
+        else
+            why += fmt::format("; did you mean \"{}\"?", detail::nearest(name, steps));
+        return fail(path, fmt::format("{}; expected one of {}", why, join(steps)));
+    };
+    if (!ex.mixture) {
+        if (std::find(steps.begin(), steps.end(), name) == steps.end()) return no_such(name, ex.layer);
+        return step_width(ex.layer, name);
+    }
+    const moe& m = *ex.mixture;
+    for (auto n : moe_step_names(m))
+        if (n == name) return n == "combine" || n == "residual" ? m.d_out() : m.n_experts();
+    for (const bool shared : {false, true}) {
+        const std::string kind = shared ? "shared" : "expert";
+        if (name.rfind(kind + "[", 0) != 0) continue;
+        const auto close = name.find("].", kind.size() + 1);
+        const std::string digits = name.substr(kind.size() + 1, close == std::string::npos ? 0 : close - kind.size() - 1);
+        const auto& list = shared ? m.shared : m.experts;
+        const std::string listed = shared ? "shared_experts" : "experts";
+        if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+            return fail(path, fmt::format("expected {}[index].step, e.g. \"{}[0].contract\", got \"{}\"", kind, kind, name));
+        const std::size_t index = std::stoul(digits);
+        if (list.empty()) return fail(path, fmt::format("this layer has no {}; expected one of {}", listed, join(steps)));
+        if (index >= list.size())
+            return fail(path, fmt::format("{} {} is out of range: the layer has {} (indices 0 to {})", kind, index,
+                                          plural(list.size(), shared ? "shared expert" : "expert"), list.size() - 1));
+        const std::string step = name.substr(close + 2);
+        const auto names = step_names(list[index]);
+        if (std::find(names.begin(), names.end(), step) == names.end()) return no_such(step, list[index]);
+        return step_width(list[index], step);
+    }
+    return no_such(name, m.experts.front());
+}
+
 std::optional<error> loader::load_expect(const json& root, example& ex) const {
     const json* list = member(root, "expect");
     if (!list) return std::nullopt;
     if (!list->is_array())
         return fail("expect", fmt::format("expected a list of claims {{\"step\", \"value\", ...}}, got {}", kind_of(*list)));
-    const auto steps = step_names(ex.layer);
-    std::vector<std::string_view> all_steps{"expand", "gate", "up", "activate", "multiply", "contract", "residual"};
+    std::vector<std::string> step_list;
+    if (ex.mixture) {
+        for (auto n : moe_step_names(*ex.mixture)) step_list.emplace_back(n);
+        for (auto n : step_names(ex.mixture->experts.front())) step_list.push_back(fmt::format("expert[e].{}", n));
+        if (!ex.mixture->shared.empty())
+            for (auto n : step_names(ex.mixture->shared.front())) step_list.push_back(fmt::format("shared[s].{}", n));
+    } else {
+        for (auto n : step_names(ex.layer)) step_list.emplace_back(n);
+    }
+    const std::vector<std::string_view> steps(step_list.begin(), step_list.end());
     for (std::size_t k = 0; k < list->size(); ++k) {
         const json& entry = (*list)[k];
         expectation e;
@@ -549,17 +700,8 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
         if (!step) return fail(e.path + ".step", "required key is missing; expected one of " + join(steps));
         if (!step->is_string()) return fail(e.path + ".step", fmt::format("expected one of {}, got {}", join(steps), kind_of(*step)));
         e.step = step->get<std::string>();
-        if (std::find(steps.begin(), steps.end(), e.step) == steps.end()) {
-            std::string why = fmt::format("this layer has no step \"{}\"", e.step);
-            if (e.step == "residual")
-                why += " (the residual is off)";
-            else if (std::find(all_steps.begin(), all_steps.end(), e.step) != all_steps.end())
-                why += fmt::format(" ({} FFNs have other steps)", ex.layer.gated() ? "gated" : "plain");
-            else
-                why += fmt::format("; did you mean \"{}\"?", detail::nearest(e.step, steps));
-            return fail(e.path + ".step", fmt::format("{}; expected one of {}", why, join(steps)));
-        }
-
+        auto width = claimed_step_width(ex, e.step, e.path + ".step", steps);
+        if (!width) return width.err();
         const std::size_t tokens = ex.input.rows;
         if (const json* token = member(entry, "token")) {
             if (!token->is_number_integer() || token->get<long long>() < 0)
@@ -571,25 +713,28 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
             e.token = static_cast<std::size_t>(t);
         }
 
-        const std::size_t width = step_width(ex.layer, e.step);
+        if (!e.token && e.step.find('[') != std::string::npos)
+            return fail(e.path + ".token", fmt::format("required for {}: an expert's steps hold only the tokens routed to it, "
+                                                       "so claim one token's row at a time",
+                                                       e.step));
         const json* value = member(entry, "value");
         if (!value) return fail(e.path + ".value", "required key is missing; expected the claimed numbers");
         std::vector<std::optional<std::size_t>> shape;
         std::vector<std::string_view> units;
         std::string why;
         if (e.token) {
-            shape = {width};
+            shape = {*width};
             units = {"numbers"};
-            why = fmt::format(" (one token's row of {}: {})", e.step, width);
+            why = fmt::format(" (one token's row of {}: {})", e.step, *width);
         } else {
             shape.assign(ex.lead.begin(), ex.lead.end());
-            shape.push_back(width);
+            shape.push_back(*width);
             static const std::vector<std::vector<std::string_view>> by_rank{
                 {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
             units = by_rank[ex.lead.size()];
             std::string dims;
             for (auto d : ex.lead) dims += fmt::format("{} × ", d);
-            why = fmt::format(" ({} is {}{}, shaped like the input; give \"token\" to claim one row)", e.step, dims, width);
+            why = fmt::format(" ({} is {}{}, shaped like the input; give \"token\" to claim one row)", e.step, dims, *width);
         }
         auto t = read_array(*value, e.path + ".value", shape, units, why, true);
         if (!t) return t.err();
@@ -621,15 +766,15 @@ std::optional<error> loader::load_output_shaped(const json& root, example& ex) c
     if (!given) return std::nullopt;
     const std::string key = target ? "target" : "upstream";
     std::vector<std::optional<std::size_t>> shape(ex.lead.begin(), ex.lead.end());
-    shape.push_back(ex.layer.d_out());
+    shape.push_back(ex.d_out());
     static const std::vector<std::vector<std::string_view>> by_rank{
         {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
     std::string dims;
     for (auto d : ex.lead) dims += fmt::format("{} × ", d);
     auto t = read_array(*given, key, shape, by_rank[ex.lead.size()],
-                        fmt::format(" (the output's shape, {}{})", dims, ex.layer.d_out()));
+                        fmt::format(" (the output's shape, {}{})", dims, ex.d_out()));
     if (!t) return t.err();
-    matrix m(ex.input.rows, ex.layer.d_out());
+    matrix m(ex.input.rows, ex.d_out());
     std::transform(t->values.begin(), t->values.end(), m.data.begin(), [](auto v) { return *v; });
     (target ? ex.target : ex.upstream) = std::move(m);
     return std::nullopt;
@@ -653,7 +798,9 @@ outcome<example> loader::load(const json& root) {
     // d_model, which decides the layout.
     if (auto e = load_activation(root, ex)) return *e;
     if (auto e = load_input(root, ex)) return *e;
-    if (auto e = load_layer(root, ex)) return *e;
+    if (member(root, "moe") && member(root, "weights"))
+        return fail("moe", "give either \"weights\" (one dense FFN) or \"moe\" (a Mixture of Experts), not both");
+    if (auto e = member(root, "moe") ? load_moe(root, ex) : load_layer(root, ex)) return *e;
     if (auto e = load_labels(root, ex)) return *e;
     if (auto e = load_expect(root, ex)) return *e;
     if (auto e = load_output_shaped(root, ex)) return *e;

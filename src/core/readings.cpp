@@ -65,4 +65,56 @@ readings read_trace(const trace& t) {
     return r;
 }
 
+namespace {
+
+// Multiply-adds of one token through a dense FFN: one per weight of each matrix.
+std::size_t macs(const ffn& f) {
+    std::size_t n = f.d_ff() * f.d_out() + f.d_model() * f.d_ff();
+    return f.gated() ? n + f.d_model() * f.d_ff() : n;
+}
+
+}  // namespace
+
+std::size_t moe_readings::macs_per_token() const { return router_macs + top_k * expert_macs + shared_macs; }
+
+moe_readings read_moe_trace(const moe_trace& t) {
+    const moe& l = t.layer;
+    moe_readings r;
+    r.load.assign(l.n_experts(), 0);
+    for (const auto& chosen : t.chosen)
+        for (auto e : chosen) ++r.load[e];
+    r.params = count_parameters(l);
+    r.router_macs = l.d_model() * l.n_experts();
+    r.expert_macs = macs(l.experts.front());
+    for (const auto& s : l.shared) r.shared_macs += macs(s);
+    r.top_k = l.top_k;
+    r.n_experts = l.n_experts();
+    for (const auto& et : t.experts) r.experts.push_back(read_trace(et.tr));
+
+    // Position-wise: every token alone must choose the same experts and get the same numbers.
+    for (std::size_t token = 0; token < t.tokens() && t.tokens() > 1; ++token) {
+        matrix x(1, t.input.cols);
+        std::copy(t.input.row(token).begin(), t.input.row(token).end(), x.data.begin());
+        const auto alone = run_moe(l, x, {});
+        if (!alone) continue;  // cannot happen: the same arithmetic succeeded on the whole input
+        if (alone->chosen[0] != t.chosen[token]) {
+            r.position_wise_same_choice = false;
+            continue;
+        }
+        auto compare = [&r](std::span<const double> a, std::span<const double> b) {
+            for (std::size_t i = 0; i < a.size(); ++i)
+                r.position_wise_max_difference = std::max(r.position_wise_max_difference, std::abs(a[i] - b[i]));
+        };
+        for (std::size_t s = 0; s < t.steps.size(); ++s) compare(t.steps[s].value.row(token), alone->steps[s].value.row(0));
+        for (const auto& et : t.experts) {
+            const auto row = et.row_of(token);
+            if (!row) continue;
+            const expert_trace* mine = alone->expert(et.expert, et.shared);
+            for (std::size_t s = 0; s < et.tr.steps.size(); ++s)
+                compare(et.tr.steps[s].value.row(*row), mine->tr.steps[s].value.row(0));
+        }
+    }
+    return r;
+}
+
 }  // namespace ffn_trace

@@ -1,0 +1,355 @@
+// The MoE walkthrough: the router, the softmax, the top-k choice, each expert's own steps over
+// the tokens routed to it (rendered by the dense walkthrough's blocks), and the weighted sum.
+#include <numeric>
+
+#include "ffn_trace/render_text.hpp"
+#include "walkthrough.hpp"
+
+namespace ffn_trace {
+
+detail_level default_detail(const moe& layer) {
+    return layer.n_experts() <= 8 && default_detail(layer.experts.front()) == detail_level::arithmetic
+               ? detail_level::arithmetic
+               : detail_level::values;
+}
+
+namespace detail {
+
+namespace {
+
+class moe_builder : public walkthrough_builder {
+public:
+    moe_builder(const moe_rendering_input& in, const text_options& options)
+        : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer))),
+          mt_(in.tr), mr_(in.reads) {
+        use_layer_tokens();
+    }
+
+    document build() {
+        heading();
+        if (level_ != detail_level::summary) {
+            input_block(mt_.input);
+            routing_steps();
+            experts();
+            use_layer_tokens();
+            const std::size_t first = 4;  // router, probabilities, weights, then combine
+            for (std::size_t s = 3; s < mt_.steps.size(); ++s) layer_step(first + s - 3, mt_.steps[s]);
+        }
+        readings();
+        claims_block();
+        summary();
+        return std::move(doc_);
+    }
+
+private:
+    const moe& mlayer() const { return mt_.layer; }
+
+    std::string expert_name(std::size_t e, bool shared = false) const {
+        if (shared) return fmt::format("shared expert {}", e);
+        return ex_.names.experts.empty() ? fmt::format("expert {}", e) : fmt::format("expert {} ({})", e, ex_.names.experts[e]);
+    }
+
+    std::vector<std::string> claimable_steps() const override {
+        std::vector<std::string> names;
+        for (const auto& s : mt_.steps) names.push_back(s.name);
+        for (const auto& et : mt_.experts)
+            for (const auto& s : et.tr.steps) names.push_back(et.prefix() + "." + s.name);
+        return names;
+    }
+
+    void heading() {
+        const moe& l = mlayer();
+        add({block_kind::title, ex_.title.empty() ? "MoE trace of " + ex_.file : ex_.title});
+        if (!ex_.description.empty()) paragraph(ex_.description);
+        const auto& a = info(l.act);
+        const std::size_t tokens = mt_.tokens();
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, {} (input {})", l.d_model(),
+                                           l.n_experts(), l.d_ff(), l.d_out(),
+                                           tokens == 1 ? std::string("one token") : fmt::format("{} tokens", tokens),
+                                           shape_text(l.d_model()).substr(1, shape_text(l.d_model()).size() - 2))});
+        f.push_back({"routing", fmt::format("each token goes to its top {} of {} experts by router probability{}{}",
+                                            l.top_k, l.n_experts(),
+                                            l.normalize ? ", renormalised to sum to 1" : ", weighted by the softmax as it is",
+                                            l.shared.empty() ? "" : fmt::format("; {} shared expert{} see every token",
+                                                                                 l.shared.size(), l.shared.size() == 1 ? "" : "s"))});
+        f.push_back({"experts", a.gated ? fmt::format("{}: gate {}, multiplied by up", a.name, a.formula)
+                                        : fmt::format("{}: {}", a.name, a.formula)});
+        f.push_back(layout_field());
+        f.push_back({"residual", l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
+        if (!claims_.empty())
+            f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
+        f.push_back(detail_field());
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    // A heading, its explanation, the arithmetic at arithmetic detail, then the table.
+    template <class Arithmetic>
+    void routing_step(std::size_t number, const step& s, const std::string& title, const std::string& formula,
+                      const std::string& shapes, const std::string& why, Arithmetic arithmetic) {
+        add({block_kind::heading, fmt::format("Step {} · {}   {}   {}", number, title, formula, shapes)});
+        paragraph(why);
+        if (level_ == detail_level::arithmetic)
+            for (auto t : detailed_)
+                if (t != gap) arithmetic(t);
+        add(table(s.name, s.value));
+        if (level_ == detail_level::values) failures_of(s.name);
+    }
+
+    void routing_steps() {
+        const moe& l = mlayer();
+        const std::string in = shape_text(l.d_model()), scores = shape_text(l.n_experts());
+        const step& router = *mt_.find("router");
+        const step& probs = *mt_.find("probabilities");
+        const step& weights = *mt_.find("weights");
+        const matrix& mx = probs.terms[0].value;
+        const matrix& ex = probs.terms[1].value;
+        const matrix& sum = probs.terms[2].value;
+        const matrix& chosen_sum = weights.terms[0].value;
+
+        routing_step(1, router, "Router", fmt::format("logits = x · Wr{}", l.router_b.empty() ? "" : " + br"),
+                     fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.n_experts(), scores),
+                     std::string("The router scores the token against each expert, column e of Wr") +
+                         (out_in() ? " (row e of the file's router.W)" : "") +
+                         ": a small linear layer whose only job is to decide where the token goes.",
+                     [&](std::size_t t) {
+                         block b{block_kind::lines};
+                         b.lines.push_back(fmt::format("{}: x{} = {}", token_name(t), token_index(ex_.lead, t),
+                                                       short_vector(mt_.input.row(t))));
+                         for (auto e : shown_indices(l.n_experts(), opt_.full, 3, 16)) {
+                             if (e == gap) {
+                                 b.lines.emplace_back("  …");
+                                 continue;
+                             }
+                             b.lines.push_back(fmt::format("  logits{} = {} = {}{}", at(t, e),
+                                                           dot_line(mt_.input.row(t), l.router, e, l.router_b),
+                                                           num(router.value(t, e)), spaced_marks("router", t, e, true)));
+                         }
+                         add(std::move(b));
+                     });
+
+        routing_step(2, probs, "Probabilities", "p = softmax(logits) over the experts", fmt::format("{} → {}", scores, scores),
+                     "Softmax turns the scores into probabilities that sum to 1: e^z / Σ e^z. Subtracting the largest "
+                     "logit m first changes nothing in the result but keeps e^z from overflowing.",
+                     [&](std::size_t t) {
+                         block b{block_kind::lines};
+                         const auto experts = shown_indices(l.n_experts(), opt_.full, 3, 16);
+                         std::vector<std::string> exps;
+                         for (auto e : experts) exps.push_back(e == gap ? "…" : num(ex(t, e)));
+                         b.lines.push_back(fmt::format("{}: m = max(logits{}) = {}", token_name(t), token_index(ex_.lead, t),
+                                                       num(mx(t, 0))));
+                         b.lines.push_back(fmt::format("  e^(logits − m) = [{}], sum = {}", fmt::join(exps, ", "), num(sum(t, 0))));
+                         for (auto e : experts) {
+                             if (e == gap) {
+                                 b.lines.emplace_back("  …");
+                                 continue;
+                             }
+                             b.lines.push_back(fmt::format("  p{} = {} / {} = {}{}", at(t, e), num(ex(t, e)), num(sum(t, 0)),
+                                                           num(probs.value(t, e)), spaced_marks("probabilities", t, e, true)));
+                         }
+                         add(std::move(b));
+                     });
+
+        routing_step(3, weights, fmt::format("Weights (top {})", l.top_k),
+                     l.normalize ? fmt::format("w = p ÷ Σ p over the top {}, 0 elsewhere", l.top_k)
+                                 : fmt::format("w = p for the top {}, 0 elsewhere", l.top_k),
+                     fmt::format("{} → {}", scores, scores),
+                     fmt::format("Each token keeps its {} most probable expert{}; the others get weight 0 and are never "
+                                 "computed for it: this is why a token pays only for the experts it uses.{}",
+                                 l.top_k, l.top_k == 1 ? "" : "s",
+                                 l.normalize ? " The kept probabilities are divided by their sum, so the weights add up to 1."
+                                             : " The kept probabilities are used as they are, so the weights add up to less than 1."),
+                     [&](std::size_t t) {
+                         block b{block_kind::lines};
+                         std::vector<std::string> picks;
+                         for (auto e : mt_.chosen[t]) picks.push_back(fmt::format("{} with p = {}", expert_name(e), num(probs.value(t, e))));
+                         b.lines.push_back(fmt::format("{} chooses {}", token_name(t), fmt::join(picks, " and ")));
+                         if (mt_.tied[t])
+                             b.lines.push_back(fmt::format("  a tie: the last place had equal probabilities, and went to the "
+                                                           "lower expert index"));
+                         std::vector<std::string> terms;
+                         for (auto e : mt_.chosen[t]) terms.push_back(num(probs.value(t, e)));
+                         for (auto e : mt_.chosen[t]) {
+                             const std::string rhs = l.normalize ? fmt::format("{} / ({}) = ", num(probs.value(t, e)), fmt::join(terms, " + "))
+                                                                 : "";
+                             b.lines.push_back(fmt::format("  w{} = {}{}{}", at(t, e), rhs, num(weights.value(t, e)),
+                                                           spaced_marks("weights", t, e, true)));
+                         }
+                         if (l.normalize && mt_.chosen[t].size() > 1)
+                             b.lines.push_back(fmt::format("  (the chosen probabilities sum to {})", num(chosen_sum(t, 0))));
+                         add(std::move(b));
+                     });
+    }
+
+    void experts() {
+        const moe& l = mlayer();
+        std::vector<std::string> idle;
+        for (std::size_t i = 0; i < mt_.experts.size(); ++i) {
+            const expert_trace& et = mt_.experts[i];
+            std::vector<std::string> names;
+            for (auto tok : et.tokens) names.push_back(detail::token_name(ex_.names.tokens, ex_.lead, tok));
+            const std::string who = expert_name(et.expert, et.shared);
+            add({block_kind::heading, fmt::format("{} · {}", capitalised(who),
+                                                  et.shared ? std::string("every token")
+                                                            : fmt::format("{} of {} tokens: {}", et.tokens.size(), mt_.tokens(),
+                                                                          fmt::join(names, ", ")))});
+            paragraph(et.shared ? "A shared expert sees every token, and its output is added unweighted."
+                                : "This expert is an ordinary FFN, run over the tokens routed to it and no others.");
+            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            for (const auto& s : et.tr.steps) step_block(capitalised(who), s);
+        }
+        for (std::size_t e = 0; e < l.n_experts(); ++e)
+            if (!mt_.expert(e)) idle.push_back(expert_name(e));
+        if (!idle.empty())
+            paragraph(fmt::format("Idle: {} — no token chose {}, so {} never computed.", fmt::join(idle, ", "),
+                                  idle.size() == 1 ? "it" : "them", idle.size() == 1 ? "it was" : "they were"));
+    }
+
+    // combine and residual
+    void layer_step(std::size_t number, const step& s) {
+        const moe& l = mlayer();
+        const std::string out = shape_text(l.d_out());
+        if (s.name == "combine") {
+            routing_step(number, s, "Combine", "output = Σ over the chosen e of w_e · expert_e(x)" +
+                                                   std::string(l.shared.empty() ? "" : " + Σ shared(x)"),
+                         fmt::format("{} → {}", out, out),
+                         "Each token's output is the weighted sum of its chosen experts' outputs: an expert with "
+                         "weight 0 adds nothing, and was never run.",
+                         [&](std::size_t t) { combine_arithmetic(t, s); });
+            return;
+        }
+        routing_step(number, s, "Residual", "y = x + output", fmt::format("{} + {} → {}", shape_text(l.d_model()), out, out),
+                     "The residual adds the input back: the MoE layer writes an update onto the token, as a dense FFN does.",
+                     [&](std::size_t t) {
+                         block b{block_kind::lines};
+                         b.lines.push_back(token_name(t) + ":");
+                         const matrix& c = mt_.find("combine")->value;
+                         for (auto j : shown_indices(s.value.cols, opt_.full, 3, 16)) {
+                             if (j == gap) {
+                                 b.lines.emplace_back("  …");
+                                 continue;
+                             }
+                             b.lines.push_back(fmt::format("  y{} = {} + {} = {}{}", at(t, j), op(mt_.input(t, j)), op(c(t, j)),
+                                                           num(s.value(t, j)), spaced_marks("residual", t, j, true)));
+                         }
+                         add(std::move(b));
+                     });
+    }
+
+    void combine_arithmetic(std::size_t t, const step& s) {
+        const matrix& w = mt_.find("weights")->value;
+        struct part {
+            const expert_trace* et;
+            std::size_t row;
+        };
+        std::vector<part> parts;
+        for (auto e : mt_.chosen[t]) {
+            const expert_trace* et = mt_.expert(e);
+            parts.push_back({et, *et->row_of(t)});
+        }
+        for (const auto& et : mt_.experts)
+            if (et.shared) parts.push_back({&et, *et.row_of(t)});
+        block b{block_kind::lines};
+        std::vector<std::string> named;
+        for (const auto& p : parts)
+            named.push_back(p.et->shared ? fmt::format("shared {}", p.et->expert)
+                                         : fmt::format("{} × expert {}", op(w(t, p.et->expert)), p.et->expert));
+        b.lines.push_back(fmt::format("{}: {}", token_name(t), fmt::join(named, " + ")));
+        for (const auto& p : parts)
+            b.lines.push_back(fmt::format("  {} wrote {}", p.et->shared ? fmt::format("shared expert {}", p.et->expert)
+                                                                         : fmt::format("expert {}", p.et->expert),
+                                          vector_text(p.et->tr.output().value.row(p.row))));
+        for (auto j : shown_indices(s.value.cols, opt_.full, 3, 16)) {
+            if (j == gap) {
+                b.lines.emplace_back("  …");
+                continue;
+            }
+            std::vector<std::string> terms;
+            for (const auto& p : parts) {
+                const std::string value = op(p.et->tr.output().value(p.row, j));
+                terms.push_back(p.et->shared ? value : fmt::format("{}×{}", op(w(t, p.et->expert)), value));
+            }
+            b.lines.push_back(fmt::format("  output{} = {} = {}{}", at(t, j), fmt::join(terms, " + "), num(s.value(t, j)),
+                                          spaced_marks("combine", t, j, true)));
+        }
+        add(std::move(b));
+    }
+
+    void readings() {
+        const moe& l = mlayer();
+        add({block_kind::heading, "Readings"});
+        std::vector<std::vector<std::string>> f;
+        std::vector<std::string> load;
+        for (std::size_t e = 0; e < l.n_experts(); ++e)
+            load.push_back(fmt::format("{} {}", ex_.names.experts.empty() ? fmt::format("expert {}:", e)
+                                                                          : fmt::format("{}:", ex_.names.experts[e]),
+                                       mr_.load[e]));
+        f.push_back({"load", fmt::format("tokens per expert: {} ({} tokens × top {} = {} choices)", fmt::join(load, ", "),
+                                         mt_.tokens(), l.top_k, mt_.tokens() * l.top_k)});
+        const auto& p = mr_.params;
+        f.push_back({"parameters",
+                     fmt::format("one token uses {} of the layer's {} ({:.1f}%): router {} + {} × {} per expert{}",
+                                 p.active, p.total, 100.0 * static_cast<double>(p.active) / static_cast<double>(p.total),
+                                 p.router, l.top_k, p.per_expert,
+                                 l.shared.empty() ? std::string() : fmt::format(" + shared {}", p.shared))});
+        f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); every expert on every "
+                                         "token: {} ({:.2f}×)",
+                                         mr_.macs_per_token(), mr_.router_macs, l.top_k, mr_.expert_macs,
+                                         l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs),
+                                         mr_.dense_macs_per_token(),
+                                         static_cast<double>(mr_.dense_macs_per_token()) / static_cast<double>(mr_.macs_per_token()))});
+        if (mt_.tokens() > 1) {
+            const bool same = mr_.position_wise_same_choice && mr_.position_wise_max_difference == 0;
+            f.push_back({"position-wise",
+                         mr_.position_wise_same_choice
+                             ? fmt::format("each of the {} tokens traced alone chooses the same experts and gives the same "
+                                           "numbers: largest difference {} {}",
+                                           mt_.tokens(), format_short(mr_.position_wise_max_difference, 17),
+                                           same ? styled(style::green, "✓") : styled(style::red, "✗"))
+                             : styled(style::red, "a token traced alone chose other experts ✗")});
+        }
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    void summary() {
+        add({block_kind::heading, "Summary"});
+        const matrix& w = mt_.find("weights")->value;
+        block b{block_kind::lines};
+        for (auto t : shown_indices(mt_.tokens(), opt_.full)) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            std::vector<std::string> route;
+            for (auto e : mt_.chosen[t]) route.push_back(fmt::format("expert {} × {}", e, format_short(w(t, e), opt_.precision)));
+            b.lines.push_back(fmt::format("{}: {} → {}{} → {}", token_name(t), short_vector(mt_.input.row(t)), fmt::join(route, " + "),
+                                          mlayer().residual ? " → + x" : "", vector_text(mt_.output().value.row(t))));
+        }
+        add(std::move(b));
+    }
+
+    const moe_trace& mt_;
+    const moe_readings& mr_;
+};
+
+}  // namespace
+}  // namespace detail
+
+namespace {
+
+detail::document build(const moe_rendering_input& in, const text_options& options) {
+    detail::document doc = detail::moe_builder(in, options).build();
+    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
+}
+
+}  // namespace
+
+std::string render_text(const moe_rendering_input& in, const text_options& options) {
+    return apply_styles(detail::text_view(build(in, options)), options.colour);
+}
+
+std::string render_markdown(const moe_rendering_input& in, const text_options& options) {
+    return apply_styles(detail::markdown_view(build(in, options)), false);
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,571 @@
+// The walkthrough's document builder (internal to the library): the text and Markdown views
+// of a dense trace, and the blocks an MoE walkthrough reuses for each expert's steps.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <tuple>
+
+#include "document.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_text.hpp"
+
+namespace ffn_trace::detail {
+
+
+inline std::string capitalised(std::string_view s) {
+    std::string out(s);
+    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+    return out;
+}
+
+inline std::string activation_title(activation kind) {
+    switch (kind) {
+        case activation::relu: return "ReLU";
+        case activation::gelu: return "GELU";
+        case activation::gelu_exact: return "exact GELU";
+        case activation::silu: return "SiLU";
+        case activation::identity: return "identity";
+        case activation::swiglu: return "SwiGLU";
+        case activation::geglu: return "GEGLU";
+        case activation::reglu: return "ReGLU";
+    }
+    return "";
+}
+
+// Builds the walkthrough document from what the engine recorded.
+class walkthrough_builder {
+public:
+    virtual ~walkthrough_builder() = default;
+    walkthrough_builder(const example& ex, const std::vector<claim>& claims, const text_options& options,
+                        detail_level level)
+        : ex_(ex), claims_(claims), opt_(options), level_(level) {
+        for (const auto& c : claims_) by_element_[{c.step, c.token, c.index}].push_back(&c);
+        all_detailed_ = opt_.tokens.empty() ? shown_indices(ex_.input.rows, opt_.full) : opt_.tokens;
+    }
+    walkthrough_builder(const rendering_input& in, const text_options& options)
+        : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer))) {
+        use(in.tr, in.reads);
+    }
+
+    document build() {
+        heading_block();
+        if (level_ != detail_level::summary) {
+            input_block(tr_->input);
+            int number = 1;
+            for (const auto& s : tr_->steps) step_block(fmt::format("Step {}", number++), s);
+        }
+        readings_block();
+        claims_block();
+        summary_block();
+        return std::move(doc_);
+    }
+
+protected:
+    // The dense trace the step blocks render: the layer's own, or one expert's, whose row r is
+    // the input's token rows[r]; its claims are named with `prefix` ("expert[2].").
+    void use(const trace& tr, const readings& reads, const std::vector<std::size_t>* rows = nullptr,
+             std::string prefix = "") {
+        tr_ = &tr;
+        reads_ = &reads;
+        rows_ = rows;
+        prefix_ = std::move(prefix);
+        detailed_.clear();
+        if (!rows_) {
+            detailed_ = all_detailed_;
+            return;
+        }
+        // An expert details the routed tokens among those detailed, in its own rows.
+        const bool all = opt_.tokens.empty() && rows_->size() <= 10;
+        for (std::size_t r = 0; r < rows_->size(); ++r)
+            if (all || std::find(all_detailed_.begin(), all_detailed_.end(), (*rows_)[r]) != all_detailed_.end())
+                detailed_.push_back(r);
+    }
+    // Back to the layer's own tokens, with no dense trace in use (an MoE's routing steps).
+    void use_layer_tokens() {
+        rows_ = nullptr;
+        prefix_.clear();
+        detailed_ = all_detailed_;
+    }
+    // The input's flat token index of a row of the trace in use.
+    std::size_t global(std::size_t row) const { return rows_ ? (*rows_)[row] : row; }
+    std::string at(std::size_t row, std::size_t j) const { return element_index(ex_.lead, global(row), j); }
+
+    const ffn& layer() const { return tr_->layer; }
+    bool out_in() const { return ex_.stored == layout::out_in; }
+
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    // An operand in written-out arithmetic: short, and in parentheses when negative.
+    std::string op(double v) const { return operand(v, opt_.precision); }
+
+    std::string vector_text(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
+    std::string short_vector(std::span<const double> v) const { return short_vector_text(v, opt_.precision, opt_.full); }
+
+    std::string token_name(std::size_t t) const { return detail::token_name(ex_.names.tokens, ex_.lead, global(t)); }
+
+    static std::string variable(std::string_view step) {
+        static const std::map<std::string_view, std::string> names{
+            {"expand", "hidden"}, {"gate", "gate"},      {"up", "up"},  {"activate", "activated"},
+            {"multiply", "product"}, {"contract", "output"}, {"residual", "y"}};
+        return names.at(step);
+    }
+
+    // An expert's steps hold only its routed tokens: (routed × width).
+    std::string shape_text(std::size_t width) const {
+        return rows_ ? fmt::format("({} × {})", rows_->size(), width) : detail::shape_text(ex_.lead, width);
+    }
+
+    const std::vector<std::string>& column_labels(std::string_view step) const {
+        if (step == "input") return ex_.names.inputs;
+        if (step == "router" || step == "probabilities" || step == "weights") return ex_.names.experts;
+        if (step == "contract" || step == "residual" || step == "combine") return ex_.names.outputs;
+        return ex_.names.hidden;
+    }
+
+    std::string unit_label(std::size_t j) const {
+        return ex_.names.hidden.empty() ? fmt::format("unit {}", j) : fmt::format("unit {} ({})", j, ex_.names.hidden[j]);
+    }
+
+    // ✓ / ✗ marks for the claims on one element; `full` adds the claimed numbers.
+    std::string spaced_marks(std::string_view step, std::size_t t, std::size_t j, bool full) const {
+        const std::string m = marks(step, t, j, full);
+        return m.empty() ? m : " " + m;
+    }
+    std::string marks(std::string_view step, std::size_t t, std::size_t j, bool full) const {
+        auto it = by_element_.find({prefix_ + std::string(step), global(t), j});
+        if (it == by_element_.end()) return "";
+        std::vector<std::string> out;
+        for (const claim* c : it->second) {
+            const std::string claimed = format_short(c->claimed, 12);
+            if (c->ok)
+                out.push_back(styled(style::green, full ? "✓ " + claimed : "✓"));
+            else
+                out.push_back(styled(style::red, full ? fmt::format("✗ claimed {} (off by {})", claimed,
+                                                                    format_short(std::abs(c->difference()), opt_.precision))
+                                                      : "✗"));
+        }
+        return fmt::format("{}", fmt::join(out, " "));
+    }
+
+    // A table of a (tokens, width) matrix, one row per detailed token.
+    block table(std::string_view step, const matrix& m) const {
+        block b{block_kind::table};
+        const auto& labels = column_labels(step);
+        const auto columns = shown_indices(m.cols, opt_.full);
+        std::vector<std::string> header{ex_.lead.empty() ? "" : "token"};
+        for (auto j : columns) header.push_back(j == gap ? "…" : labels.empty() ? fmt::format("[{}]", j) : labels[j]);
+        b.rows.push_back(std::move(header));
+        for (auto t : detailed_) {
+            std::vector<std::string> row{t == gap ? "…" : token_name(t)};
+            for (auto j : columns) {
+                if (t == gap || j == gap) {
+                    row.emplace_back("…");
+                    continue;
+                }
+                const bool off = step == "activate" && !is_active(*tr_, *reads_, t, j) && is_relu();
+                std::string cell = num(m(t, j));
+                row.push_back((off ? styled(style::dim, cell) : cell) + spaced_marks(step, t, j, false));
+            }
+            b.rows.push_back(std::move(row));
+        }
+        return b;
+    }
+
+    bool is_relu() const { return info(layer().act).unit == activation::relu; }
+
+    void add(block b) { doc_.push_back(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+
+    void heading_block() {
+        const std::string title = ex_.title.empty() ? "FFN trace of " + ex_.file : ex_.title;
+        add({block_kind::title, title});
+        if (!ex_.description.empty()) paragraph(ex_.description);
+        const auto& a = info(layer().act);
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} (input {})", layer().d_model(),
+                                           layer().d_ff(), layer().d_out(),
+                                           tr_->tokens() == 1 ? std::string("one token") : fmt::format("{} tokens", tr_->tokens()),
+                                           shape_text(layer().d_model()).substr(1, shape_text(layer().d_model()).size() - 2))});
+        f.push_back({"activation", a.gated ? fmt::format("{}: gate {}, multiplied by up", a.name, a.formula)
+                                           : fmt::format("{}: {}", a.name, a.formula)});
+        f.push_back(layout_field());
+        f.push_back({"residual", layer().residual ? "on: y = x + FFN(x)"
+                                                  : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
+        if (!claims_.empty()) f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
+        f.push_back(detail_field());
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    std::vector<std::string> layout_field() const {
+        return {"layout",
+                out_in() ? fmt::format("out_in{}: the file stores W as outputs × inputs (y = W·x + b); shown here in the math form x · W",
+                                       ex_.layout_stated ? "" : " (inferred from the shapes)")
+                         : fmt::format("in_out{}: the file stores W as inputs × outputs (y = x · W + b)",
+                                       ex_.layout_stated ? "" : " (inferred from the shapes)")};
+    }
+    std::vector<std::string> detail_field() const {
+        static const char* level_names[] = {"summary", "values", "arithmetic"};
+        return {"detail", level_names[static_cast<int>(level_)]};
+    }
+
+    void input_block(const matrix& x) {
+        add({block_kind::heading, fmt::format("Input   x   {}", shape_text(x.cols)), {}, {}});
+        add(table("input", x));
+    }
+
+    std::string formula(std::string_view step) const {
+        const ffn& l = layer();
+        auto bias = [](const std::vector<double>& b, std::string_view name) {
+            return b.empty() ? std::string() : fmt::format(" + {}", name);
+        };
+        const std::string hidden_in = l.gated() ? "product" : "activated";
+        if (step == "expand") return "hidden = x · W1" + bias(l.b1, "b1");
+        if (step == "gate") return "gate = x · Wg" + bias(l.bg, "bg");
+        if (step == "up") return "up = x · Wu" + bias(l.bu, "bu");
+        if (step == "activate")
+            return fmt::format("activated = {}({})", info(info(l.act).unit).name, l.gated() ? "gate" : "hidden");
+        if (step == "multiply") return "product = activated ⊙ up";
+        if (step == "contract") return fmt::format("output = {} · W2{}", hidden_in, bias(l.b2, "b2"));
+        return "y = x + output";
+    }
+
+    std::string shapes(std::string_view step) const {
+        const ffn& l = layer();
+        const auto in = shape_text(l.d_model()), hidden = shape_text(l.d_ff()), out = shape_text(l.d_out());
+        if (step == "expand" || step == "gate" || step == "up")
+            return fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.d_ff(), hidden);
+        if (step == "activate" || step == "multiply") return fmt::format("{} → {}", hidden, hidden);
+        if (step == "contract") return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
+        return fmt::format("{} + {} → {}", in, out, out);
+    }
+
+    std::string explanation(std::string_view step) const {
+        const ffn& l = layer();
+        const std::string file_note_1 = out_in() ? " (row j of the file's W1, which stores d_ff × d_model)" : "";
+        if (step == "expand")
+            return "Each hidden unit j scores the token against its key, column j of W1" + file_note_1 +
+                   ": one learned detector per unit, d_ff of them.";
+        if (step == "gate")
+            return "Each gate unit scores the token against its column of Wg; the gate will decide how much of each "
+                   "hidden unit gets through.";
+        if (step == "up") return "The up projection computes a second score per hidden unit, the one that gets gated.";
+        if (step == "activate") {
+            switch (info(l.act).unit) {
+                case activation::relu:
+                    return "ReLU keeps positive scores and zeroes the rest: a detector that did not fire is switched off.";
+                case activation::gelu:
+                    return "GELU (tanh form, as in GPT-2 and BERT) bends smoothly instead of cutting at 0: small "
+                           "negative values pass through, slightly.";
+                case activation::gelu_exact: return "Exact GELU: x·Φ(x), Φ the standard normal CDF.";
+                case activation::silu: return "SiLU (swish): x·σ(x), σ the logistic sigmoid.";
+                default:
+                    return "No activation: activated = hidden. Without a non-linearity the two matrices collapse "
+                           "into one (see Readings).";
+            }
+        }
+        if (step == "multiply")
+            return "The activated gate multiplies the up projection element by element: a gate near 0 lets "
+                   "nothing through.";
+        if (step == "contract")
+            return std::string("Each hidden unit adds its value vector, row j of W2") +
+                   (out_in() ? " (column j of the file's W2)" : "") +
+                   ", scaled by how strongly it fired: the output is a weighted sum of W2's rows, the "
+                   "key-value memory view.";
+        return "The residual adds the input back: the FFN writes an update onto the token rather than replacing it.";
+    }
+
+    // "a×b + c×d + … = r", with operands in the file's order (w×x for out_in, x×w for in_out).
+    std::string dot_line(std::span<const double> x, const matrix& w, std::size_t j, const std::vector<double>& b) const {
+        std::vector<std::string> terms;
+        for (std::size_t i : shown_indices(x.size(), opt_.full, 3, 8)) {
+            if (i == gap) {
+                terms.emplace_back("…");
+                continue;
+            }
+            terms.push_back(out_in() ? op(w(i, j)) + "×" + op(x[i]) : op(x[i]) + "×" + op(w(i, j)));
+        }
+        std::string sum = fmt::format("{}", fmt::join(terms, " + "));
+        if (!b.empty()) sum += (b[j] < 0 ? " − " : " + ") + format_short(std::abs(b[j]), opt_.precision);
+        return sum;
+    }
+
+    // The activation of one token as a table of its intermediate terms, after one element
+    // worked out in full.
+    void activation_arithmetic(const step& s, std::size_t t, bool first) {
+        const activation unit = info(layer().act).unit;
+        const matrix& in = tr_->steps.front().value;  // expand, or gate
+        const std::string h = layer().gated() ? "g" : "h";
+        auto term = [&s](std::string_view name) -> const matrix& {
+            for (const auto& x : s.terms)
+                if (x.name == name) return x.value;
+            return s.value;
+        };
+        if (first && unit != activation::relu) {
+            block lines{block_kind::lines};
+            lines.lines.push_back(token_name(t) + ", for example:");
+            const std::string x = op(in(t, 0)), lhs = "  " + variable("activate") + at(t, 0);
+            const std::string y = num(s.value(t, 0));
+            switch (unit) {
+                case activation::gelu:
+                    lines.lines.push_back(fmt::format("{} = 0.5 × {} × (1 + tanh(√(2/π) × ({} + 0.044715 × {}³)))", lhs, x, x, x));
+                    lines.lines.push_back(fmt::format("{}   = 0.5 × {} × (1 + tanh({})) = 0.5 × {} × (1 + {}) = {}",
+                                                      std::string(display_width(lhs) - 2, ' '), x, num(term("z")(t, 0)), x,
+                                                      num(term("tanh")(t, 0)), y));
+                    break;
+                case activation::gelu_exact:
+                    lines.lines.push_back(fmt::format("{} = {} × Φ({}) = {} × {} = {}", lhs, x, x, x, num(term("Phi")(t, 0)), y));
+                    break;
+                case activation::silu:
+                    lines.lines.push_back(fmt::format("{} = {} × σ({}) = {} × {} = {}", lhs, x, x, x, num(term("sigma")(t, 0)), y));
+                    break;
+                default: break;
+            }
+            add(std::move(lines));
+        }
+
+        block b{block_kind::table};
+        switch (unit) {
+            case activation::gelu:
+                b.rows.push_back({token_name(t), h, fmt::format("z = √(2/π)·({0} + 0.044715·{0}³)", h), "tanh z",
+                                  fmt::format("0.5·{}·(1 + tanh z)", h), ""});
+                break;
+            case activation::gelu_exact: b.rows.push_back({token_name(t), h, fmt::format("Φ({})", h), fmt::format("{}·Φ({})", h, h), ""}); break;
+            case activation::silu: b.rows.push_back({token_name(t), h, fmt::format("σ({})", h), fmt::format("{}·σ({})", h, h), ""}); break;
+            default: b.rows.push_back({token_name(t), h, fmt::format("max(0, {})", h), ""}); break;
+        }
+        b.align = std::string(b.rows[0].size() - 1, 'r') + "l";
+        b.align[0] = 'l';
+        for (auto j : shown_indices(s.value.cols, opt_.full, 3, 16)) {
+            if (j == gap) {
+                b.rows.push_back(std::vector<std::string>(b.rows[0].size(), "…"));
+                continue;
+            }
+            std::vector<std::string> row{ex_.names.hidden.empty() ? fmt::format("[{}]", j) : ex_.names.hidden[j], num(in(t, j))};
+            for (const auto& x : s.terms) row.push_back(num(x.value(t, j)));
+            const bool off = unit == activation::relu && s.value(t, j) <= 0;
+            row.push_back(off ? styled(style::dim, num(s.value(t, j)) + " off") : num(s.value(t, j)));
+            row.push_back(marks("activate", t, j, true));
+            b.rows.push_back(std::move(row));
+        }
+        add(std::move(b));
+    }
+
+    // `label` names the step: "Step 2", or "Expert 1 (geography)" for an expert's steps.
+    void step_block(const std::string& label, const step& s) {
+        const std::string title = s.name == "activate" ? fmt::format("Activate ({})", activation_title(layer().act))
+                                                       : capitalised(s.name);
+        add({block_kind::heading, fmt::format("{} · {}   {}   {}", label, title, formula(s.name), shapes(s.name)), {}, {}});
+        paragraph(explanation(s.name));
+        if (level_ == detail_level::arithmetic && !(s.name == "activate" && layer().act == activation::identity))
+            arithmetic(s);
+        add(table(s.name, s.value));
+        if (level_ == detail_level::values) failures_of(s.name);
+    }
+
+    // The written-out arithmetic of one step, token by token.
+    void arithmetic(const step& s) {
+        const ffn& l = layer();
+        const std::string v = variable(s.name);
+        const auto units = shown_indices(s.value.cols, opt_.full, 3, 16);
+        bool first = true;
+        for (auto t : detailed_) {
+            if (t == gap) continue;
+            if (s.name == "activate") {
+                activation_arithmetic(s, t, first);
+                first = false;
+                if (is_relu()) switched_off(s, t);
+                continue;
+            }
+            block b{block_kind::lines};
+            const matrix* w = s.name == "expand" ? &l.w1 : s.name == "gate" ? &l.wg : s.name == "up" ? &l.wu
+                            : s.name == "contract" ? &l.w2 : nullptr;
+            const std::vector<double>* bias = s.name == "expand" ? &l.b1 : s.name == "gate" ? &l.bg : s.name == "up" ? &l.bu : &l.b2;
+            const std::span<const double> in_row = s.name == "contract" ? hidden_output(*tr_).row(t) : tr_->input.row(t);
+            if (w)
+                b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t), s.name == "contract" ? (l.gated() ? "product" : "activated") : "x",
+                                              token_index(ex_.lead, global(t)), short_vector(in_row)));
+            else
+                b.lines.push_back(token_name(t) + ":");
+            for (auto j : units) {
+                if (j == gap) {
+                    b.lines.emplace_back("  …");
+                    continue;
+                }
+                std::string rhs;
+                if (w)
+                    rhs = dot_line(in_row, *w, j, *bias);
+                else if (s.name == "multiply")
+                    rhs = fmt::format("{} × {}", op(tr_->find("activate")->value(t, j)), op(tr_->find("up")->value(t, j)));
+                else  // residual
+                    rhs = fmt::format("{} + {}", op(tr_->input(t, j)), op(tr_->find("contract")->value(t, j)));
+                b.lines.push_back(fmt::format("  {}{} = {} = {}{}", v, at(t, j), rhs,
+                                              num(s.value(t, j)), spaced_marks(s.name, t, j, true)));
+            }
+            add(std::move(b));
+            if (s.name == "contract") key_value(t);
+        }
+    }
+
+    void switched_off(const step& s, std::size_t t) {
+        std::vector<std::string> off;
+        for (std::size_t j = 0; j < s.value.cols; ++j)
+            if (!is_active(*tr_, *reads_, t, j)) off.push_back(unit_label(j));
+        add({block_kind::lines, "", {}, {off.empty() ? "every unit fired" : fmt::format("switched off: {}", fmt::join(off, ", "))}});
+    }
+
+    // The contraction of one token as a weighted sum of W2's rows.
+    void key_value(std::size_t t) {
+        const matrix c = contributions(*tr_, t);
+        const matrix& h = hidden_output(*tr_);
+        block b{block_kind::table, "", {}, {}, "lrl"};
+        b.rows.push_back({"hidden unit", "fired", "wrote (its W2 row × fired)"});
+        for (auto j : shown_indices(c.rows, opt_.full, 3, 16)) {
+            if (j == gap) {
+                b.rows.push_back({"…", "…", "…"});
+                continue;
+            }
+            if (!is_active(*tr_, *reads_, t, j)) {
+                b.rows.push_back({styled(style::dim, unit_label(j)), styled(style::dim, num(h(t, j))),
+                                  styled(style::dim, is_relu() ? "nothing (off)" : vector_text(c.row(j)))});
+                continue;
+            }
+            b.rows.push_back({unit_label(j), num(h(t, j)), vector_text(c.row(j))});
+        }
+        if (!layer().b2.empty()) b.rows.push_back({"+ b2", "", vector_text(layer().b2)});
+        b.rows.push_back({"= output" + token_index(ex_.lead, global(t)), "", vector_text(tr_->find("contract")->value.row(t))});
+        add(std::move(b));
+    }
+
+    void failures_of(std::string_view step_name) {
+        block b{block_kind::lines};
+        for (const auto& c : claims_) {
+            if (c.ok || c.step != prefix_ + std::string(step_name)) continue;
+            const auto& note = ex_.expect[c.expectation].note;
+            b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (off by {}, tolerance {}){}", c.step,
+                                                             element_index(ex_.lead, c.token, c.index),
+                                                             format_short(c.claimed, 12), num(c.computed),
+                                                             format_short(std::abs(c.difference()), opt_.precision),
+                                                             format_short(c.tolerance, 12), note.empty() ? "" : " — " + note)));
+        }
+        if (!b.lines.empty()) add(std::move(b));
+    }
+
+    // Every step a claim can name, in the order of the walkthrough.
+    virtual std::vector<std::string> claimable_steps() const {
+        std::vector<std::string> names;
+        for (const auto& s : tr_->steps) names.push_back(s.name);
+        return names;
+    }
+
+    void readings_block() {
+        add({block_kind::heading, "Readings"});
+        std::vector<std::vector<std::string>> f;
+        std::vector<std::string> counts;
+        for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
+            if (t == gap) {
+                counts.emplace_back("…");
+                continue;
+            }
+            counts.push_back(fmt::format("{}: {} of {}", token_name(t), reads_->active[t], layer().d_ff()));
+        }
+        f.push_back({"active units",
+                     fmt::format("{} ({})", fmt::join(counts, ", "),
+                                 is_relu() ? "activation > 0"
+                                           : fmt::format("|{}| > {}", layer().gated() ? "product" : "activated",
+                                                         format_short(reads_->active_threshold, 6)))});
+        if (tr_->tokens() > 1) {
+            const bool same = reads_->position_wise_max_difference == 0;
+            f.push_back({"position-wise",
+                         fmt::format("each of the {} tokens traced alone gives the same numbers as all traced at once: "
+                                     "largest difference {} {}",
+                                     tr_->tokens(), format_short(reads_->position_wise_max_difference, 17),
+                                     same ? styled(style::green, "✓") : styled(style::red, "✗"))});
+        }
+        add({block_kind::fields, "", std::move(f)});
+        if (reads_->collapsed) {
+            const collapse& c = *reads_->collapsed;
+            paragraph(fmt::format("Without an activation the two matrices collapse into one: W = W1 · W2 ({} × {}){}. "
+                                  "x · W{} gives the trace's output, largest difference {} {}",
+                                  layer().d_model(), layer().d_out(), c.b.empty() ? "" : " and b = b1 · W2 + b2",
+                                  c.b.empty() ? "" : " + b", format_short(c.max_difference, 17),
+                                  c.max_difference <= 1e-12 ? styled(style::green, "✓") : styled(style::red, "✗")));
+            block w{block_kind::table};
+            std::vector<std::string> header{"W = W1 · W2"};
+            const auto& out_labels = ex_.names.outputs;
+            for (auto k : shown_indices(c.w.cols, opt_.full)) header.push_back(k == gap ? "…" : out_labels.empty() ? fmt::format("[{}]", k) : out_labels[k]);
+            w.rows.push_back(header);
+            for (auto i : shown_indices(c.w.rows, opt_.full)) {
+                std::vector<std::string> row{i == gap ? "…" : ex_.names.inputs.empty() ? fmt::format("[{}]", i) : ex_.names.inputs[i]};
+                for (auto k : shown_indices(c.w.cols, opt_.full)) row.push_back(i == gap || k == gap ? "…" : num(c.w(i, k)));
+                w.rows.push_back(row);
+            }
+            if (!c.b.empty()) {
+                std::vector<std::string> row{"b"};
+                for (auto k : shown_indices(c.w.cols, opt_.full)) row.push_back(k == gap ? "…" : num(c.b[k]));
+                w.rows.push_back(row);
+            }
+            add(std::move(w));
+        }
+    }
+
+    void claims_block() {
+        if (claims_.empty()) return;
+        add({block_kind::heading, "Claims"});
+        const std::size_t failed = count_failed(claims_);
+        paragraph(failed == 0 ? styled(style::green, fmt::format("✓ all {} claimed numbers hold.", claims_.size()))
+                              : styled(style::red, fmt::format("✗ {} of {} claimed numbers do not hold.", failed, claims_.size())));
+        block b{block_kind::table, "", {}, {}, "llll"};
+        b.rows.push_back({"claim", "step", "holds", "note"});
+        for (std::size_t k = 0; k < ex_.expect.size(); ++k) {
+            std::size_t n = 0, ok = 0;
+            for (const auto& c : claims_)
+                if (c.expectation == k) {
+                    ++n;
+                    ok += c.ok ? 1 : 0;
+                }
+            const auto& e = ex_.expect[k];
+            const std::string where = e.step + (e.token ? token_index(ex_.lead, *e.token) : "");
+            const std::string verdict = fmt::format("{} of {}", ok, n);
+            b.rows.push_back({fmt::format("expect[{}]", k), where,
+                              ok == n ? styled(style::green, verdict + " ✓") : styled(style::red, verdict + " ✗"), e.note});
+        }
+        add(std::move(b));
+        if (level_ == detail_level::summary)
+            for (const auto& name : claimable_steps()) failures_of(name);
+    }
+
+    void summary_block() {
+        add({block_kind::heading, "Summary"});
+        std::string path = layer().gated() ? fmt::format("gate, up → {} → contract", activation_title(layer().act))
+                                           : fmt::format("expand → {} → contract", activation_title(layer().act));
+        if (layer().residual) path += " → + x";
+        block b{block_kind::lines};
+        for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            b.lines.push_back(fmt::format("{}: {} → {} → {}", token_name(t), short_vector(tr_->input.row(t)), path,
+                                          vector_text(tr_->output().value.row(t))));
+        }
+        add(std::move(b));
+    }
+
+    const example& ex_;
+    const std::vector<claim>& claims_;
+    const text_options& opt_;
+    detail_level level_;
+    const trace* tr_ = nullptr;
+    const readings* reads_ = nullptr;
+    const std::vector<std::size_t>* rows_ = nullptr;
+    std::string prefix_;
+    std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"
+    std::vector<std::size_t> detailed_;      // rows of the trace in use
+    std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<const claim*>> by_element_;
+    document doc_;
+};
+
+
+}  // namespace ffn_trace::detail
