@@ -1,10 +1,12 @@
 // The views of the backward pass: text and Markdown walkthroughs, and JSON.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ffn_trace/backward.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/render_text.hpp"
 
 namespace ffn_trace {
@@ -23,5 +25,28 @@ std::string render_grad_markdown(const grad_rendering_input& in, const text_opti
 // loss, gradients (in the file's layout and key names, plus "input"), the check, and with a
 // descent step the updated weights and the new loss.
 std::string render_grad_json(const grad_rendering_input& in);
+
+// The backward pass of an MoE layer, with the top-k choice held fixed.
+struct moe_grad_rendering_input {
+    const example& ex;
+    const moe_trace& tr;
+    const moe_gradients& grads;
+    const gradient_check& check;
+    const moe_descent_step* descent;  // with --lr, else null
+};
+
+std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options);
+std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options);
+// loss, gradients under the file's own paths (router.W, experts[1].W2, …, input), the check,
+// and with a descent step the updated weights, the new loss and whether the routing changed.
+std::string render_grad_json(const moe_grad_rendering_input& in);
+
+namespace detail {
+// The verdict of a gradient check, as one paragraph.
+std::string check_text(const gradient_check& c);
+// A weight in the file's layout, as nested rows.
+nlohmann::ordered_json nested_weight(const matrix& math_form, bool out_in);
+nlohmann::ordered_json check_json(const gradient_check& c);
+}  // namespace detail
 
 }  // namespace ffn_trace

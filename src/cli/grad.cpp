@@ -21,6 +21,37 @@ void setup_grad(CLI::App& app, int& status) {
     sub->callback([o, &status] { status = run_grad(*o); });
 }
 
+namespace {
+
+int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_spec& loss) {
+    using namespace ffn_trace;
+    auto g = run_moe_backward(*t.moe, loss);
+    if (!g) {
+        g.err().file = t.ex.file;
+        return report(g.err());
+    }
+    const auto check = check_moe_gradients(*t.moe, loss, *g, t.ex.stored == layout::out_in);
+    std::optional<moe_descent_step> step;
+    if (o.lr) {
+        auto s = descend_moe(*t.moe, loss, *g, *o.lr);
+        if (!s) {
+            s.err().file = t.ex.file;
+            return report(s.err());
+        }
+        step = std::move(*s);
+    }
+    const moe_grad_rendering_input in{t.ex, *t.moe, *g, check, step ? &*step : nullptr};
+    if (o.walkthrough.format == "json") {
+        fmt::print("{}", render_grad_json(in));
+        return exit_ok;
+    }
+    const auto text = walkthrough_options(o.walkthrough);
+    fmt::print("{}", o.walkthrough.format == "markdown" ? render_grad_markdown(in, text) : render_grad_text(in, text));
+    return exit_ok;
+}
+
+}  // namespace
+
 int run_grad(const grad_options& o) {
     using namespace ffn_trace;
     if (o.lr && !(std::isfinite(*o.lr) && *o.lr > 0))
@@ -32,6 +63,7 @@ int run_grad(const grad_options& o) {
                                        "or \"upstream\" (dL/d(output), the output's shape)"});
     if (auto e = check_tokens(t->ex, o.walkthrough.tokens)) return report(*e);
     const loss_spec loss{t->ex.target ? &*t->ex.target : nullptr, t->ex.upstream ? &*t->ex.upstream : nullptr};
+    if (t->moe) return run_moe_grad(o, *t, loss);
     auto g = run_backward(t->tr, loss);
     if (!g) {
         g.err().file = t->ex.file;

@@ -270,7 +270,10 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
     const matrix d_p = routing_weights_backward(w, t.find("weights")->terms.front().value, t.chosen, l.normalize, d_w);
     g.steps.push_back({"weights", {{"d_probabilities", d_p}}});
     const matrix d_logits = softmax_backward(probs.value, d_p);
-    g.steps.push_back({"probabilities", {{"d_router", d_logits}}});
+    matrix dot(tokens, 1);  // Σ_j dp_j·p_j, the part every logit's gradient shares
+    for (std::size_t tok = 0; tok < tokens; ++tok)
+        for (std::size_t j = 0; j < l.n_experts(); ++j) dot(tok, 0) += d_p(tok, j) * probs.value(tok, j);
+    g.steps.push_back({"probabilities", {{"dp·p", dot}, {"d_router", d_logits}}});
 
     // forward: router = x·Wr + br
     auto r = linear_backward(t.input, l.router, d_logits);

@@ -11,6 +11,50 @@
 
 namespace ffn_trace {
 
+namespace detail {
+
+std::string check_text(const gradient_check& c) {
+    std::string sampled = c.checked + c.skipped_at_kinks + c.skipped_overflow + c.skipped_routing < c.total
+                              ? fmt::format(" (an even sample of the {})", c.total)
+                              : "";
+    std::string text = fmt::format(
+        "Every gradient against central finite differences of L, (L(w + ε) − L(w − ε)) / 2ε with ε = {}·max(1, |w|): "
+        "{} values checked{}, largest relative error {}{} {}",
+        fmt::format("{:g}", c.h), c.checked, sampled, fmt::format("{:.2g}", c.max_relative_error),
+        c.worst.empty() ? "" : " at " + c.worst, c.ok() ? styled(style::green, "✓") : styled(style::red, "✗ (above 1e-6)"));
+    if (c.skipped_routing)
+        text += fmt::format(". {} values were skipped: their step of ε changes which experts a token chooses, and the "
+                            "choice is held fixed",
+                            c.skipped_routing);
+    if (c.skipped_at_kinks)
+        text += fmt::format(". {} values were skipped: their step of ε switches a ReLU unit on or off, where the "
+                            "derivative is not defined",
+                            c.skipped_at_kinks);
+    if (c.skipped_overflow)
+        text += fmt::format(". {} values were skipped: a step of ε makes the forward pass overflow", c.skipped_overflow);
+    return text + ".";
+}
+
+nlohmann::ordered_json nested_weight(const matrix& math_form, bool out_in) {
+    const matrix m = out_in ? math_form.transposed() : math_form;
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (std::size_t r = 0; r < m.rows; ++r) rows.push_back(std::vector<double>(m.row(r).begin(), m.row(r).end()));
+    return rows;
+}
+
+nlohmann::ordered_json check_json(const gradient_check& c) {
+    return {{"max_relative_error", c.max_relative_error},
+            {"worst", c.worst},
+            {"checked", c.checked},
+            {"total", c.total},
+            {"skipped_at_kinks", c.skipped_at_kinks},
+            {"skipped_overflow", c.skipped_overflow},
+            {"skipped_routing", c.skipped_routing},
+            {"ok", c.ok()}};
+}
+
+}  // namespace detail
+
 namespace {
 
 using detail::block;
@@ -325,21 +369,8 @@ private:
     }
 
     void check() {
-        const gradient_check& c = in_.check;
         heading_line("Gradient check");
-        std::string sampled = c.checked + c.skipped_at_kinks + c.skipped_overflow < c.total ? fmt::format(" (an even sample of the {})", c.total) : "";
-        std::string text = fmt::format(
-            "Every gradient against central finite differences of L, (L(w + ε) − L(w − ε)) / 2ε with ε = {}·max(1, |w|): "
-            "{} values checked{}, largest relative error {}{} {}",
-            fmt::format("{:g}", c.h), c.checked, sampled, fmt::format("{:.2g}", c.max_relative_error),
-            c.worst.empty() ? "" : " at " + c.worst, c.ok() ? styled(style::green, "✓") : styled(style::red, "✗ (above 1e-6)"));
-        if (c.skipped_at_kinks)
-            text += fmt::format(". {} values were skipped: their step of ε switches a ReLU unit on or off, where the "
-                                "derivative is not defined",
-                                c.skipped_at_kinks);
-        if (c.skipped_overflow)
-            text += fmt::format(". {} values were skipped: a step of ε makes the forward pass overflow", c.skipped_overflow);
-        paragraph(text + ".");
+        paragraph(detail::check_text(in_.check));
     }
 
     void descent() {
@@ -371,18 +402,11 @@ detail::document build(const grad_rendering_input& in, const text_options& optio
 
 using json = nlohmann::ordered_json;
 
-json nested_weight(const matrix& math_form, bool out_in) {
-    const matrix m = out_in ? math_form.transposed() : math_form;
-    json rows = json::array();
-    for (std::size_t r = 0; r < m.rows; ++r) rows.push_back(std::vector<double>(m.row(r).begin(), m.row(r).end()));
-    return rows;
-}
-
 json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
     json out;
     for (const auto& w : weight_views(l, d)) {
         if (w.w)
-            out[w.name] = nested_weight(use_gradient ? *w.dw : *w.w, out_in);
+            out[w.name] = detail::nested_weight(use_gradient ? *w.dw : *w.w, out_in);
         else
             out[w.name] = use_gradient ? *w.db : *w.b;
     }
@@ -409,13 +433,7 @@ std::string render_grad_json(const grad_rendering_input& in) {
     json g = weights_json(in.tr.layer, in.grads.d_layer, true, out_in);
     g["input"] = nested_rows(in.grads.d_input, in.tr.lead);
     j["gradients"] = std::move(g);
-    j["check"] = {{"max_relative_error", in.check.max_relative_error},
-                  {"worst", in.check.worst},
-                  {"checked", in.check.checked},
-                  {"total", in.check.total},
-                  {"skipped_at_kinks", in.check.skipped_at_kinks},
-                  {"skipped_overflow", in.check.skipped_overflow},
-                  {"ok", in.check.ok()}};
+    j["check"] = detail::check_json(in.check);
     if (in.descent) {
         j["learning_rate"] = in.descent->learning_rate;
         j["updated"] = weights_json(in.descent->updated, in.grads.d_layer, false, out_in);

@@ -1,0 +1,305 @@
+// The backward pass of an MoE layer, as a walkthrough and as JSON: from dL/d(output) back
+// through the combine into each chosen expert and its routing weight, through the
+// renormalisation and the softmax into the router. The top-k choice is held fixed.
+#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <type_traits>
+
+#include "document.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_grad.hpp"
+#include "ffn_trace/render_json.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+using detail::block;
+using detail::block_kind;
+
+class moe_grad_builder {
+public:
+    moe_grad_builder(const moe_grad_rendering_input& in, const text_options& options)
+        : in_(in), l_(in.tr.layer), opt_(options), level_(options.detail.value_or(default_detail(in.tr.layer))),
+          detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
+
+    detail::document build() {
+        heading();
+        forward();
+        paragraph(fmt::format("L = {}", num(in_.grads.loss)));
+        if (level_ != detail_level::summary) {
+            int number = 1;
+            for (const auto& s : in_.grads.steps) {
+                backward(number++, s);
+                if (s.name == "combine") experts();  // each expert's own pass starts from its share of g
+            }
+        }
+        heading_line("Gradient check");
+        paragraph(detail::check_text(in_.check));
+        if (in_.descent) descent();
+        return std::move(doc_);
+    }
+
+private:
+    bool out_in() const { return in_.ex.stored == layout::out_in; }
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string op(double v) const { return detail::operand(v, opt_.precision); }
+    std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
+    std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
+    std::string at(std::size_t t, std::size_t j) const { return element_index(in_.tr.lead, t, j); }
+    void add(block b) { doc_.push_back(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+    void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
+
+    // A (tokens, width) matrix, one row per detailed token.
+    void token_table(const matrix& m) {
+        block b{block_kind::table};
+        const auto cols = shown_indices(m.cols, opt_.full);
+        std::vector<std::string> header{in_.tr.lead.empty() ? "" : "token"};
+        for (auto j : cols) header.push_back(j == gap ? "…" : fmt::format("[{}]", j));
+        b.rows.push_back(header);
+        for (auto t : detailed_) {
+            std::vector<std::string> row{t == gap ? "…" : token_name(t)};
+            for (auto j : cols) row.push_back(t == gap || j == gap ? "…" : num(m(t, j)));
+            b.rows.push_back(row);
+        }
+        add(std::move(b));
+    }
+
+    // A weight-shaped matrix in the file's layout, under its file name.
+    void weight_table(const std::string& name, const matrix& math_form) {
+        const matrix m = out_in() ? math_form.transposed() : math_form;
+        block b{block_kind::table};
+        const auto cols = shown_indices(m.cols, opt_.full);
+        std::vector<std::string> header{name};
+        for (auto j : cols) header.push_back(j == gap ? "…" : fmt::format("[{}]", j));
+        b.rows.push_back(header);
+        for (auto i : shown_indices(m.rows, opt_.full)) {
+            std::vector<std::string> row{i == gap ? "…" : fmt::format("[{}]", i)};
+            for (auto j : cols) row.push_back(i == gap || j == gap ? "…" : num(m(i, j)));
+            b.rows.push_back(row);
+        }
+        add(std::move(b));
+    }
+
+    void heading() {
+        const std::string title = in_.ex.title.empty() ? in_.ex.file : in_.ex.title;
+        add({block_kind::title, "Backward pass · " + title});
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, top {}, {} token{}", l_.d_model(),
+                                           l_.n_experts(), l_.d_ff(), l_.d_out(), l_.top_k, in_.tr.tokens(),
+                                           in_.tr.tokens() == 1 ? "" : "s")});
+        f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
+                                           : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
+        f.push_back({"routing", "held fixed: the top-k choice is not differentiable, so, as in training, the gradient "
+                                "flows only through the chosen experts and their weights, then the softmax, into the router"});
+        f.push_back({"layout", out_in() ? "out_in: gradients of weights are shown as the file stores them, (outputs × inputs)"
+                                        : "in_out: gradients of weights are shown as the file stores them, (inputs × outputs)"});
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    void forward() {
+        heading_line("Forward pass (ffn-trace run shows every step)");
+        block b{block_kind::lines};
+        for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            std::string line = fmt::format("{}: x = {} → experts {} → output = {}", token_name(t),
+                                           detail::short_vector_text(in_.tr.input.row(t), opt_.precision, opt_.full),
+                                           fmt::join(in_.tr.chosen[t], ", "), vec(in_.tr.output().value.row(t)));
+            if (in_.ex.target)
+                line += fmt::format(", target = {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
+            b.lines.push_back(line);
+        }
+        add(std::move(b));
+    }
+
+    static std::string formula(std::string_view step, bool normalize) {
+        if (step == "output") return "g = dL/d(output)";
+        if (step == "residual") return "y = x + combine: g flows to the combine and straight to x";
+        if (step == "combine") return "d_weights[t][e] = g[t] · expert_e(x_t); each chosen expert gets w[t][e]·g[t]";
+        if (step == "weights")
+            return normalize ? "w_c = p_c / S over the chosen: dp_c = (dw_c − Σ_e dw_e·w_e) / S, 0 for the others"
+                             : "w_c = p_c for the chosen: dp_c = dw_c, 0 for the others";
+        if (step == "probabilities") return "p = softmax(logits): d_logits_i = p_i·(dp_i − Σ_j dp_j·p_j)";
+        if (step == "router") return "logits = x · Wr + br: dWr = xᵀ · d_logits, dbr = Σ d_logits, dx = d_logits · Wrᵀ";
+        return "dx = the residual's g + every expert's dx + the router's dx";
+    }
+
+    void backward(int number, const backward_step& s) {
+        heading_line(fmt::format("Backward {} · {}   {}", number, s.name, formula(s.name, l_.normalize)));
+        if (level_ == detail_level::arithmetic) arithmetic(s);
+        for (const auto& v : s.values) {
+            if (v.name == "dWr") {
+                weight_table("dWr (router.W)", v.value);
+            } else if (v.name == "dp·p") {
+                continue;  // written out in the arithmetic above
+            } else if (v.name == "dbr") {
+                add({block_kind::lines, "", {}, {fmt::format("dbr = {}", vec(v.value.row(0)))}});
+            } else {
+                add({block_kind::lines, "", {}, {v.name + ":"}});
+                token_table(v.value);
+            }
+        }
+    }
+
+    // The sums of the routing's backward steps, token by token.
+    void arithmetic(const backward_step& s) {
+        const moe_trace& t = in_.tr;
+        const matrix& g = in_.grads.steps.front().values.front().value;
+        const matrix& w = t.find("weights")->value;
+        const matrix& p = t.find("probabilities")->value;
+        const matrix& sum = t.find("weights")->terms.front().value;
+        const matrix* d_w = nullptr;
+        const matrix* d_p = nullptr;
+        for (const auto& st : in_.grads.steps) {
+            if (st.name == "combine") d_w = st.find("d_weights");
+            if (st.name == "weights") d_p = st.find("d_probabilities");
+        }
+        for (auto tok : detailed_) {
+            if (tok == gap) continue;
+            block b{block_kind::lines};
+            b.lines.push_back(token_name(tok) + ":");
+            if (s.name == "combine") {
+                for (auto e : t.chosen[tok]) {
+                    const expert_trace& et = *t.expert(e);
+                    const auto out = et.tr.output().value.row(*et.row_of(tok));
+                    std::vector<std::string> terms;
+                    for (std::size_t k : shown_indices(out.size(), opt_.full, 3, 8))
+                        terms.push_back(k == gap ? "…" : fmt::format("{}×{}", op(g(tok, k)), op(out[k])));
+                    b.lines.push_back(fmt::format("  d_weights{} = g · expert {}'s output = {} = {}", at(tok, e), e,
+                                                  fmt::join(terms, " + "), num((*d_w)(tok, e))));
+                }
+            } else if (s.name == "weights") {
+                std::vector<std::string> terms;
+                for (auto e : t.chosen[tok]) terms.push_back(fmt::format("{}×{}", op((*d_w)(tok, e)), op(w(tok, e))));
+                const std::string dot = fmt::format("{}", fmt::join(terms, " + "));
+                for (auto c : t.chosen[tok])
+                    b.lines.push_back(l_.normalize ? fmt::format("  dp{} = ({} − ({})) / {} = {}", at(tok, c), op((*d_w)(tok, c)),
+                                                                 dot, op(sum(tok, 0)), num(s.values.front().value(tok, c)))
+                                                   : fmt::format("  dp{} = dw = {}", at(tok, c), num(s.values.front().value(tok, c))));
+            } else if (s.name == "probabilities") {
+                std::vector<std::string> terms;
+                for (std::size_t j = 0; j < p.cols; ++j)
+                    if ((*d_p)(tok, j) != 0) terms.push_back(fmt::format("{}×{}", op((*d_p)(tok, j)), op(p(tok, j))));
+                const std::string dot = num((*s.find("dp·p"))(tok, 0));
+                b.lines.push_back(fmt::format("  Σ dp·p = {} = {}", terms.empty() ? "0" : fmt::format("{}", fmt::join(terms, " + ")),
+                                              dot));
+                for (auto i : shown_indices(p.cols, opt_.full, 3, 16)) {
+                    if (i == gap) {
+                        b.lines.emplace_back("  …");
+                        continue;
+                    }
+                    b.lines.push_back(fmt::format("  d_logits{} = {} × ({} − {}) = {}", at(tok, i), op(p(tok, i)),
+                                                  op((*d_p)(tok, i)), dot, num(s.find("d_router")->operator()(tok, i))));
+                }
+            } else {
+                continue;
+            }
+            add(std::move(b));
+        }
+    }
+
+    void experts() {
+        const auto& grads = in_.grads.experts;
+        for (std::size_t i = 0; i < grads.size(); ++i) {
+            const expert_trace& et = in_.tr.experts[i];
+            const std::string name = et.shared ? fmt::format("shared expert {}", et.expert) : fmt::format("expert {}", et.expert);
+            heading_line(fmt::format("Backward through {} · its own FFN backward pass over {} token{}, from upstream {}",
+                                     name, et.tokens.size(), et.tokens.size() == 1 ? "" : "s",
+                                     et.shared ? "g" : "w·g"));
+            const std::string key = et.shared ? fmt::format("shared_experts[{}].", et.expert) : fmt::format("experts[{}].", et.expert);
+            for_each_weight(grads[i].d_layer, [&](const char* w, const auto& d) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(d)>, matrix>)
+                    weight_table(fmt::format("d{} ({}{})", w, key, w), d);
+                else
+                    add({block_kind::lines, "", {}, {fmt::format("d{} ({}{}) = {}", w, key, w, vec(d))}});
+            });
+        }
+        std::vector<std::string> idle;
+        for (std::size_t e = 0; e < l_.n_experts(); ++e)
+            if (!in_.tr.expert(e)) idle.push_back(std::to_string(e));
+        if (!idle.empty())
+            paragraph(fmt::format("Expert{} {} received no token: {} gradient is zero.", idle.size() == 1 ? "" : "s",
+                                  fmt::join(idle, ", "), idle.size() == 1 ? "its" : "their"));
+    }
+
+    void descent() {
+        const moe_descent_step& d = *in_.descent;
+        heading_line(fmt::format("One step of gradient descent   W ← W − η·dW, η = {}", format_short(d.learning_rate, 12)));
+        moe updated = d.updated;
+        for_each_moe_weight(updated, [&](const std::string& name, const auto& w) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
+                weight_table(name + " (updated)", w);
+            else
+                add({block_kind::lines, "", {}, {fmt::format("{} (updated) = {}", name, vec(w))}});
+        });
+        const bool down = d.new_loss < in_.grads.loss;
+        paragraph(fmt::format("loss {} → {}   {}{}", num(in_.grads.loss), num(d.new_loss),
+                              down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η"),
+                              d.routing_changed ? "; the updated router sends some token to other experts" : ""));
+    }
+
+    const moe_grad_rendering_input& in_;
+    const moe& l_;
+    const text_options& opt_;
+    detail_level level_;
+    std::vector<std::size_t> detailed_;
+    detail::document doc_;
+};
+
+detail::document build(const moe_grad_rendering_input& in, const text_options& options) {
+    detail::document doc = moe_grad_builder(in, options).build();
+    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
+}
+
+using json = nlohmann::ordered_json;
+
+// Every weight under its file path, "router.W", "experts[1].W2", …
+json moe_weights_json(moe& l, bool out_in) {
+    json out;
+    for_each_moe_weight(l, [&](const std::string& name, const auto& w) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
+            out[name] = detail::nested_weight(w, out_in);
+        else
+            out[name] = w;
+    });
+    return out;
+}
+
+}  // namespace
+
+std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {
+    return apply_styles(detail::text_view(build(in, options)), options.colour);
+}
+
+std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options) {
+    return apply_styles(detail::markdown_view(build(in, options)), false);
+}
+
+std::string render_grad_json(const moe_grad_rendering_input& in) {
+    const bool out_in = in.ex.stored == layout::out_in;
+    json j;
+    j["activation"] = info(in.tr.layer.act).name;
+    j["layout"] = to_string(in.ex.stored);
+    j["loss_kind"] = in.ex.target ? "target" : "upstream";
+    j["loss"] = in.grads.loss;
+    moe d = in.grads.d_layer;
+    json g = moe_weights_json(d, out_in);
+    g["input"] = nested_rows(in.grads.d_input, in.tr.lead);
+    j["gradients"] = std::move(g);
+    j["check"] = detail::check_json(in.check);
+    if (in.descent) {
+        j["learning_rate"] = in.descent->learning_rate;
+        moe updated = in.descent->updated;
+        j["updated"] = moe_weights_json(updated, out_in);
+        j["new_loss"] = in.descent->new_loss;
+        j["routing_changed"] = in.descent->routing_changed;
+    }
+    return j.dump(2) + "\n";
+}
+
+}  // namespace ffn_trace
