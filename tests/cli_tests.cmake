@@ -134,3 +134,21 @@ cli_test("grad without target or upstream says what to add" 2 EMPTY "^error: .*r
 cli_test("grad needs a loss" 2 EMPTY "^error: .*large_gelu.json: grad needs a loss: add \"target\"" -- ${FT} grad ${INPUTS}/large_gelu.json)
 cli_test("grad refuses a learning rate of zero" 2 EMPTY "^error: --lr: expected a finite learning rate > 0, got 0$" -- ${FT} grad ${DATA}/lesson_hand.json --lr 0)
 cli_test("grad refuses a NaN learning rate" 2 EMPTY "^error: --lr: expected a finite learning rate > 0" -- ${FT} grad ${DATA}/lesson_hand.json --lr nan)
+
+# Mixture of Experts
+cli_test("run's MoE JSON has each token's experts and the experts' own steps" 0
+  "\"routing\": \\[ \\{ \"token\": 0, \"experts\": \\[ 0, 3 \\], \"tie\": false \\}, \\{ \"token\": 1, \"experts\": \\[ 1, 0 \\], \"tie\": true \\}.*\"experts\": \\[ \\{ \"expert\": 0, \"tokens\": \\[ 0, 1 \\]" EMPTY
+  -- ${FT} run ${DATA}/moe_mixtral.json --format json)
+cli_test("check passes both MoE examples" 0 "2 files, 88 claims, 0 failed" EMPTY
+  -- ${FT} check ${DATA}/moe_mixtral.json ${DATA}/moe_switch.json)
+cli_test("the MoE walkthrough names the idle expert" 0 "Idle: expert 2 — no token chose it, so it was never computed" EMPTY
+  -- ${FT} run ${DATA}/moe_switch.json --color never)
+cli_test("the MoE walkthrough says where a tie was decided" 0 "the chooses expert 1 .grammar. with p = 0.7112 and expert 0 .geography. with p = 0.0963 a tie" EMPTY
+  -- ${FT} run ${DATA}/moe_mixtral.json --color never)
+cli_test("grad through an MoE layer passes its gradient check and counts the skipped routing changes" 0
+  "largest relative error [0-9.e-]+ at .* ✓. [0-9]+ values were skipped: their step of ε changes which experts a token chooses" EMPTY
+  -- ${FT} grad ${DATA}/moe_mixtral.json --color never)
+cli_test("grad's MoE JSON names gradients by their file paths" 0 "\"gradients\": \\{ \"router.W\": .*\"experts\\[3\\].W2\":.*\"input\":" EMPTY
+  -- ${FT} grad ${DATA}/moe_mixtral.json --format json)
+cli_test("run --token details one token of an MoE layer" 0 "Expert 0 .geography. · Gate" EMPTY
+  -- ${FT} run ${DATA}/moe_mixtral.json --token 1 --color never)

@@ -112,13 +112,14 @@ matrix routing_weights(const matrix& p, const std::vector<std::vector<std::size_
 matrix routing_weights_backward(const matrix& w, const matrix& sum, const std::vector<std::vector<std::size_t>>& chosen,
                                 bool normalize, const matrix& dw);
 
-// Parameter counts, as ffn-trace params counts them.
+// Parameter counts, as ffn-trace params counts them. Experts may differ in their biases.
 struct moe_parameters {
-    std::size_t router = 0;       // Wr and br
-    std::size_t per_expert = 0;   // one routed expert
-    std::size_t shared = 0;       // every shared expert together
-    std::size_t total = 0;        // router + n_experts · per_expert + shared
-    std::size_t active = 0;       // what one token uses: router + top_k · per_expert + shared
+    std::size_t router = 0;            // Wr and br
+    std::vector<std::size_t> experts;  // each routed expert's weights and biases
+    std::size_t shared = 0;            // every shared expert together
+    std::size_t total = 0;             // router + every expert + shared
+    // What one token uses: router + the experts it chose + shared.
+    std::size_t active(const std::vector<std::size_t>& chosen) const;
 };
 moe_parameters count_parameters(const moe& layer);
 

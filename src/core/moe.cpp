@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fmt/format.h>
 #include <numeric>
 #include <type_traits>
@@ -122,6 +123,18 @@ std::optional<error> overflow_in(const std::string& step, const matrix& m, const
     return std::nullopt;
 }
 
+// An expert's overflow error, "contract[r][j]" over its own rows, named in the whole input:
+// "expert[2].contract[1][0][j]".
+error in_expert(error e, const std::string& prefix, const std::vector<std::size_t>& rows, const std::vector<std::size_t>& lead) {
+    const auto open = e.path.find('[');
+    std::size_t r = 0, j = 0;
+    if (open != std::string::npos && std::sscanf(e.path.c_str() + open, "[%zu][%zu]", &r, &j) == 2 && r < rows.size())
+        e.path = prefix + "." + e.path.substr(0, open) + element_index(lead, rows[r], j);
+    else
+        e.path = prefix + "." + e.path;
+    return e;
+}
+
 }  // namespace
 
 outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::size_t> lead) {
@@ -140,15 +153,15 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
         for (std::size_t tok = 0; tok < tokens; ++tok)
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
-        auto et = run_ffn(layer.experts[e], gather(x, routed), {});
-        if (!et) return et.err();  // cannot happen: the overflow check below names the place
+        auto et = run_ffn(layer.experts[e], gather(x, routed), {routed.size()});
+        if (!et) return in_expert(et.err(), fmt::format("expert[{}]", e), routed, t.lead);
         t.experts.push_back({e, false, std::move(routed), std::move(*et)});
     }
     std::vector<std::size_t> every(tokens);
     std::iota(every.begin(), every.end(), 0);
     for (std::size_t s = 0; s < layer.shared.size(); ++s) {
-        auto et = run_ffn(layer.shared[s], x, {});
-        if (!et) return et.err();
+        auto et = run_ffn(layer.shared[s], x, {tokens});
+        if (!et) return in_expert(et.err(), fmt::format("shared[{}]", s), every, t.lead);
         t.experts.push_back({s, true, every, std::move(*et)});
     }
 
@@ -190,11 +203,16 @@ moe_parameters count_parameters(const moe& layer) {
     };
     moe_parameters p;
     p.router = layer.router.data.size() + layer.router_b.size();
-    p.per_expert = count(layer.experts.front());
+    for (const auto& e : layer.experts) p.experts.push_back(count(e));
     for (const auto& s : layer.shared) p.shared += count(s);
-    p.total = p.router + layer.n_experts() * p.per_expert + p.shared;
-    p.active = p.router + layer.top_k * p.per_expert + p.shared;
+    p.total = std::accumulate(p.experts.begin(), p.experts.end(), p.router + p.shared);
     return p;
+}
+
+std::size_t moe_parameters::active(const std::vector<std::size_t>& chosen) const {
+    std::size_t n = router + shared;
+    for (auto e : chosen) n += experts[e];
+    return n;
 }
 
 double loss_of(const moe_trace& t, const loss_spec& loss) { return loss_of(t.output().value, loss); }

@@ -1,5 +1,6 @@
 // The MoE walkthrough: the router, the softmax, the top-k choice, each expert's own steps over
 // the tokens routed to it (rendered by the dense walkthrough's blocks), and the weighted sum.
+#include <functional>
 #include <numeric>
 
 #include "ffn_trace/render_text.hpp"
@@ -84,12 +85,13 @@ private:
     }
 
     // A heading, its explanation, the arithmetic at arithmetic detail, then the table.
+    // `always`: the lines are shown at values detail too (the choice of experts).
     template <class Arithmetic>
     void routing_step(std::size_t number, const step& s, const std::string& title, const std::string& formula,
-                      const std::string& shapes, const std::string& why, Arithmetic arithmetic) {
+                      const std::string& shapes, const std::string& why, Arithmetic arithmetic, bool always = false) {
         add({block_kind::heading, fmt::format("Step {} · {}   {}   {}", number, title, formula, shapes)});
         paragraph(why);
-        if (level_ == detail_level::arithmetic)
+        if (level_ == detail_level::arithmetic || always)
             for (auto t : detailed_)
                 if (t != gap) arithmetic(t);
         add(table(s.name, s.value));
@@ -167,6 +169,10 @@ private:
                          if (mt_.tied[t])
                              b.lines.push_back(fmt::format("  a tie: the last place had equal probabilities, and went to the "
                                                            "lower expert index"));
+                         if (level_ != detail_level::arithmetic) {
+                             add(std::move(b));
+                             return;
+                         }
                          std::vector<std::string> terms;
                          for (auto e : mt_.chosen[t]) terms.push_back(num(probs.value(t, e)));
                          for (auto e : mt_.chosen[t]) {
@@ -178,7 +184,8 @@ private:
                          if (l.normalize && mt_.chosen[t].size() > 1)
                              b.lines.push_back(fmt::format("  (the chosen probabilities sum to {})", num(chosen_sum(t, 0))));
                          add(std::move(b));
-                     });
+                     },
+                     true);
     }
 
     void experts() {
@@ -287,10 +294,19 @@ private:
         f.push_back({"load", fmt::format("tokens per expert: {} ({} tokens × top {} = {} choices)", fmt::join(load, ", "),
                                          mt_.tokens(), l.top_k, mt_.tokens() * l.top_k)});
         const auto& p = mr_.params;
+        std::size_t fewest = p.total, most = 0;
+        for (const auto& chosen : mt_.chosen) {
+            fewest = std::min(fewest, p.active(chosen));
+            most = std::max(most, p.active(chosen));
+        }
+        const bool same_size = std::adjacent_find(p.experts.begin(), p.experts.end(), std::not_equal_to<>()) == p.experts.end();
+        const std::string used = fewest == most ? fmt::format("one token uses {}", most) : fmt::format("a token uses {} to {}", fewest, most);
         f.push_back({"parameters",
-                     fmt::format("one token uses {} of the layer's {} ({:.1f}%): router {} + {} × {} per expert{}",
-                                 p.active, p.total, 100.0 * static_cast<double>(p.active) / static_cast<double>(p.total),
-                                 p.router, l.top_k, p.per_expert,
+                     fmt::format("{} of the layer's {} ({}{:.1f}%): router {} + {}{}", used, p.total, fewest == most ? "" : "up to ",
+                                 100.0 * static_cast<double>(most) / static_cast<double>(p.total), p.router,
+                                 same_size ? fmt::format("{} × {} per expert", l.top_k, p.experts.front())
+                                           : fmt::format("{} own count{} (experts: {})", l.top_k == 1 ? "its expert's" : "its experts'",
+                                                         l.top_k == 1 ? "" : "s", fmt::join(p.experts, ", ")),
                                  l.shared.empty() ? std::string() : fmt::format(" + shared {}", p.shared))});
         f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); every expert on every "
                                          "token: {} ({:.2f}×)",

@@ -107,9 +107,10 @@ private:
                 b.lines.emplace_back("…");
                 continue;
             }
-            std::string line = fmt::format("{}: x = {} → experts {} → output = {}", token_name(t),
+            std::string line = fmt::format("{}: x = {} → expert{} {} → output = {}", token_name(t),
                                            detail::short_vector_text(in_.tr.input.row(t), opt_.precision, opt_.full),
-                                           fmt::join(in_.tr.chosen[t], ", "), vec(in_.tr.output().value.row(t)));
+                                           in_.tr.chosen[t].size() == 1 ? "" : "s", fmt::join(in_.tr.chosen[t], ", "),
+                                           vec(in_.tr.output().value.row(t)));
             if (in_.ex.target)
                 line += fmt::format(", target = {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
             b.lines.push_back(line);
