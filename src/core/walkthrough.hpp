@@ -121,11 +121,17 @@ protected:
         if (step == "input") return ex_.names.inputs;
         if (step == "router" || step == "probabilities" || step == "weights") return ex_.names.experts;
         if (step == "contract" || step == "residual" || step == "combine") return ex_.names.outputs;
-        return ex_.names.hidden;
+        return hidden_labels();
+    }
+    // The file's hidden-unit names, when they fit the layer in use (a shared expert may be of
+    // another width than the routed experts the names were given for).
+    const std::vector<std::string>& hidden_labels() const {
+        static const std::vector<std::string> none;
+        return ex_.names.hidden.size() == layer().d_ff() ? ex_.names.hidden : none;
     }
 
     std::string unit_label(std::size_t j) const {
-        return ex_.names.hidden.empty() ? fmt::format("unit {}", j) : fmt::format("unit {} ({})", j, ex_.names.hidden[j]);
+        return hidden_labels().empty() ? fmt::format("unit {}", j) : fmt::format("unit {} ({})", j, hidden_labels()[j]);
     }
 
     // ✓ / ✗ marks for the claims on one element; `full` adds the claimed numbers.
@@ -342,7 +348,7 @@ protected:
                 b.rows.push_back(std::vector<std::string>(b.rows[0].size(), "…"));
                 continue;
             }
-            std::vector<std::string> row{ex_.names.hidden.empty() ? fmt::format("[{}]", j) : ex_.names.hidden[j], num(in(t, j))};
+            std::vector<std::string> row{hidden_labels().empty() ? fmt::format("[{}]", j) : hidden_labels()[j], num(in(t, j))};
             for (const auto& x : s.terms) row.push_back(num(x.value(t, j)));
             const bool off = unit == activation::relu && s.value(t, j) <= 0;
             row.push_back(off ? styled(style::dim, num(s.value(t, j)) + " off") : num(s.value(t, j)));

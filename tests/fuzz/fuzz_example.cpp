@@ -8,6 +8,7 @@
 #include "ffn_trace/backward.hpp"
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/render_json.hpp"
@@ -21,6 +22,38 @@ void expect_no_nan(const std::string& out) {
     if (out.find("NaN") != std::string::npos) std::abort();
 }
 
+// The same for an MoE layer: its trace, claims, readings, views and backward pass.
+void fuzz_moe(const ffn_trace::example& ex) {
+    using namespace ffn_trace;
+    const auto t = run_moe(*ex.mixture, ex.input, ex.lead);
+    if (!t) return;
+    const auto claims = evaluate_moe_claims(ex, *t);
+    if (!claims) return;
+    const auto reads = read_moe_trace(*t);
+    const moe_rendering_input in{ex, *t, *claims, reads};
+    for (auto level : {detail_level::summary, detail_level::values, detail_level::arithmetic}) {
+        text_options options;
+        options.detail = level;
+        expect_no_nan(render_text(in, options));
+        options.ascii = true;
+        expect_no_nan(render_markdown(in, options));
+    }
+    (void)render_moe_json(ex, *t, *claims);
+    if (!ex.target && !ex.upstream) return;
+    const loss_spec loss{ex.target ? &*ex.target : nullptr, ex.upstream ? &*ex.upstream : nullptr};
+    const auto g = run_moe_backward(*t, loss);
+    if (!g) return;
+    const auto check = check_moe_gradients(*t, loss, *g, ex.stored == layout::out_in, 200);
+    const auto step = descend_moe(*t, loss, *g, 0.1);
+    const moe_grad_rendering_input gin{ex, *t, *g, check, step ? &*step : nullptr};
+    for (auto level : {detail_level::summary, detail_level::arithmetic}) {
+        text_options options;
+        options.detail = level;
+        expect_no_nan(render_grad_text(gin, options));
+    }
+    (void)render_grad_json(gin);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -32,6 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ex->description.clear();
     ex->names = {};
     for (auto& e : ex->expect) e.note.clear();
+    if (ex->mixture) {
+        fuzz_moe(*ex);
+        return 0;
+    }
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     if (!t) return 0;
     const auto claims = evaluate_claims(*ex, *t);
