@@ -1,6 +1,7 @@
 // An independent float64 reference FFN for the tests: written straight from the formulas,
 // on plain nested vectors, in whichever layout the weights are stored, sharing no code
-// with the engine (not even its activation functions).
+// with the engine (not even its activation functions). The Mixture-of-Experts reference at
+// the end builds on the same ffn.
 #pragma once
 
 #include <cmath>
@@ -54,6 +55,83 @@ inline std::map<std::string, vec> ffn(const std::string& activation, const std::
     s["contract"] = linear(hidden, w.at("W2"), bias("b2"), out_in);
     if (residual)
         for (std::size_t j = 0; j < x.size(); ++j) s["residual"].push_back(x[j] + s["contract"][j]);
+    return s;
+}
+
+// A Mixture-of-Experts layer as its file states it: the router's W is n_experts × d_model when
+// out_in and d_model × n_experts when in_out, and each expert's weights are as ffn takes them.
+struct expert_weights {
+    std::map<std::string, mat> w;
+    std::map<std::string, vec> b;
+};
+
+struct moe_layer {
+    std::string activation;
+    bool out_in = false;
+    mat router_w;
+    vec router_b;  // one per expert, or empty
+    std::vector<expert_weights> experts;
+    std::vector<expert_weights> shared;
+    std::size_t top_k = 2;
+    bool normalize = true;
+    bool residual = false;
+};
+
+// Every step of the layer for one token.
+struct moe_token {
+    vec router, probabilities, weights, combine, residual;
+    double chosen_sum = 1;                                      // Σ of the chosen p, or 1 when not normalised
+    std::vector<std::size_t> chosen;                            // most probable first
+    bool tied = false;                                          // the last place went to the lower index of equals
+    std::map<std::size_t, std::map<std::string, vec>> experts;  // the chosen experts' steps, by index
+    std::vector<std::map<std::string, vec>> shared;             // every shared expert's steps
+};
+
+inline moe_token moe(const moe_layer& l, const vec& x) {
+    moe_token s;
+    // router: z = Wr·x + br, one logit per expert
+    s.router = linear(x, l.router_w, l.router_b, l.out_in);
+    const std::size_t n = s.router.size();
+    // probabilities: p_e = e^(z_e) / Σ_j e^(z_j), the plain way (the tests' logits are small)
+    double total = 0;
+    for (double z : s.router) total += std::exp(z);
+    for (double z : s.router) s.probabilities.push_back(std::exp(z) / total);
+    // top_k: take the largest probability not yet taken, k times; the strict > keeps the lower
+    // index among equals. tied: the best one left out equals the last one taken.
+    std::vector<bool> taken(n, false);
+    auto best_left = [&] {
+        std::size_t best = n;
+        for (std::size_t e = 0; e < n; ++e)
+            if (!taken[e] && (best == n || s.probabilities[e] > s.probabilities[best])) best = e;
+        return best;
+    };
+    for (std::size_t k = 0; k < l.top_k; ++k) {
+        const std::size_t e = best_left();
+        taken[e] = true;
+        s.chosen.push_back(e);
+    }
+    if (l.top_k < n) s.tied = s.probabilities[best_left()] == s.probabilities[s.chosen.back()];
+    // weights: w_e = p_e / Σ_chosen p for the chosen (p_e itself when not normalised), 0 elsewhere
+    double sum = 0;
+    for (std::size_t e : s.chosen) sum += s.probabilities[e];
+    s.chosen_sum = l.normalize ? sum : 1.0;
+    s.weights.assign(n, 0.0);
+    for (std::size_t e : s.chosen) s.weights[e] = s.probabilities[e] / s.chosen_sum;
+    // combine: Σ_chosen w_e·expert_e(x) + Σ_s shared_s(x)
+    for (std::size_t e : s.chosen) {
+        s.experts[e] = ffn(l.activation, l.experts[e].w, l.experts[e].b, x, l.out_in, false);
+        const vec& y = s.experts[e].at("contract");
+        s.combine.resize(y.size(), 0.0);
+        for (std::size_t k = 0; k < y.size(); ++k) s.combine[k] += s.weights[e] * y[k];
+    }
+    for (const auto& sh : l.shared) {
+        s.shared.push_back(ffn(l.activation, sh.w, sh.b, x, l.out_in, false));
+        const vec& y = s.shared.back().at("contract");
+        for (std::size_t k = 0; k < y.size(); ++k) s.combine[k] += y[k];
+    }
+    // residual: x + combine
+    if (l.residual)
+        for (std::size_t k = 0; k < x.size(); ++k) s.residual.push_back(x[k] + s.combine[k]);
     return s;
 }
 

@@ -62,6 +62,7 @@ matrix softmax_backward(const matrix& p, const matrix& dp) {
 
 void choose_experts(const matrix& p, std::size_t top_k, std::vector<std::vector<std::size_t>>& chosen,
                     std::vector<bool>& tied) {
+    top_k = std::clamp<std::size_t>(top_k, 1, p.cols);  // the loader allows 1 to n_experts; keep callers in range
     chosen.assign(p.rows, {});
     tied.assign(p.rows, false);
     for (std::size_t t = 0; t < p.rows; ++t) {
@@ -386,7 +387,7 @@ gradient_check check_moe_gradients(const moe_trace& t, const loss_spec& loss, co
         mask.clear();
         if (relu_unit)
             for (const auto& et : tr->experts)
-                for (double v : et.tr.steps.front().value.data) mask.push_back(v > 0);
+                for (double v : et.tr.pre_activation().value.data) mask.push_back(v > 0);
         return loss_of(*tr, loss);
     };
     std::vector<bool> mask_plus, mask_minus;
