@@ -6,6 +6,8 @@
 //   d_ff    = the width of the hidden layer
 //   d_out   = the width of the output (d_model when a residual is added)
 //
+// Norm (optional): norm = LayerNorm or RMSNorm of x, before expand (pre-norm: the FFN reads
+//             norm(x) and the residual adds x) or after the residual (post-norm, as BERT)
 // Plain FFN:  expand = x·W1 + b1, activate = act(expand), contract = activate·W2 + b2
 // Gated FFN:  gate = x·Wg + bg, up = x·Wu + bu, activate = act(gate),
 //             multiply = activate ⊙ up, contract = multiply·W2 + b2
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +25,19 @@
 #include "ffn_trace/matrix.hpp"
 
 namespace ffn_trace {
+
+// LayerNorm (mean, variance, eps, γ, β) or RMSNorm (mean of squares, eps, γ) of each token.
+struct norm_layer {
+    enum class kind { layernorm, rmsnorm };
+    enum class place { pre, post };
+    kind type = kind::layernorm;
+    place position = place::pre;
+    std::vector<double> weight;  // γ (d_model)
+    std::vector<double> bias;    // β (d_model), LayerNorm only; empty: none
+    double eps = 1e-5;
+};
+std::string_view to_string(norm_layer::kind k);
+std::string_view to_string(norm_layer::place p);
 
 // The layer's weights in the math form x·W: every matrix is (inputs, outputs).
 // Loading transposes weights given in PyTorch's (outputs, inputs) form.
@@ -33,6 +49,7 @@ struct ffn {
     matrix w2;  // W2 (d_ff, d_out), the contraction ("down")
     std::vector<double> b1, bg, bu, b2;  // empty: no bias
     bool residual = false;
+    std::optional<norm_layer> norm;
 
     bool gated() const { return info(act).gated; }
     const matrix& first() const { return gated() ? wg : w1; }
@@ -48,14 +65,19 @@ struct term {
     matrix value;      // the step's shape
 };
 
-// Calls f(name, weight) for each weight the layer has, in the file's order: W1, b1, W2, b2 or
-// Wg, bg, Wu, bu, W2, b2; biases only when present. `weight` is a matrix or a bias vector, so
+// Calls f(name, weight) for each weight the layer has, in the order of the steps: norm.weight,
+// norm.bias (pre-norm), W1, b1, W2, b2 or Wg, bg, Wu, bu, W2, b2, then a post-norm's; biases
+// only when present. `weight` is a matrix or a bias vector, so
 // f is usually a generic lambda. Works on a const layer too.
 template <class Layer, class F>
 void for_each_weight(Layer& l, F&& f) {
     auto bias = [&f](const char* name, auto& b) {
         if (!b.empty()) f(name, b);
     };
+    if (l.norm && l.norm->position == norm_layer::place::pre) {
+        f("norm.weight", l.norm->weight);
+        bias("norm.bias", l.norm->bias);
+    }
     if (l.gated()) {
         f("Wg", l.wg);
         bias("bg", l.bg);
@@ -67,12 +89,18 @@ void for_each_weight(Layer& l, F&& f) {
     }
     f("W2", l.w2);
     bias("b2", l.b2);
+    if (l.norm && l.norm->position == norm_layer::place::post) {
+        f("norm.weight", l.norm->weight);
+        bias("norm.bias", l.norm->bias);
+    }
 }
 
 struct step {
-    std::string name;          // "expand", "gate", "up", "activate", "multiply", "contract", "residual"
+    std::string name;          // "norm", "expand", "gate", "up", "activate", "multiply", "contract", "residual"
     matrix value;              // (tokens, width)
-    std::vector<term> terms;   // activate only: the activation's intermediate terms, if it has any
+    // activate: the activation's intermediate terms, if it has any; norm: "mean" (LayerNorm),
+    // "var" (LayerNorm's variance, RMSNorm's mean of squares) and "inv" = 1/√(var + eps), each (tokens, 1)
+    std::vector<term> terms;
 };
 
 struct trace {
@@ -84,6 +112,10 @@ struct trace {
     std::size_t tokens() const { return input.rows; }
     const step* find(std::string_view name) const;
     const step& output() const { return steps.back(); }
+    // What the FFN itself reads: norm(x) with a pre-norm, else x.
+    const matrix& ffn_input() const;
+    // The step the activation reads: expand, or gate.
+    const step& pre_activation() const { return *find(layer.gated() ? "gate" : "expand"); }
 };
 
 // The names of the steps a layer records, in order.
@@ -113,6 +145,24 @@ std::vector<term> activation_terms(activation kind, const matrix& h);
 matrix multiply(const matrix& a, const matrix& u);
 // x (tokens, d_model) + y (tokens, d_model) -> (tokens, d_model)
 matrix residual(const matrix& x, const matrix& y);
+
+struct norm_parts {
+    matrix mean;  // (tokens, 1): LayerNorm's mean; zeros for RMSNorm
+    matrix var;   // (tokens, 1): LayerNorm's variance Σ(x − mean)²/n, RMSNorm's mean of squares Σx²/n
+    matrix inv;   // (tokens, 1): 1/√(var + eps)
+    matrix y;     // (tokens, d_model): (x − mean)·inv·γ + β
+};
+// x (tokens, d_model) -> LayerNorm (x − mean)/√(var + eps)·γ + β, or RMSNorm x/√(mean(x²) + eps)·γ
+norm_parts normalize(const norm_layer& n, const matrix& x);
+struct norm_gradients {
+    matrix dx;                       // (tokens, d_model)
+    std::vector<double> dweight;     // dγ = Σ over tokens of dy ⊙ x̂
+    std::vector<double> dbias;       // dβ = Σ over tokens of dy (LayerNorm with β)
+};
+// forward: y = x̂·γ + β with x̂ = (x − mean)·inv, so dx̂ = dy ⊙ γ and
+//   LayerNorm: dx = inv·(dx̂ − mean(dx̂) − x̂·mean(dx̂ ⊙ x̂))
+//   RMSNorm:   dx = inv·(dx̂ − x̂·mean(dx̂ ⊙ x̂))
+norm_gradients normalize_backward(const norm_layer& n, const norm_parts& parts, const matrix& x, const matrix& dy);
 
 // The backward kernels, each restating the forward line it differentiates.
 

@@ -39,6 +39,7 @@ struct moe {
     std::size_t top_k = 2;
     bool normalize = true;         // divide the chosen probabilities by their sum (Mixtral)
     bool residual = false;
+    std::optional<norm_layer> norm;  // pre: the router and the experts read norm(x); post: after the residual
 
     std::size_t d_model() const { return router.rows; }
     std::size_t n_experts() const { return router.cols; }
@@ -64,7 +65,7 @@ struct moe_trace {
     moe layer;
     std::vector<std::size_t> lead;  // the input's leading shape, as for a dense trace
     matrix input;                   // x (tokens, d_model)
-    // router, probabilities, weights, combine, residual (when on). probabilities records the
+    // norm (pre), router, probabilities, weights, combine, residual (when on), norm (post). probabilities records the
     // terms "max" (tokens, 1), "exp" = e^(router − max) and "sum" (tokens, 1); weights records
     // "sum" (tokens, 1), the chosen probabilities' sum (1 when not normalised).
     std::vector<step> steps;
@@ -76,6 +77,8 @@ struct moe_trace {
     const step* find(std::string_view name) const;
     const step& output() const { return steps.back(); }
     const expert_trace* expert(std::size_t e, bool shared = false) const;
+    // What the router and the experts read: norm(x) with a pre-norm, else x.
+    const matrix& moe_input() const;
 };
 
 // The names of the layer's own steps, in order (the experts' steps are named by prefix()).
@@ -153,10 +156,17 @@ struct moe_descent_step {
 outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss, const moe_gradients& g,
                                       double learning_rate);
 
-// Calls f(name, weight) for every weight of the layer, in the file's order: "router.W",
-// "router.b", then "experts[e].W1", … and "shared_experts[s].W1", …
+// Calls f(name, weight) for every weight of the layer, in the order of the steps: a pre-norm's
+// "norm.weight", "norm.bias", then "router.W", "router.b", "experts[e].W1", …,
+// "shared_experts[s].W1", … and a post-norm's.
 template <class Layer, class F>
 void for_each_moe_weight(Layer& l, F&& f) {
+    auto norm = [&](norm_layer::place at) {
+        if (!l.norm || l.norm->position != at) return;
+        f(std::string("norm.weight"), l.norm->weight);
+        if (!l.norm->bias.empty()) f(std::string("norm.bias"), l.norm->bias);
+    };
+    norm(norm_layer::place::pre);
     f(std::string("router.W"), l.router);
     if (!l.router_b.empty()) f(std::string("router.b"), l.router_b);
     auto each = [&f](auto& list, const char* key) {
@@ -165,6 +175,7 @@ void for_each_moe_weight(Layer& l, F&& f) {
     };
     each(l.experts, "experts");
     each(l.shared, "shared_experts");
+    norm(norm_layer::place::post);
 }
 
 }  // namespace ffn_trace

@@ -73,6 +73,27 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     // dL/d(output): output − target, or the upstream as given.
     matrix d_out = loss_gradient(t.output().value, loss);
     g.steps.push_back({"output", {{"g", d_out}}});
+    g.d_layer.act = l.act;
+    g.d_layer.residual = l.residual;
+
+    // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
+    auto norm_backward = [&](const matrix& in, const matrix& dy) {
+        const step& n = *t.find("norm");
+        const norm_parts parts{n.terms[0].value, n.terms[1].value, n.terms[2].value, n.value};
+        norm_gradients ng = normalize_backward(*l.norm, parts, in, dy);
+        backward_step s{"norm", {{"dnorm.weight", row(ng.dweight)}}};
+        if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row(ng.dbias)});
+        s.values.push_back({"d_in", ng.dx});
+        g.steps.push_back(std::move(s));
+        g.d_layer.norm = norm_layer{l.norm->type, l.norm->position, std::move(ng.dweight), std::move(ng.dbias), l.norm->eps};
+        return ng.dx;
+    };
+    const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
+    if (l.norm && !pre_norm) {
+        // forward: output = norm(residual, or contract)
+        const matrix& normed_in = t.steps[t.steps.size() - 2].value;
+        d_out = norm_backward(normed_in, d_out);
+    }
 
     // forward: y = x + contract, so the gradient splits: dL/dcontract = g, and g flows to x directly.
     matrix dx_direct;
@@ -105,7 +126,7 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     }
 
     // forward: activated = act(pre), pre = expand or gate
-    const matrix& pre = t.steps.front().value;
+    const matrix& pre = t.pre_activation().value;
     matrix derivative = activation_derivative(l.act, pre);
     matrix d_pre = multiply(derivative, d_act);
     g.steps.push_back({"activate", {{"act'", derivative}, {l.gated() ? "d_gate" : "d_hidden", d_pre}}});
@@ -113,8 +134,8 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     // forward: pre = x·W + b for each first-layer matrix
     matrix dx_ffn;
     if (l.gated()) {
-        auto up = linear_backward(t.input, l.wu, d_up);
-        auto gate = linear_backward(t.input, l.wg, d_pre);
+        auto up = linear_backward(t.ffn_input(), l.wu, d_up);
+        auto gate = linear_backward(t.ffn_input(), l.wg, d_pre);
         g.d_layer.wu = up.dw;
         g.d_layer.wg = gate.dw;
         if (!l.bu.empty()) g.d_layer.bu = up.db;
@@ -129,7 +150,7 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
         g.steps.push_back(std::move(sg));
         dx_ffn = add(up.dx, gate.dx);
     } else {
-        auto e = linear_backward(t.input, l.w1, d_pre);
+        auto e = linear_backward(t.ffn_input(), l.w1, d_pre);
         g.d_layer.w1 = e.dw;
         if (!l.b1.empty()) g.d_layer.b1 = e.db;
         backward_step s{"expand", {{"dW1", e.dw}}};
@@ -138,10 +159,9 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
         g.steps.push_back(std::move(s));
         dx_ffn = e.dx;
     }
+    if (pre_norm) dx_ffn = norm_backward(t.input, dx_ffn);
     g.d_input = l.residual ? add(dx_direct, dx_ffn) : dx_ffn;
     g.steps.push_back({"input", {{"dx", g.d_input}}});
-    g.d_layer.act = l.act;
-    g.d_layer.residual = l.residual;
 
     if (!std::isfinite(g.loss))
         return error{"", "loss", "the loss overflowed in double precision; the outputs are too far from the target"};
@@ -192,7 +212,7 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
         if (!tr) return std::nan("");
         mask.clear();
         if (relu_unit)
-            for (double v : tr->steps.front().value.data) mask.push_back(v > 0);
+            for (double v : tr->pre_activation().value.data) mask.push_back(v > 0);
         return loss_of(*tr, loss);
     };
     std::vector<bool> mask_plus, mask_minus;

@@ -85,18 +85,77 @@ matrix activate_backward(activation kind, const matrix& h, const matrix& da) {
 
 matrix multiply_backward(const matrix& other, const matrix& dm) { return multiply(other, dm); }
 
+std::string_view to_string(norm_layer::kind k) { return k == norm_layer::kind::layernorm ? "layernorm" : "rmsnorm"; }
+std::string_view to_string(norm_layer::place p) { return p == norm_layer::place::pre ? "pre" : "post"; }
+
+norm_parts normalize(const norm_layer& n, const matrix& x) {
+    const std::size_t tokens = x.rows, d_model = x.cols;
+    const bool layer_norm = n.type == norm_layer::kind::layernorm;
+    norm_parts p{matrix(tokens, 1), matrix(tokens, 1), matrix(tokens, 1), matrix(tokens, d_model)};
+    for (std::size_t t = 0; t < tokens; ++t) {
+        double mean = 0;
+        if (layer_norm) {
+            for (double v : x.row(t)) mean += v;
+            mean /= static_cast<double>(d_model);
+        }
+        double var = 0;
+        for (double v : x.row(t)) var += (v - mean) * (v - mean);
+        var /= static_cast<double>(d_model);
+        const double inv = 1.0 / std::sqrt(var + n.eps);
+        p.mean(t, 0) = mean;
+        p.var(t, 0) = var;
+        p.inv(t, 0) = inv;
+        for (std::size_t i = 0; i < d_model; ++i)
+            p.y(t, i) = (x(t, i) - mean) * inv * n.weight[i] + (n.bias.empty() ? 0.0 : n.bias[i]);
+    }
+    return p;
+}
+
+norm_gradients normalize_backward(const norm_layer& n, const norm_parts& p, const matrix& x, const matrix& dy) {
+    const std::size_t tokens = x.rows, d_model = x.cols;
+    const bool layer_norm = n.type == norm_layer::kind::layernorm;
+    norm_gradients g{matrix(tokens, d_model), std::vector<double>(d_model, 0.0),
+                     n.bias.empty() ? std::vector<double>{} : std::vector<double>(d_model, 0.0)};
+    std::vector<double> xhat(d_model), dxhat(d_model);
+    for (std::size_t t = 0; t < tokens; ++t) {
+        double mean_dxhat = 0, mean_dxhat_xhat = 0;
+        for (std::size_t i = 0; i < d_model; ++i) {
+            xhat[i] = (x(t, i) - p.mean(t, 0)) * p.inv(t, 0);
+            dxhat[i] = dy(t, i) * n.weight[i];
+            g.dweight[i] += dy(t, i) * xhat[i];
+            if (!g.dbias.empty()) g.dbias[i] += dy(t, i);
+            mean_dxhat += dxhat[i];
+            mean_dxhat_xhat += dxhat[i] * xhat[i];
+        }
+        mean_dxhat = layer_norm ? mean_dxhat / static_cast<double>(d_model) : 0.0;
+        mean_dxhat_xhat /= static_cast<double>(d_model);
+        for (std::size_t i = 0; i < d_model; ++i)
+            g.dx(t, i) = p.inv(t, 0) * (dxhat[i] - mean_dxhat - xhat[i] * mean_dxhat_xhat);
+    }
+    return g;
+}
+
 std::vector<std::string_view> step_names(const ffn& layer) {
     std::vector<std::string_view> names;
+    const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
+    if (pre) names.push_back("norm");
     if (layer.gated())
-        names = {"gate", "up", "activate", "multiply", "contract"};
+        names.insert(names.end(), {"gate", "up", "activate", "multiply", "contract"});
     else
-        names = {"expand", "activate", "contract"};
+        names.insert(names.end(), {"expand", "activate", "contract"});
     if (layer.residual) names.push_back("residual");
+    if (layer.norm && !pre) names.push_back("norm");
     return names;
 }
 
 std::size_t step_width(const ffn& layer, std::string_view name) {
+    if (name == "norm") return layer.norm->position == norm_layer::place::pre ? layer.d_model() : layer.d_out();
     return name == "contract" || name == "residual" ? layer.d_out() : layer.d_ff();
+}
+
+const matrix& trace::ffn_input() const {
+    const step* n = find("norm");
+    return n && layer.norm->position == norm_layer::place::pre ? n->value : input;
 }
 
 const step* trace::find(std::string_view name) const {
@@ -126,10 +185,18 @@ outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_
     auto record = [&t](std::string name, matrix value, std::vector<term> terms = {}) {
         t.steps.push_back({std::move(name), std::move(value), std::move(terms)});
     };
+    t.steps.reserve(8);  // `in` below refers into steps while the others are recorded
+    auto record_norm = [&](const matrix& in) {
+        norm_parts p = normalize(*layer.norm, in);
+        record("norm", std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}});
+    };
+    const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
+    if (pre) record_norm(x);
+    const matrix& in = pre ? t.steps.back().value : x;
     // One call per line, in the order of the architecture diagram.
     if (layer.gated()) {
-        matrix gate = linear(x, layer.wg, layer.bg);
-        matrix up = linear(x, layer.wu, layer.bu);
+        matrix gate = linear(in, layer.wg, layer.bg);
+        matrix up = linear(in, layer.wu, layer.bu);
         matrix act = activate(layer.act, gate);
         auto terms = activation_terms(layer.act, gate);
         matrix product = multiply(act, up);
@@ -140,7 +207,7 @@ outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_
         record("multiply", std::move(product));
         record("contract", std::move(out));
     } else {
-        matrix hidden = linear(x, layer.w1, layer.b1);
+        matrix hidden = linear(in, layer.w1, layer.b1);
         matrix act = activate(layer.act, hidden);
         auto terms = activation_terms(layer.act, hidden);
         matrix out = linear(act, layer.w2, layer.b2);
@@ -149,6 +216,7 @@ outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_
         record("contract", std::move(out));
     }
     if (layer.residual) record("residual", residual(x, t.steps.back().value));
+    if (layer.norm && !pre) record_norm(t.steps.back().value);
 
     for (const auto& s : t.steps) {
         for (std::size_t k = 0; k < s.value.data.size(); ++k) {

@@ -19,7 +19,7 @@ using json = nlohmann::ordered_json;
 std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
 
 std::vector<std::string_view> example_keys() {
-    return {"activation", "layout", "weights", "moe", "input", "residual", "title", "description", "labels", "expect",
+    return {"activation", "layout", "weights", "moe", "norm", "input", "residual", "title", "description", "labels", "expect",
             "target", "upstream"};
 }
 
@@ -306,6 +306,8 @@ private:
                                     ffn& layer, const ffn* like) const;
     std::optional<error> load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const;
     std::optional<error> load_moe(const json& root, example& ex) const;
+    std::optional<error> load_norm(const json& root, std::size_t d_model, std::size_t d_out,
+                                   std::optional<norm_layer>& into) const;
     outcome<std::size_t> claimed_step_width(const example& ex, const std::string& name, const std::string& path,
                                             const std::vector<std::string_view>& steps) const;
     std::optional<error> load_input(const json& root, example& ex) const;
@@ -441,6 +443,12 @@ std::optional<error> loader::load_dense(const json& root, const json* weights, c
     // d_model is fixed by the first matrix; the input must match it
     if (p1 && !like) {
         const std::size_t w_model = in_out ? p1->rows : p1->cols;
+        // A shared expert comes after the routed ones have agreed with the input: it is the odd one.
+        if (w_model != d_model && where.rfind("moe.shared_experts", 0) == 0)
+            return fail(prefix + first, fmt::format("expected d_model = {} {} (layout {}: {} is {}), got {}; every expert "
+                                                    "reads the same tokens",
+                                                    d_model, in_out ? "rows" : "numbers per row", layout_name, first,
+                                                    in_out ? "d_model × d_ff" : "d_ff × d_model", w_model));
         if (w_model != d_model)
             return fail(ex.lead.empty() ? "input" : "input" + token_index(ex.lead, 0),
                         fmt::format("expected d_model = {} numbers per token (layout {}: {}{} is {} = {} × {}), got {}",
@@ -514,7 +522,58 @@ std::optional<error> loader::load_residual(const json& root, std::size_t d_model
 
 std::optional<error> loader::load_layer(const json& root, example& ex) const {
     if (auto e = load_dense(root, member(root, "weights"), "weights", ex, ex.layer, nullptr)) return e;
-    return load_residual(root, ex.input.cols, ex.layer.d_out(), ex.layer.residual);
+    if (auto e = load_residual(root, ex.input.cols, ex.layer.d_out(), ex.layer.residual)) return e;
+    return load_norm(root, ex.input.cols, ex.layer.d_out(), ex.layer.norm);
+}
+
+// "norm": {"kind", "weight", "bias"?, "eps"?, "position"?}: LayerNorm or RMSNorm before the FFN
+// (pre, the default) or after the residual (post).
+std::optional<error> loader::load_norm(const json& root, std::size_t d_model, std::size_t d_out,
+                                       std::optional<norm_layer>& into) const {
+    const json* n = member(root, "norm");
+    if (!n) return std::nullopt;
+    if (!n->is_object())
+        return fail("norm", fmt::format("expected an object {{\"kind\", \"weight\", \"bias\"?, \"eps\"?, \"position\"?}}, got {}",
+                                        kind_of(*n)));
+    if (auto e = check_keys(*n, "norm.", {"kind", "weight", "bias", "eps", "position"})) return e;
+    norm_layer norm;
+    const json* kind = member(*n, "kind");
+    if (!kind) return fail("norm.kind", "required key is missing; expected \"layernorm\" or \"rmsnorm\"");
+    if (!kind->is_string() || (*kind != "layernorm" && *kind != "rmsnorm"))
+        return fail("norm.kind", fmt::format("expected \"layernorm\" (mean, variance, γ, β) or \"rmsnorm\" (mean of "
+                                             "squares, γ), got {}",
+                                             kind->is_string() ? "\"" + kind->get<std::string>() + "\"" : kind_of(*kind)));
+    norm.type = *kind == "layernorm" ? norm_layer::kind::layernorm : norm_layer::kind::rmsnorm;
+    if (const json* position = member(*n, "position")) {
+        if (!position->is_string() || (*position != "pre" && *position != "post"))
+            return fail("norm.position", fmt::format("expected \"pre\" (the FFN reads norm(x)) or \"post\" (the norm "
+                                                     "of the residual's sum, as BERT), got {}",
+                                                     kind_of(*position)));
+        norm.position = *position == "pre" ? norm_layer::place::pre : norm_layer::place::post;
+    }
+    const bool pre = norm.position == norm_layer::place::pre;
+    const std::size_t width = pre ? d_model : d_out;
+    const std::string what = pre ? fmt::format(" (one per input feature, d_model = {})", width)
+                                 : fmt::format(" (one per output, d_out = {})", width);
+    const json* weight = member(*n, "weight");
+    if (!weight) return fail("norm.weight", "required key is missing; expected γ, the norm's scale" + what);
+    auto w = read_vector(*weight, "norm.weight", width, what);
+    if (!w) return w.err();
+    norm.weight = std::move(*w);
+    if (const json* bias = member(*n, "bias")) {
+        if (norm.type == norm_layer::kind::rmsnorm)
+            return fail("norm.bias", "RMSNorm has no bias β; remove it, or use \"kind\": \"layernorm\"");
+        auto b = read_vector(*bias, "norm.bias", width, what);
+        if (!b) return b.err();
+        norm.bias = std::move(*b);
+    }
+    if (const json* eps = member(*n, "eps")) {
+        if (!eps->is_number() || !(eps->get<double>() > 0))
+            return fail("norm.eps", fmt::format("expected a number > 0 added to the variance, got {}", kind_of(*eps)));
+        norm.eps = eps->get<double>();
+    }
+    into = std::move(norm);
+    return std::nullopt;
 }
 
 // "moe": a router, top_k, normalize, the experts and the optional shared experts.
@@ -589,7 +648,8 @@ std::optional<error> loader::load_moe(const json& root, example& ex) const {
         if (!n->is_boolean()) return fail("moe.normalize", fmt::format("expected true or false, got {}", kind_of(*n)));
         layer.normalize = n->get<bool>();
     }
-    return load_residual(root, d_model, layer.d_out(), layer.residual);
+    if (auto e = load_residual(root, d_model, layer.d_out(), layer.residual)) return e;
+    return load_norm(root, d_model, layer.d_out(), layer.norm);
 }
 
 std::optional<error> loader::load_labels(const json& root, example& ex) const {
@@ -648,7 +708,7 @@ outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::st
     }
     const moe& m = *ex.mixture;
     for (auto n : moe_step_names(m))
-        if (n == name) return n == "combine" || n == "residual" ? m.d_out() : m.n_experts();
+        if (n == name) return n == "combine" || n == "residual" || n == "norm" ? m.d_out() : m.n_experts();
     for (const bool shared : {false, true}) {
         const std::string kind = shared ? "shared" : "expert";
         if (name.rfind(kind + "[", 0) != 0) continue;

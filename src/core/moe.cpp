@@ -30,9 +30,18 @@ const expert_trace* moe_trace::expert(std::size_t e, bool shared) const {
 }
 
 std::vector<std::string_view> moe_step_names(const moe& layer) {
-    std::vector<std::string_view> names{"router", "probabilities", "weights", "combine"};
+    const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
+    std::vector<std::string_view> names;
+    if (pre) names.push_back("norm");
+    names.insert(names.end(), {"router", "probabilities", "weights", "combine"});
     if (layer.residual) names.push_back("residual");
+    if (layer.norm && !pre) names.push_back("norm");
     return names;
+}
+
+const matrix& moe_trace::moe_input() const {
+    const step* n = find("norm");
+    return n && layer.norm->position == norm_layer::place::pre ? n->value : input;
 }
 
 softmax_parts softmax(const matrix& z) {
@@ -142,8 +151,16 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
     moe_trace t{layer, std::move(lead), x, {}, {}, {}, {}};
     const std::size_t tokens = x.rows;
 
+    auto norm_step = [&layer](const matrix& in) {
+        norm_parts p = normalize(*layer.norm, in);
+        return step{"norm", std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
+    };
+    const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
+    if (pre) t.steps.push_back(norm_step(x));
+    const matrix& in = pre ? t.steps.front().value : x;  // steps grow only after `in` is last read
+
     // One call per line, in the order of the diagram: route, run the chosen experts, combine.
-    matrix logits = linear(x, layer.router, layer.router_b);
+    matrix logits = linear(in, layer.router, layer.router_b);
     softmax_parts sm = softmax(logits);
     choose_experts(sm.p, layer.top_k, t.chosen, t.tied);
     matrix chosen_sum;
@@ -154,14 +171,14 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
         for (std::size_t tok = 0; tok < tokens; ++tok)
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
-        auto et = run_ffn(layer.experts[e], gather(x, routed), {routed.size()});
+        auto et = run_ffn(layer.experts[e], gather(in, routed), {routed.size()});
         if (!et) return in_expert(et.err(), fmt::format("expert[{}]", e), routed, t.lead);
         t.experts.push_back({e, false, std::move(routed), std::move(*et)});
     }
     std::vector<std::size_t> every(tokens);
     std::iota(every.begin(), every.end(), 0);
     for (std::size_t s = 0; s < layer.shared.size(); ++s) {
-        auto et = run_ffn(layer.shared[s], x, {tokens});
+        auto et = run_ffn(layer.shared[s], in, {tokens});
         if (!et) return in_expert(et.err(), fmt::format("shared[{}]", s), every, t.lead);
         t.experts.push_back({s, true, every, std::move(*et)});
     }
@@ -177,11 +194,13 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
         }
     }
 
+    t.steps.reserve(t.steps.size() + 6);
     t.steps.push_back({"router", std::move(logits), {}});
     t.steps.push_back({"probabilities", sm.p, {{"max", sm.max}, {"exp", sm.exp}, {"sum", sm.sum}}});
     t.steps.push_back({"weights", std::move(weights), {{"sum", std::move(chosen_sum)}}});
     t.steps.push_back({"combine", std::move(combined), {}});
     if (layer.residual) t.steps.push_back({"residual", residual(x, t.steps.back().value), {}});
+    if (layer.norm && !pre) t.steps.push_back(norm_step(t.steps.back().value));
 
     for (const auto& s : t.steps)
         if (auto e = overflow_in(s.name, s.value, t.lead, nullptr)) return *e;
@@ -248,15 +267,30 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
     if (!std::isfinite(g.loss))
         return error{"", "loss", loss.target ? "the loss overflowed in double precision; the outputs are too far from the target"
                                              : "the loss overflowed in double precision; the upstream gradient is too large"};
-    const matrix d_out = loss_gradient(t.output().value, loss);
+    matrix d_out = loss_gradient(t.output().value, loss);
     g.steps.push_back({"output", {{"g", d_out}}});
+    g.d_layer = l;
+    // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
+    auto norm_backward = [&](const matrix& in, const matrix& dy) {
+        const step& n = *t.find("norm");
+        const norm_parts parts{n.terms[0].value, n.terms[1].value, n.terms[2].value, n.value};
+        norm_gradients ng = normalize_backward(*l.norm, parts, in, dy);
+        backward_step s{"norm", {{"dnorm.weight", row_matrix(ng.dweight)}}};
+        if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row_matrix(ng.dbias)});
+        s.values.push_back({"d_in", ng.dx});
+        g.steps.push_back(std::move(s));
+        g.d_layer.norm->weight = std::move(ng.dweight);
+        g.d_layer.norm->bias = std::move(ng.dbias);
+        return ng.dx;
+    };
+    const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
+    if (l.norm && !pre_norm) d_out = norm_backward(t.steps[t.steps.size() - 2].value, d_out);
     if (l.residual) g.steps.push_back({"residual", {{"d_combine", d_out}, {"dx_direct", d_out}}});
 
     // forward: combine[t] = Σ_e w[t][e]·out_e[t] + Σ_s shared_s[t], so
     //   d out_e[t] = w[t][e]·g[t], d w[t][e] = g[t] · out_e[t], d shared_s[t] = g[t]
     const matrix& w = t.find("weights")->value;
     matrix d_w(tokens, l.n_experts());
-    g.d_layer = l;
     for (auto& e : g.d_layer.experts) e = zeros_like(e);
     matrix d_input(tokens, l.d_model());
     for (const auto& et : t.experts) {
@@ -295,7 +329,7 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
     g.steps.push_back({"probabilities", {{"dp·p", dot}, {"d_router", d_logits}}});
 
     // forward: router = x·Wr + br
-    auto r = linear_backward(t.input, l.router, d_logits);
+    auto r = linear_backward(t.moe_input(), l.router, d_logits);
     g.d_layer.router = r.dw;
     if (!l.router_b.empty()) g.d_layer.router_b = r.db;
     {
@@ -305,6 +339,7 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
         g.steps.push_back(std::move(s));
     }
     for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += r.dx.data[k];
+    if (pre_norm) d_input = norm_backward(t.input, d_input);
     if (l.residual)
         for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += d_out.data[k];
     g.d_input = std::move(d_input);

@@ -56,7 +56,7 @@ readings read_trace(const trace& t) {
             const matrix b = linear(b1, t.layer.w2, t.layer.b2);
             c.b = b.data;
         }
-        c.output = linear(t.input, c.w, c.b);
+        c.output = linear(t.ffn_input(), c.w, c.b);
         const matrix& contract = t.find("contract")->value;
         for (std::size_t k = 0; k < contract.data.size(); ++k)
             c.max_difference = std::max(c.max_difference, std::abs(c.output.data[k] - contract.data[k]));

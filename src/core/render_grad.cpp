@@ -280,6 +280,18 @@ private:
             token_table(*s.find("d_up"));
         } else if (s.name == "activate") {
             activate_step(n, s, arithmetic);
+        } else if (s.name == "norm") {
+            const bool layer_norm = l_.norm->type == norm_layer::kind::layernorm;
+            heading_line(fmt::format("Backward {} · Norm   x̂ = {}, dx̂ = dy ⊙ γ, dγ = Σ over tokens of dy ⊙ x̂{}", n,
+                                     layer_norm ? "(v − mean)/√(var + ε)" : "v/√(mean(v²) + ε)",
+                                     l_.norm->bias.empty() ? "" : ", dβ = Σ dy"));
+            paragraph(layer_norm ? "Back through the norm, the gradient loses its part along the mean and along x̂ itself: "
+                                   "dv = (dx̂ − mean(dx̂) − x̂·mean(dx̂ ⊙ x̂)) / √(var + ε)."
+                                 : "Back through the norm, the gradient loses its part along x̂: dv = (dx̂ − x̂·mean(dx̂ ⊙ x̂)) "
+                                   "/ √(mean(v²) + ε).");
+            bias_table("dnorm.weight", s.find("dnorm.weight")->data);
+            if (const matrix* db = s.find("dnorm.bias")) bias_table("dnorm.bias", db->data);
+            token_table(*s.find("d_in"));
         } else if (s.name == "expand" || s.name == "gate" || s.name == "up") {
             const std::string w = s.name == "expand" ? "W1" : s.name == "gate" ? "Wg" : "Wu";
             const std::string b = s.name == "expand" ? "b1" : s.name == "gate" ? "bg" : "bu";
@@ -294,7 +306,7 @@ private:
             paragraph(fmt::format("Each key moves in proportion to the token that reached it{}; {} · {}ᵀ carries the gradient "
                                   "on to x.",
                                   db ? fmt::format(", d{} = Σ over tokens of {}", b, dy_name) : "", dy_name, w));
-            if (arithmetic) weight_gradient_lines(w, in_.tr.input, dy, dw);
+            if (arithmetic) weight_gradient_lines(w, in_.tr.ffn_input(), dy, dw);
             weight_table("d" + w, dw);
             if (db) bias_table("d" + b, db->data);
             const matrix& dx = s.values.back().value;
@@ -325,7 +337,7 @@ private:
                        : unit == activation::silu ? 3 : 4;
         heading_line(fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
         paragraph(std::string(rules[rule]) + (unit == activation::relu ? ": a unit that was off passes no gradient back." : "."));
-        const matrix& h = in_.tr.steps.front().value;
+        const matrix& h = in_.tr.pre_activation().value;
         const matrix& d_act = l_.gated() ? *find_step("multiply")->find("d_activated") : *find_step("contract")->find("d_activated");
         const matrix& derivative = *s.find("act'");
         const matrix& d_pre = s.values.back().value;

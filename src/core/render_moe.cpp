@@ -30,11 +30,15 @@ public:
         heading();
         if (level_ != detail_level::summary) {
             input_block(mt_.input);
-            routing_steps();
+            std::size_t number = 1;
+            if (pre_norm()) norm_block(number++);
+            routing_steps(number);
+            number += 3;
             experts();
             use_layer_tokens();
-            const std::size_t first = 4;  // router, probabilities, weights, then combine
-            for (std::size_t s = 3; s < mt_.steps.size(); ++s) layer_step(first + s - 3, mt_.steps[s]);
+            layer_step(number++, *mt_.find("combine"));
+            if (mlayer().residual) layer_step(number++, *mt_.find("residual"));
+            if (mlayer().norm && !pre_norm()) norm_block(number++);
         }
         readings();
         claims_block();
@@ -44,6 +48,19 @@ public:
 
 private:
     const moe& mlayer() const { return mt_.layer; }
+    bool pre_norm() const { return mlayer().norm && mlayer().norm->position == norm_layer::place::pre; }
+
+    void norm_block(std::size_t number) {
+        const norm_layer& n = *mlayer().norm;
+        const step& s = *mt_.find("norm");
+        const bool residual = mlayer().residual;
+        const matrix& in = pre_norm() ? mt_.input : mt_.steps[mt_.steps.size() - 2].value;
+        const std::string in_name = pre_norm() ? "x" : residual ? "y" : "output";
+        const std::string shape = shape_text(s.value.cols);
+        routing_step(number, s, "Norm", norm_formula(n, in_name), fmt::format("{} → {}", shape, shape),
+                     norm_explanation(n, "the router and the experts read"),
+                     [&](std::size_t t) { norm_arithmetic(n, s, in, in_name, t); });
+    }
 
     std::string expert_name(std::size_t e, bool shared = false) const {
         if (shared) return fmt::format("shared expert {}", e);
@@ -78,6 +95,7 @@ private:
                                         : fmt::format("{}: {}", a.name, a.formula)});
         f.push_back(layout_field());
         f.push_back({"residual", l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
+        if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
         if (!claims_.empty())
             f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
         f.push_back(detail_field());
@@ -98,7 +116,7 @@ private:
         if (level_ == detail_level::values) failures_of(s.name);
     }
 
-    void routing_steps() {
+    void routing_steps(std::size_t first) {
         const moe& l = mlayer();
         const std::string in = shape_text(l.d_model()), scores = shape_text(l.n_experts());
         const step& router = *mt_.find("router");
@@ -109,28 +127,28 @@ private:
         const matrix& sum = probs.terms[2].value;
         const matrix& chosen_sum = weights.terms[0].value;
 
-        routing_step(1, router, "Router", fmt::format("logits = x · Wr{}", l.router_b.empty() ? "" : " + br"),
+        routing_step(first, router, "Router", fmt::format("logits = {} · Wr{}", pre_norm() ? "normed" : "x", l.router_b.empty() ? "" : " + br"),
                      fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.n_experts(), scores),
                      std::string("The router scores the token against each expert, column e of Wr") +
                          (out_in() ? " (row e of the file's router.W)" : "") +
                          ": a small linear layer whose only job is to decide where the token goes.",
                      [&](std::size_t t) {
                          block b{block_kind::lines};
-                         b.lines.push_back(fmt::format("{}: x{} = {}", token_name(t), token_index(ex_.lead, t),
-                                                       short_vector(mt_.input.row(t))));
+                         b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t), pre_norm() ? "normed" : "x",
+                                                       token_index(ex_.lead, t), short_vector(mt_.moe_input().row(t))));
                          for (auto e : shown_indices(l.n_experts(), opt_.full, 3, 16)) {
                              if (e == gap) {
                                  b.lines.emplace_back("  …");
                                  continue;
                              }
                              b.lines.push_back(fmt::format("  logits{} = {} = {}{}", at(t, e),
-                                                           dot_line(mt_.input.row(t), l.router, e, l.router_b),
+                                                           dot_line(mt_.moe_input().row(t), l.router, e, l.router_b),
                                                            num(router.value(t, e)), spaced_marks("router", t, e, true)));
                          }
                          add(std::move(b));
                      });
 
-        routing_step(2, probs, "Probabilities", "p = softmax(logits) over the experts", fmt::format("{} → {}", scores, scores),
+        routing_step(first + 1, probs, "Probabilities", "p = softmax(logits) over the experts", fmt::format("{} → {}", scores, scores),
                      "Softmax turns the scores into probabilities that sum to 1: e^z / Σ e^z. Subtracting the largest "
                      "logit m first changes nothing in the result but keeps e^z from overflowing.",
                      [&](std::size_t t) {
@@ -152,7 +170,7 @@ private:
                          add(std::move(b));
                      });
 
-        routing_step(3, weights, fmt::format("Weights (top {})", l.top_k),
+        routing_step(first + 2, weights, fmt::format("Weights (top {})", l.top_k),
                      l.normalize ? fmt::format("w = p ÷ Σ p over the top {}, 0 elsewhere", l.top_k)
                                  : fmt::format("w = p for the top {}, 0 elsewhere", l.top_k),
                      fmt::format("{} → {}", scores, scores),
@@ -200,8 +218,9 @@ private:
                                                   et.shared ? std::string("every token")
                                                             : fmt::format("{} of {} tokens: {}", et.tokens.size(), mt_.tokens(),
                                                                           fmt::join(names, ", ")))});
-            paragraph(et.shared ? "A shared expert sees every token, and its output is added unweighted."
-                                : "This expert is an ordinary FFN, run over the tokens routed to it and no others.");
+            paragraph(std::string(et.shared ? "A shared expert sees every token, and its output is added unweighted."
+                                            : "This expert is an ordinary FFN, run over the tokens routed to it and no others.") +
+                      (pre_norm() ? " Its x is the normed token." : ""));
             use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
             for (const auto& s : et.tr.steps) step_block(capitalised(who), s);
         }

@@ -108,7 +108,7 @@ protected:
     static std::string variable(std::string_view step) {
         static const std::map<std::string_view, std::string> names{
             {"expand", "hidden"}, {"gate", "gate"},      {"up", "up"},  {"activate", "activated"},
-            {"multiply", "product"}, {"contract", "output"}, {"residual", "y"}};
+            {"multiply", "product"}, {"contract", "output"}, {"residual", "y"}, {"norm", "normed"}};
         return names.at(step);
     }
 
@@ -119,6 +119,10 @@ protected:
 
     const std::vector<std::string>& column_labels(std::string_view step) const {
         if (step == "input") return ex_.names.inputs;
+        if (step == "norm") {
+            const auto& n = ex_.mixture ? ex_.mixture->norm : ex_.layer.norm;
+            return n->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
+        }
         if (step == "router" || step == "probabilities" || step == "weights") return ex_.names.experts;
         if (step == "contract" || step == "residual" || step == "combine") return ex_.names.outputs;
         return hidden_labels();
@@ -199,6 +203,7 @@ protected:
         f.push_back(layout_field());
         f.push_back({"residual", layer().residual ? "on: y = x + FFN(x)"
                                                   : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
+        if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
         if (!claims_.empty()) f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
@@ -227,9 +232,11 @@ protected:
             return b.empty() ? std::string() : fmt::format(" + {}", name);
         };
         const std::string hidden_in = l.gated() ? "product" : "activated";
-        if (step == "expand") return "hidden = x · W1" + bias(l.b1, "b1");
-        if (step == "gate") return "gate = x · Wg" + bias(l.bg, "bg");
-        if (step == "up") return "up = x · Wu" + bias(l.bu, "bu");
+        const std::string x = pre_norm() ? "normed" : "x";
+        if (step == "norm") return norm_formula(*l.norm, pre_norm() ? "x" : l.residual ? "y" : "output");
+        if (step == "expand") return fmt::format("hidden = {} · W1", x) + bias(l.b1, "b1");
+        if (step == "gate") return fmt::format("gate = {} · Wg", x) + bias(l.bg, "bg");
+        if (step == "up") return fmt::format("up = {} · Wu", x) + bias(l.bu, "bu");
         if (step == "activate")
             return fmt::format("activated = {}({})", info(info(l.act).unit).name, l.gated() ? "gate" : "hidden");
         if (step == "multiply") return "product = activated ⊙ up";
@@ -244,12 +251,14 @@ protected:
             return fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.d_ff(), hidden);
         if (step == "activate" || step == "multiply") return fmt::format("{} → {}", hidden, hidden);
         if (step == "contract") return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
+        if (step == "norm") return pre_norm() ? fmt::format("{} → {}", in, in) : fmt::format("{} → {}", out, out);
         return fmt::format("{} + {} → {}", in, out, out);
     }
 
     std::string explanation(std::string_view step) const {
         const ffn& l = layer();
         const std::string file_note_1 = out_in() ? " (row j of the file's W1, which stores d_ff × d_model)" : "";
+        if (step == "norm") return norm_explanation(*l.norm, "the FFN reads");
         if (step == "expand")
             return "Each hidden unit j scores the token against its key, column j of W1" + file_note_1 +
                    ": one learned detector per unit, d_ff of them.";
@@ -301,7 +310,7 @@ protected:
     // worked out in full.
     void activation_arithmetic(const step& s, std::size_t t, bool first) {
         const activation unit = info(layer().act).unit;
-        const matrix& in = tr_->steps.front().value;  // expand, or gate
+        const matrix& in = tr_->pre_activation().value;
         const std::string h = layer().gated() ? "g" : "h";
         auto term = [&s](std::string_view name) -> const matrix& {
             for (const auto& x : s.terms)
@@ -388,9 +397,15 @@ protected:
             const matrix* w = s.name == "expand" ? &l.w1 : s.name == "gate" ? &l.wg : s.name == "up" ? &l.wu
                             : s.name == "contract" ? &l.w2 : nullptr;
             const std::vector<double>* bias = s.name == "expand" ? &l.b1 : s.name == "gate" ? &l.bg : s.name == "up" ? &l.bu : &l.b2;
-            const std::span<const double> in_row = s.name == "contract" ? hidden_output(*tr_).row(t) : tr_->input.row(t);
+            if (s.name == "norm") {
+                norm_arithmetic(*l.norm, s, pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value,
+                                pre_norm() ? "x" : l.residual ? "y" : "output", t);
+                continue;
+            }
+            const std::span<const double> in_row = s.name == "contract" ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
             if (w)
-                b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t), s.name == "contract" ? (l.gated() ? "product" : "activated") : "x",
+                b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t),
+                                              s.name == "contract" ? (l.gated() ? "product" : "activated") : pre_norm() ? "normed" : "x",
                                               token_index(ex_.lead, global(t)), short_vector(in_row)));
             else
                 b.lines.push_back(token_name(t) + ":");
@@ -412,6 +427,72 @@ protected:
             add(std::move(b));
             if (s.name == "contract") key_value(t);
         }
+    }
+
+    bool pre_norm() const { return layer().norm && layer().norm->position == norm_layer::place::pre; }
+
+
+    // One token through the norm: its mean (LayerNorm), variance or mean of squares, the scale
+    // 1/√(var + ε), then each element. `in` is what the norm read, named `in_name`.
+    void norm_arithmetic(const norm_layer& n, const step& s, const matrix& in, const std::string& in_name, std::size_t t) {
+        const bool layer_norm = n.type == norm_layer::kind::layernorm;
+        const std::span<const double> v = in.row(t);
+        const double mean = s.terms[0].value(t, 0), var = s.terms[1].value(t, 0), inv = s.terms[2].value(t, 0);
+        const auto shown = shown_indices(v.size(), opt_.full, 3, 8);
+        auto sum_of = [&](auto term) {
+            std::vector<std::string> terms;
+            for (auto i : shown) terms.push_back(i == gap ? "…" : term(v[i]));
+            return fmt::format("({})/{}", fmt::join(terms, " + "), v.size());
+        };
+        block b{block_kind::lines};
+        b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t), in_name, token_index(ex_.lead, global(t)), short_vector(v)));
+        if (layer_norm) {
+            b.lines.push_back(fmt::format("  mean = {} = {}", sum_of([&](double x) { return op(x); }), num(mean)));
+            b.lines.push_back(fmt::format("  var = {} = {}", sum_of([&](double x) { return fmt::format("({} − {})²", op(x), op(mean)); }),
+                                          num(var)));
+        } else {
+            b.lines.push_back(fmt::format("  mean of squares = {} = {}", sum_of([&](double x) { return fmt::format("{}²", op(x)); }),
+                                          num(var)));
+        }
+        b.lines.push_back(fmt::format("  1/√({} + ε) = 1/√({} + {}) = {}", layer_norm ? "var" : "mean of squares", num(var),
+                                      format_short(n.eps, 12), num(inv)));
+        for (auto j : shown_indices(s.value.cols, opt_.full, 3, 16)) {
+            if (j == gap) {
+                b.lines.emplace_back("  …");
+                continue;
+            }
+            const std::string centred = layer_norm ? fmt::format("({} − {})", op(v[j]), op(mean)) : op(v[j]);
+            const std::string shift = n.bias.empty() ? "" : (n.bias[j] < 0 ? " − " : " + ") + format_short(std::abs(n.bias[j]), opt_.precision);
+            b.lines.push_back(fmt::format("  normed{} = {} × {} × {}{} = {}{}", at(t, j), centred, op(inv), op(n.weight[j]), shift,
+                                          num(s.value(t, j)), spaced_marks("norm", t, j, true)));
+        }
+        add(std::move(b));
+    }
+
+    // The norm step's heading line and explanation, for a dense layer or an MoE layer.
+    static std::string norm_formula(const norm_layer& n, const std::string& v) {
+        return n.type == norm_layer::kind::layernorm
+                   ? fmt::format("normed = ({0} − mean)/√(var + ε) · γ{1}", v, n.bias.empty() ? "" : " + β")
+                   : fmt::format("normed = {0}/√(mean({0}²) + ε) · γ", v);
+    }
+    // `reader`: who reads the normalised token, "the FFN reads".
+    static std::string norm_explanation(const norm_layer& n, std::string_view reader) {
+        const bool layer_norm = n.type == norm_layer::kind::layernorm;
+        std::string what = layer_norm ? "LayerNorm centres each token on its mean and scales it to unit variance, then by γ"
+                                      : "RMSNorm divides each token by its root mean square (no centring), then scales it by γ";
+        if (layer_norm && !n.bias.empty()) what += " and shifts it by β";
+        return n.position == norm_layer::place::pre
+                   ? fmt::format("{}: {} numbers of a steady size (pre-norm, as GPT-2 and Llama), while the "
+                                 "residual still adds the raw x.",
+                                 what, reader)
+                   : what + ", after the residual (post-norm, as BERT): the normalised sum is the layer's output.";
+    }
+    std::vector<std::string> norm_field(const norm_layer& n, std::string_view layer_name) const {
+        return {"norm", fmt::format("{} {}, ε = {}", to_string(n.type),
+                                    n.position == norm_layer::place::pre
+                                        ? fmt::format("before the {0} (pre-norm): y = x + {0}(norm(x))", layer_name)
+                                        : fmt::format("after the residual (post-norm): y = norm(x + {}(x))", layer_name),
+                                    format_short(n.eps, 12))};
     }
 
     void switched_off(const step& s, std::size_t t) {
