@@ -1,9 +1,9 @@
-// A tiny writer of checkpoints for the tests: safetensors files and a sharded index.
+// A tiny writer of checkpoints for the tests: safetensors files and a sharded index, .npy files.
 //
 // It shares no code with the readers. Its encoders take each value to its bits by the formats'
 // definitions and refuse a value the dtype cannot hold exactly, so a test's expected numbers are
-// the very numbers it wrote. The raw writer (safetensors_file with a header text) lets the tests
-// build malformed files on purpose.
+// the very numbers it wrote. The raw writers (safetensors_file with a header text, npy_file with a
+// header dict) let the tests build malformed files on purpose.
 #pragma once
 
 #include <bit>
@@ -104,6 +104,41 @@ inline bytes safetensors_file(const std::vector<tensor>& tensors, const nlohmann
 inline bytes index_file(const std::map<std::string, std::string>& weight_map) {
     return nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2);
 }
+
+// "(50257, 768)", "(3,)", "()" as Python writes a tuple.
+inline std::string python_tuple(const std::vector<std::size_t>& shape) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// A .npy: magic, version, header length, the dict padded with spaces and a newline so that the
+// data starts at a multiple of 64 bytes, then the data.
+inline bytes npy_file(const std::string& dict, const bytes& data, int version = 1) {
+    const std::size_t preamble = version == 1 ? 10 : 12;
+    std::string header = dict;
+    while ((preamble + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    bytes out = "\x93NUMPY";
+    out += static_cast<char>(version);
+    out += '\0';
+    put_le(out, header.size(), version == 1 ? 2 : 4);
+    return out + header + data;
+}
+
+inline std::string npy_dict(const std::string& descr, const std::vector<std::size_t>& shape, bool fortran_order = false) {
+    return "{'descr': '" + descr + "', 'fortran_order': " + (fortran_order ? "True" : "False") +
+           ", 'shape': " + python_tuple(shape) + ", }";
+}
+
+inline std::string npy_descr(const std::string& dtype) {
+    if (dtype == "F64") return "<f8";
+    if (dtype == "F32") return "<f4";
+    if (dtype == "F16") return "<f2";
+    throw std::invalid_argument(".npy has no " + dtype);
+}
+
+inline bytes npy_file(const tensor& t) { return npy_file(npy_dict(npy_descr(t.dtype), t.shape), encode(t.dtype, t.values)); }
 
 // A fresh directory under the system's temporary directory, removed with everything in it.
 class temp_dir {

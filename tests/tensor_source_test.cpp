@@ -472,3 +472,123 @@ TEST_CASE("an index naming a missing shard, or a tensor its shard lacks, is refu
         check_refused(open_safetensors(c.index), c.index, R"(weight_map."model.norm.weight")", "appears twice");
     }
 }
+
+// ---- .npy ---------------------------------------------------------------------------------------
+
+TEST_CASE("an .npy of each float dtype reads back its values, named after its file") {
+    ckpt::temp_dir dir;
+    for (std::string type : {"F64", "F32", "F16"}) {
+        CAPTURE(type);
+        const std::vector<double> values = {0.5, -1.25, 2, 3, 0.125, -4.5};
+        const auto path = dir.write("c_fc.npy", ckpt::npy_file({"", type, {2, 3}, values}));
+        auto s = opened(open_npy(path));
+        REQUIRE(s->tensors().size() == 1);
+        const tensor_info& t = s->tensors()[0];
+        CHECK(t.name == "c_fc");
+        CHECK(to_string(t.type) == type);
+        CHECK(t.shape == std::vector<std::size_t>{2, 3});
+        CHECK(t.begin == 128);  // 10 bytes of preamble and 59 of dict, padded to a multiple of 64
+        auto m = s->read_matrix("c_fc");
+        REQUIRE(m);
+        REQUIRE(m->rows == 2);
+        check_values(m->data, values);
+        auto row = s->read_rows("c_fc", {1});
+        REQUIRE(row);
+        check_values(row->data, {3, 0.125, -4.5});
+    }
+}
+
+TEST_CASE("an .npy header may be version 2, double-quoted, or written by Python 2") {
+    ckpt::temp_dir dir;
+    const auto data = ckpt::encode("F32", {1, 2, 3});
+    for (const auto& [dict, version] : std::vector<std::pair<std::string, int>>{
+             {R"({"descr": "<f4", "fortran_order": False, "shape": (3,)})", 2},
+             {"{'descr': '<f4', 'fortran_order': False, 'shape': (3L,), }", 1},
+             {"{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}", 3}}) {
+        CAPTURE(dict);
+        auto s = opened(open_npy(dir.write("b1.npy", ckpt::npy_file(dict, data, version))));
+        auto v = s->read_vector("b1");
+        REQUIRE(v);
+        check_values(*v, {1, 2, 3});
+    }
+}
+
+TEST_CASE("an .npy written by numpy reads back the values its generator chose") {
+    // tests/inputs/numpy/generate.py: np.save of float32 [[0.5, -1.25, 2.0], [3.0, 0.125, -4.5]].
+    const std::string path = FFN_TRACE_TEST_INPUTS "/numpy/c_fc_weight.npy";
+    auto s = opened(open_npy(path));
+    auto m = s->read_matrix("c_fc_weight");
+    REQUIRE(m);
+    REQUIRE(m->rows == 2);
+    REQUIRE(m->cols == 3);
+    check_values(m->data, {0.5, -1.25, 2.0, 3.0, 0.125, -4.5});
+    CHECK(s->tensors()[0].begin == 128);  // numpy pads its header to 64-byte multiples
+}
+
+TEST_CASE("every malformed or unsupported .npy ends in an error that names the field and the problem") {
+    using ckpt::npy_dict;
+    using ckpt::npy_file;
+    const auto f4x6 = ckpt::encode("F32", {1, 2, 3, 4, 5, 6});
+    ckpt::bytes long_header = "\x93NUMPY\x01";
+    long_header += '\0';
+    ckpt::put_le(long_header, 1000, 2);
+    long_header += "{'descr': '<f4'";
+    const std::vector<hostile> cases = {
+        {"an empty file", "", "header", "the file has 0 bytes"},
+        {"a bad magic", "\x93NUMPZ\x01" + std::string(100, ' '), "header", "not a .npy file: it does not begin with the magic"},
+        {"an unknown version", "\x93NUMPY\x09" + std::string(100, ' '), "header", "unknown .npy version 9.32"},
+        {"a header length past the end", long_header, "header", "the header length is 1000 bytes, past the end of the file"},
+        {"a malformed dict", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3}", f4x6), "header",
+         "malformed header: expected ',' or ')'"},
+        {"an unclosed string", npy_file("{'descr': '<f4", f4x6), "header", "malformed header: a string in the header is not closed"},
+        {"text after the dict", npy_file(npy_dict("<f4", {2, 3}) + " x", f4x6), "header", "unexpected text after the header dict"},
+        {"a list for a dict", npy_file("['<f4']", f4x6), "header", "expected a dict with descr, fortran_order and shape, got a list"},
+        {"a missing shape", npy_file("{'descr': '<f4', 'fortran_order': False}", f4x6), "header.shape", "is missing"},
+        {"an extra key", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'order': 'C'}", f4x6), "header",
+         "unexpected key 'order'"},
+        {"a key twice", npy_file("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}", f4x6),
+         "header.descr", "appears twice"},
+        {"fortran_order not a bool", npy_file("{'descr': '<f4', 'fortran_order': 'no', 'shape': (6,)}", f4x6),
+         "header.fortran_order", "expected True or False, got the string 'no'"},
+        {"a shape that is a list", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]}", f4x6),
+         "header.shape", "expected a tuple of dimensions, got a list"},
+        {"a negative dimension", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3)}", f4x6),
+         "header.shape[0]", "expected a dimension (an integer ≥ 0), got the number -2"},
+        {"a dimension beyond 64 bits", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", f4x6),
+         "header", "a number in the header does not fit in 64 bits"},
+        {"a shape whose product overflows", npy_file(npy_dict("<f4", {4294967296, 4294967296}), f4x6), "header.shape",
+         "the element count of shape (4294967296, 4294967296) overflows 64 bits"},
+        {"a shape whose bytes overflow", npy_file(npy_dict("<f8", {4611686018427387904}), f4x6), "header.shape",
+         "has more bytes than 64 bits count"},
+        {"values nested too deep", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': ((((((((((1,),),),),),),),),),)}", f4x6),
+         "header", "values nest deeper than 8 levels"},
+        {"data shorter than the shape", npy_file(npy_dict("<f4", {2, 3}), ckpt::encode("F32", {1, 2, 3, 4, 5})), "data",
+         "the data has 20 bytes, but shape (2, 3) of '<f4' needs 24 (6 elements × 4 bytes)"},
+        {"data longer than the shape", npy_file(npy_dict("<f4", {2, 3}), ckpt::encode("F32", {1, 2, 3, 4, 5, 6, 7})), "data",
+         "the data has 28 bytes, but shape (2, 3) of '<f4' needs 24"},
+        {"Fortran order", npy_file(npy_dict("<f4", {2, 3}, true), f4x6), "header.fortran_order",
+         "the array is in Fortran (column-major) order; ffn-trace reads C order"},
+        {"big-endian data", npy_file(npy_dict(">f4", {6}), f4x6), "header.descr", "the data is big-endian ('>f4')"},
+        {"an object array", npy_file(npy_dict("|O", {6}), f4x6), "header.descr", "an object array ('|O') holds Python objects"},
+        {"integers", npy_file(npy_dict("<i8", {3}), f4x6), "header.descr",
+         "unsupported dtype '<i8'; ffn-trace reads '<f8', '<f4' and '<f2'"},
+        {"a structured dtype", npy_file("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (6,)}", f4x6), "header.descr",
+         "a structured dtype"},
+    };
+    ckpt::temp_dir dir;
+    for (const auto& c : cases) {
+        CAPTURE(c.what);
+        const auto path = dir.write("x.npy", c.file);
+        check_refused(open_npy(path), path, c.path, c.phrase);
+    }
+    std::filesystem::create_directory(dir / "weights.npy");
+    check_refused(open_npy(dir / "weights.npy"), dir / "weights.npy", "", "is a directory, not a file");
+}
+
+TEST_CASE("numpy's own Fortran-order, big-endian, integer and object arrays are refused clearly") {
+    const std::string dir = FFN_TRACE_TEST_INPUTS "/numpy/";
+    check_refused(open_npy(dir + "fortran_order.npy"), dir + "fortran_order.npy", "header.fortran_order", "Fortran");
+    check_refused(open_npy(dir + "big_endian.npy"), dir + "big_endian.npy", "header.descr", "big-endian ('>f8')");
+    check_refused(open_npy(dir + "int64.npy"), dir + "int64.npy", "header.descr", "unsupported dtype '<i8'");
+    check_refused(open_npy(dir + "object.npy"), dir + "object.npy", "header.descr", "an object array ('|O')");
+}

@@ -104,4 +104,7 @@ private:
 // holding model.safetensors or, failing that, model.safetensors.index.json.
 outcome<std::unique_ptr<tensor_source>> open_safetensors(const std::string& path);
 
+// A numpy .npy file: one tensor, named after the file without its directory and ".npy".
+outcome<std::unique_ptr<tensor_source>> open_npy(const std::string& path);
+
 }  // namespace ffn_trace

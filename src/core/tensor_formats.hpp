@@ -91,4 +91,28 @@ std::string json_member(const std::string& parent, std::string_view key);
 // A JSON value described for messages: "the number 3", "a string", "an array".
 std::string kind_of(const nlohmann::ordered_json& j);
 
+// The header of a .npy file, read from the bytes at its start.
+struct npy_header {
+    std::string descr;         // as written: "<f4"
+    bool fortran_order = false;
+    std::vector<std::size_t> shape;
+    std::uint64_t data_begin = 0;  // the offset of the data from the start of the .npy
+    std::uint64_t data_length = 0; // elements × item size
+    std::optional<dtype> type;     // set when the array is one ffn-trace converts,
+    std::optional<error> unsupported;  // else why not: a well-formed header of another dtype or order
+};
+
+// How many bytes of a .npy's start the header needs, at most: magic, version, length, header.
+inline constexpr std::size_t npy_max_header_bytes = 1u << 20;
+
+// Where the header of a .npy ends (its data begins) by its preamble, or 0 when the preamble is
+// cut short or not a .npy's: how many of its first bytes parse_npy_header needs.
+std::uint64_t npy_header_end(std::span<const std::byte> start);
+
+// Reads a .npy header from `start` (the first bytes of the .npy; at most npy_max_header_bytes
+// are needed). `total` is the size of the whole .npy: its data must fill the rest exactly.
+// Errors are of `file` with paths prefixed by `where` ("" for a .npy, "W1.npy: " in an .npz).
+outcome<npy_header> parse_npy_header(std::span<const std::byte> start, std::uint64_t total, const std::string& file,
+                                     const std::string& where);
+
 }  // namespace ffn_trace::detail
