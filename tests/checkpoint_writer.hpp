@@ -1,10 +1,13 @@
-// A tiny writer of checkpoints for the tests: safetensors files and a sharded index, .npy files.
+// A tiny writer of checkpoints for the tests: safetensors files and a sharded index, .npy files,
+// and ZIP archives (.npz) with stored and deflated entries.
 //
 // It shares no code with the readers. Its encoders take each value to its bits by the formats'
 // definitions and refuse a value the dtype cannot hold exactly, so a test's expected numbers are
 // the very numbers it wrote. The raw writers (safetensors_file with a header text, npy_file with a
-// header dict) let the tests build malformed files on purpose.
+// header dict, zip with its offsets) let the tests build malformed files on purpose.
 #pragma once
+
+#include <zlib.h>
 
 #include <bit>
 #include <cmath>
@@ -25,6 +28,11 @@ using bytes = std::string;  // raw bytes
 
 inline void put_le(bytes& out, std::uint64_t value, int width) {
     for (int i = 0; i < width; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+// Overwrites `width` bytes at `at` with a little-endian value: for corrupting a field on purpose.
+inline void patch_le(bytes& out, std::size_t at, std::uint64_t value, int width) {
+    for (int i = 0; i < width; ++i) out[at + static_cast<std::size_t>(i)] = static_cast<char>((value >> (8 * i)) & 0xff);
 }
 
 // IEEE half: v = (1 + f/1024) · 2^(e − 15) for e in 1..30, f/1024 · 2^-14 for e = 0.
@@ -139,6 +147,101 @@ inline std::string npy_descr(const std::string& dtype) {
 }
 
 inline bytes npy_file(const tensor& t) { return npy_file(npy_dict(npy_descr(t.dtype), t.shape), encode(t.dtype, t.values)); }
+
+// Raw deflate (no zlib wrapper), as ZIP stores it.
+inline bytes deflate_raw(const bytes& in) {
+    z_stream zs{};
+    if (deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        throw std::runtime_error("deflateInit2 failed");
+    bytes out(deflateBound(&zs, static_cast<uLong>(in.size())), '\0');
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = static_cast<uInt>(in.size());
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    const int status = deflate(&zs, Z_FINISH);
+    deflateEnd(&zs);
+    if (status != Z_STREAM_END) throw std::runtime_error("deflate did not finish");
+    out.resize(zs.total_out);
+    return out;
+}
+
+struct zip_member {
+    std::string name;
+    bytes content;
+    bool deflate = false;
+};
+
+// A ZIP archive and where its parts are, for corrupting them on purpose.
+struct zip_archive {
+    bytes data;
+    std::vector<std::size_t> local_headers;    // offset of each member's local header
+    std::vector<std::size_t> member_data;      // offset of each member's (compressed) data
+    std::vector<std::size_t> central_entries;  // offset of each member's central directory entry
+    std::size_t end_record = 0;                // offset of the end of central directory record
+};
+
+// Local header + data per member, then the central directory, then the end record (APPNOTE 4.3).
+inline zip_archive zip(const std::vector<zip_member>& members) {
+    zip_archive z;
+    struct sizes {
+        std::uint32_t crc;
+        std::size_t compressed, uncompressed;
+    };
+    std::vector<sizes> s;
+    for (const auto& m : members) {
+        const bytes stored = m.deflate ? deflate_raw(m.content) : m.content;
+        const auto crc = static_cast<std::uint32_t>(
+            crc32(0, reinterpret_cast<const Bytef*>(m.content.data()), static_cast<uInt>(m.content.size())));
+        s.push_back({crc, stored.size(), m.content.size()});
+        z.local_headers.push_back(z.data.size());
+        put_le(z.data, 0x04034b50, 4);
+        put_le(z.data, 20, 2);                   // version needed: 2.0
+        put_le(z.data, 0, 2);                    // flags
+        put_le(z.data, m.deflate ? 8 : 0, 2);    // method
+        put_le(z.data, 0, 2);                    // time
+        put_le(z.data, 0x21, 2);                 // date: 1980-01-01
+        put_le(z.data, crc, 4);
+        put_le(z.data, stored.size(), 4);
+        put_le(z.data, m.content.size(), 4);
+        put_le(z.data, m.name.size(), 2);
+        put_le(z.data, 0, 2);                    // extra length
+        z.data += m.name;
+        z.member_data.push_back(z.data.size());
+        z.data += stored;
+    }
+    const std::size_t directory = z.data.size();
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        z.central_entries.push_back(z.data.size());
+        put_le(z.data, 0x02014b50, 4);
+        put_le(z.data, 20, 2);  // made by
+        put_le(z.data, 20, 2);  // needed
+        put_le(z.data, 0, 2);
+        put_le(z.data, members[i].deflate ? 8 : 0, 2);
+        put_le(z.data, 0, 2);
+        put_le(z.data, 0x21, 2);
+        put_le(z.data, s[i].crc, 4);
+        put_le(z.data, s[i].compressed, 4);
+        put_le(z.data, s[i].uncompressed, 4);
+        put_le(z.data, members[i].name.size(), 2);
+        put_le(z.data, 0, 2);  // extra
+        put_le(z.data, 0, 2);  // comment
+        put_le(z.data, 0, 2);  // disk
+        put_le(z.data, 0, 2);  // internal attributes
+        put_le(z.data, 0, 4);  // external attributes
+        put_le(z.data, z.local_headers[i], 4);
+        z.data += members[i].name;
+    }
+    z.end_record = z.data.size();
+    put_le(z.data, 0x06054b50, 4);
+    put_le(z.data, 0, 2);
+    put_le(z.data, 0, 2);
+    put_le(z.data, members.size(), 2);
+    put_le(z.data, members.size(), 2);
+    put_le(z.data, z.end_record - directory, 4);
+    put_le(z.data, directory, 4);
+    put_le(z.data, 0, 2);  // comment length
+    return z;
+}
 
 // A fresh directory under the system's temporary directory, removed with everything in it.
 class temp_dir {

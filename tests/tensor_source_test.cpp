@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "checkpoint_writer.hpp"
@@ -591,4 +592,207 @@ TEST_CASE("numpy's own Fortran-order, big-endian, integer and object arrays are 
     check_refused(open_npy(dir + "big_endian.npy"), dir + "big_endian.npy", "header.descr", "big-endian ('>f8')");
     check_refused(open_npy(dir + "int64.npy"), dir + "int64.npy", "header.descr", "unsupported dtype '<i8'");
     check_refused(open_npy(dir + "object.npy"), dir + "object.npy", "header.descr", "an object array ('|O')");
+}
+
+// ---- .npz ---------------------------------------------------------------------------------------
+
+namespace {
+
+const std::vector<double> c_fc_values = {0.5, -1.25, 2, 3, 0.125, -4.5};
+
+// 152 bytes: a 128-byte header (preamble, dict, padding) and 6 float32s.
+ckpt::bytes c_fc_npy() { return ckpt::npy_file({"", "F32", {2, 3}, c_fc_values}); }
+
+// One deflated entry, h.0.mlp.c_fc.weight.npy, to corrupt.
+ckpt::zip_archive one_deflated() { return ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy(), true}}); }
+ckpt::zip_archive one_stored() { return ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy(), false}}); }
+
+}  // namespace
+
+TEST_CASE("an .npz of stored and deflated entries reads each array under its name without .npy") {
+    const auto z = ckpt::zip({
+        {"h.0.mlp.c_fc.weight.npy", c_fc_npy(), false},
+        {"h.0.mlp.c_fc.bias.npy", ckpt::npy_file({"", "F64", {3}, {1.5, -0.75, 0.1}}), true},
+        {"wte.npy", ckpt::npy_file({"", "F16", {3, 2}, {1, 2, -0.5, 65504, std::ldexp(1.0, -24), 0}}), true},
+        {"README.txt", "not an array", true},
+    });
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.npz", z.data);
+    auto s = opened(open_npz(path));
+    REQUIRE(s->tensors().size() == 3);
+    const tensor_info* weight = s->find("h.0.mlp.c_fc.weight");
+    const tensor_info* wte = s->find("wte");
+    REQUIRE(weight);
+    REQUIRE(wte);
+    CHECK_FALSE(weight->compressed);
+    CHECK(weight->begin == z.member_data[0] + 128);  // in place: the entry's data, after its .npy header
+    CHECK(wte->compressed);
+    CHECK(wte->begin == 128);                        // within the inflated entry
+    auto m = s->read_matrix("h.0.mlp.c_fc.weight");
+    REQUIRE(m);
+    check_values(m->data, c_fc_values);
+    auto b = s->read_vector("h.0.mlp.c_fc.bias");
+    REQUIRE(b);
+    check_values(*b, {1.5, -0.75, 0.1});
+    auto rows = s->read_rows("wte", {2, 1});
+    REQUIRE(rows);
+    REQUIRE(rows->rows == 2);
+    check_values(rows->data, {std::ldexp(1.0, -24), 0, -0.5, 65504});
+    CHECK(s->find("README") == nullptr);
+}
+
+TEST_CASE("np.savez and np.savez_compressed archives read back the values their generator chose") {
+    // tests/inputs/numpy/generate.py: each local header carries a zip64 extra field beside valid sizes.
+    for (std::string name : {"stored.npz", "compressed.npz"}) {
+        CAPTURE(name);
+        auto s = opened(open_npz(FFN_TRACE_TEST_INPUTS "/numpy/" + name));
+        REQUIRE(s->tensors().size() == 3);
+        CHECK(s->tensors()[0].compressed == (name == "compressed.npz"));
+        auto weight = s->read_matrix("h.0.mlp.c_fc.weight");  // float32
+        REQUIRE(weight);
+        REQUIRE(weight->rows == 2);
+        check_values(weight->data, {0.5, -1.25, 2.0, 3.0, 0.125, -4.5});
+        auto bias = s->read_vector("h.0.mlp.c_fc.bias");  // float64
+        REQUIRE(bias);
+        check_values(*bias, {1.5, -0.75, 0.1});
+        auto wte = s->read_matrix("wte");  // float16: 65504 the largest, 2^-24 the smallest subnormal
+        REQUIRE(wte);
+        REQUIRE(wte->rows == 3);
+        check_values(wte->data, {1.0, 2.0, -0.5, 65504.0, 5.9604644775390625e-08, 0.0});
+    }
+}
+
+TEST_CASE("an .npz entry in Fortran order leaves the archive readable and is refused when read") {
+    const auto z = ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy(), true},
+                              {"h.0.mlp.c_proj.weight.npy", ckpt::npy_file(ckpt::npy_dict("<f4", {2, 3}, true),
+                                                                           ckpt::encode("F32", c_fc_values)),
+                               true}});
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.npz", z.data);
+    auto s = opened(open_npz(path));
+    CHECK(s->tensors().size() == 1);
+    check_refused(s->read_matrix("h.0.mlp.c_proj.weight"), path, "\"h.0.mlp.c_proj.weight.npy\": header.fortran_order",
+                  "Fortran (column-major) order");
+}
+
+TEST_CASE("every malformed .npz ends in an error that names the entry or record and the problem") {
+    const std::string entry = R"(zip: "h.0.mlp.c_fc.weight.npy")";
+    const std::string end = "zip: end of central directory";
+    struct corruption {
+        std::string what;
+        ckpt::zip_archive z;
+        std::function<void(ckpt::zip_archive&)> corrupt;
+        std::string path, phrase;
+    };
+    // The byte offsets are APPNOTE's: central entry +8 flags, +10 method, +16 CRC, +20 compressed
+    // size, +24 size, +28 name length, +42 local header offset; end record +4 disk, +10 entries,
+    // +16 directory offset, +20 comment length.
+    auto entry_field = [](std::size_t field, std::uint64_t value, int width) {
+        return [=](ckpt::zip_archive& z) { ckpt::patch_le(z.data, z.central_entries[0] + field, value, width); };
+    };
+    auto end_field = [](std::size_t field, std::uint64_t value, int width) {
+        return [=](ckpt::zip_archive& z) { ckpt::patch_le(z.data, z.end_record + field, value, width); };
+    };
+    const std::vector<corruption> cases = {
+        {"a file too short", one_stored(), [](auto& z) { z.data = "PK"; }, "zip", "the file has 2 bytes, too few for a ZIP archive"},
+        {"no end record", one_stored(), [](auto& z) { z.data = std::string(100, 'x'); }, "zip",
+         "not a ZIP archive: there is no end of central directory record"},
+        {"a zip64 archive", one_stored(), end_field(10, 0xffff, 2), end, "a zip64 archive"},
+        {"several disks", one_stored(), end_field(4, 1, 2), end, "the archive spans several disks"},
+        {"a comment past the end", one_stored(), end_field(20, 10, 2), end, "the archive comment of 10 bytes runs past the end"},
+        {"a directory past its end record", one_stored(), end_field(16, 1u << 30, 4), end,
+         "the central directory [1073741824, "},
+        {"more entries than the directory holds", one_stored(),
+         [](auto& z) {
+             ckpt::patch_le(z.data, z.end_record + 8, 2, 2);
+             ckpt::patch_le(z.data, z.end_record + 10, 2, 2);
+         },
+         "zip: central directory entry 1", "runs past the end of the central directory"},
+        {"a bad central signature", one_stored(), entry_field(0, 0x12345678, 4), "zip: central directory entry 0",
+         "no central directory signature"},
+        {"a name past the directory", one_stored(), entry_field(28, 0xffff, 2), "zip: central directory entry 0",
+         "its name and fields run past the end of the central directory"},
+        {"a zip64 entry", one_stored(), entry_field(20, 0xffffffff, 4), entry, "a zip64 entry (over 4 GiB)"},
+        {"an encrypted entry", one_stored(), entry_field(8, 1, 2), entry, "the entry is encrypted"},
+        {"bzip2", one_stored(), entry_field(10, 12, 2), entry, "compression method 12"},
+        {"a local header past the directory", one_stored(), entry_field(42, 1u << 20, 4), entry,
+         "its local header at byte 1048576 is not before the central directory"},
+        {"a bad local signature", one_stored(), [](auto& z) { ckpt::patch_le(z.data, z.local_headers[0], 0, 4); }, entry,
+         "no local header signature at byte 0"},
+        {"a local header of another name", one_stored(), [](auto& z) { z.data[z.local_headers[0] + 30] = 'X'; }, entry,
+         "its local header names it \"X.0.mlp.c_fc.weight.npy\""},
+        {"data running into the directory", one_stored(), entry_field(20, 100000, 4), entry,
+         "runs into the central directory"},
+        {"a stored entry of two sizes", one_stored(), entry_field(24, 100, 4), entry,
+         "a stored entry of 152 bytes claims to hold 100"},
+        {"a deflate ratio beyond deflate's", one_deflated(), entry_field(24, 0xf0000000, 4), entry,
+         "more than deflate can (at most 1032 to 1)"},
+        {"corrupt deflate data", one_deflated(),
+         [](auto& z) {
+             for (std::size_t i = z.member_data[0]; i < z.central_entries[0]; ++i) z.data[i] = '\xff';
+         },
+         entry, "its deflated data is corrupt"},
+        {"deflate data shorter than stated", one_deflated(), entry_field(24, 152 + 8, 4), entry,
+         "its deflated data ends after 152 of the 160 bytes"},
+        {"a bad .npy inside", ckpt::zip({{"h.0.mlp.c_fc.weight.npy", ckpt::npy_file("{'descr': '<f4'}", ""), true}}),
+         [](auto&) {}, "\"h.0.mlp.c_fc.weight.npy\": header.fortran_order", "is missing"},
+        {"a name twice", ckpt::zip({{"wte.npy", c_fc_npy(), false}, {"wte.npy", c_fc_npy(), true}}), [](auto&) {},
+         "zip: \"wte.npy\"", "appears twice in the archive"},
+    };
+    ckpt::temp_dir dir;
+    for (auto c : cases) {
+        CAPTURE(c.what);
+        c.corrupt(c.z);
+        const auto path = dir.write("gpt2.npz", c.z.data);
+        check_refused(open_npz(path), path, c.path, c.phrase);
+    }
+}
+
+TEST_CASE("an .npz entry that overlaps another is refused") {
+    // Entry b's local header and data are hidden inside entry a's data, and the central directory
+    // points b there: the bytes would be read twice, as in a zip bomb.
+    const auto b_alone = ckpt::zip({{"b.npy", c_fc_npy(), false}});
+    const ckpt::bytes b_local = b_alone.data.substr(0, b_alone.central_entries[0]);
+    auto z = ckpt::zip({{"a.npy", b_local, false}, {"b.npy", c_fc_npy(), false}});
+    ckpt::patch_le(z.data, z.central_entries[1] + 42, z.member_data[0], 4);
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.npz", z.data);
+    check_refused(open_npz(path), path, "zip: \"b.npy\"", "overlaps the entry \"a.npy\"");
+}
+
+TEST_CASE("a deflated .npz entry is checked when inflated: its CRC-32 and its size") {
+    ckpt::temp_dir dir;
+    const std::string entry = R"(zip: "h.0.mlp.c_fc.weight.npy")";
+    SUBCASE("a CRC-32 that does not match") {
+        auto z = one_deflated();
+        ckpt::patch_le(z.data, z.central_entries[0] + 16, 0xdeadbeef, 4);
+        const auto path = dir.write("gpt2.npz", z.data);
+        auto s = opened(open_npz(path));
+        check_refused(s->read_matrix("h.0.mlp.c_fc.weight"), path, entry, "is not the deadbeef the archive states");
+    }
+    SUBCASE("an entry that inflates to more than it states") {
+        // 8 bytes beyond the 152 of the .npy; the central directory states 152.
+        auto z = ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy() + std::string(8, '\0'), true}});
+        ckpt::patch_le(z.data, z.central_entries[0] + 24, 152, 4);
+        const auto path = dir.write("gpt2.npz", z.data);
+        auto s = opened(open_npz(path));
+        check_refused(s->read_rows("h.0.mlp.c_fc.weight", {0}), path, entry,
+                      "inflates to more than the 152 bytes its central directory states");
+    }
+}
+
+TEST_CASE("open_tensor_source picks the reader by the path: .npy, .npz, else safetensors") {
+    ckpt::temp_dir dir;
+    const ckpt::tensor bias{"", "F32", {2}, {0.5, -0.5}};
+    const auto npy = dir.write("b1.npy", ckpt::npy_file(bias));
+    const auto npz = dir.write("layer.npz", ckpt::zip({{"b1.npy", ckpt::npy_file(bias), true}}).data);
+    dir.write("ckpt/model.safetensors", ckpt::safetensors_file({{"b1", "F32", {2}, {0.5, -0.5}}}));
+    for (const auto& path : {npy, npz, dir / "ckpt"}) {
+        CAPTURE(path);
+        auto s = opened(open_tensor_source(path));
+        auto v = s->read_vector("b1");
+        REQUIRE(v);
+        check_values(*v, {0.5, -0.5});
+    }
+    check_refused(open_tensor_source(npy + "z"), npy + "z", "", "cannot open the file");
 }

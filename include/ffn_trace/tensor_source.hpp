@@ -107,4 +107,11 @@ outcome<std::unique_ptr<tensor_source>> open_safetensors(const std::string& path
 // A numpy .npy file: one tensor, named after the file without its directory and ".npy".
 outcome<std::unique_ptr<tensor_source>> open_npy(const std::string& path);
 
+// A numpy .npz archive (np.savez or np.savez_compressed): one tensor per ".npy" entry, named by
+// the entry without ".npy". Other entries are ignored; zip64 archives are refused.
+outcome<std::unique_ptr<tensor_source>> open_npz(const std::string& path);
+
+// By the path: .npy, .npz, or else safetensors (a file, an index or a directory).
+outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path);
+
 }  // namespace ffn_trace

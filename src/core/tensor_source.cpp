@@ -194,6 +194,13 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
     return m;
 }
 
+outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path) {
+    const std::string extension = std::filesystem::path(path).extension().string();
+    if (extension == ".npy") return open_npy(path);
+    if (extension == ".npz") return open_npz(path);
+    return open_safetensors(path);
+}
+
 namespace detail {
 
 outcome<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path) {
