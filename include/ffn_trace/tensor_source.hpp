@@ -1,0 +1,117 @@
+// Weights from checkpoint files: one tensor source interface, one small reader per format
+// (safetensors, numpy's .npy and .npz).
+//
+// A checkpoint is hostile input like any file. Each opener checks every header length, offset,
+// shape and dtype against the file before a single value is read, maps the file read-only and
+// converts a tensor to doubles only when it is asked for — so opening a 15 GB checkpoint reads its
+// headers, and taking three rows of a 50257 × 768 embedding converts three rows.
+//
+// Every problem is an `error` naming the file, where in it (the tensor's name, or the header field:
+// `header: "h.0.mlp.c_fc.weight".data_offsets`) and what is wrong; nothing throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+
+namespace ffn_trace {
+
+// The element types ffn-trace converts; the names are safetensors' ("F64", "F32", "F16", "BF16").
+enum class dtype { f64, f32, f16, bf16 };
+std::string_view to_string(dtype t);
+std::size_t size_of(dtype t);  // bytes per element
+
+// IEEE 754 binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits; exponent 0 holds
+// zero and the subnormals (mantissa · 2^-24), exponent 31 infinity and NaN.
+float f16_to_float(std::uint16_t bits);
+// bfloat16: the high 16 bits of a float32, so it converts by a shift.
+float bf16_to_float(std::uint16_t bits);
+
+struct tensor_info {
+    std::string name;                // as the checkpoint names it: "model.layers.0.mlp.up_proj.weight"
+    dtype type = dtype::f32;
+    std::vector<std::size_t> shape;  // row-major (C order); empty for a scalar
+
+    // Where its bytes are: the file that holds them (a shard of a sharded checkpoint, the .npy,
+    // or the .npz archive) and the byte range [begin, begin + length) of its little-endian data
+    // in that file — or, when `compressed` (a deflated .npz entry), in the entry once inflated.
+    std::string file;
+    std::uint64_t begin = 0;
+    std::uint64_t length = 0;  // elements() × size_of(type), checked when the source was opened
+    bool compressed = false;
+
+    std::size_t elements() const;  // the product of the shape (1 for a scalar)
+};
+
+// The tensors of one checkpoint. Sources are made by the openers below, which have checked every
+// tensor's shape, dtype and byte range; a source keeps its files mapped for as long as it lives.
+class tensor_source {
+public:
+    virtual ~tensor_source() = default;
+    tensor_source(const tensor_source&) = delete;
+    tensor_source& operator=(const tensor_source&) = delete;
+
+    // The file opened: the .safetensors, the index, the .npy or the .npz (for a directory, the
+    // file found in it). Errors about the checkpoint as a whole name it.
+    const std::string& origin() const { return origin_; }
+    // Every readable tensor, sorted by name.
+    const std::vector<tensor_info>& tensors() const { return tensors_; }
+    // The tensor of that name, or nullptr.
+    const tensor_info* find(std::string_view name) const;
+
+    // A 2-D tensor (rows, cols) as a row-major matrix; a 1-D tensor (n) as one row (1, n).
+    outcome<matrix> read_matrix(std::string_view name) const;
+    // A 1-D tensor (n).
+    outcome<std::vector<double>> read_vector(std::string_view name) const;
+    // Rows of a 2-D tensor (rows, cols), in the order asked and repeats allowed:
+    // (rows.size(), cols). Only those rows are converted (a deflated .npz entry is inflated whole).
+    outcome<matrix> read_rows(std::string_view name, const std::vector<std::size_t>& rows) const;
+
+protected:
+    // `tensors` need not be sorted. `unreadable` pairs a name with the error of a tensor that is
+    // well formed but that ffn-trace does not convert (an I64 buffer, F8 weights, a Fortran-order
+    // array in an .npz): a checkpoint holding one still opens, and reading it gives that error
+    // rather than "no tensor of this name".
+    tensor_source(std::string origin, std::vector<tensor_info> tensors,
+                  std::vector<std::pair<std::string, error>> unreadable = {});
+
+    // The `t.length` bytes of one of tensors()' data. They point into the mapped file, or into
+    // `scratch` when the data had to be inflated; valid while both live.
+    virtual outcome<std::span<const std::byte>> data_of(const tensor_info& t, std::vector<std::byte>& scratch) const = 0;
+
+private:
+    struct located {
+        const tensor_info* info;
+        std::span<const std::byte> bytes;
+    };
+    outcome<located> locate(std::string_view name, std::vector<std::byte>& scratch) const;
+
+    std::string origin_;
+    std::vector<tensor_info> tensors_;
+    std::vector<std::pair<std::string, error>> unreadable_;  // sorted by name
+};
+
+// A safetensors checkpoint: a single .safetensors file, a sharded checkpoint's
+// model.safetensors.index.json (its weight_map names the shard of each tensor), or a directory
+// holding model.safetensors or, failing that, model.safetensors.index.json.
+outcome<std::unique_ptr<tensor_source>> open_safetensors(const std::string& path);
+
+// A numpy .npy file: one tensor, named after the file without its directory and ".npy".
+outcome<std::unique_ptr<tensor_source>> open_npy(const std::string& path);
+
+// A numpy .npz archive (np.savez or np.savez_compressed): one tensor per ".npy" entry, named by
+// the entry without ".npy". Other entries are ignored; zip64 archives are refused.
+outcome<std::unique_ptr<tensor_source>> open_npz(const std::string& path);
+
+// By the path: .npy, .npz, or else safetensors (a file, an index or a directory).
+outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path);
+
+}  // namespace ffn_trace

@@ -1,0 +1,798 @@
+#include "ffn_trace/tensor_source.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "checkpoint_writer.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+namespace ckpt = test::ckpt;
+
+namespace {
+
+using source = std::unique_ptr<tensor_source>;
+
+// The readers convert exactly: a relative margin of 1e-12, and a scale small enough that zero and
+// subnormals are compared too.
+Approx near(double v) { return Approx(v).epsilon(1e-12).scale(std::numeric_limits<double>::min()); }
+
+source opened(outcome<source> s) {
+    if (!s) FAIL(s.err().to_string());
+    return std::move(*s);
+}
+
+void check_values(const std::vector<double>& got, const std::vector<double>& expected) {
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        CHECK(got[i] == near(expected[i]));
+    }
+}
+
+// A refusal: the file, the path of the bad field or tensor, and a phrase of the message.
+template <class T>
+void check_refused(const outcome<T>& o, const std::string& file, const std::string& path, const std::string& phrase) {
+    REQUIRE_FALSE(o);
+    INFO(o.err().to_string());
+    CHECK(o.err().file == file);
+    CHECK(o.err().path == path);
+    CHECK(o.err().message.find(phrase) != std::string::npos);
+}
+
+// value(r, c) = 10·r + c: every row of a matrix tells which row it is.
+std::vector<double> numbered(std::size_t rows, std::size_t cols) {
+    std::vector<double> v;
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) v.push_back(10.0 * static_cast<double>(r) + static_cast<double>(c));
+    return v;
+}
+
+}  // namespace
+
+// ---- F16 and BF16 -----------------------------------------------------------------------------
+
+TEST_CASE("f16_to_float decodes IEEE half bit patterns worked out by hand") {
+    // sign | exponent (5 bits, bias 15) | mantissa (10 bits)
+    CHECK(f16_to_float(0x3C00) == 1.0f);                   // 0 01111 0000000000 = 2^0
+    CHECK(f16_to_float(0xC000) == -2.0f);                  // 1 10000 0000000000 = −2^1
+    CHECK(f16_to_float(0x3800) == 0.5f);                   // 0 01110 ... = 2^-1
+    CHECK(f16_to_float(0x3555) == 0.333251953125f);        // (1 + 341/1024) · 2^-2 = 1365/4096
+    CHECK(f16_to_float(0x7BFF) == 65504.0f);               // (1 + 1023/1024) · 2^15, the largest half
+    CHECK(f16_to_float(0x0400) == 6.103515625e-05f);       // 2^-14, the smallest normal
+    CHECK(f16_to_float(0x03FF) == 6.097555160522461e-05f); // 1023 · 2^-24, the largest subnormal
+    CHECK(f16_to_float(0x0001) == 5.9604644775390625e-08f);// 2^-24, the smallest subnormal
+    CHECK(f16_to_float(0x8001) == -5.9604644775390625e-08f);
+    CHECK(f16_to_float(0x0000) == 0.0f);
+    CHECK(std::signbit(f16_to_float(0x8000)));             // −0 keeps its sign
+    CHECK(f16_to_float(0x7C00) == std::numeric_limits<float>::infinity());
+    CHECK(f16_to_float(0xFC00) == -std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(f16_to_float(0x7E00)));
+    CHECK(std::isnan(f16_to_float(0x7C01)));               // any mantissa with exponent 31
+}
+
+TEST_CASE("bf16_to_float takes the 16 bits as the high half of a float32") {
+    CHECK(bf16_to_float(0x3F80) == 1.0f);                  // float32 0x3F800000
+    CHECK(bf16_to_float(0x4049) == 3.140625f);             // 0x40490000 = (1 + 0x49/128) · 2^1
+    CHECK(bf16_to_float(0xC000) == -2.0f);
+    CHECK(bf16_to_float(0x3E80) == 0.25f);
+    CHECK(bf16_to_float(0x7F7F) == 3.3895313892515355e38f);// (2 − 2^-7) · 2^127, the largest bf16
+    CHECK(bf16_to_float(0x0080) == 1.1754943508222875e-38f);// 2^-126, the smallest normal
+    CHECK(bf16_to_float(0x0001) == 9.183549615799121e-41f);// 2^16 · 2^-149 = 2^-133, a subnormal
+    CHECK(bf16_to_float(0x7F80) == std::numeric_limits<float>::infinity());
+    CHECK(bf16_to_float(0xFF80) == -std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(bf16_to_float(0x7FC0)));
+}
+
+TEST_CASE("dtypes are named as in safetensors and sized in bytes") {
+    CHECK(to_string(dtype::f64) == "F64");
+    CHECK(to_string(dtype::f32) == "F32");
+    CHECK(to_string(dtype::f16) == "F16");
+    CHECK(to_string(dtype::bf16) == "BF16");
+    CHECK(size_of(dtype::f64) == 8);
+    CHECK(size_of(dtype::f32) == 4);
+    CHECK(size_of(dtype::f16) == 2);
+    CHECK(size_of(dtype::bf16) == 2);
+}
+
+// ---- safetensors: reading -----------------------------------------------------------------------
+
+TEST_CASE("a safetensors file spelled out byte by byte reads back the values it spells") {
+    // The header is 70 bytes of JSON: 0x46 as the 8-byte little-endian length.
+    const char header[] = R"({"h.0.mlp.c_fc.bias":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    static_assert(sizeof(header) - 1 == 70);
+    ckpt::bytes file("\x46\0\0\0\0\0\0\0", 8);
+    file += header;
+    file += std::string("\x00\x00\x80\x3f", 4);  // 1.0f = 0x3F800000, little-endian
+    file += std::string("\x00\x00\x20\xc0", 4);  // −2.5f = −1.25 · 2^1 = 0xC0200000
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.safetensors", file);
+    auto s = opened(open_safetensors(path));
+    REQUIRE(s->tensors().size() == 1);
+    const tensor_info& t = s->tensors()[0];
+    CHECK(t.name == "h.0.mlp.c_fc.bias");
+    CHECK(t.type == dtype::f32);
+    CHECK(t.shape == std::vector<std::size_t>{2});
+    CHECK(t.file == path);
+    CHECK(t.begin == 78);  // 8 + 70
+    CHECK(t.length == 8);
+    CHECK_FALSE(t.compressed);
+    auto v = s->read_vector("h.0.mlp.c_fc.bias");
+    REQUIRE(v);
+    check_values(*v, {1.0, -2.5});
+}
+
+TEST_CASE("every dtype round-trips through a safetensors file") {
+    // Each value is exact in its dtype: halves of small integers, 2^-24 (an F16 subnormal),
+    // 65504 (the largest F16), 3.140625 (BF16 0x4049), 2^-133 (a BF16 subnormal).
+    const std::vector<ckpt::tensor> tensors = {
+        {"model.layers.0.mlp.down_proj.weight", "F64", {2, 3}, {0.1, -1e300, 5e-324, 1.0 / 3.0, -0.0, 42}},
+        {"model.layers.0.mlp.gate_proj.weight", "F32", {3, 2}, {0.1f, -3.5, 1e-40f, 16777216, -0.375, 1e38f}},
+        {"model.layers.0.mlp.up_proj.weight", "F16", {2, 2}, {65504, std::ldexp(1.0, -24), -0.333251953125, 1.5}},
+        {"model.layers.0.post_attention_layernorm.weight", "BF16", {4}, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0}},
+    };
+    ckpt::temp_dir dir;
+    auto s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file(tensors))));
+    REQUIRE(s->tensors().size() == 4);
+    for (const auto& t : tensors) {
+        CAPTURE(t.name);
+        const tensor_info* info = s->find(t.name);
+        REQUIRE(info);
+        CHECK(to_string(info->type) == t.dtype);
+        CHECK(info->shape == t.shape);
+        auto m = s->read_matrix(t.name);
+        REQUIRE(m);
+        REQUIRE(m->rows == (t.shape.size() == 2 ? t.shape[0] : 1));
+        REQUIRE(m->cols == t.shape.back());
+        check_values(m->data, t.values);
+    }
+    auto norm = s->read_vector("model.layers.0.post_attention_layernorm.weight");
+    REQUIRE(norm);
+    check_values(*norm, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0});
+}
+
+TEST_CASE("tensors are listed by name with their shape, dtype and byte range") {
+    const std::vector<ckpt::tensor> tensors = {
+        {"h.0.mlp.c_proj.weight", "F32", {3, 2}, numbered(3, 2)},  // data bytes [0, 24)
+        {"h.0.mlp.c_fc.weight", "F16", {2, 3}, numbered(2, 3)},    // [24, 36)
+        {"h.0.mlp.c_fc.bias", "BF16", {3}, {1, 2, 3}},             // [36, 42)
+    };
+    const auto file = ckpt::safetensors_file(tensors);
+    const std::uint64_t data_begin = file.size() - 42;
+    ckpt::temp_dir dir;
+    auto s = opened(open_safetensors(dir.write("gpt2.safetensors", file)));
+    REQUIRE(s->tensors().size() == 3);
+    CHECK(s->tensors()[0].name == "h.0.mlp.c_fc.bias");
+    CHECK(s->tensors()[1].name == "h.0.mlp.c_fc.weight");
+    CHECK(s->tensors()[2].name == "h.0.mlp.c_proj.weight");
+    CHECK(s->tensors()[0].begin == data_begin + 36);
+    CHECK(s->tensors()[0].length == 6);
+    CHECK(s->tensors()[1].begin == data_begin + 24);
+    CHECK(s->tensors()[1].length == 12);
+    CHECK(s->tensors()[2].begin == data_begin);
+    CHECK(s->tensors()[2].length == 24);
+    CHECK(s->tensors()[1].elements() == 6);
+    CHECK(s->find("h.0.mlp.c_fc") == nullptr);
+}
+
+TEST_CASE("read_rows converts the rows asked for, in their order, repeats included") {
+    // A small stand-in for GPT-2's 50257 × 768 token embedding: row r holds 10·r + c.
+    for (std::string type : {"F64", "F32", "F16", "BF16"}) {
+        CAPTURE(type);
+        ckpt::temp_dir dir;
+        auto s = opened(open_safetensors(
+            dir.write("model.safetensors", ckpt::safetensors_file({{"wte.weight", type, {6, 4}, numbered(6, 4)}}))));
+        auto m = s->read_rows("wte.weight", {5, 0, 5, 2});
+        REQUIRE(m);
+        REQUIRE(m->rows == 4);
+        REQUIRE(m->cols == 4);
+        const std::size_t expected_rows[] = {5, 0, 5, 2};
+        for (std::size_t i = 0; i < 4; ++i)
+            for (std::size_t c = 0; c < 4; ++c) {
+                CAPTURE(i);
+                CAPTURE(c);
+                CHECK((*m)(i, c) == near(10.0 * static_cast<double>(expected_rows[i]) + static_cast<double>(c)));
+            }
+        auto none = s->read_rows("wte.weight", {});
+        REQUIRE(none);
+        CHECK(none->rows == 0);
+        CHECK(none->cols == 4);
+    }
+}
+
+TEST_CASE("reading refuses a row past the end, a wrong rank and a name the checkpoint lacks") {
+    const std::vector<ckpt::tensor> tensors = {
+        {"model.embed_tokens.weight", "F32", {3, 2}, numbered(3, 2)},
+        {"model.norm.weight", "F32", {2}, {1, 1}},
+        {"model.layers.0.mlp.experts", "F32", {2, 1, 1}, {1, 2}},
+        {"model.empty", "F32", {0, 2}, {}},
+    };
+    ckpt::temp_dir dir;
+    const auto path = dir.write("model.safetensors", ckpt::safetensors_file(tensors));
+    auto s = opened(open_safetensors(path));
+    check_refused(s->read_rows("model.embed_tokens.weight", {0, 3}), path, "model.embed_tokens.weight",
+                  "row 3 is out of range: the tensor has 3 rows (0 to 2)");
+    check_refused(s->read_rows("model.empty", {0}), path, "model.empty", "row 0 is out of range: the tensor has no rows");
+    check_refused(s->read_rows("model.norm.weight", {0}), path, "model.norm.weight", "expected a 2-D tensor");
+    check_refused(s->read_vector("model.embed_tokens.weight"), path, "model.embed_tokens.weight",
+                  "expected a 1-D tensor, its shape is (3, 2)");
+    check_refused(s->read_matrix("model.layers.0.mlp.experts"), path, "model.layers.0.mlp.experts",
+                  "expected a 1-D or 2-D tensor, its shape is (2, 1, 1)");
+    check_refused(s->read_matrix("model.embed_token.weight"), path, "model.embed_token.weight",
+                  "no tensor of this name among its 4 tensors; the nearest is \"model.embed_tokens.weight\"");
+    auto norm = s->read_matrix("model.norm.weight");  // a 1-D tensor reads as one row
+    REQUIRE(norm);
+    CHECK(norm->rows == 1);
+    CHECK(norm->cols == 2);
+    auto empty = s->read_matrix("model.empty");
+    REQUIRE(empty);
+    CHECK(empty->rows == 0);
+}
+
+TEST_CASE("__metadata__ is allowed as an object of strings") {
+    ckpt::temp_dir dir;
+    auto s = opened(open_safetensors(dir.write(
+        "model.safetensors",
+        ckpt::safetensors_file({{"h.0.ln_2.weight", "F32", {2}, {1, 2}}}, {{"format", "pt"}, {"note", ""}}))));
+    CHECK(s->tensors().size() == 1);
+}
+
+TEST_CASE("a tensor of a dtype ffn-trace does not convert opens, and reading it names the tensor and the dtype") {
+    // An I64 buffer and F8 weights: the layout is checked with their widths (8 and 1 bytes).
+    const std::string header =
+        R"({"embeddings.position_ids":{"dtype":"I64","shape":[1,2],"data_offsets":[0,16]},)"
+        R"("h.0.mlp.c_fc.weight":{"dtype":"F8_E4M3","shape":[2,2],"data_offsets":[16,20]},)"
+        R"("h.0.mlp.c_fc.bias":{"dtype":"F32","shape":[1],"data_offsets":[20,24]}})";
+    ckpt::bytes data(20, '\0');
+    data += ckpt::encode("F32", {0.5});
+    ckpt::temp_dir dir;
+    const auto path = dir.write("model.safetensors", ckpt::safetensors_file(header, data));
+    auto s = opened(open_safetensors(path));
+    REQUIRE(s->tensors().size() == 1);
+    auto bias = s->read_vector("h.0.mlp.c_fc.bias");
+    REQUIRE(bias);
+    check_values(*bias, {0.5});
+    check_refused(s->read_matrix("embeddings.position_ids"), path, "embeddings.position_ids",
+                  "its dtype is I64, which ffn-trace does not convert (supported: F64, F32, F16, BF16)");
+    check_refused(s->read_rows("h.0.mlp.c_fc.weight", {0}), path, "h.0.mlp.c_fc.weight",
+                  "its dtype is F8_E4M3, which ffn-trace does not convert (supported: F64, F32, F16, BF16)");
+}
+
+// ---- safetensors: hostile files ---------------------------------------------------------------
+
+namespace {
+
+struct hostile {
+    std::string what;
+    ckpt::bytes file;
+    std::string path;    // of the error
+    std::string phrase;  // in its message
+};
+
+// A header of one tensor entry, and 8 bytes of data unless told.
+ckpt::bytes one_entry(const std::string& entry, ckpt::bytes data = ckpt::bytes(8, '\0')) {
+    return ckpt::safetensors_file(R"({"model.layers.0.mlp.up_proj.weight":)" + entry + "}", data);
+}
+
+ckpt::bytes with_length(std::uint64_t length, const std::string& rest) {
+    ckpt::bytes b;
+    ckpt::put_le(b, length, 8);
+    return b + rest;
+}
+
+}  // namespace
+
+TEST_CASE("every malformed safetensors file ends in an error that names the field and the problem") {
+    const std::string up = R"(header: "model.layers.0.mlp.up_proj.weight")";
+    const std::string gate = R"("model.layers.0.mlp.gate_proj.weight")";
+    const std::vector<hostile> cases = {
+        {"an empty file", "", "header", "the file has 0 bytes; a safetensors file begins with an 8-byte header length"},
+        {"a file shorter than the length", ckpt::bytes("\x05\0\0\0\0\0\0", 7), "header", "the file has 7 bytes"},
+        {"a header length past the end", with_length(1000, "{}        "), "header",
+         "the header length is 1000 bytes, but only 10 bytes follow the 8-byte length"},
+        {"a header length over 100 MB", with_length(100'000'001, "{}"), "header",
+         "the header length is 100000001 bytes, more than the 100 MB"},
+        {"a header length of 2^64 − 1", with_length(UINT64_MAX, "{}"), "header", "more than the 100 MB"},
+        {"a header that is not JSON", ckpt::safetensors_file(R"({"a": )", ""), "header", "not valid JSON"},
+        {"a header of invalid UTF-8", ckpt::safetensors_file("{\"\xff\": 1}", ""), "header", "not valid JSON"},
+        {"a header that is an array", ckpt::safetensors_file("[]", ""), "header", "expected a JSON object, got an empty array"},
+        {"a tensor named twice",
+         ckpt::safetensors_file(R"({"model.layers.0.mlp.up_proj.weight":{},"model.layers.0.mlp.up_proj.weight":{}})", ""), up,
+         "appears twice"},
+        {"nesting too deep", one_entry(R"({"dtype":[[[[[1]]]]]})"), up + ".dtype", "nest deeper than 4 levels"},
+        {"an entry that is not an object", one_entry("3"), up,
+         "expected an object with dtype, shape and data_offsets, got the number 3"},
+        {"no dtype", one_entry(R"({"shape":[2],"data_offsets":[0,8]})"), up + ".dtype", "is missing"},
+        {"no shape", one_entry(R"({"dtype":"F32","data_offsets":[0,8]})"), up + ".shape", "is missing"},
+        {"no data_offsets", one_entry(R"({"dtype":"F32","shape":[2]})"), up + ".data_offsets", "is missing"},
+        {"a dtype that is a number", one_entry(R"({"dtype":3,"shape":[2],"data_offsets":[0,8]})"), up + ".dtype",
+         "expected a dtype name such as \"F32\", got the number 3"},
+        {"an unknown dtype", one_entry(R"({"dtype":"Q4_K","shape":[2],"data_offsets":[0,8]})"), up + ".dtype",
+         "unknown dtype \"Q4_K\" (supported: F64, F32, F16, BF16)"},
+        {"a shape that is a string", one_entry(R"({"dtype":"F32","shape":"2","data_offsets":[0,8]})"), up + ".shape",
+         "expected an array of dimensions, got the string \"2\""},
+        {"a negative dimension", one_entry(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,8]})"), up + ".shape[0]",
+         "expected a dimension (an integer ≥ 0), got the number -1"},
+        {"a fractional dimension", one_entry(R"({"dtype":"F32","shape":[2,2.5],"data_offsets":[0,8]})"), up + ".shape[1]",
+         "got the number 2.5"},
+        {"a shape whose product overflows",
+         one_entry(R"({"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]})", ""), up + ".shape",
+         "the size of shape (4294967296, 4294967296, 0) of F32 overflows 64 bits"},
+        {"a shape whose bits overflow", one_entry(R"({"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,8]})"),
+         up + ".shape", "overflows 64 bits"},
+        {"a shape of part of a byte", one_entry(R"({"dtype":"F4","shape":[3],"data_offsets":[0,8]})"), up + ".shape",
+         "is 12 bits, not a whole number of bytes"},
+        {"data_offsets of one number", one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})"), up + ".data_offsets",
+         "expected [begin, end], got an array"},
+        {"a data offset that is a string", one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":["0",8]})"),
+         up + ".data_offsets[0]", "expected a byte offset (an integer ≥ 0), got the string \"0\""},
+        {"an end before the begin", one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), up + ".data_offsets",
+         "end 0 is before begin 8"},
+        {"data past the data region", one_entry(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]})"),
+         up + ".data_offsets", "[0, 16) runs past the end of the data region, which has 8 bytes"},
+        {"a byte length that is not the shape's", one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"),
+         up + ".data_offsets", "[0, 4) holds 4 bytes, but shape (2,) of F32 needs 8 (2 elements × 32 bits)"},
+        {"overlapping tensors",
+         ckpt::safetensors_file("{" + gate + R"(:{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)" +
+                                    R"("model.layers.0.mlp.up_proj.weight":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                ckpt::bytes(12, '\0')),
+         up + ".data_offsets", "[4, 12) overlaps " + gate + " at [0, 8)"},
+        {"a gap between tensors",
+         ckpt::safetensors_file("{" + gate + R"(:{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)" +
+                                    R"("model.layers.0.mlp.up_proj.weight":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
+                                ckpt::bytes(20, '\0')),
+         up + ".data_offsets", "[12, 20) leaves bytes [8, 12) of the data region to no tensor"},
+        {"bytes after the last tensor", one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})", ckpt::bytes(12, '\0')),
+         "header", "the tensors cover 8 bytes of the 12-byte data region: the last 4 belong to no tensor"},
+        {"__metadata__ that is not an object", ckpt::safetensors_file(R"({"__metadata__":[1]})", ""), "header: __metadata__",
+         "expected an object of strings, got an array"},
+        {"__metadata__ with a number", ckpt::safetensors_file(R"({"__metadata__":{"format":1}})", ""),
+         "header: __metadata__.format", "expected a string (metadata maps strings to strings), got the number 1"},
+    };
+    ckpt::temp_dir dir;
+    for (const auto& c : cases) {
+        CAPTURE(c.what);
+        const auto path = dir.write("model.safetensors", c.file);
+        check_refused(open_safetensors(path), path, c.path, c.phrase);
+    }
+}
+
+TEST_CASE("a path that is missing, or a directory without a checkpoint, is refused") {
+    ckpt::temp_dir dir;
+    check_refused(open_safetensors(dir / "absent.safetensors"), dir / "absent.safetensors", "",
+                  "cannot open the file: No such file or directory");
+    check_refused(open_safetensors(dir.path()), dir.path(), "",
+                  "holds neither model.safetensors nor model.safetensors.index.json");
+}
+
+// ---- safetensors: sharded checkpoints and directories -------------------------------------------
+
+namespace {
+
+// A Llama-style layer split over two shards, as a sharded checkpoint lays it out.
+struct sharded {
+    ckpt::temp_dir dir;
+    std::string shard1, shard2, index;
+
+    sharded() {
+        shard1 = dir.write("model-00001-of-00002.safetensors",
+                           ckpt::safetensors_file({{"model.layers.0.mlp.gate_proj.weight", "BF16", {2, 3}, numbered(2, 3)},
+                                                   {"model.layers.0.mlp.up_proj.weight", "BF16", {2, 3}, {1, 2, 3, 4, 5, 6}}}));
+        shard2 = dir.write("model-00002-of-00002.safetensors",
+                           ckpt::safetensors_file({{"model.layers.0.mlp.down_proj.weight", "F16", {3, 2}, {0.5, 1, 1.5, 2, 2.5, 3}},
+                                                   {"model.norm.weight", "F32", {2}, {1, 1}}}));
+        index = dir.write("model.safetensors.index.json",
+                          ckpt::index_file({{"model.layers.0.mlp.gate_proj.weight", "model-00001-of-00002.safetensors"},
+                                            {"model.layers.0.mlp.up_proj.weight", "model-00001-of-00002.safetensors"},
+                                            {"model.layers.0.mlp.down_proj.weight", "model-00002-of-00002.safetensors"},
+                                            {"model.norm.weight", "model-00002-of-00002.safetensors"}}));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a sharded checkpoint reads each tensor from the shard its index names") {
+    sharded c;
+    for (const auto& path : {c.index, c.dir.path()}) {  // the index itself, or the directory holding it
+        CAPTURE(path);
+        auto s = opened(open_safetensors(path));
+        CHECK(s->origin() == c.index);
+        REQUIRE(s->tensors().size() == 4);
+        const tensor_info* up = s->find("model.layers.0.mlp.up_proj.weight");
+        const tensor_info* down = s->find("model.layers.0.mlp.down_proj.weight");
+        REQUIRE(up);
+        REQUIRE(down);
+        CHECK(up->file == c.shard1);
+        CHECK(down->file == c.shard2);
+        auto u = s->read_matrix("model.layers.0.mlp.up_proj.weight");
+        REQUIRE(u);
+        check_values(u->data, {1, 2, 3, 4, 5, 6});
+        auto d = s->read_matrix("model.layers.0.mlp.down_proj.weight");
+        REQUIRE(d);
+        REQUIRE(d->rows == 3);
+        check_values(d->data, {0.5, 1, 1.5, 2, 2.5, 3});
+        auto g = s->read_rows("model.layers.0.mlp.gate_proj.weight", {1});
+        REQUIRE(g);
+        check_values(g->data, {10, 11, 12});
+    }
+}
+
+TEST_CASE("a directory holding both a single file and an index opens the single file") {
+    sharded c;
+    c.dir.write("model.safetensors", ckpt::safetensors_file({{"lm_head.weight", "F32", {1, 2}, {7, 8}}}));
+    auto s = opened(open_safetensors(c.dir.path()));
+    REQUIRE(s->tensors().size() == 1);
+    CHECK(s->tensors()[0].name == "lm_head.weight");
+    CHECK(s->origin() == c.dir / "model.safetensors");
+}
+
+TEST_CASE("an index naming a missing shard, or a tensor its shard lacks, is refused") {
+    sharded c;
+    const std::string up = R"(weight_map."model.layers.0.mlp.up_proj.weight")";
+    SUBCASE("a shard that is not there") {
+        std::filesystem::remove(c.shard1);
+        check_refused(open_safetensors(c.index), c.index, R"(weight_map."model.layers.0.mlp.gate_proj.weight")",
+                      "names the shard \"model-00001-of-00002.safetensors\", which is not in " + c.dir.path());
+    }
+    SUBCASE("a tensor missing from its shard") {
+        c.dir.write("model-00001-of-00002.safetensors",
+                    ckpt::safetensors_file({{"model.layers.0.mlp.gate_proj.weight", "BF16", {2, 3}, numbered(2, 3)}}));
+        check_refused(open_safetensors(c.index), c.index, up,
+                      "the shard \"model-00001-of-00002.safetensors\" has no tensor of this name");
+    }
+    SUBCASE("a malformed shard") {
+        c.dir.write("model-00002-of-00002.safetensors", "\x05");
+        check_refused(open_safetensors(c.index), c.shard2, "header", "the file has 1 byte;");
+    }
+    SUBCASE("a shard outside the index's directory") {
+        c.dir.write("model.safetensors.index.json", ckpt::index_file({{"model.layers.0.mlp.up_proj.weight", "../model.safetensors"}}));
+        check_refused(open_safetensors(c.index), c.index, up, "a shard must be a file in the index's directory");
+    }
+    SUBCASE("a shard name that is a number") {
+        c.dir.write("model.safetensors.index.json", R"({"weight_map": {"model.layers.0.mlp.up_proj.weight": 1}})");
+        check_refused(open_safetensors(c.index), c.index, up, "expected the shard's file name, got the number 1");
+    }
+    SUBCASE("no weight_map") {
+        c.dir.write("model.safetensors.index.json", R"({"metadata": {}})");
+        check_refused(open_safetensors(c.index), c.index, "weight_map", "is missing");
+    }
+    SUBCASE("a weight_map that is a list") {
+        c.dir.write("model.safetensors.index.json", R"({"weight_map": []})");
+        check_refused(open_safetensors(c.index), c.index, "weight_map", "expected an object of tensor name → shard file");
+    }
+    SUBCASE("an index that is not JSON") {
+        c.dir.write("model.safetensors.index.json", R"({"weight_map": )");
+        check_refused(open_safetensors(c.index), c.index, "top level", "not valid JSON");
+    }
+    SUBCASE("a tensor named twice in the index") {
+        c.dir.write("model.safetensors.index.json",
+                    R"({"weight_map": {"model.norm.weight": "a.safetensors", "model.norm.weight": "b.safetensors"}})");
+        check_refused(open_safetensors(c.index), c.index, R"(weight_map."model.norm.weight")", "appears twice");
+    }
+}
+
+// ---- .npy ---------------------------------------------------------------------------------------
+
+TEST_CASE("an .npy of each float dtype reads back its values, named after its file") {
+    ckpt::temp_dir dir;
+    for (std::string type : {"F64", "F32", "F16"}) {
+        CAPTURE(type);
+        const std::vector<double> values = {0.5, -1.25, 2, 3, 0.125, -4.5};
+        const auto path = dir.write("c_fc.npy", ckpt::npy_file({"", type, {2, 3}, values}));
+        auto s = opened(open_npy(path));
+        REQUIRE(s->tensors().size() == 1);
+        const tensor_info& t = s->tensors()[0];
+        CHECK(t.name == "c_fc");
+        CHECK(to_string(t.type) == type);
+        CHECK(t.shape == std::vector<std::size_t>{2, 3});
+        CHECK(t.begin == 128);  // 10 bytes of preamble and 59 of dict, padded to a multiple of 64
+        auto m = s->read_matrix("c_fc");
+        REQUIRE(m);
+        REQUIRE(m->rows == 2);
+        check_values(m->data, values);
+        auto row = s->read_rows("c_fc", {1});
+        REQUIRE(row);
+        check_values(row->data, {3, 0.125, -4.5});
+    }
+}
+
+TEST_CASE("an .npy header may be version 2, double-quoted, or written by Python 2") {
+    ckpt::temp_dir dir;
+    const auto data = ckpt::encode("F32", {1, 2, 3});
+    for (const auto& [dict, version] : std::vector<std::pair<std::string, int>>{
+             {R"({"descr": "<f4", "fortran_order": False, "shape": (3,)})", 2},
+             {"{'descr': '<f4', 'fortran_order': False, 'shape': (3L,), }", 1},
+             {"{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}", 3}}) {
+        CAPTURE(dict);
+        auto s = opened(open_npy(dir.write("b1.npy", ckpt::npy_file(dict, data, version))));
+        auto v = s->read_vector("b1");
+        REQUIRE(v);
+        check_values(*v, {1, 2, 3});
+    }
+}
+
+TEST_CASE("an .npy written by numpy reads back the values its generator chose") {
+    // tests/inputs/numpy/generate.py: np.save of float32 [[0.5, -1.25, 2.0], [3.0, 0.125, -4.5]].
+    const std::string path = FFN_TRACE_TEST_INPUTS "/numpy/c_fc_weight.npy";
+    auto s = opened(open_npy(path));
+    auto m = s->read_matrix("c_fc_weight");
+    REQUIRE(m);
+    REQUIRE(m->rows == 2);
+    REQUIRE(m->cols == 3);
+    check_values(m->data, {0.5, -1.25, 2.0, 3.0, 0.125, -4.5});
+    CHECK(s->tensors()[0].begin == 128);  // numpy pads its header to 64-byte multiples
+}
+
+TEST_CASE("every malformed or unsupported .npy ends in an error that names the field and the problem") {
+    using ckpt::npy_dict;
+    using ckpt::npy_file;
+    const auto f4x6 = ckpt::encode("F32", {1, 2, 3, 4, 5, 6});
+    ckpt::bytes long_header = "\x93NUMPY\x01";
+    long_header += '\0';
+    ckpt::put_le(long_header, 1000, 2);
+    long_header += "{'descr': '<f4'";
+    const std::vector<hostile> cases = {
+        {"an empty file", "", "header", "the file has 0 bytes"},
+        {"a bad magic", "\x93NUMPZ\x01" + std::string(100, ' '), "header", "not a .npy file: it does not begin with the magic"},
+        {"an unknown version", "\x93NUMPY\x09" + std::string(100, ' '), "header", "unknown .npy version 9.32"},
+        {"a header length past the end", long_header, "header", "the header length is 1000 bytes, past the end of the file"},
+        {"a malformed dict", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3}", f4x6), "header",
+         "malformed header: expected ',' or ')'"},
+        {"an unclosed string", npy_file("{'descr': '<f4", f4x6), "header", "malformed header: a string in the header is not closed"},
+        {"text after the dict", npy_file(npy_dict("<f4", {2, 3}) + " x", f4x6), "header", "unexpected text after the header dict"},
+        {"a list for a dict", npy_file("['<f4']", f4x6), "header", "expected a dict with descr, fortran_order and shape, got a list"},
+        {"a missing shape", npy_file("{'descr': '<f4', 'fortran_order': False}", f4x6), "header.shape", "is missing"},
+        {"an extra key", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'order': 'C'}", f4x6), "header",
+         "unexpected key 'order'"},
+        {"a key twice", npy_file("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}", f4x6),
+         "header.descr", "appears twice"},
+        {"fortran_order not a bool", npy_file("{'descr': '<f4', 'fortran_order': 'no', 'shape': (6,)}", f4x6),
+         "header.fortran_order", "expected True or False, got the string 'no'"},
+        {"a shape that is a list", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]}", f4x6),
+         "header.shape", "expected a tuple of dimensions, got a list"},
+        {"a negative dimension", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3)}", f4x6),
+         "header.shape[0]", "expected a dimension (an integer ≥ 0), got the number -2"},
+        {"a dimension beyond 64 bits", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", f4x6),
+         "header", "a number in the header does not fit in 64 bits"},
+        {"a shape whose product overflows", npy_file(npy_dict("<f4", {4294967296, 4294967296}), f4x6), "header.shape",
+         "the element count of shape (4294967296, 4294967296) overflows 64 bits"},
+        {"a shape whose bytes overflow", npy_file(npy_dict("<f8", {4611686018427387904}), f4x6), "header.shape",
+         "has more bytes than 64 bits count"},
+        {"values nested too deep", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': ((((((((((1,),),),),),),),),),)}", f4x6),
+         "header", "values nest deeper than 8 levels"},
+        {"data shorter than the shape", npy_file(npy_dict("<f4", {2, 3}), ckpt::encode("F32", {1, 2, 3, 4, 5})), "data",
+         "the data has 20 bytes, but shape (2, 3) of '<f4' needs 24 (6 elements × 4 bytes)"},
+        {"data longer than the shape", npy_file(npy_dict("<f4", {2, 3}), ckpt::encode("F32", {1, 2, 3, 4, 5, 6, 7})), "data",
+         "the data has 28 bytes, but shape (2, 3) of '<f4' needs 24"},
+        {"Fortran order", npy_file(npy_dict("<f4", {2, 3}, true), f4x6), "header.fortran_order",
+         "the array is in Fortran (column-major) order; ffn-trace reads C order"},
+        {"big-endian data", npy_file(npy_dict(">f4", {6}), f4x6), "header.descr", "the data is big-endian ('>f4')"},
+        {"an object array", npy_file(npy_dict("|O", {6}), f4x6), "header.descr", "an object array ('|O') holds Python objects"},
+        {"integers", npy_file(npy_dict("<i8", {3}), f4x6), "header.descr",
+         "unsupported dtype '<i8'; ffn-trace reads '<f8', '<f4' and '<f2'"},
+        {"a structured dtype", npy_file("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (6,)}", f4x6), "header.descr",
+         "a structured dtype"},
+    };
+    ckpt::temp_dir dir;
+    for (const auto& c : cases) {
+        CAPTURE(c.what);
+        const auto path = dir.write("x.npy", c.file);
+        check_refused(open_npy(path), path, c.path, c.phrase);
+    }
+    std::filesystem::create_directory(dir / "weights.npy");
+    check_refused(open_npy(dir / "weights.npy"), dir / "weights.npy", "", "is a directory, not a file");
+}
+
+TEST_CASE("numpy's own Fortran-order, big-endian, integer and object arrays are refused clearly") {
+    const std::string dir = FFN_TRACE_TEST_INPUTS "/numpy/";
+    check_refused(open_npy(dir + "fortran_order.npy"), dir + "fortran_order.npy", "header.fortran_order", "Fortran");
+    check_refused(open_npy(dir + "big_endian.npy"), dir + "big_endian.npy", "header.descr", "big-endian ('>f8')");
+    check_refused(open_npy(dir + "int64.npy"), dir + "int64.npy", "header.descr", "unsupported dtype '<i8'");
+    check_refused(open_npy(dir + "object.npy"), dir + "object.npy", "header.descr", "an object array ('|O')");
+}
+
+// ---- .npz ---------------------------------------------------------------------------------------
+
+namespace {
+
+const std::vector<double> c_fc_values = {0.5, -1.25, 2, 3, 0.125, -4.5};
+
+// 152 bytes: a 128-byte header (preamble, dict, padding) and 6 float32s.
+ckpt::bytes c_fc_npy() { return ckpt::npy_file({"", "F32", {2, 3}, c_fc_values}); }
+
+// One deflated entry, h.0.mlp.c_fc.weight.npy, to corrupt.
+ckpt::zip_archive one_deflated() { return ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy(), true}}); }
+ckpt::zip_archive one_stored() { return ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy(), false}}); }
+
+}  // namespace
+
+TEST_CASE("an .npz of stored and deflated entries reads each array under its name without .npy") {
+    const auto z = ckpt::zip({
+        {"h.0.mlp.c_fc.weight.npy", c_fc_npy(), false},
+        {"h.0.mlp.c_fc.bias.npy", ckpt::npy_file({"", "F64", {3}, {1.5, -0.75, 0.1}}), true},
+        {"wte.npy", ckpt::npy_file({"", "F16", {3, 2}, {1, 2, -0.5, 65504, std::ldexp(1.0, -24), 0}}), true},
+        {"README.txt", "not an array", true},
+    });
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.npz", z.data);
+    auto s = opened(open_npz(path));
+    REQUIRE(s->tensors().size() == 3);
+    const tensor_info* weight = s->find("h.0.mlp.c_fc.weight");
+    const tensor_info* wte = s->find("wte");
+    REQUIRE(weight);
+    REQUIRE(wte);
+    CHECK_FALSE(weight->compressed);
+    CHECK(weight->begin == z.member_data[0] + 128);  // in place: the entry's data, after its .npy header
+    CHECK(wte->compressed);
+    CHECK(wte->begin == 128);                        // within the inflated entry
+    auto m = s->read_matrix("h.0.mlp.c_fc.weight");
+    REQUIRE(m);
+    check_values(m->data, c_fc_values);
+    auto b = s->read_vector("h.0.mlp.c_fc.bias");
+    REQUIRE(b);
+    check_values(*b, {1.5, -0.75, 0.1});
+    auto rows = s->read_rows("wte", {2, 1});
+    REQUIRE(rows);
+    REQUIRE(rows->rows == 2);
+    check_values(rows->data, {std::ldexp(1.0, -24), 0, -0.5, 65504});
+    CHECK(s->find("README") == nullptr);
+}
+
+TEST_CASE("np.savez and np.savez_compressed archives read back the values their generator chose") {
+    // tests/inputs/numpy/generate.py: each local header carries a zip64 extra field beside valid sizes.
+    for (std::string name : {"stored.npz", "compressed.npz"}) {
+        CAPTURE(name);
+        auto s = opened(open_npz(FFN_TRACE_TEST_INPUTS "/numpy/" + name));
+        REQUIRE(s->tensors().size() == 3);
+        CHECK(s->tensors()[0].compressed == (name == "compressed.npz"));
+        auto weight = s->read_matrix("h.0.mlp.c_fc.weight");  // float32
+        REQUIRE(weight);
+        REQUIRE(weight->rows == 2);
+        check_values(weight->data, {0.5, -1.25, 2.0, 3.0, 0.125, -4.5});
+        auto bias = s->read_vector("h.0.mlp.c_fc.bias");  // float64
+        REQUIRE(bias);
+        check_values(*bias, {1.5, -0.75, 0.1});
+        auto wte = s->read_matrix("wte");  // float16: 65504 the largest, 2^-24 the smallest subnormal
+        REQUIRE(wte);
+        REQUIRE(wte->rows == 3);
+        check_values(wte->data, {1.0, 2.0, -0.5, 65504.0, 5.9604644775390625e-08, 0.0});
+    }
+}
+
+TEST_CASE("an .npz entry in Fortran order leaves the archive readable and is refused when read") {
+    const auto z = ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy(), true},
+                              {"h.0.mlp.c_proj.weight.npy", ckpt::npy_file(ckpt::npy_dict("<f4", {2, 3}, true),
+                                                                           ckpt::encode("F32", c_fc_values)),
+                               true}});
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.npz", z.data);
+    auto s = opened(open_npz(path));
+    CHECK(s->tensors().size() == 1);
+    check_refused(s->read_matrix("h.0.mlp.c_proj.weight"), path, "\"h.0.mlp.c_proj.weight.npy\": header.fortran_order",
+                  "Fortran (column-major) order");
+}
+
+TEST_CASE("every malformed .npz ends in an error that names the entry or record and the problem") {
+    const std::string entry = R"(zip: "h.0.mlp.c_fc.weight.npy")";
+    const std::string end = "zip: end of central directory";
+    struct corruption {
+        std::string what;
+        ckpt::zip_archive z;
+        std::function<void(ckpt::zip_archive&)> corrupt;
+        std::string path, phrase;
+    };
+    // The byte offsets are APPNOTE's: central entry +8 flags, +10 method, +16 CRC, +20 compressed
+    // size, +24 size, +28 name length, +42 local header offset; end record +4 disk, +10 entries,
+    // +16 directory offset, +20 comment length.
+    auto entry_field = [](std::size_t field, std::uint64_t value, int width) {
+        return [=](ckpt::zip_archive& z) { ckpt::patch_le(z.data, z.central_entries[0] + field, value, width); };
+    };
+    auto end_field = [](std::size_t field, std::uint64_t value, int width) {
+        return [=](ckpt::zip_archive& z) { ckpt::patch_le(z.data, z.end_record + field, value, width); };
+    };
+    const std::vector<corruption> cases = {
+        {"a file too short", one_stored(), [](auto& z) { z.data = "PK"; }, "zip", "the file has 2 bytes, too few for a ZIP archive"},
+        {"no end record", one_stored(), [](auto& z) { z.data = std::string(100, 'x'); }, "zip",
+         "not a ZIP archive: there is no end of central directory record"},
+        {"a zip64 archive", one_stored(), end_field(10, 0xffff, 2), end, "a zip64 archive"},
+        {"several disks", one_stored(), end_field(4, 1, 2), end, "the archive spans several disks"},
+        {"a comment past the end", one_stored(), end_field(20, 10, 2), end, "the archive comment of 10 bytes runs past the end"},
+        {"a directory past its end record", one_stored(), end_field(16, 1u << 30, 4), end,
+         "the central directory [1073741824, "},
+        {"more entries than the directory holds", one_stored(),
+         [](auto& z) {
+             ckpt::patch_le(z.data, z.end_record + 8, 2, 2);
+             ckpt::patch_le(z.data, z.end_record + 10, 2, 2);
+         },
+         "zip: central directory entry 1", "runs past the end of the central directory"},
+        {"a bad central signature", one_stored(), entry_field(0, 0x12345678, 4), "zip: central directory entry 0",
+         "no central directory signature"},
+        {"a name past the directory", one_stored(), entry_field(28, 0xffff, 2), "zip: central directory entry 0",
+         "its name and fields run past the end of the central directory"},
+        {"a zip64 entry", one_stored(), entry_field(20, 0xffffffff, 4), entry, "a zip64 entry (over 4 GiB)"},
+        {"an encrypted entry", one_stored(), entry_field(8, 1, 2), entry, "the entry is encrypted"},
+        {"bzip2", one_stored(), entry_field(10, 12, 2), entry, "compression method 12"},
+        {"a local header past the directory", one_stored(), entry_field(42, 1u << 20, 4), entry,
+         "its local header at byte 1048576 is not before the central directory"},
+        {"a bad local signature", one_stored(), [](auto& z) { ckpt::patch_le(z.data, z.local_headers[0], 0, 4); }, entry,
+         "no local header signature at byte 0"},
+        {"a local header of another name", one_stored(), [](auto& z) { z.data[z.local_headers[0] + 30] = 'X'; }, entry,
+         "its local header names it \"X.0.mlp.c_fc.weight.npy\""},
+        {"data running into the directory", one_stored(), entry_field(20, 100000, 4), entry,
+         "runs into the central directory"},
+        {"a stored entry of two sizes", one_stored(), entry_field(24, 100, 4), entry,
+         "a stored entry of 152 bytes claims to hold 100"},
+        {"a deflate ratio beyond deflate's", one_deflated(), entry_field(24, 0xf0000000, 4), entry,
+         "more than deflate can (at most 1032 to 1)"},
+        {"corrupt deflate data", one_deflated(),
+         [](auto& z) {
+             for (std::size_t i = z.member_data[0]; i < z.central_entries[0]; ++i) z.data[i] = '\xff';
+         },
+         entry, "its deflated data is corrupt"},
+        {"deflate data shorter than stated", one_deflated(), entry_field(24, 152 + 8, 4), entry,
+         "its deflated data ends after 152 of the 160 bytes"},
+        {"a bad .npy inside", ckpt::zip({{"h.0.mlp.c_fc.weight.npy", ckpt::npy_file("{'descr': '<f4'}", ""), true}}),
+         [](auto&) {}, "\"h.0.mlp.c_fc.weight.npy\": header.fortran_order", "is missing"},
+        {"a name twice", ckpt::zip({{"wte.npy", c_fc_npy(), false}, {"wte.npy", c_fc_npy(), true}}), [](auto&) {},
+         "zip: \"wte.npy\"", "appears twice in the archive"},
+    };
+    ckpt::temp_dir dir;
+    for (auto c : cases) {
+        CAPTURE(c.what);
+        c.corrupt(c.z);
+        const auto path = dir.write("gpt2.npz", c.z.data);
+        check_refused(open_npz(path), path, c.path, c.phrase);
+    }
+}
+
+TEST_CASE("an .npz entry that overlaps another is refused") {
+    // Entry b's local header and data are hidden inside entry a's data, and the central directory
+    // points b there: the bytes would be read twice, as in a zip bomb.
+    const auto b_alone = ckpt::zip({{"b.npy", c_fc_npy(), false}});
+    const ckpt::bytes b_local = b_alone.data.substr(0, b_alone.central_entries[0]);
+    auto z = ckpt::zip({{"a.npy", b_local, false}, {"b.npy", c_fc_npy(), false}});
+    ckpt::patch_le(z.data, z.central_entries[1] + 42, z.member_data[0], 4);
+    ckpt::temp_dir dir;
+    const auto path = dir.write("gpt2.npz", z.data);
+    check_refused(open_npz(path), path, "zip: \"b.npy\"", "overlaps the entry \"a.npy\"");
+}
+
+TEST_CASE("a deflated .npz entry is checked when inflated: its CRC-32 and its size") {
+    ckpt::temp_dir dir;
+    const std::string entry = R"(zip: "h.0.mlp.c_fc.weight.npy")";
+    SUBCASE("a CRC-32 that does not match") {
+        auto z = one_deflated();
+        ckpt::patch_le(z.data, z.central_entries[0] + 16, 0xdeadbeef, 4);
+        const auto path = dir.write("gpt2.npz", z.data);
+        auto s = opened(open_npz(path));
+        check_refused(s->read_matrix("h.0.mlp.c_fc.weight"), path, entry, "is not the deadbeef the archive states");
+    }
+    SUBCASE("an entry that inflates to more than it states") {
+        // 8 bytes beyond the 152 of the .npy; the central directory states 152.
+        auto z = ckpt::zip({{"h.0.mlp.c_fc.weight.npy", c_fc_npy() + std::string(8, '\0'), true}});
+        ckpt::patch_le(z.data, z.central_entries[0] + 24, 152, 4);
+        const auto path = dir.write("gpt2.npz", z.data);
+        auto s = opened(open_npz(path));
+        check_refused(s->read_rows("h.0.mlp.c_fc.weight", {0}), path, entry,
+                      "inflates to more than the 152 bytes its central directory states");
+    }
+}
+
+TEST_CASE("open_tensor_source picks the reader by the path: .npy, .npz, else safetensors") {
+    ckpt::temp_dir dir;
+    const ckpt::tensor bias{"", "F32", {2}, {0.5, -0.5}};
+    const auto npy = dir.write("b1.npy", ckpt::npy_file(bias));
+    const auto npz = dir.write("layer.npz", ckpt::zip({{"b1.npy", ckpt::npy_file(bias), true}}).data);
+    dir.write("ckpt/model.safetensors", ckpt::safetensors_file({{"b1", "F32", {2}, {0.5, -0.5}}}));
+    for (const auto& path : {npy, npz, dir / "ckpt"}) {
+        CAPTURE(path);
+        auto s = opened(open_tensor_source(path));
+        auto v = s->read_vector("b1");
+        REQUIRE(v);
+        check_values(*v, {0.5, -0.5});
+    }
+    check_refused(open_tensor_source(npy + "z"), npy + "z", "", "cannot open the file");
+}
