@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -104,18 +105,19 @@ struct step {
 };
 
 struct trace {
-    ffn layer;
+    std::shared_ptr<const ffn> layer_ptr;  // shared, not copied: a real layer is hundreds of MB
     std::vector<std::size_t> lead;  // the input's leading shape: {} one token, {seq}, {batch, seq}
     matrix input;                   // x (tokens, d_model)
     std::vector<step> steps;        // in the order they are computed
 
+    const ffn& layer() const { return *layer_ptr; }
     std::size_t tokens() const { return input.rows; }
     const step* find(std::string_view name) const;
     const step& output() const { return steps.back(); }
     // What the FFN itself reads: norm(x) with a pre-norm, else x.
     const matrix& ffn_input() const;
     // The step the activation reads: expand, or gate.
-    const step& pre_activation() const { return *find(layer.gated() ? "gate" : "expand"); }
+    const step& pre_activation() const { return *find(layer().gated() ? "gate" : "expand"); }
 };
 
 // The names of the steps a layer records, in order.
@@ -125,6 +127,8 @@ std::size_t step_width(const ffn& layer, std::string_view name);
 
 // Runs the layer over x (tokens, d_model). An overflow to inf or NaN is an error whose path
 // names the step and the element, e.g. "contract[1][3]".
+outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead);
+// The same for a layer the trace will hold a copy of (small layers, tests).
 outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead);
 
 // An element's index written like the input's nesting: "[3]", "[1][3]" or "[0][1][3]".
@@ -136,7 +140,11 @@ std::string token_index(const std::vector<std::size_t>& lead, std::size_t token)
 // so a faster matrix product can replace `linear` without touching anything else.
 
 // x (tokens, n_in) · W (n_in, n_out) + b (n_out, or empty) -> (tokens, n_out)
+// Through OpenBLAS for real layers; small products run the plain loops of linear_reference.
 matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
+// The same product as plain loops, in the order the walkthrough writes the sums: the yardstick
+// the BLAS path is tested against.
+matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b);
 // h (tokens, d_ff) -> act(h) (tokens, d_ff), element by element
 matrix activate(activation kind, const matrix& h);
 // The intermediate terms of act(h), element by element (none for ReLU and identity).

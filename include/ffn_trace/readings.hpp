@@ -24,11 +24,21 @@ struct readings {
     // ReGLU's units are active exactly when their activation is > 0.
     double active_threshold = 0;
     std::vector<std::size_t> active;  // per token
-    // Each token traced alone, compared with the whole input traced at once: the largest
-    // difference over every step (0 when the FFN is position-wise, as it must be).
+    // Each token traced alone (at most position_wise_limit of them, evenly spread), compared
+    // with the whole input traced at once: the largest difference over every step. 0 for a
+    // small layer; a real layer's matrix library may add a long sum in another order for one
+    // token than for many, so ok allows position_wise_tolerance × the largest value.
     double position_wise_max_difference = 0;
+    std::size_t position_wise_checked = 0;
+    bool position_wise_ok = true;
     std::optional<collapse> collapsed;  // identity activation only
 };
+
+inline constexpr std::size_t position_wise_limit = 16;
+inline constexpr double position_wise_tolerance = 1e-12;
+// The tokens the position-wise check traces alone: all of a short input, else an even spread
+// from the first to the last.
+std::vector<std::size_t> position_wise_sample(std::size_t tokens);
 
 readings read_trace(const trace& t);
 
@@ -44,7 +54,9 @@ struct moe_readings {
     std::size_t dense_macs_per_token() const { return n_experts * expert_macs + shared_macs; }  // every expert, no router
     // Each token traced alone against the whole input at once, over every step and expert.
     double position_wise_max_difference = 0;
+    std::size_t position_wise_checked = 0;
     bool position_wise_same_choice = true;
+    bool position_wise_ok = true;
     std::vector<readings> experts;  // per entry of moe_trace::experts
 };
 

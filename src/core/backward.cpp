@@ -66,7 +66,7 @@ double loss_of(const matrix& y, const loss_spec& loss) {
 }
 
 outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
-    const ffn& l = t.layer;
+    const ffn& l = t.layer();
     gradients g;
     g.loss = loss_of(t, loss);
 
@@ -177,7 +177,7 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
 gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in,
                                std::size_t max_checks) {
     gradient_check check;
-    ffn layer = t.layer;
+    ffn layer = t.layer();
     matrix x = t.input;
     ffn d = g.d_layer;
     const bool relu_unit = info(layer.act).unit == activation::relu;
@@ -247,7 +247,7 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
 outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradients& g, double learning_rate) {
     descent_step step;
     step.learning_rate = learning_rate;
-    step.updated = t.layer;
+    step.updated = t.layer();
     ffn d = g.d_layer;
     auto w = weights_of(step.updated);
     auto dw = weights_of(d);

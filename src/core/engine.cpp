@@ -1,11 +1,24 @@
 #include "ffn_trace/engine.hpp"
 
+#include <cblas.h>
 #include <cmath>
 #include <fmt/format.h>
 
 namespace ffn_trace {
 
-matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
+namespace {
+
+// Below this many multiply-adds the plain loops run: a toy layer's sums are then added in the
+// order the walkthrough writes them, and OpenBLAS's threads would cost more than they save.
+constexpr std::size_t blas_threshold = 1 << 16;
+
+bool use_blas(std::size_t m, std::size_t k, std::size_t n) { return m * k * n >= blas_threshold; }
+
+int dim(std::size_t n) { return static_cast<int>(n); }
+
+}  // namespace
+
+matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b) {
     const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
     matrix y(tokens, n_out);
     for (std::size_t t = 0; t < tokens; ++t) {
@@ -15,6 +28,18 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
             y(t, j) = sum;
         }
     }
+    return y;
+}
+
+matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
+    const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
+    if (!use_blas(tokens, n_in, n_out)) return linear_reference(x, w, b);
+    matrix y(tokens, n_out);
+    if (!b.empty())
+        for (std::size_t t = 0; t < tokens; ++t) std::copy(b.begin(), b.end(), y.row(t).begin());
+    // y (tokens, n_out) = x (tokens, n_in) · W (n_in, n_out) + y
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(n_out), dim(n_in), 1.0, x.data.data(),
+                dim(n_in), w.data.data(), dim(n_out), b.empty() ? 0.0 : 1.0, y.data.data(), dim(n_out));
     return y;
 }
 
@@ -55,6 +80,17 @@ matrix residual(const matrix& x, const matrix& y) {
 linear_gradients linear_backward(const matrix& x, const matrix& w, const matrix& dy) {
     const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
     linear_gradients g{matrix(tokens, n_in), matrix(n_in, n_out), std::vector<double>(n_out, 0.0)};
+    if (use_blas(tokens, n_in, n_out)) {
+        // dx (tokens, n_in) = dy (tokens, n_out) · Wᵀ (n_out, n_in)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, dim(tokens), dim(n_in), dim(n_out), 1.0, dy.data.data(),
+                    dim(n_out), w.data.data(), dim(n_out), 0.0, g.dx.data.data(), dim(n_in));
+        // dW (n_in, n_out) = xᵀ (n_in, tokens) · dy (tokens, n_out)
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dim(n_in), dim(n_out), dim(tokens), 1.0, x.data.data(),
+                    dim(n_in), dy.data.data(), dim(n_out), 0.0, g.dw.data.data(), dim(n_out));
+        for (std::size_t t = 0; t < tokens; ++t)
+            for (std::size_t j = 0; j < n_out; ++j) g.db[j] += dy(t, j);
+        return g;
+    }
     for (std::size_t t = 0; t < tokens; ++t) {
         for (std::size_t i = 0; i < n_in; ++i) {
             double sum = 0.0;
@@ -155,7 +191,7 @@ std::size_t step_width(const ffn& layer, std::string_view name) {
 
 const matrix& trace::ffn_input() const {
     const step* n = find("norm");
-    return n && layer.norm->position == norm_layer::place::pre ? n->value : input;
+    return n && layer().norm->position == norm_layer::place::pre ? n->value : input;
 }
 
 const step* trace::find(std::string_view name) const {
@@ -181,7 +217,12 @@ std::string element_index(const std::vector<std::size_t>& lead, std::size_t toke
 }
 
 outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead) {
-    trace t{layer, std::move(lead), x, {}};
+    return run_ffn(std::make_shared<const ffn>(layer), x, std::move(lead));
+}
+
+outcome<trace> run_ffn(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead) {
+    const ffn& layer = *shared;
+    trace t{std::move(shared), std::move(lead), x, {}};
     auto record = [&t](std::string name, matrix value, std::vector<term> terms = {}) {
         t.steps.push_back({std::move(name), std::move(value), std::move(terms)});
     };

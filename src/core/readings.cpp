@@ -5,55 +5,68 @@
 
 namespace ffn_trace {
 
-const matrix& hidden_output(const trace& t) { return t.find(t.layer.gated() ? "multiply" : "activate")->value; }
+const matrix& hidden_output(const trace& t) { return t.find(t.layer().gated() ? "multiply" : "activate")->value; }
 
 bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t unit) {
-    const activation unit_kind = info(t.layer.act).unit;
+    const activation unit_kind = info(t.layer().act).unit;
     if (unit_kind == activation::relu) return t.find("activate")->value(token, unit) > 0;
     return std::abs(hidden_output(t)(token, unit)) > r.active_threshold;
 }
 
 matrix contributions(const trace& t, std::size_t token) {
     const matrix& h = hidden_output(t);
-    const matrix& w2 = t.layer.w2;
+    const matrix& w2 = t.layer().w2;
     matrix c(w2.rows, w2.cols);
     for (std::size_t j = 0; j < w2.rows; ++j)
         for (std::size_t k = 0; k < w2.cols; ++k) c(j, k) = h(token, j) * w2(j, k);
     return c;
 }
 
+std::vector<std::size_t> position_wise_sample(std::size_t tokens) {
+    std::vector<std::size_t> sample;
+    if (tokens < 2) return sample;
+    const std::size_t n = std::min(tokens, position_wise_limit);
+    for (std::size_t k = 0; k < n; ++k) sample.push_back(k * (tokens - 1) / (n - 1));
+    return sample;
+}
+
 readings read_trace(const trace& t) {
     readings r;
-    r.active_threshold = info(t.layer.act).unit == activation::relu ? 0.0 : 0.01;
+    r.active_threshold = info(t.layer().act).unit == activation::relu ? 0.0 : 0.01;
     for (std::size_t token = 0; token < t.tokens(); ++token) {
         std::size_t n = 0;
-        for (std::size_t j = 0; j < t.layer.d_ff(); ++j) n += is_active(t, r, token, j) ? 1 : 0;
+        for (std::size_t j = 0; j < t.layer().d_ff(); ++j) n += is_active(t, r, token, j) ? 1 : 0;
         r.active.push_back(n);
     }
 
-    // Position-wise: trace every token on its own and compare every step.
-    for (std::size_t token = 0; token < t.tokens() && t.tokens() > 1; ++token) {
+    // Position-wise: trace tokens on their own (a sample of a long input) and compare every step.
+    double scale = 1;
+    for (const std::size_t token : position_wise_sample(t.tokens())) {
         matrix x(1, t.input.cols);
         std::copy(t.input.row(token).begin(), t.input.row(token).end(), x.data.begin());
-        const auto alone = run_ffn(t.layer, x, {});
+        const auto alone = run_ffn(t.layer_ptr, x, {});
         if (!alone) continue;  // cannot happen: the same arithmetic succeeded on the whole input
+        ++r.position_wise_checked;
         for (std::size_t s = 0; s < t.steps.size(); ++s) {
             const auto batch_row = t.steps[s].value.row(token);
             const auto alone_row = alone->steps[s].value.row(0);
-            for (std::size_t i = 0; i < batch_row.size(); ++i)
+            for (std::size_t i = 0; i < batch_row.size(); ++i) {
                 r.position_wise_max_difference =
                     std::max(r.position_wise_max_difference, std::abs(batch_row[i] - alone_row[i]));
+                scale = std::max(scale, std::abs(batch_row[i]));
+            }
         }
     }
+    r.position_wise_ok = r.position_wise_max_difference <= position_wise_tolerance * scale;
 
-    if (t.layer.act == activation::identity) {
+    if (t.layer().act == activation::identity) {
         // x·W1·W2 + b1·W2 + b2 = x·(W1·W2) + (b1·W2 + b2)
         collapse c;
-        c.w = linear(t.layer.w1, t.layer.w2, {});
-        if (!t.layer.b1.empty() || !t.layer.b2.empty()) {
-            matrix b1(1, t.layer.d_ff());
-            if (!t.layer.b1.empty()) b1.data = t.layer.b1;
-            const matrix b = linear(b1, t.layer.w2, t.layer.b2);
+        c.w = linear(t.layer().w1, t.layer().w2, {});
+        if (!t.layer().b1.empty() || !t.layer().b2.empty()) {
+            matrix b1(1, t.layer().d_ff());
+            if (!t.layer().b1.empty()) b1.data = t.layer().b1;
+            const matrix b = linear(b1, t.layer().w2, t.layer().b2);
             c.b = b.data;
         }
         c.output = linear(t.ffn_input(), c.w, c.b);
@@ -92,7 +105,8 @@ moe_readings read_moe_trace(const moe_trace& t) {
     for (const auto& et : t.experts) r.experts.push_back(read_trace(et.tr));
 
     // Position-wise: every token alone must choose the same experts and get the same numbers.
-    for (std::size_t token = 0; token < t.tokens() && t.tokens() > 1; ++token) {
+    double scale = 1;
+    for (const std::size_t token : position_wise_sample(t.tokens())) {
         matrix x(1, t.input.cols);
         std::copy(t.input.row(token).begin(), t.input.row(token).end(), x.data.begin());
         const auto alone = run_moe(l, x, {});
@@ -101,9 +115,12 @@ moe_readings read_moe_trace(const moe_trace& t) {
             r.position_wise_same_choice = false;
             continue;
         }
-        auto compare = [&r](std::span<const double> a, std::span<const double> b) {
-            for (std::size_t i = 0; i < a.size(); ++i)
+        ++r.position_wise_checked;
+        auto compare = [&r, &scale](std::span<const double> a, std::span<const double> b) {
+            for (std::size_t i = 0; i < a.size(); ++i) {
                 r.position_wise_max_difference = std::max(r.position_wise_max_difference, std::abs(a[i] - b[i]));
+                scale = std::max(scale, std::abs(a[i]));
+            }
         };
         for (std::size_t s = 0; s < t.steps.size(); ++s) compare(t.steps[s].value.row(token), alone->steps[s].value.row(0));
         for (const auto& et : t.experts) {
@@ -114,6 +131,7 @@ moe_readings read_moe_trace(const moe_trace& t) {
                 compare(et.tr.steps[s].value.row(*row), mine->tr.steps[s].value.row(0));
         }
     }
+    r.position_wise_ok = r.position_wise_same_choice && r.position_wise_max_difference <= position_wise_tolerance * scale;
     return r;
 }
 

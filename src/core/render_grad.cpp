@@ -90,8 +90,8 @@ std::vector<weight_view> weight_views(const ffn& l, const ffn& d) {
 class grad_builder {
 public:
     grad_builder(const grad_rendering_input& in, const text_options& options)
-        : in_(in), l_(in.tr.layer), opt_(options),
-          level_(options.detail.value_or(default_detail(in.tr.layer))),
+        : in_(in), l_(in.tr.layer()), opt_(options),
+          level_(options.detail.value_or(default_detail(in.tr.layer()))),
           detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
 
     detail::document build() {
@@ -438,11 +438,11 @@ std::string render_grad_markdown(const grad_rendering_input& in, const text_opti
 std::string render_grad_json(const grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
     json j;
-    j["activation"] = info(in.tr.layer.act).name;
+    j["activation"] = info(in.tr.layer().act).name;
     j["layout"] = to_string(in.ex.stored);
     j["loss_kind"] = in.ex.target ? "target" : "upstream";
     j["loss"] = in.grads.loss;
-    json g = weights_json(in.tr.layer, in.grads.d_layer, true, out_in);
+    json g = weights_json(in.tr.layer(), in.grads.d_layer, true, out_in);
     g["input"] = nested_rows(in.grads.d_input, in.tr.lead);
     j["gradients"] = std::move(g);
     j["check"] = detail::check_json(in.check);

@@ -41,7 +41,7 @@ json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t
 }  // namespace
 
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims) {
-    const ffn& layer = t.layer;
+    const ffn& layer = t.layer();
     json out;
     if (!ex.title.empty()) out["title"] = ex.title;
     out["activation"] = info(layer.act).name;

@@ -333,16 +333,16 @@ private:
                                          l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs),
                                          mr_.dense_macs_per_token(),
                                          static_cast<double>(mr_.dense_macs_per_token()) / static_cast<double>(mr_.macs_per_token()))});
-        if (mt_.tokens() > 1) {
-            const bool same = mr_.position_wise_same_choice && mr_.position_wise_max_difference == 0;
+        if (mt_.tokens() > 1)
             f.push_back({"position-wise",
                          mr_.position_wise_same_choice
-                             ? fmt::format("each of the {} tokens traced alone chooses the same experts and gives the same "
-                                           "numbers: largest difference {} {}",
-                                           mt_.tokens(), format_short(mr_.position_wise_max_difference, 17),
-                                           same ? styled(style::green, "✓") : styled(style::red, "✗"))
+                             ? fmt::format("{0} traced alone choose{1} the same experts and give{1} the same numbers: "
+                                           "largest difference {2} {3}",
+                                           position_wise_who(mr_.position_wise_checked, mt_.tokens()),
+                                           mr_.position_wise_checked == mt_.tokens() ? "s" : "",
+                                           format_short(mr_.position_wise_max_difference, 17),
+                                           mr_.position_wise_ok ? styled(style::green, "✓") : styled(style::red, "✗"))
                              : styled(style::red, "a token traced alone chose other experts ✗")});
-        }
         add({block_kind::fields, "", std::move(f)});
     }
 

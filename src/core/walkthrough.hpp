@@ -46,7 +46,7 @@ public:
         all_detailed_ = opt_.tokens.empty() ? shown_indices(ex_.input.rows, opt_.full) : opt_.tokens;
     }
     walkthrough_builder(const rendering_input& in, const text_options& options)
-        : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer))) {
+        : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer()))) {
         use(in.tr, in.reads);
     }
 
@@ -93,7 +93,7 @@ protected:
     std::size_t global(std::size_t row) const { return rows_ ? (*rows_)[row] : row; }
     std::string at(std::size_t row, std::size_t j) const { return element_index(ex_.lead, global(row), j); }
 
-    const ffn& layer() const { return tr_->layer; }
+    const ffn& layer() const { return tr_->layer(); }
     bool out_in() const { return ex_.stored == layout::out_in; }
 
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
@@ -431,6 +431,12 @@ protected:
 
     bool pre_norm() const { return layer().norm && layer().norm->position == norm_layer::place::pre; }
 
+    // "each of the 12 tokens", or "16 of the 500 tokens, evenly spread,"
+    static std::string position_wise_who(std::size_t checked, std::size_t tokens) {
+        return checked == tokens ? fmt::format("each of the {} tokens", tokens)
+                                 : fmt::format("{} of the {} tokens, evenly spread,", checked, tokens);
+    }
+
 
     // One token through the norm: its mean (LayerNorm), variance or mean of squares, the scale
     // 1/√(var + ε), then each element. `in` is what the norm read, named `in_name`.
@@ -562,14 +568,13 @@ protected:
                                  is_relu() ? "activation > 0"
                                            : fmt::format("|{}| > {}", layer().gated() ? "product" : "activated",
                                                          format_short(reads_->active_threshold, 6)))});
-        if (tr_->tokens() > 1) {
-            const bool same = reads_->position_wise_max_difference == 0;
+        if (tr_->tokens() > 1)
             f.push_back({"position-wise",
-                         fmt::format("each of the {} tokens traced alone gives the same numbers as all traced at once: "
-                                     "largest difference {} {}",
-                                     tr_->tokens(), format_short(reads_->position_wise_max_difference, 17),
-                                     same ? styled(style::green, "✓") : styled(style::red, "✗"))});
-        }
+                         fmt::format("{} traced alone give{} the same numbers as all traced at once: largest difference {} {}",
+                                     position_wise_who(reads_->position_wise_checked, tr_->tokens()),
+                                     reads_->position_wise_checked == tr_->tokens() ? "s" : "",
+                                     format_short(reads_->position_wise_max_difference, 17),
+                                     reads_->position_wise_ok ? styled(style::green, "✓") : styled(style::red, "✗"))});
         add({block_kind::fields, "", std::move(f)});
         if (reads_->collapsed) {
             const collapse& c = *reads_->collapsed;
