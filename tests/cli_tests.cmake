@@ -134,3 +134,17 @@ cli_test("grad without target or upstream says what to add" 2 EMPTY "^error: .*r
 cli_test("grad needs a loss" 2 EMPTY "^error: .*large_gelu.json: grad needs a loss: add \"target\"" -- ${FT} grad ${INPUTS}/large_gelu.json)
 cli_test("grad refuses a learning rate of zero" 2 EMPTY "^error: --lr: expected a finite learning rate > 0, got 0$" -- ${FT} grad ${DATA}/lesson_hand.json --lr 0)
 cli_test("grad refuses a NaN learning rate" 2 EMPTY "^error: --lr: expected a finite learning rate > 0" -- ${FT} grad ${DATA}/lesson_hand.json --lr nan)
+
+# Errors that are one line: values from the command line are escaped and cut, never echoed raw
+cli_test("a format holding a newline is echoed escaped" 2 EMPTY "^error: --format: te[\\]nxt not in"
+  -- ${FT} run ${DATA}/walkthrough.json --format "te\nxt")
+cli_test("a model name holding a newline is echoed escaped" 2 EMPTY "^error: --model: unknown model \"gpt[\\]n2\""
+  -- ${FT} params --model "gpt\n2")
+cli_test("a point holding a newline is echoed escaped" 2 EMPTY "^error: Could not convert: --at = 1[\\]n2"
+  -- ${FT} gelu-table --at "1\n2")
+cli_test("a file name holding a newline is echoed escaped" 2 EMPTY "^error: .*no[\\]nsuch.json: cannot open the file"
+  -- ${FT} run "${INPUTS}/no\nsuch.json")
+cli_test("a file name holding a forged error line stays one line" 2 EMPTY "^error: .*x[\\]t[\\]nerror: forged: cannot open the file"
+  -- ${FT} check "${INPUTS}/x\t\nerror: forged")
+cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace --help$"
+  -- ${FT} run ${DATA}/walkthrough.json yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy)

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "check.hpp"
+#include "ffn_trace/error.hpp"
 #include "common.hpp"
 #include "gelu_table.hpp"
 #include "grad.hpp"
@@ -25,8 +26,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForAllHelp& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        // Every usage error exits alike, whatever CLI11's own code for it.
-        fmt::print(stderr, "error: {}; see ffn-trace --help\n", e.what());
+        // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the
+        // values it could not take as they are: the line is kept to one line and a sane length.
+        fmt::print(stderr, "error: {}; see ffn-trace --help\n", ffn_trace::one_line(e.what(), 240));
         return cli::exit_bad_input;
     }
     return status;

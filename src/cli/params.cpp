@@ -48,7 +48,7 @@ int run_params(const params_options& o) {
         auto p = preset(*o.model);
         if (!p) {
             std::vector<std::string_view> names = preset_names();
-            return report({"", "--model", fmt::format("unknown model \"{}\"; the presets are {}", *o.model, fmt::join(names, ", "))});
+            return report({"", "--model", fmt::format("unknown model {}; the presets are {}", ffn_trace::quote(*o.model), fmt::join(names, ", "))});
         }
         c = *p;
     } else if (!o.d_model) {

@@ -168,7 +168,7 @@ public:
                                     const std::vector<std::string_view>& valid) const {
         for (const auto& [key, value] : object.items()) {
             if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
-            return fail(prefix + key, fmt::format("unknown key; did you mean \"{}\"? (valid keys here: {})",
+            return fail(prefix + escape(key), fmt::format("unknown key; did you mean \"{}\"? (valid keys here: {})",
                                                   detail::nearest(key, valid), join(valid)));
         }
         return std::nullopt;
@@ -202,8 +202,8 @@ std::optional<error> loader::load_activation(const json& root, example& ex) cons
     const auto name = act->get<std::string>();
     const auto kind = parse_activation(name);
     if (!kind)
-        return fail("activation", fmt::format("unknown activation \"{}\"; did you mean \"{}\"? (expected one of {})",
-                                              name, detail::nearest(name, names), join(names)));
+        return fail("activation", fmt::format("unknown activation {}; did you mean \"{}\"? (expected one of {})",
+                                              quote(name), detail::nearest(name, names), join(names)));
     ex.layer.act = *kind;
     return std::nullopt;
 }
@@ -277,7 +277,7 @@ std::optional<error> loader::load_layer(const json& root, example& ex) const {
         if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
             return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
                                               "W1 is d_ff × d_model), got {}",
-                                              l->is_string() ? "\"" + l->get<std::string>() + "\"" : kind_of(*l)));
+                                              l->is_string() ? quote(l->get<std::string>()) : kind_of(*l)));
         ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
         ex.layout_stated = true;
     } else if (p1) {
@@ -427,7 +427,7 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
         if (!step->is_string()) return fail(e.path + ".step", fmt::format("expected one of {}, got {}", join(steps), kind_of(*step)));
         e.step = step->get<std::string>();
         if (std::find(steps.begin(), steps.end(), e.step) == steps.end()) {
-            std::string why = fmt::format("this layer has no step \"{}\"", e.step);
+            std::string why = fmt::format("this layer has no step {}", quote(e.step));
             if (e.step == "residual")
                 why += " (the residual is off)";
             else if (std::find(all_steps.begin(), all_steps.end(), e.step) != all_steps.end())

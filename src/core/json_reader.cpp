@@ -33,6 +33,10 @@ namespace {
 // index of their keys, so an object of n keys costs n·log n comparisons rather than n².
 constexpr std::size_t linear_search_members = 8;
 
+// nlohmann's message for malformed JSON is cut here: enough for its reason and a glimpse of the
+// token it last read.
+constexpr std::size_t max_message_chars = 160;
+
 using members = json::object_t::Container;
 
 // Orders an object's members by key, given their indices, counting each comparison as work.
@@ -184,7 +188,7 @@ std::string dom_builder::path_here() const {
             p += fmt::format("[{}]", f.index);
         } else {
             const auto& m = f.value->get_ref<const json::object_t&>();
-            p += (p.empty() ? "" : ".") + (m.empty() ? std::string() : m.back().first);
+            p += (p.empty() ? "" : ".") + (m.empty() ? std::string() : escape(m.back().first));
         }
     }
     return p;
@@ -198,7 +202,7 @@ error dom_builder::number_overflow(std::size_t position, const std::string& lite
         path = fmt::format("line {}, column {}", line, column);
     }
     return fail(path, fmt::format("the number {} is beyond the range of double precision (about ±1.8e308)",
-                                  literal.empty() ? "here" : literal));
+                                  literal.empty() ? "here" : escape(literal)));
 }
 
 template <class Exception>
@@ -211,7 +215,8 @@ bool dom_builder::parse_error(std::size_t position, const std::string& token, co
         std::string what = e.what();
         const auto detail_at = what.find(": ", what.find("column"));
         if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
-        return stop(fail(fmt::format("line {}, column {}", line, column), "malformed JSON: " + what));
+        // nlohmann quotes the token it last read, which can run to the end of the file.
+        return stop(fail(fmt::format("line {}, column {}", line, column), "malformed JSON: " + one_line(what, max_message_chars)));
     }
 }
 
