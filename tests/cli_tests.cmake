@@ -99,9 +99,9 @@ cli_test("params --format json has the counts as integers" 0 "\"total\": 4670279
   -- ${FT} params --model mixtral-8x7b --format json)
 cli_test("params --dtype shows one width" 0 "int4 4 bits × 6,738,415,616 = 3.37 GB" "EMPTY"
   -- ${FT} params --model llama2-7b --dtype int4)
-cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a size > 0, got 0$" -- ${FT} params --d-model 0)
+cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a whole number from 1 to 18446744073709551615 in decimal digits, got \"0\"" -- ${FT} params --d-model 0)
 cli_test("params refuses a negative size" 2 EMPTY "^error: " -- ${FT} params --d-model -5)
-cli_test("params refuses a non-numeric size" 2 EMPTY "^error: Could not convert: --d-model = big" -- ${FT} params --d-model big)
+cli_test("params refuses a non-numeric size" 2 EMPTY "^error: --d-model: expected a whole number from 1 to .*got \"big\"" -- ${FT} params --d-model big)
 cli_test("params refuses a size beyond 64 bits" 2 EMPTY "^error: " -- ${FT} params --d-model 99999999999999999999999)
 cli_test("params refuses a count that overflows 64 bits" 2 EMPTY "^error: the parameter count is beyond 64-bit integers" -- ${FT} params --d-model 4294967296 --d-ff 4294967296)
 cli_test("params refuses heads that do not divide d_model" 2 EMPTY "^error: --heads: 7 heads do not divide d_model = 512$" -- ${FT} params --d-model 512 --heads 7)
@@ -148,3 +148,29 @@ cli_test("a file name holding a forged error line stays one line" 2 EMPTY "^erro
   -- ${FT} check "${INPUTS}/x\t\nerror: forged")
 cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace --help$"
   -- ${FT} run ${DATA}/walkthrough.json yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy)
+
+# Options that take a count, a size or an index: decimal digits only, range-checked, the option named
+set(WHOLE "expected a whole number from")
+cli_test("run --token refuses a negative that would wrap to a valid token" 2 EMPTY
+  "^error: --token: ${WHOLE} 0 to 18446744073709551615 in decimal digits, got \"-18446744073709551615\""
+  -- ${FT} run ${DATA}/walkthrough.json --token -18446744073709551615)
+cli_test("run --token refuses 2^64 rather than reading it as 2^64 − 1" 2 EMPTY
+  "^error: --token: ${WHOLE} 0 to 18446744073709551615 in decimal digits, got \"18446744073709551616\""
+  -- ${FT} run ${DATA}/walkthrough.json --token 18446744073709551616)
+cli_test("run --token refuses a leading zero" 2 EMPTY "^error: --token: ${WHOLE} 0 to .*got \"01\"" -- ${FT} run ${DATA}/walkthrough.json --token 01)
+cli_test("params --vocab refuses -1" 2 EMPTY "^error: --vocab: ${WHOLE} 0 to 18446744073709551615 in decimal digits, got \"-1\"" -- ${FT} params --d-model 64 --vocab -1)
+cli_test("params --vocab takes 0 for no embeddings" 0 "total" EMPTY -- ${FT} params --d-model 64 --vocab 0)
+cli_test("params --d-model refuses -1 and names the option" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"" -- ${FT} params --d-model -1)
+cli_test("params --d-model refuses a negative that would wrap to 64" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"-18446744073709551552\"" -- ${FT} params --d-model -18446744073709551552)
+cli_test("params --d-model refuses octal-looking 010" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"010\"" -- ${FT} params --d-model 010)
+cli_test("params --d-model refuses hexadecimal 0x40" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"0x40\"" -- ${FT} params --d-model 0x40)
+cli_test("params --d-model refuses 2^64" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"2\\^64\"" -- ${FT} params --d-model 2^64)
+cli_test("params --d-model refuses an exponent" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"1e3\"" -- ${FT} params --d-model 1e3)
+cli_test("params --experts refuses a sign" 2 EMPTY "^error: --experts: ${WHOLE} 1 to .*got \"\\+8\"" -- ${FT} params --d-model 64 --experts +8)
+cli_test("--max-file-size refuses -1 without a 309-digit range" 2 EMPTY
+  "^error: --max-file-size: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"\; see ffn-trace --help$"
+  -- ${FT} run ${DATA}/walkthrough.json --max-file-size -1)
+cli_test("--max-file-size refuses 0" 2 EMPTY "^error: --max-file-size: ${WHOLE} 1 to .*got \"0\"" -- ${FT} check ${DATA}/walkthrough.json --max-file-size 0)
+cli_test("--precision refuses octal-looking 010" 2 EMPTY "^error: --precision: ${WHOLE} 0 to 17 in decimal digits, got \"010\"" -- ${FT} run ${DATA}/walkthrough.json --precision 010)
+cli_test("gelu-table --width refuses 0x40" 2 EMPTY "^error: --width: ${WHOLE} 10 to 400 in decimal digits, got \"0x40\"" -- ${FT} gelu-table --plot --width 0x40)
+cli_test("gelu-table --height refuses -10" 2 EMPTY "^error: --height: ${WHOLE} 5 to 200 in decimal digits, got \"-10\"" -- ${FT} gelu-table --plot --height -10)

@@ -23,10 +23,31 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_tra
     return traced{std::move(*ex), std::move(*tr), std::move(claims)};
 }
 
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
+    auto check = [min, max](std::string& given) -> std::string {
+        const auto refuse = [&] {
+            return fmt::format("expected a whole number from {} to {} in decimal digits, got {}", min, max,
+                               ffn_trace::quote(given));
+        };
+        // Digits only, and no leading zero, which some readers take for octal.
+        if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos) return refuse();
+        if (given.size() > 1 && given[0] == '0') return refuse();
+        std::uint64_t value = 0;
+        for (char c : given) {
+            const auto digit = static_cast<std::uint64_t>(c - '0');
+            if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return refuse();
+            value = value * 10 + digit;
+        }
+        return value < min || value > max ? refuse() : std::string();
+    };
+    // Described in --help as CLI11 describes a range; the type name says the rest.
+    return CLI::Validator(check, max == std::numeric_limits<std::uint64_t>::max() ? "" : fmt::format("in [{} - {}]", min, max));
+}
+
 void add_max_file_size(CLI::App& sub, std::size_t& into) {
     sub.add_option("--max-file-size", into, "Largest example file read, in bytes")
         ->default_val(ffn_trace::load_options{}.max_file_size)
-        ->check(CLI::PositiveNumber);
+        ->check(whole_number(1));
 }
 
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
@@ -36,8 +57,8 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
     sub.add_option("--detail", f.detail,
                    "summary, values or arithmetic (default: arithmetic when d_model ≤ 8, d_ff ≤ 16 and d_out ≤ 16)")
         ->check(CLI::IsMember({"summary", "values", "arithmetic"}));
-    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all();
-    sub.add_option("--precision", f.precision, "Decimals shown")->check(CLI::Range(0, 17))->capture_default_str();
+    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all()->check(whole_number(0));
+    sub.add_option("--precision", f.precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub.add_flag("--full", f.full, "Print long vectors whole instead of first … last");
     sub.add_option("--color", f.color, "Terminal colours")
         ->check(CLI::IsMember({"auto", "always", "never"}))

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +31,12 @@ struct traced {
     std::vector<ffn_trace::claim> claims;
 };
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_trace::load_options& options);
+
+// Every option that takes a count, a size or an index: a whole number in decimal digits from min
+// to max, nothing else. CLI11 would read "-1" as 2^64 − 1, "010" as 8 and "0x40" as 64; this
+// refuses them, naming the option: "--d-model: expected a whole number from 1 to
+// 18446744073709551615 in decimal digits, got "-1"".
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
 
 // Adds --max-file-size to a subcommand.
 void add_max_file_size(CLI::App& sub, std::size_t& into);
