@@ -174,3 +174,28 @@ cli_test("--max-file-size refuses 0" 2 EMPTY "^error: --max-file-size: ${WHOLE} 
 cli_test("--precision refuses octal-looking 010" 2 EMPTY "^error: --precision: ${WHOLE} 0 to 17 in decimal digits, got \"010\"" -- ${FT} run ${DATA}/walkthrough.json --precision 010)
 cli_test("gelu-table --width refuses 0x40" 2 EMPTY "^error: --width: ${WHOLE} 10 to 400 in decimal digits, got \"0x40\"" -- ${FT} gelu-table --plot --width 0x40)
 cli_test("gelu-table --height refuses -10" 2 EMPTY "^error: --height: ${WHOLE} 5 to 200 in decimal digits, got \"-10\"" -- ${FT} gelu-table --plot --height -10)
+
+# Work past the budget is refused before anything is allocated
+cli_test("--max-elements refuses a trace past it and says what to lower" 2 EMPTY
+  "^error: .*walkthrough.json: tracing 2 tokens through d_model 4 → d_ff 8 → d_out 4 would keep [0-9,]+ numbers, more than --max-elements 100\; use fewer tokens or a narrower layer, or raise --max-elements$"
+  -- ${FT} run ${DATA}/walkthrough.json --max-elements 100)
+cli_test("check and grad take --max-elements too" 2 EMPTY "more than --max-elements 10\;" -- ${FT} grad ${DATA}/lesson_hand.json --max-elements 10)
+cli_test("check takes --max-elements" 2 EMPTY "more than --max-elements 10\;" -- ${FT} check ${DATA}/lesson_hand.json --max-elements 10)
+cli_test("--max-elements refuses 0" 2 EMPTY "^error: --max-elements: expected a whole number from 1 to" -- ${FT} run ${DATA}/lesson_hand.json --max-elements 0)
+
+# Output that cannot be written is an error; a reader that goes away is not
+cli_test("a closed stdout is an error, not a silent success" 2 ANY "^error: cannot write the output: Bad file descriptor$"
+  --stdout closed -- ${FT} run ${DATA}/walkthrough.json)
+cli_test("a full disk is an error, not a silent success" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} run ${DATA}/walkthrough.json)
+cli_test("a full disk is an error for a long output too" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} run ${INPUTS}/large_gelu.json --detail arithmetic --full)
+cli_test("a full disk is an error for --help too" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} --help)
+# Whether the program is still writing when head leaves is a race: it ends either way, and quietly.
+cli_test("a reader that stops early ends the program quietly" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" run \"$1\" --detail arithmetic --full | head -c 10 >/dev/null\; s=\${PIPESTATUS[0]}\; [ $s = 0 ] || [ $s = 141 ]"
+     ${FT} ${INPUTS}/large_gelu.json)
+cli_test("a reader that stops early ends the program quietly even when SIGPIPE is ignored" 0 EMPTY EMPTY
+  -- bash -c "trap '' PIPE\; \"$0\" run \"$1\" --detail arithmetic --full | head -c 10 >/dev/null\; s=\${PIPESTATUS[0]}\; [ $s = 0 ] || [ $s = 141 ]"
+     ${FT} ${INPUTS}/large_gelu.json)

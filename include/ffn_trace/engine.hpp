@@ -94,6 +94,10 @@ std::size_t step_width(const ffn& layer, std::string_view name);
 // Runs the layer over x (tokens, d_model). An overflow to inf or NaN is an error whose path
 // names the step and the element, e.g. "contract[1][3]".
 outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead);
+// The numbers run_ffn's trace of `tokens` tokens holds: the layer's weights, the input and every
+// step with its terms; SIZE_MAX when that overflows. Known before anything is allocated, so a
+// caller can refuse work past a budget.
+std::size_t trace_elements(const ffn& layer, std::size_t tokens);
 
 // An element's index written like the input's nesting: "[3]", "[1][3]" or "[0][1][3]".
 std::string element_index(const std::vector<std::size_t>& lead, std::size_t token, std::size_t index);

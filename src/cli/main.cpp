@@ -1,16 +1,22 @@
 // ffn-trace: trace every number of a Transformer's feed-forward network.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <fmt/core.h>
+#include <new>
+#include <stdexcept>
+#include <system_error>
 
 #include "check.hpp"
-#include "ffn_trace/error.hpp"
 #include "common.hpp"
+#include "ffn_trace/error.hpp"
 #include "gelu_table.hpp"
 #include "grad.hpp"
 #include "params.hpp"
 #include "run.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int parse_and_run(int argc, char** argv) {
     CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
     app.require_subcommand(1);
     int status = cli::exit_ok;
@@ -32,4 +38,21 @@ int main(int argc, char** argv) {
         return cli::exit_bad_input;
     }
     return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Whatever happens, one line on stderr and exit status 2, never an abort.
+    try {
+        return cli::finish_output(parse_and_run(argc, argv));
+    } catch (const std::bad_alloc&) {
+        return cli::out_of_memory();
+    } catch (const std::length_error&) {  // a size past what a string or vector can hold
+        return cli::out_of_memory();
+    } catch (const std::system_error& e) {
+        // fmt::print throws when a write fails; anything else is a plain error.
+        if (std::ferror(stdout)) return cli::write_failed(e.code().value());
+        return cli::report({"", "", e.what()});
+    }
 }
