@@ -199,3 +199,11 @@ cli_test("a reader that stops early ends the program quietly" 0 EMPTY EMPTY
 cli_test("a reader that stops early ends the program quietly even when SIGPIPE is ignored" 0 EMPTY EMPTY
   -- bash -c "trap '' PIPE\; \"$0\" run \"$1\" --detail arithmetic --full | head -c 10 >/dev/null\; s=\${PIPESTATUS[0]}\; [ $s = 0 ] || [ $s = 141 ]"
      ${FT} ${INPUTS}/large_gelu.json)
+
+# What is read: a byte order mark, standard input that is a directory, a file measured before it is read
+cli_test("a file that starts with a UTF-8 byte order mark is read" 0 "all 12 claims hold" EMPTY -- ${FT} check ${INPUTS}/bom.json)
+cli_test("a directory on standard input is named so" 2 EMPTY "^error: <stdin>: standard input is a directory\; expected a JSON example file$"
+  --stdin ${DATA} -- ${FT} run -)
+cli_test("a regular file over the limit is refused by its size" 2 EMPTY
+  "^error: .*walkthrough.json: the file is [0-9]+ bytes, larger than the limit of 100 bytes\; raise it with --max-file-size$"
+  -- ${FT} run ${DATA}/walkthrough.json --max-file-size 100)

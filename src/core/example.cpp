@@ -13,6 +13,7 @@
 #include <set>
 
 #include "json_reader.hpp"
+#include "read_file.hpp"
 
 namespace ffn_trace {
 
@@ -545,37 +546,11 @@ outcome<example> parse_example(std::string_view text, std::string_view file) {
     return loader(file).load(*root);
 }
 
-namespace {
-
-// Reads at most limit + 1 bytes, so an oversized file is refused without reading it whole.
-std::string read_up_to(std::istream& in, std::size_t limit) {
-    std::string text;
-    char chunk[1 << 16];
-    while (text.size() <= limit && in.read(chunk, sizeof chunk).gcount() > 0)
-        text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    return text;
-}
-
-}  // namespace
-
 outcome<example> load_example(const std::string& file, const load_options& options) {
     const std::string name = file == "-" ? "<stdin>" : file;
-    const auto fail = [&name](std::string message) { return error{name, "", std::move(message)}; };
-    std::string text;
-    if (file == "-") {
-        text = read_up_to(std::cin, options.max_file_size);
-    } else {
-        std::error_code ec;
-        if (std::filesystem::is_directory(file, ec)) return fail("is a directory; expected a JSON example file");
-        std::ifstream in(file, std::ios::binary);
-        if (!in) return fail(fmt::format("cannot open the file: {}", std::strerror(errno)));
-        text = read_up_to(in, options.max_file_size);
-        if (in.bad()) return fail(fmt::format("cannot read the file: {}", std::strerror(errno)));
-    }
-    if (text.size() > options.max_file_size)
-        return fail(fmt::format("the file is larger than the limit of {} bytes; raise it with --max-file-size",
-                                options.max_file_size));
-    return parse_example(text, name);
+    auto text = detail::read_file(file, name, options.max_file_size);
+    if (!text) return text.err();
+    return parse_example(*text, name);
 }
 
 }  // namespace ffn_trace

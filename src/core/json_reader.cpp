@@ -224,6 +224,14 @@ bool dom_builder::parse_error(std::size_t position, const std::string& token, co
 
 outcome<json> json_reader::parse() {
     work_ = 0;
+    // A UTF-8 byte order mark, which some editors write, is skipped on purpose: one, at the very
+    // start. Positions then count from the character after it, as the editor shows them.
+    // nlohmann would skip one more of its own accord; a second mark is not part of any JSON text.
+    constexpr std::string_view bom = "\xEF\xBB\xBF";
+    if (text_.starts_with(bom)) text_.remove_prefix(bom.size());
+    if (text_.starts_with(bom))
+        return error{std::string(file_), "line 1, column 1",
+                     "malformed JSON: a second byte order mark; a file may start with one at most"};
     if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
         return error{std::string(file_), "", "the file is empty; expected a JSON object"};
     dom_builder builder(text_, file_, work_);

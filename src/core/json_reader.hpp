@@ -14,7 +14,8 @@ namespace ffn_trace::detail {
 // Line and column (from 1) of a byte offset.
 std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset);
 
-// Reads the JSON text, refusing duplicate keys and deep nesting, which nlohmann would accept.
+// Reads the JSON text, refusing duplicate keys and deep nesting, which nlohmann would accept, and
+// skipping a UTF-8 byte order mark at the start.
 // One pass over the text: the document is built by our own SAX handler, so the cost grows with
 // the size of the text, never with the product of sizes.
 class json_reader {
