@@ -207,3 +207,18 @@ cli_test("a directory on standard input is named so" 2 EMPTY "^error: <stdin>: s
 cli_test("a regular file over the limit is refused by its size" 2 EMPTY
   "^error: .*walkthrough.json: the file is [0-9]+ bytes, larger than the limit of 100 bytes\; raise it with --max-file-size$"
   -- ${FT} run ${DATA}/walkthrough.json --max-file-size 100)
+
+# Messages that blame what is to blame
+cli_test("grad --lr that overflows the weights blames --lr" 2 EMPTY
+  "^error: .*lesson_hand.json: --lr: the step η·dW1 takes W1 past double precision's range\; use a smaller learning rate$"
+  -- ${FT} grad ${DATA}/lesson_hand.json --lr 1e308)
+cli_test("grad with an upstream that overflows the loss blames the upstream" 2 EMPTY
+  "^error: .*upstream_overflow.json: upstream: the loss Σ upstream ⊙ output overflowed in double precision\; the upstream gradient is too large"
+  -- ${FT} grad ${INPUTS}/upstream_overflow.json)
+cli_test("a claim's token 1.0 is the token 1" 0 "<stdin>: all 3 claims hold" EMPTY
+  --stdin ${INPUTS}/token_float.json -- ${FT} check -)
+cli_test("gelu-table --plot refuses a range wider than double precision" 2 EMPTY
+  "^error: --at: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --at -1.7e308,1.7e308)
+cli_test("gelu-table refuses a --from/--to range wider than double precision" 2 EMPTY
+  "^error: --from: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --from -1.7e308 --to 1.7e308)
+cli_test("gelu-table --plot near double's limit draws the curves" 0 "8.00e\\+307 ┤" EMPTY -- ${FT} gelu-table --plot --at -8e307,8e307)

@@ -189,6 +189,17 @@ TEST_CASE("expectations are checked against the steps and shapes of this layer")
         CHECK(*ex->expect[0].token == 1);
         CHECK(ex->expect[0].tolerance == 0.1);
     }
+    SUBCASE("a token written 1.0 is the token 1: JSON has one kind of number") {
+        const auto ex = parse_example(small(R"("expect": [{"step": "contract", "token": 1.0, "value": [1, 2]}])"), "s.json");
+        REQUIRE(ex);
+        CHECK(*ex->expect[0].token == 1);
+        CHECK(error_of(small(R"("expect": [{"step": "contract", "token": 2.0, "value": [1, 2]}])")) ==
+              "ex.json: expect[0].token: token 2 is out of range: the input has 2 tokens (indices 0 to 1)");
+        CHECK(error_of(small(R"("expect": [{"step": "contract", "token": 1.5, "value": [1, 2]}])")) ==
+              "ex.json: expect[0].token: expected a token index from 0 to 1, got the number 1.5");
+        CHECK(error_of(small(R"("expect": [{"step": "contract", "token": 1e300, "value": [1, 2]}])")) ==
+              "ex.json: expect[0].token: expected a token index from 0 to 1, got the number 1e+300");
+    }
     CHECK(error_of(small(R"("expect": [{"step": "expnd", "value": [1]}])")) ==
           "ex.json: expect[0].step: this layer has no step \"expnd\"; did you mean \"expand\"?; expected one of expand, "
           "activate, contract, residual");

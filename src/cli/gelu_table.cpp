@@ -56,7 +56,7 @@ int run_gelu_table(const gelu_table_options& o) {
             lo = *std::min_element(xs.begin(), xs.end());
             hi = *std::max_element(xs.begin(), xs.end());
         }
-        if (!(lo < hi)) return report({"", "--plot", "needs a range: give --from below --to, or --at with two different points"});
+        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
         fmt::print("{}", render_plot(lo, hi, which, {o.width, o.height, o.ascii}));
         return exit_ok;
     }

@@ -440,9 +440,14 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
 
         const std::size_t tokens = ex.input.rows;
         if (const json* token = member(entry, "token")) {
-            if (!token->is_number_integer() || token->get<long long>() < 0)
+            // JSON has one kind of number: 1.0 is the index 1, as 1 is; 0.5, −1 and 1e300 are no index.
+            const double as_double = token->is_number() ? token->get<double>() : -1;
+            // (nlohmann reads a whole number without a sign as unsigned, one with a minus as signed.)
+            const bool whole = token->is_number_unsigned() || (token->is_number_float() && as_double >= 0 &&
+                                                               as_double < 0x1p64 && std::trunc(as_double) == as_double);
+            if (!whole)
                 return fail(e.path + ".token", fmt::format("expected a token index from 0 to {}, got {}", tokens - 1, kind_of(*token)));
-            const auto t = token->get<unsigned long long>();
+            const auto t = token->is_number_float() ? static_cast<unsigned long long>(as_double) : token->get<unsigned long long>();
             if (t >= tokens)
                 return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} (indices 0 to {})", t,
                                                            plural(tokens, "token"), tokens - 1));
