@@ -108,6 +108,38 @@ TEST_CASE("the finite-difference check agrees, and skips ReLU's kinks") {
     }
 }
 
+TEST_CASE("a descent step that overflows is blamed on the learning rate, not on the file") {
+    // identity, 1 → 1 → 1, x = 1, W1 = W2 = 1, target −1: y = 1, g = 2, dW2 = 1·2 = 2, dW1 = 1·(2·1) = 2.
+    const auto t = trace_of(R"({"activation": "identity", "layout": "in_out", "residual": false, "input": [1], "target": [-1],
+        "weights": {"W1": [[1]], "W2": [[1]]}})");
+    const loss_spec loss{&*t.ex.target, nullptr};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    SUBCASE("the step takes a weight past double precision: η·dW1 = 1e308·2") {
+        const auto step = descend(t.tr, loss, *g, 1e308);
+        REQUIRE_FALSE(step);
+        CHECK(step.err().to_string() ==
+              "--lr: the step η·dW1 takes W1 past double precision's range; use a smaller learning rate");
+    }
+    SUBCASE("the weights stay finite, W1 = W2 = 1 − 2e200, but the forward pass overflows") {
+        const auto step = descend(t.tr, loss, *g, 1e200);
+        REQUIRE_FALSE(step);
+        // expand = 1·(−2e200) is finite; contract = (−2e200)·(−2e200) = 4e400 is not.
+        CHECK(step.err().to_string() ==
+              "--lr: with the updated weights, contract[0] overflows in double precision; use a smaller learning rate");
+    }
+}
+
+TEST_CASE("a loss that overflows through the upstream gradient blames the upstream, not a target") {
+    // L = Σ upstream ⊙ output = 1e308 · 2 overflows, where the output 2 is ordinary.
+    const auto t = trace_of(R"({"activation": "identity", "layout": "in_out", "residual": false, "input": [1], "upstream": [1e308],
+        "weights": {"W1": [[1]], "W2": [[2]]}})");
+    const auto g = run_backward(t.tr, {nullptr, &*t.ex.upstream});
+    REQUIRE_FALSE(g);
+    CHECK(g.err().path == "upstream");
+    CHECK(g.err().message.find("target") == std::string::npos);
+}
+
 TEST_CASE("an upstream gradient is used as given") {
     const auto t = trace_of(R"({"activation": "identity", "residual": false, "input": [3], "upstream": [2],
         "weights": {"W1": [[1, -1]], "W2": [[1], [1]]}})");

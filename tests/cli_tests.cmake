@@ -99,9 +99,9 @@ cli_test("params --format json has the counts as integers" 0 "\"total\": 4670279
   -- ${FT} params --model mixtral-8x7b --format json)
 cli_test("params --dtype shows one width" 0 "int4 4 bits × 6,738,415,616 = 3.37 GB" "EMPTY"
   -- ${FT} params --model llama2-7b --dtype int4)
-cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a size > 0, got 0$" -- ${FT} params --d-model 0)
+cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a whole number from 1 to 18446744073709551615 in decimal digits, got \"0\"" -- ${FT} params --d-model 0)
 cli_test("params refuses a negative size" 2 EMPTY "^error: " -- ${FT} params --d-model -5)
-cli_test("params refuses a non-numeric size" 2 EMPTY "^error: Could not convert: --d-model = big" -- ${FT} params --d-model big)
+cli_test("params refuses a non-numeric size" 2 EMPTY "^error: --d-model: expected a whole number from 1 to .*got \"big\"" -- ${FT} params --d-model big)
 cli_test("params refuses a size beyond 64 bits" 2 EMPTY "^error: " -- ${FT} params --d-model 99999999999999999999999)
 cli_test("params refuses a count that overflows 64 bits" 2 EMPTY "^error: the parameter count is beyond 64-bit integers" -- ${FT} params --d-model 4294967296 --d-ff 4294967296)
 cli_test("params refuses heads that do not divide d_model" 2 EMPTY "^error: --heads: 7 heads do not divide d_model = 512$" -- ${FT} params --d-model 512 --heads 7)
@@ -152,3 +152,90 @@ cli_test("grad's MoE JSON names gradients by their file paths" 0 "\"gradients\":
   -- ${FT} grad ${DATA}/moe_mixtral.json --format json)
 cli_test("run --token details one token of an MoE layer" 0 "Expert 0 .geography. · Gate" EMPTY
   -- ${FT} run ${DATA}/moe_mixtral.json --token 1 --color never)
+# Errors that are one line: values from the command line are escaped and cut, never echoed raw
+cli_test("a format holding a newline is echoed escaped" 2 EMPTY "^error: --format: te[\\]nxt not in"
+  -- ${FT} run ${DATA}/walkthrough.json --format "te\nxt")
+cli_test("a model name holding a newline is echoed escaped" 2 EMPTY "^error: --model: unknown model \"gpt[\\]n2\""
+  -- ${FT} params --model "gpt\n2")
+cli_test("a point holding a newline is echoed escaped" 2 EMPTY "^error: Could not convert: --at = 1[\\]n2"
+  -- ${FT} gelu-table --at "1\n2")
+cli_test("a file name holding a newline is echoed escaped" 2 EMPTY "^error: .*no[\\]nsuch.json: cannot open the file"
+  -- ${FT} run "${INPUTS}/no\nsuch.json")
+cli_test("a file name holding a forged error line stays one line" 2 EMPTY "^error: .*x[\\]t[\\]nerror: forged: cannot open the file"
+  -- ${FT} check "${INPUTS}/x\t\nerror: forged")
+cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace --help$"
+  -- ${FT} run ${DATA}/walkthrough.json yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy)
+
+# Options that take a count, a size or an index: decimal digits only, range-checked, the option named
+set(WHOLE "expected a whole number from")
+cli_test("run --token refuses a negative that would wrap to a valid token" 2 EMPTY
+  "^error: --token: ${WHOLE} 0 to 18446744073709551615 in decimal digits, got \"-18446744073709551615\""
+  -- ${FT} run ${DATA}/walkthrough.json --token -18446744073709551615)
+cli_test("run --token refuses 2^64 rather than reading it as 2^64 − 1" 2 EMPTY
+  "^error: --token: ${WHOLE} 0 to 18446744073709551615 in decimal digits, got \"18446744073709551616\""
+  -- ${FT} run ${DATA}/walkthrough.json --token 18446744073709551616)
+cli_test("run --token refuses a leading zero" 2 EMPTY "^error: --token: ${WHOLE} 0 to .*got \"01\"" -- ${FT} run ${DATA}/walkthrough.json --token 01)
+cli_test("params --vocab refuses -1" 2 EMPTY "^error: --vocab: ${WHOLE} 0 to 18446744073709551615 in decimal digits, got \"-1\"" -- ${FT} params --d-model 64 --vocab -1)
+cli_test("params --vocab takes 0 for no embeddings" 0 "total" EMPTY -- ${FT} params --d-model 64 --vocab 0)
+cli_test("params --d-model refuses -1 and names the option" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"" -- ${FT} params --d-model -1)
+cli_test("params --d-model refuses a negative that would wrap to 64" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"-18446744073709551552\"" -- ${FT} params --d-model -18446744073709551552)
+cli_test("params --d-model refuses octal-looking 010" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"010\"" -- ${FT} params --d-model 010)
+cli_test("params --d-model refuses hexadecimal 0x40" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"0x40\"" -- ${FT} params --d-model 0x40)
+cli_test("params --d-model refuses 2^64" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"2\\^64\"" -- ${FT} params --d-model 2^64)
+cli_test("params --d-model refuses an exponent" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"1e3\"" -- ${FT} params --d-model 1e3)
+cli_test("params --experts refuses a sign" 2 EMPTY "^error: --experts: ${WHOLE} 1 to .*got \"\\+8\"" -- ${FT} params --d-model 64 --experts +8)
+cli_test("--max-file-size refuses -1 without a 309-digit range" 2 EMPTY
+  "^error: --max-file-size: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"\; see ffn-trace --help$"
+  -- ${FT} run ${DATA}/walkthrough.json --max-file-size -1)
+cli_test("--max-file-size refuses 0" 2 EMPTY "^error: --max-file-size: ${WHOLE} 1 to .*got \"0\"" -- ${FT} check ${DATA}/walkthrough.json --max-file-size 0)
+cli_test("--precision refuses octal-looking 010" 2 EMPTY "^error: --precision: ${WHOLE} 0 to 17 in decimal digits, got \"010\"" -- ${FT} run ${DATA}/walkthrough.json --precision 010)
+cli_test("gelu-table --width refuses 0x40" 2 EMPTY "^error: --width: ${WHOLE} 10 to 400 in decimal digits, got \"0x40\"" -- ${FT} gelu-table --plot --width 0x40)
+cli_test("gelu-table --height refuses -10" 2 EMPTY "^error: --height: ${WHOLE} 5 to 200 in decimal digits, got \"-10\"" -- ${FT} gelu-table --plot --height -10)
+
+# Work past the budget is refused before anything is allocated
+cli_test("--max-elements refuses a trace past it and says what to lower" 2 EMPTY
+  "^error: .*walkthrough.json: tracing 2 tokens through d_model 4 → d_ff 8 → d_out 4 would keep [0-9,]+ numbers, more than --max-elements 100\; use fewer tokens or a narrower layer, or raise --max-elements$"
+  -- ${FT} run ${DATA}/walkthrough.json --max-elements 100)
+cli_test("check and grad take --max-elements too" 2 EMPTY "more than --max-elements 10\;" -- ${FT} grad ${DATA}/lesson_hand.json --max-elements 10)
+cli_test("check takes --max-elements" 2 EMPTY "more than --max-elements 10\;" -- ${FT} check ${DATA}/lesson_hand.json --max-elements 10)
+cli_test("--max-elements refuses 0" 2 EMPTY "^error: --max-elements: expected a whole number from 1 to" -- ${FT} run ${DATA}/lesson_hand.json --max-elements 0)
+
+# Output that cannot be written is an error; a reader that goes away is not
+cli_test("a closed stdout is an error, not a silent success" 2 ANY "^error: cannot write the output: Bad file descriptor$"
+  --stdout closed -- ${FT} run ${DATA}/walkthrough.json)
+cli_test("a full disk is an error, not a silent success" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} run ${DATA}/walkthrough.json)
+cli_test("a full disk is an error for a long output too" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} run ${INPUTS}/large_gelu.json --detail arithmetic --full)
+cli_test("a full disk is an error for --help too" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} --help)
+# Whether the program is still writing when head leaves is a race: it ends either way, and quietly.
+cli_test("a reader that stops early ends the program quietly" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" run \"$1\" --detail arithmetic --full | head -c 10 >/dev/null\; s=\${PIPESTATUS[0]}\; [ $s = 0 ] || [ $s = 141 ]"
+     ${FT} ${INPUTS}/large_gelu.json)
+cli_test("a reader that stops early ends the program quietly even when SIGPIPE is ignored" 0 EMPTY EMPTY
+  -- bash -c "trap '' PIPE\; \"$0\" run \"$1\" --detail arithmetic --full | head -c 10 >/dev/null\; s=\${PIPESTATUS[0]}\; [ $s = 0 ] || [ $s = 141 ]"
+     ${FT} ${INPUTS}/large_gelu.json)
+
+# What is read: a byte order mark, standard input that is a directory, a file measured before it is read
+cli_test("a file that starts with a UTF-8 byte order mark is read" 0 "all 12 claims hold" EMPTY -- ${FT} check ${INPUTS}/bom.json)
+cli_test("a directory on standard input is named so" 2 EMPTY "^error: <stdin>: standard input is a directory\; expected a JSON example file$"
+  --stdin ${DATA} -- ${FT} run -)
+cli_test("a regular file over the limit is refused by its size" 2 EMPTY
+  "^error: .*walkthrough.json: the file is [0-9]+ bytes, larger than the limit of 100 bytes\; raise it with --max-file-size$"
+  -- ${FT} run ${DATA}/walkthrough.json --max-file-size 100)
+
+# Messages that blame what is to blame
+cli_test("grad --lr that overflows the weights blames --lr" 2 EMPTY
+  "^error: .*lesson_hand.json: --lr: the step η·dW1 takes W1 past double precision's range\; use a smaller learning rate$"
+  -- ${FT} grad ${DATA}/lesson_hand.json --lr 1e308)
+cli_test("grad with an upstream that overflows the loss blames the upstream" 2 EMPTY
+  "^error: .*upstream_overflow.json: upstream: the loss Σ upstream ⊙ output overflowed in double precision\; the upstream gradient is too large"
+  -- ${FT} grad ${INPUTS}/upstream_overflow.json)
+cli_test("a claim's token 1.0 is the token 1" 0 "<stdin>: all 3 claims hold" EMPTY
+  --stdin ${INPUTS}/token_float.json -- ${FT} check -)
+cli_test("gelu-table --plot refuses a range wider than double precision" 2 EMPTY
+  "^error: --at: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --at -1.7e308,1.7e308)
+cli_test("gelu-table refuses a --from/--to range wider than double precision" 2 EMPTY
+  "^error: --from: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --from -1.7e308 --to 1.7e308)
+cli_test("gelu-table --plot near double's limit draws the curves" 0 "8.00e\\+307 ┤" EMPTY -- ${FT} gelu-table --plot --at -8e307,8e307)

@@ -1,7 +1,9 @@
 #include "ffn_trace/engine.hpp"
 
 #include <doctest/doctest.h>
+#include <limits>
 #include <random>
+#include <type_traits>
 
 #include "helpers.hpp"
 
@@ -192,4 +194,35 @@ TEST_CASE("every activation, layout, input rank, bias and residual agrees with a
         CHECK(max_rel <= 1e-9);
     });
     CHECK(cases == 8 * 2 * 3 * 2 * 2);
+}
+
+TEST_CASE("trace_elements counts every number a trace holds, before tracing") {
+    // Counted independently from the trace itself: the layer copy, the input, each step and its terms.
+    std::mt19937 rng(16);
+    const int cases = test::for_each_configuration([&](const test::configuration& c) {
+        const auto g = test::generate(c, rng, 3, 5, 1.0);
+        const auto t = test::trace_of(g.doc.dump());
+        std::size_t held = t.tr.input.data.size();
+        for_each_weight(t.tr.layer(), [&held](const char*, const auto& w) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
+                held += w.data.size();
+            else
+                held += w.size();
+        });
+        for (const auto& s : t.tr.steps) {
+            held += s.value.data.size();
+            for (const auto& term : s.terms) held += term.value.data.size();
+        }
+        CHECK(trace_elements(t.ex.layer, t.ex.input.rows) == held);
+    });
+    CHECK(cases > 0);
+}
+
+TEST_CASE("trace_elements saturates instead of wrapping") {
+    ffn layer;
+    layer.w1 = matrix(1, 4);
+    layer.w2 = matrix(4, 1);
+    CHECK(trace_elements(layer, std::numeric_limits<std::size_t>::max() / 2) == std::numeric_limits<std::size_t>::max());
+    // One token through 1 → 4 → 1 ReLU, no residual: 8 weights + 1 input + 4 + 4 hidden + 1 output.
+    CHECK(trace_elements(layer, 1) == 18);
 }

@@ -189,6 +189,17 @@ TEST_CASE("expectations are checked against the steps and shapes of this layer")
         CHECK(*ex->expect[0].token == 1);
         CHECK(ex->expect[0].tolerance == 0.1);
     }
+    SUBCASE("a token written 1.0 is the token 1: JSON has one kind of number") {
+        const auto ex = parse_example(small(R"("expect": [{"step": "contract", "token": 1.0, "value": [1, 2]}])"), "s.json");
+        REQUIRE(ex);
+        CHECK(*ex->expect[0].token == 1);
+        CHECK(error_of(small(R"("expect": [{"step": "contract", "token": 2.0, "value": [1, 2]}])")) ==
+              "ex.json: expect[0].token: token 2 is out of range: the input has 2 tokens (indices 0 to 1)");
+        CHECK(error_of(small(R"("expect": [{"step": "contract", "token": 1.5, "value": [1, 2]}])")) ==
+              "ex.json: expect[0].token: expected a token index from 0 to 1, got the number 1.5");
+        CHECK(error_of(small(R"("expect": [{"step": "contract", "token": 1e300, "value": [1, 2]}])")) ==
+              "ex.json: expect[0].token: expected a token index from 0 to 1, got the number 1e+300");
+    }
     CHECK(error_of(small(R"("expect": [{"step": "expnd", "value": [1]}])")) ==
           "ex.json: expect[0].step: this layer has no step \"expnd\"; did you mean \"expand\"?; expected one of expand, "
           "activate, contract, residual");
@@ -222,8 +233,34 @@ TEST_CASE("files: standard input's name, missing files, directories and the size
     CHECK(load_example(path.string()));
     const auto limited = load_example(path.string(), {10});
     REQUIRE_FALSE(limited);
-    CHECK(limited.err().message == "the file is larger than the limit of 10 bytes; raise it with --max-file-size");
+    CHECK(limited.err().message == "the file is " + std::to_string(small().size()) +
+                                       " bytes, larger than the limit of 10 bytes; raise it with --max-file-size");
     std::filesystem::remove(path);
+}
+
+TEST_CASE("files: a regular file past the limit is refused by its size, before it is read") {
+    // A sparse gigabyte: reading it would take a second and a gigabyte; its size alone says no.
+    const auto path = std::filesystem::temp_directory_path() / "ffn_trace_sparse_test.json";
+    {
+        std::ofstream(path) << "{";
+    }
+    std::filesystem::resize_file(path, std::uintmax_t{1} << 30);
+    const auto big = load_example(path.string());
+    std::filesystem::remove(path);
+    REQUIRE_FALSE(big);
+    CHECK(big.err().message == "the file is 1073741824 bytes, larger than the limit of 67108864 bytes; raise it with --max-file-size");
+}
+
+TEST_CASE("files: a UTF-8 byte order mark at the start is skipped") {
+    // Editors on some systems write one; it is not JSON, and the file after it is.
+    CHECK(parse_example("\xEF\xBB\xBF" + small(), "bom.json"));
+    // Positions count from the character after it, as an editor shows them.
+    CHECK(error_of("\xEF\xBB\xBF{\n  \"activation\": \"relu\",\n}").rfind("ex.json: line 3, column 1: malformed JSON", 0) == 0);
+    CHECK(error_of("\xEF\xBB\xBF") == "ex.json: the file is empty; expected a JSON object");
+    // Only one, and only at the start.
+    CHECK(error_of("\xEF\xBB\xBF\xEF\xBB\xBF" + small()) ==
+          "ex.json: line 1, column 1: malformed JSON: a second byte order mark; a file may start with one at most");
+    CHECK(error_of(" \xEF\xBB\xBF" + small()).rfind("ex.json: line 1, column 2: malformed JSON", 0) == 0);
 }
 
 TEST_CASE("every example in data/ loads") {

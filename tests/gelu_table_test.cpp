@@ -102,6 +102,27 @@ TEST_CASE("JSON gives full precision; text uses a real minus") {
     CHECK(render_table(cols, table_format::markdown, 2) == "| x | gelu | relu |\n| --: | --: | --: |\n| −1.00 | −0.16 | 0.00 |\n");
 }
 
+TEST_CASE("a range wider than double precision can hold is refused, for a table and a plot") {
+    // −1.7e308 and 1.7e308 are finite; the width between them, 3.4e308, is not.
+    const auto wide = range_points(-1.7e308, 1.7e308, 1e300);
+    REQUIRE_FALSE(wide);
+    CHECK(wide.err().path == "--from");
+    CHECK(wide.err().message.find("wider than double precision can hold") != std::string::npos);
+    const auto plot = check_plot_range(-1.7e308, 1.7e308, "--at");
+    REQUIRE(plot);
+    CHECK(plot->path == "--at");
+    CHECK(check_plot_range(1, 1, "--at")->path == "--plot");
+    CHECK(check_plot_range(0, INFINITY, "--at")->message == "expected finite numbers");
+    CHECK_FALSE(check_plot_range(-8e307, 8e307, "--at"));
+}
+
+TEST_CASE("a plot of a range near double's limit still samples finite x") {
+    // The width 1.6e308 is finite but 1.6e308 times a column number is not: the top of the plot
+    // must be ReLU's value at the right end, 8e307, not a NaN-ridden 0.
+    const std::string plot = render_plot(-8e307, 8e307, {}, {20, 6, false});
+    CHECK(plot.rfind("8.00e+307 ┤", 0) == 0);
+}
+
 TEST_CASE("the plot shows GELU's dip below zero, which ReLU lacks") {
     const std::string plot = render_plot(-3, 3, {}, {61, 21, true});
     std::istringstream in(plot);

@@ -1,7 +1,7 @@
 // An independent float64 reference FFN for the tests: written straight from the formulas,
 // on plain nested vectors, in whichever layout the weights are stored, sharing no code
-// with the engine (not even its activation functions). The Mixture-of-Experts reference at
-// the end builds on the same ffn.
+// with the engine (not even its activation functions). The Mixture-of-Experts reference
+// builds on the same ffn, and the norm at the end wraps either.
 #pragma once
 
 #include <cmath>
@@ -133,6 +133,96 @@ inline moe_token moe(const moe_layer& l, const vec& x) {
     if (l.residual)
         for (std::size_t k = 0; k < x.size(); ++k) s.residual.push_back(x[k] + s.combine[k]);
     return s;
+}
+
+// ---- The norm: LayerNorm or RMSNorm of one token, before the FFN or after it ---------------
+
+struct norm_spec {
+    bool rms = false;   // RMSNorm; else LayerNorm
+    bool post = false;  // after the residual (or the contraction when it is off); else before the FFN
+    vec weight;         // γ
+    vec bias;           // β, LayerNorm only; empty: none
+    double eps = 1e-5;
+};
+
+struct normed {
+    vec y;
+    double mean = 0;  // LayerNorm's mean; 0 for RMSNorm
+    double var = 0;   // LayerNorm's variance, RMSNorm's mean of squares
+    double inv = 0;   // 1/√(var + ε)
+};
+
+// LayerNorm: mean = Σv/n, var = Σ_{i<j}(v_i − v_j)²/n² (the variance from the pairs' differences:
+//            n·Σv² − (Σv)² = Σ_{i<j}(v_i − v_j)², a way the engine does not compute it),
+//            y = (v − mean)·γ/√(var + ε) + β
+// RMSNorm:   var = Σv²/n, y = v·γ/√(var + ε)
+inline normed norm(const norm_spec& n, const vec& v) {
+    normed r;
+    const double count = static_cast<double>(v.size());
+    if (n.rms) {
+        for (double e : v) r.var += e * e / count;
+    } else {
+        for (double e : v) r.mean += e / count;
+        for (std::size_t i = 0; i < v.size(); ++i)
+            for (std::size_t j = i + 1; j < v.size(); ++j) r.var += (v[i] - v[j]) * (v[i] - v[j]);
+        r.var /= count * count;
+    }
+    r.inv = 1 / std::sqrt(r.var + n.eps);
+    for (std::size_t i = 0; i < v.size(); ++i)
+        r.y.push_back((v[i] - r.mean) * n.weight[i] / std::sqrt(r.var + n.eps) + (n.bias.empty() ? 0 : n.bias[i]));
+    return r;
+}
+
+// Every step of a layer with a norm for one token, by name, "norm" among them, and the norm's parts.
+// pre: the FFN reads norm(x) and the residual adds the raw x; post: the norm of the residual's
+// sum, or of the contraction when the residual is off, is the layer's output.
+struct normed_steps {
+    std::map<std::string, vec> steps;
+    normed norm;
+};
+
+inline normed_steps normed_ffn(const std::string& activation, const std::map<std::string, mat>& w,
+                               const std::map<std::string, vec>& b, const vec& x, bool out_in, bool residual,
+                               const norm_spec& n) {
+    normed_steps r;
+    if (!n.post) {
+        r.norm = norm(n, x);
+        r.steps = ffn(activation, w, b, r.norm.y, out_in, false);
+        r.steps["norm"] = r.norm.y;
+        if (residual)
+            for (std::size_t j = 0; j < x.size(); ++j) r.steps["residual"].push_back(x[j] + r.steps["contract"][j]);
+    } else {
+        r.steps = ffn(activation, w, b, x, out_in, residual);
+        r.norm = norm(n, r.steps[residual ? "residual" : "contract"]);
+        r.steps["norm"] = r.norm.y;
+    }
+    return r;
+}
+
+// The same for a Mixture-of-Experts layer: pre, the router and the experts read norm(x) and the
+// residual adds the raw x; post, the norm of the residual's sum or of the combine.
+struct normed_moe_token {
+    moe_token token;  // its residual is x + combine with the raw x
+    normed norm;
+    vec output;       // the layer's output: the post-norm's row, or the residual, or the combine
+};
+
+inline normed_moe_token normed_moe(const moe_layer& l, const norm_spec& n, const vec& x) {
+    normed_moe_token r;
+    if (!n.post) {
+        r.norm = norm(n, x);
+        moe_layer inner = l;
+        inner.residual = false;
+        r.token = moe(inner, r.norm.y);
+        if (l.residual)
+            for (std::size_t k = 0; k < x.size(); ++k) r.token.residual.push_back(x[k] + r.token.combine[k]);
+        r.output = l.residual ? r.token.residual : r.token.combine;
+    } else {
+        r.token = moe(l, x);
+        r.norm = norm(n, l.residual ? r.token.residual : r.token.combine);
+        r.output = r.norm.y;
+    }
+    return r;
 }
 
 }  // namespace reference

@@ -130,6 +130,10 @@ std::size_t step_width(const ffn& layer, std::string_view name);
 outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead);
 // The same for a layer the trace will hold a copy of (small layers, tests).
 outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead);
+// The numbers run_ffn's trace of `tokens` tokens holds: the layer's weights, the input and every
+// step with its terms; SIZE_MAX when that overflows. Known before anything is allocated, so a
+// caller can refuse work past a budget.
+std::size_t trace_elements(const ffn& layer, std::size_t tokens);
 
 // An element's index written like the input's nesting: "[3]", "[1][3]" or "[0][1][3]".
 std::string element_index(const std::vector<std::size_t>& lead, std::size_t token, std::size_t index);
@@ -142,6 +146,10 @@ std::string token_index(const std::vector<std::size_t>& lead, std::size_t token)
 // x (tokens, n_in) · W (n_in, n_out) + b (n_out, or empty) -> (tokens, n_out)
 // Through OpenBLAS for real layers; small products run the plain loops of linear_reference.
 matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
+// Makes the matrix library set up its work buffers now. It allocates them on its first product,
+// and when memory is already exhausted then, it waits for memory forever instead of failing:
+// called at start-up, the program later runs out of memory in its own allocations, cleanly.
+void prepare_matrix_library();
 // The same product as plain loops, in the order the walkthrough writes the sums: the yardstick
 // the BLAS path is tested against.
 matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b);
@@ -162,6 +170,8 @@ struct norm_parts {
 };
 // x (tokens, d_model) -> LayerNorm (x − mean)/√(var + eps)·γ + β, or RMSNorm x/√(mean(x²) + eps)·γ
 norm_parts normalize(const norm_layer& n, const matrix& x);
+// A norm step whose variance overflowed (its values are then β alone), as an error naming the token.
+std::optional<error> norm_overflow(const step& s, const std::vector<std::size_t>& lead);
 struct norm_gradients {
     matrix dx;                       // (tokens, d_model)
     std::vector<double> dweight;     // dγ = Σ over tokens of dy ⊙ x̂

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,13 @@ struct plot_options {
     bool ascii = false;
 };
 
+// Whether [from, to] can be plotted: from < to (else an error on --plot), both finite, and
+// to − from finite too (else an error whose path is `option`, the option that gave the range).
+std::optional<error> check_plot_range(double from, double to, std::string option);
+
 // The curves of `which` (GELU and ReLU always) drawn over [from, to] with axes, tick labels and a
-// legend. Each column of the drawing samples the curves at its own x.
+// legend. Each column of the drawing samples the curves at its own x. The range must pass
+// check_plot_range.
 std::string render_plot(double from, double to, const table_columns& which, const plot_options& options);
 
 }  // namespace ffn_trace

@@ -87,6 +87,9 @@ std::vector<std::string_view> moe_step_names(const moe& layer);
 // Runs the layer over x (tokens, d_model). Every expert is checked only where it is routed to,
 // so idle experts may be left empty (a checkpoint converts only the experts it needs).
 outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::size_t> lead);
+// The numbers run_moe's trace of `tokens` tokens can hold at most (every token's top_k experts
+// and the shared ones), as trace_elements counts a dense trace.
+std::size_t trace_elements(const moe& layer, std::size_t tokens);
 
 // The kernels of the routing.
 

@@ -12,7 +12,7 @@ void setup_check(CLI::App& app, int& status) {
     auto options = std::make_shared<check_options>();
     auto* sub = app.add_subcommand("check", "Verify the claimed numbers (\"expect\") of example files");
     sub->add_option("files", options->files, "Example files (JSON), or - for standard input")->required();
-    add_max_file_size(*sub, options->max_file_size);
+    add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_check(*options); });
 }
 
@@ -20,7 +20,7 @@ int run_check(const check_options& options) {
     // Everything is loaded and traced before anything is printed: an input error leaves stdout empty.
     std::vector<traced> results;
     for (const auto& file : options.files) {
-        auto t = load_and_trace(file, {options.max_file_size});
+        auto t = load_and_trace(file, options.limits);
         if (!t) return report(t.err());
         results.push_back(std::move(*t));
     }

@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
+
 namespace cli {
 
 struct check_options {
     std::vector<std::string> files;
-    std::size_t max_file_size = 0;
+    input_limits limits;
 };
 
 void setup_check(CLI::App& app, int& status);

@@ -1,8 +1,14 @@
 #include "common.hpp"
 
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/core.h>
 #include <unistd.h>
+
+#include "ffn_trace/params.hpp"
 
 namespace cli {
 
@@ -11,9 +17,55 @@ int report(const ffn_trace::error& e) {
     return exit_bad_input;
 }
 
-ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_trace::load_options& options) {
-    auto ex = ffn_trace::load_example(file, options);
+namespace {
+
+activity current{"running", "the sizes given"};
+
+}  // namespace
+
+void set_activity(activity now) { current = now; }
+
+int out_of_memory() {
+    // Written without formatting into new memory, which may be what ran out.
+    std::fputs("error: out of memory while ", stderr);
+    std::fwrite(current.doing.data(), 1, current.doing.size(), stderr);
+    std::fputs("; lower ", stderr);
+    std::fwrite(current.lower.data(), 1, current.lower.size(), stderr);
+    std::fputs("\n", stderr);
+    return exit_bad_input;
+}
+
+int write_failed(int error_number) {
+    if (error_number == EPIPE) {
+        std::signal(SIGPIPE, SIG_DFL);
+        std::raise(SIGPIPE);
+    }
+    return report({"", "", fmt::format("cannot write the output: {}", std::strerror(error_number))});
+}
+
+int finish_output(int status) {
+    errno = 0;
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+    // An earlier failed write leaves the error flag set and errno possibly changed since.
+    return write_failed(errno != 0 ? errno : EIO);
+}
+
+ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits) {
+    set_activity({"reading the file", "--max-file-size"});
+    auto ex = ffn_trace::load_example(file, {limits.max_file_size});
     if (!ex) return ex.err();
+    const std::size_t tokens = ex->input.rows;
+    const std::size_t elements = ex->mixture ? ffn_trace::trace_elements(*ex->mixture, tokens)
+                                             : ffn_trace::trace_elements(ex->layer, tokens);
+    if (elements > limits.max_elements)
+        return ffn_trace::error{
+            ex->file, "",
+            fmt::format("tracing {} token{} through d_model {} → d_ff {} → d_out {}{} would keep {} numbers, more than "
+                        "--max-elements {}; use fewer tokens or a narrower layer, or raise --max-elements",
+                        ffn_trace::with_separators(tokens), tokens == 1 ? "" : "s", ex->d_model(), ex->d_ff(),
+                        ex->d_out(), ex->mixture ? fmt::format(" ({} experts)", ex->mixture->n_experts()) : "",
+                        ffn_trace::with_separators(elements), ffn_trace::with_separators(limits.max_elements))};
+    set_activity({"tracing the file", "--max-elements"});
     if (ex->mixture) {
         auto m = ffn_trace::run_moe(*ex->mixture, ex->input, ex->lead);
         if (!m) {
@@ -22,6 +74,7 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_tra
         }
         auto claims = ffn_trace::evaluate_moe_claims(*ex, *m);
         if (!claims) return claims.err();
+        set_activity({"writing the output", "--max-elements, or use --detail summary"});
         return traced{std::move(*ex), {}, std::move(*m), std::move(*claims)};
     }
     auto tr = ffn_trace::run_ffn(ex->layer, ex->input, ex->lead);
@@ -30,13 +83,40 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_tra
         return tr.err();
     }
     auto claims = ffn_trace::evaluate_claims(*ex, *tr);
+    // From here the subcommands render, and grad computes gradients of the same sizes.
+    set_activity({"writing the output", "--max-elements, or use --detail summary"});
     return traced{std::move(*ex), std::move(*tr), std::nullopt, std::move(claims)};
 }
 
-void add_max_file_size(CLI::App& sub, std::size_t& into) {
-    sub.add_option("--max-file-size", into, "Largest example file read, in bytes")
-        ->default_val(ffn_trace::load_options{}.max_file_size)
-        ->check(CLI::PositiveNumber);
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
+    auto check = [min, max](std::string& given) -> std::string {
+        const auto refuse = [&] {
+            return fmt::format("expected a whole number from {} to {} in decimal digits, got {}", min, max,
+                               ffn_trace::quote(given));
+        };
+        // Digits only, and no leading zero, which some readers take for octal.
+        if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos) return refuse();
+        if (given.size() > 1 && given[0] == '0') return refuse();
+        std::uint64_t value = 0;
+        for (char c : given) {
+            const auto digit = static_cast<std::uint64_t>(c - '0');
+            if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return refuse();
+            value = value * 10 + digit;
+        }
+        return value < min || value > max ? refuse() : std::string();
+    };
+    // Described in --help as CLI11 describes a range; the type name says the rest.
+    return CLI::Validator(check, max == std::numeric_limits<std::uint64_t>::max() ? "" : fmt::format("in [{} - {}]", min, max));
+}
+
+void add_limits(CLI::App& sub, input_limits& into) {
+    sub.add_option("--max-file-size", into.max_file_size, "Largest example file read, in bytes")
+        ->check(whole_number(1))
+        ->capture_default_str();
+    sub.add_option("--max-elements", into.max_elements,
+                   "Most numbers a trace may hold (tokens × the widths of its steps, and the weights)")
+        ->check(whole_number(1))
+        ->capture_default_str();
 }
 
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
@@ -46,8 +126,8 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
     sub.add_option("--detail", f.detail,
                    "summary, values or arithmetic (default: arithmetic when d_model ≤ 8, d_ff ≤ 16 and d_out ≤ 16)")
         ->check(CLI::IsMember({"summary", "values", "arithmetic"}));
-    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all();
-    sub.add_option("--precision", f.precision, "Decimals shown")->check(CLI::Range(0, 17))->capture_default_str();
+    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all()->check(whole_number(0));
+    sub.add_option("--precision", f.precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub.add_flag("--full", f.full, "Print long vectors whole instead of first … last");
     sub.add_option("--color", f.color, "Terminal colours")
         ->check(CLI::IsMember({"auto", "always", "never"}))

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +25,30 @@ constexpr int exit_bad_input = 2;
 // Prints one line "error: ..." on stderr and returns exit_bad_input.
 int report(const ffn_trace::error& e);
 
+// What the program is doing, for the one line printed when memory runs out.
+struct activity {
+    std::string_view doing;  // "reading the file"
+    std::string_view lower;  // what to lower or use instead: "--max-file-size"
+};
+void set_activity(activity now);
+// Prints "error: out of memory while <doing>; lower <lower>" and returns exit_bad_input.
+int out_of_memory();
+
+// Flushes stdout at the end of a run. A failed write is one error line and exit_bad_input, so
+// `run … >/dev/full` does not exit 0 having written nothing; a reader that went away (EPIPE)
+// ends the program quietly, by SIGPIPE, as it would have if the signal were not ignored.
+int finish_output(int status);
+// The same for an error thrown while writing (fmt::print throws std::system_error).
+int write_failed(int error_number);
+
+// The limits that keep run, check and grad from reading or computing without bound.
+struct input_limits {
+    std::size_t max_file_size = ffn_trace::load_options{}.max_file_size;  // bytes
+    std::size_t max_elements = 50'000'000;  // numbers a trace may hold: 400 MB of doubles
+};
+// Adds --max-file-size and --max-elements to a subcommand.
+void add_limits(CLI::App& sub, input_limits& into);
+
 // An example with its trace and claims, or the error that stopped it.
 struct traced {
     ffn_trace::example ex;
@@ -32,10 +58,14 @@ struct traced {
 
     std::size_t tokens() const { return ex.input.rows; }
 };
-ffn_trace::outcome<traced> load_and_trace(const std::string& file, const ffn_trace::load_options& options);
+// A file whose trace would hold more than limits.max_elements numbers is refused before tracing.
+ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits);
 
-// Adds --max-file-size to a subcommand.
-void add_max_file_size(CLI::App& sub, std::size_t& into);
+// Every option that takes a count, a size or an index: a whole number in decimal digits from min
+// to max, nothing else. CLI11 would read "-1" as 2^64 − 1, "010" as 8 and "0x40" as 64; this
+// refuses them, naming the option: "--d-model: expected a whole number from 1 to
+// 18446744073709551615 in decimal digits, got "-1"".
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
 
 // The options of a walkthrough, shared by run and grad.
 struct walkthrough_flags {

@@ -26,10 +26,10 @@ void setup_gelu_table(CLI::App& app, int& status) {
     sub->add_flag("--derivative", o->derivative, "Add d_gelu (and d_gelu_exact with --exact)");
     sub->add_flag("--silu", o->silu, "Add silu = x·σ(x), the gate of SwiGLU");
     sub->add_flag("--plot", o->plot, "Draw the curves over the range instead of the table");
-    sub->add_option("--width", o->width, "Plot width in columns")->check(CLI::Range(10, 400))->capture_default_str();
-    sub->add_option("--height", o->height, "Plot height in rows")->check(CLI::Range(5, 200))->capture_default_str();
+    sub->add_option("--width", o->width, "Plot width in columns")->check(whole_number(10, 400))->capture_default_str();
+    sub->add_option("--height", o->height, "Plot height in rows")->check(whole_number(5, 200))->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII only");
-    sub->add_option("--precision", o->precision, "Decimals shown")->check(CLI::Range(0, 17))->capture_default_str();
+    sub->add_option("--precision", o->precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub->add_option("--format", o->format, "Output format")
         ->check(CLI::IsMember({"text", "csv", "json", "markdown"}))
         ->capture_default_str();
@@ -56,7 +56,7 @@ int run_gelu_table(const gelu_table_options& o) {
             lo = *std::min_element(xs.begin(), xs.end());
             hi = *std::max_element(xs.begin(), xs.end());
         }
-        if (!(lo < hi)) return report({"", "--plot", "needs a range: give --from below --to, or --at with two different points"});
+        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
         fmt::print("{}", render_plot(lo, hi, which, {o.width, o.height, o.ascii}));
         return exit_ok;
     }

@@ -17,7 +17,7 @@ void setup_grad(CLI::App& app, int& status) {
     sub->add_option("file", o->file, "Example file (JSON) with \"target\" or \"upstream\", or - for standard input")->required();
     add_walkthrough_options(*sub, o->walkthrough);
     sub->add_option("--lr", o->lr, "Take one step of gradient descent with this learning rate");
-    add_max_file_size(*sub, o->max_file_size);
+    add_limits(*sub, o->limits);
     sub->callback([o, &status] { status = run_grad(*o); });
 }
 
@@ -56,7 +56,7 @@ int run_grad(const grad_options& o) {
     using namespace ffn_trace;
     if (o.lr && !(std::isfinite(*o.lr) && *o.lr > 0))
         return report({"", "--lr", fmt::format("expected a finite learning rate > 0, got {}", *o.lr)});
-    auto t = load_and_trace(o.file, {o.max_file_size});
+    auto t = load_and_trace(o.file, o.limits);
     if (!t) return report(t.err());
     if (!t->ex.target && !t->ex.upstream)
         return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "

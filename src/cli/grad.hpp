@@ -14,7 +14,7 @@ struct grad_options {
     std::string file;
     walkthrough_flags walkthrough;
     std::optional<double> lr;
-    std::size_t max_file_size = 0;
+    input_limits limits;
 };
 
 void setup_grad(CLI::App& app, int& status);

@@ -13,25 +13,27 @@ namespace cli {
 void setup_params(CLI::App& app, int& status) {
     auto o = std::make_shared<params_options>();
     auto* sub = app.add_subcommand("params", "Count the parameters of a Transformer layer or model");
+    // Widths, heads, layers and experts are at least 1; 0 embeddings means none.
+    const auto sizes = whole_number(1), counts = whole_number(0);
     std::vector<std::string> presets;
     for (auto p : ffn_trace::preset_names()) presets.emplace_back(p);
     sub->add_option("--model", o->model, fmt::format("A preset: {}; later flags override it", fmt::join(presets, ", ")));
-    sub->add_option("--d-model", o->d_model, "Width of a token vector");
-    sub->add_option("--d-ff", o->d_ff, "Width of the FFN's hidden layer (default 4 × d_model; gated: 8/3 × d_model rounded up)");
+    sub->add_option("--d-model", o->d_model, "Width of a token vector")->check(sizes);
+    sub->add_option("--d-ff", o->d_ff, "Width of the FFN's hidden layer (default 4 × d_model; gated: 8/3 × d_model rounded up)")->check(sizes);
     sub->add_flag("--gated", o->gated, "A gated FFN (SwiGLU, GEGLU): three matrices");
-    sub->add_option("--multiple-of", o->multiple_of, "The rounding of a gated FFN's default d_ff (default 256)");
+    sub->add_option("--multiple-of", o->multiple_of, "The rounding of a gated FFN's default d_ff (default 256)")->check(sizes);
     sub->add_flag("--no-bias", o->no_bias, "No bias vectors");
-    sub->add_option("--heads", o->heads, "Attention heads");
-    sub->add_option("--kv-heads", o->kv_heads, "Key/value heads (grouped-query attention when fewer than --heads)");
-    sub->add_option("--layers", o->layers, "Layers (default 1)");
-    sub->add_option("--vocab", o->vocab, "Vocabulary size (default 0: no embeddings)");
+    sub->add_option("--heads", o->heads, "Attention heads")->check(sizes);
+    sub->add_option("--kv-heads", o->kv_heads, "Key/value heads (grouped-query attention when fewer than --heads)")->check(sizes);
+    sub->add_option("--layers", o->layers, "Layers (default 1)")->check(sizes);
+    sub->add_option("--vocab", o->vocab, "Vocabulary size (default 0: no embeddings)")->check(counts);
     sub->add_flag("--tied-embeddings", o->tied, "The output projection shares the token embedding");
-    sub->add_option("--positions", o->positions, "Learned position embeddings");
-    sub->add_option("--token-types", o->token_types, "Token-type (segment) embeddings");
+    sub->add_option("--positions", o->positions, "Learned position embeddings")->check(counts);
+    sub->add_option("--token-types", o->token_types, "Token-type (segment) embeddings")->check(counts);
     sub->add_option("--norm", o->norm, "layernorm (weight and bias), rmsnorm (weight) or none; two per layer and a final one")
         ->check(CLI::IsMember({"layernorm", "rmsnorm", "none"}));
-    sub->add_option("--experts", o->experts, "Experts per layer (Mixture of Experts)");
-    sub->add_option("--top-k", o->top_k, "Experts used per token");
+    sub->add_option("--experts", o->experts, "Experts per layer (Mixture of Experts)")->check(sizes);
+    sub->add_option("--top-k", o->top_k, "Experts used per token")->check(sizes);
     std::vector<std::string> widths;
     for (const auto& d : ffn_trace::dtypes()) widths.emplace_back(d.name);
     sub->add_option("--dtype", o->dtype, "Show the memory at this width only")->check(CLI::IsMember(widths));
@@ -48,20 +50,13 @@ int run_params(const params_options& o) {
         auto p = preset(*o.model);
         if (!p) {
             std::vector<std::string_view> names = preset_names();
-            return report({"", "--model", fmt::format("unknown model \"{}\"; the presets are {}", *o.model, fmt::join(names, ", "))});
+            return report({"", "--model", fmt::format("unknown model {}; the presets are {}", ffn_trace::quote(*o.model), fmt::join(names, ", "))});
         }
         c = *p;
     } else if (!o.d_model) {
         return report({"", "--d-model", "required (or --model with a preset)"});
     }
-    // Given sizes must be > 0; 0 inside the config means "not given".
-    const std::pair<const char*, const std::optional<std::uint64_t>*> sizes[] = {
-        {"--d-model", &o.d_model}, {"--d-ff", &o.d_ff},     {"--heads", &o.heads},
-        {"--kv-heads", &o.kv_heads}, {"--layers", &o.layers}, {"--experts", &o.experts},
-        {"--top-k", &o.top_k},     {"--multiple-of", &o.multiple_of}};
-    for (const auto& [name, value] : sizes)
-        if (*value && **value == 0) return report({"", name, "expected a size > 0, got 0"});
-
+    // Given sizes are > 0, as whole_number(1) checked: 0 inside the config means "not given".
     if (o.d_model) {
         c.d_model = *o.d_model;
         if (!o.d_ff && o.model) c.d_ff = 0;  // a new width: let the rule choose d_ff again

@@ -16,12 +16,12 @@ void setup_run(CLI::App& app, int& status) {
     auto* sub = app.add_subcommand("run", "Trace an example file through the FFN, step by step");
     sub->add_option("file", options->file, "Example file (JSON), or - for standard input")->required();
     add_walkthrough_options(*sub, options->walkthrough);
-    add_max_file_size(*sub, options->max_file_size);
+    add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_run(*options); });
 }
 
 int run_run(const run_options& options) {
-    auto t = load_and_trace(options.file, {options.max_file_size});
+    auto t = load_and_trace(options.file, options.limits);
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
     if (t->moe) {

@@ -12,7 +12,7 @@ namespace cli {
 struct run_options {
     std::string file;
     walkthrough_flags walkthrough;
-    std::size_t max_file_size = 0;
+    input_limits limits;
 };
 
 void setup_run(CLI::App& app, int& status);

@@ -164,7 +164,9 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     g.steps.push_back({"input", {{"dx", g.d_input}}});
 
     if (!std::isfinite(g.loss))
-        return error{"", "loss", "the loss overflowed in double precision; the outputs are too far from the target"};
+        return loss.target ? error{"", "loss", "the loss overflowed in double precision; the outputs are too far from the target"}
+                           : error{"", "upstream", "the loss Σ upstream ⊙ output overflowed in double precision; the "
+                                                   "upstream gradient is too large for these outputs"};
     for (const auto& s : g.steps)
         for (const auto& v : s.values)
             for (std::size_t k = 0; k < v.value.data.size(); ++k)
@@ -255,9 +257,16 @@ outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradi
         auto& v = *w[k].values;
         const auto& dv = *dw[k].values;
         for (std::size_t i = 0; i < v.size(); ++i) v[i] -= learning_rate * dv[i];
+        // The step itself, not the file, is what overflowed: say so before the forward pass would.
+        for (double x : v)
+            if (!std::isfinite(x))
+                return error{"", "--lr", fmt::format("the step η·d{0} takes {0} past double precision's range; use a "
+                                                     "smaller learning rate", w[k].name)};
     }
     auto tr = run_ffn(step.updated, t.input, t.lead);
-    if (!tr) return tr.err();
+    if (!tr)
+        return error{"", "--lr", fmt::format("with the updated weights, {} overflows in double precision; use a smaller "
+                                             "learning rate", tr.err().path)};
     step.new_loss = loss_of(*tr, loss);
     if (!std::isfinite(step.new_loss))
         return error{"", "--lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};

@@ -18,6 +18,14 @@ int dim(std::size_t n) { return static_cast<int>(n); }
 
 }  // namespace
 
+void prepare_matrix_library() {
+    // A product large enough that every thread of the library takes part and takes its buffer.
+    constexpr int n = 256;
+    const std::vector<double> a(n * n, 0.0);
+    std::vector<double> c(n * n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+}
+
 matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b) {
     const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
     matrix y(tokens, n_out);
@@ -171,6 +179,18 @@ norm_gradients normalize_backward(const norm_layer& n, const norm_parts& p, cons
     return g;
 }
 
+std::optional<error> norm_overflow(const step& s, const std::vector<std::size_t>& lead) {
+    if (s.name != "norm") return std::nullopt;
+    // var = inf would make 1/√var = 0 and the norm write β alone, silently
+    const matrix& var = s.terms[1].value;
+    for (std::size_t t = 0; t < var.rows; ++t)
+        if (!std::isfinite(var(t, 0)))
+            return error{"", "norm" + token_index(lead, t),
+                         "the token's variance overflowed to inf in double precision; its values are too large to "
+                         "normalise"};
+    return std::nullopt;
+}
+
 std::vector<std::string_view> step_names(const ffn& layer) {
     std::vector<std::string_view> names;
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
@@ -260,6 +280,7 @@ outcome<trace> run_ffn(std::shared_ptr<const ffn> shared, const matrix& x, std::
     if (layer.norm && !pre) record_norm(t.steps.back().value);
 
     for (const auto& s : t.steps) {
+        if (auto e = norm_overflow(s, t.lead)) return *e;
         for (std::size_t k = 0; k < s.value.data.size(); ++k) {
             const double v = s.value.data[k];
             if (std::isfinite(v)) continue;

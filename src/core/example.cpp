@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "json_reader.hpp"
+#include "read_file.hpp"
+
 namespace ffn_trace {
 
 using json = nlohmann::ordered_json;
@@ -51,8 +54,6 @@ std::string_view nearest(std::string_view word, const std::vector<std::string_vi
 
 namespace {
 
-constexpr int max_depth = 64;
-
 std::string kind_of(const json& j) {
     switch (j.type()) {
         case json::value_t::null: return "null";
@@ -72,129 +73,6 @@ std::string join(const std::vector<std::string_view>& words, std::string_view se
 std::string plural(std::size_t n, std::string_view word) {
     return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
-
-// Line and column (from 1) of a byte offset.
-std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) {
-    offset = std::min(offset, text.size());
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i < offset; ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            column = 1;
-        } else {
-            ++column;
-        }
-    }
-    return {line, column};
-}
-
-// Reads the JSON text, refusing duplicate keys and deep nesting, which nlohmann would accept.
-class json_reader {
-public:
-    json_reader(std::string_view text, std::string_view file) : text_(text), file_(file) {}
-
-    outcome<json> parse() {
-        if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
-            return fail("", "the file is empty; expected a JSON object");
-        json root;
-        try {
-            root = json::parse(text_.begin(), text_.end(),
-                               [this](int depth, json::parse_event_t event, json& parsed) {
-                                   return on_event(depth, event, parsed);
-                               });
-        } catch (const json::parse_error& e) {
-            // e.byte is the 1-based position just past the offending character.
-            auto [line, column] = line_and_column(text_, e.byte == 0 ? 0 : e.byte - 1);
-            std::string what = e.what();
-            const auto detail_at = what.find(": ", what.find("column"));
-            if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
-            return fail(fmt::format("line {}, column {}", line, column), "malformed JSON: " + what);
-        } catch (const json::out_of_range& e) {
-            return number_overflow(e.what());
-        } catch (const json::exception& e) {
-            return fail("", fmt::format("cannot read the JSON: {}", e.what()));
-        }
-        if (problem_) return *problem_;
-        return root;
-    }
-
-private:
-    struct frame {
-        bool array = false;
-        std::size_t index = 0;
-        std::string key;
-        std::set<std::string> keys;
-    };
-
-    error fail(std::string path, std::string message) const {
-        return error{std::string(file_), std::move(path), std::move(message)};
-    }
-
-    // nlohmann reports "number overflow parsing '1e400'" without a position: find the literal.
-    error number_overflow(std::string what) const {
-        const auto open = what.find('\''), close = what.rfind('\'');
-        std::string literal = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
-        std::string path;
-        if (!literal.empty()) {
-            if (auto at = text_.find(literal); at != std::string_view::npos) {
-                auto [line, column] = line_and_column(text_, at);
-                path = fmt::format("line {}, column {}", line, column);
-            }
-        }
-        return fail(path, fmt::format("the number {} is beyond the range of double precision (about ±1.8e308)",
-                                      literal.empty() ? "here" : literal));
-    }
-
-    std::string path_here() const {
-        std::string p;
-        for (const auto& f : stack_) {
-            if (f.array)
-                p += fmt::format("[{}]", f.index);
-            else
-                p += (p.empty() ? "" : ".") + f.key;
-        }
-        return p;
-    }
-
-    void element_done() {
-        if (!stack_.empty() && stack_.back().array) ++stack_.back().index;
-    }
-
-    bool on_event(int depth, json::parse_event_t event, json& parsed) {
-        using ev = json::parse_event_t;
-        switch (event) {
-            case ev::object_start:
-            case ev::array_start:
-                if (depth >= max_depth && !problem_)
-                    problem_ = fail(path_here(), fmt::format("arrays and objects nest deeper than {} levels; an "
-                                                             "example file needs at most 4",
-                                                             max_depth));
-                stack_.push_back({event == ev::array_start, 0, {}, {}});
-                return depth < max_depth;
-            case ev::key: {
-                auto& f = stack_.back();
-                f.key = parsed.get<std::string>();
-                if (!f.keys.insert(f.key).second && !problem_)
-                    problem_ = fail(path_here(), "duplicate key: each key may appear once in an object");
-                return true;
-            }
-            case ev::object_end:
-            case ev::array_end:
-                stack_.pop_back();
-                element_done();
-                return true;
-            case ev::value:
-                element_done();
-                return true;
-        }
-        return true;
-    }
-
-    std::string_view text_;
-    std::string_view file_;
-    std::vector<frame> stack_;
-    std::optional<error> problem_;
-};
 
 // The size of a 2-D array read without checking it: rows, and the length of the first row.
 struct peeked {
@@ -291,7 +169,7 @@ public:
                                     const std::vector<std::string_view>& valid) const {
         for (const auto& [key, value] : object.items()) {
             if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
-            return fail(prefix + key, fmt::format("unknown key; did you mean \"{}\"? (valid keys here: {})",
+            return fail(prefix + escape(key), fmt::format("unknown key; did you mean \"{}\"? (valid keys here: {})",
                                                   detail::nearest(key, valid), join(valid)));
         }
         return std::nullopt;
@@ -333,8 +211,8 @@ std::optional<error> loader::load_activation(const json& root, example& ex) cons
     const auto name = act->get<std::string>();
     const auto kind = parse_activation(name);
     if (!kind)
-        return fail("activation", fmt::format("unknown activation \"{}\"; did you mean \"{}\"? (expected one of {})",
-                                              name, detail::nearest(name, names), join(names)));
+        return fail("activation", fmt::format("unknown activation {}; did you mean \"{}\"? (expected one of {})",
+                                              quote(name), detail::nearest(name, names), join(names)));
     ex.layer.act = *kind;
     return std::nullopt;
 }
@@ -414,7 +292,7 @@ std::optional<error> loader::load_dense(const json& root, const json* weights, c
             if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
                 return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
                                                   "W1 is d_ff × d_model), got {}",
-                                                  l->is_string() ? "\"" + l->get<std::string>() + "\"" : kind_of(*l)));
+                                                  l->is_string() ? quote(l->get<std::string>()) : kind_of(*l)));
             ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
             ex.layout_stated = true;
         } else if (p1) {
@@ -542,13 +420,13 @@ std::optional<error> loader::load_norm(const json& root, std::size_t d_model, st
     if (!kind->is_string() || (*kind != "layernorm" && *kind != "rmsnorm"))
         return fail("norm.kind", fmt::format("expected \"layernorm\" (mean, variance, γ, β) or \"rmsnorm\" (mean of "
                                              "squares, γ), got {}",
-                                             kind->is_string() ? "\"" + kind->get<std::string>() + "\"" : kind_of(*kind)));
+                                             kind->is_string() ? quote(kind->get<std::string>()) : kind_of(*kind)));
     norm.type = *kind == "layernorm" ? norm_layer::kind::layernorm : norm_layer::kind::rmsnorm;
     if (const json* position = member(*n, "position")) {
         if (!position->is_string() || (*position != "pre" && *position != "post"))
             return fail("norm.position", fmt::format("expected \"pre\" (the FFN reads norm(x)) or \"post\" (the norm "
                                                      "of the residual's sum, as BERT), got {}",
-                                                     kind_of(*position)));
+                                                     position->is_string() ? quote(position->get<std::string>()) : kind_of(*position)));
         norm.position = *position == "pre" ? norm_layer::place::pre : norm_layer::place::post;
     }
     const bool pre = norm.position == norm_layer::place::pre;
@@ -693,7 +571,7 @@ outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::st
                                                 const std::vector<std::string_view>& steps) const {
     static const std::vector<std::string_view> all_steps{"expand", "gate", "up", "activate", "multiply", "contract", "residual"};
     auto no_such = [&](const std::string& step, const ffn& layer) -> error {
-        std::string why = fmt::format("this layer has no step \"{}\"", step);
+        std::string why = fmt::format("this layer has no step {}", quote(step));
         if (step == "residual")
             why += ex.mixture && step != name ? " (an expert adds no residual; the layer does)" : " (the residual is off)";
         else if (std::find(all_steps.begin(), all_steps.end(), step) != all_steps.end())
@@ -708,7 +586,10 @@ outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::st
     }
     const moe& m = *ex.mixture;
     for (auto n : moe_step_names(m))
-        if (n == name) return n == "combine" || n == "residual" || n == "norm" ? m.d_out() : m.n_experts();
+        if (n == name) {
+            if (n == "norm") return m.norm->position == norm_layer::place::pre ? m.d_model() : m.d_out();
+            return n == "combine" || n == "residual" ? m.d_out() : m.n_experts();
+        }
     for (const bool shared : {false, true}) {
         const std::string kind = shared ? "shared" : "expert";
         if (name.rfind(kind + "[", 0) != 0) continue;
@@ -717,7 +598,7 @@ outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::st
         const auto& list = shared ? m.shared : m.experts;
         const std::string listed = shared ? "shared_experts" : "experts";
         if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
-            return fail(path, fmt::format("expected {}[index].step, e.g. \"{}[0].contract\", got \"{}\"", kind, kind, name));
+            return fail(path, fmt::format("expected {}[index].step, e.g. \"{}[0].contract\", got {}", kind, kind, quote(name)));
         const std::size_t index = std::stoul(digits);
         if (list.empty()) return fail(path, fmt::format("this layer has no {}; expected one of {}", listed, join(steps)));
         if (index >= list.size())
@@ -764,9 +645,14 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
         if (!width) return width.err();
         const std::size_t tokens = ex.input.rows;
         if (const json* token = member(entry, "token")) {
-            if (!token->is_number_integer() || token->get<long long>() < 0)
+            // JSON has one kind of number: 1.0 is the index 1, as 1 is; 0.5, −1 and 1e300 are no index.
+            const double as_double = token->is_number() ? token->get<double>() : -1;
+            // (nlohmann reads a whole number without a sign as unsigned, one with a minus as signed.)
+            const bool whole = token->is_number_unsigned() || (token->is_number_float() && as_double >= 0 &&
+                                                               as_double < 0x1p64 && std::trunc(as_double) == as_double);
+            if (!whole)
                 return fail(e.path + ".token", fmt::format("expected a token index from 0 to {}, got {}", tokens - 1, kind_of(*token)));
-            const auto t = token->get<unsigned long long>();
+            const auto t = token->is_number_float() ? static_cast<unsigned long long>(as_double) : token->get<unsigned long long>();
             if (t >= tokens)
                 return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} (indices 0 to {})", t,
                                                            plural(tokens, "token"), tokens - 1));
@@ -870,42 +756,16 @@ outcome<example> loader::load(const json& root) {
 }  // namespace
 
 outcome<example> parse_example(std::string_view text, std::string_view file) {
-    auto root = json_reader(text, file).parse();
+    auto root = detail::json_reader(text, file).parse();
     if (!root) return root.err();
     return loader(file).load(*root);
 }
 
-namespace {
-
-// Reads at most limit + 1 bytes, so an oversized file is refused without reading it whole.
-std::string read_up_to(std::istream& in, std::size_t limit) {
-    std::string text;
-    char chunk[1 << 16];
-    while (text.size() <= limit && in.read(chunk, sizeof chunk).gcount() > 0)
-        text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    return text;
-}
-
-}  // namespace
-
 outcome<example> load_example(const std::string& file, const load_options& options) {
     const std::string name = file == "-" ? "<stdin>" : file;
-    const auto fail = [&name](std::string message) { return error{name, "", std::move(message)}; };
-    std::string text;
-    if (file == "-") {
-        text = read_up_to(std::cin, options.max_file_size);
-    } else {
-        std::error_code ec;
-        if (std::filesystem::is_directory(file, ec)) return fail("is a directory; expected a JSON example file");
-        std::ifstream in(file, std::ios::binary);
-        if (!in) return fail(fmt::format("cannot open the file: {}", std::strerror(errno)));
-        text = read_up_to(in, options.max_file_size);
-        if (in.bad()) return fail(fmt::format("cannot read the file: {}", std::strerror(errno)));
-    }
-    if (text.size() > options.max_file_size)
-        return fail(fmt::format("the file is larger than the limit of {} bytes; raise it with --max-file-size",
-                                options.max_file_size));
-    return parse_example(text, name);
+    auto text = detail::read_file(file, name, options.max_file_size);
+    if (!text) return text.err();
+    return parse_example(*text, name);
 }
 
 }  // namespace ffn_trace

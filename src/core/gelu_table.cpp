@@ -12,12 +12,25 @@ namespace ffn_trace {
 
 std::vector<double> seed_points() { return {-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0}; }
 
+namespace {
+
+// No step, no width of plot can span a range whose width is beyond double precision.
+error too_wide(double from, double to, std::string option) {
+    return error{"", std::move(option),
+                 fmt::format("the range from {} to {} is wider than double precision can hold (to − from overflows); "
+                             "give a narrower range",
+                             from, to)};
+}
+
+}  // namespace
+
 outcome<std::vector<double>> range_points(double from, double to, double step) {
     if (!std::isfinite(from)) return error{"", "--from", "expected a finite number"};
     if (!std::isfinite(to)) return error{"", "--to", "expected a finite number"};
     if (!std::isfinite(step) || step <= 0)
         return error{"", "--step", fmt::format("expected a finite number > 0, got {}", step)};
     if (from > to) return error{"", "--from", fmt::format("{} is above --to {}; expected from ≤ to", from, to)};
+    if (!std::isfinite(to - from)) return too_wide(from, to, "--from");
     // The count is computed in floating point first, so a tiny step cannot overflow it.
     const double intervals = (to - from) / step;
     if (!(intervals < static_cast<double>(max_table_rows)))
@@ -114,6 +127,13 @@ std::string render_table(const std::vector<column>& columns, table_format format
     return out;
 }
 
+std::optional<error> check_plot_range(double from, double to, std::string option) {
+    if (!(from < to)) return error{"", "--plot", "needs a range: give --from below --to, or --at with two different points"};
+    if (!std::isfinite(from) || !std::isfinite(to)) return error{"", std::move(option), "expected finite numbers"};
+    if (!std::isfinite(to - from)) return too_wide(from, to, std::move(option));
+    return std::nullopt;
+}
+
 std::string render_plot(double from, double to, const table_columns& which, const plot_options& options) {
     const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
     struct curve {
@@ -127,7 +147,8 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e"});
     curves.push_back({"gelu", gelu, "●", "*"});
 
-    auto x_at = [&](std::size_t c) { return from + (to - from) * static_cast<double>(c) / static_cast<double>(width - 1); };
+    // The fraction first: (to − from)·c alone can overflow where the range itself does not.
+    auto x_at = [&](std::size_t c) { return from + (to - from) * (static_cast<double>(c) / static_cast<double>(width - 1)); };
     double y_min = 0, y_max = 0;
     for (const auto& k : curves)
         for (std::size_t c = 0; c < width; ++c) {

@@ -202,8 +202,10 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
     if (layer.residual) t.steps.push_back({"residual", residual(x, t.steps.back().value), {}});
     if (layer.norm && !pre) t.steps.push_back(norm_step(t.steps.back().value));
 
-    for (const auto& s : t.steps)
+    for (const auto& s : t.steps) {
+        if (auto e = norm_overflow(s, t.lead)) return *e;
         if (auto e = overflow_in(s.name, s.value, t.lead, nullptr)) return *e;
+    }
     for (const auto& et : t.experts)
         for (const auto& s : et.tr.steps)
             if (auto e = overflow_in(et.prefix() + "." + s.name, s.value, t.lead, &et.tokens)) return *e;

@@ -299,8 +299,9 @@ private:
             const matrix& dy = s.name == "up" ? *find_step("multiply")->find("d_up") : *find_step("activate")->find(dy_name);
             const matrix& dw = s.name == "expand" ? in_.grads.d_layer.w1 : s.name == "gate" ? in_.grads.d_layer.wg : in_.grads.d_layer.wu;
             const matrix& weight = s.name == "expand" ? l_.w1 : s.name == "gate" ? l_.wg : l_.wu;
-            heading_line(fmt::format("Backward {} · {}   d{} = xᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
-                                     s.name == "expand" ? "Expand" : s.name == "gate" ? "Gate" : "Up", w, dy_name, l_.d_model(), T,
+            heading_line(fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
+                                     s.name == "expand" ? "Expand" : s.name == "gate" ? "Gate" : "Up", w,
+                                     l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x", dy_name, l_.d_model(), T,
                                      T, l_.d_ff(), l_.d_model(), l_.d_ff()));
             const matrix* db = s.find("d" + b);
             paragraph(fmt::format("Each key moves in proportion to the token that reached it{}; {} · {}ᵀ carries the gradient "
@@ -315,7 +316,8 @@ private:
         } else {  // input
             std::vector<std::string> parts;
             if (l_.residual) parts.push_back("g (through the residual)");
-            parts.push_back(l_.gated() ? "dx_gate + dx_up" : "dx_ffn");
+            const bool pre_norm = l_.norm && l_.norm->position == norm_layer::place::pre;
+            parts.push_back(pre_norm ? "the norm's d_in" : l_.gated() ? "dx_gate + dx_up" : "dx_ffn");
             heading_line(fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
             token_table(in_.grads.d_input);
         }

@@ -632,7 +632,9 @@ protected:
         add({block_kind::heading, "Summary"});
         std::string path = layer().gated() ? fmt::format("gate, up → {} → contract", activation_title(layer().act))
                                            : fmt::format("expand → {} → contract", activation_title(layer().act));
+        if (pre_norm()) path = "norm → " + path;
         if (layer().residual) path += " → + x";
+        if (layer().norm && !pre_norm()) path += " → norm";
         block b{block_kind::lines};
         for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
             if (t == gap) {

@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
 # Runs a command and checks its exit status, stdout and stderr.
 #
-#   expect.sh STATUS STDOUT STDERR [--stdin FILE] -- COMMAND [ARGS...]
+#   expect.sh STATUS STDOUT STDERR [--stdin FILE] [--stdout FILE|closed] -- COMMAND [ARGS...]
 #
 # STDOUT and STDERR are each "EMPTY" (nothing may be printed), "ANY", or an extended regular
 # expression that must match the stream with its runs of blanks and newlines folded into one
-# space ("!REGEX": must not match). In CMake, escape a ";" in a pattern as "\;". When STATUS is 2, stderr must also be exactly one line that starts with "error:".
+# space ("!REGEX": must not match). In CMake, escape a ";" in a pattern as "\;".
+# --stdout sends the command's stdout to FILE (e.g. /dev/full) or closes it, to test failed
+# writes; STDOUT is then not checked.
+# When STATUS is 2, stderr must be exactly one line that starts with "error:": one newline, at the
+# end, no other control character (a raw CR or NUL would forge or hide a line) and valid UTF-8.
 set -u
 status=$1 out_pattern=$2 err_pattern=$3
 shift 3
-stdin=/dev/null
-if [ "$1" = "--stdin" ]; then stdin=$2; shift 2; fi
-[ "$1" = "--" ] && shift
+stdin=/dev/null stdout=
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    case "$1" in
+        --stdin) stdin=$2; shift 2 ;;
+        --stdout) stdout=$2; shift 2 ;;
+        *) echo "expect.sh: unknown option $1"; exit 1 ;;
+    esac
+done
+[ "${1:-}" = "--" ] && shift
 
 command=("$@")
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
-timeout 10 "$@" <"$stdin" >"$out" 2>"$err"
+case "$stdout" in
+    "") timeout 10 "$@" <"$stdin" >"$out" 2>"$err" ;;
+    closed) timeout 10 "$@" <"$stdin" >&- 2>"$err" ;;
+    *) timeout 10 "$@" <"$stdin" >"$stdout" 2>"$err" ;;
+esac
 actual=$?
 
 fail() {
@@ -24,7 +38,7 @@ fail() {
     echo "--- command: ${command[*]}"
     echo "--- exit status: $actual (expected $status)"
     echo "--- stdout:"; head -c 3000 "$out"
-    echo "--- stderr:"; head -c 3000 "$err"
+    echo "--- stderr:"; head -c 3000 "$err" | od -c | head -40
     exit 1
 }
 
@@ -40,10 +54,14 @@ check_stream() {  # name file pattern
 }
 
 [ "$actual" -eq "$status" ] || fail "exit status"
-check_stream stdout "$out" "$out_pattern"
+[ -n "$stdout" ] || check_stream stdout "$out" "$out_pattern"
 check_stream stderr "$err" "$err_pattern"
 if [ "$status" -eq 2 ]; then
-    [ "$(wc -l <"$err")" -eq 1 ] || fail "stderr should be one line"
+    # Every byte but the printable ones and those of multi-byte characters: exactly one newline.
+    controls=$(LC_ALL=C tr -d '\040-\176\200-\377' <"$err" | od -An -tx1 | tr -d ' \n')
+    [ "$controls" = "0a" ] || fail "stderr should be one line ending in a newline, with no other control bytes (found: $controls)"
+    [ "$(tail -c 1 "$err" | od -An -tx1 | tr -d ' \n')" = "0a" ] || fail "stderr should end in its newline"
+    iconv -f UTF-8 -t UTF-8 "$err" >/dev/null 2>&1 || fail "stderr should be valid UTF-8"
     head -c 6 "$err" | grep -q '^error:' || fail "stderr should start with error:"
 fi
 exit 0

@@ -22,13 +22,19 @@ void expect_no_nan(const std::string& out) {
     if (out.find("NaN") != std::string::npos) std::abort();
 }
 
+// An error is one line, whatever the file holds: no control byte may reach it.
+void expect_one_line(const ffn_trace::error& e) {
+    for (unsigned char c : e.to_string())
+        if (c < 0x20 || c == 0x7f) std::abort();
+}
+
 // The same for an MoE layer: its trace, claims, readings, views and backward pass.
 void fuzz_moe(const ffn_trace::example& ex) {
     using namespace ffn_trace;
     const auto t = run_moe(*ex.mixture, ex.input, ex.lead);
-    if (!t) return;
+    if (!t) return expect_one_line(t.err());
     const auto claims = evaluate_moe_claims(ex, *t);
-    if (!claims) return;
+    if (!claims) return expect_one_line(claims.err());
     const auto reads = read_moe_trace(*t);
     const moe_rendering_input in{ex, *t, *claims, reads};
     for (auto level : {detail_level::summary, detail_level::values, detail_level::arithmetic}) {
@@ -60,7 +66,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace ffn_trace;
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     auto ex = parse_example(text, "fuzz.json");
-    if (!ex) return 0;
+    if (!ex) {
+        expect_one_line(ex.err());
+        return 0;
+    }
     ex->title.clear();
     ex->description.clear();
     ex->names = {};
@@ -70,7 +79,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
-    if (!t) return 0;
+    if (!t) {
+        expect_one_line(t.err());
+        return 0;
+    }
     const auto claims = evaluate_claims(*ex, *t);
     const auto reads = read_trace(*t);
     const rendering_input in{*ex, *t, claims, reads};
@@ -86,9 +98,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!ex->target && !ex->upstream) return 0;
     const loss_spec loss{ex->target ? &*ex->target : nullptr, ex->upstream ? &*ex->upstream : nullptr};
     const auto g = run_backward(*t, loss);
-    if (!g) return 0;
+    if (!g) {
+        expect_one_line(g.err());
+        return 0;
+    }
     const auto check = check_gradients(*t, loss, *g, ex->stored == layout::out_in, 200);
     const auto step = descend(*t, loss, *g, 0.1);
+    if (!step) expect_one_line(step.err());
     const grad_rendering_input gin{*ex, *t, *g, check, step ? &*step : nullptr};
     for (auto level : {detail_level::summary, detail_level::arithmetic}) {
         text_options options;

@@ -1,0 +1,247 @@
+#include "json_reader.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace ffn_trace::detail {
+
+using json = json_reader::json;
+
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) {
+    offset = std::min(offset, text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset; ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+namespace {
+
+// Objects up to this many members are searched key by key for a duplicate; wider ones keep an
+// index of their keys, so an object of n keys costs n·log n comparisons rather than n².
+constexpr std::size_t linear_search_members = 8;
+
+// nlohmann's message for malformed JSON is cut here: enough for its reason and a glimpse of the
+// token it last read.
+constexpr std::size_t max_message_chars = 160;
+
+using members = json::object_t::Container;
+
+// Orders an object's members by key, given their indices, counting each comparison as work.
+struct by_key {
+    const members* m;
+    std::size_t* work;
+    bool operator()(std::size_t a, std::size_t b) const {
+        ++*work;
+        return (*m)[a].first < (*m)[b].first;
+    }
+};
+
+// A SAX handler that builds the document as nlohmann's own DOM parser would, with the checks
+// added. nlohmann's callback parser could do the checks, but after every object it rescans the
+// parent for discarded values, which makes an array of n objects cost n² (nlohmann 3.11.2).
+//
+// Every container being filled is on the stack, with a pointer to it in the document: the
+// pointer stays valid because a parent gains no element until its open child is closed.
+class dom_builder {
+public:
+    dom_builder(std::string_view text, std::string_view file, std::size_t& work)
+        : text_(text), file_(file), work_(work) {}
+
+    // The SAX interface (nlohmann::json_sax); returning false stops the parse.
+    bool null() { return value(nullptr); }
+    bool boolean(bool v) { return value(v); }
+    bool number_integer(json::number_integer_t v) { return value(v); }
+    bool number_unsigned(json::number_unsigned_t v) { return value(v); }
+    bool number_float(json::number_float_t v, const json::string_t&) { return value(v); }
+    bool string(json::string_t& v) { return value(std::move(v)); }
+    bool binary(json::binary_t& v) { return value(json::binary(std::move(v))); }
+    bool start_object(std::size_t) { return open(json::value_t::object); }
+    bool start_array(std::size_t) { return open(json::value_t::array); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(json::string_t& k);
+    template <class Exception>
+    bool parse_error(std::size_t position, const std::string& token, const Exception& e);
+
+    // The document, or the first problem met in reading order.
+    outcome<json> result(bool completed) {
+        if (problem_) return std::move(*problem_);
+        if (!completed) return fail("", "cannot read the JSON");  // nlohmann stopped without saying why
+        return std::move(root_);
+    }
+
+private:
+    struct frame {
+        json* value = nullptr;  // the array or object being filled
+        std::size_t index = 0;  // arrays: elements completed, so the index of the one being read
+        std::unique_ptr<std::set<std::size_t, by_key>> keys;  // objects past linear_search_members
+    };
+
+    error fail(std::string path, std::string message) const {
+        return error{std::string(file_), std::move(path), std::move(message)};
+    }
+    bool stop(error e) {
+        problem_ = std::move(e);
+        return false;
+    }
+    static members& members_of(const frame& f) { return f.value->get_ref<json::object_t&>(); }
+
+    // Puts v where the next value goes: the root, the end of the open array, or the member just
+    // keyed. Returns where it now lives.
+    json* place(json v) {
+        ++work_;
+        if (stack_.empty()) {
+            root_ = std::move(v);
+            return &root_;
+        }
+        frame& f = stack_.back();
+        if (f.value->is_array()) {
+            auto& elements = f.value->get_ref<json::array_t&>();
+            elements.push_back(std::move(v));
+            return &elements.back();
+        }
+        json& slot = members_of(f).back().second;
+        slot = std::move(v);
+        return &slot;
+    }
+    // A value is complete: the open array's index moves on.
+    void element_done() {
+        if (!stack_.empty() && stack_.back().value->is_array()) ++stack_.back().index;
+    }
+
+    bool value(json v) {
+        place(std::move(v));
+        element_done();
+        return true;
+    }
+
+    bool open(json::value_t kind) {
+        if (stack_.size() >= json_reader::max_depth)
+            return stop(fail(path_here(), fmt::format("arrays and objects nest deeper than {} levels; an "
+                                                      "example file needs at most 4",
+                                                      json_reader::max_depth)));
+        stack_.push_back({place(json(kind)), 0, nullptr});
+        return true;
+    }
+
+    bool close() {
+        ++work_;
+        stack_.pop_back();
+        element_done();
+        return true;
+    }
+
+    bool last_key_repeats(frame& f);
+    std::string path_here() const;
+    error number_overflow(std::size_t position, const std::string& literal) const;
+
+    std::string_view text_;
+    std::string_view file_;
+    std::size_t& work_;
+    json root_;
+    std::vector<frame> stack_;
+    std::optional<error> problem_;
+};
+
+// Whether the member just appended has the key of an earlier one.
+bool dom_builder::last_key_repeats(frame& f) {
+    const members& m = members_of(f);
+    const std::size_t last = m.size() - 1;
+    if (f.keys) return !f.keys->insert(last).second;
+    for (std::size_t i = 0; i < last; ++i) {
+        ++work_;
+        if (m[i].first == m[last].first) return true;
+    }
+    if (m.size() == linear_search_members) {  // wide from here on: index the keys read so far
+        f.keys = std::make_unique<std::set<std::size_t, by_key>>(by_key{&m, &work_});
+        for (std::size_t i = 0; i < m.size(); ++i) f.keys->insert(i);
+    }
+    return false;
+}
+
+bool dom_builder::key(json::string_t& k) {
+    ++work_;
+    frame& f = stack_.back();
+    // Appended without ordered_map's own search for the key, which is linear in the members.
+    members_of(f).emplace_back(std::move(k), nullptr);
+    if (last_key_repeats(f)) return stop(fail(path_here(), "duplicate key: each key may appear once in an object"));
+    return true;
+}
+
+std::string dom_builder::path_here() const {
+    std::string p;
+    for (const auto& f : stack_) {
+        if (f.value->is_array()) {
+            p += fmt::format("[{}]", f.index);
+        } else {
+            const auto& m = f.value->get_ref<const json::object_t&>();
+            p += (p.empty() ? "" : ".") + (m.empty() ? std::string() : escape(m.back().first));
+        }
+    }
+    return p;
+}
+
+// nlohmann reports "number overflow parsing '1e400'" with the position just past the literal.
+error dom_builder::number_overflow(std::size_t position, const std::string& literal) const {
+    std::string path;
+    if (!literal.empty() && position >= literal.size() && text_.substr(position - literal.size(), literal.size()) == literal) {
+        auto [line, column] = line_and_column(text_, position - literal.size());
+        path = fmt::format("line {}, column {}", line, column);
+    }
+    return fail(path, fmt::format("the number {} is beyond the range of double precision (about ±1.8e308)",
+                                  literal.empty() ? "here" : escape(literal)));
+}
+
+template <class Exception>
+bool dom_builder::parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    if constexpr (std::is_same_v<Exception, json::out_of_range>) {
+        return stop(number_overflow(position, token));
+    } else {
+        // The position is that just past the offending character.
+        auto [line, column] = line_and_column(text_, position == 0 ? 0 : position - 1);
+        std::string what = e.what();
+        const auto detail_at = what.find(": ", what.find("column"));
+        if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
+        // nlohmann quotes the token it last read, which can run to the end of the file.
+        return stop(fail(fmt::format("line {}, column {}", line, column), "malformed JSON: " + one_line(what, max_message_chars)));
+    }
+}
+
+}  // namespace
+
+outcome<json> json_reader::parse() {
+    work_ = 0;
+    // A UTF-8 byte order mark, which some editors write, is skipped on purpose: one, at the very
+    // start. Positions then count from the character after it, as the editor shows them.
+    // nlohmann would skip one more of its own accord; a second mark is not part of any JSON text.
+    constexpr std::string_view bom = "\xEF\xBB\xBF";
+    if (text_.starts_with(bom)) text_.remove_prefix(bom.size());
+    if (text_.starts_with(bom))
+        return error{std::string(file_), "line 1, column 1",
+                     "malformed JSON: a second byte order mark; a file may start with one at most"};
+    if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
+        return error{std::string(file_), "", "the file is empty; expected a JSON object"};
+    dom_builder builder(text_, file_, work_);
+    bool completed = false;
+    try {
+        completed = json::sax_parse(text_.begin(), text_.end(), &builder);
+    } catch (const json::exception& e) {
+        return error{std::string(file_), "", fmt::format("cannot read the JSON: {}", e.what())};
+    }
+    return builder.result(completed);
+}
+
+}  // namespace ffn_trace::detail

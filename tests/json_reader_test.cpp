@@ -1,0 +1,113 @@
+// The JSON reader: the document it builds, the checks nlohmann leaves out, and its cost.
+#include "json_reader.hpp"
+
+#include <cmath>
+#include <doctest/doctest.h>
+#include <string>
+
+using ffn_trace::detail::json_reader;
+using json = json_reader::json;
+
+namespace {
+
+std::string error_of(std::string_view text) {
+    auto r = json_reader(text, "f.json").parse();
+    if (r) return "(read without error)";
+    return r.err().to_string();
+}
+
+// An array of n claim-like objects, the shape nlohmann's callback parser read in n² time.
+std::string array_of_objects(std::size_t n) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < n; ++i)
+        text += std::string(i ? "," : "") + R"({"step": "residual", "value": [2, 4], "note": "claim"})";
+    return text + "]";
+}
+
+// One object with n distinct keys.
+std::string wide_object(std::size_t n) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < n; ++i) text += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": 0";
+    return text + "}";
+}
+
+std::size_t work_of(const std::string& text) {
+    json_reader reader(text, "f.json");
+    REQUIRE(reader.parse());
+    return reader.work();
+}
+
+}  // namespace
+
+TEST_CASE("the reader builds the same document as nlohmann's own parser") {
+    // nlohmann's DOM parser, which has no duplicate or depth checks, is the independent reference.
+    for (const char* text : {R"({"b": 1, "a": [1, -2, 3.5, 18446744073709551615, 1e-300], "c": {"z": null, "y": [true, false]}})",
+                             R"([[], {}, [[]], [{}], "x", "\u00e9\u0000", -0.0])",
+                             R"("just a string")", "42", " null ",
+                             R"({"k0": 0, "k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7, "k8": 8, "k9": 9, "k10": [10]})"}) {
+        CAPTURE(text);
+        auto mine = json_reader(text, "f.json").parse();
+        REQUIRE(mine);
+        const json reference = json::parse(text);
+        CHECK(*mine == reference);
+        CHECK(mine->dump() == reference.dump());  // the same key order and number types
+    }
+}
+
+TEST_CASE("a duplicate key is refused with the JSON path of its second appearance") {
+    CHECK(error_of(R"({"a": 1, "a": 2})") == "f.json: a: duplicate key: each key may appear once in an object");
+    CHECK(error_of(R"({"list": [{"x": 1}, {"y": 1, "z": 2, "y": 3}]})") ==
+          "f.json: list[1].y: duplicate key: each key may appear once in an object");
+    SUBCASE("in an object wide enough to index its keys") {
+        std::string text = wide_object(20);
+        text.back() = ',';
+        text += R"( "k13": 1})";
+        CHECK(error_of(text) == "f.json: k13: duplicate key: each key may appear once in an object");
+    }
+    SUBCASE("the same key in sibling objects is no duplicate") {
+        CHECK(json_reader(R"([{"a": 1}, {"a": 2}, {"b": {"a": 3}}])", "f.json").parse());
+    }
+}
+
+TEST_CASE("nesting is allowed to 64 levels and refused at the 65th, with the path of the level") {
+    const auto nested = [](std::size_t levels) { return std::string(levels, '[') + "1" + std::string(levels, ']'); };
+    CHECK(json_reader(nested(64), "f.json").parse());
+    std::string path;
+    for (int i = 0; i < 64; ++i) path += "[0]";
+    CHECK(error_of(nested(65)) ==
+          "f.json: " + path + ": arrays and objects nest deeper than 64 levels; an example file needs at most 4");
+    // The check stops the reading: 100,000 levels cost no more than 65.
+    CHECK(error_of(std::string(100000, '[')).find("nest deeper than 64 levels") != std::string::npos);
+}
+
+TEST_CASE("malformed JSON is placed at the line and column of the offending character") {
+    // The '}' after a trailing comma is the first character of line 3.
+    const auto e = error_of("{\n  \"a\": 1,\n}");
+    CHECK(e.rfind("f.json: line 3, column 1: malformed JSON: syntax error while parsing object key", 0) == 0);
+    CHECK(error_of("{\"a\": [1, 2}").rfind("f.json: line 1, column 12: malformed JSON:", 0) == 0);
+    CHECK(error_of("  \n\t ") == "f.json: the file is empty; expected a JSON object");
+}
+
+TEST_CASE("a number beyond double precision is named and placed where it stands") {
+    CHECK(error_of(R"({"a": [1, 1e400]})") ==
+          "f.json: line 1, column 11: the number 1e400 is beyond the range of double precision (about ±1.8e308)");
+    // The same characters earlier in a string do not mislead the position.
+    CHECK(error_of(R"({"note": "1e400", "a": 1e400})") ==
+          "f.json: line 1, column 24: the number 1e400 is beyond the range of double precision (about ±1.8e308)");
+}
+
+TEST_CASE("reading ten times the objects costs ten times the work") {
+    // Counted, not timed: nlohmann's callback parser rescanned the parent array after every
+    // object, so ten times the objects cost a hundred times the work.
+    const double ratio = static_cast<double>(work_of(array_of_objects(100000))) /
+                         static_cast<double>(work_of(array_of_objects(10000)));
+    CHECK(ratio == doctest::Approx(10).epsilon(0.01));
+}
+
+TEST_CASE("an object of n keys costs about n·log n comparisons to check for duplicates") {
+    // n·log n predicts 10·log(100000)/log(10000) = 12.5 for ten times the keys; a search of every
+    // earlier key (n²) would cost 100 times the work.
+    const double ratio = static_cast<double>(work_of(wide_object(100000))) / static_cast<double>(work_of(wide_object(10000)));
+    CHECK(ratio >= 10);
+    CHECK(ratio <= 1.1 * 10 * std::log2(100000.0) / std::log2(10000.0));
+}
