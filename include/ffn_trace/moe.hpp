@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,7 +63,7 @@ struct expert_trace {
 };
 
 struct moe_trace {
-    moe layer;
+    std::shared_ptr<const moe> layer_ptr;  // shared, not copied; the experts' traces share it too
     std::vector<std::size_t> lead;  // the input's leading shape, as for a dense trace
     matrix input;                   // x (tokens, d_model)
     // norm (pre), router, probabilities, weights, combine, residual (when on), norm (post). probabilities records the
@@ -73,6 +74,7 @@ struct moe_trace {
     std::vector<bool> tied;                        // per token: the last place went to the lower index of equals
     std::vector<expert_trace> experts;             // the experts that received tokens, by index, then shared
 
+    const moe& layer() const { return *layer_ptr; }
     std::size_t tokens() const { return input.rows; }
     const step* find(std::string_view name) const;
     const step& output() const { return steps.back(); }
@@ -86,6 +88,8 @@ std::vector<std::string_view> moe_step_names(const moe& layer);
 
 // Runs the layer over x (tokens, d_model). Every expert is checked only where it is routed to,
 // so idle experts may be left empty (a checkpoint converts only the experts it needs).
+outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead);
+// The same for a layer the trace will hold a copy of (small layers, tests).
 outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::size_t> lead);
 // The numbers run_moe's trace of `tokens` tokens can hold at most (every token's top_k experts
 // and the shared ones), as trace_elements counts a dense trace.

@@ -69,6 +69,9 @@ public:
 
     // A 2-D tensor (rows, cols) as a row-major matrix; a 1-D tensor (n) as one row (1, n).
     outcome<matrix> read_matrix(std::string_view name) const;
+    // A 2-D tensor (rows, cols) as its transpose (cols, rows), converted straight into place: an
+    // nn.Linear weight (out × in) in the math form (in × out) without a second copy.
+    outcome<matrix> read_matrix_transposed(std::string_view name) const;
     // A 1-D tensor (n).
     outcome<std::vector<double>> read_vector(std::string_view name) const;
     // Rows of a 2-D tensor (rows, cols), in the order asked and repeats allowed:

@@ -41,7 +41,7 @@ std::vector<std::string_view> moe_step_names(const moe& layer) {
 
 const matrix& moe_trace::moe_input() const {
     const step* n = find("norm");
-    return n && layer.norm->position == norm_layer::place::pre ? n->value : input;
+    return n && layer().norm->position == norm_layer::place::pre ? n->value : input;
 }
 
 softmax_parts softmax(const matrix& z) {
@@ -148,7 +148,12 @@ error in_expert(error e, const std::string& prefix, const std::vector<std::size_
 }  // namespace
 
 outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::size_t> lead) {
-    moe_trace t{layer, std::move(lead), x, {}, {}, {}, {}};
+    return run_moe(std::make_shared<const moe>(layer), x, std::move(lead));
+}
+
+outcome<moe_trace> run_moe(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead) {
+    const moe& layer = *shared;
+    moe_trace t{shared, std::move(lead), x, {}, {}, {}, {}};
     const std::size_t tokens = x.rows;
 
     auto norm_step = [&layer](const matrix& in) {
@@ -171,14 +176,14 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
         for (std::size_t tok = 0; tok < tokens; ++tok)
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
-        auto et = run_ffn(layer.experts[e], gather(in, routed), {routed.size()});
+        auto et = run_ffn(std::shared_ptr<const ffn>(shared, &layer.experts[e]), gather(in, routed), {routed.size()});
         if (!et) return in_expert(et.err(), fmt::format("expert[{}]", e), routed, t.lead);
         t.experts.push_back({e, false, std::move(routed), std::move(*et)});
     }
     std::vector<std::size_t> every(tokens);
     std::iota(every.begin(), every.end(), 0);
     for (std::size_t s = 0; s < layer.shared.size(); ++s) {
-        auto et = run_ffn(layer.shared[s], in, {tokens});
+        auto et = run_ffn(std::shared_ptr<const ffn>(shared, &layer.shared[s]), in, {tokens});
         if (!et) return in_expert(et.err(), fmt::format("shared[{}]", s), every, t.lead);
         t.experts.push_back({s, true, every, std::move(*et)});
     }
@@ -217,7 +222,7 @@ moe_parameters count_parameters(const moe& layer) {
         std::size_t n = 0;
         for_each_weight(f, [&n](const char*, const auto& w) {
             if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
-                n += w.data.size();
+                n += w.rows * w.cols;  // by shape: an expert a checkpoint did not convert has no values
             else
                 n += w.size();
         });
@@ -262,7 +267,7 @@ ffn zeros_like(const ffn& f) {
 }  // namespace
 
 outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& loss) {
-    const moe& l = t.layer;
+    const moe& l = t.layer();
     const std::size_t tokens = t.tokens();
     moe_gradients g;
     g.loss = loss_of(t, loss);
@@ -387,7 +392,7 @@ std::string gradient_name(const std::string& name) {
 gradient_check check_moe_gradients(const moe_trace& t, const loss_spec& loss, const moe_gradients& g, bool out_in,
                                    std::size_t max_checks) {
     gradient_check check;
-    moe layer = t.layer;
+    moe layer = t.layer();
     moe d = g.d_layer;
     matrix x = t.input;
     const bool relu_unit = info(layer.act).unit == activation::relu;
@@ -465,7 +470,7 @@ outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss,
                                       double learning_rate) {
     moe_descent_step step;
     step.learning_rate = learning_rate;
-    step.updated = t.layer;
+    step.updated = t.layer();
     moe d = g.d_layer;
     auto w = weights_of(step.updated);
     auto dw = weights_of(d);

@@ -91,7 +91,7 @@ std::size_t macs(const ffn& f) {
 std::size_t moe_readings::macs_per_token() const { return router_macs + top_k * expert_macs + shared_macs; }
 
 moe_readings read_moe_trace(const moe_trace& t) {
-    const moe& l = t.layer;
+    const moe& l = t.layer();
     moe_readings r;
     r.load.assign(l.n_experts(), 0);
     for (const auto& chosen : t.chosen)

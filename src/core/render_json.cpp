@@ -61,7 +61,7 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 }
 
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims) {
-    const moe& layer = t.layer;
+    const moe& layer = t.layer();
     json out;
     if (!ex.title.empty()) out["title"] = ex.title;
     out["activation"] = info(layer.act).name;

@@ -21,7 +21,7 @@ namespace {
 class moe_builder : public walkthrough_builder {
 public:
     moe_builder(const moe_rendering_input& in, const text_options& options)
-        : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer))),
+        : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer()))),
           mt_(in.tr), mr_(in.reads) {
         use_layer_tokens();
     }
@@ -47,7 +47,7 @@ public:
     }
 
 private:
-    const moe& mlayer() const { return mt_.layer; }
+    const moe& mlayer() const { return mt_.layer(); }
     bool pre_norm() const { return mlayer().norm && mlayer().norm->position == norm_layer::place::pre; }
 
     void norm_block(std::size_t number) {

@@ -21,7 +21,7 @@ using detail::block_kind;
 class moe_grad_builder {
 public:
     moe_grad_builder(const moe_grad_rendering_input& in, const text_options& options)
-        : in_(in), l_(in.tr.layer), opt_(options), level_(options.detail.value_or(default_detail(in.tr.layer))),
+        : in_(in), l_(in.tr.layer()), opt_(options), level_(options.detail.value_or(default_detail(in.tr.layer()))),
           detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
 
     detail::document build() {
@@ -284,7 +284,7 @@ std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_
 std::string render_grad_json(const moe_grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
     json j;
-    j["activation"] = info(in.tr.layer.act).name;
+    j["activation"] = info(in.tr.layer().act).name;
     j["layout"] = to_string(in.ex.stored);
     j["loss_kind"] = in.ex.target ? "target" : "upstream";
     j["loss"] = in.grads.loss;

@@ -162,6 +162,27 @@ outcome<matrix> tensor_source::read_matrix(std::string_view name) const {
     return m;
 }
 
+outcome<matrix> tensor_source::read_matrix_transposed(std::string_view name) const {
+    std::vector<std::byte> scratch;
+    auto at = locate(name, scratch);
+    if (!at) return at.err();
+    const tensor_info& t = *at->info;
+    if (t.shape.size() != 2)
+        return error{t.file, t.name, fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
+    const std::size_t rows = t.shape[0], cols = t.shape[1], row_bytes = cols * size_of(t.type);
+    matrix m(cols, rows);
+    // A block of rows at a time, so that each column of the block is written as one run.
+    constexpr std::size_t block = 64;
+    std::vector<double> buffer(block * cols);
+    for (std::size_t r0 = 0; r0 < rows; r0 += block) {
+        const std::size_t n = std::min(block, rows - r0);
+        convert(t.type, at->bytes.subspan(r0 * row_bytes, n * row_bytes), std::span<double>(buffer.data(), n * cols));
+        for (std::size_t c = 0; c < cols; ++c)
+            for (std::size_t r = 0; r < n; ++r) m(c, r0 + r) = buffer[r * cols + c];
+    }
+    return m;
+}
+
 outcome<std::vector<double>> tensor_source::read_vector(std::string_view name) const {
     std::vector<std::byte> scratch;
     auto at = locate(name, scratch);

@@ -1,0 +1,84 @@
+// Real models: the FFN of one layer of a GPT-2, BERT, Llama (Mistral, Qwen2) or Mixtral
+// checkpoint, built from the checkpoint's own tensor names.
+//
+// An architecture is a table of tensor names, not code: where the norm, the FFN's matrices and
+// the embeddings live, and how they are stored. Only the tensors of the layer asked for are
+// converted; for an MoE layer only the experts its tokens are routed to.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+#include "ffn_trace/moe.hpp"
+#include "ffn_trace/tensor_source.hpp"
+
+namespace ffn_trace {
+
+// What config.json says (or --arch, with the shapes read off the tensors).
+struct model_config {
+    std::string arch;  // gpt2, bert, llama, mistral, qwen2, mixtral
+    std::size_t d_model = 0, d_ff = 0, n_layers = 0;
+    double eps = 1e-5;
+    activation act = activation::gelu;
+    std::size_t n_experts = 0, top_k = 0;  // mixtral
+};
+
+// The architectures ffn-trace knows, by config.json's model_type.
+std::vector<std::string_view> known_architectures();
+
+// Token strings by id, from vocab.json ({token: id}) or tokenizer.json (model.vocab).
+struct vocabulary {
+    std::vector<std::string> tokens;          // by id; empty where the file gives none
+    std::map<std::string, std::size_t> ids;   // by token
+};
+
+class checkpoint {
+public:
+    // A checkpoint directory (config.json beside model.safetensors or its index), a single
+    // .safetensors file, or an index file. `arch` overrides config.json's model_type and is
+    // needed when there is no config.json.
+    static outcome<checkpoint> open(const std::string& path, const std::string& arch = "");
+
+    const model_config& config() const { return config_; }
+    const tensor_source& tensors() const { return *source_; }
+    const std::string& origin() const { return origin_; }
+    const std::optional<vocabulary>& vocab() const { return vocab_; }
+
+    // The FFN of layer `index` with its norm and residual, its weights in the math form.
+    outcome<std::shared_ptr<const ffn>> dense_layer(std::size_t index) const;
+    // The MoE layer `index` (mixtral): its norm, its router, and the experts that the tokens of
+    // x (tokens, d_model) choose; the others keep their shapes but no values.
+    outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x) const;
+    bool is_moe() const { return config_.n_experts > 0; }
+
+    // Rows of the token embedding (vocab, d_model), and the unembedding the output goes through
+    // (its own lm_head, or the embedding when tied); nullptr names when there is none.
+    outcome<matrix> embedding_rows(const std::vector<std::size_t>& ids) const;
+    std::string embedding_name() const;
+    std::string unembedding_name() const;
+
+    // The checkpoint's full name of a tensor given without the usual prefixes (transformer.,
+    // model., bert.), or "" when it has none of that name.
+    std::string resolve(const std::string& name) const;
+
+private:
+    std::unique_ptr<tensor_source> source_;
+    model_config config_;
+    std::string origin_;
+    std::optional<vocabulary> vocab_;
+};
+
+// Looks whole tokens up: " Paris" as "ĠParis" (GPT-2's byte-level BPE) or "▁Paris"
+// (SentencePiece) when the word starts with a space. A word that is not one token is an error
+// that lists the nearest tokens; no BPE splitting.
+outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std::vector<std::string>& words);
+
+}  // namespace ffn_trace

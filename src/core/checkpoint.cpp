@@ -1,0 +1,421 @@
+#include "ffn_trace/checkpoint.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ffn_trace/example.hpp"
+#include "read_file.hpp"
+#include "tensor_formats.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// What one architecture calls the tensors of layer {i}, without the usual prefixes. A weight
+// stored as nn.Linear (out × in) is transposed into the math form; GPT-2's Conv1D is in × out.
+struct layer_names {
+    std::string norm_weight, norm_bias;  // norm_bias empty: RMSNorm
+    bool post_norm = false;
+    std::string w1, b1, wg, wu, w2, b2;  // plain: w1/b1; gated: wg, wu; both: w2/b2
+    bool stored_out_in = true;
+    std::string router;                  // MoE: the router, (n_experts × d_model)
+    std::string expert_wg, expert_wu, expert_w2;  // MoE: {j} is the expert
+    std::string embedding, unembedding;  // unembedding empty: tied to the embedding
+};
+
+std::optional<layer_names> names_of(const std::string& arch) {
+    if (arch == "gpt2")
+        return layer_names{"h.{i}.ln_2.weight", "h.{i}.ln_2.bias", false,
+                           "h.{i}.mlp.c_fc.weight", "h.{i}.mlp.c_fc.bias", "", "",
+                           "h.{i}.mlp.c_proj.weight", "h.{i}.mlp.c_proj.bias", false,
+                           "", "", "", "", "wte.weight", ""};
+    if (arch == "bert")
+        return layer_names{"encoder.layer.{i}.output.LayerNorm.weight", "encoder.layer.{i}.output.LayerNorm.bias", true,
+                           "encoder.layer.{i}.intermediate.dense.weight", "encoder.layer.{i}.intermediate.dense.bias", "", "",
+                           "encoder.layer.{i}.output.dense.weight", "encoder.layer.{i}.output.dense.bias", true,
+                           "", "", "", "", "embeddings.word_embeddings.weight", ""};
+    if (arch == "llama" || arch == "mistral" || arch == "qwen2")
+        return layer_names{"layers.{i}.post_attention_layernorm.weight", "", false,
+                           "", "", "layers.{i}.mlp.gate_proj.weight", "layers.{i}.mlp.up_proj.weight",
+                           "layers.{i}.mlp.down_proj.weight", "", true,
+                           "", "", "", "", "embed_tokens.weight", "lm_head.weight"};
+    if (arch == "mixtral")
+        return layer_names{"layers.{i}.post_attention_layernorm.weight", "", false,
+                           "", "", "", "", "", "", true,
+                           "layers.{i}.block_sparse_moe.gate.weight",
+                           "layers.{i}.block_sparse_moe.experts.{j}.w1.weight",
+                           "layers.{i}.block_sparse_moe.experts.{j}.w3.weight",
+                           "layers.{i}.block_sparse_moe.experts.{j}.w2.weight", "embed_tokens.weight", "lm_head.weight"};
+    return std::nullopt;
+}
+
+std::string with(std::string pattern, std::string_view key, std::size_t value) {
+    const std::string mark = "{" + std::string(key) + "}";
+    for (auto at = pattern.find(mark); at != std::string::npos; at = pattern.find(mark))
+        pattern.replace(at, mark.size(), std::to_string(value));
+    return pattern;
+}
+
+// A whole number from config.json, or `fallback` when absent.
+outcome<std::size_t> config_count(const json& c, const std::string& file, const char* key, std::size_t fallback) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) return fallback;
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() > (std::uint64_t{1} << 40))
+        return error{file, key, fmt::format("expected a whole number, got {}", detail::kind_of(*it))};
+    return static_cast<std::size_t>(it->get<std::uint64_t>());
+}
+
+outcome<double> config_number(const json& c, const std::string& file, const char* key, double fallback) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) return fallback;
+    if (!it->is_number() || !(it->get<double>() > 0))
+        return error{file, key, fmt::format("expected a number > 0, got {}", detail::kind_of(*it))};
+    return it->get<double>();
+}
+
+outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
+    auto text = detail::read_file(file, file, std::size_t{512} << 20);
+    if (!text) return text.err();
+    auto root = detail::parse_json_object(*text, file, "", 16);
+    if (!root) return root.err();
+    const json* map = &*root;
+    if (tokenizer) {
+        auto model = root->find("model");
+        if (model == root->end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
+            return error{file, "model.vocab", "expected the tokenizer's vocabulary, an object {token: id}"};
+        map = &(*model)["vocab"];
+    }
+    vocabulary v;
+    for (const auto& [token, id] : map->items()) {
+        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 24))
+            return error{file, detail::json_member(tokenizer ? "model.vocab" : "", token),
+                         fmt::format("expected a token id, a whole number, got {}", detail::kind_of(id))};
+        const auto n = static_cast<std::size_t>(id.get<std::uint64_t>());
+        if (v.tokens.size() <= n) v.tokens.resize(n + 1);
+        v.tokens[n] = token;
+        v.ids.emplace(token, n);
+    }
+    return v;
+}
+
+}  // namespace
+
+std::vector<std::string_view> known_architectures() { return {"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}; }
+
+std::string checkpoint::resolve(const std::string& name) const {
+    for (const char* prefix : {"", "model.", "transformer.", "bert."})
+        if (source_->find(prefix + name)) return prefix + name;
+    return "";
+}
+
+outcome<checkpoint> checkpoint::open(const std::string& path, const std::string& arch_override) {
+    checkpoint c;
+    std::error_code ec;
+    const fs::path p(path);
+    const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
+    auto source = open_safetensors(path);
+    if (!source) return source.err();
+    c.source_ = std::move(*source);
+    c.origin_ = path;
+
+    // config.json: the architecture and its sizes
+    json config = json::object();
+    const fs::path config_file = dir / "config.json";
+    std::string config_name = config_file.string();
+    if (fs::is_regular_file(config_file, ec)) {
+        auto text = detail::read_file(config_name, config_name, std::size_t{16} << 20);
+        if (!text) return text.err();
+        auto parsed = detail::parse_json_object(*text, config_name, "", 32);
+        if (!parsed) return parsed.err();
+        config = std::move(*parsed);
+    }
+    std::string arch = arch_override;
+    if (arch.empty()) {
+        auto it = config.find("model_type");
+        if (it == config.end())
+            return error{path, "", fmt::format("no config.json beside the checkpoint says its model_type; give --arch ({})",
+                                                fmt::join(known_architectures(), ", "))};
+        if (!it->is_string()) return error{config_name, "model_type", "expected a string such as \"llama\""};
+        arch = it->get<std::string>();
+    }
+    const auto names = names_of(arch);
+    if (!names)
+        return error{arch_override.empty() ? config_name : "", arch_override.empty() ? "model_type" : "--arch",
+                     fmt::format("unknown architecture {}; ffn-trace knows {}", quote(arch), fmt::join(known_architectures(), ", "))};
+    model_config& m = c.config_;
+    m.arch = arch;
+
+    // The shapes, from the tensors of layer 0 (config.json's numbers must agree with them).
+    const std::string& shaped = !names->w1.empty() ? names->w1 : !names->wg.empty() ? names->wg : names->expert_wg;
+    const std::string probe = with(with(shaped, "i", 0), "j", 0);
+    const std::string first0 = c.resolve(probe);
+    if (first0.empty())
+        return error{c.source_->origin(), "",
+                     fmt::format("no tensor {} (nor with a prefix model., transformer. or bert.): is this a {} checkpoint?",
+                                 quote(probe), arch)};
+    const tensor_info& t0 = *c.source_->find(first0);
+    if (t0.shape.size() != 2) return error{t0.file, t0.name, fmt::format("expected a 2-D weight, its shape is {}", detail::shape_text(t0.shape))};
+    m.d_model = names->stored_out_in ? t0.shape[1] : t0.shape[0];
+    m.d_ff = names->stored_out_in ? t0.shape[0] : t0.shape[1];
+    for (const char* key : {"hidden_size", "n_embd"}) {
+        auto n = config_count(config, config_name, key, m.d_model);
+        if (!n) return n.err();
+        if (*n != m.d_model)
+            return error{config_name, key, fmt::format("says d_model = {}, but {} is {}", *n, first0, detail::shape_text(t0.shape))};
+    }
+    // layers: config.json's count, else the layers whose tensors are there
+    std::size_t counted = 0;
+    while (!c.resolve(with(with(shaped, "i", counted), "j", 0)).empty()) ++counted;
+    auto layers = config_count(config, config_name, config.contains("n_layer") ? "n_layer" : "num_hidden_layers", counted);
+    if (!layers) return layers.err();
+    m.n_layers = *layers;
+
+    if (arch == "gpt2") {
+        m.act = activation::gelu;  // gelu_new, the tanh form
+        auto eps = config_number(config, config_name, "layer_norm_epsilon", 1e-5);
+        if (!eps) return eps.err();
+        m.eps = *eps;
+    } else if (arch == "bert") {
+        m.act = activation::gelu_exact;
+        auto eps = config_number(config, config_name, "layer_norm_eps", 1e-12);
+        if (!eps) return eps.err();
+        m.eps = *eps;
+    } else {
+        m.act = activation::swiglu;  // hidden_act silu
+        if (auto it = config.find("hidden_act"); it != config.end() && (!it->is_string() || *it != "silu"))
+            return error{config_name, "hidden_act", fmt::format("ffn-trace traces SiLU-gated layers (\"silu\"), got {}",
+                                                                it->is_string() ? quote(it->get<std::string>()) : detail::kind_of(*it))};
+        auto eps = config_number(config, config_name, "rms_norm_eps", 1e-6);
+        if (!eps) return eps.err();
+        m.eps = *eps;
+    }
+    if (arch == "mixtral") {
+        std::size_t experts = 0;
+        while (!c.resolve(with(with(names->expert_wg, "i", 0), "j", experts)).empty()) ++experts;
+        auto n = config_count(config, config_name, "num_local_experts", experts);
+        if (!n) return n.err();
+        auto k = config_count(config, config_name, "num_experts_per_tok", 2);
+        if (!k) return k.err();
+        if (*n == 0 || *k == 0 || *k > *n)
+            return error{config_name, "num_experts_per_tok",
+                         fmt::format("expected 1 to num_local_experts = {} experts per token, got {}", *n, *k)};
+        m.n_experts = *n;
+        m.top_k = *k;
+    }
+
+    // the vocabulary, when the directory has one
+    for (const auto& [file, tokenizer] : {std::pair{"vocab.json", false}, std::pair{"tokenizer.json", true}}) {
+        const fs::path f = dir / file;
+        if (!fs::is_regular_file(f, ec)) continue;
+        auto v = read_vocabulary(f.string(), tokenizer);
+        if (!v) return v.err();
+        c.vocab_ = std::move(*v);
+        break;
+    }
+    return c;
+}
+
+namespace {
+
+// One weight of the layer, in the math form (in × out), checked against the shape it must have.
+outcome<matrix> read_weight(const checkpoint& c, const std::string& name, bool out_in, std::size_t in, std::size_t out) {
+    const std::string full = c.resolve(name);
+    if (full.empty()) return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(name))};
+    const tensor_info& t = *c.tensors().find(full);
+    const std::vector<std::size_t> want = out_in ? std::vector<std::size_t>{out, in} : std::vector<std::size_t>{in, out};
+    if (t.shape != want)
+        return error{t.file, t.name, fmt::format("expected shape {} ({}), its shape is {}", detail::shape_text(want),
+                                                 out_in ? "out × in" : "in × out", detail::shape_text(t.shape))};
+    return out_in ? c.tensors().read_matrix_transposed(full) : c.tensors().read_matrix(full);
+}
+
+outcome<std::vector<double>> read_bias(const checkpoint& c, const std::string& name, std::size_t n, bool required) {
+    const std::string full = c.resolve(name);
+    if (full.empty()) {
+        if (!required) return std::vector<double>{};
+        return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(name))};
+    }
+    const tensor_info& t = *c.tensors().find(full);
+    if (t.shape != std::vector<std::size_t>{n})
+        return error{t.file, t.name, fmt::format("expected shape ({}), its shape is {}", n, detail::shape_text(t.shape))};
+    return c.tensors().read_vector(full);
+}
+
+outcome<norm_layer> read_norm(const checkpoint& c, const layer_names& names, std::size_t index) {
+    const model_config& m = c.config();
+    norm_layer n;
+    n.type = names.norm_bias.empty() ? norm_layer::kind::rmsnorm : norm_layer::kind::layernorm;
+    n.position = names.post_norm ? norm_layer::place::post : norm_layer::place::pre;
+    n.eps = m.eps;
+    auto w = read_bias(c, with(names.norm_weight, "i", index), m.d_model, true);
+    if (!w) return w.err();
+    n.weight = std::move(*w);
+    if (!names.norm_bias.empty()) {
+        auto b = read_bias(c, with(names.norm_bias, "i", index), m.d_model, true);
+        if (!b) return b.err();
+        n.bias = std::move(*b);
+    }
+    return n;
+}
+
+std::optional<error> check_layer(const checkpoint& c, std::size_t index) {
+    if (index < c.config().n_layers) return std::nullopt;
+    return error{c.origin(), "--layer",
+                 fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", index, c.config().n_layers,
+                             c.config().n_layers == 1 ? "" : "s", c.config().n_layers == 0 ? 0 : c.config().n_layers - 1)};
+}
+
+}  // namespace
+
+outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index) const {
+    if (auto e = check_layer(*this, index)) return *e;
+    const layer_names names = *names_of(config_.arch);
+    const std::size_t d_model = config_.d_model, d_ff = config_.d_ff;
+    auto layer = std::make_shared<ffn>();
+    layer->act = config_.act;
+    layer->residual = true;
+    auto norm = read_norm(*this, names, index);
+    if (!norm) return norm.err();
+    layer->norm = std::move(*norm);
+    auto matrix_of = [&](const std::string& pattern, std::size_t in, std::size_t out, matrix& into) -> std::optional<error> {
+        auto w = read_weight(*this, with(pattern, "i", index), names.stored_out_in, in, out);
+        if (!w) return w.err();
+        into = std::move(*w);
+        return std::nullopt;
+    };
+    auto bias_of = [&](const std::string& pattern, std::size_t n, std::vector<double>& into) -> std::optional<error> {
+        if (pattern.empty()) return std::nullopt;
+        auto b = read_bias(*this, with(pattern, "i", index), n, false);
+        if (!b) return b.err();
+        into = std::move(*b);
+        return std::nullopt;
+    };
+    if (!names.w1.empty()) {
+        if (auto e = matrix_of(names.w1, d_model, d_ff, layer->w1)) return *e;
+        if (auto e = bias_of(names.b1, d_ff, layer->b1)) return *e;
+    } else {
+        if (auto e = matrix_of(names.wg, d_model, d_ff, layer->wg)) return *e;
+        if (auto e = matrix_of(names.wu, d_model, d_ff, layer->wu)) return *e;
+    }
+    if (auto e = matrix_of(names.w2, d_ff, d_model, layer->w2)) return *e;
+    if (auto e = bias_of(names.b2, d_model, layer->b2)) return *e;
+    return std::shared_ptr<const ffn>(std::move(layer));
+}
+
+outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, const matrix& x) const {
+    if (auto e = check_layer(*this, index)) return *e;
+    const layer_names names = *names_of(config_.arch);
+    const std::size_t d_model = config_.d_model, d_ff = config_.d_ff, n_experts = config_.n_experts;
+    auto layer = std::make_shared<moe>();
+    layer->act = config_.act;
+    layer->top_k = config_.top_k;
+    layer->normalize = true;
+    layer->residual = true;
+    auto norm = read_norm(*this, names, index);
+    if (!norm) return norm.err();
+    layer->norm = std::move(*norm);
+    auto router = read_weight(*this, with(names.router, "i", index), true, d_model, n_experts);
+    if (!router) return router.err();
+    layer->router = std::move(*router);
+
+    // Route first, with the engine's own kernels, then convert only the experts chosen.
+    const matrix normed = normalize(*layer->norm, x).y;
+    std::vector<std::vector<std::size_t>> chosen;
+    std::vector<bool> tied;
+    choose_experts(softmax(linear(normed, layer->router, {})).p, layer->top_k, chosen, tied);
+    std::vector<bool> needed(n_experts, false);
+    for (const auto& c : chosen)
+        for (auto e : c) needed[e] = true;
+    layer->experts.resize(n_experts);
+    for (std::size_t j = 0; j < n_experts; ++j) {
+        ffn& e = layer->experts[j];
+        e.act = config_.act;
+        if (!needed[j]) {
+            // Shapes without values: never run, counted by their shape.
+            e.wg.rows = e.wu.rows = d_model;
+            e.wg.cols = e.wu.cols = d_ff;
+            e.w2.rows = d_ff;
+            e.w2.cols = d_model;
+            continue;
+        }
+        auto pattern = [&](const std::string& p) { return with(with(p, "i", index), "j", j); };
+        auto wg = read_weight(*this, pattern(names.expert_wg), true, d_model, d_ff);
+        if (!wg) return wg.err();
+        auto wu = read_weight(*this, pattern(names.expert_wu), true, d_model, d_ff);
+        if (!wu) return wu.err();
+        auto w2 = read_weight(*this, pattern(names.expert_w2), true, d_ff, d_model);
+        if (!w2) return w2.err();
+        e.wg = std::move(*wg);
+        e.wu = std::move(*wu);
+        e.w2 = std::move(*w2);
+    }
+    return std::shared_ptr<const moe>(std::move(layer));
+}
+
+std::string checkpoint::embedding_name() const { return resolve(names_of(config_.arch)->embedding); }
+
+std::string checkpoint::unembedding_name() const {
+    const layer_names names = *names_of(config_.arch);
+    if (!names.unembedding.empty())
+        if (std::string own = resolve(names.unembedding); !own.empty()) return own;
+    return embedding_name();  // tied
+}
+
+outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) const {
+    const std::string name = embedding_name();
+    if (name.empty())
+        return error{source_->origin(), "--embedding",
+                     fmt::format("the checkpoint has no token embedding {}", quote(names_of(config_.arch)->embedding))};
+    const tensor_info& t = *source_->find(name);
+    if (t.shape.size() != 2 || t.shape[1] != config_.d_model)
+        return error{t.file, t.name, fmt::format("expected (vocabulary, d_model = {}), its shape is {}", config_.d_model,
+                                                 detail::shape_text(t.shape))};
+    auto rows = source_->read_rows(name, ids);
+    if (!rows) {
+        rows.err().path = "--embedding";
+        return rows.err();
+    }
+    return rows;
+}
+
+outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std::vector<std::string>& words) {
+    std::vector<std::size_t> ids;
+    for (const auto& word : words) {
+        std::vector<std::string> spellings{word};
+        if (!word.empty() && word[0] == ' ') {
+            spellings.push_back("Ġ" + word.substr(1));    // GPT-2's byte-level BPE
+            spellings.push_back("\u2581" + word.substr(1));  // SentencePiece
+        }
+        std::optional<std::size_t> found;
+        for (const auto& s : spellings)
+            if (auto it = v.ids.find(s); it != v.ids.end()) {
+                found = it->second;
+                break;
+            }
+        if (!found) {
+            // the nearest tokens, by edit distance to any spelling
+            std::vector<std::pair<std::size_t, std::string>> near;
+            for (const auto& [token, id] : v.ids) {
+                std::size_t best = std::string::npos;
+                for (const auto& s : spellings) best = std::min(best, detail::edit_distance(s, token));
+                near.emplace_back(best, token);
+            }
+            const std::size_t n = std::min<std::size_t>(5, near.size());
+            std::partial_sort(near.begin(), near.begin() + static_cast<long>(n), near.end());
+            std::vector<std::string> shown;
+            for (std::size_t i = 0; i < n; ++i) shown.push_back(quote(near[i].second));
+            return error{"", "--token",
+                         fmt::format("{} is not one token of the vocabulary (ffn-trace does not split words); nearest: {}",
+                                     quote(word), fmt::join(shown, ", "))};
+        }
+        ids.push_back(*found);
+    }
+    return ids;
+}
+
+}  // namespace ffn_trace
