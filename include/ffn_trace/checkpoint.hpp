@@ -76,6 +76,14 @@ private:
     std::optional<vocabulary> vocab_;
 };
 
+// A layer's input read from a file: .npy or .npz (one tensor) or .json (a nested list), of shape
+// (d_model), (tokens, d_model) or (batch, seq, d_model).
+struct layer_input {
+    matrix x;                        // (tokens, d_model)
+    std::vector<std::size_t> lead;   // {}, {tokens} or {batch, seq}
+};
+outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size);
+
 // Looks whole tokens up: " Paris" as "ĠParis" (GPT-2's byte-level BPE) or "▁Paris"
 // (SentencePiece) when the word starts with a space. A word that is not one token is an error
 // that lists the nearest tokens; no BPE splitting.

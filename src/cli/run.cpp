@@ -14,14 +14,37 @@ namespace cli {
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
     auto* sub = app.add_subcommand("run", "Trace an example file through the FFN, step by step");
-    sub->add_option("file", options->file, "Example file (JSON), or - for standard input")->required();
+    auto* file = sub->add_option("file", options->file, "Example file (JSON), or - for standard input");
+    checkpoint_flags& c = options->checkpoint;
+    auto* checkpoint = sub->add_option("--checkpoint", c.path,
+                                       "A real layer instead: a checkpoint directory (config.json and safetensors), "
+                                       "a .safetensors file or an index");
+    file->excludes(checkpoint);
+    sub->add_option("--layer", c.layer, "The layer of the checkpoint to trace (from 0)")->check(whole_number(0))->needs(checkpoint);
+    sub->add_option("--arch", c.arch, "The architecture when there is no config.json")
+        ->check(CLI::IsMember({"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}))
+        ->needs(checkpoint);
+    auto* input = sub->add_option("--input", c.input, "The layer's input: .npy, .npz or .json, (d_model) or (tokens, d_model)")
+                      ->needs(checkpoint);
+    auto* embedding = sub->add_option("--embedding", c.embedding, "Token ids whose embedding rows are the input")
+                          ->delimiter(',')
+                          ->check(whole_number(0))
+                          ->needs(checkpoint);
+    auto* words = sub->add_option("--word", c.words, "Whole tokens of the vocabulary whose embedding rows are the input; "
+                                                     "\" Paris\" with its leading space")
+                      ->needs(checkpoint);
+    input->excludes(embedding)->excludes(words);
+    embedding->excludes(words);
     add_walkthrough_options(*sub, options->walkthrough);
     add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_run(*options); });
 }
 
 int run_run(const run_options& options) {
-    auto t = load_and_trace(options.file, options.limits);
+    if (options.file.empty() && options.checkpoint.path.empty())
+        return report({"", "", "give an example file, or --checkpoint with --layer and --input, --embedding or --word"});
+    auto t = options.checkpoint.path.empty() ? load_and_trace(options.file, options.limits)
+                                             : load_checkpoint_and_trace(options.checkpoint, options.limits);
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
     if (t->moe) {

@@ -9,13 +9,27 @@
 
 namespace cli {
 
+// A real layer instead of an example file: the checkpoint, the layer, and its input.
+struct checkpoint_flags {
+    std::string path;
+    std::string arch;
+    std::size_t layer = 0;
+    std::string input;                  // .npy, .npz or .json: (d_model) or (tokens, d_model)
+    std::vector<std::size_t> embedding; // rows of the token embedding
+    std::vector<std::string> words;     // whole tokens of the vocabulary
+};
+
 struct run_options {
     std::string file;
+    checkpoint_flags checkpoint;
     walkthrough_flags walkthrough;
     input_limits limits;
 };
 
 void setup_run(CLI::App& app, int& status);
 int run_run(const run_options& options);
+
+// The checkpoint's layer traced over the given input (run_checkpoint.cpp).
+ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& flags, const input_limits& limits);
 
 }  // namespace cli

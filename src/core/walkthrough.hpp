@@ -120,8 +120,9 @@ protected:
     const std::vector<std::string>& column_labels(std::string_view step) const {
         if (step == "input") return ex_.names.inputs;
         if (step == "norm") {
+            // A checkpoint's layer is not in the example: its norm is pre, or post with d_out = d_model.
             const auto& n = ex_.mixture ? ex_.mixture->norm : ex_.layer.norm;
-            return n->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
+            return !n || n->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
         }
         if (step == "router" || step == "probabilities" || step == "weights") return ex_.names.experts;
         if (step == "contract" || step == "residual" || step == "combine") return ex_.names.outputs;

@@ -1,0 +1,117 @@
+// ffn-trace run --checkpoint DIR --layer N: one real layer, traced over an input file, rows of the
+// token embedding, or whole tokens of the vocabulary.
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "run.hpp"
+
+namespace cli {
+
+namespace {
+
+// The layer's input, and the names of its tokens for the walkthrough.
+struct chosen_input {
+    ffn_trace::layer_input in;
+    std::vector<std::string> names;
+    std::string how;  // for the description
+};
+
+ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const checkpoint_flags& f, const input_limits& limits) {
+    chosen_input c;
+    if (!f.input.empty()) {
+        auto in = ffn_trace::read_layer_input(f.input, limits.max_file_size);
+        if (!in) return in.err();
+        c.in = std::move(*in);
+        c.how = fmt::format("The input is read from {}.", f.input);
+        return c;
+    }
+    std::vector<std::size_t> ids = f.embedding;
+    if (!f.words.empty()) {
+        if (!ck.vocab())
+            return ffn_trace::error{ck.origin(), "--word", "the checkpoint's directory has no vocab.json or tokenizer.json "
+                                                           "to look words up in; give --embedding with token ids"};
+        auto found = ffn_trace::look_up_tokens(*ck.vocab(), f.words);
+        if (!found) {
+            found.err().file = ck.origin();
+            return found.err();
+        }
+        ids = std::move(*found);
+        for (const auto& w : f.words) c.names.push_back(ffn_trace::quote(w));
+    } else {
+        for (auto id : ids) c.names.push_back(fmt::format("id {}", id));
+    }
+    if (ids.empty()) return ffn_trace::error{ck.origin(), "", "give the layer's input: --input, --embedding or --word"};
+    auto rows = ck.embedding_rows(ids);
+    if (!rows) return rows.err();
+    c.in.x = std::move(*rows);
+    if (ids.size() > 1) c.in.lead = {ids.size()};
+    c.how = fmt::format("The input is the token embedding's row{} {} ({}): that is the layer's input only in this "
+                        "experiment; in a forward pass of the model the layer reads the residual stream that the "
+                        "layers before it have written.",
+                        ids.size() == 1 ? "" : "s", fmt::join(ids, ", "), ck.embedding_name());
+    return c;
+}
+
+}  // namespace
+
+ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, const input_limits& limits) {
+    using namespace ffn_trace;
+    set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
+    auto ck = checkpoint::open(f.path, f.arch);
+    if (!ck) return ck.err();
+    auto input = input_of(*ck, f, limits);
+    if (!input) return input.err();
+    const model_config& m = ck->config();
+    matrix& x = input->in.x;
+    if (x.cols != m.d_model)
+        return error{f.input.empty() ? ck->origin() : f.input, "",
+                     fmt::format("expected d_model = {} numbers per token for this {} layer, got {}", m.d_model, m.arch, x.cols)};
+
+    example ex;
+    ex.file = f.path;
+    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", f.layer, m.arch, f.path);
+    ex.description = input->how;
+    ex.stored = m.arch == "gpt2" ? layout::in_out : layout::out_in;
+    ex.layout_stated = true;
+    ex.layout_decided = true;
+    ex.input = x;
+    ex.lead = input->in.lead;
+    if (input->names.size() == x.rows) ex.names.tokens = input->names;
+    ex.layer.act = m.act;
+
+    if (ck->is_moe()) {
+        auto layer = ck->moe_layer(f.layer, x);
+        if (!layer) return layer.err();
+        const std::size_t elements = trace_elements(**layer, x.rows) - trace_elements(**layer, 0);
+        if (elements > limits.max_elements)
+            return error{f.path, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use "
+                                                 "fewer tokens, or raise --max-elements",
+                                                 x.rows, elements, limits.max_elements)};
+        set_activity({"tracing the layer", "--max-elements"});
+        auto t = run_moe(*layer, x, ex.lead);
+        if (!t) {
+            t.err().file = f.path;
+            return t.err();
+        }
+        set_activity({"writing the output", "--detail summary"});
+        return traced{std::move(ex), {}, std::move(*t), {}};
+    }
+    auto layer = ck->dense_layer(f.layer);
+    if (!layer) return layer.err();
+    const std::size_t elements = trace_elements(**layer, x.rows) - trace_elements(**layer, 0);
+    if (elements > limits.max_elements)
+        return error{f.path, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use fewer "
+                                             "tokens, or raise --max-elements",
+                                             x.rows, elements, limits.max_elements)};
+    set_activity({"tracing the layer", "--max-elements"});
+    auto t = run_ffn(*layer, x, ex.lead);
+    if (!t) {
+        t.err().file = f.path;
+        return t.err();
+    }
+    set_activity({"writing the output", "--detail summary"});
+    return traced{std::move(ex), std::move(*t), std::nullopt, {}};
+}
+
+}  // namespace cli
