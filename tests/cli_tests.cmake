@@ -31,7 +31,7 @@ cli_test("check prints nothing when one file of several is bad" 2 EMPTY
 # usage and input errors: one line on stderr, exit 2, nothing on stdout
 cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
 cli_test("an unknown subcommand is a usage error" 2 EMPTY "^error: " -- ${FT} trace x.json)
-cli_test("run without a file is a usage error" 2 EMPTY "^error: file is required" -- ${FT} run)
+cli_test("run without a file is a usage error" 2 EMPTY "^error: give an example file, or --checkpoint" -- ${FT} run)
 cli_test("an unknown format is a usage error" 2 EMPTY "^error: --format" -- ${FT} run ${DATA}/walkthrough.json --format xml)
 cli_test("a missing file is an input error" 2 EMPTY "^error: .*nope.json: cannot open the file: No such file" -- ${FT} run nope.json)
 cli_test("a directory is an input error" 2 EMPTY "^error: .*data: is a directory" -- ${FT} run ${DATA})
