@@ -23,7 +23,7 @@
 namespace ffn_trace {
 
 // What config.json says (or --arch, with the shapes read off the tensors).
-struct model_config {
+struct checkpoint_config {
     std::string arch;  // gpt2, bert, llama, mistral, qwen2, mixtral
     std::size_t d_model = 0, d_ff = 0, n_layers = 0;
     double eps = 1e-5;
@@ -47,7 +47,7 @@ public:
     // needed when there is no config.json.
     static outcome<checkpoint> open(const std::string& path, const std::string& arch = "");
 
-    const model_config& config() const { return config_; }
+    const checkpoint_config& config() const { return config_; }
     const tensor_source& tensors() const { return *source_; }
     const std::string& origin() const { return origin_; }
     const std::optional<vocabulary>& vocab() const { return vocab_; }
@@ -71,7 +71,7 @@ public:
 
 private:
     std::unique_ptr<tensor_source> source_;
-    model_config config_;
+    checkpoint_config config_;
     std::string origin_;
     std::optional<vocabulary> vocab_;
 };

@@ -9,11 +9,14 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
+#include "ffn_trace/unit_readings.hpp"
 
 namespace ffn_trace {
 
 // One JSON object, indented by two spaces; numbers in shortest round-trip form.
-std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims);
+// A big layer's readings, when given, add "stats", "top_units", "contributions" and "vocab".
+std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims,
+                        const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
 
 // The JSON view of an MoE trace: the layer's steps nested like the input, each token's
 // choice of experts, and each expert's steps over the tokens routed to it (one row per token).

@@ -14,6 +14,7 @@
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/readings.hpp"
+#include "ffn_trace/unit_readings.hpp"
 
 namespace ffn_trace {
 
@@ -36,6 +37,12 @@ struct rendering_input {
     const trace& tr;
     const std::vector<claim>& claims;
     const readings& reads;
+    // A big layer's readings, when computed: top units, step ranges, explained units, and the
+    // vocabulary view with the token strings by id.
+    const unit_readings* units = nullptr;
+    const std::vector<unit_explanation>* explained = nullptr;
+    const vocabulary_view* vocab = nullptr;
+    const std::vector<std::string>* token_strings = nullptr;
 };
 
 std::string render_text(const rendering_input& in, const text_options& options);

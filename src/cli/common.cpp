@@ -75,7 +75,7 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
         auto claims = ffn_trace::evaluate_moe_claims(*ex, *m);
         if (!claims) return claims.err();
         set_activity({"writing the output", "--max-elements, or use --detail summary"});
-        return traced{std::move(*ex), {}, std::move(*m), std::move(*claims)};
+        return traced{std::move(*ex), {}, std::move(*m), std::move(*claims), nullptr};
     }
     auto tr = ffn_trace::run_ffn(ex->layer, ex->input, ex->lead);
     if (!tr) {
@@ -85,7 +85,7 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
     auto claims = ffn_trace::evaluate_claims(*ex, *tr);
     // From here the subcommands render, and grad computes gradients of the same sizes.
     set_activity({"writing the output", "--max-elements, or use --detail summary"});
-    return traced{std::move(*ex), std::move(*tr), std::nullopt, std::move(claims)};
+    return traced{std::move(*ex), std::move(*tr), std::nullopt, std::move(claims), nullptr};
 }
 
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {

@@ -13,6 +13,7 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/render_text.hpp"
 
@@ -55,6 +56,7 @@ struct traced {
     ffn_trace::trace tr;                     // a dense layer's trace; empty for an MoE
     std::optional<ffn_trace::moe_trace> moe; // an MoE layer's trace
     std::vector<ffn_trace::claim> claims;
+    std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors and vocabulary
 
     std::size_t tokens() const { return ex.input.rows; }
 };

@@ -7,7 +7,9 @@
 #include "common.hpp"
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "ffn_trace/unit_readings.hpp"
 
 namespace cli {
 
@@ -36,6 +38,10 @@ void setup_run(CLI::App& app, int& status) {
     input->excludes(embedding)->excludes(words);
     embedding->excludes(words);
     add_walkthrough_options(*sub, options->walkthrough);
+    sub->add_option("--top", options->top, "A big layer: how many units, and vocabulary tokens, to show")
+        ->check(whole_number(1, 1000))
+        ->capture_default_str();
+    sub->add_option("--unit", options->units, "Explain this hidden unit at arithmetic detail; repeatable")->check(whole_number(0));
     add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_run(*options); });
 }
@@ -59,13 +65,37 @@ int run_run(const run_options& options) {
                                                                   : ffn_trace::render_text(in, text));
         return exit_ok;
     }
+    // A big layer, or a checkpoint's: the units that fired most, and what the vocabulary makes of them.
+    const ffn_trace::ffn& layer = t->tr.layer();
+    for (auto u : options.units)
+        if (u >= layer.d_ff())
+            return report({t->ex.file, "--unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units "
+                                                             "(0 to {})", u, layer.d_ff(), layer.d_ff() - 1)});
+    std::optional<ffn_trace::unit_readings> units;
+    std::optional<ffn_trace::vocabulary_view> vocab;
+    if (t->checkpoint || ffn_trace::default_detail(layer) != ffn_trace::detail_level::arithmetic) {
+        units = ffn_trace::read_units(t->tr, options.top);
+        if (t->checkpoint && t->checkpoint->vocab() && !t->checkpoint->unembedding_name().empty()) {
+            auto v = ffn_trace::read_vocabulary_view(t->tr, *units, t->checkpoint->tensors(), t->checkpoint->unembedding_name(),
+                                                    options.top);
+            if (!v) return report(v.err());
+            vocab = std::move(*v);
+        }
+    }
+    std::vector<ffn_trace::unit_explanation> explained;
+    const auto text = walkthrough_options(options.walkthrough);
+    const auto shown = text.tokens.empty() ? ffn_trace::shown_indices(t->tr.tokens(), text.full) : text.tokens;
+    for (auto u : options.units)
+        for (auto tok : shown)
+            if (tok != ffn_trace::gap) explained.push_back(ffn_trace::explain_unit(t->tr, tok, u, options.top));
     if (options.walkthrough.format == "json") {
-        fmt::print("{}", ffn_trace::render_json(t->ex, t->tr, t->claims));
+        fmt::print("{}", ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr));
         return exit_ok;
     }
-    const auto text = walkthrough_options(options.walkthrough);
     const auto reads = ffn_trace::read_trace(t->tr);
-    const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads};
+    const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
+    const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads, units ? &*units : nullptr,
+                                        explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings};
     fmt::print("{}", options.walkthrough.format == "markdown" ? ffn_trace::render_markdown(in, text) : ffn_trace::render_text(in, text));
     return exit_ok;
 }

@@ -22,6 +22,8 @@ struct checkpoint_flags {
 struct run_options {
     std::string file;
     checkpoint_flags checkpoint;
+    std::size_t top = 10;             // a big layer's units, and the vocabulary's tokens, shown
+    std::vector<std::size_t> units;   // hidden units explained at arithmetic detail
     walkthrough_flags walkthrough;
     input_limits limits;
 };

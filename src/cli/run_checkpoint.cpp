@@ -62,7 +62,7 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     if (!ck) return ck.err();
     auto input = input_of(*ck, f, limits);
     if (!input) return input.err();
-    const model_config& m = ck->config();
+    const checkpoint_config& m = ck->config();
     matrix& x = input->in.x;
     if (x.cols != m.d_model)
         return error{f.input.empty() ? ck->origin() : f.input, "",
@@ -95,7 +95,7 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
             return t.err();
         }
         set_activity({"writing the output", "--detail summary"});
-        return traced{std::move(ex), {}, std::move(*t), {}};
+        return traced{std::move(ex), {}, std::move(*t), {}, std::make_shared<const checkpoint>(std::move(*ck))};
     }
     auto layer = ck->dense_layer(f.layer);
     if (!layer) return layer.err();
@@ -111,7 +111,7 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
         return t.err();
     }
     set_activity({"writing the output", "--detail summary"});
-    return traced{std::move(ex), std::move(*t), std::nullopt, {}};
+    return traced{std::move(ex), std::move(*t), std::nullopt, {}, std::make_shared<const checkpoint>(std::move(*ck))};
 }
 
 }  // namespace cli

@@ -148,7 +148,7 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     if (!names)
         return error{arch_override.empty() ? config_name : "", arch_override.empty() ? "model_type" : "--arch",
                      fmt::format("unknown architecture {}; ffn-trace knows {}", quote(arch), fmt::join(known_architectures(), ", "))};
-    model_config& m = c.config_;
+    checkpoint_config& m = c.config_;
     m.arch = arch;
 
     // The shapes, from the tensors of layer 0 (config.json's numbers must agree with them).
@@ -248,7 +248,7 @@ outcome<std::vector<double>> read_bias(const checkpoint& c, const std::string& n
 }
 
 outcome<norm_layer> read_norm(const checkpoint& c, const layer_names& names, std::size_t index) {
-    const model_config& m = c.config();
+    const checkpoint_config& m = c.config();
     norm_layer n;
     n.type = names.norm_bias.empty() ? norm_layer::kind::rmsnorm : norm_layer::kind::layernorm;
     n.position = names.post_norm ? norm_layer::place::post : norm_layer::place::pre;

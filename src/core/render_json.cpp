@@ -40,7 +40,8 @@ json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t
 
 }  // namespace
 
-std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims) {
+std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
+                        const vocabulary_view* vocab) {
     const ffn& layer = t.layer();
     json out;
     if (!ex.title.empty()) out["title"] = ex.title;
@@ -57,6 +58,40 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
     for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
     out["claims"] = claims_json(claims, t.lead);
+    if (t.layer().norm)
+        out["norm"] = {{"kind", to_string(t.layer().norm->type)},
+                       {"position", to_string(t.layer().norm->position)},
+                       {"eps", t.layer().norm->eps}};
+    if (units) {
+        json stats = json::array();
+        for (const auto& s : units->steps)
+            stats.push_back({{"step", s.name}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"sum", s.sum}});
+        out["stats"] = std::move(stats);
+        auto per_token = [](const std::vector<std::vector<unit_score>>& lists) {
+            json all = json::array();
+            for (const auto& list : lists) {
+                json one = json::array();
+                for (const auto& u : list) one.push_back({{"unit", u.unit}, {"value", u.value}});
+                all.push_back(std::move(one));
+            }
+            return all;
+        };
+        out["top_units"] = per_token(units->fired);
+        out["contributions"] = per_token(units->wrote);
+    }
+    if (vocab) {
+        auto ids = [](const std::vector<token_score>& list) {
+            json a = json::array();
+            for (const auto& s : list) a.push_back({{"id", s.id}, {"score", s.score}});
+            return a;
+        };
+        json by_unit = json::array();
+        for (std::size_t k = 0; k < vocab->units.size(); ++k)
+            by_unit.push_back({{"unit", vocab->units[k]}, {"promotes", ids(vocab->by_unit[k].most)}, {"suppresses", ids(vocab->by_unit[k].least)}});
+        json by_token = json::array();
+        for (const auto& p : vocab->by_token) by_token.push_back({{"promotes", ids(p.most)}, {"suppresses", ids(p.least)}});
+        out["vocab"] = {{"units", std::move(by_unit)}, {"updates", std::move(by_token)}};
+    }
     return out.dump(2) + "\n";
 }
 

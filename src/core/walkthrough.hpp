@@ -11,6 +11,7 @@
 #include "document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "ffn_trace/unit_readings.hpp"
 
 namespace ffn_trace::detail {
 
@@ -48,6 +49,10 @@ public:
     walkthrough_builder(const rendering_input& in, const text_options& options)
         : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer()))) {
         use(in.tr, in.reads);
+        units_ = in.units;
+        explained_ = in.explained;
+        vocab_ = in.vocab;
+        token_strings_ = in.token_strings;
     }
 
     document build() {
@@ -58,6 +63,7 @@ public:
             for (const auto& s : tr_->steps) step_block(fmt::format("Step {}", number++), s);
         }
         readings_block();
+        units_block();
         claims_block();
         summary_block();
         return std::move(doc_);
@@ -546,6 +552,97 @@ protected:
         if (!b.lines.empty()) add(std::move(b));
     }
 
+    // A big layer's readings: each step's range, the units that fired and wrote most, the units
+    // explained, and what the vocabulary makes of them.
+    void units_block() {
+        if (explained_)
+            for (const auto& e : *explained_) explained_unit(e);
+        if (!units_) return;
+        add({block_kind::heading, "Steps at a glance"});
+        block st{block_kind::table, "", {}, {}, "lrrrr"};
+        st.rows.push_back({"step", "min", "max", "mean", "sum"});
+        for (const auto& s : units_->steps) st.rows.push_back({s.name, num(s.min), num(s.max), num(s.mean), num(s.sum)});
+        add(std::move(st));
+        add({block_kind::heading, "Units that fired most, and what they wrote"});
+        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), then the units "
+                              "whose value vector, scaled by how they fired, wrote most into the output (‖h_j · W2_j‖).",
+                              layer().gated() ? "the gated product" : "the activation"));
+        block b{block_kind::lines};
+        for (auto t : all_detailed_) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            // five to a line, so that a row fits the page
+            auto rows = [&](std::string_view label, const std::vector<unit_score>& list) {
+                const std::string first = fmt::format("{}: {} ", token_name(t), label);
+                const std::string indent(display_width(first), ' ');
+                for (std::size_t k = 0; k < list.size(); k += 5) {
+                    std::vector<std::string> part;
+                    for (std::size_t i = k; i < std::min(list.size(), k + 5); ++i)
+                        part.push_back(fmt::format("{} ({})", list[i].unit, num(list[i].value)));
+                    b.lines.push_back((k == 0 ? first : indent) + fmt::format("{}", fmt::join(part, ", ")));
+                }
+            };
+            rows("fired most", units_->fired[t]);
+            rows("wrote most", units_->wrote[t]);
+        }
+        add(std::move(b));
+        if (vocab_) vocabulary_block();
+    }
+
+    std::string token_text(std::size_t id) const {
+        if (token_strings_ && id < token_strings_->size() && !(*token_strings_)[id].empty()) return quote((*token_strings_)[id]);
+        return fmt::format("#{}", id);
+    }
+
+    void vocabulary_block() {
+        add({block_kind::heading, "What the units say in the vocabulary"});
+        paragraph("Each unit's value vector (its row of W2) projected onto the unembedding, v · Eᵀ, without the final "
+                  "norm: the tokens a unit pushes the prediction towards when it fires positively, and away from. Then "
+                  "the whole update each token receives from the layer.");
+        auto list = [this](const std::vector<token_score>& scores) {
+            std::vector<std::string> out;
+            for (const auto& s : scores) out.push_back(token_text(s.id));
+            return fmt::format("{}", fmt::join(out, " "));
+        };
+        block b{block_kind::lines};
+        for (auto k : shown_indices(vocab_->units.size(), opt_.full, 5, 12)) {
+            if (k == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            b.lines.push_back(fmt::format("unit {}: promotes {}", vocab_->units[k], list(vocab_->by_unit[k].most)));
+            b.lines.push_back(fmt::format("{}  suppresses {}", std::string(display_width(fmt::format("unit {}:", vocab_->units[k])) - 1, ' '),
+                                          list(vocab_->by_unit[k].least)));
+        }
+        for (auto t : all_detailed_) {
+            if (t == gap) continue;
+            b.lines.push_back(fmt::format("{}'s update: promotes {}", token_name(t), list(vocab_->by_token[t].most)));
+        }
+        add(std::move(b));
+    }
+
+    void explained_unit(const unit_explanation& e) {
+        const ffn& l = layer();
+        add({block_kind::heading, fmt::format("Unit {} · {}", e.unit, token_name(e.token))});
+        block b{block_kind::lines};
+        std::vector<std::string> terms;
+        for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, op(v)));
+        const std::string name = l.gated() ? "gate" : "hidden";
+        b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", name, at(e.token, e.unit),
+                                      pre_norm() ? "normed" : "x", e.unit, l.gated() ? "Wg" : "W1",
+                                      (l.gated() ? l.bg : l.b1).empty() ? "" : " + bias"));
+        b.lines.push_back(fmt::format("  {}", fmt::join(terms, " + ")));
+        if (e.rest_count)
+            b.lines.push_back(fmt::format("  … {} more term{} add {}", e.rest_count, e.rest_count == 1 ? "" : "s", num(e.rest)));
+        if ((l.gated() ? l.bg : l.b1).size()) b.lines.push_back(fmt::format("  + bias {}", num(e.bias)));
+        b.lines.push_back(fmt::format("  = {}", num(e.pre)));
+        b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
+        b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
+        add(std::move(b));
+    }
+
     // Every step a claim can name, in the order of the walkthrough.
     virtual std::vector<std::string> claimable_steps() const {
         std::vector<std::string> names;
@@ -656,6 +753,10 @@ protected:
     const readings* reads_ = nullptr;
     const std::vector<std::size_t>* rows_ = nullptr;
     std::string prefix_;
+    const unit_readings* units_ = nullptr;
+    const std::vector<unit_explanation>* explained_ = nullptr;
+    const vocabulary_view* vocab_ = nullptr;
+    const std::vector<std::string>* token_strings_ = nullptr;
     std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"
     std::vector<std::size_t> detailed_;      // rows of the trace in use
     std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<const claim*>> by_element_;

@@ -1,0 +1,68 @@
+// The readings of a big layer, where no one reads 11,008 numbers a token: which hidden units
+// fired most, which wrote most into the output, each step's range, one unit explained, and — with
+// a vocabulary — the tokens each unit's value vector promotes (the key-value memory view on real
+// weights: v · Eᵀ, without the final norm).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/tensor_source.hpp"
+
+namespace ffn_trace {
+
+struct unit_score {
+    std::size_t unit = 0;
+    double value = 0;
+};
+
+struct step_stats {
+    std::string name;
+    double min = 0, max = 0, mean = 0, sum = 0;
+};
+
+struct unit_readings {
+    std::vector<step_stats> steps;                  // every step over every token
+    std::vector<std::vector<unit_score>> fired;     // per token: the top units by the value fed to W2, largest first
+    std::vector<std::vector<unit_score>> wrote;     // per token: the top units by ‖h_j · W2_j‖, what each wrote
+};
+
+// The `top` units of each token and every step's min, max, mean and sum.
+unit_readings read_units(const trace& t, std::size_t top);
+
+// One unit of one token at arithmetic detail: its dot product's largest terms (the rest summed),
+// its activation and what it wrote.
+struct unit_explanation {
+    std::size_t unit = 0, token = 0;
+    std::vector<std::pair<std::size_t, double>> terms;  // (input index, x_i·W1[i][j]), largest |term| first
+    double rest = 0;                                    // the other terms' sum
+    std::size_t rest_count = 0;
+    double bias = 0;                                    // b1 (or bg) of the unit, 0 without
+    double pre = 0;                                     // expand (or gate) of the unit
+    double fired = 0;                                   // the value fed to W2
+    std::vector<double> wrote;                          // fired · W2_j (d_out)
+};
+unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms);
+
+// Token ids with their scores, best first.
+struct token_score {
+    std::size_t id = 0;
+    double score = 0;
+};
+struct promoted_tokens {
+    std::vector<token_score> most, least;
+};
+struct vocabulary_view {
+    std::vector<std::size_t> units;              // the units read, each once
+    std::vector<promoted_tokens> by_unit;        // v_j · Eᵀ for W2's row j
+    std::vector<promoted_tokens> by_token;       // the whole FFN update of each token (contract) · Eᵀ
+};
+// Projects the value vectors of the units in `units` (every token's fired units) and each
+// token's update onto the unembedding (vocab, d_model) of `source`, a block of rows at a time.
+outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
+                                              const std::string& unembedding, std::size_t top);
+
+}  // namespace ffn_trace

@@ -1,0 +1,134 @@
+#include "ffn_trace/unit_readings.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <numeric>
+
+#include "ffn_trace/readings.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+// The k largest of n scores, by magnitude when `magnitude`, largest first.
+std::vector<unit_score> top_of(std::size_t n, std::size_t k, bool magnitude, auto score) {
+    std::vector<unit_score> all(n);
+    for (std::size_t j = 0; j < n; ++j) all[j] = {j, score(j)};
+    k = std::min(k, n);
+    auto larger = [magnitude](const unit_score& a, const unit_score& b) {
+        const double x = magnitude ? std::abs(a.value) : a.value, y = magnitude ? std::abs(b.value) : b.value;
+        return x > y || (x == y && a.unit < b.unit);
+    };
+    std::partial_sort(all.begin(), all.begin() + static_cast<long>(k), all.end(), larger);
+    all.resize(k);
+    return all;
+}
+
+}  // namespace
+
+unit_readings read_units(const trace& t, std::size_t top) {
+    unit_readings r;
+    for (const auto& s : t.steps) {
+        step_stats st{s.name, s.value.data.front(), s.value.data.front(), 0, 0};
+        for (double v : s.value.data) {
+            st.min = std::min(st.min, v);
+            st.max = std::max(st.max, v);
+            st.sum += v;
+        }
+        st.mean = st.sum / static_cast<double>(s.value.data.size());
+        r.steps.push_back(st);
+    }
+    const matrix& h = hidden_output(t);
+    const matrix& w2 = t.layer().w2;
+    // ‖W2_j‖ once: what unit j writes has the norm |h_j|·‖W2_j‖
+    std::vector<double> row_norm(w2.rows);
+    for (std::size_t j = 0; j < w2.rows; ++j) {
+        double ss = 0;
+        for (double v : w2.row(j)) ss += v * v;
+        row_norm[j] = std::sqrt(ss);
+    }
+    for (std::size_t tok = 0; tok < t.tokens(); ++tok) {
+        r.fired.push_back(top_of(h.cols, top, false, [&](std::size_t j) { return h(tok, j); }));
+        r.wrote.push_back(top_of(h.cols, top, true, [&](std::size_t j) { return std::abs(h(tok, j)) * row_norm[j]; }));
+    }
+    return r;
+}
+
+unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms) {
+    const ffn& l = t.layer();
+    const matrix& w = l.gated() ? l.wg : l.w1;
+    const std::vector<double>& b = l.gated() ? l.bg : l.b1;
+    const auto x = t.ffn_input().row(token);
+    unit_explanation e;
+    e.unit = unit;
+    e.token = token;
+    std::vector<std::pair<std::size_t, double>> all;
+    for (std::size_t i = 0; i < x.size(); ++i) all.emplace_back(i, x[i] * w(i, unit));
+    const std::size_t k = std::min(terms, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<long>(k), all.end(),
+                      [](const auto& a, const auto& c) { return std::abs(a.second) > std::abs(c.second); });
+    e.terms.assign(all.begin(), all.begin() + static_cast<long>(k));
+    for (std::size_t i = k; i < all.size(); ++i) e.rest += all[i].second;
+    e.rest_count = all.size() - k;
+    e.bias = b.empty() ? 0.0 : b[unit];
+    e.pre = t.pre_activation().value(token, unit);
+    e.fired = hidden_output(t)(token, unit);
+    for (double v : l.w2.row(unit)) e.wrote.push_back(e.fired * v);
+    return e;
+}
+
+outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
+                                              const std::string& unembedding, std::size_t top) {
+    const ffn& l = t.layer();
+    const tensor_info* e = source.find(unembedding);
+    if (!e) return error{source.origin(), "", fmt::format("no unembedding {}", quote(unembedding))};
+    if (e->shape.size() != 2 || e->shape[1] != l.d_out())
+        return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {}) to project onto", l.d_out())};
+    vocabulary_view view;
+    for (const auto& fired : units.fired)
+        for (const auto& u : fired)
+            if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
+    // The vectors to project, as columns of V (d_model, n): the units' W2 rows, then each token's update.
+    const std::size_t d = l.d_out(), n_units = view.units.size(), n = n_units + t.tokens();
+    matrix v(d, n);
+    for (std::size_t k = 0; k < n_units; ++k)
+        for (std::size_t i = 0; i < d; ++i) v(i, k) = l.w2(view.units[k], i);
+    const matrix& update = t.find("contract")->value;
+    for (std::size_t tok = 0; tok < t.tokens(); ++tok)
+        for (std::size_t i = 0; i < d; ++i) v(i, n_units + tok) = update(tok, i);
+
+    // Scores (vocab, n), kept as the best and worst `top` of each column, a block of rows at a time.
+    const std::size_t vocab = e->shape[0], block = 2048;
+    std::vector<std::vector<token_score>> best(n), worst(n);
+    std::vector<std::size_t> ids;
+    for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
+        const std::size_t rows = std::min(block, vocab - r0);
+        ids.resize(rows);
+        std::iota(ids.begin(), ids.end(), r0);
+        auto part = source.read_rows(e->name, ids);
+        if (!part) return part.err();
+        const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
+        for (std::size_t k = 0; k < n; ++k) {
+            for (std::size_t r = 0; r < rows; ++r) {
+                const double s = scores(r, k);
+                best[k].push_back({r0 + r, s});
+                worst[k].push_back({r0 + r, s});
+            }
+            auto keep = [top](std::vector<token_score>& list, bool high) {
+                const std::size_t m = std::min(top, list.size());
+                std::partial_sort(list.begin(), list.begin() + static_cast<long>(m), list.end(), [high](const token_score& a, const token_score& b) {
+                    return high ? (a.score > b.score || (a.score == b.score && a.id < b.id))
+                                : (a.score < b.score || (a.score == b.score && a.id < b.id));
+                });
+                list.resize(m);
+            };
+            keep(best[k], true);
+            keep(worst[k], false);
+        }
+    }
+    for (std::size_t k = 0; k < n; ++k) (k < n_units ? view.by_unit : view.by_token).push_back({best[k], worst[k]});
+    return view;
+}
+
+}  // namespace ffn_trace
