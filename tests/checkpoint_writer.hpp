@@ -274,3 +274,28 @@ private:
 };
 
 }  // namespace test::ckpt
+
+namespace test::ckpt {
+
+// A tensor given as its bytes, of any dtype name (an "I8" the readers do not convert, say).
+struct raw_tensor {
+    std::string name;
+    std::string dtype;
+    std::vector<std::size_t> shape;
+    bytes data;
+};
+
+inline raw_tensor raw(const tensor& t) { return {t.name, t.dtype, t.shape, encode(t.dtype, t.values)}; }
+
+// The raw tensors laid out one after another in the order given.
+inline bytes raw_safetensors_file(const std::vector<raw_tensor>& tensors) {
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    bytes data;
+    for (const auto& t : tensors) {
+        header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.data.size()}}};
+        data += t.data;
+    }
+    return safetensors_file(header.dump(), data);
+}
+
+}  // namespace test::ckpt

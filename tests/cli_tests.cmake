@@ -239,3 +239,49 @@ cli_test("gelu-table --plot refuses a range wider than double precision" 2 EMPTY
 cli_test("gelu-table refuses a --from/--to range wider than double precision" 2 EMPTY
   "^error: --from: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --from -1.7e308 --to 1.7e308)
 cli_test("gelu-table --plot near double's limit draws the curves" 0 "8.00e\\+307 ┤" EMPTY -- ${FT} gelu-table --plot --at -8e307,8e307)
+
+# Real models: checkpoints
+# Tiny checkpoints (d_model 4, d_ff 8, 2 layers) written by tests/inputs/checkpoints/make.py with
+# each architecture's real tensor names; the numbers below are what the seeded script wrote.
+set(CKPT ${INPUTS}/checkpoints)
+cli_test("run --checkpoint traces a GPT-2 layer over a word of its vocab.json" 0
+  "Layer 1 of a gpt2 checkpoint .*The input is the token embedding's row 3 \\(transformer.wte.weight\\).*layout in_out.*\" Paris\": \\[0.4769, −0.2363, 0.3517, 0.4561\\] → norm → expand → GELU → contract → \\+ x → \\[0.1720, 1.5558, −0.2520, 1.3374\\]"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 1 --word " Paris" --detail summary)
+cli_test("run --checkpoint traces a Llama layer over an .npy input as JSON, step by step" 0
+  "\"activation\": \"swiglu\", \"layout\": \"out_in\", \"d_model\": 4, \"d_ff\": 8, \"d_out\": 4, \"tokens\": 2.*\"name\": \"norm\".*\"name\": \"gate\".*\"name\": \"up\".*\"name\": \"activate\".*\"name\": \"multiply\".*\"name\": \"contract\".*\"name\": \"residual\""
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --input ${CKPT}/x.npy --format json)
+cli_test("run --checkpoint traces a Mixtral layer over embedding rows and shows the experts each token chose" 0
+  "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[−0.9979, 0.756, 0.8374, −0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --detail summary)
+cli_test("run --checkpoint traces a BERT layer with its post-norm" 0
+  "layernorm after the residual \\(post-norm\\).*id 5: \\[−0.4102, 0.343, −0.9052, 0.3592\\] → expand → exact GELU → contract → \\+ x → norm → \\[−0.7434, 0.6991, −1.4488, 1.3215\\]"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/bert --layer 1 --embedding 5 --detail summary)
+cli_test("run --checkpoint takes the .safetensors file itself" 0 "Layer 0 of a llama checkpoint" EMPTY
+  -- ${FT} run --checkpoint ${CKPT}/llama/model.safetensors --layer 0 --embedding 7 --detail summary)
+cli_test("run --checkpoint --word not in the vocabulary lists the nearest tokens" 2 EMPTY
+  "^error: .*gpt2: --[a-z]+: \"Londres\" is not one token of the vocabulary .*nearest: \"Paris\", \"ĠLondon\""
+  -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 0 --word Londres)
+cli_test("run --checkpoint --word without a vocabulary says to give --embedding" 2 EMPTY
+  "^error: .*llama: --word: the checkpoint's directory has no vocab.json or tokenizer.json .*give --embedding with token ids$"
+  -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --word " Paris")
+cli_test("run --checkpoint --layer out of range names --layer and the range" 2 EMPTY
+  "^error: .*gpt2: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
+  -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 2 --word " Paris")
+cli_test("run --checkpoint --input of the wrong width names d_model" 2 EMPTY
+  "^error: .*x_width3.npy: expected d_model = 4 numbers per token for this llama layer, got 3$"
+  -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --input ${CKPT}/x_width3.npy)
+cli_test("run --checkpoint --embedding past the vocabulary names the row" 2 EMPTY
+  "^error: .*--embedding: row 9 is out of range: the tensor has 8 rows \\(0 to 7\\)$"
+  -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,9)
+cli_test("run --checkpoint to a missing path cannot open it" 2 EMPTY "^error: .*nowhere: cannot open the file: No such file or directory$"
+  -- ${FT} run --checkpoint ${CKPT}/nowhere --layer 0 --embedding 1)
+cli_test("run with a file and --checkpoint together is a usage error" 2 EMPTY "^error: file excludes --checkpoint"
+  -- ${FT} run ${DATA}/walkthrough.json --checkpoint ${CKPT}/llama --layer 0 --embedding 1)
+cli_test("run --checkpoint with a truncated header is an input error" 2 EMPTY
+  "^error: .*truncated/model.safetensors: header: the header length is [0-9]+ bytes, but only 32 bytes follow the 8-byte length$"
+  -- ${FT} run --checkpoint ${CKPT}/truncated --layer 0 --embedding 1)
+cli_test("run --checkpoint --arch that does not fit the tensors asks whether it is one" 2 EMPTY
+  "^error: .*llama/model.safetensors: no tensor \"h.0.mlp.c_fc.weight\" .*is this a gpt2 checkpoint\\?$"
+  -- ${FT} run --checkpoint ${CKPT}/llama/model.safetensors --arch gpt2 --layer 0 --embedding 1)
+cli_test("run --checkpoint --arch takes only the known architectures" 2 EMPTY "^error: --arch: falcon not in"
+  -- ${FT} run --checkpoint ${CKPT}/llama --arch falcon --layer 0 --embedding 1)

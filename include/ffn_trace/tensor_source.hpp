@@ -66,6 +66,9 @@ public:
     const std::vector<tensor_info>& tensors() const { return tensors_; }
     // The tensor of that name, or nullptr.
     const tensor_info* find(std::string_view name) const;
+    // Whether the checkpoint has a tensor of that name, readable or not (an I8 buffer is there,
+    // and reading it says why it cannot be converted).
+    bool contains(std::string_view name) const;
 
     // A 2-D tensor (rows, cols) as a row-major matrix; a 1-D tensor (n) as one row (1, n).
     outcome<matrix> read_matrix(std::string_view name) const;

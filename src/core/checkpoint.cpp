@@ -110,7 +110,7 @@ std::vector<std::string_view> known_architectures() { return {"gpt2", "bert", "l
 
 std::string checkpoint::resolve(const std::string& name) const {
     for (const char* prefix : {"", "model.", "transformer.", "bert."})
-        if (source_->find(prefix + name)) return prefix + name;
+        if (source_->contains(prefix + name)) return prefix + name;
     return "";
 }
 
@@ -155,6 +155,10 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     const std::string& shaped = !names->w1.empty() ? names->w1 : !names->wg.empty() ? names->wg : names->expert_wg;
     const std::string probe = with(with(shaped, "i", 0), "j", 0);
     const std::string first0 = c.resolve(probe);
+    if (!first0.empty() && !c.source_->find(first0)) {
+        auto unreadable = c.source_->read_matrix(first0);  // says why it cannot be converted
+        return unreadable.err();
+    }
     if (first0.empty())
         return error{c.source_->origin(), "",
                      fmt::format("no tensor {} (nor with a prefix model., transformer. or bert.): is this a {} checkpoint?",
@@ -227,6 +231,7 @@ namespace {
 outcome<matrix> read_weight(const checkpoint& c, const std::string& name, bool out_in, std::size_t in, std::size_t out) {
     const std::string full = c.resolve(name);
     if (full.empty()) return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(name))};
+    if (!c.tensors().find(full)) return c.tensors().read_matrix(full).err();  // there, but of a dtype not converted
     const tensor_info& t = *c.tensors().find(full);
     const std::vector<std::size_t> want = out_in ? std::vector<std::size_t>{out, in} : std::vector<std::size_t>{in, out};
     if (t.shape != want)
@@ -241,9 +246,10 @@ outcome<std::vector<double>> read_bias(const checkpoint& c, const std::string& n
         if (!required) return std::vector<double>{};
         return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(name))};
     }
+    if (!c.tensors().find(full)) return c.tensors().read_vector(full).err();  // there, but of a dtype not converted
     const tensor_info& t = *c.tensors().find(full);
     if (t.shape != std::vector<std::size_t>{n})
-        return error{t.file, t.name, fmt::format("expected shape ({}), its shape is {}", n, detail::shape_text(t.shape))};
+        return error{t.file, t.name, fmt::format("expected shape {}, its shape is {}", detail::shape_text({n}), detail::shape_text(t.shape))};
     return c.tensors().read_vector(full);
 }
 
@@ -275,6 +281,7 @@ std::optional<error> check_layer(const checkpoint& c, std::size_t index) {
 
 outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index) const {
     if (auto e = check_layer(*this, index)) return *e;
+    if (is_moe()) return error{origin_, "", fmt::format("a {} layer is a Mixture of Experts: build it with its input (moe_layer)", config_.arch)};
     const layer_names names = *names_of(config_.arch);
     const std::size_t d_model = config_.d_model, d_ff = config_.d_ff;
     auto layer = std::make_shared<ffn>();
@@ -310,6 +317,9 @@ outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index) c
 
 outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, const matrix& x) const {
     if (auto e = check_layer(*this, index)) return *e;
+    if (!is_moe()) return error{origin_, "", fmt::format("a {} layer is one dense FFN, not a Mixture of Experts", config_.arch)};
+    if (x.cols != config_.d_model)
+        return error{origin_, "", fmt::format("expected d_model = {} numbers per token to route, got {}", config_.d_model, x.cols)};
     const layer_names names = *names_of(config_.arch);
     const std::size_t d_model = config_.d_model, d_ff = config_.d_ff, n_experts = config_.n_experts;
     auto layer = std::make_shared<moe>();
@@ -473,7 +483,7 @@ outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std:
             std::partial_sort(near.begin(), near.begin() + static_cast<long>(n), near.end());
             std::vector<std::string> shown;
             for (std::size_t i = 0; i < n; ++i) shown.push_back(quote(near[i].second));
-            return error{"", "--token",
+            return error{"", "--word",
                          fmt::format("{} is not one token of the vocabulary (ffn-trace does not split words); nearest: {}",
                                      quote(word), fmt::join(shown, ", "))};
         }

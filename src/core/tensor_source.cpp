@@ -127,6 +127,11 @@ const tensor_info* tensor_source::find(std::string_view name) const {
     return at != tensors_.end() && at->name == name ? &*at : nullptr;
 }
 
+bool tensor_source::contains(std::string_view name) const {
+    if (find(name)) return true;
+    return std::any_of(unreadable_.begin(), unreadable_.end(), [name](const auto& u) { return u.first == name; });
+}
+
 auto tensor_source::locate(std::string_view name, std::vector<std::byte>& scratch) const -> outcome<located> {
     const tensor_info* t = find(name);
     if (!t) {
