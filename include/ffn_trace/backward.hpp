@@ -59,11 +59,17 @@ struct gradient_check {
     std::size_t skipped_overflow = 0;  // values whose perturbed forward pass overflows
     std::size_t skipped_routing = 0;   // MoE: values whose step changes a token's choice of experts
     double h = 1e-6;                // the relative step: h·max(1, |value|)
+    // A layer too big to perturb value by value is checked along one random ±1 direction per
+    // weight and the input: `checked` then counts directions, and `worst` names a weight.
+    bool directional = false;
     bool ok() const { return max_relative_error <= 1e-6; }
 };
 
-// Every gradient (at most max_checks of them, evenly spread) against central finite differences
-// of the loss. With out_in, the worst place is named in the file's (outputs × inputs) indexing.
+// The multiply-adds a value-by-value check may spend: it runs two forward passes per value.
+inline constexpr double check_budget = 2e9;
+
+// Every gradient (at most max_checks of them, evenly spread, and only as many as check_budget
+// affords) against central finite differences of the loss; past that, one direction per weight. With out_in, the worst place is named in the file's (outputs × inputs) indexing.
 gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in = false,
                                std::size_t max_checks = 4000);
 

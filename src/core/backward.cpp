@@ -1,6 +1,8 @@
 #include "ffn_trace/backward.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <cmath>
 #include <fmt/format.h>
 #include <type_traits>
@@ -179,10 +181,12 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
 gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in,
                                std::size_t max_checks) {
     gradient_check check;
-    ffn layer = t.layer();
+    // One copy of the layer, perturbed in place; every forward pass below shares it.
+    auto layer = std::make_shared<ffn>(t.layer());
+    const std::shared_ptr<const ffn> shared = layer;
     matrix x = t.input;
     ffn d = g.d_layer;
-    const bool relu_unit = info(layer.act).unit == activation::relu;
+    const bool relu_unit = info(layer->act).unit == activation::relu;
 
     // Every value with its analytic gradient: the weights, then the input.
     struct item {
@@ -191,7 +195,7 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
         double analytic;
     };
     std::vector<item> items;
-    auto lw = weights_of(layer);
+    auto lw = weights_of(*layer);
     auto dw = weights_of(d);
     for (std::size_t k = 0; k < lw.size(); ++k) {
         auto& v = *lw[k].values;
@@ -205,12 +209,11 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
     for (std::size_t i = 0; i < x.data.size(); ++i)
         items.push_back({fmt::format("dx{}", element_index(t.lead, i / x.cols, i % x.cols)), &x.data[i],
                          g.d_input.data[i]});
-
     check.total = items.size();
-    const std::size_t stride = std::max<std::size_t>(1, (items.size() + max_checks - 1) / max_checks);
+
     // The loss at the perturbed point, and which ReLU units are on there.
     auto evaluate = [&](std::vector<bool>& mask) {
-        const auto tr = run_ffn(layer, x, t.lead);
+        const auto tr = run_ffn(shared, x, t.lead);
         if (!tr) return std::nan("");
         mask.clear();
         if (relu_unit)
@@ -218,31 +221,76 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
         return loss_of(*tr, loss);
     };
     std::vector<bool> mask_plus, mask_minus;
-    for (std::size_t k = 0; k < items.size(); k += stride) {
-        item& it = items[k];
-        const double saved = *it.value;
-        const double step = check.h * std::max(1.0, std::abs(saved));
-        *it.value = saved + step;
-        const double plus = evaluate(mask_plus);
-        *it.value = saved - step;
-        const double minus = evaluate(mask_minus);
-        *it.value = saved;
+    // Compares one central difference with its analytic value; false when it cannot be compared.
+    auto compare = [&](double plus, double minus, double step, double analytic, const std::string& name) {
         if (relu_unit && mask_plus != mask_minus) {
             ++check.skipped_at_kinks;  // the step crosses a kink of ReLU: no derivative to compare
-            continue;
+            return;
         }
         const double numeric = (plus - minus) / (2 * step);
         if (!std::isfinite(numeric)) {
             ++check.skipped_overflow;  // the perturbed forward pass overflows: nothing to compare
-            continue;
+            return;
         }
-        const double err = std::abs(it.analytic - numeric) / std::max({std::abs(it.analytic), std::abs(numeric), 1.0});
+        const double err = std::abs(analytic - numeric) / std::max({std::abs(analytic), std::abs(numeric), 1.0});
         ++check.checked;
         if (err > check.max_relative_error) {
             check.max_relative_error = err;
-            check.worst = it.name;
+            check.worst = name;
         }
+    };
+
+    // Value by value while that costs no more than a budget of multiply-adds; a real layer's
+    // forward pass is too dear for that, and is checked along one random direction per weight.
+    const ffn& l = *layer;
+    const double forward = static_cast<double>(t.tokens()) *
+                           static_cast<double>(l.d_model() * l.d_ff() * (l.gated() ? 2 : 1) + l.d_ff() * l.d_out());
+    const std::size_t affordable = static_cast<std::size_t>(check_budget / std::max(1.0, 2 * forward));
+    if (affordable >= std::min<std::size_t>(items.size(), 16)) {
+        const std::size_t checks = std::min({max_checks, affordable, items.size()});
+        const std::size_t stride = std::max<std::size_t>(1, (items.size() + checks - 1) / checks);
+        for (std::size_t k = 0; k < items.size(); k += stride) {
+            item& it = items[k];
+            const double saved = *it.value;
+            const double step = check.h * std::max(1.0, std::abs(saved));
+            *it.value = saved + step;
+            const double plus = evaluate(mask_plus);
+            *it.value = saved - step;
+            const double minus = evaluate(mask_minus);
+            *it.value = saved;
+            compare(plus, minus, step, it.analytic, it.name);
+        }
+        return check;
     }
+    check.directional = true;
+    // v = ±1 in every element of one weight (or the input), fixed by a simple generator so the
+    // check repeats; the directional derivative is Σ dL/dw · v.
+    std::uint64_t state = 0x9E3779B97F4A7C15ull;
+    auto sign = [&state] {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        return (state & 1) ? 1.0 : -1.0;
+    };
+    auto direction = [&](std::vector<double>& values, const std::vector<double>& gradient, const std::string& name) {
+        std::vector<double> v(values.size());
+        double analytic = 0, largest = 1;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            v[i] = sign();
+            analytic += gradient[i] * v[i];
+            largest = std::max(largest, std::abs(values[i]));
+        }
+        const std::vector<double> saved = values;
+        const double step = check.h * largest;
+        for (std::size_t i = 0; i < v.size(); ++i) values[i] = saved[i] + step * v[i];
+        const double plus = evaluate(mask_plus);
+        for (std::size_t i = 0; i < v.size(); ++i) values[i] = saved[i] - step * v[i];
+        const double minus = evaluate(mask_minus);
+        values = saved;
+        compare(plus, minus, step, analytic, name);
+    };
+    for (std::size_t k = 0; k < lw.size(); ++k) direction(*lw[k].values, *dw[k].values, "d" + lw[k].name);
+    direction(x.data, g.d_input.data, "dx");
     return check;
 }
 

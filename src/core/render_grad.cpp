@@ -14,6 +14,17 @@ namespace ffn_trace {
 namespace detail {
 
 std::string check_text(const gradient_check& c) {
+    if (c.directional) {
+        std::string text = fmt::format(
+            "The layer is too big to perturb value by value ({} values), so each weight and the input is checked along "
+            "one random ±1 direction v: (L(w + εv) − L(w − εv)) / 2ε against Σ dL/dw · v, ε = {}·max(1, |w|): {} "
+            "directions checked, largest relative error {}{} {}",
+            c.total, fmt::format("{:g}", c.h), c.checked, fmt::format("{:.2g}", c.max_relative_error),
+            c.worst.empty() ? "" : " along " + c.worst, c.ok() ? styled(style::green, "✓") : styled(style::red, "✗ (above 1e-6)"));
+        if (c.skipped_at_kinks) text += fmt::format(". {} directions were skipped: they switch a ReLU unit on or off", c.skipped_at_kinks);
+        if (c.skipped_overflow) text += fmt::format(". {} directions were skipped: the forward pass overflows", c.skipped_overflow);
+        return text + ".";
+    }
     std::string sampled = c.checked + c.skipped_at_kinks + c.skipped_overflow + c.skipped_routing < c.total
                               ? fmt::format(" (an even sample of the {})", c.total)
                               : "";
@@ -50,6 +61,7 @@ nlohmann::ordered_json check_json(const gradient_check& c) {
             {"skipped_at_kinks", c.skipped_at_kinks},
             {"skipped_overflow", c.skipped_overflow},
             {"skipped_routing", c.skipped_routing},
+            {"directional", c.directional},
             {"ok", c.ok()}};
 }
 
