@@ -259,3 +259,41 @@ TEST_CASE("every gradient agrees with an independent autograd reference") {
     }
     CHECK(cases == 2 * 8 * 2 * 3 * 2 * 2);
 }
+
+TEST_CASE("a layer too big to perturb value by value is checked along one direction per weight, and a wrong gradient is caught") {
+    // 64 tokens through 512 → 2048 → 512: 2 × 64 × 512 × 2048 = 134M multiply-adds a forward pass,
+    // so check_budget affords fewer than 16 value-by-value checks.
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> u(-0.05, 0.05);
+    auto random = [&](std::size_t r, std::size_t c) {
+        matrix m(r, c);
+        for (double& v : m.data) v = u(rng);
+        return m;
+    };
+    ffn layer;
+    layer.act = activation::gelu;
+    layer.w1 = random(512, 2048);
+    layer.w2 = random(2048, 512);
+    layer.residual = true;
+    const matrix x = random(64, 512);
+    const auto t = run_ffn(layer, x, {64});
+    REQUIRE(t);
+    const matrix target = random(64, 512);
+    const loss_spec loss{&target, nullptr};
+    auto g = run_backward(*t, loss);
+    REQUIRE(g);
+
+    SUBCASE("the true gradients pass") {
+        const auto check = check_gradients(*t, loss, *g);
+        CHECK(check.directional);
+        CHECK(check.checked == 3);  // W1, W2 and the input
+        CHECK(check.ok());
+    }
+    SUBCASE("a gradient 10% off in W2 fails, and is named") {
+        for (double& v : g->d_layer.w2.data) v *= 1.1;
+        const auto check = check_gradients(*t, loss, *g);
+        CHECK(check.directional);
+        CHECK_FALSE(check.ok());
+        CHECK(check.worst == "dW2");
+    }
+}
