@@ -47,6 +47,11 @@ double loss_of(const matrix& output, const loss_spec& loss);
 // dL/d(output): output − target, or the upstream as given.
 matrix loss_gradient(const matrix& output, const loss_spec& loss);
 
+// forward: the norm step `forward` read `in`; its backward step (dnorm.weight, dnorm.bias when
+// β, then d_in = dL/d(in)) from dy = dL/d(norm), and the gradient of γ and β into d_norm.
+backward_step norm_backward_step(const norm_layer& n, const step& forward, const matrix& in, const matrix& dy,
+                                 norm_layer& d_norm);
+
 // An overflow to inf or NaN in the loss or any gradient is an error naming where.
 outcome<gradients> run_backward(const trace& t, const loss_spec& loss);
 

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/params.hpp"
 #include "run.hpp"
 
 namespace cli {
@@ -80,14 +81,18 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     if (input->names.size() == x.rows) ex.names.tokens = input->names;
     ex.layer.act = m.act;
 
+    // The layer's weights are shared with the trace, not copied: only the activations count.
+    auto over_budget = [&](const auto& layer) -> std::optional<error> {
+        const std::size_t elements = trace_elements(layer, x.rows) - trace_elements(layer, 0);
+        if (elements <= limits.max_elements) return std::nullopt;
+        return error{f.path, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use "
+                                             "fewer tokens, or raise --max-elements",
+                                             x.rows, with_separators(elements), with_separators(limits.max_elements))};
+    };
     if (ck->is_moe()) {
         auto layer = ck->moe_layer(f.layer, x);
         if (!layer) return layer.err();
-        const std::size_t elements = trace_elements(**layer, x.rows) - trace_elements(**layer, 0);
-        if (elements > limits.max_elements)
-            return error{f.path, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use "
-                                                 "fewer tokens, or raise --max-elements",
-                                                 x.rows, elements, limits.max_elements)};
+        if (auto e = over_budget(**layer)) return *e;
         set_activity({"tracing the layer", "--max-elements"});
         auto t = run_moe(*layer, x, ex.lead);
         if (!t) {
@@ -99,11 +104,7 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     }
     auto layer = ck->dense_layer(f.layer);
     if (!layer) return layer.err();
-    const std::size_t elements = trace_elements(**layer, x.rows) - trace_elements(**layer, 0);
-    if (elements > limits.max_elements)
-        return error{f.path, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use fewer "
-                                             "tokens, or raise --max-elements",
-                                             x.rows, elements, limits.max_elements)};
+    if (auto e = over_budget(**layer)) return *e;
     set_activity({"tracing the layer", "--max-elements"});
     auto t = run_ffn(*layer, x, ex.lead);
     if (!t) {

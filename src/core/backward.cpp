@@ -45,6 +45,18 @@ std::vector<weight_values> weights_of(ffn& l) {
 
 }  // namespace
 
+backward_step norm_backward_step(const norm_layer& n, const step& forward, const matrix& in, const matrix& dy,
+                                 norm_layer& d_norm) {
+    const norm_parts parts{forward.terms[0].value, forward.terms[1].value, forward.terms[2].value, forward.value};
+    norm_gradients ng = normalize_backward(n, parts, in, dy);
+    backward_step s{"norm", {{"dnorm.weight", row(ng.dweight)}}};
+    if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row(ng.dbias)});
+    s.values.push_back({"d_in", std::move(ng.dx)});
+    d_norm.weight = std::move(ng.dweight);
+    d_norm.bias = std::move(ng.dbias);
+    return s;
+}
+
 double loss_of(const trace& t, const loss_spec& loss) { return loss_of(t.output().value, loss); }
 
 matrix loss_gradient(const matrix& output, const loss_spec& loss) {
@@ -80,15 +92,9 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
 
     // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
     auto norm_backward = [&](const matrix& in, const matrix& dy) {
-        const step& n = *t.find("norm");
-        const norm_parts parts{n.terms[0].value, n.terms[1].value, n.terms[2].value, n.value};
-        norm_gradients ng = normalize_backward(*l.norm, parts, in, dy);
-        backward_step s{"norm", {{"dnorm.weight", row(ng.dweight)}}};
-        if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row(ng.dbias)});
-        s.values.push_back({"d_in", ng.dx});
-        g.steps.push_back(std::move(s));
-        g.d_layer.norm = norm_layer{l.norm->type, l.norm->position, std::move(ng.dweight), std::move(ng.dbias), l.norm->eps};
-        return ng.dx;
+        g.d_layer.norm = l.norm;
+        g.steps.push_back(norm_backward_step(*l.norm, *t.find("norm"), in, dy, *g.d_layer.norm));
+        return g.steps.back().values.back().value;
     };
     const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
     if (l.norm && !pre_norm) {

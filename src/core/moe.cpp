@@ -279,16 +279,8 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
     g.d_layer = l;
     // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
     auto norm_backward = [&](const matrix& in, const matrix& dy) {
-        const step& n = *t.find("norm");
-        const norm_parts parts{n.terms[0].value, n.terms[1].value, n.terms[2].value, n.value};
-        norm_gradients ng = normalize_backward(*l.norm, parts, in, dy);
-        backward_step s{"norm", {{"dnorm.weight", row_matrix(ng.dweight)}}};
-        if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row_matrix(ng.dbias)});
-        s.values.push_back({"d_in", ng.dx});
-        g.steps.push_back(std::move(s));
-        g.d_layer.norm->weight = std::move(ng.dweight);
-        g.d_layer.norm->bias = std::move(ng.dbias);
-        return ng.dx;
+        g.steps.push_back(norm_backward_step(*l.norm, *t.find("norm"), in, dy, *g.d_layer.norm));
+        return g.steps.back().values.back().value;
     };
     const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
     if (l.norm && !pre_norm) d_out = norm_backward(t.steps[t.steps.size() - 2].value, d_out);

@@ -2,6 +2,8 @@
 // share (the mapped file, checked sizes, the strict JSON parse).
 #include "ffn_trace/tensor_source.hpp"
 
+#include "ffn_trace/example.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -94,22 +96,6 @@ void convert(dtype t, std::span<const std::byte> in, std::span<double> out) {
     }
 }
 
-// The fewest single-character edits that turn a into b, to suggest the nearest tensor name.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 }  // namespace
 
 using detail::plural;
@@ -141,7 +127,7 @@ auto tensor_source::locate(std::string_view name, std::vector<std::byte>& scratc
         std::string hint;
         if (!tensors_.empty()) {
             auto nearest = std::min_element(tensors_.begin(), tensors_.end(), [name](const auto& a, const auto& b) {
-                return edit_distance(name, a.name) < edit_distance(name, b.name);
+                return detail::edit_distance(name, a.name) < detail::edit_distance(name, b.name);
             });
             hint = fmt::format("; the nearest is \"{}\"", nearest->name);
         }
