@@ -7,6 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/matrix.hpp"
+
 namespace ffn_trace::detail {
 
 // The document both views render: a list of blocks.
@@ -42,6 +45,24 @@ std::string short_vector_text(std::span<const double> v, int precision, bool ful
 std::string operand(double v, int precision);
 // A token's name: its label, "the token" for a 1-D input, "token 3" or "token [1][2]".
 std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t);
+// A matrix as a table: `corner` above the row names, columns "[j]" (summarised unless `full`),
+// one row per entry of `rows` (gap for "…"), each named by `row_name`.
+template <class RowName>
+block matrix_table(const matrix& m, const std::string& corner, const std::vector<std::size_t>& rows, RowName row_name,
+                   int precision, bool full) {
+    block b{block_kind::table};
+    const auto cols = shown_indices(m.cols, full);
+    std::vector<std::string> header{corner};
+    for (auto j : cols) header.push_back(j == gap ? "…" : "[" + std::to_string(j) + "]");
+    b.rows.push_back(header);
+    for (auto i : rows) {
+        std::vector<std::string> row{i == gap ? "…" : row_name(i)};
+        for (auto j : cols) row.push_back(i == gap || j == gap ? "…" : format_fixed(m(i, j), precision));
+        b.rows.push_back(row);
+    }
+    return b;
+}
+
 // "(2 × 3 × width)": the input's leading shape, then a width.
 std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width);
 

@@ -134,33 +134,15 @@ private:
 
     // A (tokens, width) matrix, one row per detailed token.
     void token_table(const matrix& m) {
-        block b{block_kind::table};
-        const auto cols = shown_indices(m.cols, opt_.full);
-        std::vector<std::string> header{in_.tr.lead.empty() ? "" : "token"};
-        for (auto j : cols) header.push_back(j == gap ? "…" : fmt::format("[{}]", j));
-        b.rows.push_back(header);
-        for (auto t : detailed_) {
-            std::vector<std::string> row{t == gap ? "…" : token_name(t)};
-            for (auto j : cols) row.push_back(t == gap || j == gap ? "…" : num(m(t, j)));
-            b.rows.push_back(row);
-        }
-        add(std::move(b));
+        add(detail::matrix_table(m, in_.tr.lead.empty() ? "" : "token", detailed_,
+                                 [this](std::size_t t) { return token_name(t); }, opt_.precision, opt_.full));
     }
 
     // A weight-shaped matrix in the file's layout, under its file name.
     void weight_table(const std::string& name, const matrix& math_form) {
         const matrix m = out_in() ? math_form.transposed() : math_form;
-        block b{block_kind::table};
-        const auto cols = shown_indices(m.cols, opt_.full);
-        std::vector<std::string> header{name};
-        for (auto j : cols) header.push_back(j == gap ? "…" : fmt::format("[{}]", j));
-        b.rows.push_back(header);
-        for (auto i : shown_indices(m.rows, opt_.full)) {
-            std::vector<std::string> row{i == gap ? "…" : fmt::format("[{}]", i)};
-            for (auto j : cols) row.push_back(i == gap || j == gap ? "…" : num(m(i, j)));
-            b.rows.push_back(row);
-        }
-        add(std::move(b));
+        add(detail::matrix_table(m, name, shown_indices(m.rows, opt_.full),
+                                 [](std::size_t i) { return "[" + std::to_string(i) + "]"; }, opt_.precision, opt_.full));
     }
     void bias_table(const std::string& name, const std::vector<double>& v) {
         add({block_kind::lines, "", {}, {fmt::format("{} = {}", name, vec(v))}});
