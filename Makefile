@@ -33,3 +33,9 @@ fuzz:
 
 clean:
 	rm -rf build build-sanitize build-fuzz
+
+# `make bench`: ffn-trace against a NumPy float64 route on GPT-2, Llama-2-7B and Mixtral layers
+# of real shape with random weights (checkpoints made once into build/bench/cache, about 3.3 GB).
+.PHONY: bench
+bench: build
+	bash scripts/bench.sh

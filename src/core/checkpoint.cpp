@@ -82,20 +82,34 @@ outcome<double> config_number(const json& c, const std::string& file, const char
 outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
     auto text = detail::read_file(file, file, std::size_t{512} << 20);
     if (!text) return text.err();
-    auto root = detail::parse_json_object(*text, file, "", 16);
-    if (!root) return root.err();
-    const json* map = &*root;
+    // A vocabulary holds 50,000 to 250,000 keys: parsed into the sorted (not insertion-ordered)
+    // document, whose key look-up does not grow with the count, and no deeper than it needs.
+    using plain_json = nlohmann::json;
+    bool too_deep = false;
+    const plain_json::parser_callback_t depth = [&too_deep](int d, plain_json::parse_event_t, plain_json&) {
+        if (d > 16) too_deep = true;
+        return !too_deep;
+    };
+    plain_json root;
+    try {
+        root = plain_json::parse(text->begin(), text->end(), depth);
+    } catch (const plain_json::exception& e) {
+        return error{file, "", fmt::format("malformed JSON: {}", e.what())};
+    }
+    if (too_deep) return error{file, "", "arrays and objects nest deeper than 16 levels; expected a vocabulary"};
+    const plain_json* map = &root;
     if (tokenizer) {
-        auto model = root->find("model");
-        if (model == root->end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
+        auto model = root.find("model");
+        if (model == root.end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
             return error{file, "model.vocab", "expected the tokenizer's vocabulary, an object {token: id}"};
         map = &(*model)["vocab"];
     }
+    if (!map->is_object()) return error{file, "", "expected the vocabulary, an object {token: id}"};
     vocabulary v;
     for (const auto& [token, id] : map->items()) {
         if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 24))
             return error{file, detail::json_member(tokenizer ? "model.vocab" : "", token),
-                         fmt::format("expected a token id, a whole number, got {}", detail::kind_of(id))};
+                         "expected a token id, a whole number below 2^24"};
         const auto n = static_cast<std::size_t>(id.get<std::uint64_t>());
         if (v.tokens.size() <= n) v.tokens.resize(n + 1);
         v.tokens[n] = token;

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -96,6 +97,17 @@ void convert(dtype t, std::span<const std::byte> in, std::span<double> out) {
     }
 }
 
+// Once a tensor's bytes are converted, their pages of the mapped file are handed back: the file
+// stays mapped, but a converted 11008 × 4096 BF16 matrix no longer holds 90 MB of it resident.
+// Only for mapped bytes: a deflated .npz entry lives in a scratch buffer.
+void release(const tensor_info& t, std::span<const std::byte> bytes) {
+    if (t.compressed || bytes.empty()) return;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()), end = begin + bytes.size();
+    const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace
 
 using detail::plural;
@@ -150,6 +162,7 @@ outcome<matrix> tensor_source::read_matrix(std::string_view name) const {
         return error{t.file, t.name, fmt::format("expected a 1-D or 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
     matrix m(t.shape.size() == 1 ? 1 : t.shape[0], t.shape.back());
     convert(t.type, at->bytes, m.data);
+    release(t, at->bytes);
     return m;
 }
 
@@ -171,6 +184,7 @@ outcome<matrix> tensor_source::read_matrix_transposed(std::string_view name) con
         for (std::size_t c = 0; c < cols; ++c)
             for (std::size_t r = 0; r < n; ++r) m(c, r0 + r) = buffer[r * cols + c];
     }
+    release(t, at->bytes);
     return m;
 }
 
@@ -183,6 +197,7 @@ outcome<std::vector<double>> tensor_source::read_vector(std::string_view name) c
         return error{t.file, t.name, fmt::format("expected a 1-D tensor, its shape is {}", detail::shape_text(t.shape))};
     std::vector<double> v(t.shape[0]);
     convert(t.type, at->bytes, v);
+    release(t, at->bytes);
     return v;
 }
 
@@ -202,7 +217,11 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
     // (rows.size(), cols): row i is the tensor's row rows[i].
     const std::size_t cols = t.shape[1], row_bytes = cols * size_of(t.type);
     matrix m(rows.size(), cols);
-    for (std::size_t i = 0; i < rows.size(); ++i) convert(t.type, at->bytes.subspan(rows[i] * row_bytes, row_bytes), m.row(i));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto bytes = at->bytes.subspan(rows[i] * row_bytes, row_bytes);
+        convert(t.type, bytes, m.row(i));
+        release(t, bytes);
+    }
     return m;
 }
 

@@ -591,9 +591,13 @@ protected:
         if (vocab_) vocabulary_block();
     }
 
+    // A vocabulary token as a learner reads it: GPT-2's Ġ and SentencePiece's ▁ are a leading space.
     std::string token_text(std::size_t id) const {
-        if (token_strings_ && id < token_strings_->size() && !(*token_strings_)[id].empty()) return quote((*token_strings_)[id]);
-        return fmt::format("#{}", id);
+        if (!token_strings_ || id >= token_strings_->size() || (*token_strings_)[id].empty()) return fmt::format("#{}", id);
+        std::string t = (*token_strings_)[id];
+        for (std::string_view mark : {"\u0120", "\u2581"})
+            if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
+        return quote(t);
     }
 
     void vocabulary_block() {
