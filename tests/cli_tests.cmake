@@ -285,3 +285,9 @@ cli_test("run --checkpoint --arch that does not fit the tensors asks whether it 
   -- ${FT} run --checkpoint ${CKPT}/llama/model.safetensors --arch gpt2 --layer 0 --embedding 1)
 cli_test("run --checkpoint --arch takes only the known architectures" 2 EMPTY "^error: --arch: falcon not in"
   -- ${FT} run --checkpoint ${CKPT}/llama --arch falcon --layer 0 --embedding 1)
+
+# An example file naming a checkpoint's layer: claims computed with NumPy from the file itself
+cli_test("check verifies claims on a checkpoint's layer named by an example file" 0 "checkpoint_claims.json: all 32 claims hold" EMPTY
+  -- ${FT} check ${INPUTS}/checkpoint_claims.json)
+cli_test("grad traces the backward pass of a checkpoint's layer named by an example file" 0 "largest relative error [0-9.e-]+ at .* ✓" EMPTY
+  -- ${FT} grad ${INPUTS}/checkpoint_claims.json --color never)

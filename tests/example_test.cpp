@@ -110,7 +110,7 @@ TEST_CASE("square matrices leave the layout open, and the error says to state it
 TEST_CASE("unknown keys and names come with the nearest valid one") {
     CHECK(error_of(R"({"activaton": "relu"})") ==
           "ex.json: activaton: unknown key; did you mean \"activation\"? (valid keys here: activation, layout, weights, "
-          "moe, norm, input, residual, title, description, labels, expect, target, upstream)");
+          "moe, norm, checkpoint, layer, arch, input, residual, title, description, labels, expect, target, upstream)");
     CHECK(error_of(R"({"activation": "gleu"})") ==
           "ex.json: activation: unknown activation \"gleu\"; did you mean \"gelu\"? (expected one of relu, gelu, "
           "gelu_exact, silu, identity, swiglu, geglu, reglu)");

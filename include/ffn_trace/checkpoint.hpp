@@ -58,6 +58,10 @@ public:
     // x (tokens, d_model) choose; the others keep their shapes but no values.
     outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x) const;
     bool is_moe() const { return config_.n_experts > 0; }
+    // The layer's shape and kind without its values (matrices with rows and columns but no
+    // data): what an example file naming the checkpoint is checked against before tracing.
+    ffn dense_shape() const;
+    moe moe_shape() const;
 
     // Rows of the token embedding (vocab, d_model), and the unembedding the output goes through
     // (its own lm_head, or the embedding when tied); nullptr names when there is none.

@@ -52,6 +52,11 @@ struct example {
     ffn layer;                             // weights in the math form, whatever the file's layout;
                                            // for an MoE only its activation
     std::optional<moe> mixture;            // an MoE file ("moe" instead of "weights")
+    // A file naming a checkpoint's layer instead of weights: "checkpoint" (a path, relative to
+    // the file's folder), "layer" and "arch"; `layer` and `mixture` then hold its shape only.
+    std::string checkpoint;
+    std::size_t checkpoint_layer = 0;
+    std::string checkpoint_arch;
     matrix input;                          // x (tokens, d_model)
     std::vector<std::size_t> lead;         // leading shape of the input: {}, {seq} or {batch, seq}
     labels names;

@@ -54,6 +54,7 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
     set_activity({"reading the file", "--max-file-size"});
     auto ex = ffn_trace::load_example(file, {limits.max_file_size});
     if (!ex) return ex.err();
+    if (!ex->checkpoint.empty()) return trace_checkpoint_example(std::move(*ex), limits);
     const std::size_t tokens = ex->input.rows;
     const std::size_t elements = ex->mixture ? ffn_trace::trace_elements(*ex->mixture, tokens)
                                              : ffn_trace::trace_elements(ex->layer, tokens);

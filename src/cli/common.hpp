@@ -61,6 +61,9 @@ struct traced {
     std::size_t tokens() const { return ex.input.rows; }
 };
 // A file whose trace would hold more than limits.max_elements numbers is refused before tracing.
+// An example file naming a checkpoint's layer: the layer converted and traced over the file's
+// input, its claims evaluated (run_checkpoint.cpp).
+ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits);
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits);
 
 // Every option that takes a count, a size or an index: a whole number in decimal digits from min

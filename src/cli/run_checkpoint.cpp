@@ -54,6 +54,46 @@ ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const
     return c;
 }
 
+// The checkpoint's layer converted and traced over ex's input, with ex's claims.
+ffn_trace::outcome<traced> trace_layer(std::shared_ptr<const ffn_trace::checkpoint> ck, std::size_t index,
+                                       ffn_trace::example ex, const input_limits& limits) {
+    using namespace ffn_trace;
+    const matrix& x = ex.input;
+    // The layer's weights are shared with the trace, not copied: only the activations count.
+    auto over_budget = [&](const auto& layer) -> std::optional<error> {
+        const std::size_t elements = trace_elements(layer, x.rows) - trace_elements(layer, 0);
+        if (elements <= limits.max_elements) return std::nullopt;
+        return error{ex.file, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use "
+                                              "fewer tokens, or raise --max-elements",
+                                              x.rows, with_separators(elements), with_separators(limits.max_elements))};
+    };
+    auto failed = [&ex](error e) {
+        if (e.file.empty()) e.file = ex.file;
+        return e;
+    };
+    if (ck->is_moe()) {
+        auto layer = ck->moe_layer(index, x);
+        if (!layer) return layer.err();
+        if (auto e = over_budget(**layer)) return *e;
+        set_activity({"tracing the layer", "--max-elements"});
+        auto t = run_moe(*layer, x, ex.lead);
+        if (!t) return failed(t.err());
+        auto claims = evaluate_moe_claims(ex, *t);
+        if (!claims) return claims.err();
+        set_activity({"writing the output", "--detail summary"});
+        return traced{std::move(ex), {}, std::move(*t), std::move(*claims), std::move(ck)};
+    }
+    auto layer = ck->dense_layer(index);
+    if (!layer) return layer.err();
+    if (auto e = over_budget(**layer)) return *e;
+    set_activity({"tracing the layer", "--max-elements"});
+    auto t = run_ffn(*layer, x, ex.lead);
+    if (!t) return failed(t.err());
+    auto claims = evaluate_claims(ex, *t);
+    set_activity({"writing the output", "--detail summary"});
+    return traced{std::move(ex), std::move(*t), std::nullopt, std::move(claims), std::move(ck)};
+}
+
 }  // namespace
 
 ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, const input_limits& limits) {
@@ -80,39 +120,16 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     ex.lead = input->in.lead;
     if (input->names.size() == x.rows) ex.names.tokens = input->names;
     ex.layer.act = m.act;
+    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits);
+}
 
-    // The layer's weights are shared with the trace, not copied: only the activations count.
-    auto over_budget = [&](const auto& layer) -> std::optional<error> {
-        const std::size_t elements = trace_elements(layer, x.rows) - trace_elements(layer, 0);
-        if (elements <= limits.max_elements) return std::nullopt;
-        return error{f.path, "", fmt::format("tracing {} tokens would keep {} numbers, more than --max-elements {}; use "
-                                             "fewer tokens, or raise --max-elements",
-                                             x.rows, with_separators(elements), with_separators(limits.max_elements))};
-    };
-    if (ck->is_moe()) {
-        auto layer = ck->moe_layer(f.layer, x);
-        if (!layer) return layer.err();
-        if (auto e = over_budget(**layer)) return *e;
-        set_activity({"tracing the layer", "--max-elements"});
-        auto t = run_moe(*layer, x, ex.lead);
-        if (!t) {
-            t.err().file = f.path;
-            return t.err();
-        }
-        set_activity({"writing the output", "--detail summary"});
-        return traced{std::move(ex), {}, std::move(*t), {}, std::make_shared<const checkpoint>(std::move(*ck))};
-    }
-    auto layer = ck->dense_layer(f.layer);
-    if (!layer) return layer.err();
-    if (auto e = over_budget(**layer)) return *e;
-    set_activity({"tracing the layer", "--max-elements"});
-    auto t = run_ffn(*layer, x, ex.lead);
-    if (!t) {
-        t.err().file = f.path;
-        return t.err();
-    }
-    set_activity({"writing the output", "--detail summary"});
-    return traced{std::move(ex), std::move(*t), std::nullopt, {}, std::make_shared<const checkpoint>(std::move(*ck))};
+ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits) {
+    using namespace ffn_trace;
+    set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
+    auto ck = checkpoint::open(ex.checkpoint, ex.checkpoint_arch);
+    if (!ck) return ck.err();
+    const std::size_t layer = ex.checkpoint_layer;
+    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), layer, std::move(ex), limits);
 }
 
 }  // namespace cli

@@ -382,6 +382,57 @@ outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, con
     return std::shared_ptr<const moe>(std::move(layer));
 }
 
+namespace {
+
+void shape(matrix& m, std::size_t rows, std::size_t cols) {
+    m.rows = rows;
+    m.cols = cols;
+}
+
+norm_layer norm_shape(const layer_names& names, double eps) {
+    norm_layer n;
+    n.type = names.norm_bias.empty() ? norm_layer::kind::rmsnorm : norm_layer::kind::layernorm;
+    n.position = names.post_norm ? norm_layer::place::post : norm_layer::place::pre;
+    n.eps = eps;
+    return n;
+}
+
+}  // namespace
+
+ffn checkpoint::dense_shape() const {
+    const layer_names names = *names_of(config_.arch);
+    ffn f;
+    f.act = config_.act;
+    f.residual = true;
+    f.norm = norm_shape(names, config_.eps);
+    if (!names.w1.empty()) {
+        shape(f.w1, config_.d_model, config_.d_ff);
+    } else {
+        shape(f.wg, config_.d_model, config_.d_ff);
+        shape(f.wu, config_.d_model, config_.d_ff);
+    }
+    shape(f.w2, config_.d_ff, config_.d_model);
+    return f;
+}
+
+moe checkpoint::moe_shape() const {
+    const layer_names names = *names_of(config_.arch);
+    moe m;
+    m.act = config_.act;
+    m.top_k = config_.top_k;
+    m.residual = true;
+    m.norm = norm_shape(names, config_.eps);
+    shape(m.router, config_.d_model, config_.n_experts);
+    m.experts.resize(config_.n_experts);
+    for (auto& e : m.experts) {
+        e.act = config_.act;
+        shape(e.wg, config_.d_model, config_.d_ff);
+        shape(e.wu, config_.d_model, config_.d_ff);
+        shape(e.w2, config_.d_ff, config_.d_model);
+    }
+    return m;
+}
+
 std::string checkpoint::embedding_name() const { return resolve(names_of(config_.arch)->embedding); }
 
 std::string checkpoint::unembedding_name() const {

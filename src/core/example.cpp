@@ -1,5 +1,7 @@
 #include "ffn_trace/example.hpp"
 
+#include "ffn_trace/checkpoint.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +24,7 @@ using json = nlohmann::ordered_json;
 std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
 
 std::vector<std::string_view> example_keys() {
-    return {"activation", "layout", "weights", "moe", "norm", "input", "residual", "title", "description", "labels", "expect",
+    return {"activation", "layout", "weights", "moe", "norm", "checkpoint", "layer", "arch", "input", "residual", "title", "description", "labels", "expect",
             "target", "upstream"};
 }
 
@@ -184,6 +186,7 @@ private:
                                     ffn& layer, const ffn* like) const;
     std::optional<error> load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const;
     std::optional<error> load_moe(const json& root, example& ex) const;
+    std::optional<error> load_checkpoint(const json& root, example& ex) const;
     std::optional<error> load_norm(const json& root, std::size_t d_model, std::size_t d_out,
                                    std::optional<norm_layer>& into) const;
     outcome<std::size_t> claimed_step_width(const example& ex, const std::string& name, const std::string& path,
@@ -395,6 +398,47 @@ std::optional<error> loader::load_residual(const json& root, std::size_t d_model
                                                 d_out, d_model));
         into = r->get<bool>();
     }
+    return std::nullopt;
+}
+
+// "checkpoint": a real model's layer instead of weights written in the file. Opening it reads
+// config.json and the tensors' headers only; the weights are converted when the layer is traced.
+std::optional<error> loader::load_checkpoint(const json& root, example& ex) const {
+    for (const char* key : {"weights", "moe", "norm", "layout", "activation"})
+        if (member(root, key))
+            return fail(key, fmt::format("a file naming a checkpoint takes the layer from it; remove {}", quote(key)));
+    auto path = read_string(*member(root, "checkpoint"), "checkpoint");
+    if (!path) return path.err();
+    if (const json* a = member(root, "arch")) {
+        auto arch = read_string(*a, "arch");
+        if (!arch) return arch.err();
+        ex.checkpoint_arch = std::move(*arch);
+    }
+    if (const json* l = member(root, "layer")) {
+        if (!l->is_number_integer() || l->get<long long>() < 0)
+            return fail("layer", fmt::format("expected the layer's index, a whole number from 0, got {}", kind_of(*l)));
+        ex.checkpoint_layer = l->get<std::size_t>();
+    }
+    // A relative path is read from the file's own folder, as the file's author sees it.
+    std::filesystem::path p(*path);
+    if (p.is_relative() && file_ != "<stdin>") p = std::filesystem::path(std::string(file_)).parent_path() / p;
+    ex.checkpoint = p.string();
+    auto c = checkpoint::open(ex.checkpoint, ex.checkpoint_arch);
+    if (!c) return fail("checkpoint", c.err().to_string());
+    if (ex.checkpoint_layer >= c->config().n_layers)
+        return fail("layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", ex.checkpoint_layer,
+                                         c->config().n_layers, c->config().n_layers == 1 ? "" : "s",
+                                         c->config().n_layers == 0 ? 0 : c->config().n_layers - 1));
+    if (ex.input.cols != c->config().d_model)
+        return fail("input", fmt::format("expected d_model = {} numbers per token for this {} layer, got {}",
+                                          c->config().d_model, c->config().arch, ex.input.cols));
+    ex.stored = c->config().arch == "gpt2" ? layout::in_out : layout::out_in;
+    ex.layout_stated = ex.layout_decided = true;
+    ex.layer.act = c->config().act;
+    if (c->is_moe())
+        ex.mixture = c->moe_shape();
+    else
+        ex.layer = c->dense_shape();
     return std::nullopt;
 }
 
@@ -739,6 +783,17 @@ outcome<example> loader::load(const json& root) {
             if (!s) return s.err();
             (std::string_view(key) == "title" ? ex.title : ex.description) = std::move(*s);
         }
+    }
+    for (const char* key : {"layer", "arch"})
+        if (member(root, key) && !member(root, "checkpoint"))
+            return fail(key, fmt::format("{} names a checkpoint's layer: it goes with \"checkpoint\"", quote(key)));
+    if (member(root, "checkpoint")) {
+        if (auto e = load_input(root, ex)) return *e;
+        if (auto e = load_checkpoint(root, ex)) return *e;
+        if (auto e = load_labels(root, ex)) return *e;
+        if (auto e = load_expect(root, ex)) return *e;
+        if (auto e = load_output_shaped(root, ex)) return *e;
+        return ex;
     }
     // The order matters: the activation says which weights to expect, and the input fixes
     // d_model, which decides the layout.

@@ -65,6 +65,9 @@ void fuzz_moe(const ffn_trace::example& ex) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace ffn_trace;
     const std::string_view text(reinterpret_cast<const char*>(data), size);
+    // A file naming a checkpoint opens that path: the fuzzer's bytes must not reach the machine's
+    // files (a device or a FIFO would block it), so such inputs are left to the tests.
+    if (text.find("checkpoint") != std::string_view::npos) return 0;
     auto ex = parse_example(text, "fuzz.json");
     if (!ex) {
         expect_one_line(ex.err());
