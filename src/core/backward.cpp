@@ -26,11 +26,9 @@ matrix row(const std::vector<double>& v) {
 matrix add(const matrix& a, const matrix& b) { return residual(a, b); }
 
 // The values of every weight, matrices and biases alike, in the file's order, with their names.
-struct weight_values {
-    std::string name;
-    std::size_t cols;  // a matrix's columns; 0 for a bias
-    std::vector<double>* values;
-};
+}  // namespace
+
+namespace detail {
 
 std::vector<weight_values> weights_of(ffn& l) {
     std::vector<weight_values> out;
@@ -43,7 +41,23 @@ std::vector<weight_values> weights_of(ffn& l) {
     return out;
 }
 
-}  // namespace
+std::optional<error> step_down(const std::vector<weight_values>& w, const std::vector<weight_values>& dw, double learning_rate) {
+    for (std::size_t k = 0; k < w.size(); ++k) {
+        auto& v = *w[k].values;
+        const auto& dv = *dw[k].values;
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] -= learning_rate * dv[i];
+        // The step itself, not the file, is what overflowed: say so before the forward pass would.
+        for (double x : v)
+            if (!std::isfinite(x))
+                return error{"", "--lr", fmt::format("the step η·d{0} takes {0} past double precision's range; use a "
+                                                     "smaller learning rate", w[k].name)};
+    }
+    return std::nullopt;
+}
+
+}  // namespace detail
+
+using detail::weights_of;
 
 backward_step norm_backward_step(const norm_layer& n, const step& forward, const matrix& in, const matrix& dy,
                                  norm_layer& d_norm) {
@@ -305,18 +319,7 @@ outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradi
     step.learning_rate = learning_rate;
     step.updated = t.layer();
     ffn d = g.d_layer;
-    auto w = weights_of(step.updated);
-    auto dw = weights_of(d);
-    for (std::size_t k = 0; k < w.size(); ++k) {
-        auto& v = *w[k].values;
-        const auto& dv = *dw[k].values;
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] -= learning_rate * dv[i];
-        // The step itself, not the file, is what overflowed: say so before the forward pass would.
-        for (double x : v)
-            if (!std::isfinite(x))
-                return error{"", "--lr", fmt::format("the step η·d{0} takes {0} past double precision's range; use a "
-                                                     "smaller learning rate", w[k].name)};
-    }
+    if (auto e = detail::step_down(weights_of(step.updated), weights_of(d), learning_rate)) return *e;
     auto tr = run_ffn(step.updated, t.input, t.lead);
     if (!tr)
         return error{"", "--lr", fmt::format("with the updated weights, {} overflows in double precision; use a smaller "

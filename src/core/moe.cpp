@@ -355,13 +355,9 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
 
 namespace {
 
-// Every weight of the layer as a flat list of values, with the file's name of each.
-struct weight_values {
-    std::string name;  // "router.W", "experts[1].W2", ...
-    std::size_t cols;  // a matrix's columns; 0 for a bias
-    std::vector<double>* values;
-};
+using detail::weight_values;
 
+// Every weight of the layer as a flat list of values, with the file's name of each.
 std::vector<weight_values> weights_of(moe& l) {
     std::vector<weight_values> out;
     for_each_moe_weight(l, [&out](const std::string& name, auto& w) {
@@ -464,13 +460,7 @@ outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss,
     step.learning_rate = learning_rate;
     step.updated = t.layer();
     moe d = g.d_layer;
-    auto w = weights_of(step.updated);
-    auto dw = weights_of(d);
-    for (std::size_t k = 0; k < w.size(); ++k) {
-        auto& v = *w[k].values;
-        const auto& dv = *dw[k].values;
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] -= learning_rate * dv[i];
-    }
+    if (auto e = detail::step_down(weights_of(step.updated), weights_of(d), learning_rate)) return *e;
     auto tr = run_moe(step.updated, t.input, t.lead);
     if (!tr) return error{"", "--lr", "the step makes a value overflow in double precision; use a smaller learning rate"};
     step.new_loss = loss_of(*tr, loss);
