@@ -51,6 +51,8 @@ int finish_output(int status) {
 }
 
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits) {
+    // Before the file takes memory: the matrix library's buffers, which it cannot do without.
+    ffn_trace::prepare_matrix_library();
     set_activity({"reading the file", "--max-file-size"});
     auto ex = ffn_trace::load_example(file, {limits.max_file_size});
     if (!ex) return ex.err();

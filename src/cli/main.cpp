@@ -9,7 +9,6 @@
 
 #include "check.hpp"
 #include "common.hpp"
-#include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "gelu_table.hpp"
 #include "grad.hpp"
@@ -58,7 +57,6 @@ namespace {
 
 int main(int argc, char** argv) {
     // Whatever happens, one line on stderr and exit status 2, never an abort.
-    ffn_trace::prepare_matrix_library();
     try {
         return cli::finish_output(parse_and_run(argc, argv));
     } catch (const std::bad_alloc&) {

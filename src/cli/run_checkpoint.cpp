@@ -98,6 +98,7 @@ ffn_trace::outcome<traced> trace_layer(std::shared_ptr<const ffn_trace::checkpoi
 
 ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, const input_limits& limits) {
     using namespace ffn_trace;
+    prepare_matrix_library();  // before the weights take memory
     set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
     auto ck = checkpoint::open(f.path, f.arch);
     if (!ck) return ck.err();

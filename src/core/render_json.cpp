@@ -1,6 +1,7 @@
 #include "ffn_trace/render_json.hpp"
 
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace ffn_trace {
 
@@ -20,6 +21,28 @@ json nested_rows(const matrix& m, const std::vector<std::size_t>& lead) {
 }
 
 namespace {
+
+// What a trace's JSON opens with, a dense layer's or an MoE's: its kind, shapes and input.
+template <class Layer>
+json heading(const example& ex, const Layer& layer, const matrix& input, const std::vector<std::size_t>& lead) {
+    json out;
+    if (!ex.title.empty()) out["title"] = ex.title;
+    out["activation"] = info(layer.act).name;
+    out["layout"] = to_string(ex.stored);
+    out["d_model"] = layer.d_model();
+    out["d_ff"] = layer.d_ff();
+    out["d_out"] = layer.d_out();
+    if constexpr (std::is_same_v<Layer, moe>)
+        out["moe"] = {{"n_experts", layer.n_experts()},
+                      {"top_k", layer.top_k},
+                      {"normalize", layer.normalize},
+                      {"shared_experts", layer.shared.size()}};
+    out["tokens"] = input.rows;
+    out["token_shape"] = lead;
+    out["residual"] = layer.residual;
+    out["input"] = nested_rows(input, lead);
+    return out;
+}
 
 json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t>& lead) {
     json list = json::array();
@@ -43,17 +66,7 @@ json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
                         const vocabulary_view* vocab) {
     const ffn& layer = t.layer();
-    json out;
-    if (!ex.title.empty()) out["title"] = ex.title;
-    out["activation"] = info(layer.act).name;
-    out["layout"] = to_string(ex.stored);
-    out["d_model"] = layer.d_model();
-    out["d_ff"] = layer.d_ff();
-    out["d_out"] = layer.d_out();
-    out["tokens"] = t.tokens();
-    out["token_shape"] = t.lead;
-    out["residual"] = layer.residual;
-    out["input"] = nested_rows(t.input, t.lead);
+    json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
     for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
@@ -97,21 +110,7 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims) {
     const moe& layer = t.layer();
-    json out;
-    if (!ex.title.empty()) out["title"] = ex.title;
-    out["activation"] = info(layer.act).name;
-    out["layout"] = to_string(ex.stored);
-    out["d_model"] = layer.d_model();
-    out["d_ff"] = layer.d_ff();
-    out["d_out"] = layer.d_out();
-    out["moe"] = {{"n_experts", layer.n_experts()},
-                  {"top_k", layer.top_k},
-                  {"normalize", layer.normalize},
-                  {"shared_experts", layer.shared.size()}};
-    out["tokens"] = t.tokens();
-    out["token_shape"] = t.lead;
-    out["residual"] = layer.residual;
-    out["input"] = nested_rows(t.input, t.lead);
+    json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
     for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
