@@ -337,11 +337,10 @@ private:
             f.push_back({"position-wise",
                          mr_.position_wise_same_choice
                              ? fmt::format("{0} traced alone choose{1} the same experts and give{1} the same numbers: "
-                                           "largest difference {2} {3}",
+                                           "{2}",
                                            position_wise_who(mr_.position_wise_checked, mt_.tokens()),
                                            mr_.position_wise_checked == mt_.tokens() ? "s" : "",
-                                           format_short(mr_.position_wise_max_difference, 17),
-                                           mr_.position_wise_ok ? styled(style::green, "✓") : styled(style::red, "✗"))
+                                           position_wise_difference(mr_.position_wise_max_difference, mr_.position_wise_ok))
                              : styled(style::red, "a token traced alone chose other experts ✗")});
         add({block_kind::fields, "", std::move(f)});
     }
