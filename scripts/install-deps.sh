@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # Usage: install-deps.sh [fuzz]   ("fuzz" adds clang and its libFuzzer runtime)
-packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build zlib1g-dev libopenblas-dev)
+packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev)
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()
