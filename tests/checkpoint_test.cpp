@@ -302,6 +302,40 @@ void check_weight(const matrix& got, const reference::mat& stored, bool out_in) 
         }
 }
 
+// The same for a matrix of a layer, wherever its values are: in the matrix, or left in the file
+// (then every row, every column and the rows' norms, each as the reader gives it).
+void check_weight(const ffn& l, weight w, const reference::mat& stored, bool out_in) {
+    if (!l.stored[static_cast<int>(w)]) return check_weight(l[w], stored, out_in);
+    const std::size_t in = out_in ? stored[0].size() : stored.size(), out = out_in ? stored.size() : stored[0].size();
+    REQUIRE(l[w].rows == in);
+    REQUIRE(l[w].cols == out);
+    CHECK(l[w].data.empty());
+    auto expected = [&](std::size_t r, std::size_t c) { return out_in ? stored[c][r] : stored[r][c]; };
+    const std::vector<double> norms = weight_row_norms(l, w);
+    REQUIRE(norms.size() == in);
+    for (std::size_t r = 0; r < in; ++r) {
+        CAPTURE(r);
+        const std::vector<double> row = weight_row(l, w, r);
+        REQUIRE(row.size() == out);
+        double ss = 0;
+        for (std::size_t c = 0; c < out; ++c) {
+            CAPTURE(c);
+            CHECK(row[c] == expected(r, c));
+            ss += expected(r, c) * expected(r, c);
+        }
+        CHECK(norms[r] == doctest::Approx(std::sqrt(ss)).epsilon(1e-14));
+    }
+    for (std::size_t c = 0; c < out; ++c) {
+        CAPTURE(c);
+        const std::vector<double> column = weight_column(l, w, c);
+        REQUIRE(column.size() == in);
+        for (std::size_t r = 0; r < in; ++r) {
+            CAPTURE(r);
+            CHECK(column[r] == expected(r, c));
+        }
+    }
+}
+
 void check_exact(const std::vector<double>& got, const reference::vec& expected) {
     REQUIRE(got.size() == expected.size());
     for (std::size_t k = 0; k < got.size(); ++k) {
@@ -338,27 +372,36 @@ std::set<std::string> names_of(const std::vector<step>& steps) {
 }
 
 // A dense layer: its weights exactly as written, then every step of every token against the reference.
+// Both ways of holding the weights: left in the file (what run does) and converted (what grad needs).
 void check_dense_layer(const checkpoint& c, const written_model& m, std::size_t index, const matrix& x) {
-    auto layer = c.dense_layer(index);
+  for (const auto where : {checkpoint::weights::in_file, checkpoint::weights::in_memory}) {
+    CAPTURE(static_cast<int>(where));
+    auto layer = c.dense_layer(index, where);
     if (!layer) FAIL(layer.err().to_string());
     const ffn& l = **layer;
+    CHECK(l.in_memory() == (where == checkpoint::weights::in_memory));
     const written_layer& w = m.layers[index];
     CHECK(l.act == c.config().act);
     CHECK(l.residual);
     check_norm(l.norm, w.norm);
     if (l.gated()) {
-        check_weight(l.wg, w.w.at("Wg"), m.out_in);
-        check_weight(l.wu, w.w.at("Wu"), m.out_in);
+        check_weight(l, weight::wg, w.w.at("Wg"), m.out_in);
+        check_weight(l, weight::wu, w.w.at("Wu"), m.out_in);
     } else {
-        check_weight(l.w1, w.w.at("W1"), m.out_in);
+        check_weight(l, weight::w1, w.w.at("W1"), m.out_in);
     }
-    check_weight(l.w2, w.w.at("W2"), m.out_in);
+    check_weight(l, weight::w2, w.w.at("W2"), m.out_in);
     check_exact(l.b1, w.b.count("b1") ? w.b.at("b1") : reference::vec{});
     check_exact(l.b2, w.b.count("b2") ? w.b.at("b2") : reference::vec{});
 
-    auto t = run_ffn(*layer, x, {x.rows});
-    if (!t) FAIL(t.err().to_string());
-    for (std::size_t r = 0; r < x.rows; ++r) {
+    // All tokens at once, and each token through products of its own (the position-wise reading).
+    auto together = run_ffn(*layer, x, {x.rows});
+    if (!together) FAIL(together.err().to_string());
+    auto alone = run_ffn_each_alone(*layer, x);
+    if (!alone) FAIL(alone.err().to_string());
+    for (const trace* t : {&*together, &*alone})
+      for (std::size_t r = 0; r < x.rows; ++r) {
+        CAPTURE(t == &*alone);
         CAPTURE(r);
         const auto ref = reference::normed_ffn(m.activation, w.w, w.b, row_of(x, r), m.out_in, true, w.norm);
         std::set<std::string> expected;
@@ -373,13 +416,16 @@ void check_dense_layer(const checkpoint& c, const written_model& m, std::size_t 
         const step* norm = t->find("norm");
         REQUIRE(norm);
         check_norm_terms(*norm, r, ref.norm);
-    }
+      }
+  }
 }
 
 // A Mixtral layer: the router exactly as written, every step of every token against the reference,
 // each chosen expert's own steps, and the experts no token chose without values.
 void check_moe_layer(const checkpoint& c, const written_model& m, std::size_t index, const matrix& x) {
-    auto layer = c.moe_layer(index, x);
+  for (const auto where : {checkpoint::weights::in_file, checkpoint::weights::in_memory}) {
+    CAPTURE(static_cast<int>(where));
+    auto layer = c.moe_layer(index, x, where);
     if (!layer) FAIL(layer.err().to_string());
     const moe& l = **layer;
     const written_layer& w = m.layers[index];
@@ -439,9 +485,10 @@ void check_moe_layer(const checkpoint& c, const written_model& m, std::size_t in
         const ffn& e = l.experts[j];
         CHECK(e.act == activation::swiglu);
         if (used.count(j)) {
-            check_weight(e.wg, w.moe.experts[j].w.at("Wg"), true);
-            check_weight(e.wu, w.moe.experts[j].w.at("Wu"), true);
-            check_weight(e.w2, w.moe.experts[j].w.at("W2"), true);
+            CHECK(e.in_memory() == (where == checkpoint::weights::in_memory));
+            check_weight(e, weight::wg, w.moe.experts[j].w.at("Wg"), true);
+            check_weight(e, weight::wu, w.moe.experts[j].w.at("Wu"), true);
+            check_weight(e, weight::w2, w.moe.experts[j].w.at("W2"), true);
             continue;
         }
         CHECK(e.wg.data.empty());
@@ -453,7 +500,9 @@ void check_moe_layer(const checkpoint& c, const written_model& m, std::size_t in
         CHECK(e.wu.cols == d_ff);
         CHECK(e.w2.rows == d_ff);
         CHECK(e.w2.cols == d_model);
+        CHECK(e.in_memory());  // nothing stored either
     }
+  }
 }
 
 // Every dtype, every layout, with and without the prefix the architecture's own library saves.

@@ -52,11 +52,14 @@ public:
     const std::string& origin() const { return origin_; }
     const std::optional<vocabulary>& vocab() const { return vocab_; }
 
+    // Where a layer's matrices are: left in the file (the forward pass and the readings convert
+    // what they use, as they use it), or converted whole (the backward pass needs them all).
+    enum class weights { in_file, in_memory };
     // The FFN of layer `index` with its norm and residual, its weights in the math form.
-    outcome<std::shared_ptr<const ffn>> dense_layer(std::size_t index) const;
+    outcome<std::shared_ptr<const ffn>> dense_layer(std::size_t index, weights where = weights::in_file) const;
     // The MoE layer `index` (mixtral): its norm, its router, and the experts that the tokens of
     // x (tokens, d_model) choose; the others keep their shapes but no values.
-    outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x) const;
+    outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x, weights where = weights::in_file) const;
     bool is_moe() const { return config_.n_experts > 0; }
     // The layer's shape and kind without its values (matrices with rows and columns but no
     // data): what an example file naming the checkpoint is checked against before tracing.
@@ -74,7 +77,7 @@ public:
     std::string resolve(const std::string& name) const;
 
 private:
-    std::unique_ptr<tensor_source> source_;
+    std::shared_ptr<const tensor_source> source_;
     checkpoint_config config_;
     std::string origin_;
     std::optional<vocabulary> vocab_;

@@ -14,6 +14,7 @@
 // Both:       residual = x + contract (when on)
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -40,6 +41,22 @@ struct norm_layer {
 std::string_view to_string(norm_layer::kind k);
 std::string_view to_string(norm_layer::place p);
 
+// A weight matrix W (rows, cols) whose values stay in a checkpoint file (tensor_source.hpp makes
+// them). A real layer's three matrices are over a gigabyte in double precision; kept in the file,
+// a product converts them a panel at a time and a reading converts just the row or column it shows.
+class stored_matrix {
+public:
+    virtual ~stored_matrix() = default;
+    // x (tokens, rows) · W (rows, cols) -> (tokens, cols). each_alone: every row of x through a
+    // product of its own, as though each token were traced alone.
+    virtual matrix times(const matrix& x, bool each_alone) const = 0;
+    virtual std::vector<double> row(std::size_t i) const = 0;     // W[i, :] (cols)
+    virtual std::vector<double> column(std::size_t j) const = 0;  // W[:, j] (rows)
+    virtual std::vector<double> row_norms() const = 0;            // ‖W[i, :]‖ for every i (rows)
+};
+
+enum class weight { w1, wg, wu, w2 };
+
 // The layer's weights in the math form x·W: every matrix is (inputs, outputs).
 // Loading transposes weights given in PyTorch's (outputs, inputs) form.
 struct ffn {
@@ -51,8 +68,21 @@ struct ffn {
     std::vector<double> b1, bg, bu, b2;  // empty: no bias
     bool residual = false;
     std::optional<norm_layer> norm;
+    // A checkpoint's layer may leave a matrix in its file: then the matrix above has its shape
+    // but no values, and `stored` reads them. Indexed by `weight`.
+    std::array<std::shared_ptr<const stored_matrix>, 4> stored;
 
     bool gated() const { return info(act).gated; }
+    const matrix& operator[](weight w) const {
+        const matrix* m[] = {&w1, &wg, &wu, &w2};
+        return *m[static_cast<int>(w)];
+    }
+    // Whether every matrix holds its values (what the backward pass needs).
+    bool in_memory() const {
+        for (const auto& s : stored)
+            if (s) return false;
+        return true;
+    }
     const matrix& first() const { return gated() ? wg : w1; }
     std::size_t d_model() const { return first().rows; }
     std::size_t d_ff() const { return first().cols; }
@@ -120,6 +150,15 @@ struct trace {
     const step& pre_activation() const { return *find(layer().gated() ? "gate" : "expand"); }
 };
 
+// What a layer's matrix gives, wherever its values are (in the matrix, or in its file).
+// x (tokens, rows) · W + b (cols, or empty) -> (tokens, cols)
+matrix times(const ffn& l, weight w, const matrix& x, const std::vector<double>& b, bool each_alone = false);
+std::vector<double> weight_row(const ffn& l, weight w, std::size_t i);     // W[i, :]
+std::vector<double> weight_column(const ffn& l, weight w, std::size_t j);  // W[:, j]
+std::vector<double> weight_row_norms(const ffn& l, weight w);              // ‖W[i, :]‖ for every i
+// The matrix a step multiplies by: expand W1, gate Wg, up Wu, contract W2; none for the others.
+std::optional<weight> weight_of(std::string_view step_name);
+
 // The names of the steps a layer records, in order.
 std::vector<std::string_view> step_names(const ffn& layer);
 // The width of a step's rows: d_ff for the hidden steps, d_out for contract and residual.
@@ -128,6 +167,9 @@ std::size_t step_width(const ffn& layer, std::string_view name);
 // Runs the layer over x (tokens, d_model). An overflow to inf or NaN is an error whose path
 // names the step and the element, e.g. "contract[1][3]".
 outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead);
+// Each token of x through products of its own, as though traced alone; in one pass over a layer
+// whose weights stay in their file. What the position-wise reading compares the trace with.
+outcome<trace> run_ffn_each_alone(std::shared_ptr<const ffn> layer, const matrix& x);
 // The same for a layer the trace will hold a copy of (small layers, tests).
 outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_t> lead);
 // The numbers run_ffn's trace of `tokens` tokens holds: the layer's weights, the input and every

@@ -22,6 +22,12 @@ struct matrix {
     std::span<const double> row(std::size_t r) const { return {data.data() + r * cols, cols}; }
     std::span<double> row(std::size_t r) { return {data.data() + r * cols, cols}; }
 
+    std::vector<double> column(std::size_t c) const {
+        std::vector<double> v(rows);
+        for (std::size_t r = 0; r < rows; ++r) v[r] = (*this)(r, c);
+        return v;
+    }
+
     matrix transposed() const {
         matrix t(cols, rows);
         for (std::size_t r = 0; r < rows; ++r)

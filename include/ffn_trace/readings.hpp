@@ -68,8 +68,8 @@ bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t
 // The value fed to W2: "activate" for a plain FFN, "multiply" for a gated one.
 const matrix& hidden_output(const trace& t);
 
-// What each hidden unit wrote into one token's output: row j is hidden[t][j] · W2[j], so the
-// rows add up (with b2) to the contraction. (d_ff, d_out)
-matrix contributions(const trace& t, std::size_t token);
+// What hidden unit j wrote into one token's output: hidden[t][j] · W2[j] (d_out). Over every
+// unit these add up (with b2) to the contraction.
+std::vector<double> contribution(const trace& t, std::size_t token, std::size_t unit);
 
 }  // namespace ffn_trace

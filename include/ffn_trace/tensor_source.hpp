@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/matrix.hpp"
 
@@ -81,6 +82,12 @@ public:
     // (rows.size(), cols). Only those rows are converted (a deflated .npz entry is inflated whole).
     outcome<matrix> read_rows(std::string_view name, const std::vector<std::size_t>& rows) const;
 
+    // A 2-D tensor left in its mapped file as the matrix W (rows, cols) of x·W: the tensor as it is
+    // stored, or its transpose (an nn.Linear weight, stored out × in). Nothing is converted now; the
+    // matrix keeps `source` open. An error for a deflated .npz entry, which has no mapped bytes.
+    friend outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const tensor_source> source,
+                                                                      std::string_view name, bool transposed);
+
 protected:
     // `tensors` need not be sorted. `unreadable` pairs a name with the error of a tensor that is
     // well formed but that ffn-trace does not convert (an I64 buffer, F8 weights, a Fortran-order
@@ -116,6 +123,9 @@ outcome<std::unique_ptr<tensor_source>> open_npy(const std::string& path);
 // A numpy .npz archive (np.savez or np.savez_compressed): one tensor per ".npy" entry, named by
 // the entry without ".npy". Other entries are ignored; zip64 archives are refused.
 outcome<std::unique_ptr<tensor_source>> open_npz(const std::string& path);
+
+outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const tensor_source> source,
+                                                           std::string_view name, bool transposed);
 
 // By the path: .npy, .npz, or else safetensors (a file, an index or a directory).
 outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path);

@@ -50,13 +50,14 @@ int finish_output(int status) {
     return write_failed(errno != 0 ? errno : EIO);
 }
 
-ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits) {
+ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits,
+                                          ffn_trace::checkpoint::weights where) {
     // Before the file takes memory: the matrix library's buffers, which it cannot do without.
     ffn_trace::prepare_matrix_library();
     set_activity({"reading the file", "--max-file-size"});
     auto ex = ffn_trace::load_example(file, {limits.max_file_size});
     if (!ex) return ex.err();
-    if (!ex->checkpoint.empty()) return trace_checkpoint_example(std::move(*ex), limits);
+    if (!ex->checkpoint.empty()) return trace_checkpoint_example(std::move(*ex), limits, where);
     const std::size_t tokens = ex->input.rows;
     const std::size_t elements = ex->mixture ? ffn_trace::trace_elements(*ex->mixture, tokens)
                                              : ffn_trace::trace_elements(ex->layer, tokens);

@@ -63,8 +63,11 @@ struct traced {
 // A file whose trace would hold more than limits.max_elements numbers is refused before tracing.
 // An example file naming a checkpoint's layer: the layer converted and traced over the file's
 // input, its claims evaluated (run_checkpoint.cpp).
-ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits);
-ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits);
+// `where`: a checkpoint's matrices stay in its file unless the caller needs them all (grad).
+ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits,
+                                                   ffn_trace::checkpoint::weights where);
+ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits,
+                                          ffn_trace::checkpoint::weights where = ffn_trace::checkpoint::weights::in_file);
 
 // Every option that takes a count, a size or an index: a whole number in decimal digits from min
 // to max, nothing else. CLI11 would read "-1" as 2^64 − 1, "010" as 8 and "0x40" as 64; this

@@ -56,7 +56,7 @@ int run_grad(const grad_options& o) {
     using namespace ffn_trace;
     if (o.lr && !(std::isfinite(*o.lr) && *o.lr > 0))
         return report({"", "--lr", fmt::format("expected a finite learning rate > 0, got {}", *o.lr)});
-    auto t = load_and_trace(o.file, o.limits);
+    auto t = load_and_trace(o.file, o.limits, checkpoint::weights::in_memory);
     if (!t) return report(t.err());
     if (!t->ex.target && !t->ex.upstream)
         return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "

@@ -56,7 +56,7 @@ ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const
 
 // The checkpoint's layer converted and traced over ex's input, with ex's claims.
 ffn_trace::outcome<traced> trace_layer(std::shared_ptr<const ffn_trace::checkpoint> ck, std::size_t index,
-                                       ffn_trace::example ex, const input_limits& limits) {
+                                       ffn_trace::example ex, const input_limits& limits, ffn_trace::checkpoint::weights where) {
     using namespace ffn_trace;
     const matrix& x = ex.input;
     // The layer's weights are shared with the trace, not copied: only the activations count.
@@ -72,7 +72,7 @@ ffn_trace::outcome<traced> trace_layer(std::shared_ptr<const ffn_trace::checkpoi
         return e;
     };
     if (ck->is_moe()) {
-        auto layer = ck->moe_layer(index, x);
+        auto layer = ck->moe_layer(index, x, where);
         if (!layer) return layer.err();
         if (auto e = over_budget(**layer)) return *e;
         set_activity({"tracing the layer", "--max-elements"});
@@ -83,7 +83,7 @@ ffn_trace::outcome<traced> trace_layer(std::shared_ptr<const ffn_trace::checkpoi
         set_activity({"writing the output", "--detail summary"});
         return traced{std::move(ex), {}, std::move(*t), std::move(*claims), std::move(ck)};
     }
-    auto layer = ck->dense_layer(index);
+    auto layer = ck->dense_layer(index, where);
     if (!layer) return layer.err();
     if (auto e = over_budget(**layer)) return *e;
     set_activity({"tracing the layer", "--max-elements"});
@@ -121,16 +121,18 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     ex.lead = input->in.lead;
     if (input->names.size() == x.rows) ex.names.tokens = input->names;
     ex.layer.act = m.act;
-    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits);
+    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits,
+                       checkpoint::weights::in_file);
 }
 
-ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits) {
+ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits,
+                                                   ffn_trace::checkpoint::weights where) {
     using namespace ffn_trace;
     set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
     auto ck = checkpoint::open(ex.checkpoint, ex.checkpoint_arch);
     if (!ck) return ck.err();
     const std::size_t layer = ex.checkpoint_layer;
-    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), layer, std::move(ex), limits);
+    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), layer, std::move(ex), limits, where);
 }
 
 }  // namespace cli

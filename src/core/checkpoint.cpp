@@ -242,7 +242,8 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
 namespace {
 
 // One weight of the layer, in the math form (in × out), checked against the shape it must have.
-outcome<matrix> read_weight(const checkpoint& c, const std::string& name, bool out_in, std::size_t in, std::size_t out) {
+// The tensor of a weight, checked to be (out, in) or (in, out) as the architecture stores it.
+outcome<const tensor_info*> weight_tensor(const checkpoint& c, const std::string& name, bool out_in, std::size_t in, std::size_t out) {
     const std::string full = c.resolve(name);
     if (full.empty()) return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(name))};
     if (!c.tensors().find(full)) return c.tensors().read_matrix(full).err();  // there, but of a dtype not converted
@@ -251,7 +252,28 @@ outcome<matrix> read_weight(const checkpoint& c, const std::string& name, bool o
     if (t.shape != want)
         return error{t.file, t.name, fmt::format("expected shape {} ({}), its shape is {}", detail::shape_text(want),
                                                  out_in ? "out × in" : "in × out", detail::shape_text(t.shape))};
-    return out_in ? c.tensors().read_matrix_transposed(full) : c.tensors().read_matrix(full);
+    return &t;
+}
+
+// A weight W (in, out) of the math form into `into`: converted, or left in the file.
+std::optional<error> read_weight(const checkpoint& c, std::shared_ptr<const tensor_source> source, const std::string& name,
+                                 bool out_in, std::size_t in, std::size_t out, checkpoint::weights where, matrix& into,
+                                 std::shared_ptr<const stored_matrix>& stored) {
+    auto t = weight_tensor(c, name, out_in, in, out);
+    if (!t) return t.err();
+    if (where == checkpoint::weights::in_file) {
+        auto kept = keep_in_file(std::move(source), (*t)->name, out_in);
+        if (!kept) return kept.err();
+        stored = std::move(*kept);
+        into = matrix();
+        into.rows = in;
+        into.cols = out;
+        return std::nullopt;
+    }
+    auto m = out_in ? c.tensors().read_matrix_transposed((*t)->name) : c.tensors().read_matrix((*t)->name);
+    if (!m) return m.err();
+    into = std::move(*m);
+    return std::nullopt;
 }
 
 outcome<std::vector<double>> read_bias(const checkpoint& c, const std::string& name, std::size_t n, bool required) {
@@ -293,7 +315,7 @@ std::optional<error> check_layer(const checkpoint& c, std::size_t index) {
 
 }  // namespace
 
-outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index) const {
+outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index, weights where) const {
     if (auto e = check_layer(*this, index)) return *e;
     if (is_moe()) return error{origin_, "", fmt::format("a {} layer is a Mixture of Experts: build it with its input (moe_layer)", config_.arch)};
     const layer_names names = *names_of(config_.arch);
@@ -304,11 +326,9 @@ outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index) c
     auto norm = read_norm(*this, names, index);
     if (!norm) return norm.err();
     layer->norm = std::move(*norm);
-    auto matrix_of = [&](const std::string& pattern, std::size_t in, std::size_t out, matrix& into) -> std::optional<error> {
-        auto w = read_weight(*this, with(pattern, "i", index), names.stored_out_in, in, out);
-        if (!w) return w.err();
-        into = std::move(*w);
-        return std::nullopt;
+    auto matrix_of = [&](const std::string& pattern, std::size_t in, std::size_t out, weight w, matrix& into) {
+        return read_weight(*this, source_, with(pattern, "i", index), names.stored_out_in, in, out, where, into,
+                           layer->stored[static_cast<int>(w)]);
     };
     auto bias_of = [&](const std::string& pattern, std::size_t n, std::vector<double>& into) -> std::optional<error> {
         if (pattern.empty()) return std::nullopt;
@@ -318,18 +338,18 @@ outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index) c
         return std::nullopt;
     };
     if (!names.w1.empty()) {
-        if (auto e = matrix_of(names.w1, d_model, d_ff, layer->w1)) return *e;
+        if (auto e = matrix_of(names.w1, d_model, d_ff, weight::w1, layer->w1)) return *e;
         if (auto e = bias_of(names.b1, d_ff, layer->b1)) return *e;
     } else {
-        if (auto e = matrix_of(names.wg, d_model, d_ff, layer->wg)) return *e;
-        if (auto e = matrix_of(names.wu, d_model, d_ff, layer->wu)) return *e;
+        if (auto e = matrix_of(names.wg, d_model, d_ff, weight::wg, layer->wg)) return *e;
+        if (auto e = matrix_of(names.wu, d_model, d_ff, weight::wu, layer->wu)) return *e;
     }
-    if (auto e = matrix_of(names.w2, d_ff, d_model, layer->w2)) return *e;
+    if (auto e = matrix_of(names.w2, d_ff, d_model, weight::w2, layer->w2)) return *e;
     if (auto e = bias_of(names.b2, d_model, layer->b2)) return *e;
     return std::shared_ptr<const ffn>(std::move(layer));
 }
 
-outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, const matrix& x) const {
+outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, const matrix& x, weights where) const {
     if (auto e = check_layer(*this, index)) return *e;
     if (!is_moe()) return error{origin_, "", fmt::format("a {} layer is one dense FFN, not a Mixture of Experts", config_.arch)};
     if (x.cols != config_.d_model)
@@ -344,11 +364,12 @@ outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, con
     auto norm = read_norm(*this, names, index);
     if (!norm) return norm.err();
     layer->norm = std::move(*norm);
-    auto router = read_weight(*this, with(names.router, "i", index), true, d_model, n_experts);
-    if (!router) return router.err();
-    layer->router = std::move(*router);
+    std::shared_ptr<const stored_matrix> unused;
+    if (auto e = read_weight(*this, source_, with(names.router, "i", index), true, d_model, n_experts, weights::in_memory,
+                             layer->router, unused))
+        return *e;
 
-    // Route first, with the engine's own kernels, then convert only the experts chosen.
+    // Route first, with the engine's own kernels, then read only the experts chosen.
     const matrix normed = normalize(*layer->norm, x).y;
     std::vector<std::vector<std::size_t>> chosen;
     std::vector<bool> tied;
@@ -368,16 +389,13 @@ outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, con
             e.w2.cols = d_model;
             continue;
         }
-        auto pattern = [&](const std::string& p) { return with(with(p, "i", index), "j", j); };
-        auto wg = read_weight(*this, pattern(names.expert_wg), true, d_model, d_ff);
-        if (!wg) return wg.err();
-        auto wu = read_weight(*this, pattern(names.expert_wu), true, d_model, d_ff);
-        if (!wu) return wu.err();
-        auto w2 = read_weight(*this, pattern(names.expert_w2), true, d_ff, d_model);
-        if (!w2) return w2.err();
-        e.wg = std::move(*wg);
-        e.wu = std::move(*wu);
-        e.w2 = std::move(*w2);
+        auto matrix_of = [&](const std::string& p, std::size_t in, std::size_t out, weight w, matrix& into) {
+            return read_weight(*this, source_, with(with(p, "i", index), "j", j), true, in, out, where, into,
+                               e.stored[static_cast<int>(w)]);
+        };
+        if (auto err = matrix_of(names.expert_wg, d_model, d_ff, weight::wg, e.wg)) return *err;
+        if (auto err = matrix_of(names.expert_wu, d_model, d_ff, weight::wu, e.wu)) return *err;
+        if (auto err = matrix_of(names.expert_w2, d_ff, d_model, weight::w2, e.w2)) return *err;
     }
     return std::shared_ptr<const moe>(std::move(layer));
 }

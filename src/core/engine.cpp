@@ -240,7 +240,63 @@ outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_
     return run_ffn(std::make_shared<const ffn>(layer), x, std::move(lead));
 }
 
-outcome<trace> run_ffn(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead) {
+matrix times(const ffn& l, weight w, const matrix& x, const std::vector<double>& b, bool each_alone) {
+    const auto& stored = l.stored[static_cast<int>(w)];
+    if (!stored && !each_alone) return linear(x, l[w], b);
+    if (!stored) {  // a product per row, the bias added as linear adds it
+        matrix y(x.rows, l[w].cols);
+        for (std::size_t t = 0; t < x.rows; ++t) {
+            matrix one(1, x.cols);
+            std::copy(x.row(t).begin(), x.row(t).end(), one.data.begin());
+            const matrix r = linear(one, l[w], b);
+            std::copy(r.data.begin(), r.data.end(), y.row(t).begin());
+        }
+        return y;
+    }
+    matrix y = stored->times(x, each_alone);
+    if (!b.empty())
+        for (std::size_t t = 0; t < y.rows; ++t)
+            for (std::size_t j = 0; j < y.cols; ++j) y(t, j) += b[j];
+    return y;
+}
+
+std::vector<double> weight_row(const ffn& l, weight w, std::size_t i) {
+    if (const auto& s = l.stored[static_cast<int>(w)]) return s->row(i);
+    const auto r = l[w].row(i);
+    return {r.begin(), r.end()};
+}
+
+std::vector<double> weight_column(const ffn& l, weight w, std::size_t j) {
+    if (const auto& s = l.stored[static_cast<int>(w)]) return s->column(j);
+    const matrix& m = l[w];
+    std::vector<double> c(m.rows);
+    for (std::size_t i = 0; i < m.rows; ++i) c[i] = m(i, j);
+    return c;
+}
+
+std::vector<double> weight_row_norms(const ffn& l, weight w) {
+    if (const auto& s = l.stored[static_cast<int>(w)]) return s->row_norms();
+    const matrix& m = l[w];
+    std::vector<double> n(m.rows);
+    for (std::size_t i = 0; i < m.rows; ++i) {
+        double ss = 0;
+        for (double v : m.row(i)) ss += v * v;
+        n[i] = std::sqrt(ss);
+    }
+    return n;
+}
+
+std::optional<weight> weight_of(std::string_view step_name) {
+    if (step_name == "expand") return weight::w1;
+    if (step_name == "gate") return weight::wg;
+    if (step_name == "up") return weight::wu;
+    if (step_name == "contract") return weight::w2;
+    return std::nullopt;
+}
+
+namespace {
+
+outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
     const ffn& layer = *shared;
     trace t{std::move(shared), std::move(lead), x, {}};
     auto record = [&t](std::string name, matrix value, std::vector<term> terms = {}) {
@@ -256,22 +312,22 @@ outcome<trace> run_ffn(std::shared_ptr<const ffn> shared, const matrix& x, std::
     const matrix& in = pre ? t.steps.back().value : x;
     // One call per line, in the order of the architecture diagram.
     if (layer.gated()) {
-        matrix gate = linear(in, layer.wg, layer.bg);
-        matrix up = linear(in, layer.wu, layer.bu);
+        matrix gate = times(layer, weight::wg, in, layer.bg, each_alone);
+        matrix up = times(layer, weight::wu, in, layer.bu, each_alone);
         matrix act = activate(layer.act, gate);
         auto terms = activation_terms(layer.act, gate);
         matrix product = multiply(act, up);
-        matrix out = linear(product, layer.w2, layer.b2);
+        matrix out = times(layer, weight::w2, product, layer.b2, each_alone);
         record("gate", std::move(gate));
         record("up", std::move(up));
         record("activate", std::move(act), std::move(terms));
         record("multiply", std::move(product));
         record("contract", std::move(out));
     } else {
-        matrix hidden = linear(in, layer.w1, layer.b1);
+        matrix hidden = times(layer, weight::w1, in, layer.b1, each_alone);
         matrix act = activate(layer.act, hidden);
         auto terms = activation_terms(layer.act, hidden);
-        matrix out = linear(act, layer.w2, layer.b2);
+        matrix out = times(layer, weight::w2, act, layer.b2, each_alone);
         record("expand", std::move(hidden));
         record("activate", std::move(act), std::move(terms));
         record("contract", std::move(out));
@@ -292,6 +348,16 @@ outcome<trace> run_ffn(std::shared_ptr<const ffn> shared, const matrix& x, std::
         }
     }
     return t;
+}
+
+}  // namespace
+
+outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead) {
+    return run(std::move(layer), x, std::move(lead), false);
+}
+
+outcome<trace> run_ffn_each_alone(std::shared_ptr<const ffn> layer, const matrix& x) {
+    return run(std::move(layer), x, {x.rows}, true);
 }
 
 }  // namespace ffn_trace

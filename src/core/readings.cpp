@@ -13,12 +13,9 @@ bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t
     return std::abs(hidden_output(t)(token, unit)) > r.active_threshold;
 }
 
-matrix contributions(const trace& t, std::size_t token) {
-    const matrix& h = hidden_output(t);
-    const matrix& w2 = t.layer().w2;
-    matrix c(w2.rows, w2.cols);
-    for (std::size_t j = 0; j < w2.rows; ++j)
-        for (std::size_t k = 0; k < w2.cols; ++k) c(j, k) = h(token, j) * w2(j, k);
+std::vector<double> contribution(const trace& t, std::size_t token, std::size_t unit) {
+    std::vector<double> c = weight_row(t.layer(), weight::w2, unit);
+    for (double& v : c) v *= hidden_output(t)(token, unit);
     return c;
 }
 
@@ -41,25 +38,26 @@ readings read_trace(const trace& t) {
 
     // Position-wise: trace tokens on their own (a sample of a long input) and compare every step.
     double scale = 1;
-    for (const std::size_t token : position_wise_sample(t.tokens())) {
-        matrix x(1, t.input.cols);
-        std::copy(t.input.row(token).begin(), t.input.row(token).end(), x.data.begin());
-        const auto alone = run_ffn(t.layer_ptr, x, {});
-        if (!alone) continue;  // cannot happen: the same arithmetic succeeded on the whole input
-        ++r.position_wise_checked;
-        for (std::size_t s = 0; s < t.steps.size(); ++s) {
-            const auto batch_row = t.steps[s].value.row(token);
-            const auto alone_row = alone->steps[s].value.row(0);
-            for (std::size_t i = 0; i < batch_row.size(); ++i) {
-                r.position_wise_max_difference =
-                    std::max(r.position_wise_max_difference, std::abs(batch_row[i] - alone_row[i]));
-                scale = std::max(scale, std::abs(batch_row[i]));
+    const auto sample = position_wise_sample(t.tokens());
+    matrix x(sample.size(), t.input.cols);
+    for (std::size_t k = 0; k < sample.size(); ++k) std::copy(t.input.row(sample[k]).begin(), t.input.row(sample[k]).end(), x.row(k).begin());
+    const auto alone = run_ffn_each_alone(t.layer_ptr, x);
+    if (alone) {  // cannot fail: the same arithmetic succeeded on the whole input
+        r.position_wise_checked = sample.size();
+        for (std::size_t k = 0; k < sample.size(); ++k)
+            for (std::size_t s = 0; s < t.steps.size(); ++s) {
+                const auto batch_row = t.steps[s].value.row(sample[k]);
+                const auto alone_row = alone->steps[s].value.row(k);
+                for (std::size_t i = 0; i < batch_row.size(); ++i) {
+                    r.position_wise_max_difference =
+                        std::max(r.position_wise_max_difference, std::abs(batch_row[i] - alone_row[i]));
+                    scale = std::max(scale, std::abs(batch_row[i]));
+                }
             }
-        }
     }
     r.position_wise_ok = r.position_wise_max_difference <= position_wise_tolerance * scale;
 
-    if (t.layer().act == activation::identity) {
+    if (t.layer().act == activation::identity && t.layer().in_memory()) {
         // x·W1·W2 + b1·W2 + b2 = x·(W1·W2) + (b1·W2 + b2)
         collapse c;
         c.w = linear(t.layer().w1, t.layer().w2, {});

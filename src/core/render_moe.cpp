@@ -142,7 +142,7 @@ private:
                                  continue;
                              }
                              b.lines.push_back(fmt::format("  logits{} = {} = {}{}", at(t, e),
-                                                           dot_line(mt_.moe_input().row(t), l.router, e, l.router_b),
+                                                           dot_line(mt_.moe_input().row(t), l.router.column(e), e, l.router_b),
                                                            num(router.value(t, e)), spaced_marks("router", t, e, true)));
                          }
                          add(std::move(b));

@@ -40,14 +40,8 @@ unit_readings read_units(const trace& t, std::size_t top) {
         r.steps.push_back(st);
     }
     const matrix& h = hidden_output(t);
-    const matrix& w2 = t.layer().w2;
     // ‖W2_j‖ once: what unit j writes has the norm |h_j|·‖W2_j‖
-    std::vector<double> row_norm(w2.rows);
-    for (std::size_t j = 0; j < w2.rows; ++j) {
-        double ss = 0;
-        for (double v : w2.row(j)) ss += v * v;
-        row_norm[j] = std::sqrt(ss);
-    }
+    const std::vector<double> row_norm = weight_row_norms(t.layer(), weight::w2);
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) {
         r.fired.push_back(top_of(h.cols, top, false, [&](std::size_t j) { return h(tok, j); }));
         r.wrote.push_back(top_of(h.cols, top, true, [&](std::size_t j) { return std::abs(h(tok, j)) * row_norm[j]; }));
@@ -57,14 +51,14 @@ unit_readings read_units(const trace& t, std::size_t top) {
 
 unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms) {
     const ffn& l = t.layer();
-    const matrix& w = l.gated() ? l.wg : l.w1;
+    const std::vector<double> w = weight_column(l, l.gated() ? weight::wg : weight::w1, unit);
     const std::vector<double>& b = l.gated() ? l.bg : l.b1;
     const auto x = t.ffn_input().row(token);
     unit_explanation e;
     e.unit = unit;
     e.token = token;
     std::vector<std::pair<std::size_t, double>> all;
-    for (std::size_t i = 0; i < x.size(); ++i) all.emplace_back(i, x[i] * w(i, unit));
+    for (std::size_t i = 0; i < x.size(); ++i) all.emplace_back(i, x[i] * w[i]);
     const std::size_t k = std::min(terms, all.size());
     std::partial_sort(all.begin(), all.begin() + static_cast<long>(k), all.end(),
                       [](const auto& a, const auto& c) { return std::abs(a.second) > std::abs(c.second); });
@@ -74,7 +68,7 @@ unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t uni
     e.bias = b.empty() ? 0.0 : b[unit];
     e.pre = t.pre_activation().value(token, unit);
     e.fired = hidden_output(t)(token, unit);
-    for (double v : l.w2.row(unit)) e.wrote.push_back(e.fired * v);
+    for (double v : weight_row(l, weight::w2, unit)) e.wrote.push_back(e.fired * v);
     return e;
 }
 
@@ -92,8 +86,10 @@ outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_reading
     // The vectors to project, as columns of V (d_model, n): the units' W2 rows, then each token's update.
     const std::size_t d = l.d_out(), n_units = view.units.size(), n = n_units + t.tokens();
     matrix v(d, n);
-    for (std::size_t k = 0; k < n_units; ++k)
-        for (std::size_t i = 0; i < d; ++i) v(i, k) = l.w2(view.units[k], i);
+    for (std::size_t k = 0; k < n_units; ++k) {
+        const std::vector<double> row = weight_row(l, weight::w2, view.units[k]);
+        for (std::size_t i = 0; i < d; ++i) v(i, k) = row[i];
+    }
     const matrix& update = t.find("contract")->value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok)
         for (std::size_t i = 0; i < d; ++i) v(i, n_units + tok) = update(tok, i);

@@ -299,14 +299,15 @@ protected:
     }
 
     // "a×b + c×d + … = r", with operands in the file's order (w×x for out_in, x×w for in_out).
-    std::string dot_line(std::span<const double> x, const matrix& w, std::size_t j, const std::vector<double>& b) const {
+    // `w` is the weight matrix's column j.
+    std::string dot_line(std::span<const double> x, std::span<const double> w, std::size_t j, const std::vector<double>& b) const {
         std::vector<std::string> terms;
         for (std::size_t i : shown_indices(x.size(), opt_.full, 3, 8)) {
             if (i == gap) {
                 terms.emplace_back("…");
                 continue;
             }
-            terms.push_back(out_in() ? op(w(i, j)) + "×" + op(x[i]) : op(x[i]) + "×" + op(w(i, j)));
+            terms.push_back(out_in() ? op(w[i]) + "×" + op(x[i]) : op(x[i]) + "×" + op(w[i]));
         }
         std::string sum = fmt::format("{}", fmt::join(terms, " + "));
         if (!b.empty()) sum += (b[j] < 0 ? " − " : " + ") + format_short(std::abs(b[j]), opt_.precision);
@@ -401,8 +402,7 @@ protected:
                 continue;
             }
             block b{block_kind::lines};
-            const matrix* w = s.name == "expand" ? &l.w1 : s.name == "gate" ? &l.wg : s.name == "up" ? &l.wu
-                            : s.name == "contract" ? &l.w2 : nullptr;
+            const std::optional<weight> w = weight_of(s.name);
             const std::vector<double>* bias = s.name == "expand" ? &l.b1 : s.name == "gate" ? &l.bg : s.name == "up" ? &l.bu : &l.b2;
             if (s.name == "norm") {
                 norm_arithmetic(*l.norm, s, pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value,
@@ -423,7 +423,7 @@ protected:
                 }
                 std::string rhs;
                 if (w)
-                    rhs = dot_line(in_row, *w, j, *bias);
+                    rhs = dot_line(in_row, weight_column(l, *w, j), j, *bias);
                 else if (s.name == "multiply")
                     rhs = fmt::format("{} × {}", op(tr_->find("activate")->value(t, j)), op(tr_->find("up")->value(t, j)));
                 else  // residual
@@ -523,21 +523,20 @@ protected:
 
     // The contraction of one token as a weighted sum of W2's rows.
     void key_value(std::size_t t) {
-        const matrix c = contributions(*tr_, t);
         const matrix& h = hidden_output(*tr_);
         block b{block_kind::table, "", {}, {}, "lrl"};
         b.rows.push_back({"hidden unit", "fired", "wrote (its W2 row × fired)"});
-        for (auto j : shown_indices(c.rows, opt_.full, 3, 16)) {
+        for (auto j : shown_indices(h.cols, opt_.full, 3, 16)) {
             if (j == gap) {
                 b.rows.push_back({"…", "…", "…"});
                 continue;
             }
             if (!is_active(*tr_, *reads_, t, j)) {
                 b.rows.push_back({styled(style::dim, unit_label(j)), styled(style::dim, num(h(t, j))),
-                                  styled(style::dim, is_relu() ? "nothing (off)" : vector_text(c.row(j)))});
+                                  styled(style::dim, is_relu() ? "nothing (off)" : vector_text(contribution(*tr_, t, j)))});
                 continue;
             }
-            b.rows.push_back({unit_label(j), num(h(t, j)), vector_text(c.row(j))});
+            b.rows.push_back({unit_label(j), num(h(t, j)), vector_text(contribution(*tr_, t, j))});
         }
         if (!layer().b2.empty()) b.rows.push_back({"+ b2", "", vector_text(layer().b2)});
         b.rows.push_back({"= output" + token_index(ex_.lead, global(t)), "", vector_text(tr_->find("contract")->value.row(t))});
