@@ -895,6 +895,13 @@ TEST_CASE("read_layer_input reads a checkpoint layer's input from .npy, .npz and
         CHECK(in.lead == std::vector<std::size_t>{3});
         check_exact(in.x.data, {1, 2, 3, 4, 5, 6});
     }
+    SUBCASE(".npy of sequences (batch, seq, d_model)") {
+        const auto in = read(dir.write("x.npy", ckpt::npy_file({"x", "F16", {2, 3, 1}, {1, 2, 3, -4, 0.5, 6}})));
+        REQUIRE(in.x.rows == 6);
+        REQUIRE(in.x.cols == 1);
+        CHECK(in.lead == std::vector<std::size_t>{2, 3});
+        check_exact(in.x.data, {1, 2, 3, -4, 0.5, 6});
+    }
     SUBCASE(".json of sequences (batch, seq, d_model)") {
         const auto in = read(dir.write("x.json", "[[[1, 2], [3, 4], [5, 6]], [[7, 8], [9, 10], [11, 12]]]"));
         REQUIRE(in.x.rows == 6);
@@ -907,9 +914,10 @@ TEST_CASE("read_layer_input reads a checkpoint layer's input from .npy, .npz and
 TEST_CASE("read_layer_input refuses a checkpoint layer's input of a bad shape, value or file with one clean error") {
     ckpt::temp_dir dir;
     constexpr std::size_t limit = 1 << 20;
-    SUBCASE("a 3-D .npy") {
-        const auto p = dir.write("x.npy", ckpt::npy_file({"x", "F64", {2, 1, 2}, {1, 2, 3, 4}}));
-        check_refused(read_layer_input(p, limit), p, "x", "expected the input as (d_model) or (tokens, d_model), its shape is (2, 1, 2)");
+    SUBCASE("a 4-D .npy") {
+        const auto p = dir.write("x.npy", ckpt::npy_file({"x", "F64", {2, 1, 1, 2}, {1, 2, 3, 4}}));
+        check_refused(read_layer_input(p, limit), p, "x",
+                      "expected the input as (d_model), (tokens, d_model) or (batch, seq, d_model), its shape is (2, 1, 1, 2)");
     }
     SUBCASE("an empty .npy") {
         const auto p = dir.write("x.npy", ckpt::npy_file({"x", "F64", {0, 4}, {}}));

@@ -264,6 +264,12 @@ cli_test("run --checkpoint --word not in the vocabulary lists the nearest tokens
 cli_test("run --checkpoint --word without a vocabulary says to give --embedding" 2 EMPTY
   "^error: .*llama: --word: the checkpoint's directory has no vocab.json or tokenizer.json .*give --embedding with token ids$"
   -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --word " Paris")
+cli_test("run --checkpoint --token with a word points to --word" 2 EMPTY
+  "^error: --token: expected a whole number .*got \" Paris\". --token picks the tokens to detail by index. to trace a word of a checkpoint's vocabulary, give --word"
+  -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --token " Paris")
+cli_test("run --checkpoint checks that each token alone gives the numbers of all at once, in one more pass over the file" 0
+  "position-wise each of the 2 tokens traced alone gives the same numbers as all traced at once: .*✓"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --input ${CKPT}/x.npy --detail summary --color never)
 cli_test("run --checkpoint --layer out of range names --layer and the range" 2 EMPTY
   "^error: .*gpt2: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
   -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 2 --word " Paris")

@@ -78,6 +78,8 @@ public:
     outcome<matrix> read_matrix_transposed(std::string_view name) const;
     // A 1-D tensor (n).
     outcome<std::vector<double>> read_vector(std::string_view name) const;
+    // Every value of a tensor of any shape, in C order.
+    outcome<std::vector<double>> read_values(std::string_view name) const;
     // Rows of a 2-D tensor (rows, cols), in the order asked and repeats allowed:
     // (rows.size(), cols). Only those rows are converted (a deflated .npz entry is inflated whole).
     outcome<matrix> read_rows(std::string_view name, const std::vector<std::size_t>& rows) const;

@@ -92,14 +92,15 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
     return traced{std::move(*ex), std::move(*tr), std::nullopt, std::move(claims), nullptr};
 }
 
-CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
-    auto check = [min, max](std::string& given) -> std::string {
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if_not_digits) {
+    auto check = [min, max, if_not_digits](std::string& given) -> std::string {
         const auto refuse = [&] {
             return fmt::format("expected a whole number from {} to {} in decimal digits, got {}", min, max,
                                ffn_trace::quote(given));
         };
         // Digits only, and no leading zero, which some readers take for octal.
-        if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos) return refuse();
+        if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos)
+            return if_not_digits.empty() ? refuse() : refuse() + "; " + if_not_digits;
         if (given.size() > 1 && given[0] == '0') return refuse();
         std::uint64_t value = 0;
         for (char c : given) {
@@ -130,7 +131,10 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
     sub.add_option("--detail", f.detail,
                    "summary, values or arithmetic (default: arithmetic when d_model ≤ 8, d_ff ≤ 16 and d_out ≤ 16)")
         ->check(CLI::IsMember({"summary", "values", "arithmetic"}));
-    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all()->check(whole_number(0));
+    sub.add_option("--token", f.tokens, "Detail only this token (flat index); repeatable")->take_all()->check(
+        whole_number(0, std::numeric_limits<std::uint64_t>::max(),
+                     "--token picks the tokens to detail by index; to trace a word of a checkpoint's vocabulary, give "
+                     "--word"));
     sub.add_option("--precision", f.precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub.add_flag("--full", f.full, "Print long vectors whole instead of first … last");
     sub.add_option("--color", f.color, "Terminal colours")

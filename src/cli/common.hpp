@@ -73,7 +73,9 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
 // to max, nothing else. CLI11 would read "-1" as 2^64 − 1, "010" as 8 and "0x40" as 64; this
 // refuses them, naming the option: "--d-model: expected a whole number from 1 to
 // 18446744073709551615 in decimal digits, got "-1"".
-CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
+// `if_not_digits` is added to the error when the value is not a number at all.
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max(),
+                            std::string if_not_digits = "");
 
 // The options of a walkthrough, shared by run and grad.
 struct walkthrough_flags {

@@ -26,7 +26,7 @@ void setup_run(CLI::App& app, int& status) {
     sub->add_option("--arch", c.arch, "The architecture when there is no config.json")
         ->check(CLI::IsMember({"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}))
         ->needs(checkpoint);
-    auto* input = sub->add_option("--input", c.input, "The layer's input: .npy, .npz or .json, (d_model) or (tokens, d_model)")
+    auto* input = sub->add_option("--input", c.input, "The layer's input: .npy, .npz or .json, (d_model), (tokens, d_model) or (batch, seq, d_model)")
                       ->needs(checkpoint);
     auto* embedding = sub->add_option("--embedding", c.embedding, "Token ids whose embedding rows are the input")
                           ->delimiter(',')

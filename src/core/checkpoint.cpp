@@ -487,13 +487,14 @@ outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_f
         if (tensors.size() != 1)
             return error{path, "", fmt::format("expected one tensor, the layer's input; the file holds {}", tensors.size())};
         const tensor_info& t = tensors.front();
-        if (t.shape.empty() || t.shape.size() > 2 || t.elements() == 0)
-            return error{path, t.name, fmt::format("expected the input as (d_model) or (tokens, d_model), its shape is {}",
-                                                   detail::shape_text(t.shape))};
-        auto m = (*source)->read_matrix(t.name);
-        if (!m) return m.err();
-        in.x = std::move(*m);
-        if (t.shape.size() == 2) in.lead = {t.shape[0]};
+        if (t.shape.empty() || t.shape.size() > 3 || t.elements() == 0)
+            return error{path, t.name, fmt::format("expected the input as (d_model), (tokens, d_model) or (batch, seq, d_model), "
+                                                   "its shape is {}", detail::shape_text(t.shape))};
+        auto values = (*source)->read_values(t.name);
+        if (!values) return values.err();
+        in.x = matrix(t.elements() / t.shape.back(), t.shape.back());
+        in.x.data = std::move(*values);
+        in.lead.assign(t.shape.begin(), t.shape.end() - 1);
     } else {
         auto text = detail::read_file(path, path, max_file_size);
         if (!text) return text.err();

@@ -206,6 +206,16 @@ outcome<std::vector<double>> tensor_source::read_vector(std::string_view name) c
     return v;
 }
 
+outcome<std::vector<double>> tensor_source::read_values(std::string_view name) const {
+    std::vector<std::byte> scratch;
+    auto at = locate(name, scratch);
+    if (!at) return at.err();
+    std::vector<double> v(at->info->elements());
+    convert(at->info->type, at->bytes, v);
+    release(*at->info, at->bytes);
+    return v;
+}
+
 outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vector<std::size_t>& rows) const {
     std::vector<std::byte> scratch;
     auto at = locate(name, scratch);
