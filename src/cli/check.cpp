@@ -27,21 +27,23 @@ int run_check(const check_options& options) {
     std::string out;
     std::size_t total = 0, failed = 0;
     for (const auto& r : results) {
+        // The file's name and its notes are the user's text: each report stays one line.
+        const std::string file = ffn_trace::one_line(r.ex.file);
         const std::size_t n = r.claims.size(), bad = ffn_trace::count_failed(r.claims);
         total += n;
         failed += bad;
         if (n == 0)
-            out += fmt::format("{}: no claims to check\n", r.ex.file);
+            out += fmt::format("{}: no claims to check\n", file);
         else if (bad == 0)
-            out += fmt::format("{}: all {} claims hold\n", r.ex.file, n);
+            out += fmt::format("{}: all {} claims hold\n", file, n);
         else
-            out += fmt::format("{}: {} of {} claims fail\n", r.ex.file, bad, n);
+            out += fmt::format("{}: {} of {} claims fail\n", file, bad, n);
         for (const auto& c : r.claims) {
             if (c.ok) continue;
             const auto& note = r.ex.expect[c.expectation].note;
             out += fmt::format("  {}{}: claimed {}, computed {:.6g}, difference {:.3g} (tolerance {}){}\n", c.step,
                                ffn_trace::element_index(r.ex.lead, c.token, c.index), c.claimed, c.computed,
-                               c.difference(), c.tolerance, note.empty() ? "" : " — " + note);
+                               c.difference(), c.tolerance, note.empty() ? "" : " — " + ffn_trace::one_line(note));
         }
     }
     if (results.size() > 1)

@@ -24,7 +24,7 @@ ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const
         auto in = ffn_trace::read_layer_input(f.input, limits.max_file_size);
         if (!in) return in.err();
         c.in = std::move(*in);
-        c.how = fmt::format("The input is read from {}.", f.input);
+        c.how = fmt::format("The input is read from {}.", ffn_trace::one_line(f.input));
         return c;
     }
     std::vector<std::size_t> ids = f.embedding;
@@ -112,7 +112,7 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
 
     example ex;
     ex.file = f.path;
-    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", f.layer, m.arch, f.path);
+    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", f.layer, m.arch, ffn_trace::one_line(f.path));
     ex.description = input->how;
     ex.stored = m.arch == "gpt2" ? layout::in_out : layout::out_in;
     ex.layout_stated = true;

@@ -165,6 +165,13 @@ public:
         if (!j.is_string()) return fail(path, fmt::format("expected a string, got {}", kind_of(j)));
         return j.get<std::string>();
     }
+    // Prose that every view prints (a title, a label, a note): control characters escaped, so that
+    // a file cannot break a view's lines or forge a line of its own ("\nerror: …", terminal codes).
+    outcome<std::string> read_text(const json& j, const std::string& path) const {
+        auto s = read_string(j, path);
+        if (!s) return s;
+        return one_line(*s);
+    }
 
     // Refuses keys outside `valid`, naming the nearest valid one.
     std::optional<error> check_keys(const json& object, const std::string& prefix,
@@ -601,7 +608,7 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
             return fail(path, fmt::format("expected {} names, one per {}, got {}", p.count, p.per,
                                           names->is_array() ? std::to_string(names->size()) : kind_of(*names)));
         for (std::size_t i = 0; i < names->size(); ++i) {
-            auto s = read_string((*names)[i], fmt::format("{}[{}]", path, i));
+            auto s = read_text((*names)[i], fmt::format("{}[{}]", path, i));
             if (!s) return s.err();
             p.into->push_back(std::move(*s));
         }
@@ -736,7 +743,7 @@ std::optional<error> loader::load_expect(const json& root, example& ex) const {
             e.tolerance = tol->get<double>();
         }
         if (const json* note = member(entry, "note")) {
-            auto s = read_string(*note, e.path + ".note");
+            auto s = read_text(*note, e.path + ".note");
             if (!s) return s.err();
             e.note = std::move(*s);
         }
@@ -779,7 +786,7 @@ outcome<example> loader::load(const json& root) {
     ex.file = std::string(file_);
     for (auto key : {"title", "description"}) {
         if (const json* j = member(root, key)) {
-            auto s = read_string(*j, key);
+            auto s = read_text(*j, key);
             if (!s) return s.err();
             (std::string_view(key) == "title" ? ex.title : ex.description) = std::move(*s);
         }
