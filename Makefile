@@ -39,3 +39,9 @@ clean:
 .PHONY: bench
 bench: build
 	bash scripts/bench.sh
+
+# `make bench-scale`: grad and run --detail summary against run --format json on layers of
+# growing size (example files made on the fly); `scripts/bench-parse.sh` does the same for parsing.
+.PHONY: bench-scale
+bench-scale: build
+	bash scripts/bench-scale.sh

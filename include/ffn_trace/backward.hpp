@@ -76,7 +76,7 @@ inline constexpr double check_budget = 2e9;
 // Every gradient (at most max_checks of them, evenly spread, and only as many as check_budget
 // affords) against central finite differences of the loss; past that, one direction per weight. With out_in, the worst place is named in the file's (outputs × inputs) indexing.
 gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in = false,
-                               std::size_t max_checks = 4000);
+                               std::size_t max_checks = 256);
 
 struct descent_step {
     double learning_rate = 0;

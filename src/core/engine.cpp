@@ -45,6 +45,11 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
     matrix y(tokens, n_out);
     if (!b.empty())
         for (std::size_t t = 0; t < tokens; ++t) std::copy(b.begin(), b.end(), y.row(t).begin());
+    if (tokens == 1) {  // y (n_out) = Wᵀ (n_out, n_in) · x (n_in) + y: no copy of W into the library's blocks
+        cblas_dgemv(CblasRowMajor, CblasTrans, dim(n_in), dim(n_out), 1.0, w.data.data(), dim(n_out), x.data.data(), 1,
+                    b.empty() ? 0.0 : 1.0, y.data.data(), 1);
+        return y;
+    }
     // y (tokens, n_out) = x (tokens, n_in) · W (n_in, n_out) + y
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(n_out), dim(n_in), 1.0, x.data.data(),
                 dim(n_in), w.data.data(), dim(n_out), b.empty() ? 0.0 : 1.0, y.data.data(), dim(n_out));
