@@ -91,6 +91,9 @@ std::vector<std::string_view> moe_step_names(const moe& layer);
 outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead);
 // The same for a layer the trace will hold a copy of (small layers, tests).
 outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::size_t> lead);
+// Each token of x routed and run through products of its own, as though traced alone (see
+// run_ffn_each_alone): one pass over each expert the tokens choose.
+outcome<moe_trace> run_moe_each_alone(std::shared_ptr<const moe> layer, const matrix& x);
 // The numbers run_moe's trace of `tokens` tokens can hold at most (every token's top_k experts
 // and the shared ones), as trace_elements counts a dense trace.
 std::size_t trace_elements(const moe& layer, std::size_t tokens);

@@ -151,7 +151,9 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
     return run_moe(std::make_shared<const moe>(layer), x, std::move(lead));
 }
 
-outcome<moe_trace> run_moe(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead) {
+namespace {
+
+outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
     const moe& layer = *shared;
     moe_trace t{shared, std::move(lead), x, {}, {}, {}, {}};
     const std::size_t tokens = x.rows;
@@ -166,6 +168,13 @@ outcome<moe_trace> run_moe(std::shared_ptr<const moe> shared, const matrix& x, s
 
     // One call per line, in the order of the diagram: route, run the chosen experts, combine.
     matrix logits = linear(in, layer.router, layer.router_b);
+    if (each_alone)
+        for (std::size_t tok = 0; tok < tokens; ++tok) {
+            matrix one(1, in.cols);
+            std::copy(in.row(tok).begin(), in.row(tok).end(), one.data.begin());
+            const matrix r = linear(one, layer.router, layer.router_b);
+            std::copy(r.data.begin(), r.data.end(), logits.row(tok).begin());
+        }
     softmax_parts sm = softmax(logits);
     choose_experts(sm.p, layer.top_k, t.chosen, t.tied);
     matrix chosen_sum;
@@ -176,14 +185,16 @@ outcome<moe_trace> run_moe(std::shared_ptr<const moe> shared, const matrix& x, s
         for (std::size_t tok = 0; tok < tokens; ++tok)
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
-        auto et = run_ffn(std::shared_ptr<const ffn>(shared, &layer.experts[e]), gather(in, routed), {routed.size()});
+        const std::shared_ptr<const ffn> expert(shared, &layer.experts[e]);
+        auto et = each_alone ? run_ffn_each_alone(expert, gather(in, routed)) : run_ffn(expert, gather(in, routed), {routed.size()});
         if (!et) return in_expert(et.err(), fmt::format("expert[{}]", e), routed, t.lead);
         t.experts.push_back({e, false, std::move(routed), std::move(*et)});
     }
     std::vector<std::size_t> every(tokens);
     std::iota(every.begin(), every.end(), 0);
     for (std::size_t s = 0; s < layer.shared.size(); ++s) {
-        auto et = run_ffn(std::shared_ptr<const ffn>(shared, &layer.shared[s]), in, {tokens});
+        const std::shared_ptr<const ffn> expert(shared, &layer.shared[s]);
+        auto et = each_alone ? run_ffn_each_alone(expert, in) : run_ffn(expert, in, {tokens});
         if (!et) return in_expert(et.err(), fmt::format("shared[{}]", s), every, t.lead);
         t.experts.push_back({s, true, every, std::move(*et)});
     }
@@ -215,6 +226,16 @@ outcome<moe_trace> run_moe(std::shared_ptr<const moe> shared, const matrix& x, s
         for (const auto& s : et.tr.steps)
             if (auto e = overflow_in(et.prefix() + "." + s.name, s.value, t.lead, &et.tokens)) return *e;
     return t;
+}
+
+}  // namespace
+
+outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead) {
+    return run(std::move(layer), x, std::move(lead), false);
+}
+
+outcome<moe_trace> run_moe_each_alone(std::shared_ptr<const moe> layer, const matrix& x) {
+    return run(std::move(layer), x, {x.rows}, true);
 }
 
 moe_parameters count_parameters(const moe& layer) {

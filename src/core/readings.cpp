@@ -104,12 +104,13 @@ moe_readings read_moe_trace(const moe_trace& t) {
 
     // Position-wise: every token alone must choose the same experts and get the same numbers.
     double scale = 1;
-    for (const std::size_t token : position_wise_sample(t.tokens())) {
-        matrix x(1, t.input.cols);
-        std::copy(t.input.row(token).begin(), t.input.row(token).end(), x.data.begin());
-        const auto alone = run_moe(l, x, {});
-        if (!alone) continue;  // cannot happen: the same arithmetic succeeded on the whole input
-        if (alone->chosen[0] != t.chosen[token]) {
+    const auto sample = position_wise_sample(t.tokens());
+    matrix x(sample.size(), t.input.cols);
+    for (std::size_t k = 0; k < sample.size(); ++k) std::copy(t.input.row(sample[k]).begin(), t.input.row(sample[k]).end(), x.row(k).begin());
+    const auto alone = sample.empty() ? outcome<moe_trace>(error{}) : run_moe_each_alone(t.layer_ptr, x);
+    for (std::size_t k = 0; alone && k < sample.size(); ++k) {
+        const std::size_t token = sample[k];
+        if (alone->chosen[k] != t.chosen[token]) {
             r.position_wise_same_choice = false;
             continue;
         }
@@ -120,13 +121,14 @@ moe_readings read_moe_trace(const moe_trace& t) {
                 scale = std::max(scale, std::abs(a[i]));
             }
         };
-        for (std::size_t s = 0; s < t.steps.size(); ++s) compare(t.steps[s].value.row(token), alone->steps[s].value.row(0));
+        for (std::size_t s = 0; s < t.steps.size(); ++s) compare(t.steps[s].value.row(token), alone->steps[s].value.row(k));
         for (const auto& et : t.experts) {
             const auto row = et.row_of(token);
             if (!row) continue;
             const expert_trace* mine = alone->expert(et.expert, et.shared);
+            const auto mine_row = mine->row_of(k);
             for (std::size_t s = 0; s < et.tr.steps.size(); ++s)
-                compare(et.tr.steps[s].value.row(*row), mine->tr.steps[s].value.row(0));
+                compare(et.tr.steps[s].value.row(*row), mine->tr.steps[s].value.row(*mine_row));
         }
     }
     r.position_wise_ok = r.position_wise_same_choice && r.position_wise_max_difference <= position_wise_tolerance * scale;
