@@ -291,3 +291,8 @@ cli_test("check verifies claims on a checkpoint's layer named by an example file
   -- ${FT} check ${INPUTS}/checkpoint_claims.json)
 cli_test("grad traces the backward pass of a checkpoint's layer named by an example file" 0 "largest relative error [0-9.e-]+ at .* ✓" EMPTY
   -- ${FT} grad ${INPUTS}/checkpoint_claims.json --color never)
+
+# --version and -V: the project's version, and the commit when built from a checkout
+cli_test("--version prints the project's version" 0 "^ffn-trace ${PROJECT_VERSION}( \\(commit [0-9a-f]+(-dirty)?\\))?$" EMPTY
+  -- ${FT} --version)
+cli_test("-V is --version" 0 "^ffn-trace ${PROJECT_VERSION}" EMPTY -- ${FT} -V)

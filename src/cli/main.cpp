@@ -14,12 +14,14 @@
 #include "grad.hpp"
 #include "params.hpp"
 #include "run.hpp"
+#include "version.hpp"
 
 namespace {
 
 int parse_and_run(int argc, char** argv) {
     CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
     app.require_subcommand(1);
+    app.set_version_flag("-V,--version", std::string(cli::version_line()), "Print the version (and git commit) and exit");
     int status = cli::exit_ok;
     cli::setup_run(app, status);
     cli::setup_check(app, status);
@@ -31,6 +33,8 @@ int parse_and_run(int argc, char** argv) {
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the
