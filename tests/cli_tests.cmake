@@ -296,3 +296,23 @@ cli_test("grad traces the backward pass of a checkpoint's layer named by an exam
 cli_test("--version prints the project's version" 0 "^ffn-trace ${PROJECT_VERSION}( \\(commit [0-9a-f]+(-dirty)?\\))?$" EMPTY
   -- ${FT} --version)
 cli_test("-V is --version" 0 "^ffn-trace ${PROJECT_VERSION}" EMPTY -- ${FT} -V)
+
+# new: a complete example file that check and run take as written
+cli_test("new prints an example whose claim holds" 0 "<stdin>: all 6 claims hold" EMPTY
+  -- bash -c "\"$0\" new | \"$0\" check -" ${FT})
+cli_test("new --moe prints a Mixture of Experts that runs" 0 "Route" EMPTY
+  -- bash -c "\"$0\" new --moe 4 --top-k 2 --gated --activation gelu --layout out_in | \"$0\" run - --color never" ${FT})
+cli_test("new --gated names the gated activation" 0 "\"activation\": \"swiglu\"" EMPTY -- ${FT} new --gated --activation silu)
+cli_test("new --zeros writes zeros" 0 "\"input\": \\[ \\[0.0, 0.0, 0.0\\], \\[0.0, 0.0, 0.0\\] \\]" EMPTY -- ${FT} new --zeros)
+cli_test("new refuses a gated identity" 2 EMPTY "^error: --gated: \"identity\" has no gated form" -- ${FT} new --gated --activation identity)
+cli_test("new refuses more experts per token than experts" 2 EMPTY "^error: --top-k: 3 experts per token" -- ${FT} new --moe 2 --top-k 3)
+cli_test("new refuses --top-k without --moe" 2 EMPTY "^error: --top-k requires --moe" -- ${FT} new --top-k 1)
+cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --zeros" -- ${FT} new --seed 3 --zeros)
+
+# schema and generate
+cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
+cli_test("generate man prints the page with every subcommand" 0
+  "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|generate\\)" EMPTY
+  -- ${FT} generate bash)
+cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)

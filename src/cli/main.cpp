@@ -11,9 +11,12 @@
 #include "common.hpp"
 #include "ffn_trace/error.hpp"
 #include "gelu_table.hpp"
+#include "generate.hpp"
 #include "grad.hpp"
+#include "new.hpp"
 #include "params.hpp"
 #include "run.hpp"
+#include "schema.hpp"
 #include "version.hpp"
 
 namespace {
@@ -28,6 +31,9 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_grad(app, status);
     cli::setup_gelu_table(app, status);
     cli::setup_params(app, status);
+    cli::setup_new(app, status);
+    cli::setup_schema(app, status);
+    cli::setup_generate(app, status);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
