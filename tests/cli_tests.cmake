@@ -316,3 +316,17 @@ cli_test("generate man prints the page with every subcommand" 0
 cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
+
+# cmake --install: the stripped binary, the man page, the three completions and the examples with
+# their schema, under the prefix given
+cli_test("cmake --install puts everything under the prefix, the binary stripped" 0
+  "^bin/ffn-trace share/bash-completion/completions/ffn-trace share/ffn-trace/examples/abs_identity.json .*share/ffn-trace/examples/ffn-trace.schema.json .*share/ffn-trace/examples/walkthrough.json share/fish/vendor_completions.d/ffn-trace.fish share/man/man1/ffn-trace.1 share/zsh/site-functions/_ffn-trace stripped$"
+  EMPTY
+  -- bash -c [[
+    set -e
+    prefix=$(mktemp -d)
+    trap 'rm -rf "$prefix"' EXIT
+    "$0" --install "$1" --prefix "$prefix" >/dev/null
+    (cd "$prefix" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
+    nm "$prefix/bin/ffn-trace" 2>&1 | grep -q "no symbols" && echo stripped || echo "not stripped"]]
+    ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR})
