@@ -330,3 +330,16 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
     (cd "$prefix" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
     nm "$prefix/bin/ffn-trace" 2>&1 | grep -q "no symbols" && echo stripped || echo "not stripped"]]
     ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR})
+
+# The generated bash completion, sourced and asked as bash asks it on TAB
+cli_test("bash completes subcommands, an option's choices and new's activations" 0
+  "^run check grad gelu-table params new schema generate -h --help -V --version \\| text markdown json \\| silu swiglu$" EMPTY
+  -- bash -c [[
+    source <("$0" generate bash)
+    ask() { COMP_WORDS=("$@")
+            COMP_CWORD=$(($# - 1))
+            COMPREPLY=()
+            _ffn_trace
+            echo "${COMPREPLY[*]}"
+          }
+    echo "$(ask ffn-trace "") | $(ask ffn-trace run --format "") | $(ask ffn-trace new --activation s)"]] ${FT})
