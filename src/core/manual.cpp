@@ -128,8 +128,10 @@ std::string fish_text(std::string_view text) {
 }
 
 std::string bash(const cli_program& p) {
-    std::string commands, top;
-    for (const auto& c : p.commands) commands += (commands.empty() ? "" : " ") + c.name;
+    std::vector<std::string> command_names;
+    for (const auto& c : p.commands) command_names.push_back(c.name);
+    const std::string commands = fmt::format("{}", fmt::join(command_names, " "));
+    std::string top;
     for (const auto& o : p.options)
         for (const auto& n : o.names) top += " " + n;
     std::string out = fmt::format("# bash completion for {0}, written by `{0} generate bash`\n"
@@ -142,11 +144,7 @@ std::string bash(const cli_program& p) {
                                   "    done\n"
                                   "    case $cmd in\n"
                                   "        \"\") COMPREPLY=($(compgen -W \"{2}{3}\" -- \"$cur\")) ;;\n",
-                                  p.name, fmt::join(commands.empty() ? std::vector<std::string>{"-"} : [&] {
-                                      std::vector<std::string> v;
-                                      for (const auto& c : p.commands) v.push_back(c.name);
-                                      return v;
-                                  }(), "|"), commands, top);
+                                  p.name, fmt::join(command_names, "|"), commands, top);
     for (const auto& c : p.commands) {
         std::string opts, cases;
         bool files = false;
