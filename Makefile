@@ -1,11 +1,15 @@
 # The two commands of the quick start: `make demo` and `make test`.
 # Both install the missing Debian packages first, then configure and build.
+# `make install` builds a Release binary and installs it, stripped, with the man page, the
+# completions and the examples under PREFIX (/usr/local by default; DESTDIR for staging);
+# `make package` builds ffn-trace_<version>_amd64.deb with CPack, for /usr.
 # `make sanitize` runs every test under ASan and UBSan; `make fuzz` fuzzes the loader,
 # the engine and the views for FUZZ_SECONDS (60 by default).
 
 FUZZ_SECONDS ?= 60
+PREFIX ?= /usr/local
 
-.PHONY: deps build demo test sanitize fuzz clean
+.PHONY: deps build demo test sanitize fuzz clean install package
 
 deps:
 	@bash scripts/install-deps.sh
@@ -20,6 +24,18 @@ demo: build
 test: build
 	ctest --preset default
 
+install: deps
+	cmake --preset release -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build --preset release
+	cmake --install build-release
+
+package: deps
+	cmake --preset package
+	cmake --build --preset package
+	cd build-package && cpack -G DEB
+	cp build-package/ffn-trace_*.deb .
+	@ls ffn-trace_*.deb
+
 sanitize: deps
 	cmake --preset sanitize
 	cmake --build --preset sanitize
@@ -32,7 +48,7 @@ fuzz:
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-sanitize build-fuzz
+	rm -rf build build-sanitize build-fuzz build-release build-package ffn-trace_*.deb
 
 # `make bench`: ffn-trace against a NumPy float64 route on GPT-2, Llama-2-7B and Mixtral layers
 # of real shape with random weights (checkpoints made once into build/bench/cache, about 3.3 GB).

@@ -4,7 +4,9 @@
 set -euo pipefail
 
 # Usage: install-deps.sh [fuzz]   ("fuzz" adds clang and its libFuzzer runtime)
-packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev)
+# python3-jsonschema: the schema test validates the examples with an independent validator.
+# dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
+packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema dpkg-dev file)
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()

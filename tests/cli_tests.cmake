@@ -303,3 +303,55 @@ cli_test("check verifies claims on a checkpoint's layer named by an example file
   -- ${FT} check ${INPUTS}/checkpoint_claims.json)
 cli_test("grad traces the backward pass of a checkpoint's layer named by an example file" 0 "largest relative error [0-9.e-]+ at .* ✓" EMPTY
   -- ${FT} grad ${INPUTS}/checkpoint_claims.json --color never)
+
+# --version and -V: the project's version, and the commit when built from a checkout
+cli_test("--version prints the project's version" 0 "^ffn-trace ${PROJECT_VERSION}( \\(commit [0-9a-f]+(-dirty)?\\))?$" EMPTY
+  -- ${FT} --version)
+cli_test("-V is --version" 0 "^ffn-trace ${PROJECT_VERSION}" EMPTY -- ${FT} -V)
+
+# new: a complete example file that check and run take as written
+cli_test("new prints an example whose claim holds" 0 "<stdin>: all 6 claims hold" EMPTY
+  -- bash -c "\"$0\" new | \"$0\" check -" ${FT})
+cli_test("new --moe prints a Mixture of Experts that runs" 0 "Route" EMPTY
+  -- bash -c "\"$0\" new --moe 4 --top-k 2 --gated --activation gelu --layout out_in | \"$0\" run - --color never" ${FT})
+cli_test("new --gated names the gated activation" 0 "\"activation\": \"swiglu\"" EMPTY -- ${FT} new --gated --activation silu)
+cli_test("new --zeros writes zeros" 0 "\"input\": \\[ \\[0.0, 0.0, 0.0\\], \\[0.0, 0.0, 0.0\\] \\]" EMPTY -- ${FT} new --zeros)
+cli_test("new refuses a gated identity" 2 EMPTY "^error: --gated: \"identity\" has no gated form" -- ${FT} new --gated --activation identity)
+cli_test("new refuses more experts per token than experts" 2 EMPTY "^error: --top-k: 3 experts per token" -- ${FT} new --moe 2 --top-k 3)
+cli_test("new refuses --top-k without --moe" 2 EMPTY "^error: --top-k requires --moe" -- ${FT} new --top-k 1)
+cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --zeros" -- ${FT} new --seed 3 --zeros)
+
+# schema and generate
+cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
+cli_test("generate man prints the page with every subcommand" 0
+  "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|generate\\)" EMPTY
+  -- ${FT} generate bash)
+cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
+
+# cmake --install: the stripped binary, the man page, the three completions and the examples with
+# their schema, under the prefix given
+cli_test("cmake --install puts everything under the prefix, the binary stripped" 0
+  "^bin/ffn-trace share/bash-completion/completions/ffn-trace share/ffn-trace/examples/abs_identity.json .*share/ffn-trace/examples/ffn-trace.schema.json .*share/ffn-trace/examples/walkthrough.json share/fish/vendor_completions.d/ffn-trace.fish share/man/man1/ffn-trace.1 share/zsh/site-functions/_ffn-trace stripped$"
+  EMPTY
+  -- bash -c [[
+    set -e
+    prefix=$(mktemp -d)
+    trap 'rm -rf "$prefix"' EXIT
+    "$0" --install "$1" --prefix "$prefix" >/dev/null
+    (cd "$prefix" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
+    nm "$prefix/bin/ffn-trace" 2>&1 | grep -q "no symbols" && echo stripped || echo "not stripped"]]
+    ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR})
+
+# The generated bash completion, sourced and asked as bash asks it on TAB
+cli_test("bash completes subcommands, an option's choices and new's activations" 0
+  "^run check grad gelu-table params new schema generate -h --help -V --version \\| text markdown json \\| silu swiglu$" EMPTY
+  -- bash -c [[
+    source <("$0" generate bash)
+    ask() { COMP_WORDS=("$@")
+            COMP_CWORD=$(($# - 1))
+            COMPREPLY=()
+            _ffn_trace
+            echo "${COMPREPLY[*]}"
+          }
+    echo "$(ask ffn-trace "") | $(ask ffn-trace run --format "") | $(ask ffn-trace new --activation s)"]] ${FT})

@@ -110,7 +110,7 @@ TEST_CASE("square matrices leave the layout open, and the error says to state it
 TEST_CASE("unknown keys and names come with the nearest valid one") {
     CHECK(error_of(R"({"activaton": "relu"})") ==
           "ex.json: activaton: unknown key; did you mean \"activation\"? (valid keys here: activation, layout, weights, "
-          "moe, norm, checkpoint, layer, arch, input, residual, title, description, labels, expect, target, upstream)");
+          "moe, norm, checkpoint, layer, arch, input, residual, title, description, labels, expect, target, upstream, $schema)");
     CHECK(error_of(R"({"activation": "gleu"})") ==
           "ex.json: activation: unknown activation \"gleu\"; did you mean \"gelu\"? (expected one of relu, gelu, "
           "gelu_exact, silu, identity, swiglu, geglu, reglu)");
@@ -263,9 +263,21 @@ TEST_CASE("files: a UTF-8 byte order mark at the start is skipped") {
     CHECK(error_of(" \xEF\xBB\xBF" + small()).rfind("ex.json: line 1, column 2: malformed JSON", 0) == 0);
 }
 
-TEST_CASE("every example in data/ loads") {
+TEST_CASE("\"$schema\" names the file format's schema for editors, and must be a string") {
+    CHECK(parse_example(small(R"("$schema": "ffn-trace.schema.json")"), "s.json"));
+    CHECK(error_of(small(R"("$schema": 1)")) == "ex.json: $schema: expected a string, got the number 1");
+}
+
+TEST_CASE("every example in data/ loads and names the schema") {
     for (const auto& entry : std::filesystem::directory_iterator(FFN_TRACE_DATA_DIR)) {
-        if (entry.path().extension() != ".json") continue;
+        const std::string name = entry.path().filename().string();
+        if (entry.path().extension() != ".json" || name.ends_with(".schema.json")) continue;
+        const std::string text = [&] {
+            std::ifstream in(entry.path());
+            return std::string(std::istreambuf_iterator<char>(in), {});
+        }();
+        CHECK_MESSAGE(text.find("\"$schema\": \"ffn-trace.schema.json\"") != std::string::npos,
+                      name, " should name the schema, as its first key");
         CAPTURE(entry.path().string());
         const auto ex = load_example(entry.path().string());
         if (!ex) FAIL(ex.err().to_string());

@@ -11,7 +11,7 @@ namespace cli {
 void setup_check(CLI::App& app, int& status) {
     auto options = std::make_shared<check_options>();
     auto* sub = app.add_subcommand("check", "Verify the claimed numbers (\"expect\") of example files");
-    sub->add_option("files", options->files, "Example files (JSON), or - for standard input")->required();
+    sub->add_option("files", options->files, "Example files (JSON), or - for standard input")->required()->type_name("FILE");
     add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_check(*options); });
 }

@@ -14,7 +14,7 @@ namespace cli {
 void setup_grad(CLI::App& app, int& status) {
     auto o = std::make_shared<grad_options>();
     auto* sub = app.add_subcommand("grad", "Trace the backward pass of an example file, check it, and take a step");
-    sub->add_option("file", o->file, "Example file (JSON) with \"target\" or \"upstream\", or - for standard input")->required();
+    sub->add_option("file", o->file, "Example file (JSON) with \"target\" or \"upstream\", or - for standard input")->required()->type_name("FILE");
     add_walkthrough_options(*sub, o->walkthrough);
     sub->add_option("--lr", o->lr, "Take one step of gradient descent with this learning rate");
     add_limits(*sub, o->limits);

@@ -11,26 +11,36 @@
 #include "common.hpp"
 #include "ffn_trace/error.hpp"
 #include "gelu_table.hpp"
+#include "generate.hpp"
 #include "grad.hpp"
+#include "new.hpp"
 #include "params.hpp"
 #include "run.hpp"
+#include "schema.hpp"
+#include "version.hpp"
 
 namespace {
 
 int parse_and_run(int argc, char** argv) {
     CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
     app.require_subcommand(1);
+    app.set_version_flag("-V,--version", std::string(cli::version_line()), "Print the version (and git commit) and exit");
     int status = cli::exit_ok;
     cli::setup_run(app, status);
     cli::setup_check(app, status);
     cli::setup_grad(app, status);
     cli::setup_gelu_table(app, status);
     cli::setup_params(app, status);
+    cli::setup_new(app, status);
+    cli::setup_schema(app, status);
+    cli::setup_generate(app, status);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the

@@ -16,17 +16,19 @@ namespace cli {
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
     auto* sub = app.add_subcommand("run", "Trace an example file through the FFN, step by step");
-    auto* file = sub->add_option("file", options->file, "Example file (JSON), or - for standard input");
+    auto* file = sub->add_option("file", options->file, "Example file (JSON), or - for standard input")->type_name("FILE");
     checkpoint_flags& c = options->checkpoint;
     auto* checkpoint = sub->add_option("--checkpoint", c.path,
                                        "A real layer instead: a checkpoint directory (config.json and safetensors), "
-                                       "a .safetensors file or an index");
+                                       "a .safetensors file or an index")
+                          ->type_name("FILE");
     file->excludes(checkpoint);
     sub->add_option("--layer", c.layer, "The layer of the checkpoint to trace (from 0)")->check(whole_number(0))->needs(checkpoint);
     sub->add_option("--arch", c.arch, "The architecture when there is no config.json")
         ->check(CLI::IsMember({"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}))
         ->needs(checkpoint);
     auto* input = sub->add_option("--input", c.input, "The layer's input: .npy, .npz or .json, (d_model), (tokens, d_model) or (batch, seq, d_model)")
+                      ->type_name("FILE")
                       ->needs(checkpoint);
     auto* embedding = sub->add_option("--embedding", c.embedding, "Token ids whose embedding rows are the input")
                           ->delimiter(',')

@@ -25,7 +25,7 @@ std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "
 
 std::vector<std::string_view> example_keys() {
     return {"activation", "layout", "weights", "moe", "norm", "checkpoint", "layer", "arch", "input", "residual", "title", "description", "labels", "expect",
-            "target", "upstream"};
+            "target", "upstream", "$schema"};
 }
 
 namespace detail {
@@ -784,6 +784,9 @@ outcome<example> loader::load(const json& root) {
     if (auto e = check_keys(root, "", example_keys())) return *e;
     example ex;
     ex.file = std::string(file_);
+    // "$schema" names the file format's JSON Schema for editors; the loader checks the file itself.
+    if (const json* s = member(root, "$schema"))
+        if (auto text = read_string(*s, "$schema"); !text) return text.err();
     for (auto key : {"title", "description"}) {
         if (const json* j = member(root, key)) {
             auto s = read_text(*j, key);

@@ -1,0 +1,73 @@
+#include "ffn_trace/manual.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace ffn_trace;
+
+namespace {
+
+cli_program program() {
+    cli_program p{"ffn-trace", "trace every number", "ffn-trace 9.9.9", {}, {}};
+    p.options.push_back({{"-V", "--version"}, false, "", {}, "", "Print the version", false});
+    cli_command run{"run", "Trace an example file", {}};
+    run.options.push_back({{"file"}, true, "FILE", {}, "", "Example file", false});
+    run.options.push_back({{"--format"}, false, "TEXT", {"text", "markdown", "json"}, "text", "Output format", false});
+    run.options.push_back({{"--token"}, false, "UINT", {}, "", "Detail only this token; repeatable", true});
+    run.options.push_back({{"--input"}, false, "FILE", {}, "", "The layer's input [d_model]: a file", false});
+    p.commands.push_back(run);
+    p.commands.push_back({"schema", "Print the JSON Schema", {}});
+    return p;
+}
+
+bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("the man page has every command, option, choice and default, and the sections --help lacks") {
+    const auto page = render_man_page(program(), "/opt/share/ffn-trace");
+    CAPTURE(page);
+    CHECK(page.rfind(".\\\"", 0) == 0);
+    CHECK(has(page, ".TH FFN\\-TRACE 1 \"\" \"ffn-trace 9.9.9\""));
+    CHECK(has(page, ".SS \"ffn\\-trace run [options] [\\fIfile\\fR]\"\nTrace an example file\n"));
+    CHECK(has(page, ".SS \"ffn\\-trace schema [options]\""));
+    CHECK(has(page, "\\fB\\-V\\fR, \\fB\\-\\-version\\fR\nPrint the version.\n"));
+    CHECK(has(page, "\\fB\\-\\-format\\fR \\fITEXT\\fR\nOutput format. One of: text, markdown, json. Default: text.\n"));
+    CHECK(has(page, "\\fB\\-\\-token\\fR \\fIUINT\\fR ...\n"));
+    for (auto section : {".SH FILE FORMAT", ".SH EXIT STATUS", ".SH EXAMPLES", ".SH FILES"}) CHECK(has(page, section));
+    CHECK(has(page, "/opt/share/ffn-trace/examples/walkthrough.json"));
+}
+
+TEST_CASE("a line of the man page never starts with a dot or a quote from the texts") {
+    auto p = program();
+    p.commands[0].description = ".hidden 'text";
+    const auto page = render_man_page(p, "/usr/share/ffn-trace");
+    CHECK(has(page, "\n\\&.hidden 'text\n"));
+}
+
+TEST_CASE("bash completes commands, options, choices and files") {
+    const auto s = *render_completion(program(), "bash");
+    CAPTURE(s);
+    CHECK(has(s, "run|schema) cmd=${COMP_WORDS[i]}; break ;;"));
+    CHECK(has(s, "compgen -W \"run schema -V --version\""));
+    CHECK(has(s, "--format) COMPREPLY=($(compgen -W \"text markdown json\" -- \"$cur\")); return ;;"));
+    CHECK(has(s, "--input) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;"));
+    CHECK(has(s, "--token) return ;;"));
+    CHECK(has(s, "complete -o filenames -F _ffn_trace ffn-trace\n"));
+}
+
+TEST_CASE("zsh and fish complete the same, their quoting intact") {
+    const auto z = *render_completion(program(), "zsh");
+    CAPTURE(z);
+    CHECK(z.rfind("#compdef ffn-trace\n", 0) == 0);
+    CHECK(has(z, "'--format[Output format]:TEXT:(text markdown json)'"));
+    CHECK(has(z, "'*--token[Detail only this token]:UINT: '"));
+    CHECK(has(z, "'--input[The layer'\\''s input \\[d_model\\]\\: a file]:file:_files'"));
+    CHECK(has(z, "':file:_files'"));
+    const auto f = *render_completion(program(), "fish");
+    CAPTURE(f);
+    CHECK(has(f, "complete -c ffn-trace -n '__fish_seen_subcommand_from run' -l format -x -a 'text markdown json' -d 'Output format'\n"));
+    CHECK(has(f, "complete -c ffn-trace -n '__fish_seen_subcommand_from run' -l input -r -F -d 'The layer\\'s input [d_model]: a file'\n"));
+    CHECK(has(f, "complete -c ffn-trace -n '__fish_seen_subcommand_from run' -F\n"));
+    CHECK_FALSE(render_completion(program(), "tcsh"));
+    CHECK(completion_shells().size() == 3);
+}
