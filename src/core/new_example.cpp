@@ -46,7 +46,7 @@ json rows_of(const matrix& m) {
 }
 
 // A weight matrix held in the math form (d_in, d_out), written in the file's layout.
-json weight(const matrix& m, layout stored) { return rows_of(stored == layout::in_out ? m : m.transposed()); }
+json stored_rows(const matrix& m, layout stored) { return rows_of(stored == layout::in_out ? m : m.transposed()); }
 
 // x's row `token` times W plus b: the claimed row of expand, gate or router, rounded to 6 decimals.
 std::vector<double> linear_row(const matrix& x, std::size_t token, const matrix& w, const std::vector<double>& b) {
@@ -73,15 +73,15 @@ dense_weights make_dense(numbers& rng, const new_example_options& o, bool gated)
     if (gated) {
         const matrix wu = rng.take(o.d_model, o.d_ff);
         const auto bu = rng.take(o.d_ff);
-        d.object["Wg"] = weight(d.first, o.stored);
+        d.object["Wg"] = stored_rows(d.first, o.stored);
         d.object["bg"] = d.first_bias;
-        d.object["Wu"] = weight(wu, o.stored);
+        d.object["Wu"] = stored_rows(wu, o.stored);
         d.object["bu"] = bu;
     } else {
-        d.object["W1"] = weight(d.first, o.stored);
+        d.object["W1"] = stored_rows(d.first, o.stored);
         d.object["b1"] = d.first_bias;
     }
-    d.object["W2"] = weight(rng.take(o.d_ff, o.d_model), o.stored);
+    d.object["W2"] = stored_rows(rng.take(o.d_ff, o.d_model), o.stored);
     d.object["b2"] = rng.take(o.d_model);
     return d;
 }
@@ -163,7 +163,7 @@ outcome<std::string> new_example(const new_example_options& o) {
         json m;
         m["top_k"] = top_k;
         m["normalize"] = true;
-        m["router"] = {{"W", weight(router, o.stored)}, {"b", router_b}};
+        m["router"] = {{"W", stored_rows(router, o.stored)}, {"b", router_b}};
         m["experts"] = json::array();
         for (std::size_t e = 0; e < o.experts; ++e) m["experts"].push_back(make_dense(rng, o, gated).object);
         root["moe"] = std::move(m);
