@@ -20,7 +20,10 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 
 // The JSON view of an MoE trace: the layer's steps nested like the input, each token's
 // choice of experts, and each expert's steps over the tokens routed to it (one row per token).
-std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims);
+// The readings, when given, add each expert's "stats", "top_units", "contributions" (lists per
+// routed token) and "vocab", and the layer's "vocab" of each token's whole update.
+std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                            const moe_unit_readings* units = nullptr);
 
 // A (tokens, width) matrix nested like the input: the leading shape, then the rows.
 nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/tensor_source.hpp"
 
 namespace ffn_trace {
@@ -64,5 +66,19 @@ struct vocabulary_view {
 // token's update onto the unembedding (vocab, d_model) of `source`, a block of rows at a time.
 outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
                                               const std::string& unembedding, std::size_t top);
+
+// An MoE layer's readings: those of each expert that ran, over the tokens routed to it (per entry
+// of moe_trace::experts); with a vocabulary, each expert's view (its units' value vectors, and
+// what it wrote for each of its tokens — the routing weight scales it but leaves its ranking of
+// tokens alone) and what the whole update (combine) of each token promotes.
+struct moe_unit_readings {
+    std::vector<unit_readings> experts;
+    std::vector<vocabulary_view> vocab;     // per expert, once read_moe_vocabulary has run
+    std::vector<promoted_tokens> by_token;  // combine · Eᵀ, per token
+};
+moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top);
+// Fills r.vocab and r.by_token, in one pass over the unembedding.
+std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const tensor_source& source,
+                                         const std::string& unembedding, std::size_t top);
 
 }  // namespace ffn_trace

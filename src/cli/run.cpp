@@ -56,8 +56,17 @@ int run_run(const run_options& options) {
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
     if (t->moe) {
+        // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
+        std::optional<ffn_trace::moe_unit_readings> units;
+        if (t->checkpoint) {
+            units = ffn_trace::read_moe_units(*t->moe, options.top);
+            if (t->checkpoint->vocab() && !t->checkpoint->unembedding_name().empty())
+                if (auto e = ffn_trace::read_moe_vocabulary(*units, *t->moe, t->checkpoint->tensors(),
+                                                            t->checkpoint->unembedding_name(), options.top))
+                    return report(*e);
+        }
         if (options.walkthrough.format == "json") {
-            fmt::print("{}", ffn_trace::render_moe_json(t->ex, *t->moe, t->claims));
+            fmt::print("{}", ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units ? &*units : nullptr));
             return exit_ok;
         }
         const auto text = walkthrough_options(options.walkthrough);

@@ -61,6 +61,46 @@ json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t
     return list;
 }
 
+// A big layer's readings: "stats", "top_units" and "contributions" (lists per token).
+void add_units(json& out, const unit_readings& units) {
+    json stats = json::array();
+    for (const auto& s : units.steps)
+        stats.push_back({{"step", s.name}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"sum", s.sum}});
+    out["stats"] = std::move(stats);
+    auto per_token = [](const std::vector<std::vector<unit_score>>& lists) {
+        json all = json::array();
+        for (const auto& list : lists) {
+            json one = json::array();
+            for (const auto& u : list) one.push_back({{"unit", u.unit}, {"value", u.value}});
+            all.push_back(std::move(one));
+        }
+        return all;
+    };
+    out["top_units"] = per_token(units.fired);
+    out["contributions"] = per_token(units.wrote);
+}
+
+json token_ids(const std::vector<token_score>& list) {
+    json a = json::array();
+    for (const auto& s : list) a.push_back({{"id", s.id}, {"score", s.score}});
+    return a;
+}
+
+json updates(const std::vector<promoted_tokens>& by_token) {
+    json a = json::array();
+    for (const auto& p : by_token) a.push_back({{"promotes", token_ids(p.most)}, {"suppresses", token_ids(p.least)}});
+    return a;
+}
+
+// "vocab": what each unit's value vector and each token's update promote and suppress.
+void add_vocab(json& out, const vocabulary_view& vocab) {
+    json by_unit = json::array();
+    for (std::size_t k = 0; k < vocab.units.size(); ++k)
+        by_unit.push_back({{"unit", vocab.units[k]}, {"promotes", token_ids(vocab.by_unit[k].most)},
+                           {"suppresses", token_ids(vocab.by_unit[k].least)}});
+    out["vocab"] = {{"units", std::move(by_unit)}, {"updates", updates(vocab.by_token)}};
+}
+
 }  // namespace
 
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
@@ -75,40 +115,13 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
         out["norm"] = {{"kind", to_string(t.layer().norm->type)},
                        {"position", to_string(t.layer().norm->position)},
                        {"eps", t.layer().norm->eps}};
-    if (units) {
-        json stats = json::array();
-        for (const auto& s : units->steps)
-            stats.push_back({{"step", s.name}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"sum", s.sum}});
-        out["stats"] = std::move(stats);
-        auto per_token = [](const std::vector<std::vector<unit_score>>& lists) {
-            json all = json::array();
-            for (const auto& list : lists) {
-                json one = json::array();
-                for (const auto& u : list) one.push_back({{"unit", u.unit}, {"value", u.value}});
-                all.push_back(std::move(one));
-            }
-            return all;
-        };
-        out["top_units"] = per_token(units->fired);
-        out["contributions"] = per_token(units->wrote);
-    }
-    if (vocab) {
-        auto ids = [](const std::vector<token_score>& list) {
-            json a = json::array();
-            for (const auto& s : list) a.push_back({{"id", s.id}, {"score", s.score}});
-            return a;
-        };
-        json by_unit = json::array();
-        for (std::size_t k = 0; k < vocab->units.size(); ++k)
-            by_unit.push_back({{"unit", vocab->units[k]}, {"promotes", ids(vocab->by_unit[k].most)}, {"suppresses", ids(vocab->by_unit[k].least)}});
-        json by_token = json::array();
-        for (const auto& p : vocab->by_token) by_token.push_back({{"promotes", ids(p.most)}, {"suppresses", ids(p.least)}});
-        out["vocab"] = {{"units", std::move(by_unit)}, {"updates", std::move(by_token)}};
-    }
+    if (units) add_units(out, *units);
+    if (vocab) add_vocab(out, *vocab);
     return out.dump(2) + "\n";
 }
 
-std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims) {
+std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                            const moe_unit_readings* units) {
     const moe& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
@@ -122,9 +135,14 @@ std::string render_moe_json(const example& ex, const moe_trace& t, const std::ve
     for (const auto& et : t.experts) {
         json expert_steps = json::array();
         for (const auto& s : et.tr.steps) expert_steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, {0})}});
-        experts.push_back({{et.shared ? "shared" : "expert", et.expert}, {"tokens", et.tokens}, {"steps", std::move(expert_steps)}});
+        json entry = {{et.shared ? "shared" : "expert", et.expert}, {"tokens", et.tokens}, {"steps", std::move(expert_steps)}};
+        const std::size_t k = static_cast<std::size_t>(&et - t.experts.data());
+        if (units) add_units(entry, units->experts[k]);
+        if (units && !units->vocab.empty()) add_vocab(entry, units->vocab[k]);
+        experts.push_back(std::move(entry));
     }
     out["experts"] = std::move(experts);
+    if (units && !units->vocab.empty()) out["vocab"] = {{"updates", updates(units->by_token)}};
     out["claims"] = claims_json(claims, t.lead);
     return out.dump(2) + "\n";
 }

@@ -72,37 +72,29 @@ unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t uni
     return e;
 }
 
-outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, std::size_t top) {
-    const ffn& l = t.layer();
+namespace {
+
+// The unembedding (vocab, d) the views project onto, checked against the width of the vectors.
+outcome<const tensor_info*> unembedding_of(const tensor_source& source, const std::string& unembedding, std::size_t d) {
     const tensor_info* e = source.find(unembedding);
     if (!e) return error{source.origin(), "", fmt::format("no unembedding {}", quote(unembedding))};
-    if (e->shape.size() != 2 || e->shape[1] != l.d_out())
-        return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {}) to project onto", l.d_out())};
-    vocabulary_view view;
-    for (const auto& fired : units.fired)
-        for (const auto& u : fired)
-            if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
-    // The vectors to project, as columns of V (d_model, n): the units' W2 rows, then each token's update.
-    const std::size_t d = l.d_out(), n_units = view.units.size(), n = n_units + t.tokens();
-    matrix v(d, n);
-    for (std::size_t k = 0; k < n_units; ++k) {
-        const std::vector<double> row = weight_row(l, weight::w2, view.units[k]);
-        for (std::size_t i = 0; i < d; ++i) v(i, k) = row[i];
-    }
-    const matrix& update = t.find("contract")->value;
-    for (std::size_t tok = 0; tok < t.tokens(); ++tok)
-        for (std::size_t i = 0; i < d; ++i) v(i, n_units + tok) = update(tok, i);
+    if (e->shape.size() != 2 || e->shape[1] != d)
+        return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {}) to project onto", d)};
+    return e;
+}
 
-    // Scores (vocab, n), kept as the best and worst `top` of each column, a block of rows at a time.
-    const std::size_t vocab = e->shape[0], block = 2048;
+// The `top` tokens each column of V (d, n) promotes and suppresses most: the scores V's columns · Eᵀ
+// (vocab, n), computed a block of E's rows at a time, so E is never converted whole.
+outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
+                                              std::size_t top) {
+    const std::size_t n = v.cols, vocab = e.shape[0], block = 2048;
     std::vector<std::vector<token_score>> best(n), worst(n);
     std::vector<std::size_t> ids;
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
         const std::size_t rows = std::min(block, vocab - r0);
         ids.resize(rows);
         std::iota(ids.begin(), ids.end(), r0);
-        auto part = source.read_rows(e->name, ids);
+        auto part = source.read_rows(e.name, ids);
         if (!part) return part.err();
         const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
         for (std::size_t k = 0; k < n; ++k) {
@@ -123,8 +115,70 @@ outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_reading
             keep(worst[k], false);
         }
     }
-    for (std::size_t k = 0; k < n; ++k) (k < n_units ? view.by_unit : view.by_token).push_back({best[k], worst[k]});
+    std::vector<promoted_tokens> out;
+    for (std::size_t k = 0; k < n; ++k) out.push_back({std::move(best[k]), std::move(worst[k])});
+    return out;
+}
+
+// The columns a vocabulary view projects: the fired units' W2 rows, then each token's update
+// (the trace's contraction), appended to `columns`; the units read go into view.units.
+void view_columns(const trace& t, const unit_readings& units, vocabulary_view& view, std::vector<std::vector<double>>& columns) {
+    for (const auto& fired : units.fired)
+        for (const auto& u : fired)
+            if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
+    for (auto unit : view.units) columns.push_back(weight_row(t.layer(), weight::w2, unit));
+    const matrix& update = t.find("contract")->value;
+    for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
+}
+
+matrix as_columns(const std::vector<std::vector<double>>& columns, std::size_t d) {
+    matrix v(d, columns.size());
+    for (std::size_t k = 0; k < columns.size(); ++k)
+        for (std::size_t i = 0; i < d; ++i) v(i, k) = columns[k][i];
+    return v;
+}
+
+}  // namespace
+
+outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
+                                              const std::string& unembedding, std::size_t top) {
+    auto e = unembedding_of(source, unembedding, t.layer().d_out());
+    if (!e) return e.err();
+    vocabulary_view view;
+    std::vector<std::vector<double>> columns;
+    view_columns(t, units, view, columns);
+    auto scored = project(as_columns(columns, t.layer().d_out()), source, **e, top);
+    if (!scored) return scored.err();
+    for (std::size_t k = 0; k < scored->size(); ++k) (k < view.units.size() ? view.by_unit : view.by_token).push_back((*scored)[k]);
     return view;
+}
+
+moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top) {
+    moe_unit_readings r;
+    for (const auto& et : t.experts) r.experts.push_back(read_units(et.tr, top));
+    return r;
+}
+
+std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const tensor_source& source,
+                                         const std::string& unembedding, std::size_t top) {
+    const std::size_t d = t.layer().d_out();
+    auto e = unembedding_of(source, unembedding, d);
+    if (!e) return e.err();
+    // Every expert's columns, then the whole update of each token, projected in one pass over E.
+    std::vector<std::vector<double>> columns;
+    r.vocab.assign(t.experts.size(), {});
+    for (std::size_t k = 0; k < t.experts.size(); ++k) view_columns(t.experts[k].tr, r.experts[k], r.vocab[k], columns);
+    const matrix& combine = t.find("combine")->value;
+    for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(combine.row(tok).begin(), combine.row(tok).end());
+    auto scored = project(as_columns(columns, d), source, **e, top);
+    if (!scored) return scored.err();
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < t.experts.size(); ++k) {
+        for (std::size_t u = 0; u < r.vocab[k].units.size(); ++u) r.vocab[k].by_unit.push_back((*scored)[next++]);
+        for (std::size_t tok = 0; tok < t.experts[k].tr.tokens(); ++tok) r.vocab[k].by_token.push_back((*scored)[next++]);
+    }
+    r.by_token.assign(scored->begin() + static_cast<long>(next), scored->end());
+    return std::nullopt;
 }
 
 }  // namespace ffn_trace
