@@ -128,3 +128,29 @@ TEST_CASE("the Markdown view has headings, tables and code blocks") {
     CHECK(has_line(md, "  hidden[3] = 2×(−1) + 1×1 = −1.0000"));
     CHECK(md.find('\x01') == std::string::npos);
 }
+
+TEST_CASE("the walkthrough is written a block at a time, and the pieces make the whole text") {
+    const auto ex = parse_example(lesson, "t.json");
+    REQUIRE(ex);
+    const auto t = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(t);
+    const auto claims = evaluate_claims(*ex, *t);
+    const auto reads = read_trace(*t);
+    const rendering_input in{*ex, *t, claims, reads};
+    for (const auto format : {text_format::text, text_format::markdown}) {
+        CAPTURE(static_cast<int>(format));
+        std::vector<std::string> pieces;
+        render_walkthrough(in, {}, format, [&](std::string_view s) { pieces.emplace_back(s); });
+        std::string whole;
+        std::size_t largest = 0;
+        for (const auto& p : pieces) {
+            whole += p;
+            largest = std::max(largest, p.size());
+        }
+        CHECK(whole == (format == text_format::text ? render_text(in, {}) : render_markdown(in, {})));
+        // Heading, input, four steps with their headings, readings, claims, summary: many blocks,
+        // none of them the whole walkthrough.
+        CHECK(pieces.size() >= 12);
+        CHECK(largest < whole.size() / 4);
+    }
+}

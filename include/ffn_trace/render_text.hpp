@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ffn_trace/claims.hpp"
@@ -45,6 +47,14 @@ struct rendering_input {
     const std::vector<std::string>* token_strings = nullptr;
 };
 
+// Where a view writes its text: a block at a time, as the walkthrough is rendered, so that a long
+// walkthrough is never held whole in memory.
+using text_sink = std::function<void(std::string_view)>;
+enum class text_format { text, markdown };
+
+void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
+// The same, returned as one string.
 std::string render_text(const rendering_input& in, const text_options& options);
 std::string render_markdown(const rendering_input& in, const text_options& options);
 
@@ -59,6 +69,8 @@ struct moe_rendering_input {
 };
 
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.
+void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
 std::string render_text(const moe_rendering_input& in, const text_options& options);
 std::string render_markdown(const moe_rendering_input& in, const text_options& options);
 

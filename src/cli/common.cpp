@@ -43,6 +43,8 @@ int write_failed(int error_number) {
     return report({"", "", fmt::format("cannot write the output: {}", std::strerror(error_number))});
 }
 
+void write_stdout(std::string_view text) { fmt::print(stdout, "{}", text); }
+
 int finish_output(int status) {
     errno = 0;
     if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
@@ -149,6 +151,10 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     text.ascii = f.ascii;
     text.colour = f.color == "always" || (f.color == "auto" && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr);
     return text;
+}
+
+ffn_trace::text_format text_format(const walkthrough_flags& f) {
+    return f.format == "markdown" ? ffn_trace::text_format::markdown : ffn_trace::text_format::text;
 }
 
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens) {

@@ -39,6 +39,10 @@ int out_of_memory();
 // `run … >/dev/full` does not exit 0 having written nothing; a reader that went away (EPIPE)
 // ends the program quietly, by SIGPIPE, as it would have if the signal were not ignored.
 int finish_output(int status);
+// Writes a piece of the output to stdout as soon as it is rendered: the sink of the streaming
+// views. A failed write throws std::system_error, which main turns into write_failed, so a long
+// walkthrough stops at the first failed write instead of rendering on into a closed pipe.
+void write_stdout(std::string_view text);
 // The same for an error thrown while writing (fmt::print throws std::system_error).
 int write_failed(int error_number);
 
@@ -84,6 +88,8 @@ struct walkthrough_flags {
 };
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
+// Text or Markdown, as --format asked (json is rendered apart).
+ffn_trace::text_format text_format(const walkthrough_flags& flags);
 // --token values outside the input: an error naming the option.
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);
 

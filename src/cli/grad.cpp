@@ -46,7 +46,7 @@ int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_s
         return exit_ok;
     }
     const auto text = walkthrough_options(o.walkthrough);
-    fmt::print("{}", o.walkthrough.format == "markdown" ? render_grad_markdown(in, text) : render_grad_text(in, text));
+    render_grad_walkthrough(in, text, cli::text_format(o.walkthrough), cli::write_stdout);
     return exit_ok;
 }
 
@@ -85,7 +85,7 @@ int run_grad(const grad_options& o) {
         return exit_ok;
     }
     const auto text = walkthrough_options(o.walkthrough);
-    fmt::print("{}", o.walkthrough.format == "markdown" ? render_grad_markdown(in, text) : render_grad_text(in, text));
+    render_grad_walkthrough(in, text, cli::text_format(o.walkthrough), cli::write_stdout);
     return exit_ok;
 }
 

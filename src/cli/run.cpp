@@ -61,8 +61,7 @@ int run_run(const run_options& options) {
         const auto text = walkthrough_options(options.walkthrough);
         const auto reads = ffn_trace::read_moe_trace(*t->moe);
         const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads};
-        fmt::print("{}", options.walkthrough.format == "markdown" ? ffn_trace::render_markdown(in, text)
-                                                                  : ffn_trace::render_text(in, text));
+        ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }
     // A big layer, or a checkpoint's: the units that fired most, and what the vocabulary makes of them.
@@ -96,7 +95,7 @@ int run_run(const run_options& options) {
     const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
     const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads, units ? &*units : nullptr,
                                         explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings};
-    fmt::print("{}", options.walkthrough.format == "markdown" ? ffn_trace::render_markdown(in, text) : ffn_trace::render_text(in, text));
+    ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
     return exit_ok;
 }
 

@@ -69,62 +69,76 @@ static std::string text_block(const block& b) {
     return out;
 }
 
-// Blocks separated by a blank line; a heading sits directly on what follows it.
-std::string text_view(const document& doc) {
-    std::string out;
-    for (std::size_t i = 0; i < doc.size(); ++i) {
-        out += text_block(doc[i]);
-        if (i + 1 < doc.size() && doc[i].kind != block_kind::heading) out += "\n";
-    }
-    return out;
-}
-
 static std::string markdown_cell(std::string s) {
     for (std::size_t at = s.find('|'); at != std::string::npos; at = s.find('|', at + 2)) s.replace(at, 1, "\\|");
     return s;
 }
 
-std::string markdown_view(const document& doc) {
+static std::string markdown_block(const block& b) {
     std::string out;
-    for (const auto& b : doc) {
-        switch (b.kind) {
-            case block_kind::title: out += "# " + b.text + "\n\n"; break;
-            case block_kind::heading: out += "## " + b.text + "\n\n"; break;
-            case block_kind::paragraph: out += b.text + "\n\n"; break;
-            case block_kind::fields:
-                for (const auto& r : b.rows) out += "- **" + r[0] + "**: " + r[1] + "\n";
-                out += "\n";
-                break;
-            case block_kind::table: {
-                for (std::size_t i = 0; i < b.rows.size(); ++i) {
-                    std::vector<std::string> cells;
-                    for (const auto& c : b.rows[i]) cells.push_back(markdown_cell(c));
-                    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
-                    if (i == 0) {
-                        std::vector<std::string> rule;
-                        for (std::size_t c = 0; c < b.rows[i].size(); ++c) {
-                            const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
-                            rule.emplace_back(left ? ":--" : "--:");
-                        }
-                        out += fmt::format("| {} |\n", fmt::join(rule, " | "));
+    switch (b.kind) {
+        case block_kind::title: out += "# " + b.text + "\n\n"; break;
+        case block_kind::heading: out += "## " + b.text + "\n\n"; break;
+        case block_kind::paragraph: out += b.text + "\n\n"; break;
+        case block_kind::fields:
+            for (const auto& r : b.rows) out += "- **" + r[0] + "**: " + r[1] + "\n";
+            out += "\n";
+            break;
+        case block_kind::table: {
+            for (std::size_t i = 0; i < b.rows.size(); ++i) {
+                std::vector<std::string> cells;
+                for (const auto& c : b.rows[i]) cells.push_back(markdown_cell(c));
+                out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+                if (i == 0) {
+                    std::vector<std::string> rule;
+                    for (std::size_t c = 0; c < b.rows[i].size(); ++c) {
+                        const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
+                        rule.emplace_back(left ? ":--" : "--:");
                     }
+                    out += fmt::format("| {} |\n", fmt::join(rule, " | "));
                 }
-                out += "\n";
-                break;
             }
-            case block_kind::lines:
-                out += "```text\n";
-                for (const auto& l : b.lines) out += l + "\n";
-                out += "```\n\n";
-                break;
-            case block_kind::notes:
-                for (const auto& l : b.lines) out += "- " + l + "\n";
-                out += "\n";
-                break;
+            out += "\n";
+            break;
         }
+        case block_kind::lines:
+            out += "```text\n";
+            for (const auto& l : b.lines) out += l + "\n";
+            out += "```\n\n";
+            break;
+        case block_kind::notes:
+            for (const auto& l : b.lines) out += "- " + l + "\n";
+            out += "\n";
+            break;
     }
     return out;
 }
+
+static block ascii_block(block b) {
+    b.text = to_ascii(b.text);
+    for (auto& row : b.rows)
+        for (auto& cell : row) cell = to_ascii(cell);
+    for (auto& line : b.lines) line = to_ascii(line);
+    return b;
+}
+
+void page_writer::write(block b) {
+    if (opt_.ascii) b = ascii_block(std::move(b));
+    if (!opt_.markdown && !first_ && !after_heading_) out_("\n");
+    first_ = false;
+    after_heading_ = b.kind == block_kind::heading;
+    out_(apply_styles(opt_.markdown ? markdown_block(b) : text_block(b), opt_.colour && !opt_.markdown));
+}
+
+static std::string whole(const document& doc, page_options options) {
+    std::string out;
+    page_writer page(options, [&out](std::string_view s) { out += s; });
+    for (const auto& b : doc) page.write(b);
+    return out;
+}
+
+std::string text_view(const document& doc) { return whole(doc, {}); }
+std::string markdown_view(const document& doc) { return whole(doc, {.markdown = true}); }
 
 std::string vector_text(std::span<const double> v, int precision, bool full) {
     std::vector<std::string> parts;
@@ -154,16 +168,6 @@ std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width) 
     std::string s;
     for (auto d : lead) s += fmt::format("{} × ", d);
     return fmt::format("({}{})", s, width);
-}
-
-document ascii_document(document doc) {
-    for (auto& b : doc) {
-        b.text = to_ascii(b.text);
-        for (auto& row : b.rows)
-            for (auto& cell : row) cell = to_ascii(cell);
-        for (auto& line : b.lines) line = to_ascii(line);
-    }
-    return doc;
 }
 
 }  // namespace ffn_trace::detail

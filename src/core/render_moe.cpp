@@ -26,7 +26,8 @@ public:
         use_layer_tokens();
     }
 
-    document build() {
+    void build(const block_sink& out) {
+        out_ = &out;
         heading();
         if (level_ != detail_level::summary) {
             input_block(mt_.input);
@@ -43,7 +44,6 @@ public:
         readings();
         claims_block();
         summary();
-        return std::move(doc_);
     }
 
 private:
@@ -369,21 +369,22 @@ private:
 }  // namespace
 }  // namespace detail
 
-namespace {
-
-detail::document build(const moe_rendering_input& in, const text_options& options) {
-    detail::document doc = detail::moe_builder(in, options).build();
-    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
+void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out) {
+    detail::page_writer page(detail::page_for(options, format), out);
+    detail::moe_builder(in, options).build(page.sink());
 }
 
-}  // namespace
-
 std::string render_text(const moe_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::text_view(build(in, options)), options.colour);
+    std::string out;
+    render_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_markdown(const moe_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::markdown_view(build(in, options)), false);
+    std::string out;
+    render_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 }  // namespace ffn_trace

@@ -55,7 +55,9 @@ public:
         token_strings_ = in.token_strings;
     }
 
-    document build() {
+    // Hands each block to `out` as soon as it is complete.
+    void build(const block_sink& out) {
+        out_ = &out;
         heading_block();
         if (level_ != detail_level::summary) {
             input_block(tr_->input);
@@ -66,7 +68,6 @@ public:
         units_block();
         claims_block();
         summary_block();
-        return std::move(doc_);
     }
 
 protected:
@@ -192,7 +193,7 @@ protected:
 
     bool is_relu() const { return info(layer().act).unit == activation::relu; }
 
-    void add(block b) { doc_.push_back(std::move(b)); }
+    void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
 
     void heading_block() {
@@ -769,7 +770,7 @@ protected:
     std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"
     std::vector<std::size_t> detailed_;      // rows of the trace in use
     std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<const claim*>> by_element_;
-    document doc_;
+    const block_sink* out_ = nullptr;
 };
 
 
