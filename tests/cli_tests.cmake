@@ -291,3 +291,16 @@ cli_test("check verifies claims on a checkpoint's layer named by an example file
   -- ${FT} check ${INPUTS}/checkpoint_claims.json)
 cli_test("grad traces the backward pass of a checkpoint's layer named by an example file" 0 "largest relative error [0-9.e-]+ at .* ✓" EMPTY
   -- ${FT} grad ${INPUTS}/checkpoint_claims.json --color never)
+
+# The width of the text view (the layouts at 60 and 120 columns are golden files)
+cli_test("COLUMNS sets the width when stdout is not a terminal" 0 EMPTY EMPTY
+  -- bash -c "COLUMNS=60 \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("--width overrides COLUMNS" 0 EMPTY EMPTY
+  -- bash -c "COLUMNS=60 \"$0\" run \"$1\" --color never --width 120 | grep -qx '  layout      out_in: the file stores W as outputs × inputs (y = W·x + b)\; shown here in the math form x · W'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("without a terminal or COLUMNS the text fits 80 columns" 0 EMPTY EMPTY
+  -- bash -c "env -u COLUMNS \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column j of W1 (row j of'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("--width below 40 is refused" 2 EMPTY "^error: --width: expected a whole number from 40 to 1000"
+  -- ${FT} run ${DATA}/walkthrough.json --width 20)

@@ -38,7 +38,8 @@ enum class table_format { text, csv, json, markdown };
 
 // Text and Markdown use a real minus and `precision` decimals; CSV uses "-" and the same
 // decimals; JSON gives every number in shortest round-trip form, whatever the precision.
-std::string render_table(const std::vector<column>& columns, table_format format, int precision);
+// The text table fits `width` columns.
+std::string render_table(const std::vector<column>& columns, table_format format, int precision, std::size_t width = 80);
 
 struct plot_options {
     std::size_t width = 61;   // columns of the drawing area

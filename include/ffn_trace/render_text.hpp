@@ -29,6 +29,7 @@ struct text_options {
     bool full = false;    // print long vectors whole instead of "first … last"
     bool colour = false;  // terminal colours (text view only)
     bool ascii = false;   // ASCII spellings for ×, ·, →, −, ✓, …
+    std::size_t width = 80;  // text view: columns to fit (prose wrapped, wide tables split)
 };
 
 // Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.

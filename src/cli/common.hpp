@@ -76,6 +76,12 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
 // 18446744073709551615 in decimal digits, got "-1"".
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
 
+// The columns a text view fits: `given` (--width) when not 0, else the terminal's when stdout is
+// one, else COLUMNS when it holds a whole number, else 80.
+std::size_t output_width(std::size_t given);
+// Adds --width to a subcommand.
+void add_width(CLI::App& sub, std::size_t& into);
+
 // The options of a walkthrough, shared by run and grad.
 struct walkthrough_flags {
     std::string format = "text";
@@ -85,6 +91,7 @@ struct walkthrough_flags {
     bool full = false;
     std::string color = "auto";
     bool ascii = false;
+    std::size_t width = 0;  // 0: output_width chooses
 };
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);

@@ -64,7 +64,7 @@ int run_gelu_table(const gelu_table_options& o) {
                               : o.format == "json" ? table_format::json
                               : o.format == "markdown" ? table_format::markdown
                                                        : table_format::text;
-    std::string out = render_table(gelu_table(xs, which), format, o.precision);
+    std::string out = render_table(gelu_table(xs, which), format, o.precision, output_width(0));
     fmt::print("{}", o.ascii ? to_ascii(out) : out);
     return exit_ok;
 }

@@ -30,16 +30,18 @@ using document = std::vector<block>;
 // Where a builder hands each block as soon as it is complete.
 using block_sink = std::function<void(block)>;
 
-// Words wrapped at `width` columns.
-std::vector<std::string> wrap(std::string_view text, std::size_t width);
+// Words wrapped at `width` columns, never inside a number, and a formula kept whole where it fits;
+// the lines after the first are indented by `indent` spaces.
+std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent);
 
 struct page_options {
     bool markdown = false;  // Markdown, else aligned text
     bool ascii = false;     // ASCII spellings, converted before layout so that columns align
     bool colour = false;    // terminal colours (text only); otherwise the style marks are dropped
+    std::size_t width = 80; // columns of the text layout (Markdown is not wrapped)
 };
 inline page_options page_for(const text_options& o, text_format f) {
-    return {.markdown = f == text_format::markdown, .ascii = o.ascii, .colour = o.colour};
+    return {.markdown = f == text_format::markdown, .ascii = o.ascii, .colour = o.colour, .width = o.width};
 }
 
 // Lays blocks out one at a time, as a builder produces them, and writes each to `out`: a whole
@@ -61,7 +63,7 @@ private:
 };
 
 // A whole document laid out at once (params), with the style marks dropped.
-std::string text_view(const document& doc);
+std::string text_view(const document& doc, std::size_t width);
 std::string markdown_view(const document& doc);
 
 // "[0.4300, 0.3700, …, 0.4900]": fixed precision, summarised unless `full`.

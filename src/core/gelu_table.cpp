@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "document.hpp"
 #include "ffn_trace/activations.hpp"
 #include "ffn_trace/format.hpp"
 
@@ -64,7 +65,7 @@ std::vector<column> gelu_table(const std::vector<double>& xs, const table_column
     return out;
 }
 
-std::string render_table(const std::vector<column>& columns, table_format format, int precision) {
+std::string render_table(const std::vector<column>& columns, table_format format, int precision, std::size_t width) {
     const std::size_t rows = columns.front().values.size();
     std::string out;
     switch (format) {
@@ -103,23 +104,22 @@ std::string render_table(const std::vector<column>& columns, table_format format
             return out;
         }
         case table_format::text: {
-            std::vector<std::vector<std::string>> cells(columns.size());
-            std::vector<std::size_t> widths;
-            for (std::size_t c = 0; c < columns.size(); ++c) {
-                std::size_t w = display_width(columns[c].name);
-                for (double v : columns[c].values) {
-                    cells[c].push_back(format_fixed(v, precision));
-                    w = std::max(w, display_width(cells[c].back()));
-                }
-                widths.push_back(w);
-            }
-            std::string header;
-            for (std::size_t c = 0; c < columns.size(); ++c) header += (c ? "  " : "") + pad_left(columns[c].name, widths[c]);
-            out += header + "\n";
+            // Laid out as the walkthrough's tables are, to fit `width` (x repeated in each block
+            // of columns), without their two-space indent.
+            detail::block b{detail::block_kind::table};
+            b.align = std::string(columns.size(), 'r');
+            b.rows.emplace_back();
+            for (const auto& c : columns) b.rows.back().push_back(c.name);
             for (std::size_t r = 0; r < rows; ++r) {
-                std::string line;
-                for (std::size_t c = 0; c < columns.size(); ++c) line += (c ? "  " : "") + pad_left(cells[c][r], widths[c]);
-                out += line + "\n";
+                b.rows.emplace_back();
+                for (const auto& c : columns) b.rows.back().push_back(format_fixed(c.values[r], precision));
+            }
+            const std::string laid = detail::text_view({b}, width + 2);
+            for (std::size_t at = 0; at < laid.size();) {
+                const auto end = laid.find('\n', at);
+                const std::string_view line = std::string_view(laid).substr(at, end - at);
+                out += std::string(line.substr(std::min<std::size_t>(2, line.size()))) + "\n";
+                at = end + 1;
             }
             return out;
         }

@@ -197,10 +197,11 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype) 
 
 }  // namespace
 
-std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype) {
+std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype,
+                          std::size_t width) {
     if (format == params_format::json) return json(r, dtype);
     const detail::document doc = to_document(build(r, dtype));
-    return apply_styles(format == params_format::markdown ? detail::markdown_view(doc) : detail::text_view(doc), false);
+    return apply_styles(format == params_format::markdown ? detail::markdown_view(doc) : detail::text_view(doc, width), false);
 }
 
 }  // namespace ffn_trace
