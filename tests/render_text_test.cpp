@@ -49,7 +49,7 @@ TEST_CASE("small layers are written out as arithmetic, large ones as values") {
 TEST_CASE("the arithmetic shows every dot product, the switched-off units and the residual sum") {
     const std::string out = render(lesson);
     CHECK(has_line(out, "Step 1 · Expand   hidden = x · W1   (2)·(2 × 4) → (4)"));
-    CHECK(has_line(out, "    hidden[3] = 2×(−1) + 1×1 = −1.0000"));
+    CHECK(has_line(out, "    hidden[3] = 2×(-1) + 1×1 = -1.0000"));
     CHECK(has_line(out, "  switched off: unit 3 (x₂ − x₁)"));
     CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✓ 5"));
     CHECK(has_line(out, "  unit 3 (x₂ − x₁)  0.0000  nothing (off)"));
@@ -84,14 +84,14 @@ TEST_CASE("--token limits the detailed part to the chosen tokens") {
     options.tokens = {1};
     const std::string out = render(two, options);
     CHECK(out.find("hidden[0][0] =") == std::string::npos);
-    CHECK(has_line(out, "    hidden[1][3] = 1×(−1) + 2×1 = 1.0000"));
+    CHECK(has_line(out, "    hidden[1][3] = 1×(-1) + 2×1 = 1.0000"));
     CHECK(out.find("token 0: [2, 1] →") != std::string::npos);  // the summary keeps every token
 }
 
 TEST_CASE("precision, ASCII and colour") {
     text_options options;
     options.precision = 2;
-    CHECK(has_line(render(lesson, options), "    hidden[3] = 2×(−1) + 1×1 = −1.00"));
+    CHECK(has_line(render(lesson, options), "    hidden[3] = 2×(-1) + 1×1 = -1.00"));
     options.ascii = true;
     const std::string ascii = render(lesson, options);
     CHECK(has_line(ascii, "    hidden[3] = 2x(-1) + 1x1 = -1.00"));
@@ -125,7 +125,7 @@ TEST_CASE("the Markdown view has headings, tables and code blocks") {
     CHECK(has_line(md, "## Step 1 · Expand   hidden = x · W1   (2)·(2 × 4) → (4)"));
     CHECK(has_line(md, "| :-- | --: | --: | --: | --: |"));
     CHECK(has_line(md, "```text"));
-    CHECK(has_line(md, "  hidden[3] = 2×(−1) + 1×1 = −1.0000"));
+    CHECK(has_line(md, "  hidden[3] = 2×(-1) + 1×1 = -1.0000"));
     CHECK(md.find('\x01') == std::string::npos);
 }
 

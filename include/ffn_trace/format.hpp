@@ -8,11 +8,11 @@
 
 namespace ffn_trace {
 
-// A result at fixed precision with a real minus sign and no negative zero: "0.4300", "−0.0200".
+// A result at fixed precision with the ASCII hyphen-minus and no negative zero: "0.4300", "-0.0200".
 // Magnitudes from 1e15 up are written in scientific form.
 std::string format_fixed(double v, int precision);
 
-// An operand at most `precision` decimals, trailing zeros dropped: "0.1", "−0.3", "2", "1e−05".
+// An operand at most `precision` decimals, trailing zeros dropped: "0.1", "-0.3", "2", "1e-05".
 std::string format_short(double v, int precision);
 
 // Which of n indices to show: all of them when n ≤ limit or `full`, else the first and last

@@ -356,7 +356,7 @@ std::string short_vector_text(std::span<const double> v, int precision, bool ful
 
 std::string operand(double v, int precision) {
     std::string s = format_short(v, precision);
-    return v < 0 && s.rfind("−", 0) == 0 ? "(" + s + ")" : s;
+    return v < 0 && s.rfind("-", 0) == 0 ? "(" + s + ")" : s;
 }
 
 std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t) {

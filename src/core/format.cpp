@@ -9,16 +9,11 @@ namespace ffn_trace {
 
 namespace {
 
-// "-" becomes the real minus sign "−"; "-0" and "-0.000" lose their sign.
-std::string with_real_minus(std::string s) {
+// Numbers keep the ASCII hyphen-minus, so that a row pasted into Python or a spreadsheet reads as
+// numbers; "-0" and "-0.000" lose their sign.
+std::string without_negative_zero(std::string s) {
     if (s.empty() || s[0] != '-') return s;
     if (s.find_first_not_of("-0.") == std::string::npos) return s.substr(1);
-    return "\u2212" + s.substr(1);
-}
-
-std::string real_minus_in_exponent(std::string s) {
-    const auto e = s.find("e-");
-    if (e != std::string::npos) s.replace(e + 1, 1, "\u2212");
     return s;
 }
 
@@ -26,21 +21,21 @@ std::string real_minus_in_exponent(std::string s) {
 
 std::string format_fixed(double v, int precision) {
     if (std::isnan(v)) return "NaN";
-    if (std::isinf(v)) return v > 0 ? "∞" : "−∞";
-    if (std::abs(v) >= 1e15) return real_minus_in_exponent(with_real_minus(fmt::format("{:.{}e}", v, precision)));
-    return with_real_minus(fmt::format("{:.{}f}", v, precision));
+    if (std::isinf(v)) return v > 0 ? "∞" : "-∞";
+    if (std::abs(v) >= 1e15) return without_negative_zero(fmt::format("{:.{}e}", v, precision));
+    return without_negative_zero(fmt::format("{:.{}f}", v, precision));
 }
 
 std::string format_short(double v, int precision) {
     if (!std::isfinite(v) || std::abs(v) >= 1e15) return format_fixed(v, precision);
     if (v != 0 && std::abs(v) < std::pow(10.0, -precision))
-        return real_minus_in_exponent(with_real_minus(fmt::format("{:.{}g}", v, std::max(precision, 1))));
+        return without_negative_zero(fmt::format("{:.{}g}", v, std::max(precision, 1)));
     std::string s = fmt::format("{:.{}f}", v, precision);
     if (s.find('.') != std::string::npos) {
         s.erase(s.find_last_not_of('0') + 1);
         if (s.back() == '.') s.pop_back();
     }
-    return with_real_minus(s);
+    return without_negative_zero(s);
 }
 
 std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge, std::size_t limit) {

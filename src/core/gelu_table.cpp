@@ -204,9 +204,6 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     place(width - 1, tick(to));
     if (zero_col && *zero_col > 6 && *zero_col + 6 < width) place(*zero_col, tick(0.0));
     ticks.erase(ticks.find_last_not_of(' ') + 1);
-    if (!a) {  // back to the real minus sign for display
-        for (std::size_t at = ticks.find('-'); at != std::string::npos; at = ticks.find('-', at + 3)) ticks.replace(at, 1, "−");
-    }
     out += ticks + "\n\n";
     std::vector<std::string> legend;
     for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
