@@ -304,3 +304,18 @@ cli_test("without a terminal or COLUMNS the text fits 80 columns" 0 EMPTY EMPTY
      ${FT} ${DATA}/walkthrough.json)
 cli_test("--width below 40 is refused" 2 EMPTY "^error: --width: expected a whole number from 40 to 1000"
   -- ${FT} run ${DATA}/walkthrough.json --width 20)
+cli_test("--ascii writes 4 × 3 as 4 * 3, not 4x3 beside an input named x" 0 "shapes d_model 3 -> d_ff 2 -> d_out 2, 4 tokens \\(input 4 \\* 3\\)" EMPTY
+  -- ${FT} run ${DATA}/memory.json --ascii)
+cli_test("params --ascii spells out ×, ÷ and ≈" 0 "Linear 1 \\(W1\\) d_model \\* d_ff \\+ d_ff = 768 \\* 3,072 \\+ 3,072 =" EMPTY
+  -- ${FT} params --model gpt2 --ascii --width 120)
+cli_test("check --ascii spells out the notes' symbols" 1 "expand\\[1\\]\\[0\\]: claimed 0.17, computed 0.16, difference 0.01 \\(tolerance 0.005\\) -- Step 1" EMPTY
+  -- ${FT} check ${DATA}/walkthrough.json --ascii)
+
+# Colour: NO_COLOR counts only when set and not empty (no-color.org); the plot colours its curves
+# (tests/cli/colour.sh; `script` gives the program a terminal for --color auto).
+cli_test("an empty NO_COLOR leaves colour on in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh empty-no-color ${FT} ${DATA}/walkthrough.json)
+cli_test("a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh set-no-color ${FT} ${DATA}/walkthrough.json)
+cli_test("gelu-table --plot --color always draws each curve in its own colour" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh plot ${FT})

@@ -51,7 +51,14 @@ TEST_CASE("style marks become terminal colours or disappear") {
 }
 
 TEST_CASE("ascii spellings replace every symbol the renderers use") {
-    CHECK(to_ascii("2×(−1) → 0.5·h ✓ ✗ …") == "2x(-1) -> 0.5*h ok FAIL ...");
+    CHECK(to_ascii("2×(−1) → 0.5·h ✓ ✗ …") == "2*(-1) -> 0.5*h ok FAIL ...");
+    CHECK(to_ascii("½·Σ(y − t)², ε = 1e-05, η ≠ 0, x₁ + x₂, x̂") == "1/2*sum (y - t)^2, eps = 1e-05, eta != 0, x1 + x2, x_hat");
+    // A letter with no ASCII spelling (the file's own text) becomes one "?".
+    CHECK(to_ascii("café") == "caf?");
     CHECK(to_ascii("√(2/π)·x³, Φ(x), σ(x), a ⊙ u") == "sqrt(2/pi)*x^3, Phi(x), sigma(x), a (*) u");
     CHECK(to_ascii("plain") == "plain");
+}
+
+TEST_CASE("JSON made pure ASCII keeps its meaning: \\u escapes, with surrogate pairs past U+FFFF") {
+    CHECK(json_ascii(R"({"t": "4 → 8 × 2", "e": "😀"})") == R"({"t": "4 \u2192 8 \u00d7 2", "e": "\ud83d\ude00"})");
 }

@@ -94,7 +94,7 @@ TEST_CASE("precision, ASCII and colour") {
     CHECK(has_line(render(lesson, options), "    hidden[3] = 2×(-1) + 1×1 = -1.00"));
     options.ascii = true;
     const std::string ascii = render(lesson, options);
-    CHECK(has_line(ascii, "    hidden[3] = 2x(-1) + 1x1 = -1.00"));
+    CHECK(has_line(ascii, "    hidden[3] = 2*(-1) + 1*1 = -1.00"));
     // Only the file's own labels (x₁ has no ASCII spelling beyond "x1") may remain non-ASCII: none here.
     CHECK(std::none_of(ascii.begin(), ascii.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }));
     options.ascii = false;

@@ -45,6 +45,7 @@ struct plot_options {
     std::size_t width = 61;   // columns of the drawing area
     std::size_t height = 21;  // rows of the drawing area
     bool ascii = false;
+    bool colour = false;  // each curve in its own terminal colour, as in the legend
 };
 
 // Whether [from, to] can be plotted: from < to (else an error on --plot), both finite, and

@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "ffn_trace/format.hpp"
 #include "ffn_trace/params.hpp"
 
 namespace cli {
@@ -45,6 +46,8 @@ int write_failed(int error_number) {
 }
 
 void write_stdout(std::string_view text) { fmt::print(stdout, "{}", text); }
+
+void print_json(const std::string& json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
 
 int finish_output(int status) {
     errno = 0;
@@ -162,6 +165,13 @@ void add_width(CLI::App& sub, std::size_t& into) {
         ->check(whole_number(40, 1000));
 }
 
+bool use_colour(const std::string& color) {
+    if (color != "auto") return color == "always";
+    // no-color.org: NO_COLOR counts when it is set and not empty.
+    const char* no_color = std::getenv("NO_COLOR");
+    return isatty(STDOUT_FILENO) && !(no_color && *no_color);
+}
+
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     ffn_trace::text_options text;
     if (f.detail == "summary") text.detail = ffn_trace::detail_level::summary;
@@ -172,7 +182,7 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     text.full = f.full;
     text.ascii = f.ascii;
     text.width = output_width(f.width);
-    text.colour = f.color == "always" || (f.color == "auto" && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr);
+    text.colour = use_colour(f.color);
     return text;
 }
 

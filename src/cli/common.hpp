@@ -43,6 +43,8 @@ int finish_output(int status);
 // views. A failed write throws std::system_error, which main turns into write_failed, so a long
 // walkthrough stops at the first failed write instead of rendering on into a closed pipe.
 void write_stdout(std::string_view text);
+// A JSON view on stdout; with --ascii every non-ASCII character is a \u escape.
+void print_json(const std::string& json, bool ascii);
 // The same for an error thrown while writing (fmt::print throws std::system_error).
 int write_failed(int error_number);
 
@@ -81,6 +83,9 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_
 std::size_t output_width(std::size_t given);
 // Adds --width to a subcommand.
 void add_width(CLI::App& sub, std::size_t& into);
+
+// --color auto|always|never: auto is colour when stdout is a terminal and NO_COLOR is unset or empty.
+bool use_colour(const std::string& color);
 
 // The options of a walkthrough, shared by run and grad.
 struct walkthrough_flags {

@@ -42,7 +42,7 @@ int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_s
     }
     const moe_grad_rendering_input in{t.ex, *t.moe, *g, check, step ? &*step : nullptr};
     if (o.walkthrough.format == "json") {
-        fmt::print("{}", render_grad_json(in));
+        print_json(render_grad_json(in), o.walkthrough.ascii);
         return exit_ok;
     }
     const auto text = walkthrough_options(o.walkthrough);
@@ -81,7 +81,7 @@ int run_grad(const grad_options& o) {
     }
     const grad_rendering_input in{t->ex, t->tr, *g, check, step ? &*step : nullptr};
     if (o.walkthrough.format == "json") {
-        fmt::print("{}", render_grad_json(in));
+        print_json(render_grad_json(in), o.walkthrough.ascii);
         return exit_ok;
     }
     const auto text = walkthrough_options(o.walkthrough);

@@ -55,7 +55,7 @@ int run_run(const run_options& options) {
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
     if (t->moe) {
         if (options.walkthrough.format == "json") {
-            fmt::print("{}", ffn_trace::render_moe_json(t->ex, *t->moe, t->claims));
+            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims), options.walkthrough.ascii);
             return exit_ok;
         }
         const auto text = walkthrough_options(options.walkthrough);
@@ -88,7 +88,8 @@ int run_run(const run_options& options) {
         for (auto tok : shown)
             if (tok != ffn_trace::gap) explained.push_back(ffn_trace::explain_unit(t->tr, tok, u, options.top));
     if (options.walkthrough.format == "json") {
-        fmt::print("{}", ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr));
+        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr),
+                   options.walkthrough.ascii);
         return exit_ok;
     }
     const auto reads = ffn_trace::read_trace(t->tr);

@@ -339,8 +339,10 @@ static std::string whole(const document& doc, page_options options) {
     return out;
 }
 
-std::string text_view(const document& doc, std::size_t width) { return whole(doc, {.width = width}); }
-std::string markdown_view(const document& doc) { return whole(doc, {.markdown = true}); }
+std::string text_view(const document& doc, std::size_t width, bool ascii) {
+    return whole(doc, {.ascii = ascii, .width = width});
+}
+std::string markdown_view(const document& doc, bool ascii) { return whole(doc, {.markdown = true, .ascii = ascii}); }
 
 std::string vector_text(std::span<const double> v, int precision, bool full) {
     std::vector<std::string> parts;

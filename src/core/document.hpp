@@ -63,8 +63,8 @@ private:
 };
 
 // A whole document laid out at once (params), with the style marks dropped.
-std::string text_view(const document& doc, std::size_t width);
-std::string markdown_view(const document& doc);
+std::string text_view(const document& doc, std::size_t width, bool ascii = false);
+std::string markdown_view(const document& doc, bool ascii = false);
 
 // "[0.4300, 0.3700, …, 0.4900]": fixed precision, summarised unless `full`.
 std::string vector_text(std::span<const double> v, int precision, bool full);

@@ -140,12 +140,17 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         std::string name;
         double (*f)(double);
         std::string_view mark, ascii_mark;
+        std::string_view colour;
     };
     // Drawn in this order, so GELU, the subject, is on top where curves meet.
-    std::vector<curve> curves{{"relu", relu, "○", "o"}};
-    if (which.silu) curves.push_back({"silu", silu, "+", "+"});
-    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e"});
-    curves.push_back({"gelu", gelu, "●", "*"});
+    std::vector<curve> curves{{"relu", relu, "○", "o", style::blue}};
+    if (which.silu) curves.push_back({"silu", silu, "+", "+", style::green});
+    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e", style::yellow});
+    curves.push_back({"gelu", gelu, "●", "*", style::red});
+    auto mark_of = [&](const curve& k) {
+        const std::string m(options.ascii ? k.ascii_mark : k.mark);
+        return options.colour ? styled(k.colour, m) : m;
+    };
 
     // The fraction first: (to − from)·c alone can overflow where the range itself does not.
     auto x_at = [&](std::size_t c) { return from + (to - from) * (static_cast<double>(c) / static_cast<double>(width - 1)); };
@@ -170,7 +175,7 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         for (std::size_t r = 0; r < height; ++r) grid[r][*zero_col] = r == zero_row ? (a ? "+" : "┼") : (a ? "|" : "│");
     }
     for (const auto& k : curves)
-        for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = std::string(a ? k.ascii_mark : k.mark);
+        for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = mark_of(k);
 
     // Tick labels at the top, at zero and at the bottom.
     auto tick = [](double v) { return format_fixed(v, 2); };
@@ -209,10 +214,10 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
         const std::string desc = k->name == "gelu" ? "gelu (tanh form)" : k->name == "gelu_exact" ? "gelu_exact (x·Φ(x))"
                                : k->name == "silu" ? "silu (x·σ(x))" : "relu";
-        legend.push_back(fmt::format("{} {}", a ? k->ascii_mark : k->mark, desc));
+        legend.push_back(fmt::format("{} {}", mark_of(*k), desc));
     }
     out += fmt::format("  {}\n", fmt::join(legend, "   "));
-    return a ? to_ascii(out) : out;
+    return apply_styles(a ? to_ascii(out) : out, options.colour);
 }
 
 }  // namespace ffn_trace
