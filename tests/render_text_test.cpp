@@ -154,3 +154,19 @@ TEST_CASE("the walkthrough is written a block at a time, and the pieces make the
         CHECK(largest < whole.size() / 4);
     }
 }
+
+TEST_CASE("a number the file claims twice gets one mark, the strictest result, and the legend comes first") {
+    // output = 2·[1, 0] + 1·[0, 1] + 3·[1, 1] = [5, 4] by hand; 5 is claimed as 5 (holds) and as
+    // 5.01 within 0.001 (does not): the failed, stricter claim is the one shown.
+    const std::string twice = R"({"activation": "relu", "input": [2, 1], "residual": false,
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
+        "expect": [{"step": "contract", "value": [5, 4]},
+                   {"step": "contract", "value": [5.01, null], "tolerance": 0.001}]})";
+    const std::string out = render(twice);
+    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✗ claimed 5.01 (off by 0.01)"));
+    CHECK(has_line(out, "    output[1] = 2×0 + 1×1 + 3×1 + 0×(-1) = 4.0000 ✓ 4"));
+    CHECK(has_line(out, "  the token  5.0000 ✗  4.0000 ✓"));
+    const auto legend = out.find("✓ the file's");
+    REQUIRE(legend != std::string::npos);
+    CHECK(legend < out.find("✓ 4"));
+}

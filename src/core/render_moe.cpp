@@ -97,7 +97,7 @@ private:
         f.push_back({"residual", l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
         if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
         if (!claims_.empty())
-            f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
+            f.push_back(claims_field());
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
     }
