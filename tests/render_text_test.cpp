@@ -73,7 +73,7 @@ TEST_CASE("the summary level keeps the heading, the readings, the checks and the
     const std::string out = render(lesson, options);
     CHECK(out.find("Step 1") == std::string::npos);
     CHECK(out.find("Readings") != std::string::npos);
-    CHECK(has_line(out, "  active units  the token: 3 of 4 (activation > 0)"));
+    CHECK(out.find("  active units  the token: 3 of 4 (activation > 0; the others are switched off") != std::string::npos);
     CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
 }
 
@@ -169,4 +169,14 @@ TEST_CASE("a number the file claims twice gets one mark, the strictest result, a
     const auto legend = out.find("✓ the file's");
     REQUIRE(legend != std::string::npos);
     CHECK(legend < out.find("✓ 4"));
+}
+
+TEST_CASE("an identity layer has no active-units reading: every unit passes its score unchanged") {
+    const std::string identity = R"({"activation": "identity", "input": [2, 1],
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})";
+    const std::string out = render(identity);
+    CHECK(out.find("Readings") != std::string::npos);
+    CHECK(out.find("active units") == std::string::npos);
+    CHECK(out.find("positive units") == std::string::npos);
+    CHECK(render(lesson).find("active units") != std::string::npos);
 }

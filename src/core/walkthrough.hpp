@@ -680,19 +680,27 @@ protected:
     void readings_block() {
         add({block_kind::heading, "Readings"});
         std::vector<std::vector<std::string>> f;
-        std::vector<std::string> counts;
-        for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
-            if (t == gap) {
-                counts.emplace_back("…");
-                continue;
-            }
-            counts.push_back(fmt::format("{}: {} of {}", token_name(t), reads_->active[t], layer().d_ff()));
+        auto counts_of = [&](const std::vector<std::size_t>& n) {
+            std::vector<std::string> counts;
+            for (auto t : shown_indices(tr_->tokens(), opt_.full))
+                counts.push_back(t == gap ? "…" : fmt::format("{}: {} of {}", token_name(t), n[t], layer().d_ff()));
+            return fmt::format("{}", fmt::join(counts, ", "));
+        };
+        const activation unit = info(layer().act).unit;
+        const std::string pre = layer().gated() ? "gate" : "hidden";
+        if (unit == activation::relu) {
+            f.push_back({"active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)",
+                                                     counts_of(reads_->active))});
+        } else if (unit != activation::identity) {
+            // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
+            f.push_back({"positive units",
+                         fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small "
+                                     "negative value (down to {}), so the layer is not sparse the way ReLU's is; the "
+                                     "count says how many units are on the rising side",
+                                     counts_of(reads_->positive), pre, activation_title(unit), pre,
+                                     unit == activation::silu ? "-0.28" : "-0.17")});
         }
-        f.push_back({"active units",
-                     fmt::format("{} ({})", fmt::join(counts, ", "),
-                                 is_relu() ? "activation > 0"
-                                           : fmt::format("|{}| > {}", layer().gated() ? "product" : "activated",
-                                                         format_short(reads_->active_threshold, 6)))});
+        // identity: every unit passes its score unchanged, and the collapse below says the rest.
         if (tr_->tokens() > 1)
             f.push_back({"position-wise",
                          fmt::format("{} traced alone give{} the same numbers as all traced at once: {}",
