@@ -319,3 +319,8 @@ cli_test("a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh set-no-color ${FT} ${DATA}/walkthrough.json)
 cli_test("gelu-table --plot --color always draws each curve in its own colour" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh plot ${FT})
+cli_test("grad --lr with every gradient 0 says no step size can help, not to try a smaller one" 0
+  "every gradient is 0, so the step leaves every weight as it was and no step size can help" EMPTY
+  -- ${FT} grad ${DATA}/memory.json --lr 0.5 --width 200)
+cli_test("grad --lr with every gradient 0 never suggests a smaller step" 0 "!try a smaller" EMPTY
+  -- ${FT} grad ${DATA}/memory.json --lr 0.5)

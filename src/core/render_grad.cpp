@@ -1,5 +1,6 @@
 #include "ffn_trace/render_grad.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -391,8 +392,19 @@ private:
                 bias_table(w.name + " (updated)", *w.b);
         }
         const bool down = d.new_loss < in_.grads.loss;
+        bool all_zero = true;
+        for (const auto& w : weight_views(l_, in_.grads.d_layer)) {
+            if (w.dw) all_zero = all_zero && std::all_of(w.dw->data.begin(), w.dw->data.end(), [](double v) { return v == 0; });
+            if (w.db) all_zero = all_zero && std::all_of(w.db->begin(), w.db->end(), [](double v) { return v == 0; });
+        }
+        const std::string why =
+            !all_zero ? "✗ not down: try a smaller η"
+            : info(l_.act).unit == activation::relu
+                ? "✗ not down: every gradient is 0, so the step leaves every weight as it was and no step size can help: "
+                  "a ReLU unit that did not fire passes no gradient back, and none that fired leads to the loss"
+                : "✗ not down: every gradient is 0, so the step leaves every weight as it was and no step size can help";
         paragraph(fmt::format("loss {} → {}   {}", num(in_.grads.loss), num(d.new_loss),
-                              down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η")));
+                              down ? styled(style::green, "✓ down") : styled(style::red, why)));
     }
 
     const grad_rendering_input& in_;
