@@ -180,3 +180,11 @@ TEST_CASE("an identity layer has no active-units reading: every unit passes its 
     CHECK(out.find("positive units") == std::string::npos);
     CHECK(render(lesson).find("active units") != std::string::npos);
 }
+
+TEST_CASE("the heading says once that indices count from 0") {
+    const std::string out = render(lesson);
+    const auto at = out.find("count from 0");
+    REQUIRE(at != std::string::npos);
+    CHECK(out.find("count from 0", at + 1) == std::string::npos);
+    CHECK(at < out.find("hidden[0]"));
+}

@@ -98,6 +98,7 @@ private:
         if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
         if (!claims_.empty())
             f.push_back(claims_field());
+        f.push_back(indices_field());
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
     }

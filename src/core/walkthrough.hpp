@@ -213,6 +213,7 @@ protected:
                                                   : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
         if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
         if (!claims_.empty()) f.push_back(claims_field());
+        f.push_back(indices_field());
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
     }
@@ -231,6 +232,10 @@ protected:
                                        ex_.layout_stated ? "" : " (inferred from the shapes)")
                          : fmt::format("in_out{}: the file stores W as inputs × outputs (y = x · W + b)",
                                        ex_.layout_stated ? "" : " (inferred from the shapes)")};
+    }
+    // Said once: every index in the walkthrough counts from 0.
+    static std::vector<std::string> indices_field() {
+        return {"indices", "units, tokens and entries count from 0, as in Python: unit 0 is the first, x[1] the second"};
     }
     std::vector<std::string> detail_field() const {
         static const char* level_names[] = {"summary", "values", "arithmetic"};
