@@ -53,7 +53,7 @@ cli_test("run prints the text walkthrough by default" 0
   "Step 1 · Expand hidden = x · W1 \\+ b1 \\(2 × 4\\)·\\(4 × 8\\) → \\(2 × 8\\)" EMPTY
   -- ${FT} run ${DATA}/walkthrough.json)
 cli_test("run flags the walkthrough's slipped number where it occurs" 0
-  "hidden\\[1\\]\\[0\\] = 0.1×0.2 \\+ 0.2×\\(−0.4\\) \\+ 0.3×0.6 \\+ 0.4×0.1 \\+ 0 = 0.1600 ✗ claimed 0.17" EMPTY
+  "hidden\\[1\\]\\[0\\] = 0.1×0.2 \\+ 0.2×\\(-0.4\\) \\+ 0.3×0.6 \\+ 0.4×0.1 \\+ 0 = 0.1600 ✗ claimed 0.17" EMPTY
   -- ${FT} run ${DATA}/walkthrough.json --color never)
 cli_test("run --format markdown writes headings and tables" 0 "## Step 2 · Activate \\(ReLU\\)" EMPTY
   -- ${FT} run ${DATA}/memory.json --format markdown)
@@ -67,7 +67,7 @@ cli_test("run --precision beyond 17 is a usage error" 2 EMPTY "^error: --precisi
 cli_test("run --precision that is not a number is a usage error" 2 EMPTY "^error: --precision" -- ${FT} run ${DATA}/walkthrough.json --precision x)
 
 # gelu-table
-cli_test("gelu-table reproduces the seed's table" 0 "−2.000 −0.045 0.000 −1.000 −0.159 0.000 −0.500 −0.154 0.000 0.000 0.000 0.000 0.500 0.346 0.500 1.000 0.841 1.000 2.000 1.955 2.000" EMPTY
+cli_test("gelu-table reproduces the seed's table" 0 "-2.000 -0.045 0.000 -1.000 -0.159 0.000 -0.500 -0.154 0.000 0.000 0.000 0.000 0.500 0.346 0.500 1.000 0.841 1.000 2.000 1.955 2.000" EMPTY
   -- ${FT} gelu-table)
 cli_test("gelu-table at precision 12 matches the C library at x = 1" 0 "1.000000000000 0.841191990608" EMPTY
   -- ${FT} gelu-table --at 1 --precision 12)
@@ -115,13 +115,13 @@ cli_test("an unreadable file is an input error" 2 EMPTY "^error: /proc/self/mem:
 cli_test("an endless file is read only up to the limit" 2 EMPTY "^error: /dev/zero: the file is larger than the limit of 1000 bytes\\; raise it with --max-file-size$"
   -- ${FT} run /dev/zero --max-file-size 1000)
 cli_test("an empty standard input is an input error" 2 EMPTY "^error: <stdin>: the file is empty" -- ${FT} check -)
-cli_test("-0.0, subnormals and ±1e308 trace without NaN" 0 "hidden\\[1\\]\\[1\\] = 1.0000e\\+308×1e−300 \\+ \\(−1.0000e\\+308\\)×1 = −1.0000e\\+308" EMPTY
+cli_test("-0.0, subnormals and ±1e308 trace without NaN" 0 "hidden\\[1\\]\\[1\\] = 1.0000e\\+308×1e-300 \\+ \\(-1.0000e\\+308\\)×1 = -1.0000e\\+308" EMPTY
   -- ${FT} run ${INPUTS}/edges.json)
-cli_test("-0.0 never prints as a negative zero" 0 "!(−0\\.0000|NaN|nan)" EMPTY -- ${FT} run ${INPUTS}/edges.json)
+cli_test("-0.0 never prints as a negative zero" 0 "!(-0\\.0000|NaN|nan)" EMPTY -- ${FT} run ${INPUTS}/edges.json)
 
 # grad
 cli_test("grad traces the lesson's backward pass by hand" 0
-  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(−1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) \\[0\\] \\[1\\] the token 3.0000 1.0000" EMPTY
+  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(-1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) \\[0\\] \\[1\\] the token 3.0000 1.0000" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --color never)
 cli_test("grad --lr shows the loss going down" 0 "loss 0.5000 → 0.2920 ✓ down" EMPTY -- ${FT} grad ${DATA}/lesson_hand.json --lr 0.01 --color never)
 cli_test("grad checks every data example by finite differences" 0 "largest relative error [0-9.e-]+( at [^ ]+)? ✓" EMPTY
@@ -251,16 +251,16 @@ cli_test("run keeps a note with a line break on its line, escaped" 0 "✗ wrong\
 # each architecture's real tensor names; the numbers below are what the seeded script wrote.
 set(CKPT ${INPUTS}/checkpoints)
 cli_test("run --checkpoint traces a GPT-2 layer over a word of its vocab.json" 0
-  "Layer 1 of a gpt2 checkpoint .*The input is the token embedding's row 3 \\(transformer.wte.weight\\).*layout in_out.*\" Paris\": \\[0.4769, −0.2363, 0.3517, 0.4561\\] → norm → expand → GELU → contract → \\+ x → \\[0.1720, 1.5558, −0.2520, 1.3374\\]"
+  "Layer 1 of a gpt2 checkpoint .*The input is the token embedding's row 3 \\(transformer.wte.weight\\).*layout in_out.*\" Paris\": \\[0.4769, -0.2363, 0.3517, 0.4561\\] → norm → expand → GELU → contract → \\+ x → \\[0.1720, 1.5558, -0.2520, 1.3374\\]"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 1 --word " Paris" --detail summary)
 cli_test("run --checkpoint traces a Llama layer over an .npy input as JSON, step by step" 0
   "\"activation\": \"swiglu\", \"layout\": \"out_in\", \"d_model\": 4, \"d_ff\": 8, \"d_out\": 4, \"tokens\": 2.*\"name\": \"norm\".*\"name\": \"gate\".*\"name\": \"up\".*\"name\": \"activate\".*\"name\": \"multiply\".*\"name\": \"contract\".*\"name\": \"residual\""
   EMPTY -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --input ${CKPT}/x.npy --format json)
 cli_test("run --checkpoint traces a Mixtral layer over embedding rows and shows the experts each token chose" 0
-  "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[−0.9979, 0.756, 0.8374, −0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
+  "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[-0.9979, 0.756, 0.8374, -0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --detail summary)
 cli_test("run --checkpoint traces a BERT layer with its post-norm" 0
-  "layernorm after the residual \\(post-norm\\).*id 5: \\[−0.4102, 0.343, −0.9052, 0.3592\\] → expand → exact GELU → contract → \\+ x → norm → \\[−0.7434, 0.6991, −1.4488, 1.3215\\]"
+  "layernorm after the residual \\(post-norm\\).*id 5: \\[-0.4102, 0.343, -0.9052, 0.3592\\] → expand → exact GELU → contract → \\+ x → norm → \\[-0.7434, 0.6991, -1.4488, 1.3215\\]"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/bert --layer 1 --embedding 5 --detail summary)
 cli_test("run --checkpoint takes the .safetensors file itself" 0 "Layer 0 of a llama checkpoint" EMPTY
   -- ${FT} run --checkpoint ${CKPT}/llama/model.safetensors --layer 0 --embedding 7 --detail summary)
@@ -355,3 +355,35 @@ cli_test("bash completes subcommands, an option's choices and new's activations"
             echo "${COMPREPLY[*]}"
           }
     echo "$(ask ffn-trace "") | $(ask ffn-trace run --format "") | $(ask ffn-trace new --activation s)"]] ${FT})
+# The width of the text view (the layouts at 60 and 120 columns are golden files)
+cli_test("COLUMNS sets the width when stdout is not a terminal" 0 EMPTY EMPTY
+  -- bash -c "COLUMNS=60 \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("--width overrides COLUMNS" 0 EMPTY EMPTY
+  -- bash -c "COLUMNS=60 \"$0\" run \"$1\" --color never --width 120 | grep -qx '  layout      out_in: the file stores W as outputs × inputs (y = W·x + b)\; shown here in the math form x · W'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("without a terminal or COLUMNS the text fits 80 columns" 0 EMPTY EMPTY
+  -- bash -c "env -u COLUMNS \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column j of W1 (row j of'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("--width below 40 is refused" 2 EMPTY "^error: --width: expected a whole number from 40 to 1000"
+  -- ${FT} run ${DATA}/walkthrough.json --width 20)
+cli_test("--ascii writes 4 × 3 as 4 * 3, not 4x3 beside an input named x" 0 "shapes d_model 3 -> d_ff 2 -> d_out 2, 4 tokens \\(input 4 \\* 3\\)" EMPTY
+  -- ${FT} run ${DATA}/memory.json --ascii)
+cli_test("params --ascii spells out ×, ÷ and ≈" 0 "Linear 1 \\(W1\\) d_model \\* d_ff \\+ d_ff = 768 \\* 3,072 \\+ 3,072 =" EMPTY
+  -- ${FT} params --model gpt2 --ascii --width 120)
+cli_test("check --ascii spells out the notes' symbols" 1 "expand\\[1\\]\\[0\\]: claimed 0.17, computed 0.16, difference 0.01 \\(tolerance 0.005\\) -- Step 1" EMPTY
+  -- ${FT} check ${DATA}/walkthrough.json --ascii)
+
+# Colour: NO_COLOR counts only when set and not empty (no-color.org); the plot colours its curves
+# (tests/cli/colour.sh; `script` gives the program a terminal for --color auto).
+cli_test("an empty NO_COLOR leaves colour on in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh empty-no-color ${FT} ${DATA}/walkthrough.json)
+cli_test("a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh set-no-color ${FT} ${DATA}/walkthrough.json)
+cli_test("gelu-table --plot --color always draws each curve in its own colour" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh plot ${FT})
+cli_test("grad --lr with every gradient 0 says no step size can help, not to try a smaller one" 0
+  "every gradient is 0, so the step leaves every weight as it was and no step size can help" EMPTY
+  -- ${FT} grad ${DATA}/memory.json --lr 0.5 --width 200)
+cli_test("grad --lr with every gradient 0 never suggests a smaller step" 0 "!try a smaller" EMPTY
+  -- ${FT} grad ${DATA}/memory.json --lr 0.5)

@@ -6,23 +6,23 @@ using namespace ffn_trace;
 
 TEST_CASE("results are printed at fixed precision with a real minus and no negative zero") {
     CHECK(format_fixed(0.43, 4) == "0.4300");
-    CHECK(format_fixed(-0.02, 4) == "\u22120.0200");
+    CHECK(format_fixed(-0.02, 4) == "-0.0200");
     CHECK(format_fixed(-0.00001, 4) == "0.0000");
     CHECK(format_fixed(-0.0, 2) == "0.00");
     CHECK(format_fixed(2.0, 0) == "2");
     CHECK(format_fixed(1e20, 2) == "1.00e+20");
-    CHECK(format_fixed(-1e20, 1) == "\u22121.0e+20");
+    CHECK(format_fixed(-1e20, 1) == "-1.0e+20");
     CHECK(format_fixed(4.9e-324, 4) == "0.0000");  // a subnormal rounds to zero
 }
 
 TEST_CASE("operands are printed short, with trailing zeros dropped") {
     CHECK(format_short(0.1, 4) == "0.1");
-    CHECK(format_short(-0.3, 4) == "\u22120.3");
+    CHECK(format_short(-0.3, 4) == "-0.3");
     CHECK(format_short(2.0, 4) == "2");
     CHECK(format_short(0.123456, 4) == "0.1235");
-    CHECK(format_short(-1.5, 4) == "\u22121.5");
+    CHECK(format_short(-1.5, 4) == "-1.5");
     CHECK(format_short(0.0, 4) == "0");
-    CHECK(format_short(1e-5, 4) == "1e\u221205");  // too small for 4 decimals: scientific, not "0"
+    CHECK(format_short(1e-5, 4) == "1e-05");  // too small for 4 decimals: scientific, not "0"
 }
 
 TEST_CASE("long ranges are summarised as first … last, as numpy does") {
@@ -51,7 +51,14 @@ TEST_CASE("style marks become terminal colours or disappear") {
 }
 
 TEST_CASE("ascii spellings replace every symbol the renderers use") {
-    CHECK(to_ascii("2×(−1) → 0.5·h ✓ ✗ …") == "2x(-1) -> 0.5*h ok FAIL ...");
+    CHECK(to_ascii("2×(−1) → 0.5·h ✓ ✗ …") == "2*(-1) -> 0.5*h ok FAIL ...");
+    CHECK(to_ascii("½·Σ(y − t)², ε = 1e-05, η ≠ 0, x₁ + x₂, x̂") == "1/2*sum (y - t)^2, eps = 1e-05, eta != 0, x1 + x2, x_hat");
+    // A letter with no ASCII spelling (the file's own text) becomes one "?".
+    CHECK(to_ascii("café") == "caf?");
     CHECK(to_ascii("√(2/π)·x³, Φ(x), σ(x), a ⊙ u") == "sqrt(2/pi)*x^3, Phi(x), sigma(x), a (*) u");
     CHECK(to_ascii("plain") == "plain");
+}
+
+TEST_CASE("JSON made pure ASCII keeps its meaning: \\u escapes, with surrogate pairs past U+FFFF") {
+    CHECK(json_ascii(R"({"t": "4 → 8 × 2", "e": "😀"})") == R"({"t": "4 \u2192 8 \u00d7 2", "e": "\ud83d\ude00"})");
 }

@@ -94,3 +94,19 @@ TEST_CASE("without activation the layer collapses into W1·W2") {
         CHECK(r.collapsed->max_difference == 0);
     }
 }
+
+TEST_CASE("GELU and SiLU units are counted by the sign of their pre-activation, not by what they pass") {
+    // The lesson's weights with x = [2, 1] give h = [2, 1, 3, −1] by hand: three positive. GELU
+    // passes gelu(−1) ≈ −0.159 for the fourth, so "active" (|a| > 0.01) counts all four.
+    for (const char* act : {"gelu", "silu"}) {
+        CAPTURE(act);
+        const auto t = trace_of(std::string(R"({"activation": ")") + act + R"(", "input": [[2, 1], [-1, -1]],
+            "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})");
+        const auto r = read_trace(t.tr);
+        REQUIRE(r.positive.size() == 2);
+        CHECK(r.positive[0] == 3);
+        CHECK(r.active[0] == 4);
+        // x = [−1, −1]: h = [−1, −1, −2, 0]: none positive (0 is not).
+        CHECK(r.positive[1] == 0);
+    }
+}

@@ -48,3 +48,22 @@ TEST_CASE("the text view names each backward step with its formula") {
     summary.detail = detail_level::summary;
     CHECK(render_grad_text({t.ex, t.tr, *g, check, nullptr}, summary).find("Backward 1") == std::string::npos);
 }
+
+TEST_CASE("the backward walkthrough is written a block at a time, and the pieces make the whole text") {
+    const auto t = test::trace_of(R"({"activation": "relu", "input": [2, 1], "target": [6, 5],
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})");
+    const loss_spec loss{&*t.ex.target, nullptr};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    const auto check = check_gradients(t.tr, loss, *g);
+    const grad_rendering_input in{t.ex, t.tr, *g, check, nullptr};
+    for (const auto format : {text_format::text, text_format::markdown}) {
+        CAPTURE(static_cast<int>(format));
+        std::vector<std::string> pieces;
+        render_grad_walkthrough(in, {}, format, [&](std::string_view s) { pieces.emplace_back(s); });
+        std::string whole;
+        for (const auto& p : pieces) whole += p;
+        CHECK(whole == (format == text_format::text ? render_grad_text(in, {}) : render_grad_markdown(in, {})));
+        CHECK(pieces.size() >= 10);
+    }
+}

@@ -27,7 +27,7 @@ TEST_CASE("the text view writes each term as formula = numbers = result") {
     c.d_ff = 512;
     const auto r = count_params(c);
     REQUIRE(r);
-    const std::string text = render_params(*r, params_format::text);
+    const std::string text = render_params(*r, params_format::text, {}, 120);
     CHECK(text.find("Linear 1 (W1)     d_model × d_ff + d_ff =  128 × 512 + 512 =      66,048") != std::string::npos);
     CHECK(text.find("the FFN has ~2.0× the parameters of attention") != std::string::npos);
     const std::string md = render_params(*r, params_format::markdown, std::string_view("int8"));

@@ -49,7 +49,7 @@ TEST_CASE("small layers are written out as arithmetic, large ones as values") {
 TEST_CASE("the arithmetic shows every dot product, the switched-off units and the residual sum") {
     const std::string out = render(lesson);
     CHECK(has_line(out, "Step 1 · Expand   hidden = x · W1   (2)·(2 × 4) → (4)"));
-    CHECK(has_line(out, "    hidden[3] = 2×(−1) + 1×1 = −1.0000"));
+    CHECK(has_line(out, "    hidden[3] = 2×(-1) + 1×1 = -1.0000"));
     CHECK(has_line(out, "  switched off: unit 3 (x₂ − x₁)"));
     CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✓ 5"));
     CHECK(has_line(out, "  unit 3 (x₂ − x₁)  0.0000  nothing (off)"));
@@ -73,7 +73,7 @@ TEST_CASE("the summary level keeps the heading, the readings, the checks and the
     const std::string out = render(lesson, options);
     CHECK(out.find("Step 1") == std::string::npos);
     CHECK(out.find("Readings") != std::string::npos);
-    CHECK(has_line(out, "  active units  the token: 3 of 4 (activation > 0)"));
+    CHECK(out.find("  active units  the token: 3 of 4 (activation > 0; the others are switched off") != std::string::npos);
     CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
 }
 
@@ -84,17 +84,17 @@ TEST_CASE("--token limits the detailed part to the chosen tokens") {
     options.tokens = {1};
     const std::string out = render(two, options);
     CHECK(out.find("hidden[0][0] =") == std::string::npos);
-    CHECK(has_line(out, "    hidden[1][3] = 1×(−1) + 2×1 = 1.0000"));
+    CHECK(has_line(out, "    hidden[1][3] = 1×(-1) + 2×1 = 1.0000"));
     CHECK(out.find("token 0: [2, 1] →") != std::string::npos);  // the summary keeps every token
 }
 
 TEST_CASE("precision, ASCII and colour") {
     text_options options;
     options.precision = 2;
-    CHECK(has_line(render(lesson, options), "    hidden[3] = 2×(−1) + 1×1 = −1.00"));
+    CHECK(has_line(render(lesson, options), "    hidden[3] = 2×(-1) + 1×1 = -1.00"));
     options.ascii = true;
     const std::string ascii = render(lesson, options);
-    CHECK(has_line(ascii, "    hidden[3] = 2x(-1) + 1x1 = -1.00"));
+    CHECK(has_line(ascii, "    hidden[3] = 2*(-1) + 1*1 = -1.00"));
     // Only the file's own labels (x₁ has no ASCII spelling beyond "x1") may remain non-ASCII: none here.
     CHECK(std::none_of(ascii.begin(), ascii.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }));
     options.ascii = false;
@@ -125,6 +125,66 @@ TEST_CASE("the Markdown view has headings, tables and code blocks") {
     CHECK(has_line(md, "## Step 1 · Expand   hidden = x · W1   (2)·(2 × 4) → (4)"));
     CHECK(has_line(md, "| :-- | --: | --: | --: | --: |"));
     CHECK(has_line(md, "```text"));
-    CHECK(has_line(md, "  hidden[3] = 2×(−1) + 1×1 = −1.0000"));
+    CHECK(has_line(md, "  hidden[3] = 2×(-1) + 1×1 = -1.0000"));
     CHECK(md.find('\x01') == std::string::npos);
+}
+
+TEST_CASE("the walkthrough is written a block at a time, and the pieces make the whole text") {
+    const auto ex = parse_example(lesson, "t.json");
+    REQUIRE(ex);
+    const auto t = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(t);
+    const auto claims = evaluate_claims(*ex, *t);
+    const auto reads = read_trace(*t);
+    const rendering_input in{*ex, *t, claims, reads};
+    for (const auto format : {text_format::text, text_format::markdown}) {
+        CAPTURE(static_cast<int>(format));
+        std::vector<std::string> pieces;
+        render_walkthrough(in, {}, format, [&](std::string_view s) { pieces.emplace_back(s); });
+        std::string whole;
+        std::size_t largest = 0;
+        for (const auto& p : pieces) {
+            whole += p;
+            largest = std::max(largest, p.size());
+        }
+        CHECK(whole == (format == text_format::text ? render_text(in, {}) : render_markdown(in, {})));
+        // Heading, input, four steps with their headings, readings, claims, summary: many blocks,
+        // none of them the whole walkthrough.
+        CHECK(pieces.size() >= 12);
+        CHECK(largest < whole.size() / 4);
+    }
+}
+
+TEST_CASE("a number the file claims twice gets one mark, the strictest result, and the legend comes first") {
+    // output = 2·[1, 0] + 1·[0, 1] + 3·[1, 1] = [5, 4] by hand; 5 is claimed as 5 (holds) and as
+    // 5.01 within 0.001 (does not): the failed, stricter claim is the one shown.
+    const std::string twice = R"({"activation": "relu", "input": [2, 1], "residual": false,
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
+        "expect": [{"step": "contract", "value": [5, 4]},
+                   {"step": "contract", "value": [5.01, null], "tolerance": 0.001}]})";
+    const std::string out = render(twice);
+    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✗ claimed 5.01 (off by 0.01)"));
+    CHECK(has_line(out, "    output[1] = 2×0 + 1×1 + 3×1 + 0×(-1) = 4.0000 ✓ 4"));
+    CHECK(has_line(out, "  the token  5.0000 ✗  4.0000 ✓"));
+    const auto legend = out.find("✓ the file's");
+    REQUIRE(legend != std::string::npos);
+    CHECK(legend < out.find("✓ 4"));
+}
+
+TEST_CASE("an identity layer has no active-units reading: every unit passes its score unchanged") {
+    const std::string identity = R"({"activation": "identity", "input": [2, 1],
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})";
+    const std::string out = render(identity);
+    CHECK(out.find("Readings") != std::string::npos);
+    CHECK(out.find("active units") == std::string::npos);
+    CHECK(out.find("positive units") == std::string::npos);
+    CHECK(render(lesson).find("active units") != std::string::npos);
+}
+
+TEST_CASE("the heading says once that indices count from 0") {
+    const std::string out = render(lesson);
+    const auto at = out.find("count from 0");
+    REQUIRE(at != std::string::npos);
+    CHECK(out.find("count from 0", at + 1) == std::string::npos);
+    CHECK(at < out.find("hidden[0]"));
 }

@@ -8,11 +8,11 @@
 
 namespace ffn_trace {
 
-// A result at fixed precision with a real minus sign and no negative zero: "0.4300", "−0.0200".
+// A result at fixed precision with the ASCII hyphen-minus and no negative zero: "0.4300", "-0.0200".
 // Magnitudes from 1e15 up are written in scientific form.
 std::string format_fixed(double v, int precision);
 
-// An operand at most `precision` decimals, trailing zeros dropped: "0.1", "−0.3", "2", "1e−05".
+// An operand at most `precision` decimals, trailing zeros dropped: "0.1", "-0.3", "2", "1e-05".
 std::string format_short(double v, int precision);
 
 // Which of n indices to show: all of them when n ≤ limit or `full`, else the first and last
@@ -27,6 +27,8 @@ inline constexpr std::string_view bold = "\x01" "b";
 inline constexpr std::string_view dim = "\x01" "d";
 inline constexpr std::string_view red = "\x01" "r";
 inline constexpr std::string_view green = "\x01" "g";
+inline constexpr std::string_view yellow = "\x01" "y";
+inline constexpr std::string_view blue = "\x01" "u";
 inline constexpr std::string_view reset = "\x01" "0";
 }  // namespace style
 std::string styled(std::string_view mark, std::string_view text);
@@ -38,7 +40,10 @@ std::size_t display_width(std::string_view text);
 std::string pad_right(std::string_view text, std::size_t width);
 std::string pad_left(std::string_view text, std::size_t width);
 
-// Replaces the Unicode symbols the renderers use (×, ·, →, −, ✓, …) with ASCII spellings.
+// Replaces the Unicode symbols the renderers use (×, ·, →, −, ✓, ε, ₁, …) with ASCII spellings
+// (× as "*"), and any other code point with "?": the result is pure ASCII.
 std::string to_ascii(std::string_view text);
+// JSON text with every non-ASCII code point written as a \u escape: pure ASCII, the same JSON.
+std::string json_ascii(std::string_view json);
 
 }  // namespace ffn_trace

@@ -38,12 +38,14 @@ enum class table_format { text, csv, json, markdown };
 
 // Text and Markdown use a real minus and `precision` decimals; CSV uses "-" and the same
 // decimals; JSON gives every number in shortest round-trip form, whatever the precision.
-std::string render_table(const std::vector<column>& columns, table_format format, int precision);
+// The text table fits `width` columns.
+std::string render_table(const std::vector<column>& columns, table_format format, int precision, std::size_t width = 80);
 
 struct plot_options {
     std::size_t width = 61;   // columns of the drawing area
     std::size_t height = 21;  // rows of the drawing area
     bool ascii = false;
+    bool colour = false;  // each curve in its own terminal colour, as in the legend
 };
 
 // Whether [from, to] can be plotted: from < to (else an error on --plot), both finite, and

@@ -24,6 +24,9 @@ struct readings {
     // ReGLU's units are active exactly when their activation is > 0.
     double active_threshold = 0;
     std::vector<std::size_t> active;  // per token
+    // Per token, the units whose pre-activation (hidden, or the gate of a gated FFN) is > 0: the
+    // rising side of GELU and SiLU, which unlike ReLU pass a little of a negative score too.
+    std::vector<std::size_t> positive;
     // Each token traced alone (at most position_wise_limit of them, evenly spread), compared
     // with the whole input traced at once: the largest difference over every step. 0 for a
     // small layer; a real layer's matrix library may add a long sum in another order for one

@@ -19,6 +19,9 @@ struct grad_rendering_input {
     const descent_step* descent;  // with --lr, else null
 };
 
+// Written a block at a time to `out`, or returned as one string.
+void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
+                             const text_sink& out);
 std::string render_grad_text(const grad_rendering_input& in, const text_options& options);
 std::string render_grad_markdown(const grad_rendering_input& in, const text_options& options);
 
@@ -35,6 +38,8 @@ struct moe_grad_rendering_input {
     const moe_descent_step* descent;  // with --lr, else null
 };
 
+void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_options& options, text_format format,
+                             const text_sink& out);
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options);
 std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options);
 // loss, gradients under the file's own paths (router.W, experts[1].W2, …, input), the check,

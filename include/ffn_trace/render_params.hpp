@@ -12,6 +12,8 @@ namespace ffn_trace {
 enum class params_format { text, markdown, json };
 
 // `dtype`: show the memory at this width only (a name from dtypes()); all widths when empty.
-std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype = {});
+// The text view fits `width` columns; `ascii`: pure ASCII.
+std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype = {},
+                          std::size_t width = 80, bool ascii = false);
 
 }  // namespace ffn_trace

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ffn_trace/claims.hpp"
@@ -27,6 +29,7 @@ struct text_options {
     bool full = false;    // print long vectors whole instead of "first … last"
     bool colour = false;  // terminal colours (text view only)
     bool ascii = false;   // ASCII spellings for ×, ·, →, −, ✓, …
+    std::size_t width = 80;  // text view: columns to fit (prose wrapped, wide tables split)
 };
 
 // Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.
@@ -45,6 +48,14 @@ struct rendering_input {
     const std::vector<std::string>* token_strings = nullptr;
 };
 
+// Where a view writes its text: a block at a time, as the walkthrough is rendered, so that a long
+// walkthrough is never held whole in memory.
+using text_sink = std::function<void(std::string_view)>;
+enum class text_format { text, markdown };
+
+void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
+// The same, returned as one string.
 std::string render_text(const rendering_input& in, const text_options& options);
 std::string render_markdown(const rendering_input& in, const text_options& options);
 
@@ -59,6 +70,8 @@ struct moe_rendering_input {
 };
 
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.
+void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
 std::string render_text(const moe_rendering_input& in, const text_options& options);
 std::string render_markdown(const moe_rendering_input& in, const text_options& options);
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common.hpp"
+#include "ffn_trace/format.hpp"
 
 namespace cli {
 
@@ -13,6 +14,7 @@ void setup_check(CLI::App& app, int& status) {
     auto* sub = app.add_subcommand("check", "Verify the claimed numbers (\"expect\") of example files");
     sub->add_option("files", options->files, "Example files (JSON), or - for standard input")->required()->type_name("FILE");
     add_limits(*sub, options->limits);
+    sub->add_flag("--ascii", options->ascii, "Pure ASCII: the notes' own symbols spelled out");
     sub->callback([options, &status] { status = run_check(*options); });
 }
 
@@ -48,7 +50,7 @@ int run_check(const check_options& options) {
     }
     if (results.size() > 1)
         out += fmt::format("{} files, {} claims, {} failed\n", results.size(), total, failed);
-    fmt::print("{}", out);
+    fmt::print("{}", options.ascii ? ffn_trace::to_ascii(out) : out);
     return failed == 0 ? exit_ok : exit_claims_failed;
 }
 

@@ -10,6 +10,7 @@
 namespace cli {
 
 struct check_options {
+    bool ascii = false;
     std::vector<std::string> files;
     input_limits limits;
 };

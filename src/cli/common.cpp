@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/core.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "ffn_trace/format.hpp"
 #include "ffn_trace/params.hpp"
 
 namespace cli {
@@ -42,6 +44,10 @@ int write_failed(int error_number) {
     }
     return report({"", "", fmt::format("cannot write the output: {}", std::strerror(error_number))});
 }
+
+void write_stdout(std::string_view text) { fmt::print(stdout, "{}", text); }
+
+void print_json(const std::string& json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
 
 int finish_output(int status) {
     errno = 0;
@@ -141,6 +147,34 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
         ->check(CLI::IsMember({"auto", "always", "never"}))
         ->capture_default_str();
     sub.add_flag("--ascii", f.ascii, "ASCII spellings instead of ×, ·, →, −, ✓");
+    add_width(sub, f.width);
+}
+
+std::size_t output_width(std::size_t given) {
+    if (given) return given;
+    winsize size{};
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col >= 20) return size.ws_col;
+    if (const char* columns = std::getenv("COLUMNS")) {
+        std::size_t n = 0;
+        const std::string_view s(columns);
+        if (!s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string_view::npos) {
+            for (char c : s) n = n * 10 + static_cast<std::size_t>(c - '0');
+            if (n >= 20) return n;
+        }
+    }
+    return 80;
+}
+
+void add_width(CLI::App& sub, std::size_t& into) {
+    sub.add_option("--width", into, "Columns the text fits (default: the terminal's, else COLUMNS, else 80)")
+        ->check(whole_number(40, 1000));
+}
+
+bool use_colour(const std::string& color) {
+    if (color != "auto") return color == "always";
+    // no-color.org: NO_COLOR counts when it is set and not empty.
+    const char* no_color = std::getenv("NO_COLOR");
+    return isatty(STDOUT_FILENO) && !(no_color && *no_color);
 }
 
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
@@ -152,8 +186,13 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     text.precision = f.precision;
     text.full = f.full;
     text.ascii = f.ascii;
-    text.colour = f.color == "always" || (f.color == "auto" && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr);
+    text.width = output_width(f.width);
+    text.colour = use_colour(f.color);
     return text;
+}
+
+ffn_trace::text_format text_format(const walkthrough_flags& f) {
+    return f.format == "markdown" ? ffn_trace::text_format::markdown : ffn_trace::text_format::text;
 }
 
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens) {

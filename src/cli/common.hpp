@@ -39,6 +39,12 @@ int out_of_memory();
 // `run … >/dev/full` does not exit 0 having written nothing; a reader that went away (EPIPE)
 // ends the program quietly, by SIGPIPE, as it would have if the signal were not ignored.
 int finish_output(int status);
+// Writes a piece of the output to stdout as soon as it is rendered: the sink of the streaming
+// views. A failed write throws std::system_error, which main turns into write_failed, so a long
+// walkthrough stops at the first failed write instead of rendering on into a closed pipe.
+void write_stdout(std::string_view text);
+// A JSON view on stdout; with --ascii every non-ASCII character is a \u escape.
+void print_json(const std::string& json, bool ascii);
 // The same for an error thrown while writing (fmt::print throws std::system_error).
 int write_failed(int error_number);
 
@@ -77,6 +83,15 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max(),
                             std::string if_not_digits = "");
 
+// The columns a text view fits: `given` (--width) when not 0, else the terminal's when stdout is
+// one, else COLUMNS when it holds a whole number, else 80.
+std::size_t output_width(std::size_t given);
+// Adds --width to a subcommand.
+void add_width(CLI::App& sub, std::size_t& into);
+
+// --color auto|always|never: auto is colour when stdout is a terminal and NO_COLOR is unset or empty.
+bool use_colour(const std::string& color);
+
 // The options of a walkthrough, shared by run and grad.
 struct walkthrough_flags {
     std::string format = "text";
@@ -86,9 +101,12 @@ struct walkthrough_flags {
     bool full = false;
     std::string color = "auto";
     bool ascii = false;
+    std::size_t width = 0;  // 0: output_width chooses
 };
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
+// Text or Markdown, as --format asked (json is rendered apart).
+ffn_trace::text_format text_format(const walkthrough_flags& flags);
 // --token values outside the input: an error naming the option.
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);
 

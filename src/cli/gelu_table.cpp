@@ -29,6 +29,9 @@ void setup_gelu_table(CLI::App& app, int& status) {
     sub->add_option("--width", o->width, "Plot width in columns")->check(whole_number(10, 400))->capture_default_str();
     sub->add_option("--height", o->height, "Plot height in rows")->check(whole_number(5, 200))->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII only");
+    sub->add_option("--color", o->color, "Colour each curve of the plot (auto: when stdout is a terminal and NO_COLOR is unset)")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
     sub->add_option("--precision", o->precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub->add_option("--format", o->format, "Output format")
         ->check(CLI::IsMember({"text", "csv", "json", "markdown"}))
@@ -57,14 +60,14 @@ int run_gelu_table(const gelu_table_options& o) {
             hi = *std::max_element(xs.begin(), xs.end());
         }
         if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
-        fmt::print("{}", render_plot(lo, hi, which, {o.width, o.height, o.ascii}));
+        fmt::print("{}", render_plot(lo, hi, which, {o.width, o.height, o.ascii, use_colour(o.color)}));
         return exit_ok;
     }
     const table_format format = o.format == "csv" ? table_format::csv
                               : o.format == "json" ? table_format::json
                               : o.format == "markdown" ? table_format::markdown
                                                        : table_format::text;
-    std::string out = render_table(gelu_table(xs, which), format, o.precision);
+    std::string out = render_table(gelu_table(xs, which), format, o.precision, output_width(0));
     fmt::print("{}", o.ascii ? to_ascii(out) : out);
     return exit_ok;
 }

@@ -18,6 +18,7 @@ struct gelu_table_options {
     std::size_t width = 61;
     std::size_t height = 21;
     bool ascii = false;
+    std::string color = "auto";
     int precision = 3;
     std::string format = "text";
 };

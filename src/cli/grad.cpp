@@ -42,11 +42,11 @@ int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_s
     }
     const moe_grad_rendering_input in{t.ex, *t.moe, *g, check, step ? &*step : nullptr};
     if (o.walkthrough.format == "json") {
-        fmt::print("{}", render_grad_json(in));
+        print_json(render_grad_json(in), o.walkthrough.ascii);
         return exit_ok;
     }
     const auto text = walkthrough_options(o.walkthrough);
-    fmt::print("{}", o.walkthrough.format == "markdown" ? render_grad_markdown(in, text) : render_grad_text(in, text));
+    render_grad_walkthrough(in, text, cli::text_format(o.walkthrough), cli::write_stdout);
     return exit_ok;
 }
 
@@ -81,11 +81,11 @@ int run_grad(const grad_options& o) {
     }
     const grad_rendering_input in{t->ex, t->tr, *g, check, step ? &*step : nullptr};
     if (o.walkthrough.format == "json") {
-        fmt::print("{}", render_grad_json(in));
+        print_json(render_grad_json(in), o.walkthrough.ascii);
         return exit_ok;
     }
     const auto text = walkthrough_options(o.walkthrough);
-    fmt::print("{}", o.walkthrough.format == "markdown" ? render_grad_markdown(in, text) : render_grad_text(in, text));
+    render_grad_walkthrough(in, text, cli::text_format(o.walkthrough), cli::write_stdout);
     return exit_ok;
 }
 

@@ -37,6 +37,8 @@ void setup_params(CLI::App& app, int& status) {
     std::vector<std::string> widths;
     for (const auto& d : ffn_trace::dtypes()) widths.emplace_back(d.name);
     sub->add_option("--dtype", o->dtype, "Show the memory at this width only")->check(CLI::IsMember(widths));
+    add_width(*sub, o->width);
+    sub->add_flag("--ascii", o->ascii, "Pure ASCII: * for ×, / for ÷, ~ for ≈");
     sub->add_option("--format", o->format, "Output format")
         ->check(CLI::IsMember({"text", "json", "markdown"}))
         ->capture_default_str();
@@ -87,7 +89,8 @@ int run_params(const params_options& o) {
     const params_format format = o.format == "json" ? params_format::json
                                : o.format == "markdown" ? params_format::markdown
                                                         : params_format::text;
-    fmt::print("{}", render_params(*r, format, o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt));
+    fmt::print("{}", render_params(*r, format, o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt,
+                                   output_width(o.width), o.ascii));
     return exit_ok;
 }
 

@@ -15,6 +15,8 @@ struct params_options {
     std::optional<std::string> norm;
     std::optional<std::string> dtype;
     std::string format = "text";
+    std::size_t width = 0;  // 0: output_width chooses
+    bool ascii = false;
 };
 
 void setup_params(CLI::App& app, int& status);

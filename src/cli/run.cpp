@@ -66,14 +66,13 @@ int run_run(const run_options& options) {
                     return report(*e);
         }
         if (options.walkthrough.format == "json") {
-            fmt::print("{}", ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units ? &*units : nullptr));
+            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units ? &*units : nullptr), options.walkthrough.ascii);
             return exit_ok;
         }
         const auto text = walkthrough_options(options.walkthrough);
         const auto reads = ffn_trace::read_moe_trace(*t->moe);
         const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads};
-        fmt::print("{}", options.walkthrough.format == "markdown" ? ffn_trace::render_markdown(in, text)
-                                                                  : ffn_trace::render_text(in, text));
+        ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }
     // A big layer, or a checkpoint's: the units that fired most, and what the vocabulary makes of them.
@@ -100,14 +99,15 @@ int run_run(const run_options& options) {
         for (auto tok : shown)
             if (tok != ffn_trace::gap) explained.push_back(ffn_trace::explain_unit(t->tr, tok, u, options.top));
     if (options.walkthrough.format == "json") {
-        fmt::print("{}", ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr));
+        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr),
+                   options.walkthrough.ascii);
         return exit_ok;
     }
     const auto reads = ffn_trace::read_trace(t->tr);
     const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
     const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads, units ? &*units : nullptr,
                                         explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings};
-    fmt::print("{}", options.walkthrough.format == "markdown" ? ffn_trace::render_markdown(in, text) : ffn_trace::render_text(in, text));
+    ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
     return exit_ok;
 }
 

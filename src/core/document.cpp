@@ -1,6 +1,7 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <fmt/format.h>
 
 #include "ffn_trace/engine.hpp"
@@ -8,123 +9,349 @@
 
 namespace ffn_trace::detail {
 
-std::vector<std::string> wrap(std::string_view text, std::size_t width) {
-    std::vector<std::string> lines;
-    std::string line;
+namespace {
+
+// An operator standing alone between spaces: it binds to the words either side of it.
+bool is_operator(std::string_view w) {
+    static constexpr std::string_view ops[] = {"=", "+", "−", "-", "×", "x", "*", "·", "→", "->", "≠", "!=", "≈", "~", "/", "Σ", "sum"};
+    return std::find(std::begin(ops), std::end(ops), w) != std::end(ops);
+}
+
+std::vector<std::string_view> words_of(std::string_view text) {
+    std::vector<std::string_view> words;
     std::size_t start = 0;
-    while (start < text.size()) {
+    while (start <= text.size()) {
         auto end = text.find(' ', start);
         if (end == std::string_view::npos) end = text.size();
-        const std::string_view word = text.substr(start, end - start);
-        if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
+        if (end > start) words.push_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    return words;
+}
+
+// Greedy filling of `units` (each a run of words kept together) into lines of `width` columns,
+// the lines after the first indented by `indent` spaces.
+std::vector<std::string> fill(const std::vector<std::string>& units, std::size_t width, std::size_t indent) {
+    std::vector<std::string> lines;
+    std::string line;
+    for (const auto& u : units) {
+        const std::size_t limit = lines.empty() ? width : width - std::min(indent, width);
+        if (!line.empty() && display_width(line) + 1 + display_width(u) > limit) {
             lines.push_back(line);
             line.clear();
         }
-        if (!word.empty()) line += (line.empty() ? "" : " ") + std::string(word);
-        start = end + 1;
+        line += (line.empty() ? "" : " ") + u;
     }
     if (!line.empty()) lines.push_back(line);
+    for (std::size_t i = 1; i < lines.size(); ++i) lines[i] = std::string(indent, ' ') + lines[i];
     return lines;
 }
 
-static std::string text_block(const block& b) {
-    std::string out;
-    switch (b.kind) {
-        case block_kind::title:
-            out += styled(style::bold, b.text) + "\n" + std::string(display_width(b.text), '=') + "\n";
-            break;
-        case block_kind::heading: out += styled(style::bold, b.text) + "\n"; break;
-        case block_kind::paragraph:
-            for (const auto& l : wrap(b.text, 100)) out += l + "\n";
-            break;
-        case block_kind::fields: {
-            std::size_t w = 0;
-            for (const auto& r : b.rows) w = std::max(w, display_width(r[0]));
-            for (const auto& r : b.rows) out += "  " + pad_right(r[0], w + 2) + r[1] + "\n";
-            break;
+}  // namespace
+
+// Breaks at spaces only, so that no number is split. A formula stays whole where it fits
+// ("a = b + c": an operator alone between spaces binds both neighbours); one longer than a line
+// is broken before its operators, so each continuation starts with "+" or "=".
+std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent) {
+    const auto words = words_of(text);
+    // A vector, "[5, 4]", stays whole too.
+    std::vector<std::string> units;
+    bool bind_next = false;
+    int brackets = 0;
+    for (auto w : words) {
+        if (!units.empty() && (bind_next || brackets > 0 || is_operator(w))) {
+            units.back() += " " + std::string(w);
+        } else {
+            units.emplace_back(w);
         }
-        case block_kind::table: {
-            std::vector<std::size_t> widths;
-            for (const auto& r : b.rows)
-                for (std::size_t c = 0; c < r.size(); ++c) {
-                    if (widths.size() <= c) widths.push_back(0);
-                    widths[c] = std::max(widths[c], display_width(r[c]));
+        bind_next = is_operator(w);
+        for (char c : w) brackets = std::max(0, brackets + (c == '[' ? 1 : c == ']' ? -1 : 0));
+    }
+    const std::size_t room = width - std::min(indent, width);
+    bool too_long = false;
+    for (const auto& u : units) too_long = too_long || display_width(u) > room;
+    if (!too_long) return fill(units, width, indent);
+    // A unit longer than a line is broken before its "=", then before its operators outside
+    // parentheses, then before any operator, then between any words: the first that fits.
+    std::vector<std::string> pieces;
+    for (const auto& u : units) {
+        if (display_width(u) <= room) {
+            pieces.push_back(u);
+            continue;
+        }
+        for (int level = 0; level < 4; ++level) {
+            std::vector<std::string> parts;
+            int depth = 0;
+            for (auto w : words_of(u)) {
+                const bool breaks = level == 3 || (is_operator(w) && (level == 2 || (level == 1 && depth == 0) ||
+                                                                      (level == 0 && (w == "=" || w == "≈"))));
+                if (parts.empty() || breaks) {
+                    parts.emplace_back(w);
+                } else {
+                    parts.back() += " " + std::string(w);
                 }
-            for (const auto& r : b.rows) {
+                for (char c : w) depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+            }
+            bool fits = true;
+            for (const auto& p : parts) fits = fits && display_width(p) <= room;
+            if (fits || level == 3) {
+                pieces.insert(pieces.end(), parts.begin(), parts.end());
+                break;
+            }
+        }
+    }
+    return fill(pieces, width, indent);
+}
+
+namespace {
+
+std::string bold_lines(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const auto& l : lines) out += styled(style::bold, l) + "\n";
+    return out;
+}
+
+// A heading's parts are separated by three spaces; a part that does not fit goes on the next line.
+std::vector<std::string> heading_lines(std::string_view text, std::size_t width) {
+    if (display_width(text) <= width) return {std::string(text)};
+    std::vector<std::string> lines;
+    std::string line;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        auto end = text.find("   ", start);
+        if (end == std::string_view::npos) end = text.size();
+        const std::string part(text.substr(start, end - start));
+        if (!line.empty() && display_width(line) + 3 + display_width(part) > width) {
+            lines.push_back(line);
+            line = "  ";
+        }
+        line += (line.empty() || line == "  " ? "" : "   ") + part;
+        start = end + 3;
+    }
+    lines.push_back(line);
+    // A part longer than the line itself: wrapped as words.
+    std::vector<std::string> out;
+    for (auto& l : lines) {
+        if (display_width(l) <= width) {
+            out.push_back(l);
+            continue;
+        }
+        const bool continued = l.rfind("  ", 0) == 0;
+        for (auto& w : wrap(continued ? std::string_view(l).substr(2) : std::string_view(l), width - (continued ? 2 : 0), 2))
+            out.push_back((continued ? "  " : "") + w);
+    }
+    return out;
+}
+
+// A written-out line too long for the page: wrapped, continuations indented under what follows
+// its first " = ", or by four.
+std::vector<std::string> hanging(const std::string& line, std::size_t width) {
+    if (display_width(line) <= width) return {line};
+    const std::size_t lead = line.find_first_not_of(' ');
+    if (lead == std::string::npos) return {line};
+    const auto eq = line.find(" = ");
+    std::size_t indent = lead + 4;
+    if (eq != std::string::npos && display_width(line.substr(0, eq)) + 3 <= width / 2)
+        indent = display_width(line.substr(0, eq)) + 3;
+    auto lines = wrap(std::string_view(line).substr(lead), width - lead, indent - lead);
+    for (auto& l : lines) l = std::string(lead, ' ') + l;
+    return lines;
+}
+
+// A table laid out to fit `width`: a last column of text wraps within what is left; columns that
+// still do not fit go to further blocks, each repeating the first column (the row names).
+std::string table_text(const block& b, std::size_t width) {
+    std::size_t ncols = 0;
+    for (const auto& r : b.rows) ncols = std::max(ncols, r.size());
+    if (ncols == 0) return "";
+    std::vector<std::size_t> w(ncols, 0);
+    for (const auto& r : b.rows)
+        for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], display_width(r[c]));
+    while (ncols > 1 && w[ncols - 1] == 0) --ncols;  // columns empty in every row take no room
+    w.resize(ncols);
+    auto left = [&](std::size_t c) { return c < b.align.size() ? b.align[c] == 'l' : c == 0; };
+    const bool text_last = ncols > 1 && left(ncols - 1);
+    constexpr std::size_t narrowest_text = 16;
+    std::size_t gap = 2;
+    auto span = [&](const std::vector<std::size_t>& cols) {
+        std::size_t total = 2;
+        for (std::size_t k = 0; k < cols.size(); ++k) {
+            const std::size_t c = cols[k];
+            total += (k ? gap : 0) + (text_last && c == ncols - 1 ? std::min(w[c], narrowest_text) : w[c]);
+        }
+        return total;
+    };
+    // A table a few columns too wide closes its gaps to one space rather than split.
+    std::vector<std::size_t> all(ncols);
+    std::iota(all.begin(), all.end(), 0);
+    if (span(all) > width) {
+        gap = 1;
+        if (span(all) > width) gap = 2;
+    }
+    std::vector<std::vector<std::size_t>> chunks;
+    std::vector<std::size_t> current{0};
+    for (std::size_t c = 1; c < ncols; ++c) {
+        auto with = current;
+        with.push_back(c);
+        if (current.size() > 1 && span(with) > width) {
+            chunks.push_back(current);
+            current = {0, c};
+        } else {
+            current = std::move(with);
+        }
+    }
+    chunks.push_back(current);
+
+    std::string out;
+    for (std::size_t k = 0; k < chunks.size(); ++k) {
+        const auto& cols = chunks[k];
+        if (k) out += "\n";
+        std::vector<std::size_t> cw;
+        for (auto c : cols) cw.push_back(w[c]);
+        const bool wraps = text_last && cols.back() == ncols - 1 && cols.size() > 1;
+        if (wraps) {
+            std::size_t others = 2;
+            for (std::size_t i = 0; i + 1 < cols.size(); ++i) others += cw[i] + gap;
+            cw.back() = std::min(cw.back(), std::max(width > others ? width - others : 0, narrowest_text));
+        }
+        for (const auto& r : b.rows) {
+            // In a further block, a row with nothing in its columns is left out.
+            bool empty = true;
+            for (std::size_t i = 1; i < cols.size(); ++i) empty = empty && (cols[i] >= r.size() || r[cols[i]].empty());
+            if (k > 0 && empty) continue;
+            std::vector<std::vector<std::string>> cells;
+            std::size_t height = 1;
+            for (std::size_t i = 0; i < cols.size(); ++i) {
+                const std::string cell = cols[i] < r.size() ? r[cols[i]] : "";
+                cells.push_back(wraps && i + 1 == cols.size() && display_width(cell) > cw[i]
+                                    ? wrap(cell, cw[i], 0)
+                                    : std::vector<std::string>{cell});
+                height = std::max(height, cells.back().size());
+            }
+            for (std::size_t h = 0; h < height; ++h) {
                 std::string line = "  ";
-                for (std::size_t c = 0; c < r.size(); ++c) {
-                    const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
-                    line += (c == 0 ? "" : "  ") + (left ? pad_right(r[c], widths[c]) : pad_left(r[c], widths[c]));
+                for (std::size_t i = 0; i < cols.size(); ++i) {
+                    const std::string cell = h < cells[i].size() ? cells[i][h] : "";
+                    line += (i == 0 ? "" : std::string(gap, ' ')) + (left(cols[i]) ? pad_right(cell, cw[i]) : pad_left(cell, cw[i]));
                 }
                 line.erase(line.find_last_not_of(' ') + 1);
                 out += line + "\n";
             }
+        }
+    }
+    return out;
+}
+
+std::string text_block(const block& b, std::size_t width) {
+    std::string out;
+    switch (b.kind) {
+        case block_kind::title: {
+            const auto lines = wrap(b.text, width, 0);
+            std::size_t rule = 0;
+            for (const auto& l : lines) rule = std::max(rule, display_width(l));
+            out += bold_lines(lines) + std::string(rule, '=') + "\n";
             break;
         }
+        case block_kind::heading: out += bold_lines(heading_lines(b.text, width)); break;
+        case block_kind::paragraph:
+            for (const auto& l : wrap(b.text, width, 0)) out += l + "\n";
+            break;
+        case block_kind::fields: {
+            std::size_t w = 0;
+            for (const auto& r : b.rows) w = std::max(w, display_width(r[0]));
+            const std::size_t indent = 2 + w + 2;
+            for (const auto& r : b.rows) {
+                const auto lines = wrap(r[1], width > indent + 20 ? width - indent : 20, 0);
+                for (std::size_t i = 0; i < lines.size(); ++i)
+                    out += (i == 0 ? "  " + pad_right(r[0], w + 2) : std::string(indent, ' ')) + lines[i] + "\n";
+                if (lines.empty()) out += "  " + r[0] + "\n";
+            }
+            break;
+        }
+        case block_kind::table: out += table_text(b, width); break;
         case block_kind::lines:
         case block_kind::notes:
-            for (const auto& l : b.lines) out += "  " + l + "\n";
+            for (const auto& l : b.lines)
+                for (const auto& part : hanging("  " + l, width)) out += part + "\n";
             break;
     }
     return out;
 }
 
-// Blocks separated by a blank line; a heading sits directly on what follows it.
-std::string text_view(const document& doc) {
-    std::string out;
-    for (std::size_t i = 0; i < doc.size(); ++i) {
-        out += text_block(doc[i]);
-        if (i + 1 < doc.size() && doc[i].kind != block_kind::heading) out += "\n";
-    }
-    return out;
-}
+}  // namespace
 
 static std::string markdown_cell(std::string s) {
     for (std::size_t at = s.find('|'); at != std::string::npos; at = s.find('|', at + 2)) s.replace(at, 1, "\\|");
     return s;
 }
 
-std::string markdown_view(const document& doc) {
+static std::string markdown_block(const block& b) {
     std::string out;
-    for (const auto& b : doc) {
-        switch (b.kind) {
-            case block_kind::title: out += "# " + b.text + "\n\n"; break;
-            case block_kind::heading: out += "## " + b.text + "\n\n"; break;
-            case block_kind::paragraph: out += b.text + "\n\n"; break;
-            case block_kind::fields:
-                for (const auto& r : b.rows) out += "- **" + r[0] + "**: " + r[1] + "\n";
-                out += "\n";
-                break;
-            case block_kind::table: {
-                for (std::size_t i = 0; i < b.rows.size(); ++i) {
-                    std::vector<std::string> cells;
-                    for (const auto& c : b.rows[i]) cells.push_back(markdown_cell(c));
-                    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
-                    if (i == 0) {
-                        std::vector<std::string> rule;
-                        for (std::size_t c = 0; c < b.rows[i].size(); ++c) {
-                            const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
-                            rule.emplace_back(left ? ":--" : "--:");
-                        }
-                        out += fmt::format("| {} |\n", fmt::join(rule, " | "));
+    switch (b.kind) {
+        case block_kind::title: out += "# " + b.text + "\n\n"; break;
+        case block_kind::heading: out += "## " + b.text + "\n\n"; break;
+        case block_kind::paragraph: out += b.text + "\n\n"; break;
+        case block_kind::fields:
+            for (const auto& r : b.rows) out += "- **" + r[0] + "**: " + r[1] + "\n";
+            out += "\n";
+            break;
+        case block_kind::table: {
+            for (std::size_t i = 0; i < b.rows.size(); ++i) {
+                std::vector<std::string> cells;
+                for (const auto& c : b.rows[i]) cells.push_back(markdown_cell(c));
+                out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+                if (i == 0) {
+                    std::vector<std::string> rule;
+                    for (std::size_t c = 0; c < b.rows[i].size(); ++c) {
+                        const bool left = c < b.align.size() ? b.align[c] == 'l' : c == 0;
+                        rule.emplace_back(left ? ":--" : "--:");
                     }
+                    out += fmt::format("| {} |\n", fmt::join(rule, " | "));
                 }
-                out += "\n";
-                break;
             }
-            case block_kind::lines:
-                out += "```text\n";
-                for (const auto& l : b.lines) out += l + "\n";
-                out += "```\n\n";
-                break;
-            case block_kind::notes:
-                for (const auto& l : b.lines) out += "- " + l + "\n";
-                out += "\n";
-                break;
+            out += "\n";
+            break;
         }
+        case block_kind::lines:
+            out += "```text\n";
+            for (const auto& l : b.lines) out += l + "\n";
+            out += "```\n\n";
+            break;
+        case block_kind::notes:
+            for (const auto& l : b.lines) out += "- " + l + "\n";
+            out += "\n";
+            break;
     }
     return out;
 }
+
+static block ascii_block(block b) {
+    b.text = to_ascii(b.text);
+    for (auto& row : b.rows)
+        for (auto& cell : row) cell = to_ascii(cell);
+    for (auto& line : b.lines) line = to_ascii(line);
+    return b;
+}
+
+void page_writer::write(block b) {
+    if (opt_.ascii) b = ascii_block(std::move(b));
+    if (!opt_.markdown && !first_ && !after_heading_) out_("\n");
+    first_ = false;
+    after_heading_ = b.kind == block_kind::heading;
+    out_(apply_styles(opt_.markdown ? markdown_block(b) : text_block(b, opt_.width), opt_.colour && !opt_.markdown));
+}
+
+static std::string whole(const document& doc, page_options options) {
+    std::string out;
+    page_writer page(options, [&out](std::string_view s) { out += s; });
+    for (const auto& b : doc) page.write(b);
+    return out;
+}
+
+std::string text_view(const document& doc, std::size_t width, bool ascii) {
+    return whole(doc, {.ascii = ascii, .width = width});
+}
+std::string markdown_view(const document& doc, bool ascii) { return whole(doc, {.markdown = true, .ascii = ascii}); }
 
 std::string vector_text(std::span<const double> v, int precision, bool full) {
     std::vector<std::string> parts;
@@ -140,7 +367,7 @@ std::string short_vector_text(std::span<const double> v, int precision, bool ful
 
 std::string operand(double v, int precision) {
     std::string s = format_short(v, precision);
-    return v < 0 && s.rfind("−", 0) == 0 ? "(" + s + ")" : s;
+    return v < 0 && s.rfind("-", 0) == 0 ? "(" + s + ")" : s;
 }
 
 std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t) {
@@ -154,16 +381,6 @@ std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width) 
     std::string s;
     for (auto d : lead) s += fmt::format("{} × ", d);
     return fmt::format("({}{})", s, width);
-}
-
-document ascii_document(document doc) {
-    for (auto& b : doc) {
-        b.text = to_ascii(b.text);
-        for (auto& row : b.rows)
-            for (auto& cell : row) cell = to_ascii(cell);
-        for (auto& line : b.lines) line = to_ascii(line);
-    }
-    return doc;
 }
 
 }  // namespace ffn_trace::detail

@@ -2,6 +2,7 @@
 // blocks, laid out as aligned text or as Markdown.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/render_text.hpp"
 
 namespace ffn_trace::detail {
 
@@ -25,16 +27,44 @@ struct block {
 };
 
 using document = std::vector<block>;
+// Where a builder hands each block as soon as it is complete.
+using block_sink = std::function<void(block)>;
 
-// Words wrapped at `width` columns.
-std::vector<std::string> wrap(std::string_view text, std::size_t width);
+// Words wrapped at `width` columns, never inside a number, and a formula kept whole where it fits;
+// the lines after the first are indented by `indent` spaces.
+std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent);
 
-// Blocks separated by a blank line; headings sit on what follows them. Style marks are kept.
-std::string text_view(const document& doc);
-std::string markdown_view(const document& doc);
+struct page_options {
+    bool markdown = false;  // Markdown, else aligned text
+    bool ascii = false;     // ASCII spellings, converted before layout so that columns align
+    bool colour = false;    // terminal colours (text only); otherwise the style marks are dropped
+    std::size_t width = 80; // columns of the text layout (Markdown is not wrapped)
+};
+inline page_options page_for(const text_options& o, text_format f) {
+    return {.markdown = f == text_format::markdown, .ascii = o.ascii, .colour = o.colour, .width = o.width};
+}
 
-// The same document with ASCII spellings, converted before layout so that columns align.
-document ascii_document(document doc);
+// Lays blocks out one at a time, as a builder produces them, and writes each to `out`: a whole
+// walkthrough is never held in memory. In text, blocks are separated by a blank line and a
+// heading sits directly on what follows it.
+class page_writer {
+public:
+    page_writer(page_options options, text_sink out) : opt_(options), out_(std::move(out)) {}
+    void write(block b);
+    block_sink sink() {
+        return [this](block b) { write(std::move(b)); };
+    }
+
+private:
+    page_options opt_;
+    text_sink out_;
+    bool first_ = true;
+    bool after_heading_ = false;
+};
+
+// A whole document laid out at once (params), with the style marks dropped.
+std::string text_view(const document& doc, std::size_t width, bool ascii = false);
+std::string markdown_view(const document& doc, bool ascii = false);
 
 // "[0.4300, 0.3700, …, 0.4900]": fixed precision, summarised unless `full`.
 std::string vector_text(std::span<const double> v, int precision, bool full);

@@ -9,16 +9,11 @@ namespace ffn_trace {
 
 namespace {
 
-// "-" becomes the real minus sign "−"; "-0" and "-0.000" lose their sign.
-std::string with_real_minus(std::string s) {
+// Numbers keep the ASCII hyphen-minus, so that a row pasted into Python or a spreadsheet reads as
+// numbers; "-0" and "-0.000" lose their sign.
+std::string without_negative_zero(std::string s) {
     if (s.empty() || s[0] != '-') return s;
     if (s.find_first_not_of("-0.") == std::string::npos) return s.substr(1);
-    return "\u2212" + s.substr(1);
-}
-
-std::string real_minus_in_exponent(std::string s) {
-    const auto e = s.find("e-");
-    if (e != std::string::npos) s.replace(e + 1, 1, "\u2212");
     return s;
 }
 
@@ -26,21 +21,21 @@ std::string real_minus_in_exponent(std::string s) {
 
 std::string format_fixed(double v, int precision) {
     if (std::isnan(v)) return "NaN";
-    if (std::isinf(v)) return v > 0 ? "∞" : "−∞";
-    if (std::abs(v) >= 1e15) return real_minus_in_exponent(with_real_minus(fmt::format("{:.{}e}", v, precision)));
-    return with_real_minus(fmt::format("{:.{}f}", v, precision));
+    if (std::isinf(v)) return v > 0 ? "∞" : "-∞";
+    if (std::abs(v) >= 1e15) return without_negative_zero(fmt::format("{:.{}e}", v, precision));
+    return without_negative_zero(fmt::format("{:.{}f}", v, precision));
 }
 
 std::string format_short(double v, int precision) {
     if (!std::isfinite(v) || std::abs(v) >= 1e15) return format_fixed(v, precision);
     if (v != 0 && std::abs(v) < std::pow(10.0, -precision))
-        return real_minus_in_exponent(with_real_minus(fmt::format("{:.{}g}", v, std::max(precision, 1))));
+        return without_negative_zero(fmt::format("{:.{}g}", v, std::max(precision, 1)));
     std::string s = fmt::format("{:.{}f}", v, precision);
     if (s.find('.') != std::string::npos) {
         s.erase(s.find_last_not_of('0') + 1);
         if (s.back() == '.') s.pop_back();
     }
-    return with_real_minus(s);
+    return without_negative_zero(s);
 }
 
 std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge, std::size_t limit) {
@@ -74,6 +69,8 @@ std::string apply_styles(std::string_view text, bool colour) {
             case 'd': out += "\x1b[2m"; break;
             case 'r': out += "\x1b[31m"; break;
             case 'g': out += "\x1b[32m"; break;
+            case 'y': out += "\x1b[33m"; break;
+            case 'u': out += "\x1b[34m"; break;
             default: out += "\x1b[0m"; break;
         }
     }
@@ -103,28 +100,68 @@ std::string pad_left(std::string_view text, std::size_t width) {
 }
 
 std::string to_ascii(std::string_view text) {
-    static constexpr std::array<std::pair<std::string_view, std::string_view>, 30> table{{
-        {"−", "-"},   {"×", "x"},      {"·", "*"},     {"→", "->"},   {"←", "<-"},   {"✓", "ok"},
-        {"✗", "FAIL"}, {"…", "..."},   {"≤", "<="},    {"≥", ">="},   {"≈", "~"},    {"⊙", "(*)"},
-        {"√", "sqrt"}, {"π", "pi"},    {"Φ", "Phi"},   {"φ", "phi"},  {"σ", "sigma"}, {"³", "^3"},
-        {"²", "^2"},   {"₁", "1"},     {"₂", "2"},     {"─", "-"},    {"═", "="},    {"│", "|"},
-        {"∞", "inf"},  {"ᵀ", "^T"},    {"⁻¹", "^-1"},  {"Σ", "sum"},  {"—", "--"},   {"“", "\""},
-    }};
+    // "*" for ×, so that 3 × 1 beside an input named x does not read "3x1".
+    static constexpr std::pair<std::string_view, std::string_view> table[] = {
+        {"−", "-"},      {"×", "*"},       {"·", "*"},      {"→", "->"},    {"←", "<-"},     {"✓", "ok"},
+        {"✗", "FAIL"},   {"…", "..."},     {"≤", "<="},     {"≥", ">="},    {"≈", "~"},      {"⊙", "(*)"},
+        {"√", "sqrt"},   {"π", "pi"},      {"Φ", "Phi"},    {"φ", "phi"},   {"σ", "sigma"},  {"³", "^3"},
+        {"²", "^2"},     {"─", "-"},       {"═", "="},      {"│", "|"},     {"∞", "inf"},    {"ᵀ", "^T"},
+        {"⁻¹", "^-1"},   {"Σ", "sum "},    {"—", "--"},     {"–", "-"},     {"“", "\""},     {"”", "\""},
+        {"‘", "'"},      {"’", "'"},       {"≠", "!="},     {"½", "1/2"},   {"ε", "eps"},    {"η", "eta"},
+        {"β", "beta"},   {"γ", "gamma"},   {"μ", "mu"},     {"α", "alpha"}, {"λ", "lambda"}, {"Δ", "delta"},
+        {"∂", "d"},      {"÷", "/"},       {"±", "+/-"},    {"⊗", "(x)"},   {"∈", "in"},     {"‖", "||"},
+        {"\u0302", "_hat"}, {"₀", "0"},    {"₁", "1"},      {"₂", "2"},     {"₃", "3"},      {"₄", "4"},
+        {"₅", "5"},      {"₆", "6"},       {"₇", "7"},      {"₈", "8"},     {"₉", "9"},      {"ᵢ", "_i"},
+        {"ⱼ", "_j"},     {"▓", "#"},       {"░", "."},      {"█", "#"},     {"●", "o"},      {"•", "*"},
+        {"┼", "+"},      {"└", "+"},       {"┌", "+"},      {"┐", "+"},     {"┘", "+"},      {"├", "+"},
+        {"┤", "+"},      {"┬", "+"},       {"┴", "+"},      {"Ġ", " "},     {"▁", " "},
+    };
     std::string out;
     out.reserve(text.size());
     for (std::size_t i = 0; i < text.size();) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        if (byte < 0x80) {
+            out += text[i++];
+            continue;
+        }
         bool replaced = false;
-        if (static_cast<unsigned char>(text[i]) >= 0x80) {
-            for (const auto& [from, to] : table) {
-                if (text.substr(i, from.size()) == from) {
-                    out += to;
-                    i += from.size();
-                    replaced = true;
-                    break;
-                }
+        for (const auto& [from, to] : table) {
+            if (text.substr(i, from.size()) == from) {
+                out += to;
+                i += from.size();
+                replaced = true;
+                break;
             }
         }
-        if (!replaced) out += text[i++];
+        if (replaced) continue;
+        // Anything else (a letter of the file's own text): one "?" for the whole code point.
+        std::size_t n = 1;
+        while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
+        out += '?';
+        i += n;
+    }
+    return out;
+}
+
+std::string json_ascii(std::string_view json) {
+    std::string out;
+    out.reserve(json.size());
+    for (std::size_t i = 0; i < json.size();) {
+        const auto b = static_cast<unsigned char>(json[i]);
+        if (b < 0x80) {
+            out += json[i++];
+            continue;
+        }
+        const std::size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+        char32_t cp = b & (n == 4 ? 0x07 : n == 3 ? 0x0F : 0x1F);
+        for (std::size_t k = 1; k < n && i + k < json.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(json[i + k]) & 0x3F);
+        i += n;
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+        } else {
+            out += fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
+        }
     }
     return out;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "document.hpp"
 #include "ffn_trace/activations.hpp"
 #include "ffn_trace/format.hpp"
 
@@ -64,7 +65,7 @@ std::vector<column> gelu_table(const std::vector<double>& xs, const table_column
     return out;
 }
 
-std::string render_table(const std::vector<column>& columns, table_format format, int precision) {
+std::string render_table(const std::vector<column>& columns, table_format format, int precision, std::size_t width) {
     const std::size_t rows = columns.front().values.size();
     std::string out;
     switch (format) {
@@ -103,23 +104,22 @@ std::string render_table(const std::vector<column>& columns, table_format format
             return out;
         }
         case table_format::text: {
-            std::vector<std::vector<std::string>> cells(columns.size());
-            std::vector<std::size_t> widths;
-            for (std::size_t c = 0; c < columns.size(); ++c) {
-                std::size_t w = display_width(columns[c].name);
-                for (double v : columns[c].values) {
-                    cells[c].push_back(format_fixed(v, precision));
-                    w = std::max(w, display_width(cells[c].back()));
-                }
-                widths.push_back(w);
-            }
-            std::string header;
-            for (std::size_t c = 0; c < columns.size(); ++c) header += (c ? "  " : "") + pad_left(columns[c].name, widths[c]);
-            out += header + "\n";
+            // Laid out as the walkthrough's tables are, to fit `width` (x repeated in each block
+            // of columns), without their two-space indent.
+            detail::block b{detail::block_kind::table};
+            b.align = std::string(columns.size(), 'r');
+            b.rows.emplace_back();
+            for (const auto& c : columns) b.rows.back().push_back(c.name);
             for (std::size_t r = 0; r < rows; ++r) {
-                std::string line;
-                for (std::size_t c = 0; c < columns.size(); ++c) line += (c ? "  " : "") + pad_left(cells[c][r], widths[c]);
-                out += line + "\n";
+                b.rows.emplace_back();
+                for (const auto& c : columns) b.rows.back().push_back(format_fixed(c.values[r], precision));
+            }
+            const std::string laid = detail::text_view({b}, width + 2);
+            for (std::size_t at = 0; at < laid.size();) {
+                const auto end = laid.find('\n', at);
+                const std::string_view line = std::string_view(laid).substr(at, end - at);
+                out += std::string(line.substr(std::min<std::size_t>(2, line.size()))) + "\n";
+                at = end + 1;
             }
             return out;
         }
@@ -140,12 +140,17 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         std::string name;
         double (*f)(double);
         std::string_view mark, ascii_mark;
+        std::string_view colour;
     };
     // Drawn in this order, so GELU, the subject, is on top where curves meet.
-    std::vector<curve> curves{{"relu", relu, "○", "o"}};
-    if (which.silu) curves.push_back({"silu", silu, "+", "+"});
-    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e"});
-    curves.push_back({"gelu", gelu, "●", "*"});
+    std::vector<curve> curves{{"relu", relu, "○", "o", style::blue}};
+    if (which.silu) curves.push_back({"silu", silu, "+", "+", style::green});
+    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e", style::yellow});
+    curves.push_back({"gelu", gelu, "●", "*", style::red});
+    auto mark_of = [&](const curve& k) {
+        const std::string m(options.ascii ? k.ascii_mark : k.mark);
+        return options.colour ? styled(k.colour, m) : m;
+    };
 
     // The fraction first: (to − from)·c alone can overflow where the range itself does not.
     auto x_at = [&](std::size_t c) { return from + (to - from) * (static_cast<double>(c) / static_cast<double>(width - 1)); };
@@ -170,7 +175,7 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         for (std::size_t r = 0; r < height; ++r) grid[r][*zero_col] = r == zero_row ? (a ? "+" : "┼") : (a ? "|" : "│");
     }
     for (const auto& k : curves)
-        for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = std::string(a ? k.ascii_mark : k.mark);
+        for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = mark_of(k);
 
     // Tick labels at the top, at zero and at the bottom.
     auto tick = [](double v) { return format_fixed(v, 2); };
@@ -204,18 +209,15 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     place(width - 1, tick(to));
     if (zero_col && *zero_col > 6 && *zero_col + 6 < width) place(*zero_col, tick(0.0));
     ticks.erase(ticks.find_last_not_of(' ') + 1);
-    if (!a) {  // back to the real minus sign for display
-        for (std::size_t at = ticks.find('-'); at != std::string::npos; at = ticks.find('-', at + 3)) ticks.replace(at, 1, "−");
-    }
     out += ticks + "\n\n";
     std::vector<std::string> legend;
     for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
         const std::string desc = k->name == "gelu" ? "gelu (tanh form)" : k->name == "gelu_exact" ? "gelu_exact (x·Φ(x))"
                                : k->name == "silu" ? "silu (x·σ(x))" : "relu";
-        legend.push_back(fmt::format("{} {}", a ? k->ascii_mark : k->mark, desc));
+        legend.push_back(fmt::format("{} {}", mark_of(*k), desc));
     }
     out += fmt::format("  {}\n", fmt::join(legend, "   "));
-    return a ? to_ascii(out) : out;
+    return apply_styles(a ? to_ascii(out) : out, options.colour);
 }
 
 }  // namespace ffn_trace

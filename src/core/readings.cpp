@@ -34,6 +34,9 @@ readings read_trace(const trace& t) {
         std::size_t n = 0;
         for (std::size_t j = 0; j < t.layer().d_ff(); ++j) n += is_active(t, r, token, j) ? 1 : 0;
         r.active.push_back(n);
+        std::size_t p = 0;
+        for (std::size_t j = 0; j < t.layer().d_ff(); ++j) p += t.pre_activation().value(token, j) > 0 ? 1 : 0;
+        r.positive.push_back(p);
     }
 
     // Position-wise: trace tokens on their own (a sample of a long input) and compare every step.

@@ -1,5 +1,6 @@
 #include "ffn_trace/render_grad.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -106,7 +107,8 @@ public:
           level_(options.detail.value_or(default_detail(in.tr.layer()))),
           detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
 
-    detail::document build() {
+    void build(const detail::block_sink& out) {
+        out_ = &out;
         heading();
         forward();
         loss();
@@ -118,7 +120,6 @@ public:
         }
         check();
         if (in_.descent) descent();
-        return std::move(doc_);
     }
 
 private:
@@ -128,7 +129,7 @@ private:
     std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
     std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
     std::string shape(std::size_t width) const { return detail::shape_text(in_.tr.lead, width); }
-    void add(block b) { doc_.push_back(std::move(b)); }
+    void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
 
@@ -391,8 +392,19 @@ private:
                 bias_table(w.name + " (updated)", *w.b);
         }
         const bool down = d.new_loss < in_.grads.loss;
+        bool all_zero = true;
+        for (const auto& w : weight_views(l_, in_.grads.d_layer)) {
+            if (w.dw) all_zero = all_zero && std::all_of(w.dw->data.begin(), w.dw->data.end(), [](double v) { return v == 0; });
+            if (w.db) all_zero = all_zero && std::all_of(w.db->begin(), w.db->end(), [](double v) { return v == 0; });
+        }
+        const std::string why =
+            !all_zero ? "✗ not down: try a smaller η"
+            : info(l_.act).unit == activation::relu
+                ? "✗ not down: every gradient is 0, so the step leaves every weight as it was and no step size can help: "
+                  "a ReLU unit that did not fire passes no gradient back, and none that fired leads to the loss"
+                : "✗ not down: every gradient is 0, so the step leaves every weight as it was and no step size can help";
         paragraph(fmt::format("loss {} → {}   {}", num(in_.grads.loss), num(d.new_loss),
-                              down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η")));
+                              down ? styled(style::green, "✓ down") : styled(style::red, why)));
     }
 
     const grad_rendering_input& in_;
@@ -400,13 +412,9 @@ private:
     const text_options& opt_;
     detail_level level_;
     std::vector<std::size_t> detailed_;
-    detail::document doc_;
+    const detail::block_sink* out_ = nullptr;
 };
 
-detail::document build(const grad_rendering_input& in, const text_options& options) {
-    detail::document doc = grad_builder(in, options).build();
-    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
-}
 
 using json = nlohmann::ordered_json;
 
@@ -423,12 +431,22 @@ json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
 
 }  // namespace
 
+void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
+                             const text_sink& out) {
+    detail::page_writer page(detail::page_for(options, format), out);
+    grad_builder(in, options).build(page.sink());
+}
+
 std::string render_grad_text(const grad_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::text_view(build(in, options)), options.colour);
+    std::string out;
+    render_grad_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_grad_markdown(const grad_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::markdown_view(build(in, options)), false);
+    std::string out;
+    render_grad_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_grad_json(const grad_rendering_input& in) {

@@ -26,7 +26,8 @@ public:
         use_layer_tokens();
     }
 
-    document build() {
+    void build(const block_sink& out) {
+        out_ = &out;
         heading();
         if (level_ != detail_level::summary) {
             input_block(mt_.input);
@@ -43,7 +44,6 @@ public:
         readings();
         claims_block();
         summary();
-        return std::move(doc_);
     }
 
 private:
@@ -97,7 +97,8 @@ private:
         f.push_back({"residual", l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
         if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
         if (!claims_.empty())
-            f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
+            f.push_back(claims_field());
+        f.push_back(indices_field());
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
     }
@@ -369,21 +370,22 @@ private:
 }  // namespace
 }  // namespace detail
 
-namespace {
-
-detail::document build(const moe_rendering_input& in, const text_options& options) {
-    detail::document doc = detail::moe_builder(in, options).build();
-    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
+void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out) {
+    detail::page_writer page(detail::page_for(options, format), out);
+    detail::moe_builder(in, options).build(page.sink());
 }
 
-}  // namespace
-
 std::string render_text(const moe_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::text_view(build(in, options)), options.colour);
+    std::string out;
+    render_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_markdown(const moe_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::markdown_view(build(in, options)), false);
+    std::string out;
+    render_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 }  // namespace ffn_trace

@@ -24,7 +24,8 @@ public:
         : in_(in), l_(in.tr.layer()), opt_(options), level_(options.detail.value_or(default_detail(in.tr.layer()))),
           detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
 
-    detail::document build() {
+    void build(const detail::block_sink& out) {
+        out_ = &out;
         heading();
         forward();
         paragraph(fmt::format("L = {}", num(in_.grads.loss)));
@@ -38,7 +39,6 @@ public:
         heading_line("Gradient check");
         paragraph(detail::check_text(in_.check));
         if (in_.descent) descent();
-        return std::move(doc_);
     }
 
 private:
@@ -48,7 +48,7 @@ private:
     std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
     std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
     std::string at(std::size_t t, std::size_t j) const { return element_index(in_.tr.lead, t, j); }
-    void add(block b) { doc_.push_back(std::move(b)); }
+    void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
 
@@ -231,13 +231,9 @@ private:
     const text_options& opt_;
     detail_level level_;
     std::vector<std::size_t> detailed_;
-    detail::document doc_;
+    const detail::block_sink* out_ = nullptr;
 };
 
-detail::document build(const moe_grad_rendering_input& in, const text_options& options) {
-    detail::document doc = moe_grad_builder(in, options).build();
-    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
-}
 
 using json = nlohmann::ordered_json;
 
@@ -255,12 +251,22 @@ json moe_weights_json(moe& l, bool out_in) {
 
 }  // namespace
 
+void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_options& options, text_format format,
+                             const text_sink& out) {
+    detail::page_writer page(detail::page_for(options, format), out);
+    moe_grad_builder(in, options).build(page.sink());
+}
+
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::text_view(build(in, options)), options.colour);
+    std::string out;
+    render_grad_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options) {
-    return apply_styles(detail::markdown_view(build(in, options)), false);
+    std::string out;
+    render_grad_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_grad_json(const moe_grad_rendering_input& in) {

@@ -197,10 +197,11 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype) 
 
 }  // namespace
 
-std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype) {
-    if (format == params_format::json) return json(r, dtype);
+std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype,
+                          std::size_t width, bool ascii) {
+    if (format == params_format::json) return ascii ? json_ascii(json(r, dtype)) : json(r, dtype);
     const detail::document doc = to_document(build(r, dtype));
-    return apply_styles(format == params_format::markdown ? detail::markdown_view(doc) : detail::text_view(doc), false);
+    return apply_styles(format == params_format::markdown ? detail::markdown_view(doc, ascii) : detail::text_view(doc, width, ascii), false);
 }
 
 }  // namespace ffn_trace

@@ -16,22 +16,22 @@ detail_level default_detail(const ffn& layer) {
                                                                                : detail_level::values;
 }
 
-namespace {
-
-// The document, with ASCII spellings when asked for.
-detail::document build(const rendering_input& in, const text_options& options) {
-    detail::document doc = detail::walkthrough_builder(in, options).build();
-    return options.ascii ? detail::ascii_document(std::move(doc)) : doc;
+void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out) {
+    detail::page_writer page(detail::page_for(options, format), out);
+    detail::walkthrough_builder(in, options).build(page.sink());
 }
 
-}  // namespace
-
 std::string render_text(const rendering_input& in, const text_options& options) {
-    return apply_styles(detail::text_view(build(in, options)), options.colour);
+    std::string out;
+    render_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 std::string render_markdown(const rendering_input& in, const text_options& options) {
-    return apply_styles(detail::markdown_view(build(in, options)), false);
+    std::string out;
+    render_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
+    return out;
 }
 
 }  // namespace ffn_trace

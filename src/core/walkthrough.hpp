@@ -55,7 +55,9 @@ public:
         token_strings_ = in.token_strings;
     }
 
-    document build() {
+    // Hands each block to `out` as soon as it is complete.
+    void build(const block_sink& out) {
+        out_ = &out;
         heading_block();
         if (level_ != detail_level::summary) {
             input_block(tr_->input);
@@ -66,7 +68,6 @@ public:
         units_block();
         claims_block();
         summary_block();
-        return std::move(doc_);
     }
 
 protected:
@@ -145,25 +146,25 @@ protected:
         return hidden_labels().empty() ? fmt::format("unit {}", j) : fmt::format("unit {} ({})", j, hidden_labels()[j]);
     }
 
-    // ✓ / ✗ marks for the claims on one element; `full` adds the claimed numbers.
+    // One ✓ / ✗ mark for the claims on one element, however many the file makes: the strictest
+    // result (a failed claim before a held one, then the smallest tolerance). `full` adds the
+    // claimed number.
     std::string spaced_marks(std::string_view step, std::size_t t, std::size_t j, bool full) const {
         const std::string m = marks(step, t, j, full);
         return m.empty() ? m : " " + m;
     }
-    std::string marks(std::string_view step, std::size_t t, std::size_t j, bool full) const {
+    std::string marks(std::string_view step, std::size_t t, std::size_t j, bool full, bool off_by = true) const {
         auto it = by_element_.find({prefix_ + std::string(step), global(t), j});
         if (it == by_element_.end()) return "";
-        std::vector<std::string> out;
-        for (const claim* c : it->second) {
-            const std::string claimed = format_short(c->claimed, 12);
-            if (c->ok)
-                out.push_back(styled(style::green, full ? "✓ " + claimed : "✓"));
-            else
-                out.push_back(styled(style::red, full ? fmt::format("✗ claimed {} (off by {})", claimed,
-                                                                    format_short(std::abs(c->difference()), opt_.precision))
-                                                      : "✗"));
-        }
-        return fmt::format("{}", fmt::join(out, " "));
+        const claim* c = *std::min_element(it->second.begin(), it->second.end(), [](const claim* a, const claim* b) {
+            return std::tuple(a->ok, a->tolerance) < std::tuple(b->ok, b->tolerance);
+        });
+        const std::string claimed = format_short(c->claimed, 12);
+        if (c->ok) return styled(style::green, full ? "✓ " + claimed : "✓");
+        if (!full) return styled(style::red, "✗");
+        return styled(style::red, off_by ? fmt::format("✗ claimed {} (off by {})", claimed,
+                                                       format_short(std::abs(c->difference()), opt_.precision))
+                                         : "✗ claimed " + claimed);
     }
 
     // A table of a (tokens, width) matrix, one row per detailed token.
@@ -192,7 +193,7 @@ protected:
 
     bool is_relu() const { return info(layer().act).unit == activation::relu; }
 
-    void add(block b) { doc_.push_back(std::move(b)); }
+    void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
 
     void heading_block() {
@@ -211,9 +212,18 @@ protected:
         f.push_back({"residual", layer().residual ? "on: y = x + FFN(x)"
                                                   : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
         if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
-        if (!claims_.empty()) f.push_back({"claims", fmt::format("{} numbers claimed in the file, marked ✓ or ✗ where they appear", claims_.size())});
+        if (!claims_.empty()) f.push_back(claims_field());
+        f.push_back(indices_field());
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // The legend of the marks, given once, before the first of them.
+    std::vector<std::string> claims_field() const {
+        return {"claims", fmt::format("{} numbers claimed in the file. Beside a number: ✓ the file's claim holds (within "
+                                      "its tolerance), ✗ it does not; one mark per number, the strictest when the file "
+                                      "claims it more than once",
+                                      claims_.size())};
     }
 
     std::vector<std::string> layout_field() const {
@@ -222,6 +232,10 @@ protected:
                                        ex_.layout_stated ? "" : " (inferred from the shapes)")
                          : fmt::format("in_out{}: the file stores W as inputs × outputs (y = x · W + b)",
                                        ex_.layout_stated ? "" : " (inferred from the shapes)")};
+    }
+    // Said once: every index in the walkthrough counts from 0.
+    static std::vector<std::string> indices_field() {
+        return {"indices", "units, tokens and entries count from 0, as in Python: unit 0 is the first, x[1] the second"};
     }
     std::vector<std::string> detail_field() const {
         static const char* level_names[] = {"summary", "values", "arithmetic"};
@@ -336,6 +350,8 @@ protected:
                     lines.lines.push_back(fmt::format("{}   = 0.5 × {} × (1 + tanh({})) = 0.5 × {} × (1 + {}) = {}",
                                                       std::string(display_width(lhs) - 2, ' '), x, num(term("z")(t, 0)), x,
                                                       num(term("tanh")(t, 0)), y));
+                    lines.lines.push_back(fmt::format("in the table: z = √(2/π)·({0} + 0.044715·{0}³)", h));
+                    lines.lines.push_back(fmt::format("              activated = 0.5·{}·(1 + tanh z)", h));
                     break;
                 case activation::gelu_exact:
                     lines.lines.push_back(fmt::format("{} = {} × Φ({}) = {} × {} = {}", lhs, x, x, x, num(term("Phi")(t, 0)), y));
@@ -351,14 +367,18 @@ protected:
         block b{block_kind::table};
         switch (unit) {
             case activation::gelu:
-                b.rows.push_back({token_name(t), h, fmt::format("z = √(2/π)·({0} + 0.044715·{0}³)", h), "tanh z",
-                                  fmt::format("0.5·{}·(1 + tanh z)", h), ""});
+                b.rows.push_back({token_name(t), h, "z", "tanh z",
+                                  fmt::format("0.5·{}·(1 + tanh z)", h)});
                 break;
-            case activation::gelu_exact: b.rows.push_back({token_name(t), h, fmt::format("Φ({})", h), fmt::format("{}·Φ({})", h, h), ""}); break;
-            case activation::silu: b.rows.push_back({token_name(t), h, fmt::format("σ({})", h), fmt::format("{}·σ({})", h, h), ""}); break;
-            default: b.rows.push_back({token_name(t), h, fmt::format("max(0, {})", h), ""}); break;
+            case activation::gelu_exact: b.rows.push_back({token_name(t), h, fmt::format("Φ({})", h), fmt::format("{}·Φ({})", h, h)}); break;
+            case activation::silu: b.rows.push_back({token_name(t), h, fmt::format("σ({})", h), fmt::format("{}·σ({})", h, h)}); break;
+            default: b.rows.push_back({token_name(t), h, fmt::format("max(0, {})", h)}); break;
         }
+        // The result column carries the claim's mark beside the number, numbers aligned.
         b.align = std::string(b.rows[0].size() - 1, 'r') + "l";
+        std::size_t result_width = 0;
+        for (auto j : shown_indices(s.value.cols, opt_.full, 3, 16))
+            if (j != gap) result_width = std::max(result_width, display_width(num(s.value(t, j))));
         b.align[0] = 'l';
         for (auto j : shown_indices(s.value.cols, opt_.full, 3, 16)) {
             if (j == gap) {
@@ -368,8 +388,10 @@ protected:
             std::vector<std::string> row{hidden_labels().empty() ? fmt::format("[{}]", j) : hidden_labels()[j], num(in(t, j))};
             for (const auto& x : s.terms) row.push_back(num(x.value(t, j)));
             const bool off = unit == activation::relu && s.value(t, j) <= 0;
-            row.push_back(off ? styled(style::dim, num(s.value(t, j)) + " off") : num(s.value(t, j)));
-            row.push_back(marks("activate", t, j, true));
+            const std::string value = pad_left(num(s.value(t, j)), result_width);
+            const std::string mark = marks("activate", t, j, true, false);
+            row.push_back((off ? styled(style::dim, value + " off") : value) +
+                          (mark.empty() ? "" : (off || !is_relu() ? " " : "     ") + mark));
             b.rows.push_back(std::move(row));
         }
         add(std::move(b));
@@ -662,19 +684,27 @@ protected:
     void readings_block() {
         add({block_kind::heading, "Readings"});
         std::vector<std::vector<std::string>> f;
-        std::vector<std::string> counts;
-        for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
-            if (t == gap) {
-                counts.emplace_back("…");
-                continue;
-            }
-            counts.push_back(fmt::format("{}: {} of {}", token_name(t), reads_->active[t], layer().d_ff()));
+        auto counts_of = [&](const std::vector<std::size_t>& n) {
+            std::vector<std::string> counts;
+            for (auto t : shown_indices(tr_->tokens(), opt_.full))
+                counts.push_back(t == gap ? "…" : fmt::format("{}: {} of {}", token_name(t), n[t], layer().d_ff()));
+            return fmt::format("{}", fmt::join(counts, ", "));
+        };
+        const activation unit = info(layer().act).unit;
+        const std::string pre = layer().gated() ? "gate" : "hidden";
+        if (unit == activation::relu) {
+            f.push_back({"active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)",
+                                                     counts_of(reads_->active))});
+        } else if (unit != activation::identity) {
+            // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
+            f.push_back({"positive units",
+                         fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small "
+                                     "negative value (down to {}), so the layer is not sparse the way ReLU's is; the "
+                                     "count says how many units are on the rising side",
+                                     counts_of(reads_->positive), pre, activation_title(unit), pre,
+                                     unit == activation::silu ? "-0.28" : "-0.17")});
         }
-        f.push_back({"active units",
-                     fmt::format("{} ({})", fmt::join(counts, ", "),
-                                 is_relu() ? "activation > 0"
-                                           : fmt::format("|{}| > {}", layer().gated() ? "product" : "activated",
-                                                         format_short(reads_->active_threshold, 6)))});
+        // identity: every unit passes its score unchanged, and the collapse below says the rest.
         if (tr_->tokens() > 1)
             f.push_back({"position-wise",
                          fmt::format("{} traced alone give{} the same numbers as all traced at once: {}",
@@ -768,7 +798,7 @@ protected:
     std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"
     std::vector<std::size_t> detailed_;      // rows of the trace in use
     std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<const claim*>> by_element_;
-    document doc_;
+    const block_sink* out_ = nullptr;
 };
 
 

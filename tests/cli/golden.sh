@@ -11,7 +11,7 @@ shift
 [ "$1" = "--" ] && shift
 actual=$(mktemp)
 trap 'rm -f "$actual"' EXIT
-"$@" >"$actual" 2>&1 </dev/null
+env -u COLUMNS "$@" >"$actual" 2>&1 </dev/null
 status=$?
 if [ "$status" -ne 0 ]; then
     echo "FAILED: exit status $status from: $*"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Colour checks that need a terminal (`script` gives one) or raw escape codes in the output.
+#
+#   colour.sh empty-no-color|set-no-color FFN_TRACE FILE
+#   colour.sh plot FFN_TRACE
+set -u
+esc=$'\x1b['
+case "$1" in
+    empty-no-color|set-no-color)
+        value=; [ "$1" = set-no-color ] && value=1
+        out=$(NO_COLOR=$value script -qec "\"$2\" run \"$3\"" /dev/null)
+        case "$out" in *"Step 1"*) ;; *) echo "FAILED: no walkthrough in the terminal"; exit 1 ;; esac
+        if [ "$1" = empty-no-color ]; then
+            [[ "$out" == *"${esc}31m"* ]] || { echo "FAILED: NO_COLOR= turned colour off"; exit 1; }
+        else
+            [[ "$out" != *"$esc"* ]] || { echo "FAILED: NO_COLOR=1 left colour on"; exit 1; }
+        fi
+        ;;
+    plot)
+        out=$("$2" gelu-table --plot --exact --color always)
+        for mark in "${esc}34m○" "${esc}31m●" "${esc}33m◆"; do
+            [[ "$out" == *"$mark"* ]] || { echo "FAILED: no coloured mark ${mark#"$esc"}"; exit 1; }
+        done
+        out=$("$2" gelu-table --plot --exact --color never)
+        [[ "$out" != *"$esc"* ]] || { echo "FAILED: --color never coloured the plot"; exit 1; }
+        ;;
+esac
