@@ -259,6 +259,12 @@ cli_test("run --checkpoint traces a Llama layer over an .npy input as JSON, step
 cli_test("run --checkpoint traces a Mixtral layer over embedding rows and shows the experts each token chose" 0
   "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[-0.9979, 0.756, 0.8374, -0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --detail summary)
+cli_test("run --checkpoint reads each Mixtral expert's units" 0
+  "Expert 1 · steps at a glance .*Expert 1 · units that fired most, and what they wrote .*id 1: fired most [0-9]+ \\([0-9.-]+\\).*Expert 3 · units that fired most"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --color never)
+cli_test("run --checkpoint --format json gives each Mixtral expert's top units" 0
+  "\"expert\": 1,.*\"top_units\": \\[ *\\[ *\\{ *\"unit\": [0-9]+, *\"value\": [0-9.e-]+"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --format json)
 cli_test("run --checkpoint traces a BERT layer with its post-norm" 0
   "layernorm after the residual \\(post-norm\\).*id 5: \\[-0.4102, 0.343, -0.9052, 0.3592\\] → expand → exact GELU → contract → \\+ x → norm → \\[-0.7434, 0.6991, -1.4488, 1.3215\\]"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/bert --layer 1 --embedding 5 --detail summary)

@@ -67,6 +67,8 @@ struct moe_rendering_input {
     const moe_trace& tr;
     const std::vector<claim>& claims;
     const moe_readings& reads;
+    const moe_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
+    const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
 };
 
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.

@@ -71,7 +71,8 @@ int run_run(const run_options& options) {
         }
         const auto text = walkthrough_options(options.walkthrough);
         const auto reads = ffn_trace::read_moe_trace(*t->moe);
-        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads};
+        const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
+        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads, units ? &*units : nullptr, strings};
         ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }

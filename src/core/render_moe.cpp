@@ -22,7 +22,8 @@ class moe_builder : public walkthrough_builder {
 public:
     moe_builder(const moe_rendering_input& in, const text_options& options)
         : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer()))),
-          mt_(in.tr), mr_(in.reads) {
+          mt_(in.tr), mr_(in.reads), mu_(in.units) {
+        token_strings_ = in.token_strings;
         use_layer_tokens();
     }
 
@@ -42,6 +43,7 @@ public:
             if (mlayer().norm && !pre_norm()) norm_block(number++);
         }
         readings();
+        if (mu_) expert_units();
         claims_block();
         summary();
     }
@@ -346,6 +348,31 @@ private:
         add({block_kind::fields, "", std::move(f)});
     }
 
+    // A checkpoint's layer: each expert's units, as a dense layer's are read, then what the whole
+    // update of each token says in the vocabulary.
+    void expert_units() {
+        for (std::size_t i = 0; i < mt_.experts.size(); ++i) {
+            const expert_trace& et = mt_.experts[i];
+            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            units_ = &mu_->experts[i];
+            vocab_ = mu_->vocab.empty() ? nullptr : &mu_->vocab[i];
+            units_block(capitalised(expert_name(et.expert, et.shared)));
+        }
+        units_ = nullptr;
+        vocab_ = nullptr;
+        use_layer_tokens();
+        if (mu_->by_token.empty()) return;
+        add({block_kind::heading, "What each token's whole update says in the vocabulary"});
+        block b{block_kind::lines};
+        for (auto t : detailed_) {
+            if (t == gap) continue;
+            b.lines.push_back(fmt::format("{}'s update: promotes {}", token_name(t), token_list(mu_->by_token[t].most)));
+            b.lines.push_back(fmt::format("{}  suppresses {}", std::string(display_width(token_name(t)) + 8, ' '),
+                                          token_list(mu_->by_token[t].least)));
+        }
+        add(std::move(b));
+    }
+
     void summary() {
         add({block_kind::heading, "Summary"});
         const matrix& w = mt_.find("weights")->value;
@@ -365,6 +392,7 @@ private:
 
     const moe_trace& mt_;
     const moe_readings& mr_;
+    const moe_unit_readings* mu_;
 };
 
 }  // namespace

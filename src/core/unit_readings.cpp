@@ -87,7 +87,7 @@ outcome<const tensor_info*> unembedding_of(const tensor_source& source, const st
 // (vocab, n), computed a block of E's rows at a time, so E is never converted whole.
 outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
                                               std::size_t top) {
-    const std::size_t n = v.cols, vocab = e.shape[0], block = 2048;
+    const std::size_t n = v.cols, vocab = e.shape[0], block = 8192;
     std::vector<std::vector<token_score>> best(n), worst(n);
     std::vector<std::size_t> ids;
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
@@ -97,23 +97,20 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         auto part = source.read_rows(e.name, ids);
         if (!part) return part.err();
         const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
-        for (std::size_t k = 0; k < n; ++k) {
-            for (std::size_t r = 0; r < rows; ++r) {
-                const double s = scores(r, k);
-                best[k].push_back({r0 + r, s});
-                worst[k].push_back({r0 + r, s});
+        // Each list stays sorted and `top` long: a score goes in only when it beats the list's last,
+        // which after the first rows is rare. Ties go to the lower id, the one seen first.
+        auto offer = [top](std::vector<token_score>& list, token_score s, bool high) {
+            auto better = [high](const token_score& a, const token_score& b) { return high ? a.score > b.score : a.score < b.score; };
+            if (top == 0 || (list.size() == top && !better(s, list.back()))) return;
+            list.insert(std::upper_bound(list.begin(), list.end(), s, better), s);
+            if (list.size() > top) list.pop_back();
+        };
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t k = 0; k < n; ++k) {
+                const token_score s{r0 + r, scores(r, k)};
+                offer(best[k], s, true);
+                offer(worst[k], s, false);
             }
-            auto keep = [top](std::vector<token_score>& list, bool high) {
-                const std::size_t m = std::min(top, list.size());
-                std::partial_sort(list.begin(), list.begin() + static_cast<long>(m), list.end(), [high](const token_score& a, const token_score& b) {
-                    return high ? (a.score > b.score || (a.score == b.score && a.id < b.id))
-                                : (a.score < b.score || (a.score == b.score && a.id < b.id));
-                });
-                list.resize(m);
-            };
-            keep(best[k], true);
-            keep(worst[k], false);
-        }
     }
     std::vector<promoted_tokens> out;
     for (std::size_t k = 0; k < n; ++k) out.push_back({std::move(best[k]), std::move(worst[k])});

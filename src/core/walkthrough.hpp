@@ -581,21 +581,27 @@ protected:
 
     // A big layer's readings: each step's range, the units that fired and wrote most, the units
     // explained, and what the vocabulary makes of them.
-    void units_block() {
+    // `who`: "" for the layer, or the expert whose units these are ("Expert 3").
+    void units_block(const std::string& who = "") {
         if (explained_)
             for (const auto& e : *explained_) explained_unit(e);
         if (!units_) return;
-        add({block_kind::heading, "Steps at a glance"});
+        auto titled = [&who](std::string_view title) {
+            return who.empty() ? std::string(title) : fmt::format("{} · {}{}", who, char(std::tolower(title[0])), title.substr(1));
+        };
+        add({block_kind::heading, titled("Steps at a glance")});
         block st{block_kind::table, "", {}, {}, "lrrrr"};
         st.rows.push_back({"step", "min", "max", "mean", "sum"});
         for (const auto& s : units_->steps) st.rows.push_back({s.name, num(s.min), num(s.max), num(s.mean), num(s.sum)});
         add(std::move(st));
-        add({block_kind::heading, "Units that fired most, and what they wrote"});
-        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), then the units "
-                              "whose value vector, scaled by how they fired, wrote most into the output (‖h_j · W2_j‖).",
-                              layer().gated() ? "the gated product" : "the activation"));
+        add({block_kind::heading, titled("Units that fired most, and what they wrote")});
+        if (!units_explained_)  // once: an MoE reads every expert's units the same way
+            paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), then the units "
+                                  "whose value vector, scaled by how they fired, wrote most into the output (‖h_j · W2_j‖).",
+                                  layer().gated() ? "the gated product" : "the activation"));
+        units_explained_ = true;
         block b{block_kind::lines};
-        for (auto t : all_detailed_) {
+        for (auto t : detailed_) {
             if (t == gap) {
                 b.lines.emplace_back("…");
                 continue;
@@ -615,7 +621,7 @@ protected:
             rows("wrote most", units_->wrote[t]);
         }
         add(std::move(b));
-        if (vocab_) vocabulary_block();
+        if (vocab_) vocabulary_block(titled("What the units say in the vocabulary"), !who.empty());
     }
 
     // A vocabulary token as a learner reads it: GPT-2's Ġ and SentencePiece's ▁ are a leading space.
@@ -627,31 +633,37 @@ protected:
         return quote(t);
     }
 
-    void vocabulary_block() {
-        add({block_kind::heading, "What the units say in the vocabulary"});
-        paragraph("Each unit's value vector (its row of W2) projected onto the unembedding, v · Eᵀ, without the final "
-                  "norm: the tokens a unit pushes the prediction towards when it fires positively, and away from. Then "
-                  "the whole update each token receives from the layer.");
-        auto list = [this](const std::vector<token_score>& scores) {
-            std::vector<std::string> out;
-            for (const auto& s : scores) out.push_back(token_text(s.id));
-            return fmt::format("{}", fmt::join(out, " "));
-        };
+    // An expert's own view ends with what the expert wrote for each of its tokens.
+    void vocabulary_block(const std::string& title, bool expert) {
+        add({block_kind::heading, title});
+        paragraph(std::string("Each unit's value vector (its row of W2) projected onto the unembedding, v · Eᵀ, without the "
+                              "final norm: the tokens a unit pushes the prediction towards when it fires positively, and "
+                              "away from. Then ") +
+                  (expert ? "what this expert wrote for each of its tokens (its routing weight scales it, but leaves "
+                            "the order of the tokens as it is)."
+                          : "the whole update each token receives from the layer."));
         block b{block_kind::lines};
         for (auto k : shown_indices(vocab_->units.size(), opt_.full, 5, 12)) {
             if (k == gap) {
                 b.lines.emplace_back("…");
                 continue;
             }
-            b.lines.push_back(fmt::format("unit {}: promotes {}", vocab_->units[k], list(vocab_->by_unit[k].most)));
+            b.lines.push_back(fmt::format("unit {}: promotes {}", vocab_->units[k], token_list(vocab_->by_unit[k].most)));
             b.lines.push_back(fmt::format("{}  suppresses {}", std::string(display_width(fmt::format("unit {}:", vocab_->units[k])) - 1, ' '),
-                                          list(vocab_->by_unit[k].least)));
+                                          token_list(vocab_->by_unit[k].least)));
         }
-        for (auto t : all_detailed_) {
+        for (auto t : detailed_) {
             if (t == gap) continue;
-            b.lines.push_back(fmt::format("{}'s update: promotes {}", token_name(t), list(vocab_->by_token[t].most)));
+            b.lines.push_back(fmt::format("{}'s {}: promotes {}", token_name(t), expert ? "part" : "update",
+                                          token_list(vocab_->by_token[t].most)));
         }
         add(std::move(b));
+    }
+    // Vocabulary tokens as a line: " Paris" "London" #17
+    std::string token_list(const std::vector<token_score>& scores) const {
+        std::vector<std::string> out;
+        for (const auto& s : scores) out.push_back(token_text(s.id));
+        return fmt::format("{}", fmt::join(out, " "));
     }
 
     void explained_unit(const unit_explanation& e) {
@@ -792,6 +804,7 @@ protected:
     const std::vector<std::size_t>* rows_ = nullptr;
     std::string prefix_;
     const unit_readings* units_ = nullptr;
+    bool units_explained_ = false;
     const std::vector<unit_explanation>* explained_ = nullptr;
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;
