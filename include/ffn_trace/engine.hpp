@@ -192,6 +192,19 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
 // and when memory is already exhausted then, it waits for memory forever instead of failing:
 // called at start-up, the program later runs out of memory in its own allocations, cleanly.
 void prepare_matrix_library();
+// While it lives, the matrix library multiplies on one thread. For many small products in a row
+// (the gradient check's forward passes) its threads would spend more time waking each other than
+// multiplying.
+class matrix_library_on_one_thread {
+public:
+    matrix_library_on_one_thread();
+    ~matrix_library_on_one_thread();
+    matrix_library_on_one_thread(const matrix_library_on_one_thread&) = delete;
+    matrix_library_on_one_thread& operator=(const matrix_library_on_one_thread&) = delete;
+
+private:
+    int threads_;
+};
 // The same product as plain loops, in the order the walkthrough writes the sums: the yardstick
 // the BLAS path is tested against.
 matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b);

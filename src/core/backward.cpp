@@ -201,6 +201,7 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
 gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in,
                                std::size_t max_checks) {
     gradient_check check;
+    const matrix_library_on_one_thread one_thread;  // many small forward passes follow
     // One copy of the layer, perturbed in place; every forward pass below shares it.
     auto layer = std::make_shared<ffn>(t.layer());
     const std::shared_ptr<const ffn> shared = layer;

@@ -26,6 +26,11 @@ void prepare_matrix_library() {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
 }
 
+matrix_library_on_one_thread::matrix_library_on_one_thread() : threads_(openblas_get_num_threads()) {
+    openblas_set_num_threads(1);
+}
+matrix_library_on_one_thread::~matrix_library_on_one_thread() { openblas_set_num_threads(threads_); }
+
 matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b) {
     const std::size_t tokens = x.rows, n_in = w.rows, n_out = w.cols;
     matrix y(tokens, n_out);

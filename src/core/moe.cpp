@@ -401,6 +401,7 @@ std::string gradient_name(const std::string& name) {
 gradient_check check_moe_gradients(const moe_trace& t, const loss_spec& loss, const moe_gradients& g, bool out_in,
                                    std::size_t max_checks) {
     gradient_check check;
+    const matrix_library_on_one_thread one_thread;  // many small forward passes follow
     moe layer = t.layer();
     moe d = g.d_layer;
     matrix x = t.input;
