@@ -25,6 +25,10 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
                             const moe_unit_readings* units = nullptr);
 
+// JSON as a person lays it out: an array of numbers or strings on one line, everything else
+// indented by two spaces per level. A layer's gradients take a line per row, not per number.
+std::string json_text(const nlohmann::ordered_json& j);
+
 // A (tokens, width) matrix nested like the input: the leading shape, then the rows.
 nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ffn_trace/activations.hpp"
+#include "ffn_trace/render_json.hpp"
 
 namespace ffn_trace {
 
@@ -86,36 +87,6 @@ dense_weights make_dense(numbers& rng, const new_example_options& o, bool gated)
     return d;
 }
 
-// JSON as a person lays it out: an array of numbers or strings on one line, everything else
-// indented by two spaces per level.
-void write(std::string& out, const json& j, int indent) {
-    const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
-    if (j.is_object()) {
-        out += "{\n";
-        std::size_t k = 0;
-        for (const auto& [key, value] : j.items()) {
-            out += pad + json(key).dump() + ": ";
-            write(out, value, indent + 2);
-            out += ++k < j.size() ? ",\n" : "\n";
-        }
-        out += std::string(static_cast<std::size_t>(indent), ' ') + "}";
-    } else if (j.is_array() && std::any_of(j.begin(), j.end(), [](const json& e) { return e.is_structured(); })) {
-        out += "[\n";
-        for (std::size_t k = 0; k < j.size(); ++k) {
-            out += pad;
-            write(out, j[k], indent + 2);
-            out += k + 1 < j.size() ? ",\n" : "\n";
-        }
-        out += std::string(static_cast<std::size_t>(indent), ' ') + "]";
-    } else if (j.is_array()) {
-        out += "[";
-        for (std::size_t k = 0; k < j.size(); ++k) out += (k ? ", " : "") + j[k].dump();
-        out += "]";
-    } else {
-        out += j.dump();
-    }
-}
-
 }  // namespace
 
 outcome<std::string> gated_activation(const std::string& name) {
@@ -177,8 +148,7 @@ outcome<std::string> new_example(const new_example_options& o) {
     }
     root["residual"] = o.residual;
     root["expect"] = json::array({claim});
-    std::string out;
-    write(out, root, 0);
+    std::string out = json_text(root);
     return out + "\n";
 }
 

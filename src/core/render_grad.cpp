@@ -465,7 +465,7 @@ std::string render_grad_json(const grad_rendering_input& in) {
         j["updated"] = weights_json(in.descent->updated, in.grads.d_layer, false, out_in);
         j["new_loss"] = in.descent->new_loss;
     }
-    return j.dump(2) + "\n";
+    return json_text(j) + "\n";
 }
 
 }  // namespace ffn_trace

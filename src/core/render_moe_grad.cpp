@@ -288,7 +288,7 @@ std::string render_grad_json(const moe_grad_rendering_input& in) {
         j["new_loss"] = in.descent->new_loss;
         j["routing_changed"] = in.descent->routing_changed;
     }
-    return j.dump(2) + "\n";
+    return json_text(j) + "\n";
 }
 
 }  // namespace ffn_trace
