@@ -17,6 +17,7 @@ mkdir -p "$work"
 
 cleanup() {
     for r in "$work/root1" "$work/root2"; do
+        mountpoint -q "$r/dev/pts" && umount "$r/dev/pts"
         mountpoint -q "$r/proc" && umount "$r/proc"
     done
     [ "${KEEP:-0}" = 1 ] || rm -rf "$work/root1" "$work/root2"
@@ -32,6 +33,10 @@ make_root() {
     debootstrap --variant=minbase bookworm "$r" "$mirror" >"$r.log" 2>&1 || { tail -20 "$r.log"; exit 1; }
     cp /etc/resolv.conf "$r/etc/resolv.conf"
     mount -t proc proc "$r/proc"
+    # Pseudo-terminals, as a real machine has them: the colour tests run the program in one.
+    mkdir -p "$r/dev/pts"
+    mount -t devpts -o newinstance,ptmxmode=0666 devpts "$r/dev/pts"
+    [ -e "$r/dev/ptmx" ] || ln -s pts/ptmx "$r/dev/ptmx"
     in_root "$r" "apt-get update -qq"
 }
 
