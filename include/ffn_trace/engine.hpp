@@ -188,6 +188,8 @@ std::string token_index(const std::vector<std::size_t>& lead, std::size_t token)
 // x (tokens, n_in) · W (n_in, n_out) + b (n_out, or empty) -> (tokens, n_out)
 // Through OpenBLAS for real layers; small products run the plain loops of linear_reference.
 matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
+// The same with each row of x through a product of its own, as though each token were traced alone.
+matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<double>& b);
 // Makes the matrix library set up its work buffers now. It allocates them on its first product,
 // and when memory is already exhausted then, it waits for memory forever instead of failing:
 // called at start-up, the program later runs out of memory in its own allocations, cleanly.

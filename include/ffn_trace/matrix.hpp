@@ -2,6 +2,7 @@
 // Every step of a trace is (tokens, width); vectors are single rows.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -35,5 +36,12 @@ struct matrix {
         return t;
     }
 };
+
+// The rows of x named by `rows`, in that order: (rows.size(), x.cols).
+inline matrix gather(const matrix& x, const std::vector<std::size_t>& rows) {
+    matrix g(rows.size(), x.cols);
+    for (std::size_t r = 0; r < rows.size(); ++r) std::copy(x.row(rows[r]).begin(), x.row(rows[r]).end(), g.row(r).begin());
+    return g;
+}
 
 }  // namespace ffn_trace

@@ -61,6 +61,15 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
     return y;
 }
 
+matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<double>& b) {
+    matrix y(x.rows, w.cols);
+    for (std::size_t t = 0; t < x.rows; ++t) {
+        const matrix r = linear(gather(x, {t}), w, b);
+        std::copy(r.data.begin(), r.data.end(), y.row(t).begin());
+    }
+    return y;
+}
+
 matrix activate(activation kind, const matrix& h) {
     matrix a = h;
     for (double& v : a.data) v = apply(kind, v);
@@ -252,17 +261,7 @@ outcome<trace> run_ffn(const ffn& layer, const matrix& x, std::vector<std::size_
 
 matrix times(const ffn& l, weight w, const matrix& x, const std::vector<double>& b, bool each_alone) {
     const auto& stored = l.stored[static_cast<int>(w)];
-    if (!stored && !each_alone) return linear(x, l[w], b);
-    if (!stored) {  // a product per row, the bias added as linear adds it
-        matrix y(x.rows, l[w].cols);
-        for (std::size_t t = 0; t < x.rows; ++t) {
-            matrix one(1, x.cols);
-            std::copy(x.row(t).begin(), x.row(t).end(), one.data.begin());
-            const matrix r = linear(one, l[w], b);
-            std::copy(r.data.begin(), r.data.end(), y.row(t).begin());
-        }
-        return y;
-    }
+    if (!stored) return each_alone ? linear_each_alone(x, l[w], b) : linear(x, l[w], b);
     matrix y = stored->times(x, each_alone);
     if (!b.empty())
         for (std::size_t t = 0; t < y.rows; ++t)

@@ -111,13 +111,6 @@ matrix routing_weights_backward(const matrix& w, const matrix& sum, const std::v
 
 namespace {
 
-// The rows of x that belong to `tokens`.
-matrix gather(const matrix& x, const std::vector<std::size_t>& tokens) {
-    matrix g(tokens.size(), x.cols);
-    for (std::size_t r = 0; r < tokens.size(); ++r) std::copy(x.row(tokens[r]).begin(), x.row(tokens[r]).end(), g.row(r).begin());
-    return g;
-}
-
 // The first element of m that is inf or NaN, as an error naming it.
 std::optional<error> overflow_in(const std::string& step, const matrix& m, const std::vector<std::size_t>& lead,
                                  const std::vector<std::size_t>* tokens) {
@@ -167,14 +160,7 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
     const matrix& in = pre ? t.steps.front().value : x;  // steps grow only after `in` is last read
 
     // One call per line, in the order of the diagram: route, run the chosen experts, combine.
-    matrix logits = linear(in, layer.router, layer.router_b);
-    if (each_alone)
-        for (std::size_t tok = 0; tok < tokens; ++tok) {
-            matrix one(1, in.cols);
-            std::copy(in.row(tok).begin(), in.row(tok).end(), one.data.begin());
-            const matrix r = linear(one, layer.router, layer.router_b);
-            std::copy(r.data.begin(), r.data.end(), logits.row(tok).begin());
-        }
+    matrix logits = each_alone ? linear_each_alone(in, layer.router, layer.router_b) : linear(in, layer.router, layer.router_b);
     softmax_parts sm = softmax(logits);
     choose_experts(sm.p, layer.top_k, t.chosen, t.tied);
     matrix chosen_sum;

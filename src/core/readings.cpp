@@ -42,9 +42,7 @@ readings read_trace(const trace& t) {
     // Position-wise: trace tokens on their own (a sample of a long input) and compare every step.
     double scale = 1;
     const auto sample = position_wise_sample(t.tokens());
-    matrix x(sample.size(), t.input.cols);
-    for (std::size_t k = 0; k < sample.size(); ++k) std::copy(t.input.row(sample[k]).begin(), t.input.row(sample[k]).end(), x.row(k).begin());
-    const auto alone = run_ffn_each_alone(t.layer_ptr, x);
+    const auto alone = run_ffn_each_alone(t.layer_ptr, gather(t.input, sample));
     if (alone) {  // cannot fail: the same arithmetic succeeded on the whole input
         r.position_wise_checked = sample.size();
         for (std::size_t k = 0; k < sample.size(); ++k)
@@ -108,9 +106,7 @@ moe_readings read_moe_trace(const moe_trace& t) {
     // Position-wise: every token alone must choose the same experts and get the same numbers.
     double scale = 1;
     const auto sample = position_wise_sample(t.tokens());
-    matrix x(sample.size(), t.input.cols);
-    for (std::size_t k = 0; k < sample.size(); ++k) std::copy(t.input.row(sample[k]).begin(), t.input.row(sample[k]).end(), x.row(k).begin());
-    const auto alone = sample.empty() ? outcome<moe_trace>(error{}) : run_moe_each_alone(t.layer_ptr, x);
+    const auto alone = sample.empty() ? outcome<moe_trace>(error{}) : run_moe_each_alone(t.layer_ptr, gather(t.input, sample));
     for (std::size_t k = 0; alone && k < sample.size(); ++k) {
         const std::size_t token = sample[k];
         if (alone->chosen[k] != t.chosen[token]) {
