@@ -38,8 +38,9 @@ struct figure {
     // stack: one bar per column, its parts stacked, positive up and negative down from 0 (the
     //        key-value view: one bar per output dimension, one part per hidden unit);
     // lines: curves over the points xs (gelu-table);
-    // bars:  one horizontal bar per column, its exact value written beside it (params).
-    enum class kind { stack, lines, bars } type = kind::stack;
+    // bars:  one horizontal bar per column, its exact value written beside it (params);
+    // heatmap: a big step's whole (tokens, width) matrix, rows and columns summarised to fit.
+    enum class kind { stack, lines, bars, heatmap } type = kind::stack;
     std::string caption;
     std::vector<std::string> columns;         // stack, bars: the bars
     std::vector<std::string> parts;           // stack: the segments; lines: the curves; bars: each bar's value as text
@@ -47,6 +48,9 @@ struct figure {
     std::vector<bool> muted;                  // stack: per part, drawn grey (a switched-off unit)
     std::vector<double> totals;               // stack: per column, where the bar's sum ends (marked)
     std::vector<double> xs;                   // lines
+    std::vector<std::string> row_names;       // heatmap: each row's token
+    std::vector<std::size_t> column_starts;   // heatmap: the first unit each column stands for
+    std::size_t width = 0;                    // heatmap: the units in all
 };
 
 struct block {

@@ -62,10 +62,12 @@ std::optional<double> cell_number(std::string_view cell) {
     char* end = nullptr;
     const double v = std::strtod(begin, &end);
     if (end == begin || !std::isfinite(v)) return std::nullopt;
-    const std::string_view rest(end);
-    if (!rest.empty() && rest[0] != ' ') return std::nullopt;
-    for (std::string_view tail : {"", " ✓", " ✗", " off", " v", " x"})
-        if (rest == tail || (!tail.empty() && rest.rfind(tail, 0) == 0)) return v;
+    std::string_view rest(end);
+    if (rest.empty()) return v;
+    if (rest[0] != ' ') return std::nullopt;
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    for (std::string_view mark : {"✓", "✗", "off"})
+        if (rest.rfind(mark, 0) == 0) return v;
     return std::nullopt;
 }
 
@@ -233,12 +235,50 @@ std::string bars_svg(const figure& f) {
     return out + "</svg>";
 }
 
+std::string heatmap_svg(const figure& f) {
+    const std::size_t rows = f.values.size(), columns = f.column_starts.size();
+    double most = 0;
+    for (const auto& r : f.values)
+        for (double v : r) most = std::max(most, std::abs(v));
+    if (most == 0) most = 1;
+    const bool named = rows <= 24;
+    const double left = named ? 110 : 40, top = 6, cell_w = std::max(3.0, 576.0 / static_cast<double>(std::max<std::size_t>(columns, 1))),
+                 cell_h = std::clamp(288.0 / static_cast<double>(std::max<std::size_t>(rows, 1)), 5.0, 18.0);
+    const double width = left + cell_w * static_cast<double>(columns) + 10, height = top + cell_h * static_cast<double>(rows) + 30;
+    std::string out = fmt::format("<svg viewBox=\"0 0 {0:.0f} {1:.0f}\" width=\"{0:.0f}\" role=\"img\" aria-label=\"{2}\">", width,
+                                  height, html_escape(f.caption));
+    for (std::size_t r = 0; r < rows; ++r) {
+        const double y = top + cell_h * static_cast<double>(r);
+        if (named)
+            out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, y + cell_h * 0.75,
+                               html_escape(f.row_names[r].substr(0, 16)));
+        for (std::size_t c = 0; c < columns; ++c) {
+            const double v = f.values[r][c];
+            if (v == 0) continue;
+            out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" style=\"fill:var({});fill-opacity:{:.2f}\"/>",
+                               left + cell_w * static_cast<double>(c), y, cell_w, cell_h, v > 0 ? "--pos" : "--neg", std::abs(v) / most);
+        }
+    }
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" class=\"tick\" style=\"stroke:var(--line)\"/>",
+                       left, top, cell_w * static_cast<double>(columns), cell_h * static_cast<double>(rows));
+    // Ticks at five of the columns, labelled with the first unit each stands for.
+    for (std::size_t k = 0; k < 5 && columns > 0; ++k) {
+        const std::size_t c = k * (columns - 1) / 4;
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", left + cell_w * (static_cast<double>(c) + 0.5),
+                           top + cell_h * static_cast<double>(rows) + 16, f.column_starts[c]);
+    }
+    return out + fmt::format("</svg><div class=\"legend\" aria-hidden=\"true\"><span>−{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+                             "<span>columns numbered by their first unit; rows are tokens</span></div>",
+                             html_escape(format_short(most, 4)));
+}
+
 std::string figure_html(const figure& f) {
     std::string body;
     switch (f.type) {
         case figure::kind::stack: body = stack_svg(f); break;
         case figure::kind::lines: body = lines_svg(f); break;
         case figure::kind::bars: body = bars_svg(f); break;
+        case figure::kind::heatmap: body = heatmap_svg(f); break;
     }
     return fmt::format("<figure class=\"{}\"><figcaption>{}</figcaption>{}</figure>\n", f.type == figure::kind::lines ? "plot" : "chart",
                        html_escape(f.caption), body);

@@ -134,9 +134,14 @@ protected:
 
     // The name of a step's numbers, for any step an MoE layer has too ("router" is its own name).
     static std::string cell_variable(std::string_view step) {
-        return step == "router" || step == "probabilities" || step == "weights" || step == "combine" ? std::string(step)
-                                                                                                       : variable(step);
+        if (step == "router") return "logits";
+        if (step == "probabilities") return "p";
+        if (step == "weights") return "w";
+        if (step == "combine") return "output";
+        return variable(step);
     }
+    // How a number of a step outside any dense trace arose (an MoE layer's routing and sum).
+    virtual std::vector<std::string> layer_how(std::string_view, std::size_t, std::size_t) const { return {}; }
 
     // An expert's steps hold only its routed tokens: (routed × width).
     std::string shape_text(std::size_t width) const {
@@ -190,6 +195,35 @@ protected:
                                          : "✗ claimed " + claimed);
     }
 
+    // A big step whole, as a picture: at most 48 tokens, evenly spread, and at most 192 columns,
+    // each standing for a run of units and showing the one largest in size, sign kept.
+    std::shared_ptr<const figure> heatmap(std::string_view step, const matrix& m) const {
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::heatmap;
+        f->width = m.cols;
+        const std::size_t rows = std::min<std::size_t>(m.rows, 48), columns = std::min<std::size_t>(m.cols, 192);
+        for (std::size_t c = 0; c < columns; ++c) f->column_starts.push_back(c * m.cols / columns);
+        for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t t = r * m.rows / rows;
+            f->row_names.push_back(token_name(t));
+            std::vector<double> row;
+            for (std::size_t c = 0; c < columns; ++c) {
+                const std::size_t end = c + 1 < columns ? f->column_starts.size() > c + 1 ? (c + 1) * m.cols / columns : m.cols : m.cols;
+                double largest = 0;
+                for (std::size_t j = f->column_starts[c]; j < end; ++j)
+                    if (std::abs(m(t, j)) > std::abs(largest)) largest = m(t, j);
+                row.push_back(largest);
+            }
+            f->values.push_back(std::move(row));
+        }
+        const std::size_t per = (m.cols + columns - 1) / columns;
+        f->caption = fmt::format("All of {}: {} token{} × {} {}{}{}", step == "input" ? "x" : prefix_ + cell_variable(step), m.rows,
+                                 m.rows == 1 ? "" : "s", m.cols, step == "input" || step == "contract" || step == "residual" ? "entries" : "units",
+                                 rows < m.rows ? fmt::format(", {} tokens evenly spread", rows) : "",
+                                 per > 1 ? fmt::format(", each column showing the largest in size of {} neighbouring units", per) : "");
+        return f;
+    }
+
     // The page view's note on one number of a step's table: its name, how it arose, the claim.
     cell_note note(std::string_view step, const matrix& m, std::size_t t, std::size_t j) const {
         cell_note n;
@@ -197,9 +231,7 @@ protected:
         n.value = m(t, j);
         n.ask = step != "input";
         n.tolerance = 0.5 * std::pow(10.0, -opt_.precision);
-        // An MoE layer's own steps (routing, the weighted sum) have no dense trace in use: their
-        // cells carry the number and the claim, without the arithmetic.
-        if (tr_ && (step == "input" || tr_->find(step))) n.how = how(step, t, j);
+        n.how = tr_ && (step == "input" || tr_->find(step)) ? how(step, t, j) : layer_how(step, t, j);
         if (const claim* c = strictest_claim(step, t, j)) {
             n.claim = c->ok ? 1 : -1;
             n.tolerance = c->tolerance;
@@ -314,6 +346,7 @@ protected:
             }
             b.rows.push_back(std::move(row));
         }
+        if (explain_ && (m.cols > columns.size() || m.rows > detailed_.size())) b.picture = heatmap(step, m);
         if (explain_) {
             b.notes.resize(b.rows.size());
             std::size_t r = 1;

@@ -38,6 +38,17 @@ for file in "$data"/*.json; do
   make_page "run_$name" run "$file" && pages+=("run_$name")
   make_page "grad_$name" grad "$file" && pages+=("grad_$name")
 done
+# A layer too big for arithmetic (tables summarised, heatmaps) and an MoE one, made by `new`.
+"$ft" new --d-model 64 --d-ff 256 --tokens 40 --activation gelu --residual --seed 3 >"$work/big.json"
+"$ft" new --d-model 16 --d-ff 48 --moe 8 --top-k 2 --tokens 12 --gated --seed 4 >"$work/big_moe.json"
+for name in big big_moe; do
+  make_page "run_$name" run "$work/$name.json" && pages+=("run_$name")
+done
+# Checkpoints: the tests' tiny GPT-2 and Mixtral layers.
+checkpoints=$here/../inputs/checkpoints
+make_page run_checkpoint_gpt2 run --checkpoint "$checkpoints/gpt2" --layer 1 --word " Paris" && pages+=(run_checkpoint_gpt2)
+make_page run_checkpoint_mixtral run --checkpoint "$checkpoints/mixtral" --layer 0 --input "$checkpoints/x.npy" &&
+  pages+=(run_checkpoint_mixtral)
 make_page gelu gelu-table && pages+=(gelu)
 make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
 make_page params_gpt2 params --model gpt2 && pages+=(params_gpt2)

@@ -142,6 +142,18 @@
   });
   setPredict(document.body.hasAttribute("data-hide"));
 
+  // A link to one number: page.html#cell=hidden[1][0] opens the page on it, explained.
+  if (location.hash.indexOf("#cell=") === 0) {
+    var wanted = decodeURIComponent(location.hash.slice(6));
+    var target = Array.prototype.find.call(document.querySelectorAll("td[data-name]"), function (td) {
+      return td.getAttribute("data-name") === wanted;
+    });
+    if (target) {
+      select(target);
+      target.scrollIntoView({ block: "nearest" });
+    }
+  }
+
   // A plot's readout: the sampled point nearest the pointer, as ffn-trace computed it.
   document.querySelectorAll("figure.plot").forEach(function (fig) {
     var data = JSON.parse(fig.querySelector("script.plot-data").textContent);
