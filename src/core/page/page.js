@@ -130,6 +130,13 @@
     });
   });
 
+  // A page whose numbers carry no arithmetic (the backward pass, the tables of gelu-table and
+  // params) does not offer to explain them.
+  if (!document.querySelector("td[data-name]")) {
+    how.hidden = true;
+    document.querySelector(".toolbar .hint").textContent = "Arrow keys move between numbers.";
+  }
+
   var predict = document.getElementById("predict");
   if (!document.querySelector("td[data-ask]")) {
     predict.hidden = true;
