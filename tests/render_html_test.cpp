@@ -7,6 +7,7 @@
 
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "helpers.hpp"
 #include "page_html.hpp"
 
 using namespace ffn_trace;
@@ -31,13 +32,10 @@ std::size_t occurrences(const std::string& s, const std::string& what) {
     return n;
 }
 
-// The lesson's hand example (seed 003_520c3bf8fda29827.txt): x = [2, 1], hidden = x·W1 = [2, 1, 3, −1],
+// The lesson's hand example (tests/helpers.hpp): x = [2, 1], hidden = x·W1 = [2, 1, 3, −1],
 // ReLU → [2, 1, 3, 0], output = 2·[1, 0] + 1·[0, 1] + 3·[1, 1] = [5, 4], y = x + output = [7, 5].
 // The file claims y = [7, 6]: one of its four claims fails.
-const std::string lesson = R"({"activation": "relu", "input": [2, 1],
-    "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
-    "labels": {"hidden": ["x₁", "x₂", "x₁ + x₂", "x₂ − x₁"]},
-    "expect": [{"step": "contract", "value": [5, 4]}, {"step": "residual", "value": [7, 6]}]})";
+using test::lesson;
 
 }  // namespace
 
