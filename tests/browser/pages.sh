@@ -74,5 +74,11 @@ for page in run_walkthrough gelu params_mixtral; do
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
 done
 
+# Printing: the print stylesheet gives a PDF of the whole walkthrough.
+chrome --no-pdf-header-footer --print-to-pdf="$work/print.pdf" "file://$work/run_walkthrough.html" >/dev/null
+if [ "$(head -c 4 "$work/print.pdf" 2>/dev/null)" != "%PDF" ] || [ "$(wc -c <"$work/print.pdf")" -lt 20000 ]; then
+  fail "printing the walkthrough's page gave no PDF"
+fi
+
 echo "${#pages[@]} pages opened, $failures failures"
 [ "$failures" -eq 0 ]
