@@ -1,6 +1,7 @@
 #include "ffn_trace/render_text.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <doctest/doctest.h>
 #include <sstream>
 
@@ -17,6 +18,17 @@ std::string render(const std::string& text, text_options options = {}, bool mark
     const auto reads = read_trace(*t);
     const rendering_input in{*ex, *t, claims, reads};
     return markdown ? render_markdown(in, options) : render_text(in, options);
+}
+
+// Whether the text holds `words`, whatever the line breaks and spaces between them.
+bool says(const std::string& out, const std::string& words) {
+    auto squeezed = [](const std::string& s) {
+        std::string r;
+        for (char c : s)
+            if (!std::isspace(static_cast<unsigned char>(c)) || (!r.empty() && r.back() != ' ')) r += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
+        return r;
+    };
+    return squeezed(out).find(squeezed(words)) != std::string::npos;
 }
 
 bool has_line(const std::string& out, const std::string& line) {
@@ -187,4 +199,44 @@ TEST_CASE("the heading says once that indices count from 0") {
     REQUIRE(at != std::string::npos);
     CHECK(out.find("count from 0", at + 1) == std::string::npos);
     CHECK(at < out.find("hidden[0]"));
+}
+
+TEST_CASE("the weights are labelled grids in the math form, each unit's key beside its value") {
+    SUBCASE("the lesson's hand example, stored in the math form: W1's columns are the keys") {
+        // seed 003: the four units compute x₁, x₂, x₁ + x₂ and x₂ − x₁, so W1's rows are
+        // [1, 0, 1, -1] (x₁) and [0, 1, 1, 1] (x₂); W2's rows are [1, 0], [0, 1], [1, 1], [2, -1].
+        const std::string out = render(lesson);
+        CHECK(has_line(out, "Weights   W1 (2 × 4), W2 (4 × 2)"));
+        CHECK(has_line(out, "  [0]  1.0000  0.0000   1.0000  -1.0000"));
+        CHECK(has_line(out, "  x₂ − x₁  2.0000  -1.0000"));
+        // unit 3 (x₂ − x₁): its key is the column [-1, 1] of W1, its value the row [2, -1] of W2
+        CHECK(has_line(out, "  unit 3 (x₂ − x₁)  -1.0000  1.0000   2.0000  -1.0000"));
+        CHECK(says(out, "The file stores them in this form too."));
+    }
+    SUBCASE("PyTorch's (out, in) form is shown transposed, the file's form named") {
+        // W (out, in) = [[1, 2], [3, 4], [5, 6]] holds three units' keys as rows: in the math
+        // form W1 (2 × 3) has rows [1, 3, 5] and [2, 4, 6].
+        const std::string out = render(R"({"activation": "relu", "layout": "out_in", "input": [1, 1],
+            "weights": {"W1": [[1, 2], [3, 4], [5, 6]], "b1": [0.5, 0, -0.5], "W2": [[1, 0, 0], [0, 1, 0]]},
+            "labels": {"inputs": ["a", "b"], "outputs": ["p", "q"]}})");
+        CHECK(has_line(out, "Weights   W1 (2 × 3), W2 (3 × 2)"));
+        CHECK(has_line(out, "  a   1.0000  3.0000   5.0000"));
+        CHECK(has_line(out, "  b   2.0000  4.0000   6.0000"));
+        CHECK(has_line(out, "  b1  0.5000  0.0000  -0.5000"));
+        CHECK(says(out, "(W1 is 3 × 2 there), so a key is a row of the file's W1"));
+        // W2 (out, in) = [[1, 0, 0], [0, 1, 0]]: unit 1 writes [0, 1]
+        CHECK(has_line(out, "  unit     W1: a       b   W2: p       q"));
+        CHECK(has_line(out, "  unit 1  3.0000  4.0000  0.0000  1.0000"));
+    }
+    SUBCASE("a gated layer has two keys per unit, Wg's and Wu's") {
+        const std::string out = render(R"({"activation": "swiglu", "layout": "in_out", "input": [1, 2],
+            "weights": {"Wg": [[1, 1], [0, -0.5]], "Wu": [[2, 1], [0, 1]], "W2": [[1, 0], [0, 1]]}})");
+        CHECK(has_line(out, "Weights   Wg (2 × 2), Wu (2 × 2), W2 (2 × 2)"));
+        CHECK(has_line(out, "  unit 1   1.0000  -0.5000   1.0000  1.0000   0.0000  1.0000"));
+    }
+    SUBCASE("the summary level leaves the weights out") {
+        text_options options;
+        options.detail = detail_level::summary;
+        CHECK(render(lesson, options).find("Weights") == std::string::npos);
+    }
 }

@@ -225,6 +225,9 @@ private:
                                             : "This expert is an ordinary FFN, run over the tokens routed to it and no others.") +
                       (pre_norm() ? " Its x is the normed token." : ""));
             use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            // An expert's grids only where they are small: a real MoE layer has many big experts.
+            const ffn& f = et.tr.layer();
+            if (opt_.full || std::max({f.d_model(), f.d_ff(), f.d_out()}) <= 10) weights_block(capitalised(who));
             for (const auto& s : et.tr.steps) step_block(capitalised(who), s);
         }
         for (std::size_t e = 0; e < l.n_experts(); ++e)

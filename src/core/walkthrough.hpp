@@ -61,6 +61,7 @@ public:
         heading_block();
         if (level_ != detail_level::summary) {
             input_block(tr_->input);
+            weights_block();
             int number = 1;
             for (const auto& s : tr_->steps) step_block(fmt::format("Step {}", number++), s);
         }
@@ -245,6 +246,108 @@ protected:
     void input_block(const matrix& x) {
         add({block_kind::heading, fmt::format("Input   x   {}", shape_text(x.cols)), {}, {}});
         add(table("input", x));
+    }
+
+    // The layer's weights as labelled grids in the math form x · W that the steps use: the keys
+    // (W1, or Wg and Wu; column j is what unit j looks for in the token), the values (W2; row j is
+    // what unit j writes), then each unit's key beside its value, the two halves of the key-value
+    // memory. `who`: "" for the layer, or the expert whose weights these are ("Expert 1").
+    void weights_block(const std::string& who = "") {
+        const ffn& l = layer();
+        const std::vector<weight> keys = l.gated() ? std::vector<weight>{weight::wg, weight::wu} : std::vector<weight>{weight::w1};
+        std::vector<std::string> sizes;
+        for (auto w : keys) sizes.push_back(fmt::format("{} ({} × {})", weight_name(w), l.d_model(), l.d_ff()));
+        sizes.push_back(fmt::format("W2 ({} × {})", l.d_ff(), l.d_out()));
+        add({block_kind::heading, fmt::format("{}Weights   {}", who.empty() ? "" : who + " · ", fmt::join(sizes, ", "))});
+        const std::string key_names = l.gated() ? "Wg and Wu" : "W1";
+        std::string why = fmt::format(
+            "In the math form x · W that the steps use. The keys: {} what unit j looks for in the {}token (the rows "
+            "are the inputs). The values: row j of W2 is what unit j writes (its columns are the outputs). ",
+            l.gated() ? "column j of Wg (the gate's key) and column j of Wu (the up projection's) are" : "column j of W1 is",
+            pre_norm() ? "normed " : "");
+        why += out_in() ? fmt::format("The file stores each matrix the other way round, outputs × inputs ({} is {} × {} "
+                                      "there), so a key is a row of the file's {} and a value a column of its W2.",
+                                      weight_name(keys.front()), l.d_ff(), l.d_model(), key_names)
+                        : std::string("The file stores them in this form too.");
+        if (!weights_explained_) paragraph(why);  // once: an MoE's experts are read the same way
+        const auto& unit_names = hidden_labels();
+        for (auto w : keys) add(weight_grid(w, ex_.names.inputs, unit_names, bias_of(w)));
+        add(weight_grid(weight::w2, unit_names, ex_.names.outputs, l.b2));
+
+        // Unit j's key beside its value, one row per unit: the first half of a row is column j of
+        // each key matrix (named by the inputs), the second row j of W2 (named by the outputs).
+        std::vector<std::vector<double>> halves;  // of the unit being written
+        auto name = [](const std::vector<std::string>& labels, std::size_t k) {
+            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+        };
+        struct column {
+            std::size_t half, k;
+        };
+        std::vector<column> columns;
+        std::vector<std::string> header{"unit"};
+        auto half_columns = [&](std::size_t half, std::size_t n, const std::vector<std::string>& labels, std::string_view matrix) {
+            bool first = true;
+            for (auto k : shown_indices(n, opt_.full)) {
+                columns.push_back({half, k});
+                header.push_back(k == gap ? "…" : first ? fmt::format("{}: {}", matrix, name(labels, k)) : name(labels, k));
+                first = false;
+            }
+        };
+        for (std::size_t h = 0; h < keys.size(); ++h) half_columns(h, l.d_model(), ex_.names.inputs, weight_name(keys[h]));
+        half_columns(keys.size(), l.d_out(), ex_.names.outputs, "W2");
+        block kv{block_kind::table};
+        kv.rows.push_back(std::move(header));
+        for (auto j : shown_indices(l.d_ff(), opt_.full)) {
+            std::vector<std::string> row{j == gap ? "…" : unit_label(j)};
+            if (j != gap) {
+                halves.clear();
+                for (auto w : keys) halves.push_back(weight_column(l, w, j));
+                halves.push_back(weight_row(l, weight::w2, j));
+            }
+            for (const auto& c : columns) row.push_back(j == gap || c.k == gap ? "…" : num(halves[c.half][c.k]));
+            kv.rows.push_back(std::move(row));
+        }
+        if (!weights_explained_)
+            paragraph(fmt::format("Each unit's key beside its value: column j of {} over the inputs, then row j of W2 "
+                                  "over the outputs.",
+                                  key_names));
+        weights_explained_ = true;
+        add(std::move(kv));
+    }
+    static std::string weight_name(weight w) {
+        switch (w) {
+            case weight::w1: return "W1";
+            case weight::wg: return "Wg";
+            case weight::wu: return "Wu";
+            case weight::w2: return "W2";
+        }
+        return "";
+    }
+    const std::vector<double>& bias_of(weight w) const {
+        const ffn& l = layer();
+        return w == weight::w1 ? l.b1 : w == weight::wg ? l.bg : w == weight::wu ? l.bu : l.b2;
+    }
+    // One weight matrix as a grid, its rows and columns named by the file's labels or by index,
+    // with its bias as a last row; only the rows shown are read (a checkpoint's stay in the file).
+    block weight_grid(weight w, const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                      const std::vector<double>& bias) const {
+        const ffn& l = layer();
+        const matrix& m = l[w];
+        std::vector<std::size_t> rows = shown_indices(m.rows, opt_.full);
+        std::map<std::size_t, std::vector<double>> read;
+        for (auto i : rows)
+            if (i != gap) read[i] = weight_row(l, w, i);
+        const std::size_t bias_row = m.rows;  // one past the last: the bias
+        if (!bias.empty()) rows.push_back(bias_row);
+        auto name = [](const std::vector<std::string>& labels, std::size_t k) {
+            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+        };
+        const std::string bias_name = "b" + weight_name(w).substr(1);
+        return grid_table(
+            weight_name(w), rows, shown_indices(m.cols, opt_.full),
+            [&](std::size_t i) { return i == bias_row ? bias_name : name(row_labels, i); },
+            [&](std::size_t j) { return name(col_labels, j); },
+            [&](std::size_t i, std::size_t j) { return i == bias_row ? bias[j] : read.at(i)[j]; }, opt_.precision);
     }
 
     std::string formula(std::string_view step) const {
@@ -805,6 +908,7 @@ protected:
     std::string prefix_;
     const unit_readings* units_ = nullptr;
     bool units_explained_ = false;
+    bool weights_explained_ = false;
     const std::vector<unit_explanation>* explained_ = nullptr;
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;
