@@ -240,3 +240,18 @@ TEST_CASE("the weights are labelled grids in the math form, each unit's key besi
         CHECK(render(lesson, options).find("Weights") == std::string::npos);
     }
 }
+
+TEST_CASE("the summary repeats each step's vector for every token, as seed 000's summary does") {
+    // seed 003's hand example: h = [2, 1, 3, −1], ReLU keeps [2, 1, 3, 0], the output is
+    // 2·[1, 0] + 1·[0, 1] + 3·[1, 1] = [5, 4], and the residual adds x = [2, 1]: [7, 5].
+    for (auto level : {detail_level::summary, detail_level::arithmetic}) {
+        CAPTURE(static_cast<int>(level));
+        text_options options;
+        options.detail = level;
+        const std::string out = render(lesson, options);
+        CHECK(has_line(out, "    expand   [2.0000, 1.0000, 3.0000, -1.0000]"));
+        CHECK(has_line(out, "    ReLU     [2.0000, 1.0000, 3.0000, 0.0000]"));
+        CHECK(has_line(out, "    contract [5.0000, 4.0000]"));
+        CHECK(has_line(out, "    + x      [7.0000, 5.0000]"));
+    }
+}

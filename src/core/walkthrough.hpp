@@ -894,8 +894,22 @@ protected:
             }
             b.lines.push_back(fmt::format("{}: {} → {} → {}", token_name(t), short_vector(tr_->input.row(t)), path,
                                           vector_text(tr_->output().value.row(t))));
+            // Then each step's vector, as seed 000's summary repeats them: the token's whole path.
+            std::vector<std::string> labels;
+            for (const auto& s : tr_->steps) labels.push_back(summary_label(s.name));
+            std::size_t wide = 0;
+            for (const auto& l : labels) wide = std::max(wide, display_width(l));
+            for (std::size_t k = 0; k < tr_->steps.size(); ++k)
+                b.lines.push_back(fmt::format("  {} {}", pad_right(labels[k], wide), vector_text(tr_->steps[k].value.row(t))));
         }
         add(std::move(b));
+    }
+    // A step as the summary's path names it: "expand", "GELU", "contract", "+ x".
+    std::string summary_label(std::string_view step) const {
+        if (step == "activate") return activation_title(info(layer().act).unit);
+        if (step == "multiply") return "× up";
+        if (step == "residual") return "+ x";
+        return std::string(step);
     }
 
     const example& ex_;
