@@ -121,7 +121,7 @@ cli_test("-0.0 never prints as a negative zero" 0 "!(-0\\.0000|NaN|nan)" EMPTY -
 
 # grad
 cli_test("grad traces the lesson's backward pass by hand" 0
-  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(-1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) \\[0\\] \\[1\\] the token 3.0000 1.0000" EMPTY
+  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(-1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) dL/dx x₁ x₂ the token 3.0000 1.0000" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --color never)
 cli_test("grad --lr shows the loss going down" 0 "loss 0.5000 → 0.2920 ✓ down" EMPTY -- ${FT} grad ${DATA}/lesson_hand.json --lr 0.01 --color never)
 cli_test("grad checks every data example by finite differences" 0 "largest relative error [0-9.e-]+( at [^ ]+)? ✓" EMPTY
