@@ -143,7 +143,7 @@ cli_test("check passes both MoE examples" 0 "2 files, 88 claims, 0 failed" EMPTY
   -- ${FT} check ${DATA}/moe_mixtral.json ${DATA}/moe_switch.json)
 cli_test("the MoE walkthrough names the idle expert" 0 "Idle: expert 2 — no token chose it, so it was never computed" EMPTY
   -- ${FT} run ${DATA}/moe_switch.json --color never)
-cli_test("the MoE walkthrough says where a tie was decided" 0 "the chooses expert 1 .grammar. with p = 0.7112 and expert 0 .geography. with p = 0.0963 a tie" EMPTY
+cli_test("the MoE walkthrough says where a tie was decided" 0 "token \"the\" chooses expert 1 .grammar. with p = 0.7112 and expert 0 .geography. with p = 0.0963 a tie" EMPTY
   -- ${FT} run ${DATA}/moe_mixtral.json --color never)
 cli_test("grad through an MoE layer passes its gradient check and counts the skipped routing changes" 0
   "largest relative error [0-9.e-]+ at .* ✓. [0-9]+ values were skipped: their step of ε changes which experts a token chooses" EMPTY
@@ -259,6 +259,9 @@ cli_test("run --checkpoint traces a Llama layer over an .npy input as JSON, step
 cli_test("run --checkpoint traces a Mixtral layer over embedding rows and shows the experts each token chose" 0
   "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[-0.9979, 0.756, 0.8374, -0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --detail summary)
+cli_test("a list of units that wraps keeps its commas and fits the width" 0
+  "fired most 5 \\(1.9191\\), 1 \\(0.9967\\), 4 \\(0.6089\\), 3 \\(0.5335\\), 6 \\(0.1216\\), 2 \\(-0.0449\\), 7 \\(-0.0678\\), 0 \\(-0.1694\\)"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 1 --word " Paris" --color never --width 60)
 cli_test("run --checkpoint reads each Mixtral expert's units" 0
   "Expert 1 · steps at a glance .*Expert 1 · units that fired most, and what they wrote .*id 1: fired most [0-9]+ \\([0-9.-]+\\).*Expert 3 · units that fired most"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --color never)

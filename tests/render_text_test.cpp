@@ -255,3 +255,49 @@ TEST_CASE("the summary repeats each step's vector for every token, as seed 000's
         CHECK(has_line(out, "    + x      [7.0000, 5.0000]"));
     }
 }
+
+namespace {
+std::string render_moe(const std::string& text) {
+    const auto ex = parse_example(text, "moe.json");
+    REQUIRE(ex);
+    REQUIRE(ex->mixture);
+    const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(t);
+    const std::vector<claim> claims;
+    const auto reads = read_moe_trace(*t);
+    return render_text(moe_rendering_input{*ex, *t, claims, reads}, {});
+}
+// Two experts, top 1, with the activation left open: token a = [1, 0] scores [1, 0] and goes to
+// expert 0, whose hidden values are x·W1 = [1, −1]; token b = [0, 1] goes to expert 1, whose
+// hidden values are [1, 1].
+std::string two_experts(const std::string& activation) {
+    return R"({"activation": ")" + activation + R"(", "layout": "in_out", "residual": false,
+        "moe": {"top_k": 1, "router": {"W": [[1, 0], [0, 1]]},
+                "experts": [{"W1": [[1, -1], [0, 0]], "W2": [[1, 0], [0, 1]]},
+                            {"W1": [[0, 0], [1, 1]], "W2": [[1, 0], [0, 1]]}]},
+        "input": [[1, 0], [0, 1]], "labels": {"tokens": ["a", "the"]}})";
+}
+}  // namespace
+
+TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough does") {
+    SUBCASE("ReLU: the units that fired") {
+        // expert 0 on a: [1, −1] → 1 of 2 fired; expert 1 on "the": [1, 1] → 2 of 2
+        CHECK(says(render_moe(two_experts("relu")),
+                   R"(active units expert 0: 1 of 2 for "a"; expert 1: 2 of 2 for "the" (activation > 0;)"));
+    }
+    SUBCASE("GELU: the units whose pre-activation is positive, and what that means") {
+        const std::string out = render_moe(two_experts("gelu"));
+        CHECK(says(out, R"(positive units expert 0: 1 of 2 for "a"; expert 1: 2 of 2 for "the" (hidden > 0). GELU is smooth)"));
+        CHECK(says(out, "so the layer is not sparse the way ReLU's is"));
+    }
+    SUBCASE("identity: no reading of units at all") {
+        const std::string out = render_moe(two_experts("identity"));
+        CHECK(out.find("active units") == std::string::npos);
+        CHECK(out.find("positive units") == std::string::npos);
+    }
+    SUBCASE("a token labelled with a word is quoted where it is a sentence's subject") {
+        const std::string out = render_moe(two_experts("relu"));
+        CHECK(says(out, R"(token "the" chooses expert 1)"));
+        CHECK(out.find("the chooses") == std::string::npos);
+    }
+}

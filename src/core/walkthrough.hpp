@@ -112,6 +112,11 @@ protected:
     std::string short_vector(std::span<const double> v) const { return short_vector_text(v, opt_.precision, opt_.full); }
 
     std::string token_name(std::size_t t) const { return detail::token_name(ex_.names.tokens, ex_.lead, global(t)); }
+    // A token as the subject of a sentence: a label is quoted after "token" ("token \"the\""),
+    // so that a label that is itself a word does not read as part of the sentence.
+    std::string token_subject(std::size_t t) const {
+        return ex_.names.tokens.empty() ? token_name(t) : "token " + quote(token_name(t));
+    }
 
     static std::string variable(std::string_view step) {
         static const std::map<std::string_view, std::string> names{
@@ -709,16 +714,25 @@ protected:
                 b.lines.emplace_back("…");
                 continue;
             }
-            // five to a line, so that a row fits the page
+            // as many to a line as fit the page (one at least), each line but the last ending with
+            // its comma, the lines after the first under the first unit
             auto rows = [&](std::string_view label, const std::vector<unit_score>& list) {
                 const std::string first = fmt::format("{}: {} ", token_name(t), label);
                 const std::string indent(display_width(first), ' ');
-                for (std::size_t k = 0; k < list.size(); k += 5) {
-                    std::vector<std::string> part;
-                    for (std::size_t i = k; i < std::min(list.size(), k + 5); ++i)
-                        part.push_back(fmt::format("{} ({})", list[i].unit, num(list[i].value)));
-                    b.lines.push_back((k == 0 ? first : indent) + fmt::format("{}", fmt::join(part, ", ")));
+                const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;  // the lines block indents by 2
+                std::string line = first;
+                bool empty = true;
+                for (std::size_t i = 0; i < list.size(); ++i) {
+                    const std::string item = fmt::format("{} ({}){}", list[i].unit, num(list[i].value), i + 1 < list.size() ? "," : "");
+                    if (!empty && display_width(line) + 1 + display_width(item) > room) {
+                        b.lines.push_back(line);
+                        line = indent;
+                        empty = true;
+                    }
+                    line += (empty ? "" : " ") + item;
+                    empty = false;
                 }
+                b.lines.push_back(line);
             };
             rows("fired most", units_->fired[t]);
             rows("wrote most", units_->wrote[t]);
@@ -796,6 +810,30 @@ protected:
         return names;
     }
 
+    // What the active-units reading counts: ReLU's units that fired, or the units whose
+    // pre-activation is positive for a smooth activation.
+    const std::vector<std::size_t>& unit_counts(const readings& r) const {
+        return info(layer().act).unit == activation::relu ? r.active : r.positive;
+    }
+    // The active-units reading, from its counts: for ReLU the units that fired; for GELU and SiLU
+    // the units whose pre-activation is positive, and what that count means; none for identity,
+    // whose every unit passes its score unchanged (the collapse says the rest).
+    std::optional<std::vector<std::string>> active_units_field(const std::string& counts) const {
+        const activation unit = info(layer().act).unit;
+        const std::string pre = layer().gated() ? "gate" : "hidden";
+        if (unit == activation::relu)
+            return std::vector<std::string>{
+                "active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)", counts)};
+        if (unit == activation::identity) return std::nullopt;
+        // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
+        return std::vector<std::string>{
+            "positive units",
+            fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small negative value (down "
+                        "to {}), so the layer is not sparse the way ReLU's is; the count says how many units are on the "
+                        "rising side",
+                        counts, pre, activation_title(unit), pre, unit == activation::silu ? "-0.28" : "-0.17")};
+    }
+
     void readings_block() {
         add({block_kind::heading, "Readings"});
         std::vector<std::vector<std::string>> f;
@@ -805,20 +843,7 @@ protected:
                 counts.push_back(t == gap ? "…" : fmt::format("{}: {} of {}", token_name(t), n[t], layer().d_ff()));
             return fmt::format("{}", fmt::join(counts, ", "));
         };
-        const activation unit = info(layer().act).unit;
-        const std::string pre = layer().gated() ? "gate" : "hidden";
-        if (unit == activation::relu) {
-            f.push_back({"active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)",
-                                                     counts_of(reads_->active))});
-        } else if (unit != activation::identity) {
-            // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
-            f.push_back({"positive units",
-                         fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small "
-                                     "negative value (down to {}), so the layer is not sparse the way ReLU's is; the "
-                                     "count says how many units are on the rising side",
-                                     counts_of(reads_->positive), pre, activation_title(unit), pre,
-                                     unit == activation::silu ? "-0.28" : "-0.17")});
-        }
+        if (auto field = active_units_field(counts_of(unit_counts(*reads_)))) f.push_back(std::move(*field));
         // identity: every unit passes its score unchanged, and the collapse below says the rest.
         if (tr_->tokens() > 1)
             f.push_back({"position-wise",
