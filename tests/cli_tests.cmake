@@ -84,15 +84,21 @@ cli_test("gelu-table --plot draws text only" 2 EMPTY "^error: --plot: draws text
 
 # params
 cli_test("params counts the walkthrough's 128 → 512 layer" 0
-  "Linear 1 \\(W1\\) d_model × d_ff \\+ d_ff = 128 × 512 \\+ 512 = 66,048 Linear 2 \\(W2\\) d_ff × d_model \\+ d_model = 512 × 128 \\+ 128 = 65,664 total 131,712.* total 66,048" EMPTY
+  "Linear 1 \\(W1\\) d_model × d_ff \\+ d_ff = 128 × 512 \\+ 512 = 66,048 Linear 2 \\(W2\\) d_ff × d_model \\+ d_model = 512 × 128 \\+ 128 = 65,664 total W1 \\+ W2 = 66,048 \\+ 65,664 = 131,712.* total Q \\+ K \\+ V \\+ O = 4 × 16,512 = 66,048" EMPTY
   -- ${FT} params --d-model 128 --d-ff 512)
-cli_test("params shows the lesson's Llama 2 layer: 67.1M, 135.3M, 67%" 0 "total 135,266,304 135.3M .* total 67,108,864 67.1M .*the FFN is 67% of the layer" EMPTY
+cli_test("params shows the lesson's Llama 2 layer: 67.1M, 135.3M, 67%" 0 "total Wg \\+ Wu \\+ W2 = 3 × 45,088,768 = 135,266,304 135.3M .* total Q \\+ K \\+ V \\+ O = 4 × 16,777,216 = 67,108,864 67.1M .*the FFN is 67% of the layer" EMPTY
   -- ${FT} params --d-model 4096 --d-ff 11008 --gated --no-bias)
-cli_test("params shows 33.6M against 16.8M" 0 "total 33,554,432 33.6M .* total 16,777,216 16.8M" EMPTY
+cli_test("params shows 33.6M against 16.8M" 0 "total W1 \\+ W2 = 2 × 16,777,216 = 33,554,432 33.6M .* total Q \\+ K \\+ V \\+ O = 4 × 4,194,304 = 16,777,216 16.8M" EMPTY
   -- ${FT} params --d-model 2048 --d-ff 8192 --no-bias)
 cli_test("params prints the gated d_ff rounding" 0 "d_ff = 8/3 × d_model = 8/3 × 4,096 = 10,922, rounded up to a multiple of 256 = 11,008" EMPTY
   -- ${FT} params --d-model 4096 --gated)
-cli_test("params --model llama2-7b totals 6.74B" 0 "total 6,738,415,616 6.74B" EMPTY -- ${FT} params --model llama2-7b)
+cli_test("params writes out what Mixtral's active parameters add" 0
+  "active \\(top-2\\) 2 experts \\+ the rest = \\(below\\) 394,305,536 .*active per token = 32 × 394,305,536 \\+ 262,144,000 \\+ 4,096 = 12,879,925,248"
+  EMPTY -- ${FT} params --model mixtral-8x7b --width 120)
+cli_test("params --experts without --top-k says what top-k means" 2 EMPTY
+  "^error: --experts: give --top-k too: top-k is how many of the 8 experts each token is routed to"
+  -- ${FT} params --d-model 512 --experts 8)
+cli_test("params --model llama2-7b totals 6.74B" 0 "total the rows above = \\(below\\) 6,738,415,616 6.74B .*total = 6,476,267,520 \\+ 262,144,000 \\+ 4,096 = 6,738,415,616" EMPTY -- ${FT} params --model llama2-7b)
 cli_test("params flags after --model override the preset" 0 "\"d_model\": 4096, \"d_ff\": 11008, .*\"layers\": 2," EMPTY
   -- ${FT} params --model llama2-7b --layers 2 --format json)
 cli_test("params --format json has the counts as integers" 0 "\"total\": 46702792704, \"active\": 12879925248" EMPTY
