@@ -39,6 +39,9 @@ cli_test("a file over the size limit is refused" 2 EMPTY "larger than the limit 
   -- ${FT} run ${DATA}/walkthrough.json --max-file-size 100)
 cli_test("a misspelled key names the nearest" 2 EMPTY "^error: .*misspelled_key.json: activaton: unknown key\; did you mean \"activation\"\\?"
   -- ${FT} run ${INPUTS}/misspelled_key.json)
+cli_test("a suggestion ignores case: GELU is gelu" 2 EMPTY
+  "^error: .*activation_upper.json: activation: unknown activation \"GELU\"\; did you mean \"gelu\"\?"
+  -- ${FT} run ${INPUTS}/activation_upper.json)
 cli_test("a ragged weight row names the row and the layout's shape" 2 EMPTY
   "^error: .*ragged_w1.json: weights.W1\\[3\\]: expected 4 numbers \\(layout out_in: W1 is d_ff × d_model = 8 × 4\\), got 5$"
   -- ${FT} run ${INPUTS}/ragged_w1.json)

@@ -119,6 +119,14 @@ TEST_CASE("unknown keys and names come with the nearest valid one") {
               .find("ex.json: weights.W3: unknown key; did you mean \"W1\"?") == 0);
 }
 
+TEST_CASE("the nearest name ignores case: GELU is gelu, not relu") {
+    // "GELU" is 4 edits from "gelu" and 4 from "relu" case-sensitively; ignoring case, 0 from gelu.
+    CHECK(detail::edit_distance("GELU", "gelu") == 4);
+    CHECK(error_of(R"({"activation": "GELU"})").find("unknown activation \"GELU\"; did you mean \"gelu\"?") != std::string::npos);
+    CHECK(error_of(R"({"activation": "SwiGLU"})").find("did you mean \"swiglu\"?") != std::string::npos);
+    CHECK(error_of(R"({"Activation": "relu"})").find("ex.json: Activation: unknown key; did you mean \"activation\"?") == 0);
+}
+
 TEST_CASE("missing and mistyped values say what was expected") {
     CHECK(error_of(R"({"input": [1]})").find("ex.json: activation: required key is missing; expected one of relu,") == 0);
     CHECK(error_of(R"({"activation": 3})").find("ex.json: activation: expected one of relu") == 0);

@@ -3,6 +3,7 @@
 #include "ffn_trace/checkpoint.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -46,9 +47,16 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     return row[b.size()];
 }
 
+// The choice fewest edits away, ignoring case: "GELU" is nearest "gelu", not "relu".
 std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices) {
-    return *std::min_element(choices.begin(), choices.end(), [word](std::string_view a, std::string_view b) {
-        return edit_distance(word, a) < edit_distance(word, b);
+    auto lower = [](std::string_view s) {
+        std::string out(s);
+        for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return out;
+    };
+    const std::string w = lower(word);
+    return *std::min_element(choices.begin(), choices.end(), [&](std::string_view a, std::string_view b) {
+        return edit_distance(w, lower(a)) < edit_distance(w, lower(b));
     });
 }
 
