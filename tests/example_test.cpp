@@ -305,3 +305,21 @@ TEST_CASE("a target or an upstream gradient is shaped like the output") {
     CHECK(error_of(small(R"("target": [1, 2])")) == "ex.json: target[0]: expected an array of numbers (the output's shape, 2 × 2), got the number 1");
     CHECK(error_of(small(R"("upstream": [[1, 2, 3], [3, 4, 5]])")) == "ex.json: upstream[0]: expected 2 numbers (the output's shape, 2 × 2), got 3");
 }
+
+TEST_CASE("a 3-D input's tokens are counted flat, row-major, in labels and claims, as README says") {
+    // batch 2 × seq 2 × d_model 1: token t = b·seq + s, so x[1][0] = 3 is token 2.
+    const auto ex = parse_example(R"({"activation": "relu", "layout": "in_out", "residual": false,
+        "input": [[[1], [2]], [[3], [4]]], "weights": {"W1": [[1, 2]], "W2": [[1], [1]]},
+        "labels": {"tokens": ["a", "b", "c", "d"]},
+        "expect": [{"step": "expand", "token": 2, "value": [3, 6]}]})", "ex.json");
+    REQUIRE(ex);
+    REQUIRE(ex->lead.size() == 2);
+    REQUIRE(ex->names.tokens.size() == 4);
+    CHECK(ex->names.tokens[2] == "c");
+    REQUIRE(ex->expect.size() == 1);
+    CHECK(ex->expect[0].token == std::optional<std::size_t>(2));
+    CHECK(ex->input(2, 0) == 3);
+    // nested labels are refused: the list is flat
+    CHECK_FALSE(parse_example(R"({"activation": "relu", "layout": "in_out", "input": [[[1], [2]], [[3], [4]]],
+        "weights": {"W1": [[1, 2]], "W2": [[1], [1]]}, "labels": {"tokens": [["a", "b"], ["c", "d"]]}})", "ex.json"));
+}

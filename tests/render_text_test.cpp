@@ -65,7 +65,7 @@ TEST_CASE("the arithmetic shows every dot product, the switched-off units and th
     CHECK(has_line(out, "  switched off: unit 3 (x₂ − x₁)"));
     CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✓ 5"));
     CHECK(has_line(out, "  unit 3 (x₂ − x₁)  0.0000  nothing (off)"));
-    CHECK(has_line(out, "    y[1] = 1 + 4 = 5.0000 ✗ claimed 6 (off by 1)"));
+    CHECK(has_line(out, "    y[1] = 1 + 4 = 5.0000 ✗ claimed 6 (difference 1)"));
     CHECK(has_line(out, "✗ 1 of 4 claimed numbers do not hold."));
     CHECK(has_line(out, "  the token: [2, 1] → expand → ReLU → contract → + x → [7.0000, 5.0000]"));
 }
@@ -76,7 +76,7 @@ TEST_CASE("the values level shows tables and lists the failed claims under their
     const std::string out = render(lesson, options);
     CHECK(out.find("hidden[3] =") == std::string::npos);
     CHECK(has_line(out, "  the token  7.0000 ✓  5.0000 ✗"));
-    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
+    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (difference 1, tolerance 0.0005)"));
 }
 
 TEST_CASE("the summary level keeps the heading, the readings, the checks and the summary") {
@@ -86,7 +86,7 @@ TEST_CASE("the summary level keeps the heading, the readings, the checks and the
     CHECK(out.find("Step 1") == std::string::npos);
     CHECK(out.find("Readings") != std::string::npos);
     CHECK(out.find("  active units  the token: 3 of 4 (activation > 0; the others are switched off") != std::string::npos);
-    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
+    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (difference 1, tolerance 0.0005)"));
 }
 
 TEST_CASE("--token limits the detailed part to the chosen tokens") {
@@ -175,7 +175,7 @@ TEST_CASE("a number the file claims twice gets one mark, the strictest result, a
         "expect": [{"step": "contract", "value": [5, 4]},
                    {"step": "contract", "value": [5.01, null], "tolerance": 0.001}]})";
     const std::string out = render(twice);
-    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✗ claimed 5.01 (off by 0.01)"));
+    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✗ claimed 5.01 (difference 0.01)"));
     CHECK(has_line(out, "    output[1] = 2×0 + 1×1 + 3×1 + 0×(-1) = 4.0000 ✓ 4"));
     CHECK(has_line(out, "  the token  5.0000 ✗  4.0000 ✓"));
     const auto legend = out.find("✓ the file's");
@@ -300,4 +300,13 @@ TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough
         CHECK(says(out, R"(token "the" chooses expert 1)"));
         CHECK(out.find("the chooses") == std::string::npos);
     }
+}
+
+TEST_CASE("a failed claim's difference is claimed − computed, signed, as check prints it") {
+    // The lesson's output is [5, 4]: a claim of 3 is 3 − 5 = −2 off, a claim of 4.5 is 4.5 − 4 = 0.5.
+    const std::string out = render(R"({"activation": "relu", "input": [2, 1],
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
+        "expect": [{"step": "contract", "value": [3, 4.5]}]})");
+    CHECK(out.find("= 5.0000 ✗ claimed 3 (difference -2)") != std::string::npos);
+    CHECK(out.find("= 4.0000 ✗ claimed 4.5 (difference 0.5)") != std::string::npos);
 }

@@ -168,8 +168,9 @@ protected:
         const std::string claimed = format_short(c->claimed, 12);
         if (c->ok) return styled(style::green, full ? "✓ " + claimed : "✓");
         if (!full) return styled(style::red, "✗");
-        return styled(style::red, off_by ? fmt::format("✗ claimed {} (off by {})", claimed,
-                                                       format_short(std::abs(c->difference()), opt_.precision))
+        // The difference as check prints it, signed: claimed − computed.
+        return styled(style::red, off_by ? fmt::format("✗ claimed {} (difference {})", claimed,
+                                                       format_short(c->difference(), opt_.precision))
                                          : "✗ claimed " + claimed);
     }
 
@@ -227,8 +228,8 @@ protected:
     // The legend of the marks, given once, before the first of them.
     std::vector<std::string> claims_field() const {
         return {"claims", fmt::format("{} numbers claimed in the file. Beside a number: ✓ the file's claim holds (within "
-                                      "its tolerance), ✗ it does not; one mark per number, the strictest when the file "
-                                      "claims it more than once",
+                                      "its tolerance), ✗ it does not, with the difference claimed − computed, signed as check "
+                                      "prints it; one mark per number, the strictest when the file claims it more than once",
                                       claims_.size())};
     }
 
@@ -678,10 +679,10 @@ protected:
         for (const auto& c : claims_) {
             if (c.ok || c.step != prefix_ + std::string(step_name)) continue;
             const auto& note = ex_.expect[c.expectation].note;
-            b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (off by {}, tolerance {}){}", c.step,
+            b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (difference {}, tolerance {}){}", c.step,
                                                              element_index(ex_.lead, c.token, c.index),
                                                              format_short(c.claimed, 12), num(c.computed),
-                                                             format_short(std::abs(c.difference()), opt_.precision),
+                                                             format_short(c.difference(), opt_.precision),
                                                              format_short(c.tolerance, 12), note.empty() ? "" : " — " + note)));
         }
         if (!b.lines.empty()) add(std::move(b));
