@@ -407,3 +407,26 @@ cli_test("grad --lr with every gradient 0 says no step size can help, not to try
   -- ${FT} grad ${DATA}/memory.json --lr 0.5 --width 200)
 cli_test("grad --lr with every gradient 0 never suggests a smaller step" 0 "!try a smaller" EMPTY
   -- ${FT} grad ${DATA}/memory.json --lr 0.5)
+
+# The lesson's experiments: the file's activation, residual or any value changed on the command line
+cli_test("run --activation identity makes the memory's Paris only write [-1, -3], as seed 003 shows" 0
+  "changed activation = identity \\(--activation\\)\\; the file itself is unchanged.*Paris only: \\[1, 0, 0\\] → expand → identity → contract → \\[-1.0000, -3.0000\\]"
+  EMPTY -- ${FT} run ${DATA}/memory.json --activation identity --detail summary --width 200)
+cli_test("run --set changes one value, named in the heading" 0
+  "changed weights.b1\\[1\\] = 0\\; input\\[3\\] = \\[0,1,1\\]\\; .*country\\? only: \\[0, 1, 1\\] → expand → ReLU → contract → \\[0.0000, 4.0000\\]"
+  EMPTY -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=0 --set input[3]=[0,1,1] --detail summary --width 200)
+cli_test("run --set to a key the file cannot have gives the loader's error with its path" 2 EMPTY
+  "^error: .*memory.json: weights.b3: unknown key\; did you mean \"b1\"\?" -- ${FT} run ${DATA}/memory.json --set weights.b3=1)
+cli_test("run --set past the end of a list names the list and its size" 2 EMPTY
+  "^error: .*memory.json: weights.W1: --set: has 3 entries \\(indices 0 to 2\\), so no \\[5\\]$" -- ${FT} run ${DATA}/memory.json --set weights.W1[5][0]=1)
+cli_test("run --set without = says what it expects" 2 EMPTY
+  "^error: .*memory.json: --set: expected PATH=VALUE, e.g. weights.b1\\[1\\]=-0.5" -- ${FT} run ${DATA}/memory.json --set b1)
+cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
+  "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got a string$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
+cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
+  "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
+  -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)
+cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
+cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY
+  -- ${FT} check ${DATA}/memory_no_relu.json)

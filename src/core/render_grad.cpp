@@ -197,6 +197,9 @@ private:
         const std::string title = in_.ex.title.empty() ? in_.ex.file : in_.ex.title;
         add({block_kind::title, "Backward pass · " + title});
         std::vector<std::vector<std::string>> f;
+        // The command line's changes to the file, so that an experiment never passes for the file.
+        if (!in_.ex.changes.empty())
+            f.push_back({"changed", fmt::format("{}; the file itself is unchanged", fmt::join(in_.ex.changes, "; "))});
         f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} token{}", l_.d_model(), l_.d_ff(),
                                            l_.d_out(), in_.tr.tokens(), in_.tr.tokens() == 1 ? "" : "s")});
         f.push_back({"activation", std::string(info(l_.act).name)});

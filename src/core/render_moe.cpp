@@ -84,6 +84,7 @@ private:
         const auto& a = info(l.act);
         const std::size_t tokens = mt_.tokens();
         std::vector<std::vector<std::string>> f;
+        if (auto c = changes_field()) f.push_back(std::move(*c));
         f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, {} (input {})", l.d_model(),
                                            l.n_experts(), l.d_ff(), l.d_out(),
                                            tokens == 1 ? std::string("one token") : fmt::format("{} tokens", tokens),

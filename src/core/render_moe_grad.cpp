@@ -79,6 +79,9 @@ private:
         const std::string title = in_.ex.title.empty() ? in_.ex.file : in_.ex.title;
         add({block_kind::title, "Backward pass · " + title});
         std::vector<std::vector<std::string>> f;
+        // The command line's changes to the file, so that an experiment never passes for the file.
+        if (!in_.ex.changes.empty())
+            f.push_back({"changed", fmt::format("{}; the file itself is unchanged", fmt::join(in_.ex.changes, "; "))});
         f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, top {}, {} token{}", l_.d_model(),
                                            l_.n_experts(), l_.d_ff(), l_.d_out(), l_.top_k, in_.tr.tokens(),
                                            in_.tr.tokens() == 1 ? "" : "s")});

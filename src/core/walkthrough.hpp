@@ -209,6 +209,7 @@ protected:
         if (!ex_.description.empty()) paragraph(ex_.description);
         const auto& a = info(layer().act);
         std::vector<std::vector<std::string>> f;
+        if (auto c = changes_field()) f.push_back(std::move(*c));
         f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} (input {})", layer().d_model(),
                                            layer().d_ff(), layer().d_out(),
                                            tr_->tokens() == 1 ? std::string("one token") : fmt::format("{} tokens", tr_->tokens()),
@@ -223,6 +224,14 @@ protected:
         f.push_back(indices_field());
         f.push_back(detail_field());
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // The command line's changes to the file, so that an experiment never passes for the file.
+    std::optional<std::vector<std::string>> changes_field() const {
+        if (ex_.changes.empty()) return std::nullopt;
+        return std::vector<std::string>{"changed", fmt::format("{}; the file itself is unchanged, and its claims were made "
+                                                               "for its own numbers",
+                                                               fmt::join(ex_.changes, "; "))};
     }
 
     // The legend of the marks, given once, before the first of them.
