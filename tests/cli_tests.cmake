@@ -39,6 +39,9 @@ cli_test("a file over the size limit is refused" 2 EMPTY "larger than the limit 
   -- ${FT} run ${DATA}/walkthrough.json --max-file-size 100)
 cli_test("a misspelled key names the nearest" 2 EMPTY "^error: .*misspelled_key.json: activaton: unknown key\; did you mean \"activation\"\\?"
   -- ${FT} run ${INPUTS}/misspelled_key.json)
+cli_test("a suggestion ignores case: GELU is gelu" 2 EMPTY
+  "^error: .*activation_upper.json: activation: unknown activation \"GELU\"\; did you mean \"gelu\"\?"
+  -- ${FT} run ${INPUTS}/activation_upper.json)
 cli_test("a ragged weight row names the row and the layout's shape" 2 EMPTY
   "^error: .*ragged_w1.json: weights.W1\\[3\\]: expected 4 numbers \\(layout out_in: W1 is d_ff × d_model = 8 × 4\\), got 5$"
   -- ${FT} run ${INPUTS}/ragged_w1.json)
@@ -84,15 +87,21 @@ cli_test("gelu-table --plot draws text only" 2 EMPTY "^error: --plot: draws text
 
 # params
 cli_test("params counts the walkthrough's 128 → 512 layer" 0
-  "Linear 1 \\(W1\\) d_model × d_ff \\+ d_ff = 128 × 512 \\+ 512 = 66,048 Linear 2 \\(W2\\) d_ff × d_model \\+ d_model = 512 × 128 \\+ 128 = 65,664 total 131,712.* total 66,048" EMPTY
+  "Linear 1 \\(W1\\) d_model × d_ff \\+ d_ff = 128 × 512 \\+ 512 = 66,048 Linear 2 \\(W2\\) d_ff × d_model \\+ d_model = 512 × 128 \\+ 128 = 65,664 total W1 \\+ W2 = 66,048 \\+ 65,664 = 131,712.* total Q \\+ K \\+ V \\+ O = 4 × 16,512 = 66,048" EMPTY
   -- ${FT} params --d-model 128 --d-ff 512)
-cli_test("params shows the lesson's Llama 2 layer: 67.1M, 135.3M, 67%" 0 "total 135,266,304 135.3M .* total 67,108,864 67.1M .*the FFN is 67% of the layer" EMPTY
+cli_test("params shows the lesson's Llama 2 layer: 67.1M, 135.3M, 67%" 0 "total Wg \\+ Wu \\+ W2 = 3 × 45,088,768 = 135,266,304 135.3M .* total Q \\+ K \\+ V \\+ O = 4 × 16,777,216 = 67,108,864 67.1M .*the FFN is 67% of the layer" EMPTY
   -- ${FT} params --d-model 4096 --d-ff 11008 --gated --no-bias)
-cli_test("params shows 33.6M against 16.8M" 0 "total 33,554,432 33.6M .* total 16,777,216 16.8M" EMPTY
+cli_test("params shows 33.6M against 16.8M" 0 "total W1 \\+ W2 = 2 × 16,777,216 = 33,554,432 33.6M .* total Q \\+ K \\+ V \\+ O = 4 × 4,194,304 = 16,777,216 16.8M" EMPTY
   -- ${FT} params --d-model 2048 --d-ff 8192 --no-bias)
 cli_test("params prints the gated d_ff rounding" 0 "d_ff = 8/3 × d_model = 8/3 × 4,096 = 10,922, rounded up to a multiple of 256 = 11,008" EMPTY
   -- ${FT} params --d-model 4096 --gated)
-cli_test("params --model llama2-7b totals 6.74B" 0 "total 6,738,415,616 6.74B" EMPTY -- ${FT} params --model llama2-7b)
+cli_test("params writes out what Mixtral's active parameters add" 0
+  "active \\(top-2\\) 2 experts \\+ the rest = \\(below\\) 394,305,536 .*active per token = 32 × 394,305,536 \\+ 262,144,000 \\+ 4,096 = 12,879,925,248"
+  EMPTY -- ${FT} params --model mixtral-8x7b --width 120)
+cli_test("params --experts without --top-k says what top-k means" 2 EMPTY
+  "^error: --experts: give --top-k too: top-k is how many of the 8 experts each token is routed to"
+  -- ${FT} params --d-model 512 --experts 8)
+cli_test("params --model llama2-7b totals 6.74B" 0 "total the rows above = \\(below\\) 6,738,415,616 6.74B .*total = 6,476,267,520 \\+ 262,144,000 \\+ 4,096 = 6,738,415,616" EMPTY -- ${FT} params --model llama2-7b)
 cli_test("params flags after --model override the preset" 0 "\"d_model\": 4096, \"d_ff\": 11008, .*\"layers\": 2," EMPTY
   -- ${FT} params --model llama2-7b --layers 2 --format json)
 cli_test("params --format json has the counts as integers" 0 "\"total\": 46702792704, \"active\": 12879925248" EMPTY
@@ -121,7 +130,7 @@ cli_test("-0.0 never prints as a negative zero" 0 "!(-0\\.0000|NaN|nan)" EMPTY -
 
 # grad
 cli_test("grad traces the lesson's backward pass by hand" 0
-  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(-1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) \\[0\\] \\[1\\] the token 3.0000 1.0000" EMPTY
+  "L = ½·\\(\\(7 − 6\\)² \\+ \\(5 − 5\\)²\\) = 0.5000 .*d_activated\\[3\\] = 1×2 \\+ 0×\\(-1\\) = 2.0000 .*dL/dx = g \\(through the residual\\) \\+ dx_ffn \\(2\\) dL/dx x₁ x₂ the token 3.0000 1.0000" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --color never)
 cli_test("grad --lr shows the loss going down" 0 "loss 0.5000 → 0.2920 ✓ down" EMPTY -- ${FT} grad ${DATA}/lesson_hand.json --lr 0.01 --color never)
 cli_test("grad checks every data example by finite differences" 0 "largest relative error [0-9.e-]+( at [^ ]+)? ✓" EMPTY
@@ -143,7 +152,7 @@ cli_test("check passes both MoE examples" 0 "2 files, 88 claims, 0 failed" EMPTY
   -- ${FT} check ${DATA}/moe_mixtral.json ${DATA}/moe_switch.json)
 cli_test("the MoE walkthrough names the idle expert" 0 "Idle: expert 2 — no token chose it, so it was never computed" EMPTY
   -- ${FT} run ${DATA}/moe_switch.json --color never)
-cli_test("the MoE walkthrough says where a tie was decided" 0 "the chooses expert 1 .grammar. with p = 0.7112 and expert 0 .geography. with p = 0.0963 a tie" EMPTY
+cli_test("the MoE walkthrough says where a tie was decided" 0 "token \"the\" chooses expert 1 .grammar. with p = 0.7112 and expert 0 .geography. with p = 0.0963 a tie" EMPTY
   -- ${FT} run ${DATA}/moe_mixtral.json --color never)
 cli_test("grad through an MoE layer passes its gradient check and counts the skipped routing changes" 0
   "largest relative error [0-9.e-]+ at .* ✓. [0-9]+ values were skipped: their step of ε changes which experts a token chooses" EMPTY
@@ -238,7 +247,7 @@ cli_test("gelu-table --plot refuses a range wider than double precision" 2 EMPTY
   "^error: --at: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --at -1.7e308,1.7e308)
 cli_test("gelu-table refuses a --from/--to range wider than double precision" 2 EMPTY
   "^error: --from: the range from -1.7e\\+308 to 1.7e\\+308 is wider than double precision can hold" -- ${FT} gelu-table --plot --from -1.7e308 --to 1.7e308)
-cli_test("gelu-table --plot near double's limit draws the curves" 0 "8.00e\\+307 ┤" EMPTY -- ${FT} gelu-table --plot --at -8e307,8e307)
+cli_test("gelu-table --plot near double's limit draws the curves" 0 "8e\\+307 ┤" EMPTY -- ${FT} gelu-table --plot --at -8e307,8e307)
 
 cli_test("check keeps a note with a line break on its line, escaped" 1
   "1 of 2 claims fail expand\\[0\\]: claimed 3, computed 2, difference 1 \\(tolerance 0.0005\\) — wrong\\\\nerror: forged \\\\u001b\\[31mred$"
@@ -259,6 +268,9 @@ cli_test("run --checkpoint traces a Llama layer over an .npy input as JSON, step
 cli_test("run --checkpoint traces a Mixtral layer over embedding rows and shows the experts each token chose" 0
   "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[-0.9979, 0.756, 0.8374, -0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --detail summary)
+cli_test("a list of units that wraps keeps its commas and fits the width" 0
+  "fired most 5 \\(1.9191\\), 1 \\(0.9967\\), 4 \\(0.6089\\), 3 \\(0.5335\\), 6 \\(0.1216\\), 2 \\(-0.0449\\), 7 \\(-0.0678\\), 0 \\(-0.1694\\)"
+  EMPTY -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 1 --word " Paris" --color never --width 60)
 cli_test("run --checkpoint reads each Mixtral expert's units" 0
   "Expert 1 · steps at a glance .*Expert 1 · units that fired most, and what they wrote .*id 1: fired most [0-9]+ \\([0-9.-]+\\).*Expert 3 · units that fired most"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --color never)
@@ -414,3 +426,26 @@ cli_test("-o writes the page to the file and nothing to stdout" 0 EMPTY EMPTY
 cli_test("-o leaves no file behind when the input is bad" 2 EMPTY "^error: .*missing.json: cannot open the file"
   -- bash -c [[rm -f "$2" && "$0" run "$1" --format html -o "$2" || ( status=$? && test ! -e "$2" && exit $status )]]
   ${FT} ${INPUTS}/missing.json ${PAGE}.bad)
+
+# The lesson's experiments: the file's activation, residual or any value changed on the command line
+cli_test("run --activation identity makes the memory's Paris only write [-1, -3], as seed 003 shows" 0
+  "changed activation = identity \\(--activation\\)\\; the file itself is unchanged.*Paris only: \\[1, 0, 0\\] → expand → identity → contract → \\[-1.0000, -3.0000\\]"
+  EMPTY -- ${FT} run ${DATA}/memory.json --activation identity --detail summary --width 200)
+cli_test("run --set changes one value, named in the heading" 0
+  "changed weights.b1\\[1\\] = 0\\; input\\[3\\] = \\[0,1,1\\]\\; .*country\\? only: \\[0, 1, 1\\] → expand → ReLU → contract → \\[0.0000, 4.0000\\]"
+  EMPTY -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=0 --set input[3]=[0,1,1] --detail summary --width 200)
+cli_test("run --set to a key the file cannot have gives the loader's error with its path" 2 EMPTY
+  "^error: .*memory.json: weights.b3: unknown key\; did you mean \"b1\"\?" -- ${FT} run ${DATA}/memory.json --set weights.b3=1)
+cli_test("run --set past the end of a list names the list and its size" 2 EMPTY
+  "^error: .*memory.json: weights.W1: --set: has 3 entries \\(indices 0 to 2\\), so no \\[5\\]$" -- ${FT} run ${DATA}/memory.json --set weights.W1[5][0]=1)
+cli_test("run --set without = says what it expects" 2 EMPTY
+  "^error: .*memory.json: --set: expected PATH=VALUE, e.g. weights.b1\\[1\\]=-0.5" -- ${FT} run ${DATA}/memory.json --set b1)
+cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
+  "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got a string$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
+cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
+  "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
+  -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)
+cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
+cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY
+  -- ${FT} check ${DATA}/memory_no_relu.json)

@@ -119,6 +119,14 @@ TEST_CASE("unknown keys and names come with the nearest valid one") {
               .find("ex.json: weights.W3: unknown key; did you mean \"W1\"?") == 0);
 }
 
+TEST_CASE("the nearest name ignores case: GELU is gelu, not relu") {
+    // "GELU" is 4 edits from "gelu" and 4 from "relu" case-sensitively; ignoring case, 0 from gelu.
+    CHECK(detail::edit_distance("GELU", "gelu") == 4);
+    CHECK(error_of(R"({"activation": "GELU"})").find("unknown activation \"GELU\"; did you mean \"gelu\"?") != std::string::npos);
+    CHECK(error_of(R"({"activation": "SwiGLU"})").find("did you mean \"swiglu\"?") != std::string::npos);
+    CHECK(error_of(R"({"Activation": "relu"})").find("ex.json: Activation: unknown key; did you mean \"activation\"?") == 0);
+}
+
 TEST_CASE("missing and mistyped values say what was expected") {
     CHECK(error_of(R"({"input": [1]})").find("ex.json: activation: required key is missing; expected one of relu,") == 0);
     CHECK(error_of(R"({"activation": 3})").find("ex.json: activation: expected one of relu") == 0);
@@ -296,4 +304,69 @@ TEST_CASE("a target or an upstream gradient is shaped like the output") {
     CHECK(error_of(small(R"("target": [[1, 2], [3, 4]], "upstream": [[1, 2], [3, 4]])")).find("ex.json: upstream: give either") == 0);
     CHECK(error_of(small(R"("target": [1, 2])")) == "ex.json: target[0]: expected an array of numbers (the output's shape, 2 × 2), got the number 1");
     CHECK(error_of(small(R"("upstream": [[1, 2, 3], [3, 4, 5]])")) == "ex.json: upstream[0]: expected 2 numbers (the output's shape, 2 × 2), got 3");
+}
+
+TEST_CASE("a 3-D input's tokens are counted flat, row-major, in labels and claims, as README says") {
+    // batch 2 × seq 2 × d_model 1: token t = b·seq + s, so x[1][0] = 3 is token 2.
+    const auto ex = parse_example(R"({"activation": "relu", "layout": "in_out", "residual": false,
+        "input": [[[1], [2]], [[3], [4]]], "weights": {"W1": [[1, 2]], "W2": [[1], [1]]},
+        "labels": {"tokens": ["a", "b", "c", "d"]},
+        "expect": [{"step": "expand", "token": 2, "value": [3, 6]}]})", "ex.json");
+    REQUIRE(ex);
+    REQUIRE(ex->lead.size() == 2);
+    REQUIRE(ex->names.tokens.size() == 4);
+    CHECK(ex->names.tokens[2] == "c");
+    REQUIRE(ex->expect.size() == 1);
+    CHECK(ex->expect[0].token == std::optional<std::size_t>(2));
+    CHECK(ex->input(2, 0) == 3);
+    // nested labels are refused: the list is flat
+    CHECK_FALSE(parse_example(R"({"activation": "relu", "layout": "in_out", "input": [[[1], [2]], [[3], [4]]],
+        "weights": {"W1": [[1, 2]], "W2": [[1], [1]]}, "labels": {"tokens": [["a", "b"], ["c", "d"]]}})", "ex.json"));
+}
+
+TEST_CASE("a change from the command line is applied before the file is checked, and named") {
+    const std::string memory = R"({"activation": "relu", "layout": "in_out", "residual": false, "input": [[1, 0, 0]],
+        "weights": {"W1": [[1, 0], [0, 1], [1, 1]], "b1": [-1.5, -1.5], "W2": [[2, 0], [0, 2]]},
+        "expect": [{"step": "activate", "value": [[0, 0]]}]})";
+    SUBCASE("a value at a path, a list, a bare word") {
+        const auto set = parse_setting("weights.b1[1]=-0.5");
+        REQUIRE(set);
+        CHECK(set->path == "weights.b1[1]");
+        CHECK(set->value == "-0.5");
+        const auto ex = parse_example(memory, "m.json",
+                                      {*set, {"input[0]", "[0, 1, 1]", "--set"}, {"activation", "identity", "--activation"}});
+        REQUIRE(ex);
+        CHECK(ex->layer.b1[1] == -0.5);
+        CHECK(ex->input(0, 1) == 1);
+        CHECK(ex->layer.act == activation::identity);
+        REQUIRE(ex->changes.size() == 3);
+        CHECK(ex->changes[0] == "weights.b1[1] = -0.5");
+        CHECK(ex->changes[2] == "activation = identity (--activation)");
+    }
+    SUBCASE("a changed value meets the loader's checks, which name its path") {
+        const auto ex = parse_example(memory, "m.json", {{"weights.b1[0]", "[1, 2]", "--set"}});
+        REQUIRE_FALSE(ex);
+        CHECK(ex.err().to_string().find("m.json: weights.b1[0]: expected a number") != std::string::npos);
+    }
+    SUBCASE("a path that is not in the file") {
+        const auto past = parse_example(memory, "m.json", {{"weights.W1[3][0]", "1", "--set"}});
+        REQUIRE_FALSE(past);
+        CHECK(past.err().path == "weights.W1");
+        CHECK(past.err().message == "--set: has 3 entries (indices 0 to 2), so no [3]");
+        const auto deep = parse_example(memory, "m.json", {{"weights.W9.x", "1", "--set"}});
+        REQUIRE_FALSE(deep);
+        CHECK(deep.err().path == "weights.W9");
+        CHECK_FALSE(parse_setting("weights.b1"));
+        CHECK(parse_setting("=1").err().path == "--set");
+    }
+    SUBCASE("a claim on a step the change removes is left out, and said so") {
+        const auto ex = parse_example(R"({"activation": "relu", "layout": "in_out", "input": [2, 1],
+            "weights": {"W1": [[1, 0], [0, 1]], "W2": [[1, 0], [0, 1]]},
+            "expect": [{"step": "residual", "value": [4, 2]}]})", "r.json", {{"residual", "false", "--no-residual"}});
+        REQUIRE(ex);
+        CHECK_FALSE(ex->layer.residual);
+        CHECK(ex->expect.empty());
+        REQUIRE(ex->changes.size() == 2);
+        CHECK(ex->changes[1] == "the claim on residual is left out, as the changed layer has no such step");
+    }
 }

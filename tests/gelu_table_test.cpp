@@ -1,7 +1,9 @@
 #include "ffn_trace/gelu_table.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <sstream>
 
 using namespace ffn_trace;
@@ -47,10 +49,10 @@ TEST_CASE("the default table reproduces the walkthrough's GELU-vs-ReLU table val
 TEST_CASE("every column agrees with the C library's tanh, erf and exp to 1e-12") {
     auto xs = range_points(-6, 6, 0.25);
     REQUIRE(xs);
-    const auto cols = gelu_table(*xs, {true, true, true});
-    REQUIRE(cols.size() == 8);
-    const char* order[] = {"x", "gelu", "relu", "gelu_exact", "abs_error", "d_gelu", "d_gelu_exact", "silu"};
-    for (std::size_t c = 0; c < 8; ++c) CHECK(cols[c].name == order[c]);
+    const auto cols = gelu_table(*xs, {true, true, true, true});
+    REQUIRE(cols.size() == 10);
+    const char* order[] = {"x", "gelu", "relu", "phi", "gelu_exact", "abs_error", "d_gelu", "d_relu", "d_gelu_exact", "silu"};
+    for (std::size_t c = 0; c < 10; ++c) CHECK(cols[c].name == order[c]);
     for (std::size_t i = 0; i < xs->size(); ++i) {
         const double x = (*xs)[i];
         CAPTURE(x);
@@ -60,6 +62,9 @@ TEST_CASE("every column agrees with the C library's tanh, erf and exp to 1e-12")
         CHECK(std::abs(named(cols, "abs_error").values[i] - std::abs(ref_gelu(x) - ref_gelu_exact(x))) <= 1e-12);
         CHECK(std::abs(named(cols, "d_gelu").values[i] - ref_d_gelu(x)) <= 1e-12);
         CHECK(std::abs(named(cols, "d_gelu_exact").values[i] - ref_d_gelu_exact(x)) <= 1e-12);
+        // Φ(x) = ½·(1 + erf(x/√2)); ReLU's slope is 1 above 0 and 0 elsewhere (PyTorch's choice at 0)
+        CHECK(std::abs(named(cols, "phi").values[i] - 0.5 * (1 + std::erf(x / std::sqrt(2.0)))) <= 1e-12);
+        CHECK(named(cols, "d_relu").values[i] == (x > 0 ? 1.0 : 0.0));
         CHECK(std::abs(named(cols, "silu").values[i] - ref_silu(x)) <= 1e-12);
     }
 }
@@ -120,7 +125,54 @@ TEST_CASE("a plot of a range near double's limit still samples finite x") {
     // The width 1.6e308 is finite but 1.6e308 times a column number is not: the top of the plot
     // must be ReLU's value at the right end, 8e307, not a NaN-ridden 0.
     const std::string plot = render_plot(-8e307, 8e307, {}, {20, 6, false});
-    CHECK(plot.rfind("8.00e+307 ┤", 0) == 0);
+    CHECK(plot.find("5e+307 ┤") != std::string::npos);
+}
+
+TEST_CASE("abs_error is written in scientific form, never as 0.000 beside two numbers that differ") {
+    // At x = −2: tanh form 0.5·(−2)·(1 + tanh(√(2/π)·(−2 − 0.3577))) and exact −2·Φ(−2) differ by about 1e-4.
+    const double tanh_form = -1.0 * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (-2 - 0.044715 * 8)));
+    const double exact = -2 * 0.5 * std::erfc(2 / std::sqrt(2.0));
+    const std::string expected = fmt::format("{:.2e}", std::abs(tanh_form - exact));
+    CHECK(expected == "9.80e-05");
+    const std::string table = render_table(gelu_table({-2, 0}, {true, false, false, false}), table_format::text, 3);
+    CHECK(table == "     x    gelu   relu  gelu_exact  abs_error\n"
+                   "-2.000  -0.045  0.000      -0.046   9.80e-05\n"
+                   " 0.000   0.000  0.000       0.000      0.000\n");
+    CHECK(render_table(gelu_table({-2}, {true, false, false, false}), table_format::csv, 3).find(",9.80e-05") != std::string::npos);
+}
+
+TEST_CASE("the plot draws every curve asked for, labels its y axis with round ticks and never doubles an axis") {
+    const table_columns all{true, true, true, true};
+    const std::string plot = render_plot(0, 3, all, {40, 13, true, false, 60});
+    // every curve's mark is drawn and named in the legend, with the order of drawing stated
+    for (const std::string mark : {"* gelu", "e gelu_exact", "d d_gelu", "x d_gelu_exact", "p phi", "+ silu", "r d_relu", "o relu"}) {
+        CAPTURE(mark);
+        CHECK(plot.find(mark) != std::string::npos);
+    }
+    CHECK(plot.find("the one listed first is drawn on top") != std::string::npos);
+    std::istringstream in(plot);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    REQUIRE(lines.size() > 14);
+    // From 0 to 3 every curve is ≥ 0 and GELU's largest is gelu(3) = 2.996: ticks at 0, 1, 2 (a
+    // step of 1 for about three ticks), on the rows nearest them.
+    CHECK(lines[12].rfind("0 +", 0) == 0);
+    for (const std::string tick : {"1 +", "2 +"}) {
+        CAPTURE(tick);
+        CHECK(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(tick, 0) == 0; }) == 1);
+    }
+    // The range starts at 0: no second vertical axis beside the frame's, and no zero line on
+    // top of the bottom axis.
+    for (std::size_t r = 0; r < 13; ++r) {
+        CAPTURE(r);
+        CHECK(lines[r].find("||") == std::string::npos);
+        CHECK(lines[r].find("+|") == std::string::npos);
+    }
+    CHECK(lines[12].find("---") == std::string::npos);
+    // The legend wraps to the page: no line wider than 60 columns
+    for (const auto& l : lines) CHECK(l.size() <= 60);
+    // every derivative is drawn: ReLU's slope is 1 right of 0, on the row of 1
+    CHECK(plot.find("r") != std::string::npos);
 }
 
 TEST_CASE("the plot shows GELU's dip below zero, which ReLU lacks") {
@@ -130,16 +182,16 @@ TEST_CASE("the plot shows GELU's dip below zero, which ReLU lacks") {
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     std::size_t zero_row = lines.size();
     for (std::size_t r = 0; r < lines.size(); ++r)
-        if (lines[r].find("0.00 +") != std::string::npos && lines[r].find("-----") != std::string::npos) zero_row = r;
+        if (lines[r].rfind("0 +", 0) == 0 && lines[r].find("-----") != std::string::npos) zero_row = r;
     REQUIRE(zero_row < lines.size());
     bool gelu_below = false, relu_below = false;
     for (std::size_t r = zero_row + 1; r < lines.size() && lines[r].find("+---") == std::string::npos; ++r) {
-        const std::string drawing = lines[r].substr(7);
+        const std::string drawing = lines[r].substr(3);
         gelu_below |= drawing.find('*') != std::string::npos;
         relu_below |= drawing.find('o') != std::string::npos;
     }
     CHECK(gelu_below);
     CHECK_FALSE(relu_below);
-    CHECK(plot.find("-0.17 +") != std::string::npos);  // GELU's minimum, ≈ −0.170 near x = −0.75
+    for (const std::string tick : {"3 +", "2 +", "1 +"}) CHECK(plot.find(tick) != std::string::npos);  // round ticks
     CHECK(plot.find("* gelu (tanh form)   o relu") != std::string::npos);
 }

@@ -1,6 +1,8 @@
 #include "ffn_trace/render_grad.hpp"
 
+#include <cmath>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
@@ -66,4 +68,68 @@ TEST_CASE("the backward walkthrough is written a block at a time, and the pieces
         CHECK(whole == (format == text_format::text ? render_grad_text(in, {}) : render_grad_markdown(in, {})));
         CHECK(pieces.size() >= 10);
     }
+}
+
+namespace {
+std::string grad_text(const test::traced& t, double learning_rate = 0, text_options options = {}) {
+    const loss_spec loss{t.ex.target ? &*t.ex.target : nullptr, t.ex.upstream ? &*t.ex.upstream : nullptr};
+    const auto g = run_backward(t.tr, loss);
+    REQUIRE(g);
+    const auto check = check_gradients(t.tr, loss, *g);
+    if (learning_rate == 0) return render_grad_text({t.ex, t.tr, *g, check, nullptr}, options);
+    const auto step = descend(t.tr, loss, *g, learning_rate);
+    REQUIRE(step);
+    return render_grad_text({t.ex, t.tr, *g, check, &*step}, options);
+}
+bool has_line(const std::string& out, const std::string& line) {
+    return ("\n" + out).find("\n" + line + "\n") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("every table of a backward step is named, its columns by the file's labels") {
+    // A gated layer's Multiply step has two tables: d_activated and d_up.
+    const auto gated = test::trace_of(R"({"activation": "swiglu", "layout": "in_out", "input": [1, 2], "target": [2, 2],
+        "weights": {"Wg": [[1, 1, -1], [0, -0.5, 0]], "Wu": [[2, 1, 1], [0, 1, 0]], "W2": [[1, 0], [0, 1], [1, 1]]},
+        "labels": {"inputs": ["a", "b"], "hidden": ["u", "v", "w"], "outputs": ["p", "q"]}})");
+    const std::string out = grad_text(gated);
+    for (const std::string name : {"g", "d_product", "d_activated", "d_up", "d_gate", "dx_up", "dx_gate", "dL/dx"}) {
+        CAPTURE(name);
+        CHECK(out.find("\n  " + name + " ") != std::string::npos);
+    }
+    CHECK(out.find("  d_up            u       v       w") != std::string::npos);
+    CHECK(has_line(out, "  dL/dx           a        b"));
+    // dWg in the file's layout (inputs × hidden): its rows named a and b, its columns u, v, w
+    CHECK(out.find("  dWg       u") != std::string::npos);
+    CHECK(out.find("dx_gate = d_gate · Wgᵀ") != std::string::npos);
+    CHECK(out.find("act'(gate) is the activation's slope at gate") != std::string::npos);
+}
+
+TEST_CASE("GELU's backward step shows seed 000's gelu_backward terms: z, tanh z, sech² z, dz/dh") {
+    // One unit with h = 0.43 (x = 0.43, W1 = [[1]]), as seed 000's worked gelu(0.43).
+    const auto t = test::trace_of(R"({"activation": "gelu", "layout": "in_out", "residual": false, "input": [0.43], "upstream": [1],
+        "weights": {"W1": [[1]], "W2": [[1]]}})");
+    text_options options;
+    options.detail = detail_level::arithmetic;
+    const std::string out = grad_text(t, 0, options);
+    // By hand: z = √(2/π)·(0.43 + 0.044715·0.43³) = 0.7979 × 0.43356 = 0.3459, tanh z = 0.3328,
+    // sech² z = 1 − 0.3328² = 0.8893, dz/dh = √(2/π)·(1 + 3·0.044715·0.43²) = 0.8177,
+    // act' = 0.5·(1 + 0.3328) + 0.5·0.43·0.8893·0.8177 = 0.6664 + 0.1563 = 0.8227.
+    const double c = std::sqrt(2.0 / 3.14159265358979323846), h = 0.43;
+    const double z = c * (h + 0.044715 * h * h * h), th = std::tanh(z), sech2 = 1 - th * th;
+    const double dz = c * (1 + 3 * 0.044715 * h * h), slope = 0.5 * (1 + th) + 0.5 * h * sech2 * dz;
+    CHECK(z == doctest::Approx(0.3459).epsilon(1e-3));
+    CHECK(slope == doctest::Approx(0.8227).epsilon(1e-3));
+    CHECK(has_line(out, "  the token      h      z tanh z sech² z  dz/dh   act' d_activated d_hidden"));
+    CHECK(has_line(out, fmt::format("  [0]       0.4300 {:.4f} {:.4f}  {:.4f} {:.4f} {:.4f}      1.0000   {:.4f}", z, th, sech2,
+                                    dz, slope, slope)));
+}
+
+TEST_CASE("after a step of descent the new outputs stand beside the old") {
+    // x = 1, W1 = W2 = 1, ReLU, target 0: output 1, g = 1, dW2 = h·g = 1, dW1 = x·(g·W2) = 1.
+    // η = 0.5 gives W1 = W2 = 0.5 and the new output 0.5 × 0.5 × 1 = 0.25.
+    const auto t = test::trace_of(R"({"activation": "relu", "layout": "in_out", "residual": false, "input": [1], "target": [0],
+        "weights": {"W1": [[1]], "W2": [[1]]}})");
+    const std::string out = grad_text(t, 0.5);
+    CHECK(has_line(out, "  The outputs with the updated weights:"));
+    CHECK(has_line(out, "    the token: [1.0000] → [0.2500], target [0]"));
 }

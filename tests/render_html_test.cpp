@@ -112,10 +112,10 @@ TEST_CASE("gelu-table's page has the table and one curve per column asked") {
         CHECK(out.find("<td tabindex=\"0\" class=\"p\" style=\"--a:59%\">0.8412</td>") != std::string::npos);
         CHECK(occurrences(out, "<polyline") == 2);
     }
-    SUBCASE("--exact and --derivative add three curves (abs_error is the gap between two)") {
+    SUBCASE("--exact and --derivative add gelu_exact, d_gelu, d_relu and d_gelu_exact (abs_error is the gap between two)") {
         table_columns all;
         all.exact = all.derivative = true;
-        CHECK(occurrences(render_gelu_page({-1.0, 1.0}, all, 3, -1, 1), "<polyline") == 5);
+        CHECK(occurrences(render_gelu_page({-1.0, 1.0}, all, 3, -1, 1), "<polyline") == 6);
     }
 }
 

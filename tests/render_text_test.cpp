@@ -1,6 +1,7 @@
 #include "ffn_trace/render_text.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <doctest/doctest.h>
 #include <sstream>
 
@@ -19,6 +20,17 @@ std::string render(const std::string& text, text_options options = {}, bool mark
     const auto reads = read_trace(*t);
     const rendering_input in{*ex, *t, claims, reads};
     return markdown ? render_markdown(in, options) : render_text(in, options);
+}
+
+// Whether the text holds `words`, whatever the line breaks and spaces between them.
+bool says(const std::string& out, const std::string& words) {
+    auto squeezed = [](const std::string& s) {
+        std::string r;
+        for (char c : s)
+            if (!std::isspace(static_cast<unsigned char>(c)) || (!r.empty() && r.back() != ' ')) r += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
+        return r;
+    };
+    return squeezed(out).find(squeezed(words)) != std::string::npos;
 }
 
 bool has_line(const std::string& out, const std::string& line) {
@@ -50,7 +62,7 @@ TEST_CASE("the arithmetic shows every dot product, the switched-off units and th
     CHECK(has_line(out, "  switched off: unit 3 (x₂ − x₁)"));
     CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✓ 5"));
     CHECK(has_line(out, "  unit 3 (x₂ − x₁)  0.0000  nothing (off)"));
-    CHECK(has_line(out, "    y[1] = 1 + 4 = 5.0000 ✗ claimed 6 (off by 1)"));
+    CHECK(has_line(out, "    y[1] = 1 + 4 = 5.0000 ✗ claimed 6 (difference 1)"));
     CHECK(has_line(out, "✗ 1 of 4 claimed numbers do not hold."));
     CHECK(has_line(out, "  the token: [2, 1] → expand → ReLU → contract → + x → [7.0000, 5.0000]"));
 }
@@ -61,7 +73,7 @@ TEST_CASE("the values level shows tables and lists the failed claims under their
     const std::string out = render(lesson, options);
     CHECK(out.find("hidden[3] =") == std::string::npos);
     CHECK(has_line(out, "  the token  7.0000 ✓  5.0000 ✗"));
-    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
+    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (difference 1, tolerance 0.0005)"));
 }
 
 TEST_CASE("the summary level keeps the heading, the readings, the checks and the summary") {
@@ -71,7 +83,7 @@ TEST_CASE("the summary level keeps the heading, the readings, the checks and the
     CHECK(out.find("Step 1") == std::string::npos);
     CHECK(out.find("Readings") != std::string::npos);
     CHECK(out.find("  active units  the token: 3 of 4 (activation > 0; the others are switched off") != std::string::npos);
-    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (off by 1, tolerance 0.0005)"));
+    CHECK(has_line(out, "  ✗ residual[1]: claimed 6, computed 5.0000 (difference 1, tolerance 0.0005)"));
 }
 
 TEST_CASE("--token limits the detailed part to the chosen tokens") {
@@ -160,7 +172,7 @@ TEST_CASE("a number the file claims twice gets one mark, the strictest result, a
         "expect": [{"step": "contract", "value": [5, 4]},
                    {"step": "contract", "value": [5.01, null], "tolerance": 0.001}]})";
     const std::string out = render(twice);
-    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✗ claimed 5.01 (off by 0.01)"));
+    CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✗ claimed 5.01 (difference 0.01)"));
     CHECK(has_line(out, "    output[1] = 2×0 + 1×1 + 3×1 + 0×(-1) = 4.0000 ✓ 4"));
     CHECK(has_line(out, "  the token  5.0000 ✗  4.0000 ✓"));
     const auto legend = out.find("✓ the file's");
@@ -184,4 +196,114 @@ TEST_CASE("the heading says once that indices count from 0") {
     REQUIRE(at != std::string::npos);
     CHECK(out.find("count from 0", at + 1) == std::string::npos);
     CHECK(at < out.find("hidden[0]"));
+}
+
+TEST_CASE("the weights are labelled grids in the math form, each unit's key beside its value") {
+    SUBCASE("the lesson's hand example, stored in the math form: W1's columns are the keys") {
+        // seed 003: the four units compute x₁, x₂, x₁ + x₂ and x₂ − x₁, so W1's rows are
+        // [1, 0, 1, -1] (x₁) and [0, 1, 1, 1] (x₂); W2's rows are [1, 0], [0, 1], [1, 1], [2, -1].
+        const std::string out = render(lesson);
+        CHECK(has_line(out, "Weights   W1 (2 × 4), W2 (4 × 2)"));
+        CHECK(has_line(out, "  [0]  1.0000  0.0000   1.0000  -1.0000"));
+        CHECK(has_line(out, "  x₂ − x₁  2.0000  -1.0000"));
+        // unit 3 (x₂ − x₁): its key is the column [-1, 1] of W1, its value the row [2, -1] of W2
+        CHECK(has_line(out, "  unit 3 (x₂ − x₁)  -1.0000  1.0000   2.0000  -1.0000"));
+        CHECK(says(out, "The file stores them in this form too."));
+    }
+    SUBCASE("PyTorch's (out, in) form is shown transposed, the file's form named") {
+        // W (out, in) = [[1, 2], [3, 4], [5, 6]] holds three units' keys as rows: in the math
+        // form W1 (2 × 3) has rows [1, 3, 5] and [2, 4, 6].
+        const std::string out = render(R"({"activation": "relu", "layout": "out_in", "input": [1, 1],
+            "weights": {"W1": [[1, 2], [3, 4], [5, 6]], "b1": [0.5, 0, -0.5], "W2": [[1, 0, 0], [0, 1, 0]]},
+            "labels": {"inputs": ["a", "b"], "outputs": ["p", "q"]}})");
+        CHECK(has_line(out, "Weights   W1 (2 × 3), W2 (3 × 2)"));
+        CHECK(has_line(out, "  a   1.0000  3.0000   5.0000"));
+        CHECK(has_line(out, "  b   2.0000  4.0000   6.0000"));
+        CHECK(has_line(out, "  b1  0.5000  0.0000  -0.5000"));
+        CHECK(says(out, "(W1 is 3 × 2 there), so a key is a row of the file's W1"));
+        // W2 (out, in) = [[1, 0, 0], [0, 1, 0]]: unit 1 writes [0, 1]
+        CHECK(has_line(out, "  unit     W1: a       b   W2: p       q"));
+        CHECK(has_line(out, "  unit 1  3.0000  4.0000  0.0000  1.0000"));
+    }
+    SUBCASE("a gated layer has two keys per unit, Wg's and Wu's") {
+        const std::string out = render(R"({"activation": "swiglu", "layout": "in_out", "input": [1, 2],
+            "weights": {"Wg": [[1, 1], [0, -0.5]], "Wu": [[2, 1], [0, 1]], "W2": [[1, 0], [0, 1]]}})");
+        CHECK(has_line(out, "Weights   Wg (2 × 2), Wu (2 × 2), W2 (2 × 2)"));
+        CHECK(has_line(out, "  unit 1   1.0000  -0.5000   1.0000  1.0000   0.0000  1.0000"));
+    }
+    SUBCASE("the summary level leaves the weights out") {
+        text_options options;
+        options.detail = detail_level::summary;
+        CHECK(render(lesson, options).find("Weights") == std::string::npos);
+    }
+}
+
+TEST_CASE("the summary repeats each step's vector for every token, as seed 000's summary does") {
+    // seed 003's hand example: h = [2, 1, 3, −1], ReLU keeps [2, 1, 3, 0], the output is
+    // 2·[1, 0] + 1·[0, 1] + 3·[1, 1] = [5, 4], and the residual adds x = [2, 1]: [7, 5].
+    for (auto level : {detail_level::summary, detail_level::arithmetic}) {
+        CAPTURE(static_cast<int>(level));
+        text_options options;
+        options.detail = level;
+        const std::string out = render(lesson, options);
+        CHECK(has_line(out, "    expand   [2.0000, 1.0000, 3.0000, -1.0000]"));
+        CHECK(has_line(out, "    ReLU     [2.0000, 1.0000, 3.0000, 0.0000]"));
+        CHECK(has_line(out, "    contract [5.0000, 4.0000]"));
+        CHECK(has_line(out, "    + x      [7.0000, 5.0000]"));
+    }
+}
+
+namespace {
+std::string render_moe(const std::string& text) {
+    const auto ex = parse_example(text, "moe.json");
+    REQUIRE(ex);
+    REQUIRE(ex->mixture);
+    const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(t);
+    const std::vector<claim> claims;
+    const auto reads = read_moe_trace(*t);
+    return render_text(moe_rendering_input{*ex, *t, claims, reads}, {});
+}
+// Two experts, top 1, with the activation left open: token a = [1, 0] scores [1, 0] and goes to
+// expert 0, whose hidden values are x·W1 = [1, −1]; token b = [0, 1] goes to expert 1, whose
+// hidden values are [1, 1].
+std::string two_experts(const std::string& activation) {
+    return R"({"activation": ")" + activation + R"(", "layout": "in_out", "residual": false,
+        "moe": {"top_k": 1, "router": {"W": [[1, 0], [0, 1]]},
+                "experts": [{"W1": [[1, -1], [0, 0]], "W2": [[1, 0], [0, 1]]},
+                            {"W1": [[0, 0], [1, 1]], "W2": [[1, 0], [0, 1]]}]},
+        "input": [[1, 0], [0, 1]], "labels": {"tokens": ["a", "the"]}})";
+}
+}  // namespace
+
+TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough does") {
+    SUBCASE("ReLU: the units that fired") {
+        // expert 0 on a: [1, −1] → 1 of 2 fired; expert 1 on "the": [1, 1] → 2 of 2
+        CHECK(says(render_moe(two_experts("relu")),
+                   R"(active units expert 0: 1 of 2 for "a"; expert 1: 2 of 2 for "the" (activation > 0;)"));
+    }
+    SUBCASE("GELU: the units whose pre-activation is positive, and what that means") {
+        const std::string out = render_moe(two_experts("gelu"));
+        CHECK(says(out, R"(positive units expert 0: 1 of 2 for "a"; expert 1: 2 of 2 for "the" (hidden > 0). GELU is smooth)"));
+        CHECK(says(out, "so the layer is not sparse the way ReLU's is"));
+    }
+    SUBCASE("identity: no reading of units at all") {
+        const std::string out = render_moe(two_experts("identity"));
+        CHECK(out.find("active units") == std::string::npos);
+        CHECK(out.find("positive units") == std::string::npos);
+    }
+    SUBCASE("a token labelled with a word is quoted where it is a sentence's subject") {
+        const std::string out = render_moe(two_experts("relu"));
+        CHECK(says(out, R"(token "the" chooses expert 1)"));
+        CHECK(out.find("the chooses") == std::string::npos);
+    }
+}
+
+TEST_CASE("a failed claim's difference is claimed − computed, signed, as check prints it") {
+    // The lesson's output is [5, 4]: a claim of 3 is 3 − 5 = −2 off, a claim of 4.5 is 4.5 − 4 = 0.5.
+    const std::string out = render(R"({"activation": "relu", "input": [2, 1],
+        "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
+        "expect": [{"step": "contract", "value": [3, 4.5]}]})");
+    CHECK(out.find("= 5.0000 ✗ claimed 3 (difference -2)") != std::string::npos);
+    CHECK(out.find("= 4.0000 ✗ claimed 4.5 (difference 0.5)") != std::string::npos);
 }

@@ -38,7 +38,15 @@ struct gelu_terms {
 gelu_terms gelu_parts(double x);
 double gelu(double x);
 // d/dx = 0.5·(1 + tanh z) + 0.5·x·sech²(z)·dz/dx, dz/dx = √(2/π)·(1 + 3·0.044715·x²),
-// written as the walkthrough's gelu_backward writes it.
+// written as the walkthrough's gelu_backward writes it, with its inner terms.
+struct gelu_derivative_terms {
+    double inner;   // z
+    double tanh;    // tanh(z)
+    double sech2;   // sech²(z) = 1 − tanh²(z)
+    double dz_dx;   // √(2/π)·(1 + 3·0.044715·x²)
+    double value;   // the derivative
+};
+gelu_derivative_terms gelu_derivative_parts(double x);
 double gelu_derivative(double x);
 
 // GELU, exact form: x·Φ(x), Φ the standard normal CDF; derivative Φ(x) + x·φ(x).

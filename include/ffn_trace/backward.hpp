@@ -82,6 +82,7 @@ struct descent_step {
     double learning_rate = 0;
     ffn updated;        // W − η·dW for every weight
     double new_loss = 0;
+    matrix new_output;  // the layer's output with the updated weights (tokens, d_out)
 };
 
 namespace detail {

@@ -42,8 +42,21 @@ struct expectation {
     std::string note;
 };
 
+// A change to an example made on the command line, so that the lesson's experiments ("what if we
+// drop the ReLU?", "set b1 to 0") are one flag. It is applied to the file's JSON before the file
+// is checked, so that a changed value meets the checks a written one meets, and an error names
+// its JSON path.
+struct change {
+    std::string path;   // a JSON path in the file: "activation", "weights.b1[1]", "input[0]"
+    std::string value;  // JSON text: "-0.5", "[1, 0, 0]", "false"; a bare word is a string: "gelu"
+    std::string flag;   // the option that asked for it: "--set", "--activation", "--no-residual"
+};
+// "weights.b1[1]=-0.5" as a change; an error names --set and what was expected.
+outcome<change> parse_setting(std::string_view setting);
+
 struct example {
     std::string file;  // as given by the user
+    std::vector<std::string> changes;  // the command line's changes, as the heading names them
     std::string title, description;
     layout stored = layout::in_out;
     bool layout_stated = false;  // false when inferred from the shapes
@@ -75,11 +88,13 @@ struct load_options {
     std::size_t max_file_size = 64u << 20;  // bytes read at most; larger files are refused
 };
 
-// Parses an example from JSON text; `file` is only used in error messages.
-outcome<example> parse_example(std::string_view text, std::string_view file);
+// Parses an example from JSON text, with `changes` applied first; `file` is only used in error
+// messages.
+outcome<example> parse_example(std::string_view text, std::string_view file, const std::vector<change>& changes = {});
 
 // Reads and parses a file; "-" reads standard input, named "<stdin>" in messages.
-outcome<example> load_example(const std::string& file, const load_options& options = {});
+outcome<example> load_example(const std::string& file, const load_options& options = {},
+                              const std::vector<change>& changes = {});
 
 namespace detail {
 // The fewest single-character edits that turn a into b, for "did you mean" hints.

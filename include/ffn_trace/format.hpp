@@ -29,6 +29,8 @@ inline constexpr std::string_view red = "\x01" "r";
 inline constexpr std::string_view green = "\x01" "g";
 inline constexpr std::string_view yellow = "\x01" "y";
 inline constexpr std::string_view blue = "\x01" "u";
+inline constexpr std::string_view magenta = "\x01" "m";
+inline constexpr std::string_view cyan = "\x01" "c";
 inline constexpr std::string_view reset = "\x01" "0";
 }  // namespace style
 std::string styled(std::string_view mark, std::string_view text);

@@ -161,6 +161,7 @@ struct moe_descent_step {
     double learning_rate = 0;
     moe updated;
     double new_loss = 0;
+    matrix new_output;             // the layer's output with the updated weights (tokens, d_out)
     bool routing_changed = false;  // the updated router sends some token elsewhere
 };
 outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss, const moe_gradients& g,

@@ -87,12 +87,36 @@ int finish_output(int status) {
     return write_failed(errno != 0 ? errno : EIO);
 }
 
+void add_change_options(CLI::App& sub, change_flags& into) {
+    std::vector<std::string> kinds;
+    for (const auto& a : ffn_trace::all_activations()) kinds.emplace_back(a.name);
+    sub.add_option("--activation", into.activation, "Trace with this activation instead of the file's")
+        ->check(CLI::IsMember(kinds));
+    sub.add_flag("--no-residual", into.no_residual, "Trace without the residual: the output is the FFN's alone");
+    sub.add_option("--set", into.set, "Change one value of the file before tracing, e.g. --set weights.b1[1]=-0.5 or "
+                                      "--set input[0]=[1,0,0]; repeatable")
+        ->type_name("PATH=VALUE");
+}
+
+ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags& flags) {
+    std::vector<ffn_trace::change> out;
+    if (!flags.activation.empty()) out.push_back({"activation", flags.activation, "--activation"});
+    if (flags.no_residual) out.push_back({"residual", "false", "--no-residual"});
+    for (const auto& s : flags.set) {
+        auto c = ffn_trace::parse_setting(s);
+        if (!c) return c.err();
+        out.push_back(std::move(*c));
+    }
+    return out;
+}
+
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits,
-                                          ffn_trace::checkpoint::weights where) {
+                                          ffn_trace::checkpoint::weights where,
+                                          const std::vector<ffn_trace::change>& changes) {
     // Before the file takes memory: the matrix library's buffers, which it cannot do without.
     ffn_trace::prepare_matrix_library();
     set_activity({"reading the file", "--max-file-size"});
-    auto ex = ffn_trace::load_example(file, {limits.max_file_size});
+    auto ex = ffn_trace::load_example(file, {limits.max_file_size}, changes);
     if (!ex) return ex.err();
     if (!ex->checkpoint.empty()) return trace_checkpoint_example(std::move(*ex), limits, where);
     const std::size_t tokens = ex->input.rows;

@@ -75,7 +75,19 @@ struct traced {
 ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits,
                                                    ffn_trace::checkpoint::weights where);
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits,
-                                          ffn_trace::checkpoint::weights where = ffn_trace::checkpoint::weights::in_file);
+                                          ffn_trace::checkpoint::weights where = ffn_trace::checkpoint::weights::in_file,
+                                          const std::vector<ffn_trace::change>& changes = {});
+
+// The lesson's experiments as flags of run and grad: the file's activation, residual or any value
+// changed before the file is checked and traced.
+struct change_flags {
+    std::string activation;
+    bool no_residual = false;
+    std::vector<std::string> set;  // PATH=VALUE
+    bool any() const { return !activation.empty() || no_residual || !set.empty(); }
+};
+void add_change_options(CLI::App& sub, change_flags& into);
+ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags& flags);
 
 // Every option that takes a count, a size or an index: a whole number in decimal digits from min
 // to max, nothing else. CLI11 would read "-1" as 2^64 − 1, "010" as 8 and "0x40" as 64; this

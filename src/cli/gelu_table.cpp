@@ -1,6 +1,7 @@
 // ffn-trace gelu-table: GELU against ReLU, as the walkthrough seed tabulates it, and as a plot.
 #include "gelu_table.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/core.h>
 #include <memory>
@@ -24,10 +25,13 @@ void setup_gelu_table(CLI::App& app, int& status) {
     step->needs(from);
     at->excludes(from)->excludes(to)->excludes(step);
     sub->add_flag("--exact", o->exact, "Add gelu_exact = x·Φ(x) and abs_error = |gelu − gelu_exact|");
-    sub->add_flag("--derivative", o->derivative, "Add d_gelu (and d_gelu_exact with --exact)");
+    sub->add_flag("--derivative", o->derivative, "Add d_gelu and d_relu, the slopes (and d_gelu_exact with --exact)");
+    sub->add_flag("--phi", o->phi, "Add phi = Φ(x), the standard normal CDF: GELU's x·Φ(x) keeps x in proportion to the "
+                                   "probability that a standard normal is below it");
     sub->add_flag("--silu", o->silu, "Add silu = x·σ(x), the gate of SwiGLU");
     sub->add_flag("--plot", o->plot, "Draw the curves over the range instead of the table");
-    sub->add_option("--width", o->width, "Plot width in columns")->check(whole_number(10, 400))->capture_default_str();
+    sub->add_option("--width", o->width, "Plot width in columns (default: 61, or less to fit the terminal)")
+        ->check(whole_number(10, 400));
     sub->add_option("--height", o->height, "Plot height in rows")->check(whole_number(5, 200))->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII only");
     sub->add_option("--color", o->color, "Colour each curve of the plot (auto: when stdout is a terminal and NO_COLOR is unset)")
@@ -43,7 +47,7 @@ void setup_gelu_table(CLI::App& app, int& status) {
 
 int run_gelu_table(const gelu_table_options& o) {
     using namespace ffn_trace;
-    const table_columns which{o.exact, o.derivative, o.silu};
+    const table_columns which{o.exact, o.derivative, o.silu, o.phi};
     for (double x : o.at)
         if (!std::isfinite(x)) return report({"", "--at", fmt::format("expected finite numbers, got {}", x)});
 
@@ -72,7 +76,10 @@ int run_gelu_table(const gelu_table_options& o) {
     if (o.plot) {
         if (o.format != "text") return report({"", "--plot", "draws text; leave out --format or use --format text"});
         if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
-        write_stdout(render_plot(lo, hi, which, {o.width, o.height, o.ascii, use_colour(o.color)}));
+        // Unless given, the drawing leaves room on the page for the y axis's labels.
+        const std::size_t page = output_width(0);
+        const std::size_t width = o.width ? o.width : std::clamp<std::size_t>(page > 12 ? page - 12 : 10, 10, 61);
+        write_stdout(render_plot(lo, hi, which, {width, o.height, o.ascii, use_colour(o.color), page}));
         return exit_ok;
     }
     const table_format format = o.format == "csv" ? table_format::csv

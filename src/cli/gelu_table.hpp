@@ -14,8 +14,9 @@ struct gelu_table_options {
     bool exact = false;
     bool derivative = false;
     bool silu = false;
+    bool phi = false;
     bool plot = false;
-    std::size_t width = 61;
+    std::size_t width = 0;  // 0: fit the page, at most 61
     std::size_t height = 21;
     bool ascii = false;
     std::string color = "auto";

@@ -17,6 +17,7 @@ void setup_grad(CLI::App& app, int& status) {
     sub->add_option("file", o->file, "Example file (JSON) with \"target\" or \"upstream\", or - for standard input")->required()->type_name("FILE");
     add_walkthrough_options(*sub, o->walkthrough);
     sub->add_option("--lr", o->lr, "Take one step of gradient descent with this learning rate");
+    add_change_options(*sub, o->changes);
     add_limits(*sub, o->limits);
     sub->callback([o, &status] { status = run_grad(*o); });
 }
@@ -56,7 +57,13 @@ int run_grad(const grad_options& o) {
     using namespace ffn_trace;
     if (o.lr && !(std::isfinite(*o.lr) && *o.lr > 0))
         return report({"", "--lr", fmt::format("expected a finite learning rate > 0, got {}", *o.lr)});
-    auto t = load_and_trace(o.file, o.limits, checkpoint::weights::in_memory);
+    const auto changes = changes_of(o.changes);
+    if (!changes) {
+        auto e = changes.err();
+        e.file = o.file == "-" ? "<stdin>" : o.file;
+        return report(e);
+    }
+    auto t = load_and_trace(o.file, o.limits, checkpoint::weights::in_memory, *changes);
     if (!t) return report(t.err());
     if (!t->ex.target && !t->ex.upstream)
         return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "

@@ -14,6 +14,7 @@ struct grad_options {
     std::string file;
     walkthrough_flags walkthrough;
     std::optional<double> lr;
+    change_flags changes;
     input_limits limits;
 };
 

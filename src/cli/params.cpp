@@ -79,6 +79,12 @@ int run_params(const params_options& o) {
     if (o.tied) c.tied = true;
     if (o.positions) c.positions = *o.positions;
     if (o.token_types) c.token_types = *o.token_types;
+    // Without top-k an MoE layer would silently run every expert on every token, which is no MoE.
+    if (o.experts && *o.experts > 1 && !o.top_k && c.top_k == 0)
+        return report({"", "--experts",
+                       fmt::format("give --top-k too: top-k is how many of the {} experts each token is routed to (Mixtral "
+                                   "uses 2 of 8, Switch Transformer 1); the active parameters depend on it",
+                                   *o.experts)});
     if (o.experts) c.experts = *o.experts;
     if (o.top_k) c.top_k = *o.top_k;
     if (o.norm)

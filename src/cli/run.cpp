@@ -44,6 +44,7 @@ void setup_run(CLI::App& app, int& status) {
         ->check(whole_number(1, 1000))
         ->capture_default_str();
     sub->add_option("--unit", options->units, "Explain this hidden unit at arithmetic detail; repeatable")->check(whole_number(0));
+    add_change_options(*sub, options->changes);
     add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_run(*options); });
 }
@@ -51,8 +52,18 @@ void setup_run(CLI::App& app, int& status) {
 int run_run(const run_options& options) {
     if (options.file.empty() && options.checkpoint.path.empty())
         return report({"", "", "give an example file, or --checkpoint with --layer and --input, --embedding or --word"});
-    auto t = options.checkpoint.path.empty() ? load_and_trace(options.file, options.limits)
-                                             : load_checkpoint_and_trace(options.checkpoint, options.limits);
+    if (!options.checkpoint.path.empty() && options.changes.any())
+        return report({"", options.changes.set.empty() ? (options.changes.activation.empty() ? "--no-residual" : "--activation") : "--set",
+                       "changes an example file; a checkpoint's layer is traced as the checkpoint holds it"});
+    const auto changes = changes_of(options.changes);
+    if (!changes) {
+        auto e = changes.err();
+        e.file = options.file == "-" ? "<stdin>" : options.file;
+        return report(e);
+    }
+    auto t = options.checkpoint.path.empty()
+                 ? load_and_trace(options.file, options.limits, ffn_trace::checkpoint::weights::in_file, *changes)
+                 : load_checkpoint_and_trace(options.checkpoint, options.limits);
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
     if (t->moe) {

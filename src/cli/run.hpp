@@ -25,6 +25,7 @@ struct run_options {
     std::size_t top = 10;             // a big layer's units, and the vocabulary's tokens, shown
     std::vector<std::size_t> units;   // hidden units explained at arithmetic detail
     walkthrough_flags walkthrough;
+    change_flags changes;
     input_limits limits;
 };
 

@@ -50,15 +50,17 @@ gelu_terms gelu_parts(double x) {
 
 double gelu(double x) { return gelu_parts(x).value; }
 
-double gelu_derivative(double x) {
+gelu_derivative_terms gelu_derivative_parts(double x) {
     const double z = sqrt_2_over_pi * (x + cubic * x * x * x);
     const double tanh_z = std::tanh(z);
     const double sech2_z = 1.0 - tanh_z * tanh_z;
-    // Where sech² has underflowed to 0 the second term is 0, even when x·dz/dx overflows.
-    if (sech2_z == 0.0) return 0.5 * (1.0 + tanh_z);
     const double dz_dx = sqrt_2_over_pi * (1.0 + 3.0 * cubic * x * x);
-    return 0.5 * (1.0 + tanh_z) + 0.5 * x * sech2_z * dz_dx;
+    // Where sech² has underflowed to 0 the second term is 0, even when x·dz/dx overflows.
+    if (sech2_z == 0.0) return {z, tanh_z, sech2_z, dz_dx, 0.5 * (1.0 + tanh_z)};
+    return {z, tanh_z, sech2_z, dz_dx, 0.5 * (1.0 + tanh_z) + 0.5 * x * sech2_z * dz_dx};
 }
+
+double gelu_derivative(double x) { return gelu_derivative_parts(x).value; }
 
 // Φ(x) = ½·erfc(−x/√2): erfc keeps full relative precision in the far negative tail.
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); }

@@ -151,7 +151,22 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     const matrix& pre = t.pre_activation().value;
     matrix derivative = activation_derivative(l.act, pre);
     matrix d_pre = multiply(derivative, d_act);
-    g.steps.push_back({"activate", {{"act'", derivative}, {l.gated() ? "d_gate" : "d_hidden", d_pre}}});
+    backward_step act_step{"activate", {}};
+    if (info(l.act).unit == activation::gelu) {
+        // The inner terms of gelu'(h), as seed 000's gelu_backward computes them.
+        matrix z = pre, tanh_z = pre, sech2 = pre, dz = pre;
+        for (std::size_t k = 0; k < pre.data.size(); ++k) {
+            const auto parts = gelu_derivative_parts(pre.data[k]);
+            z.data[k] = parts.inner;
+            tanh_z.data[k] = parts.tanh;
+            sech2.data[k] = parts.sech2;
+            dz.data[k] = parts.dz_dx;
+        }
+        act_step.values = {{"z", std::move(z)}, {"tanh z", std::move(tanh_z)}, {"sech² z", std::move(sech2)}, {"dz/dh", std::move(dz)}};
+    }
+    act_step.values.push_back({"act'", derivative});
+    act_step.values.push_back({l.gated() ? "d_gate" : "d_hidden", d_pre});
+    g.steps.push_back(std::move(act_step));
 
     // forward: pre = x·W + b for each first-layer matrix
     matrix dx_ffn;
@@ -190,11 +205,14 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
                            : error{"", "upstream", "the loss Σ upstream ⊙ output overflowed in double precision; the "
                                                    "upstream gradient is too large for these outputs"};
     for (const auto& s : g.steps)
-        for (const auto& v : s.values)
+        for (const auto& v : s.values) {
+            // z and dz/dh grow with h³ and h² and may overflow where act' itself is finite
+            if (v.name == "z" || v.name == "dz/dh") continue;
             for (std::size_t k = 0; k < v.value.data.size(); ++k)
                 if (!std::isfinite(v.value.data[k]))
                     return error{"", fmt::format("{} (backward through {})", v.name, s.name),
                                  "a gradient overflowed in double precision"};
+        }
     return g;
 }
 
@@ -326,6 +344,7 @@ outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradi
         return error{"", "--lr", fmt::format("with the updated weights, {} overflows in double precision; use a smaller "
                                              "learning rate", tr.err().path)};
     step.new_loss = loss_of(*tr, loss);
+    step.new_output = tr->output().value;
     if (!std::isfinite(step.new_loss))
         return error{"", "--lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};
     return step;

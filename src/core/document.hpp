@@ -141,22 +141,31 @@ std::string short_vector_text(std::span<const double> v, int precision, bool ful
 std::string operand(double v, int precision);
 // A token's name: its label, "the token" for a 1-D input, "token 3" or "token [1][2]".
 std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t);
+// A grid as a table: `corner` above the row names; the rows and columns shown (gap for "…"),
+// named by `row_name` and `col_name`, and each cell `value(i, j)` at fixed precision.
+template <class RowName, class ColName, class Value>
+block grid_table(const std::string& corner, const std::vector<std::size_t>& rows, const std::vector<std::size_t>& cols,
+                 RowName row_name, ColName col_name, Value value, int precision) {
+    block b{block_kind::table};
+    std::vector<std::string> header{corner};
+    for (auto j : cols) header.push_back(j == gap ? "…" : col_name(j));
+    b.rows.push_back(header);
+    for (auto i : rows) {
+        std::vector<std::string> row{i == gap ? "…" : row_name(i)};
+        for (auto j : cols) row.push_back(i == gap || j == gap ? "…" : format_fixed(value(i, j), precision));
+        b.rows.push_back(row);
+    }
+    return b;
+}
+
 // A matrix as a table: `corner` above the row names, columns "[j]" (summarised unless `full`),
 // one row per entry of `rows` (gap for "…"), each named by `row_name`.
 template <class RowName>
 block matrix_table(const matrix& m, const std::string& corner, const std::vector<std::size_t>& rows, RowName row_name,
                    int precision, bool full) {
-    block b{block_kind::table};
-    const auto cols = shown_indices(m.cols, full);
-    std::vector<std::string> header{corner};
-    for (auto j : cols) header.push_back(j == gap ? "…" : "[" + std::to_string(j) + "]");
-    b.rows.push_back(header);
-    for (auto i : rows) {
-        std::vector<std::string> row{i == gap ? "…" : row_name(i)};
-        for (auto j : cols) row.push_back(i == gap || j == gap ? "…" : format_fixed(m(i, j), precision));
-        b.rows.push_back(row);
-    }
-    return b;
+    return grid_table(
+        corner, rows, shown_indices(m.cols, full), row_name, [](std::size_t j) { return "[" + std::to_string(j) + "]"; },
+        [&m](std::size_t i, std::size_t j) { return m(i, j); }, precision);
 }
 
 // params' tables as a document (render_params.cpp), for the text, Markdown and page views.

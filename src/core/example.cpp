@@ -3,6 +3,7 @@
 #include "ffn_trace/checkpoint.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -46,9 +47,16 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     return row[b.size()];
 }
 
+// The choice fewest edits away, ignoring case: "GELU" is nearest "gelu", not "relu".
 std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices) {
-    return *std::min_element(choices.begin(), choices.end(), [word](std::string_view a, std::string_view b) {
-        return edit_distance(word, a) < edit_distance(word, b);
+    auto lower = [](std::string_view s) {
+        std::string out(s);
+        for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return out;
+    };
+    const std::string w = lower(word);
+    return *std::min_element(choices.begin(), choices.end(), [&](std::string_view a, std::string_view b) {
+        return edit_distance(w, lower(a)) < edit_distance(w, lower(b));
     });
 }
 
@@ -820,17 +828,109 @@ outcome<example> loader::load(const json& root) {
 
 }  // namespace
 
-outcome<example> parse_example(std::string_view text, std::string_view file) {
-    auto root = detail::json_reader(text, file).parse();
-    if (!root) return root.err();
-    return loader(file).load(*root);
+outcome<change> parse_setting(std::string_view setting) {
+    const auto equals = setting.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
+        return error{"", "--set", fmt::format("expected PATH=VALUE, e.g. weights.b1[1]=-0.5 or input[0]=[1,0,0], got {}",
+                                              quote(setting))};
+    return change{std::string(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--set"};
 }
 
-outcome<example> load_example(const std::string& file, const load_options& options) {
+namespace {
+
+// Applies one change to the file's JSON: every step of the path must be in the file but the last
+// key of an object, which may be new (the loader then checks it as any key it reads).
+std::optional<error> apply_change(json& root, const change& c, std::string_view file) {
+    auto fail = [&](std::string path, std::string message) {
+        return error{std::string(file), std::move(path), fmt::format("{}: {}", c.flag, std::move(message))};
+    };
+    json value = json::parse(c.value, nullptr, false);
+    if (value.is_discarded()) {
+        // A bare word is a string, so that --set activation=gelu needs no quotes.
+        const bool word = !c.value.empty() && std::all_of(c.value.begin(), c.value.end(), [](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+        });
+        if (!word || std::isdigit(static_cast<unsigned char>(c.value[0])) || c.value[0] == '-')
+            return fail(c.path, fmt::format("expected a JSON value after =, e.g. -0.5, [1, 0, 0] or gelu, got {}", quote(c.value)));
+        value = c.value;
+    }
+    json* node = &root;
+    std::string at;  // the path so far
+    std::size_t i = 0;
+    const std::string& p = c.path;
+    while (i < p.size()) {
+        if (p[i] == '[') {
+            const auto close = p.find(']', i);
+            const std::string digits = close == std::string::npos ? "" : p.substr(i + 1, close - i - 1);
+            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+                return fail(p, "expected a path such as weights.b1[1] or input[0]: an index is a whole number in brackets");
+            const std::size_t k = std::stoul(digits);
+            if (!node->is_array()) return fail(at, "is not a list, so it has no [" + digits + "]");
+            if (k >= node->size())
+                return fail(at, fmt::format("has {} entries (indices 0 to {}), so no [{}]", node->size(),
+                                            node->size() == 0 ? 0 : node->size() - 1, k));
+            at += "[" + digits + "]";
+            node = &(*node)[k];
+            i = close + 1;
+            if (i < p.size() && p[i] == '.') ++i;
+            continue;
+        }
+        const auto end = p.find_first_of(".[", i);
+        const std::string key = p.substr(i, end == std::string::npos ? std::string::npos : end - i);
+        if (key.empty()) return fail(p, "expected a path such as weights.b1[1] or input[0]");
+        const std::string here = at.empty() ? key : at + "." + key;
+        if (!node->is_object()) return fail(at.empty() ? key : at, "is not an object, so it has no key " + quote(key));
+        const bool last = end == std::string::npos;
+        if (!node->contains(key) && !last)
+            return fail(here, "the file has no such key");
+        node = &(*node)[key];
+        at = here;
+        i = last ? p.size() : (p[end] == '.' ? end + 1 : end);
+    }
+    *node = std::move(value);
+    return std::nullopt;
+}
+
+// How the heading names a change: "activation = identity (--activation)".
+std::string change_text(const change& c) {
+    if (c.flag == "--set") return fmt::format("{} = {}", c.path, c.value);
+    return fmt::format("{} = {} ({})", c.path, c.value, c.flag);
+}
+
+}  // namespace
+
+outcome<example> parse_example(std::string_view text, std::string_view file, const std::vector<change>& changes) {
+    auto root = detail::json_reader(text, file).parse();
+    if (!root) return root.err();
+    for (const auto& c : changes)
+        if (auto e = apply_change(*root, c, file)) return *e;
+    std::vector<std::string> dropped;
+    auto ex = loader(file).load(*root);
+    // A change can remove a step the file's claims name (--no-residual and a claim on the
+    // residual): such a claim is left out and said so, not an error in a file that has none.
+    while (!changes.empty() && !ex && ex.err().message.find("this layer has no step") != std::string::npos) {
+        const std::string& path = ex.err().path;
+        if (path.rfind("expect[", 0) != 0 || path.size() < 13 || path.compare(path.size() - 5, 5, ".step") != 0) break;
+        const std::size_t k = std::stoul(path.substr(7));
+        json& expect = (*root)["expect"];
+        if (!expect.is_array() || k >= expect.size()) break;
+        const json& step = expect[k].is_object() && expect[k].contains("step") ? expect[k]["step"] : json();
+        dropped.push_back(fmt::format("the claim on {} is left out, as the changed layer has no such step",
+                                      step.is_string() ? step.get<std::string>() : "a step"));
+        expect.erase(k);
+        ex = loader(file).load(*root);
+    }
+    if (!ex) return ex;
+    for (const auto& c : changes) ex->changes.push_back(change_text(c));
+    for (auto& d : dropped) ex->changes.push_back(std::move(d));
+    return ex;
+}
+
+outcome<example> load_example(const std::string& file, const load_options& options, const std::vector<change>& changes) {
     const std::string name = file == "-" ? "<stdin>" : file;
     auto text = detail::read_file(file, name, options.max_file_size);
     if (!text) return text.err();
-    return parse_example(*text, name);
+    return parse_example(*text, name, changes);
 }
 
 }  // namespace ffn_trace

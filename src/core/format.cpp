@@ -71,6 +71,8 @@ std::string apply_styles(std::string_view text, bool colour) {
             case 'g': out += "\x1b[32m"; break;
             case 'y': out += "\x1b[33m"; break;
             case 'u': out += "\x1b[34m"; break;
+            case 'm': out += "\x1b[35m"; break;
+            case 'c': out += "\x1b[36m"; break;
             default: out += "\x1b[0m"; break;
         }
     }

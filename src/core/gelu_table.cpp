@@ -53,17 +53,31 @@ std::vector<column> gelu_table(const std::vector<double>& xs, const table_column
         return c;
     };
     std::vector<column> out{{"x", xs}, each("gelu", gelu), each("relu", relu)};
+    if (which.phi) out.push_back(each("phi", normal_cdf));
     if (which.exact) {
         out.push_back(each("gelu_exact", gelu_exact));
         out.push_back(each("abs_error", [](double x) { return std::abs(gelu(x) - gelu_exact(x)); }));
     }
     if (which.derivative) {
         out.push_back(each("d_gelu", gelu_derivative));
+        out.push_back(each("d_relu", relu_derivative));
         if (which.exact) out.push_back(each("d_gelu_exact", gelu_exact_derivative));
     }
     if (which.silu) out.push_back(each("silu", silu));
     return out;
 }
+
+namespace {
+
+// A cell of the table: abs_error, whose values are far below the table's decimals, in scientific
+// form so that it never reads 0.000 beside two numbers that differ; the rest at fixed precision.
+std::string cell(const column& c, std::size_t r, int precision) {
+    const double v = c.values[r];
+    if (c.name != "abs_error" || v == 0) return format_fixed(v, precision);
+    return fmt::format("{:.2e}", v);
+}
+
+}  // namespace
 
 std::string render_table(const std::vector<column>& columns, table_format format, int precision, std::size_t width) {
     const std::size_t rows = columns.front().values.size();
@@ -84,7 +98,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
             out += fmt::format("{}\n", fmt::join(names, ","));
             for (std::size_t r = 0; r < rows; ++r) {
                 std::vector<std::string> cells;
-                for (const auto& c : columns) cells.push_back(to_ascii(format_fixed(c.values[r], precision)));
+                for (const auto& c : columns) cells.push_back(to_ascii(cell(c, r, precision)));
                 out += fmt::format("{}\n", fmt::join(cells, ","));
             }
             return out;
@@ -98,7 +112,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
             out += fmt::format("| {} |\n| {} |\n", fmt::join(names, " | "), fmt::join(rule, " | "));
             for (std::size_t r = 0; r < rows; ++r) {
                 std::vector<std::string> cells;
-                for (const auto& c : columns) cells.push_back(format_fixed(c.values[r], precision));
+                for (const auto& c : columns) cells.push_back(cell(c, r, precision));
                 out += fmt::format("| {} |\n", fmt::join(cells, " | "));
             }
             return out;
@@ -112,7 +126,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
             for (const auto& c : columns) b.rows.back().push_back(c.name);
             for (std::size_t r = 0; r < rows; ++r) {
                 b.rows.emplace_back();
-                for (const auto& c : columns) b.rows.back().push_back(format_fixed(c.values[r], precision));
+                for (const auto& c : columns) b.rows.back().push_back(cell(c, r, precision));
             }
             const std::string laid = detail::text_view({b}, width + 2);
             for (std::size_t at = 0; at < laid.size();) {
@@ -134,6 +148,15 @@ std::optional<error> check_plot_range(double from, double to, std::string option
     return std::nullopt;
 }
 
+// A round step for about `parts` ticks over `span`: 1, 2 or 5 times a power of ten.
+static double round_step(double span, double parts) {
+    const double raw = span / parts;
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0})
+        if (m * magnitude >= raw) return m * magnitude;
+    return 10 * magnitude;
+}
+
 std::string render_plot(double from, double to, const table_columns& which, const plot_options& options) {
     const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
     struct curve {
@@ -141,12 +164,19 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         double (*f)(double);
         std::string_view mark, ascii_mark;
         std::string_view colour;
+        std::string description;
     };
-    // Drawn in this order, so GELU, the subject, is on top where curves meet.
-    std::vector<curve> curves{{"relu", relu, "○", "o", style::blue}};
-    if (which.silu) curves.push_back({"silu", silu, "+", "+", style::green});
-    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e", style::yellow});
-    curves.push_back({"gelu", gelu, "●", "*", style::red});
+    // Drawn in this order, each over the ones before it, so GELU, the subject, is on top where
+    // curves meet; the legend lists them from the top down.
+    std::vector<curve> curves{{"relu", relu, "○", "o", style::blue, "relu"}};
+    if (which.derivative) curves.push_back({"d_relu", relu_derivative, "□", "r", style::cyan, "d_relu (relu's slope)"});
+    if (which.silu) curves.push_back({"silu", silu, "+", "+", style::green, "silu (x·σ(x))"});
+    if (which.phi) curves.push_back({"phi", normal_cdf, "△", "p", style::magenta, "phi (Φ(x))"});
+    if (which.derivative && which.exact)
+        curves.push_back({"d_gelu_exact", gelu_exact_derivative, "◇", "x", style::yellow, "d_gelu_exact"});
+    if (which.derivative) curves.push_back({"d_gelu", gelu_derivative, "■", "d", style::magenta, "d_gelu (gelu's slope)"});
+    if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e", style::yellow, "gelu_exact (x·Φ(x))"});
+    curves.push_back({"gelu", gelu, "●", "*", style::red, "gelu (tanh form)"});
     auto mark_of = [&](const curve& k) {
         const std::string m(options.ascii ? k.ascii_mark : k.mark);
         return options.colour ? styled(k.colour, m) : m;
@@ -167,22 +197,29 @@ std::string render_plot(double from, double to, const table_columns& which, cons
 
     const bool a = options.ascii;
     std::vector<std::vector<std::string>> grid(height, std::vector<std::string>(width, " "));
+    // The zero lines, except where they would lie on an axis of the frame and double it.
     const std::size_t zero_row = row_of(0.0);
-    for (std::size_t c = 0; c < width; ++c) grid[zero_row][c] = a ? "-" : "─";
+    if (zero_row != height - 1)
+        for (std::size_t c = 0; c < width; ++c) grid[zero_row][c] = a ? "-" : "─";
     std::optional<std::size_t> zero_col;
     if (from <= 0 && 0 <= to) {
         zero_col = static_cast<std::size_t>(std::lround(-from / (to - from) * static_cast<double>(width - 1)));
-        for (std::size_t r = 0; r < height; ++r) grid[r][*zero_col] = r == zero_row ? (a ? "+" : "┼") : (a ? "|" : "│");
+        if (*zero_col != 0)
+            for (std::size_t r = 0; r < height; ++r)
+                grid[r][*zero_col] = r == zero_row && zero_row != height - 1 ? (a ? "+" : "┼") : (a ? "|" : "│");
     }
     for (const auto& k : curves)
         for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = mark_of(k);
 
-    // Tick labels at the top, at zero and at the bottom.
-    auto tick = [](double v) { return format_fixed(v, 2); };
+    // Round ticks on the y axis: multiples of a step of 1, 2 or 5 times a power of ten, about
+    // one every four rows, each on the row nearest its value.
+    const double step = round_step(y_max - y_min, std::max(2.0, static_cast<double>(height) / 4.0));
+    const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 0, 17);
     std::vector<std::string> labels(height);
-    labels[0] = tick(y_max);
-    labels[zero_row] = tick(0.0);
-    labels[height - 1] = tick(y_min);
+    for (double k = std::ceil(y_min / step); k * step <= y_max; ++k) {
+        const double v = k * step == 0 ? 0.0 : k * step;
+        labels[row_of(v)] = format_short(v, decimals);
+    }
     std::size_t label_width = 0;
     for (const auto& l : labels) label_width = std::max(label_width, display_width(l));
 
@@ -197,6 +234,7 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     for (std::size_t c = 0; c < width; ++c) axis += a ? "-" : "─";
     out += axis + "\n";
     // x tick labels under the first, the zero and the last column.
+    auto tick = [](double v) { return format_fixed(v, 2); };
     std::string ticks(label_width + 2 + width + 8, ' ');
     auto place = [&](std::size_t c, const std::string& text) {
         const std::string plain = to_ascii(text);  // one byte per column while placing
@@ -210,13 +248,18 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     if (zero_col && *zero_col > 6 && *zero_col + 6 < width) place(*zero_col, tick(0.0));
     ticks.erase(ticks.find_last_not_of(' ') + 1);
     out += ticks + "\n\n";
-    std::vector<std::string> legend;
+    // The legend, as many entries to a line as fit the page.
+    std::string line = " ";
     for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
-        const std::string desc = k->name == "gelu" ? "gelu (tanh form)" : k->name == "gelu_exact" ? "gelu_exact (x·Φ(x))"
-                               : k->name == "silu" ? "silu (x·σ(x))" : "relu";
-        legend.push_back(fmt::format("{} {}", mark_of(*k), desc));
+        const std::string entry = fmt::format("{} {}", mark_of(*k), k->description);
+        if (line.size() > 1 && display_width(line) + 3 + display_width(entry) > options.page_width) {
+            out += line + "\n";
+            line = " ";
+        }
+        line += (line.size() > 1 ? "   " : " ") + entry;
     }
-    out += fmt::format("  {}\n", fmt::join(legend, "   "));
+    out += line + "\n";
+    if (curves.size() > 2) out += "  Where curves meet, the one listed first is drawn on top.\n";
     return apply_styles(a ? to_ascii(out) : out, options.colour);
 }
 

@@ -133,17 +133,61 @@ private:
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
 
-    // A (tokens, width) matrix, one row per detailed token.
-    void token_table(const matrix& m) {
-        add(detail::matrix_table(m, in_.tr.lead.empty() ? "" : "token", detailed_,
-                                 [this](std::size_t t) { return token_name(t); }, opt_.precision, opt_.full));
+    // The file's labels of the inputs, the hidden units and the outputs; empty when it gives none.
+    const std::vector<std::string>& labels_of(const std::vector<std::string>& labels, std::size_t width) const {
+        static const std::vector<std::string> none;
+        return labels.size() == width ? labels : none;
+    }
+    const std::vector<std::string>& inputs() const { return labels_of(in_.ex.names.inputs, l_.d_model()); }
+    const std::vector<std::string>& hidden() const { return labels_of(in_.ex.names.hidden, l_.d_ff()); }
+    const std::vector<std::string>& outputs() const { return labels_of(in_.ex.names.outputs, l_.d_out()); }
+    static std::string label(const std::vector<std::string>& labels, std::size_t k) {
+        return labels.empty() ? "[" + std::to_string(k) + "]" : labels[k];
     }
 
-    // A weight-shaped matrix in the file's layout, under its file name.
-    void weight_table(const std::string& name, const matrix& math_form) {
+    // A (tokens, width) matrix named `name` in its corner, one row per detailed token, its
+    // columns named by the file's labels.
+    void token_table(const std::string& name, const matrix& m, const std::vector<std::string>& labels) {
+        add(detail::grid_table(
+            name, detailed_, shown_indices(m.cols, opt_.full), [this](std::size_t t) { return token_name(t); },
+            [&labels](std::size_t j) { return label(labels, j); }, [&m](std::size_t i, std::size_t j) { return m(i, j); },
+            opt_.precision));
+    }
+
+    // A weight-shaped matrix in the file's layout, under its file name; `rows` and `cols` label
+    // the math form's rows and columns.
+    // Each token's output before the step and after it, beside the target when there is one.
+    void outputs_after(const matrix& after) {
+        block b{block_kind::lines};
+        b.lines.push_back("The outputs with the updated weights:");
+        for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            std::string line = fmt::format("  {}: {} → {}", token_name(t), vec(in_.tr.output().value.row(t)), vec(after.row(t)));
+            if (in_.ex.target)
+                line += fmt::format(", target {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
+            b.lines.push_back(std::move(line));
+        }
+        add(std::move(b));
+    }
+
+    void weight_table(const std::string& name, const matrix& math_form, const std::vector<std::string>& rows,
+                      const std::vector<std::string>& cols) {
         const matrix m = out_in() ? math_form.transposed() : math_form;
-        add(detail::matrix_table(m, name, shown_indices(m.rows, opt_.full),
-                                 [](std::size_t i) { return "[" + std::to_string(i) + "]"; }, opt_.precision, opt_.full));
+        const auto& row_labels = out_in() ? cols : rows;
+        const auto& col_labels = out_in() ? rows : cols;
+        add(detail::grid_table(
+            name, shown_indices(m.rows, opt_.full), shown_indices(m.cols, opt_.full),
+            [&row_labels](std::size_t i) { return label(row_labels, i); },
+            [&col_labels](std::size_t j) { return label(col_labels, j); }, [&m](std::size_t i, std::size_t j) { return m(i, j); },
+            opt_.precision));
+    }
+    // The labels of a weight's rows and columns in the math form, by its file name.
+    std::pair<const std::vector<std::string>*, const std::vector<std::string>*> weight_labels(std::string_view name) const {
+        if (name == "W2") return {&hidden(), &outputs()};
+        return {&inputs(), &hidden()};  // W1, Wg, Wu
     }
     void bias_table(const std::string& name, const std::vector<double>& v) {
         add({block_kind::lines, "", {}, {fmt::format("{} = {}", name, vec(v))}});
@@ -153,6 +197,9 @@ private:
         const std::string title = in_.ex.title.empty() ? in_.ex.file : in_.ex.title;
         add({block_kind::title, "Backward pass · " + title});
         std::vector<std::vector<std::string>> f;
+        // The command line's changes to the file, so that an experiment never passes for the file.
+        if (!in_.ex.changes.empty())
+            f.push_back({"changed", fmt::format("{}; the file itself is unchanged", fmt::join(in_.ex.changes, "; "))});
         f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} token{}", l_.d_model(), l_.d_ff(),
                                            l_.d_out(), in_.tr.tokens(), in_.tr.tokens() == 1 ? "" : "s")});
         f.push_back({"activation", std::string(info(l_.act).name)});
@@ -250,7 +297,7 @@ private:
         if (s.name == "output") {
             heading_line(fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
                                      in_.ex.target ? "output − target" : "upstream", shape(l_.d_out())));
-            token_table(*s.find("g"));
+            token_table("g", *s.find("g"), outputs());
         } else if (s.name == "residual") {
             heading_line(fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
             paragraph("The gradient splits: one path goes straight to x, the other back through the FFN.");
@@ -263,16 +310,16 @@ private:
                                   l_.b2.empty() ? "" : ", db2 = Σ over tokens of g", hidden_name()));
             const matrix& g = *in_.grads.steps.front().find("g");
             if (arithmetic) weight_gradient_lines("W2", h, g, in_.grads.d_layer.w2);
-            weight_table("dW2", in_.grads.d_layer.w2);
+            weight_table("dW2", in_.grads.d_layer.w2, hidden(), outputs());
             if (!l_.b2.empty()) bias_table("db2", in_.grads.d_layer.b2);
             const matrix& dh = *s.find("d_" + hidden_name());
             if (arithmetic) input_gradient_lines("d_" + hidden_name(), g, l_.w2, dh);
-            token_table(dh);
+            token_table("d_" + hidden_name(), dh, hidden());
         } else if (s.name == "multiply") {
             heading_line(fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
                                      "d_up = d_product ⊙ activated", n));
-            token_table(*s.find("d_activated"));
-            token_table(*s.find("d_up"));
+            token_table("d_activated", *s.find("d_activated"), hidden());
+            token_table("d_up", *s.find("d_up"), hidden());
         } else if (s.name == "activate") {
             activate_step(n, s, arithmetic);
         } else if (s.name == "norm") {
@@ -286,7 +333,7 @@ private:
                                    "/ √(mean(v²) + ε).");
             bias_table("dnorm.weight", s.find("dnorm.weight")->data);
             if (const matrix* db = s.find("dnorm.bias")) bias_table("dnorm.bias", db->data);
-            token_table(*s.find("d_in"));
+            token_table("d_in", *s.find("d_in"), l_.norm->position == norm_layer::place::pre ? inputs() : outputs());
         } else if (s.name == "expand" || s.name == "gate" || s.name == "up") {
             const std::string w = s.name == "expand" ? "W1" : s.name == "gate" ? "Wg" : "Wu";
             const std::string b = s.name == "expand" ? "b1" : s.name == "gate" ? "bg" : "bu";
@@ -299,22 +346,26 @@ private:
                                      l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x", dy_name, l_.d_model(), T,
                                      T, l_.d_ff(), l_.d_model(), l_.d_ff()));
             const matrix* db = s.find("d" + b);
-            paragraph(fmt::format("Each key moves in proportion to the token that reached it{}; {} · {}ᵀ carries the gradient "
-                                  "on to x.",
-                                  db ? fmt::format(", d{} = Σ over tokens of {}", b, dy_name) : "", dy_name, w));
+            const std::string& dx_name = s.values.back().name;
+            paragraph(fmt::format("Each key moves in proportion to the token that reached it{}; {} = {} · {}ᵀ carries the "
+                                  "gradient on to x: {}.",
+                                  db ? fmt::format(", d{} = Σ over tokens of {}", b, dy_name) : "", dx_name, dy_name, w,
+                                  dx_name == "dx_ffn" ? "the FFN's share of dL/dx, the gradient x receives back through the "
+                                                        "hidden units"
+                                                      : fmt::format("the share of dL/dx that comes back through {}", w)));
             if (arithmetic) weight_gradient_lines(w, in_.tr.ffn_input(), dy, dw);
-            weight_table("d" + w, dw);
+            weight_table("d" + w, dw, inputs(), hidden());
             if (db) bias_table("d" + b, db->data);
             const matrix& dx = s.values.back().value;
-            if (arithmetic) input_gradient_lines(s.values.back().name, dy, weight, dx);
-            token_table(dx);
+            if (arithmetic) input_gradient_lines(dx_name, dy, weight, dx);
+            token_table(dx_name, dx, inputs());
         } else {  // input
             std::vector<std::string> parts;
             if (l_.residual) parts.push_back("g (through the residual)");
             const bool pre_norm = l_.norm && l_.norm->position == norm_layer::place::pre;
             parts.push_back(pre_norm ? "the norm's d_in" : l_.gated() ? "dx_gate + dx_up" : "dx_ffn");
             heading_line(fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
-            token_table(in_.grads.d_input);
+            token_table("dL/dx", in_.grads.d_input, inputs());
         }
     }
 
@@ -328,33 +379,44 @@ private:
         const activation unit = info(l_.act).unit;
         const std::string pre = l_.gated() ? "gate" : "hidden";
         static const char* rules[] = {"relu'(h) = 1 for h > 0, else 0 (0 at h = 0, as in PyTorch)",
-                                      "gelu'(h) = 0.5·(1 + tanh z) + 0.5·h·sech²(z)·dz/dh, dz/dh = √(2/π)·(1 + 3·0.044715·h²)",
+                                      "gelu'(h) = 0.5·(1 + tanh z) + 0.5·h·sech²(z)·dz/dh, with z = √(2/π)·(h + 0.044715·h³), "
+                                      "sech² z = 1 − tanh² z and dz/dh = √(2/π)·(1 + 3·0.044715·h²), as seed 000's "
+                                      "gelu_backward computes it",
                                       "gelu_exact'(h) = Φ(h) + h·φ(h)", "silu'(h) = σ(h)·(1 + h·(1 − σ(h)))", "identity'(h) = 1"};
         const int rule = unit == activation::relu ? 0 : unit == activation::gelu ? 1 : unit == activation::gelu_exact ? 2
                        : unit == activation::silu ? 3 : 4;
         heading_line(fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
-        paragraph(std::string(rules[rule]) + (unit == activation::relu ? ": a unit that was off passes no gradient back." : "."));
+        paragraph(fmt::format("act'({0}) is the activation's slope at {0}: how far activated moves when {0} moves a little. "
+                              "The gradient reaching activated, times that slope, is the gradient of {0}. {1}{2}",
+                              pre, rules[rule],
+                              unit == activation::relu ? ": a unit that was off passes no gradient back." : "."));
         const matrix& h = in_.tr.pre_activation().value;
         const matrix& d_act = l_.gated() ? *find_step("multiply")->find("d_activated") : *find_step("contract")->find("d_activated");
-        const matrix& derivative = *s.find("act'");
         const matrix& d_pre = s.values.back().value;
         if (arithmetic) {
+            // h, the derivative's inner terms (GELU's z, tanh z, sech² z, dz/dh), act', d_activated, d_pre
             for (auto t : detailed_) {
                 if (t == gap) continue;
                 block b{block_kind::table};
-                b.rows.push_back({token_name(t), l_.gated() ? "g" : "h", "act'", "d_activated", "d_" + pre});
+                std::vector<std::string> header{token_name(t), l_.gated() ? "g" : "h"};
+                for (const auto& v : s.values) header.push_back(v.name == s.values.back().name ? "d_activated" : v.name);
+                header.push_back("d_" + pre);
+                b.rows.push_back(std::move(header));
                 for (auto j : shown_indices(h.cols, opt_.full, 3, 16)) {
                     if (j == gap) {
-                        b.rows.push_back({"…", "…", "…", "…", "…"});
+                        b.rows.emplace_back(b.rows.front().size(), "…");
                         continue;
                     }
-                    b.rows.push_back({fmt::format("[{}]", j), num(h(t, j)), num(derivative(t, j)), num(d_act(t, j)),
-                                      num(d_pre(t, j))});
+                    std::vector<std::string> row{label(hidden(), j), num(h(t, j))};
+                    for (std::size_t k = 0; k + 1 < s.values.size(); ++k) row.push_back(num(s.values[k].value(t, j)));
+                    row.push_back(num(d_act(t, j)));
+                    row.push_back(num(d_pre(t, j)));
+                    b.rows.push_back(std::move(row));
                 }
                 add(std::move(b));
             }
         }
-        token_table(d_pre);
+        token_table("d_" + pre, d_pre, hidden());
     }
 
     void gradient_summary() {
@@ -386,11 +448,14 @@ private:
         const descent_step& d = *in_.descent;
         heading_line(fmt::format("One step of gradient descent   W ← W − η·dW, η = {}", format_short(d.learning_rate, 12)));
         for (const auto& w : weight_views(d.updated, in_.grads.d_layer)) {
-            if (w.w)
-                weight_table(w.name + " (updated)", *w.w);
-            else
+            if (w.w) {
+                const auto [rows, cols] = weight_labels(w.name);
+                weight_table(w.name + " (updated)", *w.w, *rows, *cols);
+            } else {
                 bias_table(w.name + " (updated)", *w.b);
+            }
         }
+        outputs_after(d.new_output);
         const bool down = d.new_loss < in_.grads.loss;
         bool all_zero = true;
         for (const auto& w : weight_views(l_, in_.grads.d_layer)) {

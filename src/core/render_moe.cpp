@@ -84,6 +84,7 @@ private:
         const auto& a = info(l.act);
         const std::size_t tokens = mt_.tokens();
         std::vector<std::vector<std::string>> f;
+        if (auto c = changes_field()) f.push_back(std::move(*c));
         f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, {} (input {})", l.d_model(),
                                            l.n_experts(), l.d_ff(), l.d_out(),
                                            tokens == 1 ? std::string("one token") : fmt::format("{} tokens", tokens),
@@ -186,7 +187,7 @@ private:
                          block b{block_kind::lines};
                          std::vector<std::string> picks;
                          for (auto e : mt_.chosen[t]) picks.push_back(fmt::format("{} with p = {}", expert_name(e), num(probs.value(t, e))));
-                         b.lines.push_back(fmt::format("{} chooses {}", token_name(t), fmt::join(picks, " and ")));
+                         b.lines.push_back(fmt::format("{} chooses {}", token_subject(t), fmt::join(picks, " and ")));
                          if (mt_.tied[t])
                              b.lines.push_back(fmt::format("  a tie: the last place had equal probabilities, and went to the "
                                                            "lower expert index"));
@@ -225,6 +226,9 @@ private:
                                             : "This expert is an ordinary FFN, run over the tokens routed to it and no others.") +
                       (pre_norm() ? " Its x is the normed token." : ""));
             use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            // An expert's grids only where they are small: a real MoE layer has many big experts.
+            const ffn& f = et.tr.layer();
+            if (opt_.full || std::max({f.d_model(), f.d_ff(), f.d_out()}) <= 10) weights_block(capitalised(who));
             for (const auto& s : et.tr.steps) step_block(capitalised(who), s);
         }
         for (std::size_t e = 0; e < l.n_experts(); ++e)
@@ -386,6 +390,7 @@ private:
                                          l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs),
                                          mr_.dense_macs_per_token(),
                                          static_cast<double>(mr_.dense_macs_per_token()) / static_cast<double>(mr_.macs_per_token()))});
+        if (auto field = expert_units_field()) f.push_back(std::move(*field));
         if (mt_.tokens() > 1)
             f.push_back({"position-wise",
                          mr_.position_wise_same_choice
@@ -396,6 +401,30 @@ private:
                                            position_wise_difference(mr_.position_wise_max_difference, mr_.position_wise_ok))
                              : styled(style::red, "a token traced alone chose other experts ✗")});
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // The dense layer's active-units reading, expert by expert, over the tokens each one ran.
+    std::optional<std::vector<std::string>> expert_units_field() {
+        if (mt_.experts.empty()) return std::nullopt;
+        std::vector<std::string> per_expert;
+        for (auto i : shown_indices(mt_.experts.size(), opt_.full, 3, 8)) {
+            if (i == gap) {
+                per_expert.emplace_back("…");
+                continue;
+            }
+            const expert_trace& et = mt_.experts[i];
+            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            const auto& n = unit_counts(mr_.experts[i]);
+            std::vector<std::string> counts;
+            for (auto r : shown_indices(et.tokens.size(), opt_.full))
+                counts.push_back(r == gap ? "…"
+                                          : fmt::format("{} of {} for {}", n[r], et.tr.layer().d_ff(),
+                                                        ex_.names.tokens.empty() ? token_name(r) : quote(token_name(r))));
+            per_expert.push_back(fmt::format("{}: {}", expert_name(et.expert, et.shared), fmt::join(counts, ", ")));
+        }
+        auto field = active_units_field(fmt::format("{}", fmt::join(per_expert, "; ")));
+        use_layer_tokens();
+        return field;
     }
 
     // A checkpoint's layer: each expert's units, as a dense layer's are read, then what the whole

@@ -52,10 +52,20 @@ private:
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
 
-    // A (tokens, width) matrix, one row per detailed token.
-    void token_table(const matrix& m) {
-        add(detail::matrix_table(m, in_.tr.lead.empty() ? "" : "token", detailed_,
-                                 [this](std::size_t t) { return token_name(t); }, opt_.precision, opt_.full));
+    // A (tokens, width) matrix named `name` in its corner, one row per detailed token, its columns
+    // named by the file's labels when they fit.
+    void token_table(const std::string& name, const matrix& m) {
+        // Widths can coincide (d_model, d_out and the number of experts): the value's name says which it is.
+        const bool pre_norm = l_.norm && l_.norm->position == norm_layer::place::pre;
+        const std::vector<std::string>& named =
+            name == "d_weights" || name == "d_probabilities" || name == "d_router" ? in_.ex.names.experts
+            : name.rfind("dx", 0) == 0 || (name == "d_in" && pre_norm)          ? in_.ex.names.inputs
+                                                                                 : in_.ex.names.outputs;
+        const std::vector<std::string>* labels = named.size() == m.cols ? &named : nullptr;
+        add(detail::grid_table(
+            name, detailed_, shown_indices(m.cols, opt_.full), [this](std::size_t t) { return token_name(t); },
+            [labels](std::size_t j) { return labels ? (*labels)[j] : "[" + std::to_string(j) + "]"; },
+            [&m](std::size_t i, std::size_t j) { return m(i, j); }, opt_.precision));
     }
 
     // A weight-shaped matrix in the file's layout, under its file name.
@@ -69,6 +79,9 @@ private:
         const std::string title = in_.ex.title.empty() ? in_.ex.file : in_.ex.title;
         add({block_kind::title, "Backward pass · " + title});
         std::vector<std::vector<std::string>> f;
+        // The command line's changes to the file, so that an experiment never passes for the file.
+        if (!in_.ex.changes.empty())
+            f.push_back({"changed", fmt::format("{}; the file itself is unchanged", fmt::join(in_.ex.changes, "; "))});
         f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, top {}, {} token{}", l_.d_model(),
                                            l_.n_experts(), l_.d_ff(), l_.d_out(), l_.top_k, in_.tr.tokens(),
                                            in_.tr.tokens() == 1 ? "" : "s")});
@@ -123,8 +136,7 @@ private:
             } else if (v.name == "dbr") {
                 add({block_kind::lines, "", {}, {fmt::format("dbr = {}", vec(v.value.row(0)))}});
             } else {
-                add({block_kind::lines, "", {}, {v.name + ":"}});
-                token_table(v.value);
+                token_table(v.name, v.value);
             }
         }
     }
@@ -220,6 +232,19 @@ private:
             else
                 add({block_kind::lines, "", {}, {fmt::format("{} (updated) = {}", name, vec(w))}});
         });
+        block after{block_kind::lines};
+        after.lines.push_back("The outputs with the updated weights:");
+        for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
+            if (t == gap) {
+                after.lines.emplace_back("…");
+                continue;
+            }
+            std::string line = fmt::format("  {}: {} → {}", token_name(t), vec(in_.tr.output().value.row(t)), vec(d.new_output.row(t)));
+            if (in_.ex.target)
+                line += fmt::format(", target {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
+            after.lines.push_back(std::move(line));
+        }
+        add(std::move(after));
         const bool down = d.new_loss < in_.grads.loss;
         paragraph(fmt::format("loss {} → {}   {}{}", num(in_.grads.loss), num(d.new_loss),
                               down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η"),

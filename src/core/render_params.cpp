@@ -1,5 +1,6 @@
 #include "ffn_trace/render_params.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -14,11 +15,12 @@ std::string percent(count part, count whole) {
     return whole == 0 ? "—" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
-std::string bytes(count n, count bits) {
+// "93.41 GB" and "(86.99 GiB)".
+std::pair<std::string, std::string> bytes(count n, count bits) {
     const double b = static_cast<double>(n) * static_cast<double>(bits) / 8.0;
-    if (b >= 1e9) return fmt::format("{:.2f} GB ({:.2f} GiB)", b / 1e9, b / (1ULL << 30));
-    if (b >= 1e6) return fmt::format("{:.2f} MB ({:.2f} MiB)", b / 1e6, b / (1ULL << 20));
-    return fmt::format("{} bytes", with_separators(static_cast<count>(b + 0.5)));
+    if (b >= 1e9) return {fmt::format("{:.2f} GB", b / 1e9), fmt::format("({:.2f} GiB)", b / (1ULL << 30))};
+    if (b >= 1e6) return {fmt::format("{:.2f} MB", b / 1e6), fmt::format("({:.2f} MiB)", b / (1ULL << 20))};
+    return {fmt::format("{} bytes", with_separators(static_cast<count>(b + 0.5))), ""};
 }
 
 std::string flops(count n) {
@@ -37,8 +39,44 @@ std::vector<std::string> term_row(const param_term& t) {
     return {t.name, t.formula + " =", t.numbers + " =", with_separators(t.value)};
 }
 
-std::vector<std::string> total_row(std::string name, count value) {
-    return {std::move(name), "", "", with_separators(value), human(value)};
+// A row that adds or multiplies counts shown elsewhere: its formula in words and in numbers.
+std::vector<std::string> sum_row(std::string name, const std::string& formula, const std::string& numbers, count value) {
+    return {std::move(name), formula + " =", numbers + " =", with_separators(value), human(value)};
+}
+
+// "Wg + Wu + W2": a part's terms by their short names (the matrix in parentheses, else the name).
+std::string short_names(const part& p) {
+    std::vector<std::string> names;
+    for (const auto& t : p.terms) {
+        const auto open = t.name.find('('), close = t.name.find(')');
+        names.push_back(open != std::string::npos && close > open ? t.name.substr(open + 1, close - open - 1) : t.name);
+    }
+    return fmt::format("{}", fmt::join(names, " + "));
+}
+
+// A part's terms added up, equal terms counted together: "3 × 58,720,256",
+// "2 × 16,777,216 + 2 × 4,194,304", "1,050,624 + 1,049,088".
+std::string sum_numbers(const part& p) {
+    std::vector<std::pair<count, std::size_t>> values;  // in the order they first appear
+    for (const auto& t : p.terms) {
+        auto it = std::find_if(values.begin(), values.end(), [&](const auto& v) { return v.first == t.value; });
+        if (it == values.end())
+            values.push_back({t.value, 1});
+        else
+            ++it->second;
+    }
+    std::vector<std::string> numbers;
+    for (const auto& [value, times] : values)
+        numbers.push_back(times == 1 ? with_separators(value) : fmt::format("{} × {}", times, with_separators(value)));
+    return fmt::format("{}", fmt::join(numbers, " + "));
+}
+
+// Joins the non-empty parts with " + ".
+std::string plus(const std::vector<std::string>& parts) {
+    std::vector<std::string> kept;
+    for (const auto& p : parts)
+        if (!p.empty()) kept.push_back(p);
+    return fmt::format("{}", fmt::join(kept, " + "));
 }
 
 // A section of the count: a heading, a table (the header row first) and remarks under it.
@@ -75,31 +113,46 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     const std::vector<std::string> counted{"", "formula", "numbers", "parameters", ""};
     section ffn{moe ? "FFN, one expert" : "FFN, one layer", counted, {}, {}};
     for (const auto& t : r.ffn.terms) ffn.rows.push_back(term_row(t));
-    ffn.rows.push_back(total_row("total", r.ffn.total));
+    ffn.rows.push_back(sum_row("total", short_names(r.ffn), sum_numbers(r.ffn), r.ffn.total));
     v.sections.push_back(ffn);
 
     section attn{"Attention, one layer", counted, {}, {}};
     for (const auto& t : r.attention.terms) attn.rows.push_back(term_row(t));
-    attn.rows.push_back(total_row("total", r.attention.total));
+    attn.rows.push_back(sum_row("total", short_names(r.attention), sum_numbers(r.attention), r.attention.total));
     v.sections.push_back(attn);
 
     section layer{"One layer", counted, {}, {}};
     const count all_ffn = r.layer_total - r.attention.total - r.router - r.norms_per_layer;
+    const std::size_t top_k = c.top_k ? c.top_k : c.experts;
+    const std::string ffn_total = with_separators(r.ffn.total), attention_total = with_separators(r.attention.total);
+    const std::string norms = r.norms_per_layer ? with_separators(r.norms_per_layer) : "";
+    const std::string router = moe ? with_separators(r.router) : "";
     if (moe) {
-        layer.rows.push_back({"experts", fmt::format("{} × {} =", c.experts, with_separators(r.ffn.total)), "",
-                              with_separators(all_ffn), human(all_ffn)});
+        layer.rows.push_back(sum_row("experts", "experts × one expert", fmt::format("{} × {}", c.experts, ffn_total), all_ffn));
         layer.rows.push_back({"router", "d_model × experts =", fmt::format("{} × {} =", with_separators(c.d_model), c.experts),
                               with_separators(r.router), human(r.router)});
     } else {
-        layer.rows.push_back(total_row("FFN", r.ffn.total));
+        layer.rows.push_back(sum_row("FFN", short_names(r.ffn), sum_numbers(r.ffn), r.ffn.total));
     }
-    layer.rows.push_back(total_row("attention", r.attention.total));
+    layer.rows.push_back(sum_row("attention", short_names(r.attention), sum_numbers(r.attention), r.attention.total));
+    const bool layer_norm = norm_name(c.norm) == "LayerNorm";
     if (r.norms_per_layer)
-        layer.rows.push_back({"norms", fmt::format("2 × {} ({}) =", norm_name(c.norm) == "LayerNorm" ? "2 × d_model" : "d_model",
-                                                   norm_name(c.norm)),
-                              "", with_separators(r.norms_per_layer), human(r.norms_per_layer)});
-    layer.rows.push_back(total_row("total", r.layer_total));
-    if (moe) layer.rows.push_back(total_row(fmt::format("active (top-{})", c.top_k ? c.top_k : c.experts), r.layer_active));
+        layer.rows.push_back(sum_row("norms", fmt::format("2 × {} ({})", layer_norm ? "2 × d_model" : "d_model", norm_name(c.norm)),
+                                     fmt::format("2 × {}{}", layer_norm ? "2 × " : "", with_separators(c.d_model)),
+                                     r.norms_per_layer));
+    // A sum of the rows is too wide for a cell: the table names it, a note under it writes it out.
+    layer.rows.push_back({"total", "the rows above =", "(below)", with_separators(r.layer_total), human(r.layer_total)});
+    layer.notes.push_back(fmt::format("total = {} = {} ({})", plus({with_separators(all_ffn), router, attention_total, norms}),
+                                      with_separators(r.layer_total),
+                                      plus({moe ? "experts" : "FFN", moe ? "router" : "", "attention", r.norms_per_layer ? "norms" : ""})));
+    if (moe) {
+        layer.rows.push_back({fmt::format("active (top-{})", top_k), fmt::format("{} experts + the rest =", top_k), "(below)",
+                              with_separators(r.layer_active), human(r.layer_active)});
+        layer.notes.push_back(fmt::format("active (top-{}) = {} = {} (top_k × one expert + {}): a token runs {} of the {} experts",
+                                          top_k, plus({fmt::format("{} × {}", top_k, ffn_total), router, attention_total, norms}),
+                                          with_separators(r.layer_active), plus({"router", "attention", r.norms_per_layer ? "norms" : ""}),
+                                          top_k, c.experts));
+    }
     const double ratio = static_cast<double>(r.ffn.total) / static_cast<double>(r.attention.total);
     layer.notes.push_back(fmt::format("FFN ÷ attention = {} ÷ {} = {:.2f}: {}", human(r.ffn.total), human(r.attention.total),
                                       ratio, moe ? "per expert" : fmt::format("the FFN has ~{:.1f}× the parameters of attention", ratio)));
@@ -109,8 +162,9 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
 
     if (model) {
         section whole{fmt::format("The model, {} layers", c.layers), {"", "formula", "numbers", "parameters", "share"}, {}, {}};
-        whole.rows.push_back({"layers", fmt::format("{} × {} =", c.layers, with_separators(r.layer_total)), "",
-                              with_separators(r.total - r.embeddings.total - r.other), percent(r.total - r.embeddings.total - r.other, r.total)});
+        const count layers = r.total - r.embeddings.total - r.other;
+        whole.rows.push_back({"layers", "layers × one layer =", fmt::format("{} × {} =", c.layers, with_separators(r.layer_total)),
+                              with_separators(layers), percent(layers, r.total)});
         for (const auto& t : r.embeddings.terms) {
             auto row = term_row(t);
             row.push_back(percent(t.value, r.total));
@@ -121,17 +175,32 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
             row.push_back(percent(t.value, r.total));
             whole.rows.push_back(row);
         }
-        whole.rows.push_back(total_row("total", r.total));
-        if (moe) whole.rows.push_back(total_row("active per token", r.active));
+        // What the layers add to: the embeddings and the rest (final norm, pooler), as sums.
+        const std::string rest_names = plus({r.embeddings.terms.empty() ? "" : "embeddings",
+                                             r.extras.terms.empty() ? "" : short_names(r.extras)});
+        const std::string rest = plus({r.embeddings.total ? with_separators(r.embeddings.total) : "",
+                                       r.other ? with_separators(r.other) : ""});
+        whole.rows.push_back({"total", "the rows above =", "(below)", with_separators(r.total), human(r.total)});
+        whole.notes.push_back(fmt::format("total = {} = {} ({})", plus({with_separators(layers), rest}), with_separators(r.total),
+                                          plus({"layers", rest_names})));
+        if (moe) {
+            whole.rows.push_back({"active per token", "active layers + the rest =", "(below)", with_separators(r.active),
+                                  human(r.active)});
+            whole.notes.push_back(fmt::format("active per token = {} = {} (layers × active (top-{}){})",
+                                              plus({fmt::format("{} × {}", c.layers, with_separators(r.layer_active)), rest}),
+                                              with_separators(r.active), top_k, rest_names.empty() ? "" : " + " + rest_names));
+        }
         if (c.tied && c.vocab) whole.notes.push_back("the output projection is tied to the token embedding: no extra parameters");
         whole.notes.push_back(fmt::format("the FFNs hold {} = {} of the model", human(r.ffn_all_layers), percent(r.ffn_all_layers, r.total)));
         v.sections.push_back(whole);
     }
 
-    section mem{"Memory of the weights", {"dtype", "width", "parameters", "memory"}, {}, {}};
+    section mem{"Memory of the weights", {"dtype", "width", "parameters", "memory", ""}, {}, {}};
     for (const auto& d : dtypes()) {
         if (dtype && d.name != *dtype) continue;
-        mem.rows.push_back({std::string(d.name), fmt::format("{} bits ×", d.bits), with_separators(r.total) + " =", bytes(r.total, d.bits)});
+        // The decimal and the binary size in columns of their own, so that every row aligns.
+        const auto [decimal, binary] = bytes(r.total, d.bits);
+        mem.rows.push_back({std::string(d.name), fmt::format("{} bits ×", d.bits), with_separators(r.total) + " =", decimal, binary});
     }
     mem.notes.push_back(fmt::format("forward FLOPs per token ≈ 2 × active matrix weights{} = {}", c.vocab ? " (the output projection included)" : "",
                                     flops(r.flops_per_token)));

@@ -74,6 +74,7 @@ public:
         heading_block();
         if (level_ != detail_level::summary) {
             input_block(tr_->input);
+            weights_block();
             int number = 1;
             for (const auto& s : tr_->steps) step_block(fmt::format("Step {}", number++), s);
         }
@@ -124,6 +125,11 @@ protected:
     std::string short_vector(std::span<const double> v) const { return short_vector_text(v, opt_.precision, opt_.full); }
 
     std::string token_name(std::size_t t) const { return detail::token_name(ex_.names.tokens, ex_.lead, global(t)); }
+    // A token as the subject of a sentence: a label is quoted after "token" ("token \"the\""),
+    // so that a label that is itself a word does not read as part of the sentence.
+    std::string token_subject(std::size_t t) const {
+        return ex_.names.tokens.empty() ? token_name(t) : "token " + quote(token_name(t));
+    }
 
     static std::string variable(std::string_view step) {
         static const std::map<std::string_view, std::string> names{
@@ -190,8 +196,9 @@ protected:
         const std::string claimed = format_short(c->claimed, 12);
         if (c->ok) return styled(style::green, full ? "✓ " + claimed : "✓");
         if (!full) return styled(style::red, "✗");
-        return styled(style::red, off_by ? fmt::format("✗ claimed {} (off by {})", claimed,
-                                                       format_short(std::abs(c->difference()), opt_.precision))
+        // The difference as check prints it, signed: claimed − computed.
+        return styled(style::red, off_by ? fmt::format("✗ claimed {} (difference {})", claimed,
+                                                       format_short(c->difference(), opt_.precision))
                                          : "✗ claimed " + claimed);
     }
 
@@ -372,6 +379,7 @@ protected:
         if (!ex_.description.empty()) paragraph(ex_.description);
         const auto& a = info(layer().act);
         std::vector<std::vector<std::string>> f;
+        if (auto c = changes_field()) f.push_back(std::move(*c));
         f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} (input {})", layer().d_model(),
                                            layer().d_ff(), layer().d_out(),
                                            tr_->tokens() == 1 ? std::string("one token") : fmt::format("{} tokens", tr_->tokens()),
@@ -388,11 +396,19 @@ protected:
         add({block_kind::fields, "", std::move(f)});
     }
 
+    // The command line's changes to the file, so that an experiment never passes for the file.
+    std::optional<std::vector<std::string>> changes_field() const {
+        if (ex_.changes.empty()) return std::nullopt;
+        return std::vector<std::string>{"changed", fmt::format("{}; the file itself is unchanged, and its claims were made "
+                                                               "for its own numbers",
+                                                               fmt::join(ex_.changes, "; "))};
+    }
+
     // The legend of the marks, given once, before the first of them.
     std::vector<std::string> claims_field() const {
         return {"claims", fmt::format("{} numbers claimed in the file. Beside a number: ✓ the file's claim holds (within "
-                                      "its tolerance), ✗ it does not; one mark per number, the strictest when the file "
-                                      "claims it more than once",
+                                      "its tolerance), ✗ it does not, with the difference claimed − computed, signed as check "
+                                      "prints it; one mark per number, the strictest when the file claims it more than once",
                                       claims_.size())};
     }
 
@@ -415,6 +431,108 @@ protected:
     void input_block(const matrix& x) {
         add({block_kind::heading, fmt::format("Input   x   {}", shape_text(x.cols)), {}, {}});
         add(table("input", x));
+    }
+
+    // The layer's weights as labelled grids in the math form x · W that the steps use: the keys
+    // (W1, or Wg and Wu; column j is what unit j looks for in the token), the values (W2; row j is
+    // what unit j writes), then each unit's key beside its value, the two halves of the key-value
+    // memory. `who`: "" for the layer, or the expert whose weights these are ("Expert 1").
+    void weights_block(const std::string& who = "") {
+        const ffn& l = layer();
+        const std::vector<weight> keys = l.gated() ? std::vector<weight>{weight::wg, weight::wu} : std::vector<weight>{weight::w1};
+        std::vector<std::string> sizes;
+        for (auto w : keys) sizes.push_back(fmt::format("{} ({} × {})", weight_name(w), l.d_model(), l.d_ff()));
+        sizes.push_back(fmt::format("W2 ({} × {})", l.d_ff(), l.d_out()));
+        add({block_kind::heading, fmt::format("{}Weights   {}", who.empty() ? "" : who + " · ", fmt::join(sizes, ", "))});
+        const std::string key_names = l.gated() ? "Wg and Wu" : "W1";
+        std::string why = fmt::format(
+            "In the math form x · W that the steps use. The keys: {} what unit j looks for in the {}token (the rows "
+            "are the inputs). The values: row j of W2 is what unit j writes (its columns are the outputs). ",
+            l.gated() ? "column j of Wg (the gate's key) and column j of Wu (the up projection's) are" : "column j of W1 is",
+            pre_norm() ? "normed " : "");
+        why += out_in() ? fmt::format("The file stores each matrix the other way round, outputs × inputs ({} is {} × {} "
+                                      "there), so a key is a row of the file's {} and a value a column of its W2.",
+                                      weight_name(keys.front()), l.d_ff(), l.d_model(), key_names)
+                        : std::string("The file stores them in this form too.");
+        if (!weights_explained_) paragraph(why);  // once: an MoE's experts are read the same way
+        const auto& unit_names = hidden_labels();
+        for (auto w : keys) add(weight_grid(w, ex_.names.inputs, unit_names, bias_of(w)));
+        add(weight_grid(weight::w2, unit_names, ex_.names.outputs, l.b2));
+
+        // Unit j's key beside its value, one row per unit: the first half of a row is column j of
+        // each key matrix (named by the inputs), the second row j of W2 (named by the outputs).
+        std::vector<std::vector<double>> halves;  // of the unit being written
+        auto name = [](const std::vector<std::string>& labels, std::size_t k) {
+            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+        };
+        struct column {
+            std::size_t half, k;
+        };
+        std::vector<column> columns;
+        std::vector<std::string> header{"unit"};
+        auto half_columns = [&](std::size_t half, std::size_t n, const std::vector<std::string>& labels, std::string_view matrix) {
+            bool first = true;
+            for (auto k : shown_indices(n, opt_.full)) {
+                columns.push_back({half, k});
+                header.push_back(k == gap ? "…" : first ? fmt::format("{}: {}", matrix, name(labels, k)) : name(labels, k));
+                first = false;
+            }
+        };
+        for (std::size_t h = 0; h < keys.size(); ++h) half_columns(h, l.d_model(), ex_.names.inputs, weight_name(keys[h]));
+        half_columns(keys.size(), l.d_out(), ex_.names.outputs, "W2");
+        block kv{block_kind::table};
+        kv.rows.push_back(std::move(header));
+        for (auto j : shown_indices(l.d_ff(), opt_.full)) {
+            std::vector<std::string> row{j == gap ? "…" : unit_label(j)};
+            if (j != gap) {
+                halves.clear();
+                for (auto w : keys) halves.push_back(weight_column(l, w, j));
+                halves.push_back(weight_row(l, weight::w2, j));
+            }
+            for (const auto& c : columns) row.push_back(j == gap || c.k == gap ? "…" : num(halves[c.half][c.k]));
+            kv.rows.push_back(std::move(row));
+        }
+        if (!weights_explained_)
+            paragraph(fmt::format("Each unit's key beside its value: column j of {} over the inputs, then row j of W2 "
+                                  "over the outputs.",
+                                  key_names));
+        weights_explained_ = true;
+        add(std::move(kv));
+    }
+    static std::string weight_name(weight w) {
+        switch (w) {
+            case weight::w1: return "W1";
+            case weight::wg: return "Wg";
+            case weight::wu: return "Wu";
+            case weight::w2: return "W2";
+        }
+        return "";
+    }
+    const std::vector<double>& bias_of(weight w) const {
+        const ffn& l = layer();
+        return w == weight::w1 ? l.b1 : w == weight::wg ? l.bg : w == weight::wu ? l.bu : l.b2;
+    }
+    // One weight matrix as a grid, its rows and columns named by the file's labels or by index,
+    // with its bias as a last row; only the rows shown are read (a checkpoint's stay in the file).
+    block weight_grid(weight w, const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                      const std::vector<double>& bias) const {
+        const ffn& l = layer();
+        const matrix& m = l[w];
+        std::vector<std::size_t> rows = shown_indices(m.rows, opt_.full);
+        std::map<std::size_t, std::vector<double>> read;
+        for (auto i : rows)
+            if (i != gap) read[i] = weight_row(l, w, i);
+        const std::size_t bias_row = m.rows;  // one past the last: the bias
+        if (!bias.empty()) rows.push_back(bias_row);
+        auto name = [](const std::vector<std::string>& labels, std::size_t k) {
+            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+        };
+        const std::string bias_name = "b" + weight_name(w).substr(1);
+        return grid_table(
+            weight_name(w), rows, shown_indices(m.cols, opt_.full),
+            [&](std::size_t i) { return i == bias_row ? bias_name : name(row_labels, i); },
+            [&](std::size_t j) { return name(col_labels, j); },
+            [&](std::size_t i, std::size_t j) { return i == bias_row ? bias[j] : read.at(i)[j]; }, opt_.precision);
     }
 
     std::string formula(std::string_view step) const {
@@ -765,10 +883,10 @@ protected:
         for (const auto& c : claims_) {
             if (c.ok || c.step != prefix_ + std::string(step_name)) continue;
             const auto& note = ex_.expect[c.expectation].note;
-            b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (off by {}, tolerance {}){}", c.step,
+            b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (difference {}, tolerance {}){}", c.step,
                                                              element_index(ex_.lead, c.token, c.index),
                                                              format_short(c.claimed, 12), num(c.computed),
-                                                             format_short(std::abs(c.difference()), opt_.precision),
+                                                             format_short(c.difference(), opt_.precision),
                                                              format_short(c.tolerance, 12), note.empty() ? "" : " — " + note)));
         }
         if (!b.lines.empty()) add(std::move(b));
@@ -801,16 +919,25 @@ protected:
                 b.lines.emplace_back("…");
                 continue;
             }
-            // five to a line, so that a row fits the page
+            // as many to a line as fit the page (one at least), each line but the last ending with
+            // its comma, the lines after the first under the first unit
             auto rows = [&](std::string_view label, const std::vector<unit_score>& list) {
                 const std::string first = fmt::format("{}: {} ", token_name(t), label);
                 const std::string indent(display_width(first), ' ');
-                for (std::size_t k = 0; k < list.size(); k += 5) {
-                    std::vector<std::string> part;
-                    for (std::size_t i = k; i < std::min(list.size(), k + 5); ++i)
-                        part.push_back(fmt::format("{} ({})", list[i].unit, num(list[i].value)));
-                    b.lines.push_back((k == 0 ? first : indent) + fmt::format("{}", fmt::join(part, ", ")));
+                const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;  // the lines block indents by 2
+                std::string line = first;
+                bool empty = true;
+                for (std::size_t i = 0; i < list.size(); ++i) {
+                    const std::string item = fmt::format("{} ({}){}", list[i].unit, num(list[i].value), i + 1 < list.size() ? "," : "");
+                    if (!empty && display_width(line) + 1 + display_width(item) > room) {
+                        b.lines.push_back(line);
+                        line = indent;
+                        empty = true;
+                    }
+                    line += (empty ? "" : " ") + item;
+                    empty = false;
                 }
+                b.lines.push_back(line);
             };
             rows("fired most", units_->fired[t]);
             rows("wrote most", units_->wrote[t]);
@@ -888,6 +1015,30 @@ protected:
         return names;
     }
 
+    // What the active-units reading counts: ReLU's units that fired, or the units whose
+    // pre-activation is positive for a smooth activation.
+    const std::vector<std::size_t>& unit_counts(const readings& r) const {
+        return info(layer().act).unit == activation::relu ? r.active : r.positive;
+    }
+    // The active-units reading, from its counts: for ReLU the units that fired; for GELU and SiLU
+    // the units whose pre-activation is positive, and what that count means; none for identity,
+    // whose every unit passes its score unchanged (the collapse says the rest).
+    std::optional<std::vector<std::string>> active_units_field(const std::string& counts) const {
+        const activation unit = info(layer().act).unit;
+        const std::string pre = layer().gated() ? "gate" : "hidden";
+        if (unit == activation::relu)
+            return std::vector<std::string>{
+                "active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)", counts)};
+        if (unit == activation::identity) return std::nullopt;
+        // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
+        return std::vector<std::string>{
+            "positive units",
+            fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small negative value (down "
+                        "to {}), so the layer is not sparse the way ReLU's is; the count says how many units are on the "
+                        "rising side",
+                        counts, pre, activation_title(unit), pre, unit == activation::silu ? "-0.28" : "-0.17")};
+    }
+
     void readings_block() {
         add({block_kind::heading, "Readings"});
         std::vector<std::vector<std::string>> f;
@@ -897,20 +1048,7 @@ protected:
                 counts.push_back(t == gap ? "…" : fmt::format("{}: {} of {}", token_name(t), n[t], layer().d_ff()));
             return fmt::format("{}", fmt::join(counts, ", "));
         };
-        const activation unit = info(layer().act).unit;
-        const std::string pre = layer().gated() ? "gate" : "hidden";
-        if (unit == activation::relu) {
-            f.push_back({"active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)",
-                                                     counts_of(reads_->active))});
-        } else if (unit != activation::identity) {
-            // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
-            f.push_back({"positive units",
-                         fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small "
-                                     "negative value (down to {}), so the layer is not sparse the way ReLU's is; the "
-                                     "count says how many units are on the rising side",
-                                     counts_of(reads_->positive), pre, activation_title(unit), pre,
-                                     unit == activation::silu ? "-0.28" : "-0.17")});
-        }
+        if (auto field = active_units_field(counts_of(unit_counts(*reads_)))) f.push_back(std::move(*field));
         // identity: every unit passes its score unchanged, and the collapse below says the rest.
         if (tr_->tokens() > 1)
             f.push_back({"position-wise",
@@ -986,8 +1124,22 @@ protected:
             }
             b.lines.push_back(fmt::format("{}: {} → {} → {}", token_name(t), short_vector(tr_->input.row(t)), path,
                                           vector_text(tr_->output().value.row(t))));
+            // Then each step's vector, as seed 000's summary repeats them: the token's whole path.
+            std::vector<std::string> labels;
+            for (const auto& s : tr_->steps) labels.push_back(summary_label(s.name));
+            std::size_t wide = 0;
+            for (const auto& l : labels) wide = std::max(wide, display_width(l));
+            for (std::size_t k = 0; k < tr_->steps.size(); ++k)
+                b.lines.push_back(fmt::format("  {} {}", pad_right(labels[k], wide), vector_text(tr_->steps[k].value.row(t))));
         }
         add(std::move(b));
+    }
+    // A step as the summary's path names it: "expand", "GELU", "contract", "+ x".
+    std::string summary_label(std::string_view step) const {
+        if (step == "activate") return activation_title(info(layer().act).unit);
+        if (step == "multiply") return "× up";
+        if (step == "residual") return "+ x";
+        return std::string(step);
     }
 
     const example& ex_;
@@ -1000,6 +1152,7 @@ protected:
     std::string prefix_;
     const unit_readings* units_ = nullptr;
     bool units_explained_ = false;
+    bool weights_explained_ = false;
     const std::vector<unit_explanation>* explained_ = nullptr;
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;

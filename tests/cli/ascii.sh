@@ -15,8 +15,8 @@ done
 for m in gpt2 bert-base llama2-7b mixtral-8x7b; do
     runs+=("params --model $m" "params --model $m --format markdown" "params --model $m --format json")
 done
-runs+=("gelu-table --exact --derivative --silu" "gelu-table --format markdown --exact"
-       "gelu-table --plot --exact --derivative --silu" "gelu-table --format json --exact")
+runs+=("gelu-table --exact --derivative --silu --phi" "gelu-table --format markdown --exact"
+       "gelu-table --plot --exact --derivative --silu --phi" "gelu-table --format json --exact")
 checked=0
 for args in "${runs[@]}"; do
     # grad needs a loss and check fails on slipped claims: only the bytes written matter here.
