@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ffn_trace/claims.hpp"
+#include "ffn_trace/format.hpp"
 
 using namespace ffn_trace;
 
@@ -51,9 +52,16 @@ quiz_question hand_question() {
 
 std::string written;  // what the session under test wrote
 
+// Lines left unwrapped, so that the checks can look for whole messages.
+session_options unwrapped() {
+    session_options o;
+    o.width = 0;
+    return o;
+}
+
 // Drives a session over `questions` with `lines`; returns what it wrote.
 std::string drive(std::vector<quiz_question> questions, const std::vector<std::string>& lines, quiz_session** keep = nullptr,
-                  session_options o = {}) {
+                  session_options o = unwrapped()) {
     static std::unique_ptr<quiz_session> s;
     written.clear();
     s = std::make_unique<quiz_session>(std::move(questions), "hand", o, [](std::string_view t) { written += t; });
@@ -268,6 +276,25 @@ TEST_CASE("options choose the steps, the count, the tokens and the units") {
     }
 }
 
+TEST_CASE("the session wraps its lines to the width, and leaves the prompt on the answer's line") {
+    session_options o;
+    o.width = 40;
+    o.echo = true;  // the answer ends the prompt's line, as a terminal's echo does
+    const auto out = drive({hand_question()}, {"1"}, nullptr, o);
+    std::size_t from = 0;
+    while (from < out.size()) {
+        const auto end = out.find('\n', from);
+        const std::string line = out.substr(from, end == std::string::npos ? std::string::npos : end - from);
+        CAPTURE(line);
+        CHECK(display_width(line) <= 40);
+        if (end == std::string::npos) {
+            CHECK(line == "hidden[0] = ? > ");  // the prompt, waiting
+            break;
+        }
+        from = end + 1;
+    }
+}
+
 TEST_CASE("the session takes right answers, hints, skips and quits") {
     SUBCASE("right at the first try") {
         quiz_session* s = nullptr;
@@ -307,7 +334,7 @@ TEST_CASE("the session takes right answers, hints, skips and quits") {
             REQUIRE(s->outcomes().size() == 1);
             CHECK(s->outcomes()[0] == outcome_kind::right);
         }
-        session_options wide;
+        session_options wide = unwrapped();
         wide.tolerance = 0.1;
         drive({hand_question()}, {"0.4"}, &s, wide);
         REQUIRE(s->outcomes().size() == 1);

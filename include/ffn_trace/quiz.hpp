@@ -24,7 +24,7 @@ namespace ffn_trace {
 // One term of a sum the learner adds up: a product a×b (`product`), or a number on its own (a
 // bias, the input in the residual).
 struct quiz_term {
-    std::string text;  // as the walkthrough writes it: "0.3×(-0.3)", "b1[2] 0.1"
+    std::string text;  // named as a slip message names it: "the term 0.3×(-0.3)", "the bias b1[2] = 0.1"
     double value = 0;  // a×b, or the number
     bool product = false;
     double a = 0, b = 0;  // the factors of a product
@@ -95,6 +95,7 @@ struct session_options {
     bool colour = false;
     bool ascii = false;
     int precision = 4;
+    std::size_t width = 80;           // columns the text is wrapped to; 0: not wrapped
     std::string file;                 // for the summary's "what to revisit"
 };
 
@@ -131,6 +132,7 @@ private:
     int hints_ = 0;          // hints given on the current question
     int wrong_ = 0;          // wrong answers to the current question
     std::optional<double> last_wrong_;
+    std::string lead_;       // "✗ not 4. ", written on the line of the hint that follows it
     std::vector<outcome_kind> outcomes_;
     bool done_ = false;
 };

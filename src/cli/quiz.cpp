@@ -43,6 +43,7 @@ void setup_quiz(CLI::App& app, int& status) {
         ->capture_default_str();
     sub->add_option("--color", o->color, "Terminal colours")->check(CLI::IsMember({"auto", "always", "never"}))->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −, ✓");
+    add_width(*sub, o->width);
     add_limits(*sub, o->limits);
     sub->callback([o, &status] { status = run_quiz(*o); });
 }
@@ -67,6 +68,7 @@ int run_quiz(const quiz_options& o) {
     s.ascii = o.ascii;
     s.precision = o.quiz.precision;
     s.file = o.file;
+    s.width = output_width(o.width);
     const std::string title = t->ex.title.empty() ? o.file : t->ex.title;
     ffn_trace::quiz_session session(std::move(*questions), title, s, [](std::string_view text) {
         write_stdout(text);

@@ -16,6 +16,7 @@ struct quiz_options {
     std::string format = "text";
     std::string color = "auto";
     bool ascii = false;
+    std::size_t width = 0;  // 0: output_width chooses
     input_limits limits;
 };
 

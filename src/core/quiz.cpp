@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "document.hpp"
 #include "ffn_trace/format.hpp"
@@ -561,7 +562,24 @@ quiz_session::quiz_session(std::vector<quiz_question> questions, std::string tit
     : questions_(std::move(questions)), title_(std::move(title)), opt_(std::move(options)), out_(std::move(out)) {}
 
 void quiz_session::write(const std::string& text) {
-    const std::string styled_text = apply_styles(text, opt_.colour && !opt_.ascii);
+    // Each whole line wider than the terminal is wrapped between words, never inside a number;
+    // a prompt, the last piece without its newline, is left as it is.
+    std::string fitted;
+    std::size_t from = 0;
+    while (from < text.size()) {
+        const auto end = text.find('\n', from);
+        const std::string line = text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+        if (end == std::string::npos || opt_.width == 0 || display_width(line) <= opt_.width) {
+            fitted += line;
+        } else {
+            const auto lines = detail::wrap(line, opt_.width, 2);
+            for (std::size_t i = 0; i < lines.size(); ++i) fitted += (i ? "\n" : "") + lines[i];
+        }
+        if (end == std::string::npos) break;
+        fitted += '\n';
+        from = end + 1;
+    }
+    const std::string styled_text = apply_styles(fitted, opt_.colour && !opt_.ascii);
     out_(opt_.ascii ? to_ascii(styled_text) : styled_text);
 }
 
@@ -636,7 +654,7 @@ bool quiz_session::feed(std::string_view raw) {
     }
     ++wrong_;
     last_wrong_ = typed->value;
-    write(styled(style::red, fmt::format("✗ not {}.", line)) + " ");
+    lead_ = styled(style::red, fmt::format("✗ not {}.", line)) + " ";
     hint();
     return !done_;
 }
@@ -645,16 +663,16 @@ void quiz_session::hint() {
     const quiz_question& q = questions_[current_];
     ++hints_;
     if (hints_ == 1) {
-        write(fmt::format("Hint 1 of 3, the formula: {}.\n", q.rule));
+        write(std::exchange(lead_, "") + fmt::format("Hint 1 of 3, the formula: {}.\n", q.rule));
         prompt();
         return;
     }
     if (hints_ == 2) {
-        write(fmt::format("Hint 2 of 3, the numbers: {}\n", q.written));
+        write(std::exchange(lead_, "") + fmt::format("Hint 2 of 3, the numbers: {}\n", q.written));
         prompt();
         return;
     }
-    std::string text = fmt::format("The answer: {} = {}.", q.target, q.worked);
+    std::string text = std::exchange(lead_, "") + fmt::format("The answer: {} = {}.", q.target, q.worked);
     if (last_wrong_) {
         const double tolerance = opt_.tolerance.value_or(0.005);
         if (auto s = locate_slip(q.terms, q.answer, *last_wrong_, std::max(tolerance, 0.0005), opt_.precision))
