@@ -2,6 +2,7 @@
 #include "ffn_trace/worksheet.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fmt/format.h>
 #include <set>
 
@@ -94,7 +95,7 @@ public:
     detail::block bias_row(const std::vector<double>& v, const std::string& name, const std::vector<std::string>& col_labels) const {
         matrix m(1, v.size());
         for (std::size_t j = 0; j < v.size(); ++j) m(0, j) = v[j];
-        return grid(m, name, {name}, col_labels);
+        return grid(m, "", {name}, col_labels);  // a vector: one row, named
     }
 
     // The weights of one dense FFN, each matrix with its bias beneath it.
@@ -252,7 +253,7 @@ public:
         doc.push_back({detail::block_kind::title, "Answer key: " + title});
         doc.push_back({detail::block_kind::paragraph,
                        fmt::format("Each answer is the trace's number at {} decimals; `ffn-trace run {}` works every one of them out.",
-                                   opt_.precision, ex_.file)});
+                                   opt_.precision, std::filesystem::path(ex_.file).filename().string())});
         detail::block b{detail::block_kind::table, "", {}, {}, "rllr"};
         b.rows.push_back({"blank", "step", "element", "answer"});
         for (const auto& a : answers)
