@@ -65,8 +65,8 @@ public:
         const std::string bias_part = bias.empty() ? "" : fmt::format(" + {}[{}]", b_name, j);
         q.formula = fmt::format("{} = {}{} · {}[:, {}]{}", q.target, in_name, row_of(t), w_name, j, bias_part);
         q.given.push_back(fmt::format("{}{} = {}", in_name, row_of(t), vec(in)));
-        q.given.push_back(fmt::format("{}[:, {}] = {}{}", w_name, j, vec(column),
-                                      out_in() ? fmt::format("   (row {} of the file's {}, stored outputs × inputs)", j, w_name) : ""));
+        q.given.push_back(fmt::format("{}[:, {}] = {}", w_name, j, vec(column)));
+        if (out_in()) q.given.push_back(fmt::format("(row {} of the file's {}, which stores outputs × inputs)", j, w_name));
         if (!bias.empty()) q.given.push_back(fmt::format("{}[{}] = {}", b_name, j, format_short(bias[j], opt_.precision)));
         q.rule = fmt::format("multiply each of the {} entries of {}{} by the entry of {}[:, {}] in the same place and add "
                              "the {} products{}",
@@ -226,7 +226,9 @@ public:
         q.group = q.step;
         q.title = std::move(title);
         q.target = variable + at(t, j);
-        q.token = detail::token_name(ex_.names.tokens, ex_.lead, t);
+        // a label alone ("the", "42") reads as part of the sentence: say it is a token
+        q.token = ex_.names.tokens.empty() ? detail::token_name(ex_.names.tokens, ex_.lead, t)
+                                           : fmt::format("token {}", quote(ex_.names.tokens[t]));
         q.token_index = t;
         q.index = j;
         q.answer = answer;
@@ -572,8 +574,10 @@ void quiz_session::write(const std::string& text) {
         if (end == std::string::npos || opt_.width == 0 || display_width(line) <= opt_.width) {
             fitted += line;
         } else {
-            const auto lines = detail::wrap(line, opt_.width, 2);
-            for (std::size_t i = 0; i < lines.size(); ++i) fitted += (i ? "\n" : "") + lines[i];
+            // an indented line keeps its indent, and its continuation lines go two further in
+            const std::size_t indent = std::min(line.find_first_not_of(' '), opt_.width / 2);
+            const auto lines = detail::wrap(line.substr(indent), opt_.width - indent, 2);
+            for (std::size_t i = 0; i < lines.size(); ++i) fitted += (i ? "\n" : "") + std::string(indent, ' ') + lines[i];
         }
         if (end == std::string::npos) break;
         fitted += '\n';
@@ -603,7 +607,8 @@ void quiz_session::ask() {
                                    q.formula);
     // the operands' names aligned on their "="
     std::size_t width = 0;
-    for (const auto& g : q.given) width = std::max(width, display_width(g.substr(0, g.find(" = "))));
+    for (const auto& g : q.given)
+        if (g.find(" = ") != std::string::npos) width = std::max(width, display_width(g.substr(0, g.find(" = "))));
     for (const auto& g : q.given) {
         const auto eq = g.find(" = ");
         text += "    " + (eq == std::string::npos ? g : pad_right(g.substr(0, eq), width) + g.substr(eq)) + "\n";
