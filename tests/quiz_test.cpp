@@ -1,5 +1,7 @@
 #include "ffn_trace/quiz.hpp"
 
+#include <cmath>
+#include <cstdio>
 #include <doctest/doctest.h>
 #include <map>
 #include <memory>
@@ -375,5 +377,29 @@ TEST_CASE("the session takes right answers, hints, skips and quits") {
         CHECK(s->done());
         REQUIRE(s->outcomes().size() == 2);
         CHECK(s->outcomes()[1] == outcome_kind::unanswered);
+    }
+}
+
+TEST_CASE("an answer worked from the operands as shown, rounded to 4 decimals, is right") {
+    const auto c = load_dense("walkthrough.json");
+    quiz_options o;
+    o.steps = {"contract"};
+    o.count = 8;
+    const auto qs = make_quiz(c.ex, c.tr, o);
+    REQUIRE(qs);
+    REQUIRE(!qs->empty());
+    auto shown = [](double v) { return std::round(v * 1e4) / 1e4; };
+    for (const auto& q : *qs) {
+        CAPTURE(q.target);
+        // the learner's sum: each shown operand, multiplied and added, written with 6 decimals
+        double learner = 0;
+        for (const auto& t : q.terms) learner += t.product ? shown(t.a) * shown(t.b) : shown(t.value);
+        CHECK(std::abs(learner - q.answer) <= q.slack + 1e-12);
+        quiz_session* s = nullptr;
+        char typed[32];
+        std::snprintf(typed, sizeof typed, "%.6f", learner);
+        drive({q}, {typed}, &s);
+        REQUIRE(s->outcomes().size() == 1);
+        CHECK(s->outcomes()[0] == outcome_kind::right);
     }
 }

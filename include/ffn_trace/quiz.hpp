@@ -45,6 +45,9 @@ struct quiz_question {
     std::string worked;    // the answer worked out: "2×1 + 1×1 = 3.0000"
     std::vector<quiz_term> terms;  // a sum's terms, to locate a slip; empty for other questions
     double answer = 0;             // the engine's number
+    // The most that working from the operands as shown (rounded to the precision) can move the
+    // answer: an answer this close is right whatever decimals the learner typed.
+    double slack = 0;
 };
 
 struct quiz_options {

@@ -33,6 +33,27 @@ struct splitmix {
     std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
 };
 
+// How far a number shown at `precision` decimals is from the number itself.
+double shown_error(double v, int precision) {
+    const double scale = std::pow(10.0, precision);
+    return std::abs(v - std::round(v * scale) / scale);
+}
+
+// The most that working from a sum's operands as shown can move it: each product a×b by at most
+// |a|·e(b) + |b|·e(a) + e(a)·e(b), each number on its own by e(v).
+double sum_slack(const std::vector<quiz_term>& terms, int precision) {
+    double slack = 0;
+    for (const auto& t : terms) {
+        if (!t.product) {
+            slack += shown_error(t.value, precision);
+            continue;
+        }
+        const double ea = shown_error(t.a, precision), eb = shown_error(t.b, precision);
+        slack += std::abs(t.a) * eb + std::abs(t.b) * ea + ea * eb;
+    }
+    return slack;
+}
+
 std::string activation_rule(activation unit, const std::string& h) {
     switch (unit) {
         case activation::relu: return fmt::format("ReLU keeps a positive score and turns a negative one into 0: max(0, {})", h);
@@ -91,6 +112,7 @@ public:
         }
         q.written = sum + " = " + products;
         q.worked = sum + " = " + num(answer);
+        q.slack = sum_slack(q.terms, opt_.precision);
         return q;
     }
 
@@ -108,6 +130,7 @@ public:
             return 0.0;
         };
         const std::string y = num(q.answer), xs = op(x);
+        q.slack = 1.2 * shown_error(x, opt_.precision);  // no activation here is steeper than 1.13 (GELU)
         switch (unit) {
             case activation::relu:
                 q.written = fmt::format("max(0, {}): the score is {}", xs, x > 0 ? "positive, so it passes" : "not positive, so it is switched off");
@@ -146,6 +169,7 @@ public:
         q.terms.push_back({"the product " + text, a * u, true, a, u});
         q.written = text;
         q.worked = text + " = " + num(q.answer);
+        q.slack = sum_slack(q.terms, opt_.precision);
         return q;
     }
 
@@ -161,6 +185,7 @@ public:
         q.terms.push_back({fmt::format("{}{} = {}", output_name, at(t, k), format_short(output, opt_.precision)), output});
         q.written = fmt::format("{} + {}", op(x), op(output));
         q.worked = q.written + " = " + num(answer);
+        q.slack = sum_slack(q.terms, opt_.precision);
         return q;
     }
 
@@ -402,6 +427,10 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
                 q.written = b.num(probs.value(t, e));
             }
             q.worked = q.written + " = " + b.num(q.answer);
+            // each p shown is within e of itself; w = p/S moves by at most Σ e / S (S ≥ p)
+            double chosen_sum = 0;
+            for (auto c : chosen) chosen_sum += probs.value(t, c);
+            for (auto c : chosen) q.slack += 2 * shown_error(probs.value(t, c), o.precision) / chosen_sum;
             chain.push_back(std::move(q));
         }
         // the chosen expert's own steps, over this token's row of its trace
@@ -438,6 +467,7 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
             q.rule = "each chosen expert's output, scaled by its routing weight, summed (shared experts add theirs unscaled)";
             q.written = fmt::format("{} = {}", fmt::join(texts, " + "), fmt::join(values, " + "));
             q.worked = fmt::format("{} = {}", fmt::join(texts, " + "), b.num(q.answer));
+            q.slack = sum_slack(q.terms, o.precision);
             chain.push_back(std::move(q));
         }
         if (const step* r = tr.find("residual"))
@@ -651,7 +681,9 @@ bool quiz_session::feed(std::string_view raw) {
         prompt();
         return true;
     }
-    const double tolerance = opt_.tolerance.value_or(typed->tolerance);
+    // The learner works from the operands as shown, rounded: what that rounding can move the
+    // answer by is not a mistake.
+    const double tolerance = opt_.tolerance.value_or(std::max(typed->tolerance, q.slack));
     if (std::abs(typed->value - q.answer) <= tolerance) {
         write(styled(style::green, fmt::format("✓ right: {} = {}", q.target, q.worked)) + "\n");
         next(hints_ == 0 && wrong_ == 0 ? outcome_kind::right : outcome_kind::right_after_hints);
