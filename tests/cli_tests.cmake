@@ -386,7 +386,12 @@ cli_test("an empty NO_COLOR leaves colour on in a terminal" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh empty-no-color ${FT} ${DATA}/walkthrough.json)
 cli_test("a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh set-no-color ${FT} ${DATA}/walkthrough.json)
+cli_test("quiz: an empty NO_COLOR leaves colour on in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh quiz-empty-no-color ${FT} ${DATA}/lesson_hand.json)
+cli_test("quiz: a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh quiz-set-no-color ${FT} ${DATA}/lesson_hand.json)
 set_tests_properties("cli: an empty NO_COLOR leaves colour on in a terminal" "cli: a set NO_COLOR turns colour off in a terminal"
+  "cli: quiz: an empty NO_COLOR leaves colour on in a terminal" "cli: quiz: a set NO_COLOR turns colour off in a terminal"
   PROPERTIES SKIP_RETURN_CODE 77)
 cli_test("gelu-table --plot --color always draws each curve in its own colour" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh plot ${FT})
