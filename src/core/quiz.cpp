@@ -2,6 +2,7 @@
 #include "ffn_trace/quiz.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
@@ -274,7 +275,6 @@ std::string names_list(const std::vector<std::string>& v) { return fmt::format("
 
 // Checks the options against the layer and keeps the chains' questions that were asked for.
 struct selection {
-    std::vector<std::string> valid;  // the step names a question can have, in order
     std::vector<quiz_question> kept;
     std::set<std::tuple<std::string, std::size_t, std::size_t>> seen;
     const quiz_options& opt;
@@ -349,7 +349,7 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr
         if (s != "norm") valid.emplace_back(s);
     if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
     quiz_builder b(ex, o);
-    selection sel{valid, {}, {}, o};
+    selection sel{{}, {}, o};
     return collect(ex, o, sel, [&](std::size_t t) {
         std::vector<quiz_question> chain;
         const std::size_t j = b.pick(o.units, l.d_ff()), k = b.pick({}, l.d_out());
@@ -367,7 +367,7 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
         if (s != "norm" && s != "residual") valid.emplace_back(s);
     if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
     quiz_builder b(ex, o);
-    selection sel{valid, {}, {}, o};
+    selection sel{{}, {}, o};
     const matrix& in = tr.moe_input();
     const std::string in_name = l.norm && l.norm->position == norm_layer::place::pre ? "normed" : "x";
     const step& logits = *tr.find("router");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <set>
+#include <tuple>
 
 #include "ffn_trace/format.hpp"
 #include "worksheet_document.hpp"
