@@ -316,6 +316,14 @@ TEST_CASE("the session takes right answers, hints, skips and quits") {
         CHECK(s->outcomes()[0] == outcome_kind::missed);
         CHECK(has(out, "Revisit: expand"));
     }
+    SUBCASE("a question that is not a sum still says when only the sign is wrong") {
+        auto q = hand_question();
+        q.terms.clear();
+        q.answer = -0.2689;
+        quiz_session* s = nullptr;
+        const auto out = drive({q}, {"1", "2", "0.2689"}, &s);
+        CHECK(has(out, "Your 0.2689 has the right size and the wrong sign."));
+    }
     SUBCASE("right after a hint") {
         quiz_session* s = nullptr;
         drive({hand_question()}, {"?", "0.36"}, &s);

@@ -714,6 +714,8 @@ void quiz_session::hint() {
         const double tolerance = opt_.tolerance.value_or(0.005);
         if (auto s = locate_slip(q.terms, q.answer, *last_wrong_, std::max(tolerance, 0.0005), opt_.precision))
             text += fmt::format(" Your {}: {}.", format_short(*last_wrong_, 12), s->message);
+        else if (q.answer != 0 && std::abs(*last_wrong_ + q.answer) <= std::max(tolerance, 0.0005))
+            text += fmt::format(" Your {} has the right size and the wrong sign.", format_short(*last_wrong_, 12));
         else
             text += fmt::format(" Your {} is off by {}.", format_short(*last_wrong_, 12),
                                 format_short(*last_wrong_ - q.answer, opt_.precision));
