@@ -463,4 +463,7 @@ cli_test("worksheet: blanks in the steps, then the answer key on its own page" 0
 cli_test("worksheet: --blanks and --steps" 0 "\\| \\(1\\) \\| contract \\| output\\[[01]\\]\\[[0-3]\\] \\| [-0-9.]+ \\| \\| \\(2\\) \\| contract .* \\| \\(3\\) \\| contract \\| output\\[[01]\\]\\[[0-3]\\] \\| [-0-9.]+ \\|$" EMPTY -- ${FT} worksheet ${DATA}/walkthrough.json --steps contract --blanks 3)
 cli_test("worksheet: an unknown step is an input error" 2 EMPTY "^error: .*lesson_hand.json: --steps: no step \"up\" in this layer" -- ${FT} worksheet ${DATA}/lesson_hand.json --steps up)
 cli_test("worksheet: --blanks 0 is a usage error" 2 EMPTY "^error: --blanks" -- ${FT} worksheet ${DATA}/lesson_hand.json --blanks 0)
+cli_test("worksheet: a big layer is refused before anything is printed" 2 EMPTY
+  "^error: .*large_gelu.json: a worksheet prints every weight, and this layer \\(d_model [0-9]+ → d_ff [0-9]+ → d_out [0-9]+\\) is bigger than a sheet worked by hand"
+  -- ${FT} worksheet ${INPUTS}/large_gelu.json)
 cli_test("worksheet: html is not a format yet" 2 EMPTY "^error: --format" -- ${FT} worksheet ${DATA}/lesson_hand.json --format html)

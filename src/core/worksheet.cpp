@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <fmt/format.h>
 #include <set>
 #include <tuple>
 
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/render_text.hpp"
 #include "worksheet_document.hpp"
 
 namespace ffn_trace {
@@ -284,8 +286,18 @@ std::string activation_line(activation a) {
 
 namespace detail {
 
+// A sheet prints every weight: a layer past the sizes the walkthrough writes out by hand is refused.
+std::optional<error> too_big(const example& ex, bool big) {
+    if (!big) return std::nullopt;
+    return error{ex.file, "", fmt::format("a worksheet prints every weight, and this layer (d_model {} → d_ff {} → d_out {}) is "
+                                          "bigger than a sheet worked by hand (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16); use "
+                                          "ffn-trace quiz with --unit for a big layer",
+                                          ex.d_model(), ex.d_ff(), ex.d_out())};
+}
+
 outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(const example& ex, const trace& tr,
                                                                              const worksheet_options& o) {
+    if (auto e = too_big(ex, default_detail(tr.layer()) != detail_level::arithmetic)) return *e;
     sheet_builder b(ex, o);
     std::size_t number = 0;
     b.dense_steps(tr, all_rows(tr.tokens()), "", "", number);
@@ -304,6 +316,7 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
 
 outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(const example& ex, const moe_trace& tr,
                                                                              const worksheet_options& o) {
+    if (auto e = too_big(ex, default_detail(tr.layer()) != detail_level::arithmetic)) return *e;
     sheet_builder b(ex, o);
     const moe& l = tr.layer();
     std::size_t number = 0;
