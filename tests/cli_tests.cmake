@@ -342,8 +342,8 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 # schema and generate
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
-  "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|generate\\)" EMPTY
+  "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|quiz\\|worksheet\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -363,7 +363,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table params new schema generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table params new schema quiz worksheet generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -398,7 +398,12 @@ cli_test("an empty NO_COLOR leaves colour on in a terminal" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh empty-no-color ${FT} ${DATA}/walkthrough.json)
 cli_test("a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh set-no-color ${FT} ${DATA}/walkthrough.json)
+cli_test("quiz: an empty NO_COLOR leaves colour on in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh quiz-empty-no-color ${FT} ${DATA}/lesson_hand.json)
+cli_test("quiz: a set NO_COLOR turns colour off in a terminal" 0 EMPTY EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh quiz-set-no-color ${FT} ${DATA}/lesson_hand.json)
 set_tests_properties("cli: an empty NO_COLOR leaves colour on in a terminal" "cli: a set NO_COLOR turns colour off in a terminal"
+  "cli: quiz: an empty NO_COLOR leaves colour on in a terminal" "cli: quiz: a set NO_COLOR turns colour off in a terminal"
   PROPERTIES SKIP_RETURN_CODE 77)
 cli_test("gelu-table --plot --color always draws each curve in its own colour" 0 EMPTY EMPTY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/colour.sh plot ${FT})
@@ -449,3 +454,69 @@ cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activa
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
 cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY
   -- ${FT} check ${DATA}/memory_no_relu.json)
+# quiz: scripted sessions through standard input over the lesson's hand example. With seed 1 it
+# asks hidden[1], activated[1], output[1] and y[1]; by hand (seed 003) they are 1, 1, 4 and 5.
+set(QUIZ ${INPUTS}/quiz)
+cli_test("quiz: all right is 4 of 4 with nothing to revisit" 0
+  "hidden\\[1\\] = \\? > 1 ✓ right: hidden\\[1\\] = 2×0 \\+ 1×1 = 1.0000 .*Score: 4 of 4 right at the first try .*Nothing to revisit" EMPTY
+  --stdin ${QUIZ}/all_right.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: all wrong gives the formula, the numbers, then the answer with the slip" 0
+  "✗ not 1. Hint 1 of 3, the formula: multiply each of the 4 entries of activated by the entry of W2\\[:, 1\\] .*Hint 2 of 3, the numbers: 2×0 \\+ 1×1 \\+ 3×1 \\+ 0×\\(-1\\) = 0 \\+ 1 \\+ 3 \\+ 0 .*The answer: output\\[1\\] = 2×0 \\+ 1×1 \\+ 3×1 \\+ 0×\\(-1\\) = 4.0000. Your 1: your sum dropped the term 3×1. .*Score: 0 of 4 right at the first try 4 missed .*Revisit: expand, activate, contract, residual" EMPTY
+  --stdin ${QUIZ}/all_wrong.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: ? gives the hints one at a time, the third the answer" 0
+  "hidden\\[1\\] = \\? > \\? Hint 1 of 3, the formula: .* > \\? Hint 2 of 3, the numbers: 2×0 \\+ 1×1 = 0 \\+ 1 hidden\\[1\\] = \\? > \\? The answer: hidden\\[1\\] = 2×0 \\+ 1×1 = 1.0000. .*Score: 3 of 4 right at the first try 1 missed" EMPTY
+  --stdin ${QUIZ}/hints.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: s skips and shows the answer" 0
+  "> s Skipped. hidden\\[1\\]: 2×0 \\+ 1×1 = 1.0000 .*Score: 3 of 4 right at the first try 1 skipped .*Revisit: expand\\;" EMPTY
+  --stdin ${QUIZ}/skip.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: q stops with the score so far" 0
+  "> q Stopped. Score: 1 of 4 right at the first try 3 not answered" EMPTY
+  --stdin ${QUIZ}/quit.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: a malformed answer asks again" 0
+  "> abc \"abc\" is not a number I can read: type a number such as 0.25, -1.5, 1/2 or 1e-3\\; .*hidden\\[1\\] = \\? > 1,0 \"1,0\" is not a number .*> 0x1 \"0x1\" is not a number .*An empty line is not a number .*Score: 4 of 4 right at the first try" EMPTY
+  --stdin ${QUIZ}/malformed.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: the input ending mid-way gives a clean summary and exit 0" 0
+  "activated\\[1\\] = \\? > 1 ✓ right.* output\\[1\\] = \\? > The input ended. Score: 2 of 4 right at the first try 2 not answered" EMPTY
+  --stdin ${QUIZ}/eof.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: no input at all still ends cleanly" 0 "hidden\\[1\\] = \\? > The input ended. Score: 0 of 4 .*4 not answered" EMPTY
+  -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+cli_test("quiz: the Unicode minus is a minus" 0 "hidden\\[3\\] = \\? > −1 ✓ right: hidden\\[3\\] = 2×\\(-1\\) \\+ 1×1 = -1.0000" EMPTY
+  --stdin ${QUIZ}/unicode_minus.txt -- ${FT} quiz ${DATA}/lesson_hand.json --steps expand --unit 3 --count 1 --color never)
+cli_test("quiz: a fraction is a number" 0 "> 2/2 ✓ right: hidden\\[1\\]" EMPTY
+  --stdin ${QUIZ}/fraction.txt -- ${FT} quiz ${DATA}/lesson_hand.json --steps expand --unit 1 --count 1 --color never)
+cli_test("quiz: --ascii writes pure ASCII" 0 "!×|·|→|−|✓|✗" EMPTY
+  --stdin ${QUIZ}/all_wrong.txt -- ${FT} quiz ${DATA}/moe_mixtral.json --ascii --count 4)
+cli_test("quiz: --format json has the questions with their answers" 0
+  "\"questions\": \\[ \\{ \"step\": \"expand\", \"token\": 0, \"index\": 1, \"target\": \"hidden\\[1\\]\", \"formula\": \"hidden\\[1\\] = x · W1\\[:, 1\\]\", .*\"answer\": 1.0," EMPTY
+  -- ${FT} quiz ${DATA}/lesson_hand.json --format json)
+cli_test("quiz: an MoE layer asks the router, the softmax, the weight, an expert and the combine" 0
+  "\"step\": \"router\".*\"step\": \"probabilities\".*\"step\": \"weights\".*\"step\": \"expert\\[[0-9]\\].gate\".*\"step\": \"combine\"" EMPTY
+  -- ${FT} quiz ${DATA}/moe_mixtral.json --format json)
+cli_test("quiz: --tolerance widens what counts as right" 0 "> 1.04 ✓ right: hidden\\[1\\]" EMPTY
+  --stdin ${QUIZ}/near.txt -- ${FT} quiz ${DATA}/lesson_hand.json --tolerance 0.05 --color never)
+cli_test("quiz: an unknown step names the steps there are" 2 EMPTY
+  "^error: .*lesson_hand.json: --steps: no step \"gate\" to ask about in this layer\\; its steps are expand, activate, contract, residual$"
+  -- ${FT} quiz ${DATA}/lesson_hand.json --steps gate)
+cli_test("quiz: --count 0 is a usage error" 2 EMPTY "^error: --count: expected a whole number from 1 to 1000" -- ${FT} quiz ${DATA}/lesson_hand.json --count 0)
+cli_test("quiz: a negative --seed is a usage error" 2 EMPTY "^error: --seed: expected a whole number" -- ${FT} quiz ${DATA}/lesson_hand.json --seed -1)
+cli_test("quiz: --tolerance 0 is a usage error" 2 EMPTY "^error: --tolerance: expected a finite number > 0, got \"0\"" -- ${FT} quiz ${DATA}/lesson_hand.json --tolerance 0)
+cli_test("quiz: --tolerance that is not a number is a usage error" 2 EMPTY "^error: --tolerance: expected a finite number > 0" -- ${FT} quiz ${DATA}/lesson_hand.json --tolerance much)
+cli_test("quiz: --token out of range is an input error" 2 EMPTY "^error: .*lesson_hand.json: --token: token 1 is out of range" -- ${FT} quiz ${DATA}/lesson_hand.json --token 1)
+cli_test("quiz: --unit out of range is an input error" 2 EMPTY "^error: .*lesson_hand.json: --unit: unit 4 is out of range" -- ${FT} quiz ${DATA}/lesson_hand.json --unit 4)
+cli_test("quiz: a big layer asks for --unit" 2 EMPTY "^error: .*large_gelu.json: --unit: this layer \\(d_model [0-9]+ → d_ff [0-9]+\\) is bigger than a sum worked by hand" -- ${FT} quiz ${INPUTS}/large_gelu.json)
+cli_test("quiz: a big layer asks about the units chosen" 0 "\"target\": \"activated\\[[0-9]+\\]\\[3\\]\"" EMPTY -- ${FT} quiz ${INPUTS}/large_gelu.json --unit 3 --format json)
+cli_test("quiz: the example cannot come from standard input" 2 EMPTY "^error: quiz: the answers are read from standard input" -- ${FT} quiz -)
+cli_test("quiz: an unknown format is a usage error" 2 EMPTY "^error: --format" -- ${FT} quiz ${DATA}/lesson_hand.json --format markdown)
+cli_test("quiz: a missing file is an input error" 2 EMPTY "^error: .*nope.json: cannot open the file" -- ${FT} quiz nope.json)
+
+# worksheet
+cli_test("worksheet: blanks in the steps, then the answer key on its own page" 0
+  "^# Worksheet: The lesson's hand example.*\\| the token \\| 2.0000 \\| \\(1\\) ______ \\| \\(2\\) ______ \\| -1.0000 \\|.*<div style=\"break-before: page\"></div> # Answer key: .*\\| \\(1\\) \\| expand \\| hidden\\[1\\] \\| 1.0000 \\|" EMPTY
+  -- ${FT} worksheet ${DATA}/lesson_hand.json)
+cli_test("worksheet: --blanks and --steps" 0 "\\| \\(1\\) \\| contract \\| output\\[[01]\\]\\[[0-3]\\] \\| [-0-9.]+ \\| \\| \\(2\\) \\| contract .* \\| \\(3\\) \\| contract \\| output\\[[01]\\]\\[[0-3]\\] \\| [-0-9.]+ \\|$" EMPTY -- ${FT} worksheet ${DATA}/walkthrough.json --steps contract --blanks 3)
+cli_test("worksheet: an unknown step is an input error" 2 EMPTY "^error: .*lesson_hand.json: --steps: no step \"up\" in this layer" -- ${FT} worksheet ${DATA}/lesson_hand.json --steps up)
+cli_test("worksheet: --blanks 0 is a usage error" 2 EMPTY "^error: --blanks" -- ${FT} worksheet ${DATA}/lesson_hand.json --blanks 0)
+cli_test("worksheet: a big layer is refused before anything is printed" 2 EMPTY
+  "^error: .*large_gelu.json: a worksheet prints every weight, and this layer \\(d_model [0-9]+ → d_ff [0-9]+ → d_out [0-9]+\\) is bigger than a sheet worked by hand"
+  -- ${FT} worksheet ${INPUTS}/large_gelu.json)
+cli_test("worksheet: html is not a format yet" 2 EMPTY "^error: --format" -- ${FT} worksheet ${DATA}/lesson_hand.json --format html)

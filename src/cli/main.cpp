@@ -15,9 +15,11 @@
 #include "grad.hpp"
 #include "new.hpp"
 #include "params.hpp"
+#include "quiz.hpp"
 #include "run.hpp"
 #include "schema.hpp"
 #include "version.hpp"
+#include "worksheet.hpp"
 
 namespace {
 
@@ -33,6 +35,8 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_params(app, status);
     cli::setup_new(app, status);
     cli::setup_schema(app, status);
+    cli::setup_quiz(app, status);
+    cli::setup_worksheet(app, status);
     cli::setup_generate(app, status);
     try {
         app.parse(argc, argv);

@@ -8,7 +8,8 @@ ft=$1 data=$2
 runs=()
 for f in "$data"/*.json; do
     for args in "run $f" "run $f --detail values" "run $f --detail summary" "run $f --format markdown" \
-                "run $f --format json" "grad $f --lr 0.1" "grad $f --format markdown" "grad $f --format json" "check $f"; do
+                "run $f --format json" "grad $f --lr 0.1" "grad $f --format markdown" "grad $f --format json" "check $f" \
+                "worksheet $f" "quiz $f --format json" "quiz $f --count 8"; do
         runs+=("$args")
     done
 done
@@ -21,7 +22,7 @@ checked=0
 for args in "${runs[@]}"; do
     # grad needs a loss and check fails on slipped claims: only the bytes written matter here.
     # shellcheck disable=SC2086
-    out=$("$ft" $args --ascii 2>/dev/null)
+    out=$("$ft" $args --ascii 2>/dev/null </dev/null)
     [ -z "$out" ] && continue
     checked=$((checked + 1))
     if printf '%s' "$out" | LC_ALL=C grep -q $'[\x80-\xff]'; then

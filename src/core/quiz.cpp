@@ -1,0 +1,786 @@
+// The quiz: questions drawn from a trace, a slip locator, and the session that asks them.
+#include "ffn_trace/quiz.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "document.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/readings.hpp"
+#include "ffn_trace/render_text.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+// SplitMix64: a fixed generator, so that a seed picks the same questions with every compiler and
+// standard library (std::uniform_int_distribution's output is left to the library).
+struct splitmix {
+    std::uint64_t state;
+    std::uint64_t next() {
+        std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+};
+
+// How far a number shown at `precision` decimals is from the number itself.
+double shown_error(double v, int precision) {
+    const double scale = std::pow(10.0, precision);
+    return std::abs(v - std::round(v * scale) / scale);
+}
+
+// The most that working from a sum's operands as shown can move it: each product a×b by at most
+// |a|·e(b) + |b|·e(a) + e(a)·e(b), each number on its own by e(v).
+double sum_slack(const std::vector<quiz_term>& terms, int precision) {
+    double slack = 0;
+    for (const auto& t : terms) {
+        if (!t.product) {
+            slack += shown_error(t.value, precision);
+            continue;
+        }
+        const double ea = shown_error(t.a, precision), eb = shown_error(t.b, precision);
+        slack += std::abs(t.a) * eb + std::abs(t.b) * ea + ea * eb;
+    }
+    return slack;
+}
+
+std::string activation_rule(activation unit, const std::string& h) {
+    switch (unit) {
+        case activation::relu: return fmt::format("ReLU keeps a positive score and turns a negative one into 0: max(0, {})", h);
+        case activation::gelu:
+            return fmt::format("GELU, tanh form: 0.5 × {0} × (1 + tanh z) with z = √(2/π) × ({0} + 0.044715 × {0}³)", h);
+        case activation::gelu_exact: return fmt::format("exact GELU: {0} × Φ({0}), Φ the standard normal CDF", h);
+        case activation::silu: return fmt::format("SiLU: {0} × σ({0}) with σ({0}) = 1/(1 + e^(−{0}))", h);
+        default: return fmt::format("identity: the score passes unchanged, activated = {}", h);
+    }
+}
+
+// Builds the questions of one trace.
+class quiz_builder {
+public:
+    quiz_builder(const example& ex, const quiz_options& o) : ex_(ex), opt_(o), rng_{o.seed} {}
+
+    std::string op(double v) const { return detail::operand(v, opt_.precision); }
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string vec(std::span<const double> v) const { return detail::short_vector_text(v, opt_.precision, true); }
+    std::string at(std::size_t t, std::size_t j) const { return element_index(ex_.lead, t, j); }
+    std::string row_of(std::size_t t) const { return token_index(ex_.lead, t); }
+    bool out_in() const { return ex_.stored == layout::out_in; }
+
+    // y[t][j] = in[t] · W[:, j] + b[j]: a sum of products the learner adds.
+    quiz_question linear(std::string step, std::string title, const std::string& variable, std::size_t t,
+                         std::span<const double> in, const std::string& in_name, const std::vector<double>& column,
+                         const std::string& w_name, std::size_t j, const std::vector<double>& bias,
+                         const std::string& b_name, double answer) const {
+        quiz_question q = start(std::move(step), std::move(title), variable, t, j, answer);
+        const std::string bias_part = bias.empty() ? "" : fmt::format(" + {}[{}]", b_name, j);
+        q.formula = fmt::format("{} = {}{} · {}[:, {}]{}", q.target, in_name, row_of(t), w_name, j, bias_part);
+        q.given.push_back(fmt::format("{}{} = {}", in_name, row_of(t), vec(in)));
+        q.given.push_back(fmt::format("{}[:, {}] = {}", w_name, j, vec(column)));
+        if (out_in()) q.given.push_back(fmt::format("(row {} of the file's {}, which stores outputs × inputs)", j, w_name));
+        if (!bias.empty()) q.given.push_back(fmt::format("{}[{}] = {}", b_name, j, format_short(bias[j], opt_.precision)));
+        q.rule = fmt::format("multiply each of the {} entries of {}{} by the entry of {}[:, {}] in the same place and add "
+                             "the {} products{}",
+                             in.size(), in_name, row_of(t), w_name, j, in.size(), bias.empty() ? "" : ", then add " + b_name + fmt::format("[{}]", j));
+        std::vector<std::string> texts, values;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            const double x = in[i], w = column[i];
+            // in the file's order, as the walkthrough writes them: w×x for out_in, x×w for in_out
+            const double a = out_in() ? w : x, b = out_in() ? x : w;
+            const std::string text = op(a) + "×" + op(b);
+            texts.push_back(text);
+            values.push_back(op(a * b));
+            q.terms.push_back({"the term " + text, a * b, true, a, b});
+        }
+        std::string sum = fmt::format("{}", fmt::join(texts, " + "));
+        std::string products = fmt::format("{}", fmt::join(values, " + "));
+        if (!bias.empty()) {
+            const std::string b = (bias[j] < 0 ? " − " : " + ") + format_short(std::abs(bias[j]), opt_.precision);
+            sum += b;
+            products += b;
+            q.terms.push_back({fmt::format("the bias {}[{}] = {}", b_name, j, format_short(bias[j], opt_.precision)), bias[j]});
+        }
+        q.written = sum + " = " + products;
+        q.worked = sum + " = " + num(answer);
+        q.slack = sum_slack(q.terms, opt_.precision);
+        return q;
+    }
+
+    quiz_question activation_question(std::string step, std::string title, const ffn_trace::step& s, const matrix& in,
+                                      std::size_t row, std::size_t t, std::size_t j, activation unit, bool gated) const {
+        const std::string h = gated ? "gate" : "hidden";
+        quiz_question q = start(std::move(step), std::move(title), "activated", t, j, s.value(row, j));
+        const double x = in(row, j);
+        q.formula = fmt::format("{} = {}({}{})", q.target, info(unit).name, h, at(t, j));
+        q.given.push_back(fmt::format("{}{} = {}", h, at(t, j), format_short(x, opt_.precision)));
+        q.rule = activation_rule(unit, h + at(t, j));
+        auto term = [&](std::string_view name) {
+            for (const auto& m : s.terms)
+                if (m.name == name) return m.value(row, j);
+            return 0.0;
+        };
+        const std::string y = num(q.answer), xs = op(x);
+        q.slack = 1.2 * shown_error(x, opt_.precision);  // no activation here is steeper than 1.13 (GELU)
+        switch (unit) {
+            case activation::relu:
+                q.written = fmt::format("max(0, {}): the score is {}", xs, x > 0 ? "positive, so it passes" : "not positive, so it is switched off");
+                q.worked = fmt::format("max(0, {}) = {}", xs, y);
+                break;
+            case activation::gelu:
+                q.written = fmt::format("z = √(2/π) × ({0} + 0.044715 × {0}³) = {1}, tanh z = {2}", xs, num(term("z")), num(term("tanh")));
+                q.worked = fmt::format("0.5 × {} × (1 + {}) = {}", xs, op(term("tanh")), y);
+                break;
+            case activation::gelu_exact:
+                q.written = fmt::format("Φ({}) = {}", xs, num(term("Phi")));
+                q.worked = fmt::format("{} × {} = {}", xs, op(term("Phi")), y);
+                break;
+            case activation::silu:
+                q.written = fmt::format("σ({}) = 1/(1 + e^(−{})) = {}", xs, xs, num(term("sigma")));
+                q.worked = fmt::format("{} × {} = {}", xs, op(term("sigma")), y);
+                break;
+            default:
+                q.written = fmt::format("activated = {} = {}", h, xs);
+                q.worked = fmt::format("{} = {}", xs, y);
+                break;
+        }
+        return q;
+    }
+
+    // product = activated ⊙ up: one product.
+    quiz_question multiply_question(std::string step, std::string title, const trace& tr, std::size_t row, std::size_t t,
+                                    std::size_t j) const {
+        const double a = tr.find("activate")->value(row, j), u = tr.find("up")->value(row, j);
+        quiz_question q = start(std::move(step), std::move(title), "product", t, j, tr.find("multiply")->value(row, j));
+        q.formula = fmt::format("{} = activated{} × up{}", q.target, at(t, j), at(t, j));
+        q.given.push_back(fmt::format("activated{} = {}", at(t, j), format_short(a, opt_.precision)));
+        q.given.push_back(fmt::format("up{} = {}", at(t, j), format_short(u, opt_.precision)));
+        q.rule = "the gated product multiplies the activated gate by the up projection of the same unit";
+        const std::string text = op(a) + "×" + op(u);
+        q.terms.push_back({"the product " + text, a * u, true, a, u});
+        q.written = text;
+        q.worked = text + " = " + num(q.answer);
+        q.slack = sum_slack(q.terms, opt_.precision);
+        return q;
+    }
+
+    // y = x + output: two numbers.
+    quiz_question residual_question(std::string step, std::string title, std::size_t t, std::size_t k, double x,
+                                    double output, const std::string& output_name, double answer) const {
+        quiz_question q = start(std::move(step), std::move(title), "y", t, k, answer);
+        q.formula = fmt::format("{} = x{} + {}{}", q.target, at(t, k), output_name, at(t, k));
+        q.given.push_back(fmt::format("x{} = {}", at(t, k), format_short(x, opt_.precision)));
+        q.given.push_back(fmt::format("{}{} = {}", output_name, at(t, k), format_short(output, opt_.precision)));
+        q.rule = "the residual adds the input back onto what the layer wrote, element by element";
+        q.terms.push_back({fmt::format("x{} = {}", at(t, k), format_short(x, opt_.precision)), x});
+        q.terms.push_back({fmt::format("{}{} = {}", output_name, at(t, k), format_short(output, opt_.precision)), output});
+        q.written = fmt::format("{} + {}", op(x), op(output));
+        q.worked = q.written + " = " + num(answer);
+        q.slack = sum_slack(q.terms, opt_.precision);
+        return q;
+    }
+
+    // One chain of questions through a dense trace: unit j of one token from its score to what it
+    // feeds W2, then output k and its residual. `row` is the token's row in `tr` (an expert's
+    // trace holds only its routed tokens), `t` its flat index in the input.
+    void dense_chain(const trace& tr, std::size_t row, std::size_t t, std::size_t j, std::size_t k, const std::string& prefix,
+                     const std::string& expert_title, std::vector<quiz_question>& out,
+                     const std::string& weights = "") const {
+        const ffn& l = tr.layer();
+        const activation unit = info(l.act).unit;
+        const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
+        const std::string in_name = pre_norm ? "normed" : "x";
+        int number = 0;
+        for (const auto& s : tr.steps) {
+            ++number;
+            const std::string title =
+                expert_title.empty() ? fmt::format("Step {} · {}", number, detail_title(s.name, l.act))
+                                     : fmt::format("{} · {}", expert_title, detail_title(s.name, l.act));
+            const std::string name = prefix + s.name;
+            if (s.name == "expand" || s.name == "gate" || s.name == "up") {
+                const weight w = *weight_of(s.name);
+                const auto& bias = s.name == "expand" ? l.b1 : s.name == "gate" ? l.bg : l.bu;
+                const std::string wn = weights + (s.name == "expand" ? "W1" : s.name == "gate" ? "Wg" : "Wu");
+                const std::string bn = weights + (s.name == "expand" ? "b1" : s.name == "gate" ? "bg" : "bu");
+                out.push_back(linear(name, title, s.name == "expand" ? "hidden" : s.name, t, tr.ffn_input().row(row), in_name,
+                                     weight_column(l, w, j), wn, j, bias, bn, s.value(row, j)));
+                out.back().group = s.name;
+            } else if (s.name == "activate") {
+                out.push_back(activation_question(name, title, s, tr.pre_activation().value, row, t, j, unit, l.gated()));
+                out.back().group = s.name;
+            } else if (s.name == "multiply") {
+                out.push_back(multiply_question(name, title, tr, row, t, j));
+                out.back().group = s.name;
+            } else if (s.name == "contract") {
+                out.push_back(linear(name, title, "output", t, hidden_output(tr).row(row), l.gated() ? "product" : "activated",
+                                     weight_column(l, weight::w2, k), weights + "W2", k, l.b2, weights + "b2", s.value(row, k)));
+                out.back().group = s.name;
+            } else if (s.name == "residual") {
+                out.push_back(residual_question(name, title, t, k, tr.input(row, k), tr.find("contract")->value(row, k),
+                                                "output", s.value(row, k)));
+                out.back().group = s.name;
+            }
+            // The norm is left out: its mean, variance and square root are the walkthrough's to show.
+        }
+    }
+
+    static std::string detail_title(std::string_view name, activation act) {
+        std::string t(name);
+        if (!t.empty()) t[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(t[0])));
+        static const char* titles[] = {"ReLU", "GELU", "exact GELU", "SiLU", "identity"};
+        const activation unit = info(act).unit;
+        const int i = unit == activation::relu ? 0 : unit == activation::gelu ? 1 : unit == activation::gelu_exact ? 2
+                                                   : unit == activation::silu ? 3 : 4;
+        if (name == "activate") t += fmt::format(" ({})", titles[i]);
+        return t;
+    }
+
+    quiz_question start(std::string step, std::string title, const std::string& variable, std::size_t t, std::size_t j,
+                        double answer) const {
+        quiz_question q;
+        q.step = std::move(step);
+        q.group = q.step;
+        q.title = std::move(title);
+        q.target = variable + at(t, j);
+        // a label alone ("the", "42") reads as part of the sentence: say it is a token
+        q.token = ex_.names.tokens.empty() ? detail::token_name(ex_.names.tokens, ex_.lead, t)
+                                           : fmt::format("token {}", quote(ex_.names.tokens[t]));
+        q.token_index = t;
+        q.index = j;
+        q.answer = answer;
+        return q;
+    }
+
+    std::size_t pick(const std::vector<std::size_t>& from, std::size_t n) {
+        if (!from.empty()) return from[rng_.below(from.size())];
+        return rng_.below(n);
+    }
+
+    const example& ex_;
+    const quiz_options& opt_;
+    mutable splitmix rng_;
+};
+
+std::string names_list(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
+
+// Checks the options against the layer and keeps the chains' questions that were asked for.
+struct selection {
+    std::vector<quiz_question> kept;
+    std::set<std::tuple<std::string, std::size_t, std::size_t>> seen;
+    const quiz_options& opt;
+
+    bool wanted(const quiz_question& q) const {
+        if (q.terms.size() > max_terms_by_hand) return false;
+        if (opt.steps.empty()) return true;
+        return std::find(opt.steps.begin(), opt.steps.end(), q.group) != opt.steps.end() ||
+               std::find(opt.steps.begin(), opt.steps.end(), q.step) != opt.steps.end();
+    }
+    // Adds what was asked for; returns whether enough questions are kept.
+    bool add(std::vector<quiz_question> chain, std::size_t limit) {
+        for (auto& q : chain) {
+            if (kept.size() >= limit) return true;
+            if (!wanted(q) || !seen.insert({q.step, q.token_index, q.index}).second) continue;
+            kept.push_back(std::move(q));
+        }
+        return kept.size() >= limit;
+    }
+};
+
+std::optional<error> check_options(const example& ex, const quiz_options& o, const std::vector<std::string>& valid,
+                                   std::size_t d_ff, bool big) {
+    for (const auto& s : o.steps)
+        if (std::find(valid.begin(), valid.end(), s) == valid.end())
+            return error{ex.file, "--steps", fmt::format("no step {} to ask about in this layer; its steps are {}", quote(s), names_list(valid))};
+    for (auto t : o.tokens)
+        if (t >= ex.input.rows)
+            return error{ex.file, "--token", fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", t,
+                                                         ex.input.rows, ex.input.rows == 1 ? "" : "s", ex.input.rows - 1)};
+    for (auto u : o.units)
+        if (u >= d_ff)
+            return error{ex.file, "--unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
+                                                        d_ff, d_ff - 1)};
+    if (big && o.units.empty())
+        return error{ex.file, "--unit",
+                     fmt::format("this layer (d_model {} → d_ff {}) is bigger than a sum worked by hand; choose the hidden "
+                                 "units to ask about with --unit J (and tokens with --token)",
+                                 ex.d_model(), d_ff)};
+    return std::nullopt;
+}
+
+std::vector<std::size_t> token_list(const example& ex, const quiz_options& o) {
+    if (!o.tokens.empty()) return o.tokens;
+    std::vector<std::size_t> all(ex.input.rows);
+    for (std::size_t t = 0; t < all.size(); ++t) all[t] = t;
+    return all;
+}
+
+// Chains until `count` questions are kept (or, with count 0, one chain per token, at most 3).
+template <class Chain>
+outcome<std::vector<quiz_question>> collect(const example& ex, const quiz_options& o, selection& sel, Chain chain) {
+    const auto tokens = token_list(ex, o);
+    if (o.count == 0) {
+        for (std::size_t c = 0; c < std::min<std::size_t>(tokens.size(), 3); ++c) sel.add(chain(tokens[c]), SIZE_MAX);
+    } else {
+        // Every chain draws new units; a small layer may run out of new questions first.
+        for (std::size_t c = 0; c < o.count * 8 + 32; ++c)
+            if (sel.add(chain(tokens[c % tokens.size()]), o.count)) break;
+    }
+    if (sel.kept.empty())
+        return error{ex.file, "--steps", "no question to ask: the steps chosen have no sum small enough to work by hand here"};
+    return std::move(sel.kept);
+}
+
+}  // namespace
+
+outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr, const quiz_options& o) {
+    const ffn& l = tr.layer();
+    std::vector<std::string> valid;
+    for (auto s : step_names(l))
+        if (s != "norm") valid.emplace_back(s);
+    if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
+    quiz_builder b(ex, o);
+    selection sel{{}, {}, o};
+    return collect(ex, o, sel, [&](std::size_t t) {
+        std::vector<quiz_question> chain;
+        const std::size_t j = b.pick(o.units, l.d_ff()), k = b.pick({}, l.d_out());
+        b.dense_chain(tr, t, t, j, k, "", "", chain);
+        return chain;
+    });
+}
+
+outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace& tr, const quiz_options& o) {
+    const moe& l = tr.layer();
+    std::vector<std::string> valid;
+    for (auto s : moe_step_names(l))
+        if (s != "norm") valid.emplace_back(s);
+    for (auto s : step_names(l.experts.front()))
+        if (s != "norm" && s != "residual") valid.emplace_back(s);
+    if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
+    quiz_builder b(ex, o);
+    selection sel{{}, {}, o};
+    const matrix& in = tr.moe_input();
+    const std::string in_name = l.norm && l.norm->position == norm_layer::place::pre ? "normed" : "x";
+    const step& logits = *tr.find("router");
+    const step& probs = *tr.find("probabilities");
+    const step& weights = *tr.find("weights");
+    const step& combine = *tr.find("combine");
+    auto expert_name = [&](std::size_t e) {
+        return ex.names.experts.empty() ? fmt::format("Expert {}", e) : fmt::format("Expert {} ({})", e, ex.names.experts[e]);
+    };
+    auto number_of = [&](std::string_view name) {
+        for (std::size_t i = 0; i < tr.steps.size(); ++i)
+            if (tr.steps[i].name == name) return i + 1;
+        return std::size_t{0};
+    };
+    return collect(ex, o, sel, [&](std::size_t t) {
+        std::vector<quiz_question> chain;
+        const auto& chosen = tr.chosen[t];
+        const std::size_t e = chosen[b.rng_.below(chosen.size())];
+        const std::size_t j = b.pick(o.units, l.d_ff()), k = b.pick({}, l.d_out());
+        // router: logits[t][e] = x[t] · Wr[:, e] + br[e]
+        std::vector<double> column(l.d_model());
+        for (std::size_t i = 0; i < l.d_model(); ++i) column[i] = l.router(i, e);
+        chain.push_back(b.linear("router", fmt::format("Step {} · Router", number_of("router")), "logits", t, in.row(t), in_name,
+                                 column, "Wr", e, l.router_b, "br", logits.value(t, e)));
+        // probabilities: p = e^(z − m) / Σ e^(z − m)
+        {
+            quiz_question q = b.start("probabilities", fmt::format("Step {} · Probabilities", number_of("probabilities")), "p", t, e,
+                                      probs.value(t, e));
+            const double m = probs.terms[0].value(t, 0), ez = probs.terms[1].value(t, e), sum = probs.terms[2].value(t, 0);
+            q.formula = fmt::format("{} = softmax(logits{})[{}]", q.target, b.row_of(t), e);
+            q.given.push_back(fmt::format("logits{} = {}", b.row_of(t), b.vec(logits.value.row(t))));
+            q.rule = fmt::format("p = e^(logits{} − m) / Σ e^(logits − m), with m the largest logit of the token",
+                                 b.at(t, e));
+            std::vector<std::string> exps;
+            for (std::size_t i = 0; i < l.n_experts(); ++i) exps.push_back(b.num(probs.terms[1].value(t, i)));
+            q.written = fmt::format("m = {}; e^(logits − m) = [{}]; their sum = {}", b.num(m), fmt::join(exps, ", "), b.num(sum));
+            q.worked = fmt::format("e^({} − {}) / {} = {} / {} = {}", b.op(logits.value(t, e)), b.op(m), b.num(sum), b.num(ez),
+                                   b.num(sum), b.num(q.answer));
+            chain.push_back(std::move(q));
+        }
+        // weights: w = p ÷ Σ p over the chosen (or p as it is)
+        {
+            quiz_question q = b.start("weights", fmt::format("Step {} · Weights", number_of("weights")), "w", t, e, weights.value(t, e));
+            std::vector<std::string> ps, names;
+            for (auto c : chosen) {
+                q.given.push_back(fmt::format("p{} = {}", b.at(t, c), b.num(probs.value(t, c))));
+                ps.push_back(b.num(probs.value(t, c)));
+                names.push_back("p" + b.at(t, c));
+            }
+            if (l.normalize) {
+                q.formula = fmt::format("{} = p{} ÷ ({})", q.target, b.at(t, e), fmt::join(names, " + "));
+                q.rule = fmt::format("the token's top {} experts share its weight: each one's p divided by the sum of their p", l.top_k);
+                q.written = fmt::format("{} / ({})", b.num(probs.value(t, e)), fmt::join(ps, " + "));
+            } else {
+                q.formula = fmt::format("{} = p{}", q.target, b.at(t, e));
+                q.rule = "without renormalising, a chosen expert's weight is its softmax probability as it is";
+                q.written = b.num(probs.value(t, e));
+            }
+            q.worked = q.written + " = " + b.num(q.answer);
+            // each p shown is within e of itself; w = p/S moves by at most Σ e / S (S ≥ p)
+            double chosen_sum = 0;
+            for (auto c : chosen) chosen_sum += probs.value(t, c);
+            for (auto c : chosen) q.slack += 2 * shown_error(probs.value(t, c), o.precision) / chosen_sum;
+            chain.push_back(std::move(q));
+        }
+        // the chosen expert's own steps, over this token's row of its trace
+        if (const expert_trace* et = tr.expert(e))
+            if (auto row = et->row_of(t)) b.dense_chain(et->tr, *row, t, j, k, et->prefix() + ".", expert_name(e), chain,
+                                            fmt::format("experts[{}].", e));
+        // combine: Σ over the chosen of w × the expert's output (+ the shared experts')
+        {
+            quiz_question q = b.start("combine", fmt::format("Step {} · Combine", number_of("combine")), "combine", t, k,
+                                      combine.value(t, k));
+            std::vector<std::string> parts, texts, values;
+            for (const auto& et : tr.experts) {
+                const auto row = et.row_of(t);
+                if (!row) continue;
+                const double out = et.tr.output().value(*row, k);
+                const std::string who = et.shared ? fmt::format("shared[{}]", et.expert) : fmt::format("expert[{}]", et.expert);
+                q.given.push_back(fmt::format("{}.output{} = {}", who, b.at(t, k), format_short(out, o.precision)));
+                if (et.shared) {
+                    parts.push_back(who + ".output");
+                    texts.push_back(b.op(out));
+                    values.push_back(b.op(out));
+                    q.terms.push_back({fmt::format("{}'s output {}", who, format_short(out, o.precision)), out});
+                    continue;
+                }
+                const double w = weights.value(t, et.expert);
+                q.given.push_back(fmt::format("w{} = {}", b.at(t, et.expert), b.num(w)));
+                parts.push_back(fmt::format("w{} × {}.output", b.at(t, et.expert), who));
+                const std::string text = b.op(w) + "×" + b.op(out);
+                texts.push_back(text);
+                values.push_back(b.op(w * out));
+                q.terms.push_back({"the term " + text, w * out, true, w, out});
+            }
+            q.formula = fmt::format("{} = {}", q.target, fmt::join(parts, " + "));
+            q.rule = "each chosen expert's output, scaled by its routing weight, summed (shared experts add theirs unscaled)";
+            q.written = fmt::format("{} = {}", fmt::join(texts, " + "), fmt::join(values, " + "));
+            q.worked = fmt::format("{} = {}", fmt::join(texts, " + "), b.num(q.answer));
+            q.slack = sum_slack(q.terms, o.precision);
+            chain.push_back(std::move(q));
+        }
+        if (const step* r = tr.find("residual"))
+            chain.push_back(b.residual_question("residual", fmt::format("Step {} · Residual", number_of("residual")), t, k,
+                                                tr.input(t, k), combine.value(t, k), "combine", r->value(t, k)));
+        return chain;
+    });
+}
+
+std::string quiz_json(const example& ex, const std::vector<quiz_question>& questions, const quiz_options& o) {
+    nlohmann::ordered_json j;
+    j["file"] = ex.file;
+    j["seed"] = o.seed;
+    j["questions"] = nlohmann::ordered_json::array();
+    for (const auto& q : questions) {
+        nlohmann::ordered_json e;
+        e["step"] = q.step;
+        e["token"] = q.token_index;
+        e["index"] = q.index;
+        e["target"] = q.target;
+        e["formula"] = q.formula;
+        e["given"] = q.given;
+        e["answer"] = q.answer;
+        e["worked"] = q.worked;
+        j["questions"].push_back(std::move(e));
+    }
+    return j.dump(2) + "\n";
+}
+
+std::optional<typed_number> parse_number(std::string_view text) {
+    std::string s(text);
+    // The Unicode minus, as the seeds write it, is the hyphen-minus.
+    for (std::size_t at = s.find("\u2212"); at != std::string::npos; at = s.find("\u2212")) s.replace(at, 3, "-");
+    auto trim = [](std::string v) {
+        const auto a = v.find_first_not_of(" \t"), b = v.find_last_not_of(" \t");
+        return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
+    };
+    s = trim(s);
+    // one decimal number: an optional sign, digits with at most one point, an optional exponent
+    auto decimal = [](const std::string& v, int& decimals) -> std::optional<double> {
+        std::size_t i = 0;
+        if (i < v.size() && (v[i] == '-' || v[i] == '+')) ++i;
+        std::size_t digits = 0, after_point = 0;
+        bool point = false;
+        for (; i < v.size() && (std::isdigit(static_cast<unsigned char>(v[i])) || v[i] == '.'); ++i) {
+            if (v[i] == '.') {
+                if (point) return std::nullopt;
+                point = true;
+                continue;
+            }
+            ++digits;
+            if (point) ++after_point;
+        }
+        if (digits == 0) return std::nullopt;
+        long exponent = 0;
+        if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+            std::size_t k = i + 1;
+            if (k < v.size() && (v[k] == '-' || v[k] == '+')) ++k;
+            if (k == v.size()) return std::nullopt;
+            for (std::size_t m = k; m < v.size(); ++m)
+                if (!std::isdigit(static_cast<unsigned char>(v[m])) || m - k > 4) return std::nullopt;
+            exponent = std::stol(v.substr(i + 1));
+            i = v.size();
+        }
+        if (i != v.size()) return std::nullopt;
+        double value = 0;
+        const std::string plain = v[0] == '+' ? v.substr(1) : v;
+        const auto [end, ec] = std::from_chars(plain.data(), plain.data() + plain.size(), value);
+        if (ec != std::errc() || end != plain.data() + plain.size() || !std::isfinite(value)) return std::nullopt;
+        decimals = static_cast<int>(static_cast<long>(after_point) - exponent);
+        return value;
+    };
+    typed_number n;
+    const auto slash = s.find('/');
+    int decimals = 0;
+    if (slash != std::string::npos) {
+        int ignored = 0;
+        const auto num = decimal(trim(s.substr(0, slash)), ignored), den = decimal(trim(s.substr(slash + 1)), ignored);
+        if (!num || !den || *den == 0) return std::nullopt;
+        n.value = *num / *den;
+        if (!std::isfinite(n.value)) return std::nullopt;
+        return n;  // a fraction is exact: the tolerance stays at its most
+    }
+    const auto v = decimal(s, decimals);
+    if (!v) return std::nullopt;
+    n.value = *v;
+    n.tolerance = std::min(0.005, 0.5 * std::pow(10.0, -decimals));
+    return n;
+}
+
+std::optional<slip> locate_slip(const std::vector<quiz_term>& terms, double answer, double given, double tolerance, int precision) {
+    auto near = [&](double v) { return std::abs(given - v) <= tolerance; };
+    if (near(answer)) return std::nullopt;
+    for (std::size_t i = 0; i < terms.size(); ++i)
+        if (terms[i].value != 0 && near(answer - terms[i].value))
+            return slip{slip::kind::dropped, i, "your sum dropped " + terms[i].text};
+    for (std::size_t i = 0; i < terms.size(); ++i)
+        if (terms[i].value != 0 && near(answer - 2 * terms[i].value))
+            return slip{slip::kind::flipped, i,
+                        fmt::format("your sum took {} with the wrong sign: it is {}, not {}", terms[i].text,
+                                    format_short(terms[i].value, precision), format_short(-terms[i].value, precision))};
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+        const quiz_term& t = terms[i];
+        if (!t.product) continue;
+        // what the learner's sum implies this product was, if every other term was right
+        const double implied = t.value + (given - answer);
+        if (std::abs(implied - (t.a + t.b)) <= tolerance)
+            return slip{slip::kind::added_not_multiplied, i,
+                        fmt::format("in {} you added {} and {} instead of multiplying them: {} + {} = {}, but {}×{} = {}",
+                                    t.text, format_short(t.a, precision), format_short(t.b, precision),
+                                    detail::operand(t.a, precision), detail::operand(t.b, precision),
+                                    format_short(t.a + t.b, precision), detail::operand(t.a, precision),
+                                    detail::operand(t.b, precision), format_short(t.value, precision))};
+        for (double factor : {10.0, 0.1})
+            if (t.value != 0 && std::abs(implied - factor * t.value) <= tolerance)
+                return slip{slip::kind::decimal_place, i,
+                            fmt::format("{} has its decimal point moved: it is {}, your sum took it as {}", t.text,
+                                        format_short(t.value, precision), format_short(factor * t.value, precision))};
+    }
+    return std::nullopt;
+}
+
+quiz_session::quiz_session(std::vector<quiz_question> questions, std::string title, session_options options, quiz_sink out)
+    : questions_(std::move(questions)), title_(std::move(title)), opt_(std::move(options)), out_(std::move(out)) {}
+
+void quiz_session::write(const std::string& text) {
+    // Each whole line wider than the terminal is wrapped between words, never inside a number;
+    // a prompt, the last piece without its newline, is left as it is.
+    std::string fitted;
+    std::size_t from = 0;
+    while (from < text.size()) {
+        const auto end = text.find('\n', from);
+        const std::string line = text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+        if (end == std::string::npos || opt_.width == 0 || display_width(line) <= opt_.width) {
+            fitted += line;
+        } else {
+            // an indented line keeps its indent, and its continuation lines go two further in
+            const std::size_t indent = std::min(line.find_first_not_of(' '), opt_.width / 2);
+            const auto lines = detail::wrap(line.substr(indent), opt_.width - indent, 2);
+            for (std::size_t i = 0; i < lines.size(); ++i) fitted += (i ? "\n" : "") + std::string(indent, ' ') + lines[i];
+        }
+        if (end == std::string::npos) break;
+        fitted += '\n';
+        from = end + 1;
+    }
+    const std::string styled_text = apply_styles(fitted, opt_.colour && !opt_.ascii);
+    out_(opt_.ascii ? to_ascii(styled_text) : styled_text);
+}
+
+void quiz_session::start() {
+    write(fmt::format("Quiz: {}\n{} question{}. Type a number (0.25, -1.5, 1/2, 1e-3), ? for a hint, s to skip, q to quit.\n{}\n",
+                      title_, questions_.size(), questions_.size() == 1 ? "" : "s",
+                      opt_.tolerance ? fmt::format("An answer within {} of the trace's number is right.", format_short(*opt_.tolerance, 12))
+                                     : "An answer is right within half a unit of its last decimal, and never more than 0.005 "
+                                       "off: type 0.731, not 0.7."));
+    if (questions_.empty()) {
+        summary();
+        return;
+    }
+    ask();
+}
+
+void quiz_session::ask() {
+    const quiz_question& q = questions_[current_];
+    std::string text = fmt::format("\n{}\n  {}\n", styled(style::bold, fmt::format("Question {} of {} · {} · {}", current_ + 1,
+                                                                                    questions_.size(), q.title, q.token)),
+                                   q.formula);
+    // the operands' names aligned on their "="
+    std::size_t width = 0;
+    for (const auto& g : q.given)
+        if (g.find(" = ") != std::string::npos) width = std::max(width, display_width(g.substr(0, g.find(" = "))));
+    for (const auto& g : q.given) {
+        const auto eq = g.find(" = ");
+        text += "    " + (eq == std::string::npos ? g : pad_right(g.substr(0, eq), width) + g.substr(eq)) + "\n";
+    }
+    write(text);
+    prompt();
+}
+
+void quiz_session::prompt() {
+    write(fmt::format("{} = ? > ", questions_[current_].target));
+}
+
+bool quiz_session::feed(std::string_view raw) {
+    if (done_) return false;
+    std::string line(raw);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.erase(0, 1);
+    if (opt_.echo) write(line + "\n");
+    const quiz_question& q = questions_[current_];
+    if (line == "q" || line == "quit") {
+        write("Stopped.\n");
+        while (outcomes_.size() < questions_.size()) outcomes_.push_back(outcome_kind::unanswered);
+        summary();
+        return false;
+    }
+    if (line == "s" || line == "skip") {
+        write(fmt::format("Skipped. {}: {}\n", q.target, q.worked));
+        next(outcome_kind::skipped);
+        return !done_;
+    }
+    if (line == "?" || line == "h" || line == "hint") {
+        hint();
+        return !done_;
+    }
+    const auto typed = parse_number(line);
+    if (!typed) {
+        write(fmt::format("{} is not a number I can read: type a number such as 0.25, -1.5, 1/2 or 1e-3; ? for a hint, s to "
+                          "skip, q to quit.\n",
+                          line.empty() ? std::string("An empty line") : quote(line)));
+        prompt();
+        return true;
+    }
+    // The learner works from the operands as shown, rounded: what that rounding can move the
+    // answer by is not a mistake.
+    const double tolerance = opt_.tolerance.value_or(std::max(typed->tolerance, q.slack));
+    if (std::abs(typed->value - q.answer) <= tolerance) {
+        write(styled(style::green, fmt::format("✓ right: {} = {}", q.target, q.worked)) + "\n");
+        next(hints_ == 0 && wrong_ == 0 ? outcome_kind::right : outcome_kind::right_after_hints);
+        return !done_;
+    }
+    ++wrong_;
+    last_wrong_ = typed->value;
+    lead_ = styled(style::red, fmt::format("✗ not {}.", line)) + " ";
+    hint();
+    return !done_;
+}
+
+void quiz_session::hint() {
+    const quiz_question& q = questions_[current_];
+    ++hints_;
+    if (hints_ == 1) {
+        write(std::exchange(lead_, "") + fmt::format("Hint 1 of 3, the formula: {}.\n", q.rule));
+        prompt();
+        return;
+    }
+    if (hints_ == 2) {
+        write(std::exchange(lead_, "") + fmt::format("Hint 2 of 3, the numbers: {}\n", q.written));
+        prompt();
+        return;
+    }
+    std::string text = std::exchange(lead_, "") + fmt::format("The answer: {} = {}.", q.target, q.worked);
+    if (last_wrong_) {
+        const double tolerance = opt_.tolerance.value_or(0.005);
+        if (auto s = locate_slip(q.terms, q.answer, *last_wrong_, std::max(tolerance, 0.0005), opt_.precision))
+            text += fmt::format(" Your {}: {}.", format_short(*last_wrong_, 12), s->message);
+        else if (q.answer != 0 && std::abs(*last_wrong_ + q.answer) <= std::max(tolerance, 0.0005))
+            text += fmt::format(" Your {} has the right size and the wrong sign.", format_short(*last_wrong_, 12));
+        else
+            text += fmt::format(" Your {} is off by {}.", format_short(*last_wrong_, 12),
+                                format_short(*last_wrong_ - q.answer, opt_.precision));
+    }
+    write(text + "\n");
+    next(outcome_kind::missed);
+}
+
+void quiz_session::next(outcome_kind how) {
+    outcomes_.push_back(how);
+    ++current_;
+    hints_ = wrong_ = 0;
+    last_wrong_.reset();
+    if (current_ == questions_.size()) {
+        summary();
+        return;
+    }
+    ask();
+}
+
+void quiz_session::finish() {
+    if (done_) return;
+    write("\nThe input ended.\n");
+    while (outcomes_.size() < questions_.size()) outcomes_.push_back(outcome_kind::unanswered);
+    summary();
+}
+
+void quiz_session::summary() {
+    done_ = true;
+    std::size_t counts[5] = {};
+    for (auto o : outcomes_) ++counts[static_cast<int>(o)];
+    std::string text = fmt::format("\n{}\n", styled(style::bold, fmt::format("Score: {} of {} right at the first try", counts[0],
+                                                                              questions_.size())));
+    std::vector<std::string> parts;
+    if (counts[1]) parts.push_back(fmt::format("{} right after hints", counts[1]));
+    if (counts[2]) parts.push_back(fmt::format("{} missed", counts[2]));
+    if (counts[3]) parts.push_back(fmt::format("{} skipped", counts[3]));
+    if (counts[4]) parts.push_back(fmt::format("{} not answered", counts[4]));
+    if (!parts.empty()) text += fmt::format("{}\n", fmt::join(parts, ", "));
+    // per step, in the order the questions came
+    std::vector<std::string> groups;
+    std::map<std::string, std::array<std::size_t, 6>> by;
+    for (std::size_t i = 0; i < questions_.size(); ++i) {
+        const auto& g = questions_[i].group;
+        if (!by.count(g)) groups.push_back(g);
+        auto& c = by[g];
+        ++c[5];
+        if (i < outcomes_.size()) ++c[static_cast<int>(outcomes_[i])];
+    }
+    std::size_t width = 4;
+    for (const auto& g : groups) width = std::max(width, g.size());
+    text += fmt::format("  {}  first try  after hints  asked\n", pad_right("step", width));
+    std::vector<std::string> revisit;
+    for (const auto& g : groups) {
+        const auto& c = by[g];
+        text += fmt::format("  {}  {:>9}  {:>11}  {:>5}\n", pad_right(g, width), c[0], c[1], c[5]);
+        if (c[1] + c[2] + c[3] > 0) revisit.push_back(g);
+    }
+    if (revisit.empty())
+        text += counts[4] ? "Nothing to revisit among the questions answered.\n"
+                          : styled(style::green, "Nothing to revisit: every answer was right at the first try.") + "\n";
+    else
+        text += fmt::format("Revisit: {}; the walkthrough works each step out: ffn-trace run {}\n", fmt::join(revisit, ", "),
+                            opt_.file.empty() ? std::string("FILE") : opt_.file);
+    write(text);
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,411 @@
+// The worksheet: the example's numbers as grids and its steps with blanks, then the answer key.
+#include "ffn_trace/worksheet.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <fmt/format.h>
+#include <set>
+#include <tuple>
+
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_text.hpp"
+#include "worksheet_document.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+// The same fixed generator as the quiz's (SplitMix64): a seed gives the same sheet everywhere.
+struct splitmix {
+    std::uint64_t state;
+    std::uint64_t next() {
+        std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+};
+
+// One table of the sheet: a step of the layer or of one expert, row r being token rows[r].
+struct sheet_step {
+    std::string name;     // as claims name it: "expand", "expert[1].gate"
+    std::string base;     // the step's own name: "gate"
+    std::string heading;  // "Step 1 · Expand   hidden = x · W1 + b1"
+    std::string variable; // "hidden"
+    const matrix* value;
+    std::vector<std::size_t> rows;  // flat token index of each row
+    const std::vector<std::string>* labels;  // column names, or empty
+};
+
+std::string variable_of(std::string_view step) {
+    if (step == "expand") return "hidden";
+    if (step == "activate") return "activated";
+    if (step == "multiply") return "product";
+    if (step == "contract") return "output";
+    if (step == "residual") return "y";
+    if (step == "norm") return "normed";
+    if (step == "router") return "logits";
+    if (step == "probabilities") return "p";
+    if (step == "weights") return "w";
+    return std::string(step);
+}
+
+std::string capitalised(std::string s) {
+    if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+    return s;
+}
+
+// The step's formula in one line, as the walkthrough's headings write it.
+std::string dense_formula(const ffn& l, std::string_view step) {
+    const bool pre = l.norm && l.norm->position == norm_layer::place::pre;
+    const std::string x = pre ? "normed" : "x";
+    auto bias = [](const std::vector<double>& b, std::string_view n) { return b.empty() ? std::string() : fmt::format(" + {}", n); };
+    if (step == "norm") return pre ? "normed = norm(x)" : fmt::format("normed = norm({})", l.residual ? "y" : "output");
+    if (step == "expand") return fmt::format("hidden = {} · W1{}", x, bias(l.b1, "b1"));
+    if (step == "gate") return fmt::format("gate = {} · Wg{}", x, bias(l.bg, "bg"));
+    if (step == "up") return fmt::format("up = {} · Wu{}", x, bias(l.bu, "bu"));
+    if (step == "activate") return fmt::format("activated = {}({})", info(info(l.act).unit).name, l.gated() ? "gate" : "hidden");
+    if (step == "multiply") return "product = activated ⊙ up";
+    if (step == "contract") return fmt::format("output = {} · W2{}", l.gated() ? "product" : "activated", bias(l.b2, "b2"));
+    return "y = x + output";
+}
+
+class sheet_builder {
+public:
+    sheet_builder(const example& ex, const worksheet_options& o) : ex_(ex), opt_(o) {}
+
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string row_name(std::size_t i, const std::vector<std::string>& labels) const {
+        return labels.size() > i ? labels[i] : fmt::format("[{}]", i);
+    }
+
+    // A matrix in the math form: rows named by `row_labels`, columns by `col_labels`.
+    detail::block grid(const matrix& m, const std::string& corner, const std::vector<std::string>& row_labels,
+                       const std::vector<std::string>& col_labels) const {
+        detail::block b{detail::block_kind::table};
+        std::vector<std::string> header{corner};
+        for (std::size_t j = 0; j < m.cols; ++j) header.push_back(row_name(j, col_labels));
+        b.rows.push_back(header);
+        for (std::size_t i = 0; i < m.rows; ++i) {
+            std::vector<std::string> row{row_name(i, row_labels)};
+            for (std::size_t j = 0; j < m.cols; ++j) row.push_back(num(m(i, j)));
+            b.rows.push_back(row);
+        }
+        return b;
+    }
+    detail::block bias_row(const std::vector<double>& v, const std::string& name, const std::vector<std::string>& col_labels) const {
+        matrix m(1, v.size());
+        for (std::size_t j = 0; j < v.size(); ++j) m(0, j) = v[j];
+        return grid(m, "", {name}, col_labels);  // a vector: one row, named
+    }
+
+    // The weights of one dense FFN, each matrix with its bias beneath it.
+    void dense_weights(const ffn& l, std::vector<detail::block>& doc) const {
+        const auto& in = ex_.names.inputs;
+        const auto& hidden = ex_.names.hidden.size() == l.d_ff() ? ex_.names.hidden : none_;
+        const auto& out = ex_.names.outputs;
+        if (l.norm && l.norm->position == norm_layer::place::pre) norm_weights(*l.norm, in, doc);
+        auto matrix_and_bias = [&](const matrix& w, const char* name, const std::vector<double>& b, const char* bname,
+                                   const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
+            doc.push_back(grid(w, name, rows, cols));
+            if (!b.empty()) doc.push_back(bias_row(b, bname, cols));
+        };
+        if (l.gated()) {
+            matrix_and_bias(l.wg, "Wg", l.bg, "bg", in, hidden);
+            matrix_and_bias(l.wu, "Wu", l.bu, "bu", in, hidden);
+        } else {
+            matrix_and_bias(l.w1, "W1", l.b1, "b1", in, hidden);
+        }
+        matrix_and_bias(l.w2, "W2", l.b2, "b2", hidden, out);
+        if (l.norm && l.norm->position == norm_layer::place::post) norm_weights(*l.norm, out, doc);
+    }
+    void norm_weights(const norm_layer& n, const std::vector<std::string>& cols, std::vector<detail::block>& doc) const {
+        doc.push_back(bias_row(n.weight, "γ", cols));
+        if (!n.bias.empty()) doc.push_back(bias_row(n.bias, "β", cols));
+        doc.push_back({detail::block_kind::paragraph,
+                       fmt::format("The norm is {} with ε = {}.", to_string(n.type), format_short(n.eps, 12))});
+    }
+
+    const std::vector<std::string>& dense_labels(const ffn& l, std::string_view step) const {
+        if (step == "contract" || step == "residual") return ex_.names.outputs;
+        if (step == "norm") return l.norm && l.norm->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
+        return ex_.names.hidden.size() == l.d_ff() ? ex_.names.hidden : none_;
+    }
+
+    void dense_steps(const trace& tr, const std::vector<std::size_t>& rows, const std::string& prefix, const std::string& who,
+                     std::size_t& number) {
+        for (const auto& s : tr.steps) {
+            const std::string head = who.empty() ? fmt::format("Step {}", ++number) : who;
+            steps_.push_back({prefix + s.name, s.name,
+                              fmt::format("{} · {}   {}", head, capitalised(s.name), dense_formula(tr.layer(), s.name)),
+                              variable_of(s.name), &s.value, rows, &dense_labels(tr.layer(), s.name)});
+        }
+    }
+
+    // Chooses the blanks: round the chosen steps, a random cell of each in turn.
+    outcome<std::vector<worksheet_blank>> choose() {
+        std::vector<std::size_t> eligible;
+        for (std::size_t i = 0; i < steps_.size(); ++i) {
+            const auto& s = steps_[i];
+            if (opt_.steps.empty() || std::find(opt_.steps.begin(), opt_.steps.end(), s.name) != opt_.steps.end() ||
+                std::find(opt_.steps.begin(), opt_.steps.end(), s.base) != opt_.steps.end())
+                eligible.push_back(i);
+        }
+        for (const auto& name : opt_.steps) {
+            const bool known = std::any_of(steps_.begin(), steps_.end(), [&](const sheet_step& s) { return s.name == name || s.base == name; });
+            if (!known) {
+                std::vector<std::string> names;
+                for (const auto& s : steps_)
+                    if (std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
+                return error{ex_.file, "--steps", fmt::format("no step {} in this layer; its steps are {}", quote(name), fmt::join(names, ", "))};
+            }
+        }
+        std::size_t cells = 0;
+        for (auto i : eligible) cells += steps_[i].value->rows * steps_[i].value->cols;
+        const std::size_t wanted = std::min(opt_.blanks ? opt_.blanks : 2 * eligible.size(), cells);
+        splitmix rng{opt_.seed};
+        for (std::size_t k = 0, turn = 0; k < wanted; ++turn) {
+            const std::size_t i = eligible[turn % eligible.size()];
+            const matrix& m = *steps_[i].value;
+            if (blank_count(i) == m.rows * m.cols) continue;
+            // A cell blank in the step just before, of the same shape, is taken first: the learner then
+            // works a value on through the steps instead of reading it off the next table.
+            std::size_t c = rng.below(m.rows * m.cols);
+            if (i > 0 && steps_[i - 1].value->rows == m.rows && steps_[i - 1].value->cols == m.cols)
+                for (const auto& [step, r, j] : blank_)
+                    if (step == i - 1 && !blank_.count({i, r, j})) {
+                        c = r * m.cols + j;
+                        break;
+                    }
+            while (blank_.count({i, c / m.cols, c % m.cols})) c = (c + 1) % (m.rows * m.cols);
+            blank_.insert({i, c / m.cols, c % m.cols});
+            ++k;
+        }
+        // numbered in the order the sheet shows them
+        std::vector<worksheet_blank> answers;
+        for (const auto& [i, r, j] : blank_) {
+            const auto& s = steps_[i];
+            worksheet_blank b;
+            b.number = answers.size() + 1;
+            b.step = s.name;
+            b.token = s.rows[r];
+            b.index = j;
+            b.target = (s.name.rfind("expert", 0) == 0 || s.name.rfind("shared", 0) == 0 ? s.name.substr(0, s.name.find('.') + 1) : "") +
+                       s.variable + element_index(ex_.lead, b.token, j);
+            b.value = (*s.value)(r, j);
+            answers.push_back(b);
+        }
+        return answers;
+    }
+    std::size_t blank_count(std::size_t i) const {
+        return static_cast<std::size_t>(std::count_if(blank_.begin(), blank_.end(), [i](const auto& b) { return std::get<0>(b) == i; }));
+    }
+
+    void step_tables(std::vector<detail::block>& doc, const std::vector<worksheet_blank>& answers) const {
+        std::size_t next = 0;
+        for (std::size_t i = 0; i < steps_.size(); ++i) {
+            const auto& s = steps_[i];
+            doc.push_back({detail::block_kind::heading, s.heading});
+            detail::block b{detail::block_kind::table};
+            std::vector<std::string> header{"token"};
+            for (std::size_t j = 0; j < s.value->cols; ++j) header.push_back(row_name(j, *s.labels));
+            b.rows.push_back(header);
+            for (std::size_t r = 0; r < s.value->rows; ++r) {
+                std::vector<std::string> row{detail::token_name(ex_.names.tokens, ex_.lead, s.rows[r])};
+                for (std::size_t j = 0; j < s.value->cols; ++j) {
+                    if (blank_.count({i, r, j})) row.push_back(fmt::format("({}) ______", answers[next++].number));
+                    else row.push_back(num((*s.value)(r, j)));
+                }
+                b.rows.push_back(row);
+            }
+            doc.push_back(std::move(b));
+        }
+    }
+
+    void heading(std::vector<detail::block>& doc, const std::string& shapes, const std::string& activation_line) const {
+        const std::string title = ex_.title.empty() ? ex_.file : ex_.title;
+        doc.push_back({detail::block_kind::title, "Worksheet: " + title});
+        doc.push_back({detail::block_kind::paragraph,
+                       fmt::format("Fill in each blank, (1) ______ and so on, with the number the layer computes there, to {} "
+                                   "decimals. Everything you need is on this sheet: the input, the weights and the steps "
+                                   "before the blank. The answer key is on the last page.",
+                                   opt_.precision)});
+        detail::block f{detail::block_kind::fields};
+        f.rows.push_back({"name", "______________________"});
+        f.rows.push_back({"shapes", shapes});
+        f.rows.push_back({"activation", activation_line});
+        f.rows.push_back({"weights", ex_.stored == layout::out_in
+                                          ? "in the math form x · W: each column is a unit's weights (the file stores "
+                                            "them transposed, outputs × inputs)"
+                                          : "in the math form x · W: each column is a unit's weights"});
+        f.rows.push_back({"indices", "units, tokens and entries count from 0"});
+        doc.push_back(std::move(f));
+        doc.push_back({detail::block_kind::heading, "Input   x"});
+        doc.push_back(input_table());
+    }
+    detail::block input_table() const {
+        detail::block b = grid(ex_.input, "token", {}, ex_.names.inputs);
+        for (std::size_t r = 1; r < b.rows.size(); ++r) b.rows[r][0] = detail::token_name(ex_.names.tokens, ex_.lead, r - 1);
+        return b;
+    }
+
+    void answer_key(std::vector<detail::block>& doc, const std::vector<worksheet_blank>& answers) const {
+        const std::string title = ex_.title.empty() ? ex_.file : ex_.title;
+        doc.push_back({detail::block_kind::title, "Answer key: " + title});
+        doc.push_back({detail::block_kind::paragraph,
+                       fmt::format("Each answer is the trace's number at {} decimals; `ffn-trace run {}` works every one of them out.",
+                                   opt_.precision, std::filesystem::path(ex_.file).filename().string())});
+        detail::block b{detail::block_kind::table, "", {}, {}, "rllr"};
+        b.rows.push_back({"blank", "step", "element", "answer"});
+        for (const auto& a : answers)
+            b.rows.push_back({fmt::format("({})", a.number), a.step, a.target, num(a.value)});
+        doc.push_back(std::move(b));
+    }
+
+    const example& ex_;
+    const worksheet_options& opt_;
+    std::vector<sheet_step> steps_;
+    std::set<std::tuple<std::size_t, std::size_t, std::size_t>> blank_;  // (step, row, column)
+    inline static const std::vector<std::string> none_{};
+};
+
+std::vector<std::size_t> all_rows(std::size_t n) {
+    std::vector<std::size_t> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = i;
+    return v;
+}
+
+std::string activation_line(activation a) {
+    const auto& i = info(a);
+    return i.gated ? fmt::format("{}: gate {}, multiplied by up", i.name, i.formula) : fmt::format("{}: {}", i.name, i.formula);
+}
+
+}  // namespace
+
+namespace detail {
+
+// A sheet prints every weight: a layer past the sizes the walkthrough writes out by hand is refused.
+std::optional<error> too_big(const example& ex, bool big) {
+    if (!big) return std::nullopt;
+    return error{ex.file, "", fmt::format("a worksheet prints every weight, and this layer (d_model {} → d_ff {} → d_out {}) is "
+                                          "bigger than a sheet worked by hand (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16); use "
+                                          "ffn-trace quiz with --unit for a big layer",
+                                          ex.d_model(), ex.d_ff(), ex.d_out())};
+}
+
+outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(const example& ex, const trace& tr,
+                                                                             const worksheet_options& o) {
+    if (auto e = too_big(ex, default_detail(tr.layer()) != detail_level::arithmetic)) return *e;
+    sheet_builder b(ex, o);
+    std::size_t number = 0;
+    b.dense_steps(tr, all_rows(tr.tokens()), "", "", number);
+    auto answers = b.choose();
+    if (!answers) return answers.err();
+    document doc;
+    const ffn& l = tr.layer();
+    b.heading(doc, fmt::format("d_model {} → d_ff {} → d_out {}, residual {}", l.d_model(), l.d_ff(), l.d_out(), l.residual ? "on" : "off"),
+              activation_line(l.act));
+    doc.push_back({block_kind::heading, "Weights"});
+    b.dense_weights(l, doc);
+    b.step_tables(doc, *answers);
+    b.answer_key(doc, *answers);
+    return std::pair{std::move(doc), std::move(*answers)};
+}
+
+outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(const example& ex, const moe_trace& tr,
+                                                                             const worksheet_options& o) {
+    if (auto e = too_big(ex, default_detail(tr.layer()) != detail_level::arithmetic)) return *e;
+    sheet_builder b(ex, o);
+    const moe& l = tr.layer();
+    std::size_t number = 0;
+    auto expert_title = [&](const expert_trace& et) {
+        if (et.shared) return fmt::format("Shared expert {}", et.expert);
+        return ex.names.experts.empty() ? fmt::format("Expert {}", et.expert) : fmt::format("Expert {} ({})", et.expert, ex.names.experts[et.expert]);
+    };
+    static const std::vector<std::string> none;
+    const bool pre = l.norm && l.norm->position == norm_layer::place::pre;
+    for (const auto& s : tr.steps) {
+        std::string formula;
+        const std::vector<std::string>* labels = &ex.names.experts;
+        if (s.name == "norm") {
+            formula = pre ? "normed = norm(x)" : "normed = norm(y)";
+            labels = pre ? &ex.names.inputs : &ex.names.outputs;
+        } else if (s.name == "router") {
+            formula = fmt::format("logits = {} · Wr{}", pre ? "normed" : "x", l.router_b.empty() ? "" : " + br");
+        } else if (s.name == "probabilities") {
+            formula = "p = softmax(logits) over the experts";
+        } else if (s.name == "weights") {
+            formula = l.normalize ? fmt::format("w = p ÷ Σ p over the top {}, 0 elsewhere", l.top_k)
+                                  : fmt::format("w = p for the top {}, 0 elsewhere", l.top_k);
+        } else if (s.name == "combine") {
+            formula = "combine = Σ over the chosen experts of w × the expert's output";
+            labels = &ex.names.outputs;
+        } else {
+            formula = "y = x + combine";
+            labels = &ex.names.outputs;
+        }
+        if (s.name == "combine") {
+            // each expert's own steps, over the tokens routed to it, come before the combine
+            for (const auto& et : tr.experts) b.dense_steps(et.tr, et.tokens, et.prefix() + ".", expert_title(et), number);
+        }
+        b.steps_.push_back({s.name, s.name, fmt::format("Step {} · {}   {}", ++number, capitalised(s.name), formula), variable_of(s.name),
+                            &s.value, all_rows(tr.tokens()), labels});
+    }
+    auto answers = b.choose();
+    if (!answers) return answers.err();
+    document doc;
+    b.heading(doc,
+              fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, top {}{}, residual {}", l.d_model(), l.n_experts(), l.d_ff(),
+                          l.d_out(), l.top_k, l.normalize ? " renormalised" : "", l.residual ? "on" : "off"),
+              activation_line(l.act));
+    doc.push_back({block_kind::heading, "Weights"});
+    if (pre) b.norm_weights(*l.norm, ex.names.inputs, doc);
+    doc.push_back(b.grid(l.router, "Wr", ex.names.inputs, ex.names.experts));
+    if (!l.router_b.empty()) doc.push_back(b.bias_row(l.router_b, "br", ex.names.experts));
+    for (std::size_t e = 0; e < l.experts.size(); ++e) {
+        doc.push_back({block_kind::paragraph, ex.names.experts.size() > e ? fmt::format("Expert {} ({}):", e, ex.names.experts[e])
+                                                                           : fmt::format("Expert {}:", e)});
+        ffn plain = l.experts[e];
+        plain.norm.reset();  // the layer's norm is shown once, above
+        b.dense_weights(plain, doc);
+    }
+    for (std::size_t s = 0; s < l.shared.size(); ++s) {
+        doc.push_back({block_kind::paragraph, fmt::format("Shared expert {}:", s)});
+        ffn plain = l.shared[s];
+        plain.norm.reset();
+        b.dense_weights(plain, doc);
+    }
+    if (l.norm && !pre) b.norm_weights(*l.norm, ex.names.outputs, doc);
+    b.step_tables(doc, *answers);
+    b.answer_key(doc, *answers);
+    return std::pair{std::move(doc), std::move(*answers)};
+}
+
+}  // namespace detail
+
+namespace {
+template <class Trace>
+outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_options& o, bool ascii) {
+    auto d = detail::worksheet_document(ex, tr, o);
+    if (!d) return d.err();
+    std::string markdown = detail::markdown_view(d->first, ascii);
+    // Markdown has no page break of its own: printed from a browser or pandoc, this starts the
+    // answer key on a new page.
+    const auto key = markdown.find("\n# ");
+    if (key != std::string::npos) markdown.insert(key + 1, "<div style=\"break-before: page\"></div>\n\n");
+    // one newline at the end of the file, not the blank line every block leaves after itself
+    while (markdown.size() > 1 && markdown.ends_with("\n\n")) markdown.pop_back();
+    return worksheet{std::move(markdown), std::move(d->second)};
+}
+}  // namespace
+
+outcome<worksheet> make_worksheet(const example& ex, const trace& tr, const worksheet_options& o, bool ascii) {
+    return make(ex, tr, o, ascii);
+}
+outcome<worksheet> make_worksheet(const example& ex, const moe_trace& tr, const worksheet_options& o, bool ascii) {
+    return make(ex, tr, o, ascii);
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,197 @@
+#include "ffn_trace/worksheet.hpp"
+
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/claims.hpp"
+#include "ffn_trace/render_json.hpp"
+#include "worksheet_document.hpp"
+
+using namespace ffn_trace;
+
+namespace {
+
+std::string data_file(const std::string& name) { return std::string(FFN_TRACE_DATA_DIR) + "/" + name; }
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Every number of a nested JSON array, in order.
+void flatten(const nlohmann::json& j, std::vector<double>& out) {
+    if (j.is_array())
+        for (const auto& e : j) flatten(e, out);
+    else
+        out.push_back(j.get<double>());
+}
+
+// The worksheet's answers and run --format json's numbers for one file of data/.
+struct compared {
+    std::vector<worksheet_blank> answers;
+    nlohmann::json run;
+    std::string markdown;
+};
+compared sheet_and_json(const std::string& name, const worksheet_options& o = {}) {
+    auto ex = load_example(data_file(name));
+    REQUIRE(ex);
+    compared c;
+    if (ex->mixture) {
+        auto tr = run_moe(*ex->mixture, ex->input, ex->lead);
+        REQUIRE(tr);
+        auto claims = evaluate_moe_claims(*ex, *tr);
+        REQUIRE(claims);
+        auto w = make_worksheet(*ex, *tr, o);
+        REQUIRE(w);
+        c.answers = w->answers;
+        c.markdown = w->markdown;
+        c.run = nlohmann::json::parse(render_moe_json(*ex, *tr, *claims, nullptr));
+    } else {
+        auto tr = run_ffn(ex->layer, ex->input, ex->lead);
+        REQUIRE(tr);
+        auto w = make_worksheet(*ex, *tr, o);
+        REQUIRE(w);
+        c.answers = w->answers;
+        c.markdown = w->markdown;
+        c.run = nlohmann::json::parse(render_json(*ex, *tr, evaluate_claims(*ex, *tr)));
+    }
+    return c;
+}
+
+// The number run's JSON holds for a blank: the layer's step at (token, index), or an expert's at
+// the row of its routed token.
+double from_run(const nlohmann::json& run, const worksheet_blank& b) {
+    const auto dot = b.step.find('.');
+    if (dot == std::string::npos) {
+        for (const auto& s : run["steps"])
+            if (s["name"] == b.step) {
+                std::vector<double> flat;
+                flatten(s["value"], flat);
+                const std::size_t width = flat.size() / run["tokens"].get<std::size_t>();
+                return flat.at(b.token * width + b.index);
+            }
+        FAIL("no step " << b.step);
+    }
+    const bool shared = b.step.rfind("shared", 0) == 0;
+    const std::size_t e = std::stoul(b.step.substr(b.step.find('[') + 1));
+    const std::string name = b.step.substr(dot + 1);
+    for (const auto& x : run["experts"]) {
+        if (!x.contains(shared ? "shared" : "expert") || x[shared ? "shared" : "expert"] != e) continue;
+        const auto& tokens = x["tokens"];
+        std::size_t row = 0;
+        while (row < tokens.size() && tokens[row] != b.token) ++row;
+        for (const auto& s : x["steps"])
+            if (s["name"] == name) return s["value"].at(row).at(b.index).get<double>();
+    }
+    FAIL("no expert step " << b.step);
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("the lesson's worksheet leaves two cells of each step blank, with the hand example's answers") {
+    const auto c = sheet_and_json("lesson_hand.json");
+    REQUIRE(c.answers.size() == 8);
+    // seed 003: h = [2, 1, 3, −1], ReLU gives [2, 1, 3, 0], the output [5, 4], y = [7, 5]
+    const std::map<std::string, std::vector<double>> hand{
+        {"expand", {2, 1, 3, -1}}, {"activate", {2, 1, 3, 0}}, {"contract", {5, 4}}, {"residual", {7, 5}}};
+    std::map<std::string, int> per_step;
+    for (std::size_t i = 0; i < c.answers.size(); ++i) {
+        const auto& a = c.answers[i];
+        CAPTURE(a.target);
+        CHECK(a.number == i + 1);
+        CHECK(a.value == doctest::Approx(hand.at(a.step)[a.index]));
+        ++per_step[a.step];
+        CHECK(has(c.markdown, "(" + std::to_string(a.number) + ") ______"));
+    }
+    for (const auto& [step, n] : per_step) {
+        CAPTURE(step);
+        CHECK(n == 2);
+    }
+    // the key on its own page, after every blank
+    const auto key = c.markdown.find("# Answer key");
+    REQUIRE(key != std::string::npos);
+    CHECK(has(c.markdown.substr(0, key), "<div style=\"break-before: page\"></div>"));
+    CHECK(c.markdown.find("(8) ______") < key);
+    CHECK(has(c.markdown.substr(key), "| (8) | residual | y[1] | 5.0000 |"));
+}
+
+TEST_CASE("every worksheet's answer key agrees with run --format json") {
+    for (const auto& entry : std::filesystem::directory_iterator(FFN_TRACE_DATA_DIR)) {
+        const std::string name = entry.path().filename().string();
+        if (entry.path().extension() != ".json" || has(name, "schema")) continue;
+        CAPTURE(name);
+        worksheet_options o;
+        o.blanks = 40;
+        const auto c = sheet_and_json(name, o);
+        REQUIRE(!c.answers.empty());
+        for (const auto& a : c.answers) {
+            CAPTURE(a.step);
+            CAPTURE(a.token);
+            CAPTURE(a.index);
+            CHECK(a.value == doctest::Approx(from_run(c.run, a)).epsilon(1e-12));
+        }
+    }
+}
+
+TEST_CASE("--blanks, --seed and --steps choose the blanks") {
+    SUBCASE("a count, reproducible by seed") {
+        worksheet_options o;
+        o.blanks = 3;
+        o.seed = 5;
+        const auto a = sheet_and_json("walkthrough.json", o);
+        const auto b = sheet_and_json("walkthrough.json", o);
+        REQUIRE(a.answers.size() == 3);
+        CHECK(a.markdown == b.markdown);
+        bool differs = false;
+        for (std::uint64_t seed : {6, 7, 8}) {
+            o.seed = seed;
+            differs = differs || sheet_and_json("walkthrough.json", o).markdown != a.markdown;
+        }
+        CHECK(differs);
+    }
+    SUBCASE("only the steps asked for") {
+        worksheet_options o;
+        o.steps = {"contract"};
+        o.blanks = 5;
+        const auto a = sheet_and_json("moe_mixtral.json", o);
+        REQUIRE(a.answers.size() == 5);
+        for (const auto& b : a.answers) CHECK(b.step.substr(b.step.size() - 8) == "contract");
+    }
+    SUBCASE("more blanks than cells: every cell") {
+        worksheet_options o;
+        o.steps = {"residual"};
+        o.blanks = 100;
+        const auto a = sheet_and_json("lesson_hand.json", o);
+        CHECK(a.answers.size() == 2);
+    }
+    SUBCASE("an unknown step is an error naming --steps") {
+        auto ex = load_example(data_file("lesson_hand.json"));
+        REQUIRE(ex);
+        auto tr = run_ffn(ex->layer, ex->input, ex->lead);
+        REQUIRE(tr);
+        worksheet_options o;
+        o.steps = {"gate"};
+        auto w = make_worksheet(*ex, *tr, o);
+        REQUIRE_FALSE(w);
+        CHECK(w.err().path == "--steps");
+    }
+}
+
+TEST_CASE("the worksheet is a document whose answer key starts at its second title") {
+    auto ex = load_example(data_file("swiglu.json"));
+    REQUIRE(ex);
+    auto tr = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(tr);
+    auto d = detail::worksheet_document(*ex, *tr, {});
+    REQUIRE(d);
+    std::vector<std::string> titles;
+    for (const auto& b : d->first)
+        if (b.kind == detail::block_kind::title) titles.push_back(b.text);
+    REQUIRE(titles.size() == 2);
+    CHECK(titles[0] == "Worksheet: A small SwiGLU layer: 2 → 3 → 2");
+    CHECK(titles[1] == "Answer key: A small SwiGLU layer: 2 → 3 → 2");
+    // six steps, two blanks each
+    CHECK(d->second.size() == 12);
+}
