@@ -519,4 +519,7 @@ cli_test("worksheet: --blanks 0 is a usage error" 2 EMPTY "^error: --blanks" -- 
 cli_test("worksheet: a big layer is refused before anything is printed" 2 EMPTY
   "^error: .*large_gelu.json: a worksheet prints every weight, and this layer \\(d_model [0-9]+ → d_ff [0-9]+ → d_out [0-9]+\\) is bigger than a sheet worked by hand"
   -- ${FT} worksheet ${INPUTS}/large_gelu.json)
-cli_test("worksheet: html is not a format yet" 2 EMPTY "^error: --format" -- ${FT} worksheet ${DATA}/lesson_hand.json --format html)
+cli_test("worksheet: pdf is not a format" 2 EMPTY "^error: --format" -- ${FT} worksheet ${DATA}/lesson_hand.json --format pdf)
+cli_test("worksheet --format html starts the answer key on a printed page of its own" 0
+  "<header class=\"new-page\"> <h1>Answer key: The lesson&#39;s hand example" EMPTY
+  -- ${FT} worksheet ${DATA}/lesson_hand.json --format html)

@@ -3,7 +3,7 @@
 // on a page of its own. Every number on it, and every answer, is the trace's.
 //
 // The sheet is built as the walkthrough's document (src/core/worksheet_document.hpp, internal),
-// so any view of that document can print it; here it is rendered as Markdown.
+// so any view of that document can print it; here it is rendered as Markdown and as a page.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +37,7 @@ struct worksheet_blank {
 
 struct worksheet {
     std::string markdown;
+    std::string html;  // the same sheet as a page, print-ready: the answer key starts a printed page
     std::vector<worksheet_blank> answers;
 };
 

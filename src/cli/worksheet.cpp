@@ -18,7 +18,8 @@ void setup_worksheet(CLI::App& app, int& status) {
         ->capture_default_str();
     sub->add_option("--steps", o->sheet.steps, "Leave blanks only in these steps, e.g. expand,contract")->delimiter(',');
     sub->add_option("--precision", o->sheet.precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
-    sub->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"markdown"}))->capture_default_str();
+    sub->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"markdown", "html"}))->capture_default_str();
+    add_output(*sub);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −");
     add_limits(*sub, o->limits);
     sub->callback([o, &status] { status = run_worksheet(*o); });
@@ -29,7 +30,7 @@ int run_worksheet(const worksheet_options& o) {
     if (!t) return report(t.err());
     auto sheet = t->moe ? ffn_trace::make_worksheet(t->ex, *t->moe, o.sheet, o.ascii) : ffn_trace::make_worksheet(t->ex, t->tr, o.sheet, o.ascii);
     if (!sheet) return report(sheet.err());
-    write_stdout(sheet->markdown);
+    write_stdout(o.format == "html" ? sheet->html : sheet->markdown);
     return exit_ok;
 }
 

@@ -120,6 +120,7 @@ private:
     text_sink out_;
     bool started_ = false;
     std::string card_;  // the element of the open card: "section" or "details"; none when empty
+    int titles_ = 0;
     bool finished_ = false;
 };
 

@@ -267,7 +267,7 @@ std::string heatmap_svg(const figure& f) {
         out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", left + cell_w * (static_cast<double>(c) + 0.5),
                            top + cell_h * static_cast<double>(rows) + 16, f.column_starts[c]);
     }
-    return out + fmt::format("</svg><div class=\"legend\" aria-hidden=\"true\"><span>−{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+    return out + fmt::format("</svg><div class=\"legend\" aria-hidden=\"true\"><span>-{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
                              "<span>columns numbered by their first unit; rows are tokens</span></div>",
                              html_escape(format_short(most, 4)));
 }
@@ -331,7 +331,7 @@ std::string table_html(const block& b) {
     }
     out += "</tbody></table></div>\n";
     if (most > 0)
-        out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>−{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+        out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>-{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
                            "<span>blue below 0, red above, stronger for larger numbers</span></div>\n",
                            html_escape(format_short(most, 4)));
     return out;
@@ -339,7 +339,34 @@ std::string table_html(const block& b) {
 
 }  // namespace
 
-html_writer::html_writer(page_options options, text_sink out) : opt_(std::move(options)), out_(std::move(out)) {}
+namespace {
+
+// Every code point above ASCII as a character reference: the bytes are ASCII, the page reads the same.
+std::string ascii_references(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            out += s[i++];
+            continue;
+        }
+        const int length = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        char32_t code = length == 1 ? c : c & (0x7f >> length);
+        for (int k = 1; k < length && i + static_cast<std::size_t>(k) < s.size(); ++k)
+            code = (code << 6) | (static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]) & 0x3f);
+        out += fmt::format("&#x{:x};", static_cast<std::uint32_t>(code));
+        i += static_cast<std::size_t>(length);
+    }
+    return out;
+}
+
+}  // namespace
+
+html_writer::html_writer(page_options options, text_sink out) : opt_(std::move(options)) {
+    // --ascii: the page's text as character references, so that every byte is ASCII.
+    out_ = opt_.ascii ? text_sink([sink = std::move(out)](std::string_view s) { sink(ascii_references(s)); }) : std::move(out);
+}
 
 void html_writer::start(std::string_view title) {
     started_ = true;
@@ -358,8 +385,10 @@ void html_writer::write(const block& b) {
     if (!started_) start(b.kind == block_kind::title ? b.text : "ffn-trace");
     switch (b.kind) {
         case block_kind::title:
-            out_(fmt::format("<header>\n<h1>{}</h1>\n", html_styled(b.text)));
-            if (!opt_.banner.empty())
+            // A second title (a worksheet's answer key) starts a page of its own when printed.
+            if (!card_.empty()) out_(fmt::format("</{}>\n", card_));
+            out_(fmt::format("<header{}>\n<h1>{}</h1>\n", titles_++ ? " class=\"new-page\"" : "", html_styled(b.text)));
+            if (!opt_.banner.empty() && titles_ == 1)
                 out_(fmt::format("<p class=\"banner {}\">{}</p>\n", opt_.banner.find("fail") != std::string::npos ? "bad" : "ok",
                                  html_styled(opt_.banner)));
             out_("</header>\n<section class=\"card intro\">\n");

@@ -397,7 +397,10 @@ outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_opti
     if (key != std::string::npos) markdown.insert(key + 1, "<div style=\"break-before: page\"></div>\n\n");
     // one newline at the end of the file, not the blank line every block leaves after itself
     while (markdown.size() > 1 && markdown.ends_with("\n\n")) markdown.pop_back();
-    return worksheet{std::move(markdown), std::move(d->second)};
+    detail::page_options page;
+    page.ascii = ascii;
+    std::string html = detail::html_view(d->first, page);
+    return worksheet{std::move(markdown), std::move(html), std::move(d->second)};
 }
 }  // namespace
 

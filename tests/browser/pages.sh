@@ -37,6 +37,7 @@ for file in "$data"/*.json; do
   name=$(basename "$file" .json)
   make_page "run_$name" run "$file" && pages+=("run_$name")
   make_page "grad_$name" grad "$file" && pages+=("grad_$name")
+  make_page "worksheet_$name" worksheet "$file" && pages+=("worksheet_$name")
 done
 # A layer too big for arithmetic (tables summarised, heatmaps) and an MoE one, made by `new`.
 "$ft" new --d-model 64 --d-ff 256 --tokens 40 --activation gelu --residual --seed 3 >"$work/big.json"
@@ -54,6 +55,10 @@ make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative -
 make_page params_gpt2 params --model gpt2 && pages+=(params_gpt2)
 make_page params_mixtral params --model mixtral-8x7b && pages+=(params_mixtral)
 make_page run_walkthrough_hidden run "$data/walkthrough.json" --hide && pages+=(run_walkthrough_hidden)
+make_page run_walkthrough_ascii run "$data/walkthrough.json" --ascii && pages+=(run_walkthrough_ascii)
+if LC_ALL=C grep -q '[^[:print:][:space:]]' "$work/run_walkthrough_ascii.html"; then
+  fail "run --format html --ascii: a byte above ASCII"
+fi
 
 for page in "${pages[@]}"; do
   dom=$(chrome --virtual-time-budget=5000 --dump-dom "file://$work/$page.html#selftest")

@@ -1,7 +1,8 @@
 // The page view's script: how a number arose on click or hover, moving between cells with the
 // arrow keys, predict-first, the plots' readout, and the self-test behind the #selftest hash.
 // Every number it shows was written into the page by ffn-trace; it computes none of its own
-// but whether a guess is close enough.
+// but whether a guess is close enough. It is pure ASCII (\u escapes), as is the stylesheet, so
+// that a page asked for with --ascii is ASCII through and through.
 (function () {
   "use strict";
   var errors = document.getElementById("errors");
@@ -35,7 +36,7 @@
       var p = document.createElement("div");
       var ok = td.getAttribute("data-claim-ok") === "1";
       p.className = "claim " + (ok ? "ok" : "bad");
-      p.textContent = (ok ? "✓ the file's claim holds: " : "✗ the file's claim fails: ") + claim;
+      p.textContent = (ok ? "\u2713 the file's claim holds: " : "\u2717 the file's claim fails: ") + claim;
       how.appendChild(p);
     }
   }
