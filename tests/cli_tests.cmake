@@ -343,7 +343,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -363,7 +363,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table params new schema generate -h --help -V --version \\| text markdown json \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema generate -h --help -V --version \\| text markdown json \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -430,3 +430,13 @@ cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activa
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
 cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY
   -- ${FT} check ${DATA}/memory_no_relu.json)
+
+# sweep: a one-number layer's output against x
+cli_test("sweep draws |x| with a bend for each ReLU unit at 0" 0
+  "-3.0000 3.0000 .* 3.0000 3.0000 .*▲ bend of unit 0 \\(x > 0\\) at x = 0.*▲ bend of unit 1 \\(x < 0\\) at x = 0" EMPTY
+  -- ${FT} sweep ${DATA}/abs_relu.json --from -3 --to 3)
+cli_test("sweep refuses a layer of more than one input number" 2 EMPTY
+  "^error: .*memory.json: sweep draws the output against one input number: the layer reads d_model = 3 numbers per token"
+  -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1)
+cli_test("sweep needs --from and --to" 2 EMPTY "^error: --from is required" -- ${FT} sweep ${DATA}/abs_relu.json --to 1)
+cli_test("sweep refuses from above to" 2 EMPTY "^error: --from: expected finite numbers with --from below --to" -- ${FT} sweep ${DATA}/abs_relu.json --from 2 --to 1)
