@@ -212,6 +212,7 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     text.ascii = f.ascii;
     text.width = output_width(f.width);
     text.colour = use_colour(f.color);
+    text.bars = f.bars;
     return text;
 }
 

@@ -114,6 +114,7 @@ struct walkthrough_flags {
     std::string color = "auto";
     bool ascii = false;
     std::size_t width = 0;  // 0: output_width chooses
+    bool bars = false;      // run only: the ▓░ bars before and after the activation
 };
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);

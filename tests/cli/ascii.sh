@@ -8,7 +8,7 @@ ft=$1 data=$2
 runs=()
 for f in "$data"/*.json; do
     for args in "run $f" "run $f --detail values" "run $f --detail summary" "run $f --format markdown" \
-                "run $f --format json" "grad $f --lr 0.1" "grad $f --format markdown" "grad $f --format json" "check $f"; do
+                "run $f --format json" "run $f --bars" "grad $f --lr 0.1" "grad $f --format markdown" "grad $f --format json" "check $f"; do
         runs+=("$args")
     done
 done
