@@ -295,6 +295,15 @@ TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough
         CHECK(out.find("active units") == std::string::npos);
         CHECK(out.find("positive units") == std::string::npos);
     }
+    SUBCASE("the summary repeats each of the layer's steps per token") {
+        // token a = [1, 0]: logits x·I = [1, 0], softmax [e, 1]/(e + 1) = [0.7311, 0.2689], top 1
+        // renormalised [1, 0]; expert 0: h = [1, −1], ReLU [1, 0], W2 = I writes [1, 0].
+        const std::string out = render_moe(two_experts("relu"));
+        CHECK(has_line(out, "    router        [1.0000, 0.0000]"));
+        CHECK(has_line(out, "    probabilities [0.7311, 0.2689]"));
+        CHECK(has_line(out, "    weights       [1.0000, 0.0000]"));
+        CHECK(has_line(out, "    combine       [1.0000, 0.0000]"));
+    }
     SUBCASE("a token labelled with a word is quoted where it is a sentence's subject") {
         const std::string out = render_moe(two_experts("relu"));
         CHECK(says(out, R"(token "the" chooses expert 1)"));
