@@ -443,3 +443,6 @@ cli_test("sweep refuses from above to" 2 EMPTY "^error: --from: expected finite 
 cli_test("run --bars draws the memory's hidden vectors before and after ReLU" 0
   "Paris \\+ country\\? hidden │▓░│ activated │▓░│ .*Paris only hidden │░░│ activated │░░│" EMPTY
   -- ${FT} run ${DATA}/memory.json --bars --detail values --color never)
+cli_test("run --format json names the command line's changes" 0
+  "^\\{ \"title\": \"A key-value memory built by hand\", \"changes\": \\[ ?\"activation = gelu \\(--activation\\)\" ?\\]" EMPTY
+  -- ${FT} run ${DATA}/memory.json --activation gelu --format json)
