@@ -293,7 +293,7 @@ protected:
         // each key matrix (named by the inputs), the second row j of W2 (named by the outputs).
         std::vector<std::vector<double>> halves;  // of the unit being written
         auto name = [](const std::vector<std::string>& labels, std::size_t k) {
-            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+            return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
         };
         struct column {
             std::size_t half, k;
@@ -355,7 +355,7 @@ protected:
         const std::size_t bias_row = m.rows;  // one past the last: the bias
         if (!bias.empty()) rows.push_back(bias_row);
         auto name = [](const std::vector<std::string>& labels, std::size_t k) {
-            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+            return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
         };
         const std::string bias_name = "b" + weight_name(w).substr(1);
         return grid_table(
