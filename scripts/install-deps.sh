@@ -3,11 +3,13 @@
 # so that `make demo` and `make test` work on a fresh machine with g++, cmake and make.
 set -euo pipefail
 
-# Usage: install-deps.sh [fuzz]   ("fuzz" adds clang and its libFuzzer runtime)
+# Usage: install-deps.sh [fuzz|ci]   ("fuzz" adds clang and its libFuzzer runtime; "ci" adds Chromium
+# and tmux, which the browser test and the terminal test need and skip without)
 # python3-jsonschema: the schema test validates the examples with an independent validator.
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema dpkg-dev file)
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
+if [ "${1:-}" = ci ]; then packages+=(chromium tmux); fi
 
 missing=()
 for p in "${packages[@]}"; do

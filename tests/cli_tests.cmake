@@ -363,7 +363,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema generate -h --help -V --version \\| text markdown json \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -407,6 +407,25 @@ cli_test("grad --lr with every gradient 0 says no step size can help, not to try
   -- ${FT} grad ${DATA}/memory.json --lr 0.5 --width 200)
 cli_test("grad --lr with every gradient 0 never suggests a smaller step" 0 "!try a smaller" EMPTY
   -- ${FT} grad ${DATA}/memory.json --lr 0.5)
+
+# The page view (--format html; the browser test opens the pages, tests/browser/pages.sh)
+cli_test("run --format html writes one page, starting with its doctype" 0 "^<!DOCTYPE html> <html lang=\"en\">" EMPTY
+  -- ${FT} run ${DATA}/lesson_hand.json --format html)
+cli_test("grad --format html writes the backward pass as a page" 0 "<h1>Backward pass" EMPTY
+  -- ${FT} grad ${DATA}/lesson_hand.json --format html)
+cli_test("gelu-table --format html draws the curves" 0 "<figure class=\"plot\"><figcaption>The curves from -3 to 3</figcaption>" EMPTY
+  -- ${FT} gelu-table --format html)
+cli_test("params --format html gives GPT-2's exact total" 0 ">124,439,808 \\(100.0%\\)<|124,439,808" EMPTY
+  -- ${FT} params --model gpt2 --format html)
+cli_test("-o refuses a folder that does not exist, printing nothing" 2 EMPTY
+  "^error: -o: cannot write \"/nonexistent-folder/page.html\": No such file or directory$"
+  -- ${FT} run ${DATA}/lesson_hand.json --format html -o /nonexistent-folder/page.html)
+set(PAGE ${CMAKE_CURRENT_BINARY_DIR}/cli-page.html)
+cli_test("-o writes the page to the file and nothing to stdout" 0 EMPTY EMPTY
+  -- bash -c [[rm -f "$2" && "$0" run "$1" --format html -o "$2" && grep -q "^</html>$" "$2"]] ${FT} ${DATA}/memory.json ${PAGE})
+cli_test("-o leaves no file behind when the input is bad" 2 EMPTY "^error: .*missing.json: cannot open the file"
+  -- bash -c [[rm -f "$2" && "$0" run "$1" --format html -o "$2" || ( status=$? && test ! -e "$2" && exit $status )]]
+  ${FT} ${INPUTS}/missing.json ${PAGE}.bad)
 
 # The lesson's experiments: the file's activation, residual or any value changed on the command line
 cli_test("run --activation identity makes the memory's Paris only write [-1, -3], as seed 003 shows" 0

@@ -15,6 +15,13 @@
 
 namespace test {
 
+// The lesson's hand example (seed 003_520c3bf8fda29827.txt), with its printed numbers as claims
+// and one wrong claim (the residual is [7, 5], not [7, 6]).
+inline const std::string lesson = R"({"activation": "relu", "input": [2, 1],
+    "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]},
+    "labels": {"hidden": ["x₁", "x₂", "x₁ + x₂", "x₂ − x₁"]},
+    "expect": [{"step": "contract", "value": [5, 4]}, {"step": "residual", "value": [7, 6]}]})";
+
 struct traced {
     ffn_trace::example ex;
     ffn_trace::trace tr;

@@ -31,6 +31,7 @@ struct text_options {
     bool ascii = false;   // ASCII spellings for ×, ·, →, −, ✓, …
     std::size_t width = 80;  // text view: columns to fit (prose wrapped, wide tables split)
     bool bars = false;       // seed 000's ▓░ bars of each token's hidden vector before and after the activation
+    bool hide = false;       // HTML view: predict-first from the start, every computed number hidden
 };
 
 // Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.
@@ -52,7 +53,8 @@ struct rendering_input {
 // Where a view writes its text: a block at a time, as the walkthrough is rendered, so that a long
 // walkthrough is never held whole in memory.
 using text_sink = std::function<void(std::string_view)>;
-enum class text_format { text, markdown };
+// html: one self-contained page (styles, pictures and its script inline) that a learner explores.
+enum class text_format { text, markdown, html };
 
 void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <fmt/core.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -45,12 +46,42 @@ int write_failed(int error_number) {
     return report({"", "", fmt::format("cannot write the output: {}", std::strerror(error_number))});
 }
 
-void write_stdout(std::string_view text) { fmt::print(stdout, "{}", text); }
+namespace {
+std::string output_path;            // -o FILE; empty: stdout
+std::FILE* output_stream = nullptr;  // opened at the first write, so an error leaves no file behind
+
+std::FILE* output() {
+    if (output_stream) return output_stream;
+    if (output_path.empty()) return output_stream = stdout;
+    output_stream = std::fopen(output_path.c_str(), "w");
+    if (!output_stream) {
+        const int e = errno;
+        output_stream = nullptr;
+        throw std::system_error(e, std::generic_category(), fmt::format("-o: cannot write {}", ffn_trace::quote(output_path)));
+    }
+    return output_stream;
+}
+}  // namespace
+
+void add_output(CLI::App& sub) {
+    sub.add_option("-o,--output", "Write the output to this file instead of standard output (created at the first write)")
+        ->type_name("FILE")
+        ->each([](const std::string& path) { output_path = path; });
+}
+
+void write_stdout(std::string_view text) { fmt::print(output(), "{}", text); }
 
 void print_json(const std::string& json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
 
 int finish_output(int status) {
     errno = 0;
+    if (output_stream && output_stream != stdout) {
+        const bool failed = std::fflush(output_stream) != 0 || std::ferror(output_stream);
+        const int e = errno;
+        std::fclose(output_stream);
+        output_stream = nullptr;
+        if (failed) return report({output_path, "", fmt::format("cannot write the output: {}", std::strerror(e != 0 ? e : EIO))});
+    }
     if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
     // An earlier failed write leaves the error flag set and errno possibly changed since.
     return write_failed(errno != 0 ? errno : EIO);
@@ -156,8 +187,10 @@ void add_limits(CLI::App& sub, input_limits& into) {
 
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
     sub.add_option("--format", f.format, "Output format")
-        ->check(CLI::IsMember({"text", "markdown", "json"}))
+        ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
         ->capture_default_str();
+    sub.add_flag("--hide", f.hide, "HTML: predict-first from the start, every computed number hidden until guessed or revealed");
+    add_output(sub);
     sub.add_option("--detail", f.detail,
                    "summary, values or arithmetic (default: arithmetic when d_model ≤ 8, d_ff ≤ 16 and d_out ≤ 16)")
         ->check(CLI::IsMember({"summary", "values", "arithmetic"}));
@@ -211,13 +244,16 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     text.full = f.full;
     text.ascii = f.ascii;
     text.width = output_width(f.width);
-    text.colour = use_colour(f.color);
+    text.colour = use_colour(f.color) && f.format == "text";
     text.bars = f.bars;
+    text.hide = f.hide;
     return text;
 }
 
 ffn_trace::text_format text_format(const walkthrough_flags& f) {
-    return f.format == "markdown" ? ffn_trace::text_format::markdown : ffn_trace::text_format::text;
+    return f.format == "markdown" ? ffn_trace::text_format::markdown
+           : f.format == "html"   ? ffn_trace::text_format::html
+                                  : ffn_trace::text_format::text;
 }
 
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens) {

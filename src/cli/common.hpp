@@ -43,6 +43,8 @@ int finish_output(int status);
 // views. A failed write throws std::system_error, which main turns into write_failed, so a long
 // walkthrough stops at the first failed write instead of rendering on into a closed pipe.
 void write_stdout(std::string_view text);
+// Adds -o/--output FILE: write_stdout writes there instead, opening the file at its first write.
+void add_output(CLI::App& sub);
 // A JSON view on stdout; with --ascii every non-ASCII character is a \u escape.
 void print_json(const std::string& json, bool ascii);
 // The same for an error thrown while writing (fmt::print throws std::system_error).
@@ -113,12 +115,13 @@ struct walkthrough_flags {
     bool full = false;
     std::string color = "auto";
     bool ascii = false;
+    bool hide = false;      // html: predict-first from the start
     std::size_t width = 0;  // 0: output_width chooses
     bool bars = false;      // run only: the ▓░ bars before and after the activation
 };
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
-// Text or Markdown, as --format asked (json is rendered apart).
+// Text, Markdown or HTML, as --format asked (json is rendered apart).
 ffn_trace::text_format text_format(const walkthrough_flags& flags);
 // --token values outside the input: an error naming the option.
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);

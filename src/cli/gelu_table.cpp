@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/gelu_table.hpp"
+#include "ffn_trace/render_html.hpp"
 
 namespace cli {
 
@@ -38,8 +39,9 @@ void setup_gelu_table(CLI::App& app, int& status) {
         ->capture_default_str();
     sub->add_option("--precision", o->precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub->add_option("--format", o->format, "Output format")
-        ->check(CLI::IsMember({"text", "csv", "json", "markdown"}))
+        ->check(CLI::IsMember({"text", "csv", "json", "markdown", "html"}))
         ->capture_default_str();
+    add_output(*sub);
     sub->callback([o, &status] { status = run_gelu_table(*o); });
 }
 
@@ -55,19 +57,29 @@ int run_gelu_table(const gelu_table_options& o) {
         if (!range) return report(range.err());
         xs = std::move(*range);
     }
+    // The seed's drawing spans −3 to 3; a range or chosen points span themselves.
+    double lo = -3, hi = 3;
+    if (o.from || !o.at.empty()) {
+        lo = *std::min_element(xs.begin(), xs.end());
+        hi = *std::max_element(xs.begin(), xs.end());
+    }
+    if (o.format == "html") {
+        // The page always draws the curves: around a lone point, one unit either side.
+        if (lo == hi) {
+            lo -= 1;
+            hi += 1;
+        }
+        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
+        write_stdout(render_gelu_page(xs, which, o.precision, lo, hi));
+        return exit_ok;
+    }
     if (o.plot) {
         if (o.format != "text") return report({"", "--plot", "draws text; leave out --format or use --format text"});
-        // The seed's drawing spans −3 to 3; a range or chosen points span themselves.
-        double lo = -3, hi = 3;
-        if (o.from || !o.at.empty()) {
-            lo = *std::min_element(xs.begin(), xs.end());
-            hi = *std::max_element(xs.begin(), xs.end());
-        }
         if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
         // Unless given, the drawing leaves room on the page for the y axis's labels.
         const std::size_t page = output_width(0);
         const std::size_t width = o.width ? o.width : std::clamp<std::size_t>(page > 12 ? page - 12 : 10, 10, 61);
-        fmt::print("{}", render_plot(lo, hi, which, {width, o.height, o.ascii, use_colour(o.color), page}));
+        write_stdout(render_plot(lo, hi, which, {width, o.height, o.ascii, use_colour(o.color), page}));
         return exit_ok;
     }
     const table_format format = o.format == "csv" ? table_format::csv
@@ -75,7 +87,7 @@ int run_gelu_table(const gelu_table_options& o) {
                               : o.format == "markdown" ? table_format::markdown
                                                        : table_format::text;
     std::string out = render_table(gelu_table(xs, which), format, o.precision, output_width(0));
-    fmt::print("{}", o.ascii ? to_ascii(out) : out);
+    write_stdout(o.ascii ? to_ascii(out) : out);
     return exit_ok;
 }
 

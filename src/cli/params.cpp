@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "ffn_trace/params.hpp"
+#include "ffn_trace/render_html.hpp"
 #include "ffn_trace/render_params.hpp"
 
 namespace cli {
@@ -40,8 +41,9 @@ void setup_params(CLI::App& app, int& status) {
     add_width(*sub, o->width);
     sub->add_flag("--ascii", o->ascii, "Pure ASCII: * for ×, / for ÷, ~ for ≈");
     sub->add_option("--format", o->format, "Output format")
-        ->check(CLI::IsMember({"text", "json", "markdown"}))
+        ->check(CLI::IsMember({"text", "json", "markdown", "html"}))
         ->capture_default_str();
+    add_output(*sub);
     sub->callback([o, &status] { status = run_params(*o); });
 }
 
@@ -92,11 +94,15 @@ int run_params(const params_options& o) {
 
     auto r = count_params(c);
     if (!r) return report(r.err());
+    const auto dtype = o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt;
+    if (o.format == "html") {
+        write_stdout(render_params_page(*r, dtype));
+        return exit_ok;
+    }
     const params_format format = o.format == "json" ? params_format::json
                                : o.format == "markdown" ? params_format::markdown
                                                         : params_format::text;
-    fmt::print("{}", render_params(*r, format, o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt,
-                                   output_width(o.width), o.ascii));
+    write_stdout(render_params(*r, format, dtype, output_width(o.width), o.ascii));
     return exit_ok;
 }
 

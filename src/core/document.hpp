@@ -3,6 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <limits>
+#include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -10,6 +13,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/params.hpp"
 #include "ffn_trace/render_text.hpp"
 
 namespace ffn_trace::detail {
@@ -18,12 +22,45 @@ namespace ffn_trace::detail {
 // lines: written-out arithmetic (a code block in Markdown); notes: short remarks (a list).
 enum class block_kind { title, paragraph, fields, heading, table, lines, notes };
 
+// What the page view adds to a table's cell; the text and Markdown views ignore it.
+struct cell_note {
+    std::string name;               // the number as the arithmetic names it: "hidden[0][2]"
+    std::vector<std::string> how;   // how it arose, written as the text view writes arithmetic
+    double value = std::numeric_limits<double>::quiet_NaN();  // the engine's number
+    double tolerance = 0;           // a guess this close is right: the claim's, else half the last decimal shown
+    int claim = 0;                  // the file's claim on it: 1 holds, -1 fails, 0 none
+    std::string claim_text;         // "claimed 0.241, computed 0.2384, off by 0.0026, tolerance 0.001"
+    bool ask = false;               // a computed number, which predict-first hides until guessed
+};
+
+// A picture the page view draws beside a table (the text views show only the table).
+struct figure {
+    // stack: one bar per column, its parts stacked, positive up and negative down from 0 (the
+    //        key-value view: one bar per output dimension, one part per hidden unit);
+    // lines: curves over the points xs (gelu-table);
+    // bars:  one horizontal bar per column, its exact value written beside it (params);
+    // heatmap: a big step's whole (tokens, width) matrix, rows and columns summarised to fit.
+    enum class kind { stack, lines, bars, heatmap } type = kind::stack;
+    std::string caption;
+    std::vector<std::string> columns;         // stack, bars: the bars
+    std::vector<std::string> parts;           // stack: the segments; lines: the curves; bars: each bar's value as text
+    std::vector<std::vector<double>> values;  // stack: (parts, columns); lines: (curves, xs); bars: one row
+    std::vector<bool> muted;                  // stack: per part, drawn grey (a switched-off unit)
+    std::vector<double> totals;               // stack: per column, where the bar's sum ends (marked)
+    std::vector<double> xs;                   // lines
+    std::vector<std::string> row_names;       // heatmap: each row's token
+    std::vector<std::size_t> column_starts;   // heatmap: the first unit each column stands for
+    std::size_t width = 0;                    // heatmap: the units in all
+};
+
 struct block {
     block_kind kind = block_kind::paragraph;
     std::string text = {};                            // title, paragraph, heading
     std::vector<std::vector<std::string>> rows = {};  // fields (name, value); table (header first)
     std::vector<std::string> lines = {};              // lines: written-out arithmetic
     std::string align = {};                           // table: 'l' or 'r' per column; default "lrr…"
+    std::vector<std::vector<cell_note>> notes = {};   // table, page view only: per cell of `rows`, or none
+    std::shared_ptr<const figure> picture = {};      // page view only: drawn after the table
 };
 
 using document = std::vector<block>;
@@ -36,12 +73,16 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::siz
 
 struct page_options {
     bool markdown = false;  // Markdown, else aligned text
+    bool html = false;      // a self-contained HTML page (page_html.cpp), else text or Markdown
+    bool hide = false;      // HTML: predict-first on from the start (values hidden until guessed)
+    std::string banner = {};  // HTML: a line under the title (the claims' outcome)
     bool ascii = false;     // ASCII spellings, converted before layout so that columns align
     bool colour = false;    // terminal colours (text only); otherwise the style marks are dropped
     std::size_t width = 80; // columns of the text layout (Markdown is not wrapped)
 };
 inline page_options page_for(const text_options& o, text_format f) {
-    return {.markdown = f == text_format::markdown, .ascii = o.ascii, .colour = o.colour, .width = o.width};
+    return {.markdown = f == text_format::markdown, .html = f == text_format::html, .hide = o.hide, .ascii = o.ascii,
+            .colour = o.colour, .width = o.width};
 }
 
 // Lays blocks out one at a time, as a builder produces them, and writes each to `out`: a whole
@@ -62,9 +103,34 @@ private:
     bool after_heading_ = false;
 };
 
+// An HTML page, written a block at a time like page_writer: the head and styles at the first
+// block, each heading opening a card, and the script that makes it explorable at `finish`.
+class html_writer {
+public:
+    html_writer(page_options options, text_sink out);
+    void write(const block& b);
+    void finish();
+    block_sink sink() {
+        return [this](block b) { write(b); };
+    }
+
+private:
+    void start(std::string_view title);
+    page_options opt_;
+    text_sink out_;
+    bool started_ = false;
+    std::string card_;  // the element of the open card: "section" or "details"; none when empty
+    bool finished_ = false;
+};
+
+// Builds a document into the layout `options` asks for: the blocks go to a page_writer, or to
+// an html_writer that is finished after the last of them.
+void write_page(const page_options& options, const text_sink& out, const std::function<void(const block_sink&)>& build);
+
 // A whole document laid out at once (params), with the style marks dropped.
 std::string text_view(const document& doc, std::size_t width, bool ascii = false);
 std::string markdown_view(const document& doc, bool ascii = false);
+std::string html_view(const document& doc, const page_options& options = {});
 
 // "[0.4300, 0.3700, …, 0.4900]": fixed precision, summarised unless `full`.
 std::string vector_text(std::span<const double> v, int precision, bool full);
@@ -101,6 +167,9 @@ block matrix_table(const matrix& m, const std::string& corner, const std::vector
         corner, rows, shown_indices(m.cols, full), row_name, [](std::size_t j) { return "[" + std::to_string(j) + "]"; },
         [&m](std::size_t i, std::size_t j) { return m(i, j); }, precision);
 }
+
+// params' tables as a document (render_params.cpp), for the text, Markdown and page views.
+document params_document(const params_report& r, std::optional<std::string_view> dtype);
 
 // "(2 × 3 × width)": the input's leading shape, then a width.
 std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width);

@@ -498,8 +498,8 @@ json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
 
 void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {
-    detail::page_writer page(detail::page_for(options, format), out);
-    grad_builder(in, options).build(page.sink());
+    grad_builder builder(in, options);
+    detail::write_page(detail::page_for(options, format), out, [&](const detail::block_sink& sink) { builder.build(sink); });
 }
 
 std::string render_grad_text(const grad_rendering_input& in, const text_options& options) {

@@ -238,6 +238,56 @@ private:
                                   idle.size() == 1 ? "it" : "them", idle.size() == 1 ? "it was" : "they were"));
     }
 
+    // The page view's arithmetic behind a cell of the layer's own steps.
+    std::vector<std::string> layer_how(std::string_view step, std::size_t t, std::size_t j) const override {
+        const moe& l = mlayer();
+        const std::string lhs = (step == "input" ? std::string("x") : cell_variable(step)) + at(t, j);
+        if (step == "input") return {fmt::format("{} = {}, given in the file", lhs, num(mt_.input(t, j)))};
+        const auto* s = mt_.find(step);
+        if (!s) return {};
+        const std::string result = num(s->value(t, j));
+        if (step == "router")
+            return {fmt::format("{} = {}{} · Wr[:, {}]{}", lhs, pre_norm() ? "normed" : "x", token_index(ex_.lead, t), j,
+                                l.router_b.empty() ? "" : fmt::format(" + br[{}]", j)),
+                    "  = " + largest_terms(mt_.moe_input().row(t), l.router.column(j), l.router_b.empty() ? 0.0 : l.router_b[j],
+                                           !l.router_b.empty()),
+                    "  = " + result};
+        if (step == "probabilities") {
+            const auto& terms = s->terms;
+            return {fmt::format("{} = e^(logits{} − m) / Σ e^(logits − m), m = max(logits{}) = {}", lhs, at(t, j),
+                                token_index(ex_.lead, t), num(terms[0].value(t, 0))),
+                    fmt::format("  = {} / {}", num(terms[1].value(t, j)), num(terms[2].value(t, 0))), "  = " + result};
+        }
+        if (step == "weights") {
+            const auto& chosen = mt_.chosen[t];
+            if (std::find(chosen.begin(), chosen.end(), j) == chosen.end())
+                return {fmt::format("{} = 0: {} is not {} this token chose", lhs, expert_name(j),
+                                    l.top_k == 1 ? std::string("the expert") : fmt::format("one of the {} experts", l.top_k))};
+            const matrix& p = mt_.find("probabilities")->value;
+            if (!l.normalize) return {fmt::format("{} = p{} = {}", lhs, at(t, j), result)};
+            std::vector<std::string> kept;
+            for (auto e : chosen) kept.push_back(num(p(t, e)));
+            return {fmt::format("{} = p{} / Σ p over the chosen = {} / ({})", lhs, at(t, j), num(p(t, j)), fmt::join(kept, " + ")),
+                    "  = " + result};
+        }
+        if (step == "combine") {
+            const matrix& w = mt_.find("weights")->value;
+            std::vector<std::string> terms;
+            for (auto e : mt_.chosen[t]) {
+                const expert_trace* et = mt_.expert(e);
+                terms.push_back(fmt::format("{}×{}", op(w(t, e)), op(et->tr.output().value(*et->row_of(t), j))));
+            }
+            for (const auto& et : mt_.experts)
+                if (et.shared) terms.push_back(op(et.tr.output().value(*et.row_of(t), j)));
+            return {fmt::format("{} = Σ w × expert output{}", lhs, l.shared.empty() ? "" : " + shared"),
+                    fmt::format("  = {}", fmt::join(terms, " + ")), "  = " + result};
+        }
+        if (step == "residual")
+            return {fmt::format("{} = x{} + output{} = {} + {} = {}", lhs, at(t, j), at(t, j), op(mt_.input(t, j)),
+                                op(mt_.find("combine")->value(t, j)), result)};
+        return {};
+    }
+
     // combine and residual
     void layer_step(std::size_t number, const step& s) {
         const moe& l = mlayer();
@@ -435,8 +485,11 @@ private:
 
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out) {
-    detail::page_writer page(detail::page_for(options, format), out);
-    detail::moe_builder(in, options).build(page.sink());
+    auto page = detail::page_for(options, format);
+    page.banner = detail::claims_banner(in.claims);
+    detail::moe_builder builder(in, options);
+    builder.explain_cells(page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
 }
 
 std::string render_text(const moe_rendering_input& in, const text_options& options) {

@@ -278,8 +278,8 @@ json moe_weights_json(moe& l, bool out_in) {
 
 void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {
-    detail::page_writer page(detail::page_for(options, format), out);
-    moe_grad_builder(in, options).build(page.sink());
+    moe_grad_builder builder(in, options);
+    detail::write_page(detail::page_for(options, format), out, [&](const detail::block_sink& sink) { builder.build(sink); });
 }
 
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {

@@ -208,8 +208,11 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     return v;
 }
 
-// The view as a document, so that text and Markdown lay it out as the walkthroughs are laid out.
-detail::document to_document(const view& v) {
+}  // namespace
+
+namespace detail {
+// The view as a document, so that text, Markdown and the page lay it out as the walkthroughs are laid out.
+document to_document(const view& v) {
     detail::document doc{{detail::block_kind::title, v.title}};
     for (const auto& l : v.intro) doc.push_back({detail::block_kind::paragraph, l});
     for (const auto& s : v.sections) {
@@ -227,6 +230,11 @@ detail::document to_document(const view& v) {
     }
     return doc;
 }
+
+document params_document(const params_report& r, std::optional<std::string_view> dtype) { return to_document(build(r, dtype)); }
+}  // namespace detail
+
+namespace {
 
 std::string json(const params_report& r, std::optional<std::string_view> dtype) {
     const model_config& c = r.config;
@@ -269,7 +277,7 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype) 
 std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype,
                           std::size_t width, bool ascii) {
     if (format == params_format::json) return ascii ? json_ascii(json(r, dtype)) : json(r, dtype);
-    const detail::document doc = to_document(build(r, dtype));
+    const detail::document doc = detail::params_document(r, dtype);
     return apply_styles(format == params_format::markdown ? detail::markdown_view(doc, ascii) : detail::text_view(doc, width, ascii), false);
 }
 

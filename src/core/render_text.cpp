@@ -18,8 +18,11 @@ detail_level default_detail(const ffn& layer) {
 
 void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out) {
-    detail::page_writer page(detail::page_for(options, format), out);
-    detail::walkthrough_builder(in, options).build(page.sink());
+    auto page = detail::page_for(options, format);
+    page.banner = detail::claims_banner(in.claims);
+    detail::walkthrough_builder builder(in, options);
+    builder.explain_cells(page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
 }
 
 std::string render_text(const rendering_input& in, const text_options& options) {

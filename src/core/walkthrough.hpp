@@ -36,6 +36,15 @@ inline std::string activation_title(activation kind) {
     return "";
 }
 
+// The line under a page's title: how the file's claims came out.
+inline std::string claims_banner(const std::vector<claim>& claims) {
+    if (claims.empty()) return "";
+    std::size_t failed = 0;
+    for (const auto& c : claims) failed += c.ok ? 0 : 1;
+    if (failed == 0) return fmt::format("All {} claims hold ✓", claims.size());
+    return fmt::format("{} of {} claims fail ✗", failed, claims.size());
+}
+
 // Builds the walkthrough document from what the engine recorded.
 class walkthrough_builder {
 public:
@@ -54,6 +63,10 @@ public:
         vocab_ = in.vocab;
         token_strings_ = in.token_strings;
     }
+
+    // The page view: each table cell carries how its number arose and the file's claim on it,
+    // and the key-value tables their picture.
+    void explain_cells(bool on) { explain_ = on; }
 
     // Hands each block to `out` as soon as it is complete.
     void build(const block_sink& out) {
@@ -125,6 +138,17 @@ protected:
         return names.at(step);
     }
 
+    // The name of a step's numbers, for any step an MoE layer has too ("router" is its own name).
+    static std::string cell_variable(std::string_view step) {
+        if (step == "router") return "logits";
+        if (step == "probabilities") return "p";
+        if (step == "weights") return "w";
+        if (step == "combine") return "output";
+        return variable(step);
+    }
+    // How a number of a step outside any dense trace arose (an MoE layer's routing and sum).
+    virtual std::vector<std::string> layer_how(std::string_view, std::size_t, std::size_t) const { return {}; }
+
     // An expert's steps hold only its routed tokens: (routed × width).
     std::string shape_text(std::size_t width) const {
         return rows_ ? fmt::format("({} × {})", rows_->size(), width) : detail::shape_text(ex_.lead, width);
@@ -159,12 +183,16 @@ protected:
         const std::string m = marks(step, t, j, full);
         return m.empty() ? m : " " + m;
     }
-    std::string marks(std::string_view step, std::size_t t, std::size_t j, bool full, bool off_by = true) const {
+    const claim* strictest_claim(std::string_view step, std::size_t t, std::size_t j) const {
         auto it = by_element_.find({prefix_ + std::string(step), global(t), j});
-        if (it == by_element_.end()) return "";
-        const claim* c = *std::min_element(it->second.begin(), it->second.end(), [](const claim* a, const claim* b) {
+        if (it == by_element_.end()) return nullptr;
+        return *std::min_element(it->second.begin(), it->second.end(), [](const claim* a, const claim* b) {
             return std::tuple(a->ok, a->tolerance) < std::tuple(b->ok, b->tolerance);
         });
+    }
+    std::string marks(std::string_view step, std::size_t t, std::size_t j, bool full, bool off_by = true) const {
+        const claim* c = strictest_claim(step, t, j);
+        if (!c) return "";
         const std::string claimed = format_short(c->claimed, 12);
         if (c->ok) return styled(style::green, full ? "✓ " + claimed : "✓");
         if (!full) return styled(style::red, "✗");
@@ -172,6 +200,136 @@ protected:
         return styled(style::red, off_by ? fmt::format("✗ claimed {} (difference {})", claimed,
                                                        format_short(c->difference(), opt_.precision))
                                          : "✗ claimed " + claimed);
+    }
+
+    // A big step whole, as a picture: at most 48 tokens, evenly spread, and at most 192 columns,
+    // each standing for a run of units and showing the one largest in size, sign kept.
+    std::shared_ptr<const figure> heatmap(std::string_view step, const matrix& m) const {
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::heatmap;
+        f->width = m.cols;
+        const std::size_t rows = std::min<std::size_t>(m.rows, 48), columns = std::min<std::size_t>(m.cols, 192);
+        for (std::size_t c = 0; c < columns; ++c) f->column_starts.push_back(c * m.cols / columns);
+        for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t t = r * m.rows / rows;
+            f->row_names.push_back(token_name(t));
+            std::vector<double> row;
+            for (std::size_t c = 0; c < columns; ++c) {
+                const std::size_t end = c + 1 < columns ? f->column_starts.size() > c + 1 ? (c + 1) * m.cols / columns : m.cols : m.cols;
+                double largest = 0;
+                for (std::size_t j = f->column_starts[c]; j < end; ++j)
+                    if (std::abs(m(t, j)) > std::abs(largest)) largest = m(t, j);
+                row.push_back(largest);
+            }
+            f->values.push_back(std::move(row));
+        }
+        const std::size_t per = (m.cols + columns - 1) / columns;
+        f->caption = fmt::format("All of {}: {} token{} × {} {}{}{}", step == "input" ? "x" : prefix_ + cell_variable(step), m.rows,
+                                 m.rows == 1 ? "" : "s", m.cols, step == "input" || step == "contract" || step == "residual" ? "entries" : "units",
+                                 rows < m.rows ? fmt::format(", {} tokens evenly spread", rows) : "",
+                                 per > 1 ? fmt::format(", each column showing the largest in size of {} neighbouring units", per) : "");
+        return f;
+    }
+
+    // The page view's note on one number of a step's table: its name, how it arose, the claim.
+    cell_note note(std::string_view step, const matrix& m, std::size_t t, std::size_t j) const {
+        cell_note n;
+        n.name = (step == "input" ? std::string("x") : prefix_ + cell_variable(step)) + at(t, j);
+        n.value = m(t, j);
+        n.ask = step != "input";
+        n.tolerance = 0.5 * std::pow(10.0, -opt_.precision);
+        n.how = tr_ && (step == "input" || tr_->find(step)) ? how(step, t, j) : layer_how(step, t, j);
+        if (const claim* c = strictest_claim(step, t, j)) {
+            n.claim = c->ok ? 1 : -1;
+            n.tolerance = c->tolerance;
+            n.claim_text = fmt::format("claimed {}, computed {}, off by {} (tolerance {})", format_short(c->claimed, 12),
+                                       format_short(c->computed, 12), format_short(std::abs(c->difference()), 12),
+                                       format_short(c->tolerance, 12));
+        }
+        return n;
+    }
+
+    // How one number of a step arose, as the arithmetic writes it; a long dot product keeps its
+    // largest terms and sums the rest.
+    std::vector<std::string> how(std::string_view step, std::size_t t, std::size_t j) const {
+        const ffn& l = layer();
+        const std::string lhs = (step == "input" ? std::string("x") : variable(step)) + at(t, j);
+        const std::string result = num(step == "input" ? tr_->input(t, j) : tr_->find(step)->value(t, j));
+        if (step == "input") return {fmt::format("{} = {}, given in the file", lhs, result)};
+        if (auto w = weight_of(step)) {
+            const bool contract = step == "contract";
+            const std::string in_name = contract ? (l.gated() ? "product" : "activated") : pre_norm() ? "normed" : "x";
+            const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
+            const std::vector<double> column = weight_column(l, *w, j);
+            const std::vector<double>& bias = step == "expand" ? l.b1 : step == "gate" ? l.bg : step == "up" ? l.bu : l.b2;
+            const std::string matrix_name = step == "expand" ? "W1" : step == "gate" ? "Wg" : step == "up" ? "Wu" : "W2";
+            std::vector<std::string> out{fmt::format("{} = {}{} · {}[:, {}]{}", lhs, in_name, token_index(ex_.lead, global(t)),
+                                                     matrix_name, j, bias.empty() ? "" : " + b[" + std::to_string(j) + "]")};
+            out.push_back("  = " + largest_terms(in_row, column, bias.empty() ? 0.0 : bias[j], !bias.empty()));
+            out.push_back("  = " + result);
+            return out;
+        }
+        if (step == "activate") {
+            const double h = tr_->pre_activation().value(t, j);
+            const std::string x = op(h);
+            const auto* s = tr_->find("activate");
+            auto term = [&](std::string_view name) {
+                for (const auto& e : s->terms)
+                    if (e.name == name) return num(e.value(t, j));
+                return std::string();
+            };
+            switch (info(l.act).unit) {
+                case activation::relu: return {fmt::format("{} = max(0, {}) = {}", lhs, x, result)};
+                case activation::gelu:
+                    return {fmt::format("{} = 0.5 × {} × (1 + tanh(√(2/π) × ({} + 0.044715 × {}³)))", lhs, x, x, x),
+                            fmt::format("  = 0.5 × {} × (1 + tanh({})) = 0.5 × {} × (1 + {})", x, term("z"), x, term("tanh")),
+                            "  = " + result};
+                case activation::gelu_exact: return {fmt::format("{} = {} × Φ({}) = {} × {} = {}", lhs, x, x, x, term("Phi"), result)};
+                case activation::silu: return {fmt::format("{} = {} × σ({}) = {} × {} = {}", lhs, x, x, x, term("sigma"), result)};
+                default: return {fmt::format("{} = {} (no activation)", lhs, x)};
+            }
+        }
+        if (step == "multiply")
+            return {fmt::format("{} = activated{} × up{} = {} × {} = {}", lhs, at(t, j), at(t, j), op(tr_->find("activate")->value(t, j)),
+                                op(tr_->find("up")->value(t, j)), result)};
+        if (step == "residual")
+            return {fmt::format("{} = x{} + output{} = {} + {} = {}", lhs, at(t, j), at(t, j), op(tr_->input(t, j)),
+                                op(tr_->find("contract")->value(t, j)), result)};
+        if (step == "norm") {
+            const auto* s = tr_->find("norm");
+            const bool layer_norm = l.norm->type == norm_layer::kind::layernorm;
+            const matrix& in = pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value;
+            const double mean = s->terms[0].value(t, 0), inv = s->terms[2].value(t, 0);
+            const std::string centred = layer_norm ? fmt::format("({} − {})", op(in(t, j)), op(mean)) : op(in(t, j));
+            const std::string shift = l.norm->bias.empty() ? ""
+                                      : (l.norm->bias[j] < 0 ? " − " : " + ") + format_short(std::abs(l.norm->bias[j]), opt_.precision);
+            return {fmt::format("{} = {} × {} × {}{} = {}", lhs, centred, op(inv), op(l.norm->weight[j]), shift, result),
+                    fmt::format("  with 1/√({} + ε) = {}", layer_norm ? "var" : "mean of squares", num(inv))};
+        }
+        return {};
+    }
+
+    // "0.3×0.5 + … = r": every term of a short product; of a long one, its 6 largest by size and the
+    // rest as one sum, so that a big layer's cell says which inputs made it.
+    std::string largest_terms(std::span<const double> x, std::span<const double> w, double bias, bool has_bias) const {
+        auto product = [&](std::size_t i) { return out_in() ? op(w[i]) + "×" + op(x[i]) : op(x[i]) + "×" + op(w[i]); };
+        std::vector<std::string> terms;
+        if (x.size() <= 16) {
+            for (std::size_t i = 0; i < x.size(); ++i) terms.push_back(product(i));
+        } else {
+            std::vector<std::size_t> order(x.size());
+            for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+            std::partial_sort(order.begin(), order.begin() + 6, order.end(), [&](std::size_t a, std::size_t b) {
+                return std::abs(x[a] * w[a]) > std::abs(x[b] * w[b]);
+            });
+            double rest = 0;
+            for (std::size_t k = 6; k < order.size(); ++k) rest += x[order[k]] * w[order[k]];
+            for (std::size_t k = 0; k < 6; ++k) terms.push_back(fmt::format("{} (i={})", product(order[k]), order[k]));
+            terms.push_back(fmt::format("{} (the other {} terms)", op(rest), x.size() - 6));
+        }
+        std::string sum = fmt::format("{}", fmt::join(terms, " + "));
+        if (has_bias) sum += (bias < 0 ? " − " : " + ") + format_short(std::abs(bias), opt_.precision);
+        return sum;
     }
 
     // A table of a (tokens, width) matrix, one row per detailed token.
@@ -194,6 +352,18 @@ protected:
                 row.push_back((off ? styled(style::dim, cell) : cell) + spaced_marks(step, t, j, false));
             }
             b.rows.push_back(std::move(row));
+        }
+        if (explain_ && (m.cols > columns.size() || m.rows > detailed_.size())) b.picture = heatmap(step, m);
+        if (explain_) {
+            b.notes.resize(b.rows.size());
+            std::size_t r = 1;
+            for (auto t : detailed_) {
+                auto& notes = b.notes[r++];
+                notes.resize(b.rows[0].size());
+                if (t == gap) continue;
+                for (std::size_t c = 0; c < columns.size(); ++c)
+                    if (columns[c] != gap) notes[c + 1] = note(step, m, t, columns[c]);
+            }
         }
         return b;
     }
@@ -721,7 +891,32 @@ protected:
         }
         if (!layer().b2.empty()) b.rows.push_back({"+ b2", "", vector_text(layer().b2)});
         b.rows.push_back({"= output" + token_index(ex_.lead, global(t)), "", vector_text(tr_->find("contract")->value.row(t))});
+        if (explain_ && h.cols <= 64 && layer().d_out() <= 32) b.picture = key_value_figure(t);
         add(std::move(b));
+    }
+
+    // The key-value view as a picture: one bar per output dimension, each hidden unit's share of it
+    // stacked (up when positive), switched-off units grey.
+    std::shared_ptr<const figure> key_value_figure(std::size_t t) const {
+        const matrix& h = hidden_output(*tr_);
+        auto f = std::make_shared<figure>();
+        f->caption = fmt::format("What each hidden unit wrote into {}'s output", token_name(t));
+        const auto& out_labels = column_labels("contract");
+        for (std::size_t k = 0; k < layer().d_out(); ++k)
+            f->columns.push_back(out_labels.empty() ? fmt::format("[{}]", k) : out_labels[k]);
+        for (std::size_t j = 0; j < h.cols; ++j) {
+            f->parts.push_back(unit_label(j));
+            f->values.push_back(contribution(*tr_, t, j));
+            f->muted.push_back(!is_active(*tr_, *reads_, t, j));
+        }
+        if (!layer().b2.empty()) {
+            f->parts.emplace_back("b2");
+            f->values.push_back(layer().b2);
+            f->muted.push_back(false);
+        }
+        const auto out = tr_->find("contract")->value.row(t);
+        f->totals.assign(out.begin(), out.end());
+        return f;
     }
 
     void failures_of(std::string_view step_name) {
@@ -1002,6 +1197,7 @@ protected:
     const std::vector<unit_explanation>* explained_ = nullptr;
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;
+    bool explain_ = false;  // the page view's notes and pictures
     std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"
     std::vector<std::size_t> detailed_;      // rows of the trace in use
     std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<const claim*>> by_element_;

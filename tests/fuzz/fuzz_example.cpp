@@ -22,6 +22,19 @@ void expect_no_nan(const std::string& out) {
     if (out.find("NaN") != std::string::npos) std::abort();
 }
 
+// The page view: no NaN or infinity written into a cell's data either ("nan", "inf" from fmt).
+void expect_no_nan_page(const std::string& out) {
+    expect_no_nan(out);
+    for (const char* bad : {"=\"nan\"", "=\"-nan\"", "=\"inf\"", "=\"-inf\""})
+        if (out.find(bad) != std::string::npos) std::abort();
+}
+template <class Input>
+std::string page_of(const Input& in, const ffn_trace::text_options& options) {
+    std::string out;
+    ffn_trace::render_walkthrough(in, options, ffn_trace::text_format::html, [&out](std::string_view s) { out += s; });
+    return out;
+}
+
 // An error is one line, whatever the file holds: no control byte may reach it.
 void expect_one_line(const ffn_trace::error& e) {
     for (unsigned char c : e.to_string())
@@ -41,6 +54,7 @@ void fuzz_moe(const ffn_trace::example& ex) {
         text_options options;
         options.detail = level;
         expect_no_nan(render_text(in, options));
+        expect_no_nan_page(page_of(in, options));
         options.ascii = true;
         expect_no_nan(render_markdown(in, options));
     }
@@ -93,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         text_options options;
         options.detail = level;
         expect_no_nan(render_text(in, options));
+        expect_no_nan_page(page_of(in, options));
         options.ascii = true;
         expect_no_nan(render_markdown(in, options));
     }

@@ -1,0 +1,443 @@
+// The page view: a document laid out as one self-contained HTML file (styles, pictures and the
+// script inline; nothing fetched), each heading a card, tables as grids coloured by value.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "document.hpp"
+#include "ffn_trace/format.hpp"
+#include "page_html.hpp"
+
+namespace ffn_trace::detail {
+
+std::string html_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            case '\'': out += "&#39;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+// Text with the renderers' style marks turned into spans the stylesheet colours.
+std::string html_styled(std::string_view s) {
+    std::string out;
+    int open = 0;
+    std::size_t from = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '\x01' || i + 1 >= s.size()) continue;
+        out += html_escape(s.substr(from, i - from));
+        const char code = s[++i];
+        from = i + 1;
+        if (code == '0') {
+            if (open > 0) {
+                out += "</span>";
+                --open;
+            }
+            continue;
+        }
+        out += fmt::format("<span class=\"s-{}\">", code);
+        ++open;
+    }
+    out += html_escape(s.substr(from));
+    for (; open > 0; --open) out += "</span>";
+    return out;
+}
+
+namespace {
+
+// The number a cell starts with, when the rest is only a mark ("0.2384 ✗", "0.0000 off").
+std::optional<double> cell_number(std::string_view cell) {
+    const std::string plain = apply_styles(cell, false);
+    if (plain.empty()) return std::nullopt;
+    const char* begin = plain.c_str();
+    char* end = nullptr;
+    const double v = std::strtod(begin, &end);
+    if (end == begin || !std::isfinite(v)) return std::nullopt;
+    std::string_view rest(end);
+    if (rest.empty()) return v;
+    if (rest[0] != ' ') return std::nullopt;
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    for (std::string_view mark : {"✓", "✗", "off"})
+        if (rest.rfind(mark, 0) == 0) return v;
+    return std::nullopt;
+}
+
+std::string number_attribute(double v) { return fmt::format("{}", v); }
+
+// Round steps (1, 2 or 5 times a power of ten) covering [lo, hi] with about five ticks.
+std::vector<double> ticks(double lo, double hi) {
+    const double span = hi - lo;
+    if (!(span > 0) || !std::isfinite(span)) return {lo};
+    const double raw = span / 5, power = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = power;
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * power >= raw) {
+            step = m * power;
+            break;
+        }
+    std::vector<double> out;
+    for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9 && out.size() < 20; t += step)
+        out.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+    return out;
+}
+
+std::string part_colour(std::size_t i) { return fmt::format("hsl({}, 62%, 52%)", (i * 137) % 360); }
+
+std::string keys(const std::vector<std::string>& names, const std::vector<bool>& muted, bool dashes) {
+    static const char* dash_names[] = {"solid", "dashed", "dotted", "dash-dot", "long dash", "dash-dot-dot"};
+    std::string out = "<ul class=\"keys\">";
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        const bool grey = i < muted.size() && muted[i];
+        out += fmt::format("<li><span class=\"swatch\" style=\"background:{}\"></span>{}{}</li>",
+                           grey ? "var(--muted)" : part_colour(i), html_escape(names[i]),
+                           grey ? " (off)" : dashes ? fmt::format(" ({})", dash_names[i % 6]) : "");
+    }
+    return out + "</ul>";
+}
+
+std::string stack_svg(const figure& f) {
+    const std::size_t n = f.columns.size();
+    std::vector<double> up(n, 0), down(n, 0);
+    for (const auto& row : f.values)
+        for (std::size_t k = 0; k < n && k < row.size(); ++k) (row[k] > 0 ? up[k] : down[k]) += row[k];
+    double lo = 0, hi = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+        hi = std::max({hi, up[k], k < f.totals.size() ? f.totals[k] : 0.0});
+        lo = std::min({lo, down[k], k < f.totals.size() ? f.totals[k] : 0.0});
+    }
+    if (hi == lo) hi = lo + 1;
+    const double left = 56, top = 10, height = 220, step = 58, bar = 34, width = left + step * static_cast<double>(n) + 10;
+    auto y = [&](double v) { return top + (hi - v) / (hi - lo) * height; };
+    std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width, top + height + 40,
+                                  std::max(width * 1.5, 360.0), html_escape(f.caption));
+    for (double t : ticks(lo, hi))
+        out += fmt::format("<line class=\"tick\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/><text x=\"{}\" y=\"{:.1f}\" "
+                           "text-anchor=\"end\">{}</text>",
+                           left, width - 10, y(t), y(t), left - 4, y(t) + 4, html_escape(format_short(t, 6)));
+    out += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/>", left, width - 10, y(0), y(0));
+    for (std::size_t k = 0; k < n; ++k) {
+        const double x = left + step * static_cast<double>(k) + (step - bar) / 2;
+        double pos = 0, neg = 0;
+        for (std::size_t p = 0; p < f.values.size(); ++p) {
+            const double v = k < f.values[p].size() ? f.values[p][k] : 0;
+            if (v == 0) continue;
+            const double from = v > 0 ? pos : neg, to = from + v;
+            (v > 0 ? pos : neg) = to;
+            const bool grey = p < f.muted.size() && f.muted[p];
+            out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{}\" height=\"{:.1f}\" {}><title>{} → {}: {}</title></rect>", x,
+                               std::min(y(from), y(to)), bar, std::abs(y(from) - y(to)),
+                               grey ? "class=\"muted\"" : "fill=\"" + part_colour(p) + "\"", html_escape(f.parts[p]),
+                               html_escape(f.columns[k]), html_escape(format_short(v, 6)));
+        }
+        if (k < f.totals.size())
+            out += fmt::format("<line class=\"total\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\"><title>{} = {}</title></line>",
+                               x - 4, x + bar + 4, y(f.totals[k]), y(f.totals[k]), html_escape(f.columns[k]),
+                               html_escape(format_short(f.totals[k], 6)));
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", x + bar / 2, top + height + 18,
+                           html_escape(f.columns[k].substr(0, 12)));
+    }
+    out += "</svg>";
+    return out + keys(f.parts, f.muted, false) +
+           "<p class=\"explain\">Each bar is one output dimension; each coloured part is what one hidden unit wrote into it "
+           "(above 0 when positive), and the black line is where the sum ends: the output.</p>";
+}
+
+std::string lines_svg(const figure& f) {
+    static const char* dashes[] = {"", "7 4", "2 3", "9 3 2 3", "14 4", "9 3 2 3 2 3"};
+    const double left = 52, right = 630, top = 10, height = 300, width = 640;
+    double x0 = f.xs.empty() ? 0 : f.xs.front(), x1 = f.xs.empty() ? 1 : f.xs.back();
+    if (x1 == x0) x1 = x0 + 1;
+    double lo = 0, hi = 0;
+    bool first = true;
+    for (const auto& c : f.values)
+        for (double v : c) {
+            lo = first ? v : std::min(lo, v);
+            hi = first ? v : std::max(hi, v);
+            first = false;
+        }
+    if (hi == lo) hi = lo + 1;
+    const double pad = (hi - lo) * 0.05;
+    lo -= pad;
+    hi += pad;
+    auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (right - left); };
+    auto py = [&](double v) { return top + (hi - v) / (hi - lo) * height; };
+    std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\" data-left=\"{}\" "
+                                  "data-right=\"{}\">",
+                                  width, top + height + 40, width, html_escape(f.caption), left, right);
+    for (double t : ticks(lo, hi))
+        out += fmt::format("<line class=\"tick\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/><text x=\"{}\" y=\"{:.1f}\" "
+                           "text-anchor=\"end\">{}</text>",
+                           left, right, py(t), py(t), left - 4, py(t) + 4, html_escape(format_short(t, 6)));
+    for (double t : ticks(x0, x1))
+        out += fmt::format("<line class=\"tick\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\"/><text x=\"{0:.1f}\" y=\"{3}\" "
+                           "text-anchor=\"middle\">{4}</text>",
+                           px(t), top, top + height, top + height + 16, html_escape(format_short(t, 6)));
+    const double axis_y = lo <= 0 && hi >= 0 ? py(0) : top + height, axis_x = x0 <= 0 && x1 >= 0 ? px(0) : left;
+    out += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/>", left, right, axis_y, axis_y);
+    out += fmt::format("<line class=\"axis\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\"/>", axis_x, axis_x, top, top + height);
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">x</text>", right, top + height + 32);
+    for (std::size_t c = 0; c < f.values.size(); ++c) {
+        std::string points;
+        for (std::size_t i = 0; i < f.xs.size() && i < f.values[c].size(); ++i)
+            points += fmt::format("{:.2f},{:.2f} ", px(f.xs[i]), py(f.values[c][i]));
+        // Drawn in the legend's order, each thinner than the one before, so that a curve lying on
+        // another still shows as a line inside it.
+        const double stroke = 1.5 + 1.5 * static_cast<double>(f.values.size() - 1 - c);
+        out += fmt::format("<polyline class=\"curve\" stroke=\"{}\" stroke-width=\"{}\" stroke-dasharray=\"{}\" points=\"{}\">"
+                           "<title>{}</title></polyline>",
+                           part_colour(c), stroke, dashes[c % 6], points, html_escape(f.parts[c]));
+    }
+    out += "</svg>";
+    // The readout's numbers: the sampled points, as the library computed them.
+    std::string data = "{\"xs\":[";
+    for (std::size_t i = 0; i < f.xs.size(); ++i) data += (i ? "," : "") + number_attribute(f.xs[i]);
+    data += "],\"curves\":[";
+    for (std::size_t c = 0; c < f.values.size(); ++c) {
+        data += fmt::format("{}{{\"name\":\"{}\",\"ys\":[", c ? "," : "", html_escape(f.parts[c]));
+        for (std::size_t i = 0; i < f.values[c].size(); ++i) data += (i ? "," : "") + number_attribute(f.values[c][i]);
+        data += "]}";
+    }
+    data += "]}";
+    return out + keys(f.parts, {}, true) +
+           "<p class=\"explain\">Drawn in the legend's order, first at the back: each curve thinner than the one "
+           "before, so that curves lying on each other stay visible.</p>"
+           "<p class=\"readout\" aria-live=\"polite\">Move the pointer over the plot to read the curves.</p>" +
+           "<script type=\"application/json\" class=\"plot-data\">" + data + "</script>";
+}
+
+std::string bars_svg(const figure& f) {
+    const std::size_t n = f.columns.size();
+    const std::vector<double>& v = f.values.empty() ? std::vector<double>{} : f.values[0];
+    double most = 0;
+    for (double x : v) most = std::max(most, std::abs(x));
+    if (most == 0) most = 1;
+    const double label = 210, room = 330, row = 26, width = 760;
+    std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width,
+                                  row * static_cast<double>(n) + 8, width, html_escape(f.caption));
+    for (std::size_t i = 0; i < n; ++i) {
+        const double y = 4 + row * static_cast<double>(i), w = i < v.size() ? std::abs(v[i]) / most * room : 0;
+        out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", label - 8, y + 15, html_escape(f.columns[i]));
+        out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", label, y,
+                           std::max(w, 1.0), row - 8, part_colour(i), html_escape(f.columns[i]),
+                           html_escape(i < f.parts.size() ? f.parts[i] : ""));
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", label + std::max(w, 1.0) + 6, y + 15,
+                           html_escape(i < f.parts.size() ? f.parts[i] : ""));
+    }
+    return out + "</svg>";
+}
+
+std::string heatmap_svg(const figure& f) {
+    const std::size_t rows = f.values.size(), columns = f.column_starts.size();
+    double most = 0;
+    for (const auto& r : f.values)
+        for (double v : r) most = std::max(most, std::abs(v));
+    if (most == 0) most = 1;
+    const bool named = rows <= 24;
+    const double left = named ? 110 : 40, top = 6, cell_w = std::max(3.0, 576.0 / static_cast<double>(std::max<std::size_t>(columns, 1))),
+                 cell_h = std::clamp(288.0 / static_cast<double>(std::max<std::size_t>(rows, 1)), 5.0, 18.0);
+    const double width = left + cell_w * static_cast<double>(columns) + 10, height = top + cell_h * static_cast<double>(rows) + 30;
+    std::string out = fmt::format("<svg viewBox=\"0 0 {0:.0f} {1:.0f}\" width=\"{0:.0f}\" role=\"img\" aria-label=\"{2}\">", width,
+                                  height, html_escape(f.caption));
+    for (std::size_t r = 0; r < rows; ++r) {
+        const double y = top + cell_h * static_cast<double>(r);
+        if (named)
+            out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, y + cell_h * 0.75,
+                               html_escape(f.row_names[r].substr(0, 16)));
+        for (std::size_t c = 0; c < columns; ++c) {
+            const double v = f.values[r][c];
+            if (v == 0) continue;
+            out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" style=\"fill:var({});fill-opacity:{:.2f}\"/>",
+                               left + cell_w * static_cast<double>(c), y, cell_w, cell_h, v > 0 ? "--pos" : "--neg", std::abs(v) / most);
+        }
+    }
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" class=\"tick\" style=\"stroke:var(--line)\"/>",
+                       left, top, cell_w * static_cast<double>(columns), cell_h * static_cast<double>(rows));
+    // Ticks at five of the columns, labelled with the first unit each stands for.
+    for (std::size_t k = 0; k < 5 && columns > 0; ++k) {
+        const std::size_t c = k * (columns - 1) / 4;
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", left + cell_w * (static_cast<double>(c) + 0.5),
+                           top + cell_h * static_cast<double>(rows) + 16, f.column_starts[c]);
+    }
+    return out + fmt::format("</svg><div class=\"legend\" aria-hidden=\"true\"><span>−{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+                             "<span>columns numbered by their first unit; rows are tokens</span></div>",
+                             html_escape(format_short(most, 4)));
+}
+
+std::string figure_html(const figure& f) {
+    std::string body;
+    switch (f.type) {
+        case figure::kind::stack: body = stack_svg(f); break;
+        case figure::kind::lines: body = lines_svg(f); break;
+        case figure::kind::bars: body = bars_svg(f); break;
+        case figure::kind::heatmap: body = heatmap_svg(f); break;
+    }
+    return fmt::format("<figure class=\"{}\"><figcaption>{}</figcaption>{}</figure>\n", f.type == figure::kind::lines ? "plot" : "chart",
+                       html_escape(f.caption), body);
+}
+
+std::string table_html(const block& b) {
+    if (b.rows.empty()) return "";
+    // The colour scale: each number's size against the table's largest.
+    double most = 0;
+    for (std::size_t r = 1; r < b.rows.size(); ++r)
+        for (std::size_t c = 1; c < b.rows[r].size(); ++c)
+            if (auto v = cell_number(b.rows[r][c])) most = std::max(most, std::abs(*v));
+    std::string out = "<div class=\"grid-wrap\"><table class=\"grid\">\n<thead><tr>";
+    for (const auto& h : b.rows[0]) out += "<th scope=\"col\">" + html_styled(h) + "</th>";
+    out += "</tr></thead>\n<tbody>\n";
+    bool first_focus = true;
+    for (std::size_t r = 1; r < b.rows.size(); ++r) {
+        out += "<tr>";
+        for (std::size_t c = 0; c < b.rows[r].size(); ++c) {
+            const std::string& cell = b.rows[r][c];
+            if (c == 0) {
+                out += "<th scope=\"row\" class=\"row\">" + html_styled(cell) + "</th>";
+                continue;
+            }
+            const cell_note* note = r < b.notes.size() && c < b.notes[r].size() && !b.notes[r][c].name.empty() ? &b.notes[r][c] : nullptr;
+            const auto v = note ? std::optional<double>(note->value) : cell_number(cell);
+            std::string attributes;
+            if (v) {
+                attributes += fmt::format(" tabindex=\"{}\"", first_focus ? 0 : -1);
+                first_focus = false;
+                if (most > 0 && *v != 0)
+                    attributes += fmt::format(" class=\"{}\" style=\"--a:{}%\"", *v > 0 ? "p" : "n",
+                                              static_cast<int>(std::lround(std::abs(*v) / most * 70)));
+            } else if (display_width(apply_styles(cell, false)) > 24) {
+                attributes += " class=\"text\"";
+            }
+            if (note) {
+                std::string how;
+                for (const auto& l : note->how) how += (how.empty() ? "" : "\n") + l;
+                attributes += fmt::format(" data-name=\"{}\" data-v=\"{}\" data-tol=\"{}\"", html_escape(note->name),
+                                          number_attribute(note->value), number_attribute(note->tolerance));
+                if (!how.empty()) attributes += fmt::format(" data-how=\"{}\"", html_escape(how));
+                if (note->claim != 0)
+                    attributes += fmt::format(" data-claim=\"{}\" data-claim-ok=\"{}\"", html_escape(note->claim_text), note->claim > 0 ? 1 : 0);
+                if (note->ask) attributes += " data-ask";
+            }
+            out += "<td" + attributes + ">" + (note ? "<span class=\"val\">" + html_styled(cell) + "</span>" : html_styled(cell)) + "</td>";
+        }
+        out += "</tr>\n";
+    }
+    out += "</tbody></table></div>\n";
+    if (most > 0)
+        out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>−{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+                           "<span>blue below 0, red above, stronger for larger numbers</span></div>\n",
+                           html_escape(format_short(most, 4)));
+    return out;
+}
+
+}  // namespace
+
+html_writer::html_writer(page_options options, text_sink out) : opt_(std::move(options)), out_(std::move(out)) {}
+
+void html_writer::start(std::string_view title) {
+    started_ = true;
+    out_(fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                     "<meta name=\"generator\" content=\"ffn-trace\">\n<title>{}</title>\n<style>\n{}</style>\n</head>\n<body{}>\n",
+                     html_escape(apply_styles(title, false)), page_style(), opt_.hide ? " data-hide" : ""));
+    out_("<div class=\"toolbar\" role=\"toolbar\" aria-label=\"page controls\">"
+         "<button type=\"button\" id=\"predict\" aria-pressed=\"false\">Predict first</button>"
+         "<button type=\"button\" id=\"reveal\">Reveal all</button>"
+         "<span class=\"hint\">Click or hover a number to see how it arose. Arrow keys move between numbers; Enter "
+         "explains one, or lets you type a guess in predict-first.</span></div>\n<main>\n");
+}
+
+void html_writer::write(const block& b) {
+    if (!started_) start(b.kind == block_kind::title ? b.text : "ffn-trace");
+    switch (b.kind) {
+        case block_kind::title:
+            out_(fmt::format("<header>\n<h1>{}</h1>\n", html_styled(b.text)));
+            if (!opt_.banner.empty())
+                out_(fmt::format("<p class=\"banner {}\">{}</p>\n", opt_.banner.find("fail") != std::string::npos ? "bad" : "ok",
+                                 html_styled(opt_.banner)));
+            out_("</header>\n<section class=\"card intro\">\n");
+            card_ = "section";
+            break;
+        case block_kind::heading: {
+            if (!card_.empty()) out_(fmt::format("</{}>\n", card_));
+            std::vector<std::string> parts;
+            for (std::size_t from = 0; from <= b.text.size();) {
+                auto at = b.text.find("   ", from);
+                if (at == std::string::npos) at = b.text.size();
+                if (at > from) parts.push_back(b.text.substr(from, at - from));
+                from = at + 3;
+            }
+            std::string line = parts.empty() ? "" : "<h2>" + html_styled(parts[0]) + "</h2>";
+            if (parts.size() > 1) {
+                line += "<span class=\"formula\">";
+                for (std::size_t i = 1; i < parts.size(); ++i)
+                    line += parts[i].rfind("(", 0) == 0 ? "<span class=\"shape\">" + html_styled(parts[i]) + "</span>"
+                                                        : "<code>" + html_styled(parts[i]) + "</code> ";
+                line += "</span>";
+            }
+            out_(fmt::format("<details class=\"card\" open>\n<summary>{}</summary>\n", line));
+            card_ = "details";
+            break;
+        }
+        case block_kind::paragraph: out_("<p>" + html_styled(b.text) + "</p>\n"); break;
+        case block_kind::fields: {
+            std::string out = "<dl class=\"fields\">\n";
+            for (const auto& r : b.rows)
+                out += fmt::format("<dt>{}</dt><dd>{}</dd>\n", html_styled(r.empty() ? "" : r[0]), html_styled(r.size() > 1 ? r[1] : ""));
+            out_(out + "</dl>\n");
+            break;
+        }
+        case block_kind::table: out_(table_html(b)); break;
+        case block_kind::lines: {
+            std::string out = "<pre class=\"arith\">";
+            for (const auto& l : b.lines) out += html_styled(l) + "\n";
+            out_(out + "</pre>\n");
+            break;
+        }
+        case block_kind::notes: {
+            std::string out = "<ul>\n";
+            for (const auto& l : b.lines) out += "<li>" + html_styled(l) + "</li>\n";
+            out_(out + "</ul>\n");
+            break;
+        }
+    }
+    if (b.picture) out_(figure_html(*b.picture));
+}
+
+void html_writer::finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (!started_) start("ffn-trace");
+    if (!card_.empty()) out_(fmt::format("</{}>\n", card_));
+    out_(fmt::format("</main>\n<div id=\"how\" role=\"status\" aria-live=\"polite\">Click or hover a number to see how it arose.</div>\n"
+                     "<pre id=\"errors\"></pre>\n<pre id=\"selftest\"></pre>\n<script>\n{}</script>\n</body>\n</html>\n",
+                     page_script()));
+}
+
+void write_page(const page_options& options, const text_sink& out, const std::function<void(const block_sink&)>& build) {
+    if (options.html) {
+        html_writer page(options, out);
+        build(page.sink());
+        page.finish();
+        return;
+    }
+    page_writer page(options, out);
+    build(page.sink());
+}
+
+std::string html_view(const document& doc, const page_options& options) {
+    std::string out;
+    html_writer page(options, [&out](std::string_view s) { out += s; });
+    for (const auto& b : doc) page.write(b);
+    page.finish();
+    return out;
+}
+
+}  // namespace ffn_trace::detail

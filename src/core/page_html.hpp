@@ -1,0 +1,18 @@
+// The page view's pieces (internal to the library): escaping, and the styles and script that
+// CMake builds in from src/core/page/.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ffn_trace::detail {
+
+// Text made inert inside HTML, in an element or a quoted attribute: & < > " ' escaped.
+std::string html_escape(std::string_view s);
+// The same, with the renderers' style marks as <span class="s-…"> elements.
+std::string html_styled(std::string_view s);
+
+std::string_view page_style();
+std::string_view page_script();
+
+}  // namespace ffn_trace::detail

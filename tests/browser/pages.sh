@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The page view in a real browser: every subcommand's page for every data/ example is opened in
+# headless Chromium with the #selftest hash. The page clicks a cell, moves with the arrow keys,
+# types a right and a wrong guess in predict-first, reads a plot, and records what it saw (and
+# any script error) in the DOM, which --dump-dom hands back here. A few pages are also drawn to
+# PNG and checked for size and for not being blank. Exit 77 (skipped) without Chromium.
+# Usage: pages.sh FFN_TRACE DATA_DIR WORK_DIR
+set -uo pipefail
+ft=$1 data=$2 work=$3
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$browser" ]; then
+  echo "skipped: no chromium (scripts/install-deps.sh installs it)"
+  exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+# Each browser run gets a profile of its own under the work folder, never the user's.
+chrome() {
+  timeout 60 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
+    --user-data-dir="$work/profile" --hide-scrollbars "$@" 2>/dev/null
+}
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+make_page() {  # name, then the ffn-trace arguments
+  local name=$1
+  shift
+  if ! "$ft" "$@" --format html -o "$work/$name.html" 2>"$work/$name.err"; then
+    fail "$name: ffn-trace $* failed: $(head -c 300 "$work/$name.err")"
+    return 1
+  fi
+}
+
+pages=()
+for file in "$data"/*.json; do
+  case $file in *.schema.json) continue ;; esac
+  name=$(basename "$file" .json)
+  make_page "run_$name" run "$file" && pages+=("run_$name")
+  make_page "grad_$name" grad "$file" && pages+=("grad_$name")
+done
+# A layer too big for arithmetic (tables summarised, heatmaps) and an MoE one, made by `new`.
+"$ft" new --d-model 64 --d-ff 256 --tokens 40 --activation gelu --residual --seed 3 >"$work/big.json"
+"$ft" new --d-model 16 --d-ff 48 --moe 8 --top-k 2 --tokens 12 --gated --seed 4 >"$work/big_moe.json"
+for name in big big_moe; do
+  make_page "run_$name" run "$work/$name.json" && pages+=("run_$name")
+done
+# Checkpoints: the tests' tiny GPT-2 and Mixtral layers.
+checkpoints=$here/../inputs/checkpoints
+make_page run_checkpoint_gpt2 run --checkpoint "$checkpoints/gpt2" --layer 1 --word " Paris" && pages+=(run_checkpoint_gpt2)
+make_page run_checkpoint_mixtral run --checkpoint "$checkpoints/mixtral" --layer 0 --input "$checkpoints/x.npy" &&
+  pages+=(run_checkpoint_mixtral)
+make_page gelu gelu-table && pages+=(gelu)
+make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
+make_page params_gpt2 params --model gpt2 && pages+=(params_gpt2)
+make_page params_mixtral params --model mixtral-8x7b && pages+=(params_mixtral)
+make_page run_walkthrough_hidden run "$data/walkthrough.json" --hide && pages+=(run_walkthrough_hidden)
+
+for page in "${pages[@]}"; do
+  dom=$(chrome --virtual-time-budget=5000 --dump-dom "file://$work/$page.html#selftest")
+  result=$(printf '%s' "$dom" | grep -o '<pre id="selftest"[^>]*>[^<]*' | head -1)
+  errors=$(printf '%s' "$dom" | grep -o '<pre id="errors">[^<]*' | sed 's/<pre id="errors">//')
+  case $result in
+    *'data-result="pass"'*) ;;
+    *) fail "$page: self-test did not pass: ${result:-no self-test output (did the script run?)}" ;;
+  esac
+  [ -z "$errors" ] || fail "$page: script error: $errors"
+  # No markup from a user string: the page's only executable script is its own.
+  scripts=$(printf '%s' "$dom" | grep -o '<script>' | wc -l)
+  [ "$scripts" -eq 1 ] || fail "$page: $scripts executable scripts in the DOM, expected 1"
+done
+
+for page in run_walkthrough gelu params_mixtral; do
+  chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
+  python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
+done
+
+# Printing: the print stylesheet gives a PDF of the whole walkthrough.
+chrome --no-pdf-header-footer --print-to-pdf="$work/print.pdf" "file://$work/run_walkthrough.html" >/dev/null
+if [ "$(head -c 4 "$work/print.pdf" 2>/dev/null)" != "%PDF" ] || [ "$(wc -c <"$work/print.pdf")" -lt 20000 ]; then
+  fail "printing the walkthrough's page gave no PDF"
+fi
+
+echo "${#pages[@]} pages opened, $failures failures"
+[ "$failures" -eq 0 ]

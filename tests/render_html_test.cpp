@@ -1,0 +1,135 @@
+// The page views: the walkthrough's page (render_walkthrough with text_format::html), gelu-table's
+// and params' pages, and the escaping that keeps a file's strings inert.
+#include "ffn_trace/render_html.hpp"
+
+#include <doctest/doctest.h>
+#include <string>
+
+#include "ffn_trace/readings.hpp"
+#include "ffn_trace/render_text.hpp"
+#include "helpers.hpp"
+#include "page_html.hpp"
+
+using namespace ffn_trace;
+
+namespace {
+
+std::string page(const std::string& text, text_options options = {}) {
+    const auto ex = parse_example(text, "t.json");
+    REQUIRE(ex);
+    const auto t = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(t);
+    const auto claims = evaluate_claims(*ex, *t);
+    const auto reads = read_trace(*t);
+    std::string out;
+    render_walkthrough({*ex, *t, claims, reads}, options, text_format::html, [&out](std::string_view s) { out += s; });
+    return out;
+}
+
+std::size_t occurrences(const std::string& s, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+}
+
+// The lesson's hand example (tests/helpers.hpp): x = [2, 1], hidden = x·W1 = [2, 1, 3, −1],
+// ReLU → [2, 1, 3, 0], output = 2·[1, 0] + 1·[0, 1] + 3·[1, 1] = [5, 4], y = x + output = [7, 5].
+// The file claims y = [7, 6]: one of its four claims fails.
+using test::lesson;
+
+}  // namespace
+
+TEST_CASE("escaping leaves no markup in a user's string") {
+    CHECK(detail::html_escape(R"(<script>alert("x")</script> & 'q')") ==
+          "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;q&#39;");
+    SUBCASE("style marks become spans around escaped text") {
+        CHECK(detail::html_styled("\x01g✓ <b>\x01" "0") == "<span class=\"s-g\">✓ &lt;b&gt;</span>");
+    }
+    SUBCASE("a mark left open is closed") { CHECK(detail::html_styled("\x01r" "bad") == "<span class=\"s-r\">bad</span>"); }
+}
+
+TEST_CASE("a file's title, description and labels cannot inject markup into the page") {
+    const std::string out = page(R"({"title": "<script>alert(1)</script>", "description": "\"><img src=x onerror=alert(2)>",
+        "activation": "relu", "layout": "in_out", "input": [1, 2],
+        "weights": {"W1": [[1, 0], [0, 1]], "W2": [[1, 0], [0, 1]]},
+        "labels": {"inputs": ["a'b", "<i>"], "hidden": ["</td>", "&amp;"], "outputs": ["o\"1", "o2"]}})");
+    CHECK(out.find("<script>alert") == std::string::npos);
+    CHECK(out.find("<img") == std::string::npos);
+    CHECK(out.find("<i>") == std::string::npos);
+    CHECK(out.find("&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+    CHECK(occurrences(out, "<script>") == 1);  // the page's own script, and nothing else that runs
+}
+
+TEST_CASE("the page is one self-contained file: nothing is fetched") {
+    const std::string out = page(lesson);
+    CHECK(out.rfind("<!DOCTYPE html>", 0) == 0);
+    CHECK(out.find("</html>\n") == out.size() - 8);
+    for (const char* outside : {"http://", "https://", " src=", " href=", "@import", "url("}) {
+        CAPTURE(outside);
+        CHECK(out.find(outside) == std::string::npos);
+    }
+}
+
+TEST_CASE("each computed cell carries its value, its arithmetic and the file's claim") {
+    const std::string out = page(lesson);
+    SUBCASE("hidden[2] = 2×1 + 1×1 = 3, with the terms the learner adds") {
+        CHECK(out.find(R"(data-name="hidden[2]" data-v="3" data-tol="5e-05" data-how="hidden[2] = x · W1[:, 2])") != std::string::npos);
+        CHECK(out.find("  = 2×1 + 1×1\n  = 3.0000") != std::string::npos);
+    }
+    SUBCASE("the ReLU of −1 is max(0, −1) = 0") {
+        CHECK(out.find(R"x(data-how="activated[3] = max(0, (-1)) = 0.0000")x") != std::string::npos);
+    }
+    SUBCASE("y[1] = 1 + 4 = 5, where the file claims 6") {
+        CHECK(out.find(R"(data-name="y[1]" data-v="5" data-tol="0.0005")") != std::string::npos);
+        CHECK(out.find(R"x(data-claim="claimed 6, computed 5, off by 1 (tolerance 0.0005)" data-claim-ok="0")x") != std::string::npos);
+    }
+    SUBCASE("the banner counts the claims: one of four fails") { CHECK(out.find("1 of 4 claims fail") != std::string::npos); }
+    SUBCASE("the input is given, not asked") {
+        CHECK(out.find(R"(data-name="x[0]" data-v="2" data-tol="5e-05" data-how="x[0] = 2.0000, given in the file">)") != std::string::npos);
+    }
+}
+
+TEST_CASE("the key-value picture stacks what each unit wrote, the switched-off unit grey") {
+    const std::string out = page(lesson);
+    // Unit 2 (x₁ + x₂) fired 3 and wrote 3·[1, 1]; unit 3 is off and writes nothing.
+    CHECK(out.find("<title>unit 2 (x₁ + x₂) → [0]: 3</title>") != std::string::npos);
+    CHECK(out.find("<title>unit 2 (x₁ + x₂) → [1]: 3</title>") != std::string::npos);
+    CHECK(out.find("unit 3 (x₂ − x₁) (off)") != std::string::npos);
+    CHECK(out.find("<title>[0] = 5</title>") != std::string::npos);  // the output, where the bar's sum ends
+    CHECK(out.find("<title>[1] = 4</title>") != std::string::npos);
+}
+
+TEST_CASE("--hide starts the page in predict-first") {
+    text_options hidden;
+    hidden.hide = true;
+    CHECK(page(lesson, hidden).find("<body data-hide>") != std::string::npos);
+    CHECK(page(lesson).find("<body>") != std::string::npos);
+}
+
+TEST_CASE("gelu-table's page has the table and one curve per column asked") {
+    SUBCASE("GELU and ReLU by default, with gelu(1) = 0.5·(1 + tanh(√(2/π)·1.044715)) = 0.8412") {
+        const std::string out = render_gelu_page({1.0}, {}, 4, 0, 2);
+        CHECK(out.find("<td tabindex=\"0\" class=\"p\" style=\"--a:59%\">0.8412</td>") != std::string::npos);
+        CHECK(occurrences(out, "<polyline") == 2);
+    }
+    SUBCASE("--exact and --derivative add gelu_exact, d_gelu, d_relu and d_gelu_exact (abs_error is the gap between two)") {
+        table_columns all;
+        all.exact = all.derivative = true;
+        CHECK(occurrences(render_gelu_page({-1.0, 1.0}, all, 3, -1, 1), "<polyline") == 6);
+    }
+}
+
+TEST_CASE("params' page draws where the parameters live, with the exact counts") {
+    model_config c;
+    c.d_model = 4;
+    c.d_ff = 16;
+    c.heads = 1;
+    c.bias = false;
+    const auto r = count_params(c);
+    REQUIRE(r);
+    const std::string out = render_params_page(*r);
+    // FFN: 2 × 4 × 16 = 128; attention: 4 × 4 × 4 = 64 (no biases, no norms); 192 in all.
+    CHECK(out.find(">128 (66.7%)</text>") != std::string::npos);
+    CHECK(out.find(">64 (33.3%)</text>") != std::string::npos);
+    CHECK(out.find("Where the parameters live") != std::string::npos);
+}
