@@ -343,7 +343,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|params\\|new\\|schema\\|quiz\\|worksheet\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -363,7 +363,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table params new schema quiz worksheet generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -521,5 +521,21 @@ cli_test("worksheet: a big layer is refused before anything is printed" 2 EMPTY
   -- ${FT} worksheet ${INPUTS}/large_gelu.json)
 cli_test("worksheet: pdf is not a format" 2 EMPTY "^error: --format" -- ${FT} worksheet ${DATA}/lesson_hand.json --format pdf)
 cli_test("worksheet --format html starts the answer key on a printed page of its own" 0
-  "<header class=\"new-page\"> <h1>Answer key: The lesson&#39;s hand example" EMPTY
+  "<header class=\"new-page\"> <h1>Answer key: The lesson&#39\\;s hand example" EMPTY
   -- ${FT} worksheet ${DATA}/lesson_hand.json --format html)
+
+# sweep: a one-number layer's output against x
+cli_test("sweep draws |x| with a bend for each ReLU unit at 0" 0
+  "-3.0000 3.0000 .* 3.0000 3.0000 .*▲ bend of unit 0 \\(x > 0\\) at x = 0.*▲ bend of unit 1 \\(x < 0\\) at x = 0" EMPTY
+  -- ${FT} sweep ${DATA}/abs_relu.json --from -3 --to 3)
+cli_test("sweep refuses a layer of more than one input number" 2 EMPTY
+  "^error: .*memory.json: sweep draws the output against one input number: the layer reads d_model = 3 numbers per token"
+  -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1)
+cli_test("sweep needs --from and --to" 2 EMPTY "^error: --from is required" -- ${FT} sweep ${DATA}/abs_relu.json --to 1)
+cli_test("sweep refuses from above to" 2 EMPTY "^error: --from: expected finite numbers with --from below --to" -- ${FT} sweep ${DATA}/abs_relu.json --from 2 --to 1)
+cli_test("run --bars draws the memory's hidden vectors before and after ReLU" 0
+  "Paris \\+ country\\? hidden │▓░│ activated │▓░│ .*Paris only hidden │░░│ activated │░░│" EMPTY
+  -- ${FT} run ${DATA}/memory.json --bars --detail values --color never)
+cli_test("run --format json names the command line's changes" 0
+  "^\\{ \"title\": \"A key-value memory built by hand\", \"changes\": \\[ ?\"activation = gelu \\(--activation\\)\" ?\\]" EMPTY
+  -- ${FT} run ${DATA}/memory.json --activation gelu --format json)

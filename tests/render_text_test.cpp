@@ -292,6 +292,15 @@ TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough
         CHECK(out.find("active units") == std::string::npos);
         CHECK(out.find("positive units") == std::string::npos);
     }
+    SUBCASE("the summary repeats each of the layer's steps per token") {
+        // token a = [1, 0]: logits x·I = [1, 0], softmax [e, 1]/(e + 1) = [0.7311, 0.2689], top 1
+        // renormalised [1, 0]; expert 0: h = [1, −1], ReLU [1, 0], W2 = I writes [1, 0].
+        const std::string out = render_moe(two_experts("relu"));
+        CHECK(has_line(out, "    router        [1.0000, 0.0000]"));
+        CHECK(has_line(out, "    probabilities [0.7311, 0.2689]"));
+        CHECK(has_line(out, "    weights       [1.0000, 0.0000]"));
+        CHECK(has_line(out, "    combine       [1.0000, 0.0000]"));
+    }
     SUBCASE("a token labelled with a word is quoted where it is a sentence's subject") {
         const std::string out = render_moe(two_experts("relu"));
         CHECK(says(out, R"(token "the" chooses expert 1)"));
@@ -306,4 +315,28 @@ TEST_CASE("a failed claim's difference is claimed − computed, signed, as check
         "expect": [{"step": "contract", "value": [3, 4.5]}]})");
     CHECK(out.find("= 5.0000 ✗ claimed 3 (difference -2)") != std::string::npos);
     CHECK(out.find("= 4.0000 ✗ claimed 4.5 (difference 0.5)") != std::string::npos);
+}
+
+TEST_CASE("--bars draws each token's hidden vector before and after the activation, as seed 000 does") {
+    // seed 003's hand example: h = [2, 1, 3, −1] (three positive), ReLU keeps [2, 1, 3, 0] (three on)
+    text_options options;
+    options.bars = true;
+    const std::string out = render(lesson, options);
+    CHECK(has_line(out, "  the token  hidden     │▓▓▓░│"));
+    CHECK(has_line(out, "             activated  │▓▓▓░│"));
+    CHECK(says(out, "▓ on, ░ off or near 0: hidden > 0 before ReLU, a value counted active after it; one mark per unit"));
+    SUBCASE("a wide layer gets one mark per group of units, to fit the page") {
+        // 64 units on a 40-column page: 40 − (9·2 + 10) = 12 marks of ⌈64 / 12⌉ = 6 units each
+        std::string wide = R"({"activation": "relu", "layout": "in_out", "residual": false, "input": [1], "weights": {"W1": [[)";
+        for (int j = 0; j < 64; ++j) wide += (j ? ", " : "") + std::string(j < 32 ? "1" : "-1");
+        wide += R"(]], "W2": [)";
+        for (int j = 0; j < 64; ++j) wide += (j ? ", " : "") + std::string("[1]");
+        wide += "]}}";
+        options.width = 40;
+        options.detail = detail_level::values;
+        const std::string grouped = render(wide, options);
+        CHECK(says(grouped, "one mark per 6 units, ▓ when at least half are on"));
+        // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: off
+        CHECK(grouped.find("│▓▓▓▓▓░░░░░░│") != std::string::npos);
+    }
 }

@@ -20,6 +20,9 @@ std::string format_short(double v, int precision);
 inline constexpr std::size_t gap = static_cast<std::size_t>(-1);
 std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge = 3, std::size_t limit = 10);
 
+// A round step for about `parts` ticks over `span` > 0: 1, 2 or 5 times a power of ten.
+double round_step(double span, double parts);
+
 // Style marks inside rendered text: a mark is the byte '\x01' and one letter. The text view
 // turns them into terminal colours or drops them; the Markdown view drops them.
 namespace style {

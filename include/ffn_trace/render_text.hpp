@@ -30,6 +30,7 @@ struct text_options {
     bool colour = false;  // terminal colours (text view only)
     bool ascii = false;   // ASCII spellings for ×, ·, →, −, ✓, …
     std::size_t width = 80;  // text view: columns to fit (prose wrapped, wide tables split)
+    bool bars = false;       // seed 000's ▓░ bars of each token's hidden vector before and after the activation
     bool hide = false;       // HTML view: predict-first from the start, every computed number hidden
 };
 

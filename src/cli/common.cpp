@@ -245,6 +245,7 @@ ffn_trace::text_options walkthrough_options(const walkthrough_flags& f) {
     text.ascii = f.ascii;
     text.width = output_width(f.width);
     text.colour = use_colour(f.color) && f.format == "text";
+    text.bars = f.bars;
     text.hide = f.hide;
     return text;
 }

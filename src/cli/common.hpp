@@ -117,6 +117,7 @@ struct walkthrough_flags {
     bool ascii = false;
     bool hide = false;      // html: predict-first from the start
     std::size_t width = 0;  // 0: output_width chooses
+    bool bars = false;      // run only: the ▓░ bars before and after the activation
 };
 void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);

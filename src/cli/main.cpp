@@ -18,6 +18,7 @@
 #include "quiz.hpp"
 #include "run.hpp"
 #include "schema.hpp"
+#include "sweep.hpp"
 #include "version.hpp"
 #include "worksheet.hpp"
 
@@ -32,6 +33,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_check(app, status);
     cli::setup_grad(app, status);
     cli::setup_gelu_table(app, status);
+    cli::setup_sweep(app, status);
     cli::setup_params(app, status);
     cli::setup_new(app, status);
     cli::setup_schema(app, status);

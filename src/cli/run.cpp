@@ -40,6 +40,8 @@ void setup_run(CLI::App& app, int& status) {
     input->excludes(embedding)->excludes(words);
     embedding->excludes(words);
     add_walkthrough_options(*sub, options->walkthrough);
+    sub->add_flag("--bars", options->walkthrough.bars,
+                  "Draw each token's hidden vector before and after the activation as ▓░ bars, as seed 000 draws them");
     sub->add_option("--top", options->top, "A big layer: how many units, and vocabulary tokens, to show")
         ->check(whole_number(1, 1000))
         ->capture_default_str();

@@ -50,6 +50,14 @@ std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edg
     return out;
 }
 
+double round_step(double span, double parts) {
+    const double raw = span / parts;
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0})
+        if (m * magnitude >= raw) return m * magnitude;
+    return 10 * magnitude;
+}
+
 std::string styled(std::string_view mark, std::string_view text) {
     return fmt::format("{}{}{}", mark, text, style::reset);
 }

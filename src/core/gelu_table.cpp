@@ -148,15 +148,6 @@ std::optional<error> check_plot_range(double from, double to, std::string option
     return std::nullopt;
 }
 
-// A round step for about `parts` ticks over `span`: 1, 2 or 5 times a power of ten.
-static double round_step(double span, double parts) {
-    const double raw = span / parts;
-    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-    for (double m : {1.0, 2.0, 5.0})
-        if (m * magnitude >= raw) return m * magnitude;
-    return 10 * magnitude;
-}
-
 std::string render_plot(double from, double to, const table_columns& which, const plot_options& options) {
     const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
     struct curve {

@@ -27,6 +27,7 @@ template <class Layer>
 json heading(const example& ex, const Layer& layer, const matrix& input, const std::vector<std::size_t>& lead) {
     json out;
     if (!ex.title.empty()) out["title"] = ex.title;
+    if (!ex.changes.empty()) out["changes"] = ex.changes;  // the command line's, so the JSON never passes for the file
     out["activation"] = info(layer.act).name;
     out["layout"] = to_string(ex.stored);
     out["d_model"] = layer.d_model();

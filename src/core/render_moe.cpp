@@ -465,6 +465,12 @@ private:
             for (auto e : mt_.chosen[t]) route.push_back(fmt::format("expert {} × {}", e, format_short(w(t, e), opt_.precision)));
             b.lines.push_back(fmt::format("{}: {} → {}{} → {}", token_name(t), short_vector(mt_.input.row(t)), fmt::join(route, " + "),
                                           mlayer().residual ? " → + x" : "", vector_text(mt_.output().value.row(t))));
+            // Then each of the layer's steps, as the dense summary (and seed 000's) repeats them.
+            std::size_t wide = 0;
+            for (const auto& st : mt_.steps) wide = std::max(wide, display_width(st.name == "residual" ? "+ x" : st.name));
+            for (const auto& st : mt_.steps)
+                b.lines.push_back(fmt::format("  {} {}", pad_right(st.name == "residual" ? "+ x" : st.name, wide),
+                                              vector_text(st.value.row(t))));
         }
         add(std::move(b));
     }

@@ -297,6 +297,7 @@ std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_
 std::string render_grad_json(const moe_grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
     json j;
+    if (!in.ex.changes.empty()) j["changes"] = in.ex.changes;
     j["activation"] = info(in.tr.layer().act).name;
     j["layout"] = to_string(in.ex.stored);
     j["loss_kind"] = in.ex.target ? "target" : "upstream";

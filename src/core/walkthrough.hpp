@@ -463,7 +463,7 @@ protected:
         // each key matrix (named by the inputs), the second row j of W2 (named by the outputs).
         std::vector<std::vector<double>> halves;  // of the unit being written
         auto name = [](const std::vector<std::string>& labels, std::size_t k) {
-            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+            return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
         };
         struct column {
             std::size_t half, k;
@@ -525,7 +525,7 @@ protected:
         const std::size_t bias_row = m.rows;  // one past the last: the bias
         if (!bias.empty()) rows.push_back(bias_row);
         auto name = [](const std::vector<std::string>& labels, std::size_t k) {
-            return labels.empty() ? fmt::format("[{}]", k) : labels[k];
+            return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
         };
         const std::string bias_name = "b" + weight_name(w).substr(1);
         return grid_table(
@@ -695,6 +695,47 @@ protected:
             arithmetic(s);
         add(table(s.name, s.value));
         if (level_ == detail_level::values) failures_of(s.name);
+        if (opt_.bars && s.name == "activate") bars_block(s);
+    }
+
+    // Seed 000's picture of the activation: each detailed token's hidden vector before and after
+    // it, one mark per unit (or per group of units, to fit the page): ▓ where the value is on
+    // (a positive score before; after, a value fed to W2 that counts as active), ░ where it is
+    // not.
+    void bars_block(const step& s) {
+        const matrix& pre = tr_->pre_activation().value;
+        const std::size_t units = s.value.cols;
+        const std::string before = layer().gated() ? "gate" : "hidden", after = "activated";
+        std::size_t name_width = std::max(before.size(), after.size());
+        for (auto t : detailed_)
+            if (t != gap) name_width = std::max(name_width, display_width(token_name(t)));
+        const std::size_t room = opt_.width > name_width * 2 + 10 ? opt_.width - (name_width * 2 + 10) : 10;
+        const std::size_t per_mark = (units + room - 1) / room;  // units per mark
+        auto bar = [&](auto on, std::size_t t) {
+            std::string out = "│";
+            for (std::size_t first = 0; first < units; first += per_mark) {
+                std::size_t lit = 0, n = 0;
+                for (std::size_t j = first; j < std::min(units, first + per_mark); ++j, ++n) lit += on(t, j) ? 1 : 0;
+                out += 2 * lit >= n && lit > 0 ? "▓" : "░";
+            }
+            return out + "│";
+        };
+        block b{block_kind::lines};
+        b.lines.push_back(fmt::format("▓ on, ░ off or near 0: {} > 0 before {}, a value counted active after it{}",
+                                      before, activation_title(layer().act),
+                                      per_mark == 1 ? "; one mark per unit"
+                                                    : fmt::format("; one mark per {} units, ▓ when at least half are on", per_mark)));
+        for (auto t : detailed_) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            b.lines.push_back(fmt::format("{}  {}  {}", pad_right(token_name(t), name_width), pad_right(before, name_width),
+                                          bar([&](std::size_t r, std::size_t j) { return pre(r, j) > 0; }, t)));
+            b.lines.push_back(fmt::format("{}  {}  {}", std::string(name_width, ' '), pad_right(after, name_width),
+                                          bar([&](std::size_t r, std::size_t j) { return is_active(*tr_, *reads_, r, j); }, t)));
+        }
+        add(std::move(b));
     }
 
     // The written-out arithmetic of one step, token by token.

@@ -8,7 +8,7 @@ ft=$1 data=$2
 runs=()
 for f in "$data"/*.json; do
     for args in "run $f" "run $f --detail values" "run $f --detail summary" "run $f --format markdown" \
-                "run $f --format json" "grad $f --lr 0.1" "grad $f --format markdown" "grad $f --format json" "check $f" \
+                "run $f --format json" "run $f --bars" "grad $f --lr 0.1" "grad $f --format markdown" "grad $f --format json" "check $f" \
                 "worksheet $f" "quiz $f --format json" "quiz $f --count 8"; do
         runs+=("$args")
     done
@@ -16,6 +16,7 @@ done
 for m in gpt2 bert-base llama2-7b mixtral-8x7b; do
     runs+=("params --model $m" "params --model $m --format markdown" "params --model $m --format json")
 done
+runs+=("sweep $data/abs_relu.json --from -3 --to 3" "sweep $data/abs_identity.json --from -2 --to 2")
 runs+=("gelu-table --exact --derivative --silu --phi" "gelu-table --format markdown --exact"
        "gelu-table --plot --exact --derivative --silu --phi" "gelu-table --format json --exact")
 checked=0
