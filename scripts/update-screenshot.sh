@@ -8,6 +8,6 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$ft" run data/lesson_hand.json --format html -o "$work/lesson.html"
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" \
-  --window-size=900,1500 --screenshot="$work/page.png" "file://$work/lesson.html#cell=hidden[2]" 2>/dev/null
-python3 tests/browser/png_check.py "$work/page.png" 900 1500
+  --window-size=900,2100 --screenshot="$work/page.png" "file://$work/lesson.html#cell=hidden[2]" 2>/dev/null
+python3 tests/browser/png_check.py "$work/page.png" 900 2100
 cp "$work/page.png" docs/page.png

@@ -539,3 +539,5 @@ cli_test("run --bars draws the memory's hidden vectors before and after ReLU" 0
 cli_test("run --format json names the command line's changes" 0
   "^\\{ \"title\": \"A key-value memory built by hand\", \"changes\": \\[ ?\"activation = gelu \\(--activation\\)\" ?\\]" EMPTY
   -- ${FT} run ${DATA}/memory.json --activation gelu --format json)
+cli_test("sweep --format html marks each bend on the drawn curve" 0 "<title>unit 0 \\(x > 0\\)|<title>unit 0 at x = 0</title>" EMPTY
+  -- ${FT} sweep ${DATA}/abs_relu.json --from -1 --to 1 --format html)

@@ -81,7 +81,7 @@ TEST_CASE("each computed cell carries its value, its arithmetic and the file's c
     }
     SUBCASE("y[1] = 1 + 4 = 5, where the file claims 6") {
         CHECK(out.find(R"(data-name="y[1]" data-v="5" data-tol="0.0005")") != std::string::npos);
-        CHECK(out.find(R"x(data-claim="claimed 6, computed 5, off by 1 (tolerance 0.0005)" data-claim-ok="0")x") != std::string::npos);
+        CHECK(out.find(R"x(data-claim="claimed 6, computed 5, difference 1 (claimed − computed, as check prints it), tolerance 0.0005" data-claim-ok="0")x") != std::string::npos);
     }
     SUBCASE("the banner counts the claims: one of four fails") { CHECK(out.find("1 of 4 claims fail") != std::string::npos); }
     SUBCASE("the input is given, not asked") {

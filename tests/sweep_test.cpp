@@ -73,3 +73,15 @@ TEST_CASE("identity bends nowhere") {
     for (std::size_t i = 0; i < 3; ++i) CHECK(s->outputs(i, 0) == doctest::Approx(0));  // x + (−x) = 0
     CHECK(render_sweep(*s, t.ex, t.ex.layer, {}).find("identity bends nowhere") != std::string::npos);
 }
+
+TEST_CASE("the sweep's page draws |x| with both bends marked at 0") {
+    const auto t = test::trace_of(abs_network);
+    const auto s = sweep(t.ex.layer, -2, 2, 1, 5);
+    REQUIRE(s);
+    const std::string page = render_sweep_page(*s, t.ex, t.ex.layer, {4, 80, 5, 9, false});
+    // the plot's points x = -2, -1, 0, 1, 2 and |x| there, as the readout reads them
+    CHECK(page.find(R"({"xs":[-2,-1,0,1,2],"curves":[{"name":"|x|","ys":[2,1,0,1,2]}]})") != std::string::npos);
+    CHECK(page.find("<title>unit 0 at x = 0</title>") != std::string::npos);
+    CHECK(page.find("<title>unit 1 at x = 0</title>") != std::string::npos);
+    CHECK(page.find("▲ bend of unit 1 (x &lt; 0) at x = 0") != std::string::npos);
+}

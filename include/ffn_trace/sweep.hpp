@@ -45,5 +45,7 @@ struct sweep_options {
 // The table (x, then each output), the plot with each bend marked under the x axis, and the list of
 // bends with the unit that makes each.
 std::string render_sweep(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& options);
+// The same as a page: the table, the curves drawn with each bend marked, and the bends listed.
+std::string render_sweep_page(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& options);
 
 }  // namespace ffn_trace

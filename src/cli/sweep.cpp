@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 #include <memory>
 
+#include "common.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/sweep.hpp"
 
@@ -24,6 +25,10 @@ void setup_sweep(CLI::App& app, int& status) {
     sub->add_option("--precision", o->precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII only");
     add_width(*sub, o->width);
+    sub->add_option("--format", o->format, "Output format: text, or html (a page with the curves drawn)")
+        ->check(CLI::IsMember({"text", "html"}))
+        ->capture_default_str();
+    add_output(*sub);
     add_change_options(*sub, o->changes);
     add_limits(*sub, o->limits);
     sub->callback([o, &status] { status = run_sweep(*o); });
@@ -45,13 +50,15 @@ int run_sweep(const sweep_options& o) {
         return report({"", "--from", fmt::format("expected finite numbers with --from below --to, got {} and {}", o.from, o.to)});
     const double step = o.step.value_or(round_step(o.to - o.from, 10));
     const std::size_t page = output_width(o.width);
-    const std::size_t columns = std::clamp<std::size_t>(page > 12 ? page - 12 : 10, 10, 61);
+    // The page draws through 241 points; the text plot samples one x per column.
+    const std::size_t columns = o.format == "html" ? 241 : std::clamp<std::size_t>(page > 12 ? page - 12 : 10, 10, 61);
     auto s = sweep(ex->layer, o.from, o.to, step, columns);
     if (!s) {
         if (s.err().file.empty() && s.err().path.empty()) s.err().file = ex->file;
         return report(s.err());
     }
-    write_stdout(render_sweep(*s, *ex, ex->layer, {o.precision, page, columns, o.height, o.ascii}));
+    const ffn_trace::sweep_options view{o.precision, page, columns, o.height, o.ascii};
+    write_stdout(o.format == "html" ? render_sweep_page(*s, *ex, ex->layer, view) : render_sweep(*s, *ex, ex->layer, view));
     return exit_ok;
 }
 

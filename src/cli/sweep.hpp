@@ -16,6 +16,7 @@ struct sweep_options {
     std::size_t height = 15;
     int precision = 4;
     bool ascii = false;
+    std::string format = "text";
     std::size_t width = 0;  // 0: output_width chooses
     change_flags changes;
     input_limits limits;

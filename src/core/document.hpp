@@ -7,6 +7,7 @@
 #include <optional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +30,7 @@ struct cell_note {
     double value = std::numeric_limits<double>::quiet_NaN();  // the engine's number
     double tolerance = 0;           // a guess this close is right: the claim's, else half the last decimal shown
     int claim = 0;                  // the file's claim on it: 1 holds, -1 fails, 0 none
-    std::string claim_text;         // "claimed 0.241, computed 0.2384, off by 0.0026, tolerance 0.001"
+    std::string claim_text;         // "claimed 0.241, computed 0.2384, difference 0.0026 (claimed − computed, …), tolerance 0.001"
     bool ask = false;               // a computed number, which predict-first hides until guessed
 };
 
@@ -48,6 +49,7 @@ struct figure {
     std::vector<bool> muted;                  // stack: per part, drawn grey (a switched-off unit)
     std::vector<double> totals;               // stack: per column, where the bar's sum ends (marked)
     std::vector<double> xs;                   // lines
+    std::vector<std::pair<double, std::string>> markers;  // lines: x values marked by a dashed line, named
     std::vector<std::string> row_names;       // heatmap: each row's token
     std::vector<std::size_t> column_starts;   // heatmap: the first unit each column stands for
     std::size_t width = 0;                    // heatmap: the units in all

@@ -172,7 +172,7 @@ std::string lines_svg(const figure& f) {
     auto py = [&](double v) { return top + (hi - v) / (hi - lo) * height; };
     std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\" data-left=\"{}\" "
                                   "data-right=\"{}\">",
-                                  width, top + height + 40, width, html_escape(f.caption), left, right);
+                                  width, top + height + 40 + (f.markers.empty() ? 0 : 39), width, html_escape(f.caption), left, right);
     for (double t : ticks(lo, hi))
         out += fmt::format("<line class=\"tick\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/><text x=\"{}\" y=\"{:.1f}\" "
                            "text-anchor=\"end\">{}</text>",
@@ -185,6 +185,14 @@ std::string lines_svg(const figure& f) {
     out += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/>", left, right, axis_y, axis_y);
     out += fmt::format("<line class=\"axis\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\"/>", axis_x, axis_x, top, top + height);
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">x</text>", right, top + height + 32);
+    // Markers at the same x would print their names on each other: each on a line of its own.
+    for (std::size_t k = 0; k < f.markers.size(); ++k) {
+        const auto& [x, name] = f.markers[k];
+        out += fmt::format("<line class=\"marker\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\"><title>{3} at x = {4}</title></line>"
+                           "<text x=\"{0:.1f}\" y=\"{5}\" text-anchor=\"middle\">▲ {3}</text>",
+                           px(x), top, top + height, html_escape(name), html_escape(format_short(x, 6)),
+                           top + height + 30 + 13 * static_cast<double>(k % 4));
+    }
     for (std::size_t c = 0; c < f.values.size(); ++c) {
         std::string points;
         for (std::size_t i = 0; i < f.xs.size() && i < f.values[c].size(); ++i)
@@ -207,9 +215,10 @@ std::string lines_svg(const figure& f) {
         data += "]}";
     }
     data += "]}";
-    return out + keys(f.parts, {}, true) +
-           "<p class=\"explain\">Drawn in the legend's order, first at the back: each curve thinner than the one "
-           "before, so that curves lying on each other stay visible.</p>"
+    const std::string order = f.values.size() < 2 ? ""
+                              : "<p class=\"explain\">Drawn in the legend's order, first at the back: each curve thinner "
+                                "than the one before, so that curves lying on each other stay visible.</p>";
+    return out + keys(f.parts, {}, true) + order +
            "<p class=\"readout\" aria-live=\"polite\">Move the pointer over the plot to read the curves.</p>" +
            "<script type=\"application/json\" class=\"plot-data\">" + data + "</script>";
 }

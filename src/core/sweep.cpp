@@ -58,14 +58,15 @@ outcome<sweep_result> sweep(const ffn& layer, double from, double to, double ste
     return s;
 }
 
-std::string render_sweep(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& o) {
+namespace {
+
+std::string output_name(const example& ex, std::size_t d_out, std::size_t k) {
+    return ex.names.outputs.size() == d_out ? ex.names.outputs[k] : d_out == 1 ? std::string("output") : fmt::format("output[{}]", k);
+}
+
+// The sweep's title, what it shows, the changes and the table: the blocks the text and the page share.
+detail::document sweep_document(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& o) {
     const std::size_t d_out = s.outputs.cols;
-    auto output_name = [&](std::size_t k) {
-        return ex.names.outputs.size() == d_out ? ex.names.outputs[k] : d_out == 1 ? std::string("output") : fmt::format("output[{}]", k);
-    };
-    auto unit_name = [&](std::size_t j) {
-        return ex.names.hidden.size() == layer.d_ff() ? fmt::format("unit {} ({})", j, ex.names.hidden[j]) : fmt::format("unit {}", j);
-    };
     const bool relu = info(layer.act).unit == activation::relu;
     detail::document doc;
     doc.push_back({detail::block_kind::title, fmt::format("Sweep of {}", ex.title.empty() ? ex.file : ex.title)});
@@ -86,13 +87,68 @@ std::string render_sweep(const sweep_result& s, const example& ex, const ffn& la
     detail::block table{detail::block_kind::table};
     table.align = std::string(d_out + 1, 'r');
     table.rows.push_back({"x"});
-    for (std::size_t k = 0; k < d_out; ++k) table.rows.back().push_back(output_name(k));
+    for (std::size_t k = 0; k < d_out; ++k) table.rows.back().push_back(output_name(ex, d_out, k));
     for (std::size_t i = 0; i < s.xs.size(); ++i) {
         table.rows.push_back({format_fixed(s.xs[i], o.precision)});
         for (std::size_t k = 0; k < d_out; ++k) table.rows.back().push_back(format_fixed(s.outputs(i, k), o.precision));
     }
     doc.push_back(std::move(table));
-    std::string out = detail::text_view(doc, o.width, o.ascii);
+    return doc;
+}
+
+// What the bends are: the lines under the plot. `curves`: how the plot tells the outputs apart.
+std::vector<std::string> bend_lines(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& o,
+                                    const std::vector<std::string>& curves) {
+    const bool a = o.ascii, relu = info(layer.act).unit == activation::relu;
+    auto unit_name = [&](std::size_t j) {
+        return ex.names.hidden.size() == layer.d_ff() ? fmt::format("unit {} ({})", j, ex.names.hidden[j]) : fmt::format("unit {}", j);
+    };
+    std::vector<std::string> lines{fmt::format("{} against x", fmt::join(curves, ", "))};
+    if (info(layer.act).unit == activation::identity)
+        lines.push_back("identity bends nowhere: without an activation the two matrices collapse into one, and the "
+                        "output is a straight line");
+    else if (s.bends.empty())
+        lines.push_back("no unit's pre-activation crosses 0 in this range: the output is one straight piece here");
+    for (const auto& b : s.bends) {
+        const double w = weight_row(layer, weight::w1, 0)[b.unit], bias = layer.b1.empty() ? 0.0 : layer.b1[b.unit];
+        lines.push_back(fmt::format("{} {} {} at x = {}: its pre-activation {}·x {} {} crosses 0", a ? "^" : "▲",
+                                    relu ? "bend of" : "turn of", unit_name(b.unit), format_short(b.x, o.precision),
+                                    format_short(w, o.precision), bias < 0 ? "−" : "+", format_short(std::abs(bias), o.precision)));
+    }
+    return lines;
+}
+
+}  // namespace
+
+std::string render_sweep_page(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& o) {
+    detail::document doc = sweep_document(s, ex, layer, o);
+    const std::size_t d_out = s.outputs.cols;
+    auto plot = std::make_shared<detail::figure>();
+    plot->type = detail::figure::kind::lines;
+    plot->caption = fmt::format("The output against x, from {} to {}", format_short(s.plot_xs.front(), 12),
+                                format_short(s.plot_xs.back(), 12));
+    plot->xs = s.plot_xs;
+    std::vector<std::string> curves;
+    for (std::size_t k = 0; k < d_out; ++k) {
+        plot->parts.push_back(output_name(ex, d_out, k));
+        curves.push_back(output_name(ex, d_out, k));
+        std::vector<double> ys;
+        for (std::size_t c = 0; c < s.plot_xs.size(); ++c) ys.push_back(s.plot_outputs(c, k));
+        plot->values.push_back(std::move(ys));
+    }
+    for (const auto& b : s.bends) plot->markers.push_back({b.x, fmt::format("unit {}", b.unit)});
+    doc.push_back({detail::block_kind::heading, "The curve"});
+    detail::block drawn{detail::block_kind::notes, "", {}, bend_lines(s, ex, layer, o, curves)};
+    drawn.picture = std::move(plot);
+    doc.push_back(std::move(drawn));
+    detail::page_options page;
+    page.ascii = o.ascii;
+    return detail::html_view(doc, page);
+}
+
+std::string render_sweep(const sweep_result& s, const example& ex, const ffn& layer, const sweep_options& o) {
+    const std::size_t d_out = s.outputs.cols;
+    std::string out = detail::text_view(sweep_document(s, ex, layer, o), o.width, o.ascii);
 
     // The plot: each output a curve, the bends marked under the x axis.
     const bool a = o.ascii;
@@ -163,20 +219,8 @@ std::string render_sweep(const sweep_result& s, const example& ex, const ffn& la
 
     detail::document legend;
     std::vector<std::string> curves;
-    for (std::size_t k = 0; k < d_out; ++k) curves.push_back(fmt::format("{} {}", a ? ascii_marks[k % 6] : marks[k % 6], output_name(k)));
-    std::vector<std::string> lines{fmt::format("{} against x", fmt::join(curves, ", "))};
-    if (info(layer.act).unit == activation::identity)
-        lines.push_back("identity bends nowhere: without an activation the two matrices collapse into one, and the "
-                        "output is a straight line");
-    else if (s.bends.empty())
-        lines.push_back("no unit's pre-activation crosses 0 in this range: the output is one straight piece here");
-    for (const auto& b : s.bends) {
-        const double w = weight_row(layer, weight::w1, 0)[b.unit], bias = layer.b1.empty() ? 0.0 : layer.b1[b.unit];
-        lines.push_back(fmt::format("{} {} {} at x = {}: its pre-activation {}·x {} {} crosses 0", a ? "^" : "▲",
-                                    relu ? "bend of" : "turn of", unit_name(b.unit), format_short(b.x, o.precision),
-                                    format_short(w, o.precision), bias < 0 ? "−" : "+", format_short(std::abs(bias), o.precision)));
-    }
-    legend.push_back({detail::block_kind::notes, "", {}, lines});
+    for (std::size_t k = 0; k < d_out; ++k) curves.push_back(fmt::format("{} {}", a ? ascii_marks[k % 6] : marks[k % 6], output_name(ex, d_out, k)));
+    legend.push_back({detail::block_kind::notes, "", {}, bend_lines(s, ex, layer, o, curves)});
     out += detail::text_view(legend, o.width, o.ascii);
     return a ? to_ascii(out) : out;
 }

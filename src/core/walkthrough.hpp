@@ -242,8 +242,9 @@ protected:
         if (const claim* c = strictest_claim(step, t, j)) {
             n.claim = c->ok ? 1 : -1;
             n.tolerance = c->tolerance;
-            n.claim_text = fmt::format("claimed {}, computed {}, off by {} (tolerance {})", format_short(c->claimed, 12),
-                                       format_short(c->computed, 12), format_short(std::abs(c->difference()), 12),
+            n.claim_text = fmt::format("claimed {}, computed {}, difference {} (claimed − computed, as check prints it), "
+                                       "tolerance {}",
+                                       format_short(c->claimed, 12), format_short(c->computed, 12), format_short(c->difference(), 12),
                                        format_short(c->tolerance, 12));
         }
         return n;

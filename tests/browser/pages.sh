@@ -51,6 +51,7 @@ make_page run_checkpoint_gpt2 run --checkpoint "$checkpoints/gpt2" --layer 1 --w
 make_page run_checkpoint_mixtral run --checkpoint "$checkpoints/mixtral" --layer 0 --input "$checkpoints/x.npy" &&
   pages+=(run_checkpoint_mixtral)
 make_page gelu gelu-table && pages+=(gelu)
+make_page sweep_abs sweep "$data/abs_relu.json" --from -3 --to 3 && pages+=(sweep_abs)
 make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
 make_page params_gpt2 params --model gpt2 && pages+=(params_gpt2)
 make_page params_mixtral params --model mixtral-8x7b && pages+=(params_mixtral)
