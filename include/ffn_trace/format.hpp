@@ -48,6 +48,25 @@ std::string pad_left(std::string_view text, std::size_t width);
 // Replaces the Unicode symbols the renderers use (×, ·, →, −, ✓, ε, ₁, …) with ASCII spellings
 // (× as "*"), and any other code point with "?": the result is pure ASCII.
 std::string to_ascii(std::string_view text);
+// Text with every code point above ASCII (UTF-8 decoded) replaced by what `spell` makes of it.
+template <class Spell>
+std::string replace_non_ascii(std::string_view s, Spell spell) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        if (b < 0x80) {
+            out += s[i++];
+            continue;
+        }
+        const std::size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+        char32_t cp = b & (n == 4 ? 0x07 : n == 3 ? 0x0F : 0x1F);
+        for (std::size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+        i += n;
+        out += spell(cp);
+    }
+    return out;
+}
 // JSON text with every non-ASCII code point written as a \u escape: pure ASCII, the same JSON.
 std::string json_ascii(std::string_view json);
 

@@ -377,6 +377,21 @@ std::string token_name(const std::vector<std::string>& labels, const std::vector
     return "token " + token_index(lead, t);
 }
 
+plot_text plot_frame(const std::vector<std::vector<std::string>>& grid, const std::vector<std::string>& labels, bool ascii) {
+    std::size_t label_width = 0;
+    for (const auto& l : labels) label_width = std::max(label_width, display_width(l));
+    std::string out;
+    for (std::size_t r = 0; r < grid.size(); ++r) {
+        std::string line = pad_left(labels[r], label_width) + (labels[r].empty() ? (ascii ? " |" : " │") : (ascii ? " +" : " ┤"));
+        for (const auto& cell : grid[r]) line += cell;
+        line.erase(line.find_last_not_of(' ') + 1);
+        out += line + "\n";
+    }
+    std::string axis = std::string(label_width + 1, ' ') + (ascii ? "+" : "└");
+    for (std::size_t c = 0; c < (grid.empty() ? 0 : grid[0].size()); ++c) axis += ascii ? "-" : "─";
+    return {out + axis + "\n", label_width};
+}
+
 std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width) {
     std::string s;
     for (auto d : lead) s += fmt::format("{} × ", d);

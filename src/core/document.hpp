@@ -174,6 +174,14 @@ block matrix_table(const matrix& m, const std::string& corner, const std::vector
 // params' tables as a document (render_params.cpp), for the text, Markdown and page views.
 document params_document(const params_report& r, std::optional<std::string_view> dtype);
 
+// A text plot's rows, each after its y label (`labels`, one per row, empty where none) and the
+// y axis, then the x axis: what gelu-table's and sweep's plots share. Gives the labels' width too.
+struct plot_text {
+    std::string text;
+    std::size_t label_width;
+};
+plot_text plot_frame(const std::vector<std::vector<std::string>>& grid, const std::vector<std::string>& labels, bool ascii);
+
 // "(2 × 3 × width)": the input's leading shape, then a width.
 std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width);
 

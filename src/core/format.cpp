@@ -154,26 +154,11 @@ std::string to_ascii(std::string_view text) {
 }
 
 std::string json_ascii(std::string_view json) {
-    std::string out;
-    out.reserve(json.size());
-    for (std::size_t i = 0; i < json.size();) {
-        const auto b = static_cast<unsigned char>(json[i]);
-        if (b < 0x80) {
-            out += json[i++];
-            continue;
-        }
-        const std::size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-        char32_t cp = b & (n == 4 ? 0x07 : n == 3 ? 0x0F : 0x1F);
-        for (std::size_t k = 1; k < n && i + k < json.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(json[i + k]) & 0x3F);
-        i += n;
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
-        } else {
-            out += fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
-        }
-    }
-    return out;
+    return replace_non_ascii(json, [](char32_t cp) {
+        if (cp < 0x10000) return fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
+        cp -= 0x10000;  // a surrogate pair
+        return fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+    });
 }
 
 }  // namespace ffn_trace

@@ -211,19 +211,8 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         const double v = k * step == 0 ? 0.0 : k * step;
         labels[row_of(v)] = format_short(v, decimals);
     }
-    std::size_t label_width = 0;
-    for (const auto& l : labels) label_width = std::max(label_width, display_width(l));
-
-    std::string out;
-    for (std::size_t r = 0; r < height; ++r) {
-        std::string line = pad_left(labels[r], label_width) + (labels[r].empty() ? (a ? " |" : " │") : (a ? " +" : " ┤"));
-        for (const auto& cell : grid[r]) line += cell;
-        line.erase(line.find_last_not_of(' ') + 1);
-        out += line + "\n";
-    }
-    std::string axis = std::string(label_width + 1, ' ') + (a ? "+" : "└");
-    for (std::size_t c = 0; c < width; ++c) axis += a ? "-" : "─";
-    out += axis + "\n";
+    const auto [frame, label_width] = detail::plot_frame(grid, labels, a);
+    std::string out = frame;
     // x tick labels under the first, the zero and the last column.
     auto tick = [](double v) { return format_fixed(v, 2); };
     std::string ticks(label_width + 2 + width + 8, ' ');

@@ -352,22 +352,7 @@ namespace {
 
 // Every code point above ASCII as a character reference: the bytes are ASCII, the page reads the same.
 std::string ascii_references(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) {
-            out += s[i++];
-            continue;
-        }
-        const int length = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-        char32_t code = length == 1 ? c : c & (0x7f >> length);
-        for (int k = 1; k < length && i + static_cast<std::size_t>(k) < s.size(); ++k)
-            code = (code << 6) | (static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]) & 0x3f);
-        out += fmt::format("&#x{:x};", static_cast<std::uint32_t>(code));
-        i += static_cast<std::size_t>(length);
-    }
-    return out;
+    return replace_non_ascii(s, [](char32_t cp) { return fmt::format("&#x{:x};", static_cast<std::uint32_t>(cp)); });
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "document.hpp"
+#include "splitmix.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_text.hpp"
@@ -21,18 +22,7 @@ namespace ffn_trace {
 
 namespace {
 
-// SplitMix64: a fixed generator, so that a seed picks the same questions with every compiler and
-// standard library (std::uniform_int_distribution's output is left to the library).
-struct splitmix {
-    std::uint64_t state;
-    std::uint64_t next() {
-        std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
+using detail::splitmix;
 
 // How far a number shown at `precision` decimals is from the number itself.
 double shown_error(double v, int precision) {

@@ -183,18 +183,8 @@ std::string render_sweep(const sweep_result& s, const example& ex, const ffn& la
     const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 0, 17);
     std::vector<std::string> labels(height);
     for (double k = std::ceil(y_min / step); k * step <= y_max; ++k) labels[row_of(k * step == 0 ? 0.0 : k * step)] = format_short(k * step, decimals);
-    std::size_t label_width = 0;
-    for (const auto& l : labels) label_width = std::max(label_width, display_width(l));
-    out += "\n";
-    for (std::size_t r = 0; r < height; ++r) {
-        std::string line = pad_left(labels[r], label_width) + (labels[r].empty() ? (a ? " |" : " │") : (a ? " +" : " ┤"));
-        for (const auto& cell : grid[r]) line += cell;
-        line.erase(line.find_last_not_of(' ') + 1);
-        out += line + "\n";
-    }
-    std::string axis = std::string(label_width + 1, ' ') + (a ? "+" : "└");
-    for (std::size_t c = 0; c < width; ++c) axis += a ? "-" : "─";
-    out += axis + "\n";
+    const auto [frame, label_width] = detail::plot_frame(grid, labels, a);
+    out += "\n" + frame;
     if (!s.bends.empty()) {
         std::string under(label_width + 2 + width, ' ');
         std::vector<std::string> cells(width, " ");

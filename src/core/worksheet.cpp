@@ -10,23 +10,14 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "splitmix.hpp"
 #include "worksheet_document.hpp"
 
 namespace ffn_trace {
 
 namespace {
 
-// The same fixed generator as the quiz's (SplitMix64): a seed gives the same sheet everywhere.
-struct splitmix {
-    std::uint64_t state;
-    std::uint64_t next() {
-        std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
+using detail::splitmix;
 
 // One table of the sheet: a step of the layer or of one expert, row r being token rows[r].
 struct sheet_step {
