@@ -643,10 +643,11 @@ void quiz_session::prompt() {
 
 bool quiz_session::feed(std::string_view raw) {
     if (done_) return false;
-    std::string line(raw);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.erase(0, 1);
-    if (opt_.echo) write(line + "\n");
+    // Trimmed in one step each way: a line of a million spaces must not take a million erases.
+    const auto first = raw.find_first_not_of(" \t\r");
+    const std::string line(first == std::string_view::npos ? std::string_view() : raw.substr(first, raw.find_last_not_of(" \t\r") - first + 1));
+    // Echoed as an error quotes it: control bytes escaped, a long line cut short.
+    if (opt_.echo) write(escape(line) + "\n");
     const quiz_question& q = questions_[current_];
     if (line == "q" || line == "quit") {
         write("Stopped.\n");
