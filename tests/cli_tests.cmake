@@ -541,3 +541,6 @@ cli_test("run --format json names the command line's changes" 0
   -- ${FT} run ${DATA}/memory.json --activation gelu --format json)
 cli_test("sweep --format html marks each bend on the drawn curve" 0 "<title>unit 0 \\(x > 0\\)|<title>unit 0 at x = 0</title>" EMPTY
   -- ${FT} sweep ${DATA}/abs_relu.json --from -1 --to 1 --format html)
+cli_test("quiz: a huge line and control bytes in the answers are echoed escaped and cut short" 0
+  "hidden\\[1\\] = \\? > 7777777777[7]*… .*hidden\\[1\\] = \\? > \\\\u0000\\\\u001b\\[31m .*> 1 ✓ right" EMPTY
+  --stdin ${INPUTS}/quiz/hostile.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
