@@ -211,8 +211,10 @@ std::string render_plot(double from, double to, const table_columns& which, cons
         const double v = k * step == 0 ? 0.0 : k * step;
         labels[row_of(v)] = format_short(v, decimals);
     }
-    const auto [frame, label_width] = detail::plot_frame(grid, labels, a);
-    std::string out = frame;
+    // Not a structured binding: clang 14 does not let the lambdas below capture one.
+    const detail::plot_text frame = detail::plot_frame(grid, labels, a);
+    const std::size_t label_width = frame.label_width;
+    std::string out = frame.text;
     // x tick labels under the first, the zero and the last column.
     auto tick = [](double v) { return format_fixed(v, 2); };
     std::string ticks(label_width + 2 + width + 8, ' ');

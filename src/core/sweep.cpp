@@ -183,8 +183,10 @@ std::string render_sweep(const sweep_result& s, const example& ex, const ffn& la
     const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 0, 17);
     std::vector<std::string> labels(height);
     for (double k = std::ceil(y_min / step); k * step <= y_max; ++k) labels[row_of(k * step == 0 ? 0.0 : k * step)] = format_short(k * step, decimals);
-    const auto [frame, label_width] = detail::plot_frame(grid, labels, a);
-    out += "\n" + frame;
+    // Not a structured binding: clang 14 does not let the lambdas below capture one.
+    const detail::plot_text frame = detail::plot_frame(grid, labels, a);
+    const std::size_t label_width = frame.label_width;
+    out += "\n" + frame.text;
     if (!s.bends.empty()) {
         std::string under(label_width + 2 + width, ' ');
         std::vector<std::string> cells(width, " ");
