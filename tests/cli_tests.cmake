@@ -544,3 +544,8 @@ cli_test("sweep --format html marks each bend on the drawn curve" 0 "<title>unit
 cli_test("quiz: a huge line and control bytes in the answers are echoed escaped and cut short" 0
   "hidden\\[1\\] = \\? > 7777777777[7]*… .*hidden\\[1\\] = \\? > \\\\u0000\\\\u001b\\[31m .*> 1 ✓ right" EMPTY
   --stdin ${INPUTS}/quiz/hostile.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
+# By hand (seed 003's layer, target [6, 5]): g = y − target = [7, 5] − [6, 5] = [1, 0], so
+# dW2[2][0] = activated[2] × g[0] = 3 × 1, and d_hidden[3] = d_activated[3] × relu'(−1) = 2 × 0.
+cli_test("grad's page explains a gradient cell with the sum the text view writes" 0
+  "data-how=\"dW2\\[2\\]\\[0\\] = 3×1 = 3.0000\".*data-how=\"d_hidden\\[3\\] = d_activated × act&#39\\;\\(-1\\) = 2 × 0 = 0.0000\"" EMPTY
+  -- ${FT} grad ${DATA}/lesson_hand.json --format html)

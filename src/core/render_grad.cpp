@@ -1,6 +1,7 @@
 #include "ffn_trace/render_grad.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -147,11 +148,36 @@ private:
 
     // A (tokens, width) matrix named `name` in its corner, one row per detailed token, its
     // columns named by the file's labels.
-    void token_table(const std::string& name, const matrix& m, const std::vector<std::string>& labels) {
-        add(detail::grid_table(
-            name, detailed_, shown_indices(m.cols, opt_.full), [this](std::size_t t) { return token_name(t); },
+    // `how`, for the page view: the line that works out element (t, j).
+    using how_line = std::function<std::string(std::size_t, std::size_t)>;
+    void token_table(const std::string& name, const matrix& m, const std::vector<std::string>& labels, const how_line& how = {}) {
+        const auto cols = shown_indices(m.cols, opt_.full);
+        block b = detail::grid_table(
+            name, detailed_, cols, [this](std::size_t t) { return token_name(t); },
             [&labels](std::size_t j) { return label(labels, j); }, [&m](std::size_t i, std::size_t j) { return m(i, j); },
-            opt_.precision));
+            opt_.precision);
+        explain(b, detailed_, cols, m, how, [&](std::size_t t, std::size_t j) { return name + element_index(in_.tr.lead, t, j); });
+        add(std::move(b));
+    }
+    // The page view: each shown cell of `b` (rows, cols) carries its name and how it arose.
+    template <class Name>
+    void explain(block& b, const std::vector<std::size_t>& rows, const std::vector<std::size_t>& cols, const matrix& m,
+                 const how_line& how, Name name) const {
+        if (!explain_ || !how) return;
+        b.notes.assign(b.rows.size(), {});
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+            auto& notes = b.notes[r + 1];
+            notes.resize(b.rows[0].size());
+            for (std::size_t c = 0; c < cols.size(); ++c) {
+                if (rows[r] == gap || cols[c] == gap) continue;
+                detail::cell_note& n = notes[c + 1];
+                n.name = name(rows[r], cols[c]);
+                n.value = m(rows[r], cols[c]);
+                n.tolerance = 0.5 * std::pow(10.0, -opt_.precision);
+                n.ask = true;
+                n.how = {how(rows[r], cols[c])};
+            }
+        }
     }
 
     // A weight-shaped matrix in the file's layout, under its file name; `rows` and `cols` label
@@ -173,16 +199,19 @@ private:
         add(std::move(b));
     }
 
+    // `how` takes the file's (row, column).
     void weight_table(const std::string& name, const matrix& math_form, const std::vector<std::string>& rows,
-                      const std::vector<std::string>& cols) {
+                      const std::vector<std::string>& cols, const how_line& how = {}) {
         const matrix m = out_in() ? math_form.transposed() : math_form;
         const auto& row_labels = out_in() ? cols : rows;
         const auto& col_labels = out_in() ? rows : cols;
-        add(detail::grid_table(
-            name, shown_indices(m.rows, opt_.full), shown_indices(m.cols, opt_.full),
-            [&row_labels](std::size_t i) { return label(row_labels, i); },
+        const auto shown_rows = shown_indices(m.rows, opt_.full), shown_cols = shown_indices(m.cols, opt_.full);
+        block b = detail::grid_table(
+            name, shown_rows, shown_cols, [&row_labels](std::size_t i) { return label(row_labels, i); },
             [&col_labels](std::size_t j) { return label(col_labels, j); }, [&m](std::size_t i, std::size_t j) { return m(i, j); },
-            opt_.precision));
+            opt_.precision);
+        explain(b, shown_rows, shown_cols, m, how, [&](std::size_t r, std::size_t c) { return fmt::format("{}[{}][{}]", name, r, c); });
+        add(std::move(b));
     }
     // The labels of a weight's rows and columns in the math form, by its file name.
     std::pair<const std::vector<std::string>*, const std::vector<std::string>*> weight_labels(std::string_view name) const {
@@ -256,16 +285,21 @@ private:
                     if (b.lines.empty() || b.lines.back() != "…") b.lines.emplace_back("…");
                     continue;
                 }
-                const std::size_t i = out_in() ? c : r, j = out_in() ? r : c;  // math form: dw(i, j)
-                std::vector<std::string> terms;
-                for (auto t : shown_indices(x.rows, opt_.full, 2, 6))
-                    terms.push_back(t == gap ? "…"
-                                             : out_in() ? fmt::format("{}×{}", op(dy(t, j)), op(x(t, i)))
-                                                        : fmt::format("{}×{}", op(x(t, i)), op(dy(t, j))));
-                b.lines.push_back(fmt::format("d{}[{}][{}] = {} = {}", name, r, c, fmt::join(terms, " + "), num(dw(i, j))));
+                b.lines.push_back(weight_gradient_line(name, x, dy, dw, r, c));
             }
         }
         add(std::move(b));
+    }
+    // One element of dW, at the file's (r, c).
+    std::string weight_gradient_line(const std::string& name, const matrix& x, const matrix& dy, const matrix& dw, std::size_t r,
+                                     std::size_t c) const {
+        const std::size_t i = out_in() ? c : r, j = out_in() ? r : c;  // math form: dw(i, j)
+        std::vector<std::string> terms;
+        for (auto t : shown_indices(x.rows, opt_.full, 2, 6))
+            terms.push_back(t == gap ? "…"
+                                     : out_in() ? fmt::format("{}×{}", op(dy(t, j)), op(x(t, i)))
+                                                : fmt::format("{}×{}", op(x(t, i)), op(dy(t, j))));
+        return fmt::format("d{}[{}][{}] = {} = {}", name, r, c, fmt::join(terms, " + "), num(dw(i, j)));
     }
 
     // dx = dy·Wᵀ written out for the detailed tokens.
@@ -278,14 +312,16 @@ private:
                     b.lines.emplace_back("…");
                     continue;
                 }
-                std::vector<std::string> terms;
-                for (auto j : shown_indices(dy.cols, opt_.full, 3, 8))
-                    terms.push_back(j == gap ? "…" : fmt::format("{}×{}", op(dy(t, j)), op(w(i, j))));
-                b.lines.push_back(fmt::format("{}{} = {} = {}", name, element_index(in_.tr.lead, t, i), fmt::join(terms, " + "),
-                                              num(dx(t, i))));
+                b.lines.push_back(input_gradient_line(name, dy, w, dx, t, i));
             }
         }
         add(std::move(b));
+    }
+    std::string input_gradient_line(const std::string& name, const matrix& dy, const matrix& w, const matrix& dx, std::size_t t,
+                                    std::size_t i) const {
+        std::vector<std::string> terms;
+        for (auto j : shown_indices(dy.cols, opt_.full, 3, 8)) terms.push_back(j == gap ? "…" : fmt::format("{}×{}", op(dy(t, j)), op(w(i, j))));
+        return fmt::format("{}{} = {} = {}", name, element_index(in_.tr.lead, t, i), fmt::join(terms, " + "), num(dx(t, i)));
     }
 
     std::string hidden_name() const { return l_.gated() ? "product" : "activated"; }
@@ -297,7 +333,14 @@ private:
         if (s.name == "output") {
             heading_line(fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
                                      in_.ex.target ? "output − target" : "upstream", shape(l_.d_out())));
-            token_table("g", *s.find("g"), outputs());
+            const matrix& g = *s.find("g");
+            const matrix& y = in_.tr.output().value;
+            token_table("g", g, outputs(), [&](std::size_t t, std::size_t j) {
+                const std::string lhs = "g" + element_index(in_.tr.lead, t, j);
+                return in_.ex.target ? fmt::format("{} = output − target = {} − {} = {}", lhs, op(y(t, j)), op((*in_.ex.target)(t, j)),
+                                                   num(g(t, j)))
+                                     : fmt::format("{} = upstream, given in the file = {}", lhs, num(g(t, j)));
+            });
         } else if (s.name == "residual") {
             heading_line(fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
             paragraph("The gradient splits: one path goes straight to x, the other back through the FFN.");
@@ -310,11 +353,15 @@ private:
                                   l_.b2.empty() ? "" : ", db2 = Σ over tokens of g", hidden_name()));
             const matrix& g = *in_.grads.steps.front().find("g");
             if (arithmetic) weight_gradient_lines("W2", h, g, in_.grads.d_layer.w2);
-            weight_table("dW2", in_.grads.d_layer.w2, hidden(), outputs());
+            weight_table("dW2", in_.grads.d_layer.w2, hidden(), outputs(), [&](std::size_t r, std::size_t c) {
+                return weight_gradient_line("W2", h, g, in_.grads.d_layer.w2, r, c);
+            });
             if (!l_.b2.empty()) bias_table("db2", in_.grads.d_layer.b2);
             const matrix& dh = *s.find("d_" + hidden_name());
             if (arithmetic) input_gradient_lines("d_" + hidden_name(), g, l_.w2, dh);
-            token_table("d_" + hidden_name(), dh, hidden());
+            token_table("d_" + hidden_name(), dh, hidden(), [&](std::size_t t, std::size_t i) {
+                return input_gradient_line("d_" + hidden_name(), g, l_.w2, dh, t, i);
+            });
         } else if (s.name == "multiply") {
             heading_line(fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
                                      "d_up = d_product ⊙ activated", n));
@@ -354,11 +401,13 @@ private:
                                                         "hidden units"
                                                       : fmt::format("the share of dL/dx that comes back through {}", w)));
             if (arithmetic) weight_gradient_lines(w, in_.tr.ffn_input(), dy, dw);
-            weight_table("d" + w, dw, inputs(), hidden());
+            weight_table("d" + w, dw, inputs(), hidden(), [&](std::size_t r, std::size_t c) {
+                return weight_gradient_line(w, in_.tr.ffn_input(), dy, dw, r, c);
+            });
             if (db) bias_table("d" + b, db->data);
             const matrix& dx = s.values.back().value;
             if (arithmetic) input_gradient_lines(dx_name, dy, weight, dx);
-            token_table(dx_name, dx, inputs());
+            token_table(dx_name, dx, inputs(), [&](std::size_t t, std::size_t i) { return input_gradient_line(dx_name, dy, weight, dx, t, i); });
         } else {  // input
             std::vector<std::string> parts;
             if (l_.residual) parts.push_back("g (through the residual)");
@@ -416,7 +465,13 @@ private:
                 add(std::move(b));
             }
         }
-        token_table("d_" + pre, d_pre, hidden());
+        const matrix* act_derivative = s.find("act'");
+        token_table("d_" + pre, d_pre, hidden(), [&](std::size_t t, std::size_t j) {
+            const std::string lhs = "d_" + pre + element_index(in_.tr.lead, t, j);
+            if (!act_derivative) return fmt::format("{} = {}", lhs, num(d_pre(t, j)));
+            return fmt::format("{} = d_activated × act'({}) = {} × {} = {}", lhs, format_short(h(t, j), opt_.precision), op(d_act(t, j)),
+                               op((*act_derivative)(t, j)), num(d_pre(t, j)));
+        });
     }
 
     void gradient_summary() {
@@ -478,6 +533,10 @@ private:
     detail_level level_;
     std::vector<std::size_t> detailed_;
     const detail::block_sink* out_ = nullptr;
+    bool explain_ = false;  // the page view's notes
+
+public:
+    void explain_cells(bool on) { explain_ = on; }
 };
 
 
@@ -499,7 +558,9 @@ json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
 void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {
     grad_builder builder(in, options);
-    detail::write_page(detail::page_for(options, format), out, [&](const detail::block_sink& sink) { builder.build(sink); });
+    const auto page = detail::page_for(options, format);
+    builder.explain_cells(page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
 }
 
 std::string render_grad_text(const grad_rendering_input& in, const text_options& options) {
