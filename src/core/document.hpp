@@ -25,12 +25,12 @@ enum class block_kind { title, paragraph, fields, heading, table, lines, notes }
 
 // What the page view adds to a table's cell; the text and Markdown views ignore it.
 struct cell_note {
-    std::string name;               // the number as the arithmetic names it: "hidden[0][2]"
-    std::vector<std::string> how;   // how it arose, written as the text view writes arithmetic
+    std::string name = {};              // the number as the arithmetic names it: "hidden[0][2]"
+    std::vector<std::string> how = {};  // how it arose, written as the text view writes arithmetic
     double value = std::numeric_limits<double>::quiet_NaN();  // the engine's number
     double tolerance = 0;           // a guess this close is right: the claim's, else half the last decimal shown
     int claim = 0;                  // the file's claim on it: 1 holds, -1 fails, 0 none
-    std::string claim_text;         // "claimed 0.241, computed 0.2384, difference 0.0026 (claimed − computed, …), tolerance 0.001"
+    std::string claim_text = {};    // "claimed 0.241, computed 0.2384, difference 0.0026 (claimed − computed, …), tolerance 0.001"
     bool ask = false;               // a computed number, which predict-first hides until guessed
 };
 
@@ -159,6 +159,19 @@ block grid_table(const std::string& corner, const std::vector<std::size_t>& rows
         b.rows.push_back(row);
     }
     return b;
+}
+
+// The page view's notes of a table laid out from `rows` × `cols` (gap for "…"), as grid_table
+// lays one out: `make(i, j)` for each shown cell.
+template <class Make>
+void attach_notes(block& b, const std::vector<std::size_t>& rows, const std::vector<std::size_t>& cols, Make make) {
+    b.notes.assign(b.rows.size(), {});
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        auto& notes = b.notes[r + 1];
+        notes.resize(b.rows[0].size());
+        for (std::size_t c = 0; c < cols.size(); ++c)
+            if (rows[r] != gap && cols[c] != gap) notes[c + 1] = make(rows[r], cols[c]);
+    }
 }
 
 // A matrix as a table: `corner` above the row names, columns "[j]" (summarised unless `full`),

@@ -295,11 +295,15 @@ std::string figure_html(const figure& f) {
 
 std::string table_html(const block& b) {
     if (b.rows.empty()) return "";
-    // The colour scale: each number's size against the table's largest.
+    // The colour scale: each number's size against the table's largest as shown. Each cell is
+    // read once, here.
     double most = 0;
+    std::vector<std::vector<std::optional<double>>> shown(b.rows.size());
     for (std::size_t r = 1; r < b.rows.size(); ++r)
-        for (std::size_t c = 1; c < b.rows[r].size(); ++c)
-            if (auto v = cell_number(b.rows[r][c])) most = std::max(most, std::abs(*v));
+        for (std::size_t c = 0; c < b.rows[r].size(); ++c) {
+            shown[r].push_back(c == 0 ? std::nullopt : cell_number(b.rows[r][c]));
+            if (shown[r].back()) most = std::max(most, std::abs(*shown[r].back()));
+        }
     std::string out = "<div class=\"grid-wrap\"><table class=\"grid\">\n<thead><tr>";
     for (const auto& h : b.rows[0]) out += "<th scope=\"col\">" + html_styled(h) + "</th>";
     out += "</tr></thead>\n<tbody>\n";
@@ -313,7 +317,7 @@ std::string table_html(const block& b) {
                 continue;
             }
             const cell_note* note = r < b.notes.size() && c < b.notes[r].size() && !b.notes[r][c].name.empty() ? &b.notes[r][c] : nullptr;
-            const auto v = note ? std::optional<double>(note->value) : cell_number(cell);
+            const auto v = note ? std::optional<double>(note->value) : shown[r][c];
             std::string attributes;
             if (v) {
                 attributes += fmt::format(" tabindex=\"{}\"", first_focus ? 0 : -1);

@@ -164,20 +164,10 @@ private:
     void explain(block& b, const std::vector<std::size_t>& rows, const std::vector<std::size_t>& cols, const matrix& m,
                  const how_line& how, Name name) const {
         if (!explain_ || !how) return;
-        b.notes.assign(b.rows.size(), {});
-        for (std::size_t r = 0; r < rows.size(); ++r) {
-            auto& notes = b.notes[r + 1];
-            notes.resize(b.rows[0].size());
-            for (std::size_t c = 0; c < cols.size(); ++c) {
-                if (rows[r] == gap || cols[c] == gap) continue;
-                detail::cell_note& n = notes[c + 1];
-                n.name = name(rows[r], cols[c]);
-                n.value = m(rows[r], cols[c]);
-                n.tolerance = 0.5 * std::pow(10.0, -opt_.precision);
-                n.ask = true;
-                n.how = {how(rows[r], cols[c])};
-            }
-        }
+        detail::attach_notes(b, rows, cols, [&](std::size_t i, std::size_t j) {
+            return detail::cell_note{.name = name(i, j), .how = {how(i, j)}, .value = m(i, j),
+                                     .tolerance = 0.5 * std::pow(10.0, -opt_.precision), .ask = true};
+        });
     }
 
     // A weight-shaped matrix in the file's layout, under its file name; `rows` and `cols` label

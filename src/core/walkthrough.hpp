@@ -215,7 +215,7 @@ protected:
             f->row_names.push_back(token_name(t));
             std::vector<double> row;
             for (std::size_t c = 0; c < columns; ++c) {
-                const std::size_t end = c + 1 < columns ? f->column_starts.size() > c + 1 ? (c + 1) * m.cols / columns : m.cols : m.cols;
+                const std::size_t end = c + 1 < columns ? f->column_starts[c + 1] : m.cols;
                 double largest = 0;
                 for (std::size_t j = f->column_starts[c]; j < end; ++j)
                     if (std::abs(m(t, j)) > std::abs(largest)) largest = m(t, j);
@@ -262,10 +262,9 @@ protected:
             const std::string in_name = contract ? (l.gated() ? "product" : "activated") : pre_norm() ? "normed" : "x";
             const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
             const std::vector<double> column = weight_column(l, *w, j);
-            const std::vector<double>& bias = step == "expand" ? l.b1 : step == "gate" ? l.bg : step == "up" ? l.bu : l.b2;
-            const std::string matrix_name = step == "expand" ? "W1" : step == "gate" ? "Wg" : step == "up" ? "Wu" : "W2";
+            const std::vector<double>& bias = bias_of(*w);
             std::vector<std::string> out{fmt::format("{} = {}{} · {}[:, {}]{}", lhs, in_name, token_index(ex_.lead, global(t)),
-                                                     matrix_name, j, bias.empty() ? "" : " + b[" + std::to_string(j) + "]")};
+                                                     weight_name(*w), j, bias.empty() ? "" : " + b[" + std::to_string(j) + "]")};
             out.push_back("  = " + largest_terms(in_row, column, bias.empty() ? 0.0 : bias[j], !bias.empty()));
             out.push_back("  = " + result);
             return out;
@@ -301,10 +300,7 @@ protected:
             const bool layer_norm = l.norm->type == norm_layer::kind::layernorm;
             const matrix& in = pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value;
             const double mean = s->terms[0].value(t, 0), inv = s->terms[2].value(t, 0);
-            const std::string centred = layer_norm ? fmt::format("({} − {})", op(in(t, j)), op(mean)) : op(in(t, j));
-            const std::string shift = l.norm->bias.empty() ? ""
-                                      : (l.norm->bias[j] < 0 ? " − " : " + ") + format_short(std::abs(l.norm->bias[j]), opt_.precision);
-            return {fmt::format("{} = {} × {} × {}{} = {}", lhs, centred, op(inv), op(l.norm->weight[j]), shift, result),
+            return {fmt::format("{} = {} = {}", lhs, norm_element(*l.norm, in, mean, inv, t, j), result),
                     fmt::format("  with 1/√({} + ε) = {}", layer_norm ? "var" : "mean of squares", num(inv))};
         }
         return {};
@@ -313,10 +309,9 @@ protected:
     // "0.3×0.5 + … = r": every term of a short product; of a long one, its 6 largest by size and the
     // rest as one sum, so that a big layer's cell says which inputs made it.
     std::string largest_terms(std::span<const double> x, std::span<const double> w, double bias, bool has_bias) const {
-        auto product = [&](std::size_t i) { return out_in() ? op(w[i]) + "×" + op(x[i]) : op(x[i]) + "×" + op(w[i]); };
         std::vector<std::string> terms;
         if (x.size() <= 16) {
-            for (std::size_t i = 0; i < x.size(); ++i) terms.push_back(product(i));
+            for (std::size_t i = 0; i < x.size(); ++i) terms.push_back(product(x[i], w[i]));
         } else {
             std::vector<std::size_t> order(x.size());
             for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -325,11 +320,11 @@ protected:
             });
             double rest = 0;
             for (std::size_t k = 6; k < order.size(); ++k) rest += x[order[k]] * w[order[k]];
-            for (std::size_t k = 0; k < 6; ++k) terms.push_back(fmt::format("{} (i={})", product(order[k]), order[k]));
+            for (std::size_t k = 0; k < 6; ++k) terms.push_back(fmt::format("{} (i={})", product(x[order[k]], w[order[k]]), order[k]));
             terms.push_back(fmt::format("{} (the other {} terms)", op(rest), x.size() - 6));
         }
         std::string sum = fmt::format("{}", fmt::join(terms, " + "));
-        if (has_bias) sum += (bias < 0 ? " − " : " + ") + format_short(std::abs(bias), opt_.precision);
+        if (has_bias) sum += plus(bias);
         return sum;
     }
 
@@ -355,17 +350,7 @@ protected:
             b.rows.push_back(std::move(row));
         }
         if (explain_ && (m.cols > columns.size() || m.rows > detailed_.size())) b.picture = heatmap(step, m);
-        if (explain_) {
-            b.notes.resize(b.rows.size());
-            std::size_t r = 1;
-            for (auto t : detailed_) {
-                auto& notes = b.notes[r++];
-                notes.resize(b.rows[0].size());
-                if (t == gap) continue;
-                for (std::size_t c = 0; c < columns.size(); ++c)
-                    if (columns[c] != gap) notes[c + 1] = note(step, m, t, columns[c]);
-            }
-        }
+        if (explain_) attach_notes(b, detailed_, columns, [&](std::size_t t, std::size_t j) { return note(step, m, t, j); });
         return b;
     }
 
@@ -463,9 +448,6 @@ protected:
         // Unit j's key beside its value, one row per unit: the first half of a row is column j of
         // each key matrix (named by the inputs), the second row j of W2 (named by the outputs).
         std::vector<std::vector<double>> halves;  // of the unit being written
-        auto name = [](const std::vector<std::string>& labels, std::size_t k) {
-            return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
-        };
         struct column {
             std::size_t half, k;
         };
@@ -500,6 +482,10 @@ protected:
         weights_explained_ = true;
         add(std::move(kv));
     }
+    // A row's or column's name: the file's label where its list reaches, else the index.
+    static std::string name(const std::vector<std::string>& labels, std::size_t k) {
+        return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
+    }
     static std::string weight_name(weight w) {
         switch (w) {
             case weight::w1: return "W1";
@@ -525,9 +511,6 @@ protected:
             if (i != gap) read[i] = weight_row(l, w, i);
         const std::size_t bias_row = m.rows;  // one past the last: the bias
         if (!bias.empty()) rows.push_back(bias_row);
-        auto name = [](const std::vector<std::string>& labels, std::size_t k) {
-            return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
-        };
         const std::string bias_name = "b" + weight_name(w).substr(1);
         return grid_table(
             weight_name(w), rows, shown_indices(m.cols, opt_.full),
@@ -601,6 +584,11 @@ protected:
         return "The residual adds the input back: the FFN writes an update onto the token rather than replacing it.";
     }
 
+    // One term of a dot product, its operands in the file's order (w×x for out_in, x×w for in_out).
+    std::string product(double x, double w) const { return out_in() ? op(w) + "×" + op(x) : op(x) + "×" + op(w); }
+    // A bias added at the end of a sum: " + 0.1", " − 0.2".
+    std::string plus(double b) const { return (b < 0 ? " − " : " + ") + format_short(std::abs(b), opt_.precision); }
+
     // "a×b + c×d + … = r", with operands in the file's order (w×x for out_in, x×w for in_out).
     // `w` is the weight matrix's column j.
     std::string dot_line(std::span<const double> x, std::span<const double> w, std::size_t j, const std::vector<double>& b) const {
@@ -610,11 +598,18 @@ protected:
                 terms.emplace_back("…");
                 continue;
             }
-            terms.push_back(out_in() ? op(w[i]) + "×" + op(x[i]) : op(x[i]) + "×" + op(w[i]));
+            terms.push_back(product(x[i], w[i]));
         }
         std::string sum = fmt::format("{}", fmt::join(terms, " + "));
-        if (!b.empty()) sum += (b[j] < 0 ? " − " : " + ") + format_short(std::abs(b[j]), opt_.precision);
+        if (!b.empty()) sum += plus(b[j]);
         return sum;
+    }
+
+    // A norm's element j of token t: "(v − mean) × 1/√(var + ε) × γ + β", as the arithmetic writes it.
+    std::string norm_element(const norm_layer& n, const matrix& in, double mean, double inv, std::size_t t, std::size_t j) const {
+        const std::string centred =
+            n.type == norm_layer::kind::layernorm ? fmt::format("({} − {})", op(in(t, j)), op(mean)) : op(in(t, j));
+        return fmt::format("{} × {} × {}{}", centred, op(inv), op(n.weight[j]), n.bias.empty() ? "" : plus(n.bias[j]));
     }
 
     // The activation of one token as a table of its intermediate terms, after one element
@@ -832,9 +827,7 @@ protected:
                 b.lines.emplace_back("  …");
                 continue;
             }
-            const std::string centred = layer_norm ? fmt::format("({} − {})", op(v[j]), op(mean)) : op(v[j]);
-            const std::string shift = n.bias.empty() ? "" : (n.bias[j] < 0 ? " − " : " + ") + format_short(std::abs(n.bias[j]), opt_.precision);
-            b.lines.push_back(fmt::format("  normed{} = {} × {} × {}{} = {}{}", at(t, j), centred, op(inv), op(n.weight[j]), shift,
+            b.lines.push_back(fmt::format("  normed{} = {} = {}{}", at(t, j), norm_element(n, in, mean, inv, t, j),
                                           num(s.value(t, j)), spaced_marks("norm", t, j, true)));
         }
         add(std::move(b));
