@@ -1,6 +1,7 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <fmt/format.h>
 
@@ -369,6 +370,12 @@ std::string operand(double v, int precision) {
     std::string s = format_short(v, precision);
     return v < 0 && s.rfind("-", 0) == 0 ? "(" + s + ")" : s;
 }
+
+std::string product_text(double x, double w, bool out_in, int precision) {
+    return out_in ? operand(w, precision) + "×" + operand(x, precision) : operand(x, precision) + "×" + operand(w, precision);
+}
+
+std::string plus_text(double b, int precision) { return (b < 0 ? " − " : " + ") + format_short(std::abs(b), precision); }
 
 std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t) {
     if (!labels.empty()) return labels[t];

@@ -142,6 +142,11 @@ std::string short_vector_text(std::span<const double> v, int precision, bool ful
 
 // An operand in written-out arithmetic: short, and in parentheses when negative: "(−0.3)".
 std::string operand(double v, int precision);
+// One term x·w of a dot product, its operands in the file's order: "w×x" for a file that stores
+// its matrices outputs × inputs (out_in), "x×w" otherwise.
+std::string product_text(double x, double w, bool out_in, int precision);
+// A bias added at the end of a written-out sum: " + 0.1", " − 0.2".
+std::string plus_text(double b, int precision);
 // A token's name: its label, "the token" for a 1-D input, "token 3" or "token [1][2]".
 std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t);
 // A grid as a table: `corner` above the row names; the rows and columns shown (gap for "…"),

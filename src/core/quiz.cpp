@@ -88,7 +88,7 @@ public:
             const double x = in[i], w = column[i];
             // in the file's order, as the walkthrough writes them: w×x for out_in, x×w for in_out
             const double a = out_in() ? w : x, b = out_in() ? x : w;
-            const std::string text = op(a) + "×" + op(b);
+            const std::string text = detail::product_text(x, w, out_in(), opt_.precision);
             texts.push_back(text);
             values.push_back(op(a * b));
             q.terms.push_back({"the term " + text, a * b, true, a, b});
@@ -96,7 +96,7 @@ public:
         std::string sum = fmt::format("{}", fmt::join(texts, " + "));
         std::string products = fmt::format("{}", fmt::join(values, " + "));
         if (!bias.empty()) {
-            const std::string b = (bias[j] < 0 ? " − " : " + ") + format_short(std::abs(bias[j]), opt_.precision);
+            const std::string b = detail::plus_text(bias[j], opt_.precision);
             sum += b;
             products += b;
             q.terms.push_back({fmt::format("the bias {}[{}] = {}", b_name, j, format_short(bias[j], opt_.precision)), bias[j]});

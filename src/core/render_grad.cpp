@@ -287,8 +287,7 @@ private:
         std::vector<std::string> terms;
         for (auto t : shown_indices(x.rows, opt_.full, 2, 6))
             terms.push_back(t == gap ? "…"
-                                     : out_in() ? fmt::format("{}×{}", op(dy(t, j)), op(x(t, i)))
-                                                : fmt::format("{}×{}", op(x(t, i)), op(dy(t, j))));
+                                     : detail::product_text(x(t, i), dy(t, j), out_in(), opt_.precision));
         return fmt::format("d{}[{}][{}] = {} = {}", name, r, c, fmt::join(terms, " + "), num(dw(i, j)));
     }
 

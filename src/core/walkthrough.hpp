@@ -585,9 +585,9 @@ protected:
     }
 
     // One term of a dot product, its operands in the file's order (w×x for out_in, x×w for in_out).
-    std::string product(double x, double w) const { return out_in() ? op(w) + "×" + op(x) : op(x) + "×" + op(w); }
+    std::string product(double x, double w) const { return product_text(x, w, out_in(), opt_.precision); }
     // A bias added at the end of a sum: " + 0.1", " − 0.2".
-    std::string plus(double b) const { return (b < 0 ? " − " : " + ") + format_short(std::abs(b), opt_.precision); }
+    std::string plus(double b) const { return plus_text(b, opt_.precision); }
 
     // "a×b + c×d + … = r", with operands in the file's order (w×x for out_in, x×w for in_out).
     // `w` is the weight matrix's column j.
