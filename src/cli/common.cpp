@@ -1,6 +1,7 @@
 #include "common.hpp"
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -8,15 +9,18 @@
 #include <system_error>
 #include <fmt/core.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ffn_trace/files_read.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/params.hpp"
 
 namespace cli {
 
 int report(const ffn_trace::error& e) {
-    fmt::print(stderr, "error: {}\n", e.to_string());
+    // fputs, not fmt::print, which throws when stderr is closed or full: the error is still exit 2.
+    std::fputs(fmt::format("error: {}\n", e.to_string()).c_str(), stderr);
     return exit_bad_input;
 }
 
@@ -47,24 +51,95 @@ int write_failed(int error_number) {
 }
 
 namespace {
-std::string output_path;            // -o FILE; empty: stdout
+
+std::string output_path;            // -o FILE as given; empty: stdout
+std::string target;                 // the file the output replaces: output_path, symlinks resolved
+std::string temporary;              // the file written, renamed over target at the end; empty: none
 std::FILE* output_stream = nullptr;  // opened at the first write, so an error leaves no file behind
+char temporary_name[PATH_MAX + 1];  // the same for the signal handler, which may not allocate
+
+// Interrupted, the temporary file goes, the old output stays whole, and the signal ends the
+// program as it would have.
+extern "C" void remove_temporary_and_die(int signal_number) {
+    if (temporary_name[0]) ::unlink(temporary_name);
+    std::signal(signal_number, SIG_DFL);
+    std::raise(signal_number);
+}
+
+[[noreturn]] void refuse_output_of_input() {
+    throw output_refused(fmt::format("-o {} is also an input of this command; choose another file",
+                                     ffn_trace::escape(output_path)));
+}
+
+[[noreturn]] void cannot_write(int e) {
+    throw std::system_error(e, std::generic_category(), fmt::format("-o: cannot write {}", ffn_trace::quote(output_path)));
+}
+
+// The output goes to a temporary file beside its target, renamed over it once whole: a failed or
+// interrupted write leaves the old file as it was, and a file still mapped by a reader is never
+// truncated. A device or a FIFO (-o /dev/null) is written in place.
+std::FILE* open_output() {
+    if (ffn_trace::is_file_read(output_path)) refuse_output_of_input();
+    struct stat info {};
+    const bool exists = ::stat(output_path.c_str(), &info) == 0;
+    if (exists && !S_ISREG(info.st_mode)) {
+        std::FILE* direct = std::fopen(output_path.c_str(), "w");
+        if (!direct) cannot_write(errno);
+        return direct;
+    }
+    // Through a symlink the file it names is replaced, not the link.
+    target = output_path;
+    char buffer[PATH_MAX];
+    if (exists && ::realpath(output_path.c_str(), buffer)) target = buffer;
+    const auto slash = target.find_last_of('/');
+    std::string name = target.substr(0, slash == std::string::npos ? 0 : slash + 1) + "." +
+                       target.substr(slash == std::string::npos ? 0 : slash + 1) + ".XXXXXX";
+    if (name.size() > PATH_MAX) cannot_write(ENAMETOOLONG);
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) cannot_write(errno);
+    temporary = name;
+    std::memcpy(temporary_name, name.c_str(), name.size() + 1);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, remove_temporary_and_die);
+    // The mode a new file would have had, or the old file's.
+    mode_t mode = 0;
+    if (exists) {
+        mode = info.st_mode & 07777;
+    } else {
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        mode = 0666 & ~mask;
+    }
+    ::fchmod(fd, mode);
+    std::FILE* stream = ::fdopen(fd, "w");
+    if (!stream) {
+        const int e = errno;
+        ::close(fd);
+        discard_output();
+        cannot_write(e);
+    }
+    return stream;
+}
 
 std::FILE* output() {
     if (output_stream) return output_stream;
     if (output_path.empty()) return output_stream = stdout;
-    output_stream = std::fopen(output_path.c_str(), "w");
-    if (!output_stream) {
-        const int e = errno;
-        output_stream = nullptr;
-        throw std::system_error(e, std::generic_category(), fmt::format("-o: cannot write {}", ffn_trace::quote(output_path)));
-    }
-    return output_stream;
+    return output_stream = open_output();
 }
+
 }  // namespace
 
+void discard_output() {
+    if (temporary.empty()) return;
+    if (output_stream && output_stream != stdout) std::fclose(output_stream);
+    output_stream = nullptr;
+    ::unlink(temporary.c_str());
+    temporary.clear();
+    temporary_name[0] = 0;
+}
+
 void add_output(CLI::App& sub) {
-    sub.add_option("-o,--output", "Write the output to this file instead of standard output (created at the first write)")
+    sub.add_option("-o,--output", "Write the output to this file instead of standard output (replaced once the output "
+                                  "is whole; never one of the command's inputs)")
         ->type_name("FILE")
         ->each([](const std::string& path) { output_path = path; });
 }
@@ -78,9 +153,28 @@ int finish_output(int status) {
     if (output_stream && output_stream != stdout) {
         const bool failed = std::fflush(output_stream) != 0 || std::ferror(output_stream);
         const int e = errno;
-        std::fclose(output_stream);
+        const bool closed = std::fclose(output_stream) == 0;
         output_stream = nullptr;
-        if (failed) return report({output_path, "", fmt::format("cannot write the output: {}", std::strerror(e != 0 ? e : EIO))});
+        if (failed || !closed) {
+            discard_output();
+            return report({output_path, "", fmt::format("cannot write the output: {}", std::strerror(e != 0 ? e : EIO))});
+        }
+        if (!temporary.empty()) {
+            // A run that failed keeps the old file; so does one that read the target after it began writing.
+            if (status == exit_bad_input) {
+                discard_output();
+            } else if (ffn_trace::is_file_read(target)) {
+                discard_output();
+                return report({"", "", fmt::format("-o {} is also an input of this command; choose another file",
+                                                   ffn_trace::escape(output_path))});
+            } else if (::rename(temporary.c_str(), target.c_str()) != 0) {
+                const int e2 = errno;
+                discard_output();
+                return report({output_path, "", fmt::format("cannot write the output: {}", std::strerror(e2))});
+            }
+            temporary.clear();
+            temporary_name[0] = 0;
+        }
     }
     if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
     // An earlier failed write leaves the error flag set and errno possibly changed since.

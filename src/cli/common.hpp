@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -43,8 +44,15 @@ int finish_output(int status);
 // views. A failed write throws std::system_error, which main turns into write_failed, so a long
 // walkthrough stops at the first failed write instead of rendering on into a closed pipe.
 void write_stdout(std::string_view text);
-// Adds -o/--output FILE: write_stdout writes there instead, opening the file at its first write.
+// Adds -o/--output FILE: write_stdout writes there instead. At the first write the file is
+// compared with every file the command has read (files_read.hpp) and refused if it is one of them
+// (output_refused); the output goes to a temporary file in the same folder, which finish_output
+// renames over FILE once it is whole, and discard_output removes when the run fails.
 void add_output(CLI::App& sub);
+void discard_output();
+struct output_refused : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // A JSON view on stdout; with --ascii every non-ASCII character is a \u escape.
 void print_json(const std::string& json, bool ascii);
 // The same for an error thrown while writing (fmt::print throws std::system_error).

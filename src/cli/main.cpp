@@ -1,11 +1,18 @@
 // ffn-trace: trace every number of a Transformer's feed-forward network.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
 #include <fmt/core.h>
 #include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <stdexcept>
 #include <system_error>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "check.hpp"
 #include "common.hpp"
@@ -24,6 +31,29 @@
 
 namespace {
 
+// CLI11 drops the empty items of a comma-separated list, so "--embedding 1,,2" would read as 1,2
+// and "--at 1," as 1: an empty item is refused before parsing, naming the option.
+std::optional<std::string> empty_list_item(const CLI::App& app, int argc, char** argv) {
+    std::vector<std::string> lists;  // "--embedding", "--at", ...
+    for (const auto* sub : app.get_subcommands({}))
+        for (const auto* o : sub->get_options())
+            if (o->get_delimiter() != '\0')
+                for (const auto& name : o->get_lnames()) lists.push_back("--" + name);
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--") break;
+        for (const auto& name : lists) {
+            std::string_view value;
+            if (arg == name && i + 1 < argc) value = argv[i + 1];
+            else if (arg.size() > name.size() && arg.substr(0, name.size() + 1) == name + "=") value = arg.substr(name.size() + 1);
+            else continue;
+            if (value.empty() || value.front() == ',' || value.back() == ',' || value.find(",,") != std::string_view::npos)
+                return fmt::format("{}: an empty item in {}; separate the items by single commas", name, ffn_trace::quote(value));
+        }
+    }
+    return std::nullopt;
+}
+
 int parse_and_run(int argc, char** argv) {
     CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
     app.require_subcommand(1);
@@ -40,6 +70,10 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_quiz(app, status);
     cli::setup_worksheet(app, status);
     cli::setup_generate(app, status);
+    if (auto refused = empty_list_item(app, argc, argv)) {
+        std::fputs(fmt::format("error: {}; see ffn-trace --help\n", *refused).c_str(), stderr);
+        return cli::exit_bad_input;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -51,7 +85,7 @@ int parse_and_run(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the
         // values it could not take as they are: the line is kept to one line and a sane length.
-        fmt::print(stderr, "error: {}; see ffn-trace --help\n", ffn_trace::one_line(e.what(), 240));
+        std::fputs(fmt::format("error: {}; see ffn-trace --help\n", ffn_trace::one_line(e.what(), 240)).c_str(), stderr);
         return cli::exit_bad_input;
     }
     return status;
@@ -64,14 +98,30 @@ namespace {
 // Out of memory, the error is reported and the process ends at once: the exit handlers of the
 // matrix library's threads may themselves need memory, and would wait for it forever.
 [[noreturn]] int out_of_memory_exit() {
+    cli::discard_output();
     const int status = cli::out_of_memory();
     std::fflush(stderr);
     std::_Exit(status);
 }
 
+// A standard stream started closed (`2>&-`) is held by /dev/null opened the wrong way round, so
+// writing to it still fails as it would have, and no file the program opens takes its number:
+// an error line is never written into a checkpoint or the -o file.
+void hold_closed_standard_streams() {
+    for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int held = ::open("/dev/null", fd == STDIN_FILENO ? O_WRONLY : O_RDONLY);
+        if (held >= 0 && held != fd) {
+            ::dup2(held, fd);
+            ::close(held);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    hold_closed_standard_streams();
     // Whatever happens, one line on stderr and exit status 2, never an abort.
     try {
         return cli::finish_output(parse_and_run(argc, argv));
@@ -79,8 +129,12 @@ int main(int argc, char** argv) {
         return out_of_memory_exit();
     } catch (const std::length_error&) {  // a size past what a string or vector can hold
         return out_of_memory_exit();
+    } catch (const cli::output_refused& e) {
+        cli::discard_output();
+        return cli::report({"", "", e.what()});
     } catch (const std::system_error& e) {
         // fmt::print throws when a write fails; anything else is a plain error.
+        cli::discard_output();
         if (std::ferror(stdout)) return cli::write_failed(e.code().value());
         return cli::report({"", "", e.what()});
     }

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ffn_trace/files_read.hpp"
+
 namespace ffn_trace::detail {
 
 namespace {
@@ -44,6 +46,7 @@ outcome<std::string> read_file(const std::string& file, const std::string& name,
     if (S_ISDIR(info.st_mode))
         return fail(standard_input ? "standard input is a directory; expected a JSON example file"
                                    : "is a directory; expected a JSON example file");
+    note_file_read(in.fd, file);
 
     std::string text;
     if (S_ISREG(info.st_mode)) {

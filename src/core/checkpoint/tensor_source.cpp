@@ -3,6 +3,7 @@
 #include "ffn_trace/tensor_source.hpp"
 
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/files_read.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "checkpoint/tensor_formats.hpp"
+#include "json/json_reader.hpp"
 
 namespace ffn_trace {
 
@@ -390,6 +392,7 @@ outcome<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string&
             return error{path, "", fmt::format("cannot map the file: {}", std::strerror(e))};
         }
     }
+    note_file_read(fd, path);  // so that -o never writes over it
     ::close(fd);  // the mapping stays valid without the descriptor
     return std::shared_ptr<const mapped_file>(new mapped_file(path, address, size));
 }
@@ -458,68 +461,20 @@ std::string json_member(const std::string& parent, std::string_view key) {
     return parent.empty() ? part : parent + "." + part;
 }
 
-namespace {
-
-// Thrown by the parse callback and caught in parse_json_object alone, to stop the parser at once
-// (a header of 100 MB of '[' would otherwise grow its stacks to gigabytes).
-struct json_problem {
-    std::string path;
-    std::string message;
-};
-
-}  // namespace
-
 outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
                                                   const std::string& path_prefix, int max_depth) {
-    using json = nlohmann::ordered_json;
-    const std::string root = path_prefix.empty() ? "top level" : path_prefix;
-    // The keys seen so far in the open object at each depth, and the last key at each depth.
-    std::vector<std::set<std::string>> seen;
-    std::vector<std::string> key_at;
-    auto path_to = [&](int depth) {
-        std::string p;
-        for (int d = 1; d <= depth && d < static_cast<int>(key_at.size()) && !key_at[d].empty(); ++d)
-            p = json_member(p, key_at[d]);
-        return p.empty() ? root : path_prefix + (path_prefix.empty() ? "" : ": ") + p;
-    };
-    auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-        const auto inner = static_cast<std::size_t>(depth) + 1;
-        switch (event) {
-            case json::parse_event_t::object_start:
-            case json::parse_event_t::array_start:
-                if (depth >= max_depth)
-                    throw json_problem{path_to(depth), fmt::format("arrays and objects nest deeper than {} levels", max_depth)};
-                if (seen.size() < inner + 1) seen.resize(inner + 1), key_at.resize(inner + 1);
-                seen[inner].clear();
-                key_at[inner].clear();
-                break;
-            case json::parse_event_t::key: {
-                auto key = parsed.get<std::string>();
-                const auto at = static_cast<std::size_t>(depth);
-                key_at[at] = key;
-                if (!seen[at].insert(std::move(key)).second)
-                    throw json_problem{path_to(depth), "appears twice: each key may appear once in an object"};
-                break;
-            }
-            default: break;
-        }
-        return true;
-    };
-    json parsed;
-    try {
-        parsed = json::parse(text.begin(), text.end(), callback);
-    } catch (const json_problem& p) {
-        return error{file, p.path, p.message};
-    } catch (const json::parse_error& e) {
-        std::string what = e.what();
-        const auto detail_at = what.find(": ", what.find("column"));
-        if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
-        return error{file, root, fmt::format("not valid JSON (at byte {}): {}", e.byte == 0 ? 0 : e.byte - 1, what)};
-    } catch (const json::exception& e) {
-        return error{file, root, fmt::format("cannot read the JSON: {}", e.what())};
-    }
-    if (!parsed.is_object()) return error{file, root, fmt::format("expected a JSON object, got {}", kind_of(parsed))};
-    return parsed;
+    // The reader every JSON file goes through: one pass, linear in the text (nlohmann's own
+    // parser looks each key up in the members before it, n² for an object of n keys).
+    json_reader::style how;
+    how.max_depth = static_cast<std::size_t>(std::max(max_depth, 0));
+    how.checkpoint = true;
+    how.prefix = path_prefix;
+    auto parsed = json_reader(text, file, how).parse();
+    if (!parsed) return parsed.err();
+    if (!parsed->is_object())
+        return error{file, path_prefix.empty() ? "top level" : path_prefix,
+                     fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
+    return std::move(*parsed);
 }
 
 }  // namespace detail

@@ -1,5 +1,7 @@
 #include "json/json_reader.hpp"
 
+#include "checkpoint/tensor_formats.hpp"  // json_member: how a checkpoint reader names a key
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <memory>
@@ -57,8 +59,8 @@ struct by_key {
 // pointer stays valid because a parent gains no element until its open child is closed.
 class dom_builder {
 public:
-    dom_builder(std::string_view text, std::string_view file, std::size_t& work)
-        : text_(text), file_(file), work_(work) {}
+    dom_builder(std::string_view text, std::string_view file, const json_reader::style& how, std::size_t& work)
+        : text_(text), file_(file), style_(how), work_(work) {}
 
     // The SAX interface (nlohmann::json_sax); returning false stops the parse.
     bool null() { return value(nullptr); }
@@ -129,10 +131,12 @@ private:
     }
 
     bool open(json::value_t kind) {
-        if (stack_.size() >= json_reader::max_depth)
-            return stop(fail(path_here(), fmt::format("arrays and objects nest deeper than {} levels; an "
-                                                      "example file needs at most 4",
-                                                      json_reader::max_depth)));
+        if (stack_.size() >= style_.max_depth)
+            return stop(fail(path_here(), style_.checkpoint
+                                              ? fmt::format("arrays and objects nest deeper than {} levels", style_.max_depth)
+                                              : fmt::format("arrays and objects nest deeper than {} levels; an "
+                                                            "example file needs at most 4",
+                                                            style_.max_depth)));
         stack_.push_back({place(json(kind)), 0, nullptr});
         return true;
     }
@@ -150,6 +154,7 @@ private:
 
     std::string_view text_;
     std::string_view file_;
+    const json_reader::style& style_;
     std::size_t& work_;
     json root_;
     std::vector<frame> stack_;
@@ -177,11 +182,21 @@ bool dom_builder::key(json::string_t& k) {
     frame& f = stack_.back();
     // Appended without ordered_map's own search for the key, which is linear in the members.
     members_of(f).emplace_back(std::move(k), nullptr);
-    if (last_key_repeats(f)) return stop(fail(path_here(), "duplicate key: each key may appear once in an object"));
+    if (last_key_repeats(f))
+        return stop(fail(path_here(), style_.checkpoint ? "appears twice: each key may appear once in an object"
+                                                        : "duplicate key: each key may appear once in an object"));
     return true;
 }
 
 std::string dom_builder::path_here() const {
+    if (style_.checkpoint) {
+        std::string p;
+        for (const auto& f : stack_)
+            if (f.value->is_object() && !f.value->get_ref<const json::object_t&>().empty())
+                p = json_member(p, f.value->get_ref<const json::object_t&>().back().first);
+        if (p.empty()) return style_.prefix.empty() ? "top level" : std::string(style_.prefix);
+        return style_.prefix.empty() ? p : std::string(style_.prefix) + ": " + p;
+    }
     std::string p;
     for (const auto& f : stack_) {
         if (f.value->is_array()) {
@@ -207,6 +222,14 @@ error dom_builder::number_overflow(std::size_t position, const std::string& lite
 
 template <class Exception>
 bool dom_builder::parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    if (style_.checkpoint) {
+        std::string what = e.what();
+        const auto detail_at = what.find(": ", what.find("column"));
+        if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
+        return stop(fail(style_.prefix.empty() ? "top level" : std::string(style_.prefix),
+                         fmt::format("not valid JSON (at byte {}): {}", position == 0 ? 0 : position - 1,
+                                     one_line(what, max_message_chars))));
+    }
     if constexpr (std::is_same_v<Exception, json::out_of_range>) {
         return stop(number_overflow(position, token));
     } else {
@@ -232,14 +255,15 @@ outcome<json> json_reader::parse() {
     if (text_.starts_with(bom))
         return error{std::string(file_), "line 1, column 1",
                      "malformed JSON: a second byte order mark; a file may start with one at most"};
-    if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    if (!style_.checkpoint && text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
         return error{std::string(file_), "", "the file is empty; expected a JSON object"};
-    dom_builder builder(text_, file_, work_);
+    dom_builder builder(text_, file_, style_, work_);
     bool completed = false;
     try {
         completed = json::sax_parse(text_.begin(), text_.end(), &builder);
     } catch (const json::exception& e) {
-        return error{std::string(file_), "", fmt::format("cannot read the JSON: {}", e.what())};
+        return error{std::string(file_), style_.checkpoint ? (style_.prefix.empty() ? "top level" : std::string(style_.prefix)) : "",
+                     fmt::format("cannot read the JSON: {}", e.what())};
     }
     return builder.result(completed);
 }

@@ -25,8 +25,19 @@ public:
     // More levels of arrays and objects than this are refused; an example file needs 4.
     static constexpr std::size_t max_depth = 64;
 
+    // How a problem names its place and what it says. An example file's errors give the JSON
+    // path (`weights.W1[3]`) and the line and column of malformed JSON; the checkpoint readers'
+    // (tensor_formats.hpp) give `prefix: key.key` (keys quoted when not plain, array indices left
+    // out, `prefix` alone at the top) and the byte of malformed JSON.
+    struct style {
+        std::size_t max_depth = json_reader::max_depth;
+        bool checkpoint = false;
+        std::string_view prefix = {};  // checkpoint style: "header", "weight_map", or "" for "top level"
+    };
+
     // The text and the file name are viewed, not copied: they must outlive the reader.
     json_reader(std::string_view text, std::string_view file) : text_(text), file_(file) {}
+    json_reader(std::string_view text, std::string_view file, style how) : text_(text), file_(file), style_(how) {}
 
     outcome<json> parse();
 
@@ -38,6 +49,7 @@ public:
 private:
     std::string_view text_;
     std::string_view file_;
+    style style_;
     std::size_t work_ = 0;
 };
 
