@@ -549,3 +549,12 @@ cli_test("quiz: a huge line and control bytes in the answers are echoed escaped 
 cli_test("grad's page explains a gradient cell with the sum the text view writes" 0
   "data-how=\"dW2\\[2\\]\\[0\\] = 3×1 = 3.0000\".*data-how=\"d_hidden\\[3\\] = d_activated × act&#39\\;\\(-1\\) = 2 × 0 = 0.0000\"" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --format html)
+
+# Robustness, round 3
+cli_test("sweep names the range that overflowed, not a --step never given" 2 EMPTY
+  "^error: --from: the range from -1e\\+308 to 1e\\+308 is wider than a double can hold\; narrow --from and --to$"
+  -- ${FT} sweep ${DATA}/abs_relu.json --from -1e308 --to 1e308)
+cli_test("--embedding refuses an empty item" 2 EMPTY "^error: --embedding: an empty item in \"1,,2\"\; separate the items by single commas"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --embedding 1,,2)
+cli_test("--at refuses a trailing comma" 2 EMPTY "^error: --at: an empty item in \"1,\""
+  -- ${FT} gelu-table --at=1,)

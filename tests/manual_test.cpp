@@ -44,6 +44,15 @@ TEST_CASE("a line of the man page never starts with a dot or a quote from the te
     CHECK(has(page, "\n\\&.hidden 'text\n"));
 }
 
+TEST_CASE("a --share folder with newlines and backslashes stays text in the man page") {
+    const auto page = render_man_page(program(), "/tmp/x\n.so /etc/passwd\n'bp\\fB\\");
+    CAPTURE(page);
+    // No line of the page is a request the folder's name brought in; its backslashes print as \e.
+    CHECK(!has(page, "\n.so"));
+    CHECK(!has(page, "\n'bp"));
+    CHECK(has(page, "\n\\&.so /etc/passwd\n\\&'bp\\efB\\e/examples/"));
+}
+
 TEST_CASE("bash completes commands, options, choices and files") {
     const auto s = *render_completion(program(), "bash");
     CAPTURE(s);

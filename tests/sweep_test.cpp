@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "helpers.hpp"
@@ -80,8 +81,28 @@ TEST_CASE("the sweep's page draws |x| with both bends marked at 0") {
     REQUIRE(s);
     const std::string page = render_sweep_page(*s, t.ex, t.ex.layer, {4, 80, 5, 9, false});
     // the plot's points x = -2, -1, 0, 1, 2 and |x| there, as the readout reads them
-    CHECK(page.find(R"({"xs":[-2,-1,0,1,2],"curves":[{"name":"|x|","ys":[2,1,0,1,2]}]})") != std::string::npos);
+    CHECK(page.find(R"({"curves":[{"name":"|x|","ys":[2.0,1.0,0.0,1.0,2.0]}],"xs":[-2.0,-1.0,0.0,1.0,2.0]})") != std::string::npos);
     CHECK(page.find("<title>unit 0 at x = 0</title>") != std::string::npos);
     CHECK(page.find("<title>unit 1 at x = 0</title>") != std::string::npos);
     CHECK(page.find("▲ bend of unit 1 (x &lt; 0) at x = 0") != std::string::npos);
+}
+
+TEST_CASE("the sweep's page carries any output label as valid JSON that cannot close its script") {
+    // A label ending in a backslash once ended the JSON's string early; "</script>" would end the element.
+    auto network = abs_network;
+    network.replace(network.find(R"("|x|")"), 5, R"("a\\ </script><b>&")");
+    const auto t = test::trace_of(network);
+    const auto s = sweep(t.ex.layer, -1, 1, 1, 3);
+    REQUIRE(s);
+    const std::string page = render_sweep_page(*s, t.ex, t.ex.layer, {4, 80, 3, 9, false});
+    const std::string open = R"(<script type="application/json" class="plot-data">)";
+    const auto start = page.find(open);
+    REQUIRE(start != std::string::npos);
+    const auto end = page.find("</script>", start);
+    REQUIRE(end != std::string::npos);
+    const std::string data = page.substr(start + open.size(), end - start - open.size());
+    // The element ends where the serializer's text ends, and the text reads back as the label.
+    const auto parsed = nlohmann::json::parse(data);
+    CHECK(parsed["curves"][0]["name"] == "a\\ </script><b>&");
+    CHECK(parsed["xs"].size() == 3);
 }

@@ -48,6 +48,10 @@ int run_sweep(const sweep_options& o) {
         return report({ex->file, "", "sweep takes a dense layer written in the file; this one is an MoE layer or a checkpoint's"});
     if (!std::isfinite(o.from) || !std::isfinite(o.to) || !(o.from < o.to))
         return report({"", "--from", fmt::format("expected finite numbers with --from below --to, got {} and {}", o.from, o.to)});
+    // Two finite ends can still be too far apart for a double: name the range, not a step the user never gave.
+    if (!std::isfinite(o.to - o.from))
+        return report({"", "--from", fmt::format("the range from {} to {} is wider than a double can hold; narrow --from and --to",
+                                                 o.from, o.to)});
     const double step = o.step.value_or(round_step(o.to - o.from, 10));
     const std::size_t page = output_width(o.width);
     // The page draws through 241 points; the text plot samples one x per column.

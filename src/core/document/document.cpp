@@ -281,19 +281,46 @@ std::string text_block(const block& b, std::size_t width) {
 
 }  // namespace
 
-static std::string markdown_cell(std::string s) {
+// Markdown text: <, > and & as entities, so a label or a token holding "<script>" is shown, never
+// taken for HTML by the renderer.
+static std::string markdown_text(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        if (c == '<') out += "&lt;";
+        else if (c == '>') out += "&gt;";
+        else if (c == '&') out += "&amp;";
+        else out += c;
+    }
+    return out;
+}
+
+static std::string markdown_cell(std::string_view text) {
+    std::string s = markdown_text(text);
     for (std::size_t at = s.find('|'); at != std::string::npos; at = s.find('|', at + 2)) s.replace(at, 1, "\\|");
     return s;
+}
+
+// A code fence longer than any run of backticks in the lines, which could otherwise close it.
+static std::string fence_for(const std::vector<std::string>& lines) {
+    std::size_t longest = 0;
+    for (const auto& l : lines)
+        for (std::size_t at = l.find('`'); at != std::string::npos;) {
+            const std::size_t end = std::min(l.find_first_not_of('`', at), l.size());
+            longest = std::max(longest, end - at);
+            at = l.find('`', end);
+        }
+    return std::string(std::max<std::size_t>(3, longest + 1), '`');
 }
 
 static std::string markdown_block(const block& b) {
     std::string out;
     switch (b.kind) {
-        case block_kind::title: out += "# " + b.text + "\n\n"; break;
-        case block_kind::heading: out += "## " + b.text + "\n\n"; break;
-        case block_kind::paragraph: out += b.text + "\n\n"; break;
+        case block_kind::title: out += "# " + markdown_text(b.text) + "\n\n"; break;
+        case block_kind::heading: out += "## " + markdown_text(b.text) + "\n\n"; break;
+        case block_kind::paragraph: out += markdown_text(b.text) + "\n\n"; break;
         case block_kind::fields:
-            for (const auto& r : b.rows) out += "- **" + r[0] + "**: " + r[1] + "\n";
+            for (const auto& r : b.rows) out += "- **" + markdown_text(r[0]) + "**: " + markdown_text(r[1]) + "\n";
             out += "\n";
             break;
         case block_kind::table: {
@@ -313,13 +340,16 @@ static std::string markdown_block(const block& b) {
             out += "\n";
             break;
         }
-        case block_kind::lines:
-            out += "```text\n";
+        case block_kind::lines: {
+            // Inside a code fence the text is shown as it is; only the fence must not occur in it.
+            const std::string fence = fence_for(b.lines);
+            out += fence + "text\n";
             for (const auto& l : b.lines) out += l + "\n";
-            out += "```\n\n";
+            out += fence + "\n\n";
             break;
+        }
         case block_kind::notes:
-            for (const auto& l : b.lines) out += "- " + l + "\n";
+            for (const auto& l : b.lines) out += "- " + markdown_text(l) + "\n";
             out += "\n";
             break;
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "document/document.hpp"
 #include "ffn_trace/format.hpp"
@@ -72,6 +73,22 @@ std::optional<double> cell_number(std::string_view cell) {
 }
 
 std::string number_attribute(double v) { return fmt::format("{}", v); }
+
+// JSON to embed in a <script> element: serialized (invalid UTF-8 replaced, not thrown on), then
+// <, > and & written as \u escapes, which JSON reads as the same characters, so neither
+// "</script>" nor "<!--" can occur in the element.
+std::string script_json(const nlohmann::json& value) {
+    const std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        if (c == '<') out += "\\u003c";
+        else if (c == '>') out += "\\u003e";
+        else if (c == '&') out += "\\u0026";
+        else out += c;
+    }
+    return out;
+}
 
 // Round steps (1, 2 or 5 times a power of ten) covering [lo, hi] with about five ticks.
 std::vector<double> ticks(double lo, double hi) {
@@ -205,22 +222,16 @@ std::string lines_svg(const figure& f) {
                            part_colour(c), stroke, dashes[c % 6], points, html_escape(f.parts[c]));
     }
     out += "</svg>";
-    // The readout's numbers: the sampled points, as the library computed them.
-    std::string data = "{\"xs\":[";
-    for (std::size_t i = 0; i < f.xs.size(); ++i) data += (i ? "," : "") + number_attribute(f.xs[i]);
-    data += "],\"curves\":[";
-    for (std::size_t c = 0; c < f.values.size(); ++c) {
-        data += fmt::format("{}{{\"name\":\"{}\",\"ys\":[", c ? "," : "", html_escape(f.parts[c]));
-        for (std::size_t i = 0; i < f.values[c].size(); ++i) data += (i ? "," : "") + number_attribute(f.values[c][i]);
-        data += "]}";
-    }
-    data += "]}";
+    // The readout's numbers: the sampled points, as the library computed them, written by the JSON
+    // serializer (a name is any text the file gave) and made safe inside <script>.
+    nlohmann::json data{{"xs", f.xs}, {"curves", nlohmann::json::array()}};
+    for (std::size_t c = 0; c < f.values.size(); ++c) data["curves"].push_back({{"name", f.parts[c]}, {"ys", f.values[c]}});
     const std::string order = f.values.size() < 2 ? ""
                               : "<p class=\"explain\">Drawn in the legend's order, first at the back: each curve thinner "
                                 "than the one before, so that curves lying on each other stay visible.</p>";
     return out + keys(f.parts, {}, true) + order +
            "<p class=\"readout\" aria-live=\"polite\">Move the pointer over the plot to read the curves.</p>" +
-           "<script type=\"application/json\" class=\"plot-data\">" + data + "</script>";
+           "<script type=\"application/json\" class=\"plot-data\">" + script_json(data) + "</script>";
 }
 
 std::string bars_svg(const figure& f) {

@@ -6,14 +6,17 @@ namespace ffn_trace {
 
 namespace {
 
-// roff: a backslash is \e, a hyphen in an option's name \-, and a line may not start with . or '.
+// Text as roff prints it: a backslash is \e, and a line (the first, or one after a newline) that
+// starts with a control character . or ' is guarded by \&, so no text can become a request.
 std::string roff(std::string_view text) {
     std::string out;
+    bool line_start = true;
     for (char c : text) {
+        if (line_start && (c == '.' || c == '\'')) out += "\\&";
+        line_start = c == '\n';
         if (c == '\\') out += "\\e";
         else out += c;
     }
-    if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
     return out;
 }
 std::string roff_name(std::string_view name) {
@@ -261,10 +264,10 @@ std::string render_man_page(const cli_program& p, std::string_view share) {
         man_options(out, c.options);
     }
     out += fmt::format(".SH FILE FORMAT\n{}.SH EXIT STATUS\n{}.SH EXAMPLES\n{}", file_format, exit_status,
-                       fmt::format(fmt::runtime(examples), fmt::arg("share", share)));
+                       fmt::format(fmt::runtime(examples), fmt::arg("share", roff(share))));
     out += fmt::format(".SH FILES\n.TP\n\\fI{0}/examples/\\fR\nThe examples, and \\fBffn\\-trace.schema.json\\fR, the JSON Schema "
                        "of the format they name in \\fB$schema\\fR.\n.SH SEE ALSO\n\\fBjq\\fR(1)\n",
-                       share);
+                       roff(share));
     return out;
 }
 
