@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Times reading example files whose "expect" list holds 50k, 100k and 400k claims: the array
-# of objects that once cost time growing with the square of its length. Linear parsing shows
+# Times reading example files whose "expect" list holds 50k, 100k and 400k claims (the array
+# of objects that once cost time growing with the square of its length), then the checkpoint
+# readers at 12k and 120k entries (10× the entries should cost about 10×). Linear parsing shows
 # as seconds growing like the objects (about 2× from 50k to 100k, 4× from 100k to 400k).
 # A benchmark for people, not a test: nothing here fails on a slow machine.
 #
@@ -34,4 +35,52 @@ for n in "${counts[@]}"; do
     build/ffn-trace check "$file" --max-file-size 1000000000 >/dev/null
     end=$(date +%s.%N)
     printf '%10d %12d %10.2f\n' "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
+done
+
+# The checkpoint readers: a safetensors header of n tensors, an index of n weight_map entries and
+# a config.json of n id2label entries, each beside the tiny GPT-2 checkpoint of the tests. The
+# command fails or succeeds after reading; what is timed is the reading, which must grow like n.
+make_checkpoint() {  # kind count folder
+    python3 - "$@" <<'PY'
+import json, os, shutil, struct, sys
+kind, n, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+shutil.copytree("tests/inputs/checkpoints/gpt2", folder)
+if kind == "header":
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        length = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(length))
+        data = f.read()
+    for i in range(n):
+        header[f"extra.{i}"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    text = json.dumps(header).encode()
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+elif kind == "index":
+    os.rename(os.path.join(folder, "model.safetensors"), os.path.join(folder, "model-00001-of-00001.safetensors"))
+    with open(os.path.join(folder, "model-00001-of-00001.safetensors"), "rb") as f:
+        names = [k for k in json.loads(f.read(struct.unpack("<Q", f.read(8))[0])) if k != "__metadata__"]
+    weight_map = {name: "model-00001-of-00001.safetensors" for name in names}
+    weight_map.update({f"extra.{i}": "model-00001-of-00001.safetensors" for i in range(n)})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+else:
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    config["id2label"] = {str(i): f"LABEL_{i}" for i in range(n)}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+PY
+}
+
+printf '\n%-8s %10s %12s %10s\n' reader entries bytes seconds
+for kind in header index config; do
+    for n in 12000 120000; do
+        folder=$dir/${kind}_$n
+        make_checkpoint "$kind" "$n" "$folder"
+        file=$(ls -S "$folder"/* | head -n 1)
+        start=$(date +%s.%N)
+        build/ffn-trace run --checkpoint "$folder" --layer 0 --embedding 0 --detail summary >/dev/null 2>&1 || true
+        end=$(date +%s.%N)
+        printf '%-8s %10d %12d %10.2f\n' "$kind" "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
+    done
 done

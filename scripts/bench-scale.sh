@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times what grows with the layer: `grad` and `run --detail summary` against `run --format json`
-# on the same example file, for GELU layers of 256 → 1024 and 768 → 3072 (GPT-2's width) with 1
-# and 64 tokens, random weights and a target. The ratios are what to read: grad ≤ 3× run json,
+# on the same example file, for GELU layers of 256 → 1024 with 1 and 8 tokens and 768 → 3072
+# (GPT-2's width) with 1 and 64 tokens, random weights and a target. The ratios are what to read: grad ≤ 3× run json,
 # run summary ≤ 1.1× run json. Each command runs BENCH_RUNS times (3); the table gives medians.
 # A benchmark for people, not a test: nothing here fails on a slow machine.
 #
@@ -60,7 +60,7 @@ median_seconds() {  # command...: the median wall time of $runs runs, output dis
 limits=(--max-file-size 1000000000 --max-elements 1000000000)
 echo "| layer | tokens | run --format json (s) | run --detail summary (s) | grad --format json (s) | grad --detail summary (s) | summary ÷ json | grad ÷ json |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-for shape in "256 1024 1" "768 3072 1" "768 3072 64"; do
+for shape in "256 1024 1" "256 1024 8" "768 3072 1" "768 3072 64"; do
     read -r d f n <<<"$shape"
     file=$dir/layer_${d}_${f}_${n}.json
     make_file "$d" "$f" "$n" "$file"

@@ -260,6 +260,37 @@ TEST_CASE("every gradient agrees with an independent autograd reference") {
     CHECK(cases == 2 * 8 * 2 * 3 * 2 * 2);
 }
 
+TEST_CASE("a layer of 256 → 1024 with 8 tokens is checked along directions, and one token value by value") {
+    // 8 × (256 × 1024 + 1024 × 256) = 4.2M multiply-adds a pass: check_budget (1e8) affords 11
+    // value-by-value checks, fewer than 16, so 2 passes per weight instead; one token affords 95.
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> u(-0.05, 0.05);
+    auto random = [&](std::size_t r, std::size_t c) {
+        matrix m(r, c);
+        for (double& v : m.data) v = u(rng);
+        return m;
+    };
+    ffn layer;
+    layer.act = activation::gelu;
+    layer.w1 = random(256, 1024);
+    layer.w2 = random(1024, 256);
+    layer.residual = true;
+    for (std::size_t tokens : {8, 1}) {
+        CAPTURE(tokens);
+        const matrix x = random(tokens, 256);
+        const auto t = run_ffn(layer, x, {tokens});
+        REQUIRE(t);
+        const matrix target = random(tokens, 256);
+        const loss_spec loss{&target, nullptr};
+        const auto g = run_backward(*t, loss);
+        REQUIRE(g);
+        const auto check = check_gradients(*t, loss, *g, false, 200);
+        CHECK(check.directional == (tokens == 8));
+        CHECK(check.checked == (tokens == 8 ? 3u : 95u));
+        CHECK(check.ok());
+    }
+}
+
 TEST_CASE("a layer too big to perturb value by value is checked along one direction per weight, and a wrong gradient is caught") {
     // 64 tokens through 512 → 2048 → 512: 2 × 64 × 512 × 2048 = 134M multiply-adds a forward pass,
     // so check_budget affords fewer than 16 value-by-value checks.

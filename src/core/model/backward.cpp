@@ -227,28 +227,19 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
     ffn d = g.d_layer;
     const bool relu_unit = info(layer->act).unit == activation::relu;
 
-    // Every value with its analytic gradient: the weights, then the input.
-    struct item {
-        std::string name;
-        double* value;
-        double analytic;
-    };
-    std::vector<item> items;
+    // Every value with its analytic gradient: the weights, then the input, counted here and named
+    // only when one is the worst so far (a real layer has millions; naming each cost more than
+    // the gradients themselves).
     auto lw = weights_of(*layer);
     auto dw = weights_of(d);
-    for (std::size_t k = 0; k < lw.size(); ++k) {
-        auto& v = *lw[k].values;
-        const auto& dv = *dw[k].values;
-        for (std::size_t i = 0; i < v.size(); ++i)
-            items.push_back({lw[k].cols == 0 ? fmt::format("d{}[{}]", lw[k].name, i)
-                             : out_in        ? fmt::format("d{}[{}][{}]", lw[k].name, i % lw[k].cols, i / lw[k].cols)
-                                             : fmt::format("d{}[{}][{}]", lw[k].name, i / lw[k].cols, i % lw[k].cols),
-                             &v[i], dv[i]});
-    }
-    for (std::size_t i = 0; i < x.data.size(); ++i)
-        items.push_back({fmt::format("dx{}", element_index(t.lead, i / x.cols, i % x.cols)), &x.data[i],
-                         g.d_input.data[i]});
-    check.total = items.size();
+    check.total = x.data.size();
+    for (const auto& w : lw) check.total += w.values->size();
+    auto name_of = [&](std::size_t k, std::size_t i) {
+        if (k == lw.size()) return fmt::format("dx{}", element_index(t.lead, i / x.cols, i % x.cols));
+        return lw[k].cols == 0 ? fmt::format("d{}[{}]", lw[k].name, i)
+               : out_in        ? fmt::format("d{}[{}][{}]", lw[k].name, i % lw[k].cols, i / lw[k].cols)
+                               : fmt::format("d{}[{}][{}]", lw[k].name, i / lw[k].cols, i % lw[k].cols);
+    };
 
     // The loss at the perturbed point, and which ReLU units are on there.
     auto evaluate = [&](std::vector<bool>& mask) {
@@ -261,7 +252,8 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
     };
     std::vector<bool> mask_plus, mask_minus;
     // Compares one central difference with its analytic value; false when it cannot be compared.
-    auto compare = [&](double plus, double minus, double step, double analytic, const std::string& name) {
+    // `name()` names the value compared.
+    auto compare = [&](double plus, double minus, double step, double analytic, auto&& name) {
         if (relu_unit && mask_plus != mask_minus) {
             ++check.skipped_at_kinks;  // the step crosses a kink of ReLU: no derivative to compare
             return;
@@ -275,7 +267,7 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
         ++check.checked;
         if (err > check.max_relative_error) {
             check.max_relative_error = err;
-            check.worst = name;
+            check.worst = name();
         }
     };
 
@@ -285,19 +277,24 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
     const double forward = static_cast<double>(t.tokens()) *
                            static_cast<double>(l.d_model() * l.d_ff() * (l.gated() ? 2 : 1) + l.d_ff() * l.d_out());
     const std::size_t affordable = static_cast<std::size_t>(check_budget / std::max(1.0, 2 * forward));
-    if (affordable >= std::min<std::size_t>(items.size(), 16)) {
-        const std::size_t checks = std::min({max_checks, affordable, items.size()});
-        const std::size_t stride = std::max<std::size_t>(1, (items.size() + checks - 1) / checks);
-        for (std::size_t k = 0; k < items.size(); k += stride) {
-            item& it = items[k];
-            const double saved = *it.value;
+    if (affordable >= std::min<std::size_t>(check.total, 16)) {
+        const std::size_t checks = std::min({max_checks, affordable, check.total});
+        const std::size_t stride = std::max<std::size_t>(1, (check.total + checks - 1) / checks);
+        // Value p of all check.total: value i of weight k, or of the input when k is lw.size().
+        std::size_t k = 0, start = 0;
+        for (std::size_t p = 0; p < check.total; p += stride) {
+            while (k < lw.size() && p - start >= lw[k].values->size()) start += lw[k++].values->size();
+            const std::size_t i = p - start;
+            double& value = k < lw.size() ? (*lw[k].values)[i] : x.data[i];
+            const double analytic = k < lw.size() ? (*dw[k].values)[i] : g.d_input.data[i];
+            const double saved = value;
             const double step = check.h * std::max(1.0, std::abs(saved));
-            *it.value = saved + step;
+            value = saved + step;
             const double plus = evaluate(mask_plus);
-            *it.value = saved - step;
+            value = saved - step;
             const double minus = evaluate(mask_minus);
-            *it.value = saved;
-            compare(plus, minus, step, it.analytic, it.name);
+            value = saved;
+            compare(plus, minus, step, analytic, [&] { return name_of(k, i); });
         }
         return check;
     }
@@ -311,7 +308,7 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
         state ^= state << 17;
         return (state & 1) ? 1.0 : -1.0;
     };
-    auto direction = [&](std::vector<double>& values, const std::vector<double>& gradient, const std::string& name) {
+    auto direction = [&](std::vector<double>& values, const std::vector<double>& gradient, std::string name) {
         std::vector<double> v(values.size());
         double analytic = 0, largest = 1;
         for (std::size_t i = 0; i < v.size(); ++i) {
@@ -326,7 +323,7 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
         for (std::size_t i = 0; i < v.size(); ++i) values[i] = saved[i] - step * v[i];
         const double minus = evaluate(mask_minus);
         values = saved;
-        compare(plus, minus, step, analytic, name);
+        compare(plus, minus, step, analytic, [&] { return name; });
     };
     for (std::size_t k = 0; k < lw.size(); ++k) direction(*lw[k].values, *dw[k].values, "d" + lw[k].name);
     direction(x.data, g.d_input.data, "dx");

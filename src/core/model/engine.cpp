@@ -83,9 +83,16 @@ std::vector<term> activation_terms(activation kind, const matrix& h) {
         return m;
     };
     switch (info(kind).unit) {
-        case activation::gelu:
-            return {{"z", each([](double x) { return gelu_parts(x).inner; })},
-                    {"tanh", each([](double x) { return gelu_parts(x).tanh; })}};
+        case activation::gelu: {
+            // One gelu_parts (and one tanh) per value for both terms.
+            matrix z = h, th = h;
+            for (std::size_t k = 0; k < h.data.size(); ++k) {
+                const auto parts = gelu_parts(h.data[k]);
+                z.data[k] = parts.inner;
+                th.data[k] = parts.tanh;
+            }
+            return {{"z", std::move(z)}, {"tanh", std::move(th)}};
+        }
         case activation::gelu_exact: return {{"Phi", each(normal_cdf)}};
         case activation::silu: return {{"sigma", each(sigmoid)}};
         default: return {};
