@@ -50,8 +50,12 @@ const texts = [
 ];
 
 function ffnIds(args, text) {
-  const out = execFileSync(ffnTrace, ["tokenize", ...args, "--format", "json", "--", text], { encoding: "utf8" });
-  return JSON.parse(out).token_ids;
+  try {
+    const out = execFileSync(ffnTrace, ["tokenize", ...args, "--format", "json", "--", text], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    return JSON.parse(out).token_ids;
+  } catch (e) {
+    return `failed: ${String(e.stderr).trim()}`;
+  }
 }
 
 let failures = 0, checks = 0;
