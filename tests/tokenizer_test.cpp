@@ -48,9 +48,9 @@ std::string error_of(std::string_view json) {
 
 TEST_CASE("byte-level BPE merges pairs in the order the merges are listed") {
     const auto t = load("gpt2_like.json");
-    // GPT-2's table: "!" is byte 33 and the first entry; the space byte 32 is Ġ, the 33rd unprintable.
-    CHECK(t.id_of("!") == 0);
-    CHECK(t.id_of(G) == 32u + 256u - 256u);
+    // The file lists the 256 byte characters in byte order: "!" is byte 33, Ġ the space byte 32.
+    CHECK(t.id_of("!") == 33u);
+    CHECK(t.id_of(G) == 32u);
     // " the": h e (rank 0), then t he (rank 1); Ġ t (rank 2) never applies and Ġt he cannot.
     CHECK(spell(t, " the") == spelled{G, "the"});
     // " capital": a p, c ap, i t, cap it, a l, capit al, then Ġ capital.
@@ -218,9 +218,9 @@ TEST_CASE("a hostile tokenizer file is one error naming the JSON path") {
 
 TEST_CASE("a regex that backtracks without bound fails with the stage's path instead of hanging") {
     auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
-        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a*)*b"}, "behavior": "Isolated"}})", "t.json");
+        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "^(a+)+$"}, "behavior": "Isolated"}})", "t.json");
     REQUIRE(t);
-    auto ids = t->encode(std::string(40, 'a'));
+    auto ids = t->encode(std::string(40, 'a') + "!");
     REQUIRE_FALSE(ids);
     CHECK(ids.err().to_string().find("t.json: pre_tokenizer.pattern.Regex: the regex failed") == 0);
     CHECK_FALSE(t->encode("\xFF"));
