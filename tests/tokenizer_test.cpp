@@ -113,6 +113,8 @@ TEST_CASE("Metaspace prepends ▁ always, or first only at the text's start") {
     CHECK(spell(always, "the capital") == spelled{S + "the", S, "cap", "it", "al"});
     // no byte fallback: unknown characters are <unk>, one each without fuse_unk
     CHECK(spell(always, "\xE4\xB8\xAD\xE5\x9B\xBD") == spelled{S, "<unk>", "<unk>"});
+    // Cut before every ▁, as Rust's tokenizers does ("Hey   friend!" is ▁Hey ▁ ▁ ▁friend!).
+    CHECK(spell(always, "the  the") == spelled{S + "the", S, S + "the"});
     const auto first = load("metaspace_first.json");
     CHECK(spell(first, "the") == spelled{"<s>", S + "the"});
     CHECK(spell(first, "<s>the") == spelled{"<s>", "<s>", "t", "he"});
@@ -142,6 +144,23 @@ TEST_CASE("normalizers and pre-tokenizers in sequences") {
     CHECK(spell(t, "  \xEF\xBC\xB4he   CAF\xC3\x89 12! ") == spelled{"the", "c", "a", "f", "e", "1", "2", "!"});
     const auto w = load("whitespace_digits.json");
     CHECK(spell(w, "the12 x") == spelled{"the", "12", "x"});
+}
+
+TEST_CASE("fuse_unk fuses the unknown characters of one word, never across words") {
+    auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"[UNK]": 0, "a": 1}, "merges": [],
+        "unk_token": "[UNK]", "fuse_unk": true}, "pre_tokenizer": {"type": "WhitespaceSplit"}})", "t.json");
+    REQUIRE(t);
+    CHECK(spell(*t, "xya xy") == spelled{"[UNK]", "a", "[UNK]"});
+}
+
+TEST_CASE("the Whitespace pre-tokenizer's word characters are Unicode's, as Rust's \\w") {
+    auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"[UNK]": 0}, "merges": [],
+        "unk_token": "[UNK]", "fuse_unk": true}, "pre_tokenizer": {"type": "Whitespace"}})", "t.json");
+    REQUIRE(t);
+    // 中国 is a word and 。 punctuation: two pieces, two unknowns
+    CHECK(spell(*t, "\xE4\xB8\xAD\xE5\x9B\xBD\xE3\x80\x82") == spelled{"[UNK]", "[UNK]"});
+    // é with its combining accent stays one word
+    CHECK(spell(*t, "e\xCC\x81") == spelled{"[UNK]"});
 }
 
 TEST_CASE("Split's behaviours: isolated, removed, merged with either side, contiguous, inverted") {
