@@ -189,7 +189,6 @@ outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at) {
     vocabulary_table vocab;
     if (!j.contains("vocab")) return at.at("vocab").fail("missing; expected an object of token: id");
     if (auto ok = read_vocabulary(j["vocab"], at.at("vocab"), vocab); !ok) return ok.err();
-    if (auto ok = finish_vocabulary(vocab, at.at("vocab")); !ok) return ok.err();
 
     if (j.contains("dropout") && !j["dropout"].is_null() && !(j["dropout"].is_number() && j["dropout"].get<double>() == 0.0))
         return at.at("dropout").fail("BPE dropout makes tokenizing random; expected null");

@@ -282,7 +282,6 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
     const json_place vocab_at{vocab_json, ""};
     detail::vocabulary_table vocab;
     if (auto ok = detail::read_vocabulary(*doc, vocab_at, vocab); !ok) return ok.err();
-    if (auto ok = detail::finish_vocabulary(vocab, vocab_at); !ok) return ok.err();
 
     auto merges_text = detail::read_file(merges_txt, merges_txt, max_file_size);
     if (!merges_text) return merges_text.err();
