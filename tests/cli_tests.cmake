@@ -552,7 +552,7 @@ cli_test("grad's page explains a gradient cell with the sum the text view writes
 
 # tokenize: the ids a model reads, and its errors
 set(TOKENIZERS ${INPUTS}/tokenizers)
-cli_test("tokenize lists each token's id, spelling and text" 0 "1  [0-9]+  Ġcapital +\" capital\"" EMPTY
+cli_test("tokenize lists each token's id, spelling and text" 0 "1 [0-9]+ Ġcapital \" capital\"" EMPTY
   -- ${FT} tokenize --tokenizer ${TOKENIZERS}/gpt2_like.json "the capital")
 cli_test("tokenize --format json gives the text, the ids and the tokens" 0
   "\"tokens\": \\[[^]]*\"\\[CLS\\]\",[^]]*\"un\",[^]]*\"##aff\"" EMPTY
