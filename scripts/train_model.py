@@ -358,7 +358,8 @@ def train(model, tok, sentences, args):
             g["lr"] = lr
         x, y = training_batch(rng, encoded, tok.eos_id, args.batch)
         logits, acts = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100,
+                                               label_smoothing=args.label_smoothing)
         # L1 on the last layer's FFN activations: pushes each fact into a few units of that layer
         # (a key-value memory), instead of spread thinly over hundreds of units and the attention.
         mask = (y != -100).unsqueeze(-1)
@@ -593,10 +594,11 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--attn-weight-decay", type=float, default=0.1)
+    ap.add_argument("--attn-weight-decay", type=float, default=1.0)
     ap.add_argument("--l1", type=float, default=3e-4)
-    ap.add_argument("--l1-layers", type=lambda v: [int(n) for n in v.split(",")], default=[0])
-    ap.add_argument("--ffn-weight-decay", type=float, default=0.1)
+    ap.add_argument("--label-smoothing", type=float, default=0.0)
+    ap.add_argument("--l1-layers", type=lambda v: [int(n) for n in v.split(",")], default=[0, 1])
+    ap.add_argument("--ffn-weight-decay", type=float, default=0.0)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--heads", type=int, default=4)
