@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/example.hpp"
 #include "base/read_file.hpp"
+#include "base/text.hpp"
 #include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {

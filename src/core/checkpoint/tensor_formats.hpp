@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/tensor_source.hpp"
 
@@ -66,12 +67,6 @@ U load_le(std::span<const std::byte> bytes, std::size_t at) {
     std::memcpy(&value, bytes.data() + at, sizeof(U));
     return value;
 }
-
-// a × b, or nothing when it overflows 64 bits.
-std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b);
-
-// "1 byte", "8 bytes".
-std::string plural(std::uint64_t n, std::string_view word);
 
 // "(50257, 768)"; "()" for a scalar.
 std::string shape_text(const std::vector<std::size_t>& shape);

@@ -2,8 +2,6 @@
 // share (the mapped file, checked sizes, the strict JSON parse).
 #include "ffn_trace/tensor_source.hpp"
 
-#include "ffn_trace/example.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cblas.h>
@@ -22,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/text.hpp"
 #include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
@@ -417,13 +416,6 @@ outcome<std::span<const std::byte>> mapped_source::data_of(const tensor_info& t,
         return error{t.file, t.name, "its data lies outside the mapped file"};
     return f->bytes().subspan(t.begin, t.length);
 }
-
-std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
-    if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::nullopt;
-    return a * b;
-}
-
-std::string plural(std::uint64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
 std::string shape_text(const std::vector<std::size_t>& shape) {
     return shape.size() == 1 ? fmt::format("({},)", shape[0]) : fmt::format("({})", fmt::join(shape, ", "));

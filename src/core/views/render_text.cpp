@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "views/walkthrough.hpp"
+#include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
