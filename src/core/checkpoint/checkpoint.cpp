@@ -9,6 +9,7 @@
 #include "base/read_file.hpp"
 #include "base/text.hpp"
 #include "checkpoint/tensor_formats.hpp"
+#include "json/json_reader.hpp"
 
 namespace ffn_trace {
 
