@@ -40,6 +40,12 @@ std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
     return a * b;
 }
 
+std::string capitalised(std::string_view s) {
+    std::string out(s);
+    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+    return out;
+}
+
 std::string plural(std::uint64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
 }  // namespace ffn_trace::detail

@@ -19,6 +19,9 @@ std::string_view nearest(std::string_view word, const std::vector<std::string_vi
 // "1 byte", "8 bytes".
 std::string plural(std::uint64_t n, std::string_view word);
 
+// The text with its first letter upper-case (ASCII): "expand" → "Expand".
+std::string capitalised(std::string_view s);
+
 // a × b, or nothing when it overflows 64 bits.
 std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b);
 

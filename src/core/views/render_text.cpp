@@ -1,10 +1,7 @@
+// The text, Markdown and page views of a dense trace: the walkthrough builder's blocks laid out.
 #include "ffn_trace/render_text.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <fmt/format.h>
-#include <map>
-#include <tuple>
 
 #include "views/walkthrough.hpp"
 #include "views/view_options.hpp"
