@@ -1,9 +1,11 @@
-// Reading an example file's JSON text into a document (internal to the library): the checks
-// nlohmann leaves out — duplicate keys and deep nesting — and errors with a position.
+// The library's one strict JSON parser (internal): the checks nlohmann leaves out — duplicate keys
+// and deep nesting — with errors that say where, for example files and for the JSON inside
+// checkpoints (safetensors headers, shard indexes, config.json); and how messages name JSON values.
 #pragma once
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -40,5 +42,22 @@ private:
     std::string_view file_;
     std::size_t work_ = 0;
 };
+
+// Parses a JSON text held inside another file (a safetensors header, a shard index, config.json)
+// that must be an object, refusing duplicate keys and nesting deeper than `max_depth`. Problems
+// are errors of `file` at a member path under `path_prefix`, or at a byte offset; no byte order
+// mark is skipped but the one nlohmann skips itself.
+outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
+                                                  const std::string& path_prefix, int max_depth);
+
+// A string as JSON writes it, quoted and escaped: "h.0.mlp.c_fc.weight".
+std::string json_quoted(std::string_view text);
+
+// A member's path for messages: `parent.key`, with a key that is not a plain identifier quoted
+// (tensor names hold dots): `weight_map."h.0.mlp.c_fc.weight"`.
+std::string json_member(const std::string& parent, std::string_view key);
+
+// A JSON value described for messages: "the number 3", "the string \"x\"", "an array".
+std::string kind_of(const nlohmann::ordered_json& j);
 
 }  // namespace ffn_trace::detail

@@ -5,6 +5,7 @@
 
 #include "ffn_trace/render_text.hpp"
 #include "views/walkthrough.hpp"
+#include "views/view_options.hpp"
 
 namespace ffn_trace {
 

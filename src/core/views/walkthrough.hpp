@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "base/text.hpp"
 #include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
@@ -15,12 +16,6 @@
 
 namespace ffn_trace::detail {
 
-
-inline std::string capitalised(std::string_view s) {
-    std::string out(s);
-    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-    return out;
-}
 
 inline std::string activation_title(activation kind) {
     switch (kind) {
