@@ -396,5 +396,7 @@ outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) 
         rows.err().path = "--embedding";
         return rows.err();
     }
+    return rows;
+}
 
 }  // namespace ffn_trace
