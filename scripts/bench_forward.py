@@ -46,10 +46,10 @@ class Checkpoint:
         values, dtype = self.raw(name)
         if rows is not None:
             values = values[rows]
+        # converted by NumPy, which does it several times faster than torch's shift and .double() here
         if dtype == "BF16":
-            bits = torch.from_numpy(values.astype(np.int32)) << 16
-            return bits.view(torch.float32).double()
-        return torch.from_numpy(np.array(values)).double()
+            values = (values.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        return torch.from_numpy(values.astype(np.float64))
 
 
 def main():
