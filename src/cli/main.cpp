@@ -19,6 +19,7 @@
 #include "run.hpp"
 #include "schema.hpp"
 #include "sweep.hpp"
+#include "tokenize.hpp"
 #include "version.hpp"
 #include "worksheet.hpp"
 
@@ -39,6 +40,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_schema(app, status);
     cli::setup_quiz(app, status);
     cli::setup_worksheet(app, status);
+    cli::setup_tokenize(app, status);
     cli::setup_generate(app, status);
     try {
         app.parse(argc, argv);

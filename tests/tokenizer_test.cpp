@@ -1,0 +1,2 @@
+// Tokenizer tests.
+#include <doctest/doctest.h>
