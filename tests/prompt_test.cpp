@@ -447,3 +447,73 @@ TEST_CASE("the prompt's views: text fits 80 columns, and the JSON has the names 
     CHECK(j["prediction"]["top"][0].contains("prob"));
     CHECK(j["baseline_prediction"]["top"].size() >= 10);
 }
+
+TEST_CASE("the shipped model's prompts give PyTorch's float64 numbers: ids, stream, lens, prediction, units, knock-out") {
+    std::ifstream file(std::string(FFN_TRACE_TEST_INPUTS) + "/models/capitals_reference.json");
+    REQUIRE(file);
+    const json want = json::parse(file);
+    const std::string dir = std::string(FFN_TRACE_DATA_DIR) + "/models/capitals";
+    const transformer model = open_model(dir);
+    auto tok = open_tokenizer(dir);
+    REQUIRE(tok);
+    const std::size_t layer = want["fact_layer"];
+    for (const auto& w : want["prompts"]) {
+        const std::string text = w["text"];
+        CAPTURE(text);
+        auto tokens = tokenize_prompt(*tok, text);
+        REQUIRE(tokens);
+        CHECK(json(tokens->ids) == w["token_ids"]);
+        CHECK(json(tokens->display) == w["tokens"]);
+        auto p = run_prompt(model, *tokens, {layer, {}, 10, {}, {}});
+        REQUIRE(p);
+        // the model's weights are F32, summed in float64 on both sides
+        auto same = [](const matrix& got, const json& rows, const char* what) {
+            INFO(what);
+            REQUIRE(got.rows == rows.size());
+            for (std::size_t t = 0; t < got.rows; ++t) {
+                REQUIRE(got.cols == rows[t].size());
+                for (std::size_t i = 0; i < got.cols; ++i) CHECK(got(t, i) == Approx(rows[t][i].get<double>()).epsilon(1e-9));
+            }
+        };
+        same(p->input, w["input"], "the stream entering the FFN");
+        same(p->output(), w["output"], "the stream leaving it");
+        const auto& lens = w["lens"];
+        REQUIRE(p->lens.size() == lens.size());
+        for (std::size_t t = 0; t < lens.size(); ++t)
+            for (const char* side : {"before", "after"}) {
+                CAPTURE(t);
+                CAPTURE(side);
+                const auto& mine = std::string(side) == "before" ? p->lens[t].before : p->lens[t].after;
+                for (std::size_t k = 0; k < lens[t][side].size(); ++k) {
+                    CHECK(mine[k].id == lens[t][side][k]["id"].get<std::size_t>());
+                    CHECK(mine[k].logit == Approx(lens[t][side][k]["logit"].get<double>()).epsilon(1e-9));
+                }
+            }
+        const auto& top = w["prediction"]["top"];
+        REQUIRE(p->prediction->top.size() == top.size());
+        for (std::size_t k = 0; k < top.size(); ++k) {
+            CHECK(p->prediction->top[k].id == top[k]["id"].get<std::size_t>());
+            CHECK(p->prediction->top[k].token == top[k]["token"].get<std::string>());
+            CHECK(p->prediction->top[k].logit == Approx(top[k]["logit"].get<double>()).epsilon(1e-9));
+            CHECK(p->prediction->top[k].prob == Approx(top[k]["prob"].get<double>()).epsilon(1e-9));
+        }
+        const auto& units = w["top_units"]["units"];
+        CHECK(p->target->id == w["top_units"]["token"].get<std::size_t>());
+        std::vector<unit_ref> five;
+        for (std::size_t k = 0; k < units.size(); ++k) {
+            CHECK(p->top_units[k].unit.unit == units[k]["unit"].get<std::size_t>());
+            CHECK(p->top_units[k].score == Approx(units[k]["score"].get<double>()).epsilon(1e-9));
+            five.push_back(p->top_units[k].unit);
+        }
+        auto knocked = run_prompt(model, *tokens, {layer, five, 10, {}, {}});
+        REQUIRE(knocked);
+        const auto& after = w["ablated_prediction"]["top"];
+        for (std::size_t k = 0; k < after.size(); ++k) {
+            CHECK(knocked->prediction->top[k].id == after[k]["id"].get<std::size_t>());
+            CHECK(knocked->prediction->top[k].prob == Approx(after[k]["prob"].get<double>()).epsilon(1e-9));
+        }
+        // the capital's probability falls when the units that wrote it most are knocked out
+        CHECK(knocked->changes.front().id == p->target->id);
+        CHECK(knocked->changes.front().after < knocked->changes.front().before);
+    }
+}
