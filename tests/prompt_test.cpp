@@ -166,9 +166,9 @@ transformer open_model(const std::string& dir) {
     return std::move(*t);
 }
 
-prompt_tokens tokens_of(const std::vector<std::size_t>& ids) {
-    prompt_tokens p{"a prompt", ids, {}, {}};
-    for (auto id : ids) {
+prompt_tokens tokens_of(const std::vector<std::size_t>& prompt) {
+    prompt_tokens p{"a prompt", prompt, {}, {}};
+    for (auto id : prompt) {
         p.tokens.push_back("t" + std::to_string(id));
         p.display.push_back("t" + std::to_string(id));
     }
@@ -332,6 +332,7 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
         tiny_model m = make_model("mixtral");
         ckpt::temp_dir dir;
         const transformer model = open_model(m.write(dir));
+        const ref::vec unchanged = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
         for (auto [e, j] : {std::pair<std::size_t, std::size_t>{1, 3}, {2, 0}}) {
             auto& w2 = m.values.at("model.layers.1.block_sparse_moe.experts." + std::to_string(e) + ".w2.weight").values;
             for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] = 0;
@@ -340,6 +341,8 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
         const prompt_trace p = run(model, 1, {{1, 3}, {2, 0}});
         REQUIRE(p.moe);
         REQUIRE(p.prediction);
+        REQUIRE(p.baseline);
+        for (const auto& e : p.baseline->top) CHECK(e.prob == Approx(unchanged[e.id]).epsilon(1e-9));
         for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
         // the MoE's units are ranked too, each with its expert and routing weight
         REQUIRE_FALSE(p.top_units.empty());

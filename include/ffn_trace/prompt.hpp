@@ -84,11 +84,12 @@ struct unit_attribution {
     double score = 0;
 };
 
-// A token's probability before and after the knock-out.
+// A token's probability, and its logit, before and after the knock-out.
 struct probability_change {
     std::size_t id = 0;
     std::string token;
     double before = 0, after = 0;
+    double logit_before = 0, logit_after = 0;
 };
 
 struct prompt_options {

@@ -289,8 +289,8 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
             if (u >= r.dense->layer().d_ff())
                 return error{ck.origin(), "--unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units "
                                                                 "(0 to {})", u, r.dense->layer().d_ff(), r.dense->layer().d_ff() - 1)};
-            for (auto t : options.explain_tokens)
-                if (t < n) r.explained.push_back(explain_unit(*r.dense, t, u, options.top));
+            for (auto tok : options.explain_tokens)
+                if (tok < n) r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
         }
         if (project) {
             auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top);
@@ -389,9 +389,10 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     // Each token of either top list, its probability before and after.
     std::vector<std::size_t> ids;
     for (const auto* list : {&baseline.top, &changed.top})
-        for (const auto& t : *list)
-            if (std::find(ids.begin(), ids.end(), t.id) == ids.end()) ids.push_back(t.id);
-    for (auto id : ids) r.changes.push_back({id, text(id), baseline_probs[id], changed_probs[id]});
+        for (const auto& e : *list)
+            if (std::find(ids.begin(), ids.end(), e.id) == ids.end()) ids.push_back(e.id);
+    for (auto id : ids)
+        r.changes.push_back({id, text(id), baseline_probs[id], changed_probs[id], (*baseline_logits)[id], (*changed_logits)[id]});
     r.baseline = std::move(baseline);
     r.prediction = std::move(changed);
     r.prompt = std::move(prompt);

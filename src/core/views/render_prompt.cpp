@@ -52,9 +52,7 @@ private:
         f.push_back({"checkpoint", one_line(p_.ex.file)});
         f.push_back({"prompt", fmt::format("{}: {} token{}", quote(p_.prompt.text), p_.prompt.ids.size(),
                                            p_.prompt.ids.size() == 1 ? "" : "s")});
-        f.push_back({"shown", fmt::format("the residual stream that {} {}'s FFN reads, that FFN traced step by step{}",
-                                          p_.layer == 0 ? "the embeddings give" : "the layers before",
-                                          p_.layer == 0 ? "layer 0" : layer_name(),
+        f.push_back({"shown", fmt::format("the residual stream {}'s FFN reads, that FFN traced step by step{}", layer_name(),
                                           p_.prediction ? ", then the rest of the model run: the logit lens, the prediction, "
                                                           "the units that wrote most toward it"
                                                         : " (an encoder: no prediction)")});
@@ -254,19 +252,20 @@ private:
         title("The knock-out");
         const auto& before = p_.baseline->top.front();
         const auto& after = p_.prediction->top.front();
-        paragraph(fmt::format("{}: the model run again from {}'s FFN. Each token's probability, unchanged → knocked out. "
-                              "The top prediction {}.",
+        paragraph(fmt::format("{}: the model run again from {}'s FFN. Each token's probability and logit, unchanged → "
+                              "knocked out. The top prediction {}.",
                               capitalised(ablated_list()), layer_name(),
                               before.id == after.id
                                   ? fmt::format("stays {} ({} → {})", quote(before.token), num(before.prob), num(after.prob))
                                   : fmt::format("changes from {} ({}) to {} ({})", quote(before.token), num(before.prob),
                                                 quote(after.token), num(after.prob))));
-        block b{block_kind::table, "", {}, {}, "lrrr"};
-        b.rows.push_back({"token", "unchanged", "knocked out", "change"});
-        for (const auto& c : p_.changes) {
-            const double d = c.after - c.before;
-            b.rows.push_back({quote(c.token), num(c.before), num(c.after), (d > 0 ? "+" : "") + num(d)});
-        }
+        block b{block_kind::table, "", {}, {}, "lrrrr"};
+        b.rows.push_back({"token", "probability", "change", "logit", "change"});
+        auto signed_num = [&](double d) { return (d > 0 ? "+" : "") + num(d); };
+        for (const auto& c : p_.changes)
+            b.rows.push_back({quote(c.token), fmt::format("{} → {}", num(c.before), num(c.after)), signed_num(c.after - c.before),
+                              fmt::format("{} → {}", format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2)),
+                              signed_num(c.logit_after - c.logit_before)});
         add(std::move(b));
     }
 
@@ -366,7 +365,8 @@ std::string render_prompt_json(const prompt_trace& p) {
         out["ablated"] = std::move(ablated);
         json changes = json::array();
         for (const auto& c : p.changes)
-            changes.push_back({{"id", c.id}, {"token", c.token}, {"before", c.before}, {"after", c.after}});
+            changes.push_back({{"id", c.id}, {"token", c.token}, {"before", c.before}, {"after", c.after},
+                               {"logit_before", c.logit_before}, {"logit_after", c.logit_after}});
         out["changes"] = std::move(changes);
     }
     return json_text(out) + "\n";
