@@ -79,6 +79,85 @@ outcome<double> config_number(const json& c, const std::string& file, const char
     return it->get<double>();
 }
 
+// GPT-2's activation_function or BERT's hidden_act: "gelu_new" (and "gelu_pytorch_tanh") is the
+// tanh form, "gelu" the exact one.
+outcome<activation> gelu_named(const json& c, const std::string& file, const char* key, const char* fallback) {
+    auto it = c.find(key);
+    const std::string name = it == c.end() || it->is_null() ? fallback : it->is_string() ? it->get<std::string>() : "";
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh") return activation::gelu;
+    if (name == "gelu") return activation::gelu_exact;
+    return error{file, key, fmt::format("ffn-trace runs \"gelu_new\" or \"gelu\", got {}",
+                                        it->is_string() ? quote(name) : detail::kind_of(*it))};
+}
+
+// A size config.json may give under one of `keys`: a whole number ≥ 1, or `fallback` when absent.
+outcome<std::size_t> config_size(const json& c, const std::string& file, std::initializer_list<const char*> keys,
+                                 std::size_t fallback) {
+    for (const char* key : keys) {
+        if (!c.contains(key) || c[key].is_null()) continue;
+        auto n = config_count(c, file, key, fallback);
+        if (!n) return n.err();
+        if (*n == 0) return error{file, key, "expected a whole number ≥ 1, got 0"};
+        return n;
+    }
+    return fallback;
+}
+
+// What the forward pass reads from config.json: the heads, the positions, the vocabulary, RoPE and
+// the tied head, each checked on its own and against the others.
+std::optional<error> read_forward_config(const json& c, const std::string& file, checkpoint_config& m) {
+    auto heads = config_size(c, file, {"n_head", "num_attention_heads"}, 0);
+    if (!heads) return heads.err();
+    m.n_heads = *heads;
+    auto kv = config_size(c, file, {"num_key_value_heads"}, m.n_heads);
+    if (!kv) return kv.err();
+    m.n_kv_heads = *kv;
+    auto head_dim = config_size(c, file, {"head_dim"}, 0);
+    if (!head_dim) return head_dim.err();
+    m.head_dim = *head_dim;
+    if (m.n_heads > 0 && m.head_dim == 0) {
+        if (m.d_model % m.n_heads != 0)
+            return error{file, c.contains("n_head") ? "n_head" : "num_attention_heads",
+                         fmt::format("d_model = {} is not divisible by {} heads", m.d_model, m.n_heads)};
+        m.head_dim = m.d_model / m.n_heads;
+    }
+    if (m.n_kv_heads > 0 && m.n_heads == 0)
+        return error{file, "num_key_value_heads", "given without num_attention_heads"};
+    if (m.n_heads > 0 && m.n_heads % m.n_kv_heads != 0)
+        return error{file, "num_key_value_heads",
+                     fmt::format("{} query heads cannot share {} key/value heads evenly", m.n_heads, m.n_kv_heads)};
+    auto positions = config_size(c, file, {"n_positions", "max_position_embeddings"}, 0);
+    if (!positions) return positions.err();
+    m.max_positions = *positions;
+    auto vocab = config_size(c, file, {"vocab_size"}, 0);
+    if (!vocab) return vocab.err();
+    m.vocab_size = *vocab;
+    auto theta = config_number(c, file, "rope_theta", 10000);
+    if (!theta) return theta.err();
+    m.rope_theta = *theta;
+    if (auto it = c.find("rope_scaling"); it != c.end() && !it->is_null()) {
+        std::string kind;
+        for (const char* key : {"rope_type", "type"})
+            if (it->is_object() && it->contains(key) && (*it)[key].is_string()) kind = (*it)[key].get<std::string>();
+        if (kind.empty()) return error{file, "rope_scaling", "expected an object with a rope_type, or null"};
+        if (kind != "default") m.rope_scaling = kind;
+    }
+    // Mistral and Mixtral attend within a window; Qwen2 only with use_sliding_window.
+    const bool windowed = m.arch == "mistral" || m.arch == "mixtral" ||
+                          (m.arch == "qwen2" && c.contains("use_sliding_window") && c["use_sliding_window"] == true);
+    if (windowed) {
+        auto window = config_size(c, file, {"sliding_window"}, 0);
+        if (!window) return window.err();
+        m.sliding_window = *window;
+    }
+    m.tie_word_embeddings = m.arch == "gpt2" || m.arch == "bert";
+    if (auto it = c.find("tie_word_embeddings"); it != c.end() && !it->is_null()) {
+        if (!it->is_boolean()) return error{file, "tie_word_embeddings", fmt::format("expected true or false, got {}", detail::kind_of(*it))};
+        m.tie_word_embeddings = it->get<bool>();
+    }
+    return std::nullopt;
+}
+
 outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
     auto text = detail::read_file(file, file, std::size_t{512} << 20);
     if (!text) return text.err();
@@ -195,12 +274,16 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     m.n_layers = *layers;
 
     if (arch == "gpt2") {
-        m.act = activation::gelu;  // gelu_new, the tanh form
+        auto act = gelu_named(config, config_name, "activation_function", "gelu_new");
+        if (!act) return act.err();
+        m.act = *act;
         auto eps = config_number(config, config_name, "layer_norm_epsilon", 1e-5);
         if (!eps) return eps.err();
         m.eps = *eps;
     } else if (arch == "bert") {
-        m.act = activation::gelu_exact;
+        auto act = gelu_named(config, config_name, "hidden_act", "gelu");
+        if (!act) return act.err();
+        m.act = *act;
         auto eps = config_number(config, config_name, "layer_norm_eps", 1e-12);
         if (!eps) return eps.err();
         m.eps = *eps;
@@ -226,6 +309,8 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
         m.n_experts = *n;
         m.top_k = *k;
     }
+
+    if (auto e = read_forward_config(config, config_name, m)) return *e;
 
     // the vocabulary, when the directory has one
     for (const auto& [file, tokenizer] : {std::pair{"vocab.json", false}, std::pair{"tokenizer.json", true}}) {
