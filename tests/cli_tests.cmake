@@ -343,7 +343,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -363,7 +363,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -549,3 +549,17 @@ cli_test("quiz: a huge line and control bytes in the answers are echoed escaped 
 cli_test("grad's page explains a gradient cell with the sum the text view writes" 0
   "data-how=\"dW2\\[2\\]\\[0\\] = 3×1 = 3.0000\".*data-how=\"d_hidden\\[3\\] = d_activated × act&#39\\;\\(-1\\) = 2 × 0 = 0.0000\"" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --format html)
+
+# tokenize: the ids a model reads, and its errors
+set(TOKENIZERS ${INPUTS}/tokenizers)
+cli_test("tokenize lists each token's id, spelling and text" 0 "1 [0-9]+ Ġcapital \" capital\"" EMPTY
+  -- ${FT} tokenize --tokenizer ${TOKENIZERS}/gpt2_like.json "the capital")
+cli_test("tokenize --format json gives the text, the ids and the tokens" 0
+  "\"tokens\": \\[[^]]*\"\\[CLS\\]\",[^]]*\"un\",[^]]*\"##aff\"" EMPTY
+  -- ${FT} tokenize --tokenizer ${TOKENIZERS}/bert_uncased.json --format json "Unaffable")
+cli_test("tokenize names a directory with no tokenizer" 2 EMPTY "^error: .*: no tokenizer: expected tokenizer.json, or vocab.json and merges.txt$"
+  -- ${FT} tokenize --checkpoint ${INPUTS} "x")
+cli_test("tokenize names an unsupported stage and its JSON path" 2 EMPTY "^error: .*bad_normalizer.json: normalizer.type: unsupported normalizer \"Precompiled\"$"
+  -- ${FT} tokenize --tokenizer ${INPUTS}/bad_normalizer.json "x")
+cli_test("tokenize refuses text that is not UTF-8" 2 EMPTY "^error: TEXT: the text is not UTF-8$"
+  -- bash -c "exec \"$0\" tokenize --tokenizer \"$1\" $'\\xff'" ${FT} ${TOKENIZERS}/gpt2_like.json)

@@ -1,5 +1,5 @@
 // The JSON reader: the document it builds, the checks nlohmann leaves out, and its cost.
-#include "json_reader.hpp"
+#include "json/json_reader.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>

@@ -8,7 +8,7 @@
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_text.hpp"
 #include "helpers.hpp"
-#include "page_html.hpp"
+#include "document/page_html.hpp"
 
 using namespace ffn_trace;
 

@@ -9,7 +9,7 @@
 
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/render_json.hpp"
-#include "worksheet_document.hpp"
+#include "exercises/worksheet_document.hpp"
 
 using namespace ffn_trace;
 

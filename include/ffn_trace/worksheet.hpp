@@ -2,7 +2,7 @@
 // grids, then every step of the trace as a table with chosen cells left blank, and the answer key
 // on a page of its own. Every number on it, and every answer, is the trace's.
 //
-// The sheet is built as the walkthrough's document (src/core/worksheet_document.hpp, internal),
+// The sheet is built as the walkthrough's document (src/core/exercises/worksheet_document.hpp, internal),
 // so any view of that document can print it; here it is rendered as Markdown and as a page.
 #pragma once
 

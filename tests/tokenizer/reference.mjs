@@ -50,8 +50,12 @@ const texts = [
 ];
 
 function ffnIds(args, text) {
-  const out = execFileSync(ffnTrace, ["tokenize", ...args, "--format", "json", "--", text], { encoding: "utf8" });
-  return JSON.parse(out).token_ids;
+  try {
+    const out = execFileSync(ffnTrace, ["tokenize", ...args, "--format", "json", "--", text], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    return JSON.parse(out).token_ids;
+  } catch (e) {
+    return `failed: ${String(e.stderr).trim()}`;
+  }
 }
 
 let failures = 0, checks = 0;
@@ -63,11 +67,28 @@ function compare(label, text, expected, got) {
   }
 }
 
+// Where tokenizers.js itself departs from Hugging Face's Rust tokenizers, which is the
+// specification, the texts that show it are left out here and the Rust behaviour is checked by
+// hand in tests/tokenizer_test.cpp instead:
+// - Metaspace with split cuts before every ▁ (MergedWithNext): Rust's own test gives
+//   "Hey   friend!" as ▁Hey ▁ ▁ ▁friend!, while tokenizers.js keeps a run of ▁ together;
+// - the Whitespace pre-tokenizer's \w is Unicode in Rust and ASCII in tokenizers.js.
+const divergences = {
+  "metaspace_always_split.json": (text) => /  |^ /.test(text),
+  "whitespace_digits.json": (text) => /[^\x00-\x7f]/.test(text),
+};
+let skipped = 0;
 const files = fs.readdirSync(tokenizersDir).filter((f) => f.endsWith(".json")).sort();
 for (const f of files) {
   const file = path.join(tokenizersDir, f);
   const tok = new Tokenizer(JSON.parse(fs.readFileSync(file, "utf8")), {});
-  for (const text of texts) compare(f, text, tok.encode(text).ids, ffnIds(["--tokenizer", file], text));
+  for (const text of texts) {
+    if (divergences[f] && divergences[f](text)) {
+      skipped++;
+      continue;
+    }
+    compare(f, text, tok.encode(text).ids, ffnIds(["--tokenizer", file], text));
+  }
 }
 
 // GPT-2: vocab.json + merges.txt read by ffn-trace's own route, against tokenizers.js on a
@@ -91,11 +112,11 @@ const gpt2Json = {
 };
 const gpt2 = new Tokenizer(gpt2Json, {});
 const require = (await import("module")).createRequire(import.meta.url);
-const gpt3 = require(path.join(encoderDir, "Encoder.js"));
+const gpt3 = require(path.resolve(encoderDir, "Encoder.js"));
 for (const text of texts) {
   const ids = ffnIds(["--checkpoint", gpt2Dir], text);
   compare("GPT-2 vocab.json+merges.txt", text, gpt2.encode(text).ids, ids);
   if (!text.includes("<|endoftext|>")) compare("GPT-2 against gpt-3-encoder", text, gpt3.encode(text), ids);
 }
-console.log(`${checks} comparisons, ${failures} mismatches`);
+console.log(`${checks} comparisons, ${failures} mismatches (${skipped} left out where tokenizers.js departs from Rust's tokenizers)`);
 process.exit(failures === 0 ? 0 : 1);

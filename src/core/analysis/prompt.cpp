@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "ffn_trace/checkpoint.hpp"
-#include "../read_file.hpp"
+#include "base/read_file.hpp"
 
 namespace ffn_trace {
 

@@ -4,8 +4,8 @@
 #include <mutex>
 #include <queue>
 
-#include "stages.hpp"
-#include "unicode.hpp"
+#include "tokenizer/stages.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace ffn_trace::detail {
 
@@ -68,7 +68,7 @@ private:
     // unknowns fused when fuse_unk says so. A character with none of these is dropped.
     std::vector<std::size_t> symbols_of(std::string_view word) const {
         std::vector<std::size_t> symbols;
-        std::optional<std::size_t> pending_unk;
+        bool pending_unk = false;  // an unknown token not yet written (fuse_unk may extend it)
         for (std::size_t i = 0; i < word.size();) {
             const std::size_t n = next_code_point(word, i).second;
             std::string s(word.substr(i, n));
@@ -76,8 +76,8 @@ private:
             i += n;
             if (i == word.size() && !o_.suffix.empty()) s += o_.suffix;
             if (auto id = vocab_.find(s)) {
-                if (pending_unk) symbols.push_back(*pending_unk);
-                pending_unk.reset();
+                if (pending_unk) symbols.push_back(*o_.unk);
+                pending_unk = false;
                 symbols.push_back(*id);
                 continue;
             }
@@ -94,11 +94,11 @@ private:
                 }
             }
             if (o_.unk) {
-                if (pending_unk && !o_.fuse_unk) symbols.push_back(*pending_unk);
-                pending_unk = o_.unk;
+                if (pending_unk && !o_.fuse_unk) symbols.push_back(*o_.unk);
+                pending_unk = true;
             }
         }
-        if (pending_unk) symbols.push_back(*pending_unk);
+        if (pending_unk) symbols.push_back(*o_.unk);
         return symbols;
     }
 
@@ -189,7 +189,6 @@ outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at) {
     vocabulary_table vocab;
     if (!j.contains("vocab")) return at.at("vocab").fail("missing; expected an object of token: id");
     if (auto ok = read_vocabulary(j["vocab"], at.at("vocab"), vocab); !ok) return ok.err();
-    if (auto ok = finish_vocabulary(vocab, at.at("vocab")); !ok) return ok.err();
 
     if (j.contains("dropout") && !j["dropout"].is_null() && !(j["dropout"].is_number() && j["dropout"].get<double>() == 0.0))
         return at.at("dropout").fail("BPE dropout makes tokenizing random; expected null");

@@ -1,7 +1,7 @@
 // Reading a stage's fields and a vocabulary from tokenizer.json, every value checked.
 #include <fmt/format.h>
 
-#include "stages.hpp"
+#include "tokenizer/stages.hpp"
 
 namespace ffn_trace::detail {
 
@@ -54,33 +54,33 @@ outcome<bool> read_vocabulary(const json& j, const json_place& at, vocabulary_ta
     if (!j.is_object()) return at.fail(fmt::format("expected an object of token: id, got {}", j.type_name()));
     if (j.size() > max_vocabulary)
         return at.fail(fmt::format("{} entries is more than the limit of {}", j.size(), max_vocabulary));
+    // Ids leave few holes in a real vocabulary: twice the entries bounds the table's memory.
+    const std::size_t bound = 2 * j.size() + 1024;
     into.ids.reserve(j.size());
+    into.tokens.assign(j.size(), std::string());
+    std::vector<bool> seen(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (!it.value().is_number_unsigned())
             return at.fail(fmt::format("the id of {} is {}, expected a whole number", quote(it.key()), it.value().dump()));
         if (it.key().size() > max_token_bytes)
             return at.fail(fmt::format("a token of {} bytes is longer than the limit of {}", it.key().size(), max_token_bytes));
         const auto id = it.value().get<std::uint64_t>();
-        // Ids leave few holes in a real vocabulary: twice the entries bounds the table's memory.
-        if (id >= 2 * j.size() + 1024)
-            return at.fail(fmt::format("the id {} of {} is out of range for {} entries", id, quote(it.key()), j.size()));
+        if (id >= bound) return at.fail(fmt::format("the id {} of {} is out of range for {} entries", id, quote(it.key()), j.size()));
+        if (id >= into.tokens.size()) {
+            into.tokens.resize(id + 1);
+            seen.resize(id + 1);
+        }
+        if (seen[id])
+            return at.fail(fmt::format("the id {} is given to both {} and {}", id, quote(into.tokens[id]), quote(it.key())));
+        seen[id] = true;
+        into.tokens[id] = it.key();
         into.ids.emplace(it.key(), static_cast<std::size_t>(id));
     }
-    return true;
-}
-
-outcome<bool> finish_vocabulary(vocabulary_table& v, const json_place& at) {
-    std::size_t size = 0;
-    for (const auto& [token, id] : v.ids) size = std::max(size, id + 1);
-    std::vector<std::string> tokens(size);
-    std::vector<bool> seen(size);
-    for (const auto& [token, id] : v.ids) {
-        if (seen[id])
-            return at.fail(fmt::format("the id {} is given to both {} and {}", id, quote(tokens[id]), quote(token)));
-        seen[id] = true;
-        tokens[id] = token;
+    // The table ends at the largest id.
+    while (!into.tokens.empty() && !seen[into.tokens.size() - 1]) {
+        into.tokens.pop_back();
+        seen.pop_back();
     }
-    v.tokens = std::move(tokens);
     return true;
 }
 

@@ -2,9 +2,9 @@
 // Prepend, BERT's normalizer and Sequence.
 #include <fmt/format.h>
 
-#include "regex.hpp"
-#include "stages.hpp"
-#include "unicode.hpp"
+#include "tokenizer/regex.hpp"
+#include "tokenizer/stages.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace ffn_trace::detail {
 

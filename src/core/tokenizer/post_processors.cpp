@@ -2,7 +2,7 @@
 // TemplateProcessing, BertProcessing and RobertaProcessing; ByteLevel changes no id.
 #include <fmt/format.h>
 
-#include "stages.hpp"
+#include "tokenizer/stages.hpp"
 
 namespace ffn_trace::detail {
 

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <functional>
 
-#include "stages.hpp"
-#include "unicode.hpp"
+#include "tokenizer/stages.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace ffn_trace::detail {
 

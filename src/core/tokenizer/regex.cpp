@@ -1,5 +1,5 @@
 // PCRE2 behind the tokenizer's regex: compiled once in UTF + UCP mode, matched with limits.
-#include "regex.hpp"
+#include "tokenizer/regex.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <fmt/format.h>
@@ -29,7 +29,7 @@ outcome<regex> regex::compile(std::string_view pattern, bool literal, const std:
         return error{file, path, fmt::format("a pattern of {} bytes is longer than the limit of {}", pattern.size(), max_pattern)};
     int code = 0;
     PCRE2_SIZE offset = 0;
-    const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
+    const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
     auto c = std::make_shared<compiled>();
     c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &code, &offset, nullptr);
     if (c->code == nullptr) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ffn_trace/error.hpp"
-#include "regex.hpp"
+#include "tokenizer/regex.hpp"
 
 namespace ffn_trace::detail {
 
@@ -56,8 +56,6 @@ constexpr std::size_t max_vocabulary = 4'000'000;
 constexpr std::size_t max_token_bytes = 4096;
 // Reads {token: id} into the table, checking each id is unique and below the bound.
 outcome<bool> read_vocabulary(const json& j, const json_place& at, vocabulary_table& into);
-// Makes the table's id → token vector whole (called once every id is known).
-outcome<bool> finish_vocabulary(vocabulary_table& v, const json_place& at);
 
 // A piece of the text between stages; at_start: it begins at the text's first byte (Metaspace's
 // prepend_scheme "first" prepends only there).

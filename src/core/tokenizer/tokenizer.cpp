@@ -9,10 +9,10 @@
 #include <set>
 #include <sys/stat.h>
 
-#include "json_reader.hpp"
-#include "read_file.hpp"
-#include "stages.hpp"
-#include "unicode.hpp"
+#include "json/json_reader.hpp"
+#include "base/read_file.hpp"
+#include "tokenizer/stages.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace ffn_trace {
 
@@ -107,8 +107,30 @@ struct tokenizer_pipeline {
     std::unique_ptr<post_processor> post_process;
     added_matcher raw_added, normalized_added;
     std::set<std::size_t> added_ids;
-    vocabulary_table vocab;  // the model's and the added tokens
+    // The added tokens' spellings; the model's vocabulary stays the model's (no copy).
+    std::unordered_map<std::size_t, std::string> added_spelling;
+    std::unordered_map<std::string, std::size_t> added_id;
+    std::size_t size = 0;  // the largest id + 1
     spelling spelled = spelling::plain;
+
+    const std::string* spelling_of(std::size_t id) const {
+        const auto& v = cut->vocabulary();
+        if (id < v.tokens.size() && !v.tokens[id].empty()) return &v.tokens[id];
+        auto it = added_spelling.find(id);
+        return it == added_spelling.end() ? nullptr : &it->second;
+    }
+    std::optional<std::size_t> find(std::string_view token) const {
+        if (auto id = cut->vocabulary().find(token)) return id;
+        auto it = added_id.find(std::string(token));
+        if (it == added_id.end()) return std::nullopt;
+        return it->second;
+    }
+    void add_spelling(std::size_t id, const std::string& token) {
+        added_spelling[id] = token;
+        added_id.emplace(token, id);
+        added_ids.insert(id);
+        size = std::max(size, id + 1);
+    }
 };
 
 namespace {
@@ -117,7 +139,7 @@ outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_p
     if (j.is_null()) return true;
     if (!j.is_array()) return at.fail("expected an array of added tokens");
     if (j.size() > max_vocabulary) return at.fail(fmt::format("{} added tokens is more than the limit of {}", j.size(), max_vocabulary));
-    const std::size_t id_bound = p.vocab.tokens.size() + 2 * j.size() + 1024;
+    const std::size_t id_bound = p.size + 2 * j.size() + 1024;
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto t_at = at.at(i);
         const auto& t = j[i];
@@ -129,12 +151,10 @@ outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_p
         auto id = size_field(t, "id", t_at, std::nullopt);
         if (!id) return id.err();
         if (*id >= id_bound) return t_at.at("id").fail(fmt::format("the id {} is out of range", *id));
-        if (auto known = p.vocab.find(*content); known && *known != *id)
+        if (auto known = p.find(*content); known && *known != *id)
             return t_at.at("id").fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(*content), *id, *known));
-        if (*id < p.vocab.tokens.size() && !p.vocab.tokens[*id].empty() && p.vocab.tokens[*id] != *content)
-            return t_at.at("id").fail(fmt::format("the id {} is already {}", *id, quote(p.vocab.tokens[*id])));
-        if (p.added_ids.count(*id) && p.vocab.tokens[*id] != *content)
-            return t_at.at("id").fail(fmt::format("the id {} is given to two added tokens", *id));
+        if (const std::string* other = p.spelling_of(*id); other && *other != *content)
+            return t_at.at("id").fail(fmt::format("the id {} is already {}", *id, quote(*other)));
         added_token a{*content, *id};
         auto lstrip = bool_field(t, "lstrip", t_at, false);
         auto rstrip = bool_field(t, "rstrip", t_at, false);
@@ -149,10 +169,7 @@ outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_p
         a.lstrip = *lstrip;
         a.rstrip = *rstrip;
         a.single_word = *single;
-        if (*id >= p.vocab.tokens.size()) p.vocab.tokens.resize(*id + 1);
-        p.vocab.tokens[*id] = *content;
-        p.vocab.ids.emplace(*content, *id);
-        p.added_ids.insert(*id);
+        p.add_spelling(*id, *content);
         if (*normalized) {
             // matched in normalized text, so its own spelling normalized too
             if (p.normalize) {
@@ -239,12 +256,12 @@ outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::s
     auto m = detail::make_model(j["model"], root.at("model"));
     if (!m) return m.err();
     p->cut = std::move(*m);
-    p->vocab = p->cut->vocabulary();
+    p->size = p->cut->vocabulary().tokens.size();
     if (j.contains("added_tokens")) {
         if (auto ok = detail::read_added_tokens(j["added_tokens"], root.at("added_tokens"), *p); !ok) return ok.err();
     }
     if (j.contains("post_processor") && !j["post_processor"].is_null()) {
-        auto s = detail::make_post_processor(j["post_processor"], root.at("post_processor"), p->vocab.tokens.size());
+        auto s = detail::make_post_processor(j["post_processor"], root.at("post_processor"), p->size);
         if (!s) return s.err();
         p->post_process = std::move(*s);
     }
@@ -265,7 +282,6 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
     const json_place vocab_at{vocab_json, ""};
     detail::vocabulary_table vocab;
     if (auto ok = detail::read_vocabulary(*doc, vocab_at, vocab); !ok) return ok.err();
-    if (auto ok = detail::finish_vocabulary(vocab, vocab_at); !ok) return ok.err();
 
     auto merges_text = detail::read_file(merges_txt, merges_txt, max_file_size);
     if (!merges_text) return merges_text.err();
@@ -284,15 +300,15 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
         if (merges.size() > detail::max_vocabulary) return error{merges_txt, "", "more merges than the limit"};
     }
     // Errors name merges.txt's lines, counted from 1 over the merges themselves.
-    auto m = detail::make_gpt2_bpe(vocab, merges, json_place{merges_txt, "merge"});
+    auto m = detail::make_gpt2_bpe(std::move(vocab), merges, json_place{merges_txt, "merge"});
     if (!m) return m.err();
     auto p = std::make_shared<detail::tokenizer_pipeline>();
     p->pre_tokenize = detail::gpt2_pre_tokenizer();
     p->cut = std::move(*m);
-    p->vocab = std::move(vocab);
+    p->size = p->cut->vocabulary().tokens.size();
     p->spelled = detail::spelling::byte_level;
     // GPT-2's tokenizer knows its end-of-text token as a special token.
-    if (auto eot = p->vocab.find("<|endoftext|>")) {
+    if (auto eot = p->find("<|endoftext|>")) {
         p->raw_added.add({"<|endoftext|>", *eot});
         p->added_ids.insert(*eot);
     }
@@ -341,14 +357,15 @@ outcome<std::vector<std::size_t>> tokenizer::encode(std::string_view text) const
     return ids;
 }
 
-std::size_t tokenizer::vocab_size() const { return p_->vocab.tokens.size(); }
+std::size_t tokenizer::vocab_size() const { return p_->size; }
 
 const std::string& tokenizer::token(std::size_t id) const {
     static const std::string none;
-    return id < p_->vocab.tokens.size() ? p_->vocab.tokens[id] : none;
+    const std::string* t = p_->spelling_of(id);
+    return t ? *t : none;
 }
 
-std::optional<std::size_t> tokenizer::id_of(std::string_view token) const { return p_->vocab.find(token); }
+std::optional<std::size_t> tokenizer::id_of(std::string_view token) const { return p_->find(token); }
 
 std::string tokenizer::display(std::size_t id) const {
     const std::string& t = token(id);

@@ -1,5 +1,5 @@
 // UTF-8 decoding, utf8proc's normal forms, categories and case, and GPT-2's byte-to-unicode table.
-#include "unicode.hpp"
+#include "tokenizer/unicode.hpp"
 
 #include <cstdlib>
 #include <memory>

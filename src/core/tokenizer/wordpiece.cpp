@@ -2,8 +2,8 @@
 // the left, pieces after the first spelled with "##"; a word that cannot be cut is [UNK].
 #include <fmt/format.h>
 
-#include "stages.hpp"
-#include "unicode.hpp"
+#include "tokenizer/stages.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace ffn_trace::detail {
 
@@ -62,7 +62,6 @@ outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& 
     vocabulary_table vocab;
     if (!j.contains("vocab")) return at.at("vocab").fail("missing; expected an object of token: id");
     if (auto ok = read_vocabulary(j["vocab"], at.at("vocab"), vocab); !ok) return ok.err();
-    if (auto ok = finish_vocabulary(vocab, at.at("vocab")); !ok) return ok.err();
     auto unk = string_field(j, "unk_token", at, std::string("[UNK]"));
     if (!unk) return unk.err();
     const auto unk_id = vocab.find(*unk);

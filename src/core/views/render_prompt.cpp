@@ -11,7 +11,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
-#include "../walkthrough.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace {
 

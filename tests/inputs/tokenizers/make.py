@@ -163,7 +163,7 @@ write("normalizer_sequence.json", tokenizer(bpe(dict(chars), char_merges, unk_to
           {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}, {"type": "NFC"}]},
       pre_tokenizer={"type": "Sequence", "pretokenizers": [
           {"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Isolated"}, {"type": "Digits", "individual_digits": True}]}))
-write("whitespace_digits.json", tokenizer(bpe(dict(chars), char_merges, unk_token="[UNK]", fuse_unk=True),
+write("whitespace_digits.json", tokenizer(bpe(dict(chars), char_merges, unk_token="[UNK]"),
       normalizer={"type": "NFKC"},
       pre_tokenizer={"type": "Sequence", "pretokenizers": [
           {"type": "Whitespace"}, {"type": "Digits", "individual_digits": False}]}))

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ffn_trace/example.hpp"
-#include "read_file.hpp"
-#include "tensor_formats.hpp"
+#include "base/read_file.hpp"
+#include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
 

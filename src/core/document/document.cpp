@@ -1,4 +1,4 @@
-#include "document.hpp"
+#include "document/document.hpp"
 
 #include <algorithm>
 #include <cmath>

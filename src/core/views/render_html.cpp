@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_params.hpp"
 

@@ -1,5 +1,5 @@
 // The page view's pieces (internal to the library): escaping, and the styles and script that
-// CMake builds in from src/core/page/.
+// CMake builds in from src/core/document/page/.
 #pragma once
 
 #include <string>

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
 

@@ -10,8 +10,8 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
-#include "splitmix.hpp"
-#include "worksheet_document.hpp"
+#include "base/splitmix.hpp"
+#include "exercises/worksheet_document.hpp"
 
 namespace ffn_trace {
 

@@ -1,4 +1,4 @@
-#include "json_reader.hpp"
+#include "json/json_reader.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

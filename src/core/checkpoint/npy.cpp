@@ -11,7 +11,7 @@
 #include <set>
 
 #include "ffn_trace/tensor_source.hpp"
-#include "tensor_formats.hpp"
+#include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
 

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/format.hpp"
-#include "page_html.hpp"
+#include "document/page_html.hpp"
 
 namespace ffn_trace::detail {
 

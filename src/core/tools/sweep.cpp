@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/gelu_table.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/worksheet.hpp"
 
 namespace ffn_trace::detail {

@@ -12,8 +12,8 @@
 #include <tuple>
 #include <utility>
 
-#include "document.hpp"
-#include "splitmix.hpp"
+#include "document/document.hpp"
+#include "base/splitmix.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_text.hpp"

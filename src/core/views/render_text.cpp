@@ -6,7 +6,7 @@
 #include <map>
 #include <tuple>
 
-#include "walkthrough.hpp"
+#include "views/walkthrough.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "json_reader.hpp"
-#include "read_file.hpp"
+#include "json/json_reader.hpp"
+#include "base/read_file.hpp"
 
 namespace ffn_trace {
 

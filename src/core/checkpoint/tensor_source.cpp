@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tensor_formats.hpp"
+#include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
 

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "ffn_trace/render_text.hpp"
-#include "walkthrough.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace {
 

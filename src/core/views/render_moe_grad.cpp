@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 #include <type_traits>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/render_json.hpp"

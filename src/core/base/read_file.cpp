@@ -1,4 +1,4 @@
-#include "read_file.hpp"
+#include "base/read_file.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -14,7 +14,7 @@
 #include <tuple>
 
 #include "ffn_trace/tensor_source.hpp"
-#include "tensor_formats.hpp"
+#include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <tuple>
 
-#include "document.hpp"
+#include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
 #include "ffn_trace/unit_readings.hpp"
