@@ -265,7 +265,7 @@ private:
         for (const auto& c : p_.changes)
             b.rows.push_back({quote(c.token), fmt::format("{} → {}", num(c.before), num(c.after)), signed_num(c.after - c.before),
                               fmt::format("{} → {}", format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2)),
-                              signed_num(c.logit_after - c.logit_before)});
+                              (c.logit_after > c.logit_before ? "+" : "") + format_fixed(c.logit_after - c.logit_before, 2)});
         add(std::move(b));
     }
 
