@@ -584,8 +584,9 @@ cli_test("run --prompt --format markdown is the same walkthrough in Markdown" 0
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --format markdown --detail summary)
 cli_test("run --prompt --format html is one page" 0 "^<!DOCTYPE html>.*The knock-out.*</html>$"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 3 --format html)
-cli_test("run --prompt with an empty text is refused" 2 EMPTY "^error: --prompt: the prompt is empty\; give some text"
-  -- ${FT} run --checkpoint ${CAPITALS} --prompt "")
+cli_test("run --prompt-file with only a line break is an empty prompt, refused" 2 EMPTY
+  "^error: .*empty.txt: --prompt-file: the prompt is empty\; give some text"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/empty.txt)
 cli_test("run --prompt longer than the position table is refused" 2 EMPTY
   "^error: .*capitals: --prompt: the prompt is [0-9]+ tokens, longer than the model's position table of 64\; shorten it$"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt "a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a")

@@ -459,6 +459,9 @@ TEST_CASE("the shipped model's prompts give PyTorch's float64 numbers: ids, stre
     const transformer model = open_model(dir);
     auto tok = open_tokenizer(dir);
     REQUIRE(tok);
+    auto empty = tokenize_prompt(*tok, "");
+    REQUIRE_FALSE(empty);
+    CHECK(empty.err().path == "--prompt");
     const std::size_t layer = want["fact_layer"];
     for (const auto& w : want["prompts"]) {
         const std::string text = w["text"];
