@@ -52,7 +52,7 @@ make_page run_checkpoint_mixtral run --checkpoint "$checkpoints/mixtral" --layer
   pages+=(run_checkpoint_mixtral)
 # A prompt through the shipped model, with a knock-out.
 make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
-  --ablate 271,218,192,35,157 && pages+=(run_prompt_capitals)
+  --ablate 172,84,28,168,203 && pages+=(run_prompt_capitals)
 make_page gelu gelu-table && pages+=(gelu)
 make_page sweep_abs sweep "$data/abs_relu.json" --from -3 --to 3 && pages+=(sweep_abs)
 make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
