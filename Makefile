@@ -20,6 +20,8 @@ build: deps
 
 demo: build
 	./build/ffn-trace run data/walkthrough.json
+	./build/ffn-trace run --checkpoint data/models/capitals --layer 0 --prompt "The capital of France is" \
+	  --detail summary --ablate 172,84,28,168,203
 
 test: build
 	ctest --preset default

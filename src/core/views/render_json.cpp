@@ -104,8 +104,8 @@ void add_vocab(json& out, const vocabulary_view& vocab) {
 
 }  // namespace
 
-std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
-                        const vocabulary_view* vocab) {
+json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
+                const vocabulary_view* vocab) {
     const ffn& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
@@ -118,11 +118,16 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
                        {"eps", t.layer().norm->eps}};
     if (units) add_units(out, *units);
     if (vocab) add_vocab(out, *vocab);
-    return json_text(out) + "\n";
+    return out;
 }
 
-std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units) {
+std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
+                        const vocabulary_view* vocab) {
+    return json_text(trace_json(ex, t, claims, units, vocab)) + "\n";
+}
+
+json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                    const moe_unit_readings* units) {
     const moe& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
@@ -145,7 +150,12 @@ std::string render_moe_json(const example& ex, const moe_trace& t, const std::ve
     out["experts"] = std::move(experts);
     if (units && !units->vocab.empty()) out["vocab"] = {{"updates", updates(units->by_token)}};
     out["claims"] = claims_json(claims, t.lead);
-    return json_text(out) + "\n";
+    return out;
+}
+
+std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                            const moe_unit_readings* units) {
+    return json_text(moe_trace_json(ex, t, claims, units)) + "\n";
 }
 
 }  // namespace ffn_trace

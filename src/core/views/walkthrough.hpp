@@ -1193,5 +1193,7 @@ protected:
     const block_sink* out_ = nullptr;
 };
 
+// The MoE walkthrough's blocks (render_moe.cpp), for a page that holds one among others.
+void build_moe_walkthrough(const moe_rendering_input& in, const text_options& options, bool explain, const block_sink& out);
 
 }  // namespace ffn_trace::detail
