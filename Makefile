@@ -20,6 +20,8 @@ build: deps
 
 demo: build
 	./build/ffn-trace run data/walkthrough.json
+	./build/ffn-trace run --checkpoint data/models/capitals --layer 0 --prompt "The capital of France is" \
+	  --detail summary --ablate 172,84,28,168,203
 
 test: build
 	ctest --preset default
@@ -51,10 +53,12 @@ clean:
 	rm -rf build build-sanitize build-fuzz build-release build-package ffn-trace_*.deb
 
 # `make bench`: ffn-trace against a NumPy float64 route on GPT-2, Llama-2-7B and Mixtral layers
-# of real shape with random weights (checkpoints made once into build/bench/cache, about 3.3 GB).
+# of real shape with random weights (checkpoints made once into build/bench/cache, about 3.3 GB),
+# then the forward pass against PyTorch float64 on GPT-2 small and a 2-layer Llama-2-7B (1.8 GB more).
 .PHONY: bench
 bench: build
 	bash scripts/bench.sh
+	bash scripts/bench_forward.sh
 
 # `make bench-scale`: grad and run --detail summary against run --format json on layers of
 # growing size (example files made on the fly); `scripts/bench-parse.sh` does the same for parsing.

@@ -11,6 +11,11 @@ and input.npy (float64, tokens × d_model). gpt2 also has vocab.json ({token: id
   llama    Llama-2-7B, layer 0: 4096 → 11008 SwiGLU, BF16, 16 tokens
   mixtral  Mixtral 8x7B, layer 0: 8 experts of 4096 → 14336, top-2, BF16, 1 token (about 2.8 GB)
 
+and, for the forward pass (scripts/bench_forward.sh), whole models with attention and embeddings:
+
+  gpt2-forward   GPT-2 small: 12 layers of 768 (12 heads), F32, wpe 1024 × 768, tied wte (about 0.5 GB)
+  llama-forward  Llama-2-7B cut to 2 layers: 4096 (32 heads), 11008 SwiGLU, BF16, lm_head (about 1.3 GB)
+
 --small (or BENCH_SMALL=1) shrinks every width (d_model 64) and the vocabulary (1000) for
 testing the scripts themselves. A directory whose files are all there is left as it is.
 Needs python3 and numpy only.
@@ -26,11 +31,15 @@ import sys
 import numpy as np
 
 FULL = {
+    "gpt2-forward": {"d_model": 768, "d_ff": 3072, "vocab": 50257, "heads": 12, "layers": 12, "positions": 1024},
+    "llama-forward": {"d_model": 4096, "d_ff": 11008, "vocab": 32000, "heads": 32, "layers": 2, "positions": 4096},
     "gpt2": {"d_model": 768, "d_ff": 3072, "vocab": 50257, "tokens": 64},
     "llama": {"d_model": 4096, "d_ff": 11008, "tokens": 16},
     "mixtral": {"d_model": 4096, "d_ff": 14336, "experts": 8, "top_k": 2, "tokens": 1},
 }
 SMALL = {
+    "gpt2-forward": {"d_model": 64, "d_ff": 256, "vocab": 1000, "heads": 4, "layers": 12, "positions": 1024},
+    "llama-forward": {"d_model": 64, "d_ff": 172, "vocab": 1000, "heads": 4, "layers": 2, "positions": 4096},
     "gpt2": {"d_model": 64, "d_ff": 256, "vocab": 1000, "tokens": 64},
     "llama": {"d_model": 64, "d_ff": 172, "tokens": 16},
     "mixtral": {"d_model": 64, "d_ff": 224, "experts": 8, "top_k": 2, "tokens": 1},
@@ -181,7 +190,64 @@ def mixtral_tensors(s, seed):
     return out
 
 
+def gpt2_forward_tensors(s, seed):
+    """Every tensor GPT2LMHeadModel reads (transformer. prefix, Conv1D weights in × out, tied head)."""
+    d, f, v, n = s["d_model"], s["d_ff"], s["vocab"], seed
+    out = [Tensor("transformer.wte.weight", "F32", (v, d), normal(n + 1, 0.02)),
+           Tensor("transformer.wpe.weight", "F32", (s["positions"], d), normal(n + 2, 0.01))]
+    for i in range(s["layers"]):
+        p, n = f"transformer.h.{i}.", n + 20
+        out += [
+            Tensor(p + "ln_1.weight", "F32", (d,), normal(n + 1, 0.1, 1.0)),
+            Tensor(p + "ln_1.bias", "F32", (d,), normal(n + 2, 0.02)),
+            Tensor(p + "attn.c_attn.weight", "F32", (d, 3 * d), normal(n + 3, 0.02)),
+            Tensor(p + "attn.c_attn.bias", "F32", (3 * d,), normal(n + 4, 0.02)),
+            Tensor(p + "attn.c_proj.weight", "F32", (d, d), normal(n + 5, 0.02)),
+            Tensor(p + "attn.c_proj.bias", "F32", (d,), normal(n + 6, 0.02)),
+            Tensor(p + "ln_2.weight", "F32", (d,), normal(n + 7, 0.1, 1.0)),
+            Tensor(p + "ln_2.bias", "F32", (d,), normal(n + 8, 0.02)),
+            Tensor(p + "mlp.c_fc.weight", "F32", (d, f), normal(n + 9, 0.02)),
+            Tensor(p + "mlp.c_fc.bias", "F32", (f,), normal(n + 10, 0.02)),
+            Tensor(p + "mlp.c_proj.weight", "F32", (f, d), normal(n + 11, 0.02)),
+            Tensor(p + "mlp.c_proj.bias", "F32", (d,), normal(n + 12, 0.02)),
+        ]
+    return out + [Tensor("transformer.ln_f.weight", "F32", (d,), normal(n + 13, 0.1, 1.0)),
+                  Tensor("transformer.ln_f.bias", "F32", (d,), normal(n + 14, 0.02))]
+
+
+def llama_forward_tensors(s, seed):
+    """Every tensor LlamaForCausalLM reads (model. prefix, nn.Linear weights out × in, own lm_head)."""
+    d, f, v, n = s["d_model"], s["d_ff"], s["vocab"], seed
+    out = [Tensor("model.embed_tokens.weight", "BF16", (v, d), normal(n + 1, 0.02))]
+    for i in range(s["layers"]):
+        p, n = f"model.layers.{i}.", n + 20
+        out += [
+            Tensor(p + "input_layernorm.weight", "BF16", (d,), normal(n + 1, 0.1, 1.0)),
+            Tensor(p + "self_attn.q_proj.weight", "BF16", (d, d), normal(n + 2, 0.02)),
+            Tensor(p + "self_attn.k_proj.weight", "BF16", (d, d), normal(n + 3, 0.02)),
+            Tensor(p + "self_attn.v_proj.weight", "BF16", (d, d), normal(n + 4, 0.02)),
+            Tensor(p + "self_attn.o_proj.weight", "BF16", (d, d), normal(n + 5, 0.02)),
+            Tensor(p + "post_attention_layernorm.weight", "BF16", (d,), normal(n + 6, 0.1, 1.0)),
+            Tensor(p + "mlp.gate_proj.weight", "BF16", (f, d), normal(n + 7, 0.02)),
+            Tensor(p + "mlp.up_proj.weight", "BF16", (f, d), normal(n + 8, 0.02)),
+            Tensor(p + "mlp.down_proj.weight", "BF16", (d, f), normal(n + 9, 0.02)),
+        ]
+    return out + [Tensor("model.norm.weight", "BF16", (d,), normal(n + 10, 0.1, 1.0)),
+                  Tensor("lm_head.weight", "BF16", (v, d), normal(n + 11, 0.02))]
+
+
 def config_for(kind, s):
+    if kind == "gpt2-forward":
+        return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+                "n_embd": s["d_model"], "n_inner": s["d_ff"], "n_layer": s["layers"], "n_head": s["heads"],
+                "n_positions": s["positions"], "layer_norm_epsilon": 1e-5, "vocab_size": s["vocab"],
+                "tie_word_embeddings": True, "torch_dtype": "float32"}
+    if kind == "llama-forward":
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": s["d_model"],
+                "intermediate_size": s["d_ff"], "num_hidden_layers": s["layers"], "num_attention_heads": s["heads"],
+                "num_key_value_heads": s["heads"], "max_position_embeddings": s["positions"], "rope_theta": 10000.0,
+                "rope_scaling": None, "rms_norm_eps": 1e-5, "hidden_act": "silu", "vocab_size": s["vocab"],
+                "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
     if kind == "gpt2":
         return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
                 "n_embd": s["d_model"], "n_inner": s["d_ff"], "n_layer": 1, "n_head": 12, "n_positions": 1024,
@@ -197,14 +263,16 @@ def config_for(kind, s):
             "num_local_experts": s["experts"], "num_experts_per_tok": s["top_k"]}
 
 
-MAKERS = {"gpt2": gpt2_tensors, "llama": llama_tensors, "mixtral": mixtral_tensors}
-SEEDS = {"gpt2": 1000, "llama": 2000, "mixtral": 3000}
+MAKERS = {"gpt2": gpt2_tensors, "llama": llama_tensors, "mixtral": mixtral_tensors,
+          "gpt2-forward": gpt2_forward_tensors, "llama-forward": llama_forward_tensors}
+SEEDS = {"gpt2": 1000, "llama": 2000, "mixtral": 3000, "gpt2-forward": 4000, "llama-forward": 5000}
 
 
 def make(kind, out_dir, sizes, seed):
     s = sizes[kind]
     d = os.path.join(out_dir, kind)
-    files = ["config.json", "model.safetensors", "input.npy"] + (["vocab.json"] if kind == "gpt2" else [])
+    forward = kind.endswith("-forward")  # a whole model: the prompt's ids are the input
+    files = ["config.json", "model.safetensors"] + ([] if forward else ["input.npy"]) + (["vocab.json"] if kind == "gpt2" else [])
     if all(os.path.exists(os.path.join(d, f)) for f in files):
         print(f"{kind}: already there ({d})", file=sys.stderr)
         return
@@ -218,7 +286,8 @@ def make(kind, out_dir, sizes, seed):
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(config_for(kind, s), f, indent=2)
         f.write("\n")
-    write_input(os.path.join(d, "input.npy"), s["tokens"], s["d_model"], seed + SEEDS[kind] + 999)
+    if not forward:
+        write_input(os.path.join(d, "input.npy"), s["tokens"], s["d_model"], seed + SEEDS[kind] + 999)
     if kind == "gpt2":
         with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
             json.dump(made_up_vocab(s["vocab"]), f, ensure_ascii=False)
@@ -229,7 +298,7 @@ def make(kind, out_dir, sizes, seed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--only", default="gpt2,llama,mixtral", help="comma-separated: gpt2, llama, mixtral")
+    ap.add_argument("--only", default="gpt2,llama,mixtral", help="comma-separated: gpt2, llama, mixtral, gpt2-forward, llama-forward")
     ap.add_argument("--small", action="store_true", default=os.environ.get("BENCH_SMALL", "") not in ("", "0"))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -237,7 +306,7 @@ def main():
     kinds = [k for k in args.only.split(",") if k]
     for k in kinds:
         if k not in MAKERS:
-            sys.exit(f"error: unknown checkpoint {k!r} (gpt2, llama or mixtral)")
+            sys.exit(f"error: unknown checkpoint {k!r} ({', '.join(MAKERS)})")
     os.makedirs(args.out_dir, exist_ok=True)
     for k in kinds:
         make(k, args.out_dir, sizes, args.seed)

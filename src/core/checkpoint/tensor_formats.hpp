@@ -1,20 +1,19 @@
-// What the checkpoint readers share (internal): the mapped file, the source over mapped files,
-// little-endian loads, checked sizes, and the parsing of JSON headers and .npy headers.
+// What the checkpoint readers share (internal): little-endian loads, shapes in messages, the
+// conversion of stored values, and the parsing of .npy headers (which .npz entries are too).
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "base/text.hpp"
+#include "checkpoint/mapped_file.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/tensor_source.hpp"
 
@@ -22,42 +21,6 @@ namespace ffn_trace::detail {
 
 // Every format here stores little-endian data, which this host reads by copying bytes.
 static_assert(std::endian::native == std::endian::little, "the tensor readers assume a little-endian host");
-
-// A whole file mapped read-only (MAP_PRIVATE). The mapping lives as long as the object; the file
-// descriptor is closed once mapped. An empty file maps to no bytes.
-class mapped_file {
-public:
-    static outcome<std::shared_ptr<const mapped_file>> open(const std::string& path);
-    ~mapped_file();
-    mapped_file(const mapped_file&) = delete;
-    mapped_file& operator=(const mapped_file&) = delete;
-
-    const std::string& path() const { return path_; }
-    std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(address_), size_}; }
-
-private:
-    mapped_file(std::string path, void* address, std::size_t size)
-        : path_(std::move(path)), address_(address), size_(size) {}
-    std::string path_;
-    void* address_;
-    std::size_t size_;
-};
-
-// A source whose tensors lie in mapped files: tensor_info::file names one of `files`, and
-// [begin, begin + length) lies within it (checked by the opener, and again on every read).
-class mapped_source : public tensor_source {
-public:
-    mapped_source(std::string origin, std::vector<tensor_info> tensors,
-                  std::vector<std::shared_ptr<const mapped_file>> files,
-                  std::vector<std::pair<std::string, error>> unreadable = {});
-
-protected:
-    outcome<std::span<const std::byte>> data_of(const tensor_info& t, std::vector<std::byte>& scratch) const override;
-    const mapped_file* file_named(const std::string& path) const;
-
-private:
-    std::vector<std::shared_ptr<const mapped_file>> files_;
-};
 
 // Little-endian unsigned integers at `at`; the caller has checked that the bytes exist.
 template <class U>
@@ -67,29 +30,11 @@ U load_le(std::span<const std::byte> bytes, std::size_t at) {
     return value;
 }
 
-// a × b, or nothing when it overflows 64 bits.
-std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b);
-
-// "1 byte", "8 bytes".
-std::string plural(std::uint64_t n, std::string_view word);
-
 // "(50257, 768)"; "()" for a scalar.
 std::string shape_text(const std::vector<std::size_t>& shape);
 
-// Parses a JSON document that must be an object, refusing duplicate keys and nesting deeper than
-// `max_depth`, which nlohmann would accept. Problems are errors of `file` at `path_prefix`.
-outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
-                                                  const std::string& path_prefix, int max_depth);
-
-// A string as JSON writes it, quoted and escaped: "h.0.mlp.c_fc.weight".
-std::string json_quoted(std::string_view text);
-
-// A member's path for messages: `parent.key`, with a key that is not a plain identifier quoted
-// (tensor names hold dots): `weight_map."h.0.mlp.c_fc.weight"`.
-std::string json_member(const std::string& parent, std::string_view key);
-
-// A JSON value described for messages: "the number 3", "a string", "an array".
-std::string kind_of(const nlohmann::ordered_json& j);
+// Converts n = out.size() little-endian values of type t from `in` (n × size_of(t) bytes).
+void convert(dtype t, std::span<const std::byte> in, std::span<double> out);
 
 // The header of a .npy file, read from the bytes at its start.
 struct npy_header {

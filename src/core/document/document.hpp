@@ -14,8 +14,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/matrix.hpp"
-#include "ffn_trace/params.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/text_sink.hpp"
 
 namespace ffn_trace::detail {
 
@@ -82,10 +81,6 @@ struct page_options {
     bool colour = false;    // terminal colours (text only); otherwise the style marks are dropped
     std::size_t width = 80; // columns of the text layout (Markdown is not wrapped)
 };
-inline page_options page_for(const text_options& o, text_format f) {
-    return {.markdown = f == text_format::markdown, .html = f == text_format::html, .hide = o.hide, .ascii = o.ascii,
-            .colour = o.colour, .width = o.width};
-}
 
 // Lays blocks out one at a time, as a builder produces them, and writes each to `out`: a whole
 // walkthrough is never held in memory. In text, blocks are separated by a blank line and a
@@ -188,9 +183,6 @@ block matrix_table(const matrix& m, const std::string& corner, const std::vector
         corner, rows, shown_indices(m.cols, full), row_name, [](std::size_t j) { return "[" + std::to_string(j) + "]"; },
         [&m](std::size_t i, std::size_t j) { return m(i, j); }, precision);
 }
-
-// params' tables as a document (render_params.cpp), for the text, Markdown and page views.
-document params_document(const params_report& r, std::optional<std::string_view> dtype);
 
 // A text plot's rows, each after its y label (`labels`, one per row, empty where none) and the
 // y axis, then the x axis: what gelu-table's and sweep's plots share. Gives the labels' width too.

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/text.hpp"
 #include "json/json_reader.hpp"
 #include "base/read_file.hpp"
 
@@ -29,38 +30,7 @@ std::vector<std::string_view> example_keys() {
             "target", "upstream", "$schema"};
 }
 
-namespace detail {
-
-// The fewest single-character edits that turn a into b, for "did you mean" hints.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
-// The choice fewest edits away, ignoring case: "GELU" is nearest "gelu", not "relu".
-std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices) {
-    auto lower = [](std::string_view s) {
-        std::string out(s);
-        for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return out;
-    };
-    const std::string w = lower(word);
-    return *std::min_element(choices.begin(), choices.end(), [&](std::string_view a, std::string_view b) {
-        return edit_distance(w, lower(a)) < edit_distance(w, lower(b));
-    });
-}
-
-}  // namespace detail
+using detail::plural;
 
 namespace {
 
@@ -78,10 +48,6 @@ std::string kind_of(const json& j) {
 
 std::string join(const std::vector<std::string_view>& words, std::string_view sep = ", ") {
     return fmt::format("{}", fmt::join(words, sep));
-}
-
-std::string plural(std::size_t n, std::string_view word) {
-    return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
 // The size of a 2-D array read without checking it: rows, and the length of the first row.

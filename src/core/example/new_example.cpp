@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ffn_trace/activations.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "json/json_text.hpp"
 
 namespace ffn_trace {
 

@@ -8,12 +8,15 @@
 #include <set>
 #include <tuple>
 
+#include "base/text.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
 #include "base/splitmix.hpp"
 #include "exercises/worksheet_document.hpp"
 
 namespace ffn_trace {
+
+using detail::capitalised;
 
 namespace {
 
@@ -41,11 +44,6 @@ std::string variable_of(std::string_view step) {
     if (step == "probabilities") return "p";
     if (step == "weights") return "w";
     return std::string(step);
-}
-
-std::string capitalised(std::string s) {
-    if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
-    return s;
 }
 
 // The step's formula in one line, as the walkthrough's headings write it.

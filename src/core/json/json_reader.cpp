@@ -1,8 +1,8 @@
 #include "json/json_reader.hpp"
 
-#include "checkpoint/tensor_formats.hpp"  // json_member: how a checkpoint reader names a key
-
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
@@ -59,8 +59,11 @@ struct by_key {
 // pointer stays valid because a parent gains no element until its open child is closed.
 class dom_builder {
 public:
-    dom_builder(std::string_view text, std::string_view file, const json_reader::style& how, std::size_t& work)
-        : text_(text), file_(file), style_(how), work_(work) {}
+    dom_builder(std::string_view text, std::string_view file, std::size_t& work)
+        : text_(text), file_(file), work_(work) {}
+    // A JSON text inside another file: problems at member paths under `prefix`, nesting up to `max_depth`.
+    dom_builder(std::string_view text, std::string_view file, std::size_t& work, const std::string& prefix, std::size_t max_depth)
+        : text_(text), file_(file), work_(work), prefix_(&prefix), max_depth_(max_depth) {}
 
     // The SAX interface (nlohmann::json_sax); returning false stops the parse.
     bool null() { return value(nullptr); }
@@ -81,7 +84,7 @@ public:
     // The document, or the first problem met in reading order.
     outcome<json> result(bool completed) {
         if (problem_) return std::move(*problem_);
-        if (!completed) return fail("", "cannot read the JSON");  // nlohmann stopped without saying why
+        if (!completed) return fail(prefix_ ? root() : "", "cannot read the JSON");  // nlohmann stopped without saying why
         return std::move(root_);
     }
 
@@ -131,12 +134,12 @@ private:
     }
 
     bool open(json::value_t kind) {
-        if (stack_.size() >= style_.max_depth)
-            return stop(fail(path_here(), style_.checkpoint
-                                              ? fmt::format("arrays and objects nest deeper than {} levels", style_.max_depth)
-                                              : fmt::format("arrays and objects nest deeper than {} levels; an "
-                                                            "example file needs at most 4",
-                                                            style_.max_depth)));
+        if (prefix_ && stack_.size() >= max_depth_)
+            return stop(fail(member_path(), fmt::format("arrays and objects nest deeper than {} levels", max_depth_)));
+        if (stack_.size() >= max_depth_)
+            return stop(fail(path_here(), fmt::format("arrays and objects nest deeper than {} levels; an "
+                                                      "example file needs at most 4",
+                                                      max_depth_)));
         stack_.push_back({place(json(kind)), 0, nullptr});
         return true;
     }
@@ -150,15 +153,18 @@ private:
 
     bool last_key_repeats(frame& f);
     std::string path_here() const;
+    std::string root() const { return prefix_->empty() ? "top level" : *prefix_; }
+    std::string member_path() const;
     error number_overflow(std::size_t position, const std::string& literal) const;
 
     std::string_view text_;
     std::string_view file_;
-    const json_reader::style& style_;
     std::size_t& work_;
     json root_;
     std::vector<frame> stack_;
     std::optional<error> problem_;
+    const std::string* prefix_ = nullptr;  // set for a JSON text inside another file
+    std::size_t max_depth_ = json_reader::max_depth;
 };
 
 // Whether the member just appended has the key of an earlier one.
@@ -182,21 +188,14 @@ bool dom_builder::key(json::string_t& k) {
     frame& f = stack_.back();
     // Appended without ordered_map's own search for the key, which is linear in the members.
     members_of(f).emplace_back(std::move(k), nullptr);
-    if (last_key_repeats(f))
-        return stop(fail(path_here(), style_.checkpoint ? "appears twice: each key may appear once in an object"
-                                                        : "duplicate key: each key may appear once in an object"));
+    if (last_key_repeats(f)) {
+        if (prefix_) return stop(fail(member_path(), "appears twice: each key may appear once in an object"));
+        return stop(fail(path_here(), "duplicate key: each key may appear once in an object"));
+    }
     return true;
 }
 
 std::string dom_builder::path_here() const {
-    if (style_.checkpoint) {
-        std::string p;
-        for (const auto& f : stack_)
-            if (f.value->is_object() && !f.value->get_ref<const json::object_t&>().empty())
-                p = json_member(p, f.value->get_ref<const json::object_t&>().back().first);
-        if (p.empty()) return style_.prefix.empty() ? "top level" : std::string(style_.prefix);
-        return style_.prefix.empty() ? p : std::string(style_.prefix) + ": " + p;
-    }
     std::string p;
     for (const auto& f : stack_) {
         if (f.value->is_array()) {
@@ -207,6 +206,18 @@ std::string dom_builder::path_here() const {
         }
     }
     return p;
+}
+
+// The keys of the open objects from the outside in, as far as the first array: `prefix: a.b`.
+std::string dom_builder::member_path() const {
+    std::string p;
+    for (const auto& f : stack_) {
+        if (f.value->is_array()) break;
+        const auto& m = f.value->get_ref<const json::object_t&>();
+        if (m.empty() || m.back().first.empty()) break;
+        p = json_member(p, m.back().first);
+    }
+    return p.empty() ? root() : *prefix_ + (prefix_->empty() ? "" : ": ") + p;
 }
 
 // nlohmann reports "number overflow parsing '1e400'" with the position just past the literal.
@@ -222,13 +233,15 @@ error dom_builder::number_overflow(std::size_t position, const std::string& lite
 
 template <class Exception>
 bool dom_builder::parse_error(std::size_t position, const std::string& token, const Exception& e) {
-    if (style_.checkpoint) {
-        std::string what = e.what();
-        const auto detail_at = what.find(": ", what.find("column"));
-        if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
-        return stop(fail(style_.prefix.empty() ? "top level" : std::string(style_.prefix),
-                         fmt::format("not valid JSON (at byte {}): {}", position == 0 ? 0 : position - 1,
-                                     one_line(what, max_message_chars))));
+    if (prefix_) {
+        if constexpr (std::is_same_v<Exception, json::parse_error>) {
+            std::string what = e.what();
+            const auto detail_at = what.find(": ", what.find("column"));
+            if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
+            return stop(fail(root(), fmt::format("not valid JSON (at byte {}): {}", position == 0 ? 0 : position - 1, what)));
+        } else {
+            return stop(fail(root(), fmt::format("cannot read the JSON: {}", e.what())));
+        }
     }
     if constexpr (std::is_same_v<Exception, json::out_of_range>) {
         return stop(number_overflow(position, token));
@@ -255,17 +268,61 @@ outcome<json> json_reader::parse() {
     if (text_.starts_with(bom))
         return error{std::string(file_), "line 1, column 1",
                      "malformed JSON: a second byte order mark; a file may start with one at most"};
-    if (!style_.checkpoint && text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
         return error{std::string(file_), "", "the file is empty; expected a JSON object"};
-    dom_builder builder(text_, file_, style_, work_);
+    dom_builder builder(text_, file_, work_);
     bool completed = false;
     try {
         completed = json::sax_parse(text_.begin(), text_.end(), &builder);
     } catch (const json::exception& e) {
-        return error{std::string(file_), style_.checkpoint ? (style_.prefix.empty() ? "top level" : std::string(style_.prefix)) : "",
-                     fmt::format("cannot read the JSON: {}", e.what())};
+        return error{std::string(file_), "", fmt::format("cannot read the JSON: {}", e.what())};
     }
     return builder.result(completed);
+}
+
+outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
+                                                  const std::string& path_prefix, int max_depth) {
+    std::size_t work = 0;
+    dom_builder builder(text, file, work, path_prefix, static_cast<std::size_t>(std::max(max_depth, 0)));
+    const std::string root = path_prefix.empty() ? "top level" : path_prefix;
+    bool completed = false;
+    try {
+        completed = json::sax_parse(text.begin(), text.end(), &builder);
+    } catch (const json::exception& e) {
+        return error{file, root, fmt::format("cannot read the JSON: {}", e.what())};
+    }
+    auto parsed = builder.result(completed);
+    if (!parsed) return parsed.err();
+    if (!parsed->is_object()) return error{file, root, fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
+    return parsed;
+}
+
+std::string json_quoted(std::string_view text) {
+    // Names come from parsed JSON, so they are valid UTF-8; replacing bad bytes is only a guard.
+    return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string json_member(const std::string& parent, std::string_view key) {
+    const bool plain = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
+                       std::all_of(key.begin(), key.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                       });
+    const std::string part = plain ? std::string(key) : json_quoted(key);
+    return parent.empty() ? part : parent + "." + part;
+}
+
+std::string kind_of(const json& j) {
+    switch (j.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
+        case json::value_t::string: return fmt::format("the string {}", json_quoted(j.get_ref<const std::string&>()));
+        case json::value_t::object: return "an object";
+        case json::value_t::array: return j.empty() ? "an empty array" : "an array";
+        case json::value_t::number_integer: return fmt::format("the number {}", j.get<std::int64_t>());
+        case json::value_t::number_unsigned: return fmt::format("the number {}", j.get<std::uint64_t>());
+        case json::value_t::number_float: return fmt::format("the number {}", j.get<double>());
+        default: return "nothing";
+    }
 }
 
 }  // namespace ffn_trace::detail

@@ -1,9 +1,11 @@
-// Reading an example file's JSON text into a document (internal to the library): the checks
-// nlohmann leaves out — duplicate keys and deep nesting — and errors with a position.
+// The library's one strict JSON parser (internal): the checks nlohmann leaves out — duplicate keys
+// and deep nesting — with errors that say where, for example files and for the JSON inside
+// checkpoints (safetensors headers, shard indexes, config.json); and how messages name JSON values.
 #pragma once
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -25,19 +27,8 @@ public:
     // More levels of arrays and objects than this are refused; an example file needs 4.
     static constexpr std::size_t max_depth = 64;
 
-    // How a problem names its place and what it says. An example file's errors give the JSON
-    // path (`weights.W1[3]`) and the line and column of malformed JSON; the checkpoint readers'
-    // (tensor_formats.hpp) give `prefix: key.key` (keys quoted when not plain, array indices left
-    // out, `prefix` alone at the top) and the byte of malformed JSON.
-    struct style {
-        std::size_t max_depth = json_reader::max_depth;
-        bool checkpoint = false;
-        std::string_view prefix = {};  // checkpoint style: "header", "weight_map", or "" for "top level"
-    };
-
     // The text and the file name are viewed, not copied: they must outlive the reader.
     json_reader(std::string_view text, std::string_view file) : text_(text), file_(file) {}
-    json_reader(std::string_view text, std::string_view file, style how) : text_(text), file_(file), style_(how) {}
 
     outcome<json> parse();
 
@@ -49,8 +40,24 @@ public:
 private:
     std::string_view text_;
     std::string_view file_;
-    style style_;
     std::size_t work_ = 0;
 };
+
+// Parses a JSON text held inside another file (a safetensors header, a shard index, config.json)
+// that must be an object, refusing duplicate keys and nesting deeper than `max_depth`. Problems
+// are errors of `file` at a member path under `path_prefix`, or at a byte offset; no byte order
+// mark is skipped but the one nlohmann skips itself.
+outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
+                                                  const std::string& path_prefix, int max_depth);
+
+// A string as JSON writes it, quoted and escaped: "h.0.mlp.c_fc.weight".
+std::string json_quoted(std::string_view text);
+
+// A member's path for messages: `parent.key`, with a key that is not a plain identifier quoted
+// (tensor names hold dots): `weight_map."h.0.mlp.c_fc.weight"`.
+std::string json_member(const std::string& parent, std::string_view key);
+
+// A JSON value described for messages: "the number 3", "the string \"x\"", "an array".
+std::string kind_of(const nlohmann::ordered_json& j);
 
 }  // namespace ffn_trace::detail

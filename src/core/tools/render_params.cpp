@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "document/document.hpp"
+#include "tools/params_document.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {

@@ -62,36 +62,6 @@ json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t
     return list;
 }
 
-// JSON as a person lays it out: an array of numbers or strings on one line, everything else
-// indented by two spaces per level.
-void write(std::string& out, const json& j, int indent) {
-    const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
-    if (j.is_object()) {
-        out += "{\n";
-        std::size_t k = 0;
-        for (const auto& [key, value] : j.items()) {
-            out += pad + json(key).dump() + ": ";
-            write(out, value, indent + 2);
-            out += ++k < j.size() ? ",\n" : "\n";
-        }
-        out += std::string(static_cast<std::size_t>(indent), ' ') + "}";
-    } else if (j.is_array() && std::any_of(j.begin(), j.end(), [](const json& e) { return e.is_structured(); })) {
-        out += "[\n";
-        for (std::size_t k = 0; k < j.size(); ++k) {
-            out += pad;
-            write(out, j[k], indent + 2);
-            out += k + 1 < j.size() ? ",\n" : "\n";
-        }
-        out += std::string(static_cast<std::size_t>(indent), ' ') + "]";
-    } else if (j.is_array()) {
-        out += "[";
-        for (std::size_t k = 0; k < j.size(); ++k) out += (k ? ", " : "") + j[k].dump();
-        out += "]";
-    } else {
-        out += j.dump();
-    }
-}
-
 // A big layer's readings: "stats", "top_units" and "contributions" (lists per token).
 void add_units(json& out, const unit_readings& units) {
     json stats = json::array();
@@ -134,14 +104,8 @@ void add_vocab(json& out, const vocabulary_view& vocab) {
 
 }  // namespace
 
-std::string json_text(const nlohmann::ordered_json& j) {
-    std::string out;
-    write(out, j, 0);
-    return out;
-}
-
-std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
-                        const vocabulary_view* vocab) {
+json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
+                const vocabulary_view* vocab) {
     const ffn& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
@@ -154,11 +118,16 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
                        {"eps", t.layer().norm->eps}};
     if (units) add_units(out, *units);
     if (vocab) add_vocab(out, *vocab);
-    return json_text(out) + "\n";
+    return out;
 }
 
-std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units) {
+std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
+                        const vocabulary_view* vocab) {
+    return json_text(trace_json(ex, t, claims, units, vocab)) + "\n";
+}
+
+json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                    const moe_unit_readings* units) {
     const moe& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
@@ -181,7 +150,12 @@ std::string render_moe_json(const example& ex, const moe_trace& t, const std::ve
     out["experts"] = std::move(experts);
     if (units && !units->vocab.empty()) out["vocab"] = {{"updates", updates(units->by_token)}};
     out["claims"] = claims_json(claims, t.lead);
-    return json_text(out) + "\n";
+    return out;
+}
+
+std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                            const moe_unit_readings* units) {
+    return json_text(moe_trace_json(ex, t, claims, units)) + "\n";
 }
 
 }  // namespace ffn_trace

@@ -5,6 +5,7 @@
 
 #include "ffn_trace/render_text.hpp"
 #include "views/walkthrough.hpp"
+#include "views/view_options.hpp"
 
 namespace ffn_trace {
 
@@ -481,6 +482,13 @@ private:
 };
 
 }  // namespace
+
+void build_moe_walkthrough(const moe_rendering_input& in, const text_options& options, bool explain, const block_sink& out) {
+    moe_builder builder(in, options);
+    builder.explain_cells(explain);
+    builder.build(out);
+}
+
 }  // namespace detail
 
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,

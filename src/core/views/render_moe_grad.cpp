@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "document/document.hpp"
+#include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/render_json.hpp"

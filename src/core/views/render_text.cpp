@@ -1,12 +1,10 @@
+// The text, Markdown and page views of a dense trace: the walkthrough builder's blocks laid out.
 #include "ffn_trace/render_text.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <fmt/format.h>
-#include <map>
-#include <tuple>
 
 #include "views/walkthrough.hpp"
+#include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {

@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "base/text.hpp"
 #include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
@@ -15,12 +16,6 @@
 
 namespace ffn_trace::detail {
 
-
-inline std::string capitalised(std::string_view s) {
-    std::string out(s);
-    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-    return out;
-}
 
 inline std::string activation_title(activation kind) {
     switch (kind) {
@@ -1198,5 +1193,7 @@ protected:
     const block_sink* out_ = nullptr;
 };
 
+// The MoE walkthrough's blocks (render_moe.cpp), for a page that holds one among others.
+void build_moe_walkthrough(const moe_rendering_input& in, const text_options& options, bool explain, const block_sink& out);
 
 }  // namespace ffn_trace::detail

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "document/document.hpp"
+#include "tools/params_document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_params.hpp"
 

@@ -1,3 +1,5 @@
+// The text layout of a document: prose wrapped at a width, headings, tables split into blocks
+// of columns, and the same blocks as Markdown, a block at a time.
 #include "document/document.hpp"
 
 #include <algorithm>
@@ -383,56 +385,5 @@ std::string text_view(const document& doc, std::size_t width, bool ascii) {
     return whole(doc, {.ascii = ascii, .width = width});
 }
 std::string markdown_view(const document& doc, bool ascii) { return whole(doc, {.markdown = true, .ascii = ascii}); }
-
-std::string vector_text(std::span<const double> v, int precision, bool full) {
-    std::vector<std::string> parts;
-    for (std::size_t i : shown_indices(v.size(), full)) parts.push_back(i == gap ? "…" : format_fixed(v[i], precision));
-    return fmt::format("[{}]", fmt::join(parts, ", "));
-}
-
-std::string short_vector_text(std::span<const double> v, int precision, bool full) {
-    std::vector<std::string> parts;
-    for (std::size_t i : shown_indices(v.size(), full)) parts.push_back(i == gap ? "…" : format_short(v[i], precision));
-    return fmt::format("[{}]", fmt::join(parts, ", "));
-}
-
-std::string operand(double v, int precision) {
-    std::string s = format_short(v, precision);
-    return v < 0 && s.rfind("-", 0) == 0 ? "(" + s + ")" : s;
-}
-
-std::string product_text(double x, double w, bool out_in, int precision) {
-    return out_in ? operand(w, precision) + "×" + operand(x, precision) : operand(x, precision) + "×" + operand(w, precision);
-}
-
-std::string plus_text(double b, int precision) { return (b < 0 ? " − " : " + ") + format_short(std::abs(b), precision); }
-
-std::string token_name(const std::vector<std::string>& labels, const std::vector<std::size_t>& lead, std::size_t t) {
-    if (!labels.empty()) return labels[t];
-    if (lead.empty()) return "the token";
-    if (lead.size() == 1) return fmt::format("token {}", t);
-    return "token " + token_index(lead, t);
-}
-
-plot_text plot_frame(const std::vector<std::vector<std::string>>& grid, const std::vector<std::string>& labels, bool ascii) {
-    std::size_t label_width = 0;
-    for (const auto& l : labels) label_width = std::max(label_width, display_width(l));
-    std::string out;
-    for (std::size_t r = 0; r < grid.size(); ++r) {
-        std::string line = pad_left(labels[r], label_width) + (labels[r].empty() ? (ascii ? " |" : " │") : (ascii ? " +" : " ┤"));
-        for (const auto& cell : grid[r]) line += cell;
-        line.erase(line.find_last_not_of(' ') + 1);
-        out += line + "\n";
-    }
-    std::string axis = std::string(label_width + 1, ' ') + (ascii ? "+" : "└");
-    for (std::size_t c = 0; c < (grid.empty() ? 0 : grid[0].size()); ++c) axis += ascii ? "-" : "─";
-    return {out + axis + "\n", label_width};
-}
-
-std::string shape_text(const std::vector<std::size_t>& lead, std::size_t width) {
-    std::string s;
-    for (auto d : lead) s += fmt::format("{} × ", d);
-    return fmt::format("({}{})", s, width);
-}
 
 }  // namespace ffn_trace::detail

@@ -1,0 +1,60 @@
+// The attention kernels of a Transformer block, one small function per step.
+//
+// Sizes, named once:
+//   tokens     = the number of positions of the prompt (queries and keys alike)
+//   n_heads    = the query heads; n_kv_heads the key/value heads (n_heads for plain multi-head
+//                attention, fewer for grouped-query attention)
+//   head_dim   = the width of one head; q is (tokens, n_heads·head_dim), k and v are
+//                (tokens, n_kv_heads·head_dim), head h in columns [h·head_dim, (h+1)·head_dim)
+//
+// Per query head h, with g = kv_head_of(h) its key/value head:
+//   scores  = q_h · k_gᵀ / √head_dim               (tokens, tokens)
+//   masked  = −∞ where key j may not be seen from query i (j > i when causal; i − j ≥ window)
+//   weights = softmax over each row's keys         (tokens, tokens)
+//   out_h   = weights · v_g                        (tokens, head_dim)
+// RoPE (Llama's rotate-half convention) turns q and k before the scores.
+#pragma once
+
+#include <cstddef>
+
+#include "ffn_trace/matrix.hpp"
+
+namespace ffn_trace {
+
+struct attention_shape {
+    std::size_t n_heads = 1, n_kv_heads = 1, head_dim = 1;
+    bool causal = true;         // a query sees only itself and the keys before it (decoders)
+    std::size_t window = 0;     // a query sees only the last `window` keys (Mistral); 0: all
+};
+
+// The key/value head a query head reads: each of the n_kv_heads serves n_heads / n_kv_heads
+// consecutive query heads, as Hugging Face's repeat_kv lays them out.
+std::size_t kv_head_of(std::size_t head, std::size_t n_heads, std::size_t n_kv_heads);
+
+// Whether query i may see key j: j ≤ i when causal, and i − j < window when there is a window.
+bool visible(const attention_shape& s, std::size_t query, std::size_t key);
+
+// q (tokens, n_heads·head_dim), k (tokens, n_kv_heads·head_dim), head h ->
+// scores (tokens, tokens) = q_h · k_gᵀ / √head_dim, with −∞ where visible() says no.
+matrix attention_scores(const matrix& q, const matrix& k, const attention_shape& s, std::size_t head);
+
+// scores (tokens, tokens) -> each row's softmax: e^(s_ij − max_i) / Σ_j e^(s_ij − max_i); a −∞
+// score gets weight 0. Every row must see at least one key (its own).
+matrix softmax_rows(const matrix& scores);
+
+// weights (tokens, tokens), v (tokens, n_kv_heads·head_dim), head h ->
+// into's columns of head h (tokens, head_dim) = weights · v_g
+void attend_values(const matrix& weights, const matrix& v, const attention_shape& s, std::size_t head, matrix& into);
+
+// Scaled dot-product attention over every head: q, k, v as above -> (tokens, n_heads·head_dim).
+matrix attention(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s);
+
+// Rotary position embedding in place, on x (tokens, n·head_dim), token t at position t.
+// With half = head_dim/2 and θ_i = rope_theta^(−2i/head_dim), for each head and i < half:
+//   angle = t·θ_i
+//   x[i]        ← x[i]·cos(angle) − x[i + half]·sin(angle)
+//   x[i + half] ← x[i + half]·cos(angle) + x[i]·sin(angle)
+// which is x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[half:], x[:half]).
+void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta);
+
+}  // namespace ffn_trace

@@ -1,0 +1,154 @@
+// A real prompt through a real model up to one layer: the residual stream that layer's FFN reads,
+// the engine's trace of that FFN, and what the FFN did to the model's prediction (the logit lens,
+// the next token, the units that wrote most toward it, and the prediction with units knocked out).
+//
+// Computed once into a `prompt_trace`; the views (render_prompt.hpp) only render it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/example.hpp"
+#include "ffn_trace/matrix.hpp"
+#include "ffn_trace/moe.hpp"
+#include "ffn_trace/readings.hpp"
+#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/unit_readings.hpp"
+
+namespace ffn_trace {
+
+// The prompt as the model reads it: the text, its token ids, and each token as the vocabulary
+// spells it ("ĠParis") and as text (" Paris").
+struct prompt_tokens {
+    std::string text;
+    std::vector<std::size_t> ids;
+    std::vector<std::string> tokens;
+    std::vector<std::string> display;
+};
+// `text` through the checkpoint's tokenizer, special tokens included. An empty text is an error
+// on `option` ("--prompt", or the file given with --prompt-file).
+outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& option = "--prompt");
+
+// A prompt kept in a file ("-": standard input), one trailing line break dropped (an editor adds it;
+// the tokenizer would read it as a token). More than max_size bytes is an error.
+outcome<std::string> read_prompt_file(const std::string& file, std::size_t max_size);
+
+// A unit to knock out, as the command line writes it: "J" (unit J of a dense layer) or "E:J"
+// (unit J of expert E). `units` may hold several, comma-separated.
+outcome<std::vector<unit_ref>> parse_units(std::string_view units);
+
+// One token of the vocabulary with its logit (and its probability where the logits are a
+// prediction's; the logit lens gives the probability of its own softmax too).
+struct ranked_token {
+    std::size_t id = 0;
+    std::string token;  // as text: " Paris"
+    double logit = 0;
+    double prob = 0;
+};
+
+// What an earlier layer did to the stream: per token, the size of what its attention sublayer
+// and its FFN sublayer added (‖after − before‖), and the stream's size after the block.
+struct layer_change {
+    std::size_t layer = 0;
+    std::vector<double> attention, ffn, stream;
+};
+
+// The logit lens at one position: the stream read through the final norm and the unembedding,
+// before layer N's FFN and after it, and the tokens whose logit the FFN moved most (their
+// `logit` is the change, after − before).
+struct lens_position {
+    std::vector<ranked_token> before, after, raised, lowered;
+};
+
+struct next_token {
+    std::size_t position = 0;       // the last token's index
+    std::vector<ranked_token> top;  // largest logit first
+};
+
+// A unit's direct logit attribution toward a token t at the last position:
+//   score = w · a · (W2[j] · (γ_f ⊙ U[t])) / σ
+// a the value the unit fed to W2, w its expert's routing weight (1 for a dense layer or a shared
+// expert), W2[j] its value vector, γ_f the final norm's weight, U[t] t's unembedding row, and σ the
+// final norm's √(var + eps) (RMSNorm: √(mean(x²) + eps)) of the stream leaving layer N's FFN there.
+struct unit_attribution {
+    unit_ref unit;
+    bool shared = false;  // unit.expert names a shared expert
+    double activation = 0;
+    double weight = 1;
+    double score = 0;
+};
+
+// A token's probability, and its logit, before and after the knock-out.
+struct probability_change {
+    std::size_t id = 0;
+    std::string token;
+    double before = 0, after = 0;
+    double logit_before = 0, logit_after = 0;
+};
+
+struct prompt_options {
+    std::size_t layer = 0;
+    std::vector<unit_ref> ablate;  // units of layer `layer` whose activation is set to 0 for every token
+    std::size_t top = 10;          // tokens of the lens and the prediction, units of the readings
+    // Units of a dense layer explained at arithmetic detail (explain_unit), at each of these tokens.
+    std::vector<std::size_t> explain, explain_tokens;
+};
+
+struct prompt_trace {
+    prompt_tokens prompt;
+    std::string arch;
+    std::size_t layer = 0, n_layers = 0;
+    std::vector<double> embedded;       // per token: ‖x0‖, the stream the embeddings wrote
+    std::vector<layer_change> earlier;  // layers 0 … layer − 1
+    std::vector<double> attention;      // per token: what layer `layer`'s attention added
+    // The stream entering the FFN sublayer (tokens, d_model): before its norm; for BERT, after the
+    // attention block's LayerNorm.
+    matrix input;
+    // The engine's trace of the sublayer, as `run --checkpoint` records it, over `input`; `ex` is
+    // its heading (title, token names, layout) for the walkthrough.
+    example ex;
+    std::optional<trace> dense;
+    std::optional<readings> dense_reads;
+    std::optional<unit_readings> units;
+    std::vector<unit_explanation> explained;
+    std::optional<moe_trace> moe;
+    std::optional<moe_readings> moe_reads;
+    std::optional<moe_unit_readings> moe_units;
+    std::optional<vocabulary_view> vocab;  // dense; an MoE's is in moe_units
+    std::vector<std::string> vocabulary;   // the checkpoint's token strings by id, for the walkthrough
+    // |ffn_block(layer, input) − the trace's last step|, largest: the forward pass and the engine agree.
+    double agreement = 0;
+
+    // A model with a head (not BERT):
+    std::vector<lens_position> lens;        // per token
+    std::optional<next_token> prediction;   // the model's, with `ablated` knocked out when any
+    std::optional<next_token> baseline;     // the unchanged model's, when units were knocked out
+    std::optional<ranked_token> target;     // the unchanged model's next token at the last position
+    std::vector<unit_attribution> top_units;  // toward `target`, largest score first
+    double total_score = 0;                   // every unit's score summed: the FFN's direct push on `target`
+    std::vector<unit_ref> ablated;
+    std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after
+
+    const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
+    bool is_moe() const { return moe.has_value(); }
+};
+
+// Runs the prompt through `model` up to layer `options.layer`, traces that layer's FFN, finishes
+// the forward pass (and again with the knocked-out units) and reads the lens and the prediction.
+// Errors: an empty prompt, one longer than the position table, a layer or unit out of range.
+outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options);
+
+// The prompt's tokens as the walkthrough names them: each text in quotes, and after its position
+// (3 " the") when some text repeats.
+std::vector<std::string> token_labels(const std::vector<std::string>& display);
+
+// "unit 7", "expert 2 unit 7", "shared expert 0 unit 7".
+std::string unit_name(const unit_ref& u, bool shared = false);
+
+}  // namespace ffn_trace

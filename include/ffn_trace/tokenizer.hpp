@@ -1,0 +1,52 @@
+// Text to token ids exactly as Hugging Face's tokenizer(text) gives them, special tokens
+// included: the pipeline of tokenizer.json (added tokens split out first, then normalizer,
+// pre-tokenizer, model and post-processor), or GPT-2's vocab.json + merges.txt.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/error.hpp"
+
+namespace ffn_trace {
+
+namespace detail {
+struct tokenizer_pipeline;
+}
+
+class tokenizer {
+public:
+    // The largest tokenizer file read, in bytes.
+    static constexpr std::size_t max_file_size = std::size_t{256} << 20;
+
+    // tokenizer.json: normalizer, pre_tokenizer, model (BPE, WordPiece), post_processor,
+    // added_tokens. An unsupported kind of stage is an error naming it and its JSON path.
+    static outcome<tokenizer> from_json(const std::string& path);
+    // The same from the file's text; `file` names it in errors.
+    static outcome<tokenizer> from_json_text(std::string_view text, const std::string& file);
+    // GPT-2's vocab.json + merges.txt (byte-level BPE, GPT-2's regex, no special tokens added;
+    // "<|endoftext|>" in the text is that one token when the vocabulary has it).
+    static outcome<tokenizer> from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt);
+
+    // ids as tokenizer(text)["input_ids"]; the text must be UTF-8; errors name the stage.
+    outcome<std::vector<std::size_t>> encode(std::string_view text) const;
+    std::size_t vocab_size() const;                  // the largest id + 1
+    const std::string& token(std::size_t id) const;  // as the vocabulary spells it: "ĠParis", "▁Paris", "##s", "<0x0A>"; "" past the end
+    // As text: " Paris" (byte-level and ▁ decoded, <0xNN> as its byte); bytes that are not
+    // UTF-8 as \xNN and control characters escaped (\n, \t, \r, \u0000), so it prints on one line.
+    std::string display(std::size_t id) const;
+    std::optional<std::size_t> id_of(std::string_view token) const;
+
+private:
+    std::shared_ptr<const detail::tokenizer_pipeline> p_;
+};
+
+// A checkpoint directory's tokenizer: tokenizer.json, else vocab.json + merges.txt; an error
+// names what is missing.
+outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir);
+
+}  // namespace ffn_trace

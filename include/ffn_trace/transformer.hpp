@@ -1,0 +1,89 @@
+// A checkpoint's whole forward pass in float64, its weights left mapped in the file: embeddings,
+// each block's attention and FFN (or MoE) sublayer, the final norm and the unembedding, as
+// Hugging Face's modelling code computes them for GPT-2, BERT, Llama, Mistral, Qwen2 and Mixtral.
+//
+// Sizes, named once (as in engine.hpp and attention.hpp):
+//   tokens  = the prompt's length; d_model = the stream's width; vocab = the embedding's rows
+//
+// Pre-norm blocks (GPT-2, Llama, Mistral, Qwen2, Mixtral):
+//   x ← x + attn(norm₁(x));  x ← x + ffn(norm₂(x));   logits = norm_f(x) · Uᵀ
+// Post-norm blocks (BERT, an encoder without a head):
+//   x ← LayerNorm(x + attn(x));  x ← LayerNorm(x + ffn(x))
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/attention.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+
+namespace ffn_trace {
+
+// A unit of layer N's FFN to knock out: unit j of a dense layer (expert empty), or unit j of expert e.
+struct unit_ref {
+    std::optional<std::size_t> expert;
+    std::size_t unit = 0;
+};
+
+class transformer {
+public:
+    // Checks config.json's sizes and every tensor the forward pass will read (its name, shape and
+    // dtype), naming the first one missing and what it is for. Nothing is converted but the norms'
+    // and biases' vectors; the matrices stay in the file.
+    static outcome<transformer> open(std::shared_ptr<const checkpoint> ck);
+
+    const checkpoint& source() const { return *ck_; }
+    std::size_t n_layers() const { return ck_->config().n_layers; }
+    // The longest prompt: the position table's rows (GPT-2, BERT), or max_position_embeddings
+    // (Llama, Mistral, Qwen2, Mixtral: RoPE has no table).
+    std::size_t max_positions() const { return max_positions_; }
+    std::size_t vocab_size() const { return vocab_; }
+    bool has_head() const { return static_cast<bool>(unembedding_); }
+
+    // x0 (tokens, d_model): the token embedding (+ position) (+ token type 0 and LayerNorm for
+    // BERT). Every id must be a row of the embedding and the prompt fit the positions.
+    outcome<matrix> embed(const std::vector<std::size_t>& ids) const;
+    // Block `layer`'s attention sublayer: x + attn(norm(x)), or LayerNorm(x + attn(x)) for BERT.
+    outcome<matrix> attention_block(std::size_t layer, const matrix& x) const;
+    // Block `layer`'s FFN or MoE sublayer: x + ffn(norm(x)) (BERT: LayerNorm(x + ffn(x))), with the
+    // activations (the value fed to W2) of `zeroed` units set to 0 for every token.
+    outcome<matrix> ffn_block(std::size_t layer, const matrix& x, const std::vector<unit_ref>& zeroed = {}) const;
+    // The final norm and the unembedding of some rows of the stream: (rows.size(), vocab).
+    outcome<matrix> logits(const matrix& x, const std::vector<std::size_t>& rows) const;
+
+    // The stream after blocks 0 … last (embed, then each attention and FFN block in turn).
+    outcome<matrix> run(const std::vector<std::size_t>& ids, std::size_t last) const;
+
+    // A weight left in the file (x·W with W (in, out)) and its bias (out, or empty).
+    struct projection {
+        std::shared_ptr<const stored_matrix> w;
+        std::vector<double> b;
+    };
+    // One block's attention: GPT-2 keeps q, k and v in one fused projection (qkv).
+    struct attention_weights {
+        std::optional<norm_layer> norm;  // pre-norm: before attention; BERT: after the residual
+        std::optional<projection> qkv;   // GPT-2's c_attn (d_model, 3·d_model)
+        projection q, k, v, o;
+    };
+
+private:
+    std::shared_ptr<const checkpoint> ck_;
+    attention_shape shape_;
+    bool rope_ = false;
+    std::size_t max_positions_ = 0, vocab_ = 0;
+    std::string embedding_, positions_;          // tensor names; positions_ empty: RoPE
+    std::vector<double> token_type0_;            // BERT: token type 0's row
+    std::optional<norm_layer> embedding_norm_;   // BERT's embeddings.LayerNorm
+    std::vector<attention_weights> attention_;   // per layer
+    std::vector<std::shared_ptr<const ffn>> ffn_;  // per layer; empty for MoE layers
+    std::optional<norm_layer> final_norm_;
+    std::shared_ptr<const stored_matrix> unembedding_;  // Uᵀ (d_model, vocab); null: no head
+};
+
+}  // namespace ffn_trace

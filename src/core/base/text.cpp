@@ -1,0 +1,51 @@
+// Small text helpers every layer uses: "did you mean" hints, counted nouns, checked sizes.
+#include "base/text.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+#include <limits>
+
+namespace ffn_trace::detail {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices) {
+    auto lower = [](std::string_view s) {
+        std::string out(s);
+        for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return out;
+    };
+    const std::string w = lower(word);
+    return *std::min_element(choices.begin(), choices.end(), [&](std::string_view a, std::string_view b) {
+        return edit_distance(w, lower(a)) < edit_distance(w, lower(b));
+    });
+}
+
+std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
+    if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::nullopt;
+    return a * b;
+}
+
+std::string capitalised(std::string_view s) {
+    std::string out(s);
+    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+    return out;
+}
+
+std::string plural(std::uint64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+
+}  // namespace ffn_trace::detail

@@ -1,0 +1,28 @@
+// Small text helpers every layer uses (internal): "did you mean" hints, counted nouns, checked sizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ffn_trace::detail {
+
+// The fewest single-character edits that turn a into b, for "did you mean" hints.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The choice fewest edits away, ignoring case: "GELU" is nearest "gelu", not "relu".
+std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices);
+
+// "1 byte", "8 bytes".
+std::string plural(std::uint64_t n, std::string_view word);
+
+// The text with its first letter upper-case (ASCII): "expand" → "Expand".
+std::string capitalised(std::string_view s);
+
+// a × b, or nothing when it overflows 64 bits.
+std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b);
+
+}  // namespace ffn_trace::detail

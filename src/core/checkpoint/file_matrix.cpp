@@ -1,0 +1,135 @@
+// A weight matrix left in its mapped file and multiplied a panel of rows at a time through BLAS,
+// so that a layer far larger than memory can still be traced.
+#include "ffn_trace/tensor_source.hpp"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "checkpoint/tensor_formats.hpp"
+
+namespace ffn_trace {
+
+using detail::convert;
+using detail::release;
+
+namespace {
+
+// A tensor (stored_rows, stored_cols) of the mapped file, as W = the tensor or its transpose.
+class file_matrix final : public stored_matrix {
+public:
+    file_matrix(std::shared_ptr<const tensor_source> source, const tensor_info& t, std::span<const std::byte> bytes, bool transposed)
+        : source_(std::move(source)), info_(t), bytes_(bytes), stored_rows_(t.shape[0]), stored_cols_(t.shape[1]),
+          transposed_(transposed) {}
+
+    std::size_t rows() const { return transposed_ ? stored_cols_ : stored_rows_; }
+    std::size_t cols() const { return transposed_ ? stored_rows_ : stored_cols_; }
+
+    // Stored (in, out), W is the tensor: a panel of stored rows r0… is the block W[r0:r0+n, :], so
+    //   y (tokens, cols) += x[:, r0:r0+n] (tokens, n) · panel (n, cols)
+    // Stored (out, in), W is its transpose: a panel of stored rows is the block of columns W[:, r0:r0+n], so
+    //   y[:, r0:r0+n] = x (tokens, rows) · panelᵀ (rows, n)
+    matrix times(const matrix& x, bool each_alone) const override {
+        matrix y(x.rows, cols());
+        if (x.rows == 0) return y;
+        const auto d = [](std::size_t n) { return static_cast<int>(n); };
+        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+            if (!each_alone) {
+                if (transposed_)
+                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d(x.rows), d(n), d(rows()), 1.0, x.data.data(),
+                                d(x.cols), panel, d(stored_cols_), 0.0, y.data.data() + r0, d(y.cols));
+                else
+                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d(x.rows), d(cols()), d(n), 1.0,
+                                x.data.data() + r0, d(x.cols), panel, d(stored_cols_), 1.0, y.data.data(), d(y.cols));
+                return;
+            }
+            // A token alone is a matrix-vector product:
+            //   transposed: y_t[r0:r0+n] = panel (n, rows) · x_t;  else: y_t += panelᵀ (cols, n) · x_t[r0:r0+n]
+            for (std::size_t t = 0; t < x.rows; ++t) {
+                if (transposed_)
+                    cblas_dgemv(CblasRowMajor, CblasNoTrans, d(n), d(rows()), 1.0, panel, d(stored_cols_), x.row(t).data(), 1,
+                                0.0, y.row(t).data() + r0, 1);
+                else
+                    cblas_dgemv(CblasRowMajor, CblasTrans, d(n), d(cols()), 1.0, panel, d(stored_cols_), x.row(t).data() + r0, 1,
+                                1.0, y.row(t).data(), 1);
+            }
+        });
+        return y;
+    }
+
+    std::vector<double> row(std::size_t i) const override { return transposed_ ? stored_column(i) : stored_row(i); }
+    std::vector<double> column(std::size_t j) const override { return transposed_ ? stored_row(j) : stored_column(j); }
+
+    std::vector<double> row_norms() const override {
+        std::vector<double> ss(rows(), 0.0);
+        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+            for (std::size_t r = 0; r < n; ++r)
+                for (std::size_t c = 0; c < stored_cols_; ++c) {
+                    const double v = panel[r * stored_cols_ + c];
+                    ss[transposed_ ? c : r0 + r] += v * v;
+                }
+        });
+        for (double& v : ss) v = std::sqrt(v);
+        return ss;
+    }
+
+private:
+    // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
+    // converted, their pages of the file handed back as soon as they are.
+    template <class F>
+    void for_each_panel(F&& f) const {
+        const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
+        const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
+        std::vector<double> panel(std::min(per_panel, stored_rows_) * stored_cols_);
+        for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
+            const std::size_t n = std::min(per_panel, stored_rows_ - r0);
+            const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
+            convert(info_.type, bytes, std::span<double>(panel.data(), n * stored_cols_));
+            release(info_, bytes);
+            f(r0, n, panel.data());
+        }
+    }
+    std::vector<double> stored_row(std::size_t r) const {
+        const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
+        std::vector<double> v(stored_cols_);
+        const auto bytes = bytes_.subspan(r * row_bytes, row_bytes);
+        convert(info_.type, bytes, v);
+        release(info_, bytes);
+        return v;
+    }
+    std::vector<double> stored_column(std::size_t c) const {
+        const std::size_t size = size_of(info_.type);
+        std::vector<double> v(stored_rows_);
+        for (std::size_t r = 0; r < stored_rows_; ++r)
+            convert(info_.type, bytes_.subspan((r * stored_cols_ + c) * size, size), std::span<double>(&v[r], 1));
+        release(info_, bytes_);
+        return v;
+    }
+
+    std::shared_ptr<const tensor_source> source_;  // keeps the file mapped
+    tensor_info info_;
+    std::span<const std::byte> bytes_;
+    std::size_t stored_rows_, stored_cols_;
+    bool transposed_;
+};
+
+}  // namespace
+
+outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const tensor_source> source, std::string_view name,
+                                                           bool transposed) {
+    std::vector<std::byte> scratch;
+    auto at = source->locate(name, scratch);
+    if (!at) return at.err();
+    const tensor_info& t = *at->info;
+    if (t.shape.size() != 2)
+        return error{t.file, t.name, fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
+    if (t.compressed) return error{t.file, t.name, "a deflated entry cannot be read in place"};
+    constexpr std::size_t most = std::numeric_limits<int>::max();
+    if (t.shape[0] > most || t.shape[1] > most)
+        return error{t.file, t.name, fmt::format("a side of {} is longer than the matrix library's {}", detail::shape_text(t.shape), most)};
+    return std::shared_ptr<const stored_matrix>(std::make_shared<file_matrix>(source, t, at->bytes, transposed));
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,80 @@
+// A file mapped read-only, and the tensor source whose tensors lie in mapped files.
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/mapped_file.hpp"
+#include "ffn_trace/files_read.hpp"
+
+namespace ffn_trace::detail {
+
+outcome<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; fstat then refuses it.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return error{path, "", fmt::format("cannot open the file: {}", std::strerror(errno))};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int e = errno;
+        ::close(fd);
+        return error{path, "", fmt::format("cannot read the file's size: {}", std::strerror(e))};
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return error{path, "", S_ISDIR(st.st_mode) ? "is a directory, not a file" : "is not a regular file"};
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    void* address = nullptr;
+    if (size > 0) {  // mmap refuses a length of 0
+        address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (address == MAP_FAILED) {
+            const int e = errno;
+            ::close(fd);
+            return error{path, "", fmt::format("cannot map the file: {}", std::strerror(e))};
+        }
+    }
+    note_file_read(fd, path);  // so that -o never writes over it
+    ::close(fd);  // the mapping stays valid without the descriptor
+    return std::shared_ptr<const mapped_file>(new mapped_file(path, address, size));
+}
+
+mapped_file::~mapped_file() {
+    if (address_) ::munmap(address_, size_);
+}
+
+mapped_source::mapped_source(std::string origin, std::vector<tensor_info> tensors,
+                             std::vector<std::shared_ptr<const mapped_file>> files,
+                             std::vector<std::pair<std::string, error>> unreadable)
+    : tensor_source(std::move(origin), std::move(tensors), std::move(unreadable)), files_(std::move(files)) {}
+
+const mapped_file* mapped_source::file_named(const std::string& path) const {
+    for (const auto& f : files_)
+        if (f->path() == path) return f.get();
+    return nullptr;
+}
+
+outcome<std::span<const std::byte>> mapped_source::data_of(const tensor_info& t, std::vector<std::byte>&) const {
+    const mapped_file* f = file_named(t.file);
+    const std::uint64_t size = f ? f->bytes().size() : 0;
+    // The opener checked the range; checking again costs nothing and keeps every read in bounds.
+    if (!f || t.begin > size || t.length > size - t.begin)
+        return error{t.file, t.name, "its data lies outside the mapped file"};
+    return f->bytes().subspan(t.begin, t.length);
+}
+
+// Once a tensor's bytes are converted, their pages of the mapped file are handed back: the file
+// stays mapped, but a converted 11008 × 4096 BF16 matrix no longer holds 90 MB of it resident.
+// Only for mapped bytes: a deflated .npz entry lives in a scratch buffer.
+void release(const tensor_info& t, std::span<const std::byte> bytes) {
+    if (t.compressed || bytes.empty()) return;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()), end = begin + bytes.size();
+    const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace ffn_trace::detail

@@ -1,0 +1,95 @@
+// A checkpoint's vocabulary (vocab.json or tokenizer.json's model.vocab) and whole words looked
+// up in it.
+#include "ffn_trace/checkpoint.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "base/read_file.hpp"
+#include "base/text.hpp"
+#include "checkpoint/vocabulary.hpp"
+#include "json/json_reader.hpp"
+
+namespace ffn_trace {
+
+namespace detail {
+
+outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
+    auto text = read_file(file, file, std::size_t{512} << 20);
+    if (!text) return text.err();
+    // A vocabulary holds 50,000 to 250,000 keys: parsed into the sorted (not insertion-ordered)
+    // document, whose key look-up does not grow with the count, and no deeper than it needs.
+    using plain_json = nlohmann::json;
+    bool too_deep = false;
+    const plain_json::parser_callback_t depth = [&too_deep](int d, plain_json::parse_event_t, plain_json&) {
+        if (d > 16) too_deep = true;
+        return !too_deep;
+    };
+    plain_json root;
+    try {
+        root = plain_json::parse(text->begin(), text->end(), depth);
+    } catch (const plain_json::exception& e) {
+        return error{file, "", fmt::format("malformed JSON: {}", e.what())};
+    }
+    if (too_deep) return error{file, "", "arrays and objects nest deeper than 16 levels; expected a vocabulary"};
+    const plain_json* map = &root;
+    if (tokenizer) {
+        auto model = root.find("model");
+        if (model == root.end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
+            return error{file, "model.vocab", "expected the tokenizer's vocabulary, an object {token: id}"};
+        map = &(*model)["vocab"];
+    }
+    if (!map->is_object()) return error{file, "", "expected the vocabulary, an object {token: id}"};
+    vocabulary v;
+    for (const auto& [token, id] : map->items()) {
+        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 24))
+            return error{file, json_member(tokenizer ? "model.vocab" : "", token),
+                         "expected a token id, a whole number below 2^24"};
+        const auto n = static_cast<std::size_t>(id.get<std::uint64_t>());
+        if (v.tokens.size() <= n) v.tokens.resize(n + 1);
+        v.tokens[n] = token;
+        v.ids.emplace(token, n);
+    }
+    return v;
+}
+
+}  // namespace detail
+
+outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std::vector<std::string>& words) {
+    std::vector<std::size_t> ids;
+    for (const auto& word : words) {
+        std::vector<std::string> spellings{word};
+        if (!word.empty() && word[0] == ' ') {
+            spellings.push_back("Ġ" + word.substr(1));    // GPT-2's byte-level BPE
+            spellings.push_back("\u2581" + word.substr(1));  // SentencePiece
+        }
+        std::optional<std::size_t> found;
+        for (const auto& s : spellings)
+            if (auto it = v.ids.find(s); it != v.ids.end()) {
+                found = it->second;
+                break;
+            }
+        if (!found) {
+            // the nearest tokens, by edit distance to any spelling
+            std::vector<std::pair<std::size_t, std::string>> near;
+            for (const auto& [token, id] : v.ids) {
+                std::size_t best = std::string::npos;
+                for (const auto& s : spellings) best = std::min(best, detail::edit_distance(s, token));
+                near.emplace_back(best, token);
+            }
+            const std::size_t n = std::min<std::size_t>(5, near.size());
+            std::partial_sort(near.begin(), near.begin() + static_cast<long>(n), near.end());
+            std::vector<std::string> shown;
+            for (std::size_t i = 0; i < n; ++i) shown.push_back(quote(near[i].second));
+            return error{"", "--word",
+                         fmt::format("{} is not one token of the vocabulary (ffn-trace does not split words); nearest: {}",
+                                     quote(word), fmt::join(shown, ", "))};
+        }
+        ids.push_back(*found);
+    }
+    return ids;
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,12 @@
+// JSON as a person lays it out (internal; users of the library find it in render_json.hpp).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ffn_trace {
+
+// An array of numbers or strings on one line, everything else indented by two spaces per level.
+std::string json_text(const nlohmann::ordered_json& j);
+
+}  // namespace ffn_trace

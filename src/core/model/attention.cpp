@@ -1,0 +1,84 @@
+// The attention kernels: scores, mask, softmax over keys, values, RoPE (see attention.hpp).
+#include "ffn_trace/attention.hpp"
+
+#include <cblas.h>
+#include <cmath>
+#include <limits>
+
+namespace ffn_trace {
+
+namespace {
+
+int dim(std::size_t n) { return static_cast<int>(n); }
+
+}  // namespace
+
+std::size_t kv_head_of(std::size_t head, std::size_t n_heads, std::size_t n_kv_heads) {
+    return head / (n_heads / n_kv_heads);
+}
+
+bool visible(const attention_shape& s, std::size_t query, std::size_t key) {
+    if (s.causal && key > query) return false;
+    if (s.window > 0 && query >= key && query - key >= s.window) return false;
+    return true;
+}
+
+matrix attention_scores(const matrix& q, const matrix& k, const attention_shape& s, std::size_t head) {
+    const std::size_t tokens = q.rows, head_dim = s.head_dim;
+    const std::size_t g = kv_head_of(head, s.n_heads, s.n_kv_heads);
+    matrix scores(tokens, tokens);
+    // scores (tokens, tokens) = q_h (tokens, head_dim) · k_gᵀ (head_dim, tokens) / √head_dim,
+    // the heads read in place through the leading dimensions q.cols and k.cols
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, dim(tokens), dim(tokens), dim(head_dim),
+                1.0 / std::sqrt(static_cast<double>(head_dim)), q.data.data() + head * head_dim, dim(q.cols),
+                k.data.data() + g * head_dim, dim(k.cols), 0.0, scores.data.data(), dim(tokens));
+    for (std::size_t i = 0; i < tokens; ++i)
+        for (std::size_t j = 0; j < tokens; ++j)
+            if (!visible(s, i, j)) scores(i, j) = -std::numeric_limits<double>::infinity();
+    return scores;
+}
+
+matrix softmax_rows(const matrix& scores) {
+    matrix p(scores.rows, scores.cols);
+    for (std::size_t i = 0; i < scores.rows; ++i) {
+        double max = -std::numeric_limits<double>::infinity();
+        for (double v : scores.row(i)) max = std::max(max, v);
+        double sum = 0;
+        for (std::size_t j = 0; j < scores.cols; ++j) sum += p(i, j) = std::exp(scores(i, j) - max);
+        for (double& v : p.row(i)) v /= sum;
+    }
+    return p;
+}
+
+void attend_values(const matrix& weights, const matrix& v, const attention_shape& s, std::size_t head, matrix& into) {
+    const std::size_t tokens = weights.rows, head_dim = s.head_dim;
+    const std::size_t g = kv_head_of(head, s.n_heads, s.n_kv_heads);
+    // into_h (tokens, head_dim) = weights (tokens, tokens) · v_g (tokens, head_dim)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), 1.0,
+                weights.data.data(), dim(tokens), v.data.data() + g * head_dim, dim(v.cols), 0.0,
+                into.data.data() + head * head_dim, dim(into.cols));
+}
+
+matrix attention(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s) {
+    matrix out(q.rows, s.n_heads * s.head_dim);
+    for (std::size_t h = 0; h < s.n_heads; ++h) attend_values(softmax_rows(attention_scores(q, k, s, h)), v, s, h, out);
+    return out;
+}
+
+void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) {
+    const std::size_t half = head_dim / 2, n = x.cols / head_dim;
+    for (std::size_t i = 0; i < half; ++i) {
+        const double theta = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        for (std::size_t t = 0; t < x.rows; ++t) {
+            const double angle = static_cast<double>(t) * theta, c = std::cos(angle), s = std::sin(angle);
+            for (std::size_t h = 0; h < n; ++h) {
+                double* head = &x(t, h * head_dim);
+                const double a = head[i], b = head[i + half];
+                head[i] = a * c - b * s;
+                head[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,114 @@
+// The stages of a tokenizer.json pipeline (internal): normalizer → pre_tokenizer → model →
+// post_processor, each kind a small class built from its JSON object by a make_ function that
+// checks every field and names the JSON path of what is wrong.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ffn_trace/error.hpp"
+#include "tokenizer/regex.hpp"
+
+namespace ffn_trace::detail {
+
+using json = nlohmann::ordered_json;
+
+// Where a stage's JSON is: the file and the JSON path, for errors.
+struct json_place {
+    const std::string& file;
+    std::string path;
+    json_place at(std::string_view key) const { return {file, path.empty() ? std::string(key) : path + "." + std::string(key)}; }
+    json_place at(std::size_t index) const { return {file, path + "[" + std::to_string(index) + "]"}; }
+    error fail(std::string message) const { return error{file, path, std::move(message)}; }
+};
+
+// Sequences nest; more levels than this are refused.
+constexpr std::size_t max_stage_depth = 16;
+
+// Field readers: a missing or null field gives the default; a field of the wrong type is an error.
+outcome<std::string> string_field(const json& j, std::string_view key, const json_place& at, std::optional<std::string> fallback);
+outcome<bool> bool_field(const json& j, std::string_view key, const json_place& at, bool fallback);
+outcome<std::size_t> size_field(const json& j, std::string_view key, const json_place& at, std::optional<std::size_t> fallback);
+// The "type" of a stage object.
+outcome<std::string> type_of(const json& j, const json_place& at);
+error unsupported(std::string_view stage, std::string_view type, const json_place& at);
+// A Replace's or a Split's "pattern": {"String": s} or {"Regex": r}.
+outcome<regex> read_pattern(const json& j, const json_place& at);
+
+// The vocabulary: id → spelling and spelling → id, hashed.
+struct vocabulary_table {
+    std::vector<std::string> tokens;  // by id; an id no entry names is ""
+    std::unordered_map<std::string, std::size_t> ids;
+    std::optional<std::size_t> find(std::string_view token) const {
+        auto it = ids.find(std::string(token));
+        if (it == ids.end()) return std::nullopt;
+        return it->second;
+    }
+};
+// Most entries a vocabulary may have, and the longest token, in bytes.
+constexpr std::size_t max_vocabulary = 4'000'000;
+constexpr std::size_t max_token_bytes = 4096;
+// Reads {token: id} into the table, checking each id is unique and below the bound.
+outcome<bool> read_vocabulary(const json& j, const json_place& at, vocabulary_table& into);
+
+// A piece of the text between stages; at_start: it begins at the text's first byte (Metaspace's
+// prepend_scheme "first" prepends only there).
+struct piece {
+    std::string text;
+    bool at_start = false;
+};
+
+class normalizer {
+public:
+    virtual ~normalizer() = default;
+    virtual outcome<std::string> normalize(std::string text) const = 0;
+};
+
+class pre_tokenizer {
+public:
+    virtual ~pre_tokenizer() = default;
+    virtual outcome<std::vector<piece>> split(std::vector<piece> pieces) const = 0;
+    // Whether the pieces come out in GPT-2's byte-to-unicode alphabet.
+    virtual bool byte_level() const { return false; }
+};
+
+class model {
+public:
+    virtual ~model() = default;
+    virtual outcome<bool> tokenize(const std::string& word, std::vector<std::size_t>& ids) const = 0;
+    virtual const vocabulary_table& vocabulary() const = 0;
+};
+
+class post_processor {
+public:
+    virtual ~post_processor() = default;
+    virtual std::vector<std::size_t> process(std::vector<std::size_t> ids) const = 0;
+};
+
+// A stage made as its own kind, returned as the kind of stage it is.
+template <class Base>
+outcome<std::unique_ptr<Base>> stage(std::unique_ptr<Base> made) {
+    return made;
+}
+
+outcome<std::unique_ptr<normalizer>> make_normalizer(const json& j, const json_place& at, std::size_t depth = 0);
+outcome<std::unique_ptr<pre_tokenizer>> make_pre_tokenizer(const json& j, const json_place& at, std::size_t depth = 0);
+// GPT-2's pre-tokenizer: ByteLevel with its regex and no prefix space.
+std::unique_ptr<pre_tokenizer> gpt2_pre_tokenizer();
+// BPE (with the merges in tokenizer.json's forms) and WordPiece, each owning its vocabulary.
+outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at);
+outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& at);
+// BPE from a vocabulary and the merges as pairs of spellings (vocab.json + merges.txt).
+outcome<std::unique_ptr<model>> make_gpt2_bpe(vocabulary_table vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+                                              const json_place& at);
+// `vocab_size` bounds the ids a post-processor may add.
+outcome<std::unique_ptr<post_processor>> make_post_processor(const json& j, const json_place& at, std::size_t vocab_size,
+                                                             std::size_t depth = 0);
+
+}  // namespace ffn_trace::detail

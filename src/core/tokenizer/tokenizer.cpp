@@ -1,0 +1,418 @@
+// The tokenizer: tokenizer.json read into a pipeline of stages, and text encoded through it as
+// Hugging Face's tokenizer(text) does: added tokens split out of the raw text first (those marked
+// "normalized" out of the normalized text), the rest normalized, pre-tokenized and cut by the
+// model, then the post-processor's special tokens around the ids.
+#include "ffn_trace/tokenizer.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <set>
+#include <sys/stat.h>
+
+#include "json/json_reader.hpp"
+#include "base/read_file.hpp"
+#include "tokenizer/stages.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace ffn_trace {
+
+namespace detail {
+
+namespace {
+
+// A token of added_tokens, matched in the text before anything else.
+struct added_token {
+    std::string content;
+    std::size_t id = 0;
+    bool lstrip = false, rstrip = false, single_word = false;
+};
+
+// Added tokens by spelling, tried longest first at each place in the text (leftmost-longest).
+struct added_matcher {
+    std::unordered_map<std::string, std::size_t> by_content;  // into the tokens
+    std::vector<std::size_t> lengths;                          // distinct, longest first
+    std::vector<added_token> tokens;
+
+    void add(added_token t) {
+        if (t.content.empty() || by_content.count(t.content)) return;
+        by_content.emplace(t.content, tokens.size());
+        if (std::find(lengths.begin(), lengths.end(), t.content.size()) == lengths.end()) lengths.push_back(t.content.size());
+        std::sort(lengths.rbegin(), lengths.rend());
+        tokens.push_back(std::move(t));
+    }
+};
+
+// A stretch of text, or an added token's id.
+struct segment {
+    std::string text;
+    bool at_start = false;
+    std::optional<std::size_t> id;
+};
+
+bool is_word_char(char32_t c) { return c == '_' || is_alphanumeric(c); }
+
+// Cuts the added tokens out of the text, leftmost first and longest among those that start at
+// the same place; lstrip and rstrip take the whitespace beside a token with it, and a
+// single_word token matches only between non-word characters.
+void split_added(const added_matcher& m, const std::string& text, bool at_start, std::vector<segment>& out) {
+    if (m.tokens.empty()) {
+        out.push_back({text, at_start, std::nullopt});
+        return;
+    }
+    std::size_t done = 0;  // text before this is already out
+    for (std::size_t i = 0; i < text.size();) {
+        const added_token* hit = nullptr;
+        for (const std::size_t len : m.lengths) {
+            if (len > text.size() - i) continue;
+            auto it = m.by_content.find(text.substr(i, len));
+            if (it == m.by_content.end()) continue;
+            const added_token& t = m.tokens[it->second];
+            if (t.single_word) {
+                std::size_t before = i;
+                while (before > 0 && (static_cast<unsigned char>(text[before - 1]) & 0xC0) == 0x80) --before;
+                const bool before_ok = i == 0 || !is_word_char(next_code_point(text, before > 0 ? before - 1 : 0).first);
+                const bool after_ok = i + len == text.size() || !is_word_char(next_code_point(text, i + len).first);
+                if (!before_ok || !after_ok) continue;
+            }
+            hit = &t;
+            break;
+        }
+        if (hit == nullptr) {
+            i += next_code_point(text, i).second;
+            continue;
+        }
+        std::size_t b = i, e = i + hit->content.size();
+        const auto ascii_space = [](char c) { return static_cast<unsigned char>(c) < 0x80 && is_whitespace(static_cast<unsigned char>(c)); };
+        if (hit->lstrip)
+            while (b > done && ascii_space(text[b - 1])) --b;
+        if (hit->rstrip)
+            while (e < text.size() && ascii_space(text[e])) ++e;
+        if (b > done) out.push_back({text.substr(done, b - done), at_start && done == 0, std::nullopt});
+        out.push_back({"", false, hit->id});
+        done = e;
+        i = e;
+    }
+    if (done < text.size()) out.push_back({text.substr(done), at_start && done == 0, std::nullopt});
+}
+
+// How display() turns a token's spelling into text.
+enum class spelling { byte_level, sentencepiece, plain };
+
+}  // namespace
+
+struct tokenizer_pipeline {
+    std::unique_ptr<normalizer> normalize;
+    std::unique_ptr<pre_tokenizer> pre_tokenize;
+    std::unique_ptr<model> cut;
+    std::unique_ptr<post_processor> post_process;
+    added_matcher raw_added, normalized_added;
+    std::set<std::size_t> added_ids;
+    // The added tokens' spellings; the model's vocabulary stays the model's (no copy).
+    std::unordered_map<std::size_t, std::string> added_spelling;
+    std::unordered_map<std::string, std::size_t> added_id;
+    std::size_t size = 0;  // the largest id + 1
+    spelling spelled = spelling::plain;
+
+    const std::string* spelling_of(std::size_t id) const {
+        const auto& v = cut->vocabulary();
+        if (id < v.tokens.size() && !v.tokens[id].empty()) return &v.tokens[id];
+        auto it = added_spelling.find(id);
+        return it == added_spelling.end() ? nullptr : &it->second;
+    }
+    std::optional<std::size_t> find(std::string_view token) const {
+        if (auto id = cut->vocabulary().find(token)) return id;
+        auto it = added_id.find(std::string(token));
+        if (it == added_id.end()) return std::nullopt;
+        return it->second;
+    }
+    void add_spelling(std::size_t id, const std::string& token) {
+        added_spelling[id] = token;
+        added_id.emplace(token, id);
+        added_ids.insert(id);
+        size = std::max(size, id + 1);
+    }
+};
+
+namespace {
+
+outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_pipeline& p) {
+    if (j.is_null()) return true;
+    if (!j.is_array()) return at.fail("expected an array of added tokens");
+    if (j.size() > max_vocabulary) return at.fail(fmt::format("{} added tokens is more than the limit of {}", j.size(), max_vocabulary));
+    const std::size_t id_bound = p.size + 2 * j.size() + 1024;
+    for (std::size_t i = 0; i < j.size(); ++i) {
+        const auto t_at = at.at(i);
+        const auto& t = j[i];
+        if (!t.is_object()) return t_at.fail("expected an object");
+        auto content = string_field(t, "content", t_at, std::nullopt);
+        if (!content) return content.err();
+        if (content->empty() || content->size() > max_token_bytes || !valid_utf8(*content))
+            return t_at.at("content").fail("expected a non-empty UTF-8 string of at most 4096 bytes");
+        auto id = size_field(t, "id", t_at, std::nullopt);
+        if (!id) return id.err();
+        if (*id >= id_bound) return t_at.at("id").fail(fmt::format("the id {} is out of range", *id));
+        if (auto known = p.find(*content); known && *known != *id)
+            return t_at.at("id").fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(*content), *id, *known));
+        if (const std::string* other = p.spelling_of(*id); other && *other != *content)
+            return t_at.at("id").fail(fmt::format("the id {} is already {}", *id, quote(*other)));
+        added_token a{*content, *id};
+        auto lstrip = bool_field(t, "lstrip", t_at, false);
+        auto rstrip = bool_field(t, "rstrip", t_at, false);
+        auto single = bool_field(t, "single_word", t_at, false);
+        auto special = bool_field(t, "special", t_at, false);
+        if (!lstrip) return lstrip.err();
+        if (!rstrip) return rstrip.err();
+        if (!single) return single.err();
+        if (!special) return special.err();
+        auto normalized = bool_field(t, "normalized", t_at, !*special);
+        if (!normalized) return normalized.err();
+        a.lstrip = *lstrip;
+        a.rstrip = *rstrip;
+        a.single_word = *single;
+        p.add_spelling(*id, *content);
+        if (*normalized) {
+            // matched in normalized text, so its own spelling normalized too
+            if (p.normalize) {
+                auto n = p.normalize->normalize(a.content);
+                if (!n) return n.err();
+                a.content = std::move(*n);
+            }
+            p.normalized_added.add(std::move(a));
+        } else {
+            p.raw_added.add(std::move(a));
+        }
+    }
+    return true;
+}
+
+outcome<std::unique_ptr<model>> make_model(const json& j, const json_place& at) {
+    if (!j.is_object()) return at.fail("expected the model's object");
+    std::string type;
+    if (j.contains("type")) {
+        auto t = type_of(j, at);
+        if (!t) return t.err();
+        type = *t;
+    } else {  // files of early versions leave the type out
+        type = j.contains("merges") ? "BPE" : j.contains("max_input_chars_per_word") ? "WordPiece" : "";
+    }
+    if (type == "BPE") return make_bpe(j, at);
+    if (type == "WordPiece") return make_wordpiece(j, at);
+    return unsupported("model", type, at);
+}
+
+std::string escape_for_display(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size();) {
+        std::size_t n = next_code_point(s, i).second;
+        if (n == 1 && static_cast<unsigned char>(s[i]) >= 0x80) {
+            out += fmt::format("\\x{:02X}", static_cast<unsigned char>(s[i]));
+        } else if (!valid_utf8(s.substr(i, n))) {
+            out += fmt::format("\\x{:02X}", static_cast<unsigned char>(s[i]));
+            n = 1;
+        } else {
+            const char32_t c = next_code_point(s, i).first;
+            if (c == '\n') out += "\\n";
+            else if (c == '\t') out += "\\t";
+            else if (c == '\r') out += "\\r";
+            else if (c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0)) out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
+            else out.append(s.substr(i, n));
+        }
+        i += n;
+    }
+    return out;
+}
+
+}  // namespace
+
+}  // namespace detail
+
+using detail::json;
+using detail::json_place;
+
+outcome<tokenizer> tokenizer::from_json(const std::string& path) {
+    auto text = detail::read_file(path, path, max_file_size);
+    if (!text) return text.err();
+    return from_json_text(*text, path);
+}
+
+outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::string& file) {
+    auto doc = detail::json_reader(text, file).parse();
+    if (!doc) return doc.err();
+    const json& j = *doc;
+    const json_place root{file, ""};
+    if (!j.is_object()) return root.fail("expected a tokenizer.json object");
+    auto p = std::make_shared<detail::tokenizer_pipeline>();
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+        auto n = detail::make_normalizer(j["normalizer"], root.at("normalizer"));
+        if (!n) return n.err();
+        p->normalize = std::move(*n);
+    }
+    if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) {
+        auto s = detail::make_pre_tokenizer(j["pre_tokenizer"], root.at("pre_tokenizer"));
+        if (!s) return s.err();
+        p->pre_tokenize = std::move(*s);
+    }
+    if (!j.contains("model")) return root.at("model").fail("missing; expected the model (BPE or WordPiece)");
+    auto m = detail::make_model(j["model"], root.at("model"));
+    if (!m) return m.err();
+    p->cut = std::move(*m);
+    p->size = p->cut->vocabulary().tokens.size();
+    if (j.contains("added_tokens")) {
+        if (auto ok = detail::read_added_tokens(j["added_tokens"], root.at("added_tokens"), *p); !ok) return ok.err();
+    }
+    if (j.contains("post_processor") && !j["post_processor"].is_null()) {
+        auto s = detail::make_post_processor(j["post_processor"], root.at("post_processor"), p->size);
+        if (!s) return s.err();
+        p->post_process = std::move(*s);
+    }
+    const bool wordpiece = j["model"].value("type", "") == "WordPiece" || j["model"].contains("max_input_chars_per_word");
+    p->spelled = p->pre_tokenize && p->pre_tokenize->byte_level() ? detail::spelling::byte_level
+                 : wordpiece                                       ? detail::spelling::plain
+                                                                   : detail::spelling::sentencepiece;
+    tokenizer t;
+    t.p_ = std::move(p);
+    return t;
+}
+
+outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt) {
+    auto vocab_text = detail::read_file(vocab_json, vocab_json, max_file_size);
+    if (!vocab_text) return vocab_text.err();
+    auto doc = detail::json_reader(*vocab_text, vocab_json).parse();
+    if (!doc) return doc.err();
+    const json_place vocab_at{vocab_json, ""};
+    detail::vocabulary_table vocab;
+    if (auto ok = detail::read_vocabulary(*doc, vocab_at, vocab); !ok) return ok.err();
+
+    auto merges_text = detail::read_file(merges_txt, merges_txt, max_file_size);
+    if (!merges_text) return merges_text.err();
+    std::vector<std::pair<std::string, std::string>> merges;
+    std::string_view rest = *merges_text;
+    for (std::size_t line = 1; !rest.empty(); ++line) {
+        const auto end = rest.find('\n');
+        std::string_view l = rest.substr(0, end);
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+        if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+        if (l.empty() || (line == 1 && l.rfind("#version", 0) == 0)) continue;
+        const auto space = l.find(' ');
+        if (space == std::string_view::npos || l.find(' ', space + 1) != std::string_view::npos)
+            return error{merges_txt, fmt::format("line {}", line), fmt::format("expected two tokens separated by one space, got {}", quote(l))};
+        merges.emplace_back(std::string(l.substr(0, space)), std::string(l.substr(space + 1)));
+        if (merges.size() > detail::max_vocabulary) return error{merges_txt, "", "more merges than the limit"};
+    }
+    // Errors name merges.txt's lines, counted from 1 over the merges themselves.
+    auto m = detail::make_gpt2_bpe(std::move(vocab), merges, json_place{merges_txt, "merge"});
+    if (!m) return m.err();
+    auto p = std::make_shared<detail::tokenizer_pipeline>();
+    p->pre_tokenize = detail::gpt2_pre_tokenizer();
+    p->cut = std::move(*m);
+    p->size = p->cut->vocabulary().tokens.size();
+    p->spelled = detail::spelling::byte_level;
+    // GPT-2's tokenizer knows its end-of-text token as a special token.
+    if (auto eot = p->find("<|endoftext|>")) {
+        p->raw_added.add({"<|endoftext|>", *eot});
+        p->added_ids.insert(*eot);
+    }
+    tokenizer t;
+    t.p_ = std::move(p);
+    return t;
+}
+
+outcome<std::vector<std::size_t>> tokenizer::encode(std::string_view text) const {
+    if (!detail::valid_utf8(text)) return error{"", "", "the text is not UTF-8"};
+    const auto& p = *p_;
+    std::vector<detail::segment> raw;
+    detail::split_added(p.raw_added, std::string(text), true, raw);
+    std::vector<std::size_t> ids;
+    for (auto& s : raw) {
+        if (s.id) {
+            ids.push_back(*s.id);
+            continue;
+        }
+        if (p.normalize) {
+            auto n = p.normalize->normalize(std::move(s.text));
+            if (!n) return n.err();
+            s.text = std::move(*n);
+        }
+        std::vector<detail::segment> parts;
+        detail::split_added(p.normalized_added, s.text, s.at_start, parts);
+        for (auto& part : parts) {
+            if (part.id) {
+                ids.push_back(*part.id);
+                continue;
+            }
+            std::vector<detail::piece> pieces{{std::move(part.text), part.at_start}};
+            if (p.pre_tokenize) {
+                auto cut = p.pre_tokenize->split(std::move(pieces));
+                if (!cut) return cut.err();
+                pieces = std::move(*cut);
+            }
+            for (const auto& piece : pieces) {
+                if (piece.text.empty()) continue;
+                auto ok = p.cut->tokenize(piece.text, ids);
+                if (!ok) return ok.err();
+            }
+        }
+    }
+    if (p.post_process) ids = p.post_process->process(std::move(ids));
+    return ids;
+}
+
+std::size_t tokenizer::vocab_size() const { return p_->size; }
+
+const std::string& tokenizer::token(std::size_t id) const {
+    static const std::string none;
+    const std::string* t = p_->spelling_of(id);
+    return t ? *t : none;
+}
+
+std::optional<std::size_t> tokenizer::id_of(std::string_view token) const { return p_->find(token); }
+
+std::string tokenizer::display(std::size_t id) const {
+    const std::string& t = token(id);
+    if (p_->added_ids.count(id)) return detail::escape_for_display(t);
+    std::string text;
+    switch (p_->spelled) {
+    case detail::spelling::byte_level:
+        for (std::size_t i = 0; i < t.size();) {
+            const auto [c, n] = detail::next_code_point(t, i);
+            const int b = detail::unicode_to_byte(c);
+            if (b >= 0) text += static_cast<char>(b);
+            else text.append(t, i, n);
+            i += n;
+        }
+        break;
+    case detail::spelling::sentencepiece:
+        if (t.size() == 6 && t.rfind("<0x", 0) == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+            std::isxdigit(static_cast<unsigned char>(t[4]))) {
+            text += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
+            break;
+        }
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+                text += ' ';
+                i += 2;
+            } else {
+                text += t[i];
+            }
+        }
+        break;
+    case detail::spelling::plain: text = t; break;
+    }
+    return detail::escape_for_display(text);
+}
+
+outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir) {
+    const auto exists = [](const std::string& f) {
+        struct stat st {};
+        return ::stat(f.c_str(), &st) == 0;
+    };
+    const std::string dir = checkpoint_dir.empty() || checkpoint_dir.back() == '/' ? checkpoint_dir : checkpoint_dir + "/";
+    if (exists(dir + "tokenizer.json")) return tokenizer::from_json(dir + "tokenizer.json");
+    const bool vocab = exists(dir + "vocab.json"), merges = exists(dir + "merges.txt");
+    if (vocab && merges) return tokenizer::from_vocab_merges(dir + "vocab.json", dir + "merges.txt");
+    return error{checkpoint_dir, "",
+                 vocab ? "no tokenizer: vocab.json is there but merges.txt is missing (and no tokenizer.json)"
+                       : "no tokenizer: expected tokenizer.json, or vocab.json and merges.txt"};
+}
+
+}  // namespace ffn_trace

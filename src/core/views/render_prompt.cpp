@@ -1,0 +1,376 @@
+// The prompt's walkthrough: its tokens, the stream the earlier layers wrote, layer N's FFN (the
+// dense or MoE walkthrough's own blocks), the logit lens, the prediction, the units that wrote
+// most toward it and the knock-out; and the same record as JSON.
+#include "ffn_trace/render_prompt.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_json.hpp"
+#include "views/view_options.hpp"
+#include "views/walkthrough.hpp"
+
+namespace ffn_trace {
+
+namespace detail {
+namespace {
+
+class prompt_builder {
+public:
+    prompt_builder(const prompt_trace& p, const text_options& options, bool html) : p_(p), opt_(options), html_(html) {}
+
+    void build(const block_sink& out) {
+        out_ = &out;
+        heading();
+        tokens();
+        earlier();
+        layer();
+        if (!p_.prediction) return;
+        lens();
+        prediction(p_.baseline ? *p_.baseline : *p_.prediction);
+        units();
+        knock_out();
+    }
+
+private:
+    void add(block b) { (*out_)(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+    void title(std::string text) { add({block_kind::heading, std::move(text)}); }
+
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string token_label(std::size_t t) const { return p_.ex.names.tokens[t]; }
+    std::size_t last() const { return p_.prompt.ids.size() - 1; }
+    std::string layer_name() const { return fmt::format("layer {}", p_.layer); }
+
+    void heading() {
+        add({block_kind::title, fmt::format("{} through {} of a {} checkpoint", quote(p_.prompt.text, 60),
+                                            layer_name(), p_.arch)});
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"checkpoint", one_line(p_.ex.file)});
+        f.push_back({"prompt", fmt::format("{}: {} token{}", quote(p_.prompt.text), p_.prompt.ids.size(),
+                                           p_.prompt.ids.size() == 1 ? "" : "s")});
+        f.push_back({"shown", fmt::format("the residual stream {}'s FFN reads, that FFN traced step by step{}", layer_name(),
+                                          p_.prediction ? ", then the rest of the model run: the logit lens, the prediction, "
+                                                          "the units that wrote most toward it"
+                                                        : " (an encoder: no prediction)")});
+        if (!p_.ablated.empty()) f.push_back({"knocked out", ablated_list()});
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    std::string ablated_list() const {
+        std::vector<std::string> names;
+        for (const auto& u : p_.ablated) names.push_back(unit_name(u));
+        return fmt::format("{} of {}, set to 0 for every token", fmt::join(names, ", "), layer_name());
+    }
+
+    void tokens() {
+        title("The prompt's tokens");
+        paragraph("The checkpoint's own tokenizer splits the text as the model was trained to read it; each token is "
+                  "a row of the embedding.");
+        block b{block_kind::table, "", {}, {}, "rrll"};
+        b.rows.push_back({"token", "id", "in the vocabulary", "as text"});
+        for (auto t : shown_indices(p_.prompt.ids.size(), opt_.full, 8, 24)) {
+            if (t == gap) {
+                b.rows.push_back({"…", "…", "…", "…"});
+                continue;
+            }
+            b.rows.push_back({std::to_string(t), std::to_string(p_.prompt.ids[t]), quote(p_.prompt.tokens[t]),
+                              quote(p_.prompt.display[t])});
+        }
+        add(std::move(b));
+    }
+
+    // A row of the stream table: the mean of one sublayer's norms and the largest with its token.
+    std::vector<std::string> change_row(std::string name, const std::vector<double>& norms) const {
+        const double mean = std::accumulate(norms.begin(), norms.end(), 0.0) / static_cast<double>(norms.size());
+        const auto largest = static_cast<std::size_t>(std::max_element(norms.begin(), norms.end()) - norms.begin());
+        return {std::move(name), format_fixed(mean, 2), format_fixed(norms[largest], 2), token_label(largest)};
+    }
+
+    void earlier() {
+        title(p_.layer == 0 ? "The stream entering layer 0" : fmt::format("The layers before {}", layer_name()));
+        const bool post = p_.arch == "bert";
+        paragraph(fmt::format(
+            "Each sublayer adds its result to the residual stream{}. The size of what it added, ‖after − before‖, over "
+            "the tokens: the mean, and the largest with its token. Attention is run, not traced: only {}'s FFN is "
+            "traced below.",
+            post ? " (BERT normalises the sum after each sublayer, so here it is the change)" : "", layer_name()));
+        block b{block_kind::table, "", {}, {}, "lrrl"};
+        b.rows.push_back({"sublayer", "mean", "largest", "at"});
+        b.rows.push_back(change_row("embeddings (‖x‖)", p_.embedded));
+        for (const auto& c : p_.earlier) {
+            b.rows.push_back(change_row(fmt::format("{} attention", c.layer), c.attention));
+            b.rows.push_back(change_row(fmt::format("{} FFN", c.layer), c.ffn));
+        }
+        b.rows.push_back(change_row(fmt::format("{} attention", p_.layer), p_.attention));
+        std::vector<double> stream(p_.input.rows);
+        for (std::size_t t = 0; t < stream.size(); ++t) {
+            double s = 0;
+            for (double v : p_.input.row(t)) s += v * v;
+            stream[t] = std::sqrt(s);
+        }
+        b.rows.push_back(change_row(fmt::format("= stream into {}'s FFN (‖x‖)", p_.layer), stream));
+        add(std::move(b));
+    }
+
+    // The dense or MoE walkthrough of the layer, its title turned into a heading of this page.
+    void layer() {
+        const block_sink& page = *out_;
+        const block_sink sink = [&](block b) {
+            if (b.kind == block_kind::title) {
+                b.kind = block_kind::heading;
+                b.text = fmt::format("{}'s FFN on the prompt", capitalised(layer_name()));
+            }
+            page(std::move(b));
+        };
+        static const std::vector<claim> no_claims;
+        if (p_.dense) {
+            const rendering_input in{p_.ex,
+                                     *p_.dense,
+                                     no_claims,
+                                     *p_.dense_reads,
+                                     p_.units ? &*p_.units : nullptr,
+                                     p_.explained.empty() ? nullptr : &p_.explained,
+                                     p_.vocab ? &*p_.vocab : nullptr,
+                                     p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
+            walkthrough_builder builder(in, opt_);
+            builder.explain_cells(html_);
+            builder.build(sink);
+        } else {
+            const moe_rendering_input in{p_.ex, *p_.moe, no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
+                                         p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
+            build_moe_walkthrough(in, opt_, html_, sink);
+        }
+        out_ = &page;
+        if (p_.agreement > 1e-9 * std::max(1.0, max_abs(p_.output())))
+            paragraph(styled(style::red, fmt::format("✗ the forward pass's FFN sublayer and this trace differ by up to {}",
+                                                     format_short(p_.agreement, 6))));
+    }
+    static double max_abs(const matrix& m) {
+        double a = 0;
+        for (double v : m.data) a = std::max(a, std::abs(v));
+        return a;
+    }
+
+    // Tokens with a number each, as many to a line as fit: `label` then the list, wrapped under it.
+    void ranked_lines(block& b, const std::string& label, const std::vector<ranked_token>& list, bool change) const {
+        const std::string indent(display_width(label), ' ');
+        const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;  // a lines block indents by 2
+        std::string line = label;
+        bool empty = true;
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const double v = list[i].logit;
+            const std::string item = fmt::format("{} {}{}", quote(list[i].token, 24),
+                                                 change && v > 0 ? "+" + format_fixed(v, 2) : format_fixed(v, 2),
+                                                 i + 1 < list.size() ? "," : "");
+            if (!empty && display_width(line) + 1 + display_width(item) > room) {
+                b.lines.push_back(line);
+                line = indent;
+                empty = true;
+            }
+            line += (empty ? "" : " ") + item;
+            empty = false;
+        }
+        b.lines.push_back(line);
+    }
+
+    void lens() {
+        title("The logit lens");
+        paragraph(fmt::format(
+            "Each token's stream read as though the model ended there: through the final norm and the unembedding, "
+            "before {0}'s FFN and after it, the tokens of largest logit; then the tokens whose logit the FFN raised "
+            "and lowered most (after − before). At the last token this is the next word taking shape.",
+            layer_name()));
+        for (auto t : shown_indices(p_.lens.size(), opt_.full)) {
+            block b{block_kind::lines};
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                add(std::move(b));
+                continue;
+            }
+            const lens_position& l = p_.lens[t];
+            b.lines.push_back(fmt::format("{} (token {})", token_label(t), t));
+            ranked_lines(b, "  before   ", l.before, false);
+            ranked_lines(b, "  after    ", l.after, false);
+            ranked_lines(b, "  raised   ", l.raised, true);
+            ranked_lines(b, "  lowered  ", l.lowered, true);
+            add(std::move(b));
+        }
+    }
+
+    void prediction(const next_token& n) {
+        title("The prediction");
+        paragraph(fmt::format("The whole model run on from {}'s FFN to the end{}: its next token after {} (token {}), by "
+                              "logit, with the softmax's probability.",
+                              layer_name(), p_.baseline ? ", unchanged" : "", token_label(n.position), n.position));
+        block b{block_kind::table, "", {}, {}, "rlrr"};
+        b.rows.push_back({"rank", "token", "logit", "probability"});
+        for (std::size_t k = 0; k < n.top.size(); ++k)
+            b.rows.push_back({std::to_string(k + 1), quote(n.top[k].token), num(n.top[k].logit), num(n.top[k].prob)});
+        add(std::move(b));
+    }
+
+    void units() {
+        const auto& target = *p_.target;
+        const std::string t = quote(target.token);
+        title(fmt::format("The units that wrote {}", t));
+        const bool moe = p_.is_moe();
+        paragraph(fmt::format(
+            "At the last token each unit j of {0}'s FFN writes{1} a_j · W2[j] into the stream. Read through the final "
+            "norm (taken as linear at the stream leaving the FFN, σ = √(var + ε) there) and {2}'s row U of the "
+            "unembedding, that is {3}a_j · (W2[j] · (γ ⊙ U)) / σ of {2}'s logit: the unit's direct push on the "
+            "prediction. All {4} units together push it by {5}; the largest:",
+            layer_name(), moe ? ", scaled by its expert's routing weight w," : "", t, moe ? "w · " : "",
+            moe ? "the routed experts'" : std::to_string(p_.dense->layer().d_ff()), format_fixed(p_.total_score, 2)));
+        block b{block_kind::table, "", {}, {}, moe ? "lrrr" : "lrr"};
+        if (moe)
+            b.rows.push_back({"unit", "a_j (fed to W2)", "w", "logit of " + t});
+        else
+            b.rows.push_back({"unit", "a_j (fed to W2)", "logit of " + t});
+        for (const auto& u : p_.top_units) {
+            std::vector<std::string> row{unit_name(u.unit, u.shared), num(u.activation)};
+            if (moe) row.push_back(num(u.weight));
+            row.push_back((u.score > 0 ? "+" : "") + num(u.score));
+            b.rows.push_back(std::move(row));
+        }
+        add(std::move(b));
+        if (p_.ablated.empty() && !p_.top_units.empty()) {
+            std::vector<std::string> ids;
+            for (std::size_t k = 0; k < std::min<std::size_t>(5, p_.top_units.size()); ++k) {
+                const auto& u = p_.top_units[k].unit;
+                ids.push_back(u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit));
+            }
+            paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
+        }
+    }
+
+    void knock_out() {
+        if (p_.ablated.empty()) return;
+        title("The knock-out");
+        const auto& before = p_.baseline->top.front();
+        const auto& after = p_.prediction->top.front();
+        paragraph(fmt::format("{}: the model run again from {}'s FFN. Each token's probability and logit, unchanged → "
+                              "knocked out. The top prediction {}.",
+                              capitalised(ablated_list()), layer_name(),
+                              before.id == after.id
+                                  ? fmt::format("stays {} ({} → {})", quote(before.token), num(before.prob), num(after.prob))
+                                  : fmt::format("changes from {} ({}) to {} ({})", quote(before.token), num(before.prob),
+                                                quote(after.token), num(after.prob))));
+        block b{block_kind::table, "", {}, {}, "lrrrr"};
+        b.rows.push_back({"token", "probability", "change", "logit", "change"});
+        auto signed_num = [&](double d) { return (d > 0 ? "+" : "") + num(d); };
+        for (const auto& c : p_.changes)
+            b.rows.push_back({quote(c.token), fmt::format("{} → {}", num(c.before), num(c.after)), signed_num(c.after - c.before),
+                              fmt::format("{} → {}", format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2)),
+                              (c.logit_after > c.logit_before ? "+" : "") + format_fixed(c.logit_after - c.logit_before, 2)});
+        add(std::move(b));
+    }
+
+    const prompt_trace& p_;
+    const text_options& opt_;
+    bool html_;
+    const block_sink* out_ = nullptr;
+};
+
+}  // namespace
+}  // namespace detail
+
+void render_prompt(const prompt_trace& p, const text_options& options, text_format format, const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::prompt_builder builder(p, options, page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
+}
+
+std::string render_prompt_text(const prompt_trace& p, const text_options& options) {
+    std::string out;
+    render_prompt(p, options, text_format::text, [&out](std::string_view s) { out += s; });
+    return out;
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json ranked_json(const std::vector<ranked_token>& list, const char* value, bool prob) {
+    json a = json::array();
+    for (const auto& t : list) {
+        json e = {{"id", t.id}, {"token", t.token}, {value, t.logit}};
+        if (prob) e["prob"] = t.prob;
+        a.push_back(std::move(e));
+    }
+    return a;
+}
+
+json prediction_json(const next_token& n) { return {{"position", n.position}, {"top", ranked_json(n.top, "logit", true)}}; }
+
+json unit_json(const unit_ref& u, bool shared = false) {
+    json e;
+    if (u.expert) e[shared ? "shared" : "expert"] = *u.expert;
+    e["unit"] = u.unit;
+    return e;
+}
+
+}  // namespace
+
+std::string render_prompt_json(const prompt_trace& p) {
+    json out;
+    out["title"] = p.ex.title;
+    out["prompt"] = {{"text", p.prompt.text}, {"token_ids", p.prompt.ids}, {"tokens", p.prompt.tokens},
+                     {"display", p.prompt.display}};
+    out["arch"] = p.arch;
+    out["layer"] = p.layer;
+    out["n_layers"] = p.n_layers;
+    json earlier = json::array();
+    for (const auto& c : p.earlier)
+        earlier.push_back({{"layer", c.layer}, {"attention", c.attention}, {"ffn", c.ffn}, {"stream", c.stream}});
+    out["embedding"] = p.embedded;
+    out["earlier"] = std::move(earlier);
+    out["attention"] = p.attention;
+    static const std::vector<claim> no_claims;
+    json layer = p.dense ? trace_json(p.ex, *p.dense, no_claims, p.units ? &*p.units : nullptr, p.vocab ? &*p.vocab : nullptr)
+                         : moe_trace_json(p.ex, *p.moe, no_claims, p.moe_units ? &*p.moe_units : nullptr);
+    for (auto& [key, value] : layer.items())
+        if (key != "title" && key != "claims") out[key] = std::move(value);
+    out["agreement"] = p.agreement;
+    if (p.prediction) {
+        json lens = json::array();
+        for (std::size_t t = 0; t < p.lens.size(); ++t)
+            lens.push_back({{"token", t},
+                            {"before", ranked_json(p.lens[t].before, "logit", false)},
+                            {"after", ranked_json(p.lens[t].after, "logit", false)},
+                            {"raised", ranked_json(p.lens[t].raised, "change", false)},
+                            {"lowered", ranked_json(p.lens[t].lowered, "change", false)}});
+        out["lens"] = std::move(lens);
+        out["prediction"] = prediction_json(*p.prediction);
+        if (p.baseline) out["baseline_prediction"] = prediction_json(*p.baseline);
+        json units = json::array();
+        for (const auto& u : p.top_units) {
+            json e = unit_json(u.unit, u.shared);
+            e["activation"] = u.activation;
+            if (u.unit.expert) e["weight"] = u.weight;
+            e["score"] = u.score;
+            units.push_back(std::move(e));
+        }
+        out["attribution"] = {{"position", p.prompt.ids.size() - 1},
+                              {"target", {{"id", p.target->id}, {"token", p.target->token}}},
+                              {"total", p.total_score},
+                              {"units", std::move(units)}};
+    }
+    if (!p.ablated.empty()) {
+        json ablated = json::array();
+        for (const auto& u : p.ablated) ablated.push_back(unit_json(u));
+        out["ablated"] = std::move(ablated);
+        json changes = json::array();
+        for (const auto& c : p.changes)
+            changes.push_back({{"id", c.id}, {"token", c.token}, {"before", c.before}, {"after", c.after},
+                               {"logit_before", c.logit_before}, {"logit_after", c.logit_after}});
+        out["changes"] = std::move(changes);
+    }
+    return json_text(out) + "\n";
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,525 @@
+// prompt.hpp: a prompt through tiny checkpoints the tests write (GPT-2, Mixtral, BERT), against
+// the independent float64 reference forward pass (reference_transformer.hpp) on the very values
+// written: the stream entering the layer's FFN, the trace's output, the logit lens, the prediction,
+// the units' direct logit attribution (computed here from the tensors), the knock-out against a
+// rerun with the units' W2 rows zeroed, and the errors; then the shipped model against PyTorch's
+// float64 numbers (tests/inputs/models/capitals_reference.json).
+#include "ffn_trace/prompt.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_prompt.hpp"
+#include "reference_transformer.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+namespace ckpt = test::ckpt;
+namespace ref = reference_transformer;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr std::size_t d_model = 16, d_ff = 12, n_layers = 3, vocab = 11, positions = 8;
+const std::vector<std::size_t> ids{3, 1, 4, 1, 5};
+
+struct tiny_model {
+    ref::spec spec;
+    json config;
+    std::vector<ckpt::tensor> written;
+    ref::tensors values;
+
+    void add(const std::string& name, const std::vector<std::size_t>& shape, std::mt19937_64& rng, double scale = 0.5,
+             double offset = 0) {
+        std::uniform_real_distribution<double> uniform(-1, 1);
+        ckpt::tensor t{spec.prefix + name, "F64", shape, {}};
+        std::size_t n = 1;
+        for (auto s : shape) n *= s;
+        for (std::size_t k = 0; k < n; ++k) t.values.push_back(offset + scale * uniform(rng));
+        values[t.name] = {t.shape, t.values};
+        written.push_back(std::move(t));
+    }
+    std::string write(const ckpt::temp_dir& dir) const {
+        dir.write("model.safetensors", ckpt::safetensors_file(written));
+        dir.write("config.json", config.dump(2));
+        return dir.path();
+    }
+};
+
+std::string at(std::string pattern, std::size_t i) { return pattern.replace(pattern.find("{i}"), 3, std::to_string(i)); }
+
+// GPT-2 (fused c_attn, tied head), Mixtral (4 experts, top 2) or BERT, three layers of 16.
+tiny_model make_model(const std::string& arch) {
+    tiny_model m;
+    std::mt19937_64 rng(7);
+    ref::spec& s = m.spec;
+    s.arch = arch;
+    s.d_model = d_model;
+    s.d_ff = d_ff;
+    s.n_layers = n_layers;
+    auto norm = [&](const std::string& name, bool bias) {
+        m.add(name + ".weight", {d_model}, rng, 0.25, 1);
+        if (bias) m.add(name + ".bias", {d_model}, rng, 0.25);
+    };
+    if (arch == "gpt2") {
+        s.prefix = "transformer.";
+        s.n_heads = s.n_kv_heads = 4;
+        s.head_dim = 4;
+        s.eps = 1e-5;
+        m.config = {{"model_type", "gpt2"}, {"n_embd", d_model}, {"n_layer", n_layers}, {"n_head", 4}, {"n_positions", positions},
+                    {"vocab_size", vocab}, {"layer_norm_epsilon", 1e-5}, {"activation_function", "gelu_new"}};
+        m.add("wte.weight", {vocab, d_model}, rng);
+        m.add("wpe.weight", {positions, d_model}, rng);
+        for (std::size_t i = 0; i < n_layers; ++i) {
+            norm(at("h.{i}.ln_1", i), true);
+            m.add(at("h.{i}.attn.c_attn.weight", i), {d_model, 3 * d_model}, rng);
+            m.add(at("h.{i}.attn.c_attn.bias", i), {3 * d_model}, rng);
+            m.add(at("h.{i}.attn.c_proj.weight", i), {d_model, d_model}, rng);
+            m.add(at("h.{i}.attn.c_proj.bias", i), {d_model}, rng);
+            norm(at("h.{i}.ln_2", i), true);
+            m.add(at("h.{i}.mlp.c_fc.weight", i), {d_model, d_ff}, rng);
+            m.add(at("h.{i}.mlp.c_fc.bias", i), {d_ff}, rng);
+            m.add(at("h.{i}.mlp.c_proj.weight", i), {d_ff, d_model}, rng);
+            m.add(at("h.{i}.mlp.c_proj.bias", i), {d_model}, rng);
+        }
+        norm("ln_f", true);
+    } else if (arch == "bert") {
+        s.prefix = "bert.";
+        s.n_heads = s.n_kv_heads = 2;
+        s.head_dim = 8;
+        s.eps = 1e-12;
+        m.config = {{"model_type", "bert"}, {"hidden_size", d_model}, {"num_hidden_layers", n_layers}, {"num_attention_heads", 2},
+                    {"intermediate_size", d_ff}, {"max_position_embeddings", positions}, {"vocab_size", vocab},
+                    {"type_vocab_size", 2}, {"layer_norm_eps", 1e-12}, {"hidden_act", "gelu"}};
+        m.add("embeddings.word_embeddings.weight", {vocab, d_model}, rng);
+        m.add("embeddings.position_embeddings.weight", {positions, d_model}, rng);
+        m.add("embeddings.token_type_embeddings.weight", {2, d_model}, rng);
+        norm("embeddings.LayerNorm", true);
+        for (std::size_t i = 0; i < n_layers; ++i) {
+            const std::string l = at("encoder.layer.{i}.", i);
+            for (const char* w : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
+                m.add(l + w + ".weight", {d_model, d_model}, rng);
+                m.add(l + w + ".bias", {d_model}, rng);
+            }
+            norm(l + "attention.output.LayerNorm", true);
+            m.add(l + "intermediate.dense.weight", {d_ff, d_model}, rng);
+            m.add(l + "intermediate.dense.bias", {d_ff}, rng);
+            m.add(l + "output.dense.weight", {d_model, d_ff}, rng);
+            m.add(l + "output.dense.bias", {d_model}, rng);
+            norm(l + "output.LayerNorm", true);
+        }
+    } else {  // mixtral
+        s.prefix = "model.";
+        s.n_heads = 4;
+        s.n_kv_heads = 2;
+        s.head_dim = 4;
+        s.eps = 1e-6;
+        s.rope_theta = 100;
+        s.tied = false;
+        s.window = 0;
+        s.n_experts = 4;
+        s.top_k = 2;
+        m.config = {{"model_type", "mixtral"}, {"hidden_size", d_model}, {"intermediate_size", d_ff}, {"num_hidden_layers", n_layers},
+                    {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", positions},
+                    {"rms_norm_eps", 1e-6}, {"rope_theta", 100}, {"vocab_size", vocab}, {"hidden_act", "silu"},
+                    {"tie_word_embeddings", false}, {"num_local_experts", 4}, {"num_experts_per_tok", 2}};
+        m.add("embed_tokens.weight", {vocab, d_model}, rng);
+        for (std::size_t i = 0; i < n_layers; ++i) {
+            const std::string l = at("layers.{i}.", i);
+            norm(l + "input_layernorm", false);
+            m.add(l + "self_attn.q_proj.weight", {16, d_model}, rng);
+            m.add(l + "self_attn.k_proj.weight", {8, d_model}, rng);
+            m.add(l + "self_attn.v_proj.weight", {8, d_model}, rng);
+            m.add(l + "self_attn.o_proj.weight", {d_model, 16}, rng);
+            norm(l + "post_attention_layernorm", false);
+            m.add(l + "block_sparse_moe.gate.weight", {4, d_model}, rng, 2);
+            for (std::size_t e = 0; e < 4; ++e) {
+                const std::string ex = l + "block_sparse_moe.experts." + std::to_string(e) + ".";
+                m.add(ex + "w1.weight", {d_ff, d_model}, rng);
+                m.add(ex + "w3.weight", {d_ff, d_model}, rng);
+                m.add(ex + "w2.weight", {d_model, d_ff}, rng);
+            }
+        }
+        norm("norm", false);
+        s.prefix = "";
+        m.add("lm_head.weight", {vocab, d_model}, rng);
+        s.prefix = "model.";
+    }
+    return m;
+}
+
+transformer open_model(const std::string& dir) {
+    auto c = checkpoint::open(dir);
+    if (!c) FAIL(c.err().to_string());
+    auto t = transformer::open(std::make_shared<const checkpoint>(std::move(*c)));
+    if (!t) FAIL(t.err().to_string());
+    return std::move(*t);
+}
+
+prompt_tokens tokens_of(const std::vector<std::size_t>& prompt) {
+    prompt_tokens p{"a prompt", prompt, {}, {}};
+    for (auto id : prompt) {
+        p.tokens.push_back("t" + std::to_string(id));
+        p.display.push_back("t" + std::to_string(id));
+    }
+    return p;
+}
+
+prompt_trace run(const transformer& model, std::size_t layer, std::vector<unit_ref> ablate = {}) {
+    auto r = run_prompt(model, tokens_of(ids), {layer, std::move(ablate), 10, {}, {}});
+    if (!r) FAIL(r.err().to_string());
+    return std::move(*r);
+}
+
+void check_rows(const matrix& got, const ref::mat& want, const char* what) {
+    INFO(what);
+    REQUIRE(got.rows == want.size());
+    REQUIRE(got.cols == want[0].size());
+    for (std::size_t r = 0; r < got.rows; ++r)
+        for (std::size_t c = 0; c < got.cols; ++c) {
+            CAPTURE(r);
+            CAPTURE(c);
+            CHECK(got(r, c) == Approx(want[r][c]).epsilon(1e-9));
+        }
+}
+
+// The final norm and the unembedding of one row of a stream, as the reference computes the logits.
+ref::vec lens_logits(const tiny_model& m, const ref::vec& x) {
+    const ref::spec& s = m.spec;
+    const ref::vec f = s.arch == "gpt2" ? ref::layer_norm(m.values, s.prefix + "ln_f", x, s.eps) : ref::rms_norm(m.values, s.prefix + "norm", x, s.eps);
+    return ref::times_out_in(f, ref::get(m.values, s.arch == "gpt2" ? s.prefix + "wte.weight" : "lm_head.weight"));
+}
+
+ref::vec softmax(ref::vec z) {
+    const double top = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (double& v : z) sum += v = std::exp(v - top);
+    for (double& v : z) v /= sum;
+    return z;
+}
+
+std::size_t argmax(const ref::vec& v) { return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+}  // namespace
+
+TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's stream, trace, lens and prediction") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    const ref::run want = ref::forward(m.spec, m.values, ids);
+    const prompt_trace p = run(model, 1);
+
+    REQUIRE(p.dense);
+    check_rows(p.input, want.after_attention[1], "the stream entering layer 1's FFN");
+    check_rows(p.output(), want.after_ffn[1], "the trace's last step: the stream leaving it");
+    CHECK(p.agreement < 1e-12);
+    REQUIRE(p.earlier.size() == 1);
+    // what layer 0's sublayers added, by norm, at token 2
+    double attn = 0, ffn_added = 0;
+    for (std::size_t i = 0; i < d_model; ++i) {
+        attn += std::pow(want.after_attention[0][2][i] - want.embedded[2][i], 2);
+        ffn_added += std::pow(want.after_ffn[0][2][i] - want.after_attention[0][2][i], 2);
+    }
+    CHECK(p.earlier[0].attention[2] == Approx(std::sqrt(attn)).epsilon(1e-9));
+    CHECK(p.earlier[0].ffn[2] == Approx(std::sqrt(ffn_added)).epsilon(1e-9));
+
+    SUBCASE("the lens reads each token's stream before and after the FFN through ln_f and the tied wte") {
+        REQUIRE(p.lens.size() == ids.size());
+        for (std::size_t t = 0; t < ids.size(); ++t) {
+            CAPTURE(t);
+            const ref::vec before = lens_logits(m, want.after_attention[1][t]), after = lens_logits(m, want.after_ffn[1][t]);
+            REQUIRE(p.lens[t].before.size() == 10);
+            REQUIRE(p.lens[t].after.size() == 10);
+            CHECK(p.lens[t].before[0].id == argmax(before));
+            CHECK(p.lens[t].before[0].logit == Approx(before[argmax(before)]).epsilon(1e-9));
+            CHECK(p.lens[t].after[0].id == argmax(after));
+            for (const auto& e : p.lens[t].after) CHECK(e.logit == Approx(after[e.id]).epsilon(1e-9));
+            ref::vec change(vocab);
+            for (std::size_t v = 0; v < vocab; ++v) change[v] = after[v] - before[v];
+            CHECK(p.lens[t].raised[0].id == argmax(change));
+            CHECK(p.lens[t].raised[0].logit == Approx(change[argmax(change)]).epsilon(1e-9));
+            CHECK(p.lens[t].lowered[0].logit == Approx(*std::min_element(change.begin(), change.end())).epsilon(1e-9));
+        }
+    }
+    SUBCASE("the prediction is the whole model's at the last position, with the softmax's probabilities") {
+        REQUIRE(p.prediction);
+        CHECK_FALSE(p.baseline);
+        CHECK(p.prediction->position == 4);
+        const ref::vec probs = softmax(want.logits[4]);
+        REQUIRE(p.prediction->top.size() == 10);
+        CHECK(p.prediction->top[0].id == argmax(want.logits[4]));
+        for (const auto& e : p.prediction->top) {
+            CAPTURE(e.id);
+            CHECK(e.logit == Approx(want.logits[4][e.id]).epsilon(1e-9));
+            CHECK(e.prob == Approx(probs[e.id]).epsilon(1e-9));
+        }
+        for (std::size_t k = 1; k < p.prediction->top.size(); ++k) CHECK(p.prediction->top[k - 1].logit >= p.prediction->top[k].logit);
+    }
+    SUBCASE("the units are ranked by a · (W2[j] · (γ_f ⊙ U[t])) / σ, computed here from the tensors") {
+        const std::size_t target = argmax(want.logits[4]);
+        REQUIRE(p.target);
+        CHECK(p.target->id == target);
+        // a_j: GELU of layer 1's c_fc on ln_2 of the stream at the last token
+        const ref::vec x = want.after_attention[1][4];
+        ref::vec a = ref::conv1d(m.values, "transformer.h.1.mlp.c_fc", ref::layer_norm(m.values, "transformer.h.1.ln_2", x, 1e-5));
+        for (double& v : a) v = ref::gelu_new(v);
+        const ref::vec& y = want.after_ffn[1][4];
+        const double mean = std::accumulate(y.begin(), y.end(), 0.0) / d_model;
+        double var = 0;
+        for (double v : y) var += (v - mean) * (v - mean) / d_model;
+        const double sigma = std::sqrt(var + 1e-5);
+        const auto& gamma = ref::get(m.values, "transformer.ln_f.weight").values;
+        const auto& wte = ref::get(m.values, "transformer.wte.weight").values;
+        const auto& w2 = ref::get(m.values, "transformer.h.1.mlp.c_proj.weight").values;  // (d_ff, d_model)
+        ref::vec score(d_ff);
+        double total = 0;
+        for (std::size_t j = 0; j < d_ff; ++j) {
+            double dot = 0;
+            for (std::size_t k = 0; k < d_model; ++k) dot += w2[j * d_model + k] * gamma[k] * wte[target * d_model + k];
+            total += score[j] = a[j] * dot / sigma;
+        }
+        REQUIRE(p.top_units.size() == 10);
+        CHECK(p.total_score == Approx(total).epsilon(1e-9));
+        std::vector<std::size_t> order(d_ff);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) { return score[i] > score[j]; });
+        for (std::size_t k = 0; k < 10; ++k) {
+            CAPTURE(k);
+            CHECK_FALSE(p.top_units[k].unit.expert);
+            CHECK(p.top_units[k].unit.unit == order[k]);
+            CHECK(p.top_units[k].score == Approx(score[order[k]]).epsilon(1e-9));
+            CHECK(p.top_units[k].activation == Approx(a[order[k]]).epsilon(1e-9));
+        }
+    }
+}
+
+TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 rows zeroed") {
+    SUBCASE("GPT-2: units 2 and 7 of layer 0 (c_proj stored in × out: their rows)") {
+        tiny_model m = make_model("gpt2");
+        ckpt::temp_dir dir;
+        const transformer model = open_model(m.write(dir));
+        const ref::vec unchanged = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+        auto& w2 = m.values.at("transformer.h.0.mlp.c_proj.weight").values;
+        for (std::size_t j : {2, 7})
+            for (std::size_t k = 0; k < d_model; ++k) w2[j * d_model + k] = 0;
+        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+        const prompt_trace p = run(model, 0, {{std::nullopt, 2}, {std::nullopt, 7}});
+        REQUIRE(p.baseline);
+        REQUIRE(p.prediction);
+        CHECK(p.prediction->top[0].id == argmax(changed));
+        for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+        for (const auto& e : p.baseline->top) CHECK(e.prob == Approx(unchanged[e.id]).epsilon(1e-9));
+        REQUIRE(p.changes.size() >= 10);
+        for (const auto& c : p.changes) {
+            CAPTURE(c.id);
+            CHECK(c.before == Approx(unchanged[c.id]).epsilon(1e-9));
+            CHECK(c.after == Approx(changed[c.id]).epsilon(1e-9));
+        }
+        // the trace and the lens stay the unchanged model's
+        CHECK(p.agreement < 1e-12);
+    }
+    SUBCASE("Mixtral: unit 3 of expert 1 and unit 0 of expert 2 in layer 1 (w2 stored out × in: their columns)") {
+        tiny_model m = make_model("mixtral");
+        ckpt::temp_dir dir;
+        const transformer model = open_model(m.write(dir));
+        const ref::vec unchanged = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+        for (auto [e, j] : {std::pair<std::size_t, std::size_t>{1, 3}, {2, 0}}) {
+            auto& w2 = m.values.at("model.layers.1.block_sparse_moe.experts." + std::to_string(e) + ".w2.weight").values;
+            for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] = 0;
+        }
+        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+        const prompt_trace p = run(model, 1, {{1, 3}, {2, 0}});
+        REQUIRE(p.moe);
+        REQUIRE(p.prediction);
+        REQUIRE(p.baseline);
+        for (const auto& e : p.baseline->top) CHECK(e.prob == Approx(unchanged[e.id]).epsilon(1e-9));
+        for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+        // the MoE's units are ranked too, each with its expert and routing weight
+        REQUIRE_FALSE(p.top_units.empty());
+        for (const auto& u : p.top_units) {
+            CHECK(u.unit.expert);
+            CHECK(u.weight > 0);
+            CHECK(u.weight <= 1);
+        }
+    }
+}
+
+TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction or knock-out") {
+    const tiny_model m = make_model("bert");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    const ref::run want = ref::forward(m.spec, m.values, ids);
+    const prompt_trace p = run(model, 2);
+    check_rows(p.input, want.after_attention[2], "the attention block's output after its LayerNorm");
+    check_rows(p.output(), want.after_ffn[2], "the post-norm FFN sublayer's output");
+    CHECK(p.lens.empty());
+    CHECK_FALSE(p.prediction);
+    auto knocked = run_prompt(model, tokens_of(ids), {2, {{std::nullopt, 1}}, 10, {}, {}});
+    REQUIRE_FALSE(knocked);
+    CHECK(knocked.err().path == "--ablate");
+    const std::string j = render_prompt_json(p);
+    CHECK(j.find("\"lens\"") == std::string::npos);
+    CHECK(j.find("\"prediction\"") == std::string::npos);
+}
+
+TEST_CASE("a prompt the model cannot run is one error naming the option and what was expected") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    auto fails = [&](std::vector<std::size_t> prompt, std::size_t layer, std::vector<unit_ref> ablate) {
+        auto r = run_prompt(model, tokens_of(prompt), {layer, std::move(ablate), 10, {}, {}});
+        REQUIRE_FALSE(r);
+        return r.err();
+    };
+    SUBCASE("no tokens") { CHECK(fails({}, 0, {}).path == "--prompt"); }
+    SUBCASE("longer than the position table") {
+        const error e = fails(std::vector<std::size_t>(positions + 1, 1), 0, {});
+        CHECK(e.path == "--prompt");
+        CHECK(e.message.find("9 tokens") != std::string::npos);
+        CHECK(e.message.find("8") != std::string::npos);
+    }
+    SUBCASE("a layer past the last") {
+        const error e = fails(ids, n_layers, {});
+        CHECK(e.path == "--layer");
+        CHECK(e.message == "layer 3 is out of range: the checkpoint has 3 layers (0 to 2)");
+    }
+    SUBCASE("a unit past d_ff") {
+        const error e = fails(ids, 0, {{std::nullopt, d_ff}});
+        CHECK(e.path == "--ablate");
+        CHECK(e.message == "unit 12 is out of range: layer 0 has d_ff = 12 units (0 to 11)");
+    }
+    SUBCASE("an expert named in a dense layer") { CHECK(fails(ids, 0, {{1, 2}}).message.find("dense") != std::string::npos); }
+}
+
+TEST_CASE("units to knock out are read as J or E:J, comma-separated, and nothing else") {
+    auto units = parse_units("3,1:7,0:0");
+    REQUIRE(units);
+    REQUIRE(units->size() == 3);
+    CHECK_FALSE((*units)[0].expert);
+    CHECK((*units)[0].unit == 3);
+    CHECK((*units)[1].expert == std::optional<std::size_t>(1));
+    CHECK((*units)[1].unit == 7);
+    for (const char* bad : {"", "x", "-1", "1:", ":2", "1:2:3", "3,", "1.5", "0x10", " 3"}) {
+        CAPTURE(bad);
+        auto r = parse_units(bad);
+        REQUIRE_FALSE(r);
+        CHECK(r.err().path == "--ablate");
+    }
+}
+
+TEST_CASE("the prompt's views: text fits 80 columns, and the JSON has the names tests rely on") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    const prompt_trace p = run(model, 1, {{std::nullopt, 4}});
+    text_options o;
+    o.width = 80;
+    const std::string text = render_prompt_text(p, o);
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const std::size_t end = std::min(text.find('\n', start), text.size());
+        CAPTURE(text.substr(start, end - start));
+        CHECK(display_width(text.substr(start, end - start)) <= 80);
+        start = end + 1;
+    }
+    for (const char* heading : {"The prompt's tokens", "The layers before layer 1", "Layer 1's FFN on the prompt",
+                                "The logit lens", "The prediction", "The units that wrote", "The knock-out"})
+        CHECK(text.find(heading) != std::string::npos);
+    const auto j = json::parse(render_prompt_json(p));
+    CHECK(j["prompt"]["token_ids"] == json(ids));
+    CHECK(j["prompt"]["text"] == "a prompt");
+    CHECK(j["input"].size() == ids.size());
+    CHECK(j["input"][0].size() == d_model);
+    CHECK(j["steps"].back()["name"] == "residual");
+    CHECK(j["lens"].size() == ids.size());
+    CHECK(j["lens"][0]["token"] == 0);
+    CHECK(j["lens"][0]["before"].size() >= 10);
+    CHECK(j["lens"][0]["after"][0].contains("logit"));
+    CHECK(j["prediction"]["position"] == 4);
+    CHECK(j["prediction"]["top"].size() >= 10);
+    CHECK(j["prediction"]["top"][0].contains("prob"));
+    CHECK(j["baseline_prediction"]["top"].size() >= 10);
+}
+
+TEST_CASE("the shipped model's prompts give PyTorch's float64 numbers: ids, stream, lens, prediction, units, knock-out") {
+    std::ifstream file(std::string(FFN_TRACE_TEST_INPUTS) + "/models/capitals_reference.json");
+    REQUIRE(file);
+    const json want = json::parse(file);
+    const std::string dir = std::string(FFN_TRACE_DATA_DIR) + "/models/capitals";
+    const transformer model = open_model(dir);
+    auto tok = open_tokenizer(dir);
+    REQUIRE(tok);
+    auto empty = tokenize_prompt(*tok, "");
+    REQUIRE_FALSE(empty);
+    CHECK(empty.err().path == "--prompt");
+    const std::size_t layer = want["fact_layer"];
+    for (const auto& w : want["prompts"]) {
+        const std::string text = w["text"];
+        CAPTURE(text);
+        auto tokens = tokenize_prompt(*tok, text);
+        REQUIRE(tokens);
+        CHECK(json(tokens->ids) == w["token_ids"]);
+        CHECK(json(tokens->display) == w["tokens"]);
+        auto p = run_prompt(model, *tokens, {layer, {}, 10, {}, {}});
+        REQUIRE(p);
+        // the model's weights are F32, summed in float64 on both sides
+        auto same = [](const matrix& got, const json& rows, const char* what) {
+            INFO(what);
+            REQUIRE(got.rows == rows.size());
+            for (std::size_t t = 0; t < got.rows; ++t) {
+                REQUIRE(got.cols == rows[t].size());
+                for (std::size_t i = 0; i < got.cols; ++i) CHECK(got(t, i) == Approx(rows[t][i].get<double>()).epsilon(1e-9));
+            }
+        };
+        same(p->input, w["input"], "the stream entering the FFN");
+        same(p->output(), w["output"], "the stream leaving it");
+        const auto& lens = w["lens"];
+        REQUIRE(p->lens.size() == lens.size());
+        for (std::size_t t = 0; t < lens.size(); ++t)
+            for (const char* side : {"before", "after"}) {
+                CAPTURE(t);
+                CAPTURE(side);
+                const auto& mine = std::string(side) == "before" ? p->lens[t].before : p->lens[t].after;
+                for (std::size_t k = 0; k < lens[t][side].size(); ++k) {
+                    CHECK(mine[k].id == lens[t][side][k]["id"].get<std::size_t>());
+                    CHECK(mine[k].logit == Approx(lens[t][side][k]["logit"].get<double>()).epsilon(1e-9));
+                }
+            }
+        const auto& top = w["prediction"]["top"];
+        REQUIRE(p->prediction->top.size() == top.size());
+        for (std::size_t k = 0; k < top.size(); ++k) {
+            CHECK(p->prediction->top[k].id == top[k]["id"].get<std::size_t>());
+            CHECK(p->prediction->top[k].token == top[k]["token"].get<std::string>());
+            CHECK(p->prediction->top[k].logit == Approx(top[k]["logit"].get<double>()).epsilon(1e-9));
+            CHECK(p->prediction->top[k].prob == Approx(top[k]["prob"].get<double>()).epsilon(1e-9));
+        }
+        const auto& units = w["top_units"]["units"];
+        CHECK(p->target->id == w["top_units"]["token"].get<std::size_t>());
+        std::vector<unit_ref> five;
+        for (std::size_t k = 0; k < units.size(); ++k) {
+            CHECK(p->top_units[k].unit.unit == units[k]["unit"].get<std::size_t>());
+            CHECK(p->top_units[k].score == Approx(units[k]["score"].get<double>()).epsilon(1e-9));
+            five.push_back(p->top_units[k].unit);
+        }
+        auto knocked = run_prompt(model, *tokens, {layer, five, 10, {}, {}});
+        REQUIRE(knocked);
+        const auto& after = w["ablated_prediction"]["top"];
+        for (std::size_t k = 0; k < after.size(); ++k) {
+            CHECK(knocked->prediction->top[k].id == after[k]["id"].get<std::size_t>());
+            CHECK(knocked->prediction->top[k].prob == Approx(after[k]["prob"].get<double>()).epsilon(1e-9));
+        }
+        // the capital's probability falls when the units that wrote it most are knocked out
+        CHECK(knocked->changes.front().id == p->target->id);
+        CHECK(knocked->changes.front().after < knocked->changes.front().before);
+    }
+}

@@ -1,0 +1,268 @@
+// The tokenizer against hand-worked tokenizations: merges applied in their listed order, byte
+// fallback, WordPiece's greedy longest match, accents and Chinese characters, every split
+// behaviour, and hostile files refused with the JSON path of what is wrong.
+#include "ffn_trace/tokenizer.hpp"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <doctest/doctest.h>
+#include <string>
+#include <vector>
+
+using ffn_trace::tokenizer;
+
+namespace {
+
+const std::string dir = std::string(FFN_TRACE_TEST_INPUTS) + "/tokenizers/";
+
+tokenizer load(const std::string& name) {
+    auto t = tokenizer::from_json(dir + name);
+    INFO(name, ": ", t ? "" : t.err().to_string());
+    REQUIRE(t);
+    return *t;
+}
+
+// The vocabulary's spelling of each token of the text.
+std::vector<std::string> spell(const tokenizer& t, std::string_view text) {
+    auto ids = t.encode(text);
+    INFO(std::string(text), ": ", ids ? "" : ids.err().to_string());
+    REQUIRE(ids);
+    std::vector<std::string> out;
+    for (const auto id : *ids) out.push_back(t.token(id));
+    return out;
+}
+
+using spelled = std::vector<std::string>;
+const std::string G = "\xC4\xA0";     // Ġ, the space byte in GPT-2's table
+const std::string S = "\xE2\x96\x81"; // ▁
+
+std::string error_of(std::string_view json) {
+    auto t = tokenizer::from_json_text(json, "t.json");
+    REQUIRE_FALSE(t);
+    return t.err().to_string();
+}
+
+}  // namespace
+
+TEST_CASE("byte-level BPE merges pairs in the order the merges are listed") {
+    const auto t = load("gpt2_like.json");
+    // The file lists the 256 byte characters in byte order: "!" is byte 33, Ġ the space byte 32.
+    CHECK(t.id_of("!") == 33u);
+    CHECK(t.id_of(G) == 32u);
+    // " the": h e (rank 0), then t he (rank 1); Ġ t (rank 2) never applies and Ġt he cannot.
+    CHECK(spell(t, " the") == spelled{G, "the"});
+    // " capital": a p, c ap, i t, cap it, a l, capit al, then Ġ capital.
+    CHECK(spell(t, "the capital") == spelled{"the", G + "capital"});
+    // GPT-2's regex cuts 's off, and no merge joins P a without the space before it.
+    CHECK(spell(t, "Paris's") == spelled{"P", "a", "ris", "'s"});
+    CHECK(spell(t, " Paris") == spelled{G + "Paris"});
+    CHECK(spell(t, "123") == spelled{"123"});
+    // \s+(?!\S) leaves the last space to the word: three spaces merge leftmost first, Ġ Ġ then Ġ.
+    CHECK(spell(t, "a    b") == spelled{"a", G + G, G, G, "b"});
+    CHECK(spell(t, "<|endoftext|>the") == spelled{"<|endoftext|>", "the"});
+    CHECK(t.display(*t.id_of(G + "capital")) == " capital");
+    CHECK(t.display(*t.id_of("\xC4\x8A")) == "\\n");  // Ċ is the newline byte
+}
+
+TEST_CASE("byte-level BPE spells bytes that are not UTF-8 on their own as escapes") {
+    const auto t = load("gpt2_like.json");
+    auto ids = t.encode("\xC3\xA9");  // é: two byte tokens, no merge
+    REQUIRE(ids);
+    REQUIRE(ids->size() == 2);
+    CHECK(t.display((*ids)[0]) == "\\xC3");
+    CHECK(t.display((*ids)[1]) == "\\xA9");
+}
+
+TEST_CASE("the pair form of merges and add_prefix_space give RoBERTa's tokens between <s> and </s>") {
+    const auto t = load("roberta_like.json");
+    CHECK(spell(t, "the capital") == spelled{"<s>", G, "the", G + "capital", "</s>"});
+}
+
+TEST_CASE("a Split regex before ByteLevel, as Llama 3 has, with ignore_merges and a template's BOS") {
+    const auto t = load("llama3_like.json");
+    // ignore_merges: Ġthe is in the vocabulary, so the merges are not consulted.
+    CHECK(spell(t, " the") == spelled{"<|begin_of_text|>", G + "the"});
+    // \p{N}{1,3}: digits in threes.
+    CHECK(spell(t, "1234") == spelled{"<|begin_of_text|>", "123", "4"});
+    const auto q = load("qwen2_like.json");
+    // Qwen2's \p{N}: one digit at a time, so 1 2 never merges; no BOS.
+    CHECK(spell(q, "123") == spelled{"1", "2", "3"});
+}
+
+TEST_CASE("SentencePiece-style BPE: Prepend and Replace normalizers, then merges by rank") {
+    const auto t = load("llama2_prepend.json");
+    // ▁the▁capital is one word: ▁ t, h e, ▁t he; a p, c ap (rank 4) before ▁ c (rank 5) can apply,
+    // so ▁ stays alone; i t, a l.
+    CHECK(spell(t, "the capital") == spelled{"<s>", S + "the", S, "cap", "it", "al"});
+    CHECK(spell(t, "Paris") == spelled{"<s>", S + "Paris"});
+    CHECK(t.display(*t.id_of(S + "Paris")) == " Paris");
+}
+
+TEST_CASE("byte_fallback spells an unknown character as its UTF-8 bytes") {
+    const auto t = load("llama2_prepend.json");
+    CHECK(spell(t, "a\xC3\xBC") == spelled{"<s>", S, "a", "<0xC3>", "<0xBC>"});  // aü
+    CHECK(spell(t, "\xE4\xB8\xAD") == spelled{"<s>", S, "<0xE4>", "<0xB8>", "<0xAD>"});  // 中
+    CHECK(t.display(*t.id_of("<0x0A>")) == "\\n");
+    CHECK(t.display(*t.id_of("<0xE4>")) == "\\xE4");
+}
+
+TEST_CASE("Metaspace prepends ▁ always, or first only at the text's start") {
+    const auto always = load("metaspace_always_split.json");
+    CHECK(spell(always, "the capital") == spelled{S + "the", S, "cap", "it", "al"});
+    // no byte fallback: unknown characters are <unk>, one each without fuse_unk
+    CHECK(spell(always, "\xE4\xB8\xAD\xE5\x9B\xBD") == spelled{S, "<unk>", "<unk>"});
+    // Cut before every ▁, as Rust's tokenizers does ("Hey   friend!" is ▁Hey ▁ ▁ ▁friend!).
+    CHECK(spell(always, "the  the") == spelled{S + "the", S, S + "the"});
+    const auto first = load("metaspace_first.json");
+    CHECK(spell(first, "the") == spelled{"<s>", S + "the"});
+    CHECK(spell(first, "<s>the") == spelled{"<s>", "<s>", "t", "he"});
+}
+
+TEST_CASE("WordPiece cuts the longest known piece from the left, after BERT's normalizer") {
+    const auto t = load("bert_uncased.json");
+    // lowercased, é stripped of its accent; un, then ##aff (the longest), then ##able
+    CHECK(spell(t, "Unaffable Caf\xC3\xA9!") == spelled{"[CLS]", "un", "##aff", "##able", "cafe", "!", "[SEP]"});
+    CHECK(spell(t, "na\xC3\xAFve") == spelled{"[CLS]", "naive", "[SEP]"});
+    // CJK ideographs are words of their own
+    CHECK(spell(t, "\xE4\xB8\xAD\xE5\x9B\xBDx") == spelled{"[CLS]", "\xE4\xB8\xAD", "\xE5\x9B\xBD", "x", "[SEP]"});
+    // ß has no piece at all: the whole word is [UNK]
+    CHECK(spell(t, "a\xC3\x9F") == spelled{"[CLS]", "[UNK]", "[SEP]"});
+    CHECK(spell(t, "playing") == spelled{"[CLS]", "play", "##ing", "[SEP]"});
+}
+
+TEST_CASE("WordPiece gives [UNK] for a word past max_input_chars_per_word, and keeps case when told") {
+    const auto t = load("bert_cased_short.json");
+    CHECK(spell(t, "capital capitalist") == spelled{"[CLS]", "capital", "[UNK]", "[SEP]"});
+    CHECK(spell(t, "Paris") == spelled{"[CLS]", "[UNK]", "[SEP]"});
+}
+
+TEST_CASE("normalizers and pre-tokenizers in sequences") {
+    const auto t = load("normalizer_sequence.json");
+    // NFKD, accents out, lowercase, strip, runs of spaces to one; whitespace, punctuation, digits apart
+    CHECK(spell(t, "  \xEF\xBC\xB4he   CAF\xC3\x89 12! ") == spelled{"the", "c", "a", "f", "e", "1", "2", "!"});
+    const auto w = load("whitespace_digits.json");
+    CHECK(spell(w, "the12 x") == spelled{"the", "12", "x"});
+}
+
+TEST_CASE("fuse_unk fuses the unknown characters of one word, never across words") {
+    auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"[UNK]": 0, "a": 1}, "merges": [],
+        "unk_token": "[UNK]", "fuse_unk": true}, "pre_tokenizer": {"type": "WhitespaceSplit"}})", "t.json");
+    REQUIRE(t);
+    CHECK(spell(*t, "xya xy") == spelled{"[UNK]", "a", "[UNK]"});
+}
+
+TEST_CASE("the Whitespace pre-tokenizer's word characters are Unicode's, as Rust's \\w") {
+    auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"[UNK]": 0}, "merges": [],
+        "unk_token": "[UNK]", "fuse_unk": true}, "pre_tokenizer": {"type": "Whitespace"}})", "t.json");
+    REQUIRE(t);
+    // 中国 is a word and 。 punctuation: two pieces, two unknowns
+    CHECK(spell(*t, "\xE4\xB8\xAD\xE5\x9B\xBD\xE3\x80\x82") == spelled{"[UNK]", "[UNK]"});
+    // é with its combining accent stays one word
+    CHECK(spell(*t, "e\xCC\x81") == spelled{"[UNK]"});
+}
+
+TEST_CASE("Split's behaviours: isolated, removed, merged with either side, contiguous, inverted") {
+    const auto with = [](const std::string& behavior, bool invert) {
+        return std::string(R"({"model": {"type": "BPE", "ignore_merges": true, "merges": [],
+              "vocab": {"a": 0, "b": 1, "-": 2, "a-": 3, "-b": 4, "--": 5}},
+              "pre_tokenizer": {"type": "Split", "pattern": {"String": "-"}, "behavior": ")") +
+               behavior + R"(", "invert": )" + (invert ? "true" : "false") + "}}";
+    };
+    const auto spell_with = [&](const std::string& behavior, bool invert, std::string_view text) {
+        auto t = tokenizer::from_json_text(with(behavior, invert), "t.json");
+        REQUIRE(t);
+        return spell(*t, text);
+    };
+    CHECK(spell_with("Isolated", false, "a-b") == spelled{"a", "-", "b"});
+    CHECK(spell_with("Removed", false, "a-b") == spelled{"a", "b"});
+    CHECK(spell_with("MergedWithPrevious", false, "a-b") == spelled{"a-", "b"});
+    CHECK(spell_with("MergedWithNext", false, "a-b") == spelled{"a", "-b"});
+    CHECK(spell_with("Contiguous", false, "a--b") == spelled{"a", "--", "b"});
+    CHECK(spell_with("Isolated", false, "a--b") == spelled{"a", "-", "-", "b"});
+    CHECK(spell_with("Removed", true, "a-b") == spelled{"-"});
+}
+
+TEST_CASE("GPT-2's vocab.json and merges.txt make the same tokenizer as its tokenizer.json") {
+    // The files written from the test's tokenizer.json, with "<|endoftext|>" in the vocabulary as GPT-2 has it.
+    std::ifstream in(dir + "gpt2_like.json");
+    const auto j = nlohmann::json::parse(in);
+    auto vocab = j["model"]["vocab"];
+    vocab["<|endoftext|>"] = j["added_tokens"][0]["id"];
+    const auto folder = std::filesystem::temp_directory_path() / "ffn_trace_tokenizer_test";
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder / "vocab.json") << vocab.dump();
+    {
+        std::ofstream merges(folder / "merges.txt");
+        merges << "#version: 0.2\n";
+        for (const auto& m : j["model"]["merges"]) merges << m.get<std::string>() << "\n";
+    }
+    auto from_files = ffn_trace::open_tokenizer(folder.string());
+    REQUIRE(from_files);
+    const auto from_json = load("gpt2_like.json");
+    for (const char* text : {" the capital", "Paris's 123", "a    b<|endoftext|>x", "caf\xC3\xA9 \xF0\x9F\x99\x82"}) {
+        CAPTURE(text);
+        CHECK(spell(*from_files, text) == spell(from_json, text));
+    }
+    auto missing = ffn_trace::open_tokenizer(dir + "no-such-dir");
+    REQUIRE_FALSE(missing);
+    CHECK(missing.err().message.find("tokenizer.json") != std::string::npos);
+}
+
+TEST_CASE("a hostile tokenizer file is one error naming the JSON path") {
+    const std::string base = R"("vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"])";
+    CHECK(error_of(R"({"model": {"type": "Unigram", "vocab": []}})") == "t.json: model.type: unsupported model \"Unigram\"");
+    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "normalizer": {"type": "Precompiled"}})") ==
+          "t.json: normalizer.type: unsupported normalizer \"Precompiled\"");
+    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "CharDelimiterSplit"}]}})") ==
+          "t.json: pre_tokenizer.pretokenizers[0].type: unsupported pre-tokenizer \"CharDelimiterSplit\"");
+    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})") ==
+          "t.json: model.merges[0]: the merge makes \"ab\", which is not in the vocabulary");
+    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]}})") ==
+          "t.json: model.merges[0]: the merge names \"c\", which is not in the vocabulary");
+    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})").find("the id 0 is given to both") != std::string::npos);
+    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 99999999}, "merges": []}})").find("out of range") != std::string::npos);
+    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 7], "sep": ["[SEP]", 1]}})") ==
+          "t.json: post_processor.cls[1]: the id 7 is out of range for a vocabulary of 3");
+    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "("}, "behavior": "Isolated"}})")
+              .find("t.json: pre_tokenizer.pattern.Regex: the regex \"(\" does not compile") == 0);
+    std::string deep = R"({"model": {"type": "BPE", )" + base + R"(}, "normalizer": )";
+    for (int i = 0; i < 20; ++i) deep += R"({"type": "Sequence", "normalizers": [)";
+    deep += R"({"type": "NFC"})";
+    for (int i = 0; i < 20; ++i) deep += "]}";
+    deep += "}";
+    CHECK(error_of(deep).find("nest deeper than") != std::string::npos);
+}
+
+TEST_CASE("a regex that backtracks without bound fails with the stage's path instead of hanging") {
+    auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "^(a+)+$"}, "behavior": "Isolated"}})", "t.json");
+    REQUIRE(t);
+    auto ids = t->encode(std::string(40, 'a') + "!");
+    REQUIRE_FALSE(ids);
+    CHECK(ids.err().to_string().find("t.json: pre_tokenizer.pattern.Regex: the regex failed") == 0);
+    CHECK_FALSE(t->encode("\xFF"));
+}
+
+TEST_CASE("250,000 vocabulary entries load in well under a second, and a long word merges fast") {
+    std::string json = R"({"model": {"type": "BPE", "vocab": {)";
+    const std::size_t n = 250'000;
+    for (std::size_t i = 0; i < n; ++i) json += "\"t" + std::to_string(i) + "\": " + std::to_string(i) + ",";
+    json += R"("a": 250000, "aa": 250001}, "merges": ["a a"]}})";
+    // Processor time, not wall time: a busy machine must not fail the test.
+    const std::clock_t start = std::clock();
+    auto t = tokenizer::from_json_text(json, "big.json");
+    REQUIRE(t);
+    const double load_s = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
+    CHECK(load_s < 1.0);
+    CHECK(t->vocab_size() == n + 2);
+    const std::clock_t t0 = std::clock();
+    auto ids = t->encode(std::string(200'001, 'a'));  // one word: 100,000 "aa" and an "a"
+    const double encode_s = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
+    REQUIRE(ids);
+    REQUIRE(ids->size() == 100'001);
+    CHECK(ids->front() == n + 1);
+    CHECK(ids->back() == n);
+    CHECK(encode_s < 1.0);
+}

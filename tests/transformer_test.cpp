@@ -1,0 +1,492 @@
+// transformer.hpp: the whole forward pass of tiny checkpoints of every family, written with the
+// real tensor names and a config.json, against the independent float64 reference
+// (reference_transformer.hpp) run on the very values written; the FFN sublayer against the engine's
+// trace; knock-outs against a rerun with the unit's weights zeroed; and the errors.
+#include "ffn_trace/transformer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/moe.hpp"
+#include "reference_transformer.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+namespace ckpt = test::ckpt;
+namespace ref = reference_transformer;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double tolerance = 1e-9;
+constexpr std::size_t d_model = 16, d_ff = 12, n_layers = 2, vocab = 11, positions = 8;
+const std::vector<std::size_t> prompt{3, 1, 4, 1, 5};
+
+// A value the dtype holds exactly: F32 by the cast, BF16 to 8 significant bits.
+double rounded(const std::string& dtype, double v) {
+    if (dtype == "F32") return static_cast<double>(static_cast<float>(v));
+    if (dtype == "BF16") {
+        int e = 0;
+        const double m = std::frexp(v, &e);
+        return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+    }
+    return v;
+}
+
+struct tiny_model {
+    ref::spec spec;
+    std::string dtype;
+    json config;
+    std::vector<ckpt::tensor> written;
+    ref::tensors values;  // what the reference reads: the same values by the same names
+
+    void add(const std::string& name, const std::vector<std::size_t>& shape, std::mt19937_64& rng, double scale = 0.5,
+             double offset = 0) {
+        std::uniform_real_distribution<double> uniform(-1, 1);
+        ckpt::tensor t{spec.prefix + name, dtype, shape, {}};
+        std::size_t n = 1;
+        for (auto s : shape) n *= s;
+        for (std::size_t k = 0; k < n; ++k) t.values.push_back(rounded(dtype, offset + scale * uniform(rng)));
+        values[t.name] = {t.shape, t.values};
+        written.push_back(std::move(t));
+    }
+    // Drops a tensor from the file (the reference keeps it).
+    void drop(const std::string& name) {
+        std::erase_if(written, [&](const ckpt::tensor& t) { return t.name == name; });
+    }
+    // Writes model.safetensors and config.json; returns the directory.
+    std::string write(const ckpt::temp_dir& dir) const {
+        dir.write("model.safetensors", ckpt::safetensors_file(written));
+        dir.write("config.json", config.dump(2));
+        return dir.path();
+    }
+};
+
+tiny_model make_model(const std::string& arch, unsigned seed = 11) {
+    tiny_model m;
+    std::mt19937_64 rng(seed);
+    ref::spec& s = m.spec;
+    s.arch = arch;
+    s.d_model = d_model;
+    s.d_ff = d_ff;
+    s.n_layers = n_layers;
+    auto norm = [&](const std::string& name, bool bias) {
+        m.add(name + ".weight", {d_model}, rng, 0.25, 1);
+        if (bias) m.add(name + ".bias", {d_model}, rng, 0.25);
+    };
+    auto layer = [](std::string pattern, std::size_t i) { return pattern.replace(pattern.find("{i}"), 3, std::to_string(i)); };
+    if (arch == "gpt2") {
+        s.prefix = "transformer.";
+        m.dtype = "F32";
+        s.n_heads = s.n_kv_heads = 4;
+        s.head_dim = 4;
+        s.eps = 1e-5;
+        m.config = {{"model_type", "gpt2"}, {"n_embd", d_model}, {"n_layer", n_layers}, {"n_head", 4}, {"n_positions", positions},
+                    {"vocab_size", vocab}, {"layer_norm_epsilon", 1e-5}, {"activation_function", "gelu_new"}};
+        m.add("wte.weight", {vocab, d_model}, rng);
+        m.add("wpe.weight", {positions, d_model}, rng);
+        for (std::size_t i = 0; i < n_layers; ++i) {
+            auto n = [&](const char* p) { return layer(p, i); };
+            norm(n("h.{i}.ln_1"), true);
+            m.add(n("h.{i}.attn.c_attn.weight"), {d_model, 3 * d_model}, rng);
+            m.add(n("h.{i}.attn.c_attn.bias"), {3 * d_model}, rng);
+            m.add(n("h.{i}.attn.c_proj.weight"), {d_model, d_model}, rng);
+            m.add(n("h.{i}.attn.c_proj.bias"), {d_model}, rng);
+            norm(n("h.{i}.ln_2"), true);
+            m.add(n("h.{i}.mlp.c_fc.weight"), {d_model, d_ff}, rng);
+            m.add(n("h.{i}.mlp.c_fc.bias"), {d_ff}, rng);
+            m.add(n("h.{i}.mlp.c_proj.weight"), {d_ff, d_model}, rng);
+            m.add(n("h.{i}.mlp.c_proj.bias"), {d_model}, rng);
+        }
+        norm("ln_f", true);
+    } else if (arch == "bert") {
+        s.prefix = "bert.";
+        m.dtype = "F64";
+        s.n_heads = s.n_kv_heads = 2;
+        s.head_dim = 8;
+        s.eps = 1e-12;
+        m.config = {{"model_type", "bert"}, {"hidden_size", d_model}, {"num_hidden_layers", n_layers}, {"num_attention_heads", 2},
+                    {"intermediate_size", d_ff}, {"max_position_embeddings", positions}, {"vocab_size", vocab},
+                    {"type_vocab_size", 2}, {"layer_norm_eps", 1e-12}, {"hidden_act", "gelu"}};
+        m.add("embeddings.word_embeddings.weight", {vocab, d_model}, rng);
+        m.add("embeddings.position_embeddings.weight", {positions, d_model}, rng);
+        m.add("embeddings.token_type_embeddings.weight", {2, d_model}, rng);
+        norm("embeddings.LayerNorm", true);
+        for (std::size_t i = 0; i < n_layers; ++i) {
+            const std::string at = layer("encoder.layer.{i}.", i);
+            for (const char* w : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
+                m.add(at + w + ".weight", {d_model, d_model}, rng);
+                m.add(at + w + ".bias", {d_model}, rng);
+            }
+            norm(at + "attention.output.LayerNorm", true);
+            m.add(at + "intermediate.dense.weight", {d_ff, d_model}, rng);
+            m.add(at + "intermediate.dense.bias", {d_ff}, rng);
+            m.add(at + "output.dense.weight", {d_model, d_ff}, rng);
+            m.add(at + "output.dense.bias", {d_model}, rng);
+            norm(at + "output.LayerNorm", true);
+        }
+    } else {  // llama, mistral, qwen2, mixtral: 4 query heads sharing 2 key/value heads
+        s.prefix = "model.";
+        m.dtype = arch == "llama" ? "BF16" : "F64";
+        s.n_heads = 4;
+        s.n_kv_heads = 2;
+        s.head_dim = 4;
+        s.eps = 1e-6;
+        s.rope_theta = 100;  // angles that turn visibly over a five-token prompt
+        s.tied = arch == "qwen2";
+        m.config = {{"model_type", arch}, {"hidden_size", d_model}, {"intermediate_size", d_ff}, {"num_hidden_layers", n_layers},
+                    {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", positions},
+                    {"rms_norm_eps", 1e-6}, {"rope_theta", 100}, {"vocab_size", vocab}, {"hidden_act", "silu"},
+                    {"tie_word_embeddings", s.tied}, {"rope_scaling", nullptr}};
+        if (arch == "mistral" || arch == "mixtral") {
+            s.window = 3;  // shorter than the prompt, so the window masks
+            m.config["sliding_window"] = 3;
+        }
+        if (arch == "mixtral") {
+            s.n_experts = 4;
+            s.top_k = 2;
+            m.config["num_local_experts"] = 4;
+            m.config["num_experts_per_tok"] = 2;
+        }
+        m.add("embed_tokens.weight", {vocab, d_model}, rng);
+        for (std::size_t i = 0; i < n_layers; ++i) {
+            const std::string at = layer("layers.{i}.", i);
+            norm(at + "input_layernorm", false);
+            const std::size_t q = 4 * 4, kv = 2 * 4;
+            m.add(at + "self_attn.q_proj.weight", {q, d_model}, rng);
+            m.add(at + "self_attn.k_proj.weight", {kv, d_model}, rng);
+            m.add(at + "self_attn.v_proj.weight", {kv, d_model}, rng);
+            if (arch == "qwen2") {
+                m.add(at + "self_attn.q_proj.bias", {q}, rng);
+                m.add(at + "self_attn.k_proj.bias", {kv}, rng);
+                m.add(at + "self_attn.v_proj.bias", {kv}, rng);
+            }
+            m.add(at + "self_attn.o_proj.weight", {d_model, q}, rng);
+            norm(at + "post_attention_layernorm", false);
+            if (arch == "mixtral") {
+                m.add(at + "block_sparse_moe.gate.weight", {4, d_model}, rng, 2);
+                for (std::size_t e = 0; e < 4; ++e) {
+                    const std::string ex = at + "block_sparse_moe.experts." + std::to_string(e) + ".";
+                    m.add(ex + "w1.weight", {d_ff, d_model}, rng);
+                    m.add(ex + "w3.weight", {d_ff, d_model}, rng);
+                    m.add(ex + "w2.weight", {d_model, d_ff}, rng);
+                }
+            } else {
+                m.add(at + "mlp.gate_proj.weight", {d_ff, d_model}, rng);
+                m.add(at + "mlp.up_proj.weight", {d_ff, d_model}, rng);
+                m.add(at + "mlp.down_proj.weight", {d_model, d_ff}, rng);
+            }
+        }
+        norm("norm", false);
+        if (!s.tied) {
+            const std::string keep = s.prefix;
+            s.prefix = "";  // lm_head sits outside the model's prefix
+            m.add("lm_head.weight", {vocab, d_model}, rng);
+            s.prefix = keep;
+        }
+    }
+    return m;
+}
+
+std::shared_ptr<const checkpoint> open_checkpoint(const std::string& dir) {
+    auto c = checkpoint::open(dir);
+    if (!c) FAIL(c.err().to_string());
+    return std::make_shared<const checkpoint>(std::move(*c));
+}
+
+transformer open_model(const std::string& dir) {
+    auto t = transformer::open(open_checkpoint(dir));
+    if (!t) FAIL(t.err().to_string());
+    return std::move(*t);
+}
+
+void check_same(const matrix& got, const ref::mat& want, const char* what) {
+    INFO(what);
+    REQUIRE(got.rows == want.size());
+    REQUIRE(got.cols == want[0].size());
+    double maxdiff = 0;
+    for (std::size_t r = 0; r < got.rows; ++r)
+        for (std::size_t c = 0; c < got.cols; ++c) {
+            CAPTURE(r);
+            CAPTURE(c);
+            CHECK(got(r, c) == Approx(want[r][c]).epsilon(tolerance));
+            maxdiff = std::max(maxdiff, std::fabs(got(r, c) - want[r][c]));
+        }
+    MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
+}
+
+// Every stream of the forward pass against the reference's.
+void check_family(const std::string& arch) {
+    const tiny_model m = make_model(arch);
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    const ref::run want = ref::forward(m.spec, m.values, prompt);
+    CHECK(tr.n_layers() == n_layers);
+    CHECK(tr.max_positions() == positions);
+    CHECK(tr.has_head() == (arch != "bert"));
+
+    auto x = tr.embed(prompt);
+    REQUIRE(x);
+    check_same(*x, want.embedded, "embeddings");
+    for (std::size_t l = 0; l < n_layers; ++l) {
+        CAPTURE(l);
+        auto a = tr.attention_block(l, *x);
+        REQUIRE(a);
+        check_same(*a, want.after_attention[l], "attention block");
+        // each block from the reference's own stream, so an error does not carry over
+        matrix from(prompt.size(), d_model);
+        for (std::size_t t = 0; t < prompt.size(); ++t) std::copy(want.after_attention[l][t].begin(), want.after_attention[l][t].end(), from.row(t).begin());
+        auto f = tr.ffn_block(l, from);
+        REQUIRE(f);
+        check_same(*f, want.after_ffn[l], "FFN block");
+        x = std::move(f);
+    }
+    if (arch == "bert") {
+        CHECK_FALSE(tr.logits(*x, {0}));
+        return;
+    }
+    auto logits = tr.logits(*x, {0, 1, 2, 3, 4});
+    REQUIRE(logits);
+    check_same(*logits, want.logits, "logits");
+    auto last = tr.logits(*x, {4});
+    REQUIRE(last);
+    check_same(*last, {want.logits[4]}, "the last position's logits");
+    auto whole = tr.run(prompt, n_layers - 1);
+    REQUIRE(whole);
+    check_same(*whole, want.after_ffn.back(), "run");
+}
+
+matrix as_matrix(const ref::mat& m) {
+    matrix x(m.size(), m[0].size());
+    for (std::size_t r = 0; r < m.size(); ++r) std::copy(m[r].begin(), m[r].end(), x.row(r).begin());
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("a GPT-2 checkpoint's forward pass (F32, fused c_attn, tied head) is the reference's") { check_family("gpt2"); }
+TEST_CASE("a BERT checkpoint's forward pass (bidirectional, post-norm, no head) is the reference's") { check_family("bert"); }
+TEST_CASE("a Llama checkpoint's forward pass (BF16, RoPE, grouped-query heads, lm_head) is the reference's") { check_family("llama"); }
+TEST_CASE("a Mistral checkpoint's forward pass (a sliding window shorter than the prompt) is the reference's") { check_family("mistral"); }
+TEST_CASE("a Qwen2 checkpoint's forward pass (q/k/v biases, tied head) is the reference's") { check_family("qwen2"); }
+TEST_CASE("a Mixtral checkpoint's forward pass (softmax router, top-2 renormalised) is the reference's") { check_family("mixtral"); }
+
+TEST_CASE("ffn_block is the last step of the engine's trace of the same layer on the same stream") {
+    for (const char* arch : {"gpt2", "bert", "llama", "mixtral"}) {
+        CAPTURE(arch);
+        const tiny_model m = make_model(arch);
+        ckpt::temp_dir dir;
+        const auto ck = open_checkpoint(m.write(dir));
+        auto tr = transformer::open(ck);
+        REQUIRE(tr);
+        auto x = tr->embed(prompt);
+        REQUIRE(x);
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            auto a = tr->attention_block(l, *x);
+            REQUIRE(a);
+            auto f = tr->ffn_block(l, *a);
+            REQUIRE(f);
+            matrix last;
+            if (ck->is_moe()) {
+                auto layer = ck->moe_layer(l, *a);
+                REQUIRE(layer);
+                auto t = run_moe(*layer, *a, {a->rows});
+                REQUIRE(t);
+                last = t->output().value;
+            } else {
+                auto layer = ck->dense_layer(l);
+                REQUIRE(layer);
+                auto t = run_ffn(*layer, *a, {a->rows});
+                REQUIRE(t);
+                last = t->output().value;
+            }
+            REQUIRE(last.rows == f->rows);
+            for (std::size_t k = 0; k < last.data.size(); ++k) CHECK(f->data[k] == Approx(last.data[k]).epsilon(1e-12));
+            x = std::move(f);
+        }
+    }
+}
+
+TEST_CASE("zeroing a unit in ffn_block equals the reference rerun with that unit's W2 row zeroed") {
+    SUBCASE("GPT-2: unit 5 of layer 1 (c_proj stored in × out: its row 5)") {
+        tiny_model m = make_model("gpt2");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        ref::tensor& w2 = m.values.at("transformer.h.1.mlp.c_proj.weight");
+        for (std::size_t i = 0; i < d_model; ++i) w2.values[5 * d_model + i] = 0;
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        auto f = tr.ffn_block(1, as_matrix(want.after_attention[1]), {{std::nullopt, 5}});
+        REQUIRE(f);
+        check_same(*f, want.after_ffn[1], "knocked-out FFN block");
+        // and the rest of the pass follows: the logits of the changed model
+        auto logits = tr.logits(*f, {4});
+        REQUIRE(logits);
+        check_same(*logits, {want.logits[4]}, "logits after the knock-out");
+    }
+    SUBCASE("Llama: units 0 and 7 of layer 0 (down_proj stored out × in: its columns)") {
+        tiny_model m = make_model("llama");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        ref::tensor& w2 = m.values.at("model.layers.0.mlp.down_proj.weight");
+        for (std::size_t i = 0; i < d_model; ++i) w2.values[i * d_ff + 0] = w2.values[i * d_ff + 7] = 0;
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        auto f = tr.ffn_block(0, as_matrix(want.after_attention[0]), {{std::nullopt, 0}, {std::nullopt, 7}});
+        REQUIRE(f);
+        check_same(*f, want.after_ffn[0], "knocked-out FFN block");
+    }
+    SUBCASE("Mixtral: unit 3 of expert 2 in layer 1") {
+        tiny_model m = make_model("mixtral");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run before = ref::forward(m.spec, m.values, prompt);
+        ref::tensor& w2 = m.values.at("model.layers.1.block_sparse_moe.experts.2.w2.weight");
+        for (std::size_t i = 0; i < d_model; ++i) w2.values[i * d_ff + 3] = 0;
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        auto f = tr.ffn_block(1, as_matrix(want.after_attention[1]), {{2, 3}});
+        REQUIRE(f);
+        check_same(*f, want.after_ffn[1], "knocked-out MoE block");
+        // the knock-out changed something: expert 2 was chosen by some token
+        double change = 0;
+        for (std::size_t t = 0; t < prompt.size(); ++t)
+            for (std::size_t i = 0; i < d_model; ++i) change += std::fabs(want.after_ffn[1][t][i] - before.after_ffn[1][t][i]);
+        CHECK(change > 0);
+    }
+}
+
+TEST_CASE("a unit to zero that the layer does not have is an error naming --ablate") {
+    tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    auto x = tr.run(prompt, 0);
+    REQUIRE(x);
+    auto far = tr.ffn_block(1, *x, {{std::nullopt, d_ff}});
+    REQUIRE_FALSE(far);
+    CHECK(far.err().path == "--ablate");
+    CHECK(far.err().message.find("unit 12 is out of range") != std::string::npos);
+    auto expert = tr.ffn_block(1, *x, {{0, 1}});
+    REQUIRE_FALSE(expert);
+    CHECK(expert.err().message.find("has no experts") != std::string::npos);
+}
+
+TEST_CASE("a tensor the forward pass needs but the checkpoint lacks is named with what it is for") {
+    struct missing {
+        const char* arch;
+        std::string name, what;
+    };
+    for (const missing& c : {missing{"gpt2", "transformer.h.1.attn.c_attn.weight", "layer 1's fused query/key/value projection"},
+                             missing{"gpt2", "transformer.wpe.weight", "the position embedding"},
+                             missing{"gpt2", "transformer.ln_f.bias", "the final LayerNorm"},
+                             missing{"bert", "bert.embeddings.token_type_embeddings.weight", "the token type embedding"},
+                             missing{"llama", "model.layers.0.self_attn.k_proj.weight", "layer 0's key projection"},
+                             missing{"llama", "lm_head.weight", "the unembedding (lm_head"},
+                             missing{"qwen2", "model.layers.1.self_attn.v_proj.bias", "layer 1's value projection's bias"},
+                             missing{"mixtral", "model.layers.1.block_sparse_moe.experts.3.w2.weight", "layer 1's expert 3's w2"}}) {
+        CAPTURE(c.name);
+        tiny_model m = make_model(c.arch);
+        m.drop(c.name);
+        ckpt::temp_dir dir;
+        const std::string path = m.write(dir);
+        auto ck = checkpoint::open(path);
+        REQUIRE(ck);
+        auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+        REQUIRE_FALSE(tr);
+        const std::string line = tr.err().to_string();
+        CAPTURE(line);
+        CHECK(line.find(dir / "model.safetensors") != std::string::npos);
+        // the name as the tests wrote it, without the prefix the checkpoint's resolver adds
+        std::string bare = c.name;
+        for (const char* p : {"transformer.", "bert.", "model."})
+            if (bare.rfind(p, 0) == 0) bare = bare.substr(std::string(p).size());
+        CHECK(line.find(bare) != std::string::npos);
+        CHECK(line.find(c.what) != std::string::npos);
+        CHECK(line.find("missing") != std::string::npos);
+    }
+}
+
+TEST_CASE("token ids are checked against the embedding, and the prompt against the positions") {
+    for (const char* arch : {"gpt2", "llama"}) {
+        CAPTURE(arch);
+        tiny_model m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        SUBCASE("an id past the embedding's rows") {
+            auto x = tr.embed({1, vocab});
+            REQUIRE_FALSE(x);
+            CHECK(x.err().path == "token_ids[1]");
+            CHECK(x.err().message == "token id 11 is out of range: the embedding has 11 rows (0 to 10)");
+        }
+        SUBCASE("a prompt longer than the position table (Llama: max_position_embeddings)") {
+            auto x = tr.embed(std::vector<std::size_t>(positions + 1, 0));
+            REQUIRE_FALSE(x);
+            CHECK(x.err().message == "the prompt has 9 tokens, more than the model's 8 positions");
+            CHECK(tr.embed(std::vector<std::size_t>(positions, 0)));
+        }
+        SUBCASE("an empty prompt") {
+            auto x = tr.embed({});
+            REQUIRE_FALSE(x);
+            CHECK(x.err().message == "the prompt has no tokens");
+        }
+        SUBCASE("a layer past the last") {
+            auto x = tr.embed(prompt);
+            REQUIRE(x);
+            CHECK_FALSE(tr.attention_block(n_layers, *x));
+            CHECK_FALSE(tr.ffn_block(n_layers, *x));
+        }
+    }
+}
+
+TEST_CASE("a config.json field the forward pass cannot use is one error naming the field") {
+    struct bad {
+        const char* arch;
+        const char* key;
+        json value;
+        const char* field;
+        const char* says;
+        bool at_open;  // refused by checkpoint::open (else by transformer::open)
+    };
+    for (const bad& c : {bad{"llama", "num_key_value_heads", 3, "num_key_value_heads", "cannot share 3 key/value heads evenly", true},
+                         bad{"llama", "num_attention_heads", 0, "num_attention_heads", "expected a whole number ≥ 1, got 0", true},
+                         bad{"gpt2", "n_head", 5, "n_head", "d_model = 16 is not divisible by 5 heads", true},
+                         bad{"llama", "rope_theta", -1, "rope_theta", "expected a number > 0", true},
+                         bad{"llama", "tie_word_embeddings", "yes", "tie_word_embeddings", "expected true or false", true},
+                         bad{"llama", "rope_scaling", json{{"rope_type", "yarn"}, {"factor", 4}}, "rope_scaling",
+                             "rope_type \"yarn\" is not implemented", false},
+                         bad{"gpt2", "vocab_size", 12, "vocab_size", "says 12, but transformer.wte.weight has 11 rows", false},
+                         bad{"gpt2", "n_positions", 9, "n_positions", "says 9, but transformer.wpe.weight has 8 rows", false},
+                         bad{"llama", "num_attention_heads", 2, "num_attention_heads", "", false},
+                         bad{"gpt2", "activation_function", "relu", "activation_function", "got \"relu\"", true}}) {
+        CAPTURE(c.key);
+        CAPTURE(c.value.dump());
+        tiny_model m = make_model(c.arch);
+        m.config[c.key] = c.value;
+        ckpt::temp_dir dir;
+        const std::string path = m.write(dir);
+        auto ck = checkpoint::open(path);
+        error e;
+        if (c.at_open) {
+            REQUIRE_FALSE(ck);
+            e = ck.err();
+        } else {
+            REQUIRE(ck);
+            auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+            REQUIRE_FALSE(tr);
+            e = tr.err();
+        }
+        CAPTURE(e.to_string());
+        if (std::string(c.key) == "num_attention_heads" && c.value == 2) {
+            // two heads of 8 would make k_proj (16, 16): the tensor's shape is what disagrees, named
+            CHECK(e.path == "model.layers.0.self_attn.k_proj.weight");
+            CHECK(e.message.find("expected shape (16, 16)") != std::string::npos);
+            continue;
+        }
+        CHECK(e.file == dir / "config.json");
+        CHECK(e.path == c.field);
+        CHECK(e.message.find(c.says) != std::string::npos);
+    }
+}
