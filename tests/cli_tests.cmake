@@ -621,3 +621,9 @@ cli_test("run --prompt with a malformed tokenizer.json names the file" 2 EMPTY "
 cli_test("run --prompt on a checkpoint without a tensor the forward pass needs names it" 2 EMPTY
   "^error: .*missing_tensor/model.safetensors: wpe.weight: missing: .*position embedding$"
   -- ${FT} run --checkpoint ${INPUTS}/prompt/missing_tensor --prompt "The capital of France is")
+# Markdown escapes the file's own text: a title holding HTML shows as text, never as markup.
+cli_test("markdown escapes <, > and & in a title" 0 "^# a &lt\;b&gt\;bold&lt\;/b&gt\; &amp\; title" EMPTY
+  -- ${FT} run ${DATA}/lesson_hand.json --set "title=\"a <b>bold</b> & title\"" --format markdown)
+# A closed stderr: the error cannot be written, and the exit status still says what happened.
+add_test(NAME "cli: an error with stderr closed exits 2, not by a signal"
+         COMMAND bash -c "\"$0\" run /nonexistent/example.json 2>&-; test $? -eq 2" ${FT})
