@@ -3,7 +3,6 @@
 // behaviour, and hostile files refused with the JSON path of what is wrong.
 #include "ffn_trace/tokenizer.hpp"
 
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -245,24 +244,18 @@ TEST_CASE("a regex that backtracks without bound fails with the stage's path ins
     CHECK_FALSE(t->encode("\xFF"));
 }
 
-TEST_CASE("250,000 vocabulary entries load in well under a second, and a long word merges fast") {
+TEST_CASE("250,000 vocabulary entries load, and a 200,001-letter word merges into 100,001 tokens") {
+    // The timings are measured by scripts/bench-parse.sh; tests never assert them.
     std::string json = R"({"model": {"type": "BPE", "vocab": {)";
     const std::size_t n = 250'000;
     for (std::size_t i = 0; i < n; ++i) json += "\"t" + std::to_string(i) + "\": " + std::to_string(i) + ",";
     json += R"("a": 250000, "aa": 250001}, "merges": ["a a"]}})";
-    // Processor time, not wall time: a busy machine must not fail the test.
-    const std::clock_t start = std::clock();
     auto t = tokenizer::from_json_text(json, "big.json");
     REQUIRE(t);
-    const double load_s = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-    CHECK(load_s < 1.0);
     CHECK(t->vocab_size() == n + 2);
-    const std::clock_t t0 = std::clock();
     auto ids = t->encode(std::string(200'001, 'a'));  // one word: 100,000 "aa" and an "a"
-    const double encode_s = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
     REQUIRE(ids);
     REQUIRE(ids->size() == 100'001);
     CHECK(ids->front() == n + 1);
     CHECK(ids->back() == n);
-    CHECK(encode_s < 1.0);
 }
