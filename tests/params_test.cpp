@@ -99,6 +99,13 @@ TEST_CASE("every preset matches its model's published parameter count") {
         CHECK(counted(*preset("llama2-7b")).total == 262144000ULL + 6476267520ULL + 4096);
         CHECK(counted(*preset("llama2-7b")).total == 6738415616ULL);
     }
+    SUBCASE("llama2-70b: 68,976,648,192") {
+        // embeddings 2 × 32,000 × 8,192 = 524,288,000; a layer: Q and O 2 × 8,192² = 134,217,728, K and V
+        // (8 of 64 heads) 2 × 8,192 × 1,024 = 16,777,216, FFN 3 × 8,192 × 28,672 = 704,643,072, norms
+        // 16,384: 855,654,400, × 80 = 68,452,352,000; final RMSNorm 8,192
+        CHECK(counted(*preset("llama2-70b")).total == 524288000ULL + 68452352000ULL + 8192);
+        CHECK(counted(*preset("llama2-70b")).total == 68976648192ULL);
+    }
     SUBCASE("llama3-8b: 8,030,261,248") {
         // embeddings 2 × 128,256 × 4,096 = 1,050,673,152; a layer 41,943,040 + 3 × 4,096 × 14,336
         // (176,160,768) + 8,192 = 218,112,000, × 32 = 6,979,584,000; final 4,096

@@ -3,7 +3,10 @@
 #include "ffn_trace/render_html.hpp"
 
 #include <doctest/doctest.h>
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_text.hpp"
@@ -117,6 +120,48 @@ TEST_CASE("gelu-table's page has the table and one curve per column asked") {
         all.exact = all.derivative = true;
         CHECK(occurrences(render_gelu_page({-1.0, 1.0}, all, 3, -1, 1), "<polyline") == 6);
     }
+    SUBCASE("abs_error is in scientific form, as in the text table, not 0.000") {
+        table_columns exact;
+        exact.exact = true;
+        // |gelu(−2) − gelu_exact(−2)|: −0.0454023 (tanh form) against −2·Φ(−2) = −0.0455003, 9.80e-05.
+        const std::string out = render_gelu_page({-2.0}, exact, 3, -2, 2);
+        CHECK(out.find(">9.80e-05</td>") != std::string::npos);
+    }
+}
+
+namespace {
+
+// The hue of a part's colour as the page writes it: "#rrggbb" or "hsl(H, …)".
+double hue_of(const std::string& colour) {
+    if (colour.rfind("hsl(", 0) == 0) return std::stod(colour.substr(4));
+    const double r = std::stoi(colour.substr(1, 2), nullptr, 16) / 255.0, g = std::stoi(colour.substr(3, 2), nullptr, 16) / 255.0,
+                 b = std::stoi(colour.substr(5, 2), nullptr, 16) / 255.0;
+    const double hi = std::max({r, g, b}), lo = std::min({r, g, b}), d = hi - lo;
+    if (d == 0) return 0;
+    const double h = hi == r ? std::fmod((g - b) / d, 6.0) : hi == g ? (b - r) / d + 2 : (r - g) / d + 4;
+    return std::fmod(h * 60 + 360, 360);
+}
+
+}  // namespace
+
+TEST_CASE("parts are coloured apart from red (positive), blue (negative) and green (holds), and the first ones differ") {
+    table_columns all;
+    all.exact = all.derivative = all.silu = all.phi = true;
+    const std::string out = render_gelu_page({-1.0, 1.0}, all, 3, -1, 1);
+    std::vector<std::string> colours;
+    for (std::size_t at = out.find("<polyline class=\"curve\" stroke=\""); at != std::string::npos;
+         at = out.find("<polyline class=\"curve\" stroke=\"", at + 1)) {
+        const auto from = out.find("stroke=\"", at) + 8;
+        colours.push_back(out.substr(from, out.find('"', from) - from));
+    }
+    REQUIRE(colours.size() == 8);  // gelu, relu, phi, gelu_exact, d_gelu, d_relu, d_gelu_exact, silu
+    for (const auto& c : colours) {
+        CAPTURE(c);
+        const double h = hue_of(c);
+        CHECK(((h >= 25 && h <= 85) || (h >= 155 && h <= 200) || (h >= 250 && h <= 325)));
+    }
+    for (std::size_t i = 0; i < colours.size(); ++i)
+        for (std::size_t j = i + 1; j < colours.size(); ++j) CHECK(colours[i] != colours[j]);
 }
 
 TEST_CASE("params' page draws where the parameters live, with the exact counts") {

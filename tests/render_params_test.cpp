@@ -84,3 +84,24 @@ TEST_CASE("every row of the MoE count has its formula, the active rows written o
     const auto fp32 = mem.find("GB", mem.find("fp32")), int4 = mem.find("GB", mem.find("int4"));
     CHECK(fp32 - mem.rfind('\n', fp32) == int4 - mem.rfind('\n', int4));
 }
+
+TEST_CASE("a gated FFN at 4 × d_model is told it holds 50% more than the plain one, and Llama's width is not") {
+    model_config c;
+    c.d_model = 4;
+    c.gated = true;
+    c.bias = false;
+    SUBCASE("d_ff = 16 = 4 × 4: three matrices of 4 × 16 = 192 against two = 128; 8/3 × 4 ≈ 11") {
+        c.d_ff = 16;
+        const auto r = count_params(c);
+        REQUIRE(r);
+        const std::string out = render_params(*r, params_format::text, std::nullopt, 200, false);
+        CHECK(out.find("holds 50% more than a plain one: three matrices, 3 × 4 × 16 = 192, against two, 128.") != std::string::npos);
+        CHECK(out.find("8/3 × 4 ≈ 11") != std::string::npos);
+    }
+    SUBCASE("d_ff = 12: no note") {
+        c.d_ff = 12;
+        const auto r = count_params(c);
+        REQUIRE(r);
+        CHECK(render_params(*r, params_format::text, std::nullopt, 200, false).find("50% more") == std::string::npos);
+    }
+}

@@ -37,6 +37,10 @@ std::vector<column> gelu_table(const std::vector<double>& xs, const table_column
 
 enum class table_format { text, csv, json, markdown };
 
+// Row r of column c as every table shows it: `precision` decimals, but abs_error, smaller than
+// those decimals can show, in scientific form ("1.04e-04") so that it never reads 0.000.
+std::string table_cell(const column& c, std::size_t r, int precision);
+
 // Text, Markdown and CSV use the ASCII hyphen-minus and `precision` decimals, but abs_error,
 // smaller than those decimals can show, in scientific form ("1.04e-04"); JSON gives every number
 // in shortest round-trip form, whatever the precision. The text table fits `width` columns.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -107,7 +108,17 @@ std::vector<double> ticks(double lo, double hi) {
     return out;
 }
 
-std::string part_colour(std::size_t i) { return fmt::format("hsl({}, 62%, 52%)", (i * 137) % 360); }
+// The colour of part i (a unit, a curve, a bar). On these pages red means positive, blue negative
+// and green "holds", so parts take none of those hues: six distinct colours first, then hues
+// spread by the golden ratio over orange–yellow, teal–cyan and purple–magenta, at two lightnesses.
+std::string part_colour(std::size_t i) {
+    static const char* first[] = {"#e69f00", "#8e5bd0", "#0f9fa8", "#7a5230", "#d45fb0", "#b39c00"};
+    constexpr std::size_t n_first = std::size(first);
+    if (i < n_first) return first[i];
+    const double t = std::fmod(static_cast<double>(i - n_first) * 0.6180339887, 1.0) * 130.0;
+    const double hue = t < 40 ? 30 + t : t < 70 ? 165 + (t - 40) : 255 + (t - 70);
+    return fmt::format("hsl({:.0f}, 60%, {}%)", hue, i % 2 == 0 ? 42 : 60);
+}
 
 std::string keys(const std::vector<std::string>& names, const std::vector<bool>& muted, bool dashes) {
     static const char* dash_names[] = {"solid", "dashed", "dotted", "dash-dot", "long dash", "dash-dot-dot"};

@@ -67,17 +67,11 @@ std::vector<column> gelu_table(const std::vector<double>& xs, const table_column
     return out;
 }
 
-namespace {
-
-// A cell of the table: abs_error, whose values are far below the table's decimals, in scientific
-// form so that it never reads 0.000 beside two numbers that differ; the rest at fixed precision.
-std::string cell(const column& c, std::size_t r, int precision) {
+std::string table_cell(const column& c, std::size_t r, int precision) {
     const double v = c.values[r];
     if (c.name != "abs_error" || v == 0) return format_fixed(v, precision);
     return fmt::format("{:.2e}", v);
 }
-
-}  // namespace
 
 std::string render_table(const std::vector<column>& columns, table_format format, int precision, std::size_t width) {
     const std::size_t rows = columns.front().values.size();
@@ -98,7 +92,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
             out += fmt::format("{}\n", fmt::join(names, ","));
             for (std::size_t r = 0; r < rows; ++r) {
                 std::vector<std::string> cells;
-                for (const auto& c : columns) cells.push_back(to_ascii(cell(c, r, precision)));
+                for (const auto& c : columns) cells.push_back(to_ascii(table_cell(c, r, precision)));
                 out += fmt::format("{}\n", fmt::join(cells, ","));
             }
             return out;
@@ -112,7 +106,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
             out += fmt::format("| {} |\n| {} |\n", fmt::join(names, " | "), fmt::join(rule, " | "));
             for (std::size_t r = 0; r < rows; ++r) {
                 std::vector<std::string> cells;
-                for (const auto& c : columns) cells.push_back(cell(c, r, precision));
+                for (const auto& c : columns) cells.push_back(table_cell(c, r, precision));
                 out += fmt::format("| {} |\n", fmt::join(cells, " | "));
             }
             return out;
@@ -126,7 +120,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
             for (const auto& c : columns) b.rows.back().push_back(c.name);
             for (std::size_t r = 0; r < rows; ++r) {
                 b.rows.emplace_back();
-                for (const auto& c : columns) b.rows.back().push_back(cell(c, r, precision));
+                for (const auto& c : columns) b.rows.back().push_back(table_cell(c, r, precision));
             }
             const std::string laid = detail::text_view({b}, width + 2);
             for (std::size_t at = 0; at < laid.size();) {

@@ -48,7 +48,7 @@ error bad(std::string option, std::string message) { return error{"", std::move(
 }  // namespace
 
 std::vector<std::string_view> preset_names() {
-    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama3-8b", "mixtral-8x7b"};
+    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama2-70b", "llama3-8b", "mixtral-8x7b"};
 }
 
 std::optional<model_config> preset(std::string_view name) {
@@ -73,11 +73,12 @@ std::optional<model_config> preset(std::string_view name) {
         c.embedding_norm = true, c.pooler = true;
         return c;
     }
-    if (name == "llama2-7b" || name == "llama3-8b" || name == "mixtral-8x7b") {
+    if (name == "llama2-7b" || name == "llama2-70b" || name == "llama3-8b" || name == "mixtral-8x7b") {
         c.d_model = 4096, c.d_ff = 11008, c.layers = 32, c.heads = 32, c.vocab = 32000, c.gated = true;
         c.bias = false, c.norm = norm_kind::rmsnorm;
         c.note = "SwiGLU, RMSNorm, no biases, untied embeddings";
-        if (name != "llama2-7b") c.d_ff = 14336, c.kv_heads = 8;
+        if (name == "llama3-8b" || name == "mixtral-8x7b") c.d_ff = 14336, c.kv_heads = 8;
+        if (name == "llama2-70b") c.d_model = 8192, c.d_ff = 28672, c.layers = 80, c.heads = 64, c.kv_heads = 8;
         if (name == "llama3-8b") c.vocab = 128256;
         if (name == "mixtral-8x7b") {
             c.experts = 8, c.top_k = 2;

@@ -32,7 +32,7 @@ std::string render_gelu_page(const std::vector<double>& xs, const table_columns&
     table.rows.push_back(header);
     for (std::size_t i = 0; i < xs.size(); ++i) {
         std::vector<std::string> row;
-        for (const auto& c : columns) row.push_back(format_fixed(c.values[i], precision));
+        for (const auto& c : columns) row.push_back(table_cell(c, i, precision));
         table.rows.push_back(std::move(row));
     }
     doc.push_back({block_kind::heading, "The table"});

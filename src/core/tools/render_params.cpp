@@ -115,6 +115,16 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     section ffn{moe ? "FFN, one expert" : "FFN, one layer", counted, {}, {}};
     for (const auto& t : r.ffn.terms) ffn.rows.push_back(term_row(t));
     ffn.rows.push_back(sum_row("total", short_names(r.ffn), sum_numbers(r.ffn), r.ffn.total));
+    // The lesson's common mistake: a gated FFN kept at the plain 4× width.
+    if (c.gated && c.d_ff == 4 * c.d_model) {
+        const count plain = 2 * c.d_model * c.d_ff;
+        ffn.notes.push_back(fmt::format(
+            "a gated FFN 4 × d_model wide holds 50% more than a plain one: three matrices, 3 × {} × {} = {}, "
+            "against two, {}. Llama keeps the plain count with d_ff ≈ ⅔ × 4 × d_model = 8/3 × {} ≈ {} (leave out "
+            "--d-ff for that rule)",
+            with_separators(c.d_model), with_separators(c.d_ff), with_separators(plain / 2 * 3), with_separators(plain),
+            with_separators(c.d_model), with_separators((8 * c.d_model + 1) / 3)));
+    }
     v.sections.push_back(ffn);
 
     section attn{"Attention, one layer", counted, {}, {}};
