@@ -5,7 +5,9 @@
 
 Makes OUT_DIR/gpt2, OUT_DIR/llama and OUT_DIR/mixtral, each a Hugging Face style directory:
 config.json, model.safetensors (written here by hand, tensor by tensor, so memory stays small)
-and input.npy (float64, tokens × d_model). gpt2 also has vocab.json ({token: id}).
+and input.npy (float64, tokens × d_model). gpt2 also has vocab.json ({token: id}); with --small
+llama and mixtral have one too (SentencePiece-style "▁" tokens), with model.embed_tokens.weight
+and lm_head.weight, so that --word and the vocabulary view can be tried on every family.
 
   gpt2     GPT-2 small, layer 0: 768 → 3072, F32, wte.weight 50257 × 768 (tied unembedding), 64 tokens
   llama    Llama-2-7B, layer 0: 4096 → 11008 SwiGLU, BF16, 16 tokens
@@ -41,8 +43,8 @@ SMALL = {
     "gpt2-forward": {"d_model": 64, "d_ff": 256, "vocab": 1000, "heads": 4, "layers": 12, "positions": 1024},
     "llama-forward": {"d_model": 64, "d_ff": 172, "vocab": 1000, "heads": 4, "layers": 2, "positions": 4096},
     "gpt2": {"d_model": 64, "d_ff": 256, "vocab": 1000, "tokens": 64},
-    "llama": {"d_model": 64, "d_ff": 172, "tokens": 16},
-    "mixtral": {"d_model": 64, "d_ff": 224, "experts": 8, "top_k": 2, "tokens": 1},
+    "llama": {"d_model": 64, "d_ff": 172, "tokens": 16, "vocab": 1000},
+    "mixtral": {"d_model": 64, "d_ff": 224, "experts": 8, "top_k": 2, "tokens": 1, "vocab": 1000},
 }
 ITEMSIZE = {"F32": 4, "BF16": 2, "F64": 8, "F16": 2}
 CHUNK_ELEMENTS = 1 << 22  # numbers generated and written at a time (16 MB of float32)
@@ -122,8 +124,9 @@ def write_safetensors(path, tensors, metadata=None):
     return 8 + len(text) + offset
 
 
-def made_up_vocab(n):
-    """n distinct made-up tokens, GPT-2 style: about half with a leading space (Ġ)."""
+def made_up_vocab(n, space="\u0120"):
+    """n distinct made-up tokens: about half with a leading space, written `space` (GPT-2's Ġ or
+    SentencePiece's ▁)."""
     onsets = ["", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
               "br", "ch", "st", "th", "tr", "pl"]
     vowels = ["a", "e", "i", "o", "u", "ai", "ou", "ee"]
@@ -136,7 +139,7 @@ def made_up_vocab(n):
         word = syllables[b] if a == 0 else syllables[(a - 1) % len(syllables)] + syllables[b]
         if a >= len(syllables) + 1:
             word += str(a)
-        token = ("\u0120" + word) if i % 2 == 0 else word
+        token = (space + word) if i % 2 == 0 else word
         if token not in vocab:
             vocab[token] = len(vocab)
         i += 1
@@ -170,7 +173,7 @@ def llama_tensors(s, seed):
         Tensor(p + "mlp.gate_proj.weight", "BF16", (f, d), normal(seed + 2, 0.02)),
         Tensor(p + "mlp.up_proj.weight", "BF16", (f, d), normal(seed + 3, 0.02)),
         Tensor(p + "mlp.down_proj.weight", "BF16", (d, f), normal(seed + 4, 0.02)),
-    ]
+    ] + vocabulary_tensors(s, seed)
 
 
 def mixtral_tensors(s, seed):
@@ -187,7 +190,16 @@ def mixtral_tensors(s, seed):
             Tensor(q + "w3.weight", "BF16", (f, d), normal(seed + 11 + 3 * j, 0.02)),
             Tensor(q + "w2.weight", "BF16", (d, f), normal(seed + 12 + 3 * j, 0.02)),
         ]
-    return out
+    return out + vocabulary_tensors(s, seed)
+
+
+def vocabulary_tensors(s, seed):
+    """A Llama-family layer's embedding and unembedding, when the sizes give a vocabulary."""
+    if "vocab" not in s:
+        return []
+    v, d = s["vocab"], s["d_model"]
+    return [Tensor("model.embed_tokens.weight", "BF16", (v, d), normal(seed + 90, 0.02)),
+            Tensor("lm_head.weight", "BF16", (v, d), normal(seed + 91, 0.02))]
 
 
 def gpt2_forward_tensors(s, seed):
@@ -255,7 +267,7 @@ def config_for(kind, s):
                 "torch_dtype": "float32"}
     common = {"hidden_size": s["d_model"], "intermediate_size": s["d_ff"], "num_hidden_layers": 1,
               "num_attention_heads": 32, "num_key_value_heads": 8 if kind == "mixtral" else 32,
-              "rms_norm_eps": 1e-5, "hidden_act": "silu", "vocab_size": 32000, "tie_word_embeddings": False,
+              "rms_norm_eps": 1e-5, "hidden_act": "silu", "vocab_size": s.get("vocab", 32000), "tie_word_embeddings": False,
               "torch_dtype": "bfloat16"}
     if kind == "llama":
         return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common}
@@ -272,7 +284,8 @@ def make(kind, out_dir, sizes, seed):
     s = sizes[kind]
     d = os.path.join(out_dir, kind)
     forward = kind.endswith("-forward")  # a whole model: the prompt's ids are the input
-    files = ["config.json", "model.safetensors"] + ([] if forward else ["input.npy"]) + (["vocab.json"] if kind == "gpt2" else [])
+    vocabulary = not forward and "vocab" in s
+    files = ["config.json", "model.safetensors"] + ([] if forward else ["input.npy"]) + (["vocab.json"] if vocabulary else [])
     if all(os.path.exists(os.path.join(d, f)) for f in files):
         print(f"{kind}: already there ({d})", file=sys.stderr)
         return
@@ -288,9 +301,9 @@ def make(kind, out_dir, sizes, seed):
         f.write("\n")
     if not forward:
         write_input(os.path.join(d, "input.npy"), s["tokens"], s["d_model"], seed + SEEDS[kind] + 999)
-    if kind == "gpt2":
+    if vocabulary:
         with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
-            json.dump(made_up_vocab(s["vocab"]), f, ensure_ascii=False)
+            json.dump(made_up_vocab(s["vocab"], "\u0120" if kind == "gpt2" else "\u2581"), f, ensure_ascii=False)
     # The weights last: model.safetensors appears (renamed from .part) only once complete.
     write_safetensors(os.path.join(d, "model.safetensors"), tensors, {"format": "pt"})
 
