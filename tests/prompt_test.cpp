@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
+#include "tiny_transformer.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_prompt.hpp"
 #include "reference_transformer.hpp"
@@ -30,133 +31,15 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr std::size_t d_model = 16, d_ff = 12, n_layers = 3, vocab = 11, positions = 8;
+using test::tiny::d_model, test::tiny::d_ff, test::tiny::vocab, test::tiny::positions;
+constexpr std::size_t n_layers = 3;
 const std::vector<std::size_t> ids{3, 1, 4, 1, 5};
 
-struct tiny_model {
-    ref::spec spec;
-    json config;
-    std::vector<ckpt::tensor> written;
-    ref::tensors values;
+using tiny_model = test::tiny::model;
 
-    void add(const std::string& name, const std::vector<std::size_t>& shape, std::mt19937_64& rng, double scale = 0.5,
-             double offset = 0) {
-        std::uniform_real_distribution<double> uniform(-1, 1);
-        ckpt::tensor t{spec.prefix + name, "F64", shape, {}};
-        std::size_t n = 1;
-        for (auto s : shape) n *= s;
-        for (std::size_t k = 0; k < n; ++k) t.values.push_back(offset + scale * uniform(rng));
-        values[t.name] = {t.shape, t.values};
-        written.push_back(std::move(t));
-    }
-    std::string write(const ckpt::temp_dir& dir) const {
-        dir.write("model.safetensors", ckpt::safetensors_file(written));
-        dir.write("config.json", config.dump(2));
-        return dir.path();
-    }
-};
-
-std::string at(std::string pattern, std::size_t i) { return pattern.replace(pattern.find("{i}"), 3, std::to_string(i)); }
-
-// GPT-2 (fused c_attn, tied head), Mixtral (4 experts, top 2) or BERT, three layers of 16.
-tiny_model make_model(const std::string& arch) {
-    tiny_model m;
-    std::mt19937_64 rng(7);
-    ref::spec& s = m.spec;
-    s.arch = arch;
-    s.d_model = d_model;
-    s.d_ff = d_ff;
-    s.n_layers = n_layers;
-    auto norm = [&](const std::string& name, bool bias) {
-        m.add(name + ".weight", {d_model}, rng, 0.25, 1);
-        if (bias) m.add(name + ".bias", {d_model}, rng, 0.25);
-    };
-    if (arch == "gpt2") {
-        s.prefix = "transformer.";
-        s.n_heads = s.n_kv_heads = 4;
-        s.head_dim = 4;
-        s.eps = 1e-5;
-        m.config = {{"model_type", "gpt2"}, {"n_embd", d_model}, {"n_layer", n_layers}, {"n_head", 4}, {"n_positions", positions},
-                    {"vocab_size", vocab}, {"layer_norm_epsilon", 1e-5}, {"activation_function", "gelu_new"}};
-        m.add("wte.weight", {vocab, d_model}, rng);
-        m.add("wpe.weight", {positions, d_model}, rng);
-        for (std::size_t i = 0; i < n_layers; ++i) {
-            norm(at("h.{i}.ln_1", i), true);
-            m.add(at("h.{i}.attn.c_attn.weight", i), {d_model, 3 * d_model}, rng);
-            m.add(at("h.{i}.attn.c_attn.bias", i), {3 * d_model}, rng);
-            m.add(at("h.{i}.attn.c_proj.weight", i), {d_model, d_model}, rng);
-            m.add(at("h.{i}.attn.c_proj.bias", i), {d_model}, rng);
-            norm(at("h.{i}.ln_2", i), true);
-            m.add(at("h.{i}.mlp.c_fc.weight", i), {d_model, d_ff}, rng);
-            m.add(at("h.{i}.mlp.c_fc.bias", i), {d_ff}, rng);
-            m.add(at("h.{i}.mlp.c_proj.weight", i), {d_ff, d_model}, rng);
-            m.add(at("h.{i}.mlp.c_proj.bias", i), {d_model}, rng);
-        }
-        norm("ln_f", true);
-    } else if (arch == "bert") {
-        s.prefix = "bert.";
-        s.n_heads = s.n_kv_heads = 2;
-        s.head_dim = 8;
-        s.eps = 1e-12;
-        m.config = {{"model_type", "bert"}, {"hidden_size", d_model}, {"num_hidden_layers", n_layers}, {"num_attention_heads", 2},
-                    {"intermediate_size", d_ff}, {"max_position_embeddings", positions}, {"vocab_size", vocab},
-                    {"type_vocab_size", 2}, {"layer_norm_eps", 1e-12}, {"hidden_act", "gelu"}};
-        m.add("embeddings.word_embeddings.weight", {vocab, d_model}, rng);
-        m.add("embeddings.position_embeddings.weight", {positions, d_model}, rng);
-        m.add("embeddings.token_type_embeddings.weight", {2, d_model}, rng);
-        norm("embeddings.LayerNorm", true);
-        for (std::size_t i = 0; i < n_layers; ++i) {
-            const std::string l = at("encoder.layer.{i}.", i);
-            for (const char* w : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
-                m.add(l + w + ".weight", {d_model, d_model}, rng);
-                m.add(l + w + ".bias", {d_model}, rng);
-            }
-            norm(l + "attention.output.LayerNorm", true);
-            m.add(l + "intermediate.dense.weight", {d_ff, d_model}, rng);
-            m.add(l + "intermediate.dense.bias", {d_ff}, rng);
-            m.add(l + "output.dense.weight", {d_model, d_ff}, rng);
-            m.add(l + "output.dense.bias", {d_model}, rng);
-            norm(l + "output.LayerNorm", true);
-        }
-    } else {  // mixtral
-        s.prefix = "model.";
-        s.n_heads = 4;
-        s.n_kv_heads = 2;
-        s.head_dim = 4;
-        s.eps = 1e-6;
-        s.rope_theta = 100;
-        s.tied = false;
-        s.window = 0;
-        s.n_experts = 4;
-        s.top_k = 2;
-        m.config = {{"model_type", "mixtral"}, {"hidden_size", d_model}, {"intermediate_size", d_ff}, {"num_hidden_layers", n_layers},
-                    {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", positions},
-                    {"rms_norm_eps", 1e-6}, {"rope_theta", 100}, {"vocab_size", vocab}, {"hidden_act", "silu"},
-                    {"tie_word_embeddings", false}, {"num_local_experts", 4}, {"num_experts_per_tok", 2}};
-        m.add("embed_tokens.weight", {vocab, d_model}, rng);
-        for (std::size_t i = 0; i < n_layers; ++i) {
-            const std::string l = at("layers.{i}.", i);
-            norm(l + "input_layernorm", false);
-            m.add(l + "self_attn.q_proj.weight", {16, d_model}, rng);
-            m.add(l + "self_attn.k_proj.weight", {8, d_model}, rng);
-            m.add(l + "self_attn.v_proj.weight", {8, d_model}, rng);
-            m.add(l + "self_attn.o_proj.weight", {d_model, 16}, rng);
-            norm(l + "post_attention_layernorm", false);
-            m.add(l + "block_sparse_moe.gate.weight", {4, d_model}, rng, 2);
-            for (std::size_t e = 0; e < 4; ++e) {
-                const std::string ex = l + "block_sparse_moe.experts." + std::to_string(e) + ".";
-                m.add(ex + "w1.weight", {d_ff, d_model}, rng);
-                m.add(ex + "w3.weight", {d_ff, d_model}, rng);
-                m.add(ex + "w2.weight", {d_model, d_ff}, rng);
-            }
-        }
-        norm("norm", false);
-        s.prefix = "";
-        m.add("lm_head.weight", {vocab, d_model}, rng);
-        s.prefix = "model.";
-    }
-    return m;
-}
+// GPT-2 (fused c_attn, tied head), Mixtral (4 experts, top 2, no window) or BERT, three layers of
+// 16, every tensor F64.
+tiny_model make_model(const std::string& arch) { return test::tiny::make(arch, {n_layers, 7, "F64", 0}); }
 
 transformer open_model(const std::string& dir) {
     auto c = checkpoint::open(dir);

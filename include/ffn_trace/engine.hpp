@@ -248,9 +248,7 @@ struct linear_gradients {
 };
 // forward: y = x·W + b, so dx = dy·Wᵀ, dW = xᵀ·dy and db = Σ over tokens of dy
 linear_gradients linear_backward(const matrix& x, const matrix& w, const matrix& dy);
-// forward: a = act(h), so dh = da ⊙ act'(h)
-matrix activate_backward(activation kind, const matrix& h, const matrix& da);
-// act'(h), element by element
+// act'(h), element by element: forward a = act(h), so dh = da ⊙ act'(h)
 matrix activation_derivative(activation kind, const matrix& h);
 // forward: m = a ⊙ u, so da = dm ⊙ u and du = dm ⊙ a
 matrix multiply_backward(const matrix& other, const matrix& dm);

@@ -101,6 +101,17 @@ public:
         return t;
     }
 
+    // A table of rows of d_model (an embedding): two dimensions, at least one row.
+    outcome<const tensor_info*> table(const std::string& name, const std::string& what, const std::string& rows,
+                                      std::size_t d_model) const {
+        auto t = find(name, what);
+        if (!t) return t;
+        if ((*t)->shape.size() != 2 || (*t)->shape[1] != d_model || (*t)->shape[0] == 0)
+            return error{(*t)->file, (*t)->name,
+                         fmt::format("expected {} ({}, d_model = {}), its shape is {}", what, rows, d_model, shape_of((*t)->shape))};
+        return t;
+    }
+
     // A vector (n), converted.
     outcome<std::vector<double>> vector(const std::string& name, const std::string& what, std::size_t n) const {
         auto t = find(name, what, {n});
@@ -237,21 +248,15 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
     }
 
     // the embeddings
-    auto emb = check.find(f.embedding, "the token embedding");
+    auto emb = check.table(f.embedding, "the token embedding", "vocab", d);
     if (!emb) return emb.err();
-    if ((*emb)->shape.size() != 2 || (*emb)->shape[1] != d)
-        return error{(*emb)->file, (*emb)->name,
-                     fmt::format("expected the token embedding (vocab, d_model = {}), its shape is {}", d, shape_of((*emb)->shape))};
     tr.embedding_ = (*emb)->name;
     tr.vocab_ = (*emb)->shape[0];
     if (m.vocab_size != 0 && m.vocab_size != tr.vocab_)
         return error{config, "vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, (*emb)->name, tr.vocab_)};
     if (!f.positions.empty()) {
-        auto pos = check.find(f.positions, "the position embedding");
+        auto pos = check.table(f.positions, "the position embedding", "positions", d);
         if (!pos) return pos.err();
-        if ((*pos)->shape.size() != 2 || (*pos)->shape[1] != d || (*pos)->shape[0] == 0)
-            return error{(*pos)->file, (*pos)->name,
-                         fmt::format("expected the position embedding (positions, d_model = {}), its shape is {}", d, shape_of((*pos)->shape))};
         tr.positions_ = (*pos)->name;
         tr.max_positions_ = (*pos)->shape[0];
         if (m.max_positions != 0 && m.max_positions != tr.max_positions_)
@@ -263,11 +268,8 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
         tr.max_positions_ = m.max_positions;
     }
     if (f.bert) {
-        auto types = check.find(f.token_types, "the token type embedding");
+        auto types = check.table(f.token_types, "the token type embedding", "types", d);
         if (!types) return types.err();
-        if ((*types)->shape.size() != 2 || (*types)->shape[1] != d || (*types)->shape[0] == 0)
-            return error{(*types)->file, (*types)->name,
-                         fmt::format("expected the token type embedding (types, d_model = {}), its shape is {}", d, shape_of((*types)->shape))};
         auto row = ck->tensors().read_rows((*types)->name, {0});
         if (!row) return row.err();
         tr.token_type0_ = std::move(row->data);

@@ -149,10 +149,6 @@ matrix activation_derivative(activation kind, const matrix& h) {
     return d;
 }
 
-matrix activate_backward(activation kind, const matrix& h, const matrix& da) {
-    return multiply(activation_derivative(kind, h), da);
-}
-
 matrix multiply_backward(const matrix& other, const matrix& dm) { return multiply(other, dm); }
 
 std::string_view to_string(norm_layer::kind k) { return k == norm_layer::kind::layernorm ? "layernorm" : "rmsnorm"; }
