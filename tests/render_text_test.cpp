@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <sstream>
 
+#include "document/document.hpp"
 #include "helpers.hpp"
 
 using namespace ffn_trace;
@@ -276,6 +277,23 @@ std::string two_experts(const std::string& activation) {
 }
 }  // namespace
 
+TEST_CASE("an MoE walkthrough quotes a token once, whether its label is a word or already quoted") {
+    // A checkpoint's prompt labels its tokens quoted, " Paris" with its leading space in quotes.
+    std::string text = two_experts("relu");
+    const std::string plain = R"("labels": {"tokens": ["a", "the"]})";
+    REQUIRE(text.find(plain) != std::string::npos);
+    SUBCASE("a file's word is quoted after \"token\"") {
+        CHECK(says(render_moe(text), R"(token "a" chooses expert 0)"));
+    }
+    SUBCASE("a label that is already quoted is not quoted again") {
+        text.replace(text.find(plain), plain.size(), R"("labels": {"tokens": ["\" Paris\"", "\" the\""]})");
+        const std::string out = render_moe(text);
+        CHECK(says(out, R"(token " Paris" chooses expert 0)"));
+        CHECK(says(out, R"(1 of 2 for " Paris")"));
+        CHECK(out.find(R"(\")") == std::string::npos);
+    }
+}
+
 TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough does") {
     SUBCASE("ReLU: the units that fired") {
         // expert 0 on a: [1, −1] → 1 of 2 fired; expert 1 on "the": [1, 1] → 2 of 2
@@ -338,5 +356,26 @@ TEST_CASE("--bars draws each token's hidden vector before and after the activati
         CHECK(says(grouped, "one mark per 6 units, ▓ when at least half are on"));
         // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: off
         CHECK(grouped.find("│▓▓▓▓▓░░░░░░│") != std::string::npos);
+    }
+}
+
+TEST_CASE("wrapping keeps a numbered name on one line: \"expert 3\", \"experts 0, 3\"") {
+    // Each of these lines breaks, at 40 columns, right after "expert" or "0," without the rule.
+    for (const std::string text : {"Paris: [1, 0, 0, 0.5] → expert 0 × 0.7311 + expert 3 × 0.2689 → + x",
+                                   "Paris: x = [1, 0, 0, 0.5] → experts 0, 3 → output = [1.4621, 0.0000]"}) {
+        CAPTURE(text);
+        const auto lines = detail::wrap(text, 40, 4);
+        REQUIRE(lines.size() > 1);
+        for (const auto& l : lines) {
+            CAPTURE(l);
+            CHECK(l.size() <= 40 + 20);  // UTF-8 bytes; the width is checked by fits.sh
+            CHECK(!l.ends_with("expert"));
+            CHECK(!l.ends_with("experts"));
+            CHECK(!l.ends_with(","));
+        }
+    }
+    SUBCASE("an index binds only to a name, so prose still breaks before a number") {
+        const auto lines = detail::wrap("a gate near 0 lets nothing through", 11, 0);
+        CHECK(lines.front() == "a gate near");
     }
 }

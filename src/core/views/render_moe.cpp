@@ -70,6 +70,15 @@ private:
         return ex_.names.experts.empty() ? fmt::format("expert {}", e) : fmt::format("expert {} ({})", e, ex_.names.experts[e]);
     }
 
+    // A token named in a sentence, quoted once: a checkpoint's prompt labels its tokens already
+    // quoted ("\" Paris\""), a file's labels are bare words.
+    std::string quoted_token(std::size_t t) const {
+        const std::string name = token_name(t);
+        if (ex_.names.tokens.empty() || (name.size() >= 2 && name.back() == '"')) return name;
+        return quote(name);
+    }
+    std::string subject(std::size_t t) const { return ex_.names.tokens.empty() ? token_name(t) : "token " + quoted_token(t); }
+
     std::vector<std::string> claimable_steps() const override {
         std::vector<std::string> names;
         for (const auto& s : mt_.steps) names.push_back(s.name);
@@ -188,7 +197,7 @@ private:
                          block b{block_kind::lines};
                          std::vector<std::string> picks;
                          for (auto e : mt_.chosen[t]) picks.push_back(fmt::format("{} with p = {}", expert_name(e), num(probs.value(t, e))));
-                         b.lines.push_back(fmt::format("{} chooses {}", token_subject(t), fmt::join(picks, " and ")));
+                         b.lines.push_back(fmt::format("{} chooses {}", subject(t), fmt::join(picks, " and ")));
                          if (mt_.tied[t])
                              b.lines.push_back(fmt::format("  a tie: the last place had equal probabilities, and went to the "
                                                            "lower expert index"));
@@ -213,9 +222,15 @@ private:
 
     void experts() {
         const moe& l = mlayer();
-        std::vector<std::string> idle;
+        std::vector<std::string> idle, elsewhere;
         for (std::size_t i = 0; i < mt_.experts.size(); ++i) {
             const expert_trace& et = mt_.experts[i];
+            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            // --token: an expert none of the asked tokens chose has nothing of theirs to show.
+            if (!opt_.tokens.empty() && detailed_.empty()) {
+                elsewhere.push_back(expert_name(et.expert, et.shared));
+                continue;
+            }
             std::vector<std::string> names;
             for (auto tok : et.tokens) names.push_back(detail::token_name(ex_.names.tokens, ex_.lead, tok));
             const std::string who = expert_name(et.expert, et.shared);
@@ -226,7 +241,6 @@ private:
             paragraph(std::string(et.shared ? "A shared expert sees every token, and its output is added unweighted."
                                             : "This expert is an ordinary FFN, run over the tokens routed to it and no others.") +
                       (pre_norm() ? " Its x is the normed token." : ""));
-            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
             // An expert's grids only where they are small: a real MoE layer has many big experts.
             const ffn& f = et.tr.layer();
             if (opt_.full || std::max({f.d_model(), f.d_ff(), f.d_out()}) <= 10) weights_block(capitalised(who));
@@ -237,6 +251,9 @@ private:
         if (!idle.empty())
             paragraph(fmt::format("Idle: {} — no token chose {}, so {} never computed.", fmt::join(idle, ", "),
                                   idle.size() == 1 ? "it" : "them", idle.size() == 1 ? "it was" : "they were"));
+        if (!elsewhere.empty())
+            paragraph(fmt::format("Not shown: {} ran only for tokens other than those --token asks for.",
+                                  fmt::join(elsewhere, ", ")));
     }
 
     // The page view's arithmetic behind a cell of the layer's own steps.
@@ -385,12 +402,15 @@ private:
                                            : fmt::format("{} own count{} (experts: {})", l.top_k == 1 ? "its expert's" : "its experts'",
                                                          l.top_k == 1 ? "" : "s", fmt::join(p.experts, ", ")),
                                  l.shared.empty() ? std::string() : fmt::format(" + shared {}", p.shared))});
-        f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); every expert on every "
-                                         "token: {} ({:.2f}×)",
-                                         mr_.macs_per_token(), mr_.router_macs, l.top_k, mr_.expert_macs,
-                                         l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs),
-                                         mr_.dense_macs_per_token(),
-                                         static_cast<double>(mr_.dense_macs_per_token()) / static_cast<double>(mr_.macs_per_token()))});
+        const std::string shared = l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs);
+        f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); all {} experts on every "
+                                         "token: {} (router {} + {} × {}{}), {:.2f}× as many. Both count the router, "
+                                         "as the parameters' total does",
+                                         mr_.macs_per_token(), mr_.router_macs, l.top_k, mr_.expert_macs, shared,
+                                         l.n_experts(), mr_.every_expert_macs_per_token(), mr_.router_macs, l.n_experts(),
+                                         mr_.expert_macs, shared,
+                                         static_cast<double>(mr_.every_expert_macs_per_token()) /
+                                             static_cast<double>(mr_.macs_per_token()))});
         if (auto field = expert_units_field()) f.push_back(std::move(*field));
         if (mt_.tokens() > 1)
             f.push_back({"position-wise",
@@ -420,7 +440,7 @@ private:
             for (auto r : shown_indices(et.tokens.size(), opt_.full))
                 counts.push_back(r == gap ? "…"
                                           : fmt::format("{} of {} for {}", n[r], et.tr.layer().d_ff(),
-                                                        ex_.names.tokens.empty() ? token_name(r) : quote(token_name(r))));
+                                                        quoted_token(r)));
             per_expert.push_back(fmt::format("{}: {}", expert_name(et.expert, et.shared), fmt::join(counts, ", ")));
         }
         auto field = active_units_field(fmt::format("{}", fmt::join(per_expert, "; ")));
