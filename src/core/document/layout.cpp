@@ -16,7 +16,7 @@ namespace {
 
 // An operator standing alone between spaces: it binds to the words either side of it.
 bool is_operator(std::string_view w) {
-    static constexpr std::string_view ops[] = {"=", "+", "−", "-", "×", "x", "*", "·", "→", "->", "≠", "!=", "≈", "~", "/", "Σ", "sum"};
+    static constexpr std::string_view ops[] = {"=", "+", "−", "-", "×", "x", "*", "·", "→", "->", "≠", "!=", "≈", "~", "/", "Σ", "sum", "⊙"};
     return std::find(std::begin(ops), std::end(ops), w) != std::end(ops);
 }
 
