@@ -379,3 +379,42 @@ TEST_CASE("wrapping keeps a numbered name on one line: \"expert 3\", \"experts 0
         CHECK(lines.front() == "a gate near");
     }
 }
+
+TEST_CASE("the MoE page folds each expert's steps, draws the routing, and stacks the combine's parts") {
+    // two_experts: token a goes to expert 0 with weight 1, "the" to expert 1 with weight 1 (top 1, renormalised)
+    const auto ex = parse_example(two_experts("relu"), "moe.json");
+    REQUIRE(ex);
+    const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(t);
+    const std::vector<claim> claims;
+    const auto reads = read_moe_trace(*t);
+    std::string page;
+    render_walkthrough(moe_rendering_input{*ex, *t, claims, reads}, {}, text_format::html,
+                       [&page](std::string_view s) { page += s; });
+    SUBCASE("an expert's own steps start closed; the layer's steps start open") {
+        const auto gate = page.find("Expert 0 · Expand");
+        REQUIRE(gate != std::string::npos);
+        CHECK(page.rfind("<details class=\"card\">", gate) > page.rfind("<details class=\"card\" open>", gate));
+        const auto combine = page.find("Step 4 · Combine");
+        REQUIRE(combine != std::string::npos);
+        CHECK(page.rfind("<details class=\"card\" open>", combine) > page.rfind("<details class=\"card\">", combine));
+    }
+    SUBCASE("the routing picture joins each token to its expert, as wide as its weight 1") {
+        CHECK(page.find("<title>a → Expert 0: w = 1</title>") != std::string::npos);
+        CHECK(page.find("<title>the → Expert 1: w = 1</title>") != std::string::npos);
+        CHECK(page.find("stroke-width=\"15.00\"") != std::string::npos);  // 1 + 14 × w
+    }
+    SUBCASE("the combine's bars: one part per chosen expert, its output times its weight") {
+        // a: expert 0's h = [1, −1], ReLU [1, 0], W2 = I writes [1, 0]; × 1
+        CHECK(page.find("a: what each expert adds to the output") != std::string::npos);
+        CHECK(page.find("<title>expert 0 × 1 → [0]: 1</title>") != std::string::npos);
+    }
+}
+
+TEST_CASE("the MoE walkthrough shows the router's matrix as a grid of inputs by experts") {
+    // two_experts: Wr = [[1, 0], [0, 1]]
+    const std::string out = render_moe(two_experts("relu"));
+    CHECK(has_line(out, "  Wr      [0]     [1]"));
+    CHECK(has_line(out, "  [0]  1.0000  0.0000"));
+    CHECK(has_line(out, "  [1]  0.0000  1.0000"));
+}

@@ -410,9 +410,15 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
             return most;
         })];
         const expert_trace* chosen_trace = tr.expert(e);
-        const auto row = chosen_trace ? chosen_trace->row_of(t) : std::nullopt;
+        const matrix* scores = nullptr;  // the chosen expert's pre-activation row of this token
+        std::size_t chosen_row = 0;
+        if (chosen_trace)
+            if (auto r = chosen_trace->row_of(t)) {
+                scores = &chosen_trace->tr.pre_activation().value;
+                chosen_row = *r;
+            }
         const std::size_t j = b.pick_nonzero(o.units, l.d_ff(), [&](std::size_t i) {
-            return row ? chosen_trace->tr.pre_activation().value(*row, i) : 1.0;
+            return scores ? (*scores)(chosen_row, i) : 1.0;
         });
         std::size_t k = b.pick_nonzero({}, l.d_out(), [&](std::size_t i) {
             return std::abs(combine.value(t, i)) >= 5e-5 ? written(e, i) : 0.0;

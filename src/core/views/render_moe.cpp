@@ -123,11 +123,46 @@ private:
                       const std::string& shapes, const std::string& why, Arithmetic arithmetic, bool always = false) {
         add({block_kind::heading, fmt::format("Step {} · {}   {}   {}", number, title, formula, shapes)});
         paragraph(why);
+        if (s.name == "router") router_grid();
         if (level_ == detail_level::arithmetic || always)
             for (auto t : detailed_)
                 if (t != gap) arithmetic(t);
-        add(table(s.name, s.value));
+        block b = table(s.name, s.value);
+        if (s.name == "weights") b.picture = routing_picture();
+        add(std::move(b));
         if (level_ == detail_level::values) failures_of(s.name);
+    }
+
+    // Wr as a grid, the inputs down and the experts across, where it is small enough to read.
+    void router_grid() {
+        const moe& l = mlayer();
+        if (!opt_.full && std::max(l.d_model(), l.n_experts()) > 16) return;
+        auto name = [](const std::vector<std::string>& names, std::size_t n, std::size_t k) {
+            return names.size() == n ? names[k] : "[" + std::to_string(k) + "]";
+        };
+        const auto rows = shown_indices(l.d_model(), opt_.full), cols = shown_indices(l.n_experts(), opt_.full);
+        add(grid_table(
+            "Wr", rows, cols, [&](std::size_t i) { return name(ex_.names.inputs, l.d_model(), i); },
+            [&](std::size_t j) { return name(ex_.names.experts, l.n_experts(), j); },
+            [&](std::size_t i, std::size_t j) { return l.router(i, j); }, opt_.precision));
+        if (!l.router_b.empty()) add({block_kind::lines, "", {}, {fmt::format("br = {}", vector_text(l.router_b))}});
+    }
+
+    // The page view's picture of the routing: each token joined to its experts, as wide as its weight.
+    std::shared_ptr<const figure> routing_picture() const {
+        if (!explain_) return nullptr;
+        const moe& l = mlayer();
+        const matrix& w = mt_.find("weights")->value;
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::routing;
+        f->caption = "Which experts each token goes to: a line as wide as the token's weight";
+        for (std::size_t e = 0; e < l.n_experts(); ++e) f->columns.push_back(capitalised(expert_name(e)));
+        for (auto t : shown_indices(mt_.tokens(), opt_.full, 12, 48)) {
+            if (t == gap) continue;
+            f->row_names.push_back(token_name(t));
+            f->values.emplace_back(w.row(t).begin(), w.row(t).end());
+        }
+        return f;
     }
 
     void routing_steps(std::size_t first) {
@@ -240,11 +275,20 @@ private:
                                                                           fmt::join(names, ", ")))});
             paragraph(std::string(et.shared ? "A shared expert sees every token, and its output is added unweighted."
                                             : "This expert is an ordinary FFN, run over the tokens routed to it and no others.") +
-                      (pre_norm() ? " Its x is the normed token." : ""));
+                      (pre_norm() ? " Its x is the normed token." : "") +
+                      (explain_ ? " Its steps below are folded: open one to see it worked out." : ""));
+            // The page view folds the expert's own steps, so that the layer's steps stay in sight.
+            const block_sink* page = out_;
+            const block_sink folding = [page](block b) {
+                if (b.kind == block_kind::heading) b.folded = true;
+                (*page)(std::move(b));
+            };
+            if (explain_) out_ = &folding;
             // An expert's grids only where they are small: a real MoE layer has many big experts.
             const ffn& f = et.tr.layer();
             if (opt_.full || std::max({f.d_model(), f.d_ff(), f.d_out()}) <= 10) weights_block(capitalised(who));
             for (const auto& s : et.tr.steps) step_block(capitalised(who), s);
+            out_ = page;
         }
         for (std::size_t e = 0; e < l.n_experts(); ++e)
             if (!mt_.expert(e)) idle.push_back(expert_name(e));
@@ -372,6 +416,28 @@ private:
             }
             b.lines.push_back(fmt::format("  output{} = {} = {}{}", at(t, j), fmt::join(terms, " + "), num(s.value(t, j)),
                                           spaced_marks("combine", t, j, true)));
+        }
+        // The page view: the output as stacked bars, one part per expert, as dense Contract draws
+        // one part per hidden unit.
+        if (explain_) {
+            auto f = std::make_shared<figure>();
+            f->caption = fmt::format("{}: what each expert adds to the output", token_name(t));
+            f->note = "Each bar is one output dimension; each coloured part is what one expert added to it, its output "
+                      "times its weight (above 0 when positive), and the black line is where the sum ends: the output.";
+            const auto& labels = column_labels("combine");
+            for (std::size_t j = 0; j < s.value.cols; ++j)
+                f->columns.push_back(labels.size() == s.value.cols ? labels[j] : fmt::format("[{}]", j));
+            for (const auto& p : parts) {
+                const double weight = p.et->shared ? 1.0 : w(t, p.et->expert);
+                f->hues.push_back(p.et->shared ? mlayer().n_experts() + p.et->expert : p.et->expert);  // the routing picture's colour
+                f->parts.push_back(p.et->shared ? fmt::format("shared expert {}", p.et->expert)
+                                                : fmt::format("expert {} × {}", p.et->expert, format_short(weight, opt_.precision)));
+                std::vector<double> added;
+                for (std::size_t j = 0; j < s.value.cols; ++j) added.push_back(weight * p.et->tr.output().value(p.row, j));
+                f->values.push_back(std::move(added));
+            }
+            f->totals.assign(s.value.row(t).begin(), s.value.row(t).end());
+            if (s.value.cols <= 32) b.picture = std::move(f);
         }
         add(std::move(b));
     }
