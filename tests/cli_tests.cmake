@@ -161,6 +161,11 @@ cli_test("grad's MoE JSON names gradients by their file paths" 0 "\"gradients\":
   -- ${FT} grad ${DATA}/moe_mixtral.json --format json)
 cli_test("run --token details one token of an MoE layer" 0 "Expert 0 .geography. · Gate" EMPTY
   -- ${FT} run ${DATA}/moe_mixtral.json --token 1 --color never)
+cli_test("run --token shows only the experts that token chose" 0 "!Expert 1 .grammar. ·" EMPTY
+  -- ${FT} run ${DATA}/moe_mixtral.json --token 0 --color never)
+cli_test("run --token names the experts it leaves out, and why" 0
+  "Not shown: expert 1 .grammar., expert 2 .arithmetic. ran only for tokens other than those --token asks for" EMPTY
+  -- ${FT} run ${DATA}/moe_mixtral.json --token 0 --color never)
 # Errors that are one line: values from the command line are escaped and cut, never echoed raw
 cli_test("a format holding a newline is echoed escaped" 2 EMPTY "^error: --format: te[\\]nxt not in"
   -- ${FT} run ${DATA}/walkthrough.json --format "te\nxt")

@@ -14,6 +14,7 @@
 #include "autograd.hpp"
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/readings.hpp"
 #include "reference.hpp"
 
 using namespace ffn_trace;
@@ -814,6 +815,20 @@ TEST_CASE("MoE parameters: every expert counted once, a token using only the exp
         CHECK(p.active({0, 1}) == 64);
         CHECK(p.active({2}) == 9 + 17 + 26);
     }
+}
+
+TEST_CASE("the MoE work line counts the router in both totals, as the parameters' total does") {
+    // data/moe_mixtral.json: router 4·4 = 16 multiply-adds; each SwiGLU expert 4·2 + 4·2 + 2·4 = 24.
+    // One token: 16 + 2·24 = 64. Every expert on every token: 16 + 4·24 = 112 — the parameters'
+    // total too, as this layer has no biases — so 112 / 64 = 1.75×, not 96 / 64.
+    auto ex = load_example(data_file("moe_mixtral.json"));
+    REQUIRE(ex);
+    const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(t);
+    const auto r = read_moe_trace(*t);
+    CHECK(r.macs_per_token() == 64);
+    CHECK(r.every_expert_macs_per_token() == 112);
+    CHECK(r.every_expert_macs_per_token() == count_parameters(*ex->mixture).total);
 }
 
 TEST_CASE("an MoE file's top_k and normalize default to 2 (at most n_experts) and true") {

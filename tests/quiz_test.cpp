@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <array>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -367,6 +369,15 @@ TEST_CASE("the session takes right answers, hints, skips and quits") {
         CHECK(s->done());
         CHECK(has(out, "Score: 0 of 3 right at the first try"));
     }
+    SUBCASE("after a quit, a step never reached is not counted as asked") {
+        // three questions: expand, expand, then gate; the learner skips the first and quits at the second
+        auto gate = hand_question();
+        gate.step = gate.group = "gate";
+        const auto out = drive({hand_question(), hand_question(), gate}, {"s", "q"});
+        CHECK(has(out, "  expand          0            0      2\n"));
+        CHECK_FALSE(has(out, "  gate  "));
+        CHECK(has(out, "Not reached: gate."));
+    }
     SUBCASE("a malformed answer asks again and counts nothing") {
         quiz_session* s = nullptr;
         const auto out = drive({hand_question()}, {"abc", "", "0.36"}, &s);
@@ -409,5 +420,49 @@ TEST_CASE("an answer worked from the operands as shown, rounded to 4 decimals, i
         drive({q}, {typed}, &s);
         REQUIRE(s->outcomes().size() == 1);
         CHECK(s->outcomes()[0] == outcome_kind::right);
+    }
+}
+
+TEST_CASE("the MoE quiz names the routing's known slips, and asks no sum whose answer is 0") {
+    auto ex = load_example(data_file("moe_mixtral.json"));
+    REQUIRE(ex);
+    auto tr = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(tr);
+    const auto qs = make_quiz(*ex, *tr, {});
+    REQUIRE(qs);
+    // Paris's logits [2, 0, 0, 1] choose experts 0 and 3. For expert e of those two:
+    //   p_e = e^(z_e − 2) / (1 + 2e⁻² + e⁻¹): 0.610296 for e = 0, 0.224515 for e = 3
+    //   softmax over the top 2 only: e^(z_e − 2) / (1 + e⁻¹) = σ(1) = 0.731059, σ(−1) = 0.268941
+    //   logits divided by their sum 3: 2/3 and 1/3
+    //   weights: p_e / (p₀ + p₃) = 0.731059, 0.268941; not renormalised, p_e itself
+    const std::map<std::size_t, std::array<double, 4>> paris{{0, {0.731059, 2.0 / 3, 0.610296, 2.0 / 3}},
+                                                           {3, {0.268941, 1.0 / 3, 0.224515, 1.0 / 3}}};
+    auto answer_three_times = [](const quiz_question& q, double wrong) {
+        return drive({q}, {fmt::format("{:.4f}", wrong), fmt::format("{:.4f}", wrong), fmt::format("{:.4f}", wrong)});
+    };
+    bool asked_probabilities = false, asked_weights = false;
+    for (const auto& q : *qs) {
+        CAPTURE(q.target);
+        if (q.token_index != 0 || !paris.count(q.index)) continue;
+        const auto& v = paris.at(q.index);
+        if (q.step == "probabilities") {
+            asked_probabilities = true;
+            CHECK(has(answer_three_times(q, v[0]), "that is the softmax over the token's top 2 only"));
+            CHECK(has(answer_three_times(q, v[1]), "that divides the logits by their sum, a linear normalisation"));
+        } else if (q.step == "weights") {
+            asked_weights = true;
+            CHECK(has(answer_three_times(q, v[2]), "not renormalised"));
+            CHECK(has(answer_three_times(q, v[3]), "that divides the chosen logits by their sum"));
+        }
+    }
+    CHECK(asked_probabilities);
+    CHECK(asked_weights);
+    SUBCASE("every sum asked has an answer that is not 0") {
+        // "the" sends the tie's winner, geography, nothing: its questions would all be 0, so the
+        // quiz asks about grammar, the expert that wrote something for it.
+        for (const auto& q : *qs) {
+            CAPTURE(q.target);
+            if (!q.terms.empty()) CHECK(std::abs(q.answer) >= 5e-5);
+        }
     }
 }

@@ -1,5 +1,6 @@
 #include "ffn_trace/render_grad.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -8,6 +9,20 @@
 #include "helpers.hpp"
 
 using namespace ffn_trace;
+
+namespace {
+// Whether the text holds `words`, whatever the line breaks and spaces between them.
+bool says(const std::string& out, const std::string& words) {
+    auto squeezed = [](const std::string& s) {
+        std::string r;
+        for (char c : s)
+            if (!std::isspace(static_cast<unsigned char>(c)) || (!r.empty() && r.back() != ' '))
+                r += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
+        return r;
+    };
+    return squeezed(out).find(squeezed(words)) != std::string::npos;
+}
+}  // namespace
 
 TEST_CASE("the JSON view gives gradients in the file's layout and key names") {
     // out_in: W1 is stored (d_ff, d_model) = (2, 1). x = [3]: h = [3, −3], ReLU gives [3, 0], y = 3 = L.
@@ -132,4 +147,44 @@ TEST_CASE("after a step of descent the new outputs stand beside the old") {
     const std::string out = grad_text(t, 0.5);
     CHECK(has_line(out, "  The outputs with the updated weights:"));
     CHECK(has_line(out, "    the token: [1.0000] → [0.2500], target [0]"));
+}
+
+TEST_CASE("the MoE backward shows each expert's own pass, and dx as the sum of its parts") {
+    // One token x = [1], two experts, top 1 without renormalising; identity experts, so expert 0
+    // writes 3·(2·x) = 6. Router logits [1, 0]: p = [σ(1), σ(−1)] = [0.731059, 0.268941], w0 = p0.
+    // y = w0·6 = 4.386354; the upstream gradient is −1, so L = −y and g = −1.
+    //   expert 0's g = w0·g = −0.7311; d_hidden = g·W2 = −2.1932; dx_expert0 = d_hidden·W1 = −4.3864
+    //   dw0 = g·6 = −6 = dp0; Σ dp·p = −6·0.731059 = −4.3864
+    //   d_logits = p ⊙ (dp − Σ dp·p) = [0.7311·(−1.6136), 0.2689·(0 + 4.3864)] = [−1.1797, 1.1797]
+    //   dx_router = d_logits · Wrᵀ = −1.1797·1 + 1.1797·0 = −1.1797
+    //   dx = dx_expert0 + dx_router = −4.386351 − 1.179672 = −5.566023, which is −d/dx of 6x·σ(x) at
+    //   x = 1: −(6σ + 6σ(1 − σ)); to 4 places −5.5660 (the rounded parts add to −5.5661)
+    const auto ex = parse_example(R"({"activation": "identity", "layout": "in_out", "residual": false,
+        "moe": {"top_k": 1, "normalize": false, "router": {"W": [[1, 0]]},
+                "experts": [{"W1": [[2]], "W2": [[3]]}, {"W1": [[1]], "W2": [[1]]}]},
+        "input": [[1]], "upstream": [[-1]]})", "moe.json");
+    REQUIRE(ex);
+    const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(t);
+    const loss_spec loss{nullptr, &*ex->upstream};
+    const auto g = run_moe_backward(*t, loss);
+    REQUIRE(g);
+    CHECK(g->d_input(0, 0) == doctest::Approx(-5.566023).epsilon(1e-6));
+    const auto check = check_moe_gradients(*t, loss, *g, false);
+    const std::string out = render_grad_text(moe_grad_rendering_input{*ex, *t, *g, check, nullptr}, {});
+    SUBCASE("each expert's backward pass: its g, its d_hidden and its dx") {
+        CHECK(says(out, "Expert 0 · Backward 1 · Output g = w[t][0] · g[t] (1 × 1)"));
+        CHECK(says(out, "g [0] token 0 -0.7311"));
+        CHECK(says(out, "d_hidden [0] token 0 -2.1932"));
+        CHECK(says(out, "dx_expert0 [0] token 0 -4.3864"));
+    }
+    SUBCASE("dx written out as the residual's g, every expert's dx and the router's dx") {
+        CHECK(says(out, "token 0: dx = dx_expert0 + dx_router"));
+        CHECK(says(out, "dx[0][0] = (-4.3864) + (-1.1797) = -5.5660"));
+        CHECK(says(out, "Backward 6 · input dx = every expert's dx + the router's dx"));
+    }
+    SUBCASE("a negative operand in parentheses, and numbers as the tables spell them") {
+        CHECK(says(out, "d_logits[0][1] = 0.2689 × (0.0000 − (-4.3864)) = 1.1797"));
+        CHECK(says(out, "Σ dp·p = (-6.0000)×0.7311 = -4.3864"));
+    }
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <sstream>
 
+#include "document/document.hpp"
 #include "helpers.hpp"
 
 using namespace ffn_trace;
@@ -276,6 +277,23 @@ std::string two_experts(const std::string& activation) {
 }
 }  // namespace
 
+TEST_CASE("an MoE walkthrough quotes a token once, whether its label is a word or already quoted") {
+    // A checkpoint's prompt labels its tokens quoted, " Paris" with its leading space in quotes.
+    std::string text = two_experts("relu");
+    const std::string plain = R"("labels": {"tokens": ["a", "the"]})";
+    REQUIRE(text.find(plain) != std::string::npos);
+    SUBCASE("a file's word is quoted after \"token\"") {
+        CHECK(says(render_moe(text), R"(token "a" chooses expert 0)"));
+    }
+    SUBCASE("a label that is already quoted is not quoted again") {
+        text.replace(text.find(plain), plain.size(), R"("labels": {"tokens": ["\" Paris\"", "\" the\""]})");
+        const std::string out = render_moe(text);
+        CHECK(says(out, R"(token " Paris" chooses expert 0)"));
+        CHECK(says(out, R"(1 of 2 for " Paris")"));
+        CHECK(out.find(R"(\")") == std::string::npos);
+    }
+}
+
 TEST_CASE("an MoE walkthrough reads each expert's units as the dense walkthrough does") {
     SUBCASE("ReLU: the units that fired") {
         // expert 0 on a: [1, −1] → 1 of 2 fired; expert 1 on "the": [1, 1] → 2 of 2
@@ -339,4 +357,64 @@ TEST_CASE("--bars draws each token's hidden vector before and after the activati
         // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: off
         CHECK(grouped.find("│▓▓▓▓▓░░░░░░│") != std::string::npos);
     }
+}
+
+TEST_CASE("wrapping keeps a numbered name on one line: \"expert 3\", \"experts 0, 3\"") {
+    // Each of these lines breaks, at 40 columns, right after "expert" or "0," without the rule.
+    for (const std::string text : {"Paris: [1, 0, 0, 0.5] → expert 0 × 0.7311 + expert 3 × 0.2689 → + x",
+                                   "Paris: x = [1, 0, 0, 0.5] → experts 0, 3 → output = [1.4621, 0.0000]"}) {
+        CAPTURE(text);
+        const auto lines = detail::wrap(text, 40, 4);
+        REQUIRE(lines.size() > 1);
+        for (const auto& l : lines) {
+            CAPTURE(l);
+            CHECK(l.size() <= 40 + 20);  // UTF-8 bytes; the width is checked by fits.sh
+            CHECK(!l.ends_with("expert"));
+            CHECK(!l.ends_with("experts"));
+            CHECK(!l.ends_with(","));
+        }
+    }
+    SUBCASE("an index binds only to a name, so prose still breaks before a number") {
+        const auto lines = detail::wrap("a gate near 0 lets nothing through", 11, 0);
+        CHECK(lines.front() == "a gate near");
+    }
+}
+
+TEST_CASE("the MoE page folds each expert's steps, draws the routing, and stacks the combine's parts") {
+    // two_experts: token a goes to expert 0 with weight 1, "the" to expert 1 with weight 1 (top 1, renormalised)
+    const auto ex = parse_example(two_experts("relu"), "moe.json");
+    REQUIRE(ex);
+    const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+    REQUIRE(t);
+    const std::vector<claim> claims;
+    const auto reads = read_moe_trace(*t);
+    std::string page;
+    render_walkthrough(moe_rendering_input{*ex, *t, claims, reads}, {}, text_format::html,
+                       [&page](std::string_view s) { page += s; });
+    SUBCASE("an expert's own steps start closed; the layer's steps start open") {
+        const auto gate = page.find("Expert 0 · Expand");
+        REQUIRE(gate != std::string::npos);
+        CHECK(page.rfind("<details class=\"card\">", gate) > page.rfind("<details class=\"card\" open>", gate));
+        const auto combine = page.find("Step 4 · Combine");
+        REQUIRE(combine != std::string::npos);
+        CHECK(page.rfind("<details class=\"card\" open>", combine) > page.rfind("<details class=\"card\">", combine));
+    }
+    SUBCASE("the routing picture joins each token to its expert, as wide as its weight 1") {
+        CHECK(page.find("<title>a → Expert 0: w = 1</title>") != std::string::npos);
+        CHECK(page.find("<title>the → Expert 1: w = 1</title>") != std::string::npos);
+        CHECK(page.find("stroke-width=\"15.00\"") != std::string::npos);  // 1 + 14 × w
+    }
+    SUBCASE("the combine's bars: one part per chosen expert, its output times its weight") {
+        // a: expert 0's h = [1, −1], ReLU [1, 0], W2 = I writes [1, 0]; × 1
+        CHECK(page.find("a: what each expert adds to the output") != std::string::npos);
+        CHECK(page.find("<title>expert 0 × 1 → [0]: 1</title>") != std::string::npos);
+    }
+}
+
+TEST_CASE("the MoE walkthrough shows the router's matrix as a grid of inputs by experts") {
+    // two_experts: Wr = [[1, 0], [0, 1]]
+    const std::string out = render_moe(two_experts("relu"));
+    CHECK(has_line(out, "  Wr      [0]     [1]"));
+    CHECK(has_line(out, "  [0]  1.0000  0.0000"));
+    CHECK(has_line(out, "  [1]  0.0000  1.0000"));
 }

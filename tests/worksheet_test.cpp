@@ -1,5 +1,6 @@
 #include "ffn_trace/worksheet.hpp"
 
+#include <cmath>
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <map>
@@ -194,4 +195,25 @@ TEST_CASE("the worksheet is a document whose answer key starts at its second tit
     CHECK(titles[1] == "Answer key: A small SwiGLU layer: 2 → 3 → 2");
     // six steps, two blanks each
     CHECK(d->second.size() == 12);
+}
+
+TEST_CASE("a worksheet asks for at most one 0, and only where a 0 teaches") {
+    // data/memory.json, seed 3 once left four of its six blanks at 0.0000. Its ReLU switches units
+    // off, so one 0 of the activation may stay: a unit that did not fire is worth asking about.
+    for (const char* file : {"memory.json", "moe_mixtral.json", "lesson_hand.json", "walkthrough.json", "abs_identity.json"})
+        for (std::uint64_t seed : {1, 2, 3, 4, 5}) {
+            CAPTURE(file);
+            CAPTURE(seed);
+            worksheet_options o;
+            o.seed = seed;
+            const auto a = sheet_and_json(file, o);
+            std::size_t zeros = 0;
+            for (const auto& b : a.answers)
+                if (std::abs(b.value) < 5e-5) {
+                    ++zeros;
+                    // abs_identity.json's output is 0 for every token: that 0 is its lesson
+                    CHECK((b.step.ends_with("activate") || std::string(file) == "abs_identity.json"));
+                }
+            CHECK(zeros <= 1);
+        }
 }

@@ -30,6 +30,12 @@ struct quiz_term {
     double a = 0, b = 0;  // the factors of a product
 };
 
+// A known wrong way through a question and the number it gives: "softmax over the top k only".
+struct quiz_misstep {
+    double value = 0;
+    std::string message;  // "you took the softmax over the chosen experts only; …"
+};
+
 struct quiz_question {
     std::string step;    // the trace's step as claims name it: "expand", "expert[1].gate", "router"
     std::string group;   // the step the score counts it under: an expert's steps by their own names
@@ -44,6 +50,7 @@ struct quiz_question {
     std::string written;   // hint 2: the numbers written into it
     std::string worked;    // the answer worked out: "2×1 + 1×1 = 3.0000"
     std::vector<quiz_term> terms;  // a sum's terms, to locate a slip; empty for other questions
+    std::vector<quiz_misstep> missteps;  // the known wrong ways and their numbers, to name a wrong answer by
     double answer = 0;             // the engine's number
     // The most that working from the operands as shown (rounded to the precision) can move the
     // answer: an answer this close is right whatever decimals the learner typed.

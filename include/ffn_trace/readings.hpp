@@ -54,7 +54,9 @@ struct moe_readings {
     std::size_t router_macs = 0, expert_macs = 0, shared_macs = 0;
     std::size_t top_k = 0, n_experts = 0;
     std::size_t macs_per_token() const;  // router + top_k experts + shared
-    std::size_t dense_macs_per_token() const { return n_experts * expert_macs + shared_macs; }  // every expert, no router
+    // Every expert on every token, the router included: the same definition of the whole as the
+    // parameters' total, so the two lines of the readings compare alike.
+    std::size_t every_expert_macs_per_token() const { return router_macs + n_experts * expert_macs + shared_macs; }
     // Each token traced alone against the whole input at once, over every step and expert.
     double position_wise_max_difference = 0;
     std::size_t position_wise_checked = 0;

@@ -39,9 +39,13 @@ struct figure {
     //        key-value view: one bar per output dimension, one part per hidden unit);
     // lines: curves over the points xs (gelu-table);
     // bars:  one horizontal bar per column, its exact value written beside it (params);
-    // heatmap: a big step's whole (tokens, width) matrix, rows and columns summarised to fit.
-    enum class kind { stack, lines, bars, heatmap } type = kind::stack;
+    // heatmap: a big step's whole (tokens, width) matrix, rows and columns summarised to fit;
+    // routing: tokens (row_names) on the left, experts (columns) on the right, an edge from a
+    //        token to each expert of weight > 0, as wide as the weight (values: tokens × experts).
+    enum class kind { stack, lines, bars, heatmap, routing } type = kind::stack;
     std::string caption;
+    std::string note = {};                    // stack: what the bars and parts are, when not a dense Contract's
+    std::vector<std::size_t> hues = {};       // stack: per part, its colour's index when not its position (an expert's number)
     std::vector<std::string> columns;         // stack, bars: the bars
     std::vector<std::string> parts;           // stack: the segments; lines: the curves; bars: each bar's value as text
     std::vector<std::vector<double>> values;  // stack: (parts, columns); lines: (curves, xs); bars: one row
@@ -62,6 +66,7 @@ struct block {
     std::string align = {};                           // table: 'l' or 'r' per column; default "lrr…"
     std::vector<std::vector<cell_note>> notes = {};   // table, page view only: per cell of `rows`, or none
     std::shared_ptr<const figure> picture = {};      // page view only: drawn after the table
+    bool folded = false;                              // heading, page view only: its card starts closed
 };
 
 using document = std::vector<block>;

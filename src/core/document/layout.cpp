@@ -16,7 +16,7 @@ namespace {
 
 // An operator standing alone between spaces: it binds to the words either side of it.
 bool is_operator(std::string_view w) {
-    static constexpr std::string_view ops[] = {"=", "+", "−", "-", "×", "x", "*", "·", "→", "->", "≠", "!=", "≈", "~", "/", "Σ", "sum"};
+    static constexpr std::string_view ops[] = {"=", "+", "−", "-", "×", "x", "*", "·", "→", "->", "≠", "!=", "≈", "~", "/", "Σ", "sum", "⊙"};
     return std::find(std::begin(ops), std::end(ops), w) != std::end(ops);
 }
 
@@ -50,6 +50,23 @@ std::vector<std::string> fill(const std::vector<std::string>& units, std::size_t
     return lines;
 }
 
+// "3", "0," or "12:": an index as it follows a name ("expert 3") or another index ("experts 0, 3").
+bool is_index(std::string_view w) {
+    while (!w.empty() && (w.back() == ',' || w.back() == ':' || w.back() == ')' || w.back() == ';')) w.remove_suffix(1);
+    return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+// The words the walkthroughs number things by.
+bool is_name(std::string_view w) {
+    static constexpr std::string_view names[] = {"expert", "experts", "Expert", "Experts", "unit", "units", "Unit",
+                                                 "token", "tokens", "position", "layer", "head", "router"};
+    return std::find(std::begin(names), std::end(names), w) != std::end(names);
+}
+// An index stays on the line of the name it numbers, and a list of indices stays whole:
+// "expert" / "3" or "experts 0," / "3" would read as something else.
+bool binds_to_previous(std::string_view previous, std::string_view w) {
+    return is_index(w) && (is_name(previous) || (is_index(previous) && previous.back() == ','));
+}
+
 }  // namespace
 
 // Breaks at spaces only, so that no number is split. A formula stays whole where it fits
@@ -61,13 +78,15 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::siz
     std::vector<std::string> units;
     bool bind_next = false;
     int brackets = 0;
+    std::string_view previous;
     for (auto w : words) {
-        if (!units.empty() && (bind_next || brackets > 0 || is_operator(w))) {
+        if (!units.empty() && (bind_next || brackets > 0 || is_operator(w) || binds_to_previous(previous, w))) {
             units.back() += " " + std::string(w);
         } else {
             units.emplace_back(w);
         }
         bind_next = is_operator(w);
+        previous = w;
         for (char c : w) brackets = std::max(0, brackets + (c == '[' ? 1 : c == ']' ? -1 : 0));
     }
     const std::size_t room = width - std::min(indent, width);

@@ -120,13 +120,14 @@ std::string part_colour(std::size_t i) {
     return fmt::format("hsl({:.0f}, 60%, {}%)", hue, i % 2 == 0 ? 42 : 60);
 }
 
-std::string keys(const std::vector<std::string>& names, const std::vector<bool>& muted, bool dashes) {
+std::string keys(const std::vector<std::string>& names, const std::vector<bool>& muted, bool dashes,
+                 const std::vector<std::size_t>& hues = {}) {
     static const char* dash_names[] = {"solid", "dashed", "dotted", "dash-dot", "long dash", "dash-dot-dot"};
     std::string out = "<ul class=\"keys\">";
     for (std::size_t i = 0; i < names.size(); ++i) {
         const bool grey = i < muted.size() && muted[i];
         out += fmt::format("<li><span class=\"swatch\" style=\"background:{}\"></span>{}{}</li>",
-                           grey ? "var(--muted)" : part_colour(i), html_escape(names[i]),
+                           grey ? "var(--muted)" : part_colour(i < hues.size() ? hues[i] : i), html_escape(names[i]),
                            grey ? " (off)" : dashes ? fmt::format(" ({})", dash_names[i % 6]) : "");
     }
     return out + "</ul>";
@@ -163,7 +164,7 @@ std::string stack_svg(const figure& f) {
             const bool grey = p < f.muted.size() && f.muted[p];
             out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{}\" height=\"{:.1f}\" {}><title>{} → {}: {}</title></rect>", x,
                                std::min(y(from), y(to)), bar, std::abs(y(from) - y(to)),
-                               grey ? "class=\"muted\"" : "fill=\"" + part_colour(p) + "\"", html_escape(f.parts[p]),
+                               grey ? "class=\"muted\"" : "fill=\"" + part_colour(p < f.hues.size() ? f.hues[p] : p) + "\"", html_escape(f.parts[p]),
                                html_escape(f.columns[k]), html_escape(format_short(v, 6)));
         }
         if (k < f.totals.size())
@@ -174,9 +175,41 @@ std::string stack_svg(const figure& f) {
                            html_escape(f.columns[k].substr(0, 12)));
     }
     out += "</svg>";
-    return out + keys(f.parts, f.muted, false) +
-           "<p class=\"explain\">Each bar is one output dimension; each coloured part is what one hidden unit wrote into it "
-           "(above 0 when positive), and the black line is where the sum ends: the output.</p>";
+    return out + keys(f.parts, f.muted, false, f.hues) + "<p class=\"explain\">" +
+           (f.note.empty() ? std::string("Each bar is one output dimension; each coloured part is what one hidden unit wrote "
+                                         "into it (above 0 when positive), and the black line is where the sum ends: the output.")
+                           : html_escape(f.note)) +
+           "</p>";
+}
+
+// Tokens on the left, experts on the right; a token's edge to an expert is as wide as its weight.
+std::string routing_svg(const figure& f) {
+    const std::size_t tokens = f.row_names.size(), experts = f.columns.size();
+    const std::size_t most = std::max<std::size_t>({tokens, experts, 1});
+    const double row = 30, top = 16, left = 130, right = 470, width = 600;
+    const double height = top + row * static_cast<double>(most) + 10;
+    auto y_of = [&](std::size_t i, std::size_t n) {
+        return top + row * static_cast<double>(most - n) / 2 + row * static_cast<double>(i) + row / 2;
+    };
+    std::string out = fmt::format(R"(<svg viewBox="0 0 {} {:.0f}" width="{}" role="img" aria-label="{}">)", width, height, width,
+                                  html_escape(f.caption));
+    for (std::size_t t = 0; t < tokens && t < f.values.size(); ++t)
+        for (std::size_t e = 0; e < experts && e < f.values[t].size(); ++e) {
+            const double w = f.values[t][e];
+            if (!(w > 0)) continue;
+            out += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="{}" stroke-width="{:.2f}" )"
+                               R"(stroke-opacity="0.75" stroke-linecap="round"><title>{} → {}: w = {}</title></line>)",
+                               left + 6, y_of(t, tokens), right - 6, y_of(e, experts), part_colour(e), 1 + 14 * std::min(w, 1.0),
+                               html_escape(f.row_names[t]), html_escape(f.columns[e]), html_escape(format_short(w, 4)));
+        }
+    for (std::size_t t = 0; t < tokens; ++t)
+        out += fmt::format(R"(<text x="{}" y="{:.1f}" text-anchor="end">{}</text>)", left, y_of(t, tokens) + 4,
+                           html_escape(f.row_names[t].substr(0, 20)));
+    for (std::size_t e = 0; e < experts; ++e)
+        out += fmt::format(R"(<text x="{}" y="{:.1f}">{}</text>)", right, y_of(e, experts) + 4, html_escape(f.columns[e].substr(0, 24)));
+    out += "</svg>";
+    return out + R"(<p class="explain">Each token on the left is joined to the experts it chose; a line is as wide as the )"
+                 "token's weight for that expert. An expert with no line was never run for any token.</p>";
 }
 
 std::string lines_svg(const figure& f) {
@@ -310,6 +343,7 @@ std::string figure_html(const figure& f) {
         case figure::kind::lines: body = lines_svg(f); break;
         case figure::kind::bars: body = bars_svg(f); break;
         case figure::kind::heatmap: body = heatmap_svg(f); break;
+        case figure::kind::routing: body = routing_svg(f); break;
     }
     return fmt::format("<figure class=\"{}\"><figcaption>{}</figcaption>{}</figure>\n", f.type == figure::kind::lines ? "plot" : "chart",
                        html_escape(f.caption), body);
@@ -431,7 +465,7 @@ void html_writer::write(const block& b) {
                                                         : "<code>" + html_styled(parts[i]) + "</code> ";
                 line += "</span>";
             }
-            out_(fmt::format("<details class=\"card\" open>\n<summary>{}</summary>\n", line));
+            out_(fmt::format("<details class=\"card\"{}>\n<summary>{}</summary>\n", b.folded ? "" : " open", line));
             card_ = "details";
             break;
         }

@@ -256,6 +256,22 @@ public:
         if (!from.empty()) return from[rng_.below(from.size())];
         return rng_.below(n);
     }
+    // An index of 0..n whose `value` does not read as 0: a question whose answer is 0 (0.7311×0 +
+    // 0.2689×0) asks nothing. Any index when every value reads as 0.
+    template <class Value>
+    std::size_t pick_nonzero(const std::vector<std::size_t>& from, std::size_t n, Value value) {
+        std::vector<std::size_t> candidates;
+        const double shown = 0.5 * std::pow(10.0, -opt_.precision);
+        if (from.empty()) {
+            for (std::size_t i = 0; i < n; ++i)
+                if (std::abs(value(i)) >= shown) candidates.push_back(i);
+        } else {
+            for (auto i : from)
+                if (std::abs(value(i)) >= shown) candidates.push_back(i);
+        }
+        if (candidates.empty()) return pick(from, n);
+        return candidates[rng_.below(candidates.size())];
+    }
 
     const example& ex_;
     const quiz_options& opt_;
@@ -343,7 +359,12 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr
     selection sel{{}, {}, o};
     return collect(ex, o, sel, [&](std::size_t t) {
         std::vector<quiz_question> chain;
-        const std::size_t j = b.pick(o.units, l.d_ff()), k = b.pick({}, l.d_out());
+        // a hidden unit that scored something (a negative score still teaches ReLU's 0), and an output
+        // the layer wrote to
+        const matrix& pre = tr.pre_activation().value;
+        const matrix& out = tr.find("contract")->value;
+        const std::size_t j = b.pick_nonzero(o.units, l.d_ff(), [&](std::size_t i) { return pre(t, i); });
+        const std::size_t k = b.pick_nonzero({}, l.d_out(), [&](std::size_t i) { return out(t, i); });
         b.dense_chain(tr, t, t, j, k, "", "", chain);
         return chain;
     });
@@ -376,8 +397,32 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
     return collect(ex, o, sel, [&](std::size_t t) {
         std::vector<quiz_question> chain;
         const auto& chosen = tr.chosen[t];
-        const std::size_t e = chosen[b.rng_.below(chosen.size())];
-        const std::size_t j = b.pick(o.units, l.d_ff()), k = b.pick({}, l.d_out());
+        // one of the token's experts that wrote something for it, a unit of it that scored
+        // something, and an output both the expert and the combine wrote to
+        auto written = [&](std::size_t e, std::size_t i) {
+            const expert_trace* et = tr.expert(e);
+            const auto r = et ? et->row_of(t) : std::nullopt;
+            return r ? et->tr.output().value(*r, i) : 0.0;
+        };
+        const std::size_t e = chosen[b.pick_nonzero({}, chosen.size(), [&](std::size_t c) {
+            double most = 0;
+            for (std::size_t i = 0; i < l.d_out(); ++i) most = std::max(most, std::abs(written(chosen[c], i)));
+            return most;
+        })];
+        const expert_trace* chosen_trace = tr.expert(e);
+        const matrix* scores = nullptr;  // the chosen expert's pre-activation row of this token
+        std::size_t chosen_row = 0;
+        if (chosen_trace)
+            if (auto r = chosen_trace->row_of(t)) {
+                scores = &chosen_trace->tr.pre_activation().value;
+                chosen_row = *r;
+            }
+        const std::size_t j = b.pick_nonzero(o.units, l.d_ff(), [&](std::size_t i) {
+            return scores ? (*scores)(chosen_row, i) : 1.0;
+        });
+        std::size_t k = b.pick_nonzero({}, l.d_out(), [&](std::size_t i) {
+            return std::abs(combine.value(t, i)) >= 5e-5 ? written(e, i) : 0.0;
+        });
         // router: logits[t][e] = x[t] · Wr[:, e] + br[e]
         std::vector<double> column(l.d_model());
         for (std::size_t i = 0; i < l.d_model(); ++i) column[i] = l.router(i, e);
@@ -397,6 +442,19 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
             q.written = fmt::format("m = {}; e^(logits − m) = [{}]; their sum = {}", b.num(m), fmt::join(exps, ", "), b.num(sum));
             q.worked = fmt::format("e^({} − {}) / {} = {} / {} = {}", b.op(logits.value(t, e)), b.op(m), b.num(sum), b.num(ez),
                                    b.num(sum), b.num(q.answer));
+            // The softmax's known slips: the sum over the chosen experts only, or the logits divided
+            // by their own sum.
+            double chosen_exps = 0, logit_sum = 0;
+            for (auto c : chosen) chosen_exps += probs.terms[1].value(t, c);
+            for (std::size_t i = 0; i < l.n_experts(); ++i) logit_sum += logits.value(t, i);
+            if (chosen.size() < l.n_experts())
+                q.missteps.push_back({ez / chosen_exps, fmt::format("that is the softmax over the token's top {} only; the "
+                                                                    "softmax runs over all {} experts, before any is chosen",
+                                                                    l.top_k, l.n_experts())});
+            if (logit_sum != 0)
+                q.missteps.push_back({logits.value(t, e) / logit_sum,
+                                      "that divides the logits by their sum, a linear normalisation; softmax divides e^z by the "
+                                      "sum of e^z, so it stays positive and favours the largest logit"});
             chain.push_back(std::move(q));
         }
         // weights: w = p ÷ Σ p over the chosen (or p as it is)
@@ -418,6 +476,23 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
                 q.written = b.num(probs.value(t, e));
             }
             q.worked = q.written + " = " + b.num(q.answer);
+            // The weights' known slips: p not renormalised (or renormalised where the layer does
+            // not), and the chosen logits normalised linearly instead of through the softmax.
+            double chosen_p = 0, chosen_logits = 0;
+            for (auto c : chosen) chosen_p += probs.value(t, c);
+            for (auto c : chosen) chosen_logits += logits.value(t, c);
+            if (l.normalize)
+                q.missteps.push_back({probs.value(t, e), fmt::format("that is p{} as it is, not renormalised; this layer "
+                                                                     "divides the chosen experts' p by their sum, so the "
+                                                                     "weights add up to 1",
+                                                                     b.at(t, e))});
+            else
+                q.missteps.push_back({probs.value(t, e) / chosen_p, "that renormalises p over the chosen experts; this layer "
+                                                                    "keeps each chosen p as it is"});
+            if (chosen_logits != 0)
+                q.missteps.push_back({logits.value(t, e) / chosen_logits,
+                                      "that divides the chosen logits by their sum, a linear normalisation; the weights come "
+                                      "from the softmax's p, not from the logits"});
             // each p shown is within e of itself; w = p/S moves by at most Σ e / S (S ≥ p)
             double chosen_sum = 0;
             for (auto c : chosen) chosen_sum += probs.value(t, c);

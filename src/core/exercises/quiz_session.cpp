@@ -138,7 +138,13 @@ void quiz_session::hint() {
     std::string text = std::exchange(lead_, "") + fmt::format("The answer: {} = {}.", q.target, q.worked);
     if (last_wrong_) {
         const double tolerance = opt_.tolerance.value_or(0.005);
-        if (auto s = locate_slip(q.terms, q.answer, *last_wrong_, std::max(tolerance, 0.0005), opt_.precision))
+        const auto misstep = std::find_if(q.missteps.begin(), q.missteps.end(), [&](const quiz_misstep& m) {
+            return std::abs(*last_wrong_ - m.value) <= std::max(tolerance, 0.0005) &&
+                   std::abs(q.answer - m.value) > std::max(tolerance, 0.0005);
+        });
+        if (misstep != q.missteps.end())
+            text += fmt::format(" Your {}: {}.", format_short(*last_wrong_, 12), misstep->message);
+        else if (auto s = locate_slip(q.terms, q.answer, *last_wrong_, std::max(tolerance, 0.0005), opt_.precision))
             text += fmt::format(" Your {}: {}.", format_short(*last_wrong_, 12), s->message);
         else if (q.answer != 0 && std::abs(*last_wrong_ + q.answer) <= std::max(tolerance, 0.0005))
             text += fmt::format(" Your {} has the right size and the wrong sign.", format_short(*last_wrong_, 12));
@@ -182,13 +188,16 @@ void quiz_session::summary() {
     if (counts[4]) parts.push_back(fmt::format("{} not answered", counts[4]));
     if (!parts.empty()) text += fmt::format("{}\n", fmt::join(parts, ", "));
     // per step, in the order the questions came
-    std::vector<std::string> groups;
+    // A question counts as asked once it was shown: after a quit, the steps never reached are
+    // named apart, not counted as asked.
+    const std::size_t reached = std::min(questions_.size(), current_ + 1);
+    std::vector<std::string> groups, unreached;
     std::map<std::string, std::array<std::size_t, 6>> by;
     for (std::size_t i = 0; i < questions_.size(); ++i) {
         const auto& g = questions_[i].group;
         if (!by.count(g)) groups.push_back(g);
         auto& c = by[g];
-        ++c[5];
+        if (i < reached) ++c[5];
         if (i < outcomes_.size()) ++c[static_cast<int>(outcomes_[i])];
     }
     std::size_t width = 4;
@@ -197,9 +206,14 @@ void quiz_session::summary() {
     std::vector<std::string> revisit;
     for (const auto& g : groups) {
         const auto& c = by[g];
+        if (c[5] == 0) {
+            unreached.push_back(g);
+            continue;
+        }
         text += fmt::format("  {}  {:>9}  {:>11}  {:>5}\n", pad_right(g, width), c[0], c[1], c[5]);
         if (c[1] + c[2] + c[3] > 0) revisit.push_back(g);
     }
+    if (!unreached.empty()) text += fmt::format("Not reached: {}.\n", fmt::join(unreached, ", "));
     if (revisit.empty())
         text += counts[4] ? "Nothing to revisit among the questions answered.\n"
                           : styled(style::green, "Nothing to revisit: every answer was right at the first try.") + "\n";

@@ -2,6 +2,7 @@
 #include "ffn_trace/worksheet.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <fmt/format.h>
@@ -31,6 +32,7 @@ struct sheet_step {
     const matrix* value;
     std::vector<std::size_t> rows;  // flat token index of each row
     const std::vector<std::string>* labels;  // column names, or empty
+    bool zero_teaches = false;  // a 0 here is a lesson: a ReLU unit that switched off
 };
 
 std::string variable_of(std::string_view step) {
@@ -66,6 +68,8 @@ public:
     sheet_builder(const example& ex, const worksheet_options& o) : ex_(ex), opt_(o) {}
 
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    // Whether v reads as 0 at the sheet's precision.
+    bool shows_zero(double v) const { return std::abs(v) < 0.5 * std::pow(10.0, -opt_.precision); }
     std::string row_name(std::size_t i, const std::vector<std::string>& labels) const {
         return labels.size() > i ? labels[i] : fmt::format("[{}]", i);
     }
@@ -129,7 +133,8 @@ public:
             const std::string head = who.empty() ? fmt::format("Step {}", ++number) : who;
             steps_.push_back({prefix + s.name, s.name,
                               fmt::format("{} · {}   {}", head, capitalised(s.name), dense_formula(tr.layer(), s.name)),
-                              variable_of(s.name), &s.value, rows, &dense_labels(tr.layer(), s.name)});
+                              variable_of(s.name), &s.value, rows, &dense_labels(tr.layer(), s.name),
+                              s.name == "activate" && info(tr.layer().act).unit == activation::relu});
         }
     }
 
@@ -155,10 +160,16 @@ public:
         for (auto i : eligible) cells += steps_[i].value->rows * steps_[i].value->cols;
         const std::size_t wanted = std::min(opt_.blanks ? opt_.blanks : 2 * eligible.size(), cells);
         splitmix rng{opt_.seed};
-        for (std::size_t k = 0, turn = 0; k < wanted; ++turn) {
+        bool zero_taken = false;
+        std::set<std::size_t> spent;  // steps with no cell left worth a blank
+        for (std::size_t k = 0, turn = 0; k < wanted && spent.size() < eligible.size(); ++turn) {
             const std::size_t i = eligible[turn % eligible.size()];
             const matrix& m = *steps_[i].value;
-            if (blank_count(i) == m.rows * m.cols) continue;
+            if (spent.count(i)) continue;
+            if (blank_count(i) == m.rows * m.cols) {
+                spent.insert(i);
+                continue;
+            }
             // A cell blank in the step just before, of the same shape, is taken first: the learner then
             // works a value on through the steps instead of reading it off the next table.
             std::size_t c = rng.below(m.rows * m.cols);
@@ -169,9 +180,34 @@ public:
                         break;
                     }
             while (blank_.count({i, c / m.cols, c % m.cols})) c = (c + 1) % (m.rows * m.cols);
+            // A blank whose answer is 0 asks little: at most one per sheet, and only where a 0 teaches.
+            // Otherwise the next free cell with a number in it, if the step has one.
+            // A step that is 0 everywhere teaches by its 0 (the identity's collapse in abs_identity.json).
+            const bool all_zero = std::all_of(m.data.begin(), m.data.end(), [this](double v) { return shows_zero(v); });
+            if (shows_zero(m.data[c]) && (zero_taken || !(steps_[i].zero_teaches || all_zero))) {
+                for (std::size_t n = 1; n < m.rows * m.cols; ++n) {
+                    const std::size_t d = (c + n) % (m.rows * m.cols);
+                    if (!blank_.count({i, d / m.cols, d % m.cols}) && !shows_zero(m.data[d])) {
+                        c = d;
+                        break;
+                    }
+                }
+                if (shows_zero(m.data[c])) {  // only zeros left in this step
+                    spent.insert(i);
+                    continue;
+                }
+            }
+            zero_taken = zero_taken || shows_zero(m.data[c]);
             blank_.insert({i, c / m.cols, c % m.cols});
             ++k;
         }
+        // A layer that computes only zeros still gets one blank to fill.
+        if (blank_.empty() && cells > 0)
+            for (auto i : eligible)
+                if (steps_[i].value->rows * steps_[i].value->cols > 0) {
+                    blank_.insert({i, 0, 0});
+                    break;
+                }
         // numbered in the order the sheet shows them
         std::vector<worksheet_blank> answers;
         for (const auto& [i, r, j] : blank_) {

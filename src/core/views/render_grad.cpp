@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "document/document.hpp"
+#include "views/expert_backward.hpp"
 #include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
@@ -107,7 +108,28 @@ public:
     grad_builder(const grad_rendering_input& in, const text_options& options)
         : in_(in), l_(in.tr.layer()), opt_(options),
           level_(options.detail.value_or(default_detail(in.tr.layer()))),
-          detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
+          detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens), lead_(in.tr.lead) {}
+
+    // An MoE expert's steps alone: no heading, forward pass, loss or check, and its rows named
+    // as the layer's tokens they are.
+    void build_expert(const detail::expert_backward& part, const detail::block_sink& out) {
+        out_ = &out;
+        rows_ = &part.rows;
+        lead_ = part.lead;
+        prefix_ = part.title;
+        upstream_ = part.upstream;
+        upstream_how_ = part.upstream_how;
+        dx_name_ = part.dx_name;
+        outputs_ = part.outputs;
+        // The routed tokens among those asked for, in the expert's own rows.
+        detailed_.clear();
+        for (std::size_t r = 0; r < part.rows.size(); ++r)
+            if (opt_.tokens.empty() ? part.rows.size() <= 10 || r < 3 || r + 3 >= part.rows.size()
+                                    : std::find(opt_.tokens.begin(), opt_.tokens.end(), part.rows[r]) != opt_.tokens.end())
+                detailed_.push_back(r);
+        int number = 1;
+        for (const auto& s : in_.grads.steps) backward(number++, s);
+    }
 
     void build(const detail::block_sink& out) {
         out_ = &out;
@@ -129,8 +151,13 @@ private:
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
     std::string op(double v) const { return detail::operand(v, opt_.precision); }
     std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
-    std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
-    std::string shape(std::size_t width) const { return detail::shape_text(in_.tr.lead, width); }
+    // The layer's token of row t of the trace in use (an expert's holds only its routed tokens).
+    std::size_t global(std::size_t t) const { return rows_ ? (*rows_)[t] : t; }
+    std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, lead_, global(t)); }
+    std::string at(std::size_t t, std::size_t j) const { return element_index(lead_, global(t), j); }
+    std::string shape(std::size_t width) const {
+        return rows_ ? fmt::format("({} × {})", rows_->size(), width) : detail::shape_text(lead_, width);
+    }
     void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
@@ -142,7 +169,7 @@ private:
     }
     const std::vector<std::string>& inputs() const { return labels_of(in_.ex.names.inputs, l_.d_model()); }
     const std::vector<std::string>& hidden() const { return labels_of(in_.ex.names.hidden, l_.d_ff()); }
-    const std::vector<std::string>& outputs() const { return labels_of(in_.ex.names.outputs, l_.d_out()); }
+    const std::vector<std::string>& outputs() const { return labels_of(outputs_ ? *outputs_ : in_.ex.names.outputs, l_.d_out()); }
     static std::string label(const std::vector<std::string>& labels, std::size_t k) {
         return labels.empty() ? "[" + std::to_string(k) + "]" : labels[k];
     }
@@ -157,7 +184,7 @@ private:
             name, detailed_, cols, [this](std::size_t t) { return token_name(t); },
             [&labels](std::size_t j) { return label(labels, j); }, [&m](std::size_t i, std::size_t j) { return m(i, j); },
             opt_.precision);
-        explain(b, detailed_, cols, m, how, [&](std::size_t t, std::size_t j) { return name + element_index(in_.tr.lead, t, j); });
+        explain(b, detailed_, cols, m, how, [&](std::size_t t, std::size_t j) { return name + at(t, j); });
         add(std::move(b));
     }
     // The page view: each shown cell of `b` (rows, cols) carries its name and how it arose.
@@ -311,7 +338,7 @@ private:
                                     std::size_t i) const {
         std::vector<std::string> terms;
         for (auto j : shown_indices(dy.cols, opt_.full, 3, 8)) terms.push_back(j == gap ? "…" : fmt::format("{}×{}", op(dy(t, j)), op(w(i, j))));
-        return fmt::format("{}{} = {} = {}", name, element_index(in_.tr.lead, t, i), fmt::join(terms, " + "), num(dx(t, i)));
+        return fmt::format("{}{} = {} = {}", name, at(t, i), fmt::join(terms, " + "), num(dx(t, i)));
     }
 
     std::string hidden_name() const { return l_.gated() ? "product" : "activated"; }
@@ -320,23 +347,26 @@ private:
         const bool arithmetic = level_ == detail_level::arithmetic;
         const std::string n = std::to_string(number);
         const std::size_t T = in_.tr.tokens();
-        if (s.name == "output") {
-            heading_line(fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
+        if (s.name == "output" && !upstream_.empty()) {
+            heading_line(prefix_ + fmt::format("Backward {} · Output   g = {}   {}", n, upstream_, shape(l_.d_out())));
+            token_table("g", *s.find("g"), outputs(), upstream_how_);
+        } else if (s.name == "output") {
+            heading_line(prefix_ + fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
                                      in_.ex.target ? "output − target" : "upstream", shape(l_.d_out())));
             const matrix& g = *s.find("g");
             const matrix& y = in_.tr.output().value;
             token_table("g", g, outputs(), [&](std::size_t t, std::size_t j) {
-                const std::string lhs = "g" + element_index(in_.tr.lead, t, j);
+                const std::string lhs = "g" + at(t, j);
                 return in_.ex.target ? fmt::format("{} = output − target = {} − {} = {}", lhs, op(y(t, j)), op((*in_.ex.target)(t, j)),
                                                    num(g(t, j)))
                                      : fmt::format("{} = upstream, given in the file = {}", lhs, num(g(t, j)));
             });
         } else if (s.name == "residual") {
-            heading_line(fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
+            heading_line(prefix_ + fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
             paragraph("The gradient splits: one path goes straight to x, the other back through the FFN.");
         } else if (s.name == "contract") {
             const matrix& h = in_.tr.find(l_.gated() ? "multiply" : "activate")->value;
-            heading_line(fmt::format("Backward {} · Contract   dW2 = {}ᵀ · g   ({} × {})·({} × {}) → ({} × {})", n, hidden_name(),
+            heading_line(prefix_ + fmt::format("Backward {} · Contract   dW2 = {}ᵀ · g   ({} × {})·({} × {}) → ({} × {})", n, hidden_name(),
                                      l_.d_ff(), T, T, l_.d_out(), l_.d_ff(), l_.d_out()));
             paragraph(fmt::format("Each hidden unit's value vector moves in proportion to how strongly the unit fired{}; "
                                   "d_{} = g · W2ᵀ sends the gradient back to the hidden units.",
@@ -353,7 +383,7 @@ private:
                 return input_gradient_line("d_" + hidden_name(), g, l_.w2, dh, t, i);
             });
         } else if (s.name == "multiply") {
-            heading_line(fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
+            heading_line(prefix_ + fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
                                      "d_up = d_product ⊙ activated", n));
             token_table("d_activated", *s.find("d_activated"), hidden());
             token_table("d_up", *s.find("d_up"), hidden());
@@ -361,7 +391,7 @@ private:
             activate_step(n, s, arithmetic);
         } else if (s.name == "norm") {
             const bool layer_norm = l_.norm->type == norm_layer::kind::layernorm;
-            heading_line(fmt::format("Backward {} · Norm   x̂ = {}, dx̂ = dy ⊙ γ, dγ = Σ over tokens of dy ⊙ x̂{}", n,
+            heading_line(prefix_ + fmt::format("Backward {} · Norm   x̂ = {}, dx̂ = dy ⊙ γ, dγ = Σ over tokens of dy ⊙ x̂{}", n,
                                      layer_norm ? "(v − mean)/√(var + ε)" : "v/√(mean(v²) + ε)",
                                      l_.norm->bias.empty() ? "" : ", dβ = Σ dy"));
             paragraph(layer_norm ? "Back through the norm, the gradient loses its part along the mean and along x̂ itself: "
@@ -378,7 +408,7 @@ private:
             const matrix& dy = s.name == "up" ? *find_step("multiply")->find("d_up") : *find_step("activate")->find(dy_name);
             const matrix& dw = s.name == "expand" ? in_.grads.d_layer.w1 : s.name == "gate" ? in_.grads.d_layer.wg : in_.grads.d_layer.wu;
             const matrix& weight = s.name == "expand" ? l_.w1 : s.name == "gate" ? l_.wg : l_.wu;
-            heading_line(fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
+            heading_line(prefix_ + fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
                                      s.name == "expand" ? "Expand" : s.name == "gate" ? "Gate" : "Up", w,
                                      l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x", dy_name, l_.d_model(), T,
                                      T, l_.d_ff(), l_.d_model(), l_.d_ff()));
@@ -403,7 +433,14 @@ private:
             if (l_.residual) parts.push_back("g (through the residual)");
             const bool pre_norm = l_.norm && l_.norm->position == norm_layer::place::pre;
             parts.push_back(pre_norm ? "the norm's d_in" : l_.gated() ? "dx_gate + dx_up" : "dx_ffn");
-            heading_line(fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
+            if (!dx_name_.empty()) {
+                heading_line(prefix_ + fmt::format("Backward {} · Input   {} = {}   {}", n, dx_name_, fmt::join(parts, " + "),
+                                                   shape(l_.d_model())));
+                paragraph(fmt::format("{} is this expert's share of dL/dx, for the tokens routed to it.", dx_name_));
+                token_table(dx_name_, in_.grads.d_input, inputs());
+                return;
+            }
+            heading_line(prefix_ + fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
             token_table("dL/dx", in_.grads.d_input, inputs());
         }
     }
@@ -424,7 +461,7 @@ private:
                                       "gelu_exact'(h) = Φ(h) + h·φ(h)", "silu'(h) = σ(h)·(1 + h·(1 − σ(h)))", "identity'(h) = 1"};
         const int rule = unit == activation::relu ? 0 : unit == activation::gelu ? 1 : unit == activation::gelu_exact ? 2
                        : unit == activation::silu ? 3 : 4;
-        heading_line(fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
+        heading_line(prefix_ + fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
         paragraph(fmt::format("act'({0}) is the activation's slope at {0}: how far activated moves when {0} moves a little. "
                               "The gradient reaching activated, times that slope, is the gradient of {0}. {1}{2}",
                               pre, rules[rule],
@@ -457,7 +494,7 @@ private:
         }
         const matrix* act_derivative = s.find("act'");
         token_table("d_" + pre, d_pre, hidden(), [&](std::size_t t, std::size_t j) {
-            const std::string lhs = "d_" + pre + element_index(in_.tr.lead, t, j);
+            const std::string lhs = "d_" + pre + at(t, j);
             if (!act_derivative) return fmt::format("{} = {}", lhs, num(d_pre(t, j)));
             return fmt::format("{} = d_activated × act'({}) = {} × {} = {}", lhs, format_short(h(t, j), opt_.precision), op(d_act(t, j)),
                                op((*act_derivative)(t, j)), num(d_pre(t, j)));
@@ -524,6 +561,13 @@ private:
     std::vector<std::size_t> detailed_;
     const detail::block_sink* out_ = nullptr;
     bool explain_ = false;  // the page view's notes
+    // An MoE expert's part (build_expert): its rows' tokens, the layer's lead, its headings' prefix,
+    // what its g is and how an element of g arose, and the name of its dx.
+    const std::vector<std::size_t>* rows_ = nullptr;
+    std::vector<std::size_t> lead_;
+    std::string prefix_, upstream_, dx_name_;
+    how_line upstream_how_;
+    const std::vector<std::string>* outputs_ = nullptr;
 
 public:
     void explain_cells(bool on) { explain_ = on; }
@@ -544,6 +588,17 @@ json weights_json(const ffn& l, const ffn& d, bool use_gradient, bool out_in) {
 }
 
 }  // namespace
+
+namespace detail {
+
+void build_expert_backward(const grad_rendering_input& in, const expert_backward& part, const text_options& options,
+                           bool explain, const block_sink& out) {
+    grad_builder builder(in, options);
+    builder.explain_cells(explain);
+    builder.build_expert(part, out);
+}
+
+}  // namespace detail
 
 void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {

@@ -70,6 +70,15 @@ private:
         return ex_.names.experts.empty() ? fmt::format("expert {}", e) : fmt::format("expert {} ({})", e, ex_.names.experts[e]);
     }
 
+    // A token named in a sentence, quoted once: a checkpoint's prompt labels its tokens already
+    // quoted ("\" Paris\""), a file's labels are bare words.
+    std::string quoted_token(std::size_t t) const {
+        const std::string name = token_name(t);
+        if (ex_.names.tokens.empty() || (name.size() >= 2 && name.back() == '"')) return name;
+        return quote(name);
+    }
+    std::string subject(std::size_t t) const { return ex_.names.tokens.empty() ? token_name(t) : "token " + quoted_token(t); }
+
     std::vector<std::string> claimable_steps() const override {
         std::vector<std::string> names;
         for (const auto& s : mt_.steps) names.push_back(s.name);
@@ -114,11 +123,46 @@ private:
                       const std::string& shapes, const std::string& why, Arithmetic arithmetic, bool always = false) {
         add({block_kind::heading, fmt::format("Step {} · {}   {}   {}", number, title, formula, shapes)});
         paragraph(why);
+        if (s.name == "router") router_grid();
         if (level_ == detail_level::arithmetic || always)
             for (auto t : detailed_)
                 if (t != gap) arithmetic(t);
-        add(table(s.name, s.value));
+        block b = table(s.name, s.value);
+        if (s.name == "weights") b.picture = routing_picture();
+        add(std::move(b));
         if (level_ == detail_level::values) failures_of(s.name);
+    }
+
+    // Wr as a grid, the inputs down and the experts across, where it is small enough to read.
+    void router_grid() {
+        const moe& l = mlayer();
+        if (!opt_.full && std::max(l.d_model(), l.n_experts()) > 16) return;
+        auto name = [](const std::vector<std::string>& names, std::size_t n, std::size_t k) {
+            return names.size() == n ? names[k] : "[" + std::to_string(k) + "]";
+        };
+        const auto rows = shown_indices(l.d_model(), opt_.full), cols = shown_indices(l.n_experts(), opt_.full);
+        add(grid_table(
+            "Wr", rows, cols, [&](std::size_t i) { return name(ex_.names.inputs, l.d_model(), i); },
+            [&](std::size_t j) { return name(ex_.names.experts, l.n_experts(), j); },
+            [&](std::size_t i, std::size_t j) { return l.router(i, j); }, opt_.precision));
+        if (!l.router_b.empty()) add({block_kind::lines, "", {}, {fmt::format("br = {}", vector_text(l.router_b))}});
+    }
+
+    // The page view's picture of the routing: each token joined to its experts, as wide as its weight.
+    std::shared_ptr<const figure> routing_picture() const {
+        if (!explain_) return nullptr;
+        const moe& l = mlayer();
+        const matrix& w = mt_.find("weights")->value;
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::routing;
+        f->caption = "Which experts each token goes to: a line as wide as the token's weight";
+        for (std::size_t e = 0; e < l.n_experts(); ++e) f->columns.push_back(capitalised(expert_name(e)));
+        for (auto t : shown_indices(mt_.tokens(), opt_.full, 12, 48)) {
+            if (t == gap) continue;
+            f->row_names.push_back(token_name(t));
+            f->values.emplace_back(w.row(t).begin(), w.row(t).end());
+        }
+        return f;
     }
 
     void routing_steps(std::size_t first) {
@@ -188,7 +232,7 @@ private:
                          block b{block_kind::lines};
                          std::vector<std::string> picks;
                          for (auto e : mt_.chosen[t]) picks.push_back(fmt::format("{} with p = {}", expert_name(e), num(probs.value(t, e))));
-                         b.lines.push_back(fmt::format("{} chooses {}", token_subject(t), fmt::join(picks, " and ")));
+                         b.lines.push_back(fmt::format("{} chooses {}", subject(t), fmt::join(picks, " and ")));
                          if (mt_.tied[t])
                              b.lines.push_back(fmt::format("  a tie: the last place had equal probabilities, and went to the "
                                                            "lower expert index"));
@@ -213,9 +257,15 @@ private:
 
     void experts() {
         const moe& l = mlayer();
-        std::vector<std::string> idle;
+        std::vector<std::string> idle, elsewhere;
         for (std::size_t i = 0; i < mt_.experts.size(); ++i) {
             const expert_trace& et = mt_.experts[i];
+            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+            // --token: an expert none of the asked tokens chose has nothing of theirs to show.
+            if (!opt_.tokens.empty() && detailed_.empty()) {
+                elsewhere.push_back(expert_name(et.expert, et.shared));
+                continue;
+            }
             std::vector<std::string> names;
             for (auto tok : et.tokens) names.push_back(detail::token_name(ex_.names.tokens, ex_.lead, tok));
             const std::string who = expert_name(et.expert, et.shared);
@@ -225,18 +275,29 @@ private:
                                                                           fmt::join(names, ", ")))});
             paragraph(std::string(et.shared ? "A shared expert sees every token, and its output is added unweighted."
                                             : "This expert is an ordinary FFN, run over the tokens routed to it and no others.") +
-                      (pre_norm() ? " Its x is the normed token." : ""));
-            use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+                      (pre_norm() ? " Its x is the normed token." : "") +
+                      (explain_ ? " Its steps below are folded: open one to see it worked out." : ""));
+            // The page view folds the expert's own steps, so that the layer's steps stay in sight.
+            const block_sink* page = out_;
+            const block_sink folding = [page](block b) {
+                if (b.kind == block_kind::heading) b.folded = true;
+                (*page)(std::move(b));
+            };
+            if (explain_) out_ = &folding;
             // An expert's grids only where they are small: a real MoE layer has many big experts.
             const ffn& f = et.tr.layer();
             if (opt_.full || std::max({f.d_model(), f.d_ff(), f.d_out()}) <= 10) weights_block(capitalised(who));
             for (const auto& s : et.tr.steps) step_block(capitalised(who), s);
+            out_ = page;
         }
         for (std::size_t e = 0; e < l.n_experts(); ++e)
             if (!mt_.expert(e)) idle.push_back(expert_name(e));
         if (!idle.empty())
             paragraph(fmt::format("Idle: {} — no token chose {}, so {} never computed.", fmt::join(idle, ", "),
                                   idle.size() == 1 ? "it" : "them", idle.size() == 1 ? "it was" : "they were"));
+        if (!elsewhere.empty())
+            paragraph(fmt::format("Not shown: {} ran only for tokens other than those --token asks for.",
+                                  fmt::join(elsewhere, ", ")));
     }
 
     // The page view's arithmetic behind a cell of the layer's own steps.
@@ -356,6 +417,28 @@ private:
             b.lines.push_back(fmt::format("  output{} = {} = {}{}", at(t, j), fmt::join(terms, " + "), num(s.value(t, j)),
                                           spaced_marks("combine", t, j, true)));
         }
+        // The page view: the output as stacked bars, one part per expert, as dense Contract draws
+        // one part per hidden unit.
+        if (explain_) {
+            auto f = std::make_shared<figure>();
+            f->caption = fmt::format("{}: what each expert adds to the output", token_name(t));
+            f->note = "Each bar is one output dimension; each coloured part is what one expert added to it, its output "
+                      "times its weight (above 0 when positive), and the black line is where the sum ends: the output.";
+            const auto& labels = column_labels("combine");
+            for (std::size_t j = 0; j < s.value.cols; ++j)
+                f->columns.push_back(labels.size() == s.value.cols ? labels[j] : fmt::format("[{}]", j));
+            for (const auto& p : parts) {
+                const double weight = p.et->shared ? 1.0 : w(t, p.et->expert);
+                f->hues.push_back(p.et->shared ? mlayer().n_experts() + p.et->expert : p.et->expert);  // the routing picture's colour
+                f->parts.push_back(p.et->shared ? fmt::format("shared expert {}", p.et->expert)
+                                                : fmt::format("expert {} × {}", p.et->expert, format_short(weight, opt_.precision)));
+                std::vector<double> added;
+                for (std::size_t j = 0; j < s.value.cols; ++j) added.push_back(weight * p.et->tr.output().value(p.row, j));
+                f->values.push_back(std::move(added));
+            }
+            f->totals.assign(s.value.row(t).begin(), s.value.row(t).end());
+            if (s.value.cols <= 32) b.picture = std::move(f);
+        }
         add(std::move(b));
     }
 
@@ -385,12 +468,15 @@ private:
                                            : fmt::format("{} own count{} (experts: {})", l.top_k == 1 ? "its expert's" : "its experts'",
                                                          l.top_k == 1 ? "" : "s", fmt::join(p.experts, ", ")),
                                  l.shared.empty() ? std::string() : fmt::format(" + shared {}", p.shared))});
-        f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); every expert on every "
-                                         "token: {} ({:.2f}×)",
-                                         mr_.macs_per_token(), mr_.router_macs, l.top_k, mr_.expert_macs,
-                                         l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs),
-                                         mr_.dense_macs_per_token(),
-                                         static_cast<double>(mr_.dense_macs_per_token()) / static_cast<double>(mr_.macs_per_token()))});
+        const std::string shared = l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs);
+        f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); all {} experts on every "
+                                         "token: {} (router {} + {} × {}{}), {:.2f}× as many. Both count the router, "
+                                         "as the parameters' total does",
+                                         mr_.macs_per_token(), mr_.router_macs, l.top_k, mr_.expert_macs, shared,
+                                         l.n_experts(), mr_.every_expert_macs_per_token(), mr_.router_macs, l.n_experts(),
+                                         mr_.expert_macs, shared,
+                                         static_cast<double>(mr_.every_expert_macs_per_token()) /
+                                             static_cast<double>(mr_.macs_per_token()))});
         if (auto field = expert_units_field()) f.push_back(std::move(*field));
         if (mt_.tokens() > 1)
             f.push_back({"position-wise",
@@ -420,7 +506,7 @@ private:
             for (auto r : shown_indices(et.tokens.size(), opt_.full))
                 counts.push_back(r == gap ? "…"
                                           : fmt::format("{} of {} for {}", n[r], et.tr.layer().d_ff(),
-                                                        ex_.names.tokens.empty() ? token_name(r) : quote(token_name(r))));
+                                                        quoted_token(r)));
             per_expert.push_back(fmt::format("{}: {}", expert_name(et.expert, et.shared), fmt::join(counts, ", ")));
         }
         auto field = active_units_field(fmt::format("{}", fmt::join(per_expert, "; ")));

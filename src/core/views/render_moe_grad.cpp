@@ -1,12 +1,15 @@
 // The backward pass of an MoE layer, as a walkthrough and as JSON: from dL/d(output) back
 // through the combine into each chosen expert and its routing weight, through the
 // renormalisation and the softmax into the router. The top-k choice is held fixed.
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <type_traits>
 
+#include "base/text.hpp"
 #include "document/document.hpp"
+#include "views/expert_backward.hpp"
 #include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_grad.hpp"
@@ -44,8 +47,17 @@ public:
 
 private:
     bool out_in() const { return in_.ex.stored == layout::out_in; }
+    bool pre_norm() const { return l_.norm && l_.norm->position == norm_layer::place::pre; }
+    // The outputs' names: the file's, or with a residual the inputs', since y = x + … lives where x does.
+    const std::vector<std::string>& outputs() const {
+        return in_.ex.names.outputs.empty() && l_.residual ? in_.ex.names.inputs : in_.ex.names.outputs;
+    }
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
-    std::string op(double v) const { return detail::operand(v, opt_.precision); }
+    // An operand spelled as the tables spell it (0.0900, not 0.09), in parentheses when negative.
+    std::string fixed(double v) const {
+        const std::string n = num(v);
+        return n.front() == '-' ? "(" + n + ")" : n;
+    }
     std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
     std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
     std::string at(std::size_t t, std::size_t j) const { return element_index(in_.tr.lead, t, j); }
@@ -57,11 +69,10 @@ private:
     // named by the file's labels when they fit.
     void token_table(const std::string& name, const matrix& m) {
         // Widths can coincide (d_model, d_out and the number of experts): the value's name says which it is.
-        const bool pre_norm = l_.norm && l_.norm->position == norm_layer::place::pre;
         const std::vector<std::string>& named =
             name == "d_weights" || name == "d_probabilities" || name == "d_router" ? in_.ex.names.experts
-            : name.rfind("dx", 0) == 0 || (name == "d_in" && pre_norm)          ? in_.ex.names.inputs
-                                                                                 : in_.ex.names.outputs;
+            : name.rfind("dx", 0) == 0 || (name == "d_in" && pre_norm())          ? in_.ex.names.inputs
+                                                                                   : outputs();
         const std::vector<std::string>* labels = named.size() == m.cols ? &named : nullptr;
         add(detail::grid_table(
             name, detailed_, shown_indices(m.cols, opt_.full), [this](std::size_t t) { return token_name(t); },
@@ -69,11 +80,20 @@ private:
             [&m](std::size_t i, std::size_t j) { return m(i, j); }, opt_.precision));
     }
 
-    // A weight-shaped matrix in the file's layout, under its file name.
-    void weight_table(const std::string& name, const matrix& math_form) {
+    // A weight-shaped matrix in the file's layout, under its file name; `rows` and `cols` name the
+    // math form's rows and columns where the file gives names of that many.
+    void weight_table(const std::string& name, const matrix& math_form, const std::vector<std::string>& rows = {},
+                      const std::vector<std::string>& cols = {}) {
         const matrix m = out_in() ? math_form.transposed() : math_form;
-        add(detail::matrix_table(m, name, shown_indices(m.rows, opt_.full),
-                                 [](std::size_t i) { return "[" + std::to_string(i) + "]"; }, opt_.precision, opt_.full));
+        const auto& row_names = out_in() ? cols : rows;
+        const auto& col_names = out_in() ? rows : cols;
+        auto label = [](const std::vector<std::string>& names, std::size_t n, std::size_t k) {
+            return names.size() == n ? names[k] : "[" + std::to_string(k) + "]";
+        };
+        add(detail::grid_table(
+            name, shown_indices(m.rows, opt_.full), shown_indices(m.cols, opt_.full),
+            [&](std::size_t i) { return label(row_names, m.rows, i); }, [&](std::size_t j) { return label(col_names, m.cols, j); },
+            [&m](std::size_t i, std::size_t j) { return m(i, j); }, opt_.precision));
     }
 
     void heading() {
@@ -123,15 +143,19 @@ private:
                              : "w_c = p_c for the chosen: dp_c = dw_c, 0 for the others";
         if (step == "probabilities") return "p = softmax(logits): d_logits_i = p_i·(dp_i − Σ_j dp_j·p_j)";
         if (step == "router") return "logits = x · Wr + br: dWr = xᵀ · d_logits, dbr = Σ d_logits, dx = d_logits · Wrᵀ";
-        return "dx = the residual's g + every expert's dx + the router's dx";
+        return "dx = every expert's dx + the router's dx";
     }
 
     void backward(int number, const backward_step& s) {
-        heading_line(fmt::format("Backward {} · {}   {}", number, s.name, formula(s.name, l_.normalize)));
+        std::string f = formula(s.name, l_.normalize);
+        if (s.name == "input" && pre_norm()) f = "dx = the norm's d_in" + std::string(l_.residual ? " + the residual's g" : "");
+        else if (s.name == "input" && l_.residual) f = "dx = the residual's g + every expert's dx + the router's dx";
+        heading_line(fmt::format("Backward {} · {}   {}", number, s.name, f));
+        if (level_ == detail_level::arithmetic && s.name == "input" && !pre_norm()) input_sum_lines();
         if (level_ == detail_level::arithmetic) arithmetic(s);
         for (const auto& v : s.values) {
             if (v.name == "dWr") {
-                weight_table("dWr (router.W)", v.value);
+                weight_table("dWr (router.W)", v.value, in_.ex.names.inputs, in_.ex.names.experts);
             } else if (v.name == "dp·p") {
                 continue;  // written out in the arithmetic above
             } else if (v.name == "dbr") {
@@ -165,32 +189,33 @@ private:
                     const auto out = et.tr.output().value.row(*et.row_of(tok));
                     std::vector<std::string> terms;
                     for (std::size_t k : shown_indices(out.size(), opt_.full, 3, 8))
-                        terms.push_back(k == gap ? "…" : fmt::format("{}×{}", op(g(tok, k)), op(out[k])));
+                        terms.push_back(k == gap ? "…" : fmt::format("{}×{}", fixed(g(tok, k)), fixed(out[k])));
                     b.lines.push_back(fmt::format("  d_weights{} = g · expert {}'s output = {} = {}", at(tok, e), e,
                                                   fmt::join(terms, " + "), num((*d_w)(tok, e))));
                 }
             } else if (s.name == "weights") {
                 std::vector<std::string> terms;
-                for (auto e : t.chosen[tok]) terms.push_back(fmt::format("{}×{}", op((*d_w)(tok, e)), op(w(tok, e))));
+                for (auto e : t.chosen[tok]) terms.push_back(fmt::format("{}×{}", fixed((*d_w)(tok, e)), fixed(w(tok, e))));
                 const std::string dot = fmt::format("{}", fmt::join(terms, " + "));
                 for (auto c : t.chosen[tok])
-                    b.lines.push_back(l_.normalize ? fmt::format("  dp{} = ({} − ({})) / {} = {}", at(tok, c), op((*d_w)(tok, c)),
-                                                                 dot, op(sum(tok, 0)), num(s.values.front().value(tok, c)))
+                    b.lines.push_back(l_.normalize ? fmt::format("  dp{} = ({} − ({})) / {} = {}", at(tok, c), fixed((*d_w)(tok, c)),
+                                                                 dot, fixed(sum(tok, 0)), num(s.values.front().value(tok, c)))
                                                    : fmt::format("  dp{} = dw = {}", at(tok, c), num(s.values.front().value(tok, c))));
             } else if (s.name == "probabilities") {
                 std::vector<std::string> terms;
                 for (std::size_t j = 0; j < p.cols; ++j)
-                    if ((*d_p)(tok, j) != 0) terms.push_back(fmt::format("{}×{}", op((*d_p)(tok, j)), op(p(tok, j))));
-                const std::string dot = num((*s.find("dp·p"))(tok, 0));
+                    if ((*d_p)(tok, j) != 0) terms.push_back(fmt::format("{}×{}", fixed((*d_p)(tok, j)), fixed(p(tok, j))));
+                const double dot_value = (*s.find("dp·p"))(tok, 0);
+                const std::string dot = fixed(dot_value);
                 b.lines.push_back(fmt::format("  Σ dp·p = {} = {}", terms.empty() ? "0" : fmt::format("{}", fmt::join(terms, " + ")),
-                                              dot));
+                                              num(dot_value)));
                 for (auto i : shown_indices(p.cols, opt_.full, 3, 16)) {
                     if (i == gap) {
                         b.lines.emplace_back("  …");
                         continue;
                     }
-                    b.lines.push_back(fmt::format("  d_logits{} = {} × ({} − {}) = {}", at(tok, i), op(p(tok, i)),
-                                                  op((*d_p)(tok, i)), dot, num(s.find("d_router")->operator()(tok, i))));
+                    b.lines.push_back(fmt::format("  d_logits{} = {} × ({} − {}) = {}", at(tok, i), fixed(p(tok, i)),
+                                                  fixed((*d_p)(tok, i)), dot, num(s.find("d_router")->operator()(tok, i))));
                 }
             } else {
                 continue;
@@ -199,21 +224,39 @@ private:
         }
     }
 
+    // Each expert's own backward pass, as the dense backward shows it: from its share of g to its
+    // d_hidden and its dx, the part of dL/dx that comes back through it.
     void experts() {
         const auto& grads = in_.grads.experts;
+        const matrix& g = in_.grads.steps.front().values.front().value;
+        const matrix& w = in_.tr.find("weights")->value;
         for (std::size_t i = 0; i < grads.size(); ++i) {
             const expert_trace& et = in_.tr.experts[i];
+            if (!opt_.tokens.empty() && std::none_of(et.tokens.begin(), et.tokens.end(), [&](std::size_t t) {
+                    return std::find(opt_.tokens.begin(), opt_.tokens.end(), t) != opt_.tokens.end();
+                }))
+                continue;  // none of the tokens asked for chose it
             const std::string name = et.shared ? fmt::format("shared expert {}", et.expert) : fmt::format("expert {}", et.expert);
-            heading_line(fmt::format("Backward through {} · its own FFN backward pass over {} token{}, from upstream {}",
-                                     name, et.tokens.size(), et.tokens.size() == 1 ? "" : "s",
-                                     et.shared ? "g" : "w·g"));
-            const std::string key = et.shared ? fmt::format("shared_experts[{}].", et.expert) : fmt::format("experts[{}].", et.expert);
-            for_each_weight(grads[i].d_layer, [&](const char* w, const auto& d) {
-                if constexpr (std::is_same_v<std::decay_t<decltype(d)>, matrix>)
-                    weight_table(fmt::format("d{} ({}{})", w, key, w), d);
-                else
-                    add({block_kind::lines, "", {}, {fmt::format("d{} ({}{}) = {}", w, key, w, vec(d))}});
-            });
+            heading_line(fmt::format("Backward through {} · its own FFN backward pass over {} token{}, from {}", name,
+                                     et.tokens.size(), et.tokens.size() == 1 ? "" : "s",
+                                     et.shared ? "the layer's g, unweighted" : "the layer's g times its weight"));
+            const grad_rendering_input part{in_.ex, et.tr, grads[i], in_.check, nullptr};
+            const std::size_t e = et.expert;
+            const bool shared = et.shared;
+            const std::vector<std::size_t>& rows = et.tokens;
+            auto how = [&, e, shared](std::size_t r, std::size_t j) {
+                const std::size_t tok = rows[r];
+                const std::string lhs = "g" + at(tok, j);
+                if (shared) return fmt::format("{} = the combine's g{} = {}", lhs, at(tok, j), num(g(tok, j)));
+                return fmt::format("{} = w{} × g{} = {} × {} = {}", lhs, at(tok, e), at(tok, j), fixed(w(tok, e)), fixed(g(tok, j)),
+                                   num(w(tok, e) * g(tok, j)));
+            };
+            detail::build_expert_backward(
+                part,
+                {rows, in_.tr.lead, detail::capitalised(name) + " · ",
+                 shared ? "g[t]" : fmt::format("w[t][{}] · g[t]", e),
+                 expert_dx_name(et), how, &outputs()},
+                opt_, explain_, *out_);
         }
         std::vector<std::string> idle;
         for (std::size_t e = 0; e < l_.n_experts(); ++e)
@@ -221,6 +264,45 @@ private:
         if (!idle.empty())
             paragraph(fmt::format("Expert{} {} received no token: {} gradient is zero.", idle.size() == 1 ? "" : "s",
                                   fmt::join(idle, ", "), idle.size() == 1 ? "its" : "their"));
+    }
+
+    static std::string expert_dx_name(const expert_trace& et) {
+        return fmt::format("dx_{}{}", et.shared ? "shared" : "expert", et.expert);
+    }
+
+    // dx = g (the residual's) + each chosen expert's dx + the router's dx, token by token.
+    void input_sum_lines() {
+        const matrix* direct = nullptr;
+        const matrix* router = nullptr;
+        for (const auto& st : in_.grads.steps) {
+            if (st.name == "residual") direct = st.find("dx_direct");
+            if (st.name == "router") router = st.find("dx_router");
+        }
+        const matrix& dx = in_.grads.d_input;
+        for (auto tok : detailed_) {
+            if (tok == gap) continue;
+            block b{block_kind::lines};
+            std::vector<std::string> named;
+            if (direct) named.emplace_back("dx_direct");
+            std::vector<std::pair<const expert_trace*, std::size_t>> parts;  // the expert and its row
+            for (std::size_t i = 0; i < in_.tr.experts.size(); ++i)
+                if (auto r = in_.tr.experts[i].row_of(tok)) parts.emplace_back(&in_.tr.experts[i], i);
+            for (const auto& [et, i] : parts) named.push_back(expert_dx_name(*et));
+            named.emplace_back("dx_router");
+            b.lines.push_back(fmt::format("{}: dx = {}", token_name(tok), fmt::join(named, " + ")));
+            for (auto j : shown_indices(dx.cols, opt_.full, 3, 16)) {
+                if (j == gap) {
+                    b.lines.emplace_back("  …");
+                    continue;
+                }
+                std::vector<std::string> terms;
+                if (direct) terms.push_back(fixed((*direct)(tok, j)));
+                for (const auto& [et, i] : parts) terms.push_back(fixed(in_.grads.experts[i].d_input(*et->row_of(tok), j)));
+                terms.push_back(fixed((*router)(tok, j)));
+                b.lines.push_back(fmt::format("  dx{} = {} = {}", at(tok, j), fmt::join(terms, " + "), num(dx(tok, j))));
+            }
+            add(std::move(b));
+        }
     }
 
     void descent() {
@@ -258,6 +340,10 @@ private:
     detail_level level_;
     std::vector<std::size_t> detailed_;
     const detail::block_sink* out_ = nullptr;
+    bool explain_ = false;  // the page view's notes, in the experts' own steps
+
+public:
+    void explain_cells(bool on) { explain_ = on; }
 };
 
 
@@ -280,7 +366,9 @@ json moe_weights_json(moe& l, bool out_in) {
 void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {
     moe_grad_builder builder(in, options);
-    detail::write_page(detail::page_for(options, format), out, [&](const detail::block_sink& sink) { builder.build(sink); });
+    const auto page = detail::page_for(options, format);
+    builder.explain_cells(page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
 }
 
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {
