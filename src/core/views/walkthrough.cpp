@@ -248,7 +248,11 @@ block walkthrough_builder::table(std::string_view step, const matrix& m) const {
 void walkthrough_builder::heading_block() {
     const std::string title = ex_.title.empty() ? "FFN trace of " + ex_.file : ex_.title;
     add({block_kind::title, title});
-    if (!ex_.description.empty()) paragraph(ex_.description);
+    if (!ex_.description.empty()) {
+        // A lesson's description often works the example out: predict-first folds it with the answers.
+        const answer_scope answers(answering_);
+        paragraph(ex_.description);
+    }
     const auto& a = info(layer().act);
     std::vector<std::vector<std::string>> f;
     if (auto c = changes_field()) f.push_back(std::move(*c));
@@ -415,6 +419,7 @@ std::string walkthrough_builder::norm_element(const norm_layer& n, const matrix&
 }
 
 void walkthrough_builder::activation_arithmetic(const step& s, std::size_t t, bool first) {
+    const answer_scope answers(answering_);
     const activation unit = info(layer().act).unit;
     const matrix& in = tr_->pre_activation().value;
     const std::string h = layer().gated() ? "g" : "h";
@@ -494,6 +499,7 @@ void walkthrough_builder::step_block(const std::string& label, const step& s) {
 }
 
 void walkthrough_builder::bars_block(const step& s) {
+    const answer_scope answers(answering_);
     const matrix& pre = tr_->pre_activation().value;
     const std::size_t units = s.value.cols;
     const std::string before = layer().gated() ? "gate" : "hidden", after = "activated";
@@ -530,6 +536,7 @@ void walkthrough_builder::bars_block(const step& s) {
 }
 
 void walkthrough_builder::arithmetic(const step& s) {
+    const answer_scope answers(answering_);
     const ffn& l = layer();
     const std::string v = variable(s.name);
     const auto units = shown_indices(s.value.cols, opt_.full, 3, 16);
@@ -578,6 +585,7 @@ void walkthrough_builder::arithmetic(const step& s) {
 }
 
 void walkthrough_builder::norm_arithmetic(const norm_layer& n, const step& s, const matrix& in, const std::string& in_name, std::size_t t) {
+    const answer_scope answers(answering_);
     const bool layer_norm = n.type == norm_layer::kind::layernorm;
     const std::span<const double> v = in.row(t);
     const double mean = s.terms[0].value(t, 0), var = s.terms[1].value(t, 0), inv = s.terms[2].value(t, 0);
@@ -619,6 +627,7 @@ std::vector<std::string> walkthrough_builder::norm_field(const norm_layer& n, st
 }
 
 void walkthrough_builder::switched_off(const step& s, std::size_t t) {
+    const answer_scope answers(answering_);
     std::vector<std::string> off;
     for (std::size_t j = 0; j < s.value.cols; ++j)
         if (!is_active(*tr_, *reads_, t, j)) off.push_back(unit_label(j));
@@ -626,6 +635,7 @@ void walkthrough_builder::switched_off(const step& s, std::size_t t) {
 }
 
 void walkthrough_builder::key_value(std::size_t t) {
+    const answer_scope answers(answering_);
     const matrix& h = hidden_output(*tr_);
     block b{block_kind::table, "", {}, {}, "lrl"};
     b.rows.push_back({"hidden unit", "fired", "wrote (its W2 row × fired)"});

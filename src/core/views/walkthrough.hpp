@@ -143,7 +143,20 @@ protected:
 
     bool is_relu() const { return info(layer().act).unit == activation::relu; }
 
-    void add(block b) { (*out_)(std::move(b)); }
+    // While one lives, the blocks added hold numbers worked out from the input (arithmetic, bars,
+    // readings, summary): the page's predict-first hides them until the learner reveals them.
+    struct answer_scope {
+        explicit answer_scope(bool& on) : on_(on), was_(on) { on = true; }
+        ~answer_scope() { on_ = was_; }
+        answer_scope(const answer_scope&) = delete;
+        answer_scope& operator=(const answer_scope&) = delete;
+        bool& on_;
+        bool was_;
+    };
+    void add(block b) {
+        b.answer = b.answer || answering_;
+        (*out_)(std::move(b));
+    }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
 
     void heading_block();
@@ -269,6 +282,7 @@ protected:
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;
     bool explain_ = false;  // the page view's notes and pictures
+    bool answering_ = false;  // inside an answer_scope
     std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"
     std::vector<std::size_t> detailed_;      // rows of the trace in use
     std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<const claim*>> by_element_;

@@ -9,6 +9,7 @@
 namespace ffn_trace::detail {
 
 void walkthrough_builder::failures_of(std::string_view step_name) {
+    const answer_scope answers(answering_);
     block b{block_kind::lines};
     for (const auto& c : claims_) {
         if (c.ok || c.step != prefix_ + std::string(step_name)) continue;
@@ -23,6 +24,7 @@ void walkthrough_builder::failures_of(std::string_view step_name) {
 }
 
 void walkthrough_builder::units_block(const std::string& who) {
+    const answer_scope answers(answering_);
     if (explained_)
         for (const auto& e : *explained_) explained_unit(e);
     if (!units_) return;
@@ -160,6 +162,7 @@ std::optional<std::vector<std::string>> walkthrough_builder::active_units_field(
 }
 
 void walkthrough_builder::readings_block() {
+    const answer_scope answers(answering_);
     add({block_kind::heading, "Readings"});
     std::vector<std::vector<std::string>> f;
     auto counts_of = [&](const std::vector<std::size_t>& n) {
@@ -204,6 +207,7 @@ void walkthrough_builder::readings_block() {
 }
 
 void walkthrough_builder::claims_block() {
+    const answer_scope answers(answering_);
     if (claims_.empty()) return;
     add({block_kind::heading, "Claims"});
     const std::size_t failed = count_failed(claims_);
@@ -230,6 +234,7 @@ void walkthrough_builder::claims_block() {
 }
 
 void walkthrough_builder::summary_block() {
+    const answer_scope answers(answering_);
     add({block_kind::heading, "Summary"});
     std::string path = layer().gated() ? fmt::format("gate, up → {} → contract", activation_title(layer().act))
                                        : fmt::format("expand → {} → contract", activation_title(layer().act));
