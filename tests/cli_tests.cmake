@@ -450,6 +450,14 @@ cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
 cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
   "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)
+# The vocabulary view: each token with its score v · Eᵀ; "promotes" only positive scores and
+# "suppresses" only negative ones, so a token never appears in both lists.
+cli_test("the vocabulary view prints each token's score" 0 "unit [0-9]+ promotes \" capital\" [0-9]|unit [0-9]+ promotes \"[^\"]*\" [0-9]" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
+cli_test("the vocabulary view's promotes lists no negative score" 0 "!promotes( \"[^\"]*\" [0-9][0-9.e+-]*,)* \"[^\"]*\" -" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
+cli_test("the vocabulary view's suppresses lists no positive score" 0 "!suppresses( \"[^\"]*\" -[0-9][0-9.e+-]*,)* \"[^\"]*\" [0-9]" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
 cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
 cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY

@@ -240,14 +240,18 @@ std::string bars_svg(const figure& f) {
     double most = 0;
     for (double x : v) most = std::max(most, std::abs(x));
     if (most == 0) most = 1;
+    // Scores of both signs (the vocabulary view) take the grids' colours, red above 0 and blue below.
+    const bool both_signs = std::any_of(v.begin(), v.end(), [](double x) { return x < 0; });
     const double label = 210, room = 330, row = 26, width = 760;
     std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width,
                                   row * static_cast<double>(n) + 8, width, html_escape(f.caption));
     for (std::size_t i = 0; i < n; ++i) {
         const double y = 4 + row * static_cast<double>(i), w = i < v.size() ? std::abs(v[i]) / most * room : 0;
         out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", label - 8, y + 15, html_escape(f.columns[i]));
-        out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", label, y,
-                           std::max(w, 1.0), row - 8, part_colour(i), html_escape(f.columns[i]),
+        const std::string fill = !both_signs ? "fill=\"" + part_colour(i) + "\""
+                                 : i < v.size() && v[i] < 0 ? "style=\"fill:var(--neg)\"" : "style=\"fill:var(--pos)\"";
+        out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" {}><title>{}: {}</title></rect>", label, y,
+                           std::max(w, 1.0), row - 8, fill, html_escape(f.columns[i]),
                            html_escape(i < f.parts.size() ? f.parts[i] : ""));
         out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", label + std::max(w, 1.0) + 6, y + 15,
                            html_escape(i < f.parts.size() ? f.parts[i] : ""));

@@ -50,6 +50,12 @@ std::string step_formula(const ffn& l, std::string_view step);
 // What a step does, in a sentence or two; `out_in` when the file stores its matrices outputs × inputs.
 std::string step_explanation(const ffn& l, std::string_view step, bool out_in);
 
+// The vocabulary view's lists (walkthrough_readings.cpp): the scores of one sign (1 or -1), since
+// "promotes" lists only positive scores and "suppresses" only negative ones; and whether every
+// score past the first is negligible next to it (under 1% of it), noise that reads as knowledge.
+std::vector<token_score> signed_scores(const std::vector<token_score>& scores, int sign);
+bool negligible_past_first(const std::vector<token_score>& scores);
+
 // Builds the walkthrough document from what the engine recorded.
 class walkthrough_builder {
 public:
@@ -245,6 +251,8 @@ protected:
     void vocabulary_block(const std::string& title, bool expert);
     // Vocabulary tokens as a line: " Paris" "London" #17
     std::string token_list(const std::vector<token_score>& scores) const;
+    // Tokens with their scores after `first`, wrapped to the page between tokens.
+    std::vector<std::string> token_lines(const std::string& first, const std::vector<token_score>& scores) const;
 
     void explained_unit(const unit_explanation& e);
 

@@ -2,6 +2,7 @@
 // the claims and the summary.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "views/walkthrough.hpp"
@@ -86,33 +87,98 @@ std::string walkthrough_builder::token_text(std::size_t id) const {
 void walkthrough_builder::vocabulary_block(const std::string& title, bool expert) {
     add({block_kind::heading, title});
     paragraph(std::string("Each unit's value vector (its row of W2) projected onto the unembedding, v · Eᵀ, without the "
-                          "final norm: the tokens a unit pushes the prediction towards when it fires positively, and "
-                          "away from. Then ") +
+                          "final norm: the tokens a unit pushes the prediction towards when it fires positively (a "
+                          "positive score), and away from (a negative one), each with its score. Then ") +
               (expert ? "what this expert wrote for each of its tokens (its routing weight scales it, but leaves "
                         "the order of the tokens as it is)."
                       : "the whole update each token receives from the layer."));
     block b{block_kind::lines};
+    // The page draws each unit's scores as bars, one block per unit; text keeps one block.
+    auto flush = [&](std::shared_ptr<const figure> picture) {
+        if (!explain_ || b.lines.empty()) return;
+        b.picture = std::move(picture);
+        add(std::move(b));
+        b = block{block_kind::lines};
+    };
     for (auto k : shown_indices(vocab_->units.size(), opt_.full, 5, 12)) {
         if (k == gap) {
             b.lines.emplace_back("…");
             continue;
         }
-        b.lines.push_back(fmt::format("unit {}: promotes {}", vocab_->units[k], token_list(vocab_->by_unit[k].most)));
-        b.lines.push_back(fmt::format("{}  suppresses {}", std::string(display_width(fmt::format("unit {}:", vocab_->units[k])) - 1, ' '),
-                                      token_list(vocab_->by_unit[k].least)));
+        const std::string who = fmt::format("unit {} ", vocab_->units[k]);
+        const auto promoted = signed_scores(vocab_->by_unit[k].most, 1), suppressed = signed_scores(vocab_->by_unit[k].least, -1);
+        for (auto& l : token_lines(who + "promotes ", promoted)) b.lines.push_back(std::move(l));
+        for (auto& l : token_lines(std::string(display_width(who), ' ') + "suppresses ", suppressed)) b.lines.push_back(std::move(l));
+        if (explain_) {
+            auto f = std::make_shared<figure>();
+            f->type = figure::kind::bars;
+            f->caption = fmt::format("Unit {}'s scores v · Eᵀ: the tokens it promotes, then those it suppresses", vocab_->units[k]);
+            f->values.emplace_back();
+            for (const auto* list : {&promoted, &suppressed})
+                for (const auto& s : *list) {
+                    f->columns.push_back(token_text(s.id));
+                    f->parts.push_back(format_short(s.score, opt_.precision));
+                    f->values[0].push_back(s.score);
+                }
+            flush(std::move(f));
+        }
     }
     for (auto t : detailed_) {
         if (t == gap) continue;
-        b.lines.push_back(fmt::format("{}'s {}: promotes {}", token_name(t), expert ? "part" : "update",
-                                      token_list(vocab_->by_token[t].most)));
+        for (auto& l : token_lines(fmt::format("{}'s {} promotes ", token_name(t), expert ? "part" : "update"),
+                                   signed_scores(vocab_->by_token[t].most, 1)))
+            b.lines.push_back(std::move(l));
     }
-    add(std::move(b));
+    if (!b.lines.empty()) add(std::move(b));
 }
 
 std::string walkthrough_builder::token_list(const std::vector<token_score>& scores) const {
     std::vector<std::string> out;
     for (const auto& s : scores) out.push_back(token_text(s.id));
     return fmt::format("{}", fmt::join(out, " "));
+}
+
+std::vector<token_score> signed_scores(const std::vector<token_score>& scores, int sign) {
+    std::vector<token_score> out;
+    for (const auto& s : scores)
+        if (s.score * sign > 0) out.push_back(s);
+    return out;
+}
+
+bool negligible_past_first(const std::vector<token_score>& scores) {
+    if (scores.size() < 2) return false;
+    for (std::size_t i = 1; i < scores.size(); ++i)
+        if (std::abs(scores[i].score) >= 0.01 * std::abs(scores[0].score)) return false;
+    return true;
+}
+
+std::vector<std::string> walkthrough_builder::token_lines(const std::string& first, const std::vector<token_score>& scores) const {
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < scores.size(); ++i)
+        items.push_back(fmt::format("{} {}{}", token_text(scores[i].id), format_short(scores[i].score, opt_.precision),
+                                    i + 1 < scores.size() ? "," : ""));
+    if (scores.empty()) items.emplace_back("nothing: no score of that sign");
+    // Noise reads as knowledge: say when everything past the first is under 1% of it.
+    if (negligible_past_first(scores))
+        items.emplace_back("(the scores past the first are negligible, under 1% of it)");
+    // As many to a line as fit (the lines block indents by 2), each item whole, so that a token
+    // with a leading space never splits from its quotes.
+    const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;
+    const std::string indent(display_width(first) > room / 2 ? 4 : display_width(first), ' ');
+    std::vector<std::string> lines;
+    std::string line = first;
+    bool empty = true;
+    for (const auto& item : items) {
+        if (!empty && display_width(line) + 1 + display_width(item) > room) {
+            lines.push_back(line);
+            line = indent;
+            empty = true;
+        }
+        line += (empty ? "" : " ") + item;
+        empty = false;
+    }
+    lines.push_back(line);
+    return lines;
 }
 
 void walkthrough_builder::explained_unit(const unit_explanation& e) {
