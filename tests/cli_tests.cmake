@@ -541,6 +541,11 @@ cli_test("sweep refuses a layer of more than one input number" 2 EMPTY
   -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1)
 cli_test("sweep needs --from and --to" 2 EMPTY "^error: --from is required" -- ${FT} sweep ${DATA}/abs_relu.json --to 1)
 cli_test("sweep refuses from above to" 2 EMPTY "^error: --from: expected finite numbers with --from below --to" -- ${FT} sweep ${DATA}/abs_relu.json --from 2 --to 1)
+# GELU(x) = x·Φ(x) is below 0 for every x < 0: position 1's two negative scores (units 2 and 5)
+# stay small negatives after it, marked ▁, not drawn as on.
+cli_test("run --bars marks GELU's small negatives apart from on and off" 0
+  "▁ a small negative value that GELU passes.*position 1 +hidden +│▓▓░▓▓░▓▓│ +activated +│▓▓▁▓▓▁▓▓│" EMPTY
+  -- ${FT} run ${DATA}/walkthrough.json --bars --detail values --color never)
 cli_test("run --bars draws the memory's hidden vectors before and after ReLU" 0
   "Paris \\+ country\\? hidden │▓░│ activated │▓░│ .*Paris only hidden │░░│ activated │░░│" EMPTY
   -- ${FT} run ${DATA}/memory.json --bars --detail values --color never)

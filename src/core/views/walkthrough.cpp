@@ -508,18 +508,30 @@ void walkthrough_builder::bars_block(const step& s) {
         if (t != gap) name_width = std::max(name_width, display_width(token_name(t)));
     const std::size_t room = opt_.width > name_width * 2 + 10 ? opt_.width - (name_width * 2 + 10) : 10;
     const std::size_t per_mark = (units + room - 1) / room;  // units per mark
-    auto bar = [&](auto on, std::size_t t) {
+    // One mark per unit or group: ▓ on, ▁ a small negative that GELU or SiLU let through (after
+    // the activation; a group when most of it is), ░ off or near 0.
+    enum class state { on, negative, off };
+    auto bar = [&](auto of, std::size_t t) {
         std::string out = "│";
         for (std::size_t first = 0; first < units; first += per_mark) {
-            std::size_t lit = 0, n = 0;
-            for (std::size_t j = first; j < std::min(units, first + per_mark); ++j, ++n) lit += on(t, j) ? 1 : 0;
-            out += 2 * lit >= n && lit > 0 ? "▓" : "░";
+            std::size_t lit = 0, negative = 0, n = 0;
+            for (std::size_t j = first; j < std::min(units, first + per_mark); ++j, ++n) {
+                const state u = of(t, j);
+                lit += u == state::on ? 1 : 0;
+                negative += u == state::negative ? 1 : 0;
+            }
+            out += 2 * lit >= n && lit > 0 ? "▓" : 2 * negative > n ? "▁" : "░";
         }
         return out + "│";
     };
+    const bool smooth = !is_relu() && info(layer().act).unit != activation::identity;
     block b{block_kind::lines};
-    b.lines.push_back(fmt::format("▓ on, ░ off or near 0: {} > 0 before {}, a value counted active after it{}",
+    b.lines.push_back(fmt::format("▓ on, ░ off or near 0: {} > 0 before {}, a value counted active after it{}{}",
                                   before, activation_title(layer().act),
+                                  smooth ? fmt::format("; ▁ a small negative value that {} passes (most negatives ≈ 0, "
+                                                       "but not 0)",
+                                                       activation_title(info(layer().act).unit))
+                                         : "",
                                   per_mark == 1 ? "; one mark per unit"
                                                 : fmt::format("; one mark per {} units, ▓ when at least half are on", per_mark)));
     for (auto t : detailed_) {
@@ -528,9 +540,12 @@ void walkthrough_builder::bars_block(const step& s) {
             continue;
         }
         b.lines.push_back(fmt::format("{}  {}  {}", pad_right(token_name(t), name_width), pad_right(before, name_width),
-                                      bar([&](std::size_t r, std::size_t j) { return pre(r, j) > 0; }, t)));
+                                      bar([&](std::size_t r, std::size_t j) { return pre(r, j) > 0 ? state::on : state::off; }, t)));
         b.lines.push_back(fmt::format("{}  {}  {}", std::string(name_width, ' '), pad_right(after, name_width),
-                                      bar([&](std::size_t r, std::size_t j) { return is_active(*tr_, *reads_, r, j); }, t)));
+                                      bar([&](std::size_t r, std::size_t j) {
+                                          if (smooth && s.value(r, j) < 0) return state::negative;
+                                          return is_active(*tr_, *reads_, r, j) ? state::on : state::off;
+                                      }, t)));
     }
     add(std::move(b));
 }
