@@ -543,6 +543,11 @@ cli_test("sweep needs --from and --to" 2 EMPTY "^error: --from is required" -- $
 cli_test("sweep refuses from above to" 2 EMPTY "^error: --from: expected finite numbers with --from below --to" -- ${FT} sweep ${DATA}/abs_relu.json --from 2 --to 1)
 # GELU(x) = x·Φ(x) is below 0 for every x < 0: position 1's two negative scores (units 2 and 5)
 # stay small negatives after it, marked ▁, not drawn as on.
+# A gated unit explained step by step: silu(-0.1441) = -0.1441 × σ(-0.1441) = -0.1441 × 0.4640 =
+# -0.0669, and the product with up = -0.6006 is 0.0402, the value fed to W2.
+cli_test("run --unit on a SwiGLU layer shows silu(gate), up and their product" 0
+  "= -0.1441 activated\\[0\\]\\[5\\] = silu\\(gate\\[0\\]\\[5\\]\\) = silu\\(-0.1441\\) = -0.0669 up\\[0\\]\\[5\\] = normed · column 5 of Wu = -0.6006 product\\[0\\]\\[5\\] = activated × up = \\(-0.0669\\) × \\(-0.6006\\) = 0.0402 fed to W2: 0.0402" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/llama --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 5)
 cli_test("run --bars marks GELU's small negatives apart from on and off" 0
   "▁ a small negative value that GELU passes.*position 1 +hidden +│▓▓░▓▓░▓▓│ +activated +│▓▓▁▓▓▁▓▓│" EMPTY
   -- ${FT} run ${DATA}/walkthrough.json --bars --detail values --color never)

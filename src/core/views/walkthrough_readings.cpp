@@ -196,6 +196,17 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
         b.lines.push_back(fmt::format("  … {} more term{} add {}", e.rest_count, e.rest_count == 1 ? "" : "s", num(e.rest)));
     if ((l.gated() ? l.bg : l.b1).size()) b.lines.push_back(fmt::format("  + bias {}", num(e.bias)));
     b.lines.push_back(fmt::format("  = {}", num(e.pre)));
+    if (l.gated()) {
+        // The gated unit's remaining steps: its activation of the gate, the up projection, their product.
+        const std::size_t t = e.token, j = e.unit;
+        const double activated = tr_->find("activate")->value(t, j), up = tr_->find("up")->value(t, j);
+        b.lines.push_back(fmt::format("activated{} = {}(gate{}) = {}({}) = {}", at(t, j),
+                                      info(info(l.act).unit).name, at(t, j), info(info(l.act).unit).name, num(e.pre), num(activated)));
+        b.lines.push_back(fmt::format("up{} = {} · column {} of Wu{} = {}", at(t, j), pre_norm() ? "normed" : "x", j,
+                                      l.bu.empty() ? "" : " + bias", num(up)));
+        b.lines.push_back(fmt::format("product{} = activated × up = {} × {} = {}", at(t, j), op(activated), op(up),
+                                      num(tr_->find("multiply")->value(t, j))));
+    }
     b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
     b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
     add(std::move(b));
