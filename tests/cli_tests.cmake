@@ -455,6 +455,14 @@ cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
 cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
   "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)
+# The vocabulary view: each token with its score v · Eᵀ; "promotes" only positive scores and
+# "suppresses" only negative ones, so a token never appears in both lists.
+cli_test("the vocabulary view prints each token's score" 0 "unit [0-9]+ promotes \" capital\" [0-9]|unit [0-9]+ promotes \"[^\"]*\" [0-9]" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
+cli_test("the vocabulary view's promotes lists no negative score" 0 "!promotes( \"[^\"]*\" [0-9][0-9.e+-]*,)* \"[^\"]*\" -" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
+cli_test("the vocabulary view's suppresses lists no positive score" 0 "!suppresses( \"[^\"]*\" -[0-9][0-9.e+-]*,)* \"[^\"]*\" [0-9]" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
 cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
 cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY
@@ -538,6 +546,16 @@ cli_test("sweep refuses a layer of more than one input number" 2 EMPTY
   -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1)
 cli_test("sweep needs --from and --to" 2 EMPTY "^error: --from is required" -- ${FT} sweep ${DATA}/abs_relu.json --to 1)
 cli_test("sweep refuses from above to" 2 EMPTY "^error: --from: expected finite numbers with --from below --to" -- ${FT} sweep ${DATA}/abs_relu.json --from 2 --to 1)
+# GELU(x) = x·Φ(x) is below 0 for every x < 0: position 1's two negative scores (units 2 and 5)
+# stay small negatives after it, marked ▁, not drawn as on.
+# A gated unit explained step by step: silu(-0.1441) = -0.1441 × σ(-0.1441) = -0.1441 × 0.4640 =
+# -0.0669, and the product with up = -0.6006 is 0.0402, the value fed to W2.
+cli_test("run --unit on a SwiGLU layer shows silu(gate), up and their product" 0
+  "= -0.1441 activated\\[0\\]\\[5\\] = silu\\(gate\\[0\\]\\[5\\]\\) = silu\\(-0.1441\\) = -0.0669 up\\[0\\]\\[5\\] = normed · column 5 of Wu = -0.6006 product\\[0\\]\\[5\\] = activated × up = \\(-0.0669\\) × \\(-0.6006\\) = 0.0402 fed to W2: 0.0402" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/llama --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 5)
+cli_test("run --bars marks GELU's small negatives apart from on and off" 0
+  "▁ a small negative value that GELU passes.*position 1 +hidden +│▓▓░▓▓░▓▓│ +activated +│▓▓▁▓▓▁▓▓│" EMPTY
+  -- ${FT} run ${DATA}/walkthrough.json --bars --detail values --color never)
 cli_test("run --bars draws the memory's hidden vectors before and after ReLU" 0
   "Paris \\+ country\\? hidden │▓░│ activated │▓░│ .*Paris only hidden │░░│ activated │░░│" EMPTY
   -- ${FT} run ${DATA}/memory.json --bars --detail values --color never)

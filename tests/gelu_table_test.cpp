@@ -195,3 +195,17 @@ TEST_CASE("the plot shows GELU's dip below zero, which ReLU lacks") {
     for (const std::string tick : {"3 +", "2 +", "1 +"}) CHECK(plot.find(tick) != std::string::npos);  // round ticks
     CHECK(plot.find("* gelu (tanh form)   o relu") != std::string::npos);
 }
+
+TEST_CASE("a plot asked to be 60 columns wide is 60 columns with its labels and ticks") {
+    // --width 60 drew a 60-column area beside a 3-column label and axis: 63 columns in all.
+    for (std::size_t total : {40, 60, 80}) {
+        CAPTURE(total);
+        plot_options o{total, 21, true};
+        o.total_width = total;
+        std::istringstream in(render_plot(-3, 3, {}, o));
+        std::size_t widest = 0;
+        for (std::string l; std::getline(in, l) && !l.empty();) widest = std::max(widest, l.size());
+        CHECK(widest <= total);
+        CHECK(widest + 3 >= total);  // narrowed by what overflowed, not more
+    }
+}

@@ -109,6 +109,45 @@ TEST_CASE("--hide starts the page in predict-first") {
     CHECK(page(lesson).find("<body>") != std::string::npos);
 }
 
+TEST_CASE("predict-first folds every worked-out number behind a button, and asked tables' scales with them") {
+    text_options arithmetic;
+    arithmetic.detail = detail_level::arithmetic;
+    const std::string out = page(lesson, arithmetic);
+    // Outside the answer blocks, the page holds no worked-out number as text: hidden[3] = −1's sum,
+    // the output [5, 4] and y[0] = 7 appear only inside <div class="answer">, or in an asked cell.
+    std::string outside;
+    for (std::size_t at = 0; at < out.size();) {
+        const auto open = out.find("<div class=\"answer\">", at);
+        outside += out.substr(at, open == std::string::npos ? std::string::npos : open - at);
+        if (open == std::string::npos) break;
+        // an answer holds no <div> of its own but a figure's legend: skip to its matching close
+        std::size_t depth = 0, k = open;
+        do {
+            const auto next_open = out.find("<div", k + 1), next_close = out.find("</div>", k + 1);
+            REQUIRE(next_close != std::string::npos);
+            if (next_open < next_close) {
+                ++depth;
+                k = next_open;
+            } else {
+                k = next_close;
+                if (depth-- == 0) break;
+            }
+        } while (true);
+        at = k + 6;
+    }
+    CHECK(out.find("<div class=\"answer\">") != std::string::npos);
+    CHECK(outside.find("hidden[3] = 2×(-1) + 1×1") == std::string::npos);
+    CHECK(out.find("hidden[3] = 2×(-1) + 1×1") != std::string::npos);
+    CHECK(outside.find("= output[0]") == std::string::npos);  // the key-value table's total
+    CHECK(outside.find("switched off:") == std::string::npos);
+    CHECK(outside.find("active units") == std::string::npos);
+    CHECK(outside.find("→ [7.0000, 5.0000]") == std::string::npos);  // the summary
+    // The colour scale of a step's table names its largest number: |y| = 7 gives "+7".
+    CHECK(out.find("<div class=\"legend asked\" aria-hidden=\"true\"><span>-7</span>") != std::string::npos);
+    // The input's scale is given, not asked.
+    CHECK(out.find("<div class=\"legend\" aria-hidden=\"true\"><span>-2</span>") != std::string::npos);
+}
+
 TEST_CASE("gelu-table's page has the table and one curve per column asked") {
     SUBCASE("GELU and ReLU by default, with gelu(1) = 0.5·(1 + tanh(√(2/π)·1.044715)) = 0.8412") {
         const std::string out = render_gelu_page({1.0}, {}, 4, 0, 2);

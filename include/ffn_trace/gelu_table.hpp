@@ -52,6 +52,7 @@ struct plot_options {
     bool ascii = false;
     bool colour = false;  // each curve in its own terminal colour, as in the legend
     std::size_t page_width = 80;  // the legend wraps to it
+    std::size_t total_width = 0;  // when not 0, the drawing shrinks until the plot with its labels fits it
 };
 
 // Whether [from, to] can be plotted: from < to (else an error on --plot), both finite, and

@@ -30,7 +30,7 @@ void setup_gelu_table(CLI::App& app, int& status) {
                                    "probability that a standard normal is below it");
     sub->add_flag("--silu", o->silu, "Add silu = x·σ(x), the gate of SwiGLU");
     sub->add_flag("--plot", o->plot, "Draw the curves over the range instead of the table");
-    sub->add_option("--width", o->width, "Plot width in columns (default: 61, or less to fit the terminal)")
+    sub->add_option("--width", o->width, "Plot width in columns, its labels included (default: a drawing 61 columns wide, or less to fit the terminal)")
         ->check(whole_number(10, 400));
     sub->add_option("--height", o->height, "Plot height in rows")->check(whole_number(5, 200))->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII only");
@@ -79,7 +79,7 @@ int run_gelu_table(const gelu_table_options& o) {
         // Unless given, the drawing leaves room on the page for the y axis's labels.
         const std::size_t page = output_width(0);
         const std::size_t width = o.width ? o.width : std::clamp<std::size_t>(page > 12 ? page - 12 : 10, 10, 61);
-        write_stdout(render_plot(lo, hi, which, {width, o.height, o.ascii, use_colour(o.color), page}));
+        write_stdout(render_plot(lo, hi, which, {width, o.height, o.ascii, use_colour(o.color), page, o.width}));
         return exit_ok;
     }
     const table_format format = o.format == "csv" ? table_format::csv

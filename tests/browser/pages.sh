@@ -59,6 +59,8 @@ make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative -
 make_page params_gpt2 params --model gpt2 && pages+=(params_gpt2)
 make_page params_mixtral params --model mixtral-8x7b && pages+=(params_mixtral)
 make_page run_walkthrough_hidden run "$data/walkthrough.json" --hide && pages+=(run_walkthrough_hidden)
+# Predict-first with every block of worked numbers: the self-test finds none of them in the visible text.
+make_page run_hand_hidden run "$data/lesson_hand.json" --hide --detail arithmetic --bars && pages+=(run_hand_hidden)
 make_page run_walkthrough_ascii run "$data/walkthrough.json" --ascii && pages+=(run_walkthrough_ascii)
 if LC_ALL=C grep -q '[^[:print:][:space:]]' "$work/run_walkthrough_ascii.html"; then
   fail "run --format html --ascii: a byte above ASCII"

@@ -67,6 +67,7 @@ struct block {
     std::vector<std::vector<cell_note>> notes = {};   // table, page view only: per cell of `rows`, or none
     std::shared_ptr<const figure> picture = {};      // page view only: drawn after the table
     bool folded = false;                              // heading, page view only: its card starts closed
+    bool answer = false;  // page view: numbers worked out from the input, which predict-first hides until revealed
 };
 
 using document = std::vector<block>;
@@ -122,6 +123,8 @@ private:
     text_sink out_;
     bool started_ = false;
     std::string card_;  // the element of the open card: "section" or "details"; none when empty
+    bool in_answer_ = false;  // inside a run of answer blocks, one <div class="answer">
+    void end_answer();
     int titles_ = 0;
     bool finished_ = false;
 };

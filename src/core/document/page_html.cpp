@@ -284,14 +284,18 @@ std::string bars_svg(const figure& f) {
     double most = 0;
     for (double x : v) most = std::max(most, std::abs(x));
     if (most == 0) most = 1;
+    // Scores of both signs (the vocabulary view) take the grids' colours, red above 0 and blue below.
+    const bool both_signs = std::any_of(v.begin(), v.end(), [](double x) { return x < 0; });
     const double label = 210, room = 330, row = 26, width = 760;
     std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width,
                                   row * static_cast<double>(n) + 8, width, html_escape(f.caption));
     for (std::size_t i = 0; i < n; ++i) {
         const double y = 4 + row * static_cast<double>(i), w = i < v.size() ? std::abs(v[i]) / most * room : 0;
         out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", label - 8, y + 15, html_escape(f.columns[i]));
-        out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", label, y,
-                           std::max(w, 1.0), row - 8, part_colour(i), html_escape(f.columns[i]),
+        const std::string fill = !both_signs ? "fill=\"" + part_colour(i) + "\""
+                                 : i < v.size() && v[i] < 0 ? "style=\"fill:var(--neg)\"" : "style=\"fill:var(--pos)\"";
+        out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" {}><title>{}: {}</title></rect>", label, y,
+                           std::max(w, 1.0), row - 8, fill, html_escape(f.columns[i]),
                            html_escape(i < f.parts.size() ? f.parts[i] : ""));
         out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", label + std::max(w, 1.0) + 6, y + 15,
                            html_escape(i < f.parts.size() ? f.parts[i] : ""));
@@ -349,6 +353,13 @@ std::string figure_html(const figure& f) {
                        html_escape(f.caption), body);
 }
 
+bool has_asked_cell(const block& b) {
+    for (const auto& row : b.notes)
+        for (const auto& n : row)
+            if (n.ask && !n.name.empty()) return true;
+    return false;
+}
+
 std::string table_html(const block& b) {
     if (b.rows.empty()) return "";
     // The colour scale: each number's size against the table's largest as shown. Each cell is
@@ -363,7 +374,7 @@ std::string table_html(const block& b) {
     std::string out = "<div class=\"grid-wrap\"><table class=\"grid\">\n<thead><tr>";
     for (const auto& h : b.rows[0]) out += "<th scope=\"col\">" + html_styled(h) + "</th>";
     out += "</tr></thead>\n<tbody>\n";
-    bool first_focus = true;
+    bool first_focus = true, asked = false;
     for (std::size_t r = 1; r < b.rows.size(); ++r) {
         out += "<tr>";
         for (std::size_t c = 0; c < b.rows[r].size(); ++c) {
@@ -393,6 +404,7 @@ std::string table_html(const block& b) {
                 if (note->claim != 0)
                     attributes += fmt::format(" data-claim=\"{}\" data-claim-ok=\"{}\"", html_escape(note->claim_text), note->claim > 0 ? 1 : 0);
                 if (note->ask) attributes += " data-ask";
+                asked = asked || note->ask;
             }
             out += "<td" + attributes + ">" + (note ? "<span class=\"val\">" + html_styled(cell) + "</span>" : html_styled(cell)) + "</td>";
         }
@@ -400,9 +412,11 @@ std::string table_html(const block& b) {
     }
     out += "</tbody></table></div>\n";
     if (most > 0)
-        out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>-{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+        // The scale's ends are the table's largest number: predict-first hides them with the numbers.
+        out += fmt::format("<div class=\"legend{1}\" aria-hidden=\"true\"><span>-{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
                            "<span>blue below 0, red above, stronger for larger numbers</span></div>\n",
-                           html_escape(format_short(most, 4)));
+                           html_escape(format_short(most, 4)), asked ? " asked" : "");
+    if (asked && b.picture) out += "<div class=\"answer\">" + figure_html(*b.picture) + "</div>\n";
     return out;
 }
 
@@ -435,8 +449,19 @@ void html_writer::start(std::string_view title) {
          "explains one, or lets you type a guess in predict-first.</span></div>\n<main>\n");
 }
 
+// Answer blocks in a row share one <div class="answer">, which predict-first folds behind one button.
+void html_writer::end_answer() {
+    if (in_answer_) out_("</div>\n");
+    in_answer_ = false;
+}
+
 void html_writer::write(const block& b) {
     if (!started_) start(b.kind == block_kind::title ? b.text : "ffn-trace");
+    if (!b.answer || b.kind == block_kind::title || b.kind == block_kind::heading) end_answer();
+    if (b.answer && !in_answer_ && b.kind != block_kind::title && b.kind != block_kind::heading) {
+        out_("<div class=\"answer\">\n");
+        in_answer_ = true;
+    }
     switch (b.kind) {
         case block_kind::title:
             // A second title (a worksheet's answer key) starts a page of its own when printed.
@@ -491,13 +516,14 @@ void html_writer::write(const block& b) {
             break;
         }
     }
-    if (b.picture) out_(figure_html(*b.picture));
+    if (b.picture && !(b.kind == block_kind::table && has_asked_cell(b))) out_(figure_html(*b.picture));
 }
 
 void html_writer::finish() {
     if (finished_) return;
     finished_ = true;
     if (!started_) start("ffn-trace");
+    end_answer();
     if (!card_.empty()) out_(fmt::format("</{}>\n", card_));
     out_(fmt::format("</main>\n<div id=\"how\" role=\"status\" aria-live=\"polite\">Click or hover a number to see how it arose.</div>\n"
                      "<pre id=\"errors\"></pre>\n<pre id=\"selftest\"></pre>\n<script>\n{}</script>\n</body>\n</html>\n",

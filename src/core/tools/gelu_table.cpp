@@ -142,7 +142,9 @@ std::optional<error> check_plot_range(double from, double to, std::string option
     return std::nullopt;
 }
 
-std::string render_plot(double from, double to, const table_columns& which, const plot_options& options) {
+namespace {
+
+std::string draw_plot(double from, double to, const table_columns& which, const plot_options& options) {
     const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
     struct curve {
         std::string name;
@@ -237,6 +239,28 @@ std::string render_plot(double from, double to, const table_columns& which, cons
     out += line + "\n";
     if (curves.size() > 2) out += "  Where curves meet, the one listed first is drawn on top.\n";
     return apply_styles(a ? to_ascii(out) : out, options.colour);
+}
+
+}  // namespace
+
+std::string render_plot(double from, double to, const table_columns& which, const plot_options& options) {
+    std::string out = draw_plot(from, to, which, options);
+    // The frame's labels and the x ticks take columns beside the drawing: narrow it by what
+    // overflows, again if the labels change with it.
+    plot_options narrower = options;
+    for (int pass = 0; options.total_width && pass < 3; ++pass) {
+        std::size_t widest = 0;
+        for (std::size_t at = 0; at < out.size();) {
+            const auto end = out.find('\n', at);
+            if (end == at) break;  // the blank line before the legend, which wraps to the page
+            widest = std::max(widest, display_width(std::string_view(out).substr(at, end - at)));
+            at = end == std::string::npos ? out.size() : end + 1;
+        }
+        if (widest <= options.total_width || narrower.width <= 2) break;
+        narrower.width = std::max<std::size_t>(2, narrower.width - std::min(narrower.width, widest - options.total_width));
+        out = draw_plot(from, to, which, narrower);
+    }
+    return out;
 }
 
 }  // namespace ffn_trace

@@ -144,8 +144,23 @@
     document.getElementById("reveal").hidden = true;
   }
   predict.addEventListener("click", function () { setPredict(!document.body.classList.contains("predict")); });
+  // Worked numbers (arithmetic, bars, readings, summary) wait behind a button in predict-first.
+  function revealAnswer(answer) {
+    answer.classList.add("revealed");
+    if (answer.previousElementSibling && answer.previousElementSibling.classList.contains("show-answer"))
+      answer.previousElementSibling.classList.remove("waiting");
+  }
+  document.querySelectorAll(".answer").forEach(function (answer) {
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "show-answer waiting";
+    button.textContent = "Show the worked numbers";
+    button.addEventListener("click", function () { revealAnswer(answer); });
+    answer.parentElement.insertBefore(button, answer);
+  });
   document.getElementById("reveal").addEventListener("click", function () {
     document.querySelectorAll("td[data-ask]").forEach(function (td) { td.classList.add("revealed"); });
+    document.querySelectorAll(".answer, .legend.asked").forEach(revealAnswer);
     if (pinned) show(pinned);
   });
   setPredict(document.body.hasAttribute("data-hide"));
@@ -183,6 +198,20 @@
     document.querySelectorAll("details.card").forEach(function (d) { d.open = true; });
   });
 
+  // The numbers in the visible text that the page asks a learner to work out: every decimal of an
+  // asked cell, unsigned, that is not also a given number (an input or a weight) in a grid.
+  function visibleDerivedNumbers() {
+    var numbers = function (text) { return (text.replace(/\u2212/g, "-").match(/\d+\.\d+/g) || []); };
+    var given = {}, derived = {};
+    document.querySelectorAll("table.grid td:not([data-ask])").forEach(function (td) {
+      numbers(td.textContent).forEach(function (n) { given[n] = true; });
+    });
+    document.querySelectorAll("td[data-ask] .val").forEach(function (v) {
+      numbers(v.textContent).forEach(function (n) { if (!given[n]) derived[n] = true; });
+    });
+    return numbers(document.querySelector("main").innerText).filter(function (n) { return derived[n]; });
+  }
+
   // The self-test: the page works itself as a learner would and records what it saw, for a
   // headless browser to read.
   if (location.hash === "#selftest") {
@@ -190,6 +219,15 @@
     function check(name, ok) { (ok ? passed : failed).push(name); }
     try {
       check("grids built", document.querySelectorAll("table.grid").length > 0);
+      // A page asked for with --hide: nothing worked out shows until guessed or revealed.
+      if (document.body.hasAttribute("data-hide") && document.querySelector("td[data-ask]")) {
+        var leaked = visibleDerivedNumbers();
+        check("predict-first shows no worked-out number" + (leaked.length ? " (shows " + leaked.slice(0, 5).join(", ") + ")" : ""),
+              leaked.length === 0);
+        var asked0 = document.querySelector("td[data-ask]");
+        check("predict-first hides a cell's colour", getComputedStyle(asked0).backgroundImage === "none" &&
+              /rgba\(0, 0, 0, 0\)|transparent/.test(getComputedStyle(asked0).backgroundColor));
+      }
       var explained = document.querySelector("td[data-how]");
       if (explained) {
         explained.click();

@@ -1,0 +1,146 @@
+// What the walkthrough calls each step and its numbers, and each step's formula and explanation.
+#include <fmt/format.h>
+#include <map>
+
+#include "views/walkthrough.hpp"
+
+namespace ffn_trace::detail {
+
+std::string activation_title(activation kind) {
+    switch (kind) {
+        case activation::relu: return "ReLU";
+        case activation::gelu: return "GELU";
+        case activation::gelu_exact: return "exact GELU";
+        case activation::silu: return "SiLU";
+        case activation::identity: return "identity";
+        case activation::swiglu: return "SwiGLU";
+        case activation::geglu: return "GEGLU";
+        case activation::reglu: return "ReGLU";
+    }
+    return "";
+}
+
+std::string claims_banner(const std::vector<claim>& claims) {
+    if (claims.empty()) return "";
+    std::size_t failed = 0;
+    for (const auto& c : claims) failed += c.ok ? 0 : 1;
+    if (failed == 0) return fmt::format("All {} claims hold ✓", claims.size());
+    return fmt::format("{} of {} claims fail ✗", failed, claims.size());
+}
+
+std::string variable(std::string_view step) {
+    static const std::map<std::string_view, std::string> names{
+        {"expand", "hidden"}, {"gate", "gate"},      {"up", "up"},  {"activate", "activated"},
+        {"multiply", "product"}, {"contract", "output"}, {"residual", "y"}, {"norm", "normed"}};
+    return names.at(step);
+}
+
+std::string cell_variable(std::string_view step) {
+    if (step == "router") return "logits";
+    if (step == "probabilities") return "p";
+    if (step == "weights") return "w";
+    if (step == "combine") return "output";
+    return variable(step);
+}
+
+std::vector<std::string> indices_field() {
+    return {"indices", "units, tokens and entries count from 0, as in Python: unit 0 is the first, x[1] the second"};
+}
+
+std::string label_or_index(const std::vector<std::string>& labels, std::size_t k) {
+    return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
+}
+
+std::string weight_name(weight w) {
+    switch (w) {
+        case weight::w1: return "W1";
+        case weight::wg: return "Wg";
+        case weight::wu: return "Wu";
+        case weight::w2: return "W2";
+    }
+    return "";
+}
+
+std::string position_wise_who(std::size_t checked, std::size_t tokens) {
+    return checked == tokens ? fmt::format("each of the {} tokens", tokens)
+                             : fmt::format("{} of the {} tokens, evenly spread,", checked, tokens);
+}
+
+std::string position_wise_difference(double difference, bool ok) {
+    if (ok && difference != 0) return "every difference within rounding (under 1e-12 of the largest value) " + styled(style::green, "✓");
+    return fmt::format("largest difference {} {}", format_short(difference, 17),
+                       ok ? styled(style::green, "✓") : styled(style::red, "✗"));
+}
+
+std::string norm_formula(const norm_layer& n, const std::string& v) {
+    return n.type == norm_layer::kind::layernorm
+               ? fmt::format("normed = ({0} − mean)/√(var + ε) · γ{1}", v, n.bias.empty() ? "" : " + β")
+               : fmt::format("normed = {0}/√(mean({0}²) + ε) · γ", v);
+}
+
+std::string norm_explanation(const norm_layer& n, std::string_view reader) {
+    const bool layer_norm = n.type == norm_layer::kind::layernorm;
+    std::string what = layer_norm ? "LayerNorm centres each token on its mean and scales it to unit variance, then by γ"
+                                  : "RMSNorm divides each token by its root mean square (no centring), then scales it by γ";
+    if (layer_norm && !n.bias.empty()) what += " and shifts it by β";
+    return n.position == norm_layer::place::pre
+               ? fmt::format("{}: {} numbers of a steady size (pre-norm, as GPT-2 and Llama), while the "
+                             "residual still adds the raw x.",
+                             what, reader)
+               : what + ", after the residual (post-norm, as BERT): the normalised sum is the layer's output.";
+}
+bool norm_is_pre(const ffn& l) { return l.norm && l.norm->position == norm_layer::place::pre; }
+
+std::string step_formula(const ffn& l, std::string_view step) {
+    auto bias = [](const std::vector<double>& b, std::string_view name) {
+        return b.empty() ? std::string() : fmt::format(" + {}", name);
+    };
+    const std::string hidden_in = l.gated() ? "product" : "activated";
+    const std::string x = norm_is_pre(l) ? "normed" : "x";
+    if (step == "norm") return norm_formula(*l.norm, norm_is_pre(l) ? "x" : l.residual ? "y" : "output");
+    if (step == "expand") return fmt::format("hidden = {} · W1", x) + bias(l.b1, "b1");
+    if (step == "gate") return fmt::format("gate = {} · Wg", x) + bias(l.bg, "bg");
+    if (step == "up") return fmt::format("up = {} · Wu", x) + bias(l.bu, "bu");
+    if (step == "activate")
+        return fmt::format("activated = {}({})", info(info(l.act).unit).name, l.gated() ? "gate" : "hidden");
+    if (step == "multiply") return "product = activated ⊙ up";
+    if (step == "contract") return fmt::format("output = {} · W2{}", hidden_in, bias(l.b2, "b2"));
+    return "y = x + output";
+}
+
+std::string step_explanation(const ffn& l, std::string_view step, bool out_in) {
+    const std::string file_note_1 = out_in ? " (row j of the file's W1, which stores d_ff × d_model)" : "";
+    if (step == "norm") return norm_explanation(*l.norm, "the FFN reads");
+    if (step == "expand")
+        return "Each hidden unit j scores the token against its key, column j of W1" + file_note_1 +
+               ": one learned detector per unit, d_ff of them.";
+    if (step == "gate")
+        return "Each gate unit scores the token against its column of Wg; the gate will decide how much of each "
+               "hidden unit gets through.";
+    if (step == "up") return "The up projection computes a second score per hidden unit, the one that gets gated.";
+    if (step == "activate") {
+        switch (info(l.act).unit) {
+            case activation::relu:
+                return "ReLU keeps positive scores and zeroes the rest: a detector that did not fire is switched off.";
+            case activation::gelu:
+                return "GELU (tanh form, as in GPT-2 and BERT) bends smoothly instead of cutting at 0: small "
+                       "negative values pass through, slightly.";
+            case activation::gelu_exact: return "Exact GELU: x·Φ(x), Φ the standard normal CDF.";
+            case activation::silu: return "SiLU (swish): x·σ(x), σ the logistic sigmoid.";
+            default:
+                return "No activation: activated = hidden. Without a non-linearity the two matrices collapse "
+                       "into one (see Readings).";
+        }
+    }
+    if (step == "multiply")
+        return "The activated gate multiplies the up projection element by element: a gate near 0 lets "
+               "nothing through.";
+    if (step == "contract")
+        return std::string("Each hidden unit adds its value vector, row j of W2") +
+               (out_in ? " (column j of the file's W2)" : "") +
+               ", scaled by how strongly it fired: the output is a weighted sum of W2's rows, the "
+               "key-value memory view.";
+    return "The residual adds the input back: the FFN writes an update onto the token rather than replacing it.";
+}
+
+}  // namespace ffn_trace::detail

@@ -1,0 +1,347 @@
+// The dense walkthrough's closing blocks: the readings, a big layer's units and their vocabulary,
+// the claims and the summary.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "views/walkthrough.hpp"
+
+namespace ffn_trace::detail {
+
+void walkthrough_builder::failures_of(std::string_view step_name) {
+    const answer_scope answers(answering_);
+    block b{block_kind::lines};
+    for (const auto& c : claims_) {
+        if (c.ok || c.step != prefix_ + std::string(step_name)) continue;
+        const auto& note = ex_.expect[c.expectation].note;
+        b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (difference {}, tolerance {}){}", c.step,
+                                                         element_index(ex_.lead, c.token, c.index),
+                                                         format_short(c.claimed, 12), num(c.computed),
+                                                         format_short(c.difference(), opt_.precision),
+                                                         format_short(c.tolerance, 12), note.empty() ? "" : " — " + note)));
+    }
+    if (!b.lines.empty()) add(std::move(b));
+}
+
+void walkthrough_builder::units_block(const std::string& who) {
+    const answer_scope answers(answering_);
+    if (explained_)
+        for (const auto& e : *explained_) explained_unit(e);
+    if (!units_) return;
+    auto titled = [&who](std::string_view title) {
+        return who.empty() ? std::string(title) : fmt::format("{} · {}{}", who, char(std::tolower(title[0])), title.substr(1));
+    };
+    add({block_kind::heading, titled("Steps at a glance")});
+    block st{block_kind::table, "", {}, {}, "lrrrr"};
+    st.rows.push_back({"step", "min", "max", "mean", "sum"});
+    for (const auto& s : units_->steps) st.rows.push_back({s.name, num(s.min), num(s.max), num(s.mean), num(s.sum)});
+    add(std::move(st));
+    add({block_kind::heading, titled("Units that fired most, and what they wrote")});
+    if (!units_explained_)  // once: an MoE reads every expert's units the same way
+        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), then the units "
+                              "whose value vector, scaled by how they fired, wrote most into the output (‖h_j · W2_j‖).",
+                              layer().gated() ? "the gated product" : "the activation"));
+    units_explained_ = true;
+    block b{block_kind::lines};
+    for (auto t : detailed_) {
+        if (t == gap) {
+            b.lines.emplace_back("…");
+            continue;
+        }
+        // as many to a line as fit the page (one at least), each line but the last ending with
+        // its comma, the lines after the first under the first unit
+        auto rows = [&](std::string_view label, const std::vector<unit_score>& list) {
+            const std::string first = fmt::format("{}: {} ", token_name(t), label);
+            const std::string indent(display_width(first), ' ');
+            const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;  // the lines block indents by 2
+            std::string line = first;
+            bool empty = true;
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                const std::string item = fmt::format("{} ({}){}", list[i].unit, num(list[i].value), i + 1 < list.size() ? "," : "");
+                if (!empty && display_width(line) + 1 + display_width(item) > room) {
+                    b.lines.push_back(line);
+                    line = indent;
+                    empty = true;
+                }
+                line += (empty ? "" : " ") + item;
+                empty = false;
+            }
+            b.lines.push_back(line);
+        };
+        rows("fired most", units_->fired[t]);
+        rows("wrote most", units_->wrote[t]);
+    }
+    add(std::move(b));
+    if (vocab_) vocabulary_block(titled("What the units say in the vocabulary"), !who.empty());
+}
+
+std::string walkthrough_builder::token_text(std::size_t id) const {
+    if (!token_strings_ || id >= token_strings_->size() || (*token_strings_)[id].empty()) return fmt::format("#{}", id);
+    std::string t = (*token_strings_)[id];
+    for (std::string_view mark : {"\u0120", "\u2581"})
+        if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
+    return quote(t);
+}
+
+void walkthrough_builder::vocabulary_block(const std::string& title, bool expert) {
+    add({block_kind::heading, title});
+    paragraph(std::string("Each unit's value vector (its row of W2) projected onto the unembedding, v · Eᵀ, without the "
+                          "final norm: the tokens a unit pushes the prediction towards when it fires positively (a "
+                          "positive score), and away from (a negative one), each with its score. Then ") +
+              (expert ? "what this expert wrote for each of its tokens (its routing weight scales it, but leaves "
+                        "the order of the tokens as it is)."
+                      : "the whole update each token receives from the layer."));
+    block b{block_kind::lines};
+    // The page draws each unit's scores as bars, one block per unit; text keeps one block.
+    auto flush = [&](std::shared_ptr<const figure> picture) {
+        if (!explain_ || b.lines.empty()) return;
+        b.picture = std::move(picture);
+        add(std::move(b));
+        b = block{block_kind::lines};
+    };
+    for (auto k : shown_indices(vocab_->units.size(), opt_.full, 5, 12)) {
+        if (k == gap) {
+            b.lines.emplace_back("…");
+            continue;
+        }
+        const std::string who = fmt::format("unit {} ", vocab_->units[k]);
+        const auto promoted = signed_scores(vocab_->by_unit[k].most, 1), suppressed = signed_scores(vocab_->by_unit[k].least, -1);
+        for (auto& l : token_lines(who + "promotes ", promoted)) b.lines.push_back(std::move(l));
+        for (auto& l : token_lines(std::string(display_width(who), ' ') + "suppresses ", suppressed)) b.lines.push_back(std::move(l));
+        if (explain_) {
+            auto f = std::make_shared<figure>();
+            f->type = figure::kind::bars;
+            f->caption = fmt::format("Unit {}'s scores v · Eᵀ: the tokens it promotes, then those it suppresses", vocab_->units[k]);
+            f->values.emplace_back();
+            for (const auto* list : {&promoted, &suppressed})
+                for (const auto& s : *list) {
+                    f->columns.push_back(token_text(s.id));
+                    f->parts.push_back(format_short(s.score, opt_.precision));
+                    f->values[0].push_back(s.score);
+                }
+            flush(std::move(f));
+        }
+    }
+    for (auto t : detailed_) {
+        if (t == gap) continue;
+        for (auto& l : token_lines(fmt::format("{}'s {} promotes ", token_name(t), expert ? "part" : "update"),
+                                   signed_scores(vocab_->by_token[t].most, 1)))
+            b.lines.push_back(std::move(l));
+    }
+    if (!b.lines.empty()) add(std::move(b));
+}
+
+std::string walkthrough_builder::token_list(const std::vector<token_score>& scores) const {
+    std::vector<std::string> out;
+    for (const auto& s : scores) out.push_back(token_text(s.id));
+    return fmt::format("{}", fmt::join(out, " "));
+}
+
+std::vector<token_score> signed_scores(const std::vector<token_score>& scores, int sign) {
+    std::vector<token_score> out;
+    for (const auto& s : scores)
+        if (s.score * sign > 0) out.push_back(s);
+    return out;
+}
+
+bool negligible_past_first(const std::vector<token_score>& scores) {
+    if (scores.size() < 2) return false;
+    for (std::size_t i = 1; i < scores.size(); ++i)
+        if (std::abs(scores[i].score) >= 0.01 * std::abs(scores[0].score)) return false;
+    return true;
+}
+
+std::vector<std::string> walkthrough_builder::token_lines(const std::string& first, const std::vector<token_score>& scores) const {
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < scores.size(); ++i)
+        items.push_back(fmt::format("{} {}{}", token_text(scores[i].id), format_short(scores[i].score, opt_.precision),
+                                    i + 1 < scores.size() ? "," : ""));
+    if (scores.empty()) items.emplace_back("nothing: no score of that sign");
+    // Noise reads as knowledge: say when everything past the first is under 1% of it.
+    if (negligible_past_first(scores))
+        items.emplace_back("(the scores past the first are negligible, under 1% of it)");
+    // As many to a line as fit (the lines block indents by 2), each item whole, so that a token
+    // with a leading space never splits from its quotes.
+    const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;
+    const std::string indent(display_width(first) > room / 2 ? 4 : display_width(first), ' ');
+    std::vector<std::string> lines;
+    std::string line = first;
+    bool empty = true;
+    for (const auto& item : items) {
+        if (!empty && display_width(line) + 1 + display_width(item) > room) {
+            lines.push_back(line);
+            line = indent;
+            empty = true;
+        }
+        line += (empty ? "" : " ") + item;
+        empty = false;
+    }
+    lines.push_back(line);
+    return lines;
+}
+
+void walkthrough_builder::explained_unit(const unit_explanation& e) {
+    const ffn& l = layer();
+    add({block_kind::heading, fmt::format("Unit {} · {}", e.unit, token_name(e.token))});
+    block b{block_kind::lines};
+    std::vector<std::string> terms;
+    for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, op(v)));
+    const std::string name = l.gated() ? "gate" : "hidden";
+    b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", name, at(e.token, e.unit),
+                                  pre_norm() ? "normed" : "x", e.unit, l.gated() ? "Wg" : "W1",
+                                  (l.gated() ? l.bg : l.b1).empty() ? "" : " + bias"));
+    b.lines.push_back(fmt::format("  {}", fmt::join(terms, " + ")));
+    if (e.rest_count)
+        b.lines.push_back(fmt::format("  … {} more term{} add {}", e.rest_count, e.rest_count == 1 ? "" : "s", num(e.rest)));
+    if ((l.gated() ? l.bg : l.b1).size()) b.lines.push_back(fmt::format("  + bias {}", num(e.bias)));
+    b.lines.push_back(fmt::format("  = {}", num(e.pre)));
+    if (l.gated()) {
+        // The gated unit's remaining steps: its activation of the gate, the up projection, their product.
+        const std::size_t t = e.token, j = e.unit;
+        const double activated = tr_->find("activate")->value(t, j), up = tr_->find("up")->value(t, j);
+        b.lines.push_back(fmt::format("activated{} = {}(gate{}) = {}({}) = {}", at(t, j),
+                                      info(info(l.act).unit).name, at(t, j), info(info(l.act).unit).name, num(e.pre), num(activated)));
+        b.lines.push_back(fmt::format("up{} = {} · column {} of Wu{} = {}", at(t, j), pre_norm() ? "normed" : "x", j,
+                                      l.bu.empty() ? "" : " + bias", num(up)));
+        b.lines.push_back(fmt::format("product{} = activated × up = {} × {} = {}", at(t, j), op(activated), op(up),
+                                      num(tr_->find("multiply")->value(t, j))));
+    }
+    b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
+    b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
+    add(std::move(b));
+}
+
+std::vector<std::string> walkthrough_builder::claimable_steps() const {
+    std::vector<std::string> names;
+    for (const auto& s : tr_->steps) names.push_back(s.name);
+    return names;
+}
+
+const std::vector<std::size_t>& walkthrough_builder::unit_counts(const readings& r) const {
+    return info(layer().act).unit == activation::relu ? r.active : r.positive;
+}
+
+std::optional<std::vector<std::string>> walkthrough_builder::active_units_field(const std::string& counts) const {
+    const activation unit = info(layer().act).unit;
+    const std::string pre = layer().gated() ? "gate" : "hidden";
+    if (unit == activation::relu)
+        return std::vector<std::string>{
+            "active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)", counts)};
+    if (unit == activation::identity) return std::nullopt;
+    // GELU and SiLU are smooth: a negative score still passes a little, so no unit is switched off.
+    return std::vector<std::string>{
+        "positive units",
+        fmt::format("{} ({} > 0). {} is smooth: a unit with a negative {} still passes a small negative value (down "
+                    "to {}), so the layer is not sparse the way ReLU's is; the count says how many units are on the "
+                    "rising side",
+                    counts, pre, activation_title(unit), pre, unit == activation::silu ? "-0.28" : "-0.17")};
+}
+
+void walkthrough_builder::readings_block() {
+    const answer_scope answers(answering_);
+    add({block_kind::heading, "Readings"});
+    std::vector<std::vector<std::string>> f;
+    auto counts_of = [&](const std::vector<std::size_t>& n) {
+        std::vector<std::string> counts;
+        for (auto t : shown_indices(tr_->tokens(), opt_.full))
+            counts.push_back(t == gap ? "…" : fmt::format("{}: {} of {}", token_name(t), n[t], layer().d_ff()));
+        return fmt::format("{}", fmt::join(counts, ", "));
+    };
+    if (auto field = active_units_field(counts_of(unit_counts(*reads_)))) f.push_back(std::move(*field));
+    // identity: every unit passes its score unchanged, and the collapse below says the rest.
+    if (tr_->tokens() > 1)
+        f.push_back({"position-wise",
+                     fmt::format("{} traced alone give{} the same numbers as all traced at once: {}",
+                                 position_wise_who(reads_->position_wise_checked, tr_->tokens()),
+                                 reads_->position_wise_checked == tr_->tokens() ? "s" : "",
+                                 position_wise_difference(reads_->position_wise_max_difference, reads_->position_wise_ok))});
+    add({block_kind::fields, "", std::move(f)});
+    if (reads_->collapsed) {
+        const collapse& c = *reads_->collapsed;
+        paragraph(fmt::format("Without an activation the two matrices collapse into one: W = W1 · W2 ({} × {}){}. "
+                              "x · W{} gives the trace's output, largest difference {} {}",
+                              layer().d_model(), layer().d_out(), c.b.empty() ? "" : " and b = b1 · W2 + b2",
+                              c.b.empty() ? "" : " + b", format_short(c.max_difference, 17),
+                              c.max_difference <= 1e-12 ? styled(style::green, "✓") : styled(style::red, "✗")));
+        block w{block_kind::table};
+        std::vector<std::string> header{"W = W1 · W2"};
+        const auto& out_labels = ex_.names.outputs;
+        for (auto k : shown_indices(c.w.cols, opt_.full)) header.push_back(k == gap ? "…" : out_labels.empty() ? fmt::format("[{}]", k) : out_labels[k]);
+        w.rows.push_back(header);
+        for (auto i : shown_indices(c.w.rows, opt_.full)) {
+            std::vector<std::string> row{i == gap ? "…" : ex_.names.inputs.empty() ? fmt::format("[{}]", i) : ex_.names.inputs[i]};
+            for (auto k : shown_indices(c.w.cols, opt_.full)) row.push_back(i == gap || k == gap ? "…" : num(c.w(i, k)));
+            w.rows.push_back(row);
+        }
+        if (!c.b.empty()) {
+            std::vector<std::string> row{"b"};
+            for (auto k : shown_indices(c.w.cols, opt_.full)) row.push_back(k == gap ? "…" : num(c.b[k]));
+            w.rows.push_back(row);
+        }
+        add(std::move(w));
+    }
+}
+
+void walkthrough_builder::claims_block() {
+    const answer_scope answers(answering_);
+    if (claims_.empty()) return;
+    add({block_kind::heading, "Claims"});
+    const std::size_t failed = count_failed(claims_);
+    paragraph(failed == 0 ? styled(style::green, fmt::format("✓ all {} claimed numbers hold.", claims_.size()))
+                          : styled(style::red, fmt::format("✗ {} of {} claimed numbers do not hold.", failed, claims_.size())));
+    block b{block_kind::table, "", {}, {}, "llll"};
+    b.rows.push_back({"claim", "step", "holds", "note"});
+    for (std::size_t k = 0; k < ex_.expect.size(); ++k) {
+        std::size_t n = 0, ok = 0;
+        for (const auto& c : claims_)
+            if (c.expectation == k) {
+                ++n;
+                ok += c.ok ? 1 : 0;
+            }
+        const auto& e = ex_.expect[k];
+        const std::string where = e.step + (e.token ? token_index(ex_.lead, *e.token) : "");
+        const std::string verdict = fmt::format("{} of {}", ok, n);
+        b.rows.push_back({fmt::format("expect[{}]", k), where,
+                          ok == n ? styled(style::green, verdict + " ✓") : styled(style::red, verdict + " ✗"), e.note});
+    }
+    add(std::move(b));
+    if (level_ == detail_level::summary)
+        for (const auto& name : claimable_steps()) failures_of(name);
+}
+
+void walkthrough_builder::summary_block() {
+    const answer_scope answers(answering_);
+    add({block_kind::heading, "Summary"});
+    std::string path = layer().gated() ? fmt::format("gate, up → {} → contract", activation_title(layer().act))
+                                       : fmt::format("expand → {} → contract", activation_title(layer().act));
+    if (pre_norm()) path = "norm → " + path;
+    if (layer().residual) path += " → + x";
+    if (layer().norm && !pre_norm()) path += " → norm";
+    block b{block_kind::lines};
+    for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
+        if (t == gap) {
+            b.lines.emplace_back("…");
+            continue;
+        }
+        b.lines.push_back(fmt::format("{}: {} → {} → {}", token_name(t), short_vector(tr_->input.row(t)), path,
+                                      vector_text(tr_->output().value.row(t))));
+        // Then each step's vector, as seed 000's summary repeats them: the token's whole path.
+        std::vector<std::string> labels;
+        for (const auto& s : tr_->steps) labels.push_back(summary_label(s.name));
+        std::size_t wide = 0;
+        for (const auto& l : labels) wide = std::max(wide, display_width(l));
+        for (std::size_t k = 0; k < tr_->steps.size(); ++k)
+            b.lines.push_back(fmt::format("  {} {}", pad_right(labels[k], wide), vector_text(tr_->steps[k].value.row(t))));
+    }
+    add(std::move(b));
+}
+
+std::string walkthrough_builder::summary_label(std::string_view step) const {
+    if (step == "activate") return activation_title(info(layer().act).unit);
+    if (step == "multiply") return "× up";
+    if (step == "residual") return "+ x";
+    return std::string(step);
+}
+
+}  // namespace ffn_trace::detail
