@@ -463,6 +463,9 @@ cli_test("the vocabulary view's promotes lists no negative score" 0 "!promotes( 
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
 cli_test("the vocabulary view's suppresses lists no positive score" 0 "!suppresses( \"[^\"]*\" -[0-9][0-9.e+-]*,)* \"[^\"]*\" [0-9]" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
+# The tiny GPT-2's vocab.json gives id 0 to "!" and id 2 to "Paris".
+cli_test("run --embedding with a vocabulary names each token by its token" 0 "\"!\" \\(id 0\\): x\\[0\\] = .*\"Paris\" \\(id 2\\): x\\[1\\] =" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --embedding 0,2)
 cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --word " Paris" --activation relu)
 cli_test("check passes the memory without ReLU, whose Paris only writes [-1, -3]" 0 "memory_no_relu.json: all 10 claims hold" EMPTY

@@ -40,7 +40,19 @@ ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const
         ids = std::move(*found);
         for (const auto& w : f.words) c.names.push_back(ffn_trace::quote(w));
     } else {
-        for (auto id : ids) c.names.push_back(fmt::format("id {}", id));
+        // A token id is named by its token where the checkpoint has a vocabulary: GPT-2's Ġ and
+        // SentencePiece's ▁ read as the leading space they stand for.
+        for (auto id : ids) {
+            const auto* v = ck.vocab() ? &*ck.vocab() : nullptr;
+            if (!v || id >= v->tokens.size() || v->tokens[id].empty()) {
+                c.names.push_back(fmt::format("id {}", id));
+                continue;
+            }
+            std::string t = v->tokens[id];
+            for (std::string_view mark : {"\u0120", "\u2581"})
+                if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
+            c.names.push_back(fmt::format("{} (id {})", ffn_trace::quote(t), id));
+        }
     }
     if (ids.empty()) return ffn_trace::error{ck.origin(), "", "give the layer's input: --input, --embedding or --word"};
     auto rows = ck.embedding_rows(ids);
