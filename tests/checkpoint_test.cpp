@@ -962,7 +962,45 @@ TEST_CASE("read_layer_input refuses a checkpoint layer's input of a bad shape, v
     }
     SUBCASE("NaN written into .json is malformed JSON") {
         const auto p = dir.write("x.json", "[1, NaN]");
-        check_refused(read_layer_input(p, limit), p, "", "malformed JSON");
+        check_refused(read_layer_input(p, limit), p, "top level", "not valid JSON");
+    }
+    SUBCASE(".json nested past the input's depth is refused by the parser, before it builds anything") {
+        const auto p = dir.write("x.json", std::string(100000, '['));
+        check_refused(read_layer_input(p, limit), p, "top level", "arrays and objects nest deeper than 4 levels");
+    }
+    SUBCASE("rows of another width than the layer's d_model") {
+        const auto p = dir.write("x.json", "[[1, 2, 3], [4, 5, 6]]");
+        check_refused(read_layer_input(p, limit, 4), p, "", "expected d_model = 4 numbers per token for this layer, its shape is (2, 3)");
+    }
+    SUBCASE("a .json of more numbers than allowed") {
+        const auto p = dir.write("x.json", "[[1, 2], [3, 4], [5, 6]]");
+        check_refused(read_layer_input(p, limit, 2, 5), p, "", "its shape (3, 2) holds more than 5 numbers");
+    }
+    // The member's CRC-32 is wrong, so inflating it would be an error of its own: the shape's
+    // error shows that the shape was compared before the member was inflated.
+    auto bad_crc_npz = [&](const std::vector<std::size_t>& shape) {
+        const std::vector<double> values(shape[0] * shape[1], 0.5);
+        auto z = ckpt::zip({{"x.npy", ckpt::npy_file({"x", "F32", shape, values}), true}});
+        z.data[z.central_entries[0] + 16] ^= 0x55;
+        return dir.write("x.npz", z.data);
+    };
+    SUBCASE("the control: a deflated member with a wrong CRC-32 is refused when it is inflated") {
+        const auto p = bad_crc_npz({3, 4});
+        check_refused(read_layer_input(p, limit, 4, 100), p, "zip: \"x.npy\"", "CRC-32");
+    }
+    SUBCASE("an .npz member declaring more numbers than allowed is refused before it is inflated") {
+        const auto p = bad_crc_npz({1000, 4});
+        check_refused(read_layer_input(p, limit, 4, 100), p, "x", "its shape (1000, 4) holds more than 100 numbers");
+    }
+    SUBCASE("an .npz member of another width is refused before it is inflated") {
+        const auto p = bad_crc_npz({3, 5});
+        check_refused(read_layer_input(p, limit, 4, 100), p, "x", "expected d_model = 4 numbers per token for this layer, its shape is (3, 5)");
+    }
+    SUBCASE("a shape whose product overflows 64 bits") {
+        const auto p = dir.write("x.npy", ckpt::npy_file(ckpt::npy_dict("<f4", {1ull << 40, 1ull << 40, 4}), ""));
+        auto in = read_layer_input(p, limit, 4);
+        REQUIRE_FALSE(in);
+        CHECK(in.err().file == p);
     }
     SUBCASE("a .json larger than the limit") {
         const auto p = dir.write("x.json", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]");

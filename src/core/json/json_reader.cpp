@@ -282,6 +282,15 @@ outcome<json> json_reader::parse() {
 
 outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
                                                   const std::string& path_prefix, int max_depth) {
+    auto parsed = parse_json_value(text, file, path_prefix, max_depth);
+    if (!parsed) return parsed.err();
+    if (!parsed->is_object())
+        return error{file, path_prefix.empty() ? "top level" : path_prefix, fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
+    return parsed;
+}
+
+outcome<nlohmann::ordered_json> parse_json_value(std::string_view text, const std::string& file,
+                                                 const std::string& path_prefix, int max_depth) {
     std::size_t work = 0;
     dom_builder builder(text, file, work, path_prefix, static_cast<std::size_t>(std::max(max_depth, 0)));
     const std::string root = path_prefix.empty() ? "top level" : path_prefix;
@@ -291,10 +300,7 @@ outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const s
     } catch (const json::exception& e) {
         return error{file, root, fmt::format("cannot read the JSON: {}", e.what())};
     }
-    auto parsed = builder.result(completed);
-    if (!parsed) return parsed.err();
-    if (!parsed->is_object()) return error{file, root, fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
-    return parsed;
+    return builder.result(completed);
 }
 
 std::string json_quoted(std::string_view text) {
