@@ -819,6 +819,13 @@ TEST_CASE("tokenizer.json beside the checkpoint gives the tokens, and a word wit
         CHECK(mentions(o.err(), "London"));
         CHECK(mentions(o.err(), "expected a token id"));
     }
+    SUBCASE("a token id beyond the embedding's rows is an error naming the token, before anything is sized by it") {
+        ckpt::temp_dir other;
+        write(other, m, layout::file);
+        other.write("vocab.json", R"({"Paris": 1, "London": 16777216})");
+        check_refused(checkpoint::open(other.path()), other / "vocab.json", "London",
+                      fmt::format("token id 16777216 is beyond the {} rows of the token embedding {}", m.embedding.size(), m.embedding_name));
+    }
 }
 
 TEST_CASE("a word that is not one token of the checkpoint's vocabulary is an error that lists the nearest tokens") {

@@ -252,7 +252,10 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     for (const auto& [file, tokenizer] : {std::pair{"vocab.json", false}, std::pair{"tokenizer.json", true}}) {
         const fs::path f = dir / file;
         if (!fs::is_regular_file(f, ec)) continue;
-        auto v = detail::read_vocabulary(f.string(), tokenizer);
+        const std::string embedding = c.embedding_name();
+        const tensor_info* e = embedding.empty() ? nullptr : c.source_->find(embedding);
+        const std::size_t rows = e && e->shape.size() == 2 ? e->shape[0] : 0;
+        auto v = detail::read_vocabulary(f.string(), tokenizer, rows, embedding);
         if (!v) return v.err();
         c.vocab_ = std::move(*v);
         break;

@@ -16,7 +16,7 @@ namespace ffn_trace {
 
 namespace detail {
 
-outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
+outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer, std::size_t rows, const std::string& rows_name) {
     auto text = read_file(file, file, std::size_t{512} << 20);
     if (!text) return text.err();
     // A vocabulary holds 50,000 to 250,000 keys: parsed into the sorted (not insertion-ordered)
@@ -43,10 +43,16 @@ outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
     }
     if (!map->is_object()) return error{file, "", "expected the vocabulary, an object {token: id}"};
     vocabulary v;
+    // The tokens are held by id, so an id is checked against the rows it names before it sizes anything.
+    const std::size_t bound = rows != 0 ? rows : map->size();
     for (const auto& [token, id] : map->items()) {
-        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 24))
-            return error{file, json_member(tokenizer ? "model.vocab" : "", token),
-                         "expected a token id, a whole number below 2^24"};
+        const std::string where = json_member(tokenizer ? "model.vocab" : "", token);
+        if (!id.is_number_unsigned()) return error{file, where, fmt::format("expected a token id, a whole number, got {}", kind_of(id))};
+        if (id.get<std::uint64_t>() >= bound)
+            return error{file, where,
+                         rows != 0 ? fmt::format("token id {} is beyond the {} rows of the token embedding {}", id.get<std::uint64_t>(),
+                                                 rows, rows_name)
+                                   : fmt::format("token id {} is beyond the vocabulary's {} tokens", id.get<std::uint64_t>(), bound)};
         const auto n = static_cast<std::size_t>(id.get<std::uint64_t>());
         if (v.tokens.size() <= n) v.tokens.resize(n + 1);
         v.tokens[n] = token;
