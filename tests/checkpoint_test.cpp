@@ -847,6 +847,49 @@ TEST_CASE("a word that is not one token of the checkpoint's vocabulary is an err
     }
 }
 
+// The nearest tokens as the hint names them, found the slow way: every token's full edit distance
+// (Wagner–Fischer, written here), sorted by distance and then by text, the first five.
+std::string brute_force_nearest(const vocabulary& v, const std::string& word) {
+    auto distance = [](const std::string& a, const std::string& b) {
+        std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+        for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+        for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+        for (std::size_t i = 1; i <= a.size(); ++i)
+            for (std::size_t j = 1; j <= b.size(); ++j)
+                d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        return d[a.size()][b.size()];
+    };
+    std::vector<std::pair<std::size_t, std::string>> all;
+    for (const auto& [token, id] : v.ids) all.emplace_back(distance(word, token), token);
+    std::sort(all.begin(), all.end());
+    std::string out;
+    for (std::size_t i = 0; i < 5 && i < all.size(); ++i) out += (i ? ", \"" : "\"") + all[i].second + "\"";
+    return out;
+}
+
+TEST_CASE("the nearest tokens of a word that is not one are those of a full search, and a very long word is compared by its start") {
+    vocabulary v;
+    std::mt19937 rng(7);
+    while (v.ids.size() < 3000) {
+        std::string t(2 + rng() % 9, 'a');
+        for (char& c : t) c = static_cast<char>('a' + rng() % 6);
+        if (v.ids.emplace(t, v.tokens.size()).second) v.tokens.push_back(t);
+    }
+    for (const std::string word : {"abcfq", "zz", "abcdefabcdefabcdef", "q", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeee"}) {
+        CAPTURE(word);
+        auto ids = look_up_tokens(v, {word});
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(v, word)) != std::string::npos);
+    }
+    SUBCASE("a word of 6,000 characters gets the hint of its first 64") {
+        const std::string head = "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd";
+        REQUIRE(head.size() == 64);
+        auto ids = look_up_tokens(v, {head + std::string(6000 - 64, 'f')});
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(v, head)) != std::string::npos);
+    }
+}
+
 // The words come from --word (run's --token picks a token to show), so a missing word blames --word.
 TEST_CASE("a word that is not one token of the checkpoint's vocabulary blames --word, the option that gave it") {
     vocabulary v;
