@@ -298,7 +298,7 @@ cli_test("run --checkpoint --layer out of range names --layer and the range" 2 E
   "^error: .*gpt2: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
   -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 2 --word " Paris")
 cli_test("run --checkpoint --input of the wrong width names d_model" 2 EMPTY
-  "^error: .*x_width3.npy: expected d_model = 4 numbers per token for this llama layer, got 3$"
+  "^error: .*x_width3.npy: x_width3: expected d_model = 4 numbers per token for this layer, its shape is \\(2, 3\\)$"
   -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --input ${CKPT}/x_width3.npy)
 cli_test("run --checkpoint --embedding past the vocabulary names the row" 2 EMPTY
   "^error: .*--embedding: row 9 is out of range: the tensor has 8 rows \\(0 to 7\\)$"
