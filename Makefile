@@ -3,8 +3,8 @@
 # `make install` builds a Release binary and installs it, stripped, with the man page, the
 # completions and the examples under PREFIX (/usr/local by default; DESTDIR for staging);
 # `make package` builds ffn-trace_<version>_amd64.deb with CPack, for /usr.
-# `make sanitize` runs every test under ASan and UBSan; `make fuzz` fuzzes the loader,
-# the engine and the views for FUZZ_SECONDS (60 by default).
+# `make sanitize` runs every test under ASan and UBSan; `make fuzz` fuzzes the example loader (with
+# the engine and the views) and every checkpoint reader, FUZZ_SECONDS in all (60 by default).
 
 FUZZ_SECONDS ?= 60
 PREFIX ?= /usr/local

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Times reading example files whose "expect" list holds 50k, 100k and 400k claims (the array
 # of objects that once cost time growing with the square of its length), then the checkpoint
-# readers at 12k and 120k entries (10× the entries should cost about 10×). Linear parsing shows
+# readers at 12k and 120k entries and tokenizer.json at 25k and 250k (10× the entries should cost
+# about 10×). Linear parsing shows
 # as seconds growing like the objects (about 2× from 50k to 100k, 4× from 100k to 400k).
 # A benchmark for people, not a test: nothing here fails on a slow machine.
 #
@@ -80,6 +81,33 @@ for kind in header index config; do
         file=$(ls -S "$folder"/* | head -n 1)
         start=$(date +%s.%N)
         build/ffn-trace run --checkpoint "$folder" --layer 0 --embedding 0 --detail summary >/dev/null 2>&1 || true
+        end=$(date +%s.%N)
+        printf '%-8s %10d %12d %10.2f\n' "$kind" "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
+    done
+done
+
+# tokenizer.json: n added_tokens, and a vocabulary given as an array of n objects (refused, after
+# reading it). Timed through `tokenize --tokenizer`.
+make_tokenizer() {  # kind count path
+    python3 - "$@" <<'PY'
+import json, sys
+kind, n, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+tokenizer = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}
+if kind == "added":
+    tokenizer["added_tokens"] = [{"id": 3 + i, "content": f"<extra_{i}>", "special": True} for i in range(n)]
+else:
+    tokenizer["model"]["vocab"] = [{"token": f"t{i}", "id": i} for i in range(n)]
+with open(path, "w") as f:
+    json.dump(tokenizer, f)
+PY
+}
+
+for kind in added array; do
+    for n in 25000 250000; do
+        file=$dir/tokenizer_${kind}_$n.json
+        make_tokenizer "$kind" "$n" "$file"
+        start=$(date +%s.%N)
+        build/ffn-trace tokenize --tokenizer "$file" "ab a" >/dev/null 2>&1 || true
         end=$(date +%s.%N)
         printf '%-8s %10d %12d %10.2f\n' "$kind" "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
     done

@@ -819,6 +819,13 @@ TEST_CASE("tokenizer.json beside the checkpoint gives the tokens, and a word wit
         CHECK(mentions(o.err(), "London"));
         CHECK(mentions(o.err(), "expected a token id"));
     }
+    SUBCASE("a token id beyond the embedding's rows is an error naming the token, before anything is sized by it") {
+        ckpt::temp_dir other;
+        write(other, m, layout::file);
+        other.write("vocab.json", R"({"Paris": 1, "London": 16777216})");
+        check_refused(checkpoint::open(other.path()), other / "vocab.json", "London",
+                      fmt::format("token id 16777216 is beyond the {} rows of the token embedding {}", m.embedding.size(), m.embedding_name));
+    }
 }
 
 TEST_CASE("a word that is not one token of the checkpoint's vocabulary is an error that lists the nearest tokens") {
@@ -837,6 +844,49 @@ TEST_CASE("a word that is not one token of the checkpoint's vocabulary is an err
         auto none = look_up_tokens(v, {"London"});
         REQUIRE_FALSE(none);
         CHECK(none.err().message.find("\"\u0120London\"") != std::string::npos);  // listed as near, not taken
+    }
+}
+
+// The nearest tokens as the hint names them, found the slow way: every token's full edit distance
+// (Wagner–Fischer, written here), sorted by distance and then by text, the first five.
+std::string brute_force_nearest(const vocabulary& v, const std::string& word) {
+    auto distance = [](const std::string& a, const std::string& b) {
+        std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+        for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+        for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+        for (std::size_t i = 1; i <= a.size(); ++i)
+            for (std::size_t j = 1; j <= b.size(); ++j)
+                d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        return d[a.size()][b.size()];
+    };
+    std::vector<std::pair<std::size_t, std::string>> all;
+    for (const auto& [token, id] : v.ids) all.emplace_back(distance(word, token), token);
+    std::sort(all.begin(), all.end());
+    std::string out;
+    for (std::size_t i = 0; i < 5 && i < all.size(); ++i) out += (i ? ", \"" : "\"") + all[i].second + "\"";
+    return out;
+}
+
+TEST_CASE("the nearest tokens of a word that is not one are those of a full search, and a very long word is compared by its start") {
+    vocabulary v;
+    std::mt19937 rng(7);
+    while (v.ids.size() < 3000) {
+        std::string t(2 + rng() % 9, 'a');
+        for (char& c : t) c = static_cast<char>('a' + rng() % 6);
+        if (v.ids.emplace(t, v.tokens.size()).second) v.tokens.push_back(t);
+    }
+    for (const std::string word : {"abcfq", "zz", "abcdefabcdefabcdef", "q", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeee"}) {
+        CAPTURE(word);
+        auto ids = look_up_tokens(v, {word});
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(v, word)) != std::string::npos);
+    }
+    SUBCASE("a word of 6,000 characters gets the hint of its first 64") {
+        const std::string head = "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd";
+        REQUIRE(head.size() == 64);
+        auto ids = look_up_tokens(v, {head + std::string(6000 - 64, 'f')});
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(v, head)) != std::string::npos);
     }
 }
 
@@ -962,7 +1012,45 @@ TEST_CASE("read_layer_input refuses a checkpoint layer's input of a bad shape, v
     }
     SUBCASE("NaN written into .json is malformed JSON") {
         const auto p = dir.write("x.json", "[1, NaN]");
-        check_refused(read_layer_input(p, limit), p, "", "malformed JSON");
+        check_refused(read_layer_input(p, limit), p, "top level", "not valid JSON");
+    }
+    SUBCASE(".json nested past the input's depth is refused by the parser, before it builds anything") {
+        const auto p = dir.write("x.json", std::string(100000, '['));
+        check_refused(read_layer_input(p, limit), p, "top level", "arrays and objects nest deeper than 4 levels");
+    }
+    SUBCASE("rows of another width than the layer's d_model") {
+        const auto p = dir.write("x.json", "[[1, 2, 3], [4, 5, 6]]");
+        check_refused(read_layer_input(p, limit, 4), p, "", "expected d_model = 4 numbers per token for this layer, its shape is (2, 3)");
+    }
+    SUBCASE("a .json of more numbers than allowed") {
+        const auto p = dir.write("x.json", "[[1, 2], [3, 4], [5, 6]]");
+        check_refused(read_layer_input(p, limit, 2, 5), p, "", "its shape (3, 2) holds more than 5 numbers");
+    }
+    // The member's CRC-32 is wrong, so inflating it would be an error of its own: the shape's
+    // error shows that the shape was compared before the member was inflated.
+    auto bad_crc_npz = [&](const std::vector<std::size_t>& shape) {
+        const std::vector<double> values(shape[0] * shape[1], 0.5);
+        auto z = ckpt::zip({{"x.npy", ckpt::npy_file({"x", "F32", shape, values}), true}});
+        z.data[z.central_entries[0] + 16] ^= 0x55;
+        return dir.write("x.npz", z.data);
+    };
+    SUBCASE("the control: a deflated member with a wrong CRC-32 is refused when it is inflated") {
+        const auto p = bad_crc_npz({3, 4});
+        check_refused(read_layer_input(p, limit, 4, 100), p, "zip: \"x.npy\"", "CRC-32");
+    }
+    SUBCASE("an .npz member declaring more numbers than allowed is refused before it is inflated") {
+        const auto p = bad_crc_npz({1000, 4});
+        check_refused(read_layer_input(p, limit, 4, 100), p, "x", "its shape (1000, 4) holds more than 100 numbers");
+    }
+    SUBCASE("an .npz member of another width is refused before it is inflated") {
+        const auto p = bad_crc_npz({3, 5});
+        check_refused(read_layer_input(p, limit, 4, 100), p, "x", "expected d_model = 4 numbers per token for this layer, its shape is (3, 5)");
+    }
+    SUBCASE("a shape whose product overflows 64 bits") {
+        const auto p = dir.write("x.npy", ckpt::npy_file(ckpt::npy_dict("<f4", {1ull << 40, 1ull << 40, 4}), ""));
+        auto in = read_layer_input(p, limit, 4);
+        REQUIRE_FALSE(in);
+        CHECK(in.err().file == p);
     }
     SUBCASE("a .json larger than the limit") {
         const auto p = dir.write("x.json", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]");

@@ -303,7 +303,7 @@ cli_test("run --checkpoint --layer out of range names --layer and the range" 2 E
   "^error: .*gpt2: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
   -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 2 --word " Paris")
 cli_test("run --checkpoint --input of the wrong width names d_model" 2 EMPTY
-  "^error: .*x_width3.npy: expected d_model = 4 numbers per token for this llama layer, got 3$"
+  "^error: .*x_width3.npy: x_width3: expected d_model = 4 numbers per token for this layer, its shape is \\(2, 3\\)$"
   -- ${FT} run --checkpoint ${CKPT}/llama --layer 0 --input ${CKPT}/x_width3.npy)
 cli_test("run --checkpoint --embedding past the vocabulary names the row" 2 EMPTY
   "^error: .*--embedding: row 9 is out of range: the tensor has 8 rows \\(0 to 7\\)$"
@@ -535,6 +535,14 @@ cli_test("worksheet: --blanks 0 is a usage error" 2 EMPTY "^error: --blanks" -- 
 cli_test("worksheet: a big layer is refused before anything is printed" 2 EMPTY
   "^error: .*large_gelu.json: a worksheet prints every weight, and this layer \\(d_model [0-9]+ → d_ff [0-9]+ → d_out [0-9]+\\) is bigger than a sheet worked by hand"
   -- ${FT} worksheet ${INPUTS}/large_gelu.json)
+# A checkpoint's layer leaves its matrices in the file: the sheet reads them (the numbers are
+# gate_proj.weight[:, 0] and experts.1.w1.weight[:, 0] read from the safetensors files with Python's struct)
+cli_test("worksheet prints a checkpoint's weights read from the file" 0
+  "\\| Wg \\| \\[0\\] .*\\| \\[0\\] \\| -0.4386 \\| -0.5817 \\| -0.2731 \\| -0.5260 \\| -0.5166 \\| 0.8029 \\| -0.8386 \\| 0.1355 \\|" EMPTY
+  -- ${FT} worksheet ${INPUTS}/checkpoint_claims.json)
+cli_test("worksheet of a checkpoint's MoE shows the chosen experts' weights and says the others are not read" 0
+  "Expert 0: No token chose this expert.*Expert 1: \\| Wg .*\\| \\[0\\] \\| 0.2815 \\| 0.0337 \\| 0.3917 \\| -0.2496 \\|" EMPTY
+  -- ${FT} worksheet ${INPUTS}/checkpoint_moe.json)
 cli_test("worksheet: pdf is not a format" 2 EMPTY "^error: --format" -- ${FT} worksheet ${DATA}/lesson_hand.json --format pdf)
 cli_test("worksheet --format html starts the answer key on a printed page of its own" 0
   "<header class=\"new-page\"> <h1>Answer key: The lesson&#39\\;s hand example" EMPTY

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <map>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,7 +101,10 @@ struct layer_input {
     matrix x;                        // (tokens, d_model)
     std::vector<std::size_t> lead;   // {}, {tokens} or {batch, seq}
 };
-outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size);
+// The declared shape is checked before a value is read or inflated: its last axis must be d_model
+// (0: any width) and it may hold at most max_numbers numbers.
+outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size, std::size_t d_model = 0,
+                                      std::size_t max_numbers = std::numeric_limits<std::size_t>::max());
 
 // Looks whole tokens up: " Paris" as "ĠParis" (GPT-2's byte-level BPE) or "▁Paris"
 // (SentencePiece) when the word starts with a space. A word that is not one token is an error

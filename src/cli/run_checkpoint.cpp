@@ -21,7 +21,7 @@ struct chosen_input {
 ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const checkpoint_flags& f, const input_limits& limits) {
     chosen_input c;
     if (!f.input.empty()) {
-        auto in = ffn_trace::read_layer_input(f.input, limits.max_file_size);
+        auto in = ffn_trace::read_layer_input(f.input, limits.max_file_size, ck.config().d_model, limits.max_elements);
         if (!in) return in.err();
         c.in = std::move(*in);
         c.how = fmt::format("The input is read from {}.", ffn_trace::one_line(f.input));

@@ -188,11 +188,22 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
         if (*n != m.d_model)
             return error{config_name, key, fmt::format("says d_model = {}, but {} is {}", *n, first0, detail::shape_text(t0.shape))};
     }
-    // layers: config.json's count, else the layers whose tensors are there
+    // d_ff: GPT-2's n_inner may be null (4 × d_model); a number must be the tensors' own
+    for (const char* key : {"intermediate_size", "n_inner"}) {
+        auto n = config_count(config, config_name, key, m.d_ff);
+        if (!n) return n.err();
+        if (*n != m.d_ff)
+            return error{config_name, key, fmt::format("says d_ff = {}, but {} is {}", *n, first0, detail::shape_text(t0.shape))};
+    }
+    // layers: config.json's count, else the layers whose tensors are there; never more than those
     std::size_t counted = 0;
     while (!c.resolve(with(with(shaped, "i", counted), "j", 0)).empty()) ++counted;
-    auto layers = config_count(config, config_name, config.contains("n_layer") ? "n_layer" : "num_hidden_layers", counted);
+    const char* layers_key = config.contains("n_layer") ? "n_layer" : "num_hidden_layers";
+    auto layers = config_count(config, config_name, layers_key, counted);
     if (!layers) return layers.err();
+    if (*layers == 0 || *layers > counted)
+        return error{config_name, layers_key, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}", *layers,
+                                                          *layers == 1 ? "" : "s", counted)};
     m.n_layers = *layers;
 
     if (arch == "gpt2") {
@@ -223,6 +234,9 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
         while (!c.resolve(with(with(names->expert_wg, "i", 0), "j", experts)).empty()) ++experts;
         auto n = config_count(config, config_name, "num_local_experts", experts);
         if (!n) return n.err();
+        if (*n == 0 || *n > experts)  // checked before anything is allocated per expert
+            return error{config_name, "num_local_experts",
+                         fmt::format("says {} experts, but layer 0 holds the tensors of {}", *n, experts)};
         auto k = config_count(config, config_name, "num_experts_per_tok", 2);
         if (!k) return k.err();
         if (*n == 0 || *k == 0 || *k > *n)
@@ -238,7 +252,10 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     for (const auto& [file, tokenizer] : {std::pair{"vocab.json", false}, std::pair{"tokenizer.json", true}}) {
         const fs::path f = dir / file;
         if (!fs::is_regular_file(f, ec)) continue;
-        auto v = detail::read_vocabulary(f.string(), tokenizer);
+        const std::string embedding = c.embedding_name();
+        const tensor_info* e = embedding.empty() ? nullptr : c.source_->find(embedding);
+        const std::size_t rows = e && e->shape.size() == 2 ? e->shape[0] : 0;
+        auto v = detail::read_vocabulary(f.string(), tokenizer, rows, embedding);
         if (!v) return v.err();
         c.vocab_ = std::move(*v);
         break;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/read_file.hpp"
+#include "base/text.hpp"
 #include "checkpoint/tensor_formats.hpp"
 #include "json/json_reader.hpp"
 
@@ -13,7 +14,27 @@ namespace ffn_trace {
 
 using json = nlohmann::ordered_json;
 
-outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size) {
+namespace {
+
+// The shape a file declares, checked against the layer before a value is read: its last axis is
+// d_model (when given) and it holds at most max_numbers numbers.
+std::optional<error> check_declared(const std::string& path, const std::string& name, const std::vector<std::size_t>& shape,
+                                    std::size_t d_model, std::size_t max_numbers) {
+    if (d_model != 0 && shape.back() != d_model)
+        return error{path, name, fmt::format("expected d_model = {} numbers per token for this layer, its shape is {}", d_model,
+                                             detail::shape_text(shape))};
+    std::optional<std::uint64_t> numbers = 1;
+    for (auto n : shape)
+        if (numbers = detail::checked_mul(*numbers, n); !numbers || *numbers > max_numbers)
+            return error{path, name, fmt::format("its shape {} holds more than {} numbers; use fewer tokens, or raise "
+                                                 "--max-elements", detail::shape_text(shape), max_numbers)};
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size, std::size_t d_model,
+                                      std::size_t max_numbers) {
     layer_input in;
     const bool is_json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
     if (!is_json) {
@@ -26,6 +47,8 @@ outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_f
         if (t.shape.empty() || t.shape.size() > 3 || t.elements() == 0)
             return error{path, t.name, fmt::format("expected the input as (d_model), (tokens, d_model) or (batch, seq, d_model), "
                                                    "its shape is {}", detail::shape_text(t.shape))};
+        // before anything is converted or inflated: a small file may declare billions of numbers
+        if (auto e = check_declared(path, t.name, t.shape, d_model, max_numbers)) return *e;
         auto values = (*source)->read_values(t.name);
         if (!values) return values.err();
         in.x = matrix(t.elements() / t.shape.back(), t.shape.back());
@@ -34,12 +57,10 @@ outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_f
     } else {
         auto text = detail::read_file(path, path, max_file_size);
         if (!text) return text.err();
-        json root;
-        try {
-            root = json::parse(*text);
-        } catch (const json::exception& e) {
-            return error{path, "", fmt::format("malformed JSON: {}", e.what())};
-        }
+        // (batch, seq, d_model) nests 3 deep; one level more still earns the message about shapes
+        auto parsed = detail::parse_json_value(*text, path, "", 4);
+        if (!parsed) return parsed.err();
+        const json& root = *parsed;
         // (d_model), (tokens, d_model) or (batch, seq, d_model), every row of one width
         std::vector<std::size_t> shape;
         for (const json* j = &root; j->is_array(); j = &(*j)[0]) {
@@ -49,6 +70,7 @@ outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_f
         if (shape.empty() || shape.size() > 3 || shape.back() == 0)
             return error{path, "", "expected the input as a list of numbers (d_model), of rows (tokens × d_model) or of "
                                    "sequences (batch × seq × d_model)"};
+        if (auto e = check_declared(path, "", shape, d_model, max_numbers)) return *e;
         std::vector<double> values;
         std::optional<error> problem;
         auto walk = [&](auto&& self, const json& node, std::size_t level, const std::string& where) -> void {

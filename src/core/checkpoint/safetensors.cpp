@@ -198,6 +198,7 @@ outcome<shard> read_shard(const std::string& path) {
 
     const std::uint64_t data_begin = 8 + header_length, data_size = bytes.size() - data_begin;
     std::vector<entry> entries;
+    entries.reserve(header->size());
     for (const auto& [name, value] : header->items()) {
         if (name == "__metadata__") {
             if (auto problem = check.check_metadata(value)) return *problem;
@@ -210,6 +211,7 @@ outcome<shard> read_shard(const std::string& path) {
     if (auto problem = check.check_tiling(entries, data_size)) return *problem;
 
     shard s{*file, {}, {}};
+    s.tensors.reserve(entries.size());
     for (auto& e : entries) {
         if (!e.type) {
             s.unreadable.emplace_back(e.name, error{path, e.name,

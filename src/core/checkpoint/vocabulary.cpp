@@ -16,7 +16,7 @@ namespace ffn_trace {
 
 namespace detail {
 
-outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
+outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer, std::size_t rows, const std::string& rows_name) {
     auto text = read_file(file, file, std::size_t{512} << 20);
     if (!text) return text.err();
     // A vocabulary holds 50,000 to 250,000 keys: parsed into the sorted (not insertion-ordered)
@@ -43,10 +43,16 @@ outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
     }
     if (!map->is_object()) return error{file, "", "expected the vocabulary, an object {token: id}"};
     vocabulary v;
+    // The tokens are held by id, so an id is checked against the rows it names before it sizes anything.
+    const std::size_t bound = rows != 0 ? rows : map->size();
     for (const auto& [token, id] : map->items()) {
-        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 24))
-            return error{file, json_member(tokenizer ? "model.vocab" : "", token),
-                         "expected a token id, a whole number below 2^24"};
+        const std::string where = json_member(tokenizer ? "model.vocab" : "", token);
+        if (!id.is_number_unsigned()) return error{file, where, fmt::format("expected a token id, a whole number, got {}", kind_of(id))};
+        if (id.get<std::uint64_t>() >= bound)
+            return error{file, where,
+                         rows != 0 ? fmt::format("token id {} is beyond the {} rows of the token embedding {}", id.get<std::uint64_t>(),
+                                                 rows, rows_name)
+                                   : fmt::format("token id {} is beyond the vocabulary's {} tokens", id.get<std::uint64_t>(), bound)};
         const auto n = static_cast<std::size_t>(id.get<std::uint64_t>());
         if (v.tokens.size() <= n) v.tokens.resize(n + 1);
         v.tokens[n] = token;
@@ -56,6 +62,40 @@ outcome<vocabulary> read_vocabulary(const std::string& file, bool tokenizer) {
 }
 
 }  // namespace detail
+
+namespace {
+
+// The hint compares at most this many bytes of a word and of a token: tokens are short, and a
+// word of 6,000 characters against 50,000 tokens would otherwise cost billions of steps.
+constexpr std::size_t max_compared_bytes = 64;
+constexpr std::size_t shown_tokens = 5;
+
+// The tokens fewest edits from any spelling (ties by the token's text). A token whose length alone
+// differs from every spelling's by more than the fifth best distance so far cannot be among them.
+std::vector<std::string> nearest_tokens(const vocabulary& v, const std::vector<std::string>& spellings) {
+    std::vector<std::string_view> words;
+    for (const auto& s : spellings) words.push_back(std::string_view(s).substr(0, max_compared_bytes));
+    std::vector<std::pair<std::size_t, std::string_view>> best;  // sorted, at most shown_tokens
+    for (const auto& [token, id] : v.ids) {
+        const std::string_view t = std::string_view(token).substr(0, max_compared_bytes);
+        std::size_t distance = std::string::npos;
+        for (auto w : words) {
+            const std::size_t length_gap = w.size() > t.size() ? w.size() - t.size() : t.size() - w.size();
+            if (best.size() == shown_tokens && length_gap > best.back().first) continue;
+            distance = std::min(distance, detail::edit_distance(w, t));
+        }
+        if (distance == std::string::npos) continue;
+        const std::pair<std::size_t, std::string_view> candidate{distance, token};
+        if (best.size() == shown_tokens && !(candidate < best.back())) continue;
+        best.insert(std::upper_bound(best.begin(), best.end(), candidate), candidate);
+        if (best.size() > shown_tokens) best.pop_back();
+    }
+    std::vector<std::string> out;
+    for (const auto& b : best) out.emplace_back(b.second);
+    return out;
+}
+
+}  // namespace
 
 outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std::vector<std::string>& words) {
     std::vector<std::size_t> ids;
@@ -72,17 +112,8 @@ outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std:
                 break;
             }
         if (!found) {
-            // the nearest tokens, by edit distance to any spelling
-            std::vector<std::pair<std::size_t, std::string>> near;
-            for (const auto& [token, id] : v.ids) {
-                std::size_t best = std::string::npos;
-                for (const auto& s : spellings) best = std::min(best, detail::edit_distance(s, token));
-                near.emplace_back(best, token);
-            }
-            const std::size_t n = std::min<std::size_t>(5, near.size());
-            std::partial_sort(near.begin(), near.begin() + static_cast<long>(n), near.end());
             std::vector<std::string> shown;
-            for (std::size_t i = 0; i < n; ++i) shown.push_back(quote(near[i].second));
+            for (const auto& t : nearest_tokens(v, spellings)) shown.push_back(quote(t));
             return error{"", "--word",
                          fmt::format("{} is not one token of the vocabulary (ffn-trace does not split words); nearest: {}",
                                      quote(word), fmt::join(shown, ", "))};

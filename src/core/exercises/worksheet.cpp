@@ -94,24 +94,37 @@ public:
         return grid(m, "", {name}, col_labels);  // a vector: one row, named
     }
 
+    // A weight's values: a checkpoint's layer leaves its matrices in the file (the matrix has the
+    // shape but no values), so they are read row by row; too_big keeps the sheet small.
+    static matrix values_of(const ffn& l, weight w) {
+        const auto& stored = l.stored[static_cast<int>(w)];
+        if (!stored) return l[w];
+        matrix m(l[w].rows, l[w].cols);
+        for (std::size_t i = 0; i < m.rows; ++i) {
+            const auto row = stored->row(i);
+            for (std::size_t j = 0; j < m.cols; ++j) m(i, j) = row[j];
+        }
+        return m;
+    }
+
     // The weights of one dense FFN, each matrix with its bias beneath it.
     void dense_weights(const ffn& l, std::vector<detail::block>& doc) const {
         const auto& in = ex_.names.inputs;
         const auto& hidden = ex_.names.hidden.size() == l.d_ff() ? ex_.names.hidden : none_;
         const auto& out = ex_.names.outputs;
         if (l.norm && l.norm->position == norm_layer::place::pre) norm_weights(*l.norm, in, doc);
-        auto matrix_and_bias = [&](const matrix& w, const char* name, const std::vector<double>& b, const char* bname,
+        auto matrix_and_bias = [&](weight w, const char* name, const std::vector<double>& b, const char* bname,
                                    const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
-            doc.push_back(grid(w, name, rows, cols));
+            doc.push_back(grid(values_of(l, w), name, rows, cols));
             if (!b.empty()) doc.push_back(bias_row(b, bname, cols));
         };
         if (l.gated()) {
-            matrix_and_bias(l.wg, "Wg", l.bg, "bg", in, hidden);
-            matrix_and_bias(l.wu, "Wu", l.bu, "bu", in, hidden);
+            matrix_and_bias(weight::wg, "Wg", l.bg, "bg", in, hidden);
+            matrix_and_bias(weight::wu, "Wu", l.bu, "bu", in, hidden);
         } else {
-            matrix_and_bias(l.w1, "W1", l.b1, "b1", in, hidden);
+            matrix_and_bias(weight::w1, "W1", l.b1, "b1", in, hidden);
         }
-        matrix_and_bias(l.w2, "W2", l.b2, "b2", hidden, out);
+        matrix_and_bias(weight::w2, "W2", l.b2, "b2", hidden, out);
         if (l.norm && l.norm->position == norm_layer::place::post) norm_weights(*l.norm, out, doc);
     }
     void norm_weights(const norm_layer& n, const std::vector<std::string>& cols, std::vector<detail::block>& doc) const {
@@ -393,6 +406,11 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
         doc.push_back({block_kind::paragraph, ex.names.experts.size() > e ? fmt::format("Expert {} ({}):", e, ex.names.experts[e])
                                                                            : fmt::format("Expert {}:", e)});
         ffn plain = l.experts[e];
+        if (!plain.stored[static_cast<int>(weight::w2)] && plain.w2.data.empty()) {
+            // a checkpoint reads only the experts some token chose: the others have shapes, no values
+            doc.push_back({block_kind::paragraph, "No token chose this expert, so its weights are not needed."});
+            continue;
+        }
         plain.norm.reset();  // the layer's norm is shown once, above
         b.dense_weights(plain, doc);
     }

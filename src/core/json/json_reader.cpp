@@ -152,6 +152,7 @@ private:
     }
 
     bool last_key_repeats(frame& f);
+    void grow(members& m);
     std::string path_here() const;
     std::string root() const { return prefix_->empty() ? "top level" : *prefix_; }
     std::string member_path() const;
@@ -166,6 +167,18 @@ private:
     const std::string* prefix_ = nullptr;  // set for a JSON text inside another file
     std::size_t max_depth_ = json_reader::max_depth;
 };
+
+// Doubles the room of an object's members, moving each value. The vector would grow by itself, but
+// its elements, pair<const string, json>, cannot be moved without the risk of a throw, so it copies
+// them, and copying a member copies its whole subtree: a header of 120,000 tensors spent most of its
+// reading copying the tensors' entries.
+void dom_builder::grow(members& m) {
+    members wider;
+    wider.reserve(std::max<std::size_t>(2 * m.capacity(), linear_search_members));
+    for (auto& [key, value] : m) wider.emplace_back(key, std::move(value));
+    work_ += m.size();
+    m.swap(wider);
+}
 
 // Whether the member just appended has the key of an earlier one.
 bool dom_builder::last_key_repeats(frame& f) {
@@ -187,7 +200,9 @@ bool dom_builder::key(json::string_t& k) {
     ++work_;
     frame& f = stack_.back();
     // Appended without ordered_map's own search for the key, which is linear in the members.
-    members_of(f).emplace_back(std::move(k), nullptr);
+    members& m = members_of(f);
+    if (m.size() == m.capacity()) grow(m);
+    m.emplace_back(std::move(k), nullptr);
     if (last_key_repeats(f)) {
         if (prefix_) return stop(fail(member_path(), "appears twice: each key may appear once in an object"));
         return stop(fail(path_here(), "duplicate key: each key may appear once in an object"));
@@ -282,6 +297,15 @@ outcome<json> json_reader::parse() {
 
 outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
                                                   const std::string& path_prefix, int max_depth) {
+    auto parsed = parse_json_value(text, file, path_prefix, max_depth);
+    if (!parsed) return parsed.err();
+    if (!parsed->is_object())
+        return error{file, path_prefix.empty() ? "top level" : path_prefix, fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
+    return parsed;
+}
+
+outcome<nlohmann::ordered_json> parse_json_value(std::string_view text, const std::string& file,
+                                                 const std::string& path_prefix, int max_depth) {
     std::size_t work = 0;
     dom_builder builder(text, file, work, path_prefix, static_cast<std::size_t>(std::max(max_depth, 0)));
     const std::string root = path_prefix.empty() ? "top level" : path_prefix;
@@ -291,10 +315,7 @@ outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const s
     } catch (const json::exception& e) {
         return error{file, root, fmt::format("cannot read the JSON: {}", e.what())};
     }
-    auto parsed = builder.result(completed);
-    if (!parsed) return parsed.err();
-    if (!parsed->is_object()) return error{file, root, fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
-    return parsed;
+    return builder.result(completed);
 }
 
 std::string json_quoted(std::string_view text) {

@@ -50,6 +50,10 @@ private:
 outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
                                                   const std::string& path_prefix, int max_depth);
 
+// The same for a JSON text of any kind (the layer input's nested lists).
+outcome<nlohmann::ordered_json> parse_json_value(std::string_view text, const std::string& file,
+                                                 const std::string& path_prefix, int max_depth);
+
 // A string as JSON writes it, quoted and escaped: "h.0.mlp.c_fc.weight".
 std::string json_quoted(std::string_view text);
 
