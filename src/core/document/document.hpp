@@ -78,6 +78,11 @@ using block_sink = std::function<void(block)>;
 // the lines after the first are indented by `indent` spaces.
 std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent);
 
+// `label` then the items, as many to a line as fit `width` (one at least), never splitting an
+// item; the lines after the first start under the first item, or 4 in when the label takes more
+// than half the width.
+std::vector<std::string> item_lines(const std::string& label, const std::vector<std::string>& items, std::size_t width);
+
 struct page_options {
     bool markdown = false;  // Markdown, else aligned text
     bool html = false;      // a self-contained HTML page (page_html.cpp), else text or Markdown

@@ -72,6 +72,24 @@ bool binds_to_previous(std::string_view previous, std::string_view w) {
 // Breaks at spaces only, so that no number is split. A formula stays whole where it fits
 // ("a = b + c": an operator alone between spaces binds both neighbours); one longer than a line
 // is broken before its operators, so each continuation starts with "+" or "=".
+std::vector<std::string> item_lines(const std::string& label, const std::vector<std::string>& items, std::size_t width) {
+    const std::string indent(display_width(label) > width / 2 ? 4 : display_width(label), ' ');
+    std::vector<std::string> lines;
+    std::string line = label;
+    bool empty = true;
+    for (const auto& item : items) {
+        if (!empty && display_width(line) + 1 + display_width(item) > width) {
+            lines.push_back(line);
+            line = indent;
+            empty = true;
+        }
+        line += (empty ? "" : " ") + item;
+        empty = false;
+    }
+    lines.push_back(line);
+    return lines;
+}
+
 std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent) {
     const auto words = words_of(text);
     // A vector, "[5, 4]", stays whole too.

@@ -158,24 +158,14 @@ private:
 
     // Tokens with a number each, as many to a line as fit: `label` then the list, wrapped under it.
     void ranked_lines(block& b, const std::string& label, const std::vector<ranked_token>& list, bool change) const {
-        const std::string indent(display_width(label), ' ');
-        const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;  // a lines block indents by 2
-        std::string line = label;
-        bool empty = true;
+        std::vector<std::string> items;
         for (std::size_t i = 0; i < list.size(); ++i) {
             const double v = list[i].logit;
-            const std::string item = fmt::format("{} {}{}", quote(list[i].token, 24),
-                                                 change && v > 0 ? "+" + format_fixed(v, 2) : format_fixed(v, 2),
-                                                 i + 1 < list.size() ? "," : "");
-            if (!empty && display_width(line) + 1 + display_width(item) > room) {
-                b.lines.push_back(line);
-                line = indent;
-                empty = true;
-            }
-            line += (empty ? "" : " ") + item;
-            empty = false;
+            items.push_back(fmt::format("{} {}{}", quote(list[i].token, 24), change && v > 0 ? "+" + format_fixed(v, 2) : format_fixed(v, 2),
+                                        i + 1 < list.size() ? "," : ""));
         }
-        b.lines.push_back(line);
+        const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;  // a lines block indents by 2
+        for (auto& l : item_lines(label, items, room)) b.lines.push_back(std::move(l));
     }
 
     void lens() {

@@ -52,22 +52,11 @@ void walkthrough_builder::units_block(const std::string& who) {
         // as many to a line as fit the page (one at least), each line but the last ending with
         // its comma, the lines after the first under the first unit
         auto rows = [&](std::string_view label, const std::vector<unit_score>& list) {
-            const std::string first = fmt::format("{}: {} ", token_name(t), label);
-            const std::string indent(display_width(first), ' ');
+            std::vector<std::string> items;
+            for (std::size_t i = 0; i < list.size(); ++i)
+                items.push_back(fmt::format("{} ({}){}", list[i].unit, num(list[i].value), i + 1 < list.size() ? "," : ""));
             const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;  // the lines block indents by 2
-            std::string line = first;
-            bool empty = true;
-            for (std::size_t i = 0; i < list.size(); ++i) {
-                const std::string item = fmt::format("{} ({}){}", list[i].unit, num(list[i].value), i + 1 < list.size() ? "," : "");
-                if (!empty && display_width(line) + 1 + display_width(item) > room) {
-                    b.lines.push_back(line);
-                    line = indent;
-                    empty = true;
-                }
-                line += (empty ? "" : " ") + item;
-                empty = false;
-            }
-            b.lines.push_back(line);
+            for (auto& l : item_lines(fmt::format("{}: {} ", token_name(t), label), items, room)) b.lines.push_back(std::move(l));
         };
         rows("fired most", units_->fired[t]);
         rows("wrote most", units_->wrote[t]);
@@ -163,22 +152,7 @@ std::vector<std::string> walkthrough_builder::token_lines(const std::string& fir
         items.emplace_back("(the scores past the first are negligible, under 1% of it)");
     // As many to a line as fit (the lines block indents by 2), each item whole, so that a token
     // with a leading space never splits from its quotes.
-    const std::size_t room = opt_.width > 2 ? opt_.width - 2 : 1;
-    const std::string indent(display_width(first) > room / 2 ? 4 : display_width(first), ' ');
-    std::vector<std::string> lines;
-    std::string line = first;
-    bool empty = true;
-    for (const auto& item : items) {
-        if (!empty && display_width(line) + 1 + display_width(item) > room) {
-            lines.push_back(line);
-            line = indent;
-            empty = true;
-        }
-        line += (empty ? "" : " ") + item;
-        empty = false;
-    }
-    lines.push_back(line);
-    return lines;
+    return item_lines(first, items, opt_.width > 2 ? opt_.width - 2 : 1);
 }
 
 void walkthrough_builder::explained_unit(const unit_explanation& e) {
