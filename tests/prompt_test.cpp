@@ -36,18 +36,11 @@ constexpr std::size_t n_layers = 3;
 const std::vector<std::size_t> ids{3, 1, 4, 1, 5};
 
 using tiny_model = test::tiny::model;
+using test::tiny::open_model, test::tiny::check_same;
 
 // GPT-2 (fused c_attn, tied head), Mixtral (4 experts, top 2, no window) or BERT, three layers of
 // 16, every tensor F64.
 tiny_model make_model(const std::string& arch) { return test::tiny::make(arch, {n_layers, 7, "F64", 0}); }
-
-transformer open_model(const std::string& dir) {
-    auto c = checkpoint::open(dir);
-    if (!c) FAIL(c.err().to_string());
-    auto t = transformer::open(std::make_shared<const checkpoint>(std::move(*c)));
-    if (!t) FAIL(t.err().to_string());
-    return std::move(*t);
-}
 
 prompt_tokens tokens_of(const std::vector<std::size_t>& prompt) {
     prompt_tokens p{"a prompt", prompt, {}, {}};
@@ -62,18 +55,6 @@ prompt_trace run(const transformer& model, std::size_t layer, std::vector<unit_r
     auto r = run_prompt(model, tokens_of(ids), {layer, std::move(ablate), 10, {}, {}});
     if (!r) FAIL(r.err().to_string());
     return std::move(*r);
-}
-
-void check_rows(const matrix& got, const ref::mat& want, const char* what) {
-    INFO(what);
-    REQUIRE(got.rows == want.size());
-    REQUIRE(got.cols == want[0].size());
-    for (std::size_t r = 0; r < got.rows; ++r)
-        for (std::size_t c = 0; c < got.cols; ++c) {
-            CAPTURE(r);
-            CAPTURE(c);
-            CHECK(got(r, c) == Approx(want[r][c]).epsilon(1e-9));
-        }
 }
 
 // The final norm and the unembedding of one row of a stream, as the reference computes the logits.
@@ -103,8 +84,8 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
     const prompt_trace p = run(model, 1);
 
     REQUIRE(p.dense);
-    check_rows(p.input, want.after_attention[1], "the stream entering layer 1's FFN");
-    check_rows(p.output(), want.after_ffn[1], "the trace's last step: the stream leaving it");
+    check_same(p.input, want.after_attention[1], "the stream entering layer 1's FFN");
+    check_same(p.output(), want.after_ffn[1], "the trace's last step: the stream leaving it");
     CHECK(p.agreement < 1e-12);
     REQUIRE(p.earlier.size() == 1);
     // what layer 0's sublayers added, by norm, at token 2
@@ -243,8 +224,8 @@ TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction 
     const transformer model = open_model(m.write(dir));
     const ref::run want = ref::forward(m.spec, m.values, ids);
     const prompt_trace p = run(model, 2);
-    check_rows(p.input, want.after_attention[2], "the attention block's output after its LayerNorm");
-    check_rows(p.output(), want.after_ffn[2], "the post-norm FFN sublayer's output");
+    check_same(p.input, want.after_attention[2], "the attention block's output after its LayerNorm");
+    check_same(p.output(), want.after_ffn[2], "the post-norm FFN sublayer's output");
     CHECK(p.lens.empty());
     CHECK_FALSE(p.prediction);
     auto knocked = run_prompt(model, tokens_of(ids), {2, {{std::nullopt, 1}}, 10, {}, {}});

@@ -3,14 +3,20 @@
 // for reference_transformer.hpp: the forward pass and the prompt analysis are checked against it.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "checkpoint_writer.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/transformer.hpp"
 #include "reference_transformer.hpp"
 
 namespace test::tiny {
@@ -193,6 +199,34 @@ inline model make(const std::string& arch, const options& o = {}) {
         }
     }
     return m;
+}
+
+inline std::shared_ptr<const ffn_trace::checkpoint> open_checkpoint(const std::string& dir) {
+    auto c = ffn_trace::checkpoint::open(dir);
+    if (!c) FAIL(c.err().to_string());
+    return std::make_shared<const ffn_trace::checkpoint>(std::move(*c));
+}
+
+inline ffn_trace::transformer open_model(const std::string& dir) {
+    auto t = ffn_trace::transformer::open(open_checkpoint(dir));
+    if (!t) FAIL(t.err().to_string());
+    return std::move(*t);
+}
+
+// Every entry of `got` equals the reference's to 1e-9, relative.
+inline void check_same(const ffn_trace::matrix& got, const ref::mat& want, const char* what) {
+    INFO(what);
+    REQUIRE(got.rows == want.size());
+    REQUIRE(got.cols == want[0].size());
+    double maxdiff = 0;
+    for (std::size_t r = 0; r < got.rows; ++r)
+        for (std::size_t c = 0; c < got.cols; ++c) {
+            CAPTURE(r);
+            CAPTURE(c);
+            CHECK(got(r, c) == doctest::Approx(want[r][c]).epsilon(1e-9));
+            maxdiff = std::max(maxdiff, std::fabs(got(r, c) - want[r][c]));
+        }
+    MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
 }
 
 }  // namespace test::tiny

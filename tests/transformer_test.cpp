@@ -25,40 +25,13 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr double tolerance = 1e-9;
 using test::tiny::d_model, test::tiny::d_ff, test::tiny::vocab, test::tiny::positions, test::tiny::rounded;
 using tiny_model = test::tiny::model;
+using test::tiny::open_checkpoint, test::tiny::open_model, test::tiny::check_same;
 constexpr std::size_t n_layers = 2;
 const std::vector<std::size_t> prompt{3, 1, 4, 1, 5};
 
-tiny_model make_model(const std::string& arch, unsigned seed = 11) { return test::tiny::make(arch, {n_layers, seed}); }
-
-std::shared_ptr<const checkpoint> open_checkpoint(const std::string& dir) {
-    auto c = checkpoint::open(dir);
-    if (!c) FAIL(c.err().to_string());
-    return std::make_shared<const checkpoint>(std::move(*c));
-}
-
-transformer open_model(const std::string& dir) {
-    auto t = transformer::open(open_checkpoint(dir));
-    if (!t) FAIL(t.err().to_string());
-    return std::move(*t);
-}
-
-void check_same(const matrix& got, const ref::mat& want, const char* what) {
-    INFO(what);
-    REQUIRE(got.rows == want.size());
-    REQUIRE(got.cols == want[0].size());
-    double maxdiff = 0;
-    for (std::size_t r = 0; r < got.rows; ++r)
-        for (std::size_t c = 0; c < got.cols; ++c) {
-            CAPTURE(r);
-            CAPTURE(c);
-            CHECK(got(r, c) == Approx(want[r][c]).epsilon(tolerance));
-            maxdiff = std::max(maxdiff, std::fabs(got(r, c) - want[r][c]));
-        }
-    MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
-}
+tiny_model make_model(const std::string& arch, unsigned seed = 11) { return test::tiny::make(arch, {.n_layers = n_layers, .seed = seed}); }
 
 // Every stream of the forward pass against the reference's.
 void check_family(const std::string& arch) {
