@@ -30,7 +30,7 @@ constexpr std::size_t d_model = 16, d_ff = 12, vocab = 11, positions = 8;
 struct options {
     std::size_t n_layers = 2;
     unsigned seed = 11;
-    std::string dtype;       // every tensor's; empty: GPT-2 F32, Llama BF16, the others F64
+    std::string dtype = {};  // every tensor's; empty: GPT-2 F32, Llama BF16, the others F64
     std::size_t window = 3;  // Mistral's and Mixtral's sliding window (0: none); 3 is shorter than a 5-token prompt
 };
 
