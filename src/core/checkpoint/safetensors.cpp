@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include "ffn_trace/tensor_source.hpp"
 #include "checkpoint/tensor_formats.hpp"
@@ -151,12 +153,17 @@ public:
     }
 
     // The entries' byte ranges must tile the data region: no overlap, no gap, nothing left over.
-    std::optional<error> check_tiling(std::vector<entry> entries, std::uint64_t data_size) const {
-        std::sort(entries.begin(), entries.end(),
-                  [](const entry& a, const entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+    // Sorts pointers, not the entries: an entry holds a name and a shape, and a header may hold 100,000.
+    std::optional<error> check_tiling(const std::vector<entry>& entries, std::uint64_t data_size) const {
+        std::vector<const entry*> by_offset;
+        by_offset.reserve(entries.size());
+        for (const auto& e : entries) by_offset.push_back(&e);
+        std::sort(by_offset.begin(), by_offset.end(),
+                  [](const entry* a, const entry* b) { return std::tie(a->begin, a->end) < std::tie(b->begin, b->end); });
         std::uint64_t covered = 0;
         const entry* previous = nullptr;
-        for (const auto& e : entries) {
+        for (const entry* p : by_offset) {
+            const entry& e = *p;
             if (e.begin < covered)
                 return fail(at(e.name, "data_offsets"), fmt::format("[{}, {}) overlaps {} at [{}, {})", e.begin, e.end,
                                                                     json_quoted(previous->name), previous->begin, previous->end));
@@ -279,13 +286,16 @@ outcome<std::unique_ptr<tensor_source>> open_index(const std::string& path) {
                                      directory.empty() ? "the current directory" : directory.string())};
         auto s = read_shard(shard_path);
         if (!s) return s.err();
+        // The shard's tensors by name: a search per name would make an index of n tensors cost n².
+        std::unordered_map<std::string_view, std::size_t> readable_at, unreadable_at;
+        readable_at.reserve(s->tensors.size());
+        for (std::size_t i = 0; i < s->tensors.size(); ++i) readable_at.emplace(s->tensors[i].name, i);
+        for (std::size_t i = 0; i < s->unreadable.size(); ++i) unreadable_at.emplace(s->unreadable[i].first, i);
         for (const auto& name : names) {
-            auto t = std::find_if(s->tensors.begin(), s->tensors.end(), [&](const auto& x) { return x.name == name; });
-            auto u = std::find_if(s->unreadable.begin(), s->unreadable.end(), [&](const auto& x) { return x.first == name; });
-            if (t != s->tensors.end())
-                tensors.push_back(*t);
-            else if (u != s->unreadable.end())
-                unreadable.push_back(*u);
+            if (auto t = readable_at.find(name); t != readable_at.end())
+                tensors.push_back(s->tensors[t->second]);
+            else if (auto u = unreadable_at.find(name); u != unreadable_at.end())
+                unreadable.push_back(s->unreadable[u->second]);
             else
                 return error{path, json_member("weight_map", name),
                              fmt::format("the shard {} has no tensor of this name", json_quoted(shard_name))};
