@@ -57,11 +57,19 @@ if kind == "header":
     with open(os.path.join(folder, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + data)
 elif kind == "index":
-    os.rename(os.path.join(folder, "model.safetensors"), os.path.join(folder, "model-00001-of-00001.safetensors"))
-    with open(os.path.join(folder, "model-00001-of-00001.safetensors"), "rb") as f:
-        names = [k for k in json.loads(f.read(struct.unpack("<Q", f.read(8))[0])) if k != "__metadata__"]
-    weight_map = {name: "model-00001-of-00001.safetensors" for name in names}
-    weight_map.update({f"extra.{i}": "model-00001-of-00001.safetensors" for i in range(n)})
+    # The shard holds the n extra tensors too, so that every entry of the index is looked up in it.
+    shard = os.path.join(folder, "model-00001-of-00001.safetensors")
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        length = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(length))
+        data = f.read()
+    os.remove(os.path.join(folder, "model.safetensors"))
+    for i in range(n):
+        header[f"extra.{i}"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    text = json.dumps(header).encode()
+    with open(shard, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+    weight_map = {name: "model-00001-of-00001.safetensors" for name in header if name != "__metadata__"}
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
 else:
