@@ -34,6 +34,7 @@ namespace {
 // Objects up to this many members are searched key by key for a duplicate; wider ones keep an
 // index of their keys, so an object of n keys costs n·log n comparisons rather than n².
 constexpr std::size_t linear_search_members = 8;
+constexpr std::size_t first_members = 4;
 
 // nlohmann's message for malformed JSON is cut here: enough for its reason and a glimpse of the
 // token it last read.
@@ -174,7 +175,7 @@ private:
 // reading copying the tensors' entries.
 void dom_builder::grow(members& m) {
     members wider;
-    wider.reserve(std::max<std::size_t>(2 * m.capacity(), linear_search_members));
+    wider.reserve(std::max<std::size_t>(2 * m.capacity(), first_members));
     for (auto& [key, value] : m) wider.emplace_back(key, std::move(value));
     work_ += m.size();
     m.swap(wider);

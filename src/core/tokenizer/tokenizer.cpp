@@ -140,6 +140,11 @@ outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_p
     if (!j.is_array()) return at.fail("expected an array of added tokens");
     if (j.size() > max_vocabulary) return at.fail(fmt::format("{} added tokens is more than the limit of {}", j.size(), max_vocabulary));
     const std::size_t id_bound = p.size + 2 * j.size() + 1024;
+    // Room for every token at once, rather than rehashing as they arrive.
+    p.added_spelling.reserve(j.size());
+    p.added_id.reserve(j.size());
+    p.raw_added.by_content.reserve(j.size());
+    p.normalized_added.by_content.reserve(j.size());
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto t_at = at.at(i);
         const auto& t = j[i];
