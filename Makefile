@@ -59,9 +59,13 @@ clean:
 bench: build
 	bash scripts/bench.sh
 	bash scripts/bench_forward.sh
+	bash scripts/bench-scale.sh
+	bash scripts/bench-parse.sh
 
 # `make bench-scale`: grad and run --detail summary against run --format json on layers of
-# growing size (example files made on the fly); `scripts/bench-parse.sh` does the same for parsing.
+# growing size (example files made on the fly), and every reader on files of 10× the entries
+# (scripts/bench-parse.sh); `make bench` ends with both.
 .PHONY: bench-scale
 bench-scale: build
 	bash scripts/bench-scale.sh
+	bash scripts/bench-parse.sh

@@ -38,9 +38,9 @@ for n in "${counts[@]}"; do
     printf '%10d %12d %10.2f\n' "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
 done
 
-# The checkpoint readers: a safetensors header of n tensors, an index of n weight_map entries and
-# a config.json of n id2label entries, each beside the tiny GPT-2 checkpoint of the tests. The
-# command fails or succeeds after reading; what is timed is the reading, which must grow like n.
+# The checkpoint readers: a safetensors header of n tensors, a __metadata__ block of n keys, an
+# index of n weight_map entries, a config.json of n id2label entries and a vocab.json of n tokens,
+# each beside the tiny GPT-2 checkpoint of the tests. The command fails or succeeds after reading; what is timed is the reading, which must grow like n.
 make_checkpoint() {  # kind count folder
     python3 - "$@" <<'PY'
 import json, os, shutil, struct, sys
@@ -72,6 +72,22 @@ elif kind == "index":
     weight_map = {name: "model-00001-of-00001.safetensors" for name in header if name != "__metadata__"}
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
+elif kind == "metadata":
+    with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+        length = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(length))
+        data = f.read()
+    header["__metadata__"] = {f"key.{i}": f"value {i}" for i in range(n)}
+    text = json.dumps(header).encode()
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+elif kind == "vocab":
+    # vocab.json maps each token to its id; ids past the embedding's rows are refused, after reading.
+    with open(os.path.join(folder, "vocab.json")) as f:
+        vocab = json.load(f)
+    vocab.update({f"extra{i}": len(vocab) + i for i in range(n)})
+    with open(os.path.join(folder, "vocab.json"), "w") as f:
+        json.dump(vocab, f)
 else:
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
@@ -82,7 +98,7 @@ PY
 }
 
 printf '\n%-8s %10s %12s %10s\n' reader entries bytes seconds
-for kind in header index config; do
+for kind in header metadata index config vocab; do
     for n in 12000 120000; do
         folder=$dir/${kind}_$n
         make_checkpoint "$kind" "$n" "$folder"
