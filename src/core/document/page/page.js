@@ -219,6 +219,9 @@
     function check(name, ok) { (ok ? passed : failed).push(name); }
     try {
       check("grids built", document.querySelectorAll("table.grid").length > 0);
+      // Wide tables and worked lines scroll inside their cards; nothing widens the page itself.
+      var wide = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+      check("the page fits the window" + (wide > 1 ? " (" + wide + " px too wide)" : ""), wide <= 1);
       // A page asked for with --hide: nothing worked out shows until guessed or revealed.
       if (document.body.hasAttribute("data-hide") && document.querySelector("td[data-ask]")) {
         var leaked = visibleDerivedNumbers();
