@@ -42,7 +42,7 @@ FULL = {
 SMALL = {
     "gpt2-forward": {"d_model": 64, "d_ff": 256, "vocab": 1000, "heads": 4, "layers": 12, "positions": 1024},
     "llama-forward": {"d_model": 64, "d_ff": 172, "vocab": 1000, "heads": 4, "layers": 2, "positions": 4096},
-    "gpt2": {"d_model": 64, "d_ff": 256, "vocab": 1000, "tokens": 64},
+    "gpt2": {"d_model": 64, "d_ff": 256, "vocab": 1000, "tokens": 64, "heads": 4},
     "llama": {"d_model": 64, "d_ff": 172, "tokens": 16, "vocab": 1000},
     "mixtral": {"d_model": 64, "d_ff": 224, "experts": 8, "top_k": 2, "tokens": 1, "vocab": 1000},
 }
@@ -262,7 +262,7 @@ def config_for(kind, s):
                 "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
     if kind == "gpt2":
         return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
-                "n_embd": s["d_model"], "n_inner": s["d_ff"], "n_layer": 1, "n_head": 12, "n_positions": 1024,
+                "n_embd": s["d_model"], "n_inner": s["d_ff"], "n_layer": 1, "n_head": s.get("heads", 12), "n_positions": 1024,
                 "layer_norm_epsilon": 1e-5, "vocab_size": s["vocab"], "tie_word_embeddings": True,
                 "torch_dtype": "float32"}
     common = {"hidden_size": s["d_model"], "intermediate_size": s["d_ff"], "num_hidden_layers": 1,
