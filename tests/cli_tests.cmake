@@ -605,6 +605,15 @@ cli_test("tokenize names an unsupported stage and its JSON path" 2 EMPTY "^error
   -- ${FT} tokenize --tokenizer ${INPUTS}/bad_normalizer.json "x")
 cli_test("tokenize refuses text that is not UTF-8" 2 EMPTY "^error: TEXT: the text is not UTF-8$"
   -- bash -c "exec \"$0\" tokenize --tokenizer \"$1\" $'\\xff'" ${FT} ${TOKENIZERS}/gpt2_like.json)
+# A tokenizer file past 64 MiB is refused on its size alone (a sparse file costs no disk), and no
+# option raises that limit, so the message names none; a directory is named for what was expected.
+cli_test("tokenize refuses a tokenizer.json over 64 MiB before reading it" 2 EMPTY
+  "^error: .*/big/tokenizer.json: the file is 67108865 bytes, larger than the limit of 67108864 bytes$"
+  -- bash -c "mkdir -p \"$1/big\" && truncate -s 67108865 \"$1/big/tokenizer.json\" && exec \"$0\" tokenize --tokenizer \"$1/big/tokenizer.json\" x"
+     ${FT} ${CMAKE_CURRENT_BINARY_DIR}/cli-tokenizer-limit)
+cli_test("tokenize names a directory given as the tokenizer file" 2 EMPTY
+  "^error: .*: is a directory\; expected a tokenizer.json file$"
+  -- ${FT} tokenize --tokenizer ${INPUTS} "x")
 
 # Prompts: the shipped model (data/models/capitals), a prompt run up to a layer, and what that
 # layer's FFN did to the prediction. The bad inputs: one line, exit 2, nothing on stdout.

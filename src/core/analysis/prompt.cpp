@@ -154,7 +154,7 @@ outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, c
 }
 
 outcome<std::string> read_prompt_file(const std::string& file, std::size_t max_size) {
-    auto text = detail::read_file(file, file == "-" ? "<stdin>" : file, max_size);
+    auto text = detail::read_file(file, file == "-" ? "<stdin>" : file, max_size, {"a text file"});
     if (!text) return text.err();
     std::string& s = *text;
     if (!s.empty() && s.back() == '\n') s.pop_back();

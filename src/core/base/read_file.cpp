@@ -25,12 +25,11 @@ struct descriptor {
 
 }  // namespace
 
-outcome<std::string> read_file(const std::string& file, const std::string& name, std::size_t max_size) {
+outcome<std::string> read_file(const std::string& file, const std::string& name, std::size_t max_size, file_kind kind) {
     const bool standard_input = file == "-";
     const auto fail = [&name](std::string message) { return error{name, "", std::move(message)}; };
-    const auto larger = [&] {
-        return fail(fmt::format("the file is larger than the limit of {} bytes; raise it with --max-file-size", max_size));
-    };
+    const std::string raise = kind.raised_by.empty() ? "" : fmt::format("; raise it with {}", kind.raised_by);
+    const auto larger = [&] { return fail(fmt::format("the file is larger than the limit of {} bytes{}", max_size, raise)); };
 
     descriptor in;
     if (standard_input) {
@@ -44,8 +43,7 @@ outcome<std::string> read_file(const std::string& file, const std::string& name,
     if (::fstat(in.fd, &info) != 0)
         return fail(fmt::format("cannot read {}: {}", standard_input ? "standard input" : "the file", std::strerror(errno)));
     if (S_ISDIR(info.st_mode))
-        return fail(standard_input ? "standard input is a directory; expected a JSON example file"
-                                   : "is a directory; expected a JSON example file");
+        return fail(fmt::format("{}is a directory; expected {}", standard_input ? "standard input " : "", kind.what));
     note_file_read(in.fd, file);
 
     std::string text;
@@ -54,8 +52,7 @@ outcome<std::string> read_file(const std::string& file, const std::string& name,
         // read like a stream; a file that grows while it is read is caught below.
         const auto size = static_cast<std::size_t>(std::max<off_t>(info.st_size, 0));
         if (size > max_size)
-            return fail(fmt::format("the file is {} bytes, larger than the limit of {} bytes; raise it with --max-file-size",
-                                    size, max_size));
+            return fail(fmt::format("the file is {} bytes, larger than the limit of {} bytes{}", size, max_size, raise));
         text.reserve(size);
     }
     // At most max_size + 1 bytes: one past the limit tells that the file is larger.

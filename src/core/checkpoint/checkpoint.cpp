@@ -144,7 +144,7 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     const fs::path config_file = dir / "config.json";
     std::string config_name = config_file.string();
     if (fs::is_regular_file(config_file, ec)) {
-        auto text = detail::read_file(config_name, config_name, std::size_t{16} << 20);
+        auto text = detail::read_file(config_name, config_name, std::size_t{16} << 20, {"a config.json file", ""});
         if (!text) return text.err();
         auto parsed = detail::parse_json_object(*text, config_name, "", 32);
         if (!parsed) return parsed.err();

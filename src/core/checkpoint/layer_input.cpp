@@ -55,7 +55,7 @@ outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_f
         in.x.data = std::move(*values);
         in.lead.assign(t.shape.begin(), t.shape.end() - 1);
     } else {
-        auto text = detail::read_file(path, path, max_file_size);
+        auto text = detail::read_file(path, path, max_file_size, {"a JSON array of vectors"});
         if (!text) return text.err();
         // (batch, seq, d_model) nests 3 deep; one level more still earns the message about shapes
         auto parsed = detail::parse_json_value(*text, path, "", 4);

@@ -31,6 +31,7 @@ using detail::kind_of;
 using detail::mapped_file;
 
 constexpr std::uint64_t max_header_length = 100'000'000;  // the reference's limit
+constexpr std::uint64_t max_index_length = std::uint64_t{64} << 20;  // real ones hold under 10 MB (91,000 tensors)
 constexpr int max_header_depth = 4;  // header → tensor → field → dimension; deeper is never valid
 
 // The element types of the format: their width in bits, and which ffn-trace converts. Knowing the
@@ -250,8 +251,8 @@ outcome<std::unique_ptr<tensor_source>> open_index(const std::string& path) {
     auto file = mapped_file::open(path);
     if (!file) return file.err();
     const auto bytes = (*file)->bytes();
-    if (bytes.size() > max_header_length)
-        return error{path, "", fmt::format("the index has {} bytes, more than the 100 MB it may have", bytes.size())};
+    if (bytes.size() > max_index_length)
+        return error{path, "", fmt::format("the index has {} bytes, more than the {} bytes it may have", bytes.size(), max_index_length)};
     auto index = detail::parse_json_object(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path,
                                            "", max_header_depth);
     if (!index) return index.err();

@@ -235,7 +235,7 @@ using detail::json;
 using detail::json_place;
 
 outcome<tokenizer> tokenizer::from_json(const std::string& path) {
-    auto text = detail::read_file(path, path, max_file_size);
+    auto text = detail::read_file(path, path, max_file_size, {"a tokenizer.json file", ""});
     if (!text) return text.err();
     return from_json_text(*text, path);
 }
@@ -280,7 +280,7 @@ outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::s
 }
 
 outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt) {
-    auto vocab_text = detail::read_file(vocab_json, vocab_json, max_file_size);
+    auto vocab_text = detail::read_file(vocab_json, vocab_json, max_file_size, {"a vocab.json file", ""});
     if (!vocab_text) return vocab_text.err();
     auto doc = detail::json_reader(*vocab_text, vocab_json).parse();
     if (!doc) return doc.err();
@@ -288,7 +288,7 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
     detail::vocabulary_table vocab;
     if (auto ok = detail::read_vocabulary(*doc, vocab_at, vocab); !ok) return ok.err();
 
-    auto merges_text = detail::read_file(merges_txt, merges_txt, max_file_size);
+    auto merges_text = detail::read_file(merges_txt, merges_txt, max_file_size, {"a merges.txt file", ""});
     if (!merges_text) return merges_text.err();
     std::vector<std::pair<std::string, std::string>> merges;
     std::string_view rest = *merges_text;
