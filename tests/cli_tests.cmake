@@ -388,6 +388,8 @@ cli_test("--width overrides COLUMNS" 0 EMPTY EMPTY
 cli_test("without a terminal or COLUMNS the text fits 80 columns" 0 EMPTY EMPTY
   -- bash -c "env -u COLUMNS \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column j of W1 (row j of'"
      ${FT} ${DATA}/walkthrough.json)
+cli_test("a key-value table split into blocks names its matrix in each block" 0 "unit W2: \\[2\\] \\[3\\] \\[4\\] \\[5\\] unit 0 3\\.0000" EMPTY
+  -- ${FT} run ${INPUTS}/wide_memory.json --color never --width 80)
 cli_test("--width below 40 is refused" 2 EMPTY "^error: --width: expected a whole number from 40 to 1000"
   -- ${FT} run ${DATA}/walkthrough.json --width 20)
 cli_test("--ascii writes 4 × 3 as 4 * 3, not 4x3 beside an input named x" 0 "shapes d_model 3 -> d_ff 2 -> d_out 2, 4 tokens \\(input 4 \\* 3\\)" EMPTY
