@@ -428,3 +428,14 @@ TEST_CASE("the MoE walkthrough shows the router's matrix as a grid of inputs by 
     CHECK(has_line(out, "  [0]  1.0000  0.0000"));
     CHECK(has_line(out, "  [1]  0.0000  1.0000"));
 }
+
+TEST_CASE("fit_lines breaks a long line between words, never inside a number, its continuation 4 past its indent") {
+    const std::string line = "  expand[1][0]: claimed 0.17, computed 0.16, difference 0.01 (tolerance 0.005)";
+    // 40 columns: "  expand[1][0]: claimed 0.17, computed" is 39; the rest in lines of 40 - 6.
+    CHECK(fit_lines(line + "\nshort\n", 40) ==
+          "  expand[1][0]: claimed 0.17, computed\n"
+          "      0.16, difference 0.01 (tolerance\n"
+          "      0.005)\n"
+          "short\n");
+    CHECK(fit_lines(line + "\n", 80) == line + "\n");  // a line that fits is left as it is
+}
