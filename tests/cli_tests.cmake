@@ -388,12 +388,19 @@ cli_test("--width overrides COLUMNS" 0 EMPTY EMPTY
 cli_test("without a terminal or COLUMNS the text fits 80 columns" 0 EMPTY EMPTY
   -- bash -c "env -u COLUMNS \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column j of W1 (row j of'"
      ${FT} ${DATA}/walkthrough.json)
+cli_test("a key-value table split into blocks names its matrix in each block" 0 "unit W2: \\[2\\] \\[3\\] \\[4\\] \\[5\\] unit 0 3\\.0000" EMPTY
+  -- ${FT} run ${INPUTS}/wide_memory.json --color never --width 80)
 cli_test("--width below 40 is refused" 2 EMPTY "^error: --width: expected a whole number from 40 to 1000"
   -- ${FT} run ${DATA}/walkthrough.json --width 20)
 cli_test("--ascii writes 4 × 3 as 4 * 3, not 4x3 beside an input named x" 0 "shapes d_model 3 -> d_ff 2 -> d_out 2, 4 tokens \\(input 4 \\* 3\\)" EMPTY
   -- ${FT} run ${DATA}/memory.json --ascii)
 cli_test("params --ascii spells out ×, ÷ and ≈" 0 "Linear 1 \\(W1\\) d_model \\* d_ff \\+ d_ff = 768 \\* 3,072 \\+ 3,072 =" EMPTY
   -- ${FT} params --model gpt2 --ascii --width 120)
+cli_test("check --width 40 wraps a failing claim between words, its continuation indented" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" check \"$1\" --width 40 | grep -qx '      0.16, difference 0.01 (tolerance'"
+     ${FT} ${DATA}/walkthrough.json)
+cli_test("check --width below 40 is refused" 2 EMPTY "^error: --width: expected a whole number from 40 to 1000"
+  -- ${FT} check ${DATA}/walkthrough.json --width 20)
 cli_test("check --ascii spells out the notes' symbols" 1 "expand\\[1\\]\\[0\\]: claimed 0.17, computed 0.16, difference 0.01 \\(tolerance 0.005\\) -- Step 1" EMPTY
   -- ${FT} check ${DATA}/walkthrough.json --ascii)
 

@@ -232,6 +232,16 @@ TEST_CASE("the weights are labelled grids in the math form, each unit's key besi
         CHECK(has_line(out, "Weights   Wg (2 × 2), Wu (2 × 2), W2 (2 × 2)"));
         CHECK(has_line(out, "  unit 1   1.0000  -0.5000   1.0000  1.0000   0.0000  1.0000"));
     }
+    SUBCASE("a key-value table too wide for one block names its matrix again in the next") {
+        // Six inputs and six outputs make 12 columns: at 80 the block breaks inside W2, and the
+        // second block must still say that its columns [2] to [5] are W2's (unit 1 writes -3 … -6).
+        const std::string out = render(R"({"activation": "relu", "layout": "in_out", "input": [1, 0, 0, 0, 0, 0],
+            "weights": {"W1": [[1, 0], [0, 1], [1, 1], [1, -1], [2, 0], [0, 2]],
+                        "W2": [[1, 2, 3, 4, 5, 6], [-1, -2, -3, -4, -5, -6]]}})");
+        CHECK(has_line(out, "  unit    W1: [0]     [1]     [2]      [3]     [4]     [5]  W2: [0]      [1]"));
+        CHECK(has_line(out, "  unit    W2: [2]      [3]      [4]      [5]"));
+        CHECK(has_line(out, "  unit 1  -3.0000  -4.0000  -5.0000  -6.0000"));
+    }
     SUBCASE("the summary level leaves the weights out") {
         text_options options;
         options.detail = detail_level::summary;
@@ -417,4 +427,15 @@ TEST_CASE("the MoE walkthrough shows the router's matrix as a grid of inputs by 
     CHECK(has_line(out, "  Wr      [0]     [1]"));
     CHECK(has_line(out, "  [0]  1.0000  0.0000"));
     CHECK(has_line(out, "  [1]  0.0000  1.0000"));
+}
+
+TEST_CASE("fit_lines breaks a long line between words, never inside a number, its continuation 4 past its indent") {
+    const std::string line = "  expand[1][0]: claimed 0.17, computed 0.16, difference 0.01 (tolerance 0.005)";
+    // 40 columns: "  expand[1][0]: claimed 0.17, computed" is 39; the rest in lines of 40 - 6.
+    CHECK(fit_lines(line + "\nshort\n", 40) ==
+          "  expand[1][0]: claimed 0.17, computed\n"
+          "      0.16, difference 0.01 (tolerance\n"
+          "      0.005)\n"
+          "short\n");
+    CHECK(fit_lines(line + "\n", 80) == line + "\n");  // a line that fits is left as it is
 }

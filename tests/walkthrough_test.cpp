@@ -28,3 +28,17 @@ TEST_CASE("scores past the first are negligible when each is under 1% of it") {
     // Suppressed scores compare by size: -0.001 is under 1% of -2.
     CHECK(detail::negligible_past_first({{0, -2.0}, {1, -0.001}}));
 }
+
+TEST_CASE("a list's scores share the decimals that give its largest the asked significant digits") {
+    // 0.8107: first digit at 10⁻¹, 4 significant digits need 4 decimals (0.8107, then 0.0524).
+    CHECK(detail::score_decimals({{0, 0.8107}, {1, 0.0524}}, 4) == 4);
+    // 4.8475 → 4.848 (3 decimals); the largest by size, whatever its sign: -12.5 → 12.50 (2).
+    CHECK(detail::score_decimals({{0, 4.8475}, {1, 0.0521}}, 4) == 3);
+    CHECK(detail::score_decimals({{0, 0.3}, {1, -12.5}}, 4) == 2);
+    // 0.0865 → 0.08650 (5); 1234.5 with 4 significant digits → 1235 (0, never negative).
+    CHECK(detail::score_decimals({{0, 0.0865}}, 4) == 5);
+    CHECK(detail::score_decimals({{0, 1234.5}, {1, 98765.0}}, 4) == 0);
+    // Nothing to scale by: the asked digits as decimals.
+    CHECK(detail::score_decimals({}, 4) == 4);
+    CHECK(detail::score_decimals({{0, 0.0}}, 3) == 3);
+}

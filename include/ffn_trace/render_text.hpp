@@ -60,6 +60,10 @@ void render_walkthrough(const rendering_input& in, const text_options& options, 
 std::string render_text(const rendering_input& in, const text_options& options);
 std::string render_markdown(const rendering_input& in, const text_options& options);
 
+// Lines of plain text laid out at `width` columns as the views lay out theirs: each broken at
+// spaces, never inside a number, its continuations indented 4 past its own indent (check's report).
+std::string fit_lines(std::string_view text, std::size_t width);
+
 // An MoE layer: arithmetic when its experts are small enough to read and n_experts ≤ 8.
 detail_level default_detail(const moe& layer);
 

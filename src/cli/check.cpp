@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/render_text.hpp"
 
 namespace cli {
 
@@ -15,6 +16,7 @@ void setup_check(CLI::App& app, int& status) {
     sub->add_option("files", options->files, "Example files (JSON), or - for standard input")->required()->type_name("FILE");
     add_limits(*sub, options->limits);
     sub->add_flag("--ascii", options->ascii, "Pure ASCII: the notes' own symbols spelled out");
+    add_width(*sub, options->width);
     sub->callback([options, &status] { status = run_check(*options); });
 }
 
@@ -50,7 +52,8 @@ int run_check(const check_options& options) {
     }
     if (results.size() > 1)
         out += fmt::format("{} files, {} claims, {} failed\n", results.size(), total, failed);
-    fmt::print("{}", options.ascii ? ffn_trace::to_ascii(out) : out);
+    // Spelled in ASCII before it is fitted: "—" becomes "--", a column wider.
+    fmt::print("{}", ffn_trace::fit_lines(options.ascii ? ffn_trace::to_ascii(out) : out, output_width(options.width)));
     return failed == 0 ? exit_ok : exit_claims_failed;
 }
 

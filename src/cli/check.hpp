@@ -11,6 +11,7 @@ namespace cli {
 
 struct check_options {
     bool ascii = false;
+    std::size_t width = 0;  // 0: output_width chooses
     std::vector<std::string> files;
     input_limits limits;
 };

@@ -64,6 +64,9 @@ struct block {
     std::vector<std::vector<std::string>> rows = {};  // fields (name, value); table (header first)
     std::vector<std::string> lines = {};              // lines: written-out arithmetic
     std::string align = {};                           // table: 'l' or 'r' per column; default "lrr…"
+    // table: per column, the matrix it belongs to ("Wu"), or empty. The header names it only at
+    // its first column ("Wu: [0]"); a text block that starts inside it names it again.
+    std::vector<std::string> groups = {};
     std::vector<std::vector<cell_note>> notes = {};   // table, page view only: per cell of `rows`, or none
     std::shared_ptr<const figure> picture = {};      // page view only: drawn after the table
     bool folded = false;                              // heading, page view only: its card starts closed

@@ -199,7 +199,8 @@ std::vector<std::string> hanging(const std::string& line, std::size_t width) {
 }
 
 // A table laid out to fit `width`: a last column of text wraps within what is left; columns that
-// still do not fit go to further blocks, each repeating the first column (the row names).
+// still do not fit go to further blocks, each repeating the first column (the row names) and the
+// header, its first column named by its group when the block starts inside one.
 std::string table_text(const block& b, std::size_t width) {
     std::size_t ncols = 0;
     for (const auto& r : b.rows) ncols = std::max(ncols, r.size());
@@ -209,6 +210,14 @@ std::string table_text(const block& b, std::size_t width) {
         for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], display_width(r[c]));
     while (ncols > 1 && w[ncols - 1] == 0) --ncols;  // columns empty in every row take no room
     w.resize(ncols);
+    // The header of column c as the first after the row names: "Wu: [2]" inside the group Wu.
+    auto opening = [&](std::size_t c) {
+        const std::string head = c < b.rows[0].size() ? b.rows[0][c] : "";
+        const bool inside = c > 0 && c < b.groups.size() && !b.groups[c].empty() && b.groups[c] == b.groups[c - 1];
+        return inside ? b.groups[c] + ": " + head : head;
+    };
+    std::vector<std::size_t> opening_w(ncols);  // column c's width when it opens a block
+    for (std::size_t c = 0; c < ncols; ++c) opening_w[c] = std::max(w[c], display_width(opening(c)));
     auto left = [&](std::size_t c) { return c < b.align.size() ? b.align[c] == 'l' : c == 0; };
     const bool text_last = ncols > 1 && left(ncols - 1);
     constexpr std::size_t narrowest_text = 16;
@@ -217,7 +226,8 @@ std::string table_text(const block& b, std::size_t width) {
         std::size_t total = 2;
         for (std::size_t k = 0; k < cols.size(); ++k) {
             const std::size_t c = cols[k];
-            total += (k ? gap : 0) + (text_last && c == ncols - 1 ? std::min(w[c], narrowest_text) : w[c]);
+            const std::size_t wc = k == 1 ? opening_w[c] : w[c];
+            total += (k ? gap : 0) + (text_last && c == ncols - 1 ? std::min(wc, narrowest_text) : wc);
         }
         return total;
     };
@@ -247,14 +257,15 @@ std::string table_text(const block& b, std::size_t width) {
         const auto& cols = chunks[k];
         if (k) out += "\n";
         std::vector<std::size_t> cw;
-        for (auto c : cols) cw.push_back(w[c]);
+        for (std::size_t i = 0; i < cols.size(); ++i) cw.push_back(i == 1 ? opening_w[cols[i]] : w[cols[i]]);
         const bool wraps = text_last && cols.back() == ncols - 1 && cols.size() > 1;
         if (wraps) {
             std::size_t others = 2;
             for (std::size_t i = 0; i + 1 < cols.size(); ++i) others += cw[i] + gap;
             cw.back() = std::min(cw.back(), std::max(width > others ? width - others : 0, narrowest_text));
         }
-        for (const auto& r : b.rows) {
+        for (std::size_t ri = 0; ri < b.rows.size(); ++ri) {
+            const auto& r = b.rows[ri];
             // In a further block, a row with nothing in its columns is left out.
             bool empty = true;
             for (std::size_t i = 1; i < cols.size(); ++i) empty = empty && (cols[i] >= r.size() || r[cols[i]].empty());
@@ -262,7 +273,7 @@ std::string table_text(const block& b, std::size_t width) {
             std::vector<std::vector<std::string>> cells;
             std::size_t height = 1;
             for (std::size_t i = 0; i < cols.size(); ++i) {
-                const std::string cell = cols[i] < r.size() ? r[cols[i]] : "";
+                const std::string cell = ri == 0 && i == 1 ? opening(cols[i]) : cols[i] < r.size() ? r[cols[i]] : "";
                 cells.push_back(wraps && i + 1 == cols.size() && display_width(cell) > cw[i]
                                     ? wrap(cell, cw[i], 0)
                                     : std::vector<std::string>{cell});

@@ -1,8 +1,10 @@
 // The text, Markdown and page views of a dense trace: the walkthrough builder's blocks laid out.
 #include "ffn_trace/render_text.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
+#include "document/document.hpp"
 #include "views/walkthrough.hpp"
 #include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
@@ -32,6 +34,23 @@ std::string render_text(const rendering_input& in, const text_options& options) 
 std::string render_markdown(const rendering_input& in, const text_options& options) {
     std::string out;
     render_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
+    return out;
+}
+
+std::string fit_lines(std::string_view text, std::size_t width) {
+    std::string out;
+    while (!text.empty()) {
+        const auto end = std::min(text.find('\n'), text.size());
+        const std::string_view line = text.substr(0, end);
+        text.remove_prefix(std::min(end + 1, text.size()));
+        const auto lead = std::min(line.find_first_not_of(' '), line.size());
+        if (lead == line.size() || display_width(line) <= width) {
+            out += std::string(line) + "\n";
+            continue;
+        }
+        for (const auto& part : detail::wrap(line.substr(lead), width - std::min(lead, width), 4))
+            out += std::string(lead, ' ') + part + "\n";
+    }
     return out;
 }
 

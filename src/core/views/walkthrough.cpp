@@ -334,10 +334,12 @@ void walkthrough_builder::weights_block(const std::string& who) {
     };
     std::vector<column> columns;
     std::vector<std::string> header{"unit"};
+    std::vector<std::string> groups{""};
     auto half_columns = [&](std::size_t half, std::size_t n, const std::vector<std::string>& labels, std::string_view matrix) {
         bool first = true;
         for (auto k : shown_indices(n, opt_.full)) {
             columns.push_back({half, k});
+            groups.emplace_back(matrix);
             header.push_back(k == gap ? "…" : first ? fmt::format("{}: {}", matrix, label_or_index(labels, k)) : label_or_index(labels, k));
             first = false;
         }
@@ -346,6 +348,7 @@ void walkthrough_builder::weights_block(const std::string& who) {
     half_columns(keys.size(), l.d_out(), ex_.names.outputs, "W2");
     block kv{block_kind::table};
     kv.rows.push_back(std::move(header));
+    kv.groups = std::move(groups);
     for (auto j : shown_indices(l.d_ff(), opt_.full)) {
         std::vector<std::string> row{j == gap ? "…" : unit_label(j)};
         if (j != gap) {

@@ -55,6 +55,9 @@ std::string step_explanation(const ffn& l, std::string_view step, bool out_in);
 // score past the first is negligible next to it (under 1% of it), noise that reads as knowledge.
 std::vector<token_score> signed_scores(const std::vector<token_score>& scores, int sign);
 bool negligible_past_first(const std::vector<token_score>& scores);
+// The decimals a list's scores share, so that they read alike: enough for the largest |score| to
+// show `significant` digits (0.8107, 4.848), a small one then at the same decimals (0.0524).
+int score_decimals(const std::vector<token_score>& scores, int significant);
 
 // Builds the walkthrough document from what the engine recorded.
 class walkthrough_builder {
@@ -251,8 +254,8 @@ protected:
     void vocabulary_block(const std::string& title, bool expert);
     // Vocabulary tokens as a line: " Paris" "London" #17
     std::string token_list(const std::vector<token_score>& scores) const;
-    // Tokens with their scores after `first`, wrapped to the page between tokens.
-    std::vector<std::string> token_lines(const std::string& first, const std::vector<token_score>& scores) const;
+    // Tokens with their scores (at `decimals`) after `first`, wrapped to the page between tokens.
+    std::vector<std::string> token_lines(const std::string& first, const std::vector<token_score>& scores, int decimals) const;
 
     void explained_unit(const unit_explanation& e);
 

@@ -96,8 +96,13 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
         }
         const std::string who = fmt::format("unit {} ", vocab_->units[k]);
         const auto promoted = signed_scores(vocab_->by_unit[k].most, 1), suppressed = signed_scores(vocab_->by_unit[k].least, -1);
-        for (auto& l : token_lines(who + "promotes ", promoted)) b.lines.push_back(std::move(l));
-        for (auto& l : token_lines(std::string(display_width(who), ' ') + "suppresses ", suppressed)) b.lines.push_back(std::move(l));
+        // One unit's two lists at the same decimals: the page draws them as one set of bars.
+        auto both = promoted;
+        both.insert(both.end(), suppressed.begin(), suppressed.end());
+        const int decimals = score_decimals(both, opt_.precision);
+        for (auto& l : token_lines(who + "promotes ", promoted, decimals)) b.lines.push_back(std::move(l));
+        for (auto& l : token_lines(std::string(display_width(who), ' ') + "suppresses ", suppressed, decimals))
+            b.lines.push_back(std::move(l));
         if (explain_) {
             auto f = std::make_shared<figure>();
             f->type = figure::kind::bars;
@@ -106,7 +111,7 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
             for (const auto* list : {&promoted, &suppressed})
                 for (const auto& s : *list) {
                     f->columns.push_back(token_text(s.id));
-                    f->parts.push_back(format_short(s.score, opt_.precision));
+                    f->parts.push_back(format_fixed(s.score, decimals));
                     f->values[0].push_back(s.score);
                 }
             flush(std::move(f));
@@ -114,8 +119,9 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
     }
     for (auto t : detailed_) {
         if (t == gap) continue;
-        for (auto& l : token_lines(fmt::format("{}'s {} promotes ", token_name(t), expert ? "part" : "update"),
-                                   signed_scores(vocab_->by_token[t].most, 1)))
+        const auto promoted = signed_scores(vocab_->by_token[t].most, 1);
+        for (auto& l : token_lines(fmt::format("{}'s {} promotes ", token_name(t), expert ? "part" : "update"), promoted,
+                                   score_decimals(promoted, opt_.precision)))
             b.lines.push_back(std::move(l));
     }
     if (!b.lines.empty()) add(std::move(b));
@@ -141,10 +147,21 @@ bool negligible_past_first(const std::vector<token_score>& scores) {
     return true;
 }
 
-std::vector<std::string> walkthrough_builder::token_lines(const std::string& first, const std::vector<token_score>& scores) const {
+int score_decimals(const std::vector<token_score>& scores, int significant) {
+    double largest = 0;
+    for (const auto& s : scores)
+        if (std::isfinite(s.score)) largest = std::max(largest, std::abs(s.score));
+    if (largest == 0) return significant;
+    // 0.8107: its first digit is at 10⁻¹, so 4 significant digits take 4 decimals.
+    const int first_digit = static_cast<int>(std::floor(std::log10(largest)));
+    return std::clamp(std::max(significant, 1) - 1 - first_digit, 0, 17);
+}
+
+std::vector<std::string> walkthrough_builder::token_lines(const std::string& first, const std::vector<token_score>& scores,
+                                                          int decimals) const {
     std::vector<std::string> items;
     for (std::size_t i = 0; i < scores.size(); ++i)
-        items.push_back(fmt::format("{} {}{}", token_text(scores[i].id), format_short(scores[i].score, opt_.precision),
+        items.push_back(fmt::format("{} {}{}", token_text(scores[i].id), format_fixed(scores[i].score, decimals),
                                     i + 1 < scores.size() ? "," : ""));
     if (scores.empty()) items.emplace_back("nothing: no score of that sign");
     // Noise reads as knowledge: say when everything past the first is under 1% of it.
