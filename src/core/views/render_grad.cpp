@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "base/text.hpp"
 #include "document/document.hpp"
+#include "model/steps.hpp"
 #include "views/expert_backward.hpp"
 #include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
@@ -341,7 +343,7 @@ private:
         return fmt::format("{}{} = {} = {}", name, at(t, i), fmt::join(terms, " + "), num(dx(t, i)));
     }
 
-    std::string hidden_name() const { return l_.gated() ? "product" : "activated"; }
+    std::string hidden_name() const { return detail::step_variable(detail::hidden_step(l_)); }
 
     void backward(int number, const backward_step& s) {
         const bool arithmetic = level_ == detail_level::arithmetic;
@@ -365,7 +367,7 @@ private:
             heading_line(prefix_ + fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
             paragraph("The gradient splits: one path goes straight to x, the other back through the FFN.");
         } else if (s.name == "contract") {
-            const matrix& h = in_.tr.find(l_.gated() ? "multiply" : "activate")->value;
+            const matrix& h = hidden_output(in_.tr);
             heading_line(prefix_ + fmt::format("Backward {} · Contract   dW2 = {}ᵀ · g   ({} × {})·({} × {}) → ({} × {})", n, hidden_name(),
                                      l_.d_ff(), T, T, l_.d_out(), l_.d_ff(), l_.d_out()));
             paragraph(fmt::format("Each hidden unit's value vector moves in proportion to how strongly the unit fired{}; "
@@ -401,15 +403,16 @@ private:
             bias_table("dnorm.weight", s.find("dnorm.weight")->data);
             if (const matrix* db = s.find("dnorm.bias")) bias_table("dnorm.bias", db->data);
             token_table("d_in", *s.find("d_in"), l_.norm->position == norm_layer::place::pre ? inputs() : outputs());
-        } else if (s.name == "expand" || s.name == "gate" || s.name == "up") {
-            const std::string w = s.name == "expand" ? "W1" : s.name == "gate" ? "Wg" : "Wu";
-            const std::string b = s.name == "expand" ? "b1" : s.name == "gate" ? "bg" : "bu";
-            const std::string dy_name = s.name == "expand" ? "d_hidden" : s.name == "gate" ? "d_gate" : "d_up";
-            const matrix& dy = s.name == "up" ? *find_step("multiply")->find("d_up") : *find_step("activate")->find(dy_name);
-            const matrix& dw = s.name == "expand" ? in_.grads.d_layer.w1 : s.name == "gate" ? in_.grads.d_layer.wg : in_.grads.d_layer.wu;
-            const matrix& weight = s.name == "expand" ? l_.w1 : s.name == "gate" ? l_.wg : l_.wu;
+        } else if (const auto key = weight_of(s.name); key && key != weight::w2) {  // expand, gate, up
+            const std::string w = detail::weight_name(*key), b = detail::bias_name(*key);
+            const detail::step_kind k = detail::weight_step(*key);
+            const std::string dy_name = "d_" + detail::step_variable(k);
+            // d_up comes out of the multiply, d_hidden and d_gate out of the activation
+            const matrix& dy = *find_step(k == detail::step_kind::up ? "multiply" : "activate")->find(dy_name);
+            const matrix& dw = in_.grads.d_layer[*key];
+            const matrix& weight = l_[*key];
             heading_line(prefix_ + fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
-                                     s.name == "expand" ? "Expand" : s.name == "gate" ? "Gate" : "Up", w,
+                                     detail::capitalised(s.name), w,
                                      l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x", dy_name, l_.d_model(), T,
                                      T, l_.d_ff(), l_.d_model(), l_.d_ff()));
             const matrix* db = s.find("d" + b);
@@ -453,7 +456,7 @@ private:
 
     void activate_step(const std::string& n, const backward_step& s, bool arithmetic) {
         const activation unit = info(l_.act).unit;
-        const std::string pre = l_.gated() ? "gate" : "hidden";
+        const std::string pre = detail::step_variable(detail::pre_activation_step(l_));
         static const char* rules[] = {"relu'(h) = 1 for h > 0, else 0 (0 at h = 0, as in PyTorch)",
                                       "gelu'(h) = 0.5·(1 + tanh z) + 0.5·h·sech²(z)·dz/dh, with z = √(2/π)·(h + 0.044715·h³), "
                                       "sech² z = 1 − tanh² z and dz/dh = √(2/π)·(1 + 3·0.044715·h²), as seed 000's "
