@@ -587,15 +587,11 @@ void render_walkthrough(const moe_rendering_input& in, const text_options& optio
 }
 
 std::string render_text(const moe_rendering_input& in, const text_options& options) {
-    std::string out;
-    render_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
 }
 
 std::string render_markdown(const moe_rendering_input& in, const text_options& options) {
-    std::string out;
-    render_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
 }
 
 }  // namespace ffn_trace
