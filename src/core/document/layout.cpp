@@ -423,10 +423,10 @@ void page_writer::write(block b) {
 }
 
 static std::string whole(const document& doc, page_options options) {
-    std::string out;
-    page_writer page(options, [&out](std::string_view s) { out += s; });
-    for (const auto& b : doc) page.write(b);
-    return out;
+    return collected([&](const text_sink& out) {
+        page_writer page(options, out);
+        for (const auto& b : doc) page.write(b);
+    });
 }
 
 std::string text_view(const document& doc, std::size_t width, bool ascii) {

@@ -542,11 +542,11 @@ void write_page(const page_options& options, const text_sink& out, const std::fu
 }
 
 std::string html_view(const document& doc, const page_options& options) {
-    std::string out;
-    html_writer page(options, [&out](std::string_view s) { out += s; });
-    for (const auto& b : doc) page.write(b);
-    page.finish();
-    return out;
+    return collected([&](const text_sink& out) {
+        html_writer page(options, out);
+        for (const auto& b : doc) page.write(b);
+        page.finish();
+    });
 }
 
 }  // namespace ffn_trace::detail

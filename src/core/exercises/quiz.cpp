@@ -18,6 +18,8 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "model/steps.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace {
 
@@ -110,7 +112,7 @@ public:
 
     quiz_question activation_question(std::string step, std::string title, const ffn_trace::step& s, const matrix& in,
                                       std::size_t row, std::size_t t, std::size_t j, activation unit, bool gated) const {
-        const std::string h = gated ? "gate" : "hidden";
+        const std::string h = detail::step_variable(gated ? detail::step_kind::gate : detail::step_kind::expand);
         quiz_question q = start(std::move(step), std::move(title), "activated", t, j, s.value(row, j));
         const double x = in(row, j);
         q.formula = fmt::format("{} = {}({}{})", q.target, info(unit).name, h, at(t, j));
@@ -198,13 +200,11 @@ public:
                 expert_title.empty() ? fmt::format("Step {} · {}", number, detail_title(s.name, l.act))
                                      : fmt::format("{} · {}", expert_title, detail_title(s.name, l.act));
             const std::string name = prefix + s.name;
-            if (s.name == "expand" || s.name == "gate" || s.name == "up") {
-                const weight w = *weight_of(s.name);
-                const auto& bias = s.name == "expand" ? l.b1 : s.name == "gate" ? l.bg : l.bu;
-                const std::string wn = weights + (s.name == "expand" ? "W1" : s.name == "gate" ? "Wg" : "Wu");
-                const std::string bn = weights + (s.name == "expand" ? "b1" : s.name == "gate" ? "bg" : "bu");
-                out.push_back(linear(name, title, s.name == "expand" ? "hidden" : s.name, t, tr.ffn_input().row(row), in_name,
-                                     weight_column(l, w, j), wn, j, bias, bn, s.value(row, j)));
+            const auto w = weight_of(s.name);
+            if (w && w != weight::w2) {
+                out.push_back(linear(name, title, detail::step_variable(detail::weight_step(*w)), t, tr.ffn_input().row(row),
+                                     in_name, weight_column(l, *w, j), weights + detail::weight_name(*w), j,
+                                     detail::bias_of(l, *w), weights + detail::bias_name(*w), s.value(row, j)));
                 out.back().group = s.name;
             } else if (s.name == "activate") {
                 out.push_back(activation_question(name, title, s, tr.pre_activation().value, row, t, j, unit, l.gated()));
@@ -212,9 +212,10 @@ public:
             } else if (s.name == "multiply") {
                 out.push_back(multiply_question(name, title, tr, row, t, j));
                 out.back().group = s.name;
-            } else if (s.name == "contract") {
-                out.push_back(linear(name, title, "output", t, hidden_output(tr).row(row), l.gated() ? "product" : "activated",
-                                     weight_column(l, weight::w2, k), weights + "W2", k, l.b2, weights + "b2", s.value(row, k)));
+            } else if (w) {  // contract
+                out.push_back(linear(name, title, detail::step_variable(detail::step_kind::contract), t, hidden_output(tr).row(row),
+                                     detail::step_variable(detail::hidden_step(l)), weight_column(l, *w, k),
+                                     weights + detail::weight_name(*w), k, detail::bias_of(l, *w), weights + detail::bias_name(*w), s.value(row, k)));
                 out.back().group = s.name;
             } else if (s.name == "residual") {
                 out.push_back(residual_question(name, title, t, k, tr.input(row, k), tr.find("contract")->value(row, k),
@@ -226,13 +227,8 @@ public:
     }
 
     static std::string detail_title(std::string_view name, activation act) {
-        std::string t(name);
-        if (!t.empty()) t[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(t[0])));
-        static const char* titles[] = {"ReLU", "GELU", "exact GELU", "SiLU", "identity"};
-        const activation unit = info(act).unit;
-        const int i = unit == activation::relu ? 0 : unit == activation::gelu ? 1 : unit == activation::gelu_exact ? 2
-                                                   : unit == activation::silu ? 3 : 4;
-        if (name == "activate") t += fmt::format(" ({})", titles[i]);
+        std::string t = detail::capitalised(name);
+        if (name == "activate") t += fmt::format(" ({})", detail::activation_title(info(act).unit));
         return t;
     }
 

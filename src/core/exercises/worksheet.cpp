@@ -14,6 +14,8 @@
 #include "ffn_trace/render_text.hpp"
 #include "base/splitmix.hpp"
 #include "exercises/worksheet_document.hpp"
+#include "model/steps.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace {
 
@@ -36,31 +38,18 @@ struct sheet_step {
 };
 
 std::string variable_of(std::string_view step) {
-    if (step == "expand") return "hidden";
-    if (step == "activate") return "activated";
-    if (step == "multiply") return "product";
-    if (step == "contract") return "output";
-    if (step == "residual") return "y";
-    if (step == "norm") return "normed";
+    if (const auto k = detail::step_kind_of(step)) return detail::step_variable(*k);
     if (step == "router") return "logits";
     if (step == "probabilities") return "p";
     if (step == "weights") return "w";
     return std::string(step);
 }
 
-// The step's formula in one line, as the walkthrough's headings write it.
+// The step's formula in one line, as the walkthrough's headings write it; the norm's in short.
 std::string dense_formula(const ffn& l, std::string_view step) {
-    const bool pre = l.norm && l.norm->position == norm_layer::place::pre;
-    const std::string x = pre ? "normed" : "x";
-    auto bias = [](const std::vector<double>& b, std::string_view n) { return b.empty() ? std::string() : fmt::format(" + {}", n); };
-    if (step == "norm") return pre ? "normed = norm(x)" : fmt::format("normed = norm({})", l.residual ? "y" : "output");
-    if (step == "expand") return fmt::format("hidden = {} · W1{}", x, bias(l.b1, "b1"));
-    if (step == "gate") return fmt::format("gate = {} · Wg{}", x, bias(l.bg, "bg"));
-    if (step == "up") return fmt::format("up = {} · Wu{}", x, bias(l.bu, "bu"));
-    if (step == "activate") return fmt::format("activated = {}({})", info(info(l.act).unit).name, l.gated() ? "gate" : "hidden");
-    if (step == "multiply") return "product = activated ⊙ up";
-    if (step == "contract") return fmt::format("output = {} · W2{}", l.gated() ? "product" : "activated", bias(l.b2, "b2"));
-    return "y = x + output";
+    if (step != "norm") return detail::step_formula(l, step);
+    const bool pre = l.norm->position == norm_layer::place::pre;
+    return pre ? "normed = norm(x)" : fmt::format("normed = norm({})", l.residual ? "y" : "output");
 }
 
 class sheet_builder {
@@ -113,18 +102,18 @@ public:
         const auto& hidden = ex_.names.hidden.size() == l.d_ff() ? ex_.names.hidden : none_;
         const auto& out = ex_.names.outputs;
         if (l.norm && l.norm->position == norm_layer::place::pre) norm_weights(*l.norm, in, doc);
-        auto matrix_and_bias = [&](weight w, const char* name, const std::vector<double>& b, const char* bname,
-                                   const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
-            doc.push_back(grid(values_of(l, w), name, rows, cols));
-            if (!b.empty()) doc.push_back(bias_row(b, bname, cols));
+        auto matrix_and_bias = [&](weight w, const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
+            doc.push_back(grid(values_of(l, w), detail::weight_name(w), rows, cols));
+            const auto& b = detail::bias_of(l, w);
+            if (!b.empty()) doc.push_back(bias_row(b, detail::bias_name(w), cols));
         };
         if (l.gated()) {
-            matrix_and_bias(weight::wg, "Wg", l.bg, "bg", in, hidden);
-            matrix_and_bias(weight::wu, "Wu", l.bu, "bu", in, hidden);
+            matrix_and_bias(weight::wg, in, hidden);
+            matrix_and_bias(weight::wu, in, hidden);
         } else {
-            matrix_and_bias(weight::w1, "W1", l.b1, "b1", in, hidden);
+            matrix_and_bias(weight::w1, in, hidden);
         }
-        matrix_and_bias(weight::w2, "W2", l.b2, "b2", hidden, out);
+        matrix_and_bias(weight::w2, hidden, out);
         if (l.norm && l.norm->position == norm_layer::place::post) norm_weights(*l.norm, out, doc);
     }
     void norm_weights(const norm_layer& n, const std::vector<std::string>& cols, std::vector<detail::block>& doc) const {

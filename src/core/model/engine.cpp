@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "model/steps.hpp"
+
 namespace ffn_trace {
 
 namespace {
@@ -299,11 +301,8 @@ std::vector<double> weight_row_norms(const ffn& l, weight w) {
 }
 
 std::optional<weight> weight_of(std::string_view step_name) {
-    if (step_name == "expand") return weight::w1;
-    if (step_name == "gate") return weight::wg;
-    if (step_name == "up") return weight::wu;
-    if (step_name == "contract") return weight::w2;
-    return std::nullopt;
+    const auto k = detail::step_kind_of(step_name);
+    return k ? detail::step_weight(*k) : std::nullopt;
 }
 
 namespace {

@@ -372,15 +372,11 @@ void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_opti
 }
 
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {
-    std::string out;
-    render_grad_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::text, out); });
 }
 
 std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options) {
-    std::string out;
-    render_grad_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::markdown, out); });
 }
 
 std::string render_grad_json(const moe_grad_rendering_input& in) {

@@ -276,9 +276,7 @@ void render_prompt(const prompt_trace& p, const text_options& options, text_form
 }
 
 std::string render_prompt_text(const prompt_trace& p, const text_options& options) {
-    std::string out;
-    render_prompt(p, options, text_format::text, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_prompt(p, options, text_format::text, out); });
 }
 
 namespace {

@@ -26,15 +26,11 @@ void render_walkthrough(const rendering_input& in, const text_options& options, 
 }
 
 std::string render_text(const rendering_input& in, const text_options& options) {
-    std::string out;
-    render_walkthrough(in, options, text_format::text, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
 }
 
 std::string render_markdown(const rendering_input& in, const text_options& options) {
-    std::string out;
-    render_walkthrough(in, options, text_format::markdown, [&out](std::string_view s) { out += s; });
-    return out;
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
 }
 
 std::string fit_lines(std::string_view text, std::size_t width) {

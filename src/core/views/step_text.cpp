@@ -1,6 +1,5 @@
 // What the walkthrough calls each step and its numbers, and each step's formula and explanation.
 #include <fmt/format.h>
-#include <map>
 
 #include "views/walkthrough.hpp"
 
@@ -28,12 +27,7 @@ std::string claims_banner(const std::vector<claim>& claims) {
     return fmt::format("{} of {} claims fail ✗", failed, claims.size());
 }
 
-std::string variable(std::string_view step) {
-    static const std::map<std::string_view, std::string> names{
-        {"expand", "hidden"}, {"gate", "gate"},      {"up", "up"},  {"activate", "activated"},
-        {"multiply", "product"}, {"contract", "output"}, {"residual", "y"}, {"norm", "normed"}};
-    return names.at(step);
-}
+std::string variable(std::string_view step) { return step_variable(step_kind_of(step).value()); }
 
 std::string cell_variable(std::string_view step) {
     if (step == "router") return "logits";
@@ -49,16 +43,6 @@ std::vector<std::string> indices_field() {
 
 std::string label_or_index(const std::vector<std::string>& labels, std::size_t k) {
     return k < labels.size() ? labels[k] : fmt::format("[{}]", k);
-}
-
-std::string weight_name(weight w) {
-    switch (w) {
-        case weight::w1: return "W1";
-        case weight::wg: return "Wg";
-        case weight::wu: return "Wu";
-        case weight::w2: return "W2";
-    }
-    return "";
 }
 
 std::string position_wise_who(std::size_t checked, std::size_t tokens) {
@@ -92,54 +76,53 @@ std::string norm_explanation(const norm_layer& n, std::string_view reader) {
 bool norm_is_pre(const ffn& l) { return l.norm && l.norm->position == norm_layer::place::pre; }
 
 std::string step_formula(const ffn& l, std::string_view step) {
-    auto bias = [](const std::vector<double>& b, std::string_view name) {
-        return b.empty() ? std::string() : fmt::format(" + {}", name);
-    };
-    const std::string hidden_in = l.gated() ? "product" : "activated";
-    const std::string x = norm_is_pre(l) ? "normed" : "x";
-    if (step == "norm") return norm_formula(*l.norm, norm_is_pre(l) ? "x" : l.residual ? "y" : "output");
-    if (step == "expand") return fmt::format("hidden = {} · W1", x) + bias(l.b1, "b1");
-    if (step == "gate") return fmt::format("gate = {} · Wg", x) + bias(l.bg, "bg");
-    if (step == "up") return fmt::format("up = {} · Wu", x) + bias(l.bu, "bu");
-    if (step == "activate")
-        return fmt::format("activated = {}({})", info(info(l.act).unit).name, l.gated() ? "gate" : "hidden");
-    if (step == "multiply") return "product = activated ⊙ up";
-    if (step == "contract") return fmt::format("output = {} · W2{}", hidden_in, bias(l.b2, "b2"));
+    const step_kind k = step_kind_of(step).value_or(step_kind::residual);
+    if (k == step_kind::norm) return norm_formula(*l.norm, norm_is_pre(l) ? "x" : l.residual ? "y" : "output");
+    if (const auto w = step_weight(k)) {
+        const std::string in = k == step_kind::contract ? step_variable(hidden_step(l)) : norm_is_pre(l) ? "normed" : "x";
+        const std::string bias = bias_of(l, *w).empty() ? "" : " + " + bias_name(*w);
+        return fmt::format("{} = {} · {}{}", step_variable(k), in, weight_name(*w), bias);
+    }
+    if (k == step_kind::activate)
+        return fmt::format("activated = {}({})", info(info(l.act).unit).name, step_variable(pre_activation_step(l)));
+    if (k == step_kind::multiply) return "product = activated ⊙ up";
     return "y = x + output";
 }
 
 std::string step_explanation(const ffn& l, std::string_view step, bool out_in) {
-    const std::string file_note_1 = out_in ? " (row j of the file's W1, which stores d_ff × d_model)" : "";
-    if (step == "norm") return norm_explanation(*l.norm, "the FFN reads");
-    if (step == "expand")
-        return "Each hidden unit j scores the token against its key, column j of W1" + file_note_1 +
-               ": one learned detector per unit, d_ff of them.";
-    if (step == "gate")
-        return "Each gate unit scores the token against its column of Wg; the gate will decide how much of each "
-               "hidden unit gets through.";
-    if (step == "up") return "The up projection computes a second score per hidden unit, the one that gets gated.";
-    if (step == "activate") {
-        switch (info(l.act).unit) {
-            case activation::relu:
-                return "ReLU keeps positive scores and zeroes the rest: a detector that did not fire is switched off.";
-            case activation::gelu:
-                return "GELU (tanh form, as in GPT-2 and BERT) bends smoothly instead of cutting at 0: small "
-                       "negative values pass through, slightly.";
-            case activation::gelu_exact: return "Exact GELU: x·Φ(x), Φ the standard normal CDF.";
-            case activation::silu: return "SiLU (swish): x·σ(x), σ the logistic sigmoid.";
-            default:
-                return "No activation: activated = hidden. Without a non-linearity the two matrices collapse "
-                       "into one (see Readings).";
-        }
+    switch (step_kind_of(step).value_or(step_kind::residual)) {
+        case step_kind::norm: return norm_explanation(*l.norm, "the FFN reads");
+        case step_kind::expand:
+            return std::string("Each hidden unit j scores the token against its key, column j of W1") +
+                   (out_in ? " (row j of the file's W1, which stores d_ff × d_model)" : "") +
+                   ": one learned detector per unit, d_ff of them.";
+        case step_kind::gate:
+            return "Each gate unit scores the token against its column of Wg; the gate will decide how much of each "
+                   "hidden unit gets through.";
+        case step_kind::up: return "The up projection computes a second score per hidden unit, the one that gets gated.";
+        case step_kind::activate:
+            switch (info(l.act).unit) {
+                case activation::relu:
+                    return "ReLU keeps positive scores and zeroes the rest: a detector that did not fire is switched off.";
+                case activation::gelu:
+                    return "GELU (tanh form, as in GPT-2 and BERT) bends smoothly instead of cutting at 0: small "
+                           "negative values pass through, slightly.";
+                case activation::gelu_exact: return "Exact GELU: x·Φ(x), Φ the standard normal CDF.";
+                case activation::silu: return "SiLU (swish): x·σ(x), σ the logistic sigmoid.";
+                default:
+                    return "No activation: activated = hidden. Without a non-linearity the two matrices collapse "
+                           "into one (see Readings).";
+            }
+        case step_kind::multiply:
+            return "The activated gate multiplies the up projection element by element: a gate near 0 lets "
+                   "nothing through.";
+        case step_kind::contract:
+            return std::string("Each hidden unit adds its value vector, row j of W2") +
+                   (out_in ? " (column j of the file's W2)" : "") +
+                   ", scaled by how strongly it fired: the output is a weighted sum of W2's rows, the "
+                   "key-value memory view.";
+        case step_kind::residual: break;
     }
-    if (step == "multiply")
-        return "The activated gate multiplies the up projection element by element: a gate near 0 lets "
-               "nothing through.";
-    if (step == "contract")
-        return std::string("Each hidden unit adds its value vector, row j of W2") +
-               (out_in ? " (column j of the file's W2)" : "") +
-               ", scaled by how strongly it fired: the output is a weighted sum of W2's rows, the "
-               "key-value memory view.";
     return "The residual adds the input back: the FFN writes an update onto the token rather than replacing it.";
 }
 

@@ -152,11 +152,11 @@ std::vector<std::string> walkthrough_builder::how(std::string_view step, std::si
     const std::string result = num(step == "input" ? tr_->input(t, j) : tr_->find(step)->value(t, j));
     if (step == "input") return {fmt::format("{} = {}, given in the file", lhs, result)};
     if (auto w = weight_of(step)) {
-        const bool contract = step == "contract";
-        const std::string in_name = contract ? (l.gated() ? "product" : "activated") : pre_norm() ? "normed" : "x";
+        const bool contract = *w == weight::w2;
+        const std::string in_name = contract ? step_variable(hidden_step(l)) : pre_norm() ? "normed" : "x";
         const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
         const std::vector<double> column = weight_column(l, *w, j);
-        const std::vector<double>& bias = bias_of(*w);
+        const std::vector<double>& bias = bias_of(l, *w);
         std::vector<std::string> out{fmt::format("{} = {}{} · {}[:, {}]{}", lhs, in_name, token_index(ex_.lead, global(t)),
                                                  weight_name(*w), j, bias.empty() ? "" : " + b[" + std::to_string(j) + "]")};
         out.push_back("  = " + largest_terms(in_row, column, bias.empty() ? 0.0 : bias[j], !bias.empty()));
@@ -323,7 +323,7 @@ void walkthrough_builder::weights_block(const std::string& who) {
                     : std::string("The file stores them in this form too.");
     if (!weights_explained_) paragraph(why);  // once: an MoE's experts are read the same way
     const auto& unit_names = hidden_labels();
-    for (auto w : keys) add(weight_grid(w, ex_.names.inputs, unit_names, bias_of(w)));
+    for (auto w : keys) add(weight_grid(w, ex_.names.inputs, unit_names, bias_of(l, w)));
     add(weight_grid(weight::w2, unit_names, ex_.names.outputs, l.b2));
 
     // Unit j's key beside its value, one row per unit: the first half of a row is column j of
@@ -367,11 +367,6 @@ void walkthrough_builder::weights_block(const std::string& who) {
     add(std::move(kv));
 }
 
-const std::vector<double>& walkthrough_builder::bias_of(weight w) const {
-    const ffn& l = layer();
-    return w == weight::w1 ? l.b1 : w == weight::wg ? l.bg : w == weight::wu ? l.bu : l.b2;
-}
-
 block walkthrough_builder::weight_grid(weight w, const std::vector<std::string>& row_labels,
                                        const std::vector<std::string>& col_labels, const std::vector<double>& bias) const {
     const ffn& l = layer();
@@ -382,10 +377,10 @@ block walkthrough_builder::weight_grid(weight w, const std::vector<std::string>&
         if (i != gap) read[i] = weight_row(l, w, i);
     const std::size_t bias_row = m.rows;  // one past the last: the bias
     if (!bias.empty()) rows.push_back(bias_row);
-    const std::string bias_name = "b" + weight_name(w).substr(1);
+    const std::string bias_label = bias_name(w);
     return grid_table(
         weight_name(w), rows, shown_indices(m.cols, opt_.full),
-        [&](std::size_t i) { return i == bias_row ? bias_name : label_or_index(row_labels, i); },
+        [&](std::size_t i) { return i == bias_row ? bias_label : label_or_index(row_labels, i); },
         [&](std::size_t j) { return label_or_index(col_labels, j); },
         [&](std::size_t i, std::size_t j) { return i == bias_row ? bias[j] : read.at(i)[j]; }, opt_.precision);
 }
@@ -393,7 +388,7 @@ block walkthrough_builder::weight_grid(weight w, const std::vector<std::string>&
 std::string walkthrough_builder::shapes(std::string_view step) const {
     const ffn& l = layer();
     const auto in = shape_text(l.d_model()), hidden = shape_text(l.d_ff()), out = shape_text(l.d_out());
-    if (step == "expand" || step == "gate" || step == "up")
+    if (const auto w = weight_of(step); w && w != weight::w2)
         return fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.d_ff(), hidden);
     if (step == "activate" || step == "multiply") return fmt::format("{} → {}", hidden, hidden);
     if (step == "contract") return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
@@ -505,7 +500,7 @@ void walkthrough_builder::bars_block(const step& s) {
     const answer_scope answers(answering_);
     const matrix& pre = tr_->pre_activation().value;
     const std::size_t units = s.value.cols;
-    const std::string before = layer().gated() ? "gate" : "hidden", after = "activated";
+    const std::string before = step_variable(pre_activation_step(layer())), after = "activated";
     std::size_t name_width = std::max(before.size(), after.size());
     for (auto t : detailed_)
         if (t != gap) name_width = std::max(name_width, display_width(token_name(t)));
@@ -569,16 +564,16 @@ void walkthrough_builder::arithmetic(const step& s) {
         }
         block b{block_kind::lines};
         const std::optional<weight> w = weight_of(s.name);
-        const std::vector<double>* bias = s.name == "expand" ? &l.b1 : s.name == "gate" ? &l.bg : s.name == "up" ? &l.bu : &l.b2;
         if (s.name == "norm") {
             norm_arithmetic(*l.norm, s, pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value,
                             pre_norm() ? "x" : l.residual ? "y" : "output", t);
             continue;
         }
-        const std::span<const double> in_row = s.name == "contract" ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
+        const bool contract = w == weight::w2;
+        const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
         if (w)
             b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t),
-                                          s.name == "contract" ? (l.gated() ? "product" : "activated") : pre_norm() ? "normed" : "x",
+                                          contract ? step_variable(hidden_step(l)) : pre_norm() ? "normed" : "x",
                                           token_index(ex_.lead, global(t)), short_vector(in_row)));
         else
             b.lines.push_back(token_name(t) + ":");
@@ -589,7 +584,7 @@ void walkthrough_builder::arithmetic(const step& s) {
             }
             std::string rhs;
             if (w)
-                rhs = dot_line(in_row, weight_column(l, *w, j), j, *bias);
+                rhs = dot_line(in_row, weight_column(l, *w, j), j, bias_of(l, *w));
             else if (s.name == "multiply")
                 rhs = fmt::format("{} × {}", op(tr_->find("activate")->value(t, j)), op(tr_->find("up")->value(t, j)));
             else  // residual

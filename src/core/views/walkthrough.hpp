@@ -15,6 +15,7 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
 #include "ffn_trace/unit_readings.hpp"
+#include "model/steps.hpp"
 
 namespace ffn_trace::detail {
 
@@ -32,8 +33,6 @@ std::string cell_variable(std::string_view step);
 std::vector<std::string> indices_field();
 // A row's or column's name: the file's label where its list reaches, else the index.
 std::string label_or_index(const std::vector<std::string>& labels, std::size_t k);
-// A weight matrix's name in the math form: W1, Wg, Wu, W2.
-std::string weight_name(weight w);
 // "each of the 12 tokens", or "16 of the 500 tokens, evenly spread,"
 std::string position_wise_who(std::size_t checked, std::size_t tokens);
 // "largest difference 0 ✓". A product through the matrix library sums in another order than a
@@ -186,7 +185,6 @@ protected:
     // what unit j writes), then each unit's key beside its value, the two halves of the key-value
     // memory. `who`: "" for the layer, or the expert whose weights these are ("Expert 1").
     void weights_block(const std::string& who = "");
-    const std::vector<double>& bias_of(weight w) const;
     // One weight matrix as a grid, its rows and columns named by the file's labels or by index,
     // with its bias as a last row; only the rows shown are read (a checkpoint's stay in the file).
     block weight_grid(weight w, const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,

@@ -178,14 +178,15 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
     block b{block_kind::lines};
     std::vector<std::string> terms;
     for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, op(v)));
-    const std::string name = l.gated() ? "gate" : "hidden";
-    b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", name, at(e.token, e.unit),
-                                  pre_norm() ? "normed" : "x", e.unit, l.gated() ? "Wg" : "W1",
-                                  (l.gated() ? l.bg : l.b1).empty() ? "" : " + bias"));
+    const step_kind pre = pre_activation_step(l);
+    const weight key = *step_weight(pre);
+    b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", step_variable(pre), at(e.token, e.unit),
+                                  pre_norm() ? "normed" : "x", e.unit, weight_name(key),
+                                  bias_of(l, key).empty() ? "" : " + bias"));
     b.lines.push_back(fmt::format("  {}", fmt::join(terms, " + ")));
     if (e.rest_count)
         b.lines.push_back(fmt::format("  … {} more term{} add {}", e.rest_count, e.rest_count == 1 ? "" : "s", num(e.rest)));
-    if ((l.gated() ? l.bg : l.b1).size()) b.lines.push_back(fmt::format("  + bias {}", num(e.bias)));
+    if (!bias_of(l, key).empty()) b.lines.push_back(fmt::format("  + bias {}", num(e.bias)));
     b.lines.push_back(fmt::format("  = {}", num(e.pre)));
     if (l.gated()) {
         // The gated unit's remaining steps: its activation of the gate, the up projection, their product.
@@ -215,7 +216,7 @@ const std::vector<std::size_t>& walkthrough_builder::unit_counts(const readings&
 
 std::optional<std::vector<std::string>> walkthrough_builder::active_units_field(const std::string& counts) const {
     const activation unit = info(layer().act).unit;
-    const std::string pre = layer().gated() ? "gate" : "hidden";
+    const std::string pre = step_variable(pre_activation_step(layer()));
     if (unit == activation::relu)
         return std::vector<std::string>{
             "active units", fmt::format("{} (activation > 0; the others are switched off and write nothing)", counts)};

@@ -1,0 +1,63 @@
+#include "model/steps.hpp"
+
+#include <array>
+
+namespace ffn_trace::detail {
+
+namespace {
+
+// What each step is called, indexed by step_kind; the matrix it multiplies by, with the names of
+// the matrix and of its bias.
+struct step_words {
+    std::string_view name, variable;
+    std::optional<weight> matrix;
+    std::string_view matrix_name, bias_name;
+};
+
+constexpr std::array<step_words, 8> steps{{
+    {"norm", "normed", std::nullopt, "", ""},
+    {"expand", "hidden", weight::w1, "W1", "b1"},
+    {"gate", "gate", weight::wg, "Wg", "bg"},
+    {"up", "up", weight::wu, "Wu", "bu"},
+    {"activate", "activated", std::nullopt, "", ""},
+    {"multiply", "product", std::nullopt, "", ""},
+    {"contract", "output", weight::w2, "W2", "b2"},
+    {"residual", "y", std::nullopt, "", ""},
+}};
+
+const step_words& words(step_kind k) { return steps[static_cast<std::size_t>(k)]; }
+
+}  // namespace
+
+std::optional<step_kind> step_kind_of(std::string_view name) {
+    for (std::size_t k = 0; k < steps.size(); ++k)
+        if (steps[k].name == name) return static_cast<step_kind>(k);
+    return std::nullopt;
+}
+
+std::string step_name(step_kind k) { return std::string(words(k).name); }
+
+std::string step_variable(step_kind k) { return std::string(words(k).variable); }
+
+std::optional<weight> step_weight(step_kind k) { return words(k).matrix; }
+
+step_kind weight_step(weight w) {
+    std::size_t k = 0;
+    while (steps[k].matrix != w) ++k;  // every matrix has its step
+    return static_cast<step_kind>(k);
+}
+
+step_kind pre_activation_step(const ffn& l) { return l.gated() ? step_kind::gate : step_kind::expand; }
+
+step_kind hidden_step(const ffn& l) { return l.gated() ? step_kind::multiply : step_kind::activate; }
+
+std::string weight_name(weight w) { return std::string(words(weight_step(w)).matrix_name); }
+
+std::string bias_name(weight w) { return std::string(words(weight_step(w)).bias_name); }
+
+const std::vector<double>& bias_of(const ffn& l, weight w) {
+    const std::vector<double>* b[] = {&l.b1, &l.bg, &l.bu, &l.b2};
+    return *b[static_cast<int>(w)];
+}
+
+}  // namespace ffn_trace::detail

@@ -1,0 +1,131 @@
+// The MoE walkthrough's readings (the experts' load, the parameters and work a token uses, the
+// position-wise check), each expert's units, and the summary.
+#include "views/moe_builder.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <functional>
+
+namespace ffn_trace::detail {
+
+void moe_builder::readings() {
+    const moe& l = mlayer();
+    add({block_kind::heading, "Readings"});
+    std::vector<std::vector<std::string>> f;
+    std::vector<std::string> load;
+    for (std::size_t e = 0; e < l.n_experts(); ++e)
+        load.push_back(fmt::format("{} {}", ex_.names.experts.empty() ? fmt::format("expert {}:", e)
+                                                                      : fmt::format("{}:", ex_.names.experts[e]),
+                                   mr_.load[e]));
+    f.push_back({"load", fmt::format("tokens per expert: {} ({} tokens × top {} = {} choices)", fmt::join(load, ", "),
+                                     mt_.tokens(), l.top_k, mt_.tokens() * l.top_k)});
+    const auto& p = mr_.params;
+    std::size_t fewest = p.total, most = 0;
+    for (const auto& chosen : mt_.chosen) {
+        fewest = std::min(fewest, p.active(chosen));
+        most = std::max(most, p.active(chosen));
+    }
+    const bool same_size = std::adjacent_find(p.experts.begin(), p.experts.end(), std::not_equal_to<>()) == p.experts.end();
+    const std::string used = fewest == most ? fmt::format("one token uses {}", most) : fmt::format("a token uses {} to {}", fewest, most);
+    f.push_back({"parameters",
+                 fmt::format("{} of the layer's {} ({}{:.1f}%): router {} + {}{}", used, p.total, fewest == most ? "" : "up to ",
+                             100.0 * static_cast<double>(most) / static_cast<double>(p.total), p.router,
+                             same_size ? fmt::format("{} × {} per expert", l.top_k, p.experts.front())
+                                       : fmt::format("{} own count{} (experts: {})", l.top_k == 1 ? "its expert's" : "its experts'",
+                                                     l.top_k == 1 ? "" : "s", fmt::join(p.experts, ", ")),
+                             l.shared.empty() ? std::string() : fmt::format(" + shared {}", p.shared))});
+    const std::string shared = l.shared.empty() ? std::string() : fmt::format(" + shared {}", mr_.shared_macs);
+    f.push_back({"work", fmt::format("{} multiply-adds per token (router {} + {} × {}{}); all {} experts on every "
+                                     "token: {} (router {} + {} × {}{}), {:.2f}× as many. Both count the router, "
+                                     "as the parameters' total does",
+                                     mr_.macs_per_token(), mr_.router_macs, l.top_k, mr_.expert_macs, shared,
+                                     l.n_experts(), mr_.every_expert_macs_per_token(), mr_.router_macs, l.n_experts(),
+                                     mr_.expert_macs, shared,
+                                     static_cast<double>(mr_.every_expert_macs_per_token()) /
+                                         static_cast<double>(mr_.macs_per_token()))});
+    if (auto field = expert_units_field()) f.push_back(std::move(*field));
+    if (mt_.tokens() > 1)
+        f.push_back({"position-wise",
+                     mr_.position_wise_same_choice
+                         ? fmt::format("{0} traced alone choose{1} the same experts and give{1} the same numbers: "
+                                       "{2}",
+                                       position_wise_who(mr_.position_wise_checked, mt_.tokens()),
+                                       mr_.position_wise_checked == mt_.tokens() ? "s" : "",
+                                       position_wise_difference(mr_.position_wise_max_difference, mr_.position_wise_ok))
+                         : styled(style::red, "a token traced alone chose other experts ✗")});
+    add({block_kind::fields, "", std::move(f)});
+}
+
+// The dense layer's active-units reading, expert by expert, over the tokens each one ran.
+std::optional<std::vector<std::string>> moe_builder::expert_units_field() {
+    if (mt_.experts.empty()) return std::nullopt;
+    std::vector<std::string> per_expert;
+    for (auto i : shown_indices(mt_.experts.size(), opt_.full, 3, 8)) {
+        if (i == gap) {
+            per_expert.emplace_back("…");
+            continue;
+        }
+        const expert_trace& et = mt_.experts[i];
+        use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+        const auto& n = unit_counts(mr_.experts[i]);
+        std::vector<std::string> counts;
+        for (auto r : shown_indices(et.tokens.size(), opt_.full))
+            counts.push_back(r == gap ? "…"
+                                      : fmt::format("{} of {} for {}", n[r], et.tr.layer().d_ff(),
+                                                    quoted_token(r)));
+        per_expert.push_back(fmt::format("{}: {}", expert_name(et.expert, et.shared), fmt::join(counts, ", ")));
+    }
+    auto field = active_units_field(fmt::format("{}", fmt::join(per_expert, "; ")));
+    use_layer_tokens();
+    return field;
+}
+
+// A checkpoint's layer: each expert's units, as a dense layer's are read, then what the whole
+// update of each token says in the vocabulary.
+void moe_builder::expert_units() {
+    for (std::size_t i = 0; i < mt_.experts.size(); ++i) {
+        const expert_trace& et = mt_.experts[i];
+        use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+        units_ = &mu_->experts[i];
+        vocab_ = mu_->vocab.empty() ? nullptr : &mu_->vocab[i];
+        units_block(capitalised(expert_name(et.expert, et.shared)));
+    }
+    units_ = nullptr;
+    vocab_ = nullptr;
+    use_layer_tokens();
+    if (mu_->by_token.empty()) return;
+    add({block_kind::heading, "What each token's whole update says in the vocabulary"});
+    block b{block_kind::lines};
+    for (auto t : detailed_) {
+        if (t == gap) continue;
+        b.lines.push_back(fmt::format("{}'s update: promotes {}", token_name(t), token_list(mu_->by_token[t].most)));
+        b.lines.push_back(fmt::format("{}  suppresses {}", std::string(display_width(token_name(t)) + 8, ' '),
+                                      token_list(mu_->by_token[t].least)));
+    }
+    add(std::move(b));
+}
+
+void moe_builder::summary() {
+    add({block_kind::heading, "Summary"});
+    const matrix& w = mt_.find("weights")->value;
+    block b{block_kind::lines};
+    for (auto t : shown_indices(mt_.tokens(), opt_.full)) {
+        if (t == gap) {
+            b.lines.emplace_back("…");
+            continue;
+        }
+        std::vector<std::string> route;
+        for (auto e : mt_.chosen[t]) route.push_back(fmt::format("expert {} × {}", e, format_short(w(t, e), opt_.precision)));
+        b.lines.push_back(fmt::format("{}: {} → {}{} → {}", token_name(t), short_vector(mt_.input.row(t)), fmt::join(route, " + "),
+                                      mlayer().residual ? " → + x" : "", vector_text(mt_.output().value.row(t))));
+        // Then each of the layer's steps, as the dense summary (and seed 000's) repeats them.
+        std::size_t wide = 0;
+        for (const auto& st : mt_.steps) wide = std::max(wide, display_width(st.name == "residual" ? "+ x" : st.name));
+        for (const auto& st : mt_.steps)
+            b.lines.push_back(fmt::format("  {} {}", pad_right(st.name == "residual" ? "+ x" : st.name, wide),
+                                          vector_text(st.value.row(t))));
+    }
+    add(std::move(b));
+}
+
+}  // namespace ffn_trace::detail
