@@ -459,6 +459,53 @@ cli_test("run --set without = says what it expects" 2 EMPTY
   "^error: .*memory.json: --set: expected PATH=VALUE, e.g. weights.b1\\[1\\]=-0.5" -- ${FT} run ${DATA}/memory.json --set b1)
 cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
   "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got a string$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
+# What the change did. memory.json's b1 is [−1.5, −1.5]; x · W1 is [2, 1], [1, 2], [1, 0] and [1, 1] for its
+# four tokens, so with b1 = [0, 0] every hidden number grows by exactly 1.5 (minus the old b1):
+# Paris + country?'s hidden [0.5, −0.5] → [2, 1]. ReLU then passes [2, 1], [1, 2], [1, 0], [1, 1]
+# where it passed [0.5, 0], [0, 0.5], [0, 0], [0, 0]: all but Paris only's unit 1 (0 → 0) move, 7
+# of 8; the output, 2 × activated, moves the same 7. The file's 24 claims (3 steps × 4 tokens ×
+# 2) describe the layer before the change: not checked, exit 0.
+set(NO_BIAS ${FT} run ${DATA}/memory.json --set "weights.b1=[0,0]" --width 200 --color never)
+cli_test("an experiment shows each hidden number was → now, moved by minus the old b1" 0
+  "What the change did.*Step 1 · Expand \\(hidden\\): 8 of 8 numbers changed\\. +token +hidden +was +now +Δ +Paris \\+ country\\? +Paris and country +0\\.5000 +→ +2\\.0000 +\\(\\+1\\.5000\\) +Berlin and country +-0\\.5000 +→ +1\\.0000 +\\(\\+1\\.5000\\)"
+  EMPTY -- ${NO_BIAS})
+cli_test("an experiment counts the numbers it left alone" 0
+  "Step 2 · Activate \\(activated\\): 7 of 8 numbers changed\; 1 did not\\..*Paris only +Paris and country +0\\.0000 +→ +1\\.0000 +\\(\\+1\\.0000\\).*Step 3 · Contract \\(output\\): 7 of 8 numbers changed\; 1 did not\\..*Unchanged: x \\(12 numbers\\)\\."
+  EMPTY -- ${NO_BIAS})
+cli_test("an experiment hides the file's claims behind one line, with no ✗" 0
+  "claims +the file's 24 claimed numbers describe the layer before the change\; not checked \\(run without the change to check them\\)"
+  EMPTY -- ${NO_BIAS})
+cli_test("an experiment marks no number ✗, nor any claim" 0 "!(✗|claimed [0-9-])" EMPTY -- ${NO_BIAS})
+cli_test("an experiment's JSON has what changed, and says why the claims are not checked" 0
+  "\"claims\": \\[\\],.*\"what_changed\": \\{ *\"any\": true.*\"at\": \"expand\\[0\\]\\[0\\]\", \"was\": 0\\.5, \"now\": 2\\.0, \"delta\": 1\\.5 \\}.*\"claims_not_checked\": \\{ *\"count\": 24"
+  EMPTY -- ${FT} run ${DATA}/memory.json --set "weights.b1=[0,0]" --format json)
+cli_test("a change that moves no number leaves the claims checked" 0
+  "What the change did +No number of the trace changed.*✓ all 24 claimed numbers hold"
+  EMPTY -- ${FT} run ${DATA}/memory.json --set "title=renamed" --width 200 --color never)
+# --add-token: Berlin only = [0, 1, 0] gives hidden [0, 1] + b1 = [−1.5, −0.5], both off, output [0, 0].
+# The layer is the file's: its 24 claims on its own four tokens still hold.
+cli_test("run --add-token traces a new token after the file's, named by its label" 0
+  "changed +token \"Berlin only\" = \\[0,1,0\\] added \\(--add-token\\).*Berlin only +-1\\.5000 +-0\\.5000.*✓ all 24 claimed numbers hold.*Berlin only: \\[0, 1, 0\\] → expand → ReLU → contract → \\[0\\.0000, 0\\.0000\\]"
+  EMPTY -- ${FT} run ${DATA}/memory.json --add-token "Berlin only=[0,1,0]" --width 200 --color never)
+cli_test("run --add-token is repeatable, and --set reaches the new tokens" 0
+  "changed +token \"a\" = \\[1,1,1\\] added \\(--add-token\\)\; token \"b\" = \\[0,0,0\\] added \\(--add-token\\)\; input\\[5\\]\\[0\\] = 1.* b +1\\.0000 +0\\.0000 +0\\.0000"
+  EMPTY -- ${FT} run ${DATA}/memory.json --add-token "a=[1,1,1]" --add-token "b=[0,0,0]" --set "input[5][0]=1" --width 200 --color never)
+cli_test("run --add-token of the wrong length names the flag and d_model" 2 EMPTY
+  "^error: .*memory.json: --add-token: \"Madrid\": expected \\[v1,v2,…\\], d_model = 3 numbers \\(one per input feature, as the file's tokens have\\), got 2 numbers$"
+  -- ${FT} run ${DATA}/memory.json --add-token "Madrid=[1,0]")
+cli_test("run --add-token without = says what it expects" 2 EMPTY
+  "^error: .*memory.json: --add-token: expected NAME=\\[v1,v2,…\\]" -- ${FT} run ${DATA}/memory.json --add-token "[1,0,1]")
+cli_test("run --add-token of no numbers names the flag" 2 EMPTY
+  "^error: .*memory.json: --add-token: \"x\": expected \\[v1,v2,…\\], d_model = 3 numbers .*got \"abc\"$"
+  -- ${FT} run ${DATA}/memory.json --add-token "x=abc")
+# grad: the new token has no target of its own; its target is its own output, so its
+# dL/d(output) is 0 and the file's tokens learn as they would alone.
+cli_test("grad --add-token gives the new token no loss of its own" 0 "!nan" EMPTY
+  -- ${FT} grad ${DATA}/memory.json --add-token "Berlin only=[0,1,0]" --format json)
+cli_test("grad --add-token then --set gives the new token a target" 0 "Berlin only" EMPTY
+  -- ${FT} grad ${DATA}/memory.json --add-token "Berlin only=[0,1,1]" --set "target[4]=[0,1]" --width 200)
+cli_test("sweep offers no --add-token: it sweeps x, not the file's tokens" 2 EMPTY "^error: .*--add-token"
+  -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1 --add-token "a=[1,1,1]")
 cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
   "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)

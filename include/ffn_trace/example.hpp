@@ -53,6 +53,15 @@ struct change {
 };
 // "weights.b1[1]=-0.5" as a change; an error names --set and what was expected.
 outcome<change> parse_setting(std::string_view setting);
+// "Madrid=[1,0,1]" as a change that adds a token named Madrid after the file's tokens (flag
+// "--add-token", path the name, value the vector); an error names --add-token. Applied before
+// the other changes, so that --set can then reach the new token ("target[4]=[0,1]"). The
+// token's label, and a row of null (nothing claimed) in every claim on all tokens and in
+// "target" or "upstream", are added with it, so that the file's own claims still address the
+// file's tokens and hold for them.
+outcome<change> parse_added_token(std::string_view setting);
+// Whether a change may change the layer's numbers (every change but an added token).
+bool changes_numbers(const change& c);
 
 struct example {
     std::string file;  // as given by the user
@@ -75,9 +84,12 @@ struct example {
     labels names;
     std::vector<expectation> expect;
     // For the backward pass (ffn-trace grad): the output's target, or dL/d(output) itself;
-    // each (tokens, d_out), given in the output's shape.
+    // each (tokens, d_out), given in the output's shape. A token added on the command line
+    // without a target of its own has a row of NaN in `target` (grad makes it the token's own
+    // output, so that it adds nothing to the loss) and of 0 in `upstream`.
     std::optional<matrix> target;
     std::optional<matrix> upstream;
+    std::size_t added_tokens = 0;  // the last tokens of the input, added on the command line
 
     std::size_t d_model() const { return input.cols; }
     std::size_t d_ff() const { return mixture ? mixture->d_ff() : layer.d_ff(); }
@@ -95,6 +107,10 @@ outcome<example> parse_example(std::string_view text, std::string_view file, con
 // Reads and parses a file; "-" reads standard input, named "<stdin>" in messages.
 outcome<example> load_example(const std::string& file, const load_options& options = {},
                               const std::vector<change>& changes = {});
+// The file read once (standard input too) and parsed once per list of changes: an experiment's
+// layer as the file holds it beside the changed one.
+outcome<std::vector<example>> load_example_variants(const std::string& file, const load_options& options,
+                                                    const std::vector<std::vector<change>>& variants);
 
 // The valid top-level keys of an example file.
 std::vector<std::string_view> example_keys();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ffn_trace/claims.hpp"
+#include "ffn_trace/compare.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
@@ -15,8 +16,12 @@ namespace ffn_trace {
 
 // One JSON object, indented by two spaces; numbers in shortest round-trip form.
 // A big layer's readings, when given, add "stats", "top_units", "contributions" and "vocab".
+// An experiment's comparison adds "what_changed": each step's status, how many numbers were
+// compared and the ones that changed (was, now, delta); `unchecked_claims`, when not 0, adds
+// "claims_not_checked" (how many, and why; "claims" is then empty).
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims,
-                        const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
+                        const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr,
+                        const trace_comparison* comparison = nullptr, std::size_t unchecked_claims = 0);
 
 // The JSON view of an MoE trace: the layer's steps nested like the input, each token's
 // choice of experts, and each expert's steps over the tokens routed to it (one row per token).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ffn_trace/claims.hpp"
+#include "ffn_trace/compare.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
@@ -49,6 +50,11 @@ struct rendering_input {
     const std::vector<unit_explanation>* explained = nullptr;
     const vocabulary_view* vocab = nullptr;
     const std::vector<std::string>* token_strings = nullptr;
+    // An experiment: the trace of the layer as the file holds it beside this one, shown as "what
+    // the change did"; when a number changed, the file's claims (`unchecked_claims` numbers,
+    // and `claims` empty) are said to describe the layer before the change, and not checked.
+    const trace_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
 };
 
 // html: one self-contained page (styles, pictures and its script inline) that a learner explores.

@@ -181,7 +181,11 @@ int finish_output(int status) {
     return write_failed(errno != 0 ? errno : EIO);
 }
 
-void add_change_options(CLI::App& sub, change_flags& into) {
+std::string change_flags::first() const {
+    return !set.empty() ? "--set" : !add_token.empty() ? "--add-token" : !activation.empty() ? "--activation" : "--no-residual";
+}
+
+void add_change_options(CLI::App& sub, change_flags& into, bool tokens) {
     std::vector<std::string> kinds;
     for (const auto& a : ffn_trace::all_activations()) kinds.emplace_back(a.name);
     sub.add_option("--activation", into.activation, "Trace with this activation instead of the file's")
@@ -190,10 +194,19 @@ void add_change_options(CLI::App& sub, change_flags& into) {
     sub.add_option("--set", into.set, "Change one value of the file before tracing, e.g. --set weights.b1[1]=-0.5 or "
                                       "--set input[0]=[1,0,0]; repeatable")
         ->type_name("PATH=VALUE");
+    if (tokens)
+        sub.add_option("--add-token", into.add_token, "Add a token after the file's, e.g. --add-token "
+                                                      "Madrid=[1,0,1]: its name and d_model numbers; repeatable")
+            ->type_name("NAME=[V,…]");
 }
 
 ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags& flags) {
     std::vector<ffn_trace::change> out;
+    for (const auto& s : flags.add_token) {
+        auto c = ffn_trace::parse_added_token(s);
+        if (!c) return c.err();
+        out.push_back(std::move(*c));
+    }
     if (!flags.activation.empty()) out.push_back({"activation", flags.activation, "--activation"});
     if (flags.no_residual) out.push_back({"residual", "false", "--no-residual"});
     for (const auto& s : flags.set) {
@@ -210,41 +223,66 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
     // Before the file takes memory: the matrix library's buffers, which it cannot do without.
     ffn_trace::prepare_matrix_library();
     set_activity({"reading the file", "--max-file-size"});
-    auto ex = ffn_trace::load_example(file, {limits.max_file_size}, changes);
-    if (!ex) return ex.err();
-    if (!ex->checkpoint.empty()) return trace_checkpoint_example(std::move(*ex), limits, where);
-    const std::size_t tokens = ex->input.rows;
-    const std::size_t elements = ex->mixture ? ffn_trace::trace_elements(*ex->mixture, tokens)
-                                             : ffn_trace::trace_elements(ex->layer, tokens);
+    // An experiment traces the layer as the file holds it too (with the tokens the command line
+    // adds), to show what the change did.
+    std::vector<ffn_trace::change> tokens_only;
+    for (const auto& c : changes)
+        if (!ffn_trace::changes_numbers(c)) tokens_only.push_back(c);
+    const bool experiment = tokens_only.size() < changes.size();
+    using variant_list = std::vector<std::vector<ffn_trace::change>>;
+    auto variants = ffn_trace::load_example_variants(file, {limits.max_file_size},
+                                                     experiment ? variant_list{tokens_only, changes} : variant_list{changes});
+    if (!variants) return variants.err();
+    auto ex = std::move(variants->back());
+    if (!ex.checkpoint.empty()) return trace_checkpoint_example(std::move(ex), limits, where);
+    const std::size_t tokens = ex.input.rows;
+    const std::size_t elements = ex.mixture ? ffn_trace::trace_elements(*ex.mixture, tokens)
+                                             : ffn_trace::trace_elements(ex.layer, tokens);
     if (elements > limits.max_elements)
         return ffn_trace::error{
-            ex->file, "",
+            ex.file, "",
             fmt::format("tracing {} token{} through d_model {} → d_ff {} → d_out {}{} would keep {} numbers, more than "
                         "--max-elements {}; use fewer tokens or a narrower layer, or raise --max-elements",
-                        ffn_trace::with_separators(tokens), tokens == 1 ? "" : "s", ex->d_model(), ex->d_ff(),
-                        ex->d_out(), ex->mixture ? fmt::format(" ({} experts)", ex->mixture->n_experts()) : "",
+                        ffn_trace::with_separators(tokens), tokens == 1 ? "" : "s", ex.d_model(), ex.d_ff(),
+                        ex.d_out(), ex.mixture ? fmt::format(" ({} experts)", ex.mixture->n_experts()) : "",
                         ffn_trace::with_separators(elements), ffn_trace::with_separators(limits.max_elements))};
     set_activity({"tracing the file", "--max-elements"});
-    if (ex->mixture) {
-        auto m = ffn_trace::run_moe(*ex->mixture, ex->input, ex->lead);
+    if (ex.mixture) {
+        auto m = ffn_trace::run_moe(*ex.mixture, ex.input, ex.lead);
         if (!m) {
-            m.err().file = ex->file;
+            m.err().file = ex.file;
             return m.err();
         }
-        auto claims = ffn_trace::evaluate_moe_claims(*ex, *m);
+        auto claims = ffn_trace::evaluate_moe_claims(ex, *m);
         if (!claims) return claims.err();
         set_activity({"writing the output", "--max-elements, or use --detail summary"});
-        return traced{std::move(*ex), {}, std::move(*m), std::move(*claims), nullptr};
+        return traced{std::move(ex), {}, std::move(*m), std::move(*claims), nullptr};
     }
-    auto tr = ffn_trace::run_ffn(ex->layer, ex->input, ex->lead);
+    auto tr = ffn_trace::run_ffn(ex.layer, ex.input, ex.lead);
     if (!tr) {
-        tr.err().file = ex->file;
+        tr.err().file = ex.file;
         return tr.err();
     }
-    auto claims = ffn_trace::evaluate_claims(*ex, *tr);
+    auto claims = ffn_trace::evaluate_claims(ex, *tr);
+    std::optional<ffn_trace::trace_comparison> comparison;
+    std::size_t unchecked = 0;
+    if (experiment && !variants->front().mixture) {
+        const auto& before = variants->front();
+        auto was = ffn_trace::run_ffn(before.layer, before.input, before.lead);
+        if (!was) {
+            was.err().file = before.file;
+            return was.err();
+        }
+        comparison = ffn_trace::compare_traces(*was, *tr);
+        // A change that moved no number leaves the claims as true as they were: they are checked.
+        if (comparison->any()) {
+            unchecked = ffn_trace::evaluate_claims(before, *was).size();
+            claims.clear();
+        }
+    }
     // From here the subcommands render, and grad computes gradients of the same sizes.
     set_activity({"writing the output", "--max-elements, or use --detail summary"});
-    return traced{std::move(*ex), std::move(*tr), std::nullopt, std::move(claims), nullptr};
+    return traced{std::move(ex), std::move(*tr), std::nullopt, std::move(claims), nullptr, std::move(comparison), unchecked};
 }
 
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if_not_digits) {

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "ffn_trace/claims.hpp"
+#include "ffn_trace/compare.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
@@ -73,6 +74,11 @@ struct traced {
     std::optional<ffn_trace::moe_trace> moe; // an MoE layer's trace
     std::vector<ffn_trace::claim> claims;
     std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors and vocabulary
+    // A dense layer the command line changed: its trace beside the trace of the layer as the file
+    // holds it. When a number changed, the file's claims (`unchecked_claims` numbers) describe the
+    // layer before the change: `claims` is empty.
+    std::optional<ffn_trace::trace_comparison> comparison = {};
+    std::size_t unchecked_claims = 0;
 
     std::size_t tokens() const { return ex.input.rows; }
 };
@@ -91,10 +97,14 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
 struct change_flags {
     std::string activation;
     bool no_residual = false;
-    std::vector<std::string> set;  // PATH=VALUE
-    bool any() const { return !activation.empty() || no_residual || !set.empty(); }
+    std::vector<std::string> set;        // PATH=VALUE
+    std::vector<std::string> add_token;  // NAME=[v1,v2,…]
+    bool any() const { return !activation.empty() || no_residual || !set.empty() || !add_token.empty(); }
+    // The first flag given, for a message that refuses them all.
+    std::string first() const;
 };
-void add_change_options(CLI::App& sub, change_flags& into);
+// `tokens`: the subcommand traces the file's input, so --add-token is offered too (sweep sweeps x).
+void add_change_options(CLI::App& sub, change_flags& into, bool tokens = true);
 ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags& flags);
 
 // Every option that takes a count, a size or an index: a whole number in decimal digits from min

@@ -69,6 +69,14 @@ int run_grad(const grad_options& o) {
         return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "
                                        "or \"upstream\" (dL/d(output), the output's shape)"});
     if (auto e = check_tokens(t->ex, o.walkthrough.tokens)) return report(*e);
+    // A token added without a target of its own (a row of NaN) aims at its own output: it adds
+    // nothing to the loss, and the file's tokens learn as they would alone.
+    if (t->ex.target) {
+        const matrix& output = t->moe ? t->moe->output().value : t->tr.output().value;
+        for (std::size_t r = 0; r < t->ex.target->rows; ++r)
+            for (std::size_t j = 0; j < t->ex.target->cols; ++j)
+                if (std::isnan((*t->ex.target)(r, j))) (*t->ex.target)(r, j) = output(r, j);
+    }
     const loss_spec loss{t->ex.target ? &*t->ex.target : nullptr, t->ex.upstream ? &*t->ex.upstream : nullptr};
     if (t->moe) return run_moe_grad(o, *t, loss);
     auto g = run_backward(t->tr, loss);

@@ -72,7 +72,7 @@ int run_run(const run_options& options) {
     if (options.file.empty() && options.checkpoint.path.empty())
         return report({"", "", "give an example file, or --checkpoint with --layer and --input, --embedding, --word or --prompt"});
     if (!options.checkpoint.path.empty() && options.changes.any())
-        return report({"", options.changes.set.empty() ? (options.changes.activation.empty() ? "--no-residual" : "--activation") : "--set",
+        return report({"", options.changes.first(),
                        "changes an example file; a checkpoint's layer is traced as the checkpoint holds it"});
     const auto changes = changes_of(options.changes);
     if (!changes) {
@@ -134,14 +134,16 @@ int run_run(const run_options& options) {
         for (auto tok : shown)
             if (tok != ffn_trace::gap) explained.push_back(ffn_trace::explain_unit(t->tr, tok, u, options.top));
     if (options.walkthrough.format == "json") {
-        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr),
+        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr,
+                                          t->comparison ? &*t->comparison : nullptr, t->unchecked_claims),
                    options.walkthrough.ascii);
         return exit_ok;
     }
     const auto reads = ffn_trace::read_trace(t->tr);
     const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
     const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads, units ? &*units : nullptr,
-                                        explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings};
+                                        explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings,
+                                        t->comparison ? &*t->comparison : nullptr, t->unchecked_claims};
     ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
     return exit_ok;
 }

@@ -29,7 +29,7 @@ void setup_sweep(CLI::App& app, int& status) {
         ->check(CLI::IsMember({"text", "html"}))
         ->capture_default_str();
     add_output(*sub);
-    add_change_options(*sub, o->changes);
+    add_change_options(*sub, o->changes, false);
     add_limits(*sub, o->limits);
     sub->callback([o, &status] { status = run_sweep(*o); });
 }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -69,7 +70,10 @@ class loader {
 public:
     // `drop_missing_steps`: a claim on a step the layer does not have is left out (and named in
     // the example's changes) instead of being an error, for a layer the command line changed.
-    explicit loader(std::string_view file, bool drop_missing_steps = false) : file_(file), drop_missing_steps_(drop_missing_steps) {}
+    // `added_tokens`: the input's last tokens were added on the command line, and "target" and
+    // "upstream" may hold a row of null for each, as they have no target of their own.
+    explicit loader(std::string_view file, bool drop_missing_steps = false, std::size_t added_tokens = 0)
+        : file_(file), drop_missing_steps_(drop_missing_steps), added_tokens_(added_tokens) {}
 
     error fail(std::string path, std::string message) const {
         return error{std::string(file_), std::move(path), std::move(message)};
@@ -181,6 +185,7 @@ private:
 
     std::string_view file_;
     bool drop_missing_steps_ = false;
+    std::size_t added_tokens_ = 0;
     mutable bool no_such_step_ = false;  // set by claimed_step_width when the layer has no such step
 };
 
@@ -755,10 +760,21 @@ std::optional<error> loader::load_output_shaped(const json& root, example& ex) c
     std::string dims;
     for (auto d : ex.lead) dims += fmt::format("{} × ", d);
     auto t = read_array(*given, key, shape, by_rank[ex.lead.size()],
-                        fmt::format(" (the output's shape, {}{})", dims, ex.d_out()));
+                        fmt::format(" (the output's shape, {}{})", dims, ex.d_out()), added_tokens_ > 0);
     if (!t) return t.err();
-    matrix m(ex.input.rows, ex.d_out());
-    std::transform(t->values.begin(), t->values.end(), m.data.begin(), [](auto v) { return *v; });
+    // A token added on the command line has a row of null: no target of its own.
+    const std::size_t d_out = ex.d_out(), file_tokens = ex.input.rows - ex.added_tokens;
+    for (std::size_t k = 0; k < t->values.size(); ++k) {
+        const std::size_t row = k / d_out;
+        const bool row_null = std::all_of(t->values.begin() + row * d_out, t->values.begin() + (row + 1) * d_out,
+                                          [](auto v) { return !v; });
+        if (!t->values[k] && (row < file_tokens || !row_null))
+            return fail(key + element_index(ex.lead, row, k % d_out), "expected a number, got null");
+    }
+    matrix m(ex.input.rows, d_out);
+    std::transform(t->values.begin(), t->values.end(), m.data.begin(), [&](auto v) {
+        return v ? *v : target ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+    });
     (target ? ex.target : ex.upstream) = std::move(m);
     return std::nullopt;
 }
@@ -770,6 +786,7 @@ outcome<example> loader::load(const json& root) {
     if (auto e = check_keys(root, "", example_keys())) return *e;
     example ex;
     ex.file = std::string(file_);
+    ex.added_tokens = added_tokens_;
     // "$schema" names the file format's JSON Schema for editors; the loader checks the file itself.
     if (const json* s = member(root, "$schema"))
         if (auto text = read_string(*s, "$schema"); !text) return text.err();
@@ -814,7 +831,69 @@ outcome<change> parse_setting(std::string_view setting) {
     return change{std::string(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--set"};
 }
 
+outcome<change> parse_added_token(std::string_view setting) {
+    const auto equals = setting.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
+        return error{"", "--add-token", fmt::format("expected NAME=[v1,v2,…], a token's name and its d_model numbers, "
+                                                    "e.g. Madrid=[1,0,1], got {}",
+                                                    quote(setting))};
+    return change{one_line(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--add-token"};
+}
+
+bool changes_numbers(const change& c) { return c.flag != "--add-token"; }
+
 namespace {
+
+// Adds the token a change names after the file's tokens: to "input", to the token labels (the
+// file's tokens named by index when it names none), and a row of null to every claim on all tokens
+// and to "target" or "upstream", so that what the file says of its own tokens stays where it was.
+std::optional<error> add_token(json& root, const change& c, std::string_view file) {
+    auto fail = [&](std::string message) {
+        return error{std::string(file), "--add-token", fmt::format("{}: {}", quote(c.path), std::move(message))};
+    };
+    json* input = root.is_object() && root.contains("input") ? &root["input"] : nullptr;
+    // A file without a list of tokens: the loader says what is wrong with it.
+    if (!input || !input->is_array() || input->empty()) return std::nullopt;
+    const bool one_token = !(*input)[0].is_array();
+    if (!one_token && !(*input)[0].empty() && (*input)[0][0].is_array())
+        return fail("the file's input is a batch of sequences (batch × seq × d_model); a token is added to a list "
+                    "of tokens (seq × d_model) or to one token");
+    const std::size_t d_model = one_token ? input->size() : (*input)[0].size();
+    const json value = json::parse(c.value, nullptr, false);
+    const bool numbers = value.is_array() && std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_number(); });
+    if (!numbers || value.size() != d_model)
+        return fail(fmt::format("expected [v1,v2,…], d_model = {} numbers (one per input feature, as the file's tokens "
+                                "have), got {}",
+                                d_model, numbers ? fmt::format("{} number{}", value.size(), value.size() == 1 ? "" : "s")
+                                                 : quote(c.value)));
+    const std::size_t file_tokens = one_token ? 1 : input->size();
+    // A list of one row per token gains a row of null; one token's row becomes the first of two.
+    auto grow = [one_token](json& rows) {
+        if (!rows.is_array() || rows.empty()) return;
+        const bool flat = !rows[0].is_array();
+        if (flat != one_token) return;  // not shaped like the input: the loader explains
+        const std::size_t width = flat ? rows.size() : rows[0].size();
+        if (flat) rows = json::array({rows});
+        rows.push_back(json::array());
+        for (std::size_t j = 0; j < width; ++j) rows.back().push_back(nullptr);
+    };
+    if (one_token) *input = json::array({*input});
+    input->push_back(value);
+    if (auto* labels = root.contains("labels") ? &root["labels"] : nullptr; !labels || labels->is_object()) {
+        json& l = labels ? *labels : root["labels"] = json::object();
+        if (!l.contains("tokens")) {
+            l["tokens"] = json::array();
+            for (std::size_t t = 0; t < file_tokens; ++t) l["tokens"].push_back(fmt::format("token {}", t));
+        }
+        if (l["tokens"].is_array()) l["tokens"].push_back(c.path);
+    }
+    if (root.contains("expect") && root["expect"].is_array())
+        for (auto& claim : root["expect"])
+            if (claim.is_object() && !claim.contains("token") && claim.contains("value")) grow(claim["value"]);
+    for (const char* key : {"target", "upstream"})
+        if (root.contains(key)) grow(root[key]);
+    return std::nullopt;
+}
 
 // Applies one change to the file's JSON: every step of the path must be in the file but the last
 // key of an object, which may be new (the loader then checks it as any key it reads).
@@ -871,6 +950,7 @@ std::optional<error> apply_change(json& root, const change& c, std::string_view 
 
 // How the heading names a change: "activation = identity (--activation)".
 std::string change_text(const change& c) {
+    if (c.flag == "--add-token") return fmt::format("token {} = {} added (--add-token)", quote(c.path), c.value);
     if (c.flag == "--set") return fmt::format("{} = {}", c.path, c.value);
     return fmt::format("{} = {} ({})", c.path, c.value, c.flag);
 }
@@ -880,9 +960,17 @@ std::string change_text(const change& c) {
 outcome<example> parse_example(std::string_view text, std::string_view file, const std::vector<change>& changes) {
     auto root = detail::json_reader(text, file).parse();
     if (!root) return root.err();
+    // The added tokens first, so that a --set can reach them.
+    std::size_t added = 0;
     for (const auto& c : changes)
-        if (auto e = apply_change(*root, c, file)) return *e;
-    auto ex = loader(file, !changes.empty()).load(*root);
+        if (!changes_numbers(c)) {
+            if (auto e = add_token(*root, c, file)) return *e;
+            ++added;
+        }
+    for (const auto& c : changes)
+        if (changes_numbers(c))
+            if (auto e = apply_change(*root, c, file)) return *e;
+    auto ex = loader(file, !changes.empty(), added).load(*root);
     if (!ex) return ex;
     // The changes first, then the claims they left out (which the loader has named).
     std::vector<std::string> named;
@@ -896,6 +984,20 @@ outcome<example> load_example(const std::string& file, const load_options& optio
     auto text = detail::read_file(file, name, options.max_file_size);
     if (!text) return text.err();
     return parse_example(*text, name, changes);
+}
+
+outcome<std::vector<example>> load_example_variants(const std::string& file, const load_options& options,
+                                                    const std::vector<std::vector<change>>& variants) {
+    const std::string name = file == "-" ? "<stdin>" : file;
+    auto text = detail::read_file(file, name, options.max_file_size);
+    if (!text) return text.err();
+    std::vector<example> out;
+    for (const auto& changes : variants) {
+        auto ex = parse_example(*text, name, changes);
+        if (!ex) return ex.err();
+        out.push_back(std::move(*ex));
+    }
+    return out;
 }
 
 }  // namespace ffn_trace

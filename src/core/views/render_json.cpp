@@ -122,8 +122,31 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
 }
 
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
-                        const vocabulary_view* vocab) {
-    return json_text(trace_json(ex, t, claims, units, vocab)) + "\n";
+                        const vocabulary_view* vocab, const trace_comparison* comparison, std::size_t unchecked_claims) {
+    json out = trace_json(ex, t, claims, units, vocab);
+    if (comparison) {
+        static const char* status[] = {"compared", "only_before", "only_after", "reshaped"};
+        json steps = json::array();
+        for (const auto& s : comparison->steps) {
+            json changed = json::array();
+            for (const auto& v : s.changed)
+                changed.push_back({{"token", v.token},
+                                   {"index", v.index},
+                                   {"at", s.step + element_index(t.lead, v.token, v.index)},
+                                   {"was", v.was},
+                                   {"now", v.now},
+                                   {"delta", v.delta()}});
+            steps.push_back({{"step", s.step},
+                             {"status", status[static_cast<int>(s.status)]},
+                             {"compared", s.compared},
+                             {"changed", std::move(changed)}});
+        }
+        out["what_changed"] = {{"any", comparison->any()}, {"steps", std::move(steps)}};
+    }
+    if (unchecked_claims)
+        out["claims_not_checked"] = {{"count", unchecked_claims},
+                                     {"why", "the file's claims describe the layer before the change"}};
+    return json_text(out) + "\n";
 }
 
 json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,

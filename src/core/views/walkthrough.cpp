@@ -19,6 +19,7 @@ void walkthrough_builder::build(const block_sink& out) {
     }
     readings_block();
     units_block();
+    if (comparison_) comparison_block();
     claims_block();
     summary_block();
 }
@@ -267,6 +268,7 @@ void walkthrough_builder::heading_block() {
                                               : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
     if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
     if (!claims_.empty()) f.push_back(claims_field());
+    if (unchecked_claims_) f.push_back(unchecked_claims_field());
     f.push_back(indices_field());
     f.push_back(detail_field());
     add({block_kind::fields, "", std::move(f)});
@@ -274,9 +276,7 @@ void walkthrough_builder::heading_block() {
 
 std::optional<std::vector<std::string>> walkthrough_builder::changes_field() const {
     if (ex_.changes.empty()) return std::nullopt;
-    return std::vector<std::string>{"changed", fmt::format("{}; the file itself is unchanged, and its claims were made "
-                                                           "for its own numbers",
-                                                           fmt::join(ex_.changes, "; "))};
+    return std::vector<std::string>{"changed", fmt::format("{}; the file itself is unchanged", fmt::join(ex_.changes, "; "))};
 }
 
 std::vector<std::string> walkthrough_builder::claims_field() const {

@@ -75,6 +75,8 @@ public:
         explained_ = in.explained;
         vocab_ = in.vocab;
         token_strings_ = in.token_strings;
+        comparison_ = in.comparison;
+        unchecked_claims_ = in.unchecked_claims;
     }
 
     // The page view: each table cell carries how its number arose and the file's claim on it,
@@ -271,6 +273,11 @@ protected:
     void readings_block();
 
     void claims_block();
+    // The file's claims not checked, as an experiment changed the layer they describe.
+    std::vector<std::string> unchecked_claims_field() const;
+
+    // What the command line's change did: each step's numbers that moved, was → now (Δ).
+    void comparison_block();
 
     void summary_block();
     // A step as the summary's path names it: "expand", "GELU", "contract", "+ x".
@@ -290,6 +297,8 @@ protected:
     const std::vector<unit_explanation>* explained_ = nullptr;
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;
+    const trace_comparison* comparison_ = nullptr;
+    std::size_t unchecked_claims_ = 0;
     bool explain_ = false;  // the page view's notes and pictures
     bool answering_ = false;  // inside an answer_scope
     std::vector<std::size_t> all_detailed_;  // flat token indices, gap for "…"

@@ -302,6 +302,85 @@ void walkthrough_builder::claims_block() {
         for (const auto& name : claimable_steps()) failures_of(name);
 }
 
+std::vector<std::string> walkthrough_builder::unchecked_claims_field() const {
+    return {"claims", fmt::format("the file's {} describe the layer before the change; not checked (run without the "
+                                  "change to check them)",
+                                  plural(unchecked_claims_, "claimed number"))};
+}
+
+void walkthrough_builder::comparison_block() {
+    const answer_scope answers(answering_);
+    add({block_kind::heading, "What the change did"});
+    const trace_comparison& c = *comparison_;
+    if (!c.any()) {
+        paragraph("No number of the trace changed: the layer traced is the file's, number for number, so the file's "
+                  "claims are checked as usual.");
+        return;
+    }
+    paragraph("Each number the change moved, beside the same number of the layer as the file holds it (traced over the "
+              "same tokens): was → now (Δ = now − was). The numbers the change left alone are counted, not listed.");
+    // Per token, the numbers listed at most; a big layer's largest moves, in unit order.
+    const std::size_t most = opt_.full ? std::size_t(-1) : 8;
+    auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "−" : "+", format_fixed(std::abs(d), opt_.precision)); };
+    std::vector<std::string> unchanged;
+    int number = 0;
+    for (const auto& s : c.steps) {
+        const bool input = s.step == "input";
+        if (!input && s.status != step_comparison::kind::only_before) ++number;
+        const std::string name = input ? "x" : variable(s.step);
+        const std::string title = input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(s.step), name);
+        switch (s.status) {
+            case step_comparison::kind::only_after:
+                paragraph(fmt::format("{}: a step the file's layer does not have.", title));
+                continue;
+            case step_comparison::kind::only_before:
+                paragraph(fmt::format("The file's layer has a step {} ({}), which the changed layer does not.",
+                                      s.step, name));
+                continue;
+            case step_comparison::kind::reshaped:
+                paragraph(fmt::format("{}: {} numbers per token, {} before the change; not compared number by number.",
+                                      title, s.width_after, s.width_before));
+                continue;
+            case step_comparison::kind::compared: break;
+        }
+        if (s.changed.empty()) {
+            unchanged.push_back(fmt::format("{} ({})", input ? "x" : name, plural(s.compared, "number")));
+            continue;
+        }
+        paragraph(fmt::format("{}: {} of {} changed{}", title, s.changed.size(), plural(s.compared, "number"),
+                              s.changed.size() == s.compared ? "." : fmt::format("; {} did not.", s.compared - s.changed.size())));
+        const auto& labels = input ? ex_.names.inputs : column_labels(s.step);
+        block b{block_kind::table, "", {}, {}, "llrcrr"};
+        b.rows.push_back({ex_.lead.empty() ? "" : "token", name, "was", "", "now", "Δ"});
+        for (auto t : all_detailed_) {
+            if (t == gap) {
+                b.rows.push_back({"…", "", "", "", "", ""});
+                continue;
+            }
+            std::vector<const changed_value*> mine;
+            for (const auto& v : s.changed)
+                if (v.token == t) mine.push_back(&v);
+            if (mine.size() > most) {
+                std::stable_sort(mine.begin(), mine.end(), [](const changed_value* x, const changed_value* y) {
+                    return std::abs(x->delta()) > std::abs(y->delta());
+                });
+                mine.resize(most);
+                std::sort(mine.begin(), mine.end(), [](const changed_value* x, const changed_value* y) { return x->index < y->index; });
+            }
+            std::size_t listed = 0;
+            for (const auto* v : mine)
+                b.rows.push_back({listed++ == 0 ? token_name(t) : "", label_or_index(labels, v->index), num(v->was), "→",
+                                  num(v->now), signed_delta(v->delta())});
+            const std::size_t all = static_cast<std::size_t>(std::count_if(s.changed.begin(), s.changed.end(),
+                                                                           [t](const changed_value& v) { return v.token == t; }));
+            if (all > listed)
+                b.rows.push_back({"", fmt::format("… {} more, smaller", all - listed), "", "", "", ""});
+        }
+        add(std::move(b));
+    }
+    if (!unchanged.empty()) paragraph(fmt::format("Unchanged: {}.", fmt::join(unchanged, ", ")));
+}
+
 void walkthrough_builder::summary_block() {
     const answer_scope answers(answering_);
     add({block_kind::heading, "Summary"});

@@ -1,0 +1,47 @@
+// What an experiment did: the trace of the layer as the file holds it beside the trace of the
+// layer the command line changed, number by number.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+
+namespace ffn_trace {
+
+// One number of a step that the change moved.
+struct changed_value {
+    std::size_t token;  // flat token index
+    std::size_t index;  // element within the token's row
+    double was;         // in the trace before the change
+    double now;         // in the changed trace
+
+    double delta() const { return now - was; }
+};
+
+// One step (or the input) of either trace.
+struct step_comparison {
+    std::string step;  // "input", or a step's name
+    // compared: in both traces with the same shape; the others are named, not compared.
+    enum class kind { compared, only_before, only_after, reshaped } status = kind::compared;
+    std::size_t width_before = 0, width_after = 0;
+    std::size_t compared = 0;               // numbers compared: tokens × width
+    std::vector<changed_value> changed = {};  // those that differ, by token then index
+};
+
+struct trace_comparison {
+    std::size_t tokens = 0;
+    // The input first, then the changed trace's steps in order, then the steps only the trace
+    // before the change had.
+    std::vector<step_comparison> steps;
+
+    // Whether any number differs, or any step came or went.
+    bool any() const;
+};
+
+// Compares two traces of the same tokens exactly: a number recomputed from the same operands
+// is the same double, so any difference is the change's.
+trace_comparison compare_traces(const trace& before, const trace& after);
+
+}  // namespace ffn_trace
