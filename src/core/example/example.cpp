@@ -31,21 +31,10 @@ std::vector<std::string_view> example_keys() {
             "target", "upstream", "$schema"};
 }
 
+using detail::kind_of;
 using detail::plural;
 
 namespace {
-
-std::string kind_of(const json& j) {
-    switch (j.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
-        case json::value_t::string: return "a string";
-        case json::value_t::object: return "an object";
-        case json::value_t::array: return j.empty() ? "an empty array" : "an array";
-        case json::value_t::discarded: return "nothing";
-        default: return fmt::format("the number {}", j.get<double>());
-    }
-}
 
 std::string join(const std::vector<std::string_view>& words, std::string_view sep = ", ") {
     return fmt::format("{}", fmt::join(words, sep));
