@@ -458,7 +458,7 @@ cli_test("run --set past the end of a list names the list and its size" 2 EMPTY
 cli_test("run --set without = says what it expects" 2 EMPTY
   "^error: .*memory.json: --set: expected PATH=VALUE, e.g. weights.b1\\[1\\]=-0.5" -- ${FT} run ${DATA}/memory.json --set b1)
 cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
-  "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got a string$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
+  "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got the string \"abc\"$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
 # What the change did. memory.json's b1 is [−1.5, −1.5]; x · W1 is [2, 1], [1, 2], [1, 0] and [1, 1] for its
 # four tokens, so with b1 = [0, 0] every hidden number grows by exactly 1.5 (minus the old b1):
 # Paris + country?'s hidden [0.5, −0.5] → [2, 1]. ReLU then passes [2, 1], [1, 2], [1, 0], [1, 1]
