@@ -457,8 +457,13 @@ cli_test("run --set past the end of a list names the list and its size" 2 EMPTY
   "^error: .*memory.json: weights.W1: --set: has 3 entries \\(indices 0 to 2\\), so no \\[5\\]$" -- ${FT} run ${DATA}/memory.json --set weights.W1[5][0]=1)
 cli_test("run --set without = says what it expects" 2 EMPTY
   "^error: .*memory.json: --set: expected PATH=VALUE, e.g. weights.b1\\[1\\]=-0.5" -- ${FT} run ${DATA}/memory.json --set b1)
+# A --set value is read by the same strict reader as the file: a duplicate key, which nlohmann alone
+# would take, is refused.
+cli_test("run --set of a value with a duplicate key is refused" 2 EMPTY
+  "^error: .*memory.json: labels: --set: expected a JSON value after =" -- ${FT} run ${DATA}/memory.json
+  --set "labels={\"tokens\": [\"a\", \"b\", \"c\", \"d\"], \"tokens\": [\"e\", \"f\", \"g\", \"h\"]}")
 cli_test("run --set of a value the loader refuses names its path" 2 EMPTY
-  "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got a string$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
+  "^error: .*memory.json: weights.b1\\[1\\]: expected a number, got the string \"abc\"$" -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=abc)
 # What the change did. memory.json's b1 is [−1.5, −1.5]; x · W1 is [2, 1], [1, 2], [1, 0] and [1, 1] for its
 # four tokens, so with b1 = [0, 0] every hidden number grows by exactly 1.5 (minus the old b1):
 # Paris + country?'s hidden [0.5, −0.5] → [2, 1]. ReLU then passes [2, 1], [1, 2], [1, 0], [1, 1]

@@ -138,12 +138,12 @@ TEST_CASE("missing and mistyped values say what was expected") {
           "ex.json: weights.W2: required key is missing; plain FFNs need W1 and W2");
     CHECK(error_of(R"({"activation": "swiglu", "input": [1], "weights": {"W1": [[1]], "W2": [[1]]}})")
               .find("ex.json: weights.W1: W1 belongs to plain FFNs, but activation swiglu is gated") == 0);
-    CHECK(error_of(small("", R"([1, "2"])")) == "ex.json: input[1]: expected a number, got a string");
+    CHECK(error_of(small("", R"([1, "2"])")) == "ex.json: input[1]: expected a number, got the string \"2\"");
     CHECK(error_of(small("", "[]")) == "ex.json: input: expected an array of numbers, got an empty array");
     CHECK(error_of(small("", "[[[[1, 2]]]]")).find("ex.json: input: expected 1-D (one token)") == 0);
     CHECK(error_of(R"({"activation": "relu", "input": [1, 2], "weights": {"W1": [[1, 0, -1], [0, 1, null]], "W2": [[1], [0], [1]]}})") ==
           "ex.json: weights.W1[1][2]: expected a number, got null");
-    CHECK(error_of(small(R"("residual": "yes")")) == "ex.json: residual: expected true or false, got a string");
+    CHECK(error_of(small(R"("residual": "yes")")) == "ex.json: residual: expected true or false, got the string \"yes\"");
     CHECK(error_of(small(R"("title": 7)")) == "ex.json: title: expected a string, got the number 7");
     CHECK(error_of(small(R"("layout": "rows")")).find("ex.json: layout: expected \"in_out\"") == 0);
     CHECK(error_of(R"({"activation": "relu", "input": [1, 2], "weights": {"W1": [[1, 0, -1], [0, 1, 1]], "b1": [1, 2], "W2": [[1, 0], [0, 1], [1, 1]]}})") ==

@@ -111,3 +111,24 @@ TEST_CASE("an object of n keys costs about n·log n comparisons to check for dup
     CHECK(ratio >= 10);
     CHECK(ratio <= 1.1 * 10 * std::log2(100000.0) / std::log2(10000.0));
 }
+
+TEST_CASE("a value named in a message is quoted short and on one line") {
+    using ffn_trace::detail::kind_of;
+    CHECK(kind_of(json("relu")) == R"(the string "relu")");
+    CHECK(kind_of(json(3)) == "the number 3");
+    CHECK(kind_of(json(-2.5)) == "the number -2.5");
+    CHECK(kind_of(json::array()) == "an empty array");
+    SUBCASE("a 10,000-character string: its first 40 characters and an ellipsis") {
+        CHECK(kind_of(json(std::string(10000, 'x'))) == "the string \"" + std::string(40, 'x') + "…\"");
+    }
+    SUBCASE("two-byte characters are cut between characters, never inside one") {
+        std::string e40;
+        for (int i = 0; i < 40; ++i) e40 += "é";
+        std::string long_e;
+        for (int i = 0; i < 5000; ++i) long_e += "é";
+        CHECK(kind_of(json(long_e)) == "the string \"" + e40 + "…\"");
+    }
+    SUBCASE("a newline and a tab are escaped, so the message stays one line") {
+        CHECK(kind_of(json("re\nlu\t")) == R"(the string "re\nlu\t")");
+    }
+}

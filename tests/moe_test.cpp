@@ -906,7 +906,7 @@ TEST_CASE("an MoE file's mistakes are errors naming the file, the JSON path and 
         m["normalize"] = "yes";
         const auto e = load_error(doc);
         CHECK(e.path == "moe.normalize");
-        CHECK(contains(e.to_string(), "expected true or false, got a string"));
+        CHECK(contains(e.to_string(), "expected true or false, got the string \"yes\""));
     }
     SUBCASE("no experts") {
         m["experts"] = json::array();

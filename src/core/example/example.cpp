@@ -1,3 +1,6 @@
+// The example loader: an example file's JSON read into an `example`, every value checked, with
+// the file, the JSON path and what was expected in every error. Its typed reads are in
+// json_reads.cpp, the command line's changes in changes.cpp.
 #include "ffn_trace/example.hpp"
 
 #include "ffn_trace/checkpoint.hpp"
@@ -16,13 +19,18 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "base/text.hpp"
-#include "json/json_reader.hpp"
 #include "base/read_file.hpp"
+#include "base/text.hpp"
+#include "example/loading.hpp"
+#include "json/json_reader.hpp"
 
 namespace ffn_trace {
 
 using json = nlohmann::ordered_json;
+using detail::join;
+using detail::member;
+using detail::peek;
+using detail::tensor;
 
 std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
 
@@ -31,138 +39,19 @@ std::vector<std::string_view> example_keys() {
             "target", "upstream", "$schema"};
 }
 
+using detail::kind_of;
 using detail::plural;
 
 namespace {
 
-std::string kind_of(const json& j) {
-    switch (j.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
-        case json::value_t::string: return "a string";
-        case json::value_t::object: return "an object";
-        case json::value_t::array: return j.empty() ? "an empty array" : "an array";
-        case json::value_t::discarded: return "nothing";
-        default: return fmt::format("the number {}", j.get<double>());
-    }
-}
-
-std::string join(const std::vector<std::string_view>& words, std::string_view sep = ", ") {
-    return fmt::format("{}", fmt::join(words, sep));
-}
-
-// The size of a 2-D array read without checking it: rows, and the length of the first row.
-struct peeked {
-    std::size_t rows = 0, cols = 0;
-};
-std::optional<peeked> peek(const json* j) {
-    if (!j || !j->is_array() || j->empty() || !(*j)[0].is_array() || (*j)[0].empty()) return std::nullopt;
-    return peeked{j->size(), (*j)[0].size()};
-}
-
-// A nested array read into a flat vector, checked against an expected shape.
-struct tensor {
-    std::vector<std::size_t> shape;
-    std::vector<std::optional<double>> values;
-};
-
-class loader {
+class loader : public detail::json_fields {
 public:
     // `drop_missing_steps`: a claim on a step the layer does not have is left out (and named in
     // the example's changes) instead of being an error, for a layer the command line changed.
     // `added_tokens`: the input's last tokens were added on the command line, and "target" and
     // "upstream" may hold a row of null for each, as they have no target of their own.
     explicit loader(std::string_view file, bool drop_missing_steps = false, std::size_t added_tokens = 0)
-        : file_(file), drop_missing_steps_(drop_missing_steps), added_tokens_(added_tokens) {}
-
-    error fail(std::string path, std::string message) const {
-        return error{std::string(file_), std::move(path), std::move(message)};
-    }
-
-    // Reads a nested array of rank shape.size(). A known dimension must match; an unknown one
-    // is taken from the first element at that level and every other must match it. `units`
-    // names what each level holds ("rows", "numbers"); `why` explains the expected shape.
-    outcome<tensor> read_array(const json& j, const std::string& path, std::vector<std::optional<std::size_t>> shape,
-                               const std::vector<std::string_view>& units, std::string_view why,
-                               bool allow_null = false) const {
-        tensor out;
-        std::optional<error> problem;
-        auto walk = [&](auto&& self, const json& node, const std::string& where, std::size_t level) -> void {
-            if (problem) return;
-            if (level == shape.size()) {
-                if (node.is_null() && allow_null) {
-                    out.values.emplace_back(std::nullopt);
-                } else if (!node.is_number()) {
-                    problem = fail(where, fmt::format("expected a number{}, got {}", allow_null ? " or null" : "",
-                                                      kind_of(node)));
-                } else {
-                    out.values.emplace_back(node.get<double>());
-                }
-                return;
-            }
-            if (!node.is_array()) {
-                problem = fail(where, fmt::format("expected an array of {}{}, got {}", units[level], why, kind_of(node)));
-                return;
-            }
-            if (!shape[level]) {
-                if (node.empty()) {
-                    problem = fail(where, fmt::format("expected an array of {}{}, got an empty array", units[level], why));
-                    return;
-                }
-                shape[level] = node.size();
-            }
-            if (node.size() != *shape[level]) {
-                problem = fail(where, fmt::format("expected {} {}{}, got {}", *shape[level], units[level], why, node.size()));
-                return;
-            }
-            for (std::size_t i = 0; i < node.size(); ++i) self(self, node[i], fmt::format("{}[{}]", where, i), level + 1);
-        };
-        walk(walk, j, path, 0);
-        if (problem) return *problem;
-        for (const auto& d : shape) out.shape.push_back(*d);
-        return out;
-    }
-
-    outcome<matrix> read_matrix(const json& j, const std::string& path, std::size_t rows, std::size_t cols,
-                                std::string_view why) const {
-        auto t = read_array(j, path, {rows, cols}, {"rows", "numbers"}, why);
-        if (!t) return t.err();
-        matrix m(rows, cols);
-        std::transform(t->values.begin(), t->values.end(), m.data.begin(), [](auto v) { return *v; });
-        return m;
-    }
-
-    outcome<std::vector<double>> read_vector(const json& j, const std::string& path, std::size_t n,
-                                             std::string_view why) const {
-        auto t = read_array(j, path, {n}, {"numbers"}, why);
-        if (!t) return t.err();
-        std::vector<double> v;
-        for (auto x : t->values) v.push_back(*x);
-        return v;
-    }
-
-    outcome<std::string> read_string(const json& j, const std::string& path) const {
-        if (!j.is_string()) return fail(path, fmt::format("expected a string, got {}", kind_of(j)));
-        return j.get<std::string>();
-    }
-    // Prose that every view prints (a title, a label, a note): control characters escaped, so that
-    // a file cannot break a view's lines or forge a line of its own ("\nerror: …", terminal codes).
-    outcome<std::string> read_text(const json& j, const std::string& path) const {
-        auto s = read_string(j, path);
-        if (!s) return s;
-        return one_line(*s);
-    }
-
-    // Refuses keys outside `valid`, naming the nearest valid one.
-    std::optional<error> check_keys(const json& object, const std::string& prefix,
-                                    const std::vector<std::string_view>& valid) const {
-        for (const auto& [key, value] : object.items()) {
-            if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
-            return fail(prefix + escape(key), fmt::format("unknown key; did you mean \"{}\"? (valid keys here: {})",
-                                                  detail::nearest(key, valid), join(valid)));
-        }
-        return std::nullopt;
-    }
+        : json_fields(file), drop_missing_steps_(drop_missing_steps), added_tokens_(added_tokens) {}
 
     outcome<example> load(const json& root);
 
@@ -183,16 +72,10 @@ private:
     std::optional<error> load_expect(const json& root, example& ex) const;
     std::optional<error> load_output_shaped(const json& root, example& ex) const;
 
-    std::string_view file_;
     bool drop_missing_steps_ = false;
     std::size_t added_tokens_ = 0;
     mutable bool no_such_step_ = false;  // set by claimed_step_width when the layer has no such step
 };
-
-const json* member(const json& object, std::string_view key) {
-    auto it = object.find(key);
-    return it == object.end() ? nullptr : &*it;
-}
 
 std::optional<error> loader::load_activation(const json& root, example& ex) const {
     const json* act = member(root, "activation");
@@ -821,138 +704,17 @@ outcome<example> loader::load(const json& root) {
     return ex;
 }
 
-}  // namespace
-
-outcome<change> parse_setting(std::string_view setting) {
-    const auto equals = setting.find('=');
-    if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
-        return error{"", "--set", fmt::format("expected PATH=VALUE, e.g. weights.b1[1]=-0.5 or input[0]=[1,0,0], got {}",
-                                              quote(setting))};
-    return change{std::string(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--set"};
-}
-
-outcome<change> parse_added_token(std::string_view setting) {
-    const auto equals = setting.find('=');
-    if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
-        return error{"", "--add-token", fmt::format("expected NAME=[v1,v2,…], a token's name and its d_model numbers, "
-                                                    "e.g. Madrid=[1,0,1], got {}",
-                                                    quote(setting))};
-    return change{one_line(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--add-token"};
-}
-
-bool changes_numbers(const change& c) { return c.flag != "--add-token"; }
-
-namespace {
-
-// Adds the token a change names after the file's tokens: to "input", to the token labels (the
-// file's tokens named by index when it names none), and a row of null to every claim on all tokens
-// and to "target" or "upstream", so that what the file says of its own tokens stays where it was.
-std::optional<error> add_token(json& root, const change& c, std::string_view file) {
-    auto fail = [&](std::string message) {
-        return error{std::string(file), "--add-token", fmt::format("{}: {}", quote(c.path), std::move(message))};
-    };
-    json* input = root.is_object() && root.contains("input") ? &root["input"] : nullptr;
-    // A file without a list of tokens: the loader says what is wrong with it.
-    if (!input || !input->is_array() || input->empty()) return std::nullopt;
-    const bool one_token = !(*input)[0].is_array();
-    if (!one_token && !(*input)[0].empty() && (*input)[0][0].is_array())
-        return fail("the file's input is a batch of sequences (batch × seq × d_model); a token is added to a list "
-                    "of tokens (seq × d_model) or to one token");
-    const std::size_t d_model = one_token ? input->size() : (*input)[0].size();
-    const json value = json::parse(c.value, nullptr, false);
-    const bool numbers = value.is_array() && std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_number(); });
-    if (!numbers || value.size() != d_model)
-        return fail(fmt::format("expected [v1,v2,…], d_model = {} numbers (one per input feature, as the file's tokens "
-                                "have), got {}",
-                                d_model, numbers ? fmt::format("{} number{}", value.size(), value.size() == 1 ? "" : "s")
-                                                 : quote(c.value)));
-    const std::size_t file_tokens = one_token ? 1 : input->size();
-    // A list of one row per token gains a row of null; one token's row becomes the first of two.
-    auto grow = [one_token](json& rows) {
-        if (!rows.is_array() || rows.empty()) return;
-        const bool flat = !rows[0].is_array();
-        if (flat != one_token) return;  // not shaped like the input: the loader explains
-        const std::size_t width = flat ? rows.size() : rows[0].size();
-        if (flat) rows = json::array({rows});
-        rows.push_back(json::array());
-        for (std::size_t j = 0; j < width; ++j) rows.back().push_back(nullptr);
-    };
-    if (one_token) *input = json::array({*input});
-    input->push_back(value);
-    if (auto* labels = root.contains("labels") ? &root["labels"] : nullptr; !labels || labels->is_object()) {
-        json& l = labels ? *labels : root["labels"] = json::object();
-        if (!l.contains("tokens")) {
-            l["tokens"] = json::array();
-            for (std::size_t t = 0; t < file_tokens; ++t) l["tokens"].push_back(fmt::format("token {}", t));
-        }
-        if (l["tokens"].is_array()) l["tokens"].push_back(c.path);
-    }
-    if (root.contains("expect") && root["expect"].is_array())
-        for (auto& claim : root["expect"])
-            if (claim.is_object() && !claim.contains("token") && claim.contains("value")) grow(claim["value"]);
-    for (const char* key : {"target", "upstream"})
-        if (root.contains(key)) grow(root[key]);
-    return std::nullopt;
-}
-
-// Applies one change to the file's JSON: every step of the path must be in the file but the last
-// key of an object, which may be new (the loader then checks it as any key it reads).
-std::optional<error> apply_change(json& root, const change& c, std::string_view file) {
-    auto fail = [&](std::string path, std::string message) {
-        return error{std::string(file), std::move(path), fmt::format("{}: {}", c.flag, std::move(message))};
-    };
-    json value = json::parse(c.value, nullptr, false);
-    if (value.is_discarded()) {
-        // A bare word is a string, so that --set activation=gelu needs no quotes.
-        const bool word = !c.value.empty() && std::all_of(c.value.begin(), c.value.end(), [](char ch) {
-            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
-        });
-        if (!word || std::isdigit(static_cast<unsigned char>(c.value[0])) || c.value[0] == '-')
-            return fail(c.path, fmt::format("expected a JSON value after =, e.g. -0.5, [1, 0, 0] or gelu, got {}", quote(c.value)));
-        value = c.value;
-    }
-    json* node = &root;
-    std::string at;  // the path so far
-    std::size_t i = 0;
-    const std::string& p = c.path;
-    while (i < p.size()) {
-        if (p[i] == '[') {
-            const auto close = p.find(']', i);
-            const std::string digits = close == std::string::npos ? "" : p.substr(i + 1, close - i - 1);
-            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
-                return fail(p, "expected a path such as weights.b1[1] or input[0]: an index is a whole number in brackets");
-            const std::size_t k = std::stoul(digits);
-            if (!node->is_array()) return fail(at, "is not a list, so it has no [" + digits + "]");
-            if (k >= node->size())
-                return fail(at, fmt::format("has {} entries (indices 0 to {}), so no [{}]", node->size(),
-                                            node->size() == 0 ? 0 : node->size() - 1, k));
-            at += "[" + digits + "]";
-            node = &(*node)[k];
-            i = close + 1;
-            if (i < p.size() && p[i] == '.') ++i;
-            continue;
-        }
-        const auto end = p.find_first_of(".[", i);
-        const std::string key = p.substr(i, end == std::string::npos ? std::string::npos : end - i);
-        if (key.empty()) return fail(p, "expected a path such as weights.b1[1] or input[0]");
-        const std::string here = at.empty() ? key : at + "." + key;
-        if (!node->is_object()) return fail(at.empty() ? key : at, "is not an object, so it has no key " + quote(key));
-        const bool last = end == std::string::npos;
-        if (!node->contains(key) && !last)
-            return fail(here, "the file has no such key");
-        node = &(*node)[key];
-        at = here;
-        i = last ? p.size() : (p[end] == '.' ? end + 1 : end);
-    }
-    *node = std::move(value);
-    return std::nullopt;
-}
-
-// How the heading names a change: "activation = identity (--activation)".
-std::string change_text(const change& c) {
-    if (c.flag == "--add-token") return fmt::format("token {} = {} added (--add-token)", quote(c.path), c.value);
-    if (c.flag == "--set") return fmt::format("{} = {}", c.path, c.value);
-    return fmt::format("{} = {} ({})", c.path, c.value, c.flag);
+// The file's document with the command line's changes applied, loaded.
+outcome<example> load_changed(json root, std::string_view file, const std::vector<change>& changes) {
+    auto added = detail::apply_changes(root, changes, file);
+    if (!added) return added.err();
+    auto ex = loader(file, !changes.empty(), *added).load(root);
+    if (!ex) return ex;
+    // The changes first, then the claims they left out (which the loader has named).
+    std::vector<std::string> named;
+    for (const auto& c : changes) named.push_back(detail::change_text(c));
+    ex->changes.insert(ex->changes.begin(), named.begin(), named.end());
+    return ex;
 }
 
 }  // namespace
@@ -960,23 +722,7 @@ std::string change_text(const change& c) {
 outcome<example> parse_example(std::string_view text, std::string_view file, const std::vector<change>& changes) {
     auto root = detail::json_reader(text, file).parse();
     if (!root) return root.err();
-    // The added tokens first, so that a --set can reach them.
-    std::size_t added = 0;
-    for (const auto& c : changes)
-        if (!changes_numbers(c)) {
-            if (auto e = add_token(*root, c, file)) return *e;
-            ++added;
-        }
-    for (const auto& c : changes)
-        if (changes_numbers(c))
-            if (auto e = apply_change(*root, c, file)) return *e;
-    auto ex = loader(file, !changes.empty(), added).load(*root);
-    if (!ex) return ex;
-    // The changes first, then the claims they left out (which the loader has named).
-    std::vector<std::string> named;
-    for (const auto& c : changes) named.push_back(change_text(c));
-    ex->changes.insert(ex->changes.begin(), named.begin(), named.end());
-    return ex;
+    return load_changed(std::move(*root), file, changes);
 }
 
 outcome<example> load_example(const std::string& file, const load_options& options, const std::vector<change>& changes) {
@@ -991,9 +737,12 @@ outcome<std::vector<example>> load_example_variants(const std::string& file, con
     const std::string name = file == "-" ? "<stdin>" : file;
     auto text = detail::read_file(file, name, options.max_file_size);
     if (!text) return text.err();
+    // Parsed once: each variant's changes apply to a copy of the document.
+    auto root = detail::json_reader(*text, name).parse();
+    if (!root) return root.err();
     std::vector<example> out;
     for (const auto& changes : variants) {
-        auto ex = parse_example(*text, name, changes);
+        auto ex = load_changed(*root, name, changes);
         if (!ex) return ex.err();
         out.push_back(std::move(*ex));
     }

@@ -337,7 +337,8 @@ std::string kind_of(const json& j) {
     switch (j.type()) {
         case json::value_t::null: return "null";
         case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
-        case json::value_t::string: return fmt::format("the string {}", json_quoted(j.get_ref<const std::string&>()));
+        // Quoted short and escaped: a hostile 10,000-character value makes no 10,000-character line.
+        case json::value_t::string: return fmt::format("the string {}", quote(j.get_ref<const std::string&>(), 40));
         case json::value_t::object: return "an object";
         case json::value_t::array: return j.empty() ? "an empty array" : "an array";
         case json::value_t::number_integer: return fmt::format("the number {}", j.get<std::int64_t>());

@@ -61,7 +61,8 @@ std::string json_quoted(std::string_view text);
 // (tensor names hold dots): `weight_map."h.0.mlp.c_fc.weight"`.
 std::string json_member(const std::string& parent, std::string_view key);
 
-// A JSON value described for messages: "the number 3", "the string \"x\"", "an array".
+// A JSON value described for messages: "the number 3", "the string \"x\"", "an array"; a long
+// string is cut after 40 characters with "…", never inside a UTF-8 sequence, and escaped to one line.
 std::string kind_of(const nlohmann::ordered_json& j);
 
 }  // namespace ffn_trace::detail

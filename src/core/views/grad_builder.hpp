@@ -15,6 +15,7 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_grad.hpp"
 #include "model/steps.hpp"
+#include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"
 
 namespace ffn_trace::detail {
@@ -31,12 +32,10 @@ struct weight_view {
 // The layer's weights with their gradients (`d`), in the order of for_each_weight.
 std::vector<weight_view> weight_views(const ffn& l, const ffn& d);
 
-class grad_builder {
+class grad_builder : public backward_builder_base<grad_rendering_input> {
 public:
     grad_builder(const grad_rendering_input& in, const text_options& options)
-        : in_(in), l_(in.tr.layer()), opt_(options),
-          level_(options.detail.value_or(default_detail(in.tr.layer()))),
-          detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens), lead_(in.tr.lead) {}
+        : backward_builder_base(in, options), lead_(in.tr.lead) {}
 
     // An MoE expert's steps alone: no heading, forward pass, loss or check, and its rows named
     // as the layer's tokens they are.
@@ -44,20 +43,16 @@ public:
     void build(const detail::block_sink& out);
 
 private:
-    bool out_in() const { return in_.ex.stored == layout::out_in; }
-    std::string num(double v) const { return format_fixed(v, opt_.precision); }
     std::string op(double v) const { return detail::operand(v, opt_.precision); }
-    std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
     // The layer's token of row t of the trace in use (an expert's holds only its routed tokens).
-    std::size_t global(std::size_t t) const { return rows_ ? (*rows_)[t] : t; }
+    std::size_t global(std::size_t t) const { return part_ ? part_->rows[t] : t; }
     std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, lead_, global(t)); }
     std::string at(std::size_t t, std::size_t j) const { return element_index(lead_, global(t), j); }
     std::string shape(std::size_t width) const {
-        return rows_ ? fmt::format("({} × {})", rows_->size(), width) : detail::shape_text(lead_, width);
+        return part_ ? fmt::format("({} × {})", part_->rows.size(), width) : detail::shape_text(lead_, width);
     }
-    void add(block b) { (*out_)(std::move(b)); }
-    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
-    void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
+    // What an MoE expert's part heads its steps with; nothing for a dense layer.
+    std::string prefix() const { return part_ ? part_->title : ""; }
 
     // The file's labels of the inputs, the hidden units and the outputs; empty when it gives none.
     const std::vector<std::string>& labels_of(const std::vector<std::string>& labels, std::size_t width) const {
@@ -66,7 +61,7 @@ private:
     }
     const std::vector<std::string>& inputs() const { return labels_of(in_.ex.names.inputs, l_.d_model()); }
     const std::vector<std::string>& hidden() const { return labels_of(in_.ex.names.hidden, l_.d_ff()); }
-    const std::vector<std::string>& outputs() const { return labels_of(outputs_ ? *outputs_ : in_.ex.names.outputs, l_.d_out()); }
+    const std::vector<std::string>& outputs() const { return labels_of(part_ && part_->outputs ? *part_->outputs : in_.ex.names.outputs, l_.d_out()); }
     static std::string label(const std::vector<std::string>& labels, std::size_t k) {
         return labels.empty() ? "[" + std::to_string(k) + "]" : labels[k];
     }
@@ -86,9 +81,6 @@ private:
                                      .tolerance = 0.5 * std::pow(10.0, -opt_.precision), .ask = true};
         });
     }
-
-    // Each token's output before the step and after it, beside the target when there is one.
-    void outputs_after(const matrix& after);
 
     // A weight-shaped matrix in the file's layout, under its file name; `rows` and `cols` label
     // the math form's rows and columns. `how` takes the file's (row, column).
@@ -124,23 +116,10 @@ private:
     void check();
     void descent();
 
-    const grad_rendering_input& in_;
-    const ffn& l_;
-    const text_options& opt_;
-    detail_level level_;
-    std::vector<std::size_t> detailed_;
-    const detail::block_sink* out_ = nullptr;
-    bool explain_ = false;  // the page view's notes
-    // An MoE expert's part (build_expert): its rows' tokens, the layer's lead, its headings' prefix,
-    // what its g is and how an element of g arose, and the name of its dx.
-    const std::vector<std::size_t>* rows_ = nullptr;
-    std::vector<std::size_t> lead_;
-    std::string prefix_, upstream_, dx_name_;
-    how_line upstream_how_;
-    const std::vector<std::string>* outputs_ = nullptr;
-
-public:
-    void explain_cells(bool on) { explain_ = on; }
+    // An MoE expert's part, while build_expert runs: its rows' tokens, its headings' prefix, what
+    // its g is and how an element of g arose, and the name of its dx. Null for a dense layer.
+    const detail::expert_backward* part_ = nullptr;
+    std::vector<std::size_t> lead_;  // the layer's
 };
 
 }  // namespace ffn_trace::detail

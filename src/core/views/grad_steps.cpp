@@ -16,11 +16,11 @@ void grad_builder::backward(int number, const backward_step& s) {
     const bool arithmetic = level_ == detail_level::arithmetic;
     const std::string n = std::to_string(number);
     const std::size_t T = in_.tr.tokens();
-    if (s.name == "output" && !upstream_.empty()) {
-        heading_line(prefix_ + fmt::format("Backward {} · Output   g = {}   {}", n, upstream_, shape(l_.d_out())));
-        token_table("g", *s.find("g"), outputs(), upstream_how_);
+    if (s.name == "output" && part_ && !part_->upstream.empty()) {
+        heading_line(prefix() + fmt::format("Backward {} · Output   g = {}   {}", n, part_->upstream, shape(l_.d_out())));
+        token_table("g", *s.find("g"), outputs(), part_->upstream_how);
     } else if (s.name == "output") {
-        heading_line(prefix_ + fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
+        heading_line(prefix() + fmt::format("Backward {} · Output   g = dL/d(output) = {}   {}", n,
                                  in_.ex.target ? "output − target" : "upstream", shape(l_.d_out())));
         const matrix& g = *s.find("g");
         const matrix& y = in_.tr.output().value;
@@ -31,11 +31,11 @@ void grad_builder::backward(int number, const backward_step& s) {
                                  : fmt::format("{} = upstream, given in the file = {}", lhs, num(g(t, j)));
         });
     } else if (s.name == "residual") {
-        heading_line(prefix_ + fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
+        heading_line(prefix() + fmt::format("Backward {} · Residual   y = x + contract, so dL/dcontract = g and dL/dx gets g directly", n));
         paragraph("The gradient splits: one path goes straight to x, the other back through the FFN.");
     } else if (s.name == "contract") {
         const matrix& h = hidden_output(in_.tr);
-        heading_line(prefix_ + fmt::format("Backward {} · Contract   dW2 = {}ᵀ · g   ({} × {})·({} × {}) → ({} × {})", n, hidden_name(),
+        heading_line(prefix() + fmt::format("Backward {} · Contract   dW2 = {}ᵀ · g   ({} × {})·({} × {}) → ({} × {})", n, hidden_name(),
                                  l_.d_ff(), T, T, l_.d_out(), l_.d_ff(), l_.d_out()));
         paragraph(fmt::format("Each hidden unit's value vector moves in proportion to how strongly the unit fired{}; "
                               "d_{} = g · W2ᵀ sends the gradient back to the hidden units.",
@@ -52,7 +52,7 @@ void grad_builder::backward(int number, const backward_step& s) {
             return input_gradient_line("d_" + hidden_name(), g, l_.w2, dh, t, i);
         });
     } else if (s.name == "multiply") {
-        heading_line(prefix_ + fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
+        heading_line(prefix() + fmt::format("Backward {} · Multiply   product = activated ⊙ up, so d_activated = d_product ⊙ up and "
                                  "d_up = d_product ⊙ activated", n));
         token_table("d_activated", *s.find("d_activated"), hidden());
         token_table("d_up", *s.find("d_up"), hidden());
@@ -60,7 +60,7 @@ void grad_builder::backward(int number, const backward_step& s) {
         activate_step(n, s, arithmetic);
     } else if (s.name == "norm") {
         const bool layer_norm = l_.norm->type == norm_layer::kind::layernorm;
-        heading_line(prefix_ + fmt::format("Backward {} · Norm   x̂ = {}, dx̂ = dy ⊙ γ, dγ = Σ over tokens of dy ⊙ x̂{}", n,
+        heading_line(prefix() + fmt::format("Backward {} · Norm   x̂ = {}, dx̂ = dy ⊙ γ, dγ = Σ over tokens of dy ⊙ x̂{}", n,
                                  layer_norm ? "(v − mean)/√(var + ε)" : "v/√(mean(v²) + ε)",
                                  l_.norm->bias.empty() ? "" : ", dβ = Σ dy"));
         paragraph(layer_norm ? "Back through the norm, the gradient loses its part along the mean and along x̂ itself: "
@@ -78,7 +78,7 @@ void grad_builder::backward(int number, const backward_step& s) {
         const matrix& dy = *find_step(k == detail::step_kind::up ? "multiply" : "activate")->find(dy_name);
         const matrix& dw = in_.grads.d_layer[*key];
         const matrix& weight = l_[*key];
-        heading_line(prefix_ + fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
+        heading_line(prefix() + fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
                                  detail::capitalised(s.name), w,
                                  l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x", dy_name, l_.d_model(), T,
                                  T, l_.d_ff(), l_.d_model(), l_.d_ff()));
@@ -103,14 +103,14 @@ void grad_builder::backward(int number, const backward_step& s) {
         if (l_.residual) parts.push_back("g (through the residual)");
         const bool pre_norm = l_.norm && l_.norm->position == norm_layer::place::pre;
         parts.push_back(pre_norm ? "the norm's d_in" : l_.gated() ? "dx_gate + dx_up" : "dx_ffn");
-        if (!dx_name_.empty()) {
-            heading_line(prefix_ + fmt::format("Backward {} · Input   {} = {}   {}", n, dx_name_, fmt::join(parts, " + "),
+        if (part_ && !part_->dx_name.empty()) {
+            heading_line(prefix() + fmt::format("Backward {} · Input   {} = {}   {}", n, part_->dx_name, fmt::join(parts, " + "),
                                                shape(l_.d_model())));
-            paragraph(fmt::format("{} is this expert's share of dL/dx, for the tokens routed to it.", dx_name_));
-            token_table(dx_name_, in_.grads.d_input, inputs());
+            paragraph(fmt::format("{} is this expert's share of dL/dx, for the tokens routed to it.", part_->dx_name));
+            token_table(part_->dx_name, in_.grads.d_input, inputs());
             return;
         }
-        heading_line(prefix_ + fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
+        heading_line(prefix() + fmt::format("Backward {} · Input   dL/dx = {}   {}", n, fmt::join(parts, " + "), shape(l_.d_model())));
         token_table("dL/dx", in_.grads.d_input, inputs());
     }
 }
@@ -131,7 +131,7 @@ void grad_builder::activate_step(const std::string& n, const backward_step& s, b
                                   "gelu_exact'(h) = Φ(h) + h·φ(h)", "silu'(h) = σ(h)·(1 + h·(1 − σ(h)))", "identity'(h) = 1"};
     const int rule = unit == activation::relu ? 0 : unit == activation::gelu ? 1 : unit == activation::gelu_exact ? 2
                    : unit == activation::silu ? 3 : 4;
-    heading_line(prefix_ + fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
+    heading_line(prefix() + fmt::format("Backward {} · Activate   d_{} = d_activated ⊙ act'({})   {}", n, pre, pre, shape(l_.d_ff())));
     paragraph(fmt::format("act'({0}) is the activation's slope at {0}: how far activated moves when {0} moves a little. "
                           "The gradient reaching activated, times that slope, is the gradient of {0}. {1}{2}",
                           pre, rules[rule],

@@ -22,23 +22,6 @@ void grad_builder::token_table(const std::string& name, const matrix& m, const s
 
 // A weight-shaped matrix in the file's layout, under its file name; `rows` and `cols` label
 // the math form's rows and columns.
-// Each token's output before the step and after it, beside the target when there is one.
-void grad_builder::outputs_after(const matrix& after) {
-    block b{block_kind::lines};
-    b.lines.push_back("The outputs with the updated weights:");
-    for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
-        if (t == gap) {
-            b.lines.emplace_back("…");
-            continue;
-        }
-        std::string line = fmt::format("  {}: {} → {}", token_name(t), vec(in_.tr.output().value.row(t)), vec(after.row(t)));
-        if (in_.ex.target)
-            line += fmt::format(", target {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
-        b.lines.push_back(std::move(line));
-    }
-    add(std::move(b));
-}
-
 // `how` takes the file's (row, column).
 void grad_builder::weight_table(const std::string& name, const matrix& math_form, const std::vector<std::string>& rows,
                   const std::vector<std::string>& cols, const how_line& how) {

@@ -92,13 +92,8 @@ std::vector<weight_view> weight_views(const ffn& l, const ffn& d) {
 // as the layer's tokens they are.
 void grad_builder::build_expert(const detail::expert_backward& part, const detail::block_sink& out) {
     out_ = &out;
-    rows_ = &part.rows;
+    part_ = &part;
     lead_ = part.lead;
-    prefix_ = part.title;
-    upstream_ = part.upstream;
-    upstream_how_ = part.upstream_how;
-    dx_name_ = part.dx_name;
-    outputs_ = part.outputs;
     // The routed tokens among those asked for, in the expert's own rows.
     detailed_.clear();
     for (std::size_t r = 0; r < part.rows.size(); ++r)
@@ -107,6 +102,7 @@ void grad_builder::build_expert(const detail::expert_backward& part, const detai
             detailed_.push_back(r);
     int number = 1;
     for (const auto& s : in_.grads.steps) backward(number++, s);
+    part_ = nullptr;  // the part lives only as long as this call
 }
 
 void grad_builder::build(const detail::block_sink& out) {
@@ -143,20 +139,7 @@ void grad_builder::heading() {
 }
 
 void grad_builder::forward() {
-    heading_line("Forward pass (ffn-trace run shows every step)");
-    block b{block_kind::lines};
-    for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
-        if (t == gap) {
-            b.lines.emplace_back("…");
-            continue;
-        }
-        std::string line = fmt::format("{}: x = {} → output = {}", token_name(t),
-                                       detail::short_vector_text(in_.tr.input.row(t), opt_.precision, opt_.full),
-                                       vec(in_.tr.output().value.row(t)));
-        if (in_.ex.target) line += fmt::format(", target = {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
-        b.lines.push_back(line);
-    }
-    add(std::move(b));
+    forward_pass([](std::size_t) { return std::string(); });
 }
 
 void grad_builder::loss() {
@@ -262,32 +245,20 @@ void build_expert_backward(const grad_rendering_input& in, const expert_backward
 
 void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {
-    detail::grad_builder builder(in, options);
-    const auto page = detail::page_for(options, format);
-    builder.explain_cells(page.html);
-    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
+    detail::write_backward<detail::grad_builder>(in, options, format, out);
 }
 
 std::string render_grad_text(const grad_rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::text, out); });
+    return detail::collected_backward(in, options, text_format::text);
 }
 
 std::string render_grad_markdown(const grad_rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::markdown, out); });
+    return detail::collected_backward(in, options, text_format::markdown);
 }
 
 std::string render_grad_json(const grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
-    json j;
-    if (!in.ex.changes.empty()) j["changes"] = in.ex.changes;
-    j["activation"] = info(in.tr.layer().act).name;
-    j["layout"] = to_string(in.ex.stored);
-    j["loss_kind"] = in.ex.target ? "target" : "upstream";
-    j["loss"] = in.grads.loss;
-    json g = weights_json(in.tr.layer(), in.grads.d_layer, true, out_in);
-    g["input"] = nested_rows(in.grads.d_input, in.tr.lead);
-    j["gradients"] = std::move(g);
-    j["check"] = detail::check_json(in.check);
+    json j = detail::backward_json(in, weights_json(in.tr.layer(), in.grads.d_layer, true, out_in));
     if (in.descent) {
         j["learning_rate"] = in.descent->learning_rate;
         j["updated"] = weights_json(in.descent->updated, in.grads.d_layer, false, out_in);

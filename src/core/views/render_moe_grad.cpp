@@ -9,6 +9,7 @@
 
 #include "base/text.hpp"
 #include "document/document.hpp"
+#include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"
 #include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
@@ -22,11 +23,9 @@ namespace {
 using detail::block;
 using detail::block_kind;
 
-class moe_grad_builder {
+class moe_grad_builder : public detail::backward_builder_base<moe_grad_rendering_input> {
 public:
-    moe_grad_builder(const moe_grad_rendering_input& in, const text_options& options)
-        : in_(in), l_(in.tr.layer()), opt_(options), level_(options.detail.value_or(default_detail(in.tr.layer()))),
-          detailed_(options.tokens.empty() ? shown_indices(in.tr.tokens(), options.full) : options.tokens) {}
+    moe_grad_builder(const moe_grad_rendering_input& in, const text_options& options) : backward_builder_base(in, options) {}
 
     void build(const detail::block_sink& out) {
         out_ = &out;
@@ -46,24 +45,18 @@ public:
     }
 
 private:
-    bool out_in() const { return in_.ex.stored == layout::out_in; }
     bool pre_norm() const { return l_.norm && l_.norm->position == norm_layer::place::pre; }
     // The outputs' names: the file's, or with a residual the inputs', since y = x + … lives where x does.
     const std::vector<std::string>& outputs() const {
         return in_.ex.names.outputs.empty() && l_.residual ? in_.ex.names.inputs : in_.ex.names.outputs;
     }
-    std::string num(double v) const { return format_fixed(v, opt_.precision); }
     // An operand spelled as the tables spell it (0.0900, not 0.09), in parentheses when negative.
     std::string fixed(double v) const {
         const std::string n = num(v);
         return n.front() == '-' ? "(" + n + ")" : n;
     }
-    std::string vec(std::span<const double> v) const { return detail::vector_text(v, opt_.precision, opt_.full); }
     std::string token_name(std::size_t t) const { return detail::token_name(in_.ex.names.tokens, in_.tr.lead, t); }
     std::string at(std::size_t t, std::size_t j) const { return element_index(in_.tr.lead, t, j); }
-    void add(block b) { (*out_)(std::move(b)); }
-    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
-    void heading_line(std::string text) { add({block_kind::heading, std::move(text)}); }
 
     // A (tokens, width) matrix named `name` in its corner, one row per detailed token, its columns
     // named by the file's labels when they fit.
@@ -116,22 +109,9 @@ private:
     }
 
     void forward() {
-        heading_line("Forward pass (ffn-trace run shows every step)");
-        block b{block_kind::lines};
-        for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
-            if (t == gap) {
-                b.lines.emplace_back("…");
-                continue;
-            }
-            std::string line = fmt::format("{}: x = {} → expert{} {} → output = {}", token_name(t),
-                                           detail::short_vector_text(in_.tr.input.row(t), opt_.precision, opt_.full),
-                                           in_.tr.chosen[t].size() == 1 ? "" : "s", fmt::join(in_.tr.chosen[t], ", "),
-                                           vec(in_.tr.output().value.row(t)));
-            if (in_.ex.target)
-                line += fmt::format(", target = {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
-            b.lines.push_back(line);
-        }
-        add(std::move(b));
+        forward_pass([this](std::size_t t) {
+            return fmt::format("expert{} {} → ", in_.tr.chosen[t].size() == 1 ? "" : "s", fmt::join(in_.tr.chosen[t], ", "));
+        });
     }
 
     static std::string formula(std::string_view step, bool normalize) {
@@ -315,35 +295,13 @@ private:
             else
                 add({block_kind::lines, "", {}, {fmt::format("{} (updated) = {}", name, vec(w))}});
         });
-        block after{block_kind::lines};
-        after.lines.push_back("The outputs with the updated weights:");
-        for (auto t : shown_indices(in_.tr.tokens(), opt_.full)) {
-            if (t == gap) {
-                after.lines.emplace_back("…");
-                continue;
-            }
-            std::string line = fmt::format("  {}: {} → {}", token_name(t), vec(in_.tr.output().value.row(t)), vec(d.new_output.row(t)));
-            if (in_.ex.target)
-                line += fmt::format(", target {}", detail::short_vector_text(in_.ex.target->row(t), opt_.precision, opt_.full));
-            after.lines.push_back(std::move(line));
-        }
-        add(std::move(after));
+        outputs_after(d.new_output);
         const bool down = d.new_loss < in_.grads.loss;
         paragraph(fmt::format("loss {} → {}   {}{}", num(in_.grads.loss), num(d.new_loss),
                               down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η"),
                               d.routing_changed ? "; the updated router sends some token to other experts" : ""));
     }
 
-    const moe_grad_rendering_input& in_;
-    const moe& l_;
-    const text_options& opt_;
-    detail_level level_;
-    std::vector<std::size_t> detailed_;
-    const detail::block_sink* out_ = nullptr;
-    bool explain_ = false;  // the page view's notes, in the experts' own steps
-
-public:
-    void explain_cells(bool on) { explain_ = on; }
 };
 
 
@@ -365,33 +323,21 @@ json moe_weights_json(moe& l, bool out_in) {
 
 void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_options& options, text_format format,
                              const text_sink& out) {
-    moe_grad_builder builder(in, options);
-    const auto page = detail::page_for(options, format);
-    builder.explain_cells(page.html);
-    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
+    detail::write_backward<moe_grad_builder>(in, options, format, out);
 }
 
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::text, out); });
+    return detail::collected_backward(in, options, text_format::text);
 }
 
 std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::markdown, out); });
+    return detail::collected_backward(in, options, text_format::markdown);
 }
 
 std::string render_grad_json(const moe_grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
-    json j;
-    if (!in.ex.changes.empty()) j["changes"] = in.ex.changes;
-    j["activation"] = info(in.tr.layer().act).name;
-    j["layout"] = to_string(in.ex.stored);
-    j["loss_kind"] = in.ex.target ? "target" : "upstream";
-    j["loss"] = in.grads.loss;
     moe d = in.grads.d_layer;
-    json g = moe_weights_json(d, out_in);
-    g["input"] = nested_rows(in.grads.d_input, in.tr.lead);
-    j["gradients"] = std::move(g);
-    j["check"] = detail::check_json(in.check);
+    json j = detail::backward_json(in, moe_weights_json(d, out_in));
     if (in.descent) {
         j["learning_rate"] = in.descent->learning_rate;
         moe updated = in.descent->updated;

@@ -1,7 +1,8 @@
 // The walkthrough's document builder (internal to the library): the text and Markdown views
 // of a dense trace, and the blocks an MoE walkthrough reuses for each expert's steps. The builder's
-// blocks are in walkthrough.cpp and walkthrough_readings.cpp; what the steps are called, their
-// formulas and explanations, as free functions, in step_text.cpp.
+// blocks are in walkthrough.cpp (heading, input, weights, steps), walkthrough_arithmetic.cpp,
+// walkthrough_tables.cpp (tables, cell notes, pictures) and walkthrough_readings.cpp; what the
+// steps are called, their formulas and explanations, as free functions, in step_text.cpp.
 #pragma once
 
 #include <algorithm>

@@ -1,0 +1,171 @@
+// The command line's changes to an example file (--set, --activation, --no-residual,
+// --add-token …): parsed from their flags, then applied to the file's JSON before the loader reads
+// it, so that a changed value meets the same checks as the file's own.
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+
+#include "example/loading.hpp"
+#include "json/json_reader.hpp"
+
+namespace ffn_trace {
+
+outcome<change> parse_setting(std::string_view setting) {
+    const auto equals = setting.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
+        return error{"", "--set", fmt::format("expected PATH=VALUE, e.g. weights.b1[1]=-0.5 or input[0]=[1,0,0], got {}",
+                                              quote(setting))};
+    return change{std::string(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--set"};
+}
+
+outcome<change> parse_added_token(std::string_view setting) {
+    const auto equals = setting.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
+        return error{"", "--add-token", fmt::format("expected NAME=[v1,v2,…], a token's name and its d_model numbers, "
+                                                    "e.g. Madrid=[1,0,1], got {}",
+                                                    quote(setting))};
+    return change{one_line(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--add-token"};
+}
+
+bool changes_numbers(const change& c) { return c.flag != "--add-token"; }
+
+namespace detail {
+
+namespace {
+
+// Adds the token a change names after the file's tokens: to "input", to the token labels (the
+// file's tokens named by index when it names none), and a row of null to every claim on all tokens
+// and to "target" or "upstream", so that what the file says of its own tokens stays where it was.
+std::optional<error> add_token(json& root, const change& c, std::string_view file) {
+    auto fail = [&](std::string message) {
+        return error{std::string(file), "--add-token", fmt::format("{}: {}", quote(c.path), std::move(message))};
+    };
+    json* input = root.is_object() && root.contains("input") ? &root["input"] : nullptr;
+    // A file without a list of tokens: the loader says what is wrong with it.
+    if (!input || !input->is_array() || input->empty()) return std::nullopt;
+    const bool one_token = !(*input)[0].is_array();
+    if (!one_token && !(*input)[0].empty() && (*input)[0][0].is_array())
+        return fail("the file's input is a batch of sequences (batch × seq × d_model); a token is added to a list "
+                    "of tokens (seq × d_model) or to one token");
+    const std::size_t d_model = one_token ? input->size() : (*input)[0].size();
+    // Read by the library's strict reader, as the file itself is: no duplicate keys, no deep nesting.
+    auto parsed = parse_json_value(c.value, std::string(file), c.flag, json_reader::max_depth);
+    const json value = parsed ? std::move(*parsed) : json(json::value_t::discarded);
+    const bool numbers = value.is_array() && std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_number(); });
+    if (!numbers || value.size() != d_model)
+        return fail(fmt::format("expected [v1,v2,…], d_model = {} numbers (one per input feature, as the file's tokens "
+                                "have), got {}",
+                                d_model, numbers ? fmt::format("{} number{}", value.size(), value.size() == 1 ? "" : "s")
+                                                 : quote(c.value)));
+    const std::size_t file_tokens = one_token ? 1 : input->size();
+    // A list of one row per token gains a row of null; one token's row becomes the first of two.
+    auto grow = [one_token](json& rows) {
+        if (!rows.is_array() || rows.empty()) return;
+        const bool flat = !rows[0].is_array();
+        if (flat != one_token) return;  // not shaped like the input: the loader explains
+        const std::size_t width = flat ? rows.size() : rows[0].size();
+        if (flat) rows = json::array({rows});
+        rows.push_back(json::array());
+        for (std::size_t j = 0; j < width; ++j) rows.back().push_back(nullptr);
+    };
+    if (one_token) *input = json::array({*input});
+    input->push_back(value);
+    if (auto* labels = root.contains("labels") ? &root["labels"] : nullptr; !labels || labels->is_object()) {
+        json& l = labels ? *labels : root["labels"] = json::object();
+        if (!l.contains("tokens")) {
+            l["tokens"] = json::array();
+            for (std::size_t t = 0; t < file_tokens; ++t) l["tokens"].push_back(fmt::format("token {}", t));
+        }
+        if (l["tokens"].is_array()) l["tokens"].push_back(c.path);
+    }
+    if (root.contains("expect") && root["expect"].is_array())
+        for (auto& claim : root["expect"])
+            if (claim.is_object() && !claim.contains("token") && claim.contains("value")) grow(claim["value"]);
+    for (const char* key : {"target", "upstream"})
+        if (root.contains(key)) grow(root[key]);
+    return std::nullopt;
+}
+
+// Applies one change to the file's JSON: every step of the path must be in the file but the last
+// key of an object, which may be new (the loader then checks it as any key it reads).
+std::optional<error> apply_change(json& root, const change& c, std::string_view file) {
+    auto fail = [&](std::string path, std::string message) {
+        return error{std::string(file), std::move(path), fmt::format("{}: {}", c.flag, std::move(message))};
+    };
+    // Read by the library's strict reader, as the file itself is: no duplicate keys, no deep nesting.
+    auto parsed = parse_json_value(c.value, std::string(file), c.flag, json_reader::max_depth);
+    json value;
+    if (parsed) {
+        value = std::move(*parsed);
+    } else {
+        // A bare word is a string, so that --set activation=gelu needs no quotes.
+        const bool word = !c.value.empty() && std::all_of(c.value.begin(), c.value.end(), [](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+        });
+        if (!word || std::isdigit(static_cast<unsigned char>(c.value[0])) || c.value[0] == '-')
+            return fail(c.path, fmt::format("expected a JSON value after =, e.g. -0.5, [1, 0, 0] or gelu, got {}", quote(c.value)));
+        value = c.value;
+    }
+    json* node = &root;
+    std::string at;  // the path so far
+    std::size_t i = 0;
+    const std::string& p = c.path;
+    while (i < p.size()) {
+        if (p[i] == '[') {
+            const auto close = p.find(']', i);
+            const std::string digits = close == std::string::npos ? "" : p.substr(i + 1, close - i - 1);
+            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+                return fail(p, "expected a path such as weights.b1[1] or input[0]: an index is a whole number in brackets");
+            const std::size_t k = std::stoul(digits);
+            if (!node->is_array()) return fail(at, "is not a list, so it has no [" + digits + "]");
+            if (k >= node->size())
+                return fail(at, fmt::format("has {} entries (indices 0 to {}), so no [{}]", node->size(),
+                                            node->size() == 0 ? 0 : node->size() - 1, k));
+            at += "[" + digits + "]";
+            node = &(*node)[k];
+            i = close + 1;
+            if (i < p.size() && p[i] == '.') ++i;
+            continue;
+        }
+        const auto end = p.find_first_of(".[", i);
+        const std::string key = p.substr(i, end == std::string::npos ? std::string::npos : end - i);
+        if (key.empty()) return fail(p, "expected a path such as weights.b1[1] or input[0]");
+        const std::string here = at.empty() ? key : at + "." + key;
+        if (!node->is_object()) return fail(at.empty() ? key : at, "is not an object, so it has no key " + quote(key));
+        const bool last = end == std::string::npos;
+        if (!node->contains(key) && !last)
+            return fail(here, "the file has no such key");
+        node = &(*node)[key];
+        at = here;
+        i = last ? p.size() : (p[end] == '.' ? end + 1 : end);
+    }
+    *node = std::move(value);
+    return std::nullopt;
+}
+
+
+}  // namespace
+
+outcome<std::size_t> apply_changes(json& root, const std::vector<change>& changes, std::string_view file) {
+    std::size_t added = 0;
+    for (const auto& c : changes)
+        if (!changes_numbers(c)) {
+            if (auto e = add_token(root, c, file)) return *e;
+            ++added;
+        }
+    for (const auto& c : changes)
+        if (changes_numbers(c))
+            if (auto e = apply_change(root, c, file)) return *e;
+    return added;
+}
+
+// How the heading names a change: "activation = identity (--activation)".
+std::string change_text(const change& c) {
+    if (c.flag == "--add-token") return fmt::format("token {} = {} added (--add-token)", quote(c.path), c.value);
+    if (c.flag == "--set") return fmt::format("{} = {}", c.path, c.value);
+    return fmt::format("{} = {} ({})", c.path, c.value, c.flag);
+}
+
+}  // namespace detail
+
+}  // namespace ffn_trace

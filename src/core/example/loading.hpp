@@ -1,0 +1,78 @@
+// What the example loader's files share (internal): the typed readers of the file's JSON, which
+// name the file, the path and what was expected in every error (json_reads.cpp), and the command
+// line's changes applied to the JSON before it is loaded (changes.cpp). The loader itself is
+// example.cpp.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/example.hpp"
+#include "ffn_trace/matrix.hpp"
+
+namespace ffn_trace::detail {
+
+using json = nlohmann::ordered_json;
+
+std::string join(const std::vector<std::string_view>& words, std::string_view sep = ", ");
+
+// The member `key` of an object, or nullptr.
+const json* member(const json& object, std::string_view key);
+
+// The size of a 2-D array read without checking it: rows, and the length of the first row.
+struct peeked {
+    std::size_t rows = 0, cols = 0;
+};
+std::optional<peeked> peek(const json* j);
+
+// A nested array read into a flat vector, checked against an expected shape.
+struct tensor {
+    std::vector<std::size_t> shape;
+    std::vector<std::optional<double>> values;
+};
+
+// Typed reads of an example file's JSON; every problem an error of the file at a JSON path.
+class json_fields {
+public:
+    explicit json_fields(std::string_view file) : file_(file) {}
+
+    error fail(std::string path, std::string message) const {
+        return error{std::string(file_), std::move(path), std::move(message)};
+    }
+
+    // Reads a nested array of rank shape.size(). A known dimension must match; an unknown one
+    // is taken from the first element at that level and every other must match it. `units`
+    // names what each level holds ("rows", "numbers"); `why` explains the expected shape.
+    outcome<tensor> read_array(const json& j, const std::string& path, std::vector<std::optional<std::size_t>> shape,
+                               const std::vector<std::string_view>& units, std::string_view why,
+                               bool allow_null = false) const;
+    outcome<matrix> read_matrix(const json& j, const std::string& path, std::size_t rows, std::size_t cols,
+                                std::string_view why) const;
+    outcome<std::vector<double>> read_vector(const json& j, const std::string& path, std::size_t n,
+                                             std::string_view why) const;
+    outcome<std::string> read_string(const json& j, const std::string& path) const;
+    // Prose that every view prints (a title, a label, a note): control characters escaped, so that
+    // a file cannot break a view's lines or forge a line of its own ("\nerror: …", terminal codes).
+    outcome<std::string> read_text(const json& j, const std::string& path) const;
+
+    // Refuses keys outside `valid`, naming the nearest valid one.
+    std::optional<error> check_keys(const json& object, const std::string& prefix,
+                                    const std::vector<std::string_view>& valid) const;
+
+protected:
+    std::string_view file_;
+};
+
+// Applies the command line's changes to the file's JSON, the added tokens first, so that a --set
+// can reach them; how many tokens were added, or the first change that does not apply.
+outcome<std::size_t> apply_changes(json& root, const std::vector<change>& changes, std::string_view file);
+
+// How the heading names a change: "activation = identity (--activation)".
+std::string change_text(const change& c);
+
+}  // namespace ffn_trace::detail
