@@ -1,0 +1,52 @@
+// The example loader's class (internal): an example file's JSON read into an `example`, every value
+// checked, with the file, the JSON path and what was expected in every error. Its parts:
+// example.cpp (the order of reading, the activation, the input), example_layer.cpp (the layer:
+// weights, norm, MoE, checkpoint, residual) and example_claims.cpp (labels, claims, target).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "example/loading.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/example.hpp"
+
+namespace ffn_trace::detail {
+
+class loader : public detail::json_fields {
+public:
+    // `drop_missing_steps`: a claim on a step the layer does not have is left out (and named in
+    // the example's changes) instead of being an error, for a layer the command line changed.
+    // `added_tokens`: the input's last tokens were added on the command line, and "target" and
+    // "upstream" may hold a row of null for each, as they have no target of their own.
+    explicit loader(std::string_view file, bool drop_missing_steps = false, std::size_t added_tokens = 0)
+        : json_fields(file), drop_missing_steps_(drop_missing_steps), added_tokens_(added_tokens) {}
+
+    outcome<example> load(const json& root);
+
+private:
+    std::optional<error> load_activation(const json& root, example& ex) const;
+    std::optional<error> load_layer(const json& root, example& ex) const;
+    std::optional<error> load_dense(const json& root, const json* weights, const std::string& where, example& ex,
+                                    ffn& layer, const ffn* like) const;
+    std::optional<error> load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const;
+    std::optional<error> load_moe(const json& root, example& ex) const;
+    std::optional<error> load_checkpoint(const json& root, example& ex) const;
+    std::optional<error> load_norm(const json& root, std::size_t d_model, std::size_t d_out,
+                                   std::optional<norm_layer>& into) const;
+    outcome<std::size_t> claimed_step_width(const example& ex, const std::string& name, const std::string& path,
+                                            const std::vector<std::string_view>& steps) const;
+    std::optional<error> load_input(const json& root, example& ex) const;
+    std::optional<error> load_labels(const json& root, example& ex) const;
+    std::optional<error> load_expect(const json& root, example& ex) const;
+    std::optional<error> load_output_shaped(const json& root, example& ex) const;
+
+    bool drop_missing_steps_ = false;
+    std::size_t added_tokens_ = 0;
+    mutable bool no_such_step_ = false;  // set by claimed_step_width when the layer has no such step
+};
+
+}  // namespace ffn_trace::detail
