@@ -347,7 +347,10 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
         whole_number(0, std::numeric_limits<std::uint64_t>::max(),
                      "--token picks the tokens to detail by index; to trace a word of a checkpoint's vocabulary, give "
                      "--word"));
-    sub.add_option("--precision", f.precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
+    sub.add_option("--precision", f.precision,
+                   "Decimals shown; the vocabulary view's scores show this many significant digits instead")
+        ->check(whole_number(0, 17))
+        ->capture_default_str();
     sub.add_flag("--full", f.full, "Print long vectors whole instead of first … last");
     sub.add_option("--color", f.color, "Terminal colours")
         ->check(CLI::IsMember({"auto", "always", "never"}))
