@@ -251,10 +251,11 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
     // The file's claims describe the layer as the file holds it: once a change moved a number,
     // they are counted, not checked, and not evaluated at all (a claim on an expert the change
     // routed a token away from could not be).
-    const ffn_trace::example& before = variants->front();
+    // Without an experiment the one variant is `ex`, moved from: there is no layer before.
+    const ffn_trace::example* before = experiment ? &variants->front() : nullptr;
     auto claims_or_count = [&](bool changed, auto evaluate) -> ffn_trace::outcome<std::vector<ffn_trace::claim>> {
         if (!changed) return evaluate();
-        unchecked = ffn_trace::claimed_numbers(before);
+        unchecked = ffn_trace::claimed_numbers(*before);
         return std::vector<ffn_trace::claim>{};
     };
     if (ex.mixture) {
@@ -264,10 +265,10 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
             return m.err();
         }
         std::optional<ffn_trace::moe_comparison> comparison;
-        if (experiment && before.mixture) {
-            auto was = ffn_trace::run_moe(*before.mixture, before.input, before.lead);
+        if (before && before->mixture) {
+            auto was = ffn_trace::run_moe(*before->mixture, before->input, before->lead);
             if (!was) {
-                was.err().file = before.file;
+                was.err().file = before->file;
                 return was.err();
             }
             comparison = ffn_trace::compare_moe_traces(*was, *m);
@@ -286,10 +287,10 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
         return tr.err();
     }
     std::optional<ffn_trace::trace_comparison> comparison;
-    if (experiment && !before.mixture) {
-        auto was = ffn_trace::run_ffn(before.layer, before.input, before.lead);
+    if (before && !before->mixture) {
+        auto was = ffn_trace::run_ffn(before->layer, before->input, before->lead);
         if (!was) {
-            was.err().file = before.file;
+            was.err().file = before->file;
             return was.err();
         }
         comparison = ffn_trace::compare_traces(*was, *tr);
