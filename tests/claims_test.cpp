@@ -61,3 +61,15 @@ TEST_CASE("the tolerance is absolute and its bound is inclusive") {
     CHECK_FALSE(claims[3].ok);  // 0.001 > 0.0005
     CHECK(claims[3].expectation == 1);
 }
+
+TEST_CASE("the claimed numbers are counted from the file alone: its non-null elements") {
+    // contract on both tokens, 2 × 2, one null: 3; expand on token 0 (4 units), two null: 2.
+    const auto ex = parse_example(lesson(R"([{"step": "contract", "value": [[5, null], [6, 4]]},
+                                            {"step": "expand", "token": 0, "value": [2, null, 3, null]}])"),
+                                  "lesson.json");
+    REQUIRE(ex);
+    CHECK(claimed_numbers(*ex) == 5);
+    const auto t = run_ffn(ex->layer, ex->input, ex->lead);
+    REQUIRE(t);
+    CHECK(evaluate_claims(*ex, *t).size() == 5);
+}

@@ -487,6 +487,61 @@ cli_test("an experiment's JSON has what changed, and says why the claims are not
 cli_test("a change that moves no number leaves the claims checked" 0
   "What the change did +No number of the trace changed.*✓ all 24 claimed numbers hold"
   EMPTY -- ${FT} run ${DATA}/memory.json --set "title=renamed" --width 200 --color never)
+# An experiment on an MoE file. moe_mixtral.json's router (out_in) is 2·I, so Paris = [1, 0, 0, 0.5] has
+# logits [2, 0, 0, 1] and chooses experts 0, 3. With W[0][0] = −2 its logits are [−2, 0, 0, 1]: expert 3
+# first, then 1 (of the tied 1 and 2, the lower index). Normalised over the chosen pair, the larger weight
+# is e/(e + 1) = 0.7311 and the smaller 1/(e + 1) = 0.2689 both times, so Paris's weights move from
+# expert 0 (0.7311 → 0), to expert 1 (0 → 0.2689), and expert 3 (0.2689 → 0.7311): 3 of the 12 weights.
+# "the" and "42" have x[0] = 0 and keep their experts. The file's 54 claimed numbers are not checked.
+set(MOE_REROUTE ${FT} run ${DATA}/moe_mixtral.json --set "moe.router.W[0][0]=-2" --width 200 --color never)
+cli_test("an MoE experiment says which experts a token now chooses" 0
+  "What the change did.*token \"Paris\" now chooses experts 3, 1 \\(was 0, 3\\)"
+  EMPTY -- ${MOE_REROUTE})
+cli_test("an MoE experiment shows each weight was → now" 0
+  "Step 3 · Weights \\(w\\): 3 of 12 numbers changed\; 9 did not\\. +token +w +was +now +Δ +Paris +geography +0\\.7311 +→ +0\\.0000 +\\(−0\\.7311\\) +grammar +0\\.0000 +→ +0\\.2689 +\\(\\+0\\.2689\\) +code +0\\.2689 +→ +0\\.7311"
+  EMPTY -- ${MOE_REROUTE})
+cli_test("an MoE experiment hides the file's claims behind one line, with no ✗" 0
+  "claims +the file's 54 claimed numbers describe the layer before the change\; not checked"
+  EMPTY -- ${MOE_REROUTE})
+cli_test("an MoE experiment marks no number ✗, nor any claim" 0 "!(✗|claimed [0-9-])" EMPTY -- ${MOE_REROUTE})
+cli_test("an MoE experiment's JSON has the route changes, and says why the claims are not checked" 0
+  "\"claims\": \\[\\],.*\"what_changed\": \\{ *\"any\": true.*\"at\": \"weights\\[0\\]\\[1\\]\", \"was\": 0\\.0, \"now\": 0\\.2689.*\"routes\": \\[ *\\{ \"token\": 0, \"was\": \\[ ?0, 3 ?\\], \"now\": \\[ ?3, 1 ?\\] \\} *\\].*\"claims_not_checked\": \\{ *\"count\": 54"
+  EMPTY -- ${FT} run ${DATA}/moe_mixtral.json --set "moe.router.W[0][0]=-2" --format json)
+# Expert 3 (code) ran Paris and 42 before the change and after: its own steps are compared over
+# them. Its gate for Paris is x · Wg[0] = 2·0.5 = 1; with Wg[0][3] = 4 it is 4·0.5 = 2.
+cli_test("an MoE experiment inside an expert compares that expert's steps over its tokens" 0
+  "Every token chooses the same experts as before the change\\..*Expert 3 \\(code\\) · Gate \\(gate\\): 2 of 4 numbers changed\; 2 did not\\. +token +gate +was +now +Δ +Paris +\\[0\\] +1\\.0000 +→ +2\\.0000 +\\(\\+1\\.0000\\)"
+  EMPTY -- ${FT} run ${DATA}/moe_mixtral.json --set "moe.experts[3].Wg[0][3]=4" --width 200 --color never)
+cli_test("an experiment's page banner is not coloured as a result" 0
+  "<p class=\"banner neutral\">The file&#39\;s claims describe the layer before the change: not checked</p>"
+  EMPTY -- ${FT} run ${DATA}/moe_mixtral.json --set "moe.router.W[0][0]=-2" --format html)
+cli_test("a page whose claims hold has the banner of a result" 0 "<p class=\"banner ok\">All 54 claims hold"
+  EMPTY -- ${FT} run ${DATA}/moe_mixtral.json --format html)
+# The summaries at a narrow width. An added token of zeros has logits [0, 0, 0, 0]: its top 2 are
+# experts 0 and 1, each 0.5 after normalising — written 0.5000, as the weights' table writes it.
+cli_test("the MoE summary writes a route's weights as the tables do" 0
+  "z: \\[0, 0, 0, 0\\] → expert 0 × 0\\.5000 \\+ expert 1 × 0\\.5000 → \\+ x"
+  EMPTY -- ${FT} run ${DATA}/moe_mixtral.json --add-token "z=[0,0,0,0]" --detail summary --width 200 --color never)
+# (expect.sh folds the lines into one, so the layout is read with grep.)
+cli_test("the MoE summary keeps each route term whole when it wraps" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" run \"$1\" --detail summary --width 40 --color never | grep -E 'expert [0-9]$|^ +× '\; test $? -eq 1"
+     ${FT} ${DATA}/moe_mixtral.json)
+cli_test("the MoE summary keeps its step labels in one column when a vector wraps" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" run \"$1\" --detail summary --width 40 --color never | grep -qx '    combine       .0.4621, 0.0000,'"
+     ${FT} ${DATA}/moe_mixtral.json)
+# A gated layer of d_model 64: its vectors are wider than 50 columns.
+set(WIDE_GATED "\"$0\" new --activation swiglu --d-model 64 --d-ff 128 --residual | \"$0\" run - --detail summary --width 50 --color never")
+cli_test("a gated layer's summary keeps its step labels in one column when a vector wraps" 0 EMPTY EMPTY
+  -- bash -c "${WIDE_GATED} | grep -c -E '^    (gate     |up       ).[-0-9]' | grep -qx 4" ${FT})
+cli_test("a gated layer's summary never splits \"gate, up\"" 0 EMPTY EMPTY
+  -- bash -c "${WIDE_GATED} | grep 'gate,$'\; test $? -eq 1" ${FT})
+cli_test("run --help says what --precision means in the vocabulary view" 0
+  "--precision INT[^D]*Decimals shown\; the vocabulary view's scores show this many significant digits" EMPTY -- ${FT} run --help)
+# The demo's knock-out: " Bern"'s logit changes sign (2.63 → -1.06) under " Paris"'s 9.24 → 5.44; every
+# row's last arrow stands in one column.
+cli_test("the knock-out table's arrows line up when a logit changes sign" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The capital of France is' --detail summary --ablate 172,84,28,168,203 --color never | sed -n '/^The knock-out/,$p' | awk -F'→' '/^  \"/ { n++\; k = length($1 FS $2)\; if (!(k in seen)) { seen[k]\; d++ } } END { exit !(n >= 5 && d == 1) }'"
+     ${FT} ${DATA}/models/capitals)
 # --add-token: Berlin only = [0, 1, 0] gives hidden [0, 1] + b1 = [−1.5, −0.5], both off, output [0, 0].
 # The layer is the file's: its 24 claims on its own four tokens still hold.
 cli_test("run --add-token traces a new token after the file's, named by its label" 0

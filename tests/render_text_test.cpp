@@ -417,7 +417,8 @@ TEST_CASE("the MoE page folds each expert's steps, draws the routing, and stacks
     SUBCASE("the combine's bars: one part per chosen expert, its output times its weight") {
         // a: expert 0's h = [1, −1], ReLU [1, 0], W2 = I writes [1, 0]; × 1
         CHECK(page.find("a: what each expert adds to the output") != std::string::npos);
-        CHECK(page.find("<title>expert 0 × 1 → [0]: 1</title>") != std::string::npos);
+        // the weight as the weights' table writes it, at the precision's decimals
+        CHECK(page.find("<title>expert 0 × 1.0000 → [0]: 1</title>") != std::string::npos);
     }
 }
 

@@ -33,6 +33,10 @@ std::vector<claim> evaluate_claims(const example& ex, const trace& t);
 // expert never computed the token.
 outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_trace& t);
 
+// The numbers the file's "expect" entries claim (their non-null elements): as many claims as
+// evaluating them gives, counted without a trace.
+std::size_t claimed_numbers(const example& ex);
+
 std::size_t count_failed(const std::vector<claim>& claims);
 
 }  // namespace ffn_trace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
@@ -43,5 +44,32 @@ struct trace_comparison {
 // Compares two traces of the same tokens exactly: a number recomputed from the same operands
 // is the same double, so any difference is the change's.
 trace_comparison compare_traces(const trace& before, const trace& after);
+
+// A token whose set of experts the change altered: its experts before and after, most probable
+// first.
+struct route_change {
+    std::size_t token;
+    std::vector<std::size_t> was, now;
+};
+
+// One expert's steps, compared over the tokens routed to it both before and after the change: a
+// token that came or went has numbers on one side only, and its route change says so instead.
+struct expert_comparison {
+    std::size_t expert = 0;
+    bool shared = false;
+    std::vector<std::size_t> tokens;  // flat token indices routed here on both sides
+    trace_comparison steps;           // its own steps (no input: the layer's compares it), by flat token
+};
+
+struct moe_comparison {
+    trace_comparison layer;             // the input and the layer's own steps (router … combine, residual, norm)
+    std::vector<route_change> routes;   // the tokens whose experts changed, by token
+    std::vector<expert_comparison> experts;  // every expert that ran on both sides, by index, then shared
+
+    bool any() const;
+};
+
+// Compares two MoE traces of the same tokens, as compare_traces compares two dense ones.
+moe_comparison compare_moe_traces(const moe_trace& before, const moe_trace& after);
 
 }  // namespace ffn_trace

@@ -27,8 +27,12 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 // choice of experts, and each expert's steps over the tokens routed to it (one row per token).
 // The readings, when given, add each expert's "stats", "top_units", "contributions" (lists per
 // routed token) and "vocab", and the layer's "vocab" of each token's whole update.
+// An experiment adds "what_changed" as for a dense layer, with "routes" (each token whose
+// experts changed: was, now) and "experts" (each expert that ran on both sides: the tokens it
+// ran on both sides and its steps compared over them), and "claims_not_checked".
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units = nullptr);
+                            const moe_unit_readings* units = nullptr, const moe_comparison* comparison = nullptr,
+                            std::size_t unchecked_claims = 0);
 
 // The same two views as JSON objects, for a view that holds a trace among other things (a prompt's).
 nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims,

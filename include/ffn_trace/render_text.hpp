@@ -80,6 +80,10 @@ struct moe_rendering_input {
     const moe_readings& reads;
     const moe_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
     const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
+    // An experiment, as for a dense layer: the layer's steps, the tokens whose experts changed,
+    // and each expert's steps over the tokens it ran both before and after the change.
+    const moe_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
 };
 
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.

@@ -246,43 +246,61 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
                         ffn_trace::with_separators(tokens), tokens == 1 ? "" : "s", ex.d_model(), ex.d_ff(),
                         ex.d_out(), ex.mixture ? fmt::format(" ({} experts)", ex.mixture->n_experts()) : "",
                         ffn_trace::with_separators(elements), ffn_trace::with_separators(limits.max_elements))};
+    std::size_t unchecked = 0;
     set_activity({"tracing the file", "--max-elements"});
+    // The file's claims describe the layer as the file holds it: once a change moved a number,
+    // they are counted, not checked, and not evaluated at all (a claim on an expert the change
+    // routed a token away from could not be).
+    // Without an experiment the one variant is `ex`, moved from: there is no layer before.
+    const ffn_trace::example* before = experiment ? &variants->front() : nullptr;
+    auto claims_or_count = [&](bool changed, auto evaluate) -> ffn_trace::outcome<std::vector<ffn_trace::claim>> {
+        if (!changed) return evaluate();
+        unchecked = ffn_trace::claimed_numbers(*before);
+        return std::vector<ffn_trace::claim>{};
+    };
     if (ex.mixture) {
         auto m = ffn_trace::run_moe(*ex.mixture, ex.input, ex.lead);
         if (!m) {
             m.err().file = ex.file;
             return m.err();
         }
-        auto claims = ffn_trace::evaluate_moe_claims(ex, *m);
+        std::optional<ffn_trace::moe_comparison> comparison;
+        if (before && before->mixture) {
+            auto was = ffn_trace::run_moe(*before->mixture, before->input, before->lead);
+            if (!was) {
+                was.err().file = before->file;
+                return was.err();
+            }
+            comparison = ffn_trace::compare_moe_traces(*was, *m);
+        }
+        auto claims = claims_or_count(comparison && comparison->any(), [&] { return ffn_trace::evaluate_moe_claims(ex, *m); });
         if (!claims) return claims.err();
         set_activity({"writing the output", "--max-elements, or use --detail summary"});
-        return traced{std::move(ex), {}, std::move(*m), std::move(*claims), nullptr};
+        traced out{std::move(ex), {}, std::move(*m), std::move(*claims), nullptr};
+        out.moe_comparison = std::move(comparison);
+        out.unchecked_claims = unchecked;
+        return out;
     }
     auto tr = ffn_trace::run_ffn(ex.layer, ex.input, ex.lead);
     if (!tr) {
         tr.err().file = ex.file;
         return tr.err();
     }
-    auto claims = ffn_trace::evaluate_claims(ex, *tr);
     std::optional<ffn_trace::trace_comparison> comparison;
-    std::size_t unchecked = 0;
-    if (experiment && !variants->front().mixture) {
-        const auto& before = variants->front();
-        auto was = ffn_trace::run_ffn(before.layer, before.input, before.lead);
+    if (before && !before->mixture) {
+        auto was = ffn_trace::run_ffn(before->layer, before->input, before->lead);
         if (!was) {
-            was.err().file = before.file;
+            was.err().file = before->file;
             return was.err();
         }
         comparison = ffn_trace::compare_traces(*was, *tr);
-        // A change that moved no number leaves the claims as true as they were: they are checked.
-        if (comparison->any()) {
-            unchecked = ffn_trace::evaluate_claims(before, *was).size();
-            claims.clear();
-        }
     }
+    auto claims = claims_or_count(comparison && comparison->any(),
+                                  [&]() -> ffn_trace::outcome<std::vector<ffn_trace::claim>> { return ffn_trace::evaluate_claims(ex, *tr); });
+    if (!claims) return claims.err();
     // From here the subcommands render, and grad computes gradients of the same sizes.
     set_activity({"writing the output", "--max-elements, or use --detail summary"});
-    return traced{std::move(ex), std::move(*tr), std::nullopt, std::move(claims), nullptr, std::move(comparison), unchecked};
+    return traced{std::move(ex), std::move(*tr), std::nullopt, std::move(*claims), nullptr, std::move(comparison), unchecked};
 }
 
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if_not_digits) {
@@ -330,7 +348,10 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& f) {
         whole_number(0, std::numeric_limits<std::uint64_t>::max(),
                      "--token picks the tokens to detail by index; to trace a word of a checkpoint's vocabulary, give "
                      "--word"));
-    sub.add_option("--precision", f.precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
+    sub.add_option("--precision", f.precision,
+                   "Decimals shown; the vocabulary view's scores show this many significant digits instead")
+        ->check(whole_number(0, 17))
+        ->capture_default_str();
     sub.add_flag("--full", f.full, "Print long vectors whole instead of first … last");
     sub.add_option("--color", f.color, "Terminal colours")
         ->check(CLI::IsMember({"auto", "always", "never"}))

@@ -74,11 +74,13 @@ struct traced {
     std::optional<ffn_trace::moe_trace> moe; // an MoE layer's trace
     std::vector<ffn_trace::claim> claims;
     std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors and vocabulary
-    // A dense layer the command line changed: its trace beside the trace of the layer as the file
-    // holds it. When a number changed, the file's claims (`unchecked_claims` numbers) describe the
-    // layer before the change: `claims` is empty.
+    // A layer the command line changed: its trace beside the trace of the layer as the file holds
+    // it (`comparison` for a dense layer, `moe_comparison` for an MoE). When a number changed, the
+    // file's claims (`unchecked_claims` numbers) describe the layer before the change: `claims`
+    // is empty.
     std::optional<ffn_trace::trace_comparison> comparison = {};
     std::size_t unchecked_claims = 0;
+    std::optional<ffn_trace::moe_comparison> moe_comparison = {};
 
     std::size_t tokens() const { return ex.input.rows; }
 };

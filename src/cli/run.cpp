@@ -100,13 +100,16 @@ int run_run(const run_options& options) {
                     return report(*e);
         }
         if (options.walkthrough.format == "json") {
-            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units ? &*units : nullptr), options.walkthrough.ascii);
+            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units ? &*units : nullptr,
+                                                 t->moe_comparison ? &*t->moe_comparison : nullptr, t->unchecked_claims),
+                       options.walkthrough.ascii);
             return exit_ok;
         }
         const auto text = walkthrough_options(options.walkthrough);
         const auto reads = ffn_trace::read_moe_trace(*t->moe);
         const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
-        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads, units ? &*units : nullptr, strings};
+        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads, units ? &*units : nullptr, strings,
+                                                t->moe_comparison ? &*t->moe_comparison : nullptr, t->unchecked_claims};
         ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }

@@ -62,6 +62,13 @@ outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_tra
     return claims;
 }
 
+std::size_t claimed_numbers(const example& ex) {
+    std::size_t n = 0;
+    for (const auto& e : ex.expect)
+        n += static_cast<std::size_t>(std::count_if(e.value.begin(), e.value.end(), [](const auto& v) { return v.has_value(); }));
+    return n;
+}
+
 std::size_t count_failed(const std::vector<claim>& claims) {
     return static_cast<std::size_t>(std::count_if(claims.begin(), claims.end(), [](const claim& c) { return !c.ok; }));
 }

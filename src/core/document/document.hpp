@@ -91,6 +91,9 @@ struct page_options {
     bool html = false;      // a self-contained HTML page (page_html.cpp), else text or Markdown
     bool hide = false;      // HTML: predict-first on from the start (values hidden until guessed)
     std::string banner = {};  // HTML: a line under the title (the claims' outcome)
+    // The banner's colour: a result's (the claims hold, or some fail), or none when it reports
+    // no result (an experiment's claims, not checked).
+    enum class tone { neutral, ok, bad } banner_tone = tone::neutral;
     bool ascii = false;     // ASCII spellings, converted before layout so that columns align
     bool colour = false;    // terminal colours (text only); otherwise the style marks are dropped
     std::size_t width = 80; // columns of the text layout (Markdown is not wrapped)

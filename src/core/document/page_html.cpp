@@ -468,7 +468,9 @@ void html_writer::write(const block& b) {
             if (!card_.empty()) out_(fmt::format("</{}>\n", card_));
             out_(fmt::format("<header{}>\n<h1>{}</h1>\n", titles_++ ? " class=\"new-page\"" : "", html_styled(b.text)));
             if (!opt_.banner.empty() && titles_ == 1)
-                out_(fmt::format("<p class=\"banner {}\">{}</p>\n", opt_.banner.find("fail") != std::string::npos ? "bad" : "ok",
+                out_(fmt::format("<p class=\"banner {}\">{}</p>\n", opt_.banner_tone == page_options::tone::bad  ? "bad"
+                                 : opt_.banner_tone == page_options::tone::ok ? "ok"
+                                                                              : "neutral",
                                  html_styled(opt_.banner)));
             out_("</header>\n<section class=\"card intro\">\n");
             card_ = "section";

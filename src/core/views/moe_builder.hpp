@@ -18,8 +18,9 @@ class moe_builder : public walkthrough_builder {
 public:
     moe_builder(const moe_rendering_input& in, const text_options& options)
         : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer()))),
-          mt_(in.tr), mr_(in.reads), mu_(in.units) {
+          mt_(in.tr), mr_(in.reads), mu_(in.units), mcomparison_(in.comparison) {
         token_strings_ = in.token_strings;
+        unchecked_claims_ = in.unchecked_claims;
         use_layer_tokens();
     }
 
@@ -91,9 +92,17 @@ private:
     void expert_units();
     void summary();
 
+    // What the command line's change did (moe_readings.cpp): the layer's steps as a dense
+    // layer's, the tokens that now choose other experts, and each expert's steps over the tokens
+    // it ran on both sides.
+    void comparison();
+    void route_changes();
+    void expert_changes(std::vector<std::string>& unchanged);
+
     const moe_trace& mt_;
     const moe_readings& mr_;
     const moe_unit_readings* mu_;
+    const moe_comparison* mcomparison_;
 };
 
 }  // namespace ffn_trace::detail

@@ -140,7 +140,7 @@ void moe_builder::combine_arithmetic(std::size_t t, const step& s) {
             const double weight = p.et->shared ? 1.0 : w(t, p.et->expert);
             f->hues.push_back(p.et->shared ? mlayer().n_experts() + p.et->expert : p.et->expert);  // the routing picture's colour
             f->parts.push_back(p.et->shared ? fmt::format("shared expert {}", p.et->expert)
-                                            : fmt::format("expert {} × {}", p.et->expert, format_short(weight, opt_.precision)));
+                                            : fmt::format("expert {} × {}", p.et->expert, num(weight)));
             std::vector<double> added;
             for (std::size_t j = 0; j < s.value.cols; ++j) added.push_back(weight * p.et->tr.output().value(p.row, j));
             f->values.push_back(std::move(added));

@@ -114,18 +114,90 @@ void moe_builder::summary() {
             b.lines.emplace_back("…");
             continue;
         }
-        std::vector<std::string> route;
-        for (auto e : mt_.chosen[t]) route.push_back(fmt::format("expert {} × {}", e, format_short(w(t, e), opt_.precision)));
-        b.lines.push_back(fmt::format("{}: {} → {}{} → {}", token_name(t), short_vector(mt_.input.row(t)), fmt::join(route, " + "),
-                                      mlayer().residual ? " → + x" : "", vector_text(mt_.output().value.row(t))));
+        // The path as items laid out to the width, so that a term "expert 0 × 0.0360" is never split.
+        std::vector<std::string> path{short_vector(mt_.input.row(t))};
+        for (auto e : mt_.chosen[t])
+            path.push_back(fmt::format("{} expert {} × {}", path.size() == 1 ? "→" : "+", e, num(w(t, e))));
+        if (mlayer().residual) path.emplace_back("→ + x");
+        path.push_back("→ " + vector_text(mt_.output().value.row(t)));
+        for (auto& l : item_lines(token_name(t) + ": ", path, line_room()))
+            b.lines.push_back(std::move(l));
         // Then each of the layer's steps, as the dense summary (and seed 000's) repeats them.
         std::size_t wide = 0;
         for (const auto& st : mt_.steps) wide = std::max(wide, display_width(st.name == "residual" ? "+ x" : st.name));
-        for (const auto& st : mt_.steps)
-            b.lines.push_back(fmt::format("  {} {}", pad_right(st.name == "residual" ? "+ x" : st.name, wide),
-                                          vector_text(st.value.row(t))));
+        for (const auto& st : mt_.steps) step_vector_lines(b, st.name == "residual" ? "+ x" : st.name, wide, st.value.row(t));
     }
     add(std::move(b));
+}
+
+}  // namespace ffn_trace::detail
+
+namespace ffn_trace::detail {
+
+void moe_builder::comparison() {
+    const answer_scope answers(answering_);
+    if (!comparison_opening(mcomparison_->any())) return;
+    use_layer_tokens();
+    std::vector<std::string> unchanged;
+    int number = 0;
+    bool experts_done = false;
+    // In the walkthrough's order: the routing, the experts, then the combine and what follows.
+    for (const auto& s : mcomparison_->layer.steps) {
+        const bool input = s.step == "input";
+        if (s.step == "combine" && !experts_done) {
+            route_changes();
+            expert_changes(unchanged);
+            experts_done = true;
+        }
+        if (!input && s.status != step_comparison::kind::only_before) ++number;
+        comparison_step(s, input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(s.step), cell_variable(s.step)),
+                        unchanged);
+    }
+    if (!experts_done) {
+        route_changes();
+        expert_changes(unchanged);
+    }
+    unchanged_paragraph(unchanged);
+}
+
+void moe_builder::route_changes() {
+    const auto& routes = mcomparison_->routes;
+    if (routes.empty()) {
+        paragraph("Every token chooses the same experts as before the change.");
+        return;
+    }
+    auto experts = [](const std::vector<std::size_t>& list) {
+        return fmt::format("expert{} {}", list.size() == 1 ? "" : "s", fmt::join(list, ", "));
+    };
+    paragraph(fmt::format("The change sends {} to other experts. An expert's numbers for a token it gained or lost exist "
+                          "on one side only, so they are not compared; the experts' steps below compare the tokens each "
+                          "ran both before and after.",
+                          plural(routes.size(), "token")));
+    block b{block_kind::lines};
+    for (const auto& r : routes) {
+        b.lines.push_back(fmt::format("{} now chooses {} (was {})", subject(r.token), experts(r.now),
+                                      fmt::join(r.was, ", ")));
+    }
+    add(std::move(b));
+}
+
+void moe_builder::expert_changes(std::vector<std::string>& unchanged) {
+    for (const auto& e : mcomparison_->experts) {
+        const std::string who = expert_name(e.expert, e.shared);
+        if (!e.steps.any()) {
+            std::size_t compared = 0;
+            for (const auto& s : e.steps.steps) compared += s.compared;
+            unchanged.push_back(fmt::format("{} over {} ({})", who, plural(e.tokens.size(), "token"), plural(compared, "number")));
+            continue;
+        }
+        // The expert's own layer names its hidden units.
+        const expert_trace* et = mt_.expert(e.expert, e.shared);
+        use(et->tr, mr_.experts[static_cast<std::size_t>(et - mt_.experts.data())], nullptr, et->prefix() + ".");
+        for (const auto& s : e.steps.steps)
+            comparison_step(s, fmt::format("{} · {} ({})", capitalised(who), capitalised(s.step), cell_variable(s.step)),
+                            unchanged, who);
+        use_layer_tokens();
+    }
 }
 
 }  // namespace ffn_trace::detail

@@ -1,5 +1,6 @@
 #include "ffn_trace/render_json.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -121,31 +122,43 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
     return out;
 }
 
-std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
-                        const vocabulary_view* vocab, const trace_comparison* comparison, std::size_t unchecked_claims) {
-    json out = trace_json(ex, t, claims, units, vocab);
-    if (comparison) {
-        static const char* status[] = {"compared", "only_before", "only_after", "reshaped"};
-        json steps = json::array();
-        for (const auto& s : comparison->steps) {
-            json changed = json::array();
-            for (const auto& v : s.changed)
-                changed.push_back({{"token", v.token},
-                                   {"index", v.index},
-                                   {"at", s.step + element_index(t.lead, v.token, v.index)},
-                                   {"was", v.was},
-                                   {"now", v.now},
-                                   {"delta", v.delta()}});
-            steps.push_back({{"step", s.step},
-                             {"status", status[static_cast<int>(s.status)]},
-                             {"compared", s.compared},
-                             {"changed", std::move(changed)}});
-        }
-        out["what_changed"] = {{"any", comparison->any()}, {"steps", std::move(steps)}};
+namespace {
+
+// Each step of a comparison: its status, how many numbers were compared, and those that changed,
+// each named as a claim names it ("expert[1].expand[0][2]", with the prefix).
+json comparison_steps(const trace_comparison& c, const std::vector<std::size_t>& lead, const std::string& prefix = "") {
+    static const char* status[] = {"compared", "only_before", "only_after", "reshaped"};
+    json steps = json::array();
+    for (const auto& s : c.steps) {
+        json changed = json::array();
+        for (const auto& v : s.changed)
+            changed.push_back({{"token", v.token},
+                               {"index", v.index},
+                               {"at", prefix + s.step + element_index(lead, v.token, v.index)},
+                               {"was", v.was},
+                               {"now", v.now},
+                               {"delta", v.delta()}});
+        steps.push_back({{"step", s.step},
+                         {"status", status[static_cast<int>(s.status)]},
+                         {"compared", s.compared},
+                         {"changed", std::move(changed)}});
     }
+    return steps;
+}
+
+void add_unchecked(json& out, std::size_t unchecked_claims) {
     if (unchecked_claims)
         out["claims_not_checked"] = {{"count", unchecked_claims},
                                      {"why", "the file's claims describe the layer before the change"}};
+}
+
+}  // namespace
+
+std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
+                        const vocabulary_view* vocab, const trace_comparison* comparison, std::size_t unchecked_claims) {
+    json out = trace_json(ex, t, claims, units, vocab);
+    if (comparison) out["what_changed"] = {{"any", comparison->any()}, {"steps", comparison_steps(*comparison, t.lead)}};
+    add_unchecked(out, unchecked_claims);
     return json_text(out) + "\n";
 }
 
@@ -177,8 +190,25 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
 }
 
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units) {
-    return json_text(moe_trace_json(ex, t, claims, units)) + "\n";
+                            const moe_unit_readings* units, const moe_comparison* comparison, std::size_t unchecked_claims) {
+    json out = moe_trace_json(ex, t, claims, units);
+    if (comparison) {
+        json routes = json::array();
+        for (const auto& r : comparison->routes) routes.push_back({{"token", r.token}, {"was", r.was}, {"now", r.now}});
+        json experts = json::array();
+        for (const auto& e : comparison->experts) {
+            const std::string prefix = fmt::format("{}[{}].", e.shared ? "shared" : "expert", e.expert);
+            experts.push_back({{e.shared ? "shared" : "expert", e.expert},
+                               {"tokens", e.tokens},
+                               {"steps", comparison_steps(e.steps, t.lead, prefix)}});
+        }
+        out["what_changed"] = {{"any", comparison->any()},
+                               {"steps", comparison_steps(comparison->layer, t.lead)},
+                               {"routes", std::move(routes)},
+                               {"experts", std::move(experts)}};
+    }
+    add_unchecked(out, unchecked_claims);
+    return json_text(out) + "\n";
 }
 
 }  // namespace ffn_trace

@@ -35,6 +35,7 @@ void moe_builder::build(const block_sink& out) {
     }
     readings();
     if (mu_) expert_units();
+    if (mcomparison_) comparison();
     claims_block();
     summary();
 }
@@ -83,6 +84,7 @@ void moe_builder::heading() {
     if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
     if (!claims_.empty())
         f.push_back(claims_field());
+    if (unchecked_claims_) f.push_back(unchecked_claims_field());
     f.push_back(indices_field());
     f.push_back(detail_field());
     add({block_kind::fields, "", std::move(f)});
@@ -144,7 +146,7 @@ void build_moe_walkthrough(const moe_rendering_input& in, const text_options& op
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out) {
     auto page = detail::page_for(options, format);
-    page.banner = detail::claims_banner(in.claims);
+    detail::claims_banner(page, in.claims, in.unchecked_claims);
     detail::moe_builder builder(in, options);
     builder.explain_cells(page.html);
     detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });

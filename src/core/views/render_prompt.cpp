@@ -253,9 +253,21 @@ private:
         block b{block_kind::table, "", {}, {}, "lrrrr"};
         b.rows.push_back({"token", "probability", "change", "logit", "change"});
         auto signed_num = [&](double d) { return (d > 0 ? "+" : "") + num(d); };
+        // "was → now" with each side padded to its widest, so that the arrows line up in a column
+        // whose numbers change sign (" 2.60 →  1.74" over " 2.63 → -1.06").
+        std::size_t was_p = 0, now_p = 0, was_l = 0, now_l = 0;
+        for (const auto& c : p_.changes) {
+            was_p = std::max(was_p, display_width(num(c.before)));
+            now_p = std::max(now_p, display_width(num(c.after)));
+            was_l = std::max(was_l, display_width(format_fixed(c.logit_before, 2)));
+            now_l = std::max(now_l, display_width(format_fixed(c.logit_after, 2)));
+        }
         for (const auto& c : p_.changes)
-            b.rows.push_back({quote(c.token), fmt::format("{} → {}", num(c.before), num(c.after)), signed_num(c.after - c.before),
-                              fmt::format("{} → {}", format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2)),
+            b.rows.push_back({quote(c.token),
+                              fmt::format("{} → {}", pad_left(num(c.before), was_p), pad_left(num(c.after), now_p)),
+                              signed_num(c.after - c.before),
+                              fmt::format("{} → {}", pad_left(format_fixed(c.logit_before, 2), was_l),
+                                          pad_left(format_fixed(c.logit_after, 2), now_l)),
                               (c.logit_after > c.logit_before ? "+" : "") + format_fixed(c.logit_after - c.logit_before, 2)});
         add(std::move(b));
     }

@@ -19,8 +19,7 @@ detail_level default_detail(const ffn& layer) {
 void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out) {
     auto page = detail::page_for(options, format);
-    page.banner = in.unchecked_claims ? "The file's claims describe the layer before the change: not checked"
-                                      : detail::claims_banner(in.claims);
+    detail::claims_banner(page, in.claims, in.unchecked_claims);
     detail::walkthrough_builder builder(in, options);
     builder.explain_cells(page.html);
     detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });

@@ -19,12 +19,18 @@ std::string activation_title(activation kind) {
     return "";
 }
 
-std::string claims_banner(const std::vector<claim>& claims) {
-    if (claims.empty()) return "";
+void claims_banner(page_options& page, const std::vector<claim>& claims, std::size_t unchecked) {
+    if (unchecked) {
+        page.banner = "The file's claims describe the layer before the change: not checked";
+        page.banner_tone = page_options::tone::neutral;
+        return;
+    }
+    if (claims.empty()) return;
     std::size_t failed = 0;
     for (const auto& c : claims) failed += c.ok ? 0 : 1;
-    if (failed == 0) return fmt::format("All {} claims hold ✓", claims.size());
-    return fmt::format("{} of {} claims fail ✗", failed, claims.size());
+    page.banner = failed == 0 ? fmt::format("All {} claims hold ✓", claims.size())
+                              : fmt::format("{} of {} claims fail ✗", failed, claims.size());
+    page.banner_tone = failed == 0 ? page_options::tone::ok : page_options::tone::bad;
 }
 
 std::string variable(std::string_view step) { return step_variable(step_kind_of(step).value()); }

@@ -24,8 +24,9 @@ namespace ffn_trace::detail {
 
 // A kind of activation as the walkthrough names it: "ReLU", "exact GELU", "SwiGLU".
 std::string activation_title(activation kind);
-// The line under a page's title: how the file's claims came out.
-std::string claims_banner(const std::vector<claim>& claims);
+// The line under a page's title and its colour: how the file's claims came out, or that an
+// experiment left `unchecked` of them unchecked.
+void claims_banner(page_options& page, const std::vector<claim>& claims, std::size_t unchecked);
 // The name of a step's numbers: "hidden" for expand, "activated" for activate.
 std::string variable(std::string_view step);
 // The name of a step's numbers, for any step an MoE layer has too ("router" is its own name).
@@ -279,10 +280,23 @@ protected:
 
     // What the command line's change did: each step's numbers that moved, was → now (Δ).
     void comparison_block();
+    // The heading and the sentence that open it; false when no number moved (all is said).
+    bool comparison_opening(bool any);
+    // One step of either trace: its numbers that moved, by flat token, under `title` ("Step 2 ·
+    // Activate (activated)"); a step that moved nothing joins `unchanged`, with `where` it is
+    // ("up in expert 3").
+    void comparison_step(const step_comparison& s, const std::string& title, std::vector<std::string>& unchanged,
+                         const std::string& where = "");
+    void unchanged_paragraph(const std::vector<std::string>& unchanged);
 
     void summary_block();
     // A step as the summary's path names it: "expand", "GELU", "contract", "+ x".
     std::string summary_label(std::string_view step) const;
+    // A summary's line of one step's vector for a token, its label padded to `wide`; a vector too
+    // long for the line wraps under its first number.
+    void step_vector_lines(block& b, const std::string& label, std::size_t wide, std::span<const double> v) const;
+    // The columns a lines block's line may take: the block indents by 2.
+    std::size_t line_room() const { return opt_.width > 2 ? opt_.width - 2 : 1; }
 
     const example& ex_;
     const std::vector<claim>& claims_;

@@ -308,104 +308,133 @@ std::vector<std::string> walkthrough_builder::unchecked_claims_field() const {
                                   plural(unchecked_claims_, "claimed number"))};
 }
 
-void walkthrough_builder::comparison_block() {
-    const answer_scope answers(answering_);
+bool walkthrough_builder::comparison_opening(bool any) {
     add({block_kind::heading, "What the change did"});
-    const trace_comparison& c = *comparison_;
-    if (!c.any()) {
+    if (!any) {
         paragraph("No number of the trace changed: the layer traced is the file's, number for number, so the file's "
                   "claims are checked as usual.");
-        return;
+        return false;
     }
     paragraph("Each number the change moved, beside the same number of the layer as the file holds it (traced over the "
               "same tokens): was → now (Δ = now − was). The numbers the change left alone are counted, not listed.");
+    return true;
+}
+
+void walkthrough_builder::comparison_block() {
+    const answer_scope answers(answering_);
+    if (!comparison_opening(comparison_->any())) return;
+    std::vector<std::string> unchanged;
+    int number = 0;
+    for (const auto& s : comparison_->steps) {
+        const bool input = s.step == "input";
+        if (!input && s.status != step_comparison::kind::only_before) ++number;
+        comparison_step(s, input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(s.step), variable(s.step)),
+                        unchanged);
+    }
+    unchanged_paragraph(unchanged);
+}
+
+void walkthrough_builder::unchanged_paragraph(const std::vector<std::string>& unchanged) {
+    if (!unchanged.empty()) paragraph(fmt::format("Unchanged: {}.", fmt::join(unchanged, ", ")));
+}
+
+void walkthrough_builder::comparison_step(const step_comparison& s, const std::string& title, std::vector<std::string>& unchanged,
+                                          const std::string& where) {
     // Per token, the numbers listed at most; a big layer's largest moves, in unit order.
     const std::size_t most = opt_.full ? std::size_t(-1) : 8;
     auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "−" : "+", format_fixed(std::abs(d), opt_.precision)); };
-    std::vector<std::string> unchanged;
-    int number = 0;
-    for (const auto& s : c.steps) {
-        const bool input = s.step == "input";
-        if (!input && s.status != step_comparison::kind::only_before) ++number;
-        const std::string name = input ? "x" : variable(s.step);
-        const std::string title = input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(s.step), name);
-        switch (s.status) {
-            case step_comparison::kind::only_after:
-                paragraph(fmt::format("{}: a step the file's layer does not have.", title));
-                continue;
-            case step_comparison::kind::only_before:
-                paragraph(fmt::format("The file's layer has a step {} ({}), which the changed layer does not.",
-                                      s.step, name));
-                continue;
-            case step_comparison::kind::reshaped:
-                paragraph(fmt::format("{}: {} numbers per token, {} before the change; not compared number by number.",
-                                      title, s.width_after, s.width_before));
-                continue;
-            case step_comparison::kind::compared: break;
-        }
-        if (s.changed.empty()) {
-            unchanged.push_back(fmt::format("{} ({})", input ? "x" : name, plural(s.compared, "number")));
+    const bool input = s.step == "input";
+    const std::string name = input ? "x" : cell_variable(s.step);
+    switch (s.status) {
+        case step_comparison::kind::only_after:
+            paragraph(fmt::format("{}: a step the file's layer does not have.", title));
+            return;
+        case step_comparison::kind::only_before:
+            paragraph(fmt::format("The file's layer has a step {} ({}), which the changed layer does not.", s.step, name));
+            return;
+        case step_comparison::kind::reshaped:
+            paragraph(fmt::format("{}: {} numbers per token, {} before the change; not compared number by number.", title,
+                                  s.width_after, s.width_before));
+            return;
+        case step_comparison::kind::compared: break;
+    }
+    if (s.changed.empty()) {
+        unchanged.push_back(fmt::format("{}{} ({})", name, where.empty() ? "" : " in " + where, plural(s.compared, "number")));
+        return;
+    }
+    paragraph(fmt::format("{}: {} of {} changed{}", title, s.changed.size(), plural(s.compared, "number"),
+                          s.changed.size() == s.compared ? "." : fmt::format("; {} did not.", s.compared - s.changed.size())));
+    const auto& labels = input ? ex_.names.inputs : column_labels(s.step);
+    block b{block_kind::table, "", {}, {}, "llrcrr"};
+    b.rows.push_back({ex_.lead.empty() ? "" : "token", name, "was", "", "now", "Δ"});
+    for (auto t : all_detailed_) {
+        if (t == gap) {
+            b.rows.push_back({"…", "", "", "", "", ""});
             continue;
         }
-        paragraph(fmt::format("{}: {} of {} changed{}", title, s.changed.size(), plural(s.compared, "number"),
-                              s.changed.size() == s.compared ? "." : fmt::format("; {} did not.", s.compared - s.changed.size())));
-        const auto& labels = input ? ex_.names.inputs : column_labels(s.step);
-        block b{block_kind::table, "", {}, {}, "llrcrr"};
-        b.rows.push_back({ex_.lead.empty() ? "" : "token", name, "was", "", "now", "Δ"});
-        for (auto t : all_detailed_) {
-            if (t == gap) {
-                b.rows.push_back({"…", "", "", "", "", ""});
-                continue;
-            }
-            std::vector<const changed_value*> mine;
-            for (const auto& v : s.changed)
-                if (v.token == t) mine.push_back(&v);
-            if (mine.size() > most) {
-                std::stable_sort(mine.begin(), mine.end(), [](const changed_value* x, const changed_value* y) {
-                    return std::abs(x->delta()) > std::abs(y->delta());
-                });
-                mine.resize(most);
-                std::sort(mine.begin(), mine.end(), [](const changed_value* x, const changed_value* y) { return x->index < y->index; });
-            }
-            std::size_t listed = 0;
-            for (const auto* v : mine)
-                b.rows.push_back({listed++ == 0 ? token_name(t) : "", label_or_index(labels, v->index), num(v->was), "→",
-                                  num(v->now), signed_delta(v->delta())});
-            const std::size_t all = static_cast<std::size_t>(std::count_if(s.changed.begin(), s.changed.end(),
-                                                                           [t](const changed_value& v) { return v.token == t; }));
-            if (all > listed)
-                b.rows.push_back({"", fmt::format("… {} more, smaller", all - listed), "", "", "", ""});
+        std::vector<const changed_value*> mine;
+        for (const auto& v : s.changed)
+            if (v.token == t) mine.push_back(&v);
+        if (mine.size() > most) {
+            std::stable_sort(mine.begin(), mine.end(), [](const changed_value* x, const changed_value* y) {
+                return std::abs(x->delta()) > std::abs(y->delta());
+            });
+            mine.resize(most);
+            std::sort(mine.begin(), mine.end(), [](const changed_value* x, const changed_value* y) { return x->index < y->index; });
         }
-        add(std::move(b));
+        std::size_t listed = 0;
+        for (const auto* v : mine)
+            b.rows.push_back({listed++ == 0 ? detail::token_name(ex_.names.tokens, ex_.lead, t) : "",
+                              label_or_index(labels, v->index), num(v->was), "→", num(v->now), signed_delta(v->delta())});
+        const std::size_t all = static_cast<std::size_t>(std::count_if(s.changed.begin(), s.changed.end(),
+                                                                       [t](const changed_value& v) { return v.token == t; }));
+        if (all > listed) b.rows.push_back({"", fmt::format("… {} more, smaller", all - listed), "", "", "", ""});
     }
-    if (!unchanged.empty()) paragraph(fmt::format("Unchanged: {}.", fmt::join(unchanged, ", ")));
+    add(std::move(b));
 }
 
 void walkthrough_builder::summary_block() {
     const answer_scope answers(answering_);
     add({block_kind::heading, "Summary"});
-    std::string path = layer().gated() ? fmt::format("gate, up → {} → contract", activation_title(layer().act))
-                                       : fmt::format("expand → {} → contract", activation_title(layer().act));
-    if (pre_norm()) path = "norm → " + path;
-    if (layer().residual) path += " → + x";
-    if (layer().norm && !pre_norm()) path += " → norm";
+    // The path's steps as items, so that "gate, up" and "+ x" are never split.
+    std::vector<std::string> path;
+    if (pre_norm()) path.emplace_back("→ norm");
+    path.push_back(layer().gated() ? "→ gate, up" : "→ expand");
+    path.push_back("→ " + activation_title(layer().act));
+    path.emplace_back("→ contract");
+    if (layer().residual) path.emplace_back("→ + x");
+    if (layer().norm && !pre_norm()) path.emplace_back("→ norm");
     block b{block_kind::lines};
     for (auto t : shown_indices(tr_->tokens(), opt_.full)) {
         if (t == gap) {
             b.lines.emplace_back("…");
             continue;
         }
-        b.lines.push_back(fmt::format("{}: {} → {} → {}", token_name(t), short_vector(tr_->input.row(t)), path,
-                                      vector_text(tr_->output().value.row(t))));
+        std::vector<std::string> items{short_vector(tr_->input.row(t))};
+        items.insert(items.end(), path.begin(), path.end());
+        items.push_back("→ " + vector_text(tr_->output().value.row(t)));
+        for (auto& l : item_lines(token_name(t) + ": ", items, line_room()))
+            b.lines.push_back(std::move(l));
         // Then each step's vector, as seed 000's summary repeats them: the token's whole path.
         std::vector<std::string> labels;
         for (const auto& s : tr_->steps) labels.push_back(summary_label(s.name));
         std::size_t wide = 0;
         for (const auto& l : labels) wide = std::max(wide, display_width(l));
-        for (std::size_t k = 0; k < tr_->steps.size(); ++k)
-            b.lines.push_back(fmt::format("  {} {}", pad_right(labels[k], wide), vector_text(tr_->steps[k].value.row(t))));
+        for (std::size_t k = 0; k < tr_->steps.size(); ++k) step_vector_lines(b, labels[k], wide, tr_->steps[k].value.row(t));
     }
     add(std::move(b));
+}
+
+void walkthrough_builder::step_vector_lines(block& b, const std::string& label, std::size_t wide, std::span<const double> v) const {
+    // The vector's numbers as items, so that a long one wraps under its first number, never
+    // under the label, and the labels stay in one column.
+    std::vector<std::string> items;
+    const std::string text = vector_text(v);
+    for (std::size_t start = 0, end = 0; start < text.size(); start = end + 1) {
+        end = std::min(text.find(' ', start), text.size());
+        items.push_back(text.substr(start, end - start));
+    }
+    for (auto& l : item_lines("  " + pad_right(label, wide) + " ", items, line_room())) b.lines.push_back(std::move(l));
 }
 
 std::string walkthrough_builder::summary_label(std::string_view step) const {
