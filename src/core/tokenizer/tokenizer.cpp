@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <set>
+#include <unordered_set>
 #include <sys/stat.h>
 
 #include "json/json_reader.hpp"
@@ -34,10 +34,11 @@ struct added_matcher {
     std::vector<added_token> tokens;
 
     void add(added_token t) {
-        if (t.content.empty() || by_content.count(t.content)) return;
-        by_content.emplace(t.content, tokens.size());
-        if (std::find(lengths.begin(), lengths.end(), t.content.size()) == lengths.end()) lengths.push_back(t.content.size());
-        std::sort(lengths.rbegin(), lengths.rend());
+        if (t.content.empty() || !by_content.try_emplace(t.content, tokens.size()).second) return;
+        if (std::find(lengths.begin(), lengths.end(), t.content.size()) == lengths.end()) {
+            lengths.push_back(t.content.size());
+            std::sort(lengths.rbegin(), lengths.rend());
+        }
         tokens.push_back(std::move(t));
     }
 };
@@ -106,7 +107,7 @@ struct tokenizer_pipeline {
     std::unique_ptr<model> cut;
     std::unique_ptr<post_processor> post_process;
     added_matcher raw_added, normalized_added;
-    std::set<std::size_t> added_ids;
+    std::unordered_set<std::size_t> added_ids;
     // The added tokens' spellings; the model's vocabulary stays the model's (no copy).
     std::unordered_map<std::size_t, std::string> added_spelling;
     std::unordered_map<std::string, std::size_t> added_id;
@@ -124,12 +125,6 @@ struct tokenizer_pipeline {
         auto it = added_id.find(std::string(token));
         if (it == added_id.end()) return std::nullopt;
         return it->second;
-    }
-    void add_spelling(std::size_t id, const std::string& token) {
-        added_spelling[id] = token;
-        added_id.emplace(token, id);
-        added_ids.insert(id);
-        size = std::max(size, id + 1);
     }
 };
 
@@ -153,7 +148,7 @@ struct added_section {
 };
 
 // An entry's content and id, each of the right kind.
-outcome<added_entry> added_spelling(const json& t, const json_place& t_at) {
+outcome<added_entry> added_content(const json& t, const json_place& t_at) {
     if (!t.is_object()) return t_at.fail("expected an object");
     auto content = string_field(t, "content", t_at, std::nullopt);
     if (!content) return content.err();
@@ -189,18 +184,29 @@ void take_added(added_section& section, std::size_t index, json& t, const std::s
     ++section.count;
     if (section.wrong) return;
     const json_place t_at = json_place{file, "added_tokens"}.at(index);
-    auto e = added_spelling(t, t_at);
+    auto e = added_content(t, t_at);
     if (e && !added_flags(t, t_at, *e)) section.entries.push_back(std::move(*e));
     else section.wrong = std::move(t);
 }
 
-// The entry's id and content against the vocabulary and the entries before it.
-std::optional<error> check_added(const added_entry& e, const json_place& t_at, std::size_t id_bound, const tokenizer_pipeline& p) {
+// The entry's id and content checked against the vocabulary and the entries before it, and added
+// to the spellings: each table is searched once, by the insertion that fills it.
+std::optional<error> add_spelling(const added_entry& e, const json_place& t_at, std::size_t id_bound, tokenizer_pipeline& p) {
     if (e.id >= id_bound) return t_at.at("id").fail(fmt::format("the id {} is out of range", e.id));
-    if (auto known = p.find(e.content); known && *known != e.id)
-        return t_at.at("id").fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(e.content), e.id, *known));
-    if (const std::string* other = p.spelling_of(e.id); other && *other != e.content)
-        return t_at.at("id").fail(fmt::format("the id {} is already {}", e.id, quote(*other)));
+    const auto& vocabulary = p.cut->vocabulary();
+    const auto in_vocabulary = vocabulary.find(e.content);
+    const auto [by_content, new_content] = in_vocabulary ? std::pair{p.added_id.end(), false} : p.added_id.try_emplace(e.content, e.id);
+    const std::size_t known = in_vocabulary ? *in_vocabulary : new_content ? e.id : by_content->second;
+    if (known != e.id)
+        return t_at.at("id").fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(e.content), e.id, known));
+    if (e.id < vocabulary.tokens.size() && !vocabulary.tokens[e.id].empty()) {
+        if (vocabulary.tokens[e.id] != e.content)
+            return t_at.at("id").fail(fmt::format("the id {} is already {}", e.id, quote(vocabulary.tokens[e.id])));
+    } else if (const auto [by_id, new_id] = p.added_spelling.try_emplace(e.id, e.content); !new_id && by_id->second != e.content) {
+        return t_at.at("id").fail(fmt::format("the id {} is already {}", e.id, quote(by_id->second)));
+    }
+    p.added_ids.insert(e.id);
+    p.size = std::max(p.size, e.id + 1);
     return std::nullopt;
 }
 
@@ -213,13 +219,13 @@ outcome<bool> read_added_tokens(const json& j, const added_section& section, con
     // Room for every token at once, rather than rehashing as they arrive.
     p.added_spelling.reserve(count);
     p.added_id.reserve(count);
+    p.added_ids.reserve(count);
     p.raw_added.by_content.reserve(count);
     p.normalized_added.by_content.reserve(count);
     for (std::size_t i = 0; i < section.entries.size(); ++i) {
         const added_entry& e = section.entries[i];
-        if (auto problem = check_added(e, at.at(i), id_bound, p)) return *problem;
+        if (auto problem = add_spelling(e, at.at(i), id_bound, p)) return *problem;
         added_token a{e.content, e.id, e.lstrip, e.rstrip, e.single_word};
-        p.add_spelling(e.id, e.content);
         if (e.normalized) {
             // matched in normalized text, so its own spelling normalized too
             if (p.normalize) {
@@ -234,9 +240,9 @@ outcome<bool> read_added_tokens(const json& j, const added_section& section, con
     }
     if (section.wrong) {  // its problems in the order an entry's fields are read
         const json_place t_at = at.at(section.entries.size());
-        auto e = added_spelling(*section.wrong, t_at);
+        auto e = added_content(*section.wrong, t_at);
         if (!e) return e.err();
-        if (auto problem = check_added(*e, t_at, id_bound, p)) return *problem;
+        if (auto problem = add_spelling(*e, t_at, id_bound, p)) return *problem;
         if (auto problem = added_flags(*section.wrong, t_at, *e)) return *problem;
     }
     return true;
