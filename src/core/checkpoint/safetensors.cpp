@@ -265,18 +265,23 @@ outcome<std::unique_ptr<tensor_source>> open_index(const std::string& path) {
     const detail::json_section weight_map_entries{
         {"weight_map"}, json::value_t::object, [&](std::string_view name, std::size_t, json& shard_name) {
             if (problem) return;
-            const std::string where = json_member("weight_map", name);
             if (!shard_name.is_string()) {
-                problem = error{path, where, fmt::format("expected the shard's file name, got {}", kind_of(shard_name))};
+                problem = error{path, json_member("weight_map", name),
+                                fmt::format("expected the shard's file name, got {}", kind_of(shard_name))};
                 return;
             }
             auto& s = shard_name.get_ref<std::string&>();
-            if (!plain_relative(s)) {
-                problem = error{path, where, fmt::format("names the shard {}: a shard must be a file in the index's directory",
-                                                         json_quoted(s))};
-                return;
+            auto shard = names_in.find(s);  // a few shards, each named by many entries: each checked once
+            if (shard == names_in.end()) {
+                if (!plain_relative(s)) {
+                    problem = error{path, json_member("weight_map", name),
+                                    fmt::format("names the shard {}: a shard must be a file in the index's directory",
+                                                json_quoted(s))};
+                    return;
+                }
+                shard = names_in.emplace(std::move(s), std::vector<std::string>{}).first;
             }
-            names_in[std::move(s)].emplace_back(name);
+            shard->second.emplace_back(name);
         }};
     auto index = detail::parse_json_object(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path,
                                            "", max_header_depth, {&weight_map_entries, 1});

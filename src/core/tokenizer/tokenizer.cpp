@@ -190,20 +190,23 @@ void take_added(added_section& section, std::size_t index, json& t, const std::s
 }
 
 // The entry's id and content checked against the vocabulary and the entries before it, and added
-// to the spellings: each table is searched once, by the insertion that fills it.
-std::optional<error> add_spelling(const added_entry& e, const json_place& t_at, std::size_t id_bound, tokenizer_pipeline& p) {
-    if (e.id >= id_bound) return t_at.at("id").fail(fmt::format("the id {} is out of range", e.id));
+// to the spellings: each table is searched once, by the insertion that fills it. `at` is
+// added_tokens, `index` the entry's: its place is spelled only for a message.
+std::optional<error> add_spelling(const added_entry& e, const json_place& at, std::size_t index, std::size_t id_bound,
+                                  tokenizer_pipeline& p) {
+    const auto id_at = [&] { return at.at(index).at("id"); };
+    if (e.id >= id_bound) return id_at().fail(fmt::format("the id {} is out of range", e.id));
     const auto& vocabulary = p.cut->vocabulary();
     const auto in_vocabulary = vocabulary.find(e.content);
     const auto [by_content, new_content] = in_vocabulary ? std::pair{p.added_id.end(), false} : p.added_id.try_emplace(e.content, e.id);
     const std::size_t known = in_vocabulary ? *in_vocabulary : new_content ? e.id : by_content->second;
     if (known != e.id)
-        return t_at.at("id").fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(e.content), e.id, known));
+        return id_at().fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(e.content), e.id, known));
     if (e.id < vocabulary.tokens.size() && !vocabulary.tokens[e.id].empty()) {
         if (vocabulary.tokens[e.id] != e.content)
-            return t_at.at("id").fail(fmt::format("the id {} is already {}", e.id, quote(vocabulary.tokens[e.id])));
+            return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(vocabulary.tokens[e.id])));
     } else if (const auto [by_id, new_id] = p.added_spelling.try_emplace(e.id, e.content); !new_id && by_id->second != e.content) {
-        return t_at.at("id").fail(fmt::format("the id {} is already {}", e.id, quote(by_id->second)));
+        return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(by_id->second)));
     }
     p.added_ids.insert(e.id);
     p.size = std::max(p.size, e.id + 1);
@@ -224,7 +227,7 @@ outcome<bool> read_added_tokens(const json& j, const added_section& section, con
     p.normalized_added.by_content.reserve(count);
     for (std::size_t i = 0; i < section.entries.size(); ++i) {
         const added_entry& e = section.entries[i];
-        if (auto problem = add_spelling(e, at.at(i), id_bound, p)) return *problem;
+        if (auto problem = add_spelling(e, at, i, id_bound, p)) return *problem;
         added_token a{e.content, e.id, e.lstrip, e.rstrip, e.single_word};
         if (e.normalized) {
             // matched in normalized text, so its own spelling normalized too
@@ -242,7 +245,7 @@ outcome<bool> read_added_tokens(const json& j, const added_section& section, con
         const json_place t_at = at.at(section.entries.size());
         auto e = added_content(*section.wrong, t_at);
         if (!e) return e.err();
-        if (auto problem = add_spelling(*e, t_at, id_bound, p)) return *problem;
+        if (auto problem = add_spelling(*e, at, section.entries.size(), id_bound, p)) return *problem;
         if (auto problem = added_flags(*section.wrong, t_at, *e)) return *problem;
     }
     return true;
