@@ -95,7 +95,7 @@ public:
 private:
     struct frame {
         json* value = nullptr;  // the array or object being filled
-        std::size_t index = 0;  // arrays: elements completed, so the index of the one being read
+        std::size_t index = 0;  // arrays and streamed objects: elements completed, so the index of the one being read
         std::unique_ptr<std::set<std::size_t, by_key>> keys;  // objects past linear_search_members
         const json_section* section = nullptr;                 // set when read as a stream
         std::string key;                                        // a streamed object's: the member being read
