@@ -4,6 +4,7 @@
 #include <cmath>
 #include <doctest/doctest.h>
 #include <string>
+#include <vector>
 
 using ffn_trace::detail::json_reader;
 using json = json_reader::json;
@@ -130,5 +131,52 @@ TEST_CASE("a value named in a message is quoted short and on one line") {
     }
     SUBCASE("a newline and a tab are escaped, so the message stays one line") {
         CHECK(kind_of(json("re\nlu\t")) == R"(the string "re\nlu\t")");
+
+TEST_CASE("a section read as a stream hands on each element and leaves an empty one in the document") {
+    using ffn_trace::detail::json_section;
+    const std::string text = R"({"a": {"x": [1, 2], "y": {"z": null}}, "list": [3, {"k": "v"}, [4]], "b": "kept"})";
+    std::vector<std::string> taken;
+    const json_section sections[] = {
+        {{"a"}, json::value_t::object, [&](std::string_view key, std::size_t i, json& e) {
+             taken.push_back(std::string(key) + "#" + std::to_string(i) + "=" + e.dump());
+         }},
+        {{"list"}, json::value_t::array, [&](std::string_view key, std::size_t i, json& e) {
+             taken.push_back(std::string(key) + "#" + std::to_string(i) + "=" + e.dump());
+         }},
+        // "b" holds a string, not an object: it stays in the document.
+        {{"b"}, json::value_t::object, [&](std::string_view, std::size_t, json&) { taken.push_back("b"); }},
+    };
+    auto doc = json_reader(text, "f.json", sections).parse();
+    REQUIRE(doc);
+    // The elements are those of nlohmann's own document of the same text, in reading order.
+    const json reference = json::parse(text);
+    CHECK(taken == std::vector<std::string>{"x#0=" + reference["a"]["x"].dump(), "y#1=" + reference["a"]["y"].dump(),
+                                            "#0=" + reference["list"][0].dump(), "#1=" + reference["list"][1].dump(),
+                                            "#2=" + reference["list"][2].dump()});
+    CHECK(doc->dump() == R"({"a":{},"list":[],"b":"kept"})");
+
+    SUBCASE("its checks are those of the whole document") {
+        const auto streamed_error = [&](std::string_view t) {
+            auto r = json_reader(t, "f.json", sections).parse();
+            return r ? std::string("(read without error)") : r.err().to_string();
+        };
+        for (const char* bad : {R"({"a": {"x": 1, "y": 2, "x": 3}})", R"({"list": [1, {"k": 1, "k": 2}]})",
+                                R"({"list": [1, [2, {"q": [}]]})", R"({"a": {"p": 1e400}})"}) {
+            CAPTURE(bad);
+            CHECK(streamed_error(bad) == error_of(bad));
+        }
+        const std::string deep = R"({"list": [)" + std::string(70, '[') + std::string(70, ']') + "]}";
+        CHECK(streamed_error(deep) == error_of(deep));
+        CHECK(error_of(deep).find("nest deeper than 64 levels") != std::string::npos);
+    }
+    SUBCASE("inside another file, with member paths") {
+        const std::string dup = R"({"w": {"a.b": "s", "a.b": "t"}})";
+        const json_section w{{"w"}, json::value_t::object, [](std::string_view, std::size_t, json&) {}};
+        auto streamed = ffn_trace::detail::parse_json_object(dup, "i.json", "", 4, {&w, 1});
+        auto whole = ffn_trace::detail::parse_json_object(dup, "i.json", "", 4);
+        REQUIRE(!streamed);
+        REQUIRE(!whole);
+        CHECK(streamed.err().to_string() == whole.err().to_string());
+        CHECK(whole.err().to_string() == R"(i.json: w."a.b": appears twice: each key may appear once in an object)");
     }
 }

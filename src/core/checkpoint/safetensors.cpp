@@ -201,22 +201,27 @@ outcome<shard> read_shard(const std::string& path) {
         return check.fail("header", fmt::format("the header length is {} bytes, but only {} bytes follow the 8-byte length",
                                                 header_length, bytes.size() - 8));
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, header_length);
-    auto header = detail::parse_json_object(text, path, "header", max_header_depth);
-    if (!header) return header.err();
-
     const std::uint64_t data_begin = 8 + header_length, data_size = bytes.size() - data_begin;
+
+    // The header is read as a stream, each entry checked as it is read: a header of many tensors
+    // is never held whole as a document. The first problem waits until the whole text has proved
+    // to be JSON, as it would if the entries were checked after the parse.
     std::vector<entry> entries;
-    entries.reserve(header->size());
-    for (const auto& [name, value] : header->items()) {
+    std::optional<error> problem;
+    const detail::json_section tensors{{}, json::value_t::object, [&](std::string_view name, std::size_t, json& value) {
+        if (problem) return;
         if (name == "__metadata__") {
-            if (auto problem = check.check_metadata(value)) return *problem;
-            continue;
+            problem = check.check_metadata(value);
+            return;
         }
-        auto e = check.check_entry(name, value, data_size);
-        if (!e) return e.err();
-        entries.push_back(std::move(*e));
-    }
-    if (auto problem = check.check_tiling(entries, data_size)) return *problem;
+        auto e = check.check_entry(std::string(name), value, data_size);
+        if (!e) problem = e.err();
+        else entries.push_back(std::move(*e));
+    }};
+    auto header = detail::parse_json_object(text, path, "header", max_header_depth, {&tensors, 1});
+    if (!header) return header.err();
+    if (problem) return *problem;
+    if (auto tiling = check.check_tiling(entries, data_size)) return *tiling;
 
     shard s{*file, {}, {}};
     s.tensors.reserve(entries.size());
@@ -253,26 +258,40 @@ outcome<std::unique_ptr<tensor_source>> open_index(const std::string& path) {
     const auto bytes = (*file)->bytes();
     if (bytes.size() > max_index_length)
         return error{path, "", fmt::format("the index has {} bytes, more than the {} bytes it may have", bytes.size(), max_index_length)};
+    // weight_map is read as a stream, straight into the table of shards; its first problem waits
+    // until the whole text has proved to be JSON and weight_map an object.
+    std::map<std::string, std::vector<std::string>> names_in;  // shard file → its tensors, as the index says
+    std::optional<error> problem;
+    const detail::json_section weight_map_entries{
+        {"weight_map"}, json::value_t::object, [&](std::string_view name, std::size_t, json& shard_name) {
+            if (problem) return;
+            if (!shard_name.is_string()) {
+                problem = error{path, json_member("weight_map", name),
+                                fmt::format("expected the shard's file name, got {}", kind_of(shard_name))};
+                return;
+            }
+            auto& s = shard_name.get_ref<std::string&>();
+            auto shard = names_in.find(s);  // a few shards, each named by many entries: each checked once
+            if (shard == names_in.end()) {
+                if (!plain_relative(s)) {
+                    problem = error{path, json_member("weight_map", name),
+                                    fmt::format("names the shard {}: a shard must be a file in the index's directory",
+                                                json_quoted(s))};
+                    return;
+                }
+                shard = names_in.emplace(std::move(s), std::vector<std::string>{}).first;
+            }
+            shard->second.emplace_back(name);
+        }};
     auto index = detail::parse_json_object(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path,
-                                           "", max_header_depth);
+                                           "", max_header_depth, {&weight_map_entries, 1});
     if (!index) return index.err();
     if (!index->contains("weight_map"))
         return error{path, "weight_map", "is missing: the index of a sharded checkpoint maps each tensor to its shard file"};
     const json& weight_map = (*index)["weight_map"];
     if (!weight_map.is_object())
         return error{path, "weight_map", fmt::format("expected an object of tensor name → shard file, got {}", kind_of(weight_map))};
-
-    std::map<std::string, std::vector<std::string>> names_in;  // shard file → its tensors, as the index says
-    for (const auto& [name, shard_name] : weight_map.items()) {
-        const std::string where = json_member("weight_map", name);
-        if (!shard_name.is_string())
-            return error{path, where, fmt::format("expected the shard's file name, got {}", kind_of(shard_name))};
-        const auto& s = shard_name.get_ref<const std::string&>();
-        if (!plain_relative(s))
-            return error{path, where, fmt::format("names the shard {}: a shard must be a file in the index's directory",
-                                                  json_quoted(s))};
-        names_in[s].push_back(name);
-    }
+    if (problem) return *problem;
 
     const fs::path directory = fs::path(path).parent_path();
     std::vector<tensor_info> tensors;

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 namespace ffn_trace::detail {
@@ -57,14 +58,16 @@ struct by_key {
 // parent for discarded values, which makes an array of n objects cost n² (nlohmann 3.11.2).
 //
 // Every container being filled is on the stack, with a pointer to it in the document: the
-// pointer stays valid because a parent gains no element until its open child is closed.
+// pointer stays valid because a parent gains no element until its open child is closed. A section
+// read as a stream is on the stack too, but its elements are built one at a time in `element_`.
 class dom_builder {
 public:
-    dom_builder(std::string_view text, std::string_view file, std::size_t& work)
-        : text_(text), file_(file), work_(work) {}
+    dom_builder(std::string_view text, std::string_view file, std::size_t& work, std::span<const json_section> sections)
+        : text_(text), file_(file), work_(work), sections_(sections) {}
     // A JSON text inside another file: problems at member paths under `prefix`, nesting up to `max_depth`.
-    dom_builder(std::string_view text, std::string_view file, std::size_t& work, const std::string& prefix, std::size_t max_depth)
-        : text_(text), file_(file), work_(work), prefix_(&prefix), max_depth_(max_depth) {}
+    dom_builder(std::string_view text, std::string_view file, std::size_t& work, const std::string& prefix, std::size_t max_depth,
+                std::span<const json_section> sections)
+        : text_(text), file_(file), work_(work), sections_(sections), prefix_(&prefix), max_depth_(max_depth) {}
 
     // The SAX interface (nlohmann::json_sax); returning false stops the parse.
     bool null() { return value(nullptr); }
@@ -92,9 +95,34 @@ public:
 private:
     struct frame {
         json* value = nullptr;  // the array or object being filled
-        std::size_t index = 0;  // arrays: elements completed, so the index of the one being read
+        std::size_t index = 0;  // arrays and streamed objects: elements completed, so the index of the one being read
         std::unique_ptr<std::set<std::size_t, by_key>> keys;  // objects past linear_search_members
+        const json_section* section = nullptr;                 // set when read as a stream
+        std::string key;                                        // a streamed object's: the member being read
+        std::unique_ptr<std::unordered_set<std::string>> section_keys;  // a streamed object's, for duplicates
     };
+
+    // The key of the member being read in an object, or null before its first.
+    static const std::string* last_key(const frame& f) {
+        if (f.section) return f.section_keys->empty() ? nullptr : &f.key;
+        const auto& m = f.value->get_ref<const json::object_t&>();
+        return m.empty() ? nullptr : &m.back().first;
+    }
+
+    // The section a container of this kind opened here is, if any.
+    const json_section* section_here(json::value_t kind) const {
+        for (const auto& s : sections_) {
+            if (s.kind != kind || s.path.size() != stack_.size()) continue;
+            bool match = true;
+            for (std::size_t i = 0; match && i < stack_.size(); ++i) {
+                const frame& f = stack_[i];
+                const std::string* k = f.section || !f.value->is_object() ? nullptr : last_key(f);
+                match = k && *k == s.path[i];
+            }
+            if (match) return &s;
+        }
+        return nullptr;
+    }
 
     error fail(std::string path, std::string message) const {
         return error{std::string(file_), std::move(path), std::move(message)};
@@ -114,6 +142,10 @@ private:
             return &root_;
         }
         frame& f = stack_.back();
+        if (f.section) {
+            element_ = std::move(v);
+            return &element_;
+        }
         if (f.value->is_array()) {
             auto& elements = f.value->get_ref<json::array_t&>();
             elements.push_back(std::move(v));
@@ -123,9 +155,16 @@ private:
         slot = std::move(v);
         return &slot;
     }
-    // A value is complete: the open array's index moves on.
+    // A value is complete: a streamed section hands it on, and the open array's index moves on.
     void element_done() {
-        if (!stack_.empty() && stack_.back().value->is_array()) ++stack_.back().index;
+        if (stack_.empty()) return;
+        frame& f = stack_.back();
+        if (f.section) {
+            f.section->take(f.key, f.index, element_);
+            element_ = json();
+            if (f.value->is_object()) ++f.index;
+        }
+        if (f.value->is_array()) ++f.index;
     }
 
     bool value(json v) {
@@ -141,7 +180,9 @@ private:
             return stop(fail(path_here(), fmt::format("arrays and objects nest deeper than {} levels; an "
                                                       "example file needs at most 4",
                                                       max_depth_)));
-        stack_.push_back({place(json(kind)), 0, nullptr});
+        const json_section* section = sections_.empty() ? nullptr : section_here(kind);
+        stack_.push_back({place(json(kind)), 0, nullptr, section, {},
+                          section && kind == json::value_t::object ? std::make_unique<std::unordered_set<std::string>>() : nullptr});
         return true;
     }
 
@@ -153,6 +194,7 @@ private:
     }
 
     bool last_key_repeats(frame& f);
+    bool duplicate();
     void grow(members& m);
     std::string path_here() const;
     std::string root() const { return prefix_->empty() ? "top level" : *prefix_; }
@@ -162,7 +204,9 @@ private:
     std::string_view text_;
     std::string_view file_;
     std::size_t& work_;
+    std::span<const json_section> sections_;
     json root_;
+    json element_;  // the element of a streamed section being built
     std::vector<frame> stack_;
     std::optional<error> problem_;
     const std::string* prefix_ = nullptr;  // set for a JSON text inside another file
@@ -200,15 +244,22 @@ bool dom_builder::last_key_repeats(frame& f) {
 bool dom_builder::key(json::string_t& k) {
     ++work_;
     frame& f = stack_.back();
+    if (f.section) {
+        f.key = k;
+        if (!f.section_keys->insert(std::move(k)).second) return duplicate();
+        return true;
+    }
     // Appended without ordered_map's own search for the key, which is linear in the members.
     members& m = members_of(f);
     if (m.size() == m.capacity()) grow(m);
     m.emplace_back(std::move(k), nullptr);
-    if (last_key_repeats(f)) {
-        if (prefix_) return stop(fail(member_path(), "appears twice: each key may appear once in an object"));
-        return stop(fail(path_here(), "duplicate key: each key may appear once in an object"));
-    }
+    if (last_key_repeats(f)) return duplicate();
     return true;
+}
+
+bool dom_builder::duplicate() {
+    if (prefix_) return stop(fail(member_path(), "appears twice: each key may appear once in an object"));
+    return stop(fail(path_here(), "duplicate key: each key may appear once in an object"));
 }
 
 std::string dom_builder::path_here() const {
@@ -217,8 +268,8 @@ std::string dom_builder::path_here() const {
         if (f.value->is_array()) {
             p += fmt::format("[{}]", f.index);
         } else {
-            const auto& m = f.value->get_ref<const json::object_t&>();
-            p += (p.empty() ? "" : ".") + (m.empty() ? std::string() : escape(m.back().first));
+            const std::string* k = last_key(f);
+            p += (p.empty() ? "" : ".") + (k ? escape(*k) : std::string());
         }
     }
     return p;
@@ -229,9 +280,9 @@ std::string dom_builder::member_path() const {
     std::string p;
     for (const auto& f : stack_) {
         if (f.value->is_array()) break;
-        const auto& m = f.value->get_ref<const json::object_t&>();
-        if (m.empty() || m.back().first.empty()) break;
-        p = json_member(p, m.back().first);
+        const std::string* k = last_key(f);
+        if (!k || k->empty()) break;
+        p = json_member(p, *k);
     }
     return p.empty() ? root() : *prefix_ + (prefix_->empty() ? "" : ": ") + p;
 }
@@ -286,7 +337,7 @@ outcome<json> json_reader::parse() {
                      "malformed JSON: a second byte order mark; a file may start with one at most"};
     if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos)
         return error{std::string(file_), "", "the file is empty; expected a JSON object"};
-    dom_builder builder(text_, file_, work_);
+    dom_builder builder(text_, file_, work_, sections_);
     bool completed = false;
     try {
         completed = json::sax_parse(text_.begin(), text_.end(), &builder);
@@ -297,8 +348,9 @@ outcome<json> json_reader::parse() {
 }
 
 outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
-                                                  const std::string& path_prefix, int max_depth) {
-    auto parsed = parse_json_value(text, file, path_prefix, max_depth);
+                                                  const std::string& path_prefix, int max_depth,
+                                                  std::span<const json_section> sections) {
+    auto parsed = parse_json_value(text, file, path_prefix, max_depth, sections);
     if (!parsed) return parsed.err();
     if (!parsed->is_object())
         return error{file, path_prefix.empty() ? "top level" : path_prefix, fmt::format("expected a JSON object, got {}", kind_of(*parsed))};
@@ -306,9 +358,10 @@ outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const s
 }
 
 outcome<nlohmann::ordered_json> parse_json_value(std::string_view text, const std::string& file,
-                                                 const std::string& path_prefix, int max_depth) {
+                                                 const std::string& path_prefix, int max_depth,
+                                                 std::span<const json_section> sections) {
     std::size_t work = 0;
-    dom_builder builder(text, file, work, path_prefix, static_cast<std::size_t>(std::max(max_depth, 0)));
+    dom_builder builder(text, file, work, path_prefix, static_cast<std::size_t>(std::max(max_depth, 0)), sections);
     const std::string root = path_prefix.empty() ? "top level" : path_prefix;
     bool completed = false;
     try {

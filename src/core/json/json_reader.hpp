@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "ffn_trace/error.hpp"
 
@@ -15,6 +18,18 @@ namespace ffn_trace::detail {
 
 // Line and column (from 1) of a byte offset.
 std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset);
+
+// A big section of a document read as a stream: the array or object at `path` (member keys from
+// the root; none for the root itself) is not kept in the document, which holds an empty one in its
+// place; each of its elements is built on its own, handed to `take` with its key (an object's) or
+// its index (an array's), and dropped. So a file of a million small entries never costs a million
+// small documents at once. A value of another kind at `path` is kept in the document as usual. Every
+// check of the parse still holds: a duplicate key among the section's members, nesting, the syntax.
+struct json_section {
+    std::vector<std::string> path;
+    nlohmann::ordered_json::value_t kind;  // object or array
+    std::function<void(std::string_view key, std::size_t index, nlohmann::ordered_json& element)> take;
+};
 
 // Reads the JSON text, refusing duplicate keys and deep nesting, which nlohmann would accept, and
 // skipping a UTF-8 byte order mark at the start.
@@ -28,7 +43,8 @@ public:
     static constexpr std::size_t max_depth = 64;
 
     // The text and the file name are viewed, not copied: they must outlive the reader.
-    json_reader(std::string_view text, std::string_view file) : text_(text), file_(file) {}
+    json_reader(std::string_view text, std::string_view file, std::span<const json_section> sections = {})
+        : text_(text), file_(file), sections_(sections) {}
 
     outcome<json> parse();
 
@@ -40,19 +56,22 @@ public:
 private:
     std::string_view text_;
     std::string_view file_;
+    std::span<const json_section> sections_;
     std::size_t work_ = 0;
 };
 
 // Parses a JSON text held inside another file (a safetensors header, a shard index, config.json)
 // that must be an object, refusing duplicate keys and nesting deeper than `max_depth`. Problems
 // are errors of `file` at a member path under `path_prefix`, or at a byte offset; no byte order
-// mark is skipped but the one nlohmann skips itself.
+// mark is skipped but the one nlohmann skips itself. The `sections` are read as streams.
 outcome<nlohmann::ordered_json> parse_json_object(std::string_view text, const std::string& file,
-                                                  const std::string& path_prefix, int max_depth);
+                                                  const std::string& path_prefix, int max_depth,
+                                                  std::span<const json_section> sections = {});
 
 // The same for a JSON text of any kind (the layer input's nested lists).
 outcome<nlohmann::ordered_json> parse_json_value(std::string_view text, const std::string& file,
-                                                 const std::string& path_prefix, int max_depth);
+                                                 const std::string& path_prefix, int max_depth,
+                                                 std::span<const json_section> sections = {});
 
 // A string as JSON writes it, quoted and escaped: "h.0.mlp.c_fc.weight".
 std::string json_quoted(std::string_view text);

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <set>
+#include <unordered_set>
 #include <sys/stat.h>
 
 #include "json/json_reader.hpp"
@@ -34,10 +34,11 @@ struct added_matcher {
     std::vector<added_token> tokens;
 
     void add(added_token t) {
-        if (t.content.empty() || by_content.count(t.content)) return;
-        by_content.emplace(t.content, tokens.size());
-        if (std::find(lengths.begin(), lengths.end(), t.content.size()) == lengths.end()) lengths.push_back(t.content.size());
-        std::sort(lengths.rbegin(), lengths.rend());
+        if (t.content.empty() || !by_content.try_emplace(t.content, tokens.size()).second) return;
+        if (std::find(lengths.begin(), lengths.end(), t.content.size()) == lengths.end()) {
+            lengths.push_back(t.content.size());
+            std::sort(lengths.rbegin(), lengths.rend());
+        }
         tokens.push_back(std::move(t));
     }
 };
@@ -106,7 +107,7 @@ struct tokenizer_pipeline {
     std::unique_ptr<model> cut;
     std::unique_ptr<post_processor> post_process;
     added_matcher raw_added, normalized_added;
-    std::set<std::size_t> added_ids;
+    std::unordered_set<std::size_t> added_ids;
     // The added tokens' spellings; the model's vocabulary stays the model's (no copy).
     std::unordered_map<std::size_t, std::string> added_spelling;
     std::unordered_map<std::string, std::size_t> added_id;
@@ -125,57 +126,110 @@ struct tokenizer_pipeline {
         if (it == added_id.end()) return std::nullopt;
         return it->second;
     }
-    void add_spelling(std::size_t id, const std::string& token) {
-        added_spelling[id] = token;
-        added_id.emplace(token, id);
-        added_ids.insert(id);
-        size = std::max(size, id + 1);
-    }
 };
 
 namespace {
 
-outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_pipeline& p) {
+// An entry of added_tokens whose fields are each of the right kind, before it is checked against the
+// model and the entries before it.
+struct added_entry {
+    std::string content;
+    std::size_t id = 0;
+    bool lstrip = false, rstrip = false, single_word = false, special = false, normalized = false;
+};
+
+// added_tokens as read from the stream: it comes before the model in Hugging Face's files, so its
+// entries wait, compact, until the model is read. The first entry whose fields are wrong is kept
+// whole instead, and no entry after it: reading stops there.
+struct added_section {
+    std::vector<added_entry> entries;
+    std::optional<json> wrong;
+    std::size_t count = 0;  // every entry, kept or not
+};
+
+// An entry's content and id, each of the right kind.
+outcome<added_entry> added_content(const json& t, const json_place& t_at) {
+    if (!t.is_object()) return t_at.fail("expected an object");
+    auto content = string_field(t, "content", t_at, std::nullopt);
+    if (!content) return content.err();
+    if (content->empty() || content->size() > max_token_bytes || !valid_utf8(*content))
+        return t_at.at("content").fail("expected a non-empty UTF-8 string of at most 4096 bytes");
+    auto id = size_field(t, "id", t_at, std::nullopt);
+    if (!id) return id.err();
+    return added_entry{std::move(*content), *id};
+}
+
+// An entry's flags, each true or false if given.
+std::optional<error> added_flags(const json& t, const json_place& t_at, added_entry& e) {
+    auto lstrip = bool_field(t, "lstrip", t_at, false);
+    auto rstrip = bool_field(t, "rstrip", t_at, false);
+    auto single = bool_field(t, "single_word", t_at, false);
+    auto special = bool_field(t, "special", t_at, false);
+    if (!lstrip) return lstrip.err();
+    if (!rstrip) return rstrip.err();
+    if (!single) return single.err();
+    if (!special) return special.err();
+    auto normalized = bool_field(t, "normalized", t_at, !*special);
+    if (!normalized) return normalized.err();
+    e.lstrip = *lstrip;
+    e.rstrip = *rstrip;
+    e.single_word = *single;
+    e.special = *special;
+    e.normalized = *normalized;
+    return std::nullopt;
+}
+
+// Takes one element of added_tokens from the stream.
+void take_added(added_section& section, std::size_t index, json& t, const std::string& file) {
+    ++section.count;
+    if (section.wrong) return;
+    const json_place t_at = json_place{file, "added_tokens"}.at(index);
+    auto e = added_content(t, t_at);
+    if (e && !added_flags(t, t_at, *e)) section.entries.push_back(std::move(*e));
+    else section.wrong = std::move(t);
+}
+
+// The entry's id and content checked against the vocabulary and the entries before it, and added
+// to the spellings: each table is searched once, by the insertion that fills it. `at` is
+// added_tokens, `index` the entry's: its place is spelled only for a message.
+std::optional<error> add_spelling(const added_entry& e, const json_place& at, std::size_t index, std::size_t id_bound,
+                                  tokenizer_pipeline& p) {
+    const auto id_at = [&] { return at.at(index).at("id"); };
+    if (e.id >= id_bound) return id_at().fail(fmt::format("the id {} is out of range", e.id));
+    const auto& vocabulary = p.cut->vocabulary();
+    const auto in_vocabulary = vocabulary.find(e.content);
+    const auto [by_content, new_content] = in_vocabulary ? std::pair{p.added_id.end(), false} : p.added_id.try_emplace(e.content, e.id);
+    const std::size_t known = in_vocabulary ? *in_vocabulary : new_content ? e.id : by_content->second;
+    if (known != e.id)
+        return id_at().fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(e.content), e.id, known));
+    if (e.id < vocabulary.tokens.size() && !vocabulary.tokens[e.id].empty()) {
+        if (vocabulary.tokens[e.id] != e.content)
+            return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(vocabulary.tokens[e.id])));
+    } else if (const auto [by_id, new_id] = p.added_spelling.try_emplace(e.id, e.content); !new_id && by_id->second != e.content) {
+        return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(by_id->second)));
+    }
+    p.added_ids.insert(e.id);
+    p.size = std::max(p.size, e.id + 1);
+    return std::nullopt;
+}
+
+outcome<bool> read_added_tokens(const json& j, const added_section& section, const json_place& at, tokenizer_pipeline& p) {
     if (j.is_null()) return true;
     if (!j.is_array()) return at.fail("expected an array of added tokens");
-    if (j.size() > max_vocabulary) return at.fail(fmt::format("{} added tokens is more than the limit of {}", j.size(), max_vocabulary));
-    const std::size_t id_bound = p.size + 2 * j.size() + 1024;
+    const std::size_t count = section.count;
+    if (count > max_vocabulary) return at.fail(fmt::format("{} added tokens is more than the limit of {}", count, max_vocabulary));
+    const std::size_t id_bound = p.size + 2 * count + 1024;
     // Room for every token at once, rather than rehashing as they arrive.
-    p.added_spelling.reserve(j.size());
-    p.added_id.reserve(j.size());
-    p.raw_added.by_content.reserve(j.size());
-    p.normalized_added.by_content.reserve(j.size());
-    for (std::size_t i = 0; i < j.size(); ++i) {
-        const auto t_at = at.at(i);
-        const auto& t = j[i];
-        if (!t.is_object()) return t_at.fail("expected an object");
-        auto content = string_field(t, "content", t_at, std::nullopt);
-        if (!content) return content.err();
-        if (content->empty() || content->size() > max_token_bytes || !valid_utf8(*content))
-            return t_at.at("content").fail("expected a non-empty UTF-8 string of at most 4096 bytes");
-        auto id = size_field(t, "id", t_at, std::nullopt);
-        if (!id) return id.err();
-        if (*id >= id_bound) return t_at.at("id").fail(fmt::format("the id {} is out of range", *id));
-        if (auto known = p.find(*content); known && *known != *id)
-            return t_at.at("id").fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(*content), *id, *known));
-        if (const std::string* other = p.spelling_of(*id); other && *other != *content)
-            return t_at.at("id").fail(fmt::format("the id {} is already {}", *id, quote(*other)));
-        added_token a{*content, *id};
-        auto lstrip = bool_field(t, "lstrip", t_at, false);
-        auto rstrip = bool_field(t, "rstrip", t_at, false);
-        auto single = bool_field(t, "single_word", t_at, false);
-        auto special = bool_field(t, "special", t_at, false);
-        if (!lstrip) return lstrip.err();
-        if (!rstrip) return rstrip.err();
-        if (!single) return single.err();
-        if (!special) return special.err();
-        auto normalized = bool_field(t, "normalized", t_at, !*special);
-        if (!normalized) return normalized.err();
-        a.lstrip = *lstrip;
-        a.rstrip = *rstrip;
-        a.single_word = *single;
-        p.add_spelling(*id, *content);
-        if (*normalized) {
+    p.added_spelling.reserve(count);
+    p.added_id.reserve(count);
+    p.added_ids.reserve(count);
+    p.raw_added.by_content.reserve(count);
+    p.normalized_added.by_content.reserve(count);
+    for (std::size_t i = 0; i < section.entries.size(); ++i) {
+        const added_entry& e = section.entries[i];
+        if (auto problem = add_spelling(e, at, i, id_bound, p)) return *problem;
+        added_token a{e.content, e.id, e.lstrip, e.rstrip, e.single_word};
+        if (e.normalized) {
             // matched in normalized text, so its own spelling normalized too
             if (p.normalize) {
                 auto n = p.normalize->normalize(a.content);
@@ -186,6 +240,13 @@ outcome<bool> read_added_tokens(const json& j, const json_place& at, tokenizer_p
         } else {
             p.raw_added.add(std::move(a));
         }
+    }
+    if (section.wrong) {  // its problems in the order an entry's fields are read
+        const json_place t_at = at.at(section.entries.size());
+        auto e = added_content(*section.wrong, t_at);
+        if (!e) return e.err();
+        if (auto problem = add_spelling(*e, at, section.entries.size(), id_bound, p)) return *problem;
+        if (auto problem = added_flags(*section.wrong, t_at, *e)) return *problem;
     }
     return true;
 }
@@ -241,7 +302,12 @@ outcome<tokenizer> tokenizer::from_json(const std::string& path) {
 }
 
 outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::string& file) {
-    auto doc = detail::json_reader(text, file).parse();
+    // added_tokens is read as a stream: a file may add a million tokens.
+    detail::added_section added;
+    const detail::json_section added_tokens{{"added_tokens"}, json::value_t::array, [&](std::string_view, std::size_t index, json& t) {
+        detail::take_added(added, index, t, file);
+    }};
+    auto doc = detail::json_reader(text, file, {&added_tokens, 1}).parse();
     if (!doc) return doc.err();
     const json& j = *doc;
     const json_place root{file, ""};
@@ -263,7 +329,7 @@ outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::s
     p->cut = std::move(*m);
     p->size = p->cut->vocabulary().tokens.size();
     if (j.contains("added_tokens")) {
-        if (auto ok = detail::read_added_tokens(j["added_tokens"], root.at("added_tokens"), *p); !ok) return ok.err();
+        if (auto ok = detail::read_added_tokens(j["added_tokens"], added, root.at("added_tokens"), *p); !ok) return ok.err();
     }
     if (j.contains("post_processor") && !j["post_processor"].is_null()) {
         auto s = detail::make_post_processor(j["post_processor"], root.at("post_processor"), p->size);
