@@ -131,6 +131,8 @@ TEST_CASE("a value named in a message is quoted short and on one line") {
     }
     SUBCASE("a newline and a tab are escaped, so the message stays one line") {
         CHECK(kind_of(json("re\nlu\t")) == R"(the string "re\nlu\t")");
+    }
+}
 
 TEST_CASE("a section read as a stream hands on each element and leaves an empty one in the document") {
     using ffn_trace::detail::json_section;
