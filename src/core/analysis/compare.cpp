@@ -65,9 +65,9 @@ void compare_steps(const Trace& before, const Trace& after, const std::vector<ro
         if (!after.find(s.name)) out.steps.push_back({s.name, step_comparison::kind::only_before, s.value.cols, 0});
 }
 
-}  // namespace
-
-trace_comparison compare_traces(const trace& before, const trace& after) {
+// A layer's input and its own steps, every token in the same row on both sides.
+template <class Trace>
+trace_comparison compare_layer(const Trace& before, const Trace& after) {
     trace_comparison out;
     out.tokens = std::min(before.tokens(), after.tokens());
     const auto rows = same_rows(before.input, after.input);
@@ -76,12 +76,13 @@ trace_comparison compare_traces(const trace& before, const trace& after) {
     return out;
 }
 
+}  // namespace
+
+trace_comparison compare_traces(const trace& before, const trace& after) { return compare_layer(before, after); }
+
 moe_comparison compare_moe_traces(const moe_trace& before, const moe_trace& after) {
     moe_comparison out;
-    out.layer.tokens = std::min(before.tokens(), after.tokens());
-    const auto rows = same_rows(before.input, after.input);
-    out.layer.steps.push_back(compare_matrices("input", before.input, after.input, rows));
-    compare_steps(before, after, rows, out.layer);
+    out.layer = compare_layer(before, after);
     // A token's experts as a set: the same experts in another order of probability run the same
     // numbers, and the weights step shows the new order.
     auto as_set = [](std::vector<std::size_t> experts) {
