@@ -162,9 +162,8 @@ private:
         if (f.section) {
             f.section->take(f.key, f.index, element_);
             element_ = json();
-            if (f.value->is_object()) ++f.index;
         }
-        if (f.value->is_array()) ++f.index;
+        if (f.section || f.value->is_array()) ++f.index;
     }
 
     bool value(json v) {
