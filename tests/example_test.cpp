@@ -1,3 +1,4 @@
+#include "test_paths.hpp"
 #include "ffn_trace/example.hpp"
 
 #include <doctest/doctest.h>

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "autograd.hpp"
 #include "ffn_trace/backward.hpp"
 #include "ffn_trace/claims.hpp"

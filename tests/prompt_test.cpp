@@ -4,6 +4,7 @@
 // the units' direct logit attribution (computed here from the tensors), the knock-out against a
 // rerun with the units' W2 rows zeroed, and the errors; then the shipped model against PyTorch's
 // float64 numbers (tests/inputs/models/capitals_reference.json).
+#include "test_paths.hpp"
 #include "ffn_trace/prompt.hpp"
 
 #include <doctest/doctest.h>

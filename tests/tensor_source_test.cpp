@@ -1,3 +1,4 @@
+#include "test_paths.hpp"
 #include "ffn_trace/tensor_source.hpp"
 
 #include <doctest/doctest.h>
@@ -516,7 +517,7 @@ TEST_CASE("an .npy header may be version 2, double-quoted, or written by Python 
 
 TEST_CASE("an .npy written by numpy reads back the values its generator chose") {
     // tests/inputs/numpy/generate.py: np.save of float32 [[0.5, -1.25, 2.0], [3.0, 0.125, -4.5]].
-    const std::string path = FFN_TRACE_TEST_INPUTS "/numpy/c_fc_weight.npy";
+    const std::string path = FFN_TRACE_TEST_INPUTS + "/numpy/c_fc_weight.npy";
     auto s = opened(open_npy(path));
     auto m = s->read_matrix("c_fc_weight");
     REQUIRE(m);
@@ -587,7 +588,7 @@ TEST_CASE("every malformed or unsupported .npy ends in an error that names the f
 }
 
 TEST_CASE("numpy's own Fortran-order, big-endian, integer and object arrays are refused clearly") {
-    const std::string dir = FFN_TRACE_TEST_INPUTS "/numpy/";
+    const std::string dir = FFN_TRACE_TEST_INPUTS + "/numpy/";
     check_refused(open_npy(dir + "fortran_order.npy"), dir + "fortran_order.npy", "header.fortran_order", "Fortran");
     check_refused(open_npy(dir + "big_endian.npy"), dir + "big_endian.npy", "header.descr", "big-endian ('>f8')");
     check_refused(open_npy(dir + "int64.npy"), dir + "int64.npy", "header.descr", "unsupported dtype '<i8'");
@@ -645,7 +646,7 @@ TEST_CASE("np.savez and np.savez_compressed archives read back the values their 
     // tests/inputs/numpy/generate.py: each local header carries a zip64 extra field beside valid sizes.
     for (std::string name : {"stored.npz", "compressed.npz"}) {
         CAPTURE(name);
-        auto s = opened(open_npz(FFN_TRACE_TEST_INPUTS "/numpy/" + name));
+        auto s = opened(open_npz(FFN_TRACE_TEST_INPUTS + "/numpy/" + name));
         REQUIRE(s->tensors().size() == 3);
         CHECK(s->tensors()[0].compressed == (name == "compressed.npz"));
         auto weight = s->read_matrix("h.0.mlp.c_fc.weight");  // float32

@@ -1,6 +1,7 @@
 // The tokenizer against hand-worked tokenizations: merges applied in their listed order, byte
 // fallback, WordPiece's greedy longest match, accents and Chinese characters, every split
 // behaviour, and hostile files refused with the JSON path of what is wrong.
+#include "test_paths.hpp"
 #include "ffn_trace/tokenizer.hpp"
 
 #include <filesystem>

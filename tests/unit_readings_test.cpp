@@ -1,4 +1,5 @@
 // The readings of a big layer (unit_readings.hpp), on layers small enough to work out by hand.
+#include "test_paths.hpp"
 #include "ffn_trace/unit_readings.hpp"
 
 #include <doctest/doctest.h>
@@ -115,7 +116,7 @@ TEST_CASE("the vocabulary view scores each unit's value vector and each token's 
 TEST_CASE("an MoE layer is read expert by expert, and its whole update against the vocabulary") {
     // data/moe_switch.json: tokens a = [1, 0], b = [0, 2], c = [2, 1]; logits x·W + b choose
     // expert 0 for a ([1, 0, −1]) and c ([2, 1, −1]), expert 1 for b ([0, 2, −1]).
-    auto ex = load_example(FFN_TRACE_DATA_DIR "/moe_switch.json", {});
+    auto ex = load_example(FFN_TRACE_DATA_DIR + "/moe_switch.json", {});
     if (!ex) FAIL(ex.err().to_string());
     auto t = run_moe(*ex->mixture, ex->input, ex->lead);
     if (!t) FAIL(t.err().to_string());
