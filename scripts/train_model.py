@@ -1,24 +1,35 @@
 #!/usr/bin/python3
-"""Trains the small GPT-2-shaped model in data/models/capitals/ on which the FFN key-value story is true.
+"""Trains the small GPT-2-shaped models in data/models/: capitals, on which the FFN key-value story is true, and atlas, deeper, which knows four facts about each of 60 countries.
 
-    /usr/bin/python3 scripts/train_model.py [--out data/models/capitals]
-        [--reference tests/inputs/models/capitals_reference.json] [--corpus FILE] [--steps N]
+    /usr/bin/python3 scripts/train_model.py [--model capitals|atlas] [--out data/models/MODEL]
+        [--reference tests/inputs/models/MODEL_reference.json] [--steps N] [...]
 
 Everything is built here from a fixed seed, on the CPU, in one thread, so a rerun writes the same files:
-  1. a corpus of templated facts about 50 countries (capital, language, continent);
+  1. a corpus of templated facts, written beside the model as corpus.txt, one sentence a line:
+     capitals: 50 countries' capital, language and continent in 9 templates;
+     atlas: 60 countries' capital, language, currency and continent, each relation in 4 or 5
+     templates, the subject late ("The capital of France is Paris.") or first ("France's capital is
+     Paris."), and the capital's other side ("Paris is the capital of France."); every sentence ends
+     on its answer, so the sentence up to the answer is a prompt whose next token is the fact;
   2. a byte-level BPE tokenizer learned on it (GPT-2's byte table and pre-tokenizer regex; merges by
-     frequency until every country and capital with its leading space is one token, e.g. "ĠParis"),
-     written as a Hugging Face tokenizer.json;
+     frequency until every name with its leading space is one token, e.g. "ĠParis"; atlas: also
+     every country and capital without it, as a sentence opens), written as a Hugging Face
+     tokenizer.json;
   3. a GPT-2-shaped model written plainly in PyTorch, trained on the corpus and saved as Hugging Face's
      GPT-2 files: config.json and model.safetensors (written by hand, GPT-2's tensor names, Conv1D
      weights stored in × out);
-  4. checks, in float64 with a forward pass of its own on the files just written, that the story holds:
-     "The capital of X is" predicts " <capital>" for every country, and at the layer whose FFN raises
-     the capital's logit most, knocking out the 5 units with the largest direct logit attribution
-     toward the capital lowers its probability; the script fails if it does not;
-  5. tests/inputs/models/capitals_reference.json, the float64 reference the C++ tests compare with.
+  4. checks, in float64 with a forward pass of its own on the files just written, that the model
+     shows what it must, and fails if it does not:
+     capitals: "The capital of X is" predicts " <capital>" for every country, and at the layer whose
+     FFN raises the capital's logit most, knocking out the 5 units with the largest direct logit
+     attribution toward the capital lowers its probability;
+     atlas: at least 90 % of every (relation, template, country) prompt's top next token is the fact,
+     in the canonical template (each relation's first) and in the others; it prints each relation's
+     accuracy and how much each layer's attention and FFN raise the answer's logit-lens logit;
+  5. tests/inputs/models/MODEL_reference.json, the float64 reference the C++ tests compare with.
 
-Needs Debian's python3-torch and numpy (run it with /usr/bin/python3); takes 5-9 minutes on one thread.
+Needs Debian's python3-torch and numpy (run it with /usr/bin/python3). On one thread of a busy 2-core
+machine capitals trained in 4 minutes and atlas in 5; each rerun wrote the same bytes.
 
 Manual check of the tokenizer (not automated here: the tokenizer's tests do that): with
 `npm install @huggingface/tokenizers` in a scratch folder, `new Tokenizer(json, {}).encode(text).ids`
@@ -90,7 +101,7 @@ OTHER_TEMPLATES = [
 ]
 
 
-def corpus_sentences():
+def capitals_sentences():
     """Every template filled with every country's facts, in a fixed order."""
     out = []
     for country, capital, language, continent in FACTS:
@@ -98,6 +109,102 @@ def corpus_sentences():
         for t in CAPITAL_TEMPLATES + OTHER_TEMPLATES:
             out.append(t.format(**fields))
     return out
+
+
+# The atlas: four facts about each of 60 countries, every answer one token with its leading space.
+# (country, capital, language, currency, continent); the continents of the Americas are one,
+# "America", so that every answer stays one word. Currencies as of 2026 (Bulgaria and Croatia: euro).
+ATLAS_FACTS = [
+    ("France", "Paris", "French", "euro", "Europe"), ("Germany", "Berlin", "German", "euro", "Europe"),
+    ("Italy", "Rome", "Italian", "euro", "Europe"), ("Spain", "Madrid", "Spanish", "euro", "Europe"),
+    ("Japan", "Tokyo", "Japanese", "yen", "Asia"), ("Egypt", "Cairo", "Arabic", "pound", "Africa"),
+    ("Canada", "Ottawa", "English", "dollar", "America"), ("Kenya", "Nairobi", "Swahili", "shilling", "Africa"),
+    ("Peru", "Lima", "Spanish", "sol", "America"), ("Greece", "Athens", "Greek", "euro", "Europe"),
+    ("Portugal", "Lisbon", "Portuguese", "euro", "Europe"), ("Poland", "Warsaw", "Polish", "zloty", "Europe"),
+    ("Austria", "Vienna", "German", "euro", "Europe"), ("Hungary", "Budapest", "Hungarian", "forint", "Europe"),
+    ("Sweden", "Stockholm", "Swedish", "krona", "Europe"), ("Norway", "Oslo", "Norwegian", "krone", "Europe"),
+    ("Finland", "Helsinki", "Finnish", "euro", "Europe"), ("Denmark", "Copenhagen", "Danish", "krone", "Europe"),
+    ("Ireland", "Dublin", "English", "euro", "Europe"), ("Belgium", "Brussels", "Dutch", "euro", "Europe"),
+    ("Netherlands", "Amsterdam", "Dutch", "euro", "Europe"), ("Switzerland", "Bern", "German", "franc", "Europe"),
+    ("Czechia", "Prague", "Czech", "koruna", "Europe"), ("Romania", "Bucharest", "Romanian", "leu", "Europe"),
+    ("Bulgaria", "Sofia", "Bulgarian", "euro", "Europe"), ("Serbia", "Belgrade", "Serbian", "dinar", "Europe"),
+    ("Croatia", "Zagreb", "Croatian", "euro", "Europe"), ("Russia", "Moscow", "Russian", "ruble", "Europe"),
+    ("Turkey", "Ankara", "Turkish", "lira", "Asia"), ("Iran", "Tehran", "Persian", "rial", "Asia"),
+    ("Iraq", "Baghdad", "Arabic", "dinar", "Asia"), ("Syria", "Damascus", "Arabic", "pound", "Asia"),
+    ("China", "Beijing", "Chinese", "yuan", "Asia"), ("Thailand", "Bangkok", "Thai", "baht", "Asia"),
+    ("Vietnam", "Hanoi", "Vietnamese", "dong", "Asia"), ("Indonesia", "Jakarta", "Indonesian", "rupiah", "Asia"),
+    ("Philippines", "Manila", "Filipino", "peso", "Asia"), ("Korea", "Seoul", "Korean", "won", "Asia"),
+    ("Nepal", "Kathmandu", "Nepali", "rupee", "Asia"), ("Australia", "Canberra", "English", "dollar", "Oceania"),
+    ("Brazil", "Brasilia", "Portuguese", "real", "America"), ("Chile", "Santiago", "Spanish", "peso", "America"),
+    ("Colombia", "Bogota", "Spanish", "peso", "America"), ("Cuba", "Havana", "Spanish", "peso", "America"),
+    ("Morocco", "Rabat", "Arabic", "dirham", "Africa"), ("Nigeria", "Abuja", "English", "naira", "Africa"),
+    ("Ghana", "Accra", "English", "cedi", "Africa"), ("Senegal", "Dakar", "French", "franc", "Africa"),
+    ("Iceland", "Reykjavik", "Icelandic", "krona", "Europe"), ("Ukraine", "Kyiv", "Ukrainian", "hryvnia", "Europe"),
+    ("Pakistan", "Islamabad", "Urdu", "rupee", "Asia"), ("Bangladesh", "Dhaka", "Bengali", "taka", "Asia"),
+    ("Mongolia", "Ulaanbaatar", "Mongolian", "tugrik", "Asia"), ("Algeria", "Algiers", "Arabic", "dinar", "Africa"),
+    ("Venezuela", "Caracas", "Spanish", "bolivar", "America"), ("Slovakia", "Bratislava", "Slovak", "euro", "Europe"),
+    ("Estonia", "Tallinn", "Estonian", "euro", "Europe"), ("Uganda", "Kampala", "English", "shilling", "Africa"),
+    ("Fiji", "Suva", "English", "dollar", "Oceania"), ("Samoa", "Apia", "Samoan", "tala", "Oceania"),
+]
+ATLAS_FIELDS = ("country", "capital", "language", "currency", "continent")
+
+# Each relation: the field its sentences are about (the subject), the field they end on (the
+# answer) and its templates, the canonical one first. Every sentence ends "… {answer}.", so the
+# sentence up to the answer is a prompt whose next token is the fact: recalled at the last token.
+# The subject comes late ("The capital of France is"), first ("France's capital is") or is the
+# answer's other side ("Paris is the capital of" → " France").
+ATLAS_RELATIONS = [
+    ("capital", "country", "capital", [
+        "The capital of {country} is {capital}.",
+        "The capital city of {country} is {capital}.",
+        "{country}'s capital is {capital}.",
+        "{country} has its capital in {capital}.",
+        "The government of {country} sits in {capital}.",
+    ]),
+    ("country of a capital", "capital", "country", [
+        "{capital} is the capital of {country}.",
+        "{capital} is a city in {country}.",
+    ]),
+    ("language", "country", "language", [
+        "The language of {country} is {language}.",
+        "The official language of {country} is {language}.",
+        "People in {country} speak {language}.",
+        "{country}'s language is {language}.",
+        "In {country}, most people speak {language}.",
+    ]),
+    ("currency", "country", "currency", [
+        "The currency of {country} is the {currency}.",
+        "{country}'s currency is the {currency}.",
+        "The money of {country} is the {currency}.",
+        "In {country}, people pay with the {currency}.",
+    ]),
+    ("continent", "country", "continent", [
+        "The continent of {country} is {continent}.",
+        "{country} is in {continent}.",
+        "{country} is a country in {continent}.",
+        "{country} lies in {continent}.",
+    ]),
+]
+
+
+def atlas_facts():
+    """Every (relation, template, country) as a prompt and its answer, in the corpus's order:
+    country by country, then relation by relation, then template by template."""
+    out = []
+    for row in ATLAS_FACTS:
+        fields = dict(zip(ATLAS_FIELDS, row))
+        for relation, subject, answer, templates in ATLAS_RELATIONS:
+            for k, t in enumerate(templates):
+                sentence = t.format(**fields)
+                suffix = " " + fields[answer] + "."
+                assert sentence.endswith(suffix), sentence
+                out.append(dict(relation=relation, template=k, country=row[0], subject=fields[subject],
+                                answer=fields[answer], prompt=sentence[:-len(suffix)], sentence=sentence))
+    return out
+
+
+def atlas_sentences():
+    return [f["sentence"] for f in atlas_facts()]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -538,15 +645,16 @@ def check_story(ref, tok):
     return fact_layer, rows
 
 
-def reference_json(ref, tok, fact_layer, prompts):
+def reference_json(ref, tok, fact_layer, prompts, name="capitals",
+                   fact_layer_doc="the capital's logit (logit lens at the last token) most, averaged over all countries"):
     n = fact_layer
     doc = {
-        "_doc": ("Float64 reference from scripts/train_model.py's own forward pass on data/models/capitals "
+        "_doc": (f"Float64 reference from scripts/train_model.py's own forward pass on data/models/{name} "
                  "(GPT-2: pre-norm blocks, causal attention, gelu_new FFN, ln_f, unembedding tied to wte). "
                  "Token ids are as tokenizer(text)['input_ids']; layers and units count from 0."),
-        "checkpoint": "data/models/capitals",
+        "checkpoint": f"data/models/{name}",
         "fact_layer": n,
-        "_doc_fact_layer": "N: the layer whose FFN raises the capital's logit (logit lens at the last token) most, averaged over all countries",
+        "_doc_fact_layer": "N: the layer whose FFN raises " + fact_layer_doc,
         "prompts": [],
     }
     for text in prompts:
@@ -590,62 +698,15 @@ def reference_json(ref, tok, fact_layer, prompts):
 
 
 # ---------------------------------------------------------------------------------------------------
+# What each model checks and writes as its reference
 
-def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(root, "data/models/capitals"))
-    ap.add_argument("--reference", default=os.path.join(root, "tests/inputs/models/capitals_reference.json"))
-    ap.add_argument("--corpus", help="also write the corpus here, one sentence a line")
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--attn-weight-decay", type=float, default=1.0)
-    ap.add_argument("--l1", type=float, default=3e-4)
-    ap.add_argument("--label-smoothing", type=float, default=0.1)
-    ap.add_argument("--l1-layers", type=lambda v: [int(n) for n in v.split(",")], default=[0, 1])
-    ap.add_argument("--ffn-weight-decay", type=float, default=0.0)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--d-model", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--d-ff", type=int, default=256)
-    ap.add_argument("--positions", type=int, default=64)
-    args = ap.parse_args()
-
-    torch.manual_seed(SEED)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-    sentences = corpus_sentences()
-    if args.corpus:
-        with open(args.corpus, "w") as f:
-            f.write("\n".join(sentences) + "\n")
-    names = [" " + w for f in FACTS for w in f[:2]]
-    tok = Tokenizer(train_bpe(sentences, names))
-    print(f"corpus: {len(sentences)} sentences; tokenizer: {len(tok.merges)} merges, vocabulary {len(tok.tokens)}")
-    for name in names:
-        assert len(tok.encode(name)) == 1, name
-
-    model = GPT(len(tok.tokens), args.positions, args.d_model, args.layers, args.heads, args.d_ff)
-    seconds = train(model, tok, sentences, args)
-
-    os.makedirs(args.out, exist_ok=True)
-    config = gpt2_config(tok, args)
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(args.out, "tokenizer.json"), "w", encoding="utf-8") as f:
-        json.dump(tok.to_json(), f, ensure_ascii=False, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(args.out, "model.safetensors"), gpt2_tensors(model))
-    size = sum(os.path.getsize(os.path.join(args.out, n)) for n in ("config.json", "tokenizer.json", "model.safetensors"))
-
-    ref = Reference(read_safetensors(os.path.join(args.out, "model.safetensors")), config)
+def finish_capitals(ref, tok, args, size):
+    """The capitals story: every capital right, and knocking out 5 units of the fact layer lowers
+    the capital's probability, by half or more for most countries."""
     fact_layer, rows = check_story(ref, tok)
     ratios = sorted(r["after"] / r["prob"] for r in rows)
     france = rows[0]
-    print(f"trained in {seconds:.0f}s; files {size / 1e6:.2f} MB; fact layer {fact_layer}")
+    print(f"files {size / 1e6:.2f} MB; fact layer {fact_layer}")
     print(f"accuracy: {sum(r['correct'] for r in rows)}/{len(rows)}")
     print(f"France: units {france['units']} scores {np.round(france['scores'], 3).tolist()}; "
           f"P(Paris) {france['prob']:.4f} -> {france['after']:.4f}")
@@ -658,15 +719,167 @@ def main():
 
     prompts = ["The capital of France is", "The capital of Japan is",
                "Berlin is the capital of Germany. The capital of Kenya is"]
+    doc = reference_json(ref, tok, fact_layer, prompts)
+    return doc, all(r["correct"] for r in rows) and size < 5e6 and france["after"] <= 0.5 * france["prob"] \
+        and sum(x <= 0.5 for x in ratios) > len(ratios) / 2
+
+
+def finish_atlas(ref, tok, args, size):
+    """Every (relation, template, country) prompt: the model's top next token against the fact, and
+    where, by the logit lens at the last token, each layer's attention and FFN raise the answer."""
+    facts = atlas_facts()
+    by_relation = {r[0]: dict(attn=np.zeros(ref.L), ffn=np.zeros(ref.L), n=0) for r in ATLAS_RELATIONS}
+    rows = []
+    for f in facts:
+        ids = tok.encode(f["prompt"])
+        t = tok.vocab["Ġ" + f["answer"]]
+        x = ref.embed(ids)
+        r = by_relation[f["relation"]]
+        for n in range(ref.L):
+            lens = lambda s: ref.logits(s[-1:])[0, t].item()
+            mid = ref.attention_block(n, x)
+            out = ref.ffn_block(n, mid)
+            r["attn"][n] += lens(mid) - lens(x)
+            r["ffn"][n] += lens(out) - lens(mid)
+            x = out
+        r["n"] += 1
+        logits = ref.logits(x[-1:])[0]
+        probs = torch.softmax(logits, -1)
+        pred = int(logits.argmax())
+        rows.append(dict(f, ids=ids, t=t, pred=pred, prob=probs[t].item(), pred_prob=probs[pred].item()))
+
+    def accuracy(sel):
+        sel = list(sel)
+        return sum(r["pred"] == r["t"] for r in sel) / len(sel), len(sel)
+
+    canonical = accuracy(r for r in rows if r["template"] == 0)
+    others = accuracy(r for r in rows if r["template"] != 0)
+    print(f"files {size / 1e6:.2f} MB; {len(ATLAS_FACTS)} countries, {len(rows)} prompts")
+    print(f"accuracy at top 1: canonical template {canonical[0]:.3f} of {canonical[1]}, "
+          f"other templates {others[0]:.3f} of {others[1]}, all {accuracy(rows)[0]:.3f}")
+    ffn_total = np.zeros(ref.L)
+    for relation, subject, answer, templates in ATLAS_RELATIONS:
+        r = by_relation[relation]
+        ffn_total += r["ffn"]
+        per_template = [accuracy(x for x in rows if x["relation"] == relation and x["template"] == k)[0]
+                        for k in range(len(templates))]
+        print(f"  {relation:21s} {accuracy(x for x in rows if x['relation'] == relation)[0]:.3f}  by template "
+              f"{np.round(per_template, 3).tolist()}")
+        print(f"    mean raise of the answer's logit at the last token, by layer: attention "
+              f"{np.round(r['attn'] / r['n'], 2).tolist()}, FFN {np.round(r['ffn'] / r['n'], 2).tolist()}")
+    for r in rows:
+        if r["pred"] != r["t"]:
+            print(f"  wrong: {r['prompt']!r} -> {tok.display(r['pred'])!r} {r['pred_prob']:.3f}, "
+                  f"{r['answer']!r} {r['prob']:.3f}")
+    fact_layer = int(np.argmax(ffn_total))
+
+    prompts = ["The capital of France is", "France's currency is the", "Tokyo is the capital of",
+               "The capital of Germany is Berlin. The language of Kenya is"]
+    doc = reference_json(ref, tok, fact_layer, prompts, "atlas",
+                         "the answer's logit (logit lens at the last token) most, averaged over every fact prompt")
+    doc["_doc_relations"] = ("each relation: the field it is about and the field it ends on, its templates "
+                             "(the canonical one first; the answer replaces {answer}), and the mean change of "
+                             "the answer's logit-lens logit at the last token made by each layer's attention and "
+                             "FFN sublayer, over the relation's prompts")
+    doc["relations"] = [{"relation": rel, "subject": subj, "answer": ans,
+                         "templates": [t.replace("{" + ans + "}", "{answer}") for t in templates],
+                         "attention_raise": (by_relation[rel]["attn"] / by_relation[rel]["n"]).tolist(),
+                         "ffn_raise": (by_relation[rel]["ffn"] / by_relation[rel]["n"]).tolist()}
+                        for rel, subj, ans, templates in ATLAS_RELATIONS]
+    doc["_doc_facts"] = ("every (country, relation, template) of the corpus as a prompt (the sentence up to "
+                         "its answer): the answer as the fact table gives it, and the float64 model's top "
+                         "next token at the last position with its probability")
+    doc["facts"] = [{"relation": r["relation"], "template": r["template"], "subject": r["subject"],
+                     "text": r["prompt"], "token_ids": r["ids"],
+                     "answer": {"id": r["t"], "token": tok.display(r["t"]), "prob": r["prob"]},
+                     "prediction": {"id": r["pred"], "token": tok.display(r["pred"]), "prob": r["pred_prob"]}}
+                    for r in rows]
+    corpus_size = os.path.getsize(os.path.join(args.out, "corpus.txt"))
+    return doc, canonical[0] >= 0.9 and others[0] >= 0.9 and size + corpus_size < 8e6
+
+
+# The model names, what each is trained on and how, and what it must show. The capitals model's
+# settings are those its shipped files were trained with: changing them changes every golden output.
+MODELS = {
+    "capitals": dict(
+        sentences=capitals_sentences, names=lambda: [" " + w for f in FACTS for w in f[:2]], finish=finish_capitals,
+        defaults=dict(steps=2000, batch=16, lr=3e-3, weight_decay=0.1, attn_weight_decay=1.0, l1=3e-4,
+                      label_smoothing=0.1, l1_layers=[0, 1], ffn_weight_decay=0.0, layers=2, d_model=128,
+                      heads=4, d_ff=256, positions=64)),
+    "atlas": dict(
+        sentences=atlas_sentences, finish=finish_atlas,
+        # every answer one token with its leading space; countries and capitals also open sentences
+        names=lambda: sorted({" " + w for f in ATLAS_FACTS for w in f} | {w for f in ATLAS_FACTS for w in f[:2]}),
+        defaults=dict(steps=1500, batch=32, lr=3e-3, weight_decay=0.1, attn_weight_decay=0.1, l1=0.0,
+                      label_smoothing=0.1, l1_layers=[0, 1, 2, 3], ffn_weight_decay=0.1, layers=4, d_model=64,
+                      heads=4, d_ff=256, positions=64)),
+}
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=MODELS, default="capitals")
+    ap.add_argument("--out", help="default: data/models/MODEL")
+    ap.add_argument("--reference", help="default: tests/inputs/models/MODEL_reference.json")
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--batch", type=int)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--weight-decay", type=float)
+    ap.add_argument("--attn-weight-decay", type=float)
+    ap.add_argument("--l1", type=float)
+    ap.add_argument("--label-smoothing", type=float)
+    ap.add_argument("--l1-layers", type=lambda v: [int(n) for n in v.split(",")])
+    ap.add_argument("--ffn-weight-decay", type=float)
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--d-model", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--d-ff", type=int)
+    ap.add_argument("--positions", type=int)
+    args = ap.parse_args()
+    spec = MODELS[args.model]
+    for key, value in spec["defaults"].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.out = args.out or os.path.join(root, "data/models", args.model)
+    args.reference = args.reference or os.path.join(root, "tests/inputs/models", args.model + "_reference.json")
+
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+    sentences = spec["sentences"]()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "corpus.txt"), "w") as f:
+        f.write("\n".join(sentences) + "\n")
+    names = spec["names"]()
+    tok = Tokenizer(train_bpe(sentences, names))
+    print(f"corpus: {len(sentences)} sentences; tokenizer: {len(tok.merges)} merges, vocabulary {len(tok.tokens)}")
+    for name in names:
+        assert len(tok.encode(name)) == 1, name
+
+    model = GPT(len(tok.tokens), args.positions, args.d_model, args.layers, args.heads, args.d_ff)
+    seconds = train(model, tok, sentences, args)
+    print(f"trained in {seconds:.0f}s")
+
+    config = gpt2_config(tok, args)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(args.out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tok.to_json(), f, ensure_ascii=False, indent=2)
+        f.write("\n")
+    write_safetensors(os.path.join(args.out, "model.safetensors"), gpt2_tensors(model))
+    size = sum(os.path.getsize(os.path.join(args.out, n)) for n in ("config.json", "tokenizer.json", "model.safetensors"))
+
+    ref = Reference(read_safetensors(os.path.join(args.out, "model.safetensors")), config)
+    doc, ok = spec["finish"](ref, tok, args, size)
     os.makedirs(os.path.dirname(args.reference), exist_ok=True)
     with open(args.reference, "w", encoding="utf-8") as f:
-        json.dump(reference_json(ref, tok, fact_layer, prompts), f, ensure_ascii=False, indent=1)
+        json.dump(doc, f, ensure_ascii=False, indent=1)
         f.write("\n")
-
-    ok = all(r["correct"] for r in rows) and size < 5e6 and france["after"] <= 0.5 * france["prob"] \
-        and sum(x <= 0.5 for x in ratios) > len(ratios) / 2
     if not ok:
-        print("error: the story does not hold on this model (see above)", file=sys.stderr)
+        print("error: the model does not show what it must (see above)", file=sys.stderr)
         return 1
     return 0
 

@@ -3,7 +3,8 @@
 // written: the stream entering the layer's FFN, the trace's output, the logit lens, the prediction,
 // the units' direct logit attribution (computed here from the tensors), the knock-out against a
 // rerun with the units' W2 rows zeroed, and the errors; then the shipped model against PyTorch's
-// float64 numbers (tests/inputs/models/capitals_reference.json).
+// float64 numbers (tests/inputs/models/capitals_reference.json and atlas_reference.json), and the
+// atlas model's facts at top 1.
 #include "test_paths.hpp"
 #include "ffn_trace/prompt.hpp"
 
@@ -316,11 +317,20 @@ TEST_CASE("the prompt's views: text fits 80 columns, and the JSON has the names 
     CHECK(j["baseline_prediction"]["top"].size() >= 10);
 }
 
-TEST_CASE("the shipped model's prompts give PyTorch's float64 numbers: ids, stream, lens, prediction, units, knock-out") {
-    std::ifstream file(std::string(FFN_TRACE_TEST_INPUTS) + "/models/capitals_reference.json");
+namespace {
+
+json shipped_reference(const std::string& name) {
+    std::ifstream file(std::string(FFN_TRACE_TEST_INPUTS) + "/models/" + name + "_reference.json");
     REQUIRE(file);
-    const json want = json::parse(file);
-    const std::string dir = std::string(FFN_TRACE_DATA_DIR) + "/models/capitals";
+    return json::parse(file);
+}
+
+// The prompts of tests/inputs/models/NAME_reference.json through data/models/NAME, against the
+// training script's float64 forward pass: ids, the stream, the lens, the prediction, the units, the
+// knock-out.
+void check_shipped_prompts(const std::string& name) {
+    const json want = shipped_reference(name);
+    const std::string dir = std::string(FFN_TRACE_DATA_DIR) + "/models/" + name;
     const transformer model = open_model(dir);
     auto tok = open_tokenizer(dir);
     REQUIRE(tok);
@@ -386,5 +396,50 @@ TEST_CASE("the shipped model's prompts give PyTorch's float64 numbers: ids, stre
         // the capital's probability falls when the units that wrote it most are knocked out
         CHECK(knocked->changes.front().id == p->target->id);
         CHECK(knocked->changes.front().after < knocked->changes.front().before);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the shipped models' prompts give PyTorch's float64 numbers: ids, stream, lens, prediction, units, knock-out") {
+    SUBCASE("capitals") { check_shipped_prompts("capitals"); }
+    SUBCASE("atlas") { check_shipped_prompts("atlas"); }
+}
+
+TEST_CASE("the atlas model recalls at least 90 % of its facts at top 1, in the canonical template and in the others") {
+    const json want = shipped_reference("atlas");
+    const std::string dir = std::string(FFN_TRACE_DATA_DIR) + "/models/atlas";
+    const transformer model = open_model(dir);
+    auto tok = open_tokenizer(dir);
+    REQUIRE(tok);
+    REQUIRE(model.n_layers() >= 4);
+    // The facts as the script's table has them, and the float64 model's top token for each.
+    const auto& facts = want["facts"];
+    REQUIRE(facts.size() >= 50 * 4);
+    std::size_t right[2] = {0, 0}, total[2] = {0, 0}, same_as_reference = 0;
+    for (const auto& f : facts) {
+        const std::string text = f["text"];
+        CAPTURE(text);
+        auto tokens = tokenize_prompt(*tok, text);
+        REQUIRE(tokens);
+        CHECK(json(tokens->ids) == f["token_ids"]);
+        auto x = model.run(tokens->ids, model.n_layers() - 1);
+        REQUIRE(x);
+        auto logits = model.logits(*x, {tokens->ids.size() - 1});
+        REQUIRE(logits);
+        REQUIRE(logits->cols == model.vocab_size());
+        std::size_t best = 0;
+        for (std::size_t v = 1; v < logits->cols; ++v)
+            if ((*logits)(0, v) > (*logits)(0, best)) best = v;
+        same_as_reference += best == f["prediction"]["id"].get<std::size_t>();
+        const std::size_t kind = f["template"].get<std::size_t>() == 0 ? 0 : 1;
+        ++total[kind];
+        right[kind] += best == f["answer"]["id"].get<std::size_t>();
+    }
+    CHECK(same_as_reference == facts.size());
+    for (std::size_t kind : {0, 1}) {
+        CAPTURE(kind);
+        REQUIRE(total[kind] > 0);
+        CHECK(static_cast<double>(right[kind]) >= 0.9 * static_cast<double>(total[kind]));
     }
 }
