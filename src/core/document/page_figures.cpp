@@ -279,6 +279,31 @@ std::string heatmap_svg(const figure& f) {
                              html_escape(format_short(most, 4)));
 }
 
+// Rows of words, each shaded by its value (NaN: not known, unshaded) against xs[0] in the grids'
+// colours, the marked word outlined; the value in each word's title.
+std::string tokens_html(const figure& f) {
+    const double scale = !f.xs.empty() && f.xs[0] > 0 ? f.xs[0] : 1;
+    std::string out = "<div class=\"grid-wrap\"><table class=\"contexts\" style=\"border-collapse:collapse\">";
+    for (std::size_t r = 0; r < f.words.size(); ++r) {
+        out += fmt::format("<tr><th scope=\"row\" style=\"text-align:right;padding-right:0.8em;font-weight:400;white-space:nowrap\">{}</th>"
+                           "<td style=\"font-family:monospace;white-space:pre\">",
+                           html_escape(r < f.row_names.size() ? f.row_names[r] : ""));
+        for (std::size_t w = 0; w < f.words[r].size(); ++w) {
+            const double v = r < f.values.size() && w < f.values[r].size() ? f.values[r][w] : std::nan("");
+            std::string style;
+            if (std::isfinite(v) && v != 0)
+                style = fmt::format("background:color-mix(in srgb, var({}) {:.0f}%, transparent);", v > 0 ? "--pos" : "--neg",
+                                    std::min(100.0, std::abs(v) / scale * 100));
+            if (r < f.marked.size() && f.marked[r] == w) style += "outline:2px solid var(--focus);font-weight:700;";
+            out += fmt::format("<span style=\"{}\"{}>{}</span>", style,
+                               std::isfinite(v) ? " title=\"" + html_escape(format_short(v, 4)) + "\"" : std::string(),
+                               html_escape(f.words[r][w]));
+        }
+        out += "</td></tr>";
+    }
+    return out + "</table></div>";
+}
+
 }  // namespace
 
 std::string figure_html(const figure& f) {
@@ -289,6 +314,7 @@ std::string figure_html(const figure& f) {
         case figure::kind::bars: body = bars_svg(f); break;
         case figure::kind::heatmap: body = heatmap_svg(f); break;
         case figure::kind::routing: body = routing_svg(f); break;
+        case figure::kind::tokens: body = tokens_html(f); break;
     }
     return fmt::format("<figure class=\"{}\"><figcaption>{}</figcaption>{}</figure>\n", f.type == figure::kind::lines ? "plot" : "chart",
                        html_escape(f.caption), body);
