@@ -49,10 +49,10 @@ struct corpus {
     std::size_t tokens() const;
 };
 
-// The corpus `content` (one text a line; a trailing line break, CR LF and a last line without a
-// break are all fine) through the checkpoint's tokenizer. Blank lines (nothing but spaces) and
-// lines longer than `max_positions` tokens are skipped and listed. Errors, naming `file` and the
-// line (counted from 1, as editors count): a line that is not UTF-8, a corpus with no text to run.
+// The corpus `content` (one text a line, as read_prompt_file reads a file: its last line break
+// dropped; CR LF is fine) through the checkpoint's tokenizer. Blank lines (nothing but spaces)
+// and lines longer than `max_positions` tokens are skipped and listed. Errors, naming `file` and
+// the line (counted from 1, as editors count): a line that is not UTF-8, a corpus with no text to run.
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
                             std::size_t max_positions);
 

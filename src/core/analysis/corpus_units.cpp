@@ -26,14 +26,15 @@ outcome<corpus> read_corpus(std::string_view content, const std::string& file, c
                             std::size_t max_positions) {
     corpus c;
     c.file = file;
+    // Every piece between line breaks is a line: the file's last line break is already dropped.
     std::size_t index = 0;
-    for (std::size_t start = 0; start < content.size(); ++index) {
+    for (std::size_t start = 0; start <= content.size() && !content.empty(); ++index) {
         const std::size_t end = std::min(content.find('\n', start), content.size());
         std::string_view line = content.substr(start, end - start);
         start = end + 1;
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (!detail::valid_utf8(line))
-            return error{file, fmt::format("line {}", index + 1), "is not UTF-8; the corpus must be UTF-8 text, one text a line"};
+            return error{file, fmt::format("line {}", index + 1), "not UTF-8; the corpus must be UTF-8 text, one text a line"};
         if (line.find_first_not_of(" \t") == std::string_view::npos) {
             c.blank.push_back(index);
             continue;
@@ -58,9 +59,9 @@ outcome<corpus> read_corpus(std::string_view content, const std::string& file, c
     if (c.texts.empty())
         return error{file, "",
                      content.empty() ? std::string("the corpus is empty; give one text a line")
-                                     : fmt::format("the corpus has no text to run: {} blank, {} longer than the model's "
-                                                   "{} positions",
-                                                   detail::plural(c.blank.size(), "line"), c.too_long.size(), max_positions)};
+                                     : fmt::format("the corpus has no text to run: of its {}, {} blank and {} longer than "
+                                                   "the model's {} positions",
+                                                   detail::plural(index, "line"), c.blank.size(), c.too_long.size(), max_positions)};
     return c;
 }
 

@@ -120,11 +120,16 @@ private:
         return out;
     }
 
-    // The context's token, quoted, after the one before it: "of" " Senegal".
+    // The context's token in [ ] after the one before it: "People [in] (text 6)".
     std::string short_context(const unit_context& ctx) const {
         const auto& d = c_.texts[ctx.text].display;
-        std::string s = ctx.token > 0 ? escape(d[ctx.token - 1], 12) : "";
-        return fmt::format("{}[{}] (text {})", s, escape(d[ctx.token], 16), c_.texts[ctx.text].line);
+        return fmt::format("{}{} (text {})", ctx.token > 0 ? escape(d[ctx.token - 1], 12) : "", marked(escape(d[ctx.token], 16)),
+                           c_.texts[ctx.text].line);
+    }
+    // A token marked as the context's own: its leading spaces, then the rest in [ ].
+    static std::string marked(const std::string& d) {
+        const std::size_t lead = std::min(d.find_first_not_of(' '), d.size());
+        return d.substr(0, lead) + "[" + d.substr(lead) + "]";
     }
 
     void table() {
@@ -166,12 +171,7 @@ private:
     // under them each token's activation as a shade (when the context keeps them).
     std::vector<std::string> context_lines(const unit_context& ctx, double scale, std::size_t width) const {
         const corpus_text& text = c_.texts[ctx.text];
-        auto piece = [&](std::size_t t) {
-            const std::string& d = text.display[t];
-            if (t != ctx.token) return d;
-            const std::size_t lead = d.find_first_not_of(' ') == std::string::npos ? 0 : d.find_first_not_of(' ');
-            return d.substr(0, lead) + "[" + d.substr(lead) + "]";
-        };
+        auto piece = [&](std::size_t t) { return t == ctx.token ? marked(text.display[t]) : text.display[t]; };
         const std::string more = opt_.ascii ? "..." : "…";
         std::size_t lo = ctx.token, hi = ctx.token + 1, used = display_width(piece(ctx.token)) + 2 * display_width(more);
         for (bool grew = true; grew;) {
