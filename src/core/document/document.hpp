@@ -43,8 +43,9 @@ struct figure {
     // routing: tokens (row_names) on the left, experts (columns) on the right, an edge from a
     //        token to each expert of weight > 0, as wide as the weight (values: tokens × experts);
     // tokens: rows of text (words), each word shaded by its value against xs[0], the word
-    //        `marked` of each row outlined, each row after its name (a unit's contexts).
-    enum class kind { stack, lines, bars, heatmap, routing, tokens } type = kind::stack;
+    //        `marked` of each row outlined, each row after its name (a unit's contexts);
+    // histogram: counts (values[0]) in equal bins from xs[0] to xs[1], one upright bar each.
+    enum class kind { stack, lines, bars, heatmap, routing, tokens, histogram } type = kind::stack;
     std::string caption;
     std::string note = {};                    // stack: what the bars and parts are, when not a dense Contract's
     std::vector<std::size_t> hues = {};       // stack: per part, its colour's index when not its position (an expert's number)

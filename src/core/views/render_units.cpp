@@ -227,14 +227,15 @@ private:
               {"mean", num(r.mean)},
               {"active", fmt::format("{} of {} tokens (activation > 0)", percent(r.fraction_active), with_separators(r.count))}}});
 
-        paragraph(fmt::format("Where it fires most: the {} largest activations over the corpus, each with the tokens around it; "
-                              "the token is in [ ], and under each token its activation as a shade of the unit's largest ({}).",
-                              r.top.size(), num(r.max)));
+        block where{block_kind::paragraph,
+                    fmt::format("Where it fires most: the {} largest activations over the corpus, each with the tokens around "
+                                "it; the token is {}, and {} each token its activation as a shade of the unit's largest ({}).",
+                                r.top.size(), html_ ? "outlined" : "in [ ]", html_ ? "behind" : "under", num(r.max))};
         if (html_) {
-            block b{block_kind::paragraph, ""};
-            b.picture = context_figure(r.top, r.max, "the contexts where it fires most, each token shaded by its activation");
-            add(std::move(b));
+            where.picture = context_figure(r.top, r.max, "the contexts where it fires most, each token shaded by its activation");
+            add(std::move(where));
         } else {
+            add(std::move(where));
             block b{block_kind::lines};
             const std::size_t width = opt_.width > 10 ? opt_.width - 6 : 4;
             for (std::size_t k = 0; k < r.top.size(); ++k) {
@@ -316,18 +317,11 @@ private:
 
     std::shared_ptr<figure> histogram_figure(const unit_reading& r) const {
         auto f = std::make_shared<figure>();
-        f->type = figure::kind::bars;
+        f->type = figure::kind::histogram;
         f->caption = fmt::format("how its activations spread: the count in each of {} equal bins{}", r.histogram.size(),
                                  u_.exact ? "" : " (of the sample)");
-        const double step = (r.histogram_high - r.histogram_low) / static_cast<double>(r.histogram.size());
-        std::vector<double> counts;
-        for (std::size_t i = 0; i < r.histogram.size(); ++i) {
-            f->columns.push_back(fmt::format("{} to {}", format_fixed(r.histogram_low + step * static_cast<double>(i), 2),
-                                             format_fixed(r.histogram_low + step * static_cast<double>(i + 1), 2)));
-            f->parts.push_back(with_separators(r.histogram[i]));
-            counts.push_back(static_cast<double>(r.histogram[i]));
-        }
-        f->values.push_back(std::move(counts));
+        f->xs = {r.histogram_low, r.histogram_high};
+        f->values.emplace_back(r.histogram.begin(), r.histogram.end());
         return f;
     }
 
