@@ -195,6 +195,9 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     r.gated = layers.begin()->second->gated();
     const std::size_t last = by_layer.rbegin()->first;
 
+    // Many small products in a row, a text's at a time: the matrix library's threads would spend
+    // longer waking each other than multiplying.
+    const matrix_library_on_one_thread one_thread;
     std::vector<accumulator> acc(wanted.size());
     detail::splitmix random{0x5eed};
     std::size_t seen = 0;  // tokens read so far: the next one's global index
