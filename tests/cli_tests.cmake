@@ -844,3 +844,8 @@ cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
   -- ${FT} units --checkpoint ${CAPITALS} --layer 0)
 cli_test("units without --layer or --promotes says what to give" 2 EMPTY "^error: --layer: give the layer whose units to read, or --promotes TOKEN"
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt)
+cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
+  "^error: <stdin>: --skip-first: leaves no token to read: every text of the corpus is one token long$"
+  --stdin ${UNITS}/one_token.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --skip-first)
+cli_test("units reads the corpus from standard input given as -, CR LF and all" 0 "corpus +<stdin>: 5 texts, 42 tokens"
+  ANY --stdin ${UNITS}/small_crlf.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --unit 3)

@@ -180,6 +180,8 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     r.d_ff = ck.config().d_ff;
     r.skip_first = o.skip_first;
     for (const auto& t : c.texts) r.tokens += t.ids.size() - (o.skip_first ? std::min<std::size_t>(1, t.ids.size()) : 0);
+    if (r.tokens == 0)
+        return error{c.file, "--skip-first", "leaves no token to read: every text of the corpus is one token long"};
     r.exact = r.tokens <= o.sample;
     r.sample = r.exact ? r.tokens : o.sample;
 
