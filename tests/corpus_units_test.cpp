@@ -13,6 +13,7 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/readings.hpp"
 #include "test_paths.hpp"
+#include "tiny_transformer.hpp"
 
 using namespace ffn_trace;
 
@@ -197,4 +198,47 @@ TEST_CASE("search_value_vectors ranks every unit of every layer by W2[j] · (γ 
     REQUIRE(low);
     CHECK(low->at(0).score <= low->at(1).score);
     CHECK(low->at(0).unit.layer == 1);
+}
+
+TEST_CASE("a gated layer's unit reads silu(gate) · up, as the reference Llama computes it") {
+    namespace ref = reference_transformer;
+    const test::tiny::model m = test::tiny::make("llama", {.n_layers = 2, .seed = 5});
+    test::ckpt::temp_dir dir;
+    const transformer model = test::tiny::open_model(m.write(dir));
+    auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
+    REQUIRE(tok);
+    corpus c;
+    c.file = "ids";
+    for (const std::vector<std::size_t>& ids : {std::vector<std::size_t>{3, 1, 4, 1, 5}, {9, 2, 6}, {5, 3, 5, 8}})
+        c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    units_options o;
+    o.layer = 1;
+    o.top = 2;
+    auto r = read_corpus_units(model, *tok, c, o);
+    REQUIRE(r);
+    REQUIRE(r->units.size() == test::tiny::d_ff);
+    CHECK(r->gated);
+    // The reference: the stream after layer 1's attention, its RMSNorm, silu(x·Wg) ⊙ (x·Wu).
+    const std::string p = m.spec.prefix + "layers.1.";
+    std::vector<std::vector<double>> acts;  // (all tokens, d_ff)
+    for (const auto& t : c.texts) {
+        const ref::run want = ref::forward(m.spec, m.values, t.ids);
+        for (const auto& x : want.after_attention[1]) {
+            const ref::vec h = ref::rms_norm(m.values, p + "post_attention_layernorm", x, m.spec.eps);
+            ref::vec g = ref::linear(m.values, p + "mlp.gate_proj", h);
+            const ref::vec u = ref::linear(m.values, p + "mlp.up_proj", h);
+            for (std::size_t j = 0; j < g.size(); ++j) g[j] = ref::silu(g[j]) * u[j];
+            acts.push_back(g);
+        }
+    }
+    for (std::size_t j = 0; j < test::tiny::d_ff; ++j) {
+        CAPTURE(j);
+        std::vector<double> column;
+        double sum = 0;
+        for (const auto& a : acts) column.push_back(a[j]), sum += a[j];
+        std::sort(column.rbegin(), column.rend());
+        CHECK(r->units[j].top[0].activation == doctest::Approx(column[0]).epsilon(1e-9));
+        CHECK(r->units[j].top[1].activation == doctest::Approx(column[1]).epsilon(1e-9));
+        CHECK(r->units[j].mean == doctest::Approx(sum / static_cast<double>(acts.size())).epsilon(1e-9));
+    }
 }
