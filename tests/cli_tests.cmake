@@ -348,7 +348,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -368,7 +368,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -784,3 +784,68 @@ cli_test("markdown escapes <, > and & in a title" 0 "^# a &lt\;b&gt\;bold&lt\;/b
 # A closed stderr: the error cannot be written, and the exit status still says what happened.
 add_test(NAME "cli: an error with stderr closed exits 2, not by a signal"
          COMMAND bash -c "\"$0\" run /nonexistent/example.json 2>&-; test $? -eq 2" ${FT})
+
+# units: a layer's units over a corpus, and the search of value vectors by token, on the shipped
+# model. The bad inputs: one line, exit 2, nothing on stdout; skipped lines are warned of and counted.
+set(UNITS ${INPUTS}/units)
+cli_test("units --unit shows the unit's card: its contexts, quantiles, histogram, value and key scores" 0
+  "Unit 172 of layer 0 +max +1\\.[0-9]+ .*1 +1\\.[0-9]+ +text 6, token 5 +The capital city of Senegal \\[is\\] Dakar\\. .*quantiles +activations +samples +0\\.99 – 0\\.999 .*promotes +\" F\" [0-9.]+, .*suppresses .*matches "
+  "^warning: .*small.txt: 2 blank lines skipped \\(lines 3, 5\\)$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 172 --width 80)
+cli_test("units without --unit is a table of every unit, sorted as asked" 0
+  "Every unit, by its mean activation .*unit +max +mean +active +fires most at +promotes"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --sort mean)
+cli_test("units --format json has the layer, the corpus and each unit's readings by their names" 0
+  "^\\{ \"layer\": 1, .*\"corpus\": \\{ \"file\": \"[^\"]*small.txt\", \"texts\": 5, \"tokens\": 42, .*\"units\": \\[ \\{ \"layer\": 1, \"unit\": 3, \"max_activating\": \\[ \\{ \"text\": [0-9]+, \"token\": [0-9]+, \"activation\": .*\"tokens\": \\[.*\"mean\": .*\"fraction_active\": .*\"quantiles\": \\[ \\{ \"from\": 0.99, \"to\": 0.999, .*\"promotes\": \\[ \\{ \"id\": [0-9]+, \"token\": .*\"score\": .*\"suppresses\": "
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 1 --corpus ${UNITS}/small.txt --unit 3 --format json)
+cli_test("units --format markdown is the same card in Markdown" 0 "^# Layer 0's units over .*## Unit 24 of layer 0 .*```text"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 24 --format markdown)
+cli_test("units --format html is one page with a card per unit" 0 "^<!DOCTYPE html>.*Unit 255 of layer 0.*</html>$"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --format html)
+cli_test("units --skip-first leaves position 0 of every text out" 0 "\"read\": 37, \"blank\": \\[ ?2, 4 ?\\], .*\"skip_first\": true"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 24 --skip-first --format json)
+cli_test("units reads corpus.txt beside the model when no --corpus is given" 0 "corpus +[^ ]*/corpus.txt: 5 texts, 42 tokens"
+  ANY -- bash -c "d=\"$2/units_default\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do ln -s \"$f\" \"$d/\"\; done && cp \"$3\" \"$d/corpus.txt\" && exec \"$0\" units --checkpoint \"$d\" --layer 0 --unit 1"
+     ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR} ${UNITS}/small.txt)
+cli_test("units --promotes lists the units whose value vectors push the token most, each with its contexts" 0
+  "The units that push up \" Paris\" .* rank +layer +unit +score +max +fires most at +1 +[01] +[0-9]+ +\\+[0-9.]+ .*Unit [0-9]+ of layer [01] "
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes " Paris" --top 3)
+cli_test("units --suppresses --format json has each unit's layer, unit and score" 0
+  "\"direction\": \"suppresses\", .*\"units\": \\[ \\{ \"layer\": 1, \"unit\": [0-9]+, \"score\": -[0-9.]+"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 1 --corpus ${UNITS}/small.txt --suppresses " Paris" --top 2 --format json)
+cli_test("units skips a line longer than the position table, naming it, and counts it" 0
+  "2 texts, 14 tokens\; 1 longer than the position table skipped \\(line 2\\)"
+  "^warning: .*long.txt: 1 line longer than the model's position table skipped \\(line 2\; the first is 71 tokens\\)$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/long.txt --unit 1 --width 200)
+cli_test("units refuses an empty corpus" 2 EMPTY "^error: .*empty.txt: the corpus is empty\; give one text a line$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/empty.txt)
+cli_test("units refuses a corpus of blank lines, counting them" 2 EMPTY
+  "^error: .*blank.txt: the corpus has no text to run: of its 3 lines, 3 blank and 0 longer than the model's 64 positions$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/blank.txt)
+cli_test("units refuses a corpus whose every line is too long" 2 EMPTY
+  "^error: .*all_long.txt: the corpus has no text to run: of its 1 line, 0 blank and 1 longer than the model's 64 positions$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/all_long.txt)
+cli_test("units refuses a corpus that is not UTF-8, naming the line" 2 EMPTY
+  "^error: .*latin1.txt: line 2: not UTF-8\; the corpus must be UTF-8 text, one text a line$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/latin1.txt)
+cli_test("units refuses --top 0" 2 EMPTY "^error: --top: expected a whole number from 1 to 1000"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --top 0)
+cli_test("units refuses a --unit past d_ff" 2 EMPTY "^error: .*capitals: --unit: unit 256 is out of range: layer 0 has d_ff = 256 units \\(0 to 255\\)$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 3,256)
+cli_test("units refuses an expert's unit in a dense layer" 2 EMPTY "^error: .*--unit: layer 0 is dense: name a unit as J, without an expert\; got 1:3$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 1:3)
+cli_test("units refuses a --layer past the last" 2 EMPTY "^error: .*--layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 2 --corpus ${UNITS}/small.txt)
+cli_test("units --promotes of a word of several tokens names the pieces" 2 EMPTY
+  "^error: --promotes: \"Paris\" is 2 tokens, \"P\" \\+ \"aris\"\; a value vector scores one token: give one\; \" Paris\" with its leading space is one$"
+  -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes Paris)
+cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
+  "^error: .*capitals: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give --corpus FILE"
+  -- ${FT} units --checkpoint ${CAPITALS} --layer 0)
+cli_test("units without --layer or --promotes says what to give" 2 EMPTY "^error: --layer: give the layer whose units to read, or --promotes TOKEN"
+  -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt)
+cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
+  "^error: <stdin>: --skip-first: leaves no token to read: every text of the corpus is one token long$"
+  --stdin ${UNITS}/one_token.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --skip-first)
+cli_test("units reads the corpus from standard input given as -, CR LF and all" 0 "corpus +<stdin>: 5 texts, 42 tokens"
+  ANY --stdin ${UNITS}/small_crlf.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --unit 3)

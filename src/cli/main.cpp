@@ -27,6 +27,7 @@
 #include "schema.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
+#include "units.hpp"
 #include "version.hpp"
 #include "worksheet.hpp"
 
@@ -71,6 +72,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_quiz(app, status);
     cli::setup_worksheet(app, status);
     cli::setup_tokenize(app, status);
+    cli::setup_units(app, status);
     cli::setup_generate(app, status);
     if (auto refused = empty_list_item(app, argc, argv)) {
         std::fputs(fmt::format("error: {}; see ffn-trace --help\n", *refused).c_str(), stderr);

@@ -58,6 +58,9 @@ make_page run_checkpoint_long_path run --checkpoint "$snapshot" --layer 0 --embe
 # A prompt through the shipped model, with a knock-out.
 make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --ablate 172,84,28,168,203 && pages+=(run_prompt_capitals)
+# A layer's units over a small corpus: the table, and every unit's card with its contexts and histogram.
+make_page units_capitals units --checkpoint "$data/models/capitals" --layer 0 --corpus "$here/../inputs/units/small.txt" &&
+  pages+=(units_capitals)
 make_page gelu gelu-table && pages+=(gelu)
 make_page sweep_abs sweep "$data/abs_relu.json" --from -3 --to 3 && pages+=(sweep_abs)
 make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
@@ -86,7 +89,7 @@ for page in "${pages[@]}"; do
   [ "$scripts" -eq 1 ] || fail "$page: $scripts executable scripts in the DOM, expected 1"
 done
 
-for page in run_walkthrough gelu params_mixtral run_prompt_capitals; do
+for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals; do
   chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
 done

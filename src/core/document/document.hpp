@@ -41,8 +41,11 @@ struct figure {
     // bars:  one horizontal bar per column, its exact value written beside it (params);
     // heatmap: a big step's whole (tokens, width) matrix, rows and columns summarised to fit;
     // routing: tokens (row_names) on the left, experts (columns) on the right, an edge from a
-    //        token to each expert of weight > 0, as wide as the weight (values: tokens × experts).
-    enum class kind { stack, lines, bars, heatmap, routing } type = kind::stack;
+    //        token to each expert of weight > 0, as wide as the weight (values: tokens × experts);
+    // tokens: rows of text (words), each word shaded by its value against xs[0], the word
+    //        `marked` of each row outlined, each row after its name (a unit's contexts);
+    // histogram: counts (values[0]) in equal bins from xs[0] to xs[1], one upright bar each.
+    enum class kind { stack, lines, bars, heatmap, routing, tokens, histogram } type = kind::stack;
     std::string caption;
     std::string note = {};                    // stack: what the bars and parts are, when not a dense Contract's
     std::vector<std::size_t> hues = {};       // stack: per part, its colour's index when not its position (an expert's number)
@@ -56,6 +59,8 @@ struct figure {
     std::vector<std::string> row_names;       // heatmap: each row's token
     std::vector<std::size_t> column_starts;   // heatmap: the first unit each column stands for
     std::size_t width = 0;                    // heatmap: the units in all
+    std::vector<std::vector<std::string>> words = {};  // tokens: per row, its words
+    std::vector<std::size_t> marked = {};              // tokens: per row, the word outlined
 };
 
 struct block {

@@ -279,6 +279,54 @@ std::string heatmap_svg(const figure& f) {
                              html_escape(format_short(most, 4)));
 }
 
+// Rows of words, each shaded by its value when positive (NaN: not known) against xs[0], the marked
+// word outlined; the value in each word's title.
+std::string tokens_html(const figure& f) {
+    const double scale = !f.xs.empty() && f.xs[0] > 0 ? f.xs[0] : 1;
+    std::string out = "<div class=\"grid-wrap\"><table class=\"ctx\">";
+    for (std::size_t r = 0; r < f.words.size(); ++r) {
+        out += fmt::format("<tr><th scope=\"row\">{}</th><td>", html_escape(r < f.row_names.size() ? f.row_names[r] : ""));
+        for (std::size_t w = 0; w < f.words[r].size(); ++w) {
+            const double v = r < f.values.size() && w < f.values[r].size() ? f.values[r][w] : std::nan("");
+            std::string classes, style;
+            if (v > 0) {
+                classes = "p";
+                style = fmt::format(" style=\"--a:{:.0f}%\"", std::min(100.0, v / scale * 100));
+            }
+            if (r < f.marked.size() && f.marked[r] == w) classes += classes.empty() ? "m" : " m";
+            out += fmt::format("<span{}{}{}>{}</span>", classes.empty() ? "" : " class=\"" + classes + "\"", style,
+                               std::isfinite(v) ? " title=\"" + html_escape(format_short(v, 4)) + "\"" : std::string(),
+                               html_escape(f.words[r][w]));
+        }
+        out += "</td></tr>";
+    }
+    return out + "</table></div>";
+}
+
+// Upright bars, one per bin, the bins' edges from xs[0] to xs[1] under them; each bar's range and
+// count in its title.
+std::string histogram_svg(const figure& f) {
+    const std::vector<double>& v = f.values.empty() ? std::vector<double>{} : f.values[0];
+    const double lo = f.xs.size() > 1 ? f.xs[0] : 0, hi = f.xs.size() > 1 ? f.xs[1] : 1;
+    double most = 0;
+    for (double x : v) most = std::max(most, x);
+    if (most == 0) most = 1;
+    const double width = 480, height = 120, left = 10, bar = (width - 2 * left) / static_cast<double>(std::max<std::size_t>(v.size(), 1));
+    std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width, height + 24,
+                                  width, html_escape(f.caption));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const double h = v[i] > 0 ? std::max(1.0, v[i] / most * height) : 0;
+        const double from = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(v.size());
+        const double to = lo + (hi - lo) * static_cast<double>(i + 1) / static_cast<double>(v.size());
+        out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" style=\"fill:var(--pos)\"><title>{} to {}: {}</title></rect>",
+                           left + bar * static_cast<double>(i), height - h, std::max(1.0, bar - 1), h, html_escape(format_short(from, 4)),
+                           html_escape(format_short(to, 4)), static_cast<long long>(v[i]));
+    }
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left,
+                       height + 18, html_escape(format_short(lo, 4)), width - left, height + 18, html_escape(format_short(hi, 4)));
+    return out + "</svg>";
+}
+
 }  // namespace
 
 std::string figure_html(const figure& f) {
@@ -289,6 +337,8 @@ std::string figure_html(const figure& f) {
         case figure::kind::bars: body = bars_svg(f); break;
         case figure::kind::heatmap: body = heatmap_svg(f); break;
         case figure::kind::routing: body = routing_svg(f); break;
+        case figure::kind::tokens: body = tokens_html(f); break;
+        case figure::kind::histogram: body = histogram_svg(f); break;
     }
     return fmt::format("<figure class=\"{}\"><figcaption>{}</figcaption>{}</figure>\n", f.type == figure::kind::lines ? "plot" : "chart",
                        html_escape(f.caption), body);

@@ -1,0 +1,202 @@
+// ffn-trace units --checkpoint DIR --layer N: each unit of a layer read over a corpus (where it
+// fires most, its quantiles, what its value vector promotes); with --promotes TOKEN (or
+// --suppresses), the units whose value vectors push that token most, over every layer.
+#include "units.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <memory>
+
+#include "common.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/corpus_units.hpp"
+#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/render_units.hpp"
+#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transformer.hpp"
+
+namespace cli {
+
+void setup_units(CLI::App& app, int& status) {
+    auto o = std::make_shared<units_options>();
+    auto* sub = app.add_subcommand("units", "Read a layer's units over a corpus: where each fires most, its quantiles, "
+                                            "and the tokens its value vector promotes; or search the value vectors by token");
+    sub->add_option("--checkpoint", o->checkpoint, "A checkpoint directory (config.json, safetensors and tokenizer)")
+        ->type_name("DIR")
+        ->required();
+    sub->add_option("--layer", o->layer, "The layer whose units are read (from 0); with --promotes, only this layer is searched")
+        ->check(whole_number(0));
+    sub->add_option("--corpus", o->corpus, "The texts, one a line (default: corpus.txt beside the model)")->type_name("FILE");
+    auto* unit = sub->add_option("--unit", o->units, "Read only this unit, shown as a card: J, or E:J in an MoE layer; a comma "
+                                                     "list, repeatable")
+                     ->delimiter(',')
+                     ->type_name("UNITS");
+    sub->add_option("--top", o->top, "Contexts per unit, and tokens promoted, suppressed and matched; units found by --promotes")
+        ->check(whole_number(1, 1000))
+        ->capture_default_str();
+    sub->add_flag("--skip-first", o->skip_first, "Leave position 0 of every text out, as Neuronpedia does");
+    sub->add_option("--sort", o->sort, "The table of every unit in this order, largest first")
+        ->check(CLI::IsMember({"max", "mean", "density"}))
+        ->capture_default_str();
+    auto* promotes = sub->add_option("--promotes", o->promotes, "Search every layer's value vectors for the units that push "
+                                                                "this token up most (\" Paris\" with its leading space)")
+                         ->type_name("TOKEN");
+    auto* suppresses = sub->add_option("--suppresses", o->suppresses, "The same for the units that push the token down most")
+                           ->type_name("TOKEN");
+    promotes->excludes(suppresses)->excludes(unit);
+    suppresses->excludes(unit);
+    sub->add_option("--sample", o->sample, "Activations kept per unit for the quantiles: exact while the corpus has no more "
+                                           "tokens, else a uniform sample of this many, its error stated")
+        ->check(whole_number(1, 1u << 24))
+        ->capture_default_str();
+    sub->add_option("--format", o->format, "Output format")
+        ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
+        ->capture_default_str();
+    sub->add_option("--precision", o->precision, "Decimals shown")->check(whole_number(0, 17))->capture_default_str();
+    sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ·, –, …, ░▒▓█");
+    add_width(*sub, o->width);
+    sub->add_option("--max-file-size", o->max_file_size, "Largest corpus read, in bytes")
+        ->check(whole_number(1))
+        ->capture_default_str();
+    add_output(*sub);
+    sub->callback([o, &status] { status = run_units(*o); });
+}
+
+namespace {
+
+std::string directory_of(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return path;
+    const auto parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
+// The skipped lines, one warning each kind on stderr: they are counted in the output too.
+void warn_skips(const ffn_trace::corpus& c) {
+    auto lines = [](const std::vector<std::size_t>& indices) {
+        std::vector<std::string> out;
+        for (std::size_t i = 0; i < indices.size() && i < 8; ++i) out.push_back(std::to_string(indices[i] + 1));
+        return fmt::format("{}{}", fmt::join(out, ", "), indices.size() > 8 ? ", …" : "");
+    };
+    if (!c.blank.empty())
+        std::fputs(fmt::format("warning: {}: {} blank line{} skipped (line{} {})\n", c.file, c.blank.size(),
+                               c.blank.size() == 1 ? "" : "s", c.blank.size() == 1 ? "" : "s", lines(c.blank))
+                       .c_str(),
+                   stderr);
+    if (!c.too_long.empty()) {
+        std::vector<std::size_t> indices;
+        for (const auto& [line, tokens] : c.too_long) indices.push_back(line);
+        std::fputs(fmt::format("warning: {}: {} line{} longer than the model's position table skipped (line{} {}; the first "
+                               "is {} tokens)\n",
+                               c.file, indices.size(), indices.size() == 1 ? "" : "s", indices.size() == 1 ? "" : "s",
+                               lines(indices), c.too_long.front().second)
+                       .c_str(),
+                   stderr);
+    }
+}
+
+}  // namespace
+
+int run_units(const units_options& o) {
+    using namespace ffn_trace;
+    prepare_matrix_library();
+    const bool search = !o.promotes.empty() || !o.suppresses.empty();
+    if (!search && !o.layer) return report({"", "--layer", "give the layer whose units to read, or --promotes TOKEN to search"});
+    std::vector<layer_unit> wanted;
+    for (const auto& item : o.units) {
+        auto units = parse_units(item);
+        if (!units) return report({"", "--unit", units.err().message});
+        for (const auto& u : *units) wanted.push_back({*o.layer, u});
+    }
+
+    set_activity({"reading the checkpoint", "use a smaller model"});
+    auto ck = checkpoint::open(o.checkpoint);
+    if (!ck) return report(ck.err());
+    const std::string dir = directory_of(o.checkpoint);
+    auto tok = open_tokenizer(dir);
+    if (!tok) return report(tok.err());
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return report(model.err());
+
+    std::string corpus_file = o.corpus;
+    if (corpus_file.empty()) {
+        corpus_file = (std::filesystem::path(dir) / "corpus.txt").string();
+        std::error_code ec;
+        if (!std::filesystem::exists(corpus_file, ec))
+            return report({dir, "--corpus", "no corpus given, and the checkpoint has no corpus.txt beside it; give --corpus FILE, "
+                                            "one text a line"});
+    }
+    auto content = read_prompt_file(corpus_file, o.max_file_size);
+    if (!content) return report(content.err());
+    auto c = read_corpus(*content, corpus_file == "-" ? "<stdin>" : corpus_file, *tok, model->max_positions());
+    if (!c) return report(c.err());
+
+    units_view view;
+    view.sort = o.sort == "mean" ? units_view::order::mean : o.sort == "density" ? units_view::order::density : units_view::order::max;
+    view.cards = !wanted.empty() || search;
+    text_options text;
+    text.precision = o.precision;
+    text.ascii = o.ascii;
+    text.width = output_width(o.width);
+    const ffn_trace::text_format format = o.format == "markdown" ? ffn_trace::text_format::markdown
+                                          : o.format == "html"   ? ffn_trace::text_format::html
+                                                                 : ffn_trace::text_format::text;
+
+    ffn_trace::units_options uo;
+    uo.layer = o.layer.value_or(0);
+    uo.top = o.top;
+    uo.skip_first = o.skip_first;
+    uo.sample = o.sample;
+
+    set_activity({"reading the corpus through the model", "--unit, or use a smaller corpus"});
+    if (search) {
+        const std::string& word = o.promotes.empty() ? o.suppresses : o.promotes;
+        const std::string option = o.promotes.empty() ? "--suppresses" : "--promotes";
+        auto ids = tok->encode(word);
+        if (!ids) return report({"", option, ids.err().message});
+        if (ids->size() != 1) {
+            std::vector<std::string> pieces;
+            for (auto id : *ids) pieces.push_back(quote(tok->display(id)));
+            std::string hint;
+            if (word.empty() || word.front() != ' ')
+                if (auto spaced = tok->encode(" " + word); spaced && spaced->size() == 1)
+                    hint = fmt::format("; {} with its leading space is one", quote(" " + word));
+            return report({"", option, fmt::format("{} is {} tokens, {}; a value vector scores one token: give one{}",
+                                                   quote(word), ids->size(), fmt::join(pieces, " + "), hint)});
+        }
+        std::vector<std::size_t> layers;
+        if (o.layer) layers.push_back(*o.layer);
+        else
+            for (std::size_t l = 0; l < model->n_layers(); ++l) layers.push_back(l);
+        auto matches = search_value_vectors(*model, ids->front(), o.promotes.empty(), layers, o.top);
+        if (!matches) return report(matches.err());
+        for (const auto& m : *matches) uo.units.push_back(m.unit);
+        auto u = read_corpus_units(*model, *tok, *c, uo);
+        if (!u) return report(u.err());
+        warn_skips(*c);
+        unit_search s{{ids->front(), 0}, tok->display(ids->front()), o.promotes.empty(), std::move(*matches)};
+        set_activity({"writing the output", "--top"});
+        if (o.format == "json") {
+            print_json(render_unit_search_json(s, *u, *c, view), o.ascii);
+            return exit_ok;
+        }
+        render_unit_search(s, *u, *c, view, text, format, write_stdout);
+        return exit_ok;
+    }
+
+    uo.units = std::move(wanted);
+    auto u = read_corpus_units(*model, *tok, *c, uo);
+    if (!u) return report(u.err());
+    warn_skips(*c);
+    set_activity({"writing the output", "--unit"});
+    if (o.format == "json") {
+        print_json(render_units_json(*u, *c, view), o.ascii);
+        return exit_ok;
+    }
+    render_units(*u, *c, view, text, format, write_stdout);
+    return exit_ok;
+}
+
+}  // namespace cli

@@ -1,0 +1,401 @@
+// A layer's units read over a corpus: one forward pass per text up to the layers asked, each
+// unit's activations folded into its readings as they pass (streaming top-k, sums, a bounded
+// sample for the quantiles), then the value and key scores of the units read.
+#include "ffn_trace/corpus_units.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <numeric>
+
+#include "ffn_trace/readings.hpp"
+#include "base/splitmix.hpp"
+#include "base/text.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace ffn_trace {
+
+std::size_t corpus::tokens() const {
+    std::size_t n = 0;
+    for (const auto& t : texts) n += t.ids.size();
+    return n;
+}
+
+outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
+                            std::size_t max_positions) {
+    corpus c;
+    c.file = file;
+    // Every piece between line breaks is a line: the file's last line break is already dropped.
+    std::size_t index = 0;
+    for (std::size_t start = 0; start <= content.size() && !content.empty(); ++index) {
+        const std::size_t end = std::min(content.find('\n', start), content.size());
+        std::string_view line = content.substr(start, end - start);
+        start = end + 1;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (!detail::valid_utf8(line))
+            return error{file, fmt::format("line {}", index + 1), "not UTF-8; the corpus must be UTF-8 text, one text a line"};
+        if (line.find_first_not_of(" \t") == std::string_view::npos) {
+            c.blank.push_back(index);
+            continue;
+        }
+        auto ids = tok.encode(line);
+        if (!ids) {
+            error e = ids.err();
+            e.file = file;
+            e.path = fmt::format("line {}", index + 1);
+            return e;
+        }
+        if (ids->size() > max_positions) {
+            c.too_long.emplace_back(index, ids->size());
+            continue;
+        }
+        corpus_text t;
+        t.line = index;
+        t.ids = std::move(*ids);
+        for (auto id : t.ids) t.display.push_back(tok.display(id));
+        c.texts.push_back(std::move(t));
+    }
+    if (c.texts.empty())
+        return error{file, "",
+                     content.empty() ? std::string("the corpus is empty; give one text a line")
+                                     : fmt::format("the corpus has no text to run: of its {}, {} blank and {} longer than "
+                                                   "the model's {} positions",
+                                                   detail::plural(index, "line"), c.blank.size(), c.too_long.size(), max_positions)};
+    return c;
+}
+
+double quantile_rank_error(std::size_t n) { return std::sqrt(std::log(2.0 / 0.01) / (2.0 * static_cast<double>(n))); }
+
+namespace {
+
+// One unit's readings as the corpus passes: the k best contexts (a sorted list, best first), the
+// sums, and the activations kept for the quantiles with the token (its global index) of each.
+struct accumulator {
+    std::vector<unit_context> top;
+    std::size_t count = 0, active = 0;
+    double sum = 0, max = -HUGE_VAL;
+    std::vector<std::pair<double, std::size_t>> kept;
+};
+
+// a is before b: larger, or as large and earlier.
+bool before(const unit_context& a, const unit_context& b) {
+    if (a.activation != b.activation) return a.activation > b.activation;
+    return a.text != b.text ? a.text < b.text : a.token < b.token;
+}
+
+// NumPy's default quantile of sorted values: linear between the two ranks around (n − 1)·q.
+double quantile(const std::vector<double>& sorted, double q) {
+    const double h = static_cast<double>(sorted.size() - 1) * q;
+    const auto lo = static_cast<std::size_t>(std::floor(h));
+    if (lo + 1 >= sorted.size()) return sorted.back();
+    return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
+}
+
+// The k largest (or smallest) scores of each column of `scores` blocks, ties to the lower id.
+struct best_tokens {
+    std::vector<std::vector<token_score>> lists;
+    std::size_t k;
+    bool high;
+    void offer(std::size_t col, token_score s) {
+        auto& list = lists[col];
+        auto better = [this](const token_score& a, const token_score& b) { return high ? a.score > b.score : a.score < b.score; };
+        if (list.size() == k && !better(s, list.back())) return;
+        list.insert(std::upper_bound(list.begin(), list.end(), s, better), s);
+        if (list.size() > k) list.pop_back();
+    }
+};
+
+// For every row block of the (vocab, d) tensor `name`, each row scaled by γ, `score(block)` gives
+// (rows, n); each column's best rows are kept. One block of 4096 rows at a time: the tensor is
+// never converted whole.
+template <class Score>
+std::optional<error> rank_rows(const tensor_source& source, const std::string& name, const std::vector<double>& gamma,
+                               std::vector<best_tokens*> into, Score score) {
+    const tensor_info* e = source.find(name);
+    if (!e) return error{source.origin(), name, "no such tensor, which the unit's scores read"};
+    if (e->shape.size() != 2 || e->shape[1] != gamma.size())
+        return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {})", gamma.size())};
+    const std::size_t vocab = e->shape[0], block = 4096;
+    std::vector<std::size_t> ids;
+    for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
+        ids.resize(std::min(block, vocab - r0));
+        std::iota(ids.begin(), ids.end(), r0);
+        auto rows = source.read_rows(name, ids);
+        if (!rows) return rows.err();
+        for (std::size_t r = 0; r < rows->rows; ++r)
+            for (std::size_t k = 0; k < rows->cols; ++k) (*rows)(r, k) *= gamma[k];
+        const matrix s = score(*rows);
+        for (std::size_t r = 0; r < s.rows; ++r)
+            for (std::size_t c = 0; c < s.cols; ++c)
+                for (auto* b : into) b->offer(c, {r0 + r, s(r, c)});
+    }
+    return std::nullopt;
+}
+
+outcome<std::vector<double>> final_gamma(const checkpoint& ck) {
+    const std::string name = ck.resolve(ck.config().arch == "gpt2" ? "ln_f.weight" : "norm.weight");
+    if (name.empty()) return error{ck.origin(), "", "the checkpoint has no final norm weight, which the value scores read"};
+    return ck.tensors().read_vector(name);
+}
+
+std::string range_text(std::size_t n) { return n == 1 ? "0" : fmt::format("0 to {}", n - 1); }
+
+std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
+    const checkpoint_config& config = ck.config();
+    if (u.layer >= config.n_layers)
+        return error{ck.origin(), "--layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} ({})", u.layer,
+                                                         config.n_layers, config.n_layers == 1 ? "" : "s",
+                                                         range_text(config.n_layers))};
+    if (ck.is_moe())
+        return error{ck.origin(), "--layer", fmt::format("layer {} is a Mixture of Experts; units reads dense layers only",
+                                                         u.layer)};
+    if (u.unit.expert)
+        return error{ck.origin(), "--unit", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}:{}",
+                                                        u.layer, *u.unit.expert, u.unit.unit)};
+    if (u.unit.unit >= config.d_ff)
+        return error{ck.origin(), "--unit", fmt::format("unit {} is out of range: layer {} has d_ff = {} units ({})", u.unit.unit,
+                                                        u.layer, config.d_ff, range_text(config.d_ff))};
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<corpus_units> read_corpus_units(const transformer& model, const tokenizer& tok, const corpus& c,
+                                       const units_options& o) {
+    const checkpoint& ck = model.source();
+    if (o.top == 0) return error{"", "--top", "expected at least 1 context per unit; got 0"};
+    std::vector<layer_unit> wanted = o.units;
+    if (wanted.empty()) {
+        if (auto e = check_unit(ck, {o.layer, {}})) return *e;
+        for (std::size_t j = 0; j < ck.config().d_ff; ++j) wanted.push_back({o.layer, {std::nullopt, j}});
+    }
+    for (const auto& u : wanted)
+        if (auto e = check_unit(ck, u)) return *e;
+
+    corpus_units r;
+    r.arch = ck.config().arch;
+    r.origin = ck.origin();
+    r.n_layers = model.n_layers();
+    r.d_ff = ck.config().d_ff;
+    r.skip_first = o.skip_first;
+    for (const auto& t : c.texts) r.tokens += t.ids.size() - (o.skip_first ? std::min<std::size_t>(1, t.ids.size()) : 0);
+    if (r.tokens == 0)
+        return error{c.file, "--skip-first", "leaves no token to read: every text of the corpus is one token long"};
+    r.exact = r.tokens <= o.sample;
+    r.sample = r.exact ? r.tokens : o.sample;
+
+    // The layers read, each with its units (positions into `wanted`) and its FFN.
+    std::map<std::size_t, std::vector<std::size_t>> by_layer;
+    for (std::size_t i = 0; i < wanted.size(); ++i) by_layer[wanted[i].layer].push_back(i);
+    std::map<std::size_t, std::shared_ptr<const ffn>> layers;
+    for (const auto& [layer, units] : by_layer) {
+        auto l = ck.dense_layer(layer);
+        if (!l) return l.err();
+        layers[layer] = *l;
+    }
+    r.gated = layers.begin()->second->gated();
+    const std::size_t last = by_layer.rbegin()->first;
+
+    // Many small products in a row, a text's at a time: the matrix library's threads would spend
+    // longer waking each other than multiplying.
+    const matrix_library_on_one_thread one_thread;
+    std::vector<accumulator> acc(wanted.size());
+    detail::splitmix random{0x5eed};
+    std::size_t seen = 0;  // tokens read so far: the next one's global index
+    for (std::size_t ti = 0; ti < c.texts.size(); ++ti) {
+        const corpus_text& text = c.texts[ti];
+        const std::size_t n = text.ids.size(), start = o.skip_first ? 1 : 0;
+        auto x = model.embed(text.ids);
+        if (!x) return x.err();
+        for (std::size_t layer = 0; layer <= last; ++layer) {
+            auto a = model.attention_block(layer, *x);
+            if (!a) return a.err();
+            const auto found = by_layer.find(layer);
+            if (found == by_layer.end()) {
+                x = model.ffn_block(layer, *a);
+                if (!x) return x.err();
+                continue;
+            }
+            // The layer's FFN traced by the engine; its output is the stream the next block reads.
+            auto tr = run_ffn(layers[layer], *a, {n});
+            if (!tr) return tr.err();
+            const matrix& h = hidden_output(*tr);
+            for (std::size_t i : found->second) {
+                const std::size_t j = wanted[i].unit.unit;
+                accumulator& u = acc[i];
+                for (std::size_t t = start; t < n; ++t) {
+                    const double v = h(t, j);
+                    const std::size_t global = seen + t - start;
+                    ++u.count;
+                    u.sum += v;
+                    u.active += v > 0;
+                    u.max = std::max(u.max, v);
+                    if (r.exact) {
+                        u.kept.emplace_back(v, global);
+                    } else if (u.kept.size() < o.sample) {
+                        u.kept.emplace_back(v, global);
+                    } else if (const std::size_t slot = random.below(u.count); slot < o.sample) {
+                        u.kept[slot] = {v, global};  // Algorithm R: each token kept with probability sample / count
+                    }
+                    unit_context cand{ti, t, v, 0, 0, {}};
+                    if (u.top.size() == o.top && !before(cand, u.top.back())) continue;
+                    cand.first = t > o.window ? t - o.window : 0;
+                    cand.count = std::min(n, t + o.window + 1) - cand.first;
+                    for (std::size_t s = cand.first; s < cand.first + cand.count; ++s) cand.activations.push_back(h(s, j));
+                    u.top.insert(std::upper_bound(u.top.begin(), u.top.end(), cand, before), std::move(cand));
+                    if (u.top.size() > o.top) u.top.pop_back();
+                }
+            }
+            x = std::move(tr->steps.back().value);
+        }
+        seen += n - std::min(start, n);
+    }
+
+    // Each global token index back to its (text, token), for the quantile bands' samples.
+    std::vector<std::size_t> text_start;  // the global index of each text's first token read
+    {
+        std::size_t g = 0;
+        for (const auto& t : c.texts) {
+            text_start.push_back(g);
+            g += t.ids.size() - std::min(o.skip_first ? std::size_t{1} : 0, t.ids.size());
+        }
+    }
+    auto locate = [&](std::size_t global) {
+        const auto it = std::upper_bound(text_start.begin(), text_start.end(), global);
+        const auto ti = static_cast<std::size_t>(it - text_start.begin()) - 1;
+        return std::pair{ti, global - text_start[ti] + (o.skip_first ? 1 : 0)};
+    };
+
+    static const double levels[][2] = {{0.99, 0.999}, {0.9, 0.99}, {0.5, 0.9}};
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+        accumulator& u = acc[i];
+        unit_reading out;
+        out.unit = wanted[i];
+        out.count = u.count;
+        if (u.count > 0) {
+            out.max = u.max;
+            out.mean = u.sum / static_cast<double>(u.count);
+            out.fraction_active = static_cast<double>(u.active) / static_cast<double>(u.count);
+        }
+        out.top = std::move(u.top);
+        std::sort(u.kept.begin(), u.kept.end());
+        std::vector<double> sorted(u.kept.size());
+        for (std::size_t k = 0; k < sorted.size(); ++k) sorted[k] = u.kept[k].first;
+        if (!sorted.empty()) {
+            for (const auto& level : levels) {
+                quantile_band b{level[0], level[1], quantile(sorted, level[0]), quantile(sorted, level[1]), {}};
+                // The kept activations whose rank lies in the band, a few spread evenly, highest first.
+                const auto lo = static_cast<std::size_t>(std::ceil(level[0] * static_cast<double>(sorted.size() - 1)));
+                const auto hi = static_cast<std::size_t>(std::floor(level[1] * static_cast<double>(sorted.size() - 1)));
+                const std::size_t m = hi >= lo ? hi - lo + 1 : 0, take = std::min(o.band_samples, m);
+                for (std::size_t s = 0; s < take; ++s) {
+                    const std::size_t rank = take == 1 ? hi : hi - s * (m - 1) / (take - 1);
+                    const auto [ti, token] = locate(u.kept[rank].second);
+                    const std::size_t n = c.texts[ti].ids.size();
+                    unit_context ctx{ti, token, u.kept[rank].first, 0, 0, {}};
+                    ctx.first = token > o.window ? token - o.window : 0;
+                    ctx.count = std::min(n, token + o.window + 1) - ctx.first;
+                    b.samples.push_back(std::move(ctx));
+                }
+                out.bands.push_back(std::move(b));
+            }
+            out.histogram_low = sorted.front();
+            out.histogram_high = sorted.back();
+            out.histogram.assign(o.bins, 0);
+            const double span = out.histogram_high - out.histogram_low;
+            for (double v : sorted) {
+                const auto bin = span > 0 ? static_cast<std::size_t>((v - out.histogram_low) / span * static_cast<double>(o.bins)) : 0;
+                ++out.histogram[std::min(bin, o.bins - 1)];
+            }
+        }
+        u.kept = {};
+        r.units.push_back(std::move(out));
+    }
+
+    // The value scores: each unit's W2 row through γ_f and the unembedding; the key scores: the
+    // embedding through the layer's norm γ and each unit's column of W1 (Wg).
+    const std::string unembedding = ck.unembedding_name(), embedding = ck.embedding_name();
+    if (!unembedding.empty()) {
+        auto gamma = final_gamma(ck);
+        if (!gamma) return gamma.err();
+        for (const auto& [layer, units] : by_layer) {
+            const ffn& l = *layers[layer];
+            matrix v(l.d_out(), units.size());  // (d_model, units): the value vectors as columns
+            for (std::size_t c2 = 0; c2 < units.size(); ++c2) {
+                const std::vector<double> row = weight_row(l, weight::w2, wanted[units[c2]].unit.unit);
+                for (std::size_t k = 0; k < row.size(); ++k) v(k, c2) = row[k];
+            }
+            best_tokens most{std::vector<std::vector<token_score>>(units.size()), o.top, true};
+            best_tokens least{std::vector<std::vector<token_score>>(units.size()), o.top, false};
+            if (auto e = rank_rows(ck.tensors(), unembedding, *gamma, {&most, &least},
+                                   [&](const matrix& rows) { return linear(rows, v, {}); }))
+                return *e;
+            for (std::size_t c2 = 0; c2 < units.size(); ++c2) {
+                r.units[units[c2]].promotes = std::move(most.lists[c2]);
+                r.units[units[c2]].suppresses = std::move(least.lists[c2]);
+            }
+        }
+    }
+    if (!embedding.empty()) {
+        for (const auto& [layer, units] : by_layer) {
+            const ffn& l = *layers[layer];
+            const std::vector<double> gamma = l.norm ? l.norm->weight : std::vector<double>(l.d_model(), 1.0);
+            best_tokens keys{std::vector<std::vector<token_score>>(units.size()), o.top, true};
+            const weight key = l.gated() ? weight::wg : weight::w1;
+            if (auto e = rank_rows(ck.tensors(), embedding, gamma, {&keys}, [&](const matrix& rows) {
+                    const matrix all = times(l, key, rows, {});  // (rows, d_ff)
+                    matrix picked(rows.rows, units.size());
+                    for (std::size_t r2 = 0; r2 < rows.rows; ++r2)
+                        for (std::size_t c2 = 0; c2 < units.size(); ++c2) picked(r2, c2) = all(r2, wanted[units[c2]].unit.unit);
+                    return picked;
+                }))
+                return *e;
+            for (std::size_t c2 = 0; c2 < units.size(); ++c2) r.units[units[c2]].keys = std::move(keys.lists[c2]);
+        }
+    }
+    for (const auto& u : r.units)
+        for (const auto* list : {&u.promotes, &u.suppresses, &u.keys})
+            for (const auto& t : *list) r.token_text.emplace(t.id, tok.display(t.id));
+    return r;
+}
+
+outcome<std::vector<unit_match>> search_value_vectors(const transformer& model, std::size_t id, bool suppress,
+                                                      const std::vector<std::size_t>& layers, std::size_t top) {
+    const checkpoint& ck = model.source();
+    if (top == 0) return error{"", "--top", "expected at least 1 unit; got 0"};
+    if (id >= model.vocab_size())
+        return error{ck.origin(), "", fmt::format("token {} is out of range: the vocabulary has {} tokens", id, model.vocab_size())};
+    const std::string unembedding = ck.unembedding_name();
+    if (unembedding.empty() || !model.has_head())
+        return error{ck.origin(), "--promotes", "the checkpoint has no unembedding for a value vector to push a token through"};
+    auto gamma = final_gamma(ck);
+    if (!gamma) return gamma.err();
+    auto u = ck.tensors().read_rows(unembedding, {id});
+    if (!u) return u.err();
+    if (u->cols != gamma->size())
+        return error{ck.origin(), unembedding, fmt::format("expected rows of d_model = {} numbers", gamma->size())};
+    std::vector<double> g(gamma->size());
+    for (std::size_t k = 0; k < g.size(); ++k) g[k] = (*gamma)[k] * (*u)(0, k);
+    std::vector<unit_match> all;
+    for (auto layer : layers) {
+        if (auto e = check_unit(ck, {layer, {}})) return *e;
+        auto l = ck.dense_layer(layer);
+        if (!l) return l.err();
+        for (std::size_t j = 0; j < (*l)->d_ff(); ++j) {
+            const std::vector<double> v = weight_row(**l, weight::w2, j);
+            double s = 0;
+            for (std::size_t k = 0; k < v.size(); ++k) s += v[k] * g[k];
+            all.push_back({{layer, {std::nullopt, j}}, s});
+        }
+    }
+    const std::size_t k = std::min(top, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<long>(k), all.end(), [suppress](const unit_match& a, const unit_match& b) {
+        if (a.score != b.score) return suppress ? a.score < b.score : a.score > b.score;
+        return a.unit.layer != b.unit.layer ? a.unit.layer < b.unit.layer : a.unit.unit.unit < b.unit.unit.unit;
+    });
+    all.resize(k);
+    return all;
+}
+
+}  // namespace ffn_trace

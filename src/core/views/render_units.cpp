@@ -1,0 +1,459 @@
+// A layer's units over a corpus as a document: the heading, the table of every unit, and each
+// unit's card (its contexts shaded by activation, quantile bands, histogram, value and key
+// scores); the search of value vectors by token; and both as JSON.
+#include "ffn_trace/render_units.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "base/text.hpp"
+#include "ffn_trace/format.hpp"
+#include "json/json_text.hpp"
+#include "views/view_options.hpp"
+
+namespace ffn_trace {
+
+namespace detail {
+namespace {
+
+std::string percent(double f) { return format_fixed(100 * f, 1) + "%"; }
+
+// 3,812
+std::string with_separators(std::size_t n) {
+    const std::string digits = std::to_string(n);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+class units_builder {
+public:
+    units_builder(const corpus_units& u, const corpus& c, const units_view& view, const text_options& o, bool html)
+        : u_(u), c_(c), view_(view), opt_(o), html_(html) {}
+
+    void build_units(const block_sink& out) {
+        out_ = &out;
+        const bool one_layer = std::all_of(u_.units.begin(), u_.units.end(),
+                                           [&](const unit_reading& r) { return r.unit.layer == u_.units.front().unit.layer; });
+        add({block_kind::title, one_layer ? fmt::format("Layer {}'s units over {}", u_.units.front().unit.layer, corpus_label())
+                                          : fmt::format("Units over {}", corpus_label())});
+        fields();
+        if (!view_.cards || html_) table();
+        if (view_.cards || html_)
+            for (const auto& r : u_.units) card(r, !view_.cards);
+    }
+
+    void build_search(const unit_search& s, const block_sink& out) {
+        out_ = &out;
+        add({block_kind::title, fmt::format("The units whose value vectors {} {}", s.suppress ? "suppress" : "promote",
+                                            quote(s.text))});
+        fields();
+        heading(fmt::format("The units that {} {}", s.suppress ? "push down" : "push up", quote(s.text)));
+        paragraph(fmt::format(
+            "Every unit's value vector W2[j] read through the final norm's γ and {0}'s row U of the unembedding: "
+            "score = Σ_k W2[j][k] · γ_k · U[k] (token id {1}), the logit a unit adds per unit of its activation, "
+            "before the final norm's scale. The {2}, with where each fires most over the corpus:",
+            quote(s.text), s.token.id, s.suppress ? "most negative" : "largest"));
+        block b{block_kind::table, "", {}, {}, "rrrrrl"};
+        b.rows.push_back({"rank", "layer", "unit", "score", "max", "fires most at"});
+        for (std::size_t k = 0; k < s.matches.size() && k < u_.units.size(); ++k) {
+            const auto& m = s.matches[k];
+            const unit_reading& r = u_.units[k];
+            b.rows.push_back({std::to_string(k + 1), std::to_string(m.unit.layer), std::to_string(m.unit.unit.unit),
+                              signed_num(m.score), num(r.max), r.top.empty() ? "" : short_context(r.top.front())});
+        }
+        add(std::move(b));
+        for (const auto& r : u_.units) card(r, false);
+    }
+
+private:
+    void add(block b) { (*out_)(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+    void heading(std::string text, bool folded = false) {
+        block b{block_kind::heading, std::move(text)};
+        b.folded = folded;
+        add(std::move(b));
+    }
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string signed_num(double v) const { return (v > 0 ? "+" : "") + num(v); }
+    std::string corpus_label() const { return view_.corpus_name.empty() ? one_line(c_.file) : view_.corpus_name; }
+    std::string token_text(std::size_t id) const {
+        const auto it = u_.token_text.find(id);
+        return it == u_.token_text.end() ? fmt::format("#{}", id) : it->second;
+    }
+
+    void fields() {
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"checkpoint", fmt::format("{} ({}, {} layers, d_ff = {})", one_line(u_.origin), u_.arch, u_.n_layers, u_.d_ff)});
+        std::string skipped;
+        if (!c_.blank.empty()) skipped += fmt::format("; {} skipped", plural(c_.blank.size(), "blank line"));
+        if (!c_.too_long.empty())
+            skipped += fmt::format("; {} longer than the position table skipped (line{} {})", c_.too_long.size(),
+                                   c_.too_long.size() == 1 ? "" : "s", too_long_list());
+        f.push_back({"corpus", fmt::format("{}: {}, {}{}; texts numbered by their line in the file, from 0", one_line(c_.file),
+                                           plural(c_.texts.size(), "text"), with_separators(c_.tokens()) + (c_.tokens() == 1 ? " token" : " tokens"), skipped)});
+        f.push_back({"activation",
+                     fmt::format("what a unit feeds W2, {}, at every token{}", u_.gated ? "act(x·Wg + bg) · (x·Wu + bu)" : "act(x·W1 + b1)",
+                                 u_.skip_first ? " but the first of each text" : "")});
+        f.push_back({"quantiles", u_.exact ? fmt::format("exact, over all {} activations of each unit", with_separators(u_.tokens))
+                                           : fmt::format("of a uniform sample of {} of the {} activations of each unit: each "
+                                                         "quantile within ±{} of its level, with probability 0.99",
+                                                         with_separators(u_.sample), with_separators(u_.tokens),
+                                                         format_fixed(quantile_rank_error(u_.sample), 4))});
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    std::string too_long_list() const {
+        std::vector<std::string> lines;
+        for (std::size_t i = 0; i < c_.too_long.size() && i < 5; ++i) lines.push_back(std::to_string(c_.too_long[i].first + 1));
+        std::string out = fmt::format("{}", fmt::join(lines, ", "));
+        if (c_.too_long.size() > 5) out += ", …";
+        return out;
+    }
+
+    // The context's token in [ ] after the one before it: "People [in] (text 6)".
+    std::string short_context(const unit_context& ctx) const {
+        const auto& d = c_.texts[ctx.text].display;
+        return fmt::format("{}{} (text {})", ctx.token > 0 ? escape(d[ctx.token - 1], 12) : "", marked(escape(d[ctx.token], 16)),
+                           c_.texts[ctx.text].line);
+    }
+    // A token marked as the context's own: its leading spaces, then the rest in [ ].
+    static std::string marked(const std::string& d) {
+        const std::size_t lead = std::min(d.find_first_not_of(' '), d.size());
+        return d.substr(0, lead) + "[" + d.substr(lead) + "]";
+    }
+
+    void table() {
+        heading(fmt::format("Every unit, by {}", view_.sort == units_view::order::max    ? "its largest activation"
+                                                 : view_.sort == units_view::order::mean ? "its mean activation"
+                                                                                          : "the fraction of tokens it is positive at"));
+        paragraph(fmt::format("Over the corpus's {} tokens: each unit's largest activation and where, its mean, the fraction "
+                              "of tokens where it is positive, and the token its value vector promotes most. One unit's card: "
+                              "--unit J.",
+                              with_separators(u_.tokens)));
+        std::vector<std::size_t> order(u_.units.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        auto key = [&](std::size_t i) {
+            const auto& r = u_.units[i];
+            return view_.sort == units_view::order::max ? r.max : view_.sort == units_view::order::mean ? r.mean : r.fraction_active;
+        };
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+        block b{block_kind::table, "", {}, {}, "rrrrll"};
+        b.rows.push_back({"unit", "max", "mean", "active", "fires most at", "promotes"});
+        for (auto i : order) {
+            const auto& r = u_.units[i];
+            b.rows.push_back({std::to_string(r.unit.unit.unit), num(r.max), num(r.mean), percent(r.fraction_active),
+                              r.top.empty() ? "" : short_context(r.top.front()),
+                              r.promotes.empty() ? "" : quote(token_text(r.promotes.front().id), 14)});
+        }
+        add(std::move(b));
+    }
+
+    // The shade of an activation against the unit's largest: blank at 0 or below, then four steps.
+    std::string shade(double a, double scale) const {
+        static const char* const unicode[] = {"░", "▒", "▓", "█"};
+        static const char* const ascii[] = {".", ":", "+", "#"};
+        if (!(a > 0) || !(scale > 0)) return " ";
+        const auto level = std::clamp(static_cast<int>(std::ceil(a / scale * 4)), 1, 4);
+        return (opt_.ascii ? ascii : unicode)[level - 1];
+    }
+
+    // A context as lines: the tokens around its token (marked [ ]), cut to the width with "…", and
+    // under them each token's activation as a shade (when the context keeps them).
+    std::vector<std::string> context_lines(const unit_context& ctx, double scale, std::size_t width) const {
+        const corpus_text& text = c_.texts[ctx.text];
+        auto piece = [&](std::size_t t) { return t == ctx.token ? marked(text.display[t]) : text.display[t]; };
+        const std::string more = opt_.ascii ? "..." : "…";
+        std::size_t lo = ctx.token, hi = ctx.token + 1, used = display_width(piece(ctx.token)) + 2 * display_width(more);
+        for (bool grew = true; grew;) {
+            grew = false;
+            if (lo > ctx.first && used + display_width(piece(lo - 1)) <= width) used += display_width(piece(--lo)), grew = true;
+            if (hi < ctx.first + ctx.count && used + display_width(piece(hi)) <= width) used += display_width(piece(hi++)), grew = true;
+        }
+        std::string words = lo > 0 ? more : "", shades(lo > 0 ? display_width(more) : 0, ' ');
+        for (std::size_t t = lo; t < hi; ++t) {
+            const std::string p = piece(t);
+            words += p;
+            if (!ctx.activations.empty())
+                for (std::size_t k = 0; k < display_width(p); ++k) shades += shade(ctx.activations[t - ctx.first], scale);
+        }
+        if (hi < text.ids.size()) words += more;
+        std::vector<std::string> out{words};
+        if (!ctx.activations.empty()) {
+            while (!shades.empty() && shades.back() == ' ') shades.pop_back();
+            out.push_back(shades);
+        }
+        return out;
+    }
+
+    // The page's picture of contexts: each row's tokens shaded by activation, the token marked.
+    std::shared_ptr<figure> context_figure(const std::vector<unit_context>& list, double scale, std::string caption) const {
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::tokens;
+        f->caption = std::move(caption);
+        f->xs = {scale};
+        for (const auto& ctx : list) {
+            const corpus_text& text = c_.texts[ctx.text];
+            f->row_names.push_back(fmt::format("{} text {}", num(ctx.activation), text.line));
+            f->words.emplace_back(text.display.begin() + static_cast<long>(ctx.first),
+                                  text.display.begin() + static_cast<long>(ctx.first + ctx.count));
+            f->values.push_back(ctx.activations.empty() ? std::vector<double>(ctx.count, std::nan("")) : ctx.activations);
+            f->values.back()[ctx.token - ctx.first] = ctx.activation;
+            f->marked.push_back(ctx.token - ctx.first);
+        }
+        return f;
+    }
+
+    void card(const unit_reading& r, bool folded) {
+        const std::string name = fmt::format("Unit {} of layer {}", r.unit.unit.unit, r.unit.layer);
+        std::string summary = name;
+        if (html_ && folded) {
+            if (!r.top.empty()) summary += fmt::format(": fires most at {}", short_context(r.top.front()));
+            if (!r.promotes.empty()) summary += fmt::format(", promotes {}", quote(token_text(r.promotes.front().id)));
+        }
+        heading(summary, folded);
+        add({block_kind::fields,
+             "",
+             {{"max", num(r.max)},
+              {"mean", num(r.mean)},
+              {"active", fmt::format("{} of {} tokens (activation > 0)", percent(r.fraction_active), with_separators(r.count))}}});
+
+        block where{block_kind::paragraph,
+                    fmt::format("Where it fires most: the {} largest activations over the corpus, each with the tokens around "
+                                "it; the token is {}, and {} each token its activation as a shade of the unit's largest ({}).",
+                                r.top.size(), html_ ? "outlined" : "in [ ]", html_ ? "behind" : "under", num(r.max))};
+        if (html_) {
+            where.picture = context_figure(r.top, r.max, "the contexts where it fires most, each token shaded by its activation");
+            add(std::move(where));
+        } else {
+            add(std::move(where));
+            block b{block_kind::lines};
+            const std::size_t width = opt_.width > 10 ? opt_.width - 6 : 4;
+            for (std::size_t k = 0; k < r.top.size(); ++k) {
+                const auto& ctx = r.top[k];
+                b.lines.push_back(fmt::format("{:>2}  {}  text {}, token {}", k + 1, num(ctx.activation), c_.texts[ctx.text].line,
+                                              ctx.token));
+                for (auto& l : context_lines(ctx, r.max, width)) b.lines.push_back("    " + l);
+            }
+            add(std::move(b));
+        }
+
+        if (!r.bands.empty()) {
+            paragraph("Its activations by quantile, as OpenAI's neuron viewer samples them: each band's range and contexts "
+                      "spread evenly over it.");
+            block b{block_kind::table, "", {}, {}, "lrl"};
+            b.rows.push_back({"quantiles", "activations", "samples"});
+            for (const auto& band : r.bands) {
+                std::vector<std::string> samples;
+                for (const auto& s : band.samples)
+                    samples.push_back(fmt::format("{} {}", quote(c_.texts[s.text].display[s.token], 14), format_fixed(s.activation, 2)));
+                b.rows.push_back({fmt::format("{} – {}", format_short(band.from, 3), format_short(band.to, 3)),
+                                  fmt::format("{} – {}", num(band.low), num(band.high)), fmt::format("{}", fmt::join(samples, ", "))});
+            }
+            if (html_ && !r.histogram.empty()) b.picture = histogram_figure(r);
+            add(std::move(b));
+            if (!html_ && !r.histogram.empty()) histogram_line(r);
+        }
+
+        if (!r.promotes.empty() || !r.suppresses.empty()) {
+            paragraph("Its value vector W2[j] read through the final norm's γ and the unembedding U: score_t = "
+                      "Σ_k W2[j][k] · γ_k · U[t][k], the logit of token t it adds per unit of activation.");
+            block b{block_kind::lines};
+            score_lines(b, "promotes    ", r.promotes);
+            score_lines(b, "suppresses  ", r.suppresses);
+            add(std::move(b));
+        }
+        if (!r.keys.empty()) {
+            paragraph(fmt::format("Its key, {}'s column j, against each input token's embedding E[t] through the layer's norm γ: "
+                                  "score_t = Σ_k E[t][k] · γ_k · {}[k][j] (the norm's centring and scale left out).",
+                                  u_.gated ? "Wg" : "W1", u_.gated ? "Wg" : "W1"));
+            block b{block_kind::lines};
+            score_lines(b, "matches     ", r.keys);
+            add(std::move(b));
+        }
+    }
+
+    void score_lines(block& b, const std::string& label, const std::vector<token_score>& list) const {
+        std::vector<std::string> items;
+        for (std::size_t i = 0; i < list.size(); ++i)
+            items.push_back(fmt::format("{} {}{}", quote(token_text(list[i].id), 20), format_fixed(list[i].score, 2),
+                                        i + 1 < list.size() ? "," : ""));
+        const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;
+        for (auto& l : item_lines(label, items, room)) b.lines.push_back(std::move(l));
+    }
+
+    // The histogram in one line of bars, least activation on the left.
+    void histogram_line(const unit_reading& r) {
+        static const char* const unicode[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+        static const char* const ascii[] = {"_", ".", "-", "=", "+", "*", "%", "#"};
+        const std::size_t most = *std::max_element(r.histogram.begin(), r.histogram.end());
+        std::string bars;
+        for (auto n : r.histogram) {
+            if (n == 0) {
+                bars += " ";
+                continue;
+            }
+            // A log scale, so that the few large activations still show beside the many near 0.
+            const double level = std::log1p(static_cast<double>(n)) / std::log1p(static_cast<double>(most));
+            const int idx = std::clamp(static_cast<int>(std::ceil(level * 8)) - 1, 0, 7);
+            bars += (opt_.ascii ? ascii : unicode)[idx];
+        }
+        block b{block_kind::lines};
+        b.lines.push_back(fmt::format("{}  {}  {}", num(r.histogram_low), bars, num(r.histogram_high)));
+        paragraph(fmt::format("How its activations spread: {} equal bins from the least to the largest, each bar's height the "
+                              "log of its count{}.",
+                              r.histogram.size(), u_.exact ? "" : " in the sample"));
+        add(std::move(b));
+    }
+
+    std::shared_ptr<figure> histogram_figure(const unit_reading& r) const {
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::histogram;
+        f->caption = fmt::format("how its activations spread: the count in each of {} equal bins{}", r.histogram.size(),
+                                 u_.exact ? "" : " (of the sample)");
+        f->xs = {r.histogram_low, r.histogram_high};
+        f->values.emplace_back(r.histogram.begin(), r.histogram.end());
+        return f;
+    }
+
+    const corpus_units& u_;
+    const corpus& c_;
+    const units_view& view_;
+    const text_options& opt_;
+    bool html_;
+    const block_sink* out_ = nullptr;
+};
+
+}  // namespace
+}  // namespace detail
+
+void render_units(const corpus_units& u, const corpus& c, const units_view& view, const text_options& options,
+                  text_format format, const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::units_builder builder(u, c, view, options, page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build_units(sink); });
+}
+
+void render_unit_search(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view,
+                        const text_options& options, text_format format, const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::units_builder builder(u, c, view, options, page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build_search(s, sink); });
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json context_json(const unit_context& ctx, const corpus& c) {
+    const corpus_text& t = c.texts[ctx.text];
+    json e = {{"text", t.line}, {"token", ctx.token}, {"activation", ctx.activation}};
+    e["tokens"] = std::vector<std::string>(t.display.begin() + static_cast<long>(ctx.first),
+                                           t.display.begin() + static_cast<long>(ctx.first + ctx.count));
+    e["first"] = ctx.first;
+    if (!ctx.activations.empty()) e["activations"] = ctx.activations;
+    return e;
+}
+
+json scores_json(const std::vector<token_score>& list, const corpus_units& u) {
+    json a = json::array();
+    for (const auto& t : list) {
+        const auto it = u.token_text.find(t.id);
+        a.push_back({{"id", t.id}, {"token", it == u.token_text.end() ? "" : it->second}, {"score", t.score}});
+    }
+    return a;
+}
+
+json corpus_json(const corpus_units& u, const corpus& c, const units_view& view) {
+    json too_long = json::array();
+    for (const auto& [line, tokens] : c.too_long) too_long.push_back({{"line", line}, {"tokens", tokens}});
+    return {{"file", view.corpus_name.empty() ? c.file : view.corpus_name},
+            {"texts", c.texts.size()},
+            {"tokens", c.tokens()},
+            {"read", u.tokens},
+            {"blank", c.blank},
+            {"too_long", std::move(too_long)},
+            {"skip_first", u.skip_first}};
+}
+
+json unit_json(const unit_reading& r, const corpus_units& u, const corpus& c) {
+    json e;
+    e["layer"] = r.unit.layer;
+    if (r.unit.unit.expert) e["expert"] = *r.unit.unit.expert;
+    e["unit"] = r.unit.unit.unit;
+    json top = json::array();
+    for (const auto& ctx : r.top) top.push_back(context_json(ctx, c));
+    e["max_activating"] = std::move(top);
+    e["max"] = r.max;
+    e["mean"] = r.mean;
+    e["fraction_active"] = r.fraction_active;
+    e["count"] = r.count;
+    json bands = json::array();
+    for (const auto& b : r.bands) {
+        json samples = json::array();
+        for (const auto& s : b.samples) samples.push_back(context_json(s, c));
+        bands.push_back({{"from", b.from}, {"to", b.to}, {"low", b.low}, {"high", b.high}, {"samples", std::move(samples)}});
+    }
+    e["quantiles"] = std::move(bands);
+    e["histogram"] = {{"low", r.histogram_low}, {"high", r.histogram_high}, {"counts", r.histogram}};
+    e["promotes"] = scores_json(r.promotes, u);
+    e["suppresses"] = scores_json(r.suppresses, u);
+    e["keys"] = scores_json(r.keys, u);
+    return e;
+}
+
+json quantile_method(const corpus_units& u) {
+    if (u.exact) return {{"exact", true}};
+    return {{"exact", false}, {"sample", u.sample}, {"rank_error", quantile_rank_error(u.sample)}, {"confidence", 0.99}};
+}
+
+}  // namespace
+
+std::string render_units_json(const corpus_units& u, const corpus& c, const units_view& view) {
+    json out;
+    out["layer"] = u.units.empty() ? 0 : u.units.front().unit.layer;
+    out["checkpoint"] = u.origin;
+    out["arch"] = u.arch;
+    out["corpus"] = corpus_json(u, c, view);
+    out["quantile_method"] = quantile_method(u);
+    json units = json::array();
+    for (const auto& r : u.units) units.push_back(unit_json(r, u, c));
+    out["units"] = std::move(units);
+    return json_text(out) + "\n";
+}
+
+std::string render_unit_search_json(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view) {
+    json out;
+    out["token"] = {{"id", s.token.id}, {"token", s.text}};
+    out["direction"] = s.suppress ? "suppresses" : "promotes";
+    out["checkpoint"] = u.origin;
+    out["corpus"] = corpus_json(u, c, view);
+    json units = json::array();
+    for (std::size_t k = 0; k < s.matches.size(); ++k) {
+        const auto& m = s.matches[k];
+        json e;
+        e["layer"] = m.unit.layer;
+        if (m.unit.unit.expert) e["expert"] = *m.unit.unit.expert;
+        e["unit"] = m.unit.unit.unit;
+        e["score"] = m.score;
+        if (k < u.units.size()) {
+            json top = json::array();
+            for (const auto& ctx : u.units[k].top) top.push_back(context_json(ctx, c));
+            e["max_activating"] = std::move(top);
+        }
+        units.push_back(std::move(e));
+    }
+    out["units"] = std::move(units);
+    return json_text(out) + "\n";
+}
+
+}  // namespace ffn_trace

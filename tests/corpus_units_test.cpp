@@ -1,0 +1,244 @@
+// The corpus reader and the units' readings over a corpus, on the shipped model (data/models/capitals).
+// The readings' numbers are checked against a NumPy float64 reference by tests/units/units_reference.py;
+// here: what read_corpus keeps and skips, the readings' invariants against the same forward pass
+// run token by token through the transformer's own blocks, and the DKW bound in closed form.
+#include "ffn_trace/corpus_units.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/readings.hpp"
+#include "test_paths.hpp"
+#include "tiny_transformer.hpp"
+
+using namespace ffn_trace;
+
+namespace {
+
+const std::string capitals = FFN_TRACE_DATA_DIR + "/models/capitals";
+
+struct model_and_tokenizer {
+    transformer model;
+    tokenizer tok;
+};
+
+model_and_tokenizer open_capitals() {
+    auto ck = checkpoint::open(capitals);
+    REQUIRE(ck);
+    auto m = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    REQUIRE(m);
+    auto t = open_tokenizer(capitals);
+    REQUIRE(t);
+    return {std::move(*m), std::move(*t)};
+}
+
+}  // namespace
+
+TEST_CASE("read_corpus keeps each text with its line index, skipping blank lines and listing them") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\n\n   \r\nDakar is the capital of Senegal.\r\n", "c.txt", tok, 64);
+    REQUIRE(c);
+    REQUIRE(c->texts.size() == 2);
+    CHECK(c->texts[0].line == 0);
+    CHECK(c->texts[1].line == 3);
+    CHECK(c->blank == std::vector<std::size_t>{1, 2, 4});  // the last: the empty line after the CR LF
+    CHECK(c->texts[1].display.front() == "D");
+    CHECK(c->tokens() == c->texts[0].ids.size() + c->texts[1].ids.size());
+}
+
+TEST_CASE("read_corpus skips a line longer than the position table and names it") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\nThe capital of France is Paris. The capital", "c.txt", tok, 8);
+    REQUIRE(c);
+    REQUIRE(c->texts.size() == 1);
+    REQUIRE(c->too_long.size() == 1);
+    CHECK(c->too_long[0].first == 1);
+    CHECK(c->too_long[0].second > 8);
+}
+
+TEST_CASE("read_corpus refuses an empty corpus, one with no text to run, and a line that is not UTF-8") {
+    auto [model, tok] = open_capitals();
+    SUBCASE("empty") {
+        auto c = read_corpus("", "c.txt", tok, 64);
+        REQUIRE(!c);
+        CHECK(c.err().to_string() == "c.txt: the corpus is empty; give one text a line");
+    }
+    SUBCASE("only blank lines") {
+        auto c = read_corpus("\n \n", "c.txt", tok, 64);
+        REQUIRE(!c);
+        CHECK(c.err().message == "the corpus has no text to run: of its 3 lines, 3 blank and 0 longer than the model's 64 positions");
+    }
+    SUBCASE("not UTF-8") {
+        auto c = read_corpus("Paris\nFr\xe9nce\n", "c.txt", tok, 64);
+        REQUIRE(!c);
+        CHECK(c.err().path == "line 2");
+    }
+}
+
+TEST_CASE("a unit's top contexts, mean and density agree with its activations read from the layer's own trace") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\nThe capital of Senegal is Dakar.\nPeople in Japan speak Japanese.",
+                         "c.txt", tok, 64);
+    REQUIRE(c);
+    units_options o;
+    o.units = {{0, {std::nullopt, 172}}, {1, {std::nullopt, 3}}};
+    o.top = 3;
+    auto r = read_corpus_units(model, tok, *c, o);
+    REQUIRE(r);
+    REQUIRE(r->units.size() == 2);
+    CHECK(r->exact);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const layer_unit u = o.units[i];
+        CAPTURE(u.layer);
+        // Every activation of the unit, text by text: the stream into the layer, its FFN traced alone.
+        struct seen {
+            double a;
+            std::size_t text, token;
+        };
+        std::vector<seen> all;
+        for (std::size_t t = 0; t < c->texts.size(); ++t) {
+            auto x = u.layer == 0 ? model.embed(c->texts[t].ids) : model.run(c->texts[t].ids, u.layer - 1);
+            REQUIRE(x);
+            auto a = model.attention_block(u.layer, *x);
+            REQUIRE(a);
+            auto layer = model.source().dense_layer(u.layer);
+            REQUIRE(layer);
+            auto tr = run_ffn(*layer, *a, {a->rows});
+            REQUIRE(tr);
+            for (std::size_t k = 0; k < a->rows; ++k) all.push_back({hidden_output(*tr)(k, u.unit.unit), t, k});
+        }
+        std::stable_sort(all.begin(), all.end(), [](const seen& p, const seen& q) { return p.a > q.a; });
+        const unit_reading& got = r->units[i];
+        REQUIRE(got.top.size() == 3);
+        for (std::size_t k = 0; k < 3; ++k) {
+            CHECK(got.top[k].activation == doctest::Approx(all[k].a).epsilon(1e-12));
+            CHECK(got.top[k].text == all[k].text);
+            CHECK(got.top[k].token == all[k].token);
+            // The window of activations holds the unit's own at its token.
+            CHECK(got.top[k].activations[got.top[k].token - got.top[k].first] == got.top[k].activation);
+        }
+        double sum = 0;
+        std::size_t positive = 0;
+        for (const auto& s : all) sum += s.a, positive += s.a > 0;
+        CHECK(got.count == all.size());
+        CHECK(got.mean == doctest::Approx(sum / static_cast<double>(all.size())).epsilon(1e-12));
+        CHECK(got.fraction_active == doctest::Approx(static_cast<double>(positive) / static_cast<double>(all.size())));
+        std::size_t binned = 0;
+        for (auto n : got.histogram) binned += n;
+        CHECK(binned == all.size());
+        REQUIRE(got.bands.size() == 3);
+        CHECK(got.bands[0].high <= got.max);
+        CHECK(got.bands[2].low <= got.bands[1].low);
+    }
+}
+
+TEST_CASE("past the sample size the quantiles come from a reservoir, and the rank error is the DKW bound") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\nThe capital of Senegal is Dakar.", "c.txt", tok, 64);
+    REQUIRE(c);
+    units_options o;
+    o.units = {{0, {std::nullopt, 24}}};
+    o.sample = 5;
+    auto r = read_corpus_units(model, tok, *c, o);
+    REQUIRE(r);
+    CHECK_FALSE(r->exact);
+    CHECK(r->sample == 5);
+    std::size_t kept = 0;
+    for (auto n : r->units[0].histogram) kept += n;
+    CHECK(kept == 5);
+    CHECK(r->units[0].count == c->tokens());  // the mean and the density still read every token
+    // ε = √(ln(2/0.01) / 2n): n = 2 gives √(5.298317 / 4) = 1.150904
+    CHECK(quantile_rank_error(2) == doctest::Approx(1.150904).epsilon(1e-6));
+}
+
+TEST_CASE("read_corpus_units refuses --top 0, a unit past d_ff and an expert in a dense layer") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.", "c.txt", tok, 64);
+    REQUIRE(c);
+    units_options o;
+    SUBCASE("top 0") {
+        o.top = 0;
+        auto r = read_corpus_units(model, tok, *c, o);
+        REQUIRE(!r);
+        CHECK(r.err().path == "--top");
+    }
+    SUBCASE("past d_ff") {
+        o.units = {{0, {std::nullopt, 256}}};
+        auto r = read_corpus_units(model, tok, *c, o);
+        REQUIRE(!r);
+        CHECK(r.err().message == "unit 256 is out of range: layer 0 has d_ff = 256 units (0 to 255)");
+    }
+    SUBCASE("an expert") {
+        o.units = {{0, {std::size_t{1}, 3}}};
+        auto r = read_corpus_units(model, tok, *c, o);
+        REQUIRE(!r);
+        CHECK(r.err().path == "--unit");
+    }
+}
+
+TEST_CASE("search_value_vectors ranks every unit of every layer by W2[j] · (γ ⊙ U[t])") {
+    auto [model, tok] = open_capitals();
+    auto paris = tok.encode(" Paris");
+    REQUIRE(paris);
+    REQUIRE(paris->size() == 1);
+    auto m = search_value_vectors(model, paris->front(), false, {0, 1}, 3);
+    REQUIRE(m);
+    REQUIRE(m->size() == 3);
+    // The units the learner found writing " Paris" most at layer 0 (and the shipped
+    // reference's top_units for "The capital of France is"): 84, 172 and 28.
+    CHECK(m->at(0).unit.unit.unit == 84);
+    CHECK(m->at(1).unit.unit.unit == 172);
+    CHECK(m->at(2).unit.unit.unit == 28);
+    CHECK(m->at(0).score >= m->at(1).score);
+    auto low = search_value_vectors(model, paris->front(), true, {1}, 2);
+    REQUIRE(low);
+    CHECK(low->at(0).score <= low->at(1).score);
+    CHECK(low->at(0).unit.layer == 1);
+}
+
+TEST_CASE("a gated layer's unit reads silu(gate) · up, as the reference Llama computes it") {
+    namespace ref = reference_transformer;
+    const test::tiny::model m = test::tiny::make("llama", {.n_layers = 2, .seed = 5});
+    test::ckpt::temp_dir dir;
+    const transformer model = test::tiny::open_model(m.write(dir));
+    auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
+    REQUIRE(tok);
+    corpus c;
+    c.file = "ids";
+    for (const std::vector<std::size_t>& ids : {std::vector<std::size_t>{3, 1, 4, 1, 5}, {9, 2, 6}, {5, 3, 5, 8}})
+        c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    units_options o;
+    o.layer = 1;
+    o.top = 2;
+    auto r = read_corpus_units(model, *tok, c, o);
+    REQUIRE(r);
+    REQUIRE(r->units.size() == test::tiny::d_ff);
+    CHECK(r->gated);
+    // The reference: the stream after layer 1's attention, its RMSNorm, silu(x·Wg) ⊙ (x·Wu).
+    const std::string p = m.spec.prefix + "layers.1.";
+    std::vector<std::vector<double>> acts;  // (all tokens, d_ff)
+    for (const auto& t : c.texts) {
+        const ref::run want = ref::forward(m.spec, m.values, t.ids);
+        for (const auto& x : want.after_attention[1]) {
+            const ref::vec h = ref::rms_norm(m.values, p + "post_attention_layernorm", x, m.spec.eps);
+            ref::vec g = ref::linear(m.values, p + "mlp.gate_proj", h);
+            const ref::vec u = ref::linear(m.values, p + "mlp.up_proj", h);
+            for (std::size_t j = 0; j < g.size(); ++j) g[j] = ref::silu(g[j]) * u[j];
+            acts.push_back(g);
+        }
+    }
+    for (std::size_t j = 0; j < test::tiny::d_ff; ++j) {
+        CAPTURE(j);
+        std::vector<double> column;
+        double sum = 0;
+        for (const auto& a : acts) column.push_back(a[j]), sum += a[j];
+        std::sort(column.rbegin(), column.rend());
+        CHECK(r->units[j].top[0].activation == doctest::Approx(column[0]).epsilon(1e-9));
+        CHECK(r->units[j].top[1].activation == doctest::Approx(column[1]).epsilon(1e-9));
+        CHECK(r->units[j].mean == doctest::Approx(sum / static_cast<double>(acts.size())).epsilon(1e-9));
+    }
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""`ffn-trace units` against a NumPy float64 reference on data/models/capitals.
+
+    units_reference.py FFN_TRACE MODEL_DIR TRAIN_SCRIPT WORK_DIR
+
+The reference shares no code with ffn-trace: the tokenizer is scripts/train_model.py's byte-level BPE
+(its definitions read out of the script, so that torch is not imported), fed the model's own merges;
+the forward pass is GPT-2's, written here in NumPy from the safetensors file. Over a small corpus it
+checks, for every unit of both layers: the top-k contexts (text, token, activation), the mean, the
+fraction of tokens where the activation is positive, the quantile bands (NumPy's default linear
+quantiles, exact), and the tokens the value vector promotes and suppresses with their scores; then
+the same with --skip-first, and --promotes against every layer's value vectors.
+"""
+
+import ast
+import json
+import math
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+ft, model_dir, train_script, work = sys.argv[1:5]
+TOP = 4
+
+
+def load_tokenizer():
+    names = {"bytes_to_unicode", "char_class", "pretokenize", "to_symbols", "Tokenizer"}
+    consts = {"BYTE_ORDER", "BYTE_TO_CHAR", "WHITE_SPACE", "CONTRACTIONS", "EOS"}
+    tree = ast.parse(open(train_script, encoding="utf-8").read())
+    keep = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            keep.append(node)
+        elif isinstance(node, ast.Assign):
+            targets = [t for t in node.targets if isinstance(t, (ast.Name, ast.Tuple))]
+            flat = [n.id for t in targets for n in (t.elts if isinstance(t, ast.Tuple) else [t]) if isinstance(n, ast.Name)]
+            if any(n in consts for n in flat):
+                keep.append(node)
+    ns = {"math": math, "unicodedata": __import__("unicodedata")}
+    exec(compile(ast.Module(keep, []), train_script, "exec"), ns)
+    tj = json.load(open(f"{model_dir}/tokenizer.json", encoding="utf-8"))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in tj["model"]["merges"]]
+    tok = ns["Tokenizer"](merges)
+    vocab = tj["model"]["vocab"]
+    assert all(vocab[t] == i for t, i in tok.vocab.items() if t in vocab), "the script's BPE and the model's vocabulary differ"
+    return tok
+
+
+def load_weights():
+    raw = open(f"{model_dir}/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] in ("F32", "F64"), info["dtype"]
+        b, e = info["data_offsets"]
+        dt = np.float32 if info["dtype"] == "F32" else np.float64
+        out[name.removeprefix("transformer.")] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=dt).reshape(info["shape"]).astype(np.float64)
+    return out
+
+
+W = load_weights()
+cfg = json.load(open(f"{model_dir}/config.json"))
+L, H, EPS = cfg["n_layer"], cfg["n_head"], cfg["layer_norm_epsilon"]
+
+
+def norm(x, name):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + EPS) * W[name + ".weight"] + W[name + ".bias"]
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def attention(n, x):
+    T, C = x.shape
+    p = f"h.{n}.attn."
+    qkv = norm(x, f"h.{n}.ln_1") @ W[p + "c_attn.weight"] + W[p + "c_attn.bias"]
+    d = C // H
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    heads = []
+    for h in range(H):
+        q, k, v = (qkv[:, j * C + h * d: j * C + (h + 1) * d] for j in range(3))
+        s = q @ k.T / math.sqrt(d) + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        heads.append((s / s.sum(-1, keepdims=True)) @ v)
+    return x + np.concatenate(heads, 1) @ W[p + "c_proj.weight"] + W[p + "c_proj.bias"]
+
+
+def activations(ids):
+    """Per layer: (T, F), the value each unit feeds W2 at every token."""
+    x = W["wte.weight"][ids] + W["wpe.weight"][: len(ids)]
+    out = []
+    for n in range(L):
+        x = attention(n, x)
+        p = f"h.{n}.mlp."
+        a = gelu_new(norm(x, f"h.{n}.ln_2") @ W[p + "c_fc.weight"] + W[p + "c_fc.bias"])
+        out.append(a)
+        x = x + a @ W[p + "c_proj.weight"] + W[p + "c_proj.bias"]
+    return out
+
+
+failures = []
+
+
+def close(what, a, b, tol=1e-9):
+    if not (abs(a - b) <= tol * max(1.0, abs(a), abs(b))):
+        failures.append(f"{what}: ffn-trace {a!r}, NumPy {b!r}")
+
+
+def run(*args):
+    r = subprocess.run([ft, "units", "--checkpoint", model_dir, *args, "--format", "json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"ffn-trace units {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def check_layer(layer, texts, lines, skip_first):
+    acts = [activations(tok.encode(t))[layer] for t in texts]
+    F = acts[0].shape[1]
+    start = 1 if skip_first else 0
+    args = ["--layer", str(layer), "--corpus", corpus_path, "--top", str(TOP)] + (["--skip-first"] if skip_first else [])
+    got = run(*args)
+    assert got["layer"] == layer and len(got["units"]) == F, "one entry per unit"
+    total = sum(len(a) - start for a in acts)
+    if got["corpus"]["texts"] != len(texts) or got["corpus"]["read"] != total:
+        failures.append(f"corpus: {got['corpus']} for {len(texts)} texts, {total} tokens read")
+    gamma_f, U = W["ln_f.weight"], W["wte.weight"]
+    scores = W[f"h.{layer}.mlp.c_proj.weight"] @ (gamma_f[:, None] * U.T)  # (F, vocab)
+    for j in range(F):
+        entry = got["units"][j]
+        what = f"layer {layer}{' skip-first' if skip_first else ''} unit {j}"
+        values = np.concatenate([a[start:, j] for a in acts])
+        # top-k: every (text line, token, activation), largest first, ties to the earlier
+        cands = sorted(((-a[t, j], lines[i], t) for i, a in enumerate(acts) for t in range(start, len(a))))[:TOP]
+        top = entry["max_activating"]
+        if len(top) != TOP:
+            failures.append(f"{what}: {len(top)} contexts")
+            continue
+        for k, (neg, line, t) in enumerate(cands):
+            if (top[k]["text"], top[k]["token"]) != (line, t):
+                # A tie of equal values may be ordered either way only if the values agree.
+                if abs(top[k]["activation"] + neg) > 1e-9:
+                    failures.append(f"{what} context {k}: ffn-trace (text {top[k]['text']}, token {top[k]['token']}), "
+                                    f"NumPy (text {line}, token {t})")
+            close(f"{what} context {k}", top[k]["activation"], -neg)
+        ctx = top[0]
+        text_index = lines.index(ctx["text"])
+        ids = tok.encode(texts[text_index])
+        want_tokens = [tok.tokens[i] for i in ids[ctx["first"]: ctx["first"] + len(ctx["tokens"])]]
+        shown = [t.replace(" ", "\u0120") for t in ctx["tokens"]]
+        if shown != want_tokens:
+            failures.append(f"{what}: context tokens {ctx['tokens']} for {want_tokens}")
+        close(f"{what} mean", entry["mean"], values.mean())
+        close(f"{what} fraction_active", entry["fraction_active"], float((values > 0).mean()))
+        for band in entry["quantiles"]:
+            close(f"{what} quantile {band['from']}", band["low"], float(np.quantile(values, band["from"])))
+            close(f"{what} quantile {band['to']}", band["high"], float(np.quantile(values, band["to"])))
+        order = np.argsort(-scores[j], kind="stable")[:TOP]
+        for k, e in enumerate(entry["promotes"]):
+            close(f"{what} promotes {k}", e["score"], scores[j][order[k]])
+            if e["id"] != int(order[k]) and abs(scores[j][e["id"]] - scores[j][order[k]]) > 1e-12:
+                failures.append(f"{what} promotes {k}: id {e['id']}, NumPy {order[k]}")
+        order = np.argsort(scores[j], kind="stable")[:TOP]
+        for k, e in enumerate(entry["suppresses"]):
+            close(f"{what} suppresses {k}", e["score"], scores[j][order[k]])
+            if e["id"] != int(order[k]) and abs(scores[j][e["id"]] - scores[j][order[k]]) > 1e-12:
+                failures.append(f"{what} suppresses {k}: id {e['id']}, NumPy {order[k]}")
+        keys = (U * W[f"h.{layer}.ln_2.weight"]) @ W[f"h.{layer}.mlp.c_fc.weight"][:, j]
+        order = np.argsort(-keys, kind="stable")[:TOP]
+        for k, e in enumerate(entry["keys"]):
+            close(f"{what} key {k}", e["score"], keys[order[k]])
+
+
+tok = load_tokenizer()
+# A small corpus in the shipped sentences' templates, with a blank line (skipped, counted).
+lines_text = [
+    "The capital of France is Paris.",
+    "Dakar is the capital of Senegal.",
+    "",
+    "The language of the Philippines is Filipino.",
+    "People in Japan speak Japanese.",
+    "The government of Kenya sits in Nairobi.",
+    "Peru is a country in America.",
+    "The capital city of Senegal is Dakar.",
+]
+corpus_path = f"{work}/corpus.txt"
+with open(corpus_path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines_text) + "\n")
+texts = [t for t in lines_text if t]
+lines = [i for i, t in enumerate(lines_text) if t]
+for layer in range(L):
+    check_layer(layer, texts, lines, False)
+check_layer(0, texts, lines, True)
+
+# The search: every unit of every layer by W2[j] · (γ ⊙ U[t]).
+t = tok.encode(" Paris")
+assert len(t) == 1
+g = W["ln_f.weight"] * W["wte.weight"][t[0]]
+all_scores = sorted(((-(W[f"h.{n}.mlp.c_proj.weight"][j] @ g), n, j) for n in range(L)
+                     for j in range(W[f"h.{n}.mlp.c_proj.weight"].shape[0])))[:TOP]
+got = run("--promotes", " Paris", "--corpus", corpus_path, "--top", str(TOP))
+for k, (neg, n, j) in enumerate(all_scores):
+    e = got["units"][k]
+    if (e["layer"], e["unit"]) != (n, j):
+        failures.append(f"--promotes rank {k}: ffn-trace layer {e['layer']} unit {e['unit']}, NumPy layer {n} unit {j}")
+    close(f"--promotes rank {k}", e["score"], -neg)
+    if len(e["max_activating"]) != TOP:
+        failures.append(f"--promotes rank {k}: {len(e['max_activating'])} contexts")
+
+for line in failures[:20]:
+    print("FAIL:", line)
+print(f"{len(failures)} failures over {L} layers, {len(texts)} texts")
+sys.exit(1 if failures else 0)
