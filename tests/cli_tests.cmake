@@ -805,7 +805,7 @@ cli_test("units --format html is one page with a card per unit" 0 "^<!DOCTYPE ht
 cli_test("units --skip-first leaves position 0 of every text out" 0 "\"read\": 37, \"blank\": \\[ ?2, 4 ?\\], .*\"skip_first\": true"
   ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 24 --skip-first --format json)
 cli_test("units reads corpus.txt beside the model when no --corpus is given" 0 "corpus +[^ ]*/corpus.txt: 5 texts, 42 tokens"
-  ANY -- bash -c "d=\"$2/units_default\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do ln -s \"$f\" \"$d/\"\; done && cp \"$3\" \"$d/corpus.txt\" && exec \"$0\" units --checkpoint \"$d\" --layer 0 --unit 1"
+  ANY -- bash -c "d=\"$2/units_default\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do case \"$f\" in */corpus.txt) \;\; *) ln -s \"$f\" \"$d/\"\;\; esac\; done && cp \"$3\" \"$d/corpus.txt\" && exec \"$0\" units --checkpoint \"$d\" --layer 0 --unit 1"
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR} ${UNITS}/small.txt)
 cli_test("units --promotes lists the units whose value vectors push the token most, each with its contexts" 0
   "The units that push up \" Paris\" .* rank +layer +unit +score +max +fires most at +1 +[01] +[0-9]+ +\\+[0-9.]+ .*Unit [0-9]+ of layer [01] "
@@ -839,9 +839,11 @@ cli_test("units refuses a --layer past the last" 2 EMPTY "^error: .*--layer: lay
 cli_test("units --promotes of a word of several tokens names the pieces" 2 EMPTY
   "^error: --promotes: \"Paris\" is 2 tokens, \"P\" \\+ \"aris\"\; a value vector scores one token: give one\; \" Paris\" with its leading space is one$"
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes Paris)
+# A copy of the model's folder without its corpus.txt (links to the other files: nothing is written through them).
 cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
-  "^error: .*capitals: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give --corpus FILE"
-  -- ${FT} units --checkpoint ${CAPITALS} --layer 0)
+  "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give --corpus FILE"
+  -- bash -c "d=\"$2/units_no_corpus\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do case \"$f\" in */corpus.txt) \;\; *) ln -s \"$f\" \"$d/\"\;\; esac\; done && exec \"$0\" units --checkpoint \"$d\" --layer 0"
+     ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR})
 cli_test("units without --layer or --promotes says what to give" 2 EMPTY "^error: --layer: give the layer whose units to read, or --promotes TOKEN"
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt)
 cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
