@@ -470,7 +470,7 @@ void check_moe_layer(const checkpoint& c, const written_model& m, std::size_t in
             CHECK(et->tr.steps.size() == steps.size());
             for (const auto& [name, v] : steps) {
                 CAPTURE(name);
-                const step* s = et->tr.find(name);
+                const step* s = et->tr.find(*step_kind_of(name));
                 REQUIRE(s);
                 check_row(s->value, *row, v);
             }

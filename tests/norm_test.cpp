@@ -1227,7 +1227,7 @@ TEST_CASE("data/gpt2_block.json, a GPT-2 block's FFN behind a pre-norm, holds it
     spec.eps = n["eps"].get<double>();
     CHECK(spec.bias.size() == d_model);
     CHECK(doc["labels"]["tokens"].size() == 2);
-    CHECK(doc["description"].get<std::string>().find(step_kind::residual) != std::string::npos);
+    CHECK(doc["description"].get<std::string>().find("residual") != std::string::npos);
 
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
