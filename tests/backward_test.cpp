@@ -49,7 +49,7 @@ TEST_CASE("the lesson's hand example, backward by hand") {
     // d_activated = g·W2ᵀ = [1, 0, 1, 2]; ReLU' at h = [2, 1, 3, −1] is [1, 1, 1, 0]
     const backward_step* act = nullptr;
     for (const auto& s : g->steps)
-        if (s.name == "activate") act = &s;
+        if (s.kind == step_kind::activate) act = &s;
     REQUIRE(act);
     check_matrix(*act->find("act'"), {{1, 1, 1, 0}});
     check_matrix(*act->find("d_hidden"), {{1, 0, 1, 0}});
@@ -57,7 +57,7 @@ TEST_CASE("the lesson's hand example, backward by hand") {
     check_matrix(g->d_layer.w1, {{2, 0, 2, 0}, {1, 0, 1, 0}});
     // dx = g (through the residual) + d_hidden·W1ᵀ = [1, 0] + [2, 1] = [3, 1]
     check_matrix(g->d_input, {{3, 1}});
-    CHECK(g->steps.back().name == "input");
+    CHECK(g->steps.back().kind == step_kind::input);
 }
 
 TEST_CASE("one step of gradient descent lowers the lesson's loss") {

@@ -367,7 +367,7 @@ void check_norm_terms(const step& s, std::size_t row, const reference::normed& e
 
 std::set<std::string> names_of(const std::vector<step>& steps) {
     std::set<std::string> names;
-    for (const auto& s : steps) names.insert(s.name);
+    for (const auto& s : steps) names.insert(step_name(s.kind));
     return names;
 }
 
@@ -408,12 +408,12 @@ void check_dense_layer(const checkpoint& c, const written_model& m, std::size_t 
         for (const auto& [name, v] : ref.steps) expected.insert(name);
         CHECK(names_of(t->steps) == expected);
         for (const step& s : t->steps) {
-            CAPTURE(s.name);
-            auto it = ref.steps.find(s.name);
+            CAPTURE(step_name(s.kind));
+            auto it = ref.steps.find(step_name(s.kind));
             REQUIRE(it != ref.steps.end());
             check_row(s.value, r, it->second);
         }
-        const step* norm = t->find("norm");
+        const step* norm = t->find(step_kind::norm);
         REQUIRE(norm);
         check_norm_terms(*norm, r, ref.norm);
       }
@@ -454,12 +454,12 @@ void check_moe_layer(const checkpoint& c, const written_model& m, std::size_t in
         for (const auto& [name, v] : expected) expected_names.insert(name);
         CHECK(names_of(t->steps) == expected_names);
         for (const step& s : t->steps) {
-            CAPTURE(s.name);
-            auto it = expected.find(s.name);
+            CAPTURE(step_name(s.kind));
+            auto it = expected.find(step_name(s.kind));
             REQUIRE(it != expected.end());
             check_row(s.value, r, it->second);
         }
-        check_norm_terms(*t->find("norm"), r, ref.norm);
+        check_norm_terms(t->step(step_kind::norm), r, ref.norm);
         for (std::size_t e : ref.token.chosen) {
             CAPTURE(e);
             const expert_trace* et = t->expert(e);
@@ -470,7 +470,7 @@ void check_moe_layer(const checkpoint& c, const written_model& m, std::size_t in
             CHECK(et->tr.steps.size() == steps.size());
             for (const auto& [name, v] : steps) {
                 CAPTURE(name);
-                const step* s = et->tr.find(name);
+                const step* s = et->tr.find(*step_kind_of(name));
                 REQUIRE(s);
                 check_row(s->value, *row, v);
             }

@@ -50,18 +50,18 @@ TEST_CASE("a plain layer records expand, activate, contract and residual in orde
     const auto t = run_ffn(lesson_layer(), make({{2, 1}}), {});
     REQUIRE(t);
     REQUIRE(t->steps.size() == 4);
-    CHECK(t->steps[0].name == "expand");
-    CHECK(t->steps[1].name == "activate");
-    CHECK(t->steps[2].name == "contract");
-    CHECK(t->steps[3].name == "residual");
+    CHECK(t->steps[0].kind == step_kind::expand);
+    CHECK(t->steps[1].kind == step_kind::activate);
+    CHECK(t->steps[2].kind == step_kind::contract);
+    CHECK(t->steps[3].kind == step_kind::residual);
     CHECK(&t->output() == &t->steps[3]);
 
-    SUBCASE("expand multiplies each token by W1: h = [2, 1, 3, −1]") { check_row(t->find("expand")->value, 0, {2, 1, 3, -1}); }
-    SUBCASE("relu switches the fourth detector off") { check_row(t->find("activate")->value, 0, {2, 1, 3, 0}); }
+    SUBCASE("expand multiplies each token by W1: h = [2, 1, 3, −1]") { check_row(t->step(step_kind::expand).value, 0, {2, 1, 3, -1}); }
+    SUBCASE("relu switches the fourth detector off") { check_row(t->step(step_kind::activate).value, 0, {2, 1, 3, 0}); }
     SUBCASE("contract sums W2's rows weighted by the detectors: 2·[1,0] + 1·[0,1] + 3·[1,1] = [5, 4]") {
-        check_row(t->find("contract")->value, 0, {5, 4});
+        check_row(t->step(step_kind::contract).value, 0, {5, 4});
     }
-    SUBCASE("residual adds the input back: [2, 1] + [5, 4] = [7, 5]") { check_row(t->find("residual")->value, 0, {7, 5}); }
+    SUBCASE("residual adds the input back: [2, 1] + [5, 4] = [7, 5]") { check_row(t->step(step_kind::residual).value, 0, {7, 5}); }
 }
 
 TEST_CASE("without a residual the contraction is the last step") {
@@ -70,8 +70,8 @@ TEST_CASE("without a residual the contraction is the last step") {
     const auto t = run_ffn(layer, make({{2, 1}}), {});
     REQUIRE(t);
     REQUIRE(t->steps.size() == 3);
-    CHECK(t->output().name == "contract");
-    CHECK(t->find("residual") == nullptr);
+    CHECK(t->output().kind == step_kind::contract);
+    CHECK(t->find(step_kind::residual) == nullptr);
 }
 
 TEST_CASE("the walkthrough's FFN, traced by hand") {
@@ -86,7 +86,7 @@ TEST_CASE("the walkthrough's FFN, traced by hand") {
                    .transposed();
     const auto t = run_ffn(layer, make({{1.0, 0.5, -0.3, 0.8}, {0.2, -0.4, 0.6, 0.1}}), {2});
     REQUIRE(t);
-    const matrix& hidden = t->find("expand")->value;
+    const matrix& hidden = t->step(step_kind::expand).value;
 
     SUBCASE("position 0 expands as the seed prints it") {
         check_row(hidden, 0, {0.43, 0.37, 0.63, 0.57, 0.51, 0.61, 0.39, 0.49});
@@ -103,16 +103,16 @@ TEST_CASE("the walkthrough's FFN, traced by hand") {
         check_row(hidden, 1, {0.16, 0.27, -0.02, 0.09, 0.06, -0.03, 0.28, 0.19}, 1e-9);
     }
     SUBCASE("gelu(0.43) is the seed's worked 0.287, to full precision 0.2865431") {
-        CHECK(t->find("activate")->value(0, 0) == Approx(0.2865431).epsilon(1e-6));
+        CHECK(t->step(step_kind::activate).value(0, 0) == Approx(0.2865431).epsilon(1e-6));
     }
     SUBCASE("output[0][0] is 0.4215, not the seed's 0.498") {
         // Each GELU by hand from 0.5·h·(1 + tanh(0.7978846·(h + 0.044715·h³))):
         // activated[0] = [0.2865431, 0.2383886, 0.4634223, 0.4078993, 0.3544184, 0.4446973, 0.2541685, 0.3370712]
         // output[0][0] = 0.1×0.2865431 + 0.2×0.2383886 + 0.1×0.4634223 + 0.2×0.4078993
         //              + 0.1×0.3544184 + 0.2×0.4446973 + 0.1×0.2541685 + 0.2×0.3370712 = 0.4214665
-        check_row(t->find("activate")->value, 0,
+        check_row(t->step(step_kind::activate).value, 0,
                   {0.2865431, 0.2383886, 0.4634223, 0.4078993, 0.3544184, 0.4446973, 0.2541685, 0.3370712}, 2e-7);
-        CHECK(t->find("contract")->value(0, 0) == Approx(0.4214665).epsilon(2e-7));
+        CHECK(t->step(step_kind::contract).value(0, 0) == Approx(0.4214665).epsilon(2e-7));
     }
 }
 
@@ -128,12 +128,12 @@ TEST_CASE("a gated layer records gate, up, activate, multiply and contract") {
     REQUIRE(t);
     REQUIRE(t->steps.size() == 6);
     const double s1 = 1 / (1 + std::exp(-1.0));
-    check_row(t->find("gate")->value, 0, {1, 0, -1});
-    check_row(t->find("up")->value, 0, {2, 3, 1});
-    check_row(t->find("activate")->value, 0, {s1, 0, -(1 - s1)});
-    check_row(t->find("multiply")->value, 0, {2 * s1, 0, -(1 - s1)});
-    check_row(t->find("contract")->value, 0, {2 * s1 - (1 - s1), -(1 - s1)});
-    check_row(t->find("residual")->value, 0, {1 + 2 * s1 - (1 - s1), 2 - (1 - s1)});
+    check_row(t->step(step_kind::gate).value, 0, {1, 0, -1});
+    check_row(t->step(step_kind::up).value, 0, {2, 3, 1});
+    check_row(t->step(step_kind::activate).value, 0, {s1, 0, -(1 - s1)});
+    check_row(t->step(step_kind::multiply).value, 0, {2 * s1, 0, -(1 - s1)});
+    check_row(t->step(step_kind::contract).value, 0, {2 * s1 - (1 - s1), -(1 - s1)});
+    check_row(t->step(step_kind::residual).value, 0, {1 + 2 * s1 - (1 - s1), 2 - (1 - s1)});
 }
 
 TEST_CASE("biases shift the detectors: the lesson's key-value memory") {
@@ -145,11 +145,11 @@ TEST_CASE("biases shift the detectors: the lesson's key-value memory") {
     const auto t = run_ffn(layer, make({{1, 0, 1}, {0, 1, 1}, {1, 0, 0}, {0, 0, 1}}), {4});
     REQUIRE(t);
     // The seed's printed output: hidden [0.5, −0.5], after ReLU [0.5, 0], writes [1, 0], ...
-    check_row(t->find("expand")->value, 0, {0.5, -0.5});
-    check_row(t->find("expand")->value, 2, {-0.5, -1.5});
-    check_row(t->find("contract")->value, 0, {1, 0});
-    check_row(t->find("contract")->value, 1, {0, 1});
-    check_row(t->find("contract")->value, 3, {0, 0});
+    check_row(t->step(step_kind::expand).value, 0, {0.5, -0.5});
+    check_row(t->step(step_kind::expand).value, 2, {-0.5, -1.5});
+    check_row(t->step(step_kind::contract).value, 0, {1, 0});
+    check_row(t->step(step_kind::contract).value, 1, {0, 1});
+    check_row(t->step(step_kind::contract).value, 3, {0, 0});
 }
 
 TEST_CASE("an overflow is an error naming the step and the element") {
@@ -181,7 +181,7 @@ TEST_CASE("every activation, layout, input rank, bias and residual agrees with a
             const auto expected = reference::ffn(std::string(c.act.name), g.w, g.b, g.x[tok], c.out_in, c.residual);
             REQUIRE(expected.size() == t.tr.steps.size());
             for (const auto& s : t.tr.steps) {
-                const auto& e = expected.at(s.name);
+                const auto& e = expected.at(step_name(s.kind));
                 REQUIRE(e.size() == s.value.cols);
                 for (std::size_t i = 0; i < e.size(); ++i) {
                     if (std::abs(e[i]) > 1e-12)

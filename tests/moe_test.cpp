@@ -238,8 +238,8 @@ void check_against_reference(const moe_trace& t, const reference::moe_layer& lay
                              agreement& agree) {
     REQUIRE(t.tokens() == x.size());
     REQUIRE(t.steps.size() == (layer.residual ? 5u : 4u));
-    const step& probs = *t.find("probabilities");
-    const step& weights = *t.find("weights");
+    const step& probs = t.step(step_kind::probabilities);
+    const step& weights = t.step(step_kind::weights);
     REQUIRE(probs.terms.size() == 3);
     REQUIRE(weights.terms.size() == 1);
     const std::size_t n = layer.experts.size();
@@ -253,7 +253,7 @@ void check_against_reference(const moe_trace& t, const reference::moe_layer& lay
     auto compare_steps = [&](const trace& tr, std::size_t row, const std::map<std::string, reference::vec>& steps) {
         if (tr.steps.size() != steps.size()) ++agree.mismatched;
         for (const auto& s : tr.steps) {
-            const auto it = steps.find(s.name);
+            const auto it = steps.find(step_name(s.kind));
             if (it == steps.end())
                 ++agree.mismatched;
             else
@@ -269,7 +269,7 @@ void check_against_reference(const moe_trace& t, const reference::moe_layer& lay
         const auto& r = expected.back();
         chosen.push_back(r.chosen);
         tied.push_back(r.tied);
-        for (const auto& s : t.steps) compare_row(s.value, tok, reference_step(r, s.name));
+        for (const auto& s : t.steps) compare_row(s.value, tok, reference_step(r, step_name(s.kind)));
         // The recorded terms: max and e^(z − max) / Σ e^(z − max) restate the softmax; the
         // weights' sum is the chosen probabilities' sum, or 1.
         agree(probs.terms[0].value(tok, 0), *std::max_element(r.router.begin(), r.router.end()));
@@ -425,7 +425,7 @@ bool all_zero(const ffn& f) {
 
 const matrix* backward_value(const moe_gradients& g, std::string_view step, std::string_view value) {
     for (const auto& s : g.steps)
-        if (s.name == step) return s.find(value);
+        if (step_name(s.kind) == step) return s.find(value);
     return nullptr;
 }
 

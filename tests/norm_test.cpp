@@ -388,7 +388,7 @@ void compare_ffn(agreement& agree, const ffn& engine, const std::map<std::string
 
 const backward_step* backward_of(const std::vector<backward_step>& steps, std::string_view name) {
     for (const auto& s : steps)
-        if (s.name == name) return &s;
+        if (step_name(s.kind) == name) return &s;
     return nullptr;
 }
 
@@ -547,9 +547,9 @@ TEST_CASE("a pre-norm feeds the FFN norm(x) while the residual adds the raw x") 
     REQUIRE(t);
     const double inv = 1 / std::sqrt(2.50001);
     REQUIRE(t->steps.size() == 5);
-    CHECK(t->steps[0].name == "norm");
-    CHECK(t->steps[1].name == "expand");
-    CHECK(t->output().name == "residual");
+    CHECK(t->steps[0].kind == step_kind::norm);
+    CHECK(t->steps[1].kind == step_kind::expand);
+    CHECK(t->output().kind == step_kind::residual);
     CHECK(&t->ffn_input() == &t->steps[0].value);
 
     SUBCASE("the norm records mean, var and inv, each one number per token") {
@@ -568,9 +568,9 @@ TEST_CASE("a pre-norm feeds the FFN norm(x) while the residual adds the raw x") 
         CHECK(n.terms[2].value(0, 0) == Approx(inv).epsilon(1e-15));
         check_row(n.value, 0, {2 * inv, inv});
     }
-    SUBCASE("expand reads the normalised token") { check_row(t->find("expand")->value, 0, {2 * inv, inv, 3 * inv, -inv}); }
+    SUBCASE("expand reads the normalised token") { check_row(t->step(step_kind::expand).value, 0, {2 * inv, inv, 3 * inv, -inv}); }
     SUBCASE("the residual adds the raw x: [2 + 5·inv, 1 + 4·inv]") {
-        check_row(t->find("contract")->value, 0, {5 * inv, 4 * inv});
+        check_row(t->step(step_kind::contract).value, 0, {5 * inv, 4 * inv});
         check_row(t->output().value, 0, {2 + 5 * inv, 1 + 4 * inv});
         check_row(t->output().value, 0, {5.162271336, 3.529817069}, 1e-9);
     }
@@ -586,10 +586,10 @@ TEST_CASE("a post-norm normalises the residual's sum and is the layer's output")
     REQUIRE(t);
     const double inv = 1 / std::sqrt(1.00001);
     REQUIRE(t->steps.size() == 5);
-    CHECK(t->steps[3].name == "residual");
-    CHECK(t->output().name == "norm");
+    CHECK(t->steps[3].kind == step_kind::residual);
+    CHECK(t->output().kind == step_kind::norm);
     CHECK(&t->ffn_input() == &t->input);
-    check_row(t->find("residual")->value, 0, {7, 5});
+    check_row(t->step(step_kind::residual).value, 0, {7, 5});
     check_row(t->output().value, 0, {inv, 0.5 - 3 * inv});
     CHECK(inv == Approx(0.999995000).epsilon(1e-9));
 
@@ -599,24 +599,25 @@ TEST_CASE("a post-norm normalises the residual's sum and is the layer's output")
         const auto u = run_ffn(layer, make({{2, 1}}), {});
         REQUIRE(u);
         REQUIRE(u->steps.size() == 4);
-        CHECK(u->steps[2].name == "contract");
+        CHECK(u->steps[2].kind == step_kind::contract);
         const double i2 = 1 / std::sqrt(0.25001);
         check_row(u->output().value, 0, {0.5 * i2, 0.5 - 1.5 * i2});
     }
 }
 
-TEST_CASE("step_names places the norm first for pre and last for post") {
+TEST_CASE("step_kinds places the norm first for pre and last for post") {
     ffn layer = lesson_layer();
-    using names = std::vector<std::string_view>;
+    using kinds = std::vector<step_kind>;
+    using k = step_kind;
     layer.norm = norm_of(norm_layer::kind::rmsnorm, {1, 1});
-    CHECK(step_names(layer) == names{"norm", "expand", "activate", "contract", "residual"});
-    CHECK(step_width(layer, "norm") == 2);
+    CHECK(step_kinds(layer) == kinds{k::norm, k::expand, k::activate, k::contract, k::residual});
+    CHECK(step_width(layer, k::norm) == 2);
     layer.norm->position = norm_layer::place::post;
-    CHECK(step_names(layer) == names{"expand", "activate", "contract", "residual", "norm"});
+    CHECK(step_kinds(layer) == kinds{k::expand, k::activate, k::contract, k::residual, k::norm});
     layer.residual = false;
-    CHECK(step_names(layer) == names{"expand", "activate", "contract", "norm"});
+    CHECK(step_kinds(layer) == kinds{k::expand, k::activate, k::contract, k::norm});
     layer.w2 = make({{1, 0, 0}, {0, 1, 0}, {1, 1, 0}, {2, -1, 0}});  // d_out 3: a post-norm is 3 wide
-    CHECK(step_width(layer, "norm") == 3);
+    CHECK(step_width(layer, k::norm) == 3);
 }
 
 // ---- 2. normalize_backward ----------------------------------------------------------------
@@ -744,24 +745,24 @@ TEST_CASE("every layer with a norm agrees with the reference in every step, the 
             if (c.residual) order.push_back("residual");
             if (v.post) order.push_back("norm");
             std::vector<std::string> got, named;
-            for (const auto& s : t.tr.steps) got.push_back(s.name);
-            for (auto s : step_names(t.tr.layer())) named.emplace_back(s);
+            for (const auto& s : t.tr.steps) got.push_back(step_name(s.kind));
+            for (auto s : step_kinds(t.tr.layer())) named.push_back(step_name(s));
             CHECK(got == order);
             CHECK(named == order);
-            CHECK(&t.tr.ffn_input() == (v.post ? &t.tr.input : &t.tr.find("norm")->value));
+            CHECK(&t.tr.ffn_input() == (v.post ? &t.tr.input : &t.tr.step(step_kind::norm).value));
 
-            const step& norm = *t.tr.find("norm");
+            const step& norm = t.tr.step(step_kind::norm);
             REQUIRE(norm.terms.size() == 3);
             agreement here;
             for (std::size_t tok = 0; tok < gen.x.size(); ++tok) {
                 const auto r = reference::normed_ffn(std::string(c.act.name), gen.w, gen.b, gen.x[tok], c.out_in, c.residual, n.spec);
                 if (r.steps.size() != t.tr.steps.size()) ++here.mismatched;
                 for (const auto& s : t.tr.steps) {
-                    const auto it = r.steps.find(s.name);
+                    const auto it = r.steps.find(step_name(s.kind));
                     if (it == r.steps.end())
                         ++here.mismatched;
                     else
-                        here.row(s.value, tok, it->second, s.name.c_str());
+                        here.row(s.value, tok, it->second, step_name(s.kind).c_str());
                 }
                 here(norm.terms[0].value(tok, 0), r.norm.mean, "mean", tok);
                 here(norm.terms[1].value(tok, 0), r.norm.var, "var", tok);
@@ -807,11 +808,11 @@ TEST_CASE("every MoE layer with a norm agrees with the reference, its experts re
                     order.insert(order.end(), {"router", "probabilities", "weights", "combine"});
                     if (residual) order.push_back("residual");
                     if (v.post) order.push_back("norm");
-                    for (const auto& s : t->steps) got.push_back(s.name);
+                    for (const auto& s : t->steps) got.push_back(step_name(s.kind));
                     CHECK(got == order);
-                    CHECK(&t->moe_input() == (v.post ? &t->input : &t->find("norm")->value));
+                    CHECK(&t->moe_input() == (v.post ? &t->input : &t->step(step_kind::norm).value));
 
-                    const step& norm = *t->find("norm");
+                    const step& norm = t->step(step_kind::norm);
                     REQUIRE(norm.terms.size() == 3);
                     agreement here;
                     std::vector<reference::normed_moe_token> expected;
@@ -822,7 +823,7 @@ TEST_CASE("every MoE layer with a norm agrees with the reference, its experts re
                         const std::map<std::string, const reference::vec*> steps{
                             {"norm", &r.norm.y},           {"router", &r.token.router},   {"probabilities", &r.token.probabilities},
                             {"weights", &r.token.weights}, {"combine", &r.token.combine}, {"residual", &r.token.residual}};
-                        for (const auto& s : t->steps) here.row(s.value, tok, *steps.at(s.name), s.name.c_str());
+                        for (const auto& s : t->steps) here.row(s.value, tok, *steps.at(step_name(s.kind)), step_name(s.kind).c_str());
                         here.row(t->output().value, tok, r.output, "output");
                         here(norm.terms[0].value(tok, 0), r.norm.mean, "mean", tok);
                         here(norm.terms[1].value(tok, 0), r.norm.var, "var", tok);
@@ -838,11 +839,11 @@ TEST_CASE("every MoE layer with a norm agrees with the reference, its experts re
                             }
                             const auto& steps = et.shared ? r.shared[et.expert] : r.experts.at(et.expert);
                             for (const auto& s : et.tr.steps) {
-                                const auto it = steps.find(s.name);
+                                const auto it = steps.find(step_name(s.kind));
                                 if (it == steps.end())
                                     ++here.mismatched;
                                 else
-                                    here.row(s.value, row, it->second, s.name.c_str());
+                                    here.row(s.value, row, it->second, step_name(s.kind).c_str());
                             }
                         }
                     }
@@ -1185,7 +1186,7 @@ TEST_CASE("a norm whose variance overflows is an error or still right") {
     layer.norm = norm_of(norm_layer::kind::layernorm, {1, 1});
     const auto t = run_ffn(layer, make({{1e200, -1e200}}), {});
     if (t) {
-        check_row(t->find("norm")->value, 0, {1, -1}, 1e-9);
+        check_row(t->step(step_kind::norm).value, 0, {1, -1}, 1e-9);
     } else {
         CHECK(t.err().path.rfind("norm", 0) == 0);
     }
@@ -1234,7 +1235,7 @@ TEST_CASE("data/gpt2_block.json, a GPT-2 block's FFN behind a pre-norm, holds it
         agreement agree, all;
         for (std::size_t tok = 0; tok < x.size(); ++tok) {
             const auto r = reference::normed_ffn("gelu", w, b, x[tok], false, true, spec);
-            for (const auto& s : t->steps) agree.row(s.value, tok, r.steps.at(s.name), s.name.c_str());
+            for (const auto& s : t->steps) agree.row(s.value, tok, r.steps.at(step_name(s.kind)), step_name(s.kind).c_str());
         }
         agree.check_into(all, 1e-12);
     }

@@ -90,7 +90,7 @@ TEST_CASE("without activation the layer collapses into W1·W2") {
         REQUIRE(r.collapsed->b.size() == 1);
         CHECK(r.collapsed->b[0] == -0.5);
         CHECK(r.collapsed->output(0, 0) == 21.5);
-        CHECK(t.tr.find("contract")->value(0, 0) == 21.5);
+        CHECK(t.tr.step(step_kind::contract).value(0, 0) == 21.5);
         CHECK(r.collapsed->max_difference == 0);
     }
 }

@@ -58,7 +58,7 @@ TEST_CASE("the units that fired most and wrote most are found, with every step's
     REQUIRE(r.steps.size() == 4);
     const double expected[4][4] = {{-1, 3, 1.25, 5}, {0, 3, 1.5, 6}, {4, 5, 4.5, 9}, {5, 7, 6, 12}};
     for (std::size_t s = 0; s < 4; ++s) {
-        CAPTURE(r.steps[s].name);
+        CAPTURE(step_name(r.steps[s].kind));
         CHECK(r.steps[s].min == expected[s][0]);
         CHECK(r.steps[s].max == expected[s][1]);
         CHECK(r.steps[s].mean == doctest::Approx(expected[s][2]));

@@ -23,7 +23,7 @@ struct named_matrix {
 };
 
 struct backward_step {
-    std::string name;                 // the forward step it differentiates: "contract", "activate", ...
+    step_kind kind;                   // the forward step it differentiates: contract, activate, ...
     std::vector<named_matrix> values; // in the order they are computed
     const matrix* find(std::string_view value_name) const;
 };

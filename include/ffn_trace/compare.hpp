@@ -23,7 +23,7 @@ struct changed_value {
 
 // One step (or the input) of either trace.
 struct step_comparison {
-    std::string step;  // "input", or a step's name
+    step_kind step;  // input, or a step
     // compared: in both traces with the same shape; the others are named, not compared.
     enum class kind { compared, only_before, only_after, reshaped } status = kind::compared;
     std::size_t width_before = 0, width_after = 0;

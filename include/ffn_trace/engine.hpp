@@ -25,6 +25,7 @@
 #include "ffn_trace/activations.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/steps.hpp"
 
 namespace ffn_trace {
 
@@ -127,7 +128,7 @@ void for_each_weight(Layer& l, F&& f) {
 }
 
 struct step {
-    std::string name;          // "norm", "expand", "gate", "up", "activate", "multiply", "contract", "residual"
+    step_kind kind;            // its name, for JSON, claims and text: step_name(kind)
     matrix value;              // (tokens, width)
     // activate: the activation's intermediate terms, if it has any; norm: "mean" (LayerNorm),
     // "var" (LayerNorm's variance, RMSNorm's mean of squares) and "inv" = 1/√(var + eps), each (tokens, 1)
@@ -138,16 +139,19 @@ struct trace {
     std::shared_ptr<const ffn> layer_ptr;  // shared, not copied: a real layer is hundreds of MB
     std::vector<std::size_t> lead;  // the input's leading shape: {} one token, {seq}, {batch, seq}
     matrix input;                   // x (tokens, d_model)
-    std::vector<step> steps;        // in the order they are computed
+    std::vector<ffn_trace::step> steps;  // in the order they are computed
 
     const ffn& layer() const { return *layer_ptr; }
     std::size_t tokens() const { return input.rows; }
-    const step* find(std::string_view name) const;
-    const step& output() const { return steps.back(); }
+    // The step of a kind, if the layer records it (a gated layer has no expand, a plain one no
+    // gate); step() for one the layer must have.
+    const ffn_trace::step* find(step_kind k) const;
+    const ffn_trace::step& step(step_kind k) const { return *find(k); }
+    const ffn_trace::step& output() const { return steps.back(); }
     // What the FFN itself reads: norm(x) with a pre-norm, else x.
     const matrix& ffn_input() const;
     // The step the activation reads: expand, or gate.
-    const step& pre_activation() const { return *find(layer().gated() ? "gate" : "expand"); }
+    const ffn_trace::step& pre_activation() const { return step(layer().gated() ? step_kind::gate : step_kind::expand); }
 };
 
 // What a layer's matrix gives, wherever its values are (in the matrix, or in its file).
@@ -157,12 +161,12 @@ std::vector<double> weight_row(const ffn& l, weight w, std::size_t i);     // W[
 std::vector<double> weight_column(const ffn& l, weight w, std::size_t j);  // W[:, j]
 std::vector<double> weight_row_norms(const ffn& l, weight w);              // ‖W[i, :]‖ for every i
 // The matrix a step multiplies by: expand W1, gate Wg, up Wu, contract W2; none for the others.
-std::optional<weight> weight_of(std::string_view step_name);
+std::optional<weight> weight_of(step_kind k);
 
-// The names of the steps a layer records, in order.
-std::vector<std::string_view> step_names(const ffn& layer);
+// The steps a layer records, in order.
+std::vector<step_kind> step_kinds(const ffn& layer);
 // The width of a step's rows: d_ff for the hidden steps, d_out for contract and residual.
-std::size_t step_width(const ffn& layer, std::string_view name);
+std::size_t step_width(const ffn& layer, step_kind k);
 
 // Runs the layer over x (tokens, d_model). An overflow to inf or NaN is an error whose path
 // names the step and the element, e.g. "contract[1][3]".

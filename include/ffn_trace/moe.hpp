@@ -69,22 +69,28 @@ struct moe_trace {
     // norm (pre), router, probabilities, weights, combine, residual (when on), norm (post). probabilities records the
     // terms "max" (tokens, 1), "exp" = e^(router − max) and "sum" (tokens, 1); weights records
     // "sum" (tokens, 1), the chosen probabilities' sum (1 when not normalised).
-    std::vector<step> steps;
+    std::vector<ffn_trace::step> steps;
     std::vector<std::vector<std::size_t>> chosen;  // per token: its top_k experts, most probable first
     std::vector<bool> tied;                        // per token: the last place went to the lower index of equals
     std::vector<expert_trace> experts;             // the experts that received tokens, by index, then shared
 
     const moe& layer() const { return *layer_ptr; }
     std::size_t tokens() const { return input.rows; }
-    const step* find(std::string_view name) const;
-    const step& output() const { return steps.back(); }
+    // The layer's own step of a kind, if it records it (a norm, a residual); step() for one it
+    // must have (router, probabilities, weights, combine).
+    const ffn_trace::step* find(step_kind k) const;
+    const ffn_trace::step& step(step_kind k) const { return *find(k); }
+    const ffn_trace::step& output() const { return steps.back(); }
     const expert_trace* expert(std::size_t e, bool shared = false) const;
     // What the router and the experts read: norm(x) with a pre-norm, else x.
     const matrix& moe_input() const;
 };
 
-// The names of the layer's own steps, in order (the experts' steps are named by prefix()).
-std::vector<std::string_view> moe_step_names(const moe& layer);
+// The layer's own steps, in order (the experts' steps are named by prefix()).
+std::vector<step_kind> moe_step_kinds(const moe& layer);
+// The width of one of the layer's own steps: n_experts for the routing, d_out for combine and
+// residual, the norm's for the norm.
+std::size_t moe_step_width(const moe& layer, step_kind k);
 
 // Runs the layer over x (tokens, d_model). Every expert is checked only where it is routed to,
 // so idle experts may be left empty (a checkpoint converts only the experts it needs).

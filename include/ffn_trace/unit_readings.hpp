@@ -22,7 +22,7 @@ struct unit_score {
 };
 
 struct step_stats {
-    std::string name;
+    step_kind kind;
     double min = 0, max = 0, mean = 0, sum = 0;
 };
 

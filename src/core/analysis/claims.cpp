@@ -30,7 +30,7 @@ std::size_t same_row(std::size_t token) { return token; }
 std::vector<claim> evaluate_claims(const example& ex, const trace& t) {
     std::vector<claim> claims;
     for (std::size_t k = 0; k < ex.expect.size(); ++k)
-        compare(claims, k, ex.expect[k], t.find(ex.expect[k].step)->value, same_row);  // the loader admits only this layer's steps
+        compare(claims, k, ex.expect[k], t.step(*step_kind_of(ex.expect[k].step)).value, same_row);  // the loader admits only this layer's steps
     return claims;
 }
 
@@ -38,7 +38,8 @@ outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_tra
     std::vector<claim> claims;
     for (std::size_t k = 0; k < ex.expect.size(); ++k) {
         const expectation& e = ex.expect[k];
-        if (const step* s = t.find(e.step)) {
+        const auto kind = step_kind_of(e.step);
+        if (const step* s = kind ? t.find(*kind) : nullptr) {
             compare(claims, k, e, s->value, same_row);
             continue;
         }
@@ -46,7 +47,7 @@ outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_tra
         const auto dot = e.step.find('.'), open = e.step.find('[');
         const bool shared = e.step.rfind("shared", 0) == 0;
         const std::size_t index = std::stoul(e.step.substr(open + 1));
-        const std::string kind = shared ? "shared expert" : "expert";
+        const std::string who = shared ? "shared expert" : "expert";
         const expert_trace* et = t.expert(index, shared);
         const auto row = et ? et->row_of(*e.token) : std::nullopt;
         if (!row) {
@@ -55,9 +56,9 @@ outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_tra
             return error{ex.file, e.path + ".token",
                          fmt::format("token {} was not routed to {} {} (it chose expert{} {}), so that expert never "
                                      "computed it; claim a token routed there",
-                                     *e.token, kind, index, chose.size() == 1 ? "" : "s", fmt::join(chose, " and "))};
+                                     *e.token, who, index, chose.size() == 1 ? "" : "s", fmt::join(chose, " and "))};
         }
-        compare(claims, k, e, et->tr.find(e.step.substr(dot + 1))->value, [&row](std::size_t) { return *row; });
+        compare(claims, k, e, et->tr.step(*step_kind_of(e.step.substr(dot + 1))).value, [&row](std::size_t) { return *row; });
     }
     return claims;
 }

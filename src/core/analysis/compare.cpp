@@ -30,8 +30,8 @@ std::vector<row_pair> same_rows(const matrix& was, const matrix& now) {
     return rows;
 }
 
-step_comparison compare_matrices(std::string name, const matrix& was, const matrix& now, const std::vector<row_pair>& rows) {
-    step_comparison s{std::move(name)};
+step_comparison compare_matrices(step_kind k, const matrix& was, const matrix& now, const std::vector<row_pair>& rows) {
+    step_comparison s{k};
     s.width_before = was.cols;
     s.width_after = now.cols;
     // The layer's steps have a row per token on both sides; an expert's, a row per token routed
@@ -50,19 +50,19 @@ step_comparison compare_matrices(std::string name, const matrix& was, const matr
     return s;
 }
 
-// The steps of two step lists by name: those of `after` in order, then those only `before` has.
+// The steps of two step lists by kind: those of `after` in order, then those only `before` has.
 template <class Trace>
 void compare_steps(const Trace& before, const Trace& after, const std::vector<row_pair>& rows, trace_comparison& out) {
     for (const auto& s : after.steps) {
-        if (const step* was = before.find(s.name)) {
-            out.steps.push_back(compare_matrices(s.name, was->value, s.value, rows));
+        if (const step* was = before.find(s.kind)) {
+            out.steps.push_back(compare_matrices(s.kind, was->value, s.value, rows));
         } else {
-            step_comparison only{s.name, step_comparison::kind::only_after, 0, s.value.cols};
+            step_comparison only{s.kind, step_comparison::kind::only_after, 0, s.value.cols};
             out.steps.push_back(std::move(only));
         }
     }
     for (const auto& s : before.steps)
-        if (!after.find(s.name)) out.steps.push_back({s.name, step_comparison::kind::only_before, s.value.cols, 0});
+        if (!after.find(s.kind)) out.steps.push_back({s.kind, step_comparison::kind::only_before, s.value.cols, 0});
 }
 
 // A layer's input and its own steps, every token in the same row on both sides.
@@ -71,7 +71,7 @@ trace_comparison compare_layer(const Trace& before, const Trace& after) {
     trace_comparison out;
     out.tokens = std::min(before.tokens(), after.tokens());
     const auto rows = same_rows(before.input, after.input);
-    out.steps.push_back(compare_matrices("input", before.input, after.input, rows));
+    out.steps.push_back(compare_matrices(step_kind::input, before.input, after.input, rows));
     compare_steps(before, after, rows, out);
     return out;
 }

@@ -364,7 +364,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     if (r.dense) {
         attribute(*r.dense, n - 1, g, sigma, 1.0, std::nullopt, false, r.top_units);
     } else {
-        const matrix& w = r.moe->find("weights")->value;
+        const matrix& w = r.moe->step(step_kind::weights).value;
         for (const auto& et : r.moe->experts)
             if (auto row = et.row_of(n - 1))
                 attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(n - 1, et.expert), et.expert, et.shared, r.top_units);

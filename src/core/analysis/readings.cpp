@@ -5,11 +5,11 @@
 
 namespace ffn_trace {
 
-const matrix& hidden_output(const trace& t) { return t.find(t.layer().gated() ? "multiply" : "activate")->value; }
+const matrix& hidden_output(const trace& t) { return t.step(t.layer().gated() ? step_kind::multiply : step_kind::activate).value; }
 
 bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t unit) {
     const activation unit_kind = info(t.layer().act).unit;
-    if (unit_kind == activation::relu) return t.find("activate")->value(token, unit) > 0;
+    if (unit_kind == activation::relu) return t.step(step_kind::activate).value(token, unit) > 0;
     return std::abs(hidden_output(t)(token, unit)) > r.active_threshold;
 }
 
@@ -69,7 +69,7 @@ readings read_trace(const trace& t) {
             c.b = b.data;
         }
         c.output = linear(t.ffn_input(), c.w, c.b);
-        const matrix& contract = t.find("contract")->value;
+        const matrix& contract = t.step(step_kind::contract).value;
         for (std::size_t k = 0; k < contract.data.size(); ++k)
             c.max_difference = std::max(c.max_difference, std::abs(c.output.data[k] - contract.data[k]));
         r.collapsed = std::move(c);

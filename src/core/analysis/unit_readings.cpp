@@ -30,7 +30,7 @@ std::vector<unit_score> top_of(std::size_t n, std::size_t k, bool magnitude, aut
 unit_readings read_units(const trace& t, std::size_t top) {
     unit_readings r;
     for (const auto& s : t.steps) {
-        step_stats st{s.name, s.value.data.front(), s.value.data.front(), 0, 0};
+        step_stats st{s.kind, s.value.data.front(), s.value.data.front(), 0, 0};
         for (double v : s.value.data) {
             st.min = std::min(st.min, v);
             st.max = std::max(st.max, v);
@@ -124,7 +124,7 @@ void view_columns(const trace& t, const unit_readings& units, vocabulary_view& v
         for (const auto& u : fired)
             if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
     for (auto unit : view.units) columns.push_back(weight_row(t.layer(), weight::w2, unit));
-    const matrix& update = t.find("contract")->value;
+    const matrix& update = t.step(step_kind::contract).value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
 }
 
@@ -165,7 +165,7 @@ std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& 
     std::vector<std::vector<double>> columns;
     r.vocab.assign(t.experts.size(), {});
     for (std::size_t k = 0; k < t.experts.size(); ++k) view_columns(t.experts[k].tr, r.experts[k], r.vocab[k], columns);
-    const matrix& combine = t.find("combine")->value;
+    const matrix& combine = t.step(step_kind::combine).value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(combine.row(tok).begin(), combine.row(tok).end());
     auto scored = project(as_columns(columns, d), source, **e, top);
     if (!scored) return scored.err();

@@ -201,75 +201,95 @@ std::vector<std::string> hanging(const std::string& line, std::size_t width) {
 // A table laid out to fit `width`: a last column of text wraps within what is left; columns that
 // still do not fit go to further blocks, each repeating the first column (the row names) and the
 // header, its first column named by its group when the block starts inside one.
-std::string table_text(const block& b, std::size_t width) {
-    std::size_t ncols = 0;
-    for (const auto& r : b.rows) ncols = std::max(ncols, r.size());
-    if (ncols == 0) return "";
-    std::vector<std::size_t> w(ncols, 0);
-    for (const auto& r : b.rows)
-        for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], display_width(r[c]));
-    while (ncols > 1 && w[ncols - 1] == 0) --ncols;  // columns empty in every row take no room
-    w.resize(ncols);
+class table_layout {
+public:
+    table_layout(const block& b, std::size_t width) : b_(b), width_(width) {
+        for (const auto& r : b.rows) ncols_ = std::max(ncols_, r.size());
+        if (ncols_ == 0) return;
+        w_.assign(ncols_, 0);
+        for (const auto& r : b.rows)
+            for (std::size_t c = 0; c < r.size(); ++c) w_[c] = std::max(w_[c], display_width(r[c]));
+        while (ncols_ > 1 && w_[ncols_ - 1] == 0) --ncols_;  // columns empty in every row take no room
+        w_.resize(ncols_);
+        opening_w_.resize(ncols_);  // column c's width when it opens a block
+        for (std::size_t c = 0; c < ncols_; ++c) opening_w_[c] = std::max(w_[c], display_width(opening(c)));
+        text_last_ = ncols_ > 1 && left(ncols_ - 1);
+        // A table a few columns too wide closes its gaps to one space rather than split.
+        std::vector<std::size_t> all(ncols_);
+        std::iota(all.begin(), all.end(), 0);
+        if (span(all) > width_) {
+            gap_ = 1;
+            if (span(all) > width_) gap_ = 2;
+        }
+    }
+
+    std::string text() const {
+        if (ncols_ == 0) return "";
+        const auto chunks = split();
+        std::string out;
+        for (std::size_t k = 0; k < chunks.size(); ++k) {
+            if (k) out += "\n";
+            out += chunk_text(chunks[k], k > 0);
+        }
+        return out;
+    }
+
+private:
+    static constexpr std::size_t narrowest_text = 16;
+
     // The header of column c as the first after the row names: "Wu: [2]" inside the group Wu.
-    auto opening = [&](std::size_t c) {
-        const std::string head = c < b.rows[0].size() ? b.rows[0][c] : "";
-        const bool inside = c > 0 && c < b.groups.size() && !b.groups[c].empty() && b.groups[c] == b.groups[c - 1];
-        return inside ? b.groups[c] + ": " + head : head;
-    };
-    std::vector<std::size_t> opening_w(ncols);  // column c's width when it opens a block
-    for (std::size_t c = 0; c < ncols; ++c) opening_w[c] = std::max(w[c], display_width(opening(c)));
-    auto left = [&](std::size_t c) { return c < b.align.size() ? b.align[c] == 'l' : c == 0; };
-    const bool text_last = ncols > 1 && left(ncols - 1);
-    constexpr std::size_t narrowest_text = 16;
-    std::size_t gap = 2;
-    auto span = [&](const std::vector<std::size_t>& cols) {
+    std::string opening(std::size_t c) const {
+        const std::string head = c < b_.rows[0].size() ? b_.rows[0][c] : "";
+        const bool inside = c > 0 && c < b_.groups.size() && !b_.groups[c].empty() && b_.groups[c] == b_.groups[c - 1];
+        return inside ? b_.groups[c] + ": " + head : head;
+    }
+    bool left(std::size_t c) const { return c < b_.align.size() ? b_.align[c] == 'l' : c == 0; }
+
+    // The width a block of these columns takes, a last text column at its narrowest.
+    std::size_t span(const std::vector<std::size_t>& cols) const {
         std::size_t total = 2;
         for (std::size_t k = 0; k < cols.size(); ++k) {
             const std::size_t c = cols[k];
-            const std::size_t wc = k == 1 ? opening_w[c] : w[c];
-            total += (k ? gap : 0) + (text_last && c == ncols - 1 ? std::min(wc, narrowest_text) : wc);
+            const std::size_t wc = k == 1 ? opening_w_[c] : w_[c];
+            total += (k ? gap_ : 0) + (text_last_ && c == ncols_ - 1 ? std::min(wc, narrowest_text) : wc);
         }
         return total;
-    };
-    // A table a few columns too wide closes its gaps to one space rather than split.
-    std::vector<std::size_t> all(ncols);
-    std::iota(all.begin(), all.end(), 0);
-    if (span(all) > width) {
-        gap = 1;
-        if (span(all) > width) gap = 2;
     }
-    std::vector<std::vector<std::size_t>> chunks;
-    std::vector<std::size_t> current{0};
-    for (std::size_t c = 1; c < ncols; ++c) {
-        auto with = current;
-        with.push_back(c);
-        if (current.size() > 1 && span(with) > width) {
-            chunks.push_back(current);
-            current = {0, c};
-        } else {
-            current = std::move(with);
-        }
-    }
-    chunks.push_back(current);
 
-    std::string out;
-    for (std::size_t k = 0; k < chunks.size(); ++k) {
-        const auto& cols = chunks[k];
-        if (k) out += "\n";
+    // The columns of each block, every block starting with the row names.
+    std::vector<std::vector<std::size_t>> split() const {
+        std::vector<std::vector<std::size_t>> chunks;
+        std::vector<std::size_t> current{0};
+        for (std::size_t c = 1; c < ncols_; ++c) {
+            auto with = current;
+            with.push_back(c);
+            if (current.size() > 1 && span(with) > width_) {
+                chunks.push_back(current);
+                current = {0, c};
+            } else {
+                current = std::move(with);
+            }
+        }
+        chunks.push_back(current);
+        return chunks;
+    }
+
+    // One block of columns; a further block leaves out the rows with nothing in its columns.
+    std::string chunk_text(const std::vector<std::size_t>& cols, bool further) const {
         std::vector<std::size_t> cw;
-        for (std::size_t i = 0; i < cols.size(); ++i) cw.push_back(i == 1 ? opening_w[cols[i]] : w[cols[i]]);
-        const bool wraps = text_last && cols.back() == ncols - 1 && cols.size() > 1;
+        for (std::size_t i = 0; i < cols.size(); ++i) cw.push_back(i == 1 ? opening_w_[cols[i]] : w_[cols[i]]);
+        const bool wraps = text_last_ && cols.back() == ncols_ - 1 && cols.size() > 1;
         if (wraps) {
             std::size_t others = 2;
-            for (std::size_t i = 0; i + 1 < cols.size(); ++i) others += cw[i] + gap;
-            cw.back() = std::min(cw.back(), std::max(width > others ? width - others : 0, narrowest_text));
+            for (std::size_t i = 0; i + 1 < cols.size(); ++i) others += cw[i] + gap_;
+            cw.back() = std::min(cw.back(), std::max(width_ > others ? width_ - others : 0, narrowest_text));
         }
-        for (std::size_t ri = 0; ri < b.rows.size(); ++ri) {
-            const auto& r = b.rows[ri];
-            // In a further block, a row with nothing in its columns is left out.
+        std::string out;
+        for (std::size_t ri = 0; ri < b_.rows.size(); ++ri) {
+            const auto& r = b_.rows[ri];
             bool empty = true;
             for (std::size_t i = 1; i < cols.size(); ++i) empty = empty && (cols[i] >= r.size() || r[cols[i]].empty());
-            if (k > 0 && empty) continue;
+            if (further && empty) continue;
             std::vector<std::vector<std::string>> cells;
             std::size_t height = 1;
             for (std::size_t i = 0; i < cols.size(); ++i) {
@@ -283,15 +303,24 @@ std::string table_text(const block& b, std::size_t width) {
                 std::string line = "  ";
                 for (std::size_t i = 0; i < cols.size(); ++i) {
                     const std::string cell = h < cells[i].size() ? cells[i][h] : "";
-                    line += (i == 0 ? "" : std::string(gap, ' ')) + (left(cols[i]) ? pad_right(cell, cw[i]) : pad_left(cell, cw[i]));
+                    line += (i == 0 ? "" : std::string(gap_, ' ')) + (left(cols[i]) ? pad_right(cell, cw[i]) : pad_left(cell, cw[i]));
                 }
                 line.erase(line.find_last_not_of(' ') + 1);
                 out += line + "\n";
             }
         }
+        return out;
     }
-    return out;
-}
+
+    const block& b_;
+    std::size_t width_;
+    std::size_t ncols_ = 0;
+    std::vector<std::size_t> w_, opening_w_;
+    bool text_last_ = false;
+    std::size_t gap_ = 2;
+};
+
+std::string table_text(const block& b, std::size_t width) { return table_layout(b, width).text(); }
 
 std::string text_block(const block& b, std::size_t width) {
     std::string out;

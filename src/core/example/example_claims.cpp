@@ -53,28 +53,27 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
 // experts' steps "expert[e].contract" and "shared[s].contract".
 outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::string& name, const std::string& path,
                                                 const std::vector<std::string_view>& steps) const {
-    static const std::vector<std::string_view> all_steps{"expand", "gate", "up", "activate", "multiply", "contract", "residual"};
     auto no_such = [&](const std::string& step, const ffn& layer) -> error {
         no_such_step_ = true;
         std::string why = fmt::format("this layer has no step {}", quote(step));
-        if (step == "residual")
+        const auto k = step_kind_of(step);
+        if (k == step_kind::residual)
             why += ex.mixture && step != name ? " (an expert adds no residual; the layer does)" : " (the residual is off)";
-        else if (std::find(all_steps.begin(), all_steps.end(), step) != all_steps.end())
+        else if (k && dense_step(*k) && k != step_kind::norm)
             why += fmt::format(" ({} FFNs have other steps)", layer.gated() ? "gated" : "plain");
         else
             why += fmt::format("; did you mean \"{}\"?", detail::nearest(name, steps));
         return fail(path, fmt::format("{}; expected one of {}", why, join(steps)));
     };
+    auto recorded = [](const std::vector<step_kind>& kinds, std::optional<step_kind> k) {
+        return k && std::find(kinds.begin(), kinds.end(), *k) != kinds.end();
+    };
     if (!ex.mixture) {
         if (std::find(steps.begin(), steps.end(), name) == steps.end()) return no_such(name, ex.layer);
-        return step_width(ex.layer, name);
+        return step_width(ex.layer, *step_kind_of(name));
     }
     const moe& m = *ex.mixture;
-    for (auto n : moe_step_names(m))
-        if (n == name) {
-            if (n == "norm") return m.norm->position == norm_layer::place::pre ? m.d_model() : m.d_out();
-            return n == "combine" || n == "residual" ? m.d_out() : m.n_experts();
-        }
+    if (const auto k = step_kind_of(name); recorded(moe_step_kinds(m), k)) return moe_step_width(m, *k);
     for (const bool shared : {false, true}) {
         const std::string kind = shared ? "shared" : "expert";
         if (name.rfind(kind + "[", 0) != 0) continue;
@@ -90,106 +89,131 @@ outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::st
             return fail(path, fmt::format("{} {} is out of range: the layer has {} (indices 0 to {})", kind, index,
                                           plural(list.size(), shared ? "shared expert" : "expert"), list.size() - 1));
         const std::string step = name.substr(close + 2);
-        const auto names = step_names(list[index]);
-        if (std::find(names.begin(), names.end(), step) == names.end()) return no_such(step, list[index]);
-        return step_width(list[index], step);
+        const auto k = step_kind_of(step);
+        if (!recorded(step_kinds(list[index]), k)) return no_such(step, list[index]);
+        return step_width(list[index], *k);
     }
     return no_such(name, m.experts.front());
 }
+
+namespace {
+
+// The names a claim's "step" may take: the layer's steps, and an MoE's experts' as
+// "expert[e].contract" and "shared[s].contract".
+std::vector<std::string> claimable_steps(const example& ex) {
+    std::vector<std::string> names;
+    auto each = [&names](const std::vector<step_kind>& kinds, std::string_view prefix) {
+        for (auto k : kinds) names.push_back(fmt::format("{}{}", prefix, step_name(k)));
+    };
+    if (ex.mixture) {
+        each(moe_step_kinds(*ex.mixture), "");
+        each(step_kinds(ex.mixture->experts.front()), "expert[e].");
+        if (!ex.mixture->shared.empty()) each(step_kinds(ex.mixture->shared.front()), "shared[s].");
+    } else {
+        each(step_kinds(ex.layer), "");
+    }
+    return names;
+}
+
+}  // namespace
 
 std::optional<error> loader::load_expect(const json& root, example& ex) const {
     const json* list = member(root, "expect");
     if (!list) return std::nullopt;
     if (!list->is_array())
         return fail("expect", fmt::format("expected a list of claims {{\"step\", \"value\", ...}}, got {}", kind_of(*list)));
-    std::vector<std::string> step_list;
-    if (ex.mixture) {
-        for (auto n : moe_step_names(*ex.mixture)) step_list.emplace_back(n);
-        for (auto n : step_names(ex.mixture->experts.front())) step_list.push_back(fmt::format("expert[e].{}", n));
-        if (!ex.mixture->shared.empty())
-            for (auto n : step_names(ex.mixture->shared.front())) step_list.push_back(fmt::format("shared[s].{}", n));
-    } else {
-        for (auto n : step_names(ex.layer)) step_list.emplace_back(n);
-    }
+    const std::vector<std::string> step_list = claimable_steps(ex);
     const std::vector<std::string_view> steps(step_list.begin(), step_list.end());
-    for (std::size_t k = 0; k < list->size(); ++k) {
-        const json& entry = (*list)[k];
-        expectation e;
-        e.path = fmt::format("expect[{}]", k);
-        if (!entry.is_object())
-            return fail(e.path, fmt::format("expected an object {{\"step\", \"value\", \"token\"?, \"tolerance\"?, "
-                                            "\"note\"?}}, got {}",
-                                            kind_of(entry)));
-        if (auto err = check_keys(entry, e.path + ".", {"step", "token", "value", "tolerance", "note"})) return err;
+    for (std::size_t k = 0; k < list->size(); ++k)
+        if (auto e = load_claim((*list)[k], fmt::format("expect[{}]", k), steps, ex)) return e;
+    return std::nullopt;
+}
 
-        const json* step = member(entry, "step");
-        if (!step) return fail(e.path + ".step", "required key is missing; expected one of " + join(steps));
-        if (!step->is_string()) return fail(e.path + ".step", fmt::format("expected one of {}, got {}", join(steps), kind_of(*step)));
-        e.step = step->get<std::string>();
-        no_such_step_ = false;
-        auto width = claimed_step_width(ex, e.step, e.path + ".step", steps);
-        if (!width && drop_missing_steps_ && no_such_step_) {
-            // A change can remove a step the file's claims name (--no-residual and a claim on the
-            // residual): such a claim is left out and said so, not an error in a file that has none.
-            ex.changes.push_back(fmt::format("the claim on {} is left out, as the changed layer has no such step", e.step));
-            continue;
-        }
-        if (!width) return width.err();
-        const std::size_t tokens = ex.input.rows;
-        if (const json* token = member(entry, "token")) {
-            // JSON has one kind of number: 1.0 is the index 1, as 1 is; 0.5, −1 and 1e300 are no index.
-            const double as_double = token->is_number() ? token->get<double>() : -1;
-            // (nlohmann reads a whole number without a sign as unsigned, one with a minus as signed.)
-            const bool whole = token->is_number_unsigned() || (token->is_number_float() && as_double >= 0 &&
-                                                               as_double < 0x1p64 && std::trunc(as_double) == as_double);
-            if (!whole)
-                return fail(e.path + ".token", fmt::format("expected a token index from 0 to {}, got {}", tokens - 1, kind_of(*token)));
-            const auto t = token->is_number_float() ? static_cast<unsigned long long>(as_double) : token->get<unsigned long long>();
-            if (t >= tokens)
-                return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} (indices 0 to {})", t,
-                                                           plural(tokens, "token"), tokens - 1));
-            e.token = static_cast<std::size_t>(t);
-        }
+std::optional<error> loader::load_claim(const json& entry, std::string path, const std::vector<std::string_view>& steps,
+                                        example& ex) const {
+    expectation e;
+    e.path = std::move(path);
+    if (!entry.is_object())
+        return fail(e.path, fmt::format("expected an object {{\"step\", \"value\", \"token\"?, \"tolerance\"?, "
+                                        "\"note\"?}}, got {}",
+                                        kind_of(entry)));
+    if (auto err = check_keys(entry, e.path + ".", {"step", "token", "value", "tolerance", "note"})) return err;
 
-        if (!e.token && e.step.find('[') != std::string::npos)
-            return fail(e.path + ".token", fmt::format("required for {}: an expert's steps hold only the tokens routed to it, "
-                                                       "so claim one token's row at a time",
-                                                       e.step));
-        const json* value = member(entry, "value");
-        if (!value) return fail(e.path + ".value", "required key is missing; expected the claimed numbers");
-        std::vector<std::optional<std::size_t>> shape;
-        std::vector<std::string_view> units;
-        std::string why;
-        if (e.token) {
-            shape = {*width};
-            units = {"numbers"};
-            why = fmt::format(" (one token's row of {}: {})", e.step, *width);
-        } else {
-            shape.assign(ex.lead.begin(), ex.lead.end());
-            shape.push_back(*width);
-            static const std::vector<std::vector<std::string_view>> by_rank{
-                {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
-            units = by_rank[ex.lead.size()];
-            std::string dims;
-            for (auto d : ex.lead) dims += fmt::format("{} × ", d);
-            why = fmt::format(" ({} is {}{}, shaped like the input; give \"token\" to claim one row)", e.step, dims, *width);
-        }
-        auto t = read_array(*value, e.path + ".value", shape, units, why, true);
-        if (!t) return t.err();
-        e.value = std::move(t->values);
-
-        if (const json* tol = member(entry, "tolerance")) {
-            if (!tol->is_number() || tol->get<double>() < 0)
-                return fail(e.path + ".tolerance", fmt::format("expected a number ≥ 0 (an absolute tolerance), got {}", kind_of(*tol)));
-            e.tolerance = tol->get<double>();
-        }
-        if (const json* note = member(entry, "note")) {
-            auto s = read_text(*note, e.path + ".note");
-            if (!s) return s.err();
-            e.note = std::move(*s);
-        }
-        ex.expect.push_back(std::move(e));
+    const json* step = member(entry, "step");
+    if (!step) return fail(e.path + ".step", "required key is missing; expected one of " + join(steps));
+    if (!step->is_string()) return fail(e.path + ".step", fmt::format("expected one of {}, got {}", join(steps), kind_of(*step)));
+    e.step = step->get<std::string>();
+    no_such_step_ = false;
+    auto width = claimed_step_width(ex, e.step, e.path + ".step", steps);
+    if (!width && drop_missing_steps_ && no_such_step_) {
+        // A change can remove a step the file's claims name (--no-residual and a claim on the
+        // residual): such a claim is left out and said so, not an error in a file that has none.
+        ex.changes.push_back(fmt::format("the claim on {} is left out, as the changed layer has no such step", e.step));
+        return std::nullopt;
     }
+    if (!width) return width.err();
+    if (auto err = load_claim_token(entry, ex.input.rows, e)) return err;
+    if (!e.token && e.step.find('[') != std::string::npos)
+        return fail(e.path + ".token", fmt::format("required for {}: an expert's steps hold only the tokens routed to it, "
+                                                   "so claim one token's row at a time",
+                                                   e.step));
+    if (auto err = load_claim_value(entry, ex, *width, e)) return err;
+
+    if (const json* tol = member(entry, "tolerance")) {
+        if (!tol->is_number() || tol->get<double>() < 0)
+            return fail(e.path + ".tolerance", fmt::format("expected a number ≥ 0 (an absolute tolerance), got {}", kind_of(*tol)));
+        e.tolerance = tol->get<double>();
+    }
+    if (const json* note = member(entry, "note")) {
+        auto s = read_text(*note, e.path + ".note");
+        if (!s) return s.err();
+        e.note = std::move(*s);
+    }
+    ex.expect.push_back(std::move(e));
+    return std::nullopt;
+}
+
+std::optional<error> loader::load_claim_token(const json& entry, std::size_t tokens, expectation& e) const {
+    const json* token = member(entry, "token");
+    if (!token) return std::nullopt;
+    // JSON has one kind of number: 1.0 is the index 1, as 1 is; 0.5, −1 and 1e300 are no index.
+    const double as_double = token->is_number() ? token->get<double>() : -1;
+    // (nlohmann reads a whole number without a sign as unsigned, one with a minus as signed.)
+    const bool whole = token->is_number_unsigned() || (token->is_number_float() && as_double >= 0 &&
+                                                       as_double < 0x1p64 && std::trunc(as_double) == as_double);
+    if (!whole)
+        return fail(e.path + ".token", fmt::format("expected a token index from 0 to {}, got {}", tokens - 1, kind_of(*token)));
+    const auto t = token->is_number_float() ? static_cast<unsigned long long>(as_double) : token->get<unsigned long long>();
+    if (t >= tokens)
+        return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} (indices 0 to {})", t,
+                                                   plural(tokens, "token"), tokens - 1));
+    e.token = static_cast<std::size_t>(t);
+    return std::nullopt;
+}
+
+std::optional<error> loader::load_claim_value(const json& entry, const example& ex, std::size_t width, expectation& e) const {
+    const json* value = member(entry, "value");
+    if (!value) return fail(e.path + ".value", "required key is missing; expected the claimed numbers");
+    std::vector<std::optional<std::size_t>> shape;
+    std::vector<std::string_view> units;
+    std::string why;
+    if (e.token) {
+        shape = {width};
+        units = {"numbers"};
+        why = fmt::format(" (one token's row of {}: {})", e.step, width);
+    } else {
+        shape.assign(ex.lead.begin(), ex.lead.end());
+        shape.push_back(width);
+        static const std::vector<std::vector<std::string_view>> by_rank{
+            {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
+        units = by_rank[ex.lead.size()];
+        std::string dims;
+        for (auto d : ex.lead) dims += fmt::format("{} × ", d);
+        why = fmt::format(" ({} is {}{}, shaped like the input; give \"token\" to claim one row)", e.step, dims, width);
+    }
+    auto t = read_array(*value, e.path + ".value", shape, units, why, true);
+    if (!t) return t.err();
+    e.value = std::move(t->values);
     return std::nullopt;
 }
 

@@ -21,16 +21,27 @@ namespace ffn_trace::detail {
 // every further expert must have.
 std::optional<error> loader::load_dense(const json& root, const json* weights, const std::string& where, example& ex,
                                         ffn& layer, const ffn* like) const {
-    const std::string name(info(ex.layer.act).name);
     layer.act = ex.layer.act;
-    const bool gated = layer.gated();
-    const std::string prefix = where + ".";
+    if (auto e = check_weight_keys(weights, where, ex, layer.gated())) return e;
+    const std::string first = layer.gated() ? "Wg" : "W1";
+    const auto p1 = peek(member(*weights, first));
+    const auto p2 = peek(member(*weights, "W2"));
+    if (!ex.layout_decided) {
+        if (auto e = decide_layout(root, where + ".", first, p1, p2, ex)) return e;
+        ex.layout_decided = true;
+    }
+    if (p1 && !like)
+        if (auto e = check_d_model(where, first, *p1, ex)) return e;
+    return read_dense_weights(*weights, where + ".", ex, p1, p2, like, layer);
+}
 
-    // weights: which keys belong to this kind of layer
+// Which keys belong to this kind of layer, and those it requires.
+std::optional<error> loader::check_weight_keys(const json* weights, const std::string& where, example& ex, bool gated) const {
+    const std::string name(info(ex.layer.act).name);
+    const std::string prefix = where + ".";
     const std::vector<std::string_view> plain_keys{"W1", "b1", "W2", "b2"};
     const std::vector<std::string_view> gated_keys{"Wg", "bg", "Wu", "bu", "W2", "b2"};
     const auto& keys = gated ? gated_keys : plain_keys;
-    const std::string first = gated ? "Wg" : "W1";
     if (!weights)
         return fail(where, fmt::format("required key is missing; expected an object with {} (and optionally {}){}",
                                        gated ? "Wg, Wu and W2" : "W1 and W2", gated ? "bg, bu, b2" : "b1, b2",
@@ -56,56 +67,73 @@ std::optional<error> loader::load_dense(const json& root, const json* weights, c
         for (const auto& key : keys)
             if (member(*weights, key)) ex.weight_keys.emplace_back(key);
 
-    // layout: stated, or inferred from the shapes of the first dense FFN
+    return std::nullopt;
+}
+
+// The layout: stated, or inferred from the shapes of the first dense FFN (`p1` its first matrix,
+// `p2` its W2).
+std::optional<error> loader::decide_layout(const json& root, const std::string& prefix, const std::string& first,
+                                           const std::optional<peeked>& p1, const std::optional<peeked>& p2,
+                                           example& ex) const {
     const std::size_t d_model = ex.input.cols;
-    const auto p1 = peek(member(*weights, first));
-    const auto p2 = peek(member(*weights, "W2"));
-    if (!ex.layout_decided) {
-        if (const json* l = member(root, "layout")) {
-            if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
-                return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
-                                                  "W1 is d_ff × d_model), got {}",
-                                                  l->is_string() ? quote(l->get<std::string>()) : kind_of(*l)));
-            ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
-            ex.layout_stated = true;
-        } else if (p1) {
-            const bool in_out_fits = p1->rows == d_model && (!p2 || p2->rows == p1->cols);
-            const bool out_in_fits = p1->cols == d_model && (!p2 || p2->cols == p1->rows);
-            if (in_out_fits && out_in_fits)
-                return fail("layout", fmt::format("the shapes fit both layouts ({}{} is {} × {}{}); state \"layout\": "
-                                                  "\"in_out\" (x·W, {} is d_model × d_ff) or \"out_in\" (W·x, {} is "
-                                                  "d_ff × d_model)",
-                                                  prefix == "weights." ? "" : prefix, first, p1->rows, p1->cols,
-                                                  p2 ? fmt::format(", W2 is {} × {}", p2->rows, p2->cols) : "", first,
-                                                  first));
-            if (!in_out_fits && !out_in_fits && p1->rows != d_model && p1->cols != d_model)
-                return fail("input", fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
-                                                 p1->rows == p1->cols ? std::to_string(p1->rows)
-                                                                      : fmt::format("{} or {}", p1->rows, p1->cols),
-                                                 first, p1->rows, p1->cols,
-                                                 p1->rows == p1->cols ? "" : " in either layout", d_model));
-            ex.stored = in_out_fits || (!out_in_fits && p1->rows == d_model) ? layout::in_out : layout::out_in;
-        }
-        ex.layout_decided = true;
+    if (const json* l = member(root, "layout")) {
+        if (!l->is_string() || (*l != "in_out" && *l != "out_in"))
+            return fail("layout", fmt::format("expected \"in_out\" (x·W, W1 is d_model × d_ff) or \"out_in\" (W·x, "
+                                              "W1 is d_ff × d_model), got {}",
+                                              l->is_string() ? quote(l->get<std::string>()) : kind_of(*l)));
+        ex.stored = *l == "in_out" ? layout::in_out : layout::out_in;
+        ex.layout_stated = true;
+    } else if (p1) {
+        const bool in_out_fits = p1->rows == d_model && (!p2 || p2->rows == p1->cols);
+        const bool out_in_fits = p1->cols == d_model && (!p2 || p2->cols == p1->rows);
+        if (in_out_fits && out_in_fits)
+            return fail("layout", fmt::format("the shapes fit both layouts ({}{} is {} × {}{}); state \"layout\": "
+                                              "\"in_out\" (x·W, {} is d_model × d_ff) or \"out_in\" (W·x, {} is "
+                                              "d_ff × d_model)",
+                                              prefix == "weights." ? "" : prefix, first, p1->rows, p1->cols,
+                                              p2 ? fmt::format(", W2 is {} × {}", p2->rows, p2->cols) : "", first,
+                                              first));
+        if (!in_out_fits && !out_in_fits && p1->rows != d_model && p1->cols != d_model)
+            return fail("input", fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
+                                             p1->rows == p1->cols ? std::to_string(p1->rows)
+                                                                  : fmt::format("{} or {}", p1->rows, p1->cols),
+                                             first, p1->rows, p1->cols,
+                                             p1->rows == p1->cols ? "" : " in either layout", d_model));
+        ex.stored = in_out_fits || (!out_in_fits && p1->rows == d_model) ? layout::in_out : layout::out_in;
     }
+    return std::nullopt;
+}
+
+// d_model is fixed by the first matrix (`p1`, the first expert's); the input must match it.
+std::optional<error> loader::check_d_model(const std::string& where, const std::string& first, const peeked& p, const example& ex) const {
+    const std::size_t d_model = ex.input.cols;
     const bool in_out = ex.stored == layout::in_out;
     const std::string layout_name(to_string(ex.stored));
+    const std::string prefix = where + ".";
+    const std::size_t w_model = in_out ? p.rows : p.cols;
+    // A shared expert comes after the routed ones have agreed with the input: it is the odd one.
+    if (w_model != d_model && where.rfind("moe.shared_experts", 0) == 0)
+        return fail(prefix + first, fmt::format("expected d_model = {} {} (layout {}: {} is {}), got {}; every expert "
+                                                "reads the same tokens",
+                                                d_model, in_out ? "rows" : "numbers per row", layout_name, first,
+                                                in_out ? "d_model × d_ff" : "d_ff × d_model", w_model));
+    if (w_model != d_model)
+        return fail(ex.lead.empty() ? "input" : "input" + token_index(ex.lead, 0),
+                    fmt::format("expected d_model = {} numbers per token (layout {}: {}{} is {} = {} × {}), got {}",
+                                w_model, layout_name, prefix == "weights." ? "" : prefix, first,
+                                in_out ? "d_model × d_ff" : "d_ff × d_model", p.rows, p.cols, d_model));
+    return std::nullopt;
+}
 
-    // d_model is fixed by the first matrix; the input must match it
-    if (p1 && !like) {
-        const std::size_t w_model = in_out ? p1->rows : p1->cols;
-        // A shared expert comes after the routed ones have agreed with the input: it is the odd one.
-        if (w_model != d_model && where.rfind("moe.shared_experts", 0) == 0)
-            return fail(prefix + first, fmt::format("expected d_model = {} {} (layout {}: {} is {}), got {}; every expert "
-                                                    "reads the same tokens",
-                                                    d_model, in_out ? "rows" : "numbers per row", layout_name, first,
-                                                    in_out ? "d_model × d_ff" : "d_ff × d_model", w_model));
-        if (w_model != d_model)
-            return fail(ex.lead.empty() ? "input" : "input" + token_index(ex.lead, 0),
-                        fmt::format("expected d_model = {} numbers per token (layout {}: {}{} is {} = {} × {}), got {}",
-                                    w_model, layout_name, prefix == "weights." ? "" : prefix, first,
-                                    in_out ? "d_model × d_ff" : "d_ff × d_model", p1->rows, p1->cols, d_model));
-    }
+// The matrices and biases, in the math form, of the shapes the first matrices and `like` fix.
+std::optional<error> loader::read_dense_weights(const json& weights, const std::string& prefix, const example& ex,
+                                                const std::optional<peeked>& p1, const std::optional<peeked>& p2,
+                                                const ffn* like, ffn& layer) const {
+    const bool gated = layer.gated();
+    const std::string first = gated ? "Wg" : "W1";
+    const std::size_t d_model = ex.input.cols;
+    const bool in_out = ex.stored == layout::in_out;
+    const std::string layout_name(to_string(ex.stored));
     const std::size_t d_ff = like ? like->d_ff() : p1 ? (in_out ? p1->cols : p1->rows) : 0;
     const std::size_t d_out = like ? like->d_out() : p2 ? (in_out ? p2->cols : p2->rows) : 0;
     const std::string same = like ? "; every expert has the shape of the first" : "";
@@ -113,13 +141,13 @@ std::optional<error> loader::load_dense(const json& root, const json* weights, c
     auto read_in = [&](const std::string& key) -> outcome<matrix> {
         const std::string why = in_out ? fmt::format(" (layout {}: {} is d_model × d_ff = {} × {}{})", layout_name, key, d_model, d_ff, same)
                                        : fmt::format(" (layout {}: {} is d_ff × d_model = {} × {}{})", layout_name, key, d_ff, d_model, same);
-        auto m = read_matrix(*member(*weights, key), prefix + key, in_out ? d_model : d_ff, in_out ? d_ff : d_model, why);
+        auto m = read_matrix(*member(weights, key), prefix + key, in_out ? d_model : d_ff, in_out ? d_ff : d_model, why);
         if (!m) return m;
         return in_out ? *m : m->transposed();
     };
     auto read_bias = [&](const std::string& key, std::size_t n, std::string_view what,
                          std::vector<double>& into) -> std::optional<error> {
-        const json* b = member(*weights, key);
+        const json* b = member(weights, key);
         if (!b) return std::nullopt;
         auto v = read_vector(*b, prefix + key, n, fmt::format(" ({}: {} = {})", key, what, n));
         if (!v) return v.err();
@@ -128,7 +156,7 @@ std::optional<error> loader::load_dense(const json& root, const json* weights, c
     };
 
     if (!p1 && !like) {  // not a non-empty array of arrays: let the reader explain
-        auto m = read_array(*member(*weights, first), prefix + first, {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
+        auto m = read_array(*member(weights, first), prefix + first, {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
         if (!m) return m.err();
     }
     auto w_first = read_in(first);
@@ -140,12 +168,12 @@ std::optional<error> loader::load_dense(const json& root, const json* weights, c
         layer.wu = std::move(*wu);
     }
     if (!p2 && !like) {
-        auto m = read_array(*member(*weights, "W2"), prefix + "W2", {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
+        auto m = read_array(*member(weights, "W2"), prefix + "W2", {std::nullopt, std::nullopt}, {"rows", "numbers"}, "");
         if (!m) return m.err();
     }
     const std::string why2 = in_out ? fmt::format(" (layout {}: W2 is d_ff × d_out = {} × {}{})", layout_name, d_ff, d_out, same)
                                     : fmt::format(" (layout {}: W2 is d_out × d_ff = {} × {}{})", layout_name, d_out, d_ff, same);
-    auto w2 = read_matrix(*member(*weights, "W2"), prefix + "W2", in_out ? d_ff : d_out, in_out ? d_out : d_ff, why2);
+    auto w2 = read_matrix(*member(weights, "W2"), prefix + "W2", in_out ? d_ff : d_out, in_out ? d_out : d_ff, why2);
     if (!w2) return w2.err();
     layer.w2 = in_out ? std::move(*w2) : w2->transposed();
 

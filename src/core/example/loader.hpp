@@ -32,6 +32,14 @@ private:
     std::optional<error> load_layer(const json& root, example& ex) const;
     std::optional<error> load_dense(const json& root, const json* weights, const std::string& where, example& ex,
                                     ffn& layer, const ffn* like) const;
+    // load_dense's parts: the keys, the layout, d_model against the input, the matrices and biases.
+    std::optional<error> check_weight_keys(const json* weights, const std::string& where, example& ex, bool gated) const;
+    std::optional<error> decide_layout(const json& root, const std::string& prefix, const std::string& first,
+                                       const std::optional<peeked>& p1, const std::optional<peeked>& p2, example& ex) const;
+    std::optional<error> check_d_model(const std::string& where, const std::string& first, const peeked& p, const example& ex) const;
+    std::optional<error> read_dense_weights(const json& weights, const std::string& prefix, const example& ex,
+                                            const std::optional<peeked>& p1, const std::optional<peeked>& p2, const ffn* like,
+                                            ffn& layer) const;
     std::optional<error> load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const;
     std::optional<error> load_moe(const json& root, example& ex) const;
     std::optional<error> load_checkpoint(const json& root, example& ex) const;
@@ -42,6 +50,11 @@ private:
     std::optional<error> load_input(const json& root, example& ex) const;
     std::optional<error> load_labels(const json& root, example& ex) const;
     std::optional<error> load_expect(const json& root, example& ex) const;
+    // One entry of "expect" at `path`, with the step names it may take.
+    std::optional<error> load_claim(const json& entry, std::string path, const std::vector<std::string_view>& steps,
+                                    example& ex) const;
+    std::optional<error> load_claim_token(const json& entry, std::size_t tokens, expectation& e) const;
+    std::optional<error> load_claim_value(const json& entry, const example& ex, std::size_t width, expectation& e) const;
     std::optional<error> load_output_shaped(const json& root, example& ex) const;
 
     bool drop_missing_steps_ = false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ffn_trace/activations.hpp"
+#include "ffn_trace/steps.hpp"
 #include "json/json_text.hpp"
 
 namespace ffn_trace {
@@ -138,12 +139,12 @@ outcome<std::string> new_example(const new_example_options& o) {
         m["experts"] = json::array();
         for (std::size_t e = 0; e < o.experts; ++e) m["experts"].push_back(make_dense(rng, o, gated).object);
         root["moe"] = std::move(m);
-        claim = {{"step", "router"}, {"token", 0}, {"value", linear_row(x, 0, router, router_b)},
+        claim = {{"step", step_name(step_kind::router)}, {"token", 0}, {"value", linear_row(x, 0, router, router_b)},
                  {"note", "token 0's router logits: x·W + b, one per expert"}};
     } else {
         auto d = make_dense(rng, o, gated);
         root["weights"] = std::move(d.object);
-        claim = {{"step", gated ? "gate" : "expand"}, {"token", 0}, {"value", linear_row(x, 0, d.first, d.first_bias)},
+        claim = {{"step", step_name(gated ? step_kind::gate : step_kind::expand)}, {"token", 0}, {"value", linear_row(x, 0, d.first, d.first_bias)},
                  {"note", gated ? "token 0's gate: x·Wg + bg" : "token 0's hidden values before the activation: x·W1 + b1"}};
     }
     root["residual"] = o.residual;

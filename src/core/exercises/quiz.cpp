@@ -112,7 +112,7 @@ public:
 
     quiz_question activation_question(std::string step, std::string title, const ffn_trace::step& s, const matrix& in,
                                       std::size_t row, std::size_t t, std::size_t j, activation unit, bool gated) const {
-        const std::string h = detail::step_variable(gated ? detail::step_kind::gate : detail::step_kind::expand);
+        const std::string h = detail::step_variable(gated ? step_kind::gate : step_kind::expand);
         quiz_question q = start(std::move(step), std::move(title), "activated", t, j, s.value(row, j));
         const double x = in(row, j);
         q.formula = fmt::format("{} = {}({}{})", q.target, info(unit).name, h, at(t, j));
@@ -153,8 +153,8 @@ public:
     // product = activated ⊙ up: one product.
     quiz_question multiply_question(std::string step, std::string title, const trace& tr, std::size_t row, std::size_t t,
                                     std::size_t j) const {
-        const double a = tr.find("activate")->value(row, j), u = tr.find("up")->value(row, j);
-        quiz_question q = start(std::move(step), std::move(title), "product", t, j, tr.find("multiply")->value(row, j));
+        const double a = tr.step(step_kind::activate).value(row, j), u = tr.step(step_kind::up).value(row, j);
+        quiz_question q = start(std::move(step), std::move(title), "product", t, j, tr.step(step_kind::multiply).value(row, j));
         q.formula = fmt::format("{} = activated{} × up{}", q.target, at(t, j), at(t, j));
         q.given.push_back(fmt::format("activated{} = {}", at(t, j), format_short(a, opt_.precision)));
         q.given.push_back(fmt::format("up{} = {}", at(t, j), format_short(u, opt_.precision)));
@@ -197,38 +197,38 @@ public:
         for (const auto& s : tr.steps) {
             ++number;
             const std::string title =
-                expert_title.empty() ? fmt::format("Step {} · {}", number, detail_title(s.name, l.act))
-                                     : fmt::format("{} · {}", expert_title, detail_title(s.name, l.act));
-            const std::string name = prefix + s.name;
-            const auto w = weight_of(s.name);
+                expert_title.empty() ? fmt::format("Step {} · {}", number, detail_title(s.kind, l.act))
+                                     : fmt::format("{} · {}", expert_title, detail_title(s.kind, l.act));
+            const std::string name = prefix + step_name(s.kind);
+            const auto w = weight_of(s.kind);
             if (w && w != weight::w2) {
                 out.push_back(linear(name, title, detail::step_variable(detail::weight_step(*w)), t, tr.ffn_input().row(row),
                                      in_name, weight_column(l, *w, j), weights + detail::weight_name(*w), j,
                                      detail::bias_of(l, *w), weights + detail::bias_name(*w), s.value(row, j)));
-                out.back().group = s.name;
-            } else if (s.name == "activate") {
+                out.back().group = step_name(s.kind);
+            } else if (s.kind == step_kind::activate) {
                 out.push_back(activation_question(name, title, s, tr.pre_activation().value, row, t, j, unit, l.gated()));
-                out.back().group = s.name;
-            } else if (s.name == "multiply") {
+                out.back().group = step_name(s.kind);
+            } else if (s.kind == step_kind::multiply) {
                 out.push_back(multiply_question(name, title, tr, row, t, j));
-                out.back().group = s.name;
+                out.back().group = step_name(s.kind);
             } else if (w) {  // contract
-                out.push_back(linear(name, title, detail::step_variable(detail::step_kind::contract), t, hidden_output(tr).row(row),
+                out.push_back(linear(name, title, detail::step_variable(step_kind::contract), t, hidden_output(tr).row(row),
                                      detail::step_variable(detail::hidden_step(l)), weight_column(l, *w, k),
                                      weights + detail::weight_name(*w), k, detail::bias_of(l, *w), weights + detail::bias_name(*w), s.value(row, k)));
-                out.back().group = s.name;
-            } else if (s.name == "residual") {
-                out.push_back(residual_question(name, title, t, k, tr.input(row, k), tr.find("contract")->value(row, k),
+                out.back().group = step_name(s.kind);
+            } else if (s.kind == step_kind::residual) {
+                out.push_back(residual_question(name, title, t, k, tr.input(row, k), tr.step(step_kind::contract).value(row, k),
                                                 "output", s.value(row, k)));
-                out.back().group = s.name;
+                out.back().group = step_name(s.kind);
             }
             // The norm is left out: its mean, variance and square root are the walkthrough's to show.
         }
     }
 
-    static std::string detail_title(std::string_view name, activation act) {
-        std::string t = detail::capitalised(name);
-        if (name == "activate") t += fmt::format(" ({})", detail::activation_title(info(act).unit));
+    static std::string detail_title(step_kind k, activation act) {
+        std::string t = detail::capitalised(step_name(k));
+        if (k == step_kind::activate) t += fmt::format(" ({})", detail::activation_title(info(act).unit));
         return t;
     }
 
@@ -348,8 +348,8 @@ outcome<std::vector<quiz_question>> collect(const example& ex, const quiz_option
 outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr, const quiz_options& o) {
     const ffn& l = tr.layer();
     std::vector<std::string> valid;
-    for (auto s : step_names(l))
-        if (s != "norm") valid.emplace_back(s);
+    for (auto k : step_kinds(l))
+        if (k != step_kind::norm) valid.push_back(step_name(k));
     if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
     quiz_builder b(ex, o);
     selection sel{{}, {}, o};
@@ -358,7 +358,7 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr
         // a hidden unit that scored something (a negative score still teaches ReLU's 0), and an output
         // the layer wrote to
         const matrix& pre = tr.pre_activation().value;
-        const matrix& out = tr.find("contract")->value;
+        const matrix& out = tr.step(step_kind::contract).value;
         const std::size_t j = b.pick_nonzero(o.units, l.d_ff(), [&](std::size_t i) { return pre(t, i); });
         const std::size_t k = b.pick_nonzero({}, l.d_out(), [&](std::size_t i) { return out(t, i); });
         b.dense_chain(tr, t, t, j, k, "", "", chain);
@@ -366,46 +366,76 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr
     });
 }
 
-outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace& tr, const quiz_options& o) {
-    const moe& l = tr.layer();
-    std::vector<std::string> valid;
-    for (auto s : moe_step_names(l))
-        if (s != "norm") valid.emplace_back(s);
-    for (auto s : step_names(l.experts.front()))
-        if (s != "norm" && s != "residual") valid.emplace_back(s);
-    if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
-    quiz_builder b(ex, o);
-    selection sel{{}, {}, o};
-    const matrix& in = tr.moe_input();
-    const std::string in_name = l.norm && l.norm->position == norm_layer::place::pre ? "normed" : "x";
-    const step& logits = *tr.find("router");
-    const step& probs = *tr.find("probabilities");
-    const step& weights = *tr.find("weights");
-    const step& combine = *tr.find("combine");
-    auto expert_name = [&](std::size_t e) {
-        return ex.names.experts.empty() ? fmt::format("Expert {}", e) : fmt::format("Expert {} ({})", e, ex.names.experts[e]);
-    };
-    auto number_of = [&](std::string_view name) {
-        for (std::size_t i = 0; i < tr.steps.size(); ++i)
-            if (tr.steps[i].name == name) return i + 1;
-        return std::size_t{0};
-    };
-    return collect(ex, o, sel, [&](std::size_t t) {
+namespace {
+
+// The questions of one chain through an MoE trace: the router, the softmax and the weights of
+// one of the token's experts, that expert's own steps, the combine and the residual.
+class moe_chain {
+public:
+    moe_chain(const example& ex, const moe_trace& tr, const quiz_options& o, quiz_builder& b)
+        : ex_(ex), tr_(tr), l_(tr.layer()), o_(o), b_(b), in_(tr.moe_input()),
+          in_name_(l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x"),
+          logits_(tr.step(step_kind::router)), probs_(tr.step(step_kind::probabilities)),
+          weights_(tr.step(step_kind::weights)), combine_(tr.step(step_kind::combine)) {}
+
+    std::vector<quiz_question> operator()(std::size_t t) const {
         std::vector<quiz_question> chain;
-        const auto& chosen = tr.chosen[t];
-        // one of the token's experts that wrote something for it, a unit of it that scored
-        // something, and an output both the expert and the combine wrote to
-        auto written = [&](std::size_t e, std::size_t i) {
-            const expert_trace* et = tr.expert(e);
-            const auto r = et ? et->row_of(t) : std::nullopt;
-            return r ? et->tr.output().value(*r, i) : 0.0;
-        };
-        const std::size_t e = chosen[b.pick_nonzero({}, chosen.size(), [&](std::size_t c) {
+        const auto& chosen = tr_.chosen[t];
+        const std::size_t e = pick_expert(t);
+        const std::size_t j = pick_unit(t, e);
+        const std::size_t k = b_.pick_nonzero({}, l_.d_out(), [&](std::size_t i) {
+            return std::abs(combine_.value(t, i)) >= 5e-5 ? written(t, e, i) : 0.0;
+        });
+        // router: logits[t][e] = x[t] · Wr[:, e] + br[e]
+        std::vector<double> column(l_.d_model());
+        for (std::size_t i = 0; i < l_.d_model(); ++i) column[i] = l_.router(i, e);
+        chain.push_back(b_.linear(step_name(step_kind::router), title(step_kind::router), "logits", t, in_.row(t), in_name_,
+                                  column, "Wr", e, l_.router_b, "br", logits_.value(t, e)));
+        chain.push_back(probabilities_question(t, e, chosen));
+        chain.push_back(weights_question(t, e, chosen));
+        // the chosen expert's own steps, over this token's row of its trace
+        if (const expert_trace* et = tr_.expert(e))
+            if (auto row = et->row_of(t)) b_.dense_chain(et->tr, *row, t, j, k, et->prefix() + ".", expert_name(e), chain,
+                                             fmt::format("experts[{}].", e));
+        chain.push_back(combine_question(t, k));
+        if (const step* r = tr_.find(step_kind::residual))
+            chain.push_back(b_.residual_question(step_name(step_kind::residual), title(step_kind::residual), t, k,
+                                                 tr_.input(t, k), combine_.value(t, k), step_name(step_kind::combine), r->value(t, k)));
+        return chain;
+    }
+
+private:
+    std::string expert_name(std::size_t e) const {
+        return ex_.names.experts.empty() ? fmt::format("Expert {}", e) : fmt::format("Expert {} ({})", e, ex_.names.experts[e]);
+    }
+    // "Step 2 · Router": the step's number in the layer's own steps.
+    std::string title(step_kind k) const {
+        std::size_t number = 0;
+        for (std::size_t i = 0; i < tr_.steps.size(); ++i)
+            if (tr_.steps[i].kind == k) {
+                number = i + 1;
+                break;
+            }
+        return fmt::format("Step {} · {}", number, detail::capitalised(step_name(k)));
+    }
+    // What expert e wrote into output i for token t (0 when the token did not reach it).
+    double written(std::size_t t, std::size_t e, std::size_t i) const {
+        const expert_trace* et = tr_.expert(e);
+        const auto r = et ? et->row_of(t) : std::nullopt;
+        return r ? et->tr.output().value(*r, i) : 0.0;
+    }
+    // One of the token's experts that wrote something for it.
+    std::size_t pick_expert(std::size_t t) const {
+        const auto& chosen = tr_.chosen[t];
+        return chosen[b_.pick_nonzero({}, chosen.size(), [&](std::size_t c) {
             double most = 0;
-            for (std::size_t i = 0; i < l.d_out(); ++i) most = std::max(most, std::abs(written(chosen[c], i)));
+            for (std::size_t i = 0; i < l_.d_out(); ++i) most = std::max(most, std::abs(written(t, chosen[c], i)));
             return most;
         })];
-        const expert_trace* chosen_trace = tr.expert(e);
+    }
+    // A unit of expert e that scored something for the token.
+    std::size_t pick_unit(std::size_t t, std::size_t e) const {
+        const expert_trace* chosen_trace = tr_.expert(e);
         const matrix* scores = nullptr;  // the chosen expert's pre-activation row of this token
         std::size_t chosen_row = 0;
         if (chosen_trace)
@@ -413,130 +443,141 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
                 scores = &chosen_trace->tr.pre_activation().value;
                 chosen_row = *r;
             }
-        const std::size_t j = b.pick_nonzero(o.units, l.d_ff(), [&](std::size_t i) {
-            return scores ? (*scores)(chosen_row, i) : 1.0;
-        });
-        std::size_t k = b.pick_nonzero({}, l.d_out(), [&](std::size_t i) {
-            return std::abs(combine.value(t, i)) >= 5e-5 ? written(e, i) : 0.0;
-        });
-        // router: logits[t][e] = x[t] · Wr[:, e] + br[e]
-        std::vector<double> column(l.d_model());
-        for (std::size_t i = 0; i < l.d_model(); ++i) column[i] = l.router(i, e);
-        chain.push_back(b.linear("router", fmt::format("Step {} · Router", number_of("router")), "logits", t, in.row(t), in_name,
-                                 column, "Wr", e, l.router_b, "br", logits.value(t, e)));
-        // probabilities: p = e^(z − m) / Σ e^(z − m)
-        {
-            quiz_question q = b.start("probabilities", fmt::format("Step {} · Probabilities", number_of("probabilities")), "p", t, e,
-                                      probs.value(t, e));
-            const double m = probs.terms[0].value(t, 0), ez = probs.terms[1].value(t, e), sum = probs.terms[2].value(t, 0);
-            q.formula = fmt::format("{} = softmax(logits{})[{}]", q.target, b.row_of(t), e);
-            q.given.push_back(fmt::format("logits{} = {}", b.row_of(t), b.vec(logits.value.row(t))));
-            q.rule = fmt::format("p = e^(logits{} − m) / Σ e^(logits − m), with m the largest logit of the token",
-                                 b.at(t, e));
-            std::vector<std::string> exps;
-            for (std::size_t i = 0; i < l.n_experts(); ++i) exps.push_back(b.num(probs.terms[1].value(t, i)));
-            q.written = fmt::format("m = {}; e^(logits − m) = [{}]; their sum = {}", b.num(m), fmt::join(exps, ", "), b.num(sum));
-            q.worked = fmt::format("e^({} − {}) / {} = {} / {} = {}", b.op(logits.value(t, e)), b.op(m), b.num(sum), b.num(ez),
-                                   b.num(sum), b.num(q.answer));
-            // The softmax's known slips: the sum over the chosen experts only, or the logits divided
-            // by their own sum.
-            double chosen_exps = 0, logit_sum = 0;
-            for (auto c : chosen) chosen_exps += probs.terms[1].value(t, c);
-            for (std::size_t i = 0; i < l.n_experts(); ++i) logit_sum += logits.value(t, i);
-            if (chosen.size() < l.n_experts())
-                q.missteps.push_back({ez / chosen_exps, fmt::format("that is the softmax over the token's top {} only; the "
-                                                                    "softmax runs over all {} experts, before any is chosen",
-                                                                    l.top_k, l.n_experts())});
-            if (logit_sum != 0)
-                q.missteps.push_back({logits.value(t, e) / logit_sum,
-                                      "that divides the logits by their sum, a linear normalisation; softmax divides e^z by the "
-                                      "sum of e^z, so it stays positive and favours the largest logit"});
-            chain.push_back(std::move(q));
+        return b_.pick_nonzero(o_.units, l_.d_ff(), [&](std::size_t i) { return scores ? (*scores)(chosen_row, i) : 1.0; });
+    }
+
+    // probabilities: p = e^(z − m) / Σ e^(z − m)
+    quiz_question probabilities_question(std::size_t t, std::size_t e, const std::vector<std::size_t>& chosen) const {
+        quiz_question q = b_.start(step_name(step_kind::probabilities), title(step_kind::probabilities), "p", t, e,
+                                   probs_.value(t, e));
+        const double m = probs_.terms[0].value(t, 0), ez = probs_.terms[1].value(t, e), sum = probs_.terms[2].value(t, 0);
+        q.formula = fmt::format("{} = softmax(logits{})[{}]", q.target, b_.row_of(t), e);
+        q.given.push_back(fmt::format("logits{} = {}", b_.row_of(t), b_.vec(logits_.value.row(t))));
+        q.rule = fmt::format("p = e^(logits{} − m) / Σ e^(logits − m), with m the largest logit of the token", b_.at(t, e));
+        std::vector<std::string> exps;
+        for (std::size_t i = 0; i < l_.n_experts(); ++i) exps.push_back(b_.num(probs_.terms[1].value(t, i)));
+        q.written = fmt::format("m = {}; e^(logits − m) = [{}]; their sum = {}", b_.num(m), fmt::join(exps, ", "), b_.num(sum));
+        q.worked = fmt::format("e^({} − {}) / {} = {} / {} = {}", b_.op(logits_.value(t, e)), b_.op(m), b_.num(sum), b_.num(ez),
+                               b_.num(sum), b_.num(q.answer));
+        // The softmax's known slips: the sum over the chosen experts only, or the logits divided
+        // by their own sum.
+        double chosen_exps = 0, logit_sum = 0;
+        for (auto c : chosen) chosen_exps += probs_.terms[1].value(t, c);
+        for (std::size_t i = 0; i < l_.n_experts(); ++i) logit_sum += logits_.value(t, i);
+        if (chosen.size() < l_.n_experts())
+            q.missteps.push_back({ez / chosen_exps, fmt::format("that is the softmax over the token's top {} only; the "
+                                                                "softmax runs over all {} experts, before any is chosen",
+                                                                l_.top_k, l_.n_experts())});
+        if (logit_sum != 0)
+            q.missteps.push_back({logits_.value(t, e) / logit_sum,
+                                  "that divides the logits by their sum, a linear normalisation; softmax divides e^z by the "
+                                  "sum of e^z, so it stays positive and favours the largest logit"});
+        return q;
+    }
+
+    // weights: w = p ÷ Σ p over the chosen (or p as it is)
+    quiz_question weights_question(std::size_t t, std::size_t e, const std::vector<std::size_t>& chosen) const {
+        quiz_question q = b_.start(step_name(step_kind::weights), title(step_kind::weights), "w", t, e, weights_.value(t, e));
+        std::vector<std::string> ps, names;
+        for (auto c : chosen) {
+            q.given.push_back(fmt::format("p{} = {}", b_.at(t, c), b_.num(probs_.value(t, c))));
+            ps.push_back(b_.num(probs_.value(t, c)));
+            names.push_back("p" + b_.at(t, c));
         }
-        // weights: w = p ÷ Σ p over the chosen (or p as it is)
-        {
-            quiz_question q = b.start("weights", fmt::format("Step {} · Weights", number_of("weights")), "w", t, e, weights.value(t, e));
-            std::vector<std::string> ps, names;
-            for (auto c : chosen) {
-                q.given.push_back(fmt::format("p{} = {}", b.at(t, c), b.num(probs.value(t, c))));
-                ps.push_back(b.num(probs.value(t, c)));
-                names.push_back("p" + b.at(t, c));
-            }
-            if (l.normalize) {
-                q.formula = fmt::format("{} = p{} ÷ ({})", q.target, b.at(t, e), fmt::join(names, " + "));
-                q.rule = fmt::format("the token's top {} experts share its weight: each one's p divided by the sum of their p", l.top_k);
-                q.written = fmt::format("{} / ({})", b.num(probs.value(t, e)), fmt::join(ps, " + "));
-            } else {
-                q.formula = fmt::format("{} = p{}", q.target, b.at(t, e));
-                q.rule = "without renormalising, a chosen expert's weight is its softmax probability as it is";
-                q.written = b.num(probs.value(t, e));
-            }
-            q.worked = q.written + " = " + b.num(q.answer);
-            // The weights' known slips: p not renormalised (or renormalised where the layer does
-            // not), and the chosen logits normalised linearly instead of through the softmax.
-            double chosen_p = 0, chosen_logits = 0;
-            for (auto c : chosen) chosen_p += probs.value(t, c);
-            for (auto c : chosen) chosen_logits += logits.value(t, c);
-            if (l.normalize)
-                q.missteps.push_back({probs.value(t, e), fmt::format("that is p{} as it is, not renormalised; this layer "
-                                                                     "divides the chosen experts' p by their sum, so the "
-                                                                     "weights add up to 1",
-                                                                     b.at(t, e))});
-            else
-                q.missteps.push_back({probs.value(t, e) / chosen_p, "that renormalises p over the chosen experts; this layer "
-                                                                    "keeps each chosen p as it is"});
-            if (chosen_logits != 0)
-                q.missteps.push_back({logits.value(t, e) / chosen_logits,
-                                      "that divides the chosen logits by their sum, a linear normalisation; the weights come "
-                                      "from the softmax's p, not from the logits"});
-            // each p shown is within e of itself; w = p/S moves by at most Σ e / S (S ≥ p)
-            double chosen_sum = 0;
-            for (auto c : chosen) chosen_sum += probs.value(t, c);
-            for (auto c : chosen) q.slack += 2 * shown_error(probs.value(t, c), o.precision) / chosen_sum;
-            chain.push_back(std::move(q));
+        if (l_.normalize) {
+            q.formula = fmt::format("{} = p{} ÷ ({})", q.target, b_.at(t, e), fmt::join(names, " + "));
+            q.rule = fmt::format("the token's top {} experts share its weight: each one's p divided by the sum of their p", l_.top_k);
+            q.written = fmt::format("{} / ({})", b_.num(probs_.value(t, e)), fmt::join(ps, " + "));
+        } else {
+            q.formula = fmt::format("{} = p{}", q.target, b_.at(t, e));
+            q.rule = "without renormalising, a chosen expert's weight is its softmax probability as it is";
+            q.written = b_.num(probs_.value(t, e));
         }
-        // the chosen expert's own steps, over this token's row of its trace
-        if (const expert_trace* et = tr.expert(e))
-            if (auto row = et->row_of(t)) b.dense_chain(et->tr, *row, t, j, k, et->prefix() + ".", expert_name(e), chain,
-                                            fmt::format("experts[{}].", e));
-        // combine: Σ over the chosen of w × the expert's output (+ the shared experts')
-        {
-            quiz_question q = b.start("combine", fmt::format("Step {} · Combine", number_of("combine")), "combine", t, k,
-                                      combine.value(t, k));
-            std::vector<std::string> parts, texts, values;
-            for (const auto& et : tr.experts) {
-                const auto row = et.row_of(t);
-                if (!row) continue;
-                const double out = et.tr.output().value(*row, k);
-                const std::string who = et.shared ? fmt::format("shared[{}]", et.expert) : fmt::format("expert[{}]", et.expert);
-                q.given.push_back(fmt::format("{}.output{} = {}", who, b.at(t, k), format_short(out, o.precision)));
-                if (et.shared) {
-                    parts.push_back(who + ".output");
-                    texts.push_back(b.op(out));
-                    values.push_back(b.op(out));
-                    q.terms.push_back({fmt::format("{}'s output {}", who, format_short(out, o.precision)), out});
-                    continue;
-                }
-                const double w = weights.value(t, et.expert);
-                q.given.push_back(fmt::format("w{} = {}", b.at(t, et.expert), b.num(w)));
-                parts.push_back(fmt::format("w{} × {}.output", b.at(t, et.expert), who));
-                const std::string text = b.op(w) + "×" + b.op(out);
-                texts.push_back(text);
-                values.push_back(b.op(w * out));
-                q.terms.push_back({"the term " + text, w * out, true, w, out});
+        q.worked = q.written + " = " + b_.num(q.answer);
+        // The weights' known slips: p not renormalised (or renormalised where the layer does
+        // not), and the chosen logits normalised linearly instead of through the softmax.
+        double chosen_p = 0, chosen_logits = 0;
+        for (auto c : chosen) chosen_p += probs_.value(t, c);
+        for (auto c : chosen) chosen_logits += logits_.value(t, c);
+        if (l_.normalize)
+            q.missteps.push_back({probs_.value(t, e), fmt::format("that is p{} as it is, not renormalised; this layer "
+                                                                  "divides the chosen experts' p by their sum, so the "
+                                                                  "weights add up to 1",
+                                                                  b_.at(t, e))});
+        else
+            q.missteps.push_back({probs_.value(t, e) / chosen_p, "that renormalises p over the chosen experts; this layer "
+                                                                 "keeps each chosen p as it is"});
+        if (chosen_logits != 0)
+            q.missteps.push_back({logits_.value(t, e) / chosen_logits,
+                                  "that divides the chosen logits by their sum, a linear normalisation; the weights come "
+                                  "from the softmax's p, not from the logits"});
+        // each p shown is within e of itself; w = p/S moves by at most Σ e / S (S ≥ p)
+        double chosen_sum = 0;
+        for (auto c : chosen) chosen_sum += probs_.value(t, c);
+        for (auto c : chosen) q.slack += 2 * shown_error(probs_.value(t, c), o_.precision) / chosen_sum;
+        return q;
+    }
+
+    // combine: Σ over the chosen of w × the expert's output (+ the shared experts')
+    quiz_question combine_question(std::size_t t, std::size_t k) const {
+        const std::string combine = step_name(step_kind::combine);
+        quiz_question q = b_.start(combine, title(step_kind::combine), combine, t, k, combine_.value(t, k));
+        std::vector<std::string> parts, texts, values;
+        for (const auto& et : tr_.experts) {
+            const auto row = et.row_of(t);
+            if (!row) continue;
+            const double out = et.tr.output().value(*row, k);
+            const std::string who = et.shared ? fmt::format("shared[{}]", et.expert) : fmt::format("expert[{}]", et.expert);
+            q.given.push_back(fmt::format("{}.output{} = {}", who, b_.at(t, k), format_short(out, o_.precision)));
+            if (et.shared) {
+                parts.push_back(who + ".output");
+                texts.push_back(b_.op(out));
+                values.push_back(b_.op(out));
+                q.terms.push_back({fmt::format("{}'s output {}", who, format_short(out, o_.precision)), out});
+                continue;
             }
-            q.formula = fmt::format("{} = {}", q.target, fmt::join(parts, " + "));
-            q.rule = "each chosen expert's output, scaled by its routing weight, summed (shared experts add theirs unscaled)";
-            q.written = fmt::format("{} = {}", fmt::join(texts, " + "), fmt::join(values, " + "));
-            q.worked = fmt::format("{} = {}", fmt::join(texts, " + "), b.num(q.answer));
-            q.slack = sum_slack(q.terms, o.precision);
-            chain.push_back(std::move(q));
+            const double w = weights_.value(t, et.expert);
+            q.given.push_back(fmt::format("w{} = {}", b_.at(t, et.expert), b_.num(w)));
+            parts.push_back(fmt::format("w{} × {}.output", b_.at(t, et.expert), who));
+            const std::string text = b_.op(w) + "×" + b_.op(out);
+            texts.push_back(text);
+            values.push_back(b_.op(w * out));
+            q.terms.push_back({"the term " + text, w * out, true, w, out});
         }
-        if (const step* r = tr.find("residual"))
-            chain.push_back(b.residual_question("residual", fmt::format("Step {} · Residual", number_of("residual")), t, k,
-                                                tr.input(t, k), combine.value(t, k), "combine", r->value(t, k)));
-        return chain;
-    });
+        q.formula = fmt::format("{} = {}", q.target, fmt::join(parts, " + "));
+        q.rule = "each chosen expert's output, scaled by its routing weight, summed (shared experts add theirs unscaled)";
+        q.written = fmt::format("{} = {}", fmt::join(texts, " + "), fmt::join(values, " + "));
+        q.worked = fmt::format("{} = {}", fmt::join(texts, " + "), b_.num(q.answer));
+        q.slack = sum_slack(q.terms, o_.precision);
+        return q;
+    }
+
+    const example& ex_;
+    const moe_trace& tr_;
+    const moe& l_;
+    const quiz_options& o_;
+    quiz_builder& b_;
+    const matrix& in_;
+    const std::string in_name_;
+    const step& logits_;
+    const step& probs_;
+    const step& weights_;
+    const step& combine_;
+};
+
+}  // namespace
+
+outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace& tr, const quiz_options& o) {
+    const moe& l = tr.layer();
+    std::vector<std::string> valid;
+    for (auto k : moe_step_kinds(l))
+        if (k != step_kind::norm) valid.push_back(step_name(k));
+    for (auto k : step_kinds(l.experts.front()))
+        if (k != step_kind::norm && k != step_kind::residual) valid.push_back(step_name(k));
+    if (auto e = check_options(ex, o, valid, l.d_ff(), default_detail(l) != detail_level::arithmetic)) return *e;
+    quiz_builder b(ex, o);
+    selection sel{{}, {}, o};
+    return collect(ex, o, sel, moe_chain(ex, tr, o, b));
 }
 
 std::string quiz_json(const example& ex, const std::vector<quiz_question>& questions, const quiz_options& o) {

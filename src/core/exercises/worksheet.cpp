@@ -37,17 +37,12 @@ struct sheet_step {
     bool zero_teaches = false;  // a 0 here is a lesson: a ReLU unit that switched off
 };
 
-std::string variable_of(std::string_view step) {
-    if (const auto k = detail::step_kind_of(step)) return detail::step_variable(*k);
-    if (step == "router") return "logits";
-    if (step == "probabilities") return "p";
-    if (step == "weights") return "w";
-    return std::string(step);
-}
+// The name of a step's numbers on the sheet: the vocabulary's, but the combine's are "combine".
+std::string variable_of(step_kind k) { return k == step_kind::combine ? step_name(k) : detail::step_variable(k); }
 
 // The step's formula in one line, as the walkthrough's headings write it; the norm's in short.
-std::string dense_formula(const ffn& l, std::string_view step) {
-    if (step != "norm") return detail::step_formula(l, step);
+std::string dense_formula(const ffn& l, step_kind step) {
+    if (step != step_kind::norm) return detail::step_formula(l, step);
     const bool pre = l.norm->position == norm_layer::place::pre;
     return pre ? "normed = norm(x)" : fmt::format("normed = norm({})", l.residual ? "y" : "output");
 }
@@ -123,9 +118,9 @@ public:
                        fmt::format("The norm is {} with ε = {}.", to_string(n.type), format_short(n.eps, 12))});
     }
 
-    const std::vector<std::string>& dense_labels(const ffn& l, std::string_view step) const {
-        if (step == "contract" || step == "residual") return ex_.names.outputs;
-        if (step == "norm") return l.norm && l.norm->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
+    const std::vector<std::string>& dense_labels(const ffn& l, step_kind step) const {
+        if (step == step_kind::contract || step == step_kind::residual) return ex_.names.outputs;
+        if (step == step_kind::norm) return l.norm && l.norm->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
         return ex_.names.hidden.size() == l.d_ff() ? ex_.names.hidden : none_;
     }
 
@@ -133,15 +128,52 @@ public:
                      std::size_t& number) {
         for (const auto& s : tr.steps) {
             const std::string head = who.empty() ? fmt::format("Step {}", ++number) : who;
-            steps_.push_back({prefix + s.name, s.name,
-                              fmt::format("{} · {}   {}", head, capitalised(s.name), dense_formula(tr.layer(), s.name)),
-                              variable_of(s.name), &s.value, rows, &dense_labels(tr.layer(), s.name),
-                              s.name == "activate" && info(tr.layer().act).unit == activation::relu});
+            const std::string name = step_name(s.kind);
+            steps_.push_back({prefix + name, name,
+                              fmt::format("{} · {}   {}", head, capitalised(name), dense_formula(tr.layer(), s.kind)),
+                              variable_of(s.kind), &s.value, rows, &dense_labels(tr.layer(), s.kind),
+                              s.kind == step_kind::activate && info(tr.layer().act).unit == activation::relu});
         }
     }
 
     // Chooses the blanks: round the chosen steps, a random cell of each in turn.
     outcome<std::vector<worksheet_blank>> choose() {
+        auto eligible = eligible_steps();
+        if (!eligible) return eligible.err();
+        std::size_t cells = 0;
+        for (auto i : *eligible) cells += steps_[i].value->rows * steps_[i].value->cols;
+        const std::size_t wanted = std::min(opt_.blanks ? opt_.blanks : 2 * eligible->size(), cells);
+        splitmix rng{opt_.seed};
+        bool zero_taken = false;
+        std::set<std::size_t> spent;  // steps with no cell left worth a blank
+        for (std::size_t k = 0, turn = 0; k < wanted && spent.size() < eligible->size(); ++turn) {
+            const std::size_t i = (*eligible)[turn % eligible->size()];
+            const matrix& m = *steps_[i].value;
+            if (spent.count(i)) continue;
+            if (blank_count(i) == m.rows * m.cols) {
+                spent.insert(i);
+                continue;
+            }
+            const auto c = blank_cell(i, rng.below(m.rows * m.cols), zero_taken);
+            if (!c) {  // only zeros left in this step
+                spent.insert(i);
+                continue;
+            }
+            zero_taken = zero_taken || shows_zero(m.data[*c]);
+            blank_.insert({i, *c / m.cols, *c % m.cols});
+            ++k;
+        }
+        // A layer that computes only zeros still gets one blank to fill.
+        if (blank_.empty() && cells > 0)
+            for (auto i : *eligible)
+                if (steps_[i].value->rows * steps_[i].value->cols > 0) {
+                    blank_.insert({i, 0, 0});
+                    break;
+                }
+        return numbered_blanks();
+    }
+    // The steps --steps chose (all when it chose none), or an error naming one the layer lacks.
+    outcome<std::vector<std::size_t>> eligible_steps() const {
         std::vector<std::size_t> eligible;
         for (std::size_t i = 0; i < steps_.size(); ++i) {
             const auto& s = steps_[i];
@@ -158,59 +190,38 @@ public:
                 return error{ex_.file, "--steps", fmt::format("no step {} in this layer; its steps are {}", quote(name), fmt::join(names, ", "))};
             }
         }
-        std::size_t cells = 0;
-        for (auto i : eligible) cells += steps_[i].value->rows * steps_[i].value->cols;
-        const std::size_t wanted = std::min(opt_.blanks ? opt_.blanks : 2 * eligible.size(), cells);
-        splitmix rng{opt_.seed};
-        bool zero_taken = false;
-        std::set<std::size_t> spent;  // steps with no cell left worth a blank
-        for (std::size_t k = 0, turn = 0; k < wanted && spent.size() < eligible.size(); ++turn) {
-            const std::size_t i = eligible[turn % eligible.size()];
-            const matrix& m = *steps_[i].value;
-            if (spent.count(i)) continue;
-            if (blank_count(i) == m.rows * m.cols) {
-                spent.insert(i);
-                continue;
-            }
-            // A cell blank in the step just before, of the same shape, is taken first: the learner then
-            // works a value on through the steps instead of reading it off the next table.
-            std::size_t c = rng.below(m.rows * m.cols);
-            if (i > 0 && steps_[i - 1].value->rows == m.rows && steps_[i - 1].value->cols == m.cols)
-                for (const auto& [step, r, j] : blank_)
-                    if (step == i - 1 && !blank_.count({i, r, j})) {
-                        c = r * m.cols + j;
-                        break;
-                    }
-            while (blank_.count({i, c / m.cols, c % m.cols})) c = (c + 1) % (m.rows * m.cols);
-            // A blank whose answer is 0 asks little: at most one per sheet, and only where a 0 teaches.
-            // Otherwise the next free cell with a number in it, if the step has one.
-            // A step that is 0 everywhere teaches by its 0 (the identity's collapse in abs_identity.json).
-            const bool all_zero = std::all_of(m.data.begin(), m.data.end(), [this](double v) { return shows_zero(v); });
-            if (shows_zero(m.data[c]) && (zero_taken || !(steps_[i].zero_teaches || all_zero))) {
-                for (std::size_t n = 1; n < m.rows * m.cols; ++n) {
-                    const std::size_t d = (c + n) % (m.rows * m.cols);
-                    if (!blank_.count({i, d / m.cols, d % m.cols}) && !shows_zero(m.data[d])) {
-                        c = d;
-                        break;
-                    }
-                }
-                if (shows_zero(m.data[c])) {  // only zeros left in this step
-                    spent.insert(i);
-                    continue;
-                }
-            }
-            zero_taken = zero_taken || shows_zero(m.data[c]);
-            blank_.insert({i, c / m.cols, c % m.cols});
-            ++k;
-        }
-        // A layer that computes only zeros still gets one blank to fill.
-        if (blank_.empty() && cells > 0)
-            for (auto i : eligible)
-                if (steps_[i].value->rows * steps_[i].value->cols > 0) {
-                    blank_.insert({i, 0, 0});
+        return eligible;
+    }
+    // The cell of step i to blank, from the random cell c; none when only zeros are left there.
+    std::optional<std::size_t> blank_cell(std::size_t i, std::size_t c, bool zero_taken) const {
+        const matrix& m = *steps_[i].value;
+        // A cell blank in the step just before, of the same shape, is taken first: the learner then
+        // works a value on through the steps instead of reading it off the next table.
+        if (i > 0 && steps_[i - 1].value->rows == m.rows && steps_[i - 1].value->cols == m.cols)
+            for (const auto& [step, r, j] : blank_)
+                if (step == i - 1 && !blank_.count({i, r, j})) {
+                    c = r * m.cols + j;
                     break;
                 }
-        // numbered in the order the sheet shows them
+        while (blank_.count({i, c / m.cols, c % m.cols})) c = (c + 1) % (m.rows * m.cols);
+        // A blank whose answer is 0 asks little: at most one per sheet, and only where a 0 teaches.
+        // Otherwise the next free cell with a number in it, if the step has one.
+        // A step that is 0 everywhere teaches by its 0 (the identity's collapse in abs_identity.json).
+        const bool all_zero = std::all_of(m.data.begin(), m.data.end(), [this](double v) { return shows_zero(v); });
+        if (shows_zero(m.data[c]) && (zero_taken || !(steps_[i].zero_teaches || all_zero))) {
+            for (std::size_t n = 1; n < m.rows * m.cols; ++n) {
+                const std::size_t d = (c + n) % (m.rows * m.cols);
+                if (!blank_.count({i, d / m.cols, d % m.cols}) && !shows_zero(m.data[d])) {
+                    c = d;
+                    break;
+                }
+            }
+            if (shows_zero(m.data[c])) return std::nullopt;
+        }
+        return c;
+    }
+    // The blanks numbered in the order the sheet shows them.
+    std::vector<worksheet_blank> numbered_blanks() const {
         std::vector<worksheet_blank> answers;
         for (const auto& [i, r, j] : blank_) {
             const auto& s = steps_[i];
@@ -356,28 +367,29 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
     for (const auto& s : tr.steps) {
         std::string formula;
         const std::vector<std::string>* labels = &ex.names.experts;
-        if (s.name == "norm") {
+        if (s.kind == step_kind::norm) {
             formula = pre ? "normed = norm(x)" : "normed = norm(y)";
             labels = pre ? &ex.names.inputs : &ex.names.outputs;
-        } else if (s.name == "router") {
+        } else if (s.kind == step_kind::router) {
             formula = fmt::format("logits = {} · Wr{}", pre ? "normed" : "x", l.router_b.empty() ? "" : " + br");
-        } else if (s.name == "probabilities") {
+        } else if (s.kind == step_kind::probabilities) {
             formula = "p = softmax(logits) over the experts";
-        } else if (s.name == "weights") {
+        } else if (s.kind == step_kind::weights) {
             formula = l.normalize ? fmt::format("w = p ÷ Σ p over the top {}, 0 elsewhere", l.top_k)
                                   : fmt::format("w = p for the top {}, 0 elsewhere", l.top_k);
-        } else if (s.name == "combine") {
+        } else if (s.kind == step_kind::combine) {
             formula = "combine = Σ over the chosen experts of w × the expert's output";
             labels = &ex.names.outputs;
         } else {
             formula = "y = x + combine";
             labels = &ex.names.outputs;
         }
-        if (s.name == "combine") {
+        if (s.kind == step_kind::combine) {
             // each expert's own steps, over the tokens routed to it, come before the combine
             for (const auto& et : tr.experts) b.dense_steps(et.tr, et.tokens, et.prefix() + ".", expert_title(et), number);
         }
-        b.steps_.push_back({s.name, s.name, fmt::format("Step {} · {}   {}", ++number, capitalised(s.name), formula), variable_of(s.name),
+        const std::string name = step_name(s.kind);
+        b.steps_.push_back({name, name, fmt::format("Step {} · {}   {}", ++number, capitalised(name), formula), variable_of(s.kind),
                             &s.value, all_rows(tr.tokens()), labels});
     }
     auto answers = b.choose();

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <type_traits>
 
+#include "model/steps.hpp"
+
 namespace ffn_trace {
 
 const matrix* backward_step::find(std::string_view value_name) const {
@@ -63,7 +65,7 @@ backward_step norm_backward_step(const norm_layer& n, const step& forward, const
                                  norm_layer& d_norm) {
     const norm_parts parts{forward.terms[0].value, forward.terms[1].value, forward.terms[2].value, forward.value};
     norm_gradients ng = normalize_backward(n, parts, in, dy);
-    backward_step s{"norm", {{"dnorm.weight", row(ng.dweight)}}};
+    backward_step s{step_kind::norm, {{"dnorm.weight", row(ng.dweight)}}};
     if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row(ng.dbias)});
     s.values.push_back({"d_in", std::move(ng.dx)});
     d_norm.weight = std::move(ng.dweight);
@@ -93,65 +95,28 @@ double loss_of(const matrix& y, const loss_spec& loss) {
     return sum;
 }
 
-outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
+namespace {
+
+// forward: contract = hidden·W2 + b2; returns dL/d(hidden).
+matrix contract_backward(const trace& t, const matrix& d_out, gradients& g) {
     const ffn& l = t.layer();
-    gradients g;
-    g.loss = loss_of(t, loss);
-
-    // dL/d(output): output − target, or the upstream as given.
-    matrix d_out = loss_gradient(t.output().value, loss);
-    g.steps.push_back({"output", {{"g", d_out}}});
-    g.d_layer.act = l.act;
-    g.d_layer.residual = l.residual;
-
-    // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
-    auto norm_backward = [&](const matrix& in, const matrix& dy) {
-        g.d_layer.norm = l.norm;
-        g.steps.push_back(norm_backward_step(*l.norm, *t.find("norm"), in, dy, *g.d_layer.norm));
-        return g.steps.back().values.back().value;
-    };
-    const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
-    if (l.norm && !pre_norm) {
-        // forward: output = norm(residual, or contract)
-        const matrix& normed_in = t.steps[t.steps.size() - 2].value;
-        d_out = norm_backward(normed_in, d_out);
-    }
-
-    // forward: y = x + contract, so the gradient splits: dL/dcontract = g, and g flows to x directly.
-    matrix dx_direct;
-    if (l.residual) {
-        dx_direct = d_out;
-        g.steps.push_back({"residual", {{"d_contract", d_out}, {"dx_direct", d_out}}});
-    }
-
-    // forward: contract = hidden·W2 + b2
-    const matrix& hidden = t.find(l.gated() ? "multiply" : "activate")->value;
-    auto c = linear_backward(hidden, l.w2, d_out);
+    auto c = linear_backward(t.step(detail::hidden_step(l)).value, l.w2, d_out);
     g.d_layer.w2 = c.dw;
     if (!l.b2.empty()) g.d_layer.b2 = c.db;
-    {
-        backward_step s{"contract", {{"dW2", c.dw}}};
-        if (!l.b2.empty()) s.values.push_back({"db2", row(c.db)});
-        s.values.push_back({l.gated() ? "d_product" : "d_activated", c.dx});
-        g.steps.push_back(std::move(s));
-    }
+    backward_step s{step_kind::contract, {{"dW2", c.dw}}};
+    if (!l.b2.empty()) s.values.push_back({"db2", row(c.db)});
+    s.values.push_back({l.gated() ? "d_product" : "d_activated", c.dx});
+    g.steps.push_back(std::move(s));
+    return c.dx;
+}
 
-    matrix d_act = c.dx;
-    matrix d_up;
-    if (l.gated()) {
-        // forward: product = activated ⊙ up
-        const matrix& act = t.find("activate")->value;
-        const matrix& up = t.find("up")->value;
-        d_act = multiply_backward(up, c.dx);
-        d_up = multiply_backward(act, c.dx);
-        g.steps.push_back({"multiply", {{"d_activated", d_act}, {"d_up", d_up}}});
-    }
-
-    // forward: activated = act(pre), pre = expand or gate
+// forward: activated = act(pre), pre = expand or gate; returns dL/d(pre).
+matrix activate_backward(const trace& t, const matrix& d_act, gradients& g) {
+    const ffn& l = t.layer();
     const matrix& pre = t.pre_activation().value;
     matrix derivative = activation_derivative(l.act, pre);
     matrix d_pre = multiply(derivative, d_act);
-    backward_step act_step{"activate", {}};
+    backward_step act_step{step_kind::activate, {}};
     if (info(l.act).unit == activation::gelu) {
         // The inner terms of gelu'(h), as seed 000's gelu_backward computes them.
         matrix z = pre, tanh_z = pre, sech2 = pre, dz = pre;
@@ -167,39 +132,44 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     act_step.values.push_back({"act'", derivative});
     act_step.values.push_back({l.gated() ? "d_gate" : "d_hidden", d_pre});
     g.steps.push_back(std::move(act_step));
+    return d_pre;
+}
 
-    // forward: pre = x·W + b for each first-layer matrix
-    matrix dx_ffn;
-    if (l.gated()) {
-        auto up = linear_backward(t.ffn_input(), l.wu, d_up);
-        auto gate = linear_backward(t.ffn_input(), l.wg, d_pre);
-        g.d_layer.wu = up.dw;
-        g.d_layer.wg = gate.dw;
-        if (!l.bu.empty()) g.d_layer.bu = up.db;
-        if (!l.bg.empty()) g.d_layer.bg = gate.db;
-        backward_step su{"up", {{"dWu", up.dw}}};
-        if (!l.bu.empty()) su.values.push_back({"dbu", row(up.db)});
-        su.values.push_back({"dx_up", up.dx});
-        backward_step sg{"gate", {{"dWg", gate.dw}}};
-        if (!l.bg.empty()) sg.values.push_back({"dbg", row(gate.db)});
-        sg.values.push_back({"dx_gate", gate.dx});
-        g.steps.push_back(std::move(su));
-        g.steps.push_back(std::move(sg));
-        dx_ffn = add(up.dx, gate.dx);
-    } else {
-        auto e = linear_backward(t.ffn_input(), l.w1, d_pre);
-        g.d_layer.w1 = e.dw;
-        if (!l.b1.empty()) g.d_layer.b1 = e.db;
-        backward_step s{"expand", {{"dW1", e.dw}}};
-        if (!l.b1.empty()) s.values.push_back({"db1", row(e.db)});
-        s.values.push_back({"dx_ffn", e.dx});
-        g.steps.push_back(std::move(s));
-        dx_ffn = e.dx;
-    }
-    if (pre_norm) dx_ffn = norm_backward(t.input, dx_ffn);
-    g.d_input = l.residual ? add(dx_direct, dx_ffn) : dx_ffn;
-    g.steps.push_back({"input", {{"dx", g.d_input}}});
+// forward: gate = x·Wg + bg and up = x·Wu + bu; returns dL/dx through both.
+matrix gated_first_backward(const trace& t, const matrix& d_gate, const matrix& d_up, gradients& g) {
+    const ffn& l = t.layer();
+    auto up = linear_backward(t.ffn_input(), l.wu, d_up);
+    auto gate = linear_backward(t.ffn_input(), l.wg, d_gate);
+    g.d_layer.wu = up.dw;
+    g.d_layer.wg = gate.dw;
+    if (!l.bu.empty()) g.d_layer.bu = up.db;
+    if (!l.bg.empty()) g.d_layer.bg = gate.db;
+    backward_step su{step_kind::up, {{"dWu", up.dw}}};
+    if (!l.bu.empty()) su.values.push_back({"dbu", row(up.db)});
+    su.values.push_back({"dx_up", up.dx});
+    backward_step sg{step_kind::gate, {{"dWg", gate.dw}}};
+    if (!l.bg.empty()) sg.values.push_back({"dbg", row(gate.db)});
+    sg.values.push_back({"dx_gate", gate.dx});
+    g.steps.push_back(std::move(su));
+    g.steps.push_back(std::move(sg));
+    return add(up.dx, gate.dx);
+}
 
+// forward: hidden = x·W1 + b1; returns dL/dx.
+matrix expand_backward(const trace& t, const matrix& d_hidden, gradients& g) {
+    const ffn& l = t.layer();
+    auto e = linear_backward(t.ffn_input(), l.w1, d_hidden);
+    g.d_layer.w1 = e.dw;
+    if (!l.b1.empty()) g.d_layer.b1 = e.db;
+    backward_step s{step_kind::expand, {{"dW1", e.dw}}};
+    if (!l.b1.empty()) s.values.push_back({"db1", row(e.db)});
+    s.values.push_back({"dx_ffn", e.dx});
+    g.steps.push_back(std::move(s));
+    return e.dx;
+}
+
+// The first overflow to inf or NaN in the loss or a gradient, as an error naming where.
+std::optional<error> backward_overflow(const gradients& g, const loss_spec& loss) {
     if (!std::isfinite(g.loss))
         return loss.target ? error{"", "loss", "the loss overflowed in double precision; the outputs are too far from the target"}
                            : error{"", "upstream", "the loss Σ upstream ⊙ output overflowed in double precision; the "
@@ -210,105 +180,173 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
             if (v.name == "z" || v.name == "dz/dh") continue;
             for (std::size_t k = 0; k < v.value.data.size(); ++k)
                 if (!std::isfinite(v.value.data[k]))
-                    return error{"", fmt::format("{} (backward through {})", v.name, s.name),
+                    return error{"", fmt::format("{} (backward through {})", v.name, step_name(s.kind)),
                                  "a gradient overflowed in double precision"};
         }
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
+    const ffn& l = t.layer();
+    gradients g;
+    g.loss = loss_of(t, loss);
+
+    // dL/d(output): output − target, or the upstream as given.
+    matrix d_out = loss_gradient(t.output().value, loss);
+    g.steps.push_back({step_kind::output, {{"g", d_out}}});
+    g.d_layer.act = l.act;
+    g.d_layer.residual = l.residual;
+
+    // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
+    auto norm_backward = [&](const matrix& in, const matrix& dy) {
+        g.d_layer.norm = l.norm;
+        g.steps.push_back(norm_backward_step(*l.norm, t.step(step_kind::norm), in, dy, *g.d_layer.norm));
+        return g.steps.back().values.back().value;
+    };
+    const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
+    if (l.norm && !pre_norm) {
+        // forward: output = norm(residual, or contract)
+        const matrix& normed_in = t.steps[t.steps.size() - 2].value;
+        d_out = norm_backward(normed_in, d_out);
+    }
+
+    // forward: y = x + contract, so the gradient splits: dL/dcontract = g, and g flows to x directly.
+    matrix dx_direct;
+    if (l.residual) {
+        dx_direct = d_out;
+        g.steps.push_back({step_kind::residual, {{"d_contract", d_out}, {"dx_direct", d_out}}});
+    }
+
+    const matrix d_hidden = contract_backward(t, d_out, g);
+    matrix d_act = d_hidden;
+    matrix d_up;
+    if (l.gated()) {
+        // forward: product = activated ⊙ up
+        d_act = multiply_backward(t.step(step_kind::up).value, d_hidden);
+        d_up = multiply_backward(t.step(step_kind::activate).value, d_hidden);
+        g.steps.push_back({step_kind::multiply, {{"d_activated", d_act}, {"d_up", d_up}}});
+    }
+    const matrix d_pre = activate_backward(t, d_act, g);
+    matrix dx_ffn = l.gated() ? gated_first_backward(t, d_pre, d_up, g) : expand_backward(t, d_pre, g);
+    if (pre_norm) dx_ffn = norm_backward(t.input, dx_ffn);
+    g.d_input = l.residual ? add(dx_direct, dx_ffn) : dx_ffn;
+    g.steps.push_back({step_kind::input, {{"dx", g.d_input}}});
+
+    if (auto e = backward_overflow(g, loss)) return *e;
     return g;
 }
 
-gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in,
-                               std::size_t max_checks) {
-    gradient_check check;
-    const matrix_library_on_one_thread one_thread;  // many small forward passes follow
-    // One copy of the layer, perturbed in place; every forward pass below shares it.
-    auto layer = std::make_shared<ffn>(t.layer());
-    const std::shared_ptr<const ffn> shared = layer;
-    matrix x = t.input;
-    ffn d = g.d_layer;
-    const bool relu_unit = info(layer->act).unit == activation::relu;
+namespace {
 
-    // Every value with its analytic gradient: the weights, then the input, counted here and named
-    // only when one is the worst so far (a real layer has millions; naming each cost more than
-    // the gradients themselves).
-    auto lw = weights_of(*layer);
-    auto dw = weights_of(d);
-    check.total = x.data.size();
-    for (const auto& w : lw) check.total += w.values->size();
-    auto name_of = [&](std::size_t k, std::size_t i) {
-        if (k == lw.size()) return fmt::format("dx{}", element_index(t.lead, i / x.cols, i % x.cols));
-        return lw[k].cols == 0 ? fmt::format("d{}[{}]", lw[k].name, i)
-               : out_in        ? fmt::format("d{}[{}][{}]", lw[k].name, i % lw[k].cols, i / lw[k].cols)
-                               : fmt::format("d{}[{}][{}]", lw[k].name, i / lw[k].cols, i % lw[k].cols);
-    };
+// The finite-difference check of one trace's gradients: a copy of the layer and of the input,
+// perturbed in place, and every central difference compared with its analytic value.
+class gradient_checker {
+public:
+    gradient_checker(const trace& t, const loss_spec& loss, const gradients& g, bool out_in)
+        : t_(t), loss_(loss), g_(g), out_in_(out_in), layer_(std::make_shared<ffn>(t.layer())), shared_(layer_),
+          x_(t.input), d_(g.d_layer), relu_unit_(info(layer_->act).unit == activation::relu) {
+        // Every value with its analytic gradient: the weights, then the input, counted here and
+        // named only when one is the worst so far (a real layer has millions; naming each cost
+        // more than the gradients themselves).
+        lw_ = weights_of(*layer_);
+        dw_ = weights_of(d_);
+        check_.total = x_.data.size();
+        for (const auto& w : lw_) check_.total += w.values->size();
+    }
+
+    // Value by value while that costs no more than a budget of multiply-adds; a real layer's
+    // forward pass is too dear for that, and is checked along one random direction per weight.
+    gradient_check run(std::size_t max_checks) {
+        const ffn& l = *layer_;
+        const double forward = static_cast<double>(t_.tokens()) *
+                               static_cast<double>(l.d_model() * l.d_ff() * (l.gated() ? 2 : 1) + l.d_ff() * l.d_out());
+        const std::size_t affordable = static_cast<std::size_t>(check_budget / std::max(1.0, 2 * forward));
+        if (affordable >= std::min<std::size_t>(check_.total, 16))
+            each_value(std::min({max_checks, affordable, check_.total}));
+        else
+            directions();
+        return check_;
+    }
+
+private:
+    // Value i of weight k, or of the input when k is lw_.size(), as the check names it.
+    std::string name_of(std::size_t k, std::size_t i) const {
+        if (k == lw_.size()) return fmt::format("dx{}", element_index(t_.lead, i / x_.cols, i % x_.cols));
+        return lw_[k].cols == 0 ? fmt::format("d{}[{}]", lw_[k].name, i)
+               : out_in_        ? fmt::format("d{}[{}][{}]", lw_[k].name, i % lw_[k].cols, i / lw_[k].cols)
+                                : fmt::format("d{}[{}][{}]", lw_[k].name, i / lw_[k].cols, i % lw_[k].cols);
+    }
 
     // The loss at the perturbed point, and which ReLU units are on there.
-    auto evaluate = [&](std::vector<bool>& mask) {
-        const auto tr = run_ffn(shared, x, t.lead);
+    double evaluate(std::vector<bool>& mask) const {
+        const auto tr = run_ffn(shared_, x_, t_.lead);
         if (!tr) return std::nan("");
         mask.clear();
-        if (relu_unit)
+        if (relu_unit_)
             for (double v : tr->pre_activation().value.data) mask.push_back(v > 0);
-        return loss_of(*tr, loss);
-    };
-    std::vector<bool> mask_plus, mask_minus;
-    // Compares one central difference with its analytic value; false when it cannot be compared.
+        return loss_of(*tr, loss_);
+    }
+
+    // Compares one central difference with its analytic value, unless it cannot be compared.
     // `name()` names the value compared.
-    auto compare = [&](double plus, double minus, double step, double analytic, auto&& name) {
-        if (relu_unit && mask_plus != mask_minus) {
-            ++check.skipped_at_kinks;  // the step crosses a kink of ReLU: no derivative to compare
+    template <class Name>
+    void compare(double plus, double minus, double step, double analytic, Name&& name) {
+        if (relu_unit_ && mask_plus_ != mask_minus_) {
+            ++check_.skipped_at_kinks;  // the step crosses a kink of ReLU: no derivative to compare
             return;
         }
         const double numeric = (plus - minus) / (2 * step);
         if (!std::isfinite(numeric)) {
-            ++check.skipped_overflow;  // the perturbed forward pass overflows: nothing to compare
+            ++check_.skipped_overflow;  // the perturbed forward pass overflows: nothing to compare
             return;
         }
         const double err = std::abs(analytic - numeric) / std::max({std::abs(analytic), std::abs(numeric), 1.0});
-        ++check.checked;
-        if (err > check.max_relative_error) {
-            check.max_relative_error = err;
-            check.worst = name();
+        ++check_.checked;
+        if (err > check_.max_relative_error) {
+            check_.max_relative_error = err;
+            check_.worst = name();
         }
-    };
+    }
 
-    // Value by value while that costs no more than a budget of multiply-adds; a real layer's
-    // forward pass is too dear for that, and is checked along one random direction per weight.
-    const ffn& l = *layer;
-    const double forward = static_cast<double>(t.tokens()) *
-                           static_cast<double>(l.d_model() * l.d_ff() * (l.gated() ? 2 : 1) + l.d_ff() * l.d_out());
-    const std::size_t affordable = static_cast<std::size_t>(check_budget / std::max(1.0, 2 * forward));
-    if (affordable >= std::min<std::size_t>(check.total, 16)) {
-        const std::size_t checks = std::min({max_checks, affordable, check.total});
-        const std::size_t stride = std::max<std::size_t>(1, (check.total + checks - 1) / checks);
-        // Value p of all check.total: value i of weight k, or of the input when k is lw.size().
+    // `checks` values, evenly spread over every weight and the input.
+    void each_value(std::size_t checks) {
+        const std::size_t stride = std::max<std::size_t>(1, (check_.total + checks - 1) / checks);
+        // Value p of all check_.total: value i of weight k, or of the input when k is lw_.size().
         std::size_t k = 0, start = 0;
-        for (std::size_t p = 0; p < check.total; p += stride) {
-            while (k < lw.size() && p - start >= lw[k].values->size()) start += lw[k++].values->size();
+        for (std::size_t p = 0; p < check_.total; p += stride) {
+            while (k < lw_.size() && p - start >= lw_[k].values->size()) start += lw_[k++].values->size();
             const std::size_t i = p - start;
-            double& value = k < lw.size() ? (*lw[k].values)[i] : x.data[i];
-            const double analytic = k < lw.size() ? (*dw[k].values)[i] : g.d_input.data[i];
+            double& value = k < lw_.size() ? (*lw_[k].values)[i] : x_.data[i];
+            const double analytic = k < lw_.size() ? (*dw_[k].values)[i] : g_.d_input.data[i];
             const double saved = value;
-            const double step = check.h * std::max(1.0, std::abs(saved));
+            const double step = check_.h * std::max(1.0, std::abs(saved));
             value = saved + step;
-            const double plus = evaluate(mask_plus);
+            const double plus = evaluate(mask_plus_);
             value = saved - step;
-            const double minus = evaluate(mask_minus);
+            const double minus = evaluate(mask_minus_);
             value = saved;
             compare(plus, minus, step, analytic, [&] { return name_of(k, i); });
         }
-        return check;
     }
-    check.directional = true;
-    // v = ±1 in every element of one weight (or the input), fixed by a simple generator so the
-    // check repeats; the directional derivative is Σ dL/dw · v.
-    std::uint64_t state = 0x9E3779B97F4A7C15ull;
-    auto sign = [&state] {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        return (state & 1) ? 1.0 : -1.0;
-    };
-    auto direction = [&](std::vector<double>& values, const std::vector<double>& gradient, std::string name) {
+
+    // One direction per weight and the input: v = ±1 in every element, fixed by a simple
+    // generator so the check repeats; the directional derivative is Σ dL/dw · v.
+    void directions() {
+        check_.directional = true;
+        for (std::size_t k = 0; k < lw_.size(); ++k) direction(*lw_[k].values, *dw_[k].values, "d" + lw_[k].name);
+        direction(x_.data, g_.d_input.data, "dx");
+    }
+
+    double sign() {
+        state_ ^= state_ << 13;
+        state_ ^= state_ >> 7;
+        state_ ^= state_ << 17;
+        return (state_ & 1) ? 1.0 : -1.0;
+    }
+
+    void direction(std::vector<double>& values, const std::vector<double>& gradient, const std::string& name) {
         std::vector<double> v(values.size());
         double analytic = 0, largest = 1;
         for (std::size_t i = 0; i < v.size(); ++i) {
@@ -317,17 +355,36 @@ gradient_check check_gradients(const trace& t, const loss_spec& loss, const grad
             largest = std::max(largest, std::abs(values[i]));
         }
         const std::vector<double> saved = values;
-        const double step = check.h * largest;
+        const double step = check_.h * largest;
         for (std::size_t i = 0; i < v.size(); ++i) values[i] = saved[i] + step * v[i];
-        const double plus = evaluate(mask_plus);
+        const double plus = evaluate(mask_plus_);
         for (std::size_t i = 0; i < v.size(); ++i) values[i] = saved[i] - step * v[i];
-        const double minus = evaluate(mask_minus);
+        const double minus = evaluate(mask_minus_);
         values = saved;
         compare(plus, minus, step, analytic, [&] { return name; });
-    };
-    for (std::size_t k = 0; k < lw.size(); ++k) direction(*lw[k].values, *dw[k].values, "d" + lw[k].name);
-    direction(x.data, g.d_input.data, "dx");
-    return check;
+    }
+
+    const trace& t_;
+    const loss_spec& loss_;
+    const gradients& g_;
+    bool out_in_;
+    std::shared_ptr<ffn> layer_;            // one copy of the layer, perturbed in place
+    std::shared_ptr<const ffn> shared_;     // the same, as every forward pass reads it
+    matrix x_;
+    ffn d_;
+    bool relu_unit_;
+    std::vector<detail::weight_values> lw_, dw_;
+    std::vector<bool> mask_plus_, mask_minus_;
+    std::uint64_t state_ = 0x9E3779B97F4A7C15ull;
+    gradient_check check_;
+};
+
+}  // namespace
+
+gradient_check check_gradients(const trace& t, const loss_spec& loss, const gradients& g, bool out_in,
+                               std::size_t max_checks) {
+    const matrix_library_on_one_thread one_thread;  // many small forward passes follow
+    return gradient_checker(t, loss, g, out_in).run(max_checks);
 }
 
 outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradients& g, double learning_rate) {

@@ -204,43 +204,43 @@ norm_gradients normalize_backward(const norm_layer& n, const norm_parts& p, cons
 }
 
 std::optional<error> norm_overflow(const step& s, const std::vector<std::size_t>& lead) {
-    if (s.name != "norm") return std::nullopt;
+    if (s.kind != step_kind::norm) return std::nullopt;
     // var = inf would make 1/√var = 0 and the norm write β alone, silently
     const matrix& var = s.terms[1].value;
     for (std::size_t t = 0; t < var.rows; ++t)
         if (!std::isfinite(var(t, 0)))
-            return error{"", "norm" + token_index(lead, t),
+            return error{"", step_name(step_kind::norm) + token_index(lead, t),
                          "the token's variance overflowed to inf in double precision; its values are too large to "
                          "normalise"};
     return std::nullopt;
 }
 
-std::vector<std::string_view> step_names(const ffn& layer) {
-    std::vector<std::string_view> names;
+std::vector<step_kind> step_kinds(const ffn& layer) {
+    std::vector<step_kind> kinds;
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
-    if (pre) names.push_back("norm");
+    if (pre) kinds.push_back(step_kind::norm);
     if (layer.gated())
-        names.insert(names.end(), {"gate", "up", "activate", "multiply", "contract"});
+        kinds.insert(kinds.end(), {step_kind::gate, step_kind::up, step_kind::activate, step_kind::multiply, step_kind::contract});
     else
-        names.insert(names.end(), {"expand", "activate", "contract"});
-    if (layer.residual) names.push_back("residual");
-    if (layer.norm && !pre) names.push_back("norm");
-    return names;
+        kinds.insert(kinds.end(), {step_kind::expand, step_kind::activate, step_kind::contract});
+    if (layer.residual) kinds.push_back(step_kind::residual);
+    if (layer.norm && !pre) kinds.push_back(step_kind::norm);
+    return kinds;
 }
 
-std::size_t step_width(const ffn& layer, std::string_view name) {
-    if (name == "norm") return layer.norm->position == norm_layer::place::pre ? layer.d_model() : layer.d_out();
-    return name == "contract" || name == "residual" ? layer.d_out() : layer.d_ff();
+std::size_t step_width(const ffn& layer, step_kind k) {
+    if (k == step_kind::norm) return layer.norm->position == norm_layer::place::pre ? layer.d_model() : layer.d_out();
+    return k == step_kind::contract || k == step_kind::residual ? layer.d_out() : layer.d_ff();
 }
 
 const matrix& trace::ffn_input() const {
-    const step* n = find("norm");
+    const ffn_trace::step* n = find(step_kind::norm);
     return n && layer().norm->position == norm_layer::place::pre ? n->value : input;
 }
 
-const step* trace::find(std::string_view name) const {
+const step* trace::find(step_kind k) const {
     for (const auto& s : steps)
-        if (s.name == name) return &s;
+        if (s.kind == k) return &s;
     return nullptr;
 }
 
@@ -300,27 +300,27 @@ std::vector<double> weight_row_norms(const ffn& l, weight w) {
     return n;
 }
 
-std::optional<weight> weight_of(std::string_view step_name) {
-    const auto k = detail::step_kind_of(step_name);
-    return k ? detail::step_weight(*k) : std::nullopt;
-}
+std::optional<weight> weight_of(step_kind k) { return detail::step_weight(k); }
 
 namespace {
+
+step norm_step(const norm_layer& n, const matrix& in) {
+    norm_parts p = normalize(n, in);
+    return {step_kind::norm, std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
+}
 
 outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
     const ffn& layer = *shared;
     trace t{std::move(shared), std::move(lead), x, {}};
-    auto record = [&t](std::string name, matrix value, std::vector<term> terms = {}) {
-        t.steps.push_back({std::move(name), std::move(value), std::move(terms)});
-    };
-    t.steps.reserve(8);  // `in` below refers into steps while the others are recorded
-    auto record_norm = [&](const matrix& in) {
-        norm_parts p = normalize(*layer.norm, in);
-        record("norm", std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}});
+    auto record = [&t](step_kind k, matrix value, std::vector<term> terms = {}) {
+        t.steps.push_back({k, std::move(value), std::move(terms)});
     };
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
-    if (pre) record_norm(x);
-    const matrix& in = pre ? t.steps.back().value : x;
+    // A pre-norm's step stays out of the trace until the steps that read it are computed, so
+    // that `in` never refers into a vector that grows.
+    std::optional<step> pre_norm;
+    if (pre) pre_norm = norm_step(*layer.norm, x);
+    const matrix& in = pre ? pre_norm->value : x;
     // One call per line, in the order of the architecture diagram.
     if (layer.gated()) {
         matrix gate = times(layer, weight::wg, in, layer.bg, each_alone);
@@ -329,22 +329,24 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
         auto terms = activation_terms(layer.act, gate);
         matrix product = multiply(act, up);
         matrix out = times(layer, weight::w2, product, layer.b2, each_alone);
-        record("gate", std::move(gate));
-        record("up", std::move(up));
-        record("activate", std::move(act), std::move(terms));
-        record("multiply", std::move(product));
-        record("contract", std::move(out));
+        if (pre_norm) t.steps.push_back(std::move(*pre_norm));
+        record(step_kind::gate, std::move(gate));
+        record(step_kind::up, std::move(up));
+        record(step_kind::activate, std::move(act), std::move(terms));
+        record(step_kind::multiply, std::move(product));
+        record(step_kind::contract, std::move(out));
     } else {
         matrix hidden = times(layer, weight::w1, in, layer.b1, each_alone);
         matrix act = activate(layer.act, hidden);
         auto terms = activation_terms(layer.act, hidden);
         matrix out = times(layer, weight::w2, act, layer.b2, each_alone);
-        record("expand", std::move(hidden));
-        record("activate", std::move(act), std::move(terms));
-        record("contract", std::move(out));
+        if (pre_norm) t.steps.push_back(std::move(*pre_norm));
+        record(step_kind::expand, std::move(hidden));
+        record(step_kind::activate, std::move(act), std::move(terms));
+        record(step_kind::contract, std::move(out));
     }
-    if (layer.residual) record("residual", residual(x, t.steps.back().value));
-    if (layer.norm && !pre) record_norm(t.steps.back().value);
+    if (layer.residual) record(step_kind::residual, residual(x, t.steps.back().value));
+    if (layer.norm && !pre) t.steps.push_back(norm_step(*layer.norm, t.steps.back().value));
 
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
@@ -352,7 +354,7 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
             const double v = s.value.data[k];
             if (std::isfinite(v)) continue;
             const std::size_t token = k / s.value.cols, index = k % s.value.cols;
-            return error{"", s.name + element_index(t.lead, token, index),
+            return error{"", step_name(s.kind) + element_index(t.lead, token, index),
                          fmt::format("the value overflowed to {} in double precision; the weights or inputs "
                                      "are too large for this step",
                                      std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf"))};

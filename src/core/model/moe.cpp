@@ -19,9 +19,9 @@ std::optional<std::size_t> expert_trace::row_of(std::size_t token) const {
 
 std::string expert_trace::prefix() const { return fmt::format("{}[{}]", shared ? "shared" : "expert", expert); }
 
-const step* moe_trace::find(std::string_view name) const {
+const step* moe_trace::find(step_kind k) const {
     for (const auto& s : steps)
-        if (s.name == name) return &s;
+        if (s.kind == k) return &s;
     return nullptr;
 }
 
@@ -31,18 +31,23 @@ const expert_trace* moe_trace::expert(std::size_t e, bool shared) const {
     return nullptr;
 }
 
-std::vector<std::string_view> moe_step_names(const moe& layer) {
+std::vector<step_kind> moe_step_kinds(const moe& layer) {
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
-    std::vector<std::string_view> names;
-    if (pre) names.push_back("norm");
-    names.insert(names.end(), {"router", "probabilities", "weights", "combine"});
-    if (layer.residual) names.push_back("residual");
-    if (layer.norm && !pre) names.push_back("norm");
-    return names;
+    std::vector<step_kind> kinds;
+    if (pre) kinds.push_back(step_kind::norm);
+    kinds.insert(kinds.end(), {step_kind::router, step_kind::probabilities, step_kind::weights, step_kind::combine});
+    if (layer.residual) kinds.push_back(step_kind::residual);
+    if (layer.norm && !pre) kinds.push_back(step_kind::norm);
+    return kinds;
+}
+
+std::size_t moe_step_width(const moe& layer, step_kind k) {
+    if (k == step_kind::norm) return layer.norm->position == norm_layer::place::pre ? layer.d_model() : layer.d_out();
+    return k == step_kind::combine || k == step_kind::residual ? layer.d_out() : layer.n_experts();
 }
 
 const matrix& moe_trace::moe_input() const {
-    const step* n = find("norm");
+    const ffn_trace::step* n = find(step_kind::norm);
     return n && layer().norm->position == norm_layer::place::pre ? n->value : input;
 }
 
@@ -155,11 +160,13 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
 
     auto norm_step = [&layer](const matrix& in) {
         norm_parts p = normalize(*layer.norm, in);
-        return step{"norm", std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
+        return step{step_kind::norm, std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
     };
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
-    if (pre) t.steps.push_back(norm_step(x));
-    const matrix& in = pre ? t.steps.front().value : x;  // steps grow only after `in` is last read
+    // Recorded once the steps that read it are computed: `in` never refers into a growing vector.
+    std::optional<step> pre_norm;
+    if (pre) pre_norm = norm_step(x);
+    const matrix& in = pre ? pre_norm->value : x;
 
     // One call per line, in the order of the diagram: route, run the chosen experts, combine.
     matrix logits = each_alone ? linear_each_alone(in, layer.router, layer.router_b) : linear(in, layer.router, layer.router_b);
@@ -198,21 +205,21 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         }
     }
 
-    t.steps.reserve(t.steps.size() + 6);
-    t.steps.push_back({"router", std::move(logits), {}});
-    t.steps.push_back({"probabilities", sm.p, {{"max", sm.max}, {"exp", sm.exp}, {"sum", sm.sum}}});
-    t.steps.push_back({"weights", std::move(weights), {{"sum", std::move(chosen_sum)}}});
-    t.steps.push_back({"combine", std::move(combined), {}});
-    if (layer.residual) t.steps.push_back({"residual", residual(x, t.steps.back().value), {}});
+    if (pre_norm) t.steps.push_back(std::move(*pre_norm));
+    t.steps.push_back({step_kind::router, std::move(logits), {}});
+    t.steps.push_back({step_kind::probabilities, sm.p, {{"max", sm.max}, {"exp", sm.exp}, {"sum", sm.sum}}});
+    t.steps.push_back({step_kind::weights, std::move(weights), {{"sum", std::move(chosen_sum)}}});
+    t.steps.push_back({step_kind::combine, std::move(combined), {}});
+    if (layer.residual) t.steps.push_back({step_kind::residual, residual(x, t.steps.back().value), {}});
     if (layer.norm && !pre) t.steps.push_back(norm_step(t.steps.back().value));
 
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
-        if (auto e = overflow_in(s.name, s.value, t.lead, nullptr)) return *e;
+        if (auto e = overflow_in(step_name(s.kind), s.value, t.lead, nullptr)) return *e;
     }
     for (const auto& et : t.experts)
         for (const auto& s : et.tr.steps)
-            if (auto e = overflow_in(et.prefix() + "." + s.name, s.value, t.lead, &et.tokens)) return *e;
+            if (auto e = overflow_in(et.prefix() + "." + step_name(s.kind), s.value, t.lead, &et.tokens)) return *e;
     return t;
 }
 

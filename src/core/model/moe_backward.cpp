@@ -33,32 +33,17 @@ ffn zeros_like(const ffn& f) {
 
 }  // namespace
 
-outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& loss) {
-    const moe& l = t.layer();
-    const std::size_t tokens = t.tokens();
-    moe_gradients g;
-    g.loss = loss_of(t, loss);
-    if (!std::isfinite(g.loss))
-        return error{"", "loss", loss.target ? "the loss overflowed in double precision; the outputs are too far from the target"
-                                             : "the loss overflowed in double precision; the upstream gradient is too large"};
-    matrix d_out = loss_gradient(t.output().value, loss);
-    g.steps.push_back({"output", {{"g", d_out}}});
-    g.d_layer = l;
-    // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
-    auto norm_backward = [&](const matrix& in, const matrix& dy) {
-        g.steps.push_back(norm_backward_step(*l.norm, *t.find("norm"), in, dy, *g.d_layer.norm));
-        return g.steps.back().values.back().value;
-    };
-    const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
-    if (l.norm && !pre_norm) d_out = norm_backward(t.steps[t.steps.size() - 2].value, d_out);
-    if (l.residual) g.steps.push_back({"residual", {{"d_combine", d_out}, {"dx_direct", d_out}}});
+namespace {
 
-    // forward: combine[t] = Σ_e w[t][e]·out_e[t] + Σ_s shared_s[t], so
-    //   d out_e[t] = w[t][e]·g[t], d w[t][e] = g[t] · out_e[t], d shared_s[t] = g[t]
-    const matrix& w = t.find("weights")->value;
-    matrix d_w(tokens, l.n_experts());
+// forward: combine[t] = Σ_e w[t][e]·out_e[t] + Σ_s shared_s[t], so
+//   d out_e[t] = w[t][e]·g[t], d w[t][e] = g[t] · out_e[t], d shared_s[t] = g[t]
+// Each expert's own backward pass from its share of g = d_out; their dx summed into d_input, and
+// dL/dw into d_w.
+std::optional<error> experts_backward(const moe_trace& t, const matrix& d_out, moe_gradients& g, matrix& d_w,
+                                      matrix& d_input) {
+    const moe& l = t.layer();
+    const matrix& w = t.step(step_kind::weights).value;
     for (auto& e : g.d_layer.experts) e = zeros_like(e);
-    matrix d_input(tokens, l.d_model());
     for (const auto& et : t.experts) {
         const matrix& out = et.tr.output().value;
         matrix upstream(et.tokens.size(), out.cols);
@@ -82,40 +67,74 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
         (et.shared ? g.d_layer.shared[et.expert] : g.d_layer.experts[et.expert]) = eg->d_layer;
         g.experts.push_back(std::move(*eg));
     }
-    g.steps.push_back({"combine", {{"d_weights", d_w}}});
+    return std::nullopt;
+}
 
-    // forward: w = p over the chosen (÷ their sum), then p = softmax(router)
-    const step& probs = *t.find("probabilities");
-    const matrix d_p = routing_weights_backward(w, t.find("weights")->terms.front().value, t.chosen, l.normalize, d_w);
-    g.steps.push_back({"weights", {{"d_probabilities", d_p}}});
+// forward: w = p over the chosen (÷ their sum), p = softmax(router), router = x·Wr + br; from
+// d_w, the steps of the weights, the probabilities and the router, and the router's dx.
+matrix routing_backward(const moe_trace& t, const matrix& d_w, moe_gradients& g) {
+    const moe& l = t.layer();
+    const std::size_t tokens = t.tokens();
+    const step& probs = t.step(step_kind::probabilities);
+    const step& weights = t.step(step_kind::weights);
+    const matrix d_p = routing_weights_backward(weights.value, weights.terms.front().value, t.chosen, l.normalize, d_w);
+    g.steps.push_back({step_kind::weights, {{"d_probabilities", d_p}}});
     const matrix d_logits = softmax_backward(probs.value, d_p);
     matrix dot(tokens, 1);  // Σ_j dp_j·p_j, the part every logit's gradient shares
     for (std::size_t tok = 0; tok < tokens; ++tok)
         for (std::size_t j = 0; j < l.n_experts(); ++j) dot(tok, 0) += d_p(tok, j) * probs.value(tok, j);
-    g.steps.push_back({"probabilities", {{"dp·p", dot}, {"d_router", d_logits}}});
+    g.steps.push_back({step_kind::probabilities, {{"dp·p", dot}, {"d_router", d_logits}}});
 
-    // forward: router = x·Wr + br
     auto r = linear_backward(t.moe_input(), l.router, d_logits);
     g.d_layer.router = r.dw;
     if (!l.router_b.empty()) g.d_layer.router_b = r.db;
-    {
-        backward_step s{"router", {{"dWr", r.dw}}};
-        if (!l.router_b.empty()) s.values.push_back({"dbr", row_matrix(r.db)});
-        s.values.push_back({"dx_router", r.dx});
-        g.steps.push_back(std::move(s));
-    }
-    for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += r.dx.data[k];
+    backward_step s{step_kind::router, {{"dWr", r.dw}}};
+    if (!l.router_b.empty()) s.values.push_back({"dbr", row_matrix(r.db)});
+    s.values.push_back({"dx_router", r.dx});
+    g.steps.push_back(std::move(s));
+    return r.dx;
+}
+
+}  // namespace
+
+outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& loss) {
+    const moe& l = t.layer();
+    const std::size_t tokens = t.tokens();
+    moe_gradients g;
+    g.loss = loss_of(t, loss);
+    if (!std::isfinite(g.loss))
+        return error{"", "loss", loss.target ? "the loss overflowed in double precision; the outputs are too far from the target"
+                                             : "the loss overflowed in double precision; the upstream gradient is too large"};
+    matrix d_out = loss_gradient(t.output().value, loss);
+    g.steps.push_back({step_kind::output, {{"g", d_out}}});
+    g.d_layer = l;
+    // forward: a norm reads `in` and writes its step; dL/d(in) from dL/d(norm), and dγ, dβ
+    auto norm_backward = [&](const matrix& in, const matrix& dy) {
+        g.steps.push_back(norm_backward_step(*l.norm, t.step(step_kind::norm), in, dy, *g.d_layer.norm));
+        return g.steps.back().values.back().value;
+    };
+    const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
+    if (l.norm && !pre_norm) d_out = norm_backward(t.steps[t.steps.size() - 2].value, d_out);
+    if (l.residual) g.steps.push_back({step_kind::residual, {{"d_combine", d_out}, {"dx_direct", d_out}}});
+
+    matrix d_w(tokens, l.n_experts());
+    matrix d_input(tokens, l.d_model());
+    if (auto e = experts_backward(t, d_out, g, d_w, d_input)) return *e;
+    g.steps.push_back({step_kind::combine, {{"d_weights", d_w}}});
+
+    const matrix dx_router = routing_backward(t, d_w, g);
+    for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += dx_router.data[k];
     if (pre_norm) d_input = norm_backward(t.input, d_input);
     if (l.residual)
         for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += d_out.data[k];
     g.d_input = std::move(d_input);
-    g.steps.push_back({"input", {{"dx", g.d_input}}});
+    g.steps.push_back({step_kind::input, {{"dx", g.d_input}}});
 
     for (const auto& s : g.steps)
         for (const auto& v : s.values)
             for (double x : v.value.data)
                 if (!std::isfinite(x))
-                    return error{"", fmt::format("{} (backward through {})", v.name, s.name),
+                    return error{"", fmt::format("{} (backward through {})", v.name, step_name(s.kind)),
                                  "a gradient overflowed in double precision"};
     return g;
 }

@@ -1,8 +1,9 @@
+// The step vocabulary's one table: every step's name, its variable and its matrix.
 #include "model/steps.hpp"
 
 #include <array>
 
-namespace ffn_trace::detail {
+namespace ffn_trace {
 
 namespace {
 
@@ -14,7 +15,7 @@ struct step_words {
     std::string_view matrix_name, bias_name;
 };
 
-constexpr std::array<step_words, 8> steps{{
+constexpr std::array<step_words, 14> steps{{
     {"norm", "normed", std::nullopt, "", ""},
     {"expand", "hidden", weight::w1, "W1", "b1"},
     {"gate", "gate", weight::wg, "Wg", "bg"},
@@ -23,11 +24,19 @@ constexpr std::array<step_words, 8> steps{{
     {"multiply", "product", std::nullopt, "", ""},
     {"contract", "output", weight::w2, "W2", "b2"},
     {"residual", "y", std::nullopt, "", ""},
+    {"router", "logits", std::nullopt, "", ""},
+    {"probabilities", "p", std::nullopt, "", ""},
+    {"weights", "w", std::nullopt, "", ""},
+    {"combine", "output", std::nullopt, "", ""},
+    {"input", "x", std::nullopt, "", ""},
+    {"output", "output", std::nullopt, "", ""},
 }};
 
 const step_words& words(step_kind k) { return steps[static_cast<std::size_t>(k)]; }
 
 }  // namespace
+
+std::string step_name(step_kind k) { return std::string(words(k).name); }
 
 std::optional<step_kind> step_kind_of(std::string_view name) {
     for (std::size_t k = 0; k < steps.size(); ++k)
@@ -35,7 +44,9 @@ std::optional<step_kind> step_kind_of(std::string_view name) {
     return std::nullopt;
 }
 
-std::string step_name(step_kind k) { return std::string(words(k).name); }
+bool dense_step(step_kind k) { return k <= step_kind::residual; }
+
+namespace detail {
 
 std::string step_variable(step_kind k) { return std::string(words(k).variable); }
 
@@ -60,4 +71,6 @@ const std::vector<double>& bias_of(const ffn& l, weight w) {
     return *b[static_cast<int>(w)];
 }
 
-}  // namespace ffn_trace::detail
+}  // namespace detail
+
+}  // namespace ffn_trace

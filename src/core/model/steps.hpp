@@ -1,7 +1,8 @@
-// The one vocabulary of a dense layer's steps (internal to the library): what the trace calls
-// each step, the variable it computes, the matrix it multiplies by and that matrix's names.
-// The engine, the walkthroughs, the backward walkthroughs, the quiz and the worksheet all ask
-// here, so each mapping is written once.
+// What the library says about each step beyond its name (internal to the library): the variable
+// it computes, the matrix it multiplies by and that matrix's names, and which step a layer's
+// activation and contraction read. The engine, the walkthroughs, the backward walkthroughs, the
+// quiz and the worksheet all ask here, so each mapping is written once; the kinds and their
+// names are ffn_trace/steps.hpp's.
 #pragma once
 
 #include <optional>
@@ -10,18 +11,13 @@
 #include <vector>
 
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/steps.hpp"
 
 namespace ffn_trace::detail {
 
-enum class step_kind { norm, expand, gate, up, activate, multiply, contract, residual };
-
-// The step a trace's name means: "expand" → expand; none for "router", "input" or an expert's
-// "expert[1].gate".
-std::optional<step_kind> step_kind_of(std::string_view name);
-// The trace's name of a step: "expand".
-std::string step_name(step_kind k);
 // The name of the numbers a step computes: expand "hidden", activate "activated", multiply
-// "product", contract "output", residual "y", norm "normed"; gate and up keep their names.
+// "product", contract "output", residual "y", norm "normed"; gate and up keep their names; router
+// "logits", probabilities "p", weights "w", combine "output"; input "x", output "output".
 std::string step_variable(step_kind k);
 // The matrix a step multiplies by: expand W1, gate Wg, up Wu, contract W2; none for the others.
 std::optional<weight> step_weight(step_kind k);

@@ -144,17 +144,17 @@ std::optional<error> check_plot_range(double from, double to, std::string option
 
 namespace {
 
-std::string draw_plot(double from, double to, const table_columns& which, const plot_options& options) {
-    const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
-    struct curve {
-        std::string name;
-        double (*f)(double);
-        std::string_view mark, ascii_mark;
-        std::string_view colour;
-        std::string description;
-    };
-    // Drawn in this order, each over the ones before it, so GELU, the subject, is on top where
-    // curves meet; the legend lists them from the top down.
+struct curve {
+    std::string name;
+    double (*f)(double);
+    std::string_view mark, ascii_mark;
+    std::string_view colour;
+    std::string description;
+};
+
+// The curves asked for, drawn in this order, each over the ones before it, so GELU, the subject,
+// is on top where curves meet; the legend lists them from the top down.
+std::vector<curve> plot_curves(const table_columns& which) {
     std::vector<curve> curves{{"relu", relu, "○", "o", style::blue, "relu"}};
     if (which.derivative) curves.push_back({"d_relu", relu_derivative, "□", "r", style::cyan, "d_relu (relu's slope)"});
     if (which.silu) curves.push_back({"silu", silu, "+", "+", style::green, "silu (x·σ(x))"});
@@ -164,6 +164,61 @@ std::string draw_plot(double from, double to, const table_columns& which, const 
     if (which.derivative) curves.push_back({"d_gelu", gelu_derivative, "■", "d", style::magenta, "d_gelu (gelu's slope)"});
     if (which.exact) curves.push_back({"gelu_exact", gelu_exact, "◆", "e", style::yellow, "gelu_exact (x·Φ(x))"});
     curves.push_back({"gelu", gelu, "●", "*", style::red, "gelu (tanh form)"});
+    return curves;
+}
+
+// Round ticks on the y axis, one label per row or none: multiples of a step of 1, 2 or 5 times a
+// power of ten, about one every four rows, each on the row nearest its value.
+template <class Row>
+std::vector<std::string> y_labels(double y_min, double y_max, std::size_t height, Row row_of) {
+    const double step = round_step(y_max - y_min, std::max(2.0, static_cast<double>(height) / 4.0));
+    const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 0, 17);
+    std::vector<std::string> labels(height);
+    for (double k = std::ceil(y_min / step); k * step <= y_max; ++k) {
+        const double v = k * step == 0 ? 0.0 : k * step;
+        labels[row_of(v)] = format_short(v, decimals);
+    }
+    return labels;
+}
+
+// The x tick labels under the first, the zero and the last column.
+std::string x_ticks(double from, double to, std::size_t width, std::size_t label_width, std::optional<std::size_t> zero_col) {
+    auto tick = [](double v) { return format_fixed(v, 2); };
+    std::string ticks(label_width + 2 + width + 8, ' ');
+    auto place = [&](std::size_t c, const std::string& text) {
+        const std::string plain = to_ascii(text);  // one byte per column while placing
+        std::size_t at = label_width + 2 + c;
+        at = at >= plain.size() / 2 ? at - plain.size() / 2 : 0;
+        if (at + plain.size() > ticks.size()) at = ticks.size() - plain.size();
+        ticks.replace(at, plain.size(), plain);
+    };
+    place(0, tick(from));
+    place(width - 1, tick(to));
+    if (zero_col && *zero_col > 6 && *zero_col + 6 < width) place(*zero_col, tick(0.0));
+    ticks.erase(ticks.find_last_not_of(' ') + 1);
+    return ticks;
+}
+
+// The legend, as many entries to a line as fit the page.
+template <class Mark>
+std::string legend(const std::vector<curve>& curves, std::size_t page_width, Mark mark_of) {
+    std::string out, line = " ";
+    for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
+        const std::string entry = fmt::format("{} {}", mark_of(*k), k->description);
+        if (line.size() > 1 && display_width(line) + 3 + display_width(entry) > page_width) {
+            out += line + "\n";
+            line = " ";
+        }
+        line += (line.size() > 1 ? "   " : " ") + entry;
+    }
+    out += line + "\n";
+    if (curves.size() > 2) out += "  Where curves meet, the one listed first is drawn on top.\n";
+    return out;
+}
+
+std::string draw_plot(double from, double to, const table_columns& which, const plot_options& options) {
+    const std::size_t width = std::max<std::size_t>(options.width, 2), height = std::max<std::size_t>(options.height, 3);
+    const std::vector<curve> curves = plot_curves(which);
     auto mark_of = [&](const curve& k) {
         const std::string m(options.ascii ? k.ascii_mark : k.mark);
         return options.colour ? styled(k.colour, m) : m;
@@ -198,46 +253,9 @@ std::string draw_plot(double from, double to, const table_columns& which, const 
     for (const auto& k : curves)
         for (std::size_t c = 0; c < width; ++c) grid[row_of(k.f(x_at(c)))][c] = mark_of(k);
 
-    // Round ticks on the y axis: multiples of a step of 1, 2 or 5 times a power of ten, about
-    // one every four rows, each on the row nearest its value.
-    const double step = round_step(y_max - y_min, std::max(2.0, static_cast<double>(height) / 4.0));
-    const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 0, 17);
-    std::vector<std::string> labels(height);
-    for (double k = std::ceil(y_min / step); k * step <= y_max; ++k) {
-        const double v = k * step == 0 ? 0.0 : k * step;
-        labels[row_of(v)] = format_short(v, decimals);
-    }
-    // Not a structured binding: clang 14 does not let the lambdas below capture one.
-    const detail::plot_text frame = detail::plot_frame(grid, labels, a);
-    const std::size_t label_width = frame.label_width;
-    std::string out = frame.text;
-    // x tick labels under the first, the zero and the last column.
-    auto tick = [](double v) { return format_fixed(v, 2); };
-    std::string ticks(label_width + 2 + width + 8, ' ');
-    auto place = [&](std::size_t c, const std::string& text) {
-        const std::string plain = to_ascii(text);  // one byte per column while placing
-        std::size_t at = label_width + 2 + c;
-        at = at >= plain.size() / 2 ? at - plain.size() / 2 : 0;
-        if (at + plain.size() > ticks.size()) at = ticks.size() - plain.size();
-        ticks.replace(at, plain.size(), plain);
-    };
-    place(0, tick(from));
-    place(width - 1, tick(to));
-    if (zero_col && *zero_col > 6 && *zero_col + 6 < width) place(*zero_col, tick(0.0));
-    ticks.erase(ticks.find_last_not_of(' ') + 1);
-    out += ticks + "\n\n";
-    // The legend, as many entries to a line as fit the page.
-    std::string line = " ";
-    for (auto k = curves.rbegin(); k != curves.rend(); ++k) {
-        const std::string entry = fmt::format("{} {}", mark_of(*k), k->description);
-        if (line.size() > 1 && display_width(line) + 3 + display_width(entry) > options.page_width) {
-            out += line + "\n";
-            line = " ";
-        }
-        line += (line.size() > 1 ? "   " : " ") + entry;
-    }
-    out += line + "\n";
-    if (curves.size() > 2) out += "  Where curves meet, the one listed first is drawn on top.\n";
+    const detail::plot_text frame = detail::plot_frame(grid, y_labels(y_min, y_max, height, row_of), a);
+    std::string out = frame.text + x_ticks(from, to, width, frame.label_width, zero_col) + "\n\n";
+    out += legend(curves, options.page_width, mark_of);
     return apply_styles(a ? to_ascii(out) : out, options.colour);
 }
 

@@ -91,8 +91,10 @@ std::optional<model_config> preset(std::string_view name) {
 
 std::vector<dtype_size> dtypes() { return {{"fp32", 32}, {"fp16/bf16", 16}, {"int8", 8}, {"int4", 4}}; }
 
-outcome<params_report> count_params(const model_config& in) {
-    model_config c = in;
+namespace {
+
+// The options that contradict each other or the sizes, as an error naming the option.
+std::optional<error> check_config(const model_config& c) {
     if (c.d_model == 0) return bad("--d-model", "expected a size > 0");
     if (c.layers == 0) return bad("--layers", "expected at least 1 layer");
     if (c.multiple_of == 0) return bad("--multiple-of", "expected a size > 0");
@@ -103,22 +105,55 @@ outcome<params_report> count_params(const model_config& in) {
         return bad("--kv-heads", fmt::format("{} KV heads do not divide {} heads", c.kv_heads, c.heads));
     if (c.top_k != 0 && c.experts == 0) return bad("--top-k", "needs --experts");
     if (c.top_k > c.experts) return bad("--top-k", fmt::format("{} is more than the {} experts", c.top_k, c.experts));
+    return std::nullopt;
+}
+
+// d_ff when the options leave it out, and the rule that gave it.
+void default_d_ff(model_config& c, params_report& r) {
+    if (c.d_ff != 0) return;
+    if (c.gated) {
+        // As Llama's code does: int(8·d/3), rounded up to a multiple of multiple_of.
+        const count raw = mul(8, c.d_model) / 3;
+        c.d_ff = mul((add(raw, c.multiple_of - 1)) / c.multiple_of, c.multiple_of);
+        r.d_ff_rule = fmt::format("d_ff = 8/3 × d_model = 8/3 × {} = {}, rounded up to a multiple of {} = {}",
+                                  with_separators(c.d_model), with_separators(raw), c.multiple_of,
+                                  with_separators(c.d_ff));
+    } else {
+        c.d_ff = mul(4, c.d_model);
+        r.d_ff_rule = fmt::format("d_ff = 4 × d_model = 4 × {} = {}", with_separators(c.d_model), with_separators(c.d_ff));
+    }
+}
+
+// The embeddings, the output projection and the rest outside the layers (norms, pooler).
+void count_outside_layers(const model_config& c, params_report& r) {
+    const count d = c.d_model;
+    std::vector<param_term> emb;
+    if (c.vocab) emb.push_back(matrix_term("token embedding", "vocab", c.vocab, "d_model", d, false));
+    if (c.positions) emb.push_back(matrix_term("position embedding", "positions", c.positions, "d_model", d, false));
+    if (c.token_types) emb.push_back(matrix_term("token-type embedding", "token_types", c.token_types, "d_model", d, false));
+    if (c.vocab && !c.tied) emb.push_back(matrix_term("output projection", "d_model", d, "vocab", c.vocab, false));
+    r.embeddings = sum(std::move(emb));
+
+    std::vector<param_term> extras;
+    const count norm = norm_size(c.norm, d);
+    if (norm && c.embedding_norm)
+        extras.push_back({"embedding norm", std::string(norm_formula(c.norm)), with_separators(norm), norm});
+    if (norm && c.final_norm && (c.layers > 1 || c.vocab))
+        extras.push_back({"final norm", std::string(norm_formula(c.norm)), with_separators(norm), norm});
+    if (c.pooler) extras.push_back(matrix_term("pooler", "d_model", d, "d_model", d, true));
+    r.extras = sum(std::move(extras));
+    r.other = r.extras.total;
+}
+
+}  // namespace
+
+outcome<params_report> count_params(const model_config& in) {
+    model_config c = in;
+    if (auto e = check_config(c)) return *e;
 
     params_report r;
     try {
-        if (c.d_ff == 0) {
-            if (c.gated) {
-                // As Llama's code does: int(8·d/3), rounded up to a multiple of multiple_of.
-                const count raw = mul(8, c.d_model) / 3;
-                c.d_ff = mul((add(raw, c.multiple_of - 1)) / c.multiple_of, c.multiple_of);
-                r.d_ff_rule = fmt::format("d_ff = 8/3 × d_model = 8/3 × {} = {}, rounded up to a multiple of {} = {}",
-                                          with_separators(c.d_model), with_separators(raw), c.multiple_of,
-                                          with_separators(c.d_ff));
-            } else {
-                c.d_ff = mul(4, c.d_model);
-                r.d_ff_rule = fmt::format("d_ff = 4 × d_model = 4 × {} = {}", with_separators(c.d_model), with_separators(c.d_ff));
-            }
-        }
+        default_d_ff(c, r);
         const count d = c.d_model, f = c.d_ff;
         if (c.heads != 0 && c.kv_heads == 0) c.kv_heads = c.heads;
 
@@ -147,23 +182,7 @@ outcome<params_report> count_params(const model_config& in) {
         r.layer_total = add(add(add(r.attention.total, mul(experts, r.ffn.total)), r.router), r.norms_per_layer);
         r.layer_active = add(add(add(r.attention.total, mul(used, r.ffn.total)), r.router), r.norms_per_layer);
 
-        std::vector<param_term> emb;
-        if (c.vocab) emb.push_back(matrix_term("token embedding", "vocab", c.vocab, "d_model", d, false));
-        if (c.positions) emb.push_back(matrix_term("position embedding", "positions", c.positions, "d_model", d, false));
-        if (c.token_types) emb.push_back(matrix_term("token-type embedding", "token_types", c.token_types, "d_model", d, false));
-        if (c.vocab && !c.tied) emb.push_back(matrix_term("output projection", "d_model", d, "vocab", c.vocab, false));
-        r.embeddings = sum(std::move(emb));
-
-        std::vector<param_term> extras;
-        const count norm = norm_size(c.norm, d);
-        if (norm && c.embedding_norm)
-            extras.push_back({"embedding norm", std::string(norm_formula(c.norm)), with_separators(norm), norm});
-        if (norm && c.final_norm && (c.layers > 1 || c.vocab))
-            extras.push_back({"final norm", std::string(norm_formula(c.norm)), with_separators(norm), norm});
-        if (c.pooler) extras.push_back(matrix_term("pooler", "d_model", d, "d_model", d, true));
-        r.extras = sum(std::move(extras));
-        r.other = r.extras.total;
-
+        count_outside_layers(c, r);
         r.total = add(add(mul(c.layers, r.layer_total), r.embeddings.total), r.other);
         r.active = add(add(mul(c.layers, r.layer_active), r.embeddings.total), r.other);
         r.ffn_all_layers = mul(mul(c.layers, experts), r.ffn.total);

@@ -94,11 +94,13 @@ struct view {
     std::vector<section> sections;
 };
 
-view build(const params_report& r, std::optional<std::string_view> dtype) {
+const std::vector<std::string> counted{"", "formula", "numbers", "parameters", ""};
+
+// The title and the lines under it: the shape, and how d_ff was chosen.
+void intro(const params_report& r, view& v) {
     const model_config& c = r.config;
     const bool moe = c.experts > 1;
     const bool model = c.layers > 1 || c.vocab != 0;
-    view v;
     v.title = c.name.empty() ? "Parameters of one Transformer layer" : "Parameters of " + c.name;
     if (model && c.name.empty()) v.title = "Parameters of a Transformer";
     if (!c.note.empty()) v.intro.push_back(c.note);
@@ -110,8 +112,11 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     if (moe) shape += fmt::format(" · {} experts, top-{}", c.experts, c.top_k ? c.top_k : c.experts);
     v.intro.push_back(shape);
     if (!r.d_ff_rule.empty()) v.intro.push_back(r.d_ff_rule);
+}
 
-    const std::vector<std::string> counted{"", "formula", "numbers", "parameters", ""};
+section ffn_section(const params_report& r) {
+    const model_config& c = r.config;
+    const bool moe = c.experts > 1;
     section ffn{moe ? "FFN, one expert" : "FFN, one layer", counted, {}, {}};
     for (const auto& t : r.ffn.terms) ffn.rows.push_back(term_row(t));
     ffn.rows.push_back(sum_row("total", short_names(r.ffn), sum_numbers(r.ffn), r.ffn.total));
@@ -125,13 +130,20 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
             with_separators(c.d_model), with_separators(c.d_ff), with_separators(plain / 2 * 3), with_separators(plain),
             with_separators(c.d_model), with_separators((8 * c.d_model + 1) / 3)));
     }
-    v.sections.push_back(ffn);
 
+    return ffn;
+}
+
+section attention_section(const params_report& r) {
     section attn{"Attention, one layer", counted, {}, {}};
     for (const auto& t : r.attention.terms) attn.rows.push_back(term_row(t));
     attn.rows.push_back(sum_row("total", short_names(r.attention), sum_numbers(r.attention), r.attention.total));
-    v.sections.push_back(attn);
+    return attn;
+}
 
+section layer_section(const params_report& r) {
+    const model_config& c = r.config;
+    const bool moe = c.experts > 1;
     section layer{"One layer", counted, {}, {}};
     const count all_ffn = r.layer_total - r.attention.total - r.router - r.norms_per_layer;
     const std::size_t top_k = c.top_k ? c.top_k : c.experts;
@@ -169,43 +181,50 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
                                       ratio, moe ? "per expert" : fmt::format("the FFN has ~{:.1f}× the parameters of attention", ratio)));
     layer.notes.push_back(fmt::format("the FFN{} is {} of the layer", moe ? " (all experts)" : "",
                                       fmt::format("{:.0f}%", 100.0 * static_cast<double>(all_ffn) / static_cast<double>(r.layer_total))));
-    v.sections.push_back(layer);
 
-    if (model) {
-        section whole{fmt::format("The model, {} layers", c.layers), {"", "formula", "numbers", "parameters", "share"}, {}, {}};
-        const count layers = r.total - r.embeddings.total - r.other;
-        whole.rows.push_back({"layers", "layers × one layer =", fmt::format("{} × {} =", c.layers, with_separators(r.layer_total)),
-                              with_separators(layers), percent(layers, r.total)});
-        for (const auto& t : r.embeddings.terms) {
-            auto row = term_row(t);
-            row.push_back(percent(t.value, r.total));
-            whole.rows.push_back(row);
-        }
-        for (const auto& t : r.extras.terms) {
-            auto row = term_row(t);
-            row.push_back(percent(t.value, r.total));
-            whole.rows.push_back(row);
-        }
-        // What the layers add to: the embeddings and the rest (final norm, pooler), as sums.
-        const std::string rest_names = plus({r.embeddings.terms.empty() ? "" : "embeddings",
-                                             r.extras.terms.empty() ? "" : short_names(r.extras)});
-        const std::string rest = plus({r.embeddings.total ? with_separators(r.embeddings.total) : "",
-                                       r.other ? with_separators(r.other) : ""});
-        whole.rows.push_back({"total", "the rows above =", "(below)", with_separators(r.total), human(r.total)});
-        whole.notes.push_back(fmt::format("total = {} = {} ({})", plus({with_separators(layers), rest}), with_separators(r.total),
-                                          plus({"layers", rest_names})));
-        if (moe) {
-            whole.rows.push_back({"active per token", "active layers + the rest =", "(below)", with_separators(r.active),
-                                  human(r.active)});
-            whole.notes.push_back(fmt::format("active per token = {} = {} (layers × active (top-{}){})",
-                                              plus({fmt::format("{} × {}", c.layers, with_separators(r.layer_active)), rest}),
-                                              with_separators(r.active), top_k, rest_names.empty() ? "" : " + " + rest_names));
-        }
-        if (c.tied && c.vocab) whole.notes.push_back("the output projection is tied to the token embedding: no extra parameters");
-        whole.notes.push_back(fmt::format("the FFNs hold {} = {} of the model", human(r.ffn_all_layers), percent(r.ffn_all_layers, r.total)));
-        v.sections.push_back(whole);
+    return layer;
+}
+
+section model_section(const params_report& r) {
+    const model_config& c = r.config;
+    const bool moe = c.experts > 1;
+    const std::size_t top_k = c.top_k ? c.top_k : c.experts;
+    section whole{fmt::format("The model, {} layers", c.layers), {"", "formula", "numbers", "parameters", "share"}, {}, {}};
+    const count layers = r.total - r.embeddings.total - r.other;
+    whole.rows.push_back({"layers", "layers × one layer =", fmt::format("{} × {} =", c.layers, with_separators(r.layer_total)),
+                          with_separators(layers), percent(layers, r.total)});
+    for (const auto& t : r.embeddings.terms) {
+        auto row = term_row(t);
+        row.push_back(percent(t.value, r.total));
+        whole.rows.push_back(row);
     }
+    for (const auto& t : r.extras.terms) {
+        auto row = term_row(t);
+        row.push_back(percent(t.value, r.total));
+        whole.rows.push_back(row);
+    }
+    // What the layers add to: the embeddings and the rest (final norm, pooler), as sums.
+    const std::string rest_names = plus({r.embeddings.terms.empty() ? "" : "embeddings",
+                                         r.extras.terms.empty() ? "" : short_names(r.extras)});
+    const std::string rest = plus({r.embeddings.total ? with_separators(r.embeddings.total) : "",
+                                   r.other ? with_separators(r.other) : ""});
+    whole.rows.push_back({"total", "the rows above =", "(below)", with_separators(r.total), human(r.total)});
+    whole.notes.push_back(fmt::format("total = {} = {} ({})", plus({with_separators(layers), rest}), with_separators(r.total),
+                                      plus({"layers", rest_names})));
+    if (moe) {
+        whole.rows.push_back({"active per token", "active layers + the rest =", "(below)", with_separators(r.active),
+                              human(r.active)});
+        whole.notes.push_back(fmt::format("active per token = {} = {} (layers × active (top-{}){})",
+                                          plus({fmt::format("{} × {}", c.layers, with_separators(r.layer_active)), rest}),
+                                          with_separators(r.active), top_k, rest_names.empty() ? "" : " + " + rest_names));
+    }
+    if (c.tied && c.vocab) whole.notes.push_back("the output projection is tied to the token embedding: no extra parameters");
+    whole.notes.push_back(fmt::format("the FFNs hold {} = {} of the model", human(r.ffn_all_layers), percent(r.ffn_all_layers, r.total)));
+    return whole;
+}
 
+section memory_section(const params_report& r, std::optional<std::string_view> dtype) {
+    const model_config& c = r.config;
     section mem{"Memory of the weights", {"dtype", "width", "parameters", "memory", ""}, {}, {}};
     for (const auto& d : dtypes()) {
         if (dtype && d.name != *dtype) continue;
@@ -215,7 +234,18 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     }
     mem.notes.push_back(fmt::format("forward FLOPs per token ≈ 2 × active matrix weights{} = {}", c.vocab ? " (the output projection included)" : "",
                                     flops(r.flops_per_token)));
-    v.sections.push_back(mem);
+    return mem;
+}
+
+view build(const params_report& r, std::optional<std::string_view> dtype) {
+    const model_config& c = r.config;
+    view v;
+    intro(r, v);
+    v.sections.push_back(ffn_section(r));
+    v.sections.push_back(attention_section(r));
+    v.sections.push_back(layer_section(r));
+    if (c.layers > 1 || c.vocab != 0) v.sections.push_back(model_section(r));
+    v.sections.push_back(memory_section(r, dtype));
     return v;
 }
 

@@ -110,8 +110,14 @@ private:
     std::string hidden_name() const { return detail::step_variable(detail::hidden_step(l_)); }
 
     void backward(int number, const backward_step& s);
-    const backward_step* find_step(std::string_view name) const;
+    const backward_step* find_step(step_kind k) const;
+    // Each backward step's heading, explanation and tables; `n` is its number.
+    void output_step(const std::string& n, const backward_step& s);
+    void contract_step(const std::string& n, const backward_step& s, bool arithmetic);
     void activate_step(const std::string& n, const backward_step& s, bool arithmetic);
+    void norm_step(const std::string& n, const backward_step& s);
+    void first_layer_step(const std::string& n, const backward_step& s, weight key, bool arithmetic);  // expand, gate, up
+    void input_step(const std::string& n);
     void gradient_summary();
     void check();
     void descent();

@@ -56,14 +56,14 @@ private:
                       const std::string& shapes, const std::string& why, Arithmetic arithmetic, bool always = false) {
         add({block_kind::heading, fmt::format("Step {} · {}   {}   {}", number, title, formula, shapes)});
         paragraph(why);
-        if (s.name == "router") router_grid();
+        if (s.kind == step_kind::router) router_grid();
         if (level_ == detail_level::arithmetic || always)
             for (auto t : detailed_)
                 if (t != gap) arithmetic(t);
-        block b = table(s.name, s.value);
-        if (s.name == "weights") b.picture = routing_picture();
+        block b = table(s.kind, s.value);
+        if (s.kind == step_kind::weights) b.picture = routing_picture();
         add(std::move(b));
-        if (level_ == detail_level::values) failures_of(s.name);
+        if (level_ == detail_level::values) failures_of(prefix_ + step_name(s.kind));
     }
 
     // Wr as a grid, the inputs down and the experts across, where it is small enough to read.
@@ -72,11 +72,15 @@ private:
     // The page view's picture of the routing: each token joined to its experts, as wide as its weight.
     std::shared_ptr<const figure> routing_picture() const;
     void routing_steps(std::size_t first);
+    // The three routing steps, numbered `number`.
+    void router_step(std::size_t number);
+    void probabilities_step(std::size_t number);
+    void weights_step(std::size_t number);
 
     void experts();
 
     // The page view's arithmetic behind a cell of the layer's own steps.
-    std::vector<std::string> layer_how(std::string_view step, std::size_t t, std::size_t j) const override;
+    std::vector<std::string> layer_how(step_kind step, std::size_t t, std::size_t j) const override;
 
     // The combine and the residual, the layer's own steps after the experts.
     void layer_step(std::size_t number, const step& s);

@@ -107,7 +107,7 @@ void moe_builder::expert_units() {
 
 void moe_builder::summary() {
     add({block_kind::heading, "Summary"});
-    const matrix& w = mt_.find("weights")->value;
+    const matrix& w = mt_.step(step_kind::weights).value;
     block b{block_kind::lines};
     for (auto t : shown_indices(mt_.tokens(), opt_.full)) {
         if (t == gap) {
@@ -124,8 +124,8 @@ void moe_builder::summary() {
             b.lines.push_back(std::move(l));
         // Then each of the layer's steps, as the dense summary (and seed 000's) repeats them.
         std::size_t wide = 0;
-        for (const auto& st : mt_.steps) wide = std::max(wide, display_width(st.name == "residual" ? "+ x" : st.name));
-        for (const auto& st : mt_.steps) step_vector_lines(b, st.name == "residual" ? "+ x" : st.name, wide, st.value.row(t));
+        for (const auto& st : mt_.steps) wide = std::max(wide, display_width(st.kind == step_kind::residual ? "+ x" : step_name(st.kind)));
+        for (const auto& st : mt_.steps) step_vector_lines(b, st.kind == step_kind::residual ? "+ x" : step_name(st.kind), wide, st.value.row(t));
     }
     add(std::move(b));
 }
@@ -143,14 +143,14 @@ void moe_builder::comparison() {
     bool experts_done = false;
     // In the walkthrough's order: the routing, the experts, then the combine and what follows.
     for (const auto& s : mcomparison_->layer.steps) {
-        const bool input = s.step == "input";
-        if (s.step == "combine" && !experts_done) {
+        const bool input = s.step == step_kind::input;
+        if (s.step == step_kind::combine && !experts_done) {
             route_changes();
             expert_changes(unchanged);
             experts_done = true;
         }
         if (!input && s.status != step_comparison::kind::only_before) ++number;
-        comparison_step(s, input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(s.step), cell_variable(s.step)),
+        comparison_step(s, input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(step_name(s.step)), variable(s.step)),
                         unchanged);
     }
     if (!experts_done) {
@@ -194,7 +194,7 @@ void moe_builder::expert_changes(std::vector<std::string>& unchanged) {
         const expert_trace* et = mt_.expert(e.expert, e.shared);
         use(et->tr, mr_.experts[static_cast<std::size_t>(et - mt_.experts.data())], nullptr, et->prefix() + ".");
         for (const auto& s : e.steps.steps)
-            comparison_step(s, fmt::format("{} · {} ({})", capitalised(who), capitalised(s.step), cell_variable(s.step)),
+            comparison_step(s, fmt::format("{} · {} ({})", capitalised(who), capitalised(step_name(s.step)), variable(s.step)),
                             unchanged, who);
         use_layer_tokens();
     }

@@ -26,7 +26,7 @@ void moe_builder::router_grid() {
 std::shared_ptr<const figure> moe_builder::routing_picture() const {
     if (!explain_) return nullptr;
     const moe& l = mlayer();
-    const matrix& w = mt_.find("weights")->value;
+    const matrix& w = mt_.step(step_kind::weights).value;
     auto f = std::make_shared<figure>();
     f->type = figure::kind::routing;
     f->caption = "Which experts each token goes to: a line as wide as the token's weight";
@@ -40,17 +40,16 @@ std::shared_ptr<const figure> moe_builder::routing_picture() const {
 }
 
 void moe_builder::routing_steps(std::size_t first) {
+    router_step(first);
+    probabilities_step(first + 1);
+    weights_step(first + 2);
+}
+
+void moe_builder::router_step(std::size_t number) {
     const moe& l = mlayer();
     const std::string in = shape_text(l.d_model()), scores = shape_text(l.n_experts());
-    const step& router = *mt_.find("router");
-    const step& probs = *mt_.find("probabilities");
-    const step& weights = *mt_.find("weights");
-    const matrix& mx = probs.terms[0].value;
-    const matrix& ex = probs.terms[1].value;
-    const matrix& sum = probs.terms[2].value;
-    const matrix& chosen_sum = weights.terms[0].value;
-
-    routing_step(first, router, "Router", fmt::format("logits = {} · Wr{}", pre_norm() ? "normed" : "x", l.router_b.empty() ? "" : " + br"),
+    const step& router = mt_.step(step_kind::router);
+    routing_step(number, router, "Router", fmt::format("logits = {} · Wr{}", pre_norm() ? "normed" : "x", l.router_b.empty() ? "" : " + br"),
                  fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.n_experts(), scores),
                  std::string("The router scores the token against each expert, column e of Wr") +
                      (out_in() ? " (row e of the file's router.W)" : "") +
@@ -66,12 +65,20 @@ void moe_builder::routing_steps(std::size_t first) {
                          }
                          b.lines.push_back(fmt::format("  logits{} = {} = {}{}", at(t, e),
                                                        dot_line(mt_.moe_input().row(t), l.router.column(e), e, l.router_b),
-                                                       num(router.value(t, e)), spaced_marks("router", t, e, true)));
+                                                       num(router.value(t, e)), spaced_marks(step_kind::router, t, e, true)));
                      }
                      add(std::move(b));
                  });
+}
 
-    routing_step(first + 1, probs, "Probabilities", "p = softmax(logits) over the experts", fmt::format("{} → {}", scores, scores),
+void moe_builder::probabilities_step(std::size_t number) {
+    const moe& l = mlayer();
+    const std::string scores = shape_text(l.n_experts());
+    const step& probs = mt_.step(step_kind::probabilities);
+    const matrix& mx = probs.terms[0].value;
+    const matrix& ex = probs.terms[1].value;
+    const matrix& sum = probs.terms[2].value;
+    routing_step(number, probs, "Probabilities", "p = softmax(logits) over the experts", fmt::format("{} → {}", scores, scores),
                  "Softmax turns the scores into probabilities that sum to 1: e^z / Σ e^z. Subtracting the largest "
                  "logit m first changes nothing in the result but keeps e^z from overflowing.",
                  [&](std::size_t t) {
@@ -88,12 +95,19 @@ void moe_builder::routing_steps(std::size_t first) {
                              continue;
                          }
                          b.lines.push_back(fmt::format("  p{} = {} / {} = {}{}", at(t, e), num(ex(t, e)), num(sum(t, 0)),
-                                                       num(probs.value(t, e)), spaced_marks("probabilities", t, e, true)));
+                                                       num(probs.value(t, e)), spaced_marks(step_kind::probabilities, t, e, true)));
                      }
                      add(std::move(b));
                  });
+}
 
-    routing_step(first + 2, weights, fmt::format("Weights (top {})", l.top_k),
+void moe_builder::weights_step(std::size_t number) {
+    const moe& l = mlayer();
+    const std::string scores = shape_text(l.n_experts());
+    const step& probs = mt_.step(step_kind::probabilities);
+    const step& weights = mt_.step(step_kind::weights);
+    const matrix& chosen_sum = weights.terms[0].value;
+    routing_step(number, weights, fmt::format("Weights (top {})", l.top_k),
                  l.normalize ? fmt::format("w = p ÷ Σ p over the top {}, 0 elsewhere", l.top_k)
                              : fmt::format("w = p for the top {}, 0 elsewhere", l.top_k),
                  fmt::format("{} → {}", scores, scores),
@@ -120,7 +134,7 @@ void moe_builder::routing_steps(std::size_t first) {
                          const std::string rhs = l.normalize ? fmt::format("{} / ({}) = ", num(probs.value(t, e)), fmt::join(terms, " + "))
                                                              : "";
                          b.lines.push_back(fmt::format("  w{} = {}{}{}", at(t, e), rhs, num(weights.value(t, e)),
-                                                       spaced_marks("weights", t, e, true)));
+                                                       spaced_marks(step_kind::weights, t, e, true)));
                      }
                      if (l.normalize && mt_.chosen[t].size() > 1)
                          b.lines.push_back(fmt::format("  (the chosen probabilities sum to {})", num(chosen_sum(t, 0))));

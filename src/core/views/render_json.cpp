@@ -67,7 +67,7 @@ json claims_json(const std::vector<claim>& claims, const std::vector<std::size_t
 void add_units(json& out, const unit_readings& units) {
     json stats = json::array();
     for (const auto& s : units.steps)
-        stats.push_back({{"step", s.name}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"sum", s.sum}});
+        stats.push_back({{"step", step_name(s.kind)}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"sum", s.sum}});
     out["stats"] = std::move(stats);
     auto per_token = [](const std::vector<std::vector<unit_score>>& lists) {
         json all = json::array();
@@ -110,7 +110,7 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
     const ffn& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
-    for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, t.lead)}});
+    for (const auto& s : t.steps) steps.push_back({{"name", step_name(s.kind)}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
     out["claims"] = claims_json(claims, t.lead);
     if (t.layer().norm)
@@ -134,11 +134,11 @@ json comparison_steps(const trace_comparison& c, const std::vector<std::size_t>&
         for (const auto& v : s.changed)
             changed.push_back({{"token", v.token},
                                {"index", v.index},
-                               {"at", prefix + s.step + element_index(lead, v.token, v.index)},
+                               {"at", prefix + step_name(s.step) + element_index(lead, v.token, v.index)},
                                {"was", v.was},
                                {"now", v.now},
                                {"delta", v.delta()}});
-        steps.push_back({{"step", s.step},
+        steps.push_back({{"step", step_name(s.step)},
                          {"status", status[static_cast<int>(s.status)]},
                          {"compared", s.compared},
                          {"changed", std::move(changed)}});
@@ -167,7 +167,7 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
     const moe& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
-    for (const auto& s : t.steps) steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, t.lead)}});
+    for (const auto& s : t.steps) steps.push_back({{"name", step_name(s.kind)}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
     json routing = json::array();
     for (std::size_t tok = 0; tok < t.tokens(); ++tok)
@@ -176,7 +176,7 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
     json experts = json::array();
     for (const auto& et : t.experts) {
         json expert_steps = json::array();
-        for (const auto& s : et.tr.steps) expert_steps.push_back({{"name", s.name}, {"value", nested_rows(s.value, {0})}});
+        for (const auto& s : et.tr.steps) expert_steps.push_back({{"name", step_name(s.kind)}, {"value", nested_rows(s.value, {0})}});
         json entry = {{et.shared ? "shared" : "expert", et.expert}, {"tokens", et.tokens}, {"steps", std::move(expert_steps)}};
         const std::size_t k = static_cast<std::size_t>(&et - t.experts.data());
         if (units) add_units(entry, units->experts[k]);

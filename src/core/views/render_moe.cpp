@@ -29,8 +29,8 @@ void moe_builder::build(const block_sink& out) {
         number += 3;
         experts();
         use_layer_tokens();
-        layer_step(number++, *mt_.find("combine"));
-        if (mlayer().residual) layer_step(number++, *mt_.find("residual"));
+        layer_step(number++, mt_.step(step_kind::combine));
+        if (mlayer().residual) layer_step(number++, mt_.step(step_kind::residual));
         if (mlayer().norm && !pre_norm()) norm_block(number++);
     }
     readings();
@@ -42,7 +42,7 @@ void moe_builder::build(const block_sink& out) {
 
 void moe_builder::norm_block(std::size_t number) {
     const norm_layer& n = *mlayer().norm;
-    const step& s = *mt_.find("norm");
+    const step& s = mt_.step(step_kind::norm);
     const bool residual = mlayer().residual;
     const matrix& in = pre_norm() ? mt_.input : mt_.steps[mt_.steps.size() - 2].value;
     const std::string in_name = pre_norm() ? "x" : residual ? "y" : "output";
@@ -54,9 +54,9 @@ void moe_builder::norm_block(std::size_t number) {
 
 std::vector<std::string> moe_builder::claimable_steps() const {
     std::vector<std::string> names;
-    for (const auto& s : mt_.steps) names.push_back(s.name);
+    for (const auto& s : mt_.steps) names.push_back(step_name(s.kind));
     for (const auto& et : mt_.experts)
-        for (const auto& s : et.tr.steps) names.push_back(et.prefix() + "." + s.name);
+        for (const auto& s : et.tr.steps) names.push_back(et.prefix() + "." + step_name(s.kind));
     return names;
 }
 

@@ -36,7 +36,7 @@ public:
             int number = 1;
             for (const auto& s : in_.grads.steps) {
                 backward(number++, s);
-                if (s.name == "combine") experts();  // each expert's own pass starts from its share of g
+                if (s.kind == step_kind::combine) experts();  // each expert's own pass starts from its share of g
             }
         }
         heading_line("Gradient check");
@@ -114,24 +114,24 @@ private:
         });
     }
 
-    static std::string formula(std::string_view step, bool normalize) {
-        if (step == "output") return "g = dL/d(output)";
-        if (step == "residual") return "y = x + combine: g flows to the combine and straight to x";
-        if (step == "combine") return "d_weights[t][e] = g[t] · expert_e(x_t); each chosen expert gets w[t][e]·g[t]";
-        if (step == "weights")
+    static std::string formula(step_kind step, bool normalize) {
+        if (step == step_kind::output) return "g = dL/d(output)";
+        if (step == step_kind::residual) return "y = x + combine: g flows to the combine and straight to x";
+        if (step == step_kind::combine) return "d_weights[t][e] = g[t] · expert_e(x_t); each chosen expert gets w[t][e]·g[t]";
+        if (step == step_kind::weights)
             return normalize ? "w_c = p_c / S over the chosen: dp_c = (dw_c − Σ_e dw_e·w_e) / S, 0 for the others"
                              : "w_c = p_c for the chosen: dp_c = dw_c, 0 for the others";
-        if (step == "probabilities") return "p = softmax(logits): d_logits_i = p_i·(dp_i − Σ_j dp_j·p_j)";
-        if (step == "router") return "logits = x · Wr + br: dWr = xᵀ · d_logits, dbr = Σ d_logits, dx = d_logits · Wrᵀ";
+        if (step == step_kind::probabilities) return "p = softmax(logits): d_logits_i = p_i·(dp_i − Σ_j dp_j·p_j)";
+        if (step == step_kind::router) return "logits = x · Wr + br: dWr = xᵀ · d_logits, dbr = Σ d_logits, dx = d_logits · Wrᵀ";
         return "dx = every expert's dx + the router's dx";
     }
 
     void backward(int number, const backward_step& s) {
-        std::string f = formula(s.name, l_.normalize);
-        if (s.name == "input" && pre_norm()) f = "dx = the norm's d_in" + std::string(l_.residual ? " + the residual's g" : "");
-        else if (s.name == "input" && l_.residual) f = "dx = the residual's g + every expert's dx + the router's dx";
-        heading_line(fmt::format("Backward {} · {}   {}", number, s.name, f));
-        if (level_ == detail_level::arithmetic && s.name == "input" && !pre_norm()) input_sum_lines();
+        std::string f = formula(s.kind, l_.normalize);
+        if (s.kind == step_kind::input && pre_norm()) f = "dx = the norm's d_in" + std::string(l_.residual ? " + the residual's g" : "");
+        else if (s.kind == step_kind::input && l_.residual) f = "dx = the residual's g + every expert's dx + the router's dx";
+        heading_line(fmt::format("Backward {} · {}   {}", number, step_name(s.kind), f));
+        if (level_ == detail_level::arithmetic && s.kind == step_kind::input && !pre_norm()) input_sum_lines();
         if (level_ == detail_level::arithmetic) arithmetic(s);
         for (const auto& v : s.values) {
             if (v.name == "dWr") {
@@ -150,20 +150,20 @@ private:
     void arithmetic(const backward_step& s) {
         const moe_trace& t = in_.tr;
         const matrix& g = in_.grads.steps.front().values.front().value;
-        const matrix& w = t.find("weights")->value;
-        const matrix& p = t.find("probabilities")->value;
-        const matrix& sum = t.find("weights")->terms.front().value;
+        const matrix& w = t.step(step_kind::weights).value;
+        const matrix& p = t.step(step_kind::probabilities).value;
+        const matrix& sum = t.step(step_kind::weights).terms.front().value;
         const matrix* d_w = nullptr;
         const matrix* d_p = nullptr;
         for (const auto& st : in_.grads.steps) {
-            if (st.name == "combine") d_w = st.find("d_weights");
-            if (st.name == "weights") d_p = st.find("d_probabilities");
+            if (st.kind == step_kind::combine) d_w = st.find("d_weights");
+            if (st.kind == step_kind::weights) d_p = st.find("d_probabilities");
         }
         for (auto tok : detailed_) {
             if (tok == gap) continue;
             block b{block_kind::lines};
             b.lines.push_back(token_name(tok) + ":");
-            if (s.name == "combine") {
+            if (s.kind == step_kind::combine) {
                 for (auto e : t.chosen[tok]) {
                     const expert_trace& et = *t.expert(e);
                     const auto out = et.tr.output().value.row(*et.row_of(tok));
@@ -173,7 +173,7 @@ private:
                     b.lines.push_back(fmt::format("  d_weights{} = g · expert {}'s output = {} = {}", at(tok, e), e,
                                                   fmt::join(terms, " + "), num((*d_w)(tok, e))));
                 }
-            } else if (s.name == "weights") {
+            } else if (s.kind == step_kind::weights) {
                 std::vector<std::string> terms;
                 for (auto e : t.chosen[tok]) terms.push_back(fmt::format("{}×{}", fixed((*d_w)(tok, e)), fixed(w(tok, e))));
                 const std::string dot = fmt::format("{}", fmt::join(terms, " + "));
@@ -181,7 +181,7 @@ private:
                     b.lines.push_back(l_.normalize ? fmt::format("  dp{} = ({} − ({})) / {} = {}", at(tok, c), fixed((*d_w)(tok, c)),
                                                                  dot, fixed(sum(tok, 0)), num(s.values.front().value(tok, c)))
                                                    : fmt::format("  dp{} = dw = {}", at(tok, c), num(s.values.front().value(tok, c))));
-            } else if (s.name == "probabilities") {
+            } else if (s.kind == step_kind::probabilities) {
                 std::vector<std::string> terms;
                 for (std::size_t j = 0; j < p.cols; ++j)
                     if ((*d_p)(tok, j) != 0) terms.push_back(fmt::format("{}×{}", fixed((*d_p)(tok, j)), fixed(p(tok, j))));
@@ -209,7 +209,7 @@ private:
     void experts() {
         const auto& grads = in_.grads.experts;
         const matrix& g = in_.grads.steps.front().values.front().value;
-        const matrix& w = in_.tr.find("weights")->value;
+        const matrix& w = in_.tr.step(step_kind::weights).value;
         for (std::size_t i = 0; i < grads.size(); ++i) {
             const expert_trace& et = in_.tr.experts[i];
             if (!opt_.tokens.empty() && std::none_of(et.tokens.begin(), et.tokens.end(), [&](std::size_t t) {
@@ -255,8 +255,8 @@ private:
         const matrix* direct = nullptr;
         const matrix* router = nullptr;
         for (const auto& st : in_.grads.steps) {
-            if (st.name == "residual") direct = st.find("dx_direct");
-            if (st.name == "router") router = st.find("dx_router");
+            if (st.kind == step_kind::residual) direct = st.find("dx_direct");
+            if (st.kind == step_kind::router) router = st.find("dx_router");
         }
         const matrix& dx = in_.grads.d_input;
         for (auto tok : detailed_) {

@@ -33,15 +33,7 @@ void claims_banner(page_options& page, const std::vector<claim>& claims, std::si
     page.banner_tone = failed == 0 ? page_options::tone::ok : page_options::tone::bad;
 }
 
-std::string variable(std::string_view step) { return step_variable(step_kind_of(step).value()); }
-
-std::string cell_variable(std::string_view step) {
-    if (step == "router") return "logits";
-    if (step == "probabilities") return "p";
-    if (step == "weights") return "w";
-    if (step == "combine") return "output";
-    return variable(step);
-}
+std::string variable(step_kind step) { return step_variable(step); }
 
 std::vector<std::string> indices_field() {
     return {"indices", "units, tokens and entries count from 0, as in Python: unit 0 is the first, x[1] the second"};
@@ -81,8 +73,7 @@ std::string norm_explanation(const norm_layer& n, std::string_view reader) {
 }
 bool norm_is_pre(const ffn& l) { return l.norm && l.norm->position == norm_layer::place::pre; }
 
-std::string step_formula(const ffn& l, std::string_view step) {
-    const step_kind k = step_kind_of(step).value_or(step_kind::residual);
+std::string step_formula(const ffn& l, step_kind k) {
     if (k == step_kind::norm) return norm_formula(*l.norm, norm_is_pre(l) ? "x" : l.residual ? "y" : "output");
     if (const auto w = step_weight(k)) {
         const std::string in = k == step_kind::contract ? step_variable(hidden_step(l)) : norm_is_pre(l) ? "normed" : "x";
@@ -95,8 +86,8 @@ std::string step_formula(const ffn& l, std::string_view step) {
     return "y = x + output";
 }
 
-std::string step_explanation(const ffn& l, std::string_view step, bool out_in) {
-    switch (step_kind_of(step).value_or(step_kind::residual)) {
+std::string step_explanation(const ffn& l, step_kind step, bool out_in) {
+    switch (step) {
         case step_kind::norm: return norm_explanation(*l.norm, "the FFN reads");
         case step_kind::expand:
             return std::string("Each hidden unit j scores the token against its key, column j of W1") +
@@ -127,7 +118,7 @@ std::string step_explanation(const ffn& l, std::string_view step, bool out_in) {
                    (out_in ? " (column j of the file's W2)" : "") +
                    ", scaled by how strongly it fired: the output is a weighted sum of W2's rows, the "
                    "key-value memory view.";
-        case step_kind::residual: break;
+        default: break;  // the residual
     }
     return "The residual adds the input back: the FFN writes an update onto the token rather than replacing it.";
 }

@@ -112,7 +112,7 @@ std::vector<std::string> walkthrough_builder::detail_field() const {
 
 void walkthrough_builder::input_block(const matrix& x) {
     add({block_kind::heading, fmt::format("Input   x   {}", shape_text(x.cols)), {}, {}});
-    add(table("input", x));
+    add(table(step_kind::input, x));
 }
 
 void walkthrough_builder::weights_block(const std::string& who) {
@@ -196,27 +196,27 @@ block walkthrough_builder::weight_grid(weight w, const std::vector<std::string>&
         [&](std::size_t i, std::size_t j) { return i == bias_row ? bias[j] : read.at(i)[j]; }, opt_.precision);
 }
 
-std::string walkthrough_builder::shapes(std::string_view step) const {
+std::string walkthrough_builder::shapes(step_kind step) const {
     const ffn& l = layer();
     const auto in = shape_text(l.d_model()), hidden = shape_text(l.d_ff()), out = shape_text(l.d_out());
     if (const auto w = weight_of(step); w && w != weight::w2)
         return fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.d_ff(), hidden);
-    if (step == "activate" || step == "multiply") return fmt::format("{} → {}", hidden, hidden);
-    if (step == "contract") return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
-    if (step == "norm") return pre_norm() ? fmt::format("{} → {}", in, in) : fmt::format("{} → {}", out, out);
+    if (step == step_kind::activate || step == step_kind::multiply) return fmt::format("{} → {}", hidden, hidden);
+    if (step == step_kind::contract) return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
+    if (step == step_kind::norm) return pre_norm() ? fmt::format("{} → {}", in, in) : fmt::format("{} → {}", out, out);
     return fmt::format("{} + {} → {}", in, out, out);
 }
 
 void walkthrough_builder::step_block(const std::string& label, const step& s) {
-    const std::string title = s.name == "activate" ? fmt::format("Activate ({})", activation_title(layer().act))
-                                                   : capitalised(s.name);
-    add({block_kind::heading, fmt::format("{} · {}   {}   {}", label, title, step_formula(layer(), s.name), shapes(s.name)), {}, {}});
-    paragraph(step_explanation(layer(), s.name, out_in()));
-    if (level_ == detail_level::arithmetic && !(s.name == "activate" && layer().act == activation::identity))
+    const std::string title = s.kind == step_kind::activate ? fmt::format("Activate ({})", activation_title(layer().act))
+                                                   : capitalised(step_name(s.kind));
+    add({block_kind::heading, fmt::format("{} · {}   {}   {}", label, title, step_formula(layer(), s.kind), shapes(s.kind)), {}, {}});
+    paragraph(step_explanation(layer(), s.kind, out_in()));
+    if (level_ == detail_level::arithmetic && !(s.kind == step_kind::activate && layer().act == activation::identity))
         arithmetic(s);
-    add(table(s.name, s.value));
-    if (level_ == detail_level::values) failures_of(s.name);
-    if (opt_.bars && s.name == "activate") bars_block(s);
+    add(table(s.kind, s.value));
+    if (level_ == detail_level::values) failures_of(prefix_ + step_name(s.kind));
+    if (opt_.bars && s.kind == step_kind::activate) bars_block(s);
 }
 
 std::vector<std::string> walkthrough_builder::norm_field(const norm_layer& n, std::string_view layer_name) const {

@@ -27,10 +27,8 @@ std::string activation_title(activation kind);
 // The line under a page's title and its colour: how the file's claims came out, or that an
 // experiment left `unchecked` of them unchecked.
 void claims_banner(page_options& page, const std::vector<claim>& claims, std::size_t unchecked);
-// The name of a step's numbers: "hidden" for expand, "activated" for activate.
-std::string variable(std::string_view step);
-// The name of a step's numbers, for any step an MoE layer has too ("router" is its own name).
-std::string cell_variable(std::string_view step);
+// The name of a step's numbers: "hidden" for expand, "activated" for activate, "logits" for router.
+std::string variable(step_kind step);
 // Said once: every index in the walkthrough counts from 0.
 std::vector<std::string> indices_field();
 // A row's or column's name: the file's label where its list reaches, else the index.
@@ -47,9 +45,9 @@ std::string norm_explanation(const norm_layer& n, std::string_view reader);
 // Whether the layer normalises its input before the FFN (pre-norm), rather than after the residual.
 bool norm_is_pre(const ffn& l);
 // A step's formula as its heading gives it: "hidden = x · W1 + b1".
-std::string step_formula(const ffn& l, std::string_view step);
+std::string step_formula(const ffn& l, step_kind step);
 // What a step does, in a sentence or two; `out_in` when the file stores its matrices outputs × inputs.
-std::string step_explanation(const ffn& l, std::string_view step, bool out_in);
+std::string step_explanation(const ffn& l, step_kind step, bool out_in);
 
 // The vocabulary view's lists (walkthrough_readings.cpp): the scores of one sign (1 or -1), since
 // "promotes" lists only positive scores and "suppresses" only negative ones; and whether every
@@ -116,12 +114,12 @@ protected:
 
 
     // How a number of a step outside any dense trace arose (an MoE layer's routing and sum).
-    virtual std::vector<std::string> layer_how(std::string_view, std::size_t, std::size_t) const { return {}; }
+    virtual std::vector<std::string> layer_how(step_kind, std::size_t, std::size_t) const { return {}; }
 
     // An expert's steps hold only its routed tokens: (routed × width).
     std::string shape_text(std::size_t width) const;
 
-    const std::vector<std::string>& column_labels(std::string_view step) const;
+    const std::vector<std::string>& column_labels(step_kind step) const;
     // The file's hidden-unit names, when they fit the layer in use (a shared expert may be of
     // another width than the routed experts the names were given for).
     const std::vector<std::string>& hidden_labels() const;
@@ -131,27 +129,27 @@ protected:
     // One ✓ / ✗ mark for the claims on one element, however many the file makes: the strictest
     // result (a failed claim before a held one, then the smallest tolerance). `full` adds the
     // claimed number.
-    std::string spaced_marks(std::string_view step, std::size_t t, std::size_t j, bool full) const;
-    const claim* strictest_claim(std::string_view step, std::size_t t, std::size_t j) const;
-    std::string marks(std::string_view step, std::size_t t, std::size_t j, bool full, bool off_by = true) const;
+    std::string spaced_marks(step_kind step, std::size_t t, std::size_t j, bool full) const;
+    const claim* strictest_claim(step_kind step, std::size_t t, std::size_t j) const;
+    std::string marks(step_kind step, std::size_t t, std::size_t j, bool full, bool off_by = true) const;
 
     // A big step whole, as a picture: at most 48 tokens, evenly spread, and at most 192 columns,
     // each standing for a run of units and showing the one largest in size, sign kept.
-    std::shared_ptr<const figure> heatmap(std::string_view step, const matrix& m) const;
+    std::shared_ptr<const figure> heatmap(step_kind step, const matrix& m) const;
 
     // The page view's note on one number of a step's table: its name, how it arose, the claim.
-    cell_note note(std::string_view step, const matrix& m, std::size_t t, std::size_t j) const;
+    cell_note note(step_kind step, const matrix& m, std::size_t t, std::size_t j) const;
 
     // How one number of a step arose, as the arithmetic writes it; a long dot product keeps its
     // largest terms and sums the rest.
-    std::vector<std::string> how(std::string_view step, std::size_t t, std::size_t j) const;
+    std::vector<std::string> how(step_kind step, std::size_t t, std::size_t j) const;
 
     // "0.3×0.5 + … = r": every term of a short product; of a long one, its 6 largest by size and the
     // rest as one sum, so that a big layer's cell says which inputs made it.
     std::string largest_terms(std::span<const double> x, std::span<const double> w, double bias, bool has_bias) const;
 
     // A table of a (tokens, width) matrix, one row per detailed token.
-    block table(std::string_view step, const matrix& m) const;
+    block table(step_kind step, const matrix& m) const;
 
     bool is_relu() const { return info(layer().act).unit == activation::relu; }
 
@@ -194,7 +192,7 @@ protected:
     block weight_grid(weight w, const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
                       const std::vector<double>& bias) const;
 
-    std::string shapes(std::string_view step) const;
+    std::string shapes(step_kind step) const;
 
     // One term of a dot product, its operands in the file's order (w×x for out_in, x×w for in_out).
     std::string product(double x, double w) const { return product_text(x, w, out_in(), opt_.precision); }
@@ -242,7 +240,8 @@ protected:
     // stacked (up when positive), switched-off units grey.
     std::shared_ptr<const figure> key_value_figure(std::size_t t) const;
 
-    void failures_of(std::string_view step_name);
+    // The failed claims on a step, as claims name it: "expand", "expert[1].gate".
+    void failures_of(const std::string& name);
 
     // A big layer's readings: each step's range, the units that fired and wrote most, the units
     // explained, and what the vocabulary makes of them.
@@ -291,7 +290,7 @@ protected:
 
     void summary_block();
     // A step as the summary's path names it: "expand", "GELU", "contract", "+ x".
-    std::string summary_label(std::string_view step) const;
+    std::string summary_label(step_kind step) const;
     // A summary's line of one step's vector for a token, its label padded to `wide`; a vector too
     // long for the line wraps under its first number.
     void step_vector_lines(block& b, const std::string& label, std::size_t wide, std::span<const double> v) const;

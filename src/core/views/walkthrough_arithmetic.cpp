@@ -41,7 +41,7 @@ void walkthrough_builder::activation_arithmetic(const step& s, std::size_t t, bo
     if (first && unit != activation::relu) {
         block lines{block_kind::lines};
         lines.lines.push_back(token_name(t) + ", for example:");
-        const std::string x = op(in(t, 0)), lhs = "  " + variable("activate") + at(t, 0);
+        const std::string x = op(in(t, 0)), lhs = "  " + variable(step_kind::activate) + at(t, 0);
         const std::string y = num(s.value(t, 0));
         switch (unit) {
             case activation::gelu:
@@ -88,7 +88,7 @@ void walkthrough_builder::activation_arithmetic(const step& s, std::size_t t, bo
         for (const auto& x : s.terms) row.push_back(num(x.value(t, j)));
         const bool off = unit == activation::relu && s.value(t, j) <= 0;
         const std::string value = pad_left(num(s.value(t, j)), result_width);
-        const std::string mark = marks("activate", t, j, true, false);
+        const std::string mark = marks(step_kind::activate, t, j, true, false);
         row.push_back((off ? styled(style::dim, value + " off") : value) +
                       (mark.empty() ? "" : (off || !is_relu() ? " " : "     ") + mark));
         b.rows.push_back(std::move(row));
@@ -99,20 +99,20 @@ void walkthrough_builder::activation_arithmetic(const step& s, std::size_t t, bo
 void walkthrough_builder::arithmetic(const step& s) {
     const answer_scope answers(answering_);
     const ffn& l = layer();
-    const std::string v = variable(s.name);
+    const std::string v = variable(s.kind);
     const auto units = shown_indices(s.value.cols, opt_.full, 3, 16);
     bool first = true;
     for (auto t : detailed_) {
         if (t == gap) continue;
-        if (s.name == "activate") {
+        if (s.kind == step_kind::activate) {
             activation_arithmetic(s, t, first);
             first = false;
             if (is_relu()) switched_off(s, t);
             continue;
         }
         block b{block_kind::lines};
-        const std::optional<weight> w = weight_of(s.name);
-        if (s.name == "norm") {
+        const std::optional<weight> w = weight_of(s.kind);
+        if (s.kind == step_kind::norm) {
             norm_arithmetic(*l.norm, s, pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value,
                             pre_norm() ? "x" : l.residual ? "y" : "output", t);
             continue;
@@ -133,15 +133,15 @@ void walkthrough_builder::arithmetic(const step& s) {
             std::string rhs;
             if (w)
                 rhs = dot_line(in_row, weight_column(l, *w, j), j, bias_of(l, *w));
-            else if (s.name == "multiply")
-                rhs = fmt::format("{} × {}", op(tr_->find("activate")->value(t, j)), op(tr_->find("up")->value(t, j)));
+            else if (s.kind == step_kind::multiply)
+                rhs = fmt::format("{} × {}", op(tr_->step(step_kind::activate).value(t, j)), op(tr_->step(step_kind::up).value(t, j)));
             else  // residual
-                rhs = fmt::format("{} + {}", op(tr_->input(t, j)), op(tr_->find("contract")->value(t, j)));
+                rhs = fmt::format("{} + {}", op(tr_->input(t, j)), op(tr_->step(step_kind::contract).value(t, j)));
             b.lines.push_back(fmt::format("  {}{} = {} = {}{}", v, at(t, j), rhs,
-                                          num(s.value(t, j)), spaced_marks(s.name, t, j, true)));
+                                          num(s.value(t, j)), spaced_marks(s.kind, t, j, true)));
         }
         add(std::move(b));
-        if (s.name == "contract") key_value(t);
+        if (s.kind == step_kind::contract) key_value(t);
     }
 }
 
@@ -174,7 +174,7 @@ void walkthrough_builder::norm_arithmetic(const norm_layer& n, const step& s, co
             continue;
         }
         b.lines.push_back(fmt::format("  normed{} = {} = {}{}", at(t, j), norm_element(n, in, mean, inv, t, j),
-                                      num(s.value(t, j)), spaced_marks("norm", t, j, true)));
+                                      num(s.value(t, j)), spaced_marks(step_kind::norm, t, j, true)));
     }
     add(std::move(b));
 }

@@ -9,11 +9,11 @@
 
 namespace ffn_trace::detail {
 
-void walkthrough_builder::failures_of(std::string_view step_name) {
+void walkthrough_builder::failures_of(const std::string& name) {
     const answer_scope answers(answering_);
     block b{block_kind::lines};
     for (const auto& c : claims_) {
-        if (c.ok || c.step != prefix_ + std::string(step_name)) continue;
+        if (c.ok || c.step != name) continue;
         const auto& note = ex_.expect[c.expectation].note;
         b.lines.push_back(styled(style::red, fmt::format("✗ {}{}: claimed {}, computed {} (difference {}, tolerance {}){}", c.step,
                                                          element_index(ex_.lead, c.token, c.index),
@@ -35,7 +35,7 @@ void walkthrough_builder::units_block(const std::string& who) {
     add({block_kind::heading, titled("Steps at a glance")});
     block st{block_kind::table, "", {}, {}, "lrrrr"};
     st.rows.push_back({"step", "min", "max", "mean", "sum"});
-    for (const auto& s : units_->steps) st.rows.push_back({s.name, num(s.min), num(s.max), num(s.mean), num(s.sum)});
+    for (const auto& s : units_->steps) st.rows.push_back({step_name(s.kind), num(s.min), num(s.max), num(s.mean), num(s.sum)});
     add(std::move(st));
     add({block_kind::heading, titled("Units that fired most, and what they wrote")});
     if (!units_explained_)  // once: an MoE reads every expert's units the same way
@@ -191,13 +191,13 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
     if (l.gated()) {
         // The gated unit's remaining steps: its activation of the gate, the up projection, their product.
         const std::size_t t = e.token, j = e.unit;
-        const double activated = tr_->find("activate")->value(t, j), up = tr_->find("up")->value(t, j);
+        const double activated = tr_->step(step_kind::activate).value(t, j), up = tr_->step(step_kind::up).value(t, j);
         b.lines.push_back(fmt::format("activated{} = {}(gate{}) = {}({}) = {}", at(t, j),
                                       info(info(l.act).unit).name, at(t, j), info(info(l.act).unit).name, num(e.pre), num(activated)));
         b.lines.push_back(fmt::format("up{} = {} · column {} of Wu{} = {}", at(t, j), pre_norm() ? "normed" : "x", j,
                                       l.bu.empty() ? "" : " + bias", num(up)));
         b.lines.push_back(fmt::format("product{} = activated × up = {} × {} = {}", at(t, j), op(activated), op(up),
-                                      num(tr_->find("multiply")->value(t, j))));
+                                      num(tr_->step(step_kind::multiply).value(t, j))));
     }
     b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
     b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
@@ -206,7 +206,7 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
 
 std::vector<std::string> walkthrough_builder::claimable_steps() const {
     std::vector<std::string> names;
-    for (const auto& s : tr_->steps) names.push_back(s.name);
+    for (const auto& s : tr_->steps) names.push_back(step_name(s.kind));
     return names;
 }
 
@@ -326,9 +326,9 @@ void walkthrough_builder::comparison_block() {
     std::vector<std::string> unchanged;
     int number = 0;
     for (const auto& s : comparison_->steps) {
-        const bool input = s.step == "input";
+        const bool input = s.step == step_kind::input;
         if (!input && s.status != step_comparison::kind::only_before) ++number;
-        comparison_step(s, input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(s.step), variable(s.step)),
+        comparison_step(s, input ? "Input x" : fmt::format("Step {} · {} ({})", number, capitalised(step_name(s.step)), variable(s.step)),
                         unchanged);
     }
     unchanged_paragraph(unchanged);
@@ -343,14 +343,14 @@ void walkthrough_builder::comparison_step(const step_comparison& s, const std::s
     // Per token, the numbers listed at most; a big layer's largest moves, in unit order.
     const std::size_t most = opt_.full ? std::size_t(-1) : 8;
     auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "−" : "+", format_fixed(std::abs(d), opt_.precision)); };
-    const bool input = s.step == "input";
-    const std::string name = input ? "x" : cell_variable(s.step);
+    const bool input = s.step == step_kind::input;
+    const std::string name = input ? "x" : variable(s.step);
     switch (s.status) {
         case step_comparison::kind::only_after:
             paragraph(fmt::format("{}: a step the file's layer does not have.", title));
             return;
         case step_comparison::kind::only_before:
-            paragraph(fmt::format("The file's layer has a step {} ({}), which the changed layer does not.", s.step, name));
+            paragraph(fmt::format("The file's layer has a step {} ({}), which the changed layer does not.", step_name(s.step), name));
             return;
         case step_comparison::kind::reshaped:
             paragraph(fmt::format("{}: {} numbers per token, {} before the change; not compared number by number.", title,
@@ -417,7 +417,7 @@ void walkthrough_builder::summary_block() {
             b.lines.push_back(std::move(l));
         // Then each step's vector, as seed 000's summary repeats them: the token's whole path.
         std::vector<std::string> labels;
-        for (const auto& s : tr_->steps) labels.push_back(summary_label(s.name));
+        for (const auto& s : tr_->steps) labels.push_back(summary_label(s.kind));
         std::size_t wide = 0;
         for (const auto& l : labels) wide = std::max(wide, display_width(l));
         for (std::size_t k = 0; k < tr_->steps.size(); ++k) step_vector_lines(b, labels[k], wide, tr_->steps[k].value.row(t));
@@ -437,11 +437,11 @@ void walkthrough_builder::step_vector_lines(block& b, const std::string& label, 
     for (auto& l : item_lines("  " + pad_right(label, wide) + " ", items, line_room())) b.lines.push_back(std::move(l));
 }
 
-std::string walkthrough_builder::summary_label(std::string_view step) const {
-    if (step == "activate") return activation_title(info(layer().act).unit);
-    if (step == "multiply") return "× up";
-    if (step == "residual") return "+ x";
-    return std::string(step);
+std::string walkthrough_builder::summary_label(step_kind step) const {
+    if (step == step_kind::activate) return activation_title(info(layer().act).unit);
+    if (step == step_kind::multiply) return "× up";
+    if (step == step_kind::residual) return "+ x";
+    return step_name(step);
 }
 
 }  // namespace ffn_trace::detail

@@ -9,15 +9,15 @@
 
 namespace ffn_trace::detail {
 
-const std::vector<std::string>& walkthrough_builder::column_labels(std::string_view step) const {
-    if (step == "input") return ex_.names.inputs;
-    if (step == "norm") {
+const std::vector<std::string>& walkthrough_builder::column_labels(step_kind step) const {
+    if (step == step_kind::input) return ex_.names.inputs;
+    if (step == step_kind::norm) {
         // A checkpoint's layer is not in the example: its norm is pre, or post with d_out = d_model.
         const auto& n = ex_.mixture ? ex_.mixture->norm : ex_.layer.norm;
         return !n || n->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
     }
-    if (step == "router" || step == "probabilities" || step == "weights") return ex_.names.experts;
-    if (step == "contract" || step == "residual" || step == "combine") return ex_.names.outputs;
+    if (step == step_kind::router || step == step_kind::probabilities || step == step_kind::weights) return ex_.names.experts;
+    if (step == step_kind::contract || step == step_kind::residual || step == step_kind::combine) return ex_.names.outputs;
     return hidden_labels();
 }
 
@@ -30,20 +30,20 @@ std::string walkthrough_builder::unit_label(std::size_t j) const {
     return hidden_labels().empty() ? fmt::format("unit {}", j) : fmt::format("unit {} ({})", j, hidden_labels()[j]);
 }
 
-std::string walkthrough_builder::spaced_marks(std::string_view step, std::size_t t, std::size_t j, bool full) const {
+std::string walkthrough_builder::spaced_marks(step_kind step, std::size_t t, std::size_t j, bool full) const {
     const std::string m = marks(step, t, j, full);
     return m.empty() ? m : " " + m;
 }
 
-const claim* walkthrough_builder::strictest_claim(std::string_view step, std::size_t t, std::size_t j) const {
-    auto it = by_element_.find({prefix_ + std::string(step), global(t), j});
+const claim* walkthrough_builder::strictest_claim(step_kind step, std::size_t t, std::size_t j) const {
+    auto it = by_element_.find({prefix_ + step_name(step), global(t), j});
     if (it == by_element_.end()) return nullptr;
     return *std::min_element(it->second.begin(), it->second.end(), [](const claim* a, const claim* b) {
         return std::tuple(a->ok, a->tolerance) < std::tuple(b->ok, b->tolerance);
     });
 }
 
-std::string walkthrough_builder::marks(std::string_view step, std::size_t t, std::size_t j, bool full, bool off_by) const {
+std::string walkthrough_builder::marks(step_kind step, std::size_t t, std::size_t j, bool full, bool off_by) const {
     const claim* c = strictest_claim(step, t, j);
     if (!c) return "";
     const std::string claimed = format_short(c->claimed, 12);
@@ -55,7 +55,7 @@ std::string walkthrough_builder::marks(std::string_view step, std::size_t t, std
                                      : "✗ claimed " + claimed);
 }
 
-std::shared_ptr<const figure> walkthrough_builder::heatmap(std::string_view step, const matrix& m) const {
+std::shared_ptr<const figure> walkthrough_builder::heatmap(step_kind step, const matrix& m) const {
     auto f = std::make_shared<figure>();
     f->type = figure::kind::heatmap;
     f->width = m.cols;
@@ -75,20 +75,20 @@ std::shared_ptr<const figure> walkthrough_builder::heatmap(std::string_view step
         f->values.push_back(std::move(row));
     }
     const std::size_t per = (m.cols + columns - 1) / columns;
-    f->caption = fmt::format("All of {}: {} token{} × {} {}{}{}", step == "input" ? "x" : prefix_ + cell_variable(step), m.rows,
-                             m.rows == 1 ? "" : "s", m.cols, step == "input" || step == "contract" || step == "residual" ? "entries" : "units",
+    f->caption = fmt::format("All of {}: {} token{} × {} {}{}{}", step == step_kind::input ? "x" : prefix_ + variable(step), m.rows,
+                             m.rows == 1 ? "" : "s", m.cols, step == step_kind::input || step == step_kind::contract || step == step_kind::residual ? "entries" : "units",
                              rows < m.rows ? fmt::format(", {} tokens evenly spread", rows) : "",
                              per > 1 ? fmt::format(", each column showing the largest in size of {} neighbouring units", per) : "");
     return f;
 }
 
-cell_note walkthrough_builder::note(std::string_view step, const matrix& m, std::size_t t, std::size_t j) const {
+cell_note walkthrough_builder::note(step_kind step, const matrix& m, std::size_t t, std::size_t j) const {
     cell_note n;
-    n.name = (step == "input" ? std::string("x") : prefix_ + cell_variable(step)) + at(t, j);
+    n.name = (step == step_kind::input ? std::string("x") : prefix_ + variable(step)) + at(t, j);
     n.value = m(t, j);
-    n.ask = step != "input";
+    n.ask = step != step_kind::input;
     n.tolerance = 0.5 * std::pow(10.0, -opt_.precision);
-    n.how = tr_ && (step == "input" || tr_->find(step)) ? how(step, t, j) : layer_how(step, t, j);
+    n.how = tr_ && (step == step_kind::input || tr_->find(step)) ? how(step, t, j) : layer_how(step, t, j);
     if (const claim* c = strictest_claim(step, t, j)) {
         n.claim = c->ok ? 1 : -1;
         n.tolerance = c->tolerance;
@@ -100,11 +100,11 @@ cell_note walkthrough_builder::note(std::string_view step, const matrix& m, std:
     return n;
 }
 
-std::vector<std::string> walkthrough_builder::how(std::string_view step, std::size_t t, std::size_t j) const {
+std::vector<std::string> walkthrough_builder::how(step_kind step, std::size_t t, std::size_t j) const {
     const ffn& l = layer();
-    const std::string lhs = (step == "input" ? std::string("x") : variable(step)) + at(t, j);
-    const std::string result = num(step == "input" ? tr_->input(t, j) : tr_->find(step)->value(t, j));
-    if (step == "input") return {fmt::format("{} = {}, given in the file", lhs, result)};
+    const std::string lhs = (step == step_kind::input ? std::string("x") : variable(step)) + at(t, j);
+    const std::string result = num(step == step_kind::input ? tr_->input(t, j) : tr_->find(step)->value(t, j));
+    if (step == step_kind::input) return {fmt::format("{} = {}, given in the file", lhs, result)};
     if (auto w = weight_of(step)) {
         const bool contract = *w == weight::w2;
         const std::string in_name = contract ? step_variable(hidden_step(l)) : pre_norm() ? "normed" : "x";
@@ -117,10 +117,10 @@ std::vector<std::string> walkthrough_builder::how(std::string_view step, std::si
         out.push_back("  = " + result);
         return out;
     }
-    if (step == "activate") {
+    if (step == step_kind::activate) {
         const double h = tr_->pre_activation().value(t, j);
         const std::string x = op(h);
-        const auto* s = tr_->find("activate");
+        const auto* s = tr_->find(step_kind::activate);
         auto term = [&](std::string_view name) {
             for (const auto& e : s->terms)
                 if (e.name == name) return num(e.value(t, j));
@@ -137,14 +137,14 @@ std::vector<std::string> walkthrough_builder::how(std::string_view step, std::si
             default: return {fmt::format("{} = {} (no activation)", lhs, x)};
         }
     }
-    if (step == "multiply")
-        return {fmt::format("{} = activated{} × up{} = {} × {} = {}", lhs, at(t, j), at(t, j), op(tr_->find("activate")->value(t, j)),
-                            op(tr_->find("up")->value(t, j)), result)};
-    if (step == "residual")
+    if (step == step_kind::multiply)
+        return {fmt::format("{} = activated{} × up{} = {} × {} = {}", lhs, at(t, j), at(t, j), op(tr_->step(step_kind::activate).value(t, j)),
+                            op(tr_->step(step_kind::up).value(t, j)), result)};
+    if (step == step_kind::residual)
         return {fmt::format("{} = x{} + output{} = {} + {} = {}", lhs, at(t, j), at(t, j), op(tr_->input(t, j)),
-                            op(tr_->find("contract")->value(t, j)), result)};
-    if (step == "norm") {
-        const auto* s = tr_->find("norm");
+                            op(tr_->step(step_kind::contract).value(t, j)), result)};
+    if (step == step_kind::norm) {
+        const auto* s = tr_->find(step_kind::norm);
         const bool layer_norm = l.norm->type == norm_layer::kind::layernorm;
         const matrix& in = pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value;
         const double mean = s->terms[0].value(t, 0), inv = s->terms[2].value(t, 0);
@@ -174,7 +174,7 @@ std::string walkthrough_builder::largest_terms(std::span<const double> x, std::s
     return sum;
 }
 
-block walkthrough_builder::table(std::string_view step, const matrix& m) const {
+block walkthrough_builder::table(step_kind step, const matrix& m) const {
     block b{block_kind::table};
     const auto& labels = column_labels(step);
     const auto columns = shown_indices(m.cols, opt_.full);
@@ -188,7 +188,7 @@ block walkthrough_builder::table(std::string_view step, const matrix& m) const {
                 row.emplace_back("…");
                 continue;
             }
-            const bool off = step == "activate" && !is_active(*tr_, *reads_, t, j) && is_relu();
+            const bool off = step == step_kind::activate && !is_active(*tr_, *reads_, t, j) && is_relu();
             std::string cell = num(m(t, j));
             row.push_back((off ? styled(style::dim, cell) : cell) + spaced_marks(step, t, j, false));
         }
@@ -269,7 +269,7 @@ void walkthrough_builder::key_value(std::size_t t) {
         b.rows.push_back({unit_label(j), num(h(t, j)), vector_text(contribution(*tr_, t, j))});
     }
     if (!layer().b2.empty()) b.rows.push_back({"+ b2", "", vector_text(layer().b2)});
-    b.rows.push_back({"= output" + token_index(ex_.lead, global(t)), "", vector_text(tr_->find("contract")->value.row(t))});
+    b.rows.push_back({"= output" + token_index(ex_.lead, global(t)), "", vector_text(tr_->step(step_kind::contract).value.row(t))});
     if (explain_ && h.cols <= 64 && layer().d_out() <= 32) b.picture = key_value_figure(t);
     add(std::move(b));
 }
@@ -278,7 +278,7 @@ std::shared_ptr<const figure> walkthrough_builder::key_value_figure(std::size_t 
     const matrix& h = hidden_output(*tr_);
     auto f = std::make_shared<figure>();
     f->caption = fmt::format("What each hidden unit wrote into {}'s output", token_name(t));
-    const auto& out_labels = column_labels("contract");
+    const auto& out_labels = column_labels(step_kind::contract);
     for (std::size_t k = 0; k < layer().d_out(); ++k)
         f->columns.push_back(out_labels.empty() ? fmt::format("[{}]", k) : out_labels[k]);
     for (std::size_t j = 0; j < h.cols; ++j) {
@@ -291,7 +291,7 @@ std::shared_ptr<const figure> walkthrough_builder::key_value_figure(std::size_t 
         f->values.push_back(layer().b2);
         f->muted.push_back(false);
     }
-    const auto out = tr_->find("contract")->value.row(t);
+    const auto out = tr_->step(step_kind::contract).value.row(t);
     f->totals.assign(out.begin(), out.end());
     return f;
 }

@@ -1,0 +1,68 @@
+#include "ffn_trace/steps.hpp"
+
+#include <doctest/doctest.h>
+#include <vector>
+
+#include "ffn_trace/engine.hpp"
+
+using namespace ffn_trace;
+
+TEST_CASE("each step's name is the word the seeds use, and reads back as its kind") {
+    using k = step_kind;
+    const std::vector<std::pair<step_kind, const char*>> words{
+        {k::norm, "norm"},       {k::expand, "expand"},          {k::gate, "gate"},       {k::up, "up"},
+        {k::activate, "activate"}, {k::multiply, "multiply"},    {k::contract, "contract"}, {k::residual, "residual"},
+        {k::router, "router"},   {k::probabilities, "probabilities"}, {k::weights, "weights"}, {k::combine, "combine"},
+        {k::input, "input"},     {k::output, "output"}};
+    for (const auto& [kind, word] : words) {
+        CAPTURE(word);
+        CHECK(step_name(kind) == word);
+        CHECK(step_kind_of(word) == kind);
+    }
+}
+
+TEST_CASE("a name that is no step of the vocabulary has no kind") {
+    CHECK_FALSE(step_kind_of("expert[1].gate"));
+    CHECK_FALSE(step_kind_of("Expand"));
+    CHECK_FALSE(step_kind_of(""));
+}
+
+TEST_CASE("only norm to residual are a dense layer's steps") {
+    CHECK(dense_step(step_kind::norm));
+    CHECK(dense_step(step_kind::residual));
+    CHECK_FALSE(dense_step(step_kind::router));
+    CHECK_FALSE(dense_step(step_kind::combine));
+    CHECK_FALSE(dense_step(step_kind::input));
+}
+
+TEST_CASE("a pre-norm gated layer's seven steps are found by kind, each from the normed input") {
+    // x = [1, 1]: RMSNorm with ε = 0 divides by √(mean of squares) = 1, so normed = γ = [2, 1].
+    ffn l;
+    l.act = activation::reglu;
+    l.wg = matrix(2, 2);
+    l.wg.data = {1, 0, 0, 1};  // gate = normed = [2, 1]
+    l.wu = matrix(2, 2);
+    l.wu.data = {1, 1, 1, -1};  // up = [2 + 1, 2 − 1] = [3, 1]
+    l.w2 = matrix(2, 2);
+    l.w2.data = {1, 0, 0, 1};
+    l.residual = true;
+    l.norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {2, 1}, {}, 0.0};
+    matrix x(1, 2);
+    x.data = {1, 1};
+    auto t = run_ffn(l, x, {});
+    REQUIRE(t);
+    using k = step_kind;
+    REQUIRE(t->steps.size() == 7);
+    const std::vector<step_kind> order{k::norm, k::gate, k::up, k::activate, k::multiply, k::contract, k::residual};
+    for (std::size_t i = 0; i < order.size(); ++i) CHECK(t->steps[i].kind == order[i]);
+    CHECK(t->find(k::expand) == nullptr);
+    CHECK(&t->ffn_input() == &t->step(k::norm).value);
+    CHECK(t->step(k::norm).value.data == std::vector<double>{2, 1});
+    CHECK(t->step(k::gate).value.data == std::vector<double>{2, 1});
+    CHECK(t->step(k::up).value.data == std::vector<double>{3, 1});
+    CHECK(t->step(k::activate).value.data == std::vector<double>{2, 1});  // relu of the gate
+    CHECK(t->step(k::multiply).value.data == std::vector<double>{6, 1});  // [2·3, 1·1]
+    CHECK(t->step(k::contract).value.data == std::vector<double>{6, 1});
+    CHECK(t->step(k::residual).value.data == std::vector<double>{7, 2});  // x + contract
+    CHECK(&t->pre_activation() == &t->step(k::gate));
+}
