@@ -349,10 +349,10 @@ endforeach()
 cli_test("run --checkpoint traces a word of a tokenizer that has spare entries" 0 "Layer 0 of a gpt2 checkpoint" EMPTY
   -- ${FT} run --checkpoint ${CKPT}/spare --layer 0 --word " Paris" --detail summary)
 cli_test("run --checkpoint --word whose id the embedding lacks is refused, naming the word and the rows" 2 EMPTY
-  "^error: .*spare: --word: \" Rome\" is token 16777216 of the tokenizer, but the token embedding wte.weight has 8 rows$"
+  "^error: .*spare: --word: \" Rome\" is token 16777216 of the tokenizer, but the token embedding transformer.wte.weight has 8 rows$"
   -- ${FT} run --checkpoint ${CKPT}/spare --layer 0 --word " Rome")
 cli_test("run --checkpoint --word just past the embedding's rows is refused" 2 EMPTY
-  "^error: .*spare: --word: \" Berlin\" is token 9 of the tokenizer, but the token embedding wte.weight has 8 rows$"
+  "^error: .*spare: --word: \" Berlin\" is token 9 of the tokenizer, but the token embedding transformer.wte.weight has 8 rows$"
   -- ${FT} run --checkpoint ${CKPT}/spare --layer 0 --word " Paris" --word " Berlin")
 
 # An example file naming a checkpoint's layer: claims computed with NumPy from the file itself
