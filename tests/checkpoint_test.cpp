@@ -183,25 +183,25 @@ written_model make_model(const std::string& arch, const std::string& prefix, con
     return m;
 }
 
-enum class layout { file, index, directory_of_file, directory_of_index };
+enum class file_layout { file, index, directory_of_file, directory_of_index };
 
-const char* name_of(layout l) {
+const char* name_of(file_layout l) {
     switch (l) {
-        case layout::file: return "model.safetensors";
-        case layout::index: return "model.safetensors.index.json";
-        case layout::directory_of_file: return "a directory holding model.safetensors";
-        case layout::directory_of_index: return "a directory holding an index and two shards";
+        case file_layout::file: return "model.safetensors";
+        case file_layout::index: return "model.safetensors.index.json";
+        case file_layout::directory_of_file: return "a directory holding model.safetensors";
+        case file_layout::directory_of_index: return "a directory holding an index and two shards";
     }
     return "";
 }
 
 // Writes the model (and its config.json, unless null) into the directory and returns the path to
 // open. Sharded: the tensors dealt alternately into two shards, so that every layer spans both.
-std::string write(const ckpt::temp_dir& dir, const written_model& m, layout l) {
+std::string write(const ckpt::temp_dir& dir, const written_model& m, file_layout l) {
     if (!m.config.is_null()) dir.write("config.json", m.config.dump(2));
-    if (l == layout::file || l == layout::directory_of_file) {
+    if (l == file_layout::file || l == file_layout::directory_of_file) {
         const std::string file = dir.write("model.safetensors", ckpt::safetensors_file(m.tensors));
-        return l == layout::file ? file : dir.path();
+        return l == file_layout::file ? file : dir.path();
     }
     const std::string shard_names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
     std::vector<ckpt::tensor> shards[2];
@@ -212,7 +212,7 @@ std::string write(const ckpt::temp_dir& dir, const written_model& m, layout l) {
     }
     for (int s = 0; s < 2; ++s) dir.write(shard_names[s], ckpt::safetensors_file(shards[s]));
     const std::string index = dir.write("model.safetensors.index.json", ckpt::index_file(weight_map));
-    return l == layout::index ? index : dir.path();
+    return l == file_layout::index ? index : dir.path();
 }
 
 // The same model with all but one tensor as written, that one replaced by `changed` (or left out
@@ -229,7 +229,7 @@ std::string write_changed(const ckpt::temp_dir& dir, written_model m, const std:
             break;
         }
     REQUIRE(found);
-    return write(dir, m, layout::file);
+    return write(dir, m, file_layout::file);
 }
 
 // A Llama checkpoint whose layer 0 holds its up_proj as I8, a dtype ffn-trace does not convert.
@@ -512,7 +512,7 @@ void check_family(const std::string& arch, const std::string& usual_prefix) {
     current_tally = &t;
     for (const std::string& prefix : {std::string(), usual_prefix})
         for (const std::string dtype : {"F64", "F32", "F16", "BF16"})
-            for (layout l : {layout::file, layout::index, layout::directory_of_file, layout::directory_of_index}) {
+            for (file_layout l : {file_layout::file, file_layout::index, file_layout::directory_of_file, file_layout::directory_of_index}) {
                 CAPTURE(prefix);
                 CAPTURE(dtype);
                 const std::string where = name_of(l);
@@ -532,7 +532,6 @@ void check_family(const std::string& arch, const std::string& usual_prefix) {
                 CHECK(cfg.n_experts == (arch == "mixtral" ? n_experts : 0));
                 if (arch == "mixtral") CHECK(cfg.top_k == top_k);
                 CHECK(c.is_moe() == (arch == "mixtral"));
-                CHECK_FALSE(c.vocab());
 
                 // the embedding: rows in the order asked, repeats allowed; the unembedding its own or tied
                 CHECK(c.embedding_name() == m.embedding_name);
@@ -627,7 +626,7 @@ TEST_CASE("config.json's model_type decides the checkpoint's architecture") {
         written_model m = make_model("llama", "model.", "F32");
         m.config["model_type"] = type;
         ckpt::temp_dir dir;
-        const checkpoint c = opened(checkpoint::open(write(dir, m, layout::directory_of_file)));
+        const checkpoint c = opened(checkpoint::open(write(dir, m, file_layout::directory_of_file)));
         CHECK(c.config().arch == type);
         CHECK(c.config().act == activation::swiglu);
     }
@@ -635,7 +634,7 @@ TEST_CASE("config.json's model_type decides the checkpoint's architecture") {
         written_model m = make_model("gpt2", "", "F32");
         m.config["model_type"] = "llama";
         ckpt::temp_dir dir;
-        const std::string path = write(dir, m, layout::file);
+        const std::string path = write(dir, m, file_layout::file);
         check_refused(checkpoint::open(path), path, "", "is this a llama checkpoint?");
         CHECK(mentions(checkpoint::open(path).err(), "\"layers.0.mlp.gate_proj.weight\""));
     }
@@ -646,7 +645,7 @@ TEST_CASE("--arch overrides config.json's model_type, and stands in for a checkp
         written_model m = make_model("llama", "model.", "F32");
         m.config["model_type"] = "bert";
         ckpt::temp_dir dir;
-        const checkpoint c = opened(checkpoint::open(write(dir, m, layout::file), "llama"));
+        const checkpoint c = opened(checkpoint::open(write(dir, m, file_layout::file), "llama"));
         CHECK(c.config().arch == "llama");
         CHECK(c.config().eps == 1e-5);  // the rest of config.json still counts
     }
@@ -654,7 +653,7 @@ TEST_CASE("--arch overrides config.json's model_type, and stands in for a checkp
         written_model m = make_model("gpt2", "transformer.", "F32");
         m.config = nullptr;
         ckpt::temp_dir dir;
-        const checkpoint c = opened(checkpoint::open(write(dir, m, layout::index), "gpt2"));
+        const checkpoint c = opened(checkpoint::open(write(dir, m, file_layout::index), "gpt2"));
         CHECK(c.config().arch == "gpt2");
         CHECK(c.config().d_model == d_model);
         CHECK(c.config().d_ff == d_ff);
@@ -665,7 +664,7 @@ TEST_CASE("--arch overrides config.json's model_type, and stands in for a checkp
     SUBCASE("an unknown --arch is an error naming --arch and the known ones") {
         const written_model m = make_model("llama", "", "F32");
         ckpt::temp_dir dir;
-        check_refused(checkpoint::open(write(dir, m, layout::file), "falcon"), "", "--arch",
+        check_refused(checkpoint::open(write(dir, m, file_layout::file), "falcon"), "", "--arch",
                       "unknown architecture \"falcon\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, mixtral");
     }
 }
@@ -674,7 +673,7 @@ TEST_CASE("a checkpoint without config.json or --arch is an error that says to g
     written_model m = make_model("llama", "model.", "F32");
     m.config = nullptr;
     ckpt::temp_dir dir;
-    const std::string path = write(dir, m, layout::directory_of_file);
+    const std::string path = write(dir, m, file_layout::directory_of_file);
     check_refused(checkpoint::open(path), path, "", "give --arch (gpt2, bert, llama, mistral, qwen2, mixtral)");
 }
 
@@ -682,13 +681,13 @@ TEST_CASE("a checkpoint of an unknown model_type is an error that lists the know
     written_model m = make_model("llama", "model.", "F32");
     m.config["model_type"] = "gpt_neox";
     ckpt::temp_dir dir;
-    write(dir, m, layout::file);
+    write(dir, m, file_layout::file);
     check_refused(checkpoint::open(dir.path()), dir / "config.json", "model_type",
                   "unknown architecture \"gpt_neox\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, mixtral");
     SUBCASE("and a model_type that is not a string says what it expects") {
         m.config["model_type"] = 7;
         ckpt::temp_dir other;
-        write(other, m, layout::file);
+        write(other, m, file_layout::file);
         check_refused(checkpoint::open(other.path()), other / "config.json", "model_type", "expected a string");
     }
 }
@@ -698,7 +697,7 @@ TEST_CASE("a checkpoint's config.json that disagrees with its tensors is an erro
         written_model m = make_model("llama", "model.", "F32");
         m.config["hidden_size"] = 8;
         ckpt::temp_dir dir;
-        write(dir, m, layout::file);
+        write(dir, m, file_layout::file);
         check_refused(checkpoint::open(dir.path()), dir / "config.json", "hidden_size",
                       "says d_model = 8, but model.layers.0.mlp.gate_proj.weight is (8, 6)");
     }
@@ -706,28 +705,28 @@ TEST_CASE("a checkpoint's config.json that disagrees with its tensors is an erro
         written_model m = make_model("gpt2", "", "F32");
         m.config["n_embd"] = 768;
         ckpt::temp_dir dir;
-        write(dir, m, layout::file);
+        write(dir, m, file_layout::file);
         check_refused(checkpoint::open(dir.path()), dir / "config.json", "n_embd", "says d_model = 768, but h.0.mlp.c_fc.weight is (6, 8)");
     }
     SUBCASE("a count that is not a whole number") {
         written_model m = make_model("llama", "", "F32");
         m.config["num_hidden_layers"] = -2;
         ckpt::temp_dir dir;
-        write(dir, m, layout::file);
+        write(dir, m, file_layout::file);
         check_refused(checkpoint::open(dir.path()), dir / "config.json", "num_hidden_layers", "expected a whole number");
     }
     SUBCASE("an eps that is not above 0") {
         written_model m = make_model("gpt2", "", "F32");
         m.config["layer_norm_epsilon"] = 0;
         ckpt::temp_dir dir;
-        write(dir, m, layout::file);
+        write(dir, m, file_layout::file);
         check_refused(checkpoint::open(dir.path()), dir / "config.json", "layer_norm_epsilon", "expected a number > 0");
     }
     SUBCASE("more experts per token than there are experts") {
         written_model m = make_model("mixtral", "model.", "F32");
         m.config["num_experts_per_tok"] = 7;
         ckpt::temp_dir dir;
-        write(dir, m, layout::file);
+        write(dir, m, file_layout::file);
         check_refused(checkpoint::open(dir.path()), dir / "config.json", "num_experts_per_tok",
                       "expected 1 to num_local_experts = 6 experts per token, got 7");
     }
@@ -735,7 +734,7 @@ TEST_CASE("a checkpoint's config.json that disagrees with its tensors is an erro
         written_model m = make_model("qwen2", "model.", "F32");
         m.config["hidden_act"] = "gelu";
         ckpt::temp_dir dir;
-        write(dir, m, layout::file);
+        write(dir, m, file_layout::file);
         check_refused(checkpoint::open(dir.path()), dir / "config.json", "hidden_act", "got \"gelu\"");
     }
 }
@@ -744,7 +743,7 @@ TEST_CASE("a checkpoint's layers are counted from its tensors when config.json h
     written_model m = make_model("bert", "bert.", "F32", 3);
     m.config.erase("num_hidden_layers");
     ckpt::temp_dir dir;
-    const checkpoint c = opened(checkpoint::open(write(dir, m, layout::directory_of_index)));
+    const checkpoint c = opened(checkpoint::open(write(dir, m, file_layout::directory_of_index)));
     CHECK(c.config().n_layers == 3);
     CHECK(c.dense_layer(2));
     SUBCASE("Mixtral's experts too, when config.json has no num_local_experts") {
@@ -752,7 +751,7 @@ TEST_CASE("a checkpoint's layers are counted from its tensors when config.json h
         mx.config.erase("num_local_experts");
         mx.config.erase("num_hidden_layers");
         ckpt::temp_dir other;
-        const checkpoint c2 = opened(checkpoint::open(write(other, mx, layout::file)));
+        const checkpoint c2 = opened(checkpoint::open(write(other, mx, file_layout::file)));
         CHECK(c2.config().n_experts == n_experts);
         CHECK(c2.config().n_layers == n_layers);
     }
@@ -761,143 +760,17 @@ TEST_CASE("a checkpoint's layers are counted from its tensors when config.json h
 TEST_CASE("a layer out of the checkpoint's range is an error naming --layer") {
     const written_model m = make_model("gpt2", "transformer.", "F32");
     ckpt::temp_dir dir;
-    const std::string path = write(dir, m, layout::file);
+    const std::string path = write(dir, m, file_layout::file);
     const checkpoint c = opened(checkpoint::open(path));
     check_refused(c.dense_layer(2), path, "--layer", "layer 2 is out of range: the checkpoint has 2 layers (0 to 1)");
     check_refused(c.dense_layer(std::numeric_limits<std::size_t>::max()), path, "--layer", "out of range");
     SUBCASE("for a Mixtral layer too") {
         const written_model mx = make_model("mixtral", "model.", "F32");
         ckpt::temp_dir other;
-        const std::string p = write(other, mx, layout::file);
+        const std::string p = write(other, mx, file_layout::file);
         const checkpoint c2 = opened(checkpoint::open(p));
         check_refused(c2.moe_layer(5, random_input(1, 1)), p, "--layer", "layer 5 is out of range: the checkpoint has 2 layers (0 to 1)");
     }
-}
-
-// ---- 3. The vocabulary -----------------------------------------------------------------------------
-
-TEST_CASE("vocab.json beside the checkpoint gives the tokens by id, and a word with a space is found as its Ġ token") {
-    const written_model m = make_model("gpt2", "transformer.", "F32");
-    ckpt::temp_dir dir;
-    write(dir, m, layout::file);
-    dir.write("vocab.json", json{{"!", 0}, {"Paris", 1}, {"\u0120Paris", 2}, {"\u0120the", 3}, {"<|endoftext|>", 4}}.dump());
-    const checkpoint c = opened(checkpoint::open(dir.path()));
-    REQUIRE(c.vocab());
-    REQUIRE(c.vocab()->tokens.size() == 5);
-    CHECK(c.vocab()->tokens[2] == "\u0120Paris");
-    CHECK(c.vocab()->ids.at("<|endoftext|>") == 4);
-    auto ids = look_up_tokens(*c.vocab(), {" Paris", "Paris", " the", "!"});
-    if (!ids) FAIL(ids.err().to_string());
-    CHECK(*ids == std::vector<std::size_t>{2, 1, 3, 0});
-}
-
-TEST_CASE("tokenizer.json beside the checkpoint gives the tokens, and a word with a space is found as its ▁ token") {
-    const written_model m = make_model("llama", "model.", "F32");
-    ckpt::temp_dir dir;
-    write(dir, m, layout::file);
-    dir.write("tokenizer.json",
-              json{{"version", "1.0"}, {"model", {{"type", "BPE"}, {"vocab", {{"<s>", 1}, {"\u2581Paris", 3}, {"Paris", 4}, {"\u2581the", 0}}}}}}.dump());
-    const checkpoint c = opened(checkpoint::open(dir / "model.safetensors"));
-    REQUIRE(c.vocab());
-    auto ids = look_up_tokens(*c.vocab(), {" Paris", " the", "Paris", "<s>", "\u2581Paris"});
-    if (!ids) FAIL(ids.err().to_string());
-    CHECK(*ids == std::vector<std::size_t>{3, 0, 4, 1, 3});
-    CHECK(c.vocab()->tokens[2].empty());  // no token of id 2
-    SUBCASE("a tokenizer.json without model.vocab is an error naming it") {
-        ckpt::temp_dir other;
-        write(other, m, layout::file);
-        other.write("tokenizer.json", R"({"model": {"type": "BPE"}})");
-        check_refused(checkpoint::open(other.path()), other / "tokenizer.json", "model.vocab", "expected the tokenizer's vocabulary");
-    }
-    SUBCASE("a token id that is not a whole number is an error naming the token") {
-        ckpt::temp_dir other;
-        write(other, m, layout::file);
-        other.write("vocab.json", R"({"Paris": 1, "London": -2})");
-        auto o = checkpoint::open(other.path());
-        REQUIRE_FALSE(o);
-        CHECK(o.err().file == other / "vocab.json");
-        CHECK(mentions(o.err(), "London"));
-        CHECK(mentions(o.err(), "expected a token id"));
-    }
-    SUBCASE("a token id beyond the embedding's rows is an error naming the token, before anything is sized by it") {
-        ckpt::temp_dir other;
-        write(other, m, layout::file);
-        other.write("vocab.json", R"({"Paris": 1, "London": 16777216})");
-        check_refused(checkpoint::open(other.path()), other / "vocab.json", "London",
-                      fmt::format("token id 16777216 is beyond the {} rows of the token embedding {}", m.embedding.size(), m.embedding_name));
-    }
-}
-
-TEST_CASE("a word that is not one token of the checkpoint's vocabulary is an error that lists the nearest tokens") {
-    vocabulary v;
-    for (const std::string t : {"!", "Paris", "\u0120Paris", "\u0120London", "\u0120the", "capital"}) {
-        v.ids[t] = v.tokens.size();
-        v.tokens.push_back(t);
-    }
-    auto ids = look_up_tokens(v, {" Paris", " Pariss"});
-    REQUIRE_FALSE(ids);
-    INFO(ids.err().to_string());
-    CHECK(ids.err().message.find("\" Pariss\" is not one token of the vocabulary (ffn-trace does not split words)") != std::string::npos);
-    CHECK(ids.err().message.find("nearest: \"\u0120Paris\"") != std::string::npos);  // one edit from "ĠPariss"
-    CHECK(ids.err().to_string().find('\n') == std::string::npos);
-    SUBCASE("without a leading space only the exact spelling is looked up") {
-        auto none = look_up_tokens(v, {"London"});
-        REQUIRE_FALSE(none);
-        CHECK(none.err().message.find("\"\u0120London\"") != std::string::npos);  // listed as near, not taken
-    }
-}
-
-// The nearest tokens as the hint names them, found the slow way: every token's full edit distance
-// (Wagner–Fischer, written here), sorted by distance and then by text, the first five.
-std::string brute_force_nearest(const vocabulary& v, const std::string& word) {
-    auto distance = [](const std::string& a, const std::string& b) {
-        std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-        for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-        for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-        for (std::size_t i = 1; i <= a.size(); ++i)
-            for (std::size_t j = 1; j <= b.size(); ++j)
-                d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        return d[a.size()][b.size()];
-    };
-    std::vector<std::pair<std::size_t, std::string>> all;
-    for (const auto& [token, id] : v.ids) all.emplace_back(distance(word, token), token);
-    std::sort(all.begin(), all.end());
-    std::string out;
-    for (std::size_t i = 0; i < 5 && i < all.size(); ++i) out += (i ? ", \"" : "\"") + all[i].second + "\"";
-    return out;
-}
-
-TEST_CASE("the nearest tokens of a word that is not one are those of a full search, and a very long word is compared by its start") {
-    vocabulary v;
-    std::mt19937 rng(7);
-    while (v.ids.size() < 3000) {
-        std::string t(2 + rng() % 9, 'a');
-        for (char& c : t) c = static_cast<char>('a' + rng() % 6);
-        if (v.ids.emplace(t, v.tokens.size()).second) v.tokens.push_back(t);
-    }
-    for (const std::string word : {"abcfq", "zz", "abcdefabcdefabcdef", "q", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeee"}) {
-        CAPTURE(word);
-        auto ids = look_up_tokens(v, {word});
-        REQUIRE_FALSE(ids);
-        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(v, word)) != std::string::npos);
-    }
-    SUBCASE("a word of 6,000 characters gets the hint of its first 64") {
-        const std::string head = "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd";
-        REQUIRE(head.size() == 64);
-        auto ids = look_up_tokens(v, {head + std::string(6000 - 64, 'f')});
-        REQUIRE_FALSE(ids);
-        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(v, head)) != std::string::npos);
-    }
-}
-
-// The words come from --word (run's --token picks a token to show), so a missing word blames --word.
-TEST_CASE("a word that is not one token of the checkpoint's vocabulary blames --word, the option that gave it") {
-    vocabulary v;
-    v.ids["Paris"] = 0;
-    v.tokens.push_back("Paris");
-    auto ids = look_up_tokens(v, {"Londres"});
-    REQUIRE_FALSE(ids);
-    CHECK(ids.err().path == "--word");
 }
 
 // ---- 4. The layer's input from a file ----------------------------------------------------------------
@@ -1122,7 +995,7 @@ TEST_CASE("a checkpoint missing a tensor of the layer is an error naming it") {
             return t.name.starts_with("model.layers.0.block_sparse_moe.experts.") && t.name.ends_with(".w2.weight");
         });
         ckpt::temp_dir other;
-        const std::string p = write(other, mx, layout::file);
+        const std::string p = write(other, mx, file_layout::file);
         const checkpoint c2 = opened(checkpoint::open(p));
         auto l = c2.moe_layer(0, random_input(1, 5));
         REQUIRE_FALSE(l);
@@ -1135,7 +1008,7 @@ TEST_CASE("a checkpoint missing a tensor of the layer is an error naming it") {
 TEST_CASE("a sharded checkpoint whose index names a missing shard is an error naming the shard") {
     const written_model m = make_model("llama", "model.", "F32");
     ckpt::temp_dir dir;
-    write(dir, m, layout::index);
+    write(dir, m, file_layout::index);
     std::filesystem::remove(dir / "model-00002-of-00002.safetensors");
     const std::string index = dir / "model.safetensors.index.json";
     auto c = checkpoint::open(dir.path());
@@ -1173,7 +1046,7 @@ TEST_CASE("a checkpoint layer's I8 tensor ends in one clean error, and the other
 TEST_CASE("a checkpoint's malformed config.json is an error naming it") {
     const written_model m = make_model("gpt2", "", "F32");
     ckpt::temp_dir dir;
-    write(dir, m, layout::file);
+    write(dir, m, file_layout::file);
     SUBCASE("a trailing comma") {
         dir.write("config.json", R"({"model_type": "gpt2",})");
         auto c = checkpoint::open(dir.path());
@@ -1199,7 +1072,7 @@ TEST_CASE("a checkpoint's malformed config.json is an error naming it") {
 TEST_CASE("a checkpoint cut short, or a directory with no checkpoint, is one clean error") {
     const written_model m = make_model("llama", "model.", "F32");
     ckpt::temp_dir dir;
-    const std::string path = write(dir, m, layout::file);
+    const std::string path = write(dir, m, file_layout::file);
     SUBCASE("the header cut short") {
         const auto whole = ckpt::safetensors_file(m.tensors);
         dir.write("model.safetensors", whole.substr(0, 40));
@@ -1228,7 +1101,7 @@ TEST_CASE("a checkpoint cut short, or a directory with no checkpoint, is one cle
 TEST_CASE("a Mixtral checkpoint's moe_layer refuses an input whose width is not d_model") {
     const written_model m = make_model("mixtral", "model.", "F32");
     ckpt::temp_dir dir;
-    const checkpoint c = opened(checkpoint::open(write(dir, m, layout::file)));
+    const checkpoint c = opened(checkpoint::open(write(dir, m, file_layout::file)));
     matrix x(2, d_model + 2);
     for (double& v : x.data) v = 0.5;
     auto l = c.moe_layer(0, x);
@@ -1239,7 +1112,7 @@ TEST_CASE("a Mixtral checkpoint's moe_layer refuses an input whose width is not 
 TEST_CASE("asking a dense layer of a Mixtral checkpoint, or an MoE layer of a dense one, is one clean error") {
     const written_model mx = make_model("mixtral", "model.", "F32");
     ckpt::temp_dir dir;
-    const checkpoint moe_ck = opened(checkpoint::open(write(dir, mx, layout::file)));
+    const checkpoint moe_ck = opened(checkpoint::open(write(dir, mx, file_layout::file)));
     auto dense = moe_ck.dense_layer(0);
     REQUIRE_FALSE(dense);
     INFO(dense.err().to_string());
@@ -1247,9 +1120,70 @@ TEST_CASE("asking a dense layer of a Mixtral checkpoint, or an MoE layer of a de
 
     const written_model ll = make_model("llama", "model.", "F32");
     ckpt::temp_dir other;
-    const checkpoint dense_ck = opened(checkpoint::open(write(other, ll, layout::file)));
+    const checkpoint dense_ck = opened(checkpoint::open(write(other, ll, file_layout::file)));
     auto sparse = dense_ck.moe_layer(0, random_input(1, 9));
     REQUIRE_FALSE(sparse);
     INFO(sparse.err().to_string());
     CHECK(sparse.err().to_string().find('\n') == std::string::npos);
+}
+
+// ---- Sizes read off the tensors ------------------------------------------------------------------
+
+namespace {
+
+ckpt::tensor zeros(const std::string& name, std::vector<std::size_t> shape) {
+    std::size_t n = 1;
+    for (auto s : shape) n *= s;
+    return {name, "F32", std::move(shape), std::vector<double>(n, 0.5)};
+}
+
+}  // namespace
+
+TEST_CASE("a layer whose tensors make d_ff or d_model 0 is refused when the checkpoint opens, whatever config.json says") {
+    struct zero_case {
+        const char* arch;
+        std::vector<ckpt::tensor> tensors;
+        nlohmann::json config;  // null: no config.json (the architecture given as --arch)
+        std::string tensor, sizes;
+    };
+    const std::vector<zero_case> cases{
+        // GPT-2's Conv1D is in × out: (4, 0) is d_model 4, d_ff 0
+        {"gpt2", {zeros("h.0.ln_2.weight", {4}), zeros("h.0.ln_2.bias", {4}), zeros("h.0.mlp.c_fc.weight", {4, 0}),
+                  zeros("h.0.mlp.c_proj.weight", {0, 4}), zeros("wte.weight", {3, 4})},
+         nullptr, "h.0.mlp.c_fc.weight", "its shape (4, 0) (in × out) makes d_model = 4 and d_ff = 0"},
+        {"gpt2", {zeros("h.0.mlp.c_fc.weight", {0, 8}), zeros("wte.weight", {3, 0})},
+         nullptr, "h.0.mlp.c_fc.weight", "its shape (0, 8) (in × out) makes d_model = 0 and d_ff = 8"},
+        // nn.Linear is out × in, and config.json agreeing with the tensors does not make 0 a size
+        {"llama", {zeros("model.layers.0.mlp.gate_proj.weight", {0, 4}), zeros("model.layers.0.mlp.up_proj.weight", {0, 4}),
+                   zeros("model.layers.0.mlp.down_proj.weight", {4, 0})},
+         {{"model_type", "llama"}, {"intermediate_size", 0}, {"hidden_size", 4}},
+         "model.layers.0.mlp.gate_proj.weight", "its shape (0, 4) (out × in) makes d_model = 4 and d_ff = 0"},
+        {"mixtral", {zeros("model.layers.0.block_sparse_moe.gate.weight", {2, 4}),
+                     zeros("model.layers.0.block_sparse_moe.experts.0.w1.weight", {0, 4})},
+         {{"model_type", "mixtral"}}, "model.layers.0.block_sparse_moe.experts.0.w1.weight",
+         "its shape (0, 4) (out × in) makes d_model = 4 and d_ff = 0"},
+        {"bert", {zeros("encoder.layer.0.intermediate.dense.weight", {0, 0})}, {{"model_type", "bert"}},
+         "encoder.layer.0.intermediate.dense.weight", "makes d_model = 0 and d_ff = 0"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.tensor);
+        ckpt::temp_dir dir;
+        const std::string path = dir / "model.safetensors";
+        dir.write("model.safetensors", ckpt::safetensors_file(c.tensors));
+        if (!c.config.is_null()) dir.write("config.json", c.config.dump());
+        auto o = checkpoint::open(dir.path(), c.config.is_null() ? c.arch : "");
+        check_refused(o, path, c.tensor, c.sizes);
+        CHECK(o.err().message.find("a layer needs at least one of each") != std::string::npos);
+    }
+}
+
+TEST_CASE("a checkpoint opens whatever its directory's tokenizer holds: the checkpoint reads no vocabulary") {
+    const written_model m = make_model("gpt2", "transformer.", "F32");
+    ckpt::temp_dir dir;
+    write(dir, m, file_layout::file);
+    // more ids than the embedding has rows, and a file that is not even JSON
+    dir.write("vocab.json", R"({"Paris": 1, "London": 16777216})");
+    CHECK(checkpoint::open(dir.path()));
+    dir.write("tokenizer.json", "not JSON");
+    CHECK(checkpoint::open(dir.path()));
 }

@@ -321,6 +321,40 @@ cli_test("run --checkpoint --arch that does not fit the tensors asks whether it 
 cli_test("run --checkpoint --arch takes only the known architectures" 2 EMPTY "^error: --arch: falcon not in"
   -- ${FT} run --checkpoint ${CKPT}/llama --arch falcon --layer 0 --embedding 1)
 
+# Sizes of 0 read off the tensors are refused when the checkpoint opens, whatever config.json says
+# (or without one): no layer of d_ff 0 or d_model 0 is ever traced, quizzed or explained.
+cli_test("run --checkpoint refuses a GPT-2 layer of d_ff 0 without config.json, naming the tensor" 2 EMPTY
+  "^error: .*zero_gpt2/model.safetensors: h.0.mlp.c_fc.weight: its shape \\(4, 0\\) \\(in × out\\) makes d_model = 4 and d_ff = 0. a layer needs at least one of each$"
+  -- ${FT} run --checkpoint ${CKPT}/zero_gpt2 --arch gpt2 --layer 0 --embedding 1)
+cli_test("run --checkpoint refuses a Llama layer of d_ff 0 that config.json agrees with" 2 EMPTY
+  "^error: .*zero_llama/model.safetensors: model.layers.0.mlp.gate_proj.weight: its shape \\(0, 4\\) \\(out × in\\) makes d_model = 4 and d_ff = 0"
+  -- ${FT} run --checkpoint ${CKPT}/zero_llama --layer 0 --embedding 1)
+cli_test("run --checkpoint refuses a Mixtral whose experts have d_ff 0" 2 EMPTY
+  "^error: .*zero_mixtral/model.safetensors: model.layers.0.block_sparse_moe.experts.0.w1.weight: its shape \\(0, 4\\) .*d_ff = 0"
+  -- ${FT} run --checkpoint ${CKPT}/zero_mixtral --layer 0 --embedding 1)
+cli_test("run --checkpoint refuses a layer of d_model 0" 2 EMPTY
+  "^error: .*zero_width/model.safetensors: h.0.mlp.c_fc.weight: its shape \\(0, 8\\) \\(in × out\\) makes d_model = 0 and d_ff = 8"
+  -- ${FT} run --checkpoint ${CKPT}/zero_width --layer 0 --embedding 1)
+cli_test("run --checkpoint --unit on a layer of d_ff 0 is refused before any range is printed" 2 EMPTY
+  "^error: .*d_ff = 0. a layer needs at least one of each$"
+  -- ${FT} run --checkpoint ${CKPT}/zero_llama --layer 0 --embedding 1 --unit 0)
+foreach(cmd run quiz check worksheet grad)
+  cli_test("${cmd} refuses an example naming a checkpoint's layer of d_ff 0" 2 EMPTY
+    "^error: .*example.json: checkpoint: .*d_ff = 0. a layer needs at least one of each$"
+    -- ${FT} ${cmd} ${CKPT}/zero_llama/example.json)
+endforeach()
+
+# A tokenizer may carry entries the embedding lacks: the checkpoint opens and its other words are
+# traced; only a word whose id has no row is refused, naming it.
+cli_test("run --checkpoint traces a word of a tokenizer that has spare entries" 0 "Layer 0 of a gpt2 checkpoint" EMPTY
+  -- ${FT} run --checkpoint ${CKPT}/spare --layer 0 --word " Paris" --detail summary)
+cli_test("run --checkpoint --word whose id the embedding lacks is refused, naming the word and the rows" 2 EMPTY
+  "^error: .*spare: --word: \" Rome\" is token 16777216 of the tokenizer, but the token embedding transformer.wte.weight has 8 rows$"
+  -- ${FT} run --checkpoint ${CKPT}/spare --layer 0 --word " Rome")
+cli_test("run --checkpoint --word just past the embedding's rows is refused" 2 EMPTY
+  "^error: .*spare: --word: \" Berlin\" is token 9 of the tokenizer, but the token embedding transformer.wte.weight has 8 rows$"
+  -- ${FT} run --checkpoint ${CKPT}/spare --layer 0 --word " Paris" --word " Berlin")
+
 # An example file naming a checkpoint's layer: claims computed with NumPy from the file itself
 cli_test("check verifies claims on a checkpoint's layer named by an example file" 0 "checkpoint_claims.json: all 32 claims hold" EMPTY
   -- ${FT} check ${INPUTS}/checkpoint_claims.json)

@@ -265,6 +265,15 @@ TEST_CASE("a prompt the model cannot run is one error naming the option and what
         CHECK(e.message == "unit 12 is out of range: layer 0 has d_ff = 12 units (0 to 11)");
     }
     SUBCASE("an expert named in a dense layer") { CHECK(fails(ids, 0, {{1, 2}}).message.find("dense") != std::string::npos); }
+    SUBCASE("a token whose id the embedding lacks (a tokenizer's spare entry), named") {
+        // the embedding has `vocab` rows, 0 to vocab − 1; ids far past it too, as a sparse vocabulary gives
+        for (std::size_t id : {vocab, std::size_t{16777216}}) {
+            const error e = fails({1, id, 2}, 0, {});
+            CHECK(e.path == "--prompt");
+            CHECK(e.message == "token 1 of the prompt, \"t" + std::to_string(id) + "\" (id " + std::to_string(id) +
+                                   "), has no row in the token embedding, which has " + std::to_string(vocab) + " rows");
+        }
+    }
 }
 
 TEST_CASE("units to knock out are read as J or E:J, comma-separated, and nothing else") {

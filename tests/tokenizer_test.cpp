@@ -4,7 +4,10 @@
 #include "test_paths.hpp"
 #include "ffn_trace/tokenizer.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <doctest/doctest.h>
@@ -222,7 +225,8 @@ TEST_CASE("a hostile tokenizer file is one error naming the JSON path") {
     CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]}})") ==
           "t.json: model.merges[0]: the merge names \"c\", which is not in the vocabulary");
     CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})").find("the id 0 is given to both") != std::string::npos);
-    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 99999999}, "merges": []}})").find("out of range") != std::string::npos);
+    // an id with a gap of any size is read (its memory is the entries'); past 2³² − 1 it is refused
+    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 4294967296}, "merges": []}})").find("out of range") != std::string::npos);
     CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 7], "sep": ["[SEP]", 1]}})") ==
           "t.json: post_processor.cls[1]: the id 7 is out of range for a vocabulary of 3");
     CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "("}, "behavior": "Isolated"}})")
@@ -259,4 +263,185 @@ TEST_CASE("250,000 vocabulary entries load, and a 200,001-letter word merges int
     REQUIRE(ids->size() == 100'001);
     CHECK(ids->front() == n + 1);
     CHECK(ids->back() == n);
+}
+
+// ---- The vocabulary: whole words looked up, ids with gaps, texts by id ---------------------------
+
+namespace {
+
+tokenizer bpe_of(const nlohmann::json& vocab) {
+    const nlohmann::json j{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+    auto t = tokenizer::from_json_text(j.dump(), "t.json");
+    INFO((t ? "" : t.err().to_string()));
+    REQUIRE(t);
+    return *t;
+}
+
+// A directory of its own for the files of one test, removed after it.
+struct scratch_dir {
+    std::filesystem::path path;
+    explicit scratch_dir(const std::string& name) : path(std::filesystem::temp_directory_path() / ("ffn_trace_tokenizer_" + name)) {
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+    }
+    ~scratch_dir() { std::filesystem::remove_all(path); }
+    void write(const std::string& file, const std::string& text) const { std::ofstream(path / file, std::ios::binary) << text; }
+};
+
+}  // namespace
+
+TEST_CASE("a word with a space is looked up as its Ġ token, and without one as itself") {
+    const tokenizer t = bpe_of({{"!", 0}, {"Paris", 1}, {G + "Paris", 2}, {G + "the", 3}, {"<|endoftext|>", 4}});
+    auto ids = t.look_up({" Paris", "Paris", " the", "!"});
+    INFO((ids ? "" : ids.err().to_string()));
+    REQUIRE(ids);
+    CHECK(*ids == std::vector<std::size_t>{2, 1, 3, 0});
+}
+
+TEST_CASE("a word with a space is looked up as its ▁ token") {
+    const tokenizer t = bpe_of({{"<s>", 1}, {S + "Paris", 3}, {"Paris", 4}, {S + "the", 0}});
+    auto ids = t.look_up({" Paris", " the", "Paris", "<s>", S + "Paris"});
+    INFO((ids ? "" : ids.err().to_string()));
+    REQUIRE(ids);
+    CHECK(*ids == std::vector<std::size_t>{3, 0, 4, 1, 3});
+    CHECK(t.token(2).empty());  // no token of id 2
+    CHECK(t.text(2).empty());
+}
+
+TEST_CASE("a word that is not one token is an error, blaming --word, that lists the nearest tokens") {
+    const tokenizer t = bpe_of({{"!", 0}, {"Paris", 1}, {G + "Paris", 2}, {G + "London", 3}, {G + "the", 4}, {"capital", 5}});
+    auto ids = t.look_up({" Paris", " Pariss"});
+    REQUIRE_FALSE(ids);
+    INFO(ids.err().to_string());
+    CHECK(ids.err().path == "--word");
+    CHECK(ids.err().message.find("\" Pariss\" is not one token of the vocabulary (ffn-trace does not split words)") != std::string::npos);
+    CHECK(ids.err().message.find("nearest: \"" + G + "Paris\"") != std::string::npos);  // one edit from "ĠPariss"
+    CHECK(ids.err().to_string().find('\n') == std::string::npos);
+    SUBCASE("without a leading space only the exact spelling is looked up") {
+        auto none = t.look_up({"London"});
+        REQUIRE_FALSE(none);
+        CHECK(none.err().message.find("\"" + G + "London\"") != std::string::npos);  // listed as near, not taken
+    }
+}
+
+namespace {
+
+// The nearest tokens as the hint names them, found the slow way: every token's full edit distance
+// (Wagner–Fischer, written here), sorted by distance and then by text, the first five.
+std::string brute_force_nearest(const std::vector<std::string>& tokens, const std::string& word) {
+    auto distance = [](const std::string& a, const std::string& b) {
+        std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+        for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+        for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+        for (std::size_t i = 1; i <= a.size(); ++i)
+            for (std::size_t j = 1; j <= b.size(); ++j)
+                d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        return d[a.size()][b.size()];
+    };
+    std::vector<std::pair<std::size_t, std::string>> all;
+    for (const auto& token : tokens) all.emplace_back(distance(word, token), token);
+    std::sort(all.begin(), all.end());
+    std::string out;
+    for (std::size_t i = 0; i < 5 && i < all.size(); ++i) out += (i ? ", \"" : "\"") + all[i].second + "\"";
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the nearest tokens of a word that is not one are those of a full search, and a very long word is compared by its start") {
+    nlohmann::json vocab = nlohmann::json::object();
+    std::vector<std::string> tokens;
+    std::mt19937 rng(7);
+    while (tokens.size() < 3000) {
+        std::string t(2 + rng() % 9, 'a');
+        for (char& c : t) c = static_cast<char>('a' + rng() % 6);
+        if (!vocab.contains(t)) {
+            vocab[t] = tokens.size();
+            tokens.push_back(t);
+        }
+    }
+    const tokenizer tok = bpe_of(vocab);
+    for (const std::string word : {"abcfq", "zz", "abcdefabcdefabcdef", "q", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeee"}) {
+        CAPTURE(word);
+        auto ids = tok.look_up({word});
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(tokens, word)) != std::string::npos);
+    }
+    SUBCASE("a word of 6,000 characters gets the hint of its first 64") {
+        const std::string head = "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd";
+        REQUIRE(head.size() == 64);
+        auto ids = tok.look_up({head + std::string(6000 - 64, 'f')});
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().message.find("nearest: " + brute_force_nearest(tokens, head)) != std::string::npos);
+    }
+}
+
+TEST_CASE("a vocabulary's ids may leave gaps of any size: one id of 16,777,216 is read, its memory bounded by the entries") {
+    const tokenizer t = bpe_of({{"a", 0}, {"London", 16777216}});
+    CHECK(t.vocab_size() == 16777217);  // the largest id + 1
+    CHECK(t.token(16777216) == "London");
+    CHECK(t.id_of("London") == std::optional<std::size_t>{16777216});
+    CHECK(t.token(5).empty());
+    auto ids = t.look_up({"London"});
+    REQUIRE(ids);
+    CHECK(*ids == std::vector<std::size_t>{16777216});
+    // the texts by id stop at the rows asked for (the embedding's), whatever the largest id
+    const auto texts = t.texts(10);
+    REQUIRE(texts.size() == 10);
+    CHECK(texts[0] == "a");
+    CHECK(texts[9].empty());
+    CHECK(t.texts(0).empty());
+    SUBCASE("an id of 2^32 or more is refused, naming the token") {
+        const nlohmann::json j{{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"far", 4294967296ULL}}}, {"merges", nlohmann::json::array()}}}};
+        auto far = tokenizer::from_json_text(j.dump(), "t.json");
+        REQUIRE_FALSE(far);
+        CHECK(far.err().to_string() == "t.json: model.vocab: the id 4294967296 of \"far\" is out of range: a token id is at most 4294967295");
+    }
+}
+
+TEST_CASE("a token's text is decoded once: byte-level Ġ and Ċ, SentencePiece's ▁ and <0xNN>, an added token as spelled") {
+    scratch_dir d("texts");
+    d.write("vocab.json", nlohmann::json{{G + "Paris", 0}, {"\xC4\x8A", 1}, {"<|endoftext|>", 2}}.dump());
+    d.write("merges.txt", "#version: 0.2\n");
+    auto gpt2 = ffn_trace::tokenizer_beside(d.path.string());
+    INFO((gpt2 ? "" : gpt2.err().to_string()));
+    REQUIRE(gpt2);
+    REQUIRE(*gpt2);
+    CHECK((*gpt2)->text(0) == " Paris");
+    CHECK((*gpt2)->text(1) == "\n");
+    CHECK((*gpt2)->display(1) == "\\n");  // escaped to print on one line
+    CHECK((*gpt2)->text(2) == "<|endoftext|>");
+    const tokenizer sp = bpe_of({{S + "Paris", 0}, {"<0x0A>", 1}});
+    CHECK(sp.text(0) == " Paris");
+    CHECK(sp.text(1) == "\n");
+}
+
+TEST_CASE("the tokenizer beside a checkpoint: its directory's or its file's, none without tokenizer.json or vocab.json") {
+    scratch_dir d("beside");
+    auto none = ffn_trace::tokenizer_beside(d.path.string());
+    REQUIRE(none);
+    CHECK_FALSE(*none);
+    d.write("tokenizer.json", nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}}}.dump());
+    auto by_dir = ffn_trace::tokenizer_beside(d.path.string());
+    REQUIRE(by_dir);
+    REQUIRE(*by_dir);
+    CHECK((*by_dir)->id_of("a") == std::optional<std::size_t>{0});
+    auto by_file = ffn_trace::tokenizer_beside((d.path / "model.safetensors").string());
+    REQUIRE(by_file);
+    CHECK(*by_file);
+    SUBCASE("a vocab.json without merges.txt is an error that names what is missing") {
+        scratch_dir v("beside_vocab");
+        v.write("vocab.json", R"({"a": 0})");
+        auto missing = ffn_trace::tokenizer_beside(v.path.string());
+        REQUIRE_FALSE(missing);
+        CHECK(missing.err().message.find("merges.txt is missing") != std::string::npos);
+    }
+    SUBCASE("a vocab.json whose keys repeat is refused by the strict reader") {
+        scratch_dir v("beside_duplicate");
+        v.write("vocab.json", R"({"a": 0, "a": 1})");
+        v.write("merges.txt", "#version: 0.2\n");
+        auto twice = ffn_trace::tokenizer_beside(v.path.string());
+        REQUIRE_FALSE(twice);
+        CHECK(twice.err().to_string() == (v.path / "vocab.json").string() + ": a: duplicate key: each key may appear once in an object");
+    }
 }

@@ -1,13 +1,12 @@
 // Real models: the FFN of one layer of a GPT-2, BERT, Llama (Mistral, Qwen2) or Mixtral
 // checkpoint, built from the checkpoint's own tensor names.
 //
-// An architecture is a table of tensor names, not code: where the norm, the FFN's matrices and
-// the embeddings live, and how they are stored. Only the tensors of the layer asked for are
-// converted; for an MoE layer only the experts its tokens are routed to.
+// An architecture is a row of the family table (family.hpp), not code: where the norm, the FFN's
+// matrices and the embeddings live, and how they are stored. Only the tensors of the layer asked
+// for are converted; for an MoE layer only the experts its tokens are routed to.
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -17,6 +16,7 @@
 
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
+#include "ffn_trace/family.hpp"
 #include "ffn_trace/matrix.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/tensor_source.hpp"
@@ -26,6 +26,7 @@ namespace ffn_trace {
 // What config.json says (or --arch, with the shapes read off the tensors).
 struct checkpoint_config {
     std::string arch;  // gpt2, bert, llama, mistral, qwen2, mixtral
+    const ffn_trace::family* family = nullptr;  // arch's row of the family table
     std::size_t d_model = 0, d_ff = 0, n_layers = 0;
     double eps = 1e-5;
     activation act = activation::gelu;
@@ -46,12 +47,6 @@ struct checkpoint_config {
 // The architectures ffn-trace knows, by config.json's model_type.
 std::vector<std::string_view> known_architectures();
 
-// Token strings by id, from vocab.json ({token: id}) or tokenizer.json (model.vocab).
-struct vocabulary {
-    std::vector<std::string> tokens;          // by id; empty where the file gives none
-    std::map<std::string, std::size_t> ids;   // by token
-};
-
 class checkpoint {
 public:
     // A checkpoint directory (config.json beside model.safetensors or its index), a single
@@ -62,7 +57,6 @@ public:
     const checkpoint_config& config() const { return config_; }
     const tensor_source& tensors() const { return *source_; }
     const std::string& origin() const { return origin_; }
-    const std::optional<vocabulary>& vocab() const { return vocab_; }
 
     // Where a layer's matrices are: left in the file (the forward pass and the readings convert
     // what they use, as they use it), or converted whole (the backward pass needs them all).
@@ -81,6 +75,8 @@ public:
     // Rows of the token embedding (vocab, d_model), and the unembedding the output goes through
     // (its own lm_head, or the embedding when tied); nullptr names when there is none.
     outcome<matrix> embedding_rows(const std::vector<std::size_t>& ids) const;
+    // The token embedding's rows, the ids the model reads (0 when it has no readable embedding).
+    std::size_t embedding_rows_count() const;
     std::string embedding_name() const;
     std::string unembedding_name() const;
 
@@ -92,7 +88,6 @@ private:
     std::shared_ptr<const tensor_source> source_;
     checkpoint_config config_;
     std::string origin_;
-    std::optional<vocabulary> vocab_;
 };
 
 // A layer's input read from a file: .npy or .npz (one tensor) or .json (a nested list), of shape
@@ -105,10 +100,5 @@ struct layer_input {
 // (0: any width) and it may hold at most max_numbers numbers.
 outcome<layer_input> read_layer_input(const std::string& path, std::size_t max_file_size, std::size_t d_model = 0,
                                       std::size_t max_numbers = std::numeric_limits<std::size_t>::max());
-
-// Looks whole tokens up: " Paris" as "ĠParis" (GPT-2's byte-level BPE) or "▁Paris"
-// (SentencePiece) when the word starts with a space. A word that is not one token is an error
-// that lists the nearest tokens; no BPE splitting.
-outcome<std::vector<std::size_t>> look_up_tokens(const vocabulary& v, const std::vector<std::string>& words);
 
 }  // namespace ffn_trace

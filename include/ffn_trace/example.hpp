@@ -13,15 +13,13 @@
 
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
+#include "ffn_trace/family.hpp"
 #include "ffn_trace/matrix.hpp"
 #include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
-// How the file stores its matrices.
-//   in_out: math form x·W, W1 is d_model × d_ff (the lesson seed, GPT-2)
-//   out_in: PyTorch's nn.Linear, W1 is d_ff × d_model and y = W·x + b (the walkthrough seed)
-enum class layout { in_out, out_in };
+// How the file stores its matrices: `layout` (family.hpp), in_out or out_in.
 std::string_view to_string(layout l);
 
 struct labels {

@@ -30,6 +30,7 @@ struct prompt_tokens {
     std::vector<std::size_t> ids;
     std::vector<std::string> tokens;
     std::vector<std::string> display;
+    std::optional<tokenizer> tok;  // what named them, for the names of the tokens the model predicts
 };
 // `text` through the checkpoint's tokenizer, special tokens included. An empty text is an error
 // on `option` ("--prompt", or the file given with --prompt-file).
@@ -121,7 +122,7 @@ struct prompt_trace {
     std::optional<moe_readings> moe_reads;
     std::optional<moe_unit_readings> moe_units;
     std::optional<vocabulary_view> vocab;  // dense; an MoE's is in moe_units
-    std::vector<std::string> vocabulary;   // the checkpoint's token strings by id, for the walkthrough
+    std::vector<std::string> vocabulary;   // the tokenizer's text of each id the model predicts, for the walkthrough
     // |ffn_block(layer, input) − the trace's last step|, largest: the forward pass and the engine agree.
     double agreement = 0;
 

@@ -16,6 +16,7 @@ namespace ffn_trace {
 
 namespace detail {
 struct tokenizer_pipeline;
+struct vocabulary_table;
 }
 
 class tokenizer {
@@ -37,17 +38,34 @@ public:
     outcome<std::vector<std::size_t>> encode(std::string_view text) const;
     std::size_t vocab_size() const;                  // the largest id + 1
     const std::string& token(std::size_t id) const;  // as the vocabulary spells it: "ĠParis", "▁Paris", "##s", "<0x0A>"; "" past the end
-    // As text: " Paris" (byte-level and ▁ decoded, <0xNN> as its byte); bytes that are not
-    // UTF-8 as \xNN and control characters escaped (\n, \t, \r, \u0000), so it prints on one line.
+    // The token as text, the one decoding of a spelling: " Paris" (byte-level and ▁ decoded,
+    // <0xNN> as its byte, an added token as it is spelled); "" for an id without a token. Its bytes
+    // may be control characters, or not UTF-8 (one byte of a character): quote it to print it.
+    std::string text(std::size_t id) const;
+    // The same escaped to print on one line: bytes that are not UTF-8 as \xNN and control
+    // characters escaped (\n, \t, \r, \u0000).
     std::string display(std::size_t id) const;
     std::optional<std::size_t> id_of(std::string_view token) const;
+    // The text of every id below `rows` ("" where the vocabulary has none): what the views name
+    // tokens by. `rows` is the embedding's, so the table is bounded by the model, not by the
+    // tokenizer's largest id.
+    std::vector<std::string> texts(std::size_t rows) const;
+
+    // Whole tokens of the vocabulary (not BPE's splitting): " Paris" as "ĠParis" (byte-level
+    // BPE) or "▁Paris" (SentencePiece) when the word starts with a space. A word that is not one
+    // token is an error, blaming --word, that lists the nearest tokens.
+    outcome<std::vector<std::size_t>> look_up(const std::vector<std::string>& words) const;
 
 private:
+    const detail::vocabulary_table& model_vocabulary() const;
     std::shared_ptr<const detail::tokenizer_pipeline> p_;
 };
 
 // A checkpoint directory's tokenizer: tokenizer.json, else vocab.json + merges.txt; an error
 // names what is missing.
 outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir);
+// The tokenizer beside a checkpoint (its directory, or the directory of its file), or nothing when
+// that directory has neither tokenizer.json nor vocab.json.
+outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path);
 
 }  // namespace ffn_trace

@@ -12,6 +12,7 @@
 
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/compare.hpp"
+#include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
@@ -73,7 +74,7 @@ struct traced {
     ffn_trace::trace tr;                     // a dense layer's trace; empty for an MoE
     std::optional<ffn_trace::moe_trace> moe; // an MoE layer's trace
     std::vector<ffn_trace::claim> claims;
-    std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors and vocabulary
+    std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors
     // A layer the command line changed: its trace beside the trace of the layer as the file holds
     // it (`comparison` for a dense layer, `moe_comparison` for an MoE). When a number changed, the
     // file's claims (`unchecked_claims` numbers) describe the layer before the change: `claims`
@@ -81,6 +82,7 @@ struct traced {
     std::optional<ffn_trace::trace_comparison> comparison = {};
     std::size_t unchecked_claims = 0;
     std::optional<ffn_trace::moe_comparison> moe_comparison = {};
+    std::optional<ffn_trace::tokenizer> tokenizer = {};  // the tokenizer beside the checkpoint, when read with it
 
     std::size_t tokens() const { return ex.input.rows; }
 };

@@ -9,9 +9,35 @@
 #include "ffn_trace/render_json.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/unit_readings.hpp"
 
 namespace cli {
+
+namespace {
+
+// --arch's choices: the family table's names.
+std::vector<std::string> known_families() {
+    const auto known = ffn_trace::known_architectures();
+    return {known.begin(), known.end()};
+}
+
+// The text of each token the checkpoint's unembedding scores, from the tokenizer beside it (read
+// here unless it was read with the checkpoint); none without a checkpoint or a tokenizer.
+ffn_trace::outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
+    if (!t.checkpoint) return std::optional<std::vector<std::string>>();
+    std::optional<ffn_trace::tokenizer> tok = t.tokenizer;
+    if (!tok) {
+        auto beside = ffn_trace::tokenizer_beside(t.checkpoint->origin());
+        if (!beside) return beside.err();
+        tok = std::move(*beside);
+    }
+    if (!tok) return std::optional<std::vector<std::string>>();
+    const ffn_trace::tensor_info* u = t.checkpoint->tensors().find(t.checkpoint->unembedding_name());
+    return std::optional<std::vector<std::string>>(tok->texts(u && u->shape.size() == 2 ? u->shape[0] : 0));
+}
+
+}  // namespace
 
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
@@ -25,7 +51,7 @@ void setup_run(CLI::App& app, int& status) {
     file->excludes(checkpoint);
     sub->add_option("--layer", c.layer, "The layer of the checkpoint to trace (from 0)")->check(whole_number(0))->needs(checkpoint);
     sub->add_option("--arch", c.arch, "The architecture when there is no config.json")
-        ->check(CLI::IsMember({"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}))
+        ->check(CLI::IsMember(known_families()))
         ->needs(checkpoint);
     auto* input = sub->add_option("--input", c.input, "The layer's input: .npy, .npz or .json, (d_model), (tokens, d_model) or (batch, seq, d_model)")
                       ->type_name("FILE")
@@ -89,12 +115,15 @@ int run_run(const run_options& options) {
                  : load_checkpoint_and_trace(options.checkpoint, options.limits);
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
+    auto texts = token_texts(*t);
+    if (!texts) return report(texts.err());
+    const std::vector<std::string>* strings = *texts ? &**texts : nullptr;
     if (t->moe) {
         // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
         std::optional<ffn_trace::moe_unit_readings> units;
         if (t->checkpoint) {
             units = ffn_trace::read_moe_units(*t->moe, options.top);
-            if (t->checkpoint->vocab() && !t->checkpoint->unembedding_name().empty())
+            if (strings && !t->checkpoint->unembedding_name().empty())
                 if (auto e = ffn_trace::read_moe_vocabulary(*units, *t->moe, t->checkpoint->tensors(),
                                                             t->checkpoint->unembedding_name(), options.top))
                     return report(*e);
@@ -107,7 +136,6 @@ int run_run(const run_options& options) {
         }
         const auto text = walkthrough_options(options.walkthrough);
         const auto reads = ffn_trace::read_moe_trace(*t->moe);
-        const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
         const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads, units ? &*units : nullptr, strings,
                                                 t->moe_comparison ? &*t->moe_comparison : nullptr, t->unchecked_claims};
         ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
@@ -123,7 +151,7 @@ int run_run(const run_options& options) {
     std::optional<ffn_trace::vocabulary_view> vocab;
     if (t->checkpoint || ffn_trace::default_detail(layer) != ffn_trace::detail_level::arithmetic) {
         units = ffn_trace::read_units(t->tr, options.top);
-        if (t->checkpoint && t->checkpoint->vocab() && !t->checkpoint->unembedding_name().empty()) {
+        if (strings && !t->checkpoint->unembedding_name().empty()) {
             auto v = ffn_trace::read_vocabulary_view(t->tr, *units, t->checkpoint->tensors(), t->checkpoint->unembedding_name(),
                                                     options.top);
             if (!v) return report(v.err());
@@ -143,7 +171,6 @@ int run_run(const run_options& options) {
         return exit_ok;
     }
     const auto reads = ffn_trace::read_trace(t->tr);
-    const std::vector<std::string>* strings = t->checkpoint && t->checkpoint->vocab() ? &t->checkpoint->vocab()->tokens : nullptr;
     const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads, units ? &*units : nullptr,
                                         explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings,
                                         t->comparison ? &*t->comparison : nullptr, t->unchecked_claims};

@@ -5,6 +5,7 @@
 
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/params.hpp"
+#include "ffn_trace/tokenizer.hpp"
 #include "run.hpp"
 
 namespace cli {
@@ -18,7 +19,8 @@ struct chosen_input {
     std::string how;  // for the description
 };
 
-ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const checkpoint_flags& f, const input_limits& limits) {
+ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const std::optional<ffn_trace::tokenizer>& tok,
+                                          const checkpoint_flags& f, const input_limits& limits) {
     chosen_input c;
     if (!f.input.empty()) {
         auto in = ffn_trace::read_layer_input(f.input, limits.max_file_size, ck.config().d_model, limits.max_elements);
@@ -29,29 +31,28 @@ ffn_trace::outcome<chosen_input> input_of(const ffn_trace::checkpoint& ck, const
     }
     std::vector<std::size_t> ids = f.embedding;
     if (!f.words.empty()) {
-        if (!ck.vocab())
+        if (!tok)
             return ffn_trace::error{ck.origin(), "--word", "the checkpoint's directory has no vocab.json or tokenizer.json "
                                                            "to look words up in; give --embedding with token ids"};
-        auto found = ffn_trace::look_up_tokens(*ck.vocab(), f.words);
+        auto found = tok->look_up(f.words);
         if (!found) {
             found.err().file = ck.origin();
             return found.err();
         }
         ids = std::move(*found);
+        // A spare entry of the tokenizer may name an id the embedding lacks.
+        const std::size_t rows = ck.embedding_rows_count();
+        for (std::size_t k = 0; k < ids.size(); ++k)
+            if (ids[k] >= rows)
+                return ffn_trace::error{ck.origin(), "--word",
+                                        fmt::format("{} is token {} of the tokenizer, but the token embedding {} has {} rows",
+                                                    ffn_trace::quote(f.words[k]), ids[k], ck.embedding_name(), rows)};
         for (const auto& w : f.words) c.names.push_back(ffn_trace::quote(w));
     } else {
-        // A token id is named by its token where the checkpoint has a vocabulary: GPT-2's Ġ and
-        // SentencePiece's ▁ read as the leading space they stand for.
+        // A token id is named by its text where the checkpoint has a tokenizer.
         for (auto id : ids) {
-            const auto* v = ck.vocab() ? &*ck.vocab() : nullptr;
-            if (!v || id >= v->tokens.size() || v->tokens[id].empty()) {
-                c.names.push_back(fmt::format("id {}", id));
-                continue;
-            }
-            std::string t = v->tokens[id];
-            for (std::string_view mark : {"\u0120", "\u2581"})
-                if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
-            c.names.push_back(fmt::format("{} (id {})", ffn_trace::quote(t), id));
+            const std::string t = tok ? tok->text(id) : "";
+            c.names.push_back(t.empty() ? fmt::format("id {}", id) : fmt::format("{} (id {})", ffn_trace::quote(t), id));
         }
     }
     if (ids.empty()) return ffn_trace::error{ck.origin(), "", "give the layer's input: --input, --embedding or --word"};
@@ -114,7 +115,10 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
     auto ck = checkpoint::open(f.path, f.arch);
     if (!ck) return ck.err();
-    auto input = input_of(*ck, f, limits);
+    // The tokenizer beside the checkpoint, read once: the words and the views' token texts.
+    auto tok = tokenizer_beside(ck->origin());
+    if (!tok) return tok.err();
+    auto input = input_of(*ck, *tok, f, limits);
     if (!input) return input.err();
     const checkpoint_config& m = ck->config();
     matrix& x = input->in.x;
@@ -126,15 +130,17 @@ ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& f, 
     ex.file = f.path;
     ex.title = fmt::format("Layer {} of a {} checkpoint ({})", f.layer, m.arch, ffn_trace::one_line(f.path));
     ex.description = input->how;
-    ex.stored = m.arch == "gpt2" ? layout::in_out : layout::out_in;
+    ex.stored = m.family->stored;
     ex.layout_stated = true;
     ex.layout_decided = true;
     ex.input = x;
     ex.lead = input->in.lead;
     if (input->names.size() == x.rows) ex.names.tokens = input->names;
     ex.layer.act = m.act;
-    return trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits,
-                       checkpoint::weights::in_file);
+    auto t = trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits,
+                         checkpoint::weights::in_file);
+    if (t) t->tokenizer = std::move(*tok);
+    return t;
 }
 
 ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits,

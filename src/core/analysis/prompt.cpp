@@ -53,13 +53,10 @@ std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, b
 class vocabulary_text {
 public:
     explicit vocabulary_text(const std::vector<std::string>& by_id) : by_id_(by_id) {}
-    // As text: GPT-2's Ġ and SentencePiece's ▁ are a leading space; an id without a string is "#id".
+    // As the tokenizer decodes it; an id without a text is "#id".
     std::string operator()(std::size_t id) const {
         if (id >= by_id_.size() || by_id_[id].empty()) return fmt::format("#{}", id);
-        std::string t = by_id_[id];
-        for (std::string_view mark : {"\u0120", "\u2581"})
-            if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
-        return t;
+        return by_id_[id];
     }
 
 private:
@@ -80,14 +77,16 @@ struct final_norm {
     double eps = 1e-5;
 };
 outcome<final_norm> final_norm_of(const checkpoint& ck) {
-    const std::string& arch = ck.config().arch;
+    const family& f = *ck.config().family;
     final_norm n;
-    n.rms = arch != "gpt2" && arch != "bert";
+    n.rms = f.norm == norm_layer::kind::rmsnorm;
     n.eps = ck.config().eps;
-    const std::string name = ck.resolve(arch == "gpt2" ? "ln_f.weight" : "norm.weight");
+    if (!f.has(tensor_role::output_norm))
+        return error{ck.origin(), "", fmt::format("a {} model has no final norm, which the unit ranking needs", f.name)};
+    const std::string wanted = f.name_of(tensor_role::output_norm) + ".weight";
+    const std::string name = ck.resolve(wanted);
     if (name.empty())
-        return error{ck.origin(), "", fmt::format("the checkpoint has no final norm weight {}, which the unit ranking needs",
-                                                  arch == "gpt2" ? "ln_f.weight" : "model.norm.weight")};
+        return error{ck.origin(), "", fmt::format("the checkpoint has no final norm weight {}, which the unit ranking needs", wanted)};
     auto g = ck.tensors().read_vector(name);
     if (!g) return g.err();
     n.gamma = std::move(*g);
@@ -146,6 +145,7 @@ outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, c
     prompt_tokens p;
     p.text = std::move(text);
     p.ids = std::move(*ids);
+    p.tok = tok;
     for (auto id : p.ids) {
         p.tokens.push_back(tok.token(id));
         p.display.push_back(tok.display(id));
@@ -204,6 +204,12 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         return error{ck.origin(), "--prompt",
                      fmt::format("the prompt is {} tokens, longer than the model's position table of {}; shorten it", n,
                                  model.max_positions())};
+    // A tokenizer may hold spare entries beyond the embedding: an error only where the prompt uses one.
+    for (std::size_t t = 0; t < n; ++t)
+        if (prompt.ids[t] >= model.vocab_size())
+            return error{ck.origin(), "--prompt",
+                         fmt::format("token {} of the prompt, {} (id {}), has no row in the token embedding, which has {} rows", t,
+                                     quote(t < prompt.tokens.size() ? prompt.tokens[t] : ""), prompt.ids[t], model.vocab_size())};
     if (N >= model.n_layers())
         return error{ck.origin(), "--layer",
                      fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", N, model.n_layers(),
@@ -231,7 +237,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     r.layer = N;
     r.n_layers = model.n_layers();
     r.ablated = options.ablate;
-    if (ck.vocab()) r.vocabulary = ck.vocab()->tokens;
+    if (prompt.tok) r.vocabulary = prompt.tok->texts(model.vocab_size());
     const vocabulary_text text(r.vocabulary);
 
     // The stream up to layer N's FFN: embeddings, then each block's attention and FFN.
@@ -257,14 +263,14 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     ex.title = fmt::format("Layer {} of a {} checkpoint ({})", N, config.arch, one_line(ck.origin()));
     ex.description = "The input is the residual stream of the prompt entering this layer's FFN: what the embeddings "
                      "and the layers before it wrote.";
-    ex.stored = config.arch == "gpt2" ? layout::in_out : layout::out_in;
+    ex.stored = config.family->stored;
     ex.layout_stated = ex.layout_decided = true;
     ex.input = r.input;
     ex.lead = {n};  // (tokens, d_model) even for one token, as the JSON's "input" is
     ex.names.tokens = token_labels(prompt.display);
     ex.layer.act = config.act;
     const std::string unembedding = ck.unembedding_name();
-    const bool project = ck.vocab() && !unembedding.empty();
+    const bool project = prompt.tok.has_value() && !unembedding.empty();
     if (ck.is_moe()) {
         if (!options.explain.empty())
             return error{ck.origin(), "--unit", "explains a unit of a dense layer; this layer is a Mixture of Experts"};

@@ -5,81 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fmt/format.h>
 
+#include "checkpoint/checked_tensor.hpp"
+#include "checkpoint/config.hpp"
+#include "checkpoint/tensor_formats.hpp"
 #include "ffn_trace/moe.hpp"
 
 namespace ffn_trace {
 
 namespace {
-
-std::string shape_of(const std::vector<std::size_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
-
-std::string layer_name(std::string pattern, std::size_t i) {
-    for (auto at = pattern.find("{i}"); at != std::string::npos; at = pattern.find("{i}")) pattern.replace(at, 3, std::to_string(i));
-    return pattern;
-}
-
-// The tensors of one family, by their names without the usual prefixes ({i}: the layer).
-struct family {
-    bool gpt2 = false, bert = false;  // else the Llama family (Llama, Mistral, Qwen2, Mixtral)
-    // GPT-2
-    std::string ln_1 = "h.{i}.ln_1", c_attn = "h.{i}.attn.c_attn", c_proj = "h.{i}.attn.c_proj";
-    // the Llama family; BERT's self-attention uses q/k/v/o with its own names
-    std::string input_norm = "layers.{i}.input_layernorm", q = "layers.{i}.self_attn.q_proj",
-                k = "layers.{i}.self_attn.k_proj", v = "layers.{i}.self_attn.v_proj", o = "layers.{i}.self_attn.o_proj";
-    std::string attention_norm;  // BERT: attention.output.LayerNorm, after the residual
-    std::string embedding, positions, token_types, embedding_norm, final_norm, head;
-    // the FFN's tensors, checked here so that a missing one is named with what it is for
-    std::vector<std::pair<std::string, std::string>> ffn;  // (name, what)
-};
-
-family family_of(const checkpoint_config& m) {
-    family f;
-    if (m.arch == "gpt2") {
-        f.gpt2 = true;
-        f.embedding = "wte.weight";
-        f.positions = "wpe.weight";
-        f.final_norm = "ln_f";
-        f.head = "lm_head.weight";
-        f.ffn = {{"h.{i}.ln_2.weight", "the FFN's LayerNorm weight (ln_2)"},
-                 {"h.{i}.mlp.c_fc.weight", "the FFN's W1 (c_fc)"},
-                 {"h.{i}.mlp.c_proj.weight", "the FFN's W2 (c_proj)"}};
-    } else if (m.arch == "bert") {
-        f.bert = true;
-        const std::string at = "encoder.layer.{i}.attention.";
-        f.q = at + "self.query";
-        f.k = at + "self.key";
-        f.v = at + "self.value";
-        f.o = at + "output.dense";
-        f.attention_norm = at + "output.LayerNorm";
-        f.embedding = "embeddings.word_embeddings.weight";
-        f.positions = "embeddings.position_embeddings.weight";
-        f.token_types = "embeddings.token_type_embeddings.weight";
-        f.embedding_norm = "embeddings.LayerNorm";
-        f.ffn = {{"encoder.layer.{i}.intermediate.dense.weight", "the FFN's W1 (intermediate.dense)"},
-                 {"encoder.layer.{i}.output.dense.weight", "the FFN's W2 (output.dense)"},
-                 {"encoder.layer.{i}.output.LayerNorm.weight", "the FFN's LayerNorm weight (output.LayerNorm)"}};
-    } else {
-        f.embedding = "embed_tokens.weight";
-        f.final_norm = "norm";
-        f.head = "lm_head.weight";
-        f.ffn = {{"layers.{i}.post_attention_layernorm.weight", "the FFN's RMSNorm weight (post_attention_layernorm)"}};
-        if (m.arch != "mixtral") {
-            f.ffn.push_back({"layers.{i}.mlp.gate_proj.weight", "the FFN's gate (gate_proj)"});
-            f.ffn.push_back({"layers.{i}.mlp.up_proj.weight", "the FFN's up projection (up_proj)"});
-            f.ffn.push_back({"layers.{i}.mlp.down_proj.weight", "the FFN's W2 (down_proj)"});
-        } else {
-            f.ffn.push_back({"layers.{i}.block_sparse_moe.gate.weight", "the MoE router (block_sparse_moe.gate)"});
-            for (std::size_t e = 0; e < m.n_experts; ++e)
-                for (const char* w : {"w1", "w3", "w2"})
-                    f.ffn.push_back({fmt::format("layers.{{i}}.block_sparse_moe.experts.{}.{}.weight", e, w),
-                                     fmt::format("expert {}'s {}", e, w)});
-        }
-    }
-    return f;
-}
 
 // Reads the tensors the forward pass needs, each checked: there, of a dtype ffn-trace converts, and
 // of the shape the configuration implies. Errors name the tensor and what it is for.
@@ -90,15 +25,7 @@ public:
     // The tensor's full name, checked to be there and readable; `shape` empty: any shape.
     outcome<const tensor_info*> find(const std::string& name, const std::string& what,
                                      const std::vector<std::size_t>& shape = {}) const {
-        const std::string full = c_.resolve(name);
-        if (full.empty())
-            return error{c_.tensors().origin(), name,
-                         fmt::format("missing: the checkpoint has no such tensor, which the forward pass needs as {}", what)};
-        const tensor_info* t = c_.tensors().find(full);
-        if (!t) return c_.tensors().read_matrix(full).err();  // there, but of a dtype not converted: says why
-        if (!shape.empty() && t->shape != shape)
-            return error{t->file, t->name, fmt::format("expected shape {} for {}, its shape is {}", shape_of(shape), what, shape_of(t->shape))};
-        return t;
+        return detail::checked_tensor(c_, {name, shape, "", what});
     }
 
     // A table of rows of d_model (an embedding): two dimensions, at least one row.
@@ -108,7 +35,8 @@ public:
         if (!t) return t;
         if ((*t)->shape.size() != 2 || (*t)->shape[1] != d_model || (*t)->shape[0] == 0)
             return error{(*t)->file, (*t)->name,
-                         fmt::format("expected {} ({}, d_model = {}), its shape is {}", what, rows, d_model, shape_of((*t)->shape))};
+                         fmt::format("expected {} ({}, d_model = {}), its shape is {}", what, rows, d_model,
+                                     detail::shape_text((*t)->shape))};
         return t;
     }
 
@@ -122,7 +50,7 @@ public:
     // A weight W (in, out) of x·W left in the file: stored out × in (nn.Linear) or in × out (Conv1D).
     outcome<std::shared_ptr<const stored_matrix>> weight(const std::string& name, const std::string& what, std::size_t in,
                                                          std::size_t out, bool out_in) const {
-        auto t = find(name, what, out_in ? std::vector<std::size_t>{out, in} : std::vector<std::size_t>{in, out});
+        auto t = find(name, what, detail::stored_shape(out_in ? layout::out_in : layout::in_out, in, out));
         if (!t) return t.err();
         return keep_in_file(source_, (*t)->name, out_in);
     }
@@ -164,14 +92,6 @@ private:
     const checkpoint& c_;
     std::shared_ptr<const tensor_source> source_;
 };
-
-// config.json beside the checkpoint, for errors about its fields.
-std::string config_file(const checkpoint& c) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path p(c.origin());
-    return ((fs::is_directory(p, ec) ? p : p.parent_path()) / "config.json").string();
-}
 
 // The first value of x that is not finite, as an error naming where the forward pass was.
 std::optional<error> overflow(const matrix& x, const std::string& where) {
@@ -220,110 +140,223 @@ matrix ffn_output(const ffn& l, const matrix& in, const std::vector<std::size_t>
 
 }  // namespace
 
+namespace {
+
+using role = tensor_role;
+
+// A tensor's name in messages, as its module is called within the layer: "c_fc", "ln_2",
+// "intermediate.dense", "post_attention_layernorm"; an expert's by its own module, "w1".
+std::string module_of(const family& f, tensor_role r) {
+    std::string_view p = f.pattern(r);
+    if (auto j = p.find("{j}."); j != std::string_view::npos) return std::string(p.substr(j + 4));
+    if (auto i = p.find("{i}."); i != std::string_view::npos) p.remove_prefix(i + 4);
+    for (std::string_view wrapper : {"mlp.", "attn."})
+        if (p.substr(0, wrapper.size()) == wrapper) p.remove_prefix(wrapper.size());
+    return std::string(p);
+}
+
+std::string_view norm_kind(const family& f) { return f.norm == norm_layer::kind::layernorm ? "LayerNorm" : "RMSNorm"; }
+
+std::optional<bool> bias_of(bias_rule b) {
+    if (b == bias_rule::if_present) return std::nullopt;
+    return b == bias_rule::always;
+}
+
+// config.json's sizes as the family's attention needs them.
+std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f, const std::string& config) {
+    if (m.n_heads == 0) return error{config, std::string(f.config.heads), "missing: the forward pass needs the number of attention heads"};
+    if (!m.rope_scaling.empty() && f.rope)
+        return error{config, "rope_scaling",
+                     fmt::format("rope_type {} is not implemented; ffn-trace runs the default RoPE only", quote(m.rope_scaling))};
+    if (f.rope && m.head_dim % 2 != 0)
+        return error{config, "head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim)};
+    const std::size_t q_width = m.n_heads * m.head_dim;
+    if (!f.grouped_query) {
+        if (m.n_kv_heads != m.n_heads)
+            return error{config, "num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch)};
+        if (q_width != m.d_model)
+            return error{config, "head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model)};
+    }
+    return std::nullopt;
+}
+
+// What the forward pass reads before the blocks.
+struct embeddings {
+    std::string embedding, positions;
+    std::size_t vocab = 0, max_positions = 0;
+    std::vector<double> token_type0;
+    std::optional<norm_layer> norm;
+};
+
+// The position table and the longest prompt: its rows, or config.json's count (RoPE).
+std::optional<error> read_positions(const tensor_checker& check, const checkpoint_config& m, const family& f,
+                                    const std::string& config, embeddings& e) {
+    if (!f.has(role::position_embd)) {
+        if (m.max_positions == 0)
+            return error{config, std::string(f.config.positions), "missing: the forward pass needs the longest prompt the model takes"};
+        e.max_positions = m.max_positions;
+        return std::nullopt;
+    }
+    auto pos = check.table(f.name_of(role::position_embd) + ".weight", "the position embedding", "positions", m.d_model);
+    if (!pos) return pos.err();
+    e.positions = (*pos)->name;
+    e.max_positions = (*pos)->shape[0];
+    if (m.max_positions != 0 && m.max_positions != e.max_positions)
+        return error{config, std::string(f.config.positions),
+                     fmt::format("says {}, but {} has {} rows", m.max_positions, (*pos)->name, e.max_positions)};
+    return std::nullopt;
+}
+
+outcome<embeddings> read_embeddings(const tensor_checker& check, const checkpoint& ck, const family& f, const std::string& config) {
+    const checkpoint_config& m = ck.config();
+    embeddings e;
+    auto emb = check.table(f.name_of(role::token_embd) + ".weight", "the token embedding", "vocab", m.d_model);
+    if (!emb) return emb.err();
+    e.embedding = (*emb)->name;
+    e.vocab = (*emb)->shape[0];
+    if (m.vocab_size != 0 && m.vocab_size != e.vocab)
+        return error{config, "vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, (*emb)->name, e.vocab)};
+    if (auto problem = read_positions(check, m, f, config, e)) return *problem;
+    if (f.has(role::token_types)) {
+        auto types = check.table(f.name_of(role::token_types) + ".weight", "the token type embedding", "types", m.d_model);
+        if (!types) return types.err();
+        auto row = ck.tensors().read_rows((*types)->name, {0});
+        if (!row) return row.err();
+        e.token_type0 = std::move(row->data);
+    }
+    if (f.has(role::token_embd_norm)) {
+        auto n = check.norm(f.name_of(role::token_embd_norm), "the embeddings' LayerNorm", true, norm_layer::place::post);
+        if (!n) return n.err();
+        e.norm = std::move(*n);
+    }
+    return e;
+}
+
+// Block i's attention: its norm, its q, k and v (fused or apart) and its output projection.
+outcome<transformer::attention_weights> read_attention(const tensor_checker& check, const checkpoint_config& m, const family& f,
+                                                       std::size_t i) {
+    const std::string block = fmt::format("layer {}'s ", i);
+    const std::size_t d = m.d_model, q_width = m.n_heads * m.head_dim, kv_width = m.n_kv_heads * m.head_dim;
+    const bool out_in = f.stored == layout::out_in, layer_norm = f.norm == norm_layer::kind::layernorm;
+    // GPT-2's messages name each tensor by its module; the others name only the norms'.
+    const auto what = [&](tensor_role r, std::string_view said) {
+        return f.fused_qkv ? fmt::format("{}{} ({})", block, said, module_of(f, r)) : block + std::string(said);
+    };
+    const auto norm = [&]() {
+        return check.norm(f.name_of(role::attn_norm, i), fmt::format("{}attention {} ({})", block, norm_kind(f), module_of(f, role::attn_norm)),
+                          layer_norm, f.norm_place);
+    };
+    transformer::attention_weights a;
+    if (f.norm_place == norm_layer::place::pre) {
+        auto n = norm();
+        if (!n) return n.err();
+        a.norm = std::move(*n);
+    }
+    const std::optional<bool> qkv_bias = bias_of(f.qkv_bias);
+    if (f.fused_qkv) {
+        auto qkv = check.projection(f.name_of(role::attn_qkv, i), what(role::attn_qkv, "fused query/key/value projection"), d, 3 * d,
+                                    out_in, qkv_bias);
+        if (!qkv) return qkv.err();
+        a.qkv = std::move(*qkv);
+    } else {
+        auto q = check.projection(f.name_of(role::attn_q, i), what(role::attn_q, "query projection"), d, q_width, out_in, qkv_bias);
+        if (!q) return q.err();
+        auto k = check.projection(f.name_of(role::attn_k, i), what(role::attn_k, "key projection"), d, kv_width, out_in, qkv_bias);
+        if (!k) return k.err();
+        auto v = check.projection(f.name_of(role::attn_v, i), what(role::attn_v, "value projection"), d, kv_width, out_in, qkv_bias);
+        if (!v) return v.err();
+        a.q = std::move(*q);
+        a.k = std::move(*k);
+        a.v = std::move(*v);
+    }
+    auto o = check.projection(f.name_of(role::attn_output, i), what(role::attn_output, "attention output projection"), q_width, d,
+                              out_in, bias_of(f.output_bias));
+    if (!o) return o.err();
+    a.o = std::move(*o);
+    if (f.norm_place == norm_layer::place::post) {
+        auto n = norm();
+        if (!n) return n.err();
+        a.norm = std::move(*n);
+    }
+    return a;
+}
+
+// Block i's FFN tensors, each checked to be there and named with what it is for, in the order
+// the layer uses them: a pre-norm before the matrices, a post-norm after them.
+std::optional<error> check_ffn_tensors(const tensor_checker& check, const checkpoint_config& m, const family& f, std::size_t i) {
+    const std::string block = fmt::format("layer {}'s ", i);
+    const auto need = [&](tensor_role r, std::size_t expert, std::string what) -> std::optional<error> {
+        if (auto t = check.find(f.name_of(r, i, expert) + ".weight", block + what); !t) return t.err();
+        return std::nullopt;
+    };
+    const auto named = [&](tensor_role r, std::string_view said) { return fmt::format("{} ({})", said, module_of(f, r)); };
+    const std::string norm = named(role::ffn_norm, fmt::format("the FFN's {} weight", norm_kind(f)));
+    if (f.norm_place == norm_layer::place::pre)
+        if (auto e = need(role::ffn_norm, 0, norm)) return e;
+    if (f.moe) {
+        if (auto e = need(role::ffn_gate_inp, 0, named(role::ffn_gate_inp, "the MoE router"))) return e;
+        for (std::size_t j = 0; j < m.n_experts; ++j)
+            for (tensor_role r : {role::ffn_gate_exps, role::ffn_up_exps, role::ffn_down_exps})
+                if (auto e = need(r, j, fmt::format("expert {}'s {}", j, module_of(f, r)))) return e;
+    } else if (f.gated()) {
+        if (auto e = need(role::ffn_gate, 0, named(role::ffn_gate, "the FFN's gate"))) return e;
+        if (auto e = need(role::ffn_up, 0, named(role::ffn_up, "the FFN's up projection"))) return e;
+        if (auto e = need(role::ffn_down, 0, named(role::ffn_down, "the FFN's W2"))) return e;
+    } else {
+        if (auto e = need(role::ffn_up, 0, named(role::ffn_up, "the FFN's W1"))) return e;
+        if (auto e = need(role::ffn_down, 0, named(role::ffn_down, "the FFN's W2"))) return e;
+    }
+    if (f.norm_place == norm_layer::place::post)
+        if (auto e = need(role::ffn_norm, 0, norm)) return e;
+    return std::nullopt;
+}
+
+// The final norm and the unembedding: the token embedding when tied, else the family's head.
+std::optional<error> read_head(const tensor_checker& check, const checkpoint_config& m, const family& f, const std::string& embedding,
+                               std::size_t vocab, std::optional<norm_layer>& final_norm,
+                               std::shared_ptr<const stored_matrix>& unembedding) {
+    auto n = check.norm(f.name_of(role::output_norm), fmt::format("the final {} ({})", norm_kind(f), module_of(f, role::output_norm)),
+                        f.norm == norm_layer::kind::layernorm, norm_layer::place::pre);
+    if (!n) return n.err();
+    final_norm = std::move(*n);
+    const bool tied = m.tie_word_embeddings;
+    auto u = check.weight(tied ? embedding : f.name_of(role::output) + ".weight",
+                          tied ? "the unembedding (tied to the token embedding)" : "the unembedding (lm_head; tie_word_embeddings is false)",
+                          m.d_model, vocab, true);
+    if (!u) return u.err();
+    unembedding = std::move(*u);
+    return std::nullopt;
+}
+
+}  // namespace
+
 outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
     transformer tr;
     tr.ck_ = ck;
     const checkpoint_config& m = ck->config();
-    const std::string config = config_file(*ck);
-    const family f = family_of(m);
+    const family& f = *m.family;
+    const std::string config = detail::config_path(ck->origin());
     // The source stays alive through the checkpoint it belongs to.
     const tensor_checker check(*ck, std::shared_ptr<const tensor_source>(ck, &ck->tensors()));
 
-    // config.json's sizes
-    if (m.n_heads == 0)
-        return error{config, f.gpt2 ? "n_head" : "num_attention_heads", "missing: the forward pass needs the number of attention heads"};
-    if (!m.rope_scaling.empty() && !f.gpt2 && !f.bert)
-        return error{config, "rope_scaling",
-                     fmt::format("rope_type {} is not implemented; ffn-trace runs the default RoPE only", quote(m.rope_scaling))};
-    tr.rope_ = !f.gpt2 && !f.bert;
-    if (tr.rope_ && m.head_dim % 2 != 0)
-        return error{config, "head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim)};
-    tr.shape_ = attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, !f.bert, m.sliding_window};
-    const std::size_t d = m.d_model, q_width = m.n_heads * m.head_dim, kv_width = m.n_kv_heads * m.head_dim;
-    if (f.gpt2 || f.bert) {
-        if (m.n_kv_heads != m.n_heads)
-            return error{config, "num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch)};
-        if (q_width != d)
-            return error{config, "head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, d)};
-    }
-
-    // the embeddings
-    auto emb = check.table(f.embedding, "the token embedding", "vocab", d);
-    if (!emb) return emb.err();
-    tr.embedding_ = (*emb)->name;
-    tr.vocab_ = (*emb)->shape[0];
-    if (m.vocab_size != 0 && m.vocab_size != tr.vocab_)
-        return error{config, "vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, (*emb)->name, tr.vocab_)};
-    if (!f.positions.empty()) {
-        auto pos = check.table(f.positions, "the position embedding", "positions", d);
-        if (!pos) return pos.err();
-        tr.positions_ = (*pos)->name;
-        tr.max_positions_ = (*pos)->shape[0];
-        if (m.max_positions != 0 && m.max_positions != tr.max_positions_)
-            return error{config, f.gpt2 ? "n_positions" : "max_position_embeddings",
-                         fmt::format("says {}, but {} has {} rows", m.max_positions, (*pos)->name, tr.max_positions_)};
-    } else {
-        if (m.max_positions == 0)
-            return error{config, "max_position_embeddings", "missing: the forward pass needs the longest prompt the model takes"};
-        tr.max_positions_ = m.max_positions;
-    }
-    if (f.bert) {
-        auto types = check.table(f.token_types, "the token type embedding", "types", d);
-        if (!types) return types.err();
-        auto row = ck->tensors().read_rows((*types)->name, {0});
-        if (!row) return row.err();
-        tr.token_type0_ = std::move(row->data);
-        auto n = check.norm(f.embedding_norm, "the embeddings' LayerNorm", true, norm_layer::place::post);
-        if (!n) return n.err();
-        tr.embedding_norm_ = std::move(*n);
-    }
+    if (auto e = check_attention_sizes(m, f, config)) return *e;
+    tr.rope_ = f.rope;
+    tr.shape_ = attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, f.causal, m.sliding_window};
+    auto e = read_embeddings(check, *ck, f, config);
+    if (!e) return e.err();
+    tr.embedding_ = std::move(e->embedding);
+    tr.positions_ = std::move(e->positions);
+    tr.vocab_ = e->vocab;
+    tr.max_positions_ = e->max_positions;
+    tr.token_type0_ = std::move(e->token_type0);
+    tr.embedding_norm_ = std::move(e->norm);
 
     // each block: its attention, then its FFN's tensors named with what they are for
     for (std::size_t i = 0; i < m.n_layers; ++i) {
-        const std::string block = fmt::format("layer {}'s ", i);
-        attention_weights a;
-        if (f.gpt2) {
-            auto n = check.norm(layer_name(f.ln_1, i), block + "attention LayerNorm (ln_1)", true, norm_layer::place::pre);
-            if (!n) return n.err();
-            a.norm = std::move(*n);
-            auto qkv = check.projection(layer_name(f.c_attn, i), block + "fused query/key/value projection (c_attn)", d, 3 * d, false, true);
-            if (!qkv) return qkv.err();
-            a.qkv = std::move(*qkv);
-            auto o = check.projection(layer_name(f.c_proj, i), block + "attention output projection (c_proj)", d, d, false, true);
-            if (!o) return o.err();
-            a.o = std::move(*o);
-        } else {
-            if (!f.bert) {
-                auto n = check.norm(layer_name(f.input_norm, i), block + "attention RMSNorm (input_layernorm)", false, norm_layer::place::pre);
-                if (!n) return n.err();
-                a.norm = std::move(*n);
-            }
-            // BERT and Qwen2 have biases on q, k and v; Llama and Mistral have them only when the
-            // checkpoint does (attention_bias).
-            const std::optional<bool> qkv_bias = f.bert || m.arch == "qwen2" ? std::optional<bool>(true) : std::nullopt;
-            const std::optional<bool> o_bias = f.bert ? std::optional<bool>(true) : std::nullopt;
-            auto q = check.projection(layer_name(f.q, i), block + "query projection", d, q_width, true, qkv_bias);
-            if (!q) return q.err();
-            auto k = check.projection(layer_name(f.k, i), block + "key projection", d, kv_width, true, qkv_bias);
-            if (!k) return k.err();
-            auto v = check.projection(layer_name(f.v, i), block + "value projection", d, kv_width, true, qkv_bias);
-            if (!v) return v.err();
-            auto o = check.projection(layer_name(f.o, i), block + "attention output projection", q_width, d, true, o_bias);
-            if (!o) return o.err();
-            a.q = std::move(*q);
-            a.k = std::move(*k);
-            a.v = std::move(*v);
-            a.o = std::move(*o);
-            if (f.bert) {
-                auto n = check.norm(layer_name(f.attention_norm, i), block + "attention LayerNorm (attention.output.LayerNorm)", true,
-                                    norm_layer::place::post);
-                if (!n) return n.err();
-                a.norm = std::move(*n);
-            }
-        }
-        tr.attention_.push_back(std::move(a));
-        for (const auto& [name, what] : f.ffn)
-            if (auto t = check.find(layer_name(name, i), block + what); !t) return t.err();
+        auto a = read_attention(check, m, f, i);
+        if (!a) return a.err();
+        tr.attention_.push_back(std::move(*a));
+        if (auto problem = check_ffn_tensors(check, m, f, i)) return *problem;
         if (ck->is_moe()) {
             tr.ffn_.push_back(nullptr);
         } else {
@@ -332,20 +365,8 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
             tr.ffn_.push_back(std::move(*l));
         }
     }
-
-    // the final norm and the head
-    if (!f.bert) {
-        auto n = check.norm(f.final_norm, fmt::format("the final {} ({})", f.gpt2 ? "LayerNorm" : "RMSNorm", f.final_norm), f.gpt2,
-                            norm_layer::place::pre);
-        if (!n) return n.err();
-        tr.final_norm_ = std::move(*n);
-        const bool tied = m.tie_word_embeddings;
-        auto u = check.weight(tied ? tr.embedding_ : f.head,
-                              tied ? "the unembedding (tied to the token embedding)" : "the unembedding (lm_head; tie_word_embeddings is false)",
-                              d, tr.vocab_, true);
-        if (!u) return u.err();
-        tr.unembedding_ = std::move(*u);
-    }
+    if (f.has(role::output_norm))  // an encoder has no head
+        if (auto problem = read_head(check, m, f, tr.embedding_, tr.vocab_, tr.final_norm_, tr.unembedding_)) return *problem;
     return tr;
 }
 

@@ -1,4 +1,5 @@
 // Reading a stage's fields and a vocabulary from tokenizer.json, every value checked.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "tokenizer/stages.hpp"
@@ -50,36 +51,40 @@ error unsupported(std::string_view stage, std::string_view type, const json_plac
     return at.at("type").fail(fmt::format("unsupported {} {}", stage, quote(type)));
 }
 
+const std::string* vocabulary_table::spelling(std::size_t id) const {
+    auto at = std::lower_bound(token_ids.begin(), token_ids.end(), id);
+    if (at == token_ids.end() || *at != id) return nullptr;
+    return &tokens[static_cast<std::size_t>(at - token_ids.begin())];
+}
+
 outcome<bool> read_vocabulary(const json& j, const json_place& at, vocabulary_table& into) {
     if (!j.is_object()) return at.fail(fmt::format("expected an object of token: id, got {}", j.type_name()));
     if (j.size() > max_vocabulary)
         return at.fail(fmt::format("{} entries is more than the limit of {}", j.size(), max_vocabulary));
-    // Ids leave few holes in a real vocabulary: twice the entries bounds the table's memory.
-    const std::size_t bound = 2 * j.size() + 1024;
+    // The entries by id, in the file's order among equal ids so that a shared id names both.
+    std::vector<std::pair<std::size_t, const std::string*>> by_id;
+    by_id.reserve(j.size());
     into.ids.reserve(j.size());
-    into.tokens.assign(j.size(), std::string());
-    std::vector<bool> seen(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (!it.value().is_number_unsigned())
             return at.fail(fmt::format("the id of {} is {}, expected a whole number", quote(it.key()), it.value().dump()));
         if (it.key().size() > max_token_bytes)
             return at.fail(fmt::format("a token of {} bytes is longer than the limit of {}", it.key().size(), max_token_bytes));
         const auto id = it.value().get<std::uint64_t>();
-        if (id >= bound) return at.fail(fmt::format("the id {} of {} is out of range for {} entries", id, quote(it.key()), j.size()));
-        if (id >= into.tokens.size()) {
-            into.tokens.resize(id + 1);
-            seen.resize(id + 1);
-        }
-        if (seen[id])
-            return at.fail(fmt::format("the id {} is given to both {} and {}", id, quote(into.tokens[id]), quote(it.key())));
-        seen[id] = true;
-        into.tokens[id] = it.key();
-        into.ids.emplace(it.key(), static_cast<std::size_t>(id));
+        if (id > max_token_id)
+            return at.fail(fmt::format("the id {} of {} is out of range: a token id is at most {}", id, quote(it.key()), max_token_id));
+        by_id.emplace_back(static_cast<std::size_t>(id), &it.key());
     }
-    // The table ends at the largest id.
-    while (!into.tokens.empty() && !seen[into.tokens.size() - 1]) {
-        into.tokens.pop_back();
-        seen.pop_back();
+    std::stable_sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    into.tokens.reserve(by_id.size());
+    into.token_ids.reserve(by_id.size());
+    for (std::size_t k = 0; k < by_id.size(); ++k) {
+        const auto& [id, token] = by_id[k];
+        if (k > 0 && by_id[k - 1].first == id)
+            return at.fail(fmt::format("the id {} is given to both {} and {}", id, quote(*by_id[k - 1].second), quote(*token)));
+        into.tokens.push_back(*token);
+        into.token_ids.push_back(id);
+        into.ids.emplace(*token, id);
     }
     return true;
 }

@@ -41,20 +41,28 @@ error unsupported(std::string_view stage, std::string_view type, const json_plac
 // A Replace's or a Split's "pattern": {"String": s} or {"Regex": r}.
 outcome<regex> read_pattern(const json& j, const json_place& at);
 
-// The vocabulary: id → spelling and spelling → id, hashed.
+// The vocabulary: id → spelling and spelling → id. Its memory is bounded by its entries, not by
+// its largest id: a file may give ids with gaps of any size.
 struct vocabulary_table {
-    std::vector<std::string> tokens;  // by id; an id no entry names is ""
+    std::vector<std::string> tokens;     // the spellings, in the order of their ids
+    std::vector<std::size_t> token_ids;  // tokens[k]'s id, ascending
     std::unordered_map<std::string, std::size_t> ids;
     std::optional<std::size_t> find(std::string_view token) const {
         auto it = ids.find(std::string(token));
         if (it == ids.end()) return std::nullopt;
         return it->second;
     }
+    // The spelling of `id`, or nullptr where no entry names it.
+    const std::string* spelling(std::size_t id) const;
+    // The largest id + 1.
+    std::size_t size() const { return token_ids.empty() ? 0 : token_ids.back() + 1; }
 };
 // Most entries a vocabulary may have, and the longest token, in bytes.
 constexpr std::size_t max_vocabulary = 4'000'000;
 constexpr std::size_t max_token_bytes = 4096;
-// Reads {token: id} into the table, checking each id is unique and below the bound.
+// The ids a vocabulary may give: below 2³², as Hugging Face's tokenizers keeps them.
+constexpr std::size_t max_token_id = (std::size_t{1} << 32) - 1;
+// Reads {token: id} into the table, checking each id is unique and at most max_token_id.
 outcome<bool> read_vocabulary(const json& j, const json_place& at, vocabulary_table& into);
 
 // A piece of the text between stages; at_start: it begins at the text's first byte (Metaspace's

@@ -115,8 +115,7 @@ struct tokenizer_pipeline {
     spelling spelled = spelling::plain;
 
     const std::string* spelling_of(std::size_t id) const {
-        const auto& v = cut->vocabulary();
-        if (id < v.tokens.size() && !v.tokens[id].empty()) return &v.tokens[id];
+        if (const std::string* t = cut->vocabulary().spelling(id); t && !t->empty()) return t;
         auto it = added_spelling.find(id);
         return it == added_spelling.end() ? nullptr : &it->second;
     }
@@ -202,9 +201,8 @@ std::optional<error> add_spelling(const added_entry& e, const json_place& at, st
     const std::size_t known = in_vocabulary ? *in_vocabulary : new_content ? e.id : by_content->second;
     if (known != e.id)
         return id_at().fail(fmt::format("{} has the id {} here and {} in the vocabulary", quote(e.content), e.id, known));
-    if (e.id < vocabulary.tokens.size() && !vocabulary.tokens[e.id].empty()) {
-        if (vocabulary.tokens[e.id] != e.content)
-            return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(vocabulary.tokens[e.id])));
+    if (const std::string* spelled = vocabulary.spelling(e.id); spelled && !spelled->empty()) {
+        if (*spelled != e.content) return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(*spelled)));
     } else if (const auto [by_id, new_id] = p.added_spelling.try_emplace(e.id, e.content); !new_id && by_id->second != e.content) {
         return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(by_id->second)));
     }
@@ -327,7 +325,7 @@ outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::s
     auto m = detail::make_model(j["model"], root.at("model"));
     if (!m) return m.err();
     p->cut = std::move(*m);
-    p->size = p->cut->vocabulary().tokens.size();
+    p->size = p->cut->vocabulary().size();
     if (j.contains("added_tokens")) {
         if (auto ok = detail::read_added_tokens(j["added_tokens"], added, root.at("added_tokens"), *p); !ok) return ok.err();
     }
@@ -376,7 +374,7 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
     auto p = std::make_shared<detail::tokenizer_pipeline>();
     p->pre_tokenize = detail::gpt2_pre_tokenizer();
     p->cut = std::move(*m);
-    p->size = p->cut->vocabulary().tokens.size();
+    p->size = p->cut->vocabulary().size();
     p->spelled = detail::spelling::byte_level;
     // GPT-2's tokenizer knows its end-of-text token as a special token.
     if (auto eot = p->find("<|endoftext|>")) {
@@ -438,9 +436,13 @@ const std::string& tokenizer::token(std::size_t id) const {
 
 std::optional<std::size_t> tokenizer::id_of(std::string_view token) const { return p_->find(token); }
 
-std::string tokenizer::display(std::size_t id) const {
+const detail::vocabulary_table& tokenizer::model_vocabulary() const { return p_->cut->vocabulary(); }
+
+std::string tokenizer::display(std::size_t id) const { return detail::escape_for_display(text(id)); }
+
+std::string tokenizer::text(std::size_t id) const {
     const std::string& t = token(id);
-    if (p_->added_ids.count(id)) return detail::escape_for_display(t);
+    if (p_->added_ids.count(id)) return t;
     std::string text;
     switch (p_->spelled) {
     case detail::spelling::byte_level:
@@ -469,7 +471,29 @@ std::string tokenizer::display(std::size_t id) const {
         break;
     case detail::spelling::plain: text = t; break;
     }
-    return detail::escape_for_display(text);
+    return text;
+}
+
+std::vector<std::string> tokenizer::texts(std::size_t rows) const {
+    std::vector<std::string> out(std::min(rows, vocab_size()));
+    for (std::size_t id = 0; id < out.size(); ++id) out[id] = text(id);
+    return out;
+}
+
+outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path) {
+    struct stat st {};
+    const bool directory = ::stat(checkpoint_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    std::string dir = checkpoint_path;
+    if (!directory) {
+        const auto slash = checkpoint_path.rfind('/');
+        dir = slash == std::string::npos ? "." : checkpoint_path.substr(0, slash + 1);
+    }
+    if (!dir.empty() && dir.back() != '/') dir += '/';
+    if (::stat((dir + "tokenizer.json").c_str(), &st) != 0 && ::stat((dir + "vocab.json").c_str(), &st) != 0)
+        return std::optional<tokenizer>();
+    auto t = open_tokenizer(dir);
+    if (!t) return t.err();
+    return std::optional<tokenizer>(std::move(*t));
 }
 
 outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir) {

@@ -248,7 +248,7 @@ protected:
     // `who`: "" for the layer, or the expert whose units these are ("Expert 3").
     void units_block(const std::string& who = "");
 
-    // A vocabulary token as a learner reads it: GPT-2's Ġ and SentencePiece's ▁ are a leading space.
+    // A vocabulary token as a learner reads it: its text as the tokenizer decodes it, quoted.
     std::string token_text(std::size_t id) const;
 
     // An expert's own view ends with what the expert wrote for each of its tokens.

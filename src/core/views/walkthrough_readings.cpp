@@ -67,10 +67,7 @@ void walkthrough_builder::units_block(const std::string& who) {
 
 std::string walkthrough_builder::token_text(std::size_t id) const {
     if (!token_strings_ || id >= token_strings_->size() || (*token_strings_)[id].empty()) return fmt::format("#{}", id);
-    std::string t = (*token_strings_)[id];
-    for (std::string_view mark : {"\u0120", "\u2581"})
-        if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
-    return quote(t);
+    return quote((*token_strings_)[id]);
 }
 
 void walkthrough_builder::vocabulary_block(const std::string& title, bool expert) {

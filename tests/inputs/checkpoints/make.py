@@ -58,6 +58,8 @@ write("gpt2", "model.safetensors", safetensors(gpt2))
 config("gpt2", {"model_type": "gpt2", "n_embd": d_model, "n_layer": layers, "n_inner": d_ff,
                 "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new", "vocab_size": vocab})
 write("gpt2", "vocab.json", json.dumps({t: i for i, t in enumerate(tokens)}, ensure_ascii=False) + "\n")
+# The tokenizer of vocab.json is GPT-2's byte-level BPE, whose merges.txt may hold no merges.
+write("gpt2", "merges.txt", "#version: 0.2\n")
 
 # Llama (LlamaForCausalLM's names): nn.Linear weights stored out × in, RMSNorm, SwiGLU.
 llama = {"model.embed_tokens.weight": rand(vocab, d_model), "lm_head.weight": rand(vocab, d_model)}
@@ -106,3 +108,41 @@ np.save(os.path.join(here, "x_width3.npy"), rand(2, 3).astype("<f8"))
 whole = safetensors({"model.layers.0.mlp.gate_proj.weight": rand(d_ff, d_model)})
 write("truncated", "model.safetensors", whole[:40])
 config("truncated", {"model_type": "llama"})
+
+# Zero sizes read off the tensors, whatever config.json says (or without one): a GPT-2 layer of
+# d_ff 0 with no config.json (give --arch gpt2), a Llama whose config.json agrees with its d_ff 0,
+# a Mixtral whose experts have d_ff 0, and a GPT-2 of d_model 0. Each must be refused when the
+# checkpoint opens, never traced.
+zero = {"wte.weight": rand(vocab, d_model), "h.0.ln_2.weight": 1 + rand(d_model) / 4, "h.0.ln_2.bias": rand(d_model) / 4,
+        "h.0.mlp.c_fc.weight": rand(d_model, 0), "h.0.mlp.c_fc.bias": rand(0),
+        "h.0.mlp.c_proj.weight": rand(0, d_model), "h.0.mlp.c_proj.bias": rand(d_model) / 4}
+write("zero_gpt2", "model.safetensors", safetensors(zero))
+zero = {"model.embed_tokens.weight": rand(vocab, d_model), "model.layers.0.post_attention_layernorm.weight": 1 + rand(d_model),
+        "model.layers.0.mlp.gate_proj.weight": rand(0, d_model), "model.layers.0.mlp.up_proj.weight": rand(0, d_model),
+        "model.layers.0.mlp.down_proj.weight": rand(d_model, 0)}
+write("zero_llama", "model.safetensors", safetensors(zero))
+config("zero_llama", {"model_type": "llama", "hidden_size": d_model, "intermediate_size": 0, "num_hidden_layers": 1})
+zero = {"model.embed_tokens.weight": rand(vocab, d_model), "model.layers.0.post_attention_layernorm.weight": 1 + rand(d_model),
+        "model.layers.0.block_sparse_moe.gate.weight": rand(2, d_model)}
+for j in range(2):
+    zero[f"model.layers.0.block_sparse_moe.experts.{j}.w1.weight"] = rand(0, d_model)
+    zero[f"model.layers.0.block_sparse_moe.experts.{j}.w3.weight"] = rand(0, d_model)
+    zero[f"model.layers.0.block_sparse_moe.experts.{j}.w2.weight"] = rand(d_model, 0)
+write("zero_mixtral", "model.safetensors", safetensors(zero))
+config("zero_mixtral", {"model_type": "mixtral", "num_local_experts": 2, "num_experts_per_tok": 1})
+zero = {"wte.weight": rand(vocab, 0), "h.0.ln_2.weight": rand(0), "h.0.ln_2.bias": rand(0),
+        "h.0.mlp.c_fc.weight": rand(0, d_ff), "h.0.mlp.c_fc.bias": rand(d_ff),
+        "h.0.mlp.c_proj.weight": rand(d_ff, 0), "h.0.mlp.c_proj.bias": rand(0)}
+write("zero_width", "model.safetensors", safetensors(zero))
+config("zero_width", {"model_type": "gpt2"})
+# An example file naming the d_ff 0 layer (quiz, run and check read it through the loader).
+write("zero_llama", "example.json", json.dumps({"title": "A layer of d_ff 0", "checkpoint": ".", "layer": 0,
+                                                "input": [[1.0, 2.0, 3.0, 4.0]]}, indent=1) + "\n")
+
+# A tokenizer with spare entries: GPT-2's 8-row layer beside a vocab.json that also names ids the
+# embedding lacks (" Rome" is 16,777,216). The checkpoint opens; only a word of those is refused.
+write("spare", "model.safetensors", safetensors(gpt2))
+config("spare", {"model_type": "gpt2", "n_embd": d_model, "n_layer": layers, "n_inner": d_ff, "vocab_size": vocab})
+write("spare", "vocab.json", json.dumps({**{t: i for i, t in enumerate(tokens)}, "ĠRome": 16777216, "ĠBerlin": 9},
+                                        ensure_ascii=False) + "\n")
+write("spare", "merges.txt", "#version: 0.2\n")

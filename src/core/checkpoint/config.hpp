@@ -1,0 +1,19 @@
+// config.json read as ffn-trace reads it (internal): the family and its sizes, each checked
+// against the tensors of the checkpoint, which have the last word.
+#pragma once
+
+#include <string>
+
+#include "ffn_trace/checkpoint.hpp"
+
+namespace ffn_trace::detail {
+
+// The configuration of the checkpoint `c` (whose tensors are open) from config.json beside `path`,
+// if there is one; `arch` overrides its model_type and is needed without it. The sizes are read off
+// the tensors of layer 0, and every size config.json gives must agree with them.
+outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& path, const std::string& arch);
+
+// config.json beside the checkpoint at `path` (a directory, or a file in one).
+std::string config_path(const std::string& path);
+
+}  // namespace ffn_trace::detail
