@@ -307,10 +307,18 @@ std::optional<weight> weight_of(std::string_view step_name) {
 
 namespace {
 
-outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
+outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone,
+                   const step_hook* hook = nullptr, step_site site = {}) {
     const ffn& layer = *shared;
     trace t{std::move(shared), std::move(lead), x, {}};
-    auto record = [&t](std::string name, matrix value, std::vector<term> terms = {}) {
+    // A hook sees each value as soon as it is computed, before a later step reads it.
+    auto edit = [&](std::string_view name, matrix& value) {
+        if (!hook || !*hook) return;
+        site.step = name;
+        (*hook)(site, value);
+    };
+    auto record = [&t, &edit](std::string name, matrix value, std::vector<term> terms = {}) {
+        edit(name, value);
         t.steps.push_back({std::move(name), std::move(value), std::move(terms)});
     };
     t.steps.reserve(8);  // `in` below refers into steps while the others are recorded
@@ -324,24 +332,32 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
     // One call per line, in the order of the architecture diagram.
     if (layer.gated()) {
         matrix gate = times(layer, weight::wg, in, layer.bg, each_alone);
+        edit("gate", gate);
         matrix up = times(layer, weight::wu, in, layer.bu, each_alone);
+        edit("up", up);
         matrix act = activate(layer.act, gate);
         auto terms = activation_terms(layer.act, gate);
+        edit("activate", act);
         matrix product = multiply(act, up);
+        edit("multiply", product);
         matrix out = times(layer, weight::w2, product, layer.b2, each_alone);
-        record("gate", std::move(gate));
-        record("up", std::move(up));
-        record("activate", std::move(act), std::move(terms));
-        record("multiply", std::move(product));
-        record("contract", std::move(out));
+        edit("contract", out);
+        t.steps.push_back({"gate", std::move(gate), {}});
+        t.steps.push_back({"up", std::move(up), {}});
+        t.steps.push_back({"activate", std::move(act), std::move(terms)});
+        t.steps.push_back({"multiply", std::move(product), {}});
+        t.steps.push_back({"contract", std::move(out), {}});
     } else {
         matrix hidden = times(layer, weight::w1, in, layer.b1, each_alone);
+        edit("expand", hidden);
         matrix act = activate(layer.act, hidden);
         auto terms = activation_terms(layer.act, hidden);
+        edit("activate", act);
         matrix out = times(layer, weight::w2, act, layer.b2, each_alone);
-        record("expand", std::move(hidden));
-        record("activate", std::move(act), std::move(terms));
-        record("contract", std::move(out));
+        edit("contract", out);
+        t.steps.push_back({"expand", std::move(hidden), {}});
+        t.steps.push_back({"activate", std::move(act), std::move(terms)});
+        t.steps.push_back({"contract", std::move(out), {}});
     }
     if (layer.residual) record("residual", residual(x, t.steps.back().value));
     if (layer.norm && !pre) record_norm(t.steps.back().value);
@@ -365,6 +381,11 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
 
 outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead) {
     return run(std::move(layer), x, std::move(lead), false);
+}
+
+outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook,
+                       const step_site& where) {
+    return run(std::move(layer), x, std::move(lead), false, &hook, where);
 }
 
 outcome<trace> run_ffn_each_alone(std::shared_ptr<const ffn> layer, const matrix& x) {

@@ -148,8 +148,12 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
 
 namespace {
 
-outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
+outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone,
+                       const step_hook* hook = nullptr) {
     const moe& layer = *shared;
+    auto edit = [hook](std::string_view name, matrix& value) {
+        if (hook && *hook) (*hook)(step_site{name, std::nullopt, nullptr}, value);
+    };
     moe_trace t{shared, std::move(lead), x, {}, {}, {}, {}};
     const std::size_t tokens = x.rows;
 
@@ -158,7 +162,10 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         return step{"norm", std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
     };
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
-    if (pre) t.steps.push_back(norm_step(x));
+    if (pre) {
+        t.steps.push_back(norm_step(x));
+        edit("norm", t.steps.front().value);
+    }
     const matrix& in = pre ? t.steps.front().value : x;  // steps grow only after `in` is last read
 
     // One call per line, in the order of the diagram: route, run the chosen experts, combine.
@@ -174,7 +181,9 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
         const std::shared_ptr<const ffn> expert(shared, &layer.experts[e]);
-        auto et = each_alone ? run_ffn_each_alone(expert, gather(in, routed)) : run_ffn(expert, gather(in, routed), {routed.size()});
+        auto et = each_alone ? run_ffn_each_alone(expert, gather(in, routed))
+                  : hook     ? run_ffn(expert, gather(in, routed), {routed.size()}, *hook, step_site{{}, e, &routed})
+                             : run_ffn(expert, gather(in, routed), {routed.size()});
         if (!et) return in_expert(et.err(), fmt::format("expert[{}]", e), routed, t.lead);
         t.experts.push_back({e, false, std::move(routed), std::move(*et)});
     }
@@ -198,13 +207,20 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         }
     }
 
+    edit("combine", combined);
     t.steps.reserve(t.steps.size() + 6);
     t.steps.push_back({"router", std::move(logits), {}});
     t.steps.push_back({"probabilities", sm.p, {{"max", sm.max}, {"exp", sm.exp}, {"sum", sm.sum}}});
     t.steps.push_back({"weights", std::move(weights), {{"sum", std::move(chosen_sum)}}});
     t.steps.push_back({"combine", std::move(combined), {}});
-    if (layer.residual) t.steps.push_back({"residual", residual(x, t.steps.back().value), {}});
-    if (layer.norm && !pre) t.steps.push_back(norm_step(t.steps.back().value));
+    if (layer.residual) {
+        t.steps.push_back({"residual", residual(x, t.steps.back().value), {}});
+        edit("residual", t.steps.back().value);
+    }
+    if (layer.norm && !pre) {
+        t.steps.push_back(norm_step(t.steps.back().value));
+        edit("norm", t.steps.back().value);
+    }
 
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
@@ -220,6 +236,10 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
 
 outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead) {
     return run(std::move(layer), x, std::move(lead), false);
+}
+
+outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook) {
+    return run(std::move(layer), x, std::move(lead), false, &hook);
 }
 
 outcome<moe_trace> run_moe_each_alone(std::shared_ptr<const moe> layer, const matrix& x) {
