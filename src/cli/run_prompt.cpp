@@ -8,21 +8,6 @@
 
 namespace cli {
 
-namespace {
-
-// The library's names for what the command line calls options.
-ffn_trace::error with_option_names(ffn_trace::error e) {
-    static const std::pair<const char*, const char*> names[] = {
-        {"layer", "--layer"}, {"ablate", "--ablate"}, {"unit", "--unit"}, {"prompt", "--prompt"}, {"prompt_file", "--prompt-file"}};
-    for (const auto& [field, option] : names)
-        if (e.path == field) e.path = option;
-    for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))
-        e.message.replace(at, 12, "--max-elements");
-    return e;
-}
-
-}  // namespace
-
 int run_checkpoint_prompt(const run_options& o) {
     using namespace ffn_trace;
     const checkpoint_flags& f = o.checkpoint;
