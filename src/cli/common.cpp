@@ -217,12 +217,12 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
     return out;
 }
 
-ffn_trace::error with_option_names(ffn_trace::error e) {
+ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
     static const std::pair<const char*, const char*> names[] = {{"layer", "--layer"},   {"ablate", "--ablate"},
                                                                 {"unit", "--unit"},     {"prompt", "--prompt"},
                                                                 {"prompt_file", "--prompt-file"}, {"word", "--word"}};
     for (const auto& [field, option] : names)
-        if (e.path == field) e.path = option;
+        if (paths && e.path == field) e.path = option;
     for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))
         e.message.replace(at, 12, "--max-elements");
     return e;
@@ -244,7 +244,8 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
                                           ffn_trace::checkpoint::weights where,
                                           const std::vector<ffn_trace::change>& changes) {
     auto t = ffn_trace::trace_file(file, limits, where, changes, follow_stage);
-    if (!t) return with_option_names(t.err());
+    // An example file's errors have JSON paths ("layer" is a member of the file), never options.
+    if (!t) return with_option_names(t.err(), false);
     return t;
 }
 
