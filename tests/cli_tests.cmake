@@ -778,6 +778,9 @@ cli_test("run --prompt-file reads the prompt from a file, its last line break dr
 cli_test("run --prompt --format json has the prompt, input, steps, lens, prediction and baseline_prediction" 0
   "\"prompt\": \\{ \"text\": \"The capital of France is\", \"token_ids\": \\[267, 270, 263, 529, 259\\].*\"input\": \\[.*\"steps\": \\[.*\"lens\": \\[ \\{ \"token\": 0, \"before\": .*\"prediction\": \\{ \"position\": 4, \"top\": .*\"baseline_prediction\": "
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 3 --format json)
+cli_test("run --prompt --ablate's JSON says its steps are the unchanged layer's, and names the units set to 0" 0
+  "\"ablated\": \\[ \\{ \"unit\": 3 \\}, \\{ \"unit\": 5 \\} \\], \"steps_of\": \"unchanged\""
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 3,5 --format json)
 cli_test("run --prompt --format markdown is the same walkthrough in Markdown" 0
   "^# \"The capital of France is\" through layer 0 of a gpt2 checkpoint .*## The logit lens.*## The prediction"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --format markdown --detail summary)

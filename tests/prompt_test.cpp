@@ -88,7 +88,6 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
     REQUIRE(p.dense);
     check_same(p.input, want.after_attention[1], "the stream entering layer 1's FFN");
     check_same(p.output(), want.after_ffn[1], "the trace's last step: the stream leaving it");
-    CHECK(p.agreement < 1e-12);
     REQUIRE(p.earlier.size() == 1);
     // what layer 0's sublayers added, by norm, at token 2
     double attn = 0, ffn_added = 0;
@@ -192,7 +191,6 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
             CHECK(c.after == Approx(changed[c.id]).epsilon(1e-9));
         }
         // the trace and the lens stay the unchanged model's
-        CHECK(p.agreement < 1e-12);
     }
     SUBCASE("Mixtral: unit 3 of expert 1 and unit 0 of expert 2 in layer 1 (w2 stored out × in: their columns)") {
         tiny_model m = make_model("mixtral");
@@ -232,7 +230,7 @@ TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction 
     CHECK_FALSE(p.prediction);
     auto knocked = run_prompt(model, tokens_of(ids), {2, {{std::nullopt, 1}}, 10, {}, {}});
     REQUIRE_FALSE(knocked);
-    CHECK(knocked.err().path == "--ablate");
+    CHECK(knocked.err().path == "ablate");
     const std::string j = render_prompt_json(p);
     CHECK(j.find("\"lens\"") == std::string::npos);
     CHECK(j.find("\"prediction\"") == std::string::npos);
@@ -247,21 +245,21 @@ TEST_CASE("a prompt the model cannot run is one error naming the option and what
         REQUIRE_FALSE(r);
         return r.err();
     };
-    SUBCASE("no tokens") { CHECK(fails({}, 0, {}).path == "--prompt"); }
+    SUBCASE("no tokens") { CHECK(fails({}, 0, {}).path == "prompt"); }
     SUBCASE("longer than the position table") {
         const error e = fails(std::vector<std::size_t>(positions + 1, 1), 0, {});
-        CHECK(e.path == "--prompt");
+        CHECK(e.path == "prompt");
         CHECK(e.message.find("9 tokens") != std::string::npos);
         CHECK(e.message.find("8") != std::string::npos);
     }
     SUBCASE("a layer past the last") {
         const error e = fails(ids, n_layers, {});
-        CHECK(e.path == "--layer");
+        CHECK(e.path == "layer");
         CHECK(e.message == "layer 3 is out of range: the checkpoint has 3 layers (0 to 2)");
     }
     SUBCASE("a unit past d_ff") {
         const error e = fails(ids, 0, {{std::nullopt, d_ff}});
-        CHECK(e.path == "--ablate");
+        CHECK(e.path == "ablate");
         CHECK(e.message == "unit 12 is out of range: layer 0 has d_ff = 12 units (0 to 11)");
     }
     SUBCASE("an expert named in a dense layer") { CHECK(fails(ids, 0, {{1, 2}}).message.find("dense") != std::string::npos); }
@@ -269,7 +267,7 @@ TEST_CASE("a prompt the model cannot run is one error naming the option and what
         // the embedding has `vocab` rows, 0 to vocab − 1; ids far past it too, as a sparse vocabulary gives
         for (std::size_t id : {vocab, std::size_t{16777216}}) {
             const error e = fails({1, id, 2}, 0, {});
-            CHECK(e.path == "--prompt");
+            CHECK(e.path == "prompt");
             CHECK(e.message == "token 1 of the prompt, \"t" + std::to_string(id) + "\" (id " + std::to_string(id) +
                                    "), has no row in the token embedding, which has " + std::to_string(vocab) + " rows");
         }
@@ -288,7 +286,7 @@ TEST_CASE("units to knock out are read as J or E:J, comma-separated, and nothing
         CAPTURE(bad);
         auto r = parse_units(bad);
         REQUIRE_FALSE(r);
-        CHECK(r.err().path == "--ablate");
+        CHECK(r.err().path == "ablate");
     }
 }
 
@@ -345,7 +343,7 @@ void check_shipped_prompts(const std::string& name) {
     REQUIRE(tok);
     auto empty = tokenize_prompt(*tok, "");
     REQUIRE_FALSE(empty);
-    CHECK(empty.err().path == "--prompt");
+    CHECK(empty.err().path == "prompt");
     const std::size_t layer = want["fact_layer"];
     for (const auto& w : want["prompts"]) {
         const std::string text = w["text"];

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstddef>
 #include <limits>
 #include <map>
@@ -142,14 +143,25 @@ inline mat attention(const spec& s, const mat& q, const mat& k, const mat& v) {
     return out;
 }
 
-// The streams of one forward pass: after the embeddings, after each block's attention and FFN.
+// The streams of one forward pass: after the embeddings, after each block's attention and FFN;
+// and inside each block, what the attention wrote, what the FFN read (after its norm), its hidden
+// values before and after the activation (dense layers), and what it wrote; then the final norm.
 struct run {
     mat embedded;
     std::vector<mat> after_attention, after_ffn;
+    std::vector<mat> attn_out, mlp_in, mlp_pre, mlp_post, mlp_out;
+    mat final_norm;
     mat logits;  // every position's (empty for BERT)
 };
 
-inline run forward(const spec& s, const tensors& t, const std::vector<std::size_t>& ids) {
+// Changes made in flight, for the hook points' tests: the values fed to W2 of a dense layer, and
+// the stream leaving a block, each at (layer, token).
+struct patches {
+    std::function<void(std::size_t layer, std::size_t token, vec& fed)> fed;
+    std::function<void(std::size_t layer, std::size_t token, vec& stream)> after_ffn;
+};
+
+inline run forward(const spec& s, const tensors& t, const std::vector<std::size_t>& ids, const patches& patch = {}) {
     const std::string& p = s.prefix;
     const std::size_t tokens = ids.size(), d = s.d_model;
     auto row = [&](const std::string& name, std::size_t r) {
@@ -207,36 +219,46 @@ inline run forward(const spec& s, const tensors& t, const std::vector<std::size_
             }
         }
         const mat ctx = attention(s, q, k, v);
+        mat wrote(tokens), read(tokens), pre(tokens), post(tokens), out(tokens);
         for (std::size_t n = 0; n < tokens; ++n) {
-            if (gpt2) x[n] = plus(x[n], conv1d(t, at(p + "h.{i}.attn.c_proj", l), ctx[n]));
+            if (gpt2) x[n] = plus(x[n], wrote[n] = conv1d(t, at(p + "h.{i}.attn.c_proj", l), ctx[n]));
             else if (bert)
                 x[n] = layer_norm(t, at(p + "encoder.layer.{i}.attention.output.LayerNorm", l),
-                                  plus(x[n], linear(t, at(p + "encoder.layer.{i}.attention.output.dense", l), ctx[n])), s.eps);
-            else x[n] = plus(x[n], linear(t, at(p + "layers.{i}.self_attn.o_proj", l), ctx[n]));
+                                  plus(x[n], wrote[n] = linear(t, at(p + "encoder.layer.{i}.attention.output.dense", l), ctx[n])), s.eps);
+            else x[n] = plus(x[n], wrote[n] = linear(t, at(p + "layers.{i}.self_attn.o_proj", l), ctx[n]));
         }
         r.after_attention.push_back(x);
+        r.attn_out.push_back(wrote);
         // FFN or MoE
         for (std::size_t n = 0; n < tokens; ++n) {
+            auto fed = [&](vec& h) {
+                post[n] = h;
+                if (patch.fed) patch.fed(l, n, post[n]);
+                return post[n];
+            };
             if (gpt2) {
-                vec h = conv1d(t, at(p + "h.{i}.mlp.c_fc", l), layer_norm(t, at(p + "h.{i}.ln_2", l), x[n], s.eps));
+                read[n] = layer_norm(t, at(p + "h.{i}.ln_2", l), x[n], s.eps);
+                vec h = pre[n] = conv1d(t, at(p + "h.{i}.mlp.c_fc", l), read[n]);
                 for (double& e : h) e = gelu_new(e);
-                x[n] = plus(x[n], conv1d(t, at(p + "h.{i}.mlp.c_proj", l), h));
+                x[n] = plus(x[n], out[n] = conv1d(t, at(p + "h.{i}.mlp.c_proj", l), fed(h)));
             } else if (bert) {
-                vec h = linear(t, at(p + "encoder.layer.{i}.intermediate.dense", l), x[n]);
+                read[n] = x[n];
+                vec h = pre[n] = linear(t, at(p + "encoder.layer.{i}.intermediate.dense", l), x[n]);
                 for (double& e : h) e = gelu_exact(e);
                 x[n] = layer_norm(t, at(p + "encoder.layer.{i}.output.LayerNorm", l),
-                                  plus(x[n], linear(t, at(p + "encoder.layer.{i}.output.dense", l), h)), s.eps);
+                                  plus(x[n], out[n] = linear(t, at(p + "encoder.layer.{i}.output.dense", l), fed(h))), s.eps);
             } else {
-                const vec h = rms_norm(t, at(p + "layers.{i}.post_attention_layernorm", l), x[n], s.eps);
-                auto swiglu = [&](const std::string& gate, const std::string& up, const std::string& down) {
+                const vec h = read[n] = rms_norm(t, at(p + "layers.{i}.post_attention_layernorm", l), x[n], s.eps);
+                auto swiglu = [&](const std::string& gate, const std::string& up, const std::string& down, bool dense) {
                     vec g = linear(t, gate, h);
+                    if (dense) pre[n] = g;
                     const vec u = linear(t, up, h);
                     for (std::size_t j = 0; j < g.size(); ++j) g[j] = silu(g[j]) * u[j];
-                    return linear(t, down, g);
+                    return linear(t, down, dense ? fed(g) : g);
                 };
                 if (s.arch != "mixtral") {
                     const std::string m = at(p + "layers.{i}.mlp.", l);
-                    x[n] = plus(x[n], swiglu(m + "gate_proj", m + "up_proj", m + "down_proj"));
+                    x[n] = plus(x[n], out[n] = swiglu(m + "gate_proj", m + "up_proj", m + "down_proj", true));
                 } else {
                     // router: softmax over all experts, the top_k kept and renormalised
                     const std::string m = at(p + "layers.{i}.block_sparse_moe.", l);
@@ -253,19 +275,25 @@ inline run forward(const spec& s, const tensors& t, const std::vector<std::size_
                     vec sum(d, 0.0);
                     for (std::size_t c = 0; c < s.top_k; ++c) {
                         const std::string e = m + "experts." + std::to_string(order[c]) + ".";
-                        const vec y = swiglu(e + "w1", e + "w3", e + "w2");
+                        const vec y = swiglu(e + "w1", e + "w3", e + "w2", false);
                         for (std::size_t i = 0; i < d; ++i) sum[i] += logit[order[c]] / kept * y[i];
                     }
-                    x[n] = plus(x[n], sum);
+                    x[n] = plus(x[n], out[n] = sum);
                 }
             }
+            if (patch.after_ffn) patch.after_ffn(l, n, x[n]);
         }
         r.after_ffn.push_back(x);
+        r.mlp_in.push_back(read);
+        r.mlp_pre.push_back(pre);
+        r.mlp_post.push_back(post);
+        r.mlp_out.push_back(out);
     }
     if (bert) return r;
     const std::string head = s.tied ? (gpt2 ? p + "wte.weight" : p + "embed_tokens.weight") : "lm_head.weight";
     for (std::size_t n = 0; n < tokens; ++n) {
         const vec f = gpt2 ? layer_norm(t, p + "ln_f", x[n], s.eps) : rms_norm(t, p + "norm", x[n], s.eps);
+        r.final_norm.push_back(f);
         r.logits.push_back(times_out_in(f, get(t, head)));
     }
     return r;

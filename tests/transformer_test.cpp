@@ -1,7 +1,7 @@
 // transformer.hpp: the whole forward pass of tiny checkpoints of every family, written with the
 // real tensor names and a config.json, against the independent float64 reference
 // (reference_transformer.hpp) run on the very values written; the FFN sublayer against the engine's
-// trace; knock-outs against a rerun with the unit's weights zeroed; and the errors.
+// trace; and the errors (the hook points and knock-outs: hooks_test.cpp).
 #include "ffn_trace/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -74,12 +74,6 @@ void check_family(const std::string& arch) {
     check_same(*whole, want.after_ffn.back(), "run");
 }
 
-matrix as_matrix(const ref::mat& m) {
-    matrix x(m.size(), m[0].size());
-    for (std::size_t r = 0; r < m.size(); ++r) std::copy(m[r].begin(), m[r].end(), x.row(r).begin());
-    return x;
-}
-
 }  // namespace
 
 TEST_CASE("a GPT-2 checkpoint's forward pass (F32, fused c_attn, tied head) is the reference's") { check_family("gpt2"); }
@@ -123,67 +117,6 @@ TEST_CASE("ffn_block is the last step of the engine's trace of the same layer on
             x = std::move(f);
         }
     }
-}
-
-TEST_CASE("zeroing a unit in ffn_block equals the reference rerun with that unit's W2 row zeroed") {
-    SUBCASE("GPT-2: unit 5 of layer 1 (c_proj stored in × out: its row 5)") {
-        tiny_model m = make_model("gpt2");
-        ckpt::temp_dir dir;
-        const transformer tr = open_model(m.write(dir));
-        ref::tensor& w2 = m.values.at("transformer.h.1.mlp.c_proj.weight");
-        for (std::size_t i = 0; i < d_model; ++i) w2.values[5 * d_model + i] = 0;
-        const ref::run want = ref::forward(m.spec, m.values, prompt);
-        auto f = tr.ffn_block(1, as_matrix(want.after_attention[1]), {{std::nullopt, 5}});
-        REQUIRE(f);
-        check_same(*f, want.after_ffn[1], "knocked-out FFN block");
-        // and the rest of the pass follows: the logits of the changed model
-        auto logits = tr.logits(*f, {4});
-        REQUIRE(logits);
-        check_same(*logits, {want.logits[4]}, "logits after the knock-out");
-    }
-    SUBCASE("Llama: units 0 and 7 of layer 0 (down_proj stored out × in: its columns)") {
-        tiny_model m = make_model("llama");
-        ckpt::temp_dir dir;
-        const transformer tr = open_model(m.write(dir));
-        ref::tensor& w2 = m.values.at("model.layers.0.mlp.down_proj.weight");
-        for (std::size_t i = 0; i < d_model; ++i) w2.values[i * d_ff + 0] = w2.values[i * d_ff + 7] = 0;
-        const ref::run want = ref::forward(m.spec, m.values, prompt);
-        auto f = tr.ffn_block(0, as_matrix(want.after_attention[0]), {{std::nullopt, 0}, {std::nullopt, 7}});
-        REQUIRE(f);
-        check_same(*f, want.after_ffn[0], "knocked-out FFN block");
-    }
-    SUBCASE("Mixtral: unit 3 of expert 2 in layer 1") {
-        tiny_model m = make_model("mixtral");
-        ckpt::temp_dir dir;
-        const transformer tr = open_model(m.write(dir));
-        const ref::run before = ref::forward(m.spec, m.values, prompt);
-        ref::tensor& w2 = m.values.at("model.layers.1.block_sparse_moe.experts.2.w2.weight");
-        for (std::size_t i = 0; i < d_model; ++i) w2.values[i * d_ff + 3] = 0;
-        const ref::run want = ref::forward(m.spec, m.values, prompt);
-        auto f = tr.ffn_block(1, as_matrix(want.after_attention[1]), {{2, 3}});
-        REQUIRE(f);
-        check_same(*f, want.after_ffn[1], "knocked-out MoE block");
-        // the knock-out changed something: expert 2 was chosen by some token
-        double change = 0;
-        for (std::size_t t = 0; t < prompt.size(); ++t)
-            for (std::size_t i = 0; i < d_model; ++i) change += std::fabs(want.after_ffn[1][t][i] - before.after_ffn[1][t][i]);
-        CHECK(change > 0);
-    }
-}
-
-TEST_CASE("a unit to zero that the layer does not have is an error naming --ablate") {
-    tiny_model m = make_model("gpt2");
-    ckpt::temp_dir dir;
-    const transformer tr = open_model(m.write(dir));
-    auto x = tr.run(prompt, 0);
-    REQUIRE(x);
-    auto far = tr.ffn_block(1, *x, {{std::nullopt, d_ff}});
-    REQUIRE_FALSE(far);
-    CHECK(far.err().path == "--ablate");
-    CHECK(far.err().message.find("unit 12 is out of range") != std::string::npos);
-    auto expert = tr.ffn_block(1, *x, {{0, 1}});
-    REQUIRE_FALSE(expert);
-    CHECK(expert.err().message.find("has no experts") != std::string::npos);
 }
 
 TEST_CASE("a tensor the forward pass needs but the checkpoint lacks is named with what it is for") {

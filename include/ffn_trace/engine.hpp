@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -171,6 +172,19 @@ std::size_t step_width(const ffn& layer, step_kind k);
 // Runs the layer over x (tokens, d_model). An overflow to inf or NaN is an error whose path
 // names the step and the element, e.g. "contract[1][3]".
 outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead);
+// Where a step's value is computed, for a hook that changes it in flight.
+struct step_site {
+    step_kind step = step_kind::input;       // the step whose value it is
+    std::optional<std::size_t> expert;        // an MoE layer's routed expert whose step it is
+    const std::vector<std::size_t>* tokens = nullptr;  // the token of each row; null: row t is token t
+};
+// Called with each step's value as soon as it is computed, before a later step reads it or the
+// trace records it: it may change the value (forward/hooks.hpp's interventions), and the trace
+// records what the layer then ran. An activation's terms are those of its input as computed.
+using step_hook = std::function<void(const step_site& at, matrix& value)>;
+// run_ffn with a hook; `where` names the expert and the rows' tokens for an MoE's experts.
+outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook,
+                       const step_site& where = {});
 // Each token of x through products of its own, as though traced alone; in one pass over a layer
 // whose weights stay in their file. What the position-wise reading compares the trace with.
 outcome<trace> run_ffn_each_alone(std::shared_ptr<const ffn> layer, const matrix& x);

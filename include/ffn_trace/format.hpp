@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ std::string format_short(double v, int precision);
 // Which of n indices to show: all of them when n ≤ limit or `full`, else the first and last
 // `edge` with `gap` between them, as numpy summarises long arrays.
 inline constexpr std::size_t gap = static_cast<std::size_t>(-1);
+// A whole number with a comma between each three digits: 135,266,304.
+std::string with_separators(std::uint64_t n);
 std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge = 3, std::size_t limit = 10);
 
 // A round step for about `parts` ticks over `span` > 0: 1, 2 or 5 times a power of ten.

@@ -95,6 +95,10 @@ std::size_t moe_step_width(const moe& layer, step_kind k);
 // Runs the layer over x (tokens, d_model). Every expert is checked only where it is routed to,
 // so idle experts may be left empty (a checkpoint converts only the experts it needs).
 outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead);
+// run_moe with a hook (engine.hpp's step_hook): called on the layer's own norm, combine and
+// residual (site.expert empty) and on each routed expert's steps (site.expert and site.tokens
+// set); shared experts run unhooked.
+outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook);
 // The same for a layer the trace will hold a copy of (small layers, tests).
 outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::size_t> lead);
 // Each token of x routed and run through products of its own, as though traced alone (see

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ffn_trace/error.hpp"
+#include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
 
@@ -85,8 +86,7 @@ struct params_report {
 // experts, a count beyond 64 bits. The error's path names the option.
 outcome<params_report> count_params(const model_config& config);
 
-// 135,266,304
-std::string with_separators(count n);
+// with_separators (135,266,304) is in format.hpp.
 // 135.3M, 6.74B, 66.0K, 512
 std::string human(count n);
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,8 +34,8 @@ struct prompt_tokens {
     std::optional<tokenizer> tok;  // what named them, for the names of the tokens the model predicts
 };
 // `text` through the checkpoint's tokenizer, special tokens included. An empty text is an error
-// on `option` ("--prompt", or the file given with --prompt-file).
-outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& option = "--prompt");
+// on `field` ("prompt", or "prompt_file" for a prompt read from a file).
+outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& field = "prompt");
 
 // A prompt kept in a file ("-": standard input), one trailing line break dropped (an editor adds it;
 // the tokenizer would read it as a token). More than max_size bytes is an error.
@@ -95,7 +96,9 @@ struct probability_change {
 
 struct prompt_options {
     std::size_t layer = 0;
-    std::vector<unit_ref> ablate;  // units of layer `layer` whose activation is set to 0 for every token
+    // Units of layer `layer` set to 0 for every token in the knock-out run. The steps traced are
+    // the unchanged layer's; the knock-out's layer N is run by the engine in a second pass.
+    std::vector<unit_ref> ablate;
     std::size_t top = 10;          // tokens of the lens and the prediction, units of the readings
     // Units of a dense layer explained at arithmetic detail (explain_unit), at each of these tokens.
     std::vector<std::size_t> explain, explain_tokens;
@@ -123,8 +126,6 @@ struct prompt_trace {
     std::optional<moe_unit_readings> moe_units;
     std::optional<vocabulary_view> vocab;  // dense; an MoE's is in moe_units
     std::vector<std::string> vocabulary;   // the tokenizer's text of each id the model predicts, for the walkthrough
-    // |ffn_block(layer, input) − the trace's last step|, largest: the forward pass and the engine agree.
-    double agreement = 0;
 
     // A model with a head (not BERT):
     std::vector<lens_position> lens;        // per token
@@ -144,6 +145,27 @@ struct prompt_trace {
 // the forward pass (and again with the knocked-out units) and reads the lens and the prediction.
 // Errors: an empty prompt, one longer than the position table, a layer or unit out of range.
 outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options);
+
+// Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
+// --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
+// "prompt_file"; a message may name "max_elements").
+struct prompt_request {
+    std::string checkpoint;  // a directory (config.json, safetensors, the tokenizer), a file or an index
+    std::string arch;        // when there is no config.json
+    std::string text;        // the prompt, unless `file` is given
+    std::string file;        // the file the prompt is read from ("-": standard input)
+    std::size_t max_file_size = 0;  // the prompt file's largest size
+    std::size_t max_elements = 0;   // the most numbers layer N's trace may hold
+    prompt_options options;         // explain_tokens is filled from the two below
+    std::vector<std::size_t> detail_tokens;  // the tokens a unit is explained at; empty: those a walkthrough shows
+    bool full = false;                       // … all of them
+    // Told when the run moves on, for a caller that names what it was doing when memory ran out.
+    enum class stage { reading_checkpoint, running_model };
+    std::function<void(stage)> on_stage;
+};
+// Reads the prompt (or its file), opens the checkpoint, its tokenizer and forward pass, tokenizes
+// the prompt and runs it (run_prompt): one result with its readings.
+outcome<prompt_trace> trace_prompt(const prompt_request& request);
 
 // The prompt's tokens as the walkthrough names them: each text in quotes, and after its position
 // (3 " the") when some text repeats.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,16 +21,12 @@
 #include "ffn_trace/attention.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/error.hpp"
+#include "ffn_trace/hooks.hpp"
 #include "ffn_trace/matrix.hpp"
 
 namespace ffn_trace {
-
-// A unit of layer N's FFN to knock out: unit j of a dense layer (expert empty), or unit j of expert e.
-struct unit_ref {
-    std::optional<std::size_t> expert;
-    std::size_t unit = 0;
-};
 
 class transformer {
 public:
@@ -51,14 +48,42 @@ public:
     outcome<matrix> embed(const std::vector<std::size_t>& ids) const;
     // Block `layer`'s attention sublayer: x + attn(norm(x)), or LayerNorm(x + attn(x)) for BERT.
     outcome<matrix> attention_block(std::size_t layer, const matrix& x) const;
-    // Block `layer`'s FFN or MoE sublayer: x + ffn(norm(x)) (BERT: LayerNorm(x + ffn(x))), with the
-    // activations (the value fed to W2) of `zeroed` units set to 0 for every token.
-    outcome<matrix> ffn_block(std::size_t layer, const matrix& x, const std::vector<unit_ref>& zeroed = {}) const;
+    // Block `layer`'s FFN or MoE sublayer, run by the engine: x + ffn(norm(x)) (BERT:
+    // LayerNorm(x + ffn(x))).
+    outcome<matrix> ffn_block(std::size_t layer, const matrix& x) const;
     // The final norm and the unembedding of some rows of the stream: (rows.size(), vocab).
     outcome<matrix> logits(const matrix& x, const std::vector<std::size_t>& rows) const;
 
     // The stream after blocks 0 … last (embed, then each attention and FFN block in turn).
     outcome<matrix> run(const std::vector<std::size_t>& ids, std::size_t last) const;
+
+    // The hook points (hooks.hpp). One pass from the token ids: embed, the blocks up to
+    // request.last_layer, then the head at request.head_rows; each block's FFN is run by the
+    // engine, request.trace_layer's trace kept. Every intervention is checked first (check).
+    outcome<hooked_run> run_with_hooks(const std::vector<std::size_t>& ids, const hook_request& request) const;
+    // The same from block start.layer on, x (tokens, d_model) being its resid_pre, or its
+    // resid_mid (the block's attention is not run again).
+    outcome<hooked_run> run_from(hook_name start, matrix x, const hook_request& request) const;
+    // The request against this model and a prompt of `tokens` tokens: layers, points, positions,
+    // units and rows. The error's path names the field ("trace_layer", "interventions[0].units").
+    std::optional<error> check(const hook_request& request, std::size_t tokens) const;
+    // The width of a point's rows (one expert's d_ff for an MoE's hidden points when written).
+    std::size_t width(hook_point p) const;
+
+    // The pass's parts, which run_from calls in order (hooks.cpp):
+    // What block `layer`'s attention writes, attn(norm(x)) before the residual.
+    outcome<matrix> attention_output(std::size_t layer, const matrix& x) const;
+    // resid_pre + attn_out, then BERT's LayerNorm.
+    outcome<matrix> attention_residual(std::size_t layer, const matrix& x, const matrix& out) const;
+    // Block `layer`'s FFN sublayer through the engine, with a hook (hooks.cpp's interventions).
+    struct sublayer {
+        std::optional<trace> dense;
+        std::optional<moe_trace> moe;
+        const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
+    };
+    outcome<sublayer> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
+    outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows, const std::function<void(hook_point, matrix&)>& at) const;
+
 
     // A weight left in the file (x·W with W (in, out)) and its bias (out, or empty).
     struct projection {

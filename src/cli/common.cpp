@@ -217,90 +217,36 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
     return out;
 }
 
+ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
+    static const std::pair<const char*, const char*> names[] = {{"layer", "--layer"},   {"ablate", "--ablate"},
+                                                                {"unit", "--unit"},     {"prompt", "--prompt"},
+                                                                {"prompt_file", "--prompt-file"}, {"word", "--word"}};
+    for (const auto& [field, option] : names)
+        if (paths && e.path == field) e.path = option;
+    for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))
+        e.message.replace(at, 12, "--max-elements");
+    return e;
+}
+
+void follow_stage(ffn_trace::trace_stage s) {
+    using ffn_trace::trace_stage;
+    switch (s) {
+    case trace_stage::reading_file: return set_activity({"reading the file", "--max-file-size"});
+    case trace_stage::tracing_file: return set_activity({"tracing the file", "--max-elements"});
+    case trace_stage::traced_file: return set_activity({"writing the output", "--max-elements, or use --detail summary"});
+    case trace_stage::reading_checkpoint: return set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
+    case trace_stage::tracing_layer: return set_activity({"tracing the layer", "--max-elements"});
+    case trace_stage::traced_layer: return set_activity({"writing the output", "--detail summary"});
+    }
+}
+
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits,
                                           ffn_trace::checkpoint::weights where,
                                           const std::vector<ffn_trace::change>& changes) {
-    // Before the file takes memory: the matrix library's buffers, which it cannot do without.
-    ffn_trace::prepare_matrix_library();
-    set_activity({"reading the file", "--max-file-size"});
-    // An experiment traces the layer as the file holds it too (with the tokens the command line
-    // adds), to show what the change did.
-    std::vector<ffn_trace::change> tokens_only;
-    for (const auto& c : changes)
-        if (!ffn_trace::changes_numbers(c)) tokens_only.push_back(c);
-    const bool experiment = tokens_only.size() < changes.size();
-    using variant_list = std::vector<std::vector<ffn_trace::change>>;
-    auto variants = ffn_trace::load_example_variants(file, {limits.max_file_size},
-                                                     experiment ? variant_list{tokens_only, changes} : variant_list{changes});
-    if (!variants) return variants.err();
-    auto ex = std::move(variants->back());
-    if (!ex.checkpoint.empty()) return trace_checkpoint_example(std::move(ex), limits, where);
-    const std::size_t tokens = ex.input.rows;
-    const std::size_t elements = ex.mixture ? ffn_trace::trace_elements(*ex.mixture, tokens)
-                                             : ffn_trace::trace_elements(ex.layer, tokens);
-    if (elements > limits.max_elements)
-        return ffn_trace::error{
-            ex.file, "",
-            fmt::format("tracing {} token{} through d_model {} → d_ff {} → d_out {}{} would keep {} numbers, more than "
-                        "--max-elements {}; use fewer tokens or a narrower layer, or raise --max-elements",
-                        ffn_trace::with_separators(tokens), tokens == 1 ? "" : "s", ex.d_model(), ex.d_ff(),
-                        ex.d_out(), ex.mixture ? fmt::format(" ({} experts)", ex.mixture->n_experts()) : "",
-                        ffn_trace::with_separators(elements), ffn_trace::with_separators(limits.max_elements))};
-    std::size_t unchecked = 0;
-    set_activity({"tracing the file", "--max-elements"});
-    // The file's claims describe the layer as the file holds it: once a change moved a number,
-    // they are counted, not checked, and not evaluated at all (a claim on an expert the change
-    // routed a token away from could not be).
-    // Without an experiment the one variant is `ex`, moved from: there is no layer before.
-    const ffn_trace::example* before = experiment ? &variants->front() : nullptr;
-    auto claims_or_count = [&](bool changed, auto evaluate) -> ffn_trace::outcome<std::vector<ffn_trace::claim>> {
-        if (!changed) return evaluate();
-        unchecked = ffn_trace::claimed_numbers(*before);
-        return std::vector<ffn_trace::claim>{};
-    };
-    if (ex.mixture) {
-        auto m = ffn_trace::run_moe(*ex.mixture, ex.input, ex.lead);
-        if (!m) {
-            m.err().file = ex.file;
-            return m.err();
-        }
-        std::optional<ffn_trace::moe_comparison> comparison;
-        if (before && before->mixture) {
-            auto was = ffn_trace::run_moe(*before->mixture, before->input, before->lead);
-            if (!was) {
-                was.err().file = before->file;
-                return was.err();
-            }
-            comparison = ffn_trace::compare_moe_traces(*was, *m);
-        }
-        auto claims = claims_or_count(comparison && comparison->any(), [&] { return ffn_trace::evaluate_moe_claims(ex, *m); });
-        if (!claims) return claims.err();
-        set_activity({"writing the output", "--max-elements, or use --detail summary"});
-        traced out{std::move(ex), {}, std::move(*m), std::move(*claims), nullptr};
-        out.moe_comparison = std::move(comparison);
-        out.unchecked_claims = unchecked;
-        return out;
-    }
-    auto tr = ffn_trace::run_ffn(ex.layer, ex.input, ex.lead);
-    if (!tr) {
-        tr.err().file = ex.file;
-        return tr.err();
-    }
-    std::optional<ffn_trace::trace_comparison> comparison;
-    if (before && !before->mixture) {
-        auto was = ffn_trace::run_ffn(before->layer, before->input, before->lead);
-        if (!was) {
-            was.err().file = before->file;
-            return was.err();
-        }
-        comparison = ffn_trace::compare_traces(*was, *tr);
-    }
-    auto claims = claims_or_count(comparison && comparison->any(),
-                                  [&]() -> ffn_trace::outcome<std::vector<ffn_trace::claim>> { return ffn_trace::evaluate_claims(ex, *tr); });
-    if (!claims) return claims.err();
-    // From here the subcommands render, and grad computes gradients of the same sizes.
-    set_activity({"writing the output", "--max-elements, or use --detail summary"});
-    return traced{std::move(ex), std::move(*tr), std::nullopt, std::move(*claims), nullptr, std::move(comparison), unchecked};
+    auto t = ffn_trace::trace_file(file, limits, where, changes, follow_stage);
+    // An example file's errors have JSON paths ("layer" is a member of the file), never options.
+    if (!t) return with_option_names(t.err(), false);
+    return t;
 }
 
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if_not_digits) {

@@ -19,6 +19,7 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/render_text.hpp"
+#include "ffn_trace/tracing.hpp"
 
 namespace cli {
 
@@ -61,40 +62,22 @@ void print_json(const std::string& json, bool ascii);
 int write_failed(int error_number);
 
 // The limits that keep run, check and grad from reading or computing without bound.
-struct input_limits {
-    std::size_t max_file_size = ffn_trace::load_options{}.max_file_size;  // bytes
-    std::size_t max_elements = 50'000'000;  // numbers a trace may hold: 400 MB of doubles
-};
+using input_limits = ffn_trace::trace_limits;
 // Adds --max-file-size and --max-elements to a subcommand.
 void add_limits(CLI::App& sub, input_limits& into);
 
-// An example with its trace and claims, or the error that stopped it.
-struct traced {
-    ffn_trace::example ex;
-    ffn_trace::trace tr;                     // a dense layer's trace; empty for an MoE
-    std::optional<ffn_trace::moe_trace> moe; // an MoE layer's trace
-    std::vector<ffn_trace::claim> claims;
-    std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors
-    // A layer the command line changed: its trace beside the trace of the layer as the file holds
-    // it (`comparison` for a dense layer, `moe_comparison` for an MoE). When a number changed, the
-    // file's claims (`unchecked_claims` numbers) describe the layer before the change: `claims`
-    // is empty.
-    std::optional<ffn_trace::trace_comparison> comparison = {};
-    std::size_t unchecked_claims = 0;
-    std::optional<ffn_trace::moe_comparison> moe_comparison = {};
-    std::optional<ffn_trace::tokenizer> tokenizer = {};  // the tokenizer beside the checkpoint, when read with it
-
-    std::size_t tokens() const { return ex.input.rows; }
-};
-// A file whose trace would hold more than limits.max_elements numbers is refused before tracing.
-// An example file naming a checkpoint's layer: the layer converted and traced over the file's
-// input, its claims evaluated (run_checkpoint.cpp).
-// `where`: a checkpoint's matrices stay in its file unless the caller needs them all (grad).
-ffn_trace::outcome<traced> trace_checkpoint_example(ffn_trace::example ex, const input_limits& limits,
-                                                   ffn_trace::checkpoint::weights where);
+// An example with its trace and claims (tracing.hpp).
+using traced = ffn_trace::traced;
+// The library's trace_file, what it is doing told to set_activity, its errors with option names.
 ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_limits& limits,
                                           ffn_trace::checkpoint::weights where = ffn_trace::checkpoint::weights::in_file,
                                           const std::vector<ffn_trace::change>& changes = {});
+// The library's parameter names in an error ("layer", "ablate", "max_elements") as the command
+// line's options ("--layer", "--ablate", "--max-elements"): in the message, and in the path when
+// `paths` (not for an example file's errors, whose paths are JSON paths).
+ffn_trace::error with_option_names(ffn_trace::error e, bool paths = true);
+// set_activity for where a library trace has got to.
+void follow_stage(ffn_trace::trace_stage s);
 
 // The lesson's experiments as flags of run and grad: the file's activation, residual or any value
 // changed before the file is checked and traced.

@@ -9,7 +9,7 @@
 #include "ffn_trace/render_json.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_text.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/tracing.hpp"
 #include "ffn_trace/unit_readings.hpp"
 
 namespace cli {
@@ -20,21 +20,6 @@ namespace {
 std::vector<std::string> known_families() {
     const auto known = ffn_trace::known_architectures();
     return {known.begin(), known.end()};
-}
-
-// The text of each token the checkpoint's unembedding scores, from the tokenizer beside it (read
-// here unless it was read with the checkpoint); none without a checkpoint or a tokenizer.
-ffn_trace::outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
-    if (!t.checkpoint) return std::optional<std::vector<std::string>>();
-    std::optional<ffn_trace::tokenizer> tok = t.tokenizer;
-    if (!tok) {
-        auto beside = ffn_trace::tokenizer_beside(t.checkpoint->origin());
-        if (!beside) return beside.err();
-        tok = std::move(*beside);
-    }
-    if (!tok) return std::optional<std::vector<std::string>>();
-    const ffn_trace::tensor_info* u = t.checkpoint->tensors().find(t.checkpoint->unembedding_name());
-    return std::optional<std::vector<std::string>>(tok->texts(u && u->shape.size() == 2 ? u->shape[0] : 0));
 }
 
 }  // namespace
@@ -115,65 +100,35 @@ int run_run(const run_options& options) {
                  : load_checkpoint_and_trace(options.checkpoint, options.limits);
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
-    auto texts = token_texts(*t);
-    if (!texts) return report(texts.err());
-    const std::vector<std::string>* strings = *texts ? &**texts : nullptr;
+    const auto text = walkthrough_options(options.walkthrough);
+    const bool big = t->moe || ffn_trace::default_detail(t->tr.layer()) != ffn_trace::detail_level::arithmetic;
+    const auto shown = t->moe || !text.tokens.empty() ? text.tokens : ffn_trace::shown_indices(t->tr.tokens(), text.full);
+    auto reads = ffn_trace::read_layer(*t, options.top, big, options.units, shown);
+    if (!reads) return report(with_option_names(reads.err()));
+    const std::vector<std::string>* strings = reads->token_texts ? &*reads->token_texts : nullptr;
+    const bool json = options.walkthrough.format == "json";
     if (t->moe) {
-        // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
-        std::optional<ffn_trace::moe_unit_readings> units;
-        if (t->checkpoint) {
-            units = ffn_trace::read_moe_units(*t->moe, options.top);
-            if (strings && !t->checkpoint->unembedding_name().empty())
-                if (auto e = ffn_trace::read_moe_vocabulary(*units, *t->moe, t->checkpoint->tensors(),
-                                                            t->checkpoint->unembedding_name(), options.top))
-                    return report(*e);
-        }
-        if (options.walkthrough.format == "json") {
-            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units ? &*units : nullptr,
-                                                 t->moe_comparison ? &*t->moe_comparison : nullptr, t->unchecked_claims),
-                       options.walkthrough.ascii);
+        const auto* units = reads->moe_units ? &*reads->moe_units : nullptr;
+        const auto* comparison = t->moe_comparison ? &*t->moe_comparison : nullptr;
+        if (json) {
+            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units, comparison, t->unchecked_claims), options.walkthrough.ascii);
             return exit_ok;
         }
-        const auto text = walkthrough_options(options.walkthrough);
-        const auto reads = ffn_trace::read_moe_trace(*t->moe);
-        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, reads, units ? &*units : nullptr, strings,
-                                                t->moe_comparison ? &*t->moe_comparison : nullptr, t->unchecked_claims};
+        const auto steps = ffn_trace::read_moe_trace(*t->moe);
+        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, steps, units, strings, comparison, t->unchecked_claims};
         ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }
-    // A big layer, or a checkpoint's: the units that fired most, and what the vocabulary makes of them.
-    const ffn_trace::ffn& layer = t->tr.layer();
-    for (auto u : options.units)
-        if (u >= layer.d_ff())
-            return report({t->ex.file, "--unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units "
-                                                             "(0 to {})", u, layer.d_ff(), layer.d_ff() - 1)});
-    std::optional<ffn_trace::unit_readings> units;
-    std::optional<ffn_trace::vocabulary_view> vocab;
-    if (t->checkpoint || ffn_trace::default_detail(layer) != ffn_trace::detail_level::arithmetic) {
-        units = ffn_trace::read_units(t->tr, options.top);
-        if (strings && !t->checkpoint->unembedding_name().empty()) {
-            auto v = ffn_trace::read_vocabulary_view(t->tr, *units, t->checkpoint->tensors(), t->checkpoint->unembedding_name(),
-                                                    options.top);
-            if (!v) return report(v.err());
-            vocab = std::move(*v);
-        }
-    }
-    std::vector<ffn_trace::unit_explanation> explained;
-    const auto text = walkthrough_options(options.walkthrough);
-    const auto shown = text.tokens.empty() ? ffn_trace::shown_indices(t->tr.tokens(), text.full) : text.tokens;
-    for (auto u : options.units)
-        for (auto tok : shown)
-            if (tok != ffn_trace::gap) explained.push_back(ffn_trace::explain_unit(t->tr, tok, u, options.top));
-    if (options.walkthrough.format == "json") {
-        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units ? &*units : nullptr, vocab ? &*vocab : nullptr,
-                                          t->comparison ? &*t->comparison : nullptr, t->unchecked_claims),
-                   options.walkthrough.ascii);
+    const auto* units = reads->units ? &*reads->units : nullptr;
+    const auto* vocab = reads->vocab ? &*reads->vocab : nullptr;
+    const auto* comparison = t->comparison ? &*t->comparison : nullptr;
+    if (json) {
+        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units, vocab, comparison, t->unchecked_claims), options.walkthrough.ascii);
         return exit_ok;
     }
-    const auto reads = ffn_trace::read_trace(t->tr);
-    const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, reads, units ? &*units : nullptr,
-                                        explained.empty() ? nullptr : &explained, vocab ? &*vocab : nullptr, strings,
-                                        t->comparison ? &*t->comparison : nullptr, t->unchecked_claims};
+    const auto steps = ffn_trace::read_trace(t->tr);
+    const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, steps, units, reads->explained.empty() ? nullptr : &reads->explained,
+                                        vocab, strings, comparison, t->unchecked_claims};
     ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
     return exit_ok;
 }

@@ -137,11 +137,11 @@ std::string unit_name(const unit_ref& u, bool shared) {
     return fmt::format("{}expert {} unit {}", shared ? "shared " : "", *u.expert, u.unit);
 }
 
-outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& option) {
-    if (text.empty()) return error{"", option, "the prompt is empty; give some text to run through the model"};
+outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& field) {
+    if (text.empty()) return error{"", field, "the prompt is empty; give some text to run through the model"};
     auto ids = tok.encode(text);
     if (!ids) return ids.err();
-    if (ids->empty()) return error{"", option, "the prompt gives no tokens; give some text to run through the model"};
+    if (ids->empty()) return error{"", field, "the prompt gives no tokens; give some text to run through the model"};
     prompt_tokens p;
     p.text = std::move(text);
     p.ids = std::move(*ids);
@@ -186,7 +186,7 @@ outcome<std::vector<unit_ref>> parse_units(std::string_view units) {
             if (!u.expert) j.reset();
         }
         if (!j)
-            return error{"", "--ablate", fmt::format("expected a unit as J, or E:J for unit J of expert E, in decimal digits, "
+            return error{"", "ablate", fmt::format("expected a unit as J, or E:J for unit J of expert E, in decimal digits, "
                                                      "comma-separated; got {}", quote(item))};
         u.unit = *j;
         out.push_back(u);
@@ -195,168 +195,142 @@ outcome<std::vector<unit_ref>> parse_units(std::string_view units) {
     return out;
 }
 
-outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options) {
+namespace {
+
+// The prompt, the layer and the units to knock out, checked before the model runs. The units are
+// checked as the hooked pass checks every intervention, once.
+std::optional<error> check_prompt(const transformer& model, const prompt_tokens& prompt, const prompt_options& options) {
     const checkpoint& ck = model.source();
-    const checkpoint_config& config = ck.config();
     const std::size_t n = prompt.ids.size(), N = options.layer;
-    if (n == 0) return error{ck.origin(), "--prompt", "the prompt is empty; give some text to run through the model"};
+    if (n == 0) return error{ck.origin(), "prompt", "the prompt is empty; give some text to run through the model"};
     if (n > model.max_positions())
-        return error{ck.origin(), "--prompt",
+        return error{ck.origin(), "prompt",
                      fmt::format("the prompt is {} tokens, longer than the model's position table of {}; shorten it", n,
                                  model.max_positions())};
     // A tokenizer may hold spare entries beyond the embedding: an error only where the prompt uses one.
     for (std::size_t t = 0; t < n; ++t)
         if (prompt.ids[t] >= model.vocab_size())
-            return error{ck.origin(), "--prompt",
+            return error{ck.origin(), "prompt",
                          fmt::format("token {} of the prompt, {} (id {}), has no row in the token embedding, which has {} rows", t,
                                      quote(t < prompt.tokens.size() ? prompt.tokens[t] : ""), prompt.ids[t], model.vocab_size())};
     if (N >= model.n_layers())
-        return error{ck.origin(), "--layer",
+        return error{ck.origin(), "layer",
                      fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", N, model.n_layers(),
                                  model.n_layers() == 1 ? "" : "s", model.n_layers() - 1)};
     if (!options.ablate.empty() && !model.has_head())
-        return error{ck.origin(), "--ablate",
-                     fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a knock-out to change", config.arch)};
-    for (const auto& u : options.ablate) {
-        if (ck.is_moe() && !u.expert)
-            return error{ck.origin(), "--ablate", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of "
-                                                              "expert E; got {}", N, u.unit)};
-        if (!ck.is_moe() && u.expert)
-            return error{ck.origin(), "--ablate", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}:{}",
-                                                              N, *u.expert, u.unit)};
-        if (u.expert && *u.expert >= config.n_experts)
-            return error{ck.origin(), "--ablate", fmt::format("expert {} is out of range: layer {} has {} experts (0 to {})",
-                                                              *u.expert, N, config.n_experts, config.n_experts - 1)};
-        if (u.unit >= config.d_ff)
-            return error{ck.origin(), "--ablate", fmt::format("unit {} is out of range: layer {} has d_ff = {} units (0 to {})",
-                                                              u.unit, N, config.d_ff, config.d_ff - 1)};
+        return error{ck.origin(), "ablate",
+                     fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a knock-out to change",
+                                 ck.config().arch)};
+    hook_request knock_out;
+    knock_out.interventions.push_back(zero_units(N, options.ablate));
+    if (auto e = model.check(knock_out, n)) {
+        e->path = "ablate";
+        return e;
     }
+    if (ck.is_moe() && !options.explain.empty())
+        return error{ck.origin(), "unit", "explains a unit of a dense layer; this layer is a Mixture of Experts"};
+    for (auto u : options.explain)
+        if (u >= ck.config().d_ff)
+            return error{ck.origin(), "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
+                                                          ck.config().d_ff, ck.config().d_ff - 1)};
+    return std::nullopt;
+}
 
-    prompt_trace r;
-    r.arch = config.arch;
-    r.layer = N;
-    r.n_layers = model.n_layers();
-    r.ablated = options.ablate;
-    if (prompt.tok) r.vocabulary = prompt.tok->texts(model.vocab_size());
-    const vocabulary_text text(r.vocabulary);
-
-    // The stream up to layer N's FFN: embeddings, then each block's attention and FFN.
-    auto x = model.embed(prompt.ids);
-    if (!x) return x.err();
-    r.embedded = row_norms(*x);
+// The stream: one pass of the whole model, layer N's FFN traced by the engine, the last position's
+// logits, and the streams of the blocks up to N kept for their sizes.
+outcome<hooked_run> run_stream(const transformer& model, const prompt_tokens& prompt, prompt_trace& r) {
+    const std::size_t N = r.layer;
+    hook_request request;
+    request.trace_layer = N;
+    request.cache.push_back({hook_point::embed, 0});
     for (std::size_t i = 0; i < N; ++i) {
-        auto a = model.attention_block(i, *x);
-        if (!a) return a.err();
-        auto f = model.ffn_block(i, *a);
-        if (!f) return f.err();
-        r.earlier.push_back({i, added_norms(*a, *x), added_norms(*f, *a), row_norms(*f)});
-        x = std::move(f);
+        request.cache.push_back({hook_point::resid_mid, i});
+        request.cache.push_back({hook_point::resid_post, i});
     }
-    auto a = model.attention_block(N, *x);
-    if (!a) return a.err();
-    r.attention = added_norms(*a, *x);
-    r.input = std::move(*a);
+    request.cache.push_back({hook_point::resid_mid, N});
+    if (model.has_head()) request.head_rows = {prompt.ids.size() - 1};
+    auto run = model.run_with_hooks(prompt.ids, request);
+    if (!run) return run.err();
+    const activation_cache& c = run->cache;
+    r.embedded = row_norms(*c.find({hook_point::embed, 0}));
+    const matrix* before = c.find({hook_point::embed, 0});
+    for (std::size_t i = 0; i < N; ++i) {
+        const matrix& mid = *c.find({hook_point::resid_mid, i});
+        const matrix& post = *c.find({hook_point::resid_post, i});
+        r.earlier.push_back({i, added_norms(mid, *before), added_norms(post, mid), row_norms(post)});
+        before = &post;
+    }
+    r.input = *c.find({hook_point::resid_mid, N});
+    r.attention = added_norms(r.input, *before);
+    return run;
+}
 
-    // Layer N's FFN, traced by the engine as `run --checkpoint` traces it.
+// The layer trace: layer N's FFN as the pass ran it, its heading for the walkthrough, and its
+// readings, as `run --checkpoint` reads a layer.
+std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const prompt_tokens& prompt, const prompt_options& options,
+                                prompt_trace& r) {
+    const checkpoint_config& config = ck.config();
     example& ex = r.ex;
     ex.file = ck.origin();
-    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", N, config.arch, one_line(ck.origin()));
+    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", r.layer, config.arch, one_line(ck.origin()));
     ex.description = "The input is the residual stream of the prompt entering this layer's FFN: what the embeddings "
                      "and the layers before it wrote.";
     ex.stored = config.family->stored;
     ex.layout_stated = ex.layout_decided = true;
     ex.input = r.input;
-    ex.lead = {n};  // (tokens, d_model) even for one token, as the JSON's "input" is
+    ex.lead = {prompt.ids.size()};  // (tokens, d_model) even for one token, as the JSON's "input" is
     ex.names.tokens = token_labels(prompt.display);
     ex.layer.act = config.act;
     const std::string unembedding = ck.unembedding_name();
     const bool project = prompt.tok.has_value() && !unembedding.empty();
-    if (ck.is_moe()) {
-        if (!options.explain.empty())
-            return error{ck.origin(), "--unit", "explains a unit of a dense layer; this layer is a Mixture of Experts"};
-        auto layer = ck.moe_layer(N, r.input);
-        if (!layer) return layer.err();
-        auto t = run_moe(*layer, r.input, ex.lead);
-        if (!t) return t.err();
-        r.moe = std::move(*t);
+    if (run.moe) {
+        r.moe = std::move(run.moe);
         r.moe_reads = read_moe_trace(*r.moe);
         r.moe_units = read_moe_units(*r.moe, options.top);
         if (project)
-            if (auto e = read_moe_vocabulary(*r.moe_units, *r.moe, ck.tensors(), unembedding, options.top)) return *e;
-    } else {
-        auto layer = ck.dense_layer(N);
-        if (!layer) return layer.err();
-        auto t = run_ffn(*layer, r.input, ex.lead);
-        if (!t) return t.err();
-        r.dense = std::move(*t);
-        r.dense_reads = read_trace(*r.dense);
-        r.units = read_units(*r.dense, options.top);
-        for (auto u : options.explain) {
-            if (u >= r.dense->layer().d_ff())
-                return error{ck.origin(), "--unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units "
-                                                                "(0 to {})", u, r.dense->layer().d_ff(), r.dense->layer().d_ff() - 1)};
-            for (auto tok : options.explain_tokens)
-                if (tok < n) r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
-        }
-        if (project) {
-            auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top);
-            if (!v) return v.err();
-            r.vocab = std::move(*v);
-        }
+            if (auto e = read_moe_vocabulary(*r.moe_units, *r.moe, ck.tensors(), unembedding, options.top)) return e;
+        return std::nullopt;
     }
-    auto sublayer = model.ffn_block(N, r.input);
-    if (!sublayer) return sublayer.err();
-    for (std::size_t i = 0; i < sublayer->data.size(); ++i)
-        r.agreement = std::max(r.agreement, std::abs(sublayer->data[i] - r.output().data[i]));
-
-    if (!model.has_head()) {
-        r.prompt = std::move(prompt);
-        return r;
+    r.dense = std::move(run.dense);
+    r.dense_reads = read_trace(*r.dense);
+    r.units = read_units(*r.dense, options.top);
+    for (auto u : options.explain)
+        for (auto tok : options.explain_tokens)
+            if (tok < prompt.ids.size()) r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
+    if (project) {
+        auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top);
+        if (!v) return v.err();
+        r.vocab = std::move(*v);
     }
+    return std::nullopt;
+}
 
-    // The logit lens: the stream before and after the FFN, through the final norm and the unembedding.
-    std::vector<std::size_t> all(n);
+// The logit lens: the stream before and after the FFN, through the final norm and the unembedding.
+std::optional<error> read_lens(const transformer& model, std::size_t top, const vocabulary_text& text, prompt_trace& r) {
+    std::vector<std::size_t> all(r.input.rows);
     std::iota(all.begin(), all.end(), std::size_t{0});
     auto before = model.logits(r.input, all);
     if (!before) return before.err();
     auto after = model.logits(r.output(), all);
     if (!after) return after.err();
-    for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t t = 0; t < all.size(); ++t) {
         lens_position p;
         const auto pb = softmax_row(before->row(t)), pa = softmax_row(after->row(t));
-        p.before = ranked(before->row(t), top_ids(before->row(t), options.top), text, &pb);
-        p.after = ranked(after->row(t), top_ids(after->row(t), options.top), text, &pa);
+        p.before = ranked(before->row(t), top_ids(before->row(t), top), text, &pb);
+        p.after = ranked(after->row(t), top_ids(after->row(t), top), text, &pa);
         std::vector<double> change(after->cols);
         for (std::size_t v = 0; v < change.size(); ++v) change[v] = (*after)(t, v) - (*before)(t, v);
-        p.raised = ranked(change, top_ids(change, options.top), text);
-        p.lowered = ranked(change, top_ids(change, options.top, true), text);
+        p.raised = ranked(change, top_ids(change, top), text);
+        p.lowered = ranked(change, top_ids(change, top, true), text);
         r.lens.push_back(std::move(p));
     }
+    return std::nullopt;
+}
 
-    // The rest of the model after layer N, from the FFN's output (or from a changed one): the
-    // last position's logits.
-    auto finish = [&](matrix y) -> outcome<std::vector<double>> {
-        for (std::size_t i = N + 1; i < model.n_layers(); ++i) {
-            auto ai = model.attention_block(i, y);
-            if (!ai) return ai.err();
-            auto fi = model.ffn_block(i, *ai);
-            if (!fi) return fi.err();
-            y = std::move(*fi);
-        }
-        auto z = model.logits(y, {n - 1});
-        if (!z) return z.err();
-        return std::vector<double>(z->row(0).begin(), z->row(0).end());
-    };
-    auto predict = [&](const std::vector<double>& logits, const std::vector<double>& probs) {
-        return next_token{n - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
-    };
-    auto baseline_logits = finish(*sublayer);
-    if (!baseline_logits) return baseline_logits.err();
-    const std::vector<double> baseline_probs = softmax_row(*baseline_logits);
-    next_token baseline = predict(*baseline_logits, baseline_probs);
-    r.target = baseline.top.front();
-
-    // The units that wrote most toward the predicted token at the last position.
+// The attribution: each unit's direct push toward the predicted token at the last position.
+std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prompt_trace& r) {
+    const std::string unembedding = ck.unembedding_name();
+    const std::size_t last = r.input.rows - 1;
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();
     auto u_row = ck.tensors().read_rows(unembedding, {r.target->id});
@@ -366,41 +340,75 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
                                                            norm->gamma.size(), u_row->cols)};
     std::vector<double> g(u_row->cols);
     for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm->gamma[k] * (*u_row)(0, k);
-    const double sigma = norm_scale(r.output().row(n - 1), *norm);
+    const double sigma = norm_scale(r.output().row(last), *norm);
     if (r.dense) {
-        attribute(*r.dense, n - 1, g, sigma, 1.0, std::nullopt, false, r.top_units);
+        attribute(*r.dense, last, g, sigma, 1.0, std::nullopt, false, r.top_units);
     } else {
         const matrix& w = r.moe->step(step_kind::weights).value;
         for (const auto& et : r.moe->experts)
-            if (auto row = et.row_of(n - 1))
-                attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(n - 1, et.expert), et.expert, et.shared, r.top_units);
+            if (auto row = et.row_of(last))
+                attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, r.top_units);
     }
     for (const auto& u : r.top_units) r.total_score += u.score;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
-    r.top_units.resize(std::min(r.top_units.size(), options.top));
+    r.top_units.resize(std::min(r.top_units.size(), top));
+    return std::nullopt;
+}
 
-    if (options.ablate.empty()) {
-        r.prediction = std::move(baseline);
-        r.prompt = std::move(prompt);
-        return r;
-    }
-    // The knock-out: the same pass with the units' activations set to 0 in layer N.
-    auto knocked = model.ffn_block(N, r.input, options.ablate);
-    if (!knocked) return knocked.err();
-    auto changed_logits = finish(std::move(*knocked));
-    if (!changed_logits) return changed_logits.err();
-    const std::vector<double> changed_probs = softmax_row(*changed_logits);
-    next_token changed = predict(*changed_logits, changed_probs);
-    // Each token of either top list, its probability before and after.
+// The knock-out: the pass again from the stream entering layer N's FFN, the units' activations set
+// to 0 there for every token by the engine as it runs the layer; each token of either top list,
+// its probability before and after.
+std::optional<error> knock_out(const transformer& model, const prompt_options& options, const vocabulary_text& text,
+                               const std::vector<double>& baseline_logits, prompt_trace& r) {
+    const std::size_t last = r.input.rows - 1;
+    hook_request request;
+    request.interventions.push_back(zero_units(r.layer, options.ablate));
+    request.head_rows = {last};
+    auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+    if (!run) return run.err();
+    const std::vector<double> changed_logits(run->logits.row(0).begin(), run->logits.row(0).end());
+    const std::vector<double> baseline_probs = softmax_row(baseline_logits), changed_probs = softmax_row(changed_logits);
+    next_token changed{last, ranked(changed_logits, top_ids(changed_logits, options.top), text, &changed_probs)};
     std::vector<std::size_t> ids;
-    for (const auto* list : {&baseline.top, &changed.top})
+    for (const auto* list : {&r.baseline->top, &changed.top})
         for (const auto& e : *list)
             if (std::find(ids.begin(), ids.end(), e.id) == ids.end()) ids.push_back(e.id);
     for (auto id : ids)
-        r.changes.push_back({id, text(id), baseline_probs[id], changed_probs[id], (*baseline_logits)[id], (*changed_logits)[id]});
-    r.baseline = std::move(baseline);
+        r.changes.push_back({id, text(id), baseline_probs[id], changed_probs[id], baseline_logits[id], changed_logits[id]});
     r.prediction = std::move(changed);
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options) {
+    const checkpoint& ck = model.source();
+    if (auto e = check_prompt(model, prompt, options)) return *e;
+    prompt_trace r;
+    r.arch = ck.config().arch;
+    r.layer = options.layer;
+    r.n_layers = model.n_layers();
+    r.ablated = options.ablate;
+    if (prompt.tok) r.vocabulary = prompt.tok->texts(model.vocab_size());
+    const vocabulary_text text(r.vocabulary);
+
+    auto run = run_stream(model, prompt, r);
+    if (!run) return run.err();
+    if (auto e = read_layer(ck, *run, prompt, options, r)) return *e;
+    if (model.has_head()) {
+        if (auto e = read_lens(model, options.top, text, r)) return *e;
+        const std::vector<double> logits(run->logits.row(0).begin(), run->logits.row(0).end());
+        const std::vector<double> probs = softmax_row(logits);
+        next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
+        r.target = baseline.top.front();
+        if (auto e = attribute_units(ck, options.top, r)) return *e;
+        r.prediction = baseline;
+        if (!options.ablate.empty()) {
+            r.baseline = std::move(baseline);
+            if (auto e = knock_out(model, options, text, logits, r)) return *e;
+        }
+    }
     r.prompt = std::move(prompt);
     return r;
 }

@@ -161,4 +161,13 @@ std::string json_ascii(std::string_view json) {
     });
 }
 
+std::string with_separators(std::uint64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
 }  // namespace ffn_trace

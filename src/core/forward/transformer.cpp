@@ -117,27 +117,6 @@ matrix columns(const matrix& x, std::size_t from, std::size_t n) {
     return y;
 }
 
-// Sets the given units' columns of the value fed to W2 to 0, for every token.
-void zero_units(matrix& fed, const std::vector<std::size_t>& units) {
-    for (std::size_t j : units)
-        for (std::size_t t = 0; t < fed.rows; ++t) fed(t, j) = 0;
-}
-
-// One dense FFN over x (the input it reads, already normalised if pre-norm): the value fed to W2
-// with `zeroed` units set to 0, times W2, + b2. The engine's run_ffn computes the same steps.
-matrix ffn_output(const ffn& l, const matrix& in, const std::vector<std::size_t>& zeroed) {
-    matrix fed;
-    if (l.gated()) {
-        const matrix gate = times(l, weight::wg, in, l.bg);
-        const matrix up = times(l, weight::wu, in, l.bu);
-        fed = multiply(activate(l.act, gate), up);
-    } else {
-        fed = activate(l.act, times(l, weight::w1, in, l.b1));
-    }
-    zero_units(fed, zeroed);
-    return times(l, weight::w2, fed, l.b2);
-}
-
 }  // namespace
 
 namespace {
@@ -397,9 +376,9 @@ outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
     return x;
 }
 
-outcome<matrix> transformer::attention_block(std::size_t layer, const matrix& x) const {
+outcome<matrix> transformer::attention_output(std::size_t layer, const matrix& x) const {
     if (layer >= attention_.size())
-        return error{"", "--layer", fmt::format("layer {} is out of range: the model has {} layers", layer, attention_.size())};
+        return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers", layer, attention_.size())};
     if (x.cols != ck_->config().d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
     const attention_weights& a = attention_[layer];
@@ -421,73 +400,69 @@ outcome<matrix> transformer::attention_block(std::size_t layer, const matrix& x)
         rotate_half_rope(q, shape_.head_dim, ck_->config().rope_theta);
         rotate_half_rope(k, shape_.head_dim, ck_->config().rope_theta);
     }
-    matrix out = residual(x, project(a.o, attention(q, k, v, shape_)));
-    if (a.norm && !pre) out = normalize(*a.norm, out).y;
+    return project(a.o, attention(q, k, v, shape_));
+}
+
+outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix& x, const matrix& added) const {
+    const attention_weights& a = attention_[layer];
+    matrix out = residual(x, added);
+    if (a.norm && a.norm->position == norm_layer::place::post) out = normalize(*a.norm, out).y;
     if (auto e = overflow(out, fmt::format("layer {}'s attention", layer))) return *e;
     return out;
 }
 
-outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x, const std::vector<unit_ref>& zeroed) const {
+outcome<matrix> transformer::attention_block(std::size_t layer, const matrix& x) const {
+    auto added = attention_output(layer, x);
+    if (!added) return added;
+    return attention_residual(layer, x, *added);
+}
+
+outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const {
     if (layer >= ffn_.size())
-        return error{"", "--layer", fmt::format("layer {} is out of range: the model has {} layers", layer, ffn_.size())};
+        return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers", layer, ffn_.size())};
     const checkpoint_config& m = ck_->config();
     if (x.cols != m.d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", m.d_model, x.rows, x.cols)};
-    // the units to zero, by expert (dense: all under expert 0)
-    const std::size_t n_groups = ck_->is_moe() ? m.n_experts : 1;
-    std::vector<std::vector<std::size_t>> units(n_groups);
-    for (const unit_ref& u : zeroed) {
-        if (u.expert.has_value() != ck_->is_moe())
-            return error{"", "--ablate",
-                         ck_->is_moe() ? fmt::format("layer {} is a Mixture of Experts: name a unit as EXPERT:UNIT", layer)
-                                       : fmt::format("layer {} is one dense FFN: it has no experts", layer)};
-        const std::size_t e = u.expert.value_or(0);
-        if (e >= n_groups)
-            return error{"", "--ablate", fmt::format("expert {} is out of range: the layer has {} experts (0 to {})", e, n_groups, n_groups - 1)};
-        if (u.unit >= m.d_ff)
-            return error{"", "--ablate", fmt::format("unit {} is out of range: the FFN has {} units (0 to {})", u.unit, m.d_ff, m.d_ff - 1)};
-        units[e].push_back(u.unit);
-    }
-
-    matrix out;
+    // The engine's overflow error names the step; the pass names the layer too.
+    auto in_layer = [layer](error e) {
+        e.path = e.path.empty() ? fmt::format("layer {}'s FFN", layer) : fmt::format("layer {}'s FFN, {}", layer, e.path);
+        return e;
+    };
+    sublayer s;
     if (!ck_->is_moe()) {
-        const ffn& l = *ffn_[layer];
-        const bool pre = l.norm && l.norm->position == norm_layer::place::pre;
-        out = residual(x, ffn_output(l, pre ? normalize(*l.norm, x).y : x, units[0]));
-        if (l.norm && !pre) out = normalize(*l.norm, out).y;
-    } else {
-        // route with the engine's kernels, then each chosen expert over its tokens, weighted
-        auto built = ck_->moe_layer(layer, x);
-        if (!built) return built.err();
-        const moe& l = **built;
-        const matrix in = normalize(*l.norm, x).y;
-        std::vector<std::vector<std::size_t>> chosen;
-        std::vector<bool> tied;
-        const matrix p = softmax(linear(in, l.router, l.router_b)).p;
-        choose_experts(p, l.top_k, chosen, tied);
-        matrix sum;
-        const matrix w = routing_weights(p, chosen, l.normalize, sum);
-        matrix combine(x.rows, m.d_model);
-        for (std::size_t e = 0; e < l.experts.size(); ++e) {
-            std::vector<std::size_t> rows;
-            for (std::size_t t = 0; t < x.rows; ++t)
-                if (std::find(chosen[t].begin(), chosen[t].end(), e) != chosen[t].end()) rows.push_back(t);
-            if (rows.empty()) continue;
-            const matrix y = ffn_output(l.experts[e], gather(in, rows), units[e]);
-            for (std::size_t r = 0; r < rows.size(); ++r)
-                for (std::size_t i = 0; i < m.d_model; ++i) combine(rows[r], i) += w(rows[r], e) * y(r, i);
-        }
-        out = residual(x, combine);
+        auto t = run_ffn(ffn_[layer], x, {x.rows}, hook);
+        if (!t) return in_layer(t.err());
+        s.dense = std::move(*t);
+        return s;
     }
-    if (auto e = overflow(out, fmt::format("layer {}'s FFN", layer))) return *e;
-    return out;
+    // The experts the tokens choose are read from the file; the engine routes and runs them.
+    auto built = ck_->moe_layer(layer, x);
+    if (!built) return built.err();
+    auto t = run_moe(*built, x, {x.rows}, hook);
+    if (!t) return in_layer(t.err());
+    s.moe = std::move(*t);
+    return s;
+}
+
+outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x) const {
+    auto s = ffn_sublayer(layer, x, {});
+    if (!s) return s.err();
+    return s->output();
 }
 
 outcome<matrix> transformer::logits(const matrix& x, const std::vector<std::size_t>& rows) const {
     if (!unembedding_) return error{"", "", fmt::format("a {} model is an encoder: it has no head to predict with", ck_->config().arch)};
     for (std::size_t r : rows)
         if (r >= x.rows) return error{"", "", fmt::format("row {} is out of range: the stream has {} tokens", r, x.rows)};
-    matrix y = unembedding_->times(normalize(*final_norm_, gather(x, rows)).y, false);
+    return head(x, rows, {});
+}
+
+outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t>& rows,
+                                  const std::function<void(hook_point, matrix&)>& at) const {
+    matrix normed = normalize(*final_norm_, gather(x, rows)).y;
+    if (at) at(hook_point::final_norm, normed);
+    matrix y = unembedding_->times(normed, false);
+    if (at) at(hook_point::logits, y);
     if (auto e = overflow(y, "logits")) return *e;
     return y;
 }

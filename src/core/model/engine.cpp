@@ -309,44 +309,67 @@ step norm_step(const norm_layer& n, const matrix& in) {
     return {step_kind::norm, std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
 }
 
-outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
+outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone,
+                   const step_hook* hook = nullptr, step_site site = {}) {
     const ffn& layer = *shared;
     trace t{std::move(shared), std::move(lead), x, {}};
-    auto record = [&t](step_kind k, matrix value, std::vector<term> terms = {}) {
+    // A hook sees each value as soon as it is computed, before a later step reads it.
+    auto edit = [&](step_kind k, matrix& value) {
+        if (!hook || !*hook) return;
+        site.step = k;
+        (*hook)(site, value);
+    };
+    auto record = [&t, &edit](step_kind k, matrix value, std::vector<term> terms = {}) {
+        edit(k, value);
         t.steps.push_back({k, std::move(value), std::move(terms)});
     };
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
     // A pre-norm's step stays out of the trace until the steps that read it are computed, so
     // that `in` never refers into a vector that grows.
     std::optional<step> pre_norm;
-    if (pre) pre_norm = norm_step(*layer.norm, x);
+    if (pre) {
+        pre_norm = norm_step(*layer.norm, x);
+        edit(step_kind::norm, pre_norm->value);
+    }
     const matrix& in = pre ? pre_norm->value : x;
     // One call per line, in the order of the architecture diagram.
     if (layer.gated()) {
         matrix gate = times(layer, weight::wg, in, layer.bg, each_alone);
+        edit(step_kind::gate, gate);
         matrix up = times(layer, weight::wu, in, layer.bu, each_alone);
+        edit(step_kind::up, up);
         matrix act = activate(layer.act, gate);
         auto terms = activation_terms(layer.act, gate);
+        edit(step_kind::activate, act);
         matrix product = multiply(act, up);
+        edit(step_kind::multiply, product);
         matrix out = times(layer, weight::w2, product, layer.b2, each_alone);
+        edit(step_kind::contract, out);
         if (pre_norm) t.steps.push_back(std::move(*pre_norm));
-        record(step_kind::gate, std::move(gate));
-        record(step_kind::up, std::move(up));
-        record(step_kind::activate, std::move(act), std::move(terms));
-        record(step_kind::multiply, std::move(product));
-        record(step_kind::contract, std::move(out));
+        t.steps.push_back({step_kind::gate, std::move(gate), {}});
+        t.steps.push_back({step_kind::up, std::move(up), {}});
+        t.steps.push_back({step_kind::activate, std::move(act), std::move(terms)});
+        t.steps.push_back({step_kind::multiply, std::move(product), {}});
+        t.steps.push_back({step_kind::contract, std::move(out), {}});
     } else {
         matrix hidden = times(layer, weight::w1, in, layer.b1, each_alone);
+        edit(step_kind::expand, hidden);
         matrix act = activate(layer.act, hidden);
         auto terms = activation_terms(layer.act, hidden);
+        edit(step_kind::activate, act);
         matrix out = times(layer, weight::w2, act, layer.b2, each_alone);
+        edit(step_kind::contract, out);
         if (pre_norm) t.steps.push_back(std::move(*pre_norm));
-        record(step_kind::expand, std::move(hidden));
-        record(step_kind::activate, std::move(act), std::move(terms));
-        record(step_kind::contract, std::move(out));
+        t.steps.push_back({step_kind::expand, std::move(hidden), {}});
+        t.steps.push_back({step_kind::activate, std::move(act), std::move(terms)});
+        t.steps.push_back({step_kind::contract, std::move(out), {}});
     }
     if (layer.residual) record(step_kind::residual, residual(x, t.steps.back().value));
-    if (layer.norm && !pre) t.steps.push_back(norm_step(*layer.norm, t.steps.back().value));
+    if (layer.norm && !pre) {
+        step post_norm = norm_step(*layer.norm, t.steps.back().value);
+        edit(step_kind::norm, post_norm.value);
+        t.steps.push_back(std::move(post_norm));
+    }
 
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
@@ -367,6 +390,11 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
 
 outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead) {
     return run(std::move(layer), x, std::move(lead), false);
+}
+
+outcome<trace> run_ffn(std::shared_ptr<const ffn> layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook,
+                       const step_site& where) {
+    return run(std::move(layer), x, std::move(lead), false, &hook, where);
 }
 
 outcome<trace> run_ffn_each_alone(std::shared_ptr<const ffn> layer, const matrix& x) {

@@ -153,8 +153,12 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
 
 namespace {
 
-outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone) {
+outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone,
+                       const step_hook* hook = nullptr) {
     const moe& layer = *shared;
+    auto edit = [hook](step_kind k, matrix& value) {
+        if (hook && *hook) (*hook)(step_site{k, std::nullopt, nullptr}, value);
+    };
     moe_trace t{shared, std::move(lead), x, {}, {}, {}, {}};
     const std::size_t tokens = x.rows;
 
@@ -165,7 +169,10 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
     // Recorded once the steps that read it are computed: `in` never refers into a growing vector.
     std::optional<step> pre_norm;
-    if (pre) pre_norm = norm_step(x);
+    if (pre) {
+        pre_norm = norm_step(x);
+        edit(step_kind::norm, pre_norm->value);
+    }
     const matrix& in = pre ? pre_norm->value : x;
 
     // One call per line, in the order of the diagram: route, run the chosen experts, combine.
@@ -181,7 +188,9 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
         const std::shared_ptr<const ffn> expert(shared, &layer.experts[e]);
-        auto et = each_alone ? run_ffn_each_alone(expert, gather(in, routed)) : run_ffn(expert, gather(in, routed), {routed.size()});
+        auto et = each_alone ? run_ffn_each_alone(expert, gather(in, routed))
+                  : hook     ? run_ffn(expert, gather(in, routed), {routed.size()}, *hook, step_site{step_kind::input, e, &routed})
+                             : run_ffn(expert, gather(in, routed), {routed.size()});
         if (!et) return in_expert(et.err(), fmt::format("expert[{}]", e), routed, t.lead);
         t.experts.push_back({e, false, std::move(routed), std::move(*et)});
     }
@@ -205,13 +214,20 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         }
     }
 
+    edit(step_kind::combine, combined);
     if (pre_norm) t.steps.push_back(std::move(*pre_norm));
     t.steps.push_back({step_kind::router, std::move(logits), {}});
     t.steps.push_back({step_kind::probabilities, sm.p, {{"max", sm.max}, {"exp", sm.exp}, {"sum", sm.sum}}});
     t.steps.push_back({step_kind::weights, std::move(weights), {{"sum", std::move(chosen_sum)}}});
     t.steps.push_back({step_kind::combine, std::move(combined), {}});
-    if (layer.residual) t.steps.push_back({step_kind::residual, residual(x, t.steps.back().value), {}});
-    if (layer.norm && !pre) t.steps.push_back(norm_step(t.steps.back().value));
+    if (layer.residual) {
+        t.steps.push_back({step_kind::residual, residual(x, t.steps.back().value), {}});
+        edit(step_kind::residual, t.steps.back().value);
+    }
+    if (layer.norm && !pre) {
+        t.steps.push_back(norm_step(t.steps.back().value));
+        edit(step_kind::norm, t.steps.back().value);
+    }
 
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
@@ -227,6 +243,10 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
 
 outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead) {
     return run(std::move(layer), x, std::move(lead), false);
+}
+
+outcome<moe_trace> run_moe(std::shared_ptr<const moe> layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook) {
+    return run(std::move(layer), x, std::move(lead), false, &hook);
 }
 
 outcome<moe_trace> run_moe_each_alone(std::shared_ptr<const moe> layer, const matrix& x) {

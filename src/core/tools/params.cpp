@@ -202,15 +202,6 @@ outcome<params_report> count_params(const model_config& in) {
     return r;
 }
 
-std::string with_separators(count n) {
-    std::string digits = std::to_string(n), out;
-    for (std::size_t i = 0; i < digits.size(); ++i) {
-        if (i && (digits.size() - i) % 3 == 0) out += ',';
-        out += digits[i];
-    }
-    return out;
-}
-
 std::string human(count n) {
     const double v = static_cast<double>(n);
     if (n >= 1'000'000'000'000ULL) return fmt::format("{:.2f}T", v / 1e12);

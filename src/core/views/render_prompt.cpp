@@ -146,14 +146,6 @@ private:
             build_moe_walkthrough(in, opt_, html_, sink);
         }
         out_ = &page;
-        if (p_.agreement > 1e-9 * std::max(1.0, max_abs(p_.output())))
-            paragraph(styled(style::red, fmt::format("✗ the forward pass's FFN sublayer and this trace differ by up to {}",
-                                                     format_short(p_.agreement, 6))));
-    }
-    static double max_abs(const matrix& m) {
-        double a = 0;
-        for (double v : m.data) a = std::max(a, std::abs(v));
-        return a;
     }
 
     // Tokens with a number each, as many to a line as fit: `label` then the list, wrapped under it.
@@ -335,7 +327,6 @@ std::string render_prompt_json(const prompt_trace& p) {
                          : moe_trace_json(p.ex, *p.moe, no_claims, p.moe_units ? &*p.moe_units : nullptr);
     for (auto& [key, value] : layer.items())
         if (key != "title" && key != "claims") out[key] = std::move(value);
-    out["agreement"] = p.agreement;
     if (p.prediction) {
         json lens = json::array();
         for (std::size_t t = 0; t < p.lens.size(); ++t)
@@ -364,6 +355,8 @@ std::string render_prompt_json(const prompt_trace& p) {
         json ablated = json::array();
         for (const auto& u : p.ablated) ablated.push_back(unit_json(u));
         out["ablated"] = std::move(ablated);
+        // The steps above are the unchanged layer's: the knock-out changes only `prediction`.
+        out["steps_of"] = "unchanged";
         json changes = json::array();
         for (const auto& c : p.changes)
             changes.push_back({{"id", c.id}, {"token", c.token}, {"before", c.before}, {"after", c.after},

@@ -1,0 +1,60 @@
+// Runs a prompt through a checkpoint with ffn-trace's library, reads the hook point mlp_post of
+// layer 0 (what the FFN's units feed W2) and prints the units that fired most at the last token.
+//
+//   hook_points [CHECKPOINT_DIR] [PROMPT] [LAYER]
+//   hook_points data/models/capitals "The capital of France is"
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/hooks.hpp"
+#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transformer.hpp"
+
+namespace {
+
+int fail(const ffn_trace::error& e) {
+    std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace ffn_trace;
+    const std::string dir = argc > 1 ? argv[1] : "data/models/capitals";
+    const std::string text = argc > 2 ? argv[2] : "The capital of France is";
+    const std::size_t layer = argc > 3 ? std::stoul(argv[3]) : 0;
+
+    auto ck = checkpoint::open(dir);
+    if (!ck) return fail(ck.err());
+    auto tok = open_tokenizer(dir);
+    if (!tok) return fail(tok.err());
+    auto ids = tok->encode(text);
+    if (!ids) return fail(ids.err());
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return fail(model.err());
+
+    // Keep only the one state asked for, and stop after its block.
+    hook_request request;
+    request.cache = {{hook_point::mlp_post, layer}};
+    request.last_layer = layer;
+    auto run = model->run_with_hooks(*ids, request);
+    if (!run) return fail(run.err());
+    const matrix& post = *run->cache.find({hook_point::mlp_post, layer});
+
+    const std::size_t last = post.rows - 1;
+    std::vector<std::size_t> units(post.cols);
+    std::iota(units.begin(), units.end(), std::size_t{0});
+    const std::size_t top = std::min<std::size_t>(5, units.size());
+    std::partial_sort(units.begin(), units.begin() + static_cast<long>(top), units.end(),
+                      [&](std::size_t a, std::size_t b) { return post(last, a) > post(last, b); });
+    std::printf("%zu tokens; layer %zu's mlp_post at \"%s\": (%zu, %zu)\n", ids->size(), layer,
+                tok->display(ids->back()).c_str(), post.rows, post.cols);
+    for (std::size_t k = 0; k < top; ++k) std::printf("  unit %3zu  %.4f\n", units[k], post(last, units[k]));
+    return 0;
+}

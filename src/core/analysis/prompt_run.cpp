@@ -1,0 +1,81 @@
+// One prompt run as one call (prompt.hpp's trace_prompt): the prompt read, the checkpoint, its
+// tokenizer and forward pass opened, the prompt tokenized, checked against the trace's budget and
+// run. The text is read and tokenized here once, before the model runs.
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "base/read_file.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/moe.hpp"
+#include "ffn_trace/prompt.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+// The directory the tokenizer is looked for in: the checkpoint's, or the one holding its file.
+std::string checkpoint_dir(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return path;
+    const auto parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
+// The layer's trace would hold more numbers than max_elements allows.
+std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::size_t max_elements) {
+    const std::size_t elements = ck.is_moe() ? trace_elements(ck.moe_shape(), tokens) - trace_elements(ck.moe_shape(), 0)
+                                             : trace_elements(ck.dense_shape(), tokens) - trace_elements(ck.dense_shape(), 0);
+    if (elements <= max_elements) return std::nullopt;
+    return error{"", "prompt", fmt::format("tracing {} tokens would keep {} numbers, more than max_elements {}; use a "
+                                           "shorter prompt, or raise max_elements",
+                                           tokens, with_separators(elements), with_separators(max_elements))};
+}
+
+// The prompt's text: given, or read from its file.
+outcome<std::string> prompt_text(const prompt_request& r) {
+    std::string text = r.text;
+    if (!r.file.empty()) {
+        auto read = read_prompt_file(r.file, r.max_file_size);
+        if (!read) return read.err();
+        text = std::move(*read);
+    }
+    if (text.empty())
+        return error{r.file, r.file.empty() ? "prompt" : "prompt_file", "the prompt is empty; give some text to run through the model"};
+    return text;
+}
+
+}  // namespace
+
+outcome<prompt_trace> trace_prompt(const prompt_request& r) {
+    auto tell = [&r](prompt_request::stage s) {
+        if (r.on_stage) r.on_stage(s);
+    };
+    auto text = prompt_text(r);
+    if (!text) return text.err();
+    tell(prompt_request::stage::reading_checkpoint);
+    auto ck = checkpoint::open(r.checkpoint, r.arch);
+    if (!ck) return ck.err();
+    auto tok = open_tokenizer(checkpoint_dir(r.checkpoint));
+    if (!tok) return tok.err();
+    auto prompt = tokenize_prompt(*tok, std::move(*text), r.file.empty() ? "prompt" : "prompt_file");
+    if (!prompt) {
+        if (prompt.err().file.empty()) prompt.err().file = r.file;
+        return prompt.err();
+    }
+    if (auto e = over_budget(*ck, prompt->ids.size(), r.max_elements)) {
+        e->file = r.checkpoint;
+        return *e;
+    }
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return model.err();
+
+    tell(prompt_request::stage::running_model);
+    prompt_options options = r.options;
+    options.explain_tokens.clear();
+    for (auto t : r.detail_tokens.empty() ? shown_indices(prompt->ids.size(), r.full) : r.detail_tokens)
+        if (t != gap) options.explain_tokens.push_back(t);
+    return run_prompt(*model, std::move(*prompt), options);
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,299 @@
+// The hook points of the forward pass (hooks.hpp): their names, the checks of a request, the
+// interventions applied in flight, and the pass itself, one call per line in the order of the
+// architecture, every block's FFN run by the engine.
+#include "ffn_trace/hooks.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/transformer.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+constexpr std::array<std::string_view, 11> point_names{"embed",   "resid_pre", "attn_out", "resid_mid",  "mlp_in",    "mlp_pre",
+                                                       "mlp_post", "mlp_out",   "resid_post", "final_norm", "logits"};
+
+bool is_hidden(hook_point p) { return p == hook_point::mlp_pre || p == hook_point::mlp_post; }
+bool is_head(hook_point p) { return p == hook_point::final_norm || p == hook_point::logits; }
+
+// The intervention on the rows of `value`, row r being token tokens[r] (identity when null);
+// `expert`: the expert whose hidden values these are (MoE), whose units alone it changes.
+void apply(const intervention& iv, matrix& value, const std::vector<std::size_t>* tokens, std::optional<std::size_t> expert) {
+    for (std::size_t r = 0; r < value.rows; ++r) {
+        const std::size_t token = tokens ? (*tokens)[r] : r;
+        std::size_t k = 0;  // the token's index among the positions
+        if (!iv.positions.empty()) {
+            const auto at = std::find(iv.positions.begin(), iv.positions.end(), token);
+            if (at == iv.positions.end()) continue;
+            k = static_cast<std::size_t>(at - iv.positions.begin());
+        }
+        if (iv.what == intervention::kind::replace) {
+            const auto from = iv.rows.row(iv.positions.empty() ? token : k);
+            std::copy(from.begin(), from.end(), value.row(r).begin());
+            continue;
+        }
+        for (const unit_ref& u : iv.units) {
+            if (u.expert != expert) continue;
+            double& v = value(r, u.unit);
+            v = iv.what == intervention::kind::zero ? 0.0 : iv.what == intervention::kind::scale ? v * iv.value : iv.value;
+        }
+    }
+}
+
+// A unit of an intervention against the point it changes.
+std::optional<error> check_unit(const checkpoint& ck, const intervention& iv, const unit_ref& u, std::size_t width) {
+    const checkpoint_config& c = ck.config();
+    const std::size_t N = iv.at.layer;
+    if (!is_hidden(iv.at.point)) {
+        if (u.expert || u.unit >= width)
+            return error{ck.origin(), "", fmt::format("{} has {} columns (0 to {}), without experts; got {}", to_string(iv.at), width,
+                                                      width - 1, u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit))};
+        return std::nullopt;
+    }
+    if (ck.is_moe() && !u.expert)
+        return error{ck.origin(), "", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}", N, u.unit)};
+    if (!ck.is_moe() && u.expert)
+        return error{ck.origin(), "", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}:{}", N, *u.expert, u.unit)};
+    if (u.expert && *u.expert >= c.n_experts)
+        return error{ck.origin(), "", fmt::format("expert {} is out of range: layer {} has {} experts (0 to {})", *u.expert, N,
+                                                  c.n_experts, c.n_experts - 1)};
+    if (u.unit >= c.d_ff)
+        return error{ck.origin(), "", fmt::format("unit {} is out of range: layer {} has d_ff = {} units (0 to {})", u.unit, N, c.d_ff,
+                                                  c.d_ff - 1)};
+    return std::nullopt;
+}
+
+// One intervention against the model and the prompt's length.
+std::optional<error> check_intervention(const transformer& model, const intervention& iv, std::size_t tokens) {
+    const checkpoint& ck = model.source();
+    const hook_point p = iv.at.point;
+    if (in_block(p) && iv.at.layer >= model.n_layers())
+        return error{ck.origin(), "at", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", iv.at.layer,
+                                                    model.n_layers(), model.n_layers() == 1 ? "" : "s", model.n_layers() - 1)};
+    if (is_head(p) && !model.has_head())
+        return error{ck.origin(), "at", fmt::format("a {} model is an encoder: it has no head", ck.config().arch)};
+    if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().arch == "bert"))
+        return error{ck.origin(), "at", fmt::format("{}: write resid_mid instead; this layer's FFN reads no norm of its own that "
+                                                    "can change alone", to_string(iv.at))};
+    for (std::size_t k = 0; k < iv.positions.size(); ++k)
+        if (iv.positions[k] >= tokens)
+            return error{ck.origin(), fmt::format("positions[{}]", k),
+                         fmt::format("token {} is out of range: the prompt has {} tokens (0 to {})", iv.positions[k], tokens, tokens - 1)};
+    const std::size_t width = model.width(p);
+    if (iv.what == intervention::kind::replace) {
+        if (is_hidden(p) && ck.is_moe())
+            return error{ck.origin(), "at", fmt::format("{} is per expert: change units E:J instead of whole rows", to_string(iv.at))};
+        const std::size_t rows = iv.positions.empty() ? tokens : iv.positions.size();
+        if (iv.rows.rows != rows || iv.rows.cols != width)
+            return error{ck.origin(), "rows", fmt::format("expected ({}, {}) for {}, got ({}, {})", rows, width, to_string(iv.at),
+                                                          iv.rows.rows, iv.rows.cols)};
+        return std::nullopt;
+    }
+    for (const unit_ref& u : iv.units)
+        if (auto e = check_unit(ck, iv, u, width)) {
+            e->path = "units";
+            return e;
+        }
+    return std::nullopt;
+}
+
+// The pass's state: the stream, the request, what it keeps.
+class hooked_pass {
+public:
+    hooked_pass(const transformer& model, const hook_request& request) : model_(model), request_(request) {}
+
+    // The interventions at this point applied to `value`, then `value` kept if asked for.
+    void at(hook_name h, matrix& value) {
+        for (const auto& iv : request_.interventions)
+            if (iv.at == h) apply(iv, value, nullptr, std::nullopt);
+        keep(h, value);
+    }
+    void keep(hook_name h, const matrix& value) {
+        if (std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end()) out.cache.keep(h, value);
+    }
+    bool cached(hook_name h) const { return std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end(); }
+
+    // The engine's steps of layer i mapped to the points they are.
+    step_hook ffn_hook(std::size_t i, std::vector<matrix>& wide) {
+        const bool gated = info(model_.source().config().act).gated;
+        return [this, i, gated, &wide](const step_site& s, matrix& value) {
+            std::optional<hook_point> p;
+            if (s.step == step_kind::norm && !s.expert && !post_norm()) p = hook_point::mlp_in;
+            if (s.step == step_kind::expand || s.step == step_kind::gate) p = hook_point::mlp_pre;
+            if (s.step == (gated ? step_kind::multiply : step_kind::activate)) p = hook_point::mlp_post;
+            if (s.step == step_kind::contract && !s.expert && !model_.source().is_moe()) p = hook_point::mlp_out;
+            if (s.step == step_kind::combine) p = hook_point::mlp_out;
+            if (!p) return;
+            const hook_name h{*p, i};
+            for (const auto& iv : request_.interventions)
+                if (iv.at == h) apply(iv, value, s.tokens, s.expert);
+            if (!s.expert) return keep(h, value);
+            if (cached(h)) spread(value, *s.expert, *s.tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
+        };
+    }
+
+    outcome<bool> block(std::size_t i, matrix& x, bool attention) {
+        if (attention) {
+            at({hook_point::resid_pre, i}, x);
+            auto added = model_.attention_output(i, x);
+            if (!added) return added.err();
+            at({hook_point::attn_out, i}, *added);
+            auto mid = model_.attention_residual(i, x, *added);
+            if (!mid) return mid.err();
+            x = std::move(*mid);
+        }
+        at({hook_point::resid_mid, i}, x);
+        if (post_norm()) keep({hook_point::mlp_in, i}, x);
+        std::vector<matrix> wide;
+        if (model_.source().is_moe()) wide.assign(2, matrix(x.rows, model_.source().config().n_experts * model_.source().config().d_ff));
+        auto s = model_.ffn_sublayer(i, x, ffn_hook(i, wide));
+        if (!s) return s.err();
+        if (model_.source().is_moe()) {
+            if (cached({hook_point::mlp_pre, i})) out.cache.keep({hook_point::mlp_pre, i}, wide[0]);
+            if (cached({hook_point::mlp_post, i})) out.cache.keep({hook_point::mlp_post, i}, wide[1]);
+        }
+        x = s->output();
+        at({hook_point::resid_post, i}, x);
+        if (request_.trace_layer == i) {
+            out.dense = std::move(s->dense);
+            out.moe = std::move(s->moe);
+        }
+        return true;
+    }
+
+    hooked_run out;
+
+private:
+    bool post_norm() const { return model_.source().config().arch == "bert"; }
+    // An expert's hidden rows into the wide (tokens, n_experts · d_ff) matrix.
+    void spread(const matrix& value, std::size_t e, const std::vector<std::size_t>& rows, matrix& wide) const {
+        for (std::size_t r = 0; r < rows.size(); ++r)
+            std::copy(value.row(r).begin(), value.row(r).end(), wide.row(rows[r]).begin() + static_cast<long>(e * value.cols));
+    }
+
+    const transformer& model_;
+    const hook_request& request_;
+};
+
+}  // namespace
+
+std::string_view point_name(hook_point p) { return point_names[static_cast<std::size_t>(p)]; }
+
+std::optional<hook_point> point_of(std::string_view name) {
+    for (std::size_t k = 0; k < point_names.size(); ++k)
+        if (point_names[k] == name) return static_cast<hook_point>(k);
+    return std::nullopt;
+}
+
+bool in_block(hook_point p) { return p != hook_point::embed && !is_head(p); }
+
+bool operator==(const hook_name& a, const hook_name& b) { return a.point == b.point && (!in_block(a.point) || a.layer == b.layer); }
+
+std::string to_string(const hook_name& h) {
+    return in_block(h.point) ? fmt::format("blocks.{}.{}", h.layer, point_name(h.point)) : std::string(point_name(h.point));
+}
+
+intervention zero_units(std::size_t layer, std::vector<unit_ref> units, std::vector<std::size_t> positions) {
+    intervention iv;
+    iv.at = {hook_point::mlp_post, layer};
+    iv.what = intervention::kind::zero;
+    iv.units = std::move(units);
+    iv.positions = std::move(positions);
+    return iv;
+}
+
+intervention replace_rows(hook_name at, std::vector<std::size_t> positions, matrix rows) {
+    intervention iv;
+    iv.at = at;
+    iv.what = intervention::kind::replace;
+    iv.positions = std::move(positions);
+    iv.rows = std::move(rows);
+    return iv;
+}
+
+const matrix* activation_cache::find(const hook_name& h) const {
+    for (const auto& [name, value] : kept_)
+        if (name == h) return &value;
+    return nullptr;
+}
+
+void activation_cache::keep(const hook_name& h, const matrix& value) { kept_.emplace_back(h, value); }
+
+std::size_t transformer::width(hook_point p) const {
+    if (is_hidden(p)) return ck_->config().d_ff;
+    return p == hook_point::logits ? vocab_ : ck_->config().d_model;
+}
+
+std::optional<error> transformer::check(const hook_request& request, std::size_t tokens) const {
+    auto layer_error = [&](std::size_t layer, const char* field) {
+        return error{ck_->origin(), field, fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer,
+                                                       n_layers(), n_layers() == 1 ? "" : "s", n_layers() - 1)};
+    };
+    if (request.trace_layer && *request.trace_layer >= n_layers()) return layer_error(*request.trace_layer, "trace_layer");
+    if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
+    for (std::size_t k = 0; k < request.head_rows.size(); ++k)
+        if (request.head_rows[k] >= tokens)
+            return error{ck_->origin(), fmt::format("head_rows[{}]", k),
+                         fmt::format("token {} is out of range: the prompt has {} tokens", request.head_rows[k], tokens)};
+    for (std::size_t k = 0; k < request.interventions.size(); ++k)
+        if (auto e = check_intervention(*this, request.interventions[k], tokens)) {
+            e->path = fmt::format("interventions[{}]{}{}", k, e->path.empty() ? "" : ".", e->path);
+            return e;
+        }
+    return std::nullopt;
+}
+
+outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& ids, const hook_request& request) const {
+    auto x = embed(ids);
+    if (!x) return x.err();
+    if (auto e = check(request, x->rows)) return *e;
+    hooked_pass pass(*this, request);
+    pass.at({hook_point::embed, 0}, *x);
+    hook_request rest = request;
+    rest.cache.erase(std::remove(rest.cache.begin(), rest.cache.end(), hook_name{hook_point::embed, 0}), rest.cache.end());
+    std::erase_if(rest.interventions, [](const intervention& iv) { return iv.at.point == hook_point::embed; });
+    auto out = run_from({hook_point::resid_pre, 0}, std::move(*x), rest);
+    if (!out) return out;
+    if (const matrix* e = pass.out.cache.find({hook_point::embed, 0})) out->cache.keep({hook_point::embed, 0}, *e);
+    return out;
+}
+
+outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_request& request) const {
+    if (start.point != hook_point::resid_pre && start.point != hook_point::resid_mid)
+        return error{ck_->origin(), "start", fmt::format("a run starts at a block's resid_pre or resid_mid, not {}", to_string(start))};
+    if (start.layer >= n_layers())
+        return error{ck_->origin(), "start", fmt::format("layer {} is out of range: the checkpoint has {} layers", start.layer, n_layers())};
+    if (x.cols != ck_->config().d_model || x.rows == 0)
+        return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
+    if (auto e = check(request, x.rows)) return *e;
+    hooked_pass pass(*this, request);
+    const std::size_t last = request.last_layer.value_or(n_layers() - 1);
+    for (std::size_t i = start.layer; i <= last; ++i)
+        if (auto b = pass.block(i, x, i > start.layer || start.point == hook_point::resid_pre); !b) return b.err();
+    std::vector<std::size_t> rows = request.head_rows;
+    const auto asks_head = [&](hook_point p) {
+        return pass.cached({p, 0}) || std::any_of(request.interventions.begin(), request.interventions.end(),
+                                                  [p](const intervention& iv) { return iv.at.point == p; });
+    };
+    if (rows.empty() && (asks_head(hook_point::final_norm) || asks_head(hook_point::logits)))
+        for (std::size_t t = 0; t < x.rows; ++t) rows.push_back(t);
+    if (!rows.empty() && last + 1 == n_layers() && has_head()) {
+        // The head's rows are some positions: an intervention's positions are mapped to them.
+        auto logits = head(x, rows, [&](hook_point p, matrix& value) {
+            for (const auto& iv : request.interventions)
+                if (iv.at.point == p) apply(iv, value, &rows, std::nullopt);
+            pass.keep({p, 0}, value);
+        });
+        if (!logits) return logits.err();
+        pass.out.logits = std::move(*logits);
+        pass.out.head_rows = std::move(rows);
+    }
+    pass.out.stream = std::move(x);
+    return std::move(pass.out);
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,299 @@
+// hooks.hpp: the hook points of the forward pass on tiny checkpoints of every family. A read is the
+// independent reference's intermediate value (reference_transformer.hpp); a write is the reference
+// with the same patch, or rerun with the weights changed to the same effect; a run from a block
+// with the cached stream is the full run; and a request outside the model is an error naming it.
+#include "ffn_trace/hooks.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/transformer.hpp"
+#include "reference_transformer.hpp"
+#include "tiny_transformer.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+namespace ckpt = test::ckpt;
+namespace ref = reference_transformer;
+
+namespace {
+
+using test::tiny::d_model, test::tiny::d_ff, test::tiny::check_same, test::tiny::open_model;
+constexpr std::size_t n_layers = 2;
+const std::vector<std::size_t> prompt{3, 1, 4, 1, 5};
+
+test::tiny::model make_model(const std::string& arch) { return test::tiny::make(arch, {.n_layers = n_layers, .seed = 11}); }
+
+std::vector<std::size_t> every_position() { return {0, 1, 2, 3, 4}; }
+
+}  // namespace
+
+TEST_CASE("a run keeps only the points asked for, each the reference's intermediate value") {
+    for (const char* arch : {"gpt2", "bert", "llama", "qwen2", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        const bool moe = std::string(arch) == "mixtral", bert = std::string(arch) == "bert";
+        hook_request request;
+        request.cache.push_back({hook_point::embed, 0});
+        for (std::size_t l = 0; l < n_layers; ++l)
+            for (hook_point p : {hook_point::resid_pre, hook_point::attn_out, hook_point::resid_mid, hook_point::mlp_in, hook_point::mlp_pre,
+                                 hook_point::mlp_post, hook_point::mlp_out, hook_point::resid_post})
+                if (!moe || (p != hook_point::mlp_pre && p != hook_point::mlp_post)) request.cache.push_back({p, l});
+        if (!bert) {
+            request.cache.push_back({hook_point::final_norm, 0});
+            request.cache.push_back({hook_point::logits, 0});
+        }
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        const activation_cache& c = run->cache;
+        CHECK(c.size() == request.cache.size());
+        CHECK(c.find({hook_point::mlp_post, 0}) == (moe ? nullptr : c.find({hook_point::mlp_post, 0})));
+        check_same(*c.find({hook_point::embed, 0}), want.embedded, "embed");
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            CAPTURE(l);
+            check_same(*c.find({hook_point::resid_pre, l}), l == 0 ? want.embedded : want.after_ffn[l - 1], "resid_pre");
+            check_same(*c.find({hook_point::attn_out, l}), want.attn_out[l], "attn_out");
+            check_same(*c.find({hook_point::resid_mid, l}), want.after_attention[l], "resid_mid");
+            check_same(*c.find({hook_point::mlp_in, l}), want.mlp_in[l], "mlp_in");
+            if (!moe) {
+                check_same(*c.find({hook_point::mlp_pre, l}), want.mlp_pre[l], "mlp_pre");
+                check_same(*c.find({hook_point::mlp_post, l}), want.mlp_post[l], "mlp_post");
+            }
+            check_same(*c.find({hook_point::mlp_out, l}), want.mlp_out[l], "mlp_out");
+            check_same(*c.find({hook_point::resid_post, l}), want.after_ffn[l], "resid_post");
+        }
+        check_same(run->stream, want.after_ffn.back(), "the stream leaving the last block");
+        if (bert) continue;
+        check_same(*c.find({hook_point::final_norm, 0}), want.final_norm, "final_norm");
+        check_same(*c.find({hook_point::logits, 0}), want.logits, "logits");
+        check_same(run->logits, want.logits, "the head's logits");
+        REQUIRE(run->head_rows == every_position());
+    }
+}
+
+TEST_CASE("nothing asked for, nothing kept; and the head runs only at the rows asked for") {
+    const auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    const ref::run want = ref::forward(m.spec, m.values, prompt);
+    hook_request request;
+    request.head_rows = {4};
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    CHECK(run->cache.size() == 0);
+    CHECK_FALSE(run->dense);
+    check_same(run->logits, {want.logits[4]}, "the last position's logits");
+}
+
+TEST_CASE("an MoE layer's hidden values read wide: expert e's unit j in column e · d_ff + j, 0 where e was not chosen") {
+    const auto m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    hook_request request;
+    request.cache = {{hook_point::mlp_post, 1}};
+    request.trace_layer = 1;
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    REQUIRE(run->moe);
+    const matrix& wide = *run->cache.find({hook_point::mlp_post, 1});
+    const std::size_t n_experts = run->moe->layer().n_experts();
+    REQUIRE(wide.rows == prompt.size());
+    REQUIRE(wide.cols == n_experts * d_ff);
+    for (std::size_t e = 0; e < n_experts; ++e) {
+        const expert_trace* et = run->moe->expert(e);
+        for (std::size_t t = 0; t < prompt.size(); ++t) {
+            CAPTURE(e);
+            CAPTURE(t);
+            const auto row = et ? et->row_of(t) : std::nullopt;
+            for (std::size_t j = 0; j < d_ff; ++j)
+                CHECK(wide(t, e * d_ff + j) == (row ? et->tr.step(ffn_trace::step_kind::multiply).value(*row, j) : 0.0));
+        }
+    }
+}
+
+TEST_CASE("zeroing, scaling or setting a unit at one position is the reference with the same patch, and the trace shows it") {
+    for (const char* arch : {"gpt2", "llama"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        struct change {
+            intervention::kind what;
+            double value;
+        };
+        for (const change c : {change{intervention::kind::zero, 0}, change{intervention::kind::scale, -2.5},
+                               change{intervention::kind::set, 0.75}}) {
+            CAPTURE(static_cast<int>(c.what));
+            ref::patches patch;
+            patch.fed = [&](std::size_t l, std::size_t t, ref::vec& fed) {
+                if (l != 1 || t != 2) return;
+                fed[5] = c.what == intervention::kind::zero ? 0.0 : c.what == intervention::kind::scale ? fed[5] * c.value : c.value;
+            };
+            const ref::run want = ref::forward(m.spec, m.values, prompt, patch);
+            hook_request request;
+            intervention iv;
+            iv.at = {hook_point::mlp_post, 1};
+            iv.what = c.what;
+            iv.positions = {2};
+            iv.units = {{std::nullopt, 5}};
+            iv.value = c.value;
+            request.interventions = {iv};
+            request.trace_layer = 1;
+            request.cache = {{hook_point::resid_post, 1}};
+            request.head_rows = every_position();
+            auto run = tr.run_with_hooks(prompt, request);
+            REQUIRE(run);
+            check_same(*run->cache.find({hook_point::resid_post, 1}), want.after_ffn[1], "resid_post after the change");
+            check_same(run->logits, want.logits, "logits after the change");
+            // the layer the pass ran is the layer traced: its hidden step holds the changed value
+            REQUIRE(run->dense);
+            const matrix& fed = run->dense->step(std::string(arch) == "gpt2" ? step_kind::activate : step_kind::multiply).value;
+            CHECK(fed(2, 5) == Approx(want.mlp_post[1][2][5]).epsilon(1e-9));
+            CHECK(run->dense->output().value(2, 0) == Approx(want.after_ffn[1][2][0]).epsilon(1e-9));
+        }
+    }
+}
+
+TEST_CASE("zeroing a unit at every token is the reference rerun with that unit's W2 row zeroed") {
+    SUBCASE("GPT-2: unit 5 of layer 1 (c_proj stored in × out: its row 5)") {
+        auto m = make_model("gpt2");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        ref::tensor& w2 = m.values.at("transformer.h.1.mlp.c_proj.weight");
+        for (std::size_t i = 0; i < d_model; ++i) w2.values[5 * d_model + i] = 0;
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        hook_request request;
+        request.interventions = {zero_units(1, {{std::nullopt, 5}})};
+        request.head_rows = {4};
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        check_same(run->stream, want.after_ffn[1], "knocked-out stream");
+        check_same(run->logits, {want.logits[4]}, "logits after the knock-out");
+    }
+    SUBCASE("Mixtral: unit 3 of expert 2 in layer 1 keeps its expert") {
+        auto m = make_model("mixtral");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run before = ref::forward(m.spec, m.values, prompt);
+        ref::tensor& w2 = m.values.at("model.layers.1.block_sparse_moe.experts.2.w2.weight");
+        for (std::size_t i = 0; i < d_model; ++i) w2.values[i * d_ff + 3] = 0;
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        hook_request request;
+        request.interventions = {zero_units(1, {{2, 3}})};
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        check_same(run->stream, want.after_ffn[1], "knocked-out MoE block");
+        double change = 0;  // the knock-out changed something: expert 2 was chosen by some token
+        for (std::size_t t = 0; t < prompt.size(); ++t)
+            for (std::size_t i = 0; i < d_model; ++i) change += std::fabs(want.after_ffn[1][t][i] - before.after_ffn[1][t][i]);
+        CHECK(change > 0);
+    }
+}
+
+TEST_CASE("replacing resid_post's row at one position is the reference with the same patch") {
+    for (const char* arch : {"gpt2", "llama", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        matrix row(1, d_model);
+        for (std::size_t i = 0; i < d_model; ++i) row(0, i) = 0.1 * static_cast<double>(i) - 0.7;
+        ref::patches patch;
+        patch.after_ffn = [&](std::size_t l, std::size_t t, ref::vec& x) {
+            if (l == 0 && t == 1) x.assign(row.data.begin(), row.data.end());
+        };
+        const ref::run want = ref::forward(m.spec, m.values, prompt, patch);
+        hook_request request;
+        request.interventions = {replace_rows({hook_point::resid_post, 0}, {1}, row)};
+        request.head_rows = every_position();
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        check_same(run->stream, want.after_ffn[1], "the stream after the patch");
+        check_same(run->logits, want.logits, "logits after the patch");
+    }
+}
+
+TEST_CASE("running from a block with the cached stream is the full run, number for number") {
+    for (const char* arch : {"gpt2", "bert", "llama", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        hook_request request;
+        request.cache = {{hook_point::resid_pre, 1}, {hook_point::resid_mid, 1}};
+        if (tr.has_head()) request.head_rows = every_position();
+        auto full = tr.run_with_hooks(prompt, request);
+        REQUIRE(full);
+        hook_request rest;
+        rest.head_rows = request.head_rows;
+        for (hook_point start : {hook_point::resid_pre, hook_point::resid_mid}) {
+            auto from = tr.run_from({start, 1}, *full->cache.find({start, 1}), rest);
+            REQUIRE(from);
+            CHECK(from->stream.data == full->stream.data);
+            CHECK(from->logits.data == full->logits.data);
+        }
+    }
+}
+
+TEST_CASE("a request outside the model is one error naming the field and what the model has") {
+    const auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    auto fails = [&](intervention iv) {
+        hook_request request;
+        request.interventions = {std::move(iv)};
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE_FALSE(run);
+        return run.err();
+    };
+    SUBCASE("a unit past d_ff") {
+        const error e = fails(zero_units(1, {{std::nullopt, d_ff}}));
+        CHECK(e.path == "interventions[0].units");
+        CHECK(e.message == "unit 12 is out of range: layer 1 has d_ff = 12 units (0 to 11)");
+    }
+    SUBCASE("an expert in a dense layer") {
+        CHECK(fails(zero_units(0, {{0, 1}})).message == "layer 0 is dense: name a unit as J, without an expert; got 0:1");
+    }
+    SUBCASE("a position past the prompt") {
+        const error e = fails(zero_units(0, {{std::nullopt, 1}}, {5}));
+        CHECK(e.path == "interventions[0].positions[0]");
+        CHECK(e.message == "token 5 is out of range: the prompt has 5 tokens (0 to 4)");
+    }
+    SUBCASE("rows of the wrong shape") {
+        const error e = fails(replace_rows({hook_point::resid_mid, 0}, {0, 1}, matrix(1, d_model)));
+        CHECK(e.path == "interventions[0].rows");
+        CHECK(e.message == "expected (2, 16) for blocks.0.resid_mid, got (1, 16)");
+    }
+    SUBCASE("a layer past the last") {
+        CHECK(fails(zero_units(n_layers, {{std::nullopt, 1}})).message.find("layer 2 is out of range") != std::string::npos);
+    }
+    SUBCASE("a trace of a layer past the last, and a start that is not a stream") {
+        hook_request request;
+        request.trace_layer = n_layers;
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE_FALSE(run);
+        CHECK(run.err().path == "trace_layer");
+        auto from = tr.run_from({hook_point::mlp_out, 0}, matrix(5, d_model), {});
+        REQUIRE_FALSE(from);
+        CHECK(from.err().path == "start");
+    }
+}
+
+TEST_CASE("hook points have TransformerLens-like names, and read back") {
+    CHECK(to_string({hook_point::mlp_post, 3}) == "blocks.3.mlp_post");
+    CHECK(to_string({hook_point::logits, 7}) == "logits");
+    for (std::size_t k = 0; k <= static_cast<std::size_t>(hook_point::logits); ++k) {
+        const auto p = static_cast<hook_point>(k);
+        CHECK(point_of(point_name(p)) == p);
+    }
+    CHECK_FALSE(point_of("hook_post"));
+    CHECK(hook_name{hook_point::embed, 0} == hook_name{hook_point::embed, 4});
+    CHECK_FALSE(hook_name{hook_point::mlp_in, 0} == hook_name{hook_point::mlp_in, 1});
+}
