@@ -68,12 +68,14 @@ int run_checkpoint_prompt(const run_options& o) {
         if (prompt.err().file.empty() && !f.prompt_file.empty()) prompt.err().file = f.prompt_file;
         return report(prompt.err());
     }
-    if (auto e = over_budget(*ck, prompt->ids.size(), o.limits)) {
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return report(model.err());
+    // A prompt longer than the model reads is refused as that, before its trace is sized.
+    if (auto e = check_prompt_length(*model, prompt->ids.size(), option)) return report(*e);
+    if (auto e = over_budget(model->source(), prompt->ids.size(), o.limits)) {
         e->file = f.path;
         return report(*e);
     }
-    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    if (!model) return report(model.err());
 
     set_activity({"running the model", "--max-elements, or use a shorter prompt"});
     prompt_options po{f.layer, std::move(ablate), o.top, o.units, {}};
