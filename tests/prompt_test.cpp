@@ -303,7 +303,7 @@ TEST_CASE("a prompt that is not UTF-8 names the option and the offset of the fir
     for (const auto& [text, offset, byte] : std::vector<bad_text>{{"\xFF\xFE", 0, "0xFF"},
                                                                    {"ab\xED\xA0\x80", 2, "0xED"},
                                                                    {"a\xC0\xAF", 1, "0xC0"},
-                                                                   {"aaa\xE0\x80\x80b", 3, "0xE0"},
+                                                                   {"aaa\xE0\x80\x80" "b", 3, "0xE0"},
                                                                    {"b\xF4\x90\x80\x80", 1, "0xF4"},
                                                                    {"\xF8\x88\x80\x80\x80", 0, "0xF8"},
                                                                    {"ab\xC3", 2, "0xC3"}}) {

@@ -17,7 +17,7 @@ const std::string file = "t.json";
 
 regex compiled(const std::string& pattern) {
     auto r = regex::compile(pattern, false, file, "pre_tokenizer.pattern.Regex");
-    INFO(r ? "" : r.err().to_string());
+    INFO("error: ", (r ? std::string() : r.err().to_string()));
     REQUIRE(r);
     return *r;
 }
