@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Times reading example files whose "expect" list holds 50k, 100k and 400k claims (the array
 # of objects that once cost time growing with the square of its length), then the checkpoint
-# readers at 12k and 120k entries and tokenizer.json at 25k and 250k (10× the entries should cost
-# about 10×). Linear parsing shows
+# readers at 12k and 120k entries, tokenizer.json at 25k and 250k, an example's input of 800k and
+# 8M one-number tokens, and the tokenizer's encode over 100 KB and 1 MB (10× the entries should
+# cost about 10×). Linear parsing shows
 # as seconds growing like the objects (about 2× from 50k to 100k, 4× from 100k to 400k).
 # A benchmark for people, not a test: nothing here fails on a slow machine.
 #
@@ -81,6 +82,10 @@ elif kind == "metadata":
     text = json.dumps(header).encode()
     with open(os.path.join(folder, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + data)
+elif kind == "vocab_array":
+    # vocab.json as an array of n empty objects: refused as no vocabulary, after reading it.
+    with open(os.path.join(folder, "vocab.json"), "w") as f:
+        f.write("[" + ",".join(["{}"] * n) + "]")
 elif kind == "vocab":
     # vocab.json maps each token to its id; ids past the embedding's rows are refused, after reading.
     with open(os.path.join(folder, "vocab.json")) as f:
@@ -98,7 +103,7 @@ PY
 }
 
 printf '\n%-8s %10s %12s %10s\n' reader entries bytes seconds
-for kind in header metadata index config vocab; do
+for kind in header metadata index config vocab vocab_array; do
     for n in 12000 120000; do
         folder=$dir/${kind}_$n
         make_checkpoint "$kind" "$n" "$folder"
@@ -119,6 +124,9 @@ kind, n, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 tokenizer = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}
 if kind == "added":
     tokenizer["added_tokens"] = [{"id": 3 + i, "content": f"<extra_{i}>", "special": True} for i in range(n)]
+elif kind == "empty_added":
+    # n entries without id or content: refused at the first, after reading them all.
+    tokenizer["added_tokens"] = [{} for i in range(n)]
 else:
     tokenizer["model"]["vocab"] = [{"token": f"t{i}", "id": i} for i in range(n)]
 with open(path, "w") as f:
@@ -126,7 +134,7 @@ with open(path, "w") as f:
 PY
 }
 
-for kind in added array; do
+for kind in added empty_added array; do
     for n in 25000 250000; do
         file=$dir/tokenizer_${kind}_$n.json
         make_tokenizer "$kind" "$n" "$file"
@@ -134,5 +142,60 @@ for kind in added array; do
         build/ffn-trace tokenize --tokenizer "$file" "ab a" >/dev/null 2>&1 || true
         end=$(date +%s.%N)
         printf '%-8s %10d %12d %10.2f\n' "$kind" "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
+    done
+done
+
+# An example whose input is n tokens of one number each (d_model 1): the input is read into its
+# matrix as the parser streams it. Timed through `check`, with the peak memory (KB) beside it.
+printf '\n%-8s %10s %12s %10s %10s\n' input tokens bytes seconds peak_kb
+for n in 800000 8000000; do
+    file=$dir/input_$n.json
+    awk -v n="$n" 'BEGIN {
+        printf "{\"activation\": \"relu\", \"layout\": \"in_out\", \"weights\": {\"W1\": [[1]], \"W2\": [[1]]}, \"input\": [\n"
+        for (i = 0; i < n; ++i) printf "[%d]%s\n", i % 10, i + 1 < n ? "," : ""
+        printf "]}\n"
+    }' >"$file"
+    start=$(date +%s.%N)
+    /usr/bin/time -f %M -o "$dir/peak" build/ffn-trace check "$file" --max-file-size 1000000000 >/dev/null 2>&1 || true
+    end=$(date +%s.%N)
+    printf '%-8s %10d %12d %10.2f %10d\n' input "$n" "$(stat -c %s "$file")" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "$(tail -n 1 "$dir/peak")"
+done
+
+# The tokenizer's encode over a prompt of n bytes: a Split stage with GPT-2's regex before
+# byte-level BPE, and one word of n letters cut by WordPiece with no limit on a word's length.
+# Timed through `run --prompt-file` on a copy of data/models/capitals with that tokenizer, which
+# refuses the prompt for its length once it is encoded.
+make_encode() {  # kind bytes folder
+    python3 - "$@" <<'PY'
+import json, os, shutil, sys
+kind, n, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+shutil.copytree("data/models/capitals", folder)
+if kind == "split":
+    pattern = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+    vocab = {chr(c): i for i, c in enumerate(range(32, 127))}
+    tokenizer = {"pre_tokenizer": {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated"},
+                 "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+    line = "The capital of France is Paris; it's 2,024 km   from here... isn't it?\n"
+    text = (line * (n // len(line) + 1))[:n]
+else:
+    tokenizer = {"model": {"type": "WordPiece", "unk_token": "[UNK]", "max_input_chars_per_word": 10**9,
+                           "vocab": {"[UNK]": 0, "a": 1, "##a": 2, "##aaa": 3}}}
+    text = "a" * n
+with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+    json.dump(tokenizer, f)
+with open(os.path.join(folder, "prompt.txt"), "w") as f:
+    f.write(text)
+PY
+}
+
+printf '\n%-9s %10s %10s\n' encode bytes seconds
+for kind in split wordpiece; do
+    for n in 100000 1000000; do
+        folder=$dir/encode_${kind}_$n
+        make_encode "$kind" "$n" "$folder"
+        start=$(date +%s.%N)
+        build/ffn-trace run --checkpoint "$folder" --layer 0 --prompt-file "$folder/prompt.txt" >/dev/null 2>&1 || true
+        end=$(date +%s.%N)
+        printf '%-9s %10d %10.2f\n' "$kind" "$n" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
     done
 done

@@ -24,9 +24,24 @@ cli_test("check points at the walkthrough's slipped outputs" 1
   -- ${FT} check ${DATA}/walkthrough.json)
 cli_test("check leaves the walkthrough's correct gelu(0.43) alone" 1 "!activate\\[0\\]\\[0\\]" EMPTY
   -- ${FT} check ${DATA}/walkthrough.json)
-cli_test("check prints nothing when one file of several is bad" 2 EMPTY
+cli_test("check reports the files it read when one of several cannot be read, and exits 2" 2
+  "^.*lesson_hand.json: all 12 claims hold 1 file, 12 claims, 0 failed\; 1 could not be read$"
   "^error: .*missing.json: cannot open the file"
   -- ${FT} check ${DATA}/lesson_hand.json ${INPUTS}/missing.json)
+cli_test("check reads every file, each one it cannot read an error line of its own, in order" 2
+  "^abs_relu.json: all [0-9]+ claims hold memory.json: all [0-9]+ claims hold 2 files, [0-9]+ claims, 0 failed\; 3 could not be read$"
+  "^error: .*missing.json: cannot open the file.* error: .*truncated.json: line [0-9]+, column [0-9]+: malformed JSON.* error: .*missing_activation.json: activation: required key is missing"
+  --error-lines 3
+  -- bash -c "cd \"$1\" && exec \"$0\" check \"$2\"/missing.json abs_relu.json \"$2\"/truncated.json memory.json \"$3\"/009_missing_activation.json"
+     ${FT} ${DATA} ${INPUTS} ${CMAKE_CURRENT_SOURCE_DIR}/corpus)
+cli_test("check data/*.json checks every example and skips the JSON Schema with a note" 1
+  "ffn-trace.schema.json: skipped: a JSON Schema, not an example .*walkthrough.json: [0-9]+ of [0-9]+ claims fail.* 10 files, [0-9]+ claims, [0-9]+ failed\; 1 skipped$"
+  EMPTY -- bash -c "cd \"$1\" && exec \"$0\" check *.json" ${FT} ${DATA})
+cli_test("check of the JSON Schema alone skips it and checks nothing" 0
+  "^ffn-trace.schema.json: skipped: a JSON Schema" EMPTY -- bash -c "cd \"$1\" && exec \"$0\" check ffn-trace.schema.json" ${FT} ${DATA})
+cli_test("run names a JSON Schema for what it is" 2 EMPTY
+  "^error: .*ffn-trace.schema.json: \\$schema: names the JSON Schema meta-schema: this file is a schema, not an example file$"
+  -- ${FT} run ${DATA}/ffn-trace.schema.json)
 
 # usage and input errors: one line on stderr, exit 2, nothing on stdout
 cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
@@ -751,7 +766,7 @@ cli_test("tokenize names a directory with no tokenizer" 2 EMPTY "^error: .*: no 
   -- ${FT} tokenize --checkpoint ${INPUTS} "x")
 cli_test("tokenize names an unsupported stage and its JSON path" 2 EMPTY "^error: .*bad_normalizer.json: normalizer.type: unsupported normalizer \"Precompiled\"$"
   -- ${FT} tokenize --tokenizer ${INPUTS}/bad_normalizer.json "x")
-cli_test("tokenize refuses text that is not UTF-8" 2 EMPTY "^error: TEXT: the text is not UTF-8$"
+cli_test("tokenize refuses text that is not UTF-8" 2 EMPTY "^error: TEXT: the text is not UTF-8: byte 0 \\(0xFF\\) starts no character$"
   -- bash -c "exec \"$0\" tokenize --tokenizer \"$1\" $'\\xff'" ${FT} ${TOKENIZERS}/gpt2_like.json)
 # A tokenizer file past 64 MiB is refused on its size alone (a sparse file costs no disk), and no
 # option raises that limit, so the message names none; a directory is named for what was expected.
@@ -790,8 +805,47 @@ cli_test("run --prompt-file with only a line break is an empty prompt, refused" 
   "^error: .*empty.txt: --prompt-file: the prompt is empty\; give some text"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/empty.txt)
 cli_test("run --prompt longer than the position table is refused" 2 EMPTY
-  "^error: .*capitals: --prompt: the prompt is [0-9]+ tokens, longer than the model's position table of 64\; shorten it$"
+  "^error: .*capitals: --prompt: the prompt is [0-9]+ tokens\; the model reads at most 64\; shorten it$"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt "a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a")
+cli_test("run --prompt-file of 1 MB is refused for its length before its trace is sized" 2 EMPTY
+  "^error: .*capitals: --prompt-file: the prompt is [0-9]{3},[0-9]{3} tokens\; the model reads at most 64\; shorten it$"
+  -- bash -c "mkdir -p \"$2\" && yes 'The capital of France is Paris, and 1,234 people live there!' | head -c 1048576 >\"$2/long.txt\" && exec \"$0\" run --checkpoint \"$1\" --layer 0 --prompt-file \"$2/long.txt\""
+     ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-long-prompt)
+# Text that is not UTF-8, in each of its forms: the option and the offset of the first bad byte named.
+foreach(bad "\\xff\\xfe|0|FF" "The \\xed\\xa0\\x80|4|ED" "ab\\xc0\\xaf|2|C0" "\\xe0\\x80\\x80|0|E0" "x\\xf4\\x90\\x80\\x80|1|F4"
+            "Paris\\xf8\\x88\\x80\\x80\\x80|5|F8" "is \\xc3|3|C3")
+  string(REPLACE "|" ";" parts "${bad}")
+  list(GET parts 0 text)
+  list(GET parts 1 offset)
+  list(GET parts 2 byte)
+  cli_test("run --prompt $'${text}' names the option and byte ${offset}" 2 EMPTY
+    "^error: --prompt: the text is not UTF-8: byte ${offset} \\(0x${byte}\\) starts no character$"
+    -- bash -c "exec \"$0\" run --checkpoint \"$1\" --layer 0 --prompt $'${text}'" ${FT} ${CAPITALS})
+endforeach()
+cli_test("run --prompt-file that is not UTF-8 names the file, the option and the byte" 2 EMPTY
+  "^error: .*bad.txt: --prompt-file: the text is not UTF-8: byte 6 \\(0xC3\\) starts no character$"
+  -- bash -c "mkdir -p \"$2\" && printf 'Paris \\303(\\n' >\"$2/bad.txt\" && exec \"$0\" run --checkpoint \"$1\" --layer 0 --prompt-file \"$2/bad.txt\""
+     ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-bad-prompt)
+# One rule for every whole number of the command line: no leading zero, whatever the option.
+cli_test("run --ablate refuses a leading zero, as --layer does" 2 EMPTY
+  "^error: --ablate: expected a unit as J, or E:J for unit J of expert E, in decimal digits with no leading zero, comma-separated\; got \"03\"$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate=03)
+cli_test("run --ablate refuses a leading zero in an expert's unit" 2 EMPTY "^error: --ablate: .*got \"1:07\"$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 2,1:07)
+cli_test("run --layer refuses 00" 2 EMPTY "^error: --layer: expected a whole number from 0 to .*got \"00\""
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 00 --prompt "The capital of France is")
+cli_test("run --set refuses an index with a leading zero" 2 EMPTY
+  "^error: .*lesson_hand.json: input\\[01\\]: --set: expected a path such as .* an index is a whole number in brackets, with no leading zero$"
+  -- ${FT} run ${DATA}/lesson_hand.json --set "input[01]=1")
+# config.json sizes past any model's: the bound is stated.
+cli_test("run --checkpoint states the bound num_attention_heads exceeds" 2 EMPTY
+  "^error: .*/config.json: num_attention_heads: the number 4611686018427387904 is more than a size may be: at most 1,099,511,627,776 \\(2\\^40\\)$"
+  -- bash -c "rm -rf \"$2\" && cp -r \"$1\" \"$2\" && sed -i 's/\"hidden_size\": 4,/\"hidden_size\": 4, \"num_attention_heads\": 4611686018427387904,/' \"$2/config.json\" && exec \"$0\" run --checkpoint \"$2\" --layer 0 --embedding 1"
+     ${FT} ${CKPT}/llama ${CMAKE_CURRENT_BINARY_DIR}/cli-config-heads)
+cli_test("run --checkpoint states the bound max_position_embeddings: 1e18 exceeds" 2 EMPTY
+  "^error: .*/config.json: max_position_embeddings: the number 1e\\+18 is more than a size may be: at most 1,099,511,627,776 \\(2\\^40\\)$"
+  -- bash -c "rm -rf \"$2\" && cp -r \"$1\" \"$2\" && sed -i 's/\"hidden_size\": 4,/\"hidden_size\": 4, \"max_position_embeddings\": 1e18,/' \"$2/config.json\" && exec \"$0\" run --checkpoint \"$2\" --layer 0 --embedding 1"
+     ${FT} ${CKPT}/llama ${CMAKE_CURRENT_BINARY_DIR}/cli-config-positions)
 cli_test("run --prompt with --layer past the last is refused" 2 EMPTY
   "^error: .*capitals: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 2 --prompt "The capital of France is")

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <doctest/doctest.h>
 #include <string>
+#include <utility>
 #include <vector>
 
 using ffn_trace::detail::json_reader;
@@ -103,6 +104,33 @@ TEST_CASE("reading ten times the objects costs ten times the work") {
     const double ratio = static_cast<double>(work_of(array_of_objects(100000))) /
                          static_cast<double>(work_of(array_of_objects(10000)));
     CHECK(ratio == doctest::Approx(10).epsilon(0.01));
+}
+
+TEST_CASE("250,000 empty objects cost ten times the work of 25,000, whole, as a stream's elements or inside one") {
+    // The shapes nlohmann's callback parser reads in n² time when it discards values: a vocab.json
+    // that is an array of {}, added_tokens of {}, and the array one level down.
+    const auto empties = [](std::size_t n, const char* open, const char* close) {
+        std::string text = open;
+        for (std::size_t i = 0; i < n; ++i) text += i ? ",{}" : "{}";
+        return text + close;
+    };
+    using ffn_trace::detail::json_section;
+    std::size_t elements = 0;
+    const json_section added{{"added_tokens"}, json::value_t::array, [&](std::string_view, std::size_t, json& e) {
+                                 CHECK(e.is_object());
+                                 ++elements;
+                             }};
+    const auto work = [&](const std::string& text) {
+        json_reader reader(text, "f.json", {&added, 1});
+        REQUIRE(reader.parse());
+        return static_cast<double>(reader.work());
+    };
+    for (const auto& [open, close] : std::vector<std::pair<const char*, const char*>>{
+             {"[", "]"}, {R"({"added_tokens": [)", "]}"}, {"[[", "]]"}}) {
+        CAPTURE(open);
+        CHECK(work(empties(250'000, open, close)) / work(empties(25'000, open, close)) == doctest::Approx(10).epsilon(0.01));
+    }
+    CHECK(elements == 275'000);  // every one of the streamed section's, handed on
 }
 
 TEST_CASE("an object of n keys costs about n·log n comparisons to check for duplicates") {

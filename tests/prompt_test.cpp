@@ -249,8 +249,13 @@ TEST_CASE("a prompt the model cannot run is one error naming the option and what
     SUBCASE("longer than the position table") {
         const error e = fails(std::vector<std::size_t>(positions + 1, 1), 0, {});
         CHECK(e.path == "prompt");
-        CHECK(e.message.find("9 tokens") != std::string::npos);
-        CHECK(e.message.find("8") != std::string::npos);
+        CHECK(e.message == "the prompt is 9 tokens; the model reads at most 8; shorten it");
+        // The same check on its own, before a trace is sized, with the counts in groups of three.
+        auto alone = check_prompt_length(model, 229'377, "prompt_file");
+        REQUIRE(alone);
+        CHECK(alone->path == "prompt_file");
+        CHECK(alone->message == "the prompt is 229,377 tokens; the model reads at most 8; shorten it");
+        CHECK_FALSE(check_prompt_length(model, positions));
     }
     SUBCASE("a layer past the last") {
         const error e = fails(ids, n_layers, {});
@@ -282,12 +287,41 @@ TEST_CASE("units to knock out are read as J or E:J, comma-separated, and nothing
     CHECK((*units)[0].unit == 3);
     CHECK((*units)[1].expert == std::optional<std::size_t>(1));
     CHECK((*units)[1].unit == 7);
-    for (const char* bad : {"", "x", "-1", "1:", ":2", "1:2:3", "3,", "1.5", "0x10", " 3"}) {
+    // Leading zeros are refused as every whole number of the command line refuses them.
+    for (const char* bad : {"", "x", "-1", "1:", ":2", "1:2:3", "3,", "1.5", "0x10", " 3", "03", "00", "1:07", "01:7",
+                            "3,012", "18446744073709551616", "1e3", "+3"}) {
         CAPTURE(bad);
         auto r = parse_units(bad);
         REQUIRE_FALSE(r);
         CHECK(r.err().path == "ablate");
     }
+}
+
+TEST_CASE("a prompt that is not UTF-8 names the option and the offset of the first bad byte") {
+    // A tokenizer of the bytes a and b; what is refused is the text, before any stage reads it.
+    auto tok = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})", "t.json");
+    REQUIRE(tok);
+    struct bad_text {
+        std::string text;
+        std::size_t offset;
+        const char* byte;
+    };
+    // FF FE; a CESU-8 surrogate (U+D800); an overlong "/" (C0 AF) and an overlong NUL (E0 80 80); past
+    // U+10FFFF (F4 90 80 80); a 5-byte form (F8 88 80 80 80); a sequence cut short at the end.
+    for (const auto& [text, offset, byte] : std::vector<bad_text>{{"\xFF\xFE", 0, "0xFF"},
+                                                                   {"ab\xED\xA0\x80", 2, "0xED"},
+                                                                   {"a\xC0\xAF", 1, "0xC0"},
+                                                                   {"aaa\xE0\x80\x80" "b", 3, "0xE0"},
+                                                                   {"b\xF4\x90\x80\x80", 1, "0xF4"},
+                                                                   {"\xF8\x88\x80\x80\x80", 0, "0xF8"},
+                                                                   {"ab\xC3", 2, "0xC3"}}) {
+        CAPTURE(text);
+        auto p = tokenize_prompt(*tok, text, "--prompt");
+        REQUIRE_FALSE(p);
+        CHECK(p.err().path == "--prompt");
+        CHECK(p.err().message == "the text is not UTF-8: byte " + std::to_string(offset) + " (" + byte + ") starts no character");
+    }
+    CHECK(tokenize_prompt(*tok, "ab", "--prompt"));
 }
 
 TEST_CASE("the prompt's views: text fits 80 columns, and the JSON has the names tests rely on") {

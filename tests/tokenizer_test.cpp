@@ -245,8 +245,126 @@ TEST_CASE("a regex that backtracks without bound fails with the stage's path ins
     REQUIRE(t);
     auto ids = t->encode(std::string(40, 'a') + "!");
     REQUIRE_FALSE(ids);
-    CHECK(ids.err().to_string().find("t.json: pre_tokenizer.pattern.Regex: the regex failed") == 0);
+    CHECK(ids.err().to_string().find("t.json: pre_tokenizer.pattern.Regex: the regex \"^(a+)+$\" failed at byte 0 of the text "
+                                     "it matches (41 bytes, ") == 0);
     CHECK_FALSE(t->encode("\xFF"));
+}
+
+namespace {
+
+// A BPE tokenizer of the letters a to d whose pre-tokenizer is `pre_tokenizer`.
+tokenizer with_pre_tokenizer(const std::string& pre_tokenizer) {
+    auto t = tokenizer::from_json_text(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "d": 3, "1": 4}, "merges": []},
+        "pre_tokenizer": )" + pre_tokenizer + "}", "t.json");
+    INFO("error: ", (t ? std::string() : t.err().to_string()));
+    REQUIRE(t);
+    return *t;
+}
+
+// The steps one encode of `bytes` bytes may spend on its regexes: 4,000,000 and 64 a byte.
+std::string budget_of(std::size_t bytes) {
+    std::string digits = std::to_string(4'000'000 + 64 * bytes), grouped;
+    for (std::size_t i = 0; i < digits.size(); ++i) grouped += (i > 0 && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
+    return "matching took more than " + grouped + " steps, the limit for a text of this length";
+}
+
+}  // namespace
+
+TEST_CASE("a regex that backtracks at every position runs out of one budget for the whole encode, named with the byte") {
+    SUBCASE("an alternation under a repeat: millions of steps from each start, each under PCRE2's own limit") {
+        const auto t = with_pre_tokenizer(R"({"type": "Split", "pattern": {"Regex": "(?:a|a){1,22}c|a"}, "behavior": "Isolated"})");
+        // The b's cannot start a match; matching stops in the run of a's that follows them.
+        auto ids = t.encode(std::string(10, 'b') + std::string(40, 'a'));
+        REQUIRE_FALSE(ids);
+        const std::string e = ids.err().to_string();
+        CHECK(e.find("t.json: pre_tokenizer.pattern.Regex: the regex \"(?:a|a){1,22}c|a\" failed at byte 10 of the text it "
+                     "matches (50 bytes, \"aaaaaaaaaaaaaaaaaaaa…\"): ") == 0);
+        CHECK(e.find(budget_of(50)) != std::string::npos);
+    }
+    SUBCASE("a scan to the end of the text from every start: few steps, many characters crossed") {
+        // \p{L}+ cannot give back what \d needs, so each start reads every letter after it: n²/2.
+        const auto t = with_pre_tokenizer(R"({"type": "Split", "pattern": {"Regex": "\\p{L}+\\d"}, "behavior": "Isolated"})");
+        auto ids = t.encode(std::string(100'000, 'a'));
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().to_string().find(budget_of(100'000)) != std::string::npos);
+        // The same letters ended by a digit match at once.
+        auto fine = t.encode(std::string(100'000, 'a') + "1");
+        CHECK(fine);
+    }
+    SUBCASE("many small pieces, each cheap on its own, spend one budget together") {
+        // Each 12-letter word costs about 25,000 steps, far below PCRE2's limit and below the budget
+        // of its own 12 bytes; 2,000 of them cost about 50 million, past that of the whole text.
+        const auto t = with_pre_tokenizer(R"({"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+            {"type": "Split", "pattern": {"Regex": "(?:a|a){1,12}c|a"}, "behavior": "Isolated"}]})");
+        std::string text;
+        for (int i = 0; i < 2000; ++i) text += (i ? " " : "") + std::string(12, 'a');
+        CHECK(t.encode(std::string(12, 'a')));
+        auto ids = t.encode(text);
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().to_string().find("pre_tokenizer.pretokenizers[1].pattern.Regex: the regex") != std::string::npos);
+        CHECK(ids.err().to_string().find(budget_of(text.size())) != std::string::npos);
+    }
+}
+
+TEST_CASE("an added token without its id or content is refused at the first such entry, of 250,000") {
+    for (const auto& [entry, missing] : std::vector<std::pair<std::string, std::string>>{
+             {"{}", "content: missing; expected a string"},
+             {R"({"id": 7})", "content: missing; expected a string"},
+             {R"({"content": "<x>"})", "id: missing; expected a whole number"}}) {
+        CAPTURE(entry);
+        // added_tokens comes first, as in Hugging Face's files: its entries are read before the model.
+        std::string json = R"({"added_tokens": [)";
+        for (std::size_t i = 0; i < 250'000; ++i) json += (i ? "," : "") + entry;
+        json += R"(], "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+        CHECK(error_of(json) == "t.json: added_tokens[0]." + missing);
+        // After a good entry, the error is at the second.
+        std::string second = R"({"added_tokens": [{"id": 1, "content": "<s>"})";
+        for (std::size_t i = 0; i < 1000; ++i) second += "," + entry;
+        second += R"(], "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+        CHECK(error_of(second) == "t.json: added_tokens[1]." + missing);
+    }
+}
+
+TEST_CASE("WordPiece cuts a word of a million characters in one pass, however long its longest token") {
+    const auto wordpiece = [](const std::string& vocab) {
+        auto t = tokenizer::from_json_text(R"({"pre_tokenizer": {"type": "WhitespaceSplit"}, "model": {"type": "WordPiece",
+            "unk_token": "[UNK]", "max_input_chars_per_word": 1000000000, "vocab": {"[UNK]": 0, )" + vocab + "}}}", "t.json");
+        INFO("error: ", (t ? std::string() : t.err().to_string()));
+        REQUIRE(t);
+        return *t;
+    };
+    const std::string word(1'000'000, 'a');
+    SUBCASE("the longest piece at each place: a, then ##aaa as often as it fits") {
+        const auto t = wordpiece(R"("a": 1, "##a": 2, "##aaa": 3)");
+        auto ids = t.encode(word);
+        REQUIRE(ids);
+        // 1 + 999,999 = 1 + 3 × 333,333
+        REQUIRE(ids->size() == 1 + 333'333);
+        CHECK(ids->front() == 1);
+        CHECK(std::count(ids->begin(), ids->end(), std::size_t{3}) == 333'333);
+        auto rest = t.encode(std::string(5, 'a'));  // a, ##aaa, ##a
+        REQUIRE(rest);
+        CHECK(*rest == std::vector<std::size_t>{1, 3, 2});
+    }
+    SUBCASE("a 4,000-letter token that shares all but its last letter with the word") {
+        const auto t = wordpiece(R"("a": 1, "##a": 2, "##)" + std::string(3999, 'a') + R"(b": 3)");
+        auto ids = t.encode(word);
+        REQUIRE(ids);
+        REQUIRE(ids->size() == 1'000'000);
+        CHECK(std::count(ids->begin(), ids->end(), std::size_t{2}) == 999'999);
+        auto b = t.encode("a" + std::string(3999, 'a') + "b");
+        REQUIRE(b);
+        CHECK(*b == std::vector<std::size_t>{1, 3});
+    }
+    SUBCASE("a piece ends only where a character does, and an unknown rest makes the word [UNK]") {
+        const auto t = wordpiece(R"("\u00e9": 1, "##\u00e9": 2, "x": 3, "##y": 4)");
+        auto unknown = t.encode("\xC3\xA9\xC3\xA9x");  // no ##x
+        REQUIRE(unknown);
+        CHECK(*unknown == std::vector<std::size_t>{0});
+        auto ids = t.encode("x\xC3\xA9\xC3\xA9y");
+        REQUIRE(ids);
+        CHECK(*ids == std::vector<std::size_t>{3, 2, 2, 4});
+    }
 }
 
 TEST_CASE("250,000 vocabulary entries load, and a 200,001-letter word merges into 100,001 tokens") {

@@ -197,6 +197,14 @@ TEST_CASE("a config.json field the forward pass cannot use is one error naming t
     };
     for (const bad& c : {bad{"llama", "num_key_value_heads", 3, "num_key_value_heads", "cannot share 3 key/value heads evenly", true},
                          bad{"llama", "num_attention_heads", 0, "num_attention_heads", "expected a whole number ≥ 1, got 0", true},
+                         // sizes past any model's: the bound is stated, whether written whole or with an exponent
+                         bad{"llama", "num_attention_heads", json(std::uint64_t{4611686018427387904}), "num_attention_heads",
+                             "the number 4611686018427387904 is more than a size may be: at most 1,099,511,627,776 (2^40)", true},
+                         bad{"llama", "max_position_embeddings", 1e18, "max_position_embeddings",
+                             "the number 1e+18 is more than a size may be: at most 1,099,511,627,776 (2^40)", true},
+                         bad{"gpt2", "n_positions", json(std::uint64_t{1} << 41), "n_positions",
+                             "the number 2199023255552 is more than a size may be: at most 1,099,511,627,776 (2^40)", true},
+                         bad{"llama", "head_dim", 2.5, "head_dim", "expected a whole number, got the number 2.5", true},
                          bad{"gpt2", "n_head", 5, "n_head", "d_model = 16 is not divisible by 5 heads", true},
                          bad{"llama", "rope_theta", -1, "rope_theta", "expected a number > 0", true},
                          bad{"llama", "tie_word_embeddings", "yes", "tie_word_embeddings", "expected true or false", true},

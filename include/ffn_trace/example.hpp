@@ -110,6 +110,10 @@ outcome<example> load_example(const std::string& file, const load_options& optio
 outcome<std::vector<example>> load_example_variants(const std::string& file, const load_options& options,
                                                     const std::vector<std::vector<change>>& variants);
 
+// Whether the file is a JSON Schema instead of an example file: its "$schema" names a meta-schema
+// of json-schema.org, as data/ffn-trace.schema.json's does. False when the file cannot be read.
+bool is_json_schema(const std::string& file, const load_options& options = {});
+
 // The valid top-level keys of an example file.
 std::vector<std::string_view> example_keys();
 

@@ -37,6 +37,9 @@ struct prompt_tokens {
 // on `field` ("prompt", or "prompt_file" for a prompt read from a file).
 outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& field = "prompt");
 
+// More tokens than the model has positions is an error on `field` that says both counts.
+std::optional<error> check_prompt_length(const transformer& model, std::size_t tokens, const std::string& field = "prompt");
+
 // A prompt kept in a file ("-": standard input), one trailing line break dropped (an editor adds it;
 // the tokenizer would read it as a token). More than max_size bytes is an error.
 outcome<std::string> read_prompt_file(const std::string& file, std::size_t max_size);

@@ -15,6 +15,7 @@
 #include "ffn_trace/files_read.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/params.hpp"
+#include "ffn_trace/whole_number.hpp"
 
 namespace cli {
 
@@ -255,17 +256,11 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if
             return fmt::format("expected a whole number from {} to {} in decimal digits, got {}", min, max,
                                ffn_trace::quote(given));
         };
-        // Digits only, and no leading zero, which some readers take for octal.
         if (given.empty() || given.find_first_not_of("0123456789") != std::string::npos)
             return if_not_digits.empty() ? refuse() : refuse() + "; " + if_not_digits;
-        if (given.size() > 1 && given[0] == '0') return refuse();
-        std::uint64_t value = 0;
-        for (char c : given) {
-            const auto digit = static_cast<std::uint64_t>(c - '0');
-            if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return refuse();
-            value = value * 10 + digit;
-        }
-        return value < min || value > max ? refuse() : std::string();
+        // The library's rule, which --ablate and --set's indices follow too: no leading zero, 64 bits.
+        const auto value = ffn_trace::parse_whole_number(given);
+        return !value || *value < min || *value > max ? refuse() : std::string();
     };
     // Described in --help as CLI11 describes a range; the type name says the rest.
     return CLI::Validator(check, max == std::numeric_limits<std::uint64_t>::max() ? "" : fmt::format("in [{} - {}]", min, max));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command and checks its exit status, stdout and stderr.
 #
-#   expect.sh STATUS STDOUT STDERR [--stdin FILE] [--stdout FILE|closed] -- COMMAND [ARGS...]
+#   expect.sh STATUS STDOUT STDERR [--stdin FILE] [--stdout FILE|closed] [--error-lines N] -- COMMAND [ARGS...]
 #
 # STDOUT and STDERR are each "EMPTY" (nothing may be printed), "ANY", or an extended regular
 # expression that must match the stream with its runs of blanks and newlines folded into one
@@ -10,13 +10,15 @@
 # writes; STDOUT is then not checked.
 # When STATUS is 2, stderr must be exactly one line that starts with "error:": one newline, at the
 # end, no other control character (a raw CR or NUL would forge or hide a line) and valid UTF-8.
+# --error-lines N: N such lines instead (check reports each file it could not read).
 set -u
 status=$1 out_pattern=$2 err_pattern=$3
 shift 3
-stdin=/dev/null stdout=
+stdin=/dev/null stdout= lines=1
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case "$1" in
         --stdin) stdin=$2; shift 2 ;;
+        --error-lines) lines=$2; shift 2 ;;
         --stdout) stdout=$2; shift 2 ;;
         *) echo "expect.sh: unknown option $1"; exit 1 ;;
     esac
@@ -61,9 +63,10 @@ check_stream stderr "$err" "$err_pattern"
 if [ "$status" -eq 2 ]; then
     # Every byte but the printable ones and those of multi-byte characters: exactly one newline.
     controls=$(LC_ALL=C tr -d '\040-\176\200-\377' <"$err" | od -An -tx1 | tr -d ' \n')
-    [ "$controls" = "0a" ] || fail "stderr should be one line ending in a newline, with no other control bytes (found: $controls)"
+    newlines=$(printf '0a%.0s' $(seq "$lines"))
+    [ "$controls" = "$newlines" ] || fail "stderr should be $lines line(s) each ending in a newline, with no other control bytes (found: $controls)"
     [ "$(tail -c 1 "$err" | od -An -tx1 | tr -d ' \n')" = "0a" ] || fail "stderr should end in its newline"
     iconv -f UTF-8 -t UTF-8 "$err" >/dev/null 2>&1 || fail "stderr should be valid UTF-8"
-    head -c 6 "$err" | grep -q '^error:' || fail "stderr should start with error:"
+    ! grep -qv '^error:' "$err" || fail "every line of stderr should start with error:"
 fi
 exit 0

@@ -8,7 +8,9 @@
 #include <numeric>
 
 #include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/whole_number.hpp"
 #include "base/read_file.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace {
 
@@ -140,7 +142,10 @@ std::string unit_name(const unit_ref& u, bool shared) {
 outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, const std::string& field) {
     if (text.empty()) return error{"", field, "the prompt is empty; give some text to run through the model"};
     auto ids = tok.encode(text);
-    if (!ids) return ids.err();
+    if (!ids) {
+        if (ids.err().file.empty() && ids.err().path.empty()) ids.err().path = field;  // the text's own fault
+        return ids.err();
+    }
     if (ids->empty()) return error{"", field, "the prompt gives no tokens; give some text to run through the model"};
     prompt_tokens p;
     p.text = std::move(text);
@@ -151,6 +156,13 @@ outcome<prompt_tokens> tokenize_prompt(const tokenizer& tok, std::string text, c
         p.display.push_back(tok.display(id));
     }
     return p;
+}
+
+std::optional<error> check_prompt_length(const transformer& model, std::size_t tokens, const std::string& field) {
+    if (tokens <= model.max_positions()) return std::nullopt;
+    return error{model.source().origin(), field,
+                 fmt::format("the prompt is {} tokens; the model reads at most {}; shorten it", detail::thousands(tokens),
+                             detail::thousands(model.max_positions()))};
 }
 
 outcome<std::string> read_prompt_file(const std::string& file, std::size_t max_size) {
@@ -164,13 +176,8 @@ outcome<std::string> read_prompt_file(const std::string& file, std::size_t max_s
 
 outcome<std::vector<unit_ref>> parse_units(std::string_view units) {
     std::vector<unit_ref> out;
-    auto number = [](std::string_view s) -> std::optional<std::size_t> {
-        if (s.empty() || s.size() > 18 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            return std::nullopt;
-        std::size_t n = 0;
-        for (char c : s) n = n * 10 + static_cast<std::size_t>(c - '0');
-        return n;
-    };
+    // The rule of every whole number on the command line: decimal digits, no leading zero.
+    auto number = [](std::string_view s) -> std::optional<std::size_t> { return parse_whole_number(s); };
     std::size_t start = 0;
     while (start <= units.size()) {
         const std::size_t comma = std::min(units.find(',', start), units.size());
@@ -186,8 +193,8 @@ outcome<std::vector<unit_ref>> parse_units(std::string_view units) {
             if (!u.expert) j.reset();
         }
         if (!j)
-            return error{"", "ablate", fmt::format("expected a unit as J, or E:J for unit J of expert E, in decimal digits, "
-                                                     "comma-separated; got {}", quote(item))};
+            return error{"", "ablate", fmt::format("expected a unit as J, or E:J for unit J of expert E, in decimal digits "
+                                                   "with no leading zero, comma-separated; got {}", quote(item))};
         u.unit = *j;
         out.push_back(u);
         start = comma + 1;
@@ -203,10 +210,7 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
     const checkpoint& ck = model.source();
     const std::size_t n = prompt.ids.size(), N = options.layer;
     if (n == 0) return error{ck.origin(), "prompt", "the prompt is empty; give some text to run through the model"};
-    if (n > model.max_positions())
-        return error{ck.origin(), "prompt",
-                     fmt::format("the prompt is {} tokens, longer than the model's position table of {}; shorten it", n,
-                                 model.max_positions())};
+    if (auto e = check_prompt_length(model, n)) return *e;
     // A tokenizer may hold spare entries beyond the embedding: an error only where the prompt uses one.
     for (std::size_t t = 0; t < n; ++t)
         if (prompt.ids[t] >= model.vocab_size())

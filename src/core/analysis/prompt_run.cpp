@@ -63,12 +63,14 @@ outcome<prompt_trace> trace_prompt(const prompt_request& r) {
         if (prompt.err().file.empty()) prompt.err().file = r.file;
         return prompt.err();
     }
-    if (auto e = over_budget(*ck, prompt->ids.size(), r.max_elements)) {
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return model.err();
+    // A prompt longer than the model reads is refused as that, before its trace is sized.
+    if (auto e = check_prompt_length(*model, prompt->ids.size(), r.file.empty() ? "prompt" : "prompt_file")) return *e;
+    if (auto e = over_budget(model->source(), prompt->ids.size(), r.max_elements)) {
         e->file = r.checkpoint;
         return *e;
     }
-    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    if (!model) return model.err();
 
     tell(prompt_request::stage::running_model);
     prompt_options options = r.options;

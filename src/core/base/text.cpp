@@ -40,6 +40,15 @@ std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
     return a * b;
 }
 
+std::string thousands(std::uint64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
 std::string capitalised(std::string_view s) {
     std::string out(s);
     if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));

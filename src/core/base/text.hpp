@@ -22,6 +22,9 @@ std::string plural(std::uint64_t n, std::string_view word);
 // The text with its first letter upper-case (ASCII): "expand" → "Expand".
 std::string capitalised(std::string_view s);
 
+// 229,377: the digits in groups of three, as messages write counts.
+std::string thousands(std::uint64_t n);
+
 // a × b, or nothing when it overflows 64 bits.
 std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b);
 

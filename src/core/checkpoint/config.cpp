@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/read_file.hpp"
+#include "base/text.hpp"
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/tensor_formats.hpp"
 #include "ffn_trace/family.hpp"
@@ -25,7 +26,12 @@ namespace fs = std::filesystem;
 outcome<std::size_t> config_count(const json& c, const std::string& file, const char* key, std::size_t fallback) {
     auto it = c.find(key);
     if (it == c.end() || it->is_null()) return fallback;
-    if (!it->is_number_unsigned() || it->get<std::uint64_t>() > (std::uint64_t{1} << 40))
+    // No model has a size near 2^40; a bigger one would overflow the sizes made from it.
+    constexpr std::uint64_t most = std::uint64_t{1} << 40;
+    if ((it->is_number_unsigned() && it->get<std::uint64_t>() > most) || (it->is_number_float() && it->get<double>() > double(most)))
+        return error{file, key, fmt::format("{} is more than a size may be: at most {} (2^40)", kind_of(*it),
+                                            detail::thousands(most))};
+    if (!it->is_number_unsigned())
         return error{file, key, fmt::format("expected a whole number, got {}", kind_of(*it))};
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }

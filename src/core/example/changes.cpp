@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "example/loading.hpp"
+#include "ffn_trace/whole_number.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace {
@@ -114,9 +115,12 @@ std::optional<error> apply_change(json& root, const change& c, std::string_view 
         if (p[i] == '[') {
             const auto close = p.find(']', i);
             const std::string digits = close == std::string::npos ? "" : p.substr(i + 1, close - i - 1);
-            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
-                return fail(p, "expected a path such as weights.b1[1] or input[0]: an index is a whole number in brackets");
-            const std::size_t k = std::stoul(digits);
+            // The command line's rule for whole numbers: decimal digits, no leading zero.
+            const auto index = parse_whole_number(digits);
+            if (!index)
+                return fail(p, "expected a path such as weights.b1[1] or input[0]: an index is a whole number in brackets, "
+                               "with no leading zero");
+            const std::size_t k = *index;
             if (!node->is_array()) return fail(at, "is not a list, so it has no [" + digits + "]");
             if (k >= node->size())
                 return fail(at, fmt::format("has {} entries (indices 0 to {}), so no [{}]", node->size(),

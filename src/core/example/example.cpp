@@ -4,6 +4,7 @@
 // example_claims.cpp, the typed reads are in json_reads.cpp, the command line's changes in changes.cpp.
 #include "ffn_trace/example.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,18 @@ using detail::plural;
 
 using detail::loader;
 
+namespace {
+
+// A "$schema" that names the JSON Schema meta-schema, not the schema of example files.
+bool meta_schema(const json& root) {
+    const json* s = root.is_object() ? member(root, "$schema") : nullptr;
+    if (!s || !s->is_string()) return false;
+    const std::string& uri = s->get_ref<const std::string&>();
+    return uri.starts_with("https://json-schema.org/") || uri.starts_with("http://json-schema.org/");
+}
+
+}  // namespace
+
 std::optional<error> detail::loader::load_activation(const json& root, example& ex) const {
     const json* act = member(root, "activation");
     std::vector<std::string_view> names;
@@ -49,10 +62,70 @@ std::optional<error> detail::loader::load_activation(const json& root, example& 
     return std::nullopt;
 }
 
+namespace {
+
+// What each rank of input holds, level by level.
+const std::vector<std::vector<std::string_view>>& input_units() {
+    static const std::vector<std::vector<std::string_view>> units{
+        {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
+    return units;
+}
+
+std::string rank_problem(std::size_t rank) {
+    return fmt::format("expected 1-D (one token), 2-D (tokens × d_model) or 3-D (batch × tokens × d_model) input, got {} "
+                       "dimensions",
+                       rank);
+}
+
+// The input's numbers as the example's matrix: the shape's last dimension is d_model, the others lead.
+void set_input(example& ex, const std::vector<std::optional<std::size_t>>& shape, std::vector<double> values) {
+    const std::size_t d_model = *shape.back();
+    ex.lead.clear();
+    for (std::size_t i = 0; i + 1 < shape.size(); ++i) ex.lead.push_back(*shape[i]);
+    ex.input = matrix();
+    ex.input.rows = values.size() / d_model;
+    ex.input.cols = d_model;
+    ex.input.data = std::move(values);
+}
+
+}  // namespace
+
+detail::json_section detail::streamed_input::section() {
+    return {{"input"}, json::value_t::array, [this](std::string_view, std::size_t index, json& element) { take(index, element); }};
+}
+
+void detail::streamed_input::take(std::size_t index, const json& element) {
+    if (problem_) return;
+    if (index == 0) {
+        // The rank is the nesting depth along the first elements, as for an input read whole.
+        std::size_t rank = 1;
+        for (const json* j = &element; j->is_array(); j = &(*j)[0]) {
+            ++rank;
+            if (j->empty()) break;
+        }
+        if (rank > 3) {
+            problem_ = fields_.fail("input", rank_problem(rank));
+            return;
+        }
+        reader_.emplace(fields_, "input", std::vector<std::optional<std::size_t>>(rank), input_units()[rank - 1], "");
+    }
+    ++count_;
+    if (!reader_->read(element, 1, index)) problem_ = reader_->problem;
+}
+
+std::optional<error> detail::streamed_input::into(example& ex) {
+    if (problem_) return problem_;
+    if (!reader_->finish(count_)) return reader_->problem;
+    if (--loads_ == 0) set_input(ex, reader_->shape, std::move(reader_->values));
+    else set_input(ex, reader_->shape, reader_->values);
+    return std::nullopt;
+}
+
 std::optional<error> detail::loader::load_input(const json& root, example& ex) const {
     const json* input = member(root, "input");
     if (!input) return fail("input", "required key is missing; expected the input tokens: one token (an array of "
                                      "d_model numbers), tokens (seq × d_model) or a batch (batch × seq × d_model)");
+    if (streamed_ && !streamed_->empty()) return streamed_->into(ex);
     // The rank is the nesting depth along the first elements.
     std::size_t rank = 0;
     for (const json* j = input; j->is_array(); j = &(*j)[0]) {
@@ -60,18 +133,10 @@ std::optional<error> detail::loader::load_input(const json& root, example& ex) c
         if (j->empty()) break;
     }
     if (rank == 0) rank = 1;  // let the reader say what is wrong with it
-    if (rank > 3)
-        return fail("input", fmt::format("expected 1-D (one token), 2-D (tokens × d_model) or 3-D (batch × tokens × "
-                                         "d_model) input, got {} dimensions",
-                                         rank));
-    static const std::vector<std::vector<std::string_view>> units{
-        {"numbers"}, {"tokens", "numbers"}, {"sequences", "tokens", "numbers"}};
-    auto t = read_array(*input, "input", std::vector<std::optional<std::size_t>>(rank), units[rank - 1], "");
-    if (!t) return t.err();
-    const std::size_t d_model = t->shape.back();
-    ex.lead.assign(t->shape.begin(), t->shape.end() - 1);
-    ex.input = matrix(t->values.size() / d_model, d_model);
-    std::transform(t->values.begin(), t->values.end(), ex.input.data.begin(), [](auto v) { return *v; });
+    if (rank > 3) return fail("input", rank_problem(rank));
+    array_reader reader(*this, "input", std::vector<std::optional<std::size_t>>(rank), input_units()[rank - 1], "");
+    if (!reader.read(*input, 0)) return reader.problem;
+    set_input(ex, reader.shape, std::move(reader.values));
     return std::nullopt;
 }
 
@@ -79,6 +144,8 @@ outcome<example> detail::loader::load(const json& root) {
     if (!root.is_object())
         return fail("", fmt::format("expected a JSON object at the top level (with activation, weights and input), got {}",
                                     kind_of(root)));
+    if (meta_schema(root))
+        return fail("$schema", "names the JSON Schema meta-schema: this file is a schema, not an example file");
     if (auto e = check_keys(root, "", example_keys())) return *e;
     example ex;
     ex.file = std::string(file_);
@@ -119,11 +186,22 @@ outcome<example> detail::loader::load(const json& root) {
 
 namespace {
 
+// Whether a change reads or writes the file's input, which must then be in the document.
+bool reaches_input(const std::vector<change>& changes) {
+    return std::any_of(changes.begin(), changes.end(), [](const change& c) {
+        const std::string_view p = c.path;
+        return c.flag == "--add-token" || p == "input" || p.starts_with("input[") || p.starts_with("input.");
+    });
+}
+
 // The file's document with the command line's changes applied, loaded.
-outcome<example> load_changed(json root, std::string_view file, const std::vector<change>& changes) {
+outcome<example> load_changed(json root, std::string_view file, const std::vector<change>& changes,
+                              detail::streamed_input* input) {
     auto added = detail::apply_changes(root, changes, file);
     if (!added) return added.err();
-    auto ex = loader(file, !changes.empty(), *added).load(root);
+    loader l(file, !changes.empty(), *added);
+    if (input) l.stream_input(input);
+    auto ex = l.load(root);
     if (!ex) return ex;
     // The changes first, then the claims they left out (which the loader has named).
     std::vector<std::string> named;
@@ -135,9 +213,13 @@ outcome<example> load_changed(json root, std::string_view file, const std::vecto
 }  // namespace
 
 outcome<example> parse_example(std::string_view text, std::string_view file, const std::vector<change>& changes) {
-    auto root = detail::json_reader(text, file).parse();
+    // The input is streamed into its matrix unless a change needs it in the document.
+    detail::streamed_input input(file, 1);
+    const bool stream = !reaches_input(changes);
+    const detail::json_section section = input.section();
+    auto root = detail::json_reader(text, file, stream ? std::span(&section, 1) : std::span<const detail::json_section>()).parse();
     if (!root) return root.err();
-    return load_changed(std::move(*root), file, changes);
+    return load_changed(std::move(*root), file, changes, stream ? &input : nullptr);
 }
 
 outcome<example> load_example(const std::string& file, const load_options& options, const std::vector<change>& changes) {
@@ -152,16 +234,27 @@ outcome<std::vector<example>> load_example_variants(const std::string& file, con
     const std::string name = file == "-" ? "<stdin>" : file;
     auto text = detail::read_file(file, name, options.max_file_size);
     if (!text) return text.err();
-    // Parsed once: each variant's changes apply to a copy of the document.
-    auto root = detail::json_reader(*text, name).parse();
+    // Parsed once: each variant's changes apply to a copy of the document; the input is streamed
+    // into its matrix unless a change needs it in the document.
+    const bool stream = std::none_of(variants.begin(), variants.end(), [](const auto& v) { return reaches_input(v); });
+    detail::streamed_input input(name, variants.size());
+    const detail::json_section section = input.section();
+    auto root = detail::json_reader(*text, name, stream ? std::span(&section, 1) : std::span<const detail::json_section>()).parse();
     if (!root) return root.err();
     std::vector<example> out;
     for (const auto& changes : variants) {
-        auto ex = load_changed(*root, name, changes);
+        auto ex = load_changed(*root, name, changes, stream ? &input : nullptr);
         if (!ex) return ex.err();
         out.push_back(std::move(*ex));
     }
     return out;
+}
+
+bool is_json_schema(const std::string& file, const load_options& options) {
+    auto text = detail::read_file(file, file, options.max_file_size);
+    if (!text) return false;
+    auto root = detail::json_reader(*text, file).parse();
+    return root && meta_schema(*root);
 }
 
 }  // namespace ffn_trace

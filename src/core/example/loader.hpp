@@ -11,10 +11,35 @@
 #include <vector>
 
 #include "example/loading.hpp"
+#include "json/json_reader.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
 
 namespace ffn_trace::detail {
+
+// The example's "input" read as the parser streams it, each token's row checked and its numbers
+// kept as it arrives, so that a file of millions of tokens is never held as millions of small JSON
+// arrays beside the matrix (the document keeps an empty array in its place). Its problems wait,
+// the first one kept, until the loader reaches the input in its order of reading.
+class streamed_input {
+public:
+    // `loads`: how many loaders will take the input (an experiment loads the file twice).
+    streamed_input(std::string_view file, std::size_t loads) : fields_(file), loads_(loads) {}
+    json_section section();
+    // Nothing was streamed: "input" is not a non-empty array, and the document holds it as it is.
+    bool empty() const { return count_ == 0 && !problem_; }
+    // The input as load_input reads it; the last load takes the numbers, the others copy them.
+    std::optional<error> into(example& ex);
+
+private:
+    void take(std::size_t index, const json& element);
+
+    json_fields fields_;
+    std::size_t loads_;
+    std::optional<array_reader> reader_;
+    std::optional<error> problem_;
+    std::size_t count_ = 0;
+};
 
 class loader : public detail::json_fields {
 public:
@@ -26,6 +51,8 @@ public:
         : json_fields(file), drop_missing_steps_(drop_missing_steps), added_tokens_(added_tokens) {}
 
     outcome<example> load(const json& root);
+    // The input was streamed: load_input takes it from there, not from the document.
+    void stream_input(streamed_input* input) { streamed_ = input; }
 
 private:
     std::optional<error> load_activation(const json& root, example& ex) const;
@@ -57,6 +84,7 @@ private:
     std::optional<error> load_claim_value(const json& entry, const example& ex, std::size_t width, expectation& e) const;
     std::optional<error> load_output_shaped(const json& root, example& ex) const;
 
+    streamed_input* streamed_ = nullptr;
     bool drop_missing_steps_ = false;
     std::size_t added_tokens_ = 0;
     mutable bool no_such_step_ = false;  // set by claimed_step_width when the layer has no such step

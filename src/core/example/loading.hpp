@@ -36,6 +36,40 @@ struct tensor {
     std::vector<std::optional<double>> values;
 };
 
+class json_fields;
+
+// A nested array read against an expected shape, one part at a time: the whole array at once
+// (json_fields::read_array), or a streamed array's elements as the parser hands them over, with the
+// same checks and messages. A known dimension must match; an unknown one is taken from the first
+// element at that level and every other must match it. `units` names what each level holds ("rows",
+// "numbers"); `why` explains the expected shape.
+class array_reader {
+public:
+    array_reader(const json_fields& fields, std::string path, std::vector<std::optional<std::size_t>> expected,
+                 std::vector<std::string_view> units, std::string_view why, bool allow_null = false);
+
+    // Reads `node` as the part at `level` (0: the whole array; 1: its element `index`), appending
+    // its numbers in order (null as NaN, which JSON cannot hold). False once a problem is found.
+    bool read(const json& node, std::size_t level, std::size_t index = 0);
+    // After a streamed array's `count` elements were each read at level 1: its own checks.
+    bool finish(std::size_t count);
+
+    std::optional<error> problem;
+    std::vector<double> values;
+    std::vector<std::optional<std::size_t>> shape;
+
+private:
+    bool walk(const json& node, std::size_t level);
+    bool fail(std::string message);
+
+    const json_fields& fields_;
+    std::string path_;
+    std::vector<std::string_view> units_;
+    std::string_view why_;
+    bool allow_null_;
+    std::vector<std::size_t> at_;  // the index at each level below the top, for a message's path
+};
+
 // Typed reads of an example file's JSON; every problem an error of the file at a JSON path.
 class json_fields {
 public:

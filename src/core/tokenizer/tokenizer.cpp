@@ -387,7 +387,11 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
 }
 
 outcome<std::vector<std::size_t>> tokenizer::encode(std::string_view text) const {
-    if (!detail::valid_utf8(text)) return error{"", "", "the text is not UTF-8"};
+    if (const std::size_t good = detail::utf8_prefix(text); good < text.size())
+        return error{"", "", fmt::format("the text is not UTF-8: byte {} (0x{:02X}) starts no character", good,
+                                         static_cast<unsigned char>(text[good]))};
+    // One budget for every regex of every stage over the whole text.
+    const detail::match_budget budget(text.size());
     const auto& p = *p_;
     std::vector<detail::segment> raw;
     detail::split_added(p.raw_added, std::string(text), true, raw);

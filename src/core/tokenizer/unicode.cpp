@@ -21,16 +21,18 @@ void append_utf8(std::string& out, char32_t c) {
     out.append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
 }
 
-bool valid_utf8(std::string_view text) {
+std::size_t utf8_prefix(std::string_view text) {
     for (std::size_t i = 0; i < text.size();) {
         utf8proc_int32_t c = 0;
         const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + i),
                                         static_cast<utf8proc_ssize_t>(text.size() - i), &c);
-        if (n <= 0) return false;
+        if (n <= 0) return i;
         i += static_cast<std::size_t>(n);
     }
-    return true;
+    return text.size();
 }
+
+bool valid_utf8(std::string_view text) { return utf8_prefix(text) == text.size(); }
 
 std::vector<std::size_t> char_starts(std::string_view text) {
     std::vector<std::size_t> starts;

@@ -17,6 +17,8 @@ std::pair<char32_t, std::size_t> next_code_point(std::string_view text, std::siz
 void append_utf8(std::string& out, char32_t c);
 // Whether text is well-formed UTF-8 (no surrogates, no overlongs, nothing past U+10FFFF).
 bool valid_utf8(std::string_view text);
+// The offset of the first byte that starts no well-formed character, or text.size().
+std::size_t utf8_prefix(std::string_view text);
 // The byte offsets where each code point starts, and text.size() at the end.
 std::vector<std::size_t> char_starts(std::string_view text);
 
