@@ -346,6 +346,10 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
     if (layer.residual) record("residual", residual(x, t.steps.back().value));
     if (layer.norm && !pre) record_norm(t.steps.back().value);
 
+    // A weight stored as NaN or inf is the file's fault, not the step's: that is said first.
+    for (const auto& w : layer.stored)
+        if (w)
+            if (auto e = w->non_finite()) return *e;
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
         for (std::size_t k = 0; k < s.value.data.size(); ++k) {
