@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <fmt/format.h>
 
 #include "ffn_trace/moe.hpp"
@@ -179,6 +180,18 @@ std::optional<error> overflow(const matrix& x, const std::string& where) {
         if (!std::isfinite(x.data[k]))
             return error{"", where, fmt::format("token {}'s value {} overflowed to inf or NaN in double precision", k / x.cols, k % x.cols)};
     return std::nullopt;
+}
+
+// The first of these weights that its products met stored as NaN or inf (null ones skipped): the
+// file's fault, said before any overflow of the step it fed.
+std::optional<error> stored_non_finite(std::initializer_list<const stored_matrix*> weights) {
+    for (const stored_matrix* w : weights)
+        if (w)
+            if (auto e = w->non_finite()) return e;
+    return std::nullopt;
+}
+std::optional<error> stored_non_finite(const ffn& l) {
+    return stored_non_finite({l.stored[0].get(), l.stored[1].get(), l.stored[2].get(), l.stored[3].get()});
 }
 
 // x (tokens, in) · W + b -> (tokens, out), W left in its file.
@@ -402,6 +415,8 @@ outcome<matrix> transformer::attention_block(std::size_t layer, const matrix& x)
     }
     matrix out = residual(x, project(a.o, attention(q, k, v, shape_)));
     if (a.norm && !pre) out = normalize(*a.norm, out).y;
+    if (auto e = stored_non_finite({a.qkv ? a.qkv->w.get() : nullptr, a.q.w.get(), a.k.w.get(), a.v.w.get(), a.o.w.get()}))
+        return *e;
     if (auto e = overflow(out, fmt::format("layer {}'s attention", layer))) return *e;
     return out;
 }
@@ -434,6 +449,7 @@ outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x, const
         const bool pre = l.norm && l.norm->position == norm_layer::place::pre;
         out = residual(x, ffn_output(l, pre ? normalize(*l.norm, x).y : x, units[0]));
         if (l.norm && !pre) out = normalize(*l.norm, out).y;
+        if (auto e = stored_non_finite(l)) return *e;
     } else {
         // route with the engine's kernels, then each chosen expert over its tokens, weighted
         auto built = ck_->moe_layer(layer, x);
@@ -453,6 +469,7 @@ outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x, const
                 if (std::find(chosen[t].begin(), chosen[t].end(), e) != chosen[t].end()) rows.push_back(t);
             if (rows.empty()) continue;
             const matrix y = ffn_output(l.experts[e], gather(in, rows), units[e]);
+            if (auto bad = stored_non_finite(l.experts[e])) return *bad;
             for (std::size_t r = 0; r < rows.size(); ++r)
                 for (std::size_t i = 0; i < m.d_model; ++i) combine(rows[r], i) += w(rows[r], e) * y(r, i);
         }
@@ -467,6 +484,7 @@ outcome<matrix> transformer::logits(const matrix& x, const std::vector<std::size
     for (std::size_t r : rows)
         if (r >= x.rows) return error{"", "", fmt::format("row {} is out of range: the stream has {} tokens", r, x.rows)};
     matrix y = unembedding_->times(normalize(*final_norm_, gather(x, rows)).y, false);
+    if (auto e = unembedding_->non_finite()) return *e;
     if (auto e = overflow(y, "logits")) return *e;
     return y;
 }
