@@ -88,7 +88,10 @@ private:
     void for_each_panel(F&& f) const {
         const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
         const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
-        std::vector<double> panel(std::min(per_panel, stored_rows_) * stored_cols_);
+        // One panel buffer per thread, kept from product to product: a new 16 MB buffer at every
+        // product was new pages for the kernel to fault in and zero, dozens of times a prompt.
+        thread_local std::vector<double> panel;
+        panel.resize(std::max(panel.size(), std::min(per_panel, stored_rows_) * stored_cols_));
         for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
             const std::size_t n = std::min(per_panel, stored_rows_ - r0);
             const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);

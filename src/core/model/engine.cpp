@@ -1,6 +1,7 @@
 #include "ffn_trace/engine.hpp"
 
 #include <cblas.h>
+#include <malloc.h>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -21,6 +22,12 @@ int dim(std::size_t n) { return static_cast<int>(n); }
 }  // namespace
 
 void prepare_matrix_library() {
+    // A forward pass allocates and frees matrices of a few megabytes by the hundred (each product's
+    // result, the logits of every position). Left to its defaults, malloc maps each anew and
+    // returns it at free, so the kernel faults in and zeroes every page again: a tenth of a prompt
+    // run's time went there. Freed memory is kept in the heap for the next matrix instead.
+    ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
     // A product large enough that every thread of the library takes part and takes its buffer.
     constexpr int n = 256;
     const std::vector<double> a(n * n, 0.0);
