@@ -1,5 +1,6 @@
 # The two commands of the quick start: `make demo` and `make test`.
-# Both install the missing Debian packages first, then configure and build.
+# Both install the missing Debian packages first, then configure and build: `make demo` only
+# what building the binary needs, and only the binary; `make test` the rest, and everything.
 # `make install` builds a Release binary and installs it, stripped, with the man page, the
 # completions and the examples under PREFIX (/usr/local by default; DESTDIR for staging);
 # `make package` builds ffn-trace_<version>_amd64.deb with CPack, for /usr.
@@ -9,16 +10,23 @@
 FUZZ_SECONDS ?= 60
 PREFIX ?= /usr/local
 
-.PHONY: deps build demo test sanitize fuzz clean install package
+.PHONY: deps build-deps build binary demo test sanitize fuzz clean install package
 
 deps:
 	@bash scripts/install-deps.sh
+
+build-deps:
+	@bash scripts/install-deps.sh build
 
 build: deps
 	cmake --preset default
 	cmake --build --preset default
 
-demo: build
+binary: build-deps
+	cmake --preset default
+	cmake --build --preset default --target ffn-trace
+
+demo: binary
 	./build/ffn-trace run data/walkthrough.json
 	./build/ffn-trace run --checkpoint data/models/capitals --layer 0 --prompt "The capital of France is" \
 	  --detail summary --ablate 172,84,28,168,203

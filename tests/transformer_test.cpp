@@ -6,7 +6,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -242,4 +244,65 @@ TEST_CASE("a config.json field the forward pass cannot use is one error naming t
         CHECK(e.path == c.field);
         CHECK(e.message.find(c.says) != std::string::npos);
     }
+}
+
+TEST_CASE("a weight stored as NaN or inf is named with its tensor, row and column wherever the forward pass reads it") {
+    const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+    struct damage {
+        const char* arch;
+        std::string tensor;
+        std::size_t at;  // flat index in the tensor as stored (C order)
+        double value;
+        std::string where, spelled;
+    };
+    // The prompt is {3, 1, 4, 1, 5}; d_model 16, d_ff 12, vocab 11, positions 8. Llama's tensors are
+    // BF16, GPT-2's F32 and Mixtral's F64.
+    for (const damage& c : {
+             damage{"gpt2", "transformer.h.0.mlp.c_fc.weight", 3 * d_ff + 5, nan, "row 3, column 5", "NaN"},
+             damage{"llama", "model.layers.0.mlp.up_proj.weight", 7 * d_model + 2, -inf, "row 7, column 2", "-inf"},
+             damage{"llama", "model.embed_tokens.weight", 4 * d_model + 2, inf, "row 4, column 2", "inf"},  // token 4's row
+             damage{"llama", "model.layers.1.self_attn.o_proj.weight", 15, nan, "row 0, column 15", "NaN"},
+             damage{"llama", "lm_head.weight", 9 * d_model + 1, inf, "row 9, column 1", "inf"},
+             damage{"llama", "model.norm.weight", 4, nan, "element 4", "NaN"},
+             damage{"mixtral", "model.layers.0.block_sparse_moe.gate.weight", 2 * d_model + 3, nan, "row 2, column 3", "NaN"},
+             damage{"gpt2", "transformer.wpe.weight", 1 * d_model, -inf, "row 1, column 0", "-inf"},  // position 1's row
+             damage{"gpt2", "transformer.wte.weight", 9 * d_model + 6, nan, "row 9, column 6", "NaN"},  // the tied head's row 9
+         }) {
+        CAPTURE(c.tensor);
+        tiny_model m = make_model(c.arch);
+        auto t = std::find_if(m.written.begin(), m.written.end(), [&](const ckpt::tensor& w) { return w.name == c.tensor; });
+        REQUIRE(t != m.written.end());
+        t->values[c.at] = c.value;
+        ckpt::temp_dir dir;
+        // opening, the whole forward pass and the logits of every position: the first error
+        std::optional<error> e;
+        auto ck = checkpoint::open(m.write(dir));
+        REQUIRE(ck);
+        auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+        if (!tr) {
+            e = tr.err();
+        } else if (auto x = tr->run(prompt, n_layers - 1); !x) {
+            e = x.err();
+        } else if (auto z = tr->logits(*x, {0, 1, 2, 3, 4}); !z) {
+            e = z.err();
+        }
+        REQUIRE(e);
+        CHECK(e->file == dir / "model.safetensors");
+        CHECK(e->path == c.tensor);
+        CHECK(e->message.find("the value stored at " + c.where + " of this ") == 0);
+        CHECK(e->message.find(" is " + c.spelled + ": the file holds it so (no step overflowed)") != std::string::npos);
+    }
+}
+
+TEST_CASE("a weight stored as NaN that the prompt never reads leaves the forward pass as it was") {
+    // Llama's head is its own (lm_head): a token row of the embedding no prompt token names is never read.
+    tiny_model m = make_model("llama");
+    auto t = std::find_if(m.written.begin(), m.written.end(), [](const ckpt::tensor& w) { return w.name == "model.embed_tokens.weight"; });
+    REQUIRE(t != m.written.end());
+    t->values[7 * d_model] = std::nan("");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    auto x = tr.run(prompt, n_layers - 1);
+    REQUIRE(x);
+    check_same(*x, ref::forward(m.spec, m.values, prompt).after_ffn.back(), "run");
 }

@@ -87,18 +87,6 @@ struct descent_step {
     matrix new_output;  // the layer's output with the updated weights (tokens, d_out)
 };
 
-namespace detail {
-// A weight's values, matrices and biases alike, under its name in the file.
-struct weight_values {
-    std::string name;  // "W1", "router.W", "experts[1].W2", ...
-    std::size_t cols;  // a matrix's columns; 0 for a bias
-    std::vector<double>* values;
-};
-std::vector<weight_values> weights_of(ffn& l);
-// w ← w − η·dw for every weight; an error blaming --lr when a value leaves double's range.
-std::optional<error> step_down(const std::vector<weight_values>& w, const std::vector<weight_values>& dw, double learning_rate);
-}  // namespace detail
-
 // One step of gradient descent on the weights (the input stays as it is).
 outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradients& g, double learning_rate);
 

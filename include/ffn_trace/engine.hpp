@@ -55,6 +55,10 @@ public:
     virtual std::vector<double> row(std::size_t i) const = 0;     // W[i, :] (cols)
     virtual std::vector<double> column(std::size_t j) const = 0;  // W[:, j] (rows)
     virtual std::vector<double> row_norms() const = 0;            // ‖W[i, :]‖ for every i (rows)
+    // The first value that is not finite (NaN, ±inf) that the calls above met in the file, as an
+    // error naming the file, the tensor, its row and column; none while every value read was finite.
+    // A product through such a value has no meaning: whoever computed it asks here first.
+    virtual std::optional<error> non_finite() const { return std::nullopt; }
 };
 
 enum class weight { w1, wg, wu, w2 };

@@ -24,9 +24,4 @@ void forget_files_read();
 // inode when `path` exists, the same resolved path otherwise.
 bool is_file_read(const std::string& path);
 
-namespace detail {
-// Notes the file open at `fd` under `path`; called by every reader as it opens a file.
-void note_file_read(int fd, const std::string& path);
-}  // namespace detail
-
 }  // namespace ffn_trace

@@ -1,7 +1,6 @@
 // The views of the backward pass: text and Markdown walkthroughs, and JSON.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ffn_trace/backward.hpp"
@@ -45,13 +44,5 @@ std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_
 // loss, gradients under the file's own paths (router.W, experts[1].W2, …, input), the check,
 // and with a descent step the updated weights, the new loss and whether the routing changed.
 std::string render_grad_json(const moe_grad_rendering_input& in);
-
-namespace detail {
-// The verdict of a gradient check, as one paragraph.
-std::string check_text(const gradient_check& c);
-// A weight in the file's layout, as nested rows.
-nlohmann::ordered_json nested_weight(const matrix& math_form, bool out_in);
-nlohmann::ordered_json check_json(const gradient_check& c);
-}  // namespace detail
 
 }  // namespace ffn_trace

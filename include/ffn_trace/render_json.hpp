@@ -1,7 +1,6 @@
 // The JSON view of a trace: every step the engine recorded, and every claim with its verdict.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -33,18 +32,5 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
                             const moe_unit_readings* units = nullptr, const moe_comparison* comparison = nullptr,
                             std::size_t unchecked_claims = 0);
-
-// The same two views as JSON objects, for a view that holds a trace among other things (a prompt's).
-nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims,
-                                  const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
-nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                                      const moe_unit_readings* units = nullptr);
-
-// JSON as a person lays it out: an array of numbers or strings on one line, everything else
-// indented by two spaces per level. A layer's gradients take a line per row, not per number.
-std::string json_text(const nlohmann::ordered_json& j);
-
-// A (tokens, width) matrix nested like the input: the leading shape, then the rows.
-nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);
 
 }  // namespace ffn_trace

@@ -7,7 +7,9 @@
 // headers, and taking three rows of a 50257 × 768 embedding converts three rows.
 //
 // Every problem is an `error` naming the file, where in it (the tensor's name, or the header field:
-// `header: "h.0.mlp.c_fc.weight".data_offsets`) and what is wrong; nothing throws.
+// `header: "h.0.mlp.c_fc.weight".data_offsets`) and what is wrong; nothing throws. A weight's value
+// stored as NaN or ±inf is one: the reads below (all but read_values, whose caller checks an input
+// its own way) refuse it with its row and column, as the values are converted.
 #pragma once
 
 #include <cstddef>

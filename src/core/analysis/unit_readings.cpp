@@ -84,10 +84,13 @@ outcome<const tensor_info*> unembedding_of(const tensor_source& source, const st
 }
 
 // The `top` tokens each column of V (d, n) promotes and suppresses most: the scores V's columns · Eᵀ
-// (vocab, n), computed a block of E's rows at a time, so E is never converted whole.
+// (vocab, n), computed a block of E's rows at a time, so E is never converted whole. A block is
+// about 16 MB of doubles, under malloc's threshold for a mapping of its own: a block of 8192 rows
+// (50 MB for GPT-2) was mapped anew each time, and its faults were most of a prompt run's sys time.
 outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
                                               std::size_t top) {
-    const std::size_t n = v.cols, vocab = e.shape[0], block = 8192;
+    const std::size_t n = v.cols, vocab = e.shape[0];
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t{2} << 20) / std::max<std::size_t>(1, v.rows));
     std::vector<std::vector<token_score>> best(n), worst(n);
     std::vector<std::size_t> ids;
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {

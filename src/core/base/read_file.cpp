@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ffn_trace/files_read.hpp"
+#include "base/note_file_read.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,10 +1,13 @@
 // The dtypes of stored tensors: their names and sizes, and their conversion to doubles.
 #include "ffn_trace/tensor_source.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <limits>
 
 #include "checkpoint/tensor_formats.hpp"
@@ -48,37 +51,68 @@ float bf16_to_float(std::uint16_t bits) { return std::bit_cast<float>(static_cas
 
 namespace detail {
 
-// Converts n = out.size() little-endian values of type t from `in` (n × size_of(t) bytes).
 // Copying each element out of the bytes keeps unaligned data (a .npy header of any length) legal.
-void convert(dtype t, std::span<const std::byte> in, std::span<double> out) {
-    if (out.empty()) return;  // an empty tensor's data may be a null pointer, which memcpy must not see
+// Each loop ORs together whether each value's exponent is all ones (inf or NaN) as it converts, in
+// integer operations that vectorise with the conversion; only a tensor found so is searched again
+// for the first such value.
+std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> out) {
+    if (out.empty()) return 0;  // an empty tensor's data may be a null pointer, which memcpy must not see
     const std::byte* p = in.data();
+    bool special = false;
     switch (t) {
         case dtype::f64:
             std::memcpy(out.data(), p, out.size() * sizeof(double));
-            return;
+            for (double v : out) special |= (std::bit_cast<std::uint64_t>(v) & 0x7ff0000000000000u) == 0x7ff0000000000000u;
+            break;
         case dtype::f32:
             for (std::size_t i = 0; i < out.size(); ++i) {
-                float v;
-                std::memcpy(&v, p + 4 * i, 4);
-                out[i] = v;
+                std::uint32_t bits;
+                std::memcpy(&bits, p + 4 * i, 4);
+                special |= (bits & 0x7f800000u) == 0x7f800000u;
+                out[i] = std::bit_cast<float>(bits);
             }
-            return;
+            break;
         case dtype::f16:
             for (std::size_t i = 0; i < out.size(); ++i) {
                 std::uint16_t bits;
                 std::memcpy(&bits, p + 2 * i, 2);
+                special |= (bits & 0x7c00u) == 0x7c00u;
                 out[i] = f16_to_float(bits);
             }
-            return;
+            break;
         case dtype::bf16:  // the shift of bf16_to_float written in the loop, so that it vectorises
             for (std::size_t i = 0; i < out.size(); ++i) {
                 std::uint16_t bits;
                 std::memcpy(&bits, p + 2 * i, 2);
+                special |= (bits & 0x7f80u) == 0x7f80u;
                 out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
             }
-            return;
+            break;
     }
+    if (!special) return out.size();
+    return static_cast<std::size_t>(std::find_if(out.begin(), out.end(), [](double v) { return !std::isfinite(v); }) -
+                                    out.begin());
+}
+
+error stored_non_finite(const tensor_info& t, std::size_t at, double value) {
+    const std::string what = std::isnan(value) ? "NaN" : (value > 0 ? "inf" : "-inf");
+    std::string where;
+    if (t.shape.size() == 2)
+        where = fmt::format("row {}, column {}", at / t.shape[1], at % t.shape[1]);
+    else if (t.shape.size() == 1)
+        where = fmt::format("element {}", at);
+    else {  // its index in every dimension, the last fastest
+        std::vector<std::size_t> index(t.shape.size());
+        for (std::size_t d = t.shape.size(); d-- > 0;) {
+            index[d] = at % t.shape[d];
+            at /= t.shape[d];
+        }
+        where = fmt::format("index [{}]", fmt::join(index, ", "));
+    }
+    return error{t.file, t.name,
+                 fmt::format("the value stored at {} of this {} tensor {} is {}: the file holds it so (no step "
+                             "overflowed); the checkpoint is damaged",
+                             where, to_string(t.type), shape_text(t.shape), what)};
 }
 
 }  // namespace detail

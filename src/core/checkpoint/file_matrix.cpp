@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <mutex>
 
 #include "checkpoint/tensor_formats.hpp"
 
@@ -62,6 +63,11 @@ public:
     std::vector<double> row(std::size_t i) const override { return transposed_ ? stored_column(i) : stored_row(i); }
     std::vector<double> column(std::size_t j) const override { return transposed_ ? stored_row(j) : stored_column(j); }
 
+    std::optional<error> non_finite() const override {
+        std::lock_guard lock(non_finite_mutex_);
+        return non_finite_;
+    }
+
     std::vector<double> row_norms() const override {
         std::vector<double> ss(rows(), 0.0);
         for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
@@ -82,12 +88,16 @@ private:
     void for_each_panel(F&& f) const {
         const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
         const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
-        std::vector<double> panel(std::min(per_panel, stored_rows_) * stored_cols_);
+        // One panel buffer per thread, kept from product to product: a new 16 MB buffer at every
+        // product was new pages for the kernel to fault in and zero, dozens of times a prompt.
+        thread_local std::vector<double> panel;
+        panel.resize(std::max(panel.size(), std::min(per_panel, stored_rows_) * stored_cols_));
         for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
             const std::size_t n = std::min(per_panel, stored_rows_ - r0);
             const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
-            convert(info_.type, bytes, std::span<double>(panel.data(), n * stored_cols_));
+            const std::size_t bad = convert(info_.type, bytes, std::span<double>(panel.data(), n * stored_cols_));
             release(info_, bytes);
+            if (bad < n * stored_cols_) note_non_finite(r0 * stored_cols_ + bad, panel[bad]);
             f(r0, n, panel.data());
         }
     }
@@ -95,17 +105,24 @@ private:
         const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
         std::vector<double> v(stored_cols_);
         const auto bytes = bytes_.subspan(r * row_bytes, row_bytes);
-        convert(info_.type, bytes, v);
+        const std::size_t bad = convert(info_.type, bytes, v);
         release(info_, bytes);
+        if (bad < v.size()) note_non_finite(r * stored_cols_ + bad, v[bad]);
         return v;
     }
     std::vector<double> stored_column(std::size_t c) const {
         const std::size_t size = size_of(info_.type);
         std::vector<double> v(stored_rows_);
         for (std::size_t r = 0; r < stored_rows_; ++r)
-            convert(info_.type, bytes_.subspan((r * stored_cols_ + c) * size, size), std::span<double>(&v[r], 1));
+            if (convert(info_.type, bytes_.subspan((r * stored_cols_ + c) * size, size), std::span<double>(&v[r], 1)) == 0)
+                note_non_finite(r * stored_cols_ + c, v[r]);
         release(info_, bytes_);
         return v;
+    }
+    // The first one met is kept (the products of a forward pass may run on several threads).
+    void note_non_finite(std::size_t at, double value) const {
+        std::lock_guard lock(non_finite_mutex_);
+        if (!non_finite_) non_finite_ = detail::stored_non_finite(info_, at, value);
     }
 
     std::shared_ptr<const tensor_source> source_;  // keeps the file mapped
@@ -113,6 +130,8 @@ private:
     std::span<const std::byte> bytes_;
     std::size_t stored_rows_, stored_cols_;
     bool transposed_;
+    mutable std::mutex non_finite_mutex_;
+    mutable std::optional<error> non_finite_;
 };
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "checkpoint/mapped_file.hpp"
-#include "ffn_trace/files_read.hpp"
+#include "base/note_file_read.hpp"
 
 namespace ffn_trace::detail {
 

@@ -33,8 +33,15 @@ U load_le(std::span<const std::byte> bytes, std::size_t at) {
 // "(50257, 768)"; "()" for a scalar.
 std::string shape_text(const std::vector<std::size_t>& shape);
 
-// Converts n = out.size() little-endian values of type t from `in` (n × size_of(t) bytes).
-void convert(dtype t, std::span<const std::byte> in, std::span<double> out);
+// Converts n = out.size() little-endian values of type t from `in` (n × size_of(t) bytes), and
+// returns the index of the first value that is not finite (NaN, ±inf), or n when all are: a
+// damaged checkpoint is caught where its values are read, by the stored exponent bits (all ones),
+// in the same pass.
+std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> out);
+// The error for the value at flat index `at` (C order) of tensor t, not finite as stored: it names
+// the file, the tensor, the row and column (the element of a 1-D tensor), and says that the file
+// holds it, so that no step is blamed for overflowing.
+error stored_non_finite(const tensor_info& t, std::size_t at, double value);
 
 // The header of a .npy file, read from the bytes at its start.
 struct npy_header {

@@ -70,8 +70,9 @@ outcome<matrix> tensor_source::read_matrix(std::string_view name) const {
     if (t.shape.size() != 1 && t.shape.size() != 2)
         return error{t.file, t.name, fmt::format("expected a 1-D or 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
     matrix m(t.shape.size() == 1 ? 1 : t.shape[0], t.shape.back());
-    convert(t.type, at->bytes, m.data);
+    const std::size_t bad = convert(t.type, at->bytes, m.data);
     release(t, at->bytes);
+    if (bad < m.data.size()) return detail::stored_non_finite(t, bad, m.data[bad]);
     return m;
 }
 
@@ -89,7 +90,8 @@ outcome<matrix> tensor_source::read_matrix_transposed(std::string_view name) con
     std::vector<double> buffer(block * cols);
     for (std::size_t r0 = 0; r0 < rows; r0 += block) {
         const std::size_t n = std::min(block, rows - r0);
-        convert(t.type, at->bytes.subspan(r0 * row_bytes, n * row_bytes), std::span<double>(buffer.data(), n * cols));
+        const std::size_t bad = convert(t.type, at->bytes.subspan(r0 * row_bytes, n * row_bytes), std::span<double>(buffer.data(), n * cols));
+        if (bad < n * cols) return detail::stored_non_finite(t, r0 * cols + bad, buffer[bad]);
         for (std::size_t c = 0; c < cols; ++c)
             for (std::size_t r = 0; r < n; ++r) m(c, r0 + r) = buffer[r * cols + c];
     }
@@ -105,8 +107,9 @@ outcome<std::vector<double>> tensor_source::read_vector(std::string_view name) c
     if (t.shape.size() != 1)
         return error{t.file, t.name, fmt::format("expected a 1-D tensor, its shape is {}", detail::shape_text(t.shape))};
     std::vector<double> v(t.shape[0]);
-    convert(t.type, at->bytes, v);
+    const std::size_t bad = convert(t.type, at->bytes, v);
     release(t, at->bytes);
+    if (bad < v.size()) return detail::stored_non_finite(t, bad, v[bad]);
     return v;
 }
 
@@ -115,7 +118,7 @@ outcome<std::vector<double>> tensor_source::read_values(std::string_view name) c
     auto at = locate(name, scratch);
     if (!at) return at.err();
     std::vector<double> v(at->info->elements());
-    convert(at->info->type, at->bytes, v);
+    convert(at->info->type, at->bytes, v);  // an input's caller checks its values, naming it so
     release(*at->info, at->bytes);
     return v;
 }
@@ -138,8 +141,9 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
     matrix m(rows.size(), cols);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto bytes = at->bytes.subspan(rows[i] * row_bytes, row_bytes);
-        convert(t.type, bytes, m.row(i));
+        const std::size_t bad = convert(t.type, bytes, m.row(i));
         release(t, bytes);
+        if (bad < cols) return detail::stored_non_finite(t, rows[i] * cols + bad, m(i, bad));
     }
     return m;
 }

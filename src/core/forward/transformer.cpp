@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <fmt/format.h>
 
 #include "checkpoint/checked_tensor.hpp"
@@ -98,6 +99,15 @@ std::optional<error> overflow(const matrix& x, const std::string& where) {
     for (std::size_t k = 0; k < x.data.size(); ++k)
         if (!std::isfinite(x.data[k]))
             return error{"", where, fmt::format("token {}'s value {} overflowed to inf or NaN in double precision", k / x.cols, k % x.cols)};
+    return std::nullopt;
+}
+
+// The first of these weights that its products met stored as NaN or inf (null ones skipped): the
+// file's fault, said before any overflow of the step it fed.
+std::optional<error> stored_non_finite(std::initializer_list<const stored_matrix*> weights) {
+    for (const stored_matrix* w : weights)
+        if (w)
+            if (auto e = w->non_finite()) return e;
     return std::nullopt;
 }
 
@@ -407,6 +417,8 @@ outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix&
     const attention_weights& a = attention_[layer];
     matrix out = residual(x, added);
     if (a.norm && a.norm->position == norm_layer::place::post) out = normalize(*a.norm, out).y;
+    if (auto e = stored_non_finite({a.qkv ? a.qkv->w.get() : nullptr, a.q.w.get(), a.k.w.get(), a.v.w.get(), a.o.w.get()}))
+        return *e;
     if (auto e = overflow(out, fmt::format("layer {}'s attention", layer))) return *e;
     return out;
 }
@@ -425,6 +437,7 @@ outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, cons
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", m.d_model, x.rows, x.cols)};
     // The engine's overflow error names the step; the pass names the layer too.
     auto in_layer = [layer](error e) {
+        if (!e.file.empty()) return e;  // a value the file holds, named by its tensor
         e.path = e.path.empty() ? fmt::format("layer {}'s FFN", layer) : fmt::format("layer {}'s FFN, {}", layer, e.path);
         return e;
     };
@@ -462,6 +475,7 @@ outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t
     matrix normed = normalize(*final_norm_, gather(x, rows)).y;
     if (at) at(hook_point::final_norm, normed);
     matrix y = unembedding_->times(normed, false);
+    if (auto e = unembedding_->non_finite()) return *e;
     if (at) at(hook_point::logits, y);
     if (auto e = overflow(y, "logits")) return *e;
     return y;

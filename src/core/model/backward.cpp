@@ -1,4 +1,5 @@
 #include "ffn_trace/backward.hpp"
+#include "model/descent.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,6 +1,7 @@
 #include "ffn_trace/engine.hpp"
 
 #include <cblas.h>
+#include <malloc.h>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -21,6 +22,12 @@ int dim(std::size_t n) { return static_cast<int>(n); }
 }  // namespace
 
 void prepare_matrix_library() {
+    // A forward pass allocates and frees matrices of a few megabytes by the hundred (each product's
+    // result, the logits of every position). Left to its defaults, malloc maps each anew and
+    // returns it at free, so the kernel faults in and zeroes every page again: a tenth of a prompt
+    // run's time went there. Freed memory is kept in the heap for the next matrix instead.
+    ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
     // A product large enough that every thread of the library takes part and takes its buffer.
     constexpr int n = 256;
     const std::vector<double> a(n * n, 0.0);
@@ -371,6 +378,10 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
         t.steps.push_back(std::move(post_norm));
     }
 
+    // A weight stored as NaN or inf is the file's fault, not the step's: that is said first.
+    for (const auto& w : layer.stored)
+        if (w)
+            if (auto e = w->non_finite()) return *e;
     for (const auto& s : t.steps) {
         if (auto e = norm_overflow(s, t.lead)) return *e;
         for (std::size_t k = 0; k < s.value.data.size(); ++k) {

@@ -18,6 +18,7 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "views/json_views.hpp"
 #include "ffn_trace/text_sink.hpp"
 #include "views/view_options.hpp"
 

@@ -13,6 +13,7 @@
 #include "views/view_options.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "views/json_views.hpp"
 
 namespace ffn_trace {
 

@@ -1,4 +1,5 @@
 #include "ffn_trace/render_json.hpp"
+#include "views/json_views.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

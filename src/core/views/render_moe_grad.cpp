@@ -15,6 +15,7 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "views/json_views.hpp"
 
 namespace ffn_trace {
 

@@ -11,6 +11,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "views/json_views.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"
 

@@ -1,0 +1,37 @@
+// The JSON views' pieces as JSON objects, for the views that nest them (internal: the public
+// headers hand out JSON as text only, so that a program using the library needs no JSON library).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/backward.hpp"
+#include "ffn_trace/claims.hpp"
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/example.hpp"
+#include "ffn_trace/moe.hpp"
+#include "ffn_trace/unit_readings.hpp"
+#include "json/json_text.hpp"
+
+namespace ffn_trace {
+
+// render_json's two views as JSON objects, for a view that holds a trace among other things (a prompt's).
+nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims,
+                                  const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
+nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
+                                      const moe_unit_readings* units = nullptr);
+
+// A (tokens, width) matrix nested like the input: the leading shape, then the rows.
+nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);
+
+namespace detail {
+// The verdict of a gradient check, as one paragraph.
+std::string check_text(const gradient_check& c);
+// A weight in the file's layout, as nested rows.
+nlohmann::ordered_json nested_weight(const matrix& math_form, bool out_in);
+nlohmann::ordered_json check_json(const gradient_check& c);
+}  // namespace detail
+
+}  // namespace ffn_trace

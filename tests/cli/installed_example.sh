@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The library as another project uses it: `cmake --install` into a new prefix, examples/trace_prompt
+# configured with find_package(ffn_trace) from that prefix alone and built, then run on the shipped
+# model; the units it prints and their scores must be PyTorch's float64 reference
+# (tests/inputs/models/capitals_reference.json, written by scripts/train_model.py).
+# Usage: installed_example.sh CMAKE BUILD_DIR SOURCE_DIR PYTHON
+set -euo pipefail
+cmake=$1 build=$2 src=$3 python=$4
+work=$build/tests/installed_example  # inside the build tree, so that ccache can serve it again
+rm -rf "$work"
+mkdir -p "$work"
+"$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log"
+
+# Nothing installed points back into the source tree or the build tree, and no public header needs
+# the JSON library.
+if grep -rl -e "$src/include" -e "$src/src" -e "$build" "$work/prefix/lib/cmake/ffn_trace"; then
+    echo "FAIL: the installed CMake package names the source or build tree" >&2; exit 1
+fi
+if grep -rl nlohmann "$work/prefix/include/ffn_trace"; then
+    echo "FAIL: an installed header names nlohmann" >&2; exit 1
+fi
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+"$cmake" -S "$src/examples/trace_prompt" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >"$work/configure.log"
+"$cmake" --build "$work/build" >"$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
+
+"$work/build/trace_prompt" "$src/data/models/capitals" 0 "The capital of France is" >"$work/out.txt"
+cat "$work/out.txt"
+"$python" - "$work/out.txt" "$src/tests/inputs/models/capitals_reference.json" <<'PY'
+import json, re, sys
+out = open(sys.argv[1]).read().splitlines()
+ref = next(p for p in json.load(open(sys.argv[2]))["prompts"] if p["text"] == "The capital of France is")
+want = ref["top_units"]["units"][:5]
+m = re.match(r'5 tokens; the next token is " Paris"', out[0])
+assert m, f"first line: {out[0]!r}"
+got = [re.match(r"\s+unit (\d+)\s+activation\s+(\S+)\s+score\s+(\S+)$", line) for line in out[2:]]
+assert len(got) == len(want) and all(got), f"unit lines: {out[2:]!r}"
+for g, w in zip(got, want):
+    assert int(g[1]) == w["unit"], f"unit {g[1]}, expected {w['unit']}"
+    assert abs(float(g[3]) - w["score"]) <= 1e-4, f"unit {g[1]}: score {g[3]}, expected {w['score']:.6f}"
+print("trace_prompt's units and scores are the reference's")
+PY
