@@ -6,10 +6,11 @@ set -euo pipefail
 # Usage: install-deps.sh [fuzz|ci]   ("fuzz" adds clang and its libFuzzer runtime; "ci" adds Chromium
 # and tmux, which the browser test and the terminal test need and skip without)
 # python3-jsonschema: the schema test validates the examples with an independent validator.
+# python3-numpy: locate's test recomputes causal tracing in NumPy float64.
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 # libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
 # nodejs and npm: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
-packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema dpkg-dev file
+packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev python3-jsonschema python3-numpy dpkg-dev file
           pkg-config libpcre2-dev libutf8proc-dev nodejs)
 # A node from elsewhere (NodeSource) brings its own npm, which Debian's npm would conflict with.
 command -v npm >/dev/null || packages+=(npm)

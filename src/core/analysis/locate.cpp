@@ -1,0 +1,413 @@
+// Causal tracing (see locate.hpp): the clean run, the corrupted runs, and each restore run again
+// from the first layer it changes, on the transformer's sublayers (a block returns x + sublayer(x),
+// so a sublayer's output is the difference).
+#include "ffn_trace/locate.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fmt/format.h>
+#include <numbers>
+#include <span>
+
+#include "base/splitmix.hpp"
+#include "ffn_trace/format.hpp"
+
+namespace ffn_trace {
+
+std::string_view to_string(restored r) {
+    switch (r) {
+        case restored::state: return "state";
+        case restored::mlp: return "mlp";
+        case restored::attn: return "attn";
+    }
+    return "";
+}
+
+layer_span restore_window(std::size_t layer, std::size_t window, std::size_t n_layers) {
+    const std::size_t below = window / 2, above = window - window / 2;  // ⌊w/2⌋ and ⌈w/2⌉
+    return {layer > below ? layer - below : 0, std::min(n_layers, layer + above)};
+}
+
+namespace {
+
+std::string lowered(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+std::string_view trimmed(std::string_view s) {
+    const auto first = s.find_first_not_of(" \t\n\r");
+    if (first == std::string_view::npos) return {};
+    return s.substr(first, s.find_last_not_of(" \t\n\r") - first + 1);
+}
+
+// Why `subject` is not in `text`, when it is there in another case or without its spaces.
+std::string near_miss(std::string_view text, std::string_view subject) {
+    const std::string_view bare = trimmed(subject);
+    const std::string in_text = lowered(text);
+    for (const std::string_view s : {subject, bare}) {
+        if (s.empty()) continue;
+        const std::size_t at = in_text.find(lowered(s));
+        if (at == std::string::npos) continue;
+        const std::string_view there = text.substr(at, s.size());
+        const bool same_case = there == s;
+        const bool no_spaces = s.size() != subject.size();
+        if (!same_case && !no_spaces) return fmt::format("; it has {}: the case differs", quote(there));
+        if (same_case && no_spaces)
+            return fmt::format("; it has {} without the {}", quote(there),
+                               subject.front() == ' ' && subject.back() != ' '   ? "leading space"
+                               : subject.front() != ' ' && subject.back() == ' ' ? "trailing space"
+                                                                                 : "spaces around it");
+        if (!same_case && no_spaces) return fmt::format("; it has {}: the case and the spaces around it differ", quote(there));
+    }
+    return "";
+}
+
+// The vocabulary's spelling of a token as text: GPT-2's Ġ and SentencePiece's ▁ are a leading
+// space; an id without a string is "#id".
+std::string token_text(const checkpoint& ck, std::size_t id) {
+    if (!ck.vocab() || id >= ck.vocab()->tokens.size() || ck.vocab()->tokens[id].empty()) return fmt::format("#{}", id);
+    std::string t = ck.vocab()->tokens[id];
+    for (std::string_view mark : {"\u0120", "\u2581"})
+        if (t.rfind(mark, 0) == 0) t = " " + t.substr(mark.size());
+    return t;
+}
+
+// P(target) at the last token of the stream x (tokens, d_model): the final norm, the
+// unembedding and the softmax, the largest logit subtracted so that e^z cannot overflow.
+outcome<double> target_probability(const transformer& model, const matrix& x, std::size_t target) {
+    auto z = model.logits(x, {x.rows - 1});
+    if (!z) return z.err();
+    const auto row = z->row(0);
+    const double top = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (double v : row) sum += std::exp(v - top);
+    return std::exp(row[target] - top) / sum;
+}
+
+// Standard normal draws from SplitMix64 by Box–Muller, so that a seed gives the same ε with every
+// standard library (std::normal_distribution's output is left to the library).
+class normal_draws {
+public:
+    explicit normal_draws(std::uint64_t seed) : rng_{seed} {}
+    double next() {
+        if (spare_) {
+            spare_ = false;
+            return second_;
+        }
+        // u1 in (0, 1], u2 in [0, 1): 53 random bits each
+        const double u1 = (static_cast<double>(rng_.next() >> 11) + 1) * 0x1p-53;
+        const double u2 = static_cast<double>(rng_.next() >> 11) * 0x1p-53;
+        const double r = std::sqrt(-2 * std::log(u1)), a = 2 * std::numbers::pi * u2;
+        second_ = r * std::sin(a);
+        spare_ = true;
+        return r * std::cos(a);
+    }
+
+private:
+    detail::splitmix rng_;
+    bool spare_ = false;
+    double second_ = 0;
+};
+
+// σ over every entry of the token embedding (vocab, d_model), read a block of rows at a time:
+// each block's mean and sum of squared deviations, merged (Chan, Golub and LeVeque), so that a
+// large embedding is neither held whole nor summed with a growing error.
+struct spread {
+    double sigma = 0;
+    std::size_t entries = 0;
+};
+outcome<spread> embedding_spread(const checkpoint& ck, const std::string& name) {
+    const tensor_info* t = ck.tensors().find(name);
+    if (!t || t->shape.size() != 2 || t->shape[0] == 0 || t->shape[1] == 0)
+        return error{ck.origin(), name, "expected the token embedding as (vocab, d_model)"};
+    const std::size_t rows = t->shape[0], block = 4096;
+    double mean = 0, m2 = 0;
+    std::size_t n = 0;
+    for (std::size_t first = 0; first < rows; first += block) {
+        std::vector<std::size_t> ids;
+        for (std::size_t r = first; r < std::min(rows, first + block); ++r) ids.push_back(r);
+        auto x = ck.tensors().read_rows(name, ids);
+        if (!x) return x.err();
+        double s = 0;
+        for (double v : x->data) s += v;
+        const std::size_t k = x->data.size();
+        const double block_mean = s / static_cast<double>(k);
+        double block_m2 = 0;
+        for (double v : x->data) block_m2 += (v - block_mean) * (v - block_mean);
+        const double delta = block_mean - mean, total = static_cast<double>(n + k);
+        m2 += block_m2 + delta * delta * static_cast<double>(n) * static_cast<double>(k) / total;
+        mean += delta * static_cast<double>(k) / total;
+        n += k;
+    }
+    return spread{std::sqrt(m2 / static_cast<double>(n)), n};
+}
+
+// The clean run's sublayer outputs and streams, per layer: what a restore puts back.
+struct clean_run {
+    std::vector<matrix> attn, mlp, state;  // attn(norm(x)), ffn(norm(a)), the stream leaving the block
+    matrix final;
+};
+
+// One corrupted run's streams: entering[l] enters block l (entering[L] leaves the last block);
+// mid[l] leaves block l's attention sublayer.
+struct corrupted_run {
+    std::vector<matrix> entering, mid;
+};
+
+matrix minus(const matrix& a, const matrix& b) {
+    matrix d(a.rows, a.cols);
+    for (std::size_t k = 0; k < d.data.size(); ++k) d.data[k] = a.data[k] - b.data[k];
+    return d;
+}
+
+void set_row(matrix& x, std::size_t t, std::span<const double> v) { std::copy(v.begin(), v.end(), x.row(t).begin()); }
+
+// x[t] + d[t] into row t of `into`.
+void set_sum(matrix& into, std::size_t t, const matrix& x, const matrix& d) {
+    for (std::size_t i = 0; i < into.cols; ++i) into(t, i) = x(t, i) + d(t, i);
+}
+
+// One corrupted run again with `what` restored at token t in each layer of `span`, from block
+// span.begin on; P(target) at the last token. Block span.begin's sublayers read the corrupted
+// stream, so what they give before the restore is the corrupted run's own: taken from `run`.
+outcome<double> restored_run(const transformer& model, const clean_run& clean, const corrupted_run& run, restored what,
+                             layer_span span, std::size_t t, std::size_t target) {
+    const std::size_t L = model.n_layers();
+    matrix x = run.entering[span.begin];
+    for (std::size_t l = span.begin; l < L; ++l) {
+        const bool restore = l < span.end, first = l == span.begin;
+        // the attention sublayer: a = x + attn(norm(x)), its output at t the clean one when restored
+        matrix a;
+        if (first) {
+            a = run.mid[l];
+        } else {
+            auto computed = model.attention_block(l, x);
+            if (!computed) return computed.err();
+            a = std::move(*computed);
+        }
+        if (restore && what == restored::attn) set_sum(a, t, x, clean.attn[l]);
+        // the FFN sublayer: y = a + ffn(norm(a)), position-wise, so that in the first block only
+        // the row whose attention output was restored changes
+        matrix y;
+        if (first) {
+            y = run.entering[l + 1];
+            if (what == restored::attn) {
+                auto row = model.ffn_block(l, gather(a, {t}));
+                if (!row) return row.err();
+                set_row(y, t, row->row(0));
+            }
+        } else {
+            auto computed = model.ffn_block(l, a);
+            if (!computed) return computed.err();
+            y = std::move(*computed);
+        }
+        if (restore && what == restored::mlp) set_sum(y, t, a, clean.mlp[l]);
+        if (restore && what == restored::state) set_row(y, t, clean.state[l].row(t));
+        x = std::move(y);
+    }
+    return target_probability(model, x, target);
+}
+
+}  // namespace
+
+std::optional<error> locate_options_error(const locate_options& o) {
+    if (o.samples == 0)
+        return error{"", "--samples", "0 corrupted runs leave nothing to restore; give 1 or more (ROME uses 10)"};
+    if (o.noise && !std::isfinite(*o.noise))
+        return error{"", "--noise", fmt::format("expected a finite number, got {}", *o.noise)};
+    if (o.noise && *o.noise < 0)
+        return error{"", "--noise", fmt::format("the noise's scale ν is a size: expected 0 or more, got {}", format_short(*o.noise, 6))};
+    if (o.window == 0) return error{"", "--window", "a window of 0 layers restores nothing; give 1 or more"};
+    return std::nullopt;
+}
+
+std::optional<error> locate_model_error(const checkpoint& ck) {
+    if (ck.config().arch != "bert") return std::nullopt;
+    return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no probability "
+                                  "for causal tracing to take away and restore; give a causal model (GPT-2, Llama, Mistral, "
+                                  "Qwen2, Mixtral)"};
+}
+
+outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std::string_view subject) {
+    if (trimmed(subject).empty()) return error{"", "--subject", "the subject is empty; give the words of the prompt to corrupt"};
+    // The tokens' text joined, and where each token's starts in it.
+    std::string joined;
+    std::vector<std::size_t> starts;
+    for (const auto& d : prompt.display) {
+        starts.push_back(joined.size());
+        joined += d;
+    }
+    const std::size_t at = joined.find(subject);
+    if (at == std::string::npos)
+        return error{"", "--subject", fmt::format("{} is not in the prompt {}{}", quote(subject), quote(prompt.text),
+                                                  near_miss(prompt.text, subject))};
+    // A token is the subject's when they share a character that is not a space: " France " is the
+    // token " France", not the " is" whose space it ends on.
+    std::vector<std::size_t> positions;
+    for (std::size_t t = 0; t < starts.size(); ++t) {
+        const std::size_t end = t + 1 < starts.size() ? starts[t + 1] : joined.size();
+        const std::size_t from = std::max(starts[t], at), to = std::min(end, at + subject.size());
+        if (from < to && !trimmed(std::string_view(joined).substr(from, to - from)).empty()) positions.push_back(t);
+    }
+    if (positions.size() == prompt.ids.size() || trimmed(subject) == trimmed(prompt.text))
+        return error{"", "--subject",
+                     fmt::format("{} covers the whole prompt, which leaves no token after it to recall the fact from "
+                                 "it; give a prompt that goes on after the subject",
+                                 quote(subject))};
+    return positions;
+}
+
+outcome<std::size_t> single_token(const tokenizer& tok, const checkpoint& ck, const std::string& text, const std::string& option) {
+    if (text.empty()) return error{"", option, "the target is empty; give the token to trace, such as \" Paris\""};
+    if (ck.vocab())
+        if (auto found = look_up_tokens(*ck.vocab(), {text})) return found->front();
+    auto ids = tok.encode(text);
+    if (!ids) return ids.err();
+    // The special tokens the tokenizer adds to every text (Llama's <s>) are not the text's.
+    auto added = tok.encode("");
+    if (added)
+        std::erase_if(*ids, [&](std::size_t id) { return std::find(added->begin(), added->end(), id) != added->end(); });
+    if (ids->size() == 1) return ids->front();
+    if (ids->empty()) return error{"", option, fmt::format("{} gives no token; give the token to trace", quote(text))};
+    // "Paris" where " Paris" is one token: the leading space is what is missing.
+    if (ck.vocab() && !text.empty() && text.front() != ' ')
+        if (auto spaced = look_up_tokens(*ck.vocab(), {" " + text}))
+            return error{"", option, fmt::format("{} is not one token, but {} is (id {}): give it with its leading space",
+                                                 quote(text), quote(" " + text), spaced->front())};
+    std::vector<std::string> parts, numbers;
+    for (auto id : *ids) {
+        parts.push_back(quote(tok.display(id)));
+        numbers.push_back(std::to_string(id));
+    }
+    return error{"", option, fmt::format("{} is not one token: the tokenizer splits it into {} (ids {}); give one token, "
+                                         "such as {}", quote(text), fmt::join(parts, " + "), fmt::join(numbers, ", "),
+                                         parts.front())};
+}
+
+outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, const locate_options& options) {
+    const checkpoint& ck = model.source();
+    if (auto e = locate_options_error(options)) return *e;
+    if (auto e = locate_model_error(ck)) return *e;
+    if (!model.has_head()) return error{ck.origin(), "", "the checkpoint has no head to predict the next token with"};
+    const std::size_t T = prompt.ids.size(), L = model.n_layers(), d = ck.config().d_model;
+    if (T == 0) return error{"", "--prompt", "the prompt is empty; give some text to run through the model"};
+    if (T > model.max_positions())
+        return error{"", "--prompt", fmt::format("the prompt is {} tokens, longer than the model's {} positions; shorten it",
+                                                 T, model.max_positions())};
+    auto subject = find_subject(prompt, options.subject);
+    if (!subject) return subject.err();
+    if (options.target && *options.target >= model.vocab_size())
+        return error{"", "--target", fmt::format("token id {} is out of range: the vocabulary has {} tokens (0 to {})",
+                                                 *options.target, model.vocab_size(), model.vocab_size() - 1)};
+
+    locate_trace r;
+    r.arch = ck.config().arch;
+    r.checkpoint = ck.origin();
+    r.n_layers = L;
+    r.d_model = d;
+    r.subject = options.subject;
+    r.subject_positions = std::move(*subject);
+    r.window = options.window;
+    r.seed = options.seed;
+
+    // The clean run, each sublayer's output kept: x ← x + attn(norm(x)); x ← x + ffn(norm(x)).
+    auto x0 = model.embed(prompt.ids);
+    if (!x0) return x0.err();
+    clean_run clean;
+    matrix x = *x0;
+    for (std::size_t l = 0; l < L; ++l) {
+        auto a = model.attention_block(l, x);
+        if (!a) return a.err();
+        auto y = model.ffn_block(l, *a);
+        if (!y) return y.err();
+        clean.attn.push_back(minus(*a, x));
+        clean.mlp.push_back(minus(*y, *a));
+        clean.state.push_back(*y);
+        x = std::move(*y);
+    }
+    clean.final = std::move(x);
+    if (options.target) {
+        r.target_id = *options.target;
+        r.target_given = true;
+    } else {
+        auto z = model.logits(clean.final, {T - 1});
+        if (!z) return z.err();
+        const auto row = z->row(0);
+        r.target_id = static_cast<std::size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    }
+    r.target = token_text(ck, r.target_id);
+    auto p_clean = target_probability(model, clean.final, r.target_id);
+    if (!p_clean) return p_clean.err();
+    r.clean_prob = *p_clean;
+
+    // The noise: ν = 3σ unless given, ε drawn per sample for each subject token.
+    r.embedding = ck.embedding_name();
+    auto s = embedding_spread(ck, r.embedding);
+    if (!s) return s.err();
+    r.sigma = s->sigma;
+    r.embedding_entries = s->entries;
+    r.scale_given = options.noise.has_value();
+    r.scale = options.noise.value_or(3 * r.sigma);
+    normal_draws draw(options.seed);
+    const std::size_t S = options.samples;
+    for (std::size_t k = 0; k < S; ++k) {
+        matrix e(r.subject_positions.size(), d);
+        for (double& v : e.data) v = draw.next();
+        r.epsilon.push_back(std::move(e));
+    }
+
+    // The corrupted runs, each stream kept: the restores start from them.
+    std::vector<corrupted_run> runs(S);
+    double corrupted = 0;
+    for (std::size_t k = 0; k < S; ++k) {
+        corrupted_run& run = runs[k];
+        matrix xc = *x0;
+        for (std::size_t j = 0; j < r.subject_positions.size(); ++j)
+            for (std::size_t i = 0; i < d; ++i) xc(r.subject_positions[j], i) += r.scale * r.epsilon[k](j, i);
+        for (std::size_t l = 0; l < L; ++l) {
+            run.entering.push_back(xc);
+            auto a = model.attention_block(l, xc);
+            if (!a) return a.err();
+            auto y = model.ffn_block(l, *a);
+            if (!y) return y.err();
+            run.mid.push_back(std::move(*a));
+            xc = std::move(*y);
+        }
+        auto p = target_probability(model, xc, r.target_id);
+        if (!p) return p.err();
+        corrupted += *p;
+        run.entering.push_back(std::move(xc));
+    }
+    r.corrupted_prob = corrupted / static_cast<double>(S);
+
+    // Each restore, layer and token: the mean over the samples.
+    for (restored what : every_restore) {
+        locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
+        g.prob = matrix(L, T);
+        g.effect = matrix(L, T);
+        for (std::size_t l = 0; l < L; ++l) {
+            const layer_span span = restore_window(l, options.window, L);
+            for (std::size_t t = 0; t < T; ++t) {
+                double sum = 0;
+                for (const corrupted_run& run : runs) {
+                    auto p = restored_run(model, clean, run, what, span, t, r.target_id);
+                    if (!p) return p.err();
+                    sum += *p;
+                }
+                g.prob(l, t) = sum / static_cast<double>(S);
+                g.effect(l, t) = g.prob(l, t) - r.corrupted_prob;
+                if (g.effect(l, t) > g.effect(g.best_layer, g.best_token)) {
+                    g.best_layer = l;
+                    g.best_token = t;
+                }
+            }
+        }
+    }
+    r.prompt = std::move(prompt);
+    return r;
+}
+
+}  // namespace ffn_trace
