@@ -55,11 +55,11 @@ outcome<std::size_t> single_token(const tokenizer& tok, const checkpoint& ck, co
                                   const std::string& option = "--target");
 
 struct locate_options {
-    std::string subject;
-    std::optional<std::size_t> target;  // a token id; default: the clean run's top prediction
+    std::string subject = {};
+    std::optional<std::size_t> target = {};  // a token id; default: the clean run's top prediction
     std::size_t samples = 10;           // S, the corrupted runs
     std::uint64_t seed = 1;             // picks ε
-    std::optional<double> noise;        // ν; default 3σ
+    std::optional<double> noise = {};        // ν; default 3σ
     std::size_t window = 1;             // w, the layers restored around each layer
 };
 
