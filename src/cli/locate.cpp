@@ -18,10 +18,10 @@ namespace cli {
 
 void setup_locate(CLI::App& app, int& status) {
     auto o = std::make_shared<locate_options>();
-    auto* sub = app.add_subcommand("locate", "Causal tracing: noise the subject's embeddings, then restore each layer's "
-                                             "stream, FFN output or attention output at each token from the clean run, "
-                                             "to see where the next token is recalled");
-    sub->add_option("--checkpoint", o->checkpoint, "A checkpoint directory (config.json, safetensors and its tokenizer)")
+    auto* sub = app.add_subcommand("locate", "Causal tracing: where the model recalls the next token; the subject's "
+                                             "embeddings noised, then each layer's stream, FFN output or attention output "
+                                             "restored from the clean run at each token");
+    sub->add_option("--checkpoint", o->checkpoint, "A checkpoint directory: config.json, safetensors and its tokenizer")
         ->required()
         ->type_name("DIR");
     sub->add_option("--arch", o->arch, "The architecture when there is no config.json")
@@ -31,8 +31,8 @@ void setup_locate(CLI::App& app, int& status) {
                                                                           "input), one trailing line break dropped")
                             ->type_name("FILE");
     prompt->excludes(prompt_file);
-    sub->add_option("--subject", o->subject, "The words of the prompt whose token embeddings the corrupted runs noise "
-                                             "(\"France\")")
+    sub->add_option("--subject", o->subject, "The words of the prompt whose token embeddings the corrupted runs noise, "
+                                             "such as \"France\"")
         ->required()
         ->type_name("TEXT");
     sub->add_option("--target", o->target, "The token whose probability is traced, with its leading space (\" Paris\"); "
@@ -42,10 +42,10 @@ void setup_locate(CLI::App& app, int& status) {
         ->check(whole_number(0, 100000))
         ->capture_default_str();
     sub->add_option("--seed", o->seed, "Picks the noise")->check(whole_number(0))->capture_default_str();
-    sub->add_option("--noise", o->noise, "The noise's scale ν (default 3σ, σ the standard deviation of the token "
-                                         "embedding's entries)")
+    sub->add_option("--noise", o->noise, "The noise's scale ν; default 3σ, σ the standard deviation of the token "
+                                         "embedding's entries")
         ->type_name("NU");
-    sub->add_option("--window", o->window, "Layers restored at once around each layer (ROME uses 10 for mlp and attn)")
+    sub->add_option("--window", o->window, "Layers restored at once around each layer; ROME uses 10 for mlp and attn")
         ->check(whole_number(0, 100000))
         ->capture_default_str();
     sub->add_option("--format", o->format, "Output format")
