@@ -348,7 +348,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|locate\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -368,7 +368,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped"
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize locate generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")

@@ -141,9 +141,11 @@ TEST_CASE("restoring the stream leaving the last block at the last token gives t
                     CHECK(r.state.effect(l, ids.size() - 1) == Approx(r.total_effect()).epsilon(1e-12));
                 }
             }
-            // a token but the last leaving the last block is read by nothing after it
-            for (std::size_t t = 0; t + 1 < ids.size(); ++t)
-                CHECK(r.state.prob(n_layers - 1, t) == Approx(r.corrupted_prob).epsilon(1e-12));
+            // a token but the last leaving the last block is read by nothing after it (when the
+            // window holds the last block alone)
+            if (restore_window(n_layers - 1, w, n_layers).begin == n_layers - 1)
+                for (std::size_t t = 0; t + 1 < ids.size(); ++t)
+                    CHECK(r.state.prob(n_layers - 1, t) == Approx(r.corrupted_prob).epsilon(1e-12));
         }
     }
 }

@@ -75,16 +75,12 @@ std::string token_text(const checkpoint& ck, std::size_t id) {
     return t;
 }
 
-// P(target) at the last token of the stream x (tokens, d_model): the final norm, the
-// unembedding and the softmax, the largest logit subtracted so that e^z cannot overflow.
-outcome<double> target_probability(const transformer& model, const matrix& x, std::size_t target) {
-    auto z = model.logits(x, {x.rows - 1});
-    if (!z) return z.err();
-    const auto row = z->row(0);
-    const double top = *std::max_element(row.begin(), row.end());
+// softmax(z)[k], the largest logit subtracted so that e^z cannot overflow.
+double softmax_at(std::span<const double> z, std::size_t k) {
+    const double top = *std::max_element(z.begin(), z.end());
     double sum = 0;
-    for (double v : row) sum += std::exp(v - top);
-    return std::exp(row[target] - top) / sum;
+    for (double v : z) sum += std::exp(v - top);
+    return std::exp(z[k] - top) / sum;
 }
 
 // Standard normal draws from SplitMix64 by Box–Muller, so that a seed gives the same ε with every
@@ -151,9 +147,12 @@ struct clean_run {
     matrix final;
 };
 
-// One corrupted run's streams: entering[l] enters block l (entering[L] leaves the last block);
-// mid[l] leaves block l's attention sublayer.
-struct corrupted_run {
+// The S corrupted runs' streams, stacked: sample k's tokens are rows k·T … k·T + T − 1.
+// entering[l] enters block l (entering[L] leaves the last block); mid[l] leaves block l's
+// attention sublayer. Attention runs on each sample alone; the FFN is position-wise and the
+// logits are per row, so they run on all the samples' rows at once, the weights read once.
+struct corrupted_runs {
+    std::size_t samples = 0, tokens = 0;
     std::vector<matrix> entering, mid;
 };
 
@@ -165,50 +164,80 @@ matrix minus(const matrix& a, const matrix& b) {
 
 void set_row(matrix& x, std::size_t t, std::span<const double> v) { std::copy(v.begin(), v.end(), x.row(t).begin()); }
 
-// x[t] + d[t] into row t of `into`.
-void set_sum(matrix& into, std::size_t t, const matrix& x, const matrix& d) {
-    for (std::size_t i = 0; i < into.cols; ++i) into(t, i) = x(t, i) + d(t, i);
+// x[t] + d[u] into row t of `into`.
+void set_sum(matrix& into, std::size_t t, const matrix& x, const matrix& d, std::size_t u) {
+    for (std::size_t i = 0; i < into.cols; ++i) into(t, i) = x(t, i) + d(u, i);
 }
 
-// One corrupted run again with `what` restored at token t in each layer of `span`, from block
-// span.begin on; P(target) at the last token. Block span.begin's sublayers read the corrupted
-// stream, so what they give before the restore is the corrupted run's own: taken from `run`.
-outcome<double> restored_run(const transformer& model, const clean_run& clean, const corrupted_run& run, restored what,
-                             layer_span span, std::size_t t, std::size_t target) {
-    const std::size_t L = model.n_layers();
-    matrix x = run.entering[span.begin];
+// Block l's attention sublayer, x + attn(norm(x)), on each sample of the stacked stream alone.
+outcome<matrix> attention_each(const transformer& model, std::size_t l, const matrix& x, std::size_t samples, std::size_t tokens) {
+    matrix out(x.rows, x.cols);
+    for (std::size_t k = 0; k < samples; ++k) {
+        matrix one(tokens, x.cols);
+        std::copy_n(x.data.begin() + static_cast<long>(k * tokens * x.cols), tokens * x.cols, one.data.begin());
+        auto a = model.attention_block(l, one);
+        if (!a) return a.err();
+        std::copy(a->data.begin(), a->data.end(), out.data.begin() + static_cast<long>(k * tokens * x.cols));
+    }
+    return out;
+}
+
+// The mean over the samples of P(target) at each one's last token.
+outcome<double> mean_probability(const transformer& model, const matrix& x, std::size_t samples, std::size_t tokens,
+                                 std::size_t target) {
+    std::vector<std::size_t> last;
+    for (std::size_t k = 0; k < samples; ++k) last.push_back(k * tokens + tokens - 1);
+    auto z = model.logits(x, last);
+    if (!z) return z.err();
+    double sum = 0;
+    for (std::size_t k = 0; k < samples; ++k) sum += softmax_at(z->row(k), target);
+    return sum / static_cast<double>(samples);
+}
+
+// The corrupted runs again with `what` restored at token t in each layer of `span`, from block
+// span.begin on; the mean P(target). Block span.begin's sublayers read the corrupted stream, so
+// what they give before the restore is the corrupted runs' own: taken from `runs`.
+outcome<double> restored_runs(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
+                              layer_span span, std::size_t t, std::size_t target) {
+    const std::size_t L = model.n_layers(), S = runs.samples, T = runs.tokens;
+    std::vector<std::size_t> at;  // token t's row in each sample
+    for (std::size_t k = 0; k < S; ++k) at.push_back(k * T + t);
+    matrix x = runs.entering[span.begin];
     for (std::size_t l = span.begin; l < L; ++l) {
         const bool restore = l < span.end, first = l == span.begin;
         // the attention sublayer: a = x + attn(norm(x)), its output at t the clean one when restored
         matrix a;
         if (first) {
-            a = run.mid[l];
+            a = runs.mid[l];
         } else {
-            auto computed = model.attention_block(l, x);
+            auto computed = attention_each(model, l, x, S, T);
             if (!computed) return computed.err();
             a = std::move(*computed);
         }
-        if (restore && what == restored::attn) set_sum(a, t, x, clean.attn[l]);
+        if (restore && what == restored::attn)
+            for (auto r : at) set_sum(a, r, x, clean.attn[l], t);
         // the FFN sublayer: y = a + ffn(norm(a)), position-wise, so that in the first block only
-        // the row whose attention output was restored changes
+        // the rows whose attention output was restored change
         matrix y;
         if (first) {
-            y = run.entering[l + 1];
+            y = runs.entering[l + 1];
             if (what == restored::attn) {
-                auto row = model.ffn_block(l, gather(a, {t}));
-                if (!row) return row.err();
-                set_row(y, t, row->row(0));
+                auto rows = model.ffn_block(l, gather(a, at));
+                if (!rows) return rows.err();
+                for (std::size_t k = 0; k < S; ++k) set_row(y, at[k], rows->row(k));
             }
         } else {
             auto computed = model.ffn_block(l, a);
             if (!computed) return computed.err();
             y = std::move(*computed);
         }
-        if (restore && what == restored::mlp) set_sum(y, t, a, clean.mlp[l]);
-        if (restore && what == restored::state) set_row(y, t, clean.state[l].row(t));
+        if (restore && what == restored::mlp)
+            for (auto r : at) set_sum(y, r, a, clean.mlp[l], t);
+        if (restore && what == restored::state)
+            for (auto r : at) set_row(y, r, clean.state[l].row(t));
         x = std::move(y);
     }
-    return target_probability(model, x, target);
+    return mean_probability(model, x, S, T, target);
 }
 
 }  // namespace
@@ -329,19 +358,14 @@ outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, con
         x = std::move(*y);
     }
     clean.final = std::move(x);
-    if (options.target) {
-        r.target_id = *options.target;
-        r.target_given = true;
-    } else {
-        auto z = model.logits(clean.final, {T - 1});
-        if (!z) return z.err();
-        const auto row = z->row(0);
-        r.target_id = static_cast<std::size_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    }
+    auto z = model.logits(clean.final, {T - 1});
+    if (!z) return z.err();
+    const auto logits = z->row(0);
+    r.target_given = options.target.has_value();
+    r.target_id = options.target ? *options.target
+                                 : static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     r.target = token_text(ck, r.target_id);
-    auto p_clean = target_probability(model, clean.final, r.target_id);
-    if (!p_clean) return p_clean.err();
-    r.clean_prob = *p_clean;
+    r.clean_prob = softmax_at(logits, r.target_id);
 
     // The noise: ν = 3σ unless given, ε drawn per sample for each subject token.
     r.embedding = ck.embedding_name();
@@ -359,29 +383,27 @@ outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, con
         r.epsilon.push_back(std::move(e));
     }
 
-    // The corrupted runs, each stream kept: the restores start from them.
-    std::vector<corrupted_run> runs(S);
-    double corrupted = 0;
+    // The corrupted runs, every stream kept: the restores start from them.
+    corrupted_runs runs{S, T, {}, {}};
+    matrix xc(S * T, d);
     for (std::size_t k = 0; k < S; ++k) {
-        corrupted_run& run = runs[k];
-        matrix xc = *x0;
+        std::copy(x0->data.begin(), x0->data.end(), xc.data.begin() + static_cast<long>(k * T * d));
         for (std::size_t j = 0; j < r.subject_positions.size(); ++j)
-            for (std::size_t i = 0; i < d; ++i) xc(r.subject_positions[j], i) += r.scale * r.epsilon[k](j, i);
-        for (std::size_t l = 0; l < L; ++l) {
-            run.entering.push_back(xc);
-            auto a = model.attention_block(l, xc);
-            if (!a) return a.err();
-            auto y = model.ffn_block(l, *a);
-            if (!y) return y.err();
-            run.mid.push_back(std::move(*a));
-            xc = std::move(*y);
-        }
-        auto p = target_probability(model, xc, r.target_id);
-        if (!p) return p.err();
-        corrupted += *p;
-        run.entering.push_back(std::move(xc));
+            for (std::size_t i = 0; i < d; ++i) xc(k * T + r.subject_positions[j], i) += r.scale * r.epsilon[k](j, i);
     }
-    r.corrupted_prob = corrupted / static_cast<double>(S);
+    for (std::size_t l = 0; l < L; ++l) {
+        runs.entering.push_back(xc);
+        auto a = attention_each(model, l, xc, S, T);
+        if (!a) return a.err();
+        auto y = model.ffn_block(l, *a);
+        if (!y) return y.err();
+        runs.mid.push_back(std::move(*a));
+        xc = std::move(*y);
+    }
+    auto corrupted = mean_probability(model, xc, S, T, r.target_id);
+    if (!corrupted) return corrupted.err();
+    r.corrupted_prob = *corrupted;
+    runs.entering.push_back(std::move(xc));
 
     // Each restore, layer and token: the mean over the samples.
     for (restored what : every_restore) {
@@ -391,13 +413,9 @@ outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, con
         for (std::size_t l = 0; l < L; ++l) {
             const layer_span span = restore_window(l, options.window, L);
             for (std::size_t t = 0; t < T; ++t) {
-                double sum = 0;
-                for (const corrupted_run& run : runs) {
-                    auto p = restored_run(model, clean, run, what, span, t, r.target_id);
-                    if (!p) return p.err();
-                    sum += *p;
-                }
-                g.prob(l, t) = sum / static_cast<double>(S);
+                auto p = restored_runs(model, clean, runs, what, span, t, r.target_id);
+                if (!p) return p.err();
+                g.prob(l, t) = *p;
                 g.effect(l, t) = g.prob(l, t) - r.corrupted_prob;
                 if (g.effect(l, t) > g.effect(g.best_layer, g.best_token)) {
                     g.best_layer = l;
