@@ -94,7 +94,7 @@ int run_locate(const locate_options& o) {
     // The options that need no model are refused before it is read.
     if (auto refused = locate_options_error(lo)) return report(*refused);
 
-    set_activity({"reading the checkpoint", "nothing: use a smaller model"});
+    set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
     auto ck = checkpoint::open(o.checkpoint, o.arch);
     if (!ck) return report(ck.err());
     if (auto e = locate_model_error(*ck)) return report(*e);
@@ -113,10 +113,10 @@ int run_locate(const locate_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
-    set_activity({"running the model", "--samples, or use a shorter prompt"});
+    set_activity({"tracing the model", "--samples, or use a shorter prompt"});
     auto traced = ffn_trace::locate(*model, std::move(*prompt), lo);
     if (!traced) return report(traced.err());
-    set_activity({"writing the output", "nothing"});
+    set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
     if (o.format == "json") {
         print_json(render_locate_json(*traced), o.ascii);
         return exit_ok;
