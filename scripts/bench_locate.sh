@@ -62,12 +62,14 @@ echo "PyTorch float64, the same tracing" >&2
 read -r fw fu fs fm <"$out/locate.time"
 read -r tw tu ts tm <"$out/locate-torch.time"
 [ -n "$small" ] && echo "(BENCH_SMALL: every width shrunk to d_model 64; these are not the real shapes)"
-"$python" - "$out/locate-torch.out" "$fw" "$fu" "$fs" "$fm" "$tw" "$tu" "$ts" "$tm" "$tokens" "$samples" <<'EOF' | tee "$out/locate-table.md"
+"$python" - "$out/locate-torch.out" "$fw" "$fu" "$fs" "$fm" "$tw" "$tu" "$ts" "$tm" "$tokens" "$samples" "$dir/config.json" <<'EOF' | tee "$out/locate-table.md"
 import json, sys
 torch_out = json.load(open(sys.argv[1]))
 fw, fu, fs, fm, tw, tu, ts, tm = (float(v) for v in sys.argv[2:10])
 tokens, samples = sys.argv[10:12]
-print(f"GPT-2 small's shape (12 × 768, F32), {tokens} tokens, {samples} samples, window 1: the three grids")
+c = json.load(open(sys.argv[12]))
+print(f"GPT-2 of {c['n_layer']} layers of {c['n_embd']} (F32, a tied {c['vocab_size']} × {c['n_embd']} head), {tokens} tokens,"
+      f" {samples} samples, window 1: the three grids")
 print("| route | wall (s) | CPU (s) | peak RSS (MB) |")
 print("| --- | ---: | ---: | ---: |")
 print(f"| ffn-trace locate | {fw:.2f} | {fu + fs:.2f} | {fm / 1024:.0f} |")
