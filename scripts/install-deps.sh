@@ -8,7 +8,7 @@ set -euo pipefail
 # runtime; "ci" adds Chromium and tmux, which the browser test and the terminal test need and skip
 # without)
 # python3-jsonschema: the schema test validates the examples with an independent validator.
-# python3-numpy: the units test's float64 reference (tests/units/units_reference.py).
+# python3-numpy: the float64 references of the units and locate tests (tests/units, tests/locate).
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 # libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
 # nodejs and npm: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).

@@ -397,7 +397,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -417,7 +417,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped,
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -869,6 +869,64 @@ cli_test("run --prompt with a malformed tokenizer.json names the file" 2 EMPTY "
 cli_test("run --prompt on a checkpoint without a tensor the forward pass needs names it" 2 EMPTY
   "^error: .*missing_tensor/model.safetensors: wpe.weight: missing: .*position embedding$"
   -- ${FT} run --checkpoint ${INPUTS}/prompt/missing_tensor --prompt "The capital of France is")
+# locate: causal tracing on the shipped model. The bad inputs: one line, exit 2, nothing on stdout.
+set(LOCATE ${FT} locate --checkpoint ${CAPITALS} --prompt "The capital of France is")
+cli_test("locate shows the noise, three grids with the subject marked, and the strongest FFN cell in a sentence" 0
+  "noise +ν · ε added to each subject token's embedding row, ν = 3σ = [0-9.]+, ε ~ N\\(0, I\\)\; σ = [0-9.]+ is the standard deviation of all 93,312 entries of the token embedding wte.weight .*Restoring the stream leaving each block \\(state\\).*\" France\" \\* .*Restoring each FFN's output \\(mlp\\).*Strongest: restoring layer 0's FFN output at \" is\" brings P\\(\" Paris\"\\) back from 0.[0-9]+ to 0.[0-9]+ \\(clean: 0.89\\)\\..*Restoring each attention's output \\(attn\\)"
+  EMPTY -- ${LOCATE} --subject France --color never)
+cli_test("locate --format json has the prompt, subject, target, probabilities, noise, window and grids" 0
+  "^\\{ \"prompt\": \\{ \"text\": \"The capital of France is\", \"token_ids\": \\[267, 270, 263, 529, 259\\], \"tokens\": \\[\"The\", \" capital\", \" of\", \" France\", \" is\"\\] \\}, \"subject\": \\{ \"text\": \"France\", \"positions\": \\[3\\] \\}, \"target\": \\{ \"id\": [0-9]+, \"token\": \" Paris\" \\}, \"clean_prob\": 0.88[0-9]+, \"corrupted_prob\": [0-9.e-]+, \"noise\": \\{ \"sigma\": [0-9.]+, \"scale\": 0.5, \"samples\": \\[ \\[ \\[[^]]+\\] \\], \\[ \\[[^]]+\\] \\] \\] \\}, \"window\": 3, \"grids\": \\{ \"state\": \\{ \"prob\": \\[ \\[[^]]+\\], \\[[^]]+\\] \\], \"effect\": .*\"mlp\": .*\"attn\": \\{ \"prob\": .* \\}$"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --noise 0.5 --window 3 --format json)
+cli_test("locate --target traces the token given" 0 "target +\" Tokyo\" \\(id [0-9]+\\), as --target gave it"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --target " Tokyo" --color never)
+cli_test("locate --prompt-file reads the prompt from a file" 0 "prompt +\"The capital of France is\": 5 tokens"
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/france.txt --subject France --samples 1)
+cli_test("locate --format markdown has the three grids as tables" 0
+  "^# Causal tracing of \" Paris\" after \"The capital of France is\" .*## Restoring each FFN's output \\(mlp\\) .*\\| token / layer \\| 0 \\| 1 \\|"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --format markdown)
+cli_test("locate --format html is one page" 0 "^<!DOCTYPE html>.*<table class=\"grid\">.*data-how=\"P = .*effect = P − P_corrupted.*</html>$"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --format html)
+cli_test("locate: a subject not in the prompt names both" 2 EMPTY
+  "^error: --subject: \"Germany\" is not in the prompt \"The capital of France is\"$" -- ${LOCATE} --subject Germany)
+cli_test("locate: a subject in the wrong case says so" 2 EMPTY
+  "^error: --subject: \"france\" is not in the prompt \"The capital of France is\"\; it has \"France\": the case differs$"
+  -- ${LOCATE} --subject france)
+cli_test("locate: a subject whose leading space the prompt lacks says so" 2 EMPTY
+  "^error: --subject: \" France\" is not in the prompt \"France is a country whose capital is\"\; it has \"France\" without the leading space$"
+  -- ${FT} locate --checkpoint ${CAPITALS} --prompt "France is a country whose capital is" --subject " France")
+cli_test("locate: a subject covering the whole prompt is refused" 2 EMPTY
+  "^error: --subject: \"The capital of France is\" covers the whole prompt, which leaves no token after it"
+  -- ${LOCATE} --subject "The capital of France is")
+cli_test("locate: --samples 0 is refused" 2 EMPTY "^error: --samples: 0 corrupted runs leave nothing to restore\; give 1 or more"
+  -- ${LOCATE} --subject France --samples 0)
+cli_test("locate: a negative --noise is refused" 2 EMPTY "^error: --noise: the noise's scale ν is a size: expected 0 or more, got -1$"
+  -- ${LOCATE} --subject France --noise -1)
+cli_test("locate: --noise nan is refused" 2 EMPTY "^error: --noise: expected a finite number, got nan$"
+  -- ${LOCATE} --subject France --noise nan)
+cli_test("locate: --noise inf is refused" 2 EMPTY "^error: --noise: expected a finite number, got inf$"
+  -- ${LOCATE} --subject France --noise inf)
+cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: Could not convert: --noise = lots\; see ffn-trace --help$"
+  -- ${LOCATE} --subject France --noise lots)
+cli_test("locate: --window 0 is refused" 2 EMPTY "^error: --window: a window of 0 layers restores nothing\; give 1 or more$"
+  -- ${LOCATE} --subject France --window 0)
+cli_test("locate: a target of two tokens says how it splits" 2 EMPTY
+  "^error: --target: \" Parisian\" is not one token: the tokenizer splits it into \" Paris\" \\+ \"ian\" \\(ids [0-9]+, [0-9]+\\)\; give one token, such as \" Paris\"$"
+  -- ${LOCATE} --subject France --target " Parisian")
+cli_test("locate: a target without the leading space it needs says so" 2 EMPTY
+  "^error: --target: \"Paris\" is not one token, but \" Paris\" is \\(id [0-9]+\\): give it with its leading space$"
+  -- ${LOCATE} --subject France --target Paris)
+cli_test("locate on BERT says why it cannot" 2 EMPTY
+  "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no probability for causal tracing"
+  -- ${FT} locate --checkpoint ${INPUTS}/checkpoints/bert --prompt "The capital of France is" --subject France)
+cli_test("locate without a prompt is refused" 2 EMPTY "^error: give the prompt with --prompt TEXT or --prompt-file FILE$"
+  -- ${FT} locate --checkpoint ${CAPITALS} --subject France)
+cli_test("locate without a subject is a usage error" 2 EMPTY "^error: --subject is required"
+  -- ${FT} locate --checkpoint ${CAPITALS} --prompt "The capital of France is")
+cli_test("locate with an empty prompt file is refused" 2 EMPTY "^error: .*empty.txt: --prompt-file: the prompt is empty"
+  -- ${FT} locate --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/empty.txt --subject France)
+cli_test("locate: a prompt longer than the positions is refused" 2 EMPTY
+  "^error: --prompt: the prompt is [0-9]+ tokens, longer than the model's 64 positions\; shorten it$"
+  -- ${FT} locate --checkpoint ${CAPITALS} --subject France --prompt "France a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a")
 # Markdown escapes the file's own text: a title holding HTML shows as text, never as markup.
 cli_test("markdown escapes <, > and & in a title" 0 "^# a &lt\;b&gt\;bold&lt\;/b&gt\; &amp\; title" EMPTY
   -- ${FT} run ${DATA}/lesson_hand.json --set "title=\"a <b>bold</b> & title\"" --format markdown)

@@ -1,5 +1,6 @@
 // The JSON reader: the document it builds, the checks nlohmann leaves out, and its cost.
 #include "json/json_reader.hpp"
+#include "json/json_text.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>
@@ -209,4 +210,12 @@ TEST_CASE("a section read as a stream hands on each element and leaves an empty 
         CHECK(streamed.err().to_string() == whole.err().to_string());
         CHECK(whole.err().to_string() == R"(i.json: w."a.b": appears twice: each key may appear once in an object)");
     }
+}
+
+TEST_CASE("JSON text writes a string holding one byte of a character as U+FFFD instead of failing") {
+    // "\xF9" alone is no UTF-8 character: a byte-level token's text can be such a byte
+    nlohmann::ordered_json j = {{"token", std::string("a\xF9") + "b"}};
+    std::string out;
+    REQUIRE_NOTHROW(out = ffn_trace::json_text(j));
+    CHECK(out == "{\n  \"token\": \"a\xEF\xBF\xBD" "b\"\n}");
 }

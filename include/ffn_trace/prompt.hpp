@@ -31,7 +31,7 @@ struct prompt_tokens {
     std::vector<std::size_t> ids;
     std::vector<std::string> tokens;
     std::vector<std::string> display;
-    std::optional<tokenizer> tok;  // what named them, for the names of the tokens the model predicts
+    std::optional<tokenizer> tok = {};  // what named them, for the names of the tokens the model predicts
 };
 // `text` through the checkpoint's tokenizer, special tokens included. An empty text is an error
 // on `field` ("prompt", or "prompt_file" for a prompt read from a file).

@@ -64,7 +64,7 @@ int run_tokenize(const tokenize_options& o) {
         j["token_ids"] = *ids;
         j["tokens"] = nlohmann::json::array();
         for (const auto id : *ids) j["tokens"].push_back(t->display(id));
-        print_json(j.dump(2) + "\n", o.ascii);
+        print_json(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", o.ascii);
         return exit_ok;
     }
     const std::size_t width = output_width(o.width);

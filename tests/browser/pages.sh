@@ -61,6 +61,9 @@ make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0
 # A layer's units over a small corpus: the table, and every unit's card with its contexts and histogram.
 make_page units_capitals units --checkpoint "$data/models/capitals" --layer 0 --corpus "$here/../inputs/units/small.txt" &&
   pages+=(units_capitals)
+# Causal tracing: three grids coloured by P, each cell's P and effect on a click or hover.
+make_page locate_capitals locate --checkpoint "$data/models/capitals" --prompt "The capital of France is" --subject France &&
+  pages+=(locate_capitals)
 make_page gelu gelu-table && pages+=(gelu)
 make_page sweep_abs sweep "$data/abs_relu.json" --from -3 --to 3 && pages+=(sweep_abs)
 make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
@@ -89,7 +92,12 @@ for page in "${pages[@]}"; do
   [ "$scripts" -eq 1 ] || fail "$page: $scripts executable scripts in the DOM, expected 1"
 done
 
-for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals; do
+# The locate page's cells say their P and effect when clicked (the self-test clicks the first).
+dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/locate_capitals.html#selftest")
+printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>P = 0' ||
+  fail "locate_capitals: clicking a cell does not show its P"
+printf '%s' "$dom" | grep -q 'effect = P − P_corrupted' || fail "locate_capitals: a cell does not show its effect"
+for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals locate_capitals; do
   chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
 done

@@ -51,7 +51,9 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent) {
 
 std::string json_text(const nlohmann::ordered_json& j) {
     std::string out;
-    scalar_writer scalar(nlohmann::detail::output_adapter<char, std::string>(out), ' ');
+    // A token's text may be one byte of a character: written as U+FFFD, as a decoder replaces it,
+    // instead of stopping the view.
+    scalar_writer scalar(nlohmann::detail::output_adapter<char, std::string>(out), ' ', nlohmann::json::error_handler_t::replace);
     write(out, scalar, j, 0);
     return out;
 }

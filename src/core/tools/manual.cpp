@@ -101,6 +101,7 @@ ffn\-trace run {share}/examples/walkthrough.json \-\-format markdown
 ffn\-trace grad {share}/examples/lesson_hand.json
 ffn\-trace params \-\-model llama2\-7b
 ffn\-trace run \-\-checkpoint ~/models/gpt2 \-\-layer 5 \-\-word " Paris"
+ffn\-trace locate \-\-checkpoint ~/models/gpt2 \-\-prompt "The Eiffel Tower is in" \-\-subject "Eiffel Tower"
 .fi
 )";
 

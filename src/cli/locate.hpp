@@ -1,0 +1,31 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cli {
+
+struct locate_options {
+    std::string checkpoint;
+    std::string arch;
+    std::optional<std::string> prompt;
+    std::string prompt_file;
+    std::string subject;
+    std::optional<std::string> target;
+    std::size_t samples = 10;
+    std::uint64_t seed = 1;
+    std::optional<double> noise;
+    std::size_t window = 1;
+    std::string format = "text";
+    std::string color = "auto";
+    bool ascii = false;
+    std::size_t width = 0;  // 0: output_width chooses
+};
+
+void setup_locate(CLI::App& app, int& status);
+int run_locate(const locate_options& options);
+
+}  // namespace cli

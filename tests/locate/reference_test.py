@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""`ffn-trace locate` against causal tracing written plainly in NumPy float64, fed the same noise.
+
+For each case the tool's JSON gives the prompt's token ids, the subject's positions, the target and
+the noise draws ε it used; this script reads the checkpoint's safetensors itself, runs the model
+its own way (Hugging Face's modelling code as the specification: GPT-2, and the Llama family with
+RMSNorm, rotate-half RoPE, grouped-query heads, Qwen2's q/k/v biases, Mistral's sliding window and
+Mixtral's top-2 experts), and recomputes every number: σ, P_clean, P_corrupted and each cell of the
+three grids, every restore run from the embeddings with no cache, with the clean run's stream (state),
+FFN output (mlp) or attention output (attn) put back at one token in each layer of the window.
+
+The Llama-family checkpoints are written here into the work folder, with a tokenizer.json of whole
+words after a begin-of-text token (so that the subject does not start at token 0).
+
+Usage: reference_test.py FFN_TRACE DATA_DIR TOKENIZERS_DIR WORK_DIR   (exit 77 without numpy)
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    print("skipped: no numpy (scripts/install-deps.sh installs python3-numpy)")
+    sys.exit(77)
+
+ft, data, tokenizers, work = sys.argv[1:5]
+os.makedirs(work, exist_ok=True)
+failures = []
+
+
+# ---- safetensors, read and written byte by byte -------------------------------------------------
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    body = raw[8 + n:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        chunk = body[b:e]
+        if t["dtype"] == "F64":
+            a = np.frombuffer(chunk, "<f8")
+        elif t["dtype"] == "F32":
+            a = np.frombuffer(chunk, "<f4")
+        elif t["dtype"] == "BF16":
+            a = (np.frombuffer(chunk, "<u2").astype(np.uint32) << 16).view("<f4")
+        else:
+            raise ValueError(f"{name}: dtype {t['dtype']}")
+        out[name.removeprefix("transformer.").removeprefix("model.")] = a.astype(np.float64).reshape(t["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, data_bytes = {}, b""
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [len(data_bytes), len(data_bytes) + len(raw)]}
+        data_bytes += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data_bytes)
+
+
+# ---- the forward passes, with a hook after each sublayer ------------------------------------------
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def softmax(z, axis=-1):
+    z = z - z.max(axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis, keepdims=True)
+
+
+def attend(q, k, v, n_heads, n_kv, hd, window):
+    """q (S, T, n_heads·hd), k and v (S, T, n_kv·hd): causal (and sliding-window) softmax attention."""
+    S, T, _ = q.shape
+    q = q.reshape(S, T, n_heads, hd)
+    k = k.reshape(S, T, n_kv, hd)
+    v = v.reshape(S, T, n_kv, hd)
+    group = n_heads // n_kv
+    k = np.repeat(k, group, axis=2)  # head h reads key/value head h // group
+    v = np.repeat(v, group, axis=2)
+    scores = np.einsum("sihd,sjhd->shij", q, k) / math.sqrt(hd)
+    i = np.arange(T)[:, None]
+    j = np.arange(T)[None, :]
+    allowed = j <= i
+    if window:
+        allowed &= (i - j) < window
+    scores = np.where(allowed, scores, -np.inf)
+    out = np.einsum("shij,sjhd->sihd", softmax(scores), v)
+    return out.reshape(S, T, n_heads * hd)
+
+
+def rope(x, n, hd, theta):
+    """Rotate-half RoPE over each head of x (S, T, n·hd), positions 0 … T − 1."""
+    S, T, _ = x.shape
+    x = x.reshape(S, T, n, hd)
+    inv = theta ** (-np.arange(0, hd, 2) / hd)
+    ang = np.arange(T)[:, None] * inv[None, :]
+    cos = np.concatenate([np.cos(ang), np.cos(ang)], -1)[None, :, None, :]
+    sin = np.concatenate([np.sin(ang), np.sin(ang)], -1)[None, :, None, :]
+    half = hd // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], -1)
+    return (x * cos + rotated * sin).reshape(S, T, n * hd)
+
+
+def gelu_new(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def silu(x):
+    return x / (1 + np.exp(-x))
+
+
+class model:
+    def __init__(self, directory):
+        self.w = read_safetensors(os.path.join(directory, "model.safetensors"))
+        c = json.load(open(os.path.join(directory, "config.json")))
+        self.arch = c["model_type"]
+        if self.arch == "gpt2":
+            self.L, self.d, self.heads = c["n_layer"], c["n_embd"], c["n_head"]
+            self.kv, self.eps, self.window = self.heads, c.get("layer_norm_epsilon", 1e-5), 0
+            self.embedding = self.w["wte.weight"]
+        else:
+            self.L, self.d, self.heads = c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"]
+            self.kv = c.get("num_key_value_heads", self.heads)
+            self.eps, self.theta = c["rms_norm_eps"], c.get("rope_theta", 10000.0)
+            self.window = c.get("sliding_window") or 0
+            self.top_k = c.get("num_experts_per_tok", 0)
+            self.embedding = self.w["embed_tokens.weight"]
+            self.head = self.embedding if c.get("tie_word_embeddings") else self.w["lm_head.weight"]
+        self.hd = self.d // self.heads
+
+    def embed(self, ids):
+        x = self.embedding[ids]
+        if self.arch == "gpt2":
+            x = x + self.w["wpe.weight"][: len(ids)]
+        return x
+
+    def attention(self, l, x):
+        w, hd = self.w, self.hd
+        if self.arch == "gpt2":
+            h = layer_norm(x, w[f"h.{l}.ln_1.weight"], w[f"h.{l}.ln_1.bias"], self.eps)
+            qkv = h @ w[f"h.{l}.attn.c_attn.weight"] + w[f"h.{l}.attn.c_attn.bias"]  # Conv1D: in × out
+            q, k, v = np.split(qkv, 3, axis=-1)
+            o = attend(q, k, v, self.heads, self.heads, hd, 0)
+            return o @ w[f"h.{l}.attn.c_proj.weight"] + w[f"h.{l}.attn.c_proj.bias"]
+        p = f"layers.{l}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], self.eps)
+        proj = lambda name: h @ w[p + f"self_attn.{name}.weight"].T + w.get(p + f"self_attn.{name}.bias", 0)
+        q = rope(proj("q_proj"), self.heads, hd, self.theta)
+        k = rope(proj("k_proj"), self.kv, hd, self.theta)
+        o = attend(q, k, proj("v_proj"), self.heads, self.kv, hd, self.window)
+        return o @ w[p + "self_attn.o_proj.weight"].T
+
+    def ffn(self, l, x):
+        w = self.w
+        if self.arch == "gpt2":
+            h = layer_norm(x, w[f"h.{l}.ln_2.weight"], w[f"h.{l}.ln_2.bias"], self.eps)
+            return gelu_new(h @ w[f"h.{l}.mlp.c_fc.weight"] + w[f"h.{l}.mlp.c_fc.bias"]) @ w[f"h.{l}.mlp.c_proj.weight"] + w[f"h.{l}.mlp.c_proj.bias"]
+        p = f"layers.{l}."
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps)
+        if self.arch != "mixtral":
+            return (silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+        # Mixtral: the router's softmax, the top k experts, their weights renormalised to sum to 1
+        probs = softmax(h @ w[p + "block_sparse_moe.gate.weight"].T)
+        out = np.zeros_like(h)
+        for s in range(h.shape[0]):
+            for t in range(h.shape[1]):
+                chosen = np.argsort(-probs[s, t], kind="stable")[: self.top_k]
+                weights = probs[s, t, chosen] / probs[s, t, chosen].sum()
+                for e, g in zip(chosen, weights):
+                    e_ = p + f"block_sparse_moe.experts.{e}."
+                    y = (silu(h[s, t] @ w[e_ + "w1.weight"].T) * (h[s, t] @ w[e_ + "w3.weight"].T)) @ w[e_ + "w2.weight"].T
+                    out[s, t] += g * y
+        return out
+
+    def last_probs(self, x):
+        if self.arch == "gpt2":
+            f = layer_norm(x[:, -1], self.w["ln_f.weight"], self.w["ln_f.bias"], self.eps)
+            return softmax(f @ self.embedding.T)
+        return softmax(rms_norm(x[:, -1], self.w["norm.weight"], self.eps) @ self.head.T)
+
+    def run(self, x, restore=None, clean=None):
+        """x (S, T, d); restore = (kind, layers, token): the clean run's values put back there.
+        Returns the softmax at the last token (S, vocab) and, per layer, attn, mlp and state."""
+        kept = {"attn": [], "mlp": [], "state": []}
+        for l in range(self.L):
+            here = restore is not None and l in restore[1]
+            a = self.attention(l, x)
+            if here and restore[0] == "attn":
+                a[:, restore[2]] = clean["attn"][l][:, restore[2]]
+            x = x + a
+            m = self.ffn(l, x)
+            if here and restore[0] == "mlp":
+                m[:, restore[2]] = clean["mlp"][l][:, restore[2]]
+            x = x + m
+            if here and restore[0] == "state":
+                x[:, restore[2]] = clean["state"][l][:, restore[2]]
+            kept["attn"].append(a)
+            kept["mlp"].append(m)
+            kept["state"].append(x.copy())
+        return self.last_probs(x), kept
+
+
+def trace(m, got):
+    """Every number of causal tracing, recomputed from the tool's ids, subject, target and ε."""
+    ids = got["prompt"]["token_ids"]
+    positions = got["subject"]["positions"]
+    target = got["target"]["id"]
+    eps = np.array(got["noise"]["samples"], dtype=np.float64)  # S × subject tokens × d_model
+    S = eps.shape[0]
+    sigma = m.embedding.std()
+    scale = got["noise"]["scale"]
+    x0 = m.embed(ids)[None]
+    p_clean, clean = m.run(x0.copy())
+    corrupted = np.repeat(x0, S, axis=0)
+    corrupted[:, positions] += scale * eps
+    p_corrupted = m.run(corrupted.copy())[0][:, target].mean()
+    T, L, w = len(ids), m.L, got["window"]
+    grids = {}
+    for kind in ("state", "mlp", "attn"):
+        prob = np.zeros((L, T))
+        for l in range(L):
+            layers = range(max(0, l - w // 2), min(L, l + (w + 1) // 2))
+            for t in range(T):
+                prob[l, t] = m.run(corrupted.copy(), (kind, set(layers), t), clean)[0][:, target].mean()
+        grids[kind] = prob
+    return {"sigma": sigma, "top": int(np.argmax(p_clean[0])), "clean": p_clean[0, target], "corrupted": p_corrupted,
+            "grids": grids, "S": S}
+
+
+def close(name, got, want, tol=1e-9):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        failures.append(f"{name}: shape {got.shape}, the reference's {want.shape}")
+        return
+    diff = np.abs(got - want).max() if got.size else 0.0
+    if not diff <= tol:
+        failures.append(f"{name}: differs from the reference by up to {diff:.3g} (tolerance {tol})")
+
+
+def check(name, directory, args, expect):
+    before = len(failures)
+    run = subprocess.run([ft, "locate", "--checkpoint", directory, *args, "--format", "json"], capture_output=True, text=True)
+    if run.returncode != 0:
+        failures.append(f"{name}: exit {run.returncode}: {run.stderr.strip()}")
+        return
+    got = json.loads(run.stdout)
+    m = model(directory)
+    want = trace(m, got)
+    keys = ["prompt", "subject", "target", "clean_prob", "corrupted_prob", "noise", "window", "grids"]
+    if list(got) != keys:
+        failures.append(f"{name}: top-level names {list(got)}, expected {keys}")
+    if list(got["noise"]) != ["sigma", "scale", "samples"] or list(got["grids"]) != ["state", "mlp", "attn"]:
+        failures.append(f"{name}: noise or grids names {list(got['noise'])}, {list(got['grids'])}")
+    eps = np.array(got["noise"]["samples"])
+    if eps.shape != (expect["samples"], len(got["subject"]["positions"]), m.d):
+        failures.append(f"{name}: noise samples of shape {eps.shape}")
+    elif not (abs(eps.mean()) < 0.2 and 0.8 < eps.std() < 1.2):
+        failures.append(f"{name}: ε is not standard normal: mean {eps.mean():.3f}, std {eps.std():.3f}")
+    if got["subject"]["positions"] != expect["positions"]:
+        failures.append(f"{name}: subject at {got['subject']['positions']}, expected {expect['positions']}")
+    if "target" in expect and got["target"]["token"] != expect["target"]:
+        failures.append(f"{name}: target {got['target']['token']!r}, expected {expect['target']!r}")
+    if "target" not in expect and got["target"]["id"] != want["top"]:
+        failures.append(f"{name}: target {got['target']['id']}, the clean run's top is {want['top']}")
+    close(f"{name}: sigma", got["noise"]["sigma"], want["sigma"], 1e-12)
+    close(f"{name}: scale", got["noise"]["scale"], expect.get("noise", 3 * want["sigma"]), 1e-12)
+    close(f"{name}: clean_prob", got["clean_prob"], want["clean"])
+    close(f"{name}: corrupted_prob", got["corrupted_prob"], want["corrupted"])
+    for kind in ("state", "mlp", "attn"):
+        close(f"{name}: grids.{kind}.prob", got["grids"][kind]["prob"], want["grids"][kind])
+        close(f"{name}: grids.{kind}.effect", got["grids"][kind]["effect"], want["grids"][kind] - want["corrupted"])
+    print(f"{name}: {want['S']} samples, {m.L} layers × {len(got['prompt']['token_ids'])} tokens, "
+          f"P clean {want['clean']:.4f}, corrupted {want['corrupted']:.4f}: " + ("OK" if len(failures) == before else "FAILED"))
+    return got
+
+
+# ---- tiny Llama-family checkpoints, with a tokenizer of whole words --------------------------------
+
+def tiny(arch, seed):
+    directory = os.path.join(work, arch)
+    os.makedirs(directory, exist_ok=True)
+    tok = json.load(open(os.path.join(tokenizers, "llama3_like.json")))
+    vocab = tok["model"]["vocab"]
+    for word in ["The", "\u0120capital", "\u0120of", "\u0120France", "\u0120is", "\u0120Paris", "\u0120the", "\u0120United",
+                 "\u0120Kingdom", "\u0120London"]:
+        vocab.setdefault(word, 1 + max(max(vocab.values()), max(a["id"] for a in tok["added_tokens"])))
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    n_vocab = 1 + max(max(vocab.values()), max(a["id"] for a in tok["added_tokens"]))
+    d, ff, L, heads, kv, hd = 16, 12, 3, 4, 2, 4
+    rng = np.random.default_rng(seed)
+    r = lambda *shape, s=0.5: rng.uniform(-s, s, size=shape)
+    t = {"model.embed_tokens.weight": r(n_vocab, d, s=1.0)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        t[p + "input_layernorm.weight"] = 1 + r(d, s=0.25)
+        t[p + "self_attn.q_proj.weight"] = r(heads * hd, d)
+        t[p + "self_attn.k_proj.weight"] = r(kv * hd, d)
+        t[p + "self_attn.v_proj.weight"] = r(kv * hd, d)
+        if arch == "qwen2":
+            for n, width in (("q", heads * hd), ("k", kv * hd), ("v", kv * hd)):
+                t[p + f"self_attn.{n}_proj.bias"] = r(width)
+        t[p + "self_attn.o_proj.weight"] = r(d, heads * hd)
+        t[p + "post_attention_layernorm.weight"] = 1 + r(d, s=0.25)
+        if arch == "mixtral":
+            t[p + "block_sparse_moe.gate.weight"] = r(4, d, s=2.0)
+            for e in range(4):
+                t[p + f"block_sparse_moe.experts.{e}.w1.weight"] = r(ff, d)
+                t[p + f"block_sparse_moe.experts.{e}.w3.weight"] = r(ff, d)
+                t[p + f"block_sparse_moe.experts.{e}.w2.weight"] = r(d, ff)
+        else:
+            t[p + "mlp.gate_proj.weight"] = r(ff, d)
+            t[p + "mlp.up_proj.weight"] = r(ff, d)
+            t[p + "mlp.down_proj.weight"] = r(d, ff)
+    t["model.norm.weight"] = 1 + r(d, s=0.25)
+    tied = arch == "qwen2"
+    if not tied:
+        t["lm_head.weight"] = r(n_vocab, d, s=1.0)
+    write_safetensors(os.path.join(directory, "model.safetensors"), t)
+    config = {"model_type": arch, "hidden_size": d, "intermediate_size": ff, "num_hidden_layers": L,
+              "num_attention_heads": heads, "num_key_value_heads": kv, "max_position_embeddings": 32,
+              "rms_norm_eps": 1e-6, "rope_theta": 100.0, "vocab_size": n_vocab, "hidden_act": "silu",
+              "tie_word_embeddings": tied}
+    if arch in ("mistral", "mixtral"):
+        config["sliding_window"] = 3
+    if arch == "mixtral":
+        config.update(num_local_experts=4, num_experts_per_tok=2)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    return directory
+
+
+capitals = os.path.join(data, "models", "capitals")
+check("capitals, the defaults", capitals, ["--prompt", "The capital of France is", "--subject", "France"],
+      {"samples": 10, "positions": [3]})
+check("capitals, a subject of several tokens, a window of 3, a given noise and target", capitals,
+      ["--prompt", "Berlin is the capital of Germany. The capital of Kenya is", "--subject", "of Kenya",
+       "--window", "3", "--samples", "3", "--noise", "0.5", "--target", " Nairobi", "--seed", "7"],
+      {"samples": 3, "positions": [10, 11], "noise": 0.5, "target": " Nairobi"})
+prompt = ["--prompt", "The capital of the United Kingdom is", "--subject", "the United Kingdom"]
+# token 0 is <|begin_of_text|>: "The capital of" are 1 to 3, the subject 4 to 6
+check("llama, after a begin-of-text token", tiny("llama", 1), prompt + ["--samples", "4"], {"samples": 4, "positions": [4, 5, 6]})
+check("llama, a window of 2", os.path.join(work, "llama"), prompt + ["--samples", "2", "--window", "2"],
+      {"samples": 2, "positions": [4, 5, 6]})
+check("qwen2 (q, k, v biases, tied head)", tiny("qwen2", 2), prompt + ["--samples", "3"],
+      {"samples": 3, "positions": [4, 5, 6]})
+check("mistral (sliding window of 3)", tiny("mistral", 3), prompt + ["--samples", "3", "--window", "3"],
+      {"samples": 3, "positions": [4, 5, 6]})
+check("mixtral (top-2 of 4 experts)", tiny("mixtral", 4), prompt + ["--samples", "2"], {"samples": 2, "positions": [4, 5, 6]})
+
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)
