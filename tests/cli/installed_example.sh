@@ -42,3 +42,12 @@ for g, w in zip(got, want):
     assert abs(float(g[3]) - w["score"]) <= 1e-4, f"unit {g[1]}: score {g[3]}, expected {w['score']:.6f}"
 print("trace_prompt's units and scores are the reference's")
 PY
+
+# examples/hook_points, the hook points' own example, built against the same installed copy: what
+# it prints is the in-tree test's (tests/CMakeLists.txt), so here it is the build that is tested.
+"$cmake" -S "$src/examples/hook_points" -B "$work/build-hooks" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >"$work/configure-hooks.log"
+"$cmake" --build "$work/build-hooks" >"$work/build-hooks.log" || { cat "$work/build-hooks.log" >&2; exit 1; }
+"$work/build-hooks/hook_points" "$src/data/models/capitals" "The capital of France is" >"$work/hooks.txt"
+grep -q '^  unit 172  1.5736$' "$work/hooks.txt" || { cat "$work/hooks.txt" >&2; echo "FAIL: hook_points against the installed library" >&2; exit 1; }
+echo "hook_points builds against the installed library and reads layer 0's mlp_post"
