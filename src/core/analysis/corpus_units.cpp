@@ -338,7 +338,10 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
         }
     }
     if (!embedding.empty()) {
-        for (const auto& [layer, units] : by_layer) {
+        for (const auto& entry : by_layer) {
+            // Named, not bound: a lambda below reads them, which clang 14 refuses for a structured binding.
+            const std::size_t layer = entry.first;
+            const auto& units = entry.second;
             const ffn& l = *layers[layer];
             const std::vector<double> gamma = l.norm ? l.norm->weight : std::vector<double>(l.d_model(), 1.0);
             best_tokens keys{std::vector<std::vector<token_score>>(units.size()), o.top, true};
