@@ -3,9 +3,10 @@
 # configured with find_package(ffn_trace) from that prefix alone and built, then run on the shipped
 # model; the units it prints and their scores must be PyTorch's float64 reference
 # (tests/inputs/models/capitals_reference.json, written by scripts/train_model.py).
-# Usage: installed_example.sh CMAKE BUILD_DIR SOURCE_DIR PYTHON
+# Usage: installed_example.sh CMAKE BUILD_DIR SOURCE_DIR PYTHON [CXX_FLAGS [LINKER_FLAGS]]
+# (the tree's own flags: a library built with the sanitizers links only into a program built so)
 set -euo pipefail
-cmake=$1 build=$2 src=$3 python=$4
+cmake=$1 build=$2 src=$3 python=$4 cxx_flags=${5:-} link_flags=${6:-}
 work=$build/tests/installed_example  # inside the build tree, so that ccache can serve it again
 rm -rf "$work"
 mkdir -p "$work"
@@ -20,8 +21,8 @@ if grep -rl nlohmann "$work/prefix/include/ffn_trace"; then
     echo "FAIL: an installed header names nlohmann" >&2; exit 1
 fi
 
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+launcher=(-DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$link_flags")
+command -v ccache >/dev/null && launcher+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 "$cmake" -S "$src/examples/trace_prompt" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >"$work/configure.log"
 "$cmake" --build "$work/build" >"$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
