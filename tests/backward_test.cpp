@@ -119,14 +119,14 @@ TEST_CASE("a descent step that overflows is blamed on the learning rate, not on 
         const auto step = descend(t.tr, loss, *g, 1e308);
         REQUIRE_FALSE(step);
         CHECK(step.err().to_string() ==
-              "--lr: the step η·dW1 takes W1 past double precision's range; use a smaller learning rate");
+              "lr: the step η·dW1 takes W1 past double precision's range; use a smaller learning rate");
     }
     SUBCASE("the weights stay finite, W1 = W2 = 1 − 2e200, but the forward pass overflows") {
         const auto step = descend(t.tr, loss, *g, 1e200);
         REQUIRE_FALSE(step);
         // expand = 1·(−2e200) is finite; contract = (−2e200)·(−2e200) = 4e400 is not.
         CHECK(step.err().to_string() ==
-              "--lr: with the updated weights, contract[0] overflows in double precision; use a smaller learning rate");
+              "lr: with the updated weights, contract[0] overflows in double precision; use a smaller learning rate");
     }
 }
 

@@ -86,13 +86,13 @@ TEST_CASE("a range includes both ends when the steps reach them") {
 }
 
 TEST_CASE("bad ranges are refused with the option that is wrong") {
-    CHECK(range_points(0, 1, 0).err().path == "--step");
-    CHECK(range_points(0, 1, -0.5).err().path == "--step");
-    CHECK(range_points(0, 1, NAN).err().path == "--step");
-    CHECK(range_points(0, 1, INFINITY).err().path == "--step");
-    CHECK(range_points(2, 1, 0.5).err().path == "--from");
-    CHECK(range_points(NAN, 1, 0.5).err().path == "--from");
-    CHECK(range_points(0, INFINITY, 0.5).err().path == "--to");
+    CHECK(range_points(0, 1, 0).err().path == "step");
+    CHECK(range_points(0, 1, -0.5).err().path == "step");
+    CHECK(range_points(0, 1, NAN).err().path == "step");
+    CHECK(range_points(0, 1, INFINITY).err().path == "step");
+    CHECK(range_points(2, 1, 0.5).err().path == "from");
+    CHECK(range_points(NAN, 1, 0.5).err().path == "from");
+    CHECK(range_points(0, INFINITY, 0.5).err().path == "to");
     const auto huge = range_points(0, 1, 1e-300);  // billions of rows: refused, not allocated
     REQUIRE_FALSE(huge);
     CHECK(huge.err().message.find("more than 100000 rows") != std::string::npos);
@@ -111,14 +111,14 @@ TEST_CASE("a range wider than double precision can hold is refused, for a table 
     // −1.7e308 and 1.7e308 are finite; the width between them, 3.4e308, is not.
     const auto wide = range_points(-1.7e308, 1.7e308, 1e300);
     REQUIRE_FALSE(wide);
-    CHECK(wide.err().path == "--from");
+    CHECK(wide.err().path == "from");
     CHECK(wide.err().message.find("wider than double precision can hold") != std::string::npos);
-    const auto plot = check_plot_range(-1.7e308, 1.7e308, "--at");
+    const auto plot = check_plot_range(-1.7e308, 1.7e308, "at");
     REQUIRE(plot);
-    CHECK(plot->path == "--at");
-    CHECK(check_plot_range(1, 1, "--at")->path == "--plot");
-    CHECK(check_plot_range(0, INFINITY, "--at")->message == "expected finite numbers");
-    CHECK_FALSE(check_plot_range(-8e307, 8e307, "--at"));
+    CHECK(plot->path == "at");
+    CHECK(check_plot_range(1, 1, "at")->path == "plot");
+    CHECK(check_plot_range(0, INFINITY, "at")->message == "expected finite numbers");
+    CHECK_FALSE(check_plot_range(-8e307, 8e307, "at"));
 }
 
 TEST_CASE("a plot of a range near double's limit still samples finite x") {

@@ -110,11 +110,11 @@ TEST_CASE("new refuses options that make no layer") {
     o.gated = true;
     o.activation = "identity";
     CHECK(new_example(o).err().to_string() ==
-          "--gated: \"identity\" has no gated form; the gated activations are reglu (relu), geglu (gelu) and swiglu (silu)");
+          "gated: \"identity\" has no gated form; the gated activations are reglu (relu), geglu (gelu) and swiglu (silu)");
     o = {};
     o.experts = 2;
     o.top_k = 3;
-    CHECK(new_example(o).err().to_string() == "--top-k: 3 experts per token, but the layer has 2 experts");
+    CHECK(new_example(o).err().to_string() == "top_k: 3 experts per token, but the layer has 2 experts");
     CHECK(*gated_activation("gelu") == "geglu");
     CHECK(*gated_activation("swiglu") == "swiglu");
 }

@@ -61,8 +61,8 @@ TEST_CASE("a sweep takes only a plain layer of one input number") {
     REQUIRE_FALSE(s);
     CHECK(s.err().message.find("d_model = 2") != std::string::npos);
     const auto t = test::trace_of(abs_network);
-    CHECK(sweep(t.ex.layer, 1, 0, 0.5, 11).err().path == "--from");
-    CHECK(sweep(t.ex.layer, 0, 1, 0, 11).err().path == "--step");
+    CHECK(sweep(t.ex.layer, 1, 0, 0.5, 11).err().path == "from");
+    CHECK(sweep(t.ex.layer, 0, 1, 0, 11).err().path == "step");
 }
 
 TEST_CASE("identity bends nowhere") {

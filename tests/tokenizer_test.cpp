@@ -426,12 +426,12 @@ TEST_CASE("a word with a space is looked up as its ▁ token") {
     CHECK(t.text(2).empty());
 }
 
-TEST_CASE("a word that is not one token is an error, blaming --word, that lists the nearest tokens") {
+TEST_CASE("a word that is not one token is an error, blaming the word parameter, that lists the nearest tokens") {
     const tokenizer t = bpe_of({{"!", 0}, {"Paris", 1}, {G + "Paris", 2}, {G + "London", 3}, {G + "the", 4}, {"capital", 5}});
     auto ids = t.look_up({" Paris", " Pariss"});
     REQUIRE_FALSE(ids);
     INFO(ids.err().to_string());
-    CHECK(ids.err().path == "--word");
+    CHECK(ids.err().path == "word");
     CHECK(ids.err().message.find("\" Pariss\" is not one token of the vocabulary (ffn-trace does not split words)") != std::string::npos);
     CHECK(ids.err().message.find("nearest: \"" + G + "Paris\"") != std::string::npos);  // one edit from "ĠPariss"
     CHECK(ids.err().to_string().find('\n') == std::string::npos);

@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -20,8 +22,10 @@
 namespace cli {
 
 int report(const ffn_trace::error& e) {
+    // A library error that names no file names a parameter; the user knows it by its option.
+    const ffn_trace::error shown = with_option_names(e, e.file.empty());
     // fputs, not fmt::print, which throws when stderr is closed or full: the error is still exit 2.
-    std::fputs(fmt::format("error: {}\n", e.to_string()).c_str(), stderr);
+    std::fputs(fmt::format("error: {}\n", shown.to_string()).c_str(), stderr);
     return exit_bad_input;
 }
 
@@ -219,11 +223,16 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
 }
 
 ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
-    static const std::pair<const char*, const char*> names[] = {{"layer", "--layer"},   {"ablate", "--ablate"},
-                                                                {"unit", "--unit"},     {"prompt", "--prompt"},
-                                                                {"prompt_file", "--prompt-file"}, {"word", "--word"}};
-    for (const auto& [field, option] : names)
-        if (paths && e.path == field) e.path = option;
+    // The library's parameter names; an option is the name with "--" and '-' for '_'. An example
+    // file has members called "layer" and "activation": those two name the option only where
+    // the caller says the path is a parameter's.
+    static const char* const names[] = {"layer", "activation", "ablate", "unit", "prompt", "prompt_file", "word", "from",
+                                        "to",    "step",       "plot",   "gated", "top_k", "lr",          "at"};
+    for (const char* field : names)
+        if (e.path == field && (paths || (e.path != "layer" && e.path != "activation"))) {
+            e.path = "--" + e.path;
+            std::replace(e.path.begin(), e.path.end(), '_', '-');
+        }
     for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))
         e.message.replace(at, 12, "--max-elements");
     return e;

@@ -69,13 +69,13 @@ int run_gelu_table(const gelu_table_options& o) {
             lo -= 1;
             hi += 1;
         }
-        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
+        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "from" : "at")) return report(*e);
         write_stdout(render_gelu_page(xs, which, o.precision, lo, hi));
         return exit_ok;
     }
     if (o.plot) {
         if (o.format != "text") return report({"", "--plot", "draws text; leave out --format or use --format text"});
-        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "--from" : "--at")) return report(*e);
+        if (auto e = check_plot_range(lo, hi, o.at.empty() ? "from" : "at")) return report(*e);
         // Unless given, the drawing leaves room on the page for the y axis's labels.
         const std::size_t page = output_width(0);
         const std::size_t width = o.width ? o.width : std::clamp<std::size_t>(page > 12 ? page - 12 : 10, 10, 61);

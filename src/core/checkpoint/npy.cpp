@@ -7,6 +7,7 @@
 // be exactly as long as the shape and dtype say.
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <fmt/format.h>
 #include <set>
 
@@ -185,12 +186,16 @@ std::uint64_t npy_header_end(std::span<const std::byte> start) {
     return 0;
 }
 
-outcome<npy_header> parse_npy_header(std::span<const std::byte> start, std::uint64_t total, const std::string& file,
-                                     const std::string& where) {
-    auto fail = [&](std::string_view field, std::string message) {
-        return error{file, where + std::string(field), std::move(message)};
-    };
-    const std::size_t available = static_cast<std::size_t>(std::min<std::uint64_t>(start.size(), total));
+namespace {
+
+using field_error = std::function<error(std::string_view field, std::string message)>;
+
+// The preamble: magic, version and header length; the header's text, checked to lie in the file.
+struct npy_preamble {
+    std::uint64_t header_begin = 0, header_length = 0;
+};
+outcome<npy_preamble> read_preamble(std::span<const std::byte> start, std::uint64_t total, std::size_t available,
+                                    const field_error& fail) {
     if (available < 10)
         return fail("header", fmt::format("the file has {} bytes; a .npy file begins with a 10-byte preamble "
                                           "(magic, version, header length)",
@@ -202,61 +207,55 @@ outcome<npy_header> parse_npy_header(std::span<const std::byte> start, std::uint
         return fail("header", fmt::format("unknown .npy version {}.{} (known: 1.0, 2.0, 3.0)", major, minor));
     const std::size_t length_bytes = major == 1 ? 2 : 4;
     if (available < 8 + length_bytes) return fail("header", fmt::format("the file ends inside its preamble, at byte {}", total));
-    const std::uint64_t header_length =
-        major == 1 ? load_le<std::uint16_t>(start, 8) : std::uint64_t{load_le<std::uint32_t>(start, 8)};
-    const std::uint64_t header_begin = 8 + length_bytes;
-    if (header_length > npy_max_header_bytes - header_begin)
+    npy_preamble p;
+    p.header_length = major == 1 ? load_le<std::uint16_t>(start, 8) : std::uint64_t{load_le<std::uint32_t>(start, 8)};
+    p.header_begin = 8 + length_bytes;
+    if (p.header_length > npy_max_header_bytes - p.header_begin)
         return fail("header", fmt::format("the header length is {} bytes, more than the {} a .npy header may have here",
-                                          header_length, npy_max_header_bytes - header_begin));
-    if (header_begin + header_length > available)
-        return fail("header", fmt::format("the header length is {} bytes, past the end of the file ({} bytes)", header_length,
-                                          total));
+                                          p.header_length, npy_max_header_bytes - p.header_begin));
+    if (p.header_begin + p.header_length > available)
+        return fail("header", fmt::format("the header length is {} bytes, past the end of the file ({} bytes)",
+                                          p.header_length, total));
+    return p;
+}
 
-    const std::string_view text(reinterpret_cast<const char*>(start.data()) + header_begin, header_length);
-    literal_reader reader(text);
-    auto dict = reader.read();
-    if (dict && !reader.at_end())
-        return fail("header", fmt::format("unexpected text after the header dict, at byte {}", reader.position()));
-    if (!dict) return fail("header", "malformed header: " + reader.problem());
-    if (dict->type != literal::kind::dict)
-        return fail("header", fmt::format("expected a dict with descr, fortran_order and shape, got {}", describe(*dict)));
-
+// The header dict's three values, each once and nothing else.
+struct npy_fields {
     const literal *descr = nullptr, *fortran = nullptr, *shape = nullptr;
+};
+outcome<npy_fields> read_fields(const literal& dict, const field_error& fail) {
+    if (dict.type != literal::kind::dict)
+        return fail("header", fmt::format("expected a dict with descr, fortran_order and shape, got {}", describe(dict)));
+    npy_fields f;
     std::set<std::string> keys;
-    for (std::size_t i = 0; i < dict->items.size(); i += 2) {
-        const literal& key = dict->items[i];
+    for (std::size_t i = 0; i < dict.items.size(); i += 2) {
+        const literal& key = dict.items[i];
         if (key.type != literal::kind::string)
             return fail("header", fmt::format("expected the keys descr, fortran_order and shape, got {}", describe(key)));
         if (!keys.insert(key.text).second) return fail("header." + key.text, "appears twice in the header dict");
-        const literal* value = &dict->items[i + 1];
+        const literal* value = &dict.items[i + 1];
         if (key.text == "descr")
-            descr = value;
+            f.descr = value;
         else if (key.text == "fortran_order")
-            fortran = value;
+            f.fortran = value;
         else if (key.text == "shape")
-            shape = value;
+            f.shape = value;
         else
             return fail("header", fmt::format("unexpected key '{}': a .npy header has descr, fortran_order and shape", key.text));
     }
-    for (auto [field, value] : {std::pair{"descr", descr}, std::pair{"fortran_order", fortran}, std::pair{"shape", shape}})
+    for (auto [field, value] : {std::pair{"descr", f.descr}, std::pair{"fortran_order", f.fortran}, std::pair{"shape", f.shape}})
         if (!value) return fail(std::string("header.") + field, "is missing: a .npy header has descr, fortran_order and shape");
+    return f;
+}
 
-    npy_header h;
-    if (descr->type == literal::kind::list)
-        h.unsupported = fail("header.descr", "a structured dtype (a list of fields); ffn-trace reads '<f8', '<f4' and '<f2'");
-    else if (descr->type != literal::kind::string)
-        return fail("header.descr", fmt::format("expected a dtype string such as '<f4', got {}", describe(*descr)));
-    else
-        h.descr = descr->text;
-    if (fortran->type != literal::kind::boolean)
-        return fail("header.fortran_order", fmt::format("expected True or False, got {}", describe(*fortran)));
-    h.fortran_order = fortran->flag;
-    if (shape->type != literal::kind::tuple)
-        return fail("header.shape", fmt::format("expected a tuple of dimensions, got {}", describe(*shape)));
+// The shape's dimensions into h.shape; the element count, which must fit 64 bits.
+outcome<std::uint64_t> read_shape(const literal& shape, npy_header& h, const field_error& fail) {
+    if (shape.type != literal::kind::tuple)
+        return fail("header.shape", fmt::format("expected a tuple of dimensions, got {}", describe(shape)));
     std::uint64_t elements = 1;
     bool overflow = false;
-    for (std::size_t i = 0; i < shape->items.size(); ++i) {
-        const literal& d = shape->items[i];
+    for (std::size_t i = 0; i < shape.items.size(); ++i) {
+        const literal& d = shape.items[i];
         if (d.type != literal::kind::integer || d.negative)
             return fail(fmt::format("header.shape[{}]", i), fmt::format("expected a dimension (an integer ≥ 0), got {}", describe(d)));
         h.shape.push_back(d.number);
@@ -266,29 +265,65 @@ outcome<npy_header> parse_npy_header(std::span<const std::byte> start, std::uint
     }
     if (overflow)
         return fail("header.shape", fmt::format("the element count of shape {} overflows 64 bits", shape_text(h.shape)));
-    h.data_begin = header_begin + header_length;
+    return elements;
+}
 
-    if (!h.unsupported) {
-        if (h.descr == "<f8") h.type = dtype::f64;
-        else if (h.descr == "<f4") h.type = dtype::f32;
-        else if (h.descr == "<f2") h.type = dtype::f16;
-        else h.unsupported = fail("header.descr", unsupported_descr(h.descr));
-    }
-    if (!h.unsupported && h.fortran_order) {
+// The dtype and layout ffn-trace converts, or why not (kept in h.unsupported: the header is read,
+// the data is not).
+void read_type(const npy_fields& f, npy_header& h, const field_error& fail) {
+    if (h.unsupported) return;
+    if (h.descr == "<f8") h.type = dtype::f64;
+    else if (h.descr == "<f4") h.type = dtype::f32;
+    else if (h.descr == "<f2") h.type = dtype::f16;
+    else h.unsupported = fail("header.descr", unsupported_descr(h.descr));
+    if (!h.unsupported && f.fortran->flag) {
         h.unsupported = fail("header.fortran_order", "the array is in Fortran (column-major) order; ffn-trace reads C order "
                                                      "(save a C-contiguous copy)");
     }
-    if (h.unsupported) {
-        h.type.reset();
-        return h;
-    }
-    auto bytes = checked_mul(elements, size_of(*h.type));
+    if (h.unsupported) h.type.reset();
+}
+
+}  // namespace
+
+outcome<npy_header> parse_npy_header(std::span<const std::byte> start, std::uint64_t total, const std::string& file,
+                                     const std::string& where) {
+    const field_error fail = [&](std::string_view field, std::string message) {
+        return error{file, where + std::string(field), std::move(message)};
+    };
+    const std::size_t available = static_cast<std::size_t>(std::min<std::uint64_t>(start.size(), total));
+    auto pre = read_preamble(start, total, available, fail);
+    if (!pre) return pre.err();
+    const std::string_view text(reinterpret_cast<const char*>(start.data()) + pre->header_begin, pre->header_length);
+    literal_reader reader(text);
+    auto dict = reader.read();
+    if (dict && !reader.at_end())
+        return fail("header", fmt::format("unexpected text after the header dict, at byte {}", reader.position()));
+    if (!dict) return fail("header", "malformed header: " + reader.problem());
+    auto f = read_fields(*dict, fail);
+    if (!f) return f.err();
+
+    npy_header h;
+    if (f->descr->type == literal::kind::list)
+        h.unsupported = fail("header.descr", "a structured dtype (a list of fields); ffn-trace reads '<f8', '<f4' and '<f2'");
+    else if (f->descr->type != literal::kind::string)
+        return fail("header.descr", fmt::format("expected a dtype string such as '<f4', got {}", describe(*f->descr)));
+    else
+        h.descr = f->descr->text;
+    if (f->fortran->type != literal::kind::boolean)
+        return fail("header.fortran_order", fmt::format("expected True or False, got {}", describe(*f->fortran)));
+    h.fortran_order = f->fortran->flag;
+    auto elements = read_shape(*f->shape, h, fail);
+    if (!elements) return elements.err();
+    h.data_begin = pre->header_begin + pre->header_length;
+    read_type(*f, h, fail);
+    if (h.unsupported) return h;
+    auto bytes = checked_mul(*elements, size_of(*h.type));
     if (!bytes)
         return fail("header.shape", fmt::format("shape {} of '{}' has more bytes than 64 bits count", shape_text(h.shape), h.descr));
     h.data_length = *bytes;
     if (total - h.data_begin != h.data_length)
         return fail("data", fmt::format("the data has {} bytes, but shape {} of '{}' needs {} ({} elements × {} bytes)",
-                                        total - h.data_begin, shape_text(h.shape), h.descr, h.data_length, elements,
+                                        total - h.data_begin, shape_text(h.shape), h.descr, h.data_length, *elements,
                                         size_of(*h.type)));
     return h;
 }

@@ -96,7 +96,7 @@ outcome<std::string> gated_activation(const std::string& name) {
     if (name == "relu") return std::string("reglu");
     if (name == "gelu") return std::string("geglu");
     if (name == "silu") return std::string("swiglu");
-    return error{"", "--gated", fmt::format("{} has no gated form; the gated activations are reglu (relu), geglu "
+    return error{"", "gated", fmt::format("{} has no gated form; the gated activations are reglu (relu), geglu "
                                             "(gelu) and swiglu (silu)", quote(name))};
 }
 
@@ -108,13 +108,13 @@ outcome<std::string> new_example(const new_example_options& o) {
         act = *g;
     }
     const auto kind = parse_activation(act);
-    if (!kind) return error{"", "--activation", fmt::format("unknown activation {}", quote(act))};
+    if (!kind) return error{"", "activation", fmt::format("unknown activation {}", quote(act))};
     const bool gated = info(*kind).gated;
     if (o.d_model == 0 || o.d_ff == 0 || o.tokens == 0)
         return error{"", "", "d_model, d_ff and the tokens are at least 1"};
     const std::size_t top_k = o.top_k ? o.top_k : std::min<std::size_t>(2, o.experts);
     if (o.experts && top_k > o.experts)
-        return error{"", "--top-k", fmt::format("{} experts per token, but the layer has {} expert{}", top_k, o.experts,
+        return error{"", "top_k", fmt::format("{} experts per token, but the layer has {} expert{}", top_k, o.experts,
                                                 o.experts == 1 ? "" : "s")};
 
     numbers rng{o.seed, o.zeros};

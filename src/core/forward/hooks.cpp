@@ -76,7 +76,7 @@ std::optional<error> check_intervention(const transformer& model, const interven
                                                     model.n_layers(), model.n_layers() == 1 ? "" : "s", model.n_layers() - 1)};
     if (is_head(p) && !model.has_head())
         return error{ck.origin(), "at", fmt::format("a {} model is an encoder: it has no head", ck.config().arch)};
-    if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().arch == "bert"))
+    if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().family->norm_place == norm_layer::place::post))
         return error{ck.origin(), "at", fmt::format("{}: write resid_mid instead; this layer's FFN reads no norm of its own that "
                                                     "can change alone", to_string(iv.at))};
     for (std::size_t k = 0; k < iv.positions.size(); ++k)
@@ -168,7 +168,7 @@ public:
     hooked_run out;
 
 private:
-    bool post_norm() const { return model_.source().config().arch == "bert"; }
+    bool post_norm() const { return model_.source().config().family->norm_place == norm_layer::place::post; }
     // An expert's hidden rows into the wide (tokens, n_experts · d_ff) matrix.
     void spread(const matrix& value, std::size_t e, const std::vector<std::size_t>& rows, matrix& wide) const {
         for (std::size_t r = 0; r < rows.size(); ++r)

@@ -52,7 +52,7 @@ std::optional<error> step_down(const std::vector<weight_values>& w, const std::v
         // The step itself, not the file, is what overflowed: say so before the forward pass would.
         for (double x : v)
             if (!std::isfinite(x))
-                return error{"", "--lr", fmt::format("the step η·d{0} takes {0} past double precision's range; use a "
+                return error{"", "lr", fmt::format("the step η·d{0} takes {0} past double precision's range; use a "
                                                      "smaller learning rate", w[k].name)};
     }
     return std::nullopt;
@@ -396,12 +396,12 @@ outcome<descent_step> descend(const trace& t, const loss_spec& loss, const gradi
     if (auto e = detail::step_down(weights_of(step.updated), weights_of(d), learning_rate)) return *e;
     auto tr = run_ffn(step.updated, t.input, t.lead);
     if (!tr)
-        return error{"", "--lr", fmt::format("with the updated weights, {} overflows in double precision; use a smaller "
+        return error{"", "lr", fmt::format("with the updated weights, {} overflows in double precision; use a smaller "
                                              "learning rate", tr.err().path)};
     step.new_loss = loss_of(*tr, loss);
     step.new_output = tr->output().value;
     if (!std::isfinite(step.new_loss))
-        return error{"", "--lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};
+        return error{"", "lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};
     return step;
 }
 

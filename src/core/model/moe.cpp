@@ -153,6 +153,34 @@ outcome<moe_trace> run_moe(const moe& layer, const matrix& x, std::vector<std::s
 
 namespace {
 
+// (tokens, d_out) in the combine step's shape contract:
+// combine[t] = Σ over the chosen e of weights[t][e]·expert_e[t], + Σ shared_s[t]
+matrix combine_experts(const std::vector<expert_trace>& experts, const matrix& weights, std::size_t tokens,
+                       std::size_t d_out) {
+    matrix combined(tokens, d_out);
+    for (const auto& et : experts) {
+        const matrix& out = et.tr.output().value;
+        for (std::size_t r = 0; r < et.tokens.size(); ++r) {
+            const std::size_t tok = et.tokens[r];
+            const double w = et.shared ? 1.0 : weights(tok, et.expert);
+            for (std::size_t k = 0; k < combined.cols; ++k) combined(tok, k) += w * out(r, k);
+        }
+    }
+    return combined;
+}
+
+// The first step, of the layer or of an expert, that overflowed to inf or NaN.
+std::optional<error> first_overflow(const moe_trace& t) {
+    for (const auto& s : t.steps) {
+        if (auto e = norm_overflow(s, t.lead)) return e;
+        if (auto e = overflow_in(step_name(s.kind), s.value, t.lead, nullptr)) return e;
+    }
+    for (const auto& et : t.experts)
+        for (const auto& s : et.tr.steps)
+            if (auto e = overflow_in(et.prefix() + "." + step_name(s.kind), s.value, t.lead, &et.tokens)) return e;
+    return std::nullopt;
+}
+
 outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone,
                        const step_hook* hook = nullptr) {
     const moe& layer = *shared;
@@ -203,17 +231,7 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         t.experts.push_back({s, true, every, std::move(*et)});
     }
 
-    // combine[t] = Σ over the chosen e of weights[t][e]·expert_e[t], + Σ shared_s[t]
-    matrix combined(tokens, layer.d_out());
-    for (const auto& et : t.experts) {
-        const matrix& out = et.tr.output().value;
-        for (std::size_t r = 0; r < et.tokens.size(); ++r) {
-            const std::size_t tok = et.tokens[r];
-            const double w = et.shared ? 1.0 : weights(tok, et.expert);
-            for (std::size_t k = 0; k < combined.cols; ++k) combined(tok, k) += w * out(r, k);
-        }
-    }
-
+    matrix combined = combine_experts(t.experts, weights, tokens, layer.d_out());
     edit(step_kind::combine, combined);
     if (pre_norm) t.steps.push_back(std::move(*pre_norm));
     t.steps.push_back({step_kind::router, std::move(logits), {}});
@@ -229,13 +247,7 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         edit(step_kind::norm, t.steps.back().value);
     }
 
-    for (const auto& s : t.steps) {
-        if (auto e = norm_overflow(s, t.lead)) return *e;
-        if (auto e = overflow_in(step_name(s.kind), s.value, t.lead, nullptr)) return *e;
-    }
-    for (const auto& et : t.experts)
-        for (const auto& s : et.tr.steps)
-            if (auto e = overflow_in(et.prefix() + "." + step_name(s.kind), s.value, t.lead, &et.tokens)) return *e;
+    if (auto e = first_overflow(t)) return *e;
     return t;
 }
 

@@ -250,12 +250,12 @@ outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss,
     moe d = g.d_layer;
     if (auto e = detail::step_down(weights_of(step.updated), weights_of(d), learning_rate)) return *e;
     auto tr = run_moe(step.updated, t.input, t.lead);
-    if (!tr) return error{"", "--lr", "the step makes a value overflow in double precision; use a smaller learning rate"};
+    if (!tr) return error{"", "lr", "the step makes a value overflow in double precision; use a smaller learning rate"};
     step.new_loss = loss_of(*tr, loss);
     step.new_output = tr->output().value;
     step.routing_changed = tr->chosen != t.chosen;
     if (!std::isfinite(step.new_loss))
-        return error{"", "--lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};
+        return error{"", "lr", "the step makes the loss overflow in double precision; use a smaller learning rate"};
     return step;
 }
 

@@ -59,7 +59,7 @@ outcome<std::vector<std::size_t>> tokenizer::look_up(const std::vector<std::stri
         if (!found) {
             std::vector<std::string> shown;
             for (const auto& t : nearest_tokens(v, spellings)) shown.push_back(quote(t));
-            return error{"", "--word",
+            return error{"", "word",
                          fmt::format("{} is not one token of the vocabulary (ffn-trace does not split words); nearest: {}",
                                      quote(word), fmt::join(shown, ", "))};
         }

@@ -26,16 +26,16 @@ error too_wide(double from, double to, std::string option) {
 }  // namespace
 
 outcome<std::vector<double>> range_points(double from, double to, double step) {
-    if (!std::isfinite(from)) return error{"", "--from", "expected a finite number"};
-    if (!std::isfinite(to)) return error{"", "--to", "expected a finite number"};
+    if (!std::isfinite(from)) return error{"", "from", "expected a finite number"};
+    if (!std::isfinite(to)) return error{"", "to", "expected a finite number"};
     if (!std::isfinite(step) || step <= 0)
-        return error{"", "--step", fmt::format("expected a finite number > 0, got {}", step)};
-    if (from > to) return error{"", "--from", fmt::format("{} is above --to {}; expected from ≤ to", from, to)};
-    if (!std::isfinite(to - from)) return too_wide(from, to, "--from");
+        return error{"", "step", fmt::format("expected a finite number > 0, got {}", step)};
+    if (from > to) return error{"", "from", fmt::format("{} is above --to {}; expected from ≤ to", from, to)};
+    if (!std::isfinite(to - from)) return too_wide(from, to, "from");
     // The count is computed in floating point first, so a tiny step cannot overflow it.
     const double intervals = (to - from) / step;
     if (!(intervals < static_cast<double>(max_table_rows)))
-        return error{"", "--step", fmt::format("{} from {} to {} gives more than {} rows; use a larger step", step, from, to,
+        return error{"", "step", fmt::format("{} from {} to {} gives more than {} rows; use a larger step", step, from, to,
                                                max_table_rows)};
     // Rounding slack: 0.1 steps from −2 to 2 must reach 2.
     const auto n = static_cast<std::size_t>(std::floor(intervals + 1e-9));
@@ -136,7 +136,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
 }
 
 std::optional<error> check_plot_range(double from, double to, std::string option) {
-    if (!(from < to)) return error{"", "--plot", "needs a range: give --from below --to, or --at with two different points"};
+    if (!(from < to)) return error{"", "plot", "needs a range: give --from below --to, or --at with two different points"};
     if (!std::isfinite(from) || !std::isfinite(to)) return error{"", std::move(option), "expected finite numbers"};
     if (!std::isfinite(to - from)) return too_wide(from, to, std::move(option));
     return std::nullopt;

@@ -31,7 +31,7 @@ outcome<sweep_result> sweep(const ffn& layer, double from, double to, double ste
     if (layer.gated())
         return error{"", "", "sweep takes a plain FFN (W1, then the activation, then W2); a gated layer's units have two "
                              "pre-activations"};
-    if (!(from < to)) return error{"", "--from", fmt::format("{} is not below --to {}; expected from < to", from, to)};
+    if (!(from < to)) return error{"", "from", fmt::format("{} is not below --to {}; expected from < to", from, to)};
     auto points = range_points(from, to, step);
     if (!points) return points.err();
     sweep_result s;
