@@ -480,22 +480,30 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
 
 }  // namespace detail
 
-namespace {
-template <class Trace>
-outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_options& o, bool ascii) {
-    auto d = detail::worksheet_document(ex, tr, o);
-    if (!d) return d.err();
-    std::string markdown = detail::markdown_view(d->first, ascii);
+namespace detail {
+
+worksheet laid_out(const document& doc, std::vector<worksheet_blank> answers, bool ascii) {
+    std::string markdown = markdown_view(doc, ascii);
     // Markdown has no page break of its own: printed from a browser or pandoc, this starts the
     // answer key on a new page.
     const auto key = markdown.find("\n# ");
     if (key != std::string::npos) markdown.insert(key + 1, "<div style=\"break-before: page\"></div>\n\n");
     // one newline at the end of the file, not the blank line every block leaves after itself
     while (markdown.size() > 1 && markdown.ends_with("\n\n")) markdown.pop_back();
-    detail::page_options page;
+    page_options page;
     page.ascii = ascii;
-    std::string html = detail::html_view(d->first, page);
-    return worksheet{std::move(markdown), std::move(html), std::move(d->second)};
+    std::string html = html_view(doc, page);
+    return worksheet{std::move(markdown), std::move(html), std::move(answers)};
+}
+
+}  // namespace detail
+
+namespace {
+template <class Trace>
+outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_options& o, bool ascii) {
+    auto d = detail::worksheet_document(ex, tr, o);
+    if (!d) return d.err();
+    return detail::laid_out(d->first, std::move(d->second), ascii);
 }
 }  // namespace
 
