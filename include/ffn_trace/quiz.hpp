@@ -99,6 +99,9 @@ struct prompt_quiz_options {
 struct prompt_quiz {
     std::string title;     // "\"The capital of France is\" through layer 0 of data/models/capitals"
     std::string checkpoint, prompt;
+    std::vector<std::size_t> token_ids;  // the prompt's, as the tokenizer split it
+    std::size_t target = 0;              // the token the model predicts next, which the questions are about
+    std::string target_text;
     std::size_t layer = 0;
     std::string command;   // the walkthrough of the same run, for what to revisit
     std::vector<quiz_question> questions;

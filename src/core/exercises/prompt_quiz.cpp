@@ -405,6 +405,9 @@ outcome<prompt_quiz> make_prompt_quiz(const prompt_request& request, const promp
     prompt_quiz quiz;
     quiz.checkpoint = request.checkpoint;
     quiz.prompt = r->prompt.text;
+    quiz.token_ids = r->prompt.ids;
+    quiz.target = r->target->id;
+    quiz.target_text = r->target->token;
     quiz.layer = r->layer;
     quiz.title = fmt::format("{} through layer {} of {}", quote(r->prompt.text), r->layer, request.checkpoint);
     quiz.command = fmt::format("ffn-trace run --checkpoint {} --layer {} --prompt {}", request.checkpoint, r->layer,
@@ -460,6 +463,8 @@ std::string prompt_quiz_json(const prompt_quiz& quiz, const prompt_quiz_options&
     nlohmann::ordered_json j;
     j["checkpoint"] = quiz.checkpoint;
     j["prompt"] = quiz.prompt;
+    j["token_ids"] = quiz.token_ids;
+    j["target"] = {{"id", quiz.target}, {"token", quiz.target_text}};
     j["layer"] = quiz.layer;
     j["seed"] = o.seed;
     j["questions"] = nlohmann::ordered_json::array();
