@@ -13,7 +13,6 @@ Usage: reference_test.py FFN_TRACE MODEL_DIR   (exit 77 without numpy)
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 
@@ -23,24 +22,11 @@ except ImportError:
     print("skipped: no numpy (scripts/install-deps.sh installs python3-numpy)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from safetensors_numpy import read_safetensors  # noqa: E402
+
 ft, model_dir = sys.argv[1:3]
 failures = []
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    body = raw[8 + n:]
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        assert t["dtype"] == "F32", name
-        out[name.removeprefix("transformer.")] = np.frombuffer(body[b:e], "<f4").astype(np.float64).reshape(t["shape"])
-    return out
 
 
 def layer_norm(x, w, b, eps):
