@@ -1044,3 +1044,6 @@ cli_test("worksheet: neither a file nor a checkpoint is an input error" 2 EMPTY 
 cli_test("worksheet: a blank stays blank in the next table that would show it (memory.json --blanks 4)" 0
   "!\\| Berlin \\+ country\\? \\| -0.5000 \\| \\([0-9]\\) ______ \\|.*## Step 2.*\\| Berlin \\+ country\\? \\| 0.0000 \\| 0.5000 \\|" EMPTY
   -- ${FT} worksheet ${DATA}/memory.json --blanks 4)
+cli_test("quiz on a prompt: --tolerance never narrows the knock-out's stated tolerance" 0
+  "An answer within 0.001 of the trace's number is right.*right within 0.35 of the model run again P\\(\" Paris\"\\) = \\? > 0.56 ✓ right"
+  EMPTY --stdin ${QUIZ}/prompt_within_stated.txt -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --color never --tolerance 0.001)

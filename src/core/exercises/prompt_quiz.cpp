@@ -252,7 +252,7 @@ public:
         q.target = fmt::format("P({})", target());
         for (const auto& u : units) q.units.push_back(u.unit);
         q.answer = ko->prob;
-        q.slack = tolerance;
+        q.slack = q.stated = tolerance;
         const bool one = names.size() == 1;
         q.formula = fmt::format("{} {} of layer {} {} set to 0 at every token and the model is run again. What is the "
                                 "probability of {} now?",
