@@ -1000,3 +1000,50 @@ cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
   --stdin ${UNITS}/one_token.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --skip-first)
 cli_test("units reads the corpus from standard input given as -, CR LF and all" 0 "corpus +<stdin>: 5 texts, 42 tokens"
   ANY --stdin ${UNITS}/small_crlf.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --unit 3)
+
+# quiz and worksheet on a real prompt: the shipped model, "The capital of France is", layer 0.
+set(CAPITALS ${DATA}/models/capitals)
+set(FRANCE --prompt "The capital of France is")
+cli_test("quiz on a prompt: seven questions, one of each kind, all right with seed 1" 0
+  "Quiz: \"The capital of France is\" through layer 0 of .*capitals 7 questions.*Which unit writes the prediction.*172 ✓ right: unit = 172.*the other 124 products sum to.*activated\\[0\\]\\[24\\] = \\? > 4.2407 ✓ right.*σ = 0.3367.*Type 1 to 4.*set to 0 at every token and the model is run again.*Run again without.*Which layer pushes most\\? .*Score: 7 of 7 right at the first try"
+  EMPTY --stdin ${QUIZ}/prompt_all_right.txt -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --color never)
+cli_test("quiz on a prompt --format json gives the ids, the target and each question's answer" 0
+  "\"token_ids\": \\[ 267, 270, 263, 529, 259 \\], \"target\": \\{ \"id\": [0-9]+, \"token\": \" Paris\" \\}, \"layer\": 0, \"seed\": 1, .*\"kind\": \"top-unit\".*\"answer\": 172.0.*\"kind\": \"knock-out\".*\"tolerance\": 0\\.[0-9]+.*\"kind\": \"layers\".*\"answer\": 0.0"
+  EMPTY -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --format json)
+cli_test("quiz on a prompt: --seed chooses other units" 0 "\"kind\": \"expand\", \"layer\": 0, \"token\": 2, \"units\": \\[ 222 \\]" EMPTY
+  -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --format json --seed 2)
+cli_test("quiz on a prompt read from a file" 0 "\"prompt\": \"The capital of France is\"" EMPTY
+  -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 --prompt-file ${INPUTS}/prompt_france.txt --format json)
+cli_test("worksheet on a prompt: the questions with blanks, then the key on its own page" 0
+  "^# Worksheet: \"The capital of France is\" through layer 0 of .*\\(1\\) unit = ______ .*\\(7\\) layer = ______ <div style=\"break-before: page\"></div> # Answer key: .*\\(1\\) \\| unit = 172 \\|.*\\(6\\) \\| P\\(\" Paris\"\\) = 0\\.[0-9]+ \\(± 0\\.[0-9]+\\) \\|"
+  EMPTY -- ${FT} worksheet --checkpoint ${CAPITALS} --layer 0 ${FRANCE})
+cli_test("worksheet on a prompt as a page" 0 "<!DOCTYPE html>.*Answer key" EMPTY
+  -- ${FT} worksheet --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --format html)
+cli_test("worksheet on a prompt: --count asks more" 0 "\\(9\\) hidden\\[[0-9]\\]\\[[0-9]+\\] = ______" EMPTY
+  -- ${FT} worksheet --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --count 9)
+cli_test("quiz on a prompt: a layer out of range is an input error" 2 EMPTY "^error: .*capitals.*: --layer: layer 7 is out of range"
+  -- ${FT} quiz --checkpoint ${CAPITALS} --layer 7 ${FRANCE})
+cli_test("quiz on a prompt: --checkpoint without a prompt is an input error" 2 EMPTY "^error: --checkpoint: asks about a prompt's run: give --prompt or --prompt-file too"
+  -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0)
+cli_test("worksheet on a prompt: --checkpoint without a prompt is an input error" 2 EMPTY "^error: --checkpoint: asks about a prompt's run"
+  -- ${FT} worksheet --checkpoint ${CAPITALS} --layer 0)
+cli_test("quiz on a prompt: an empty prompt is an input error" 2 EMPTY "^error: .*--prompt-file: the prompt is empty"
+  -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 --prompt-file /dev/null --format json)
+cli_test("quiz on a prompt: a missing checkpoint is an input error" 2 EMPTY "^error: .*nowhere"
+  -- ${FT} quiz --checkpoint nowhere --layer 0 ${FRANCE})
+cli_test("quiz on a prompt: an example file as well is a usage error" 2 EMPTY "^error: .*excludes"
+  -- ${FT} quiz ${DATA}/lesson_hand.json --checkpoint ${CAPITALS} ${FRANCE})
+cli_test("quiz on a prompt: --unit is an example file's option" 2 EMPTY "^error: .*excludes"
+  -- ${FT} quiz --checkpoint ${CAPITALS} ${FRANCE} --unit 3)
+cli_test("worksheet on a prompt: --blanks is an example file's option" 2 EMPTY "^error: .*excludes"
+  -- ${FT} worksheet --checkpoint ${CAPITALS} ${FRANCE} --blanks 3)
+cli_test("quiz on a prompt: the prompt cannot come from standard input, which holds the answers" 2 EMPTY
+  "^error: --prompt-file: the answers are read from standard input" -- ${FT} quiz --checkpoint ${CAPITALS} --prompt-file -)
+cli_test("quiz: neither a file nor a checkpoint is an input error" 2 EMPTY "^error: give an example file, or --checkpoint" -- ${FT} quiz)
+cli_test("worksheet: neither a file nor a checkpoint is an input error" 2 EMPTY "^error: give an example file, or --checkpoint" -- ${FT} worksheet)
+cli_test("worksheet: a blank stays blank in the next table that would show it (memory.json --blanks 4)" 0
+  "!\\| Berlin \\+ country\\? \\| -0.5000 \\| \\([0-9]\\) ______ \\|.*## Step 2.*\\| Berlin \\+ country\\? \\| 0.0000 \\| 0.5000 \\|" EMPTY
+  -- ${FT} worksheet ${DATA}/memory.json --blanks 4)
+cli_test("quiz on a prompt: --tolerance never narrows the knock-out's stated tolerance" 0
+  "An answer within 0.001 of the trace's number is right.*right within 0.35 of the model run again P\\(\" Paris\"\\) = \\? > 0.56 ✓ right"
+  EMPTY --stdin ${QUIZ}/prompt_within_stated.txt -- ${FT} quiz --checkpoint ${CAPITALS} --layer 0 ${FRANCE} --color never --tolerance 0.001)

@@ -7,12 +7,14 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/worksheet.hpp"
 
 using namespace ffn_trace;
 
@@ -466,4 +468,158 @@ TEST_CASE("the MoE quiz names the routing's known slips, and asks no sum whose a
             if (!q.terms.empty()) CHECK(std::abs(q.answer) >= 5e-5);
         }
     }
+}
+
+namespace {
+
+prompt_quiz france(std::uint64_t seed, std::size_t layer = 0, std::size_t count = 0) {
+    prompt_request r;
+    r.checkpoint = data_file("models/capitals");
+    r.text = "The capital of France is";
+    r.max_elements = 100'000'000;
+    r.options.layer = layer;
+    prompt_quiz_options o;
+    o.seed = seed;
+    o.count = count;
+    auto q = make_prompt_quiz(r, o);
+    REQUIRE(q);
+    return std::move(*q);
+}
+
+// The numbers a given line shows: "a = 1.5736 (activated[4][172])" → 1.5736, 4, 172.
+std::vector<double> numbers_in(const std::string& line) {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < line.size();) {
+        const bool sign = line[i] == '-' && i + 1 < line.size() && std::isdigit(static_cast<unsigned char>(line[i + 1]));
+        if (sign || std::isdigit(static_cast<unsigned char>(line[i]))) {
+            std::size_t used = 0;
+            out.push_back(std::stod(line.substr(i), &used));
+            i += used;
+        } else {
+            ++i;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a quiz on a prompt asks one question of each of the lesson's claims") {
+    const auto quiz = france(1);
+    REQUIRE(quiz.questions.size() == 7);
+    const std::vector<std::string> kinds{"top-unit", "expand", "activate", "push", "vocabulary", "knock-out", "layers"};
+    for (std::size_t i = 0; i < kinds.size(); ++i) CHECK(quiz.questions[i].step == kinds[i]);
+    CHECK(quiz.target_text == " Paris");
+    CHECK(quiz.token_ids == std::vector<std::size_t>{267, 270, 263, 529, 259});
+    for (const auto& q : quiz.questions) {
+        CAPTURE(q.step);
+        CHECK(!q.formula.empty());
+        CHECK(!q.given.empty());
+        if (q.choice) {
+            // the answer is one of the options: a unit or a layer by its number, a token by its place
+            const bool by_place = q.step == "vocabulary";
+            const auto n = static_cast<std::size_t>(q.answer);
+            CHECK((by_place ? n >= 1 && n <= q.choices.size()
+                            : std::find(q.choices.begin(), q.choices.end(), n) != q.choices.end()));
+        }
+    }
+}
+
+TEST_CASE("a prompt question's answer follows by hand from the numbers it gives") {
+    for (std::uint64_t seed : {1, 2, 3}) {
+        CAPTURE(seed);
+        const auto quiz = france(seed);
+        for (const auto& q : quiz.questions) {
+            CAPTURE(q.step);
+            if (q.step == "expand") {
+                // the four largest products, the rest's sum and the bias: each the last number of its line
+                double sum = 0;
+                for (const auto& g : q.given) sum += numbers_in(g).back();
+                CHECK(std::abs(q.answer - sum) <= q.slack + 1e-12);
+            } else if (q.step == "push") {
+                const double a = numbers_in(q.given[0])[0], dot = numbers_in(q.given[1]).back(), sigma = numbers_in(q.given[2])[0];
+                CHECK(std::abs(q.answer - a * dot / sigma) <= q.slack + 1e-12);
+            } else if (q.step == "top-unit") {
+                // a × (push per unit of a) for each option: the answer's is the largest
+                double best = -1e300, best_unit = -1;
+                for (const auto& g : q.given) {
+                    const auto n = numbers_in(g);  // unit, a, 2, 2 (of W2[j] · …), push per a
+                    const double push = n[1] * n.back();
+                    if (push > best) {
+                        best = push;
+                        best_unit = n[0];
+                    }
+                }
+                CHECK(best_unit == q.answer);
+            } else if (q.step == "layers") {
+                // each layer's pushes and the rest: the answer's sum is the largest
+                double best = -1e300, best_layer = -1;
+                for (const auto& g : q.given) {
+                    const auto n = numbers_in(g);  // layer, unit, push, unit, push, unit, push, count, rest
+                    const double total = n[2] + n[4] + n[6] + n[8];
+                    if (total > best) {
+                        best = total;
+                        best_layer = n[0];
+                    }
+                }
+                CHECK(best_layer == q.answer);
+            } else if (q.step == "knock-out") {
+                // the direct estimate p·e^(−Δ) / (1 − p + p·e^(−Δ)) is right within the tolerance stated
+                const double p = numbers_in(q.given[0]).back(), delta = numbers_in(q.given[1]).back();
+                const double kept = p * std::exp(-delta);
+                CHECK(std::abs(kept / (1 - p + kept) - q.answer) <= q.slack);
+                CHECK(q.answer < p);  // the units pushed toward the prediction
+            }
+        }
+    }
+}
+
+TEST_CASE("--seed varies a prompt's questions, and no question gives another's answer away") {
+    std::set<std::string> sheets;
+    for (std::uint64_t seed : {1, 2, 3, 4, 5}) {
+        CAPTURE(seed);
+        const auto quiz = france(seed);
+        std::string all;
+        for (const auto& q : quiz.questions) all += q.formula + fmt::format("{}", fmt::join(q.given, "\n")) + "\n";
+        sheets.insert(all);
+        for (std::size_t i = 0; i < quiz.questions.size(); ++i) {
+            const auto& q = quiz.questions[i];
+            if (q.choice) continue;
+            const std::string shown = format_fixed(q.answer, 4);
+            for (std::size_t k = 0; k < quiz.questions.size(); ++k) {
+                if (k == i) continue;
+                CAPTURE(q.target);
+                CAPTURE(quiz.questions[k].target);
+                for (const auto& g : quiz.questions[k].given) CHECK(g.find(shown) == std::string::npos);
+            }
+        }
+    }
+    CHECK(sheets.size() == 5);
+}
+
+TEST_CASE("the worksheet of a prompt holds every question with a blank and the quiz's answers in its key") {
+    const auto quiz = france(2);
+    const auto sheet = make_prompt_worksheet(quiz, {0, 2, 4});
+    REQUIRE(sheet.answers.size() == quiz.questions.size());
+    const auto key = sheet.markdown.find("# Answer key");
+    REQUIRE(key != std::string::npos);
+    for (std::size_t i = 0; i < quiz.questions.size(); ++i) {
+        CAPTURE(i);
+        CHECK(sheet.answers[i].number == i + 1);
+        CHECK(sheet.answers[i].value == quiz.questions[i].answer);
+        CHECK(sheet.markdown.find(fmt::format("({}) {} = ______", i + 1, quiz.questions[i].target)) < key);
+        CHECK(sheet.markdown.find(quiz.questions[i].worked, key) != std::string::npos);
+    }
+    CHECK(sheet.html.find("Answer key") != std::string::npos);
+}
+
+TEST_CASE("a quiz on a prompt refuses a layer out of range, naming the layer") {
+    prompt_request r;
+    r.checkpoint = data_file("models/capitals");
+    r.text = "The capital of France is";
+    r.max_elements = 100'000'000;
+    r.options.layer = 2;
+    auto q = make_prompt_quiz(r, {});
+    REQUIRE_FALSE(q);
+    CHECK(q.err().path == "layer");
 }

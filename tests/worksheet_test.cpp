@@ -4,7 +4,10 @@
 #include <cmath>
 #include <doctest/doctest.h>
 #include <filesystem>
+#include <fmt/format.h>
 #include <map>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -217,4 +220,68 @@ TEST_CASE("a worksheet asks for at most one 0, and only where a 0 teaches") {
                 }
             CHECK(zeros <= 1);
         }
+}
+
+TEST_CASE("a blank stays blank in every later step that would give its answer away") {
+    // data/memory.json --blanks 4 once left hidden[1][1] blank in step 1 and showed
+    // activated[1][1] = 0.5000 in step 2: ReLU of a positive score is the score itself.
+    // Which step shows which again, written out here: an activation its score, the gated product
+    // its factors, the residual its output (y − x), an MoE's weights without renormalising its p.
+    const std::map<std::string, std::vector<std::string>> shown_again{
+        {"expand", {"activate"}}, {"gate", {"activate"}},     {"activate", {"multiply"}},
+        {"up", {"multiply"}},     {"contract", {"residual"}}, {"combine", {"residual"}}};
+    for (const char* file : {"memory.json", "lesson_hand.json", "walkthrough.json", "swiglu.json", "moe_switch.json",
+                             "moe_mixtral.json", "abs_identity.json"})
+        for (std::uint64_t seed : {1, 2, 3, 4, 5})
+            for (std::size_t blanks : {4, 0}) {
+                const std::string name = file;
+                CAPTURE(name);
+                CAPTURE(seed);
+                CAPTURE(blanks);
+                worksheet_options o;
+                o.seed = seed;
+                o.blanks = blanks;
+                const auto c = sheet_and_json(file, o);
+                if (blanks) CHECK(c.answers.size() == blanks);
+                std::set<std::tuple<std::string, std::size_t, std::size_t>> blank;
+                // every step of the trace, as run's JSON names it: "expand", "expert[1].activate"
+                std::set<std::string> steps;
+                for (const auto& st : c.run["steps"]) steps.insert(st["name"].get<std::string>());
+                if (c.run.contains("experts"))
+                    for (const auto& e : c.run["experts"])
+                        if (e.contains("expert"))
+                          for (const auto& st : e["steps"])
+                            steps.insert(fmt::format("expert[{}].{}", e["expert"].get<std::size_t>(), st["name"].get<std::string>()));
+                auto gives_away = shown_again;
+                if (std::string(file) == "moe_switch.json") gives_away["weights"] = {"probabilities"};
+                for (const auto& a : c.answers) blank.insert({a.step, a.token, a.index});
+                for (const auto& a : c.answers) {
+                    const auto dot = a.step.rfind('.');
+                    const std::string owner = dot == std::string::npos ? "" : a.step.substr(0, dot + 1);
+                    const std::string own = a.step.substr(owner.size());
+                    if (!gives_away.count(own)) continue;
+                    for (const auto& later : gives_away.at(own)) {
+                        if (!steps.count(owner + later)) continue;
+                        CAPTURE(a.target);
+                        CHECK(blank.count({owner + later, a.token, a.index}) == 1);
+                    }
+                }
+            }
+}
+
+TEST_CASE("--seed varies the lesson's sheet, and a sheet no seed can vary says so") {
+    std::set<std::string> sheets;
+    for (std::uint64_t seed : {1, 2, 3, 4, 5}) {
+        worksheet_options o;
+        o.seed = seed;
+        const auto c = sheet_and_json("lesson_hand.json", o);
+        CHECK_FALSE(has(c.markdown, "every seed gives this same sheet"));
+        sheets.insert(c.markdown);
+    }
+    CHECK(sheets.size() > 1);
+    // the residual has two cells, and both are blank whatever the seed
+    worksheet_options o;
+    o.steps = {"residual"};
+    o.blanks = 2;
+    CHECK(has(sheet_and_json("lesson_hand.json", o).markdown, "every seed gives this same sheet"));
 }

@@ -87,6 +87,8 @@ struct unit_attribution {
     double activation = 0;
     double weight = 1;
     double score = 0;
+    double dot = 0;    // W2[j] · (γ_f ⊙ U[t]) (0 where a is 0: not computed)
+    double sigma = 0;  // σ
 };
 
 // A token's probability, and its logit, before and after the knock-out.

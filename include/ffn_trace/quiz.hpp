@@ -18,6 +18,7 @@
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
+#include "ffn_trace/prompt.hpp"
 
 namespace ffn_trace {
 
@@ -55,6 +56,13 @@ struct quiz_question {
     // The most that working from the operands as shown (rounded to the precision) can move the
     // answer: an answer this close is right whatever decimals the learner typed.
     double slack = 0;
+    double stated = 0;  // a tolerance the question states (a knock-out's estimate): --tolerance never narrows it
+    // A question on a prompt's layer (make_prompt_quiz): what it is about, for the JSON.
+    std::size_t layer = 0;
+    std::vector<std::size_t> units;    // the units it names
+    std::vector<std::size_t> choices;  // a choice's options: units, layers, or token ids (answered 1 to 4)
+    bool choice = false;               // the answer is one of the options, not a number worked out
+    std::string after;                 // shown when the question is over: the model run again, the scores behind a choice
 };
 
 struct quiz_options {
@@ -76,6 +84,33 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
 
 // The same questions with their answers, as JSON for other tools.
 std::string quiz_json(const example& ex, const std::vector<quiz_question>& questions, const quiz_options& options);
+
+// A quiz on a real prompt: questions about what layer N of a checkpoint does to the model's next
+// token, each answer the prompt run's own number (trace_prompt: the layer's trace, the units'
+// direct pushes toward the prediction, the vocabulary view, and the model run again with units
+// knocked out). The lesson's claims, one question each: which unit writes the prediction most;
+// a unit's score from the largest terms of its 128-term dot product (the rest summed); its
+// activation; its direct push from a, W2[j]·(γ⊙U) and σ; the prediction with units knocked
+// out; the token a unit's value vector promotes; the layer whose FFN pushes the prediction most.
+struct prompt_quiz_options {
+    std::size_t count = 0;  // questions; 0: one of each kind
+    std::uint64_t seed = 1;  // picks the tokens, the units and the order of the options
+    int precision = 4;
+};
+struct prompt_quiz {
+    std::string title;     // "\"The capital of France is\" through layer 0 of data/models/capitals"
+    std::string checkpoint, prompt;
+    std::vector<std::size_t> token_ids;  // the prompt's, as the tokenizer split it
+    std::size_t target = 0;              // the token the model predicts next, which the questions are about
+    std::string target_text;
+    std::size_t layer = 0;
+    std::string command;   // the walkthrough of the same run, for what to revisit
+    std::vector<quiz_question> questions;
+};
+// Errors: those of trace_prompt (their fields named as its), an MoE layer or a model without a
+// next-token head ("layer", "checkpoint").
+outcome<prompt_quiz> make_prompt_quiz(const prompt_request& request, const prompt_quiz_options& options);
+std::string prompt_quiz_json(const prompt_quiz& quiz, const prompt_quiz_options& options);
 
 // A number the learner typed: "1/2", "-0.25", ".5", "1e-3", "−2" (the Unicode minus).
 struct typed_number {
@@ -133,6 +168,7 @@ private:
     void next(outcome_kind how);
     void summary();
     void write(const std::string& text);
+    static std::string after(const quiz_question& q);
 
     std::vector<quiz_question> questions_;
     std::string title_;

@@ -15,6 +15,7 @@
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
+#include "ffn_trace/quiz.hpp"
 
 namespace ffn_trace {
 
@@ -44,5 +45,9 @@ struct worksheet {
 // Errors: a step that is not in the layer, or no cell to leave blank.
 outcome<worksheet> make_worksheet(const example& ex, const trace& tr, const worksheet_options& options, bool ascii = false);
 outcome<worksheet> make_worksheet(const example& ex, const moe_trace& tr, const worksheet_options& options, bool ascii = false);
+
+// The sheet of a prompt's quiz (make_prompt_quiz): each question with the numbers it gives and a
+// blank, then the answer key, worked, with what the model run again showed.
+worksheet make_prompt_worksheet(const prompt_quiz& quiz, const prompt_quiz_options& options, bool ascii = false);
 
 }  // namespace ffn_trace

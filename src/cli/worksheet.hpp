@@ -5,11 +5,13 @@
 
 #include "common.hpp"
 #include "ffn_trace/worksheet.hpp"
+#include "quiz.hpp"
 
 namespace cli {
 
 struct worksheet_options {
     std::string file;
+    prompt_flags prompt;
     ffn_trace::worksheet_options sheet;
     std::string format = "markdown";
     bool ascii = false;

@@ -27,36 +27,15 @@ except ImportError:
     print("skipped: no numpy (scripts/install-deps.sh installs python3-numpy)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from safetensors_numpy import read_safetensors  # noqa: E402
+
 ft, data, tokenizers, work = sys.argv[1:5]
 os.makedirs(work, exist_ok=True)
 failures = []
 
 
 # ---- safetensors, read and written byte by byte -------------------------------------------------
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    body = raw[8 + n:]
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        chunk = body[b:e]
-        if t["dtype"] == "F64":
-            a = np.frombuffer(chunk, "<f8")
-        elif t["dtype"] == "F32":
-            a = np.frombuffer(chunk, "<f4")
-        elif t["dtype"] == "BF16":
-            a = (np.frombuffer(chunk, "<u2").astype(np.uint32) << 16).view("<f4")
-        else:
-            raise ValueError(f"{name}: dtype {t['dtype']}")
-        out[name.removeprefix("transformer.").removeprefix("model.")] = a.astype(np.float64).reshape(t["shape"])
-    return out
-
 
 def write_safetensors(path, tensors):
     header, data_bytes = {}, b""

@@ -112,13 +112,13 @@ void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, d
     for (std::size_t j = 0; j < h.cols; ++j) {
         const double a = h(row, j);
         if (a == 0) {
-            out.push_back({{expert, j}, shared, a, weight, 0.0});
+            out.push_back({{expert, j}, shared, a, weight, 0.0, 0.0, sigma});
             continue;
         }
         const std::vector<double> v = weight_row(tr.layer(), weight::w2, j);
         double dot = 0;
         for (std::size_t k = 0; k < v.size(); ++k) dot += v[k] * g[k];
-        out.push_back({{expert, j}, shared, a, weight, weight * a * dot / sigma});
+        out.push_back({{expert, j}, shared, a, weight, weight * a * dot / sigma, dot, sigma});
     }
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "document/document.hpp"
+#include "exercises/quiz_questions.hpp"
 #include "base/splitmix.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/readings.hpp"
@@ -579,6 +580,21 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
     selection sel{{}, {}, o};
     return collect(ex, o, sel, moe_chain(ex, tr, o, b));
 }
+
+namespace detail {
+
+quiz_question activation_question(const example& ex, const trace& tr, std::size_t t, std::size_t j, int precision) {
+    quiz_options o;
+    o.precision = precision;
+    const quiz_builder b(ex, o);
+    const ffn& l = tr.layer();
+    return b.activation_question(step_name(step_kind::activate), quiz_builder::detail_title(step_kind::activate, l.act),
+                                 tr.step(step_kind::activate), tr.pre_activation().value, t, t, j, info(l.act).unit, l.gated());
+}
+
+double rounding_error(double v, int precision) { return shown_error(v, precision); }
+
+}  // namespace detail
 
 std::string quiz_json(const example& ex, const std::vector<quiz_question>& questions, const quiz_options& o) {
     nlohmann::ordered_json j;

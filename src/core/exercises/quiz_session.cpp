@@ -42,6 +42,9 @@ void quiz_session::write(const std::string& text) {
     out_(opt_.ascii ? to_ascii(styled_text) : styled_text);
 }
 
+// What a question shows when it is over (the model run again, the scores behind a choice), on a line of its own.
+std::string quiz_session::after(const quiz_question& q) { return q.after.empty() ? "" : "  " + q.after + "\n"; }
+
 void quiz_session::start() {
     write(fmt::format("Quiz: {}\n{} question{}. Type a number (0.25, -1.5, 1/2, 1e-3), ? for a hint, s to skip, q to quit.\n{}\n",
                       title_, questions_.size(), questions_.size() == 1 ? "" : "s",
@@ -91,7 +94,7 @@ bool quiz_session::feed(std::string_view raw) {
         return false;
     }
     if (line == "s" || line == "skip") {
-        write(fmt::format("Skipped. {}: {}\n", q.target, q.worked));
+        write(fmt::format("Skipped. {}: {}\n", q.target, q.worked) + after(q));
         next(outcome_kind::skipped);
         return !done_;
     }
@@ -109,9 +112,9 @@ bool quiz_session::feed(std::string_view raw) {
     }
     // The learner works from the operands as shown, rounded: what that rounding can move the
     // answer by is not a mistake.
-    const double tolerance = opt_.tolerance.value_or(std::max(typed->tolerance, q.slack));
+    const double tolerance = std::max(opt_.tolerance.value_or(std::max(typed->tolerance, q.slack)), q.stated);
     if (std::abs(typed->value - q.answer) <= tolerance) {
-        write(styled(style::green, fmt::format("✓ right: {} = {}", q.target, q.worked)) + "\n");
+        write(styled(style::green, fmt::format("✓ right: {} = {}", q.target, q.worked)) + "\n" + after(q));
         next(hints_ == 0 && wrong_ == 0 ? outcome_kind::right : outcome_kind::right_after_hints);
         return !done_;
     }
@@ -142,7 +145,9 @@ void quiz_session::hint() {
             return std::abs(*last_wrong_ - m.value) <= std::max(tolerance, 0.0005) &&
                    std::abs(q.answer - m.value) > std::max(tolerance, 0.0005);
         });
-        if (misstep != q.missteps.end())
+        if (q.choice)
+            text += fmt::format(" Your {} is not it.", format_short(*last_wrong_, 12));
+        else if (misstep != q.missteps.end())
             text += fmt::format(" Your {}: {}.", format_short(*last_wrong_, 12), misstep->message);
         else if (auto s = locate_slip(q.terms, q.answer, *last_wrong_, std::max(tolerance, 0.0005), opt_.precision))
             text += fmt::format(" Your {}: {}.", format_short(*last_wrong_, 12), s->message);
@@ -152,7 +157,7 @@ void quiz_session::hint() {
             text += fmt::format(" Your {} is off by {}.", format_short(*last_wrong_, 12),
                                 format_short(*last_wrong_ - q.answer, opt_.precision));
     }
-    write(text + "\n");
+    write(text + "\n" + after(q));
     next(outcome_kind::missed);
 }
 

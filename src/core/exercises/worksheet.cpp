@@ -29,6 +29,8 @@ using detail::splitmix;
 struct sheet_step {
     std::string name;     // as claims name it: "expand", "expert[1].gate"
     std::string base;     // the step's own name: "gate"
+    step_kind kind;
+    std::string owner;    // the trace it belongs to: "" for the layer, "expert[1]." for an expert
     std::string heading;  // "Step 1 · Expand   hidden = x · W1 + b1"
     std::string variable; // "hidden"
     const matrix* value;
@@ -129,14 +131,15 @@ public:
         for (const auto& s : tr.steps) {
             const std::string head = who.empty() ? fmt::format("Step {}", ++number) : who;
             const std::string name = step_name(s.kind);
-            steps_.push_back({prefix + name, name,
+            steps_.push_back({prefix + name, name, s.kind, prefix,
                               fmt::format("{} · {}   {}", head, capitalised(name), dense_formula(tr.layer(), s.kind)),
                               variable_of(s.kind), &s.value, rows, &dense_labels(tr.layer(), s.kind),
                               s.kind == step_kind::activate && info(tr.layer().act).unit == activation::relu});
         }
     }
 
-    // Chooses the blanks: round the chosen steps, a random cell of each in turn.
+    // Chooses the blanks: a random cell of the chosen step with the fewest blanks, in turn, each
+    // with the cells of later steps that would give its answer away.
     outcome<std::vector<worksheet_blank>> choose() {
         auto eligible = eligible_steps();
         if (!eligible) return eligible.err();
@@ -146,30 +149,30 @@ public:
         splitmix rng{opt_.seed};
         bool zero_taken = false;
         std::set<std::size_t> spent;  // steps with no cell left worth a blank
-        for (std::size_t k = 0, turn = 0; k < wanted && spent.size() < eligible->size(); ++turn) {
-            const std::size_t i = (*eligible)[turn % eligible->size()];
-            const matrix& m = *steps_[i].value;
-            if (spent.count(i)) continue;
-            if (blank_count(i) == m.rows * m.cols) {
-                spent.insert(i);
+        for (std::size_t k = 0; k < wanted && spent.size() < eligible->size();) {
+            std::optional<std::size_t> i;
+            for (auto e : *eligible)
+                if (!spent.count(e) && (!i || blank_count(e) < blank_count(*i))) i = e;
+            const matrix& m = *steps_[*i].value;
+            const auto c = m.data.empty() ? std::nullopt : blank_cells(*i, rng.below(m.rows * m.cols), zero_taken, wanted - k);
+            if (!c) {  // every cell blank, or only zeros left, or no room for what would give it away
+                spent.insert(*i);
                 continue;
             }
-            const auto c = blank_cell(i, rng.below(m.rows * m.cols), zero_taken);
-            if (!c) {  // only zeros left in this step
-                spent.insert(i);
-                continue;
+            for (const auto& cell : *c) {
+                zero_taken = zero_taken || shows_zero((*steps_[std::get<0>(cell)].value)(std::get<1>(cell), std::get<2>(cell)));
+                blank_.insert(cell);
             }
-            zero_taken = zero_taken || shows_zero(m.data[*c]);
-            blank_.insert({i, *c / m.cols, *c % m.cols});
-            ++k;
+            k += c->size();
         }
         // A layer that computes only zeros still gets one blank to fill.
         if (blank_.empty() && cells > 0)
             for (auto i : *eligible)
                 if (steps_[i].value->rows * steps_[i].value->cols > 0) {
-                    blank_.insert({i, 0, 0});
+                    blank_.insert(std::tuple{i, std::size_t{0}, std::size_t{0}});
                     break;
                 }
+        forced_ = every_choice_taken(*eligible);
         return numbered_blanks();
     }
     // The steps --steps chose (all when it chose none), or an error naming one the layer lacks.
@@ -192,33 +195,77 @@ public:
         }
         return eligible;
     }
-    // The cell of step i to blank, from the random cell c; none when only zeros are left there.
-    std::optional<std::size_t> blank_cell(std::size_t i, std::size_t c, bool zero_taken) const {
-        const matrix& m = *steps_[i].value;
-        // A cell blank in the step just before, of the same shape, is taken first: the learner then
-        // works a value on through the steps instead of reading it off the next table.
-        if (i > 0 && steps_[i - 1].value->rows == m.rows && steps_[i - 1].value->cols == m.cols)
-            for (const auto& [step, r, j] : blank_)
-                if (step == i - 1 && !blank_.count({i, r, j})) {
-                    c = r * m.cols + j;
-                    break;
-                }
-        while (blank_.count({i, c / m.cols, c % m.cols})) c = (c + 1) % (m.rows * m.cols);
-        // A blank whose answer is 0 asks little: at most one per sheet, and only where a 0 teaches.
-        // Otherwise the next free cell with a number in it, if the step has one.
-        // A step that is 0 everywhere teaches by its 0 (the identity's collapse in abs_identity.json).
-        const bool all_zero = std::all_of(m.data.begin(), m.data.end(), [this](double v) { return shows_zero(v); });
-        if (shows_zero(m.data[c]) && (zero_taken || !(steps_[i].zero_teaches || all_zero))) {
-            for (std::size_t n = 1; n < m.rows * m.cols; ++n) {
-                const std::size_t d = (c + n) % (m.rows * m.cols);
-                if (!blank_.count({i, d / m.cols, d % m.cols}) && !shows_zero(m.data[d])) {
-                    c = d;
-                    break;
-                }
-            }
-            if (shows_zero(m.data[c])) return std::nullopt;
+    // Whether no seed could choose otherwise: every cell of the chosen steps left shown reads as 0.
+    bool every_choice_taken(const std::vector<std::size_t>& eligible) const {
+        for (auto i : eligible) {
+            const matrix& m = *steps_[i].value;
+            for (std::size_t c = 0; c < m.rows * m.cols; ++c)
+                if (!blank_.count({i, c / m.cols, c % m.cols}) && !shows_zero(m.data[c])) return false;
         }
-        return c;
+        return true;
+    }
+    // The steps that show step i's numbers again, cell for cell, or let them be read back from
+    // what is shown: the activation of its score, the gated product of its factors, the residual
+    // of the output (y − x), and the softmax's p of a weight that is p as it is. A blank there
+    // must be blank here too.
+    std::vector<std::size_t> revealed_by(std::size_t i) const {
+        std::vector<step_kind> kinds;
+        switch (steps_[i].kind) {
+            case step_kind::expand:
+            case step_kind::gate: kinds = {step_kind::activate}; break;
+            case step_kind::activate:
+            case step_kind::up: kinds = {step_kind::multiply}; break;
+            case step_kind::contract:
+            case step_kind::combine: kinds = {step_kind::residual}; break;
+            case step_kind::weights:
+                if (weights_are_p_) kinds = {step_kind::probabilities};
+                break;
+            default: break;
+        }
+        std::vector<std::size_t> out;
+        for (std::size_t s = 0; s < steps_.size(); ++s)
+            if (std::find(kinds.begin(), kinds.end(), steps_[s].kind) != kinds.end() && steps_[s].owner == steps_[i].owner &&
+                steps_[s].rows == steps_[i].rows && steps_[s].value->cols == steps_[i].value->cols)
+                out.push_back(s);
+        return out;
+    }
+    // Cell (r, j) of step i and the cells that would give it away, those not yet blank.
+    std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> chain(std::size_t i, std::size_t r, std::size_t j) const {
+        std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> out;
+        std::vector<std::size_t> todo{i};
+        std::set<std::size_t> seen;
+        while (!todo.empty()) {
+            const std::size_t s = todo.back();
+            todo.pop_back();
+            if (!seen.insert(s).second) continue;
+            if (!blank_.count({s, r, j})) out.push_back({s, r, j});
+            for (auto next : revealed_by(s)) todo.push_back(next);
+        }
+        return out;
+    }
+    // The cells to blank for step i, from its random cell c on: the first free cell whose chain
+    // fits in `room`. A blank whose answer is 0 asks little: at most one per sheet, and only where
+    // a 0 teaches (a ReLU unit that switched off; a step that is 0 everywhere, as the identity's
+    // collapse in abs_identity.json). None when no cell is left worth a blank.
+    std::optional<std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>> blank_cells(std::size_t i, std::size_t c,
+                                                                                               bool zero_taken, std::size_t room) const {
+        const matrix& m = *steps_[i].value;
+        auto zero_allowed = [&](std::size_t s) {
+            const auto& data = steps_[s].value->data;
+            const bool all_zero = std::all_of(data.begin(), data.end(), [this](double v) { return shows_zero(v); });
+            return !zero_taken && (steps_[s].zero_teaches || all_zero);
+        };
+        for (std::size_t n = 0; n < m.rows * m.cols; ++n) {
+            const std::size_t d = (c + n) % (m.rows * m.cols);
+            if (blank_.count({i, d / m.cols, d % m.cols})) continue;
+            auto cells = chain(i, d / m.cols, d % m.cols);
+            std::size_t zeros = 0;
+            bool fits = cells.size() <= room;
+            for (const auto& [s, r, j] : cells)
+                if (shows_zero((*steps_[s].value)(r, j))) fits = fits && zero_allowed(s) && ++zeros == 1;
+            if (fits) return cells;
+        }
+        return std::nullopt;
     }
     // The blanks numbered in the order the sheet shows them.
     std::vector<worksheet_blank> numbered_blanks() const {
@@ -268,8 +315,9 @@ public:
         doc.push_back({detail::block_kind::paragraph,
                        fmt::format("Fill in each blank, (1) ______ and so on, with the number the layer computes there, to {} "
                                    "decimals. Everything you need is on this sheet: the input, the weights and the steps "
-                                   "before the blank. The answer key is on the last page.",
-                                   opt_.precision)});
+                                   "before the blank. The answer key is on the last page.{}",
+                                   opt_.precision,
+                                   forced_ ? " Every cell worth a blank is blank here, so every seed gives this same sheet." : "")});
         detail::block f{detail::block_kind::fields};
         f.rows.push_back({"name", "______________________"});
         f.rows.push_back({"shapes", shapes});
@@ -306,6 +354,8 @@ public:
     const worksheet_options& opt_;
     std::vector<sheet_step> steps_;
     std::set<std::tuple<std::size_t, std::size_t, std::size_t>> blank_;  // (step, row, column)
+    bool weights_are_p_ = false;  // an MoE's weights without renormalising: w = p for the chosen
+    bool forced_ = false;  // every cell worth a blank is blank: any seed gives this sheet
     inline static const std::vector<std::string> none_{};
 };
 
@@ -357,6 +407,7 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
     if (auto e = too_big(ex, default_detail(tr.layer()) != detail_level::arithmetic)) return *e;
     sheet_builder b(ex, o);
     const moe& l = tr.layer();
+    b.weights_are_p_ = !l.normalize;
     std::size_t number = 0;
     auto expert_title = [&](const expert_trace& et) {
         if (et.shared) return fmt::format("Shared expert {}", et.expert);
@@ -389,7 +440,7 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
             for (const auto& et : tr.experts) b.dense_steps(et.tr, et.tokens, et.prefix() + ".", expert_title(et), number);
         }
         const std::string name = step_name(s.kind);
-        b.steps_.push_back({name, name, fmt::format("Step {} · {}   {}", ++number, capitalised(name), formula), variable_of(s.kind),
+        b.steps_.push_back({name, name, s.kind, "", fmt::format("Step {} · {}   {}", ++number, capitalised(name), formula), variable_of(s.kind),
                             &s.value, all_rows(tr.tokens()), labels});
     }
     auto answers = b.choose();
@@ -429,22 +480,30 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
 
 }  // namespace detail
 
-namespace {
-template <class Trace>
-outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_options& o, bool ascii) {
-    auto d = detail::worksheet_document(ex, tr, o);
-    if (!d) return d.err();
-    std::string markdown = detail::markdown_view(d->first, ascii);
+namespace detail {
+
+worksheet laid_out(const document& doc, std::vector<worksheet_blank> answers, bool ascii) {
+    std::string markdown = markdown_view(doc, ascii);
     // Markdown has no page break of its own: printed from a browser or pandoc, this starts the
     // answer key on a new page.
     const auto key = markdown.find("\n# ");
     if (key != std::string::npos) markdown.insert(key + 1, "<div style=\"break-before: page\"></div>\n\n");
     // one newline at the end of the file, not the blank line every block leaves after itself
     while (markdown.size() > 1 && markdown.ends_with("\n\n")) markdown.pop_back();
-    detail::page_options page;
+    page_options page;
     page.ascii = ascii;
-    std::string html = detail::html_view(d->first, page);
-    return worksheet{std::move(markdown), std::move(html), std::move(d->second)};
+    std::string html = html_view(doc, page);
+    return worksheet{std::move(markdown), std::move(html), std::move(answers)};
+}
+
+}  // namespace detail
+
+namespace {
+template <class Trace>
+outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_options& o, bool ascii) {
+    auto d = detail::worksheet_document(ex, tr, o);
+    if (!d) return d.err();
+    return detail::laid_out(d->first, std::move(d->second), ascii);
 }
 }  // namespace
 

@@ -16,4 +16,7 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
 outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(const example& ex, const moe_trace& tr,
                                                                              const worksheet_options& options);
 
+// A sheet's document laid out as Markdown (the answer key on a printed page of its own) and as a page.
+worksheet laid_out(const document& doc, std::vector<worksheet_blank> answers, bool ascii);
+
 }  // namespace ffn_trace::detail
