@@ -1,5 +1,6 @@
 // The attention kernels: scores, mask, softmax over keys, values, RoPE (see attention.hpp).
 #include "ffn_trace/attention.hpp"
+#include "ffn_trace/moe.hpp"
 
 #include <cblas.h>
 #include <cmath>
@@ -90,21 +91,6 @@ void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) { turn
 
 void rotate_half_rope_backward(matrix& dy, std::size_t head_dim, double rope_theta) { turn_pairs(dy, head_dim, rope_theta, -1.0); }
 
-namespace {
-
-// dS = P ⊙ (dP − rowsum(P ⊙ dP)), each row of the softmax alone; a hidden key has P = 0.
-matrix softmax_rows_backward(const matrix& p, const matrix& dp) {
-    matrix ds(p.rows, p.cols);
-    for (std::size_t i = 0; i < p.rows; ++i) {
-        double dot = 0;
-        for (std::size_t j = 0; j < p.cols; ++j) dot += p(i, j) * dp(i, j);
-        for (std::size_t j = 0; j < p.cols; ++j) ds(i, j) = p(i, j) * (dp(i, j) - dot);
-    }
-    return ds;
-}
-
-}  // namespace
-
 attention_gradients attention_backward(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
                                        const matrix& d_out) {
     const std::size_t tokens = q.rows, head_dim = s.head_dim;
@@ -122,7 +108,7 @@ attention_gradients attention_backward(const matrix& q, const matrix& k, const m
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), 1.0, p.data.data(),
                     dim(tokens), d_out.data.data() + h * head_dim, dim(d_out.cols), 1.0, g.dv.data.data() + gh * head_dim,
                     dim(g.dv.cols));
-        const matrix ds = softmax_rows_backward(p, dp);
+        const matrix ds = softmax_backward(p, dp);  // the router's softmax backward (moe.hpp), a hidden key's P = 0
         // dq_h (tokens, head_dim) = dS (tokens, tokens) · k_g (tokens, head_dim) / √head_dim
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), scale, ds.data.data(),
                     dim(tokens), k.data.data() + gh * head_dim, dim(k.cols), 0.0, g.dq.data.data() + h * head_dim,
