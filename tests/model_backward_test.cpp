@@ -103,13 +103,7 @@ gradient_request request_of(const fd_setup& s, std::vector<hook_name> wrt, std::
     return r;
 }
 
-transformer open_capitals() {
-    auto ck = checkpoint::open(capitals);
-    REQUIRE(ck);
-    auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    REQUIRE(tr);
-    return std::move(*tr);
-}
+transformer open_capitals() { return test::tiny::open_model(capitals); }
 
 }  // namespace
 
@@ -143,8 +137,6 @@ TEST_CASE("on the shipped GPT-2 model every point's gradient is the finite diffe
     SUBCASE("layer 0's FFN backward is the trace's own: dW2 = mlp_postᵀ · dL/d(mlp_out)") {
         REQUIRE(g->ffn);
         REQUIRE(g->forward.dense);
-        const matrix& post = *g->find({hook_point::mlp_post, 0});
-        (void)post;
         const matrix& hidden = g->forward.dense->step(step_kind::activate).value;
         const matrix& d_out = *g->find({hook_point::mlp_out, 0});
         const matrix& dw2 = g->ffn->d_layer.w2;

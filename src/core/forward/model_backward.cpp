@@ -157,6 +157,32 @@ std::optional<error> overflow(const matrix& g, const std::string& where) {
     return std::nullopt;
 }
 
+outcome<trace> run_layer(std::shared_ptr<const ffn> l, const matrix& x) { return run_ffn(std::move(l), x, {x.rows}); }
+outcome<moe_trace> run_layer(std::shared_ptr<const moe> l, const matrix& x) { return run_moe(std::move(l), x, {x.rows}); }
+outcome<gradients> backward_of(const trace& t, const loss_spec& l) { return run_backward(t, l); }
+outcome<moe_gradients> backward_of(const moe_trace& t, const loss_spec& l) { return run_moe_backward(t, l); }
+
+// A dense or MoE layer's FFN path differentiated: the layer run again without its residual from
+// x and taken back from the upstream. `whole`: the layer with its residual is also traced into
+// `kept` and its backward from g_post (the caller's view of the layer) into `kept_grads`.
+template <class Layer, class Trace, class Grads>
+auto through(const std::shared_ptr<const Layer>& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post, bool whole,
+             std::optional<Trace>& kept, std::optional<Grads>& kept_grads) -> outcome<Grads> {
+    auto without = std::make_shared<Layer>(*layer);
+    without->residual = false;
+    auto t = run_layer(without, x);
+    if (!t) return t.err();
+    if (whole) {
+        auto traced = run_layer(layer, x);
+        if (!traced) return traced.err();
+        kept = std::move(*traced);
+        auto g = backward_of(*kept, {nullptr, &g_post});
+        if (!g) return g.err();
+        kept_grads = std::move(*g);
+    }
+    return backward_of(*t, upstream);
+}
+
 // The sweep's state: the request, the forward run's stream at each block, and what it returns.
 class backward_sweep {
 public:
@@ -209,39 +235,15 @@ private:
         if (ck.is_moe()) {
             auto layer = ck.moe_layer(i, x, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
-            auto without = std::make_shared<moe>(**layer);
-            without->residual = false;
-            auto t = run_moe(without, x, {x.rows});
-            if (!t) return t.err();
-            auto g = run_moe_backward(*t, upstream);
+            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.moe, out_.moe);
             if (!g) return g.err();
-            if (r_.ffn_layer == i) {
-                auto whole = run_moe(*layer, x, {x.rows});
-                if (!whole) return whole.err();
-                out_.forward.moe = std::move(*whole);
-                auto traced = run_moe_backward(*out_.forward.moe, {nullptr, &g_post});
-                if (!traced) return traced.err();
-                out_.moe = std::move(*traced);
-            }
             d_ffn = std::move(g->d_input);
         } else {
             auto layer = ck.dense_layer(i, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
-            auto without = std::make_shared<ffn>(**layer);
-            without->residual = false;
-            auto t = run_ffn(without, x, {x.rows});
-            if (!t) return t.err();
-            auto g = run_backward(*t, upstream);
+            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.dense, out_.ffn);
             if (!g) return g.err();
-            hidden_points(i, *g, without->gated());
-            if (r_.ffn_layer == i) {
-                auto whole = run_ffn(*layer, x, {x.rows});
-                if (!whole) return whole.err();
-                out_.forward.dense = std::move(*whole);
-                auto traced = run_backward(*out_.forward.dense, {nullptr, &g_post});
-                if (!traced) return traced.err();
-                out_.ffn = std::move(*traced);
-            }
+            hidden_points(i, *g, (*layer)->gated());
             d_ffn = std::move(g->d_input);
         }
         matrix d_mid = residual(g_post, d_ffn);
