@@ -97,6 +97,14 @@ void warn_skips(const ffn_trace::corpus& c) {
     }
 }
 
+// The library's parameter names in an error as this command's options.
+ffn_trace::error as_options(ffn_trace::error e, const std::string& token_option = "--promotes") {
+    if (e.path == "top") e.path = "--top";
+    if (e.path == "skip_first") e.path = "--skip-first";
+    if (e.path == "token") e.path = token_option;
+    return with_option_names(std::move(e));
+}
+
 }  // namespace
 
 int run_units(const units_options& o) {
@@ -171,10 +179,10 @@ int run_units(const units_options& o) {
         else
             for (std::size_t l = 0; l < model->n_layers(); ++l) layers.push_back(l);
         auto matches = search_value_vectors(*model, ids->front(), o.promotes.empty(), layers, o.top);
-        if (!matches) return report(matches.err());
+        if (!matches) return report(as_options(matches.err(), option));
         for (const auto& m : *matches) uo.units.push_back(m.unit);
         auto u = read_corpus_units(*model, *tok, *c, uo);
-        if (!u) return report(u.err());
+        if (!u) return report(as_options(u.err()));
         warn_skips(*c);
         unit_search s{{ids->front(), 0}, tok->display(ids->front()), o.promotes.empty(), std::move(*matches)};
         set_activity({"writing the output", "--top"});
@@ -188,7 +196,7 @@ int run_units(const units_options& o) {
 
     uo.units = std::move(wanted);
     auto u = read_corpus_units(*model, *tok, *c, uo);
-    if (!u) return report(u.err());
+    if (!u) return report(as_options(u.err()));
     warn_skips(*c);
     set_activity({"writing the output", "--unit"});
     if (o.format == "json") {
