@@ -301,11 +301,20 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     for (auto u : options.explain)
         for (auto tok : options.explain_tokens)
             if (tok < prompt.ids.size()) r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
-    if (project) {
-        auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top);
-        if (!v) return v.err();
-        r.vocab = std::move(*v);
-    }
+    return std::nullopt;
+}
+
+// The vocabulary view of a dense layer, read once the attribution is known: the units asked for
+// and the five that wrote most toward the prediction are always shown.
+std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& prompt, const prompt_options& options,
+                                     prompt_trace& r) {
+    const std::string unembedding = ck.unembedding_name();
+    if (!r.dense || !prompt.tok || unembedding.empty()) return std::nullopt;
+    std::vector<std::size_t> first = options.explain;
+    for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
+    auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top, first);
+    if (!v) return v.err();
+    r.vocab = std::move(*v);
     return std::nullopt;
 }
 
@@ -413,6 +422,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
             if (auto e = knock_out(model, options, text, logits, r)) return *e;
         }
     }
+    if (auto e = read_vocabulary(ck, prompt, options, r)) return *e;
     r.prompt = std::move(prompt);
     return r;
 }
