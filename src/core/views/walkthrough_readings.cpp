@@ -42,9 +42,13 @@ void walkthrough_builder::units_block(const std::string& who) {
     add(std::move(st));
     add({block_kind::heading, titled("Units that fired most, and what they wrote")});
     if (!units_explained_)  // once: an MoE reads every expert's units the same way
-        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), then the units "
-                              "whose value vector, scaled by how they fired, wrote most into the output (‖h_j · W2_j‖).",
-                              layer().gated() ? "the gated product" : "the activation"));
+        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), only those that "
+                              "fired: a value above 0{}. Then the units whose value vector, scaled by how they fired, wrote "
+                              "most into the output (‖h_j · W2_j‖), negative values included.",
+                              layer().gated() ? "the gated product" : "the activation",
+                              layer().gated() ? " (silu(gate) · up: a negative product writes its value vector reversed)"
+                              : layer().act == activation::relu ? ""
+                                                                : " (the small negatives left of 0 are not firing)"));
     units_explained_ = true;
     block b{block_kind::lines};
     for (auto t : detailed_) {
@@ -63,7 +67,7 @@ void walkthrough_builder::units_block(const std::string& who) {
         };
         rows("fired most", units_->fired[t]);
         if (t < units_->fired_count.size() && units_->fired[t].size() == units_->fired_count[t])
-            b.lines.push_back(fmt::format("{}: {} of {} units fired (a value fed to W2 above 0)", token_name(t),
+            b.lines.push_back(fmt::format("{}: {} of {} units fired", token_name(t),
                                           units_->fired_count[t] == 0 ? std::string("none") : "only " + std::to_string(units_->fired_count[t]),
                                           layer().d_ff()));
         rows("wrote most", units_->wrote[t]);
