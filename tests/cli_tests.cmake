@@ -788,6 +788,9 @@ cli_test("run --prompt shows the tokens, the layer's FFN, the lens, the predicti
 cli_test("run --prompt --unit adds the unit's value at every token, and the vocabulary view pins it and the top writers" 0
   "Unit 172 at every token +fed to W2 +\"The\" -0.0004, .* \" is\" 1.5736 .*\"The\": fired most 24 \\(4.2407\\), 215 \\(1.5606\\), 145 \\(0.4172\\), 185 \\(0.2166\\), +76 \\(0.0108\\), 198 \\(0.0078\\) +\"The\": only 6 of 256 units fired .*What the units say in the vocabulary .* unit 172 promotes \" F\" .* unit 84 promotes .* unit 28 promotes .*… [0-9]+ more of the units that fired \\(--full shows them all\\)"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --unit 172 --color never)
+cli_test("run --prompt --unit adds the unit's attribution after the largest when it is not among them" 0
+  "The units that wrote \" Paris\" .* unit 172 +1.5736 +\\+1.4030 .* unit 24 +0.0000 +\\+0.0000 +To test it"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --unit 24 --detail summary --color never)
 cli_test("run --prompt --ablate shows the prediction before and after the knock-out" 0
   "The knock-out Unit 1, unit 2 of layer 1, set to 0 for every token: .*token +probability +change +logit +change"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 1 --prompt "The capital of France is" --ablate 1 --ablate 2 --detail summary --color never)

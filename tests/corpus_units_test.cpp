@@ -37,6 +37,15 @@ model_and_tokenizer open_capitals() {
     return {std::move(*m), std::move(*t)};
 }
 
+// A corpus of token ids, each token shown as "t": for the tiny checkpoints, whose vocabulary no
+// tokenizer's texts match.
+corpus corpus_of_ids(const std::vector<std::vector<std::size_t>>& texts) {
+    corpus c;
+    c.file = "ids";
+    for (const auto& ids : texts) c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("read_corpus keeps each text with its line index, skipping blank lines and listing them") {
@@ -208,10 +217,7 @@ TEST_CASE("a gated layer's unit reads silu(gate) · up, as the reference Llama c
     const transformer model = test::tiny::open_model(m.write(dir));
     auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
     REQUIRE(tok);
-    corpus c;
-    c.file = "ids";
-    for (const std::vector<std::size_t>& ids : {std::vector<std::size_t>{3, 1, 4, 1, 5}, {9, 2, 6}, {5, 3, 5, 8}})
-        c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    const corpus c = corpus_of_ids({{3, 1, 4, 1, 5}, {9, 2, 6}, {5, 3, 5, 8}});
     units_options o;
     o.layer = 1;
     o.top = 2;
@@ -251,10 +257,7 @@ TEST_CASE("an expert's unit reads only the tokens routed to its expert, as the r
     const transformer model = test::tiny::open_model(m.write(dir));
     auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
     REQUIRE(tok);
-    corpus c;
-    c.file = "ids";
-    for (const std::vector<std::size_t>& ids : {std::vector<std::size_t>{3, 1, 4, 1, 5, 9}, {9, 2, 6}, {5, 3, 5, 8, 7}, {10, 0}})
-        c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    const corpus c = corpus_of_ids({{3, 1, 4, 1, 5, 9}, {9, 2, 6}, {5, 3, 5, 8, 7}, {10, 0}});
     units_options o;
     o.layer = 1;
     o.top = 3;

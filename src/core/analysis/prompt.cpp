@@ -341,7 +341,7 @@ std::optional<error> read_lens(const transformer& model, std::size_t top, const 
 }
 
 // The attribution: each unit's direct push toward the predicted token at the last position.
-std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prompt_trace& r) {
+std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, const std::vector<std::size_t>& explain, prompt_trace& r) {
     const std::string unembedding = ck.unembedding_name();
     const std::size_t last = r.input.rows - 1;
     auto norm = final_norm_of(ck);
@@ -365,7 +365,14 @@ std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prom
     for (const auto& u : r.top_units) r.total_score += u.score;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
-    r.top_units.resize(std::min(r.top_units.size(), top));
+    // The largest, then each unit asked for (a dense layer's) that is not among them.
+    std::vector<unit_attribution> kept(r.top_units.begin(), r.top_units.begin() + static_cast<long>(std::min(r.top_units.size(), top)));
+    for (auto j : explain) {
+        const auto is_j = [j](const unit_attribution& u) { return !u.unit.expert && u.unit.unit == j; };
+        const auto found = std::find_if(r.top_units.begin(), r.top_units.end(), is_j);
+        if (found != r.top_units.end() && std::none_of(kept.begin(), kept.end(), is_j)) kept.push_back(*found);
+    }
+    r.top_units = std::move(kept);
     return std::nullopt;
 }
 
@@ -415,7 +422,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         const std::vector<double> probs = softmax_row(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
-        if (auto e = attribute_units(ck, options.top, r)) return *e;
+        if (auto e = attribute_units(ck, options.top, options.explain, r)) return *e;
         r.prediction = baseline;
         if (!options.ablate.empty()) {
             r.baseline = std::move(baseline);
