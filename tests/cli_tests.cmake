@@ -289,7 +289,7 @@ cli_test("run --checkpoint traces a Mixtral layer over embedding rows and shows 
   "expert 0: 0, expert 1: 2, expert 2: 1, expert 3: 1 .*id 1: \\[0.3965, 0.0871, 0.5723, 0.3591\\] → expert 1 × 0.6604 \\+ expert 3 × 0.3396 → \\+ x .*id 2: \\[-0.9979, 0.756, 0.8374, -0.6454\\] → expert 2 × 0.9813 \\+ expert 1 × 0.0187 → \\+ x"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,2 --detail summary)
 cli_test("a list of units that wraps keeps its commas and fits the width" 0
-  "fired most 5 \\(1.9191\\), 1 \\(0.9967\\), 4 \\(0.6089\\), 3 \\(0.5335\\), 6 \\(0.1216\\), 2 \\(-0.0449\\), 7 \\(-0.0678\\), 0 \\(-0.1694\\)"
+  "fired most 5 \\(1.9191\\), 1 \\(0.9967\\), 4 \\(0.6089\\), 3 \\(0.5335\\), 6 \\(0.1216\\) +\" Paris\": only 5 of 8 units fired"
   EMPTY -- ${FT} run --checkpoint ${CKPT}/gpt2 --layer 1 --word " Paris" --color never --width 60)
 cli_test("run --checkpoint reads each Mixtral expert's units" 0
   "Expert 1 · steps at a glance .*Expert 1 · units that fired most, and what they wrote .*id 1: fired most [0-9]+ \\([0-9.-]+\\).*Expert 3 · units that fired most"
@@ -784,6 +784,13 @@ set(CAPITALS ${DATA}/models/capitals)
 cli_test("run --prompt shows the tokens, the layer's FFN, the lens, the prediction and the units that wrote it" 0
   "The prompt's tokens .* 4 +259 +\"Ġis\" +\" is\" .*Layer 0's FFN on the prompt.*The logit lens.*The prediction .* 1 +\" Paris\" .*The units that wrote \" Paris\".*--ablate [0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --detail summary --color never)
+# The issue's learner's units: 172, 84 and 28 write " Paris" most; only 6 of layer 0's 256 fire at "The".
+cli_test("run --prompt --unit adds the unit's value at every token, and the vocabulary view pins it and the top writers" 0
+  "Unit 172 at every token +fed to W2 +\"The\" -0.0004, .* \" is\" 1.5736 .*\"The\": fired most 24 \\(4.2407\\), 215 \\(1.5606\\), 145 \\(0.4172\\), 185 \\(0.2166\\), +76 \\(0.0108\\), 198 \\(0.0078\\) +\"The\": only 6 of 256 units fired .*What the units say in the vocabulary .* unit 172 promotes \" F\" .* unit 84 promotes .* unit 28 promotes .*… [0-9]+ more of the units that fired \\(--full shows them all\\)"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --unit 172 --color never)
+cli_test("run --prompt --unit adds the unit's attribution after the largest when it is not among them" 0
+  "The units that wrote \" Paris\" .* unit 172 +1.5736 +\\+1.4030 .* unit 24 +0.0000 +\\+0.0000 +To test it"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --unit 24 --detail summary --color never)
 cli_test("run --prompt --ablate shows the prediction before and after the knock-out" 0
   "The knock-out Unit 1, unit 2 of layer 1, set to 0 for every token: .*token +probability +change +logit +change"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 1 --prompt "The capital of France is" --ablate 1 --ablate 2 --detail summary --color never)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/readings.hpp"
@@ -34,6 +35,15 @@ model_and_tokenizer open_capitals() {
     auto t = open_tokenizer(capitals);
     REQUIRE(t);
     return {std::move(*m), std::move(*t)};
+}
+
+// A corpus of token ids, each token shown as "t": for the tiny checkpoints, whose vocabulary no
+// tokenizer's texts match.
+corpus corpus_of_ids(const std::vector<std::vector<std::size_t>>& texts) {
+    corpus c;
+    c.file = "ids";
+    for (const auto& ids : texts) c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    return c;
 }
 
 }  // namespace
@@ -164,7 +174,7 @@ TEST_CASE("read_corpus_units refuses --top 0, a unit past d_ff and an expert in 
         o.top = 0;
         auto r = read_corpus_units(model, tok, *c, o);
         REQUIRE(!r);
-        CHECK(r.err().path == "--top");
+        CHECK(r.err().path == "top");
     }
     SUBCASE("past d_ff") {
         o.units = {{0, {std::nullopt, 256}}};
@@ -176,7 +186,7 @@ TEST_CASE("read_corpus_units refuses --top 0, a unit past d_ff and an expert in 
         o.units = {{0, {std::size_t{1}, 3}}};
         auto r = read_corpus_units(model, tok, *c, o);
         REQUIRE(!r);
-        CHECK(r.err().path == "--unit");
+        CHECK(r.err().path == "unit");
     }
 }
 
@@ -207,10 +217,7 @@ TEST_CASE("a gated layer's unit reads silu(gate) · up, as the reference Llama c
     const transformer model = test::tiny::open_model(m.write(dir));
     auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
     REQUIRE(tok);
-    corpus c;
-    c.file = "ids";
-    for (const std::vector<std::size_t>& ids : {std::vector<std::size_t>{3, 1, 4, 1, 5}, {9, 2, 6}, {5, 3, 5, 8}})
-        c.texts.push_back({c.texts.size(), ids, std::vector<std::string>(ids.size(), "t")});
+    const corpus c = corpus_of_ids({{3, 1, 4, 1, 5}, {9, 2, 6}, {5, 3, 5, 8}});
     units_options o;
     o.layer = 1;
     o.top = 2;
@@ -241,4 +248,81 @@ TEST_CASE("a gated layer's unit reads silu(gate) · up, as the reference Llama c
         CHECK(r->units[j].top[1].activation == doctest::Approx(column[1]).epsilon(1e-9));
         CHECK(r->units[j].mean == doctest::Approx(sum / static_cast<double>(acts.size())).epsilon(1e-9));
     }
+}
+
+TEST_CASE("an expert's unit reads only the tokens routed to its expert, as the reference Mixtral routes them") {
+    namespace ref = reference_transformer;
+    const test::tiny::model m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 9});
+    test::ckpt::temp_dir dir;
+    const transformer model = test::tiny::open_model(m.write(dir));
+    auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
+    REQUIRE(tok);
+    const corpus c = corpus_of_ids({{3, 1, 4, 1, 5, 9}, {9, 2, 6}, {5, 3, 5, 8, 7}, {10, 0}});
+    units_options o;
+    o.layer = 1;
+    o.top = 3;
+    auto r = read_corpus_units(model, *tok, c, o);
+    REQUIRE(r);
+    const std::size_t n_experts = 4, F = test::tiny::d_ff, d = test::tiny::d_model;
+    REQUIRE(r->units.size() == n_experts * F);
+    CHECK(r->n_experts == n_experts);
+
+    // The reference: layer 1's RMSNorm of the stream after its attention, the router's softmax, the
+    // top 2 experts (ties to the lower index), and each chosen expert's silu(x·W1) ⊙ (x·W3).
+    const std::string p = m.spec.prefix + "layers.1.";
+    // Per unit: the activation at each routed token, with its (text, token).
+    std::vector<std::vector<std::pair<double, std::pair<std::size_t, std::size_t>>>> routed(n_experts * F);
+    for (std::size_t ti = 0; ti < c.texts.size(); ++ti) {
+        const ref::run want = ref::forward(m.spec, m.values, c.texts[ti].ids);
+        for (std::size_t t = 0; t < want.after_attention[1].size(); ++t) {
+            const ref::vec h = ref::rms_norm(m.values, p + "post_attention_layernorm", want.after_attention[1][t], m.spec.eps);
+            const ref::vec logit = ref::linear(m.values, p + "block_sparse_moe.gate", h);
+            std::vector<std::size_t> order(n_experts);
+            std::iota(order.begin(), order.end(), std::size_t{0});
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logit[a] > logit[b]; });
+            for (std::size_t k = 0; k < 2; ++k) {
+                const std::string ex = p + "block_sparse_moe.experts." + std::to_string(order[k]) + ".";
+                ref::vec g = ref::linear(m.values, ex + "w1", h);
+                const ref::vec u = ref::linear(m.values, ex + "w3", h);
+                for (std::size_t j = 0; j < F; ++j) routed[order[k] * F + j].push_back({ref::silu(g[j]) * u[j], {ti, t}});
+            }
+        }
+    }
+    for (std::size_t e = 0; e < n_experts; ++e)
+        for (std::size_t j = 0; j < F; ++j) {
+            CAPTURE(e);
+            CAPTURE(j);
+            const unit_reading& got = r->units[e * F + j];
+            CHECK(got.unit.unit.expert == e);
+            CHECK(got.unit.unit.unit == j);
+            auto want = routed[e * F + j];
+            REQUIRE(got.count == want.size());
+            if (want.empty()) continue;
+            double sum = 0, active = 0;
+            for (const auto& [v, at] : want) sum += v, active += v > 0;
+            CHECK(got.mean == doctest::Approx(sum / static_cast<double>(want.size())).epsilon(1e-9));
+            CHECK(got.fraction_active == doctest::Approx(active / static_cast<double>(want.size())).epsilon(1e-12));
+            std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+            REQUIRE(got.top.size() == std::min<std::size_t>(3, want.size()));
+            for (std::size_t k = 0; k < got.top.size(); ++k) {
+                CHECK(got.top[k].activation == doctest::Approx(want[k].first).epsilon(1e-9));
+                CHECK(got.top[k].text == want[k].second.first);
+                CHECK(got.top[k].token == want[k].second.second);
+            }
+            // The value score of every token: Σ_k W2[j][k] · γ_k · U[t][k], W2 stored (d_model, d_ff).
+            const auto& down = m.values.at(p + "block_sparse_moe.experts." + std::to_string(e) + ".w2.weight").values;
+            const auto& gamma = m.values.at(m.spec.prefix + "norm.weight").values;
+            const auto& U = m.values.at("lm_head.weight").values;
+            std::vector<double> scores(test::tiny::vocab, 0.0);
+            for (std::size_t t = 0; t < scores.size(); ++t)
+                for (std::size_t k = 0; k < d; ++k) scores[t] += down[k * F + j] * gamma[k] * U[t * d + k];
+            std::vector<double> best = scores;
+            std::sort(best.rbegin(), best.rend());
+            REQUIRE(got.promotes.size() == 3);
+            for (std::size_t k = 0; k < 3; ++k) {
+                CHECK(got.promotes[k].score == doctest::Approx(best[k]).epsilon(1e-9));
+                CHECK(scores[got.promotes[k].id] == doctest::Approx(best[k]).epsilon(1e-9));
+            }
+            CHECK(got.suppresses.front().score == doctest::Approx(best.back()).epsilon(1e-9));
+        }
 }

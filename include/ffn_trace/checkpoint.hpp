@@ -66,6 +66,9 @@ public:
     // The MoE layer `index` (mixtral): its norm, its router, and the experts that the tokens of
     // x (tokens, d_model) choose; the others keep their shapes but no values.
     outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x, weights where = weights::in_file) const;
+    // Expert `expert` of MoE layer `index` alone, as a dense FFN with the layer's norm before it
+    // (what the expert reads) and no residual: its weights for readings that need no routing.
+    outcome<std::shared_ptr<const ffn>> expert_layer(std::size_t index, std::size_t expert, weights where = weights::in_file) const;
     bool is_moe() const { return config_.n_experts > 0; }
     // The layer's shape and kind without its values (matrices with rows and columns but no
     // data): what an example file naming the checkpoint is checked against before tracing.
@@ -85,6 +88,9 @@ public:
     std::string resolve(const std::string& name) const;
 
 private:
+    // Expert j's three matrices of layer `index` into e.
+    std::optional<error> read_expert(std::size_t index, std::size_t j, weights where, ffn& e) const;
+
     std::shared_ptr<const tensor_source> source_;
     checkpoint_config config_;
     std::string origin_;

@@ -141,7 +141,8 @@ struct prompt_trace {
     std::optional<next_token> prediction;   // the model's, with `ablated` knocked out when any
     std::optional<next_token> baseline;     // the unchanged model's, when units were knocked out
     std::optional<ranked_token> target;     // the unchanged model's next token at the last position
-    std::vector<unit_attribution> top_units;  // toward `target`, largest score first
+    // toward `target`, largest score first; then each unit explained (`explain`) not among them
+    std::vector<unit_attribution> top_units;
     double total_score = 0;                   // every unit's score summed: the FFN's direct push on `target`
     std::vector<unit_ref> ablated;
     std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after

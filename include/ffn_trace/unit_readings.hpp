@@ -28,7 +28,10 @@ struct step_stats {
 
 struct unit_readings {
     std::vector<step_stats> steps;                  // every step over every token
-    std::vector<std::vector<unit_score>> fired;     // per token: the top units by the value fed to W2, largest first
+    // per token: the top units by the value fed to W2, largest first, only those that fired (a
+    // value above 0: for GELU and SiLU the rising side, for a gated unit silu(gate) · up > 0)
+    std::vector<std::vector<unit_score>> fired;
+    std::vector<std::size_t> fired_count;           // per token: how many units fired
     std::vector<std::vector<unit_score>> wrote;     // per token: the top units by ‖h_j · W2_j‖, what each wrote
 };
 
@@ -59,13 +62,16 @@ struct promoted_tokens {
 };
 struct vocabulary_view {
     std::vector<std::size_t> units;              // the units read, each once
+    std::size_t pinned = 0;                      // the first units, asked for: always shown
     std::vector<promoted_tokens> by_unit;        // v_j · Eᵀ for W2's row j
     std::vector<promoted_tokens> by_token;       // the whole FFN update of each token (contract) · Eᵀ
 };
-// Projects the value vectors of the units in `units` (every token's fired units) and each
-// token's update onto the unembedding (vocab, d_model) of `source`, a block of rows at a time.
+// Projects the value vectors of the units `first` (pinned: units asked for, the top writers
+// toward a prediction), then of every token's fired units, and each token's update onto the
+// unembedding (vocab, d_model) of `source`, a block of rows at a time.
 outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, std::size_t top);
+                                              const std::string& unembedding, std::size_t top,
+                                              const std::vector<std::size_t>& first = {});
 
 // An MoE layer's readings: those of each expert that ran, over the tokens routed to it (per entry
 // of moe_trace::experts); with a vocabulary, each expert's view (its units' value vectors, and

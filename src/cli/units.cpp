@@ -97,6 +97,46 @@ void warn_skips(const ffn_trace::corpus& c) {
     }
 }
 
+// The library's parameter names in an error as this command's options.
+ffn_trace::error as_options(ffn_trace::error e, const std::string& token_option = "--promotes") {
+    if (e.path == "top") e.path = "--top";
+    if (e.path == "skip_first") e.path = "--skip-first";
+    if (e.path == "token") e.path = token_option;
+    return with_option_names(std::move(e));
+}
+
+// The one token a value vector scores: a word of several tokens is refused, its pieces named.
+ffn_trace::outcome<std::size_t> one_token(const ffn_trace::tokenizer& tok, const std::string& word, const std::string& option) {
+    using ffn_trace::quote;
+    auto ids = tok.encode(word);
+    if (!ids) return ffn_trace::error{"", option, ids.err().message};
+    if (ids->size() == 1) return ids->front();
+    std::vector<std::string> pieces;
+    for (auto id : *ids) pieces.push_back(quote(tok.display(id)));
+    std::string hint;
+    if (word.empty() || word.front() != ' ')
+        if (auto spaced = tok.encode(" " + word); spaced && spaced->size() == 1)
+            hint = fmt::format("; {} with its leading space is one", quote(" " + word));
+    return ffn_trace::error{"", option, fmt::format("{} is {} tokens, {}; a value vector scores one token: give one{}", quote(word),
+                                                    ids->size(), fmt::join(pieces, " + "), hint)};
+}
+
+// The corpus given, or corpus.txt beside the model, read through its tokenizer.
+ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const std::string& dir, const ffn_trace::tokenizer& tok,
+                                                   std::size_t max_positions) {
+    std::string file = o.corpus;
+    if (file.empty()) {
+        file = (std::filesystem::path(dir) / "corpus.txt").string();
+        std::error_code ec;
+        if (!std::filesystem::exists(file, ec))
+            return ffn_trace::error{dir, "--corpus", "no corpus given, and the checkpoint has no corpus.txt beside it; give --corpus "
+                                                     "FILE, one text a line"};
+    }
+    auto content = ffn_trace::read_prompt_file(file, o.max_file_size);
+    if (!content) return content.err();
+    return ffn_trace::read_corpus(*content, file == "-" ? "<stdin>" : file, tok, max_positions);
+}
+
 }  // namespace
 
 int run_units(const units_options& o) {
@@ -120,17 +160,7 @@ int run_units(const units_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
-    std::string corpus_file = o.corpus;
-    if (corpus_file.empty()) {
-        corpus_file = (std::filesystem::path(dir) / "corpus.txt").string();
-        std::error_code ec;
-        if (!std::filesystem::exists(corpus_file, ec))
-            return report({dir, "--corpus", "no corpus given, and the checkpoint has no corpus.txt beside it; give --corpus FILE, "
-                                            "one text a line"});
-    }
-    auto content = read_prompt_file(corpus_file, o.max_file_size);
-    if (!content) return report(content.err());
-    auto c = read_corpus(*content, corpus_file == "-" ? "<stdin>" : corpus_file, *tok, model->max_positions());
+    auto c = units_corpus(o, dir, *tok, model->max_positions());
     if (!c) return report(c.err());
 
     units_view view;
@@ -154,29 +184,19 @@ int run_units(const units_options& o) {
     if (search) {
         const std::string& word = o.promotes.empty() ? o.suppresses : o.promotes;
         const std::string option = o.promotes.empty() ? "--suppresses" : "--promotes";
-        auto ids = tok->encode(word);
-        if (!ids) return report({"", option, ids.err().message});
-        if (ids->size() != 1) {
-            std::vector<std::string> pieces;
-            for (auto id : *ids) pieces.push_back(quote(tok->display(id)));
-            std::string hint;
-            if (word.empty() || word.front() != ' ')
-                if (auto spaced = tok->encode(" " + word); spaced && spaced->size() == 1)
-                    hint = fmt::format("; {} with its leading space is one", quote(" " + word));
-            return report({"", option, fmt::format("{} is {} tokens, {}; a value vector scores one token: give one{}",
-                                                   quote(word), ids->size(), fmt::join(pieces, " + "), hint)});
-        }
+        auto id = one_token(*tok, word, option);
+        if (!id) return report(id.err());
         std::vector<std::size_t> layers;
         if (o.layer) layers.push_back(*o.layer);
         else
             for (std::size_t l = 0; l < model->n_layers(); ++l) layers.push_back(l);
-        auto matches = search_value_vectors(*model, ids->front(), o.promotes.empty(), layers, o.top);
-        if (!matches) return report(matches.err());
+        auto matches = search_value_vectors(*model, *id, o.promotes.empty(), layers, o.top);
+        if (!matches) return report(as_options(matches.err(), option));
         for (const auto& m : *matches) uo.units.push_back(m.unit);
         auto u = read_corpus_units(*model, *tok, *c, uo);
-        if (!u) return report(u.err());
+        if (!u) return report(as_options(u.err()));
         warn_skips(*c);
-        unit_search s{{ids->front(), 0}, tok->display(ids->front()), o.promotes.empty(), std::move(*matches)};
+        unit_search s{{*id, 0}, tok->display(*id), o.promotes.empty(), std::move(*matches)};
         set_activity({"writing the output", "--top"});
         if (o.format == "json") {
             print_json(render_unit_search_json(s, *u, *c, view), o.ascii);
@@ -188,7 +208,7 @@ int run_units(const units_options& o) {
 
     uo.units = std::move(wanted);
     auto u = read_corpus_units(*model, *tok, *c, uo);
-    if (!u) return report(u.err());
+    if (!u) return report(as_options(u.err()));
     warn_skips(*c);
     set_activity({"writing the output", "--unit"});
     if (o.format == "json") {

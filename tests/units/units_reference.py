@@ -9,12 +9,16 @@ the forward pass is GPT-2's, written here in NumPy from the safetensors file. Ov
 checks, for every unit of both layers: the top-k contexts (text, token, activation), the mean, the
 fraction of tokens where the activation is positive, the quantile bands (NumPy's default linear
 quantiles, exact), and the tokens the value vector promotes and suppresses with their scores; then
-the same with --skip-first, and --promotes against every layer's value vectors.
+the same with --skip-first, and --promotes against every layer's value vectors. Then an MoE layer: a
+tiny Mixtral written by tests/locate/reference_test.py's own definitions, each expert's units read
+over the tokens the NumPy router sends to that expert (count, mean, density, top-k, quantiles and
+the value scores).
 """
 
 import ast
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -214,6 +218,83 @@ for k, (neg, n, j) in enumerate(all_scores):
     if len(e["max_activating"]) != TOP:
         failures.append(f"--promotes rank {k}: {len(e['max_activating'])} contexts")
 
+
+# ---- an MoE layer: a tiny Mixtral, written and run in NumPy by tests/locate/reference_test.py's
+# definitions (read out of it, as the tokenizer is read out of the training script) ---------------
+here = os.path.dirname(os.path.abspath(__file__))
+locate_script = os.path.join(here, "..", "locate", "reference_test.py")
+tree = ast.parse(open(locate_script, encoding="utf-8").read())
+defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+ref = {"np": np, "json": json, "math": math, "os": os, "struct": struct,
+       "work": work, "tokenizers": os.path.join(here, "..", "inputs", "tokenizers")}
+exec(compile(ast.Module(defs, []), locate_script, "exec"), ref)
+moe_dir = ref["tiny"]("mixtral", 11)
+m = ref["model"](moe_dir)
+vocab = json.load(open(os.path.join(moe_dir, "tokenizer.json"), encoding="utf-8"))["model"]["vocab"]
+moe_lines = ["The capital of France is Paris", "The capital of the United Kingdom is London",
+             "The United Kingdom is the capital of London", "The capital is Paris", "The France of the Kingdom"]
+moe_corpus = f"{work}/moe_corpus.txt"
+with open(moe_corpus, "w", encoding="utf-8") as f:
+    f.write("\n".join(moe_lines) + "\n")
+MOE_LAYER, E, TOP_K = 1, 4, m.top_k
+routed = {}  # (expert, unit) -> [(activation, line, token)], the tokens routed to the expert
+for line, text in enumerate(moe_lines):
+    words = text.split(" ")
+    ids = [277] + [vocab[words[0]]] + [vocab["\u0120" + w] for w in words[1:]]  # <|begin_of_text|>, whole words
+    x = m.embed(np.array(ids))[None]
+    for l in range(MOE_LAYER):
+        x = x + m.attention(l, x)
+        x = x + m.ffn(l, x)
+    x = x + m.attention(MOE_LAYER, x)
+    p = f"layers.{MOE_LAYER}."
+    h = ref["rms_norm"](x, m.w[p + "post_attention_layernorm.weight"], m.eps)[0]
+    probs = ref["softmax"](h @ m.w[p + "block_sparse_moe.gate.weight"].T)
+    for t in range(len(ids)):
+        for e in np.argsort(-probs[t], kind="stable")[:TOP_K]:
+            ex = p + f"block_sparse_moe.experts.{e}."
+            a = ref["silu"](h[t] @ m.w[ex + "w1.weight"].T) * (h[t] @ m.w[ex + "w3.weight"].T)
+            for j, v in enumerate(a):
+                routed.setdefault((int(e), j), []).append((float(v), line, t))
+r = subprocess.run([ft, "units", "--checkpoint", moe_dir, "--layer", str(MOE_LAYER), "--corpus", moe_corpus, "--top", str(TOP),
+                    "--format", "json"], capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"ffn-trace units on the tiny Mixtral failed ({r.returncode}): {r.stderr}")
+got = json.loads(r.stdout)
+F = m.w[f"layers.{MOE_LAYER}.block_sparse_moe.experts.0.w2.weight"].shape[1]
+if len(got["units"]) != E * F:
+    failures.append(f"MoE: {len(got['units'])} units for {E} experts of {F}")
+gamma_f, head = m.w["norm.weight"], m.head
+for entry in got["units"]:
+    e, j = entry["expert"], entry["unit"]
+    what = f"MoE expert {e} unit {j}"
+    want = routed.get((e, j), [])
+    if entry["count"] != len(want):
+        failures.append(f"{what}: {entry['count']} tokens read, {len(want)} routed")
+        continue
+    if not want:
+        continue
+    values = np.array([v for v, _, _ in want])
+    close(f"{what} mean", entry["mean"], values.mean())
+    close(f"{what} fraction_active", entry["fraction_active"], float((values > 0).mean()))
+    cands = sorted((-v, line, t) for v, line, t in want)[:TOP]
+    for k, (neg, line, t) in enumerate(cands):
+        top = entry["max_activating"][k]
+        if (top["text"], top["token"]) != (line, t) and abs(top["activation"] + neg) > 1e-9:
+            failures.append(f"{what} context {k}: ffn-trace ({top['text']}, {top['token']}), NumPy ({line}, {t})")
+        close(f"{what} context {k}", top["activation"], -neg)
+    for band in entry["quantiles"]:
+        close(f"{what} quantile {band['from']}", band["low"], float(np.quantile(values, band["from"])))
+        close(f"{what} quantile {band['to']}", band["high"], float(np.quantile(values, band["to"])))
+    w2 = m.w[f"layers.{MOE_LAYER}.block_sparse_moe.experts.{e}.w2.weight"]  # (d_model, d_ff), out × in
+    scores = (w2[:, j] * gamma_f) @ head.T
+    order = np.argsort(-scores, kind="stable")[:TOP]
+    for k, s in enumerate(entry["promotes"]):
+        close(f"{what} promotes {k}", s["score"], scores[order[k]])
+    order = np.argsort(scores, kind="stable")[:TOP]
+    for k, s in enumerate(entry["suppresses"]):
+        close(f"{what} suppresses {k}", s["score"], scores[order[k]])
+
+print(f"MoE: {len(got['units'])} units of {E} experts over {sum(len(v) for v in routed.values()) // F} routed tokens")
 for line in failures[:20]:
     print("FAIL:", line)
 print(f"{len(failures)} failures over {L} layers, {len(texts)} texts")

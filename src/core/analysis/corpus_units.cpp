@@ -141,222 +141,301 @@ outcome<std::vector<double>> final_gamma(const checkpoint& ck) {
 
 std::string range_text(std::size_t n) { return n == 1 ? "0" : fmt::format("0 to {}", n - 1); }
 
+std::string unit_text(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
+
 std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
     const checkpoint_config& config = ck.config();
     if (u.layer >= config.n_layers)
-        return error{ck.origin(), "--layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} ({})", u.layer,
-                                                         config.n_layers, config.n_layers == 1 ? "" : "s",
-                                                         range_text(config.n_layers))};
-    if (ck.is_moe())
-        return error{ck.origin(), "--layer", fmt::format("layer {} is a Mixture of Experts; units reads dense layers only",
-                                                         u.layer)};
-    if (u.unit.expert)
-        return error{ck.origin(), "--unit", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}:{}",
-                                                        u.layer, *u.unit.expert, u.unit.unit)};
+        return error{ck.origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} ({})", u.layer,
+                                                       config.n_layers, config.n_layers == 1 ? "" : "s", range_text(config.n_layers))};
+    if (ck.is_moe() && !u.unit.expert)
+        return error{ck.origin(), "unit", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}",
+                                                      u.layer, u.unit.unit)};
+    if (!ck.is_moe() && u.unit.expert)
+        return error{ck.origin(), "unit", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}", u.layer,
+                                                      unit_text(u.unit))};
+    if (u.unit.expert && *u.unit.expert >= config.n_experts)
+        return error{ck.origin(), "unit", fmt::format("expert {} is out of range: layer {} has {} experts ({})", *u.unit.expert, u.layer,
+                                                      config.n_experts, range_text(config.n_experts))};
     if (u.unit.unit >= config.d_ff)
-        return error{ck.origin(), "--unit", fmt::format("unit {} is out of range: layer {} has d_ff = {} units ({})", u.unit.unit,
-                                                        u.layer, config.d_ff, range_text(config.d_ff))};
+        return error{ck.origin(), "unit", fmt::format("unit {} is out of range: layer {} has d_ff = {} units ({})", u.unit.unit,
+                                                      u.layer, config.d_ff, range_text(config.d_ff))};
+    return std::nullopt;
+}
+
+// The units asked, checked: `units`, or every unit of `layer` (every expert's, in an MoE layer).
+outcome<std::vector<layer_unit>> units_asked(const checkpoint& ck, const units_options& o) {
+    std::vector<layer_unit> wanted = o.units;
+    if (wanted.empty()) {
+        if (o.layer >= ck.config().n_layers) return *check_unit(ck, {o.layer, {}});
+        for (std::size_t e = 0; e < std::max<std::size_t>(ck.config().n_experts, 1); ++e)
+            for (std::size_t j = 0; j < ck.config().d_ff; ++j)
+                wanted.push_back({o.layer, {ck.is_moe() ? std::optional<std::size_t>(e) : std::nullopt, j}});
+    }
+    for (const auto& u : wanted)
+        if (auto e = check_unit(ck, u)) return *e;
+    return wanted;
+}
+
+// The units of one FFN, a dense layer or one expert: its weights, and the units' places in `wanted`.
+struct unit_group {
+    std::size_t layer = 0;
+    std::optional<std::size_t> expert;
+    std::shared_ptr<const ffn> weights;
+    std::vector<std::size_t> units;
+};
+
+outcome<std::vector<unit_group>> groups_of(const checkpoint& ck, const std::vector<layer_unit>& wanted) {
+    std::vector<unit_group> groups;
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+        const layer_unit& u = wanted[i];
+        auto g = std::find_if(groups.begin(), groups.end(),
+                              [&](const unit_group& x) { return x.layer == u.layer && x.expert == u.unit.expert; });
+        if (g == groups.end()) {
+            auto l = u.unit.expert ? ck.expert_layer(u.layer, *u.unit.expert) : ck.dense_layer(u.layer);
+            if (!l) return l.err();
+            g = groups.insert(groups.end(), unit_group{u.layer, u.unit.expert, *l, {}});
+        }
+        g->units.push_back(i);
+    }
+    return groups;
+}
+
+// The unit's activation at token t of a layer's mlp_post, or nothing when an expert's unit was
+// not routed the token (mlp_post is (tokens, n_experts · d_ff) there, expert e's unit j in column
+// e · d_ff + j; `chosen` the tokens' experts).
+std::optional<double> activation_at(const matrix& post, const unit_ref& u, std::size_t d_ff,
+                                    const std::vector<std::vector<std::size_t>>* chosen, std::size_t t) {
+    if (!u.expert) return post(t, u.unit);
+    if (std::find((*chosen)[t].begin(), (*chosen)[t].end(), *u.expert) == (*chosen)[t].end()) return std::nullopt;
+    return post(t, *u.expert * d_ff + u.unit);
+}
+
+// The corpus read through the model: each text's hooked run caches mlp_post of the layers asked
+// and runs no block after the last of them, and each unit's activations are folded in.
+class corpus_pass {
+public:
+    corpus_pass(const transformer& model, const corpus& c, const units_options& o, const std::vector<layer_unit>& wanted, bool exact)
+        : acc(wanted.size()), model_(model), c_(c), o_(o), wanted_(wanted), exact_(exact) {}
+
+    std::optional<error> run() {
+        // An MoE layer's run keeps its engine trace too, for the tokens' experts: one run per layer.
+        std::vector<std::vector<std::size_t>> runs;
+        for (const auto& u : wanted_) {
+            if (model_.source().is_moe() || runs.empty()) runs.emplace_back();
+            if (std::find(runs.back().begin(), runs.back().end(), u.layer) == runs.back().end()) runs.back().push_back(u.layer);
+        }
+        std::sort(runs.begin(), runs.end());
+        runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+        // Many small products in a row, a text's at a time: the matrix library's threads would spend
+        // longer waking each other than multiplying.
+        const matrix_library_on_one_thread one_thread;
+        for (std::size_t ti = 0; ti < c_.texts.size(); ++ti) {
+            for (const auto& layers : runs)
+                if (auto e = read_text(ti, layers)) return e;
+            seen_ += c_.texts[ti].ids.size() - std::min(start(), c_.texts[ti].ids.size());
+        }
+        return std::nullopt;
+    }
+
+    std::vector<accumulator> acc;
+
+private:
+    std::size_t start() const { return o_.skip_first ? 1 : 0; }
+
+    std::optional<error> read_text(std::size_t ti, const std::vector<std::size_t>& layers) {
+        hook_request request;
+        for (auto layer : layers) request.cache.push_back({hook_point::mlp_post, layer});
+        request.last_layer = *std::max_element(layers.begin(), layers.end());
+        if (model_.source().is_moe()) request.trace_layer = layers.front();
+        auto run = model_.run_with_hooks(c_.texts[ti].ids, request);
+        if (!run) return run.err();
+        const auto* chosen = run->moe ? &run->moe->chosen : nullptr;
+        for (std::size_t i = 0; i < wanted_.size(); ++i)
+            if (std::find(layers.begin(), layers.end(), wanted_[i].layer) != layers.end())
+                fold(i, ti, *run->cache.find({hook_point::mlp_post, wanted_[i].layer}), chosen);
+        return std::nullopt;
+    }
+
+    // Unit i's activations over text ti folded into its accumulator.
+    void fold(std::size_t i, std::size_t ti, const matrix& post, const std::vector<std::vector<std::size_t>>* chosen) {
+        const unit_ref& unit = wanted_[i].unit;
+        const std::size_t n = c_.texts[ti].ids.size(), d_ff = model_.source().config().d_ff;
+        accumulator& u = acc[i];
+        for (std::size_t t = start(); t < n; ++t) {
+            const std::optional<double> a = activation_at(post, unit, d_ff, chosen, t);
+            if (!a) continue;
+            const double v = *a;
+            const std::size_t global = seen_ + t - start();
+            ++u.count;
+            u.sum += v;
+            u.active += v > 0;
+            u.max = std::max(u.max, v);
+            if (exact_ || u.kept.size() < o_.sample) u.kept.emplace_back(v, global);
+            else if (const std::size_t slot = random_.below(u.count); slot < o_.sample)
+                u.kept[slot] = {v, global};  // Algorithm R: each token kept with probability sample / count
+            unit_context cand{ti, t, v, 0, 0, {}};
+            if (u.top.size() == o_.top && !before(cand, u.top.back())) continue;
+            cand.first = t > o_.window ? t - o_.window : 0;
+            cand.count = std::min(n, t + o_.window + 1) - cand.first;
+            for (std::size_t s = cand.first; s < cand.first + cand.count; ++s)
+                cand.activations.push_back(activation_at(post, unit, d_ff, chosen, s).value_or(0.0));
+            u.top.insert(std::upper_bound(u.top.begin(), u.top.end(), cand, before), std::move(cand));
+            if (u.top.size() > o_.top) u.top.pop_back();
+        }
+    }
+
+    const transformer& model_;
+    const corpus& c_;
+    const units_options& o_;
+    const std::vector<layer_unit>& wanted_;
+    const bool exact_;
+    detail::splitmix random_{0x5eed};
+    std::size_t seen_ = 0;  // tokens read so far: the next one's global index
+};
+
+// A context of `window` tokens each side of a text's token, without its activations.
+unit_context context_at(const corpus& c, std::size_t ti, std::size_t token, double activation, std::size_t window) {
+    const std::size_t n = c.texts[ti].ids.size();
+    unit_context ctx{ti, token, activation, 0, 0, {}};
+    ctx.first = token > window ? token - window : 0;
+    ctx.count = std::min(n, token + window + 1) - ctx.first;
+    return ctx;
+}
+
+// The quantile bands OpenAI's neuron viewer shows, each with a few of the kept activations whose
+// rank lies in it, spread evenly, highest first; `kept` sorted, each with its global token.
+std::vector<quantile_band> bands_of(const std::vector<std::pair<double, std::size_t>>& kept, const corpus& c,
+                                    const units_options& o) {
+    // Each global token index back to its (text, token).
+    std::vector<std::size_t> text_start;  // the global index of each text's first token read
+    std::size_t g = 0;
+    for (const auto& t : c.texts) {
+        text_start.push_back(g);
+        g += t.ids.size() - std::min(o.skip_first ? std::size_t{1} : 0, t.ids.size());
+    }
+    std::vector<double> sorted(kept.size());
+    for (std::size_t k = 0; k < sorted.size(); ++k) sorted[k] = kept[k].first;
+    static const double levels[][2] = {{0.99, 0.999}, {0.9, 0.99}, {0.5, 0.9}};
+    std::vector<quantile_band> bands;
+    for (const auto& level : levels) {
+        quantile_band b{level[0], level[1], quantile(sorted, level[0]), quantile(sorted, level[1]), {}};
+        const auto lo = static_cast<std::size_t>(std::ceil(level[0] * static_cast<double>(sorted.size() - 1)));
+        const auto hi = static_cast<std::size_t>(std::floor(level[1] * static_cast<double>(sorted.size() - 1)));
+        const std::size_t m = hi >= lo ? hi - lo + 1 : 0, take = std::min(o.band_samples, m);
+        for (std::size_t s = 0; s < take; ++s) {
+            const std::size_t rank = take == 1 ? hi : hi - s * (m - 1) / (take - 1);
+            const std::size_t global = kept[rank].second;
+            const auto ti = static_cast<std::size_t>(std::upper_bound(text_start.begin(), text_start.end(), global) - text_start.begin()) - 1;
+            b.samples.push_back(context_at(c, ti, global - text_start[ti] + (o.skip_first ? 1 : 0), kept[rank].first, o.window));
+        }
+        bands.push_back(std::move(b));
+    }
+    return bands;
+}
+
+// A unit's readings from its accumulator: the sums, its top contexts, the bands and the histogram.
+unit_reading reading_of(accumulator& u, const layer_unit& unit, const corpus& c, const units_options& o) {
+    unit_reading out;
+    out.unit = unit;
+    out.count = u.count;
+    out.top = std::move(u.top);
+    if (u.count == 0) return out;  // an expert routed none of the corpus's tokens
+    out.max = u.max;
+    out.mean = u.sum / static_cast<double>(u.count);
+    out.fraction_active = static_cast<double>(u.active) / static_cast<double>(u.count);
+    std::sort(u.kept.begin(), u.kept.end());
+    out.bands = bands_of(u.kept, c, o);
+    out.histogram_low = u.kept.front().first;
+    out.histogram_high = u.kept.back().first;
+    out.histogram.assign(o.bins, 0);
+    const double span = out.histogram_high - out.histogram_low;
+    for (const auto& [v, global] : u.kept) {
+        const auto bin = span > 0 ? static_cast<std::size_t>((v - out.histogram_low) / span * static_cast<double>(o.bins)) : 0;
+        ++out.histogram[std::min(bin, o.bins - 1)];
+    }
+    u.kept = {};
+    return out;
+}
+
+// The value scores: each unit's W2 row through γ_f and the unembedding.
+std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<unit_group>& groups, const std::vector<layer_unit>& wanted,
+                                      std::size_t top, std::vector<unit_reading>& into) {
+    const std::string unembedding = ck.unembedding_name();
+    if (unembedding.empty()) return std::nullopt;
+    auto gamma = final_gamma(ck);
+    if (!gamma) return gamma.err();
+    for (const auto& g : groups) {
+        const ffn& l = *g.weights;
+        matrix v(l.d_out(), g.units.size());  // (d_model, units): the value vectors as columns
+        for (std::size_t c = 0; c < g.units.size(); ++c) {
+            const std::vector<double> row = weight_row(l, weight::w2, wanted[g.units[c]].unit.unit);
+            for (std::size_t k = 0; k < row.size(); ++k) v(k, c) = row[k];
+        }
+        best_tokens most{std::vector<std::vector<token_score>>(g.units.size()), top, true};
+        best_tokens least{std::vector<std::vector<token_score>>(g.units.size()), top, false};
+        if (auto e = rank_rows(ck.tensors(), unembedding, *gamma, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
+            return e;
+        for (std::size_t c = 0; c < g.units.size(); ++c) {
+            into[g.units[c]].promotes = std::move(most.lists[c]);
+            into[g.units[c]].suppresses = std::move(least.lists[c]);
+        }
+    }
+    return std::nullopt;
+}
+
+// The key scores: the embedding through the layer's norm γ and each unit's column of W1 (Wg).
+std::optional<error> add_key_scores(const checkpoint& ck, const std::vector<unit_group>& groups, const std::vector<layer_unit>& wanted,
+                                    std::size_t top, std::vector<unit_reading>& into) {
+    const std::string embedding = ck.embedding_name();
+    if (embedding.empty()) return std::nullopt;
+    for (const auto& g : groups) {
+        const ffn& l = *g.weights;
+        const std::vector<double> gamma = l.norm ? l.norm->weight : std::vector<double>(l.d_model(), 1.0);
+        best_tokens keys{std::vector<std::vector<token_score>>(g.units.size()), top, true};
+        const weight key = l.gated() ? weight::wg : weight::w1;
+        if (auto e = rank_rows(ck.tensors(), embedding, gamma, {&keys}, [&](const matrix& rows) {
+                const matrix all = times(l, key, rows, {});  // (rows, d_ff)
+                matrix picked(rows.rows, g.units.size());
+                for (std::size_t r = 0; r < rows.rows; ++r)
+                    for (std::size_t c = 0; c < g.units.size(); ++c) picked(r, c) = all(r, wanted[g.units[c]].unit.unit);
+                return picked;
+            }))
+            return e;
+        for (std::size_t c = 0; c < g.units.size(); ++c) into[g.units[c]].keys = std::move(keys.lists[c]);
+    }
     return std::nullopt;
 }
 
 }  // namespace
 
-outcome<corpus_units> read_corpus_units(const transformer& model, const tokenizer& tok, const corpus& c,
-                                       const units_options& o) {
+outcome<corpus_units> read_corpus_units(const transformer& model, const tokenizer& tok, const corpus& c, const units_options& o) {
     const checkpoint& ck = model.source();
-    if (o.top == 0) return error{"", "--top", "expected at least 1 context per unit; got 0"};
-    std::vector<layer_unit> wanted = o.units;
-    if (wanted.empty()) {
-        if (auto e = check_unit(ck, {o.layer, {}})) return *e;
-        for (std::size_t j = 0; j < ck.config().d_ff; ++j) wanted.push_back({o.layer, {std::nullopt, j}});
-    }
-    for (const auto& u : wanted)
-        if (auto e = check_unit(ck, u)) return *e;
+    if (o.top == 0) return error{"", "top", "expected at least 1 context per unit; got 0"};
+    auto wanted = units_asked(ck, o);
+    if (!wanted) return wanted.err();
+    auto groups = groups_of(ck, *wanted);
+    if (!groups) return groups.err();
 
     corpus_units r;
     r.arch = ck.config().arch;
     r.origin = ck.origin();
     r.n_layers = model.n_layers();
     r.d_ff = ck.config().d_ff;
+    r.n_experts = ck.config().n_experts;
+    r.gated = groups->front().weights->gated();
     r.skip_first = o.skip_first;
     for (const auto& t : c.texts) r.tokens += t.ids.size() - (o.skip_first ? std::min<std::size_t>(1, t.ids.size()) : 0);
-    if (r.tokens == 0)
-        return error{c.file, "--skip-first", "leaves no token to read: every text of the corpus is one token long"};
+    if (r.tokens == 0) return error{c.file, "skip_first", "leaves no token to read: every text of the corpus is one token long"};
     r.exact = r.tokens <= o.sample;
     r.sample = r.exact ? r.tokens : o.sample;
 
-    // The layers read, each with its units (positions into `wanted`) and its FFN.
-    std::map<std::size_t, std::vector<std::size_t>> by_layer;
-    for (std::size_t i = 0; i < wanted.size(); ++i) by_layer[wanted[i].layer].push_back(i);
-    std::map<std::size_t, std::shared_ptr<const ffn>> layers;
-    for (const auto& [layer, units] : by_layer) {
-        auto l = ck.dense_layer(layer);
-        if (!l) return l.err();
-        layers[layer] = *l;
-    }
-    r.gated = layers.begin()->second->gated();
-    const std::size_t last = by_layer.rbegin()->first;
+    corpus_pass pass(model, c, o, *wanted, r.exact);
+    if (auto e = pass.run()) return *e;
+    for (std::size_t i = 0; i < wanted->size(); ++i) r.units.push_back(reading_of(pass.acc[i], (*wanted)[i], c, o));
 
-    // Many small products in a row, a text's at a time: the matrix library's threads would spend
-    // longer waking each other than multiplying.
-    const matrix_library_on_one_thread one_thread;
-    std::vector<accumulator> acc(wanted.size());
-    detail::splitmix random{0x5eed};
-    std::size_t seen = 0;  // tokens read so far: the next one's global index
-    for (std::size_t ti = 0; ti < c.texts.size(); ++ti) {
-        const corpus_text& text = c.texts[ti];
-        const std::size_t n = text.ids.size(), start = o.skip_first ? 1 : 0;
-        auto x = model.embed(text.ids);
-        if (!x) return x.err();
-        for (std::size_t layer = 0; layer <= last; ++layer) {
-            auto a = model.attention_block(layer, *x);
-            if (!a) return a.err();
-            const auto found = by_layer.find(layer);
-            if (found == by_layer.end()) {
-                x = model.ffn_block(layer, *a);
-                if (!x) return x.err();
-                continue;
-            }
-            // The layer's FFN traced by the engine; its output is the stream the next block reads.
-            auto tr = run_ffn(layers[layer], *a, {n});
-            if (!tr) return tr.err();
-            const matrix& h = hidden_output(*tr);
-            for (std::size_t i : found->second) {
-                const std::size_t j = wanted[i].unit.unit;
-                accumulator& u = acc[i];
-                for (std::size_t t = start; t < n; ++t) {
-                    const double v = h(t, j);
-                    const std::size_t global = seen + t - start;
-                    ++u.count;
-                    u.sum += v;
-                    u.active += v > 0;
-                    u.max = std::max(u.max, v);
-                    if (r.exact) {
-                        u.kept.emplace_back(v, global);
-                    } else if (u.kept.size() < o.sample) {
-                        u.kept.emplace_back(v, global);
-                    } else if (const std::size_t slot = random.below(u.count); slot < o.sample) {
-                        u.kept[slot] = {v, global};  // Algorithm R: each token kept with probability sample / count
-                    }
-                    unit_context cand{ti, t, v, 0, 0, {}};
-                    if (u.top.size() == o.top && !before(cand, u.top.back())) continue;
-                    cand.first = t > o.window ? t - o.window : 0;
-                    cand.count = std::min(n, t + o.window + 1) - cand.first;
-                    for (std::size_t s = cand.first; s < cand.first + cand.count; ++s) cand.activations.push_back(h(s, j));
-                    u.top.insert(std::upper_bound(u.top.begin(), u.top.end(), cand, before), std::move(cand));
-                    if (u.top.size() > o.top) u.top.pop_back();
-                }
-            }
-            x = std::move(tr->steps.back().value);
-        }
-        seen += n - std::min(start, n);
-    }
-
-    // Each global token index back to its (text, token), for the quantile bands' samples.
-    std::vector<std::size_t> text_start;  // the global index of each text's first token read
-    {
-        std::size_t g = 0;
-        for (const auto& t : c.texts) {
-            text_start.push_back(g);
-            g += t.ids.size() - std::min(o.skip_first ? std::size_t{1} : 0, t.ids.size());
-        }
-    }
-    auto locate = [&](std::size_t global) {
-        const auto it = std::upper_bound(text_start.begin(), text_start.end(), global);
-        const auto ti = static_cast<std::size_t>(it - text_start.begin()) - 1;
-        return std::pair{ti, global - text_start[ti] + (o.skip_first ? 1 : 0)};
-    };
-
-    static const double levels[][2] = {{0.99, 0.999}, {0.9, 0.99}, {0.5, 0.9}};
-    for (std::size_t i = 0; i < wanted.size(); ++i) {
-        accumulator& u = acc[i];
-        unit_reading out;
-        out.unit = wanted[i];
-        out.count = u.count;
-        if (u.count > 0) {
-            out.max = u.max;
-            out.mean = u.sum / static_cast<double>(u.count);
-            out.fraction_active = static_cast<double>(u.active) / static_cast<double>(u.count);
-        }
-        out.top = std::move(u.top);
-        std::sort(u.kept.begin(), u.kept.end());
-        std::vector<double> sorted(u.kept.size());
-        for (std::size_t k = 0; k < sorted.size(); ++k) sorted[k] = u.kept[k].first;
-        if (!sorted.empty()) {
-            for (const auto& level : levels) {
-                quantile_band b{level[0], level[1], quantile(sorted, level[0]), quantile(sorted, level[1]), {}};
-                // The kept activations whose rank lies in the band, a few spread evenly, highest first.
-                const auto lo = static_cast<std::size_t>(std::ceil(level[0] * static_cast<double>(sorted.size() - 1)));
-                const auto hi = static_cast<std::size_t>(std::floor(level[1] * static_cast<double>(sorted.size() - 1)));
-                const std::size_t m = hi >= lo ? hi - lo + 1 : 0, take = std::min(o.band_samples, m);
-                for (std::size_t s = 0; s < take; ++s) {
-                    const std::size_t rank = take == 1 ? hi : hi - s * (m - 1) / (take - 1);
-                    const auto [ti, token] = locate(u.kept[rank].second);
-                    const std::size_t n = c.texts[ti].ids.size();
-                    unit_context ctx{ti, token, u.kept[rank].first, 0, 0, {}};
-                    ctx.first = token > o.window ? token - o.window : 0;
-                    ctx.count = std::min(n, token + o.window + 1) - ctx.first;
-                    b.samples.push_back(std::move(ctx));
-                }
-                out.bands.push_back(std::move(b));
-            }
-            out.histogram_low = sorted.front();
-            out.histogram_high = sorted.back();
-            out.histogram.assign(o.bins, 0);
-            const double span = out.histogram_high - out.histogram_low;
-            for (double v : sorted) {
-                const auto bin = span > 0 ? static_cast<std::size_t>((v - out.histogram_low) / span * static_cast<double>(o.bins)) : 0;
-                ++out.histogram[std::min(bin, o.bins - 1)];
-            }
-        }
-        u.kept = {};
-        r.units.push_back(std::move(out));
-    }
-
-    // The value scores: each unit's W2 row through γ_f and the unembedding; the key scores: the
-    // embedding through the layer's norm γ and each unit's column of W1 (Wg).
-    const std::string unembedding = ck.unembedding_name(), embedding = ck.embedding_name();
-    if (!unembedding.empty()) {
-        auto gamma = final_gamma(ck);
-        if (!gamma) return gamma.err();
-        for (const auto& [layer, units] : by_layer) {
-            const ffn& l = *layers[layer];
-            matrix v(l.d_out(), units.size());  // (d_model, units): the value vectors as columns
-            for (std::size_t c2 = 0; c2 < units.size(); ++c2) {
-                const std::vector<double> row = weight_row(l, weight::w2, wanted[units[c2]].unit.unit);
-                for (std::size_t k = 0; k < row.size(); ++k) v(k, c2) = row[k];
-            }
-            best_tokens most{std::vector<std::vector<token_score>>(units.size()), o.top, true};
-            best_tokens least{std::vector<std::vector<token_score>>(units.size()), o.top, false};
-            if (auto e = rank_rows(ck.tensors(), unembedding, *gamma, {&most, &least},
-                                   [&](const matrix& rows) { return linear(rows, v, {}); }))
-                return *e;
-            for (std::size_t c2 = 0; c2 < units.size(); ++c2) {
-                r.units[units[c2]].promotes = std::move(most.lists[c2]);
-                r.units[units[c2]].suppresses = std::move(least.lists[c2]);
-            }
-        }
-    }
-    if (!embedding.empty()) {
-        for (const auto& entry : by_layer) {
-            // Named, not bound: a lambda below reads them, which clang 14 refuses for a structured binding.
-            const std::size_t layer = entry.first;
-            const auto& units = entry.second;
-            const ffn& l = *layers[layer];
-            const std::vector<double> gamma = l.norm ? l.norm->weight : std::vector<double>(l.d_model(), 1.0);
-            best_tokens keys{std::vector<std::vector<token_score>>(units.size()), o.top, true};
-            const weight key = l.gated() ? weight::wg : weight::w1;
-            if (auto e = rank_rows(ck.tensors(), embedding, gamma, {&keys}, [&](const matrix& rows) {
-                    const matrix all = times(l, key, rows, {});  // (rows, d_ff)
-                    matrix picked(rows.rows, units.size());
-                    for (std::size_t r2 = 0; r2 < rows.rows; ++r2)
-                        for (std::size_t c2 = 0; c2 < units.size(); ++c2) picked(r2, c2) = all(r2, wanted[units[c2]].unit.unit);
-                    return picked;
-                }))
-                return *e;
-            for (std::size_t c2 = 0; c2 < units.size(); ++c2) r.units[units[c2]].keys = std::move(keys.lists[c2]);
-        }
-    }
+    if (auto e = add_value_scores(ck, *groups, *wanted, o.top, r.units)) return *e;
+    if (auto e = add_key_scores(ck, *groups, *wanted, o.top, r.units)) return *e;
     for (const auto& u : r.units)
         for (const auto* list : {&u.promotes, &u.suppresses, &u.keys})
             for (const auto& t : *list) r.token_text.emplace(t.id, tok.display(t.id));
@@ -366,12 +445,12 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
 outcome<std::vector<unit_match>> search_value_vectors(const transformer& model, std::size_t id, bool suppress,
                                                       const std::vector<std::size_t>& layers, std::size_t top) {
     const checkpoint& ck = model.source();
-    if (top == 0) return error{"", "--top", "expected at least 1 unit; got 0"};
+    if (top == 0) return error{"", "top", "expected at least 1 unit; got 0"};
     if (id >= model.vocab_size())
         return error{ck.origin(), "", fmt::format("token {} is out of range: the vocabulary has {} tokens", id, model.vocab_size())};
     const std::string unembedding = ck.unembedding_name();
     if (unembedding.empty() || !model.has_head())
-        return error{ck.origin(), "--promotes", "the checkpoint has no unembedding for a value vector to push a token through"};
+        return error{ck.origin(), "token", "the checkpoint has no unembedding for a value vector to push a token through"};
     auto gamma = final_gamma(ck);
     if (!gamma) return gamma.err();
     auto u = ck.tensors().read_rows(unembedding, {id});
@@ -382,20 +461,24 @@ outcome<std::vector<unit_match>> search_value_vectors(const transformer& model, 
     for (std::size_t k = 0; k < g.size(); ++k) g[k] = (*gamma)[k] * (*u)(0, k);
     std::vector<unit_match> all;
     for (auto layer : layers) {
-        if (auto e = check_unit(ck, {layer, {}})) return *e;
-        auto l = ck.dense_layer(layer);
-        if (!l) return l.err();
-        for (std::size_t j = 0; j < (*l)->d_ff(); ++j) {
-            const std::vector<double> v = weight_row(**l, weight::w2, j);
-            double s = 0;
-            for (std::size_t k = 0; k < v.size(); ++k) s += v[k] * g[k];
-            all.push_back({{layer, {std::nullopt, j}}, s});
+        if (auto e = check_unit(ck, {layer, {ck.is_moe() ? std::optional<std::size_t>(0) : std::nullopt, 0}})) return *e;
+        for (std::size_t e = 0; e < std::max<std::size_t>(ck.config().n_experts, 1); ++e) {
+            const std::optional<std::size_t> expert = ck.is_moe() ? std::optional<std::size_t>(e) : std::nullopt;
+            auto l = expert ? ck.expert_layer(layer, *expert) : ck.dense_layer(layer);
+            if (!l) return l.err();
+            for (std::size_t j = 0; j < (*l)->d_ff(); ++j) {
+                const std::vector<double> v = weight_row(**l, weight::w2, j);
+                double s = 0;
+                for (std::size_t k = 0; k < v.size(); ++k) s += v[k] * g[k];
+                all.push_back({{layer, {expert, j}}, s});
+            }
         }
     }
     const std::size_t k = std::min(top, all.size());
     std::partial_sort(all.begin(), all.begin() + static_cast<long>(k), all.end(), [suppress](const unit_match& a, const unit_match& b) {
         if (a.score != b.score) return suppress ? a.score < b.score : a.score > b.score;
-        return a.unit.layer != b.unit.layer ? a.unit.layer < b.unit.layer : a.unit.unit.unit < b.unit.unit.unit;
+        if (a.unit.layer != b.unit.layer) return a.unit.layer < b.unit.layer;
+        return a.unit.unit.expert != b.unit.unit.expert ? a.unit.unit.expert < b.unit.unit.expert : a.unit.unit.unit < b.unit.unit.unit;
     });
     all.resize(k);
     return all;

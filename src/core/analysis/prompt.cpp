@@ -325,11 +325,20 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     for (auto u : options.explain)
         for (auto tok : options.explain_tokens)
             if (tok < prompt.ids.size()) r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
-    if (project) {
-        auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top);
-        if (!v) return v.err();
-        r.vocab = std::move(*v);
-    }
+    return std::nullopt;
+}
+
+// The vocabulary view of a dense layer, read once the attribution is known: the units asked for
+// and the five that wrote most toward the prediction are always shown.
+std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& prompt, const prompt_options& options,
+                                     prompt_trace& r) {
+    const std::string unembedding = ck.unembedding_name();
+    if (!r.dense || !prompt.tok || unembedding.empty()) return std::nullopt;
+    std::vector<std::size_t> first = options.explain;
+    for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
+    auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top, first);
+    if (!v) return v.err();
+    r.vocab = std::move(*v);
     return std::nullopt;
 }
 
@@ -356,7 +365,7 @@ std::optional<error> read_lens(const transformer& model, std::size_t top, const 
 }
 
 // The attribution: each unit's direct push toward the predicted token at the last position.
-std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prompt_trace& r) {
+std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, const std::vector<std::size_t>& explain, prompt_trace& r) {
     const std::size_t last = r.input.rows - 1;
     if (r.dense) {
         auto units = attribute_to(ck, *r.dense, last, r.target->id);
@@ -374,7 +383,14 @@ std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prom
     for (const auto& u : r.top_units) r.total_score += u.score;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
-    r.top_units.resize(std::min(r.top_units.size(), top));
+    // The largest, then each unit asked for (a dense layer's) that is not among them.
+    std::vector<unit_attribution> kept(r.top_units.begin(), r.top_units.begin() + static_cast<long>(std::min(r.top_units.size(), top)));
+    for (auto j : explain) {
+        const auto is_j = [j](const unit_attribution& u) { return !u.unit.expert && u.unit.unit == j; };
+        const auto found = std::find_if(r.top_units.begin(), r.top_units.end(), is_j);
+        if (found != r.top_units.end() && std::none_of(kept.begin(), kept.end(), is_j)) kept.push_back(*found);
+    }
+    r.top_units = std::move(kept);
     return std::nullopt;
 }
 
@@ -424,13 +440,14 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         const std::vector<double> probs = softmax_row(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
-        if (auto e = attribute_units(ck, options.top, r)) return *e;
+        if (auto e = attribute_units(ck, options.top, options.explain, r)) return *e;
         r.prediction = baseline;
         if (!options.ablate.empty()) {
             r.baseline = std::move(baseline);
             if (auto e = knock_out(model, options, text, logits, r)) return *e;
         }
     }
+    if (auto e = read_vocabulary(ck, prompt, options, r)) return *e;
     r.prompt = std::move(prompt);
     return r;
 }

@@ -285,7 +285,7 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     if (t.checkpoint || units) {
         r.units = read_units(t.tr, top);
         if (project) {
-            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), top);
+            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), top, explain);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }

@@ -43,7 +43,12 @@ unit_readings read_units(const trace& t, std::size_t top) {
     // ‖W2_j‖ once: what unit j writes has the norm |h_j|·‖W2_j‖
     const std::vector<double> row_norm = weight_row_norms(t.layer(), weight::w2);
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) {
-        r.fired.push_back(top_of(h.cols, top, false, [&](std::size_t j) { return h(tok, j); }));
+        // Only units that fired: a value fed to W2 above 0 (GELU's and SiLU's small negatives, and a
+        // gated unit's negative product, are not counted as firing; they still show under "wrote").
+        std::size_t fired = 0;
+        for (std::size_t j = 0; j < h.cols; ++j) fired += h(tok, j) > 0;
+        r.fired_count.push_back(fired);
+        r.fired.push_back(top_of(h.cols, std::min(top, fired), false, [&](std::size_t j) { return h(tok, j); }));
         r.wrote.push_back(top_of(h.cols, top, true, [&](std::size_t j) { return std::abs(h(tok, j)) * row_norm[j]; }));
     }
     return r;
@@ -122,7 +127,11 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
 
 // The columns a vocabulary view projects: the fired units' W2 rows, then each token's update
 // (the trace's contraction), appended to `columns`; the units read go into view.units.
-void view_columns(const trace& t, const unit_readings& units, vocabulary_view& view, std::vector<std::vector<double>>& columns) {
+void view_columns(const trace& t, const unit_readings& units, vocabulary_view& view, std::vector<std::vector<double>>& columns,
+                  const std::vector<std::size_t>& first = {}) {
+    for (auto u : first)
+        if (u < t.layer().d_ff() && std::find(view.units.begin(), view.units.end(), u) == view.units.end()) view.units.push_back(u);
+    view.pinned = view.units.size();
     for (const auto& fired : units.fired)
         for (const auto& u : fired)
             if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
@@ -141,12 +150,12 @@ matrix as_columns(const std::vector<std::vector<double>>& columns, std::size_t d
 }  // namespace
 
 outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, std::size_t top) {
+                                              const std::string& unembedding, std::size_t top, const std::vector<std::size_t>& first) {
     auto e = unembedding_of(source, unembedding, t.layer().d_out());
     if (!e) return e.err();
     vocabulary_view view;
     std::vector<std::vector<double>> columns;
-    view_columns(t, units, view, columns);
+    view_columns(t, units, view, columns, first);
     auto scored = project(as_columns(columns, t.layer().d_out()), source, **e, top);
     if (!scored) return scored.err();
     for (std::size_t k = 0; k < scored->size(); ++k) (k < view.units.size() ? view.by_unit : view.by_token).push_back((*scored)[k]);

@@ -190,14 +190,34 @@ outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, con
         ffn& e = layer->experts[j];
         expert_shape(e, config_.act, d_model, d_ff);
         if (!needed[j]) continue;
-        auto matrix_of = [&](tensor_role r, std::size_t in, std::size_t out, weight w, matrix& into) {
-            return read_weight(*this, source_, f.name_of(r, index, j), in, out, where, into, e.stored[static_cast<int>(w)]);
-        };
-        if (auto err = matrix_of(tensor_role::ffn_gate_exps, d_model, d_ff, weight::wg, e.wg)) return *err;
-        if (auto err = matrix_of(tensor_role::ffn_up_exps, d_model, d_ff, weight::wu, e.wu)) return *err;
-        if (auto err = matrix_of(tensor_role::ffn_down_exps, d_ff, d_model, weight::w2, e.w2)) return *err;
+        if (auto err = read_expert(index, j, where, e)) return *err;
     }
     return std::shared_ptr<const moe>(std::move(layer));
+}
+
+std::optional<error> checkpoint::read_expert(std::size_t index, std::size_t j, weights where, ffn& e) const {
+    const family& f = *config_.family;
+    const std::size_t d_model = config_.d_model, d_ff = config_.d_ff;
+    auto matrix_of = [&](tensor_role r, std::size_t in, std::size_t out, weight w, matrix& into) {
+        return read_weight(*this, source_, f.name_of(r, index, j), in, out, where, into, e.stored[static_cast<int>(w)]);
+    };
+    if (auto err = matrix_of(tensor_role::ffn_gate_exps, d_model, d_ff, weight::wg, e.wg)) return *err;
+    if (auto err = matrix_of(tensor_role::ffn_up_exps, d_model, d_ff, weight::wu, e.wu)) return *err;
+    return matrix_of(tensor_role::ffn_down_exps, d_ff, d_model, weight::w2, e.w2);
+}
+
+outcome<std::shared_ptr<const ffn>> checkpoint::expert_layer(std::size_t index, std::size_t expert, weights where) const {
+    if (auto e = check_layer(*this, index)) return *e;
+    if (!is_moe()) return error{origin_, "", fmt::format("a {} layer is one dense FFN, not a Mixture of Experts", config_.arch)};
+    if (expert >= config_.n_experts)
+        return error{origin_, "", fmt::format("expert {} is out of range: layer {} has {} experts", expert, index, config_.n_experts)};
+    auto layer = std::make_shared<ffn>();
+    expert_shape(*layer, config_.act, config_.d_model, config_.d_ff);
+    auto norm = read_norm(*this, index);
+    if (!norm) return norm.err();
+    layer->norm = std::move(*norm);
+    if (auto e = read_expert(index, expert, where, *layer)) return *e;
+    return std::shared_ptr<const ffn>(std::move(layer));
 }
 
 ffn checkpoint::dense_shape() const {

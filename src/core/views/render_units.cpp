@@ -68,7 +68,7 @@ public:
         for (std::size_t k = 0; k < s.matches.size() && k < u_.units.size(); ++k) {
             const auto& m = s.matches[k];
             const unit_reading& r = u_.units[k];
-            b.rows.push_back({std::to_string(k + 1), std::to_string(m.unit.layer), std::to_string(m.unit.unit.unit),
+            b.rows.push_back({std::to_string(k + 1), std::to_string(m.unit.layer), unit_label(m.unit.unit),
                               signed_num(m.score), num(r.max), r.top.empty() ? "" : short_context(r.top.front())});
         }
         add(std::move(b));
@@ -84,6 +84,8 @@ private:
         add(std::move(b));
     }
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    // "172", or "1:3" for unit 3 of expert 1.
+    static std::string unit_label(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
     std::string signed_num(double v) const { return (v > 0 ? "+" : "") + num(v); }
     std::string corpus_label() const { return view_.corpus_name.empty() ? one_line(c_.file) : view_.corpus_name; }
     std::string token_text(std::size_t id) const {
@@ -102,9 +104,11 @@ private:
         f.push_back({"corpus", fmt::format("{}: {}, {}{}; texts numbered by their line in the file, from 0", one_line(c_.file),
                                            plural(c_.texts.size(), "text"), with_separators(c_.tokens()) + (c_.tokens() == 1 ? " token" : " tokens"), skipped)});
         f.push_back({"activation",
-                     fmt::format("what a unit feeds W2, {}, at every token{}", u_.gated ? "act(x·Wg + bg) · (x·Wu + bu)" : "act(x·W1 + b1)",
+                     fmt::format("what a unit feeds W2, {}, at every token{}{}", u_.gated ? "act(x·Wg + bg) · (x·Wu + bu)" : "act(x·W1 + b1)",
+                                 u_.n_experts ? " routed to the unit's expert (units E:J, unit J of expert E)" : "",
                                  u_.skip_first ? " but the first of each text" : "")});
-        f.push_back({"quantiles", u_.exact ? fmt::format("exact, over all {} activations of each unit", with_separators(u_.tokens))
+        f.push_back({"quantiles", u_.exact ? (u_.n_experts ? std::string("exact, over every activation of each unit")
+                                                       : fmt::format("exact, over all {} activations of each unit", with_separators(u_.tokens)))
                                            : fmt::format("of a uniform sample of {} of the {} activations of each unit: each "
                                                          "quantile within ±{} of its level, with probability 0.99",
                                                          with_separators(u_.sample), with_separators(u_.tokens),
@@ -151,7 +155,7 @@ private:
         b.rows.push_back({"unit", "max", "mean", "active", "fires most at", "promotes"});
         for (auto i : order) {
             const auto& r = u_.units[i];
-            b.rows.push_back({std::to_string(r.unit.unit.unit), num(r.max), num(r.mean), percent(r.fraction_active),
+            b.rows.push_back({unit_label(r.unit.unit), num(r.max), num(r.mean), percent(r.fraction_active),
                               r.top.empty() ? "" : short_context(r.top.front()),
                               r.promotes.empty() ? "" : quote(token_text(r.promotes.front().id), 14)});
         }
@@ -214,7 +218,9 @@ private:
     }
 
     void card(const unit_reading& r, bool folded) {
-        const std::string name = fmt::format("Unit {} of layer {}", r.unit.unit.unit, r.unit.layer);
+        const std::string name = r.unit.unit.expert
+                                     ? fmt::format("Expert {}'s unit {} of layer {}", *r.unit.unit.expert, r.unit.unit.unit, r.unit.layer)
+                                     : fmt::format("Unit {} of layer {}", r.unit.unit.unit, r.unit.layer);
         std::string summary = name;
         if (html_ && folded) {
             if (!r.top.empty()) summary += fmt::format(": fires most at {}", short_context(r.top.front()));
@@ -225,7 +231,8 @@ private:
              "",
              {{"max", num(r.max)},
               {"mean", num(r.mean)},
-              {"active", fmt::format("{} of {} tokens (activation > 0)", percent(r.fraction_active), with_separators(r.count))}}});
+              {"active", fmt::format("{} of {} tokens{} (activation > 0)", percent(r.fraction_active), with_separators(r.count),
+                                     r.unit.unit.expert ? fmt::format(", those routed to expert {}", *r.unit.unit.expert) : "")}}});
 
         block where{block_kind::paragraph,
                     fmt::format("Where it fires most: the {} largest activations over the corpus, each with the tokens around "

@@ -258,6 +258,7 @@ protected:
     // Tokens with their scores (at `decimals`) after `first`, wrapped to the page between tokens.
     std::vector<std::string> token_lines(const std::string& first, const std::vector<token_score>& scores, int decimals) const;
 
+    void unit_at_every_token();
     void explained_unit(const unit_explanation& e);
 
     // Every step a claim can name, in the order of the walkthrough.

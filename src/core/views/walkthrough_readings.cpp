@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <numeric>
 
 #include "views/walkthrough.hpp"
 
@@ -26,8 +27,10 @@ void walkthrough_builder::failures_of(const std::string& name) {
 
 void walkthrough_builder::units_block(const std::string& who) {
     const answer_scope answers(answering_);
-    if (explained_)
+    if (explained_) {
+        unit_at_every_token();
         for (const auto& e : *explained_) explained_unit(e);
+    }
     if (!units_) return;
     auto titled = [&who](std::string_view title) {
         return who.empty() ? std::string(title) : fmt::format("{} · {}{}", who, char(std::tolower(title[0])), title.substr(1));
@@ -39,9 +42,13 @@ void walkthrough_builder::units_block(const std::string& who) {
     add(std::move(st));
     add({block_kind::heading, titled("Units that fired most, and what they wrote")});
     if (!units_explained_)  // once: an MoE reads every expert's units the same way
-        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), then the units "
-                              "whose value vector, scaled by how they fired, wrote most into the output (‖h_j · W2_j‖).",
-                              layer().gated() ? "the gated product" : "the activation"));
+        paragraph(fmt::format("For each token, the hidden units with the largest value fed to W2 ({}), only those that "
+                              "fired: a value above 0{}. Then the units whose value vector, scaled by how they fired, wrote "
+                              "most into the output (‖h_j · W2_j‖), negative values included.",
+                              layer().gated() ? "the gated product" : "the activation",
+                              layer().gated() ? " (silu(gate) · up: a negative product writes its value vector reversed)"
+                              : layer().act == activation::relu ? ""
+                                                                : " (the small negatives left of 0 are not firing)"));
     units_explained_ = true;
     block b{block_kind::lines};
     for (auto t : detailed_) {
@@ -59,6 +66,10 @@ void walkthrough_builder::units_block(const std::string& who) {
             for (auto& l : item_lines(fmt::format("{}: {} ", token_name(t), label), items, room)) b.lines.push_back(std::move(l));
         };
         rows("fired most", units_->fired[t]);
+        if (t < units_->fired_count.size() && units_->fired[t].size() == units_->fired_count[t])
+            b.lines.push_back(fmt::format("{}: {} of {} units fired", token_name(t),
+                                          units_->fired_count[t] == 0 ? std::string("none") : "only " + std::to_string(units_->fired_count[t]),
+                                          layer().d_ff()));
         rows("wrote most", units_->wrote[t]);
     }
     add(std::move(b));
@@ -86,9 +97,16 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
         add(std::move(b));
         b = block{block_kind::lines};
     };
-    for (auto k : shown_indices(vocab_->units.size(), opt_.full, 5, 12)) {
+    // The pinned units (asked for, or the top writers toward the prediction) always, then the
+    // others' first and last, the gap saying how to see them all.
+    std::vector<std::size_t> shown(vocab_->pinned);
+    std::iota(shown.begin(), shown.end(), std::size_t{0});
+    const std::size_t others = vocab_->units.size() - vocab_->pinned;
+    for (auto k : shown_indices(others, opt_.full, 5, 12)) shown.push_back(k == gap ? gap : vocab_->pinned + k);
+    for (auto k : shown) {
         if (k == gap) {
-            b.lines.emplace_back("…");
+            b.lines.emplace_back(fmt::format("… {} more of the units that fired (--full shows them all)",
+                                             others - (shown.size() - 1 - vocab_->pinned)));
             continue;
         }
         const std::string who = fmt::format("unit {} ", vocab_->units[k]);
@@ -167,6 +185,23 @@ std::vector<std::string> walkthrough_builder::token_lines(const std::string& fir
     // As many to a line as fit (the lines block indents by 2), each item whole, so that a token
     // with a leading space never splits from its quotes.
     return item_lines(first, items, opt_.width > 2 ? opt_.width - 2 : 1);
+}
+
+// Each unit explained, its value fed to W2 at every token: where in the input it fires.
+void walkthrough_builder::unit_at_every_token() {
+    std::vector<std::size_t> units;
+    for (const auto& e : *explained_)
+        if (std::find(units.begin(), units.end(), e.unit) == units.end()) units.push_back(e.unit);
+    const matrix& h = hidden_output(*tr_);
+    for (auto j : units) {
+        add({block_kind::heading, fmt::format("Unit {} at every token", j)});
+        std::vector<std::string> items;
+        for (std::size_t t = 0; t < h.rows; ++t)
+            items.push_back(fmt::format("{} {}{}", token_name(t), num(h(t, j)), t + 1 < h.rows ? "," : ""));
+        block b{block_kind::lines};
+        b.lines = item_lines("fed to W2  ", items, opt_.width > 2 ? opt_.width - 2 : 1);
+        add(std::move(b));
+    }
 }
 
 void walkthrough_builder::explained_unit(const unit_explanation& e) {
