@@ -925,7 +925,7 @@ cli_test("locate without a subject is a usage error" 2 EMPTY "^error: --subject 
 cli_test("locate with an empty prompt file is refused" 2 EMPTY "^error: .*empty.txt: --prompt-file: the prompt is empty"
   -- ${FT} locate --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/empty.txt --subject France)
 cli_test("locate: a prompt longer than the positions is refused" 2 EMPTY
-  "^error: --prompt: the prompt is [0-9]+ tokens, longer than the model's 64 positions\; shorten it$"
+  "^error: .*capitals: --prompt: the prompt is [0-9]+ tokens\; the model reads at most 64\; shorten it$"
   -- ${FT} locate --checkpoint ${CAPITALS} --subject France --prompt "France a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a")
 # Markdown escapes the file's own text: a title holding HTML shows as text, never as markup.
 cli_test("markdown escapes <, > and & in a title" 0 "^# a &lt\;b&gt\;bold&lt\;/b&gt\; &amp\; title" EMPTY

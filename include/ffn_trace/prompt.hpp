@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
@@ -149,22 +150,38 @@ struct prompt_trace {
 // Errors: an empty prompt, one longer than the position table, a layer or unit out of range.
 outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options);
 
-// Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
-// --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
-// "prompt_file"; a message may name "max_elements").
-struct prompt_request {
+// Where a prompt and the model it runs through come from: the part of a request that trace_prompt
+// and trace_locate share. Errors name these fields ("prompt", "prompt_file").
+struct prompt_source {
     std::string checkpoint;  // a directory (config.json, safetensors, the tokenizer), a file or an index
     std::string arch;        // when there is no config.json
     std::string text;        // the prompt, unless `file` is given
     std::string file;        // the file the prompt is read from ("-": standard input)
     std::size_t max_file_size = 0;  // the prompt file's largest size
+    // Told when the run moves on, for a caller that names what it was doing when memory ran out.
+    enum class stage { reading_checkpoint, running_model };
+    std::function<void(stage)> on_stage;
+    // A model the caller cannot use, refused as soon as the checkpoint is open (before its tokenizer).
+    std::function<std::optional<error>(const ffn_trace::checkpoint&)> refuse;
+};
+
+// The prompt read (or its file) and tokenized, the checkpoint opened with the tokenizer beside it
+// and its forward pass, the prompt's length checked against the model's positions.
+struct opened_prompt {
+    transformer model;
+    prompt_tokens prompt;
+    tokenizer tok;
+};
+outcome<opened_prompt> open_prompt(const prompt_source& source);
+
+// Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
+// --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
+// "prompt_file"; a message may name "max_elements").
+struct prompt_request : prompt_source {
     std::size_t max_elements = 0;   // the most numbers layer N's trace may hold
     prompt_options options;         // explain_tokens is filled from the two below
     std::vector<std::size_t> detail_tokens;  // the tokens a unit is explained at; empty: those a walkthrough shows
     bool full = false;                       // … all of them
-    // Told when the run moves on, for a caller that names what it was doing when memory ran out.
-    enum class stage { reading_checkpoint, running_model };
-    std::function<void(stage)> on_stage;
 };
 // Reads the prompt (or its file), opens the checkpoint, its tokenizer and forward pass, tokenizes
 // the prompt and runs it (run_prompt): one result with its readings.

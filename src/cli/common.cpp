@@ -221,7 +221,10 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
 ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
     static const std::pair<const char*, const char*> names[] = {{"layer", "--layer"},   {"ablate", "--ablate"},
                                                                 {"unit", "--unit"},     {"prompt", "--prompt"},
-                                                                {"prompt_file", "--prompt-file"}, {"word", "--word"}};
+                                                                {"prompt_file", "--prompt-file"}, {"word", "--word"},
+                                                                {"subject", "--subject"},   {"target", "--target"},
+                                                                {"samples", "--samples"},   {"noise", "--noise"},
+                                                                {"window", "--window"}};
     for (const auto& [field, option] : names)
         if (paths && e.path == field) e.path = option;
     for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))
