@@ -861,6 +861,14 @@ cli_test("run --prompt with --word is a usage error" 2 EMPTY "^error: --word exc
   -- ${FT} run --checkpoint ${CAPITALS} --word " Paris" --prompt "x")
 cli_test("run --prompt-file that does not exist names it" 2 EMPTY "^error: .*nope.txt: cannot open the file"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/nope.txt)
+cli_test("run --prompt --versus shows the attribution to the difference and the lens's terms" 0
+  "units that wrote \" Paris\" − \" Tokyo\".*rescaling: .*the lens's change" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " Tokyo" --detail summary)
+cli_test("run --versus that is not one token says how it splits" 2 EMPTY
+  "^error: --versus: \" London\" is not one token: the tokenizer splits it into"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " London")
+cli_test("run --versus without a prompt is refused" 2 EMPTY "^error: --versus: compares two tokens' logits"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --embedding 3 --versus " Tokyo")
 cli_test("run --prompt without a tokenizer says what it looked for" 2 EMPTY
   "^error: .*no_tokenizer: no tokenizer: expected tokenizer.json, or vocab.json and merges.txt$"
   -- ${FT} run --checkpoint ${INPUTS}/prompt/no_tokenizer --prompt "The capital of France is")

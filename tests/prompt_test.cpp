@@ -130,7 +130,7 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
         }
         for (std::size_t k = 1; k < p.prediction->top.size(); ++k) CHECK(p.prediction->top[k - 1].logit >= p.prediction->top[k].logit);
     }
-    SUBCASE("the units are ranked by a · (W2[j] · (γ_f ⊙ U[t])) / σ, computed here from the tensors") {
+    SUBCASE("the units are ranked by a · ((W2[j] − mean W2[j]) · (γ_f ⊙ U[t])) / σ, computed here from the tensors") {
         const std::size_t target = argmax(want.logits[4]);
         REQUIRE(p.target);
         CHECK(p.target->id == target);
@@ -146,11 +146,14 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
         const auto& gamma = ref::get(m.values, "transformer.ln_f.weight").values;
         const auto& wte = ref::get(m.values, "transformer.wte.weight").values;
         const auto& w2 = ref::get(m.values, "transformer.h.1.mlp.c_proj.weight").values;  // (d_ff, d_model)
+        // the final LayerNorm as linear at y, its centring included: W2[j] less its mean, then · (γ_f ⊙ U[t])
         ref::vec score(d_ff);
         double total = 0;
         for (std::size_t j = 0; j < d_ff; ++j) {
+            double row_mean = 0;
+            for (std::size_t k = 0; k < d_model; ++k) row_mean += w2[j * d_model + k] / d_model;
             double dot = 0;
-            for (std::size_t k = 0; k < d_model; ++k) dot += w2[j * d_model + k] * gamma[k] * wte[target * d_model + k];
+            for (std::size_t k = 0; k < d_model; ++k) dot += (w2[j * d_model + k] - row_mean) * gamma[k] * wte[target * d_model + k];
             total += score[j] = a[j] * dot / sigma;
         }
         REQUIRE(p.top_units.size() == 10);

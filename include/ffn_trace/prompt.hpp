@@ -77,17 +77,32 @@ struct next_token {
     std::vector<ranked_token> top;  // largest logit first
 };
 
-// A unit's direct logit attribution toward a token t at the last position:
-//   score = w · a · (W2[j] · (γ_f ⊙ U[t])) / σ
+// A unit's direct logit attribution toward a token t at the last position, the final norm taken as
+// linear at the stream y leaving layer N's FFN there (as TransformerLens's apply_ln_to_stack):
+//   score = w · a · (W2[j] · g) / σ,   g = γ_f ⊙ U[t], less its mean for a LayerNorm
 // a the value the unit fed to W2, w its expert's routing weight (1 for a dense layer or a shared
-// expert), W2[j] its value vector, γ_f the final norm's weight, U[t] t's unembedding row, and σ the
-// final norm's √(var + eps) (RMSNorm: √(mean(x²) + eps)) of the stream leaving layer N's FFN there.
+// expert), W2[j] its value vector, γ_f the final norm's weight, U[t] t's unembedding row (U[t] −
+// U[v] toward the difference t − v with `versus`), and σ the final norm's √(var + eps) at y
+// (RMSNorm: √(mean(y²) + eps)). Subtracting ḡ is the LayerNorm's centring: (c − c̄) · g = c · (g − ḡ).
 struct unit_attribution {
     unit_ref unit;
     bool shared = false;  // unit.expert names a shared expert
     double activation = 0;
     double weight = 1;
     double score = 0;
+};
+
+// The logit lens's change at the last token through layer N's FFN (of the target's logit, or of
+// target − versus), term by term: y = x + Σ_j w a_j W2[j] + b2, so with g as above
+//   lens_change = units + bias + rescale
+//   units   = Σ_j score_j                  every unit's direct push
+//   bias    = b2 · g / σ_after             (an MoE: each routed expert's b2 by its weight)
+//   rescale = x · g · (1/σ_after − 1/σ_before)   the norm's rescaling of the stream already there
+// lens_change is read off the lens's own logits, so the sum checks the terms.
+struct lens_terms {
+    double lens_change = 0, units = 0, bias = 0, rescale = 0;
+    double sigma_before = 0, sigma_after = 0;
+    bool centred = true;  // a LayerNorm (g less its mean); false: an RMSNorm
 };
 
 // A token's probability, and its logit, before and after the knock-out.
@@ -104,6 +119,7 @@ struct prompt_options {
     // the unchanged layer's; the knock-out's layer N is run by the engine in a second pass.
     std::vector<unit_ref> ablate;
     std::size_t top = 10;          // tokens of the lens and the prediction, units of the readings
+    std::optional<std::size_t> versus;  // a token id: attribute to the logit difference target − versus
     // Units of a dense layer explained at arithmetic detail (explain_unit), at each of these tokens.
     std::vector<std::size_t> explain, explain_tokens;
 };
@@ -137,7 +153,9 @@ struct prompt_trace {
     std::optional<next_token> baseline;     // the unchanged model's, when units were knocked out
     std::optional<ranked_token> target;     // the unchanged model's next token at the last position
     std::vector<unit_attribution> top_units;  // toward `target`, largest score first
+    std::optional<ranked_token> versus;       // the token the attribution compares `target` with
     double total_score = 0;                   // every unit's score summed: the FFN's direct push on `target`
+    lens_terms terms;                         // the lens's change at the last token, reconciled
     std::vector<unit_ref> ablated;
     std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after
 
@@ -182,6 +200,7 @@ struct prompt_request : prompt_source {
     prompt_options options;         // explain_tokens is filled from the two below
     std::vector<std::size_t> detail_tokens;  // the tokens a unit is explained at; empty: those a walkthrough shows
     bool full = false;                       // … all of them
+    std::optional<std::string> versus;       // the text of one token: options.versus is filled from it
 };
 // Reads the prompt (or its file), opens the checkpoint, its tokenizer and forward pass, tokenizes
 // the prompt and runs it (run_prompt): one result with its readings.

@@ -63,6 +63,10 @@ void setup_run(CLI::App& app, int& status) {
         ->delimiter(',')
         ->type_name("UNITS")
         ->needs(checkpoint);
+    sub->add_option("--versus", c.versus, "With a prompt: attribute each unit to the logit difference of the predicted "
+                                          "token minus this one (\" London\"), instead of the predicted token's logit")
+        ->type_name("TOKEN")
+        ->needs(checkpoint);
     input->excludes(embedding)->excludes(words)->excludes(prompt)->excludes(prompt_file);
     embedding->excludes(words)->excludes(prompt)->excludes(prompt_file);
     words->excludes(prompt)->excludes(prompt_file);
@@ -92,6 +96,8 @@ int run_run(const run_options& options) {
         return report(e);
     }
     const checkpoint_flags& c = options.checkpoint;
+    if (c.versus && !c.prompt && c.prompt_file.empty())
+        return report({"", "--versus", "compares two tokens' logits at a prompt's last token: give --prompt or --prompt-file too"});
     if (!c.ablate.empty() && !c.prompt && c.prompt_file.empty())
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
     if (c.prompt || !c.prompt_file.empty()) return run_checkpoint_prompt(options);

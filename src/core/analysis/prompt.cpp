@@ -225,6 +225,12 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
         return error{ck.origin(), "ablate",
                      fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a knock-out to change",
                                  ck.config().arch)};
+    if (options.versus && (!model.has_head() || *options.versus >= model.vocab_size()))
+        return error{ck.origin(), "versus",
+                     model.has_head() ? fmt::format("token id {} is out of range: the vocabulary has {} tokens", *options.versus,
+                                                    model.vocab_size())
+                                      : fmt::format("a {} checkpoint is an encoder, with no next-token logits to compare",
+                                                    ck.config().arch)};
     hook_request knock_out;
     knock_out.interventions.push_back(zero_units(N, options.ablate));
     if (auto e = model.check(knock_out, n)) {
@@ -331,29 +337,84 @@ std::optional<error> read_lens(const transformer& model, std::size_t top, const 
     return std::nullopt;
 }
 
-// The attribution: each unit's direct push toward the predicted token at the last position.
-std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prompt_trace& r) {
+// g = γ_f ⊙ (U[target] − U[versus]) (U[target] alone without versus), centred for a LayerNorm:
+// the final norm as linear at a stream, its centring included, reads a write c as (c − c̄)·g / σ =
+// c · (g − ḡ) / σ.
+outcome<std::vector<double>> read_direction(const checkpoint& ck, const final_norm& norm, const prompt_trace& r) {
     const std::string unembedding = ck.unembedding_name();
+    std::vector<std::size_t> ids{r.target->id};
+    if (r.versus) ids.push_back(r.versus->id);
+    auto u = ck.tensors().read_rows(unembedding, ids);
+    if (!u) return u.err();
+    if (u->cols != norm.gamma.size())
+        return error{ck.origin(), unembedding, fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
+                                                           norm.gamma.size(), u->cols)};
+    std::vector<double> g(u->cols);
+    for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm.gamma[k] * ((*u)(0, k) - (r.versus ? (*u)(1, k) : 0.0));
+    if (!norm.rms) {
+        const double mean = std::accumulate(g.begin(), g.end(), 0.0) / static_cast<double>(g.size());
+        for (double& v : g) v -= mean;
+    }
+    return g;
+}
+
+double dot(std::span<const double> a, std::span<const double> b) {
+    double s = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+    return s;
+}
+
+// The lens's change at the last token, term by term: the units' push, b2's, and the norm's
+// rescaling of the stream already there, x · g · (1/σ_after − 1/σ_before); and the change itself,
+// read from the lens's own logits.
+outcome<lens_terms> reconcile(const transformer& model, const final_norm& norm, const std::vector<double>& g, prompt_trace& r) {
+    const std::size_t last = r.input.rows - 1;
+    const std::span<const double> x = r.input.row(last), y = r.output().row(last);
+    lens_terms t;
+    t.centred = !norm.rms;
+    t.sigma_before = norm_scale(x, norm);
+    t.sigma_after = norm_scale(y, norm);
+    t.units = r.total_score;
+    if (r.dense) {
+        if (!r.dense->layer().b2.empty()) t.bias = dot(r.dense->layer().b2, g) / t.sigma_after;
+    } else {
+        const matrix& w = r.moe->step(step_kind::weights).value;
+        for (const auto& et : r.moe->experts)
+            if (et.row_of(last) && !et.tr.layer().b2.empty())
+                t.bias += (et.shared ? 1.0 : w(last, et.expert)) * dot(et.tr.layer().b2, g) / t.sigma_after;
+    }
+    t.rescale = dot(x, g) * (1 / t.sigma_after - 1 / t.sigma_before);
+    auto before = model.logits(r.input, {last});
+    if (!before) return before.err();
+    auto after = model.logits(r.output(), {last});
+    if (!after) return after.err();
+    auto difference = [&](const matrix& z) { return z(0, r.target->id) - (r.versus ? z(0, r.versus->id) : 0.0); };
+    t.lens_change = difference(*after) - difference(*before);
+    return t;
+}
+
+// The attribution: each unit's direct push toward the predicted token at the last position, and
+// the lens's change reconciled with it.
+std::optional<error> attribute_units(const transformer& model, std::size_t top, prompt_trace& r) {
+    const checkpoint& ck = model.source();
     const std::size_t last = r.input.rows - 1;
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();
-    auto u_row = ck.tensors().read_rows(unembedding, {r.target->id});
-    if (!u_row) return u_row.err();
-    if (u_row->cols != norm->gamma.size())
-        return error{ck.origin(), unembedding, fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
-                                                           norm->gamma.size(), u_row->cols)};
-    std::vector<double> g(u_row->cols);
-    for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm->gamma[k] * (*u_row)(0, k);
+    auto g = read_direction(ck, *norm, r);
+    if (!g) return g.err();
     const double sigma = norm_scale(r.output().row(last), *norm);
     if (r.dense) {
-        attribute(*r.dense, last, g, sigma, 1.0, std::nullopt, false, r.top_units);
+        attribute(*r.dense, last, *g, sigma, 1.0, std::nullopt, false, r.top_units);
     } else {
         const matrix& w = r.moe->step(step_kind::weights).value;
         for (const auto& et : r.moe->experts)
             if (auto row = et.row_of(last))
-                attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, r.top_units);
+                attribute(et.tr, *row, *g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, r.top_units);
     }
     for (const auto& u : r.top_units) r.total_score += u.score;
+    auto terms = reconcile(model, *norm, *g, r);
+    if (!terms) return terms.err();
+    r.terms = *terms;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
     r.top_units.resize(std::min(r.top_units.size(), top));
@@ -406,7 +467,8 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         const std::vector<double> probs = softmax_row(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
-        if (auto e = attribute_units(ck, options.top, r)) return *e;
+        if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};
+        if (auto e = attribute_units(model, options.top, r)) return *e;
         r.prediction = baseline;
         if (!options.ablate.empty()) {
             r.baseline = std::move(baseline);

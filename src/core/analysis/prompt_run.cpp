@@ -6,6 +6,7 @@
 #include "base/read_file.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/locate.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/prompt.hpp"
 
@@ -71,6 +72,11 @@ outcome<prompt_trace> trace_prompt(const prompt_request& r) {
     }
     if (r.on_stage) r.on_stage(prompt_source::stage::running_model);
     prompt_options options = r.options;
+    if (r.versus) {
+        auto id = single_token(opened->tok, *r.versus, "versus");
+        if (!id) return id.err();
+        options.versus = *id;
+    }
     options.explain_tokens.clear();
     for (auto t : r.detail_tokens.empty() ? shown_indices(opened->prompt.ids.size(), r.full) : r.detail_tokens)
         if (t != gap) options.explain_tokens.push_back(t);
