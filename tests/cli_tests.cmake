@@ -864,6 +864,14 @@ cli_test("run --prompt-file that does not exist names it" 2 EMPTY "^error: .*nop
 cli_test("run --prompt --versus shows the attribution to the difference and the lens's terms" 0
   "units that wrote \" Paris\" − \" Tokyo\".*rescaling: .*the lens's change" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " Tokyo" --detail summary)
+cli_test("run --prompt --ablate-top shows the knock-out sweep as a curve" 0
+  "The knock-out sweep.* 0 none 0\\.8862 .* 5 \\+ unit 203 0\\.2276 .* 10 \\+ unit 101 0\\.0646" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 10 --detail summary)
+cli_test("run --ablate-top without a prompt is refused" 2 EMPTY "^error: --ablate-top: knocks units out of a forward pass"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --embedding 3 --ablate-top 2)
+cli_test("run --ablate-top beyond the layer's units is refused" 2 EMPTY
+  "^error: .*capitals: --ablate-top: knocks out the top 999 units, but layer 0 has 256$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 999)
 cli_test("run --versus that is not one token says how it splits" 2 EMPTY
   "^error: --versus: \" London\" is not one token: the tokenizer splits it into"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " London")

@@ -221,6 +221,36 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
     }
 }
 
+TEST_CASE("the knock-out sweep's probabilities are the reference rerun with the top k units' W2 rows zeroed") {
+    tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o{.layer = 0};
+    o.ablate_top = 4;
+    auto p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE(p);
+    REQUIRE(p->sweep_units.size() == 4);
+    REQUIRE(p->sweep.size() == 5);
+    // the sweep's units are the attribution's ranking
+    for (std::size_t k = 0; k < 4; ++k) CHECK(p->sweep_units[k].unit == p->top_units[k].unit.unit);
+    const std::size_t target = p->target->id;
+    auto& w2 = m.values.at("transformer.h.0.mlp.c_proj.weight").values;
+    for (std::size_t k = 0; k <= 4; ++k) {
+        CAPTURE(k);
+        if (k > 0)
+            for (std::size_t i = 0; i < d_model; ++i) w2[p->sweep_units[k - 1].unit * d_model + i] = 0;
+        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+        CHECK(p->sweep[k] == Approx(changed[target]).epsilon(1e-9));
+    }
+    CHECK(p->sweep[0] == Approx(p->prediction->top[0].prob).epsilon(1e-12));
+    SUBCASE("more units than the layer has is an error naming the parameter") {
+        o.ablate_top = 1000;
+        auto r = run_prompt(model, tokens_of(ids), o);
+        REQUIRE_FALSE(r);
+        CHECK(r.err().path == "ablate_top");
+    }
+}
+
 TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction or knock-out") {
     const tiny_model m = make_model("bert");
     ckpt::temp_dir dir;

@@ -119,9 +119,12 @@ struct prompt_options {
     // the unchanged layer's; the knock-out's layer N is run by the engine in a second pass.
     std::vector<unit_ref> ablate;
     std::size_t top = 10;          // tokens of the lens and the prediction, units of the readings
-    std::optional<std::size_t> versus;  // a token id: attribute to the logit difference target − versus
     // Units of a dense layer explained at arithmetic detail (explain_unit), at each of these tokens.
     std::vector<std::size_t> explain, explain_tokens;
+    std::optional<std::size_t> versus;  // a token id: attribute to the logit difference target − versus
+    // The knock-out sweep: the top 1, 2, …, K units by attribution knocked out (at every token), one
+    // run each from layer N's FFN; 0: no sweep.
+    std::size_t ablate_top = 0;
 };
 
 struct prompt_trace {
@@ -156,6 +159,10 @@ struct prompt_trace {
     std::optional<ranked_token> versus;       // the token the attribution compares `target` with
     double total_score = 0;                   // every unit's score summed: the FFN's direct push on `target`
     lens_terms terms;                         // the lens's change at the last token, reconciled
+    // The knock-out sweep: sweep_units[k] is the unit of rank k + 1 by attribution, and sweep[k]
+    // P(target) with units 0 … k − 1 of sweep_units knocked out (sweep[0]: none, the baseline).
+    std::vector<unit_ref> sweep_units;
+    std::vector<double> sweep;
     std::vector<unit_ref> ablated;
     std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after
 

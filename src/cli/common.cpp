@@ -224,7 +224,8 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
                                                                 {"prompt_file", "--prompt-file"}, {"word", "--word"},
                                                                 {"subject", "--subject"},   {"target", "--target"},
                                                                 {"samples", "--samples"},   {"noise", "--noise"},
-                                                                {"window", "--window"},     {"versus", "--versus"}};
+                                                                {"window", "--window"},     {"versus", "--versus"},
+                                                                {"ablate_top", "--ablate-top"}};
     for (const auto& [field, option] : names)
         if (paths && e.path == field) e.path = option;
     for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))

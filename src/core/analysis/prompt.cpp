@@ -231,6 +231,12 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
                                                     model.vocab_size())
                                       : fmt::format("a {} checkpoint is an encoder, with no next-token logits to compare",
                                                     ck.config().arch)};
+    const std::size_t units = ck.is_moe() ? ck.config().n_experts * ck.config().d_ff : ck.config().d_ff;
+    if (options.ablate_top > 0 && !model.has_head())
+        return error{ck.origin(), "ablate_top", fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a "
+                                                            "knock-out to change", ck.config().arch)};
+    if (options.ablate_top > units)
+        return error{ck.origin(), "ablate_top", fmt::format("knocks out the top {} units, but layer {} has {}", options.ablate_top, N, units)};
     hook_request knock_out;
     knock_out.interventions.push_back(zero_units(N, options.ablate));
     if (auto e = model.check(knock_out, n)) {
@@ -395,7 +401,7 @@ outcome<lens_terms> reconcile(const transformer& model, const final_norm& norm, 
 
 // The attribution: each unit's direct push toward the predicted token at the last position, and
 // the lens's change reconciled with it.
-std::optional<error> attribute_units(const transformer& model, std::size_t top, prompt_trace& r) {
+std::optional<error> attribute_units(const transformer& model, std::size_t top, std::size_t sweep, prompt_trace& r) {
     const checkpoint& ck = model.source();
     const std::size_t last = r.input.rows - 1;
     auto norm = final_norm_of(ck);
@@ -417,7 +423,23 @@ std::optional<error> attribute_units(const transformer& model, std::size_t top, 
     r.terms = *terms;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
+    for (std::size_t k = 0; k < std::min(sweep, r.top_units.size()); ++k) r.sweep_units.push_back(r.top_units[k].unit);
     r.top_units.resize(std::min(r.top_units.size(), top));
+    return std::nullopt;
+}
+
+// The knock-out sweep: for k = 0 … K, the pass again from layer N's resid_mid with the top k units
+// by attribution set to 0 at mlp_post for every token; P(target) at the last token.
+std::optional<error> sweep_knock_outs(const transformer& model, prompt_trace& r) {
+    const std::size_t last = r.input.rows - 1;
+    for (std::size_t k = 0; k <= r.sweep_units.size(); ++k) {
+        hook_request request;
+        request.interventions.push_back(zero_units(r.layer, {r.sweep_units.begin(), r.sweep_units.begin() + static_cast<long>(k)}));
+        request.head_rows = {last};
+        auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+        if (!run) return run.err();
+        r.sweep.push_back(softmax_row(run->logits.row(0))[r.target->id]);
+    }
     return std::nullopt;
 }
 
@@ -468,7 +490,9 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
         if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};
-        if (auto e = attribute_units(model, options.top, r)) return *e;
+        if (auto e = attribute_units(model, options.top, options.ablate_top, r)) return *e;
+        if (options.ablate_top > 0)
+            if (auto e = sweep_knock_outs(model, r)) return *e;
         r.prediction = baseline;
         if (!options.ablate.empty()) {
             r.baseline = std::move(baseline);

@@ -4,6 +4,7 @@
 #include "ffn_trace/render_prompt.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,12 @@ namespace ffn_trace {
 namespace detail {
 namespace {
 
+std::string repeat(std::string_view s, std::size_t n) {
+    std::string out;
+    for (std::size_t k = 0; k < n; ++k) out += s;
+    return out;
+}
+
 class prompt_builder {
 public:
     prompt_builder(const prompt_trace& p, const text_options& options, bool html) : p_(p), opt_(options), html_(html) {}
@@ -34,6 +41,7 @@ public:
         lens();
         prediction(p_.baseline ? *p_.baseline : *p_.prediction);
         units();
+        sweep();
         knock_out();
     }
 
@@ -255,6 +263,26 @@ private:
         add(std::move(b));
     }
 
+    // The knock-out sweep as a curve: P(target) as more of the top units are knocked out.
+    void sweep() {
+        if (p_.sweep.empty()) return;
+        const std::string t = quote(p_.target->token);
+        title("The knock-out sweep");
+        paragraph(fmt::format("The top 1, 2, …, {} units by the push above knocked out together (set to 0 for every "
+                              "token), the model run again from {}'s FFN each time: P({}) at the last token. A fact "
+                              "written by a few units falls at once; one spread over many falls slowly.",
+                              p_.sweep_units.size(), layer_name(), t));
+        block b{block_kind::lines};
+        const std::size_t room = opt_.width > 40 ? opt_.width - 40 : 10;
+        for (std::size_t k = 0; k < p_.sweep.size(); ++k) {
+            const std::string unit = k == 0 ? "none" : "+ " + unit_name(p_.sweep_units[k - 1]);
+            const auto filled = static_cast<std::size_t>(std::lround(p_.sweep[k] * static_cast<double>(room)));
+            b.lines.push_back(fmt::format("{:>4}  {:<22} {}  {}", k, unit, num(p_.sweep[k]),
+                                          repeat(opt_.ascii ? "#" : "█", filled)));
+        }
+        add(std::move(b));
+    }
+
     void knock_out() {
         if (p_.ablated.empty()) return;
         title("The knock-out");
@@ -379,6 +407,11 @@ std::string render_prompt_json(const prompt_trace& p) {
                                               {"bias", p.terms.bias}, {"rescale", p.terms.rescale},
                                               {"sigma_before", p.terms.sigma_before}, {"sigma_after", p.terms.sigma_after}}}};
         if (p.versus) out["attribution"]["versus"] = {{"id", p.versus->id}, {"token", p.versus->token}};
+    }
+    if (!p.sweep.empty()) {
+        json units = json::array();
+        for (const auto& u : p.sweep_units) units.push_back(unit_json(u));
+        out["sweep"] = {{"target", {{"id", p.target->id}, {"token", p.target->token}}}, {"units", std::move(units)}, {"prob", p.sweep}};
     }
     if (!p.ablated.empty()) {
         json ablated = json::array();
