@@ -609,9 +609,11 @@ class Reference:
         return math.sqrt(row.var(unbiased=False).item() + self.eps)
 
     def unit_scores(self, n, mid_row, out_row, t):
-        """score_j = a_j · (W2[j] · (γ_f ⊙ U[t])) / σ, σ of ln_f at the stream leaving layer n's FFN."""
+        """score_j = a_j · (W2[j] · g) / σ, g = γ_f ⊙ U[t] less its mean (ln_f's centring), σ of ln_f at the
+        stream leaving layer n's FFN."""
         a = self.activations(n, mid_row[None, :])[0]
-        direction = self.w[f"h.{n}.mlp.c_proj.weight"] @ (self.w["ln_f.weight"] * self.w["wte.weight"][t])
+        g = self.w["ln_f.weight"] * self.w["wte.weight"][t]
+        direction = self.w[f"h.{n}.mlp.c_proj.weight"] @ (g - g.mean())
         return a * direction / self.sigma(out_row)
 
 
@@ -680,7 +682,7 @@ def reference_json(ref, tok, fact_layer, prompts, name="capitals",
                 "output": "the stream leaving layer N's FFN sublayer, tokens × n_embd",
                 "prediction": "top 10 next tokens at the last position: id, logit, softmax probability",
                 "lens": "logit lens at layer N for each token: ln_f and the unembedding applied to the stream before and after the FFN sublayer, top 5 ids with logits",
-                "top_units": "the 5 units of layer N with the largest score_j = a_j (W2[j] · (γ_f ⊙ U[t])) / σ at the last position, t = the predicted token, σ = √(var + eps) of ln_f at the stream leaving layer N's FFN; largest first",
+                "top_units": "the 5 units of layer N with the largest score_j = a_j (W2[j] · g) / σ, g = γ_f ⊙ U[t] less its mean, at the last position, t = the predicted token, σ = √(var + eps) of ln_f at the stream leaving layer N's FFN; largest first",
                 "ablated_prediction": "top 10 at the last position after setting those 5 units' activations (gelu output) to 0 in layer N for every token and finishing the forward pass",
             },
             "text": text,

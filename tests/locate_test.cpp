@@ -216,7 +216,7 @@ TEST_CASE("the subject is the tokens its text overlaps, first place it occurs, a
     auto refused = [&](const char* s) {
         auto r = find_subject(p, s);
         REQUIRE_FALSE(r);
-        CHECK(r.err().path == "--subject");
+        CHECK(r.err().path == "subject");
         return r.err().message;
     };
     CHECK(refused("france") == "\"france\" is not in the prompt \"The capital of France is\"; it has \"France\": the case differs");
@@ -245,7 +245,7 @@ TEST_CASE("a target is one token: the vocabulary's, or the tokenizer's when it m
     CHECK(tok->display(*paris) == " Paris");
     auto bare = single_token(*tok, "Paris");
     REQUIRE_FALSE(bare);
-    CHECK(bare.err().path == "--target");
+    CHECK(bare.err().path == "target");
     CHECK(bare.err().message == "\"Paris\" is not one token, but \" Paris\" is (id " + std::to_string(*paris) +
                                     "): give it with its leading space");
     auto two = single_token(*tok, " Parisian");
@@ -254,7 +254,7 @@ TEST_CASE("a target is one token: the vocabulary's, or the tokenizer's when it m
     CHECK_FALSE(single_token(*tok, ""));
 }
 
-TEST_CASE("bad options, an encoder, a prompt too long and a target outside the vocabulary are errors naming the option") {
+TEST_CASE("bad options, an encoder, a prompt too long and a target outside the vocabulary are errors naming the parameter") {
     const tiny_model m = make_model("gpt2");
     ckpt::temp_dir dir;
     const transformer model = open_model(m.write(dir));
@@ -263,14 +263,14 @@ TEST_CASE("bad options, an encoder, a prompt too long and a target outside the v
         REQUIRE_FALSE(r);
         return r.err();
     };
-    CHECK(refused({.subject = "t4", .samples = 0}).path == "--samples");
+    CHECK(refused({.subject = "t4", .samples = 0}).path == "samples");
     CHECK(refused({.subject = "t4", .noise = -0.5}).message == "the noise's scale ν is a size: expected 0 or more, got -0.5");
-    CHECK(refused({.subject = "t4", .noise = std::nan("")}).path == "--noise");
+    CHECK(refused({.subject = "t4", .noise = std::nan("")}).path == "noise");
     CHECK(refused({.subject = "t4", .noise = HUGE_VAL}).message == "expected a finite number, got inf");
-    CHECK(refused({.subject = "t4", .window = 0}).path == "--window");
-    CHECK(refused({.subject = "t9"}).path == "--subject");
+    CHECK(refused({.subject = "t4", .window = 0}).path == "window");
+    CHECK(refused({.subject = "t9"}).path == "subject");
     CHECK(refused({.subject = "t4", .target = test::tiny::vocab}).message == "token id 11 is out of range: the vocabulary has 11 tokens (0 to 10)");
-    CHECK(refused({.subject = "t4"}, {3, 1, 4, 1, 5, 9, 2, 6, 5}).path == "--prompt");  // 9 tokens, 8 positions
+    CHECK(refused({.subject = "t4"}, {3, 1, 4, 1, 5, 9, 2, 6, 5}).path == "prompt");  // 9 tokens, 8 positions
     const tiny_model bert = make_model("bert");
     ckpt::temp_dir bert_dir;
     const transformer encoder = open_model(bert.write(bert_dir));

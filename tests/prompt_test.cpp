@@ -130,7 +130,7 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
         }
         for (std::size_t k = 1; k < p.prediction->top.size(); ++k) CHECK(p.prediction->top[k - 1].logit >= p.prediction->top[k].logit);
     }
-    SUBCASE("the units are ranked by a · (W2[j] · (γ_f ⊙ U[t])) / σ, computed here from the tensors") {
+    SUBCASE("the units are ranked by a · ((W2[j] − mean W2[j]) · (γ_f ⊙ U[t])) / σ, computed here from the tensors") {
         const std::size_t target = argmax(want.logits[4]);
         REQUIRE(p.target);
         CHECK(p.target->id == target);
@@ -146,11 +146,14 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
         const auto& gamma = ref::get(m.values, "transformer.ln_f.weight").values;
         const auto& wte = ref::get(m.values, "transformer.wte.weight").values;
         const auto& w2 = ref::get(m.values, "transformer.h.1.mlp.c_proj.weight").values;  // (d_ff, d_model)
+        // the final LayerNorm as linear at y, its centring included: W2[j] less its mean, then · (γ_f ⊙ U[t])
         ref::vec score(d_ff);
         double total = 0;
         for (std::size_t j = 0; j < d_ff; ++j) {
+            double row_mean = 0;
+            for (std::size_t k = 0; k < d_model; ++k) row_mean += w2[j * d_model + k] / d_model;
             double dot = 0;
-            for (std::size_t k = 0; k < d_model; ++k) dot += w2[j * d_model + k] * gamma[k] * wte[target * d_model + k];
+            for (std::size_t k = 0; k < d_model; ++k) dot += (w2[j * d_model + k] - row_mean) * gamma[k] * wte[target * d_model + k];
             total += score[j] = a[j] * dot / sigma;
         }
         REQUIRE(p.top_units.size() == 10);
@@ -215,6 +218,36 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
             CHECK(u.weight > 0);
             CHECK(u.weight <= 1);
         }
+    }
+}
+
+TEST_CASE("the knock-out sweep's probabilities are the reference rerun with the top k units' W2 rows zeroed") {
+    tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o{.layer = 0};
+    o.ablate_top = 4;
+    auto p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE(p);
+    REQUIRE(p->sweep_units.size() == 4);
+    REQUIRE(p->sweep.size() == 5);
+    // the sweep's units are the attribution's ranking
+    for (std::size_t k = 0; k < 4; ++k) CHECK(p->sweep_units[k].unit == p->top_units[k].unit.unit);
+    const std::size_t target = p->target->id;
+    auto& w2 = m.values.at("transformer.h.0.mlp.c_proj.weight").values;
+    for (std::size_t k = 0; k <= 4; ++k) {
+        CAPTURE(k);
+        if (k > 0)
+            for (std::size_t i = 0; i < d_model; ++i) w2[p->sweep_units[k - 1].unit * d_model + i] = 0;
+        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+        CHECK(p->sweep[k] == Approx(changed[target]).epsilon(1e-9));
+    }
+    CHECK(p->sweep[0] == Approx(p->prediction->top[0].prob).epsilon(1e-12));
+    SUBCASE("more units than the layer has is an error naming the parameter") {
+        o.ablate_top = 1000;
+        auto r = run_prompt(model, tokens_of(ids), o);
+        REQUIRE_FALSE(r);
+        CHECK(r.err().path == "ablate_top");
     }
 }
 

@@ -43,7 +43,7 @@ struct layer_span {
 layer_span restore_window(std::size_t layer, std::size_t window, std::size_t n_layers);
 
 // The prompt's tokens whose text overlaps the first place `subject` occurs in the tokens' text
-// joined (as ROME's find_token_range). Errors, on "--subject": an empty subject; one that is not
+// joined (as ROME's find_token_range). Errors, on "subject": an empty subject; one that is not
 // there (saying when it is there with other case, or without the spaces around it); one that
 // covers the whole prompt.
 outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std::string_view subject);
@@ -52,7 +52,7 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
 // or what the tokenizer makes of the text when that is one token, the special tokens it adds to
 // every text left out. An error on `option` says how the tokenizer splits it otherwise.
 outcome<std::size_t> single_token(const tokenizer& tok, const std::string& text,
-                                  const std::string& option = "--target");
+                                  const std::string& option = "target");
 
 struct locate_options {
     std::string subject = {};
@@ -109,10 +109,19 @@ struct locate_trace {
 };
 
 // Causal tracing of the prompt: a clean run, `samples` corrupted runs, and for each kind of
-// restore, layer and token the corrupted runs again from the first layer the restore changes (the
-// corrupted streams before it are kept from the corrupted runs). Errors: an encoder (BERT), no
+// restore, layer and token the corrupted runs again (transformer::run_from) from the first block
+// the restore changes (the corrupted streams before it are kept from the corrupted runs). Errors: an encoder (BERT), no
 // subject in the prompt, samples 0, a negative or not finite noise, window 0, a target id
 // outside the vocabulary.
 outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, const locate_options& options);
+
+// What `locate --checkpoint DIR --prompt TEXT --subject TEXT` does, as one call: the prompt and
+// model opened (open_prompt), the target's text made one token, causal tracing. Errors name the
+// fields ("prompt", "prompt_file", "subject", "target", "samples", "noise", "window").
+struct locate_request : prompt_source {
+    locate_options options;             // its target is filled from `target` when that is given
+    std::optional<std::string> target;  // the token's text, such as " Paris"
+};
+outcome<locate_trace> trace_locate(const locate_request& request);
 
 }  // namespace ffn_trace

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
@@ -76,11 +77,13 @@ struct next_token {
     std::vector<ranked_token> top;  // largest logit first
 };
 
-// A unit's direct logit attribution toward a token t at the last position:
-//   score = w · a · (W2[j] · (γ_f ⊙ U[t])) / σ
+// A unit's direct logit attribution toward a token t at the last position, the final norm taken as
+// linear at the stream y leaving layer N's FFN there (as TransformerLens's apply_ln_to_stack):
+//   score = w · a · (W2[j] · g) / σ,   g = γ_f ⊙ U[t], less its mean for a LayerNorm
 // a the value the unit fed to W2, w its expert's routing weight (1 for a dense layer or a shared
-// expert), W2[j] its value vector, γ_f the final norm's weight, U[t] t's unembedding row, and σ the
-// final norm's √(var + eps) (RMSNorm: √(mean(x²) + eps)) of the stream leaving layer N's FFN there.
+// expert), W2[j] its value vector, γ_f the final norm's weight, U[t] t's unembedding row (U[t] −
+// U[v] toward the difference t − v with `versus`), and σ the final norm's √(var + eps) at y
+// (RMSNorm: √(mean(y²) + eps)). Subtracting ḡ is the LayerNorm's centring: (c − c̄) · g = c · (g − ḡ).
 struct unit_attribution {
     unit_ref unit;
     bool shared = false;  // unit.expert names a shared expert
@@ -94,6 +97,19 @@ struct unit_attribution {
 // Every unit's attribution (score as above, weight 1) toward `token` at `position` of a dense
 // layer's trace, in unit order; σ from the trace's output there.
 outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token);
+
+// The logit lens's change at the last token through layer N's FFN (of the target's logit, or of
+// target − versus), term by term: y = x + Σ_j w a_j W2[j] + b2, so with g as above
+//   lens_change = units + bias + rescale
+//   units   = Σ_j score_j                  every unit's direct push
+//   bias    = b2 · g / σ_after             (an MoE: each routed expert's b2 by its weight)
+//   rescale = x · g · (1/σ_after − 1/σ_before)   the norm's rescaling of the stream already there
+// lens_change is read off the lens's own logits, so the sum checks the terms.
+struct lens_terms {
+    double lens_change = 0, units = 0, bias = 0, rescale = 0;
+    double sigma_before = 0, sigma_after = 0;
+    bool centred = true;  // a LayerNorm (g less its mean); false: an RMSNorm
+};
 
 // A token's probability, and its logit, before and after the knock-out.
 struct probability_change {
@@ -111,6 +127,10 @@ struct prompt_options {
     std::size_t top = 10;          // tokens of the lens and the prediction, units of the readings
     // Units of a dense layer explained at arithmetic detail (explain_unit), at each of these tokens.
     std::vector<std::size_t> explain, explain_tokens;
+    std::optional<std::size_t> versus;  // a token id: attribute to the logit difference target − versus
+    // The knock-out sweep: the top 1, 2, …, K units by attribution knocked out (at every token), one
+    // run each from layer N's FFN; 0: no sweep.
+    std::size_t ablate_top = 0;
 };
 
 struct prompt_trace {
@@ -143,7 +163,13 @@ struct prompt_trace {
     std::optional<ranked_token> target;     // the unchanged model's next token at the last position
     // toward `target`, largest score first; then each unit explained (`explain`) not among them
     std::vector<unit_attribution> top_units;
+    std::optional<ranked_token> versus;       // the token the attribution compares `target` with
     double total_score = 0;                   // every unit's score summed: the FFN's direct push on `target`
+    lens_terms terms;                         // the lens's change at the last token, reconciled
+    // The knock-out sweep: sweep_units[k] is the unit of rank k + 1 by attribution, and sweep[k]
+    // P(target) with units 0 … k − 1 of sweep_units knocked out (sweep[0]: none, the baseline).
+    std::vector<unit_ref> sweep_units;
+    std::vector<double> sweep;
     std::vector<unit_ref> ablated;
     std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after
 
@@ -156,22 +182,39 @@ struct prompt_trace {
 // Errors: an empty prompt, one longer than the position table, a layer or unit out of range.
 outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options);
 
-// Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
-// --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
-// "prompt_file"; a message may name "max_elements").
-struct prompt_request {
+// Where a prompt and the model it runs through come from: the part of a request that trace_prompt
+// and trace_locate share. Errors name these fields ("prompt", "prompt_file").
+struct prompt_source {
     std::string checkpoint;  // a directory (config.json, safetensors, the tokenizer), a file or an index
     std::string arch;        // when there is no config.json
     std::string text;        // the prompt, unless `file` is given
     std::string file;        // the file the prompt is read from ("-": standard input)
     std::size_t max_file_size = 0;  // the prompt file's largest size
+    // Told when the run moves on, for a caller that names what it was doing when memory ran out.
+    enum class stage { reading_checkpoint, running_model };
+    std::function<void(stage)> on_stage;
+    // A model the caller cannot use, refused as soon as the checkpoint is open (before its tokenizer).
+    std::function<std::optional<error>(const ffn_trace::checkpoint&)> refuse;
+};
+
+// The prompt read (or its file) and tokenized, the checkpoint opened with the tokenizer beside it
+// and its forward pass, the prompt's length checked against the model's positions.
+struct opened_prompt {
+    transformer model;
+    prompt_tokens prompt;
+    tokenizer tok;
+};
+outcome<opened_prompt> open_prompt(const prompt_source& source);
+
+// Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
+// --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
+// "prompt_file"; a message may name "max_elements").
+struct prompt_request : prompt_source {
     std::size_t max_elements = 0;   // the most numbers layer N's trace may hold
     prompt_options options;         // explain_tokens is filled from the two below
     std::vector<std::size_t> detail_tokens;  // the tokens a unit is explained at; empty: those a walkthrough shows
     bool full = false;                       // … all of them
-    // Told when the run moves on, for a caller that names what it was doing when memory ran out.
-    enum class stage { reading_checkpoint, running_model };
-    std::function<void(stage)> on_stage;
+    std::optional<std::string> versus;       // the text of one token: options.versus is filled from it
 };
 // Reads the prompt (or its file), opens the checkpoint, its tokenizer and forward pass, tokenizes
 // the prompt and runs it (run_prompt): one result with its readings.

@@ -64,6 +64,9 @@ private:
 // A checkpoint directory's tokenizer: tokenizer.json, else vocab.json + merges.txt; an error
 // names what is missing.
 outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir);
+// The directory a checkpoint's tokenizer is looked for in: the checkpoint's own, or the one
+// holding its file.
+std::string tokenizer_dir(const std::string& checkpoint_path);
 // The tokenizer beside a checkpoint (its directory, or the directory of its file), or nothing when
 // that directory has neither tokenizer.json nor vocab.json.
 outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path);

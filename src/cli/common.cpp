@@ -227,7 +227,8 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
     // file has members called "layer" and "activation": those two name the option only where
     // the caller says the path is a parameter's.
     static const char* const names[] = {"layer", "activation", "ablate", "unit", "prompt", "prompt_file", "word", "from",
-                                        "to",    "step",       "plot",   "gated", "top_k", "lr",          "at"};
+                                        "to",    "step",       "plot",   "gated", "top_k", "lr",          "at",
+                                        "subject", "target", "samples", "noise", "window", "versus", "ablate_top"};
     for (const char* field : names)
         if (e.path == field && (paths || (e.path != "layer" && e.path != "activation"))) {
             e.path = "--" + e.path;

@@ -2,17 +2,12 @@
 // model the prompt's next token is recalled (ROME's calculate_hidden_flow).
 #include "locate.hpp"
 
-#include <filesystem>
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/engine.hpp"
 #include "ffn_trace/locate.hpp"
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/render_locate.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/transformer.hpp"
 
 namespace cli {
 
@@ -60,62 +55,28 @@ void setup_locate(CLI::App& app, int& status) {
     sub->callback([o, &status] { status = run_locate(*o); });
 }
 
-namespace {
-
-// The directory the tokenizer is looked for in: the checkpoint's, or the one holding its file.
-std::string checkpoint_dir(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
-    const auto parent = std::filesystem::path(path).parent_path();
-    return parent.empty() ? "." : parent.string();
-}
-
-}  // namespace
-
 int run_locate(const locate_options& o) {
     using namespace ffn_trace;
     prepare_matrix_library();
     if (!o.prompt && o.prompt_file.empty()) return report({"", "", "give the prompt with --prompt TEXT or --prompt-file FILE"});
-    const std::string option = o.prompt_file.empty() ? "--prompt" : "--prompt-file";
-    std::string text = o.prompt.value_or("");
-    if (!o.prompt_file.empty()) {
-        auto read = read_prompt_file(o.prompt_file, load_options{}.max_file_size);
-        if (!read) return report(read.err());
-        text = std::move(*read);
-    }
-    if (text.empty())
-        return report({o.prompt_file, option, "the prompt is empty; give some text to run through the model"});
-    ffn_trace::locate_options lo;
-    lo.subject = o.subject;
-    lo.samples = o.samples;
-    lo.seed = o.seed;
-    lo.noise = o.noise;
-    lo.window = o.window;
-    // The options that need no model are refused before it is read.
-    if (auto refused = locate_options_error(lo)) return report(*refused);
-
-    set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
-    auto ck = checkpoint::open(o.checkpoint, o.arch);
-    if (!ck) return report(ck.err());
-    if (auto e = locate_model_error(*ck)) return report(*e);
-    auto tok = open_tokenizer(checkpoint_dir(o.checkpoint));
-    if (!tok) return report(tok.err());
-    auto prompt = tokenize_prompt(*tok, std::move(text), option);
-    if (!prompt) {
-        if (prompt.err().file.empty()) prompt.err().file = o.prompt_file;
-        return report(prompt.err());
-    }
-    if (o.target) {
-        auto id = single_token(*tok, *o.target);
-        if (!id) return report(id.err());
-        lo.target = *id;
-    }
-    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    if (!model) return report(model.err());
-
-    set_activity({"tracing the model", "--samples, or use a shorter prompt"});
-    auto located = ffn_trace::locate(*model, std::move(*prompt), lo);
-    if (!located) return report(located.err());
+    locate_request r;
+    r.checkpoint = o.checkpoint;
+    r.arch = o.arch;
+    r.text = o.prompt.value_or("");
+    r.file = o.prompt_file;
+    r.max_file_size = load_options{}.max_file_size;
+    r.target = o.target;
+    r.options.subject = o.subject;
+    r.options.samples = o.samples;
+    r.options.seed = o.seed;
+    r.options.noise = o.noise;
+    r.options.window = o.window;
+    r.on_stage = [](prompt_source::stage s) {
+        if (s == prompt_source::stage::reading_checkpoint) set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
+        else set_activity({"tracing the model", "--samples, or use a shorter prompt"});
+    };
+    auto located = trace_locate(r);
+    if (!located) return report(with_option_names(located.err()));
     set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
     if (o.format == "json") {
         print_json(render_locate_json(*located), o.ascii);

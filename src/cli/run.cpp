@@ -63,6 +63,15 @@ void setup_run(CLI::App& app, int& status) {
         ->delimiter(',')
         ->type_name("UNITS")
         ->needs(checkpoint);
+    sub->add_option("--ablate-top", c.ablate_top, "With a prompt: knock out the top 1, 2, …, K units by attribution, one "
+                                                  "run each, and show the predicted token's probability as a curve")
+        ->check(whole_number(1, 100000))
+        ->type_name("K")
+        ->needs(checkpoint);
+    sub->add_option("--versus", c.versus, "With a prompt: attribute each unit to the logit difference of the predicted "
+                                          "token minus this one (\" London\"), instead of the predicted token's logit")
+        ->type_name("TOKEN")
+        ->needs(checkpoint);
     input->excludes(embedding)->excludes(words)->excludes(prompt)->excludes(prompt_file);
     embedding->excludes(words)->excludes(prompt)->excludes(prompt_file);
     words->excludes(prompt)->excludes(prompt_file);
@@ -92,6 +101,10 @@ int run_run(const run_options& options) {
         return report(e);
     }
     const checkpoint_flags& c = options.checkpoint;
+    if (c.ablate_top > 0 && !c.prompt && c.prompt_file.empty())
+        return report({"", "--ablate-top", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
+    if (c.versus && !c.prompt && c.prompt_file.empty())
+        return report({"", "--versus", "compares two tokens' logits at a prompt's last token: give --prompt or --prompt-file too"});
     if (!c.ablate.empty() && !c.prompt && c.prompt_file.empty())
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
     if (c.prompt || !c.prompt_file.empty()) return run_checkpoint_prompt(options);

@@ -21,6 +21,8 @@ struct checkpoint_flags {
     std::optional<std::string> prompt;  // text run through the model up to the layer
     std::string prompt_file;            // the same, read from a file
     std::vector<std::string> ablate;    // units knocked out: "J" or "E:J", one each
+    std::optional<std::string> versus;  // the attribution toward target − versus
+    std::size_t ablate_top = 0;         // the knock-out sweep: the top 1 … K units
 };
 
 struct run_options {

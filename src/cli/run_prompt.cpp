@@ -27,6 +27,8 @@ int run_checkpoint_prompt(const run_options& o) {
     r.options.layer = f.layer;
     r.options.top = o.top;
     r.options.explain = o.units;
+    r.versus = f.versus;
+    r.options.ablate_top = f.ablate_top;
     const auto text_opts = walkthrough_options(o.walkthrough);
     r.detail_tokens = text_opts.tokens;
     r.full = text_opts.full;

@@ -4,7 +4,7 @@
 For each layer and seed the tool's JSON gives the prompt's token ids, the token it predicts and
 its questions; this script reads the safetensors itself, runs the model its own way (Hugging
 Face's GPT-2 as the specification) and works every answer out again: a unit's score and its
-GELU, a unit's direct push a · (W2[j] · (γ ⊙ U)) / σ, the unit that pushes most, the token a
+GELU, a unit's direct push a · (W2[j] · g) / σ (g = γ ⊙ U less its mean), the unit that pushes most, the token a
 value vector promotes most (W2[j] · Eᵀ), the probability with units knocked out (the model run
 again with their activations 0 at every token) and the layer whose FFN pushes most.
 
@@ -81,10 +81,12 @@ def run(ids, knocked=None):
 
 
 def pushes(state, l, target):
-    """Every unit's a · (W2[j] · (γ ⊙ U)) / σ at the last token, σ of the stream leaving layer l's FFN."""
+    """Every unit's a · (W2[j] · g) / σ (g = γ ⊙ U less its mean) at the last token, σ of the stream leaving layer l's FFN."""
     last = state["post"][-1]
     sigma = math.sqrt(((last - last.mean()) ** 2).mean() + eps)
-    dots = w[f"h.{l}.mlp.c_proj.weight"] @ (w["ln_f.weight"] * E[target])
+    g = w["ln_f.weight"] * E[target]
+    g = g - g.mean()  # the final LayerNorm centres what it reads: a write c counts as (c − c̄) · g
+    dots = w[f"h.{l}.mlp.c_proj.weight"] @ g
     return state["act"][-1] * dots / sigma, dots, sigma
 
 
@@ -119,7 +121,7 @@ def check(layer, seed):
         elif k == "push":
             close(where, q["answer"], push[units[0]])
             close(where + " a", float(q["given"][0].split(" = ")[1].split()[0]), round(states[layer]["act"][-1, units[0]], 4), 0)
-            close(where + " W2[j] · (γ ⊙ U)", float(q["given"][1].split(" = ")[1]), round(dots[units[0]], 4), 0)
+            close(where + " W2[j] · g", float(q["given"][1].split(" = ")[1]), round(dots[units[0]], 4), 0)
             close(where + " σ", float(q["given"][2].split(" = ")[1]), round(sigma, 4), 0)
         elif k == "top-unit":
             close(where, q["answer"], int(np.argmax(push)), 0)

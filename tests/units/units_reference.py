@@ -227,6 +227,9 @@ tree = ast.parse(open(locate_script, encoding="utf-8").read())
 defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
 ref = {"np": np, "json": json, "math": math, "os": os, "struct": struct,
        "work": work, "tokenizers": os.path.join(here, "..", "inputs", "tokenizers")}
+sys.path.insert(0, os.path.join(here, "..", "locate"))
+import reference_model  # noqa: E402  (the model the definitions call)
+ref.update({k: v for k, v in vars(reference_model).items() if not k.startswith("_")})
 exec(compile(ast.Module(defs, []), locate_script, "exec"), ref)
 moe_dir = ref["tiny"]("mixtral", 11)
 m = ref["model"](moe_dir)

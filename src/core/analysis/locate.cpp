@@ -1,6 +1,8 @@
-// Causal tracing (see locate.hpp): the clean run, the corrupted runs, and each restore run again
-// from the first layer it changes, on the transformer's sublayers (a block returns x + sublayer(x),
-// so a sublayer's output is the difference).
+// Causal tracing (see locate.hpp): the clean run, the corrupted runs, and each restore, all through
+// the forward pass's hook points: the clean run keeps every block's attn_out, mlp_out and
+// resid_post; each corrupted run its resid_pre and resid_mid; and a restore starts, with run_from,
+// from the corrupted stream at the first block it changes, the clean row put back there and at the
+// window's later blocks by replace_rows interventions.
 #include "ffn_trace/locate.hpp"
 
 #include <algorithm>
@@ -137,115 +139,131 @@ outcome<spread> embedding_spread(const checkpoint& ck, const std::string& name) 
     return spread{std::sqrt(m2 / static_cast<double>(n)), n};
 }
 
-// The clean run's sublayer outputs and streams, per layer: what a restore puts back.
+// The clean run's states, per layer: what a restore puts back.
 struct clean_run {
-    std::vector<matrix> attn, mlp, state;  // attn(norm(x)), ffn(norm(a)), the stream leaving the block
-    matrix final;
+    std::vector<matrix> attn, mlp, state;  // attn_out, mlp_out and resid_post of each block
+    matrix embedded;                       // x0, which the corrupted runs add their noise to
+    std::vector<double> logits;            // at the last token
 };
 
-// The S corrupted runs' streams, stacked: sample k's tokens are rows k·T … k·T + T − 1.
-// entering[l] enters block l (entering[L] leaves the last block); mid[l] leaves block l's
-// attention sublayer. Attention runs on each sample alone; the FFN is position-wise and the
-// logits are per row, so they run on all the samples' rows at once, the weights read once.
+// The S corrupted runs' streams, per sample: entering[k][l] is sample k's resid_pre of block l
+// (entering[k][L] leaves the last block), mid[k][l] its resid_mid.
 struct corrupted_runs {
-    std::size_t samples = 0, tokens = 0;
-    std::vector<matrix> entering, mid;
+    std::vector<std::vector<matrix>> entering, mid;
 };
 
-matrix minus(const matrix& a, const matrix& b) {
-    matrix d(a.rows, a.cols);
-    for (std::size_t k = 0; k < d.data.size(); ++k) d.data[k] = a.data[k] - b.data[k];
-    return d;
-}
-
-void set_row(matrix& x, std::size_t t, std::span<const double> v) { std::copy(v.begin(), v.end(), x.row(t).begin()); }
-
-// x[t] + d[u] into row t of `into`.
-void set_sum(matrix& into, std::size_t t, const matrix& x, const matrix& d, std::size_t u) {
-    for (std::size_t i = 0; i < into.cols; ++i) into(t, i) = x(t, i) + d(u, i);
-}
-
-// Block l's attention sublayer, x + attn(norm(x)), on each sample of the stacked stream alone.
-outcome<matrix> attention_each(const transformer& model, std::size_t l, const matrix& x, std::size_t samples, std::size_t tokens) {
-    matrix out(x.rows, x.cols);
-    for (std::size_t k = 0; k < samples; ++k) {
-        matrix one(tokens, x.cols);
-        std::copy_n(x.data.begin() + static_cast<long>(k * tokens * x.cols), tokens * x.cols, one.data.begin());
-        auto a = model.attention_block(l, one);
-        if (!a) return a.err();
-        std::copy(a->data.begin(), a->data.end(), out.data.begin() + static_cast<long>(k * tokens * x.cols));
-    }
-    return out;
-}
-
-// The mean over the samples of P(target) at each one's last token.
-outcome<double> mean_probability(const transformer& model, const matrix& x, std::size_t samples, std::size_t tokens,
-                                 std::size_t target) {
-    std::vector<std::size_t> last;
-    for (std::size_t k = 0; k < samples; ++k) last.push_back(k * tokens + tokens - 1);
-    auto z = model.logits(x, last);
-    if (!z) return z.err();
+// The mean over the samples of P(target) at the last token.
+double mean_of(const std::vector<double>& p) {
     double sum = 0;
-    for (std::size_t k = 0; k < samples; ++k) sum += softmax_at(z->row(k), target);
-    return sum / static_cast<double>(samples);
+    for (double v : p) sum += v;
+    return sum / static_cast<double>(p.size());
 }
 
-// The corrupted runs again with `what` restored at token t in each layer of `span`, from block
-// span.begin on; the mean P(target). Block span.begin's sublayers read the corrupted stream, so
-// what they give before the restore is the corrupted runs' own: taken from `runs`.
+outcome<clean_run> run_clean(const transformer& model, const prompt_tokens& prompt) {
+    const std::size_t L = model.n_layers(), T = prompt.ids.size();
+    hook_request request;
+    request.cache.push_back({hook_point::embed, 0});
+    for (std::size_t l = 0; l < L; ++l)
+        for (hook_point p : {hook_point::attn_out, hook_point::mlp_out, hook_point::resid_post}) request.cache.push_back({p, l});
+    request.head_rows = {T - 1};
+    auto run = model.run_with_hooks(prompt.ids, request);
+    if (!run) return run.err();
+    clean_run clean;
+    clean.embedded = *run->cache.find({hook_point::embed, 0});
+    for (std::size_t l = 0; l < L; ++l) {
+        clean.attn.push_back(*run->cache.find({hook_point::attn_out, l}));
+        clean.mlp.push_back(*run->cache.find({hook_point::mlp_out, l}));
+        clean.state.push_back(*run->cache.find({hook_point::resid_post, l}));
+    }
+    clean.logits.assign(run->logits.row(0).begin(), run->logits.row(0).end());
+    return clean;
+}
+
+// The corrupted runs from x0 with ν·ε on the subject's rows, every block's resid_pre and resid_mid
+// kept: the restores start from them. Returns each sample's P(target).
+outcome<std::vector<double>> run_corrupted(const transformer& model, const clean_run& clean, const locate_trace& r,
+                                           corrupted_runs& runs) {
+    const std::size_t L = model.n_layers(), T = clean.embedded.rows;
+    hook_request request;
+    for (std::size_t l = 0; l < L; ++l) {
+        request.cache.push_back({hook_point::resid_pre, l});
+        request.cache.push_back({hook_point::resid_mid, l});
+    }
+    request.head_rows = {T - 1};
+    std::vector<double> p;
+    for (const matrix& eps : r.epsilon) {
+        matrix x = clean.embedded;
+        for (std::size_t j = 0; j < r.subject_positions.size(); ++j)
+            for (std::size_t i = 0; i < x.cols; ++i) x(r.subject_positions[j], i) += r.scale * eps(j, i);
+        auto run = model.run_from({hook_point::resid_pre, 0}, std::move(x), request);
+        if (!run) return run.err();
+        std::vector<matrix> entering, mid;
+        for (std::size_t l = 0; l < L; ++l) {
+            entering.push_back(*run->cache.find({hook_point::resid_pre, l}));
+            mid.push_back(*run->cache.find({hook_point::resid_mid, l}));
+        }
+        entering.push_back(std::move(run->stream));
+        runs.entering.push_back(std::move(entering));
+        runs.mid.push_back(std::move(mid));
+        p.push_back(softmax_at(run->logits.row(0), r.target_id));
+    }
+    return p;
+}
+
+// The point a restore writes in each block, and the clean values it writes there.
+hook_point restored_point(restored what) {
+    return what == restored::state ? hook_point::resid_post : what == restored::mlp ? hook_point::mlp_out : hook_point::attn_out;
+}
+const std::vector<matrix>& clean_values(const clean_run& clean, restored what) {
+    return what == restored::state ? clean.state : what == restored::mlp ? clean.mlp : clean.attn;
+}
+
+// The corrupted runs again with `what` restored at token t in each layer of `span`: the mean
+// P(target). Nothing before block span.begin changes, and in it only token t's row, so each run
+// starts from the corrupted stream with that row already restored — at span.begin's resid_mid for
+// an attention output, at the next block's resid_pre for an FFN output or a stream — and
+// run_from puts the clean row back at the window's later blocks as it passes them.
 outcome<double> restored_runs(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
                               layer_span span, std::size_t t, std::size_t target) {
-    const std::size_t L = model.n_layers(), S = runs.samples, T = runs.tokens;
-    std::vector<std::size_t> at;  // token t's row in each sample
-    for (std::size_t k = 0; k < S; ++k) at.push_back(k * T + t);
-    matrix x = runs.entering[span.begin];
-    for (std::size_t l = span.begin; l < L; ++l) {
-        const bool restore = l < span.end, first = l == span.begin;
-        // the attention sublayer: a = x + attn(norm(x)), its output at t the clean one when restored
-        matrix a;
-        if (first) {
-            a = runs.mid[l];
-        } else {
-            auto computed = attention_each(model, l, x, S, T);
-            if (!computed) return computed.err();
-            a = std::move(*computed);
+    const std::size_t L = model.n_layers(), b = span.begin;
+    const std::vector<matrix>& values = clean_values(clean, what);
+    hook_request request;
+    for (std::size_t l = b + 1; l < span.end; ++l)
+        request.interventions.push_back(replace_rows({restored_point(what), l}, {t}, gather(values[l], {t})));
+    request.head_rows = {runs.entering.front().front().rows - 1};
+    std::vector<double> p;
+    for (std::size_t k = 0; k < runs.entering.size(); ++k) {
+        const bool attention = what == restored::attn;
+        hook_name start = attention ? hook_name{hook_point::resid_mid, b} : hook_name{hook_point::resid_pre, b + 1};
+        matrix x = attention ? runs.mid[k][b] : runs.entering[k][b + 1];
+        for (std::size_t i = 0; i < x.cols; ++i)
+            x(t, i) = what == restored::state ? values[b](t, i)
+                      : attention             ? runs.entering[k][b](t, i) + values[b](t, i)
+                                              : runs.mid[k][b](t, i) + values[b](t, i);
+        const std::size_t last = x.rows - 1;
+        if (start.point == hook_point::resid_pre && start.layer == L) {
+            auto z = model.logits(x, {last});
+            if (!z) return z.err();
+            p.push_back(softmax_at(z->row(0), target));
+            continue;
         }
-        if (restore && what == restored::attn)
-            for (auto r : at) set_sum(a, r, x, clean.attn[l], t);
-        // the FFN sublayer: y = a + ffn(norm(a)), position-wise, so that in the first block only
-        // the rows whose attention output was restored change
-        matrix y;
-        if (first) {
-            y = runs.entering[l + 1];
-            if (what == restored::attn) {
-                auto rows = model.ffn_block(l, gather(a, at));
-                if (!rows) return rows.err();
-                for (std::size_t k = 0; k < S; ++k) set_row(y, at[k], rows->row(k));
-            }
-        } else {
-            auto computed = model.ffn_block(l, a);
-            if (!computed) return computed.err();
-            y = std::move(*computed);
-        }
-        if (restore && what == restored::mlp)
-            for (auto r : at) set_sum(y, r, a, clean.mlp[l], t);
-        if (restore && what == restored::state)
-            for (auto r : at) set_row(y, r, clean.state[l].row(t));
-        x = std::move(y);
+        auto run = model.run_from(start, std::move(x), request);
+        if (!run) return run.err();
+        p.push_back(softmax_at(run->logits.row(0), target));
     }
-    return mean_probability(model, x, S, T, target);
+    return mean_of(p);
 }
 
 }  // namespace
 
 std::optional<error> locate_options_error(const locate_options& o) {
     if (o.samples == 0)
-        return error{"", "--samples", "0 corrupted runs leave nothing to restore; give 1 or more (ROME uses 10)"};
+        return error{"", "samples", "0 corrupted runs leave nothing to restore; give 1 or more (ROME uses 10)"};
     if (o.noise && !std::isfinite(*o.noise))
-        return error{"", "--noise", fmt::format("expected a finite number, got {}", *o.noise)};
+        return error{"", "noise", fmt::format("expected a finite number, got {}", *o.noise)};
     if (o.noise && *o.noise < 0)
-        return error{"", "--noise", fmt::format("the noise's scale ν is a size: expected 0 or more, got {}", format_short(*o.noise, 6))};
-    if (o.window == 0) return error{"", "--window", "a window of 0 layers restores nothing; give 1 or more"};
+        return error{"", "noise", fmt::format("the noise's scale ν is a size: expected 0 or more, got {}", format_short(*o.noise, 6))};
+    if (o.window == 0) return error{"", "window", "a window of 0 layers restores nothing; give 1 or more"};
     return std::nullopt;
 }
 
@@ -257,7 +275,7 @@ std::optional<error> locate_model_error(const checkpoint& ck) {
 }
 
 outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std::string_view subject) {
-    if (trimmed(subject).empty()) return error{"", "--subject", "the subject is empty; give the words of the prompt to corrupt"};
+    if (trimmed(subject).empty()) return error{"", "subject", "the subject is empty; give the words of the prompt to corrupt"};
     // The tokens' text joined, and where each token's starts in it.
     std::string joined;
     std::vector<std::size_t> starts;
@@ -267,7 +285,7 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
     }
     const std::size_t at = joined.find(subject);
     if (at == std::string::npos)
-        return error{"", "--subject", fmt::format("{} is not in the prompt {}{}", quote(subject), quote(prompt.text),
+        return error{"", "subject", fmt::format("{} is not in the prompt {}{}", quote(subject), quote(prompt.text),
                                                   near_miss(prompt.text, subject))};
     // A token is the subject's when they share a character that is not a space: " France " is the
     // token " France", not the " is" whose space it ends on.
@@ -278,7 +296,7 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
         if (from < to && !trimmed(std::string_view(joined).substr(from, to - from)).empty()) positions.push_back(t);
     }
     if (positions.size() == prompt.ids.size() || trimmed(subject) == trimmed(prompt.text))
-        return error{"", "--subject",
+        return error{"", "subject",
                      fmt::format("{} covers the whole prompt, which leaves no token after it to recall the fact from "
                                  "it; give a prompt that goes on after the subject",
                                  quote(subject))};
@@ -311,58 +329,28 @@ outcome<std::size_t> single_token(const tokenizer& tok, const std::string& text,
                                          parts.front())};
 }
 
-outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, const locate_options& options) {
+namespace {
+
+// The checks that need the model and the prompt: the options', the model's, the prompt's length,
+// the subject in it, the target in the vocabulary. The subject's positions when all hold.
+outcome<std::vector<std::size_t>> check_locate(const transformer& model, const prompt_tokens& prompt, const locate_options& options) {
     const checkpoint& ck = model.source();
     if (auto e = locate_options_error(options)) return *e;
     if (auto e = locate_model_error(ck)) return *e;
     if (!model.has_head()) return error{ck.origin(), "", "the checkpoint has no head to predict the next token with"};
-    const std::size_t T = prompt.ids.size(), L = model.n_layers(), d = ck.config().d_model;
-    if (T == 0) return error{"", "--prompt", "the prompt is empty; give some text to run through the model"};
-    if (T > model.max_positions())
-        return error{"", "--prompt", fmt::format("the prompt is {} tokens, longer than the model's {} positions; shorten it",
-                                                 T, model.max_positions())};
+    const std::size_t T = prompt.ids.size();
+    if (T == 0) return error{"", "prompt", "the prompt is empty; give some text to run through the model"};
+    if (auto e = check_prompt_length(model, T)) return *e;
     auto subject = find_subject(prompt, options.subject);
     if (!subject) return subject.err();
     if (options.target && *options.target >= model.vocab_size())
-        return error{"", "--target", fmt::format("token id {} is out of range: the vocabulary has {} tokens (0 to {})",
+        return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens (0 to {})",
                                                  *options.target, model.vocab_size(), model.vocab_size() - 1)};
+    return subject;
+}
 
-    locate_trace r;
-    r.arch = ck.config().arch;
-    r.checkpoint = ck.origin();
-    r.n_layers = L;
-    r.d_model = d;
-    r.subject = options.subject;
-    r.subject_positions = std::move(*subject);
-    r.window = options.window;
-    r.seed = options.seed;
-
-    // The clean run, each sublayer's output kept: x ← x + attn(norm(x)); x ← x + ffn(norm(x)).
-    auto x0 = model.embed(prompt.ids);
-    if (!x0) return x0.err();
-    clean_run clean;
-    matrix x = *x0;
-    for (std::size_t l = 0; l < L; ++l) {
-        auto a = model.attention_block(l, x);
-        if (!a) return a.err();
-        auto y = model.ffn_block(l, *a);
-        if (!y) return y.err();
-        clean.attn.push_back(minus(*a, x));
-        clean.mlp.push_back(minus(*y, *a));
-        clean.state.push_back(*y);
-        x = std::move(*y);
-    }
-    clean.final = std::move(x);
-    auto z = model.logits(clean.final, {T - 1});
-    if (!z) return z.err();
-    const auto logits = z->row(0);
-    r.target_given = options.target.has_value();
-    r.target_id = options.target ? *options.target
-                                 : static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    r.target = token_text(prompt.tok, r.target_id);
-    r.clean_prob = softmax_at(logits, r.target_id);
-
-    // The noise: ν = 3σ unless given, ε drawn per sample for each subject token.
+// The noise: σ of the token embedding, ν = 3σ unless given, ε drawn per sample for each subject token.
+std::optional<error> draw_noise(const checkpoint& ck, const locate_options& options, locate_trace& r) {
     r.embedding = ck.embedding_name();
     auto s = embedding_spread(ck, r.embedding);
     if (!s) return s.err();
@@ -370,57 +358,89 @@ outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, con
     r.embedding_entries = s->entries;
     r.scale_given = options.noise.has_value();
     r.scale = options.noise.value_or(3 * r.sigma);
+    r.seed = options.seed;
     normal_draws draw(options.seed);
-    const std::size_t S = options.samples;
-    for (std::size_t k = 0; k < S; ++k) {
-        matrix e(r.subject_positions.size(), d);
+    for (std::size_t k = 0; k < options.samples; ++k) {
+        matrix e(r.subject_positions.size(), r.d_model);
         for (double& v : e.data) v = draw.next();
         r.epsilon.push_back(std::move(e));
     }
+    return std::nullopt;
+}
 
-    // The corrupted runs, every stream kept: the restores start from them.
-    corrupted_runs runs{S, T, {}, {}};
-    matrix xc(S * T, d);
-    for (std::size_t k = 0; k < S; ++k) {
-        std::copy(x0->data.begin(), x0->data.end(), xc.data.begin() + static_cast<long>(k * T * d));
-        for (std::size_t j = 0; j < r.subject_positions.size(); ++j)
-            for (std::size_t i = 0; i < d; ++i) xc(k * T + r.subject_positions[j], i) += r.scale * r.epsilon[k](j, i);
-    }
+// One grid: each layer and token restored in turn, the mean over the samples.
+std::optional<error> fill_grid(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
+                               locate_trace& r) {
+    const std::size_t L = r.n_layers, T = r.prompt.ids.size();
+    locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
+    g.prob = matrix(L, T);
+    g.effect = matrix(L, T);
     for (std::size_t l = 0; l < L; ++l) {
-        runs.entering.push_back(xc);
-        auto a = attention_each(model, l, xc, S, T);
-        if (!a) return a.err();
-        auto y = model.ffn_block(l, *a);
-        if (!y) return y.err();
-        runs.mid.push_back(std::move(*a));
-        xc = std::move(*y);
-    }
-    auto corrupted = mean_probability(model, xc, S, T, r.target_id);
-    if (!corrupted) return corrupted.err();
-    r.corrupted_prob = *corrupted;
-    runs.entering.push_back(std::move(xc));
-
-    // Each restore, layer and token: the mean over the samples.
-    for (restored what : every_restore) {
-        locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
-        g.prob = matrix(L, T);
-        g.effect = matrix(L, T);
-        for (std::size_t l = 0; l < L; ++l) {
-            const layer_span span = restore_window(l, options.window, L);
-            for (std::size_t t = 0; t < T; ++t) {
-                auto p = restored_runs(model, clean, runs, what, span, t, r.target_id);
-                if (!p) return p.err();
-                g.prob(l, t) = *p;
-                g.effect(l, t) = g.prob(l, t) - r.corrupted_prob;
-                if (g.effect(l, t) > g.effect(g.best_layer, g.best_token)) {
-                    g.best_layer = l;
-                    g.best_token = t;
-                }
+        const layer_span span = restore_window(l, r.window, L);
+        for (std::size_t t = 0; t < T; ++t) {
+            auto p = restored_runs(model, clean, runs, what, span, t, r.target_id);
+            if (!p) return p.err();
+            g.prob(l, t) = *p;
+            g.effect(l, t) = g.prob(l, t) - r.corrupted_prob;
+            if (g.effect(l, t) > g.effect(g.best_layer, g.best_token)) {
+                g.best_layer = l;
+                g.best_token = t;
             }
         }
     }
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, const locate_options& options) {
+    const checkpoint& ck = model.source();
+    auto subject = check_locate(model, prompt, options);
+    if (!subject) return subject.err();
+    locate_trace r;
+    r.arch = ck.config().arch;
+    r.checkpoint = ck.origin();
+    r.n_layers = model.n_layers();
+    r.d_model = ck.config().d_model;
+    r.subject = options.subject;
+    r.subject_positions = std::move(*subject);
+    r.window = options.window;
+
+    auto clean = run_clean(model, prompt);
+    if (!clean) return clean.err();
+    const std::vector<double>& logits = clean->logits;
+    r.target_given = options.target.has_value();
+    r.target_id = options.target ? *options.target
+                                 : static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    r.target = token_text(prompt.tok, r.target_id);
+    r.clean_prob = softmax_at(logits, r.target_id);
+    if (auto e = draw_noise(ck, options, r)) return *e;
+
+    corrupted_runs runs;
+    auto corrupted = run_corrupted(model, *clean, r, runs);
+    if (!corrupted) return corrupted.err();
+    r.corrupted_prob = mean_of(*corrupted);
     r.prompt = std::move(prompt);
+    for (restored what : every_restore)
+        if (auto e = fill_grid(model, *clean, runs, what, r)) return *e;
     return r;
+}
+
+outcome<locate_trace> trace_locate(const locate_request& request) {
+    // The options that need no model are refused before it is read.
+    if (auto e = locate_options_error(request.options)) return *e;
+    locate_request r = request;
+    r.refuse = locate_model_error;
+    auto opened = open_prompt(r);
+    if (!opened) return opened.err();
+    locate_options options = request.options;
+    if (request.target) {
+        auto id = single_token(opened->tok, *request.target);
+        if (!id) return id.err();
+        options.target = *id;
+    }
+    if (request.on_stage) request.on_stage(prompt_source::stage::running_model);
+    return locate(opened->model, std::move(opened->prompt), options);
 }
 
 }  // namespace ffn_trace

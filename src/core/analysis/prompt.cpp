@@ -122,29 +122,37 @@ void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, d
     }
 }
 
-// γ_f ⊙ U[token], and σ of the final norm at `stream_row` (the stream leaving layer N's FFN).
-outcome<std::pair<std::vector<double>, double>> logit_direction(const checkpoint& ck, std::size_t token,
-                                                                std::span<const double> stream_row) {
+// g = γ_f ⊙ (U[token] − U[versus]) (U[token] alone without versus), centred for a LayerNorm:
+// the final norm as linear at a stream, its centring included, reads a write c as (c − c̄)·g / σ =
+// c · (g − ḡ) / σ.
+outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_norm& norm, std::size_t token,
+                                             std::optional<std::size_t> versus) {
     const std::string unembedding = ck.unembedding_name();
-    auto norm = final_norm_of(ck);
-    if (!norm) return norm.err();
-    auto u_row = ck.tensors().read_rows(unembedding, {token});
-    if (!u_row) return u_row.err();
-    if (u_row->cols != norm->gamma.size())
+    std::vector<std::size_t> ids{token};
+    if (versus) ids.push_back(*versus);
+    auto u = ck.tensors().read_rows(unembedding, ids);
+    if (!u) return u.err();
+    if (u->cols != norm.gamma.size())
         return error{ck.origin(), unembedding, fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
-                                                           norm->gamma.size(), u_row->cols)};
-    std::vector<double> g(u_row->cols);
-    for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm->gamma[k] * (*u_row)(0, k);
-    return std::pair{std::move(g), norm_scale(stream_row, *norm)};
+                                                           norm.gamma.size(), u->cols)};
+    std::vector<double> g(u->cols);
+    for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm.gamma[k] * ((*u)(0, k) - (versus ? (*u)(1, k) : 0.0));
+    if (!norm.rms) {
+        const double mean = std::accumulate(g.begin(), g.end(), 0.0) / static_cast<double>(g.size());
+        for (double& v : g) v -= mean;
+    }
+    return g;
 }
 
 }  // namespace
 
 outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token) {
-    auto toward = logit_direction(ck, token, layer.output().value.row(position));
-    if (!toward) return toward.err();
+    auto norm = final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto g = logit_direction(ck, *norm, token, std::nullopt);
+    if (!g) return g.err();
     std::vector<unit_attribution> out;
-    attribute(layer, position, toward->first, toward->second, 1.0, std::nullopt, false, out);
+    attribute(layer, position, *g, norm_scale(layer.output().value.row(position), *norm), 1.0, std::nullopt, false, out);
     return out;
 }
 
@@ -249,6 +257,18 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
         return error{ck.origin(), "ablate",
                      fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a knock-out to change",
                                  ck.config().arch)};
+    if (options.versus && (!model.has_head() || *options.versus >= model.vocab_size()))
+        return error{ck.origin(), "versus",
+                     model.has_head() ? fmt::format("token id {} is out of range: the vocabulary has {} tokens", *options.versus,
+                                                    model.vocab_size())
+                                      : fmt::format("a {} checkpoint is an encoder, with no next-token logits to compare",
+                                                    ck.config().arch)};
+    const std::size_t units = ck.is_moe() ? ck.config().n_experts * ck.config().d_ff : ck.config().d_ff;
+    if (options.ablate_top > 0 && !model.has_head())
+        return error{ck.origin(), "ablate_top", fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a "
+                                                            "knock-out to change", ck.config().arch)};
+    if (options.ablate_top > units)
+        return error{ck.origin(), "ablate_top", fmt::format("knocks out the top {} units, but layer {} has {}", options.ablate_top, N, units)};
     hook_request knock_out;
     knock_out.interventions.push_back(zero_units(N, options.ablate));
     if (auto e = model.check(knock_out, n)) {
@@ -364,25 +384,67 @@ std::optional<error> read_lens(const transformer& model, std::size_t top, const 
     return std::nullopt;
 }
 
-// The attribution: each unit's direct push toward the predicted token at the last position.
-std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, const std::vector<std::size_t>& explain, prompt_trace& r) {
+double dot(std::span<const double> a, std::span<const double> b) {
+    double s = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+    return s;
+}
+
+// The lens's change at the last token, term by term: the units' push, b2's, and the norm's
+// rescaling of the stream already there, x · g · (1/σ_after − 1/σ_before); and the change itself,
+// read from the lens's own logits.
+outcome<lens_terms> reconcile(const transformer& model, const final_norm& norm, const std::vector<double>& g, prompt_trace& r) {
     const std::size_t last = r.input.rows - 1;
+    const std::span<const double> x = r.input.row(last), y = r.output().row(last);
+    lens_terms t;
+    t.centred = !norm.rms;
+    t.sigma_before = norm_scale(x, norm);
+    t.sigma_after = norm_scale(y, norm);
+    t.units = r.total_score;
     if (r.dense) {
-        auto units = attribute_to(ck, *r.dense, last, r.target->id);
-        if (!units) return units.err();
-        r.top_units = std::move(*units);
+        if (!r.dense->layer().b2.empty()) t.bias = dot(r.dense->layer().b2, g) / t.sigma_after;
     } else {
-        auto toward = logit_direction(ck, r.target->id, r.output().row(last));
-        if (!toward) return toward.err();
+        const matrix& w = r.moe->step(step_kind::weights).value;
+        for (const auto& et : r.moe->experts)
+            if (et.row_of(last) && !et.tr.layer().b2.empty())
+                t.bias += (et.shared ? 1.0 : w(last, et.expert)) * dot(et.tr.layer().b2, g) / t.sigma_after;
+    }
+    t.rescale = dot(x, g) * (1 / t.sigma_after - 1 / t.sigma_before);
+    auto before = model.logits(r.input, {last});
+    if (!before) return before.err();
+    auto after = model.logits(r.output(), {last});
+    if (!after) return after.err();
+    auto difference = [&](const matrix& z) { return z(0, r.target->id) - (r.versus ? z(0, r.versus->id) : 0.0); };
+    t.lens_change = difference(*after) - difference(*before);
+    return t;
+}
+
+// The attribution: each unit's direct push toward the predicted token at the last position, and
+// the lens's change reconciled with it.
+std::optional<error> attribute_units(const transformer& model, std::size_t top, const std::vector<std::size_t>& explain,
+                                     std::size_t sweep, prompt_trace& r) {
+    const checkpoint& ck = model.source();
+    const std::size_t last = r.input.rows - 1;
+    auto norm = final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto g = logit_direction(ck, *norm, r.target->id, r.versus ? std::optional{r.versus->id} : std::nullopt);
+    if (!g) return g.err();
+    const double sigma = norm_scale(r.output().row(last), *norm);
+    if (r.dense) {
+        attribute(*r.dense, last, *g, sigma, 1.0, std::nullopt, false, r.top_units);
+    } else {
         const matrix& w = r.moe->step(step_kind::weights).value;
         for (const auto& et : r.moe->experts)
             if (auto row = et.row_of(last))
-                attribute(et.tr, *row, toward->first, toward->second, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared,
-                          r.top_units);
+                attribute(et.tr, *row, *g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, r.top_units);
     }
     for (const auto& u : r.top_units) r.total_score += u.score;
+    auto terms = reconcile(model, *norm, *g, r);
+    if (!terms) return terms.err();
+    r.terms = *terms;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
+    for (std::size_t k = 0; k < std::min(sweep, r.top_units.size()); ++k) r.sweep_units.push_back(r.top_units[k].unit);
     // The largest, then each unit asked for (a dense layer's) that is not among them.
     std::vector<unit_attribution> kept(r.top_units.begin(), r.top_units.begin() + static_cast<long>(std::min(r.top_units.size(), top)));
     for (auto j : explain) {
@@ -391,6 +453,21 @@ std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, cons
         if (found != r.top_units.end() && std::none_of(kept.begin(), kept.end(), is_j)) kept.push_back(*found);
     }
     r.top_units = std::move(kept);
+    return std::nullopt;
+}
+
+// The knock-out sweep: for k = 0 … K, the pass again from layer N's resid_mid with the top k units
+// by attribution set to 0 at mlp_post for every token; P(target) at the last token.
+std::optional<error> sweep_knock_outs(const transformer& model, prompt_trace& r) {
+    const std::size_t last = r.input.rows - 1;
+    for (std::size_t k = 0; k <= r.sweep_units.size(); ++k) {
+        hook_request request;
+        request.interventions.push_back(zero_units(r.layer, {r.sweep_units.begin(), r.sweep_units.begin() + static_cast<long>(k)}));
+        request.head_rows = {last};
+        auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+        if (!run) return run.err();
+        r.sweep.push_back(softmax_row(run->logits.row(0))[r.target->id]);
+    }
     return std::nullopt;
 }
 
@@ -440,7 +517,10 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         const std::vector<double> probs = softmax_row(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
-        if (auto e = attribute_units(ck, options.top, options.explain, r)) return *e;
+        if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};
+        if (auto e = attribute_units(model, options.top, options.explain, options.ablate_top, r)) return *e;
+        if (options.ablate_top > 0)
+            if (auto e = sweep_knock_outs(model, r)) return *e;
         r.prediction = baseline;
         if (!options.ablate.empty()) {
             r.baseline = std::move(baseline);

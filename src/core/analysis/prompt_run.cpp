@@ -1,26 +1,18 @@
 // One prompt run as one call (prompt.hpp's trace_prompt): the prompt read, the checkpoint, its
 // tokenizer and forward pass opened, the prompt tokenized, checked against the trace's budget and
 // run. The text is read and tokenized here once, before the model runs.
-#include <filesystem>
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/locate.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/prompt.hpp"
 
 namespace ffn_trace {
 
 namespace {
-
-// The directory the tokenizer is looked for in: the checkpoint's, or the one holding its file.
-std::string checkpoint_dir(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
-    const auto parent = std::filesystem::path(path).parent_path();
-    return parent.empty() ? "." : parent.string();
-}
 
 // The layer's trace would hold more numbers than max_elements allows.
 std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::size_t max_elements) {
@@ -33,7 +25,7 @@ std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::
 }
 
 // The prompt's text: given, or read from its file.
-outcome<std::string> prompt_text(const prompt_request& r) {
+outcome<std::string> prompt_text(const prompt_source& r) {
     std::string text = r.text;
     if (!r.file.empty()) {
         auto read = read_prompt_file(r.file, r.max_file_size);
@@ -47,37 +39,48 @@ outcome<std::string> prompt_text(const prompt_request& r) {
 
 }  // namespace
 
-outcome<prompt_trace> trace_prompt(const prompt_request& r) {
-    auto tell = [&r](prompt_request::stage s) {
-        if (r.on_stage) r.on_stage(s);
-    };
+outcome<opened_prompt> open_prompt(const prompt_source& r) {
     auto text = prompt_text(r);
     if (!text) return text.err();
-    tell(prompt_request::stage::reading_checkpoint);
+    if (r.on_stage) r.on_stage(prompt_source::stage::reading_checkpoint);
     auto ck = checkpoint::open(r.checkpoint, r.arch);
     if (!ck) return ck.err();
-    auto tok = open_tokenizer(checkpoint_dir(r.checkpoint));
+    if (r.refuse)
+        if (auto e = r.refuse(*ck)) return *e;
+    auto tok = open_tokenizer(tokenizer_dir(r.checkpoint));
     if (!tok) return tok.err();
-    auto prompt = tokenize_prompt(*tok, std::move(*text), r.file.empty() ? "prompt" : "prompt_file");
+    const std::string field = r.file.empty() ? "prompt" : "prompt_file";
+    auto prompt = tokenize_prompt(*tok, std::move(*text), field);
     if (!prompt) {
         if (prompt.err().file.empty()) prompt.err().file = r.file;
         return prompt.err();
     }
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return model.err();
-    // A prompt longer than the model reads is refused as that, before its trace is sized.
-    if (auto e = check_prompt_length(*model, prompt->ids.size(), r.file.empty() ? "prompt" : "prompt_file")) return *e;
-    if (auto e = over_budget(model->source(), prompt->ids.size(), r.max_elements)) {
+    if (auto e = check_prompt_length(*model, prompt->ids.size(), field)) return *e;
+    return opened_prompt{std::move(*model), std::move(*prompt), std::move(*tok)};
+}
+
+outcome<prompt_trace> trace_prompt(const prompt_request& r) {
+    auto opened = open_prompt(r);
+    if (!opened) return opened.err();
+    const transformer& model = opened->model;
+    // A prompt longer than the model reads was refused as that, before its trace is sized.
+    if (auto e = over_budget(model.source(), opened->prompt.ids.size(), r.max_elements)) {
         e->file = r.checkpoint;
         return *e;
     }
-
-    tell(prompt_request::stage::running_model);
+    if (r.on_stage) r.on_stage(prompt_source::stage::running_model);
     prompt_options options = r.options;
+    if (r.versus) {
+        auto id = single_token(opened->tok, *r.versus, "versus");
+        if (!id) return id.err();
+        options.versus = *id;
+    }
     options.explain_tokens.clear();
-    for (auto t : r.detail_tokens.empty() ? shown_indices(prompt->ids.size(), r.full) : r.detail_tokens)
+    for (auto t : r.detail_tokens.empty() ? shown_indices(opened->prompt.ids.size(), r.full) : r.detail_tokens)
         if (t != gap) options.explain_tokens.push_back(t);
-    return run_prompt(*model, std::move(*prompt), options);
+    return run_prompt(model, std::move(opened->prompt), options);
 }
 
 }  // namespace ffn_trace

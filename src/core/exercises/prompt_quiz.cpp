@@ -87,7 +87,7 @@ public:
             names.push_back(std::to_string(u.unit.unit));
             q.units.push_back(u.unit.unit);
             q.choices.push_back(u.unit.unit);
-            q.given.push_back(fmt::format("unit {:>{}}: a = {}, (W2[j] · (γ ⊙ U)) / σ = {}", u.unit.unit, digits, num(u.activation),
+            q.given.push_back(fmt::format("unit {:>{}}: a = {}, (W2[j] · g) / σ = {}", u.unit.unit, digits, num(u.activation),
                                           num(u.dot / u.sigma)));
             written.push_back(fmt::format("unit {}: {} × {} = {}", u.unit.unit, num(u.activation), num(u.dot / u.sigma),
                                           signed_num(u.score)));
@@ -96,7 +96,8 @@ public:
                                 "it? Type the unit's number.",
                                 target(), fmt::join(names, ", "), r_.layer);
         q.rule = "a unit's direct push on the logit is its activation a times what its value vector W2[j] adds to the "
-                 "logit per unit of a, (W2[j] · (γ ⊙ U)) / σ; the largest push wins";
+                 "logit per unit of a, (W2[j] · g) / σ, g the final norm's weight times the token's row of the "
+                 "unembedding; the largest push wins";
         q.written = fmt::format("{}", fmt::join(written, "; "));
         q.worked = fmt::format("{}: it pushes {} by {}", top.front().unit.unit, target(), signed_num(top.front().score));
         q.after = fmt::format("Unit {} pushes most of all {} units of layer {}; together they push {} by {}.", top.front().unit.unit,
@@ -155,21 +156,22 @@ public:
         return q;
     }
 
-    // A unit's direct push on the prediction's logit: a · (W2[j] · (γ ⊙ U)) / σ, the numbers given.
+    // A unit's direct push on the prediction's logit: a · (W2[j] · g) / σ, the numbers given.
     quiz_question push(const unit_attribution& u) const {
         quiz_question q = start("push", "direct push", "A value vector writes a token", last());
         q.target = "push";
         q.index = u.unit.unit;
         q.units = {u.unit.unit};
         q.answer = u.score;
-        q.formula = fmt::format("push = a · (W2[{0}] · (γ ⊙ U)) / σ, unit {0}'s direct push on the logit of {1}: U is its "
-                                "row of the unembedding, γ the final norm's weight and σ that norm's √(var + ε) of the "
-                                "stream leaving the FFN",
+        q.formula = fmt::format("push = a · (W2[{0}] · g) / σ, unit {0}'s direct push on the logit of {1}: g = γ ⊙ U, U "
+                                "its row of the unembedding and γ the final norm's weight (less g's mean for a "
+                                "LayerNorm, which centres what it reads), and σ that norm's √(var + ε) of the stream "
+                                "leaving the FFN",
                                 u.unit.unit, target());
         q.given.push_back(fmt::format("a = {} (activated[{}][{}])", num(u.activation), last(), u.unit.unit));
-        q.given.push_back(fmt::format("W2[{}] · (γ ⊙ U) = {}", u.unit.unit, num(u.dot)));
+        q.given.push_back(fmt::format("W2[{}] · g = {}", u.unit.unit, num(u.dot)));
         q.given.push_back(fmt::format("σ = {}", num(u.sigma)));
-        q.rule = "multiply a by the value vector's dot product with γ ⊙ U, and divide by σ, as the final norm divides";
+        q.rule = "multiply a by the value vector's dot product with g, and divide by σ, as the final norm divides";
         q.written = fmt::format("{} × {} / {}", detail::operand(u.activation, o_.precision), detail::operand(u.dot, o_.precision),
                                 num(u.sigma));
         q.worked = q.written + " = " + num(u.score);

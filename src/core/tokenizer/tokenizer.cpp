@@ -484,7 +484,7 @@ std::vector<std::string> tokenizer::texts(std::size_t rows) const {
     return out;
 }
 
-outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path) {
+std::string tokenizer_dir(const std::string& checkpoint_path) {
     struct stat st {};
     const bool directory = ::stat(checkpoint_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     std::string dir = checkpoint_path;
@@ -492,7 +492,13 @@ outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint
         const auto slash = checkpoint_path.rfind('/');
         dir = slash == std::string::npos ? "." : checkpoint_path.substr(0, slash + 1);
     }
-    if (!dir.empty() && dir.back() != '/') dir += '/';
+    if (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir;
+}
+
+outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path) {
+    struct stat st {};
+    const std::string dir = tokenizer_dir(checkpoint_path) + "/";
     if (::stat((dir + "tokenizer.json").c_str(), &st) != 0 && ::stat((dir + "vocab.json").c_str(), &st) != 0)
         return std::optional<tokenizer>();
     auto t = open_tokenizer(dir);

@@ -4,6 +4,7 @@
 #include "ffn_trace/render_prompt.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,12 @@ namespace ffn_trace {
 namespace detail {
 namespace {
 
+std::string repeat(std::string_view s, std::size_t n) {
+    std::string out;
+    for (std::size_t k = 0; k < n; ++k) out += s;
+    return out;
+}
+
 class prompt_builder {
 public:
     prompt_builder(const prompt_trace& p, const text_options& options, bool html) : p_(p), opt_(options), html_(html) {}
@@ -34,6 +41,7 @@ public:
         lens();
         prediction(p_.baseline ? *p_.baseline : *p_.prediction);
         units();
+        sweep();
         knock_out();
     }
 
@@ -199,16 +207,20 @@ private:
 
     void units() {
         const auto& target = *p_.target;
-        const std::string t = quote(target.token);
+        const std::string t = p_.versus ? fmt::format("{} − {}", quote(target.token), quote(p_.versus->token)) : quote(target.token);
         title(fmt::format("The units that wrote {}", t));
         const bool moe = p_.is_moe();
+        const bool rms = !p_.terms.centred;
         paragraph(fmt::format(
             "At the last token each unit j of {0}'s FFN writes{1} a_j · W2[j] into the stream. Read through the final "
-            "norm (taken as linear at the stream leaving the FFN, σ = √(var + ε) there) and {2}'s row U of the "
-            "unembedding, that is {3}a_j · (W2[j] · (γ ⊙ U)) / σ of {2}'s logit: the unit's direct push on the "
-            "prediction. All {4} units together push it by {5}; the largest:",
+            "norm (taken as linear at the stream leaving the FFN, σ = {6} there) and {7}, that is {3}a_j · (W2[j] · g) "
+            "/ σ of {2}'s logit{8}, with g = γ ⊙ U{9}: the unit's direct push on the prediction. All {4} units together "
+            "push it by {5}; the largest:",
             layer_name(), moe ? ", scaled by its expert's routing weight w," : "", t, moe ? "w · " : "",
-            moe ? "the routed experts'" : std::to_string(p_.dense->layer().d_ff()), format_fixed(p_.total_score, 2)));
+            moe ? "the routed experts'" : std::to_string(p_.dense->layer().d_ff()), format_fixed(p_.total_score, 2),
+            rms ? "√(mean(x²) + ε)" : "√(var + ε)",
+            p_.versus ? "the difference U of the two tokens' rows of the unembedding" : quote(target.token) + "'s row U of the unembedding",
+            p_.versus ? " difference" : "", rms ? "" : " less its mean (the norm's centring)"));
         block b{block_kind::table, "", {}, {}, moe ? "lrrr" : "lrr"};
         if (moe)
             b.rows.push_back({"unit", "a_j (fed to W2)", "w", "logit of " + t});
@@ -221,6 +233,7 @@ private:
             b.rows.push_back(std::move(row));
         }
         add(std::move(b));
+        reconciled(t);
         if (p_.ablated.empty() && !p_.top_units.empty()) {
             std::vector<std::string> ids;
             for (std::size_t k = 0; k < std::min<std::size_t>(5, p_.top_units.size()); ++k) {
@@ -229,6 +242,45 @@ private:
             }
             paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
         }
+    }
+
+    // The lens's change at the last token as the sum of the units' push, b2's and the norm's rescaling.
+    void reconciled(const std::string& t) {
+        const lens_terms& x = p_.terms;
+        auto sig = [&](double v) { return (v > 0 ? "+" : "") + num(v); };
+        paragraph(fmt::format(
+            "The lens reads the whole stream, not the units alone. At {}, the FFN moves the lens's logit of {} by {}: "
+            "the units' push, plus b2's, plus the final norm's rescaling of the stream x already there (its σ is {} "
+            "before the FFN and {} after). Term by term:",
+            token_label(last()), t, sig(x.lens_change), num(x.sigma_before), num(x.sigma_after)));
+        block b{block_kind::table, "", {}, {}, "lr"};
+        b.rows.push_back({"term", "logit change"});
+        b.rows.push_back({"units: Σ_j score_j", sig(x.units)});
+        b.rows.push_back({"b2: b2·g / σ_after", sig(x.bias)});
+        b.rows.push_back({"rescaling: x·g·(1/σ_after − 1/σ_before)", sig(x.rescale)});
+        b.rows.push_back({"sum", sig(x.units + x.bias + x.rescale)});
+        b.rows.push_back({"the lens's change", sig(x.lens_change)});
+        add(std::move(b));
+    }
+
+    // The knock-out sweep as a curve: P(target) as more of the top units are knocked out.
+    void sweep() {
+        if (p_.sweep.empty()) return;
+        const std::string t = quote(p_.target->token);
+        title("The knock-out sweep");
+        paragraph(fmt::format("The top 1, 2, …, {} units by the push above knocked out together (set to 0 for every "
+                              "token), the model run again from {}'s FFN each time: P({}) at the last token. A fact "
+                              "written by a few units falls at once; one spread over many falls slowly.",
+                              p_.sweep_units.size(), layer_name(), t));
+        block b{block_kind::lines};
+        const std::size_t room = opt_.width > 40 ? opt_.width - 40 : 10;
+        for (std::size_t k = 0; k < p_.sweep.size(); ++k) {
+            const std::string unit = k == 0 ? "none" : "+ " + unit_name(p_.sweep_units[k - 1]);
+            const auto filled = static_cast<std::size_t>(std::lround(p_.sweep[k] * static_cast<double>(room)));
+            b.lines.push_back(fmt::format("{:>4}  {:<22} {}  {}", k, unit, num(p_.sweep[k]),
+                                          repeat(opt_.ascii ? "#" : "█", filled)));
+        }
+        add(std::move(b));
     }
 
     void knock_out() {
@@ -350,7 +402,16 @@ std::string render_prompt_json(const prompt_trace& p) {
         out["attribution"] = {{"position", p.prompt.ids.size() - 1},
                               {"target", {{"id", p.target->id}, {"token", p.target->token}}},
                               {"total", p.total_score},
-                              {"units", std::move(units)}};
+                              {"units", std::move(units)},
+                              {"lens_terms", {{"lens_change", p.terms.lens_change}, {"units", p.terms.units},
+                                              {"bias", p.terms.bias}, {"rescale", p.terms.rescale},
+                                              {"sigma_before", p.terms.sigma_before}, {"sigma_after", p.terms.sigma_after}}}};
+        if (p.versus) out["attribution"]["versus"] = {{"id", p.versus->id}, {"token", p.versus->token}};
+    }
+    if (!p.sweep.empty()) {
+        json units = json::array();
+        for (const auto& u : p.sweep_units) units.push_back(unit_json(u));
+        out["sweep"] = {{"target", {{"id", p.target->id}, {"token", p.target->token}}}, {"units", std::move(units)}, {"prob", p.sweep}};
     }
     if (!p.ablated.empty()) {
         json ablated = json::array();
