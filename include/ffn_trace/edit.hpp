@@ -151,6 +151,12 @@ struct edit_trace {
     edit_check efficacy;                 // the prompt
     std::vector<edit_check> paraphrases, neighbours;
 
+    // The checkpoint written (write_edited_checkpoint), read back: its folder, the dtype W2' was
+    // stored in, and the prompt's prediction from its weights as stored (check_written).
+    std::string written;
+    dtype written_as = dtype::f32;
+    std::optional<edit_prediction> written_prediction;
+
     double delta_norm() const;
 };
 
@@ -173,6 +179,11 @@ struct written_checkpoint {
     dtype written = dtype::f32;
 };
 
+// Why the edited model cannot be written from the checkpoint folder `from` to `to`, before any
+// work: `from` is not a folder, `to` exists, or is `from` or inside it, or has no parent folder.
+// Errors on "output".
+std::optional<error> edit_output_error(const std::string& from, const std::string& to);
+
 // A complete copy of the checkpoint directory `from` at `to`, the tensor `tensor` replaced by
 // `values` (its shape) stored as `as`: written to a temporary folder beside `to` and renamed,
 // so that `to` is whole or absent. Errors: `to` exists, or is `from` or inside it; `from` is not
@@ -180,5 +191,9 @@ struct written_checkpoint {
 // rewritten with the new total size).
 outcome<written_checkpoint> write_edited_checkpoint(const checkpoint& ck, const std::string& from, const std::string& to,
                                                    const std::string& tensor, const matrix& values, dtype as);
+
+// The written checkpoint at `directory` opened by the safetensors reader and run on the prompt:
+// its prediction at the last token, and p(target); recorded in t.written_prediction.
+std::optional<error> check_written(const std::string& directory, const tokenizer& tok, edit_trace& t);
 
 }  // namespace ffn_trace

@@ -1,6 +1,8 @@
 // The edited model written out (edit.hpp's write_edited_checkpoint): the checkpoint's folder
 // copied to a temporary folder beside the new one, the file holding W2 rewritten by the
 // safetensors writer, and the folder renamed into place, so that the new one is whole or absent.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -10,6 +12,7 @@
 
 #include "ffn_trace/edit.hpp"
 #include "ffn_trace/safetensors_writer.hpp"
+#include "ffn_trace/transformer.hpp"
 
 namespace ffn_trace {
 
@@ -28,7 +31,9 @@ bool within(const fs::path& inner, const fs::path& outer) {
     return true;
 }
 
-std::optional<error> check_target(const std::string& from, const std::string& to) {
+}  // namespace
+
+std::optional<error> edit_output_error(const std::string& from, const std::string& to) {
     std::error_code ec;
     if (!fs::is_directory(from, ec))
         return error{from, "output", "the edited model is written as a copy of the checkpoint's folder; give the folder"};
@@ -39,6 +44,8 @@ std::optional<error> check_target(const std::string& from, const std::string& to
     if (!parent.empty() && !fs::is_directory(parent, ec)) return error{to, "output", "its parent folder does not exist"};
     return std::nullopt;
 }
+
+namespace {
 
 // A shard index's metadata.total_size after a shard changed size by `change` bytes.
 std::optional<error> adjust_index(const fs::path& index, std::int64_t change) {
@@ -94,7 +101,7 @@ outcome<written_checkpoint> copy_and_replace(const checkpoint& ck, const fs::pat
 
 outcome<written_checkpoint> write_edited_checkpoint(const checkpoint& ck, const std::string& from, const std::string& to,
                                                    const std::string& tensor, const matrix& values, dtype as) {
-    if (auto e = check_target(from, to)) return *e;
+    if (auto e = edit_output_error(from, to)) return *e;
     fs::path target(to);
     if (target.filename().empty()) target = target.parent_path();  // "new/" names "new"
     const fs::path tmp = target.parent_path() / fmt::format(".{}.partial-{}", target.filename().string(), ::getpid());
@@ -108,6 +115,28 @@ outcome<written_checkpoint> write_edited_checkpoint(const checkpoint& ck, const 
     }
     w->directory = target.string();
     return w;
+}
+
+std::optional<error> check_written(const std::string& directory, const tokenizer& tok, edit_trace& t) {
+    auto ck = checkpoint::open(directory);
+    if (!ck) return ck.err();
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return model.err();
+    const auto& ids = t.contexts.front().prompt.ids;
+    hook_request q;
+    q.head_rows = {ids.size() - 1};
+    auto run = model->run_with_hooks(ids, q);
+    if (!run) return run.err();
+    const auto z = run->logits.row(0);
+    const double top = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (double v : z) sum += std::exp(v - top);
+    const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+    const std::string text = tok.text(best);
+    t.written = directory;
+    t.written_prediction = edit_prediction{best, text.empty() ? fmt::format("#{}", best) : text, 1 / sum,
+                                           std::exp(z[t.target_id] - top) / sum};
+    return std::nullopt;
 }
 
 }  // namespace ffn_trace
