@@ -159,6 +159,20 @@ private:
             b.rows.push_back({std::to_string(i), n4(st.loss), n4(st.nll), n4(st.kl), n4(st.decay), n4(st.prob), n4(st.delta_norm)});
         }
         if (html_) {
+            // Each loss cell says how its three terms add up.
+            b.notes.assign(b.rows.size(), {});
+            for (std::size_t i = 0; i < t_.steps.size(); ++i) {
+                const auto& st = t_.steps[i];
+                b.notes[i + 1].resize(b.rows[0].size());
+                cell_note& n = b.notes[i + 1][1];
+                n.name = fmt::format("the loss at step {}", i);
+                n.value = st.loss;
+                n.tolerance = 0.00005;
+                n.how = {fmt::format("L = mean −log {} + {} · KL + {} · ‖δ‖ / ‖v₀‖²", target(), format_short(s.kl_weight, 4),
+                                     format_short(s.decay_weight, 4)),
+                         fmt::format("  = {} + {} + {} = {}", n4(st.nll), n4(st.kl), n4(st.decay), n4(st.loss)),
+                         fmt::format("{} = {}, the mean over the prompts; ‖δ‖ = {}", target(), n4(st.prob), n4(st.delta_norm))};
+            }
             auto f = std::make_shared<figure>();
             f->type = figure::kind::lines;
             f->caption = fmt::format("The loss and {} at each step", target());
