@@ -158,17 +158,8 @@ int run_edit(const edit_options& o) {
     }
 
     set_activity({"writing the output", "the prompts"});
-    if (o.format == "json") {
-        print_json(render_edit_json(*t), o.ascii);
-        return exit_ok;
-    }
-    text_options opt;
-    opt.ascii = o.ascii;
-    opt.colour = o.format == "text" && use_colour(o.color);
-    opt.width = output_width(o.width);
-    render_edit(*t, opt, o.format == "markdown" ? text_format::markdown : o.format == "html" ? text_format::html : text_format::text,
-                write_stdout);
-    return exit_ok;
+    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
+                      [&](const text_options& view, ffn_trace::text_format f, const text_sink& out) { render_edit(*t, view, f, out); });
 }
 
 }  // namespace cli

@@ -117,17 +117,8 @@ int run_locate(const locate_options& o) {
     auto located = ffn_trace::locate(*model, std::move(*prompt), lo);
     if (!located) return report(located.err());
     set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
-    if (o.format == "json") {
-        print_json(render_locate_json(*located), o.ascii);
-        return exit_ok;
-    }
-    text_options t;
-    t.ascii = o.ascii;
-    t.colour = o.format == "text" && use_colour(o.color);
-    t.width = output_width(o.width);
-    render_locate(*located, t, o.format == "markdown" ? text_format::markdown : o.format == "html" ? text_format::html : text_format::text,
-                  write_stdout);
-    return exit_ok;
+    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_locate_json(*located); },
+                      [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate(*located, t, f, out); });
 }
 
 }  // namespace cli
