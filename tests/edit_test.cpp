@@ -270,3 +270,33 @@ TEST_CASE("write_edited_checkpoint copies every file, never over an input, and l
         CHECK_FALSE(std::filesystem::exists(from + "/sub"));
     }
 }
+
+TEST_CASE("edited_tensor adds u_i Λ_j where the checkpoint stores W2[i][j]: at (j, i) for nn.Linear's out × in") {
+    const auto llama = test::tiny::make("llama", {2, 5, "F64", 3});
+    ckpt::temp_dir dir;
+    auto ck = checkpoint::open(llama.write(dir));
+    REQUIRE(ck);
+    edit_trace t;
+    t.tensor = "model.layers.1.mlp.down_proj.weight";
+    t.transposed = true;
+    t.d_model = ck->config().d_model;
+    t.d_ff = ck->config().d_ff;
+    t.u.assign(t.d_ff, 0.0);
+    t.u[1] = 1;
+    t.lambda.assign(t.d_model, 0.0);
+    t.lambda[0] = 0.5;
+    t.lambda[2] = -2;
+    auto w = ck->tensors().read_matrix(t.tensor);
+    auto edited = edited_tensor(*ck, t);
+    REQUIRE(w);
+    REQUIRE(edited);
+    REQUIRE(edited->rows == t.d_model);  // stored (d_model, d_ff)
+    REQUIRE(edited->cols == t.d_ff);
+    for (std::size_t r = 0; r < edited->rows; ++r)
+        for (std::size_t c = 0; c < edited->cols; ++c) {
+            CAPTURE(r);
+            CAPTURE(c);
+            const double added = c == 1 && r == 0 ? 0.5 : c == 1 && r == 2 ? -2 : 0;
+            CHECK((*edited)(r, c) == (*w)(r, c) + added);
+        }
+}

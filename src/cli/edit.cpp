@@ -63,6 +63,7 @@ void setup_edit(CLI::App& app, int& status) {
         ->check(CLI::IsMember({"auto", "always", "never"}))
         ->capture_default_str();
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −");
+    sub->add_flag("--full", o->full, "Every entry of k*, C⁻¹k*, u, v₀, δ, v* and Λ, and Λ's every sum written out");
     add_width(*sub, o->width);
     sub->callback([o, &status] { status = run_edit(*o); });
 }
@@ -159,7 +160,10 @@ int run_edit(const edit_options& o) {
 
     set_activity({"writing the output", "the prompts"});
     return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
-                      [&](const text_options& view, ffn_trace::text_format f, const text_sink& out) { render_edit(*t, view, f, out); });
+                      [&](text_options view, ffn_trace::text_format f, const text_sink& out) {
+                          view.full = o.full;
+                          render_edit(*t, view, f, out);
+                      });
 }
 
 }  // namespace cli

@@ -24,6 +24,7 @@ struct edit_options {
     std::string format = "text";
     std::string color = "auto";
     bool ascii = false;
+    bool full = false;
     std::size_t width = 0;  // 0: output_width chooses
 };
 

@@ -58,7 +58,7 @@ private:
         add(std::move(b));
     }
     std::string n4(double v) const { return format_fixed(v, 4); }
-    std::string vec(const std::vector<double>& v) const { return vector_text(v, 4, false); }
+    std::string vec(const std::vector<double>& v) const { return vector_text(v, 4, opt_.full); }
     std::string target() const { return fmt::format("p({})", quote(t_.target)); }
     std::string w2() const { return t_.transposed ? "W2ᵀ" : "W2"; }
 
@@ -200,7 +200,7 @@ private:
                                    fmt::format("δ  = {}   (‖δ‖ = {})", vec(t_.delta), n4(t_.delta_norm())),
                                    fmt::format("v* = v₀ + δ = {}", vec(t_.value)),
                                    fmt::format("Λ  = (v* − W2ᵀk*) / (k*ᵀu) = {}", vec(t_.lambda))};
-        for (std::size_t j = 0; j < std::min<std::size_t>(2, t_.d_model); ++j)
+        for (std::size_t j = 0; j < (opt_.full ? t_.d_model : std::min<std::size_t>(2, t_.d_model)); ++j)
             l.push_back(fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j, operand(t_.value[j], 4),
                                     operand(t_.old_value[j], 4), operand(t_.key_dot_u, 4), format_short(t_.lambda[j], 6)));
         lines(std::move(l));
