@@ -60,6 +60,10 @@ private:
     std::string n4(double v) const { return format_fixed(v, 4); }
     std::string vec(const std::vector<double>& v) const { return vector_text(v, 4, opt_.full); }
     std::string target() const { return fmt::format("p({})", quote(t_.target)); }
+    // The characters a quoted prompt may take in a table: the width less `others`, at most `most`.
+    std::size_t text_room(std::size_t others, std::size_t most) const {
+        return std::clamp<std::size_t>(opt_.width > others ? opt_.width - others : 16, 16, most);
+    }
     std::string w2() const { return t_.transposed ? "W2ᵀ" : "W2"; }
 
     std::string where() const {
@@ -99,7 +103,7 @@ private:
         block b{block_kind::table};
         b.align = "lrr";
         b.rows.push_back({"prompt", "token", "‖k‖"});
-        for (const auto& c : t_.contexts) b.rows.push_back({quote(c.prompt.text, 48), std::to_string(c.position), n4(norm_of(c.key))});
+        for (const auto& c : t_.contexts) b.rows.push_back({quote(c.prompt.text, text_room(20, 48)), std::to_string(c.position), n4(norm_of(c.key))});
         add(std::move(b));
         lines({fmt::format("k* = {}", vec(t_.key)), fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
         bars("The key k*: its largest entries, unit by unit", t_.key);
@@ -237,7 +241,7 @@ private:
         std::size_t kept = 0, moved = 0;
         for (const auto& c : cs) {
             const bool same = c.before.id == c.after.id;
-            b.rows.push_back({quote(c.text, 34),
+            b.rows.push_back({quote(c.text, text_room(38, 34)),
                               same ? fmt::format("{} → {}", prediction(c.before), format_fixed(c.after.prob, 3))
                                    : fmt::format("{} → {}", prediction(c.before), prediction(c.after)),
                               fmt::format("{} → {}", n4(c.before.target_prob), n4(c.after.target_prob))});
