@@ -57,4 +57,22 @@ matrix attention(const matrix& q, const matrix& k, const matrix& v, const attent
 // which is x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[half:], x[:half]).
 void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta);
 
+// The backward kernels, each restating the forward line it differentiates.
+
+struct attention_gradients {
+    matrix dq, dk, dv;  // shaped as q, k and v
+};
+// forward: out_h = softmax(q_h · k_gᵀ / √head_dim, masked) · v_g for every head h, with
+// P the weights (recomputed here) and d_out (tokens, n_heads·head_dim):
+//   dP    = d_out_h · v_gᵀ;             dv_g += Pᵀ · d_out_h
+//   dS_ij = P_ij · (dP_ij − Σ_k P_ik dP_ik)      (0 where the mask hid the key)
+//   dq_h  = dS · k_g / √head_dim;        dk_g += dSᵀ · q_h / √head_dim
+// A key/value head read by several query heads sums their gradients (grouped-query attention).
+attention_gradients attention_backward(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
+                                       const matrix& d_out);
+
+// forward: RoPE turns each pair (x[i], x[i + half]) by t·θ_i, a rotation; its transpose turns
+// it back, so dx ← the same pairs of dy turned by −t·θ_i, in place.
+void rotate_half_rope_backward(matrix& dy, std::size_t head_dim, double rope_theta);
+
 }  // namespace ffn_trace

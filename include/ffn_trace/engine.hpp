@@ -52,6 +52,8 @@ public:
     // x (tokens, rows) · W (rows, cols) -> (tokens, cols). each_alone: every row of x through a
     // product of its own, as though each token were traced alone.
     virtual matrix times(const matrix& x, bool each_alone) const = 0;
+    // dy (tokens, cols) · Wᵀ (cols, rows) -> (tokens, rows): the backward pass's product.
+    virtual matrix times_transposed(const matrix& dy) const = 0;
     virtual std::vector<double> row(std::size_t i) const = 0;     // W[i, :] (cols)
     virtual std::vector<double> column(std::size_t j) const = 0;  // W[:, j] (rows)
     virtual std::vector<double> row_norms() const = 0;            // ‖W[i, :]‖ for every i (rows)

@@ -22,6 +22,7 @@
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/hooks.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/transformer.hpp"
 
 namespace ffn_trace {
@@ -47,6 +48,7 @@ struct model_gradient {
     matrix dlogits;                                    // (head, vocab)
     std::vector<std::pair<hook_name, matrix>> grads;   // in the order of `wrt`, (tokens, width)
     std::optional<gradients> ffn;                      // ffn_layer's FFN backward (backward.hpp)
+    std::optional<moe_gradients> moe;                  // … when it is a Mixture of Experts (moe.hpp)
     const matrix* find(const hook_name& h) const;
 };
 

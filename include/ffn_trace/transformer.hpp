@@ -84,6 +84,21 @@ public:
     outcome<sublayer> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
     outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows, const std::function<void(hook_point, matrix&)>& at) const;
 
+    // What block `layer`'s attention forms from x (tokens, d_model) before its scores: the
+    // pre-norm's parts (y = x itself without one) and q, k, v, RoPE applied. x is checked by
+    // attention_output; the layer must be one of the model's.
+    struct attention_inputs {
+        norm_parts norm;
+        matrix q, k, v;
+    };
+    attention_inputs attention_inputs_of(std::size_t layer, const matrix& x) const;
+    // The backward passes (model_backward.cpp): dL/dx of attention_output(layer, x) from
+    // d_out = dL/d(attn_out) (tokens, d_model); and dL/dx (tokens, d_model) of head(x, rows)
+    // from dlogits (rows.size(), vocab), `at` called with dL/d(final_norm), which it may change.
+    matrix attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const;
+    matrix head_backward(const matrix& x, const std::vector<std::size_t>& rows, const matrix& dlogits,
+                         const std::function<void(matrix&)>& at) const;
+
 
     // A weight left in the file (x·W with W (in, out)) and its bias (out, or empty).
     struct projection {

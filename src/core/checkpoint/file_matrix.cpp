@@ -60,6 +60,23 @@ public:
         return y;
     }
 
+    // The transpose panel by panel: not transposed, dx[:, r0:r0+n] = dy (tokens, cols) · panelᵀ (cols, n);
+    // transposed, dx (tokens, rows) += dy[:, r0:r0+n] (tokens, n) · panel (n, rows).
+    matrix times_transposed(const matrix& dy) const override {
+        matrix dx(dy.rows, rows());
+        if (dy.rows == 0) return dx;
+        const auto d = [](std::size_t n) { return static_cast<int>(n); };
+        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+            if (transposed_)
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d(dy.rows), d(rows()), d(n), 1.0, dy.data.data() + r0,
+                            d(dy.cols), panel, d(stored_cols_), 1.0, dx.data.data(), d(dx.cols));
+            else
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d(dy.rows), d(n), d(cols()), 1.0, dy.data.data(), d(dy.cols),
+                            panel, d(stored_cols_), 0.0, dx.data.data() + r0, d(dx.cols));
+        });
+        return dx;
+    }
+
     std::vector<double> row(std::size_t i) const override { return transposed_ ? stored_column(i) : stored_row(i); }
     std::vector<double> column(std::size_t j) const override { return transposed_ ? stored_row(j) : stored_column(j); }
 

@@ -386,31 +386,38 @@ outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
     return x;
 }
 
+transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer, const matrix& x) const {
+    const attention_weights& a = attention_[layer];
+    attention_inputs in;
+    if (a.norm && a.norm->position == norm_layer::place::pre)
+        in.norm = normalize(*a.norm, x);
+    else
+        in.norm.y = x;
+    if (a.qkv) {  // GPT-2: [q | k | v] = x·W_attn + b_attn, split along the columns
+        const matrix fused = project(*a.qkv, in.norm.y);
+        const std::size_t d = ck_->config().d_model;
+        in.q = columns(fused, 0, d);
+        in.k = columns(fused, d, d);
+        in.v = columns(fused, 2 * d, d);
+    } else {
+        in.q = project(a.q, in.norm.y);
+        in.k = project(a.k, in.norm.y);
+        in.v = project(a.v, in.norm.y);
+    }
+    if (rope_) {
+        rotate_half_rope(in.q, shape_.head_dim, ck_->config().rope_theta);
+        rotate_half_rope(in.k, shape_.head_dim, ck_->config().rope_theta);
+    }
+    return in;
+}
+
 outcome<matrix> transformer::attention_output(std::size_t layer, const matrix& x) const {
     if (layer >= attention_.size())
         return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers", layer, attention_.size())};
     if (x.cols != ck_->config().d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
-    const attention_weights& a = attention_[layer];
-    const bool pre = a.norm && a.norm->position == norm_layer::place::pre;
-    const matrix in = pre ? normalize(*a.norm, x).y : x;
-    matrix q, k, v;
-    if (a.qkv) {  // GPT-2: [q | k | v] = x·W_attn + b_attn, split along the columns
-        const matrix fused = project(*a.qkv, in);
-        const std::size_t d = ck_->config().d_model;
-        q = columns(fused, 0, d);
-        k = columns(fused, d, d);
-        v = columns(fused, 2 * d, d);
-    } else {
-        q = project(a.q, in);
-        k = project(a.k, in);
-        v = project(a.v, in);
-    }
-    if (rope_) {
-        rotate_half_rope(q, shape_.head_dim, ck_->config().rope_theta);
-        rotate_half_rope(k, shape_.head_dim, ck_->config().rope_theta);
-    }
-    return project(a.o, attention(q, k, v, shape_));
+    const attention_inputs in = attention_inputs_of(layer, x);
+    return project(attention_[layer].o, attention(in.q, in.k, in.v, shape_));
 }
 
 outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix& x, const matrix& added) const {

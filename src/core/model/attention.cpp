@@ -65,12 +65,15 @@ matrix attention(const matrix& q, const matrix& k, const matrix& v, const attent
     return out;
 }
 
-void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) {
+namespace {
+
+// Each head's pairs turned by direction·t·θ_i: +1 the forward, −1 its transpose.
+void turn_pairs(matrix& x, std::size_t head_dim, double rope_theta, double direction) {
     const std::size_t half = head_dim / 2, n = x.cols / head_dim;
     for (std::size_t i = 0; i < half; ++i) {
         const double theta = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
         for (std::size_t t = 0; t < x.rows; ++t) {
-            const double angle = static_cast<double>(t) * theta, c = std::cos(angle), s = std::sin(angle);
+            const double angle = direction * static_cast<double>(t) * theta, c = std::cos(angle), s = std::sin(angle);
             for (std::size_t h = 0; h < n; ++h) {
                 double* head = &x(t, h * head_dim);
                 const double a = head[i], b = head[i + half];
@@ -79,6 +82,57 @@ void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) {
             }
         }
     }
+}
+
+}  // namespace
+
+void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) { turn_pairs(x, head_dim, rope_theta, 1.0); }
+
+void rotate_half_rope_backward(matrix& dy, std::size_t head_dim, double rope_theta) { turn_pairs(dy, head_dim, rope_theta, -1.0); }
+
+namespace {
+
+// dS = P ⊙ (dP − rowsum(P ⊙ dP)), each row of the softmax alone; a hidden key has P = 0.
+matrix softmax_rows_backward(const matrix& p, const matrix& dp) {
+    matrix ds(p.rows, p.cols);
+    for (std::size_t i = 0; i < p.rows; ++i) {
+        double dot = 0;
+        for (std::size_t j = 0; j < p.cols; ++j) dot += p(i, j) * dp(i, j);
+        for (std::size_t j = 0; j < p.cols; ++j) ds(i, j) = p(i, j) * (dp(i, j) - dot);
+    }
+    return ds;
+}
+
+}  // namespace
+
+attention_gradients attention_backward(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
+                                       const matrix& d_out) {
+    const std::size_t tokens = q.rows, head_dim = s.head_dim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    attention_gradients g{matrix(q.rows, q.cols), matrix(k.rows, k.cols), matrix(v.rows, v.cols)};
+    matrix dp(tokens, tokens);
+    for (std::size_t h = 0; h < s.n_heads; ++h) {
+        const std::size_t gh = kv_head_of(h, s.n_heads, s.n_kv_heads);
+        const matrix p = softmax_rows(attention_scores(q, k, s, h));
+        // dP (tokens, tokens) = d_out_h (tokens, head_dim) · v_gᵀ (head_dim, tokens)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, dim(tokens), dim(tokens), dim(head_dim), 1.0,
+                    d_out.data.data() + h * head_dim, dim(d_out.cols), v.data.data() + gh * head_dim, dim(v.cols), 0.0,
+                    dp.data.data(), dim(tokens));
+        // dv_g (tokens, head_dim) += Pᵀ (tokens, tokens) · d_out_h (tokens, head_dim)
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), 1.0, p.data.data(),
+                    dim(tokens), d_out.data.data() + h * head_dim, dim(d_out.cols), 1.0, g.dv.data.data() + gh * head_dim,
+                    dim(g.dv.cols));
+        const matrix ds = softmax_rows_backward(p, dp);
+        // dq_h (tokens, head_dim) = dS (tokens, tokens) · k_g (tokens, head_dim) / √head_dim
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), scale, ds.data.data(),
+                    dim(tokens), k.data.data() + gh * head_dim, dim(k.cols), 0.0, g.dq.data.data() + h * head_dim,
+                    dim(g.dq.cols));
+        // dk_g (tokens, head_dim) += dSᵀ (tokens, tokens) · q_h (tokens, head_dim) / √head_dim
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), scale, ds.data.data(),
+                    dim(tokens), q.data.data() + h * head_dim, dim(q.cols), 1.0, g.dk.data.data() + gh * head_dim,
+                    dim(g.dk.cols));
+    }
+    return g;
 }
 
 }  // namespace ffn_trace

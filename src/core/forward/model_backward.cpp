@@ -1,0 +1,319 @@
+// The whole model's backward pass (model_backward.hpp): the forward pass run once with the
+// stream kept at each block's resid_pre and resid_mid, then the blocks in reverse, each one's
+// attention recomputed from its resid_pre and its FFN from its resid_mid, each kernel's backward
+// beside its forward (attention.cpp, backward.cpp, moe_backward.cpp).
+#include "ffn_trace/model_backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <memory>
+
+#include "ffn_trace/attention.hpp"
+#include "ffn_trace/checkpoint.hpp"
+
+namespace ffn_trace {
+
+const matrix* model_gradient::find(const hook_name& h) const {
+    for (const auto& [name, value] : grads)
+        if (name == h) return &value;
+    return nullptr;
+}
+
+logits_loss next_token_loss(std::vector<std::pair<std::size_t, std::size_t>> row_and_token) {
+    return [pairs = std::move(row_and_token)](const matrix& logits, matrix& dlogits) {
+        // L = −Σ log p[row][token], p = softmax(logits[row]), so dL/dlogits[row] = p − onehot(token)
+        double loss = 0;
+        for (const auto& [r, token] : pairs) {
+            const auto z = logits.row(r);
+            const double max = *std::max_element(z.begin(), z.end());
+            double sum = 0;
+            for (double v : z) sum += std::exp(v - max);
+            loss -= z[token] - max - std::log(sum);
+            for (std::size_t j = 0; j < z.size(); ++j) dlogits(r, j) += std::exp(z[j] - max) / sum;
+            dlogits(r, token) -= 1;
+        }
+        return loss;
+    };
+}
+
+matrix transformer::attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const {
+    const attention_weights& a = attention_[layer];
+    const attention_inputs in = attention_inputs_of(layer, x);
+    // forward: out = ctx·Wo + bo, so d_ctx = d_out·Woᵀ
+    const matrix d_ctx = a.o.w->times_transposed(d_out);
+    attention_gradients g = attention_backward(in.q, in.k, in.v, shape_, d_ctx);
+    if (rope_) {
+        rotate_half_rope_backward(g.dq, shape_.head_dim, ck_->config().rope_theta);
+        rotate_half_rope_backward(g.dk, shape_.head_dim, ck_->config().rope_theta);
+    }
+    // forward: q = n·Wq + bq, k = n·Wk + bk, v = n·Wv + bv (GPT-2: [q | k | v] = n·W_attn + b_attn),
+    // so dn = dq·Wqᵀ + dk·Wkᵀ + dv·Wvᵀ (= [dq | dk | dv]·W_attnᵀ)
+    matrix d_in;
+    if (a.qkv) {
+        const std::size_t d = g.dq.cols;
+        matrix fused(x.rows, 3 * d);
+        for (std::size_t t = 0; t < x.rows; ++t) {
+            std::copy(g.dq.row(t).begin(), g.dq.row(t).end(), fused.row(t).begin());
+            std::copy(g.dk.row(t).begin(), g.dk.row(t).end(), fused.row(t).begin() + static_cast<long>(d));
+            std::copy(g.dv.row(t).begin(), g.dv.row(t).end(), fused.row(t).begin() + static_cast<long>(2 * d));
+        }
+        d_in = a.qkv->w->times_transposed(fused);
+    } else {
+        d_in = residual(residual(a.q.w->times_transposed(g.dq), a.k.w->times_transposed(g.dk)), a.v.w->times_transposed(g.dv));
+    }
+    if (a.norm && a.norm->position == norm_layer::place::pre) return normalize_backward(*a.norm, in.norm, x, d_in).dx;
+    return d_in;
+}
+
+matrix transformer::head_backward(const matrix& x, const std::vector<std::size_t>& rows, const matrix& dlogits,
+                                  const std::function<void(matrix&)>& at) const {
+    // forward: logits = final_norm·Uᵀ, so d_final_norm = dlogits·U
+    matrix d_normed = unembedding_->times_transposed(dlogits);
+    if (at) at(d_normed);
+    const matrix picked = gather(x, rows);
+    const matrix d_picked = normalize_backward(*final_norm_, normalize(*final_norm_, picked), picked, d_normed).dx;
+    // forward: the head read rows of the stream, so each row's gradient goes back to its token
+    matrix dx(x.rows, x.cols);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+        for (std::size_t j = 0; j < x.cols; ++j) dx(rows[r], j) += d_picked(r, j);
+    return dx;
+}
+
+namespace {
+
+bool is_ffn_inside(hook_point p) { return p == hook_point::mlp_in || p == hook_point::mlp_pre || p == hook_point::mlp_post; }
+
+// The first layer the backward pass reaches: the lowest block of a point asked for or of the
+// FFN whose weights are asked for; n_layers when only the head is.
+std::size_t first_layer(const transformer& model, const gradient_request& r) {
+    std::size_t first = r.ffn_layer.value_or(model.n_layers());
+    for (const hook_name& h : r.wrt) first = std::min(first, h.point == hook_point::embed ? 0 : in_block(h.point) ? h.layer : first);
+    return first;
+}
+
+std::optional<error> check_request(const transformer& model, const gradient_request& r) {
+    const checkpoint& ck = model.source();
+    const std::size_t n = model.n_layers();
+    if (!model.has_head())
+        return error{ck.origin(), "", fmt::format("a {} model is an encoder: it has no head, so no loss on logits to differentiate",
+                                                  ck.config().arch)};
+    if (r.run.head_rows.empty()) return error{ck.origin(), "run.head_rows", "the loss needs at least one row of the head"};
+    if (r.run.last_layer && *r.run.last_layer + 1 != n)
+        return error{ck.origin(), "run.last_layer", "the loss is on the logits: the run must go through the last block"};
+    const auto out_of_range = [&](std::size_t layer, std::string path) {
+        return error{ck.origin(), std::move(path), fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer,
+                                                               n, n == 1 ? "" : "s", n - 1)};
+    };
+    if (r.ffn_layer && *r.ffn_layer >= n) return out_of_range(*r.ffn_layer, "ffn_layer");
+    for (std::size_t k = 0; k < r.wrt.size(); ++k) {
+        const hook_name& h = r.wrt[k];
+        if (in_block(h.point) && h.layer >= n) return out_of_range(h.layer, fmt::format("wrt[{}]", k));
+        if (ck.is_moe() && (h.point == hook_point::mlp_pre || h.point == hook_point::mlp_post || h.point == hook_point::mlp_in))
+            return error{ck.origin(), fmt::format("wrt[{}]", k),
+                         fmt::format("{}: an MoE layer's hidden values are per expert; ask for blocks.{}.resid_mid or mlp_out",
+                                     to_string(h), h.layer)};
+    }
+    const std::size_t first = first_layer(model, r);
+    for (std::size_t k = 0; k < r.run.interventions.size(); ++k) {
+        const hook_name& at = r.run.interventions[k].at;
+        const bool differentiated = in_block(at.point) && at.layer >= first;
+        if (differentiated && is_ffn_inside(at.point))
+            return error{ck.origin(), fmt::format("run.interventions[{}]", k),
+                         fmt::format("{} is inside an FFN the backward pass goes through; change blocks.{}.mlp_out or resid_mid instead",
+                                     to_string(at), at.layer)};
+        if (differentiated && at.point == hook_point::mlp_out && r.ffn_layer == at.layer)
+            return error{ck.origin(), fmt::format("run.interventions[{}]", k),
+                         fmt::format("{} replaces what layer {}'s FFN writes, so its weights have no gradient of the pass's own",
+                                     to_string(at), at.layer)};
+    }
+    return std::nullopt;
+}
+
+// dL/d(a point's value before its interventions) from dL/d(after): a value replaced or set no
+// longer depends on what it was (0), a scaled one by the factor. Row r of g is token rows[r]
+// (identity when null).
+void through_interventions(const std::vector<intervention>& ivs, const hook_name& h, matrix& g,
+                           const std::vector<std::size_t>* rows = nullptr) {
+    for (const intervention& iv : ivs) {
+        if (!(iv.at == h)) continue;
+        for (std::size_t r = 0; r < g.rows; ++r) {
+            const std::size_t token = rows ? (*rows)[r] : r;
+            if (!iv.positions.empty() && std::find(iv.positions.begin(), iv.positions.end(), token) == iv.positions.end()) continue;
+            if (iv.what == intervention::kind::replace) {
+                std::fill(g.row(r).begin(), g.row(r).end(), 0.0);
+                continue;
+            }
+            for (const unit_ref& u : iv.units) g(r, u.unit) = iv.what == intervention::kind::scale ? g(r, u.unit) * iv.value : 0.0;
+        }
+    }
+}
+
+std::optional<error> overflow(const matrix& g, const std::string& where) {
+    for (std::size_t k = 0; k < g.data.size(); ++k)
+        if (!std::isfinite(g.data[k]))
+            return error{"", where, fmt::format("token {}'s gradient {} overflowed to inf or NaN in double precision", k / g.cols, k % g.cols)};
+    return std::nullopt;
+}
+
+// The sweep's state: the request, the forward run's stream at each block, and what it returns.
+class backward_sweep {
+public:
+    backward_sweep(const transformer& model, const gradient_request& r, model_gradient& out) : model_(model), r_(r), out_(out) {
+        for (const hook_name& h : r.wrt) out_.grads.emplace_back(h, matrix());
+    }
+
+    // g = dL/d(the point's value, its interventions applied): kept if asked for, then taken back
+    // through the interventions.
+    void at(const hook_name& h, matrix& g, const std::vector<std::size_t>* rows = nullptr) {
+        for (auto& [name, value] : out_.grads)
+            if (name == h) value = g;
+        through_interventions(r_.run.interventions, h, g, rows);
+    }
+
+    outcome<matrix> head() {
+        const hooked_run& f = out_.forward;
+        matrix dlogits = out_.dlogits;
+        at({hook_point::logits, 0}, dlogits, &f.head_rows);
+        return model_.head_backward(f.stream, f.head_rows, dlogits,
+                                    [this, &f](matrix& g) { at({hook_point::final_norm, 0}, g, &f.head_rows); });
+    }
+
+    // g = dL/d(resid_post of block i) -> dL/d(resid_pre of block i).
+    outcome<matrix> block(std::size_t i, matrix g) {
+        at({hook_point::resid_post, i}, g);
+        auto d_mid = ffn_backward(i, g);
+        if (!d_mid) return d_mid;
+        at({hook_point::resid_mid, i}, *d_mid);
+        matrix d_attn = *d_mid;
+        at({hook_point::attn_out, i}, d_attn);
+        // forward: resid_mid = resid_pre + attn(resid_pre)
+        matrix d_pre = residual(*d_mid, model_.attention_output_backward(i, stream(hook_point::resid_pre, i), d_attn));
+        if (auto e = overflow(d_pre, fmt::format("layer {}'s attention (backward)", i))) return *e;
+        at({hook_point::resid_pre, i}, d_pre);
+        return d_pre;
+    }
+
+    const matrix& stream(hook_point p, std::size_t i) const { return *out_.forward.cache.find({p, i}); }
+
+private:
+    // forward: resid_post = resid_mid + ffn(resid_mid), ffn's output being mlp_out.
+    outcome<matrix> ffn_backward(std::size_t i, const matrix& g_post) {
+        const checkpoint& ck = model_.source();
+        const matrix& x = stream(hook_point::resid_mid, i);
+        matrix g_out = g_post;
+        at({hook_point::mlp_out, i}, g_out);
+        const loss_spec upstream{nullptr, &g_out};
+        matrix d_ffn;
+        if (ck.is_moe()) {
+            auto layer = ck.moe_layer(i, x, checkpoint::weights::in_memory);
+            if (!layer) return layer.err();
+            auto without = std::make_shared<moe>(**layer);
+            without->residual = false;
+            auto t = run_moe(without, x, {x.rows});
+            if (!t) return t.err();
+            auto g = run_moe_backward(*t, upstream);
+            if (!g) return g.err();
+            if (r_.ffn_layer == i) {
+                auto whole = run_moe(*layer, x, {x.rows});
+                if (!whole) return whole.err();
+                out_.forward.moe = std::move(*whole);
+                auto traced = run_moe_backward(*out_.forward.moe, {nullptr, &g_post});
+                if (!traced) return traced.err();
+                out_.moe = std::move(*traced);
+            }
+            d_ffn = std::move(g->d_input);
+        } else {
+            auto layer = ck.dense_layer(i, checkpoint::weights::in_memory);
+            if (!layer) return layer.err();
+            auto without = std::make_shared<ffn>(**layer);
+            without->residual = false;
+            auto t = run_ffn(without, x, {x.rows});
+            if (!t) return t.err();
+            auto g = run_backward(*t, upstream);
+            if (!g) return g.err();
+            hidden_points(i, *g, without->gated());
+            if (r_.ffn_layer == i) {
+                auto whole = run_ffn(*layer, x, {x.rows});
+                if (!whole) return whole.err();
+                out_.forward.dense = std::move(*whole);
+                auto traced = run_backward(*out_.forward.dense, {nullptr, &g_post});
+                if (!traced) return traced.err();
+                out_.ffn = std::move(*traced);
+            }
+            d_ffn = std::move(g->d_input);
+        }
+        matrix d_mid = residual(g_post, d_ffn);
+        if (auto e = overflow(d_mid, fmt::format("layer {}'s FFN (backward)", i))) return *e;
+        return d_mid;
+    }
+
+    // The FFN's own points, read off its backward steps: mlp_post = dL/d(what W2 reads),
+    // mlp_pre = dL/d(what the activation reads), mlp_in = dL/d(what W1, or Wg and Wu, read).
+    void hidden_points(std::size_t i, const gradients& g, bool gated) {
+        const auto value = [&g](step_kind k, std::string_view name) -> const matrix* {
+            for (const auto& s : g.steps)
+                if (s.kind == k)
+                    if (const matrix* m = s.find(name)) return m;
+            return nullptr;
+        };
+        for (auto& [name, v] : out_.grads) {
+            if (name.layer != i || !in_block(name.point)) continue;
+            if (name.point == hook_point::mlp_post) v = *value(step_kind::contract, gated ? "d_product" : "d_activated");
+            if (name.point == hook_point::mlp_pre) v = *value(step_kind::activate, gated ? "d_gate" : "d_hidden");
+            if (name.point == hook_point::mlp_in)
+                v = gated ? residual(*value(step_kind::up, "dx_up"), *value(step_kind::gate, "dx_gate")) : *value(step_kind::expand, "dx_ffn");
+        }
+    }
+
+    const transformer& model_;
+    const gradient_request& r_;
+    model_gradient& out_;
+};
+
+// The forward request: the caller's, with the stream kept at every block the sweep goes back
+// through (dropped from the cache the caller sees).
+hook_request forward_request(const gradient_request& r, std::size_t first, std::size_t n) {
+    hook_request run = r.run;
+    run.trace_layer = r.ffn_layer;
+    for (std::size_t i = first; i < n; ++i) {
+        run.cache.push_back({hook_point::resid_pre, i});
+        run.cache.push_back({hook_point::resid_mid, i});
+    }
+    return run;
+}
+
+}  // namespace
+
+outcome<model_gradient> backpropagate(const transformer& model, const std::vector<std::size_t>& ids, const gradient_request& request,
+                                      const logits_loss& loss) {
+    if (auto e = check_request(model, request)) return *e;
+    const std::size_t n = model.n_layers(), first = first_layer(model, request);
+    model_gradient out;
+    auto forward = model.run_with_hooks(ids, forward_request(request, first, n));
+    if (!forward) return forward.err();
+    out.forward = std::move(*forward);
+    out.dlogits = matrix(out.forward.logits.rows, out.forward.logits.cols);
+    out.loss = loss(out.forward.logits, out.dlogits);
+    if (!std::isfinite(out.loss)) return error{"", "loss", "the loss overflowed to inf or NaN in double precision"};
+    if (auto e = overflow(out.dlogits, "dlogits")) return *e;
+
+    backward_sweep sweep(model, request, out);
+    auto g = sweep.head();
+    if (!g) return g.err();
+    for (std::size_t i = n; i-- > first;) {
+        g = sweep.block(i, std::move(*g));
+        if (!g) return g.err();
+    }
+    if (first == 0) sweep.at({hook_point::embed, 0}, *g);
+
+    // The caller's cache alone: the streams kept for the sweep are dropped.
+    activation_cache kept;
+    for (const hook_name& h : request.run.cache)
+        if (const matrix* m = out.forward.cache.find(h)) kept.keep(h, *m);
+    out.forward.cache = std::move(kept);
+    return out;
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,296 @@
+// model_backward.hpp: the whole model's backward pass. Every gradient at a hook point against
+// central finite differences of the loss, the point's value nudged through a `replace`
+// intervention and the model run again; the FFN weights' gradient against finite differences
+// of a checkpoint written again with one weight nudged; on the shipped GPT-2 model
+// (data/models/capitals) and on tiny checkpoints of every family with a head.
+#include "ffn_trace/model_backward.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "test_paths.hpp"
+#include "tiny_transformer.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+namespace ckpt = test::ckpt;
+
+namespace {
+
+const std::string capitals = FFN_TRACE_DATA_DIR + "/models/capitals";
+
+// The loss of the run: −log p(token) at each (head row, token), computed here from the logits.
+double loss_of_logits(const matrix& logits, const std::vector<std::pair<std::size_t, std::size_t>>& targets) {
+    double loss = 0;
+    for (const auto& [r, token] : targets) {
+        double max = logits(r, 0), sum = 0;
+        for (std::size_t j = 0; j < logits.cols; ++j) max = std::max(max, logits(r, j));
+        for (std::size_t j = 0; j < logits.cols; ++j) sum += std::exp(logits(r, j) - max);
+        loss += -(logits(r, token) - max - std::log(sum));
+    }
+    return loss;
+}
+
+struct fd_setup {
+    const transformer& model;
+    std::vector<std::size_t> ids;
+    std::vector<std::size_t> head_rows;
+    std::vector<std::pair<std::size_t, std::size_t>> targets;
+    std::vector<intervention> interventions = {};
+};
+
+// The loss with the point's value replaced by `value` (the point's width, every token).
+double loss_with(const fd_setup& s, const hook_name& at, const matrix& value) {
+    hook_request r;
+    r.head_rows = s.head_rows;
+    r.interventions = s.interventions;
+    r.interventions.push_back(replace_rows(at, {}, value));
+    auto run = s.model.run_with_hooks(s.ids, r);
+    REQUIRE(run);
+    return loss_of_logits(run->logits, s.targets);
+}
+
+// The point's value in the plain run (its interventions applied).
+matrix value_at(const fd_setup& s, const hook_name& at) {
+    hook_request r;
+    r.head_rows = s.head_rows;
+    r.interventions = s.interventions;
+    r.cache = {at};
+    auto run = s.model.run_with_hooks(s.ids, r);
+    REQUIRE(run);
+    REQUIRE(run->cache.find(at));
+    return *run->cache.find(at);
+}
+
+// Central differences of the loss at `samples` entries of the point, against the gradient.
+void check_point_fd(const fd_setup& s, const hook_name& at, const matrix& grad, std::size_t samples = 12) {
+    CAPTURE(to_string(at));
+    const matrix x = value_at(s, at);
+    REQUIRE(grad.rows == x.rows);
+    REQUIRE(grad.cols == x.cols);
+    double largest = 0;
+    for (double g : grad.data) largest = std::max(largest, std::fabs(g));
+    CHECK(largest > 0);  // a gradient of all zeros would pass every difference below trivially
+    const std::size_t n = x.data.size(), stride = std::max<std::size_t>(1, n / samples);
+    for (std::size_t k = 0; k < n; k += stride) {
+        CAPTURE(k);
+        const double h = 1e-5 * std::max(1.0, std::fabs(x.data[k]));
+        matrix up = x, down = x;
+        up.data[k] += h;
+        down.data[k] -= h;
+        const double numeric = (loss_with(s, at, up) - loss_with(s, at, down)) / (2 * h);
+        CHECK(grad.data[k] == Approx(numeric).epsilon(1e-5).scale(largest));
+    }
+}
+
+gradient_request request_of(const fd_setup& s, std::vector<hook_name> wrt, std::optional<std::size_t> ffn_layer = {}) {
+    gradient_request r;
+    r.run.head_rows = s.head_rows;
+    r.run.interventions = s.interventions;
+    r.wrt = std::move(wrt);
+    r.ffn_layer = ffn_layer;
+    return r;
+}
+
+transformer open_capitals() {
+    auto ck = checkpoint::open(capitals);
+    REQUIRE(ck);
+    auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    REQUIRE(tr);
+    return std::move(*tr);
+}
+
+}  // namespace
+
+TEST_CASE("on the shipped GPT-2 model every point's gradient is the finite difference of the next-token loss") {
+    const transformer tr = open_capitals();
+    const fd_setup s{tr, {5, 17, 42, 99, 3, 250}, {5}, {{0, 37}}};
+    std::vector<hook_name> wrt{{hook_point::embed, 0}, {hook_point::logits, 0}, {hook_point::final_norm, 0}};
+    for (std::size_t l = 0; l < tr.n_layers(); ++l)
+        for (hook_point p : {hook_point::resid_pre, hook_point::attn_out, hook_point::resid_mid, hook_point::mlp_in, hook_point::mlp_pre,
+                             hook_point::mlp_post, hook_point::mlp_out, hook_point::resid_post})
+            wrt.push_back({p, l});
+    auto g = backpropagate(tr, s.ids, request_of(s, wrt, 0), next_token_loss(s.targets));
+    REQUIRE(g);
+    CHECK(g->loss == Approx(loss_of_logits(g->forward.logits, s.targets)));
+    REQUIRE(g->grads.size() == wrt.size());
+    for (std::size_t k = 0; k < wrt.size(); ++k) {
+        CHECK(g->grads[k].first == wrt[k]);
+        if (wrt[k].point == hook_point::logits || wrt[k].point == hook_point::final_norm) {
+            // the head's rows only: checked against a replace of the head's one row
+            REQUIRE(g->grads[k].second.rows == 1);
+            continue;
+        }
+        check_point_fd(s, wrt[k], g->grads[k].second, 8);
+    }
+    SUBCASE("dL/dlogits is softmax minus the one-hot target, summing to zero") {
+        double sum = 0;
+        for (double v : g->dlogits.row(0)) sum += v;
+        CHECK(sum == Approx(0).scale(1));
+        CHECK(g->dlogits(0, 37) < 0);
+    }
+    SUBCASE("layer 0's FFN backward is the trace's own: dW2 = mlp_postᵀ · dL/d(mlp_out)") {
+        REQUIRE(g->ffn);
+        REQUIRE(g->forward.dense);
+        const matrix& post = *g->find({hook_point::mlp_post, 0});
+        (void)post;
+        const matrix& hidden = g->forward.dense->step(step_kind::activate).value;
+        const matrix& d_out = *g->find({hook_point::mlp_out, 0});
+        const matrix& dw2 = g->ffn->d_layer.w2;
+        REQUIRE(dw2.rows == hidden.cols);
+        for (std::size_t i = 0; i < dw2.rows; i += 37)
+            for (std::size_t j = 0; j < dw2.cols; j += 13) {
+                double want = 0;
+                for (std::size_t t = 0; t < hidden.rows; ++t) want += hidden(t, i) * d_out(t, j);
+                CHECK(dw2(i, j) == Approx(want).epsilon(1e-10).scale(1e-12));
+            }
+    }
+}
+
+TEST_CASE("a point replaced by an intervention passes no gradient back through the rows it replaced") {
+    const transformer tr = open_capitals();
+    fd_setup s{tr, {5, 17, 42, 99}, {3}, {{0, 11}}};
+    const matrix out0 = value_at(s, {hook_point::mlp_out, 0});
+    matrix row(1, out0.cols);
+    for (std::size_t j = 0; j < out0.cols; ++j) row(0, j) = out0(2, j) + 0.01 * static_cast<double>(j % 7);
+    s.interventions.push_back(replace_rows({hook_point::mlp_out, 0}, {2}, row));
+    const std::vector<hook_name> wrt{{hook_point::mlp_out, 0}, {hook_point::resid_mid, 0}, {hook_point::resid_pre, 1}};
+    auto g = backpropagate(tr, s.ids, request_of(s, wrt), next_token_loss(s.targets));
+    REQUIRE(g);
+    for (const auto& [h, m] : g->grads) check_point_fd(s, h, m, 10);
+}
+
+TEST_CASE("the gradient of a target of several tokens is the sum of each token's at the position before it") {
+    const transformer tr = open_capitals();
+    const fd_setup s{tr, {5, 17, 42, 99, 3}, {3, 4}, {{0, 99}, {1, 7}}};
+    const std::vector<hook_name> wrt{{hook_point::resid_post, 0}, {hook_point::mlp_post, 1}};
+    auto g = backpropagate(tr, s.ids, request_of(s, wrt), next_token_loss(s.targets));
+    REQUIRE(g);
+    for (const auto& [h, m] : g->grads) check_point_fd(s, h, m, 10);
+}
+
+TEST_CASE("a request the backward pass cannot serve is an error naming its field") {
+    const transformer tr = open_capitals();
+    const fd_setup s{tr, {5, 17, 42}, {2}, {{0, 1}}};
+    const auto fails = [&](gradient_request r, const std::string& path) {
+        auto g = backpropagate(tr, s.ids, r, next_token_loss(s.targets));
+        REQUIRE_FALSE(g);
+        CHECK(g.err().path == path);
+    };
+    fails(request_of(s, {{hook_point::resid_post, 2}}), "wrt[0]");
+    fails(request_of(s, {}, 5), "ffn_layer");
+    gradient_request no_head = request_of(s, {});
+    no_head.run.head_rows.clear();
+    fails(no_head, "run.head_rows");
+    gradient_request inside = request_of(s, {{hook_point::resid_pre, 0}});
+    inside.run.interventions.push_back(zero_units(1, {{std::nullopt, 3}}));
+    fails(inside, "run.interventions[0]");
+}
+
+namespace {
+
+const std::vector<std::size_t> tiny_prompt{3, 1, 4, 1, 5};
+
+// Every point of every block the family has (an MoE layer's hidden points are per expert).
+std::vector<hook_name> every_point(const transformer& tr, bool moe) {
+    std::vector<hook_name> wrt{{hook_point::embed, 0}};
+    for (std::size_t l = 0; l < tr.n_layers(); ++l)
+        for (hook_point p : {hook_point::resid_pre, hook_point::attn_out, hook_point::resid_mid, hook_point::mlp_in, hook_point::mlp_pre,
+                             hook_point::mlp_post, hook_point::mlp_out, hook_point::resid_post})
+            if (!moe || (p != hook_point::mlp_in && p != hook_point::mlp_pre && p != hook_point::mlp_post)) wrt.push_back({p, l});
+    return wrt;
+}
+
+// The file's tensor of a math-form weight of layer `layer`, and whether it is stored (out, in).
+struct stored_weight {
+    std::string name;
+    bool out_in = false;
+};
+stored_weight file_weight(const test::tiny::model& m, std::size_t layer, const char* math) {
+    const std::string l = std::to_string(layer), w = math;
+    if (m.spec.arch == "gpt2") return {m.spec.prefix + "h." + l + (w == "W2" ? ".mlp.c_proj.weight" : ".mlp.c_fc.weight"), false};
+    const std::string at = m.spec.prefix + "layers." + l + ".mlp.";
+    return {at + (w == "W2" ? "down_proj" : w == "Wg" ? "gate_proj" : "up_proj") + ".weight", true};
+}
+
+// L with one stored value of a tensor moved by `by`, the checkpoint written again and reopened.
+double loss_with_weight(test::tiny::model m, const std::string& name, std::size_t k, double by, const fd_setup& s) {
+    for (auto& t : m.written)
+        if (t.name == name) t.values[k] += by;
+    ckpt::temp_dir dir;
+    const transformer tr = test::tiny::open_model(m.write(dir));
+    hook_request r;
+    r.head_rows = s.head_rows;
+    auto run = tr.run_with_hooks(s.ids, r);
+    REQUIRE(run);
+    return loss_of_logits(run->logits, s.targets);
+}
+
+}  // namespace
+
+TEST_CASE("on tiny checkpoints of every family with a head, every point's gradient is the finite difference of the loss") {
+    for (const char* arch : {"gpt2", "llama", "mistral", "qwen2", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 11});
+        ckpt::temp_dir dir;
+        const transformer tr = test::tiny::open_model(m.write(dir));
+        const fd_setup s{tr, tiny_prompt, {2, 4}, {{0, 7}, {1, 2}}};
+        const auto wrt = every_point(tr, std::string(arch) == "mixtral");
+        auto g = backpropagate(tr, s.ids, request_of(s, wrt), next_token_loss(s.targets));
+        REQUIRE(g);
+        REQUIRE(g->grads.size() == wrt.size());
+        for (const auto& [h, grad] : g->grads) check_point_fd(s, h, grad, 10);
+    }
+}
+
+TEST_CASE("on tiny dense checkpoints, the FFN weights' gradient is the finite difference of the loss over the file's value") {
+    for (const char* arch : {"gpt2", "llama", "qwen2"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 5, .dtype = "F64"});
+        ckpt::temp_dir dir;
+        const transformer tr = test::tiny::open_model(m.write(dir));
+        const fd_setup s{tr, tiny_prompt, {4}, {{0, 6}}};
+        auto g = backpropagate(tr, s.ids, request_of(s, {}, 0), next_token_loss(s.targets));
+        REQUIRE(g);
+        REQUIRE(g->ffn);
+        const bool gated = std::string(arch) != "gpt2";
+        for (const char* math : gated ? std::vector<const char*>{"W2", "Wg", "Wu"} : std::vector<const char*>{"W2", "W1"}) {
+            CAPTURE(math);
+            const matrix& dw = std::string(math) == "W2" ? g->ffn->d_layer.w2
+                               : std::string(math) == "Wg" ? g->ffn->d_layer.wg
+                               : std::string(math) == "Wu" ? g->ffn->d_layer.wu
+                                                           : g->ffn->d_layer.w1;
+            const stored_weight w = file_weight(m, 0, math);
+            for (std::size_t k = 0; k < dw.data.size(); k += 37) {
+                // math form (in, out) at (i, j); stored (out, in) it is the file's [j][i]
+                const std::size_t i = k / dw.cols, j = k % dw.cols, stored = w.out_in ? j * dw.rows + i : k;
+                const double h = 1e-5;
+                const double numeric = (loss_with_weight(m, w.name, stored, h, s) - loss_with_weight(m, w.name, stored, -h, s)) / (2 * h);
+                CHECK(dw.data[k] == Approx(numeric).epsilon(1e-5).scale(1e-4));
+            }
+        }
+    }
+}
+
+TEST_CASE("an MoE layer's weights' gradient comes with its own backward pass, the routing held fixed") {
+    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    ckpt::temp_dir dir;
+    const transformer tr = test::tiny::open_model(m.write(dir));
+    const fd_setup s{tr, tiny_prompt, {4}, {{0, 6}}};
+    auto g = backpropagate(tr, s.ids, request_of(s, {{hook_point::resid_post, 1}}, 1), next_token_loss(s.targets));
+    REQUIRE(g);
+    REQUIRE(g->moe);
+    REQUIRE(g->forward.moe);
+    CHECK_FALSE(g->ffn);
+    // its input's gradient is dL/d(resid_mid) of the layer, which the sweep computed apart
+    auto with_mid = backpropagate(tr, s.ids, request_of(s, {{hook_point::resid_mid, 1}}), next_token_loss(s.targets));
+    REQUIRE(with_mid);
+    const matrix& mid = with_mid->grads.front().second;
+    REQUIRE(g->moe->d_input.data.size() == mid.data.size());
+    for (std::size_t k = 0; k < mid.data.size(); ++k) CHECK(g->moe->d_input.data[k] == Approx(mid.data[k]).epsilon(1e-9).scale(1e-12));
+}
