@@ -1052,3 +1052,37 @@ cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
   --stdin ${UNITS}/one_token.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --skip-first)
 cli_test("units reads the corpus from standard input given as -, CR LF and all" 0 "corpus +<stdin>: 5 texts, 42 tokens"
   ANY --stdin ${UNITS}/small_crlf.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --unit 3)
+
+# grad --prompt: the model's own next-token loss, the upstream the later layers send back to
+# layer N's FFN, that FFN's backward pass, and a step on its weights with the model run again.
+cli_test("grad --prompt shows the target, the upstream by token and the model's loss" 0
+  "target +\" Paris\", the next token after token 4 \\(\" is\"\\).*Upstream +g = dL/d\\(FFN output\\).*\" is\": ‖g‖ = [0-9.]+.*Loss +L = −log p\\(\" Paris\"\\) = [0-9.]+, p = 0\\.[0-9]+.*Gradient check .*✓.*Units +two estimates"
+  EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --detail summary --color never)
+cli_test("grad --prompt --lr runs the model again with the stepped layer and shows p(target) go up" 0
+  "The model run again with the stepped layer: p\\(\" Paris\"\\) (0\\.[0-9]+) → 0\\.[0-9]+, loss [0-9.]+ → [0-9.]+ +✓ down"
+  EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 1 --prompt "The capital of France is" --target " Paris" --lr 0.01 --detail summary --color never)
+cli_test("grad --prompt --format json has today's names plus target, loss and upstream" 0
+  "\"loss_kind\": \"upstream\", \"loss\": [0-9.e-]+, \"gradients\": \\{ \"norm.weight\": .*\"check\": .*\"target\": \\{ \"text\": \" Paris\", \"ids\": \\[ ?[0-9]+ ?\\], \"pieces\": \\[ ?\" Paris\" ?\\], \"position\": 4, \"prob\": 0\\.[0-9]+.*\"upstream\": \\[ ?\\[.*\"units\": \\[ ?\\{ \"unit\": [0-9]+, \"activation\":"
+  EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --format json)
+cli_test("grad --prompt takes a target of several tokens and names its pieces" 0
+  "target +\" Parisian\" = \"[^\"]+\" \\+ \"[^\"]+\""
+  EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Parisian" --detail summary --color never)
+cli_test("grad --prompt refuses a target that gives no tokens" 2 EMPTY "^error: --target: the target gives no tokens"
+  -- bash -c "exec \"$0\" grad --checkpoint \"$1\" --layer 0 --prompt \"The capital of France is\" --target ''" ${FT} ${DATA}/models/capitals)
+cli_test("grad --prompt refuses a target of several tokens before the last position, naming the pieces" 2 EMPTY
+  "^error: --target: is [0-9]+ tokens \\(\"[^\"]+\" \\+ \"[^\"]+\".*a position before the last takes a target of one token$"
+  -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Parisian" --position 2)
+cli_test("grad --prompt refuses a position past the prompt" 2 EMPTY "^error: --position: token 9 is out of range: the prompt has 5 tokens \\(0 to 4\\)$"
+  -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --position 9)
+cli_test("grad --prompt refuses a layer the model lacks" 2 EMPTY "^error: .*capitals: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
+  -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 2 --prompt "The capital of France is" --target " Paris")
+cli_test("grad --prompt refuses a learning rate that is not finite" 2 EMPTY "^error: --lr: expected a finite learning rate > 0, got inf$"
+  -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --lr inf)
+cli_test("grad --prompt refuses BERT, which has no head to score a next token with" 2 EMPTY
+  "^error: .*bert: a bert model is an encoder: it has no head, so no next-token loss to differentiate$"
+  -- ${FT} grad --checkpoint ${INPUTS}/checkpoints/bert --layer 0 --prompt "The capital of France is" --target " Paris")
+cli_test("grad --checkpoint without --prompt says what to add" 2 EMPTY "^error: --checkpoint: grad on a checkpoint differentiates a prompt's next-token loss"
+  -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0)
+cli_test("grad on an example stored out_in says its weight tables are the transpose of the heading's shapes" 0
+  "Contract +dW2 = activatedᵀ · g +\\(8 × 2\\)·\\(2 × 4\\) → \\(8 × 4\\) .*dW2 in the file's layout \\(out_in\\): the transpose of the math form, \\(4 × 8\\)\\."
+  EMPTY -- ${FT} grad ${DATA}/walkthrough.json --color never)

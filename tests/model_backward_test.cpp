@@ -2,15 +2,21 @@
 // central finite differences of the loss, the point's value nudged through a `replace`
 // intervention and the model run again; the FFN weights' gradient against finite differences
 // of a checkpoint written again with one weight nudged; on the shipped GPT-2 model
-// (data/models/capitals) and on tiny checkpoints of every family with a head.
+// (data/models/capitals) and on tiny checkpoints of every family with a head; and on those tiny
+// checkpoints, the gradients against an independent reverse-mode reference (autograd.hpp) that
+// builds the whole forward pass, attention and norms included, on a scalar tape.
 #include "ffn_trace/model_backward.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include "autograd.hpp"
 #include "checkpoint_writer.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "test_paths.hpp"
@@ -293,4 +299,230 @@ TEST_CASE("an MoE layer's weights' gradient comes with its own backward pass, th
     const matrix& mid = with_mid->grads.front().second;
     REQUIRE(g->moe->d_input.data.size() == mid.data.size());
     for (std::size_t k = 0; k < mid.data.size(); ++k) CHECK(g->moe->d_input.data[k] == Approx(mid.data[k]).epsilon(1e-9).scale(1e-12));
+}
+
+namespace {
+
+using autograd_vars = autograd::tape::vars;
+
+// The tiny model's whole forward pass and next-token loss on the autograd tape: every weight and
+// the embeddings' stream a leaf, written from reference_transformer.hpp's formulas (the Hugging
+// Face modelling code's) without the library's kernels, so that its reverse sweep is an
+// independent reference for every gradient of the backward pass.
+class tape_model {
+public:
+    tape_model(autograd::tape& t, const test::tiny::model& m) : t_(t), s_(m.spec) {
+        for (const auto& [name, tensor] : m.values) {
+            auto& leaves = w_[name];
+            for (double v : tensor.values) leaves.push_back(t_.leaf(v));
+        }
+    }
+
+    // L = Σ −log p(token) at each (position, token); x0 (tokens, d_model) becomes leaves.
+    autograd::tape::var loss(const std::vector<std::size_t>& ids, const std::vector<std::pair<std::size_t, std::size_t>>& targets) {
+        const std::string& p = s_.prefix;
+        const bool gpt2 = s_.arch == "gpt2";
+        for (std::size_t n = 0; n < ids.size(); ++n) {
+            autograd_vars row;
+            for (std::size_t i = 0; i < s_.d_model; ++i) {
+                double v = weight(gpt2 ? p + "wte.weight" : p + "embed_tokens.weight")[ids[n] * s_.d_model + i].value();
+                if (gpt2) v += weight(p + "wpe.weight")[n * s_.d_model + i].value();
+                row.push_back(t_.leaf(v));
+            }
+            x0.push_back(row);
+        }
+        std::vector<autograd_vars> x = x0;
+        for (std::size_t l = 0; l < s_.n_layers; ++l) block(l, x);
+        const std::string head = s_.tied ? (gpt2 ? p + "wte.weight" : p + "embed_tokens.weight") : "lm_head.weight";
+        autograd::tape::var total = t_.leaf(0.0);
+        for (const auto& [pos, token] : targets) {
+            const autograd_vars f = gpt2 ? norm(p + "ln_f", x[pos]) : norm(p + "norm", x[pos]);
+            total = t_.add(total, t_.cross_entropy(out_in(f, head, false), token));
+        }
+        return total;
+    }
+
+    const autograd_vars& weight(const std::string& name) { return w_.at(name); }
+    std::vector<autograd_vars> x0;
+
+private:
+    std::string at(std::string pattern, std::size_t l) const { return pattern.replace(pattern.find("{i}"), 3, std::to_string(l)); }
+    autograd_vars norm(const std::string& name, const autograd_vars& x) {
+        static const autograd_vars none;
+        return t_.norm(x, weight(name + ".weight"), s_.arch == "gpt2" ? weight(name + ".bias") : none, s_.eps);
+    }
+    // nn.Linear, W stored (out, in): y_j = Σ_i W[j][i] x_i (+ b_j)
+    autograd_vars out_in(const autograd_vars& x, const std::string& name, bool bias = true) {
+        const autograd_vars& w = weight(name + (bias ? ".weight" : ""));
+        const std::size_t in = x.size(), out = w.size() / in;
+        autograd_vars y;
+        for (std::size_t j = 0; j < out; ++j) y.push_back(t_.dot(autograd_vars(w.begin() + j * in, w.begin() + (j + 1) * in), x));
+        if (bias && w_.count(name + ".bias"))
+            for (std::size_t j = 0; j < out; ++j) y[j] = t_.add(y[j], weight(name + ".bias")[j]);
+        return y;
+    }
+    // GPT-2's Conv1D, W stored (in, out): y_j = Σ_i x_i W[i][j] + b_j
+    autograd_vars in_out(const autograd_vars& x, const std::string& name) {
+        const autograd_vars& w = weight(name + ".weight");
+        const std::size_t in = x.size(), out = w.size() / in;
+        autograd_vars y;
+        for (std::size_t j = 0; j < out; ++j) {
+            autograd_vars column;
+            for (std::size_t i = 0; i < in; ++i) column.push_back(w[i * out + j]);
+            y.push_back(t_.add(t_.dot(column, x), weight(name + ".bias")[j]));
+        }
+        return y;
+    }
+    // Rotate-half RoPE of each head at position n: x·cos + rotate_half(x)·sin, the angles constants.
+    void rope(autograd_vars& y, std::size_t heads, std::size_t n) {
+        const std::size_t hd = s_.head_dim, half = hd / 2;
+        for (std::size_t h = 0; h < heads; ++h) {
+            const autograd_vars x(y.begin() + h * hd, y.begin() + (h + 1) * hd);
+            for (std::size_t i = 0; i < hd; ++i) {
+                const double angle = static_cast<double>(n) / std::pow(s_.rope_theta, static_cast<double>(2 * (i % half)) / static_cast<double>(hd));
+                const auto rotated = i < half ? t_.scale(x[i + half], -1.0) : x[i - half];
+                y[h * hd + i] = t_.add(t_.scale(x[i], std::cos(angle)), t_.scale(rotated, std::sin(angle)));
+            }
+        }
+    }
+    // Causal (and windowed) attention, query head h reading key/value head h / (n_heads / n_kv_heads).
+    std::vector<autograd_vars> attend(const std::vector<autograd_vars>& q, const std::vector<autograd_vars>& k,
+                                      const std::vector<autograd_vars>& v) {
+        const std::size_t tokens = q.size(), hd = s_.head_dim, rep = s_.n_heads / s_.n_kv_heads;
+        std::vector<autograd_vars> out(tokens);
+        for (std::size_t i = 0; i < tokens; ++i)
+            for (std::size_t h = 0; h < s_.n_heads; ++h) {
+                const std::size_t g = h / rep;
+                autograd_vars scores;
+                std::vector<std::size_t> seen;
+                for (std::size_t j = 0; j <= i; ++j) {
+                    if (s_.window > 0 && j + s_.window <= i) continue;
+                    seen.push_back(j);
+                    scores.push_back(t_.scale(t_.dot(autograd_vars(q[i].begin() + h * hd, q[i].begin() + (h + 1) * hd),
+                                                     autograd_vars(k[j].begin() + g * hd, k[j].begin() + (g + 1) * hd)),
+                                              1.0 / std::sqrt(static_cast<double>(hd))));
+                }
+                const autograd_vars weights = t_.softmax(scores);
+                for (std::size_t c = 0; c < hd; ++c) {
+                    autograd_vars values;
+                    for (std::size_t j : seen) values.push_back(v[j][g * hd + c]);
+                    out[i].push_back(t_.dot(weights, values));
+                }
+            }
+        return out;
+    }
+    autograd_vars swiglu(const autograd_vars& h, const std::string& gate, const std::string& up, const std::string& down) {
+        autograd_vars g = out_in(h, gate);
+        const autograd_vars u = out_in(h, up);
+        // silu(g) = g / (1 + e^(−g))
+        for (std::size_t j = 0; j < g.size(); ++j)
+            g[j] = t_.mul(t_.div(g[j], t_.shift(t_.exp(t_.scale(g[j], -1.0)), 1.0)), u[j]);
+        return out_in(g, down);
+    }
+    autograd_vars ffn(std::size_t l, const autograd_vars& x) {
+        const std::string& p = s_.prefix;
+        if (s_.arch == "gpt2") {
+            autograd_vars h = in_out(norm(at(p + "h.{i}.ln_2", l), x), at(p + "h.{i}.mlp.c_fc", l));
+            // gelu_new(h) = ½h(1 + tanh(√(2/π)(h + 0.044715h³)))
+            for (auto& e : h) {
+                const auto inner = t_.scale(t_.add(e, t_.scale(t_.mul(t_.mul(e, e), e), 0.044715)), std::sqrt(2 / M_PI));
+                e = t_.scale(t_.mul(e, t_.shift(t_.tanh(inner), 1.0)), 0.5);
+            }
+            return in_out(h, at(p + "h.{i}.mlp.c_proj", l));
+        }
+        const autograd_vars h = norm(at(p + "layers.{i}.post_attention_layernorm", l), x);
+        if (s_.arch != "mixtral") {
+            const std::string m = at(p + "layers.{i}.mlp.", l);
+            return swiglu(h, m + "gate_proj", m + "up_proj", m + "down_proj");
+        }
+        // the router's softmax over every expert, the top_k (chosen by value) renormalised
+        const std::string m = at(p + "layers.{i}.block_sparse_moe.", l);
+        const autograd_vars probs = t_.softmax(out_in(h, m + "gate"));
+        std::vector<std::size_t> order(probs.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return probs[a].value() > probs[b].value(); });
+        autograd_vars chosen;
+        for (std::size_t c = 0; c < s_.top_k; ++c) chosen.push_back(probs[order[c]]);
+        const auto kept = t_.sum(chosen);
+        autograd_vars out(s_.d_model, t_.leaf(0.0));
+        for (std::size_t c = 0; c < s_.top_k; ++c) {
+            const std::string e = m + "experts." + std::to_string(order[c]) + ".";
+            const autograd_vars y = swiglu(h, e + "w1", e + "w3", e + "w2");
+            for (std::size_t i = 0; i < s_.d_model; ++i) out[i] = t_.add(out[i], t_.mul(t_.div(chosen[c], kept), y[i]));
+        }
+        return out;
+    }
+    void block(std::size_t l, std::vector<autograd_vars>& x) {
+        const std::string& p = s_.prefix;
+        const std::size_t tokens = x.size(), d = s_.d_model;
+        std::vector<autograd_vars> q(tokens), k(tokens), v(tokens), wrote(tokens);
+        for (std::size_t n = 0; n < tokens; ++n) {
+            if (s_.arch == "gpt2") {
+                const autograd_vars qkv = in_out(norm(at(p + "h.{i}.ln_1", l), x[n]), at(p + "h.{i}.attn.c_attn", l));
+                q[n].assign(qkv.begin(), qkv.begin() + d);
+                k[n].assign(qkv.begin() + d, qkv.begin() + 2 * d);
+                v[n].assign(qkv.begin() + 2 * d, qkv.end());
+                continue;
+            }
+            const std::string a = at(p + "layers.{i}.self_attn.", l);
+            const autograd_vars h = norm(at(p + "layers.{i}.input_layernorm", l), x[n]);
+            q[n] = out_in(h, a + "q_proj");
+            k[n] = out_in(h, a + "k_proj");
+            v[n] = out_in(h, a + "v_proj");
+            rope(q[n], s_.n_heads, n);
+            rope(k[n], s_.n_kv_heads, n);
+        }
+        const auto ctx = attend(q, k, v);
+        for (std::size_t n = 0; n < tokens; ++n) {
+            const autograd_vars o = s_.arch == "gpt2" ? in_out(ctx[n], at(p + "h.{i}.attn.c_proj", l))
+                                                      : out_in(ctx[n], at(p + "layers.{i}.self_attn.o_proj", l));
+            for (std::size_t i = 0; i < d; ++i) x[n][i] = t_.add(x[n][i], o[i]);
+        }
+        for (std::size_t n = 0; n < tokens; ++n) {
+            const autograd_vars f = ffn(l, x[n]);
+            for (std::size_t i = 0; i < d; ++i) x[n][i] = t_.add(x[n][i], f[i]);
+        }
+    }
+
+    autograd::tape& t_;
+    const reference_transformer::spec& s_;
+    std::map<std::string, autograd_vars> w_;
+};
+
+}  // namespace
+
+TEST_CASE("on tiny checkpoints of every family with a head, the gradients are the autograd tape's reverse sweep") {
+    for (const char* arch : {"gpt2", "llama", "mistral", "qwen2", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 3});
+        ckpt::temp_dir dir;
+        const transformer tr = test::tiny::open_model(m.write(dir));
+        const std::vector<std::pair<std::size_t, std::size_t>> targets{{2, 7}, {4, 2}};
+        const bool moe = std::string(arch) == "mixtral";
+        gradient_request r;
+        r.run.head_rows = {2, 4};
+        r.wrt = {{hook_point::embed, 0}};
+        if (!moe) r.ffn_layer = 0;
+        auto g = backpropagate(tr, tiny_prompt, r, next_token_loss({{0, 7}, {1, 2}}));
+        REQUIRE(g);
+
+        autograd::tape t;
+        tape_model want(t, m);
+        const auto loss = want.loss(tiny_prompt, targets);
+        t.backward(loss);
+        CHECK(g->loss == Approx(loss.value()).epsilon(1e-10));
+        const matrix& d_embed = g->grads.front().second;
+        for (std::size_t n = 0; n < tiny_prompt.size(); ++n)
+            for (std::size_t i = 0; i < test::tiny::d_model; ++i)
+                CHECK(d_embed(n, i) == Approx(want.x0[n][i].grad()).epsilon(1e-9).scale(1e-12));
+        if (moe) continue;
+        // layer 0's W2 in the math form (d_ff, d_model) against the stored tensor's leaves
+        const stored_weight w2 = file_weight(m, 0, "W2");
+        const matrix& dw2 = g->ffn->d_layer.w2;
+        const auto& leaves = want.weight(w2.name);
+        for (std::size_t k = 0; k < dw2.data.size(); ++k) {
+            const std::size_t i = k / dw2.cols, j = k % dw2.cols;
+            CHECK(dw2.data[k] == Approx(leaves[w2.out_in ? j * dw2.rows + i : k].grad()).epsilon(1e-9).scale(1e-12));
+        }
+    }
 }

@@ -89,6 +89,10 @@ struct unit_attribution {
     double score = 0;
 };
 
+// Every unit's attribution (score as above, weight 1) toward `token` at `position` of a dense
+// layer's trace, in unit order; σ from the trace's output there.
+outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token);
+
 // A token's probability, and its logit, before and after the knock-out.
 struct probability_change {
     std::size_t id = 0;

@@ -6,6 +6,7 @@
 #include "ffn_trace/backward.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/moe.hpp"
+#include "ffn_trace/prompt_grad.hpp"
 #include "ffn_trace/render_text.hpp"
 
 namespace ffn_trace {
@@ -16,6 +17,9 @@ struct grad_rendering_input {
     const gradients& grads;
     const gradient_check& check;
     const descent_step* descent;  // with --lr, else null
+    // A prompt's backward pass (grad --prompt): the model's loss and target, the upstream the rest
+    // of the model sends back, p(target) after the step, and the units' two estimates; else null.
+    const prompt_gradient* prompt = nullptr;
 };
 
 // Written a block at a time to `out`, or returned as one string.
@@ -25,7 +29,9 @@ std::string render_grad_text(const grad_rendering_input& in, const text_options&
 std::string render_grad_markdown(const grad_rendering_input& in, const text_options& options);
 
 // loss, gradients (in the file's layout and key names, plus "input"), the check, and with a
-// descent step the updated weights and the new loss.
+// descent step the updated weights and the new loss. For a prompt also `target` {text, ids,
+// pieces, position, prob, and prob_after with a step}, `upstream` (tokens, d_model) and `units`;
+// `loss` and `new_loss` are then the model's, −log p(target).
 std::string render_grad_json(const grad_rendering_input& in);
 
 // The backward pass of an MoE layer, with the top-k choice held fixed.

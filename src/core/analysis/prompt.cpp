@@ -122,7 +122,31 @@ void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, d
     }
 }
 
+// γ_f ⊙ U[token], and σ of the final norm at `stream_row` (the stream leaving layer N's FFN).
+outcome<std::pair<std::vector<double>, double>> logit_direction(const checkpoint& ck, std::size_t token,
+                                                                std::span<const double> stream_row) {
+    const std::string unembedding = ck.unembedding_name();
+    auto norm = final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto u_row = ck.tensors().read_rows(unembedding, {token});
+    if (!u_row) return u_row.err();
+    if (u_row->cols != norm->gamma.size())
+        return error{ck.origin(), unembedding, fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
+                                                           norm->gamma.size(), u_row->cols)};
+    std::vector<double> g(u_row->cols);
+    for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm->gamma[k] * (*u_row)(0, k);
+    return std::pair{std::move(g), norm_scale(stream_row, *norm)};
+}
+
 }  // namespace
+
+outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token) {
+    auto toward = logit_direction(ck, token, layer.output().value.row(position));
+    if (!toward) return toward.err();
+    std::vector<unit_attribution> out;
+    attribute(layer, position, toward->first, toward->second, 1.0, std::nullopt, false, out);
+    return out;
+}
 
 std::vector<std::string> token_labels(const std::vector<std::string>& display) {
     bool unique = true;
@@ -333,25 +357,19 @@ std::optional<error> read_lens(const transformer& model, std::size_t top, const 
 
 // The attribution: each unit's direct push toward the predicted token at the last position.
 std::optional<error> attribute_units(const checkpoint& ck, std::size_t top, prompt_trace& r) {
-    const std::string unembedding = ck.unembedding_name();
     const std::size_t last = r.input.rows - 1;
-    auto norm = final_norm_of(ck);
-    if (!norm) return norm.err();
-    auto u_row = ck.tensors().read_rows(unembedding, {r.target->id});
-    if (!u_row) return u_row.err();
-    if (u_row->cols != norm->gamma.size())
-        return error{ck.origin(), unembedding, fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
-                                                           norm->gamma.size(), u_row->cols)};
-    std::vector<double> g(u_row->cols);
-    for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm->gamma[k] * (*u_row)(0, k);
-    const double sigma = norm_scale(r.output().row(last), *norm);
     if (r.dense) {
-        attribute(*r.dense, last, g, sigma, 1.0, std::nullopt, false, r.top_units);
+        auto units = attribute_to(ck, *r.dense, last, r.target->id);
+        if (!units) return units.err();
+        r.top_units = std::move(*units);
     } else {
+        auto toward = logit_direction(ck, r.target->id, r.output().row(last));
+        if (!toward) return toward.err();
         const matrix& w = r.moe->step(step_kind::weights).value;
         for (const auto& et : r.moe->experts)
             if (auto row = et.row_of(last))
-                attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, r.top_units);
+                attribute(et.tr, *row, toward->first, toward->second, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared,
+                          r.top_units);
     }
     for (const auto& u : r.top_units) r.total_score += u.score;
     std::stable_sort(r.top_units.begin(), r.top_units.end(),

@@ -28,6 +28,9 @@ void grad_builder::weight_table(const std::string& name, const matrix& math_form
     const matrix m = out_in() ? math_form.transposed() : math_form;
     const auto& row_labels = out_in() ? cols : rows;
     const auto& col_labels = out_in() ? rows : cols;
+    // The heading names the math form's shape; the file's layout is its transpose, so say which this is.
+    if (out_in())
+        paragraph(fmt::format("{} in the file's layout (out_in): the transpose of the math form, ({} × {}).", name, m.rows, m.cols));
     const auto shown_rows = shown_indices(m.rows, opt_.full), shown_cols = shown_indices(m.cols, opt_.full);
     block b = detail::grid_table(
         name, shown_rows, shown_cols, [&row_labels](std::size_t i) { return label(row_labels, i); },

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -109,6 +110,7 @@ void grad_builder::build_expert(const detail::expert_backward& part, const detai
 void grad_builder::build(const detail::block_sink& out) {
     out_ = &out;
     heading();
+    if (in_.prompt) upstream();
     forward();
     loss();
     if (level_ != detail_level::summary) {
@@ -119,6 +121,7 @@ void grad_builder::build(const detail::block_sink& out) {
     }
     check();
     if (in_.descent) descent();
+    if (in_.prompt) unit_effects();
 }
 
 void grad_builder::heading() {
@@ -131,8 +134,20 @@ void grad_builder::heading() {
     f.push_back({"shapes", fmt::format("d_model {} → d_ff {} → d_out {}, {} token{}", l_.d_model(), l_.d_ff(),
                                        l_.d_out(), in_.tr.tokens(), in_.tr.tokens() == 1 ? "" : "s")});
     f.push_back({"activation", std::string(info(l_.act).name)});
-    f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
-                                       : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
+    if (const prompt_gradient* p = in_.prompt) {
+        const target_tokens& t = p->target;
+        f.push_back({"prompt", quote(p->prompt.text)});
+        std::vector<std::string> pieces;
+        for (const auto& piece : t.pieces) pieces.push_back(quote(piece));
+        f.push_back({"target", fmt::format("{}{}, the next token after token {} ({})", quote(t.text),
+                                           t.pieces.size() > 1 ? fmt::format(" = {}", fmt::join(pieces, " + ")) : "", t.position,
+                                           in_.ex.names.tokens.at(t.position))});
+        f.push_back({"loss", "L = −log p(target) of the whole model; dL/d(output) = upstream, what the layers after this "
+                             "FFN send back"});
+    } else {
+        f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
+                                           : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
+    }
     f.push_back({"output", l_.residual ? "the residual, y = x + contract" : "the contraction (no residual)"});
     f.push_back({"layout", out_in() ? "out_in: gradients of weights are shown as the file stores them, (outputs × inputs)"
                                     : "in_out: gradients of weights are shown as the file stores them, (inputs × outputs)"});
@@ -143,7 +158,48 @@ void grad_builder::forward() {
     forward_pass([](std::size_t) { return std::string(); });
 }
 
+void grad_builder::upstream() {
+    const prompt_gradient& p = *in_.prompt;
+    heading_line("Upstream   g = dL/d(FFN output), from the rest of the model");
+    paragraph(fmt::format("The model's backward pass from the loss through the unembedding, the final norm and every "
+                          "later block to this layer's output: the gradient each token's FFN output receives. By "
+                          "norm (the loss is read at token {}{}):",
+                          p.target.position, p.target.pieces.size() > 1 ? " and at the target's pieces after it" : ""));
+    block b{block_kind::lines};
+    for (auto t : shown_indices(p.upstream_norms.size(), opt_.full)) {
+        if (t == gap) {
+            b.lines.emplace_back("…");
+            continue;
+        }
+        b.lines.push_back(fmt::format("{}: ‖g‖ = {}", detail::token_name(in_.ex.names.tokens, lead_, t), num(p.upstream_norms[t])));
+    }
+    add(std::move(b));
+    token_table("g", p.upstream(), outputs());
+}
+
+void grad_builder::unit_effects() {
+    const prompt_gradient& p = *in_.prompt;
+    heading_line("Units   two estimates of each one's push on log p(target)");
+    paragraph(fmt::format("−Σ g·a: the gradient times the activation, summed over tokens, the first-order change of log "
+                          "p(target) were the unit knocked out, through every later path. DLA: its direct logit "
+                          "attribution toward {} at token {}, a·(W2[j]·(γ_f ⊙ U[t]))/σ, the straight path alone. "
+                          "Largest |−Σ g·a| first:",
+                          quote(p.target.pieces.front()), p.target.position));
+    block b{block_kind::table};
+    b.rows.push_back({"unit", "a", "−Σ g·a", "DLA"});
+    for (const unit_effect& u : p.units)
+        b.rows.push_back({std::to_string(u.unit.unit), num(u.activation), num(u.gradient_times_activation), num(u.attribution)});
+    add(std::move(b));
+}
+
 void grad_builder::loss() {
+    if (const prompt_gradient* p = in_.prompt) {
+        heading_line(fmt::format("Loss   L = −log p({}) = {}, p = {}", quote(p->target.text), num(p->loss), num(p->prob)));
+        if (p->target.pieces.size() > 1)
+            paragraph("Each piece is scored at the token before it, and their log-probabilities are summed: L = −Σ log "
+                      "p(piece | the tokens before it).");
+        return;
+    }
     heading_line(fmt::format("Loss   L = {}", num(in_.grads.loss)));
     if (level_ != detail_level::arithmetic) return;
     const matrix& y = in_.tr.output().value;
@@ -210,6 +266,13 @@ void grad_builder::descent() {
             ? "✗ not down: every gradient is 0, so the step leaves every weight as it was and no step size can help: "
               "a ReLU unit that did not fire passes no gradient back, and none that fired leads to the loss"
             : "✗ not down: every gradient is 0, so the step leaves every weight as it was and no step size can help";
+    if (const prompt_gradient* p = in_.prompt) {
+        const bool model_down = p->loss_after < p->loss;
+        paragraph(fmt::format("The model run again with the stepped layer: p({}) {} → {}, loss {} → {}   {}", quote(p->target.text),
+                              num(p->prob), num(p->prob_after), num(p->loss), num(p->loss_after),
+                              model_down ? styled(style::green, "✓ down") : styled(style::red, all_zero ? why : "✗ not down: try a smaller η")));
+        return;
+    }
     paragraph(fmt::format("loss {} → {}   {}", num(in_.grads.loss), num(d.new_loss),
                           down ? styled(style::green, "✓ down") : styled(style::red, why)));
 }
@@ -264,6 +327,22 @@ std::string render_grad_json(const grad_rendering_input& in) {
         j["learning_rate"] = in.descent->learning_rate;
         j["updated"] = weights_json(in.descent->updated, in.grads.d_layer, false, out_in);
         j["new_loss"] = in.descent->new_loss;
+    }
+    if (const prompt_gradient* p = in.prompt) {
+        j["loss"] = p->loss;
+        json target{{"text", p->target.text}, {"ids", p->target.ids}, {"pieces", p->target.pieces},
+                    {"position", p->target.position}, {"prob", p->prob}};
+        if (in.descent) {
+            target["prob_after"] = p->prob_after;
+            j["new_loss"] = p->loss_after;
+        }
+        j["target"] = std::move(target);
+        j["upstream"] = nested_rows(p->upstream(), in.tr.lead);
+        json units = json::array();
+        for (const unit_effect& u : p->units)
+            units.push_back({{"unit", u.unit.unit}, {"activation", u.activation},
+                             {"gradient_times_activation", u.gradient_times_activation}, {"attribution", u.attribution}});
+        j["units"] = std::move(units);
     }
     return json_text(j) + "\n";
 }

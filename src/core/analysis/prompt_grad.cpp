@@ -1,0 +1,200 @@
+// The backward pass of a real prompt's next-token loss (prompt_grad.hpp): the prompt and the
+// target tokenized, the whole model differentiated once (model_backward.hpp), layer N's FFN
+// backward checked by finite differences, one step on its weights with the model run again, and
+// each unit's two estimates of its effect.
+#include "ffn_trace/prompt_grad.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <memory>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/family.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/tokenizer.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+// The target's tokens and the position of the first; several are scored one after another
+// after the prompt's last token, so only there.
+outcome<target_tokens> read_target(const tokenizer& tok, const transformer& model, const prompt_grad_request& r,
+                                   std::size_t prompt_length) {
+    target_tokens t;
+    t.text = r.target;
+    t.position = r.position.value_or(prompt_length - 1);
+    if (t.position >= prompt_length)
+        return error{"", "position", fmt::format("token {} is out of range: the prompt has {} tokens (0 to {})", t.position,
+                                                 prompt_length, prompt_length - 1)};
+    auto ids = r.target.empty() ? outcome<std::vector<std::size_t>>(std::vector<std::size_t>{}) : tok.encode(r.target);
+    if (!ids) {
+        if (ids.err().path.empty()) ids.err().path = "target";
+        return ids.err();
+    }
+    if (ids->empty()) return error{"", "target", "the target gives no tokens; give the text of the token to predict"};
+    for (std::size_t id : *ids) t.pieces.push_back(tok.text(id));
+    for (std::size_t k = 0; k < ids->size(); ++k)
+        if ((*ids)[k] >= model.vocab_size())
+            return error{"", "target", fmt::format("{} is token id {}, which the model's embedding (of {} rows) does not have",
+                                                   quote(t.pieces[k]), (*ids)[k], model.vocab_size())};
+    if (ids->size() > 1 && t.position + 1 != prompt_length) {
+        std::vector<std::string> quoted;
+        for (const auto& p : t.pieces) quoted.push_back(quote(p));
+        return error{"", "target", fmt::format("is {} tokens ({}), scored one after another after the prompt's last token; "
+                                               "a position before the last takes a target of one token",
+                                               ids->size(), fmt::format("{}", fmt::join(quoted, " + ")))};
+    }
+    t.ids = std::move(*ids);
+    return t;
+}
+
+// Layer N's heading for the walkthrough, as `run --checkpoint` heads a layer, with the upstream.
+example layer_example(const checkpoint& ck, const prompt_gradient& g, std::size_t layer, const matrix& input) {
+    example ex;
+    ex.file = ck.origin();
+    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", layer, ck.config().arch, one_line(ck.origin()));
+    ex.description = "The input is the residual stream of the prompt entering this layer's FFN; the upstream is what "
+                     "the rest of the model sends back to its output.";
+    ex.stored = ck.config().family->stored;
+    ex.layout_stated = ex.layout_decided = true;
+    ex.input = input;
+    ex.lead = {input.rows};
+    ex.names.tokens = token_labels(g.prompt.display);
+    ex.layer.act = ck.config().act;
+    return ex;
+}
+
+// −Σ_t dL/da_t · a_t beside the direct logit attribution, the largest |first| first.
+outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const prompt_gradient& g, std::size_t top) {
+    const trace& tr = *g.grad.forward.dense;
+    const matrix& a = tr.step(tr.layer().gated() ? step_kind::multiply : step_kind::activate).value;
+    const backward_step* contract = nullptr;
+    for (const auto& s : g.grad.ffn->steps)
+        if (s.kind == step_kind::contract) contract = &s;
+    const matrix& da = *contract->find(tr.layer().gated() ? "d_product" : "d_activated");
+    auto dla = attribute_to(ck, tr, g.target.position, g.target.ids.front());
+    if (!dla) return dla.err();
+    std::vector<unit_effect> out;
+    for (std::size_t j = 0; j < a.cols; ++j) {
+        double sum = 0;
+        for (std::size_t t = 0; t < a.rows; ++t) sum -= da(t, j) * a(t, j);
+        out.push_back({{std::nullopt, j}, a(g.target.position, j), sum, (*dla)[j].score});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const unit_effect& p, const unit_effect& q) {
+        return std::fabs(p.gradient_times_activation) > std::fabs(q.gradient_times_activation);
+    });
+    out.resize(std::min(out.size(), top));
+    return out;
+}
+
+// One step W ← W − η·dW on layer N, then the model from layer N's resid_mid with the stepped
+// layer's output in place of the old: the loss and p(target) after.
+std::optional<error> step_and_rerun(const transformer& model, const gradient_request& request, const logits_loss& loss, double lr,
+                                    std::size_t layer, prompt_gradient& g) {
+    const loss_spec upstream{nullptr, &*g.ex.upstream};
+    auto step = descend(*g.grad.forward.dense, upstream, *g.grad.ffn, lr);
+    if (!step) {
+        if (step.err().path == "--lr") step.err().path = "learning_rate";
+        return step.err();
+    }
+    hook_request again = request.run;
+    again.interventions.push_back(replace_rows({hook_point::resid_post, layer}, {}, step->new_output));
+    auto run = model.run_from({hook_point::resid_mid, layer}, g.grad.forward.dense->input, again);
+    if (!run) return run.err();
+    matrix scratch(run->logits.rows, run->logits.cols);
+    g.loss_after = loss(run->logits, scratch);
+    if (!std::isfinite(g.loss_after)) return error{"", "learning_rate", "the loss after the step overflowed in double precision; use a smaller learning rate"};
+    g.prob_after = std::exp(-g.loss_after);
+    g.descent = std::move(*step);
+    return std::nullopt;
+}
+
+struct opened {
+    std::shared_ptr<const checkpoint> ck;
+    std::optional<transformer> model;
+    std::optional<tokenizer> tok;
+};
+
+outcome<opened> open_model(const prompt_grad_request& r) {
+    if (r.learning_rate && !(std::isfinite(*r.learning_rate) && *r.learning_rate > 0))
+        return error{"", "learning_rate", fmt::format("expected a finite learning rate > 0, got {}", *r.learning_rate)};
+    if (r.text.empty()) return error{"", "prompt", "the prompt is empty; give some text to run through the model"};
+    auto ck = checkpoint::open(r.checkpoint, r.arch);
+    if (!ck) return ck.err();
+    // An encoder is refused before its layers are checked: whatever they hold, it has no head.
+    if (!ck->config().family->has(tensor_role::output_norm))
+        return error{ck->origin(), "", fmt::format("a {} model is an encoder: it has no head, so no next-token loss to differentiate",
+                                                   ck->config().arch)};
+    opened o;
+    o.ck = std::make_shared<const checkpoint>(std::move(*ck));
+    auto model = transformer::open(o.ck);
+    if (!model) return model.err();
+    if (o.ck->is_moe())
+        return error{o.ck->origin(), "layer", "is a Mixture of Experts; the backward pass of a prompt traces a dense layer"};
+    if (r.layer >= model->n_layers())
+        return error{o.ck->origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", r.layer,
+                                                          model->n_layers(), model->n_layers() == 1 ? "" : "s", model->n_layers() - 1)};
+    auto tok = tokenizer_beside(r.checkpoint);
+    if (!tok) return tok.err();
+    if (!*tok) return error{r.checkpoint, "", "has no tokenizer (tokenizer.json, or vocab.json and merges.txt) to read the prompt with"};
+    o.model = std::move(*model);
+    o.tok = std::move(**tok);
+    return o;
+}
+
+}  // namespace
+
+outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
+    auto o = open_model(r);
+    if (!o) return o.err();
+    const transformer& model = *o->model;
+    prompt_gradient g;
+    auto prompt = tokenize_prompt(*o->tok, r.text);
+    if (!prompt) return prompt.err();
+    g.prompt_length = prompt->ids.size();
+    auto target = read_target(*o->tok, model, r, g.prompt_length);
+    if (!target) return target.err();
+    g.target = std::move(*target);
+    // The target's pieces but the last follow the prompt, so that each is read before the next is scored.
+    gradient_request request;
+    std::vector<std::pair<std::size_t, std::size_t>> scored;
+    for (std::size_t k = 0; k < g.target.ids.size(); ++k) {
+        if (k > 0) {
+            prompt->ids.push_back(g.target.ids[k - 1]);
+            prompt->tokens.push_back(o->tok->token(g.target.ids[k - 1]));
+            prompt->display.push_back(o->tok->display(g.target.ids[k - 1]));
+        }
+        request.run.head_rows.push_back(g.target.position + k);
+        scored.emplace_back(k, g.target.ids[k]);
+    }
+    g.prompt = std::move(*prompt);
+    if (auto e = check_prompt_length(model, g.prompt.ids.size())) return *e;
+    request.wrt = {{hook_point::mlp_out, r.layer}};
+    request.ffn_layer = r.layer;
+    const logits_loss loss = next_token_loss(scored);
+    auto grad = backpropagate(model, g.prompt.ids, request, loss);
+    if (!grad) return grad.err();
+    g.grad = std::move(*grad);
+    g.loss = g.grad.loss;
+    g.prob = std::exp(-g.loss);
+    g.ex = layer_example(*o->ck, g, r.layer, g.grad.forward.dense->input);
+    g.ex.upstream = g.grad.grads.front().second;
+    for (std::size_t t = 0; t < g.ex.upstream->rows; ++t) {
+        double sq = 0;
+        for (double v : g.ex.upstream->row(t)) sq += v * v;
+        g.upstream_norms.push_back(std::sqrt(sq));
+    }
+    const loss_spec upstream{nullptr, &*g.ex.upstream};
+    g.check = check_gradients(*g.grad.forward.dense, upstream, *g.grad.ffn, g.ex.stored == layout::out_in);
+    if (r.learning_rate)
+        if (auto e = step_and_rerun(model, request, loss, *r.learning_rate, r.layer, g)) return *e;
+    auto units = unit_effects(*o->ck, g, r.top);
+    if (!units) return units.err();
+    g.units = std::move(*units);
+    return g;
+}
+
+}  // namespace ffn_trace
