@@ -208,6 +208,10 @@ private:
             l.push_back(fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j, operand(t_.value[j], 4),
                                     operand(t_.old_value[j], 4), operand(t_.key_dot_u, 4), format_short(t_.lambda[j], 6)));
         lines(std::move(l));
+        if (t_.delta_norm() == 0)
+            paragraph(fmt::format("δ stayed 0: the loss's gradient in δ is 0 at this token, whose layer {} output nothing "
+                                  "after it carries to the last token, so W2' = W2. Edit another layer or token.",
+                                  t_.layer));
         paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. The edited layer maps "
                               "k* to k*ᵀW2' = k*ᵀW2 + (k*ᵀu) Λᵀ = v₀ + δ = v*; formed entry by entry, it differs from v* by "
                               "at most {} (the check).", format_short(t_.check_error, 3)));
