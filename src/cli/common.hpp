@@ -105,6 +105,8 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_
 // The columns a text view fits: `given` (--width) when not 0, else the terminal's when stdout is
 // one, else COLUMNS when it holds a whole number, else 80.
 std::size_t output_width(std::size_t given);
+// Adds --format text|markdown|json|html and --color auto|always|never to a subcommand's view.
+void add_view_format(CLI::App& sub, std::string& format, std::string& color);
 // Adds --width to a subcommand.
 void add_width(CLI::App& sub, std::size_t& into);
 

@@ -56,12 +56,7 @@ void setup_edit(CLI::App& app, int& status) {
         ->type_name("TEXT");
     sub->add_option("--dtype", o->dtype, "The dtype W2' is stored in; default: the checkpoint's")
         ->check(CLI::IsMember({"f32", "f64"}));
-    sub->add_option("--format", o->format, "Output format")
-        ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
-        ->capture_default_str();
-    sub->add_option("--color", o->color, "Terminal colours")
-        ->check(CLI::IsMember({"auto", "always", "never"}))
-        ->capture_default_str();
+    add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −");
     sub->add_flag("--full", o->full, "Every entry of k*, C⁻¹k*, u, v₀, δ, v* and Λ, and Λ's every sum written out");
     add_width(*sub, o->width);

@@ -48,12 +48,7 @@ void setup_locate(CLI::App& app, int& status) {
     sub->add_option("--window", o->window, "Layers restored at once around each layer; ROME uses 10 for mlp and attn")
         ->check(whole_number(0, 100000))
         ->capture_default_str();
-    sub->add_option("--format", o->format, "Output format")
-        ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
-        ->capture_default_str();
-    sub->add_option("--color", o->color, "Terminal colours")
-        ->check(CLI::IsMember({"auto", "always", "never"}))
-        ->capture_default_str();
+    add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −, and the shades");
     add_width(*sub, o->width);
     add_output(*sub);
