@@ -135,7 +135,7 @@ private:
         paragraph(fmt::format("C = (1/n) Σ k kᵀ over the n = {} tokens of the {} texts of {}, each k layer {}'s mlp_post at "
                               "one token; λ = {} is added to its diagonal ({}) so that C + λI can be inverted. u is the "
                               "direction C⁻¹k*: a key the corpus seldom produces moves little along it.",
-                              t_.corpus_tokens, t_.corpus_texts, quote(t_.corpus, 40), t_.layer, format_short(t_.ridge, 4),
+                              t_.corpus_tokens, t_.corpus_texts, quote(t_.corpus, text_room(4, 200)), t_.layer, format_short(t_.ridge, 4),
                               t_.ridge_given ? "--ridge" : "10⁻³ of C's mean diagonal, the default"));
         lines({fmt::format("mean of C's diagonal = tr(C) / {} = {}", t_.d_ff, format_short(mean, 6)),
                fmt::format("C⁻¹k* = {}   (solved by Cholesky, C + λI = L Lᵀ)", vec(t_.c_inv_key)),
