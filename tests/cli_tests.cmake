@@ -397,7 +397,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -417,7 +417,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped,
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -956,6 +956,58 @@ cli_test("markdown escapes <, > and & in a title" 0 "^# a &lt\;b&gt\;bold&lt\;/b
 # A closed stderr: the error cannot be written, and the exit status still says what happened.
 add_test(NAME "cli: an error with stderr closed exits 2, not by a signal"
          COMMAND bash -c "\"$0\" run /nonexistent/example.json 2>&-; test $? -eq 2" ${FT})
+
+# edit: the rank-one edit on the shipped model, each run writing a fresh folder; the bad inputs:
+# one line, exit 2, nothing on stdout, and no folder written.
+set(EDIT_OUT ${CMAKE_CURRENT_BINARY_DIR}/edit_cli)
+file(MAKE_DIRECTORY ${EDIT_OUT})
+set(EDIT_ARGS --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --subject France)
+# bash -c "rm -rf OUT\; FT edit ARGS -o OUT; then: the status kept, and OUT absent when it is 2"
+set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" -o \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+cli_test("edit France to Rome at the last token: efficacy, the paraphrases follow, the neighbours keep theirs" 0
+  "tensor +h.0.mlp.c_proj.weight \\(F32, stored as W2 \\(256, 128\\)\\).*edited token +token 4 \\(\" is\"\\), the prompt's last.*k\\* = \\[.*λ = [0-9.e-]+ is added to its diagonal \\(10⁻³ of C's mean diagonal, the default\\).*C⁻¹k\\* = \\[.*step +loss .*Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k\\*ᵀu = .*differs from v\\* by at most [0-9.]+e-1[0-9] \\(the check\\).*\"The capital of France is\" +\" Paris\" 0.886 → \" Rome\" 0.9[0-9]+.*1 of 1 now predict \" Rome\".*3 of 3 now predict \" Rome\".*(8|9|10) of 10 keep their top prediction.*Written to .*stored as F32"
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/text ${EDIT_ARGS} --target " Rome" --at last --color never)
+cli_test("edit --format json has the edit, efficacy, paraphrases and neighbours" 0
+  "\"edit\": \\{ \"layer\": 0, \"position\": 4, .*\"key\": \\[.*\"u\": \\[.*\"old_value\": \\[.*\"value\": \\[.*\"lambda\": \\[.*\"delta_norm\": [0-9.]+, \"ridge\": [0-9.e-]+, .*\"steps\": \\[ \\{ \"loss\": [0-9.]+, \"prob\": [0-9.e-]+, .*\"efficacy\": \\{ \"before\": \\{ \"token\": \" Paris\", \"prob\": 0.88[0-9]+, .*\"after\": \\{ \"token\": \" Rome\", \"prob\": 0.9[0-9]+.*\"paraphrases\": \\[ \\{ \"text\": \"France has its capital in\", \"before\": .*\"neighbours\": \\[ \\{ \"text\": \"The capital of Germany is\", .*\"written\": \\{ \"directory\": "
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/json ${EDIT_ARGS} --target " Rome" --at last --format json)
+cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing" 0
+  "stored as F64\\. .*in float64 the edit gave 0.9516064, so storing W2' as F64 moved p\\(\" Rome\"\\) by [0-9.]+e-1[0-9]\\.$"
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/f64 ${EDIT_ARGS} --target " Rome" --at last --dtype f64 --color never)
+cli_test("edit --prefix averages the key over the prompt and \"PREFIX. PROMPT\"" 0
+  "\"The capital of France is\" +4 +3.3668 \"Here is a fact. The capital of France is\" +15 +[0-9.]+ .*2 prompts"
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/prefix ${EDIT_ARGS} --target " Rome" --at last --prefix "Here is a fact" --color never)
+cli_test("edit's edited checkpoint runs: run --checkpoint shows the new prediction" 0
+  "\" Rome\""
+  EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" -o \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
+     ${FT} ${EDIT_OUT}/run ${EDIT_ARGS} --target " Rome" --at last)
+cli_test("edit: a target of two tokens names the pieces" 2 EMPTY
+  "^error: --target: \" Parisian\" is not one token: the tokenizer splits it into \" Paris\" \\+ \"ian\""
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Parisian")
+cli_test("edit: a subject not in the prompt is refused" 2 EMPTY
+  "^error: --subject: \"Spain\" is not in the prompt \"The capital of France is\"$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --subject Spain --target " Rome")
+cli_test("edit on BERT says why it cannot" 2 EMPTY
+  "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no completion to edit"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad --checkpoint ${INPUTS}/checkpoints/bert --layer 0 --prompt "The capital of France is" --subject France --target " Rome")
+cli_test("edit: a negative --ridge is refused" 2 EMPTY
+  "^error: --ridge: the ridge λ is added to C's diagonal to make it invertible: expected 0 or more, got -1$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --ridge -1)
+cli_test("edit: a corpus too small for C without a ridge says the ridge that would do" 2 EMPTY
+  "^error: .*one_line.txt: --ridge: the corpus gives 7 activations of the layer's 256 units, so C = \\(1/n\\) Σ k kᵀ has rank at most 7 and cannot be inverted\; give a ridge λ of [0-9.e-]+ \\(10⁻³ of C's mean diagonal\\) or more, or a longer corpus$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --ridge 0 --corpus ${INPUTS}/edit/one_line.txt)
+cli_test("edit: -o naming an existing folder is refused" 2 EMPTY
+  "^error: .*inputs/edit: --output: already exists\; give a folder that does not exist yet \\(nothing is written over\\)$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" -o ${INPUTS}/edit)
+cli_test("edit: -o naming the checkpoint's own folder, or one inside it, is refused" 2 EMPTY
+  "^error: .*capitals/new: --output: is the checkpoint's folder .*capitals or inside it\; give a new folder elsewhere$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" -o ${CAPITALS}/new)
+cli_test("edit: --at past the prompt is refused" 2 EMPTY "^error: --at: token 9 is past the prompt's last token, 4$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at 9)
+cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: expected subject, last or a token's index, got \"end\"$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at end)
+cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is required"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome")
+
 
 # units: a layer's units over a corpus, and the search of value vectors by token, on the shipped
 # model. The bad inputs: one line, exit 2, nothing on stdout; skipped lines are warned of and counted.

@@ -276,6 +276,15 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if
     return CLI::Validator(check, max == std::numeric_limits<std::uint64_t>::max() ? "" : fmt::format("in [{} - {}]", min, max));
 }
 
+void add_view_format(CLI::App& sub, std::string& format, std::string& color) {
+    sub.add_option("--format", format, "Output format")
+        ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
+        ->capture_default_str();
+    sub.add_option("--color", color, "Terminal colours")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
+}
+
 void add_limits(CLI::App& sub, input_limits& into) {
     sub.add_option("--max-file-size", into.max_file_size, "Largest example file read, in bytes")
         ->check(whole_number(1))

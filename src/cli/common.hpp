@@ -105,6 +105,8 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_
 // The columns a text view fits: `given` (--width) when not 0, else the terminal's when stdout is
 // one, else COLUMNS when it holds a whole number, else 80.
 std::size_t output_width(std::size_t given);
+// Adds --format text|markdown|json|html and --color auto|always|never to a subcommand's view.
+void add_view_format(CLI::App& sub, std::string& format, std::string& color);
 // Adds --width to a subcommand.
 void add_width(CLI::App& sub, std::size_t& into);
 
@@ -128,6 +130,25 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
 // Text, Markdown or HTML, as --format asked (json is rendered apart).
 ffn_trace::text_format text_format(const walkthrough_flags& flags);
+// The view --format asks for, on stdout: `json()`'s text (every non-ASCII character escaped with
+// --ascii), or `render(options, format, sink)` as text (coloured as --color says), Markdown or a page.
+template <class Json, class Render>
+int print_view(const std::string& format, const std::string& color, bool ascii, std::size_t width, Json json, Render render) {
+    if (format == "json") {
+        print_json(json(), ascii);
+        return exit_ok;
+    }
+    ffn_trace::text_options t;
+    t.ascii = ascii;
+    t.colour = format == "text" && use_colour(color);
+    t.width = output_width(width);
+    render(t, format == "markdown" ? ffn_trace::text_format::markdown
+              : format == "html"   ? ffn_trace::text_format::html
+                                   : ffn_trace::text_format::text,
+           write_stdout);
+    return exit_ok;
+}
+
 // --token values outside the input: an error naming the option.
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);
 

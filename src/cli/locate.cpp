@@ -43,12 +43,7 @@ void setup_locate(CLI::App& app, int& status) {
     sub->add_option("--window", o->window, "Layers restored at once around each layer; ROME uses 10 for mlp and attn")
         ->check(whole_number(0, 100000))
         ->capture_default_str();
-    sub->add_option("--format", o->format, "Output format")
-        ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
-        ->capture_default_str();
-    sub->add_option("--color", o->color, "Terminal colours")
-        ->check(CLI::IsMember({"auto", "always", "never"}))
-        ->capture_default_str();
+    add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −, and the shades");
     add_width(*sub, o->width);
     add_output(*sub);
@@ -78,17 +73,8 @@ int run_locate(const locate_options& o) {
     auto located = trace_locate(r);
     if (!located) return report(with_option_names(located.err()));
     set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
-    if (o.format == "json") {
-        print_json(render_locate_json(*located), o.ascii);
-        return exit_ok;
-    }
-    text_options t;
-    t.ascii = o.ascii;
-    t.colour = o.format == "text" && use_colour(o.color);
-    t.width = output_width(o.width);
-    render_locate(*located, t, o.format == "markdown" ? text_format::markdown : o.format == "html" ? text_format::html : text_format::text,
-                  write_stdout);
-    return exit_ok;
+    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_locate_json(*located); },
+                      [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate(*located, t, f, out); });
 }
 
 }  // namespace cli

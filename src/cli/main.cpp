@@ -20,6 +20,7 @@
 #include "gelu_table.hpp"
 #include "generate.hpp"
 #include "grad.hpp"
+#include "edit.hpp"
 #include "locate.hpp"
 #include "new.hpp"
 #include "params.hpp"
@@ -75,6 +76,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_tokenize(app, status);
     cli::setup_units(app, status);
     cli::setup_locate(app, status);
+    cli::setup_edit(app, status);
     cli::setup_generate(app, status);
     if (auto refused = empty_list_item(app, argc, argv)) {
         std::fputs(fmt::format("error: {}; see ffn-trace --help\n", *refused).c_str(), stderr);

@@ -64,6 +64,14 @@ make_page units_capitals units --checkpoint "$data/models/capitals" --layer 0 --
 # Causal tracing: three grids coloured by P, each cell's P and effect on a click or hover.
 make_page locate_capitals locate --checkpoint "$data/models/capitals" --prompt "The capital of France is" --subject France &&
   pages+=(locate_capitals)
+# The edit: its loss curve, the key and value as bars, the tables before → after. Its -o is the
+# new checkpoint's folder, so the page is taken from stdout.
+if "$ft" edit --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" --subject France \
+  --target " Rome" --at last -o "$work/edit_checkpoint" --format html >"$work/edit_capitals.html" 2>"$work/edit.err"; then
+  pages+=(edit_capitals)
+else
+  fail "edit_capitals: ffn-trace edit failed: $(head -c 300 "$work/edit.err")"
+fi
 make_page gelu gelu-table && pages+=(gelu)
 make_page sweep_abs sweep "$data/abs_relu.json" --from -3 --to 3 && pages+=(sweep_abs)
 make_page gelu_all gelu-table --from -4 --to 4 --step 0.5 --exact --derivative --silu && pages+=(gelu_all)
@@ -97,7 +105,13 @@ dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file:/
 printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>P = 0' ||
   fail "locate_capitals: clicking a cell does not show its P"
 printf '%s' "$dom" | grep -q 'effect = P − P_corrupted' || fail "locate_capitals: a cell does not show its effect"
-for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals locate_capitals; do
+# The edit's page: a loss cell says how its terms add up; the loss curve and the bars are drawn.
+dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/edit_capitals.html#selftest")
+printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the loss at step 0</strong><pre>L = mean −log p(" Rome")' ||
+  fail "edit_capitals: clicking a loss cell does not show its terms"
+[ "$(printf '%s' "$dom" | grep -o '<figure class="plot">' | wc -l)" -eq 1 ] || fail "edit_capitals: no loss curve"
+[ "$(printf '%s' "$dom" | grep -o '<figure class="chart">' | wc -l)" -eq 3 ] || fail "edit_capitals: not three bar charts (k*, u, the value)"
+for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals locate_capitals edit_capitals; do
   chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
 done

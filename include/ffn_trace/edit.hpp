@@ -1,0 +1,199 @@
+// A rank-one edit of one layer's down projection (Meng et al. 2022, "Locating and Editing
+// Factual Associations in GPT": ROME's compute_u, compute_v and the insertion of rome_main), so
+// that the model completes a prompt about a subject with a new token.
+//
+// Sizes, named once: d_ff = the layer's units (what W2 reads), d_model = the stream's width;
+// n = the corpus's tokens; W2 (d_ff, d_model) in the math form, mlp_out = k·W2 + b2.
+//
+//   key      k*  (d_ff)     layer N's mlp_post at the edited token, averaged over the prompt and
+//                           its prefixed variants "PREFIX. PROMPT"
+//   moment   C = (1/n) Σ k kᵀ + λI  (d_ff, d_ff)  over every token of the corpus at layer N
+//   u        C⁻¹k* / ‖C⁻¹k*‖   (d_ff)
+//   value    v* = W2ᵀk* + δ  (d_model), δ found by Adam through the rest of the model:
+//              L(δ) = mean −log p(target | prompt_i; δ)  + 0.0625 · KL(p_δ ‖ p_0) on "SUBJECT is a"
+//                     + 0.5 · ‖δ‖ / ‖v₀‖²,   v₀ = W2ᵀk*,  ‖δ‖ ≤ 4 ‖v₀‖
+//   Λ        (v* − W2ᵀk*) / (k*ᵀu)   (d_model)
+//   edit     W2' = W2 + u Λᵀ: k*ᵀW2' = k*ᵀW2 + (k*ᵀu) Λᵀ = v*
+//
+// Computed once into an `edit_trace`; the views (render_edit.hpp) only render it, and
+// write_edited_checkpoint writes the edited model.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transformer.hpp"
+
+namespace ffn_trace {
+
+// ROME's hyperparameters for GPT-2 (hparams/ROME/gpt2-xl.json), the defaults.
+struct edit_schedule {
+    std::size_t max_steps = 20;     // forward passes of the optimisation, the last without a step
+    double learning_rate = 0.5;     // Adam's
+    double stop_below = 0.05;       // the loss at which it stops early
+    double kl_weight = 0.0625;      // of KL(p_δ ‖ p_0) on "SUBJECT is a"
+    double decay_weight = 0.5;      // of ‖δ‖ / ‖v₀‖²
+    double clamp = 4;               // ‖δ‖ ≤ clamp · ‖v₀‖
+};
+
+// Where the key is read: the subject's last token (ROME), the prompt's last token, or token T.
+struct edit_position {
+    enum class kind { subject, last, token } at = kind::subject;
+    std::size_t token = 0;
+};
+
+// The ridge λ when none is given: 10⁻³ of the mean of C's diagonal, tr(C) / d_ff.
+inline constexpr double default_ridge_fraction = 1e-3;
+
+struct edit_request {
+    std::size_t layer = 0;
+    std::string prompt;
+    std::string subject;
+    edit_position position;
+    std::size_t target = 0;                 // a token id
+    std::vector<std::string> prefixes;      // each gives the variant "PREFIX. PROMPT"
+    std::optional<double> ridge;            // λ; default default_ridge_fraction · tr(C) / d_ff
+    std::vector<std::string> paraphrases;   // empty: the corpus's (default_paraphrases)
+    std::vector<std::string> neighbours;    // empty: the corpus's (default_neighbours)
+    edit_schedule schedule;
+};
+
+// The request's own errors, which need no model: a negative or not finite ridge, no prompt or
+// subject, a prefix that is empty.
+std::optional<error> edit_request_error(const edit_request& request);
+// A checkpoint the edit cannot run on: an encoder (BERT) predicts no next token; an MoE layer's
+// experts are not edited here.
+std::optional<error> edit_model_error(const checkpoint& ck);
+
+// The default generalisation prompts: the corpus's lines about the subject that end with `answer`
+// (the prompt's old prediction, " Paris"), a final full stop dropped, cut before it ("The capital
+// city of France is"); the prompt itself left out; at most `limit`.
+std::vector<std::string> default_paraphrases(std::string_view corpus_text, std::string_view prompt,
+                                             std::string_view subject, std::string_view answer, std::size_t limit = 10);
+// The default specificity prompts: the prompt with the subject replaced by the other subjects the
+// corpus writes in the same place (a line that begins as the prompt does before the subject and
+// goes on as it does after it), at most `limit`, in the corpus's order.
+std::vector<std::string> default_neighbours(std::string_view corpus_text, std::string_view prompt,
+                                            std::string_view subject, std::size_t limit = 10);
+
+// A prediction at a prompt's last token: the top token and its probability, and the target's.
+struct edit_prediction {
+    std::size_t id = 0;
+    std::string token;
+    double prob = 0;
+    double target_prob = 0;
+};
+struct edit_check {
+    std::string text;
+    edit_prediction before, after;
+};
+
+// One forward pass of the optimisation of δ, before the step it takes.
+struct edit_step {
+    double loss = 0, nll = 0, kl = 0, decay = 0;
+    double prob = 0;        // the mean of p(target) over the prompts
+    double delta_norm = 0;  // ‖δ‖ in this pass
+};
+
+// One prompt the key is read from: its text, tokens and the position read.
+struct edit_context {
+    prompt_tokens prompt;
+    std::size_t position = 0;
+    std::vector<double> key;  // mlp_post there (d_ff)
+};
+
+struct edit_trace {
+    std::string arch, checkpoint;
+    std::size_t n_layers = 0, d_model = 0, d_ff = 0, layer = 0;
+    std::string tensor;           // W2's name in the checkpoint
+    dtype stored = dtype::f32;    // its dtype
+    bool transposed = false;      // stored as W2ᵀ (nn.Linear, out × in)
+
+    std::string subject;
+    std::vector<std::size_t> subject_positions;
+    edit_position at;
+    std::size_t target_id = 0;
+    std::string target;
+
+    std::vector<edit_context> contexts;  // the prompt first, then each prefixed variant
+    std::vector<double> key;             // k*, their mean
+
+    std::string corpus;                  // the file C was read from
+    std::size_t corpus_texts = 0, corpus_tokens = 0;
+    std::vector<double> moment_diagonal;  // C's diagonal without λ
+    double ridge = 0;
+    bool ridge_given = false;
+    std::vector<double> c_inv_key;       // C⁻¹k*
+    std::vector<double> u;               // C⁻¹k* / ‖C⁻¹k*‖
+    double key_dot_u = 0;                // k*ᵀu
+
+    std::vector<double> bias;            // b2 (empty when the layer has none)
+    std::vector<double> old_value;       // W2ᵀk*
+    std::vector<double> delta;           // δ
+    std::vector<double> value;           // v* = W2ᵀk* + δ
+    std::vector<double> lambda;          // Λ
+    std::vector<edit_step> steps;
+    std::string kl_prompt;               // "SUBJECT is a"
+    edit_schedule schedule;
+
+    // The check: max_j |(k*ᵀW2')_j − v*_j| with W2' = W2 + uΛᵀ formed entry by entry.
+    double check_error = 0;
+
+    edit_check efficacy;                 // the prompt
+    std::vector<edit_check> paraphrases, neighbours;
+
+    // The checkpoint written (write_edited_checkpoint), read back: its folder, the dtype W2' was
+    // stored in, and the prompt's prediction from its weights as stored (check_written).
+    std::string written;
+    dtype written_as = dtype::f32;
+    std::optional<edit_prediction> written_prediction;
+
+    double delta_norm() const;
+};
+
+// The edit, computed: the contexts' keys, C over the corpus (`corpus_text`, one text a line, read
+// from `corpus_file`), u, the optimisation of δ through the whole model's backward pass, Λ, the
+// check, and each evaluation prompt before and after (the edited layer's output is
+// mlp_out + (k·u)Λᵀ at every token, exactly the edited W2's). Errors name the request's fields
+// ("subject", "ridge", "corpus", "paraphrases[1]").
+outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, const edit_request& request,
+                               std::string_view corpus_text, const std::string& corpus_file);
+
+// W2' = W2 + uΛᵀ as the checkpoint stores the tensor (W2' or its transpose), (rows, cols).
+outcome<matrix> edited_tensor(const checkpoint& ck, const edit_trace& t);
+
+// What writing the edited checkpoint did.
+struct written_checkpoint {
+    std::string directory;
+    std::vector<std::string> files;  // every file copied, the one rewritten among them
+    std::string rewritten;           // the file holding the tensor
+    dtype written = dtype::f32;
+};
+
+// Why the edited model cannot be written from the checkpoint folder `from` to `to`, before any
+// work: `from` is not a folder, `to` exists, or is `from` or inside it, or has no parent folder.
+// Errors on "output".
+std::optional<error> edit_output_error(const std::string& from, const std::string& to);
+
+// A complete copy of the checkpoint directory `from` at `to`, the tensor `tensor` replaced by
+// `values` (its shape) stored as `as`: written to a temporary folder beside `to` and renamed,
+// so that `to` is whole or absent. Errors: `to` exists, or is `from` or inside it; `from` is not
+// a directory; a shard index naming the file of the tensor (its size would change, so the index is
+// rewritten with the new total size).
+outcome<written_checkpoint> write_edited_checkpoint(const checkpoint& ck, const std::string& from, const std::string& to,
+                                                   const std::string& tensor, const matrix& values, dtype as);
+
+// The written checkpoint at `directory` opened by the safetensors reader and run on the prompt:
+// its prediction at the last token, and p(target); recorded in t.written_prediction.
+std::optional<error> check_written(const std::string& directory, const tokenizer& tok, edit_trace& t);
+
+}  // namespace ffn_trace

@@ -1,0 +1,32 @@
+// Writing safetensors: a file copied with one tensor's values replaced, and the dtypes' encoders
+// (the reverse of tensor_source.hpp's conversions), for the checkpoint an edit writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/tensor_source.hpp"
+
+namespace ffn_trace {
+
+// float → IEEE binary16 and → bfloat16, rounded to the nearest (ties to even); too large for
+// binary16 becomes ±inf, as numpy's astype(float16) does.
+std::uint16_t float_to_f16(float value);
+std::uint16_t float_to_bf16(float value);
+
+// The values in `as`, little-endian: F64 as they are, the others rounded through float.
+std::vector<std::byte> encode_values(dtype as, std::span<const double> values);
+
+// The safetensors file `from` written to `to` with `tensor`'s data replaced by `values` (as many as
+// it has elements) stored as `as`: every other tensor's bytes, their order and __metadata__
+// kept, the offsets and the header (padded with spaces to a multiple of 8) written anew. Errors
+// name the file and the tensor. Returns the size of the file written.
+outcome<std::uint64_t> write_safetensors_replacing(const std::string& from, const std::string& to, const std::string& tensor,
+                                                   std::span<const double> values, dtype as);
+
+}  // namespace ffn_trace

@@ -1,0 +1,164 @@
+// ffn-trace edit --checkpoint DIR --layer N --prompt TEXT --subject TEXT --target TOKEN -o NEW_DIR:
+// a rank-one edit of layer N's down projection (ROME), written out as a new checkpoint.
+#include "edit.hpp"
+
+#include <filesystem>
+#include <memory>
+
+#include "common.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/edit.hpp"
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/locate.hpp"
+#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/render_edit.hpp"
+#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/whole_number.hpp"
+
+namespace cli {
+
+void setup_edit(CLI::App& app, int& status) {
+    auto o = std::make_shared<edit_options>();
+    auto* sub = app.add_subcommand("edit", "A rank-one edit of one layer's down projection (ROME), so that the model "
+                                           "completes the prompt with --target; written as a new checkpoint");
+    sub->add_option("--checkpoint", o->checkpoint, "A checkpoint folder: config.json, safetensors and its tokenizer")
+        ->required()
+        ->type_name("DIR");
+    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj) is edited")
+        ->required()
+        ->check(whole_number(0));
+    sub->add_option("--prompt", o->prompt, "The prompt whose completion is edited")->required()->type_name("TEXT");
+    sub->add_option("--subject", o->subject, "The words of the prompt the fact is about, such as \"France\"")
+        ->required()
+        ->type_name("TEXT");
+    sub->add_option("--target", o->target, "The new completion, one token with its leading space (\" Rome\")")
+        ->required()
+        ->type_name("TOKEN");
+    sub->add_option("-o,--output", o->output, "The new checkpoint's folder, which must not exist yet")
+        ->required()
+        ->type_name("NEW_DIR");
+    sub->add_option("--at", o->at, "Where the key is read: subject (the subject's last token, as ROME), last, or a "
+                                   "token's index")
+        ->capture_default_str();
+    sub->add_option("--prefix", o->prefixes, "A context: the key is averaged over the prompt and \"PREFIX. PROMPT\"; "
+                                             "repeatable")
+        ->type_name("TEXT");
+    sub->add_option("--corpus", o->corpus, "The texts C = (1/n) Σ k kᵀ is taken over, one a line; default: corpus.txt "
+                                           "beside the checkpoint")
+        ->type_name("FILE");
+    sub->add_option("--ridge", o->ridge, "λ added to C's diagonal; default 10⁻³ of C's mean diagonal")->type_name("LAMBDA");
+    sub->add_option("--paraphrase", o->paraphrases, "A rewording of the prompt, to see the edit generalise; repeatable; "
+                                                    "default: the corpus's other sentences about the subject")
+        ->type_name("TEXT");
+    sub->add_option("--neighbour", o->neighbours, "A prompt the edit should leave alone; repeatable; default: the prompt "
+                                                  "with up to 10 other subjects of the corpus")
+        ->type_name("TEXT");
+    sub->add_option("--dtype", o->dtype, "The dtype W2' is stored in; default: the checkpoint's")
+        ->check(CLI::IsMember({"f32", "f64"}));
+    add_view_format(*sub, o->format, o->color);
+    sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −");
+    sub->add_flag("--full", o->full, "Every entry of k*, C⁻¹k*, u, v₀, δ, v* and Λ, and Λ's every sum written out");
+    add_width(*sub, o->width);
+    sub->callback([o, &status] { status = run_edit(*o); });
+}
+
+namespace {
+
+// The library's field names as the options that set them: "paraphrases[1]" is --paraphrase.
+ffn_trace::error with_edit_options(ffn_trace::error e) {
+    static const std::pair<const char*, const char*> names[] = {
+        {"layer", "--layer"},           {"prompt", "--prompt"},         {"subject", "--subject"},
+        {"target", "--target"},         {"ridge", "--ridge"},           {"at", "--at"},
+        {"output", "--output"},         {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
+        {"neighbours", "--neighbour"},  {"corpus", "--corpus"}};
+    for (const auto& [field, option] : names) {
+        const std::string f = field;
+        if (e.path == f || e.path.starts_with(f + "[")) e.path = option;
+    }
+    return e;
+}
+
+int refuse(ffn_trace::error e) { return report(with_edit_options(std::move(e))); }
+
+ffn_trace::outcome<ffn_trace::edit_position> position_of(const std::string& at) {
+    using ffn_trace::edit_position;
+    if (at == "subject") return edit_position{edit_position::kind::subject, 0};
+    if (at == "last") return edit_position{edit_position::kind::last, 0};
+    const auto n = ffn_trace::parse_whole_number(at);
+    if (!n) return ffn_trace::error{"", "--at", fmt::format("expected subject, last or a token's index, got {}", ffn_trace::quote(at))};
+    return edit_position{edit_position::kind::token, static_cast<std::size_t>(*n)};
+}
+
+// The corpus: --corpus, or corpus.txt in the checkpoint's folder.
+ffn_trace::outcome<std::pair<std::string, std::string>> read_corpus_text(const edit_options& o) {
+    const std::string file = o.corpus.empty() ? (std::filesystem::path(o.checkpoint) / "corpus.txt").string() : o.corpus;
+    std::error_code ec;
+    if (o.corpus.empty() && !std::filesystem::exists(file, ec))
+        return ffn_trace::error{o.checkpoint, "--corpus", "the checkpoint's folder has no corpus.txt to take C over; "
+                                                          "give --corpus FILE, one text a line"};
+    auto text = ffn_trace::read_prompt_file(file, ffn_trace::load_options{}.max_file_size);
+    if (!text) return text.err();
+    return std::pair{file, std::move(*text)};
+}
+
+}  // namespace
+
+int run_edit(const edit_options& o) {
+    using namespace ffn_trace;
+    prepare_matrix_library();
+    edit_request r;
+    r.layer = o.layer;
+    r.prompt = o.prompt;
+    r.subject = o.subject;
+    r.prefixes = o.prefixes;
+    r.ridge = o.ridge;
+    r.paraphrases = o.paraphrases;
+    r.neighbours = o.neighbours;
+    auto at = position_of(o.at);
+    if (!at) return report(at.err());
+    r.position = *at;
+    // What needs no model is refused before it is read, and nothing is computed for an output
+    // that could not be written.
+    if (auto e = edit_request_error(r)) return refuse(*e);
+    if (auto e = edit_output_error(o.checkpoint, o.output)) return refuse(*e);
+
+    set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
+    auto ck = checkpoint::open(o.checkpoint);
+    if (!ck) return report(ck.err());
+    if (auto e = edit_model_error(*ck)) return report(*e);
+    auto tok = open_tokenizer(o.checkpoint);
+    if (!tok) return report(tok.err());
+    auto id = single_token(*tok, o.target);
+    if (!id) return report(id.err());
+    r.target = *id;
+    auto corpus = read_corpus_text(o);
+    if (!corpus) return report(corpus.err());
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return report(model.err());
+
+    set_activity({"editing the layer", "the corpus, or use a smaller model"});
+    auto t = edit_layer(*model, *tok, r, corpus->second, corpus->first);
+    if (!t) return refuse(t.err());
+    auto values = edited_tensor(model->source(), *t);
+    if (!values) return report(values.err());
+    const dtype as = o.dtype == "f64" ? dtype::f64 : o.dtype == "f32" ? dtype::f32 : t->stored;
+    set_activity({"writing the checkpoint", "the model's size"});
+    auto written = write_edited_checkpoint(model->source(), o.checkpoint, o.output, t->tensor, *values, as);
+    if (!written) return refuse(written.err());
+    t->written_as = as;
+    if (auto e = check_written(written->directory, *tok, *t)) {
+        std::error_code ec;
+        std::filesystem::remove_all(written->directory, ec);  // a checkpoint that cannot be read back is not left behind
+        return report(*e);
+    }
+
+    set_activity({"writing the output", "the prompts"});
+    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
+                      [&](text_options view, ffn_trace::text_format f, const text_sink& out) {
+                          view.full = o.full;
+                          render_edit(*t, view, f, out);
+                      });
+}
+
+}  // namespace cli

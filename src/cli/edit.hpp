@@ -1,0 +1,34 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cli {
+
+struct edit_options {
+    std::string checkpoint;
+    std::size_t layer = 0;
+    std::string prompt;
+    std::string subject;
+    std::string target;
+    std::string output;
+    std::string at = "subject";  // subject, last, or a token's index
+    std::vector<std::string> prefixes;
+    std::string corpus;  // empty: corpus.txt beside the checkpoint
+    std::optional<double> ridge;
+    std::vector<std::string> paraphrases, neighbours;
+    std::string dtype;   // empty: the tensor's own
+    std::string format = "text";
+    std::string color = "auto";
+    bool ascii = false;
+    bool full = false;
+    std::size_t width = 0;  // 0: output_width chooses
+};
+
+void setup_edit(CLI::App& app, int& status);
+int run_edit(const edit_options& options);
+
+}  // namespace cli

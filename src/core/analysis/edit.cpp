@@ -1,0 +1,526 @@
+// The rank-one edit (see edit.hpp): the key from the prompts, the second moment over the corpus,
+// u by a Cholesky solve, δ by Adam through the whole model's backward pass (model_backward.hpp),
+// Λ and its check, and the prompts before and after.
+#include "ffn_trace/edit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <numeric>
+#include <span>
+
+#include "ffn_trace/corpus_units.hpp"
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/locate.hpp"
+#include "ffn_trace/model_backward.hpp"
+
+namespace ffn_trace {
+
+double edit_trace::delta_norm() const {
+    double s = 0;
+    for (double d : delta) s += d * d;
+    return std::sqrt(s);
+}
+
+std::optional<error> edit_request_error(const edit_request& r) {
+    if (r.ridge && !std::isfinite(*r.ridge)) return error{"", "ridge", fmt::format("expected a finite number, got {}", *r.ridge)};
+    if (r.ridge && *r.ridge < 0)
+        return error{"", "ridge", fmt::format("the ridge λ is added to C's diagonal to make it invertible: expected 0 or "
+                                              "more, got {}", format_short(*r.ridge, 6))};
+    if (r.prompt.empty()) return error{"", "prompt", "the prompt is empty; give the prompt whose completion is edited"};
+    for (std::size_t i = 0; i < r.prefixes.size(); ++i)
+        if (r.prefixes[i].empty()) return error{"", fmt::format("prefixes[{}]", i), "the prefix is empty; give some text"};
+    if (r.schedule.max_steps == 0) return error{"", "max_steps", "0 steps leave δ unknown; give 1 or more"};
+    return std::nullopt;
+}
+
+std::optional<error> edit_model_error(const checkpoint& ck) {
+    if (ck.config().arch == "bert")
+        return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
+                                      "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2)"};
+    if (ck.is_moe())
+        return error{ck.origin(), "", fmt::format("a {} layer is a Mixture of Experts; the edit rewrites a dense layer's "
+                                                  "down projection (GPT-2, Llama, Mistral, Qwen2)", ck.config().arch)};
+    return std::nullopt;
+}
+
+namespace {
+
+std::string_view trimmed(std::string_view s) {
+    const auto first = s.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return {};
+    return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// The corpus's lines, each trimmed.
+std::vector<std::string_view> lines_of(std::string_view text) {
+    std::vector<std::string_view> out;
+    while (!text.empty()) {
+        const auto end = text.find('\n');
+        out.push_back(trimmed(text.substr(0, end)));
+        if (end == std::string_view::npos) break;
+        text.remove_prefix(end + 1);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> default_paraphrases(std::string_view corpus_text, std::string_view prompt, std::string_view subject,
+                                             std::string_view answer, std::size_t limit) {
+    std::vector<std::string> out;
+    const std::string_view subject_word = trimmed(subject);
+    if (subject_word.empty() || answer.empty()) return out;
+    for (std::string_view line : lines_of(corpus_text)) {
+        if (line.ends_with('.')) line.remove_suffix(1);
+        if (!line.ends_with(answer) || line.size() == answer.size()) continue;
+        const std::string cut(trimmed(line.substr(0, line.size() - answer.size())));
+        if (cut.find(subject_word) == std::string::npos || cut == trimmed(prompt)) continue;
+        if (std::find(out.begin(), out.end(), cut) != out.end()) continue;
+        out.push_back(cut);
+        if (out.size() == limit) break;
+    }
+    return out;
+}
+
+std::vector<std::string> default_neighbours(std::string_view corpus_text, std::string_view prompt, std::string_view subject,
+                                            std::size_t limit) {
+    std::vector<std::string> out;
+    const std::string_view word = trimmed(subject);
+    const std::size_t at = word.empty() ? std::string_view::npos : prompt.find(word);
+    if (at == std::string_view::npos) return out;
+    const std::string_view before = prompt.substr(0, at), after = prompt.substr(at + word.size());
+    std::vector<std::string> seen{std::string(word)};
+    for (std::string_view line : lines_of(corpus_text)) {
+        if (!line.starts_with(before) || line.size() <= before.size()) continue;
+        const std::string_view rest = line.substr(before.size());
+        // The other subject runs to where `after` starts ("Germany" in "Germany is Berlin.").
+        const std::size_t end = after.empty() ? rest.find_first_of(" .,") : rest.find(after);
+        if (end == 0 || end == std::string_view::npos) continue;
+        const std::string other(trimmed(rest.substr(0, end)));
+        if (other.empty() || std::find(seen.begin(), seen.end(), other) != seen.end()) continue;
+        seen.push_back(other);
+        out.push_back(std::string(before) + other + std::string(after));
+        if (out.size() == limit) break;
+    }
+    return out;
+}
+
+namespace {
+
+using vec = std::vector<double>;
+
+double dot(std::span<const double> a, std::span<const double> b) { return std::inner_product(a.begin(), a.end(), b.begin(), 0.0); }
+double norm(std::span<const double> a) { return std::sqrt(dot(a, a)); }
+
+// log softmax(z) (vocab), the largest logit subtracted so that e^z cannot overflow.
+vec log_softmax(std::span<const double> z) {
+    const double top = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (double v : z) sum += std::exp(v - top);
+    const double log_sum = top + std::log(sum);
+    vec out(z.size());
+    for (std::size_t i = 0; i < z.size(); ++i) out[i] = z[i] - log_sum;
+    return out;
+}
+
+std::string token_text(const tokenizer& tok, std::size_t id) {
+    const std::string t = tok.text(id);
+    return t.empty() ? fmt::format("#{}", id) : t;
+}
+
+edit_prediction predicted(const tokenizer& tok, std::span<const double> logits, std::size_t target) {
+    const vec lp = log_softmax(logits);
+    const auto top = static_cast<std::size_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());
+    return {top, token_text(tok, top), std::exp(lp[top]), std::exp(lp[target])};
+}
+
+// The position read in a prompt: the subject's last token, the last token, or token T.
+outcome<std::size_t> position_in(const prompt_tokens& p, const edit_request& r, std::vector<std::size_t>* subject) {
+    auto found = find_subject(p, r.subject);
+    if (!found) return found.err();
+    if (subject) *subject = *found;
+    switch (r.position.at) {
+        case edit_position::kind::subject: return found->back();
+        case edit_position::kind::last: return p.ids.size() - 1;
+        case edit_position::kind::token:
+            if (r.position.token >= p.ids.size())
+                return error{"", "at", fmt::format("token {} is past the prompt's last token, {}", r.position.token, p.ids.size() - 1)};
+            return r.position.token;
+    }
+    return found->back();
+}
+
+// What the layer reads and writes at every token of a prompt, and the prediction at its last.
+struct layer_run {
+    prompt_tokens prompt;
+    matrix post, out;  // mlp_post (tokens, d_ff), mlp_out (tokens, d_model)
+    vec logits;        // at the last token
+};
+
+outcome<layer_run> run_prompt_layer(const transformer& model, const tokenizer& tok, const std::string& text, std::size_t layer,
+                                    const std::string& field) {
+    auto p = tokenize_prompt(tok, text, field);
+    if (!p) return p.err();
+    if (auto e = check_prompt_length(model, p->ids.size(), field)) return *e;
+    hook_request q;
+    q.cache = {{hook_point::mlp_post, layer}, {hook_point::mlp_out, layer}};
+    q.head_rows = {p->ids.size() - 1};
+    auto run = model.run_with_hooks(p->ids, q);
+    if (!run) return run.err();
+    layer_run r{std::move(*p), *run->cache.find(q.cache[0]), *run->cache.find(q.cache[1]), {}};
+    r.logits.assign(run->logits.row(0).begin(), run->logits.row(0).end());
+    return r;
+}
+
+// The edited layer's output at every token: mlp_out + (k·u) Λᵀ, k each token's mlp_post — what
+// W2 + uΛᵀ writes.
+intervention edited_output(std::size_t layer, const layer_run& r, const vec& u, const vec& lambda) {
+    matrix rows = r.out;
+    std::vector<std::size_t> positions(rows.rows);
+    for (std::size_t t = 0; t < rows.rows; ++t) {
+        positions[t] = t;
+        const double s = dot(r.post.row(t), u);
+        for (std::size_t j = 0; j < rows.cols; ++j) rows(t, j) += s * lambda[j];
+    }
+    return replace_rows({hook_point::mlp_out, layer}, std::move(positions), std::move(rows));
+}
+
+outcome<edit_check> evaluate(const transformer& model, const tokenizer& tok, const std::string& text, const edit_trace& t,
+                             const std::string& field) {
+    auto r = run_prompt_layer(model, tok, text, t.layer, field);
+    if (!r) return r.err();
+    edit_check c{text, predicted(tok, r->logits, t.target_id), {}};
+    hook_request q;
+    q.interventions = {edited_output(t.layer, *r, t.u, t.lambda)};
+    q.head_rows = {r->prompt.ids.size() - 1};
+    auto after = model.run_with_hooks(r->prompt.ids, q);
+    if (!after) return after.err();
+    c.after = predicted(tok, after->logits.row(0), t.target_id);
+    return c;
+}
+
+
+// The contexts: the prompt, then "PREFIX. PROMPT" for each prefix, each read at the edited token
+// (in a variant, the prompt's token shifted by the prefix's tokens, which must be the same token).
+std::optional<error> read_contexts(const transformer& model, const tokenizer& tok, const edit_request& r, edit_trace& t,
+                                   std::vector<layer_run>& runs) {
+    for (std::size_t i = 0; i <= r.prefixes.size(); ++i) {
+        const std::string field = i == 0 ? "prompt" : fmt::format("prefixes[{}]", i - 1);
+        const std::string text = i == 0 ? r.prompt : r.prefixes[i - 1] + ". " + r.prompt;
+        auto run = run_prompt_layer(model, tok, text, r.layer, field);
+        if (!run) return run.err();
+        std::size_t at = 0;
+        if (i == 0) {
+            auto p = position_in(run->prompt, r, &t.subject_positions);
+            if (!p) return p.err();
+            at = *p;
+        } else {
+            const std::size_t n0 = runs[0].prompt.ids.size(), n = run->prompt.ids.size(), at0 = t.contexts[0].position;
+            at = n >= n0 ? at0 + (n - n0) : n;
+            if (at >= n || run->prompt.ids[at] != runs[0].prompt.ids[at0])
+                return error{"", field, fmt::format("{} does not end with the prompt's tokens: the prefix changes how the "
+                                                    "prompt is split", quote(text))};
+        }
+        const auto key = run->post.row(at);
+        t.contexts.push_back({run->prompt, at, vec(key.begin(), key.end())});
+        runs.push_back(std::move(*run));
+    }
+    t.key.assign(t.d_ff, 0.0);
+    for (const auto& c : t.contexts)
+        for (std::size_t j = 0; j < t.d_ff; ++j) t.key[j] += c.key[j] / static_cast<double>(t.contexts.size());
+    return std::nullopt;
+}
+
+// C = (1/n) Σ k kᵀ (d_ff, d_ff) over every token of the corpus at the layer's mlp_post, one text's
+// keys K (tokens, d_ff) at a time: C += KᵀK.
+outcome<matrix> second_moment(const transformer& model, const tokenizer& tok, std::string_view text, const std::string& file,
+                              edit_trace& t) {
+    auto c = read_corpus(text, file, tok, model.max_positions());
+    if (!c) return c.err();
+    matrix moment(t.d_ff, t.d_ff);
+    hook_request q;
+    q.cache = {{hook_point::mlp_post, t.layer}};
+    q.last_layer = t.layer;
+    const matrix_library_on_one_thread one_thread;
+    for (const auto& line : c->texts) {
+        auto run = model.run_with_hooks(line.ids, q);
+        if (!run) return run.err();
+        const matrix& k = *run->cache.find(q.cache[0]);
+        const matrix kk = linear(k.transposed(), k, {});
+        for (std::size_t i = 0; i < kk.data.size(); ++i) moment.data[i] += kk.data[i];
+        t.corpus_tokens += k.rows;
+    }
+    t.corpus_texts = c->texts.size();
+    for (double& v : moment.data) v /= static_cast<double>(t.corpus_tokens);
+    t.moment_diagonal.resize(t.d_ff);
+    for (std::size_t j = 0; j < t.d_ff; ++j) t.moment_diagonal[j] = moment(j, j);
+    return moment;
+}
+
+// (C + λI) x = k by Cholesky, C + λI = L Lᵀ: L y = k, then Lᵀ x = y. nullopt when a pivot is not
+// positive against the diagonal's largest (C + λI singular to working precision).
+std::optional<vec> cholesky_solve(matrix c, double ridge, const vec& k) {
+    const std::size_t n = c.rows;
+    double largest = 0;
+    for (std::size_t i = 0; i < n; ++i) largest = std::max(largest, c(i, i) + ridge);
+    for (std::size_t j = 0; j < n; ++j) {
+        double pivot = c(j, j) + ridge;
+        for (std::size_t p = 0; p < j; ++p) pivot -= c(j, p) * c(j, p);
+        if (!(pivot > 1e-12 * largest)) return std::nullopt;
+        c(j, j) = std::sqrt(pivot);
+        for (std::size_t i = j + 1; i < n; ++i) {
+            double s = c(i, j);
+            for (std::size_t p = 0; p < j; ++p) s -= c(i, p) * c(j, p);
+            c(i, j) = s / c(j, j);
+        }
+    }
+    vec y(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        double s = k[i];
+        for (std::size_t p = 0; p < i; ++p) s -= c(i, p) * y[p];
+        y[i] = s / c(i, i);
+    }
+    for (std::size_t i = n; i-- > 0;) {
+        double s = y[i];
+        for (std::size_t p = i + 1; p < n; ++p) s -= c(p, i) * y[p];
+        y[i] = s / c(i, i);
+    }
+    return y;
+}
+
+// u = C⁻¹k* / ‖C⁻¹k*‖, λ the ridge given or its default. Errors: a corpus of fewer tokens than
+// units with no ridge, and a C + λI that cannot be inverted, each saying the ridge that would do.
+std::optional<error> solve_u(const matrix& moment, const edit_request& r, const std::string& file, edit_trace& t) {
+    const double mean_diagonal = std::accumulate(t.moment_diagonal.begin(), t.moment_diagonal.end(), 0.0) / static_cast<double>(t.d_ff);
+    const double suggested = default_ridge_fraction * mean_diagonal;
+    t.ridge_given = r.ridge.has_value();
+    t.ridge = r.ridge.value_or(suggested);
+    const std::string hint = fmt::format("give a ridge λ of {} (10⁻³ of C's mean diagonal) or more, or a longer corpus",
+                                         format_short(suggested, 3));
+    if (t.corpus_tokens < t.d_ff && t.ridge == 0)
+        return error{file, "ridge", fmt::format("the corpus gives {} activations of the layer's {} units, so C = (1/n) Σ k kᵀ "
+                                                "has rank at most {} and cannot be inverted; {}",
+                                                t.corpus_tokens, t.d_ff, t.corpus_tokens, hint)};
+    auto x = cholesky_solve(moment, t.ridge, t.key);
+    if (!x)
+        return error{file, "ridge", fmt::format("C + λI with λ = {} cannot be inverted: C, from {} activations of the layer's "
+                                                "{} units, is singular; {}", format_short(t.ridge, 6), t.corpus_tokens, t.d_ff, hint)};
+    t.c_inv_key = *x;
+    const double size = norm(*x);
+    if (!(size > 0)) return error{"", "at", "the key at the edited token is zero: there is nothing for the edit to match"};
+    t.u.resize(t.d_ff);
+    for (std::size_t j = 0; j < t.d_ff; ++j) t.u[j] = (*x)[j] / size;
+    t.key_dot_u = dot(t.key, t.u);
+    return std::nullopt;
+}
+
+// A prompt δ is added to: its run without δ, where δ goes, and its loss on the logits.
+struct value_prompt {
+    const layer_run* run;
+    std::size_t position;
+    logits_loss loss;
+};
+
+// dL/dδ of one prompt, and its loss: δ added to mlp_out's row at the position through `replace`,
+// whose gradient is that row's.
+outcome<double> prompt_gradient(const transformer& model, const value_prompt& p, std::size_t layer, const vec& delta, vec& grad) {
+    matrix row(1, delta.size());
+    for (std::size_t j = 0; j < delta.size(); ++j) row(0, j) = p.run->out(p.position, j) + delta[j];
+    gradient_request g;
+    g.run.interventions = {replace_rows({hook_point::mlp_out, layer}, {p.position}, std::move(row))};
+    g.run.head_rows = {p.run->prompt.ids.size() - 1};
+    g.wrt = {{hook_point::mlp_out, layer}};
+    auto back = backpropagate(model, p.run->prompt.ids, g, p.loss);
+    if (!back) return back.err();
+    const matrix& d = back->grads.front().second;
+    for (std::size_t j = 0; j < grad.size(); ++j) grad[j] += d(p.position, j);
+    return back->loss;
+}
+
+// −log p(target) / m at the head's one row, m the prompts; `prob` gets p(target).
+logits_loss target_loss(std::size_t target, std::size_t m, double& prob) {
+    return [target, m, &prob](const matrix& logits, matrix& dlogits) {
+        const vec lp = log_softmax(logits.row(0));
+        prob = std::exp(lp[target]);
+        const auto scale = 1.0 / static_cast<double>(m);
+        for (std::size_t j = 0; j < lp.size(); ++j) dlogits(0, j) = scale * (std::exp(lp[j]) - (j == target ? 1.0 : 0.0));
+        return -lp[target] * scale;
+    };
+}
+
+// w · KL(p_δ ‖ p_0) = w Σ p (log p − log p_0), p = softmax(z); dKL/dz_j = p_j (log p_j − log p0_j − KL).
+logits_loss kl_loss(const vec& log_p0, double weight) {
+    return [&log_p0, weight](const matrix& logits, matrix& dlogits) {
+        const vec lp = log_softmax(logits.row(0));
+        double kl = 0;
+        for (std::size_t j = 0; j < lp.size(); ++j) kl += std::exp(lp[j]) * (lp[j] - log_p0[j]);
+        for (std::size_t j = 0; j < lp.size(); ++j) dlogits(0, j) = weight * std::exp(lp[j]) * (lp[j] - log_p0[j] - kl);
+        return weight * kl;
+    };
+}
+
+// ROME's compute_v: δ from 0 by Adam (β1 0.9, β2 0.999, ε 10⁻⁸, PyTorch's), each pass's loss
+// recorded; it stops below stop_below or after max_steps passes, the last without a step; after
+// each step ‖δ‖ is clamped to clamp · ‖v₀‖.
+std::optional<error> optimise_value(const transformer& model, const std::vector<layer_run>& runs, const layer_run& kl_run,
+                                    std::size_t kl_position, edit_trace& t) {
+    const edit_schedule& s = t.schedule;
+    const std::size_t d = t.d_model, m = runs.size();
+    const vec log_p0 = log_softmax(kl_run.logits);
+    const double v0 = norm(t.old_value), decay_scale = s.decay_weight / (v0 * v0);
+    std::vector<double> probs(m);
+    std::vector<value_prompt> prompts;
+    for (std::size_t i = 0; i < m; ++i) prompts.push_back({&runs[i], t.contexts[i].position, target_loss(t.target_id, m, probs[i])});
+    prompts.push_back({&kl_run, kl_position, kl_loss(log_p0, s.kl_weight)});
+    vec delta(d, 0.0), first(d, 0.0), second(d, 0.0);
+    for (std::size_t pass = 0; pass < s.max_steps; ++pass) {
+        vec grad(d, 0.0);
+        edit_step step;
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            auto loss = prompt_gradient(model, prompts[i], t.layer, delta, grad);
+            if (!loss) return loss.err();
+            (i < m ? step.nll : step.kl) += *loss;
+        }
+        step.delta_norm = norm(delta);
+        step.decay = decay_scale * step.delta_norm;
+        step.loss = step.nll + step.kl + step.decay;
+        step.prob = std::accumulate(probs.begin(), probs.end(), 0.0) / static_cast<double>(m);
+        t.steps.push_back(step);
+        if (step.loss < s.stop_below || pass + 1 == s.max_steps) break;
+        if (step.delta_norm > 0)
+            for (std::size_t j = 0; j < d; ++j) grad[j] += decay_scale * delta[j] / step.delta_norm;
+        const double n = static_cast<double>(pass + 1);
+        for (std::size_t j = 0; j < d; ++j) {
+            first[j] = 0.9 * first[j] + 0.1 * grad[j];
+            second[j] = 0.999 * second[j] + 0.001 * grad[j] * grad[j];
+            const double m_hat = first[j] / (1 - std::pow(0.9, n)), v_hat = second[j] / (1 - std::pow(0.999, n));
+            delta[j] -= s.learning_rate * m_hat / (std::sqrt(v_hat) + 1e-8);
+        }
+        const double size = norm(delta), most = s.clamp * v0;
+        if (size > most)
+            for (double& x : delta) x *= most / size;
+    }
+    t.delta = delta;
+    return std::nullopt;
+}
+
+// Λ = (v* − W2ᵀk*) / (k*ᵀu), and the check: W2' = W2 + uΛᵀ formed entry by entry, k*ᵀW2' against v*.
+void insert(const matrix& w2, edit_trace& t) {
+    t.value.resize(t.d_model);
+    t.lambda.resize(t.d_model);
+    for (std::size_t j = 0; j < t.d_model; ++j) {
+        t.value[j] = t.old_value[j] + t.delta[j];
+        t.lambda[j] = (t.value[j] - t.old_value[j]) / t.key_dot_u;
+    }
+    t.check_error = 0;
+    for (std::size_t j = 0; j < t.d_model; ++j) {
+        double mapped = 0;
+        for (std::size_t i = 0; i < t.d_ff; ++i) mapped += t.key[i] * (w2(i, j) + t.u[i] * t.lambda[j]);
+        t.check_error = std::max(t.check_error, std::abs(mapped - t.value[j]));
+    }
+}
+
+// The layer's W2 (d_ff, d_model), read whole, and where the checkpoint keeps it.
+outcome<std::shared_ptr<const ffn>> describe_layer(const checkpoint& ck, edit_trace& t) {
+    auto layer = ck.dense_layer(t.layer, checkpoint::weights::in_memory);
+    if (!layer) return layer.err();
+    const family& f = *ck.config().family;
+    t.tensor = ck.resolve(f.name_of(tensor_role::ffn_down, t.layer) + ".weight");
+    const tensor_info* info = ck.tensors().find(t.tensor);
+    if (!info) return error{ck.origin(), t.tensor, "the layer's down projection is not a tensor ffn-trace can read"};
+    t.stored = info->type;
+    t.transposed = f.stored == layout::out_in;
+    t.bias = (*layer)->b2;
+    return layer;
+}
+
+std::optional<error> evaluate_all(const transformer& model, const tokenizer& tok, const edit_request& r,
+                                  std::string_view corpus_text, edit_trace& t) {
+    auto efficacy = evaluate(model, tok, r.prompt, t, "prompt");
+    if (!efficacy) return efficacy.err();
+    t.efficacy = std::move(*efficacy);
+    const auto paraphrases = r.paraphrases.empty() ? default_paraphrases(corpus_text, r.prompt, r.subject, t.efficacy.before.token)
+                                                   : r.paraphrases;
+    const auto neighbours = r.neighbours.empty() ? default_neighbours(corpus_text, r.prompt, r.subject) : r.neighbours;
+    for (std::size_t i = 0; i < paraphrases.size(); ++i) {
+        auto c = evaluate(model, tok, paraphrases[i], t, fmt::format("paraphrases[{}]", i));
+        if (!c) return c.err();
+        t.paraphrases.push_back(std::move(*c));
+    }
+    for (std::size_t i = 0; i < neighbours.size(); ++i) {
+        auto c = evaluate(model, tok, neighbours[i], t, fmt::format("neighbours[{}]", i));
+        if (!c) return c.err();
+        t.neighbours.push_back(std::move(*c));
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, const edit_request& r,
+                               std::string_view corpus_text, const std::string& corpus_file) {
+    const checkpoint& ck = model.source();
+    if (auto e = edit_request_error(r)) return *e;
+    if (auto e = edit_model_error(ck)) return *e;
+    if (!model.has_head()) return error{ck.origin(), "", "the checkpoint has no head to predict the next token with"};
+    if (r.layer >= model.n_layers())
+        return error{ck.origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layers (0 to {})",
+                                                       r.layer, model.n_layers(), model.n_layers() - 1)};
+    if (r.target >= model.vocab_size())
+        return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens", r.target, model.vocab_size())};
+    edit_trace t;
+    t.arch = ck.config().arch;
+    t.checkpoint = ck.origin();
+    t.n_layers = model.n_layers();
+    t.d_model = ck.config().d_model;
+    t.d_ff = ck.config().d_ff;
+    t.layer = r.layer;
+    t.subject = r.subject;
+    t.at = r.position;
+    t.target_id = r.target;
+    t.target = token_text(tok, r.target);
+    t.schedule = r.schedule;
+    t.corpus = corpus_file;
+    auto layer = describe_layer(ck, t);
+    if (!layer) return layer.err();
+    const matrix& w2 = (*layer)->w2;
+
+    std::vector<layer_run> runs;
+    if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
+    auto moment = second_moment(model, tok, corpus_text, corpus_file, t);
+    if (!moment) return moment.err();
+    if (auto e = solve_u(*moment, r, corpus_file, t)) return *e;
+
+    t.old_value.assign(t.d_model, 0.0);
+    for (std::size_t i = 0; i < t.d_ff; ++i)
+        for (std::size_t j = 0; j < t.d_model; ++j) t.old_value[j] += t.key[i] * w2(i, j);
+    // The KL prompt, δ added where the edit reads its key: the subject's last token, or the last.
+    t.kl_prompt = std::string(trimmed(r.subject)) + " is a";
+    auto kl_run = run_prompt_layer(model, tok, t.kl_prompt, t.layer, "subject");
+    if (!kl_run) return kl_run.err();
+    std::size_t kl_position = kl_run->prompt.ids.size() - 1;
+    if (r.position.at == edit_position::kind::subject) {
+        auto found = find_subject(kl_run->prompt, trimmed(r.subject));
+        if (!found) return found.err();
+        kl_position = found->back();
+    }
+    if (auto e = optimise_value(model, runs, *kl_run, kl_position, t)) return *e;
+    insert(w2, t);
+    if (auto e = evaluate_all(model, tok, r, corpus_text, t)) return *e;
+    return t;
+}
+
+outcome<matrix> edited_tensor(const checkpoint& ck, const edit_trace& t) {
+    auto w = ck.tensors().read_matrix(t.tensor);
+    if (!w) return w.err();
+    const std::size_t rows = t.transposed ? t.d_model : t.d_ff, cols = t.transposed ? t.d_ff : t.d_model;
+    if (w->rows != rows || w->cols != cols)
+        return error{ck.origin(), t.tensor, fmt::format("expected ({}, {}), the edit's shape", rows, cols)};
+    // Stored as W2 (d_ff, d_model): entry (i, j) += u_i Λ_j; as W2ᵀ: entry (j, i).
+    for (std::size_t i = 0; i < t.d_ff; ++i)
+        for (std::size_t j = 0; j < t.d_model; ++j) (t.transposed ? (*w)(j, i) : (*w)(i, j)) += t.u[i] * t.lambda[j];
+    return w;
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,335 @@
+// The rank-one edit's views: each quantity of the edit as a block of written-out arithmetic, the
+// optimisation as a table (and a loss curve on the page), the prompts before → after as tables;
+// and the same record as JSON.
+#include "ffn_trace/render_edit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_json.hpp"
+#include "json/json_text.hpp"
+#include "views/view_options.hpp"
+
+namespace ffn_trace {
+
+namespace detail {
+namespace {
+
+double norm_of(const std::vector<double>& v) { return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)); }
+
+// The indices of the `n` entries of largest |v|, in index order.
+std::vector<std::size_t> largest(const std::vector<double>& v, std::size_t n) {
+    std::vector<std::size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    n = std::min(n, v.size());
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
+                      [&](std::size_t a, std::size_t b) { return std::abs(v[a]) > std::abs(v[b]); });
+    idx.resize(n);
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
+
+class edit_builder {
+public:
+    edit_builder(const edit_trace& t, const text_options& options, bool html) : t_(t), opt_(options), html_(html) {}
+
+    void build(const block_sink& out) {
+        out_ = &out;
+        heading();
+        key();
+        moment();
+        optimisation();
+        insertion();
+        evaluation();
+        written();
+    }
+
+private:
+    void add(block b) { (*out_)(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+    void lines(std::vector<std::string> l) {
+        block b{block_kind::lines};
+        b.lines = std::move(l);
+        add(std::move(b));
+    }
+    std::string n4(double v) const { return format_fixed(v, 4); }
+    std::string vec(const std::vector<double>& v) const { return vector_text(v, 4, opt_.full); }
+    std::string target() const { return fmt::format("p({})", quote(t_.target)); }
+    // The characters a quoted prompt may take in a table: the width less `others`, at most `most`.
+    std::size_t text_room(std::size_t others, std::size_t most) const {
+        return std::clamp<std::size_t>(opt_.width > others ? opt_.width - others : 16, 16, most);
+    }
+    std::string w2() const { return t_.transposed ? "W2ᵀ" : "W2"; }
+
+    std::string where() const {
+        const auto& c = t_.contexts.front();
+        const std::string token = fmt::format("token {} ({})", c.position, quote(c.prompt.display[c.position]));
+        switch (t_.at.at) {
+            case edit_position::kind::subject: return token + ", the subject's last, as ROME reads it";
+            case edit_position::kind::last: return token + ", the prompt's last (--at last)";
+            case edit_position::kind::token: return token + " (--at)";
+        }
+        return token;
+    }
+
+    void heading() {
+        const auto& p = t_.contexts.front().prompt;
+        add({block_kind::title, fmt::format("Editing layer {}'s W2 so that {} goes on with {}", t_.layer, quote(p.text, 50),
+                                            quote(t_.target, 20))});
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"checkpoint", fmt::format("{} ({}, {} layers)", one_line(t_.checkpoint), t_.arch, t_.n_layers)});
+        f.push_back({"tensor", fmt::format("{} ({}, stored as {} ({}, {})): W2 (d_ff = {}, d_model = {}) in the math form, "
+                                           "mlp_out = k · W2 + b2", t_.tensor, to_string(t_.stored), w2(),
+                                           t_.transposed ? t_.d_model : t_.d_ff, t_.transposed ? t_.d_ff : t_.d_model, t_.d_ff,
+                                           t_.d_model)});
+        f.push_back({"subject", fmt::format("{} in {}", quote(t_.subject), quote(p.text))});
+        f.push_back({"edited token", where()});
+        f.push_back({"target", fmt::format("{} (id {}); before the edit the model says {} ({})", quote(t_.target), t_.target_id,
+                                           quote(t_.efficacy.before.token), n4(t_.efficacy.before.prob))});
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    void key() {
+        add({block_kind::heading, "The key k*: what W2 reads at the edited token"});
+        paragraph(fmt::format("k* is layer {}'s mlp_post (the activations W2 reads) at the edited token{}.", t_.layer,
+                              t_.contexts.size() == 1 ? ""
+                                                      : fmt::format(", averaged over the prompt and its {} prefixed "
+                                                                    "variants (ROME's context templates)", t_.contexts.size() - 1)));
+        block b{block_kind::table};
+        b.align = "lrr";
+        b.rows.push_back({"prompt", "token", "‖k‖"});
+        for (const auto& c : t_.contexts) b.rows.push_back({quote(c.prompt.text, text_room(20, 48)), std::to_string(c.position), n4(norm_of(c.key))});
+        add(std::move(b));
+        lines({fmt::format("k* = {}", vec(t_.key)), fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
+        bars("The key k*: its largest entries, unit by unit", t_.key);
+    }
+
+    // The page's bars of a vector's largest entries.
+    void bars(std::string caption, const std::vector<double>& v, const std::string& name = "unit") {
+        if (!html_) return;
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::bars;
+        f->caption = std::move(caption);
+        f->values.emplace_back();
+        for (auto i : largest(v, 16)) {
+            f->columns.push_back(fmt::format("{} {}", name, i));
+            f->parts.push_back(n4(v[i]));
+            f->values[0].push_back(v[i]);
+        }
+        block b{block_kind::table};
+        b.rows.push_back({name, "value"});
+        for (std::size_t k = 0; k < f->columns.size(); ++k) b.rows.push_back({f->columns[k], f->parts[k]});
+        b.picture = std::move(f);
+        add(std::move(b));
+    }
+
+    void moment() {
+        add({block_kind::heading, "C and u: the direction the edit writes along"});
+        const double mean = std::accumulate(t_.moment_diagonal.begin(), t_.moment_diagonal.end(), 0.0) /
+                            static_cast<double>(std::max<std::size_t>(1, t_.moment_diagonal.size()));
+        paragraph(fmt::format("C = (1/n) Σ k kᵀ over the n = {} tokens of the {} texts of {}, each k layer {}'s mlp_post at "
+                              "one token; λ = {} is added to its diagonal ({}) so that C + λI can be inverted. u is the "
+                              "direction C⁻¹k*: a key the corpus seldom produces moves little along it.",
+                              t_.corpus_tokens, t_.corpus_texts, quote(t_.corpus, text_room(4, 200)), t_.layer, format_short(t_.ridge, 4),
+                              t_.ridge_given ? "--ridge" : "10⁻³ of C's mean diagonal, the default"));
+        lines({fmt::format("mean of C's diagonal = tr(C) / {} = {}", t_.d_ff, format_short(mean, 6)),
+               fmt::format("C⁻¹k* = {}   (solved by Cholesky, C + λI = L Lᵀ)", vec(t_.c_inv_key)),
+               fmt::format("‖C⁻¹k*‖ = {}", format_short(norm_of(t_.c_inv_key), 6)),
+               fmt::format("u = C⁻¹k* / ‖C⁻¹k*‖ = {}", vec(t_.u)),
+               fmt::format("k*ᵀu = Σ k*_i u_i = {}", format_short(t_.key_dot_u, 6))});
+        bars("u = C⁻¹k* normalised: its largest entries", t_.u);
+    }
+
+    void optimisation() {
+        add({block_kind::heading, "The value v*: δ found through the rest of the model"});
+        const auto& s = t_.schedule;
+        paragraph(fmt::format("δ is added to layer {}'s mlp_out at the edited token of each prompt, and the whole model's "
+                              "backward pass gives the loss's gradient in δ. L = mean −log {} over the {} prompt{} + {} · "
+                              "KL(p_δ ‖ p_0) on {} + {} · ‖δ‖ / ‖v₀‖²; Adam with learning rate {}, at most {} passes, "
+                              "stopping below {}, ‖δ‖ clamped to {} ‖v₀‖ = {}.",
+                              t_.layer, target(), t_.contexts.size(), t_.contexts.size() == 1 ? "" : "s",
+                              format_short(s.kl_weight, 4), quote(t_.kl_prompt), format_short(s.decay_weight, 4),
+                              format_short(s.learning_rate, 4), s.max_steps, format_short(s.stop_below, 4),
+                              format_short(s.clamp, 4), n4(s.clamp * norm_of(t_.old_value))));
+        block b{block_kind::table};
+        b.rows.push_back({"step", "loss", "−log p", "KL term", "‖δ‖ term", target(), "‖δ‖"});
+        for (std::size_t i = 0; i < t_.steps.size(); ++i) {
+            const auto& st = t_.steps[i];
+            b.rows.push_back({std::to_string(i), n4(st.loss), n4(st.nll), n4(st.kl), n4(st.decay), n4(st.prob), n4(st.delta_norm)});
+        }
+        if (html_) {
+            // Each loss cell says how its three terms add up.
+            b.notes.assign(b.rows.size(), {});
+            for (std::size_t i = 0; i < t_.steps.size(); ++i) {
+                const auto& st = t_.steps[i];
+                b.notes[i + 1].resize(b.rows[0].size());
+                cell_note& n = b.notes[i + 1][1];
+                n.name = fmt::format("the loss at step {}", i);
+                n.value = st.loss;
+                n.tolerance = 0.00005;
+                n.how = {fmt::format("L = mean −log {} + {} · KL + {} · ‖δ‖ / ‖v₀‖²", target(), format_short(s.kl_weight, 4),
+                                     format_short(s.decay_weight, 4)),
+                         fmt::format("  = {} + {} + {} = {}", n4(st.nll), n4(st.kl), n4(st.decay), n4(st.loss)),
+                         fmt::format("{} = {}, the mean over the prompts; ‖δ‖ = {}", target(), n4(st.prob), n4(st.delta_norm))};
+            }
+            auto f = std::make_shared<figure>();
+            f->type = figure::kind::lines;
+            f->caption = fmt::format("The loss and {} at each step", target());
+            f->parts = {"loss", target()};
+            f->values.resize(2);
+            for (std::size_t i = 0; i < t_.steps.size(); ++i) {
+                f->xs.push_back(static_cast<double>(i));
+                f->values[0].push_back(t_.steps[i].loss);
+                f->values[1].push_back(t_.steps[i].prob);
+            }
+            b.picture = std::move(f);
+        }
+        add(std::move(b));
+        const auto& last = t_.steps.back();
+        paragraph(last.loss < s.stop_below
+                      ? fmt::format("The loss fell below {} at step {}: {} = {}.", format_short(s.stop_below, 4),
+                                    t_.steps.size() - 1, target(), n4(last.prob))
+                      : fmt::format("The loss was still {} after {} passes; {} = {}.", n4(last.loss), t_.steps.size(),
+                                    target(), n4(last.prob)));
+    }
+
+    void insertion() {
+        add({block_kind::heading, "The edit: Λ and ΔW2 = uΛᵀ"});
+        std::vector<std::string> l{fmt::format("v₀ = W2ᵀk* = {}   (‖v₀‖ = {})", vec(t_.old_value), n4(norm_of(t_.old_value))),
+                                   fmt::format("δ  = {}   (‖δ‖ = {})", vec(t_.delta), n4(t_.delta_norm())),
+                                   fmt::format("v* = v₀ + δ = {}", vec(t_.value)),
+                                   fmt::format("Λ  = (v* − W2ᵀk*) / (k*ᵀu) = {}", vec(t_.lambda))};
+        for (std::size_t j = 0; j < (opt_.full ? t_.d_model : std::min<std::size_t>(2, t_.d_model)); ++j)
+            l.push_back(fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j, operand(t_.value[j], 4),
+                                    operand(t_.old_value[j], 4), operand(t_.key_dot_u, 4), format_short(t_.lambda[j], 6)));
+        lines(std::move(l));
+        if (t_.delta_norm() == 0)
+            paragraph(fmt::format("δ stayed 0: the loss's gradient in δ is 0 at this token, whose layer {} output nothing "
+                                  "after it carries to the last token, so W2' = W2. Edit another layer or token.",
+                                  t_.layer));
+        paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. The edited layer maps "
+                              "k* to k*ᵀW2' = k*ᵀW2 + (k*ᵀu) Λᵀ = v₀ + δ = v*; formed entry by entry, it differs from v* by "
+                              "at most {} (the check).", format_short(t_.check_error, 3)));
+        if (!html_) return;
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::bars;
+        f->caption = "The value: v₀ and v* at the entries δ moved most";
+        f->values.emplace_back();
+        block b{block_kind::table};
+        b.rows.push_back({"entry", "v₀", "δ", "v*"});
+        for (auto j : largest(t_.delta, 8)) {
+            b.rows.push_back({std::to_string(j), n4(t_.old_value[j]), n4(t_.delta[j]), n4(t_.value[j])});
+            for (int which = 0; which < 2; ++which) {
+                const double v = which == 0 ? t_.old_value[j] : t_.value[j];
+                f->columns.push_back(fmt::format("{}[{}]", which == 0 ? "v₀" : "v*", j));
+                f->parts.push_back(n4(v));
+                f->values[0].push_back(v);
+            }
+        }
+        b.picture = std::move(f);
+        add(std::move(b));
+    }
+
+    std::string prediction(const edit_prediction& p) const { return fmt::format("{} {}", quote(p.token, 12), format_fixed(p.prob, 3)); }
+
+    // One row per prompt: its top prediction before → after, and p(target) before → after.
+    void checks(const std::string& title, const std::vector<edit_check>& cs, bool same_is_good) {
+        block b{block_kind::table};
+        b.align = "lll";
+        b.rows.push_back({title, "top: before → after", target()});
+        std::size_t kept = 0, moved = 0;
+        for (const auto& c : cs) {
+            const bool same = c.before.id == c.after.id;
+            b.rows.push_back({quote(c.text, text_room(38, 34)),
+                              same ? fmt::format("{} → {}", prediction(c.before), format_fixed(c.after.prob, 3))
+                                   : fmt::format("{} → {}", prediction(c.before), prediction(c.after)),
+                              fmt::format("{} → {}", n4(c.before.target_prob), n4(c.after.target_prob))});
+            kept += same;
+            moved += c.after.id == t_.target_id;
+        }
+        add(std::move(b));
+        if (same_is_good) paragraph(fmt::format("{} of {} keep their top prediction.", kept, cs.size()));
+        else paragraph(fmt::format("{} of {} now predict {}.", moved, cs.size(), quote(t_.target)));
+    }
+
+    void evaluation() {
+        add({block_kind::heading, "Before → after"});
+        paragraph(fmt::format("The edited model is the old one with layer {}'s output changed by (k · u) Λᵀ at every token, "
+                              "k that token's mlp_post: exactly what W2' writes. Each prompt's top prediction and its "
+                              "probability, and {}, before → after:", t_.layer, target()));
+        checks("efficacy", {t_.efficacy}, false);
+        if (t_.paraphrases.empty()) paragraph("No paraphrase: the corpus has no other sentence about the subject ending "
+                                              "with the old answer; give --paraphrase.");
+        else checks("generalisation", t_.paraphrases, false);
+        if (t_.neighbours.empty()) paragraph("No neighbour: the corpus has no other subject in the prompt's place; give --neighbour.");
+        else checks("specificity", t_.neighbours, true);
+    }
+
+    void written() {
+        if (t_.written.empty() || !t_.written_prediction) return;
+        add({block_kind::heading, "The new checkpoint"});
+        const auto& w = *t_.written_prediction;
+        const double moved = w.target_prob - t_.efficacy.after.target_prob;
+        paragraph(fmt::format("Written to {}: every file of the checkpoint copied, {} replaced by W2' stored as {}. Read back "
+                              "by the safetensors reader, it predicts {} on the prompt, {} = {}; in float64 the edit gave {}, "
+                              "so storing W2' as {} moved {} by {}.",
+                              quote(t_.written), t_.tensor, to_string(t_.written_as), prediction(w), target(),
+                              format_short(w.target_prob, 8), format_short(t_.efficacy.after.target_prob, 8),
+                              to_string(t_.written_as), target(), format_short(moved, 2)));
+    }
+
+    const edit_trace& t_;
+    const text_options& opt_;
+    bool html_;
+    const block_sink* out_ = nullptr;
+};
+
+}  // namespace
+}  // namespace detail
+
+void render_edit(const edit_trace& t, const text_options& options, text_format format, const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::edit_builder builder(t, options, page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
+}
+
+std::string render_edit_text(const edit_trace& t, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_edit(t, options, text_format::text, out); });
+}
+
+std::string render_edit_json(const edit_trace& t) {
+    using json = nlohmann::ordered_json;
+    auto prediction = [](const edit_prediction& p) {
+        return json{{"token", p.token}, {"prob", p.prob}, {"id", p.id}, {"target_prob", p.target_prob}};
+    };
+    auto checks = [&](const std::vector<edit_check>& cs) {
+        json a = json::array();
+        for (const auto& c : cs) a.push_back({{"text", c.text}, {"before", prediction(c.before)}, {"after", prediction(c.after)}});
+        return a;
+    };
+    json steps = json::array();
+    for (const auto& s : t.steps)
+        steps.push_back({{"loss", s.loss}, {"prob", s.prob}, {"nll", s.nll}, {"kl", s.kl}, {"decay", s.decay}, {"delta_norm", s.delta_norm}});
+    json out;
+    const auto& p = t.contexts.front();
+    out["prompt"] = {{"text", p.prompt.text}, {"token_ids", p.prompt.ids}, {"tokens", p.prompt.display}};
+    out["subject"] = {{"text", t.subject}, {"positions", t.subject_positions}};
+    out["target"] = {{"id", t.target_id}, {"token", t.target}};
+    out["edit"] = {{"layer", t.layer}, {"position", p.position}, {"tensor", t.tensor}, {"key", t.key}, {"u", t.u},
+                   {"c_inv_key", t.c_inv_key}, {"key_dot_u", t.key_dot_u}, {"old_value", t.old_value}, {"delta", t.delta},
+                   {"value", t.value}, {"lambda", t.lambda}, {"delta_norm", t.delta_norm()}, {"ridge", t.ridge},
+                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)}};
+    out["efficacy"] = {{"before", prediction(t.efficacy.before)}, {"after", prediction(t.efficacy.after)}};
+    out["paraphrases"] = checks(t.paraphrases);
+    out["neighbours"] = checks(t.neighbours);
+    if (t.written_prediction)
+        out["written"] = {{"directory", t.written}, {"dtype", to_string(t.written_as)}, {"prediction", prediction(*t.written_prediction)}};
+    return json_text(out) + "\n";
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,302 @@
+// edit.hpp: the rank-one edit on the shipped capitals model. The checks are the test's own: W2'
+// read back as the checkpoint stores it, ΔW2 = W2' − W2 found to be rank one row by row and to
+// map k* to v* by the test's sums; C built here from the layer's activations (read through the
+// hook points) and (C + λI) · C⁻¹k* = k*; the default prompts against sentences worked out by
+// hand; every refusal. (The edited checkpoint against NumPy float64 is tests/edit/reference_test.py.)
+#include "ffn_trace/edit.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/locate.hpp"
+#include "test_paths.hpp"
+#include "tiny_transformer.hpp"
+
+using namespace ffn_trace;
+using doctest::Approx;
+namespace ckpt = test::ckpt;
+
+namespace {
+
+const std::string capitals = FFN_TRACE_DATA_DIR + "/models/capitals";
+
+struct opened {
+    transformer model;
+    tokenizer tok;
+};
+
+opened open_capitals() {
+    auto ck = checkpoint::open(capitals);
+    REQUIRE(ck);
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    REQUIRE(model);
+    auto tok = open_tokenizer(capitals);
+    REQUIRE(tok);
+    return {std::move(*model), std::move(*tok)};
+}
+
+const char* const corpus = "The capital of France is Paris.\n"
+                           "Paris is the capital of France.\n"
+                           "The capital city of France is Paris.\n"
+                           "The capital of Germany is Berlin.\n"
+                           "The capital of Italy is Rome.\n"
+                           "The capital of Germany is Berlin.\n"
+                           "The language of France is French.\n";
+
+edit_request france(std::size_t target) {
+    edit_request r;
+    r.layer = 0;
+    r.prompt = "The capital of France is";
+    r.subject = "France";
+    r.position.at = edit_position::kind::last;
+    r.target = target;
+    r.schedule.max_steps = 3;
+    r.ridge = 0.01;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("default_paraphrases are the corpus's other sentences about the subject that end with the old answer") {
+    CHECK(default_paraphrases(corpus, "The capital of France is", "France", " Paris") ==
+          std::vector<std::string>{"The capital city of France is"});
+    CHECK(default_paraphrases(corpus, "The capital of France is", "France", " French") ==
+          std::vector<std::string>{"The language of France is"});
+    CHECK(default_paraphrases(corpus, "The capital of France is", "Spain", " Madrid").empty());
+}
+
+TEST_CASE("default_neighbours put each other subject the corpus writes in the subject's place into the prompt") {
+    CHECK(default_neighbours(corpus, "The capital of France is", "France") ==
+          std::vector<std::string>{"The capital of Germany is", "The capital of Italy is"});
+    CHECK(default_neighbours(corpus, "The capital of France is", "France", 1) ==
+          std::vector<std::string>{"The capital of Germany is"});
+    CHECK(default_neighbours(corpus, "The capital of France is", "Spain").empty());
+}
+
+TEST_CASE("the edit request's bad values are refused before any model is read") {
+    edit_request r = france(0);
+    SUBCASE("a negative ridge") {
+        r.ridge = -1;
+        auto e = edit_request_error(r);
+        REQUIRE(e);
+        CHECK(e->path == "ridge");
+        CHECK(e->message.find("expected 0 or more, got -1") != std::string::npos);
+    }
+    SUBCASE("a ridge that is not finite") {
+        r.ridge = std::nan("");
+        REQUIRE(edit_request_error(r));
+        CHECK(edit_request_error(r)->path == "ridge");
+    }
+    SUBCASE("an empty prefix") {
+        r.prefixes = {"Fact", ""};
+        REQUIRE(edit_request_error(r));
+        CHECK(edit_request_error(r)->path == "prefixes[1]");
+    }
+}
+
+TEST_CASE("an edit on BERT is refused: an encoder predicts no next token") {
+    const auto bert = test::tiny::make("bert", {2, 5, "F64", 3});
+    ckpt::temp_dir dir;
+    auto ck = checkpoint::open(bert.write(dir));
+    REQUIRE(ck);
+    auto e = edit_model_error(*ck);
+    REQUIRE(e);
+    CHECK(e->message.find("a bert checkpoint is an encoder") == 0);
+}
+
+TEST_CASE("the edit of the capitals model is rank one and maps k* to v*") {
+    auto [model, tok] = open_capitals();
+    auto rome = single_token(tok, " Rome");
+    REQUIRE(rome);
+    auto t = edit_layer(model, tok, france(*rome), corpus, "corpus");
+    REQUIRE(t);
+    REQUIRE(t->key.size() == 256);
+    REQUIRE(t->value.size() == 128);
+    CHECK(t->steps.size() == 3);
+    CHECK(t->contexts.front().position == 4);  // " is", --at last
+
+    auto w2 = model.source().tensors().read_matrix(t->tensor);  // GPT-2's Conv1D: stored as W2 (d_ff, d_model)
+    auto w2_new = edited_tensor(model.source(), *t);
+    REQUIRE(w2);
+    REQUIRE(w2_new);
+    REQUIRE(w2_new->rows == 256);
+    REQUIRE(w2_new->cols == 128);
+    matrix dw(256, 128);
+    for (std::size_t i = 0; i < dw.data.size(); ++i) dw.data[i] = w2_new->data[i] - w2->data[i];
+
+    // Rank one: every row a multiple of the largest row, to rounding.
+    std::size_t big = 0;
+    auto row_norm = [&](std::size_t i) {
+        double s = 0;
+        for (double v : dw.row(i)) s += v * v;
+        return std::sqrt(s);
+    };
+    for (std::size_t i = 1; i < 256; ++i)
+        if (row_norm(i) > row_norm(big)) big = i;
+    REQUIRE(row_norm(big) > 0);
+    double worst = 0;
+    for (std::size_t i = 0; i < 256; ++i) {
+        double along = 0;
+        for (std::size_t j = 0; j < 128; ++j) along += dw(i, j) * dw(big, j);
+        along /= row_norm(big) * row_norm(big);
+        for (std::size_t j = 0; j < 128; ++j) worst = std::max(worst, std::abs(dw(i, j) - along * dw(big, j)));
+    }
+    CHECK(worst < 1e-13);
+
+    // k*ᵀW2' = v*, and k*ᵀW2 the old value, by the test's own sums.
+    for (std::size_t j = 0; j < 128; ++j) {
+        double mapped = 0, old = 0;
+        for (std::size_t i = 0; i < 256; ++i) {
+            mapped += t->key[i] * (*w2_new)(i, j);
+            old += t->key[i] * (*w2)(i, j);
+        }
+        CAPTURE(j);
+        CHECK(std::abs(mapped - t->value[j]) < 1e-10);
+        CHECK(std::abs(old - t->old_value[j]) < 1e-10);
+    }
+    CHECK(t->check_error < 1e-10);
+}
+
+TEST_CASE("C is the mean of k kᵀ over the corpus's tokens, and C⁻¹k* solves (C + λI) x = k*") {
+    auto [model, tok] = open_capitals();
+    edit_request r = france(0);
+    r.schedule.max_steps = 1;
+    auto t = edit_layer(model, tok, r, corpus, "corpus");
+    REQUIRE(t);
+    // C from the layer's mlp_post of each line, read here through the hook points.
+    matrix c(256, 256);
+    std::size_t n = 0;
+    for (const char* line : {"The capital of France is Paris.", "Paris is the capital of France.",
+                             "The capital city of France is Paris.", "The capital of Germany is Berlin.",
+                             "The capital of Italy is Rome.", "The capital of Germany is Berlin.",
+                             "The language of France is French."}) {
+        auto ids = tok.encode(line);
+        REQUIRE(ids);
+        hook_request q;
+        q.cache = {{hook_point::mlp_post, 0}};
+        auto run = model.run_with_hooks(*ids, q);
+        REQUIRE(run);
+        const matrix& k = *run->cache.find(q.cache[0]);
+        for (std::size_t s = 0; s < k.rows; ++s, ++n)
+            for (std::size_t i = 0; i < 256; ++i)
+                for (std::size_t j = 0; j < 256; ++j) c(i, j) += k(s, i) * k(s, j);
+    }
+    CHECK(t->corpus_tokens == n);
+    for (double& v : c.data) v /= static_cast<double>(n);
+    for (std::size_t i = 0; i < 256; ++i) CHECK(t->moment_diagonal[i] == Approx(c(i, i)).epsilon(1e-12));
+    CHECK(t->ridge == 0.01);
+    double worst = 0;
+    for (std::size_t i = 0; i < 256; ++i) {
+        double s = 0.01 * t->c_inv_key[i];
+        for (std::size_t j = 0; j < 256; ++j) s += c(i, j) * t->c_inv_key[j];
+        worst = std::max(worst, std::abs(s - t->key[i]));
+    }
+    CHECK(worst < 1e-9);
+    double u2 = 0;
+    for (double v : t->u) u2 += v * v;
+    CHECK(u2 == Approx(1).epsilon(1e-12));
+}
+
+TEST_CASE("an edit the model or the corpus cannot support is refused with what would do") {
+    auto [model, tok] = open_capitals();
+    edit_request r = france(0);
+    SUBCASE("a corpus of fewer tokens than units, and no ridge, says the ridge that would do") {
+        r.ridge = 0;
+        auto t = edit_layer(model, tok, r, "The capital of France is Paris.\n", "small.txt");
+        REQUIRE_FALSE(t);
+        CHECK(t.err().file == "small.txt");
+        CHECK(t.err().path == "ridge");
+        CHECK(t.err().message.find("the corpus gives 7 activations of the layer's 256 units") == 0);
+        CHECK(t.err().message.find("give a ridge λ of ") != std::string::npos);
+    }
+    SUBCASE("a subject not in the prompt") {
+        r.subject = "Spain";
+        auto t = edit_layer(model, tok, r, corpus, "corpus");
+        REQUIRE_FALSE(t);
+        CHECK(t.err().message.find("\"Spain\" is not in the prompt") == 0);
+    }
+    SUBCASE("a token past the prompt's end") {
+        r.position = {edit_position::kind::token, 9};
+        auto t = edit_layer(model, tok, r, corpus, "corpus");
+        REQUIRE_FALSE(t);
+        CHECK(t.err().path == "at");
+    }
+    SUBCASE("a layer the model lacks") {
+        r.layer = 2;
+        auto t = edit_layer(model, tok, r, corpus, "corpus");
+        REQUIRE_FALSE(t);
+        CHECK(t.err().path == "layer");
+    }
+}
+
+TEST_CASE("write_edited_checkpoint copies every file, never over an input, and leaves nothing half written") {
+    ckpt::temp_dir dir;
+    const std::string from = dir / "in";
+    std::filesystem::create_directory(from);
+    std::filesystem::copy(capitals, from, std::filesystem::copy_options::recursive);
+    auto ck = checkpoint::open(from);
+    REQUIRE(ck);
+    auto w = ck->tensors().read_matrix("h.0.mlp.c_proj.weight");
+    REQUIRE(w);
+    w->data[0] = 0.125;  // an F32 value, written exactly
+    SUBCASE("a new folder gets every file, the tensor replaced") {
+        auto written = write_edited_checkpoint(*ck, from, dir / "out", "h.0.mlp.c_proj.weight", *w, dtype::f32);
+        REQUIRE(written);
+        CHECK(written->files.size() == 4);
+        CHECK(written->rewritten == "model.safetensors");
+        auto back = checkpoint::open(dir / "out");
+        REQUIRE(back);
+        auto w_back = back->tensors().read_matrix("h.0.mlp.c_proj.weight");
+        REQUIRE(w_back);
+        CHECK(w_back->data == w->data);
+        std::size_t left = 0;
+        for (const auto& e : std::filesystem::directory_iterator(dir.path())) left += e.path().filename().string().starts_with(".");
+        CHECK(left == 0);  // no temporary folder left
+    }
+    SUBCASE("the input folder, a folder inside it and an existing folder are refused") {
+        for (const std::string& to : {from, from + "/sub", dir.path()}) {
+            CAPTURE(to);
+            auto written = write_edited_checkpoint(*ck, from, to, "h.0.mlp.c_proj.weight", *w, dtype::f32);
+            REQUIRE_FALSE(written);
+            CHECK(written.err().path == "output");
+        }
+        CHECK_FALSE(std::filesystem::exists(from + "/sub"));
+    }
+}
+
+TEST_CASE("edited_tensor adds u_i Λ_j where the checkpoint stores W2[i][j]: at (j, i) for nn.Linear's out × in") {
+    const auto llama = test::tiny::make("llama", {2, 5, "F64", 3});
+    ckpt::temp_dir dir;
+    auto ck = checkpoint::open(llama.write(dir));
+    REQUIRE(ck);
+    edit_trace t;
+    t.tensor = "model.layers.1.mlp.down_proj.weight";
+    t.transposed = true;
+    t.d_model = ck->config().d_model;
+    t.d_ff = ck->config().d_ff;
+    t.u.assign(t.d_ff, 0.0);
+    t.u[1] = 1;
+    t.lambda.assign(t.d_model, 0.0);
+    t.lambda[0] = 0.5;
+    t.lambda[2] = -2;
+    auto w = ck->tensors().read_matrix(t.tensor);
+    auto edited = edited_tensor(*ck, t);
+    REQUIRE(w);
+    REQUIRE(edited);
+    REQUIRE(edited->rows == t.d_model);  // stored (d_model, d_ff)
+    REQUIRE(edited->cols == t.d_ff);
+    for (std::size_t r = 0; r < edited->rows; ++r)
+        for (std::size_t c = 0; c < edited->cols; ++c) {
+            CAPTURE(r);
+            CAPTURE(c);
+            const double added = c == 1 && r == 0 ? 0.5 : c == 1 && r == 2 ? -2 : 0;
+            CHECK((*edited)(r, c) == (*w)(r, c) + added);
+        }
+}

@@ -1,0 +1,94 @@
+// render_edit.hpp: the views of an edit built by hand (the views compute nothing): the JSON has the
+// names the tests rely on with the numbers put in, the text writes Λ's arithmetic and the
+// before → after tables, and fits 80 columns.
+#include "ffn_trace/render_edit.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "ffn_trace/format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+
+using namespace ffn_trace;
+
+namespace {
+
+edit_trace hand_made() {
+    edit_trace t;
+    t.arch = "gpt2";
+    t.checkpoint = "capitals";
+    t.n_layers = 2;
+    t.d_model = 2;
+    t.d_ff = 3;
+    t.layer = 1;
+    t.tensor = "h.1.mlp.c_proj.weight";
+    t.subject = "France";
+    t.subject_positions = {3};
+    t.target_id = 7;
+    t.target = " Rome";
+    t.contexts = {{{"The capital of France is", {1, 2, 3, 4, 5}, {}, {"The", " capital", " of", " France", " is"}}, 3, {1, 0, 2}}};
+    t.key = {1, 0, 2};
+    t.corpus = "corpus.txt";
+    t.corpus_texts = 2;
+    t.corpus_tokens = 10;
+    t.moment_diagonal = {1, 1, 1};
+    t.ridge = 0.5;
+    t.c_inv_key = {0.6, 0, 1.2};
+    t.u = {0.4472135955, 0, 0.894427191};
+    t.key_dot_u = 2.2360679775;
+    t.old_value = {1, -1};
+    t.delta = {0.5, 0.25};
+    t.value = {1.5, -0.75};
+    t.lambda = {0.5 / 2.2360679775, 0.25 / 2.2360679775};
+    t.steps = {{3.0, 3.0, 0, 0, 0.05, 0}, {0.04, 0.03, 0.005, 0.005, 0.97, 0.559}};
+    t.kl_prompt = "France is a";
+    t.efficacy = {"The capital of France is", {9, " Paris", 0.9, 0.05}, {7, " Rome", 0.97, 0.97}};
+    t.neighbours = {{"The capital of Germany is", {8, " Berlin", 0.9, 0.01}, {8, " Berlin", 0.88, 0.02}}};
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("the edit's JSON has the edit, efficacy, paraphrases and neighbours with the numbers given") {
+    const auto j = nlohmann::json::parse(render_edit_json(hand_made()));
+    const auto& e = j.at("edit");
+    CHECK(e.at("layer") == 1);
+    CHECK(e.at("position") == 3);
+    CHECK(e.at("key") == std::vector<double>{1, 0, 2});
+    CHECK(e.at("u").size() == 3);
+    CHECK(e.at("old_value") == std::vector<double>{1, -1});
+    CHECK(e.at("value") == std::vector<double>{1.5, -0.75});
+    CHECK(e.at("lambda").size() == 2);
+    CHECK(e.at("delta_norm").get<double>() == doctest::Approx(std::sqrt(0.3125)));
+    CHECK(e.at("ridge") == 0.5);
+    REQUIRE(e.at("steps").size() == 2);
+    CHECK(e.at("steps")[1].at("loss") == 0.04);
+    CHECK(e.at("steps")[1].at("prob") == 0.97);
+    CHECK(j.at("efficacy").at("before").at("token") == " Paris");
+    CHECK(j.at("efficacy").at("before").at("prob") == 0.9);
+    CHECK(j.at("efficacy").at("after").at("token") == " Rome");
+    CHECK(j.at("paraphrases").empty());
+    REQUIRE(j.at("neighbours").size() == 1);
+    CHECK(j.at("neighbours")[0].at("text") == "The capital of Germany is");
+    CHECK(j.at("neighbours")[0].at("after").at("prob") == 0.88);
+}
+
+TEST_CASE("the edit's text writes Λ out, the steps and the before → after tables, within 80 columns") {
+    text_options o;
+    o.width = 80;
+    const std::string text = render_edit_text(hand_made(), o);
+    INFO(text);
+    CHECK(text.find("Λ[0] = (v*[0] − v₀[0]) / k*ᵀu = (1.5 − 1) / 2.2361 = 0.223607") != std::string::npos);
+    CHECK(text.find("The loss fell below 0.05 at step 1") != std::string::npos);
+    CHECK(text.find("\" Paris\" 0.900 → \" Rome\" 0.970") != std::string::npos);
+    CHECK(text.find("1 of 1 keep their top prediction.") != std::string::npos);
+    CHECK(text.find("No paraphrase") != std::string::npos);
+    std::istringstream lines(text);
+    std::size_t widest = 0;
+    for (std::string line; std::getline(lines, line);) widest = std::max(widest, display_width(line));
+    CHECK(widest <= 80);
+}
