@@ -1000,3 +1000,8 @@ cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
   --stdin ${UNITS}/one_token.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --skip-first)
 cli_test("units reads the corpus from standard input given as -, CR LF and all" 0 "corpus +<stdin>: 5 texts, 42 tokens"
   ANY --stdin ${UNITS}/small_crlf.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --unit 3)
+
+# GGUF: the shipped model written as a GGUF file (and as an Ollama blob) gives what its directory gives
+cli_test("a GGUF file and an Ollama blob of the shipped model run, tokenize, locate and read units as its directory" 0 "^same$" EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt)

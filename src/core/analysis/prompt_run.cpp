@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
+#include "ffn_trace/tensor_source.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/moe.hpp"
@@ -17,7 +18,7 @@ namespace {
 // The directory the tokenizer is looked for in: the checkpoint's, or the one holding its file.
 std::string checkpoint_dir(const std::string& path) {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
+    if (std::filesystem::is_directory(path, ec) || is_gguf(path)) return path;  // a GGUF file holds its tokenizer
     const auto parent = std::filesystem::path(path).parent_path();
     return parent.empty() ? "." : parent.string();
 }
