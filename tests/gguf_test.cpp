@@ -87,6 +87,9 @@ TEST_CASE("each block type dequantizes a hand-worked block as ggml does") {
         CHECK(w[17] == 1.5);
         CHECK(w[0] == 0.5);
     }
+}
+
+TEST_CASE("each K block type dequantizes a hand-worked block as ggml does") {
     SUBCASE("Q2_K: w = d·sc·q − dmin·m, four 2-bit q a byte, 32 weights apart") {
         // scales[0] = 0x32 (sc 2, m 3), scales[2] = 0x14 (sc 4, m 1); q byte 0 = 0xE4 holds q = 0, 1, 2, 3
         // for weights 0, 32, 64, 96; d = 0.5, dmin = 0.25:
@@ -405,6 +408,10 @@ TEST_CASE("every malformed GGUF header is one error naming the file and the key 
         f.put_f32("general.alignment", 32);
         CHECK(open_error(f.bytes()).find("general.alignment: expected a power of two, got f32 32") != std::string::npos);
     }
+}
+
+TEST_CASE("every misplaced or malformed GGUF tensor info is one error naming the file and the tensor") {
+    const std::string good = one_tensor().bytes();
     SUBCASE("a misaligned, overlapping or out-of-file offset") {
         g::gguf_writer w;
         w.tensor_f32("a", {4}, {1, 2, 3, 4});
@@ -617,4 +624,102 @@ TEST_CASE("a Qwen2 written as GGUF (q/k/v biases, tied head) runs as its safeten
 }
 TEST_CASE("a GPT-2 written as GGUF (fused attn_qkv, weights transposed) runs as its safetensors directory") {
     check_both_ways(test::tiny::make("gpt2", {.n_layers = 2}));
+}
+
+// ---- The tokenizer of a GGUF file ----------------------------------------------------------
+
+#include "ffn_trace/tokenizer.hpp"
+
+namespace {
+
+// SentencePiece's vocabulary of a few pieces: the merges' order is the scores', not the ids'.
+g::gguf_writer spm_vocabulary(bool space_prefix) {
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "h", "e", "l", "o", "\xE2\x96\x81h", "ll", "he",
+                                             "\xE2\x96\x81he", "llo", "<0x21>", "w"});
+    w.put_f32s("tokenizer.ggml.scores", {0, 0, 0, -9, -9, -9, -9, -9, -1, -2, -3, -4, -5, 0, -9});
+    w.put_i32s("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1});
+    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    if (!space_prefix) w.put_bool("tokenizer.ggml.add_space_prefix", false);
+    return w;
+}
+
+std::vector<std::size_t> encoded(const g::gguf_writer& w, const std::string& text) {
+    ckpt::temp_dir dir;
+    auto t = tokenizer::from_gguf(dir.write("v.gguf", w.bytes()));
+    if (!t) FAIL(t.err().to_string());
+    auto ids = t->encode(text);
+    if (!ids) FAIL(ids.err().to_string());
+    return *ids;
+}
+
+}  // namespace
+
+TEST_CASE("a GGUF SentencePiece vocabulary merges the highest-scoring pair first, with a space prefix, bos and byte fallback") {
+    // "hello!" → "▁hello!": ▁h (−1), then ll (−2), then ▁he (−4), then llo (−5); "!" is no piece: <0x21>
+    CHECK(encoded(spm_vocabulary(true), "hello!") == std::vector<std::size_t>{1, 11, 12, 13});
+    // without the prefix: ll (−2) before he (−3), then llo
+    CHECK(encoded(spm_vocabulary(false), "hello!") == std::vector<std::size_t>{1, 10, 12, 13});
+    // a control token in the text is that token
+    CHECK(encoded(spm_vocabulary(false), "</s>he") == std::vector<std::size_t>{1, 2, 10});
+}
+
+TEST_CASE("a GGUF tokenizer that ffn-trace does not run, or whose arrays disagree, is one error naming the key") {
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "bert");
+    ckpt::temp_dir dir;
+    auto t = tokenizer::from_gguf(dir.write("v.gguf", w.bytes()));
+    REQUIRE_FALSE(t);
+    CHECK(t.err().path == "tokenizer.ggml.model");
+    CHECK(t.err().message.find("not \"bert\"") != std::string::npos);
+    g::gguf_writer s = spm_vocabulary(true);
+    s.put_f32s("tokenizer.ggml.scores", {0});
+    auto dup = tokenizer::from_gguf(dir.write("d.gguf", s.bytes()));
+    REQUIRE_FALSE(dup);
+    CHECK(dup.err().message == "this metadata key appears twice");
+    g::gguf_writer few;
+    few.put_string("tokenizer.ggml.model", "llama");
+    few.put_strings("tokenizer.ggml.tokens", {"a", "b"});
+    few.put_f32s("tokenizer.ggml.scores", {0});
+    auto f = tokenizer::from_gguf(dir.write("f.gguf", few.bytes()));
+    REQUIRE_FALSE(f);
+    CHECK(f.err().to_string().find("tokenizer.ggml.scores: has 1 scores for 2 tokens") != std::string::npos);
+}
+
+TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor are named") {
+    test::tiny::model m = test::tiny::make("llama", {.n_layers = 1});
+    ckpt::temp_dir dir;
+    SUBCASE("a size key of the wrong type") {
+        g::gguf_writer bad;
+        bad.put_string("general.architecture", "llama");
+        bad.put_u32("llama.embedding_length", 16);
+        bad.put_u32("llama.feed_forward_length", 12);
+        bad.put_string("llama.block_count", "one");
+        auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
+        REQUIRE_FALSE(c);
+        CHECK(c.err().to_string().find("llama.block_count: expected an unsigned integer (u32), got a string \"one\"") != std::string::npos);
+    }
+    SUBCASE("a missing key") {
+        g::gguf_writer bad;
+        bad.put_string("general.architecture", "llama");
+        bad.put_u32("llama.embedding_length", 16);
+        auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
+        REQUIRE_FALSE(c);
+        CHECK(c.err().to_string().find("llama.feed_forward_length: missing: a llama model's file must give it") != std::string::npos);
+    }
+    SUBCASE("a size the tensors contradict names the metadata key") {
+        g::gguf_writer w = as_gguf(m);
+        w.put_u32("llama.expert_used_count", 1);  // harmless without expert_count
+        const std::string path = dir.write("ok.gguf", w.bytes());
+        CHECK(checkpoint::open(path));
+    }
+    SUBCASE("an unknown architecture") {
+        g::gguf_writer bad;
+        bad.put_string("general.architecture", "mamba");
+        auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
+        REQUIRE_FALSE(c);
+        CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures llama (Mistral and Mixtral too), "
+                                       "qwen2 and gpt2, not \"mamba\"") != std::string::npos);
+    }
 }

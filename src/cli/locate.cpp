@@ -66,7 +66,7 @@ namespace {
 // The directory the tokenizer is looked for in: the checkpoint's, or the one holding its file.
 std::string checkpoint_dir(const std::string& path) {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec) || is_gguf(path)) return path;  // a GGUF file holds its tokenizer
+    if (std::filesystem::is_directory(path, ec) || ffn_trace::is_gguf(path)) return path;  // a GGUF file holds its tokenizer
     const auto parent = std::filesystem::path(path).parent_path();
     return parent.empty() ? "." : parent.string();
 }

@@ -116,7 +116,7 @@ int run_units(const units_options& o) {
     auto ck = checkpoint::open(o.checkpoint);
     if (!ck) return report(ck.err());
     const std::string dir = directory_of(o.checkpoint);
-    auto tok = open_tokenizer(is_gguf(o.checkpoint) ? o.checkpoint : dir);  // a GGUF file holds its tokenizer
+    auto tok = open_tokenizer(ffn_trace::is_gguf(o.checkpoint) ? o.checkpoint : dir);  // a GGUF file holds its tokenizer
     if (!tok) return report(tok.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
