@@ -1008,3 +1008,9 @@ cli_test("a GGUF file and an Ollama blob of the shipped model run, tokenize, loc
 cli_test("a GGUF file whose architecture ffn-trace does not run is one error naming the key" 2 EMPTY
   "^error: .*not_a_model.gguf: general.architecture: missing: the file does not say its architecture$"
   -- bash -c "printf 'GGUF\\003\\0\\0\\0' > \"$1\"/not_a_model.gguf && head -c 16 /dev/zero >> \"$1\"/not_a_model.gguf && exec \"$0\" run --checkpoint \"$1\"/not_a_model.gguf --layer 0 --embedding 1" ${FT} ${CMAKE_CURRENT_BINARY_DIR})
+cli_test("params --quant Q4_K_M gives llama2-7b's bytes as llama.cpp's file of that type (4.08 GB), the FFN first" 0
+  "Bytes as Q4_K_M +weights +stored as +bits/weight +bytes +FFN \\(32 layers\\) +4,328,521,728 +Q4_K, Q6_K +4.84 +2.62 GB +attention .* total +4.08 GB"
+  EMPTY -- ${FT} params --model llama2-7b --quant Q4_K_M)
+cli_test("params --quant Q8_0 --format json has each part's bytes by type" 0
+  "\"quant\": \\{ \"type\": \"Q8_0\", \"parts\": \\[ \\{ \"part\": \"FFN \\(32 layers\\)\", \"weights\": 45097156608, \"types\": \\{ \"Q8_0\": 45097156608 \\}, \"bytes\": 47915728896 \\}"
+  EMPTY -- ${FT} params --model mixtral-8x7b --quant Q8_0 --format json)

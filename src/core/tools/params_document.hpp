@@ -9,6 +9,7 @@
 
 namespace ffn_trace::detail {
 
-document params_document(const params_report& r, std::optional<std::string_view> dtype);
+// `quant`: the bytes as a GGUF file of that type too (nullptr: none).
+document params_document(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant = nullptr);
 
 }  // namespace ffn_trace::detail

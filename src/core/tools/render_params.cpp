@@ -237,7 +237,29 @@ section memory_section(const params_report& r, std::optional<std::string_view> d
     return mem;
 }
 
-view build(const params_report& r, std::optional<std::string_view> dtype) {
+// The bytes of each part stored as a GGUF file of type q.quant, the FFN first.
+section quant_section(const quant_report& q) {
+    section s{"Bytes as " + q.type, {"", "weights", "stored as", "bits/weight", "bytes"}, {}, {}};
+    std::vector<quant_block> seen;
+    for (const quant_part& p : q.parts) {
+        std::vector<std::string> types;
+        for (const auto& [t, n] : p.types) {
+            types.emplace_back(t.name);
+            if (std::none_of(seen.begin(), seen.end(), [&](const quant_block& b) { return b.name == t.name; })) seen.push_back(t);
+        }
+        s.rows.push_back({p.name, with_separators(p.weights), fmt::format("{}", fmt::join(types, ", ")),
+                          fmt::format("{:.2f}", 8.0 * static_cast<double>(p.bytes) / static_cast<double>(p.weights)),
+                          bytes(p.bytes, 8).first});
+    }
+    s.rows.push_back({"total", "", "", "", bytes(q.bytes, 8).first});
+    for (const quant_block& b : seen)
+        s.notes.push_back(b.block == 1 ? fmt::format("{}: {} bytes a weight", b.name, b.bytes)
+                                       : fmt::format("{}: a block of {} weights in {} bytes = {:.4g} bits a weight", b.name, b.block,
+                                                     b.bytes, 8.0 * static_cast<double>(b.bytes) / static_cast<double>(b.block)));
+    return s;
+}
+
+view build(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant) {
     const model_config& c = r.config;
     view v;
     intro(r, v);
@@ -246,6 +268,7 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     v.sections.push_back(layer_section(r));
     if (c.layers > 1 || c.vocab != 0) v.sections.push_back(model_section(r));
     v.sections.push_back(memory_section(r, dtype));
+    if (quant) v.sections.push_back(quant_section(*quant));
     return v;
 }
 
@@ -272,12 +295,14 @@ document to_document(const view& v) {
     return doc;
 }
 
-document params_document(const params_report& r, std::optional<std::string_view> dtype) { return to_document(build(r, dtype)); }
+document params_document(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant) {
+    return to_document(build(r, dtype, quant));
+}
 }  // namespace detail
 
 namespace {
 
-std::string json(const params_report& r, std::optional<std::string_view> dtype) {
+std::string json(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant) {
     const model_config& c = r.config;
     nlohmann::ordered_json j;
     if (!c.name.empty()) j["model"] = c.name;
@@ -310,15 +335,24 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype) 
         if (!dtype || d.name == *dtype) mem[std::string(d.name)] = r.total / 8 * d.bits + ((r.total % 8) * d.bits + 7) / 8;
     j["memory_bytes"] = mem;
     j["flops_per_token"] = r.flops_per_token;
+    if (quant) {
+        nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+        for (const quant_part& p : quant->parts) {
+            nlohmann::ordered_json types = nlohmann::ordered_json::object();
+            for (const auto& [t, n] : p.types) types[std::string(t.name)] = n;
+            parts.push_back({{"part", p.name}, {"weights", p.weights}, {"types", types}, {"bytes", p.bytes}});
+        }
+        j["quant"] = {{"type", quant->type}, {"parts", parts}, {"bytes", quant->bytes}};
+    }
     return j.dump(2) + "\n";
 }
 
 }  // namespace
 
 std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype,
-                          std::size_t width, bool ascii) {
-    if (format == params_format::json) return ascii ? json_ascii(json(r, dtype)) : json(r, dtype);
-    const detail::document doc = detail::params_document(r, dtype);
+                          std::size_t width, bool ascii, const quant_report* quant) {
+    if (format == params_format::json) return ascii ? json_ascii(json(r, dtype, quant)) : json(r, dtype, quant);
+    const detail::document doc = detail::params_document(r, dtype, quant);
     return apply_styles(format == params_format::markdown ? detail::markdown_view(doc, ascii) : detail::text_view(doc, width, ascii), false);
 }
 
