@@ -6,9 +6,10 @@
 # transposed, so the products add in another order and "layout" says "out_in"); the tokens are
 # the same. Prints "same" when every pair agrees.
 #
-#   gguf_same.sh FFN_TRACE CONVERT_PY MODEL_DIR CORPUS
+#   gguf_same.sh FFN_TRACE CONVERT_PY MODEL_DIR CORPUS WHICH
+# WHICH: the index of one run below (0 to 4, run 0 on the Ollama blob too), or "tokenize".
 set -euo pipefail
-ft=$1 convert=$2 model=$3 corpus=$4
+ft=$1 convert=$2 model=$3 corpus=$4 which=$5
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 "$convert" "$model" "$work/model.gguf"
@@ -17,14 +18,18 @@ runs=(
     "run --layer 0 --prompt 'The capital of France is' --ablate 3 --format json"
     "run --layer 1 --embedding 3,5 --format json"
     "run --layer 1 --word ' Paris' --format json"
-    "locate --prompt 'The capital of France is' --subject France --samples 2 --format json"
+    "locate --prompt 'The capital of France is' --subject France --samples 1 --window 1 --format json"
     "units --layer 0 --corpus '$corpus' --format json"
 )
-for args in "${runs[@]}"; do
+[ "$which" = tokenize ] && runs=()
+for args in "${runs[@]:$which:1}"; do
+    others=(model.gguf)
+    [ "$which" = 0 ] && others+=(blob)  # the blob once: it is the same file
     for ck in "$model" "$work/model.gguf" "$work/blob"; do
+        [ "$ck" = "$work/blob" ] && [ ${#others[@]} -eq 1 ] && continue
         eval "\"$ft\" $args --checkpoint \"$ck\"" | sed "s|$ck|CHECKPOINT|g" >"$work/out.$(basename "$ck")"
     done
-    for other in model.gguf blob; do
+    for other in "${others[@]}"; do
         python3 - "$work/out.$(basename "$model")" "$work/out.$other" "$args" <<'PY'
 import json, math, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -49,6 +54,7 @@ except AssertionError as e:
 PY
     done
 done
+[ "$which" = tokenize ] || { echo same; exit 0; }
 for text in "The capital of France is Paris." "<|endoftext|>Hello  world"; do
     a=$("$ft" tokenize --checkpoint "$model" "$text")
     b=$("$ft" tokenize --checkpoint "$work/model.gguf" "$text")
