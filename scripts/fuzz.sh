@@ -39,10 +39,13 @@ PY
 seed fuzz_config tests/inputs/checkpoints/*/config.json data/models/*/config.json tests/inputs/prompt/*/config.json
 seed fuzz_npy tests/inputs/numpy/*.npy tests/inputs/checkpoints/*.npy
 seed fuzz_npz tests/inputs/numpy/*.npz
+seed fuzz_gguf
+python3 tests/inputs/gguf/convert.py tests/inputs/checkpoints/gpt2 "$work/fuzz_gguf/gpt2.gguf" 2>/dev/null ||
+    python3 tests/inputs/gguf/convert.py data/models/capitals "$work/fuzz_gguf/capitals.gguf"
 seed fuzz_vocab tests/inputs/checkpoints/gpt2/vocab.json
 seed fuzz_tokenizer_json data/models/*/tokenizer.json tests/inputs/prompt/*/tokenizer.json
 seed fuzz_tokenizer_encode data/*.json README.md
-targets=(ffn_trace_fuzz fuzz_safetensors fuzz_shard_index fuzz_config fuzz_npy fuzz_npz fuzz_vocab fuzz_tokenizer_json
+targets=(ffn_trace_fuzz fuzz_safetensors fuzz_shard_index fuzz_config fuzz_npy fuzz_npz fuzz_gguf fuzz_vocab fuzz_tokenizer_json
          fuzz_tokenizer_encode)
 each=$((total / ${#targets[@]}))
 [ "$each" -ge 1 ] || each=1

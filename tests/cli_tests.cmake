@@ -1155,3 +1155,36 @@ cli_test("grad --checkpoint without --prompt says what to add" 2 EMPTY "^error: 
 cli_test("grad on an example stored out_in says its weight tables are the transpose of the heading's shapes" 0
   "Contract +dW2 = activatedᵀ · g +\\(8 × 2\\)·\\(2 × 4\\) → \\(8 × 4\\) .*dW2 in the file's layout \\(out_in\\): the transpose of the math form, \\(4 × 8\\)\\."
   EMPTY -- ${FT} grad ${DATA}/walkthrough.json --color never)
+# GGUF: the shipped model written as a GGUF file (and as an Ollama blob) gives what its directory gives
+cli_test("the shipped model as a GGUF file gives its directory's JSON: the prompt's walkthrough (and on an Ollama blob)" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt 0)
+cli_test("the shipped model as a GGUF file gives its directory's JSON: a layer on embedding rows" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt 1)
+cli_test("the shipped model as a GGUF file gives its directory's JSON: a layer on a word" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt 2)
+cli_test("the shipped model as a GGUF file gives its directory's JSON: causal tracing" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt 3)
+cli_test("the shipped model as a GGUF file gives its directory's JSON: the units over a corpus" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt 4)
+cli_test("the shipped model as a GGUF file gives its directory's JSON: the tokens" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
+     ${UNITS}/small.txt tokenize)
+cli_test("a GGUF file whose architecture ffn-trace does not run is one error naming the key" 2 EMPTY
+  "^error: .*not_a_model.gguf: general.architecture: missing: the file does not say its architecture$"
+  -- bash -c "printf 'GGUF\\003\\0\\0\\0' > \"$1\"/not_a_model.gguf && head -c 16 /dev/zero >> \"$1\"/not_a_model.gguf && exec \"$0\" run --checkpoint \"$1\"/not_a_model.gguf --layer 0 --embedding 1" ${FT} ${CMAKE_CURRENT_BINARY_DIR})
+cli_test("params --quant Q4_K_M gives llama2-7b's bytes as llama.cpp's file of that type (4.08 GB), the FFN first" 0
+  "Bytes as Q4_K_M +weights +stored as +bits/weight +bytes +FFN \\(32 layers\\) +4,328,521,728 +Q4_K, Q6_K +4.84 +2.62 GB +attention .* total +4.08 GB"
+  EMPTY -- ${FT} params --model llama2-7b --quant Q4_K_M)
+cli_test("params --quant Q8_0 --format json has each part's bytes by type" 0
+  "\"quant\": \\{ \"type\": \"Q8_0\", \"parts\": \\[ \\{ \"part\": \"FFN \\(32 layers\\)\", \"weights\": 45097156608, \"types\": \\{ \"Q8_0\": 45097156608 \\}, \"bytes\": 47915728896 \\}"
+  EMPTY -- ${FT} params --model mixtral-8x7b --quant Q8_0 --format json)
+cli_test("params --model mixtral-8x7b at 80 columns keeps each formula beside its numbers and result" 0
+  "Attention, one layer +formula +parameters +Q +d_model × d_model += 4,096 × 4,096 = +16,777,216 +K +d_model × kv_heads·head_dim += 4,096 × 1,024 = +4,194,304 .*One layer +formula +parameters +experts +experts × one expert += 8 × 176,160,768 = +1,409,286,144 +1.41B"
+  EMPTY -- ${FT} params --model mixtral-8x7b --width 80)
+cli_test("params --model mixtral-8x7b at 80 columns has no line wider than 80" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" params --model mixtral-8x7b --width 80 | LC_ALL=C.UTF-8 grep -P '^.{81,}' || true" ${FT})

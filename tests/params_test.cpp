@@ -171,3 +171,46 @@ TEST_CASE("numbers with separators and a human unit") {
     CHECK(human(135266304) == "135.3M");
     CHECK(human(6738415616ULL) == "6.74B");
 }
+
+TEST_CASE("quantized_sizes gives each part's bytes from ggml's block sizes, the FFN first") {
+    model_config c;
+    c.d_model = 256, c.d_ff = 512, c.gated = true, c.bias = false, c.heads = 4, c.layers = 8, c.norm = norm_kind::rmsnorm;
+    auto r = count_params(c);
+    REQUIRE(r);
+    SUBCASE("Q4_0: every matrix 18 bytes a block of 32") {
+        auto q = quantized_sizes(*r, "Q4_0");
+        REQUIRE(q);
+        REQUIRE(q->parts.size() == 3);
+        CHECK(q->parts[0].name == "FFN (8 layers)");
+        CHECK(q->parts[0].weights == 8 * 3 * 256 * 512);
+        CHECK(q->parts[0].bytes == 8 * 3 * 256 * 512 / 32 * 18);  // 1,769,472
+        CHECK(q->parts[1].bytes == 8 * 4 * 256 * 256 / 32 * 18);
+        // the norms: 2 × 256 a layer and the final 256, F32
+        CHECK(q->parts[2].weights == 8 * 2 * 256 + 256);
+        CHECK(q->parts[2].bytes == 4 * (8 * 2 * 256 + 256));
+    }
+    SUBCASE("Q4_K_M: ffn_down and attn_v in Q6_K on layers 0, 3, 6 and 7 of 8 (llama.cpp's use_more_bits)") {
+        auto q = quantized_sizes(*r, "Q4_K_M");
+        REQUIRE(q);
+        // gate and up: 8 × 262,144 weights in Q4_K (144 bytes a 256) = 8 × 147,456; down: 4 layers
+        // Q6_K (131,072 / 256 × 210 = 107,520) and 4 Q4_K (73,728)
+        CHECK(q->parts[0].bytes == 8 * 147456 + 4 * 107520 + 4 * 73728);
+        REQUIRE(q->parts[0].types.size() == 2);
+        CHECK(q->parts[0].types[0].first.name == "Q4_K");
+        CHECK(q->parts[0].types[1].second == 4 * 131072);
+    }
+    SUBCASE("rows that are not whole blocks fall back as llama.cpp's quantize does") {
+        model_config odd = c;
+        odd.d_ff = 96;  // ffn_down's rows are 96 long: Q4_K falls back to Q5_0 (22 bytes a 32)
+        auto ro = count_params(odd);
+        REQUIRE(ro);
+        auto q = quantized_sizes(*ro, "Q4_K");
+        REQUIRE(q);
+        CHECK(q->parts[0].bytes == 8 * (2 * 256 * 96 / 256 * 144 + 96 * 256 / 32 * 22));
+    }
+    SUBCASE("an unknown type names the parameter") {
+        auto q = quantized_sizes(*r, "IQ2_XXS");
+        REQUIRE_FALSE(q);
+        CHECK(q.err().path == "quant");
+    }
+}

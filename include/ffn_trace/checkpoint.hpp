@@ -50,8 +50,9 @@ std::vector<std::string_view> known_architectures();
 class checkpoint {
 public:
     // A checkpoint directory (config.json beside model.safetensors or its index), a single
-    // .safetensors file, or an index file. `arch` overrides config.json's model_type and is
-    // needed when there is no config.json.
+    // .safetensors file, an index file, or a GGUF file (any name; its magic says so), whose
+    // metadata gives what config.json would. `arch` overrides config.json's model_type and is
+    // needed when there is no config.json; a GGUF file says its own.
     static outcome<checkpoint> open(const std::string& path, const std::string& arch = "");
 
     const checkpoint_config& config() const { return config_; }
@@ -91,6 +92,7 @@ private:
     // Expert j's three matrices of layer `index` into e.
     std::optional<error> read_expert(std::size_t index, std::size_t j, weights where, ffn& e) const;
 
+    static outcome<checkpoint> open_gguf_file(const std::string& path);
     std::shared_ptr<const tensor_source> source_;
     checkpoint_config config_;
     std::string origin_;

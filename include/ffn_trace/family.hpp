@@ -110,5 +110,7 @@ struct family {
 std::span<const family> families();
 // The family config.json's model_type names, or nullptr.
 const family* find_family(std::string_view model_type);
+// The same row as a GGUF file stores it: every weight nn.Linear's out × in (ne = [in, out]).
+const family* find_gguf_family(std::string_view model_type);
 
 }  // namespace ffn_trace

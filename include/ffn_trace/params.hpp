@@ -86,6 +86,29 @@ struct params_report {
 // experts, a count beyond 64 bits. The error's path names the option.
 outcome<params_report> count_params(const model_config& config);
 
+// The bytes of each part when the model is stored as a GGUF file of type `quant` (params_quant.cpp),
+// from ggml's block sizes: a matrix of ggml type T takes weights ÷ block × block bytes. `quant`
+// is a block type (every matrix in it) or llama.cpp's mix Q4_K_M or Q5_K_M; vectors (norms,
+// biases) and the router stay F32, and the output projection is Q6_K for the types below 6 bits,
+// as llama.cpp's quantize writes them.
+struct quant_block {
+    std::string_view name;  // "Q4_K"
+    count block = 1, bytes = 4;
+};
+struct quant_part {
+    std::string name;                                 // "FFN (32 layers)"
+    count weights = 0;
+    std::vector<std::pair<quant_block, count>> types;  // each type and the weights stored in it
+    count bytes = 0;
+};
+struct quant_report {
+    std::string type;
+    std::vector<quant_part> parts;  // the FFN first
+    count bytes = 0;
+};
+std::vector<std::string_view> quant_names();
+outcome<quant_report> quantized_sizes(const params_report& r, std::string_view quant);
+
 // with_separators (135,266,304) is in format.hpp.
 // 135.3M, 6.74B, 66.0K, 512
 std::string human(count n);

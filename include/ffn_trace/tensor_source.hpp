@@ -27,10 +27,13 @@
 
 namespace ffn_trace {
 
-// The element types ffn-trace converts; the names are safetensors' ("F64", "F32", "F16", "BF16").
-enum class dtype { f64, f32, f16, bf16 };
+// The element types ffn-trace converts; the names are safetensors' ("F64", "F32", "F16", "BF16")
+// and ggml's for the quantized blocks of GGUF files ("Q4_K"): a block of block_elements(t)
+// consecutive weights of a row stored in size_of(t) bytes, dequantized as ggml-quants.c does.
+enum class dtype { f64, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k };
 std::string_view to_string(dtype t);
-std::size_t size_of(dtype t);  // bytes per element
+std::size_t size_of(dtype t);         // bytes per block (per element for the float types)
+std::size_t block_elements(dtype t);  // elements per block: 1, 32, or 256 for the K types
 
 // IEEE 754 binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits; exponent 0 holds
 // zero and the subnormals (mantissa · 2^-24), exponent 31 infinity and NaN.
@@ -50,6 +53,9 @@ struct tensor_info {
     std::uint64_t begin = 0;
     std::uint64_t length = 0;  // elements() × size_of(type), checked when the source was opened
     bool compressed = false;
+    // Its bytes are a copy the source keeps with its rows reordered (GGUF's Llama Q and K, whose
+    // rows llama.cpp permutes): not pages of a mapped file to hand back.
+    bool reordered = false;
 
     std::size_t elements() const;  // the product of the shape (1 for a scalar)
 };
@@ -131,7 +137,14 @@ outcome<std::unique_ptr<tensor_source>> open_npz(const std::string& path);
 outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const tensor_source> source,
                                                            std::string_view name, bool transposed);
 
-// By the path: .npy, .npz, or else safetensors (a file, an index or a directory).
+// A GGUF file (llama.cpp's format, Ollama's blobs), versions 2 and 3: its tensors under their
+// GGUF names ("blk.0.ffn_up.weight"), each shape row-major (ne reversed, so ne[0] is the row
+// length). Every header length, metadata value, offset and shape is checked first.
+outcome<std::unique_ptr<tensor_source>> open_gguf(const std::string& path);
+// Whether `path` is a regular file whose first four bytes are "GGUF" (with any extension or none).
+bool is_gguf(const std::string& path);
+
+// By the path: a GGUF file by its magic, .npy, .npz, or else safetensors (a file, an index or a directory).
 outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path);
 
 }  // namespace ffn_trace

@@ -34,6 +34,12 @@ public:
     // "<|endoftext|>" in the text is that one token when the vocabulary has it).
     static outcome<tokenizer> from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt);
 
+    // A GGUF file's tokenizer from its metadata, as llama.cpp runs it: tokenizer.ggml.model "gpt2"
+    // (byte-level BPE, the pre-tokenizer of tokenizer.ggml.pre "gpt-2" or "qwen2") or "llama"
+    // (SentencePiece by scores, byte fallback); control tokens matched first; bos added as
+    // add_bos_token says (by default for "llama", not for "gpt2").
+    static outcome<tokenizer> from_gguf(const std::string& path);
+
     // ids as tokenizer(text)["input_ids"]; the text must be UTF-8; errors name the stage.
     outcome<std::vector<std::size_t>> encode(std::string_view text) const;
     std::size_t vocab_size() const;                  // the largest id + 1
@@ -62,7 +68,7 @@ private:
 };
 
 // A checkpoint directory's tokenizer: tokenizer.json, else vocab.json + merges.txt; an error
-// names what is missing.
+// names what is missing. A GGUF file's own.
 outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir);
 // The directory a checkpoint's tokenizer is looked for in: the checkpoint's own, or the one
 // holding its file.

@@ -38,6 +38,10 @@ void setup_params(CLI::App& app, int& status) {
     std::vector<std::string> widths;
     for (const auto& d : ffn_trace::dtypes()) widths.emplace_back(d.name);
     sub->add_option("--dtype", o->dtype, "Show the memory at this width only")->check(CLI::IsMember(widths));
+    std::vector<std::string> quants;
+    for (auto q : ffn_trace::quant_names()) quants.emplace_back(q);
+    sub->add_option("--quant", o->quant, "Also the bytes of each part as a GGUF file of this type (Q4_K_M, Q8_0, …)")
+        ->check(CLI::IsMember(quants));
     add_width(*sub, o->width);
     sub->add_flag("--ascii", o->ascii, "Pure ASCII: * for ×, / for ÷, ~ for ≈");
     sub->add_option("--format", o->format, "Output format")
@@ -95,6 +99,12 @@ int run_params(const params_options& o) {
     auto r = count_params(c);
     if (!r) return report(r.err());
     const auto dtype = o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt;
+    std::optional<quant_report> quant;
+    if (o.quant) {
+        auto q = quantized_sizes(*r, *o.quant);
+        if (!q) return report(with_option_names(q.err()));
+        quant = std::move(*q);
+    }
     if (o.format == "html") {
         write_stdout(render_params_page(*r, dtype));
         return exit_ok;
@@ -102,7 +112,7 @@ int run_params(const params_options& o) {
     const params_format format = o.format == "json" ? params_format::json
                                : o.format == "markdown" ? params_format::markdown
                                                         : params_format::text;
-    write_stdout(render_params(*r, format, dtype, output_width(o.width), o.ascii));
+    write_stdout(render_params(*r, format, dtype, output_width(o.width), o.ascii, quant ? &*quant : nullptr));
     return exit_ok;
 }
 

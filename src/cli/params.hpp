@@ -14,6 +14,7 @@ struct params_options {
     bool gated = false, no_bias = false, tied = false;
     std::optional<std::string> norm;
     std::optional<std::string> dtype;
+    std::optional<std::string> quant;  // a GGUF type: the bytes of each part stored so
     std::string format = "text";
     std::size_t width = 0;  // 0: output_width chooses
     bool ascii = false;

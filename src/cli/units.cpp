@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "common.hpp"
+#include "ffn_trace/tensor_source.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/prompt.hpp"
@@ -155,7 +156,7 @@ int run_units(const units_options& o) {
     auto ck = checkpoint::open(o.checkpoint);
     if (!ck) return report(ck.err());
     const std::string dir = directory_of(o.checkpoint);
-    auto tok = open_tokenizer(dir);
+    auto tok = open_tokenizer(ffn_trace::is_gguf(o.checkpoint) ? o.checkpoint : dir);  // a GGUF file holds its tokenizer
     if (!tok) return report(tok.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());

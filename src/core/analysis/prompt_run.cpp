@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
+#include "ffn_trace/tensor_source.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/locate.hpp"

@@ -8,6 +8,7 @@
 
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/config.hpp"
+#include "checkpoint/gguf_config.hpp"
 #include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
@@ -21,7 +22,25 @@ std::string checkpoint::resolve(const std::string& name) const {
     return "";
 }
 
+// A GGUF file: its metadata as config.json, and errors about config.json's keys named by the
+// metadata keys they came from.
+outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
+    checkpoint c;
+    auto g = detail::open_gguf_checkpoint(path);
+    if (!g) return g.err();
+    c.source_ = std::move(g->source);
+    c.origin_ = path;
+    auto config = detail::read_config_object(c, g->model.config, path, *g->model.family);
+    if (!config) {
+        if (auto key = g->model.key_of.find(config.err().path); key != g->model.key_of.end()) config.err().path = key->second;
+        return config.err();
+    }
+    c.config_ = std::move(*config);
+    return c;
+}
+
 outcome<checkpoint> checkpoint::open(const std::string& path, const std::string& arch_override) {
+    if (is_gguf(path)) return open_gguf_file(path);
     checkpoint c;
     auto source = open_safetensors(path);
     if (!source) return source.err();

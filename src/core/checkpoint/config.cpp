@@ -264,15 +264,19 @@ outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& p
     if (!config) return config.err();
     auto f = family_named(*config, file, path, arch);
     if (!f) return f.err();
+    return read_config_object(c, *config, file, **f);
+}
+
+outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& config, const std::string& file, const family& f) {
     checkpoint_config m;
-    m.arch = std::string((*f)->name);
-    m.family = *f;
-    if (auto e = read_widths(c, **f, *config, file, m)) return *e;
-    if (auto e = read_layers(c, **f, *config, file, m)) return *e;
-    if (auto e = read_activation(**f, *config, file, m)) return *e;
-    if ((*f)->moe)
-        if (auto e = read_experts(c, **f, *config, file, m)) return *e;
-    if (auto e = read_forward_config(**f, *config, file, m)) return *e;
+    m.arch = std::string(f.name);
+    m.family = &f;
+    if (auto e = read_widths(c, f, config, file, m)) return *e;
+    if (auto e = read_layers(c, f, config, file, m)) return *e;
+    if (auto e = read_activation(f, config, file, m)) return *e;
+    if (f.moe)
+        if (auto e = read_experts(c, f, config, file, m)) return *e;
+    if (auto e = read_forward_config(f, config, file, m)) return *e;
     return m;
 }
 

@@ -2,6 +2,7 @@
 // against the tensors of the checkpoint, which have the last word.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ffn_trace/checkpoint.hpp"
@@ -12,6 +13,11 @@ namespace ffn_trace::detail {
 // if there is one; `arch` overrides its model_type and is needed without it. The sizes are read off
 // the tensors of layer 0, and every size config.json gives must agree with them.
 outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& path, const std::string& arch);
+
+// The same from a config.json object already read (or made from a GGUF file's metadata), for
+// the family `f`; errors name `file`.
+outcome<checkpoint_config> read_config_object(const checkpoint& c, const nlohmann::ordered_json& config, const std::string& file,
+                                              const family& f);
 
 // config.json beside the checkpoint at `path` (a directory, or a file in one).
 std::string config_path(const std::string& path);

@@ -20,6 +20,16 @@ std::string_view to_string(dtype t) {
         case dtype::f32: return "F32";
         case dtype::f16: return "F16";
         case dtype::bf16: return "BF16";
+        case dtype::q8_0: return "Q8_0";
+        case dtype::q4_0: return "Q4_0";
+        case dtype::q4_1: return "Q4_1";
+        case dtype::q5_0: return "Q5_0";
+        case dtype::q5_1: return "Q5_1";
+        case dtype::q2_k: return "Q2_K";
+        case dtype::q3_k: return "Q3_K";
+        case dtype::q4_k: return "Q4_K";
+        case dtype::q5_k: return "Q5_K";
+        case dtype::q6_k: return "Q6_K";
     }
     return "?";
 }
@@ -30,8 +40,34 @@ std::size_t size_of(dtype t) {
         case dtype::f32: return 4;
         case dtype::f16:
         case dtype::bf16: return 2;
+        // ggml-common.h's block structs
+        case dtype::q8_0: return 34;
+        case dtype::q4_0: return 18;
+        case dtype::q4_1: return 20;
+        case dtype::q5_0: return 22;
+        case dtype::q5_1: return 24;
+        case dtype::q2_k: return 84;
+        case dtype::q3_k: return 110;
+        case dtype::q4_k: return 144;
+        case dtype::q5_k: return 176;
+        case dtype::q6_k: return 210;
     }
     return 0;
+}
+
+std::size_t block_elements(dtype t) {
+    switch (t) {
+        case dtype::f64:
+        case dtype::f32:
+        case dtype::f16:
+        case dtype::bf16: return 1;
+        case dtype::q8_0:
+        case dtype::q4_0:
+        case dtype::q4_1:
+        case dtype::q5_0:
+        case dtype::q5_1: return 32;
+        default: return 256;  // the K types
+    }
 }
 
 float f16_to_float(std::uint16_t bits) {
@@ -55,6 +91,8 @@ namespace detail {
 // Each loop ORs together whether each value's exponent is all ones (inf or NaN) as it converts, in
 // integer operations that vectorise with the conversion; only a tensor found so is searched again
 // for the first such value.
+std::size_t row_bytes(dtype t, std::size_t cols) { return cols / block_elements(t) * size_of(t); }
+
 std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> out) {
     if (out.empty()) return 0;  // an empty tensor's data may be a null pointer, which memcpy must not see
     const std::byte* p = in.data();
@@ -87,6 +125,10 @@ std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> ou
                 special |= (bits & 0x7f80u) == 0x7f80u;
                 out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
             }
+            break;
+        default:  // a block type: its scales may be inf or NaN, and so its weights
+            dequantize(t, in, out);
+            special = true;
             break;
     }
     if (!special) return out.size();

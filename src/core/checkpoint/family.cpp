@@ -159,6 +159,19 @@ const family* find_family(std::string_view model_type) {
     return nullptr;
 }
 
+const family* find_gguf_family(std::string_view model_type) {
+    // llama.cpp's converter writes every weight as nn.Linear's (out, in), ne = [in, out]: GPT-2's
+    // Conv1D weights are transposed on the way.
+    static const std::vector<family> rows = [] {
+        std::vector<family> t = table();
+        for (family& f : t) f.stored = layout::out_in;
+        return t;
+    }();
+    for (const family& f : rows)
+        if (f.name == model_type) return &f;
+    return nullptr;
+}
+
 std::vector<std::string_view> known_architectures() {
     std::vector<std::string_view> out;
     for (const family& f : table()) out.push_back(f.name);

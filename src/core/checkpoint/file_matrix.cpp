@@ -104,7 +104,7 @@ private:
     template <class F>
     void for_each_panel(F&& f) const {
         const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
-        const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
+        const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
         // One panel buffer per thread, kept from product to product: a new 16 MB buffer at every
         // product was new pages for the kernel to fault in and zero, dozens of times a prompt.
         thread_local std::vector<double> panel;
@@ -119,7 +119,7 @@ private:
         }
     }
     std::vector<double> stored_row(std::size_t r) const {
-        const std::size_t row_bytes = stored_cols_ * size_of(info_.type);
+        const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
         std::vector<double> v(stored_cols_);
         const auto bytes = bytes_.subspan(r * row_bytes, row_bytes);
         const std::size_t bad = convert(info_.type, bytes, v);
@@ -128,11 +128,15 @@ private:
         return v;
     }
     std::vector<double> stored_column(std::size_t c) const {
-        const std::size_t size = size_of(info_.type);
-        std::vector<double> v(stored_rows_);
-        for (std::size_t r = 0; r < stored_rows_; ++r)
-            if (convert(info_.type, bytes_.subspan((r * stored_cols_ + c) * size, size), std::span<double>(&v[r], 1)) == 0)
-                note_non_finite(r * stored_cols_ + c, v[r]);
+        // The block that holds column c in each row (one element for the float types).
+        const std::size_t n = block_elements(info_.type), size = size_of(info_.type), first = c / n * n;
+        const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
+        std::vector<double> v(stored_rows_), block(n);
+        for (std::size_t r = 0; r < stored_rows_; ++r) {
+            convert(info_.type, bytes_.subspan(r * row_bytes + c / n * size, size), block);
+            v[r] = block[c - first];
+            if (!std::isfinite(v[r])) note_non_finite(r * stored_cols_ + c, v[r]);
+        }
         release(info_, bytes_);
         return v;
     }

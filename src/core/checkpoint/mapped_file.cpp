@@ -70,7 +70,7 @@ outcome<std::span<const std::byte>> mapped_source::data_of(const tensor_info& t,
 // stays mapped, but a converted 11008 × 4096 BF16 matrix no longer holds 90 MB of it resident.
 // Only for mapped bytes: a deflated .npz entry lives in a scratch buffer.
 void release(const tensor_info& t, std::span<const std::byte> bytes) {
-    if (t.compressed || bytes.empty()) return;
+    if (t.compressed || t.reordered || bytes.empty()) return;
     static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()), end = begin + bytes.size();
     const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;

@@ -1,4 +1,4 @@
-// Opening a tensor file by its extension: .npy, .npz, else safetensors (a file, a sharded
+// Opening a tensor file by its magic (GGUF) or its extension: .npy, .npz, else safetensors (a file, a sharded
 // checkpoint's index, or a directory).
 #include "ffn_trace/tensor_source.hpp"
 
@@ -7,6 +7,7 @@
 namespace ffn_trace {
 
 outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path) {
+    if (is_gguf(path)) return open_gguf(path);
     const std::string extension = std::filesystem::path(path).extension().string();
     if (extension == ".npy") return open_npy(path);
     if (extension == ".npz") return open_npz(path);

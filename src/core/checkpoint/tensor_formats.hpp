@@ -38,6 +38,11 @@ std::string shape_text(const std::vector<std::size_t>& shape);
 // damaged checkpoint is caught where its values are read, by the stored exponent bits (all ones),
 // in the same pass.
 std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> out);
+// The bytes of `cols` consecutive elements of a row (whole blocks of a block type).
+std::size_t row_bytes(dtype t, std::size_t cols);
+// ggml's dequantization of out.size() weights (whole blocks) of block type t from `in`
+// (gguf_quants.cpp); convert calls it.
+void dequantize(dtype t, std::span<const std::byte> in, std::span<double> out);
 // The error for the value at flat index `at` (C order) of tensor t, not finite as stored: it names
 // the file, the tensor, the row and column (the element of a 1-D tensor), and says that the file
 // holds it, so that no step is blamed for overflowing.

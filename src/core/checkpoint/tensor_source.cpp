@@ -83,7 +83,7 @@ outcome<matrix> tensor_source::read_matrix_transposed(std::string_view name) con
     const tensor_info& t = *at->info;
     if (t.shape.size() != 2)
         return error{t.file, t.name, fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
-    const std::size_t rows = t.shape[0], cols = t.shape[1], row_bytes = cols * size_of(t.type);
+    const std::size_t rows = t.shape[0], cols = t.shape[1], row_bytes = detail::row_bytes(t.type, cols);
     matrix m(cols, rows);
     // A block of rows at a time, so that each column of the block is written as one run.
     constexpr std::size_t block = 64;
@@ -137,7 +137,7 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
                                          : fmt::format("row {} is out of range: the tensor has {} (0 to {})", r,
                                                        plural(t.shape[0], "row"), t.shape[0] - 1)};
     // (rows.size(), cols): row i is the tensor's row rows[i].
-    const std::size_t cols = t.shape[1], row_bytes = cols * size_of(t.type);
+    const std::size_t cols = t.shape[1], row_bytes = detail::row_bytes(t.type, cols);
     matrix m(rows.size(), cols);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto bytes = at->bytes.subspan(rows[i] * row_bytes, row_bytes);

@@ -1,5 +1,6 @@
 // The BPE model: each character (or its <0xNN> bytes) a symbol, then the adjacent pair whose
 // merge comes first in the list merged, again and again, as tokenizers' BPE does.
+#include <algorithm>
 #include <fmt/format.h>
 #include <mutex>
 #include <queue>
@@ -183,6 +184,29 @@ outcome<std::unique_ptr<model>> finish_bpe(vocabulary_table vocab, const std::ve
 outcome<std::unique_ptr<model>> make_gpt2_bpe(vocabulary_table vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                                               const json_place& at) {
     return finish_bpe(std::move(vocab), merges, bpe_options{}, at);
+}
+
+std::unique_ptr<model> make_scored_bpe(vocabulary_table vocab, const std::vector<double>& scores, std::optional<std::size_t> unk) {
+    // A merge for every token that splits into two tokens, at every character boundary; ranked by
+    // the made token's score, equal scores equal ranks, so that the leftmost pair goes first.
+    std::vector<double> distinct(scores);
+    std::sort(distinct.begin(), distinct.end(), std::greater<>());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    std::unordered_map<std::uint64_t, merge_rule> ranked;
+    for (std::size_t id = 0; id < vocab.tokens.size(); ++id) {
+        const std::string& t = vocab.tokens[id];
+        if (vocab.find(t) != id) continue;  // a repeated spelling: its first id is the one found
+        const auto rank = static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), scores[id], std::greater<>()) -
+                                                   distinct.begin());
+        for (std::size_t at = next_code_point(t, 0).second; at < t.size(); at += next_code_point(t, at).second) {
+            const auto a = vocab.find(std::string_view(t).substr(0, at)), b = vocab.find(std::string_view(t).substr(at));
+            if (a && b) ranked.try_emplace(pair_key(*a, *b), merge_rule{rank, id});
+        }
+    }
+    bpe_options o;
+    o.unk = unk;
+    o.byte_fallback = true;
+    return std::make_unique<bpe>(std::move(vocab), std::move(ranked), std::move(o));
 }
 
 outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at) {

@@ -115,6 +115,10 @@ outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& 
 // BPE from a vocabulary and the merges as pairs of spellings (vocab.json + merges.txt).
 outcome<std::unique_ptr<model>> make_gpt2_bpe(vocabulary_table vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                                               const json_place& at);
+// SentencePiece's BPE as llama.cpp runs it from a GGUF vocabulary: the pair whose join is a token
+// merged first by that token's score (highest first, leftmost among equals), a character that is
+// no token as its <0xNN> bytes, else `unk`.
+std::unique_ptr<model> make_scored_bpe(vocabulary_table vocab, const std::vector<double>& scores, std::optional<std::size_t> unk);
 // `vocab_size` bounds the ids a post-processor may add.
 outcome<std::unique_ptr<post_processor>> make_post_processor(const json& j, const json_place& at, std::size_t vocab_size,
                                                              std::size_t depth = 0);

@@ -11,6 +11,8 @@
 
 #include "json/json_reader.hpp"
 #include "base/read_file.hpp"
+#include "ffn_trace/tensor_source.hpp"
+#include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/stages.hpp"
 #include "tokenizer/unicode.hpp"
 
@@ -386,6 +388,25 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
     return t;
 }
 
+outcome<tokenizer> tokenizer::from_gguf(const std::string& path) {
+    auto s = detail::gguf_tokenizer_stages(path);
+    if (!s) return s.err();
+    auto p = std::make_shared<detail::tokenizer_pipeline>();
+    p->normalize = std::move(s->normalize);
+    p->pre_tokenize = std::move(s->pre_tokenize);
+    p->cut = std::move(s->cut);
+    p->post_process = std::move(s->post_process);
+    p->size = p->cut->vocabulary().size();
+    p->spelled = s->byte_level ? detail::spelling::byte_level : detail::spelling::sentencepiece;
+    for (auto& [spelling, id] : s->special) {
+        p->raw_added.add({std::move(spelling), id});
+        p->added_ids.insert(id);
+    }
+    tokenizer t;
+    t.p_ = std::move(p);
+    return t;
+}
+
 outcome<std::vector<std::size_t>> tokenizer::encode(std::string_view text) const {
     if (const std::size_t good = detail::utf8_prefix(text); good < text.size())
         return error{"", "", fmt::format("the text is not UTF-8: byte {} (0x{:02X}) starts no character", good,
@@ -485,6 +506,7 @@ std::vector<std::string> tokenizer::texts(std::size_t rows) const {
 }
 
 std::string tokenizer_dir(const std::string& checkpoint_path) {
+    if (is_gguf(checkpoint_path)) return checkpoint_path;  // a GGUF file holds its tokenizer
     struct stat st {};
     const bool directory = ::stat(checkpoint_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     std::string dir = checkpoint_path;
@@ -497,6 +519,11 @@ std::string tokenizer_dir(const std::string& checkpoint_path) {
 }
 
 outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path) {
+    if (is_gguf(checkpoint_path)) {
+        auto t = tokenizer::from_gguf(checkpoint_path);
+        if (!t) return t.err();
+        return std::optional<tokenizer>(std::move(*t));
+    }
     struct stat st {};
     const std::string dir = tokenizer_dir(checkpoint_path) + "/";
     if (::stat((dir + "tokenizer.json").c_str(), &st) != 0 && ::stat((dir + "vocab.json").c_str(), &st) != 0)
@@ -507,6 +534,7 @@ outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint
 }
 
 outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir) {
+    if (is_gguf(checkpoint_dir)) return tokenizer::from_gguf(checkpoint_dir);
     const auto exists = [](const std::string& f) {
         struct stat st {};
         return ::stat(f.c_str(), &st) == 0;

@@ -237,7 +237,29 @@ section memory_section(const params_report& r, std::optional<std::string_view> d
     return mem;
 }
 
-view build(const params_report& r, std::optional<std::string_view> dtype) {
+// The bytes of each part stored as a GGUF file of type q.quant, the FFN first.
+section quant_section(const quant_report& q) {
+    section s{"Bytes as " + q.type, {"", "weights", "stored as", "bits/weight", "bytes"}, {}, {}};
+    std::vector<quant_block> seen;
+    for (const quant_part& p : q.parts) {
+        std::vector<std::string> types;
+        for (const auto& [t, n] : p.types) {
+            types.emplace_back(t.name);
+            if (std::none_of(seen.begin(), seen.end(), [&](const quant_block& b) { return b.name == t.name; })) seen.push_back(t);
+        }
+        s.rows.push_back({p.name, with_separators(p.weights), fmt::format("{}", fmt::join(types, ", ")),
+                          fmt::format("{:.2f}", 8.0 * static_cast<double>(p.bytes) / static_cast<double>(p.weights)),
+                          bytes(p.bytes, 8).first});
+    }
+    s.rows.push_back({"total", "", "", "", bytes(q.bytes, 8).first});
+    for (const quant_block& b : seen)
+        s.notes.push_back(b.block == 1 ? fmt::format("{}: {} bytes a weight", b.name, b.bytes)
+                                       : fmt::format("{}: a block of {} weights in {} bytes = {:.4g} bits a weight", b.name, b.block,
+                                                     b.bytes, 8.0 * static_cast<double>(b.bytes) / static_cast<double>(b.block)));
+    return s;
+}
+
+view build(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant) {
     const model_config& c = r.config;
     view v;
     intro(r, v);
@@ -246,6 +268,7 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
     v.sections.push_back(layer_section(r));
     if (c.layers > 1 || c.vocab != 0) v.sections.push_back(model_section(r));
     v.sections.push_back(memory_section(r, dtype));
+    if (quant) v.sections.push_back(quant_section(*quant));
     return v;
 }
 
@@ -253,10 +276,48 @@ view build(const params_report& r, std::optional<std::string_view> dtype) {
 
 namespace detail {
 // The view as a document, so that text, Markdown and the page lay it out as the walkthroughs are laid out.
-document to_document(const view& v) {
+namespace {
+
+std::string without_equals(std::string s) {
+    if (s.size() >= 2 && s.compare(s.size() - 2, 2, " =") == 0) s.resize(s.size() - 2);
+    return s;
+}
+
+// Whether the section's table is wider than `width` columns even laid out as tight as the page
+// writer lays a table (two columns of indent, one between columns).
+bool too_wide(const section& s, std::size_t width) {
+    std::vector<std::size_t> widths(s.header.size());
+    for (std::size_t c = 0; c < s.header.size(); ++c) widths[c] = display_width(s.header[c]);
+    for (const auto& r : s.rows)
+        for (std::size_t c = 0; c < r.size(); ++c) {
+            if (c >= widths.size()) widths.push_back(0);
+            widths[c] = std::max(widths[c], display_width(r[c]));
+        }
+    std::size_t total = 1;
+    for (std::size_t w : widths) total += w + 1;
+    return total > width;
+}
+
+// A counted table too wide for its formula, numbers and result side by side: each row as two,
+// the formula on the first and "= numbers = result" on the second, so that no formula is parted
+// from its result.
+section stacked(const section& s) {
+    section out{s.heading, {"", "formula", s.header[3], s.header.size() > 4 ? s.header[4] : ""}, {}, s.notes};
+    for (const auto& r : s.rows) {
+        out.rows.push_back({r[0], without_equals(r[1]), "", ""});
+        out.rows.push_back({"", "= " + r[2], r.size() > 3 ? r[3] : "", r.size() > 4 ? r[4] : ""});
+    }
+    return out;
+}
+
+}  // namespace
+
+document to_document(const view& v, std::size_t width) {
     detail::document doc{{detail::block_kind::title, v.title}};
     for (const auto& l : v.intro) doc.push_back({detail::block_kind::paragraph, l});
-    for (const auto& s : v.sections) {
+    for (const auto& given : v.sections) {
+        const bool counted_table = given.header.size() >= 4 && given.header[1] == "formula" && given.header[2] == "numbers";
+        const section s = counted_table && too_wide(given, width) ? stacked(given) : given;
         doc.push_back({detail::block_kind::heading, s.heading});
         std::vector<std::vector<std::string>> rows{s.header};
         std::size_t columns = 0;
@@ -266,18 +327,21 @@ document to_document(const view& v) {
             r.resize(columns);
             rows.push_back(std::move(r));
         }
-        doc.push_back({detail::block_kind::table, "", std::move(rows), {}, "lrrrll"});
+        doc.push_back({detail::block_kind::table, "", std::move(rows), {}, s.header.size() == given.header.size() ? "lrrrll" : "llrl"});
         if (!s.notes.empty()) doc.push_back({detail::block_kind::notes, "", {}, s.notes});
     }
     return doc;
 }
 
-document params_document(const params_report& r, std::optional<std::string_view> dtype) { return to_document(build(r, dtype)); }
+document params_document(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant,
+                         std::size_t width) {
+    return to_document(build(r, dtype, quant), width);
+}
 }  // namespace detail
 
 namespace {
 
-std::string json(const params_report& r, std::optional<std::string_view> dtype) {
+std::string json(const params_report& r, std::optional<std::string_view> dtype, const quant_report* quant) {
     const model_config& c = r.config;
     nlohmann::ordered_json j;
     if (!c.name.empty()) j["model"] = c.name;
@@ -310,15 +374,25 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype) 
         if (!dtype || d.name == *dtype) mem[std::string(d.name)] = r.total / 8 * d.bits + ((r.total % 8) * d.bits + 7) / 8;
     j["memory_bytes"] = mem;
     j["flops_per_token"] = r.flops_per_token;
+    if (quant) {
+        nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+        for (const quant_part& p : quant->parts) {
+            nlohmann::ordered_json types = nlohmann::ordered_json::object();
+            for (const auto& [t, n] : p.types) types[std::string(t.name)] = n;
+            parts.push_back({{"part", p.name}, {"weights", p.weights}, {"types", types}, {"bytes", p.bytes}});
+        }
+        j["quant"] = {{"type", quant->type}, {"parts", parts}, {"bytes", quant->bytes}};
+    }
     return j.dump(2) + "\n";
 }
 
 }  // namespace
 
 std::string render_params(const params_report& r, params_format format, std::optional<std::string_view> dtype,
-                          std::size_t width, bool ascii) {
-    if (format == params_format::json) return ascii ? json_ascii(json(r, dtype)) : json(r, dtype);
-    const detail::document doc = detail::params_document(r, dtype);
+                          std::size_t width, bool ascii, const quant_report* quant) {
+    if (format == params_format::json) return ascii ? json_ascii(json(r, dtype, quant)) : json(r, dtype, quant);
+    // Markdown's tables are as wide as they need; text fits the width.
+    const detail::document doc = detail::params_document(r, dtype, quant, format == params_format::markdown ? std::size_t(-1) : width);
     return apply_styles(format == params_format::markdown ? detail::markdown_view(doc, ascii) : detail::text_view(doc, width, ascii), false);
 }
 

@@ -1,0 +1,122 @@
+// A GGUF file's architecture and sizes, read from its metadata as llama.cpp's converter writes
+// them (general.architecture, then "<arch>.block_count" and the rest), into the config.json the
+// same model's directory has, so that one reading (config.cpp) checks both against the tensors.
+#include <fmt/format.h>
+
+#include "base/text.hpp"
+#include "checkpoint/gguf_config.hpp"
+#include "checkpoint/mapped_file.hpp"
+
+namespace ffn_trace::detail {
+
+namespace {
+
+struct size_key {
+    const char* gguf;    // after "<arch>."
+    const char* config;  // config.json's key
+    bool required;
+    bool real;  // an f32 (widened to double as stored), else an unsigned integer
+};
+
+// Each of config.json's keys from its metadata key.
+const size_key llama_keys[] = {
+    {"embedding_length", "hidden_size", true, false},
+    {"feed_forward_length", "intermediate_size", true, false},
+    {"block_count", "num_hidden_layers", true, false},
+    {"attention.head_count", "num_attention_heads", true, false},
+    {"attention.head_count_kv", "num_key_value_heads", false, false},
+    {"context_length", "max_position_embeddings", true, false},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", true, true},
+    {"rope.freq_base", "rope_theta", false, true},
+};
+const size_key expert_keys[] = {
+    {"expert_count", "num_local_experts", true, false},
+    {"expert_used_count", "num_experts_per_tok", true, false},
+};
+const size_key gpt2_keys[] = {
+    {"embedding_length", "n_embd", true, false},
+    {"feed_forward_length", "n_inner", true, false},
+    {"block_count", "n_layer", true, false},
+    {"attention.head_count", "n_head", true, false},
+    {"context_length", "n_positions", true, false},
+    {"attention.layer_norm_epsilon", "layer_norm_epsilon", true, true},
+};
+
+std::optional<error> read_key(const gguf_header& h, const std::string& file, const std::string& arch, const size_key& k,
+                              gguf_model& m) {
+    const std::string key = arch + "." + k.gguf;
+    m.key_of[k.config] = key;
+    auto it = h.metadata.find(key);
+    if (it == h.metadata.end()) {
+        if (!k.required) return std::nullopt;
+        return error{file, key, fmt::format("missing: a {} model's file must give it", arch)};
+    }
+    const gguf_value& v = it->second;
+    if (k.real) {
+        if (v.type != gguf_type::f32 && v.type != gguf_type::f64)
+            return error{file, key, fmt::format("expected an f32, got {}", v.kind())};
+        m.config[k.config] = v.real;
+    } else {
+        if (!v.is_integer() || v.integer < 0)
+            return error{file, key, fmt::format("expected an unsigned integer (u32), got {}", v.kind())};
+        m.config[k.config] = static_cast<std::uint64_t>(v.integer);
+    }
+    return std::nullopt;
+}
+
+std::optional<error> read_keys(const gguf_header& h, const std::string& file, const std::string& arch,
+                               std::span<const size_key> keys, gguf_model& m) {
+    for (const size_key& k : keys)
+        if (auto e = read_key(h, file, arch, k, m)) return e;
+    return std::nullopt;
+}
+
+bool has_tensor(const gguf_header& h, std::string_view name) {
+    for (const tensor_info& t : h.tensors)
+        if (t.name == name) return true;
+    return false;
+}
+
+}  // namespace
+
+outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& file) {
+    auto it = h.metadata.find("general.architecture");
+    if (it == h.metadata.end()) return error{file, "general.architecture", "missing: the file does not say its architecture"};
+    if (it->second.type != gguf_type::string)
+        return error{file, "general.architecture", fmt::format("expected a string, got {}", it->second.kind())};
+    const std::string arch = it->second.text;
+    gguf_model m;
+    m.config = nlohmann::ordered_json::object();
+    if (arch == "llama" || arch == "qwen2") {
+        const bool experts = h.metadata.count(arch + ".expert_count") > 0;
+        m.family = find_gguf_family(arch == "qwen2" ? "qwen2" : experts ? "mixtral" : "llama");
+        m.permuted_qk = arch == "llama";
+        if (auto e = read_keys(h, file, arch, llama_keys, m)) return *e;
+        if (experts)
+            if (auto e = read_keys(h, file, arch, expert_keys, m)) return *e;
+        m.heads = m.config["num_attention_heads"].get<std::size_t>();
+        m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
+    } else if (arch == "gpt2") {
+        m.family = find_gguf_family("gpt2");
+        m.config["activation_function"] = "gelu_new";  // llama.cpp's GPT-2 runs GELU's tanh form
+        if (auto e = read_keys(h, file, arch, gpt2_keys, m)) return *e;
+    } else {
+        return error{file, "general.architecture",
+                     fmt::format("ffn-trace reads the architectures llama (Mistral and Mixtral too), qwen2 and gpt2, not {}",
+                                 quote(arch))};
+    }
+    m.config["model_type"] = std::string(m.family->name);
+    // The head is tied when the file has no output tensor (a copy of token_embd is a head too).
+    m.config["tie_word_embeddings"] = !has_tensor(h, "output.weight");
+    return m;
+}
+
+outcome<std::map<std::string, gguf_value, std::less<>>> read_gguf_metadata(const std::string& path) {
+    auto file = mapped_file::open(path);
+    if (!file) return file.err();
+    auto header = read_gguf_header((*file)->bytes(), path);
+    if (!header) return header.err();
+    return std::move(header->metadata);
+}
+
+}  // namespace ffn_trace::detail

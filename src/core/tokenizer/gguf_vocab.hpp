@@ -1,0 +1,25 @@
+// A GGUF file's tokenizer stages (internal), made from its metadata by gguf_vocab.cpp and put
+// together as a pipeline by tokenizer::from_gguf.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/stages.hpp"
+
+namespace ffn_trace::detail {
+
+struct gguf_stages {
+    std::unique_ptr<normalizer> normalize;
+    std::unique_ptr<pre_tokenizer> pre_tokenize;
+    std::unique_ptr<model> cut;
+    std::unique_ptr<post_processor> post_process;
+    std::vector<std::pair<std::string, std::size_t>> special;  // matched in the text before anything else
+    bool byte_level = false;  // GPT-2's alphabet; else SentencePiece's spellings
+};
+
+outcome<gguf_stages> gguf_tokenizer_stages(const std::string& path);
+
+}  // namespace ffn_trace::detail

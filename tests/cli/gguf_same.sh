@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The shipped model written as a GGUF file (tests/inputs/gguf/convert.py) gives what its
+# safetensors directory gives: the JSON of the prompt's walkthrough, of a layer on embedding rows
+# and on a word, of causal tracing and of the units over a corpus have the same fields, the same
+# token ids and predictions, and numbers equal to 1e-9, relative or absolute (llama.cpp stores GPT-2's weights
+# transposed, so the products add in another order and "layout" says "out_in"); the tokens are
+# the same. Prints "same" when every pair agrees.
+#
+#   gguf_same.sh FFN_TRACE CONVERT_PY MODEL_DIR CORPUS WHICH
+# WHICH: the index of one run below (0 to 4, run 0 on the Ollama blob too), or "tokenize".
+set -euo pipefail
+ft=$1 convert=$2 model=$3 corpus=$4 which=$5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 "$convert" "$model" "$work/model.gguf"
+cp "$work/model.gguf" "$work/blob"  # an Ollama blob: no extension
+runs=(
+    "run --layer 0 --prompt 'The capital of France is' --ablate 3 --format json"
+    "run --layer 1 --embedding 3,5 --format json"
+    "run --layer 1 --word ' Paris' --format json"
+    "locate --prompt 'The capital of France is' --subject France --samples 1 --window 1 --format json"
+    "units --layer 0 --corpus '$corpus' --format json"
+)
+[ "$which" = tokenize ] && runs=()
+for args in "${runs[@]:$which:1}"; do
+    others=(model.gguf)
+    [ "$which" = 0 ] && others+=(blob)  # the blob once: it is the same file
+    for ck in "$model" "$work/model.gguf" "$work/blob"; do
+        [ "$ck" = "$work/blob" ] && [ ${#others[@]} -eq 1 ] && continue
+        eval "\"$ft\" $args --checkpoint \"$ck\"" | sed "s|$ck|CHECKPOINT|g" >"$work/out.$(basename "$ck")"
+    done
+    for other in "${others[@]}"; do
+        python3 - "$work/out.$(basename "$model")" "$work/out.$other" "$args" <<'PY'
+import json, math, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def same(x, y, at):
+    if isinstance(x, dict):
+        assert isinstance(y, dict) and list(x) == list(y), f"{at}: fields {list(x)} against {list(y)}"
+        for k in x:
+            if k != "layout":
+                same(x[k], y[k], f"{at}.{k}")
+    elif isinstance(x, list):
+        assert isinstance(y, list) and len(x) == len(y), f"{at}: lengths differ"
+        for i, (u, v) in enumerate(zip(x, y)):
+            same(u, v, f"{at}[{i}]")
+    elif isinstance(x, float) or isinstance(y, float):
+        assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9), f"{at}: {x} against {y}"
+    else:
+        assert x == y, f"{at}: {x!r} against {y!r}"
+try:
+    same(a, b, "")
+except AssertionError as e:
+    sys.exit(f"differs: {sys.argv[3]}: {e}")
+PY
+    done
+done
+[ "$which" = tokenize ] || { echo same; exit 0; }
+for text in "The capital of France is Paris." "<|endoftext|>Hello  world"; do
+    a=$("$ft" tokenize --checkpoint "$model" "$text")
+    b=$("$ft" tokenize --checkpoint "$work/model.gguf" "$text")
+    [ "$a" = "$b" ] || { echo "tokenize differs on: $text"; diff <(echo "$a") <(echo "$b"); exit 1; }
+done
+echo same

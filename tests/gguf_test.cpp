@@ -1,0 +1,725 @@
+// GGUF files (open_gguf, checkpoint::open on a .gguf): the header and metadata of versions 2 and 3,
+// ggml's quantized blocks against hand-worked vectors and against their formulas on codes packed
+// by the tests' own writer (gguf_writer.hpp), every bad input as one error naming the file and the
+// key or tensor, and tiny models written both as GGUF and as a safetensors directory giving the
+// same forward pass.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/tensor_source.hpp"
+#include "gguf_writer.hpp"
+
+using namespace ffn_trace;
+namespace g = test::gguf;
+namespace ckpt = test::ckpt;
+
+namespace {
+
+std::unique_ptr<tensor_source> open_bytes(const ckpt::temp_dir& dir, const std::string& bytes, const std::string& name = "m.gguf") {
+    auto s = open_gguf(dir.write(name, bytes));
+    if (!s) FAIL(s.err().to_string());
+    return std::move(*s);
+}
+
+// One tensor of one block row, read back as doubles.
+std::vector<double> dequantized(std::uint32_t type, std::size_t n, const std::string& block) {
+    ckpt::temp_dir dir;
+    g::gguf_writer w;
+    w.tensor("t", {n}, type, block);
+    auto s = open_bytes(dir, w.bytes());
+    auto v = s->read_vector("t");
+    if (!v) FAIL(v.err().to_string());
+    return *v;
+}
+
+std::string bytes_of(std::initializer_list<int> b) {
+    std::string s;
+    for (int x : b) s += static_cast<char>(x);
+    return s;
+}
+std::string zeros(std::size_t n) { return std::string(n, '\0'); }
+
+}  // namespace
+
+TEST_CASE("each block type dequantizes a hand-worked block as ggml does") {
+    SUBCASE("Q8_0: w = d·q") {
+        // d = 0.5 (f16 0x3800); q0 = −3, q1 = 7
+        const auto w = dequantized(g::Q8_0, 32, bytes_of({0x00, 0x38, 0xFD, 0x07}) + zeros(30));
+        CHECK(w[0] == -1.5);
+        CHECK(w[1] == 3.5);
+        CHECK(w[2] == 0.0);
+    }
+    SUBCASE("Q4_0: w = d·(q − 8), weight j in byte j's low nibble, j + 16 in its high nibble") {
+        // d = 0.25; byte 0 = 0x3C: w0 = (12 − 8)·0.25 = 1, w16 = (3 − 8)·0.25 = −1.25; the rest q = 0: −2
+        const auto w = dequantized(g::Q4_0, 32, bytes_of({0x00, 0x34, 0x3C}) + zeros(15));
+        CHECK(w[0] == 1.0);
+        CHECK(w[16] == -1.25);
+        CHECK(w[1] == -2.0);
+    }
+    SUBCASE("Q4_1: w = d·q + m") {
+        // d = 0.5, m = −1 (0xBC00); byte 0 = 0x71: w0 = 1·0.5 − 1 = −0.5, w16 = 7·0.5 − 1 = 2.5
+        const auto w = dequantized(g::Q4_1, 32, bytes_of({0x00, 0x38, 0x00, 0xBC, 0x71}) + zeros(15));
+        CHECK(w[0] == -0.5);
+        CHECK(w[16] == 2.5);
+        CHECK(w[1] == -1.0);
+    }
+    SUBCASE("Q5_0: w = d·(q − 16), the fifth bit of weight j in bit j of qh") {
+        // d = 0.5; qh = bits 0 and 16; byte 0 = 0x23: w0 = (3 + 16 − 16)·0.5 = 1.5, w16 = (2 + 16 − 16)·0.5 = 1;
+        // w1 = (0 − 16)·0.5 = −8
+        const auto w = dequantized(g::Q5_0, 32, bytes_of({0x00, 0x38, 0x01, 0x00, 0x01, 0x00, 0x23}) + zeros(15));
+        CHECK(w[0] == 1.5);
+        CHECK(w[16] == 1.0);
+        CHECK(w[1] == -8.0);
+    }
+    SUBCASE("Q5_1: w = d·q + m") {
+        // d = 0.25, m = 0.5; qh bit 1; byte 1 = 0x45: w1 = (5 + 16)·0.25 + 0.5 = 5.75, w17 = 4·0.25 + 0.5 = 1.5
+        const auto w = dequantized(g::Q5_1, 32, bytes_of({0x00, 0x34, 0x00, 0x38, 0x02, 0x00, 0x00, 0x00, 0x00, 0x45}) + zeros(14));
+        CHECK(w[1] == 5.75);
+        CHECK(w[17] == 1.5);
+        CHECK(w[0] == 0.5);
+    }
+}
+
+TEST_CASE("each K block type dequantizes a hand-worked block as ggml does") {
+    SUBCASE("Q2_K: w = d·sc·q − dmin·m, four 2-bit q a byte, 32 weights apart") {
+        // scales[0] = 0x32 (sc 2, m 3), scales[2] = 0x14 (sc 4, m 1); q byte 0 = 0xE4 holds q = 0, 1, 2, 3
+        // for weights 0, 32, 64, 96; d = 0.5, dmin = 0.25:
+        // w0 = 0.5·2·0 − 0.25·3 = −0.75; w32 = 0.5·4·1 − 0.25·1 = 1.75; w64 (scales[4] = 0) = 0
+        std::string b = bytes_of({0x32, 0x00, 0x14}) + zeros(13) + bytes_of({0xE4}) + zeros(63) + bytes_of({0x00, 0x38, 0x00, 0x34});
+        const auto w = dequantized(g::Q2_K, 256, b);
+        CHECK(w[0] == -0.75);
+        CHECK(w[32] == 1.75);
+        CHECK(w[64] == 0.0);
+    }
+    SUBCASE("Q3_K: w = d·(sc − 32)·(q − 4), q's third bit in hmask") {
+        // scale 0 stored 34 = 0b10'0010: low nibble 2 in byte 0 of the scales, high bits 2 in byte 8;
+        // hmask byte 0 bit 0 set, q byte 0 = 3: w0 = 0.5·2·(3 + 4 − 4) = 3; w1 (no high bit, q 0) = 0.5·2·(0 − 4) = −4
+        std::string b = bytes_of({0x01}) + zeros(31) + bytes_of({0x03}) + zeros(63) + bytes_of({0x02}) + zeros(7) +
+                        bytes_of({0x02}) + zeros(3) + bytes_of({0x00, 0x38});
+        const auto w = dequantized(g::Q3_K, 256, b);
+        CHECK(w[0] == 3.0);
+        CHECK(w[1] == -4.0);
+        CHECK(w[16] == 0.5 * (0 - 32) * (0 - 4));  // scale 1 stored 0: sc − 32 = −32, q − 4 = −4
+    }
+    SUBCASE("Q4_K: w = d·sc·q − dmin·m, 6-bit scales and mins in 12 bytes") {
+        // d = 0.5, dmin = 0.25; scale bytes: [0] = 0x43 (sc0 = 3, and bit 6 is sc4's fifth bit), [1] = 5 (sc1),
+        // [4] = 2 (m0), [5] = 1 (m1), [8] = 0x21 (sc4 low 1, m4 low 2): sc4 = 1 + 16 = 17, m4 = 2
+        // q byte 0 = 0x97: w0 = 0.5·3·7 − 0.25·2 = 10, w32 = 0.5·5·9 − 0.25·1 = 22.25; q byte 64 = 0x04:
+        // w128 = 0.5·17·4 − 0.25·2 = 33.5
+        std::string b = bytes_of({0x00, 0x38, 0x00, 0x34, 0x43, 0x05, 0x00, 0x00, 0x02, 0x01, 0x00, 0x00, 0x21, 0x00, 0x00, 0x00});
+        b += bytes_of({0x97}) + zeros(63) + bytes_of({0x04}) + zeros(63);
+        const auto w = dequantized(g::Q4_K, 256, b);
+        CHECK(w[0] == 10.0);
+        CHECK(w[32] == 22.25);
+        CHECK(w[128] == 33.5);
+    }
+    SUBCASE("Q5_K: Q4_K with q's fifth bit in qh") {
+        // as Q4_K, and qh byte 0 bit 0: w0 = 0.5·3·(7 + 16) − 0.25·2 = 34
+        std::string b = bytes_of({0x00, 0x38, 0x00, 0x34, 0x43, 0x05, 0x00, 0x00, 0x02, 0x01, 0x00, 0x00, 0x21, 0x00, 0x00, 0x00});
+        b += bytes_of({0x01}) + zeros(31) + bytes_of({0x97}) + zeros(127);
+        const auto w = dequantized(g::Q5_K, 256, b);
+        CHECK(w[0] == 34.0);
+        CHECK(w[32] == 22.25);
+    }
+    SUBCASE("Q6_K: w = d·sc·(q − 32), q's low 4 bits in ql and high 2 in qh") {
+        // ql byte 0 = 0x15, qh byte 0 = 0x02: q(0) = 5 + 2·16 = 37, q(64) = 1; scales[0] = −2, scales[4] = 3;
+        // d = 0.5: w0 = 0.5·(−2)·5 = −5, w64 = 0.5·3·(1 − 32) = −46.5
+        std::string b = bytes_of({0x15}) + zeros(127) + bytes_of({0x02}) + zeros(63) + bytes_of({0xFE, 0, 0, 0, 0x03}) + zeros(11) +
+                        bytes_of({0x00, 0x38});
+        const auto w = dequantized(g::Q6_K, 256, b);
+        CHECK(w[0] == -5.0);
+        CHECK(w[64] == -46.5);
+    }
+    SUBCASE("F16, BF16, F32 and F64") {
+        CHECK(dequantized(g::F16, 2, bytes_of({0x00, 0x3E, 0x00, 0xC0})) == std::vector<double>{1.5, -2.0});
+        CHECK(dequantized(g::BF16, 1, bytes_of({0x40, 0x3F})) == std::vector<double>{0.75});
+        std::string f32(4, '\0'), f64(8, '\0');
+        const float x = 0.1f;
+        const double y = 0.1;
+        std::memcpy(f32.data(), &x, 4);
+        std::memcpy(f64.data(), &y, 8);
+        CHECK(dequantized(g::F32, 1, f32)[0] == static_cast<double>(0.1f));
+        CHECK(dequantized(g::F64, 1, f64)[0] == 0.1);
+    }
+}
+
+namespace {
+
+// Codes drawn at random, packed by the test's writer, and each weight by the block's formula,
+// in doubles (the scales chosen so that float arithmetic is exact and agrees).
+struct block_case {
+    std::uint32_t type;
+    std::size_t elements;
+    std::string bytes;
+    std::vector<double> want;
+};
+
+block_case random_block(std::uint32_t type, std::mt19937& rng) {
+    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    auto codes = [&](std::size_t n, int lo, int hi) {
+        std::vector<int> v(n);
+        for (int& x : v) x = draw(lo, hi);
+        return v;
+    };
+    // a binary16 scale with 3 significant bits, ±
+    auto scale = [&] { return static_cast<float>((draw(0, 1) ? -1 : 1) * draw(4, 7) * std::ldexp(1.0, -draw(3, 6))); };
+    block_case c{type, type >= g::Q2_K && type <= g::Q6_K ? 256u : 32u, "", {}};
+    const float d = scale(), m = scale();
+    const double dd = d, dm = m;
+    switch (type) {
+        case g::Q8_0: {
+            auto q = codes(32, -128, 127);
+            c.bytes = g::pack_q8_0(d, q);
+            for (int x : q) c.want.push_back(dd * x);
+            break;
+        }
+        case g::Q4_0: {
+            auto q = codes(32, 0, 15);
+            c.bytes = g::pack_q4_0(d, q);
+            for (int x : q) c.want.push_back(dd * (x - 8));
+            break;
+        }
+        case g::Q4_1: {
+            auto q = codes(32, 0, 15);
+            c.bytes = g::pack_q4_1(d, m, q);
+            for (int x : q) c.want.push_back(dd * x + dm);
+            break;
+        }
+        case g::Q5_0: {
+            auto q = codes(32, 0, 31);
+            c.bytes = g::pack_q5_0(d, q);
+            for (int x : q) c.want.push_back(dd * (x - 16));
+            break;
+        }
+        case g::Q5_1: {
+            auto q = codes(32, 0, 31);
+            c.bytes = g::pack_q5_1(d, m, q);
+            for (int x : q) c.want.push_back(dd * x + dm);
+            break;
+        }
+        case g::Q2_K: {
+            auto sc = codes(16, 0, 15), mn = codes(16, 0, 15), q = codes(256, 0, 3);
+            c.bytes = g::pack_q2_k(d, std::fabs(m), sc, mn, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * q[w] - std::fabs(dm) * mn[w / 16]);
+            break;
+        }
+        case g::Q3_K: {
+            auto sc = codes(16, 0, 63), q = codes(256, 0, 7);
+            c.bytes = g::pack_q3_k(d, sc, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * (sc[w / 16] - 32) * (q[w] - 4));
+            break;
+        }
+        case g::Q4_K:
+        case g::Q5_K: {
+            auto sc = codes(8, 0, 63), mn = codes(8, 0, 63), q = codes(256, 0, type == g::Q4_K ? 15 : 31);
+            c.bytes = type == g::Q4_K ? g::pack_q4_k(d, std::fabs(m), sc, mn, q) : g::pack_q5_k(d, std::fabs(m), sc, mn, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 32] * q[w] - std::fabs(dm) * mn[w / 32]);
+            break;
+        }
+        case g::Q6_K: {
+            auto sc = codes(16, -128, 127), q = codes(256, 0, 63);
+            c.bytes = g::pack_q6_k(d, sc, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * (q[w] - 32));
+            break;
+        }
+    }
+    return c;
+}
+
+const std::uint32_t block_types[] = {g::Q8_0, g::Q4_0, g::Q4_1, g::Q5_0, g::Q5_1, g::Q2_K, g::Q3_K, g::Q4_K, g::Q5_K, g::Q6_K};
+
+}  // namespace
+
+TEST_CASE("every weight of random blocks of every type is its formula on the codes packed") {
+    std::mt19937 rng(7);
+    for (std::uint32_t type : block_types) {
+        CAPTURE(type);
+        // a tensor of 3 rows of 2 blocks each, read whole, by rows, transposed and left in the file
+        std::vector<block_case> blocks;
+        std::string data;
+        for (int i = 0; i < 6; ++i) {
+            blocks.push_back(random_block(type, rng));
+            data += blocks.back().bytes;
+        }
+        const std::size_t cols = 2 * blocks[0].elements;
+        ckpt::temp_dir dir;
+        g::gguf_writer w;
+        w.tensor("w", {cols, 3}, type, data);
+        std::shared_ptr<const tensor_source> s = open_bytes(dir, w.bytes());
+        REQUIRE(s->find("w"));
+        CHECK(s->find("w")->shape == std::vector<std::size_t>{3, cols});
+        auto m = s->read_matrix("w");
+        REQUIRE(m);
+        auto want = [&](std::size_t r, std::size_t c) { return blocks[2 * r + c / blocks[0].elements].want[c % blocks[0].elements]; };
+        for (std::size_t r = 0; r < 3; ++r)
+            for (std::size_t c = 0; c < cols; ++c) {
+                CAPTURE(r);
+                CAPTURE(c);
+                REQUIRE((*m)(r, c) == want(r, c));
+            }
+        auto rows = s->read_rows("w", {2, 0});
+        REQUIRE(rows);
+        CHECK((*rows)(0, 5) == want(2, 5));
+        CHECK((*rows)(1, cols - 1) == want(0, cols - 1));
+        auto t = s->read_matrix_transposed("w");
+        REQUIRE(t);
+        CHECK((*t)(cols - 3, 1) == want(1, cols - 3));
+        auto kept = keep_in_file(s, "w", false);
+        REQUIRE(kept);
+        CHECK((*kept)->column(40) == std::vector<double>{want(0, 40), want(1, 40), want(2, 40)});
+        matrix x(1, 3);
+        x.data = {1, -2, 0.5};
+        const matrix y = (*kept)->times(x, false);
+        CHECK(y(0, 7) == doctest::Approx(want(0, 7) - 2 * want(1, 7) + 0.5 * want(2, 7)).epsilon(1e-14));
+    }
+}
+
+TEST_CASE("the metadata of GGUF versions 2 and 3 holds every value type") {
+    for (std::uint32_t version : {2u, 3u}) {
+        CAPTURE(version);
+        ckpt::temp_dir dir;
+        g::gguf_writer w;
+        w.version = version;
+        w.put_u8("a.u8", 200);
+        w.put_i8("a.i8", -5);
+        w.put_u16("a.u16", 60000);
+        w.put_i16("a.i16", -300);
+        w.put_u32("a.u32", 4000000000u);
+        w.put_i32("a.i32", -7);
+        w.put_f32("a.f32", 0.25f);
+        w.put_bool("a.bool", true);
+        w.put_string("a.string", "héllo");
+        w.put_u64("a.u64", 1ull << 40);
+        w.put_i64("a.i64", -(1ll << 40));
+        w.put_f64("a.f64", 0.1);
+        w.put_strings("a.strings", {"x", "", "yz"});
+        w.put_f32s("a.f32s", {1.5f, -2});
+        w.put_u32("general.alignment", 64);
+        w.alignment = 64;
+        w.tensor_f32("x", {2}, {1, 2});
+        w.tensor_f32("y", {1}, {3});
+        auto s = open_bytes(dir, w.bytes());
+        auto y = s->read_vector("y");
+        REQUIRE(y);
+        CHECK((*y)[0] == 3);
+        REQUIRE(s->find("y"));
+        CHECK(s->find("y")->begin % 64 == 0);
+    }
+}
+
+namespace {
+
+// The error opening these bytes gives, as one line.
+std::string open_error(const std::string& bytes) {
+    ckpt::temp_dir dir;
+    const std::string path = dir.write("bad.gguf", bytes);
+    auto s = open_gguf(path);
+    if (s) return "(opened)";
+    const std::string line = s.err().to_string();
+    CHECK(line.find(path) != std::string::npos);  // every error names the file
+    return line;
+}
+
+g::gguf_writer one_tensor() {
+    g::gguf_writer w;
+    w.put_string("general.architecture", "llama");
+    w.tensor_f32("a", {4}, {1, 2, 3, 4});
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("every malformed GGUF header is one error naming the file and the key or tensor") {
+    const std::string good = one_tensor().bytes();
+    REQUIRE(open_error(good) == "(opened)");
+    SUBCASE("truncated, anywhere in the header") {
+        for (std::size_t cut : {2ul, 6ul, 20ul, 30ul, 50ul, 60ul, 90ul, 120ul}) {
+            const std::string e = open_error(good.substr(0, cut));
+            CAPTURE(e);
+            CHECK((e.find("the file ends") != std::string::npos || e.find("past the end of the file") != std::string::npos));
+        }
+    }
+    SUBCASE("the magic") { CHECK(open_error("GGUG" + good.substr(4)).find("expected the magic \"GGUF\"") != std::string::npos); }
+    SUBCASE("version 1 and above 3") {
+        g::gguf_writer w = one_tensor();
+        w.version = 1;
+        CHECK(open_error(w.bytes()).find("GGUF version 1: ffn-trace reads versions 2 and 3") != std::string::npos);
+        w.version = 4;
+        CHECK(open_error(w.bytes()).find("GGUF version 4") != std::string::npos);
+    }
+    SUBCASE("a string length past the end") {
+        std::string b = good;
+        ckpt::patch_le(b, 24, 1u << 30, 8);  // the first key's length
+        CHECK(open_error(b).find("metadata entry 0: its key is 1073741824 bytes long, past the end") != std::string::npos);
+    }
+    SUBCASE("an array length past the end, and arrays of arrays") {
+        g::gguf_writer w;
+        std::string entry;
+        g::gguf_writer::text(entry, "tokenizer.ggml.tokens");
+        g::gguf_writer::raw(entry, std::uint32_t{9});
+        g::gguf_writer::raw(entry, std::uint32_t{8});
+        g::gguf_writer::raw(entry, std::uint64_t{1} << 40);
+        w.put_raw(entry);
+        CHECK(open_error(w.bytes()).find("tokenizer.ggml.tokens: an array of 1099511627776 string elements runs past the end") !=
+              std::string::npos);
+        g::gguf_writer v;
+        std::string nested;
+        g::gguf_writer::text(nested, "a.nested");
+        g::gguf_writer::raw(nested, std::uint32_t{9});
+        g::gguf_writer::raw(nested, std::uint32_t{9});
+        g::gguf_writer::raw(nested, std::uint64_t{0});
+        v.put_raw(nested);
+        CHECK(open_error(v.bytes()).find("a.nested: an array of arrays") != std::string::npos);
+    }
+    SUBCASE("an unknown value type, a bool that is not 0 or 1, a duplicate key") {
+        g::gguf_writer w;
+        std::string entry;
+        g::gguf_writer::text(entry, "a.key");
+        g::gguf_writer::raw(entry, std::uint32_t{13});
+        w.put_raw(entry);
+        CHECK(open_error(w.bytes()).find("a.key: value type 13 is not a GGUF type") != std::string::npos);
+        g::gguf_writer b;
+        b.put_u8("a.flag", 0);
+        std::string flag;
+        g::gguf_writer::text(flag, "a.bool");
+        g::gguf_writer::raw(flag, std::uint32_t{7});
+        g::gguf_writer::raw(flag, std::uint8_t{2});
+        b.put_raw(flag);
+        CHECK(open_error(b.bytes()).find("a.bool: a bool is 0 or 1, this one is 2") != std::string::npos);
+        g::gguf_writer d;
+        d.put_u32("a.n", 1);
+        d.put_u32("a.n", 2);
+        CHECK(open_error(d.bytes()).find("a.n: this metadata key appears twice") != std::string::npos);
+    }
+    SUBCASE("an alignment that is not a power of two, or not an integer") {
+        g::gguf_writer w = one_tensor();
+        w.put_u32("general.alignment", 24);
+        CHECK(open_error(w.bytes()).find("general.alignment: expected a power of two, got u32 24") != std::string::npos);
+        g::gguf_writer f = one_tensor();
+        f.put_f32("general.alignment", 32);
+        CHECK(open_error(f.bytes()).find("general.alignment: expected a power of two, got f32 32") != std::string::npos);
+    }
+}
+
+TEST_CASE("every misplaced or malformed GGUF tensor info is one error naming the file and the tensor") {
+    const std::string good = one_tensor().bytes();
+    SUBCASE("a misaligned, overlapping or out-of-file offset") {
+        g::gguf_writer w;
+        w.tensor_f32("a", {4}, {1, 2, 3, 4});
+        w.tensor("b", {4}, g::F32, std::string(16, '\0'), 8);
+        CHECK(open_error(w.bytes()).find("b: its offset 8 is not a multiple of the alignment 32") != std::string::npos);
+        g::gguf_writer o;
+        o.tensor("a", {16}, g::F32, std::string(64, '\0'));
+        o.tensor("b", {4}, g::F32, std::string(16, '\0'), 32);
+        CHECK(open_error(o.bytes()).find("b: its offset 32 overlaps the tensor before it, which ends at 64") != std::string::npos);
+        std::string cut = one_tensor().bytes();
+        cut.resize(cut.size() - 4);
+        CHECK(open_error(cut).find("a: its 16 bytes at offset 0 run past the end of the file") != std::string::npos);
+    }
+    SUBCASE("an unknown type id, an element count that overflows, rows not whole blocks, a duplicate name") {
+        g::gguf_writer w;
+        w.tensor("a", {4}, 99, std::string(16, '\0'));
+        CHECK(open_error(w.bytes()).find("a: type 99 is not a ggml type") != std::string::npos);
+        g::gguf_writer o;
+        o.tensor("big", {1ull << 32, 1ull << 32, 16}, g::F32, "");
+        CHECK(open_error(o.bytes()).find("big: its shape's element count overflows") != std::string::npos);
+        g::gguf_writer r;
+        r.tensor("q", {48}, g::Q4_K, std::string(144, '\0'));
+        CHECK(open_error(r.bytes()).find("q: its rows of 48 elements are not whole blocks of Q4_K (Q4_K blocks hold 256 each)") !=
+              std::string::npos);
+        g::gguf_writer d;
+        d.tensor_f32("a", {1}, {1});
+        d.tensor_f32("a", {1}, {2});
+        CHECK(open_error(d.bytes()).find("a: two tensors have this name") != std::string::npos);
+    }
+    SUBCASE("counts the file cannot hold are refused before anything is allocated") {
+        std::string b = good;
+        ckpt::patch_le(b, 8, std::uint64_t{1} << 60, 8);  // the tensor count
+        CHECK(open_error(b).find("cannot fit in the") != std::string::npos);
+    }
+}
+
+TEST_CASE("a tensor of a type ffn-trace does not dequantize opens, and reading it names the tensor and the type") {
+    ckpt::temp_dir dir;
+    g::gguf_writer w;
+    w.tensor("blk.0.ffn_up.weight", {256}, g::IQ2_XXS, std::string(66, '\0'));
+    w.tensor("m", {32}, g::MXFP4, std::string(17, '\0'));
+    w.tensor_f32("ok", {1}, {1});
+    auto s = open_bytes(dir, w.bytes());
+    CHECK(s->contains("blk.0.ffn_up.weight"));
+    auto v = s->read_vector("blk.0.ffn_up.weight");
+    REQUIRE_FALSE(v);
+    CHECK(v.err().path == "blk.0.ffn_up.weight");
+    CHECK(v.err().message.find("its type IQ2_XXS is not one ffn-trace dequantizes") != std::string::npos);
+    CHECK(s->read_vector("m").err().message.find("MXFP4") != std::string::npos);
+    CHECK(s->read_vector("ok"));
+}
+
+// ---- A model written both ways ---------------------------------------------------------------
+
+#include "ffn_trace/transformer.hpp"
+#include "tiny_transformer.hpp"
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// llama.cpp's converter's permutation of Q's (and K's) rows for its RoPE: Hugging Face's row
+// h·hd + s·hd/2 + i goes to row h·hd + 2i + s.
+std::vector<double> permuted_rows(const std::vector<double>& v, std::size_t rows, std::size_t heads) {
+    const std::size_t cols = v.size() / rows, hd = rows / heads;
+    std::vector<double> out(v.size());
+    for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t s = 0; s < 2; ++s)
+            for (std::size_t i = 0; i < hd / 2; ++i)
+                for (std::size_t c = 0; c < cols; ++c)
+                    out[(h * hd + 2 * i + s) * cols + c] = v[(h * hd + s * hd / 2 + i) * cols + c];
+    return out;
+}
+
+std::vector<double> transposed(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
+    std::vector<double> out(v.size());
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
+    return out;
+}
+
+std::uint32_t ggml_of(const std::string& dtype) {
+    return dtype == "F64" ? g::F64 : dtype == "F32" ? g::F32 : dtype == "F16" ? g::F16 : g::BF16;
+}
+
+// The GGUF name of a Hugging Face tensor (without its prefix), as llama.cpp's converter writes it.
+std::string gguf_name(std::string n) {
+    static const std::pair<const char*, const char*> parts[] = {
+        {"embed_tokens", "token_embd"}, {"wte", "token_embd"}, {"wpe", "position_embd"}, {"layers.", "blk."}, {"h.", "blk."},
+        {"input_layernorm", "attn_norm"}, {"ln_1", "attn_norm"}, {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},
+        {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"attn.c_attn", "attn_qkv"},
+        {"attn.c_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"}, {"ln_2", "ffn_norm"},
+        {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"}, {"mlp.down_proj", "ffn_down"}, {"mlp.c_fc", "ffn_up"},
+        {"mlp.c_proj", "ffn_down"}, {"block_sparse_moe.gate", "ffn_gate_inp"}, {"lm_head", "output"}, {"ln_f", "output_norm"},
+    };
+    if (n == "norm.weight") return "output_norm.weight";
+    for (const auto& [from, to] : parts)
+        if (auto at = n.find(from); at != std::string::npos && (at == 0 || n[at - 1] == '.')) n.replace(at, std::strlen(from), to);
+    return n;
+}
+
+// The tiny model of test::tiny as llama.cpp's converter writes it: names, ne reversed, GPT-2's
+// Conv1D weights transposed, Llama's Q and K permuted, the experts stacked, the metadata.
+g::gguf_writer as_gguf(const test::tiny::model& m) {
+    const auto& s = m.spec;
+    const std::string arch = s.arch == "qwen2" ? "qwen2" : s.arch == "gpt2" ? "gpt2" : "llama";
+    g::gguf_writer w;
+    w.put_string("general.architecture", arch);
+    w.put_u32(arch + ".block_count", static_cast<std::uint32_t>(s.n_layers));
+    w.put_u32(arch + ".embedding_length", static_cast<std::uint32_t>(s.d_model));
+    w.put_u32(arch + ".feed_forward_length", static_cast<std::uint32_t>(s.d_ff));
+    w.put_u32(arch + ".attention.head_count", static_cast<std::uint32_t>(s.n_heads));
+    w.put_u32(arch + ".context_length", static_cast<std::uint32_t>(test::tiny::positions));
+    if (arch == "gpt2") {
+        w.put_f32("gpt2.attention.layer_norm_epsilon", static_cast<float>(s.eps));
+    } else {
+        w.put_u32(arch + ".attention.head_count_kv", static_cast<std::uint32_t>(s.n_kv_heads));
+        w.put_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.eps));
+        w.put_f32(arch + ".rope.freq_base", static_cast<float>(s.rope_theta));
+    }
+    if (s.n_experts) {
+        w.put_u32("llama.expert_count", static_cast<std::uint32_t>(s.n_experts));
+        w.put_u32("llama.expert_used_count", static_cast<std::uint32_t>(s.top_k));
+    }
+    const std::uint32_t type = ggml_of(m.dtype);
+    std::map<std::string, std::vector<double>> stacked;  // blk.N.ffn_*_exps
+    std::map<std::string, std::vector<std::uint64_t>> stacked_ne;
+    for (const ckpt::tensor& t : m.written) {
+        std::string name = t.name.substr(t.name.rfind(s.prefix, 0) == 0 ? s.prefix.size() : 0);
+        std::vector<double> v = t.values;
+        std::vector<std::size_t> shape = t.shape;
+        if (arch == "gpt2" && shape.size() == 2 && name.find(".weight") != std::string::npos && name.find("wte") == std::string::npos &&
+            name.find("wpe") == std::string::npos) {
+            v = transposed(v, shape[0], shape[1]);
+            std::swap(shape[0], shape[1]);
+        }
+        if (arch == "llama" && name.find("q_proj") != std::string::npos) v = permuted_rows(v, shape[0], s.n_heads);
+        if (arch == "llama" && name.find("k_proj") != std::string::npos) v = permuted_rows(v, shape[0], s.n_kv_heads);
+        if (auto e = name.find(".experts."); e != std::string::npos) {
+            // layers.N.block_sparse_moe.experts.J.wK.weight → blk.N.ffn_{gate,up,down}_exps.weight
+            const std::string layer = name.substr(0, name.find(".block_sparse_moe"));
+            const std::string which = name.substr(name.rfind(".weight") - 2, 2);  // w1, w2 or w3
+            const std::string to = gguf_name(layer) + (which == "w1" ? ".ffn_gate_exps.weight" : which == "w3" ? ".ffn_up_exps.weight"
+                                                                                                          : ".ffn_down_exps.weight");
+            auto& all = stacked[to];
+            all.insert(all.end(), v.begin(), v.end());
+            stacked_ne[to] = {shape[1], shape[0], all.size() / (shape[0] * shape[1])};
+            continue;
+        }
+        std::vector<std::uint64_t> ne(shape.rbegin(), shape.rend());
+        w.tensor(gguf_name(name), ne, type, ckpt::encode(m.dtype, v));
+    }
+    for (const auto& [name, v] : stacked) w.tensor(name, stacked_ne[name], type, ckpt::encode(m.dtype, v));
+    return w;
+}
+
+// Every entry equal to 1e-12, relative.
+void check_equal(const matrix& a, const matrix& b, const char* what) {
+    INFO(what);
+    REQUIRE(a.rows == b.rows);
+    REQUIRE(a.cols == b.cols);
+    double maxdiff = 0;
+    for (std::size_t i = 0; i < a.data.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::fabs(a.data[i] - b.data[i]) <= 1e-12 * std::max(1.0, std::fabs(b.data[i])));
+        maxdiff = std::max(maxdiff, std::fabs(a.data[i] - b.data[i]));
+    }
+    MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
+}
+
+void check_both_ways(test::tiny::model m) {
+    ckpt::temp_dir dir;
+    // config.json's epsilon as the GGUF file's f32 holds it, so that both are the same model
+    const double eps = static_cast<float>(m.spec.eps);
+    m.config[m.spec.arch == "gpt2" ? "layer_norm_epsilon" : "rms_norm_eps"] = eps;
+    const std::string st = m.write(dir);
+    const std::string gguf = dir / "model.gguf";
+    as_gguf(m).write(gguf);
+    std::filesystem::rename(gguf, dir / "blob-sha256");  // an Ollama blob: no extension
+    const transformer a = test::tiny::open_model(dir / "blob-sha256"), b = test::tiny::open_model(st);
+    auto ca = checkpoint::open(dir / "blob-sha256");
+    REQUIRE(ca);
+    CHECK(ca->config().arch == (m.spec.arch == "mistral" ? "llama" : m.spec.arch));
+    CHECK(ca->config().n_layers == m.spec.n_layers);
+    CHECK(ca->config().eps == eps);
+    const std::vector<std::size_t> prompt{3, 1, 4, 1, 5};
+    auto ra = a.run(prompt, m.spec.n_layers - 1), rb = b.run(prompt, m.spec.n_layers - 1);
+    REQUIRE(ra);
+    REQUIRE(rb);
+    check_equal(*ra, *rb, "the last block's stream");
+    auto la = a.logits(*ra, {0, 4}), lb = b.logits(*rb, {0, 4});
+    REQUIRE(la);
+    REQUIRE(lb);
+    check_equal(*la, *lb, "logits");
+}
+
+}  // namespace
+
+TEST_CASE("a Llama written as GGUF (Q and K permuted, BF16) runs as its safetensors directory") {
+    check_both_ways(test::tiny::make("llama", {.n_layers = 2}));
+}
+TEST_CASE("a Mistral written as GGUF (architecture llama) runs as its safetensors directory") {
+    check_both_ways(test::tiny::make("mistral", {.n_layers = 2, .window = 0}));
+}
+TEST_CASE("a Mixtral written as GGUF (3-D expert tensors) runs as its safetensors directory") {
+    check_both_ways(test::tiny::make("mixtral", {.n_layers = 2, .window = 0}));
+}
+TEST_CASE("a Qwen2 written as GGUF (q/k/v biases, tied head) runs as its safetensors directory") {
+    check_both_ways(test::tiny::make("qwen2", {.n_layers = 2}));
+}
+TEST_CASE("a GPT-2 written as GGUF (fused attn_qkv, weights transposed) runs as its safetensors directory") {
+    check_both_ways(test::tiny::make("gpt2", {.n_layers = 2}));
+}
+
+// ---- The tokenizer of a GGUF file ----------------------------------------------------------
+
+#include "ffn_trace/tokenizer.hpp"
+
+namespace {
+
+// SentencePiece's vocabulary of a few pieces: the merges' order is the scores', not the ids'.
+g::gguf_writer spm_vocabulary(bool space_prefix) {
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "h", "e", "l", "o", "\xE2\x96\x81h", "ll", "he",
+                                             "\xE2\x96\x81he", "llo", "<0x21>", "w"});
+    w.put_f32s("tokenizer.ggml.scores", {0, 0, 0, -9, -9, -9, -9, -9, -1, -2, -3, -4, -5, 0, -9});
+    w.put_i32s("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1});
+    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    if (!space_prefix) w.put_bool("tokenizer.ggml.add_space_prefix", false);
+    return w;
+}
+
+std::vector<std::size_t> encoded(const g::gguf_writer& w, const std::string& text) {
+    ckpt::temp_dir dir;
+    auto t = tokenizer::from_gguf(dir.write("v.gguf", w.bytes()));
+    if (!t) FAIL(t.err().to_string());
+    auto ids = t->encode(text);
+    if (!ids) FAIL(ids.err().to_string());
+    return *ids;
+}
+
+}  // namespace
+
+TEST_CASE("a GGUF SentencePiece vocabulary merges the highest-scoring pair first, with a space prefix, bos and byte fallback") {
+    // "hello!" → "▁hello!": ▁h (−1), then ll (−2), then ▁he (−4), then llo (−5); "!" is no piece: <0x21>
+    CHECK(encoded(spm_vocabulary(true), "hello!") == std::vector<std::size_t>{1, 11, 12, 13});
+    // without the prefix: ll (−2) before he (−3), then llo
+    CHECK(encoded(spm_vocabulary(false), "hello!") == std::vector<std::size_t>{1, 10, 12, 13});
+    // a control token in the text is that token
+    CHECK(encoded(spm_vocabulary(false), "</s>he") == std::vector<std::size_t>{1, 2, 10});
+}
+
+TEST_CASE("a GGUF tokenizer that ffn-trace does not run, or whose arrays disagree, is one error naming the key") {
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "bert");
+    ckpt::temp_dir dir;
+    auto t = tokenizer::from_gguf(dir.write("v.gguf", w.bytes()));
+    REQUIRE_FALSE(t);
+    CHECK(t.err().path == "tokenizer.ggml.model");
+    CHECK(t.err().message.find("not \"bert\"") != std::string::npos);
+    g::gguf_writer s = spm_vocabulary(true);
+    s.put_f32s("tokenizer.ggml.scores", {0});
+    auto dup = tokenizer::from_gguf(dir.write("d.gguf", s.bytes()));
+    REQUIRE_FALSE(dup);
+    CHECK(dup.err().message == "this metadata key appears twice");
+    g::gguf_writer few;
+    few.put_string("tokenizer.ggml.model", "llama");
+    few.put_strings("tokenizer.ggml.tokens", {"a", "b"});
+    few.put_f32s("tokenizer.ggml.scores", {0});
+    auto f = tokenizer::from_gguf(dir.write("f.gguf", few.bytes()));
+    REQUIRE_FALSE(f);
+    CHECK(f.err().to_string().find("tokenizer.ggml.scores: has 1 scores for 2 tokens") != std::string::npos);
+}
+
+TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor are named") {
+    test::tiny::model m = test::tiny::make("llama", {.n_layers = 1});
+    ckpt::temp_dir dir;
+    SUBCASE("a size key of the wrong type") {
+        g::gguf_writer bad;
+        bad.put_string("general.architecture", "llama");
+        bad.put_u32("llama.embedding_length", 16);
+        bad.put_u32("llama.feed_forward_length", 12);
+        bad.put_string("llama.block_count", "one");
+        auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
+        REQUIRE_FALSE(c);
+        CHECK(c.err().to_string().find("llama.block_count: expected an unsigned integer (u32), got a string \"one\"") != std::string::npos);
+    }
+    SUBCASE("a missing key") {
+        g::gguf_writer bad;
+        bad.put_string("general.architecture", "llama");
+        bad.put_u32("llama.embedding_length", 16);
+        auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
+        REQUIRE_FALSE(c);
+        CHECK(c.err().to_string().find("llama.feed_forward_length: missing: a llama model's file must give it") != std::string::npos);
+    }
+    SUBCASE("a size the tensors contradict names the metadata key") {
+        g::gguf_writer w = as_gguf(m);
+        w.put_u32("llama.expert_used_count", 1);  // harmless without expert_count
+        const std::string path = dir.write("ok.gguf", w.bytes());
+        CHECK(checkpoint::open(path));
+    }
+    SUBCASE("an unknown architecture") {
+        g::gguf_writer bad;
+        bad.put_string("general.architecture", "mamba");
+        auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
+        REQUIRE_FALSE(c);
+        CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures llama (Mistral and Mixtral too), "
+                                       "qwen2 and gpt2, not \"mamba\"") != std::string::npos);
+    }
+}
