@@ -108,5 +108,27 @@ if [ "$(head -c 4 "$work/print.pdf" 2>/dev/null)" != "%PDF" ] || [ "$(wc -c <"$w
   fail "printing the walkthrough's page gave no PDF"
 fi
 
+# A predict-first page printed is a worksheet: the asked numbers of data/walkthrough.json
+# (hidden[0][0] = 0.43 by hand from its weights, activated[0][0] = gelu(0.43) = 0.2865,
+# output[0][0] = 0.4215) print as empty boxes, and print only after "Reveal all" (#reveal).
+if command -v pdftotext >/dev/null; then
+  asked='0\.2865|0\.4300|0\.4215'
+  chrome --no-pdf-header-footer --virtual-time-budget=3000 --print-to-pdf="$work/hidden.pdf" \
+    "file://$work/run_walkthrough_hidden.html" >/dev/null
+  chrome --no-pdf-header-footer --virtual-time-budget=3000 --print-to-pdf="$work/revealed.pdf" \
+    "file://$work/run_walkthrough_hidden.html#reveal" >/dev/null
+  hidden_text=$(pdftotext -layout "$work/hidden.pdf" - 2>&1)
+  revealed_text=$(pdftotext -layout "$work/revealed.pdf" - 2>&1)
+  printf '%s' "$hidden_text" | grep -q '1\.0000 *0\.5000 *-0\.3000 *0\.8000' ||
+    fail "the --hide page printed lacks its input row: $(printf '%s' "$hidden_text" | head -c 300)"
+  leaked=$(printf '%s' "$hidden_text" | grep -Eo "$asked" | sort -u | tr '\n' ' ')
+  [ -z "$leaked" ] || fail "the --hide page printed shows asked numbers: $leaked"
+  for n in 0.2865 0.4300 0.4215; do
+    printf '%s' "$revealed_text" | grep -q "$n" || fail "the --hide page printed after Reveal all lacks $n"
+  done
+else
+  echo "note: no pdftotext (poppler-utils): the printed predict-first page is not read"
+fi
+
 echo "${#pages[@]} pages opened, $failures failures"
 [ "$failures" -eq 0 ]
