@@ -27,6 +27,7 @@ int run_checkpoint_prompt(const run_options& o) {
     r.options.layer = f.layer;
     r.options.top = o.top;
     r.options.explain = o.units;
+    r.options.knock_out_top = o.walkthrough.format == "html";  // the page shows them on a click
     const auto text_opts = walkthrough_options(o.walkthrough);
     r.detail_tokens = text_opts.tokens;
     r.full = text_opts.full;

@@ -97,6 +97,20 @@ dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file:/
 printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>P = 0' ||
   fail "locate_capitals: clicking a cell does not show its P"
 printf '%s' "$dom" | grep -q 'effect = P − P_corrupted' || fail "locate_capitals: a cell does not show its effect"
+# The prompt's page: clicking a unit's knock-out cell shows the prediction without that unit,
+# computed when the page was written (#cell= opens the page on that cell, as a click does).
+dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \
+  "file://$work/run_prompt_capitals.html#cell=the%20prediction%20without%20unit%20172")
+printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong><pre>unit 172 of layer 0 set to 0' ||
+  fail "run_prompt_capitals: clicking a unit's knock-out does not show the prediction without it"
+printf '%s' "$dom" | grep -q 'P(" Paris") = 0.8862 → 0.7893' ||
+  fail "run_prompt_capitals: the knock-out of unit 172 does not give P(\" Paris\") 0.8862 → 0.7893 (run --ablate 172)"
+# ... and reads at 360 px, a phone held upright: nothing widens the page (the self-test measures it).
+dom=$(chrome --window-size=360,740 --virtual-time-budget=5000 --dump-dom "file://$work/run_prompt_capitals.html#selftest")
+printf '%s' "$dom" | grep -q '<pre id="selftest" data-result="pass"' ||
+  fail "run_prompt_capitals at 360 px: $(printf '%s' "$dom" | grep -o '<pre id="selftest"[^<]*')"
+chrome --window-size=360,740 --screenshot="$work/run_prompt_capitals_360.png" "file://$work/run_prompt_capitals.html" >/dev/null
+python3 "$here/png_check.py" "$work/run_prompt_capitals_360.png" 360 740 || fail "run_prompt_capitals: screenshot at 360 px"
 for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals locate_capitals; do
   chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"

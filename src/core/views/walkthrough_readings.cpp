@@ -36,6 +36,7 @@ void walkthrough_builder::units_block(const std::string& who) {
     block st{block_kind::table, "", {}, {}, "lrrrr"};
     st.rows.push_back({"step", "min", "max", "mean", "sum"});
     for (const auto& s : units_->steps) st.rows.push_back({step_name(s.kind), num(s.min), num(s.max), num(s.mean), num(s.sum)});
+    st.column_scales = true;  // a sum over thousands of numbers would pale every min, max and mean
     add(std::move(st));
     add({block_kind::heading, titled("Units that fired most, and what they wrote")});
     if (!units_explained_)  // once: an MoE reads every expert's units the same way
