@@ -362,14 +362,18 @@ std::string text_block(const block& b, std::size_t width) {
 
 }  // namespace
 
-// Markdown text: <, > and & as entities, so a label or a token holding "<script>" is shown, never
-// taken for HTML by the renderer.
+// Markdown text: < and & as entities, so a label or a token holding "<script>" is shown, never
+// taken for HTML by the renderer. A ">" opens no tag without its "<", and reads as itself in the
+// file ("hidden > 0"); only at the start of a line would it make a quote.
 static std::string markdown_text(std::string_view s) {
     std::string out;
     out.reserve(s.size());
     for (char c : s) {
         if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
+        else if (c == '>') {
+            const std::size_t line = out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1;
+            out += out.find_first_not_of(' ', line) == std::string::npos ? "&gt;" : ">";
+        }
         else if (c == '&') out += "&amp;";
         else out += c;
     }

@@ -340,7 +340,8 @@ void walkthrough_builder::comparison_step(const step_comparison& s, const std::s
                                           const std::string& where) {
     // Per token, the numbers listed at most; a big layer's largest moves, in unit order.
     const std::size_t most = opt_.full ? std::size_t(-1) : 8;
-    auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "−" : "+", format_fixed(std::abs(d), opt_.precision)); };
+    // "-" as every other number of the table writes its sign (--ascii or not).
+    auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "-" : "+", format_fixed(std::abs(d), opt_.precision)); };
     const bool input = s.step == step_kind::input;
     const std::string name = input ? "x" : variable(s.step);
     switch (s.status) {

@@ -209,8 +209,9 @@ void walkthrough_builder::bars_block(const step& s) {
         if (t != gap) name_width = std::max(name_width, display_width(token_name(t)));
     const std::size_t room = opt_.width > name_width * 2 + 10 ? opt_.width - (name_width * 2 + 10) : 10;
     const std::size_t per_mark = (units + room - 1) / room;  // units per mark
-    // One mark per unit or group: ▓ on, ▁ a small negative that GELU or SiLU let through (after
-    // the activation; a group when most of it is), ░ off or near 0.
+    // One mark per unit or group: ▓ on (a group when any unit of it is: a real layer is sparse, and
+    // one unit firing is what a reader looks for), ▁ a small negative that GELU or SiLU let through
+    // (after the activation; a group when most of it is), ░ off or near 0.
     enum class state { on, negative, off };
     auto bar = [&](auto of, std::size_t t) {
         std::string out = "│";
@@ -221,7 +222,7 @@ void walkthrough_builder::bars_block(const step& s) {
                 lit += u == state::on ? 1 : 0;
                 negative += u == state::negative ? 1 : 0;
             }
-            out += 2 * lit >= n && lit > 0 ? "▓" : 2 * negative > n ? "▁" : "░";
+            out += lit > 0 ? "▓" : 2 * negative > n ? "▁" : "░";
         }
         return out + "│";
     };
@@ -234,7 +235,7 @@ void walkthrough_builder::bars_block(const step& s) {
                                                        activation_title(info(layer().act).unit))
                                          : "",
                                   per_mark == 1 ? "; one mark per unit"
-                                                : fmt::format("; one mark per {} units, ▓ when at least half are on", per_mark)));
+                                                : fmt::format("; one mark per {} units, ▓ when any of them is on", per_mark)));
     for (auto t : detailed_) {
         if (t == gap) {
             b.lines.emplace_back("…");
