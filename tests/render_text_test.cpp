@@ -363,9 +363,27 @@ TEST_CASE("--bars draws each token's hidden vector before and after the activati
         options.width = 40;
         options.detail = detail_level::values;
         const std::string grouped = render(wide, options);
-        CHECK(says(grouped, "one mark per 6 units, ▓ when at least half are on"));
-        // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: off
-        CHECK(grouped.find("│▓▓▓▓▓░░░░░░│") != std::string::npos);
+        CHECK(says(grouped, "one mark per 6 units, ▓ when any of them is on"));
+        // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: on
+        CHECK(grouped.find("│▓▓▓▓▓▓░░░░░│") != std::string::npos);
+    }
+    SUBCASE("a sparse wide layer shows its one unit on: a group is on when any unit of it is") {
+        // 64 units, only unit 24 positive (h = 4.24): mark 4 (units 24–29) on, the other 10 off
+        std::string sparse = R"({"activation": "relu", "layout": "in_out", "residual": false, "input": [1], "weights": {"W1": [[)";
+        for (int j = 0; j < 64; ++j) sparse += (j ? ", " : "") + std::string(j == 24 ? "4.24" : "-1");
+        sparse += R"(]], "W2": [)";
+        for (int j = 0; j < 64; ++j) sparse += (j ? ", " : "") + std::string("[1]");
+        sparse += "]}}";
+        options.width = 40;
+        options.detail = detail_level::values;
+        const std::string one = render(sparse, options);
+        CHECK(one.find("│░░░░▓░░░░░░│") != std::string::npos);
+        SUBCASE("and a summary keeps the bars, under a heading of their own") {
+            options.detail = detail_level::summary;
+            const std::string summary = render(sparse, options);
+            CHECK(says(summary, "Which units are on, before and after ReLU"));
+            CHECK(summary.find("│░░░░▓░░░░░░│") != std::string::npos);
+        }
     }
 }
 
@@ -382,6 +400,18 @@ TEST_CASE("wrapping keeps a numbered name on one line: \"expert 3\", \"experts 0
             CHECK(!l.ends_with("expert"));
             CHECK(!l.ends_with("experts"));
             CHECK(!l.ends_with(","));
+        }
+    }
+    SUBCASE("a quoted token stays whole, its leading space inside its quotes") {
+        const std::string text = "positive units \"The\": 6 of 256, \" capital\": 9 of 256, \" France\": 12 of 256";
+        for (std::size_t width = 20; width <= 60; ++width) {
+            CAPTURE(width);
+            for (const auto& l : detail::wrap(text, width, 2)) {
+                CAPTURE(l);
+                CHECK(!l.ends_with("\""));  // an opening quote left at a line's end
+                const bool whole = l.find(" France\"") == std::string::npos || l.find("\" France\"") != std::string::npos;
+                CHECK(whole);
+            }
         }
     }
     SUBCASE("an index binds only to a name, so prose still breaks before a number") {
