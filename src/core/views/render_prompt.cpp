@@ -141,7 +141,10 @@ private:
                                      p_.explained.empty() ? nullptr : &p_.explained,
                                      p_.vocab ? &*p_.vocab : nullptr,
                                      p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
-            walkthrough_builder builder(in, opt_);
+            text_options options = opt_;  // the page explains the units that wrote the prediction on a click
+            if (html_)
+                for (const auto& u : p_.top_units) options.keep_units.push_back(u.unit.unit);
+            walkthrough_builder builder(in, options);
             builder.explain_cells(html_);
             builder.build(sink);
         } else {
@@ -274,6 +277,10 @@ private:
                                   ? fmt::format("stays {} ({} → {})", quote(before.token), num(before.prob), num(after.prob))
                                   : fmt::format("changes from {} ({}) to {} ({})", quote(before.token), num(before.prob),
                                                 quote(after.token), num(after.prob))));
+        if (html_) {
+            knock_out_grid();
+            return;
+        }
         block b{block_kind::table, "", {}, {}, "lrrrr"};
         b.rows.push_back({"token", "probability", "change", "logit", "change"});
         auto signed_num = [&](double d) { return (d > 0 ? "+" : "") + num(d); };
@@ -331,6 +338,19 @@ private:
             }
         }
         b.legend = moved ? "" : "each token redder for a larger probability, at that row's softmax";
+        add(std::move(b));
+    }
+
+    // The page's knock-out: a grid of numbers, each coloured by its own column's scale.
+    void knock_out_grid() {
+        block b{block_kind::table, "", {}, {}, "lrrrrrr"};
+        b.rows.push_back({"token", "probability", "knocked out", "change", "logit", "knocked out", "change"});
+        auto signed_num = [](double d, int precision) { return (d > 0 ? "+" : "") + format_fixed(d, precision); };
+        for (const auto& c : p_.changes)
+            b.rows.push_back({quote(c.token), num(c.before), num(c.after), signed_num(c.after - c.before, opt_.precision),
+                              format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2),
+                              signed_num(c.logit_after - c.logit_before, 2)});
+        b.column_scales = true;  // probabilities beside logits
         add(std::move(b));
     }
 

@@ -174,10 +174,31 @@ std::string walkthrough_builder::largest_terms(std::span<const double> x, std::s
     return sum;
 }
 
+namespace {
+
+// The columns shown of `n`, with `keep` among them in order, a gap wherever some are left out.
+std::vector<std::size_t> shown_with(std::size_t n, bool full, const std::vector<std::size_t>& keep) {
+    std::vector<std::size_t> wanted;
+    for (auto j : shown_indices(n, full))
+        if (j != gap) wanted.push_back(j);
+    for (auto j : keep)
+        if (j < n) wanted.push_back(j);
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    std::vector<std::size_t> out;
+    for (auto j : wanted) {
+        if (!out.empty() && j != out.back() + 1) out.push_back(gap);
+        out.push_back(j);
+    }
+    return out;
+}
+
+}  // namespace
+
 block walkthrough_builder::table(step_kind step, const matrix& m) const {
     block b{block_kind::table};
     const auto& labels = column_labels(step);
-    const auto columns = shown_indices(m.cols, opt_.full);
+    const auto columns = m.cols == layer().d_ff() ? shown_with(m.cols, opt_.full, opt_.keep_units) : shown_indices(m.cols, opt_.full);
     std::vector<std::string> header{ex_.lead.empty() ? "" : "token"};
     for (auto j : columns) header.push_back(j == gap ? "…" : labels.empty() ? fmt::format("[{}]", j) : labels[j]);
     b.rows.push_back(std::move(header));
