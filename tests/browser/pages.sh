@@ -105,6 +105,13 @@ printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without 
   fail "run_prompt_capitals: clicking a unit's knock-out does not show the prediction without it"
 printf '%s' "$dom" | grep -q 'P(" Paris") = 0.8862 → 0.7893' ||
   fail "run_prompt_capitals: the knock-out of unit 172 does not give P(\" Paris\") 0.8862 → 0.7893 (run --ablate 172)"
+# The units that wrote most toward " Paris" (172, 84, 28: the units' table) are among the
+# columns of the layer's steps, each cell explained on a click; the lens and knock-out are grids.
+for cell in 'hidden[4][172]' 'activated[4][84]' 'activated[4][28]'; do
+  grep -qF "data-name=\"$cell\"" "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: no explained cell $cell"
+done
+grep -q '<th scope="col">the stream</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the lens is not a grid"
+grep -q '<th scope="col">knocked out</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the knock-out is not a grid"
 # ... and reads at 360 px, a phone held upright: nothing widens the page (the self-test measures it).
 dom=$(chrome --window-size=360,740 --virtual-time-budget=5000 --dump-dom "file://$work/run_prompt_capitals.html#selftest")
 printf '%s' "$dom" | grep -q '<pre id="selftest" data-result="pass"' ||

@@ -198,7 +198,8 @@ std::vector<std::size_t> shown_with(std::size_t n, bool full, const std::vector<
 block walkthrough_builder::table(step_kind step, const matrix& m) const {
     block b{block_kind::table};
     const auto& labels = column_labels(step);
-    const auto columns = m.cols == layer().d_ff() ? shown_with(m.cols, opt_.full, opt_.keep_units) : shown_indices(m.cols, opt_.full);
+    const auto columns = !opt_.keep_units.empty() && m.cols == layer().d_ff() ? shown_with(m.cols, opt_.full, opt_.keep_units)
+                                                                               : shown_indices(m.cols, opt_.full);
     std::vector<std::string> header{ex_.lead.empty() ? "" : "token"};
     for (auto j : columns) header.push_back(j == gap ? "…" : labels.empty() ? fmt::format("[{}]", j) : labels[j]);
     b.rows.push_back(std::move(header));
