@@ -21,7 +21,8 @@ if [ "${1:-}" != build ]; then
     command -v npm >/dev/null || packages+=(npm)
 fi
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
-if [ "${1:-}" = ci ]; then packages+=(chromium tmux); fi
+# poppler-utils: pdftotext reads the page printed to PDF in the browser test.
+if [ "${1:-}" = ci ]; then packages+=(chromium tmux poppler-utils); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -251,6 +251,44 @@ TEST_CASE("the knock-out sweep's probabilities are the reference rerun with the 
     }
 }
 
+TEST_CASE("for the page, each top unit is knocked out alone and all together, as the reference reruns them") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options options{0, {}, 4, {}, {}};
+    options.knock_out_top = true;
+    auto r = run_prompt(model, tokens_of(ids), options);
+    REQUIRE(r);
+    REQUIRE(r->top_units.size() == 4);
+    REQUIRE(r->knock_outs.size() == 5);  // each of the 4 alone, then the 4 together
+    // The reference with the given units' rows of c_proj (stored in × out) zeroed.
+    auto without = [&](const std::vector<std::size_t>& units) {
+        tiny_model changed = m;
+        auto& w2 = changed.values.at("transformer.h.0.mlp.c_proj.weight").values;
+        for (std::size_t j : units)
+            for (std::size_t k = 0; k < d_model; ++k) w2[j * d_model + k] = 0;
+        return softmax(ref::forward(changed.spec, changed.values, ids).logits[4]);
+    };
+    std::vector<std::size_t> all;
+    for (std::size_t k = 0; k < 4; ++k) {
+        CAPTURE(k);
+        const std::size_t j = r->top_units[k].unit.unit;
+        all.push_back(j);
+        const unit_knock_out& o = r->knock_outs[k];
+        REQUIRE(o.units.size() == 1);
+        CHECK(o.units[0].unit == j);
+        const ref::vec want = without({j});
+        CHECK(o.target_prob == Approx(want[r->target->id]).epsilon(1e-9));
+        CHECK(o.top.id == argmax(want));
+        CHECK(o.top.prob == Approx(want[argmax(want)]).epsilon(1e-9));
+    }
+    const ref::vec want = without(all);
+    CHECK(r->knock_outs[4].units.size() == 4);
+    CHECK(r->knock_outs[4].target_prob == Approx(want[r->target->id]).epsilon(1e-9));
+    // Not asked for, none is run.
+    CHECK(run(model, 0).knock_outs.empty());
+}
+
 TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction or knock-out") {
     const tiny_model m = make_model("bert");
     ckpt::temp_dir dir;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <doctest/doctest.h>
+#include <functional>
 #include <sstream>
 
 #include "document/document.hpp"
@@ -345,6 +346,16 @@ TEST_CASE("a failed claim's difference is claimed − computed, signed, as check
     CHECK(out.find("= 4.0000 ✗ claimed 4.5 (difference 0.5)") != std::string::npos);
 }
 
+// A ReLU layer of 64 units reading one input x = 1: unit j's W1 weight is w1(j), so its hidden is
+// w1(j), and every unit writes 1 to the one output.
+static std::string one_input_layer(const std::function<const char*(int)>& w1) {
+    std::string out = R"({"activation": "relu", "layout": "in_out", "residual": false, "input": [1], "weights": {"W1": [[)";
+    for (int j = 0; j < 64; ++j) out += (j ? ", " : "") + std::string(w1(j));
+    out += R"(]], "W2": [)";
+    for (int j = 0; j < 64; ++j) out += (j ? ", " : "") + std::string("[1]");
+    return out + "]}}";
+}
+
 TEST_CASE("--bars draws each token's hidden vector before and after the activation, as seed 000 does") {
     // seed 003's hand example: h = [2, 1, 3, −1] (three positive), ReLU keeps [2, 1, 3, 0] (three on)
     text_options options;
@@ -355,17 +366,27 @@ TEST_CASE("--bars draws each token's hidden vector before and after the activati
     CHECK(says(out, "▓ on, ░ off or near 0: hidden > 0 before ReLU, a value counted active after it; one mark per unit"));
     SUBCASE("a wide layer gets one mark per group of units, to fit the page") {
         // 64 units on a 40-column page: 40 − (9·2 + 10) = 12 marks of ⌈64 / 12⌉ = 6 units each
-        std::string wide = R"({"activation": "relu", "layout": "in_out", "residual": false, "input": [1], "weights": {"W1": [[)";
-        for (int j = 0; j < 64; ++j) wide += (j ? ", " : "") + std::string(j < 32 ? "1" : "-1");
-        wide += R"(]], "W2": [)";
-        for (int j = 0; j < 64; ++j) wide += (j ? ", " : "") + std::string("[1]");
-        wide += "]}}";
+        const std::string wide = one_input_layer([](int j) { return j < 32 ? "1" : "-1"; });
         options.width = 40;
         options.detail = detail_level::values;
         const std::string grouped = render(wide, options);
-        CHECK(says(grouped, "one mark per 6 units, ▓ when at least half are on"));
-        // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: off
-        CHECK(grouped.find("│▓▓▓▓▓░░░░░░│") != std::string::npos);
+        CHECK(says(grouped, "one mark per 6 units, ▓ when any of them is on"));
+        // units 0–31 on, 32–63 off: marks 0–4 (units 0–29) on, mark 5 (30–35) two of six on: on
+        CHECK(grouped.find("│▓▓▓▓▓▓░░░░░│") != std::string::npos);
+    }
+    SUBCASE("a sparse wide layer shows its one unit on: a group is on when any unit of it is") {
+        // 64 units, only unit 24 positive (h = 4.24): mark 4 (units 24–29) on, the other 10 off
+        const std::string sparse = one_input_layer([](int j) { return j == 24 ? "4.24" : "-1"; });
+        options.width = 40;
+        options.detail = detail_level::values;
+        const std::string one = render(sparse, options);
+        CHECK(one.find("│░░░░▓░░░░░░│") != std::string::npos);
+        SUBCASE("and a summary keeps the bars, under a heading of their own") {
+            options.detail = detail_level::summary;
+            const std::string summary = render(sparse, options);
+            CHECK(says(summary, "Which units are on, before and after ReLU"));
+            CHECK(summary.find("│░░░░▓░░░░░░│") != std::string::npos);
+        }
     }
 }
 
@@ -382,6 +403,18 @@ TEST_CASE("wrapping keeps a numbered name on one line: \"expert 3\", \"experts 0
             CHECK(!l.ends_with("expert"));
             CHECK(!l.ends_with("experts"));
             CHECK(!l.ends_with(","));
+        }
+    }
+    SUBCASE("a quoted token stays whole, its leading space inside its quotes") {
+        const std::string text = "positive units \"The\": 6 of 256, \" capital\": 9 of 256, \" France\": 12 of 256";
+        for (std::size_t width = 20; width <= 60; ++width) {
+            CAPTURE(width);
+            for (const auto& l : detail::wrap(text, width, 2)) {
+                CAPTURE(l);
+                CHECK(!l.ends_with("\""));  // an opening quote left at a line's end
+                const bool whole = l.find(" France\"") == std::string::npos || l.find("\" France\"") != std::string::npos;
+                CHECK(whole);
+            }
         }
     }
     SUBCASE("an index binds only to a name, so prose still breaks before a number") {

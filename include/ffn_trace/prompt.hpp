@@ -119,6 +119,15 @@ struct probability_change {
     double logit_before = 0, logit_after = 0;
 };
 
+// The unchanged model's prediction with some of layer N's units knocked out (set to 0 for every
+// token): what the page shows when a unit is clicked, since a page cannot run the model.
+struct unit_knock_out {
+    std::vector<unit_ref> units;
+    ranked_token top;         // the next token then, with its probability
+    double target_prob = 0;   // the unchanged prediction's token: its probability then
+    double target_logit = 0;  // … and its logit
+};
+
 struct prompt_options {
     std::size_t layer = 0;
     // Units of layer `layer` set to 0 for every token in the knock-out run. The steps traced are
@@ -131,6 +140,9 @@ struct prompt_options {
     // The knock-out sweep: the top 1, 2, …, K units by attribution knocked out (at every token), one
     // run each from layer N's FFN; 0: no sweep.
     std::size_t ablate_top = 0;
+    // Each of the units that wrote most toward the prediction knocked out alone, then all of them
+    // together (prompt_trace::knock_outs), for the page.
+    bool knock_out_top = false;
 };
 
 struct prompt_trace {
@@ -172,6 +184,10 @@ struct prompt_trace {
     std::vector<double> sweep;
     std::vector<unit_ref> ablated;
     std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after
+    std::vector<unit_knock_out> knock_outs;   // knock_out_top: each of top_units (but shared experts'), then all
+    // When this layer's units push `target` by total_score ≤ 0: every layer's FFN's push on it, its
+    // units summed as total_score sums them (the FFN's output less its bias), by layer.
+    std::vector<double> layer_pushes;
 
     const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
     bool is_moe() const { return moe.has_value(); }

@@ -34,6 +34,9 @@ struct text_options {
     std::size_t width = 80;  // text view: columns to fit (prose wrapped, wide tables split)
     bool bars = false;       // seed 000's ▓░ bars of each token's hidden vector before and after the activation
     bool hide = false;       // HTML view: predict-first from the start, every computed number hidden
+    // Units always among the columns a wide step's table shows (the page of a prompt: the units
+    // that wrote most toward the prediction, so that a click explains them).
+    std::vector<std::size_t> keep_units = {};
 };
 
 // Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.

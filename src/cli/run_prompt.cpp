@@ -29,6 +29,7 @@ int run_checkpoint_prompt(const run_options& o) {
     r.options.explain = o.units;
     r.versus = f.versus;
     r.options.ablate_top = f.ablate_top;
+    r.options.knock_out_top = o.walkthrough.format == "html";  // the page shows them on a click
     const auto text_opts = walkthrough_options(o.walkthrough);
     r.detail_tokens = text_opts.tokens;
     r.full = text_opts.full;

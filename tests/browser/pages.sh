@@ -111,6 +111,27 @@ printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the loss at step 0</str
   fail "edit_capitals: clicking a loss cell does not show its terms"
 [ "$(printf '%s' "$dom" | grep -o '<figure class="plot">' | wc -l)" -eq 1 ] || fail "edit_capitals: no loss curve"
 [ "$(printf '%s' "$dom" | grep -o '<figure class="chart">' | wc -l)" -eq 3 ] || fail "edit_capitals: not three bar charts (k*, u, the value)"
+# The prompt's page: clicking a unit's knock-out cell shows the prediction without that unit,
+# computed when the page was written (#cell= opens the page on that cell, as a click does).
+dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \
+  "file://$work/run_prompt_capitals.html#cell=the%20prediction%20without%20unit%20172")
+printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong><pre>unit 172 of layer 0 set to 0' ||
+  fail "run_prompt_capitals: clicking a unit's knock-out does not show the prediction without it"
+printf '%s' "$dom" | grep -q 'P(" Paris") = 0.8862 → 0.7893' ||
+  fail "run_prompt_capitals: the knock-out of unit 172 does not give P(\" Paris\") 0.8862 → 0.7893 (run --ablate 172)"
+# The units that wrote most toward " Paris" (172, 84, 28: the units' table) are among the
+# columns of the layer's steps, each cell explained on a click; the lens and knock-out are grids.
+for cell in 'hidden[4][172]' 'activated[4][84]' 'activated[4][28]'; do
+  grep -qF "data-name=\"$cell\"" "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: no explained cell $cell"
+done
+grep -q '<th scope="col">the stream</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the lens is not a grid"
+grep -q '<th scope="col">knocked out</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the knock-out is not a grid"
+# ... and reads at 360 px, a phone held upright: nothing widens the page (the self-test measures it).
+dom=$(chrome --window-size=360,740 --virtual-time-budget=5000 --dump-dom "file://$work/run_prompt_capitals.html#selftest")
+printf '%s' "$dom" | grep -q '<pre id="selftest" data-result="pass"' ||
+  fail "run_prompt_capitals at 360 px: $(printf '%s' "$dom" | grep -o '<pre id="selftest"[^<]*')"
+chrome --window-size=360,740 --screenshot="$work/run_prompt_capitals_360.png" "file://$work/run_prompt_capitals.html" >/dev/null
+python3 "$here/png_check.py" "$work/run_prompt_capitals_360.png" 360 740 || fail "run_prompt_capitals: screenshot at 360 px"
 for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals locate_capitals edit_capitals; do
   chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
@@ -120,6 +141,28 @@ done
 chrome --no-pdf-header-footer --print-to-pdf="$work/print.pdf" "file://$work/run_walkthrough.html" >/dev/null
 if [ "$(head -c 4 "$work/print.pdf" 2>/dev/null)" != "%PDF" ] || [ "$(wc -c <"$work/print.pdf")" -lt 20000 ]; then
   fail "printing the walkthrough's page gave no PDF"
+fi
+
+# A predict-first page printed is a worksheet: the asked numbers of data/walkthrough.json
+# (hidden[0][0] = 0.43 by hand from its weights, activated[0][0] = gelu(0.43) = 0.2865,
+# output[0][0] = 0.4215) print as empty boxes, and print only after "Reveal all" (#reveal).
+if command -v pdftotext >/dev/null; then
+  asked='0\.2865|0\.4300|0\.4215'
+  chrome --no-pdf-header-footer --virtual-time-budget=3000 --print-to-pdf="$work/hidden.pdf" \
+    "file://$work/run_walkthrough_hidden.html" >/dev/null
+  chrome --no-pdf-header-footer --virtual-time-budget=3000 --print-to-pdf="$work/revealed.pdf" \
+    "file://$work/run_walkthrough_hidden.html#reveal" >/dev/null
+  hidden_text=$(pdftotext -layout "$work/hidden.pdf" - 2>&1)
+  revealed_text=$(pdftotext -layout "$work/revealed.pdf" - 2>&1)
+  printf '%s' "$hidden_text" | grep -q '1\.0000 *0\.5000 *-0\.3000 *0\.8000' ||
+    fail "the --hide page printed lacks its input row: $(printf '%s' "$hidden_text" | head -c 300)"
+  leaked=$(printf '%s' "$hidden_text" | grep -Eo "$asked" | sort -u | tr '\n' ' ')
+  [ -z "$leaked" ] || fail "the --hide page printed shows asked numbers: $leaked"
+  for n in 0.2865 0.4300 0.4215; do
+    printf '%s' "$revealed_text" | grep -q "$n" || fail "the --hide page printed after Reveal all lacks $n"
+  done
+else
+  echo "note: no pdftotext (poppler-utils): the printed predict-first page is not read"
 fi
 
 echo "${#pages[@]} pages opened, $failures failures"

@@ -495,6 +495,61 @@ std::optional<error> knock_out(const transformer& model, const prompt_options& o
     return std::nullopt;
 }
 
+// Every layer's FFN's direct push on the target at the last position, as attribute_units sums it
+// over the units: (mlp_out − b2) · (γ ⊙ U) / σ, σ the final norm's at the stream leaving that FFN.
+std::optional<error> push_by_layer(const transformer& model, const prompt_tokens& prompt, prompt_trace& r) {
+    const checkpoint& ck = model.source();
+    auto norm = final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto g = logit_direction(ck, *norm, r.target->id, std::nullopt);
+    if (!g) return g.err();
+    hook_request request;
+    for (std::size_t i = 0; i < model.n_layers(); ++i) {
+        request.cache.push_back({hook_point::mlp_out, i});
+        request.cache.push_back({hook_point::resid_post, i});
+    }
+    auto run = model.run_with_hooks(prompt.ids, request);
+    if (!run) return run.err();
+    const std::size_t last = prompt.ids.size() - 1;
+    for (std::size_t i = 0; i < model.n_layers(); ++i) {
+        std::vector<double> out(run->cache.find({hook_point::mlp_out, i})->row(last).begin(),
+                                run->cache.find({hook_point::mlp_out, i})->row(last).end());
+        if (!ck.is_moe()) {
+            auto layer = ck.dense_layer(i);
+            if (!layer) return layer.err();
+            for (std::size_t k = 0; k < (*layer)->b2.size() && k < out.size(); ++k) out[k] -= (*layer)->b2[k];
+        }
+        r.layer_pushes.push_back(dot(out, *g) / norm_scale(run->cache.find({hook_point::resid_post, i})->row(last), *norm));
+    }
+    return std::nullopt;
+}
+
+// Each of the top units knocked out alone, then all of them: the pass again from the stream
+// entering layer N's FFN, as knock_out runs it, the target's probability and the top token read.
+std::optional<error> knock_out_top(const transformer& model, const vocabulary_text& text, prompt_trace& r) {
+    std::vector<std::vector<unit_ref>> sets;
+    for (const auto& u : r.top_units)
+        if (!u.shared) sets.push_back({u.unit});
+    if (sets.size() > 1) {
+        std::vector<unit_ref> all;
+        for (const auto& s : sets) all.push_back(s.front());
+        sets.push_back(std::move(all));
+    }
+    for (auto& units : sets) {
+        hook_request request;
+        request.interventions.push_back(zero_units(r.layer, units));
+        request.head_rows = {r.input.rows - 1};
+        auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+        if (!run) return run.err();
+        const std::span<const double> logits = run->logits.row(0);
+        const std::vector<double> probs = softmax_row(logits);
+        const std::size_t best = top_ids(logits, 1).front();
+        r.knock_outs.push_back({std::move(units), {best, text(best), logits[best], probs[best]}, probs[r.target->id],
+                                logits[r.target->id]});
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options) {
@@ -521,6 +576,10 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         if (auto e = attribute_units(model, options.top, options.explain, options.ablate_top, r)) return *e;
         if (options.ablate_top > 0)
             if (auto e = sweep_knock_outs(model, r)) return *e;
+        if (options.knock_out_top)
+            if (auto e = knock_out_top(model, text, r)) return *e;
+        if (r.total_score <= 0)  // the layer does not write the prediction: find the one that does
+            if (auto e = push_by_layer(model, prompt, r)) return *e;
         r.prediction = baseline;
         if (!options.ablate.empty()) {
             r.baseline = std::move(baseline);

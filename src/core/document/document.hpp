@@ -74,6 +74,12 @@ struct block {
     std::vector<std::string> groups = {};
     std::vector<std::vector<cell_note>> notes = {};   // table, page view only: per cell of `rows`, or none
     std::shared_ptr<const figure> picture = {};      // page view only: drawn after the table
+    // table, page view only: per column, numbers that name rather than measure (a token's id),
+    // left uncoloured; and whether each column is coloured against its own largest number (columns
+    // of different sizes, as a sum beside a mean), else every cell against the table's largest.
+    std::vector<bool> names = {};
+    bool column_scales = false;
+    std::string legend = {};  // table, page view: what the colour measures, when not a signed number ("probability")
     bool folded = false;                              // heading, page view only: its card starts closed
     bool answer = false;  // page view: numbers worked out from the input, which predict-first hides until revealed
 };

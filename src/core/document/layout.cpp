@@ -92,13 +92,14 @@ std::vector<std::string> item_lines(const std::string& label, const std::vector<
 
 std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent) {
     const auto words = words_of(text);
-    // A vector, "[5, 4]", stays whole too.
+    // A vector, "[5, 4]", stays whole too, and so does a quoted token (" France": the space in it
+    // is what tells it from "France").
     std::vector<std::string> units;
-    bool bind_next = false;
+    bool bind_next = false, quoted = false;
     int brackets = 0;
     std::string_view previous;
     for (auto w : words) {
-        if (!units.empty() && (bind_next || brackets > 0 || is_operator(w) || binds_to_previous(previous, w))) {
+        if (!units.empty() && (bind_next || quoted || brackets > 0 || is_operator(w) || binds_to_previous(previous, w))) {
             units.back() += " " + std::string(w);
         } else {
             units.emplace_back(w);
@@ -106,6 +107,7 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::siz
         bind_next = is_operator(w);
         previous = w;
         for (char c : w) brackets = std::max(0, brackets + (c == '[' ? 1 : c == ']' ? -1 : 0));
+        for (std::size_t i = 0; i < w.size(); ++i) quoted = w[i] == '"' && (i == 0 || w[i - 1] != '\\') ? !quoted : quoted;
     }
     const std::size_t room = width - std::min(indent, width);
     bool too_long = false;
@@ -360,14 +362,18 @@ std::string text_block(const block& b, std::size_t width) {
 
 }  // namespace
 
-// Markdown text: <, > and & as entities, so a label or a token holding "<script>" is shown, never
-// taken for HTML by the renderer.
+// Markdown text: < and & as entities, so a label or a token holding "<script>" is shown, never
+// taken for HTML by the renderer. A ">" opens no tag without its "<", and reads as itself in the
+// file ("hidden > 0"); only at the start of a line would it make a quote.
 static std::string markdown_text(std::string_view s) {
     std::string out;
     out.reserve(s.size());
     for (char c : s) {
         if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
+        else if (c == '>') {
+            const std::size_t line = out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1;
+            out += out.find_first_not_of(' ', line) == std::string::npos ? "&gt;" : ">";
+        }
         else if (c == '&') out += "&amp;";
         else out += c;
     }

@@ -82,14 +82,20 @@ bool has_asked_cell(const block& b) {
 
 std::string table_html(const block& b) {
     if (b.rows.empty()) return "";
-    // The colour scale: each number's size against the table's largest as shown. Each cell is
-    // read once, here.
+    // The colour scale: each number's size against the table's largest as shown (or its column's).
+    // Each cell is read once, here; a column of names is not read as numbers.
     double most = 0;
+    std::vector<double> column_most(b.rows[0].size(), 0.0);
     std::vector<std::vector<std::optional<double>>> shown(b.rows.size());
     for (std::size_t r = 1; r < b.rows.size(); ++r)
         for (std::size_t c = 0; c < b.rows[r].size(); ++c) {
-            shown[r].push_back(c == 0 ? std::nullopt : cell_number(b.rows[r][c]));
-            if (shown[r].back()) most = std::max(most, std::abs(*shown[r].back()));
+            const bool name = c == 0 || (c < b.names.size() && b.names[c]);
+            const cell_note* note = r < b.notes.size() && c < b.notes[r].size() && !b.notes[r][c].name.empty() ? &b.notes[r][c] : nullptr;
+            // A cell whose note holds its number (a token coloured by its probability) is coloured by it.
+            shown[r].push_back(name ? std::nullopt : note && std::isfinite(note->value) ? note->value : cell_number(b.rows[r][c]));
+            if (!shown[r].back()) continue;
+            most = std::max(most, std::abs(*shown[r].back()));
+            if (c < column_most.size()) column_most[c] = std::max(column_most[c], std::abs(*shown[r].back()));
         }
     std::string out = "<div class=\"grid-wrap\"><table class=\"grid\">\n<thead><tr>";
     for (const auto& h : b.rows[0]) out += "<th scope=\"col\">" + html_styled(h) + "</th>";
@@ -109,9 +115,10 @@ std::string table_html(const block& b) {
             if (v) {
                 attributes += fmt::format(" tabindex=\"{}\"", first_focus ? 0 : -1);
                 first_focus = false;
-                if (most > 0 && *v != 0)
+                const double scale = b.column_scales && c < column_most.size() ? column_most[c] : most;
+                if (scale > 0 && *v != 0)
                     attributes += fmt::format(" class=\"{}\" style=\"--a:{}%\"", *v > 0 ? "p" : "n",
-                                              static_cast<int>(std::lround(std::abs(*v) / most * 70)));
+                                              static_cast<int>(std::lround(std::min(1.0, std::abs(*v) / scale) * 70)));
             } else if (display_width(apply_styles(cell, false)) > 24) {
                 attributes += " class=\"text\"";
             }
@@ -131,7 +138,14 @@ std::string table_html(const block& b) {
         out += "</tr>\n";
     }
     out += "</tbody></table></div>\n";
-    if (most > 0)
+    if (most > 0 && !b.legend.empty())
+        out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>0</span><span class=\"ramp positive\"></span>"
+                           "<span>{}</span><span>{}</span></div>\n",
+                           html_escape(format_short(most, 4)), html_styled(b.legend));
+    else if (most > 0 && b.column_scales)
+        out += "<div class=\"legend\" aria-hidden=\"true\"><span class=\"ramp\"></span><span>blue below 0, red above, "
+               "each column against its own largest number</span></div>\n";
+    else if (most > 0)
         // The scale's ends are the table's largest number: predict-first hides them with the numbers.
         out += fmt::format("<div class=\"legend{1}\" aria-hidden=\"true\"><span>-{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
                            "<span>blue below 0, red above, stronger for larger numbers</span></div>\n",

@@ -83,15 +83,18 @@ void add_units(json& out, const unit_readings& units) {
     out["contributions"] = per_token(units.wrote);
 }
 
-json token_ids(const std::vector<token_score>& list) {
+// The tokens of `list` whose score has the sign `sign`: a small vocabulary's top and bottom lists
+// overlap, and a token promoted with a negative score would read as suppressed, as the text says.
+json token_ids(const std::vector<token_score>& list, int sign) {
     json a = json::array();
-    for (const auto& s : list) a.push_back({{"id", s.id}, {"score", s.score}});
+    for (const auto& s : list)
+        if (s.score * sign > 0) a.push_back({{"id", s.id}, {"score", s.score}});
     return a;
 }
 
 json updates(const std::vector<promoted_tokens>& by_token) {
     json a = json::array();
-    for (const auto& p : by_token) a.push_back({{"promotes", token_ids(p.most)}, {"suppresses", token_ids(p.least)}});
+    for (const auto& p : by_token) a.push_back({{"promotes", token_ids(p.most, 1)}, {"suppresses", token_ids(p.least, -1)}});
     return a;
 }
 
@@ -99,8 +102,8 @@ json updates(const std::vector<promoted_tokens>& by_token) {
 void add_vocab(json& out, const vocabulary_view& vocab) {
     json by_unit = json::array();
     for (std::size_t k = 0; k < vocab.units.size(); ++k)
-        by_unit.push_back({{"unit", vocab.units[k]}, {"promotes", token_ids(vocab.by_unit[k].most)},
-                           {"suppresses", token_ids(vocab.by_unit[k].least)}});
+        by_unit.push_back({{"unit", vocab.units[k]}, {"promotes", token_ids(vocab.by_unit[k].most, 1)},
+                           {"suppresses", token_ids(vocab.by_unit[k].least, -1)}});
     out["vocab"] = {{"units", std::move(by_unit)}, {"updates", updates(vocab.by_token)}};
 }
 

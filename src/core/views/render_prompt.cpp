@@ -52,6 +52,8 @@ private:
 
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
     std::string token_label(std::size_t t) const { return p_.ex.names.tokens[t]; }
+    // A token with its position, said once: " is" (token 8), where token_label may lead with it.
+    std::string token_at(std::size_t t) const { return fmt::format("{} (token {})", quote(p_.prompt.display[t]), t); }
     std::size_t last() const { return p_.prompt.ids.size() - 1; }
     std::string layer_name() const { return fmt::format("layer {}", p_.layer); }
 
@@ -90,6 +92,7 @@ private:
             b.rows.push_back({std::to_string(t), std::to_string(p_.prompt.ids[t]), quote(p_.prompt.tokens[t]),
                               quote(p_.prompt.display[t])});
         }
+        b.names = {false, true};  // an id names a row of the embedding: no quantity to colour
         add(std::move(b));
     }
 
@@ -146,7 +149,10 @@ private:
                                      p_.explained.empty() ? nullptr : &p_.explained,
                                      p_.vocab ? &*p_.vocab : nullptr,
                                      p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
-            walkthrough_builder builder(in, opt_);
+            text_options options = opt_;  // the page explains the units that wrote the prediction on a click
+            if (html_)
+                for (const auto& u : p_.top_units) options.keep_units.push_back(u.unit.unit);
+            walkthrough_builder builder(in, options);
             builder.explain_cells(html_);
             builder.build(sink);
         } else {
@@ -176,6 +182,11 @@ private:
             "before {0}'s FFN and after it, the tokens of largest logit; then the tokens whose logit the FFN raised "
             "and lowered most (after − before). At the last token this is the next word taking shape.",
             layer_name()));
+        if (html_) {
+            lens_grid(false);
+            lens_grid(true);
+            return;
+        }
         for (auto t : shown_indices(p_.lens.size(), opt_.full)) {
             block b{block_kind::lines};
             if (t == gap) {
@@ -184,7 +195,7 @@ private:
                 continue;
             }
             const lens_position& l = p_.lens[t];
-            b.lines.push_back(fmt::format("{} (token {})", token_label(t), t));
+            b.lines.push_back(token_at(t));
             ranked_lines(b, "  before   ", l.before, false);
             ranked_lines(b, "  after    ", l.after, false);
             ranked_lines(b, "  raised   ", l.raised, true);
@@ -195,9 +206,9 @@ private:
 
     void prediction(const next_token& n) {
         title("The prediction");
-        paragraph(fmt::format("The whole model run on from {}'s FFN to the end{}: its next token after {} (token {}), by "
+        paragraph(fmt::format("The whole model run on from {}'s FFN to the end{}: its next token after {}, by "
                               "logit, with the softmax's probability.",
-                              layer_name(), p_.baseline ? ", unchanged" : "", token_label(n.position), n.position));
+                              layer_name(), p_.baseline ? ", unchanged" : "", token_at(n.position)));
         block b{block_kind::table, "", {}, {}, "rlrr"};
         b.rows.push_back({"rank", "token", "logit", "probability"});
         for (std::size_t k = 0; k < n.top.size(); ++k)
@@ -232,16 +243,21 @@ private:
             row.push_back((u.score > 0 ? "+" : "") + num(u.score));
             b.rows.push_back(std::move(row));
         }
+        if (html_ && !p_.knock_outs.empty()) knock_out_column(b);
         add(std::move(b));
+        if (html_ && !p_.knock_outs.empty()) knock_out_together();
         reconciled(t);
-        if (p_.ablated.empty() && !p_.top_units.empty()) {
-            std::vector<std::string> ids;
-            for (std::size_t k = 0; k < std::min<std::size_t>(5, p_.top_units.size()); ++k) {
-                const auto& u = p_.top_units[k].unit;
-                ids.push_back(u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit));
-            }
-            paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
+        if (p_.total_score <= 0) {
+            not_the_writer();
+            return;
         }
+        std::vector<std::string> ids;
+        for (std::size_t k = 0; k < std::min<std::size_t>(5, p_.top_units.size()) && p_.top_units[k].score > 0; ++k) {
+            const auto& u = p_.top_units[k].unit;
+            ids.push_back(u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit));
+        }
+        if (p_.ablated.empty() && !ids.empty())
+            paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
     }
 
     // The lens's change at the last token as the sum of the units' push, b2's and the norm's rescaling.
@@ -283,6 +299,24 @@ private:
         add(std::move(b));
     }
 
+    // A layer whose units together push the prediction down: no unit of it to knock out, but the layer that writes it.
+    void not_the_writer() {
+        std::string where;
+        if (!p_.layer_pushes.empty()) {
+            const auto best = static_cast<std::size_t>(std::max_element(p_.layer_pushes.begin(), p_.layer_pushes.end()) -
+                                                       p_.layer_pushes.begin());
+            where = p_.layer_pushes[best] > 0
+                        ? fmt::format(" The FFN that pushes it most is layer {}'s, by {}: see its units with --layer {}.", best,
+                                      signed_2(p_.layer_pushes[best]), best)
+                        : " No layer's FFN pushes it up: the attention sublayers and the embeddings write it.";
+        }
+        paragraph(fmt::format("{}'s FFN does not write {}: its units together push it by {}, so knocking out its "
+                              "largest would test nothing.{}",
+                              capitalised(layer_name()), quote(p_.target->token), signed_2(p_.total_score), where));
+    }
+
+    static std::string signed_2(double v) { return (v > 0 ? "+" : "") + format_fixed(v, 2); }
+
     void knock_out() {
         if (p_.ablated.empty()) return;
         title("The knock-out");
@@ -295,6 +329,10 @@ private:
                                   ? fmt::format("stays {} ({} → {})", quote(before.token), num(before.prob), num(after.prob))
                                   : fmt::format("changes from {} ({}) to {} ({})", quote(before.token), num(before.prob),
                                                 quote(after.token), num(after.prob))));
+        if (html_) {
+            knock_out_grid();
+            return;
+        }
         block b{block_kind::table, "", {}, {}, "lrrrr"};
         b.rows.push_back({"token", "probability", "change", "logit", "change"});
         auto signed_num = [&](double d) { return (d > 0 ? "+" : "") + num(d); };
@@ -315,6 +353,104 @@ private:
                                           pad_left(format_fixed(c.logit_after, 2), now_l)),
                               (c.logit_after > c.logit_before ? "+" : "") + format_fixed(c.logit_after - c.logit_before, 2)});
         add(std::move(b));
+    }
+
+    // The page's lens: a grid of tokens, a row per token before and after the FFN, each cell a token
+    // of the vocabulary coloured by its probability there; or (`moved`) by how far the FFN moved its logit.
+    void lens_grid(bool moved) {
+        block b{block_kind::table};
+        b.rows.push_back({moved ? "the FFN moved" : "the stream"});
+        for (std::size_t k = 0; k < p_.lens.front().before.size(); ++k) b.rows[0].push_back(std::to_string(k + 1));
+        b.notes.emplace_back();
+        for (auto t : shown_indices(p_.lens.size(), opt_.full)) {
+            if (t == gap) {
+                b.rows.push_back(std::vector<std::string>(b.rows[0].size(), "…"));
+                b.notes.emplace_back();
+                continue;
+            }
+            const lens_position& l = p_.lens[t];
+            for (const auto* list : moved ? std::vector{&l.raised, &l.lowered} : std::vector{&l.before, &l.after}) {
+                const bool first = list == &l.before || list == &l.raised;
+                const std::string when = moved ? (first ? "raised" : "lowered") : (first ? "before" : "after");
+                b.rows.push_back({fmt::format("{} {}", first ? token_label(t) : "", when)});
+                b.notes.emplace_back(1);
+                for (std::size_t k = 0; k + 1 < b.rows[0].size(); ++k) {
+                    const bool has = k < list->size();
+                    const ranked_token* e = has ? &(*list)[k] : nullptr;
+                    b.rows.back().push_back(has ? quote(e->token) : "");
+                    b.notes.back().push_back({});
+                    if (!has) continue;
+                    const std::string where = fmt::format("at {}, {} {}'s FFN", token_at(t),
+                                                          moved ? "by" : when, layer_name());
+                    b.notes.back().back() = {fmt::format("{} {}", quote(e->token), where),
+                                             {moved ? fmt::format("logit {}{}", e->logit > 0 ? "+" : "", format_fixed(e->logit, 2))
+                                                    : fmt::format("probability {}, logit {}", num(e->prob), format_fixed(e->logit, 2))},
+                                             moved ? e->logit : e->prob};
+                }
+            }
+        }
+        b.legend = moved ? "" : "each token redder for a larger probability, at that row's softmax";
+        add(std::move(b));
+    }
+
+    // The page's knock-out: a grid of numbers, each coloured by its own column's scale.
+    void knock_out_grid() {
+        block b{block_kind::table, "", {}, {}, "lrrrrrr"};
+        b.rows.push_back({"token", "probability", "knocked out", "change", "logit", "knocked out", "change"});
+        auto signed_num = [](double d, int precision) { return (d > 0 ? "+" : "") + format_fixed(d, precision); };
+        for (const auto& c : p_.changes)
+            b.rows.push_back({quote(c.token), num(c.before), num(c.after), signed_num(c.after - c.before, opt_.precision),
+                              format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2),
+                              signed_num(c.logit_after - c.logit_before, 2)});
+        b.column_scales = true;  // probabilities beside logits
+        add(std::move(b));
+    }
+
+    // The page: each unit's knock-out as a column, its cell explaining the prediction without it.
+    void knock_out_column(block& b) const {
+        const std::string t = quote(p_.target->token), before = num(p_.target->prob);
+        b.rows[0].push_back(fmt::format("P({}) without it", t));
+        b.align += "r";
+        b.notes.assign(b.rows.size(), {});
+        for (std::size_t r = 1; r < b.rows.size(); ++r) {
+            b.notes[r].resize(b.rows[r].size() + 1);
+            const unit_attribution& u = p_.top_units[r - 1];
+            const auto k = std::find_if(p_.knock_outs.begin(), p_.knock_outs.end(), [&](const unit_knock_out& o) {
+                return o.units.size() == 1 && o.units.front().unit == u.unit.unit && o.units.front().expert == u.unit.expert;
+            });
+            if (k == p_.knock_outs.end()) {
+                b.rows[r].emplace_back("");
+                continue;
+            }
+            b.rows[r].push_back(num(k->target_prob));
+            b.notes[r].back() = {fmt::format("the prediction without {}", unit_name(u.unit, u.shared)),
+                                 knock_out_lines(*k), k->target_prob};
+        }
+    }
+
+    // What a knock-out did, as the panel under the page shows it on a click.
+    std::vector<std::string> knock_out_lines(const unit_knock_out& k) const {
+        std::vector<std::string> names;
+        for (const auto& u : k.units) names.push_back(unit_name(u));
+        const ranked_token& target = *p_.target;
+        return {fmt::format("{} of {} set to 0 for every token, the model run again from its FFN "
+                            "(computed when this page was written: a page cannot run the model)",
+                            fmt::join(names, ", "), layer_name()),
+                fmt::format("P({}) = {} → {}   (logit {} → {})", quote(target.token), num(target.prob), num(k.target_prob),
+                            format_fixed(target.logit, 2), format_fixed(k.target_logit, 2)),
+                fmt::format("the top prediction then: {} at {}{}", quote(k.top.token), num(k.top.prob),
+                            k.top.id == target.id ? " (unchanged)" : "")};
+    }
+
+    void knock_out_together() {
+        const unit_knock_out& all = p_.knock_outs.back();
+        if (all.units.size() < 2) return;
+        paragraph(fmt::format("Click a unit's last number to see the prediction without it. Knocked out together, the {} "
+                              "units leave P({}) = {} (from {}), and the top prediction is {} at {}. These knock-outs were "
+                              "computed when the page was written: a page cannot run the model again. For other units, "
+                              "run ffn-trace with --ablate.",
+                              all.units.size(), quote(p_.target->token), num(all.target_prob), num(p_.target->prob),
+                              quote(all.top.token), num(all.top.prob)));
     }
 
     const prompt_trace& p_;

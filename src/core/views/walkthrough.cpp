@@ -17,6 +17,10 @@ void walkthrough_builder::build(const block_sink& out) {
         weights_block();
         int number = 1;
         for (const auto& s : tr_->steps) step_block(fmt::format("Step {}", number++), s);
+    } else if (const step* s = opt_.bars ? tr_->find(step_kind::activate) : nullptr) {
+        // A summary leaves the steps out, but the bars of the units on and off are a glance too.
+        add({block_kind::heading, fmt::format("Which units are on, before and after {}", activation_title(layer().act))});
+        bars_block(*s);
     }
     readings_block();
     units_block();

@@ -46,8 +46,11 @@ void walkthrough_builder::activation_arithmetic(const step& s, std::size_t t, bo
         switch (unit) {
             case activation::gelu:
                 lines.lines.push_back(fmt::format("{} = 0.5 × {} × (1 + tanh(√(2/π) × ({} + 0.044715 × {}³)))", lhs, x, x, x));
-                lines.lines.push_back(fmt::format("{}   = 0.5 × {} × (1 + tanh({})) = 0.5 × {} × (1 + {}) = {}",
-                                                  std::string(display_width(lhs) - 2, ' '), x, num(term("z")(t, 0)), x,
+                // Each "=" under the first, one to a line: a line wrapped at the page's width would
+                // indent its continuation past them.
+                lines.lines.push_back(fmt::format("{} = 0.5 × {} × (1 + tanh({}))", std::string(display_width(lhs), ' '), x,
+                                                  num(term("z")(t, 0))));
+                lines.lines.push_back(fmt::format("{} = 0.5 × {} × (1 + {}) = {}", std::string(display_width(lhs), ' '), x,
                                                   num(term("tanh")(t, 0)), y));
                 lines.lines.push_back(fmt::format("in the table: z = √(2/π)·({0} + 0.044715·{0}³)", h));
                 lines.lines.push_back(fmt::format("              activated = 0.5·{}·(1 + tanh z)", h));

@@ -39,6 +39,7 @@ void walkthrough_builder::units_block(const std::string& who) {
     block st{block_kind::table, "", {}, {}, "lrrrr"};
     st.rows.push_back({"step", "min", "max", "mean", "sum"});
     for (const auto& s : units_->steps) st.rows.push_back({step_name(s.kind), num(s.min), num(s.max), num(s.mean), num(s.sum)});
+    st.column_scales = true;  // a sum over thousands of numbers would pale every min, max and mean
     add(std::move(st));
     add({block_kind::heading, titled("Units that fired most, and what they wrote")});
     if (!units_explained_)  // once: an MoE reads every expert's units the same way
@@ -374,7 +375,8 @@ void walkthrough_builder::comparison_step(const step_comparison& s, const std::s
                                           const std::string& where) {
     // Per token, the numbers listed at most; a big layer's largest moves, in unit order.
     const std::size_t most = opt_.full ? std::size_t(-1) : 8;
-    auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "−" : "+", format_fixed(std::abs(d), opt_.precision)); };
+    // "-" as every other number of the table writes its sign (--ascii or not).
+    auto signed_delta = [&](double d) { return fmt::format("({}{})", d < 0 ? "-" : "+", format_fixed(std::abs(d), opt_.precision)); };
     const bool input = s.step == step_kind::input;
     const std::string name = input ? "x" : variable(s.step);
     switch (s.status) {

@@ -174,10 +174,32 @@ std::string walkthrough_builder::largest_terms(std::span<const double> x, std::s
     return sum;
 }
 
+namespace {
+
+// The columns shown of `n`, with `keep` among them in order, a gap wherever some are left out.
+std::vector<std::size_t> shown_with(std::size_t n, bool full, const std::vector<std::size_t>& keep) {
+    std::vector<std::size_t> wanted;
+    for (auto j : shown_indices(n, full))
+        if (j != gap) wanted.push_back(j);
+    for (auto j : keep)
+        if (j < n) wanted.push_back(j);
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    std::vector<std::size_t> out;
+    for (auto j : wanted) {
+        if (!out.empty() && j != out.back() + 1) out.push_back(gap);
+        out.push_back(j);
+    }
+    return out;
+}
+
+}  // namespace
+
 block walkthrough_builder::table(step_kind step, const matrix& m) const {
     block b{block_kind::table};
     const auto& labels = column_labels(step);
-    const auto columns = shown_indices(m.cols, opt_.full);
+    const auto columns = !opt_.keep_units.empty() && m.cols == layer().d_ff() ? shown_with(m.cols, opt_.full, opt_.keep_units)
+                                                                               : shown_indices(m.cols, opt_.full);
     std::vector<std::string> header{ex_.lead.empty() ? "" : "token"};
     for (auto j : columns) header.push_back(j == gap ? "…" : labels.empty() ? fmt::format("[{}]", j) : labels[j]);
     b.rows.push_back(std::move(header));
@@ -209,8 +231,9 @@ void walkthrough_builder::bars_block(const step& s) {
         if (t != gap) name_width = std::max(name_width, display_width(token_name(t)));
     const std::size_t room = opt_.width > name_width * 2 + 10 ? opt_.width - (name_width * 2 + 10) : 10;
     const std::size_t per_mark = (units + room - 1) / room;  // units per mark
-    // One mark per unit or group: ▓ on, ▁ a small negative that GELU or SiLU let through (after
-    // the activation; a group when most of it is), ░ off or near 0.
+    // One mark per unit or group: ▓ on (a group when any unit of it is: a real layer is sparse, and
+    // one unit firing is what a reader looks for), ▁ a small negative that GELU or SiLU let through
+    // (after the activation; a group when most of it is), ░ off or near 0.
     enum class state { on, negative, off };
     auto bar = [&](auto of, std::size_t t) {
         std::string out = "│";
@@ -221,7 +244,7 @@ void walkthrough_builder::bars_block(const step& s) {
                 lit += u == state::on ? 1 : 0;
                 negative += u == state::negative ? 1 : 0;
             }
-            out += 2 * lit >= n && lit > 0 ? "▓" : 2 * negative > n ? "▁" : "░";
+            out += lit > 0 ? "▓" : 2 * negative > n ? "▁" : "░";
         }
         return out + "│";
     };
@@ -234,7 +257,7 @@ void walkthrough_builder::bars_block(const step& s) {
                                                        activation_title(info(layer().act).unit))
                                          : "",
                                   per_mark == 1 ? "; one mark per unit"
-                                                : fmt::format("; one mark per {} units, ▓ when at least half are on", per_mark)));
+                                                : fmt::format("; one mark per {} units, ▓ when any of them is on", per_mark)));
     for (auto t : detailed_) {
         if (t == gap) {
             b.lines.emplace_back("…");

@@ -158,12 +158,15 @@
     button.addEventListener("click", function () { revealAnswer(answer); });
     answer.parentElement.insertBefore(button, answer);
   });
-  document.getElementById("reveal").addEventListener("click", function () {
+  function revealAll() {
     document.querySelectorAll("td[data-ask]").forEach(function (td) { td.classList.add("revealed"); });
     document.querySelectorAll(".answer, .legend.asked").forEach(revealAnswer);
     if (pinned) show(pinned);
-  });
+  }
+  document.getElementById("reveal").addEventListener("click", revealAll);
   setPredict(document.body.hasAttribute("data-hide"));
+  // page.html#reveal opens a predict-first page with every answer shown, as "Reveal all" does (a key to print).
+  if (location.hash === "#reveal") revealAll();
 
   // A link to one number: page.html#cell=hidden[1][0] opens the page on it, explained.
   if (location.hash.indexOf("#cell=") === 0) {
