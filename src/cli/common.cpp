@@ -190,6 +190,11 @@ std::string change_flags::first() const {
     return !set.empty() ? "--set" : !add_token.empty() ? "--add-token" : !activation.empty() ? "--activation" : "--no-residual";
 }
 
+std::vector<std::string> known_families() {
+    const auto known = ffn_trace::known_architectures();
+    return {known.begin(), known.end()};
+}
+
 void add_change_options(CLI::App& sub, change_flags& into, bool tokens) {
     std::vector<std::string> kinds;
     for (const auto& a : ffn_trace::all_activations()) kinds.emplace_back(a.name);

@@ -75,6 +75,9 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
 // The library's parameter names in an error ("layer", "ablate", "max_elements") as the command
 // line's options ("--layer", "--ablate", "--max-elements"): in the message, and in the path when
 // `paths` (not for an example file's errors, whose paths are JSON paths).
+// --arch's choices: the family table's names.
+std::vector<std::string> known_families();
+
 ffn_trace::error with_option_names(ffn_trace::error e, bool paths = true);
 // set_activity for where a library trace has got to.
 void follow_stage(ffn_trace::trace_stage s);

@@ -20,7 +20,7 @@ void setup_locate(CLI::App& app, int& status) {
         ->required()
         ->type_name("DIR");
     sub->add_option("--arch", o->arch, "The architecture when there is no config.json")
-        ->check(CLI::IsMember({"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}));
+        ->check(CLI::IsMember(known_families()));
     auto* prompt = sub->add_option("--prompt", o->prompt, "The prompt, which the model completes")->type_name("TEXT");
     auto* prompt_file = sub->add_option("--prompt-file", o->prompt_file, "The prompt read from a file (- for standard "
                                                                           "input), one trailing line break dropped")

@@ -14,16 +14,6 @@
 
 namespace cli {
 
-namespace {
-
-// --arch's choices: the family table's names.
-std::vector<std::string> known_families() {
-    const auto known = ffn_trace::known_architectures();
-    return {known.begin(), known.end()};
-}
-
-}  // namespace
-
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
     auto* sub = app.add_subcommand("run", "Trace an example file through the FFN, step by step");

@@ -134,7 +134,7 @@ std::optional<error> rank_rows(const tensor_source& source, const std::string& n
 }
 
 outcome<std::vector<double>> final_gamma(const checkpoint& ck) {
-    const std::string name = ck.resolve(ck.config().arch == "gpt2" ? "ln_f.weight" : "norm.weight");
+    const std::string name = ck.resolve(ck.config().family->name_of(tensor_role::output_norm) + ".weight");
     if (name.empty()) return error{ck.origin(), "", "the checkpoint has no final norm weight, which the value scores read"};
     return ck.tensors().read_vector(name);
 }

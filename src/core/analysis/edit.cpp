@@ -35,7 +35,7 @@ std::optional<error> edit_request_error(const edit_request& r) {
 }
 
 std::optional<error> edit_model_error(const checkpoint& ck) {
-    if (ck.config().arch == "bert")
+    if (!ck.config().family->causal)
         return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
                                       "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2)"};
     if (ck.is_moe())

@@ -268,7 +268,7 @@ std::optional<error> locate_options_error(const locate_options& o) {
 }
 
 std::optional<error> locate_model_error(const checkpoint& ck) {
-    if (ck.config().arch != "bert") return std::nullopt;
+    if (ck.config().family->causal) return std::nullopt;
     return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no probability "
                                   "for causal tracing to take away and restore; give a causal model (GPT-2, Llama, Mistral, "
                                   "Qwen2, Mixtral)"};
