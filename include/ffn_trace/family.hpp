@@ -95,6 +95,10 @@ struct family {
     window_rule window = window_rule::none;
     activation act = activation::gelu;  // a gated family's is its gated kind (swiglu)
     config_keys config;
+    // general.architecture as llama.cpp's converter writes it ("" where ffn-trace reads no GGUF of
+    // the family): "llama" for Mistral and Mixtral too, which the experts tell apart.
+    std::string_view gguf_arch;
+    bool gguf_permuted_qk = false;  // the converter permutes Q's and K's rows for its RoPE layout
 
     bool gated() const { return info(act).gated; }
     bool has(tensor_role r) const { return !tensors[static_cast<std::size_t>(r)].hugging_face.empty(); }
@@ -112,5 +116,8 @@ std::span<const family> families();
 const family* find_family(std::string_view model_type);
 // The same row as a GGUF file stores it: every weight nn.Linear's out × in (ne = [in, out]).
 const family* find_gguf_family(std::string_view model_type);
+// The row of a GGUF file's general.architecture, with experts or not, as find_gguf_family stores
+// it; nullptr when ffn-trace reads no such GGUF.
+const family* find_gguf_architecture(std::string_view gguf_arch, bool experts);
 
 }  // namespace ffn_trace

@@ -148,6 +148,7 @@ struct prompt_options {
 struct prompt_trace {
     prompt_tokens prompt;
     std::string arch;
+    bool post_norm = false;  // the norms come after each residual (BERT)
     std::size_t layer = 0, n_layers = 0;
     std::vector<double> embedded;       // per token: ‖x0‖, the stream the embeddings wrote
     std::vector<layer_change> earlier;  // layers 0 … layer − 1

@@ -557,6 +557,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     if (auto e = check_prompt(model, prompt, options)) return *e;
     prompt_trace r;
     r.arch = ck.config().arch;
+    r.post_norm = ck.config().family->norm_place == norm_layer::place::post;
     r.layer = options.layer;
     r.n_layers = model.n_layers();
     r.ablated = options.ablate;

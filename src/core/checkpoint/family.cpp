@@ -52,8 +52,10 @@ const name_list llama_ffn = {
 
 const config_keys llama_keys{"num_attention_heads", "max_position_embeddings", "hidden_act", "silu", "rms_norm_eps", 1e-6};
 
-family llama_like(std::string_view name, bias_rule qkv_bias, window_rule window) {
+family llama_like(std::string_view name, bias_rule qkv_bias, window_rule window, std::string_view gguf_arch) {
     family f{.name = name, .tensors = llama_names(llama_ffn)};
+    f.gguf_arch = gguf_arch;
+    f.gguf_permuted_qk = gguf_arch == "llama";
     f.rope = true;
     f.grouped_query = true;
     f.qkv_bias = qkv_bias;
@@ -89,6 +91,7 @@ const std::vector<family>& table() {
             .output_bias = bias_rule::always,
             .ffn_bias = bias_rule::if_present,
             .config = {"n_head", "n_positions", "activation_function", "gelu_new", "layer_norm_epsilon", 1e-5},
+            .gguf_arch = "gpt2",
         });
         t.push_back(family{
             .name = "bert",
@@ -116,10 +119,10 @@ const std::vector<family>& table() {
             .act = activation::gelu_exact,
             .config = {"num_attention_heads", "max_position_embeddings", "hidden_act", "gelu", "layer_norm_eps", 1e-12},
         });
-        t.push_back(llama_like("llama", bias_rule::if_present, window_rule::none));
-        t.push_back(llama_like("mistral", bias_rule::if_present, window_rule::always));
-        t.push_back(llama_like("qwen2", bias_rule::always, window_rule::when_enabled));
-        family mixtral = llama_like("mixtral", bias_rule::if_present, window_rule::always);
+        t.push_back(llama_like("llama", bias_rule::if_present, window_rule::none, "llama"));
+        t.push_back(llama_like("mistral", bias_rule::if_present, window_rule::always, "llama"));
+        t.push_back(llama_like("qwen2", bias_rule::always, window_rule::when_enabled, "qwen2"));
+        family mixtral = llama_like("mixtral", bias_rule::if_present, window_rule::always, "llama");
         mixtral.tensors = llama_names({
             {role::ffn_gate_inp, "layers.{i}.block_sparse_moe.gate", "blk.{i}.ffn_gate_inp"},
             {role::ffn_gate_exps, "layers.{i}.block_sparse_moe.experts.{j}.w1", "blk.{i}.ffn_gate_exps"},
@@ -169,6 +172,13 @@ const family* find_gguf_family(std::string_view model_type) {
     }();
     for (const family& f : rows)
         if (f.name == model_type) return &f;
+    return nullptr;
+}
+
+const family* find_gguf_architecture(std::string_view gguf_arch, bool experts) {
+    if (gguf_arch.empty()) return nullptr;
+    for (const family& f : table())
+        if (f.gguf_arch == gguf_arch && f.moe == experts) return find_gguf_family(f.name);  // the first: llama, not mistral
     return nullptr;
 }
 

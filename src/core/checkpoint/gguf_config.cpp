@@ -87,23 +87,21 @@ outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& fil
     const std::string arch = it->second.text;
     gguf_model m;
     m.config = nlohmann::ordered_json::object();
-    if (arch == "llama" || arch == "qwen2") {
-        const bool experts = h.metadata.count(arch + ".expert_count") > 0;
-        m.family = find_gguf_family(arch == "qwen2" ? "qwen2" : experts ? "mixtral" : "llama");
-        m.permuted_qk = arch == "llama";
-        if (auto e = read_keys(h, file, arch, llama_keys, m)) return *e;
-        if (experts)
-            if (auto e = read_keys(h, file, arch, expert_keys, m)) return *e;
-        m.heads = m.config["num_attention_heads"].get<std::size_t>();
-        m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
-    } else if (arch == "gpt2") {
-        m.family = find_gguf_family("gpt2");
-        m.config["activation_function"] = "gelu_new";  // llama.cpp's GPT-2 runs GELU's tanh form
-        if (auto e = read_keys(h, file, arch, gpt2_keys, m)) return *e;
-    } else {
+    m.family = find_gguf_architecture(arch, h.metadata.count(arch + ".expert_count") > 0);
+    if (!m.family)
         return error{file, "general.architecture",
                      fmt::format("ffn-trace reads the architectures llama (Mistral and Mixtral too), qwen2 and gpt2, not {}",
                                  quote(arch))};
+    m.permuted_qk = m.family->gguf_permuted_qk;
+    if (m.family->rope) {  // the Llama family's keys
+        if (auto e = read_keys(h, file, arch, llama_keys, m)) return *e;
+        if (m.family->moe)
+            if (auto e = read_keys(h, file, arch, expert_keys, m)) return *e;
+        m.heads = m.config["num_attention_heads"].get<std::size_t>();
+        m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
+    } else {
+        m.config["activation_function"] = "gelu_new";  // llama.cpp's GPT-2 runs GELU's tanh form
+        if (auto e = read_keys(h, file, arch, gpt2_keys, m)) return *e;
     }
     m.config["model_type"] = std::string(m.family->name);
     // The head is tied when the file has no output tensor (a copy of token_embd is a head too).

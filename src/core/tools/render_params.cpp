@@ -243,7 +243,8 @@ section quant_section(const quant_report& q) {
     std::vector<quant_block> seen;
     for (const quant_part& p : q.parts) {
         std::vector<std::string> types;
-        for (const auto& [t, n] : p.types) {
+        for (const auto& type_count : p.types) {
+            const quant_block& t = type_count.first;
             types.emplace_back(t.name);
             if (std::none_of(seen.begin(), seen.end(), [&](const quant_block& b) { return b.name == t.name; })) seen.push_back(t);
         }

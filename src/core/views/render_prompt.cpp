@@ -105,7 +105,7 @@ private:
 
     void earlier() {
         title(p_.layer == 0 ? "The stream entering layer 0" : fmt::format("The layers before {}", layer_name()));
-        const bool post = p_.arch == "bert";
+        const bool post = p_.post_norm;
         paragraph(fmt::format(
             "Each sublayer adds its result to the residual stream{}. The size of what it added, ‖after − before‖, over "
             "the tokens: the mean, and the largest with its token. Attention is run, not traced: only {}'s FFN is "
