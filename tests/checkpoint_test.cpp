@@ -664,7 +664,7 @@ TEST_CASE("--arch overrides config.json's model_type, and stands in for a checkp
     SUBCASE("an unknown --arch is an error naming --arch and the known ones") {
         const written_model m = make_model("llama", "", "F32");
         ckpt::temp_dir dir;
-        check_refused(checkpoint::open(write(dir, m, file_layout::file), "falcon"), "", "--arch",
+        check_refused(checkpoint::open(write(dir, m, file_layout::file), "falcon"), "", "arch",
                       "unknown architecture \"falcon\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, mixtral");
     }
 }

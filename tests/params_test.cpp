@@ -141,7 +141,7 @@ TEST_CASE("flops per token are twice the active matrix weights, the output proje
 }
 
 TEST_CASE("bad sizes are errors naming the option") {
-    CHECK(count_params(layer(0, 10)).err().path == "--d-model");
+    CHECK(count_params(layer(0, 10)).err().path == "d_model");
     model_config c = layer(100, 400);
     c.heads = 3;
     CHECK(count_params(c).err().message == "3 heads do not divide d_model = 100");
@@ -154,7 +154,7 @@ TEST_CASE("bad sizes are errors naming the option") {
     CHECK(count_params(c).err().message == "5 is more than the 4 experts");
     c.experts = 0;
     c.top_k = 1;
-    CHECK(count_params(c).err().path == "--top-k");
+    CHECK(count_params(c).err().path == "top_k");
     model_config huge = layer(1ULL << 40, 1ULL << 40);
     const auto r = count_params(huge);
     REQUIRE_FALSE(r);

@@ -269,17 +269,17 @@ TEST_CASE("options choose the steps, the count, the tokens and the units") {
         o.steps = {"expnad"};
         auto a = make_quiz(c.ex, c.tr, o);
         REQUIRE_FALSE(a);
-        CHECK(a.err().path == "--steps");
+        CHECK(a.err().path == "steps");
         o.steps.clear();
         o.tokens = {2};
         auto b = make_quiz(c.ex, c.tr, o);
         REQUIRE_FALSE(b);
-        CHECK(b.err().path == "--token");
+        CHECK(b.err().path == "token");
         o.tokens.clear();
         o.units = {8};
         auto u = make_quiz(c.ex, c.tr, o);
         REQUIRE_FALSE(u);
-        CHECK(u.err().path == "--unit");
+        CHECK(u.err().path == "unit");
     }
 }
 

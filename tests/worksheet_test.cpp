@@ -180,7 +180,7 @@ TEST_CASE("--blanks, --seed and --steps choose the blanks") {
         o.steps = {"gate"};
         auto w = make_worksheet(*ex, *tr, o);
         REQUIRE_FALSE(w);
-        CHECK(w.err().path == "--steps");
+        CHECK(w.err().path == "steps");
     }
 }
 

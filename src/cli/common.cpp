@@ -229,13 +229,14 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
 
 ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
     // The library's parameter names; an option is the name with "--" and '-' for '_'. An example
-    // file has members called "layer" and "activation": those two name the option only where
+    // file has members called "layer", "activation" and "arch": those name the option only where
     // the caller says the path is a parameter's.
-    static const char* const names[] = {"layer", "activation", "ablate", "unit", "prompt", "prompt_file", "word", "from",
+    static const char* const names[] = {"layer", "activation", "arch", "ablate", "unit", "prompt", "prompt_file", "word", "from",
                                         "to",    "step",       "plot",   "gated", "top_k", "lr",          "at",
-                                        "subject", "target", "samples", "noise", "window", "versus", "ablate_top"};
+                                        "subject", "target", "samples", "noise", "window", "versus", "ablate_top",
+                                        "steps", "token", "d_model", "layers", "multiple_of", "heads", "kv_heads"};
     for (const char* field : names)
-        if (e.path == field && (paths || (e.path != "layer" && e.path != "activation"))) {
+        if (e.path == field && (paths || (e.path != "layer" && e.path != "activation" && e.path != "arch"))) {
             e.path = "--" + e.path;
             std::replace(e.path.begin(), e.path.end(), '_', '-');
         }

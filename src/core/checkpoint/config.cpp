@@ -90,7 +90,7 @@ outcome<const family*> family_named(const json& config, const std::string& file,
         arch = it->get<std::string>();
     }
     if (const family* f = find_family(arch)) return f;
-    return error{arch_override.empty() ? file : "", arch_override.empty() ? "model_type" : "--arch",
+    return error{arch_override.empty() ? file : "", arch_override.empty() ? "model_type" : "arch",
                  fmt::format("unknown architecture {}; ffn-trace knows {}", quote(arch), fmt::join(known_architectures(), ", "))};
 }
 

@@ -304,17 +304,17 @@ std::optional<error> check_options(const example& ex, const quiz_options& o, con
                                    std::size_t d_ff, bool big) {
     for (const auto& s : o.steps)
         if (std::find(valid.begin(), valid.end(), s) == valid.end())
-            return error{ex.file, "--steps", fmt::format("no step {} to ask about in this layer; its steps are {}", quote(s), names_list(valid))};
+            return error{ex.file, "steps", fmt::format("no step {} to ask about in this layer; its steps are {}", quote(s), names_list(valid))};
     for (auto t : o.tokens)
         if (t >= ex.input.rows)
-            return error{ex.file, "--token", fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", t,
+            return error{ex.file, "token", fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", t,
                                                          ex.input.rows, ex.input.rows == 1 ? "" : "s", ex.input.rows - 1)};
     for (auto u : o.units)
         if (u >= d_ff)
-            return error{ex.file, "--unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
+            return error{ex.file, "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
                                                         d_ff, d_ff - 1)};
     if (big && o.units.empty())
-        return error{ex.file, "--unit",
+        return error{ex.file, "unit",
                      fmt::format("this layer (d_model {} → d_ff {}) is bigger than a sum worked by hand; choose the hidden "
                                  "units to ask about with --unit J (and tokens with --token)",
                                  ex.d_model(), d_ff)};
@@ -340,7 +340,7 @@ outcome<std::vector<quiz_question>> collect(const example& ex, const quiz_option
             if (sel.add(chain(tokens[c % tokens.size()]), o.count)) break;
     }
     if (sel.kept.empty())
-        return error{ex.file, "--steps", "no question to ask: the steps chosen have no sum small enough to work by hand here"};
+        return error{ex.file, "steps", "no question to ask: the steps chosen have no sum small enough to work by hand here"};
     return std::move(sel.kept);
 }
 

@@ -190,7 +190,7 @@ public:
                 std::vector<std::string> names;
                 for (const auto& s : steps_)
                     if (std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
-                return error{ex_.file, "--steps", fmt::format("no step {} in this layer; its steps are {}", quote(name), fmt::join(names, ", "))};
+                return error{ex_.file, "steps", fmt::format("no step {} in this layer; its steps are {}", quote(name), fmt::join(names, ", "))};
             }
         }
         return eligible;
