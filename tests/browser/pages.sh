@@ -113,8 +113,13 @@ printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the loss at step 0</str
 [ "$(printf '%s' "$dom" | grep -o '<figure class="chart">' | wc -l)" -eq 3 ] || fail "edit_capitals: not three bar charts (k*, u, the value)"
 # The prompt's page: clicking a unit's knock-out cell shows the prediction without that unit,
 # computed when the page was written (#cell= opens the page on that cell, as a click does).
-dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \
-  "file://$work/run_prompt_capitals.html#cell=the%20prediction%20without%20unit%20172")
+# The page is large: on a loaded machine Chromium may dump it before its script has run, so the
+# dump is taken again (up to three times) until the panel is there.
+for attempt in 1 2 3; do
+  dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \
+    "file://$work/run_prompt_capitals.html#cell=the%20prediction%20without%20unit%20172")
+  printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong>' && break
+done
 printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong><pre>unit 172 of layer 0 set to 0' ||
   fail "run_prompt_capitals: clicking a unit's knock-out does not show the prediction without it"
 printf '%s' "$dom" | grep -q 'P(" Paris") = 0.8862 → 0.7893' ||
