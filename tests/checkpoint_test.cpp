@@ -757,19 +757,19 @@ TEST_CASE("a checkpoint's layers are counted from its tensors when config.json h
     }
 }
 
-TEST_CASE("a layer out of the checkpoint's range is an error naming --layer") {
+TEST_CASE("a layer out of the checkpoint's range is an error naming the layer parameter") {
     const written_model m = make_model("gpt2", "transformer.", "F32");
     ckpt::temp_dir dir;
     const std::string path = write(dir, m, file_layout::file);
     const checkpoint c = opened(checkpoint::open(path));
-    check_refused(c.dense_layer(2), path, "--layer", "layer 2 is out of range: the checkpoint has 2 layers (0 to 1)");
-    check_refused(c.dense_layer(std::numeric_limits<std::size_t>::max()), path, "--layer", "out of range");
+    check_refused(c.dense_layer(2), path, "layer", "layer 2 is out of range: the checkpoint has 2 layers (0 to 1)");
+    check_refused(c.dense_layer(std::numeric_limits<std::size_t>::max()), path, "layer", "out of range");
     SUBCASE("for a Mixtral layer too") {
         const written_model mx = make_model("mixtral", "model.", "F32");
         ckpt::temp_dir other;
         const std::string p = write(other, mx, file_layout::file);
         const checkpoint c2 = opened(checkpoint::open(p));
-        check_refused(c2.moe_layer(5, random_input(1, 1)), p, "--layer", "layer 5 is out of range: the checkpoint has 2 layers (0 to 1)");
+        check_refused(c2.moe_layer(5, random_input(1, 1)), p, "layer", "layer 5 is out of range: the checkpoint has 2 layers (0 to 1)");
     }
 }
 

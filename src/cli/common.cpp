@@ -234,7 +234,8 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
     static const char* const names[] = {"layer", "activation", "arch", "ablate", "unit", "prompt", "prompt_file", "word", "from",
                                         "to",    "step",       "plot",   "gated", "top_k", "lr",          "at",
                                         "subject", "target", "samples", "noise", "window", "versus", "ablate_top",
-                                        "steps", "token", "d_model", "layers", "multiple_of", "heads", "kv_heads"};
+                                        "steps", "token", "d_model", "layers", "multiple_of", "heads", "kv_heads",
+                                        "embedding"};
     for (const char* field : names)
         if (e.path == field && (paths || (e.path != "layer" && e.path != "activation" && e.path != "arch"))) {
             e.path = "--" + e.path;

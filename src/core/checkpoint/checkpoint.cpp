@@ -113,7 +113,7 @@ outcome<norm_layer> read_norm(const checkpoint& c, std::size_t index) {
 
 std::optional<error> check_layer(const checkpoint& c, std::size_t index) {
     if (index < c.config().n_layers) return std::nullopt;
-    return error{c.origin(), "--layer",
+    return error{c.origin(), "layer",
                  fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", index, c.config().n_layers,
                              c.config().n_layers == 1 ? "" : "s", c.config().n_layers == 0 ? 0 : c.config().n_layers - 1)};
 }
@@ -284,7 +284,7 @@ std::size_t checkpoint::embedding_rows_count() const {
 outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) const {
     const std::string name = embedding_name();
     if (name.empty())
-        return error{source_->origin(), "--embedding",
+        return error{source_->origin(), "embedding",
                      fmt::format("the checkpoint has no token embedding {}", quote(config_.family->name_of(tensor_role::token_embd) + ".weight"))};
     if (!source_->find(name)) return source_->read_values(name).err();  // there, but of a dtype not converted: says why
     const tensor_info& t = *source_->find(name);
@@ -293,7 +293,7 @@ outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) 
                                                  detail::shape_text(t.shape))};
     auto rows = source_->read_rows(name, ids);
     if (!rows) {
-        rows.err().path = "--embedding";
+        rows.err().path = "embedding";
         return rows.err();
     }
     return rows;
