@@ -8,6 +8,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "base/text.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
 
@@ -15,16 +16,6 @@ namespace ffn_trace {
 
 namespace detail {
 namespace {
-
-// 93312 as "93,312".
-std::string grouped(std::size_t n) {
-    std::string digits = std::to_string(n), out;
-    for (std::size_t i = 0; i < digits.size(); ++i) {
-        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-        out += digits[i];
-    }
-    return out;
-}
 
 class locate_builder {
 public:
@@ -68,7 +59,7 @@ private:
         f.push_back({"target", fmt::format("{} (id {}), {}", quote(t_.target), t_.target_id,
                                            t_.target_given ? "as --target gave it" : "the clean run's top prediction")});
         const std::string sigma = fmt::format("σ = {} is the standard deviation of all {} entries of the token embedding {}",
-                                              format_short(t_.sigma, 4), grouped(t_.embedding_entries), t_.embedding);
+                                              format_short(t_.sigma, 4), thousands(t_.embedding_entries), t_.embedding);
         f.push_back({"noise", t_.scale_given
                                   ? fmt::format("ν · ε added to each subject token's embedding row, ν = {} (--noise), ε ~ "
                                                 "N(0, I); {}", format_short(t_.scale, 6), sigma)
