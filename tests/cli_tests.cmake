@@ -1058,7 +1058,7 @@ cli_test("units --format html is one page with a card per unit" 0 "^<!DOCTYPE ht
   ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --format html)
 cli_test("units --skip-first leaves position 0 of every text out" 0 "\"read\": 37, \"blank\": \\[ ?2, 4 ?\\], .*\"skip_first\": true"
   ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 24 --skip-first --format json)
-cli_test("units reads corpus.txt beside the model when no --corpus is given" 0 "corpus +[^ ]*/corpus.txt: 5 texts, 42 tokens"
+cli_test("units reads corpus.txt beside the model when no --corpus is given" 0 "corpus +corpus.txt beside the checkpoint: 5 texts, 42 tokens"
   ANY -- bash -c "d=\"$2/units_default\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do case \"$f\" in */corpus.txt) \;\; *) ln -s \"$f\" \"$d/\"\;\; esac\; done && cp \"$3\" \"$d/corpus.txt\" && exec \"$0\" units --checkpoint \"$d\" --layer 0 --unit 1"
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR} ${UNITS}/small.txt)
 cli_test("units --promotes lists the units whose value vectors push the token most, each with its contexts" 0

@@ -87,7 +87,15 @@ private:
     // "172", or "1:3" for unit 3 of expert 1.
     static std::string unit_label(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
     std::string signed_num(double v) const { return (v > 0 ? "+" : "") + num(v); }
-    std::string corpus_label() const { return view_.corpus_name.empty() ? one_line(c_.file) : view_.corpus_name; }
+    std::string corpus_label() const { return view_.corpus_name.empty() ? corpus_file() : view_.corpus_name; }
+    // A corpus in the checkpoint's own folder by its name alone: the folder is on the line above,
+    // and a path said twice would not fit the width.
+    std::string corpus_file() const {
+        const std::string folder = u_.origin + "/";
+        if (c_.file.size() > folder.size() && c_.file.starts_with(folder) && c_.file.find('/', folder.size()) == std::string::npos)
+            return one_line(c_.file.substr(folder.size())) + " beside the checkpoint";
+        return one_line(c_.file);
+    }
     std::string token_text(std::size_t id) const {
         const auto it = u_.token_text.find(id);
         return it == u_.token_text.end() ? fmt::format("#{}", id) : it->second;
@@ -101,7 +109,7 @@ private:
         if (!c_.too_long.empty())
             skipped += fmt::format("; {} longer than the position table skipped (line{} {})", c_.too_long.size(),
                                    c_.too_long.size() == 1 ? "" : "s", too_long_list());
-        f.push_back({"corpus", fmt::format("{}: {}, {}{}; texts numbered by their line in the file, from 0", one_line(c_.file),
+        f.push_back({"corpus", fmt::format("{}: {}, {}{}; texts numbered by their line in the file, from 0", corpus_file(),
                                            plural(c_.texts.size(), "text"), with_separators(c_.tokens()) + (c_.tokens() == 1 ? " token" : " tokens"), skipped)});
         f.push_back({"activation",
                      fmt::format("what a unit feeds W2, {}, at every token{}{}", u_.gated ? "act(x·Wg + bg) · (x·Wu + bu)" : "act(x·W1 + b1)",
