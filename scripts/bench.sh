@@ -51,7 +51,7 @@ fi
 [ -x "$python" ] || { echo "error: $python not found (set PYTHON to a python3 that has numpy)" >&2; exit 2; }
 "$python" -c 'import numpy' 2>/dev/null || { echo "error: $python cannot import numpy" >&2; exit 2; }
 [ -x "$ffn" ] || { echo "error: $ffn not built: run make build first" >&2; exit 2; }
-"$ffn" run --help 2>/dev/null | grep -q -- --checkpoint \
+grep -q -- --checkpoint <<<"$("$ffn" run --help 2>/dev/null)" \
     || { echo "error: $ffn run has no --checkpoint option yet" >&2; exit 2; }
 
 blas_link=$(update-alternatives --display libblas.so.3-x86_64-linux-gnu 2>/dev/null | sed -n 's/.*link currently points to //p')

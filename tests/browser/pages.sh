@@ -19,6 +19,8 @@ chrome() {
   timeout 60 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
     --user-data-dir="$work/profile" --hide-scrollbars "$@" 2>/dev/null
 }
+# A dump is searched as a here-string, never through a pipe: grep -q stops reading at its first
+# match, printf then fails writing to the closed pipe, and pipefail counts a found text as missing.
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
@@ -102,27 +104,22 @@ done
 
 # The locate page's cells say their P and effect when clicked (the self-test clicks the first).
 dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/locate_capitals.html#selftest")
-printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>P = 0' ||
+grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>P = 0' <<<"$dom" ||
   fail "locate_capitals: clicking a cell does not show its P"
-printf '%s' "$dom" | grep -q 'effect = P − P_corrupted' || fail "locate_capitals: a cell does not show its effect"
+grep -q 'effect = P − P_corrupted' <<<"$dom" || fail "locate_capitals: a cell does not show its effect"
 # The edit's page: a loss cell says how its terms add up; the loss curve and the bars are drawn.
 dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/edit_capitals.html#selftest")
-printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the loss at step 0</strong><pre>L = mean −log p(" Rome")' ||
+grep -q '<div id="how"[^>]*><strong>the loss at step 0</strong><pre>L = mean −log p(" Rome")' <<<"$dom" ||
   fail "edit_capitals: clicking a loss cell does not show its terms"
 [ "$(printf '%s' "$dom" | grep -o '<figure class="plot">' | wc -l)" -eq 1 ] || fail "edit_capitals: no loss curve"
 [ "$(printf '%s' "$dom" | grep -o '<figure class="chart">' | wc -l)" -eq 3 ] || fail "edit_capitals: not three bar charts (k*, u, the value)"
 # The prompt's page: clicking a unit's knock-out cell shows the prediction without that unit,
 # computed when the page was written (#cell= opens the page on that cell, as a click does).
-# The page is large: on a loaded machine Chromium may dump it before its script has run, so the
-# dump is taken again (up to three times) until the panel is there.
-for attempt in 1 2 3; do
-  dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \
-    "file://$work/run_prompt_capitals.html#cell=the%20prediction%20without%20unit%20172")
-  printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong>' && break
-done
-printf '%s' "$dom" | grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong><pre>unit 172 of layer 0 set to 0' ||
+dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \
+  "file://$work/run_prompt_capitals.html#cell=the%20prediction%20without%20unit%20172")
+grep -q '<div id="how"[^>]*><strong>the prediction without unit 172</strong><pre>unit 172 of layer 0 set to 0' <<<"$dom" ||
   fail "run_prompt_capitals: clicking a unit's knock-out does not show the prediction without it"
-printf '%s' "$dom" | grep -q 'P(" Paris") = 0.8862 → 0.7893' ||
+grep -q 'P(" Paris") = 0.8862 → 0.7893' <<<"$dom" ||
   fail "run_prompt_capitals: the knock-out of unit 172 does not give P(\" Paris\") 0.8862 → 0.7893 (run --ablate 172)"
 # The units that wrote most toward " Paris" (172, 84, 28: the units' table) are among the
 # columns of the layer's steps, each cell explained on a click; the lens and knock-out are grids.
@@ -133,7 +130,7 @@ grep -q '<th scope="col">the stream</th>' "$work/run_prompt_capitals.html" || fa
 grep -q '<th scope="col">knocked out</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the knock-out is not a grid"
 # ... and reads at 360 px, a phone held upright: nothing widens the page (the self-test measures it).
 dom=$(chrome --window-size=360,740 --virtual-time-budget=5000 --dump-dom "file://$work/run_prompt_capitals.html#selftest")
-printf '%s' "$dom" | grep -q '<pre id="selftest" data-result="pass"' ||
+grep -q '<pre id="selftest" data-result="pass"' <<<"$dom" ||
   fail "run_prompt_capitals at 360 px: $(printf '%s' "$dom" | grep -o '<pre id="selftest"[^<]*')"
 chrome --window-size=360,740 --screenshot="$work/run_prompt_capitals_360.png" "file://$work/run_prompt_capitals.html" >/dev/null
 python3 "$here/png_check.py" "$work/run_prompt_capitals_360.png" 360 740 || fail "run_prompt_capitals: screenshot at 360 px"
@@ -159,12 +156,12 @@ if command -v pdftotext >/dev/null; then
     "file://$work/run_walkthrough_hidden.html#reveal" >/dev/null
   hidden_text=$(pdftotext -layout "$work/hidden.pdf" - 2>&1)
   revealed_text=$(pdftotext -layout "$work/revealed.pdf" - 2>&1)
-  printf '%s' "$hidden_text" | grep -q '1\.0000 *0\.5000 *-0\.3000 *0\.8000' ||
+  grep -q '1\.0000 *0\.5000 *-0\.3000 *0\.8000' <<<"$hidden_text" ||
     fail "the --hide page printed lacks its input row: $(printf '%s' "$hidden_text" | head -c 300)"
   leaked=$(printf '%s' "$hidden_text" | grep -Eo "$asked" | sort -u | tr '\n' ' ')
   [ -z "$leaked" ] || fail "the --hide page printed shows asked numbers: $leaked"
   for n in 0.2865 0.4300 0.4215; do
-    printf '%s' "$revealed_text" | grep -q "$n" || fail "the --hide page printed after Reveal all lacks $n"
+    grep -q "$n" <<<"$revealed_text" || fail "the --hide page printed after Reveal all lacks $n"
   done
 else
   echo "note: no pdftotext (poppler-utils): the printed predict-first page is not read"
