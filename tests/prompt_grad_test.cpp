@@ -6,12 +6,16 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "checkpoint_writer.hpp"
 #include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/render_grad.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
@@ -131,4 +135,121 @@ TEST_CASE("a request prompt_grad cannot serve is an error naming its field") {
     auto nan = request(" Paris");
     nan.learning_rate = std::nan("");
     fails(nan, "learning_rate");
+}
+
+namespace {
+
+namespace ckpt = test::ckpt;
+namespace ref = reference_transformer;
+
+// A tokenizer of single letters beside a tiny checkpoint: "a" … "k", one token each (ids 0 … 10).
+void write_letters(const ckpt::temp_dir& dir) {
+    dir.write("vocab.json", R"({"a":0,"b":1,"c":2,"d":3,"e":4,"f":5,"g":6,"h":7,"i":8,"j":9,"k":10})");
+    dir.write("merges.txt", "#version: 0.2\n");
+}
+
+// −log p(token) after the last of `ids`, from the independent reference forward pass.
+double reference_nll(const ref::spec& s, const ref::tensors& t, const std::vector<std::size_t>& ids, std::size_t token) {
+    const auto z = ref::forward(s, t, ids).logits.back();
+    const double max = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (double v : z) sum += std::exp(v - max);
+    return std::log(sum) + max - z[token];
+}
+
+}  // namespace
+
+TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a are the reference model's finite differences") {
+    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    ckpt::temp_dir dir;
+    m.write(dir);
+    write_letters(dir);
+    prompt_grad_request r;
+    r.checkpoint = dir.path();
+    r.text = "abcde";
+    r.layer = 0;
+    r.target = "f";
+    r.top = 1000;
+    auto g = prompt_grad(r);
+    REQUIRE(g);
+    REQUIRE(g->grad.forward.moe);
+    REQUIRE(g->grad.moe);
+    REQUIRE(g->prompt.ids == std::vector<std::size_t>{0, 1, 2, 3, 4});
+    CHECK(g->loss == Approx(reference_nll(m.spec, m.values, g->prompt.ids, 5)).epsilon(1e-9));
+    CHECK(g->check.ok());
+    const std::size_t d_ff = test::tiny::d_ff, d_model = test::tiny::d_model;
+    const double h = 1e-5;
+    // The loss with stored entries of a tensor changed by `change`, run by the reference.
+    const auto loss_changed = [&](const std::string& name, const std::function<void(std::vector<double>&)>& change) {
+        ref::tensors t = m.values;
+        change(t[name].values);
+        return reference_nll(m.spec, t, g->prompt.ids, 5);
+    };
+    std::size_t checked = 0;
+    for (const expert_trace& et : g->grad.forward.moe->experts) {
+        CAPTURE(et.expert);
+        const std::string name = "model.layers.0.block_sparse_moe.experts." + std::to_string(et.expert) + ".w2.weight";
+        const matrix& dw = g->grad.moe->d_layer.experts[et.expert].w2;  // (d_ff, d_model); stored (d_model, d_ff)
+        REQUIRE(dw.rows == d_ff);
+        for (const auto& [i, j] : {std::pair<std::size_t, std::size_t>{1, 2}, {7, 11}}) {
+            const std::size_t stored = j * d_ff + i;
+            const double fd = (loss_changed(name, [&](auto& v) { v[stored] += h; }) - loss_changed(name, [&](auto& v) { v[stored] -= h; })) / (2 * h);
+            CHECK(dw(i, j) == Approx(fd).epsilon(1e-6));
+            ++checked;
+        }
+        // Scaling W2's row j by (1 + ε) scales what unit j writes: dL/dε = Σ_t dL/da_t · a_t = −(−Σ g·a).
+        for (const unit_effect& u : g->units) {
+            if (u.unit.expert != et.expert) continue;
+            const auto scaled = [&](double by) {
+                return loss_changed(name, [&](auto& v) {
+                    for (std::size_t k = 0; k < d_model; ++k) v[k * d_ff + u.unit.unit] *= 1 + by;
+                });
+            };
+            CHECK(-u.gradient_times_activation == Approx((scaled(h) - scaled(-h)) / (2 * h)).epsilon(1e-6));
+            ++checked;
+        }
+    }
+    CHECK(checked > 8);
+    // The units are of the experts that received tokens only, 12 each.
+    CHECK(g->units.size() == g->grad.forward.moe->experts.size() * d_ff);
+}
+
+TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖∇‖², the routing held") {
+    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    ckpt::temp_dir dir;
+    m.write(dir);
+    write_letters(dir);
+    prompt_grad_request r;
+    r.checkpoint = dir.path();
+    r.text = "abcde";
+    r.layer = 1;
+    r.target = "f";
+    const double eta = 1e-5;
+    r.learning_rate = eta;
+    auto g = prompt_grad(r);
+    REQUIRE(g);
+    REQUIRE(g->moe_descent);
+    CHECK_FALSE(g->moe_descent->routing_changed);
+    double squared = 0;
+    moe d = g->grad.moe->d_layer;
+    for_each_moe_weight(d, [&squared](const std::string&, const auto& w) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
+            for (double v : w.data) squared += v * v;
+        else
+            for (double v : w) squared += v * v;
+    });
+    CHECK(squared > 0);
+    CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
+    SUBCASE("the views show the prompt's loss, the upstream and the experts' units") {
+        const moe_grad_rendering_input in{g->ex, *g->grad.forward.moe, *g->grad.moe, g->check, &*g->moe_descent, &*g};
+        const std::string text = render_grad_text(in, {});
+        CHECK(text.find("Upstream   g = dL/d(FFN output)") != std::string::npos);
+        CHECK(text.find("Loss   L = −log p(\"f\")") != std::string::npos);
+        CHECK(text.find("The model run again with the stepped layer") != std::string::npos);
+        CHECK(text.find("expert  unit") != std::string::npos);
+        const std::string json = render_grad_json(in);
+        CHECK(json.find("\"upstream\"") != std::string::npos);
+        CHECK(json.find("\"expert\"") != std::string::npos);
+        CHECK(json.find("\"prob_after\"") != std::string::npos);
+    }
 }

@@ -16,6 +16,7 @@
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/model_backward.hpp"
+#include "ffn_trace/moe.hpp"
 #include "ffn_trace/prompt.hpp"
 
 namespace ffn_trace {
@@ -57,20 +58,25 @@ struct prompt_gradient {
     std::size_t prompt_length = 0;  // how many of them are the prompt's
     target_tokens target;
     example ex;           // layer N's heading; upstream = dL/d(FFN output)
-    model_gradient grad;  // forward.dense: layer N's trace, weights in memory; ffn: its backward
+    // forward.dense: layer N's trace, weights in memory, ffn: its backward; an MoE layer's are
+    // forward.moe and moe, its routing held fixed as in training
+    model_gradient grad;
     gradient_check check;
     double loss = 0, prob = 0;  // L = −Σ log p(target token), p = e^(−L)
     std::vector<double> upstream_norms;  // per token, ‖dL/d(FFN output)‖
     std::optional<descent_step> descent;
+    std::optional<moe_descent_step> moe_descent;  // the step, on an MoE layer
     double loss_after = 0, prob_after = 0;  // the model run again with the stepped layer
-    std::vector<unit_effect> units;         // largest |gradient × activation| first
+    // Largest |gradient × activation| first; an MoE layer's are the units of the experts routed
+    // to (unit.expert set), each summed over its own tokens.
+    std::vector<unit_effect> units;
 
     const matrix& upstream() const { return *ex.upstream; }
 };
 
 // Errors name these fields: "prompt", "target" (no tokens, a token the model does not have, or
 // several with a position before the last), "position", "layer", "learning_rate"; a model without
-// a head (BERT) or an MoE layer is refused.
+// a head (BERT) is refused.
 outcome<prompt_gradient> prompt_grad(const prompt_grad_request& request);
 
 }  // namespace ffn_trace

@@ -41,6 +41,7 @@ struct moe_grad_rendering_input {
     const moe_gradients& grads;
     const gradient_check& check;
     const moe_descent_step* descent;  // with --lr, else null
+    const prompt_gradient* prompt = nullptr;  // as grad_rendering_input's, on an MoE layer
 };
 
 void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_options& options, text_format format,
@@ -48,7 +49,8 @@ void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_opti
 std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options);
 std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options);
 // loss, gradients under the file's own paths (router.W, experts[1].W2, …, input), the check,
-// and with a descent step the updated weights, the new loss and whether the routing changed.
+// and with a descent step the updated weights, the new loss and whether the routing changed; for
+// a prompt `target`, `upstream` and `units` as the dense view's.
 std::string render_grad_json(const moe_grad_rendering_input& in);
 
 }  // namespace ffn_trace

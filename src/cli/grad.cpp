@@ -89,14 +89,16 @@ int run_prompt_grad(const grad_options& o) {
         return report(e);
     }
     if (auto e = check_tokens(g->ex, o.walkthrough.tokens)) return report(*e);
-    const grad_rendering_input in{g->ex, *g->grad.forward.dense, *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g};
     set_activity({"writing the output", "--detail summary"});
-    if (o.walkthrough.format == "json") {
-        print_json(render_grad_json(in), o.walkthrough.ascii);
+    const auto show = [&o](const auto& in) {
+        if (o.walkthrough.format == "json") print_json(render_grad_json(in), o.walkthrough.ascii);
+        else render_grad_walkthrough(in, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
         return exit_ok;
-    }
-    render_grad_walkthrough(in, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
-    return exit_ok;
+    };
+    if (g->grad.forward.moe)
+        return show(moe_grad_rendering_input{g->ex, *g->grad.forward.moe, *g->grad.moe, g->check,
+                                             g->moe_descent ? &*g->moe_descent : nullptr, &*g});
+    return show(grad_rendering_input{g->ex, *g->grad.forward.dense, *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g});
 }
 
 }  // namespace

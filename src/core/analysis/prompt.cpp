@@ -156,6 +156,21 @@ outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const 
     return out;
 }
 
+outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const moe_trace& layer, std::size_t position,
+                                                    std::size_t token) {
+    auto norm = final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto g = logit_direction(ck, *norm, token, std::nullopt);
+    if (!g) return g.err();
+    const double sigma = norm_scale(layer.output().value.row(position), *norm);
+    const matrix& w = layer.step(step_kind::weights).value;
+    std::vector<unit_attribution> out;
+    for (const expert_trace& et : layer.experts)
+        if (const auto row = et.row_of(position))
+            attribute(et.tr, *row, *g, sigma, et.shared ? 1.0 : w(position, et.expert), et.expert, et.shared, out);
+    return out;
+}
+
 std::vector<std::string> token_labels(const std::vector<std::string>& display) {
     bool unique = true;
     for (std::size_t t = 0; t < display.size() && unique; ++t)

@@ -67,21 +67,47 @@ example layer_example(const checkpoint& ck, const prompt_gradient& g, std::size_
     return ex;
 }
 
-// −Σ_t dL/da_t · a_t beside the direct logit attribution, the largest |first| first.
-outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const prompt_gradient& g, std::size_t top) {
-    const trace& tr = *g.grad.forward.dense;
+// dL/da, a's gradient read off a dense backward pass: what the contraction sends back to W2's input.
+const matrix& hidden_gradient(const trace& tr, const gradients& g) {
+    const char* name = tr.layer().gated() ? "d_product" : "d_activated";
+    for (const auto& s : g.steps)
+        if (s.kind == step_kind::contract)
+            if (const matrix* m = s.find(name)) return *m;
+    return g.steps.front().values.front().value;  // not reached: every dense backward pass has its contraction
+}
+
+// One dense trace's units (an expert's when `expert` is set): −Σ_rows dL/da · a, a at `row` (the
+// position's row, none when the position was not routed here), and the attribution from `dla`.
+void add_effects(const trace& tr, const gradients& g, std::optional<std::size_t> expert, std::optional<std::size_t> row,
+                 const std::vector<unit_attribution>& dla, std::vector<unit_effect>& out) {
     const matrix& a = tr.step(tr.layer().gated() ? step_kind::multiply : step_kind::activate).value;
-    const backward_step* contract = nullptr;
-    for (const auto& s : g.grad.ffn->steps)
-        if (s.kind == step_kind::contract) contract = &s;
-    const matrix& da = *contract->find(tr.layer().gated() ? "d_product" : "d_activated");
-    auto dla = attribute_to(ck, tr, g.target.position, g.target.ids.front());
-    if (!dla) return dla.err();
-    std::vector<unit_effect> out;
+    const matrix& da = hidden_gradient(tr, g);
     for (std::size_t j = 0; j < a.cols; ++j) {
         double sum = 0;
         for (std::size_t t = 0; t < a.rows; ++t) sum -= da(t, j) * a(t, j);
-        out.push_back({{std::nullopt, j}, a(g.target.position, j), sum, (*dla)[j].score});
+        double attribution = 0;
+        for (const unit_attribution& u : dla)
+            if (u.unit.expert == expert && u.unit.unit == j && !u.shared) attribution = u.score;
+        out.push_back({{expert, j}, row ? a(*row, j) : 0.0, sum, attribution});
+    }
+}
+
+// −Σ_t dL/da_t · a_t beside the direct logit attribution, the largest |first| first; an MoE
+// layer's routed experts each over their own tokens (shared experts have no index of their own in
+// a unit's name, and Mixtral has none).
+outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const prompt_gradient& g, std::size_t top) {
+    std::vector<unit_effect> out;
+    const std::size_t at = g.target.position, token = g.target.ids.front();
+    if (const auto& m = g.grad.forward.moe) {
+        auto dla = attribute_to(ck, *m, at, token);
+        if (!dla) return dla.err();
+        for (std::size_t i = 0; i < m->experts.size(); ++i)
+            if (!m->experts[i].shared)
+                add_effects(m->experts[i].tr, g.grad.moe->experts[i], m->experts[i].expert, m->experts[i].row_of(at), *dla, out);
+    } else {
+        auto dla = attribute_to(ck, *g.grad.forward.dense, at, token);
+        if (!dla) return dla.err();
+        add_effects(*g.grad.forward.dense, *g.grad.ffn, std::nullopt, at, *dla, out);
     }
     std::stable_sort(out.begin(), out.end(), [](const unit_effect& p, const unit_effect& q) {
         return std::fabs(p.gradient_times_activation) > std::fabs(q.gradient_times_activation);
@@ -90,25 +116,38 @@ outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const promp
     return out;
 }
 
+// A step's error on its learning rate, named as this request names it.
+error renamed_step_error(error e) {
+    if (e.path == "lr" || e.path == "--lr") e.path = "learning_rate";
+    return e;
+}
+
 // One step W ← W − η·dW on layer N, then the model from layer N's resid_mid with the stepped
-// layer's output in place of the old: the loss and p(target) after.
+// layer's output in place of the old: the loss and p(target) after. An MoE layer's step holds the
+// routing of the step's own forward pass, as descend_moe does.
 std::optional<error> step_and_rerun(const transformer& model, const gradient_request& request, const logits_loss& loss, double lr,
                                     std::size_t layer, prompt_gradient& g) {
     const loss_spec upstream{nullptr, &*g.ex.upstream};
-    auto step = descend(*g.grad.forward.dense, upstream, *g.grad.ffn, lr);
-    if (!step) {
-        if (step.err().path == "--lr") step.err().path = "learning_rate";
-        return step.err();
+    const matrix* output = nullptr;
+    if (g.grad.forward.moe) {
+        auto step = descend_moe(*g.grad.forward.moe, upstream, *g.grad.moe, lr);
+        if (!step) return renamed_step_error(step.err());
+        g.moe_descent = std::move(*step);
+        output = &g.moe_descent->new_output;
+    } else {
+        auto step = descend(*g.grad.forward.dense, upstream, *g.grad.ffn, lr);
+        if (!step) return renamed_step_error(step.err());
+        g.descent = std::move(*step);
+        output = &g.descent->new_output;
     }
     hook_request again = request.run;
-    again.interventions.push_back(replace_rows({hook_point::resid_post, layer}, {}, step->new_output));
-    auto run = model.run_from({hook_point::resid_mid, layer}, g.grad.forward.dense->input, again);
+    again.interventions.push_back(replace_rows({hook_point::resid_post, layer}, {}, *output));
+    auto run = model.run_from({hook_point::resid_mid, layer}, g.ex.input, again);
     if (!run) return run.err();
     matrix scratch(run->logits.rows, run->logits.cols);
     g.loss_after = loss(run->logits, scratch);
     if (!std::isfinite(g.loss_after)) return error{"", "learning_rate", "the loss after the step overflowed in double precision; use a smaller learning rate"};
     g.prob_after = std::exp(-g.loss_after);
-    g.descent = std::move(*step);
     return std::nullopt;
 }
 
@@ -132,8 +171,6 @@ outcome<opened> open_model(const prompt_grad_request& r) {
     o.ck = std::make_shared<const checkpoint>(std::move(*ck));
     auto model = transformer::open(o.ck);
     if (!model) return model.err();
-    if (o.ck->is_moe())
-        return error{o.ck->origin(), "layer", "is a Mixture of Experts; the backward pass of a prompt traces a dense layer"};
     if (r.layer >= model->n_layers())
         return error{o.ck->origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", r.layer,
                                                           model->n_layers(), model->n_layers() == 1 ? "" : "s", model->n_layers() - 1)};
@@ -180,7 +217,8 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
     g.grad = std::move(*grad);
     g.loss = g.grad.loss;
     g.prob = std::exp(-g.loss);
-    g.ex = layer_example(*o->ck, g, r.layer, g.grad.forward.dense->input);
+    const bool moe = g.grad.forward.moe.has_value();
+    g.ex = layer_example(*o->ck, g, r.layer, moe ? g.grad.forward.moe->input : g.grad.forward.dense->input);
     g.ex.upstream = g.grad.grads.front().second;
     for (std::size_t t = 0; t < g.ex.upstream->rows; ++t) {
         double sq = 0;
@@ -188,7 +226,9 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
         g.upstream_norms.push_back(std::sqrt(sq));
     }
     const loss_spec upstream{nullptr, &*g.ex.upstream};
-    g.check = check_gradients(*g.grad.forward.dense, upstream, *g.grad.ffn, g.ex.stored == layout::out_in);
+    const bool out_in = g.ex.stored == layout::out_in;
+    g.check = moe ? check_moe_gradients(*g.grad.forward.moe, upstream, *g.grad.moe, out_in)
+                  : check_gradients(*g.grad.forward.dense, upstream, *g.grad.ffn, out_in);
     if (r.learning_rate)
         if (auto e = step_and_rerun(model, request, loss, *r.learning_rate, r.layer, g)) return *e;
     auto units = unit_effects(*o->ck, g, r.top);

@@ -63,6 +63,65 @@ protected:
         }));
     }
 
+    // A prompt's backward pass (grad --prompt): its fields in the heading, the upstream's norms
+    // (the caller then tables g), the loss, and the units' two estimates.
+    void prompt_fields(const prompt_gradient& p, std::vector<std::vector<std::string>>& f) const {
+        const target_tokens& t = p.target;
+        f.push_back({"prompt", quote(p.prompt.text)});
+        std::vector<std::string> pieces;
+        for (const auto& piece : t.pieces) pieces.push_back(quote(piece));
+        f.push_back({"target", fmt::format("{}{}, the next token after token {} ({})", quote(t.text),
+                                           t.pieces.size() > 1 ? fmt::format(" = {}", fmt::join(pieces, " + ")) : "", t.position,
+                                           in_.ex.names.tokens.at(t.position))});
+        f.push_back({"loss", "L = −log p(target) of the whole model; dL/d(output) = upstream, what the layers after this "
+                             "FFN send back"});
+    }
+
+    void prompt_upstream_norms(const prompt_gradient& p) {
+        heading_line("Upstream   g = dL/d(FFN output), from the rest of the model");
+        paragraph(fmt::format("The model's backward pass from the loss through the unembedding, the final norm and every "
+                              "later block to this layer's output: the gradient each token's FFN output receives. By "
+                              "norm (the loss is read at token {}{}):",
+                              p.target.position, p.target.pieces.size() > 1 ? " and at the target's pieces after it" : ""));
+        block b{block_kind::lines};
+        for (auto t : shown_indices(p.upstream_norms.size(), opt_.full)) {
+            if (t == gap) {
+                b.lines.emplace_back("…");
+                continue;
+            }
+            b.lines.push_back(fmt::format("{}: ‖g‖ = {}", layer_token(t), num(p.upstream_norms[t])));
+        }
+        add(std::move(b));
+    }
+
+    void prompt_loss(const prompt_gradient& p) {
+        heading_line(fmt::format("Loss   L = −log p({}) = {}, p = {}", quote(p.target.text), num(p.loss), num(p.prob)));
+        if (p.target.pieces.size() > 1)
+            paragraph("Each piece is scored at the token before it, and their log-probabilities are summed: L = −Σ log "
+                      "p(piece | the tokens before it).");
+    }
+
+    void prompt_units(const prompt_gradient& p) {
+        const bool experts = !p.units.empty() && p.units.front().unit.expert.has_value();
+        heading_line("Units   two estimates of each one's push on log p(target)");
+        paragraph(fmt::format("−Σ g·a: the gradient times the activation, summed over {}tokens, the first-order change of log "
+                              "p(target) were the unit knocked out, through every later path. DLA: its direct logit "
+                              "attribution toward {} at token {}, {}a·(W2[j]·(γ_f ⊙ U[t]))/σ, the straight path alone{}. "
+                              "Largest |−Σ g·a| first:",
+                              experts ? "the expert's " : "", quote(p.target.pieces.front()), p.target.position,
+                              experts ? "w·" : "", experts ? " (0 where the expert was not routed to that token)" : ""));
+        block b{block_kind::table};
+        b.rows.push_back({experts ? "expert" : "unit", experts ? "unit" : "a", experts ? "a" : "−Σ g·a", experts ? "−Σ g·a" : "DLA"});
+        if (experts) b.rows.front().push_back("DLA");
+        for (const unit_effect& u : p.units) {
+            std::vector<std::string> row;
+            if (experts) row.push_back(std::to_string(*u.unit.expert));
+            row.insert(row.end(), {std::to_string(u.unit.unit), num(u.activation), num(u.gradient_times_activation), num(u.attribution)});
+            b.rows.push_back(std::move(row));
+        }
+        add(std::move(b));
+    }
+
     const Input& in_;
     const layer_type& l_;
     const text_options& opt_;
@@ -94,6 +153,34 @@ private:
         return b;
     }
 };
+
+// A prompt's backward pass in JSON: `loss` and `new_loss` the model's, −log p(target), `target`
+// {text, ids, pieces, position, prob, and prob_after with a step}, `upstream` and `units` (each
+// with its `expert` on an MoE layer).
+inline void add_prompt_json(const prompt_gradient& p, const std::vector<std::size_t>& lead, nlohmann::ordered_json& j) {
+    using json = nlohmann::ordered_json;
+    const bool stepped = p.descent || p.moe_descent;
+    j["loss"] = p.loss;
+    json target{{"text", p.target.text}, {"ids", p.target.ids}, {"pieces", p.target.pieces}, {"position", p.target.position},
+                {"prob", p.prob}};
+    if (stepped) {
+        target["prob_after"] = p.prob_after;
+        j["new_loss"] = p.loss_after;
+    }
+    j["target"] = std::move(target);
+    j["upstream"] = nested_rows(p.upstream(), lead);
+    json units = json::array();
+    for (const unit_effect& u : p.units) {
+        json unit;
+        if (u.unit.expert) unit["expert"] = *u.unit.expert;
+        unit["unit"] = u.unit.unit;
+        unit["activation"] = u.activation;
+        unit["gradient_times_activation"] = u.gradient_times_activation;
+        unit["attribution"] = u.attribution;
+        units.push_back(std::move(unit));
+    }
+    j["units"] = std::move(units);
+}
 
 // A backward walkthrough laid out a block at a time, as text, Markdown or a page.
 template <class Builder, class Input>

@@ -97,7 +97,6 @@ private:
     void loss();
     // A prompt's sections: the upstream from the rest of the model, and the units' two estimates.
     void upstream();
-    void unit_effects();
 
     // dW = xᵀ·dy written out: each element a sum over tokens, in the file's order and indexing.
     void weight_gradient_lines(const std::string& name, const matrix& x, const matrix& dy, const matrix& dw);

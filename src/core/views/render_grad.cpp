@@ -121,7 +121,7 @@ void grad_builder::build(const detail::block_sink& out) {
     }
     check();
     if (in_.descent) descent();
-    if (in_.prompt) unit_effects();
+    if (in_.prompt) prompt_units(*in_.prompt);
 }
 
 void grad_builder::heading() {
@@ -135,15 +135,7 @@ void grad_builder::heading() {
                                        l_.d_out(), in_.tr.tokens(), in_.tr.tokens() == 1 ? "" : "s")});
     f.push_back({"activation", std::string(info(l_.act).name)});
     if (const prompt_gradient* p = in_.prompt) {
-        const target_tokens& t = p->target;
-        f.push_back({"prompt", quote(p->prompt.text)});
-        std::vector<std::string> pieces;
-        for (const auto& piece : t.pieces) pieces.push_back(quote(piece));
-        f.push_back({"target", fmt::format("{}{}, the next token after token {} ({})", quote(t.text),
-                                           t.pieces.size() > 1 ? fmt::format(" = {}", fmt::join(pieces, " + ")) : "", t.position,
-                                           in_.ex.names.tokens.at(t.position))});
-        f.push_back({"loss", "L = −log p(target) of the whole model; dL/d(output) = upstream, what the layers after this "
-                             "FFN send back"});
+        prompt_fields(*p, f);
     } else {
         f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
                                            : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
@@ -159,45 +151,13 @@ void grad_builder::forward() {
 }
 
 void grad_builder::upstream() {
-    const prompt_gradient& p = *in_.prompt;
-    heading_line("Upstream   g = dL/d(FFN output), from the rest of the model");
-    paragraph(fmt::format("The model's backward pass from the loss through the unembedding, the final norm and every "
-                          "later block to this layer's output: the gradient each token's FFN output receives. By "
-                          "norm (the loss is read at token {}{}):",
-                          p.target.position, p.target.pieces.size() > 1 ? " and at the target's pieces after it" : ""));
-    block b{block_kind::lines};
-    for (auto t : shown_indices(p.upstream_norms.size(), opt_.full)) {
-        if (t == gap) {
-            b.lines.emplace_back("…");
-            continue;
-        }
-        b.lines.push_back(fmt::format("{}: ‖g‖ = {}", detail::token_name(in_.ex.names.tokens, lead_, t), num(p.upstream_norms[t])));
-    }
-    add(std::move(b));
-    token_table("g", p.upstream(), outputs());
-}
-
-void grad_builder::unit_effects() {
-    const prompt_gradient& p = *in_.prompt;
-    heading_line("Units   two estimates of each one's push on log p(target)");
-    paragraph(fmt::format("−Σ g·a: the gradient times the activation, summed over tokens, the first-order change of log "
-                          "p(target) were the unit knocked out, through every later path. DLA: its direct logit "
-                          "attribution toward {} at token {}, a·(W2[j]·(γ_f ⊙ U[t]))/σ, the straight path alone. "
-                          "Largest |−Σ g·a| first:",
-                          quote(p.target.pieces.front()), p.target.position));
-    block b{block_kind::table};
-    b.rows.push_back({"unit", "a", "−Σ g·a", "DLA"});
-    for (const unit_effect& u : p.units)
-        b.rows.push_back({std::to_string(u.unit.unit), num(u.activation), num(u.gradient_times_activation), num(u.attribution)});
-    add(std::move(b));
+    prompt_upstream_norms(*in_.prompt);
+    token_table("g", in_.prompt->upstream(), outputs());
 }
 
 void grad_builder::loss() {
     if (const prompt_gradient* p = in_.prompt) {
-        heading_line(fmt::format("Loss   L = −log p({}) = {}, p = {}", quote(p->target.text), num(p->loss), num(p->prob)));
-        if (p->target.pieces.size() > 1)
-            paragraph("Each piece is scored at the token before it, and their log-probabilities are summed: L = −Σ log "
-                      "p(piece | the tokens before it).");
+        prompt_loss(*p);
         return;
     }
     heading_line(fmt::format("Loss   L = {}", num(in_.grads.loss)));
@@ -328,22 +288,7 @@ std::string render_grad_json(const grad_rendering_input& in) {
         j["updated"] = weights_json(in.descent->updated, in.grads.d_layer, false, out_in);
         j["new_loss"] = in.descent->new_loss;
     }
-    if (const prompt_gradient* p = in.prompt) {
-        j["loss"] = p->loss;
-        json target{{"text", p->target.text}, {"ids", p->target.ids}, {"pieces", p->target.pieces},
-                    {"position", p->target.position}, {"prob", p->prob}};
-        if (in.descent) {
-            target["prob_after"] = p->prob_after;
-            j["new_loss"] = p->loss_after;
-        }
-        j["target"] = std::move(target);
-        j["upstream"] = nested_rows(p->upstream(), in.tr.lead);
-        json units = json::array();
-        for (const unit_effect& u : p->units)
-            units.push_back({{"unit", u.unit.unit}, {"activation", u.activation},
-                             {"gradient_times_activation", u.gradient_times_activation}, {"attribution", u.attribution}});
-        j["units"] = std::move(units);
-    }
+    if (const prompt_gradient* p = in.prompt) detail::add_prompt_json(*p, in.tr.lead, j);
     return json_text(j) + "\n";
 }
 

@@ -31,8 +31,13 @@ public:
     void build(const detail::block_sink& out) {
         out_ = &out;
         heading();
+        if (in_.prompt) {
+            prompt_upstream_norms(*in_.prompt);
+            token_table("g", in_.prompt->upstream());
+        }
         forward();
-        paragraph(fmt::format("L = {}", num(in_.grads.loss)));
+        if (in_.prompt) prompt_loss(*in_.prompt);
+        else paragraph(fmt::format("L = {}", num(in_.grads.loss)));
         if (level_ != detail_level::summary) {
             int number = 1;
             for (const auto& s : in_.grads.steps) {
@@ -43,6 +48,7 @@ public:
         heading_line("Gradient check");
         paragraph(detail::check_text(in_.check));
         if (in_.descent) descent();
+        if (in_.prompt) prompt_units(*in_.prompt);
     }
 
 private:
@@ -100,8 +106,11 @@ private:
         f.push_back({"shapes", fmt::format("d_model {} → {} experts of d_ff {} → d_out {}, top {}, {} token{}", l_.d_model(),
                                            l_.n_experts(), l_.d_ff(), l_.d_out(), l_.top_k, in_.tr.tokens(),
                                            in_.tr.tokens() == 1 ? "" : "s")});
-        f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
-                                           : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
+        if (in_.prompt)
+            prompt_fields(*in_.prompt, f);
+        else
+            f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
+                                               : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
         f.push_back({"routing", "held fixed: the top-k choice is not differentiable, so, as in training, the gradient "
                                 "flows only through the chosen experts and their weights, then the softmax, into the router"});
         f.push_back({"layout", out_in() ? "out_in: gradients of weights are shown as the file stores them, (outputs × inputs)"
@@ -297,10 +306,17 @@ private:
                 add({block_kind::lines, "", {}, {fmt::format("{} (updated) = {}", name, vec(w))}});
         });
         outputs_after(d.new_output);
+        const std::string rerouted = d.routing_changed ? "; the updated router sends some token to other experts" : "";
+        if (const prompt_gradient* p = in_.prompt) {
+            paragraph(fmt::format("The model run again with the stepped layer: p({}) {} → {}, loss {} → {}   {}{}", quote(p->target.text),
+                                  num(p->prob), num(p->prob_after), num(p->loss), num(p->loss_after),
+                                  p->loss_after < p->loss ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η"),
+                                  rerouted));
+            return;
+        }
         const bool down = d.new_loss < in_.grads.loss;
         paragraph(fmt::format("loss {} → {}   {}{}", num(in_.grads.loss), num(d.new_loss),
-                              down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η"),
-                              d.routing_changed ? "; the updated router sends some token to other experts" : ""));
+                              down ? styled(style::green, "✓ down") : styled(style::red, "✗ not down: try a smaller η"), rerouted));
     }
 
 };
@@ -346,6 +362,7 @@ std::string render_grad_json(const moe_grad_rendering_input& in) {
         j["new_loss"] = in.descent->new_loss;
         j["routing_changed"] = in.descent->routing_changed;
     }
+    if (in.prompt) detail::add_prompt_json(*in.prompt, in.tr.lead, j);
     return json_text(j) + "\n";
 }
 
