@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fmt/format.h>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -299,4 +301,156 @@ TEST_CASE("edited_tensor adds u_i Λ_j where the checkpoint stores W2[i][j]: at 
             const double added = c == 1 && r == 0 ? 0.5 : c == 1 && r == 2 ? -2 : 0;
             CHECK((*edited)(r, c) == (*w)(r, c) + added);
         }
+}
+
+namespace {
+
+namespace ref = reference_transformer;
+
+// A tiny model of test::tiny with its letters tokenizer, written to `dir` and opened.
+opened open_tiny(const test::tiny::model& m, const ckpt::temp_dir& dir) {
+    m.write(dir);
+    test::tiny::write_letters_tokenizer(dir);
+    auto tok = open_tokenizer(dir.path());
+    REQUIRE(tok);
+    return {test::tiny::open_model(dir.path()), std::move(*tok)};
+}
+
+// Lines of at most 8 letters (the tiny models' positions) for C.
+const char* const letters_corpus = "abcdefgh\nbadcfehg\nhgfedcba\ncabbage\nfaded\nbeef\ndecade\nache\nhis dish\nis a\n"
+                                   "big bag\nshe hid\nabcde is\n";
+
+// The next token's probabilities after `ids`, by the independent reference forward pass.
+std::vector<double> reference_probs(const ref::spec& s, const ref::tensors& t, const std::vector<std::size_t>& ids) {
+    auto z = ref::forward(s, t, ids).logits.back();
+    const double top = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (double& v : z) sum += v = std::exp(v - top);
+    for (double& v : z) v /= sum;
+    return z;
+}
+
+// The reference's tensors with one replaced by a matrix as the checkpoint stores it.
+ref::tensors with_tensor(ref::tensors t, const std::string& name, const matrix& stored) {
+    REQUIRE(t[name].values.size() == stored.data.size());
+    t[name].values = stored.data;
+    return t;
+}
+
+edit_request letters_edit(std::size_t layer, std::optional<std::size_t> expert) {
+    edit_request r;
+    r.layer = layer;
+    r.expert = expert;
+    r.prompt = "abcde";
+    r.subject = "c";
+    r.position.at = edit_position::kind::last;
+    r.target = 7;  // "h"
+    r.ridge = 0.01;
+    r.paraphrases = {"bcde"};
+    r.neighbours = {"abfde", "hgfed"};
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("an expert's edit is rank one in its own w2, and the reference model run on the edited weights predicts what the edit says") {
+    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    ckpt::temp_dir dir;
+    auto o = open_tiny(m, dir);
+    // The experts the router sends the prompt's last token to at layer 1.
+    hook_request q;
+    q.trace_layer = 1;
+    auto run = o.model.run_with_hooks({0, 1, 2, 3, 4}, q);
+    REQUIRE(run);
+    REQUIRE(run->moe);
+    const std::vector<std::size_t> chosen = run->moe->chosen[4];
+    REQUIRE(chosen.size() == 2);
+    const std::size_t expert = chosen[0];
+    const std::size_t idle = chosen[0] != 0 && chosen[1] != 0 ? 0 : chosen[0] != 1 && chosen[1] != 1 ? 1 : 2;
+
+    auto t = edit_layer(o.model, o.tok, letters_edit(1, expert), letters_corpus, "letters.txt");
+    REQUIRE(t);
+    CHECK(t->expert == expert);
+    CHECK(t->tensor == "model.layers.1.block_sparse_moe.experts." + std::to_string(expert) + ".w2.weight");
+    CHECK(t->contexts.front().weight == Approx(run->moe->step(step_kind::weights).value(4, expert)).epsilon(1e-12));
+    CHECK(t->check_error < 1e-10);
+    // C is over the tokens routed to the expert only: fewer than the corpus's every token.
+    std::size_t every = 0;
+    for (char c : std::string(letters_corpus)) every += c != '\n';
+    CHECK(t->corpus_tokens > 0);
+    CHECK(t->corpus_tokens < every);
+    CHECK(t->efficacy.after.target_prob > t->efficacy.before.target_prob);
+
+    auto stored = edited_tensor(o.model.source(), *t);
+    REQUIRE(stored);
+    const ref::tensors edited = with_tensor(m.values, t->tensor, *stored);
+    // ΔW2 = W2' − W2 (stored d_model × d_ff) is u Λᵀ transposed: entry (j, i) = u_i Λ_j.
+    const auto& before = m.values.at(t->tensor).values;
+    for (std::size_t j = 0; j < t->d_model; ++j)
+        for (std::size_t i = 0; i < t->d_ff; ++i)
+            CHECK(stored->data[j * t->d_ff + i] - before[j * t->d_ff + i] == Approx(t->u[i] * t->lambda[j]).epsilon(1e-9));
+    REQUIRE(t->neighbours.size() == 2);
+    for (const edit_check* c : {&t->efficacy, &t->neighbours[0], &t->neighbours[1], &t->paraphrases[0]}) {
+        CAPTURE(c->text);
+        auto ids = o.tok.encode(c->text);
+        REQUIRE(ids);
+        const auto p = reference_probs(m.spec, edited, *ids);
+        CHECK(p[t->target_id] == Approx(c->after.target_prob).epsilon(1e-9));
+        CHECK(static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin()) == c->after.id);
+        CHECK(reference_probs(m.spec, m.values, *ids)[t->target_id] == Approx(c->before.target_prob).epsilon(1e-9));
+    }
+
+    SUBCASE("an expert the router does not send the token to is refused, naming the experts it does") {
+        auto refused = edit_layer(o.model, o.tok, letters_edit(1, idle), letters_corpus, "letters.txt");
+        REQUIRE_FALSE(refused);
+        CHECK(refused.err().path == "at");
+        CHECK(refused.err().message.find(fmt::format("expert {} is not routed to at token 4", idle)) != std::string::npos);
+        CHECK(refused.err().message.find(fmt::format("{} and {}", chosen[0], chosen[1])) != std::string::npos);
+    }
+    SUBCASE("an MoE layer without an expert, or with one it lacks, is refused; a dense one with an expert too") {
+        for (std::optional<std::size_t> e : {std::optional<std::size_t>{}, std::optional<std::size_t>{4}}) {
+            auto r = edit_layer(o.model, o.tok, letters_edit(1, e), letters_corpus, "letters.txt");
+            REQUIRE_FALSE(r);
+            CHECK(r.err().path == "expert");
+        }
+        CHECK(edit_model_error(*test::tiny::open_checkpoint(capitals), 0)->path == "expert");
+    }
+}
+
+TEST_CASE("a Llama checkpoint in BF16 is edited end to end: W2' written in BF16, read back, and run by the reference") {
+    const auto m = test::tiny::make("llama", {.n_layers = 2, .seed = 5});  // BF16, RMSNorm, RoPE, grouped-query heads
+    REQUIRE(m.dtype == "BF16");
+    ckpt::temp_dir dir, out;
+    auto o = open_tiny(m, dir);
+    auto t = edit_layer(o.model, o.tok, letters_edit(0, std::nullopt), letters_corpus, "letters.txt");
+    REQUIRE(t);
+    CHECK(t->tensor == "model.layers.0.mlp.down_proj.weight");
+    CHECK(t->stored == dtype::bf16);
+    CHECK(t->check_error < 1e-10);
+    auto values = edited_tensor(o.model.source(), *t);
+    REQUIRE(values);
+    auto written = write_edited_checkpoint(o.model.source(), dir.path(), out / "edited", t->tensor, *values, t->stored);
+    REQUIRE(written);
+    REQUIRE_FALSE(check_written(written->directory, o.tok, *t));
+    REQUIRE(t->written_prediction);
+
+    // The file holds W2' rounded to BF16: each value within half a BF16 step (at most 2⁻⁸ relative: 8 significant bits) of the float64 edit.
+    auto back = checkpoint::open(written->directory);
+    REQUIRE(back);
+    REQUIRE(back->tensors().find(t->tensor)->type == dtype::bf16);
+    auto read = back->tensors().read_matrix(t->tensor);
+    REQUIRE(read);
+    for (std::size_t k = 0; k < read->data.size(); ++k) {
+        CAPTURE(k);
+        CHECK(read->data[k] == test::tiny::rounded("BF16", read->data[k]));
+        CHECK(std::fabs(read->data[k] - values->data[k]) <= std::ldexp(std::fabs(values->data[k]), -8));
+    }
+    // The reference, run on the float64 edit and on the BF16 file's values, predicts what the tool says for each.
+    const std::vector<std::size_t>& ids = t->contexts.front().prompt.ids;
+    const auto exact = reference_probs(m.spec, with_tensor(m.values, t->tensor, *values), ids);
+    const auto rounded = reference_probs(m.spec, with_tensor(m.values, t->tensor, *read), ids);
+    CHECK(exact[t->target_id] == Approx(t->efficacy.after.target_prob).epsilon(1e-9));
+    CHECK(rounded[t->target_id] == Approx(t->written_prediction->target_prob).epsilon(1e-9));
+    CHECK(static_cast<std::size_t>(std::max_element(rounded.begin(), rounded.end()) - rounded.begin()) == t->written_prediction->id);
+    CHECK(t->efficacy.after.target_prob > t->efficacy.before.target_prob);
 }

@@ -142,12 +142,6 @@ namespace {
 namespace ckpt = test::ckpt;
 namespace ref = reference_transformer;
 
-// A tokenizer of single letters beside a tiny checkpoint: "a" … "k", one token each (ids 0 … 10).
-void write_letters(const ckpt::temp_dir& dir) {
-    dir.write("vocab.json", R"({"a":0,"b":1,"c":2,"d":3,"e":4,"f":5,"g":6,"h":7,"i":8,"j":9,"k":10})");
-    dir.write("merges.txt", "#version: 0.2\n");
-}
-
 // −log p(token) after the last of `ids`, from the independent reference forward pass.
 double reference_nll(const ref::spec& s, const ref::tensors& t, const std::vector<std::size_t>& ids, std::size_t token) {
     const auto z = ref::forward(s, t, ids).logits.back();
@@ -163,7 +157,7 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
     const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
     ckpt::temp_dir dir;
     m.write(dir);
-    write_letters(dir);
+    test::tiny::write_letters_tokenizer(dir);
     prompt_grad_request r;
     r.checkpoint = dir.path();
     r.text = "abcde";
@@ -218,7 +212,7 @@ TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖�
     const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
     ckpt::temp_dir dir;
     m.write(dir);
-    write_letters(dir);
+    test::tiny::write_letters_tokenizer(dir);
     prompt_grad_request r;
     r.checkpoint = dir.path();
     r.text = "abcde";

@@ -201,6 +201,16 @@ inline model make(const std::string& arch, const options& o = {}) {
     return m;
 }
 
+// A GPT-2 byte-level tokenizer beside a tiny model, one token a character and no merges: the
+// letters a b c d e f g h i s and the space (Ġ), ids in the order of `letters`, 11 as `vocab`.
+inline constexpr const char* letters = "abcdefghis ";
+inline void write_letters_tokenizer(const ckpt::temp_dir& dir) {
+    json v;
+    for (std::size_t k = 0; k < vocab; ++k) v[letters[k] == ' ' ? std::string("Ġ") : std::string(1, letters[k])] = k;
+    dir.write("vocab.json", v.dump());
+    dir.write("merges.txt", "#version: 0.2\n");
+}
+
 inline std::shared_ptr<const ffn_trace::checkpoint> open_checkpoint(const std::string& dir) {
     auto c = ffn_trace::checkpoint::open(dir);
     if (!c) FAIL(c.err().to_string());

@@ -56,6 +56,9 @@ inline constexpr double default_ridge_fraction = 1e-3;
 
 struct edit_request {
     std::size_t layer = 0;
+    // An MoE layer's expert whose W2 is edited: the key is its activations, C is over the tokens
+    // routed to it, and what it writes reaches the stream times its routing weight w.
+    std::optional<std::size_t> expert;
     std::string prompt;
     std::string subject;
     edit_position position;
@@ -70,9 +73,9 @@ struct edit_request {
 // The request's own errors, which need no model: a negative or not finite ridge, no prompt or
 // subject, a prefix that is empty.
 std::optional<error> edit_request_error(const edit_request& request);
-// A checkpoint the edit cannot run on: an encoder (BERT) predicts no next token; an MoE layer's
-// experts are not edited here.
-std::optional<error> edit_model_error(const checkpoint& ck);
+// A checkpoint the edit cannot run on: an encoder (BERT) predicts no next token; an MoE layer
+// without an expert named (`expert`), a dense one with one, or an expert it does not have.
+std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::size_t> expert = std::nullopt);
 
 // The default generalisation prompts: the corpus's lines about the subject that end with `answer`
 // (the prompt's old prediction, " Paris"), a final full stop dropped, cut before it ("The capital
@@ -108,12 +111,14 @@ struct edit_step {
 struct edit_context {
     prompt_tokens prompt;
     std::size_t position = 0;
-    std::vector<double> key;  // mlp_post there (d_ff)
+    std::vector<double> key;  // mlp_post there (d_ff); an expert's: its activations
+    double weight = 1;        // the expert's routing weight there (1 for a dense layer)
 };
 
 struct edit_trace {
     std::string arch, checkpoint;
     std::size_t n_layers = 0, d_model = 0, d_ff = 0, layer = 0;
+    std::optional<std::size_t> expert;  // the MoE layer's expert edited
     std::string tensor;           // W2's name in the checkpoint
     dtype stored = dtype::f32;    // its dtype
     bool transposed = false;      // stored as W2ᵀ (nn.Linear, out × in)
@@ -128,7 +133,7 @@ struct edit_trace {
     std::vector<double> key;             // k*, their mean
 
     std::string corpus;                  // the file C was read from
-    std::size_t corpus_texts = 0, corpus_tokens = 0;
+    std::size_t corpus_texts = 0, corpus_tokens = 0;  // an expert's: the tokens routed to it
     std::vector<double> moment_diagonal;  // C's diagonal without λ
     double ridge = 0;
     bool ridge_given = false;

@@ -25,9 +25,13 @@ void setup_edit(CLI::App& app, int& status) {
     sub->add_option("--checkpoint", o->checkpoint, "A checkpoint folder: config.json, safetensors and its tokenizer")
         ->required()
         ->type_name("DIR");
-    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj) is edited")
+    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj; an expert's w2 with --expert) is edited")
         ->required()
         ->check(whole_number(0));
+    sub->add_option("--expert", o->expert, "An MoE layer's expert whose W2 (w2) is edited; the key is read where the router "
+                                           "sends the token to it")
+        ->check(whole_number(0))
+        ->type_name("E");
     sub->add_option("--prompt", o->prompt, "The prompt whose completion is edited")->required()->type_name("TEXT");
     sub->add_option("--subject", o->subject, "The words of the prompt the fact is about, such as \"France\"")
         ->required()
@@ -71,7 +75,7 @@ ffn_trace::error with_edit_options(ffn_trace::error e) {
         {"layer", "--layer"},           {"prompt", "--prompt"},         {"subject", "--subject"},
         {"target", "--target"},         {"ridge", "--ridge"},           {"at", "--at"},
         {"output", "--output"},         {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
-        {"neighbours", "--neighbour"},  {"corpus", "--corpus"}};
+        {"neighbours", "--neighbour"},  {"corpus", "--corpus"},         {"expert", "--expert"}};
     for (const auto& [field, option] : names) {
         const std::string f = field;
         if (e.path == f || e.path.starts_with(f + "[")) e.path = option;
@@ -109,6 +113,7 @@ int run_edit(const edit_options& o) {
     prepare_matrix_library();
     edit_request r;
     r.layer = o.layer;
+    r.expert = o.expert;
     r.prompt = o.prompt;
     r.subject = o.subject;
     r.prefixes = o.prefixes;
@@ -126,7 +131,7 @@ int run_edit(const edit_options& o) {
     set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
     auto ck = checkpoint::open(o.checkpoint);
     if (!ck) return report(ck.err());
-    if (auto e = edit_model_error(*ck)) return report(*e);
+    if (auto e = edit_model_error(*ck, o.expert)) return refuse(*e);
     auto tok = open_tokenizer(o.checkpoint);
     if (!tok) return report(tok.err());
     auto id = single_token(*tok, o.target);

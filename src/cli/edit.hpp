@@ -11,6 +11,7 @@ namespace cli {
 struct edit_options {
     std::string checkpoint;
     std::size_t layer = 0;
+    std::optional<std::size_t> expert;
     std::string prompt;
     std::string subject;
     std::string target;

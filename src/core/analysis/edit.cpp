@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <numeric>
 #include <span>
 
@@ -34,13 +35,18 @@ std::optional<error> edit_request_error(const edit_request& r) {
     return std::nullopt;
 }
 
-std::optional<error> edit_model_error(const checkpoint& ck) {
+std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::size_t> expert) {
     if (!ck.config().family->causal)
         return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
-                                      "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2)"};
-    if (ck.is_moe())
-        return error{ck.origin(), "", fmt::format("a {} layer is a Mixture of Experts; the edit rewrites a dense layer's "
-                                                  "down projection (GPT-2, Llama, Mistral, Qwen2)", ck.config().arch)};
+                                      "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2, Mixtral)"};
+    const std::size_t n = ck.config().n_experts;
+    if (ck.is_moe() && !expert)
+        return error{ck.origin(), "expert", fmt::format("a {} layer is a Mixture of Experts of {} experts: name the one whose "
+                                                        "W2 is edited (0 to {})", ck.config().arch, n, n - 1)};
+    if (!ck.is_moe() && expert)
+        return error{ck.origin(), "expert", fmt::format("a {} layer is one dense FFN: it has no experts to choose from", ck.config().arch)};
+    if (expert && *expert >= n)
+        return error{ck.origin(), "expert", fmt::format("expert {} is out of range: the layer has {} experts (0 to {})", *expert, n, n - 1)};
     return std::nullopt;
 }
 
@@ -151,44 +157,83 @@ outcome<std::size_t> position_in(const prompt_tokens& p, const edit_request& r, 
     return found->back();
 }
 
+// The layer (and, in an MoE layer, the expert) an edit reads and writes.
+struct edited_part {
+    std::size_t layer = 0;
+    std::optional<std::size_t> expert;
+    std::size_t d_ff = 0;
+};
+
 // What the layer reads and writes at every token of a prompt, and the prediction at its last.
 struct layer_run {
     prompt_tokens prompt;
-    matrix post, out;  // mlp_post (tokens, d_ff), mlp_out (tokens, d_model)
+    matrix post, out;  // mlp_post (tokens, d_ff), an expert's activations (0 where not routed); mlp_out (tokens, d_model)
+    vec weight;        // per token, the expert's routing weight (0: not routed); 1 for a dense layer
+    std::vector<std::vector<std::size_t>> chosen;  // an MoE layer's: per token, its experts
     vec logits;        // at the last token
 };
 
-outcome<layer_run> run_prompt_layer(const transformer& model, const tokenizer& tok, const std::string& text, std::size_t layer,
+// The hook request that reads the part: mlp_post, and an MoE layer's trace for its routing.
+hook_request part_request(const edited_part& part) {
+    hook_request q;
+    q.cache = {{hook_point::mlp_post, part.layer}, {hook_point::mlp_out, part.layer}};
+    if (part.expert) q.trace_layer = part.layer;
+    return q;
+}
+
+// An MoE layer's mlp_post is (tokens, n_experts · d_ff), each expert's activations in its own
+// columns: the expert's columns, and its routing weight at each token.
+void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
+    const matrix& post = *run.cache.find({hook_point::mlp_post, part.layer});
+    if (!part.expert) {
+        r.post = post;
+        r.weight.assign(post.rows, 1.0);
+        return;
+    }
+    const std::size_t first = *part.expert * part.d_ff;
+    r.post = matrix(post.rows, part.d_ff);
+    for (std::size_t t = 0; t < post.rows; ++t)
+        for (std::size_t j = 0; j < part.d_ff; ++j) r.post(t, j) = post(t, first + j);
+    const matrix& w = run.moe->step(step_kind::weights).value;
+    r.chosen = run.moe->chosen;
+    r.weight.assign(post.rows, 0.0);
+    for (std::size_t t = 0; t < post.rows; ++t)
+        if (std::find(r.chosen[t].begin(), r.chosen[t].end(), *part.expert) != r.chosen[t].end()) r.weight[t] = w(t, *part.expert);
+}
+
+outcome<layer_run> run_prompt_layer(const transformer& model, const tokenizer& tok, const std::string& text, const edited_part& part,
                                     const std::string& field) {
     auto p = tokenize_prompt(tok, text, field);
     if (!p) return p.err();
     if (auto e = check_prompt_length(model, p->ids.size(), field)) return *e;
-    hook_request q;
-    q.cache = {{hook_point::mlp_post, layer}, {hook_point::mlp_out, layer}};
+    hook_request q = part_request(part);
     q.head_rows = {p->ids.size() - 1};
     auto run = model.run_with_hooks(p->ids, q);
     if (!run) return run.err();
-    layer_run r{std::move(*p), *run->cache.find(q.cache[0]), *run->cache.find(q.cache[1]), {}};
+    layer_run r{std::move(*p), {}, *run->cache.find(q.cache[1]), {}, {}, {}};
+    read_part(part, *run, r);
     r.logits.assign(run->logits.row(0).begin(), run->logits.row(0).end());
     return r;
 }
 
-// The edited layer's output at every token: mlp_out + (k·u) Λᵀ, k each token's mlp_post — what
-// W2 + uΛᵀ writes.
+// The edited layer's output at every token: mlp_out + w (k·u) Λᵀ, k each token's mlp_post (an
+// expert's activations, w its routing weight; w = 1 for a dense layer) — what W2 + uΛᵀ writes.
 intervention edited_output(std::size_t layer, const layer_run& r, const vec& u, const vec& lambda) {
     matrix rows = r.out;
     std::vector<std::size_t> positions(rows.rows);
     for (std::size_t t = 0; t < rows.rows; ++t) {
         positions[t] = t;
-        const double s = dot(r.post.row(t), u);
+        const double s = r.weight[t] * dot(r.post.row(t), u);
         for (std::size_t j = 0; j < rows.cols; ++j) rows(t, j) += s * lambda[j];
     }
     return replace_rows({hook_point::mlp_out, layer}, std::move(positions), std::move(rows));
 }
 
+edited_part part_of(const edit_trace& t) { return {t.layer, t.expert, t.d_ff}; }
+
 outcome<edit_check> evaluate(const transformer& model, const tokenizer& tok, const std::string& text, const edit_trace& t,
                              const std::string& field) {
-    auto r = run_prompt_layer(model, tok, text, t.layer, field);
+    auto r = run_prompt_layer(model, tok, text, part_of(t), field);
     if (!r) return r.err();
     edit_check c{text, predicted(tok, r->logits, t.target_id), {}};
     hook_request q;
@@ -208,7 +253,7 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
     for (std::size_t i = 0; i <= r.prefixes.size(); ++i) {
         const std::string field = i == 0 ? "prompt" : fmt::format("prefixes[{}]", i - 1);
         const std::string text = i == 0 ? r.prompt : r.prefixes[i - 1] + ". " + r.prompt;
-        auto run = run_prompt_layer(model, tok, text, r.layer, field);
+        auto run = run_prompt_layer(model, tok, text, part_of(t), field);
         if (!run) return run.err();
         std::size_t at = 0;
         if (i == 0) {
@@ -222,8 +267,14 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
                 return error{"", field, fmt::format("{} does not end with the prompt's tokens: the prefix changes how the "
                                                     "prompt is split", quote(text))};
         }
+        if (run->weight[at] == 0)
+            return error{"", i == 0 ? "at" : field,
+                         fmt::format("expert {} is not routed to at token {} ({}) of {}: the router sends it to expert{} {}, so "
+                                     "the expert's W2 never sees it; give an expert routed there, or another --at",
+                                     *t.expert, at, quote(run->prompt.display[at]), quote(text),
+                                     run->chosen[at].size() == 1 ? "" : "s", fmt::join(run->chosen[at], " and "))};
         const auto key = run->post.row(at);
-        t.contexts.push_back({run->prompt, at, vec(key.begin(), key.end())});
+        t.contexts.push_back({run->prompt, at, vec(key.begin(), key.end()), run->weight[at]});
         runs.push_back(std::move(*run));
     }
     t.key.assign(t.d_ff, 0.0);
@@ -232,21 +283,26 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
     return std::nullopt;
 }
 
-// C = (1/n) Σ k kᵀ (d_ff, d_ff) over every token of the corpus at the layer's mlp_post, one text's
-// keys K (tokens, d_ff) at a time: C += KᵀK.
+// C = (1/n) Σ k kᵀ (d_ff, d_ff) over every token of the corpus at the layer's mlp_post (an
+// expert's: over the tokens routed to it), one text's keys K (tokens, d_ff) at a time: C += KᵀK.
 outcome<matrix> second_moment(const transformer& model, const tokenizer& tok, std::string_view text, const std::string& file,
                               edit_trace& t) {
     auto c = read_corpus(text, file, tok, model.max_positions());
     if (!c) return c.err();
     matrix moment(t.d_ff, t.d_ff);
-    hook_request q;
-    q.cache = {{hook_point::mlp_post, t.layer}};
+    const edited_part part = part_of(t);
+    hook_request q = part_request(part);
     q.last_layer = t.layer;
     const matrix_library_on_one_thread one_thread;
     for (const auto& line : c->texts) {
         auto run = model.run_with_hooks(line.ids, q);
         if (!run) return run.err();
-        const matrix& k = *run->cache.find(q.cache[0]);
+        layer_run keys;
+        read_part(part, *run, keys);
+        std::vector<std::size_t> routed;
+        for (std::size_t r = 0; r < keys.weight.size(); ++r)
+            if (keys.weight[r] != 0) routed.push_back(r);
+        const matrix k = gather(keys.post, routed);
         const matrix kk = linear(k.transposed(), k, {});
         for (std::size_t i = 0; i < kk.data.size(); ++i) moment.data[i] += kk.data[i];
         t.corpus_tokens += k.rows;
@@ -322,11 +378,13 @@ struct value_prompt {
     logits_loss loss;
 };
 
-// dL/dδ of one prompt, and its loss: δ added to mlp_out's row at the position through `replace`,
-// whose gradient is that row's.
+// dL/dδ of one prompt, and its loss: w·δ added to mlp_out's row at the position through
+// `replace`, whose gradient is that row's, times w (an expert's routing weight there, 1 for a
+// dense layer; an expert not routed there gets no gradient from it).
 outcome<double> prompt_gradient(const transformer& model, const value_prompt& p, std::size_t layer, const vec& delta, vec& grad) {
+    const double w = p.run->weight[p.position];
     matrix row(1, delta.size());
-    for (std::size_t j = 0; j < delta.size(); ++j) row(0, j) = p.run->out(p.position, j) + delta[j];
+    for (std::size_t j = 0; j < delta.size(); ++j) row(0, j) = p.run->out(p.position, j) + w * delta[j];
     gradient_request g;
     g.run.interventions = {replace_rows({hook_point::mlp_out, layer}, {p.position}, std::move(row))};
     g.run.head_rows = {p.run->prompt.ids.size() - 1};
@@ -334,7 +392,7 @@ outcome<double> prompt_gradient(const transformer& model, const value_prompt& p,
     auto back = backpropagate(model, p.run->prompt.ids, g, p.loss);
     if (!back) return back.err();
     const matrix& d = back->grads.front().second;
-    for (std::size_t j = 0; j < grad.size(); ++j) grad[j] += d(p.position, j);
+    for (std::size_t j = 0; j < grad.size(); ++j) grad[j] += w * d(p.position, j);
     return back->loss;
 }
 
@@ -421,14 +479,18 @@ void insert(const matrix& w2, edit_trace& t) {
     }
 }
 
-// The layer's W2 (d_ff, d_model), read whole, and where the checkpoint keeps it.
+// The layer's W2 (d_ff, d_model), or its expert's, read whole, and where the checkpoint keeps it.
 outcome<std::shared_ptr<const ffn>> describe_layer(const checkpoint& ck, edit_trace& t) {
-    auto layer = ck.dense_layer(t.layer, checkpoint::weights::in_memory);
+    auto layer = t.expert ? ck.expert_layer(t.layer, *t.expert, checkpoint::weights::in_memory)
+                          : ck.dense_layer(t.layer, checkpoint::weights::in_memory);
     if (!layer) return layer.err();
     const family& f = *ck.config().family;
-    t.tensor = ck.resolve(f.name_of(tensor_role::ffn_down, t.layer) + ".weight");
+    t.tensor = ck.resolve(f.name_of(t.expert ? tensor_role::ffn_down_exps : tensor_role::ffn_down, t.layer, t.expert.value_or(0)) +
+                          ".weight");
     const tensor_info* info = ck.tensors().find(t.tensor);
     if (!info) return error{ck.origin(), t.tensor, "the layer's down projection is not a tensor ffn-trace can read"};
+    if (info->shape.size() != 2)
+        return error{ck.origin(), t.tensor, "holds every expert's W2 in one tensor; the edit rewrites a tensor of one expert's"};
     t.stored = info->type;
     t.transposed = f.stored == layout::out_in;
     t.bias = (*layer)->b2;
@@ -462,7 +524,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
                                std::string_view corpus_text, const std::string& corpus_file) {
     const checkpoint& ck = model.source();
     if (auto e = edit_request_error(r)) return *e;
-    if (auto e = edit_model_error(ck)) return *e;
+    if (auto e = edit_model_error(ck, r.expert)) return *e;
     if (!model.has_head()) return error{ck.origin(), "", "the checkpoint has no head to predict the next token with"};
     if (r.layer >= model.n_layers())
         return error{ck.origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layers (0 to {})",
@@ -476,6 +538,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
     t.d_model = ck.config().d_model;
     t.d_ff = ck.config().d_ff;
     t.layer = r.layer;
+    t.expert = r.expert;
     t.subject = r.subject;
     t.at = r.position;
     t.target_id = r.target;
@@ -485,6 +548,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
     auto layer = describe_layer(ck, t);
     if (!layer) return layer.err();
     const matrix& w2 = (*layer)->w2;
+    t.d_ff = w2.rows;
 
     std::vector<layer_run> runs;
     if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
@@ -497,7 +561,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
         for (std::size_t j = 0; j < t.d_model; ++j) t.old_value[j] += t.key[i] * w2(i, j);
     // The KL prompt, δ added where the edit reads its key: the subject's last token, or the last.
     t.kl_prompt = std::string(trimmed(r.subject)) + " is a";
-    auto kl_run = run_prompt_layer(model, tok, t.kl_prompt, t.layer, "subject");
+    auto kl_run = run_prompt_layer(model, tok, t.kl_prompt, part_of(t), "subject");
     if (!kl_run) return kl_run.err();
     std::size_t kl_position = kl_run->prompt.ids.size() - 1;
     if (r.position.at == edit_position::kind::subject) {

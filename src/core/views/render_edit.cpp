@@ -65,6 +65,13 @@ private:
         return std::clamp<std::size_t>(opt_.width > others ? opt_.width - others : 16, 16, most);
     }
     std::string w2() const { return t_.transposed ? "W2ᵀ" : "W2"; }
+    // "layer 1's" or "layer 1's expert 2's": whose W2 is edited.
+    std::string whose() const { return t_.expert ? fmt::format("layer {}'s expert {}'s", t_.layer, *t_.expert) : fmt::format("layer {}'s", t_.layer); }
+    // What the key is at one token: a dense layer's mlp_post, or the expert's activations.
+    std::string what_w2_reads() const {
+        return t_.expert ? fmt::format("expert {}'s activations (its part of layer {}'s mlp_post, what its W2 reads)", *t_.expert, t_.layer)
+                         : fmt::format("layer {}'s mlp_post (the activations W2 reads)", t_.layer);
+    }
 
     std::string where() const {
         const auto& c = t_.contexts.front();
@@ -79,7 +86,7 @@ private:
 
     void heading() {
         const auto& p = t_.contexts.front().prompt;
-        add({block_kind::title, fmt::format("Editing layer {}'s W2 so that {} goes on with {}", t_.layer, quote(p.text, 50),
+        add({block_kind::title, fmt::format("Editing {} W2 so that {} goes on with {}", whose(), quote(p.text, 50),
                                             quote(t_.target, 20))});
         std::vector<std::vector<std::string>> f;
         f.push_back({"checkpoint", fmt::format("{} ({}, {} layers)", one_line(t_.checkpoint), t_.arch, t_.n_layers)});
@@ -87,6 +94,9 @@ private:
                                            "mlp_out = k · W2 + b2", t_.tensor, to_string(t_.stored), w2(),
                                            t_.transposed ? t_.d_model : t_.d_ff, t_.transposed ? t_.d_ff : t_.d_model, t_.d_ff,
                                            t_.d_model)});
+        if (t_.expert)
+            f.push_back({"expert", fmt::format("{} of the MoE layer: what it writes reaches the stream times its routing weight w, "
+                                               "{} at the edited token", *t_.expert, n4(t_.contexts.front().weight))});
         f.push_back({"subject", fmt::format("{} in {}", quote(t_.subject), quote(p.text))});
         f.push_back({"edited token", where()});
         f.push_back({"target", fmt::format("{} (id {}); before the edit the model says {} ({})", quote(t_.target), t_.target_id,
@@ -96,7 +106,7 @@ private:
 
     void key() {
         add({block_kind::heading, "The key k*: what W2 reads at the edited token"});
-        paragraph(fmt::format("k* is layer {}'s mlp_post (the activations W2 reads) at the edited token{}.", t_.layer,
+        paragraph(fmt::format("k* is {} at the edited token{}.", what_w2_reads(),
                               t_.contexts.size() == 1 ? ""
                                                       : fmt::format(", averaged over the prompt and its {} prefixed "
                                                                     "variants (ROME's context templates)", t_.contexts.size() - 1)));
@@ -132,10 +142,11 @@ private:
         add({block_kind::heading, "C and u: the direction the edit writes along"});
         const double mean = std::accumulate(t_.moment_diagonal.begin(), t_.moment_diagonal.end(), 0.0) /
                             static_cast<double>(std::max<std::size_t>(1, t_.moment_diagonal.size()));
-        paragraph(fmt::format("C = (1/n) Σ k kᵀ over the n = {} tokens of the {} texts of {}, each k layer {}'s mlp_post at "
+        paragraph(fmt::format("C = (1/n) Σ k kᵀ over the n = {} tokens{} of the {} texts of {}, each k {} at "
                               "one token; λ = {} is added to its diagonal ({}) so that C + λI can be inverted. u is the "
                               "direction C⁻¹k*: a key the corpus seldom produces moves little along it.",
-                              t_.corpus_tokens, t_.corpus_texts, quote(t_.corpus, text_room(4, 200)), t_.layer, format_short(t_.ridge, 4),
+                              t_.corpus_tokens, t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "", t_.corpus_texts,
+                              quote(t_.corpus, text_room(4, 200)), what_w2_reads(), format_short(t_.ridge, 4),
                               t_.ridge_given ? "--ridge" : "10⁻³ of C's mean diagonal, the default"));
         lines({fmt::format("mean of C's diagonal = tr(C) / {} = {}", t_.d_ff, format_short(mean, 6)),
                fmt::format("C⁻¹k* = {}   (solved by Cholesky, C + λI = L Lᵀ)", vec(t_.c_inv_key)),
@@ -148,11 +159,12 @@ private:
     void optimisation() {
         add({block_kind::heading, "The value v*: δ found through the rest of the model"});
         const auto& s = t_.schedule;
-        paragraph(fmt::format("δ is added to layer {}'s mlp_out at the edited token of each prompt, and the whole model's "
+        paragraph(fmt::format("δ is added to layer {}'s mlp_out{} at the edited token of each prompt, and the whole model's "
                               "backward pass gives the loss's gradient in δ. L = mean −log {} over the {} prompt{} + {} · "
                               "KL(p_δ ‖ p_0) on {} + {} · ‖δ‖ / ‖v₀‖²; Adam with learning rate {}, at most {} passes, "
                               "stopping below {}, ‖δ‖ clamped to {} ‖v₀‖ = {}.",
-                              t_.layer, target(), t_.contexts.size(), t_.contexts.size() == 1 ? "" : "s",
+                              t_.layer, t_.expert ? fmt::format(" times expert {}'s routing weight w (0 where not routed)", *t_.expert) : "",
+                              target(), t_.contexts.size(), t_.contexts.size() == 1 ? "" : "s",
                               format_short(s.kl_weight, 4), quote(t_.kl_prompt), format_short(s.decay_weight, 4),
                               format_short(s.learning_rate, 4), s.max_steps, format_short(s.stop_below, 4),
                               format_short(s.clamp, 4), n4(s.clamp * norm_of(t_.old_value))));
@@ -259,9 +271,11 @@ private:
 
     void evaluation() {
         add({block_kind::heading, "Before → after"});
-        paragraph(fmt::format("The edited model is the old one with layer {}'s output changed by (k · u) Λᵀ at every token, "
-                              "k that token's mlp_post: exactly what W2' writes. Each prompt's top prediction and its "
-                              "probability, and {}, before → after:", t_.layer, target()));
+        paragraph(fmt::format("The edited model is the old one with layer {}'s output changed by {}(k · u) Λᵀ at every token{}, "
+                              "k that token's {}: exactly what W2' writes. Each prompt's top prediction and its "
+                              "probability, and {}, before → after:", t_.layer, t_.expert ? "w " : "",
+                              t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "", t_.expert ? "activations of the expert" : "mlp_post",
+                              target()));
         checks("efficacy", {t_.efficacy}, false);
         if (t_.paraphrases.empty()) paragraph("No paraphrase: the corpus has no other sentence about the subject ending "
                                               "with the old answer; give --paraphrase.");
@@ -320,10 +334,13 @@ std::string render_edit_json(const edit_trace& t) {
     out["prompt"] = {{"text", p.prompt.text}, {"token_ids", p.prompt.ids}, {"tokens", p.prompt.display}};
     out["subject"] = {{"text", t.subject}, {"positions", t.subject_positions}};
     out["target"] = {{"id", t.target_id}, {"token", t.target}};
-    out["edit"] = {{"layer", t.layer}, {"position", p.position}, {"tensor", t.tensor}, {"key", t.key}, {"u", t.u},
+    json& edit = out["edit"];
+    edit["layer"] = t.layer;
+    if (t.expert) edit["expert"] = *t.expert;
+    edit.update(json{{"position", p.position}, {"tensor", t.tensor}, {"key", t.key}, {"u", t.u},
                    {"c_inv_key", t.c_inv_key}, {"key_dot_u", t.key_dot_u}, {"old_value", t.old_value}, {"delta", t.delta},
                    {"value", t.value}, {"lambda", t.lambda}, {"delta_norm", t.delta_norm()}, {"ridge", t.ridge},
-                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)}};
+                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)}});
     out["efficacy"] = {{"before", prediction(t.efficacy.before)}, {"after", prediction(t.efficacy.after)}};
     out["paraphrases"] = checks(t.paraphrases);
     out["neighbours"] = checks(t.neighbours);
