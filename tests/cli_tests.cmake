@@ -1006,6 +1006,15 @@ cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing
 cli_test("edit --prefix averages the key over the prompt and \"PREFIX. PROMPT\"" 0
   "\"The capital of France is\" +4 +3.3668 \"Here is a fact. The capital of France is\" +15 +[0-9.]+ .*2 prompts"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/prefix ${EDIT_ARGS} --target " Rome" --at last --prefix "Here is a fact" --color never)
+cli_test("edit at the subject's token, where this model does not recall, says the edit did not take and points to locate and --at last" 0
+  "0 of 1 now predict \" Rome\"\\. The edit did not take\\. With δ at token 3 \\(\" France\"\\) the optimisation reached p\\(\" Rome\"\\) = 0\\.000[0-9]: .*`ffn-trace locate --checkpoint [^`]*--subject \"France\" --target \" Paris\"` .*with --at last or --at T\\."
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/subject ${EDIT_ARGS} --target " Rome" --color never --width 400)
+cli_test("edit --detail summary gives the norms without the vectors" 0
+  "\"The capital of France is\" +4 +3\\.3668 ‖k\\*‖ = 3\\.3668 C and u.*‖C⁻¹k\\*‖ = [0-9.]+ k\\*ᵀu = Σ k\\*_i u_i = [0-9.]+ The value.* ‖v₀‖ = ‖W2ᵀk\\*‖ = [0-9.]+ ‖δ‖ = [0-9.]+ ‖v\\*‖ = ‖v₀ \\+ δ‖ = [0-9.]+ ‖Λ‖ = ‖δ‖ / k\\*ᵀu = [0-9.]+ W2' = W2 \\+ uΛᵀ"
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/summary ${EDIT_ARGS} --target " Rome" --at last --detail summary --color never)
+cli_test("edit --detail arithmetic writes k*ᵀu's sum and Λ's first and last entries out" 0
+  "k\\*ᵀu = Σ k\\*_i u_i = \\(?-?[0-9.]+\\)?×\\(?-?[0-9.]+\\)? \\+ .* … .* = [0-9.]+ .*Λ\\[2\\] = .* … Λ\\[125\\] = .*Λ\\[127\\] = "
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/arithmetic ${EDIT_ARGS} --target " Rome" --at last --detail arithmetic --color never)
 cli_test("edit's edited checkpoint runs: run --checkpoint shows the new prediction" 0
   "\" Rome\""
   EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" -o \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
@@ -1156,6 +1165,9 @@ cli_test("quiz on a prompt: --tolerance never narrows the knock-out's stated tol
 # layer N's FFN, that FFN's backward pass, and a step on its weights with the model run again.
 cli_test("grad --prompt shows the target, the upstream by token and the model's loss" 0
   "target +\" Paris\", the next token after token 4 \\(\" is\"\\).*Upstream +g = dL/d\\(FFN output\\).*\" is\": ‖g‖ = [0-9.]+.*Loss +L = −log p\\(\" Paris\"\\) = [0-9.]+, p = 0\\.[0-9]+.*Gradient check .*✓.*Units +two estimates"
+  EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --detail summary --color never)
+cli_test("grad --prompt writes the forward pass's x, the residual stream, in the output's four decimals" 0
+  "\" France\": x = \\[-0\\.0724, 0\\.0332, 0\\.0886, …, 0\\.0203, 0\\.1351, 0\\.0950\\]"
   EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --detail summary --color never)
 cli_test("grad --prompt --lr runs the model again with the stepped layer and shows p(target) go up" 0
   "The model run again with the stepped layer: p\\(\" Paris\"\\) (0\\.[0-9]+) → 0\\.[0-9]+, loss [0-9.]+ → [0-9.]+ +✓ down"

@@ -82,7 +82,7 @@ TEST_CASE("the edit's text writes Λ out, the steps and the before → after tab
     o.width = 80;
     const std::string text = render_edit_text(hand_made(), o);
     INFO(text);
-    CHECK(text.find("Λ[0] = (v*[0] − v₀[0]) / k*ᵀu = (1.5 − 1) / 2.2361 = 0.223607") != std::string::npos);
+    CHECK(text.find("Λ[0] = (v*[0] − v₀[0]) / k*ᵀu = (1.5000 − 1.0000) / 2.2361 = 0.223607") != std::string::npos);
     CHECK(text.find("The loss fell below 0.05 at step 1") != std::string::npos);
     CHECK(text.find("\" Paris\" 0.900 → \" Rome\" 0.970") != std::string::npos);
     CHECK(text.find("1 of 1 keep their top prediction.") != std::string::npos);
@@ -91,4 +91,69 @@ TEST_CASE("the edit's text writes Λ out, the steps and the before → after tab
     std::size_t widest = 0;
     for (std::string line; std::getline(lines, line);) widest = std::max(widest, display_width(line));
     CHECK(widest <= 80);
+}
+
+TEST_CASE("the edit's detail levels: summary the norms, values every vector, arithmetic the sums written out") {
+    const edit_trace t = hand_made();
+    text_options o;
+    o.width = 80;
+    SUBCASE("summary") {
+        o.detail = detail_level::summary;
+        const std::string text = render_edit_text(t, o);
+        INFO(text);
+        CHECK(text.find("k* = [") == std::string::npos);
+        CHECK(text.find("Λ[0] =") == std::string::npos);
+        // ‖v*‖ = ‖(1.5, −0.75)‖ = 1.6771, ‖Λ‖ = ‖(0.5, 0.25)‖ / 2.2361 = 0.5590 / 2.2361 = 0.25
+        CHECK(text.find("‖v*‖ = ‖v₀ + δ‖ = 1.6771") != std::string::npos);
+        CHECK(text.find("‖Λ‖ = ‖δ‖ / k*ᵀu = 0.2500") != std::string::npos);
+    }
+    SUBCASE("values, the default") {
+        const std::string text = render_edit_text(t, o);
+        CHECK(text.find("k* = [1.0000, 0.0000, 2.0000]") != std::string::npos);
+        CHECK(text.find("k*ᵀu = Σ k*_i u_i = 2.236068") != std::string::npos);
+    }
+    SUBCASE("arithmetic") {
+        o.detail = detail_level::arithmetic;
+        const std::string text = render_edit_text(t, o);
+        INFO(text);
+        // 1 × 0.4472 + 0 × 0 + 2 × 0.8944 = 2.2361
+        CHECK(text.find("k*ᵀu = Σ k*_i u_i = 1.0000×0.4472 + 0.0000×0.0000 + 2.0000×0.8944 = 2.236068") != std::string::npos);
+        CHECK(text.find("Λ[1] = (v*[1] − v₀[1]) / k*ᵀu = ((-0.7500) − (-1.0000)) / 2.2361 = 0.111803") != std::string::npos);
+    }
+}
+
+TEST_CASE("the edit's page leaves a token's index uncoloured: it names a token, it measures nothing") {
+    std::string page;
+    render_edit(hand_made(), {}, text_format::html, [&page](std::string_view s) { page += s; });
+    CHECK(page.find("<td>3</td>") != std::string::npos);  // the key's table: the prompt, token 3, ‖k‖
+}
+
+TEST_CASE("an expert's edit names the expert and its routing weight; an edit that did not take points to locate") {
+    edit_trace t = hand_made();
+    t.expert = 2;
+    t.contexts.front().weight = 0.625;
+    t.efficacy.after = {9, " Paris", 0.9, 0.06};
+    const std::string text = render_edit_text(t, {});
+    INFO(text);
+    CHECK(text.find("Editing layer 1's expert 2's W2") != std::string::npos);
+    CHECK(text.find("routing weight w, 0.6250 at the edited token") != std::string::npos);
+    CHECK(text.find("tokens routed to expert 2") != std::string::npos);
+    CHECK(text.find("The edit did not take.") != std::string::npos);
+    // the optimisation reached 0.97 with δ at the token alone: the insertion is what lost it
+    CHECK(text.find("but the edited W2' gives 0.0600") != std::string::npos);
+    // an optimisation that itself stayed low: the fact is recalled elsewhere, which locate shows
+    t.steps.back().prob = 0.06;
+    text_options wide;
+    wide.width = 1000;  // one line a paragraph
+    const std::string low = render_edit_text(t, wide);
+    CHECK(low.find("barely reaches the prediction") != std::string::npos);
+    CHECK(low.find("--subject \"France\" --target \" Paris\"") != std::string::npos);
+    const auto edit = nlohmann::ordered_json::parse(render_edit_json(t)).at("edit");
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : edit.items()) keys.push_back(key);
+    REQUIRE(keys.size() > 3);
+    CHECK(keys[1] == "expert");
+    CHECK(edit.at("expert") == 2);
+    CHECK(keys[2] == "position");
+    CHECK(nlohmann::json::parse(render_edit_json(hand_made())).at("edit").count("expert") == 0);
 }

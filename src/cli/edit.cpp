@@ -62,6 +62,10 @@ void setup_edit(CLI::App& app, int& status) {
         ->check(CLI::IsMember({"f32", "f64"}));
     add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −");
+    sub->add_option("--detail", o->detail, "summary (norms and tables), values (every vector) or arithmetic (k*ᵀu's and "
+                                           "Λ's sums written out)")
+        ->check(CLI::IsMember({"summary", "values", "arithmetic"}))
+        ->capture_default_str();
     sub->add_flag("--full", o->full, "Every entry of k*, C⁻¹k*, u, v₀, δ, v* and Λ, and Λ's every sum written out");
     add_width(*sub, o->width);
     sub->callback([o, &status] { status = run_edit(*o); });
@@ -162,6 +166,9 @@ int run_edit(const edit_options& o) {
     return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
                       [&](text_options view, ffn_trace::text_format f, const text_sink& out) {
                           view.full = o.full;
+                          view.detail = o.detail == "summary"      ? detail_level::summary
+                                        : o.detail == "arithmetic" ? detail_level::arithmetic
+                                                                   : detail_level::values;
                           render_edit(*t, view, f, out);
                       });
 }

@@ -26,6 +26,7 @@ struct edit_options {
     std::string color = "auto";
     bool ascii = false;
     bool full = false;
+    std::string detail = "values";  // summary, values or arithmetic
     std::size_t width = 0;  // 0: output_width chooses
 };
 

@@ -50,8 +50,11 @@ protected:
     void forward_pass(const std::function<std::string(std::size_t)>& between) {
         heading_line("Forward pass (ffn-trace run shows every step)");
         add(token_lines({}, " = ", [&](std::size_t t) {
+            // An example file's x as the file writes it, beside its target; a prompt's x is computed
+            // (the residual stream), so in the output's fixed decimals (0.0950, not 0.095).
+            const auto x = in_.tr.input.row(t);
             return fmt::format("{}: x = {} → {}output = {}", layer_token(t),
-                               short_vector_text(in_.tr.input.row(t), opt_.precision, opt_.full), between(t),
+                               in_.prompt ? vec(x) : short_vector_text(x, opt_.precision, opt_.full), between(t),
                                vec(in_.tr.output().value.row(t)));
         }));
     }

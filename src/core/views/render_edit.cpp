@@ -36,7 +36,8 @@ std::vector<std::size_t> largest(const std::vector<double>& v, std::size_t n) {
 
 class edit_builder {
 public:
-    edit_builder(const edit_trace& t, const text_options& options, bool html) : t_(t), opt_(options), html_(html) {}
+    edit_builder(const edit_trace& t, const text_options& options, bool html)
+        : t_(t), opt_(options), html_(html), level_(options.detail.value_or(detail_level::values)) {}
 
     void build(const block_sink& out) {
         out_ = &out;
@@ -58,6 +59,8 @@ private:
         add(std::move(b));
     }
     std::string n4(double v) const { return format_fixed(v, 4); }
+    // An operand in a written-out sum: four decimals, as the vectors beside it, in parentheses when negative.
+    std::string op4(double v) const { return v < 0 ? "(" + n4(v) + ")" : n4(v); }
     std::string vec(const std::vector<double>& v) const { return vector_text(v, 4, opt_.full); }
     std::string target() const { return fmt::format("p({})", quote(t_.target)); }
     // The characters a quoted prompt may take in a table: the width less `others`, at most `most`.
@@ -114,8 +117,10 @@ private:
         b.align = "lrr";
         b.rows.push_back({"prompt", "token", "‖k‖"});
         for (const auto& c : t_.contexts) b.rows.push_back({quote(c.prompt.text, text_room(20, 48)), std::to_string(c.position), n4(norm_of(c.key))});
+        b.names = {false, true, false};  // the token's index names it
         add(std::move(b));
-        lines({fmt::format("k* = {}", vec(t_.key)), fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
+        if (level_ == detail_level::summary) lines({fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
+        else lines({fmt::format("k* = {}", vec(t_.key)), fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
         bars("The key k*: its largest entries, unit by unit", t_.key);
     }
 
@@ -148,11 +153,19 @@ private:
                               t_.corpus_tokens, t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "", t_.corpus_texts,
                               quote(t_.corpus, text_room(4, 200)), what_w2_reads(), format_short(t_.ridge, 4),
                               t_.ridge_given ? "--ridge" : "10⁻³ of C's mean diagonal, the default"));
-        lines({fmt::format("mean of C's diagonal = tr(C) / {} = {}", t_.d_ff, format_short(mean, 6)),
-               fmt::format("C⁻¹k* = {}   (solved by Cholesky, C + λI = L Lᵀ)", vec(t_.c_inv_key)),
-               fmt::format("‖C⁻¹k*‖ = {}", format_short(norm_of(t_.c_inv_key), 6)),
-               fmt::format("u = C⁻¹k* / ‖C⁻¹k*‖ = {}", vec(t_.u)),
-               fmt::format("k*ᵀu = Σ k*_i u_i = {}", format_short(t_.key_dot_u, 6))});
+        std::vector<std::string> l{fmt::format("mean of C's diagonal = tr(C) / {} = {}", t_.d_ff, format_short(mean, 6))};
+        if (level_ != detail_level::summary) l.push_back(fmt::format("C⁻¹k* = {}   (solved by Cholesky, C + λI = L Lᵀ)", vec(t_.c_inv_key)));
+        l.push_back(fmt::format("‖C⁻¹k*‖ = {}", format_short(norm_of(t_.c_inv_key), 6)));
+        if (level_ != detail_level::summary) l.push_back(fmt::format("u = C⁻¹k* / ‖C⁻¹k*‖ = {}", vec(t_.u)));
+        if (level_ == detail_level::arithmetic) {
+            std::vector<std::string> terms;
+            for (auto i : shown_indices(t_.d_ff, opt_.full))
+                terms.push_back(i == gap ? "…" : fmt::format("{}×{}", op4(t_.key[i]), op4(t_.u[i])));
+            l.push_back(fmt::format("k*ᵀu = Σ k*_i u_i = {} = {}", fmt::join(terms, " + "), format_short(t_.key_dot_u, 6)));
+        } else {
+            l.push_back(fmt::format("k*ᵀu = Σ k*_i u_i = {}", format_short(t_.key_dot_u, 6)));
+        }
+        lines(std::move(l));
         bars("u = C⁻¹k* normalised: its largest entries", t_.u);
     }
 
@@ -170,6 +183,8 @@ private:
                               format_short(s.clamp, 4), n4(s.clamp * norm_of(t_.old_value))));
         block b{block_kind::table};
         b.rows.push_back({"step", "loss", "−log p", "KL term", "‖δ‖ term", target(), "‖δ‖"});
+        b.names = {true, false, false, false, false, false, false};  // a step's number names it
+        b.column_scales = true;  // losses, probabilities and norms are of different sizes
         for (std::size_t i = 0; i < t_.steps.size(); ++i) {
             const auto& st = t_.steps[i];
             b.rows.push_back({std::to_string(i), n4(st.loss), n4(st.nll), n4(st.kl), n4(st.decay), n4(st.prob), n4(st.delta_norm)});
@@ -212,14 +227,7 @@ private:
 
     void insertion() {
         add({block_kind::heading, "The edit: Λ and ΔW2 = uΛᵀ"});
-        std::vector<std::string> l{fmt::format("v₀ = W2ᵀk* = {}   (‖v₀‖ = {})", vec(t_.old_value), n4(norm_of(t_.old_value))),
-                                   fmt::format("δ  = {}   (‖δ‖ = {})", vec(t_.delta), n4(t_.delta_norm())),
-                                   fmt::format("v* = v₀ + δ = {}", vec(t_.value)),
-                                   fmt::format("Λ  = (v* − W2ᵀk*) / (k*ᵀu) = {}", vec(t_.lambda))};
-        for (std::size_t j = 0; j < (opt_.full ? t_.d_model : std::min<std::size_t>(2, t_.d_model)); ++j)
-            l.push_back(fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j, operand(t_.value[j], 4),
-                                    operand(t_.old_value[j], 4), operand(t_.key_dot_u, 4), format_short(t_.lambda[j], 6)));
-        lines(std::move(l));
+        lines(level_ == detail_level::summary ? value_norms() : value_vectors());
         if (t_.delta_norm() == 0)
             paragraph(fmt::format("δ stayed 0: the loss's gradient in δ is 0 at this token, whose layer {} output nothing "
                                   "after it carries to the last token, so W2' = W2. Edit another layer or token.",
@@ -234,6 +242,7 @@ private:
         f->values.emplace_back();
         block b{block_kind::table};
         b.rows.push_back({"entry", "v₀", "δ", "v*"});
+        b.names = {true, false, false, false};  // an entry's index names it
         for (auto j : largest(t_.delta, 8)) {
             b.rows.push_back({std::to_string(j), n4(t_.old_value[j]), n4(t_.delta[j]), n4(t_.value[j])});
             for (int which = 0; which < 2; ++which) {
@@ -245,6 +254,31 @@ private:
         }
         b.picture = std::move(f);
         add(std::move(b));
+    }
+
+    std::vector<std::string> value_norms() const {
+        return {fmt::format("‖v₀‖ = ‖W2ᵀk*‖ = {}", n4(norm_of(t_.old_value))), fmt::format("‖δ‖ = {}", n4(t_.delta_norm())),
+                fmt::format("‖v*‖ = ‖v₀ + δ‖ = {}", n4(norm_of(t_.value))),
+                fmt::format("‖Λ‖ = ‖δ‖ / k*ᵀu = {}", n4(norm_of(t_.lambda)))};
+    }
+
+    // v₀, δ, v* and Λ, and Λ's sums: the first two (every one with --full), or with the
+    // arithmetic the first and last three.
+    std::vector<std::string> value_vectors() const {
+        std::vector<std::string> l{fmt::format("v₀ = W2ᵀk* = {}   (‖v₀‖ = {})", vec(t_.old_value), n4(norm_of(t_.old_value))),
+                                   fmt::format("δ  = {}   (‖δ‖ = {})", vec(t_.delta), n4(t_.delta_norm())),
+                                   fmt::format("v* = v₀ + δ = {}", vec(t_.value)),
+                                   fmt::format("Λ  = (v* − W2ᵀk*) / (k*ᵀu) = {}", vec(t_.lambda))};
+        std::vector<std::size_t> entries;
+        if (level_ == detail_level::arithmetic) entries = shown_indices(t_.d_model, opt_.full);
+        else
+            for (std::size_t j = 0; j < (opt_.full ? t_.d_model : std::min<std::size_t>(2, t_.d_model)); ++j) entries.push_back(j);
+        for (auto j : entries)
+            l.push_back(j == gap ? "…"
+                                 : fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j,
+                                               op4(t_.value[j]), op4(t_.old_value[j]), op4(t_.key_dot_u),
+                                               format_short(t_.lambda[j], 6)));
+        return l;
     }
 
     std::string prediction(const edit_prediction& p) const { return fmt::format("{} {}", quote(p.token, 12), format_fixed(p.prob, 3)); }
@@ -269,6 +303,32 @@ private:
         else paragraph(fmt::format("{} of {} now predict {}.", moved, cs.size(), quote(t_.target)));
     }
 
+    // Why an edit may not take, and what to try: a small model often recalls a fact at the last
+    // token, not at the subject's (ROME's default), and `locate` shows where.
+    void not_taken() {
+        const auto& c = t_.contexts.front();
+        const std::string command = fmt::format("ffn-trace locate --checkpoint {} --prompt {} --subject {} --target {}", t_.checkpoint,
+                                                quote(c.prompt.text), quote(t_.subject), quote(t_.efficacy.before.token));
+        const std::string reached = fmt::format("With δ at token {} ({}) the optimisation reached {} = {}", c.position,
+                                                quote(c.prompt.display[c.position]), target(), n4(t_.steps.back().prob));
+        if (t_.steps.back().prob >= 0.5) {
+            paragraph(fmt::format("The edit did not take. {}, but the edited W2' gives {}: W2' = W2 + uΛᵀ also changes what "
+                                  "the layer writes at the prompt's other tokens, each by (k · u) Λᵀ, and that undoes "
+                                  "δ's effect. A larger --ridge, or --prefix contexts, make u more particular to the key.",
+                                  reached, n4(t_.efficacy.after.target_prob)));
+            return;
+        }
+        if (t_.at.at == edit_position::kind::last)
+            paragraph(fmt::format("The edit did not take. {}: layer {}'s output at the last token cannot carry the model "
+                                  "there. `{}` shows which layers' FFNs the prediction runs through; edit one of those "
+                                  "with --layer.", reached, t_.layer, command));
+        else
+            paragraph(fmt::format("The edit did not take. {}: what layer {} writes at this token barely reaches the "
+                                  "prediction, so the model recalls the fact at another token (a small model often at "
+                                  "the last). `{}` shows at which token and layer the old answer is recalled; edit there "
+                                  "with --at last or --at T.", reached, t_.layer, command));
+    }
+
     void evaluation() {
         add({block_kind::heading, "Before → after"});
         paragraph(fmt::format("The edited model is the old one with layer {}'s output changed by {}(k · u) Λᵀ at every token{}, "
@@ -277,6 +337,7 @@ private:
                               t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "", t_.expert ? "activations of the expert" : "mlp_post",
                               target()));
         checks("efficacy", {t_.efficacy}, false);
+        if (t_.efficacy.after.id != t_.target_id) not_taken();
         if (t_.paraphrases.empty()) paragraph("No paraphrase: the corpus has no other sentence about the subject ending "
                                               "with the old answer; give --paraphrase.");
         else checks("generalisation", t_.paraphrases, false);
@@ -300,6 +361,9 @@ private:
     const edit_trace& t_;
     const text_options& opt_;
     bool html_;
+    // summary: the norms and the tables; values (the default): every vector, Λ's first sums;
+    // arithmetic: the sums of k*ᵀu and Λ written out entry by entry too (every entry with --full).
+    detail_level level_;
     const block_sink* out_ = nullptr;
 };
 
