@@ -1015,6 +1015,22 @@ cli_test("edit --detail summary gives the norms without the vectors" 0
 cli_test("edit --detail arithmetic writes k*ᵀu's sum and Λ's first and last entries out" 0
   "k\\*ᵀu = Σ k\\*_i u_i = \\(?-?[0-9.]+\\)?×\\(?-?[0-9.]+\\)? \\+ .* … .* = [0-9.]+ .*Λ\\[2\\] = .* … Λ\\[125\\] = .*Λ\\[127\\] = "
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/arithmetic ${EDIT_ARGS} --target " Rome" --at last --detail arithmetic --color never)
+# edit --expert on a whole tiny Mixtral (tests/inputs/checkpoints/make.py): at layer 1 the router sends
+# "abcde"'s last token to experts 0 and 2.
+set(MIXTRAL_WHOLE ${INPUTS}/checkpoints/mixtral_whole)
+set(EDIT_MOE_ARGS --checkpoint ${MIXTRAL_WHOLE} --layer 1 --prompt abcde --subject c --at last --target f)
+cli_test("edit --expert edits one expert's w2: its activations the key, C over its tokens, the edit written" 0
+  "Editing layer 1's expert 0's W2 .*tensor +model\\.layers\\.1\\.block_sparse_moe\\.experts\\.0\\.w2\\.weight .*expert +0 of the MoE layer: .*routing weight w, 0\\.9751 at the edited token .*k\\* is expert 0's activations .*tokens routed to expert 0 .*\"abcde\" +\"g\" 0\\.556 → \"f\" 0\\.9[0-9]+ .*1 of 1 now predict \"f\".*Written to .*experts\\.0\\.w2\\.weight replaced by W2' stored as F32"
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/expert ${EDIT_MOE_ARGS} --expert 0 --neighbour abfde --color never)
+cli_test("edit --expert naming an expert the token is not routed to is refused, naming those it is" 2 EMPTY
+  "^error: --at: expert 1 is not routed to at token 4 \\(\"e\"\\) of \"abcde\": the router sends the token to experts 0 and 2, so the expert's W2 never sees it"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/expert_idle ${EDIT_MOE_ARGS} --expert 1)
+cli_test("edit on an MoE layer without --expert asks for one" 2 EMPTY
+  "^error: .*mixtral_whole: --expert: a mixtral layer is a Mixture of Experts of 4 experts: name the one whose W2 is edited \\(0 to 3\\)$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/expert_none ${EDIT_MOE_ARGS})
+cli_test("edit --expert on a dense layer is refused" 2 EMPTY
+  "^error: .*capitals: --expert: a gpt2 layer is one dense FFN: it has no experts to choose from$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/expert_dense ${EDIT_ARGS} --target " Rome" --expert 0)
 cli_test("edit's edited checkpoint runs: run --checkpoint shows the new prediction" 0
   "\" Rome\""
   EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" -o \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
@@ -1166,6 +1182,12 @@ cli_test("quiz on a prompt: --tolerance never narrows the knock-out's stated tol
 cli_test("grad --prompt shows the target, the upstream by token and the model's loss" 0
   "target +\" Paris\", the next token after token 4 \\(\" is\"\\).*Upstream +g = dL/d\\(FFN output\\).*\" is\": ‖g‖ = [0-9.]+.*Loss +L = −log p\\(\" Paris\"\\) = [0-9.]+, p = 0\\.[0-9]+.*Gradient check .*✓.*Units +two estimates"
   EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --detail summary --color never)
+cli_test("grad --prompt on an MoE layer traces the experts' backward with the routing held, steps, and lists the routed experts' units" 0
+  "Backward pass · Layer 1 of a mixtral checkpoint .*target +\"f\", the next token after token 4 .*routing +held fixed.*Upstream +g = dL/d\\(FFN output\\).*\"e\": ‖g‖ = 0\\.7040 .*experts 0, 2 → output .*Loss +L = −log p\\(\"f\"\\) = 5\\.2358, p = 0\\.0053 Gradient check .*✓\\. .*The model run again with the stepped layer: p\\(\"f\"\\) 0\\.0053 → 0\\.0[0-9]+, loss 5\\.2358 → [0-9.]+ ✓ down .*expert +unit +a +−Σ g·a +DLA 0 +7 "
+  EMPTY -- ${FT} grad --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --target f --lr 0.1 --detail summary --color never)
+cli_test("grad --prompt --format json on an MoE layer has the target, the upstream and each unit's expert" 0
+  "\"target\": \\{ \"text\": \"f\", .*\"prob\": 0\\.0053[0-9]*.*\"upstream\": \\[.*\"units\": \\[ \\{ \"expert\": 0, \"unit\": 7, \"activation\": "
+  EMPTY -- ${FT} grad --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --target f --format json)
 cli_test("grad --prompt writes the forward pass's x, the residual stream, in the output's four decimals" 0
   "\" France\": x = \\[-0\\.0724, 0\\.0332, 0\\.0886, …, 0\\.0203, 0\\.1351, 0\\.0950\\]"
   EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --detail summary --color never)

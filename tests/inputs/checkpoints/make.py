@@ -146,3 +146,41 @@ config("spare", {"model_type": "gpt2", "n_embd": d_model, "n_layer": layers, "n_
 write("spare", "vocab.json", json.dumps({**{t: i for i, t in enumerate(tokens)}, "ĠRome": 16777216, "ĠBerlin": 9},
                                         ensure_ascii=False) + "\n")
 write("spare", "merges.txt", "#version: 0.2\n")
+
+# A whole Mixtral with a tokenizer (ffn-trace edit --expert and grad --prompt on an MoE layer):
+# attention with RoPE and 2 query heads sharing 1 key/value head, 4 experts, 2 per token; one
+# token a character of "abcdefg" and the space. Its own generator, so the files above stay as
+# they were.
+moe_rng = np.random.default_rng(20261202)
+
+
+def moe_rand(*shape):
+    return moe_rng.uniform(-1, 1, size=shape).astype("<f4")
+
+
+md, mf, heads, head_dim = 8, 8, 2, 4
+letters = ["a", "b", "c", "d", "e", "f", "g", "Ġ"]
+whole = {"model.embed_tokens.weight": moe_rand(vocab, md), "lm_head.weight": moe_rand(vocab, md),
+         "model.norm.weight": 1 + moe_rand(md) / 4}
+for i in range(layers):
+    at = f"model.layers.{i}."
+    whole[at + "input_layernorm.weight"] = 1 + moe_rand(md) / 4
+    whole[at + "self_attn.q_proj.weight"] = moe_rand(heads * head_dim, md)
+    whole[at + "self_attn.k_proj.weight"] = moe_rand(head_dim, md)
+    whole[at + "self_attn.v_proj.weight"] = moe_rand(head_dim, md)
+    whole[at + "self_attn.o_proj.weight"] = moe_rand(md, heads * head_dim)
+    whole[at + "post_attention_layernorm.weight"] = 1 + moe_rand(md) / 4
+    whole[at + "block_sparse_moe.gate.weight"] = 2 * moe_rand(experts, md)
+    for j in range(experts):
+        whole[at + f"block_sparse_moe.experts.{j}.w1.weight"] = moe_rand(mf, md)
+        whole[at + f"block_sparse_moe.experts.{j}.w3.weight"] = moe_rand(mf, md)
+        whole[at + f"block_sparse_moe.experts.{j}.w2.weight"] = moe_rand(md, mf)
+write("mixtral_whole", "model.safetensors", safetensors(whole))
+config("mixtral_whole", {"model_type": "mixtral", "hidden_size": md, "intermediate_size": mf, "num_hidden_layers": layers,
+                         "num_attention_heads": heads, "num_key_value_heads": 1, "max_position_embeddings": 16,
+                         "rope_theta": 100.0, "num_local_experts": experts, "num_experts_per_tok": 2, "rms_norm_eps": 1e-5,
+                         "hidden_act": "silu", "vocab_size": vocab, "tie_word_embeddings": False})
+write("mixtral_whole", "vocab.json", json.dumps({t: i for i, t in enumerate(letters)}, ensure_ascii=False) + "\n")
+write("mixtral_whole", "merges.txt", "#version: 0.2\n")
+write("mixtral_whole", "corpus.txt", "abcdefg\nbadcfe\ngfedcba\ncab fed\nfaded\nbeef\ndecade\nace\nbead\ncafe\nbag\n"
+                                     "dab\nface\ngab\nfed a cab\n")
