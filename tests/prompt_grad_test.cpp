@@ -49,6 +49,17 @@ double next_token_nll(const transformer& tr, const std::vector<std::size_t>& ids
     return std::log(sum) + max - z[token];
 }
 
+// Σ w² over a weight, a matrix or a vector.
+template <class W>
+double squares(const W& w) {
+    double sum = 0;
+    if constexpr (std::is_same_v<W, matrix>)
+        for (double v : w.data) sum += v * v;
+    else
+        for (double v : w) sum += v * v;
+    return sum;
+}
+
 }  // namespace
 
 TEST_CASE("the loss is −log p(target) of the model's own next-token distribution") {
@@ -85,12 +96,7 @@ TEST_CASE("a small step changes the loss by −η·‖∇‖² to first order, t
     REQUIRE(g);
     REQUIRE(g->descent);
     double squared = 0;
-    for_each_weight(g->grad.ffn->d_layer, [&squared](const char*, const auto& w) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
-            for (double v : w.data) squared += v * v;
-        else
-            for (double v : w) squared += v * v;
-    });
+    for_each_weight(g->grad.ffn->d_layer, [&squared](const char*, const auto& w) { squared += squares(w); });
     CHECK(squared > 0);
     CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
     CHECK(g->prob_after == Approx(std::exp(-g->loss_after)));
@@ -151,18 +157,31 @@ double reference_nll(const ref::spec& s, const ref::tensors& t, const std::vecto
     return std::log(sum) + max - z[token];
 }
 
+// A tiny Mixtral of test::tiny written with its letters tokenizer, and grad --prompt "abcde" → "f" on it.
+struct tiny_moe {
+    test::tiny::model m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    ckpt::temp_dir dir;
+
+    tiny_moe() {
+        m.write(dir);
+        test::tiny::write_letters_tokenizer(dir);
+    }
+    prompt_grad_request request(std::size_t layer) const {
+        prompt_grad_request r;
+        r.checkpoint = dir.path();
+        r.text = "abcde";
+        r.layer = layer;
+        r.target = "f";
+        return r;
+    }
+};
+
 }  // namespace
 
 TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a are the reference model's finite differences") {
-    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
-    ckpt::temp_dir dir;
-    m.write(dir);
-    test::tiny::write_letters_tokenizer(dir);
-    prompt_grad_request r;
-    r.checkpoint = dir.path();
-    r.text = "abcde";
-    r.layer = 0;
-    r.target = "f";
+    const tiny_moe tiny;
+    const auto& m = tiny.m;
+    auto r = tiny.request(0);
     r.top = 1000;
     auto g = prompt_grad(r);
     REQUIRE(g);
@@ -209,15 +228,8 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
 }
 
 TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖∇‖², the routing held") {
-    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
-    ckpt::temp_dir dir;
-    m.write(dir);
-    test::tiny::write_letters_tokenizer(dir);
-    prompt_grad_request r;
-    r.checkpoint = dir.path();
-    r.text = "abcde";
-    r.layer = 1;
-    r.target = "f";
+    const tiny_moe tiny;
+    auto r = tiny.request(1);
     const double eta = 1e-5;
     r.learning_rate = eta;
     auto g = prompt_grad(r);
@@ -226,12 +238,7 @@ TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖�
     CHECK_FALSE(g->moe_descent->routing_changed);
     double squared = 0;
     moe d = g->grad.moe->d_layer;
-    for_each_moe_weight(d, [&squared](const std::string&, const auto& w) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, matrix>)
-            for (double v : w.data) squared += v * v;
-        else
-            for (double v : w) squared += v * v;
-    });
+    for_each_moe_weight(d, [&squared](const std::string&, const auto& w) { squared += squares(w); });
     CHECK(squared > 0);
     CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
     SUBCASE("the views show the prompt's loss, the upstream and the experts' units") {
