@@ -14,6 +14,9 @@ modelling_gpt2.py as the specification):
     the written weights, is the tool's "after" (token and probability), for both dtypes;
   - the edit succeeds: " Rome" is the prompt's top prediction after, and at least 8 of the 10
     neighbours keep theirs.
+And one expert's edit (--expert 0) of the whole tiny Mixtral of tests/inputs/checkpoints, against a
+Mixtral forward pass here: only that expert's w2 changed, ΔW2 rank one and u Λᵀ, k* that expert's
+activations at the edited token, k*ᵀW2' = v*, and the predictions before and after the tool's.
 
 Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
 """
@@ -167,6 +170,92 @@ for dtype in ("f64", "f32"):
         failures.append(f"{dtype}: {kept} of {len(got['neighbours'])} neighbours keep their prediction; expected 8 of 10 or more")
     print(f"{dtype}: p(' Rome') {got['efficacy']['before']['target_prob']:.4f} -> {got['efficacy']['after']['target_prob']:.4f}, "
           f"{kept} of {len(got['neighbours'])} neighbours kept, {len(e['steps'])} steps")
+
+# One expert's edit (--expert) of a whole tiny Mixtral (tests/inputs/checkpoints/mixtral_whole), run
+# here with Hugging Face's modeling_mixtral.py as the specification: RMSNorm, rotate-half RoPE, two
+# query heads sharing one key/value head, the softmax router's top 2 renormalised, SwiGLU experts.
+mixtral = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs", "checkpoints", "mixtral_whole")
+EXPERT = "model.layers.1.block_sparse_moe.experts.0.w2.weight"
+
+
+def rms_norm(x, w, eps=1e-5):
+    return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * w
+
+
+def rope(x, theta=100.0):
+    T, d = x.shape[-2], x.shape[-1]
+    angles = np.arange(T)[:, None] * theta ** (-np.arange(0, d, 2) / d)[None, :]
+    cos, sin = np.cos(np.concatenate([angles] * 2, -1)), np.sin(np.concatenate([angles] * 2, -1))
+    half = np.concatenate([-x[..., d // 2:], x[..., : d // 2]], -1)
+    return x * cos + half * sin
+
+
+def mixtral_forward(w, ids, heads=2, hd=4):
+    """The last token's softmax, and layer 1's expert 0: its activations (tokens, d_ff) and routing weights."""
+    x = w["model.embed_tokens.weight"][ids]
+    T = len(ids)
+    for l in range(2):
+        at = f"model.layers.{l}."
+        h = rms_norm(x, w[at + "input_layernorm.weight"])
+        q = (h @ w[at + "self_attn.q_proj.weight"].T).reshape(T, heads, hd).transpose(1, 0, 2)
+        k = (h @ w[at + "self_attn.k_proj.weight"].T).reshape(T, 1, hd).transpose(1, 0, 2)
+        v = (h @ w[at + "self_attn.v_proj.weight"].T).reshape(T, 1, hd).transpose(1, 0, 2)
+        q, k = rope(q), rope(k)
+        s = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
+        s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+        o = (softmax(s) @ v).transpose(1, 0, 2).reshape(T, heads * hd)
+        x = x + o @ w[at + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[at + "post_attention_layernorm.weight"])
+        p = softmax(h @ w[at + "block_sparse_moe.gate.weight"].T)
+        out = np.zeros_like(x)
+        for t in range(T):
+            top = np.argsort(-p[t], kind="stable")[:2]
+            for e in top:
+                e_at = at + f"block_sparse_moe.experts.{e}."
+                a = h[t] @ w[e_at + "w1.weight"].T
+                act = a / (1 + np.exp(-a)) * (h[t] @ w[e_at + "w3.weight"].T)
+                out[t] += p[t, e] / p[t, top].sum() * (act @ w[e_at + "w2.weight"].T)
+                if l == 1 and e == 0 and t == T - 1:
+                    key, weight = act, p[t, e] / p[t, top].sum()
+        x = x + out
+    f = rms_norm(x[-1], w["model.norm.weight"])
+    return softmax(f @ w["lm_head.weight"].T), key, weight
+
+
+letters = json.load(open(os.path.join(mixtral, "vocab.json")))
+before, _ = read_safetensors(os.path.join(mixtral, "model.safetensors"))
+out = os.path.join(work, "expert")
+r = subprocess.run([ft, "edit", "--checkpoint", mixtral, "--layer", "1", "--expert", "0", "--prompt", "abcde", "--subject", "c",
+                    "--at", "last", "--target", "f", "--neighbour", "abfde", "--dtype", "f64", "-o", out, "--format", "json"],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"edit --expert failed ({r.returncode}): {r.stderr}")
+got = json.loads(r.stdout)
+e = got["edit"]
+after, after_stored = read_safetensors(os.path.join(out, "model.safetensors"))
+for name in before:
+    if name != EXPERT and not np.array_equal(before[name], after[name]):
+        failures.append(f"expert: {name} changed")
+ids = got["prompt"]["token_ids"]
+p0, key, weight = mixtral_forward(before, ids)
+if e.get("expert") != 0:
+    failures.append(f"expert: the JSON's edit.expert is {e.get('expert')!r}")
+close("expert: k* (expert 0's activations at the last token)", e["key"], key, 1e-9)
+delta_w = (after[EXPERT] - before[EXPERT]).T  # the math form (d_ff, d_model)
+s = np.linalg.svd(delta_w, compute_uv=False)
+if not s[1] <= 1e-12 * s[0]:
+    failures.append(f"expert: ΔW2 is not rank one: singular values {s[0]:.6g}, {s[1]:.3g}")
+close("expert: ΔW2 = u Λᵀ", delta_w, np.outer(e["u"], e["lambda"]), 1e-12)
+close("expert: k*ᵀW2' = v*", key @ after[EXPERT].T, e["value"], 1e-10)
+for text, want in [("abcde", got["efficacy"]), ("abfde", got["neighbours"][0])]:
+    p, _, _ = mixtral_forward(after, [letters[c] for c in text])
+    pb, _, _ = mixtral_forward(before, [letters[c] for c in text])
+    if int(np.argmax(p)) != want["after"]["id"]:
+        failures.append(f"expert: {text!r}: NumPy predicts {int(np.argmax(p))} after the edit, the tool {want['after']['id']}")
+    close(f"expert: {text!r}: p(target) after", p[got["target"]["id"]], want["after"]["target_prob"], 1e-9)
+    close(f"expert: {text!r}: p(target) before", pb[got["target"]["id"]], want["before"]["target_prob"], 1e-9)
+print(f"expert 0 (routing weight {weight:.4f}): p('f') {got['efficacy']['before']['target_prob']:.4f} -> "
+      f"{got['efficacy']['after']['target_prob']:.4f}")
 
 for f in failures:
     print("FAIL", f)
