@@ -106,7 +106,7 @@ def main():
                     worst = max(worst, abs(p - got["grids"][kind]["prob"][l][t]))
     done = time.time()
     print(json.dumps({"import_seconds": round(imported - start, 3), "setup_seconds": round(traced - imported, 3),
-                      "trace_seconds": round(done - traced, 3), "max_difference": worst}))
+                      "work_seconds": round(done - traced, 3), "max_difference": worst}))
 
 
 main()
