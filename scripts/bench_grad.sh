@@ -16,28 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-small=${BENCH_SMALL:-0}; [ "$small" = 0 ] && small=""
-tokens=${BENCH_TOKENS:-20}
 layer=${BENCH_LAYER:-0}
-bench_dir=${BENCH_DIR:-build/bench}
-python=${PYTHON:-/usr/bin/python3}
-ft=${FFN_TRACE:-build/ffn-trace}
-cache=$bench_dir/cache${small:+-small}
-out=$bench_dir/out${small:+-small}
-
-"$python" -c 'import torch, numpy' 2>/dev/null \
-    || { echo "error: $python cannot import torch and numpy (apt-get install python3-torch python3-numpy)" >&2; exit 2; }
-[ -x "$ft" ] || { echo "error: $ft not built: cmake --build --preset default --target ffn-trace" >&2; exit 2; }
-
-mkdir -p "$cache" "$out"
-BENCH_SMALL=${small:+1} "$python" scripts/bench_make_checkpoints.py "$cache" --only gpt2-forward ${small:+--small}
-dir=$cache/gpt2-locate
-mkdir -p "$dir"
-ln -sf "$(cd "$cache/gpt2-forward" && pwd)/model.safetensors" "$dir/model.safetensors"
-cp "$cache/gpt2-forward/config.json" "$dir/config.json"
-"$python" scripts/bench_byte_vocab.py "$dir"
-prompt=$(head -c "$tokens" < <(yes abcdefghijklmnopqrstuvwxyz | tr -d '\n'))
-cat "$dir/model.safetensors" >/dev/null  # a warm page cache
+source scripts/bench_prompt_setup.sh
 
 echo "ffn-trace grad: $tokens tokens, layer $layer, target \"z\"" >&2
 /usr/bin/time -v -o "$out/grad.time" \
