@@ -15,31 +15,15 @@ probabilities. Writes nothing.
 
 import json
 import os
-import struct
 import sys
 import time
 
 start = time.time()
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from bench_weights import tensors  # noqa: E402
+
 imported = time.time()
-
-
-def tensors(directory):
-    path = os.path.join(directory, "model.safetensors")
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-    header.pop("__metadata__", None)
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
-    out = {}
-    for name, h in header.items():
-        a, b = h["data_offsets"]
-        kind = {"F32": "<f4", "F64": "<f8"}[h["dtype"]]
-        out[name.removeprefix("transformer.")] = torch.from_numpy(
-            np.frombuffer(data[a:b], dtype=kind).reshape(h["shape"]).astype(np.float64))
-    return out
 
 
 def main():
@@ -106,7 +90,7 @@ def main():
                     worst = max(worst, abs(p - got["grids"][kind]["prob"][l][t]))
     done = time.time()
     print(json.dumps({"import_seconds": round(imported - start, 3), "setup_seconds": round(traced - imported, 3),
-                      "trace_seconds": round(done - traced, 3), "max_difference": worst}))
+                      "work_seconds": round(done - traced, 3), "max_difference": worst}))
 
 
 main()

@@ -3,11 +3,10 @@
 # (scripts/bench_units_torch.py): GPT-2 small's shape (12 layers of 768, 3072 units, a tied 50257 ×
 # 768 head, random weights from scripts/bench_make_checkpoints.py), a corpus of BENCH_TEXTS (1000)
 # texts of 32 tokens, every unit of layer BENCH_LAYER (0): the forward passes, a top-10 per unit,
-# the mean and density, and every unit's value and key scores over the vocabulary. Each route once
-# (BENCH_RUNS), wall seconds and peak RSS from /usr/bin/time; then both routes' unit 0 maximum and
-# top promoted id, which must agree. A benchmark for people, not a test. On the development
-# machine under a load of about 22 on its 2 cores: ffn-trace 145.7 s and 622 MB, PyTorch 116.4 s
-# and 4,427 MB (1.25× the wall time, 0.14× the memory).
+# the mean and density, and every unit's value and key scores over the vocabulary. Each route once:
+# wall and CPU seconds and peak RSS from /usr/bin/time -v, PyTorch's import apart
+# (scripts/bench_table.py); then how far PyTorch's top-k activations, means and promoted scores are
+# from ffn-trace's. A benchmark for people, not a test.
 #
 #   scripts/bench_units.sh     BENCH_SMALL=1 BENCH_TEXTS=50 BENCH_DIR=build/bench PYTHON=/usr/bin/python3
 set -euo pipefail
@@ -15,7 +14,6 @@ cd "$(dirname "$0")/.."
 small=${BENCH_SMALL:-0}; [ "$small" = 0 ] && small=""
 texts=${BENCH_TEXTS:-1000}
 layer=${BENCH_LAYER:-0}
-runs=${BENCH_RUNS:-1}
 python=${PYTHON:-/usr/bin/python3}
 bench_dir=${BENCH_DIR:-build/bench}
 cache=$bench_dir/cache${small:+-small}
@@ -43,18 +41,12 @@ PY
 corpus=$cache/units_corpus.txt
 out=$bench_dir/units_out${small:+-small}
 mkdir -p "$out"
-echo "| route | wall (s) | peak RSS (MB) |"
-echo "| --- | ---: | ---: |"
-for ((r = 0; r < runs; r++)); do
-  /usr/bin/time -f "%e %M" -o "$out/ft.time" ./build/ffn-trace units --checkpoint "$model" --layer "$layer" --corpus "$corpus" \
-    --format json >"$out/ft.json"
-  read -r wall rss <"$out/ft.time"; echo "| ffn-trace units | $wall | $((rss / 1024)) |"
-  /usr/bin/time -f "%e %M" -o "$out/torch.time" "$python" scripts/bench_units_torch.py "$model" "$corpus" "$layer" 10 >"$out/torch.txt"
-  read -r wall rss <"$out/torch.time"; echo "| PyTorch float64 loop | $wall | $((rss / 1024)) |"
-done
-"$python" - "$out/ft.json" "$out/torch.txt" <<'PY'
-import json, sys
-u = json.load(open(sys.argv[1]))["units"][0]
-print(f"ffn-trace unit 0: max {u['max_activating'][0]['activation']:.10f}, mean {u['mean']:.10f}, promotes id {u['promotes'][0]['id']}")
-print("PyTorch   " + open(sys.argv[2]).read().strip())
-PY
+cat "$model/model.safetensors" >/dev/null  # a warm page cache
+echo "ffn-trace units: $texts texts of 32 tokens, layer $layer, every unit" >&2
+/usr/bin/time -v -o "$out/ft.time" ./build/ffn-trace units --checkpoint "$model" --layer "$layer" --corpus "$corpus" \
+    --format json -o "$out/ft.json"
+echo "PyTorch float64, the same forward passes and top-k" >&2
+/usr/bin/time -v -o "$out/torch.time" "$python" scripts/bench_units_torch.py "$model" "$corpus" "$layer" 10 "$out/ft.json" >"$out/torch.out"
+[ -n "$small" ] && echo "(BENCH_SMALL: every width shrunk to d_model 64; these are not the real shapes)"
+"$python" scripts/bench_table.py units "$out/ft.time" "$out/torch.time" "$out/torch.out" "$model/config.json" \
+    "$texts texts of 32 tokens, every unit of layer $layer, a top 10 each" | tee "$out/units-table.md"

@@ -1,23 +1,30 @@
 #!/usr/bin/python3
 """The work of `ffn-trace units --layer N` as a plain PyTorch float64 loop, for scripts/bench_units.sh.
 
-    bench_units_torch.py MODEL_DIR CORPUS LAYER TOP
+    bench_units_torch.py MODEL_DIR CORPUS LAYER TOP UNITS_JSON
 
 Each text (one a line, each byte one token: the bench's tokenizer has no merges) through GPT-2's
 blocks up to layer N, layer N's activations gelu_new(ln_2(x) W1 + b1), and per unit a running top-k,
 sum and count of positives; then every unit's value scores W2 (γ_f ⊙ U)ᵀ and key scores (E ⊙ γ) W1,
-top-k of each. Prints the largest activation of unit 0 and its top promoted id, for a cross-check.
+top-k of each. Prints one JSON line: the seconds the import of torch took, reading the weights,
+and the work; and the largest difference from UNITS_JSON (what `ffn-trace units --format json`
+wrote) of every unit's top-k activations, mean and promoted scores.
 """
 import json
 import math
+import os
 import struct
 import sys
+import time
 
-import numpy as np
-import torch
+start = time.time()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
-model_dir, corpus, layer, top = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+imported = time.time()
+model_dir, corpus, layer, top, located = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 torch.set_grad_enabled(False)
+torch.set_num_threads(os.cpu_count() or 1)
 raw = open(f"{model_dir}/model.safetensors", "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 header = json.loads(raw[8:8 + n])
@@ -53,6 +60,7 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+ready = time.time()
 F = W[f"h.{layer}.mlp.c_fc.weight"].shape[1]
 best = torch.full((top, F), -math.inf, dtype=torch.float64)
 total = torch.zeros(F, dtype=torch.float64)
@@ -78,4 +86,12 @@ U = W["wte.weight"]
 values = W[f"h.{layer}.mlp.c_proj.weight"] @ (W["ln_f.weight"][:, None] * U.T)  # (F, vocab)
 promotes, suppresses = torch.topk(values, top, 1), torch.topk(-values, top, 1)
 keys = torch.topk((U * W[f"h.{layer}.ln_2.weight"]) @ W[f"h.{layer}.mlp.c_fc.weight"], top, 0)
-print(f"unit 0: max {best[0, 0].item():.10f}, mean {total[0].item() / count:.10f}, promotes id {promotes.indices[0, 0].item()}")
+done = time.time()
+got = json.load(open(located))["units"]
+worst = 0.0
+for j, u in enumerate(got):
+    kept = [c["activation"] for c in u["max_activating"]]
+    worst = max(worst, max(abs(a - b) for a, b in zip(kept, best[:, j].tolist())), abs(u["mean"] - total[j].item() / count))
+    worst = max(worst, max(abs(p["score"] - v) for p, v in zip(u["promotes"], promotes.values[j].tolist())))
+print(json.dumps({"import_seconds": round(imported - start, 3), "setup_seconds": round(ready - imported, 3),
+                  "work_seconds": round(done - ready, 3), "max_difference": worst}))

@@ -215,6 +215,43 @@ TEST_CASE("a weight stored as NaN or inf is refused by every read, naming the te
         }
 }
 
+TEST_CASE("a matrix held in memory multiplies and reads as the one left in the file, to the bit") {
+    // W (10, 2^18) in F32: panels of 2^21 / 2^18 = 8 rows, so a product runs through two panels, the
+    // second a part one; the values are uneven so that a change in the order of any sum shows.
+    const std::size_t rows = 10, cols = std::size_t{1} << 18;
+    std::vector<double> w(rows * cols);
+    for (std::size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0);
+    ckpt::temp_dir dir;
+    std::shared_ptr<const tensor_source> s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", {rows, cols}, w}}))));
+    for (bool transposed : {false, true}) {
+        CAPTURE(transposed);
+        auto kept = keep_in_file(s, "w", transposed);
+        REQUIRE(kept);
+        const std::shared_ptr<const stored_matrix> held = (*kept)->held();
+        REQUIRE(held);
+        CHECK(held->held_bytes() == rows * cols * sizeof(double));
+        CHECK_FALSE(held->held());  // holding its values already
+        const std::size_t in = transposed ? cols : rows, out = transposed ? rows : cols;
+        matrix x(3, in), dy(3, out);
+        for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = std::cos(0.11 * static_cast<double>(k));
+        for (std::size_t k = 0; k < dy.data.size(); ++k) dy.data[k] = std::cos(0.07 * static_cast<double>(k));
+        CHECK(held->times(x, false).data == (*kept)->times(x, false).data);
+        CHECK(held->times(x, true).data == (*kept)->times(x, true).data);
+        CHECK(held->times_transposed(dy).data == (*kept)->times_transposed(dy).data);
+        CHECK(held->row(1) == (*kept)->row(1));
+        CHECK(held->column(2) == (*kept)->column(2));
+        CHECK(held->row_norms() == (*kept)->row_norms());
+        // and both are W's: W[9, 5] stored, (x·W)[0, j] by a sum written here
+        CHECK(held->row(transposed ? 5 : 9)[transposed ? 9 : 5] == w[9 * cols + 5]);
+        if (!transposed) {
+            double sum = 0;
+            for (std::size_t i = 0; i < rows; ++i) sum += x(0, i) * w[i * cols + 7];
+            CHECK(held->times(x, false)(0, 7) == Approx(sum).epsilon(1e-12));
+        }
+        CHECK_FALSE(held->non_finite());
+    }
+}
+
 TEST_CASE("tensors are listed by name with their shape, dtype and byte range") {
     const std::vector<ckpt::tensor> tensors = {
         {"h.0.mlp.c_proj.weight", "F32", {3, 2}, numbered(3, 2)},  // data bytes [0, 24)

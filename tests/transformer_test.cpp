@@ -85,6 +85,34 @@ TEST_CASE("a Mistral checkpoint's forward pass (a sliding window shorter than th
 TEST_CASE("a Qwen2 checkpoint's forward pass (q/k/v biases, tied head) is the reference's") { check_family("qwen2"); }
 TEST_CASE("a Mixtral checkpoint's forward pass (softmax router, top-2 renormalised) is the reference's") { check_family("mixtral"); }
 
+TEST_CASE("a model holding its weights converted runs as the one reading them from the file, to the bit") {
+    for (const char* arch : {"gpt2", "llama", "mixtral"}) {
+        CAPTURE(arch);
+        const tiny_model m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        auto streamed = tr.run(prompt, n_layers - 1);
+        REQUIRE(streamed);
+        auto streamed_logits = tr.logits(*streamed, {4});
+        REQUIRE(streamed_logits);
+        // everything held; nothing (a budget of 0); and a budget that holds the head and part of the last block
+        const std::size_t head_bytes = vocab * d_model * sizeof(double), some = head_bytes + d_model * d_ff * sizeof(double);
+        for (std::size_t budget : {transformer::held_budget, std::size_t{0}, some}) {
+            CAPTURE(budget);
+            const transformer held = tr.holding(0, n_layers - 1, true, budget);
+            auto x = held.run(prompt, n_layers - 1);
+            REQUIRE(x);
+            CHECK(x->data == streamed->data);
+            check_same(*x, want.after_ffn.back(), "run");
+            auto logits = held.logits(*x, {4});
+            REQUIRE(logits);
+            CHECK(logits->data == streamed_logits->data);
+            check_same(*logits, {want.logits[4]}, "the last position's logits");
+        }
+    }
+}
+
 TEST_CASE("ffn_block is the last step of the engine's trace of the same layer on the same stream") {
     for (const char* arch : {"gpt2", "bert", "llama", "mixtral"}) {
         CAPTURE(arch);

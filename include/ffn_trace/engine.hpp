@@ -61,6 +61,11 @@ public:
     // error naming the file, the tensor, its row and column; none while every value read was finite.
     // A product through such a value has no meaning: whoever computed it asks here first.
     virtual std::optional<error> non_finite() const { return std::nullopt; }
+    // The same matrix with its values converted once and held in memory (held_bytes() of them),
+    // for an analysis that multiplies by it many times: its products and reads are the ones above
+    // to the bit. Null when it holds its values already.
+    virtual std::shared_ptr<const stored_matrix> held() const { return nullptr; }
+    virtual std::size_t held_bytes() const { return 0; }
 };
 
 enum class weight { w1, wg, wu, w2 };

@@ -35,6 +35,16 @@ public:
     // and biases' vectors; the matrices stay in the file.
     static outcome<transformer> open(std::shared_ptr<const checkpoint> ck);
 
+    // A copy of the model for an analysis that runs it many times (causal tracing's restores, a
+    // corpus's texts): the weights of blocks first … last and, when `head`, the unembedding,
+    // converted to double precision once and held, as long as they fit in `budget` bytes — the
+    // head first, then the blocks from the last, which such runs read most; whatever does not fit
+    // stays in the file, a panel converted at each product. The results are the same to the bit.
+    // An MoE layer's FFN stays in the file (its experts are read as the tokens choose them).
+    transformer holding(std::size_t first, std::size_t last, bool head, std::size_t budget = held_budget) const;
+    // The default budget: 4 GiB of doubles (GPT-2 small's 124 M weights take 1.0 GB).
+    static constexpr std::size_t held_budget = std::size_t{4} << 30;
+
     const checkpoint& source() const { return *ck_; }
     std::size_t n_layers() const { return ck_->config().n_layers; }
     // The longest prompt: the position table's rows (GPT-2, BERT), or max_position_embeddings

@@ -430,7 +430,12 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     r.exact = r.tokens <= o.sample;
     r.sample = r.exact ? r.tokens : o.sample;
 
-    corpus_pass pass(model, c, o, *wanted, r.exact);
+    // One pass per text through the blocks up to the last layer asked: each of their weights is
+    // converted once, not at every text.
+    std::size_t last = 0;
+    for (const auto& u : *wanted) last = std::max(last, u.layer);
+    const transformer held = model.holding(0, last, false);
+    corpus_pass pass(held, c, o, *wanted, r.exact);
     if (auto e = pass.run()) return *e;
     for (std::size_t i = 0; i < wanted->size(); ++i) r.units.push_back(reading_of(pass.acc[i], (*wanted)[i], c, o));
 

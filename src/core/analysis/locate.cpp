@@ -393,10 +393,12 @@ std::optional<error> fill_grid(const transformer& model, const clean_run& clean,
 
 }  // namespace
 
-outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, const locate_options& options) {
-    const checkpoint& ck = model.source();
-    auto subject = check_locate(model, prompt, options);
+outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, const locate_options& options) {
+    const checkpoint& ck = given.source();
+    auto subject = check_locate(given, prompt, options);
     if (!subject) return subject.err();
+    // Hundreds of runs read every block and the head: each weight is converted once, not at each.
+    const transformer model = given.holding(0, given.n_layers() - 1, true);
     locate_trace r;
     r.arch = ck.config().arch;
     r.checkpoint = ck.origin();

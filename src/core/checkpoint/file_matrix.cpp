@@ -1,5 +1,6 @@
 // A weight matrix left in its mapped file and multiplied a panel of rows at a time through BLAS,
-// so that a layer far larger than memory can still be traced.
+// so that a layer far larger than memory can still be traced; or, held, its panels converted once
+// and kept for an analysis that multiplies by it many times.
 #include "ffn_trace/tensor_source.hpp"
 
 #include <algorithm>
@@ -80,6 +81,20 @@ public:
     std::vector<double> row(std::size_t i) const override { return transposed_ ? stored_column(i) : stored_row(i); }
     std::vector<double> column(std::size_t j) const override { return transposed_ ? stored_row(j) : stored_column(j); }
 
+    // A copy with every panel converted now and kept: the same panels, so the same products.
+    std::shared_ptr<const stored_matrix> held() const override {
+        if (held_) return nullptr;
+        auto copy = std::make_shared<file_matrix>(source_, info_, bytes_, transposed_);
+        std::vector<double> values(stored_rows_ * stored_cols_);
+        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+            std::copy_n(panel, n * stored_cols_, values.data() + r0 * stored_cols_);
+        });
+        copy->held_ = std::make_shared<const std::vector<double>>(std::move(values));
+        copy->non_finite_ = non_finite();
+        return copy;
+    }
+    std::size_t held_bytes() const override { return stored_rows_ * stored_cols_ * sizeof(double); }
+
     std::optional<error> non_finite() const override {
         std::lock_guard lock(non_finite_mutex_);
         return non_finite_;
@@ -100,10 +115,16 @@ public:
 
 private:
     // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
-    // converted, their pages of the file handed back as soon as they are.
+    // converted, their pages of the file handed back as soon as they are (or the held values'
+    // panels, the same rows).
     template <class F>
     void for_each_panel(F&& f) const {
         const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
+        if (held_) {
+            for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel)
+                f(r0, std::min(per_panel, stored_rows_ - r0), held_->data() + r0 * stored_cols_);
+            return;
+        }
         const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
         // One panel buffer per thread, kept from product to product: a new 16 MB buffer at every
         // product was new pages for the kernel to fault in and zero, dozens of times a prompt.
@@ -119,6 +140,7 @@ private:
         }
     }
     std::vector<double> stored_row(std::size_t r) const {
+        if (held_) return {held_->begin() + static_cast<long>(r * stored_cols_), held_->begin() + static_cast<long>((r + 1) * stored_cols_)};
         const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
         std::vector<double> v(stored_cols_);
         const auto bytes = bytes_.subspan(r * row_bytes, row_bytes);
@@ -128,6 +150,11 @@ private:
         return v;
     }
     std::vector<double> stored_column(std::size_t c) const {
+        if (held_) {
+            std::vector<double> v(stored_rows_);
+            for (std::size_t r = 0; r < stored_rows_; ++r) v[r] = (*held_)[r * stored_cols_ + c];
+            return v;
+        }
         // The block that holds column c in each row (one element for the float types).
         const std::size_t n = block_elements(info_.type), size = size_of(info_.type), first = c / n * n;
         const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
@@ -151,6 +178,7 @@ private:
     std::span<const std::byte> bytes_;
     std::size_t stored_rows_, stored_cols_;
     bool transposed_;
+    std::shared_ptr<const std::vector<double>> held_;  // (stored_rows, stored_cols), converted; null: in the file
     mutable std::mutex non_finite_mutex_;
     mutable std::optional<error> non_finite_;
 };

@@ -359,6 +359,35 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
     return tr;
 }
 
+namespace {
+
+// Holds `m` converted when it fits what is left of the budget, which it then uses.
+void hold(std::shared_ptr<const stored_matrix>& m, std::size_t& budget) {
+    if (!m || m->held_bytes() > budget) return;
+    if (auto held = m->held()) {
+        budget -= m->held_bytes();
+        m = std::move(held);
+    }
+}
+
+}  // namespace
+
+transformer transformer::holding(std::size_t first, std::size_t last, bool head, std::size_t budget) const {
+    transformer t = *this;
+    if (head) hold(t.unembedding_, budget);
+    for (std::size_t i = std::min(last + 1, n_layers()); i-- > first;) {
+        if (t.ffn_[i]) {
+            auto layer = std::make_shared<ffn>(*t.ffn_[i]);
+            for (auto& m : layer->stored) hold(m, budget);
+            t.ffn_[i] = std::move(layer);
+        }
+        attention_weights& a = t.attention_[i];
+        if (a.qkv) hold(a.qkv->w, budget);
+        for (projection* p : {&a.q, &a.k, &a.v, &a.o}) hold(p->w, budget);
+    }
+    return t;
+}
+
 outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
     const std::size_t tokens = ids.size(), d = ck_->config().d_model;
     if (tokens == 0) return error{"", "prompt", "the prompt has no tokens"};
