@@ -62,7 +62,7 @@ example layer_example(const checkpoint& ck, const prompt_gradient& g, std::size_
     ex.layout_stated = ex.layout_decided = true;
     ex.input = input;
     ex.lead = {input.rows};
-    ex.names.tokens = token_labels(g.prompt.display);
+    ex.names.tokens = token_labels(g.prompt);
     ex.layer.act = ck.config().act;
     return ex;
 }
@@ -97,7 +97,7 @@ std::optional<error> step_and_rerun(const transformer& model, const gradient_req
     const loss_spec upstream{nullptr, &*g.ex.upstream};
     auto step = descend(*g.grad.forward.dense, upstream, *g.grad.ffn, lr);
     if (!step) {
-        if (step.err().path == "--lr") step.err().path = "learning_rate";
+        if (step.err().path == "lr") step.err().path = "learning_rate";
         return step.err();
     }
     hook_request again = request.run;
