@@ -669,12 +669,12 @@ TEST_CASE("--arch overrides config.json's model_type, and stands in for a checkp
     }
 }
 
-TEST_CASE("a checkpoint without config.json or --arch is an error that says to give --arch") {
+TEST_CASE("a checkpoint without config.json or --arch is an error that says to give arch") {
     written_model m = make_model("llama", "model.", "F32");
     m.config = nullptr;
     ckpt::temp_dir dir;
     const std::string path = write(dir, m, file_layout::directory_of_file);
-    check_refused(checkpoint::open(path), path, "", "give --arch (gpt2, bert, llama, mistral, qwen2, mixtral)");
+    check_refused(checkpoint::open(path), path, "", "give `arch` (gpt2, bert, llama, mistral, qwen2, mixtral)");
 }
 
 TEST_CASE("a checkpoint of an unknown model_type is an error that lists the known ones") {

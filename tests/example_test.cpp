@@ -245,7 +245,7 @@ TEST_CASE("files: standard input's name, missing files, directories and the size
     const auto limited = load_example(path.string(), {10});
     REQUIRE_FALSE(limited);
     CHECK(limited.err().message == "the file is " + std::to_string(small().size()) +
-                                       " bytes, larger than the limit of 10 bytes; raise it with --max-file-size");
+                                       " bytes, larger than the limit of 10 bytes; raise it with `max_file_size`");
     std::filesystem::remove(path);
 }
 
@@ -259,7 +259,7 @@ TEST_CASE("files: a regular file past the limit is refused by its size, before i
     const auto big = load_example(path.string());
     std::filesystem::remove(path);
     REQUIRE_FALSE(big);
-    CHECK(big.err().message == "the file is 1073741824 bytes, larger than the limit of 67108864 bytes; raise it with --max-file-size");
+    CHECK(big.err().message == "the file is 1073741824 bytes, larger than the limit of 67108864 bytes; raise it with `max_file_size`");
 }
 
 TEST_CASE("files: a UTF-8 byte order mark at the start is skipped") {
@@ -360,7 +360,7 @@ TEST_CASE("a change from the command line is applied before the file is checked,
         REQUIRE_FALSE(deep);
         CHECK(deep.err().path == "weights.W9");
         CHECK_FALSE(parse_setting("weights.b1"));
-        CHECK(parse_setting("=1").err().path == "--set");
+        CHECK(parse_setting("=1").err().path == "set");
     }
     SUBCASE("a claim on a step the change removes is left out, and said so") {
         const auto ex = parse_example(R"({"activation": "relu", "layout": "in_out", "input": [2, 1],

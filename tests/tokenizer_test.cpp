@@ -563,3 +563,34 @@ TEST_CASE("the tokenizer beside a checkpoint: its directory's or its file's, non
         CHECK(twice.err().to_string() == (v.path / "vocab.json").string() + ": a: duplicate key: each key may appear once in an object");
     }
 }
+
+TEST_CASE("a special token is known as one and shown by its spelling and the mark, every other token in quotes") {
+    SUBCASE("tokenizer.json: an added token marked special, another not") {
+        auto t = tokenizer::from_json_text(R"({"added_tokens": [
+            {"id": 2, "content": "<|endoftext|>", "special": true},
+            {"id": 3, "content": "<sep>", "special": false}],
+            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})", "t.json");
+        REQUIRE(t);
+        CHECK(t->special(2));
+        CHECK_FALSE(t->special(3));
+        CHECK_FALSE(t->special(0));
+        CHECK_FALSE(t->special(99));
+    }
+    SUBCASE("GPT-2's vocab.json: its end-of-text token") {
+        auto t = ffn_trace::open_tokenizer(FFN_TRACE_TEST_INPUTS + "/checkpoints/gpt2");
+        REQUIRE(t);
+        const auto eot = t->id_of("<|endoftext|>");
+        REQUIRE(eot);
+        CHECK(t->special(*eot));
+        CHECK_FALSE(t->special(*t->id_of("ĠParis")));
+    }
+    SUBCASE("the shipped model's tokenizer: <|endoftext|> is token 728") {
+        auto t = ffn_trace::open_tokenizer(FFN_TRACE_DATA_DIR + "/models/capitals");
+        REQUIRE(t);
+        CHECK(t->special(728));
+        CHECK(t->text(728) == "<|endoftext|>");
+    }
+    CHECK(ffn_trace::show_token(" Paris", false) == "\" Paris\"");
+    CHECK(ffn_trace::show_token("<|endoftext|>", true) == "<|endoftext|> (special)");
+    CHECK(ffn_trace::show_token("a\nb", false) == "\"a\\nb\"");
+}

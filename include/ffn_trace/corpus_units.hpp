@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,6 +117,7 @@ struct corpus_units {
     std::size_t sample = 0;    // else: how many were kept per unit
     std::vector<unit_reading> units;
     std::map<std::size_t, std::string> token_text;  // every token the scores name, as text: " Paris"
+    std::set<std::size_t> special;                  // those of them that are special tokens
 };
 
 // Runs every text of the corpus through the model up to the layers of the units asked, reads each

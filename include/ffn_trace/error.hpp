@@ -27,7 +27,9 @@ std::string one_line(std::string_view text, std::size_t max_chars = std::string_
 struct error {
     std::string file;     // the file name as the user gave it ("-" for standard input); may be empty
     std::string path;     // where in the file: a JSON path such as "weights.W1[3]", or "line 2, column 5"
-    std::string message;  // what was expected and what was found
+    std::string message;  // what was expected and what was found; another parameter it names is
+                          // in backquotes ("give `embedding` with token ids"), so that a front
+                          // end can name its option instead (with_option_names in src/cli)
 
     // "file: path: message", leaving out the parts that are empty; always one line. The file name
     // is escaped, and cut in the middle when very long, so its end stays visible.

@@ -45,14 +45,21 @@ struct expectation {
 // is checked, so that a changed value meets the checks a written one meets, and an error names
 // its JSON path.
 struct change {
+    // A value given by name (the heading names what asked for it), a setting at a path (the
+    // heading names the path alone) or a token added after the file's.
+    enum class kind { named, setting, added_token };
     std::string path;   // a JSON path in the file: "activation", "weights.b1[1]", "input[0]"
     std::string value;  // JSON text: "-0.5", "[1, 0, 0]", "false"; a bare word is a string: "gelu"
-    std::string flag;   // the option that asked for it: "--set", "--activation", "--no-residual"
+    // What asked for it, as the heading and the errors name it: a front end's option
+    // ("--activation", "--set"), or the parameter "set" or "add_token" as parsed here.
+    std::string flag;
+    kind what = kind::named;
 };
-// "weights.b1[1]=-0.5" as a change; an error names --set and what was expected.
+// "weights.b1[1]=-0.5" as a change (flag "set"); an error names the parameter set and what was
+// expected.
 outcome<change> parse_setting(std::string_view setting);
 // "Madrid=[1,0,1]" as a change that adds a token named Madrid after the file's tokens (flag
-// "--add-token", path the name, value the vector); an error names --add-token. Applied before
+// "add_token", path the name, value the vector); an error names add_token. Applied before
 // the other changes, so that --set can then reach the new token ("target[4]=[0,1]"). The
 // token's label, and a row of null (nothing claimed) in every claim on all tokens and in
 // "target" or "upstream", are added with it, so that the file's own claims still address the

@@ -241,9 +241,9 @@ struct prompt_request : prompt_source {
 // the prompt and runs it (run_prompt): one result with its readings.
 outcome<prompt_trace> trace_prompt(const prompt_request& request);
 
-// The prompt's tokens as the walkthrough names them: each text in quotes, and after its position
-// (3 " the") when some text repeats.
-std::vector<std::string> token_labels(const std::vector<std::string>& display);
+// The prompt's tokens as the walkthrough names them: each as show_token shows it (its text in
+// quotes, or a special token marked), and after its position (3 " the") when some text repeats.
+std::vector<std::string> token_labels(const prompt_tokens& prompt);
 
 // "unit 7", "expert 2 unit 7", "shared expert 0 unit 7".
 std::string unit_name(const unit_ref& u, bool shared = false);

@@ -22,6 +22,8 @@
 
 namespace ffn_trace {
 
+class tokenizer;
+
 enum class detail_level { summary, values, arithmetic };
 
 struct text_options {
@@ -58,6 +60,7 @@ struct rendering_input {
     // and `claims` empty) are said to describe the layer before the change, and not checked.
     const trace_comparison* comparison = nullptr;
     std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
 };
 
 // html: one self-contained page (styles, pictures and its script inline) that a learner explores.
@@ -87,6 +90,7 @@ struct moe_rendering_input {
     // and each expert's steps over the tokens it ran both before and after the change.
     const moe_comparison* comparison = nullptr;
     std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
 };
 
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.

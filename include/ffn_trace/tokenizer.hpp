@@ -52,6 +52,9 @@ public:
     // characters escaped (\n, \t, \r, \u0000).
     std::string display(std::size_t id) const;
     std::optional<std::size_t> id_of(std::string_view token) const;
+    // Whether the token is special: an added token of tokenizer.json marked "special", GPT-2's
+    // "<|endoftext|>", a GGUF file's control and user-defined tokens.
+    bool special(std::size_t id) const;
     // The text of every id below `rows` ("" where the vocabulary has none): what the views name
     // tokens by. `rows` is the embedding's, so the table is bounded by the model, not by the
     // tokenizer's largest id.
@@ -66,6 +69,11 @@ private:
     const detail::vocabulary_table& model_vocabulary() const;
     std::shared_ptr<const detail::tokenizer_pipeline> p_;
 };
+
+// How every view shows a token: its text in quotes, escaped to print on one line (" Paris" as
+// "\" Paris\""); a special token as its spelling, unquoted, and the mark " (special)":
+// <|endoftext|> (special). Either is cut after max_chars characters.
+std::string show_token(std::string_view text, bool special, std::size_t max_chars = 80);
 
 // A checkpoint directory's tokenizer: tokenizer.json, else vocab.json + merges.txt; an error
 // names what is missing. A GGUF file's own.

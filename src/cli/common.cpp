@@ -215,6 +215,7 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
     for (const auto& s : flags.add_token) {
         auto c = ffn_trace::parse_added_token(s);
         if (!c) return c.err();
+        c->flag = "--add-token";
         out.push_back(std::move(*c));
     }
     if (!flags.activation.empty()) out.push_back({"activation", flags.activation, "--activation"});
@@ -222,6 +223,7 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
     for (const auto& s : flags.set) {
         auto c = ffn_trace::parse_setting(s);
         if (!c) return c.err();
+        c->flag = "--set";
         out.push_back(std::move(*c));
     }
     return out;
@@ -235,7 +237,7 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
                                         "to",    "step",       "plot",   "gated", "top_k", "lr",          "at",
                                         "subject", "target", "samples", "noise", "window", "versus", "ablate_top",
                                         "steps", "token", "d_model", "layers", "multiple_of", "heads", "kv_heads",
-                                        "embedding"};
+                                        "embedding", "set", "add_token"};
     for (const char* field : names)
         if (e.path == field && (paths || (e.path != "layer" && e.path != "activation" && e.path != "arch"))) {
             e.path = "--" + e.path;
@@ -243,6 +245,22 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
         }
     for (std::size_t at = e.message.find("max_elements"); at != std::string::npos; at = e.message.find("max_elements", at))
         e.message.replace(at, 12, "--max-elements");
+    // A message names another parameter in backquotes: `embedding` is the option --embedding.
+    for (std::size_t at = e.message.find('`'); at != std::string::npos; at = e.message.find('`', at)) {
+        const std::size_t end = e.message.find('`', at + 1);
+        if (end == std::string::npos) break;
+        std::string name = e.message.substr(at + 1, end - at - 1);
+        const bool parameter = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || c == '_';
+        });
+        if (!parameter) {
+            at = end + 1;
+            continue;
+        }
+        std::replace(name.begin(), name.end(), '_', '-');
+        e.message.replace(at, end - at + 1, "--" + name);
+        at += name.size() + 2;
+    }
     return e;
 }
 

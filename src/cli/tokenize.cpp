@@ -86,7 +86,10 @@ int run_tokenize(const tokenize_options& o) {
         const auto id = (*ids)[i];
         std::string spelling = fit(escape(t->token(id), 200), spelling_width, o.ascii);
         spelling += std::string(spelling_width - display_width(spelling), ' ');
-        out += fmt::format("{:>{}}  {:>{}}  {}  \"{}\"\n", i, pos_width, id, id_width, spelling, fit(t->display(id), text_width, o.ascii));
+        // The text as every view shows a token (show_token), cut to its column.
+        const std::string text = t->special(id) ? fit(ffn_trace::show_token(t->display(id), true), text_width, o.ascii)
+                                                : "\"" + fit(t->display(id), text_width, o.ascii) + "\"";
+        out += fmt::format("{:>{}}  {:>{}}  {}  {}\n", i, pos_width, id, id_width, spelling, text);
     }
     write_stdout(out);
     return exit_ok;

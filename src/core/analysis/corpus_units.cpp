@@ -443,7 +443,10 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     if (auto e = add_key_scores(ck, *groups, *wanted, o.top, r.units)) return *e;
     for (const auto& u : r.units)
         for (const auto* list : {&u.promotes, &u.suppresses, &u.keys})
-            for (const auto& t : *list) r.token_text.emplace(t.id, tok.display(t.id));
+            for (const auto& t : *list) {
+                r.token_text.emplace(t.id, tok.display(t.id));
+                if (tok.special(t.id)) r.special.insert(t.id);
+            }
     return r;
 }
 

@@ -171,13 +171,16 @@ outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const 
     return out;
 }
 
-std::vector<std::string> token_labels(const std::vector<std::string>& display) {
+std::vector<std::string> token_labels(const prompt_tokens& prompt) {
+    const std::vector<std::string>& display = prompt.display;
     bool unique = true;
     for (std::size_t t = 0; t < display.size() && unique; ++t)
         for (std::size_t u = 0; u < t; ++u) unique = unique && display[u] != display[t];
     std::vector<std::string> out;
-    for (std::size_t t = 0; t < display.size(); ++t)
-        out.push_back(unique ? quote(display[t]) : fmt::format("{} {}", t, quote(display[t])));
+    for (std::size_t t = 0; t < display.size(); ++t) {
+        const std::string shown = show_token(display[t], prompt.tok && t < prompt.ids.size() && prompt.tok->special(prompt.ids[t]));
+        out.push_back(unique ? shown : fmt::format("{} {}", t, shown));
+    }
     return out;
 }
 
@@ -342,7 +345,7 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     ex.layout_stated = ex.layout_decided = true;
     ex.input = r.input;
     ex.lead = {prompt.ids.size()};  // (tokens, d_model) even for one token, as the JSON's "input" is
-    ex.names.tokens = token_labels(prompt.display);
+    ex.names.tokens = token_labels(prompt);
     ex.layer.act = config.act;
     const std::string unembedding = ck.unembedding_name();
     const bool project = prompt.tok.has_value() && !unembedding.empty();

@@ -62,7 +62,7 @@ example layer_example(const checkpoint& ck, const prompt_gradient& g, std::size_
     ex.layout_stated = ex.layout_decided = true;
     ex.input = input;
     ex.lead = {input.rows};
-    ex.names.tokens = token_labels(g.prompt.display);
+    ex.names.tokens = token_labels(g.prompt);
     ex.layer.act = ck.config().act;
     return ex;
 }
@@ -118,7 +118,7 @@ outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const promp
 
 // A step's error on its learning rate, named as this request names it.
 error renamed_step_error(error e) {
-    if (e.path == "lr" || e.path == "--lr") e.path = "learning_rate";
+    if (e.path == "lr") e.path = "learning_rate";
     return e;
 }
 

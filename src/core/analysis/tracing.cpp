@@ -29,7 +29,7 @@ outcome<chosen_input> embedding_input(const checkpoint& ck, const std::optional<
     if (!f.words.empty()) {
         if (!tok)
             return error{ck.origin(), "word", "the checkpoint's directory has no vocab.json or tokenizer.json "
-                                              "to look words up in; give --embedding with token ids"};
+                                              "to look words up in; give `embedding` with token ids"};
         auto found = tok->look_up(f.words);
         if (!found) {
             found.err().file = ck.origin();
@@ -50,7 +50,7 @@ outcome<chosen_input> embedding_input(const checkpoint& ck, const std::optional<
             c.names.push_back(t.empty() ? fmt::format("id {}", id) : fmt::format("{} (id {})", quote(t), id));
         }
     }
-    if (ids.empty()) return error{ck.origin(), "", "give the layer's input: --input, --embedding or --word"};
+    if (ids.empty()) return error{ck.origin(), "", "give the layer's input: `input`, `embedding` or `word`"};
     auto rows = ck.embedding_rows(ids);
     if (!rows) return rows.err();
     c.in.x = std::move(*rows);

@@ -28,7 +28,7 @@ struct descriptor {
 outcome<std::string> read_file(const std::string& file, const std::string& name, std::size_t max_size, file_kind kind) {
     const bool standard_input = file == "-";
     const auto fail = [&name](std::string message) { return error{name, "", std::move(message)}; };
-    const std::string raise = kind.raised_by.empty() ? "" : fmt::format("; raise it with {}", kind.raised_by);
+    const std::string raise = kind.raised_by.empty() ? "" : fmt::format("; raise it with `{}`", kind.raised_by);
     const auto larger = [&] { return fail(fmt::format("the file is larger than the limit of {} bytes{}", max_size, raise)); };
 
     descriptor in;

@@ -84,7 +84,7 @@ outcome<const family*> family_named(const json& config, const std::string& file,
     if (arch.empty()) {
         auto it = config.find("model_type");
         if (it == config.end())
-            return error{path, "", fmt::format("no config.json beside the checkpoint says its model_type; give --arch ({})",
+            return error{path, "", fmt::format("no config.json beside the checkpoint says its model_type; give `arch` ({})",
                                                 fmt::join(known_architectures(), ", "))};
         if (!it->is_string()) return error{file, "model_type", "expected a string such as \"llama\""};
         arch = it->get<std::string>();

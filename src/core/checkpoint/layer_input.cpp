@@ -27,7 +27,7 @@ std::optional<error> check_declared(const std::string& path, const std::string& 
     for (auto n : shape)
         if (numbers = detail::checked_mul(*numbers, n); !numbers || *numbers > max_numbers)
             return error{path, name, fmt::format("its shape {} holds more than {} numbers; use fewer tokens, or raise "
-                                                 "--max-elements", detail::shape_text(shape), max_numbers)};
+                                                 "max_elements", detail::shape_text(shape), max_numbers)};
     return std::nullopt;
 }
 

@@ -1,11 +1,12 @@
-// The command line's changes to an example file (--set, --activation, --no-residual,
-// --add-token …): parsed from their flags, then applied to the file's JSON before the loader reads
+// The command line's changes to an example file (a setting at a path, a value by name, an
+// added token): parsed from their flags, then applied to the file's JSON before the loader reads
 // it, so that a changed value meets the same checks as the file's own.
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
 
 #include "example/loading.hpp"
+#include "example/keys.hpp"
 #include "ffn_trace/whole_number.hpp"
 #include "json/json_reader.hpp"
 
@@ -14,21 +15,22 @@ namespace ffn_trace {
 outcome<change> parse_setting(std::string_view setting) {
     const auto equals = setting.find('=');
     if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
-        return error{"", "--set", fmt::format("expected PATH=VALUE, e.g. weights.b1[1]=-0.5 or input[0]=[1,0,0], got {}",
+        return error{"", "set", fmt::format("expected PATH=VALUE, e.g. weights.b1[1]=-0.5 or input[0]=[1,0,0], got {}",
                                               quote(setting))};
-    return change{std::string(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--set"};
+    return change{std::string(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "set", change::kind::setting};
 }
 
 outcome<change> parse_added_token(std::string_view setting) {
     const auto equals = setting.find('=');
     if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size())
-        return error{"", "--add-token", fmt::format("expected NAME=[v1,v2,…], a token's name and its d_model numbers, "
+        return error{"", "add_token", fmt::format("expected NAME=[v1,v2,…], a token's name and its d_model numbers, "
                                                     "e.g. Madrid=[1,0,1], got {}",
                                                     quote(setting))};
-    return change{one_line(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "--add-token"};
+    return change{one_line(setting.substr(0, equals)), std::string(setting.substr(equals + 1)), "add_token",
+                  change::kind::added_token};
 }
 
-bool changes_numbers(const change& c) { return c.flag != "--add-token"; }
+bool changes_numbers(const change& c) { return c.what != change::kind::added_token; }
 
 namespace detail {
 
@@ -39,9 +41,9 @@ namespace {
 // and to "target" or "upstream", so that what the file says of its own tokens stays where it was.
 std::optional<error> add_token(json& root, const change& c, std::string_view file) {
     auto fail = [&](std::string message) {
-        return error{std::string(file), "--add-token", fmt::format("{}: {}", quote(c.path), std::move(message))};
+        return error{std::string(file), c.flag, fmt::format("{}: {}", quote(c.path), std::move(message))};
     };
-    json* input = root.is_object() && root.contains("input") ? &root["input"] : nullptr;
+    json* input = root.is_object() && root.contains(example_key::input) ? &root[example_key::input] : nullptr;
     // A file without a list of tokens: the loader says what is wrong with it.
     if (!input || !input->is_array() || input->empty()) return std::nullopt;
     const bool one_token = !(*input)[0].is_array();
@@ -163,10 +165,11 @@ outcome<std::size_t> apply_changes(json& root, const std::vector<change>& change
     return added;
 }
 
-// How the heading names a change: "activation = identity (--activation)".
+// How the heading names a change: "activation = identity (--activation)", with the flag its
+// caller gave.
 std::string change_text(const change& c) {
-    if (c.flag == "--add-token") return fmt::format("token {} = {} added (--add-token)", quote(c.path), c.value);
-    if (c.flag == "--set") return fmt::format("{} = {}", c.path, c.value);
+    if (c.what == change::kind::added_token) return fmt::format("token {} = {} added ({})", quote(c.path), c.value, c.flag);
+    if (c.what == change::kind::setting) return fmt::format("{} = {}", c.path, c.value);
     return fmt::format("{} = {} ({})", c.path, c.value, c.flag);
 }
 

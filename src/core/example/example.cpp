@@ -3,6 +3,7 @@
 // reading, the activation and the input; the layer is read in example_layer.cpp, the claims in
 // example_claims.cpp, the typed reads are in json_reads.cpp, the command line's changes in changes.cpp.
 #include "ffn_trace/example.hpp"
+#include "example/keys.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -25,7 +26,7 @@ using detail::tensor;
 std::string_view to_string(layout l) { return l == layout::in_out ? "in_out" : "out_in"; }
 
 std::vector<std::string_view> example_keys() {
-    return {"activation", "layout", "weights", "moe", "norm", "checkpoint", "layer", "arch", "input", "residual", "title", "description", "labels", "expect",
+    return {"activation", "layout", example_key::weights, "moe", example_key::norm, "checkpoint", "layer", "arch", example_key::input, example_key::residual, "title", "description", "labels", "expect",
             "target", "upstream", "$schema"};
 }
 
@@ -91,7 +92,7 @@ void set_input(example& ex, const std::vector<std::optional<std::size_t>>& shape
 }  // namespace
 
 detail::json_section detail::streamed_input::section() {
-    return {{"input"}, json::value_t::array, [this](std::string_view, std::size_t index, json& element) { take(index, element); }};
+    return {{example_key::input}, json::value_t::array, [this](std::string_view, std::size_t index, json& element) { take(index, element); }};
 }
 
 void detail::streamed_input::take(std::size_t index, const json& element) {
@@ -104,10 +105,10 @@ void detail::streamed_input::take(std::size_t index, const json& element) {
             if (j->empty()) break;
         }
         if (rank > 3) {
-            problem_ = fields_.fail("input", rank_problem(rank));
+            problem_ = fields_.fail(example_key::input, rank_problem(rank));
             return;
         }
-        reader_.emplace(fields_, "input", std::vector<std::optional<std::size_t>>(rank), input_units()[rank - 1], "");
+        reader_.emplace(fields_, example_key::input, std::vector<std::optional<std::size_t>>(rank), input_units()[rank - 1], "");
     }
     ++count_;
     if (!reader_->read(element, 1, index)) problem_ = reader_->problem;
@@ -122,8 +123,8 @@ std::optional<error> detail::streamed_input::into(example& ex) {
 }
 
 std::optional<error> detail::loader::load_input(const json& root, example& ex) const {
-    const json* input = member(root, "input");
-    if (!input) return fail("input", "required key is missing; expected the input tokens: one token (an array of "
+    const json* input = member(root, example_key::input);
+    if (!input) return fail(example_key::input, "required key is missing; expected the input tokens: one token (an array of "
                                      "d_model numbers), tokens (seq × d_model) or a batch (batch × seq × d_model)");
     if (streamed_ && !streamed_->empty()) return streamed_->into(ex);
     // The rank is the nesting depth along the first elements.
@@ -133,8 +134,8 @@ std::optional<error> detail::loader::load_input(const json& root, example& ex) c
         if (j->empty()) break;
     }
     if (rank == 0) rank = 1;  // let the reader say what is wrong with it
-    if (rank > 3) return fail("input", rank_problem(rank));
-    array_reader reader(*this, "input", std::vector<std::optional<std::size_t>>(rank), input_units()[rank - 1], "");
+    if (rank > 3) return fail(example_key::input, rank_problem(rank));
+    array_reader reader(*this, example_key::input, std::vector<std::optional<std::size_t>>(rank), input_units()[rank - 1], "");
     if (!reader.read(*input, 0)) return reader.problem;
     set_input(ex, reader.shape, std::move(reader.values));
     return std::nullopt;
@@ -175,7 +176,7 @@ outcome<example> detail::loader::load(const json& root) {
     // d_model, which decides the layout.
     if (auto e = load_activation(root, ex)) return *e;
     if (auto e = load_input(root, ex)) return *e;
-    if (member(root, "moe") && member(root, "weights"))
+    if (member(root, "moe") && member(root, example_key::weights))
         return fail("moe", "give either \"weights\" (one dense FFN) or \"moe\" (a Mixture of Experts), not both");
     if (auto e = member(root, "moe") ? load_moe(root, ex) : load_layer(root, ex)) return *e;
     if (auto e = load_labels(root, ex)) return *e;
@@ -190,7 +191,7 @@ namespace {
 bool reaches_input(const std::vector<change>& changes) {
     return std::any_of(changes.begin(), changes.end(), [](const change& c) {
         const std::string_view p = c.path;
-        return c.flag == "--add-token" || p == "input" || p.starts_with("input[") || p.starts_with("input.");
+        return c.what == change::kind::added_token || p == example_key::input || p.starts_with("input[") || p.starts_with("input.");
     });
 }
 

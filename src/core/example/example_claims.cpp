@@ -1,6 +1,7 @@
 // The example loader's claims: the labels, the numbers the file claims for each step ("expect"),
 // and the target or upstream gradient that grad starts from.
 #include "ffn_trace/example.hpp"
+#include "example/keys.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +20,7 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
     if (!l) return std::nullopt;
     if (!l->is_object())
         return fail("labels", fmt::format("expected an object with tokens, inputs, hidden or outputs, got {}", kind_of(*l)));
-    std::vector<std::string_view> keys{"tokens", "inputs", "hidden", "outputs"};
+    std::vector<std::string_view> keys{"tokens", "inputs", example_key::hidden, "outputs"};
     if (ex.mixture) keys.push_back("experts");
     if (auto e = check_keys(*l, "labels.", keys)) return e;
     struct part {
@@ -30,7 +31,7 @@ std::optional<error> loader::load_labels(const json& root, example& ex) const {
     };
     const std::vector<part> parts{{"tokens", &ex.names.tokens, ex.input.rows, "token"},
                                   {"inputs", &ex.names.inputs, ex.d_model(), "input feature (d_model)"},
-                                  {"hidden", &ex.names.hidden, ex.d_ff(), "hidden unit (d_ff)"},
+                                  {example_key::hidden, &ex.names.hidden, ex.d_ff(), "hidden unit (d_ff)"},
                                   {"outputs", &ex.names.outputs, ex.d_out(), "output (d_out)"},
                                   {"experts", &ex.names.experts, ex.mixture ? ex.mixture->n_experts() : 0, "expert"}};
     for (const auto& p : parts) {

@@ -1,6 +1,7 @@
 // The example loader's layer: the dense FFN's weights and layout, the residual, the norm, the
 // Mixture of Experts and a checkpoint's layer, each checked against the input's d_model.
 #include "ffn_trace/example.hpp"
+#include "example/keys.hpp"
 
 #include "ffn_trace/checkpoint.hpp"
 
@@ -45,7 +46,7 @@ std::optional<error> loader::check_weight_keys(const json* weights, const std::s
     if (!weights)
         return fail(where, fmt::format("required key is missing; expected an object with {} (and optionally {}){}",
                                        gated ? "Wg, Wu and W2" : "W1 and W2", gated ? "bg, bu, b2" : "b1, b2",
-                                       where == "weights" ? ", or \"moe\" for a Mixture-of-Experts layer" : ""));
+                                       where == example_key::weights ? ", or \"moe\" for a Mixture-of-Experts layer" : ""));
     if (!weights->is_object())
         return fail(where, fmt::format("expected an object with the weight matrices, got {}", kind_of(*weights)));
     const auto& other_keys = gated ? plain_keys : gated_keys;
@@ -63,7 +64,7 @@ std::optional<error> loader::check_weight_keys(const json* weights, const std::s
         if (!member(*weights, required))
             return fail(prefix + required, fmt::format("required key is missing; {} FFNs need {}", gated ? "gated" : "plain",
                                                        gated ? "Wg, Wu and W2" : "W1 and W2"));
-    if (where == "weights")
+    if (where == example_key::weights)
         for (const auto& key : keys)
             if (member(*weights, key)) ex.weight_keys.emplace_back(key);
 
@@ -94,7 +95,7 @@ std::optional<error> loader::decide_layout(const json& root, const std::string& 
                                               p2 ? fmt::format(", W2 is {} × {}", p2->rows, p2->cols) : "", first,
                                               first));
         if (!in_out_fits && !out_in_fits && p1->rows != d_model && p1->cols != d_model)
-            return fail("input", fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
+            return fail(example_key::input, fmt::format("expected {} numbers per token, to match {} ({} × {}){}, got {}",
                                              p1->rows == p1->cols ? std::to_string(p1->rows)
                                                                   : fmt::format("{} or {}", p1->rows, p1->cols),
                                              first, p1->rows, p1->cols,
@@ -118,7 +119,7 @@ std::optional<error> loader::check_d_model(const std::string& where, const std::
                                                 d_model, in_out ? "rows" : "numbers per row", layout_name, first,
                                                 in_out ? "d_model × d_ff" : "d_ff × d_model", w_model));
     if (w_model != d_model)
-        return fail(ex.lead.empty() ? "input" : "input" + token_index(ex.lead, 0),
+        return fail(ex.lead.empty() ? example_key::input : example_key::input + token_index(ex.lead, 0),
                     fmt::format("expected d_model = {} numbers per token (layout {}: {}{} is {} = {} × {}), got {}",
                                 w_model, layout_name, prefix == "weights." ? "" : prefix, first,
                                 in_out ? "d_model × d_ff" : "d_ff × d_model", p.rows, p.cols, d_model));
@@ -188,10 +189,10 @@ std::optional<error> loader::read_dense_weights(const json& weights, const std::
 // residual: on by default when the output can be added to the input
 std::optional<error> loader::load_residual(const json& root, std::size_t d_model, std::size_t d_out, bool& into) const {
     into = d_out == d_model;
-    if (const json* r = member(root, "residual")) {
-        if (!r->is_boolean()) return fail("residual", fmt::format("expected true or false, got {}", kind_of(*r)));
+    if (const json* r = member(root, example_key::residual)) {
+        if (!r->is_boolean()) return fail(example_key::residual, fmt::format("expected true or false, got {}", kind_of(*r)));
         if (r->get<bool>() && d_out != d_model)
-            return fail("residual", fmt::format("a residual adds the output to the input, so it needs d_out = d_model, "
+            return fail(example_key::residual, fmt::format("a residual adds the output to the input, so it needs d_out = d_model, "
                                                 "but W2 gives {} outputs for d_model = {}; set it to false",
                                                 d_out, d_model));
         into = r->get<bool>();
@@ -202,7 +203,7 @@ std::optional<error> loader::load_residual(const json& root, std::size_t d_model
 // "checkpoint": a real model's layer instead of weights written in the file. Opening it reads
 // config.json and the tensors' headers only; the weights are converted when the layer is traced.
 std::optional<error> loader::load_checkpoint(const json& root, example& ex) const {
-    for (const char* key : {"weights", "moe", "norm", "layout", "activation"})
+    for (const char* key : {example_key::weights, "moe", example_key::norm, "layout", "activation"})
         if (member(root, key))
             return fail(key, fmt::format("a file naming a checkpoint takes the layer from it; remove {}", quote(key)));
     auto path = read_string(*member(root, "checkpoint"), "checkpoint");
@@ -228,7 +229,7 @@ std::optional<error> loader::load_checkpoint(const json& root, example& ex) cons
                                          c->config().n_layers, c->config().n_layers == 1 ? "" : "s",
                                          c->config().n_layers == 0 ? 0 : c->config().n_layers - 1));
     if (ex.input.cols != c->config().d_model)
-        return fail("input", fmt::format("expected d_model = {} numbers per token for this {} layer, got {}",
+        return fail(example_key::input, fmt::format("expected d_model = {} numbers per token for this {} layer, got {}",
                                           c->config().d_model, c->config().arch, ex.input.cols));
     ex.stored = c->config().family->stored;
     ex.layout_stated = ex.layout_decided = true;
@@ -241,7 +242,7 @@ std::optional<error> loader::load_checkpoint(const json& root, example& ex) cons
 }
 
 std::optional<error> loader::load_layer(const json& root, example& ex) const {
-    if (auto e = load_dense(root, member(root, "weights"), "weights", ex, ex.layer, nullptr)) return e;
+    if (auto e = load_dense(root, member(root, example_key::weights), example_key::weights, ex, ex.layer, nullptr)) return e;
     if (auto e = load_residual(root, ex.input.cols, ex.layer.d_out(), ex.layer.residual)) return e;
     return load_norm(root, ex.input.cols, ex.layer.d_out(), ex.layer.norm);
 }
@@ -250,10 +251,10 @@ std::optional<error> loader::load_layer(const json& root, example& ex) const {
 // (pre, the default) or after the residual (post).
 std::optional<error> loader::load_norm(const json& root, std::size_t d_model, std::size_t d_out,
                                        std::optional<norm_layer>& into) const {
-    const json* n = member(root, "norm");
+    const json* n = member(root, example_key::norm);
     if (!n) return std::nullopt;
     if (!n->is_object())
-        return fail("norm", fmt::format("expected an object {{\"kind\", \"weight\", \"bias\"?, \"eps\"?, \"position\"?}}, got {}",
+        return fail(example_key::norm, fmt::format("expected an object {{\"kind\", \"weight\", \"bias\"?, \"eps\"?, \"position\"?}}, got {}",
                                         kind_of(*n)));
     if (auto e = check_keys(*n, "norm.", {"kind", "weight", "bias", "eps", "position"})) return e;
     norm_layer norm;
@@ -303,7 +304,7 @@ std::optional<error> loader::load_moe(const json& root, example& ex) const {
         return fail("moe", fmt::format("expected an object with router, experts and optionally top_k, normalize and "
                                        "shared_experts, got {}",
                                        kind_of(m)));
-    if (auto e = check_keys(m, "moe.", {"top_k", "normalize", "router", "experts", "shared_experts"})) return e;
+    if (auto e = check_keys(m, "moe.", {"top_k", "normalize", example_key::router, "experts", "shared_experts"})) return e;
     moe& layer = ex.mixture.emplace();
     layer.act = ex.layer.act;
 
@@ -338,7 +339,7 @@ std::optional<error> loader::load_moe(const json& root, example& ex) const {
         }
     }
 
-    const json* router = member(m, "router");
+    const json* router = member(m, example_key::router);
     if (!router) return fail("moe.router", "required key is missing; expected {\"W\": the router's weights, \"b\"?: its bias}");
     if (!router->is_object())
         return fail("moe.router", fmt::format("expected an object {{\"W\", \"b\"?}}, got {}", kind_of(*router)));

@@ -106,7 +106,8 @@ protected:
 // can reach them; how many tokens were added, or the first change that does not apply.
 outcome<std::size_t> apply_changes(json& root, const std::vector<change>& changes, std::string_view file);
 
-// How the heading names a change: "activation = identity (--activation)".
+// How the heading names a change: "activation = identity (--activation)", with the flag its
+// caller gave.
 std::string change_text(const change& c);
 
 }  // namespace ffn_trace::detail

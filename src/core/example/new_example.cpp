@@ -1,4 +1,5 @@
 #include "ffn_trace/new_example.hpp"
+#include "example/keys.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -127,7 +128,7 @@ outcome<std::string> new_example(const new_example_options& o) {
     root["description"] = "Describe what this example shows, and what a learner should notice in its numbers.";
     root["activation"] = act;
     root["layout"] = std::string(to_string(o.stored));
-    root["input"] = rows_of(x);
+    root[example_key::input] = rows_of(x);
     json claim;
     if (o.experts) {
         const matrix router = rng.take(o.d_model, o.experts);
@@ -135,7 +136,7 @@ outcome<std::string> new_example(const new_example_options& o) {
         json m;
         m["top_k"] = top_k;
         m["normalize"] = true;
-        m["router"] = {{"W", stored_rows(router, o.stored)}, {"b", router_b}};
+        m[example_key::router] = {{"W", stored_rows(router, o.stored)}, {"b", router_b}};
         m["experts"] = json::array();
         for (std::size_t e = 0; e < o.experts; ++e) m["experts"].push_back(make_dense(rng, o, gated).object);
         root["moe"] = std::move(m);
@@ -143,11 +144,11 @@ outcome<std::string> new_example(const new_example_options& o) {
                  {"note", "token 0's router logits: x·W + b, one per expert"}};
     } else {
         auto d = make_dense(rng, o, gated);
-        root["weights"] = std::move(d.object);
+        root[example_key::weights] = std::move(d.object);
         claim = {{"step", step_name(gated ? step_kind::gate : step_kind::expand)}, {"token", 0}, {"value", linear_row(x, 0, d.first, d.first_bias)},
                  {"note", gated ? "token 0's gate: x·Wg + bg" : "token 0's hidden values before the activation: x·W1 + b1"}};
     }
-    root["residual"] = o.residual;
+    root[example_key::residual] = o.residual;
     root["expect"] = json::array({claim});
     std::string out = json_text(root);
     return out + "\n";

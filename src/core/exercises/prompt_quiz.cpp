@@ -42,7 +42,11 @@ public:
 
     std::string num(double v) const { return format_fixed(v, o_.precision); }
     std::string signed_num(double v) const { return (v >= 0 ? "+" : "") + num(v); }
-    std::string target() const { return quote(r_.target->token); }
+    std::string target() const { return shown(r_.target->id, r_.target->token); }
+    // A token as every view shows it: quoted, or marked special (show_token).
+    std::string shown(std::size_t id, std::string_view text) const {
+        return show_token(text, r_.prompt.tok && r_.prompt.tok->special(id));
+    }
     std::size_t last() const { return r_.input.rows - 1; }
     std::string token_label(std::size_t t) const { return fmt::format("token {}", r_.ex.names.tokens[t]); }
 
@@ -112,7 +116,7 @@ public:
         const std::string h = detail::step_variable(l.gated() ? step_kind::gate : step_kind::expand);
         const std::string w = l.gated() ? "Wg" : "W1", b = l.gated() ? "bg" : "b1";
         const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
-        const std::string in = pre_norm ? "normed" : "x";
+        const std::string in = detail::read_variable(pre_norm);
         quiz_question q = start(step_name(l.gated() ? step_kind::gate : step_kind::expand), "key score",
                                 "A key fires on a pattern", t);
         q.target = fmt::format("{}[{}][{}]", h, t, j);
@@ -210,7 +214,7 @@ public:
         q.units = {j};
         std::vector<std::string> scores;
         for (std::size_t i = 0; i < options.size(); ++i) {
-            const std::string text = quote(r_.vocabulary.size() > options[i].id ? r_.vocabulary[options[i].id] : "");
+            const std::string text = shown(options[i].id, r_.vocabulary.size() > options[i].id ? r_.vocabulary[options[i].id] : "");
             q.choices.push_back(options[i].id);
             q.given.push_back(fmt::format("{}) {}", i + 1, text));
             scores.push_back(fmt::format("{}) {} {}", i + 1, text, signed_num(options[i].score)));

@@ -26,7 +26,9 @@ namespace ffn_trace {
 
 namespace {
 
+using detail::read_variable;
 using detail::splitmix;
+using detail::step_variable;
 
 // How far a number shown at `precision` decimals is from the number itself.
 double shown_error(double v, int precision) {
@@ -114,7 +116,7 @@ public:
     quiz_question activation_question(std::string step, std::string title, const ffn_trace::step& s, const matrix& in,
                                       std::size_t row, std::size_t t, std::size_t j, activation unit, bool gated) const {
         const std::string h = detail::step_variable(gated ? step_kind::gate : step_kind::expand);
-        quiz_question q = start(std::move(step), std::move(title), "activated", t, j, s.value(row, j));
+        quiz_question q = start(std::move(step), std::move(title), step_variable(step_kind::activate), t, j, s.value(row, j));
         const double x = in(row, j);
         q.formula = fmt::format("{} = {}({}{})", q.target, info(unit).name, h, at(t, j));
         q.given.push_back(fmt::format("{}{} = {}", h, at(t, j), format_short(x, opt_.precision)));
@@ -155,7 +157,7 @@ public:
     quiz_question multiply_question(std::string step, std::string title, const trace& tr, std::size_t row, std::size_t t,
                                     std::size_t j) const {
         const double a = tr.step(step_kind::activate).value(row, j), u = tr.step(step_kind::up).value(row, j);
-        quiz_question q = start(std::move(step), std::move(title), "product", t, j, tr.step(step_kind::multiply).value(row, j));
+        quiz_question q = start(std::move(step), std::move(title), step_variable(step_kind::multiply), t, j, tr.step(step_kind::multiply).value(row, j));
         q.formula = fmt::format("{} = activated{} × up{}", q.target, at(t, j), at(t, j));
         q.given.push_back(fmt::format("activated{} = {}", at(t, j), format_short(a, opt_.precision)));
         q.given.push_back(fmt::format("up{} = {}", at(t, j), format_short(u, opt_.precision)));
@@ -193,7 +195,7 @@ public:
         const ffn& l = tr.layer();
         const activation unit = info(l.act).unit;
         const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
-        const std::string in_name = pre_norm ? "normed" : "x";
+        const std::string in_name = read_variable(pre_norm);
         int number = 0;
         for (const auto& s : tr.steps) {
             ++number;
@@ -220,7 +222,7 @@ public:
                 out.back().group = step_name(s.kind);
             } else if (s.kind == step_kind::residual) {
                 out.push_back(residual_question(name, title, t, k, tr.input(row, k), tr.step(step_kind::contract).value(row, k),
-                                                "output", s.value(row, k)));
+                                                step_variable(step_kind::contract), s.value(row, k)));
                 out.back().group = step_name(s.kind);
             }
             // The norm is left out: its mean, variance and square root are the walkthrough's to show.
@@ -375,7 +377,7 @@ class moe_chain {
 public:
     moe_chain(const example& ex, const moe_trace& tr, const quiz_options& o, quiz_builder& b)
         : ex_(ex), tr_(tr), l_(tr.layer()), o_(o), b_(b), in_(tr.moe_input()),
-          in_name_(l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x"),
+          in_name_(read_variable(l_.norm && l_.norm->position == norm_layer::place::pre)),
           logits_(tr.step(step_kind::router)), probs_(tr.step(step_kind::probabilities)),
           weights_(tr.step(step_kind::weights)), combine_(tr.step(step_kind::combine)) {}
 
@@ -390,7 +392,7 @@ public:
         // router: logits[t][e] = x[t] · Wr[:, e] + br[e]
         std::vector<double> column(l_.d_model());
         for (std::size_t i = 0; i < l_.d_model(); ++i) column[i] = l_.router(i, e);
-        chain.push_back(b_.linear(step_name(step_kind::router), title(step_kind::router), "logits", t, in_.row(t), in_name_,
+        chain.push_back(b_.linear(step_name(step_kind::router), title(step_kind::router), step_variable(step_kind::router), t, in_.row(t), in_name_,
                                   column, "Wr", e, l_.router_b, "br", logits_.value(t, e)));
         chain.push_back(probabilities_question(t, e, chosen));
         chain.push_back(weights_question(t, e, chosen));

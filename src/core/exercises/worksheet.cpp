@@ -46,7 +46,7 @@ std::string variable_of(step_kind k) { return k == step_kind::combine ? step_nam
 std::string dense_formula(const ffn& l, step_kind step) {
     if (step != step_kind::norm) return detail::step_formula(l, step);
     const bool pre = l.norm->position == norm_layer::place::pre;
-    return pre ? "normed = norm(x)" : fmt::format("normed = norm({})", l.residual ? "y" : "output");
+    return fmt::format("{} = norm({})", detail::step_variable(step_kind::norm), detail::norm_input(pre, l.residual));
 }
 
 class sheet_builder {
@@ -422,7 +422,7 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
             formula = pre ? "normed = norm(x)" : "normed = norm(y)";
             labels = pre ? &ex.names.inputs : &ex.names.outputs;
         } else if (s.kind == step_kind::router) {
-            formula = fmt::format("logits = {} · Wr{}", pre ? "normed" : "x", l.router_b.empty() ? "" : " + br");
+            formula = fmt::format("logits = {} · Wr{}", detail::read_variable(pre), l.router_b.empty() ? "" : " + br");
         } else if (s.kind == step_kind::probabilities) {
             formula = "p = softmax(logits) over the experts";
         } else if (s.kind == step_kind::weights) {

@@ -513,7 +513,7 @@ outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t
     matrix y = unembedding_->times(normed, false);
     if (auto e = unembedding_->non_finite()) return *e;
     if (at) at(hook_point::logits, y);
-    if (auto e = overflow(y, "logits")) return *e;
+    if (auto e = overflow(y, std::string(point_name(hook_point::logits)))) return *e;
     return y;
 }
 

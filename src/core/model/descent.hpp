@@ -19,7 +19,7 @@ struct weight_values {
     std::vector<double>* values;
 };
 std::vector<weight_values> weights_of(ffn& l);
-// w ← w − η·dw for every weight; an error blaming --lr when a value leaves double's range.
+// w ← w − η·dw for every weight; an error blaming lr when a value leaves double's range.
 std::optional<error> step_down(const std::vector<weight_values>& w, const std::vector<weight_values>& dw, double learning_rate);
 
 }  // namespace ffn_trace::detail

@@ -50,6 +50,12 @@ namespace detail {
 
 std::string step_variable(step_kind k) { return std::string(words(k).variable); }
 
+std::string read_variable(bool pre_norm) { return step_variable(pre_norm ? step_kind::norm : step_kind::input); }
+
+std::string norm_input(bool pre_norm, bool residual) {
+    return step_variable(pre_norm ? step_kind::input : residual ? step_kind::residual : step_kind::contract);
+}
+
 std::optional<weight> step_weight(step_kind k) { return words(k).matrix; }
 
 step_kind weight_step(weight w) {

@@ -19,6 +19,11 @@ namespace ffn_trace::detail {
 // "product", contract "output", residual "y", norm "normed"; gate and up keep their names; router
 // "logits", probabilities "p", weights "w", combine "output"; input "x", output "output".
 std::string step_variable(step_kind k);
+// What a layer's first matrices read: "normed" after a norm before the FFN, else the input "x".
+std::string read_variable(bool pre_norm);
+// What a norm reads: the input "x" before the FFN; after it, "y" with the residual on, else
+// "output".
+std::string norm_input(bool pre_norm, bool residual);
 // The matrix a step multiplies by: expand W1, gate Wg, up Wu, contract W2; none for the others.
 std::optional<weight> step_weight(step_kind k);
 // The step that multiplies by a matrix: W1 expand, Wg gate, Wu up, W2 contract.

@@ -110,6 +110,7 @@ struct tokenizer_pipeline {
     std::unique_ptr<post_processor> post_process;
     added_matcher raw_added, normalized_added;
     std::unordered_set<std::size_t> added_ids;
+    std::unordered_set<std::size_t> special_ids;  // added tokens marked special, as views show them
     // The added tokens' spellings; the model's vocabulary stays the model's (no copy).
     std::unordered_map<std::size_t, std::string> added_spelling;
     std::unordered_map<std::string, std::size_t> added_id;
@@ -209,6 +210,7 @@ std::optional<error> add_spelling(const added_entry& e, const json_place& at, st
         return id_at().fail(fmt::format("the id {} is already {}", e.id, quote(by_id->second)));
     }
     p.added_ids.insert(e.id);
+    if (e.special) p.special_ids.insert(e.id);
     p.size = std::max(p.size, e.id + 1);
     return std::nullopt;
 }
@@ -382,6 +384,7 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
     if (auto eot = p->find("<|endoftext|>")) {
         p->raw_added.add({"<|endoftext|>", *eot});
         p->added_ids.insert(*eot);
+        p->special_ids.insert(*eot);
     }
     tokenizer t;
     t.p_ = std::move(p);
@@ -401,6 +404,7 @@ outcome<tokenizer> tokenizer::from_gguf(const std::string& path) {
     for (auto& [spelling, id] : s->special) {
         p->raw_added.add({std::move(spelling), id});
         p->added_ids.insert(id);
+        p->special_ids.insert(id);
     }
     tokenizer t;
     t.p_ = std::move(p);
@@ -462,6 +466,12 @@ const std::string& tokenizer::token(std::size_t id) const {
 std::optional<std::size_t> tokenizer::id_of(std::string_view token) const { return p_->find(token); }
 
 const detail::vocabulary_table& tokenizer::model_vocabulary() const { return p_->cut->vocabulary(); }
+
+bool tokenizer::special(std::size_t id) const { return p_->special_ids.count(id) != 0; }
+
+std::string show_token(std::string_view text, bool special, std::size_t max_chars) {
+    return special ? one_line(text, max_chars) + " (special)" : quote(text, max_chars);
+}
 
 std::string tokenizer::display(std::size_t id) const { return detail::escape_for_display(text(id)); }
 

@@ -30,7 +30,7 @@ outcome<std::vector<double>> range_points(double from, double to, double step) {
     if (!std::isfinite(to)) return error{"", "to", "expected a finite number"};
     if (!std::isfinite(step) || step <= 0)
         return error{"", "step", fmt::format("expected a finite number > 0, got {}", step)};
-    if (from > to) return error{"", "from", fmt::format("{} is above --to {}; expected from ≤ to", from, to)};
+    if (from > to) return error{"", "from", fmt::format("{} is above `to` {}; expected from ≤ to", from, to)};
     if (!std::isfinite(to - from)) return too_wide(from, to, "from");
     // The count is computed in floating point first, so a tiny step cannot overflow it.
     const double intervals = (to - from) / step;
@@ -136,7 +136,7 @@ std::string render_table(const std::vector<column>& columns, table_format format
 }
 
 std::optional<error> check_plot_range(double from, double to, std::string option) {
-    if (!(from < to)) return error{"", "plot", "needs a range: give --from below --to, or --at with two different points"};
+    if (!(from < to)) return error{"", "plot", "needs a range: give `from` below `to`, or `at` with two different points"};
     if (!std::isfinite(from) || !std::isfinite(to)) return error{"", std::move(option), "expected finite numbers"};
     if (!std::isfinite(to - from)) return too_wide(from, to, std::move(option));
     return std::nullopt;

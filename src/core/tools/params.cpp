@@ -100,10 +100,10 @@ std::optional<error> check_config(const model_config& c) {
     if (c.multiple_of == 0) return bad("multiple_of", "expected a size > 0");
     if (c.heads != 0 && c.d_model % c.heads != 0)
         return bad("heads", fmt::format("{} heads do not divide d_model = {}", c.heads, c.d_model));
-    if (c.kv_heads != 0 && c.heads == 0) return bad("kv_heads", "needs --heads, which it must divide");
+    if (c.kv_heads != 0 && c.heads == 0) return bad("kv_heads", "needs `heads`, which it must divide");
     if (c.kv_heads != 0 && c.heads % c.kv_heads != 0)
         return bad("kv_heads", fmt::format("{} KV heads do not divide {} heads", c.kv_heads, c.heads));
-    if (c.top_k != 0 && c.experts == 0) return bad("top_k", "needs --experts");
+    if (c.top_k != 0 && c.experts == 0) return bad("top_k", "needs `experts`");
     if (c.top_k > c.experts) return bad("top_k", fmt::format("{} is more than the {} experts", c.top_k, c.experts));
     return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #include "tools/params_document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_params.hpp"
+#include "ffn_trace/steps.hpp"
 
 namespace ffn_trace {
 
@@ -65,7 +66,7 @@ std::string render_params_page(const params_report& r, std::optional<std::string
     // Where the parameters live, largest first, each with its exact count.
     std::vector<std::pair<std::string, count>> parts{{"attention", layers * r.attention.total},
                                                      {c.experts > 1 ? "FFN (every expert)" : "FFN", r.ffn_all_layers},
-                                                     {"router", layers * r.router},
+                                                     {step_name(step_kind::router), layers * r.router},
                                                      {"norms", layers * r.norms_per_layer},
                                                      {"embeddings", r.embeddings.total},
                                                      {"other", r.other}};

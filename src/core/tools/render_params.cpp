@@ -7,6 +7,7 @@
 #include "document/document.hpp"
 #include "tools/params_document.hpp"
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/steps.hpp"
 
 namespace ffn_trace {
 
@@ -152,7 +153,7 @@ section layer_section(const params_report& r) {
     const std::string router = moe ? with_separators(r.router) : "";
     if (moe) {
         layer.rows.push_back(sum_row("experts", "experts × one expert", fmt::format("{} × {}", c.experts, ffn_total), all_ffn));
-        layer.rows.push_back({"router", "d_model × experts =", fmt::format("{} × {} =", with_separators(c.d_model), c.experts),
+        layer.rows.push_back({step_name(step_kind::router), "d_model × experts =", fmt::format("{} × {} =", with_separators(c.d_model), c.experts),
                               with_separators(r.router), human(r.router)});
     } else {
         layer.rows.push_back(sum_row("FFN", short_names(r.ffn), sum_numbers(r.ffn), r.ffn.total));
@@ -167,13 +168,13 @@ section layer_section(const params_report& r) {
     layer.rows.push_back({"total", "the rows above =", "(below)", with_separators(r.layer_total), human(r.layer_total)});
     layer.notes.push_back(fmt::format("total = {} = {} ({})", plus({with_separators(all_ffn), router, attention_total, norms}),
                                       with_separators(r.layer_total),
-                                      plus({moe ? "experts" : "FFN", moe ? "router" : "", "attention", r.norms_per_layer ? "norms" : ""})));
+                                      plus({moe ? "experts" : "FFN", moe ? step_name(step_kind::router) : "", "attention", r.norms_per_layer ? "norms" : ""})));
     if (moe) {
         layer.rows.push_back({fmt::format("active (top-{})", top_k), fmt::format("{} experts + the rest =", top_k), "(below)",
                               with_separators(r.layer_active), human(r.layer_active)});
         layer.notes.push_back(fmt::format("active (top-{}) = {} = {} (top_k × one expert + {}): a token runs {} of the {} experts",
                                           top_k, plus({fmt::format("{} × {}", top_k, ffn_total), router, attention_total, norms}),
-                                          with_separators(r.layer_active), plus({"router", "attention", r.norms_per_layer ? "norms" : ""}),
+                                          with_separators(r.layer_active), plus({step_name(step_kind::router), "attention", r.norms_per_layer ? "norms" : ""}),
                                           top_k, c.experts));
     }
     const double ratio = static_cast<double>(r.ffn.total) / static_cast<double>(r.attention.total);
@@ -360,7 +361,7 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype, 
                       {"ffn_all_experts", r.layer_total - r.attention.total - r.router - r.norms_per_layer},
                       {"attention", r.attention.total},
                       {"norms", r.norms_per_layer},
-                      {"router", r.router},
+                      {step_name(step_kind::router), r.router},
                       {"total", r.layer_total},
                       {"active", r.layer_active}};
     j["embeddings"] = r.embeddings.total;

@@ -7,6 +7,7 @@
 #include "document/document.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/gelu_table.hpp"
+#include "model/steps.hpp"
 
 namespace ffn_trace {
 
@@ -31,7 +32,7 @@ outcome<sweep_result> sweep(const ffn& layer, double from, double to, double ste
     if (layer.gated())
         return error{"", "", "sweep takes a plain FFN (W1, then the activation, then W2); a gated layer's units have two "
                              "pre-activations"};
-    if (!(from < to)) return error{"", "from", fmt::format("{} is not below --to {}; expected from < to", from, to)};
+    if (!(from < to)) return error{"", "from", fmt::format("{} is not below `to` {}; expected from < to", from, to)};
     auto points = range_points(from, to, step);
     if (!points) return points.err();
     sweep_result s;
@@ -61,7 +62,7 @@ outcome<sweep_result> sweep(const ffn& layer, double from, double to, double ste
 namespace {
 
 std::string output_name(const example& ex, std::size_t d_out, std::size_t k) {
-    return ex.names.outputs.size() == d_out ? ex.names.outputs[k] : d_out == 1 ? std::string("output") : fmt::format("output[{}]", k);
+    return ex.names.outputs.size() == d_out ? ex.names.outputs[k] : d_out == 1 ? detail::step_variable(step_kind::output) : fmt::format("{}[{}]", detail::step_variable(step_kind::output), k);
 }
 
 // The sweep's title, what it shows, the changes and the table: the blocks the text and the page share.

@@ -210,7 +210,7 @@ nlohmann::ordered_json backward_json(const Input& in, nlohmann::ordered_json wei
     j["layout"] = to_string(in.ex.stored);
     j["loss_kind"] = in.ex.target ? "target" : "upstream";
     j["loss"] = in.grads.loss;
-    weights["input"] = nested_rows(in.grads.d_input, in.tr.lead);
+    weights[step_name(step_kind::input)] = nested_rows(in.grads.d_input, in.tr.lead);
     j["gradients"] = std::move(weights);
     j["check"] = check_json(in.check);
     return j;

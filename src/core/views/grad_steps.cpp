@@ -102,7 +102,7 @@ void grad_builder::first_layer_step(const std::string& n, const backward_step& s
     const matrix& weight = l_[key];
     heading_line(prefix() + fmt::format("Backward {} · {}   d{} = {}ᵀ · {}   ({} × {})·({} × {}) → ({} × {})", n,
                              detail::capitalised(step_name(s.kind)), w,
-                             l_.norm && l_.norm->position == norm_layer::place::pre ? "normed" : "x", dy_name, l_.d_model(), T,
+                             read_variable(l_.norm && l_.norm->position == norm_layer::place::pre), dy_name, l_.d_model(), T,
                              T, l_.d_ff(), l_.d_model(), l_.d_ff()));
     const matrix* db = s.find("d" + b);
     const std::string& dx_name = s.values.back().name;

@@ -20,6 +20,7 @@ public:
         : walkthrough_builder(in.ex, in.claims, options, options.detail.value_or(default_detail(in.tr.layer()))),
           mt_(in.tr), mr_(in.reads), mu_(in.units), mcomparison_(in.comparison) {
         token_strings_ = in.token_strings;
+        tok_ = in.tok;
         unchecked_claims_ = in.unchecked_claims;
         use_layer_tokens();
     }

@@ -18,7 +18,7 @@ std::vector<std::string> moe_builder::layer_how(step_kind step, std::size_t t, s
     if (!s) return {};
     const std::string result = num(s->value(t, j));
     if (step == step_kind::router)
-        return {fmt::format("{} = {}{} · Wr[:, {}]{}", lhs, pre_norm() ? "normed" : "x", token_index(ex_.lead, t), j,
+        return {fmt::format("{} = {}{} · Wr[:, {}]{}", lhs, read_variable(pre_norm()), token_index(ex_.lead, t), j,
                             l.router_b.empty() ? "" : fmt::format(" + br[{}]", j)),
                 "  = " + largest_terms(mt_.moe_input().row(t), l.router.column(j), l.router_b.empty() ? 0.0 : l.router_b[j],
                                        !l.router_b.empty()),

@@ -49,14 +49,14 @@ void moe_builder::router_step(std::size_t number) {
     const moe& l = mlayer();
     const std::string in = shape_text(l.d_model()), scores = shape_text(l.n_experts());
     const step& router = mt_.step(step_kind::router);
-    routing_step(number, router, "Router", fmt::format("logits = {} · Wr{}", pre_norm() ? "normed" : "x", l.router_b.empty() ? "" : " + br"),
+    routing_step(number, router, "Router", fmt::format("logits = {} · Wr{}", read_variable(pre_norm()), l.router_b.empty() ? "" : " + br"),
                  fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.n_experts(), scores),
                  std::string("The router scores the token against each expert, column e of Wr") +
                      (out_in() ? " (row e of the file's router.W)" : "") +
                      ": a small linear layer whose only job is to decide where the token goes.",
                  [&](std::size_t t) {
                      block b{block_kind::lines};
-                     b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t), pre_norm() ? "normed" : "x",
+                     b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t), read_variable(pre_norm()),
                                                    token_index(ex_.lead, t), short_vector(mt_.moe_input().row(t))));
                      for (auto e : shown_indices(l.n_experts(), opt_.full, 3, 16)) {
                          if (e == gap) {

@@ -62,7 +62,12 @@ private:
     // An operand in a written-out sum: four decimals, as the vectors beside it, in parentheses when negative.
     std::string op4(double v) const { return v < 0 ? "(" + n4(v) + ")" : n4(v); }
     std::string vec(const std::vector<double>& v) const { return vector_text(v, 4, opt_.full); }
-    std::string target() const { return fmt::format("p({})", quote(t_.target)); }
+    std::string target() const { return fmt::format("p({})", shown(t_.target_id, t_.target)); }
+    // A token as every view shows it: quoted, or marked special (show_token).
+    std::string shown(std::size_t id, std::string_view text, std::size_t cut = 80) const {
+        const auto* tok = t_.contexts.empty() || !t_.contexts.front().prompt.tok ? nullptr : &*t_.contexts.front().prompt.tok;
+        return show_token(text, tok && tok->special(id), cut);
+    }
     // The characters a quoted prompt may take in a table: the width less `others`, at most `most`.
     std::size_t text_room(std::size_t others, std::size_t most) const {
         return std::clamp<std::size_t>(opt_.width > others ? opt_.width - others : 16, 16, most);
@@ -78,7 +83,7 @@ private:
 
     std::string where() const {
         const auto& c = t_.contexts.front();
-        const std::string token = fmt::format("token {} ({})", c.position, quote(c.prompt.display[c.position]));
+        const std::string token = fmt::format("token {} ({})", c.position, shown(c.prompt.ids[c.position], c.prompt.display[c.position]));
         switch (t_.at.at) {
             case edit_position::kind::subject: return token + ", the subject's last, as ROME reads it";
             case edit_position::kind::last: return token + ", the prompt's last (--at last)";
@@ -90,7 +95,7 @@ private:
     void heading() {
         const auto& p = t_.contexts.front().prompt;
         add({block_kind::title, fmt::format("Editing {} W2 so that {} goes on with {}", whose(), quote(p.text, 50),
-                                            quote(t_.target, 20))});
+                                            shown(t_.target_id, t_.target, 20))});
         std::vector<std::vector<std::string>> f;
         f.push_back({"checkpoint", fmt::format("{} ({}, {} layers)", one_line(t_.checkpoint), t_.arch, t_.n_layers)});
         f.push_back({"tensor", fmt::format("{} ({}, stored as {} ({}, {})): W2 (d_ff = {}, d_model = {}) in the math form, "
@@ -102,8 +107,8 @@ private:
                                                "{} at the edited token", *t_.expert, n4(t_.contexts.front().weight))});
         f.push_back({"subject", fmt::format("{} in {}", quote(t_.subject), quote(p.text))});
         f.push_back({"edited token", where()});
-        f.push_back({"target", fmt::format("{} (id {}); before the edit the model says {} ({})", quote(t_.target), t_.target_id,
-                                           quote(t_.efficacy.before.token), n4(t_.efficacy.before.prob))});
+        f.push_back({"target", fmt::format("{} (id {}); before the edit the model says {} ({})", shown(t_.target_id, t_.target), t_.target_id,
+                                           shown(t_.efficacy.before.id, t_.efficacy.before.token), n4(t_.efficacy.before.prob))});
         add({block_kind::fields, "", std::move(f)});
     }
 
@@ -281,7 +286,7 @@ private:
         return l;
     }
 
-    std::string prediction(const edit_prediction& p) const { return fmt::format("{} {}", quote(p.token, 12), format_fixed(p.prob, 3)); }
+    std::string prediction(const edit_prediction& p) const { return fmt::format("{} {}", shown(p.id, p.token, 12), format_fixed(p.prob, 3)); }
 
     // One row per prompt: its top prediction before → after, and p(target) before → after.
     void checks(const std::string& title, const std::vector<edit_check>& cs, bool same_is_good) {
@@ -300,7 +305,7 @@ private:
         }
         add(std::move(b));
         if (same_is_good) paragraph(fmt::format("{} of {} keep their top prediction.", kept, cs.size()));
-        else paragraph(fmt::format("{} of {} now predict {}.", moved, cs.size(), quote(t_.target)));
+        else paragraph(fmt::format("{} of {} now predict {}.", moved, cs.size(), shown(t_.target_id, t_.target)));
     }
 
     // Why an edit may not take, and what to try: a small model often recalls a fact at the last

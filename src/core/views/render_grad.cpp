@@ -140,7 +140,7 @@ void grad_builder::heading() {
         f.push_back({"loss", in_.ex.target ? "L = ½·Σ(output − target)², so dL/d(output) = output − target"
                                            : "L = Σ upstream ⊙ output: the file gives dL/d(output) = upstream"});
     }
-    f.push_back({"output", l_.residual ? "the residual, y = x + contract" : "the contraction (no residual)"});
+    f.push_back({step_name(step_kind::output), l_.residual ? "the residual, y = x + contract" : "the contraction (no residual)"});
     f.push_back({"layout", out_in() ? "out_in: gradients of weights are shown as the file stores them, (outputs × inputs)"
                                     : "in_out: gradients of weights are shown as the file stores them, (inputs × outputs)"});
     add({block_kind::fields, "", std::move(f)});

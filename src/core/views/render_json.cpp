@@ -42,8 +42,8 @@ json heading(const example& ex, const Layer& layer, const matrix& input, const s
                       {"shared_experts", layer.shared.size()}};
     out["tokens"] = input.rows;
     out["token_shape"] = lead;
-    out["residual"] = layer.residual;
-    out["input"] = nested_rows(input, lead);
+    out[step_name(step_kind::residual)] = layer.residual;
+    out[step_name(step_kind::input)] = nested_rows(input, lead);
     return out;
 }
 
@@ -118,7 +118,7 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
     out["steps"] = std::move(steps);
     out["claims"] = claims_json(claims, t.lead);
     if (t.layer().norm)
-        out["norm"] = {{"kind", to_string(t.layer().norm->type)},
+        out[step_name(step_kind::norm)] = {{"kind", to_string(t.layer().norm->type)},
                        {"position", to_string(t.layer().norm->position)},
                        {"eps", t.layer().norm->eps}};
     if (units) add_units(out, *units);

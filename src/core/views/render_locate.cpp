@@ -20,7 +20,7 @@ namespace {
 class locate_builder {
 public:
     locate_builder(const locate_trace& t, const text_options& options, bool html) : t_(t), opt_(options), html_(html) {
-        labels_ = token_labels(t.prompt.display);
+        labels_ = token_labels(t.prompt);
     }
 
     void build(const block_sink& out) {
@@ -36,27 +36,31 @@ private:
 
     std::string p(double v) const { return format_fixed(v, 2); }
     std::string p4(double v) const { return format_fixed(v, 4); }
-    std::string target() const { return fmt::format("P({})", quote(t_.target)); }
+    std::string target() const { return fmt::format("P({})", shown(t_.target_id, t_.target)); }
+    // A token as every view shows it: quoted, or marked special (show_token).
+    std::string shown(std::size_t id, std::string_view text, std::size_t cut = 80) const {
+        return show_token(text, t_.prompt.tok && t_.prompt.tok->special(id), cut);
+    }
     std::string token(std::size_t i) const { return labels_[i]; }
     bool in_subject(std::size_t i) const {
         return std::find(t_.subject_positions.begin(), t_.subject_positions.end(), i) != t_.subject_positions.end();
     }
 
     std::string subject_tokens() const {
-        std::vector<std::string> shown;
-        for (auto i : t_.subject_positions) shown.push_back(fmt::format("{} ({})", i, quote(t_.prompt.display[i])));
-        return fmt::format("token{} {}", shown.size() == 1 ? "" : "s", fmt::join(shown, ", "));
+        std::vector<std::string> tokens;
+        for (auto i : t_.subject_positions) tokens.push_back(fmt::format("{} ({})", i, shown(t_.prompt.ids[i], t_.prompt.display[i])));
+        return fmt::format("token{} {}", tokens.size() == 1 ? "" : "s", fmt::join(tokens, ", "));
     }
 
     void heading() {
-        add({block_kind::title, fmt::format("Causal tracing of {} after {}", quote(t_.target, 24), quote(t_.prompt.text, 60))});
+        add({block_kind::title, fmt::format("Causal tracing of {} after {}", shown(t_.target_id, t_.target, 24), quote(t_.prompt.text, 60))});
         std::vector<std::vector<std::string>> f;
         f.push_back({"checkpoint", fmt::format("{} ({}, {} layer{})", one_line(t_.checkpoint), t_.arch, t_.n_layers,
                                                t_.n_layers == 1 ? "" : "s")});
         f.push_back({"prompt", fmt::format("{}: {} token{}", quote(t_.prompt.text), t_.prompt.ids.size(),
                                            t_.prompt.ids.size() == 1 ? "" : "s")});
         f.push_back({"subject", fmt::format("{}: {}, marked * in the grids", quote(t_.subject), subject_tokens())});
-        f.push_back({"target", fmt::format("{} (id {}), {}", quote(t_.target), t_.target_id,
+        f.push_back({"target", fmt::format("{} (id {}), {}", shown(t_.target_id, t_.target), t_.target_id,
                                            t_.target_given ? "as --target gave it" : "the clean run's top prediction")});
         const std::string sigma = fmt::format("σ = {} is the standard deviation of all {} entries of the token embedding {}",
                                               format_short(t_.sigma, 4), thousands(t_.embedding_entries), t_.embedding);

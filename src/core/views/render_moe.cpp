@@ -45,7 +45,7 @@ void moe_builder::norm_block(std::size_t number) {
     const step& s = mt_.step(step_kind::norm);
     const bool residual = mlayer().residual;
     const matrix& in = pre_norm() ? mt_.input : mt_.steps[mt_.steps.size() - 2].value;
-    const std::string in_name = pre_norm() ? "x" : residual ? "y" : "output";
+    const std::string in_name = norm_input(pre_norm(), residual);
     const std::string shape = shape_text(s.value.cols);
     routing_step(number, s, "Norm", norm_formula(n, in_name), fmt::format("{} → {}", shape, shape),
                  norm_explanation(n, "the router and the experts read"),
@@ -80,7 +80,7 @@ void moe_builder::heading() {
     f.push_back({"experts", a.gated ? fmt::format("{}: gate {}, multiplied by up", a.name, a.formula)
                                     : fmt::format("{}: {}", a.name, a.formula)});
     f.push_back(layout_field());
-    f.push_back({"residual", l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
+    f.push_back({step_name(step_kind::residual), l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
     if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
     if (!claims_.empty())
         f.push_back(claims_field());

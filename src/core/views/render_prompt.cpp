@@ -53,7 +53,11 @@ private:
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
     std::string token_label(std::size_t t) const { return p_.ex.names.tokens[t]; }
     // A token with its position, said once: " is" (token 8), where token_label may lead with it.
-    std::string token_at(std::size_t t) const { return fmt::format("{} (token {})", quote(p_.prompt.display[t]), t); }
+    // A token as every view shows it: quoted, or marked special (show_token).
+    std::string shown(std::size_t id, std::string_view text, std::size_t cut = 80) const {
+        return show_token(text, p_.prompt.tok && p_.prompt.tok->special(id), cut);
+    }
+    std::string token_at(std::size_t t) const { return fmt::format("{} (token {})", shown(p_.prompt.ids[t], p_.prompt.display[t]), t); }
     std::size_t last() const { return p_.prompt.ids.size() - 1; }
     std::string layer_name() const { return fmt::format("layer {}", p_.layer); }
 
@@ -90,7 +94,7 @@ private:
                 continue;
             }
             b.rows.push_back({std::to_string(t), std::to_string(p_.prompt.ids[t]), quote(p_.prompt.tokens[t]),
-                              quote(p_.prompt.display[t])});
+                              shown(p_.prompt.ids[t], p_.prompt.display[t])});
         }
         b.names = {false, true};  // an id names a row of the embedding: no quantity to colour
         add(std::move(b));
@@ -141,7 +145,7 @@ private:
         };
         static const std::vector<claim> no_claims;
         if (p_.dense) {
-            const rendering_input in{p_.ex,
+            rendering_input in{p_.ex,
                                      *p_.dense,
                                      no_claims,
                                      *p_.dense_reads,
@@ -149,6 +153,7 @@ private:
                                      p_.explained.empty() ? nullptr : &p_.explained,
                                      p_.vocab ? &*p_.vocab : nullptr,
                                      p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
+            in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
             text_options options = opt_;  // the page explains the units that wrote the prediction on a click
             if (html_)
                 for (const auto& u : p_.top_units) options.keep_units.push_back(u.unit.unit);
@@ -156,8 +161,9 @@ private:
             builder.explain_cells(html_);
             builder.build(sink);
         } else {
-            const moe_rendering_input in{p_.ex, *p_.moe, no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
-                                         p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
+            moe_rendering_input in{p_.ex, *p_.moe, no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
+                                   p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
+            in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
             build_moe_walkthrough(in, opt_, html_, sink);
         }
         out_ = &page;
@@ -168,7 +174,7 @@ private:
         std::vector<std::string> items;
         for (std::size_t i = 0; i < list.size(); ++i) {
             const double v = list[i].logit;
-            items.push_back(fmt::format("{} {}{}", quote(list[i].token, 24), change && v > 0 ? "+" + format_fixed(v, 2) : format_fixed(v, 2),
+            items.push_back(fmt::format("{} {}{}", shown(list[i].id, list[i].token, 24), change && v > 0 ? "+" + format_fixed(v, 2) : format_fixed(v, 2),
                                         i + 1 < list.size() ? "," : ""));
         }
         const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;  // a lines block indents by 2
@@ -212,13 +218,13 @@ private:
         block b{block_kind::table, "", {}, {}, "rlrr"};
         b.rows.push_back({"rank", "token", "logit", "probability"});
         for (std::size_t k = 0; k < n.top.size(); ++k)
-            b.rows.push_back({std::to_string(k + 1), quote(n.top[k].token), num(n.top[k].logit), num(n.top[k].prob)});
+            b.rows.push_back({std::to_string(k + 1), shown(n.top[k].id, n.top[k].token), num(n.top[k].logit), num(n.top[k].prob)});
         add(std::move(b));
     }
 
     void units() {
         const auto& target = *p_.target;
-        const std::string t = p_.versus ? fmt::format("{} − {}", quote(target.token), quote(p_.versus->token)) : quote(target.token);
+        const std::string t = p_.versus ? fmt::format("{} − {}", shown(target.id, target.token), shown(p_.versus->id, p_.versus->token)) : shown(target.id, target.token);
         title(fmt::format("The units that wrote {}", t));
         const bool moe = p_.is_moe();
         const bool rms = !p_.terms.centred;
@@ -230,7 +236,7 @@ private:
             layer_name(), moe ? ", scaled by its expert's routing weight w," : "", t, moe ? "w · " : "",
             moe ? "the routed experts'" : std::to_string(p_.dense->layer().d_ff()), format_fixed(p_.total_score, 2),
             rms ? "√(mean(x²) + ε)" : "√(var + ε)",
-            p_.versus ? "the difference U of the two tokens' rows of the unembedding" : quote(target.token) + "'s row U of the unembedding",
+            p_.versus ? "the difference U of the two tokens' rows of the unembedding" : shown(target.id, target.token) + "'s row U of the unembedding",
             p_.versus ? " difference" : "", rms ? "" : " less its mean (the norm's centring)"));
         block b{block_kind::table, "", {}, {}, moe ? "lrrr" : "lrr"};
         if (moe)
@@ -282,7 +288,7 @@ private:
     // The knock-out sweep as a curve: P(target) as more of the top units are knocked out.
     void sweep() {
         if (p_.sweep.empty()) return;
-        const std::string t = quote(p_.target->token);
+        const std::string t = shown(p_.target->id, p_.target->token);
         title("The knock-out sweep");
         paragraph(fmt::format("The top 1, 2, …, {} units by the push above knocked out together (set to 0 for every "
                               "token), the model run again from {}'s FFN each time: P({}) at the last token. A fact "
@@ -312,7 +318,7 @@ private:
         }
         paragraph(fmt::format("{}'s FFN does not write {}: its units together push it by {}, so knocking out its "
                               "largest would test nothing.{}",
-                              capitalised(layer_name()), quote(p_.target->token), signed_2(p_.total_score), where));
+                              capitalised(layer_name()), shown(p_.target->id, p_.target->token), signed_2(p_.total_score), where));
     }
 
     static std::string signed_2(double v) { return (v > 0 ? "+" : "") + format_fixed(v, 2); }
@@ -326,9 +332,9 @@ private:
                               "knocked out. The top prediction {}.",
                               capitalised(ablated_list()), layer_name(),
                               before.id == after.id
-                                  ? fmt::format("stays {} ({} → {})", quote(before.token), num(before.prob), num(after.prob))
-                                  : fmt::format("changes from {} ({}) to {} ({})", quote(before.token), num(before.prob),
-                                                quote(after.token), num(after.prob))));
+                                  ? fmt::format("stays {} ({} → {})", shown(before.id, before.token), num(before.prob), num(after.prob))
+                                  : fmt::format("changes from {} ({}) to {} ({})", shown(before.id, before.token), num(before.prob),
+                                                shown(after.id, after.token), num(after.prob))));
         if (html_) {
             knock_out_grid();
             return;
@@ -346,7 +352,7 @@ private:
             now_l = std::max(now_l, display_width(format_fixed(c.logit_after, 2)));
         }
         for (const auto& c : p_.changes)
-            b.rows.push_back({quote(c.token),
+            b.rows.push_back({shown(c.id, c.token),
                               fmt::format("{} → {}", pad_left(num(c.before), was_p), pad_left(num(c.after), now_p)),
                               signed_num(c.after - c.before),
                               fmt::format("{} → {}", pad_left(format_fixed(c.logit_before, 2), was_l),
@@ -377,12 +383,12 @@ private:
                 for (std::size_t k = 0; k + 1 < b.rows[0].size(); ++k) {
                     const bool has = k < list->size();
                     const ranked_token* e = has ? &(*list)[k] : nullptr;
-                    b.rows.back().push_back(has ? quote(e->token) : "");
+                    b.rows.back().push_back(has ? shown(e->id, e->token) : "");
                     b.notes.back().push_back({});
                     if (!has) continue;
                     const std::string where = fmt::format("at {}, {} {}'s FFN", token_at(t),
                                                           moved ? "by" : when, layer_name());
-                    b.notes.back().back() = {fmt::format("{} {}", quote(e->token), where),
+                    b.notes.back().back() = {fmt::format("{} {}", shown(e->id, e->token), where),
                                              {moved ? fmt::format("logit {}{}", e->logit > 0 ? "+" : "", format_fixed(e->logit, 2))
                                                     : fmt::format("probability {}, logit {}", num(e->prob), format_fixed(e->logit, 2))},
                                              moved ? e->logit : e->prob};
@@ -399,7 +405,7 @@ private:
         b.rows.push_back({"token", "probability", "knocked out", "change", "logit", "knocked out", "change"});
         auto signed_num = [](double d, int precision) { return (d > 0 ? "+" : "") + format_fixed(d, precision); };
         for (const auto& c : p_.changes)
-            b.rows.push_back({quote(c.token), num(c.before), num(c.after), signed_num(c.after - c.before, opt_.precision),
+            b.rows.push_back({shown(c.id, c.token), num(c.before), num(c.after), signed_num(c.after - c.before, opt_.precision),
                               format_fixed(c.logit_before, 2), format_fixed(c.logit_after, 2),
                               signed_num(c.logit_after - c.logit_before, 2)});
         b.column_scales = true;  // probabilities beside logits
@@ -408,7 +414,7 @@ private:
 
     // The page: each unit's knock-out as a column, its cell explaining the prediction without it.
     void knock_out_column(block& b) const {
-        const std::string t = quote(p_.target->token), before = num(p_.target->prob);
+        const std::string t = shown(p_.target->id, p_.target->token), before = num(p_.target->prob);
         b.rows[0].push_back(fmt::format("P({}) without it", t));
         b.align += "r";
         b.notes.assign(b.rows.size(), {});
@@ -436,9 +442,9 @@ private:
         return {fmt::format("{} of {} set to 0 for every token, the model run again from its FFN "
                             "(computed when this page was written: a page cannot run the model)",
                             fmt::join(names, ", "), layer_name()),
-                fmt::format("P({}) = {} → {}   (logit {} → {})", quote(target.token), num(target.prob), num(k.target_prob),
+                fmt::format("P({}) = {} → {}   (logit {} → {})", shown(target.id, target.token), num(target.prob), num(k.target_prob),
                             format_fixed(target.logit, 2), format_fixed(k.target_logit, 2)),
-                fmt::format("the top prediction then: {} at {}{}", quote(k.top.token), num(k.top.prob),
+                fmt::format("the top prediction then: {} at {}{}", shown(k.top.id, k.top.token), num(k.top.prob),
                             k.top.id == target.id ? " (unchanged)" : "")};
     }
 
@@ -449,8 +455,8 @@ private:
                               "units leave P({}) = {} (from {}), and the top prediction is {} at {}. These knock-outs were "
                               "computed when the page was written: a page cannot run the model again. For other units, "
                               "run ffn-trace with --ablate.",
-                              all.units.size(), quote(p_.target->token), num(all.target_prob), num(p_.target->prob),
-                              quote(all.top.token), num(all.top.prob)));
+                              all.units.size(), shown(p_.target->id, p_.target->token), num(all.target_prob), num(p_.target->prob),
+                              shown(all.top.id, all.top.token), num(all.top.prob)));
     }
 
     const prompt_trace& p_;

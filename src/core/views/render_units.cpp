@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "base/text.hpp"
+#include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/format.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
@@ -96,9 +97,10 @@ private:
             return one_line(c_.file.substr(folder.size())) + " beside the checkpoint";
         return one_line(c_.file);
     }
-    std::string token_text(std::size_t id) const {
+    // A token the scores name as every view shows one (show_token); "#id" without a text.
+    std::string shown(std::size_t id, std::size_t cut = 80) const {
         const auto it = u_.token_text.find(id);
-        return it == u_.token_text.end() ? fmt::format("#{}", id) : it->second;
+        return it == u_.token_text.end() ? fmt::format("#{}", id) : show_token(it->second, u_.special.count(id) != 0, cut);
     }
 
     void fields() {
@@ -165,7 +167,7 @@ private:
             const auto& r = u_.units[i];
             b.rows.push_back({unit_label(r.unit.unit), num(r.max), num(r.mean), percent(r.fraction_active),
                               r.top.empty() ? "" : short_context(r.top.front()),
-                              r.promotes.empty() ? "" : quote(token_text(r.promotes.front().id), 14)});
+                              r.promotes.empty() ? "" : shown(r.promotes.front().id, 14)});
         }
         add(std::move(b));
     }
@@ -232,7 +234,7 @@ private:
         std::string summary = name;
         if (html_ && folded) {
             if (!r.top.empty()) summary += fmt::format(": fires most at {}", short_context(r.top.front()));
-            if (!r.promotes.empty()) summary += fmt::format(", promotes {}", quote(token_text(r.promotes.front().id)));
+            if (!r.promotes.empty()) summary += fmt::format(", promotes {}", shown(r.promotes.front().id));
         }
         heading(summary, folded);
         add({block_kind::fields,
@@ -300,7 +302,7 @@ private:
     void score_lines(block& b, const std::string& label, const std::vector<token_score>& list) const {
         std::vector<std::string> items;
         for (std::size_t i = 0; i < list.size(); ++i)
-            items.push_back(fmt::format("{} {}{}", quote(token_text(list[i].id), 20), format_fixed(list[i].score, 2),
+            items.push_back(fmt::format("{} {}{}", shown(list[i].id, 20), format_fixed(list[i].score, 2),
                                         i + 1 < list.size() ? "," : ""));
         const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;
         for (auto& l : item_lines(label, items, room)) b.lines.push_back(std::move(l));

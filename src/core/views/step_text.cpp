@@ -74,9 +74,9 @@ std::string norm_explanation(const norm_layer& n, std::string_view reader) {
 bool norm_is_pre(const ffn& l) { return l.norm && l.norm->position == norm_layer::place::pre; }
 
 std::string step_formula(const ffn& l, step_kind k) {
-    if (k == step_kind::norm) return norm_formula(*l.norm, norm_is_pre(l) ? "x" : l.residual ? "y" : "output");
+    if (k == step_kind::norm) return norm_formula(*l.norm, norm_input(norm_is_pre(l), l.residual));
     if (const auto w = step_weight(k)) {
-        const std::string in = k == step_kind::contract ? step_variable(hidden_step(l)) : norm_is_pre(l) ? "normed" : "x";
+        const std::string in = k == step_kind::contract ? step_variable(hidden_step(l)) : read_variable(norm_is_pre(l));
         const std::string bias = bias_of(l, *w).empty() ? "" : " + " + bias_name(*w);
         return fmt::format("{} = {} · {}{}", step_variable(k), in, weight_name(*w), bias);
     }

@@ -79,7 +79,7 @@ void walkthrough_builder::heading_block() {
     f.push_back({"activation", a.gated ? fmt::format("{}: gate {}, multiplied by up", a.name, a.formula)
                                        : fmt::format("{}: {}", a.name, a.formula)});
     f.push_back(layout_field());
-    f.push_back({"residual", layer().residual ? "on: y = x + FFN(x)"
+    f.push_back({step_name(step_kind::residual), layer().residual ? "on: y = x + FFN(x)"
                                               : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
     if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
     if (!claims_.empty()) f.push_back(claims_field());
@@ -224,7 +224,7 @@ void walkthrough_builder::step_block(const std::string& label, const step& s) {
 }
 
 std::vector<std::string> walkthrough_builder::norm_field(const norm_layer& n, std::string_view layer_name) const {
-    return {"norm", fmt::format("{} {}, ε = {}", to_string(n.type),
+    return {step_name(step_kind::norm), fmt::format("{} {}, ε = {}", to_string(n.type),
                                 n.position == norm_layer::place::pre
                                     ? fmt::format("before the {0} (pre-norm): y = x + {0}(norm(x))", layer_name)
                                     : fmt::format("after the residual (post-norm): y = norm(x + {}(x))", layer_name),

@@ -75,6 +75,7 @@ public:
         explained_ = in.explained;
         vocab_ = in.vocab;
         token_strings_ = in.token_strings;
+        tok_ = in.tok;
         comparison_ = in.comparison;
         unchecked_claims_ = in.unchecked_claims;
     }
@@ -312,6 +313,7 @@ protected:
     const std::vector<unit_explanation>* explained_ = nullptr;
     const vocabulary_view* vocab_ = nullptr;
     const std::vector<std::string>* token_strings_ = nullptr;
+    const tokenizer* tok_ = nullptr;
     const trace_comparison* comparison_ = nullptr;
     std::size_t unchecked_claims_ = 0;
     bool explain_ = false;  // the page view's notes and pictures

@@ -117,14 +117,14 @@ void walkthrough_builder::arithmetic(const step& s) {
         const std::optional<weight> w = weight_of(s.kind);
         if (s.kind == step_kind::norm) {
             norm_arithmetic(*l.norm, s, pre_norm() ? tr_->input : tr_->steps[tr_->steps.size() - 2].value,
-                            pre_norm() ? "x" : l.residual ? "y" : "output", t);
+                            norm_input(pre_norm(), l.residual), t);
             continue;
         }
         const bool contract = w == weight::w2;
         const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
         if (w)
             b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t),
-                                          contract ? step_variable(hidden_step(l)) : pre_norm() ? "normed" : "x",
+                                          contract ? step_variable(hidden_step(l)) : read_variable(pre_norm()),
                                           token_index(ex_.lead, global(t)), short_vector(in_row)));
         else
             b.lines.push_back(token_name(t) + ":");

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "views/walkthrough.hpp"
+#include "ffn_trace/tokenizer.hpp"
 
 namespace ffn_trace::detail {
 
@@ -79,7 +80,7 @@ void walkthrough_builder::units_block(const std::string& who) {
 
 std::string walkthrough_builder::token_text(std::size_t id) const {
     if (!token_strings_ || id >= token_strings_->size() || (*token_strings_)[id].empty()) return fmt::format("#{}", id);
-    return quote((*token_strings_)[id]);
+    return show_token((*token_strings_)[id], tok_ && tok_->special(id));
 }
 
 void walkthrough_builder::vocabulary_block(const std::string& title, bool expert) {
@@ -214,7 +215,7 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
     const step_kind pre = pre_activation_step(l);
     const weight key = *step_weight(pre);
     b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", step_variable(pre), at(e.token, e.unit),
-                                  pre_norm() ? "normed" : "x", e.unit, weight_name(key),
+                                  read_variable(pre_norm()), e.unit, weight_name(key),
                                   bias_of(l, key).empty() ? "" : " + bias"));
     b.lines.push_back(fmt::format("  {}", fmt::join(terms, " + ")));
     if (e.rest_count)
@@ -227,7 +228,7 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
         const double activated = tr_->step(step_kind::activate).value(t, j), up = tr_->step(step_kind::up).value(t, j);
         b.lines.push_back(fmt::format("activated{} = {}(gate{}) = {}({}) = {}", at(t, j),
                                       info(info(l.act).unit).name, at(t, j), info(info(l.act).unit).name, num(e.pre), num(activated)));
-        b.lines.push_back(fmt::format("up{} = {} · column {} of Wu{} = {}", at(t, j), pre_norm() ? "normed" : "x", j,
+        b.lines.push_back(fmt::format("up{} = {} · column {} of Wu{} = {}", at(t, j), read_variable(pre_norm()), j,
                                       l.bu.empty() ? "" : " + bias", num(up)));
         b.lines.push_back(fmt::format("product{} = activated × up = {} × {} = {}", at(t, j), op(activated), op(up),
                                       num(tr_->step(step_kind::multiply).value(t, j))));

@@ -107,7 +107,7 @@ std::vector<std::string> walkthrough_builder::how(step_kind step, std::size_t t,
     if (step == step_kind::input) return {fmt::format("{} = {}, given in the file", lhs, result)};
     if (auto w = weight_of(step)) {
         const bool contract = *w == weight::w2;
-        const std::string in_name = contract ? step_variable(hidden_step(l)) : pre_norm() ? "normed" : "x";
+        const std::string in_name = contract ? step_variable(hidden_step(l)) : read_variable(pre_norm());
         const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
         const std::vector<double> column = weight_column(l, *w, j);
         const std::vector<double>& bias = bias_of(l, *w);
@@ -225,7 +225,7 @@ void walkthrough_builder::bars_block(const step& s) {
     const answer_scope answers(answering_);
     const matrix& pre = tr_->pre_activation().value;
     const std::size_t units = s.value.cols;
-    const std::string before = step_variable(pre_activation_step(layer())), after = "activated";
+    const std::string before = step_variable(pre_activation_step(layer())), after = step_variable(step_kind::activate);
     std::size_t name_width = std::max(before.size(), after.size());
     for (auto t : detailed_)
         if (t != gap) name_width = std::max(name_width, display_width(token_name(t)));
