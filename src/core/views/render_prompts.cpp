@@ -31,7 +31,8 @@ public:
                                                  plural(r_.skipped.lines, "line"), r_.runs.size())});
         if (!r_.skipped.blank.empty() || !r_.skipped.too_long.empty()) fields.push_back({"skipped", skipped()});
         out({block_kind::fields, "", std::move(fields)});
-        out({block_kind::heading, fmt::format("The {} prompts at a glance", r_.runs.size())});
+        out({block_kind::heading, r_.runs.size() == 1 ? std::string("The prompt at a glance")
+                                                       : fmt::format("The {} prompts at a glance", r_.runs.size())});
         out({block_kind::paragraph, std::move(explanation)});
     }
 
