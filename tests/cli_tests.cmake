@@ -739,7 +739,7 @@ cli_test("run --format json names the command line's changes" 0
 cli_test("sweep --format html marks each bend on the drawn curve" 0 "<title>unit 0 \\(x > 0\\)|<title>unit 0 at x = 0</title>" EMPTY
   -- ${FT} sweep ${DATA}/abs_relu.json --from -1 --to 1 --format html)
 cli_test("quiz: a huge line and control bytes in the answers are echoed escaped and cut short" 0
-  "hidden\\[1\\] = \\? > 7777777777[7]*… .*hidden\\[1\\] = \\? > \\\\u0000\\\\u001b\\[31m .*> 1 ✓ right" EMPTY
+  "hidden\\[1\\] = \\? > 7777777777[7]* ?… .*hidden\\[1\\] = \\? > \\\\u0000\\\\u001b\\[31m .*> 1 ✓ right" EMPTY
   --stdin ${INPUTS}/quiz/hostile.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
 # By hand (seed 003's layer, target [6, 5]): g = y − target = [7, 5] − [6, 5] = [1, 0], so
 # dW2[2][0] = activated[2] × g[0] = 3 × 1, and d_hidden[3] = d_activated[3] × relu'(−1) = 2 × 0.
@@ -971,7 +971,7 @@ cli_test("locate: a target without the leading space it needs says so" 2 EMPTY
 cli_test("locate on BERT says why it cannot" 2 EMPTY
   "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no probability for causal tracing"
   -- ${FT} locate --checkpoint ${INPUTS}/checkpoints/bert --prompt "The capital of France is" --subject France)
-cli_test("locate without a prompt is refused" 2 EMPTY "^error: give the prompt with --prompt TEXT or --prompt-file FILE$"
+cli_test("locate without a prompt is refused" 2 EMPTY "^error: give the prompt with --prompt TEXT or --prompt-file FILE, or many with --prompts FILE$"
   -- ${FT} locate --checkpoint ${CAPITALS} --subject France)
 cli_test("locate without a subject is a usage error" 2 EMPTY "^error: --subject is required"
   -- ${FT} locate --checkpoint ${CAPITALS} --prompt "The capital of France is")

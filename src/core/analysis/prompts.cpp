@@ -15,13 +15,10 @@ namespace ffn_trace {
 outcome<std::vector<prompt_line>> read_prompt_lines(std::string_view content, const std::string& file, bool subjects,
                                                     skipped_lines& skipped) {
     std::vector<prompt_line> out;
+    const auto lines = detail::text_lines(content);
     std::size_t index = 0;
-    // Every piece between line breaks is a line: the file's last line break is already dropped.
-    for (std::size_t start = 0; start <= content.size() && !content.empty(); ++index) {
-        const std::size_t end = std::min(content.find('\n', start), content.size());
-        std::string_view line = content.substr(start, end - start);
-        start = end + 1;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    for (; index < lines.size(); ++index) {
+        const std::string_view line = lines[index];
         if (!detail::valid_utf8(line))
             return error{file, fmt::format("line {}", index + 1), "not UTF-8; the prompts must be UTF-8 text, one prompt a line"};
         if (line.find_first_not_of(" \t") == std::string_view::npos) {
