@@ -739,7 +739,7 @@ cli_test("run --format json names the command line's changes" 0
 cli_test("sweep --format html marks each bend on the drawn curve" 0 "<title>unit 0 \\(x > 0\\)|<title>unit 0 at x = 0</title>" EMPTY
   -- ${FT} sweep ${DATA}/abs_relu.json --from -1 --to 1 --format html)
 cli_test("quiz: a huge line and control bytes in the answers are echoed escaped and cut short" 0
-  "hidden\\[1\\] = \\? > 7777777777[7]*… .*hidden\\[1\\] = \\? > \\\\u0000\\\\u001b\\[31m .*> 1 ✓ right" EMPTY
+  "hidden\\[1\\] = \\? > 7777777777[7]* ?… .*hidden\\[1\\] = \\? > \\\\u0000\\\\u001b\\[31m .*> 1 ✓ right" EMPTY
   --stdin ${INPUTS}/quiz/hostile.txt -- ${FT} quiz ${DATA}/lesson_hand.json --color never)
 # By hand (seed 003's layer, target [6, 5]): g = y − target = [7, 5] − [6, 5] = [1, 0], so
 # dW2[2][0] = activated[2] × g[0] = 3 × 1, and d_hidden[3] = d_activated[3] × relu'(−1) = 2 × 0.
@@ -971,7 +971,7 @@ cli_test("locate: a target without the leading space it needs says so" 2 EMPTY
 cli_test("locate on BERT says why it cannot" 2 EMPTY
   "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no probability for causal tracing"
   -- ${FT} locate --checkpoint ${INPUTS}/checkpoints/bert --prompt "The capital of France is" --subject France)
-cli_test("locate without a prompt is refused" 2 EMPTY "^error: give the prompt with --prompt TEXT or --prompt-file FILE$"
+cli_test("locate without a prompt is refused" 2 EMPTY "^error: give the prompt with --prompt TEXT or --prompt-file FILE, or many with --prompts FILE$"
   -- ${FT} locate --checkpoint ${CAPITALS} --subject France)
 cli_test("locate without a subject is a usage error" 2 EMPTY "^error: --subject is required"
   -- ${FT} locate --checkpoint ${CAPITALS} --prompt "The capital of France is")
@@ -980,6 +980,69 @@ cli_test("locate with an empty prompt file is refused" 2 EMPTY "^error: .*empty.
 cli_test("locate: a prompt longer than the positions is refused" 2 EMPTY
   "^error: .*capitals: --prompt: the prompt is [0-9]+ tokens\; the model reads at most 64\; shorten it$"
   -- ${FT} locate --checkpoint ${CAPITALS} --subject France --prompt "France a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a a")
+# --prompts FILE on run and locate: each line run on its own, one report; the bad inputs one line, exit 2.
+set(PROMPTS ${CMAKE_CURRENT_SOURCE_DIR}/inputs/prompts)
+set(RUN_PROMPTS ${FT} run --checkpoint ${CAPITALS} --layer 1)
+cli_test("run --prompts shows a summary of every line's prediction and top units, then a section per prompt" 0
+  "^3 prompts through layer 1 of a gpt2 checkpoint =+ checkpoint .*capitals prompts .*capitals.txt: 4 lines, 3 run, each on its own as --prompt runs it skipped 1 blank line \\(2\\) The 3 prompts at a glance .* line prompt next token p top units 1 \"The capital of France is\" \" Paris\" 0.8862 [0-9]+, [0-9]+, [0-9]+ 3 \"The capital of Japan is\" \" Tokyo\" 0.[0-9]+ [0-9]+, [0-9]+, [0-9]+ 4 \"Paris is the capital of\" \" France\" 0.[0-9]+ [0-9]+, [0-9]+, [0-9]+ Line 1: \"The capital of France is\" through layer 1 of a gpt2 checkpoint checkpoint .*Line 3: \"The capital of Japan is\" through layer 1 .*The units that wrote \" Tokyo\" .*Line 4: \"Paris is the capital of\" through"
+  "^warning: .*capitals.txt: line 2 is blank, skipped$"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --detail summary --color never)
+cli_test("run --prompts with a knock-out adds each prediction's probability with the units knocked out" 0
+  " line prompt next token p knocked out top units 1 \"The capital of France is\" \" Paris\" 0.8862 0.[0-9]+ [0-9]+, [0-9]+, [0-9]+ "
+  ANY -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --ablate 116 --detail summary --color never)
+cli_test("run --prompts - reads the prompts from standard input" 0 "^\\[ \\{ \"title\": .*\"text\": \"The capital of France is\".* \\}, \\{ \"title\": .*\"text\": \"The capital of Japan is\".* \\} \\]$"
+  ANY --stdin ${PROMPTS}/capitals.txt -- ${RUN_PROMPTS} --prompts - --format json)
+cli_test("run --prompts --format markdown has the summary as a table and each prompt as a section" 0
+  "^# 3 prompts through layer 1 of a gpt2 checkpoint .*## The 3 prompts at a glance .*\\| line \\| prompt \\| next token \\| p \\| top units \\| .*## Line 1: \"The capital of France is\" through layer 1"
+  ANY -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --detail summary --format markdown)
+cli_test("run --prompts --format html is one page" 0 "^<!DOCTYPE html>.*The 3 prompts at a glance.*Line 4: .*</html>$"
+  ANY -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --detail summary --format html)
+cli_test("run --prompts skips a line longer than the positions, with a warning naming it" 0
+  "skipped 1 line longer than the model's 64 positions \\(2: 72 tokens\\) The prompt at a glance"
+  "^warning: .*too_long.txt: line 2 is 72 tokens, more than the model's 64 positions, skipped$"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/too_long.txt --detail summary --color never)
+cli_test("run --prompts: an empty file is refused" 2 EMPTY "^error: .*empty.txt: the file of prompts is empty\; give one prompt a line$"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/empty.txt)
+cli_test("run --prompts: a file of blank lines is refused" 2 EMPTY "^error: .*blank.txt: the file has no prompt to run: its 3 lines are blank$"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/blank.txt)
+cli_test("run --prompts: a file of lines too long for the model is refused" 2 EMPTY
+  "^error: <stdin>: the file has no prompt to run: of its 1 line, 0 blank and 1 longer than the model's 64 positions$"
+  -- bash -c "tail -n 1 \"$1\" | exec \"$0\" run --checkpoint \"$2\" --layer 1 --prompts -" ${FT} ${PROMPTS}/too_long.txt ${CAPITALS})
+cli_test("run --prompts: a line that is not UTF-8 is named" 2 EMPTY
+  "^error: .*not_utf8.txt: line 2: not UTF-8\; the prompts must be UTF-8 text, one prompt a line$"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/not_utf8.txt)
+cli_test("run --prompts with --prompt is a usage error" 2 EMPTY "^error: --prompt excludes --prompts"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --prompt "The capital of France is")
+cli_test("run --prompts with --prompt-file is a usage error" 2 EMPTY "^error: --prompt-file excludes --prompts"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --prompt-file ${INPUTS}/prompt/france.txt)
+cli_test("run --prompts: the traces together are held to --max-elements, naming the line that passes it" 2 EMPTY
+  "^error: .*capitals.txt: line 3: the traces of the prompts up to this line would keep 15,390 numbers, more than --max-elements 10,000\; use fewer or shorter prompts, or raise --max-elements$"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/capitals.txt --max-elements 10000)
+cli_test("run --prompts: a missing file is one error line" 2 EMPTY "^error: .*missing.txt: cannot open the file"
+  -- ${RUN_PROMPTS} --prompts ${PROMPTS}/missing.txt)
+cli_test("locate --prompts takes each line's subject after a tab, and sums up each prompt's strongest restores" 0
+  "^Causal tracing of 2 prompts =+ .*prompts .*subjects.txt: 2 lines, 2 run, each on its own as --prompt runs it The 2 prompts at a glance .* line prompt subject target clean corrupted 1 \"The capital of France is\" \"France\" \" Paris\" 0.8862 0.[0-9]+ 2 \"The capital of Japan is\" \"Japan\" \" Tokyo\" 0.8865 0.[0-9]+ line restore layer token P effect 1 state [01] \"[^\"]+\" 0.[0-9]+ \\+0.[0-9]+ mlp 0 \" is\" 0.[0-9]+ \\+0.[0-9]+ attn .* 2 state .*Line 1: Causal tracing of \" Paris\" after \"The capital of France is\" .*Line 2: Causal tracing of \" Tokyo\" after \"The capital of Japan is\""
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompts ${PROMPTS}/subjects.txt --samples 2 --color never)
+cli_test("locate --prompts gives --subject to every line that names none" 0
+  "subject +\"France\": token 3 \\(\" France\"\\), marked .*subject +\"capital city\": tokens 1 \\(\" capital\"\\), 2 \\(\" city\"\\), marked"
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompts ${PROMPTS}/france.txt --subject France --samples 1 --color never)
+cli_test("locate --prompts: a line with no subject, and no --subject, is named" 2 EMPTY
+  "^error: .*capitals.txt: line 1: has no subject: give it after a tab on the line, or --subject for every line$"
+  -- ${FT} locate --checkpoint ${CAPITALS} --prompts ${PROMPTS}/capitals.txt --samples 1)
+cli_test("locate --prompts: a line's subject not in its prompt names the line" 2 EMPTY
+  "^error: <stdin>: line 1: \"Germany\" is not in the prompt \"The capital of France is\"$"
+  -- bash -c "printf 'The capital of France is\\tGermany\\n' | exec \"$0\" locate --checkpoint \"$1\" --prompts -" ${FT} ${CAPITALS})
+cli_test("locate --prompts with --prompt is a usage error" 2 EMPTY "^error: --prompt excludes --prompts"
+  -- ${FT} locate --checkpoint ${CAPITALS} --prompts ${PROMPTS}/subjects.txt --prompt "The capital of France is")
+cli_test("locate --prompts --format markdown and html have the summary and each prompt's grids" 0
+  "^# Causal tracing of 2 prompts .*\\| line \\| restore \\| layer \\| token \\| P \\| effect \\| .*## Line 2: Causal tracing of"
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompts ${PROMPTS}/subjects.txt --samples 1 --format markdown)
+cli_test("locate --prompts --format html is one page" 0 "^<!DOCTYPE html>.*The 2 prompts at a glance.*Line 2: Causal tracing.*</html>$"
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompts ${PROMPTS}/subjects.txt --samples 1 --format html)
+cli_test("run --prompts's JSON is the list of the --prompt runs' JSON, byte for byte" 0 "^same$" EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/prompts_same.sh ${FT} ${CAPITALS} run)
+cli_test("locate --prompts's JSON is the list of the --prompt runs' JSON, byte for byte" 0 "^same$" EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/prompts_same.sh ${FT} ${CAPITALS} locate)
 # Markdown escapes the file's own text: a title holding HTML shows as text, never as markup.
 cli_test("markdown escapes < and & in a title, which is enough that no tag forms" 0 "^# a &lt\;b>bold&lt\;/b> &amp\; title" EMPTY
   -- ${FT} run ${DATA}/lesson_hand.json --set "title=\"a <b>bold</b> & title\"" --format markdown)

@@ -423,6 +423,49 @@ TEST_CASE("wrapping keeps a numbered name on one line: \"expert 3\", \"experts 0
     }
 }
 
+TEST_CASE("wrapping breaks a word wider than the line after a '/', and nothing else") {
+    // 30 columns; the path alone is 58.
+    const std::string path = "/tmp/tmp.Xy12Ab34Cd/a-rather-long-folder/data/corpus.txt";
+    SUBCASE("a path breaks between its folders, each piece as wide as fits, and joins back to itself") {
+        const auto lines = detail::wrap("corpus " + path + " beside it", 30, 0);
+        REQUIRE(lines.size() == 4);
+        CHECK(lines[0] == "corpus");
+        CHECK(lines[1] == "/tmp/tmp.Xy12Ab34Cd/");                 // the next folder would make 41
+        CHECK(lines[2] == "a-rather-long-folder/data/");          // 26; "corpus.txt" after it: 36
+        CHECK(lines[3] == "corpus.txt beside it");
+        CHECK(lines[1] + lines[2] + "corpus.txt" == path);
+    }
+    SUBCASE("continuations keep their indent, and the room they leave is what a piece fills") {
+        const auto lines = detail::wrap(path, 30, 4);
+        REQUIRE(lines.size() == 3);
+        CHECK(lines[0] == "/tmp/tmp.Xy12Ab34Cd/");
+        CHECK(lines[1] == "    a-rather-long-folder/data/");  // 4 + 26 = 30
+        CHECK(lines[2] == "    corpus.txt");
+    }
+    SUBCASE("a word with no '/' is cut where the line ends, counting columns and not bytes") {
+        const auto lines = detail::wrap("ααααααααααβββββ", 10, 0);  // 15 characters, 30 bytes
+        REQUIRE(lines.size() == 2);
+        CHECK(lines[0] == "αααααααααα");
+        CHECK(lines[1] == "βββββ");
+    }
+    SUBCASE("a style mark is never cut and takes no column") {
+        const std::string word = styled(style::bold, "abcdefghij") + "klm";
+        const auto lines = detail::wrap(word, 10, 0);
+        REQUIRE(lines.size() == 2);
+        CHECK(display_width(lines[0]) == 10);
+        CHECK(lines[0] + lines[1] == word);
+    }
+    SUBCASE("a line with no room left still moves on, a character at a time") {
+        const auto lines = detail::wrap("abc", 2, 2);
+        REQUIRE(lines.size() == 2);
+        CHECK(lines[0] == "ab");
+        CHECK(lines[1] == "  c");
+    }
+    SUBCASE("words that fit are never broken") {
+        CHECK(detail::wrap("a/b c/d", 3, 0) == std::vector<std::string>{"a/b", "c/d"});
+    }
+}
+
 TEST_CASE("the MoE page folds each expert's steps, draws the routing, and stacks the combine's parts") {
     // two_experts: token a goes to expert 0 with weight 1, "the" to expert 1 with weight 1 (top 1, renormalised)
     const auto ex = parse_example(two_experts("relu"), "moe.json");

@@ -226,6 +226,12 @@ struct opened_prompt {
     tokenizer tok;
 };
 outcome<opened_prompt> open_prompt(const prompt_source& source);
+// open_prompt without a prompt: the checkpoint, its tokenizer and forward pass, for many prompts.
+struct prompt_model {
+    transformer model;
+    tokenizer tok;
+};
+outcome<prompt_model> open_prompt_model(const prompt_source& source);
 
 // Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
 // --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
@@ -240,6 +246,10 @@ struct prompt_request : prompt_source {
 // Reads the prompt (or its file), opens the checkpoint, its tokenizer and forward pass, tokenizes
 // the prompt and runs it (run_prompt): one result with its readings.
 outcome<prompt_trace> trace_prompt(const prompt_request& request);
+// trace_prompt once the prompt is read and tokenized (its length checked): the request's
+// text and file are not read.
+outcome<prompt_trace> trace_opened_prompt(const transformer& model, const tokenizer& tok, prompt_tokens prompt,
+                                          const prompt_request& request);
 
 // The prompt's tokens as the walkthrough names them: each as show_token shows it (its text in
 // quotes, or a special token marked), and after its position (3 " the") when some text repeats.

@@ -8,6 +8,8 @@
 #include "ffn_trace/locate.hpp"
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/render_locate.hpp"
+#include "ffn_trace/render_prompts.hpp"
+#include "prompts.hpp"
 
 namespace cli {
 
@@ -25,10 +27,13 @@ void setup_locate(CLI::App& app, int& status) {
     auto* prompt_file = sub->add_option("--prompt-file", o->prompt_file, "The prompt read from a file (- for standard "
                                                                           "input), one trailing line break dropped")
                             ->type_name("FILE");
-    prompt->excludes(prompt_file);
+    auto* prompts = sub->add_option("--prompts", o->prompts, "Many prompts, one a line (- for standard input), each traced "
+                                                             "on its own; a line's subject after a tab, else --subject")
+                        ->type_name("FILE");
+    prompt->excludes(prompt_file)->excludes(prompts);
+    prompt_file->excludes(prompts);
     sub->add_option("--subject", o->subject, "The words of the prompt whose token embeddings the corrupted runs noise, "
-                                             "such as \"France\"")
-        ->required()
+                                             "such as \"France\"; with --prompts, of every line that names none")
         ->type_name("TEXT");
     sub->add_option("--target", o->target, "The token whose probability is traced, with its leading space (\" Paris\"); "
                                            "default: the clean run's top prediction")
@@ -50,10 +55,27 @@ void setup_locate(CLI::App& app, int& status) {
     sub->callback([o, &status] { status = run_locate(*o); });
 }
 
+namespace {
+
+// --prompts: every line traced as --prompt would be, one report or a JSON list.
+int locate_prompts(const locate_options& o, const ffn_trace::locate_request& each) {
+    using namespace ffn_trace;
+    auto runs = trace_locate_prompts({each, o.prompts});
+    if (!runs) return report(with_option_names(runs.err()));
+    warn_skipped(runs->skipped, runs->file);
+    set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
+    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_locate_prompts_json(*runs); },
+                      [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate_prompts(*runs, t, f, out); });
+}
+
+}  // namespace
+
 int run_locate(const locate_options& o) {
     using namespace ffn_trace;
     prepare_matrix_library();
-    if (!o.prompt && o.prompt_file.empty()) return report({"", "", "give the prompt with --prompt TEXT or --prompt-file FILE"});
+    if (!o.prompt && o.prompt_file.empty() && o.prompts.empty())
+        return report({"", "", "give the prompt with --prompt TEXT or --prompt-file FILE, or many with --prompts FILE"});
+    if (o.subject.empty() && o.prompts.empty()) return report({"", "", "--subject is required: the words of the prompt to noise"});
     locate_request r;
     r.checkpoint = o.checkpoint;
     r.arch = o.arch;
@@ -70,6 +92,7 @@ int run_locate(const locate_options& o) {
         if (s == prompt_source::stage::reading_checkpoint) set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
         else set_activity({"tracing the model", "--samples, or use a shorter prompt"});
     };
+    if (!o.prompts.empty()) return locate_prompts(o, r);
     auto located = trace_locate(r);
     if (!located) return report(with_option_names(located.err()));
     set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});

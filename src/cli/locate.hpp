@@ -13,6 +13,7 @@ struct locate_options {
     std::string arch;
     std::optional<std::string> prompt;
     std::string prompt_file;
+    std::string prompts;  // a file of prompts, one a line
     std::string subject;
     std::optional<std::string> target;
     std::size_t samples = 10;

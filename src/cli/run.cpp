@@ -66,6 +66,11 @@ void setup_run(CLI::App& app, int& status) {
     embedding->excludes(words)->excludes(prompt)->excludes(prompt_file);
     words->excludes(prompt)->excludes(prompt_file);
     prompt->excludes(prompt_file);
+    sub->add_option("--prompts", c.prompts, "Many prompts, one a line (- for standard input), each run on its own as "
+                                            "--prompt runs it: one report, a summary table, then a section per prompt")
+        ->type_name("FILE")
+        ->needs(checkpoint)
+        ->excludes(input)->excludes(embedding)->excludes(words)->excludes(prompt)->excludes(prompt_file);
     add_walkthrough_options(*sub, options->walkthrough);
     sub->add_flag("--bars", options->walkthrough.bars,
                   "Draw each token's hidden vector before and after the activation as ▓░ bars, as seed 000 draws them");
@@ -91,12 +96,14 @@ int run_run(const run_options& options) {
         return report(e);
     }
     const checkpoint_flags& c = options.checkpoint;
-    if (c.ablate_top > 0 && !c.prompt && c.prompt_file.empty())
+    const bool prompted = c.prompt || !c.prompt_file.empty() || !c.prompts.empty();
+    if (c.ablate_top > 0 && !prompted)
         return report({"", "--ablate-top", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
-    if (c.versus && !c.prompt && c.prompt_file.empty())
+    if (c.versus && !prompted)
         return report({"", "--versus", "compares two tokens' logits at a prompt's last token: give --prompt or --prompt-file too"});
-    if (!c.ablate.empty() && !c.prompt && c.prompt_file.empty())
+    if (!c.ablate.empty() && !prompted)
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
+    if (!c.prompts.empty()) return run_checkpoint_prompts(options);
     if (c.prompt || !c.prompt_file.empty()) return run_checkpoint_prompt(options);
     auto t = options.checkpoint.path.empty()
                  ? load_and_trace(options.file, options.limits, ffn_trace::checkpoint::weights::in_file, *changes)

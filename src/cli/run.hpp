@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "ffn_trace/prompt.hpp"
 
 namespace cli {
 
@@ -20,6 +21,7 @@ struct checkpoint_flags {
     std::vector<std::string> words;     // whole tokens of the vocabulary
     std::optional<std::string> prompt;  // text run through the model up to the layer
     std::string prompt_file;            // the same, read from a file
+    std::string prompts;                // a file of prompts, one a line, each run on its own
     std::vector<std::string> ablate;    // units knocked out: "J" or "E:J", one each
     std::optional<std::string> versus;  // the attribution toward target − versus
     std::size_t ablate_top = 0;         // the knock-out sweep: the top 1 … K units
@@ -40,6 +42,10 @@ int run_run(const run_options& options);
 
 // A prompt through the checkpoint up to the layer, the layer traced, the prediction (run_prompt.cpp).
 int run_checkpoint_prompt(const run_options& options);
+// The library's request for a prompt as the options ask (run_prompt.cpp).
+ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_options& options);
+// Every line of --prompts FILE run as --prompt runs one, one report (run_prompts.cpp).
+int run_checkpoint_prompts(const run_options& options);
 
 // The checkpoint's layer traced over the given input (run_checkpoint.cpp).
 ffn_trace::outcome<traced> load_checkpoint_and_trace(const checkpoint_flags& flags, const input_limits& limits);

@@ -8,14 +8,13 @@
 
 namespace cli {
 
-int run_checkpoint_prompt(const run_options& o) {
+ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_options& o) {
     using namespace ffn_trace;
     const checkpoint_flags& f = o.checkpoint;
-    prepare_matrix_library();  // before the weights take memory
     prompt_request r;
     for (const auto& item : f.ablate) {
         auto units = parse_units(item);
-        if (!units) return report(with_option_names(units.err()));
+        if (!units) return with_option_names(units.err());
         r.options.ablate.insert(r.options.ablate.end(), units->begin(), units->end());
     }
     r.checkpoint = f.path;
@@ -37,6 +36,16 @@ int run_checkpoint_prompt(const run_options& o) {
         if (s == prompt_request::stage::reading_checkpoint) set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
         else set_activity({"running the model", "--max-elements, or use a shorter prompt"});
     };
+    return r;
+}
+
+int run_checkpoint_prompt(const run_options& o) {
+    using namespace ffn_trace;
+    prepare_matrix_library();  // before the weights take memory
+    auto request = prompt_request_of(o);
+    if (!request) return report(request.err());
+    const prompt_request& r = *request;
+    const auto text_opts = walkthrough_options(o.walkthrough);
     auto p = trace_prompt(r);
     if (!p) return report(with_option_names(p.err()));
     if (auto e = check_tokens(p->ex, o.walkthrough.tokens)) return report(*e);

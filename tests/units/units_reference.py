@@ -12,7 +12,8 @@ quantiles, exact), and the tokens the value vector promotes and suppresses with 
 the same with --skip-first, and --promotes against every layer's value vectors. Then an MoE layer: a
 tiny Mixtral written by tests/locate/reference_test.py's own definitions, each expert's units read
 over the tokens the NumPy router sends to that expert (count, mean, density, top-k, quantiles and
-the value scores).
+the value scores), and then two of its units asked as --unit E:J, in the JSON and in the text cards,
+and the errors of an expert, a unit or an E:J form the layer does not have.
 """
 
 import ast
@@ -267,15 +268,18 @@ F = m.w[f"layers.{MOE_LAYER}.block_sparse_moe.experts.0.w2.weight"].shape[1]
 if len(got["units"]) != E * F:
     failures.append(f"MoE: {len(got['units'])} units for {E} experts of {F}")
 gamma_f, head = m.w["norm.weight"], m.head
-for entry in got["units"]:
+
+
+def check_moe_unit(entry):
+    """One expert's unit of the JSON against the NumPy activations of the tokens routed to it."""
     e, j = entry["expert"], entry["unit"]
     what = f"MoE expert {e} unit {j}"
     want = routed.get((e, j), [])
     if entry["count"] != len(want):
         failures.append(f"{what}: {entry['count']} tokens read, {len(want)} routed")
-        continue
+        return
     if not want:
-        continue
+        return
     values = np.array([v for v, _, _ in want])
     close(f"{what} mean", entry["mean"], values.mean())
     close(f"{what} fraction_active", entry["fraction_active"], float((values > 0).mean()))
@@ -296,6 +300,53 @@ for entry in got["units"]:
     order = np.argsort(scores, kind="stable")[:TOP]
     for k, s in enumerate(entry["suppresses"]):
         close(f"{what} suppresses {k}", s["score"], scores[order[k]])
+
+
+for entry in got["units"]:
+    check_moe_unit(entry)
+
+
+def units_moe(*args):
+    return subprocess.run([ft, "units", "--checkpoint", moe_dir, "--layer", str(MOE_LAYER), "--corpus", moe_corpus,
+                           "--top", str(TOP), *args], capture_output=True, text=True)
+
+
+# --unit E:J: the units asked, by expert and unit, in the order asked, each read over the tokens
+# routed to its expert only; the JSON and the text cards against NumPy. The busiest unit of one
+# expert, and after it in the command the busiest of another: so the order asked is not the order
+# of the experts.
+busy = sorted(routed, key=lambda k: (-len(routed[k]), k))
+asked = [next(k for k in busy if k[0] != busy[0][0]), busy[0]]
+spec = ",".join(f"{e}:{j}" for e, j in asked)
+r = units_moe("--unit", spec, "--format", "json")
+if r.returncode != 0:
+    sys.exit(f"ffn-trace units --unit {spec} on the tiny Mixtral failed ({r.returncode}): {r.stderr}")
+picked = json.loads(r.stdout)["units"]
+if [(u["expert"], u["unit"]) for u in picked] != asked:
+    failures.append(f"--unit {spec}: ffn-trace read {[(u['expert'], u['unit']) for u in picked]}")
+for entry in picked:
+    check_moe_unit(entry)
+r = units_moe("--unit", spec, "--width", "100")
+if r.returncode != 0 or r.stderr:
+    sys.exit(f"ffn-trace units --unit {spec} (text) failed ({r.returncode}): {r.stderr}")
+card_lines = r.stdout.split("\n")
+for e, j in asked:
+    values = np.array([v for v, _, _ in routed[(e, j)]])
+    best = max(routed[(e, j)], key=lambda c: (c[0], -c[1], -c[2]))
+    for want in (f"Expert {e}'s unit {j} of layer {MOE_LAYER}", f"  max     {values.max():.4f}",
+                 f"  mean    {values.mean():.4f}",
+                 f"  active  {100 * (values > 0).mean():.1f}% of {len(values)} tokens, those routed to expert {e} "
+                 f"(activation > 0)", f"   1  {best[0]:.4f}  text {best[1]}, token {best[2]}"):
+        if want.replace("-", "\u2212") not in card_lines and want not in card_lines:
+            failures.append(f"--unit {spec} (text): no line {want!r}")
+# An expert or a unit the layer lacks, or a unit without its expert: one error line, exit 2.
+for bad, message in ((f"{E}:0", f"expert {E} is out of range: layer {MOE_LAYER} has {E} experts (0 to {E - 1})"),
+                     (f"0:{F}", f"unit {F} is out of range: layer {MOE_LAYER} has d_ff = {F} units (0 to {F - 1})"),
+                     ("3", f"layer {MOE_LAYER} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got 3")):
+    r = units_moe("--unit", bad)
+    if r.returncode != 2 or r.stdout or r.stderr != f"error: {moe_dir}: --unit: {message}\n":
+        failures.append(f"--unit {bad}: exit {r.returncode}, stdout {len(r.stdout)} bytes, stderr {r.stderr!r}")
+print(f"MoE --unit {spec}: " + ", ".join(f"expert {e} unit {j} over {len(routed[(e, j)])} routed tokens" for e, j in asked))
 
 print(f"MoE: {len(got['units'])} units of {E} experts over {sum(len(v) for v in routed.values()) // F} routed tokens")
 for line in failures[:20]:

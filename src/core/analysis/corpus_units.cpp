@@ -26,13 +26,10 @@ outcome<corpus> read_corpus(std::string_view content, const std::string& file, c
                             std::size_t max_positions) {
     corpus c;
     c.file = file;
-    // Every piece between line breaks is a line: the file's last line break is already dropped.
+    const auto lines = detail::text_lines(content);
     std::size_t index = 0;
-    for (std::size_t start = 0; start <= content.size() && !content.empty(); ++index) {
-        const std::size_t end = std::min(content.find('\n', start), content.size());
-        std::string_view line = content.substr(start, end - start);
-        start = end + 1;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    for (; index < lines.size(); ++index) {
+        const std::string_view line = lines[index];
         if (!detail::valid_utf8(line))
             return error{file, fmt::format("line {}", index + 1), "not UTF-8; the corpus must be UTF-8 text, one text a line"};
         if (line.find_first_not_of(" \t") == std::string_view::npos) {

@@ -40,9 +40,7 @@ outcome<std::string> prompt_text(const prompt_source& r) {
 
 }  // namespace
 
-outcome<opened_prompt> open_prompt(const prompt_source& r) {
-    auto text = prompt_text(r);
-    if (!text) return text.err();
+outcome<prompt_model> open_prompt_model(const prompt_source& r) {
     if (r.on_stage) r.on_stage(prompt_source::stage::reading_checkpoint);
     auto ck = checkpoint::open(r.checkpoint, r.arch);
     if (!ck) return ck.err();
@@ -50,38 +48,50 @@ outcome<opened_prompt> open_prompt(const prompt_source& r) {
         if (auto e = r.refuse(*ck)) return *e;
     auto tok = open_tokenizer(tokenizer_dir(r.checkpoint));
     if (!tok) return tok.err();
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return model.err();
+    return prompt_model{std::move(*model), std::move(*tok)};
+}
+
+outcome<opened_prompt> open_prompt(const prompt_source& r) {
+    auto text = prompt_text(r);
+    if (!text) return text.err();
+    auto opened = open_prompt_model(r);
+    if (!opened) return opened.err();
     const std::string field = r.file.empty() ? "prompt" : "prompt_file";
-    auto prompt = tokenize_prompt(*tok, std::move(*text), field);
+    auto prompt = tokenize_prompt(opened->tok, std::move(*text), field);
     if (!prompt) {
         if (prompt.err().file.empty()) prompt.err().file = r.file;
         return prompt.err();
     }
-    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    if (!model) return model.err();
-    if (auto e = check_prompt_length(*model, prompt->ids.size(), field)) return *e;
-    return opened_prompt{std::move(*model), std::move(*prompt), std::move(*tok)};
+    if (auto e = check_prompt_length(opened->model, prompt->ids.size(), field)) return *e;
+    return opened_prompt{std::move(opened->model), std::move(*prompt), std::move(opened->tok)};
 }
 
 outcome<prompt_trace> trace_prompt(const prompt_request& r) {
     auto opened = open_prompt(r);
     if (!opened) return opened.err();
-    const transformer& model = opened->model;
+    return trace_opened_prompt(opened->model, opened->tok, std::move(opened->prompt), r);
+}
+
+outcome<prompt_trace> trace_opened_prompt(const transformer& model, const tokenizer& tok, prompt_tokens prompt,
+                                          const prompt_request& r) {
     // A prompt longer than the model reads was refused as that, before its trace is sized.
-    if (auto e = over_budget(model.source(), opened->prompt.ids.size(), r.max_elements)) {
+    if (auto e = over_budget(model.source(), prompt.ids.size(), r.max_elements)) {
         e->file = r.checkpoint;
         return *e;
     }
     if (r.on_stage) r.on_stage(prompt_source::stage::running_model);
     prompt_options options = r.options;
     if (r.versus) {
-        auto id = single_token(opened->tok, *r.versus, "versus");
+        auto id = single_token(tok, *r.versus, "versus");
         if (!id) return id.err();
         options.versus = *id;
     }
     options.explain_tokens.clear();
-    for (auto t : r.detail_tokens.empty() ? shown_indices(opened->prompt.ids.size(), r.full) : r.detail_tokens)
+    for (auto t : r.detail_tokens.empty() ? shown_indices(prompt.ids.size(), r.full) : r.detail_tokens)
         if (t != gap) options.explain_tokens.push_back(t);
-    return run_prompt(model, std::move(opened->prompt), options);
+    return run_prompt(model, std::move(prompt), options);
 }
 
 }  // namespace ffn_trace

@@ -55,6 +55,18 @@ std::string capitalised(std::string_view s) {
     return out;
 }
 
+std::vector<std::string_view> text_lines(std::string_view content) {
+    std::vector<std::string_view> lines;
+    for (std::size_t start = 0; start <= content.size() && !content.empty();) {
+        const std::size_t end = std::min(content.find('\n', start), content.size());
+        std::string_view line = content.substr(start, end - start);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        lines.push_back(line);
+        start = end + 1;
+    }
+    return lines;
+}
+
 std::string plural(std::uint64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
 }  // namespace ffn_trace::detail

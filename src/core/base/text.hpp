@@ -16,6 +16,10 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // The choice fewest edits away, ignoring case: "GELU" is nearest "gelu", not "relu".
 std::string_view nearest(std::string_view word, const std::vector<std::string_view>& choices);
 
+// The lines of a text file whose last line break is already dropped: every piece between line
+// breaks, a CR before its LF dropped too; none for an empty text.
+std::vector<std::string_view> text_lines(std::string_view content);
+
 // "1 byte", "8 bytes".
 std::string plural(std::uint64_t n, std::string_view word);
 

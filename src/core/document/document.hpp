@@ -89,7 +89,8 @@ using document = std::vector<block>;
 using block_sink = std::function<void(block)>;
 
 // Words wrapped at `width` columns, never inside a number, and a formula kept whole where it fits;
-// the lines after the first are indented by `indent` spaces.
+// the lines after the first are indented by `indent` spaces. Only a word wider than a line (a
+// long path) is broken, after a '/' where it has one, else where the line ends.
 std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t indent);
 
 // `label` then the items, as many to a line as fit `width` (one at least), never splitting an

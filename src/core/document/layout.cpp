@@ -32,18 +32,44 @@ std::vector<std::string_view> words_of(std::string_view text) {
     return words;
 }
 
+// How many bytes of `word` to put on a line of `room` columns: as many characters as fit, cut
+// after the last '/' among them when there is one, so that a path breaks between its folders.
+// At least one character, so that a line with no room still moves on; a style mark ("\x01" and
+// the byte after it) takes no column and is never cut.
+std::size_t word_break(std::string_view word, std::size_t room) {
+    std::size_t end = 0, columns = 0, slash = 0;
+    for (std::size_t i = 0; i < word.size(); i = end) {
+        std::size_t next = i + 1;
+        if (word[i] == '\x01') next = std::min(word.size(), i + 2);
+        while (next < word.size() && (static_cast<unsigned char>(word[next]) & 0xC0) == 0x80) ++next;
+        const bool visible = word[i] != '\x01';
+        if (visible && columns + 1 > room && columns > 0) break;
+        columns += visible ? 1 : 0;
+        end = next;
+        if (word[i] == '/' && end < word.size()) slash = end;
+    }
+    return slash > 0 ? slash : end;
+}
+
 // Greedy filling of `units` (each a run of words kept together) into lines of `width` columns,
-// the lines after the first indented by `indent` spaces.
+// the lines after the first indented by `indent` spaces. A unit wider than a whole line (a long
+// path) starts a line of its own and is broken where it must be (word_break).
 std::vector<std::string> fill(const std::vector<std::string>& units, std::size_t width, std::size_t indent) {
     std::vector<std::string> lines;
     std::string line;
+    const auto limit = [&] { return lines.empty() ? width : width - std::min(indent, width); };
     for (const auto& u : units) {
-        const std::size_t limit = lines.empty() ? width : width - std::min(indent, width);
-        if (!line.empty() && display_width(line) + 1 + display_width(u) > limit) {
+        if (!line.empty() && display_width(line) + 1 + display_width(u) > limit()) {
             lines.push_back(line);
             line.clear();
         }
-        line += (line.empty() ? "" : " ") + u;
+        std::string_view rest = u;
+        while (line.empty() && display_width(rest) > limit()) {
+            const std::size_t cut = word_break(rest, limit());
+            lines.emplace_back(rest.substr(0, cut));
+            rest.remove_prefix(cut);
+        }
+        line += (line.empty() ? "" : " ") + std::string(rest);
     }
     if (!line.empty()) lines.push_back(line);
     for (std::size_t i = 1; i < lines.size(); ++i) lines[i] = std::string(indent, ' ') + lines[i];

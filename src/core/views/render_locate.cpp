@@ -10,6 +10,7 @@
 #include "ffn_trace/render_json.hpp"
 #include "base/text.hpp"
 #include "json/json_text.hpp"
+#include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {
@@ -226,6 +227,11 @@ private:
 };
 
 }  // namespace
+
+void build_locate(const locate_trace& t, const text_options& options, bool html, const block_sink& out) {
+    locate_builder(t, options, html).build(out);
+}
+
 }  // namespace detail
 
 void render_locate(const locate_trace& t, const text_options& options, text_format format, const text_sink& out) {

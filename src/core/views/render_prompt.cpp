@@ -13,6 +13,7 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
 #include "views/json_views.hpp"
+#include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"
 
@@ -466,6 +467,11 @@ private:
 };
 
 }  // namespace
+
+void build_prompt(const prompt_trace& p, const text_options& options, bool html, const block_sink& out) {
+    prompt_builder(p, options, html).build(out);
+}
+
 }  // namespace detail
 
 void render_prompt(const prompt_trace& p, const text_options& options, text_format format, const text_sink& out) {
