@@ -154,6 +154,96 @@ TEST_CASE("each K block type dequantizes a hand-worked block as ggml does") {
 
 namespace {
 
+// A block of `size` zero bytes with the bytes given at their offsets.
+std::string block_with(std::size_t size, std::initializer_list<std::pair<std::size_t, int>> set) {
+    std::string b(size, '\0');
+    for (auto [at, v] : set) b[at] = static_cast<char>(v);
+    return b;
+}
+
+}  // namespace
+
+// Worked from the layouts of ggml-common.h and the loops of ggml-quants.c's dequantize_row_*: the
+// last bits of each block (the second half, the last sub-block, the highest mask bit), where a
+// layout remembered wrongly would go astray. d = 0.5 (f16 0x3800), dmin = 0.25 (0x3400).
+TEST_CASE("the last sub-blocks of each block type dequantize a hand-worked block as ggml does") {
+    SUBCASE("Q4_0, Q5_0 and Q5_1: weight 31 is byte 15's high nibble with bit 31 of qh") {
+        // Q4_0 byte 15 (at 2 + 15) = 0xB0: w31 = (11 − 8)·0.5 = 1.5, w15 = (0 − 8)·0.5 = −4
+        auto w = dequantized(g::Q4_0, 32, block_with(18, {{1, 0x38}, {17, 0xB0}}));
+        CHECK(w[31] == 1.5);
+        CHECK(w[15] == -4.0);
+        // Q5_0 qh (bytes 2–5) = 0x80000000, byte 15 (at 6 + 15) = 0xF0: w31 = (15 + 16 − 16)·0.5 = 7.5,
+        // w15 = (0 − 16)·0.5 = −8
+        w = dequantized(g::Q5_0, 32, block_with(22, {{1, 0x38}, {5, 0x80}, {21, 0xF0}}));
+        CHECK(w[31] == 7.5);
+        CHECK(w[15] == -8.0);
+        // Q5_1 m = −1 (0xBC00), qh bit 31 and bit 15 (byte 3 of qh = 0x80, byte 1 = 0x80), byte 15 = 0x21:
+        // w31 = (2 + 16)·0.5 − 1 = 8, w15 = (1 + 16)·0.5 − 1 = 7.5
+        w = dequantized(g::Q5_1, 32, block_with(24, {{1, 0x38}, {3, 0xBC}, {5, 0x80}, {7, 0x80}, {23, 0x21}}));
+        CHECK(w[31] == 8.0);
+        CHECK(w[15] == 7.5);
+    }
+    SUBCASE("Q8_0: the extremes of a signed byte") {
+        const auto w = dequantized(g::Q8_0, 32, block_with(34, {{1, 0x38}, {2 + 31, 0x80}, {2 + 30, 0x7F}}));
+        CHECK(w[31] == -64.0);
+        CHECK(w[30] == 63.5);
+    }
+    SUBCASE("Q2_K: the last sub-block's 2 bits are bits 6–7 of q byte 32 + 16 + l") {
+        // scales[15] = 0x9D (sc 13, m 9); q byte 53 (at 16 + 53) = 0xC0: w(128 + 96 + 16 + 5) = w245 =
+        // 0.5·13·3 − 0.25·9 = 17.25; w149 shares that byte at bits 0–1 (q 0) and scales[9] = 0: 0
+        const auto w = dequantized(g::Q2_K, 256, block_with(84, {{15, 0x9D}, {69, 0xC0}, {81, 0x38}, {83, 0x34}}));
+        CHECK(w[245] == 17.25);
+        CHECK(w[149] == 0.0);
+    }
+    SUBCASE("Q3_K: hmask's bit 4n + k, scales 8–15 in the high nibbles and the top bits of byte 11") {
+        // w242 = 128 + 96 + 16 + 2: q bits 6–7 of q byte 50 (at 32 + 50) = 0x40 → 1, hmask byte 18 bit 7 set,
+        // scale 15 = (s[7] >> 4) | (s[11] >> 6) << 4 = 13 | 2 << 4 = 45: 0.5·(45 − 32)·1 = 6.5.
+        // w150 = 128 + 16 + 6: q bits 0–1 of q byte 54 (at 86) = 2, hmask byte 22 bit 4 set, scale 9 =
+        // (s[1] >> 4) | ((s[9] >> 4) & 3) << 4 = 12 | 3 << 4 = 60: 0.5·28·2 = 28.
+        // w226 = 128 + 96 + 2: its hmask bit (byte 2 bit 7) clear, q 0, scale 14 stored 0: 0.5·(−32)·(0 − 4) = 64
+        const auto w = dequantized(g::Q3_K, 256,
+                                   block_with(110, {{18, 0x80}, {22, 0x10}, {82, 0x40}, {86, 0x02}, {97, 0xC0},
+                                                    {103, 0xD0}, {105, 0x30}, {107, 0x80}, {109, 0x38}}));
+        CHECK(w[242] == 6.5);
+        CHECK(w[150] == 28.0);
+        CHECK(w[226] == 64.0);
+    }
+    SUBCASE("Q4_K: scale and min 7 from byte 11's nibbles and the top bits of bytes 3 and 7") {
+        // scale bytes (at 4 + i): s[3] = 0xC4, s[7] = 0x81, s[11] = 0x35. get_scale_min_k4: sc3 = s[3] & 63 = 4,
+        // m3 = s[7] & 63 = 1; sc7 = (s[11] & 15) | (s[3] >> 6) << 4 = 5 + 48 = 53, m7 = (s[11] >> 4) | (s[7] >> 6) << 4
+        // = 3 + 32 = 35. q byte 102 (at 16 + 102) = 0x90: w(192 + 32 + 6) = w230 = 0.5·53·9 − 0.25·35 = 229.75;
+        // q byte 32 (at 48) = 0x20: w96 = 0.5·4·2 − 0.25·1 = 3.75
+        const auto w = dequantized(g::Q4_K, 256,
+                                   block_with(144, {{1, 0x38}, {3, 0x34}, {7, 0xC4}, {11, 0x81}, {15, 0x35}, {48, 0x20}, {118, 0x90}}));
+        CHECK(w[230] == 229.75);
+        CHECK(w[96] == 3.75);
+        CHECK(w[198] == 0.0);  // byte 102's low nibble, sub-block 6: scale and min 0
+    }
+    SUBCASE("Q5_K: the fifth bit of sub-block s in bit s of qh byte l") {
+        // the scales of Q4_K's case; qh (at 16) byte 6 = 0x80 (sub-block 7), byte 1 = 0x08 (sub-block 3);
+        // q bytes (at 48) 32 = 0x20, 33 = 0x10, 102 = 0x90:
+        // w230 = 0.5·53·(9 + 16) − 8.75 = 653.75, w97 = 0.5·4·(1 + 16) − 0.25 = 33.75, w96 = 3.75
+        const auto w = dequantized(g::Q5_K, 256,
+                                   block_with(176, {{1, 0x38}, {3, 0x34}, {7, 0xC4}, {11, 0x81}, {15, 0x35}, {22, 0x80},
+                                                    {17, 0x08}, {80, 0x20}, {81, 0x10}, {150, 0x90}}));
+        CHECK(w[230] == 653.75);
+        CHECK(w[97] == 33.75);
+        CHECK(w[96] == 3.75);
+    }
+    SUBCASE("Q6_K: the second half's ql, qh and scales") {
+        // w244 = 128 + 96 + 20: high nibble of ql byte 64 + 32 + 20 = 116 (0x70 → 7), bits 6–7 of qh byte
+        // 32 + 20 = 52 (at 128 + 52; 0xC0 → 3): q = 7 + 48 = 55, scale 8 + 20/16 + 6 = 15 (at 192 + 15) = −3:
+        // 0.5·(−3)·(55 − 32) = −34.5. w163 = 128 + 32 + 3: low nibble of ql byte 99 (0x0A), bits 2–3 of qh byte
+        // 35 (0x04 → 1): q = 10 + 16 = 26, scale 8 + 0 + 2 = 10 (at 202) = 7: 0.5·7·(26 − 32) = −21
+        const auto w = dequantized(g::Q6_K, 256,
+                                   block_with(210, {{116, 0x70}, {180, 0xC0}, {207, 0xFD}, {99, 0x0A}, {163, 0x04}, {202, 7}, {209, 0x38}}));
+        CHECK(w[244] == -34.5);
+        CHECK(w[163] == -21.0);
+    }
+}
+
+namespace {
+
 // Codes drawn at random, packed by the test's writer, and each weight by the block's formula,
 // in doubles (the scales chosen so that float arithmetic is exact and agrees).
 struct block_case {
