@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <random>
 #include <string>
@@ -811,5 +813,163 @@ TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor a
         REQUIRE_FALSE(c);
         CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures llama (Mistral and Mixtral too), "
                                        "qwen2 and gpt2, not \"mamba\"") != std::string::npos);
+    }
+}
+
+// ---- The walkthrough of a quantized layer -------------------------------------------------
+
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_json.hpp"
+#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/tracing.hpp"
+
+namespace {
+
+// A Q8_0 block: d = 0.5 and one code `q` at weight `at`, the rest 0.
+std::string q8_0_block(std::size_t at, int q) {
+    std::string b = block_with(34, {{1, 0x38}});
+    b[2 + at] = static_cast<char>(static_cast<std::int8_t>(q));
+    return b;
+}
+
+// A one-layer Llama of d_model 32 and d_ff 256 (one head) whose FFN is stored as a Q4_K_M file
+// stores one: gate and up in Q8_0, down in Q4_K. Attention is all zeros, the norms all ones, and
+// the token embedding's row 1 is e5, so unit 3 reads only x5:
+//   Wg[5][3] = 0.5 · 6 = 3 (gate row 3, weight 5), Wu[5][3] = 0.5 · 4 = 2;
+//   W2[3][10] = 0.5 · 3 · 7 − 0.25 · 2 = 10 (down row 10, weight 3: sub-block 0, sc 3, m 2, q 7),
+//   W2[3][i] = 0 for every other i (down's other rows are zero bytes).
+std::string quantized_llama(const ckpt::temp_dir& dir) {
+    g::gguf_writer w;
+    w.put_string("general.architecture", "llama");
+    w.put_u32("llama.block_count", 1);
+    w.put_u32("llama.embedding_length", 32);
+    w.put_u32("llama.feed_forward_length", 256);
+    w.put_u32("llama.attention.head_count", 1);
+    w.put_u32("llama.attention.head_count_kv", 1);
+    w.put_u32("llama.context_length", 8);
+    w.put_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.put_f32("llama.rope.freq_base", 10000.0f);
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "\xE2\x96\x81a", "a"});
+    w.put_f32s("tokenizer.ggml.scores", {0, 0, -1, -2});
+    w.put_i32s("tokenizer.ggml.token_type", {2, 3, 1, 1});
+    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    std::vector<float> embd(4 * 32, 0.0f), ones(32, 1.0f), square(32 * 32, 0.0f);
+    embd[1 * 32 + 5] = 1;
+    embd[0] = embd[2 * 32 + 1] = embd[3 * 32 + 2] = 1;
+    w.tensor_f32("token_embd.weight", {32, 4}, embd);
+    w.tensor_f32("blk.0.attn_norm.weight", {32}, ones);
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output"}) w.tensor_f32(std::string("blk.0.") + t + ".weight", {32, 32}, square);
+    w.tensor_f32("blk.0.ffn_norm.weight", {32}, ones);
+    std::string gate, up, down;
+    for (std::size_t r = 0; r < 256; ++r) {
+        gate += r == 3 ? q8_0_block(5, 6) : std::string(34, '\0');
+        up += r == 3 ? q8_0_block(5, 4) : std::string(34, '\0');
+    }
+    for (std::size_t r = 0; r < 32; ++r)
+        down += r == 10 ? block_with(144, {{1, 0x38}, {3, 0x34}, {4, 3}, {8, 2}, {16 + 3, 0x07}}) : std::string(144, '\0');
+    w.tensor("blk.0.ffn_gate.weight", {32, 256}, g::Q8_0, gate);
+    w.tensor("blk.0.ffn_up.weight", {32, 256}, g::Q8_0, up);
+    w.tensor("blk.0.ffn_down.weight", {256, 32}, g::Q4_K, down);
+    w.tensor_f32("output_norm.weight", {32}, ones);
+    return dir.write("q4_k_m.gguf", w.bytes());
+}
+
+// The file's bytes at [at, at + n).
+std::string file_bytes(const std::string& path, std::uint64_t at, std::size_t n) {
+    std::ifstream f(path, std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    std::string b(n, '\0');
+    f.read(b.data(), static_cast<std::streamsize>(n));
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("a quantized GGUF layer's heading names each FFN weight's type and bytes per weight") {
+    ckpt::temp_dir dir;
+    const std::string path = quantized_llama(dir);
+    auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
+    if (!t) FAIL(t.err().to_string());
+    REQUIRE(t->ex.storage.size() == 3);
+    CHECK(t->ex.storage[0].type.type == "Q8_0");
+    CHECK(t->ex.storage[2].type.type == "Q4_K");
+    CHECK(t->ex.storage[0].type.bytes_per_weight() == 34.0 / 32);  // 1.0625: 8.5 bits
+    CHECK(t->ex.storage[2].type.bytes_per_weight() == 144.0 / 256);  // 0.5625: 4.5 bits
+    const readings reads = read_trace(t->tr);
+    const rendering_input in{t->ex, t->tr, t->claims, reads};
+    const std::string text = render_text(in, {});
+    CHECK(text.find("Wg Q8_0: 34 bytes a block of 32 weights, 1.0625 bytes (8.5 bits)") != std::string::npos);
+    // the field wraps at 80 columns: its words in order, each line's breaks as spaces
+    std::string flat = text;
+    for (std::size_t at; (at = flat.find("\n ")) != std::string::npos;) flat.replace(at, flat.find_first_not_of(' ', at + 1) - at, " ");
+    CHECK(flat.find("W2 Q4_K: 144 bytes a block of 256 weights, 0.5625 bytes (4.5 bits) a weight") != std::string::npos);
+    const auto json = nlohmann::json::parse(render_json(t->ex, t->tr, t->claims, nullptr, nullptr, nullptr, 0));
+    REQUIRE(json.contains("stored"));
+    CHECK(json["stored"][2]["type"] == "Q4_K");
+    CHECK(json["stored"][2]["tensor"] == "blk.0.ffn_down.weight");
+    CHECK(json["stored"][2]["bytes_per_weight"] == 0.5625);
+    CHECK(json["stored"][1]["block_bytes"] == 34);
+}
+
+TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value's weight dequantized in its block") {
+    ckpt::temp_dir dir;
+    const std::string path = quantized_llama(dir);
+    auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
+    if (!t) FAIL(t.err().to_string());
+    auto r = read_layer(*t, 5, true, {3}, {0});
+    if (!r) FAIL(r.err().to_string());
+    REQUIRE(r->explained.size() == 1);
+    const unit_explanation& e = r->explained[0];
+    REQUIRE(e.key_weight);
+    REQUIRE(e.value_weight);
+    SUBCASE("the key's weight Wg[5][3]: gate row 3, weight 5 of its one Q8_0 block, 0.5 · 6") {
+        const weight_dequantization& k = *e.key_weight;
+        CHECK(k.in_file == "blk.0.ffn_gate.weight");
+        CHECK(k.row == 3);
+        CHECK(k.column == 5);
+        CHECK(k.block == 0);
+        CHECK(k.index == 5);
+        CHECK(k.formula == "w = d · q");
+        CHECK(k.worked == "0.5 · 6");
+        CHECK(k.value == 3.0);
+        REQUIRE(k.parts.size() == 2);
+        CHECK(k.parts[0].stored.find("f16 0x3800") != std::string::npos);
+        CHECK(file_bytes(path, k.file_offset, 34) == q8_0_block(5, 6));
+    }
+    SUBCASE("the value's weight W2[3][10]: down row 10, weight 3 of its Q4_K block, 0.5 · 3 · 7 − 0.25 · 2") {
+        const weight_dequantization& v = *e.value_weight;
+        CHECK(v.in_file == "blk.0.ffn_down.weight");
+        CHECK(v.row == 10);
+        CHECK(v.column == 3);
+        CHECK(v.index == 3);
+        CHECK(v.block_bytes == 144);
+        CHECK(v.formula == "w = d · sc · q − dmin · m");
+        CHECK(v.worked == "0.5 · 3 · 7 − 0.25 · 2");
+        CHECK(v.value == 10.0);
+        REQUIRE(v.parts.size() == 5);
+        CHECK(v.parts[1].name == "sc");
+        CHECK(v.parts[1].value == 3);
+        CHECK(v.parts[4].name == "m");
+        CHECK(v.parts[4].value == 2);
+        CHECK(file_bytes(path, v.file_offset, 5) == bytes_of({0x00, 0x38, 0x00, 0x34, 0x03}));
+    }
+    SUBCASE("the text walkthrough writes both out, within 80 columns") {
+        const readings reads = read_trace(t->tr);
+        rendering_input in{t->ex, t->tr, t->claims, reads};
+        in.explained = &r->explained;
+        const std::string text = render_text(in, {});
+        CHECK(text.find("Wg[5][3] is stored") != std::string::npos);
+        CHECK(text.find("w = d · q = 0.5 · 6 = 3") != std::string::npos);
+        CHECK(text.find("W2[3][10], is stored") != std::string::npos);
+        CHECK(text.find("w = d · sc · q − dmin · m = 0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
+        CHECK(text.find("sc = 3: 6 bits: the low 6 of scale byte 0 (sub-block 0 of 8)") != std::string::npos);
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);) {
+            CAPTURE(line);
+            CHECK(display_width(line) <= 80);
+        }
+        const std::string md = render_markdown(in, {});
+        CHECK(md.find("0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
     }
 }
