@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <random>
 #include <string>
@@ -149,6 +151,96 @@ TEST_CASE("each K block type dequantizes a hand-worked block as ggml does") {
         std::memcpy(f64.data(), &y, 8);
         CHECK(dequantized(g::F32, 1, f32)[0] == static_cast<double>(0.1f));
         CHECK(dequantized(g::F64, 1, f64)[0] == 0.1);
+    }
+}
+
+namespace {
+
+// A block of `size` zero bytes with the bytes given at their offsets.
+std::string block_with(std::size_t size, std::initializer_list<std::pair<std::size_t, int>> set) {
+    std::string b(size, '\0');
+    for (auto [at, v] : set) b[at] = static_cast<char>(v);
+    return b;
+}
+
+}  // namespace
+
+// Worked from the layouts of ggml-common.h and the loops of ggml-quants.c's dequantize_row_*: the
+// last bits of each block (the second half, the last sub-block, the highest mask bit), where a
+// layout remembered wrongly would go astray. d = 0.5 (f16 0x3800), dmin = 0.25 (0x3400).
+TEST_CASE("the last sub-blocks of each block type dequantize a hand-worked block as ggml does") {
+    SUBCASE("Q4_0, Q5_0 and Q5_1: weight 31 is byte 15's high nibble with bit 31 of qh") {
+        // Q4_0 byte 15 (at 2 + 15) = 0xB0: w31 = (11 − 8)·0.5 = 1.5, w15 = (0 − 8)·0.5 = −4
+        auto w = dequantized(g::Q4_0, 32, block_with(18, {{1, 0x38}, {17, 0xB0}}));
+        CHECK(w[31] == 1.5);
+        CHECK(w[15] == -4.0);
+        // Q5_0 qh (bytes 2–5) = 0x80000000, byte 15 (at 6 + 15) = 0xF0: w31 = (15 + 16 − 16)·0.5 = 7.5,
+        // w15 = (0 − 16)·0.5 = −8
+        w = dequantized(g::Q5_0, 32, block_with(22, {{1, 0x38}, {5, 0x80}, {21, 0xF0}}));
+        CHECK(w[31] == 7.5);
+        CHECK(w[15] == -8.0);
+        // Q5_1 m = −1 (0xBC00), qh bit 31 and bit 15 (byte 3 of qh = 0x80, byte 1 = 0x80), byte 15 = 0x21:
+        // w31 = (2 + 16)·0.5 − 1 = 8, w15 = (1 + 16)·0.5 − 1 = 7.5
+        w = dequantized(g::Q5_1, 32, block_with(24, {{1, 0x38}, {3, 0xBC}, {5, 0x80}, {7, 0x80}, {23, 0x21}}));
+        CHECK(w[31] == 8.0);
+        CHECK(w[15] == 7.5);
+    }
+    SUBCASE("Q8_0: the extremes of a signed byte") {
+        const auto w = dequantized(g::Q8_0, 32, block_with(34, {{1, 0x38}, {2 + 31, 0x80}, {2 + 30, 0x7F}}));
+        CHECK(w[31] == -64.0);
+        CHECK(w[30] == 63.5);
+    }
+    SUBCASE("Q2_K: the last sub-block's 2 bits are bits 6–7 of q byte 32 + 16 + l") {
+        // scales[15] = 0x9D (sc 13, m 9); q byte 53 (at 16 + 53) = 0xC0: w(128 + 96 + 16 + 5) = w245 =
+        // 0.5·13·3 − 0.25·9 = 17.25; w149 shares that byte at bits 0–1 (q 0) and scales[9] = 0: 0
+        const auto w = dequantized(g::Q2_K, 256, block_with(84, {{15, 0x9D}, {69, 0xC0}, {81, 0x38}, {83, 0x34}}));
+        CHECK(w[245] == 17.25);
+        CHECK(w[149] == 0.0);
+    }
+    SUBCASE("Q3_K: hmask's bit 4n + k, scales 8–15 in the high nibbles and the top bits of byte 11") {
+        // w242 = 128 + 96 + 16 + 2: q bits 6–7 of q byte 50 (at 32 + 50) = 0x40 → 1, hmask byte 18 bit 7 set,
+        // scale 15 = (s[7] >> 4) | (s[11] >> 6) << 4 = 13 | 2 << 4 = 45: 0.5·(45 − 32)·1 = 6.5.
+        // w150 = 128 + 16 + 6: q bits 0–1 of q byte 54 (at 86) = 2, hmask byte 22 bit 4 set, scale 9 =
+        // (s[1] >> 4) | ((s[9] >> 4) & 3) << 4 = 12 | 3 << 4 = 60: 0.5·28·2 = 28.
+        // w226 = 128 + 96 + 2: its hmask bit (byte 2 bit 7) clear, q 0, scale 14 stored 0: 0.5·(−32)·(0 − 4) = 64
+        const auto w = dequantized(g::Q3_K, 256,
+                                   block_with(110, {{18, 0x80}, {22, 0x10}, {82, 0x40}, {86, 0x02}, {97, 0xC0},
+                                                    {103, 0xD0}, {105, 0x30}, {107, 0x80}, {109, 0x38}}));
+        CHECK(w[242] == 6.5);
+        CHECK(w[150] == 28.0);
+        CHECK(w[226] == 64.0);
+    }
+    SUBCASE("Q4_K: scale and min 7 from byte 11's nibbles and the top bits of bytes 3 and 7") {
+        // scale bytes (at 4 + i): s[3] = 0xC4, s[7] = 0x81, s[11] = 0x35. get_scale_min_k4: sc3 = s[3] & 63 = 4,
+        // m3 = s[7] & 63 = 1; sc7 = (s[11] & 15) | (s[3] >> 6) << 4 = 5 + 48 = 53, m7 = (s[11] >> 4) | (s[7] >> 6) << 4
+        // = 3 + 32 = 35. q byte 102 (at 16 + 102) = 0x90: w(192 + 32 + 6) = w230 = 0.5·53·9 − 0.25·35 = 229.75;
+        // q byte 32 (at 48) = 0x20: w96 = 0.5·4·2 − 0.25·1 = 3.75
+        const auto w = dequantized(g::Q4_K, 256,
+                                   block_with(144, {{1, 0x38}, {3, 0x34}, {7, 0xC4}, {11, 0x81}, {15, 0x35}, {48, 0x20}, {118, 0x90}}));
+        CHECK(w[230] == 229.75);
+        CHECK(w[96] == 3.75);
+        CHECK(w[198] == 0.0);  // byte 102's low nibble, sub-block 6: scale and min 0
+    }
+    SUBCASE("Q5_K: the fifth bit of sub-block s in bit s of qh byte l") {
+        // the scales of Q4_K's case; qh (at 16) byte 6 = 0x80 (sub-block 7), byte 1 = 0x08 (sub-block 3);
+        // q bytes (at 48) 32 = 0x20, 33 = 0x10, 102 = 0x90:
+        // w230 = 0.5·53·(9 + 16) − 8.75 = 653.75, w97 = 0.5·4·(1 + 16) − 0.25 = 33.75, w96 = 3.75
+        const auto w = dequantized(g::Q5_K, 256,
+                                   block_with(176, {{1, 0x38}, {3, 0x34}, {7, 0xC4}, {11, 0x81}, {15, 0x35}, {22, 0x80},
+                                                    {17, 0x08}, {80, 0x20}, {81, 0x10}, {150, 0x90}}));
+        CHECK(w[230] == 653.75);
+        CHECK(w[97] == 33.75);
+        CHECK(w[96] == 3.75);
+    }
+    SUBCASE("Q6_K: the second half's ql, qh and scales") {
+        // w244 = 128 + 96 + 20: high nibble of ql byte 64 + 32 + 20 = 116 (0x70 → 7), bits 6–7 of qh byte
+        // 32 + 20 = 52 (at 128 + 52; 0xC0 → 3): q = 7 + 48 = 55, scale 8 + 20/16 + 6 = 15 (at 192 + 15) = −3:
+        // 0.5·(−3)·(55 − 32) = −34.5. w163 = 128 + 32 + 3: low nibble of ql byte 99 (0x0A), bits 2–3 of qh byte
+        // 35 (0x04 → 1): q = 10 + 16 = 26, scale 8 + 0 + 2 = 10 (at 202) = 7: 0.5·7·(26 − 32) = −21
+        const auto w = dequantized(g::Q6_K, 256,
+                                   block_with(210, {{116, 0x70}, {180, 0xC0}, {207, 0xFD}, {99, 0x0A}, {163, 0x04}, {202, 7}, {209, 0x38}}));
+        CHECK(w[244] == -34.5);
+        CHECK(w[163] == -21.0);
     }
 }
 
@@ -721,5 +813,163 @@ TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor a
         REQUIRE_FALSE(c);
         CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures llama (Mistral and Mixtral too), "
                                        "qwen2 and gpt2, not \"mamba\"") != std::string::npos);
+    }
+}
+
+// ---- The walkthrough of a quantized layer -------------------------------------------------
+
+#include "ffn_trace/format.hpp"
+#include "ffn_trace/render_json.hpp"
+#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/tracing.hpp"
+
+namespace {
+
+// A Q8_0 block: d = 0.5 and one code `q` at weight `at`, the rest 0.
+std::string q8_0_block(std::size_t at, int q) {
+    std::string b = block_with(34, {{1, 0x38}});
+    b[2 + at] = static_cast<char>(static_cast<std::int8_t>(q));
+    return b;
+}
+
+// A one-layer Llama of d_model 32 and d_ff 256 (one head) whose FFN is stored as a Q4_K_M file
+// stores one: gate and up in Q8_0, down in Q4_K. Attention is all zeros, the norms all ones, and
+// the token embedding's row 1 is e5, so unit 3 reads only x5:
+//   Wg[5][3] = 0.5 · 6 = 3 (gate row 3, weight 5), Wu[5][3] = 0.5 · 4 = 2;
+//   W2[3][10] = 0.5 · 3 · 7 − 0.25 · 2 = 10 (down row 10, weight 3: sub-block 0, sc 3, m 2, q 7),
+//   W2[3][i] = 0 for every other i (down's other rows are zero bytes).
+std::string quantized_llama(const ckpt::temp_dir& dir) {
+    g::gguf_writer w;
+    w.put_string("general.architecture", "llama");
+    w.put_u32("llama.block_count", 1);
+    w.put_u32("llama.embedding_length", 32);
+    w.put_u32("llama.feed_forward_length", 256);
+    w.put_u32("llama.attention.head_count", 1);
+    w.put_u32("llama.attention.head_count_kv", 1);
+    w.put_u32("llama.context_length", 8);
+    w.put_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.put_f32("llama.rope.freq_base", 10000.0f);
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "\xE2\x96\x81a", "a"});
+    w.put_f32s("tokenizer.ggml.scores", {0, 0, -1, -2});
+    w.put_i32s("tokenizer.ggml.token_type", {2, 3, 1, 1});
+    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    std::vector<float> embd(4 * 32, 0.0f), ones(32, 1.0f), square(32 * 32, 0.0f);
+    embd[1 * 32 + 5] = 1;
+    embd[0] = embd[2 * 32 + 1] = embd[3 * 32 + 2] = 1;
+    w.tensor_f32("token_embd.weight", {32, 4}, embd);
+    w.tensor_f32("blk.0.attn_norm.weight", {32}, ones);
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output"}) w.tensor_f32(std::string("blk.0.") + t + ".weight", {32, 32}, square);
+    w.tensor_f32("blk.0.ffn_norm.weight", {32}, ones);
+    std::string gate, up, down;
+    for (std::size_t r = 0; r < 256; ++r) {
+        gate += r == 3 ? q8_0_block(5, 6) : std::string(34, '\0');
+        up += r == 3 ? q8_0_block(5, 4) : std::string(34, '\0');
+    }
+    for (std::size_t r = 0; r < 32; ++r)
+        down += r == 10 ? block_with(144, {{1, 0x38}, {3, 0x34}, {4, 3}, {8, 2}, {16 + 3, 0x07}}) : std::string(144, '\0');
+    w.tensor("blk.0.ffn_gate.weight", {32, 256}, g::Q8_0, gate);
+    w.tensor("blk.0.ffn_up.weight", {32, 256}, g::Q8_0, up);
+    w.tensor("blk.0.ffn_down.weight", {256, 32}, g::Q4_K, down);
+    w.tensor_f32("output_norm.weight", {32}, ones);
+    return dir.write("q4_k_m.gguf", w.bytes());
+}
+
+// The file's bytes at [at, at + n).
+std::string file_bytes(const std::string& path, std::uint64_t at, std::size_t n) {
+    std::ifstream f(path, std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    std::string b(n, '\0');
+    f.read(b.data(), static_cast<std::streamsize>(n));
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("a quantized GGUF layer's heading names each FFN weight's type and bytes per weight") {
+    ckpt::temp_dir dir;
+    const std::string path = quantized_llama(dir);
+    auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
+    if (!t) FAIL(t.err().to_string());
+    REQUIRE(t->ex.storage.size() == 3);
+    CHECK(t->ex.storage[0].type.type == "Q8_0");
+    CHECK(t->ex.storage[2].type.type == "Q4_K");
+    CHECK(t->ex.storage[0].type.bytes_per_weight() == 34.0 / 32);  // 1.0625: 8.5 bits
+    CHECK(t->ex.storage[2].type.bytes_per_weight() == 144.0 / 256);  // 0.5625: 4.5 bits
+    const readings reads = read_trace(t->tr);
+    const rendering_input in{t->ex, t->tr, t->claims, reads};
+    const std::string text = render_text(in, {});
+    CHECK(text.find("Wg Q8_0: 34 bytes a block of 32 weights, 1.0625 bytes (8.5 bits)") != std::string::npos);
+    // the field wraps at 80 columns: its words in order, each line's breaks as spaces
+    std::string flat = text;
+    for (std::size_t at; (at = flat.find("\n ")) != std::string::npos;) flat.replace(at, flat.find_first_not_of(' ', at + 1) - at, " ");
+    CHECK(flat.find("W2 Q4_K: 144 bytes a block of 256 weights, 0.5625 bytes (4.5 bits) a weight") != std::string::npos);
+    const auto json = nlohmann::json::parse(render_json(t->ex, t->tr, t->claims, nullptr, nullptr, nullptr, 0));
+    REQUIRE(json.contains("stored"));
+    CHECK(json["stored"][2]["type"] == "Q4_K");
+    CHECK(json["stored"][2]["tensor"] == "blk.0.ffn_down.weight");
+    CHECK(json["stored"][2]["bytes_per_weight"] == 0.5625);
+    CHECK(json["stored"][1]["block_bytes"] == 34);
+}
+
+TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value's weight dequantized in its block") {
+    ckpt::temp_dir dir;
+    const std::string path = quantized_llama(dir);
+    auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
+    if (!t) FAIL(t.err().to_string());
+    auto r = read_layer(*t, 5, true, {3}, {0});
+    if (!r) FAIL(r.err().to_string());
+    REQUIRE(r->explained.size() == 1);
+    const unit_explanation& e = r->explained[0];
+    REQUIRE(e.key_weight);
+    REQUIRE(e.value_weight);
+    SUBCASE("the key's weight Wg[5][3]: gate row 3, weight 5 of its one Q8_0 block, 0.5 · 6") {
+        const weight_dequantization& k = *e.key_weight;
+        CHECK(k.in_file == "blk.0.ffn_gate.weight");
+        CHECK(k.row == 3);
+        CHECK(k.column == 5);
+        CHECK(k.block == 0);
+        CHECK(k.index == 5);
+        CHECK(k.formula == "w = d · q");
+        CHECK(k.worked == "0.5 · 6");
+        CHECK(k.value == 3.0);
+        REQUIRE(k.parts.size() == 2);
+        CHECK(k.parts[0].stored.find("f16 0x3800") != std::string::npos);
+        CHECK(file_bytes(path, k.file_offset, 34) == q8_0_block(5, 6));
+    }
+    SUBCASE("the value's weight W2[3][10]: down row 10, weight 3 of its Q4_K block, 0.5 · 3 · 7 − 0.25 · 2") {
+        const weight_dequantization& v = *e.value_weight;
+        CHECK(v.in_file == "blk.0.ffn_down.weight");
+        CHECK(v.row == 10);
+        CHECK(v.column == 3);
+        CHECK(v.index == 3);
+        CHECK(v.block_bytes == 144);
+        CHECK(v.formula == "w = d · sc · q − dmin · m");
+        CHECK(v.worked == "0.5 · 3 · 7 − 0.25 · 2");
+        CHECK(v.value == 10.0);
+        REQUIRE(v.parts.size() == 5);
+        CHECK(v.parts[1].name == "sc");
+        CHECK(v.parts[1].value == 3);
+        CHECK(v.parts[4].name == "m");
+        CHECK(v.parts[4].value == 2);
+        CHECK(file_bytes(path, v.file_offset, 5) == bytes_of({0x00, 0x38, 0x00, 0x34, 0x03}));
+    }
+    SUBCASE("the text walkthrough writes both out, within 80 columns") {
+        const readings reads = read_trace(t->tr);
+        rendering_input in{t->ex, t->tr, t->claims, reads};
+        in.explained = &r->explained;
+        const std::string text = render_text(in, {});
+        CHECK(text.find("Wg[5][3] is stored") != std::string::npos);
+        CHECK(text.find("w = d · q = 0.5 · 6 = 3") != std::string::npos);
+        CHECK(text.find("W2[3][10], is stored") != std::string::npos);
+        CHECK(text.find("w = d · sc · q − dmin · m = 0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
+        CHECK(text.find("sc = 3: 6 bits: the low 6 of scale byte 0 (sub-block 0 of 8)") != std::string::npos);
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);) {
+            CAPTURE(line);
+            CHECK(display_width(line) <= 80);
+        }
+        const std::string md = render_markdown(in, {});
+        CHECK(md.find("0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
     }
 }

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/dequantization.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/family.hpp"
@@ -95,6 +96,12 @@ struct example {
     std::optional<matrix> target;
     std::optional<matrix> upstream;
     std::size_t added_tokens = 0;  // the last tokens of the input, added on the command line
+    // A GGUF checkpoint's dense layer: how each FFN weight is stored, in the layer's order.
+    struct stored_weight {
+        weight w;
+        stored_type type;
+    };
+    std::vector<stored_weight> storage;
 
     std::size_t d_model() const { return input.cols; }
     std::size_t d_ff() const { return mixture ? mixture->d_ff() : layer.d_ff(); }

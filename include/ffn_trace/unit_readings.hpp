@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ffn_trace/dequantization.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/moe.hpp"
@@ -49,6 +50,9 @@ struct unit_explanation {
     double pre = 0;                                     // expand (or gate) of the unit
     double fired = 0;                                   // the value fed to W2
     std::vector<double> wrote;                          // fired · W2_j (d_out)
+    // A quantized checkpoint's: the weight of the largest term (the key's) and of the largest
+    // number written (the value's), each with the block it sits in, dequantized.
+    std::optional<weight_dequantization> key_weight, value_weight;
 };
 unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms);
 

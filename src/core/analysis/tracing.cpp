@@ -2,6 +2,7 @@
 // call, the trace's size checked against the budget before it is computed.
 #include "ffn_trace/tracing.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -73,6 +74,25 @@ outcome<chosen_input> input_of(const checkpoint& ck, const std::optional<tokeniz
     return c;
 }
 
+// A GGUF file's dense layer: how its FFN weights are stored, for the heading and the units
+// explained. Nothing for other checkpoints, whose weights are floats of one type.
+outcome<std::vector<example::stored_weight>> storage_of(const checkpoint& ck, std::size_t index) {
+    std::vector<example::stored_weight> out;
+    if (!is_gguf(ck.origin())) return out;
+    const family& f = *ck.config().family;
+    using role_of = std::pair<weight, tensor_role>;
+    const std::vector<role_of> roles = f.gated() ? std::vector<role_of>{{weight::wg, tensor_role::ffn_gate}, {weight::wu, tensor_role::ffn_up},
+                                                                         {weight::w2, tensor_role::ffn_down}}
+                                                 : std::vector<role_of>{{weight::w1, tensor_role::ffn_up}, {weight::w2, tensor_role::ffn_down}};
+    for (const auto& [w, role] : roles) {
+        auto t = stored_type_of(ck.tensors(), ck.resolve(f.name_of(role, index) + ".weight"));
+        if (!t) return t.err();
+        t->in_file = f.name_of(role, index, 0, name_scheme::gguf) + ".weight";
+        out.push_back(example::stored_weight{w, std::move(*t)});
+    }
+    return out;
+}
+
 // The checkpoint's layer converted and traced over ex's input, with ex's claims.
 outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t index, example ex, const trace_limits& limits,
                             checkpoint::weights where, const stage_callback& on_stage) {
@@ -103,6 +123,9 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
     }
     auto layer = ck->dense_layer(index, where);
     if (!layer) return layer.err();
+    auto storage = storage_of(*ck, index);
+    if (!storage) return storage.err();
+    ex.storage = std::move(*storage);
     if (auto e = over_budget(**layer)) return *e;
     tell(on_stage, trace_stage::tracing_layer);
     auto t = run_ffn(*layer, x, ex.lead);
@@ -201,6 +224,39 @@ outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
     return std::optional<std::vector<std::string>>(tok->texts(u && u->shape.size() == 2 ? u->shape[0] : 0));
 }
 
+// A quantized layer's unit explained: the weight of its largest term in the key, and of the
+// largest number it wrote in the value, each in the block it sits in. The stored tensors are
+// outputs × inputs (out_in) or inputs × outputs, the math form x·W being inputs × outputs.
+std::optional<error> explain_stored_weights(const traced& t, unit_explanation& e) {
+    const weight key = t.tr.layer().gated() ? weight::wg : weight::w1;
+    auto stored = [&](weight w) -> const stored_type* {
+        for (const auto& s : t.ex.storage)
+            if (s.w == w && s.type.quantized) return &s.type;
+        return nullptr;
+    };
+    const bool out_in = t.ex.stored == layout::out_in;
+    // math (row, column) → the stored tensor's
+    auto at = [&](const stored_type& s, std::size_t r, std::size_t c) -> outcome<weight_dequantization> {
+        auto w = out_in ? dequantize_weight(t.checkpoint->tensors(), s.tensor, c, r) : dequantize_weight(t.checkpoint->tensors(), s.tensor, r, c);
+        if (w) w->in_file = s.in_file;
+        return w;
+    };
+    if (const stored_type* s = stored(key); s && !e.terms.empty()) {
+        auto w = at(*s, e.terms.front().first, e.unit);  // W[i][j] of the largest term x_i · W[i][j]
+        if (!w) return w.err();
+        e.key_weight = std::move(*w);
+    }
+    if (const stored_type* s = stored(weight::w2); s && !e.wrote.empty()) {
+        std::size_t most = 0;
+        for (std::size_t i = 1; i < e.wrote.size(); ++i)
+            if (std::fabs(e.wrote[i]) > std::fabs(e.wrote[most])) most = i;
+        auto w = at(*s, e.unit, most);  // W2[j][i]
+        if (!w) return w.err();
+        e.value_weight = std::move(*w);
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 outcome<traced> trace_file(const std::string& file, const trace_limits& limits, checkpoint::weights where,
@@ -292,7 +348,10 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     }
     for (auto u : explain)
         for (auto tok : explain_tokens)
-            if (tok != gap) r.explained.push_back(explain_unit(t.tr, tok, u, top));
+            if (tok != gap) {
+                r.explained.push_back(explain_unit(t.tr, tok, u, top));
+                if (auto e = explain_stored_weights(t, r.explained.back())) return *e;
+            }
     return r;
 }
 

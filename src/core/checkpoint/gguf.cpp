@@ -299,7 +299,8 @@ std::optional<gguf_tensor_type> gguf_tensor_type_of(std::uint32_t ggml_type) {
         {23, "IQ4_XS", {}, 256, 136},       {24, "I8", {}, 1, 1},                {25, "I16", {}, 1, 2},
         {26, "I32", {}, 1, 4},              {27, "I64", {}, 1, 8},               {28, "F64", dtype::f64, 1, 8},
         {29, "IQ1_M", {}, 256, 56},         {30, "BF16", dtype::bf16, 1, 2},     {34, "TQ1_0", {}, 256, 54},
-        {35, "TQ2_0", {}, 256, 66},         {39, "MXFP4", {}, 32, 17},
+        {35, "TQ2_0", {}, 256, 66},         {39, "MXFP4", {}, 32, 17},           {40, "NVFP4", {}, 64, 36},
+        {41, "Q1_0", {}, 128, 18},          {42, "Q2_0", {}, 64, 18},
     };
     for (const row& r : rows)
         if (r.id == ggml_type) return gguf_tensor_type{r.type, r.name, r.block, r.bytes};

@@ -1,6 +1,8 @@
 #include "ffn_trace/render_json.hpp"
+#include "model/steps.hpp"
 #include "views/json_views.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -107,6 +109,21 @@ void add_vocab(json& out, const vocabulary_view& vocab) {
     out["vocab"] = {{"units", std::move(by_unit)}, {"updates", updates(vocab.by_token)}};
 }
 
+// "stored": a quantized GGUF layer's FFN weights, each one's type and block; a layer of floats
+// has the fields of the same layer read from safetensors.
+void add_storage(json& out, const example& ex) {
+    if (std::none_of(ex.storage.begin(), ex.storage.end(), [](const auto& s) { return s.type.quantized; })) return;
+    json stored = json::array();
+    for (const auto& [w, t] : ex.storage)
+        stored.push_back({{"weight", detail::weight_name(w)},
+                          {"tensor", t.in_file.empty() ? t.tensor : t.in_file},
+                          {"type", t.type},
+                          {"block_elements", t.block_elements},
+                          {"block_bytes", t.block_bytes},
+                          {"bytes_per_weight", t.bytes_per_weight()}});
+    out["stored"] = std::move(stored);
+}
+
 }  // namespace
 
 json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
@@ -123,6 +140,7 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
                        {"eps", t.layer().norm->eps}};
     if (units) add_units(out, *units);
     if (vocab) add_vocab(out, *vocab);
+    add_storage(out, ex);
     return out;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "views/walkthrough.hpp"
 
@@ -79,6 +80,7 @@ void walkthrough_builder::heading_block() {
     f.push_back({"activation", a.gated ? fmt::format("{}: gate {}, multiplied by up", a.name, a.formula)
                                        : fmt::format("{}: {}", a.name, a.formula)});
     f.push_back(layout_field());
+    if (!ex_.storage.empty()) f.push_back(storage_field());
     f.push_back({step_name(step_kind::residual), layer().residual ? "on: y = x + FFN(x)"
                                               : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
     if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
@@ -107,6 +109,20 @@ std::vector<std::string> walkthrough_builder::layout_field() const {
                                    ex_.layout_stated ? "" : " (inferred from the shapes)")
                      : fmt::format("in_out{}: the file stores W as inputs × outputs (y = x · W + b)",
                                    ex_.layout_stated ? "" : " (inferred from the shapes)")};
+}
+
+// A GGUF layer's weights: each one's type, its block and bytes per weight.
+std::vector<std::string> walkthrough_builder::storage_field() const {
+    std::vector<std::string> parts;
+    for (const auto& [w, t] : ex_.storage) {
+        const double bytes = t.bytes_per_weight();
+        parts.push_back(t.quantized ? fmt::format("{} {}: {} bytes a block of {} weights, {} bytes ({} bits) a weight", weight_name(w),
+                                                  t.type, t.block_bytes, t.block_elements, bytes, 8 * bytes)
+                                    : fmt::format("{} {}: {} bytes a weight", weight_name(w), t.type, bytes));
+    }
+    const bool quantized = std::any_of(ex_.storage.begin(), ex_.storage.end(), [](const auto& s) { return s.type.quantized; });
+    return {"stored", fmt::format("{}{}", fmt::join(parts, "; "),
+                                  quantized ? "; each block's codes dequantized as ggml does, to the numbers shown here" : "")};
 }
 
 std::vector<std::string> walkthrough_builder::detail_field() const {

@@ -231,6 +231,7 @@ protected:
     void norm_arithmetic(const norm_layer& n, const step& s, const matrix& in, const std::string& in_name, std::size_t t);
 
     std::vector<std::string> norm_field(const norm_layer& n, std::string_view layer_name) const;
+    std::vector<std::string> storage_field() const;
 
     void switched_off(const step& s, std::size_t t);
 

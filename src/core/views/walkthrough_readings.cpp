@@ -11,6 +11,20 @@
 
 namespace ffn_trace::detail {
 
+namespace {
+
+// One weight of a quantized tensor in its block, its dequantization written out with the numbers.
+void dequantization_lines(const std::string& what, const weight_dequantization& w, std::vector<std::string>& lines) {
+    lines.push_back(fmt::format("{}: {} row {}, column {}, {}", what, w.in_file.empty() ? w.tensor : w.in_file, w.row, w.column, w.type));
+    lines.push_back(fmt::format("  in block {} of its row (columns {}–{}): {} bytes at byte {} of the file, weight {} of {}",
+                                w.block, w.block * w.block_elements, (w.block + 1) * w.block_elements - 1, w.block_bytes,
+                                with_separators(w.file_offset), w.index, w.block_elements));
+    for (const auto& p : w.parts) lines.push_back(fmt::format("  {} = {}: {}", p.name, fmt::format("{:.6g}", p.value), p.stored));
+    lines.push_back(fmt::format("  {} = {} = {}", w.formula, w.worked, fmt::format("{:.9g}", w.value)));
+}
+
+}  // namespace
+
 void walkthrough_builder::failures_of(const std::string& name) {
     const answer_scope answers(answering_);
     block b{block_kind::lines};
@@ -235,6 +249,15 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
     }
     b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
     b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
+    if (e.key_weight && !e.terms.empty())
+        dequantization_lines(fmt::format("its largest term's weight {}[{}][{}] is stored", weight_name(key), e.terms.front().first, e.unit),
+                             *e.key_weight, b.lines);
+    if (e.value_weight) {
+        std::size_t most = 0;
+        for (std::size_t i = 1; i < e.wrote.size(); ++i)
+            if (std::fabs(e.wrote[i]) > std::fabs(e.wrote[most])) most = i;
+        dequantization_lines(fmt::format("its largest number written, W2[{}][{}], is stored", e.unit, most), *e.value_weight, b.lines);
+    }
     add(std::move(b));
 }
 
