@@ -18,6 +18,12 @@ int run_checkpoint_prompt(const run_options& o) {
         if (!units) return report(with_option_names(units.err()));
         r.options.ablate.insert(r.options.ablate.end(), units->begin(), units->end());
     }
+    for (const auto& item : f.intervene) {
+        auto iv = parse_intervention(item);
+        if (!iv) return report(with_option_names(iv.err()));
+        r.options.interventions.push_back(std::move(*iv));
+    }
+    r.corpus = f.corpus;
     r.checkpoint = f.path;
     r.arch = f.arch;
     r.text = f.prompt.value_or("");

@@ -12,6 +12,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "base/text.hpp"
 #include "views/json_views.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"
@@ -69,7 +70,39 @@ private:
                                                           "the units that wrote most toward it"
                                                         : " (an encoder: no prediction)")});
         if (!p_.ablated.empty()) f.push_back({"knocked out", ablated_list()});
+        if (!p_.intervened.empty()) f.push_back({"changed", fmt::format("{}, in {}", intervened_list(), layer_name())});
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // What an intervention did and where: unit 172 at " is" (token 4) scaled by 0.5.
+    std::string intervention_text(const unit_intervention& iv) const {
+        std::string where = iv.token ? "at " + token_at(*iv.token) : "at every token";
+        if (iv.unit.expert) where += iv.token ? fmt::format(" (if routed to expert {})", *iv.unit.expert)
+                                              : fmt::format(" routed to expert {}", *iv.unit.expert);
+        std::string what;
+        switch (iv.what) {
+        case unit_intervention::kind::zero: what = "set to 0"; break;
+        case unit_intervention::kind::scale: what = fmt::format("scaled by {}", iv.value); break;
+        case unit_intervention::kind::set: what = fmt::format("set to {}", iv.value); break;
+        case unit_intervention::kind::mean:
+            what = fmt::format("set to its mean over {}, {} ({} tokens)", p_.mean_corpus, num(iv.value), thousands(iv.mean_tokens));
+            break;
+        }
+        return fmt::format("{} {} {}", unit_name(iv.unit), where, what);
+    }
+
+    std::string intervened_list() const {
+        std::vector<std::string> items;
+        for (const auto& iv : p_.intervened) items.push_back(intervention_text(iv));
+        return fmt::format("{}", fmt::join(items, "; "));
+    }
+
+    // Everything the second run changed: the knock-out's units, then each intervention.
+    std::string changed_list() const {
+        std::vector<std::string> items;
+        if (!p_.ablated.empty()) items.push_back(ablated_list());
+        if (!p_.intervened.empty()) items.push_back(fmt::format("in {}, {}", layer_name(), intervened_list()));
+        return fmt::format("{}", fmt::join(items, "; "));
     }
 
     std::string ablated_list() const {
@@ -256,7 +289,7 @@ private:
             const auto& u = p_.top_units[k].unit;
             ids.push_back(u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit));
         }
-        if (p_.ablated.empty() && !ids.empty())
+        if (!p_.changed() && !ids.empty())
             paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
     }
 
@@ -317,14 +350,17 @@ private:
 
     static std::string signed_2(double v) { return (v > 0 ? "+" : "") + format_fixed(v, 2); }
 
+    // The second run's name: a knock-out, or (with an intervention that is not one) a change.
+    std::string changed_word() const { return p_.intervened.empty() ? "knocked out" : "changed"; }
+
     void knock_out() {
-        if (p_.ablated.empty()) return;
+        if (!p_.changed()) return;
         title("The knock-out");
         const auto& before = p_.baseline->top.front();
         const auto& after = p_.prediction->top.front();
         paragraph(fmt::format("{}: the model run again from {}'s FFN. Each token's probability and logit, unchanged → "
-                              "knocked out. The top prediction {}.",
-                              capitalised(ablated_list()), layer_name(),
+                              "{}. The top prediction {}.",
+                              capitalised(changed_list()), layer_name(), changed_word(),
                               before.id == after.id
                                   ? fmt::format("stays {} ({} → {})", quote(before.token), num(before.prob), num(after.prob))
                                   : fmt::format("changes from {} ({}) to {} ({})", quote(before.token), num(before.prob),
@@ -396,7 +432,7 @@ private:
     // The page's knock-out: a grid of numbers, each coloured by its own column's scale.
     void knock_out_grid() {
         block b{block_kind::table, "", {}, {}, "lrrrrrr"};
-        b.rows.push_back({"token", "probability", "knocked out", "change", "logit", "knocked out", "change"});
+        b.rows.push_back({"token", "probability", changed_word(), "change", "logit", changed_word(), "change"});
         auto signed_num = [](double d, int precision) { return (d > 0 ? "+" : "") + format_fixed(d, precision); };
         for (const auto& c : p_.changes)
             b.rows.push_back({quote(c.token), num(c.before), num(c.after), signed_num(c.after - c.before, opt_.precision),
@@ -495,6 +531,24 @@ json unit_json(const unit_ref& u, bool shared = false) {
     return e;
 }
 
+// Each intervention: its unit, token (null: every token), kind and value, as written; and the
+// corpus a mean was taken over.
+json interventions_json(const prompt_trace& p) {
+    static const char* const kinds[] = {"zero", "scale", "set", "mean"};
+    json a = json::array();
+    for (const auto& iv : p.intervened) {
+        json e = unit_json(iv.unit);
+        e["token"] = iv.token ? json(*iv.token) : json(nullptr);
+        e["kind"] = kinds[static_cast<std::size_t>(iv.what)];
+        e["value"] = iv.value;
+        if (iv.what == unit_intervention::kind::mean)
+            e["mean_over"] = {{"corpus", p.mean_corpus}, {"texts", p.mean_corpus_texts}, {"tokens", iv.mean_tokens}};
+        e["text"] = iv.text;
+        a.push_back(std::move(e));
+    }
+    return a;
+}
+
 }  // namespace
 
 std::string render_prompt_json(const prompt_trace& p) {
@@ -553,6 +607,9 @@ std::string render_prompt_json(const prompt_trace& p) {
         json ablated = json::array();
         for (const auto& u : p.ablated) ablated.push_back(unit_json(u));
         out["ablated"] = std::move(ablated);
+    }
+    if (!p.intervened.empty()) out["interventions"] = interventions_json(p);
+    if (p.changed()) {
         // The steps above are the unchanged layer's: the knock-out changes only `prediction`.
         out["steps_of"] = "unchanged";
         json changes = json::array();
