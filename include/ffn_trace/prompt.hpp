@@ -285,6 +285,37 @@ struct prompt_request : prompt_source {
 // the prompt and runs it (run_prompt): one result with its readings.
 outcome<prompt_trace> trace_prompt(const prompt_request& request);
 
+// Every layer of a prompt in one view (`run --layer all`), at the last token: for each layer the
+// logit lens before its FFN (resid_mid) and after it (resid_post), the target's logit and
+// probability there, its FFN's direct push on the target (every unit's score summed, as
+// prompt_trace::total_score sums them) and the units that pushed most; and the lens's top token
+// after each layer's FFN at every token, for the page's grid.
+struct layer_reading {
+    std::size_t layer = 0;
+    std::vector<ranked_token> before, after;  // the lens's top tokens, with their probabilities
+    ranked_token target_before, target_after;  // the target read by the lens there
+    double push = 0;
+    std::vector<unit_attribution> units;       // largest score first
+};
+
+struct layers_trace {
+    prompt_tokens prompt;
+    std::string arch, checkpoint;
+    ranked_token target;                 // the model's next token at the last position
+    std::optional<ranked_token> versus;  // the push is on target − versus
+    next_token prediction;
+    std::vector<layer_reading> layers;
+    std::vector<std::vector<ranked_token>> grid;  // grid[t][l]: the lens's top token at token t after layer l's FFN
+};
+
+// Runs the prompt through every layer: `top` tokens of each lens and units of each layer. Errors:
+// an encoder (no head), a `versus` out of the vocabulary.
+outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus);
+// The request's prompt and checkpoint, as trace_prompt opens them, run through every layer
+// (options.top, versus); the options of one layer (ablate, interventions, ablate_top, explain) are
+// refused.
+outcome<layers_trace> trace_layers(const prompt_request& request);
+
 // The prompt's tokens as the walkthrough names them: each text in quotes, and after its position
 // (3 " the") when some text repeats.
 std::vector<std::string> token_labels(const std::vector<std::string>& display);

@@ -43,6 +43,14 @@ int run_checkpoint_prompt(const run_options& o) {
         if (s == prompt_request::stage::reading_checkpoint) set_activity({"reading the checkpoint", "--layer, or use a smaller model"});
         else set_activity({"running the model", "--max-elements, or use a shorter prompt"});
     };
+    if (f.all_layers) {
+        auto t = trace_layers(r);
+        if (!t) return report(with_option_names(t.err()));
+        set_activity({"writing the output", "--top"});
+        if (o.walkthrough.format == "json") print_json(render_layers_json(*t), o.walkthrough.ascii);
+        else render_layers(*t, text_opts, text_format(o.walkthrough), write_stdout);
+        return exit_ok;
+    }
     auto p = trace_prompt(r);
     if (!p) return report(with_option_names(p.err()));
     if (auto e = check_tokens(p->ex, o.walkthrough.tokens)) return report(*e);
