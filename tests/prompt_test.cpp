@@ -14,6 +14,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -406,52 +407,58 @@ TEST_CASE("an intervention is read as UNIT[@TOKEN] then =VALUE, *FACTOR or =mean
     }
 }
 
+namespace {
+
+// The prompt run with one intervention on layer `layer` of the model.
+prompt_trace intervened_run(const transformer& model, std::size_t layer, const std::string& spec) {
+    auto iv = parse_intervention(spec);
+    REQUIRE(iv);
+    prompt_options o;
+    o.layer = layer;
+    o.interventions = {*iv};
+    auto r = run_prompt(model, tokens_of(ids), o);
+    REQUIRE(r);
+    return std::move(*r);
+}
+
+// The intervention `spec` on a tiny `arch` model against the reference rerun with the weights
+// changed by `change`.
+void check_as_weights(const std::string& arch, std::size_t layer, const std::string& spec,
+                      const std::function<void(ref::tensors&)>& change) {
+    tiny_model m = make_model(arch);
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    change(m.values);
+    const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+    const prompt_trace p = intervened_run(model, layer, spec);
+    REQUIRE(p.baseline);
+    REQUIRE(p.intervened.size() == 1);
+    CHECK(p.prediction->top[0].id == argmax(changed));
+    for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+}
+
+}  // namespace
+
 TEST_CASE("an intervention's prediction is the reference rerun with the weights changed to the same effect") {
-    const auto changed_run = [](const transformer& model, std::size_t layer, const char* spec) {
-        auto iv = parse_intervention(spec);
-        REQUIRE(iv);
-        prompt_options o;
-        o.layer = layer;
-        o.interventions = {*iv};
-        auto r = run_prompt(model, tokens_of(ids), o);
-        REQUIRE(r);
-        return std::move(*r);
-    };
     SUBCASE("GPT-2: unit 2 set to 0.75 at every token is W2[2] zeroed and 0.75 · W2[2] added to b2") {
-        tiny_model m = make_model("gpt2");
-        ckpt::temp_dir dir;
-        const transformer model = open_model(m.write(dir));
-        auto& w2 = m.values.at("transformer.h.0.mlp.c_proj.weight").values;
-        auto& b2 = m.values.at("transformer.h.0.mlp.c_proj.bias").values;
-        for (std::size_t k = 0; k < d_model; ++k) {
-            b2[k] += 0.75 * w2[2 * d_model + k];
-            w2[2 * d_model + k] = 0;
-        }
-        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
-        const prompt_trace p = changed_run(model, 0, "2=0.75");
-        REQUIRE(p.baseline);
-        REQUIRE(p.intervened.size() == 1);
-        for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+        check_as_weights("gpt2", 0, "2=0.75", [](ref::tensors& w) {
+            auto& w2 = w.at("transformer.h.0.mlp.c_proj.weight").values;
+            auto& b2 = w.at("transformer.h.0.mlp.c_proj.bias").values;
+            for (std::size_t k = 0; k < d_model; ++k) {
+                b2[k] += 0.75 * w2[2 * d_model + k];
+                w2[2 * d_model + k] = 0;
+            }
+        });
     }
     SUBCASE("GPT-2: unit 5 of layer 1 scaled by -2 at every token is W2[5] scaled by -2") {
-        tiny_model m = make_model("gpt2");
-        ckpt::temp_dir dir;
-        const transformer model = open_model(m.write(dir));
-        auto& w2 = m.values.at("transformer.h.1.mlp.c_proj.weight").values;
-        for (std::size_t k = 0; k < d_model; ++k) w2[5 * d_model + k] *= -2;
-        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
-        const prompt_trace p = changed_run(model, 1, "5*-2");
-        for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+        check_as_weights("gpt2", 1, "5*-2", [](ref::tensors& w) {
+            for (std::size_t k = 0; k < d_model; ++k) w.at("transformer.h.1.mlp.c_proj.weight").values[5 * d_model + k] *= -2;
+        });
     }
     SUBCASE("Mixtral: unit 3 of expert 1 scaled by 3 is that expert's w2 column scaled, the other experts' kept") {
-        tiny_model m = make_model("mixtral");
-        ckpt::temp_dir dir;
-        const transformer model = open_model(m.write(dir));
-        auto& w2 = m.values.at("model.layers.1.block_sparse_moe.experts.1.w2.weight").values;
-        for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + 3] *= 3;
-        const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
-        const prompt_trace p = changed_run(model, 1, "1:3*3");
-        for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+        check_as_weights("mixtral", 1, "1:3*3", [](ref::tensors& w) {
+            for (std::size_t k = 0; k < d_model; ++k) w.at("model.layers.1.block_sparse_moe.experts.1.w2.weight").values[k * d_ff + 3] *= 3;
+        });
     }
     SUBCASE("Mixtral: a unit knocked out at a token not routed to its expert changes nothing") {
         tiny_model m = make_model("mixtral");
@@ -461,8 +468,7 @@ TEST_CASE("an intervention's prediction is the reference rerun with the weights 
         const auto& chosen = plain.moe->chosen.back();
         std::size_t e = 0;
         while (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) ++e;
-        const std::string spec = fmt::format("{}:0@last=0", e);
-        const prompt_trace p = changed_run(model, 1, spec.c_str());
+        const prompt_trace p = intervened_run(model, 1, fmt::format("{}:0@last=0", e));
         for (std::size_t k = 0; k < p.prediction->top.size(); ++k) CHECK(p.prediction->top[k].prob == plain.prediction->top[k].prob);
     }
 }

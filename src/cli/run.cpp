@@ -15,6 +15,41 @@
 
 namespace cli {
 
+namespace {
+
+// What a prompt's run may change and read: the knock-out, the sweep, interventions, the difference.
+void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* checkpoint) {
+    CLI::App* sub = &app;
+    sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
+                                          "show the prediction before and after; a comma list, repeatable, E:J for unit "
+                                          "J of expert E")
+        ->delimiter(',')
+        ->type_name("UNITS")
+        ->needs(checkpoint);
+    sub->add_option("--ablate-top", c.ablate_top, "With a prompt: knock out the top 1, 2, …, K units by attribution, one "
+                                                  "run each, and show the predicted token's probability as a curve")
+        ->check(whole_number(1, 100000))
+        ->type_name("K")
+        ->needs(checkpoint);
+    sub->add_option("--intervene", c.intervene, "With a prompt: change a unit of the layer in the knock-out run, "
+                                                "UNIT[@TOKEN] then =VALUE, *FACTOR or =mean (its mean over every token "
+                                                "of --corpus): 172@4=0 knocks unit 172 out at token 4 alone, 172@last*0.5 "
+                                                "halves it at the last token, 172=mean sets it to its mean at every "
+                                                "token, 3:17@4=0 is unit 17 of expert 3; repeatable")
+        ->type_name("CHANGE")
+        ->needs(checkpoint);
+    sub->add_option("--corpus", c.corpus, "With --intervene UNIT=mean: the texts the mean is taken over, one a line "
+                                          "(default: corpus.txt beside the model)")
+        ->type_name("FILE")
+        ->needs(checkpoint);
+    sub->add_option("--versus", c.versus, "With a prompt: attribute each unit to the logit difference of the predicted "
+                                          "token minus this one (\" London\"), instead of the predicted token's logit")
+        ->type_name("TOKEN")
+        ->needs(checkpoint);
+}
+
+}  // namespace
+
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
     auto* sub = app.add_subcommand("run", "Trace an example file through the FFN, step by step");
@@ -61,32 +96,7 @@ void setup_run(CLI::App& app, int& status) {
                                                                          "input), one trailing line break dropped")
                             ->type_name("FILE")
                             ->needs(checkpoint);
-    sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
-                                          "show the prediction before and after; a comma list, repeatable, E:J for unit "
-                                          "J of expert E")
-        ->delimiter(',')
-        ->type_name("UNITS")
-        ->needs(checkpoint);
-    sub->add_option("--ablate-top", c.ablate_top, "With a prompt: knock out the top 1, 2, …, K units by attribution, one "
-                                                  "run each, and show the predicted token's probability as a curve")
-        ->check(whole_number(1, 100000))
-        ->type_name("K")
-        ->needs(checkpoint);
-    sub->add_option("--intervene", c.intervene, "With a prompt: change a unit of the layer in the knock-out run, "
-                                                "UNIT[@TOKEN] then =VALUE, *FACTOR or =mean (its mean over every token "
-                                                "of --corpus): 172@4=0 knocks unit 172 out at token 4 alone, 172@last*0.5 "
-                                                "halves it at the last token, 172=mean sets it to its mean at every "
-                                                "token, 3:17@4=0 is unit 17 of expert 3; repeatable")
-        ->type_name("CHANGE")
-        ->needs(checkpoint);
-    sub->add_option("--corpus", c.corpus, "With --intervene UNIT=mean: the texts the mean is taken over, one a line "
-                                          "(default: corpus.txt beside the model)")
-        ->type_name("FILE")
-        ->needs(checkpoint);
-    sub->add_option("--versus", c.versus, "With a prompt: attribute each unit to the logit difference of the predicted "
-                                          "token minus this one (\" London\"), instead of the predicted token's logit")
-        ->type_name("TOKEN")
-        ->needs(checkpoint);
+    add_prompt_run_options(*sub, c, checkpoint);
     input->excludes(embedding)->excludes(words)->excludes(prompt)->excludes(prompt_file);
     embedding->excludes(words)->excludes(prompt)->excludes(prompt_file);
     words->excludes(prompt)->excludes(prompt_file);
