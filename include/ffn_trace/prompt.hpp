@@ -303,6 +303,7 @@ struct layers_trace {
     std::string arch, checkpoint;
     ranked_token target;                 // the model's next token at the last position
     std::optional<ranked_token> versus;  // the push is on target − versus
+    bool centred = true;                 // the final norm is a LayerNorm: g less its mean (false: an RMSNorm)
     next_token prediction;
     std::vector<layer_reading> layers;
     std::vector<std::vector<ranked_token>> grid;  // grid[t][l]: the lens's top token at token t after layer l's FFN

@@ -219,17 +219,18 @@ def forward_hidden(m, ids, layer):
 
 # ---- every layer --------------------------------------------------------------------------------
 
-def check_layers(directory, prompt, top=5):
+def check_layers(directory, prompt, top=5, versus=None):
     m = model(directory)
     w = m.w
-    got = tool(directory, "--layer", "all", "--prompt", prompt, "--top", str(top))
+    got = tool(directory, "--layer", "all", "--prompt", prompt, "--top", str(top), *(["--versus", versus] if versus else []))
     ids = got["prompt"]["token_ids"]
     mids, posts, probs = forward(m, ids)
     target = int(np.argmax(probs))
     name = f"{os.path.basename(directory)} {prompt!r}"
     if got["target"]["id"] != target:
         failures.append(f"{name}: target {got['target']}, NumPy's id {target}")
-    g = w["ln_f.weight"] * m.embedding[target]
+    u = m.embedding[target] - (m.embedding[got["versus"]["id"]] if versus else 0)
+    g = w["ln_f.weight"] * u
     g = g - g.mean()
     if len(got["layers"]) != m.L:
         failures.append(f"{name}: {len(got['layers'])} layers, the model has {m.L}")
@@ -269,6 +270,7 @@ check_interventions(atlas, 1, 168, 4, 0.25, 2.0)
 check_mean(capitals, 0, 172, open(os.path.join(capitals, "corpus.txt"), encoding="utf-8").read().splitlines()[:40])
 check_layers(capitals, PROMPT)
 check_layers(capitals, "The capital of Indonesia is")
+check_layers(capitals, PROMPT, versus=" Tokyo")
 check_layers(atlas, PROMPT)
 check_layers(atlas, " ".join(open(os.path.join(atlas, "corpus.txt")).readline().split()[:-1]))
 

@@ -87,6 +87,7 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
     if (versus) r.versus = ranked_token{*versus, text(*versus), logits[*versus], probs[*versus]};
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();
+    r.centred = !norm->rms;
     auto g = logit_direction(ck, *norm, r.target.id, versus);
     if (!g) return g.err();
     r.grid.resize(n);

@@ -549,9 +549,10 @@ private:
              fmt::format("The stream at the last token read as though the model ended there (the logit lens: the final "
                          "norm and the unembedding), before each layer's FFN and after it, with P({0}) by that "
                          "softmax; and the FFN's direct push on the logit of {1}: every unit's a_j · (W2[j] · g) / σ "
-                         "summed, g = γ ⊙ U{2} and σ the final norm's at the stream leaving that FFN, as --layer N "
+                         "summed, g = γ ⊙ U{2}{3} and σ the final norm's at the stream leaving that FFN, as --layer N "
                          "attributes a layer's units.",
-                         quote(t_.target.token), target(), t_.versus ? " of the two tokens' difference" : "")});
+                         quote(t_.target.token), target(), t_.versus ? " of the two tokens' difference" : "",
+                         t_.centred ? " less its mean" : "")});
         block b{block_kind::table, "", {}, {}, "rrrrl"};
         b.rows.push_back({"layer", fmt::format("P({}) before", quote(t_.target.token, 20)), "after", "FFN's push", "top after"});
         for (const auto& l : t_.layers)
