@@ -909,6 +909,62 @@ cli_test("run --ablate-top without a prompt is refused" 2 EMPTY "^error: --ablat
 cli_test("run --ablate-top beyond the layer's units is refused" 2 EMPTY
   "^error: .*capitals: --ablate-top: knocks out the top 999 units, but layer 0 has 256$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 999)
+# Interventions at a position (--intervene): what was done and where, in every view; each bad input
+# one line naming the option, exit 2, nothing on stdout.
+cli_test("run --intervene names what was done and where in the heading and the knock-out" 0
+  "changed +unit 172 at \" is\" \\(token 4\\) scaled by 0\\.5\; unit 84 at every token.*set to its mean over corpus\\.txt, 0\\.0120 \\(3,517 tokens\\), in layer 0.*The knock-out.*In layer 0, unit 172 at \" is\" \\(token 4\\) scaled by 0\\.5\;.*unchanged → changed\\. The top prediction stays \" Paris\" \\(0\\.8862 → 0\\.7423\\)"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172@4*0.5 --intervene 84=mean --detail summary --color never)
+cli_test("run --intervene at every token with a value of 0 is --ablate's knock-out" 0
+  "The top prediction stays \" Paris\" \\(0\\.8862 → 0\\.7893\\)" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172=0 --detail summary --color never)
+cli_test("run --intervene's JSON has each change, the corpus of a mean, and the changed prediction" 0
+  "\"interventions\": \\[ \\{ \"unit\": 172, \"token\": 4, \"kind\": \"scale\", \"value\": 0\\.5, \"text\": \"172@last\\*0\\.5\" \\}, \\{ \"unit\": 84, \"token\": null, \"kind\": \"mean\", \"value\": 0\\.0119[0-9]+, \"mean_over\": \\{ \"corpus\": \"corpus\\.txt\", \"texts\": 450, \"tokens\": 3517 \\}, \"text\": \"84=mean\" \\} \\], \"steps_of\": \"unchanged\", \"changes\": "
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172@last*0.5 --intervene 84=mean --format json)
+cli_test("run --intervene as Markdown and as a page names the change" 0 "scaled by 0\\.5.*</html>$"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172@4*0.5 --format html)
+cli_test("run --intervene --corpus takes the mean over the file given" 0 "set to its mean over .*france\\.txt, [-0-9.]+ \\(5 tokens\\)"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172=mean --corpus ${INPUTS}/prompt/france.txt --detail summary --color never)
+foreach(bad "172@9=0|\"172@9=0\": token 9 is out of range: the prompt has 5 tokens \\(0 to 4\\)"
+            "9999@4=0|\"9999@4=0\": unit 9999 is out of range: layer 0 has d_ff = 256 units \\(0 to 255\\)"
+            "1:2@4=0|\"1:2@4=0\": layer 0 is dense: name a unit as J"
+            "172*inf|\"172\\*inf\": the factor \"inf\" is not a finite number"
+            "172@4*1e999|\"172@4\\*1e999\": the factor \"1e999\" is not a finite number"
+            "172=nan|\"172=nan\": the value \"nan\" is not a finite number"
+            "172@4=abc|\"172@4=abc\": the value \"abc\" is not a number"
+            "172@x=0|\"172@x=0\": the token \"x\" is not a position from 0 or last"
+            "x@4=0|\"x@4=0\": the unit \"x\" is not J or E:J"
+            "172@4|\"172@4\": expected UNIT\\[@TOKEN\\] then =VALUE, \\*FACTOR or =mean")
+  string(REPLACE "|" ";" parts "${bad}")
+  list(GET parts 0 spec)
+  list(GET parts 1 message)
+  cli_test("run --intervene ${spec} is refused in one line naming the option" 2 EMPTY "^error: (.*capitals: )?--intervene: ${message}"
+    -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene ${spec})
+endforeach()
+cli_test("run --intervene without a prompt is refused" 2 EMPTY "^error: --intervene: changes units in a forward pass: give --prompt"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --embedding 3 --intervene 1=0)
+cli_test("run --corpus without --intervene is refused" 2 EMPTY "^error: --corpus: is what --intervene UNIT=mean takes its mean over"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --corpus ${INPUTS}/prompt/france.txt)
+cli_test("run --intervene UNIT=mean without a corpus beside the model says to give --corpus" 2 EMPTY
+  "^error: .*no_corpus: --corpus: no corpus given to take a mean over, and the checkpoint has no corpus.txt beside it\; give a corpus file"
+  -- bash -c "rm -rf \"$2\" && mkdir -p \"$2\" && cp \"$1\"/config.json \"$1\"/model.safetensors \"$1\"/tokenizer.json \"$2\" && exec \"$0\" run --checkpoint \"$2\" --layer 0 --prompt 'The capital of France is' --intervene 1=mean"
+     ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-no_corpus)
+# Every layer in one view (--layer all).
+cli_test("run --layer all shows every layer's lens, push and units at the last token, and the lens grid" 0
+  "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*units +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --color never)
+cli_test("run --layer all's JSON has each layer's lens, target, push and units, and the lens grid" 0
+  "\"target\": \\{ \"id\": 716, \"token\": \" Paris\" \\}.*\"layers\": \\[ \\{ \"layer\": 0, \"lens_before\": \\[.*\"lens_after\": \\[.*\"target_before\": \\{ \"logit\": .*\"target_after\": .*\"push\": 8\\.71.*\"units\": \\[ \\{ \"unit\": 172, .*\"lens_grid\": \\[ \\["
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --format json)
+cli_test("run --layer all as Markdown and as a page" 0 "^<!DOCTYPE html>.*The lens at every token and layer.*</html>$"
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --format html)
+cli_test("run --layer all without a prompt is refused" 2 EMPTY "^error: --layer: all shows every layer of a prompt's forward pass"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --embedding 3)
+cli_test("run --layer all with --ablate is refused: a knock-out is one layer's" 2 EMPTY "^error: --ablate: knocks out units of one layer"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 3)
+cli_test("run --layer all with --intervene is refused" 2 EMPTY "^error: --intervene: changes units of one layer"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --intervene 3=0)
+cli_test("run --layer takes a number or all, nothing else" 2 EMPTY "^error: --layer: expected a whole number from 0 to .*got \"every\""
+  -- ${FT} run --checkpoint ${CAPITALS} --layer every --prompt "The capital of France is")
 cli_test("run --versus that is not one token says how it splits" 2 EMPTY
   "^error: --versus: \" London\" is not one token: the tokenizer splits it into"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " London")

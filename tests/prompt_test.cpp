@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -366,6 +368,134 @@ TEST_CASE("units to knock out are read as J or E:J, comma-separated, and nothing
         REQUIRE_FALSE(r);
         CHECK(r.err().path == "ablate");
     }
+}
+
+TEST_CASE("an intervention is read as UNIT[@TOKEN] then =VALUE, *FACTOR or =mean, and nothing else") {
+    SUBCASE("each form") {
+        auto a = parse_intervention("172@4*0.5");
+        REQUIRE(a);
+        CHECK_FALSE(a->unit.expert);
+        CHECK(a->unit.unit == 172);
+        CHECK(a->token == std::optional<std::size_t>(4));
+        CHECK(a->what == unit_intervention::kind::scale);
+        CHECK(a->value == 0.5);
+        auto b = parse_intervention("3:17@last=0");
+        REQUIRE(b);
+        CHECK(b->unit.expert == std::optional<std::size_t>(3));
+        CHECK(b->unit.unit == 17);
+        CHECK(b->last);
+        CHECK(b->what == unit_intervention::kind::zero);
+        auto c = parse_intervention("172=-1.5e-1");
+        REQUIRE(c);
+        CHECK_FALSE(c->token);
+        CHECK_FALSE(c->last);
+        CHECK(c->what == unit_intervention::kind::set);
+        CHECK(c->value == -0.15);
+        auto d = parse_intervention("5=mean");
+        REQUIRE(d);
+        CHECK(d->what == unit_intervention::kind::mean);
+    }
+    SUBCASE("a malformed one, or a factor or value that is not finite, names intervene") {
+        for (const char* bad : {"", "172", "172@4", "=0", "@4=0", "x=0", "03=0", "1:2:3=0", "1,2=0", "172@=0", "172@04=0",
+                                "172@first=0", "172@4*", "172@4=", "172*mean", "172=meanx", "172=1.5x", "172=inf", "172*nan",
+                                "172=1e999", "172*-inf", "172=0x10"}) {
+            CAPTURE(bad);
+            auto r = parse_intervention(bad);
+            REQUIRE_FALSE(r);
+            CHECK(r.err().path == "intervene");
+        }
+    }
+}
+
+namespace {
+
+// The prompt run with one intervention on layer `layer` of the model.
+prompt_trace intervened_run(const transformer& model, std::size_t layer, const std::string& spec) {
+    auto iv = parse_intervention(spec);
+    REQUIRE(iv);
+    prompt_options o;
+    o.layer = layer;
+    o.interventions = {*iv};
+    auto r = run_prompt(model, tokens_of(ids), o);
+    REQUIRE(r);
+    return std::move(*r);
+}
+
+// The intervention `spec` on a tiny `arch` model against the reference rerun with the weights
+// changed by `change`.
+void check_as_weights(const std::string& arch, std::size_t layer, const std::string& spec,
+                      const std::function<void(ref::tensors&)>& change) {
+    tiny_model m = make_model(arch);
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    change(m.values);
+    const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+    const prompt_trace p = intervened_run(model, layer, spec);
+    REQUIRE(p.baseline);
+    REQUIRE(p.intervened.size() == 1);
+    CHECK(p.prediction->top[0].id == argmax(changed));
+    for (const auto& e : p.prediction->top) CHECK(e.prob == Approx(changed[e.id]).epsilon(1e-9));
+}
+
+}  // namespace
+
+TEST_CASE("an intervention's prediction is the reference rerun with the weights changed to the same effect") {
+    SUBCASE("GPT-2: unit 2 set to 0.75 at every token is W2[2] zeroed and 0.75 · W2[2] added to b2") {
+        check_as_weights("gpt2", 0, "2=0.75", [](ref::tensors& w) {
+            auto& w2 = w.at("transformer.h.0.mlp.c_proj.weight").values;
+            auto& b2 = w.at("transformer.h.0.mlp.c_proj.bias").values;
+            for (std::size_t k = 0; k < d_model; ++k) {
+                b2[k] += 0.75 * w2[2 * d_model + k];
+                w2[2 * d_model + k] = 0;
+            }
+        });
+    }
+    SUBCASE("GPT-2: unit 5 of layer 1 scaled by -2 at every token is W2[5] scaled by -2") {
+        check_as_weights("gpt2", 1, "5*-2", [](ref::tensors& w) {
+            for (std::size_t k = 0; k < d_model; ++k) w.at("transformer.h.1.mlp.c_proj.weight").values[5 * d_model + k] *= -2;
+        });
+    }
+    SUBCASE("Mixtral: unit 3 of expert 1 scaled by 3 is that expert's w2 column scaled, the other experts' kept") {
+        check_as_weights("mixtral", 1, "1:3*3", [](ref::tensors& w) {
+            for (std::size_t k = 0; k < d_model; ++k) w.at("model.layers.1.block_sparse_moe.experts.1.w2.weight").values[k * d_ff + 3] *= 3;
+        });
+    }
+    SUBCASE("Mixtral: a unit knocked out at a token not routed to its expert changes nothing") {
+        tiny_model m = make_model("mixtral");
+        ckpt::temp_dir dir;
+        const transformer model = open_model(m.write(dir));
+        const prompt_trace plain = run(model, 1);
+        const auto& chosen = plain.moe->chosen.back();
+        std::size_t e = 0;
+        while (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) ++e;
+        const prompt_trace p = intervened_run(model, 1, fmt::format("{}:0@last=0", e));
+        for (std::size_t k = 0; k < p.prediction->top.size(); ++k) CHECK(p.prediction->top[k].prob == plain.prediction->top[k].prob);
+    }
+}
+
+TEST_CASE("an intervention beyond the layer's units or the prompt's tokens is one error naming intervene") {
+    tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    for (const char* spec : {"16=0", "2@5=0", "1:2=0"}) {
+        CAPTURE(spec);
+        prompt_options o;
+        o.interventions = {*parse_intervention(spec)};
+        auto r = run_prompt(model, tokens_of(ids), o);
+        REQUIRE_FALSE(r);
+        CHECK(r.err().path == "intervene");
+        CHECK(r.err().message.find(spec) != std::string::npos);
+    }
+}
+
+TEST_CASE("every layer's view of a prompt refuses an encoder, which has no lens to read") {
+    tiny_model m = make_model("bert");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    auto r = run_layers(model, tokens_of(ids), 5, std::nullopt);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().path == "layer");
+    CHECK(r.err().message.find("encoder") != std::string::npos);
 }
 
 TEST_CASE("a prompt that is not UTF-8 names the option and the offset of the first bad byte") {

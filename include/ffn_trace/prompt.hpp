@@ -49,6 +49,29 @@ outcome<std::string> read_prompt_file(const std::string& file, std::size_t max_s
 // (unit J of expert E). `units` may hold several, comma-separated.
 outcome<std::vector<unit_ref>> parse_units(std::string_view units);
 
+// A change to one unit of layer N's FFN in the run that `ablate` knocks units out of, as the
+// command line writes it: UNIT[@TOKEN] then =VALUE, *FACTOR or =mean, UNIT as `ablate` names one
+// (J, or E:J for unit J of expert E) and TOKEN a position from 0 or "last" (none: every token):
+//   172@4=0      unit 172 set to 0 at token 4 alone (a knock-out at one position)
+//   172@4*0.5    … multiplied by 0.5 there
+//   172=1.5      … set to 1.5 at every token
+//   172=mean     … set to its mean over every token of a corpus (mean ablation)
+//   3:17@last=0  unit 17 of expert 3 at the last token, where that token is routed to expert 3
+// The change is made to the value the unit feeds to W2 (mlp_post), by the engine as it runs the layer.
+struct unit_intervention {
+    enum class kind { zero, scale, set, mean };
+    std::string text;                   // as written
+    unit_ref unit;
+    std::optional<std::size_t> token;   // none: every token
+    bool last = false;                  // the prompt's last token (token is filled when the prompt is known)
+    kind what = kind::zero;
+    double value = 0;                   // scale: the factor; set: the value; mean: the mean, once read
+    std::size_t mean_tokens = 0;        // mean: the corpus's tokens it was taken over (an expert's: those routed to it)
+};
+// Errors name `intervene` and say the form expected; a factor or value that is not a finite number
+// is refused.
+outcome<unit_intervention> parse_intervention(std::string_view text);
+
 // One token of the vocabulary with its logit (and its probability where the logits are a
 // prediction's; the logit lens gives the probability of its own softmax too).
 struct ranked_token {
@@ -147,6 +170,9 @@ struct prompt_options {
     // Each of the units that wrote most toward the prediction knocked out alone, then all of them
     // together (prompt_trace::knock_outs), for the page.
     bool knock_out_top = false;
+    // Changes to units of layer `layer` at chosen tokens, made in the knock-out run after `ablate`'s,
+    // in order; a mean's value is filled before the run (take_means).
+    std::vector<unit_intervention> interventions;
 };
 
 struct prompt_trace {
@@ -188,6 +214,9 @@ struct prompt_trace {
     std::vector<unit_ref> sweep_units;
     std::vector<double> sweep;
     std::vector<unit_ref> ablated;
+    std::vector<unit_intervention> intervened;  // options.interventions, each `last` resolved to its token
+    std::string mean_corpus;                    // the corpus a mean was taken over, when any
+    std::size_t mean_corpus_texts = 0, mean_corpus_tokens = 0;
     std::vector<probability_change> changes;  // the baseline's top tokens, and the changed top's, before → after
     std::vector<unit_knock_out> knock_outs;   // knock_out_top: each of top_units (but shared experts'), then all
     // When this layer's units push `target` by total_score ≤ 0: every layer's FFN's push on it, its
@@ -195,6 +224,8 @@ struct prompt_trace {
     std::vector<double> layer_pushes;
 
     const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
+    // Whether a second run changed some units (ablate or interventions): prediction is then its.
+    bool changed() const { return !ablated.empty() || !intervened.empty(); }
     bool is_moe() const { return moe.has_value(); }
 };
 
@@ -233,6 +264,22 @@ struct prompt_model {
 };
 outcome<prompt_model> open_prompt_model(const prompt_source& source);
 
+// The interventions checked against the model and a prompt of `tokens` tokens, `last` resolved:
+// a unit beyond layer `layer`'s, a token beyond the prompt. Errors name `intervene`.
+std::optional<error> check_interventions(const transformer& model, std::size_t layer, std::size_t tokens,
+                                         std::vector<unit_intervention>& interventions);
+
+// The corpus a mean ablation reads, and how much of it was run.
+struct corpus_mean {
+    std::string file;
+    std::size_t texts = 0, tokens = 0;
+};
+// Each `mean` intervention's value: the unit's mean over every token of the corpus's texts (one
+// pass of the model up to layer `layer` per text), an expert's unit over the tokens routed to its
+// expert. `content` is the corpus, one text a line; errors name `file` or `corpus`.
+outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, std::size_t layer, std::string_view content,
+                                const std::string& file, std::vector<unit_intervention>& interventions);
+
 // Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
 // --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",
 // "prompt_file"; a message may name "max_elements").
@@ -242,6 +289,7 @@ struct prompt_request : prompt_source {
     std::vector<std::size_t> detail_tokens;  // the tokens a unit is explained at; empty: those a walkthrough shows
     bool full = false;                       // … all of them
     std::optional<std::string> versus;       // the text of one token: options.versus is filled from it
+    std::string corpus;  // the texts a mean intervention is taken over; empty: corpus.txt beside the checkpoint
 };
 // Reads the prompt (or its file), opens the checkpoint, its tokenizer and forward pass, tokenizes
 // the prompt and runs it (run_prompt): one result with its readings.
@@ -250,6 +298,38 @@ outcome<prompt_trace> trace_prompt(const prompt_request& request);
 // text and file are not read.
 outcome<prompt_trace> trace_opened_prompt(const transformer& model, const tokenizer& tok, prompt_tokens prompt,
                                           const prompt_request& request);
+
+// Every layer of a prompt in one view (`run --layer all`), at the last token: for each layer the
+// logit lens before its FFN (resid_mid) and after it (resid_post), the target's logit and
+// probability there, its FFN's direct push on the target (every unit's score summed, as
+// prompt_trace::total_score sums them) and the units that pushed most; and the lens's top token
+// after each layer's FFN at every token, for the page's grid.
+struct layer_reading {
+    std::size_t layer = 0;
+    std::vector<ranked_token> before, after;  // the lens's top tokens, with their probabilities
+    ranked_token target_before, target_after;  // the target read by the lens there
+    double push = 0;
+    std::vector<unit_attribution> units;       // largest score first
+};
+
+struct layers_trace {
+    prompt_tokens prompt;
+    std::string arch, checkpoint;
+    ranked_token target;                 // the model's next token at the last position
+    std::optional<ranked_token> versus;  // the push is on target − versus
+    bool centred = true;                 // the final norm is a LayerNorm: g less its mean (false: an RMSNorm)
+    next_token prediction;
+    std::vector<layer_reading> layers;
+    std::vector<std::vector<ranked_token>> grid;  // grid[t][l]: the lens's top token at token t after layer l's FFN
+};
+
+// Runs the prompt through every layer: `top` tokens of each lens and units of each layer. Errors:
+// an encoder (no head), a `versus` out of the vocabulary.
+outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus);
+// The request's prompt and checkpoint, as trace_prompt opens them, run through every layer
+// (options.top, versus); the options of one layer (ablate, interventions, ablate_top, explain) are
+// refused.
+outcome<layers_trace> trace_layers(const prompt_request& request);
 
 // The prompt's tokens as the walkthrough names them: each as show_token shows it (its text in
 // quotes, or a special token marked), and after its position (3 " the") when some text repeats.

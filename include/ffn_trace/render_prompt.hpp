@@ -19,4 +19,12 @@ std::string render_prompt_text(const prompt_trace& p, const text_options& option
 // "changes". An encoder (BERT) has no lens, prediction or attribution.
 std::string render_prompt_json(const prompt_trace& p);
 
+// Every layer of a prompt (run --layer all): text, Markdown or a page with the lens grid.
+void render_layers(const layers_trace& t, const text_options& options, text_format format, const text_sink& out);
+// One JSON object: "prompt", "arch", "n_layers", "target" (and "versus"), "prediction", "layers"
+// (each "layer", "lens_before", "lens_after", "target_before" and "target_after" {logit, prob},
+// "push", "units" {unit, activation, score}) and "lens_grid" (tokens × layers: the top token after
+// each layer's FFN, {id, token, logit, prob}).
+std::string render_layers_json(const layers_trace& t);
+
 }  // namespace ffn_trace

@@ -237,7 +237,7 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
                                         "to",    "step",       "plot",   "gated", "top_k", "lr",          "at",
                                         "subject", "target", "samples", "noise", "window", "versus", "ablate_top",
                                         "steps", "token", "d_model", "layers", "multiple_of", "heads", "kv_heads",
-                                        "embedding", "set", "add_token"};
+                                        "embedding", "set", "add_token", "intervene", "corpus"};
     for (const char* field : names)
         if (e.path == field && (paths || (e.path != "layer" && e.path != "activation" && e.path != "arch"))) {
             e.path = "--" + e.path;

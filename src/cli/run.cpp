@@ -11,8 +11,44 @@
 #include "ffn_trace/render_text.hpp"
 #include "ffn_trace/tracing.hpp"
 #include "ffn_trace/unit_readings.hpp"
+#include "ffn_trace/whole_number.hpp"
 
 namespace cli {
+
+namespace {
+
+// What a prompt's run may change and read: the knock-out, the sweep, interventions, the difference.
+void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* checkpoint) {
+    CLI::App* sub = &app;
+    sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
+                                          "show the prediction before and after; a comma list, repeatable, E:J for unit "
+                                          "J of expert E")
+        ->delimiter(',')
+        ->type_name("UNITS")
+        ->needs(checkpoint);
+    sub->add_option("--ablate-top", c.ablate_top, "With a prompt: knock out the top 1, 2, …, K units by attribution, one "
+                                                  "run each, and show the predicted token's probability as a curve")
+        ->check(whole_number(1, 100000))
+        ->type_name("K")
+        ->needs(checkpoint);
+    sub->add_option("--intervene", c.intervene, "With a prompt: change a unit of the layer in the knock-out run, "
+                                                "UNIT[@TOKEN] then =VALUE, *FACTOR or =mean (its mean over every token "
+                                                "of --corpus): 172@4=0 knocks unit 172 out at token 4 alone, 172@last*0.5 "
+                                                "halves it at the last token, 172=mean sets it to its mean at every "
+                                                "token, 3:17@4=0 is unit 17 of expert 3; repeatable")
+        ->type_name("CHANGE")
+        ->needs(checkpoint);
+    sub->add_option("--corpus", c.corpus, "With --intervene UNIT=mean: the texts the mean is taken over, one a line "
+                                          "(default: corpus.txt beside the model)")
+        ->type_name("FILE")
+        ->needs(checkpoint);
+    sub->add_option("--versus", c.versus, "With a prompt: attribute each unit to the logit difference of the predicted "
+                                          "token minus this one (\" London\"), instead of the predicted token's logit")
+        ->type_name("TOKEN")
+        ->needs(checkpoint);
+}
+
+}  // namespace
 
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
@@ -24,7 +60,20 @@ void setup_run(CLI::App& app, int& status) {
                                        "a .safetensors file or an index")
                           ->type_name("FILE");
     file->excludes(checkpoint);
-    sub->add_option("--layer", c.layer, "The layer of the checkpoint to trace (from 0)")->check(whole_number(0))->needs(checkpoint);
+    // A layer's number, or "all" (every layer of a prompt, in one view).
+    const CLI::Validator layer_number(
+        [](std::string& given) { return given == "all" ? std::string() : whole_number(0)(given); }, "");
+    sub->add_option_function<std::string>(
+           "--layer",
+           [options](const std::string& given) {
+               options->checkpoint.all_layers = given == "all";
+               if (!options->checkpoint.all_layers) options->checkpoint.layer = *ffn_trace::parse_whole_number(given);
+           },
+           "The layer of the checkpoint to trace (from 0); with a prompt, all: every layer's lens before and after its "
+           "FFN, its push on the prediction and its top units")
+        ->check(layer_number)
+        ->type_name("N|all")
+        ->needs(checkpoint);
     sub->add_option("--arch", c.arch, "The architecture when there is no config.json")
         ->check(CLI::IsMember(known_families()))
         ->needs(checkpoint);
@@ -47,21 +96,7 @@ void setup_run(CLI::App& app, int& status) {
                                                                          "input), one trailing line break dropped")
                             ->type_name("FILE")
                             ->needs(checkpoint);
-    sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
-                                          "show the prediction before and after; a comma list, repeatable, E:J for unit "
-                                          "J of expert E")
-        ->delimiter(',')
-        ->type_name("UNITS")
-        ->needs(checkpoint);
-    sub->add_option("--ablate-top", c.ablate_top, "With a prompt: knock out the top 1, 2, …, K units by attribution, one "
-                                                  "run each, and show the predicted token's probability as a curve")
-        ->check(whole_number(1, 100000))
-        ->type_name("K")
-        ->needs(checkpoint);
-    sub->add_option("--versus", c.versus, "With a prompt: attribute each unit to the logit difference of the predicted "
-                                          "token minus this one (\" London\"), instead of the predicted token's logit")
-        ->type_name("TOKEN")
-        ->needs(checkpoint);
+    add_prompt_run_options(*sub, c, checkpoint);
     input->excludes(embedding)->excludes(words)->excludes(prompt)->excludes(prompt_file);
     embedding->excludes(words)->excludes(prompt)->excludes(prompt_file);
     words->excludes(prompt)->excludes(prompt_file);
@@ -101,6 +136,12 @@ int run_run(const run_options& options) {
         return report({"", "--ablate-top", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
     if (c.versus && !prompted)
         return report({"", "--versus", "compares two tokens' logits at a prompt's last token: give --prompt or --prompt-file too"});
+    if (!c.intervene.empty() && !prompted)
+        return report({"", "--intervene", "changes units in a forward pass: give --prompt or --prompt-file too"});
+    if (!c.corpus.empty() && c.intervene.empty())
+        return report({"", "--corpus", "is what --intervene UNIT=mean takes its mean over: give --intervene too"});
+    if (c.all_layers && !(c.prompt || !c.prompt_file.empty()))
+        return report({"", "--layer", "all shows every layer of a prompt's forward pass: give --prompt or --prompt-file too"});
     if (!c.ablate.empty() && !prompted)
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
     if (!c.prompts.empty()) return run_checkpoint_prompts(options);

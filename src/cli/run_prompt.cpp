@@ -17,6 +17,12 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
         if (!units) return with_option_names(units.err());
         r.options.ablate.insert(r.options.ablate.end(), units->begin(), units->end());
     }
+    for (const auto& item : f.intervene) {
+        auto iv = parse_intervention(item);
+        if (!iv) return with_option_names(iv.err());
+        r.options.interventions.push_back(std::move(*iv));
+    }
+    r.corpus = f.corpus;
     r.checkpoint = f.path;
     r.arch = f.arch;
     r.text = f.prompt.value_or("");
@@ -46,6 +52,14 @@ int run_checkpoint_prompt(const run_options& o) {
     if (!request) return report(request.err());
     const prompt_request& r = *request;
     const auto text_opts = walkthrough_options(o.walkthrough);
+    if (o.checkpoint.all_layers) {
+        auto t = trace_layers(r);
+        if (!t) return report(with_option_names(t.err()));
+        set_activity({"writing the output", "--top"});
+        if (o.walkthrough.format == "json") print_json(render_layers_json(*t), o.walkthrough.ascii);
+        else render_layers(*t, text_opts, text_format(o.walkthrough), write_stdout);
+        return exit_ok;
+    }
     auto p = trace_prompt(r);
     if (!p) return report(with_option_names(p.err()));
     if (auto e = check_tokens(p->ex, o.walkthrough.tokens)) return report(*e);

@@ -60,6 +60,11 @@ make_page run_checkpoint_long_path run --checkpoint "$snapshot" --layer 0 --embe
 # A prompt through the shipped model, with a knock-out.
 make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --ablate 172,84,28,168,203 && pages+=(run_prompt_capitals)
+# Interventions at a position, and every layer of the deeper model with its lens grid.
+make_page run_prompt_intervene run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
+  --intervene 172@4*0.5 --intervene 84=mean && pages+=(run_prompt_intervene)
+make_page run_prompt_layers run --checkpoint "$data/models/atlas" --layer all --prompt "The capital of France is" &&
+  pages+=(run_prompt_layers)
 # A layer's units over a small corpus: the table, and every unit's card with its contexts and histogram.
 make_page units_capitals units --checkpoint "$data/models/capitals" --layer 0 --corpus "$here/../inputs/units/small.txt" &&
   pages+=(units_capitals)

@@ -11,6 +11,7 @@
 #include "ffn_trace/whole_number.hpp"
 #include "base/read_file.hpp"
 #include "base/text.hpp"
+#include "analysis/prompt_parts.hpp"
 
 namespace ffn_trace {
 
@@ -29,6 +30,10 @@ std::vector<double> added_norms(const matrix& after, const matrix& before) {
 
 std::vector<double> row_norms(const matrix& x) { return added_norms(x, matrix(x.rows, x.cols)); }
 
+}  // namespace
+
+namespace detail {
+
 // softmax of one row of logits (vocab), with the largest subtracted so that e^z cannot overflow.
 std::vector<double> softmax_row(std::span<const double> z) {
     const double top = *std::max_element(z.begin(), z.end());
@@ -40,7 +45,7 @@ std::vector<double> softmax_row(std::span<const double> z) {
 }
 
 // The k ids of largest score (smallest when `lowest`), ties to the lower id.
-std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest = false) {
+std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest) {
     std::vector<std::size_t> ids(score.size());
     std::iota(ids.begin(), ids.end(), std::size_t{0});
     k = std::min(k, ids.size());
@@ -52,32 +57,18 @@ std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, b
     return ids;
 }
 
-class vocabulary_text {
-public:
-    explicit vocabulary_text(const std::vector<std::string>& by_id) : by_id_(by_id) {}
-    // As the tokenizer decodes it; an id without a text is "#id".
-    std::string operator()(std::size_t id) const {
-        if (id >= by_id_.size() || by_id_[id].empty()) return fmt::format("#{}", id);
-        return by_id_[id];
-    }
-
-private:
-    const std::vector<std::string>& by_id_;
-};
+std::string vocabulary_text::operator()(std::size_t id) const {
+    if (id >= by_id_.size() || by_id_[id].empty()) return fmt::format("#{}", id);
+    return by_id_[id];
+}
 
 std::vector<ranked_token> ranked(std::span<const double> logits, const std::vector<std::size_t>& ids,
-                                 const vocabulary_text& text, const std::vector<double>* probs = nullptr) {
+                                 const vocabulary_text& text, const std::vector<double>* probs) {
     std::vector<ranked_token> out;
     for (auto id : ids) out.push_back({id, text(id), logits[id], probs ? (*probs)[id] : 0.0});
     return out;
 }
 
-// The final norm's weight γ_f and whether it is an RMSNorm, by the architecture's tensor names.
-struct final_norm {
-    std::vector<double> gamma;
-    bool rms = false;
-    double eps = 1e-5;
-};
 outcome<final_norm> final_norm_of(const checkpoint& ck) {
     const family& f = *ck.config().family;
     final_norm n;
@@ -144,7 +135,23 @@ outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_n
     return g;
 }
 
-}  // namespace
+void attribute_layer(const std::optional<trace>& dense, const std::optional<moe_trace>& moe, std::size_t last,
+                     const std::vector<double>& g, double sigma, std::vector<unit_attribution>& out) {
+    if (dense) return attribute(*dense, last, g, sigma, 1.0, std::nullopt, false, out);
+    const matrix& w = moe->step(step_kind::weights).value;
+    for (const auto& et : moe->experts)
+        if (auto row = et.row_of(last)) attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, out);
+}
+
+double dot(std::span<const double> a, std::span<const double> b) {
+    double s = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+    return s;
+}
+
+}  // namespace detail
+
+using namespace detail;
 
 outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token) {
     auto norm = final_norm_of(ck);
@@ -402,12 +409,6 @@ std::optional<error> read_lens(const transformer& model, std::size_t top, const 
     return std::nullopt;
 }
 
-double dot(std::span<const double> a, std::span<const double> b) {
-    double s = 0;
-    for (std::size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
-    return s;
-}
-
 // The lens's change at the last token, term by term: the units' push, b2's, and the norm's
 // rescaling of the stream already there, x · g · (1/σ_after − 1/σ_before); and the change itself,
 // read from the lens's own logits.
@@ -448,14 +449,7 @@ std::optional<error> attribute_units(const transformer& model, std::size_t top, 
     auto g = logit_direction(ck, *norm, r.target->id, r.versus ? std::optional{r.versus->id} : std::nullopt);
     if (!g) return g.err();
     const double sigma = norm_scale(r.output().row(last), *norm);
-    if (r.dense) {
-        attribute(*r.dense, last, *g, sigma, 1.0, std::nullopt, false, r.top_units);
-    } else {
-        const matrix& w = r.moe->step(step_kind::weights).value;
-        for (const auto& et : r.moe->experts)
-            if (auto row = et.row_of(last))
-                attribute(et.tr, *row, *g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, r.top_units);
-    }
+    attribute_layer(r.dense, r.moe, last, *g, sigma, r.top_units);
     for (const auto& u : r.top_units) r.total_score += u.score;
     auto terms = reconcile(model, *norm, *g, r);
     if (!terms) return terms.err();
@@ -490,13 +484,14 @@ std::optional<error> sweep_knock_outs(const transformer& model, prompt_trace& r)
 }
 
 // The knock-out: the pass again from the stream entering layer N's FFN, the units' activations set
-// to 0 there for every token by the engine as it runs the layer; each token of either top list,
-// its probability before and after.
+// to 0 there for every token by the engine as it runs the layer, then each intervention made there;
+// each token of either top list, its probability before and after.
 std::optional<error> knock_out(const transformer& model, const prompt_options& options, const vocabulary_text& text,
                                const std::vector<double>& baseline_logits, prompt_trace& r) {
     const std::size_t last = r.input.rows - 1;
     hook_request request;
     request.interventions.push_back(zero_units(r.layer, options.ablate));
+    for (const auto& iv : r.intervened) request.interventions.push_back(hook_of(r.layer, iv));
     request.head_rows = {last};
     auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
     if (!run) return run.err();
@@ -579,6 +574,8 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     r.layer = options.layer;
     r.n_layers = model.n_layers();
     r.ablated = options.ablate;
+    r.intervened = options.interventions;
+    if (auto e = check_interventions(model, r.layer, prompt.ids.size(), r.intervened)) return *e;
     if (prompt.tok) r.vocabulary = prompt.tok->texts(model.vocab_size());
     const vocabulary_text text(r.vocabulary);
 
@@ -600,7 +597,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         if (r.total_score <= 0)  // the layer does not write the prediction: find the one that does
             if (auto e = push_by_layer(model, prompt, r)) return *e;
         r.prediction = baseline;
-        if (!options.ablate.empty()) {
+        if (r.changed()) {
             r.baseline = std::move(baseline);
             if (auto e = knock_out(model, options, text, logits, r)) return *e;
         }

@@ -1,6 +1,8 @@
 // One prompt run as one call (prompt.hpp's trace_prompt): the prompt read, the checkpoint, its
 // tokenizer and forward pass opened, the prompt tokenized, checked against the trace's budget and
 // run. The text is read and tokenized here once, before the model runs.
+#include <algorithm>
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
@@ -36,6 +38,23 @@ outcome<std::string> prompt_text(const prompt_source& r) {
     if (text.empty())
         return error{r.file, r.file.empty() ? "prompt" : "prompt_file", "the prompt is empty; give some text to run through the model"};
     return text;
+}
+
+// The corpus a mean intervention is taken over: the request's, or corpus.txt beside the checkpoint.
+outcome<corpus_mean> means_of(const prompt_request& r, const transformer& model, const tokenizer& tok, prompt_options& options) {
+    const std::string beside = (std::filesystem::path(tokenizer_dir(r.checkpoint)) / "corpus.txt").string();
+    const std::string file = r.corpus.empty() ? beside : r.corpus;
+    std::error_code ec;
+    if (r.corpus.empty() && !std::filesystem::exists(file, ec))
+        return error{r.checkpoint, "corpus", "no corpus given to take a mean over, and the checkpoint has no corpus.txt beside "
+                                             "it; give a corpus file, one text a line"};
+    auto content = detail::read_file(file, file == "-" ? "<stdin>" : file, r.max_file_size, {"a text file"});
+    if (!content) return content.err();
+    auto mean = take_means(model, tok, options.layer, *content, file, options.interventions);
+    if (!mean) return mean.err();
+    // A file beside the model is named alone: its folder is the checkpoint's, said already.
+    if (r.corpus.empty()) mean->file = "corpus.txt";
+    return mean;
 }
 
 }  // namespace
@@ -91,7 +110,49 @@ outcome<prompt_trace> trace_opened_prompt(const transformer& model, const tokeni
     options.explain_tokens.clear();
     for (auto t : r.detail_tokens.empty() ? shown_indices(prompt.ids.size(), r.full) : r.detail_tokens)
         if (t != gap) options.explain_tokens.push_back(t);
-    return run_prompt(model, std::move(prompt), options);
+    corpus_mean mean;
+    const auto is_mean = [](const unit_intervention& iv) { return iv.what == unit_intervention::kind::mean; };
+    if (options.layer < model.n_layers() && std::any_of(options.interventions.begin(), options.interventions.end(), is_mean)) {
+        // Checked before the corpus is read: a unit out of range has no mean.
+        if (auto e = check_interventions(model, options.layer, prompt.ids.size(), options.interventions)) return *e;
+        auto m = means_of(r, model, tok, options);
+        if (!m) return m.err();
+        mean = std::move(*m);
+    }
+    auto p = run_prompt(model, std::move(prompt), options);
+    if (p && !mean.file.empty()) {
+        p->mean_corpus = mean.file;
+        p->mean_corpus_texts = mean.texts;
+        p->mean_corpus_tokens = mean.tokens;
+    }
+    return p;
+}
+
+outcome<layers_trace> trace_layers(const prompt_request& r) {
+    const prompt_options& o = r.options;
+    const auto one_layer = [&](const char* field, const char* what) {
+        return error{"", field, fmt::format("{} one layer; the view of every layer changes none and explains none: give one "
+                                            "layer for it", what)};
+    };
+    if (!o.ablate.empty()) return one_layer("ablate", "knocks out units of");
+    if (!o.interventions.empty()) return one_layer("intervene", "changes units of");
+    if (o.ablate_top > 0) return one_layer("ablate_top", "sweeps the units of");
+    if (!o.explain.empty()) return one_layer("unit", "explains a unit of");
+    auto opened = open_prompt(r);
+    if (!opened) return opened.err();
+    // Each layer is traced in turn, so the budget is one layer's, as for one layer.
+    if (auto e = over_budget(opened->model.source(), opened->prompt.ids.size(), r.max_elements)) {
+        e->file = r.checkpoint;
+        return *e;
+    }
+    if (r.on_stage) r.on_stage(prompt_source::stage::running_model);
+    std::optional<std::size_t> versus;
+    if (r.versus) {
+        auto id = single_token(opened->tok, *r.versus, "versus");
+        if (!id) return id.err();
+        versus = *id;
+    }
+    return run_layers(opened->model, std::move(opened->prompt), o.top, versus);
 }
 
 }  // namespace ffn_trace

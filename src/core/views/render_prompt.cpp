@@ -12,6 +12,7 @@
 
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_json.hpp"
+#include "base/text.hpp"
 #include "views/json_views.hpp"
 #include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
@@ -26,6 +27,39 @@ std::string repeat(std::string_view s, std::size_t n) {
     std::string out;
     for (std::size_t k = 0; k < n; ++k) out += s;
     return out;
+}
+
+// A token of the prompt's vocabulary as every view shows it: quoted, or marked special.
+std::string shown_token(const prompt_tokens& p, std::size_t id, std::string_view text, std::size_t cut = 80) {
+    return show_token(text, p.tok && p.tok->special(id), cut);
+}
+
+// The prompt's tokens: a heading, a sentence and a table of each token's id and text.
+void prompt_tokens_blocks(const prompt_tokens& p, bool full, const block_sink& out) {
+    out({block_kind::heading, "The prompt's tokens"});
+    out({block_kind::paragraph, "The checkpoint's own tokenizer splits the text as the model was trained to read it; "
+                                "each token is a row of the embedding."});
+    block b{block_kind::table, "", {}, {}, "rrll"};
+    b.rows.push_back({"token", "id", "in the vocabulary", "as text"});
+    for (auto t : shown_indices(p.ids.size(), full, 8, 24)) {
+        if (t == gap) {
+            b.rows.push_back({"…", "…", "…", "…"});
+            continue;
+        }
+        b.rows.push_back({std::to_string(t), std::to_string(p.ids[t]), quote(p.tokens[t]), shown_token(p, p.ids[t], p.display[t])});
+    }
+    b.names = {false, true};  // an id names a row of the embedding: no quantity to colour
+    out(std::move(b));
+}
+
+// The prediction at the last token: rank, token, logit and probability.
+block prediction_table(const next_token& n, const prompt_tokens& p, int precision) {
+    block b{block_kind::table, "", {}, {}, "rlrr"};
+    b.rows.push_back({"rank", "token", "logit", "probability"});
+    for (std::size_t k = 0; k < n.top.size(); ++k)
+        b.rows.push_back({std::to_string(k + 1), shown_token(p, n.top[k].id, n.top[k].token), format_fixed(n.top[k].logit, precision),
+                          format_fixed(n.top[k].prob, precision)});
+    return b;
 }
 
 class prompt_builder {
@@ -74,7 +108,39 @@ private:
                                                           "the units that wrote most toward it"
                                                         : " (an encoder: no prediction)")});
         if (!p_.ablated.empty()) f.push_back({"knocked out", ablated_list()});
+        if (!p_.intervened.empty()) f.push_back({"changed", fmt::format("{}, in {}", intervened_list(), layer_name())});
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // What an intervention did and where: unit 172 at " is" (token 4) scaled by 0.5.
+    std::string intervention_text(const unit_intervention& iv) const {
+        std::string where = iv.token ? "at " + token_at(*iv.token) : "at every token";
+        if (iv.unit.expert) where += iv.token ? fmt::format(" (if routed to expert {})", *iv.unit.expert)
+                                              : fmt::format(" routed to expert {}", *iv.unit.expert);
+        std::string what;
+        switch (iv.what) {
+        case unit_intervention::kind::zero: what = "set to 0"; break;
+        case unit_intervention::kind::scale: what = fmt::format("scaled by {}", iv.value); break;
+        case unit_intervention::kind::set: what = fmt::format("set to {}", iv.value); break;
+        case unit_intervention::kind::mean:
+            what = fmt::format("set to its mean over {}, {} ({} tokens)", p_.mean_corpus, num(iv.value), thousands(iv.mean_tokens));
+            break;
+        }
+        return fmt::format("{} {} {}", unit_name(iv.unit), where, what);
+    }
+
+    std::string intervened_list() const {
+        std::vector<std::string> items;
+        for (const auto& iv : p_.intervened) items.push_back(intervention_text(iv));
+        return fmt::format("{}", fmt::join(items, "; "));
+    }
+
+    // Everything the second run changed: the knock-out's units, then each intervention.
+    std::string changed_list() const {
+        std::vector<std::string> items;
+        if (!p_.ablated.empty()) items.push_back(ablated_list());
+        if (!p_.intervened.empty()) items.push_back(fmt::format("in {}, {}", layer_name(), intervened_list()));
+        return fmt::format("{}", fmt::join(items, "; "));
     }
 
     std::string ablated_list() const {
@@ -83,23 +149,7 @@ private:
         return fmt::format("{} of {}, set to 0 for every token", fmt::join(names, ", "), layer_name());
     }
 
-    void tokens() {
-        title("The prompt's tokens");
-        paragraph("The checkpoint's own tokenizer splits the text as the model was trained to read it; each token is "
-                  "a row of the embedding.");
-        block b{block_kind::table, "", {}, {}, "rrll"};
-        b.rows.push_back({"token", "id", "in the vocabulary", "as text"});
-        for (auto t : shown_indices(p_.prompt.ids.size(), opt_.full, 8, 24)) {
-            if (t == gap) {
-                b.rows.push_back({"…", "…", "…", "…"});
-                continue;
-            }
-            b.rows.push_back({std::to_string(t), std::to_string(p_.prompt.ids[t]), quote(p_.prompt.tokens[t]),
-                              shown(p_.prompt.ids[t], p_.prompt.display[t])});
-        }
-        b.names = {false, true};  // an id names a row of the embedding: no quantity to colour
-        add(std::move(b));
-    }
+    void tokens() { prompt_tokens_blocks(p_.prompt, opt_.full, *out_); }
 
     // A row of the stream table: the mean of one sublayer's norms and the largest with its token.
     std::vector<std::string> change_row(std::string name, const std::vector<double>& norms) const {
@@ -216,11 +266,7 @@ private:
         paragraph(fmt::format("The whole model run on from {}'s FFN to the end{}: its next token after {}, by "
                               "logit, with the softmax's probability.",
                               layer_name(), p_.baseline ? ", unchanged" : "", token_at(n.position)));
-        block b{block_kind::table, "", {}, {}, "rlrr"};
-        b.rows.push_back({"rank", "token", "logit", "probability"});
-        for (std::size_t k = 0; k < n.top.size(); ++k)
-            b.rows.push_back({std::to_string(k + 1), shown(n.top[k].id, n.top[k].token), num(n.top[k].logit), num(n.top[k].prob)});
-        add(std::move(b));
+        add(prediction_table(n, p_.prompt, opt_.precision));
     }
 
     void units() {
@@ -263,7 +309,7 @@ private:
             const auto& u = p_.top_units[k].unit;
             ids.push_back(u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit));
         }
-        if (p_.ablated.empty() && !ids.empty())
+        if (!p_.changed() && !ids.empty())
             paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
     }
 
@@ -324,14 +370,17 @@ private:
 
     static std::string signed_2(double v) { return (v > 0 ? "+" : "") + format_fixed(v, 2); }
 
+    // The second run's name: a knock-out, or (with an intervention that is not one) a change.
+    std::string changed_word() const { return p_.intervened.empty() ? "knocked out" : "changed"; }
+
     void knock_out() {
-        if (p_.ablated.empty()) return;
+        if (!p_.changed()) return;
         title("The knock-out");
         const auto& before = p_.baseline->top.front();
         const auto& after = p_.prediction->top.front();
         paragraph(fmt::format("{}: the model run again from {}'s FFN. Each token's probability and logit, unchanged → "
-                              "knocked out. The top prediction {}.",
-                              capitalised(ablated_list()), layer_name(),
+                              "{}. The top prediction {}.",
+                              capitalised(changed_list()), layer_name(), changed_word(),
                               before.id == after.id
                                   ? fmt::format("stays {} ({} → {})", shown(before.id, before.token), num(before.prob), num(after.prob))
                                   : fmt::format("changes from {} ({}) to {} ({})", shown(before.id, before.token), num(before.prob),
@@ -403,7 +452,7 @@ private:
     // The page's knock-out: a grid of numbers, each coloured by its own column's scale.
     void knock_out_grid() {
         block b{block_kind::table, "", {}, {}, "lrrrrrr"};
-        b.rows.push_back({"token", "probability", "knocked out", "change", "logit", "knocked out", "change"});
+        b.rows.push_back({"token", "probability", changed_word(), "change", "logit", changed_word(), "change"});
         auto signed_num = [](double d, int precision) { return (d > 0 ? "+" : "") + format_fixed(d, precision); };
         for (const auto& c : p_.changes)
             b.rows.push_back({shown(c.id, c.token), num(c.before), num(c.after), signed_num(c.after - c.before, opt_.precision),
@@ -466,6 +515,133 @@ private:
     const block_sink* out_ = nullptr;
 };
 
+// Every layer of a prompt at its last token (run --layer all): a table of the lens's P(target)
+// before and after each layer's FFN and the FFN's push, each layer's top tokens and units, the lens
+// grid of tokens × layers, and the prediction.
+class layers_builder {
+public:
+    layers_builder(const layers_trace& t, const text_options& options) : t_(t), opt_(options) {}
+
+    void build(const block_sink& out) {
+        out_ = &out;
+        heading();
+        prompt_tokens_blocks(t_.prompt, opt_.full, out);
+        summary();
+        each_layer();
+        grid();
+        add({block_kind::heading, "The prediction"});
+        add({block_kind::paragraph, fmt::format("The whole model's next token after {}, by logit, with the softmax's probability.",
+                                                last_token())});
+        add(prediction_table(t_.prediction, t_.prompt, opt_.precision));
+    }
+
+private:
+    void add(block b) const { (*out_)(std::move(b)); }
+    std::string num(double v) const { return format_fixed(v, opt_.precision); }
+    std::string last_token() const { return fmt::format("{} (token {})", quote(t_.prompt.display.back()), t_.prompt.ids.size() - 1); }
+    std::string target() const {
+        return t_.versus ? fmt::format("{} − {}", quote(t_.target.token), quote(t_.versus->token)) : quote(t_.target.token);
+    }
+    static std::string signed_2(double v) { return (v > 0 ? "+" : "") + format_fixed(v, 2); }
+
+    void heading() const {
+        add({block_kind::title, fmt::format("{} through every layer of a {} checkpoint", quote(t_.prompt.text, 60), t_.arch)});
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"checkpoint", one_line(t_.checkpoint)});
+        f.push_back({"prompt", fmt::format("{}: {} token{}", quote(t_.prompt.text), t_.prompt.ids.size(), t_.prompt.ids.size() == 1 ? "" : "s")});
+        f.push_back({"shown", fmt::format("each of the {} layers at the last token, {}: the logit lens before and after its "
+                                          "FFN, the FFN's direct push on the logit of {}, its units that pushed most",
+                                          t_.layers.size(), last_token(), target())});
+        add({block_kind::fields, "", std::move(f)});
+    }
+
+    void summary() const {
+        add({block_kind::heading, fmt::format("Every layer at {}", last_token())});
+        add({block_kind::paragraph,
+             fmt::format("The stream at the last token read as though the model ended there (the logit lens: the final "
+                         "norm and the unembedding), before each layer's FFN and after it, with P({0}) by that "
+                         "softmax; and the FFN's direct push on the logit of {1}: every unit's a_j · (W2[j] · g) / σ "
+                         "summed, g = γ ⊙ U{2}{3} and σ the final norm's at the stream leaving that FFN, as --layer N "
+                         "attributes a layer's units.",
+                         quote(t_.target.token), target(), t_.versus ? " of the two tokens' difference" : "",
+                         t_.centred ? " less its mean" : "")});
+        block b{block_kind::table, "", {}, {}, "rrrrl"};
+        b.rows.push_back({"layer", fmt::format("P({}) before", quote(t_.target.token, 20)), "after", "FFN's push", "top after"});
+        for (const auto& l : t_.layers)
+            b.rows.push_back({std::to_string(l.layer), num(l.target_before.prob), num(l.target_after.prob), signed_2(l.push),
+                              fmt::format("{} {}", quote(l.after.front().token, 20), num(l.after.front().prob))});
+        b.names = {true};  // a layer's number names it
+        add(std::move(b));
+        const auto most = std::max_element(t_.layers.begin(), t_.layers.end(),
+                                           [](const layer_reading& a, const layer_reading& c) { return a.push < c.push; });
+        add({block_kind::paragraph, fmt::format("Layer {}'s FFN pushes {} most, by {} logits; P({}) goes from {} to {} across it "
+                                                "by the lens.",
+                                                most->layer, target(), signed_2(most->push), quote(t_.target.token),
+                                                num(most->target_before.prob), num(most->target_after.prob))});
+    }
+
+    void each_layer() const {
+        const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;  // a lines block indents by 2
+        for (const auto& l : t_.layers) {
+            block b{block_kind::lines};
+            b.lines.push_back(fmt::format("Layer {}: P({}) {} → {}, the FFN's push {}", l.layer, quote(t_.target.token, 24),
+                                          num(l.target_before.prob), num(l.target_after.prob), signed_2(l.push)));
+            const auto tokens = [&](const std::vector<ranked_token>& list) {
+                std::vector<std::string> items;
+                for (std::size_t k = 0; k < list.size(); ++k)
+                    items.push_back(fmt::format("{} {}{}", quote(list[k].token, 24), num(list[k].prob), k + 1 < list.size() ? "," : ""));
+                return items;
+            };
+            std::vector<std::string> units;
+            for (std::size_t k = 0; k < l.units.size(); ++k) {
+                const unit_ref& u = l.units[k].unit;
+                units.push_back(fmt::format("{}{} {}{}", u.expert ? fmt::format("{}:", *u.expert) : "", u.unit,
+                                            signed_2(l.units[k].score), k + 1 < l.units.size() ? "," : ""));
+            }
+            for (auto& line : item_lines("  before  ", tokens(l.before), room)) b.lines.push_back(std::move(line));
+            for (auto& line : item_lines("  after   ", tokens(l.after), room)) b.lines.push_back(std::move(line));
+            for (auto& line : item_lines("  units   ", units, room)) b.lines.push_back(std::move(line));
+            add(std::move(b));
+        }
+    }
+
+    // Tokens × layers: the lens's top token at each token after each layer's FFN, by its probability.
+    void grid() const {
+        add({block_kind::heading, "The lens at every token and layer"});
+        add({block_kind::paragraph, "The lens's top token at each token of the prompt after each layer's FFN (the stream "
+                                    "leaving the block), with its probability: where each token's next word takes shape."});
+        block b{block_kind::table};
+        b.rows.push_back({"token"});
+        for (const auto& l : t_.layers) b.rows[0].push_back(fmt::format("layer {}", l.layer));
+        b.align = "l" + std::string(t_.layers.size(), 'l');
+        b.notes.emplace_back();
+        const auto labels = token_labels(t_.prompt.display);
+        for (auto t : shown_indices(t_.grid.size(), opt_.full)) {
+            if (t == gap) {
+                b.rows.push_back(std::vector<std::string>(b.rows[0].size(), "…"));
+                b.notes.emplace_back();
+                continue;
+            }
+            b.rows.push_back({labels[t]});
+            b.notes.emplace_back(1);
+            for (std::size_t l = 0; l < t_.grid[t].size(); ++l) {
+                const ranked_token& e = t_.grid[t][l];
+                b.rows.back().push_back(fmt::format("{} {}", quote(e.token, 16), format_fixed(e.prob, 2)));
+                b.notes.back().push_back({fmt::format("{} at {} (token {}), after layer {}'s FFN", quote(e.token),
+                                                      quote(t_.prompt.display[t]), t, l),
+                                          {fmt::format("probability {}, logit {}", num(e.prob), format_fixed(e.logit, 2))},
+                                          e.prob});
+            }
+        }
+        b.legend = "each token redder for a larger probability, at that cell's softmax";
+        add(std::move(b));
+    }
+
+    const layers_trace& t_;
+    const text_options& opt_;
+    const block_sink* out_ = nullptr;
+};
+
 }  // namespace
 
 void build_prompt(const prompt_trace& p, const text_options& options, bool html, const block_sink& out) {
@@ -473,6 +649,12 @@ void build_prompt(const prompt_trace& p, const text_options& options, bool html,
 }
 
 }  // namespace detail
+
+void render_layers(const layers_trace& t, const text_options& options, text_format format, const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::layers_builder builder(t, options);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
+}
 
 void render_prompt(const prompt_trace& p, const text_options& options, text_format format, const text_sink& out) {
     auto page = detail::page_for(options, format);
@@ -507,7 +689,62 @@ json unit_json(const unit_ref& u, bool shared = false) {
     return e;
 }
 
+// Each intervention: its unit, token (null: every token), kind and value, as written; and the
+// corpus a mean was taken over.
+json interventions_json(const prompt_trace& p) {
+    static const char* const kinds[] = {"zero", "scale", "set", "mean"};
+    json a = json::array();
+    for (const auto& iv : p.intervened) {
+        json e = unit_json(iv.unit);
+        e["token"] = iv.token ? json(*iv.token) : json(nullptr);
+        e["kind"] = kinds[static_cast<std::size_t>(iv.what)];
+        e["value"] = iv.value;
+        if (iv.what == unit_intervention::kind::mean)
+            e["mean_over"] = {{"corpus", p.mean_corpus}, {"texts", p.mean_corpus_texts}, {"tokens", iv.mean_tokens}};
+        e["text"] = iv.text;
+        a.push_back(std::move(e));
+    }
+    return a;
+}
+
+json attribution_json(const unit_attribution& u) {
+    json e = unit_json(u.unit, u.shared);
+    e["activation"] = u.activation;
+    if (u.unit.expert) e["weight"] = u.weight;
+    e["score"] = u.score;
+    return e;
+}
+
+json token_json(const ranked_token& t) { return {{"id", t.id}, {"token", t.token}}; }
+
 }  // namespace
+
+std::string render_layers_json(const layers_trace& t) {
+    json out;
+    out["prompt"] = {{"text", t.prompt.text}, {"token_ids", t.prompt.ids}, {"tokens", t.prompt.tokens}, {"display", t.prompt.display}};
+    out["arch"] = t.arch;
+    out["n_layers"] = t.layers.size();
+    out["target"] = token_json(t.target);
+    if (t.versus) out["versus"] = token_json(*t.versus);
+    out["prediction"] = prediction_json(t.prediction);
+    json layers = json::array();
+    for (const auto& l : t.layers) {
+        json units = json::array();
+        for (const auto& u : l.units) units.push_back(attribution_json(u));
+        layers.push_back({{"layer", l.layer},
+                          {"lens_before", ranked_json(l.before, "logit", true)},
+                          {"lens_after", ranked_json(l.after, "logit", true)},
+                          {"target_before", {{"logit", l.target_before.logit}, {"prob", l.target_before.prob}}},
+                          {"target_after", {{"logit", l.target_after.logit}, {"prob", l.target_after.prob}}},
+                          {"push", l.push},
+                          {"units", std::move(units)}});
+    }
+    out["layers"] = std::move(layers);
+    json grid = json::array();
+    for (const auto& row : t.grid) grid.push_back(ranked_json(row, "logit", true));
+    out["lens_grid"] = std::move(grid);
+    return json_text(out) + "\n";
+}
 
 std::string render_prompt_json(const prompt_trace& p) {
     json out;
@@ -540,13 +777,7 @@ std::string render_prompt_json(const prompt_trace& p) {
         out["prediction"] = prediction_json(*p.prediction);
         if (p.baseline) out["baseline_prediction"] = prediction_json(*p.baseline);
         json units = json::array();
-        for (const auto& u : p.top_units) {
-            json e = unit_json(u.unit, u.shared);
-            e["activation"] = u.activation;
-            if (u.unit.expert) e["weight"] = u.weight;
-            e["score"] = u.score;
-            units.push_back(std::move(e));
-        }
+        for (const auto& u : p.top_units) units.push_back(attribution_json(u));
         out["attribution"] = {{"position", p.prompt.ids.size() - 1},
                               {"target", {{"id", p.target->id}, {"token", p.target->token}}},
                               {"total", p.total_score},
@@ -565,6 +796,9 @@ std::string render_prompt_json(const prompt_trace& p) {
         json ablated = json::array();
         for (const auto& u : p.ablated) ablated.push_back(unit_json(u));
         out["ablated"] = std::move(ablated);
+    }
+    if (!p.intervened.empty()) out["interventions"] = interventions_json(p);
+    if (p.changed()) {
         // The steps above are the unchanged layer's: the knock-out changes only `prediction`.
         out["steps_of"] = "unchanged";
         json changes = json::array();

@@ -1,0 +1,106 @@
+// Every layer of a prompt in one view (prompt.hpp's run_layers): one pass keeping each block's
+// resid_mid and resid_post, the lens read from both, and each layer's FFN run again alone from its
+// resid_mid with its engine trace kept, for its units' direct logit attribution.
+#include <algorithm>
+#include <fmt/format.h>
+#include <numeric>
+
+#include "analysis/prompt_parts.hpp"
+#include "ffn_trace/prompt.hpp"
+
+namespace ffn_trace {
+
+using namespace detail;
+
+namespace {
+
+// The lens at the last token before and after layer l's FFN, and its top token after it at every token.
+std::optional<error> read_layer_lens(const transformer& model, const matrix& mid, const matrix& post, std::size_t top,
+                                     const vocabulary_text& text, layers_trace& r, layer_reading& out) {
+    const std::size_t last = mid.rows - 1;
+    std::vector<std::size_t> all(post.rows);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    auto before = model.logits(mid, {last});
+    if (!before) return before.err();
+    auto after = model.logits(post, all);
+    if (!after) return after.err();
+    const auto pb = softmax_row(before->row(0));
+    const auto id = r.target.id;
+    out.before = ranked(before->row(0), top_ids(before->row(0), top), text, &pb);
+    out.target_before = {id, text(id), (*before)(0, id), pb[id]};
+    for (std::size_t t = 0; t < all.size(); ++t) {
+        const auto pa = softmax_row(after->row(t));
+        r.grid[t].push_back(ranked(after->row(t), top_ids(after->row(t), 1), text, &pa).front());
+        if (t != last) continue;
+        out.after = ranked(after->row(t), top_ids(after->row(t), top), text, &pa);
+        out.target_after = {id, text(id), (*after)(t, id), pa[id]};
+    }
+    return std::nullopt;
+}
+
+// Layer l's FFN run alone from its resid_mid, traced, and every unit's push on the target at the
+// last token (g and the final norm as attribute_units takes them): their sum, and the largest.
+std::optional<error> read_layer_units(const transformer& model, std::size_t l, const matrix& mid, const final_norm& norm,
+                                      const std::vector<double>& g, std::size_t top, layer_reading& out) {
+    hook_request request;
+    request.trace_layer = l;
+    request.last_layer = l;
+    auto run = model.run_from({hook_point::resid_mid, l}, mid, request);
+    if (!run) return run.err();
+    const std::size_t last = mid.rows - 1;
+    std::vector<unit_attribution> units;
+    attribute_layer(run->dense, run->moe, last, g, norm_scale(run->stream.row(last), norm), units);
+    for (const auto& u : units) out.push += u.score;
+    std::stable_sort(units.begin(), units.end(), [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
+    units.resize(std::min(units.size(), top));
+    out.units = std::move(units);
+    return std::nullopt;
+}
+
+}  // namespace
+
+outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus) {
+    const checkpoint& ck = model.source();
+    if (!model.has_head())
+        return error{ck.origin(), "layer", fmt::format("a {} checkpoint is an encoder, with no next-token prediction for the lens "
+                                                       "of every layer to read", ck.config().arch)};
+    if (versus && *versus >= model.vocab_size())
+        return error{ck.origin(), "versus", fmt::format("token id {} is out of range: the vocabulary has {} tokens", *versus, model.vocab_size())};
+    layers_trace r;
+    r.arch = ck.config().arch;
+    r.checkpoint = ck.origin();
+    const std::vector<std::string> vocabulary = prompt.tok ? prompt.tok->texts(model.vocab_size()) : std::vector<std::string>{};
+    const vocabulary_text text(vocabulary);
+    const std::size_t n = prompt.ids.size(), last = n - 1;
+    hook_request request;
+    for (std::size_t l = 0; l < model.n_layers(); ++l) {
+        request.cache.push_back({hook_point::resid_mid, l});
+        request.cache.push_back({hook_point::resid_post, l});
+    }
+    request.head_rows = {last};
+    auto run = model.run_with_hooks(prompt.ids, request);
+    if (!run) return run.err();
+    const std::span<const double> logits = run->logits.row(0);
+    const auto probs = softmax_row(logits);
+    r.prediction = {last, ranked(logits, top_ids(logits, top), text, &probs)};
+    r.target = r.prediction.top.front();
+    if (versus) r.versus = ranked_token{*versus, text(*versus), logits[*versus], probs[*versus]};
+    auto norm = final_norm_of(ck);
+    if (!norm) return norm.err();
+    r.centred = !norm->rms;
+    auto g = logit_direction(ck, *norm, r.target.id, versus);
+    if (!g) return g.err();
+    r.grid.resize(n);
+    for (std::size_t l = 0; l < model.n_layers(); ++l) {
+        const matrix& mid = *run->cache.find({hook_point::resid_mid, l});
+        layer_reading out;
+        out.layer = l;
+        if (auto e = read_layer_lens(model, mid, *run->cache.find({hook_point::resid_post, l}), top, text, r, out)) return *e;
+        if (auto e = read_layer_units(model, l, mid, *norm, *g, top, out)) return *e;
+        r.layers.push_back(std::move(out));
+    }
+    r.prompt = std::move(prompt);
+    return r;
+}
+
+}  // namespace ffn_trace

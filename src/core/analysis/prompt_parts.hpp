@@ -1,0 +1,73 @@
+// What the prompt's analyses share (prompt.cpp, prompt_layers.cpp, prompt_intervene.cpp): the
+// softmax of a row of logits, the top tokens, the final norm taken as linear at a stream, and each
+// unit's direct logit attribution.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/engine.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/prompt.hpp"
+
+namespace ffn_trace::detail {
+
+// softmax of one row of logits (vocab), with the largest subtracted so that e^z cannot overflow.
+std::vector<double> softmax_row(std::span<const double> z);
+
+// The k ids of largest score (smallest when `lowest`), ties to the lower id.
+std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest = false);
+
+class vocabulary_text {
+public:
+    explicit vocabulary_text(const std::vector<std::string>& by_id) : by_id_(by_id) {}
+    // As the tokenizer decodes it; an id without a text is "#id".
+    std::string operator()(std::size_t id) const;
+
+private:
+    const std::vector<std::string>& by_id_;
+};
+
+// The tokens `ids` with their logits (and probabilities, when given).
+std::vector<ranked_token> ranked(std::span<const double> logits, const std::vector<std::size_t>& ids, const vocabulary_text& text,
+                                 const std::vector<double>* probs = nullptr);
+
+// The final norm's weight γ_f and whether it is an RMSNorm, by the architecture's tensor names.
+struct final_norm {
+    std::vector<double> gamma;
+    bool rms = false;
+    double eps = 1e-5;
+};
+outcome<final_norm> final_norm_of(const checkpoint& ck);
+
+// σ of the final norm at one row of the stream: √(var + eps), or √(mean(x²) + eps) for RMSNorm.
+double norm_scale(std::span<const double> x, const final_norm& n);
+
+// g = γ_f ⊙ (U[token] − U[versus]) (U[token] alone without versus), less its mean for a LayerNorm.
+outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_norm& norm, std::size_t token,
+                                             std::optional<std::size_t> versus);
+
+// Each unit's w · a · (W2[j] · g) / σ for one dense trace's row, appended to `out`; `weight` is w
+// (an expert's routing weight; 1 for a dense layer or a shared expert).
+void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, double sigma, double weight,
+               std::optional<std::size_t> expert, bool shared, std::vector<unit_attribution>& out);
+
+// Every unit of a layer's FFN (dense or MoE) attributed at the last row of its trace, unsorted.
+void attribute_layer(const std::optional<trace>& dense, const std::optional<moe_trace>& moe, std::size_t last,
+                     const std::vector<double>& g, double sigma, std::vector<unit_attribution>& out);
+
+double dot(std::span<const double> a, std::span<const double> b);
+
+}  // namespace ffn_trace::detail
+
+namespace ffn_trace::detail {
+
+// An intervention on a unit of layer `layer` as the hook points make it: at mlp_post, at the
+// unit's token or every token (a mean as a set to its value).
+intervention hook_of(std::size_t layer, const unit_intervention& iv);
+
+}  // namespace ffn_trace::detail
