@@ -615,7 +615,7 @@ private:
         for (const auto& l : t_.layers) b.rows[0].push_back(fmt::format("layer {}", l.layer));
         b.align = "l" + std::string(t_.layers.size(), 'l');
         b.notes.emplace_back();
-        const auto labels = token_labels(t_.prompt.display);
+        const auto labels = token_labels(t_.prompt);
         for (auto t : shown_indices(t_.grid.size(), opt_.full)) {
             if (t == gap) {
                 b.rows.push_back(std::vector<std::string>(b.rows[0].size(), "…"));
