@@ -270,7 +270,7 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
         if (run->weight[at] == 0)
             return error{"", i == 0 ? "at" : field,
                          fmt::format("expert {} is not routed to at token {} ({}) of {}: the router sends the token to expert{} {}, so "
-                                     "the expert's W2 never sees it; give an expert routed there, or another --at",
+                                     "the expert's W2 never sees it; give an expert routed there, or another `at`",
                                      *t.expert, at, quote(run->prompt.display[at]), quote(text),
                                      run->chosen[at].size() == 1 ? "" : "s", fmt::join(run->chosen[at], " and "))};
         const auto key = run->post.row(at);

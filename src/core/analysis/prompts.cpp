@@ -121,7 +121,7 @@ outcome<prompt_runs<locate_trace>> trace_locate_prompts(const locate_prompts_req
         locate_options options = each.options;
         if (!line.subject.empty()) options.subject = line.subject;
         if (options.subject.empty())
-            return error{"", "subject", "has no subject: give it after a tab on the line, or --subject for every line"};
+            return error{"", "subject", "has no subject: give it after a tab on the line, or `subject` for every line"};
         if (each.target && !target) {
             auto id = single_token(tok, *each.target);
             if (!id) return id.err();

@@ -27,7 +27,7 @@ public:
     void opening(const block_sink& out, std::string title, std::vector<std::vector<std::string>> fields,
                  std::string explanation) {
         out({block_kind::title, std::move(title)});
-        fields.push_back({"prompts", fmt::format("{}: {}, {} run, each on its own as --prompt runs it", one_line(r_.file),
+        fields.push_back({"prompts", fmt::format("{}: {}, {} run, each run alone, as one prompt is", one_line(r_.file),
                                                  plural(r_.skipped.lines, "line"), r_.runs.size())});
         if (!r_.skipped.blank.empty() || !r_.skipped.too_long.empty()) fields.push_back({"skipped", skipped()});
         out({block_kind::fields, "", std::move(fields)});
