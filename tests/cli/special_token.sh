@@ -12,6 +12,10 @@ case "$view" in
     run) out=$("$ft" run --checkpoint "$model" --layer 0 --prompt "$after" --detail summary --color never --width 80) ;;
     page) out=$("$ft" run --checkpoint "$model" --layer 0 --prompt "$after" --detail summary --format html) ;;
     units) out=$("$ft" units --checkpoint "$model" --layer 0 --unit 86 --top 3) ;;
+    contexts) corpus=$(mktemp) && trap 'rm -f "$corpus"' EXIT
+              printf 'The capital of France is<|endoftext|> Paris\nThe capital of Japan is Tokyo\n' >"$corpus"
+              out=$("$ft" units --checkpoint "$model" --layer 0 --unit 24 --top 3 --corpus "$corpus") ;;
+    promotes) out=$("$ft" units --checkpoint "$model" --layer 0 --promotes "<|endoftext|>" --top 2) ;;
     locate) out=$("$ft" locate --checkpoint "$model" --prompt "<|endoftext|>The capital of France is" --subject France \
                   --target "<|endoftext|>" --samples 2 --color never) ;;
     edit) copy=$(mktemp -d) && trap 'rm -rf "$copy"' EXIT

@@ -444,6 +444,10 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
                 r.token_text.emplace(t.id, tok.display(t.id));
                 if (tok.special(t.id)) r.special.insert(t.id);
             }
+    // The corpus's own special tokens, for the contexts (a text may hold one, as <|endoftext|>).
+    for (const auto& text : c.texts)
+        for (auto id : text.ids)
+            if (tok.special(id)) r.special.insert(id);
     return r;
 }
 

@@ -55,15 +55,15 @@ public:
 
     void build_search(const unit_search& s, const block_sink& out) {
         out_ = &out;
-        add({block_kind::title, fmt::format("The units whose value vectors {} {}", s.suppress ? "suppress" : "promote",
-                                            quote(s.text))});
+        const std::string token = show_token(s.text, u_.special.count(s.token.id) != 0, 80);
+        add({block_kind::title, fmt::format("The units whose value vectors {} {}", s.suppress ? "suppress" : "promote", token)});
         fields();
-        heading(fmt::format("The units that {} {}", s.suppress ? "push down" : "push up", quote(s.text)));
+        heading(fmt::format("The units that {} {}", s.suppress ? "push down" : "push up", token));
         paragraph(fmt::format(
             "Every unit's value vector W2[j] read through the final norm's γ and {0}'s row U of the unembedding: "
             "score = Σ_k W2[j][k] · γ_k · U[k] (token id {1}), the logit a unit adds per unit of its activation, "
             "before the final norm's scale. The {2}, with where each fires most over the corpus:",
-            quote(s.text), s.token.id, s.suppress ? "most negative" : "largest"));
+            token, s.token.id, s.suppress ? "most negative" : "largest"));
         block b{block_kind::table, "", {}, {}, "rrrrrl"};
         b.rows.push_back({"rank", "layer", "unit", "score", "max", "fires most at"});
         for (std::size_t k = 0; k < s.matches.size() && k < u_.units.size(); ++k) {
@@ -97,6 +97,9 @@ private:
             return one_line(c_.file.substr(folder.size())) + " beside the checkpoint";
         return one_line(c_.file);
     }
+    // Whether a corpus text's token t is a special token (marked as every view marks one).
+    bool special(const corpus_text& text, std::size_t t) const { return t < text.ids.size() && u_.special.count(text.ids[t]) != 0; }
+
     // A token the scores name as every view shows one (show_token); "#id" without a text.
     std::string shown(std::size_t id, std::size_t cut = 80) const {
         const auto it = u_.token_text.find(id);
@@ -136,9 +139,11 @@ private:
 
     // The context's token in [ ] after the one before it: "People [in] (text 6)".
     std::string short_context(const unit_context& ctx) const {
-        const auto& d = c_.texts[ctx.text].display;
-        return fmt::format("{}{} (text {})", ctx.token > 0 ? escape(d[ctx.token - 1], 12) : "", marked(escape(d[ctx.token], 16)),
-                           c_.texts[ctx.text].line);
+        const corpus_text& text = c_.texts[ctx.text];
+        const auto piece = [&](std::size_t t, std::size_t cut) {
+            return special(text, t) ? show_token(text.display[t], true, cut) : escape(text.display[t], cut);
+        };
+        return fmt::format("{}{} (text {})", ctx.token > 0 ? piece(ctx.token - 1, 12) : "", marked(piece(ctx.token, 16)), text.line);
     }
     // A token marked as the context's own: its leading spaces, then the rest in [ ].
     static std::string marked(const std::string& d) {
@@ -185,7 +190,10 @@ private:
     // under them each token's activation as a shade (when the context keeps them).
     std::vector<std::string> context_lines(const unit_context& ctx, double scale, std::size_t width) const {
         const corpus_text& text = c_.texts[ctx.text];
-        auto piece = [&](std::size_t t) { return t == ctx.token ? marked(text.display[t]) : text.display[t]; };
+        auto piece = [&](std::size_t t) {
+            const std::string shown = special(text, t) ? show_token(text.display[t], true, 80) : text.display[t];
+            return t == ctx.token ? marked(shown) : shown;
+        };
         const std::string more = opt_.ascii ? "..." : "…";
         std::size_t lo = ctx.token, hi = ctx.token + 1, used = display_width(piece(ctx.token)) + 2 * display_width(more);
         for (bool grew = true; grew;) {
@@ -272,7 +280,8 @@ private:
             for (const auto& band : r.bands) {
                 std::vector<std::string> samples;
                 for (const auto& s : band.samples)
-                    samples.push_back(fmt::format("{} {}", quote(c_.texts[s.text].display[s.token], 14), format_fixed(s.activation, 2)));
+                    samples.push_back(fmt::format("{} {}", show_token(c_.texts[s.text].display[s.token], special(c_.texts[s.text], s.token), 14),
+                                                  format_fixed(s.activation, 2)));
                 b.rows.push_back({fmt::format("{} – {}", format_short(band.from, 3), format_short(band.to, 3)),
                                   fmt::format("{} – {}", num(band.low), num(band.high)), fmt::format("{}", fmt::join(samples, ", "))});
             }
