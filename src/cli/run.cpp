@@ -166,7 +166,8 @@ int run_run(const run_options& options) {
             return exit_ok;
         }
         const auto steps = ffn_trace::read_moe_trace(*t->moe);
-        const ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, steps, units, strings, comparison, t->unchecked_claims};
+        ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, steps, units, strings, comparison, t->unchecked_claims};
+        in.tok = t->tokenizer ? &*t->tokenizer : nullptr;  // marks the special tokens among the strings
         ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }
@@ -178,8 +179,9 @@ int run_run(const run_options& options) {
         return exit_ok;
     }
     const auto steps = ffn_trace::read_trace(t->tr);
-    const ffn_trace::rendering_input in{t->ex, t->tr, t->claims, steps, units, reads->explained.empty() ? nullptr : &reads->explained,
-                                        vocab, strings, comparison, t->unchecked_claims};
+    ffn_trace::rendering_input in{t->ex, t->tr, t->claims, steps, units, reads->explained.empty() ? nullptr : &reads->explained,
+                                  vocab, strings, comparison, t->unchecked_claims};
+    in.tok = t->tokenizer ? &*t->tokenizer : nullptr;  // marks the special tokens among the strings
     ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
     return exit_ok;
 }
