@@ -959,6 +959,8 @@ cli_test("run --layer all as Markdown and as a page" 0 "^<!DOCTYPE html>.*The le
   EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --format html)
 cli_test("run --layer all without a prompt is refused" 2 EMPTY "^error: --layer: all shows every layer of a prompt's forward pass"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --embedding 3)
+cli_test("run --layer all with --prompts is refused: the view is one prompt's" 2 EMPTY "^error: --layer: all shows every layer of one prompt: give --prompt or --prompt-file, not --prompts$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompts ${DATA}/models/capitals/corpus.txt)
 cli_test("run --layer all with --ablate is refused: a knock-out is one layer's" 2 EMPTY "^error: --ablate: knocks out units of one layer"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 3)
 cli_test("run --layer all with --intervene is refused" 2 EMPTY "^error: --intervene: changes units of one layer"

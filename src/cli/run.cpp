@@ -140,6 +140,8 @@ int run_run(const run_options& options) {
         return report({"", "--intervene", "changes units in a forward pass: give --prompt or --prompt-file too"});
     if (!c.corpus.empty() && c.intervene.empty())
         return report({"", "--corpus", "is what --intervene UNIT=mean takes its mean over: give --intervene too"});
+    if (c.all_layers && !c.prompts.empty())
+        return report({"", "--layer", "all shows every layer of one prompt: give --prompt or --prompt-file, not --prompts"});
     if (c.all_layers && !(c.prompt || !c.prompt_file.empty()))
         return report({"", "--layer", "all shows every layer of a prompt's forward pass: give --prompt or --prompt-file too"});
     if (!c.ablate.empty() && !prompted)
