@@ -248,6 +248,8 @@ TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖�
         CHECK(text.find("Loss   L = −log p(\"f\")") != std::string::npos);
         CHECK(text.find("The model run again with the stepped layer") != std::string::npos);
         CHECK(text.find("expert  unit") != std::string::npos);
+        // The RMSNorm's γ gradient is one vector summed over the tokens, not a row per token.
+        CHECK(text.find("dnorm.weight = ") != std::string::npos);
         const std::string json = render_grad_json(in);
         CHECK(json.find("\"upstream\"") != std::string::npos);
         CHECK(json.find("\"expert\"") != std::string::npos);

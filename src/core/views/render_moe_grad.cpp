@@ -148,8 +148,9 @@ private:
                 weight_table("dWr (router.W)", v.value, in_.ex.names.inputs, in_.ex.names.experts);
             } else if (v.name == "dp·p") {
                 continue;  // written out in the arithmetic above
-            } else if (v.name == "dbr") {
-                add({block_kind::lines, "", {}, {fmt::format("dbr = {}", vec(v.value.row(0)))}});
+            } else if (v.name == "dbr" || v.name.rfind("dnorm.", 0) == 0) {
+                // A bias's or the norm's γ or β gradient: one vector, summed over the tokens.
+                add({block_kind::lines, "", {}, {fmt::format("{} = {}", v.name, vec(v.value.row(0)))}});
             } else {
                 token_table(v.name, v.value);
             }
