@@ -11,6 +11,7 @@ case "$view" in
     tokenize) out=$("$ft" tokenize --checkpoint "$model" "<|endoftext|>The capital") ;;
     run) out=$("$ft" run --checkpoint "$model" --layer 0 --prompt "$after" --detail summary --color never --width 80) ;;
     layer) out=$("$ft" run --checkpoint "$model" --layer 1 --word " Paris" --color never) ;;
+    layers) out=$("$ft" run --checkpoint "$model" --layer all --prompt "$after" --color never --width 80) ;;
     page) out=$("$ft" run --checkpoint "$model" --layer 0 --prompt "$after" --detail summary --format html) ;;
     units) out=$("$ft" units --checkpoint "$model" --layer 0 --unit 86 --top 3) ;;
     contexts) corpus=$(mktemp) && trap 'rm -f "$corpus"' EXIT

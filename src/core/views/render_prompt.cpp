@@ -90,7 +90,7 @@ private:
     // A token with its position, said once: " is" (token 8), where token_label may lead with it.
     // A token as every view shows it: quoted, or marked special (show_token).
     std::string shown(std::size_t id, std::string_view text, std::size_t cut = 80) const {
-        return show_token(text, p_.prompt.tok && p_.prompt.tok->special(id), cut);
+        return shown_token(p_.prompt, id, text, cut);
     }
     std::string token_at(std::size_t t) const { return fmt::format("{} (token {})", shown(p_.prompt.ids[t], p_.prompt.display[t]), t); }
     std::size_t last() const { return p_.prompt.ids.size() - 1; }
@@ -540,8 +540,9 @@ private:
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
     std::string last_token() const { return fmt::format("{} (token {})", quote(t_.prompt.display.back()), t_.prompt.ids.size() - 1); }
     std::string target() const {
-        return t_.versus ? fmt::format("{} − {}", quote(t_.target.token), quote(t_.versus->token)) : quote(t_.target.token);
+        return t_.versus ? fmt::format("{} − {}", tok(t_.target), tok(*t_.versus)) : tok(t_.target);
     }
+    std::string tok(const ranked_token& r, std::size_t cut = 80) const { return shown_token(t_.prompt, r.id, r.token, cut); }
     static std::string signed_2(double v) { return (v > 0 ? "+" : "") + format_fixed(v, 2); }
 
     void heading() const {
@@ -563,20 +564,20 @@ private:
                          "softmax; and the FFN's direct push on the logit of {1}: every unit's a_j · (W2[j] · g) / σ "
                          "summed, g = γ ⊙ U{2}{3} and σ the final norm's at the stream leaving that FFN, as --layer N "
                          "attributes a layer's units.",
-                         quote(t_.target.token), target(), t_.versus ? " of the two tokens' difference" : "",
+                         tok(t_.target), target(), t_.versus ? " of the two tokens' difference" : "",
                          t_.centred ? " less its mean" : "")});
         block b{block_kind::table, "", {}, {}, "rrrrl"};
-        b.rows.push_back({"layer", fmt::format("P({}) before", quote(t_.target.token, 20)), "after", "FFN's push", "top after"});
+        b.rows.push_back({"layer", fmt::format("P({}) before", tok(t_.target, 20)), "after", "FFN's push", "top after"});
         for (const auto& l : t_.layers)
             b.rows.push_back({std::to_string(l.layer), num(l.target_before.prob), num(l.target_after.prob), signed_2(l.push),
-                              fmt::format("{} {}", quote(l.after.front().token, 20), num(l.after.front().prob))});
+                              fmt::format("{} {}", tok(l.after.front(), 20), num(l.after.front().prob))});
         b.names = {true};  // a layer's number names it
         add(std::move(b));
         const auto most = std::max_element(t_.layers.begin(), t_.layers.end(),
                                            [](const layer_reading& a, const layer_reading& c) { return a.push < c.push; });
         add({block_kind::paragraph, fmt::format("Layer {}'s FFN pushes {} most, by {} logits; P({}) goes from {} to {} across it "
                                                 "by the lens.",
-                                                most->layer, target(), signed_2(most->push), quote(t_.target.token),
+                                                most->layer, target(), signed_2(most->push), tok(t_.target),
                                                 num(most->target_before.prob), num(most->target_after.prob))});
     }
 
@@ -584,12 +585,12 @@ private:
         const std::size_t room = opt_.width > 4 ? opt_.width - 4 : 1;  // a lines block indents by 2
         for (const auto& l : t_.layers) {
             block b{block_kind::lines};
-            b.lines.push_back(fmt::format("Layer {}: P({}) {} → {}, the FFN's push {}", l.layer, quote(t_.target.token, 24),
+            b.lines.push_back(fmt::format("Layer {}: P({}) {} → {}, the FFN's push {}", l.layer, tok(t_.target, 24),
                                           num(l.target_before.prob), num(l.target_after.prob), signed_2(l.push)));
             const auto tokens = [&](const std::vector<ranked_token>& list) {
                 std::vector<std::string> items;
                 for (std::size_t k = 0; k < list.size(); ++k)
-                    items.push_back(fmt::format("{} {}{}", quote(list[k].token, 24), num(list[k].prob), k + 1 < list.size() ? "," : ""));
+                    items.push_back(fmt::format("{} {}{}", tok(list[k], 24), num(list[k].prob), k + 1 < list.size() ? "," : ""));
                 return items;
             };
             std::vector<std::string> units;
@@ -626,8 +627,8 @@ private:
             b.notes.emplace_back(1);
             for (std::size_t l = 0; l < t_.grid[t].size(); ++l) {
                 const ranked_token& e = t_.grid[t][l];
-                b.rows.back().push_back(fmt::format("{} {}", quote(e.token, 16), format_fixed(e.prob, 2)));
-                b.notes.back().push_back({fmt::format("{} at {} (token {}), after layer {}'s FFN", quote(e.token),
+                b.rows.back().push_back(fmt::format("{} {}", tok(e, 16), format_fixed(e.prob, 2)));
+                b.notes.back().push_back({fmt::format("{} at {} (token {}), after layer {}'s FFN", tok(e),
                                                       quote(t_.prompt.display[t]), t, l),
                                           {fmt::format("probability {}, logit {}", num(e.prob), format_fixed(e.logit, 2))},
                                           e.prob});
