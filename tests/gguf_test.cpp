@@ -246,87 +246,6 @@ TEST_CASE("the last sub-blocks of each block type dequantize a hand-worked block
 
 namespace {
 
-// Codes drawn at random, packed by the test's writer, and each weight by the block's formula,
-// in doubles (the scales chosen so that float arithmetic is exact and agrees).
-struct block_case {
-    std::uint32_t type;
-    std::size_t elements;
-    std::string bytes;
-    std::vector<double> want;
-};
-
-block_case random_block(std::uint32_t type, std::mt19937& rng) {
-    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    auto codes = [&](std::size_t n, int lo, int hi) {
-        std::vector<int> v(n);
-        for (int& x : v) x = draw(lo, hi);
-        return v;
-    };
-    // a binary16 scale with 3 significant bits, ±
-    auto scale = [&] { return static_cast<float>((draw(0, 1) ? -1 : 1) * draw(4, 7) * std::ldexp(1.0, -draw(3, 6))); };
-    block_case c{type, type >= g::Q2_K && type <= g::Q6_K ? 256u : 32u, "", {}};
-    const float d = scale(), m = scale();
-    const double dd = d, dm = m;
-    switch (type) {
-        case g::Q8_0: {
-            auto q = codes(32, -128, 127);
-            c.bytes = g::pack_q8_0(d, q);
-            for (int x : q) c.want.push_back(dd * x);
-            break;
-        }
-        case g::Q4_0: {
-            auto q = codes(32, 0, 15);
-            c.bytes = g::pack_q4_0(d, q);
-            for (int x : q) c.want.push_back(dd * (x - 8));
-            break;
-        }
-        case g::Q4_1: {
-            auto q = codes(32, 0, 15);
-            c.bytes = g::pack_q4_1(d, m, q);
-            for (int x : q) c.want.push_back(dd * x + dm);
-            break;
-        }
-        case g::Q5_0: {
-            auto q = codes(32, 0, 31);
-            c.bytes = g::pack_q5_0(d, q);
-            for (int x : q) c.want.push_back(dd * (x - 16));
-            break;
-        }
-        case g::Q5_1: {
-            auto q = codes(32, 0, 31);
-            c.bytes = g::pack_q5_1(d, m, q);
-            for (int x : q) c.want.push_back(dd * x + dm);
-            break;
-        }
-        case g::Q2_K: {
-            auto sc = codes(16, 0, 15), mn = codes(16, 0, 15), q = codes(256, 0, 3);
-            c.bytes = g::pack_q2_k(d, std::fabs(m), sc, mn, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * q[w] - std::fabs(dm) * mn[w / 16]);
-            break;
-        }
-        case g::Q3_K: {
-            auto sc = codes(16, 0, 63), q = codes(256, 0, 7);
-            c.bytes = g::pack_q3_k(d, sc, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * (sc[w / 16] - 32) * (q[w] - 4));
-            break;
-        }
-        case g::Q4_K:
-        case g::Q5_K: {
-            auto sc = codes(8, 0, 63), mn = codes(8, 0, 63), q = codes(256, 0, type == g::Q4_K ? 15 : 31);
-            c.bytes = type == g::Q4_K ? g::pack_q4_k(d, std::fabs(m), sc, mn, q) : g::pack_q5_k(d, std::fabs(m), sc, mn, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 32] * q[w] - std::fabs(dm) * mn[w / 32]);
-            break;
-        }
-        case g::Q6_K: {
-            auto sc = codes(16, -128, 127), q = codes(256, 0, 63);
-            c.bytes = g::pack_q6_k(d, sc, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * (q[w] - 32));
-            break;
-        }
-    }
-    return c;
-}
-
 const std::uint32_t block_types[] = {g::Q8_0, g::Q4_0, g::Q4_1, g::Q5_0, g::Q5_1, g::Q2_K, g::Q3_K, g::Q4_K, g::Q5_K, g::Q6_K};
 
 }  // namespace
@@ -336,10 +255,10 @@ TEST_CASE("every weight of random blocks of every type is its formula on the cod
     for (std::uint32_t type : block_types) {
         CAPTURE(type);
         // a tensor of 3 rows of 2 blocks each, read whole, by rows, transposed and left in the file
-        std::vector<block_case> blocks;
+        std::vector<g::block_case> blocks;
         std::string data;
         for (int i = 0; i < 6; ++i) {
-            blocks.push_back(random_block(type, rng));
+            blocks.push_back(g::random_block(type, rng));
             data += blocks.back().bytes;
         }
         const std::size_t cols = 2 * blocks[0].elements;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -320,6 +321,81 @@ inline std::string pack_q6_k(float d, const std::vector<int>& sc, const std::vec
     for (int s : sc) b += static_cast<char>(static_cast<std::int8_t>(s));
     put_half(b, d);
     return b;
+}
+
+// ---- The tests' quantizer: random codes packed, and each weight by the formula ----------------
+
+// A block of codes drawn at random, packed by the packers above, and each weight by the block
+// type's formula in doubles: the tests' own dequantization, from the spec, sharing nothing with
+// the reader's. d and dmin are binary16 numbers of 3 significant bits, ±(4…7)·2^−(e + 0…3), so
+// that ggml's float arithmetic on them is exact and equals these doubles; a larger `e` makes
+// smaller weights.
+struct block_case {
+    std::uint32_t type;
+    std::size_t elements;
+    std::string bytes;
+    std::vector<double> want;
+};
+
+inline block_case random_block(std::uint32_t type, std::mt19937& rng, int e = 3) {
+    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    auto codes = [&](std::size_t n, int lo, int hi) {
+        std::vector<int> v(n);
+        for (int& x : v) x = draw(lo, hi);
+        return v;
+    };
+    auto scale = [&] { return static_cast<float>((draw(0, 1) ? -1 : 1) * draw(4, 7) * std::ldexp(1.0, -e - draw(0, 3))); };
+    block_case c{type, type >= Q2_K && type <= Q6_K ? 256u : 32u, "", {}};
+    const float d = scale(), m = scale();
+    const double dd = d, dm = m;
+    switch (type) {
+        case Q8_0: {
+            auto q = codes(32, -128, 127);
+            c.bytes = pack_q8_0(d, q);
+            for (int x : q) c.want.push_back(dd * x);
+            break;
+        }
+        case Q4_0:
+        case Q4_1: {
+            auto q = codes(32, 0, 15);
+            c.bytes = type == Q4_0 ? pack_q4_0(d, q) : pack_q4_1(d, m, q);
+            for (int x : q) c.want.push_back(type == Q4_0 ? dd * (x - 8) : dd * x + dm);
+            break;
+        }
+        case Q5_0:
+        case Q5_1: {
+            auto q = codes(32, 0, 31);
+            c.bytes = type == Q5_0 ? pack_q5_0(d, q) : pack_q5_1(d, m, q);
+            for (int x : q) c.want.push_back(type == Q5_0 ? dd * (x - 16) : dd * x + dm);
+            break;
+        }
+        case Q2_K: {
+            auto sc = codes(16, 0, 15), mn = codes(16, 0, 15), q = codes(256, 0, 3);
+            c.bytes = pack_q2_k(d, std::fabs(m), sc, mn, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * q[w] - std::fabs(dm) * mn[w / 16]);
+            break;
+        }
+        case Q3_K: {
+            auto sc = codes(16, 0, 63), q = codes(256, 0, 7);
+            c.bytes = pack_q3_k(d, sc, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * (sc[w / 16] - 32) * (q[w] - 4));
+            break;
+        }
+        case Q4_K:
+        case Q5_K: {
+            auto sc = codes(8, 0, 63), mn = codes(8, 0, 63), q = codes(256, 0, type == Q4_K ? 15 : 31);
+            c.bytes = type == Q4_K ? pack_q4_k(d, std::fabs(m), sc, mn, q) : pack_q5_k(d, std::fabs(m), sc, mn, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 32] * q[w] - std::fabs(dm) * mn[w / 32]);
+            break;
+        }
+        case Q6_K: {
+            auto sc = codes(16, -128, 127), q = codes(256, 0, 63);
+            c.bytes = pack_q6_k(d, sc, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * (q[w] - 32));
+            break;
+        }
+    }
+    return c;
 }
 
 }  // namespace test::gguf
