@@ -4,6 +4,7 @@
 // key or tensor, and tiny models written both as GGUF and as a safetensors directory giving the
 // same forward pass.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
@@ -292,6 +293,39 @@ TEST_CASE("every weight of random blocks of every type is its formula on the cod
         const matrix y = (*kept)->times(x, false);
         CHECK(y(0, 7) == doctest::Approx(want(0, 7) - 2 * want(1, 7) + 0.5 * want(2, 7)).epsilon(1e-14));
     }
+}
+
+TEST_CASE("a block whose scale is inf or NaN is found where it is read, by its row and column") {
+    // For each type, the offset of d (and of dmin or m): a finite weight needs finite scales,
+    // so the scales say where to look.
+    const std::pair<std::uint32_t, std::vector<std::size_t>> scales[] = {
+        {g::Q8_0, {0}}, {g::Q4_0, {0}}, {g::Q4_1, {0, 2}}, {g::Q5_0, {0}}, {g::Q5_1, {0, 2}}, {g::Q2_K, {80, 82}},
+        {g::Q3_K, {108}}, {g::Q4_K, {0, 2}}, {g::Q5_K, {0, 2}}, {g::Q6_K, {208}}};
+    std::mt19937 rng(3);
+    for (const auto& [type, offsets] : scales)
+        for (std::size_t at : offsets)
+            for (std::uint16_t bits : {std::uint16_t{0x7C00}, std::uint16_t{0xFE00}}) {  // inf, NaN
+                CAPTURE(type);
+                CAPTURE(at);
+                std::string data;
+                for (int b = 0; b < 4; ++b) data += g::random_block(type, rng).bytes;
+                const std::size_t n = type >= g::Q2_K && type <= g::Q6_K ? 256 : 32, size = data.size() / 4;
+                // row 1 (of 2 rows of 2 blocks), its second block
+                std::memcpy(data.data() + 3 * size + at, &bits, 2);
+                ckpt::temp_dir dir;
+                g::gguf_writer w;
+                w.tensor("w", {2 * n, 2}, type, data);
+                auto s = open_bytes(dir, w.bytes());
+                auto m = s->read_matrix("w");
+                REQUIRE_FALSE(m);
+                const std::string e = m.err().to_string();
+                CAPTURE(e);
+                CHECK(e.find(fmt::format("the value stored at row 1, column {}", n)) != std::string::npos);
+                // an inf scale times a zero code is NaN
+                CHECK((e.find(" is NaN:") != std::string::npos || (bits == 0x7C00 && e.find("inf:") != std::string::npos)));
+                auto row0 = s->read_rows("w", {0});
+                CHECK(row0);  // the other row's blocks are finite
+            }
 }
 
 TEST_CASE("the metadata of GGUF versions 2 and 3 holds every value type") {
