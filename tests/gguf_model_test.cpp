@@ -17,6 +17,7 @@
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/tracing.hpp"
 #include "gguf_writer.hpp"
+#include "tiny_transformer.hpp"
 
 using namespace ffn_trace;
 namespace g = test::gguf;
@@ -60,24 +61,6 @@ struct stored_tensor {
     double offset = 0;      // F32: a norm's weights about 1
 };
 
-// Stored row h·hd + 2i + s (llama.cpp's order) is Hugging Face's row h·hd + s·hd/2 + i.
-std::vector<double> unpermuted(const std::vector<double>& v, std::size_t rows, std::size_t n_heads) {
-    const std::size_t cols = v.size() / rows, hd = rows / n_heads;
-    std::vector<double> out(v.size());
-    for (std::size_t h = 0; h < n_heads; ++h)
-        for (std::size_t s = 0; s < 2; ++s)
-            for (std::size_t i = 0; i < hd / 2; ++i)
-                for (std::size_t c = 0; c < cols; ++c) out[(h * hd + s * hd / 2 + i) * cols + c] = v[(h * hd + 2 * i + s) * cols + c];
-    return out;
-}
-
-std::vector<double> transposed(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
-    std::vector<double> out(v.size());
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
-    return out;
-}
-
 // Stored values (rows × cols, row-major) and their bytes: random blocks of the type, or floats.
 std::pair<std::string, std::vector<double>> stored_values(std::uint32_t type, std::size_t n, double offset, std::mt19937& rng) {
     std::string bytes;
@@ -110,9 +93,9 @@ struct model_files {
         const std::size_t rows = std::max<std::size_t>(t.rows, 1);
         auto [bytes, v] = stored_values(t.type, rows * t.cols, t.offset, rng);
         std::vector<std::size_t> shape = t.rows ? std::vector<std::size_t>{t.rows, t.cols} : std::vector<std::size_t>{t.cols};
-        if (t.how == stored_layout::permuted) v = unpermuted(v, t.rows, t.heads);
+        if (t.how == stored_layout::permuted) v = g::permuted_rows(v, t.rows, t.heads, true);
         if (t.how == stored_layout::transposed) {
-            v = transposed(v, t.rows, t.cols);
+            v = g::transposed(v, t.rows, t.cols);
             shape = {t.cols, t.rows};
         }
         gguf.tensor(t.gguf, t.rows ? std::vector<std::uint64_t>{t.cols, t.rows} : std::vector<std::uint64_t>{t.cols}, t.type, bytes);
@@ -269,20 +252,7 @@ model_files gpt2() {
     return m;
 }
 
-// Every entry equal to 1e-12, relative (absolute below 1).
-void check_equal(const matrix& a, const matrix& b, const std::string& what) {
-    INFO(what);
-    REQUIRE(a.rows == b.rows);
-    REQUIRE(a.cols == b.cols);
-    double maxdiff = 0;
-    for (std::size_t i = 0; i < a.data.size(); ++i) {
-        CAPTURE(i);
-        REQUIRE(std::isfinite(a.data[i]));
-        CHECK(std::fabs(a.data[i] - b.data[i]) <= 1e-12 * std::max(1.0, std::fabs(b.data[i])));
-        maxdiff = std::max(maxdiff, std::fabs(a.data[i] - b.data[i]));
-    }
-    MESSAGE(what << " OK, maxdiff = " << maxdiff);
-}
+using test::tiny::check_equal;
 
 void check_equal(double a, double b, const std::string& what) {
     INFO(what);

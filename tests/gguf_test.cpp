@@ -518,26 +518,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// llama.cpp's converter's permutation of Q's (and K's) rows for its RoPE: Hugging Face's row
-// h·hd + s·hd/2 + i goes to row h·hd + 2i + s.
-std::vector<double> permuted_rows(const std::vector<double>& v, std::size_t rows, std::size_t heads) {
-    const std::size_t cols = v.size() / rows, hd = rows / heads;
-    std::vector<double> out(v.size());
-    for (std::size_t h = 0; h < heads; ++h)
-        for (std::size_t s = 0; s < 2; ++s)
-            for (std::size_t i = 0; i < hd / 2; ++i)
-                for (std::size_t c = 0; c < cols; ++c)
-                    out[(h * hd + 2 * i + s) * cols + c] = v[(h * hd + s * hd / 2 + i) * cols + c];
-    return out;
-}
-
-std::vector<double> transposed(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
-    std::vector<double> out(v.size());
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
-    return out;
-}
-
 std::uint32_t ggml_of(const std::string& dtype) {
     return dtype == "F64" ? g::F64 : dtype == "F32" ? g::F32 : dtype == "F16" ? g::F16 : g::BF16;
 }
@@ -590,11 +570,11 @@ g::gguf_writer as_gguf(const test::tiny::model& m) {
         std::vector<std::size_t> shape = t.shape;
         if (arch == "gpt2" && shape.size() == 2 && name.find(".weight") != std::string::npos && name.find("wte") == std::string::npos &&
             name.find("wpe") == std::string::npos) {
-            v = transposed(v, shape[0], shape[1]);
+            v = g::transposed(v, shape[0], shape[1]);
             std::swap(shape[0], shape[1]);
         }
-        if (arch == "llama" && name.find("q_proj") != std::string::npos) v = permuted_rows(v, shape[0], s.n_heads);
-        if (arch == "llama" && name.find("k_proj") != std::string::npos) v = permuted_rows(v, shape[0], s.n_kv_heads);
+        if (arch == "llama" && name.find("q_proj") != std::string::npos) v = g::permuted_rows(v, shape[0], s.n_heads);
+        if (arch == "llama" && name.find("k_proj") != std::string::npos) v = g::permuted_rows(v, shape[0], s.n_kv_heads);
         if (auto e = name.find(".experts."); e != std::string::npos) {
             // layers.N.block_sparse_moe.experts.J.wK.weight → blk.N.ffn_{gate,up,down}_exps.weight
             const std::string layer = name.substr(0, name.find(".block_sparse_moe"));
@@ -611,20 +591,6 @@ g::gguf_writer as_gguf(const test::tiny::model& m) {
     }
     for (const auto& [name, v] : stacked) w.tensor(name, stacked_ne[name], type, ckpt::encode(m.dtype, v));
     return w;
-}
-
-// Every entry equal to 1e-12, relative.
-void check_equal(const matrix& a, const matrix& b, const char* what) {
-    INFO(what);
-    REQUIRE(a.rows == b.rows);
-    REQUIRE(a.cols == b.cols);
-    double maxdiff = 0;
-    for (std::size_t i = 0; i < a.data.size(); ++i) {
-        CAPTURE(i);
-        CHECK(std::fabs(a.data[i] - b.data[i]) <= 1e-12 * std::max(1.0, std::fabs(b.data[i])));
-        maxdiff = std::max(maxdiff, std::fabs(a.data[i] - b.data[i]));
-    }
-    MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
 }
 
 void check_both_ways(test::tiny::model m) {
@@ -646,11 +612,11 @@ void check_both_ways(test::tiny::model m) {
     auto ra = a.run(prompt, m.spec.n_layers - 1), rb = b.run(prompt, m.spec.n_layers - 1);
     REQUIRE(ra);
     REQUIRE(rb);
-    check_equal(*ra, *rb, "the last block's stream");
+    test::tiny::check_equal(*ra, *rb, "the last block's stream");
     auto la = a.logits(*ra, {0, 4}), lb = b.logits(*rb, {0, 4});
     REQUIRE(la);
     REQUIRE(lb);
-    check_equal(*la, *lb, "logits");
+    test::tiny::check_equal(*la, *lb, "logits");
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // GGUF files written for the tests, from ggml's docs/gguf.md, sharing no code with the reader;
 // and ggml's quantized blocks packed from their integer codes, from the block layouts of
 // ggml-common.h, sharing no code with the dequantizer. A test chooses the codes and scales,
-// computes each weight from them by the block type's formula, and compares.
+// computes each weight from them by the block type's formula, and compares (random_block: the
+// tests' quantizer); and the layouts llama.cpp's converter writes (Q and K permuted, GPT-2's
+// weights transposed).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -356,17 +359,13 @@ inline block_case random_block(std::uint32_t type, std::mt19937& rng, int e = 3)
             break;
         }
         case Q4_0:
-        case Q4_1: {
-            auto q = codes(32, 0, 15);
-            c.bytes = type == Q4_0 ? pack_q4_0(d, q) : pack_q4_1(d, m, q);
-            for (int x : q) c.want.push_back(type == Q4_0 ? dd * (x - 8) : dd * x + dm);
-            break;
-        }
+        case Q4_1:
         case Q5_0:
-        case Q5_1: {
-            auto q = codes(32, 0, 31);
-            c.bytes = type == Q5_0 ? pack_q5_0(d, q) : pack_q5_1(d, m, q);
-            for (int x : q) c.want.push_back(type == Q5_0 ? dd * (x - 16) : dd * x + dm);
+        case Q5_1: {  // w = d·(q − 8) or d·(q − 16); with a min, w = d·q + m
+            const bool five = type == Q5_0 || type == Q5_1, with_min = type == Q4_1 || type == Q5_1;
+            auto q = codes(32, 0, five ? 31 : 15);
+            c.bytes = five ? (with_min ? pack_q5_1(d, m, q) : pack_q5_0(d, q)) : (with_min ? pack_q4_1(d, m, q) : pack_q4_0(d, q));
+            for (int x : q) c.want.push_back(with_min ? dd * x + dm : dd * (x - (five ? 16 : 8)));
             break;
         }
         case Q2_K: {
@@ -396,6 +395,33 @@ inline block_case random_block(std::uint32_t type, std::mt19937& rng, int e = 3)
         }
     }
     return c;
+}
+
+// ---- llama.cpp's converter's layouts ----------------------------------------------------------
+
+// The converter's permutation of Q's (and K's) rows for its RoPE, which rotates neighbouring
+// pairs: Hugging Face's row r = h·hd + s·hd/2 + i is the file's row h·hd + 2i + s.
+inline std::size_t file_row(std::size_t r, std::size_t rows, std::size_t heads) {
+    const std::size_t hd = rows / heads, h = r / hd, s = r % hd / (hd / 2), i = r % (hd / 2);
+    return h * hd + 2 * i + s;
+}
+// Hugging Face's rows in the file's order, or (`back`) the file's in Hugging Face's.
+inline std::vector<double> permuted_rows(const std::vector<double>& v, std::size_t rows, std::size_t heads, bool back = false) {
+    const std::size_t cols = v.size() / rows;
+    std::vector<double> out(v.size());
+    for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t f = file_row(r, rows, heads), to = back ? r : f, from = back ? f : r;
+        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(from * cols), cols, out.begin() + static_cast<std::ptrdiff_t>(to * cols));
+    }
+    return out;
+}
+// A rows × cols matrix (row-major) transposed: GPT-2's Conv1D weights, in × out, as the file's
+// nn.Linear out × in.
+inline std::vector<double> transposed(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
+    std::vector<double> out(v.size());
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
+    return out;
 }
 
 }  // namespace test::gguf
