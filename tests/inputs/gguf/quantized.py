@@ -31,67 +31,70 @@ TOKENS = [chr(ord("a") + i) for i in range(14)] + ["\u0120", "ab"]
 rng = np.random.default_rng(34)
 
 
-def scale(e):
-    """± (4…7)·2^−(e + 0…3): a binary16 number of 3 significant bits."""
-    return float(rng.choice([-1, 1]) * rng.integers(4, 8) * 2.0 ** -(e + rng.integers(0, 4)))
+def scales(e, n):
+    """n numbers ± (4…7)·2^−(e + 0…3): binary16 numbers of 3 significant bits."""
+    return rng.choice([-1, 1], size=n) * rng.integers(4, 8, size=n) * 2.0 ** -(e + rng.integers(0, 4, size=n))
 
 
 def half(v):
-    return np.float16(v).tobytes()
+    """(n,) values binary16 holds → (n, 2) bytes."""
+    return v.astype(np.float16).view(np.uint8).reshape(-1, 2)
 
 
-def codes(n, lo, hi):
-    return rng.integers(lo, hi + 1, size=n)
+def codes(n, k, lo, hi):
+    return rng.integers(lo, hi + 1, size=(n, k))
 
 
 def nibbles(lo, hi):
-    return bytes((lo | (hi << 4)).astype(np.uint8))
+    return (lo | (hi << 4)).astype(np.uint8)
 
 
 def k_scales(sc, m):
-    """Q4_K's and Q5_K's 8 scales and 8 mins of 6 bits in 12 bytes."""
-    s = np.zeros(12, dtype=np.int64)
-    s[0:4] = sc[0:4] | ((sc[4:8] >> 4) << 6)
-    s[4:8] = m[0:4] | ((m[4:8] >> 4) << 6)
-    s[8:12] = (sc[4:8] & 15) | ((m[4:8] & 15) << 4)
-    return bytes(s.astype(np.uint8))
+    """Q4_K's and Q5_K's 8 scales and 8 mins of 6 bits, (n, 8) each, in (n, 12) bytes."""
+    s = np.zeros((sc.shape[0], 12), dtype=np.int64)
+    s[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    s[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
+    s[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
+    return s.astype(np.uint8)
 
 
-def block(kind):
-    """One random block of the type: its bytes and its weights, w by the type's formula."""
+def blocks(kind, n):
+    """n random blocks of the type: their bytes (n, block bytes) and weights (n, block weights),
+    each weight by the type's formula."""
     e = EXPONENT[kind]
-    d, m = scale(e), scale(e)
+    d, m = scales(e, n), scales(e, n)
+    col = lambda v: v[:, None]
     if kind == "Q8_0":
-        q = codes(32, -128, 127)
-        return half(d) + bytes(q.astype(np.int8).view(np.uint8)), d * q
+        q = codes(n, 32, -128, 127)
+        return np.hstack([half(d), q.astype(np.int8).view(np.uint8)]), col(d) * q
     if kind in ("Q5_0", "Q5_1"):
-        q = codes(32, 0, 31)
-        qh = sum(int((q[j] >> 4) & 1) << j for j in range(32))
-        body = struct.pack("<I", qh) + nibbles(q[:16] & 15, q[16:] & 15)
+        q = codes(n, 32, 0, 31)
+        qh = (((q >> 4) & 1) << np.arange(32)).sum(axis=1).astype("<u4").view(np.uint8).reshape(n, 4)
+        body = np.hstack([qh, nibbles(q[:, :16] & 15, q[:, 16:] & 15)])
         if kind == "Q5_0":
-            return half(d) + body, d * (q - 16)
-        return half(d) + half(m) + body, d * q + m
+            return np.hstack([half(d), body]), col(d) * (q - 16)
+        return np.hstack([half(d), half(m), body]), col(d) * q + col(m)
     if kind in ("Q4_K", "Q5_K"):
-        dmin = abs(m)
-        sc, mn = codes(8, 0, 63), codes(8, 0, 63)
-        q = codes(256, 0, 15 if kind == "Q4_K" else 31)
-        w = d * np.repeat(sc, 32) * q - dmin * np.repeat(mn, 32)
-        pairs = q.reshape(4, 2, 32) & 15  # sub-blocks 2p (low nibbles) and 2p + 1 (high)
-        qs = nibbles(pairs[:, 0, :].ravel(), pairs[:, 1, :].ravel())
-        head = half(d) + half(dmin) + k_scales(sc, mn)
+        dmin = np.abs(m)
+        sc, mn = codes(n, 8, 0, 63), codes(n, 8, 0, 63)
+        q = codes(n, 256, 0, 15 if kind == "Q4_K" else 31)
+        w = col(d) * np.repeat(sc, 32, axis=1) * q - col(dmin) * np.repeat(mn, 32, axis=1)
+        pairs = q.reshape(n, 4, 2, 32) & 15  # sub-blocks 2p (low nibbles) and 2p + 1 (high)
+        qs = nibbles(pairs[:, :, 0, :], pairs[:, :, 1, :]).reshape(n, 128)
+        head = np.hstack([half(d), half(dmin), k_scales(sc, mn)])
         if kind == "Q4_K":
-            return head + qs, w
-        qh = np.zeros(32, dtype=np.int64)
-        for s in range(8):
-            qh |= ((q[32 * s:32 * s + 32] >> 4) & 1) << s
-        return head + bytes(qh.astype(np.uint8)) + qs, w
-    # Q6_K: 16 sub-blocks of 16, w = d·sc·(q − 32)
-    sc, q = codes(16, -128, 127), codes(256, 0, 63)
-    w = d * np.repeat(sc, 16) * (q - 32)
-    half_q = q.reshape(2, 4, 32)  # half n, weight 32k + l
-    ql = np.concatenate([np.concatenate([(h[0] & 15) | ((h[2] & 15) << 4), (h[1] & 15) | ((h[3] & 15) << 4)]) for h in half_q])
-    qh = np.concatenate([(h[0] >> 4) | ((h[1] >> 4) << 2) | ((h[2] >> 4) << 4) | ((h[3] >> 4) << 6) for h in half_q])
-    return bytes(ql.astype(np.uint8)) + bytes(qh.astype(np.uint8)) + bytes(sc.astype(np.int8).view(np.uint8)) + half(d), w
+            return np.hstack([head, qs]), w
+        # the fifth bit of sub-block s's weight l: bit s of qh[l]
+        qh = (((q.reshape(n, 8, 32) >> 4) & 1) << np.arange(8)[None, :, None]).sum(axis=1).astype(np.uint8)
+        return np.hstack([head, qh, qs]), w
+    # Q6_K: 16 sub-blocks of 16, w = d·sc·(q − 32); in half h, weight 32k + l
+    sc, q = codes(n, 16, -128, 127), codes(n, 256, 0, 63)
+    w = col(d) * np.repeat(sc, 16, axis=1) * (q - 32)
+    h = q.reshape(n, 2, 4, 32)
+    ql = np.concatenate([(h[:, :, 0] & 15) | ((h[:, :, 2] & 15) << 4), (h[:, :, 1] & 15) | ((h[:, :, 3] & 15) << 4)], axis=2)
+    qh = (h[:, :, 0] >> 4) | ((h[:, :, 1] >> 4) << 2) | ((h[:, :, 2] >> 4) << 4) | ((h[:, :, 3] >> 4) << 6)
+    return np.hstack([ql.reshape(n, 128).astype(np.uint8), qh.reshape(n, 64).astype(np.uint8),
+                      sc.astype(np.int8).view(np.uint8), half(d)]), w
 
 
 def stored(kind, rows, cols, offset=0.0):
@@ -99,8 +102,8 @@ def stored(kind, rows, cols, offset=0.0):
     if kind == "F32":
         v = (offset + rng.uniform(-0.25, 0.25, size=rows * cols)).astype(np.float32)
         return v.tobytes(), v.astype(np.float64).reshape(rows, cols)
-    parts = [block(kind) for _ in range(rows * cols // BLOCK[kind])]
-    return b"".join(p[0] for p in parts), np.concatenate([p[1] for p in parts]).reshape(rows, cols)
+    raw, w = blocks(kind, rows * cols // BLOCK[kind])
+    return raw.tobytes(), w.reshape(rows, cols)
 
 
 def unpermute(v, heads):
