@@ -1359,6 +1359,9 @@ cli_test("the shipped model as a GGUF file gives its directory's JSON: the units
 cli_test("the shipped model as a GGUF file gives its directory's JSON: the tokens" 0 "^same$" ANY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
      ${UNITS}/small.txt tokenize)
+# A quantized Llama (Q4_K, Q6_K, Q8_0, Q5_K, Q5_0, Q5_1, F32) as GGUF and as its F64 weights in a directory
+cli_test("a quantized GGUF Llama's prompt walkthrough is its F64 safetensors directory's JSON, every number to 1e-12" 0 "^same$" ANY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_quantized_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized.py)
 cli_test("a GGUF file whose architecture ffn-trace does not run is one error naming the key" 2 EMPTY
   "^error: .*not_a_model.gguf: general.architecture: missing: the file does not say its architecture$"
   -- bash -c "printf 'GGUF\\003\\0\\0\\0' > \"$1\"/not_a_model.gguf && head -c 16 /dev/zero >> \"$1\"/not_a_model.gguf && exec \"$0\" run --checkpoint \"$1\"/not_a_model.gguf --layer 0 --embedding 1" ${FT} ${CMAKE_CURRENT_BINARY_DIR})
