@@ -10,10 +10,11 @@ save_pretrained cuts the real checkpoint) with model.safetensors.index.json nami
 tensor's shard, and a tokenizer.json of Llama 2's kind (SentencePiece BPE: <unk> <s> </s>, the
 256 byte tokens, pieces with ▁; a <s> before the text) over 32,000 made-up pieces. 13.5 GB of
 weights; a directory whose files are all there is left as it is. --small (or BENCH_SMALL=1):
-d_model 64, 4 heads, 2 shards all the same, a vocabulary of 1000, for testing the scripts.
+d_model 64, 4 heads, shards of at most half the weights (three), a vocabulary of 1000, for
+testing the scripts.
 
-The tensors, their seeds and their values are those of bench_make_checkpoints.py's
-llama-forward with 32 layers instead of 2. Needs python3 and numpy only.
+The tensors are made by bench_make_checkpoints.py's llama-forward maker with 32 layers instead
+of 2 (so its embedding and first two layers hold the same numbers). Needs python3 and numpy only.
 """
 
 import argparse
