@@ -74,7 +74,7 @@ outcome<std::span<const std::byte>> mapped_source::data_of(const tensor_info& t,
 // it too (the kernel's fault-around: 64 kB by default, within one 2 MB page table), pages of the
 // panel before included. So the pages dropped reach back to the 2 MB boundary before `bytes` and
 // on to the 64 kB one after, within the tensor: kept, those would stay mapped, a few a panel, which
-// over a 7B model's 3,400 panels made hundreds of megabytes. A page dropped that is still needed is
+// over a 7B model's 3,400 panels made 140 MB. A page dropped that is still needed is
 // read again from the page cache when touched: the mapping is private and never written.
 // Only for mapped bytes: a deflated .npz entry lives in a scratch buffer.
 void release(const tensor_info& t, std::span<const std::byte> bytes, std::span<const std::byte> tensor) {
