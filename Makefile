@@ -84,3 +84,10 @@ bench: build
 bench-scale: build
 	bash scripts/bench-scale.sh
 	bash scripts/bench-parse.sh
+
+# `make bench-7b`: a whole Llama-2-7B of real shape (32 layers, BF16, random weights in two
+# shards, 13.5 GB made once into build/bench/cache/llama-7b) through `run --prompt` on 32 tokens
+# at layer 16, against NumPy float64 streaming the same shards (scripts/bench_7b.sh).
+.PHONY: bench-7b
+bench-7b: binary
+	bash scripts/bench_7b.sh

@@ -96,20 +96,32 @@ double norm_scale(std::span<const double> x, const final_norm& n) {
     return std::sqrt(sq / d + n.eps);
 }
 
+// W2[j] · g for every unit j: W2 (d_ff, d_out) · g (d_out) -> (d_ff). A W2 left in its file is
+// read once, as gᵀ · W2ᵀ, one product: read row by row, a stored nn.Linear weight is a column
+// of the file each, 11,008 passes over a Llama layer's down projection.
+std::vector<double> unit_dots(const ffn& l, const std::vector<double>& g) {
+    if (const auto& stored = l.stored[static_cast<int>(weight::w2)]) {
+        matrix row(1, g.size());
+        std::copy(g.begin(), g.end(), row.data.begin());
+        return stored->times_transposed(row).data;
+    }
+    std::vector<double> dots(l.w2.rows);
+    for (std::size_t j = 0; j < dots.size(); ++j) dots[j] = dot(l.w2.row(j), g);
+    return dots;
+}
+
 // Each unit's a · (W2[j] · g) / σ for one dense trace's row; `weight` scales it (an expert's routing weight).
 void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, double sigma, double weight,
                std::optional<std::size_t> expert, bool shared, std::vector<unit_attribution>& out) {
     const matrix& h = hidden_output(tr);
+    const std::vector<double> dots = unit_dots(tr.layer(), g);
     for (std::size_t j = 0; j < h.cols; ++j) {
         const double a = h(row, j);
         if (a == 0) {
             out.push_back({{expert, j}, shared, a, weight, 0.0, 0.0, sigma});
             continue;
         }
-        const std::vector<double> v = weight_row(tr.layer(), weight::w2, j);
-        double dot = 0;
-        for (std::size_t k = 0; k < v.size(); ++k) dot += v[k] * g[k];
-        out.push_back({{expert, j}, shared, a, weight, weight * a * dot / sigma, dot, sigma});
+        out.push_back({{expert, j}, shared, a, weight, weight * a * dots[j] / sigma, dots[j], sigma});
     }
 }
 

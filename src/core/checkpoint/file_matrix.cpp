@@ -134,7 +134,7 @@ private:
             const std::size_t n = std::min(per_panel, stored_rows_ - r0);
             const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
             const std::size_t bad = convert(info_.type, bytes, std::span<double>(panel.data(), n * stored_cols_));
-            release(info_, bytes);
+            release(info_, bytes, bytes_);
             if (bad < n * stored_cols_) note_non_finite(r0 * stored_cols_ + bad, panel[bad]);
             f(r0, n, panel.data());
         }
@@ -145,7 +145,7 @@ private:
         std::vector<double> v(stored_cols_);
         const auto bytes = bytes_.subspan(r * row_bytes, row_bytes);
         const std::size_t bad = convert(info_.type, bytes, v);
-        release(info_, bytes);
+        release(info_, bytes, bytes_);
         if (bad < v.size()) note_non_finite(r * stored_cols_ + bad, v[bad]);
         return v;
     }

@@ -51,7 +51,9 @@ private:
 };
 
 // Hands the pages of a converted tensor's mapped bytes back to the system (not a deflated
-// entry's, which live in a scratch buffer).
-void release(const tensor_info& t, std::span<const std::byte> bytes);
+// entry's, which live in a scratch buffer): `bytes`, part of the tensor's `tensor`, with the pages
+// around them that reading them mapped (mapped_file.cpp says which).
+void release(const tensor_info& t, std::span<const std::byte> bytes, std::span<const std::byte> tensor);
+void release(const tensor_info& t, std::span<const std::byte> bytes);  // the whole tensor's bytes
 
 }  // namespace ffn_trace::detail

@@ -142,7 +142,7 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto bytes = at->bytes.subspan(rows[i] * row_bytes, row_bytes);
         const std::size_t bad = convert(t.type, bytes, m.row(i));
-        release(t, bytes);
+        release(t, bytes, at->bytes);
         if (bad < cols) return detail::stored_non_finite(t, rows[i] * cols + bad, m(i, bad));
     }
     return m;
