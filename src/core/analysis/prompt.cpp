@@ -100,16 +100,14 @@ double norm_scale(std::span<const double> x, const final_norm& n) {
 void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, double sigma, double weight,
                std::optional<std::size_t> expert, bool shared, std::vector<unit_attribution>& out) {
     const matrix& h = hidden_output(tr);
+    const std::vector<double> dots = weight_row_dots(tr.layer(), weight::w2, g);  // W2[j] · g for every j
     for (std::size_t j = 0; j < h.cols; ++j) {
         const double a = h(row, j);
         if (a == 0) {
             out.push_back({{expert, j}, shared, a, weight, 0.0, 0.0, sigma});
             continue;
         }
-        const std::vector<double> v = weight_row(tr.layer(), weight::w2, j);
-        double dot = 0;
-        for (std::size_t k = 0; k < v.size(); ++k) dot += v[k] * g[k];
-        out.push_back({{expert, j}, shared, a, weight, weight * a * dot / sigma, dot, sigma});
+        out.push_back({{expert, j}, shared, a, weight, weight * a * dots[j] / sigma, dots[j], sigma});
     }
 }
 
