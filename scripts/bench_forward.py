@@ -58,6 +58,8 @@ def main():
     ap.add_argument("layer", type=int)
     ap.add_argument("ids")
     ap.add_argument("--one-at-a-time", action="store_true")
+    ap.add_argument("--prompt-work", action="store_true",
+                    help="also what run --prompt computes: the lens, the attribution and the vocabulary view")
     args = ap.parse_args()
     start = time.time()
     torch.set_num_threads(os.cpu_count() or 1)
@@ -72,6 +74,12 @@ def main():
 
     def w(name):
         return held[name] if name in held else ck.get(name)
+
+    seen = {}  # layer N's FFN: the stream before and after it, and the values fed to its W2
+
+    def keep(i, before, hidden, after, w2_name, w2_transposed):
+        if i == args.layer:
+            seen.update(before=before, hidden=hidden, after=after, w2=(w2_name, w2_transposed))
 
     def rows(name, r):
         return held[name][r] if name in held else ck.get(name, r)
@@ -95,8 +103,12 @@ def main():
             q, k, v = qkv.split(d, dim=1)
             x = x + attend(q, k, v, H, d // H) @ w(b + "attn.c_proj.weight") + w(b + "attn.c_proj.bias")
             h = F.gelu(ln(x, b + "ln_2") @ w(b + "mlp.c_fc.weight") + w(b + "mlp.c_fc.bias"), approximate="tanh")
+            before = x
             x = x + h @ w(b + "mlp.c_proj.weight") + w(b + "mlp.c_proj.bias")
-        logits = ln(x[-1:], p + "ln_f") @ w(p + "wte.weight").T
+            keep(i, before, h, x, b + "mlp.c_proj.weight", False)
+        final = lambda x: ln(x, p + "ln_f")
+        head = p + "wte.weight"
+        logits = final(x[-1:]) @ w(head).T
     else:
         d, H = config["hidden_size"], config["num_attention_heads"]
         KV = config.get("num_key_value_heads", H)
@@ -125,13 +137,43 @@ def main():
             x = x + attend(q, k, v, H, hd) @ w(b + "self_attn.o_proj.weight").T
             h = rms(x, b + "post_attention_layernorm")
             gate = F.silu(h @ w(b + "mlp.gate_proj.weight").T) * (h @ w(b + "mlp.up_proj.weight").T)
+            before = x
             x = x + gate @ w(b + "mlp.down_proj.weight").T
+            keep(i, before, gate, x, b + "mlp.down_proj.weight", True)
         head = "model.embed_tokens.weight" if config.get("tie_word_embeddings") else "lm_head.weight"
-        logits = rms(x[-1:], "model.norm") @ w(head).T
+        final = lambda x: rms(x, "model.norm")
+        logits = final(x[-1:]) @ w(head).T
     row = logits[0]
     top = torch.topk(row, 10)
-    print(json.dumps({"top": [[int(i), float(v)] for v, i in zip(top.values, top.indices)],
-                      "norm": float(row.norm()), "wall_seconds": round(time.time() - start, 3)}))
+    out = {"top": [[int(i), float(v)] for v, i in zip(top.values, top.indices)], "norm": float(row.norm())}
+    if args.prompt_work:
+        out.update(prompt_work(seen, w, final, head, int(top.indices[0])))
+    out["wall_seconds"] = round(time.time() - start, 3)
+    print(json.dumps(out))
+
+
+def prompt_work(seen, w, final, head, target):
+    """What `run --prompt` computes beyond the pass, the same arithmetic: the logit lens before and
+    after layer N's FFN at every position (the top 10 of each and of the change), each unit's direct
+    push toward the prediction at the last position (W2 · (γ ⊙ U[target]) / σ, centred for a
+    LayerNorm), and the vocabulary view: every unit among each token's 10 that fired most, and
+    each token's update, projected onto the unembedding, the top and bottom 10 of each. (The
+    push's γ and σ are left out: they cost no product.)"""
+    U = w(head)
+    before, after, hidden = seen["before"], seen["after"], seen["hidden"]
+    lens = torch.cat([final(before), final(after)]) @ U.T  # (2T, vocab)
+    T = before.shape[0]
+    change = lens[T:] - lens[:T]
+    lens_top = [torch.topk(z, 10).indices for z in (lens[T - 1], lens[-1], change[-1], -change[-1])]
+    name, transposed = seen["w2"]
+    W2 = w(name).T if transposed else w(name)  # (d_ff, d)
+    unit_push = W2 @ U[target]  # one dot product per unit, the arithmetic of the attribution
+    fired = sorted({int(j) for t in range(T) for j in torch.topk(hidden[t], 10).indices if hidden[t, j] > 0})
+    columns = torch.cat([W2[fired], after - before])  # (units + tokens, d)
+    scores = columns @ U.T
+    tops = torch.topk(scores, 10, dim=1).indices, torch.topk(-scores, 10, dim=1).indices
+    return {"lens_last_after_top": [int(i) for i in lens_top[1]], "vocab_columns": len(columns),
+            "unit_push_norm": float(unit_push.norm()), "vocab_first_top": [int(i) for i in tops[0][0]]}
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """The arithmetic a forward-pass bench case does, this machine's dgemm rate, and the time that
 arithmetic takes at that rate (the limit), for scripts/bench_forward.sh.
 
-    bench_limit.py CHECKPOINT_DIR TOKENS [--lens] [--wall SECONDS]
+    bench_limit.py CHECKPOINT_DIR TOKENS [--lens] [--vocab-columns N] [--wall SECONDS]
 
 prints one line: the multiply-adds, the rate, the limit and, given ffn-trace's wall time, its
 multiple of the limit.
@@ -13,7 +13,11 @@ layer, then the final norm and the unembedding of the last position:
              attention scores and mix   2·T²·d  (the full square: ffn-trace computes it whole)
              the FFN                    T·d·f·(2, or 3 when gated)
   head:      d·V for the last position; with --lens (run --prompt) 2·T·d·V more for the logit
-             lens before and after layer N's FFN at every position.
+             lens before and after layer N's FFN at every position, and d_ff·d for each unit's
+             direct push toward the prediction (the attribution);
+  the vocabulary view (run --prompt): N·d·V for the N vectors it projects onto the unembedding
+             (--vocab-columns N: its units and its tokens' updates, as many as the JSON's "vocab"
+             lists).
 The rate is NumPy's dgemm on OpenBLAS (Debian's python3-numpy) on a product of 32 rows of the
 model's width by a d × d matrix, the best of five, measured in this run."""
 import json
@@ -37,7 +41,7 @@ def rate(d, rows=32, repeats=5):
     return rows * d * d / best  # multiply-adds per second
 
 
-def multiply_adds(config, tokens, lens):
+def multiply_adds(config, tokens, lens, columns=0):
     c, t = config, tokens
     d = c.get("n_embd") or c["hidden_size"]
     f = c.get("n_inner") or c.get("intermediate_size") or 4 * d
@@ -47,16 +51,17 @@ def multiply_adds(config, tokens, lens):
     d_kv = d * c.get("num_key_value_heads", heads) // heads
     gated = c.get("model_type") in ("llama", "mistral", "qwen2", "mixtral")
     per_layer = t * d * (2 * d + 2 * d_kv) + 2 * t * t * d + t * d * f * (3 if gated else 2)
-    head = d * vocab + (2 * t * d * vocab if lens else 0)
-    return layers * per_layer + head, d
+    head = d * vocab + (2 * t * d * vocab + f * d if lens else 0)
+    return layers * per_layer + head + columns * d * vocab, d
 
 
 def main():
     checkpoint, tokens, rest = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     lens = "--lens" in rest
     wall = rest[rest.index("--wall") + 1] if "--wall" in rest else "nan"
+    columns = int(rest[rest.index("--vocab-columns") + 1]) if "--vocab-columns" in rest else 0
     config = json.load(open(os.path.join(checkpoint, "config.json")))
-    macs, d = multiply_adds(config, tokens, lens)
+    macs, d = multiply_adds(config, tokens, lens, columns)
     r = rate(d)
     limit = macs / r
     multiple = "" if wall == "nan" else f"; ffn-trace {wall} s = {float(wall) / limit:.2f}× the limit"

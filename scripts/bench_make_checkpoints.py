@@ -5,7 +5,8 @@
 
 Makes OUT_DIR/gpt2, OUT_DIR/llama and OUT_DIR/mixtral, each a Hugging Face style directory:
 config.json, model.safetensors (written here by hand, tensor by tensor, so memory stays small)
-and input.npy (float64, tokens × d_model). gpt2 also has vocab.json ({token: id}); with --small
+and input.npy (float64, tokens × d_model). gpt2 also has vocab.json ({token: id}) and an empty
+merges.txt, the tokenizer that `run --checkpoint` reads the token names from; with --small
 llama and mixtral have one too (SentencePiece-style "▁" tokens), with model.embed_tokens.weight
 and lm_head.weight, so that --word and the vocabulary view can be tried on every family.
 
@@ -144,6 +145,12 @@ def made_up_vocab(n, space="\u0120"):
             vocab[token] = len(vocab)
         i += 1
     return vocab
+
+
+def write_merges(d):
+    """GPT-2's tokenizer is vocab.json and merges.txt: no merges, so each token is one of the vocabulary's."""
+    with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n")
 
 
 def write_input(path, tokens, d_model, seed):
@@ -286,6 +293,9 @@ def make(kind, out_dir, sizes, seed):
     forward = kind.endswith("-forward")  # a whole model: the prompt's ids are the input
     vocabulary = not forward and "vocab" in s
     files = ["config.json", "model.safetensors"] + ([] if forward else ["input.npy"]) + (["vocab.json"] if vocabulary else [])
+    if vocabulary and kind == "gpt2" and not os.path.exists(os.path.join(d, "merges.txt")):
+        os.makedirs(d, exist_ok=True)
+        write_merges(d)  # a folder made before merges.txt was written: its weights are kept
     if all(os.path.exists(os.path.join(d, f)) for f in files):
         print(f"{kind}: already there ({d})", file=sys.stderr)
         return
@@ -304,6 +314,8 @@ def make(kind, out_dir, sizes, seed):
     if vocabulary:
         with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
             json.dump(made_up_vocab(s["vocab"], "\u0120" if kind == "gpt2" else "\u2581"), f, ensure_ascii=False)
+        if kind == "gpt2":
+            write_merges(d)
     # The weights last: model.safetensors appears (renamed from .part) only once complete.
     write_safetensors(os.path.join(d, "model.safetensors"), tensors, {"format": "pt"})
 

@@ -334,6 +334,28 @@ void check_weight(const ffn& l, weight w, const reference::mat& stored, bool out
             CHECK(column[r] == expected(r, c));
         }
     }
+    // Every row's dot product with g in one pass: the very sum a loop along the row adds up.
+    std::vector<double> g(out);
+    for (std::size_t c = 0; c < out; ++c) g[c] = 0.5 - 0.25 * static_cast<double>(c % 7);
+    const std::vector<double> dots = weight_row_dots(l, w, g);
+    REQUIRE(dots.size() == in);
+    for (std::size_t r = 0; r < in; ++r) {
+        CAPTURE(r);
+        double sum = 0;
+        for (std::size_t c = 0; c < out; ++c) sum += expected(r, c) * g[c];
+        CHECK(dots[r] == sum);
+    }
+    // Some rows gathered at once, in the order asked, one of them twice.
+    const std::vector<std::size_t> which{in - 1, 0, in / 2, in - 1};
+    const matrix rows = weight_rows(l, w, which);
+    REQUIRE(rows.rows == which.size());
+    REQUIRE(rows.cols == out);
+    for (std::size_t k = 0; k < which.size(); ++k)
+        for (std::size_t c = 0; c < out; ++c) {
+            CAPTURE(k);
+            CAPTURE(c);
+            CHECK(rows(k, c) == expected(which[k], c));
+        }
 }
 
 void check_exact(const std::vector<double>& got, const reference::vec& expected) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,11 @@ public:
     virtual std::vector<double> row(std::size_t i) const = 0;     // W[i, :] (cols)
     virtual std::vector<double> column(std::size_t j) const = 0;  // W[:, j] (rows)
     virtual std::vector<double> row_norms() const = 0;            // ‖W[i, :]‖ for every i (rows)
+    // W · g (rows): each row's Σ_j W[i, j]·g[j], summed from j = 0 up as that loop sums it, so the
+    // same number to the bit; one pass over the file for every row, where row(i) is a pass each.
+    virtual std::vector<double> row_dots(std::span<const double> g) const = 0;
+    // W[i, :] for each i of `which` (which.size(), cols), in one pass over the file.
+    virtual matrix rows_of(const std::vector<std::size_t>& which) const = 0;
     // The first value that is not finite (NaN, ±inf) that the calls above met in the file, as an
     // error naming the file, the tensor, its row and column; none while every value read was finite.
     // A product through such a value has no meaning: whoever computed it asks here first.
@@ -172,6 +178,9 @@ matrix times(const ffn& l, weight w, const matrix& x, const std::vector<double>&
 std::vector<double> weight_row(const ffn& l, weight w, std::size_t i);     // W[i, :]
 std::vector<double> weight_column(const ffn& l, weight w, std::size_t j);  // W[:, j]
 std::vector<double> weight_row_norms(const ffn& l, weight w);              // ‖W[i, :]‖ for every i
+// W · g: Σ_j W[i, j]·g[j] for every i, each summed from j = 0 up.
+std::vector<double> weight_row_dots(const ffn& l, weight w, std::span<const double> g);
+matrix weight_rows(const ffn& l, weight w, const std::vector<std::size_t>& which);  // W[i, :] for each i
 // The matrix a step multiplies by: expand W1, gate Wg, up Wu, contract W2; none for the others.
 std::optional<weight> weight_of(step_kind k);
 

@@ -96,25 +96,11 @@ double norm_scale(std::span<const double> x, const final_norm& n) {
     return std::sqrt(sq / d + n.eps);
 }
 
-// W2[j] · g for every unit j: W2 (d_ff, d_out) · g (d_out) -> (d_ff). A W2 left in its file is
-// read once, as gᵀ · W2ᵀ, one product: read row by row, a stored nn.Linear weight is a column
-// of the file each, 11,008 passes over a Llama layer's down projection.
-std::vector<double> unit_dots(const ffn& l, const std::vector<double>& g) {
-    if (const auto& stored = l.stored[static_cast<int>(weight::w2)]) {
-        matrix row(1, g.size());
-        std::copy(g.begin(), g.end(), row.data.begin());
-        return stored->times_transposed(row).data;
-    }
-    std::vector<double> dots(l.w2.rows);
-    for (std::size_t j = 0; j < dots.size(); ++j) dots[j] = dot(l.w2.row(j), g);
-    return dots;
-}
-
 // Each unit's a · (W2[j] · g) / σ for one dense trace's row; `weight` scales it (an expert's routing weight).
 void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, double sigma, double weight,
                std::optional<std::size_t> expert, bool shared, std::vector<unit_attribution>& out) {
     const matrix& h = hidden_output(tr);
-    const std::vector<double> dots = unit_dots(tr.layer(), g);
+    const std::vector<double> dots = weight_row_dots(tr.layer(), weight::w2, g);  // W2[j] · g for every j
     for (std::size_t j = 0; j < h.cols; ++j) {
         const double a = h(row, j);
         if (a == 0) {
@@ -333,7 +319,8 @@ outcome<hooked_run> run_stream(const transformer& model, const prompt_tokens& pr
         request.cache.push_back({hook_point::resid_post, i});
     }
     request.cache.push_back({hook_point::resid_mid, N});
-    if (model.has_head()) request.head_rows = {prompt.ids.size() - 1};
+    // The head's row is unembedded with the lens's (prompt_logits), not by the pass on its own.
+    if (model.has_head()) request.cache.push_back({hook_point::resid_post, model.n_layers() - 1});
     auto run = model.run_with_hooks(prompt.ids, request);
     if (!run) return run.err();
     const activation_cache& c = run->cache;
@@ -399,32 +386,51 @@ std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& 
     return std::nullopt;
 }
 
-// The logit lens: the stream before and after the FFN, through the final norm and the unembedding.
-std::optional<error> read_lens(const transformer& model, std::size_t top, const vocabulary_text& text, prompt_trace& r) {
-    std::vector<std::size_t> all(r.input.rows);
+// Every logit the prompt's readings use, from one product with the unembedding, so that it is
+// read from the file once (a pass of its own was a conversion of the whole matrix each, six times
+// a prompt): the lens before and after layer N's FFN at every token, and the model's prediction
+// at the last token. The stack (2 · tokens + 1, d_model) goes through the final norm row by row.
+struct prompt_logits {
+    matrix z;  // rows 0 … T − 1: before; T … 2T − 1: after; 2T: the prediction
+    std::size_t tokens = 0;
+    std::span<const double> before(std::size_t t) const { return z.row(t); }
+    std::span<const double> after(std::size_t t) const { return z.row(tokens + t); }
+    std::span<const double> prediction() const { return z.row(2 * tokens); }
+};
+
+outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& input, const matrix& output, const matrix& final_stream) {
+    const std::size_t n = input.rows;
+    matrix stack(2 * n + 1, input.cols);
+    std::copy(input.data.begin(), input.data.end(), stack.data.begin());
+    std::copy(output.data.begin(), output.data.end(), stack.row(n).begin());
+    std::copy_n(final_stream.row(n - 1).begin(), input.cols, stack.row(2 * n).begin());
+    std::vector<std::size_t> all(stack.rows);
     std::iota(all.begin(), all.end(), std::size_t{0});
-    auto before = model.logits(r.input, all);
-    if (!before) return before.err();
-    auto after = model.logits(r.output(), all);
-    if (!after) return after.err();
-    for (std::size_t t = 0; t < all.size(); ++t) {
+    auto z = model.logits(stack, all);
+    if (!z) return z.err();
+    return prompt_logits{std::move(*z), n};
+}
+
+// The logit lens: the stream before and after the FFN, through the final norm and the unembedding.
+void read_lens(const prompt_logits& logits, std::size_t top, const vocabulary_text& text, prompt_trace& r) {
+    for (std::size_t t = 0; t < logits.tokens; ++t) {
+        const auto before = logits.before(t), after = logits.after(t);
         lens_position p;
-        const auto pb = softmax_row(before->row(t)), pa = softmax_row(after->row(t));
-        p.before = ranked(before->row(t), top_ids(before->row(t), top), text, &pb);
-        p.after = ranked(after->row(t), top_ids(after->row(t), top), text, &pa);
-        std::vector<double> change(after->cols);
-        for (std::size_t v = 0; v < change.size(); ++v) change[v] = (*after)(t, v) - (*before)(t, v);
+        const auto pb = softmax_row(before), pa = softmax_row(after);
+        p.before = ranked(before, top_ids(before, top), text, &pb);
+        p.after = ranked(after, top_ids(after, top), text, &pa);
+        std::vector<double> change(after.size());
+        for (std::size_t v = 0; v < change.size(); ++v) change[v] = after[v] - before[v];
         p.raised = ranked(change, top_ids(change, top), text);
         p.lowered = ranked(change, top_ids(change, top, true), text);
         r.lens.push_back(std::move(p));
     }
-    return std::nullopt;
 }
 
 // The lens's change at the last token, term by term: the units' push, b2's, and the norm's
 // rescaling of the stream already there, x · g · (1/σ_after − 1/σ_before); and the change itself,
 // read from the lens's own logits.
-outcome<lens_terms> reconcile(const transformer& model, const final_norm& norm, const std::vector<double>& g, prompt_trace& r) {
+lens_terms reconcile(const prompt_logits& logits, const final_norm& norm, const std::vector<double>& g, prompt_trace& r) {
     const std::size_t last = r.input.rows - 1;
     const std::span<const double> x = r.input.row(last), y = r.output().row(last);
     lens_terms t;
@@ -441,19 +447,15 @@ outcome<lens_terms> reconcile(const transformer& model, const final_norm& norm, 
                 t.bias += (et.shared ? 1.0 : w(last, et.expert)) * dot(et.tr.layer().b2, g) / t.sigma_after;
     }
     t.rescale = dot(x, g) * (1 / t.sigma_after - 1 / t.sigma_before);
-    auto before = model.logits(r.input, {last});
-    if (!before) return before.err();
-    auto after = model.logits(r.output(), {last});
-    if (!after) return after.err();
-    auto difference = [&](const matrix& z) { return z(0, r.target->id) - (r.versus ? z(0, r.versus->id) : 0.0); };
-    t.lens_change = difference(*after) - difference(*before);
+    auto difference = [&](std::span<const double> z) { return z[r.target->id] - (r.versus ? z[r.versus->id] : 0.0); };
+    t.lens_change = difference(logits.after(last)) - difference(logits.before(last));
     return t;
 }
 
 // The attribution: each unit's direct push toward the predicted token at the last position, and
 // the lens's change reconciled with it.
-std::optional<error> attribute_units(const transformer& model, std::size_t top, const std::vector<std::size_t>& explain,
-                                     std::size_t sweep, prompt_trace& r) {
+std::optional<error> attribute_units(const transformer& model, const prompt_logits& logits, std::size_t top,
+                                     const std::vector<std::size_t>& explain, std::size_t sweep, prompt_trace& r) {
     const checkpoint& ck = model.source();
     const std::size_t last = r.input.rows - 1;
     auto norm = final_norm_of(ck);
@@ -463,9 +465,7 @@ std::optional<error> attribute_units(const transformer& model, std::size_t top, 
     const double sigma = norm_scale(r.output().row(last), *norm);
     attribute_layer(r.dense, r.moe, last, *g, sigma, r.top_units);
     for (const auto& u : r.top_units) r.total_score += u.score;
-    auto terms = reconcile(model, *norm, *g, r);
-    if (!terms) return terms.err();
-    r.terms = *terms;
+    r.terms = reconcile(logits, *norm, *g, r);
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
     for (std::size_t k = 0; k < std::min(sweep, r.top_units.size()); ++k) r.sweep_units.push_back(r.top_units[k].unit);
@@ -593,15 +593,22 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
 
     auto run = run_stream(model, prompt, r);
     if (!run) return run.err();
-    if (auto e = read_layer(ck, *run, prompt, options, r)) return *e;
+    std::optional<prompt_logits> lens;
     if (model.has_head()) {
-        if (auto e = read_lens(model, options.top, text, r)) return *e;
-        const std::vector<double> logits(run->logits.row(0).begin(), run->logits.row(0).end());
+        const matrix& output = run->dense ? run->dense->output().value : run->moe->output().value;
+        auto z = unembed_prompt(model, r.input, output, *run->cache.find({hook_point::resid_post, model.n_layers() - 1}));
+        if (!z) return z.err();
+        lens = std::move(*z);
+    }
+    if (auto e = read_layer(ck, *run, prompt, options, r)) return *e;
+    if (lens) {
+        read_lens(*lens, options.top, text, r);
+        const std::vector<double> logits(lens->prediction().begin(), lens->prediction().end());
         const std::vector<double> probs = softmax_row(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
         if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};
-        if (auto e = attribute_units(model, options.top, options.explain, options.ablate_top, r)) return *e;
+        if (auto e = attribute_units(model, *lens, options.top, options.explain, options.ablate_top, r)) return *e;
         if (options.ablate_top > 0)
             if (auto e = sweep_knock_outs(model, r)) return *e;
         if (options.knock_out_top)

@@ -135,7 +135,8 @@ void view_columns(const trace& t, const unit_readings& units, vocabulary_view& v
     for (const auto& fired : units.fired)
         for (const auto& u : fired)
             if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
-    for (auto unit : view.units) columns.push_back(weight_row(t.layer(), weight::w2, unit));
+    const matrix rows = weight_rows(t.layer(), weight::w2, view.units);
+    for (std::size_t k = 0; k < rows.rows; ++k) columns.emplace_back(rows.row(k).begin(), rows.row(k).end());
     const matrix& update = t.step(step_kind::contract).value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
 }

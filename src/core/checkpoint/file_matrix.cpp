@@ -113,6 +113,45 @@ public:
         return ss;
     }
 
+    // Stored (in, out): row i of W is stored row i, its sum one run along the panel's row. Stored
+    // (out, in): row i of W is stored column i, and stored row r adds the term W[i, r]·g[r] to
+    // every row's sum at once, in the order r = 0, 1, … that a loop along row i adds them.
+    std::vector<double> row_dots(std::span<const double> g) const override {
+        std::vector<double> dots(rows(), 0.0);
+        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+            for (std::size_t r = 0; r < n; ++r) {
+                const double* p = panel + r * stored_cols_;
+                if (transposed_) {
+                    const double gr = g[r0 + r];
+                    for (std::size_t c = 0; c < stored_cols_; ++c) dots[c] += p[c] * gr;
+                } else {
+                    double sum = 0;
+                    for (std::size_t c = 0; c < stored_cols_; ++c) sum += p[c] * g[c];
+                    dots[r0 + r] = sum;
+                }
+            }
+        });
+        return dots;
+    }
+
+    // Stored (in, out): each row read on its own. Stored (out, in): the rows are stored columns,
+    // gathered in one pass over the panels (a column read alone touches a page of every row).
+    matrix rows_of(const std::vector<std::size_t>& which) const override {
+        matrix out(which.size(), cols());
+        if (!transposed_) {
+            for (std::size_t k = 0; k < which.size(); ++k) {
+                const std::vector<double> r = stored_row(which[k]);
+                std::copy(r.begin(), r.end(), out.row(k).begin());
+            }
+            return out;
+        }
+        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+            for (std::size_t k = 0; k < which.size(); ++k)
+                for (std::size_t r = 0; r < n; ++r) out(k, r0 + r) = panel[r * stored_cols_ + which[k]];
+        });
+        return out;
+    }
+
 private:
     // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
     // converted, their pages of the file handed back as soon as they are (or the held values'

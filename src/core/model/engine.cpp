@@ -307,6 +307,26 @@ std::vector<double> weight_row_norms(const ffn& l, weight w) {
     return n;
 }
 
+std::vector<double> weight_row_dots(const ffn& l, weight w, std::span<const double> g) {
+    if (const auto& s = l.stored[static_cast<int>(w)]) return s->row_dots(g);
+    const matrix& m = l[w];
+    std::vector<double> dots(m.rows);
+    for (std::size_t i = 0; i < m.rows; ++i) {
+        double sum = 0;
+        for (std::size_t j = 0; j < m.cols; ++j) sum += m(i, j) * g[j];
+        dots[i] = sum;
+    }
+    return dots;
+}
+
+matrix weight_rows(const ffn& l, weight w, const std::vector<std::size_t>& which) {
+    if (const auto& s = l.stored[static_cast<int>(w)]) return s->rows_of(which);
+    const matrix& m = l[w];
+    matrix out(which.size(), m.cols);
+    for (std::size_t k = 0; k < which.size(); ++k) std::copy_n(m.row(which[k]).begin(), m.cols, out.row(k).begin());
+    return out;
+}
+
 std::optional<weight> weight_of(step_kind k) { return detail::step_weight(k); }
 
 namespace {
