@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 samples=${BENCH_SAMPLES:-10}
 source scripts/bench_prompt_setup.sh
 
+# The load goes with the timings: on a shared machine the wall times stretch with it.
+load_before=$(uptime)
 echo "ffn-trace locate: $tokens tokens, $samples samples, window 1" >&2
 /usr/bin/time -v -o "$out/locate.time" \
     "$ft" locate --checkpoint "$dir" --prompt "$prompt" --subject "efg" --samples "$samples" --format json -o "$out/locate.json"
@@ -26,3 +28,4 @@ echo "PyTorch float64, the same tracing" >&2
 [ -n "$small" ] && echo "(BENCH_SMALL: every width shrunk to d_model 64; these are not the real shapes)"
 "$python" scripts/bench_table.py locate "$out/locate.time" "$out/locate-torch.time" "$out/locate-torch.out" "$dir/config.json" \
     "$tokens tokens, $samples samples, window 1, the three grids" | tee "$out/locate-table.md"
+printf '\nLoad before: %s\nLoad after:  %s\n' "$load_before" "$(uptime)" | tee -a "$out/locate-table.md"

@@ -242,6 +242,39 @@ TEST_CASE("running from a block with the cached stream is the full run, number f
     }
 }
 
+TEST_CASE("a batch of sequences runs each within itself, as the reference runs each prompt alone") {
+    // Three prompts of five tokens stacked as 15 rows: attention (causal, Mistral's window, RoPE's
+    // positions) must stay within each prompt, every other step row by row.
+    const std::vector<std::vector<std::size_t>> prompts{{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}, {5, 8, 9, 7, 9}};
+    const std::size_t T = 5, S = prompts.size();
+    for (const char* arch : {"gpt2", "bert", "llama", "mistral", "mixtral"}) {
+        const std::string name = arch;
+        CAPTURE(name);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        matrix stacked(S * T, d_model);
+        for (std::size_t k = 0; k < S; ++k) {
+            auto x0 = tr.embed(prompts[k]);
+            REQUIRE(x0);
+            std::copy(x0->data.begin(), x0->data.end(), stacked.data.begin() + static_cast<long>(k * T * d_model));
+        }
+        hook_request batch;
+        batch.sequences = S;
+        if (tr.has_head()) batch.head_rows = {T - 1, 2 * T - 1, 3 * T - 1};
+        auto run = tr.run_from({hook_point::resid_pre, 0}, stacked, batch);
+        REQUIRE(run);
+        REQUIRE(run->stream.rows == S * T);
+        for (std::size_t k = 0; k < S; ++k) {
+            CAPTURE(k);
+            const ref::run want = ref::forward(m.spec, m.values, prompts[k]);
+            const matrix stream = gather(run->stream, {k * T, k * T + 1, k * T + 2, k * T + 3, k * T + 4});
+            check_same(stream, want.after_ffn.back(), "sequence k's stream leaving the last block");
+            if (tr.has_head()) check_same(gather(run->logits, {k}), {want.logits.back()}, "sequence k's logits at its last token");
+        }
+    }
+}
+
 TEST_CASE("a request outside the model is one error naming the field and what the model has") {
     const auto m = make_model("gpt2");
     ckpt::temp_dir dir;
@@ -283,6 +316,17 @@ TEST_CASE("a request outside the model is one error naming the field and what th
         auto from = tr.run_from({hook_point::mlp_out, 0}, matrix(5, d_model), {});
         REQUIRE_FALSE(from);
         CHECK(from.err().path == "start");
+    }
+    SUBCASE("a batch whose rows are not sequences of equal length, and a batch of token ids") {
+        hook_request request;
+        request.sequences = 2;
+        auto from = tr.run_from({hook_point::resid_pre, 0}, matrix(5, d_model), request);
+        REQUIRE_FALSE(from);
+        CHECK(from.err().path == "sequences");
+        CHECK(from.err().message == "5 rows are not 2 sequences of equal length");
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE_FALSE(run);
+        CHECK(run.err().path == "sequences");
     }
 }
 

@@ -103,6 +103,13 @@ struct hook_request {
     // The positions read through the final norm and the unembedding after the last block, in
     // this order; empty: none, or every position when final_norm or logits is cached or written.
     std::vector<std::size_t> head_rows;
+    // The stream is this many sequences of equal length T, one after another: row k·T + i is
+    // token i of sequence k. Attention reads within each sequence alone and every other step row
+    // by row, so S runs of one prompt go through each product as one batch of S·T rows (each
+    // row as in a run of its sequence alone but for rounding: the matrix library may group a
+    // dot product's sums differently in a product of more rows). Positions and head_rows name
+    // rows of the whole stream.
+    std::size_t sequences = 1;
 };
 
 struct hooked_run {

@@ -110,7 +110,8 @@ struct locate_trace {
 
 // Causal tracing of the prompt: a clean run, `samples` corrupted runs, and for each kind of
 // restore, layer and token the corrupted runs again (transformer::run_from) from the first block
-// the restore changes (the corrupted streams before it are kept from the corrupted runs). Errors: an encoder (BERT), no
+// the restore changes (the corrupted streams before it are kept from the corrupted runs), the S
+// samples as one batch (hook_request::sequences). Errors: an encoder (BERT), no
 // subject in the prompt, samples 0, a negative or not finite noise, window 0, a target id
 // outside the vocabulary.
 outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, const locate_options& options);

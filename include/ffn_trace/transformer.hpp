@@ -81,8 +81,10 @@ public:
     std::size_t width(hook_point p) const;
 
     // The pass's parts, which run_from calls in order (hooks.cpp):
-    // What block `layer`'s attention writes, attn(norm(x)) before the residual.
-    outcome<matrix> attention_output(std::size_t layer, const matrix& x) const;
+    // What block `layer`'s attention writes, attn(norm(x)) before the residual. x may be a batch
+    // of `sequences` sequences of equal length, one after another (hooks.hpp's
+    // hook_request::sequences): each attends within itself alone, its tokens at positions 0, 1, ….
+    outcome<matrix> attention_output(std::size_t layer, const matrix& x, std::size_t sequences = 1) const;
     // resid_pre + attn_out, then BERT's LayerNorm.
     outcome<matrix> attention_residual(std::size_t layer, const matrix& x, const matrix& out) const;
     // Block `layer`'s FFN sublayer through the engine, with a hook (hooks.cpp's interventions).
@@ -95,13 +97,14 @@ public:
     outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows, const std::function<void(hook_point, matrix&)>& at) const;
 
     // What block `layer`'s attention forms from x (tokens, d_model) before its scores: the
-    // pre-norm's parts (y = x itself without one) and q, k, v, RoPE applied. x is checked by
-    // attention_output; the layer must be one of the model's.
+    // pre-norm's parts (y = x itself without one) and q, k, v, RoPE applied (to each of x's
+    // `sequences` from position 0). x is checked by attention_output; the layer must be one of
+    // the model's.
     struct attention_inputs {
         norm_parts norm;
         matrix q, k, v;
     };
-    attention_inputs attention_inputs_of(std::size_t layer, const matrix& x) const;
+    attention_inputs attention_inputs_of(std::size_t layer, const matrix& x, std::size_t sequences = 1) const;
     // The backward passes (model_backward.cpp): dL/dx of attention_output(layer, x) from
     // d_out = dL/d(attn_out) (tokens, d_model); and dL/dx (tokens, d_model) of head(x, rows)
     // from dlogits (rows.size(), vocab), `at` called with dL/d(final_norm), which it may change.

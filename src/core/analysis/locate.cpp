@@ -1,8 +1,10 @@
 // Causal tracing (see locate.hpp): the clean run, the corrupted runs, and each restore, all through
 // the forward pass's hook points: the clean run keeps every block's attn_out, mlp_out and
-// resid_post; each corrupted run its resid_pre and resid_mid; and a restore starts, with run_from,
-// from the corrupted stream at the first block it changes, the clean row put back there and at the
-// window's later blocks by replace_rows interventions.
+// resid_post; the corrupted runs their resid_pre and resid_mid; and a restore starts, with
+// run_from, from the corrupted stream at the first block it changes, the clean row put back there
+// and at the window's later blocks by replace_rows interventions. The S samples of the corrupted
+// runs and of each restore run as one batch of S·T rows (hook_request::sequences), so that every
+// product has S·T rows and the head unembeds the S last positions at once.
 #include "ffn_trace/locate.hpp"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <span>
 
 #include "base/splitmix.hpp"
+#include "ffn_trace/engine.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
@@ -146,11 +149,27 @@ struct clean_run {
     std::vector<double> logits;            // at the last token
 };
 
-// The S corrupted runs' streams, per sample: entering[k][l] is sample k's resid_pre of block l
-// (entering[k][L] leaves the last block), mid[k][l] its resid_mid.
+// The S corrupted runs' streams as one batch (samples · tokens, d_model), row k·T + i being sample
+// k's token i: entering[l] is the batch's resid_pre of block l (entering[L] leaves the last
+// block), mid[l] its resid_mid.
 struct corrupted_runs {
-    std::vector<std::vector<matrix>> entering, mid;
+    std::size_t samples = 0, tokens = 0;
+    std::vector<matrix> entering, mid;
 };
+
+// Token i's row in each sample of a batch of `samples` sequences of T tokens: k·T + i, k = 0 … S − 1.
+std::vector<std::size_t> in_each(std::size_t i, std::size_t samples, std::size_t T) {
+    std::vector<std::size_t> rows;
+    for (std::size_t k = 0; k < samples; ++k) rows.push_back(k * T + i);
+    return rows;
+}
+
+// softmax(z_k)[target] for each row k of the head's logits (samples, vocab): each sample's P(target).
+std::vector<double> each_sample(const matrix& logits, std::size_t target) {
+    std::vector<double> p;
+    for (std::size_t k = 0; k < logits.rows; ++k) p.push_back(softmax_at(logits.row(k), target));
+    return p;
+}
 
 // The mean over the samples of P(target) at the last token.
 double mean_of(const std::vector<double>& p) {
@@ -179,35 +198,41 @@ outcome<clean_run> run_clean(const transformer& model, const prompt_tokens& prom
     return clean;
 }
 
-// The corrupted runs from x0 with ν·ε on the subject's rows, every block's resid_pre and resid_mid
-// kept: the restores start from them. Returns each sample's P(target).
+// The corrupted inputs as one batch (S·T, d_model): sample k's rows are x0 with ν·ε_k added to
+// the subject's rows, x0[s_j] + ν·ε_k[j] for the subject's j-th token s_j.
+matrix corrupted_inputs(const matrix& x0, const locate_trace& r) {
+    const std::size_t T = x0.rows;
+    matrix x(r.epsilon.size() * T, x0.cols);
+    for (std::size_t k = 0; k < r.epsilon.size(); ++k) {
+        std::copy(x0.data.begin(), x0.data.end(), x.data.begin() + static_cast<long>(k * T * x0.cols));
+        for (std::size_t j = 0; j < r.subject_positions.size(); ++j)
+            for (std::size_t i = 0; i < x.cols; ++i) x(k * T + r.subject_positions[j], i) += r.scale * r.epsilon[k](j, i);
+    }
+    return x;
+}
+
+// The corrupted runs, one batch, every block's resid_pre and resid_mid kept: the restores start
+// from them. Returns each sample's P(target).
 outcome<std::vector<double>> run_corrupted(const transformer& model, const clean_run& clean, const locate_trace& r,
                                            corrupted_runs& runs) {
-    const std::size_t L = model.n_layers(), T = clean.embedded.rows;
+    const std::size_t L = model.n_layers(), T = clean.embedded.rows, S = r.epsilon.size();
     hook_request request;
     for (std::size_t l = 0; l < L; ++l) {
         request.cache.push_back({hook_point::resid_pre, l});
         request.cache.push_back({hook_point::resid_mid, l});
     }
-    request.head_rows = {T - 1};
-    std::vector<double> p;
-    for (const matrix& eps : r.epsilon) {
-        matrix x = clean.embedded;
-        for (std::size_t j = 0; j < r.subject_positions.size(); ++j)
-            for (std::size_t i = 0; i < x.cols; ++i) x(r.subject_positions[j], i) += r.scale * eps(j, i);
-        auto run = model.run_from({hook_point::resid_pre, 0}, std::move(x), request);
-        if (!run) return run.err();
-        std::vector<matrix> entering, mid;
-        for (std::size_t l = 0; l < L; ++l) {
-            entering.push_back(*run->cache.find({hook_point::resid_pre, l}));
-            mid.push_back(*run->cache.find({hook_point::resid_mid, l}));
-        }
-        entering.push_back(std::move(run->stream));
-        runs.entering.push_back(std::move(entering));
-        runs.mid.push_back(std::move(mid));
-        p.push_back(softmax_at(run->logits.row(0), r.target_id));
+    request.sequences = S;
+    request.head_rows = in_each(T - 1, S, T);
+    auto run = model.run_from({hook_point::resid_pre, 0}, corrupted_inputs(clean.embedded, r), request);
+    if (!run) return run.err();
+    runs.samples = S;
+    runs.tokens = T;
+    for (std::size_t l = 0; l < L; ++l) {
+        runs.entering.push_back(*run->cache.find({hook_point::resid_pre, l}));
+        runs.mid.push_back(*run->cache.find({hook_point::resid_mid, l}));
     }
-    return p;
+    runs.entering.push_back(std::move(run->stream));
+    return each_sample(run->logits, r.target_id);
 }
 
 // The point a restore writes in each block, and the clean values it writes there.
@@ -219,39 +244,36 @@ const std::vector<matrix>& clean_values(const clean_run& clean, restored what) {
 }
 
 // The corrupted runs again with `what` restored at token t in each layer of `span`: the mean
-// P(target). Nothing before block span.begin changes, and in it only token t's row, so each run
-// starts from the corrupted stream with that row already restored — at span.begin's resid_mid for
-// an attention output, at the next block's resid_pre for an FFN output or a stream — and
-// run_from puts the clean row back at the window's later blocks as it passes them.
+// P(target). Nothing before block span.begin changes, and in it only token t's row, so the batch
+// starts from the corrupted stream with that row of every sample already restored — at
+// span.begin's resid_mid for an attention output, at the next block's resid_pre for an FFN output
+// or a stream — and run_from puts the clean row back at the window's later blocks as it passes.
 outcome<double> restored_runs(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
                               layer_span span, std::size_t t, std::size_t target) {
-    const std::size_t L = model.n_layers(), b = span.begin;
+    const std::size_t L = model.n_layers(), b = span.begin, S = runs.samples, T = runs.tokens;
     const std::vector<matrix>& values = clean_values(clean, what);
+    const std::vector<std::size_t> rows = in_each(t, S, T), clean_row(S, t);
     hook_request request;
     for (std::size_t l = b + 1; l < span.end; ++l)
-        request.interventions.push_back(replace_rows({restored_point(what), l}, {t}, gather(values[l], {t})));
-    request.head_rows = {runs.entering.front().front().rows - 1};
-    std::vector<double> p;
-    for (std::size_t k = 0; k < runs.entering.size(); ++k) {
-        const bool attention = what == restored::attn;
-        hook_name start = attention ? hook_name{hook_point::resid_mid, b} : hook_name{hook_point::resid_pre, b + 1};
-        matrix x = attention ? runs.mid[k][b] : runs.entering[k][b + 1];
+        request.interventions.push_back(replace_rows({restored_point(what), l}, rows, gather(values[l], clean_row)));
+    request.sequences = S;
+    request.head_rows = in_each(T - 1, S, T);
+    const bool attention = what == restored::attn;
+    const hook_name start = attention ? hook_name{hook_point::resid_mid, b} : hook_name{hook_point::resid_pre, b + 1};
+    matrix x = attention ? runs.mid[b] : runs.entering[b + 1];
+    for (std::size_t r : rows)
         for (std::size_t i = 0; i < x.cols; ++i)
-            x(t, i) = what == restored::state ? values[b](t, i)
-                      : attention             ? runs.entering[k][b](t, i) + values[b](t, i)
-                                              : runs.mid[k][b](t, i) + values[b](t, i);
-        const std::size_t last = x.rows - 1;
-        if (start.point == hook_point::resid_pre && start.layer == L) {
-            auto z = model.logits(x, {last});
-            if (!z) return z.err();
-            p.push_back(softmax_at(z->row(0), target));
-            continue;
-        }
-        auto run = model.run_from(start, std::move(x), request);
-        if (!run) return run.err();
-        p.push_back(softmax_at(run->logits.row(0), target));
+            x(r, i) = what == restored::state ? values[b](t, i)
+                      : attention             ? runs.entering[b](r, i) + values[b](t, i)
+                                              : runs.mid[b](r, i) + values[b](t, i);
+    if (start.point == hook_point::resid_pre && start.layer == L) {
+        auto z = model.logits(x, request.head_rows);
+        if (!z) return z.err();
+        return mean_of(each_sample(*z, target));
     }
-    return mean_of(p);
+    auto run = model.run_from(start, std::move(x), request);
+    if (!run) return run.err();
+    return mean_of(each_sample(run->logits, target));
 }
 
 }  // namespace
@@ -368,17 +390,22 @@ std::optional<error> draw_noise(const checkpoint& ck, const locate_options& opti
     return std::nullopt;
 }
 
-// One grid: each layer and token restored in turn, the mean over the samples.
+// One grid: each layer and token restored in turn, the mean over the samples. A token before the
+// subject's first is the same in the clean and every corrupted run (the causal mask hides the
+// noise from it), so restoring it gives back the corrupted runs themselves: their P, without
+// running them again (and without the rounding by which a batch's products differ from the
+// clean run's).
 std::optional<error> fill_grid(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
                                locate_trace& r) {
     const std::size_t L = r.n_layers, T = r.prompt.ids.size();
+    const std::size_t first = *std::min_element(r.subject_positions.begin(), r.subject_positions.end());
     locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
     g.prob = matrix(L, T);
     g.effect = matrix(L, T);
     for (std::size_t l = 0; l < L; ++l) {
         const layer_span span = restore_window(l, r.window, L);
         for (std::size_t t = 0; t < T; ++t) {
-            auto p = restored_runs(model, clean, runs, what, span, t, r.target_id);
+            auto p = t < first ? outcome<double>(r.corrupted_prob) : restored_runs(model, clean, runs, what, span, t, r.target_id);
             if (!p) return p.err();
             g.prob(l, t) = *p;
             g.effect(l, t) = g.prob(l, t) - r.corrupted_prob;
@@ -399,6 +426,11 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     if (!subject) return subject.err();
     // Hundreds of runs read every block and the head: each weight is converted once, not at each.
     const transformer model = given.holding(0, given.n_layers() - 1, true);
+    // A small model's products, even of a batch's S·T rows, are over before the matrix library's
+    // threads have woken each other: below 2^24 multiply-adds in the FFN's product, one thread.
+    const checkpoint_config& c = ck.config();
+    std::optional<matrix_library_on_one_thread> one_thread;
+    if (options.samples * prompt.ids.size() * c.d_model * c.d_ff < (std::size_t{1} << 24)) one_thread.emplace();
     locate_trace r;
     r.arch = ck.config().arch;
     r.checkpoint = ck.origin();

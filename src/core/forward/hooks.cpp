@@ -139,7 +139,7 @@ public:
     outcome<bool> block(std::size_t i, matrix& x, bool attention) {
         if (attention) {
             at({hook_point::resid_pre, i}, x);
-            auto added = model_.attention_output(i, x);
+            auto added = model_.attention_output(i, x, request_.sequences);
             if (!added) return added.err();
             at({hook_point::attn_out, i}, *added);
             auto mid = model_.attention_residual(i, x, *added);
@@ -235,6 +235,8 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
     };
     if (request.trace_layer && *request.trace_layer >= n_layers()) return layer_error(*request.trace_layer, "trace_layer");
     if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
+    if (request.sequences == 0 || tokens % request.sequences != 0)
+        return error{ck_->origin(), "sequences", fmt::format("{} rows are not {} sequences of equal length", tokens, request.sequences)};
     for (std::size_t k = 0; k < request.head_rows.size(); ++k)
         if (request.head_rows[k] >= tokens)
             return error{ck_->origin(), fmt::format("head_rows[{}]", k),
@@ -248,6 +250,8 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
 }
 
 outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& ids, const hook_request& request) const {
+    if (request.sequences != 1)
+        return error{ck_->origin(), "sequences", "a run from token ids is one sequence; give a batch of streams to run_from"};
     auto x = embed(ids);
     if (!x) return x.err();
     if (auto e = check(request, x->rows)) return *e;

@@ -127,6 +127,40 @@ matrix columns(const matrix& x, std::size_t from, std::size_t n) {
     return y;
 }
 
+// Sequence k of a batch of `sequences` of equal length, one after another: x's rows [k·n, (k+1)·n),
+// n = x.rows / sequences.
+matrix sequence_of(const matrix& x, std::size_t k, std::size_t sequences) {
+    const std::size_t n = x.rows / sequences;
+    matrix y(n, x.cols);
+    std::copy_n(x.data.begin() + static_cast<long>(k * n * x.cols), n * x.cols, y.data.begin());
+    return y;
+}
+// into's rows of sequence k ← rows (n, into.cols).
+void set_sequence(matrix& into, std::size_t k, const matrix& rows) {
+    std::copy(rows.data.begin(), rows.data.end(), into.data.begin() + static_cast<long>(k * rows.rows * into.cols));
+}
+
+// RoPE on each sequence of the batch, its tokens at positions 0, 1, … (attention.hpp's formula).
+void rope_per_sequence(matrix& x, std::size_t head_dim, double rope_theta, std::size_t sequences) {
+    if (sequences == 1) return rotate_half_rope(x, head_dim, rope_theta);
+    for (std::size_t k = 0; k < sequences; ++k) {
+        matrix part = sequence_of(x, k, sequences);
+        rotate_half_rope(part, head_dim, rope_theta);
+        set_sequence(x, k, part);
+    }
+}
+
+// Attention within each sequence of the batch alone: q (rows, n_heads·head_dim), k and v
+// (rows, n_kv_heads·head_dim) -> (rows, n_heads·head_dim), sequence k's rows of the output being
+// attention(q_k, k_k, v_k) of its own rows, the very products of a run of that sequence alone.
+matrix attention_per_sequence(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s, std::size_t sequences) {
+    if (sequences == 1) return attention(q, k, v, s);
+    matrix out(q.rows, s.n_heads * s.head_dim);
+    for (std::size_t j = 0; j < sequences; ++j)
+        set_sequence(out, j, attention(sequence_of(q, j, sequences), sequence_of(k, j, sequences), sequence_of(v, j, sequences), s));
+    return out;
+}
+
 }  // namespace
 
 namespace {
@@ -415,7 +449,7 @@ outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
     return x;
 }
 
-transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer, const matrix& x) const {
+transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer, const matrix& x, std::size_t sequences) const {
     const attention_weights& a = attention_[layer];
     attention_inputs in;
     if (a.norm && a.norm->position == norm_layer::place::pre)
@@ -434,19 +468,21 @@ transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer
         in.v = project(a.v, in.norm.y);
     }
     if (rope_) {
-        rotate_half_rope(in.q, shape_.head_dim, ck_->config().rope_theta);
-        rotate_half_rope(in.k, shape_.head_dim, ck_->config().rope_theta);
+        rope_per_sequence(in.q, shape_.head_dim, ck_->config().rope_theta, sequences);
+        rope_per_sequence(in.k, shape_.head_dim, ck_->config().rope_theta, sequences);
     }
     return in;
 }
 
-outcome<matrix> transformer::attention_output(std::size_t layer, const matrix& x) const {
+outcome<matrix> transformer::attention_output(std::size_t layer, const matrix& x, std::size_t sequences) const {
     if (layer >= attention_.size())
         return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers", layer, attention_.size())};
     if (x.cols != ck_->config().d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
-    const attention_inputs in = attention_inputs_of(layer, x);
-    return project(attention_[layer].o, attention(in.q, in.k, in.v, shape_));
+    if (sequences == 0 || x.rows % sequences != 0)
+        return error{"", "sequences", fmt::format("{} rows are not {} sequences of equal length", x.rows, sequences)};
+    const attention_inputs in = attention_inputs_of(layer, x, sequences);
+    return project(attention_[layer].o, attention_per_sequence(in.q, in.k, in.v, shape_, sequences));
 }
 
 outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix& x, const matrix& added) const {
