@@ -33,11 +33,13 @@ constexpr std::uint32_t local_signature = 0x04034b50, central_signature = 0x0201
 constexpr std::size_t local_size = 30, central_size = 46, end_size = 22;
 constexpr std::uint64_t max_comment = 0xffff;
 constexpr std::uint64_t deflate_max_ratio = 1032;  // deflate's best case: 258 bytes from every 2 bits
+namespace compression {  // a ZIP entry's method
 constexpr std::uint16_t stored = 0, deflated = 8;
+}
 
 struct zip_entry {
     std::string name;
-    std::uint16_t method = stored;
+    std::uint16_t method = compression::stored;
     std::uint32_t crc = 0;
     std::uint64_t compressed = 0, uncompressed = 0;
     std::uint64_t header_begin = 0;  // the local header
@@ -139,14 +141,14 @@ public:
                                          "in a separate .npy file");
             if (flags & 1u) return fail(at_entry(e), "the entry is encrypted");
             if (start_disk != 0) return fail(at_entry(e), "the archive spans several disks");
-            if (e.method != stored && e.method != deflated)
+            if (e.method != compression::stored && e.method != compression::deflated)
                 return fail(at_entry(e), fmt::format("compression method {}; ffn-trace reads stored (0) and deflated (8) "
                                                      "entries, as np.savez and np.savez_compressed write them",
                                                      e.method));
             if (auto problem = check_local(e, directory_begin)) return *problem;
-            if (e.method == stored && e.compressed != e.uncompressed)
+            if (e.method == compression::stored && e.compressed != e.uncompressed)
                 return fail(at_entry(e), fmt::format("a stored entry of {} bytes claims to hold {}", e.compressed, e.uncompressed));
-            if (e.method == deflated && e.uncompressed / deflate_max_ratio > e.compressed)
+            if (e.method == compression::deflated && e.uncompressed / deflate_max_ratio > e.compressed)
                 return fail(at_entry(e), fmt::format("claims to inflate {} bytes into {}, more than deflate can (at most {} to 1)",
                                                      e.compressed, e.uncompressed, deflate_max_ratio));
             entries.push_back(std::move(e));
@@ -253,7 +255,7 @@ outcome<std::unique_ptr<tensor_source>> open_npz(const std::string& path) {
         // The header is read from the entry's first bytes: in place when stored, inflated when not.
         std::vector<std::byte> start;
         std::span<const std::byte> head = bytes.subspan(e.data_begin, e.compressed);
-        if (e.method == deflated) {
+        if (e.method == compression::deflated) {
             // Headers are about 128 bytes: inflate 4 KiB, and more only if the header says it is longer.
             auto inflate_start = [&](std::uint64_t wanted) -> std::optional<error> {
                 start.resize(std::min(e.uncompressed, wanted));
@@ -277,8 +279,8 @@ outcome<std::unique_ptr<tensor_source>> open_npz(const std::string& path) {
             unreadable.emplace_back(std::move(name), std::move(*h->unsupported));
             continue;
         }
-        tensor_info t{name, *h->type, h->shape, path, h->data_begin, h->data_length, e.method == deflated};
-        if (e.method == deflated)
+        tensor_info t{name, *h->type, h->shape, path, h->data_begin, h->data_length, e.method == compression::deflated};
+        if (e.method == compression::deflated)
             deflated_entries.emplace(name, e);
         else
             t.begin += e.data_begin;  // in place in the archive

@@ -385,8 +385,11 @@ std::string render_edit_text(const edit_trace& t, const text_options& options) {
     return detail::collected([&](const text_sink& out) { render_edit(t, options, text_format::text, out); });
 }
 
+namespace {
+using json = nlohmann::ordered_json;
+}
+
 std::string render_edit_json(const edit_trace& t) {
-    using json = nlohmann::ordered_json;
     auto prediction = [](const edit_prediction& p) {
         return json{{"token", p.token}, {"prob", p.prob}, {"id", p.id}, {"target_prob", p.target_prob}};
     };

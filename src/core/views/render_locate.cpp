@@ -244,8 +244,11 @@ std::string render_locate_text(const locate_trace& t, const text_options& option
     return detail::collected([&](const text_sink& out) { render_locate(t, options, text_format::text, out); });
 }
 
+namespace {
+using json = nlohmann::ordered_json;
+}
+
 std::string render_locate_json(const locate_trace& t) {
-    using json = nlohmann::ordered_json;
     auto rows = [](const matrix& m) {
         json a = json::array();
         for (std::size_t r = 0; r < m.rows; ++r) a.push_back(std::vector<double>(m.row(r).begin(), m.row(r).end()));
