@@ -917,7 +917,7 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
     const std::string path = quantized_llama(dir);
     auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
     if (!t) FAIL(t.err().to_string());
-    auto r = read_layer(*t, 5, true, {3}, {0});
+    auto r = read_layer(*t, 5, true, {unit_ref{{}, 3}}, {0});
     if (!r) FAIL(r.err().to_string());
     REQUIRE(r->explained.size() == 1);
     const unit_explanation& e = r->explained[0];
