@@ -23,34 +23,12 @@ moe)
     for ck in q.gguf f64; do
         "$ft" run --checkpoint "$work/$ck" --layer 0 --embedding 2,3,4 --format json | sed "s|$work/$ck|CHECKPOINT|g" >"$work/$ck.json"
     done
-    python3 - "$work/f64.json" "$work/q.gguf.json" <<'PY'
-import json, math, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-assert "stored" in b, "the GGUF layer's JSON names no stored types"
-del b["stored"]
-# the vocabulary views: the GGUF file holds a tokenizer, the directory none
-def without_vocab(x):
-    if isinstance(x, dict):
-        return {k: without_vocab(v) for k, v in x.items() if k != "vocab"}
-    return [without_vocab(v) for v in x] if isinstance(x, list) else x
-b = without_vocab(b)
-def same(x, y, at):
-    if isinstance(x, dict):
-        assert isinstance(y, dict) and list(x) == list(y), f"{at}: fields {list(x)} against {list(y)}"
-        for k in x:
-            same(x[k], y[k], f"{at}.{k}")
-    elif isinstance(x, list):
-        assert isinstance(y, list) and len(x) == len(y), f"{at}: lengths differ"
-        for i, (u, v) in enumerate(zip(x, y)):
-            same(u, v, f"{at}[{i}]")
-    elif isinstance(x, float) or isinstance(y, float):
-        assert math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-12), f"{at}: {x} against {y}"
-    else:
-        assert x == y, f"{at}: {x!r} against {y!r}"
-same(a, b, "")
-routed = [r["experts"] for r in b["routing"]]
-assert len({e for r in routed for e in r}) > 1, f"every token went to the same experts: {routed}"
-PY
+    grep -q '"stored"' "$work/q.gguf.json" || { echo "the GGUF layer's JSON names no stored types"; exit 1; }
+    # what the GGUF run adds: the stored types, and the vocabulary views of the tokenizer it holds
+    python3 "$(dirname "$0")/json_same.py" "$work/f64.json" "$work/q.gguf.json" 1e-12 --only-second stored,vocab
+    python3 -c 'import json, sys
+routed = {e for r in json.load(open(sys.argv[1]))["routing"] for e in r["experts"]}
+assert len(routed) > 1, f"every token went to the same experts: {routed}"' "$work/q.gguf.json"
     # expert 1 and expert 3: the block's index counts the slices of the experts before it
     "$ft" run --checkpoint "$work/q.gguf" --layer 0 --embedding 2,3,4 --unit 1:7 --unit 3:60 --format json >"$work/out.json"
     ;;

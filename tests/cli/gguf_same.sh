@@ -30,28 +30,8 @@ for args in "${runs[@]:$which:1}"; do
         eval "\"$ft\" $args --checkpoint \"$ck\"" | sed "s|$ck|CHECKPOINT|g" >"$work/out.$(basename "$ck")"
     done
     for other in "${others[@]}"; do
-        python3 - "$work/out.$(basename "$model")" "$work/out.$other" "$args" <<'PY'
-import json, math, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-def same(x, y, at):
-    if isinstance(x, dict):
-        assert isinstance(y, dict) and list(x) == list(y), f"{at}: fields {list(x)} against {list(y)}"
-        for k in x:
-            if k != "layout":
-                same(x[k], y[k], f"{at}.{k}")
-    elif isinstance(x, list):
-        assert isinstance(y, list) and len(x) == len(y), f"{at}: lengths differ"
-        for i, (u, v) in enumerate(zip(x, y)):
-            same(u, v, f"{at}[{i}]")
-    elif isinstance(x, float) or isinstance(y, float):
-        assert math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9), f"{at}: {x} against {y}"
-    else:
-        assert x == y, f"{at}: {x!r} against {y!r}"
-try:
-    same(a, b, "")
-except AssertionError as e:
-    sys.exit(f"differs: {sys.argv[3]}: {e}")
-PY
+        python3 "$(dirname "$0")/json_same.py" "$work/out.$(basename "$model")" "$work/out.$other" 1e-9 --ignore layout \
+            --what "$args"
     done
 done
 [ "$which" = tokenize ] || { echo same; exit 0; }
