@@ -4,6 +4,7 @@
 // key or tensor, and tiny models written both as GGUF and as a safetensors directory giving the
 // same forward pass.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
@@ -246,87 +247,6 @@ TEST_CASE("the last sub-blocks of each block type dequantize a hand-worked block
 
 namespace {
 
-// Codes drawn at random, packed by the test's writer, and each weight by the block's formula,
-// in doubles (the scales chosen so that float arithmetic is exact and agrees).
-struct block_case {
-    std::uint32_t type;
-    std::size_t elements;
-    std::string bytes;
-    std::vector<double> want;
-};
-
-block_case random_block(std::uint32_t type, std::mt19937& rng) {
-    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    auto codes = [&](std::size_t n, int lo, int hi) {
-        std::vector<int> v(n);
-        for (int& x : v) x = draw(lo, hi);
-        return v;
-    };
-    // a binary16 scale with 3 significant bits, ±
-    auto scale = [&] { return static_cast<float>((draw(0, 1) ? -1 : 1) * draw(4, 7) * std::ldexp(1.0, -draw(3, 6))); };
-    block_case c{type, type >= g::Q2_K && type <= g::Q6_K ? 256u : 32u, "", {}};
-    const float d = scale(), m = scale();
-    const double dd = d, dm = m;
-    switch (type) {
-        case g::Q8_0: {
-            auto q = codes(32, -128, 127);
-            c.bytes = g::pack_q8_0(d, q);
-            for (int x : q) c.want.push_back(dd * x);
-            break;
-        }
-        case g::Q4_0: {
-            auto q = codes(32, 0, 15);
-            c.bytes = g::pack_q4_0(d, q);
-            for (int x : q) c.want.push_back(dd * (x - 8));
-            break;
-        }
-        case g::Q4_1: {
-            auto q = codes(32, 0, 15);
-            c.bytes = g::pack_q4_1(d, m, q);
-            for (int x : q) c.want.push_back(dd * x + dm);
-            break;
-        }
-        case g::Q5_0: {
-            auto q = codes(32, 0, 31);
-            c.bytes = g::pack_q5_0(d, q);
-            for (int x : q) c.want.push_back(dd * (x - 16));
-            break;
-        }
-        case g::Q5_1: {
-            auto q = codes(32, 0, 31);
-            c.bytes = g::pack_q5_1(d, m, q);
-            for (int x : q) c.want.push_back(dd * x + dm);
-            break;
-        }
-        case g::Q2_K: {
-            auto sc = codes(16, 0, 15), mn = codes(16, 0, 15), q = codes(256, 0, 3);
-            c.bytes = g::pack_q2_k(d, std::fabs(m), sc, mn, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * q[w] - std::fabs(dm) * mn[w / 16]);
-            break;
-        }
-        case g::Q3_K: {
-            auto sc = codes(16, 0, 63), q = codes(256, 0, 7);
-            c.bytes = g::pack_q3_k(d, sc, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * (sc[w / 16] - 32) * (q[w] - 4));
-            break;
-        }
-        case g::Q4_K:
-        case g::Q5_K: {
-            auto sc = codes(8, 0, 63), mn = codes(8, 0, 63), q = codes(256, 0, type == g::Q4_K ? 15 : 31);
-            c.bytes = type == g::Q4_K ? g::pack_q4_k(d, std::fabs(m), sc, mn, q) : g::pack_q5_k(d, std::fabs(m), sc, mn, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 32] * q[w] - std::fabs(dm) * mn[w / 32]);
-            break;
-        }
-        case g::Q6_K: {
-            auto sc = codes(16, -128, 127), q = codes(256, 0, 63);
-            c.bytes = g::pack_q6_k(d, sc, q);
-            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * (q[w] - 32));
-            break;
-        }
-    }
-    return c;
-}
-
 const std::uint32_t block_types[] = {g::Q8_0, g::Q4_0, g::Q4_1, g::Q5_0, g::Q5_1, g::Q2_K, g::Q3_K, g::Q4_K, g::Q5_K, g::Q6_K};
 
 }  // namespace
@@ -336,10 +256,10 @@ TEST_CASE("every weight of random blocks of every type is its formula on the cod
     for (std::uint32_t type : block_types) {
         CAPTURE(type);
         // a tensor of 3 rows of 2 blocks each, read whole, by rows, transposed and left in the file
-        std::vector<block_case> blocks;
+        std::vector<g::block_case> blocks;
         std::string data;
         for (int i = 0; i < 6; ++i) {
-            blocks.push_back(random_block(type, rng));
+            blocks.push_back(g::random_block(type, rng));
             data += blocks.back().bytes;
         }
         const std::size_t cols = 2 * blocks[0].elements;
@@ -373,6 +293,39 @@ TEST_CASE("every weight of random blocks of every type is its formula on the cod
         const matrix y = (*kept)->times(x, false);
         CHECK(y(0, 7) == doctest::Approx(want(0, 7) - 2 * want(1, 7) + 0.5 * want(2, 7)).epsilon(1e-14));
     }
+}
+
+TEST_CASE("a block whose scale is inf or NaN is found where it is read, by its row and column") {
+    // For each type, the offset of d (and of dmin or m): a finite weight needs finite scales,
+    // so the scales say where to look.
+    const std::pair<std::uint32_t, std::vector<std::size_t>> scales[] = {
+        {g::Q8_0, {0}}, {g::Q4_0, {0}}, {g::Q4_1, {0, 2}}, {g::Q5_0, {0}}, {g::Q5_1, {0, 2}}, {g::Q2_K, {80, 82}},
+        {g::Q3_K, {108}}, {g::Q4_K, {0, 2}}, {g::Q5_K, {0, 2}}, {g::Q6_K, {208}}};
+    std::mt19937 rng(3);
+    for (const auto& [type, offsets] : scales)
+        for (std::size_t at : offsets)
+            for (std::uint16_t bits : {std::uint16_t{0x7C00}, std::uint16_t{0xFE00}}) {  // inf, NaN
+                CAPTURE(type);
+                CAPTURE(at);
+                std::string data;
+                for (int b = 0; b < 4; ++b) data += g::random_block(type, rng).bytes;
+                const std::size_t n = type >= g::Q2_K && type <= g::Q6_K ? 256 : 32, size = data.size() / 4;
+                // row 1 (of 2 rows of 2 blocks), its second block
+                std::memcpy(data.data() + 3 * size + at, &bits, 2);
+                ckpt::temp_dir dir;
+                g::gguf_writer w;
+                w.tensor("w", {2 * n, 2}, type, data);
+                auto s = open_bytes(dir, w.bytes());
+                auto m = s->read_matrix("w");
+                REQUIRE_FALSE(m);
+                const std::string e = m.err().to_string();
+                CAPTURE(e);
+                CHECK(e.find(fmt::format("the value stored at row 1, column {}", n)) != std::string::npos);
+                // an inf scale times a zero code is NaN
+                CHECK((e.find(" is NaN:") != std::string::npos || (bits == 0x7C00 && e.find("inf:") != std::string::npos)));
+                auto row0 = s->read_rows("w", {0});
+                CHECK(row0);  // the other row's blocks are finite
+            }
 }
 
 TEST_CASE("the metadata of GGUF versions 2 and 3 holds every value type") {
@@ -565,26 +518,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// llama.cpp's converter's permutation of Q's (and K's) rows for its RoPE: Hugging Face's row
-// h·hd + s·hd/2 + i goes to row h·hd + 2i + s.
-std::vector<double> permuted_rows(const std::vector<double>& v, std::size_t rows, std::size_t heads) {
-    const std::size_t cols = v.size() / rows, hd = rows / heads;
-    std::vector<double> out(v.size());
-    for (std::size_t h = 0; h < heads; ++h)
-        for (std::size_t s = 0; s < 2; ++s)
-            for (std::size_t i = 0; i < hd / 2; ++i)
-                for (std::size_t c = 0; c < cols; ++c)
-                    out[(h * hd + 2 * i + s) * cols + c] = v[(h * hd + s * hd / 2 + i) * cols + c];
-    return out;
-}
-
-std::vector<double> transposed(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
-    std::vector<double> out(v.size());
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
-    return out;
-}
-
 std::uint32_t ggml_of(const std::string& dtype) {
     return dtype == "F64" ? g::F64 : dtype == "F32" ? g::F32 : dtype == "F16" ? g::F16 : g::BF16;
 }
@@ -637,11 +570,11 @@ g::gguf_writer as_gguf(const test::tiny::model& m) {
         std::vector<std::size_t> shape = t.shape;
         if (arch == "gpt2" && shape.size() == 2 && name.find(".weight") != std::string::npos && name.find("wte") == std::string::npos &&
             name.find("wpe") == std::string::npos) {
-            v = transposed(v, shape[0], shape[1]);
+            v = g::transposed(v, shape[0], shape[1]);
             std::swap(shape[0], shape[1]);
         }
-        if (arch == "llama" && name.find("q_proj") != std::string::npos) v = permuted_rows(v, shape[0], s.n_heads);
-        if (arch == "llama" && name.find("k_proj") != std::string::npos) v = permuted_rows(v, shape[0], s.n_kv_heads);
+        if (arch == "llama" && name.find("q_proj") != std::string::npos) v = g::permuted_rows(v, shape[0], s.n_heads);
+        if (arch == "llama" && name.find("k_proj") != std::string::npos) v = g::permuted_rows(v, shape[0], s.n_kv_heads);
         if (auto e = name.find(".experts."); e != std::string::npos) {
             // layers.N.block_sparse_moe.experts.J.wK.weight → blk.N.ffn_{gate,up,down}_exps.weight
             const std::string layer = name.substr(0, name.find(".block_sparse_moe"));
@@ -658,20 +591,6 @@ g::gguf_writer as_gguf(const test::tiny::model& m) {
     }
     for (const auto& [name, v] : stacked) w.tensor(name, stacked_ne[name], type, ckpt::encode(m.dtype, v));
     return w;
-}
-
-// Every entry equal to 1e-12, relative.
-void check_equal(const matrix& a, const matrix& b, const char* what) {
-    INFO(what);
-    REQUIRE(a.rows == b.rows);
-    REQUIRE(a.cols == b.cols);
-    double maxdiff = 0;
-    for (std::size_t i = 0; i < a.data.size(); ++i) {
-        CAPTURE(i);
-        CHECK(std::fabs(a.data[i] - b.data[i]) <= 1e-12 * std::max(1.0, std::fabs(b.data[i])));
-        maxdiff = std::max(maxdiff, std::fabs(a.data[i] - b.data[i]));
-    }
-    MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
 }
 
 void check_both_ways(test::tiny::model m) {
@@ -693,11 +612,11 @@ void check_both_ways(test::tiny::model m) {
     auto ra = a.run(prompt, m.spec.n_layers - 1), rb = b.run(prompt, m.spec.n_layers - 1);
     REQUIRE(ra);
     REQUIRE(rb);
-    check_equal(*ra, *rb, "the last block's stream");
+    test::tiny::check_equal(*ra, *rb, "the last block's stream");
     auto la = a.logits(*ra, {0, 4}), lb = b.logits(*rb, {0, 4});
     REQUIRE(la);
     REQUIRE(lb);
-    check_equal(*la, *lb, "logits");
+    test::tiny::check_equal(*la, *lb, "logits");
 }
 
 }  // namespace

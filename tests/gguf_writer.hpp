@@ -1,14 +1,18 @@
 // GGUF files written for the tests, from ggml's docs/gguf.md, sharing no code with the reader;
 // and ggml's quantized blocks packed from their integer codes, from the block layouts of
 // ggml-common.h, sharing no code with the dequantizer. A test chooses the codes and scales,
-// computes each weight from them by the block type's formula, and compares.
+// computes each weight from them by the block type's formula, and compares (random_block: the
+// tests' quantizer); and the layouts llama.cpp's converter writes (Q and K permuted, GPT-2's
+// weights transposed).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -320,6 +324,104 @@ inline std::string pack_q6_k(float d, const std::vector<int>& sc, const std::vec
     for (int s : sc) b += static_cast<char>(static_cast<std::int8_t>(s));
     put_half(b, d);
     return b;
+}
+
+// ---- The tests' quantizer: random codes packed, and each weight by the formula ----------------
+
+// A block of codes drawn at random, packed by the packers above, and each weight by the block
+// type's formula in doubles: the tests' own dequantization, from the spec, sharing nothing with
+// the reader's. d and dmin are binary16 numbers of 3 significant bits, ±(4…7)·2^−(e + 0…3), so
+// that ggml's float arithmetic on them is exact and equals these doubles; a larger `e` makes
+// smaller weights.
+struct block_case {
+    std::uint32_t type;
+    std::size_t elements;
+    std::string bytes;
+    std::vector<double> want;
+};
+
+inline block_case random_block(std::uint32_t type, std::mt19937& rng, int e = 3) {
+    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    auto codes = [&](std::size_t n, int lo, int hi) {
+        std::vector<int> v(n);
+        for (int& x : v) x = draw(lo, hi);
+        return v;
+    };
+    auto scale = [&] { return static_cast<float>((draw(0, 1) ? -1 : 1) * draw(4, 7) * std::ldexp(1.0, -e - draw(0, 3))); };
+    block_case c{type, type >= Q2_K && type <= Q6_K ? 256u : 32u, "", {}};
+    const float d = scale(), m = scale();
+    const double dd = d, dm = m;
+    switch (type) {
+        case Q8_0: {
+            auto q = codes(32, -128, 127);
+            c.bytes = pack_q8_0(d, q);
+            for (int x : q) c.want.push_back(dd * x);
+            break;
+        }
+        case Q4_0:
+        case Q4_1:
+        case Q5_0:
+        case Q5_1: {  // w = d·(q − 8) or d·(q − 16); with a min, w = d·q + m
+            const bool five = type == Q5_0 || type == Q5_1, with_min = type == Q4_1 || type == Q5_1;
+            auto q = codes(32, 0, five ? 31 : 15);
+            c.bytes = five ? (with_min ? pack_q5_1(d, m, q) : pack_q5_0(d, q)) : (with_min ? pack_q4_1(d, m, q) : pack_q4_0(d, q));
+            for (int x : q) c.want.push_back(with_min ? dd * x + dm : dd * (x - (five ? 16 : 8)));
+            break;
+        }
+        case Q2_K: {
+            auto sc = codes(16, 0, 15), mn = codes(16, 0, 15), q = codes(256, 0, 3);
+            c.bytes = pack_q2_k(d, std::fabs(m), sc, mn, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * q[w] - std::fabs(dm) * mn[w / 16]);
+            break;
+        }
+        case Q3_K: {
+            auto sc = codes(16, 0, 63), q = codes(256, 0, 7);
+            c.bytes = pack_q3_k(d, sc, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * (sc[w / 16] - 32) * (q[w] - 4));
+            break;
+        }
+        case Q4_K:
+        case Q5_K: {
+            auto sc = codes(8, 0, 63), mn = codes(8, 0, 63), q = codes(256, 0, type == Q4_K ? 15 : 31);
+            c.bytes = type == Q4_K ? pack_q4_k(d, std::fabs(m), sc, mn, q) : pack_q5_k(d, std::fabs(m), sc, mn, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 32] * q[w] - std::fabs(dm) * mn[w / 32]);
+            break;
+        }
+        case Q6_K: {
+            auto sc = codes(16, -128, 127), q = codes(256, 0, 63);
+            c.bytes = pack_q6_k(d, sc, q);
+            for (int w = 0; w < 256; ++w) c.want.push_back(dd * sc[w / 16] * (q[w] - 32));
+            break;
+        }
+    }
+    return c;
+}
+
+// ---- llama.cpp's converter's layouts ----------------------------------------------------------
+
+// The converter's permutation of Q's (and K's) rows for its RoPE, which rotates neighbouring
+// pairs: Hugging Face's row r = h·hd + s·hd/2 + i is the file's row h·hd + 2i + s.
+inline std::size_t file_row(std::size_t r, std::size_t rows, std::size_t heads) {
+    const std::size_t hd = rows / heads, h = r / hd, s = r % hd / (hd / 2), i = r % (hd / 2);
+    return h * hd + 2 * i + s;
+}
+// Hugging Face's rows in the file's order, or (`back`) the file's in Hugging Face's.
+inline std::vector<double> permuted_rows(const std::vector<double>& v, std::size_t rows, std::size_t heads, bool back = false) {
+    const std::size_t cols = v.size() / rows;
+    std::vector<double> out(v.size());
+    for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t f = file_row(r, rows, heads), to = back ? r : f, from = back ? f : r;
+        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(from * cols), cols, out.begin() + static_cast<std::ptrdiff_t>(to * cols));
+    }
+    return out;
+}
+// A rows × cols matrix (row-major) transposed: GPT-2's Conv1D weights, in × out, as the file's
+// nn.Linear out × in.
+inline std::vector<double> transposed(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
+    std::vector<double> out(v.size());
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
+    return out;
 }
 
 }  // namespace test::gguf

@@ -239,4 +239,20 @@ inline void check_same(const ffn_trace::matrix& got, const ref::mat& want, const
     MESSAGE(std::string(what) << " OK, maxdiff = " << maxdiff);
 }
 
+// Every entry of `a` equal to `b`'s to 1e-12, relative (absolute below 1), and finite: one model
+// read by two routes (a GGUF file and its safetensors directory).
+inline void check_equal(const ffn_trace::matrix& a, const ffn_trace::matrix& b, const std::string& what) {
+    INFO(what);
+    REQUIRE(a.rows == b.rows);
+    REQUIRE(a.cols == b.cols);
+    double maxdiff = 0;
+    for (std::size_t i = 0; i < a.data.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(std::isfinite(a.data[i]));
+        CHECK(std::fabs(a.data[i] - b.data[i]) <= 1e-12 * std::max(1.0, std::fabs(b.data[i])));
+        maxdiff = std::max(maxdiff, std::fabs(a.data[i] - b.data[i]));
+    }
+    MESSAGE(what << " OK, maxdiff = " << maxdiff);
+}
+
 }  // namespace test::tiny

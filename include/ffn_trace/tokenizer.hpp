@@ -82,7 +82,8 @@ outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir);
 // holding its file.
 std::string tokenizer_dir(const std::string& checkpoint_path);
 // The tokenizer beside a checkpoint (its directory, or the directory of its file), or nothing when
-// that directory has neither tokenizer.json nor vocab.json.
+// that directory has neither tokenizer.json nor vocab.json; a GGUF file's own, or nothing when its
+// metadata has no tokenizer.ggml.model.
 outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path);
 
 }  // namespace ffn_trace

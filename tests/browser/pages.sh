@@ -57,10 +57,10 @@ make_page run_checkpoint_mixtral run --checkpoint "$checkpoints/mixtral" --layer
 snapshot=$work/hub/models--meta-llama--Llama-2-7b-hf/snapshots/8cca527612d856d7d32bd94f8103728d614eb852
 mkdir -p "$(dirname "$snapshot")" && ln -sfn "$checkpoints/mixtral" "$snapshot"
 make_page run_checkpoint_long_path run --checkpoint "$snapshot" --layer 0 --embedding 0,1 && pages+=(run_checkpoint_long_path)
-# A GGUF layer of quantized weights (tests/inputs/gguf/quantized.py) with a unit explained: its
+# A GGUF layer of quantized weights (tests/inputs/gguf/quantized_units.py) with a unit explained: its
 # weights' blocks and dequantization; and a Mixtral's with a unit of expert 1.
-python3 "$here/../inputs/gguf/quantized.py" write dense "$work/quantized.gguf"
-python3 "$here/../inputs/gguf/quantized.py" write moe "$work/quantized_moe.gguf"
+python3 "$here/../inputs/gguf/quantized_units.py" write dense "$work/quantized.gguf"
+python3 "$here/../inputs/gguf/quantized_units.py" write moe "$work/quantized_moe.gguf"
 make_page run_gguf_quantized run --checkpoint "$work/quantized.gguf" --layer 0 --embedding 2,3 --unit 300 &&
   pages+=(run_gguf_quantized)
 make_page run_gguf_quantized_moe run --checkpoint "$work/quantized_moe.gguf" --layer 0 --embedding 2,3,4 --unit 1:7 &&

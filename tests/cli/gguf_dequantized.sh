@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A quantized layer's units explained, in the JSON of `run --checkpoint FILE.gguf --unit`: each
-# weight's block, numbers and value as tests/inputs/gguf/quantized.py computes them from the
+# weight's block, numbers and value as tests/inputs/gguf/quantized_units.py computes them from the
 # file's own bytes; and a Mixtral whose experts are quantized traces as the same layer written as
-# F64 safetensors (its JSON's numbers equal to 1e-12, relative or absolute).
+# F64 safetensors (its JSON's numbers equal to 1e-12, tests/cli/json_same.py).
 #
 #   gguf_dequantized.sh FFN_TRACE QUANTIZED_PY WHICH
 # WHICH: "layer" (--embedding), "prompt" (--prompt), "moe" (the experts against F64, and --unit E:J).
@@ -24,8 +24,14 @@ moe)
         "$ft" run --checkpoint "$work/$ck" --layer 0 --embedding 2,3,4 --format json | sed "s|$work/$ck|CHECKPOINT|g" >"$work/$ck.json"
     done
     grep -q '"stored"' "$work/q.gguf.json" || { echo "the GGUF layer's JSON names no stored types"; exit 1; }
-    # what the GGUF run adds: the stored types, and the vocabulary views of the tokenizer it holds
-    python3 "$(dirname "$0")/json_same.py" "$work/f64.json" "$work/q.gguf.json" 1e-12 --only-second stored,vocab
+    # what the GGUF run adds, left out: the stored types, and the vocabulary views of the tokenizer it holds
+    python3 -c 'import json, sys
+def without(x):
+    if isinstance(x, dict):
+        return {k: without(v) for k, v in x.items() if k not in ("stored", "vocab")}
+    return [without(v) for v in x] if isinstance(x, list) else x
+json.dump(without(json.load(open(sys.argv[1]))), open(sys.argv[2], "w"))' "$work/q.gguf.json" "$work/q.json"
+    python3 "$(dirname "$0")/json_same.py" "$work/f64.json" "$work/q.json" 1e-12 >/dev/null
     python3 -c 'import json, sys
 routed = {e for r in json.load(open(sys.argv[1]))["routing"] for e in r["experts"]}
 assert len(routed) > 1, f"every token went to the same experts: {routed}"' "$work/q.gguf.json"

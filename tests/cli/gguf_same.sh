@@ -30,8 +30,8 @@ for args in "${runs[@]:$which:1}"; do
         eval "\"$ft\" $args --checkpoint \"$ck\"" | sed "s|$ck|CHECKPOINT|g" >"$work/out.$(basename "$ck")"
     done
     for other in "${others[@]}"; do
-        python3 "$(dirname "$0")/json_same.py" "$work/out.$(basename "$model")" "$work/out.$other" 1e-9 --ignore layout \
-            --what "$args"
+        python3 "$(dirname "$0")/json_same.py" "$work/out.$(basename "$model")" "$work/out.$other" 1e-9 layout >/dev/null \
+            || { echo "($args)"; exit 1; }
     done
 done
 [ "$which" = tokenize ] || { echo same; exit 0; }

@@ -126,9 +126,8 @@ std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> ou
                 out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
             }
             break;
-        default:  // a block type: its scales may be inf or NaN, and so its weights
-            dequantize(t, in, out);
-            special = true;
+        default:  // a block type: its weights may be inf or NaN only where a scale is
+            special = dequantize(t, in, out);
             break;
     }
     if (!special) return out.size();

@@ -1,6 +1,8 @@
 // ggml's quantized blocks dequantized as ggml-quants.c's dequantize_row_* do, in float32 with the
 // same operations in the same order, so each weight is the very float llama.cpp computes; each
-// is then widened to double exactly. A block is a few bytes for 32 weights (256 for the K types),
+// is widened to double exactly as it is stored, straight into the caller's panel. A weight is
+// finite when its block's f16 scales are (the largest, 65504 · 127 · 32, is far below float's
+// limit), so the scales alone say whether a panel needs looking through for inf or NaN. A block is a few bytes for 32 weights (256 for the K types),
 // the layouts of ggml-common.h:
 //   Q8_0  d:f16, q:i8[32]                       w = d·q
 //   Q4_0  d:f16, q:u8[16] (two 4-bit q)         w = d·(q − 8)
@@ -12,6 +14,7 @@
 //   Q4_K  d, dmin, scales:u8[12], q:u8[128]     w = (d·sc)·q − dmin·m, 8 sub-blocks of 32, 6-bit sc, m
 //   Q5_K  d, dmin, scales:u8[12], qh:u8[32], q:u8[128]   as Q4_K with a fifth bit
 //   Q6_K  ql:u8[128], qh:u8[64], scales:i8[16], d        w = (d·sc)·(q − 32)
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -30,28 +33,31 @@ float half(byte_ptr p) {
 }
 
 // 32 weights.
-void q8_0(byte_ptr b, float* y) {
+bool q8_0(byte_ptr b, double* y) {
     const float d = half(b);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(b[2 + j])) * d;
+    return std::isfinite(d);
 }
 
 // Weight j's 4 bits are the low nibble of q[j], weight j + 16's the high one.
-void q4_0(byte_ptr b, float* y) {
+bool q4_0(byte_ptr b, double* y) {
     const float d = half(b);
     const byte_ptr q = b + 2;
     for (int j = 0; j < 16; ++j) {
         y[j] = static_cast<float>((q[j] & 0x0F) - 8) * d;
         y[j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
     }
+    return std::isfinite(d);
 }
 
-void q4_1(byte_ptr b, float* y) {
+bool q4_1(byte_ptr b, double* y) {
     const float d = half(b), m = half(b + 2);
     const byte_ptr q = b + 4;
     for (int j = 0; j < 16; ++j) {
         y[j] = static_cast<float>(q[j] & 0x0F) * d + m;
         y[j + 16] = static_cast<float>(q[j] >> 4) * d + m;
     }
+    return std::isfinite(d) && std::isfinite(m);
 }
 
 // The fifth bit of weight j is bit j of qh.
@@ -62,27 +68,29 @@ void q5(byte_ptr q, std::uint32_t qh, int* out) {
     }
 }
 
-void q5_0(byte_ptr b, float* y) {
+bool q5_0(byte_ptr b, double* y) {
     const float d = half(b);
     std::uint32_t qh;
     std::memcpy(&qh, b + 2, 4);
     int q[32];
     q5(b + 6, qh, q);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q[j] - 16) * d;
+    return std::isfinite(d);
 }
 
-void q5_1(byte_ptr b, float* y) {
+bool q5_1(byte_ptr b, double* y) {
     const float d = half(b), m = half(b + 2);
     std::uint32_t qh;
     std::memcpy(&qh, b + 4, 4);
     int q[32];
     q5(b + 8, qh, q);
     for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q[j]) * d + m;
+    return std::isfinite(d) && std::isfinite(m);
 }
 
 // 256 weights in 16 sub-blocks of 16; each byte of q holds four 2-bit q, one for each of four
 // sub-blocks 32 weights apart.
-void q2_k(byte_ptr b, float* y) {
+bool q2_k(byte_ptr b, double* y) {
     const byte_ptr scales = b, q0 = b + 16;
     const float d = half(b + 80), dmin = half(b + 82);
     int is = 0;
@@ -95,6 +103,7 @@ void q2_k(byte_ptr b, float* y) {
                 for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[l + 16 * half16] >> shift) & 3) - ml;
             }
     }
+    return std::isfinite(d) && std::isfinite(dmin);
 }
 
 // Q3_K's 16 scales, 6 bits each: the low 4 bits in the first 8 bytes (two a byte), the high 2
@@ -107,7 +116,7 @@ void q3_k_scales(byte_ptr s, int* sc) {
     }
 }
 
-void q3_k(byte_ptr b, float* y) {
+bool q3_k(byte_ptr b, double* y) {
     const byte_ptr hmask = b, q0 = b + 32;
     const float d = half(b + 108);
     int sc[16];
@@ -123,6 +132,7 @@ void q3_k(byte_ptr b, float* y) {
                     *y++ = dl * static_cast<float>(((q[l] >> shift) & 3) - ((hmask[l] & m) ? 0 : 4));
             }
     }
+    return std::isfinite(d);
 }
 
 // Q4_K's and Q5_K's 8 scales and 8 mins, 6 bits each in 12 bytes (ggml's get_scale_min_k4).
@@ -138,7 +148,7 @@ void k4_scale_min(int j, byte_ptr q, int& sc, int& m) {
 
 // Q4_K, and Q5_K when qh is given: 4 sub-block pairs of 64 weights, the pair's first 32 in the
 // low nibbles of 32 bytes of q, its second 32 in their high nibbles.
-void k4_k5(float d, float dmin, byte_ptr scales, byte_ptr q, byte_ptr qh, float* y) {
+bool k4_k5(float d, float dmin, byte_ptr scales, byte_ptr q, byte_ptr qh, double* y) {
     std::uint8_t u1 = 1, u2 = 2;
     for (int pair = 0; pair < 4; ++pair, q += 32, u1 = static_cast<std::uint8_t>(u1 << 2), u2 = static_cast<std::uint8_t>(u2 << 2)) {
         int sc, m;
@@ -149,13 +159,14 @@ void k4_k5(float d, float dmin, byte_ptr scales, byte_ptr q, byte_ptr qh, float*
         for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0x0F) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
         for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
     }
+    return std::isfinite(d) && std::isfinite(dmin);
 }
 
-void q4_k(byte_ptr b, float* y) { k4_k5(half(b), half(b + 2), b + 4, b + 16, nullptr, y); }
-void q5_k(byte_ptr b, float* y) { k4_k5(half(b), half(b + 2), b + 4, b + 48, b + 16, y); }
+bool q4_k(byte_ptr b, double* y) { return k4_k5(half(b), half(b + 2), b + 4, b + 16, nullptr, y); }
+bool q5_k(byte_ptr b, double* y) { return k4_k5(half(b), half(b + 2), b + 4, b + 48, b + 16, y); }
 
 // Two halves of 128 weights; in each, weight l, l + 32, l + 64 and l + 96 share ql and qh bytes.
-void q6_k(byte_ptr b, float* y) {
+bool q6_k(byte_ptr b, double* y) {
     const float d = half(b + 208);
     byte_ptr ql = b, qh = b + 128;
     const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
@@ -171,9 +182,11 @@ void q6_k(byte_ptr b, float* y) {
             y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
             y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
         }
+    return std::isfinite(d);
 }
 
-using block_fn = void (*)(byte_ptr, float*);
+// Writes a block's weights to y; false when a scale of the block is inf or NaN.
+using block_fn = bool (*)(byte_ptr, double*);
 
 block_fn block_function(dtype t) {
     switch (t) {
@@ -193,15 +206,13 @@ block_fn block_function(dtype t) {
 
 }  // namespace
 
-void dequantize(dtype t, std::span<const std::byte> in, std::span<double> out) {
+bool dequantize(dtype t, std::span<const std::byte> in, std::span<double> out) {
     const block_fn f = block_function(t);
     const std::size_t n = block_elements(t), bytes = size_of(t);
-    float y[256];
     const auto* p = reinterpret_cast<byte_ptr>(in.data());
-    for (std::size_t b = 0; b * n < out.size(); ++b) {
-        f(p + b * bytes, y);
-        for (std::size_t j = 0; j < n; ++j) out[b * n + j] = y[j];
-    }
+    bool finite = true;
+    for (std::size_t b = 0; b * n < out.size(); ++b) finite &= f(p + b * bytes, out.data() + b * n);
+    return !finite;
 }
 
 }  // namespace ffn_trace::detail

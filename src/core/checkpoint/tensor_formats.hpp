@@ -41,8 +41,9 @@ std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> ou
 // The bytes of `cols` consecutive elements of a row (whole blocks of a block type).
 std::size_t row_bytes(dtype t, std::size_t cols);
 // ggml's dequantization of out.size() weights (whole blocks) of block type t from `in`
-// (gguf_quants.cpp); convert calls it.
-void dequantize(dtype t, std::span<const std::byte> in, std::span<double> out);
+// (gguf_quants.cpp); convert calls it. True when a block's scale is inf or NaN (and so may be
+// some of its weights); false when every weight is finite.
+bool dequantize(dtype t, std::span<const std::byte> in, std::span<double> out);
 // The error for the value at flat index `at` (C order) of tensor t, not finite as stored: it names
 // the file, the tensor, the row and column (the element of a 1-D tensor), and says that the file
 // holds it, so that no step is blamed for overflowing.

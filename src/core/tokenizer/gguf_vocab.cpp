@@ -156,7 +156,7 @@ outcome<gguf_stages> gguf_tokenizer_stages(const std::string& path) {
     if (!read) return read.err();
     const metadata& m = *read;
     const gguf_value* kind = find(m, "tokenizer.ggml.model");
-    if (!kind) return error{path, "tokenizer.ggml.model", "missing: the file holds no tokenizer"};
+    if (!kind) return error{path, "tokenizer.ggml.model", std::string(no_gguf_tokenizer)};
     if (kind->type != gguf_type::string)
         return error{path, "tokenizer.ggml.model", fmt::format("expected a string, got {}", kind->kind())};
     if (kind->text != "gpt2" && kind->text != "llama")

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,5 +22,8 @@ struct gguf_stages {
 };
 
 outcome<gguf_stages> gguf_tokenizer_stages(const std::string& path);
+// The message of its error when the file has no tokenizer.ggml.model: a file with no vocabulary,
+// which traces a layer on an input file as a directory without a tokenizer does.
+inline constexpr std::string_view no_gguf_tokenizer = "missing: the file holds no tokenizer";
 
 }  // namespace ffn_trace::detail

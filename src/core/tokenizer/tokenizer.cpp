@@ -531,6 +531,8 @@ std::string tokenizer_dir(const std::string& checkpoint_path) {
 outcome<std::optional<tokenizer>> tokenizer_beside(const std::string& checkpoint_path) {
     if (is_gguf(checkpoint_path)) {
         auto t = tokenizer::from_gguf(checkpoint_path);
+        if (!t && t.err().path == "tokenizer.ggml.model" && t.err().message == detail::no_gguf_tokenizer)
+            return std::optional<tokenizer>();
         if (!t) return t.err();
         return std::optional<tokenizer>(std::move(*t));
     }
