@@ -1359,6 +1359,34 @@ cli_test("the shipped model as a GGUF file gives its directory's JSON: the units
 cli_test("the shipped model as a GGUF file gives its directory's JSON: the tokens" 0 "^same$" ANY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
      ${UNITS}/small.txt tokenize)
+# GGUF of quantized weights (tests/inputs/gguf/quantized_units.py): the units explained, in the JSON
+cli_test("run --unit on a quantized GGUF layer gives each weight's block, numbers and value in the JSON as the file's bytes give them" 0
+  "^8 weights as their blocks' bytes give them$" EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_dequantized.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py layer)
+cli_test("run --prompt --unit on a quantized GGUF layer gives each weight's dequantization in the JSON as the file's bytes give it" 0
+  "^12 weights as their blocks' bytes give them$" EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_dequantized.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py prompt)
+cli_test("a Mixtral of quantized experts traces as its F64 safetensors copy, and --unit E:J dequantizes in expert E's slice" 0
+  "^[0-9]+ weights as their blocks' bytes give them$" EMPTY
+  -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_dequantized.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py moe)
+cli_test("run --prompt --unit on a quantized GGUF layer writes the weights' dequantization out" 0
+  "its largest number written, W2\\[300\\]\\[[0-9]+\\], is stored: blk.0.ffn_down.weight .*in block 1 of its row \\(columns 256–511\\).*w = d · sc · \\(q − 32\\) = " EMPTY
+  -- bash -c "python3 \"$1\" write dense \"$2\"/prompt_q.gguf && exec \"$0\" run --checkpoint \"$2\"/prompt_q.gguf --layer 0 --prompt 'a b' --unit 300 --color never"
+     ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py ${CMAKE_CURRENT_BINARY_DIR})
+cli_test("run --unit beyond d_ff on a quantized GGUF layer is one error line" 2 EMPTY
+  "^error: .*range_q.gguf: --unit: unit 512 is out of range: the layer has d_ff = 512 hidden units \\(0 to 511\\)$"
+  -- bash -c "python3 \"$1\" write dense \"$2\"/range_q.gguf && exec \"$0\" run --checkpoint \"$2\"/range_q.gguf --layer 0 --embedding 2 --unit 512 --format json"
+     ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py ${CMAKE_CURRENT_BINARY_DIR})
+cli_test("run --unit E:J beyond the experts of a quantized Mixtral is one error line" 2 EMPTY
+  "^error: .*range_moe.gguf: --unit: unit 4:7 is out of range: the layer has 4 experts \\(0 to 3\\) of d_ff = 64 hidden units \\(0 to 63\\)$"
+  -- bash -c "python3 \"$1\" write moe \"$2\"/range_moe.gguf && exec \"$0\" run --checkpoint \"$2\"/range_moe.gguf --layer 0 --embedding 2 --unit 4:7"
+     ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py ${CMAKE_CURRENT_BINARY_DIR})
+cli_test("run --unit J on a Mixtral layer asks for E:J" 2 EMPTY
+  "^error: .*mixtral: --unit: layer 0 is a Mixture of Experts: name a unit as E:J, unit J of expert E\; got 3$"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 3)
+cli_test("run --unit E:J on a dense layer is one error line" 2 EMPTY
+  "^error: .*llama: --unit: names unit 5 of expert 1, but this layer is dense, of no experts: give the unit alone$"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/llama --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 1:5)
 # A quantized Llama (Q4_K, Q6_K, Q8_0, Q5_K, Q5_0, Q5_1, F32) as GGUF and as its F64 weights in a directory
 cli_test("a quantized GGUF Llama's prompt walkthrough is its F64 safetensors directory's JSON, every number to 1e-12" 0 "^same$" ANY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_quantized_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized.py)

@@ -836,7 +836,7 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
     const std::string path = quantized_llama(dir);
     auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
     if (!t) FAIL(t.err().to_string());
-    auto r = read_layer(*t, 5, true, {3}, {0});
+    auto r = read_layer(*t, 5, true, {unit_ref{{}, 3}}, {0});
     if (!r) FAIL(r.err().to_string());
     REQUIRE(r->explained.size() == 1);
     const unit_explanation& e = r->explained[0];
@@ -890,5 +890,28 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
         }
         const std::string md = render_markdown(in, {});
         CHECK(md.find("0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
+    }
+    SUBCASE("the JSON gives both: tensor, block, numbers, formula and value") {
+        const auto json = nlohmann::json::parse(render_json(t->ex, t->tr, t->claims, nullptr, nullptr, nullptr, 0, &r->explained));
+        REQUIRE(json.contains("dequantized"));
+        REQUIRE(json["dequantized"].size() == 1);
+        const auto& d = json["dequantized"][0];
+        CHECK(d["unit"] == 3);
+        CHECK(d["token"] == 0);
+        CHECK(d["key"]["weight"] == "Wg[5][3]");
+        CHECK(d["key"]["tensor"] == "blk.0.ffn_gate.weight");
+        CHECK(d["key"]["block_in_tensor"] == 3);  // gate row 3, one block a row
+        CHECK(d["key"]["numbers"][0]["name"] == "d");
+        CHECK(d["key"]["numbers"][0]["value"] == 0.5);
+        CHECK(d["key"]["numbers"][1]["value"] == 6);
+        CHECK(d["key"]["value"] == 3.0);  // 0.5 · 6
+        CHECK(d["value"]["weight"] == "W2[3][10]");
+        CHECK(d["value"]["type"] == "Q4_K");
+        CHECK(d["value"]["row"] == 10);
+        CHECK(d["value"]["column"] == 3);
+        CHECK(d["value"]["block_in_tensor"] == 10);  // down row 10, one block a row
+        CHECK(d["value"]["formula"] == "w = d · sc · q − dmin · m");
+        CHECK(d["value"]["value"] == 10.0);  // 0.5 · 3 · 7 − 0.25 · 2
+        CHECK(file_bytes(path, d["value"]["file_offset"].get<std::uint64_t>(), 2) == bytes_of({0x00, 0x38}));
     }
 }

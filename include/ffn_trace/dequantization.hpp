@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct weight_dequantization {
     std::string in_file;             // the tensor as the file names it, when that differs
     std::size_t row = 0, column = 0;
     std::size_t block = 0;           // its block's index in the row: columns block·n to block·n + n − 1
+    std::size_t tensor_block = 0;    // its block's index in the file's tensor, counted from its first block
+    std::optional<std::size_t> expert;  // a 3-D tensor's: the expert whose slice (row, column) is of
     std::size_t block_elements = 0, block_bytes = 0;
     std::size_t index = 0;           // the weight's place in its block
     std::uint64_t file_offset = 0;   // where the block begins in the file

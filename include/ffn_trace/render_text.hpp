@@ -91,6 +91,7 @@ struct moe_rendering_input {
     const moe_comparison* comparison = nullptr;
     std::size_t unchecked_claims = 0;
     const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
+    const std::vector<unit_explanation>* explained = nullptr;  // units E:J explained, after the experts' units
 };
 
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.

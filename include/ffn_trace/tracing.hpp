@@ -17,6 +17,7 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/example.hpp"
+#include "ffn_trace/hooks.hpp"
 #include "ffn_trace/moe.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/unit_readings.hpp"
@@ -83,9 +84,11 @@ struct layer_readings {
     // none without a checkpoint or a tokenizer.
     std::optional<std::vector<std::string>> token_texts;
 };
-// `units`: read the units of a dense layer (a checkpoint's always are). Errors: a unit to explain
-// out of range (path "unit").
-outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units, const std::vector<std::size_t>& explain,
+// `units`: read the units of a dense layer (a checkpoint's always are). `explain`: units J of a
+// dense layer, units E:J of an MoE layer's expert E, explained at each of `explain_tokens` (an
+// expert's at those routed to it; at every token routed to it when none is given). Errors: a unit
+// to explain out of range, or written for the other kind of layer (path "unit").
+outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units, const std::vector<unit_ref>& explain,
                                    const std::vector<std::size_t>& explain_tokens);
 
 }  // namespace ffn_trace

@@ -4,6 +4,7 @@
 // weights: v · Eᵀ, without the final norm).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -42,7 +43,9 @@ unit_readings read_units(const trace& t, std::size_t top);
 // One unit of one token at arithmetic detail: its dot product's largest terms (the rest summed),
 // its activation and what it wrote.
 struct unit_explanation {
-    std::size_t unit = 0, token = 0;
+    std::size_t unit = 0, token = 0;  // token: the layer's token
+    std::size_t row = 0;                // the token's row in the trace: an expert's among the tokens routed to it
+    std::optional<std::size_t> expert;  // an MoE layer's unit: its expert
     std::vector<std::pair<std::size_t, double>> terms;  // (input index, x_i·W1[i][j]), largest |term| first
     double rest = 0;                                    // the other terms' sum
     std::size_t rest_count = 0;
@@ -50,9 +53,18 @@ struct unit_explanation {
     double pre = 0;                                     // expand (or gate) of the unit
     double fired = 0;                                   // the value fed to W2
     std::vector<double> wrote;                          // fired · W2_j (d_out)
+    bool gated = false;                                 // the key is Wg's column (else W1's)
     // A quantized checkpoint's: the weight of the largest term (the key's) and of the largest
     // number written (the value's), each with the block it sits in, dequantized.
     std::optional<weight_dequantization> key_weight, value_weight;
+
+    // The index i of the largest |wrote[i]|, the first of equals: the value's weight W2[unit][i].
+    std::size_t largest_written() const {
+        std::size_t most = 0;
+        for (std::size_t i = 1; i < wrote.size(); ++i)
+            if (std::abs(wrote[i]) > std::abs(wrote[most])) most = i;
+        return most;
+    }
 };
 unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms);
 

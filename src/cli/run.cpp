@@ -112,10 +112,25 @@ void setup_run(CLI::App& app, int& status) {
     sub->add_option("--top", options->top, "A big layer: how many units, and vocabulary tokens, to show")
         ->check(whole_number(1, 1000))
         ->capture_default_str();
-    sub->add_option("--unit", options->units, "Explain this hidden unit at arithmetic detail; repeatable")->check(whole_number(0));
+    sub->add_option("--unit", options->units, "Explain this hidden unit at arithmetic detail: J, or E:J for unit J of expert E in "
+                                              "an MoE layer; repeatable")
+        ->check([](const std::string& s) {
+            auto u = ffn_trace::parse_units(s);
+            return u ? std::string() : u.err().message;
+        });
     add_change_options(*sub, options->changes);
     add_limits(*sub, options->limits);
     sub->callback([options, &status] { status = run_run(*options); });
+}
+
+ffn_trace::outcome<std::vector<ffn_trace::unit_ref>> explained_units(const run_options& options) {
+    std::vector<ffn_trace::unit_ref> out;
+    for (const auto& item : options.units) {
+        auto units = ffn_trace::parse_units(item);
+        if (!units) return ffn_trace::error{"", "--unit", units.err().message};
+        out.insert(out.end(), units->begin(), units->end());
+    }
+    return out;
 }
 
 int run_run(const run_options& options) {
@@ -156,7 +171,9 @@ int run_run(const run_options& options) {
     const auto text = walkthrough_options(options.walkthrough);
     const bool big = t->moe || ffn_trace::default_detail(t->tr.layer()) != ffn_trace::detail_level::arithmetic;
     const auto shown = t->moe || !text.tokens.empty() ? text.tokens : ffn_trace::shown_indices(t->tr.tokens(), text.full);
-    auto reads = ffn_trace::read_layer(*t, options.top, big, options.units, shown);
+    auto explain = explained_units(options);
+    if (!explain) return report(explain.err());
+    auto reads = ffn_trace::read_layer(*t, options.top, big, *explain, shown);
     if (!reads) return report(with_option_names(reads.err()));
     const std::vector<std::string>* strings = reads->token_texts ? &*reads->token_texts : nullptr;
     const bool json = options.walkthrough.format == "json";
@@ -164,12 +181,14 @@ int run_run(const run_options& options) {
         const auto* units = reads->moe_units ? &*reads->moe_units : nullptr;
         const auto* comparison = t->moe_comparison ? &*t->moe_comparison : nullptr;
         if (json) {
-            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units, comparison, t->unchecked_claims), options.walkthrough.ascii);
+            print_json(ffn_trace::render_moe_json(t->ex, *t->moe, t->claims, units, comparison, t->unchecked_claims, &reads->explained),
+                       options.walkthrough.ascii);
             return exit_ok;
         }
         const auto steps = ffn_trace::read_moe_trace(*t->moe);
         ffn_trace::moe_rendering_input in{t->ex, *t->moe, t->claims, steps, units, strings, comparison, t->unchecked_claims};
         in.tok = t->tokenizer ? &*t->tokenizer : nullptr;  // marks the special tokens among the strings
+        in.explained = reads->explained.empty() ? nullptr : &reads->explained;
         ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
         return exit_ok;
     }
@@ -177,7 +196,8 @@ int run_run(const run_options& options) {
     const auto* vocab = reads->vocab ? &*reads->vocab : nullptr;
     const auto* comparison = t->comparison ? &*t->comparison : nullptr;
     if (json) {
-        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units, vocab, comparison, t->unchecked_claims), options.walkthrough.ascii);
+        print_json(ffn_trace::render_json(t->ex, t->tr, t->claims, units, vocab, comparison, t->unchecked_claims, &reads->explained),
+                   options.walkthrough.ascii);
         return exit_ok;
     }
     const auto steps = ffn_trace::read_trace(t->tr);

@@ -34,7 +34,7 @@ struct run_options {
     std::string file;
     checkpoint_flags checkpoint;
     std::size_t top = 10;             // a big layer's units, and the vocabulary's tokens, shown
-    std::vector<std::size_t> units;   // hidden units explained at arithmetic detail
+    std::vector<std::string> units;   // hidden units explained at arithmetic detail: "J" or "E:J", one each
     walkthrough_flags walkthrough;
     change_flags changes;
     input_limits limits;
@@ -47,6 +47,8 @@ int run_run(const run_options& options);
 int run_checkpoint_prompt(const run_options& options);
 // The library's request for a prompt as the options ask (run_prompt.cpp).
 ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_options& options);
+// --unit's units: J, or E:J for unit J of expert E.
+ffn_trace::outcome<std::vector<ffn_trace::unit_ref>> explained_units(const run_options& options);
 // Every line of --prompts FILE run as --prompt runs one, one report (run_prompts.cpp).
 int run_checkpoint_prompts(const run_options& options);
 

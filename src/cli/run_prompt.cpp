@@ -31,7 +31,14 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
     r.max_elements = o.limits.max_elements;
     r.options.layer = f.layer;
     r.options.top = o.top;
-    r.options.explain = o.units;
+    auto explain = explained_units(o);
+    if (!explain) return explain.err();
+    for (const auto& u : *explain) {
+        if (u.expert)
+            return error{"", "--unit", fmt::format("{}:{} names a unit of an expert, which --prompt does not explain; give J for a "
+                                                   "dense layer, or explain it on --embedding or --word", *u.expert, u.unit)};
+        r.options.explain.push_back(u.unit);
+    }
     r.versus = f.versus;
     r.options.ablate_top = f.ablate_top;
     r.options.knock_out_top = o.walkthrough.format == "html";  // the page shows them on a click

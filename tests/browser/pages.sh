@@ -57,6 +57,14 @@ make_page run_checkpoint_mixtral run --checkpoint "$checkpoints/mixtral" --layer
 snapshot=$work/hub/models--meta-llama--Llama-2-7b-hf/snapshots/8cca527612d856d7d32bd94f8103728d614eb852
 mkdir -p "$(dirname "$snapshot")" && ln -sfn "$checkpoints/mixtral" "$snapshot"
 make_page run_checkpoint_long_path run --checkpoint "$snapshot" --layer 0 --embedding 0,1 && pages+=(run_checkpoint_long_path)
+# A GGUF layer of quantized weights (tests/inputs/gguf/quantized_units.py) with a unit explained: its
+# weights' blocks and dequantization; and a Mixtral's with a unit of expert 1.
+python3 "$here/../inputs/gguf/quantized_units.py" write dense "$work/quantized.gguf"
+python3 "$here/../inputs/gguf/quantized_units.py" write moe "$work/quantized_moe.gguf"
+make_page run_gguf_quantized run --checkpoint "$work/quantized.gguf" --layer 0 --embedding 2,3 --unit 300 &&
+  pages+=(run_gguf_quantized)
+make_page run_gguf_quantized_moe run --checkpoint "$work/quantized_moe.gguf" --layer 0 --embedding 2,3,4 --unit 1:7 &&
+  pages+=(run_gguf_quantized_moe)
 # A prompt through the shipped model, with a knock-out.
 make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --ablate 172,84,28,168,203 && pages+=(run_prompt_capitals)
@@ -118,6 +126,34 @@ grep -q '<div id="how"[^>]*><strong>the loss at step 0</strong><pre>L = mean −
   fail "edit_capitals: clicking a loss cell does not show its terms"
 [ "$(printf '%s' "$dom" | grep -o '<figure class="plot">' | wc -l)" -eq 1 ] || fail "edit_capitals: no loss curve"
 [ "$(printf '%s' "$dom" | grep -o '<figure class="chart">' | wc -l)" -eq 3 ] || fail "edit_capitals: not three bar charts (k*, u, the value)"
+# The quantized pages show each explained weight's block and its formula with the numbers, in
+# the open page (not in a folded block: no closed <details> holds them).
+for page in run_gguf_quantized run_gguf_quantized_moe; do
+  chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/$page.html" >"$work/$page.dom"
+  python3 - "$page" "$work/$page.dom" <<'PY' || fail "$page: the dequantized weights are not shown open"
+import re, sys
+dom = open(sys.argv[2], encoding="utf-8").read()
+def shown(pattern):
+    m = re.search(pattern, dom)
+    if not m:
+        sys.exit(f"{sys.argv[1]}: no {pattern!r} in the page")
+    before = dom[:m.start()]
+    opened = [t for t in re.findall(r"<details[^>]*>|</details>", before)]
+    depth = []
+    for t in opened:
+        if t.startswith("</"):
+            depth.pop()
+        else:
+            depth.append(" open" in t)
+    if not all(depth):
+        sys.exit(f"{sys.argv[1]}: {pattern!r} sits in a folded block")
+shown(r"in block \d+ of its row \(columns \d+–\d+\), block [\d,]+ of the tensor: 144 bytes")
+shown(r"w = d · sc · q − dmin · m = [0-9.e-]+ · \d+ · \d+ − [0-9.e-]+ · \d+\s+= -?[0-9.e-]+")
+if sys.argv[1].endswith("_moe") and dom.count("Expert 1&#39;s unit 7 · ") + dom.count("Expert 1's unit 7 · ") > 3:
+    sys.exit(f"{sys.argv[1]}: expert 1's unit 7 explained more often than at its tokens")
+shown(r"w = d · sc · \(q − 32\) = " if sys.argv[1] == "run_gguf_quantized" else r"w = d · q = [0-9.]+ · \(?−?\d+\)? = ")
+PY
+done
 # The prompt's page: clicking a unit's knock-out cell shows the prediction without that unit,
 # computed when the page was written (#cell= opens the page on that cell, as a click does).
 dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom \

@@ -12,6 +12,7 @@
 #include "base/read_file.hpp"
 #include "base/text.hpp"
 #include "analysis/prompt_parts.hpp"
+#include "analysis/stored_weights.hpp"
 
 namespace ffn_trace {
 
@@ -355,6 +356,9 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     ex.layer.act = config.act;
     const std::string unembedding = ck.unembedding_name();
     const bool project = prompt.tok.has_value() && !unembedding.empty();
+    auto storage = storage_of(ck, r.layer);
+    if (!storage) return storage.err();
+    ex.storage = std::move(*storage);
     if (run.moe) {
         r.moe = std::move(run.moe);
         r.moe_reads = read_moe_trace(*r.moe);
@@ -368,7 +372,10 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     r.units = read_units(*r.dense, options.top);
     for (auto u : options.explain)
         for (auto tok : options.explain_tokens)
-            if (tok < prompt.ids.size()) r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
+            if (tok < prompt.ids.size()) {
+                r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
+                if (auto e = explain_stored_weights(ck, r.layer, r.explained.back())) return e;
+            }
     return std::nullopt;
 }
 

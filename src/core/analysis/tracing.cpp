@@ -2,10 +2,12 @@
 // call, the trace's size checked against the budget before it is computed.
 #include "ffn_trace/tracing.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "analysis/stored_weights.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
@@ -74,28 +76,10 @@ outcome<chosen_input> input_of(const checkpoint& ck, const std::optional<tokeniz
     return c;
 }
 
-// A GGUF file's dense layer: how its FFN weights are stored, for the heading and the units
-// explained. Nothing for other checkpoints, whose weights are floats of one type.
-outcome<std::vector<example::stored_weight>> storage_of(const checkpoint& ck, std::size_t index) {
-    std::vector<example::stored_weight> out;
-    if (!is_gguf(ck.origin())) return out;
-    const family& f = *ck.config().family;
-    using role_of = std::pair<weight, tensor_role>;
-    const std::vector<role_of> roles = f.gated() ? std::vector<role_of>{{weight::wg, tensor_role::ffn_gate}, {weight::wu, tensor_role::ffn_up},
-                                                                         {weight::w2, tensor_role::ffn_down}}
-                                                 : std::vector<role_of>{{weight::w1, tensor_role::ffn_up}, {weight::w2, tensor_role::ffn_down}};
-    for (const auto& [w, role] : roles) {
-        auto t = stored_type_of(ck.tensors(), ck.resolve(f.name_of(role, index) + ".weight"));
-        if (!t) return t.err();
-        t->in_file = f.name_of(role, index, 0, name_scheme::gguf) + ".weight";
-        out.push_back(example::stored_weight{w, std::move(*t)});
-    }
-    return out;
-}
-
 // The checkpoint's layer converted and traced over ex's input, with ex's claims.
 outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t index, example ex, const trace_limits& limits,
                             checkpoint::weights where, const stage_callback& on_stage) {
+    ex.checkpoint_layer = index;  // the units explained find their weights by it
     const matrix& x = ex.input;
     // The layer's weights are shared with the trace, not copied: only the activations count.
     auto over_budget = [&](const auto& layer) -> std::optional<error> {
@@ -109,6 +93,9 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
         if (e.file.empty()) e.file = ex.file;
         return e;
     };
+    auto storage = detail::storage_of(*ck, index);
+    if (!storage) return storage.err();
+    ex.storage = std::move(*storage);
     if (ck->is_moe()) {
         auto layer = ck->moe_layer(index, x, where);
         if (!layer) return layer.err();
@@ -123,9 +110,6 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
     }
     auto layer = ck->dense_layer(index, where);
     if (!layer) return layer.err();
-    auto storage = storage_of(*ck, index);
-    if (!storage) return storage.err();
-    ex.storage = std::move(*storage);
     if (auto e = over_budget(**layer)) return *e;
     tell(on_stage, trace_stage::tracing_layer);
     auto t = run_ffn(*layer, x, ex.lead);
@@ -224,39 +208,6 @@ outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
     return std::optional<std::vector<std::string>>(tok->texts(u && u->shape.size() == 2 ? u->shape[0] : 0));
 }
 
-// A quantized layer's unit explained: the weight of its largest term in the key, and of the
-// largest number it wrote in the value, each in the block it sits in. The stored tensors are
-// outputs × inputs (out_in) or inputs × outputs, the math form x·W being inputs × outputs.
-std::optional<error> explain_stored_weights(const traced& t, unit_explanation& e) {
-    const weight key = t.tr.layer().gated() ? weight::wg : weight::w1;
-    auto stored = [&](weight w) -> const stored_type* {
-        for (const auto& s : t.ex.storage)
-            if (s.w == w && s.type.quantized) return &s.type;
-        return nullptr;
-    };
-    const bool out_in = t.ex.stored == layout::out_in;
-    // math (row, column) → the stored tensor's
-    auto at = [&](const stored_type& s, std::size_t r, std::size_t c) -> outcome<weight_dequantization> {
-        auto w = out_in ? dequantize_weight(t.checkpoint->tensors(), s.tensor, c, r) : dequantize_weight(t.checkpoint->tensors(), s.tensor, r, c);
-        if (w) w->in_file = s.in_file;
-        return w;
-    };
-    if (const stored_type* s = stored(key); s && !e.terms.empty()) {
-        auto w = at(*s, e.terms.front().first, e.unit);  // W[i][j] of the largest term x_i · W[i][j]
-        if (!w) return w.err();
-        e.key_weight = std::move(*w);
-    }
-    if (const stored_type* s = stored(weight::w2); s && !e.wrote.empty()) {
-        std::size_t most = 0;
-        for (std::size_t i = 1; i < e.wrote.size(); ++i)
-            if (std::fabs(e.wrote[i]) > std::fabs(e.wrote[most])) most = i;
-        auto w = at(*s, e.unit, most);  // W2[j][i]
-        if (!w) return w.err();
-        e.value_weight = std::move(*w);
-    }
-    return std::nullopt;
-}
-
 }  // namespace
 
 outcome<traced> trace_file(const std::string& file, const trace_limits& limits, checkpoint::weights where,
@@ -317,7 +268,55 @@ outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limit
     return t;
 }
 
-outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units, const std::vector<std::size_t>& explain,
+namespace {
+
+// The units of a dense layer explained at each token, their stored weights with them.
+outcome<std::vector<unit_explanation>> explain_dense(const traced& t, std::size_t top, const std::vector<std::size_t>& units,
+                                                     const std::vector<std::size_t>& tokens) {
+    std::vector<unit_explanation> out;
+    for (auto u : units)
+        for (auto tok : tokens)
+            if (tok != gap) {
+                out.push_back(explain_unit(t.tr, tok, u, top));
+                if (!t.checkpoint) continue;
+                if (auto e = detail::explain_stored_weights(*t.checkpoint, t.ex.checkpoint_layer, out.back())) return *e;
+            }
+    return out;
+}
+
+// Units E:J of an MoE layer explained at the tokens given that were routed to expert E (at every
+// token routed to it when none is given), their stored weights in expert E's slices.
+outcome<std::vector<unit_explanation>> explain_experts(const traced& t, std::size_t top, const std::vector<unit_ref>& units,
+                                                       const std::vector<std::size_t>& tokens) {
+    const moe& l = t.moe->layer();
+    std::vector<unit_explanation> out;
+    for (const unit_ref& u : units) {
+        if (!u.expert)
+            return error{t.ex.file, "unit", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; "
+                                                        "got {}", t.ex.checkpoint_layer, u.unit)};
+        if (*u.expert >= l.n_experts() || u.unit >= l.d_ff())
+            return error{t.ex.file, "unit", fmt::format("unit {}:{} is out of range: the layer has {} experts (0 to {}) of d_ff = {} "
+                                                        "hidden units (0 to {})", *u.expert, u.unit, l.n_experts(), l.n_experts() - 1,
+                                                        l.d_ff(), l.d_ff() - 1)};
+        const expert_trace* et = t.moe->expert(*u.expert);
+        if (!et) return error{t.ex.file, "unit", fmt::format("expert {} ran on no token of this input: no token chose it", *u.expert)};
+        for (std::size_t row = 0; row < et->tokens.size(); ++row) {
+            const bool asked = tokens.empty() || std::find(tokens.begin(), tokens.end(), et->tokens[row]) != tokens.end();
+            if (!asked) continue;
+            unit_explanation e = explain_unit(et->tr, row, u.unit, top);
+            e.token = et->tokens[row];
+            e.expert = u.expert;
+            if (t.checkpoint)
+                if (auto err = detail::explain_stored_weights(*t.checkpoint, t.ex.checkpoint_layer, e)) return *err;
+            out.push_back(std::move(e));
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units, const std::vector<unit_ref>& explain,
                                    const std::vector<std::size_t>& explain_tokens) {
     layer_readings r;
     auto texts = token_texts(t);
@@ -325,6 +324,9 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     r.token_texts = std::move(*texts);
     const bool project = r.token_texts && !t.checkpoint->unembedding_name().empty();
     if (t.moe) {
+        auto explained = explain_experts(t, top, explain, explain_tokens);
+        if (!explained) return explained.err();
+        r.explained = std::move(*explained);
         // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
         if (!t.checkpoint) return r;
         r.moe_units = read_moe_units(*t.moe, top);
@@ -334,24 +336,27 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
         return r;
     }
     const ffn& layer = t.tr.layer();
-    for (auto u : explain)
-        if (u >= layer.d_ff())
-            return error{t.ex.file, "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
-                                                        layer.d_ff(), layer.d_ff() - 1)};
+    std::vector<std::size_t> dense;
+    for (const unit_ref& u : explain) {
+        if (u.expert)
+            return error{t.ex.file, "unit", fmt::format("names unit {} of expert {}, but this layer is dense, of no experts: give "
+                                                        "the unit alone", u.unit, *u.expert)};
+        if (u.unit >= layer.d_ff())
+            return error{t.ex.file, "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})",
+                                                        u.unit, layer.d_ff(), layer.d_ff() - 1)};
+        dense.push_back(u.unit);
+    }
     if (t.checkpoint || units) {
         r.units = read_units(t.tr, top);
         if (project) {
-            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), top, explain);
+            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), top, dense);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }
     }
-    for (auto u : explain)
-        for (auto tok : explain_tokens)
-            if (tok != gap) {
-                r.explained.push_back(explain_unit(t.tr, tok, u, top));
-                if (auto e = explain_stored_weights(t, r.explained.back())) return *e;
-            }
+    auto explained = explain_dense(t, top, dense, explain_tokens);
+    if (!explained) return explained.err();
+    r.explained = std::move(*explained);
     return r;
 }
 

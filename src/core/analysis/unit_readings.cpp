@@ -61,7 +61,8 @@ unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t uni
     const auto x = t.ffn_input().row(token);
     unit_explanation e;
     e.unit = unit;
-    e.token = token;
+    e.token = e.row = token;
+    e.gated = l.gated();
     std::vector<std::pair<std::size_t, double>> all;
     for (std::size_t i = 0; i < x.size(); ++i) all.emplace_back(i, x[i] * w[i]);
     const std::size_t k = std::min(terms, all.size());

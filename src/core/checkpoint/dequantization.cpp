@@ -200,6 +200,7 @@ outcome<weight_dequantization> dequantize_weight(const tensor_source& source, co
     w.block_elements = n;
     w.block_bytes = size_of(t->type);
     w.index = column % n;
+    w.tensor_block = row * (t->shape[1] / n) + w.block;
     w.file_offset = t->begin + row * detail::row_bytes(t->type, t->shape[1]) + w.block * w.block_bytes;
     if (w.file_offset + w.block_bytes > (*file)->bytes().size()) return error{t->file, name, "its block is past the end of the file"};
     const auto block = (*file)->bytes().subspan(w.file_offset, w.block_bytes);

@@ -23,6 +23,11 @@ nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::
 nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
                                       const moe_unit_readings* units = nullptr);
 
+// "dequantized": for each unit explained whose weights are of a block type, its key's and its
+// value's weight in the block each sits in, and its dequantization with the block's numbers; no
+// field when no unit explained has one (a checkpoint of floats).
+void add_dequantized(nlohmann::ordered_json& out, const std::vector<unit_explanation>& explained);
+
 // A (tokens, width) matrix nested like the input: the leading shape, then the rows.
 nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);
 

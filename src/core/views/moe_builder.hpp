@@ -22,6 +22,7 @@ public:
         token_strings_ = in.token_strings;
         tok_ = in.tok;
         unchecked_claims_ = in.unchecked_claims;
+        explained_ = in.explained;
         use_layer_tokens();
     }
 
@@ -95,6 +96,8 @@ private:
     // A checkpoint's layer: each expert's units, as a dense layer's are read, then what the whole
     // update of each token says in the vocabulary.
     void expert_units();
+    // Each unit E:J explained, in its expert's trace.
+    void expert_units_explained();
     void summary();
 
     // What the command line's change did (moe_readings.cpp): the layer's steps as a dense

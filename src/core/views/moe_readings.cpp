@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <functional>
+#include <utility>
 
 namespace ffn_trace::detail {
 
@@ -83,6 +84,8 @@ std::optional<std::vector<std::string>> moe_builder::expert_units_field() {
 // A checkpoint's layer: each expert's units, as a dense layer's are read, then what the whole
 // update of each token says in the vocabulary.
 void moe_builder::expert_units() {
+    // units E:J are explained in their own experts' traces after these (expert_units_explained)
+    const auto* explained = std::exchange(explained_, nullptr);
     for (std::size_t i = 0; i < mt_.experts.size(); ++i) {
         const expert_trace& et = mt_.experts[i];
         use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
@@ -92,6 +95,7 @@ void moe_builder::expert_units() {
     }
     units_ = nullptr;
     vocab_ = nullptr;
+    explained_ = explained;
     use_layer_tokens();
     if (mu_->by_token.empty()) return;
     add({block_kind::heading, "What each token's whole update says in the vocabulary"});
@@ -103,6 +107,16 @@ void moe_builder::expert_units() {
                                       token_list(mu_->by_token[t].least)));
     }
     add(std::move(b));
+}
+
+void moe_builder::expert_units_explained() {
+    for (const auto& e : *explained_)
+        for (std::size_t i = 0; i < mt_.experts.size(); ++i)
+            if (const expert_trace& et = mt_.experts[i]; !et.shared && e.expert == et.expert) {
+                use(et.tr, mr_.experts[i], &et.tokens, et.prefix() + ".");
+                explained_unit(e);
+            }
+    use_layer_tokens();
 }
 
 void moe_builder::summary() {

@@ -124,7 +124,41 @@ void add_storage(json& out, const example& ex) {
     out["stored"] = std::move(stored);
 }
 
+json weight_json(const std::string& name, const weight_dequantization& w) {
+    json numbers = json::array();
+    for (const auto& p : w.parts) numbers.push_back({{"name", p.name}, {"value", p.value}, {"stored", p.stored}});
+    json out = {{"weight", name}, {"tensor", w.in_file.empty() ? w.tensor : w.in_file}, {"type", w.type}};
+    if (w.expert) out["expert"] = *w.expert;
+    out.update({{"row", w.row},
+                {"column", w.column},
+                {"block", w.block},
+                {"block_in_tensor", w.tensor_block},
+                {"block_elements", w.block_elements},
+                {"block_bytes", w.block_bytes},
+                {"index", w.index},
+                {"file_offset", w.file_offset},
+                {"numbers", std::move(numbers)},
+                {"formula", w.formula},
+                {"worked", w.worked},
+                {"value", w.value}});
+    return out;
+}
+
 }  // namespace
+
+void add_dequantized(json& out, const std::vector<unit_explanation>& explained) {
+    json all = json::array();
+    for (const auto& e : explained) {
+        if (!e.key_weight || !e.value_weight) continue;
+        const std::size_t i = e.terms.front().first;
+        json entry = {{"unit", e.unit}, {"token", e.token}};
+        if (e.expert) entry["expert"] = *e.expert;
+        entry["key"] = weight_json(fmt::format("{}[{}][{}]", e.gated ? "Wg" : "W1", i, e.unit), *e.key_weight);
+        entry["value"] = weight_json(fmt::format("W2[{}][{}]", e.unit, e.largest_written()), *e.value_weight);
+        all.push_back(std::move(entry));
+    }
+    if (!all.empty()) out["dequantized"] = std::move(all);
+}
 
 json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
                 const vocabulary_view* vocab) {
@@ -177,10 +211,12 @@ void add_unchecked(json& out, std::size_t unchecked_claims) {
 }  // namespace
 
 std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
-                        const vocabulary_view* vocab, const trace_comparison* comparison, std::size_t unchecked_claims) {
+                        const vocabulary_view* vocab, const trace_comparison* comparison, std::size_t unchecked_claims,
+                        const std::vector<unit_explanation>* explained) {
     json out = trace_json(ex, t, claims, units, vocab);
     if (comparison) out["what_changed"] = {{"any", comparison->any()}, {"steps", comparison_steps(*comparison, t.lead)}};
     add_unchecked(out, unchecked_claims);
+    if (explained) add_dequantized(out, *explained);
     return json_text(out) + "\n";
 }
 
@@ -208,11 +244,13 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
     out["experts"] = std::move(experts);
     if (units && !units->vocab.empty()) out["vocab"] = {{"updates", updates(units->by_token)}};
     out["claims"] = claims_json(claims, t.lead);
+    add_storage(out, ex);
     return out;
 }
 
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units, const moe_comparison* comparison, std::size_t unchecked_claims) {
+                            const moe_unit_readings* units, const moe_comparison* comparison, std::size_t unchecked_claims,
+                            const std::vector<unit_explanation>* explained) {
     json out = moe_trace_json(ex, t, claims, units);
     if (comparison) {
         json routes = json::array();
@@ -230,6 +268,7 @@ std::string render_moe_json(const example& ex, const moe_trace& t, const std::ve
                                {"experts", std::move(experts)}};
     }
     add_unchecked(out, unchecked_claims);
+    if (explained) add_dequantized(out, *explained);
     return json_text(out) + "\n";
 }
 

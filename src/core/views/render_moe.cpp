@@ -35,6 +35,7 @@ void moe_builder::build(const block_sink& out) {
     }
     readings();
     if (mu_) expert_units();
+    if (explained_) expert_units_explained();
     if (mcomparison_) comparison();
     claims_block();
     summary();
@@ -80,6 +81,7 @@ void moe_builder::heading() {
     f.push_back({"experts", a.gated ? fmt::format("{}: gate {}, multiplied by up", a.name, a.formula)
                                     : fmt::format("{}: {}", a.name, a.formula)});
     f.push_back(layout_field());
+    if (!ex_.storage.empty()) f.push_back(storage_field());
     f.push_back({step_name(step_kind::residual), l.residual ? "on: y = x + MoE(x)" : (l.d_out() == l.d_model() ? "off" : "off (d_out ≠ d_model)")});
     if (l.norm) f.push_back(norm_field(*l.norm, "MoE"));
     if (!claims_.empty())

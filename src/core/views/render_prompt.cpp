@@ -766,6 +766,7 @@ std::string render_prompt_json(const prompt_trace& p) {
                          : moe_trace_json(p.ex, *p.moe, no_claims, p.moe_units ? &*p.moe_units : nullptr);
     for (auto& [key, value] : layer.items())
         if (key != "title" && key != "claims") out[key] = std::move(value);
+    add_dequantized(out, p.explained);
     if (p.prediction) {
         json lens = json::array();
         for (std::size_t t = 0; t < p.lens.size(); ++t)

@@ -15,10 +15,14 @@ namespace {
 
 // One weight of a quantized tensor in its block, its dequantization written out with the numbers.
 void dequantization_lines(const std::string& what, const weight_dequantization& w, std::vector<std::string>& lines) {
-    lines.push_back(fmt::format("{}: {} row {}, column {}, {}", what, w.in_file.empty() ? w.tensor : w.in_file, w.row, w.column, w.type));
-    lines.push_back(fmt::format("  in block {} of its row (columns {}–{}): {} bytes at byte {} of the file, weight {} of {}",
-                                w.block, w.block * w.block_elements, (w.block + 1) * w.block_elements - 1, w.block_bytes,
-                                with_separators(w.file_offset), w.index, w.block_elements));
+    const std::string slice = w.expert ? fmt::format(", expert {}'s slice,", *w.expert) : "";
+    lines.push_back(fmt::format("{}: {}{} row {}, column {}, {}", what, w.in_file.empty() ? w.tensor : w.in_file, slice, w.row,
+                                w.column, w.type));
+    lines.push_back(fmt::format("  in block {} of its row (columns {}–{}), block {} of the tensor: {} bytes at byte {} of the "
+                                "file, weight {} of {}",
+                                w.block, w.block * w.block_elements, (w.block + 1) * w.block_elements - 1,
+                                with_separators(w.tensor_block), w.block_bytes, with_separators(w.file_offset), w.index,
+                                w.block_elements));
     for (const auto& p : w.parts) lines.push_back(fmt::format("  {} = {}: {}", p.name, fmt::format("{:.6g}", p.value), p.stored));
     lines.push_back(fmt::format("  {} = {} = {}", w.formula, w.worked, fmt::format("{:.9g}", w.value)));
 }
@@ -222,13 +226,14 @@ void walkthrough_builder::unit_at_every_token() {
 
 void walkthrough_builder::explained_unit(const unit_explanation& e) {
     const ffn& l = layer();
-    add({block_kind::heading, fmt::format("Unit {} · {}", e.unit, token_name(e.token))});
+    add({block_kind::heading, e.expert ? fmt::format("Expert {}'s unit {} · {}", *e.expert, e.unit, token_name(e.row))
+                                       : fmt::format("Unit {} · {}", e.unit, token_name(e.row))});
     block b{block_kind::lines};
     std::vector<std::string> terms;
     for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, op(v)));
     const step_kind pre = pre_activation_step(l);
     const weight key = *step_weight(pre);
-    b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", step_variable(pre), at(e.token, e.unit),
+    b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", step_variable(pre), at(e.row, e.unit),
                                   read_variable(pre_norm()), e.unit, weight_name(key),
                                   bias_of(l, key).empty() ? "" : " + bias"));
     b.lines.push_back(fmt::format("  {}", fmt::join(terms, " + ")));
@@ -238,7 +243,7 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
     b.lines.push_back(fmt::format("  = {}", num(e.pre)));
     if (l.gated()) {
         // The gated unit's remaining steps: its activation of the gate, the up projection, their product.
-        const std::size_t t = e.token, j = e.unit;
+        const std::size_t t = e.row, j = e.unit;
         const double activated = tr_->step(step_kind::activate).value(t, j), up = tr_->step(step_kind::up).value(t, j);
         b.lines.push_back(fmt::format("activated{} = {}(gate{}) = {}({}) = {}", at(t, j),
                                       info(info(l.act).unit).name, at(t, j), info(info(l.act).unit).name, num(e.pre), num(activated)));
@@ -252,12 +257,9 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
     if (e.key_weight && !e.terms.empty())
         dequantization_lines(fmt::format("its largest term's weight {}[{}][{}] is stored", weight_name(key), e.terms.front().first, e.unit),
                              *e.key_weight, b.lines);
-    if (e.value_weight) {
-        std::size_t most = 0;
-        for (std::size_t i = 1; i < e.wrote.size(); ++i)
-            if (std::fabs(e.wrote[i]) > std::fabs(e.wrote[most])) most = i;
-        dequantization_lines(fmt::format("its largest number written, W2[{}][{}], is stored", e.unit, most), *e.value_weight, b.lines);
-    }
+    if (e.value_weight)
+        dequantization_lines(fmt::format("its largest number written, W2[{}][{}], is stored", e.unit, e.largest_written()),
+                             *e.value_weight, b.lines);
     add(std::move(b));
 }
 
