@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -751,13 +752,14 @@ std::string q8_0_block(std::size_t at, int q) {
     return b;
 }
 
-// A one-layer Llama of d_model 32 and d_ff 256 (one head) whose FFN is stored as a Q4_K_M file
-// stores one: gate and up in Q8_0, down in Q4_K. Attention is all zeros, the norms all ones, and
-// the token embedding's row 1 is e5, so unit 3 reads only x5:
-//   Wg[5][3] = 0.5 · 6 = 3 (gate row 3, weight 5), Wu[5][3] = 0.5 · 4 = 2;
-//   W2[3][10] = 0.5 · 3 · 7 − 0.25 · 2 = 10 (down row 10, weight 3: sub-block 0, sc 3, m 2, q 7),
-//   W2[3][i] = 0 for every other i (down's other rows are zero bytes).
-std::string quantized_llama(const ckpt::temp_dir& dir) {
+// A one-layer Llama of d_model 32 and d_ff 256 (one head), its FFN stored in the types given.
+// Attention is all zeros, the norms all ones, and the token embedding's row 1 is e5, so a unit j
+// of `units` reads only x5 and writes only x10: gate row j is `gate_row` (one block of 32
+// weights), up row j is Q8_0 with d = 0.5 and q = 4 at weight 5, and down's row 10 is `down_row`
+// (256 weights: W2[j][10] is its weight j); every other row of the three is zero bytes.
+std::string quantized_layer(const ckpt::temp_dir& dir, std::uint32_t gate_type, const std::string& gate_row,
+                            std::uint32_t down_type, const std::string& down_row, std::initializer_list<std::size_t> units,
+                            const std::string& name = "q.gguf") {
     g::gguf_writer w;
     w.put_string("general.architecture", "llama");
     w.put_u32("llama.block_count", 1);
@@ -769,7 +771,7 @@ std::string quantized_llama(const ckpt::temp_dir& dir) {
     w.put_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
     w.put_f32("llama.rope.freq_base", 10000.0f);
     w.put_string("tokenizer.ggml.model", "llama");
-    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "\xE2\x96\x81a", "a"});
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "\xE2\x96\x81" "a", "a"});
     w.put_f32s("tokenizer.ggml.scores", {0, 0, -1, -2});
     w.put_i32s("tokenizer.ggml.token_type", {2, 3, 1, 1});
     w.put_u32("tokenizer.ggml.bos_token_id", 1);
@@ -780,18 +782,27 @@ std::string quantized_llama(const ckpt::temp_dir& dir) {
     w.tensor_f32("blk.0.attn_norm.weight", {32}, ones);
     for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output"}) w.tensor_f32(std::string("blk.0.") + t + ".weight", {32, 32}, square);
     w.tensor_f32("blk.0.ffn_norm.weight", {32}, ones);
+    const auto is_unit = [&](std::size_t r) { return std::find(units.begin(), units.end(), r) != units.end(); };
     std::string gate, up, down;
     for (std::size_t r = 0; r < 256; ++r) {
-        gate += r == 3 ? q8_0_block(5, 6) : std::string(34, '\0');
-        up += r == 3 ? q8_0_block(5, 4) : std::string(34, '\0');
+        gate += is_unit(r) ? gate_row : std::string(gate_row.size(), '\0');
+        up += is_unit(r) ? q8_0_block(5, 4) : std::string(34, '\0');
     }
-    for (std::size_t r = 0; r < 32; ++r)
-        down += r == 10 ? block_with(144, {{1, 0x38}, {3, 0x34}, {4, 3}, {8, 2}, {16 + 3, 0x07}}) : std::string(144, '\0');
-    w.tensor("blk.0.ffn_gate.weight", {32, 256}, g::Q8_0, gate);
+    for (std::size_t r = 0; r < 32; ++r) down += r == 10 ? down_row : std::string(down_row.size(), '\0');
+    w.tensor("blk.0.ffn_gate.weight", {32, 256}, gate_type, gate);
     w.tensor("blk.0.ffn_up.weight", {32, 256}, g::Q8_0, up);
-    w.tensor("blk.0.ffn_down.weight", {256, 32}, g::Q4_K, down);
+    w.tensor("blk.0.ffn_down.weight", {256, 32}, down_type, down);
     w.tensor_f32("output_norm.weight", {32}, ones);
-    return dir.write("q4_k_m.gguf", w.bytes());
+    return dir.write(name, w.bytes());
+}
+
+// The layer as a Q4_K_M file stores it: gate and up in Q8_0, down in Q4_K, and unit 3 alone:
+//   Wg[5][3] = 0.5 · 6 = 3 (gate row 3, weight 5), Wu[5][3] = 0.5 · 4 = 2;
+//   W2[3][10] = 0.5 · 3 · 7 − 0.25 · 2 = 10 (down row 10, weight 3: sub-block 0, sc 3, m 2, q 7),
+//   W2[3][i] = 0 for every other i (down's other rows are zero bytes).
+std::string quantized_llama(const ckpt::temp_dir& dir) {
+    return quantized_layer(dir, g::Q8_0, q8_0_block(5, 6), g::Q4_K,
+                           block_with(144, {{1, 0x38}, {3, 0x34}, {4, 3}, {8, 2}, {16 + 3, 0x07}}), {3}, "q4_k_m.gguf");
 }
 
 // The file's bytes at [at, at + n).
@@ -913,5 +924,234 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
         CHECK(d["value"]["formula"] == "w = d · sc · q − dmin · m");
         CHECK(d["value"]["value"] == 10.0);  // 0.5 · 3 · 7 − 0.25 · 2
         CHECK(file_bytes(path, d["value"]["file_offset"].get<std::uint64_t>(), 2) == bytes_of({0x00, 0x38}));
+    }
+}
+
+namespace {
+
+// Units 245 and 3 of a quantized_layer explained: their key and value weights dequantized.
+std::vector<unit_explanation> explain_units_245_and_3(const std::string& path) {
+    auto t = trace_checkpoint_layer({path, "", 0, "", {1}, {}}, {});
+    if (!t) FAIL(t.err().to_string());
+    auto r = read_layer(*t, 5, true, {unit_ref{{}, 245}, unit_ref{{}, 3}}, {0});
+    if (!r) FAIL(r.err().to_string());
+    REQUIRE(r->explained.size() == 2);
+    REQUIRE(r->explained[0].unit == 245);
+    REQUIRE(r->explained[1].unit == 3);
+    for (const unit_explanation& e : r->explained) {
+        REQUIRE(e.key_weight);
+        REQUIRE(e.value_weight);
+    }
+    return std::move(r->explained);
+}
+
+// n codes, 0 but those given at their places: the codes the tests' packers take.
+std::vector<int> codes(std::size_t n, std::initializer_list<std::pair<std::size_t, int>> set) {
+    std::vector<int> c(n, 0);
+    for (auto [at, v] : set) c[at] = v;
+    return c;
+}
+
+struct part_want {
+    std::string name;
+    double value;
+    std::string stored;  // a piece of where the block keeps it
+};
+
+void check_parts(const weight_dequantization& w, const std::vector<part_want>& want) {
+    REQUIRE(w.parts.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        CAPTURE(i);
+        CHECK(w.parts[i].name == want[i].name);
+        CHECK(w.parts[i].value == want[i].value);
+        CAPTURE(w.parts[i].stored);
+        CHECK(w.parts[i].stored.find(want[i].stored) != std::string::npos);
+    }
+}
+
+// A value weight W2[j][10]: down row 10, column j, in its block as the file holds it.
+void check_value_place(const weight_dequantization& v, const std::string& path, std::size_t j, const std::string& block) {
+    CHECK(v.in_file == "blk.0.ffn_down.weight");
+    CHECK(v.row == 10);
+    CHECK(v.column == j);
+    CHECK(v.block_bytes == block.size());
+    CHECK(v.block == j / v.block_elements);
+    CHECK(v.index == j % v.block_elements);
+    CHECK(v.tensor_block == 10 * (256 / v.block_elements) + j / v.block_elements);
+    CHECK(file_bytes(path, v.file_offset, block.size()) == block);
+}
+
+}  // namespace
+
+// Each block below is written by hand and decoded by hand from ggml-common.h's layouts and
+// ggml-quants.c's dequantize_row_*. A 32-weight type is both the gate (the key's weight Wg[5][j]:
+// weight 5, the first half's low nibble of byte 5) and down (the value's weight W2[j][10]: for
+// unit 245 weight 245 − 7·32 = 21, the second half's high nibble of byte 5; for unit 3 weight 3),
+// its 8 blocks in down's row 10 all the same block.
+TEST_CASE("a unit's quantized weight explained in Q4_0 and Q4_1 is its block's numbers decoded by hand") {
+    ckpt::temp_dir dir;
+    SUBCASE("Q4_0: w = d · (q − 8)") {
+        // d = f16 0x2E66: exponent 11 − 15, mantissa 1 + 614/1024: 0.0999755859375 (0.0999756 to 6 digits).
+        // byte 5 (at 2 + 5) = 0x2D: w5 = q 13 (low nibble), w21 = q 2 (high nibble); byte 3 (at 5) = 0x0F: w3 = q 15.
+        const std::string b = block_with(18, {{0, 0x66}, {1, 0x2E}, {7, 0x2D}, {5, 0x0F}});
+        const double d = 0.0999755859375;
+        CHECK(b == g::pack_q4_0(static_cast<float>(d), codes(32, {{5, 13}, {21, 2}, {3, 15}})));  // the same block
+        const std::string path = quantized_layer(dir, g::Q4_0, b, g::Q4_0, b + b + b + b + b + b + b + b, {245, 3});
+        const auto e = explain_units_245_and_3(path);
+        const weight_dequantization &k = *e[0].key_weight, &v = *e[0].value_weight, &first = *e[1].value_weight;
+        CHECK(k.in_file == "blk.0.ffn_gate.weight");
+        CHECK(k.row == 245);
+        CHECK(k.column == 5);
+        CHECK(k.formula == "w = d · (q − 8)");
+        check_parts(k, {{"d", d, "f16 0x2E66"}, {"q", 13, "the low nibble of byte 5 of 16"}});
+        CHECK(k.worked == "0.0999756 · (13 − 8)");
+        CHECK(k.value == d * (13 - 8));
+        CHECK(k.value == 0.4998779296875);
+        check_value_place(v, path, 245, b);
+        check_parts(v, {{"d", d, "f16 0x2E66"}, {"q", 2, "the high nibble of byte 5 of 16"}});
+        CHECK(v.formula == "w = d · (q − 8)");
+        CHECK(v.worked == "0.0999756 · (2 − 8)");
+        CHECK(v.value == -0.599853515625);  // d · (2 − 8)
+        check_value_place(first, path, 3, b);
+        check_parts(first, {{"d", d, "f16 0x2E66"}, {"q", 15, "the low nibble of byte 3 of 16"}});
+        CHECK(first.worked == "0.0999756 · (15 − 8)");
+        CHECK(first.value == 0.6998291015625);  // d · (15 − 8)
+    }
+    SUBCASE("Q4_1: w = d · q + m") {
+        // d = 0.5 (0x3800), m = −1 (0xBC00); byte 5 (at 4 + 5) = 0x7A: w5 = q 10, w21 = q 7; byte 3 (at 7) = 0x0E: w3 = q 14
+        const std::string b = block_with(20, {{1, 0x38}, {3, 0xBC}, {9, 0x7A}, {7, 0x0E}});
+        CHECK(b == g::pack_q4_1(0.5f, -1.0f, codes(32, {{5, 10}, {21, 7}, {3, 14}})));
+        const std::string path = quantized_layer(dir, g::Q4_1, b, g::Q4_1, b + b + b + b + b + b + b + b, {245, 3});
+        const auto e = explain_units_245_and_3(path);
+        const weight_dequantization &k = *e[0].key_weight, &v = *e[0].value_weight, &first = *e[1].value_weight;
+        CHECK(k.formula == "w = d · q + m");
+        check_parts(k, {{"d", 0.5, "f16 0x3800"}, {"m", -1, "the block's minimum, f16 0xBC00"},
+                        {"q", 10, "the low nibble of byte 5 of 16"}});
+        CHECK(k.worked == "0.5 · 10 + (−1)");
+        CHECK(k.value == 0.5 * 10 - 1);
+        CHECK(k.value == 4.0);
+        check_value_place(v, path, 245, b);
+        check_parts(v, {{"d", 0.5, "f16 0x3800"}, {"m", -1, "f16 0xBC00"}, {"q", 7, "the high nibble of byte 5 of 16"}});
+        CHECK(v.worked == "0.5 · 7 + (−1)");
+        CHECK(v.value == 2.5);  // 0.5 · 7 − 1
+        check_value_place(first, path, 3, b);
+        check_parts(first, {{"d", 0.5, "f16 0x3800"}, {"m", -1, "f16 0xBC00"}, {"q", 14, "the low nibble of byte 3 of 16"}});
+        CHECK(first.worked == "0.5 · 14 + (−1)");
+        CHECK(first.value == 6.0);  // 0.5 · 14 − 1
+    }
+}
+
+// As Q4_0 and Q4_1, with q's fifth bit.
+TEST_CASE("a unit's quantized weight explained in Q5_0 and Q5_1 is its block's numbers decoded by hand") {
+    ckpt::temp_dir dir;
+    SUBCASE("Q5_0: w = d · (q − 16), q's fifth bit bit k of qh") {
+        // d = 0.25 (0x3400); qh (bytes 2–5, little-endian) = bit 21 (byte 2 bit 5: at 4, 0x20) and bit 3 (byte 0 bit 3:
+        // at 2, 0x08); byte 5 (at 6 + 5) = 0x9C: w5 = 12 (bit 5 clear), w21 = 9 + 16 = 25; byte 3 (at 9) = 0x06: w3 = 6 + 16 = 22
+        const std::string b = block_with(22, {{1, 0x34}, {4, 0x20}, {2, 0x08}, {11, 0x9C}, {9, 0x06}});
+        CHECK(b == g::pack_q5_0(0.25f, codes(32, {{5, 12}, {21, 25}, {3, 22}})));
+        const std::string path = quantized_layer(dir, g::Q5_0, b, g::Q5_0, b + b + b + b + b + b + b + b, {245, 3});
+        const auto e = explain_units_245_and_3(path);
+        const weight_dequantization &k = *e[0].key_weight, &v = *e[0].value_weight, &first = *e[1].value_weight;
+        CHECK(k.formula == "w = d · (q − 16)");
+        check_parts(k, {{"d", 0.25, "f16 0x3400"}, {"q", 12, "the low nibble of byte 5 of 16, its fifth bit bit 5 of qh (0)"}});
+        CHECK(k.worked == "0.25 · (12 − 16)");
+        CHECK(k.value == 0.25 * (12 - 16));
+        CHECK(k.value == -1.0);
+        check_value_place(v, path, 245, b);
+        check_parts(v, {{"d", 0.25, "f16 0x3400"}, {"q", 25, "the high nibble of byte 5 of 16, its fifth bit bit 21 of qh (1)"}});
+        CHECK(v.worked == "0.25 · (25 − 16)");
+        CHECK(v.value == 2.25);  // 0.25 · 9
+        check_value_place(first, path, 3, b);
+        check_parts(first, {{"d", 0.25, "f16 0x3400"}, {"q", 22, "the low nibble of byte 3 of 16, its fifth bit bit 3 of qh (1)"}});
+        CHECK(first.worked == "0.25 · (22 − 16)");
+        CHECK(first.value == 1.5);  // 0.25 · 6
+    }
+    SUBCASE("Q5_1: w = d · q + m, q's fifth bit bit k of qh") {
+        // d = 0.5 (0x3800), m = −2 (0xC000); qh (bytes 4–7) = bits 5 and 21 (at 4 and 6, 0x20 each); byte 5 (at 8 + 5)
+        // = 0x3B: w5 = 11 + 16 = 27, w21 = 3 + 16 = 19; byte 3 (at 11) = 0x0E: w3 = 14 (bit 3 clear)
+        const std::string b = block_with(24, {{1, 0x38}, {3, 0xC0}, {4, 0x20}, {6, 0x20}, {13, 0x3B}, {11, 0x0E}});
+        CHECK(b == g::pack_q5_1(0.5f, -2.0f, codes(32, {{5, 27}, {21, 19}, {3, 14}})));
+        const std::string path = quantized_layer(dir, g::Q5_1, b, g::Q5_1, b + b + b + b + b + b + b + b, {245, 3});
+        const auto e = explain_units_245_and_3(path);
+        const weight_dequantization &k = *e[0].key_weight, &v = *e[0].value_weight, &first = *e[1].value_weight;
+        CHECK(k.formula == "w = d · q + m");
+        check_parts(k, {{"d", 0.5, "f16 0x3800"}, {"m", -2, "f16 0xC000"},
+                        {"q", 27, "the low nibble of byte 5 of 16, its fifth bit bit 5 of qh (1)"}});
+        CHECK(k.worked == "0.5 · 27 + (−2)");
+        CHECK(k.value == 0.5 * 27 - 2);
+        CHECK(k.value == 11.5);
+        check_value_place(v, path, 245, b);
+        check_parts(v, {{"d", 0.5, "f16 0x3800"}, {"m", -2, "f16 0xC000"},
+                        {"q", 19, "the high nibble of byte 5 of 16, its fifth bit bit 21 of qh (1)"}});
+        CHECK(v.worked == "0.5 · 19 + (−2)");
+        CHECK(v.value == 7.5);
+        check_value_place(first, path, 3, b);
+        check_parts(first, {{"d", 0.5, "f16 0x3800"}, {"m", -2, "f16 0xC000"},
+                            {"q", 14, "the low nibble of byte 3 of 16, its fifth bit bit 3 of qh (0)"}});
+        CHECK(first.worked == "0.5 · 14 + (−2)");
+        CHECK(first.value == 5.0);
+    }
+}
+
+// A K type is down, one block a row: unit 245's weight W2[245][10] is in the block's last
+// sub-block, unit 3's in its first; the key's weight is then Q8_0's 0.5 · 6.
+TEST_CASE("a unit's quantized weight explained in Q2_K and Q3_K is its block's numbers decoded by hand") {
+    ckpt::temp_dir dir;
+    SUBCASE("Q2_K: w = d · sc · q − dmin · m, 16 sub-blocks of 16") {
+        // scales (bytes 0–15: sc the low nibble, m the high one), q bytes (at 16), d (at 80) = 0.5, dmin (at 82) = 0.25.
+        // w245 = 128·1 + 32·3 + 21: sub-block 15, q bits 6–7 of q byte 32 + 21 = 53 (at 69) = 0xC0 → 3;
+        // scales[15] = 0x9D: sc 13, m 9: 0.5·13·3 − 0.25·9 = 17.25.
+        // w3: sub-block 0, q bits 0–1 of q byte 3 (at 19) = 0x02 → 2; scales[0] = 0x52: sc 2, m 5: 0.5·2·2 − 0.25·5 = 0.75
+        const std::string b = block_with(84, {{15, 0x9D}, {0, 0x52}, {69, 0xC0}, {19, 0x02}, {81, 0x38}, {83, 0x34}});
+        CHECK(b == g::pack_q2_k(0.5f, 0.25f, codes(16, {{15, 13}, {0, 2}}), codes(16, {{15, 9}, {0, 5}}), codes(256, {{245, 3}, {3, 2}})));
+        const std::string path = quantized_layer(dir, g::Q8_0, q8_0_block(5, 6), g::Q2_K, b, {245, 3});
+        const auto e = explain_units_245_and_3(path);
+        const weight_dequantization &v = *e[0].value_weight, &first = *e[1].value_weight;
+        CHECK(e[0].key_weight->worked == "0.5 · 6");
+        check_value_place(v, path, 245, b);
+        CHECK(v.formula == "w = d · sc · q − dmin · m");
+        check_parts(v, {{"d", 0.5, "the scales' scale, f16 0x3800"},
+                        {"sc", 13, "the low nibble of scale byte 15 (sub-block 15 of 16)"},
+                        {"q", 3, "bits 6–7 of q byte 53"},
+                        {"dmin", 0.25, "the mins' scale, f16 0x3400"},
+                        {"m", 9, "the high nibble of scale byte 15"}});
+        CHECK(v.worked == "0.5 · 13 · 3 − 0.25 · 9");
+        CHECK(v.value == 0.5 * 13 * 3 - 0.25 * 9);
+        CHECK(v.value == 17.25);
+        check_value_place(first, path, 3, b);
+        check_parts(first, {{"d", 0.5, "f16 0x3800"},
+                            {"sc", 2, "the low nibble of scale byte 0 (sub-block 0 of 16)"},
+                            {"q", 2, "bits 0–1 of q byte 3"},
+                            {"dmin", 0.25, "f16 0x3400"},
+                            {"m", 5, "the high nibble of scale byte 0"}});
+        CHECK(first.worked == "0.5 · 2 · 2 − 0.25 · 5");
+        CHECK(first.value == 0.75);
+    }
+    SUBCASE("Q3_K: w = d · (sc − 32) · (q − 4), q's third bit in hmask, 6-bit scales") {
+        // hmask (bytes 0–31), q bytes (at 32), 12 scale bytes (at 96), d (at 108) = 0.5.
+        // w245 = 128·1 + 32·3 + 21: q bits 6–7 of q byte 53 (at 85) = 0x80 → 2, its third bit bit 4·1 + 3 = 7 of hmask
+        // byte 21 = 0x80 → 1: q = 2 + 4 = 6; scale 15: the high nibble of scale byte 7 (at 103) = 0xA0 → 10, bits 6–7
+        // of scale byte 11 (at 107) = 0x80 → 2: sc = 10 + 2·16 = 42: 0.5·(42 − 32)·(6 − 4) = 10.
+        // w3: q bits 0–1 of q byte 3 (at 35) = 0x03 → 3, hmask byte 3 bit 0 clear: q = 3; scale 0: the low nibble of
+        // scale byte 0 (at 96) = 0x05, bits 0–1 of byte 8 (at 104) = 0: sc = 5: 0.5·(5 − 32)·(3 − 4) = 13.5
+        const std::string b = block_with(110, {{21, 0x80}, {85, 0x80}, {103, 0xA0}, {107, 0x80}, {35, 0x03}, {96, 0x05}, {109, 0x38}});
+        CHECK(b == g::pack_q3_k(0.5f, codes(16, {{15, 42}, {0, 5}}), codes(256, {{245, 6}, {3, 3}})));
+        const std::string path = quantized_layer(dir, g::Q8_0, q8_0_block(5, 6), g::Q3_K, b, {245, 3});
+        const auto e = explain_units_245_and_3(path);
+        const weight_dequantization &v = *e[0].value_weight, &first = *e[1].value_weight;
+        check_value_place(v, path, 245, b);
+        CHECK(v.formula == "w = d · (sc − 32) · (q − 4)");
+        check_parts(v, {{"d", 0.5, "the scales' scale, f16 0x3800"},
+                        {"sc", 42, "6 bits: the high nibble of scale byte 7 and bits 6–7 of byte 11 (sub-block 15 of 16)"},
+                        {"q", 6, "bits 6–7 of q byte 53, its third bit bit 7 of hmask byte 21 (1)"}});
+        CHECK(v.worked == "0.5 · (42 − 32) · (6 − 4)");
+        CHECK(v.value == 0.5 * (42 - 32) * (6 - 4));
+        CHECK(v.value == 10.0);
+        check_value_place(first, path, 3, b);
+        check_parts(first, {{"d", 0.5, "f16 0x3800"},
+                            {"sc", 5, "6 bits: the low nibble of scale byte 0 and bits 0–1 of byte 8 (sub-block 0 of 16)"},
+                            {"q", 3, "bits 0–1 of q byte 3, its third bit bit 0 of hmask byte 3 (0)"}});
+        CHECK(first.worked == "0.5 · (5 − 32) · (3 − 4)");
+        CHECK(first.value == 13.5);
     }
 }
