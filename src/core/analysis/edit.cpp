@@ -10,6 +10,8 @@
 #include <numeric>
 #include <span>
 
+#include "analysis/prompt_parts.hpp"
+#include "base/text.hpp"
 #include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/locate.hpp"
@@ -52,11 +54,7 @@ std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::s
 
 namespace {
 
-std::string_view trimmed(std::string_view s) {
-    const auto first = s.find_first_not_of(" \t\r\n");
-    if (first == std::string_view::npos) return {};
-    return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
-}
+using detail::trimmed;
 
 // The corpus's lines, each trimmed.
 std::vector<std::string_view> lines_of(std::string_view text) {
@@ -116,7 +114,7 @@ namespace {
 
 using vec = std::vector<double>;
 
-double dot(std::span<const double> a, std::span<const double> b) { return std::inner_product(a.begin(), a.end(), b.begin(), 0.0); }
+using detail::dot;
 double norm(std::span<const double> a) { return std::sqrt(dot(a, a)); }
 
 // log softmax(z) (vocab), the largest logit subtracted so that e^z cannot overflow.

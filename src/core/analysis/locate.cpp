@@ -15,10 +15,13 @@
 #include <span>
 
 #include "base/splitmix.hpp"
+#include "base/text.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
+
+using detail::trimmed;
 
 std::string_view to_string(restored r) {
     switch (r) {
@@ -40,12 +43,6 @@ std::string lowered(std::string_view s) {
     std::string out(s);
     for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
-}
-
-std::string_view trimmed(std::string_view s) {
-    const auto first = s.find_first_not_of(" \t\n\r");
-    if (first == std::string_view::npos) return {};
-    return s.substr(first, s.find_last_not_of(" \t\n\r") - first + 1);
 }
 
 // Why `subject` is not in `text`, when it is there in another case or without its spaces.

@@ -20,6 +20,9 @@ std::string_view nearest(std::string_view word, const std::vector<std::string_vi
 // breaks, a CR before its LF dropped too; none for an empty text.
 std::vector<std::string_view> text_lines(std::string_view content);
 
+// s without the spaces, tabs and line breaks at its ends.
+std::string_view trimmed(std::string_view s);
+
 // "1 byte", "8 bytes".
 std::string plural(std::uint64_t n, std::string_view word);
 
