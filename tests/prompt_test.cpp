@@ -39,6 +39,15 @@ using test::tiny::d_model, test::tiny::d_ff, test::tiny::vocab, test::tiny::posi
 constexpr std::size_t n_layers = 3;
 const std::vector<std::size_t> ids{3, 1, 4, 1, 5};
 
+// Layer `layer`'s trace with `ablate` knocked out and the top 10 (or `top`) of each reading.
+prompt_options knock_out(std::size_t layer, std::vector<unit_ref> ablate = {}, std::size_t top = 10) {
+    prompt_options o;
+    o.layer = layer;
+    o.ablate = std::move(ablate);
+    o.top = top;
+    return o;
+}
+
 using tiny_model = test::tiny::model;
 using test::tiny::open_model, test::tiny::check_same;
 
@@ -56,7 +65,7 @@ prompt_tokens tokens_of(const std::vector<std::size_t>& prompt) {
 }
 
 prompt_trace run(const transformer& model, std::size_t layer, std::vector<unit_ref> ablate = {}) {
-    auto r = run_prompt(model, tokens_of(ids), {layer, std::move(ablate), 10, {}, {}});
+    auto r = run_prompt(model, tokens_of(ids), knock_out(layer, std::move(ablate)));
     if (!r) FAIL(r.err().to_string());
     return std::move(*r);
 }
@@ -227,7 +236,7 @@ TEST_CASE("the knock-out sweep's probabilities are the reference rerun with the 
     tiny_model m = make_model("gpt2");
     ckpt::temp_dir dir;
     const transformer model = open_model(m.write(dir));
-    prompt_options o{.layer = 0};
+    prompt_options o = knock_out(0);
     o.ablate_top = 4;
     auto p = run_prompt(model, tokens_of(ids), o);
     REQUIRE(p);
@@ -257,7 +266,7 @@ TEST_CASE("for the page, each top unit is knocked out alone and all together, as
     const tiny_model m = make_model("gpt2");
     ckpt::temp_dir dir;
     const transformer model = open_model(m.write(dir));
-    prompt_options options{0, {}, 4, {}, {}};
+    prompt_options options = knock_out(0, {}, 4);
     options.knock_out_top = true;
     auto r = run_prompt(model, tokens_of(ids), options);
     REQUIRE(r);
@@ -301,7 +310,7 @@ TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction 
     check_same(p.output(), want.after_ffn[2], "the post-norm FFN sublayer's output");
     CHECK(p.lens.empty());
     CHECK_FALSE(p.prediction);
-    auto knocked = run_prompt(model, tokens_of(ids), {2, {{std::nullopt, 1}}, 10, {}, {}});
+    auto knocked = run_prompt(model, tokens_of(ids), knock_out(2, {{std::nullopt, 1}}));
     REQUIRE_FALSE(knocked);
     CHECK(knocked.err().path == "ablate");
     const std::string j = render_prompt_json(p);
@@ -314,7 +323,7 @@ TEST_CASE("a prompt the model cannot run is one error naming the option and what
     ckpt::temp_dir dir;
     const transformer model = open_model(m.write(dir));
     auto fails = [&](std::vector<std::size_t> prompt, std::size_t layer, std::vector<unit_ref> ablate) {
-        auto r = run_prompt(model, tokens_of(prompt), {layer, std::move(ablate), 10, {}, {}});
+        auto r = run_prompt(model, tokens_of(prompt), knock_out(layer, std::move(ablate)));
         REQUIRE_FALSE(r);
         return r.err();
     };
@@ -587,7 +596,7 @@ void check_shipped_prompts(const std::string& name) {
         REQUIRE(tokens);
         CHECK(json(tokens->ids) == w["token_ids"]);
         CHECK(json(tokens->display) == w["tokens"]);
-        auto p = run_prompt(model, *tokens, {layer, {}, 10, {}, {}});
+        auto p = run_prompt(model, *tokens, knock_out(layer));
         REQUIRE(p);
         // the model's weights are F32, summed in float64 on both sides
         auto same = [](const matrix& got, const json& rows, const char* what) {
@@ -628,7 +637,7 @@ void check_shipped_prompts(const std::string& name) {
             CHECK(p->top_units[k].score == Approx(units[k]["score"].get<double>()).epsilon(1e-9));
             five.push_back(p->top_units[k].unit);
         }
-        auto knocked = run_prompt(model, *tokens, {layer, five, 10, {}, {}});
+        auto knocked = run_prompt(model, *tokens, knock_out(layer, five));
         REQUIRE(knocked);
         const auto& after = w["ablated_prediction"]["top"];
         for (std::size_t k = 0; k < after.size(); ++k) {

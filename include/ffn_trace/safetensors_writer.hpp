@@ -19,7 +19,8 @@ namespace ffn_trace {
 std::uint16_t float_to_f16(float value);
 std::uint16_t float_to_bf16(float value);
 
-// The values in `as`, little-endian: F64 as they are, the others rounded through float.
+// The values in `as`, little-endian: F64 as they are, the others rounded through float; nothing
+// for a block type (Q8_0, Q4_K, …), which safetensors does not store.
 std::vector<std::byte> encode_values(dtype as, std::span<const double> values);
 
 // The safetensors file `from` written to `to` with `tensor`'s data replaced by `values` (as many as

@@ -53,7 +53,9 @@ const name_list llama_ffn = {
 const config_keys llama_keys{"num_attention_heads", "max_position_embeddings", "hidden_act", "silu", "rms_norm_eps", 1e-6};
 
 family llama_like(std::string_view name, bias_rule qkv_bias, window_rule window, std::string_view gguf_arch) {
-    family f{.name = name, .tensors = llama_names(llama_ffn)};
+    family f;
+    f.name = name;
+    f.tensors = llama_names(llama_ffn);
     f.gguf_arch = gguf_arch;
     f.gguf_permuted_qk = gguf_arch == "llama";
     f.rope = true;
@@ -118,6 +120,7 @@ const std::vector<family>& table() {
             .ffn_bias = bias_rule::if_present,
             .act = activation::gelu_exact,
             .config = {"num_attention_heads", "max_position_embeddings", "hidden_act", "gelu", "layer_norm_eps", 1e-12},
+            .gguf_arch = {},
         });
         t.push_back(llama_like("llama", bias_rule::if_present, window_rule::none, "llama"));
         t.push_back(llama_like("mistral", bias_rule::if_present, window_rule::always, "llama"));
@@ -148,10 +151,10 @@ std::string_view family::pattern(tensor_role r, name_scheme scheme) const {
 }
 
 std::string family::name_of(tensor_role r, std::size_t layer, std::size_t expert, name_scheme scheme) const {
-    std::string name(pattern(r, scheme));
-    replace_all(name, "{i}", layer);
-    replace_all(name, "{j}", expert);
-    return name;
+    std::string tensor(pattern(r, scheme));
+    replace_all(tensor, "{i}", layer);
+    replace_all(tensor, "{j}", expert);
+    return tensor;
 }
 
 std::span<const family> families() { return table(); }

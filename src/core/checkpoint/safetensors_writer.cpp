@@ -41,6 +41,7 @@ std::uint16_t float_to_bf16(float value) {
 }
 
 std::vector<std::byte> encode_values(dtype as, std::span<const double> values) {
+    if (block_elements(as) != 1) return {};
     std::vector<std::byte> out(values.size() * size_of(as));
     std::byte* p = out.data();
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -58,6 +59,7 @@ std::vector<std::byte> encode_values(dtype as, std::span<const double> values) {
                 std::memcpy(p + 2 * i, &h, 2);
                 break;
             }
+            default: break;  // the block types, refused above
         }
     }
     return out;
@@ -106,6 +108,8 @@ outcome<std::uint64_t> write_safetensors_replacing(const std::string& from, cons
     if (replaced == entries.end()) return error{from, tensor, "the file holds no tensor of this name"};
     if (elements != values.size())
         return error{from, tensor, fmt::format("expected {} values, got {}", elements, values.size())};
+    if (block_elements(as) != 1)
+        return error{to, tensor, fmt::format("safetensors holds F64, F32, F16 or BF16, not {}", to_string(as))};
     const std::vector<std::byte> encoded = encode_values(as, values);
 
     json out = json::object();

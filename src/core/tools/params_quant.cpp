@@ -81,7 +81,12 @@ outcome<quant_report> quantized_sizes(const params_report& r, std::string_view q
     const quant_block f32 = block("F32");
     const count experts = c.experts > 1 ? c.experts : 1, head = c.heads ? c.d_model / c.heads : c.d_model;
     const count kv = c.heads ? (c.kv_heads ? c.kv_heads : c.heads) * head : c.d_model;
-    quant_part ffn{fmt::format("FFN ({} layers)", c.layers)}, attention{"attention"}, rest{"the rest (F32)"};
+    const auto named = [](std::string name) {
+        quant_part p;
+        p.name = std::move(name);
+        return p;
+    };
+    quant_part ffn = named(fmt::format("FFN ({} layers)", c.layers)), attention = named("attention"), rest = named("the rest (F32)");
     for (count l = 0; l < c.layers; ++l) {
         for (int m = 0; m < (c.gated ? 2 : 1); ++m) add(ffn, matrix_type(q, "ffn_up", l, c, c.d_model), experts * c.d_model * c.d_ff);
         add(ffn, matrix_type(q, "ffn_down", l, c, c.d_ff), experts * c.d_ff * c.d_model);
@@ -92,7 +97,7 @@ outcome<quant_report> quantized_sizes(const params_report& r, std::string_view q
     }
     // what is left of the count: vectors and the router, which llama.cpp keeps unquantized
     const count matrices = ffn.weights + attention.weights;
-    quant_part embeddings{"embeddings"};
+    quant_part embeddings = named("embeddings");
     if (c.vocab) {
         add(embeddings, matrix_type(q, c.tied ? "output" : "token_embd", 0, c, c.d_model), c.vocab * c.d_model);
         if (!c.tied) add(embeddings, matrix_type(q, "output", 0, c, c.d_model), c.vocab * c.d_model);
