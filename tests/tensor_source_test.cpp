@@ -216,6 +216,34 @@ TEST_CASE("a weight stored as NaN or inf is refused by every read, naming the te
         }
 }
 
+TEST_CASE("a product or a read whose rows are converted on several cores names the first value stored as NaN") {
+    // W (8, 2^18) F32: one panel of 2^21 values, converted in two parts of four rows on a machine
+    // of two cores or more; read_rows of all eight rows in order is one such run too. Row-major
+    // order decides which bad value is the first.
+    const std::size_t rows = 8, cols = std::size_t{1} << 18;
+    const auto first_named = [&](std::vector<std::pair<std::size_t, std::size_t>> bad) {
+        std::vector<double> w(rows * cols, 0.25);
+        for (auto [r, c] : bad) w[r * cols + c] = std::nan("");
+        ckpt::temp_dir dir;
+        std::shared_ptr<const tensor_source> s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", {rows, cols}, w}}))));
+        auto kept = keep_in_file(s, "w", false);
+        REQUIRE(kept);
+        matrix x(1, rows);
+        x(0, 0) = 1.0;
+        const matrix y = (*kept)->times(x, false);
+        CHECK(y(0, 3) == 0.25);  // row 0 of W, where no NaN is
+        auto e = (*kept)->non_finite();
+        REQUIRE(e);
+        auto read = s->read_rows("w", {0, 1, 2, 3, 4, 5, 6, 7});
+        REQUIRE_FALSE(read);
+        CHECK(read.err().message == e->message);
+        return e->message.substr(0, e->message.find(" of this"));
+    };
+    SUBCASE("both in the second part") { CHECK(first_named({{6, 5}, {5, 9}}) == "the value stored at row 5, column 9"); }
+    SUBCASE("one in each part") { CHECK(first_named({{6, 1}, {1, 7}}) == "the value stored at row 1, column 7"); }
+    SUBCASE("in the last row") { CHECK(first_named({{7, cols - 1}}) == fmt::format("the value stored at row 7, column {}", cols - 1)); }
+}
+
 TEST_CASE("a matrix held in memory multiplies and reads as the one left in the file, to the bit") {
     // W (10, 2^18) in F32: panels of 2^21 / 2^18 = 8 rows, so a product runs through two panels, the
     // second a part one; the values are uneven so that a change in the order of any sum shows.
@@ -323,12 +351,13 @@ TEST_CASE("read_rows converts the rows asked for, in their order, repeats includ
         ckpt::temp_dir dir;
         auto s = opened(open_safetensors(
             dir.write("model.safetensors", ckpt::safetensors_file({{"wte.weight", type, {6, 4}, numbered(6, 4)}}))));
-        auto m = s->read_rows("wte.weight", {5, 0, 5, 2});
+        // Runs of consecutive rows ({0, 1, 2} and {2, 3}) are converted as one read each.
+        auto m = s->read_rows("wte.weight", {5, 0, 1, 2, 5, 2, 3});
         REQUIRE(m);
-        REQUIRE(m->rows == 4);
+        REQUIRE(m->rows == 7);
         REQUIRE(m->cols == 4);
-        const std::size_t expected_rows[] = {5, 0, 5, 2};
-        for (std::size_t i = 0; i < 4; ++i)
+        const std::size_t expected_rows[] = {5, 0, 1, 2, 5, 2, 3};
+        for (std::size_t i = 0; i < 7; ++i)
             for (std::size_t c = 0; c < 4; ++c) {
                 CAPTURE(i);
                 CAPTURE(c);

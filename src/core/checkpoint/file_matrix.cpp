@@ -22,9 +22,12 @@ namespace {
 // A tensor (stored_rows, stored_cols) of the mapped file, as W = the tensor or its transpose.
 class file_matrix final : public stored_matrix {
 public:
-    file_matrix(std::shared_ptr<const tensor_source> source, const tensor_info& t, std::span<const std::byte> bytes, bool transposed)
-        : source_(std::move(source)), info_(t), bytes_(bytes), stored_rows_(t.shape[0]), stored_cols_(t.shape[1]),
-          transposed_(transposed) {}
+    // `file`: the mapped file that holds `bytes`, read by copying; null when they lie elsewhere
+    // (a scratch copy) or the source is not of mapped files.
+    file_matrix(std::shared_ptr<const tensor_source> source, const tensor_info& t, std::span<const std::byte> bytes,
+                const detail::mapped_file* file, bool transposed)
+        : source_(std::move(source)), info_(t), bytes_(bytes), file_(file), stored_rows_(t.shape[0]),
+          stored_cols_(t.shape[1]), transposed_(transposed) {}
 
     std::size_t rows() const { return transposed_ ? stored_cols_ : stored_rows_; }
     std::size_t cols() const { return transposed_ ? stored_rows_ : stored_cols_; }
@@ -84,7 +87,7 @@ public:
     // A copy with every panel converted now and kept: the same panels, so the same products.
     std::shared_ptr<const stored_matrix> held() const override {
         if (held_) return nullptr;
-        auto copy = std::make_shared<file_matrix>(source_, info_, bytes_, transposed_);
+        auto copy = std::make_shared<file_matrix>(source_, info_, bytes_, file_, transposed_);
         std::vector<double> values(stored_rows_ * stored_cols_);
         for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
             std::copy_n(panel, n * stored_cols_, values.data() + r0 * stored_cols_);
@@ -172,8 +175,7 @@ private:
         for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
             const std::size_t n = std::min(per_panel, stored_rows_ - r0);
             const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
-            const std::size_t bad = convert(info_.type, bytes, std::span<double>(panel.data(), n * stored_cols_));
-            release(info_, bytes, bytes_);
+            const std::size_t bad = detail::convert_rows(info_, file_, bytes, bytes_, std::span(panel).first(n * stored_cols_), n);
             if (bad < n * stored_cols_) note_non_finite(r0 * stored_cols_ + bad, panel[bad]);
             f(r0, n, panel.data());
         }
@@ -215,6 +217,7 @@ private:
     std::shared_ptr<const tensor_source> source_;  // keeps the file mapped
     tensor_info info_;
     std::span<const std::byte> bytes_;
+    const detail::mapped_file* file_;  // kept alive by source_
     std::size_t stored_rows_, stored_cols_;
     bool transposed_;
     std::shared_ptr<const std::vector<double>> held_;  // (stored_rows, stored_cols), converted; null: in the file
@@ -236,7 +239,8 @@ outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const
     constexpr std::size_t most = std::numeric_limits<int>::max();
     if (t.shape[0] > most || t.shape[1] > most)
         return error{t.file, t.name, fmt::format("a side of {} is longer than the matrix library's {}", detail::shape_text(t.shape), most)};
-    return std::shared_ptr<const stored_matrix>(std::make_shared<file_matrix>(source, t, at->bytes, transposed));
+    const detail::mapped_file* file = detail::file_holding(*source, t, at->bytes);
+    return std::shared_ptr<const stored_matrix>(std::make_shared<file_matrix>(source, t, at->bytes, file, transposed));
 }
 
 }  // namespace ffn_trace

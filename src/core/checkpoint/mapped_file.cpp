@@ -11,6 +11,7 @@
 
 #include "checkpoint/mapped_file.hpp"
 #include "base/note_file_read.hpp"
+#include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace::detail {
 
@@ -39,12 +40,26 @@ outcome<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string&
         }
     }
     note_file_read(fd, path);  // so that -o never writes over it
-    ::close(fd);  // the mapping stays valid without the descriptor
-    return std::shared_ptr<const mapped_file>(new mapped_file(path, address, size));
+    return std::shared_ptr<const mapped_file>(new mapped_file(path, fd, address, size));
 }
 
 mapped_file::~mapped_file() {
     if (address_) ::munmap(address_, size_);
+    ::close(fd_);
+}
+
+std::span<const std::byte> mapped_file::copy(std::span<const std::byte> part, std::span<std::byte> into) const {
+    if (!contains(part) || into.size() < part.size()) return part;
+    auto offset = static_cast<off_t>(part.data() - bytes().data());
+    std::size_t done = 0;
+    while (done < part.size()) {
+        const ssize_t n = ::pread(fd_, into.data() + done, part.size() - done, offset);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return part;  // the mapping still reads them (a file cut short would fail there too)
+        done += static_cast<std::size_t>(n);
+        offset += n;
+    }
+    return into.first(part.size());
 }
 
 mapped_source::mapped_source(std::string origin, std::vector<tensor_info> tensors,
@@ -65,6 +80,30 @@ outcome<std::span<const std::byte>> mapped_source::data_of(const tensor_info& t,
     if (!f || t.begin > size || t.length > size - t.begin)
         return error{t.file, t.name, "its data lies outside the mapped file"};
     return f->bytes().subspan(t.begin, t.length);
+}
+
+const mapped_file* file_holding(const tensor_source& source, const tensor_info& t, std::span<const std::byte> bytes) {
+    const auto* mapped = dynamic_cast<const mapped_source*>(&source);
+    const mapped_file* file = mapped ? mapped->file_named(t.file) : nullptr;
+    return file && file->contains(bytes) ? file : nullptr;
+}
+
+std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
+                         std::span<const std::byte> tensor, std::span<double> out, std::size_t rows) {
+    if (rows == 0) return out.size();
+    // The bytes read from the file, a buffer per thread kept from call to call (a fresh one would
+    // be fresh pages to fault in), named by reference for the parts run on helper threads.
+    thread_local std::vector<std::byte> raw_buffer;
+    std::vector<std::byte>& raw = raw_buffer;
+    if (file) raw.resize(std::max(raw.size(), bytes.size()));
+    const std::size_t cols = out.size() / rows, row_bytes = bytes.size() / rows;
+    const std::size_t bad = in_parts(rows, out.size(), [&](std::size_t a, std::size_t b) {
+        auto part = bytes.subspan(a * row_bytes, (b - a) * row_bytes);
+        if (file) part = file->copy(part, std::span(raw).subspan(a * row_bytes, part.size()));
+        return a * cols + convert(t.type, part, out.subspan(a * cols, (b - a) * cols));
+    });
+    if (!file) release(t, bytes, tensor);
+    return bad;
 }
 
 // Once a tensor's bytes are converted, their pages of the mapped file are handed back: the file

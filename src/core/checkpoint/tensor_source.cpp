@@ -136,14 +136,19 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
                          t.shape[0] == 0 ? fmt::format("row {} is out of range: the tensor has no rows", r)
                                          : fmt::format("row {} is out of range: the tensor has {} (0 to {})", r,
                                                        plural(t.shape[0], "row"), t.shape[0] - 1)};
-    // (rows.size(), cols): row i is the tensor's row rows[i].
+    // (rows.size(), cols): row i is the tensor's row rows[i]. Consecutive rows are converted as one
+    // run of at most 2^21 values: a vocabulary view reads an unembedding of 50,257 rows in blocks
+    // of thousands, and a read and a release a row was a call to the kernel for each.
     const std::size_t cols = t.shape[1], row_bytes = detail::row_bytes(t.type, cols);
+    const std::size_t most = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, cols));
+    const detail::mapped_file* file = detail::file_holding(*this, t, at->bytes);
     matrix m(rows.size(), cols);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-        const auto bytes = at->bytes.subspan(rows[i] * row_bytes, row_bytes);
-        const std::size_t bad = convert(t.type, bytes, m.row(i));
-        release(t, bytes, at->bytes);
-        if (bad < cols) return detail::stored_non_finite(t, rows[i] * cols + bad, m(i, bad));
+    for (std::size_t i = 0, j = 0; i < rows.size(); i = j) {
+        for (j = i + 1; j < rows.size() && j - i < most && rows[j] == rows[j - 1] + 1;) ++j;
+        const std::size_t n = j - i;
+        const auto out = std::span(m.data).subspan(i * cols, n * cols);
+        const std::size_t bad = detail::convert_rows(t, file, at->bytes.subspan(rows[i] * row_bytes, n * row_bytes), at->bytes, out, n);
+        if (bad < out.size()) return detail::stored_non_finite(t, rows[i] * cols + bad, out[bad]);
     }
     return m;
 }
