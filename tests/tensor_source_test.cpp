@@ -1,6 +1,7 @@
 #include "test_paths.hpp"
 #include "ffn_trace/tensor_source.hpp"
 
+#include <bit>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -157,6 +158,39 @@ TEST_CASE("every dtype round-trips through a safetensors file") {
     check_values(*norm, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0});
 }
 
+TEST_CASE("BF16 and F32 values convert exactly, eight at a time and one at a time, and a NaN is found in any place") {
+    // 27 values: three blocks of eight and three after them. Each is exact in both types: zeros of
+    // both signs, a BF16 subnormal 2^-133, the largest BF16 (0x7f7f: (2 - 2^-7) · 2^127), fractions.
+    std::vector<double> values;
+    for (int k = 0; k < 27; ++k) values.push_back(std::ldexp((k % 2 ? -1.0 : 1.0) * (1 + k % 5 * 0.25), k % 7 - 3));
+    values[3] = -0.0;
+    values[8] = std::ldexp(1.0, -133);
+    values[15] = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+    values[26] = 0.0;
+    for (const char* dtype : {"BF16", "F32"}) {
+        CAPTURE(dtype);
+        ckpt::temp_dir dir;
+        auto s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"v", dtype, {27}, values}}))));
+        auto read = s->read_vector("v");
+        REQUIRE(read);
+        REQUIRE(read->size() == values.size());
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            CAPTURE(i);
+            CHECK(std::bit_cast<std::uint64_t>((*read)[i]) == std::bit_cast<std::uint64_t>(values[i]));  // -0.0 too
+        }
+        for (std::size_t at : {0, 5, 7, 8, 15, 23, 24, 26}) {
+            CAPTURE(at);
+            std::vector<double> bad = values;
+            bad[at] = at % 2 ? std::numeric_limits<double>::infinity() : std::nan("");
+            ckpt::temp_dir d2;
+            auto s2 = opened(open_safetensors(d2.write("model.safetensors", ckpt::safetensors_file({{"v", dtype, {27}, bad}}))));
+            auto refused = s2->read_vector("v");
+            REQUIRE_FALSE(refused);
+            CHECK(refused.err().message.rfind(fmt::format("the value stored at element {} of this", at), 0) == 0);
+        }
+    }
+}
+
 TEST_CASE("a weight stored as NaN or inf is refused by every read, naming the tensor, its row and column") {
     const double inf = std::numeric_limits<double>::infinity();
     for (const char* dtype : {"F64", "F32", "F16", "BF16"})
@@ -217,9 +251,9 @@ TEST_CASE("a weight stored as NaN or inf is refused by every read, naming the te
 }
 
 TEST_CASE("a product or a read whose rows are converted on several cores names the first value stored as NaN") {
-    // W (8, 2^18) F32: one panel of 2^21 values, converted in two parts of four rows on a machine
-    // of two cores or more; read_rows of all eight rows in order is one such run too. Row-major
-    // order decides which bad value is the first.
+    // W (8, 2^18) F32: one panel of 2^21 values, converted in parts of whole rows, one a core, on a
+    // machine of two cores or more; read_rows of all eight rows in order is one such run too.
+    // Row-major order decides which bad value is the first.
     const std::size_t rows = 8, cols = std::size_t{1} << 18;
     const auto first_named = [&](std::vector<std::pair<std::size_t, std::size_t>> bad) {
         std::vector<double> w(rows * cols, 0.25);

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <limits>
@@ -93,6 +96,55 @@ namespace detail {
 // for the first such value.
 std::size_t row_bytes(dtype t, std::size_t cols) { return cols / block_elements(t) * size_of(t); }
 
+namespace {
+
+// The float types' conversions, 8 values at a time in SSE2 (every x86-64 has it), which GCC does
+// not vectorise by itself: a converted 7B model is 6.7 billion values, and one at a time they
+// took a fifth of its forward pass. Each returns how many values it did (a multiple of 8) and ORs
+// into `special` whether one of them has an exponent of all ones, as the loops after them do.
+// The same conversion as those loops': a float's bits widened to double exactly, NaNs included.
+#if defined(__SSE2__)
+void store_as_doubles(__m128 f, double* out) {
+    _mm_storeu_pd(out, _mm_cvtps_pd(f));
+    _mm_storeu_pd(out + 2, _mm_cvtps_pd(_mm_movehl_ps(f, f)));
+}
+
+std::size_t convert_bf16_blocks(const std::byte* p, std::span<double> out, bool& special) {
+    const __m128i exponent = _mm_set1_epi16(0x7f80), zero = _mm_setzero_si128();
+    __m128i all_ones = zero;
+    std::size_t i = 0;
+    for (; i + 8 <= out.size(); i += 8) {
+        const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+        all_ones = _mm_or_si128(all_ones, _mm_cmpeq_epi16(_mm_and_si128(bits, exponent), exponent));
+        store_as_doubles(_mm_castsi128_ps(_mm_unpacklo_epi16(zero, bits)), out.data() + i);  // bits << 16
+        store_as_doubles(_mm_castsi128_ps(_mm_unpackhi_epi16(zero, bits)), out.data() + i + 4);
+    }
+    special |= _mm_movemask_epi8(all_ones) != 0;
+    return i;
+}
+
+std::size_t convert_f32_blocks(const std::byte* p, std::span<double> out, bool& special) {
+    const __m128i exponent = _mm_set1_epi32(0x7f800000);
+    __m128i all_ones = _mm_setzero_si128();
+    std::size_t i = 0;
+    for (; i + 8 <= out.size(); i += 8) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * i));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * i + 16));
+        all_ones = _mm_or_si128(all_ones, _mm_cmpeq_epi32(_mm_and_si128(a, exponent), exponent));
+        all_ones = _mm_or_si128(all_ones, _mm_cmpeq_epi32(_mm_and_si128(b, exponent), exponent));
+        store_as_doubles(_mm_castsi128_ps(a), out.data() + i);
+        store_as_doubles(_mm_castsi128_ps(b), out.data() + i + 4);
+    }
+    special |= _mm_movemask_epi8(all_ones) != 0;
+    return i;
+}
+#else
+std::size_t convert_bf16_blocks(const std::byte*, std::span<double>, bool&) { return 0; }
+std::size_t convert_f32_blocks(const std::byte*, std::span<double>, bool&) { return 0; }
+#endif
+
+}  // namespace
+
 std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> out) {
     if (out.empty()) return 0;  // an empty tensor's data may be a null pointer, which memcpy must not see
     const std::byte* p = in.data();
@@ -103,7 +155,7 @@ std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> ou
             for (double v : out) special |= (std::bit_cast<std::uint64_t>(v) & 0x7ff0000000000000u) == 0x7ff0000000000000u;
             break;
         case dtype::f32:
-            for (std::size_t i = 0; i < out.size(); ++i) {
+            for (std::size_t i = convert_f32_blocks(p, out, special); i < out.size(); ++i) {
                 std::uint32_t bits;
                 std::memcpy(&bits, p + 4 * i, 4);
                 special |= (bits & 0x7f800000u) == 0x7f800000u;
@@ -118,8 +170,8 @@ std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> ou
                 out[i] = f16_to_float(bits);
             }
             break;
-        case dtype::bf16:  // the shift of bf16_to_float written in the loop, so that it vectorises
-            for (std::size_t i = 0; i < out.size(); ++i) {
+        case dtype::bf16:  // the shift of bf16_to_float, in blocks of 8, then one at a time
+            for (std::size_t i = convert_bf16_blocks(p, out, special); i < out.size(); ++i) {
                 std::uint16_t bits;
                 std::memcpy(&bits, p + 2 * i, 2);
                 special |= (bits & 0x7f80u) == 0x7f80u;

@@ -43,13 +43,13 @@ std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> ou
 // The bytes of `cols` consecutive elements of a row (whole blocks of a block type).
 std::size_t row_bytes(dtype t, std::size_t cols);
 // f(r0, r1) for the rows [r0, r1) of `rows` rows holding `elements` values in all, in parts that
-// run at once, one a core, when each part has at least 2^20 values (below that a thread costs
+// run at once, one a core, when each part has at least 2^18 values (below that a thread costs
 // more than it saves); else f(0, rows). f returns what convert does, as a flat index from the
 // first row (its part's end when every value is finite); in_parts, the least of those, or
 // `elements` when every value of every part is finite.
 template <class F>
 std::size_t in_parts(std::size_t rows, std::size_t elements, F&& f) {
-    constexpr std::size_t least = std::size_t{1} << 20;
+    constexpr std::size_t least = std::size_t{1} << 18;
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
     const std::size_t parts = std::max<std::size_t>(1, std::min({cores, rows, elements / least}));
     if (parts == 1) return f(std::size_t{0}, rows);
