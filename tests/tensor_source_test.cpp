@@ -158,17 +158,19 @@ TEST_CASE("every dtype round-trips through a safetensors file") {
     check_values(*norm, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0});
 }
 
-TEST_CASE("BF16 and F32 values convert exactly, eight at a time and one at a time, and a NaN is found in any place") {
-    // 27 values: three blocks of eight and three after them. Each is exact in both types: zeros of
-    // both signs, a BF16 subnormal 2^-133, the largest BF16 (0x7f7f: (2 - 2^-7) · 2^127), fractions.
-    std::vector<double> values;
-    for (int k = 0; k < 27; ++k) values.push_back(std::ldexp((k % 2 ? -1.0 : 1.0) * (1 + k % 5 * 0.25), k % 7 - 3));
-    values[3] = -0.0;
-    values[8] = std::ldexp(1.0, -133);
-    values[15] = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
-    values[26] = 0.0;
-    for (const char* dtype : {"BF16", "F32"}) {
+TEST_CASE("BF16, F16 and F32 values convert exactly, eight at a time and one at a time, and a NaN is found in any place") {
+    // 27 values: three blocks of eight and three after them. Each is exact in its type: zeros of
+    // both signs, fractions, a subnormal (BF16 2^-133, F16 2^-24) and the largest value (BF16
+    // 0x7f7f = (2 - 2^-7) · 2^127, F16 65504; F32 takes BF16's).
+    for (const char* dtype : {"BF16", "F16", "F32"}) {
         CAPTURE(dtype);
+        const bool half = std::string(dtype) == "F16";
+        std::vector<double> values;
+        for (int k = 0; k < 27; ++k) values.push_back(std::ldexp((k % 2 ? -1.0 : 1.0) * (1 + k % 5 * 0.25), k % 7 - 3));
+        values[3] = -0.0;
+        values[8] = half ? std::ldexp(1.0, -24) : std::ldexp(1.0, -133);
+        values[15] = half ? 65504.0 : std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+        values[26] = 0.0;
         ckpt::temp_dir dir;
         auto s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"v", dtype, {27}, values}}))));
         auto read = s->read_vector("v");
