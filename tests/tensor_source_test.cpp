@@ -1,5 +1,6 @@
 #include "test_paths.hpp"
 #include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/engine.hpp"
 
 #include <bit>
 #include <doctest/doctest.h>
@@ -278,6 +279,48 @@ TEST_CASE("a product or a read whose rows are converted on several cores names t
     SUBCASE("both in the second part") { CHECK(first_named({{6, 5}, {5, 9}}) == "the value stored at row 5, column 9"); }
     SUBCASE("one in each part") { CHECK(first_named({{6, 1}, {1, 7}}) == "the value stored at row 1, column 7"); }
     SUBCASE("in the last row") { CHECK(first_named({{7, cols - 1}}) == fmt::format("the value stored at row 7, column {}", cols - 1)); }
+}
+
+TEST_CASE("with products shared among the cores, a streamed product and linear give the products summed by hand") {
+    // Shared products are for a whole process (run --prompt asks for them first); ctest runs each
+    // case in a process of its own. W (1024, 1024) F32 is one panel of 2^20 values: converted in
+    // parts, each part multiplied on its own thread (stored (out, in): its rows are columns of
+    // the result), or the panel whole and its columns shared out (stored (in, out)). 32 tokens,
+    // so that a part has the 2^23 multiply-adds it takes.
+    share_products_among_cores();
+    const std::size_t n = 1024, tokens = 32;
+    std::vector<double> w(n * n);
+    for (std::size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0);
+    matrix x(tokens, n);
+    for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = std::cos(0.11 * static_cast<double>(k));
+    ckpt::temp_dir dir;
+    std::shared_ptr<const tensor_source> s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", {n, n}, w}}))));
+    // (x · W)[t, j], W the tensor or its transpose, summed here in the order of i
+    const auto by_hand = [&](bool transposed, std::size_t t, std::size_t j) {
+        double sum = 0;
+        for (std::size_t i = 0; i < n; ++i) sum += x(t, i) * (transposed ? w[j * n + i] : w[i * n + j]);
+        return sum;
+    };
+    for (bool transposed : {false, true}) {
+        CAPTURE(transposed);
+        auto kept = keep_in_file(s, "w", transposed);
+        REQUIRE(kept);
+        const matrix y = (*kept)->times(x, false);
+        REQUIRE(y.rows == tokens);
+        REQUIRE(y.cols == n);
+        for (std::size_t t : {0, 17, 31})
+            for (std::size_t j : {0, 511, 512, 1023}) {
+                CAPTURE(t);
+                CAPTURE(j);
+                CHECK(y(t, j) == Approx(by_hand(transposed, t, j)).epsilon(1e-12));
+            }
+    }
+    matrix wm(n, n);
+    wm.data = w;
+    const matrix y = linear(x, wm, {});
+    const matrix expected = linear_reference(x, wm, {});
+    for (std::size_t k = 0; k < y.data.size(); ++k)
+        if (y.data[k] != Approx(expected.data[k]).epsilon(1e-12)) FAIL_CHECK("linear differs at row " << k / n << ", column " << k % n);
 }
 
 TEST_CASE("a matrix held in memory multiplies and reads as the one left in the file, to the bit") {

@@ -232,6 +232,12 @@ matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<dou
 // and when memory is already exhausted then, it waits for memory forever instead of failing:
 // called at start-up, the program later runs out of memory in its own allocations, cleanly.
 void prepare_matrix_library();
+// From now on the large products (of a weight streamed from its file, and linear's) are split
+// among the machine's cores by ffn-trace, each part a product of the matrix library on one
+// thread. A forward pass over a model left in its file converts a panel of a weight and then
+// multiplies it: the library's own threads spun, waiting, while a panel was converted; each core
+// now converts its part of a panel and multiplies it.
+void share_products_among_cores();
 // While it lives, the matrix library multiplies on one thread. For many small products in a row
 // (the gradient check's forward passes) its threads would spend more time waking each other than
 // multiplying.

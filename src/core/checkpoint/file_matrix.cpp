@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <limits>
 #include <mutex>
 
@@ -40,14 +41,25 @@ public:
         matrix y(x.rows, cols());
         if (x.rows == 0) return y;
         const auto d = [](std::size_t n) { return static_cast<int>(n); };
+        if (!each_alone && transposed_) {
+            // Each stored row gives one column of y: a core's part of a panel is multiplied on its
+            // core as soon as it is converted.
+            for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d(x.rows), d(n), d(rows()), 1.0, x.data.data(),
+                            d(x.cols), panel, d(stored_cols_), 0.0, y.data.data() + r0, d(y.cols));
+            }, detail::products_shared() && !held_);
+            return y;
+        }
         for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
             if (!each_alone) {
-                if (transposed_)
-                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d(x.rows), d(n), d(rows()), 1.0, x.data.data(),
-                                d(x.cols), panel, d(stored_cols_), 0.0, y.data.data() + r0, d(y.cols));
-                else
-                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d(x.rows), d(cols()), d(n), 1.0,
-                                x.data.data() + r0, d(x.cols), panel, d(stored_cols_), 1.0, y.data.data(), d(y.cols));
+                // Every stored row adds to every column of y: the panel whole, its columns shared
+                // out among the cores when products are (each part at least 2^23 multiply-adds).
+                const std::size_t parts = detail::products_shared() ? detail::parts_for(cols(), x.rows * n * cols() / 32) : 1;
+                detail::run_parts(parts, [&](std::size_t k) {
+                    const std::size_t c0 = cols() * k / parts, c1 = cols() * (k + 1) / parts;
+                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d(x.rows), d(c1 - c0), d(n), 1.0,
+                                x.data.data() + r0, d(x.cols), panel + c0, d(stored_cols_), 1.0, y.data.data() + c0, d(y.cols));
+                });
                 return;
             }
             // A token alone is a matrix-vector product:
@@ -159,8 +171,11 @@ private:
     // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
     // converted, their pages of the file handed back as soon as they are (or the held values'
     // panels, the same rows).
+    // With `apart` (f's work on a panel's rows is row by row, its results apart for each), a
+    // streamed panel's f runs once for each core's part of it, on that core's thread, as soon
+    // as the part is converted: f(r0 + a, b − a, the part's rows).
     template <class F>
-    void for_each_panel(F&& f) const {
+    void for_each_panel(F&& f, bool apart = false) const {
         const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
         if (held_) {
             for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel)
@@ -175,9 +190,12 @@ private:
         for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
             const std::size_t n = std::min(per_panel, stored_rows_ - r0);
             const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
-            const std::size_t bad = detail::convert_rows(info_, file_, bytes, bytes_, std::span(panel).first(n * stored_cols_), n);
+            const double* values = panel.data();
+            std::function<void(std::size_t, std::size_t)> part;
+            if (apart) part = [&](std::size_t a, std::size_t b) { f(r0 + a, b - a, values + a * stored_cols_); };
+            const std::size_t bad = detail::convert_rows(info_, file_, bytes, bytes_, std::span(panel).first(n * stored_cols_), n, part);
             if (bad < n * stored_cols_) note_non_finite(r0 * stored_cols_ + bad, panel[bad]);
-            f(r0, n, panel.data());
+            if (!apart) f(r0, n, panel.data());
         }
     }
     std::vector<double> stored_row(std::size_t r) const {

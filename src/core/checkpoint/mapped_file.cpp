@@ -89,7 +89,8 @@ const mapped_file* file_holding(const tensor_source& source, const tensor_info& 
 }
 
 std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
-                         std::span<const std::byte> tensor, std::span<double> out, std::size_t rows) {
+                         std::span<const std::byte> tensor, std::span<double> out, std::size_t rows,
+                         const std::function<void(std::size_t, std::size_t)>& then) {
     if (rows == 0) return out.size();
     // The bytes read from the file, a buffer per thread kept from call to call (a fresh one would
     // be fresh pages to fault in), named by reference for the parts run on helper threads.
@@ -100,7 +101,9 @@ std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::spa
     const std::size_t bad = in_parts(rows, out.size(), [&](std::size_t a, std::size_t b) {
         auto part = bytes.subspan(a * row_bytes, (b - a) * row_bytes);
         if (file) part = file->copy(part, std::span(raw).subspan(a * row_bytes, part.size()));
-        return a * cols + convert(t.type, part, out.subspan(a * cols, (b - a) * cols));
+        const std::size_t first = a * cols + convert(t.type, part, out.subspan(a * cols, (b - a) * cols));
+        if (then) then(a, b);
+        return first;
     });
     if (!file) release(t, bytes, tensor);
     return bad;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,11 +69,13 @@ const mapped_file* file_holding(const tensor_source& source, const tensor_info& 
 
 // `rows` whole rows of tensor t, `bytes` (part of the tensor's `tensor`), converted into `out`
 // (rows × the row's elements), each core converting its share of the rows when there are
-// enough: read from `file` by copying when it is given, else from the mapping, whose pages are
-// then handed back (release). Returns what convert does: the flat index of the first value that
-// is not finite, or out.size().
+// enough (in_parts): read from `file` by copying when it is given, else from the mapping, whose
+// pages are then handed back (release). `then(a, b)`, when given, runs on a part's thread once
+// its rows [a, b) are converted, to use them there. Returns what convert does: the flat index of
+// the first value that is not finite, or out.size().
 std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
-                         std::span<const std::byte> tensor, std::span<double> out, std::size_t rows);
+                         std::span<const std::byte> tensor, std::span<double> out, std::size_t rows,
+                         const std::function<void(std::size_t, std::size_t)>& then = {});
 
 // Hands the pages of a converted tensor's mapped bytes back to the system (not a deflated
 // entry's, which live in a scratch buffer): `bytes`, part of the tensor's `tensor`, with the pages

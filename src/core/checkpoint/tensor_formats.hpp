@@ -11,9 +11,9 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "base/parts.hpp"
 #include "base/text.hpp"
 #include "checkpoint/mapped_file.hpp"
 #include "ffn_trace/error.hpp"
@@ -42,28 +42,20 @@ std::string shape_text(const std::vector<std::size_t>& shape);
 std::size_t convert(dtype t, std::span<const std::byte> in, std::span<double> out);
 // The bytes of `cols` consecutive elements of a row (whole blocks of a block type).
 std::size_t row_bytes(dtype t, std::size_t cols);
-// f(r0, r1) for the rows [r0, r1) of `rows` rows holding `elements` values in all, in parts that
-// run at once, one a core, when each part has at least 2^18 values (below that a thread costs
-// more than it saves); else f(0, rows). f returns what convert does, as a flat index from the
-// first row (its part's end when every value is finite); in_parts, the least of those, or
-// `elements` when every value of every part is finite.
+// f(r0, r1) for the rows [r0, r1) of `rows` rows holding `elements` values in all, in
+// parts_for(rows, elements) parts run at once; else f(0, rows). f returns what convert does, as
+// a flat index from the first row (its part's end when every value is finite); in_parts, the
+// least of those, or `elements` when every value of every part is finite.
 template <class F>
 std::size_t in_parts(std::size_t rows, std::size_t elements, F&& f) {
-    constexpr std::size_t least = std::size_t{1} << 18;
-    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    const std::size_t parts = std::max<std::size_t>(1, std::min({cores, rows, elements / least}));
+    const std::size_t parts = parts_for(rows, elements);
     if (parts == 1) return f(std::size_t{0}, rows);
     std::vector<std::size_t> first_bad(parts, elements);
-    const auto part = [&](std::size_t k) {
+    run_parts(parts, [&](std::size_t k) {
         const std::size_t r0 = rows * k / parts, r1 = rows * (k + 1) / parts;
         const std::size_t bad = f(r0, r1);
         if (bad < r1 * (elements / rows)) first_bad[k] = bad;
-    };
-    {
-        std::vector<std::jthread> helpers;
-        for (std::size_t k = 1; k < parts; ++k) helpers.emplace_back(part, k);
-        part(0);
-    }  // the helpers are joined here
+    });
     return *std::min_element(first_bad.begin(), first_bad.end());
 }
 // ggml's dequantization of out.size() weights (whole blocks) of block type t from `in`

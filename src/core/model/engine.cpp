@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "base/parts.hpp"
 #include "model/steps.hpp"
 
 namespace ffn_trace {
@@ -33,6 +34,11 @@ void prepare_matrix_library() {
     const std::vector<double> a(n * n, 0.0);
     std::vector<double> c(n * n);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+}
+
+void share_products_among_cores() {
+    openblas_set_num_threads(1);
+    detail::share_products(true);
 }
 
 matrix_library_on_one_thread::matrix_library_on_one_thread() : threads_(openblas_get_num_threads()) {
@@ -64,9 +70,14 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
                     b.empty() ? 0.0 : 1.0, y.data.data(), 1);
         return y;
     }
-    // y (tokens, n_out) = x (tokens, n_in) · W (n_in, n_out) + y
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(n_out), dim(n_in), 1.0, x.data.data(),
-                dim(n_in), w.data.data(), dim(n_out), b.empty() ? 0.0 : 1.0, y.data.data(), dim(n_out));
+    // y (tokens, n_out) = x (tokens, n_in) · W (n_in, n_out) + y, in parts of W's columns when the
+    // cores are shared out by product (each part at least 2^23 multiply-adds)
+    const std::size_t parts = detail::products_shared() ? detail::parts_for(n_out, tokens * n_in * n_out / 32) : 1;
+    detail::run_parts(parts, [&](std::size_t k) {
+        const std::size_t c0 = n_out * k / parts, c1 = n_out * (k + 1) / parts;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(c1 - c0), dim(n_in), 1.0, x.data.data(),
+                    dim(n_in), w.data.data() + c0, dim(n_out), b.empty() ? 0.0 : 1.0, y.data.data() + c0, dim(n_out));
+    });
     return y;
 }
 
