@@ -1356,6 +1356,11 @@ cli_test("the shipped model as a GGUF file gives its directory's JSON: causal tr
 cli_test("the shipped model as a GGUF file gives its directory's JSON: the units over a corpus" 0 "^same$" ANY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
      ${UNITS}/small.txt 4)
+# Again with the matrix library's own choice of kernels (the development machine's environment
+# names Haswell's): a band's samples among equal activations must not depend on the kernel.
+cli_test("the units over a corpus are the same from a GGUF file with the matrix library's own kernels" 0 "^same$" ANY
+  -- env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT}
+     ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS} ${UNITS}/small.txt 4)
 cli_test("the shipped model as a GGUF file gives its directory's JSON: the tokens" 0 "^same$" ANY
   -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_same.sh ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS}
      ${UNITS}/small.txt tokenize)

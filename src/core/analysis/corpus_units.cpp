@@ -75,9 +75,20 @@ struct accumulator {
     std::vector<std::pair<double, std::size_t>> kept;
 };
 
-// a is before b: larger, or as large and earlier.
+// An activation rounded to 40 bits of mantissa, about 12 significant digits: activations equal so
+// far go by their place in the corpus. The same token at the same position in two texts is the
+// same sum, but the matrix library may round it in its last bit otherwise in another row of a
+// product, and which one a list showed then depended on the library's kernel.
+double ordering_key(double v) {
+    int e = 0;
+    const double m = std::frexp(v, &e);
+    return std::ldexp(std::nearbyint(std::ldexp(m, 40)), e - 40);
+}
+
+// a is before b: larger, or as large (to ordering_key) and earlier.
 bool before(const unit_context& a, const unit_context& b) {
-    if (a.activation != b.activation) return a.activation > b.activation;
+    const double ka = ordering_key(a.activation), kb = ordering_key(b.activation);
+    if (ka != kb) return ka > kb;
     return a.text != b.text ? a.text < b.text : a.token < b.token;
 }
 
@@ -341,7 +352,10 @@ unit_reading reading_of(accumulator& u, const layer_unit& unit, const corpus& c,
     out.max = u.max;
     out.mean = u.sum / static_cast<double>(u.count);
     out.fraction_active = static_cast<double>(u.active) / static_cast<double>(u.count);
-    std::sort(u.kept.begin(), u.kept.end());
+    std::sort(u.kept.begin(), u.kept.end(), [](const auto& a, const auto& b) {  // ties as in before()
+        const double ka = ordering_key(a.first), kb = ordering_key(b.first);
+        return ka != kb ? ka < kb : a.second < b.second;
+    });
     out.bands = bands_of(u.kept, c, o);
     out.histogram_low = u.kept.front().first;
     out.histogram_high = u.kept.back().first;
