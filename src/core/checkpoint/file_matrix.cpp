@@ -47,7 +47,7 @@ public:
             for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
                 cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d(x.rows), d(n), d(rows()), 1.0, x.data.data(),
                             d(x.cols), panel, d(stored_cols_), 0.0, y.data.data() + r0, d(y.cols));
-            }, detail::products_shared() && !held_);
+            }, detail::products_shared());
             return y;
         }
         for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
@@ -169,17 +169,24 @@ public:
 
 private:
     // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
-    // converted, their pages of the file handed back as soon as they are (or the held values'
-    // panels, the same rows).
-    // With `apart` (f's work on a panel's rows is row by row, its results apart for each), a
-    // streamed panel's f runs once for each core's part of it, on that core's thread, as soon
-    // as the part is converted: f(r0 + a, b − a, the part's rows).
+    // converted (read from the file by copying them, or else from the mapping, whose pages are
+    // then handed back), or the held values' panels, the same rows.
+    // With `apart` (f's work on a panel's rows is row by row, its results apart for each), f runs
+    // once for each core's part of a panel, on that core's thread (a streamed part as soon as it
+    // is converted): f(r0 + a, b − a, the part's rows).
     template <class F>
     void for_each_panel(F&& f, bool apart = false) const {
         const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
         if (held_) {
-            for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel)
-                f(r0, std::min(per_panel, stored_rows_ - r0), held_->data() + r0 * stored_cols_);
+            for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
+                const std::size_t n = std::min(per_panel, stored_rows_ - r0);
+                const double* values = held_->data() + r0 * stored_cols_;
+                const std::size_t parts = apart ? detail::parts_for(n, n * stored_cols_) : 1;
+                detail::run_parts(parts, [&](std::size_t k) {
+                    const std::size_t a = n * k / parts, b = n * (k + 1) / parts;
+                    f(r0 + a, b - a, values + a * stored_cols_);
+                });
+            }
             return;
         }
         const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
