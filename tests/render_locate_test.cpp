@@ -133,6 +133,10 @@ TEST_CASE("the page draws each grid as a heatmap whose cells give their P and ef
     CHECK(page.find(fmt::format("effect = P − P_corrupted = {} − {}", format_fixed(r.mlp.prob(0, 4), 4),
                                 format_fixed(r.corrupted_prob, 4))) != std::string::npos);
     CHECK(page.find("class=\"p\" style=\"--a:") != std::string::npos);  // coloured by P
+    // P is never negative: each grid's legend runs from 0, in one hue, not from -P to +P
+    CHECK(page.find("<span>0</span><span class=\"ramp positive\"></span>") != std::string::npos);
+    CHECK(page.find("each cell redder for a larger probability") != std::string::npos);
+    CHECK(page.find("blue below 0") == std::string::npos);
     const std::string md = detail::collected([&](const text_sink& out) { render_locate(r, {}, text_format::markdown, out); });
     CHECK(md.find("## Restoring each FFN's output (mlp)") != std::string::npos);
     CHECK(md.find("| token / layer |") != std::string::npos);

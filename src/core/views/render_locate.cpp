@@ -163,6 +163,7 @@ private:
         const std::size_t T = t_.prompt.ids.size(), L = t_.n_layers;
         block b{block_kind::table};
         b.align = "l" + std::string(L, 'r');
+        b.legend = "each cell redder for a larger probability";  // P is never negative: one hue, from 0
         std::vector<std::string> header{"token / layer"};
         for (std::size_t l = 0; l < L; ++l) header.push_back(std::to_string(l));
         b.rows.push_back(std::move(header));
