@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #if defined(__SSE2__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <fmt/format.h>
@@ -155,8 +156,15 @@ __attribute__((target("f16c"))) std::size_t convert_f16_blocks_f16c(const std::b
     return i;
 }
 
+// CPUID leaf 1: F16C is bit 29 of ECX, and its VEX instructions need the system's saving of the
+// vector state, OSXSAVE (bit 27). (Clang's __builtin_cpu_supports does not know "f16c".)
+bool has_f16c() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) && (c & (1u << 27));
+}
+
 std::size_t convert_f16_blocks(const std::byte* p, std::span<double> out, bool& special) {
-    static const bool f16c = __builtin_cpu_supports("f16c");
+    static const bool f16c = has_f16c();
     return f16c ? convert_f16_blocks_f16c(p, out, special) : 0;
 }
 #else
