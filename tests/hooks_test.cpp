@@ -92,6 +92,36 @@ TEST_CASE("nothing asked for, nothing kept; and the head runs only at the rows a
     check_same(run->logits, {want.logits[4]}, "the last position's logits");
 }
 
+TEST_CASE("a point asked for by its last row alone is kept as that row; asked for whole too, it is kept whole") {
+    for (const char* arch : {"gpt2", "llama", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        hook_request request;
+        request.cache.push_back({hook_point::resid_post, 0});
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            request.cache_last.push_back({hook_point::mlp_out, l});
+            request.cache_last.push_back({hook_point::resid_post, l});
+        }
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        const activation_cache& c = run->cache;
+        CHECK(c.size() == 2 * n_layers);
+        REQUIRE(c.find({hook_point::resid_post, 0})->rows == prompt.size());
+        check_same(*c.find({hook_point::resid_post, 0}), want.after_ffn[0], "resid_post, whole");
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            CAPTURE(l);
+            REQUIRE(c.find({hook_point::mlp_out, l})->rows == 1);
+            check_same(*c.find({hook_point::mlp_out, l}), {want.mlp_out[l].back()}, "mlp_out's last row");
+        }
+        REQUIRE(c.find({hook_point::resid_post, 1})->rows == 1);
+        check_same(*c.find({hook_point::resid_post, 1}), {want.after_ffn[1].back()}, "resid_post's last row");
+        CHECK(c.find({hook_point::resid_mid, 0}) == nullptr);
+    }
+}
+
 TEST_CASE("an MoE layer's hidden values read wide: expert e's unit j in column e · d_ff + j, 0 where e was not chosen") {
     const auto m = make_model("mixtral");
     ckpt::temp_dir dir;

@@ -182,6 +182,45 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
     }
 }
 
+TEST_CASE("when the layer does not push the prediction, each layer's push is its FFN's output through the final norm, as the reference computes it") {
+    std::size_t checked = 0;
+    for (unsigned seed = 1; seed <= 12 && checked == 0; ++seed) {
+        CAPTURE(seed);
+        const tiny_model m = test::tiny::make("gpt2", {n_layers, seed, "F64", 0});
+        ckpt::temp_dir dir;
+        const transformer model = open_model(m.write(dir));
+        const ref::run want = ref::forward(m.spec, m.values, ids);
+        for (std::size_t layer = 0; layer < n_layers; ++layer) {
+            const prompt_trace p = run(model, layer);
+            REQUIRE(p.target);
+            if (p.total_score > 0) {
+                CHECK(p.layer_pushes.empty());
+                continue;
+            }
+            ++checked;
+            REQUIRE(p.layer_pushes.size() == n_layers);
+            const auto& gamma = ref::get(m.values, "transformer.ln_f.weight").values;
+            const auto& wte = ref::get(m.values, "transformer.wte.weight").values;
+            for (std::size_t l = 0; l < n_layers; ++l) {
+                CAPTURE(l);
+                // (mlp_out − b2), centred as the final LayerNorm centres it, · (γ_f ⊙ U[target]) / σ of
+                // the stream leaving layer l, at the last token
+                const auto& b2 = ref::get(m.values, fmt::format("transformer.h.{}.mlp.c_proj.bias", l)).values;
+                ref::vec out = want.mlp_out[l][4];
+                for (std::size_t k = 0; k < d_model; ++k) out[k] -= b2[k];
+                const ref::vec& y = want.after_ffn[l][4];
+                const double out_mean = std::accumulate(out.begin(), out.end(), 0.0) / d_model;
+                const double y_mean = std::accumulate(y.begin(), y.end(), 0.0) / d_model;
+                double var = 0, push = 0;
+                for (double v : y) var += (v - y_mean) * (v - y_mean) / d_model;
+                for (std::size_t k = 0; k < d_model; ++k) push += (out[k] - out_mean) * gamma[k] * wte[p.target->id * d_model + k];
+                CHECK(p.layer_pushes[l] == Approx(push / std::sqrt(var + 1e-5)).epsilon(1e-9));
+            }
+        }
+    }
+    REQUIRE(checked > 0);
+}
+
 TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 rows zeroed") {
     SUBCASE("GPT-2: units 2 and 7 of layer 0 (c_proj stored in × out: their rows)") {
         tiny_model m = make_model("gpt2");

@@ -97,6 +97,9 @@ private:
 // What to read and write in one run.
 struct hook_request {
     std::vector<hook_name> cache;             // read: only these are kept
+    // read: only the last row of these, kept as (1, width) (a point also in `cache` is kept whole),
+    // for a reading of the last token that needs every layer's state without every layer's rows
+    std::vector<hook_name> cache_last;
     std::vector<intervention> interventions;  // write
     std::optional<std::size_t> trace_layer;   // this layer's FFN: the engine's whole trace is kept
     std::optional<std::size_t> last_layer;    // the last block run (default: the model's last)

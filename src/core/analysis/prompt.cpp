@@ -321,7 +321,15 @@ outcome<hooked_run> run_stream(const transformer& model, const prompt_tokens& pr
     }
     request.cache.push_back({hook_point::resid_mid, N});
     // The head's row is unembedded with the lens's (prompt_logits), not by the pass on its own.
-    if (model.has_head()) request.cache.push_back({hook_point::resid_post, model.n_layers() - 1});
+    // Every block's output at the last token is kept for push_by_layer, which needs it when layer N
+    // does not push the prediction: a second pass through the whole model was a third of the run.
+    if (model.has_head()) {
+        request.cache.push_back({hook_point::resid_post, model.n_layers() - 1});
+        for (std::size_t i = 0; i < model.n_layers(); ++i) {
+            request.cache_last.push_back({hook_point::mlp_out, i});
+            request.cache_last.push_back({hook_point::resid_post, i});
+        }
+    }
     auto run = model.run_with_hooks(prompt.ids, request);
     if (!run) return run.err();
     const activation_cache& c = run->cache;
@@ -528,30 +536,26 @@ std::optional<error> knock_out(const transformer& model, const prompt_options& o
 }
 
 // Every layer's FFN's direct push on the target at the last position, as attribute_units sums it
-// over the units: (mlp_out − b2) · (γ ⊙ U) / σ, σ the final norm's at the stream leaving that FFN.
-std::optional<error> push_by_layer(const transformer& model, const prompt_tokens& prompt, prompt_trace& r) {
+// over the units: (mlp_out − b2) · (γ ⊙ U) / σ, σ the final norm's at the stream leaving that FFN;
+// both read from the states the pass kept (run_stream), whole or their last row alone.
+std::optional<error> push_by_layer(const transformer& model, const activation_cache& kept, prompt_trace& r) {
     const checkpoint& ck = model.source();
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();
     auto g = logit_direction(ck, *norm, r.target->id, std::nullopt);
     if (!g) return g.err();
-    hook_request request;
+    const auto last_row = [&](hook_point p, std::size_t i) {
+        const matrix& m = *kept.find({p, i});
+        return m.row(m.rows - 1);
+    };
     for (std::size_t i = 0; i < model.n_layers(); ++i) {
-        request.cache.push_back({hook_point::mlp_out, i});
-        request.cache.push_back({hook_point::resid_post, i});
-    }
-    auto run = model.run_with_hooks(prompt.ids, request);
-    if (!run) return run.err();
-    const std::size_t last = prompt.ids.size() - 1;
-    for (std::size_t i = 0; i < model.n_layers(); ++i) {
-        std::vector<double> out(run->cache.find({hook_point::mlp_out, i})->row(last).begin(),
-                                run->cache.find({hook_point::mlp_out, i})->row(last).end());
+        std::vector<double> out(last_row(hook_point::mlp_out, i).begin(), last_row(hook_point::mlp_out, i).end());
         if (!ck.is_moe()) {
             auto layer = ck.dense_layer(i);
             if (!layer) return layer.err();
             for (std::size_t k = 0; k < (*layer)->b2.size() && k < out.size(); ++k) out[k] -= (*layer)->b2[k];
         }
-        r.layer_pushes.push_back(dot(out, *g) / norm_scale(run->cache.find({hook_point::resid_post, i})->row(last), *norm));
+        r.layer_pushes.push_back(dot(out, *g) / norm_scale(last_row(hook_point::resid_post, i), *norm));
     }
     return std::nullopt;
 }
@@ -621,7 +625,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         if (options.knock_out_top)
             if (auto e = knock_out_top(model, text, r)) return *e;
         if (r.total_score <= 0)  // the layer does not write the prediction: find the one that does
-            if (auto e = push_by_layer(model, prompt, r)) return *e;
+            if (auto e = push_by_layer(model, run->cache, r)) return *e;
         r.prediction = baseline;
         if (r.changed()) {
             r.baseline = std::move(baseline);

@@ -113,7 +113,12 @@ public:
         keep(h, value);
     }
     void keep(hook_name h, const matrix& value) {
-        if (std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end()) out.cache.keep(h, value);
+        if (cached(h)) return out.cache.keep(h, value);
+        if (value.rows == 0 || std::find(request_.cache_last.begin(), request_.cache_last.end(), h) == request_.cache_last.end()) return;
+        matrix last(1, value.cols);
+        const auto row = value.row(value.rows - 1);
+        std::copy(row.begin(), row.end(), last.data.begin());
+        out.cache.keep(h, last);
     }
     bool cached(hook_name h) const { return std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end(); }
 
