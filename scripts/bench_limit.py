@@ -19,7 +19,9 @@ layer, then the final norm and the unembedding of the last position:
              (--vocab-columns N: its units and its tokens' updates, as many as the JSON's "vocab"
              lists).
 The rate is NumPy's dgemm on OpenBLAS (Debian's python3-numpy) on a product of 32 rows of the
-model's width by a d × d matrix, the best of five, measured in this run."""
+model's width by a d × d matrix, the best of five, measured in this run; with --vocab-columns a
+second line gives the limit with the vocabulary view at sgemm's rate on the same shapes, since
+ffn-trace screens that product in float32."""
 import json
 import os
 import sys
@@ -28,9 +30,9 @@ import time
 import numpy as np
 
 
-def rate(d, rows=32, repeats=5):
+def rate(d, rows=32, repeats=5, dtype=np.float64):
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((rows, d)), rng.standard_normal((d, d))
+    a, b = rng.standard_normal((rows, d)).astype(dtype), rng.standard_normal((d, d)).astype(dtype)
     best = float("inf")
     for _ in range(repeats):
         n = max(1, int(2e9 / (rows * d * d)))  # about 2 G multiply-adds a timing
@@ -67,6 +69,15 @@ def main():
     multiple = "" if wall == "nan" else f"; ffn-trace {wall} s = {float(wall) / limit:.2f}× the limit"
     print(f"{os.path.basename(checkpoint.rstrip('/'))}: {macs / 1e9:.2f} G multiply-adds; dgemm here {2 * r / 1e9:.1f} "
           f"GFLOP/s (32 × {d} by {d} × {d}); limit {limit:.3f} s{multiple}")
+    if columns:
+        # ffn-trace screens the vocabulary view in float32 (sgemm) and scores only the few rows that
+        # may be a column's top in double: that part's limit at sgemm's rate, the rest at dgemm's.
+        view = columns * d * config["vocab_size"]
+        rs = rate(d, dtype=np.float32)
+        limit32 = (macs - view) / r + view / rs
+        multiple = "" if wall == "nan" else f"; ffn-trace {float(wall) / limit32:.2f}× it"
+        print(f"  the vocabulary view's {view / 1e9:.2f} G at sgemm's {2 * rs / 1e9:.1f} GFLOP/s, the rest at dgemm's: "
+              f"limit {limit32:.3f} s{multiple}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "ffn_trace/engine.hpp"
 
 #include <doctest/doctest.h>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <type_traits>
@@ -225,4 +226,45 @@ TEST_CASE("trace_elements saturates instead of wrapping") {
     CHECK(trace_elements(layer, std::numeric_limits<std::size_t>::max() / 2) == std::numeric_limits<std::size_t>::max());
     // One token through 1 → 4 → 1 ReLU, no residual: 8 weights + 1 input + 4 + 4 hidden + 1 output.
     CHECK(trace_elements(layer, 1) == 18);
+}
+
+TEST_CASE("linear_f32 is the float32 product, and each of its dot products lies within float_dot_error of the exact one") {
+    // x in double rounded to float32 for the product, u exactly float32; the exact x · u in long
+    // double. Some columns cancel hard (terms of ±1e6 that sum to about 1), where the error is
+    // largest against the result.
+    constexpr std::size_t rows = 37, d = 300, n = 5;
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<double> uniform(-1, 1);
+    std::vector<float> u(rows * d), xf(d * n);
+    std::vector<double> x(d * n);
+    for (float& v : u) v = static_cast<float>(uniform(rng));
+    for (std::size_t i = 0; i < d; ++i)
+        for (std::size_t k = 0; k < n; ++k) {
+            const double big = k >= 3 ? 1e6 * (i % 2 ? -1.0 : 1.0) : 0.0;
+            x[i * n + k] = big + uniform(rng);
+            xf[i * n + k] = static_cast<float>(x[i * n + k]);
+        }
+    std::vector<float> s(rows * n);
+    linear_f32(u, xf, d, s);
+    std::size_t within_half = 0;
+    for (std::size_t j = 0; j < rows; ++j)
+        for (std::size_t k = 0; k < n; ++k) {
+            long double exact = 0, rounded = 0;
+            double x_norm = 0, u_norm = 0;
+            for (std::size_t i = 0; i < d; ++i) {
+                exact += static_cast<long double>(x[i * n + k]) * u[j * d + i];
+                rounded += static_cast<long double>(xf[i * n + k]) * u[j * d + i];
+                x_norm += x[i * n + k] * x[i * n + k];
+                u_norm += static_cast<double>(u[j * d + i]) * u[j * d + i];
+            }
+            const double bound = float_dot_error(d, std::sqrt(x_norm), std::sqrt(u_norm));
+            const double error = std::fabs(static_cast<double>(s[j * n + k] - exact));
+            CHECK(error <= bound);
+            // the product is float32's own: within float32's error of the rounded operands' exact dot
+            CHECK(std::fabs(static_cast<double>(s[j * n + k] - rounded)) <= bound);
+            if (error <= bound / 2) ++within_half;
+        }
+    CHECK(within_half == rows * n);  // a worst case, far from any real error
+    const double gamma = 300 * std::ldexp(1.0, -24) / (1 - 300 * std::ldexp(1.0, -24));
+    CHECK(float_dot_error(300, 2, 3) == Approx((gamma * (1 + std::ldexp(1.0, -24)) + std::ldexp(1.0, -24)) * 6).epsilon(1e-5));
 }

@@ -159,6 +159,38 @@ TEST_CASE("every dtype round-trips through a safetensors file") {
     check_values(*norm, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0});
 }
 
+TEST_CASE("rows read as float32 are the stored F32, BF16 and F16 values; another dtype or rows past the end are refused") {
+    const std::vector<double> values = {0.1f, -3.5, 1e-40f, 16777216, -0.375, 1e38f};
+    const std::vector<double> halves = {65504, std::ldexp(1.0, -24), -0.333251953125, 1.5, -2.0, 0.25};
+    const std::vector<ckpt::tensor> tensors = {
+        {"f32", "F32", {3, 2}, values},
+        {"f16", "F16", {3, 2}, halves},
+        {"bf16", "BF16", {3, 2}, {1.0, 3.140625, std::ldexp(1.0, -133), -2.0, 0.5, -0.0}},
+        {"f64", "F64", {3, 2}, {1, 2, 3, 4, 5, 6}},
+    };
+    ckpt::temp_dir dir;
+    auto s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file(tensors))));
+    for (std::size_t k = 0; k < 3; ++k) {
+        CAPTURE(tensors[k].name);
+        std::vector<float> rows(4);  // rows 1 and 2
+        REQUIRE_FALSE(s->read_rows_float(tensors[k].name, 1, rows));
+        for (std::size_t i = 0; i < rows.size(); ++i) CHECK(static_cast<double>(rows[i]) == tensors[k].values[2 + i]);
+        CHECK(std::signbit(rows.back()) == std::signbit(tensors[k].values.back()));
+    }
+    std::vector<float> two(4), odd(3);
+    auto refused = s->read_rows_float("f64", 0, two);
+    REQUIRE(refused);
+    CHECK(refused->message == "expected F32, BF16 or F16 to read as float32, not F64");
+    refused = s->read_rows_float("f32", 2, two);
+    REQUIRE(refused);
+    CHECK(refused->path == "f32");
+    CHECK(refused->message == "rows 2 to 4 are out of range: the tensor has 3 rows");
+    refused = s->read_rows_float("f32", 0, odd);
+    REQUIRE(refused);
+    CHECK(refused->message.find("whole rows") != std::string::npos);
+    CHECK(s->read_rows_float("nothing", 0, two));
+}
+
 TEST_CASE("BF16, F16 and F32 values convert exactly, eight at a time and one at a time, and a NaN is found in any place") {
     // 27 values: three blocks of eight and three after them. Each is exact in its type: zeros of
     // both signs, fractions, a subnormal (BF16 2^-133, F16 2^-24) and the largest value (BF16

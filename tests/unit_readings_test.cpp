@@ -4,7 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
 
 #include "checkpoint_writer.hpp"
 #include "ffn_trace/example.hpp"
@@ -110,6 +114,90 @@ TEST_CASE("the vocabulary view scores each unit's value vector and each token's 
         auto refused = read_vocabulary_view(t.tr, units, **wide, "lm_head.weight", 1);
         REQUIRE_FALSE(refused);
         CHECK(refused.err().message.find("expected (vocabulary, d_model = 2)") != std::string::npos);
+    }
+}
+
+TEST_CASE("the vocabulary view screened in float32 finds the very tokens that scoring every row in double finds") {
+    // A layer of 16 → 6 with random weights that float32 does not hold, and an unembedding of
+    // 3,001 rows: 1,000 random rows, each with two twins 2⁻¹² (or the dtype's step) up in value 2m
+    // and in value 2m + 1, whose scores differ by a relative 1e-12 or so, which double tells apart
+    // and float32 does not; and, where the dtype reaches it, a row of 3e37s whose
+    // scores overflow float32 (its scores are then found in double alone).
+    constexpr std::size_t d = 16, d_ff = 6, tokens = 3, bases = 1000, top = 5;
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> uniform(-1, 1);
+    auto random_matrix = [&](std::size_t rows, std::size_t cols) {
+        nlohmann::json m = nlohmann::json::array();
+        for (std::size_t r = 0; r < rows; ++r) {
+            nlohmann::json row = nlohmann::json::array();
+            for (std::size_t c = 0; c < cols; ++c) row.push_back(uniform(rng));
+            m.push_back(row);
+        }
+        return m;
+    };
+    // W2's values come in pairs that float32 rounds to the same value (w and w · (1 + 1e-9)), so a
+    // unit's scores of the twins one step up in value 2m and one step up in value 2m + 1 tie in
+    // float32 and differ in double.
+    nlohmann::json w2 = random_matrix(d_ff, d);
+    for (auto& row : w2)
+        for (std::size_t m = 0; m < d / 2; ++m) row[2 * m + 1] = row[2 * m].get<double>() * (1 + 1e-9);
+    const nlohmann::json layer = {{"activation", "relu"}, {"layout", "in_out"},
+                                  {"weights", {{"W1", random_matrix(d, d_ff)}, {"W2", w2}}},
+                                  {"input", random_matrix(tokens, d)}};
+    const auto t = trace_of(layer.dump());
+    const auto units = read_units(t.tr, 3);
+    for (const auto& [dtype, bits] : {std::pair{"F32", 24}, {"BF16", 8}, {"F16", 11}, {"F64", 40}}) {
+        const std::string name = dtype;
+        CAPTURE(name);
+        // values q / 2^bits, q an integer of at most `bits` bits: each exactly of the dtype
+        const double step = std::ldexp(1.0, -bits), twin_step = std::max(step, std::ldexp(1.0, -12));
+        std::uniform_int_distribution<long long> q(-(1LL << (bits - 1)), 1LL << (bits - 1));  // within ±0.5
+        std::vector<double> e;
+        for (std::size_t b = 0; b < bases; ++b) {
+            std::vector<double> row(d);
+            for (double& v : row) v = static_cast<double>(q(rng)) * step;
+            const std::size_t at = 2 * (b % (d / 2));
+            for (std::size_t twin = 0; twin < 3; ++twin) {
+                std::vector<double> r = row;
+                if (twin > 0) r[at + twin - 1] += twin_step;
+                e.insert(e.end(), r.begin(), r.end());
+            }
+        }
+        const bool huge = std::string(dtype) != "F16";
+        if (huge) e.insert(e.end(), d, static_cast<double>(std::bit_cast<float>(std::bit_cast<std::uint32_t>(3e37f) & 0xffff0000u)));
+        const std::size_t vocab = e.size() / d;
+        ckpt::temp_dir dir;
+        auto source = open_safetensors(dir.write("e.safetensors", ckpt::safetensors_file({{"lm_head.weight", dtype, {vocab, d}, e}})));
+        REQUIRE(source);
+        auto view = read_vocabulary_view(t.tr, units, **source, "lm_head.weight", top);
+        if (!view) FAIL(view.err().to_string());
+        // every column's scores against every row in long double, ranked with ties to the lower id
+        std::vector<std::vector<double>> columns;
+        for (auto u : view->units) columns.push_back(layer["weights"]["W2"][u].get<std::vector<double>>());
+        const matrix& update = t.tr.step(step_kind::contract).value;
+        for (std::size_t tok = 0; tok < tokens; ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
+        REQUIRE(view->by_unit.size() + view->by_token.size() == columns.size());
+        for (std::size_t k = 0; k < columns.size(); ++k) {
+            CAPTURE(k);
+            std::vector<long double> score(vocab);
+            for (std::size_t j = 0; j < vocab; ++j)
+                for (std::size_t i = 0; i < d; ++i) score[j] += static_cast<long double>(columns[k][i]) * e[j * d + i];
+            std::vector<std::size_t> order(vocab);
+            std::iota(order.begin(), order.end(), std::size_t{0});
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+            const promoted_tokens& got = k < view->by_unit.size() ? view->by_unit[k] : view->by_token[k - view->by_unit.size()];
+            REQUIRE(got.most.size() == top);
+            REQUIRE(got.least.size() == top);
+            for (std::size_t r = 0; r < top; ++r) {
+                CAPTURE(r);
+                CHECK(got.most[r].id == order[r]);
+                CHECK(got.most[r].score == doctest::Approx(static_cast<double>(score[order[r]])).epsilon(1e-13));
+                const std::size_t low = order[vocab - 1 - r];
+                CHECK(got.least[r].id == low);
+                CHECK(got.least[r].score == doctest::Approx(static_cast<double>(score[low])).epsilon(1e-13));
+            }
+            if (huge) CHECK((got.most[0].id == vocab - 1 || got.least[0].id == vocab - 1));
+        }
     }
 }
 

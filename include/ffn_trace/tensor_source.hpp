@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -91,6 +92,12 @@ public:
     // Rows of a 2-D tensor (rows, cols), in the order asked and repeats allowed:
     // (rows.size(), cols). Only those rows are converted (a deflated .npz entry is inflated whole).
     outcome<matrix> read_rows(std::string_view name, const std::vector<std::size_t>& rows) const;
+    // Rows [first, first + out.size() / cols) of a 2-D F32, BF16 or F16 tensor as float32, which
+    // holds each of those values exactly, into `out`: for a float32 product that screens a large
+    // one (the vocabulary view's). Values are not checked for being finite: a product with one is
+    // not finite, and its caller reads that row again with read_rows, which names the value.
+    // Errors: another dtype, a deflated .npz entry (inflated whole on every read), rows out of range.
+    std::optional<error> read_rows_float(std::string_view name, std::size_t first, std::span<float> out) const;
 
     // A 2-D tensor left in its mapped file as the matrix W (rows, cols) of x·W: the tensor as it is
     // stored, or its transpose (an nn.Linear weight, stored out × in). Nothing is converted now; the

@@ -89,36 +89,139 @@ outcome<const tensor_info*> unembedding_of(const tensor_source& source, const st
     return e;
 }
 
+// A list kept sorted and `top` long: a score goes in only when it beats the list's last, which
+// after the first rows is rare. Ties go to the lower id, the one offered first.
+void offer(std::vector<token_score>& list, token_score s, bool high, std::size_t top) {
+    auto better = [high](const token_score& a, const token_score& b) { return high ? a.score > b.score : a.score < b.score; };
+    if (top == 0 || (list.size() == top && !better(s, list.back()))) return;
+    list.insert(std::upper_bound(list.begin(), list.end(), s, better), s);
+    if (list.size() > top) list.pop_back();
+}
+
+// The `top` largest values seen (high) or smallest, kept sorted: the last is the threshold a
+// row's bound must reach, -inf (+inf) until `top` values have been seen.
+struct kept_bounds {
+    std::vector<double> values;
+    bool high = true;
+    void see(double v, std::size_t top) {
+        auto first = [this](double a, double b) { return high ? a > b : a < b; };
+        if (values.size() == top && !first(v, values.back())) return;
+        values.insert(std::upper_bound(values.begin(), values.end(), v, first), v);
+        if (values.size() > top) values.pop_back();
+    }
+    double threshold(std::size_t top) const {
+        const double far = std::numeric_limits<double>::infinity();
+        return values.size() < top ? (high ? -far : far) : values.back();
+    }
+};
+
+// The rows of E (vocab, d) that may hold a column's `top` largest or smallest scores, found in
+// float32: s = E · V̂ (V̂ = V rounded to float32, E's values exactly float32), each score within
+// b = float_dot_error(d, ‖v_k‖, ‖e_j‖) of the exact one. A row whose upper bound s + b falls short
+// of the `top`-th largest lower bound s − b cannot be among the top (nor, mirrored, the bottom),
+// so only the others need scoring in double: a few rows a column, out of tens of thousands. A
+// score that is not finite (a value of E that is not, or an overflow in float32) keeps its row.
+// nullopt when E is of a type float32 does not hold (F64, the quantized ones), or V overflows it.
+outcome<std::optional<std::vector<std::size_t>>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
+                                                         std::size_t top) {
+    const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
+    if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<std::vector<std::size_t>>{};
+    std::vector<float> vf(v.data.size());
+    std::vector<double> v_norm(n);
+    for (std::size_t i = 0; i < d; ++i)
+        for (std::size_t k = 0; k < n; ++k) {
+            vf[i * n + k] = static_cast<float>(v(i, k));
+            v_norm[k] += v(i, k) * v(i, k);
+            if (!std::isfinite(vf[i * n + k])) return std::optional<std::vector<std::size_t>>{};
+        }
+    for (double& x : v_norm) x = std::sqrt(x);
+    std::vector<kept_bounds> lows(n), highs(n);  // the top lower bounds, the bottom upper bounds
+    for (auto& h : highs) h.high = false;
+    std::vector<std::vector<std::pair<std::size_t, double>>> ups(n), downs(n);  // (row, upper), (row, lower)
+    std::vector<std::size_t> kept;  // rows with a score that is not finite
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, d));
+    std::vector<float> rows_f(std::min(block, vocab) * d), s(std::min(block, vocab) * n);
+    std::vector<double> per_x(std::min(block, vocab)), eta(per_x.size());
+    std::vector<char> bad(per_x.size());
+    for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
+        const std::size_t rows = std::min(block, vocab - r0);
+        if (auto err = source.read_rows_float(e.name, r0, std::span(rows_f).first(rows * d))) return *err;
+        linear_f32(std::span(rows_f).first(rows * d), vf, d, std::span(s).first(rows * n));
+        // The bound is c_d ‖v_k‖ ‖e_j‖ + η_j: linear in ‖v_k‖, its two terms found once a row.
+        for (std::size_t j = 0; j < rows; ++j) {
+            const float* row = rows_f.data() + j * d;
+            double sum[4] = {0, 0, 0, 0};
+            std::size_t i = 0;
+            for (; i + 4 <= d; i += 4)
+                for (std::size_t q = 0; q < 4; ++q) sum[q] += static_cast<double>(row[i + q]) * row[i + q];
+            for (; i < d; ++i) sum[0] += static_cast<double>(row[i]) * row[i];
+            const double norm = std::sqrt((sum[0] + sum[1]) + (sum[2] + sum[3]));
+            eta[j] = float_dot_error(d, 0, norm);
+            per_x[j] = float_dot_error(d, 1, norm) - eta[j];
+            bad[j] = 0;
+            for (std::size_t k = 0; k < n; ++k) {
+                const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
+                if (!std::isfinite(score) || !std::isfinite(b)) {
+                    bad[j] = 1;
+                    continue;
+                }
+                lows[k].see(score - b, top);
+                highs[k].see(score + b, top);
+            }
+            if (bad[j]) kept.push_back(r0 + j);
+        }
+        for (std::size_t k = 0; k < n; ++k) {
+            const double up_to = lows[k].threshold(top), down_to = highs[k].threshold(top);
+            std::erase_if(ups[k], [&](const auto& c) { return c.second < up_to; });
+            std::erase_if(downs[k], [&](const auto& c) { return c.second > down_to; });
+            for (std::size_t j = 0; j < rows; ++j) {
+                if (bad[j]) continue;
+                const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
+                if (score + b >= up_to) ups[k].emplace_back(r0 + j, score + b);
+                if (score - b <= down_to) downs[k].emplace_back(r0 + j, score - b);
+            }
+        }
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+        for (const auto& c : ups[k]) kept.push_back(c.first);
+        for (const auto& c : downs[k]) kept.push_back(c.first);
+    }
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    return std::optional{std::move(kept)};
+}
+
 // The `top` tokens each column of V (d, n) promotes and suppresses most: the scores V's columns · Eᵀ
-// (vocab, n), computed a block of E's rows at a time, so E is never converted whole. A block is
-// about 16 MB of doubles, under malloc's threshold for a mapping of its own: a block of 8192 rows
-// (50 MB for GPT-2) was mapped anew each time, and its faults were most of a prompt run's sys time.
+// in double for the rows screen() keeps (every row when it cannot screen), read a block of E's
+// rows at a time, so E is never converted whole. A block is about 16 MB of doubles, under malloc's
+// threshold for a mapping of its own: a block of 8192 rows (50 MB for GPT-2) was mapped anew each
+// time, and its faults were most of a prompt run's sys time.
 outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
                                               std::size_t top) {
     const std::size_t n = v.cols, vocab = e.shape[0];
-    const std::size_t block = std::max<std::size_t>(1, (std::size_t{2} << 20) / std::max<std::size_t>(1, v.rows));
     std::vector<std::vector<token_score>> best(n), worst(n);
-    std::vector<std::size_t> ids;
-    for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
-        const std::size_t rows = std::min(block, vocab - r0);
-        ids.resize(rows);
-        std::iota(ids.begin(), ids.end(), r0);
+    std::vector<std::size_t> rows;
+    if (top > 0 && n > 0) {
+        auto screened = screen(v, source, e, top);
+        if (!screened) return screened.err();
+        if (*screened) rows = std::move(**screened);
+        else {
+            rows.resize(vocab);
+            std::iota(rows.begin(), rows.end(), std::size_t{0});
+        }
+    }
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t{2} << 20) / std::max<std::size_t>(1, v.rows));
+    for (std::size_t r0 = 0; r0 < rows.size(); r0 += block) {
+        const std::vector<std::size_t> ids(rows.begin() + static_cast<long>(r0),
+                                           rows.begin() + static_cast<long>(std::min(rows.size(), r0 + block)));
         auto part = source.read_rows(e.name, ids);
         if (!part) return part.err();
         const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
-        // Each list stays sorted and `top` long: a score goes in only when it beats the list's last,
-        // which after the first rows is rare. Ties go to the lower id, the one seen first.
-        auto offer = [top](std::vector<token_score>& list, token_score s, bool high) {
-            auto better = [high](const token_score& a, const token_score& b) { return high ? a.score > b.score : a.score < b.score; };
-            if (top == 0 || (list.size() == top && !better(s, list.back()))) return;
-            list.insert(std::upper_bound(list.begin(), list.end(), s, better), s);
-            if (list.size() > top) list.pop_back();
-        };
-        for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t r = 0; r < ids.size(); ++r)
             for (std::size_t k = 0; k < n; ++k) {
-                const token_score s{r0 + r, scores(r, k)};
-                offer(best[k], s, true);
-                offer(worst[k], s, false);
+                const token_score s{ids[r], scores(r, k)};
+                offer(best[k], s, true, top);
+                offer(worst[k], s, false, top);
             }
     }
     std::vector<promoted_tokens> out;

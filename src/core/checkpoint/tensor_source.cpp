@@ -153,6 +153,42 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
     return m;
 }
 
+std::optional<error> tensor_source::read_rows_float(std::string_view name, std::size_t first, std::span<float> out) const {
+    const tensor_info* info = find(name);
+    if (info && info->compressed) return error{info->file, info->name, "expected a tensor in the file, not a deflated .npz entry"};
+    if (info && info->type != dtype::f32 && info->type != dtype::bf16 && info->type != dtype::f16)
+        return error{info->file, info->name, fmt::format("expected F32, BF16 or F16 to read as float32, not {}", to_string(info->type))};
+    std::vector<std::byte> scratch;
+    auto at = locate(name, scratch);
+    if (!at) return at.err();
+    const tensor_info& t = *at->info;
+    if (t.shape.size() != 2 || t.shape[1] == 0 || out.size() % t.shape[1] != 0)
+        return error{t.file, t.name, fmt::format("expected a 2-D tensor to take whole rows of, its shape is {}", detail::shape_text(t.shape))};
+    const std::size_t cols = t.shape[1], rows = out.size() / cols;
+    if (first > t.shape[0] || rows > t.shape[0] - first)
+        return error{t.file, t.name, fmt::format("rows {} to {} are out of range: the tensor has {}", first, first + rows,
+                                                 plural(t.shape[0], "row"))};
+    const std::size_t size = size_of(t.type);
+    const auto bytes = at->bytes.subspan(first * cols * size, rows * cols * size);
+    const detail::mapped_file* file = detail::file_holding(*this, t, at->bytes);
+    if (t.type == dtype::f32) {  // little-endian float32, as the machine holds it: straight into `out`
+        const auto into = std::as_writable_bytes(out);
+        const auto got = file ? file->copy(bytes, into) : bytes;
+        if (got.data() != into.data()) std::memcpy(into.data(), got.data(), got.size());
+    } else {
+        thread_local std::vector<std::byte> raw_buffer;
+        raw_buffer.resize(std::max(raw_buffer.size(), bytes.size()));
+        const auto got = file ? file->copy(bytes, std::span(raw_buffer).first(bytes.size())) : bytes;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            std::uint16_t bits;
+            std::memcpy(&bits, got.data() + 2 * i, 2);
+            out[i] = t.type == dtype::bf16 ? bf16_to_float(bits) : f16_to_float(bits);
+        }
+    }
+    if (!file) release(t, bytes, at->bytes);
+    return std::nullopt;
+}
+
 namespace detail {
 
 std::string shape_text(const std::vector<std::size_t>& shape) {

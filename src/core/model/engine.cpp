@@ -81,6 +81,27 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
     return y;
 }
 
+void linear_f32(std::span<const float> a, std::span<const float> b, std::size_t d, std::span<float> s) {
+    const std::size_t n = d == 0 ? 0 : b.size() / d, rows = n == 0 ? 0 : s.size() / n;
+    if (rows == 0 || n == 0) return;
+    if (d == 0) return std::fill(s.begin(), s.end(), 0.0f);
+    const std::size_t parts = detail::products_shared() ? detail::parts_for(rows, rows * d * n / 32) : 1;
+    detail::run_parts(parts, [&](std::size_t k) {
+        const std::size_t r0 = rows * k / parts, r1 = rows * (k + 1) / parts;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(r1 - r0), dim(n), dim(d), 1.0f, a.data() + r0 * d, dim(d),
+                    b.data(), dim(n), 0.0f, s.data() + r0 * n, dim(n));
+    });
+}
+
+double float_dot_error(std::size_t d, double x_norm, double u_norm) {
+    const double eps = std::ldexp(1.0, -24), n = static_cast<double>(d);
+    const double gamma = n * eps / (1 - n * eps);
+    // The norms' own rounding in double (d · 2⁻⁵³ relative at most) is covered many times over by
+    // the factor 1 + 2⁻²⁰.
+    return (gamma * (1 + eps) + eps) * x_norm * u_norm * (1 + std::ldexp(1.0, -20)) +
+           std::ldexp(1.0, -148) * (2 * n + std::sqrt(n) * u_norm);
+}
+
 matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<double>& b) {
     matrix y(x.rows, w.cols);
     for (std::size_t t = 0; t < x.rows; ++t) {
