@@ -4,8 +4,10 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <numeric>
+#include <optional>
 
 #include "ffn_trace/readings.hpp"
+#include "base/parts.hpp"
 
 namespace ffn_trace {
 
@@ -122,107 +124,137 @@ struct kept_bounds {
 // so only the others need scoring in double: a few rows a column, out of tens of thousands. A
 // score that is not finite (a value of E that is not, or an overflow in float32) keeps its row.
 // nullopt when E is of a type float32 does not hold (F64, the quantized ones), or V overflows it.
-outcome<std::optional<std::vector<std::size_t>>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
+outcome<std::optional<std::vector<std::pair<std::size_t, std::size_t>>>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
                                                          std::size_t top) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
-    if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<std::vector<std::size_t>>{};
+    if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<std::vector<std::pair<std::size_t, std::size_t>>>{};
     std::vector<float> vf(v.data.size());
     std::vector<double> v_norm(n);
     for (std::size_t i = 0; i < d; ++i)
         for (std::size_t k = 0; k < n; ++k) {
             vf[i * n + k] = static_cast<float>(v(i, k));
             v_norm[k] += v(i, k) * v(i, k);
-            if (!std::isfinite(vf[i * n + k])) return std::optional<std::vector<std::size_t>>{};
+            if (!std::isfinite(vf[i * n + k])) return std::optional<std::vector<std::pair<std::size_t, std::size_t>>>{};
         }
     for (double& x : v_norm) x = std::sqrt(x);
     std::vector<kept_bounds> lows(n), highs(n);  // the top lower bounds, the bottom upper bounds
     for (auto& h : highs) h.high = false;
     std::vector<std::vector<std::pair<std::size_t, double>>> ups(n), downs(n);  // (row, upper), (row, lower)
-    std::vector<std::size_t> kept;  // rows with a score that is not finite
     const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, d));
     std::vector<float> rows_f(std::min(block, vocab) * d), s(std::min(block, vocab) * n);
     std::vector<double> per_x(std::min(block, vocab)), eta(per_x.size());
-    std::vector<char> bad(per_x.size());
+    std::vector<std::vector<std::size_t>> unsure(n);  // each column's rows whose score is not finite
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
         const std::size_t rows = std::min(block, vocab - r0);
-        if (auto err = source.read_rows_float(e.name, r0, std::span(rows_f).first(rows * d))) return *err;
+        // Each core reads and converts its share of the block's rows, and finds their norms: the
+        // bound is c_d ‖v_k‖ ‖e_j‖ + η_j, linear in ‖v_k‖, its two terms found once a row.
+        const std::size_t parts = detail::products_shared() ? detail::parts_for(rows, rows * d) : 1;
+        std::vector<std::optional<error>> failed(parts);
+        detail::run_parts(parts, [&](std::size_t p) {
+            const std::size_t a = rows * p / parts, b = rows * (p + 1) / parts;
+            if ((failed[p] = source.read_rows_float(e.name, r0 + a, std::span(rows_f).subspan(a * d, (b - a) * d)))) return;
+            for (std::size_t j = a; j < b; ++j) {
+                const float* row = rows_f.data() + j * d;
+                double sum[4] = {0, 0, 0, 0};
+                std::size_t i = 0;
+                for (; i + 4 <= d; i += 4)
+                    for (std::size_t q = 0; q < 4; ++q) sum[q] += static_cast<double>(row[i + q]) * row[i + q];
+                for (; i < d; ++i) sum[0] += static_cast<double>(row[i]) * row[i];
+                const double norm = std::sqrt((sum[0] + sum[1]) + (sum[2] + sum[3]));
+                eta[j] = float_dot_error(d, 0, norm);
+                per_x[j] = float_dot_error(d, 1, norm) - eta[j];
+            }
+        });
+        for (auto& f : failed)
+            if (f) return *f;
         linear_f32(std::span(rows_f).first(rows * d), vf, d, std::span(s).first(rows * n));
-        // The bound is c_d ‖v_k‖ ‖e_j‖ + η_j: linear in ‖v_k‖, its two terms found once a row.
-        for (std::size_t j = 0; j < rows; ++j) {
-            const float* row = rows_f.data() + j * d;
-            double sum[4] = {0, 0, 0, 0};
-            std::size_t i = 0;
-            for (; i + 4 <= d; i += 4)
-                for (std::size_t q = 0; q < 4; ++q) sum[q] += static_cast<double>(row[i + q]) * row[i + q];
-            for (; i < d; ++i) sum[0] += static_cast<double>(row[i]) * row[i];
-            const double norm = std::sqrt((sum[0] + sum[1]) + (sum[2] + sum[3]));
-            eta[j] = float_dot_error(d, 0, norm);
-            per_x[j] = float_dot_error(d, 1, norm) - eta[j];
-            bad[j] = 0;
-            for (std::size_t k = 0; k < n; ++k) {
-                const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
-                if (!std::isfinite(score) || !std::isfinite(b)) {
-                    bad[j] = 1;
-                    continue;
+        // Each core takes its share of the columns: first the block's bounds move each column's
+        // thresholds, then its rows that reach them join the column's candidates, and the
+        // candidates of earlier blocks that no longer do leave.
+        const std::size_t column_parts = detail::products_shared() ? detail::parts_for(n, rows * n * 16) : 1;
+        detail::run_parts(column_parts, [&](std::size_t p) {
+            for (std::size_t k = n * p / column_parts; k < n * (p + 1) / column_parts; ++k) {
+                for (std::size_t j = 0; j < rows; ++j) {
+                    const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
+                    if (!std::isfinite(score) || !std::isfinite(b)) {
+                        unsure[k].push_back(r0 + j);
+                        continue;
+                    }
+                    lows[k].see(score - b, top);
+                    highs[k].see(score + b, top);
                 }
-                lows[k].see(score - b, top);
-                highs[k].see(score + b, top);
+                const double up_to = lows[k].threshold(top), down_to = highs[k].threshold(top);
+                std::erase_if(ups[k], [&](const auto& c) { return c.second < up_to; });
+                std::erase_if(downs[k], [&](const auto& c) { return c.second > down_to; });
+                for (std::size_t j = 0; j < rows; ++j) {
+                    const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
+                    if (!std::isfinite(score) || !std::isfinite(b)) continue;
+                    if (score + b >= up_to) ups[k].emplace_back(r0 + j, score + b);
+                    if (score - b <= down_to) downs[k].emplace_back(r0 + j, score - b);
+                }
             }
-            if (bad[j]) kept.push_back(r0 + j);
-        }
-        for (std::size_t k = 0; k < n; ++k) {
-            const double up_to = lows[k].threshold(top), down_to = highs[k].threshold(top);
-            std::erase_if(ups[k], [&](const auto& c) { return c.second < up_to; });
-            std::erase_if(downs[k], [&](const auto& c) { return c.second > down_to; });
-            for (std::size_t j = 0; j < rows; ++j) {
-                if (bad[j]) continue;
-                const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
-                if (score + b >= up_to) ups[k].emplace_back(r0 + j, score + b);
-                if (score - b <= down_to) downs[k].emplace_back(r0 + j, score - b);
-            }
-        }
+        });
     }
+    // (row, column): each column's candidates, in the order of the rows
+    std::vector<std::pair<std::size_t, std::size_t>> kept;
     for (std::size_t k = 0; k < n; ++k) {
-        for (const auto& c : ups[k]) kept.push_back(c.first);
-        for (const auto& c : downs[k]) kept.push_back(c.first);
+        for (auto j : unsure[k]) kept.emplace_back(j, k);
+        for (const auto& c : ups[k]) kept.emplace_back(c.first, k);
+        for (const auto& c : downs[k]) kept.emplace_back(c.first, k);
     }
     std::sort(kept.begin(), kept.end());
     kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
     return std::optional{std::move(kept)};
 }
 
-// The `top` tokens each column of V (d, n) promotes and suppresses most: the scores V's columns · Eᵀ
-// in double for the rows screen() keeps (every row when it cannot screen), read a block of E's
-// rows at a time, so E is never converted whole. A block is about 16 MB of doubles, under malloc's
-// threshold for a mapping of its own: a block of 8192 rows (50 MB for GPT-2) was mapped anew each
-// time, and its faults were most of a prompt run's sys time.
+// The `top` tokens each column of V (d, n) promotes and suppresses most, by the scores V's
+// columns · Eᵀ in double: for the (row, column) pairs screen() keeps, one dot product each, or,
+// when it cannot screen, every row by every column in products of a block of E's rows at a time,
+// so E is never converted whole. A block is about 16 MB of doubles, under malloc's threshold for
+// a mapping of its own: a block of 8192 rows (50 MB for GPT-2) was mapped anew each time, and its
+// faults were most of a prompt run's sys time.
 outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
                                               std::size_t top) {
-    const std::size_t n = v.cols, vocab = e.shape[0];
+    const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
     std::vector<std::vector<token_score>> best(n), worst(n);
-    std::vector<std::size_t> rows;
-    if (top > 0 && n > 0) {
-        auto screened = screen(v, source, e, top);
-        if (!screened) return screened.err();
-        if (*screened) rows = std::move(**screened);
-        else {
-            rows.resize(vocab);
-            std::iota(rows.begin(), rows.end(), std::size_t{0});
-        }
-    }
-    const std::size_t block = std::max<std::size_t>(1, (std::size_t{2} << 20) / std::max<std::size_t>(1, v.rows));
-    for (std::size_t r0 = 0; r0 < rows.size(); r0 += block) {
-        const std::vector<std::size_t> ids(rows.begin() + static_cast<long>(r0),
-                                           rows.begin() + static_cast<long>(std::min(rows.size(), r0 + block)));
-        auto part = source.read_rows(e.name, ids);
-        if (!part) return part.err();
-        const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
-        for (std::size_t r = 0; r < ids.size(); ++r)
-            for (std::size_t k = 0; k < n; ++k) {
-                const token_score s{ids[r], scores(r, k)};
-                offer(best[k], s, true, top);
-                offer(worst[k], s, false, top);
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t{2} << 20) / std::max<std::size_t>(1, d));
+    auto offer_both = [&](std::size_t k, token_score s) {
+        offer(best[k], s, true, top);
+        offer(worst[k], s, false, top);
+    };
+    auto screened = top > 0 && n > 0 ? screen(v, source, e, top) : std::optional<std::vector<std::pair<std::size_t, std::size_t>>>{};
+    if (!screened) return screened.err();
+    if (*screened) {
+        // Each (row, column) screen() kept, scored in double: the rows read a block at a time.
+        const auto& pairs = **screened;
+        matrix vt(n, d);  // V's columns as rows, for the dot products
+        for (std::size_t i = 0; i < d; ++i)
+            for (std::size_t k = 0; k < n; ++k) vt(k, i) = v(i, k);
+        for (std::size_t p0 = 0; p0 < pairs.size();) {
+            std::vector<std::size_t> ids;
+            std::size_t p1 = p0;
+            for (; p1 < pairs.size() && (ids.size() < block || pairs[p1].first == ids.back()); ++p1)
+                if (ids.empty() || pairs[p1].first != ids.back()) ids.push_back(pairs[p1].first);
+            auto part = source.read_rows(e.name, ids);
+            if (!part) return part.err();
+            for (std::size_t p = p0, r = 0; p < p1; ++p) {
+                while (ids[r] != pairs[p].first) ++r;
+                const auto a = part->row(r), b = vt.row(pairs[p].second);
+                offer_both(pairs[p].second, {ids[r], std::inner_product(a.begin(), a.end(), b.begin(), 0.0)});
             }
+            p0 = p1;
+        }
+    } else if (top > 0 && n > 0) {
+        std::vector<std::size_t> ids;
+        for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
+            ids.resize(std::min(block, vocab - r0));
+            std::iota(ids.begin(), ids.end(), r0);
+            auto part = source.read_rows(e.name, ids);
+            if (!part) return part.err();
+            const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
+            for (std::size_t r = 0; r < ids.size(); ++r)
+                for (std::size_t k = 0; k < n; ++k) offer_both(k, {ids[r], scores(r, k)});
+        }
     }
     std::vector<promoted_tokens> out;
     for (std::size_t k = 0; k < n; ++k) out.push_back({std::move(best[k]), std::move(worst[k])});
