@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -100,22 +101,12 @@ void offer(std::vector<token_score>& list, token_score s, bool high, std::size_t
     if (list.size() > top) list.pop_back();
 }
 
-// The `top` largest values seen (high) or smallest, kept sorted: the last is the threshold a
-// row's bound must reach, -inf (+inf) until `top` values have been seen.
-struct kept_bounds {
-    std::vector<double> values;
-    bool high = true;
-    void see(double v, std::size_t top) {
-        auto first = [this](double a, double b) { return high ? a > b : a < b; };
-        if (values.size() == top && !first(v, values.back())) return;
-        values.insert(std::upper_bound(values.begin(), values.end(), v, first), v);
-        if (values.size() > top) values.pop_back();
-    }
-    double threshold(std::size_t top) const {
-        const double far = std::numeric_limits<double>::infinity();
-        return values.size() < top ? (high ? -far : far) : values.back();
-    }
-};
+// The `top`-th value of a list `offer` keeps: the threshold a row's bound must reach, -inf
+// (+inf for the smallest) until the list is full.
+double threshold(const std::vector<token_score>& list, bool high, std::size_t top) {
+    const double far = std::numeric_limits<double>::infinity();
+    return list.size() < top ? (high ? -far : far) : list.back().score;
+}
 
 // The rows of E (vocab, d) that may hold a column's `top` largest or smallest scores, found in
 // float32: s = E · V̂ (V̂ = V rounded to float32, E's values exactly float32), each score within
@@ -124,21 +115,22 @@ struct kept_bounds {
 // so only the others need scoring in double: a few rows a column, out of tens of thousands. A
 // score that is not finite (a value of E that is not, or an overflow in float32) keeps its row.
 // nullopt when E is of a type float32 does not hold (F64, the quantized ones), or V overflows it.
-outcome<std::optional<std::vector<std::pair<std::size_t, std::size_t>>>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
+using candidates = std::vector<std::pair<std::size_t, std::size_t>>;  // (row, column)
+
+outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
                                                          std::size_t top) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
-    if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<std::vector<std::pair<std::size_t, std::size_t>>>{};
+    if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<candidates>{};
     std::vector<float> vf(v.data.size());
     std::vector<double> v_norm(n);
     for (std::size_t i = 0; i < d; ++i)
         for (std::size_t k = 0; k < n; ++k) {
             vf[i * n + k] = static_cast<float>(v(i, k));
             v_norm[k] += v(i, k) * v(i, k);
-            if (!std::isfinite(vf[i * n + k])) return std::optional<std::vector<std::pair<std::size_t, std::size_t>>>{};
+            if (!std::isfinite(vf[i * n + k])) return std::optional<candidates>{};
         }
     for (double& x : v_norm) x = std::sqrt(x);
-    std::vector<kept_bounds> lows(n), highs(n);  // the top lower bounds, the bottom upper bounds
-    for (auto& h : highs) h.high = false;
+    std::vector<std::vector<token_score>> lows(n), highs(n);  // the top lower bounds, the bottom upper bounds
     std::vector<std::vector<std::pair<std::size_t, double>>> ups(n), downs(n);  // (row, upper), (row, lower)
     const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, d));
     std::vector<float> rows_f(std::min(block, vocab) * d), s(std::min(block, vocab) * n);
@@ -180,10 +172,10 @@ outcome<std::optional<std::vector<std::pair<std::size_t, std::size_t>>>> screen(
                         unsure[k].push_back(r0 + j);
                         continue;
                     }
-                    lows[k].see(score - b, top);
-                    highs[k].see(score + b, top);
+                    offer(lows[k], {r0 + j, score - b}, true, top);
+                    offer(highs[k], {r0 + j, score + b}, false, top);
                 }
-                const double up_to = lows[k].threshold(top), down_to = highs[k].threshold(top);
+                const double up_to = threshold(lows[k], true, top), down_to = threshold(highs[k], false, top);
                 std::erase_if(ups[k], [&](const auto& c) { return c.second < up_to; });
                 std::erase_if(downs[k], [&](const auto& c) { return c.second > down_to; });
                 for (std::size_t j = 0; j < rows; ++j) {
@@ -196,7 +188,7 @@ outcome<std::optional<std::vector<std::pair<std::size_t, std::size_t>>>> screen(
         });
     }
     // (row, column): each column's candidates, in the order of the rows
-    std::vector<std::pair<std::size_t, std::size_t>> kept;
+    candidates kept;
     for (std::size_t k = 0; k < n; ++k) {
         for (auto j : unsure[k]) kept.emplace_back(j, k);
         for (const auto& c : ups[k]) kept.emplace_back(c.first, k);
@@ -222,7 +214,7 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         offer(best[k], s, true, top);
         offer(worst[k], s, false, top);
     };
-    auto screened = top > 0 && n > 0 ? screen(v, source, e, top) : std::optional<std::vector<std::pair<std::size_t, std::size_t>>>{};
+    auto screened = top > 0 && n > 0 ? screen(v, source, e, top) : std::optional<candidates>{};
     if (!screened) return screened.err();
     if (*screened) {
         // Each (row, column) screen() kept, scored in double: the rows read a block at a time.

@@ -83,8 +83,7 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
 
 void linear_f32(std::span<const float> a, std::span<const float> b, std::size_t d, std::span<float> s) {
     const std::size_t n = d == 0 ? 0 : b.size() / d, rows = n == 0 ? 0 : s.size() / n;
-    if (rows == 0 || n == 0) return;
-    if (d == 0) return std::fill(s.begin(), s.end(), 0.0f);
+    if (rows == 0) return;
     const std::size_t parts = detail::products_shared() ? detail::parts_for(rows, rows * d * n / 32) : 1;
     detail::run_parts(parts, [&](std::size_t k) {
         const std::size_t r0 = rows * k / parts, r1 = rows * (k + 1) / parts;
