@@ -264,10 +264,13 @@ private:
 // The same product as plain loops, in the order the walkthrough writes the sums: the yardstick
 // the BLAS path is tested against.
 matrix linear_reference(const matrix& x, const matrix& w, const std::vector<double>& b);
-// h (tokens, d_ff) -> act(h) (tokens, d_ff), element by element
-matrix activate(activation kind, const matrix& h);
-// The intermediate terms of act(h), element by element (none for ReLU and identity).
-std::vector<term> activation_terms(activation kind, const matrix& h);
+// h (tokens, d_ff) -> act(h) (tokens, d_ff), element by element, with the intermediate terms of
+// each value (none for ReLU and identity)
+struct activated {
+    matrix value;
+    std::vector<term> terms;
+};
+activated activate(activation kind, const matrix& h);
 // a (tokens, d_ff) ⊙ u (tokens, d_ff) -> (tokens, d_ff)
 matrix multiply(const matrix& a, const matrix& u);
 // x (tokens, d_model) + y (tokens, d_model) -> (tokens, d_model)

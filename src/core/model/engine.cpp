@@ -110,13 +110,7 @@ matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<dou
     return y;
 }
 
-matrix activate(activation kind, const matrix& h) {
-    matrix a = h;
-    for (double& v : a.data) v = apply(kind, v);
-    return a;
-}
-
-std::vector<term> activation_terms(activation kind, const matrix& h) {
+activated activate(activation kind, const matrix& h) {
     auto each = [&h](auto f) {
         matrix m = h;
         for (double& v : m.data) v = f(v);
@@ -124,18 +118,20 @@ std::vector<term> activation_terms(activation kind, const matrix& h) {
     };
     switch (info(kind).unit) {
         case activation::gelu: {
-            // One gelu_parts (and one tanh) per value for both terms.
-            matrix z = h, th = h;
+            // One gelu_parts (and one tanh, a tenth of a GPT-2 block's time) per value for its
+            // value and both terms.
+            matrix a = h, z = h, th = h;
             for (std::size_t k = 0; k < h.data.size(); ++k) {
                 const auto parts = gelu_parts(h.data[k]);
+                a.data[k] = parts.value;
                 z.data[k] = parts.inner;
                 th.data[k] = parts.tanh;
             }
-            return {{"z", std::move(z)}, {"tanh", std::move(th)}};
+            return {std::move(a), {{"z", std::move(z)}, {"tanh", std::move(th)}}};
         }
-        case activation::gelu_exact: return {{"Phi", each(normal_cdf)}};
-        case activation::silu: return {{"sigma", each(sigmoid)}};
-        default: return {};
+        case activation::gelu_exact: return {each([kind](double x) { return apply(kind, x); }), {{"Phi", each(normal_cdf)}}};
+        case activation::silu: return {each([kind](double x) { return apply(kind, x); }), {{"sigma", each(sigmoid)}}};
+        default: return {each([kind](double x) { return apply(kind, x); }), {}};
     }
 }
 
@@ -396,8 +392,7 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
         edit(step_kind::gate, gate);
         matrix up = times(layer, weight::wu, in, layer.bu, each_alone);
         edit(step_kind::up, up);
-        matrix act = activate(layer.act, gate);
-        auto terms = activation_terms(layer.act, gate);
+        auto [act, terms] = activate(layer.act, gate);
         edit(step_kind::activate, act);
         matrix product = multiply(act, up);
         edit(step_kind::multiply, product);
@@ -412,8 +407,7 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
     } else {
         matrix hidden = times(layer, weight::w1, in, layer.b1, each_alone);
         edit(step_kind::expand, hidden);
-        matrix act = activate(layer.act, hidden);
-        auto terms = activation_terms(layer.act, hidden);
+        auto [act, terms] = activate(layer.act, hidden);
         edit(step_kind::activate, act);
         matrix out = times(layer, weight::w2, act, layer.b2, each_alone);
         edit(step_kind::contract, out);

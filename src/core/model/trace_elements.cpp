@@ -15,7 +15,7 @@ constexpr std::size_t saturated = std::numeric_limits<std::size_t>::max();
 std::size_t add(std::size_t a, std::size_t b) { return a > saturated - b ? saturated : a + b; }
 std::size_t mul(std::size_t a, std::size_t b) { return b != 0 && a > saturated / b ? saturated : a * b; }
 
-// The intermediate terms activation_terms keeps for each hidden value.
+// The intermediate terms activate keeps for each hidden value.
 std::size_t terms_per_value(activation kind) {
     switch (info(kind).unit) {
         case activation::gelu: return 2;        // z and tanh(z)
