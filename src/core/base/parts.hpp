@@ -2,8 +2,11 @@
 // has asked for it (share_products_among_cores), the large matrix products too (internal).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <span>
 
 namespace ffn_trace::detail {
 
@@ -19,5 +22,28 @@ void run_parts(std::size_t parts, const std::function<void(std::size_t)>& f);
 // matrix library on one core (which then runs on one thread): set by share_products_among_cores.
 bool products_shared();
 void share_products(bool on);
+
+// Scratch space kept by one thread from call to call (a converted panel, the bytes read for it),
+// as `thread_local` at namespace scope: one buffer for every caller, not one per template
+// instantiation. It grows to a power of two, so that panels of a little more or less than one
+// size share one allocation, and is never zeroed: a prompt run's panels are 16 MB, and in a
+// virtual machine each new page the kernel must fault in and zero can cost as much as
+// converting it (first touches of 64 MB took 3 to 200 ms on the development machine).
+template <class T>
+class thread_buffer {
+public:
+    std::span<T> first(std::size_t n) {
+        if (n > size_) {
+            data_.reset();
+            size_ = std::bit_ceil(n);
+            data_.reset(new T[size_]);  // default-initialised: left as it is
+        }
+        return {data_.get(), n};
+    }
+
+private:
+    std::unique_ptr<T[]> data_;
+    std::size_t size_ = 0;
+};
 
 }  // namespace ffn_trace::detail

@@ -20,6 +20,11 @@ using detail::release;
 
 namespace {
 
+// One panel buffer per thread, kept from product to product and shared by every kind of pass
+// over the panels: a new 16 MB buffer at every product was new pages for the kernel to fault in
+// and zero, dozens of times a prompt.
+thread_local detail::thread_buffer<double> panel_buffer;
+
 // A tensor (stored_rows, stored_cols) of the mapped file, as W = the tensor or its transpose.
 class file_matrix final : public stored_matrix {
 public:
@@ -190,17 +195,14 @@ private:
             return;
         }
         const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
-        // One panel buffer per thread, kept from product to product: a new 16 MB buffer at every
-        // product was new pages for the kernel to fault in and zero, dozens of times a prompt.
-        thread_local std::vector<double> panel;
-        panel.resize(std::max(panel.size(), std::min(per_panel, stored_rows_) * stored_cols_));
+        const std::span<double> panel = panel_buffer.first(std::min(per_panel, stored_rows_) * stored_cols_);
         for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
             const std::size_t n = std::min(per_panel, stored_rows_ - r0);
             const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
             const double* values = panel.data();
             std::function<void(std::size_t, std::size_t)> part;
             if (apart) part = [&](std::size_t a, std::size_t b) { f(r0 + a, b - a, values + a * stored_cols_); };
-            const std::size_t bad = detail::convert_rows(info_, file_, bytes, bytes_, std::span(panel).first(n * stored_cols_), n, part);
+            const std::size_t bad = detail::convert_rows(info_, file_, bytes, bytes_, panel.first(n * stored_cols_), n, part);
             if (bad < n * stored_cols_) note_non_finite(r0 * stored_cols_ + bad, panel[bad]);
             if (!apart) f(r0, n, panel.data());
         }

@@ -94,13 +94,12 @@ std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::spa
     if (rows == 0) return out.size();
     // The bytes read from the file, a buffer per thread kept from call to call (a fresh one would
     // be fresh pages to fault in), named by reference for the parts run on helper threads.
-    thread_local std::vector<std::byte> raw_buffer;
-    std::vector<std::byte>& raw = raw_buffer;
-    if (file) raw.resize(std::max(raw.size(), bytes.size()));
+    thread_local thread_buffer<std::byte> raw_buffer;
+    const std::span<std::byte> raw = file ? raw_buffer.first(bytes.size()) : std::span<std::byte>{};
     const std::size_t cols = out.size() / rows, row_bytes = bytes.size() / rows;
     const std::size_t bad = in_parts(rows, out.size(), [&](std::size_t a, std::size_t b) {
         auto part = bytes.subspan(a * row_bytes, (b - a) * row_bytes);
-        if (file) part = file->copy(part, std::span(raw).subspan(a * row_bytes, part.size()));
+        if (file) part = file->copy(part, raw.subspan(a * row_bytes, part.size()));
         const std::size_t first = a * cols + convert(t.type, part, out.subspan(a * cols, (b - a) * cols));
         if (then) then(a, b);
         return first;

@@ -176,9 +176,8 @@ std::optional<error> tensor_source::read_rows_float(std::string_view name, std::
         const auto got = file ? file->copy(bytes, into) : bytes;
         if (got.data() != into.data()) std::memcpy(into.data(), got.data(), got.size());
     } else {
-        thread_local std::vector<std::byte> raw_buffer;
-        raw_buffer.resize(std::max(raw_buffer.size(), bytes.size()));
-        const auto got = file ? file->copy(bytes, std::span(raw_buffer).first(bytes.size())) : bytes;
+        thread_local detail::thread_buffer<std::byte> raw_buffer;
+        const auto got = file ? file->copy(bytes, raw_buffer.first(bytes.size())) : bytes;
         for (std::size_t i = 0; i < out.size(); ++i) {
             std::uint16_t bits;
             std::memcpy(&bits, got.data() + 2 * i, 2);
