@@ -1,6 +1,7 @@
 #include "ffn_trace/engine.hpp"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <malloc.h>
 #include <cmath>
 #include <fmt/format.h>
@@ -38,6 +39,12 @@ void prepare_matrix_library() {
 
 void share_products_among_cores() {
     openblas_set_num_threads(1);
+    // OpenBLAS's pthreads build starts its threads when it is loaded, and each spins in
+    // sched_yield for about 0.1 s before it sleeps: a tenth of a GPT-2 prompt run's CPU time,
+    // on the core its products now need. On one thread it has no use for them, so they are
+    // stopped (it starts them again if asked for more threads); other builds lack the call.
+    using shutdown = int (*)();
+    if (auto stop = reinterpret_cast<shutdown>(::dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) stop();
     detail::share_products(true);
 }
 
