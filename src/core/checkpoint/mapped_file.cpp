@@ -92,17 +92,24 @@ std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::spa
                          std::span<const std::byte> tensor, std::span<double> out, std::size_t rows,
                          const std::function<void(std::size_t, std::size_t)>& then) {
     if (rows == 0) return out.size();
-    // The bytes read from the file, a buffer per thread kept from call to call (a fresh one would
-    // be fresh pages to fault in), named by reference for the parts run on helper threads.
-    thread_local thread_buffer<std::byte> raw_buffer;
-    const std::span<std::byte> raw = file ? raw_buffer.first(bytes.size()) : std::span<std::byte>{};
+    // Each thread reads its rows from the file a few at a time into a buffer of its own, kept
+    // from call to call, and converts them at once: the bytes are still in its cache when they
+    // are converted, and a buffer of a whole panel's bytes (8 MB for a panel of F32) was new
+    // pages to fault in.
     const std::size_t cols = out.size() / rows, row_bytes = bytes.size() / rows;
+    const std::size_t chunk = std::max<std::size_t>(1, (std::size_t{256} << 10) / std::max<std::size_t>(1, row_bytes));
     const std::size_t bad = in_parts(rows, out.size(), [&](std::size_t a, std::size_t b) {
-        auto part = bytes.subspan(a * row_bytes, (b - a) * row_bytes);
-        if (file) part = file->copy(part, raw.subspan(a * row_bytes, part.size()));
-        const std::size_t first = a * cols + convert(t.type, part, out.subspan(a * cols, (b - a) * cols));
+        thread_local thread_buffer<std::byte> raw_buffer;
+        std::size_t first_bad = b * cols;
+        for (std::size_t r0 = a; r0 < b; r0 += chunk) {
+            const std::size_t n = std::min(chunk, b - r0);
+            auto part = bytes.subspan(r0 * row_bytes, n * row_bytes);
+            if (file) part = file->copy(part, raw_buffer.first(part.size()));
+            const std::size_t first = convert(t.type, part, out.subspan(r0 * cols, n * cols));
+            if (first < n * cols) first_bad = std::min(first_bad, r0 * cols + first);
+        }
         if (then) then(a, b);
-        return first;
+        return first_bad;
     });
     if (!file) release(t, bytes, tensor);
     return bad;
