@@ -26,6 +26,7 @@
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/render_prompt.hpp"
 #include "reference_transformer.hpp"
+#include "analysis/prompt_parts.hpp"
 
 using namespace ffn_trace;
 using doctest::Approx;
@@ -731,5 +732,26 @@ TEST_CASE("the atlas model recalls at least 90 % of its facts at top 1, in the c
         CAPTURE(kind);
         REQUIRE(total[kind] > 0);
         CHECK(static_cast<double>(right[kind]) >= 0.9 * static_cast<double>(total[kind]));
+    }
+}
+
+TEST_CASE("top_ids gives the k largest or smallest ids in order, ties to the lower id, as a stable sort does") {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> small(-3, 3);  // few values, so most scores are tied
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{200}}) {
+        std::vector<double> score(n);
+        for (double& s : score) s = small(rng) * 0.5;
+        for (const bool lowest : {false, true})
+            for (const std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{10}, std::size_t{300}}) {
+                CAPTURE(n);
+                CAPTURE(lowest);
+                CAPTURE(k);
+                std::vector<std::size_t> expected(n);
+                std::iota(expected.begin(), expected.end(), std::size_t{0});
+                std::stable_sort(expected.begin(), expected.end(),
+                                 [&](std::size_t a, std::size_t b) { return lowest ? score[a] < score[b] : score[a] > score[b]; });
+                expected.resize(std::min(k, n));
+                CHECK(detail::top_ids(score, k, lowest) == expected);
+            }
     }
 }

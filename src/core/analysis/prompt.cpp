@@ -9,6 +9,7 @@
 
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/whole_number.hpp"
+#include "base/parts.hpp"
 #include "base/read_file.hpp"
 #include "base/text.hpp"
 #include "analysis/prompt_parts.hpp"
@@ -45,16 +46,22 @@ std::vector<double> softmax_row(std::span<const double> z) {
     return p;
 }
 
-// The k ids of largest score (smallest when `lowest`), ties to the lower id.
+// The k ids of largest score (smallest when `lowest`), ties to the lower id: one pass that keeps
+// the k best met so far in order, each later id entering only if it beats the last of them (a
+// sort of every id was a tenth of the lens's time, 128 lists of 50,257 a GPT-2 prompt).
 std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest) {
-    std::vector<std::size_t> ids(score.size());
-    std::iota(ids.begin(), ids.end(), std::size_t{0});
-    k = std::min(k, ids.size());
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(), [&](std::size_t a, std::size_t b) {
-        const double x = lowest ? -score[a] : score[a], y = lowest ? -score[b] : score[b];
-        return x > y || (x == y && a < b);
-    });
-    ids.resize(k);
+    k = std::min(k, score.size());
+    std::vector<std::size_t> ids;
+    if (k == 0) return ids;
+    ids.reserve(k + 1);
+    const auto key = [&](std::size_t i) { return lowest ? -score[i] : score[i]; };
+    for (std::size_t i = 0; i < score.size(); ++i) {
+        const double x = key(i);
+        if (ids.size() == k && !(x > key(ids.back()))) continue;  // a tie goes to the lower id, met first
+        auto at = std::upper_bound(ids.begin(), ids.end(), x, [&](double v, std::size_t j) { return v > key(j); });
+        ids.insert(at, i);
+        if (ids.size() > k) ids.pop_back();
+    }
     return ids;
 }
 
@@ -427,19 +434,24 @@ outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& in
 }
 
 // The logit lens: the stream before and after the FFN, through the final norm and the unembedding.
+// Each core takes its share of the positions.
 void read_lens(const prompt_logits& logits, std::size_t top, const vocabulary_text& text, prompt_trace& r) {
-    for (std::size_t t = 0; t < logits.tokens; ++t) {
-        const auto before = logits.before(t), after = logits.after(t);
-        lens_position p;
-        const auto pb = softmax_row(before), pa = softmax_row(after);
-        p.before = ranked(before, top_ids(before, top), text, &pb);
-        p.after = ranked(after, top_ids(after, top), text, &pa);
-        std::vector<double> change(after.size());
-        for (std::size_t v = 0; v < change.size(); ++v) change[v] = after[v] - before[v];
-        p.raised = ranked(change, top_ids(change, top), text);
-        p.lowered = ranked(change, top_ids(change, top, true), text);
-        r.lens.push_back(std::move(p));
-    }
+    std::vector<lens_position> lens(logits.tokens);
+    const std::size_t parts = detail::parts_for(logits.tokens, logits.tokens * logits.z.cols * 8);
+    detail::run_parts(parts, [&](std::size_t k) {
+        for (std::size_t t = logits.tokens * k / parts; t < logits.tokens * (k + 1) / parts; ++t) {
+            const auto before = logits.before(t), after = logits.after(t);
+            lens_position& p = lens[t];
+            const auto pb = softmax_row(before), pa = softmax_row(after);
+            p.before = ranked(before, top_ids(before, top), text, &pb);
+            p.after = ranked(after, top_ids(after, top), text, &pa);
+            std::vector<double> change(after.size());
+            for (std::size_t v = 0; v < change.size(); ++v) change[v] = after[v] - before[v];
+            p.raised = ranked(change, top_ids(change, top), text);
+            p.lowered = ranked(change, top_ids(change, top, true), text);
+        }
+    });
+    r.lens = std::move(lens);
 }
 
 // The lens's change at the last token, term by term: the units' push, b2's, and the norm's
