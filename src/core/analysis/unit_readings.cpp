@@ -157,7 +157,10 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
     for (double& x : v_norm) x = std::sqrt(x);
     std::vector<std::vector<token_score>> lows(n), highs(n);  // the top lower bounds, the bottom upper bounds
     std::vector<std::vector<std::pair<std::size_t, double>>> ups(n), downs(n);  // (row, upper), (row, lower)
-    const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, d));
+    // Blocks of 2 MB of floats: what survives the screen does not depend on the blocks (a row is
+    // dropped only once its bound falls short of a threshold that only rises), and every new
+    // page costs a fault (8 MB blocks were a tenth of a GPT-2 prompt run's fresh memory).
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 19) / std::max<std::size_t>(1, d));
     std::vector<float> rows_f(std::min(block, vocab) * d), s(std::min(block, vocab) * n);
     std::vector<double> per_x(std::min(block, vocab)), eta(per_x.size());
     std::vector<std::vector<std::size_t>> unsure(n);  // each column's rows whose score is not finite
@@ -245,7 +248,9 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
     auto screened = top > 0 && n > 0 ? screen(v, source, e, top) : std::optional<candidates>{};
     if (!screened) return screened.err();
     if (*screened) {
-        // Each (row, column) screen() kept, scored in double: the rows read a block at a time.
+        // Each (row, column) screen() kept, scored in double, one dot product each: the rows read
+        // 2 MB of doubles at a time, a buffer the heap gives back for the next.
+        const std::size_t rows_read = std::max<std::size_t>(1, (std::size_t{1} << 18) / std::max<std::size_t>(1, d));
         const auto& pairs = **screened;
         matrix vt(n, d);  // V's columns as rows, for the dot products
         for (std::size_t i = 0; i < d; ++i)
@@ -253,7 +258,7 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         for (std::size_t p0 = 0; p0 < pairs.size();) {
             std::vector<std::size_t> ids;
             std::size_t p1 = p0;
-            for (; p1 < pairs.size() && (ids.size() < block || pairs[p1].first == ids.back()); ++p1)
+            for (; p1 < pairs.size() && (ids.size() < rows_read || pairs[p1].first == ids.back()); ++p1)
                 if (ids.empty() || pairs[p1].first != ids.back()) ids.push_back(pairs[p1].first);
             auto part = source.read_rows(e.name, ids);
             if (!part) return part.err();
