@@ -219,3 +219,30 @@ TEST_CASE("JSON text writes a string holding one byte of a character as U+FFFD i
     REQUIRE_NOTHROW(out = ffn_trace::json_text(j));
     CHECK(out == "{\n  \"token\": \"a\xEF\xBF\xBD" "b\"\n}");
 }
+
+TEST_CASE("JSON text writes a long array of rows one row a line, in order, however the cores share it out") {
+    // 64 rows of 5,000 numbers: enough to be written by every core, each a share of the rows.
+    // The expected text is put together here, row by row, as the layout says it is.
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    std::string expected = "{\n  \"rows\": [\n";
+    for (int r = 0; r < 64; ++r) {
+        nlohmann::ordered_json row = nlohmann::ordered_json::array();
+        std::string line = "    [";
+        for (int c = 0; c < 5000; ++c) {
+            row.push_back(r * 5000 + c);
+            line += (c ? ", " : "") + std::to_string(r * 5000 + c);
+        }
+        rows.push_back(std::move(row));
+        expected += line + (r + 1 < 64 ? "],\n" : "]\n");
+    }
+    expected += "  ]\n}";
+    nlohmann::ordered_json j = {{"rows", std::move(rows)}};
+    CHECK(ffn_trace::json_text(j) == expected);
+    SUBCASE("and a table within a row of a shared array is still written whole") {
+        nlohmann::ordered_json nested = nlohmann::ordered_json::array();
+        for (int k = 0; k < 16; ++k) nested.push_back(j["rows"]);
+        const std::string text = ffn_trace::json_text(nlohmann::ordered_json{{"n", nested}});
+        CHECK(text.size() > 16 * expected.size());
+        CHECK(nlohmann::ordered_json::parse(text)["n"] == nested);
+    }
+}
