@@ -29,13 +29,18 @@ std::vector<std::size_t> position_wise_sample(std::size_t tokens) {
 
 readings read_trace(const trace& t) {
     readings r;
-    r.active_threshold = info(t.layer().act).unit == activation::relu ? 0.0 : 0.01;
+    const bool relu = info(t.layer().act).unit == activation::relu;
+    r.active_threshold = relu ? 0.0 : 0.01;
+    // As is_active counts, with the steps looked up once, not once a unit.
+    const matrix& fed = relu ? t.step(step_kind::activate).value : hidden_output(t);
+    const matrix& pre = t.pre_activation().value;
     for (std::size_t token = 0; token < t.tokens(); ++token) {
-        std::size_t n = 0;
-        for (std::size_t j = 0; j < t.layer().d_ff(); ++j) n += is_active(t, r, token, j) ? 1 : 0;
+        std::size_t n = 0, p = 0;
+        for (std::size_t j = 0; j < t.layer().d_ff(); ++j) {
+            n += (relu ? fed(token, j) > 0 : std::abs(fed(token, j)) > r.active_threshold) ? 1 : 0;
+            p += pre(token, j) > 0 ? 1 : 0;
+        }
         r.active.push_back(n);
-        std::size_t p = 0;
-        for (std::size_t j = 0; j < t.layer().d_ff(); ++j) p += t.pre_activation().value(token, j) > 0 ? 1 : 0;
         r.positive.push_back(p);
     }
 
