@@ -134,12 +134,13 @@ TEST_CASE("250,000 empty objects cost ten times the work of 25,000, whole, as a 
     CHECK(elements == 275'000);  // every one of the streamed section's, handed on
 }
 
-TEST_CASE("an object of n keys costs about n·log n comparisons to check for duplicates") {
-    // n·log n predicts 10·log(100000)/log(10000) = 12.5 for ten times the keys; a search of every
-    // earlier key (n²) would cost 100 times the work.
+TEST_CASE("an object of n keys costs work in proportion to n to check for duplicates") {
+    // Ten times the keys, about ten times the work: a little less, as the members' room doubles
+    // (8 times the moves from 10,000 keys to 100,000: 16,380 and 131,068). A search of every
+    // earlier key (n²) would cost 100 times the work, an ordered index (n·log n) about 12.
     const double ratio = static_cast<double>(work_of(wide_object(100000))) / static_cast<double>(work_of(wide_object(10000)));
-    CHECK(ratio >= 10);
-    CHECK(ratio <= 1.1 * 10 * std::log2(100000.0) / std::log2(10000.0));
+    CHECK(ratio >= 8);
+    CHECK(ratio <= 10.5);
 }
 
 TEST_CASE("a value named in a message is quoted short and on one line") {
