@@ -7,10 +7,18 @@ namespace ffn_trace {
 
 const matrix& hidden_output(const trace& t) { return t.step(t.layer().gated() ? step_kind::multiply : step_kind::activate).value; }
 
+namespace {
+
+// What is_active reads: ReLU's activations, which are on when above 0; else the values fed to
+// W2, which are on when their size passes the threshold.
+bool reads_relu(const trace& t) { return info(t.layer().act).unit == activation::relu; }
+const matrix& active_values(const trace& t) { return reads_relu(t) ? t.step(step_kind::activate).value : hidden_output(t); }
+bool on(bool relu, double v, double threshold) { return relu ? v > 0 : std::abs(v) > threshold; }
+
+}  // namespace
+
 bool is_active(const trace& t, const readings& r, std::size_t token, std::size_t unit) {
-    const activation unit_kind = info(t.layer().act).unit;
-    if (unit_kind == activation::relu) return t.step(step_kind::activate).value(token, unit) > 0;
-    return std::abs(hidden_output(t)(token, unit)) > r.active_threshold;
+    return on(reads_relu(t), active_values(t)(token, unit), r.active_threshold);
 }
 
 std::vector<double> contribution(const trace& t, std::size_t token, std::size_t unit) {
@@ -29,15 +37,15 @@ std::vector<std::size_t> position_wise_sample(std::size_t tokens) {
 
 readings read_trace(const trace& t) {
     readings r;
-    const bool relu = info(t.layer().act).unit == activation::relu;
+    const bool relu = reads_relu(t);
     r.active_threshold = relu ? 0.0 : 0.01;
     // As is_active counts, with the steps looked up once, not once a unit.
-    const matrix& fed = relu ? t.step(step_kind::activate).value : hidden_output(t);
+    const matrix& fed = active_values(t);
     const matrix& pre = t.pre_activation().value;
     for (std::size_t token = 0; token < t.tokens(); ++token) {
         std::size_t n = 0, p = 0;
         for (std::size_t j = 0; j < t.layer().d_ff(); ++j) {
-            n += (relu ? fed(token, j) > 0 : std::abs(fed(token, j)) > r.active_threshold) ? 1 : 0;
+            n += on(relu, fed(token, j), r.active_threshold) ? 1 : 0;
             p += pre(token, j) > 0 ? 1 : 0;
         }
         r.active.push_back(n);
