@@ -132,23 +132,23 @@ activated activate(activation kind, const matrix& h) {
         for_each_element([&](std::size_t k) { m.data[k] = f(h.data[k]); });
         return m;
     };
-    switch (info(kind).unit) {
-        case activation::gelu: {
-            // One gelu_parts (and one tanh, a tenth of a GPT-2 block's time) per value for its
-            // value and both terms.
-            matrix a = h, z = h, th = h;
-            for_each_element([&](std::size_t k) {
-                const auto parts = gelu_parts(h.data[k]);
-                a.data[k] = parts.value;
-                z.data[k] = parts.inner;
-                th.data[k] = parts.tanh;
-            });
-            return {std::move(a), {{"z", std::move(z)}, {"tanh", std::move(th)}}};
-        }
-        case activation::gelu_exact: return {each([kind](double x) { return apply(kind, x); }), {{"Phi", each(normal_cdf)}}};
-        case activation::silu: return {each([kind](double x) { return apply(kind, x); }), {{"sigma", each(sigmoid)}}};
-        default: return {each([kind](double x) { return apply(kind, x); }), {}};
+    const activation unit = info(kind).unit;
+    if (unit == activation::gelu) {
+        // One gelu_parts (and one tanh, a tenth of a GPT-2 block's time) per value for its value
+        // and both terms.
+        matrix a = h, z = h, th = h;
+        for_each_element([&](std::size_t k) {
+            const auto parts = gelu_parts(h.data[k]);
+            a.data[k] = parts.value;
+            z.data[k] = parts.inner;
+            th.data[k] = parts.tanh;
+        });
+        return {std::move(a), {{"z", std::move(z)}, {"tanh", std::move(th)}}};
     }
+    activated r{each([kind](double x) { return apply(kind, x); }), {}};
+    if (unit == activation::gelu_exact) r.terms = {{"Phi", each(normal_cdf)}};
+    if (unit == activation::silu) r.terms = {{"sigma", each(sigmoid)}};
+    return r;
 }
 
 matrix multiply(const matrix& a, const matrix& u) {
