@@ -16,8 +16,9 @@ using json = nlohmann::ordered_json;
 using scalar_writer = nlohmann::detail::serializer<json>;
 
 // JSON as a person lays it out: an array of numbers or strings on one line, everything else
-// indented by two spaces per level.
-void write(std::string& out, scalar_writer& scalar, const json& j, int indent) {
+// indented by two spaces per level. `share`: a long array of rows may be shared out among the
+// cores (not within a part already shared out).
+void write(std::string& out, scalar_writer& scalar, const json& j, int indent, bool share = true) {
     const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
     if (j.is_object()) {
         out += "{\n";
@@ -26,7 +27,7 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent) {
             out += pad;
             scalar.dump(json(key), false, false, 0);
             out += ": ";
-            write(out, scalar, value, indent + 2);
+            write(out, scalar, value, indent + 2, share);
             out += ++k < j.size() ? ",\n" : "\n";
         }
         out += std::string(static_cast<std::size_t>(indent), ' ') + "}";
@@ -35,22 +36,17 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent) {
         // A long array of arrays (a step's rows, a gradient's) is written by every core, each its
         // share of the elements into a text of its own, joined in order: writing a number is
         // most of the JSON view's time, and a GPT-2 prompt's trace holds 600,000.
-        // (Within a part, the arrays it writes are written by its core alone.)
-        thread_local bool in_part = false;
         const std::size_t parts =
-            !in_part && j.size() >= 8 && j[0].is_array() ? detail::parts_for(j.size(), j.size() * j[0].size() * 8) : 1;
+            share && j.size() >= 8 && j[0].is_array() ? detail::parts_for(j.size(), j.size() * j[0].size() * 8) : 1;
         std::vector<std::string> texts(parts);
         detail::run_parts(parts, [&](std::size_t p) {
-            const bool outer = in_part;
-            in_part = parts > 1;
             std::string& text = p == 0 ? out : texts[p];
             scalar_writer own(nlohmann::detail::output_adapter<char, std::string>(text), ' ', nlohmann::json::error_handler_t::replace);
             for (std::size_t k = j.size() * p / parts; k < j.size() * (p + 1) / parts; ++k) {
                 text += pad;
-                write(text, p == 0 ? scalar : own, j[k], indent + 2);
+                write(text, p == 0 ? scalar : own, j[k], indent + 2, share && parts == 1);
                 text += k + 1 < j.size() ? ",\n" : "\n";
             }
-            in_part = outer;
         });
         for (std::size_t p = 1; p < parts; ++p) out += texts[p];
         out += std::string(static_cast<std::size_t>(indent), ' ') + "]";
