@@ -339,16 +339,29 @@ TEST_CASE("with products shared among the cores, a streamed product and linear g
         REQUIRE(kept);
         const auto held = (*kept)->held();  // its panels in parts too
         REQUIRE(held);
-        for (const stored_matrix* m : {kept->get(), held.get()}) {
-            const matrix y = m->times(x, false);
-            REQUIRE(y.rows == tokens);
-            REQUIRE(y.cols == n);
-            for (std::size_t t : {0, 17, 31})
-                for (std::size_t j : {0, 511, 512, 1023}) {
-                    CAPTURE(t);
-                    CAPTURE(j);
-                    CHECK(y(t, j) == Approx(by_hand(transposed, t, j)).epsilon(1e-12));
-                }
+        for (const stored_matrix* m : {kept->get(), held.get()})
+            // Each token alone goes through the panel 32 stored rows (transposed) or 32 columns at a
+            // time, the blocks shared among the cores.
+            for (bool each_alone : {false, true}) {
+                CAPTURE(each_alone);
+                const matrix y = m->times(x, each_alone);
+                REQUIRE(y.rows == tokens);
+                REQUIRE(y.cols == n);
+                for (std::size_t t : {0, 17, 31})
+                    for (std::size_t j : {0, 31, 32, 511, 512, 1023}) {
+                        CAPTURE(t);
+                        CAPTURE(j);
+                        CHECK(y(t, j) == Approx(by_hand(transposed, t, j)).epsilon(1e-12));
+                    }
+            }
+        // ‖row j of W‖, the rows' sums shared among the cores (stored (out, in): by columns)
+        const std::vector<double> norms = (*kept)->row_norms();
+        REQUIRE(norms.size() == n);
+        for (std::size_t j : {0, 31, 32, 511, 512, 1023}) {
+            double ss = 0;
+            for (std::size_t i = 0; i < n; ++i) ss += transposed ? w[i * n + j] * w[i * n + j] : w[j * n + i] * w[j * n + i];
+            CAPTURE(j);
+            CHECK(norms[j] == Approx(std::sqrt(ss)).epsilon(1e-13));
         }
     }
     matrix wm(n, n);

@@ -25,6 +25,10 @@ namespace {
 // and zero, dozens of times a prompt.
 thread_local detail::thread_buffer<double> panel_buffer;
 
+// The doubles of a panel's block that every token takes alone before the next block (256 kB, a
+// quarter of a core's L2 cache on the development machine).
+constexpr std::size_t alone_block = std::size_t{1} << 15;
+
 // A tensor (stored_rows, stored_cols) of the mapped file, as W = the tensor or its transpose.
 class file_matrix final : public stored_matrix {
 public:
@@ -69,14 +73,30 @@ public:
             }
             // A token alone is a matrix-vector product:
             //   transposed: y_t[r0:r0+n] = panel (n, rows) · x_t;  else: y_t += panelᵀ (cols, n) · x_t[r0:r0+n]
-            for (std::size_t t = 0; t < x.rows; ++t) {
-                if (transposed_)
-                    cblas_dgemv(CblasRowMajor, CblasNoTrans, d(n), d(rows()), 1.0, panel, d(stored_cols_), x.row(t).data(), 1,
-                                0.0, y.row(t).data() + r0, 1);
-                else
-                    cblas_dgemv(CblasRowMajor, CblasTrans, d(n), d(cols()), 1.0, panel, d(stored_cols_), x.row(t).data() + r0, 1,
-                                1.0, y.row(t).data(), 1);
-            }
+            // taken a block of the panel at a time, every token through one block before the
+            // next, so that a block is read from memory once and then from the core's cache: a
+            // token through the whole 16 MB panel read it from memory again for each token
+            // (most of a stored layer's position-wise check). A block is stored rows (transposed:
+            // the outputs y_t[r0 + a : r0 + b]) or columns (else: y_t[c0 : c1]), so each output
+            // sums its terms as one product over the panel does; the blocks are shared among
+            // the cores when products are.
+            const std::size_t block = transposed_ ? std::max<std::size_t>(1, alone_block / stored_cols_)
+                                                  : std::max<std::size_t>(16, alone_block / n / 16 * 16);
+            const std::size_t across = transposed_ ? n : stored_cols_, blocks = (across + block - 1) / block;
+            const std::size_t parts = detail::products_shared() ? detail::parts_for(blocks, x.rows * n * stored_cols_) : 1;
+            detail::run_parts(parts, [&](std::size_t k) {
+                for (std::size_t b = blocks * k / parts; b < blocks * (k + 1) / parts; ++b) {
+                    const std::size_t a = b * block, e = std::min(across, a + block);
+                    for (std::size_t t = 0; t < x.rows; ++t) {
+                        if (transposed_)
+                            cblas_dgemv(CblasRowMajor, CblasNoTrans, d(e - a), d(rows()), 1.0, panel + a * stored_cols_,
+                                        d(stored_cols_), x.row(t).data(), 1, 0.0, y.row(t).data() + r0 + a, 1);
+                        else
+                            cblas_dgemv(CblasRowMajor, CblasTrans, d(n), d(e - a), 1.0, panel + a, d(stored_cols_),
+                                        x.row(t).data() + r0, 1, 1.0, y.row(t).data() + a, 1);
+                    }
+                }
+            });
         });
         return y;
     }
@@ -121,14 +141,21 @@ public:
     }
 
     std::vector<double> row_norms() const override {
+        // On every core: stored (in, out), each its share of a panel's rows (a row's sum is one run
+        // along it); stored (out, in), where every stored row adds to each sum, each its share of
+        // the columns, every sum still taking its terms in the order of the rows.
         std::vector<double> ss(rows(), 0.0);
         for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
-            for (std::size_t r = 0; r < n; ++r)
-                for (std::size_t c = 0; c < stored_cols_; ++c) {
-                    const double v = panel[r * stored_cols_ + c];
-                    ss[transposed_ ? c : r0 + r] += v * v;
-                }
-        });
+            const std::size_t parts = transposed_ ? detail::parts_for(stored_cols_, n * stored_cols_) : 1;
+            detail::run_parts(parts, [&](std::size_t k) {
+                const std::size_t c0 = stored_cols_ * k / parts, c1 = stored_cols_ * (k + 1) / parts;
+                for (std::size_t r = 0; r < n; ++r)
+                    for (std::size_t c = c0; c < c1; ++c) {
+                        const double v = panel[r * stored_cols_ + c];
+                        ss[transposed_ ? c : r0 + r] += v * v;
+                    }
+            });
+        }, !transposed_);
         for (double& v : ss) v = std::sqrt(v);
         return ss;
     }
