@@ -201,6 +201,70 @@ TEST_CASE("the vocabulary view screened in float32 finds the very tokens that sc
     }
 }
 
+TEST_CASE("with products shared among the cores, the rows the screen keeps are scored on both cores as one core scores them") {
+    // An unembedding of 600 rows of 1,024 that float32 cannot tell apart: one row of values
+    // q / 2^12, each row with one element raised by a multiple of 2^-20, so that every score lies
+    // within float32's bound of every other and the screen keeps every row. 600 rows are three
+    // reads of 256 rows, shared between the cores (run --prompt shares products; ctest runs each
+    // case in a process of its own).
+    share_products_among_cores();
+    constexpr std::size_t d = 1024, d_ff = 3, tokens = 2, vocab = 600, top = 5;
+    std::mt19937_64 rng(11);
+    std::uniform_real_distribution<double> uniform(-1, 1);
+    auto random_matrix = [&](std::size_t rows, std::size_t cols) {
+        nlohmann::json m = nlohmann::json::array();
+        for (std::size_t r = 0; r < rows; ++r) {
+            nlohmann::json row = nlohmann::json::array();
+            for (std::size_t c = 0; c < cols; ++c) row.push_back(uniform(rng));
+            m.push_back(row);
+        }
+        return m;
+    };
+    const nlohmann::json layer = {{"activation", "relu"}, {"layout", "in_out"},
+                                  {"weights", {{"W1", random_matrix(d, d_ff)}, {"W2", random_matrix(d_ff, d)}}},
+                                  {"input", random_matrix(tokens, d)}};
+    const auto t = trace_of(layer.dump());
+    const auto units = read_units(t.tr, 3);
+    std::uniform_int_distribution<int> q(-2048, 2048);
+    std::vector<double> base(d), e;
+    for (double& v : base) v = std::ldexp(q(rng), -12);
+    for (std::size_t j = 0; j < vocab; ++j) {
+        std::vector<double> row = base;
+        row[(j * 7) % d] += std::ldexp(static_cast<double>(j % 5 + 1), -20);
+        e.insert(e.end(), row.begin(), row.end());
+    }
+    ckpt::temp_dir dir;
+    auto source = open_safetensors(dir.write("e.safetensors", ckpt::safetensors_file({{"lm_head.weight", "F32", {vocab, d}, e}})));
+    REQUIRE(source);
+    auto view = read_vocabulary_view(t.tr, units, **source, "lm_head.weight", top);
+    if (!view) FAIL(view.err().to_string());
+    std::vector<std::vector<double>> columns;
+    for (auto u : view->units) columns.push_back(layer["weights"]["W2"][u].get<std::vector<double>>());
+    const matrix& update = t.tr.step(step_kind::contract).value;
+    for (std::size_t tok = 0; tok < tokens; ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
+    REQUIRE(view->by_unit.size() + view->by_token.size() == columns.size());
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+        CAPTURE(k);
+        // every row's score in long double, ranked with ties to the lower id
+        std::vector<long double> score(vocab);
+        for (std::size_t j = 0; j < vocab; ++j)
+            for (std::size_t i = 0; i < d; ++i) score[j] += static_cast<long double>(columns[k][i]) * e[j * d + i];
+        std::vector<std::size_t> order(vocab);
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+        const promoted_tokens& got = k < view->by_unit.size() ? view->by_unit[k] : view->by_token[k - view->by_unit.size()];
+        REQUIRE(got.most.size() == top);
+        REQUIRE(got.least.size() == top);
+        for (std::size_t r = 0; r < top; ++r) {
+            CAPTURE(r);
+            CHECK(got.most[r].id == order[r]);
+            CHECK(got.most[r].score == doctest::Approx(static_cast<double>(score[order[r]])).epsilon(1e-13));
+            CHECK(got.least[r].id == order[vocab - 1 - r]);
+            CHECK(got.least[r].score == doctest::Approx(static_cast<double>(score[order[vocab - 1 - r]])).epsilon(1e-13));
+        }
+    }
+}
+
 TEST_CASE("an MoE layer is read expert by expert, and its whole update against the vocabulary") {
     // data/moe_switch.json: tokens a = [1, 0], b = [0, 2], c = [2, 1]; logits x·W + b choose
     // expert 0 for a ([1, 0, −1]) and c ([2, 1, −1]), expert 1 for b ([0, 2, −1]).

@@ -255,20 +255,39 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         matrix vt(n, d);  // V's columns as rows, for the dot products
         for (std::size_t i = 0; i < d; ++i)
             for (std::size_t k = 0; k < n; ++k) vt(k, i) = v(i, k);
-        for (std::size_t p0 = 0; p0 < pairs.size();) {
-            std::vector<std::size_t> ids;
-            std::size_t p1 = p0;
-            for (; p1 < pairs.size() && (ids.size() < rows_read || pairs[p1].first == ids.back()); ++p1)
-                if (ids.empty() || pairs[p1].first != ids.back()) ids.push_back(pairs[p1].first);
-            auto part = source.read_rows(e.name, ids);
-            if (!part) return part.err();
-            for (std::size_t p = p0, r = 0; p < p1; ++p) {
-                while (ids[r] != pairs[p].first) ++r;
-                const auto a = part->row(r), b = vt.row(pairs[p].second);
-                offer_both(pairs[p].second, {ids[r], std::inner_product(a.begin(), a.end(), b.begin(), 0.0)});
-            }
-            p0 = p1;
+        // Each core reads and scores its share of the reads (thousands of rows on a Llama view);
+        // the scores are offered afterwards in the pairs' order, as one core would offer them.
+        std::vector<std::size_t> starts;  // the first pair of each read of at most rows_read rows
+        for (std::size_t p = 0, rows_in = 0; p < pairs.size(); ++p) {
+            const bool new_row = p == 0 || pairs[p].first != pairs[p - 1].first;
+            if (p == 0 || (new_row && rows_in == rows_read)) starts.push_back(p), rows_in = 0;
+            rows_in += new_row;
         }
+        starts.push_back(pairs.size());
+        const std::size_t reads = starts.size() - 1;
+        std::vector<double> scores(pairs.size());
+        const std::size_t parts = detail::products_shared() ? detail::parts_for(reads, pairs.size() * d) : 1;
+        std::vector<std::optional<error>> failed(parts);
+        detail::run_parts(parts, [&](std::size_t k) {
+            for (std::size_t g = reads * k / parts; g < reads * (k + 1) / parts; ++g) {
+                std::vector<std::size_t> ids;
+                for (std::size_t p = starts[g]; p < starts[g + 1]; ++p)
+                    if (ids.empty() || pairs[p].first != ids.back()) ids.push_back(pairs[p].first);
+                auto part = source.read_rows(e.name, ids);
+                if (!part) {
+                    failed[k] = part.err();
+                    return;
+                }
+                for (std::size_t p = starts[g], r = 0; p < starts[g + 1]; ++p) {
+                    while (ids[r] != pairs[p].first) ++r;
+                    const auto a = part->row(r), b = vt.row(pairs[p].second);
+                    scores[p] = std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
+                }
+            }
+        });
+        for (auto& f : failed)
+            if (f) return *f;
+        for (std::size_t p = 0; p < pairs.size(); ++p) offer_both(pairs[p].second, {pairs[p].first, scores[p]});
     } else if (top > 0 && n > 0) {
         std::vector<std::size_t> ids;
         for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
