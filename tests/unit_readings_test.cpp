@@ -40,6 +40,51 @@ void check_top(const std::vector<token_score>& got, std::size_t id, double score
     CHECK(got[0].score == doctest::Approx(score));
 }
 
+// A layer of random weights in (-1, 1), as JSON: rows × cols.
+nlohmann::json random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols) {
+    std::uniform_real_distribution<double> uniform(-1, 1);
+    nlohmann::json m = nlohmann::json::array();
+    for (std::size_t r = 0; r < rows; ++r) {
+        nlohmann::json row = nlohmann::json::array();
+        for (std::size_t c = 0; c < cols; ++c) row.push_back(uniform(rng));
+        m.push_back(row);
+    }
+    return m;
+}
+
+// Each column a vocabulary view projects (its units' W2 rows from the layer's JSON, then each
+// token's update) scored against every row of E (vocab, d) in long double here, ranked with ties
+// to the lower id: the view's `top` most and least promoted tokens must be those, with their scores.
+void check_against_every_row(const vocabulary_view& view, const nlohmann::json& layer, const trace& tr, const std::vector<double>& e,
+                             std::size_t d, std::size_t top) {
+    const std::size_t vocab = e.size() / d;
+    std::vector<std::vector<double>> columns;
+    for (auto u : view.units) columns.push_back(layer["weights"]["W2"][u].get<std::vector<double>>());
+    const matrix& update = tr.step(step_kind::contract).value;
+    for (std::size_t tok = 0; tok < tr.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
+    REQUIRE(view.by_unit.size() + view.by_token.size() == columns.size());
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+        CAPTURE(k);
+        std::vector<long double> score(vocab);
+        for (std::size_t j = 0; j < vocab; ++j)
+            for (std::size_t i = 0; i < d; ++i) score[j] += static_cast<long double>(columns[k][i]) * e[j * d + i];
+        std::vector<std::size_t> order(vocab);
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+        const promoted_tokens& got = k < view.by_unit.size() ? view.by_unit[k] : view.by_token[k - view.by_unit.size()];
+        REQUIRE(got.most.size() == top);
+        REQUIRE(got.least.size() == top);
+        for (std::size_t r = 0; r < top; ++r) {
+            CAPTURE(r);
+            CHECK(got.most[r].id == order[r]);
+            CHECK(got.most[r].score == doctest::Approx(static_cast<double>(score[order[r]])).epsilon(1e-13));
+            const std::size_t low = order[vocab - 1 - r];
+            CHECK(got.least[r].id == low);
+            CHECK(got.least[r].score == doctest::Approx(static_cast<double>(score[low])).epsilon(1e-13));
+        }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("the units that fired most and wrote most are found, with every step's range") {
@@ -125,25 +170,16 @@ TEST_CASE("the vocabulary view screened in float32 finds the very tokens that sc
     // scores overflow float32 (its scores are then found in double alone).
     constexpr std::size_t d = 16, d_ff = 6, tokens = 3, bases = 1000, top = 5;
     std::mt19937_64 rng(5);
-    std::uniform_real_distribution<double> uniform(-1, 1);
-    auto random_matrix = [&](std::size_t rows, std::size_t cols) {
-        nlohmann::json m = nlohmann::json::array();
-        for (std::size_t r = 0; r < rows; ++r) {
-            nlohmann::json row = nlohmann::json::array();
-            for (std::size_t c = 0; c < cols; ++c) row.push_back(uniform(rng));
-            m.push_back(row);
-        }
-        return m;
-    };
+    auto random = [&](std::size_t rows, std::size_t cols) { return random_matrix(rng, rows, cols); };
     // W2's values come in pairs that float32 rounds to the same value (w and w · (1 + 1e-9)), so a
     // unit's scores of the twins one step up in value 2m and one step up in value 2m + 1 tie in
     // float32 and differ in double.
-    nlohmann::json w2 = random_matrix(d_ff, d);
+    nlohmann::json w2 = random(d_ff, d);
     for (auto& row : w2)
         for (std::size_t m = 0; m < d / 2; ++m) row[2 * m + 1] = row[2 * m].get<double>() * (1 + 1e-9);
     const nlohmann::json layer = {{"activation", "relu"}, {"layout", "in_out"},
-                                  {"weights", {{"W1", random_matrix(d, d_ff)}, {"W2", w2}}},
-                                  {"input", random_matrix(tokens, d)}};
+                                  {"weights", {{"W1", random(d, d_ff)}, {"W2", w2}}},
+                                  {"input", random(tokens, d)}};
     const auto t = trace_of(layer.dump());
     const auto units = read_units(t.tr, 3);
     for (const auto& [dtype, bits] : {std::pair{"F32", 24}, {"BF16", 8}, {"F16", 11}, {"F64", 40}}) {
@@ -171,33 +207,11 @@ TEST_CASE("the vocabulary view screened in float32 finds the very tokens that sc
         REQUIRE(source);
         auto view = read_vocabulary_view(t.tr, units, **source, "lm_head.weight", top);
         if (!view) FAIL(view.err().to_string());
-        // every column's scores against every row in long double, ranked with ties to the lower id
-        std::vector<std::vector<double>> columns;
-        for (auto u : view->units) columns.push_back(layer["weights"]["W2"][u].get<std::vector<double>>());
-        const matrix& update = t.tr.step(step_kind::contract).value;
-        for (std::size_t tok = 0; tok < tokens; ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
-        REQUIRE(view->by_unit.size() + view->by_token.size() == columns.size());
-        for (std::size_t k = 0; k < columns.size(); ++k) {
-            CAPTURE(k);
-            std::vector<long double> score(vocab);
-            for (std::size_t j = 0; j < vocab; ++j)
-                for (std::size_t i = 0; i < d; ++i) score[j] += static_cast<long double>(columns[k][i]) * e[j * d + i];
-            std::vector<std::size_t> order(vocab);
-            std::iota(order.begin(), order.end(), std::size_t{0});
-            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
-            const promoted_tokens& got = k < view->by_unit.size() ? view->by_unit[k] : view->by_token[k - view->by_unit.size()];
-            REQUIRE(got.most.size() == top);
-            REQUIRE(got.least.size() == top);
-            for (std::size_t r = 0; r < top; ++r) {
-                CAPTURE(r);
-                CHECK(got.most[r].id == order[r]);
-                CHECK(got.most[r].score == doctest::Approx(static_cast<double>(score[order[r]])).epsilon(1e-13));
-                const std::size_t low = order[vocab - 1 - r];
-                CHECK(got.least[r].id == low);
-                CHECK(got.least[r].score == doctest::Approx(static_cast<double>(score[low])).epsilon(1e-13));
-            }
-            if (huge) CHECK((got.most[0].id == vocab - 1 || got.least[0].id == vocab - 1));
-        }
+        check_against_every_row(*view, layer, t.tr, e, d, top);
+        // the row of 3e37s, whose scores overflow float32, is each column's most or least promoted
+        if (huge)
+            for (const auto* list : {&view->by_unit, &view->by_token})
+                for (const promoted_tokens& got : *list) CHECK((got.most[0].id == vocab - 1 || got.least[0].id == vocab - 1));
     }
 }
 
@@ -210,19 +224,9 @@ TEST_CASE("with products shared among the cores, the rows the screen keeps are s
     share_products_among_cores();
     constexpr std::size_t d = 1024, d_ff = 3, tokens = 2, vocab = 600, top = 5;
     std::mt19937_64 rng(11);
-    std::uniform_real_distribution<double> uniform(-1, 1);
-    auto random_matrix = [&](std::size_t rows, std::size_t cols) {
-        nlohmann::json m = nlohmann::json::array();
-        for (std::size_t r = 0; r < rows; ++r) {
-            nlohmann::json row = nlohmann::json::array();
-            for (std::size_t c = 0; c < cols; ++c) row.push_back(uniform(rng));
-            m.push_back(row);
-        }
-        return m;
-    };
     const nlohmann::json layer = {{"activation", "relu"}, {"layout", "in_out"},
-                                  {"weights", {{"W1", random_matrix(d, d_ff)}, {"W2", random_matrix(d_ff, d)}}},
-                                  {"input", random_matrix(tokens, d)}};
+                                  {"weights", {{"W1", random_matrix(rng, d, d_ff)}, {"W2", random_matrix(rng, d_ff, d)}}},
+                                  {"input", random_matrix(rng, tokens, d)}};
     const auto t = trace_of(layer.dump());
     const auto units = read_units(t.tr, 3);
     std::uniform_int_distribution<int> q(-2048, 2048);
@@ -238,31 +242,7 @@ TEST_CASE("with products shared among the cores, the rows the screen keeps are s
     REQUIRE(source);
     auto view = read_vocabulary_view(t.tr, units, **source, "lm_head.weight", top);
     if (!view) FAIL(view.err().to_string());
-    std::vector<std::vector<double>> columns;
-    for (auto u : view->units) columns.push_back(layer["weights"]["W2"][u].get<std::vector<double>>());
-    const matrix& update = t.tr.step(step_kind::contract).value;
-    for (std::size_t tok = 0; tok < tokens; ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
-    REQUIRE(view->by_unit.size() + view->by_token.size() == columns.size());
-    for (std::size_t k = 0; k < columns.size(); ++k) {
-        CAPTURE(k);
-        // every row's score in long double, ranked with ties to the lower id
-        std::vector<long double> score(vocab);
-        for (std::size_t j = 0; j < vocab; ++j)
-            for (std::size_t i = 0; i < d; ++i) score[j] += static_cast<long double>(columns[k][i]) * e[j * d + i];
-        std::vector<std::size_t> order(vocab);
-        std::iota(order.begin(), order.end(), std::size_t{0});
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
-        const promoted_tokens& got = k < view->by_unit.size() ? view->by_unit[k] : view->by_token[k - view->by_unit.size()];
-        REQUIRE(got.most.size() == top);
-        REQUIRE(got.least.size() == top);
-        for (std::size_t r = 0; r < top; ++r) {
-            CAPTURE(r);
-            CHECK(got.most[r].id == order[r]);
-            CHECK(got.most[r].score == doctest::Approx(static_cast<double>(score[order[r]])).epsilon(1e-13));
-            CHECK(got.least[r].id == order[vocab - 1 - r]);
-            CHECK(got.least[r].score == doctest::Approx(static_cast<double>(score[order[vocab - 1 - r]])).epsilon(1e-13));
-        }
-    }
+    check_against_every_row(*view, layer, t.tr, e, d, top);
 }
 
 TEST_CASE("an MoE layer is read expert by expert, and its whole update against the vocabulary") {
