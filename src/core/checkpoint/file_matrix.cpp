@@ -149,11 +149,19 @@ public:
             const std::size_t parts = transposed_ ? detail::parts_for(stored_cols_, n * stored_cols_) : 1;
             detail::run_parts(parts, [&](std::size_t k) {
                 const std::size_t c0 = stored_cols_ * k / parts, c1 = stored_cols_ * (k + 1) / parts;
-                for (std::size_t r = 0; r < n; ++r)
-                    for (std::size_t c = c0; c < c1; ++c) {
-                        const double v = panel[r * stored_cols_ + c];
-                        ss[transposed_ ? c : r0 + r] += v * v;
+                // Two loops, not one with the index chosen inside, so that the compiler can add a
+                // stored row's squares to the sums several at a time (each sum's order unchanged).
+                for (std::size_t r = 0; r < n; ++r) {
+                    const double* p = panel + r * stored_cols_;
+                    if (transposed_) {
+                        double* sum = ss.data();
+                        for (std::size_t c = c0; c < c1; ++c) sum[c] += p[c] * p[c];
+                    } else {
+                        double sum = ss[r0 + r];
+                        for (std::size_t c = c0; c < c1; ++c) sum += p[c] * p[c];
+                        ss[r0 + r] = sum;
                     }
+                }
             });
         }, !transposed_);
         for (double& v : ss) v = std::sqrt(v);
