@@ -11,9 +11,8 @@ namespace ffn_trace {
 
 using json = nlohmann::ordered_json;
 
-// Every row moved, never copied, into its place: a prompt's layer has millions of numbers, and
-// each copy of a tree of them (a json built from an lvalue, or from an initializer list, which
-// copies its elements) took a tenth of a second on a Llama layer.
+// Every row moved, never copied, into its place: a prompt's layer has millions of numbers, and a
+// json built from the vector of rows as an lvalue copied each of them once more.
 json nested_rows(const matrix& m, const std::vector<std::size_t>& lead) {
     std::vector<json> rows;
     rows.reserve(m.rows);
@@ -30,15 +29,6 @@ json nested_rows(const matrix& m, const std::vector<std::size_t>& lead) {
 }
 
 namespace {
-
-// {"name": the step's name, "value": its rows}, the rows moved in.
-json named_step(step_kind kind, json value) {
-    json s = json::object();
-    s["name"] = step_name(kind);
-    s["value"] = std::move(value);
-    return s;
-}
-
 
 // What a trace's JSON opens with, a dense layer's or an MoE's: its kind, shapes and input.
 template <class Layer>
@@ -179,7 +169,7 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
     const ffn& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
-    for (const auto& s : t.steps) steps.push_back(named_step(s.kind, nested_rows(s.value, t.lead)));
+    for (const auto& s : t.steps) steps.push_back({{"name", step_name(s.kind)}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
     out["claims"] = claims_json(claims, t.lead);
     if (t.layer().norm)
@@ -239,7 +229,7 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
     const moe& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
-    for (const auto& s : t.steps) steps.push_back(named_step(s.kind, nested_rows(s.value, t.lead)));
+    for (const auto& s : t.steps) steps.push_back({{"name", step_name(s.kind)}, {"value", nested_rows(s.value, t.lead)}});
     out["steps"] = std::move(steps);
     json routing = json::array();
     for (std::size_t tok = 0; tok < t.tokens(); ++tok)
@@ -248,7 +238,7 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
     json experts = json::array();
     for (const auto& et : t.experts) {
         json expert_steps = json::array();
-        for (const auto& s : et.tr.steps) expert_steps.push_back(named_step(s.kind, nested_rows(s.value, {0})));
+        for (const auto& s : et.tr.steps) expert_steps.push_back({{"name", step_name(s.kind)}, {"value", nested_rows(s.value, {0})}});
         json entry = {{et.shared ? "shared" : "expert", et.expert}, {"tokens", et.tokens}, {"steps", std::move(expert_steps)}};
         const std::size_t k = static_cast<std::size_t>(&et - t.experts.data());
         if (units) add_units(entry, units->experts[k]);
