@@ -236,6 +236,10 @@ cli_test("a full disk is an error, not a silent success" 2 ANY "^error: cannot w
   --stdout /dev/full -- ${FT} run ${DATA}/walkthrough.json)
 cli_test("a full disk is an error for a long output too" 2 ANY "^error: cannot write the output: No space left on device$"
   --stdout /dev/full -- ${FT} run ${INPUTS}/large_gelu.json --detail arithmetic --full)
+cli_test("a full disk is an error for a long JSON output too" 2 ANY "^error: cannot write the output: No space left on device$"
+  --stdout /dev/full -- ${FT} run ${INPUTS}/large_gelu.json --format json)
+cli_test("a closed stdout is an error for a long JSON output too" 2 ANY "^error: cannot write the output: Bad file descriptor$"
+  --stdout closed -- ${FT} run ${INPUTS}/large_gelu.json --format json)
 cli_test("a full disk is an error for --help too" 2 ANY "^error: cannot write the output: No space left on device$"
   --stdout /dev/full -- ${FT} --help)
 # Whether the program is still writing when head leaves is a race: it ends either way, and quietly.

@@ -149,7 +149,13 @@ void add_output(CLI::App& sub) {
         ->each([](const std::string& path) { output_path = path; });
 }
 
-void write_stdout(std::string_view text) { fmt::print(output(), "{}", text); }
+// Straight from the text: fmt::print would copy it into a buffer of its own first (a prompt's
+// JSON is tens of MB).
+void write_stdout(std::string_view text) {
+    std::FILE* out = output();
+    if (std::fwrite(text.data(), 1, text.size(), out) != text.size())
+        throw std::system_error(errno, std::generic_category(), "cannot write the output");
+}
 
 void print_json(const std::string& json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
 
