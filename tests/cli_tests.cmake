@@ -1126,7 +1126,7 @@ cli_test("edit --format json has the edit, efficacy, paraphrases and neighbours"
   "\"edit\": \\{ \"layer\": 0, \"position\": 4, .*\"key\": \\[.*\"u\": \\[.*\"old_value\": \\[.*\"value\": \\[.*\"lambda\": \\[.*\"delta_norm\": [0-9.]+, \"ridge\": [0-9.e-]+, .*\"steps\": \\[ \\{ \"loss\": [0-9.]+, \"prob\": [0-9.e-]+, .*\"efficacy\": \\{ \"before\": \\{ \"token\": \" Paris\", \"prob\": 0.88[0-9]+, .*\"after\": \\{ \"token\": \" Rome\", \"prob\": 0.9[0-9]+.*\"paraphrases\": \\[ \\{ \"text\": \"France has its capital in\", \"before\": .*\"neighbours\": \\[ \\{ \"text\": \"The capital of Germany is\", .*\"written\": \\{ \"directory\": "
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/json ${EDIT_ARGS} --target " Rome" --at last --format json)
 cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing" 0
-  "stored as F64\\. .*in float64 the edit gave 0.9516064, so storing W2' as F64 moved p\\(\" Rome\"\\) by [0-9.]+e-1[0-9]\\.$"
+  "stored as F64\\. .*in float64 the edit gave 0.9516064, so storing W2' as F64 moved p\\(\" Rome\"\\) by -?[0-9.]+e-1[0-9]\\.$"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/f64 ${EDIT_ARGS} --target " Rome" --at last --dtype f64 --color never)
 cli_test("edit --prefix averages the key over the prompt and \"PREFIX. PROMPT\"" 0
   "\"The capital of France is\" +4 +3.3668 \"Here is a fact. The capital of France is\" +15 +[0-9.]+ .*2 prompts"

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 
+#include "checkpoint/tensor_formats.hpp"
 #include "checkpoint_writer.hpp"
 
 using namespace ffn_trace;
@@ -370,6 +371,54 @@ TEST_CASE("with products shared among the cores, a streamed product and linear g
     const matrix expected = linear_reference(x, wm, {});
     for (std::size_t k = 0; k < y.data.size(); ++k)
         if (y.data[k] != Approx(expected.data[k]).epsilon(1e-12)) FAIL_CHECK("linear differs at row " << k / n << ", column " << k % n);
+}
+
+TEST_CASE("a stored (out, in) product sums each element's terms in order, whatever tokens stand beside it") {
+    // W = the transpose of a (13, 300) F32 tensor: 13 stored rows are two tiles of 6 and one row
+    // left over, 300 values of c two blocks of 128 and 44 left over; 1 to 300 tokens, past the 256
+    // taken at a time.
+    const std::size_t out = 13, in = 300;
+    std::vector<double> w(out * in);
+    for (std::size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0);
+    ckpt::temp_dir dir;
+    std::shared_ptr<const tensor_source> s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", {out, in}, w}}))));
+    auto kept = keep_in_file(s, "w", true);
+    REQUIRE(kept);
+    const auto held = (*kept)->held();
+    REQUIRE(held);
+    // Each build of the kernel this processor can run: AVX-512, AVX2 with FMA, SSE2.
+    const std::size_t widest = detail::vector_lanes();
+    for (std::size_t lanes : {8, 4, 2}) {
+        if (!detail::use_vector_lanes(lanes)) continue;
+        CAPTURE(lanes);
+        for (std::size_t tokens : {1, 3, 9, 33, 300}) {
+            CAPTURE(tokens);
+            matrix x(tokens, in);
+            for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = std::cos(0.11 * static_cast<double>(k)) * (k % 7 == 0 ? 1e3 : 1.0);
+            const matrix y = (*kept)->times(x, false), y_held = held->times(x, false);
+            REQUIRE(y.rows == tokens);
+            REQUIRE(y.cols == out);
+            for (std::size_t t = 0; t < tokens; ++t) {
+                CAPTURE(t);
+                matrix alone(1, in);
+                std::copy_n(x.row(t).begin(), in, alone.row(0).begin());
+                const matrix y_alone = (*kept)->times(alone, false);
+                for (std::size_t o = 0; o < out; ++o) {
+                    CAPTURE(o);
+                    double sum = 0, size = 0;  // in the order of c, as the product adds them
+                    for (std::size_t c = 0; c < in; ++c) {
+                        sum += w[o * in + c] * x(t, c);
+                        size += std::abs(w[o * in + c] * x(t, c));
+                    }
+                    CHECK(std::abs(y(t, o) - sum) <= 1e-15 * size);
+                    CHECK(y(t, o) == y_alone(0, o));  // to the bit
+                    CHECK(y(t, o) == y_held(t, o));
+                }
+            }
+        }
+    }
+    CHECK(detail::use_vector_lanes(widest));
+    CHECK_FALSE(detail::use_vector_lanes(16));
 }
 
 TEST_CASE("a matrix held in memory multiplies and reads as the one left in the file, to the bit") {

@@ -4,8 +4,11 @@
 #include "ffn_trace/tensor_source.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cblas.h>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <fmt/format.h>
 #include <functional>
 #include <limits>
@@ -28,6 +31,145 @@ thread_local detail::thread_buffer<double> panel_buffer;
 // The doubles of a panel's block that every token takes alone before the next block (256 kB, a
 // quarter of a core's L2 cache on the development machine).
 constexpr std::size_t alone_block = std::size_t{1} << 15;
+
+// A stored (out, in) matrix's product, y = x · Wᵀ, each element summed in the order of c:
+//   y[t, o] = (…((0 + w[o, 0]·x[t, 0]) + w[o, 1]·x[t, 1]) + …) + w[o, k−1]·x[t, k−1]
+// (one fused multiply-add a term where the processor has them), the plain loop's arithmetic, so
+// that an element's value does not depend on how many tokens the product has, how the panels are
+// cut or which core computes it. A tile of NB stored rows by NV vectors of tokens stays in
+// registers while c runs through a block, each vector holding several tokens' x[t, c] (x is
+// transposed once a product), and the panel is read as it lies: the matrix library packed each
+// freshly converted panel into a layout of its own first, and on a few dozen tokens multiplied
+// more slowly than this (README, Speed and memory). Built three times, for AVX-512 (8 doubles a
+// vector), AVX2 with FMA (4) and SSE2 (2); vector_lanes() says which one runs.
+using v8 = double __attribute__((vector_size(64)));
+using v4 = double __attribute__((vector_size(32)));
+using v2 = double __attribute__((vector_size(16)));
+
+template <class V>
+constexpr std::size_t lanes = sizeof(V) / sizeof(double);
+// Tiles that fit the registers: NB × NV accumulators, NV vectors of x and one broadcast w.
+template <class V>
+constexpr std::size_t tile_vectors = std::is_same_v<V, v8> ? 4 : 2;
+constexpr std::size_t tile_rows = 6;
+// The values of c a block holds: 128 of each token's x, 32 kB for 32 tokens, so that they stay in
+// the core's first cache while every stored row of the part goes by.
+constexpr std::size_t dots_block = 128;
+
+// yt[o, t] += Σ_c w[o, c] · x[t, c] over one block of c, for the NB stored rows o of a tile and the
+// tokens of NV vectors, from xt (k, ·), x transposed, its rows mp apart; yt (rows, ·) holds the
+// sums so far, its rows ld_yt apart.
+template <class V, std::size_t NB, std::size_t NV>
+[[gnu::always_inline]] inline void dots_tile(const double* xt, std::size_t mp, const double* w, std::size_t ld_w, double* yt,
+                                             std::size_t ld_yt, std::size_t k) {
+    constexpr std::size_t L = lanes<V>;
+    V acc[NB][NV];
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < NB; ++b)
+#pragma GCC unroll 8
+        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&acc[b][v], yt + b * ld_yt + v * L, sizeof(V));
+    for (std::size_t c = 0; c < k; ++c) {
+        V xv[NV];
+#pragma GCC unroll 8
+        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&xv[v], xt + c * mp + v * L, sizeof(V));
+#pragma GCC unroll 8
+        for (std::size_t b = 0; b < NB; ++b) {
+            const double wb = w[b * ld_w + c];
+#pragma GCC unroll 8
+            for (std::size_t v = 0; v < NV; ++v) acc[b][v] += wb * xv[v];
+        }
+    }
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < NB; ++b)
+#pragma GCC unroll 8
+        for (std::size_t v = 0; v < NV; ++v) std::memcpy(yt + b * ld_yt + v * L, &acc[b][v], sizeof(V));
+}
+
+// The NB stored rows of w through the tokens of ld_yt lanes (whole vectors), NV vectors at a time, then one.
+template <class V, std::size_t NB>
+[[gnu::always_inline]] inline void dots_rows(const double* xt, std::size_t mp, const double* w, std::size_t ld_w, double* yt,
+                                             std::size_t ld_yt, std::size_t k) {
+    constexpr std::size_t L = lanes<V>, NV = tile_vectors<V>;
+    std::size_t t = 0;
+    for (; t + NV * L <= ld_yt; t += NV * L) dots_tile<V, NB, NV>(xt + t, mp, w, ld_w, yt + t, ld_yt, k);
+    for (; t < ld_yt; t += L) dots_tile<V, NB, 1>(xt + t, mp, w, ld_w, yt + t, ld_yt, k);
+}
+
+// y (m, n) = x · wᵀ, w (n, k) the stored rows, from xt (k, ·), its rows mp apart; the sums kept in
+// yt (n, ld_yt) from block to block of c, ld_yt ≥ m a whole number of vectors, then written into y.
+template <class V>
+[[gnu::always_inline]] inline void dots_product_in(const double* xt, std::size_t mp, std::size_t m, const double* w,
+                                                   std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t n,
+                                                   double* yt, std::size_t ld_yt) {
+    std::fill_n(yt, n * ld_yt, 0.0);
+    for (std::size_t c0 = 0; c0 < k; c0 += dots_block) {
+        const std::size_t kc = std::min(dots_block, k - c0);
+        const double* xc = xt + c0 * mp;
+        std::size_t o = 0;
+        for (; o + tile_rows <= n; o += tile_rows)
+            dots_rows<V, tile_rows>(xc, mp, w + o * ld_w + c0, ld_w, yt + o * ld_yt, ld_yt, kc);
+        const double* wo = w + o * ld_w + c0;
+        double* yo = yt + o * ld_yt;
+        switch (n - o) {
+            case 5: dots_rows<V, 5>(xc, mp, wo, ld_w, yo, ld_yt, kc); break;
+            case 4: dots_rows<V, 4>(xc, mp, wo, ld_w, yo, ld_yt, kc); break;
+            case 3: dots_rows<V, 3>(xc, mp, wo, ld_w, yo, ld_yt, kc); break;
+            case 2: dots_rows<V, 2>(xc, mp, wo, ld_w, yo, ld_yt, kc); break;
+            case 1: dots_rows<V, 1>(xc, mp, wo, ld_w, yo, ld_yt, kc); break;
+            default: break;
+        }
+    }
+    for (std::size_t t = 0; t < m; ++t)
+        for (std::size_t o = 0; o < n; ++o) y[t * ld_y + o] = yt[o * ld_yt + t];
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx512f")]] void dots_product_avx512(const double* xt, std::size_t mp, std::size_t m, const double* w,
+                                                    std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t n,
+                                                    double* yt, std::size_t ld_yt) {
+    dots_product_in<v8>(xt, mp, m, w, ld_w, y, ld_y, k, n, yt, ld_yt);
+}
+[[gnu::target("avx2,fma")]] void dots_product_avx2(const double* xt, std::size_t mp, std::size_t m, const double* w,
+                                                   std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t n,
+                                                   double* yt, std::size_t ld_yt) {
+    dots_product_in<v4>(xt, mp, m, w, ld_w, y, ld_y, k, n, yt, ld_yt);
+}
+#endif
+
+// x (m, k) transposed into (k, mp), mp = m rounded up to whole vectors, the padding 0.
+std::vector<double> transposed_tokens(const matrix& x, std::size_t& mp) {
+    const std::size_t L = detail::vector_lanes();
+    mp = (x.rows + L - 1) / L * L;
+    std::vector<double> xt(x.cols * mp, 0.0);
+    for (std::size_t t = 0; t < x.rows; ++t)
+        for (std::size_t c = 0; c < x.cols; ++c) xt[c * mp + t] = x(t, c);
+    return xt;
+}
+
+// y (m, n) = x · wᵀ for w (n, k), from xt = transposed_tokens(x), each element's terms added in the
+// order of c; at most 256 tokens at a time, so that the sums kept (n, 256) stay far smaller than y.
+void dots_product(const double* xt, std::size_t mp, std::size_t m, const double* w, std::size_t ld_w, double* y, std::size_t ld_y,
+                  std::size_t k, std::size_t n) {
+    constexpr std::size_t most = 256;
+    thread_local detail::thread_buffer<double> sums;
+    for (std::size_t t0 = 0; t0 < m; t0 += most) {
+        const std::size_t mt = std::min(most, m - t0), ld_yt = std::min(most, mp - t0);
+        double* yt = sums.first(n * ld_yt).data();
+        const double* xc = xt + t0;
+        double* yc = y + t0 * ld_y;
+#if defined(__x86_64__)
+        if (detail::vector_lanes() == 8) {
+            dots_product_avx512(xc, mp, mt, w, ld_w, yc, ld_y, k, n, yt, ld_yt);
+            continue;
+        }
+        if (detail::vector_lanes() == 4) {
+            dots_product_avx2(xc, mp, mt, w, ld_w, yc, ld_y, k, n, yt, ld_yt);
+            continue;
+        }
+#endif
+        dots_product_in<v2>(xc, mp, mt, w, ld_w, yc, ld_y, k, n, yt, ld_yt);
+    }
+}
 
 // A tensor (stored_rows, stored_cols) of the mapped file, as W = the tensor or its transpose.
 class file_matrix final : public stored_matrix {
@@ -53,9 +195,10 @@ public:
         if (!each_alone && transposed_) {
             // Each stored row gives one column of y: a core's part of a panel is multiplied on its
             // core as soon as it is converted.
+            std::size_t mp = 0;
+            const std::vector<double> xt = transposed_tokens(x, mp);
             for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d(x.rows), d(n), d(rows()), 1.0, x.data.data(),
-                            d(x.cols), panel, d(stored_cols_), 0.0, y.data.data() + r0, d(y.cols));
+                dots_product(xt.data(), mp, x.rows, panel, stored_cols_, y.data.data() + r0, y.cols, rows(), n);
             }, detail::products_shared());
             return y;
         }
@@ -287,7 +430,27 @@ private:
     mutable std::optional<error> non_finite_;
 };
 
+// The widest vectors this processor has.
+std::size_t widest_lanes() {
+#if defined(__x86_64__)
+    __builtin_cpu_init();  // this runs before main, perhaps before the library's own start-up
+    return __builtin_cpu_supports("avx512f") ? 8 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 4 : 2;
+#else
+    return 2;
+#endif
+}
+
+std::atomic<std::size_t> lanes_in_use{widest_lanes()};
+
 }  // namespace
+
+std::size_t detail::vector_lanes() { return lanes_in_use.load(std::memory_order_relaxed); }
+
+bool detail::use_vector_lanes(std::size_t n) {
+    if ((n != 8 && n != 4 && n != 2) || n > widest_lanes()) return false;
+    lanes_in_use = n;
+    return true;
+}
 
 outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const tensor_source> source, std::string_view name,
                                                            bool transposed) {

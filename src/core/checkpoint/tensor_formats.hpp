@@ -91,4 +91,11 @@ std::uint64_t npy_header_end(std::span<const std::byte> start);
 outcome<npy_header> parse_npy_header(std::span<const std::byte> start, std::uint64_t total, const std::string& file,
                                      const std::string& where);
 
+// The doubles a vector holds in a stored (out, in) matrix's product (file_matrix.cpp): the
+// processor's widest, 8 with AVX-512, 4 with AVX2 and FMA, else 2. use_vector_lanes(n) picks a
+// narrower one, n of 8, 4 or 2 and no wider than the processor's, so that the tests run each
+// build's arithmetic on one machine; it returns whether it could.
+std::size_t vector_lanes();
+bool use_vector_lanes(std::size_t n);
+
 }  // namespace ffn_trace::detail
