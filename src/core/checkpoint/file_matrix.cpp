@@ -85,14 +85,20 @@ template <class V, std::size_t NB, std::size_t NV>
         for (std::size_t v = 0; v < NV; ++v) std::memcpy(yt + b * ld_yt + v * L, &acc[b][v], sizeof(V));
 }
 
-// The NB stored rows of w through the tokens of ld_yt lanes (whole vectors), NV vectors at a time, then one.
+// The NB stored rows of w through the tokens of ld_yt lanes (whole vectors), NV vectors at a
+// time, then the vectors left over in one tile (16 tokens are one tile of two, not two of one).
 template <class V, std::size_t NB>
 [[gnu::always_inline]] inline void dots_rows(const double* xt, std::size_t mp, const double* w, std::size_t ld_w, double* yt,
                                              std::size_t ld_yt, std::size_t k) {
     constexpr std::size_t L = lanes<V>, NV = tile_vectors<V>;
     std::size_t t = 0;
     for (; t + NV * L <= ld_yt; t += NV * L) dots_tile<V, NB, NV>(xt + t, mp, w, ld_w, yt + t, ld_yt, k);
-    for (; t < ld_yt; t += L) dots_tile<V, NB, 1>(xt + t, mp, w, ld_w, yt + t, ld_yt, k);
+    switch ((ld_yt - t) / L) {
+        case 3: dots_tile<V, NB, 3>(xt + t, mp, w, ld_w, yt + t, ld_yt, k); break;
+        case 2: dots_tile<V, NB, 2>(xt + t, mp, w, ld_w, yt + t, ld_yt, k); break;
+        case 1: dots_tile<V, NB, 1>(xt + t, mp, w, ld_w, yt + t, ld_yt, k); break;
+        default: break;
+    }
 }
 
 // y (m, n) = x · wᵀ, w (n, k) the stored rows, from xt (k, ·), its rows mp apart; the sums kept in
@@ -192,9 +198,11 @@ public:
         matrix y(x.rows, cols());
         if (x.rows == 0) return y;
         const auto d = [](std::size_t n) { return static_cast<int>(n); };
-        if (!each_alone && transposed_) {
+        if (transposed_) {
             // Each stored row gives one column of y: a core's part of a panel is multiplied on its
-            // core as soon as it is converted.
+            // core as soon as it is converted. Each token alone is the same product: the kernel's
+            // arithmetic for a token's row reads that row alone, in the same order whatever rows
+            // stand beside it, so a product of that row by itself gives its values to the bit.
             std::size_t mp = 0;
             const std::vector<double> xt = transposed_tokens(x, mp);
             for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
@@ -214,30 +222,22 @@ public:
                 });
                 return;
             }
-            // A token alone is a matrix-vector product:
-            //   transposed: y_t[r0:r0+n] = panel (n, rows) · x_t;  else: y_t += panelᵀ (cols, n) · x_t[r0:r0+n]
-            // taken a block of the panel at a time, every token through one block before the
-            // next, so that a block is read from memory once and then from the core's cache: a
-            // token through the whole 16 MB panel read it from memory again for each token
-            // (most of a stored layer's position-wise check). A block is stored rows (transposed:
-            // the outputs y_t[r0 + a : r0 + b]) or columns (else: y_t[c0 : c1]), so each output
-            // sums its terms as one product over the panel does; the blocks are shared among
+            // A token alone is a matrix-vector product, y_t += panelᵀ (cols, n) · x_t[r0:r0+n],
+            // taken a block of the panel's columns at a time, every token through one block before
+            // the next, so that a block is read from memory once and then from the core's cache: a
+            // token through the whole 16 MB panel read it from memory again for each token (most
+            // of a stored layer's position-wise check). A block is the outputs y_t[c0 : c1], so
+            // each sums its terms as one product over the panel does; the blocks are shared among
             // the cores when products are.
-            const std::size_t block = transposed_ ? std::max<std::size_t>(1, alone_block / stored_cols_)
-                                                  : std::max<std::size_t>(16, alone_block / n / 16 * 16);
-            const std::size_t across = transposed_ ? n : stored_cols_, blocks = (across + block - 1) / block;
+            const std::size_t block = std::max<std::size_t>(16, alone_block / n / 16 * 16);
+            const std::size_t blocks = (stored_cols_ + block - 1) / block;
             const std::size_t parts = detail::products_shared() ? detail::parts_for(blocks, x.rows * n * stored_cols_) : 1;
             detail::run_parts(parts, [&](std::size_t k) {
                 for (std::size_t b = blocks * k / parts; b < blocks * (k + 1) / parts; ++b) {
-                    const std::size_t a = b * block, e = std::min(across, a + block);
-                    for (std::size_t t = 0; t < x.rows; ++t) {
-                        if (transposed_)
-                            cblas_dgemv(CblasRowMajor, CblasNoTrans, d(e - a), d(rows()), 1.0, panel + a * stored_cols_,
-                                        d(stored_cols_), x.row(t).data(), 1, 0.0, y.row(t).data() + r0 + a, 1);
-                        else
-                            cblas_dgemv(CblasRowMajor, CblasTrans, d(n), d(e - a), 1.0, panel + a, d(stored_cols_),
-                                        x.row(t).data() + r0, 1, 1.0, y.row(t).data() + a, 1);
-                    }
+                    const std::size_t a = b * block, e = std::min(stored_cols_, a + block);
+                    for (std::size_t t = 0; t < x.rows; ++t)
+                        cblas_dgemv(CblasRowMajor, CblasTrans, d(n), d(e - a), 1.0, panel + a, d(stored_cols_),
+                                    x.row(t).data() + r0, 1, 1.0, y.row(t).data() + a, 1);
                 }
             });
         });
