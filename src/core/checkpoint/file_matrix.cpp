@@ -142,20 +142,20 @@ template <class V>
 }
 #endif
 
-// x (m, k) transposed into (k, mp), mp = m rounded up to whole vectors, the padding 0.
-std::vector<double> transposed_tokens(const matrix& x, std::size_t& mp) {
-    const std::size_t L = detail::vector_lanes();
-    mp = (x.rows + L - 1) / L * L;
+// x (m, k) transposed into (k, mp), mp = m rounded up to whole vectors of `lanes`, the padding 0.
+std::vector<double> transposed_tokens(const matrix& x, std::size_t lanes, std::size_t& mp) {
+    mp = (x.rows + lanes - 1) / lanes * lanes;
     std::vector<double> xt(x.cols * mp, 0.0);
     for (std::size_t t = 0; t < x.rows; ++t)
         for (std::size_t c = 0; c < x.cols; ++c) xt[c * mp + t] = x(t, c);
     return xt;
 }
 
-// y (m, n) = x · wᵀ for w (n, k), from xt = transposed_tokens(x), each element's terms added in the
-// order of c; at most 256 tokens at a time, so that the sums kept (n, 256) stay far smaller than y.
-void dots_product(const double* xt, std::size_t mp, std::size_t m, const double* w, std::size_t ld_w, double* y, std::size_t ld_y,
-                  std::size_t k, std::size_t n) {
+// y (m, n) = x · wᵀ for w (n, k), from xt = transposed_tokens(x, lanes), by the build for those
+// lanes, each element's terms added in the order of c; at most 256 tokens at a time, so that the
+// sums kept (n, 256) stay far smaller than y.
+void dots_product(std::size_t lanes, const double* xt, std::size_t mp, std::size_t m, const double* w, std::size_t ld_w, double* y,
+                  std::size_t ld_y, std::size_t k, std::size_t n) {
     constexpr std::size_t most = 256;
     thread_local detail::thread_buffer<double> sums;
     for (std::size_t t0 = 0; t0 < m; t0 += most) {
@@ -164,11 +164,11 @@ void dots_product(const double* xt, std::size_t mp, std::size_t m, const double*
         const double* xc = xt + t0;
         double* yc = y + t0 * ld_y;
 #if defined(__x86_64__)
-        if (detail::vector_lanes() == 8) {
+        if (lanes == 8) {
             dots_product_avx512(xc, mp, mt, w, ld_w, yc, ld_y, k, n, yt, ld_yt);
             continue;
         }
-        if (detail::vector_lanes() == 4) {
+        if (lanes == 4) {
             dots_product_avx2(xc, mp, mt, w, ld_w, yc, ld_y, k, n, yt, ld_yt);
             continue;
         }
@@ -203,10 +203,11 @@ public:
             // core as soon as it is converted. Each token alone is the same product: the kernel's
             // arithmetic for a token's row reads that row alone, in the same order whatever rows
             // stand beside it, so a product of that row by itself gives its values to the bit.
+            const std::size_t lanes = detail::vector_lanes();  // one build for the whole product
             std::size_t mp = 0;
-            const std::vector<double> xt = transposed_tokens(x, mp);
+            const std::vector<double> xt = transposed_tokens(x, lanes, mp);
             for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
-                dots_product(xt.data(), mp, x.rows, panel, stored_cols_, y.data.data() + r0, y.cols, rows(), n);
+                dots_product(lanes, xt.data(), mp, x.rows, panel, stored_cols_, y.data.data() + r0, y.cols, rows(), n);
             }, detail::products_shared());
             return y;
         }
