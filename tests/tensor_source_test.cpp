@@ -316,10 +316,10 @@ TEST_CASE("a product or a read whose rows are converted on several cores names t
 
 TEST_CASE("with products shared among the cores, a streamed product and linear give the products summed by hand") {
     // Shared products are for a whole process (run --prompt asks for them first); ctest runs each
-    // case in a process of its own. W (1024, 1024) F32 is one panel of 2^20 values: converted in
-    // parts, each part multiplied on its own thread (stored (out, in): its rows are columns of
-    // the result), or the panel whole and its columns shared out (stored (in, out)). 32 tokens,
-    // so that a part has the 2^23 multiply-adds it takes.
+    // case in a process of its own. W (1024, 1024) F32: stored (out, in), each core converts and
+    // multiplies its share of the stored rows (columns of the result); stored (in, out), 16 chunks
+    // of 64 rows, each core converting its share of a chunk's rows and multiplying the whole chunk
+    // into its share of the columns. 32 tokens, so that a part has the 2^23 multiply-adds it takes.
     share_products_among_cores();
     const std::size_t n = 1024, tokens = 32;
     std::vector<double> w(n * n);
@@ -373,51 +373,59 @@ TEST_CASE("with products shared among the cores, a streamed product and linear g
         if (y.data[k] != Approx(expected.data[k]).epsilon(1e-12)) FAIL_CHECK("linear differs at row " << k / n << ", column " << k % n);
 }
 
-TEST_CASE("a stored (out, in) product sums each element's terms in order, whatever tokens stand beside it") {
-    // W = the transpose of a (13, 300) F32 tensor: 13 stored rows are two tiles of 6 and one row
-    // left over, 300 values of c two blocks of 128 and 44 left over; 1 to 300 tokens, past the 256
-    // taken at a time.
-    const std::size_t out = 13, in = 300;
-    std::vector<double> w(out * in);
-    for (std::size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0);
-    ckpt::temp_dir dir;
-    std::shared_ptr<const tensor_source> s = opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", {out, in}, w}}))));
-    auto kept = keep_in_file(s, "w", true);
-    REQUIRE(kept);
-    const auto held = (*kept)->held();
-    REQUIRE(held);
-    // Each build of the kernel this processor can run: AVX-512, AVX2 with FMA, SSE2.
-    const std::size_t widest = detail::vector_lanes();
-    for (std::size_t lanes : {8, 4, 2}) {
-        if (!detail::use_vector_lanes(lanes)) continue;
-        CAPTURE(lanes);
-        for (std::size_t tokens : {1, 3, 9, 33, 300}) {
-            CAPTURE(tokens);
-            matrix x(tokens, in);
-            for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = std::cos(0.11 * static_cast<double>(k)) * (k % 7 == 0 ? 1e3 : 1.0);
-            const matrix y = (*kept)->times(x, false), y_held = held->times(x, false);
-            REQUIRE(y.rows == tokens);
-            REQUIRE(y.cols == out);
-            for (std::size_t t = 0; t < tokens; ++t) {
-                CAPTURE(t);
-                matrix alone(1, in);
-                std::copy_n(x.row(t).begin(), in, alone.row(0).begin());
-                const matrix y_alone = (*kept)->times(alone, false);
-                for (std::size_t o = 0; o < out; ++o) {
-                    CAPTURE(o);
-                    double sum = 0, size = 0;  // in the order of c, as the product adds them
-                    for (std::size_t c = 0; c < in; ++c) {
-                        sum += w[o * in + c] * x(t, c);
-                        size += std::abs(w[o * in + c] * x(t, c));
+TEST_CASE("a stored product sums each element's terms in order, whatever tokens stand beside it") {
+    // Stored (out, in): W = the transpose of a (13, 300) F32 tensor, 13 stored rows two tiles of 6
+    // and one row left over, 300 values of c two blocks of 128 and 44 left over. Stored (in, out):
+    // W = a (2100, 37) tensor, two chunks of rows (1771 and 329), 37 columns strips of whole
+    // vectors and 5 (or 1) columns short of one. 1 to 300 tokens: tiles of tokens and those left over,
+    // past the 256 taken at a time.
+    for (bool transposed : {true, false}) {
+        CAPTURE(transposed);
+        const std::size_t out = transposed ? 13 : 37, in = transposed ? 300 : 2100;
+        std::vector<double> w(out * in);  // as stored
+        for (std::size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0);
+        const auto w_at = [&](std::size_t o, std::size_t c) { return transposed ? w[o * in + c] : w[c * out + o]; };  // W[c, o]
+        ckpt::temp_dir dir;
+        const std::vector<std::size_t> shape = transposed ? std::vector<std::size_t>{out, in} : std::vector<std::size_t>{in, out};
+        std::shared_ptr<const tensor_source> s =
+            opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", shape, w}}))));
+        auto kept = keep_in_file(s, "w", transposed);
+        REQUIRE(kept);
+        const auto held = (*kept)->held();
+        REQUIRE(held);
+        // Each build of the kernels this processor can run: AVX-512, AVX2 with FMA, SSE2.
+        const std::size_t widest = detail::vector_lanes();
+        for (std::size_t lanes : {8, 4, 2}) {
+            if (!detail::use_vector_lanes(lanes)) continue;
+            CAPTURE(lanes);
+            for (std::size_t tokens : {1, 3, 9, 33, 300}) {
+                CAPTURE(tokens);
+                matrix x(tokens, in);
+                for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = std::cos(0.11 * static_cast<double>(k)) * (k % 7 == 0 ? 1e3 : 1.0);
+                const matrix y = (*kept)->times(x, false), y_held = held->times(x, false);
+                REQUIRE(y.rows == tokens);
+                REQUIRE(y.cols == out);
+                for (std::size_t t = 0; t < tokens; ++t) {
+                    CAPTURE(t);
+                    matrix alone(1, in);
+                    std::copy_n(x.row(t).begin(), in, alone.row(0).begin());
+                    const matrix y_alone = (*kept)->times(alone, false);
+                    for (std::size_t o = 0; o < out; ++o) {
+                        CAPTURE(o);
+                        double sum = 0, size = 0;  // in the order of c, as the product adds them
+                        for (std::size_t c = 0; c < in; ++c) {
+                            sum += w_at(o, c) * x(t, c);
+                            size += std::abs(w_at(o, c) * x(t, c));
+                        }
+                        CHECK(std::abs(y(t, o) - sum) <= 1e-15 * size);
+                        CHECK(y(t, o) == y_alone(0, o));  // to the bit
+                        CHECK(y(t, o) == y_held(t, o));
                     }
-                    CHECK(std::abs(y(t, o) - sum) <= 1e-15 * size);
-                    CHECK(y(t, o) == y_alone(0, o));  // to the bit
-                    CHECK(y(t, o) == y_held(t, o));
                 }
             }
         }
+        CHECK(detail::use_vector_lanes(widest));
     }
-    CHECK(detail::use_vector_lanes(widest));
     CHECK_FALSE(detail::use_vector_lanes(16));
 }
 

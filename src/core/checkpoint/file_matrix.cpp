@@ -1,10 +1,11 @@
-// A weight matrix left in its mapped file and multiplied a panel of rows at a time through BLAS,
-// so that a layer far larger than memory can still be traced; or, held, its panels converted once
-// and kept for an analysis that multiplies by it many times.
+// A weight matrix left in its mapped file and multiplied a chunk of rows at a time, converted as
+// it is used, so that a layer far larger than memory can still be traced; or, held, its values
+// converted once and kept for an analysis that multiplies by it many times.
 #include "ffn_trace/tensor_source.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
@@ -27,10 +28,6 @@ namespace {
 // over the panels: a new 16 MB buffer at every product was new pages for the kernel to fault in
 // and zero, dozens of times a prompt.
 thread_local detail::thread_buffer<double> panel_buffer;
-
-// The doubles of a panel's block that every token takes alone before the next block (256 kB, a
-// quarter of a core's L2 cache on the development machine).
-constexpr std::size_t alone_block = std::size_t{1} << 15;
 
 // A stored (out, in) matrix's product, y = x · Wᵀ, each element summed in the order of c:
 //   y[t, o] = (…((0 + w[o, 0]·x[t, 0]) + w[o, 1]·x[t, 1]) + …) + w[o, k−1]·x[t, k−1]
@@ -142,6 +139,109 @@ template <class V>
 }
 #endif
 
+// A stored (in, out) matrix's product, y = x · W, each element summed in the order of i:
+//   y[t, j] = (…((0 + x[t, 0]·w[0, j]) + x[t, 1]·w[1, j]) + …) + x[t, k−1]·w[k−1, j]
+// as dots_product sums, and for the same reason: a token's values do not depend on the tokens
+// beside it, the chunks of rows or the core. A tile of NT tokens by NJ vectors of columns stays in
+// registers while i runs through a chunk of stored rows, each term a broadcast x[t, i] times a
+// vector of w[i, j…] read from the chunk as it lies (the matrix library packed every panel into a
+// layout of its own first: for a few dozen tokens that pass cost a third of its product).
+template <class V>
+constexpr std::size_t row_tile_tokens = std::is_same_v<V, v8> ? 8 : 4;
+template <class V>
+constexpr std::size_t row_tile_vectors = std::is_same_v<V, v8> ? 3 : 2;
+
+// y[t, j…] += Σ_i x[t, i] · w[i, j…] for NT tokens (x's rows ld_x apart, y's ld_y) and NJ vectors
+// of columns, i < k (w's rows ld_w apart).
+template <class V, std::size_t NT, std::size_t NJ>
+[[gnu::always_inline]] inline void rows_tile(const double* x, std::size_t ld_x, const double* w, std::size_t ld_w, double* y,
+                                             std::size_t ld_y, std::size_t k) {
+    constexpr std::size_t L = lanes<V>;
+    V acc[NT][NJ];
+#pragma GCC unroll 8
+    for (std::size_t t = 0; t < NT; ++t)
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NJ; ++v) std::memcpy(&acc[t][v], y + t * ld_y + v * L, sizeof(V));
+    for (std::size_t i = 0; i < k; ++i) {
+        V wv[NJ];
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NJ; ++v) std::memcpy(&wv[v], w + i * ld_w + v * L, sizeof(V));
+#pragma GCC unroll 8
+        for (std::size_t t = 0; t < NT; ++t) {
+            const double xt = x[t * ld_x + i];
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NJ; ++v) acc[t][v] += xt * wv[v];
+        }
+    }
+#pragma GCC unroll 8
+    for (std::size_t t = 0; t < NT; ++t)
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NJ; ++v) std::memcpy(y + t * ld_y + v * L, &acc[t][v], sizeof(V));
+}
+
+// Every token of x through the NJ vectors of columns at w and y: NT tokens at a time, then the
+// tokens left over in one tile.
+template <class V, std::size_t NJ>
+[[gnu::always_inline]] inline void rows_strip(const double* x, std::size_t ld_x, std::size_t m, const double* w, std::size_t ld_w,
+                                              double* y, std::size_t ld_y, std::size_t k) {
+    constexpr std::size_t NT = row_tile_tokens<V>;
+    std::size_t t = 0;
+    for (; t + NT <= m; t += NT) rows_tile<V, NT, NJ>(x + t * ld_x, ld_x, w, ld_w, y + t * ld_y, ld_y, k);
+    const double* xt = x + t * ld_x;
+    double* yt = y + t * ld_y;
+    switch (m - t) {
+        case 7: rows_tile<V, 7, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 6: rows_tile<V, 6, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 5: rows_tile<V, 5, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 4: rows_tile<V, 4, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 3: rows_tile<V, 3, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 2: rows_tile<V, 2, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 1: rows_tile<V, 1, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        default: break;
+    }
+}
+
+// y[:, j0:j1] += x (m, k) · w[:, j0:j1], w (k, ·) a chunk of stored rows: strips of NJ vectors of
+// columns, then the whole vectors left over, then the columns short of a vector one at a time.
+template <class V>
+[[gnu::always_inline]] inline void rows_product_in(const double* x, std::size_t ld_x, std::size_t m, const double* w,
+                                                   std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t j0,
+                                                   std::size_t j1) {
+    constexpr std::size_t L = lanes<V>, NJ = row_tile_vectors<V>;
+    std::size_t j = j0;
+    for (; j + NJ * L <= j1; j += NJ * L) rows_strip<V, NJ>(x, ld_x, m, w + j, ld_w, y + j, ld_y, k);
+    for (; j + L <= j1; j += L) rows_strip<V, 1>(x, ld_x, m, w + j, ld_w, y + j, ld_y, k);
+    for (; j < j1; ++j)
+        for (std::size_t t = 0; t < m; ++t) {
+            double sum = y[t * ld_y + j];
+            for (std::size_t i = 0; i < k; ++i) sum += x[t * ld_x + i] * w[i * ld_w + j];
+            y[t * ld_y + j] = sum;
+        }
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx512f")]] void rows_product_avx512(const double* x, std::size_t ld_x, std::size_t m, const double* w,
+                                                    std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t j0,
+                                                    std::size_t j1) {
+    rows_product_in<v8>(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
+}
+[[gnu::target("avx2,fma")]] void rows_product_avx2(const double* x, std::size_t ld_x, std::size_t m, const double* w,
+                                                   std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t j0,
+                                                   std::size_t j1) {
+    rows_product_in<v4>(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
+}
+#endif
+
+// y[:, j0:j1] += x (m, k) · w (k, ·)[:, j0:j1] by the build for `lanes`.
+void rows_product(std::size_t lanes, const double* x, std::size_t ld_x, std::size_t m, const double* w, std::size_t ld_w, double* y,
+                  std::size_t ld_y, std::size_t k, std::size_t j0, std::size_t j1) {
+#if defined(__x86_64__)
+    if (lanes == 8) return rows_product_avx512(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
+    if (lanes == 4) return rows_product_avx2(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
+#endif
+    rows_product_in<v2>(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
+}
+
 // x (m, k) transposed into (k, mp), mp = m rounded up to whole vectors of `lanes`, the padding 0.
 std::vector<double> transposed_tokens(const matrix& x, std::size_t lanes, std::size_t& mp) {
     mp = (x.rows + lanes - 1) / lanes * lanes;
@@ -190,58 +290,20 @@ public:
     std::size_t rows() const { return transposed_ ? stored_cols_ : stored_rows_; }
     std::size_t cols() const { return transposed_ ? stored_rows_ : stored_cols_; }
 
-    // Stored (in, out), W is the tensor: a panel of stored rows r0… is the block W[r0:r0+n, :], so
-    //   y (tokens, cols) += x[:, r0:r0+n] (tokens, n) · panel (n, cols)
+    // Stored (in, out), W is the tensor: a chunk of stored rows r0… is the block W[r0:r0+n, :], so
+    //   y (tokens, cols) += x[:, r0:r0+n] (tokens, n) · chunk (n, cols)
     // Stored (out, in), W is its transpose: a panel of stored rows is the block of columns W[:, r0:r0+n], so
     //   y[:, r0:r0+n] = x (tokens, rows) · panelᵀ (rows, n)
-    matrix times(const matrix& x, bool each_alone) const override {
+    // Both layouts' kernels sum each element's terms in order, reading the token's row alone, so
+    // each token alone (the position-wise check) is this same product.
+    matrix times(const matrix& x, bool) const override {
         matrix y(x.rows, cols());
         if (x.rows == 0) return y;
-        const auto d = [](std::size_t n) { return static_cast<int>(n); };
         if (transposed_) {
-            // Each stored row gives one column of y: a core's part of a panel is multiplied on its
-            // core as soon as it is converted. Each token alone is the same product: the kernel's
-            // arithmetic for a token's row reads that row alone, in the same order whatever rows
-            // stand beside it, so a product of that row by itself gives its values to the bit.
-            const std::size_t lanes = detail::vector_lanes();  // one build for the whole product
-            std::size_t mp = 0;
-            const std::vector<double> xt = transposed_tokens(x, lanes, mp);
-            for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
-                dots_product(lanes, xt.data(), mp, x.rows, panel, stored_cols_, y.data.data() + r0, y.cols, rows(), n);
-            }, detail::products_shared());
+            times_by_columns(x, y);
             return y;
         }
-        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
-            if (!each_alone) {
-                // Every stored row adds to every column of y: the panel whole, its columns shared
-                // out among the cores when products are (each part at least 2^23 multiply-adds).
-                const std::size_t parts = detail::products_shared() ? detail::parts_for(cols(), x.rows * n * cols() / 32) : 1;
-                detail::run_parts(parts, [&](std::size_t k) {
-                    const std::size_t c0 = cols() * k / parts, c1 = cols() * (k + 1) / parts;
-                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d(x.rows), d(c1 - c0), d(n), 1.0,
-                                x.data.data() + r0, d(x.cols), panel + c0, d(stored_cols_), 1.0, y.data.data() + c0, d(y.cols));
-                });
-                return;
-            }
-            // A token alone is a matrix-vector product, y_t += panelᵀ (cols, n) · x_t[r0:r0+n],
-            // taken a block of the panel's columns at a time, every token through one block before
-            // the next, so that a block is read from memory once and then from the core's cache: a
-            // token through the whole 16 MB panel read it from memory again for each token (most
-            // of a stored layer's position-wise check). A block is the outputs y_t[c0 : c1], so
-            // each sums its terms as one product over the panel does; the blocks are shared among
-            // the cores when products are.
-            const std::size_t block = std::max<std::size_t>(16, alone_block / n / 16 * 16);
-            const std::size_t blocks = (stored_cols_ + block - 1) / block;
-            const std::size_t parts = detail::products_shared() ? detail::parts_for(blocks, x.rows * n * stored_cols_) : 1;
-            detail::run_parts(parts, [&](std::size_t k) {
-                for (std::size_t b = blocks * k / parts; b < blocks * (k + 1) / parts; ++b) {
-                    const std::size_t a = b * block, e = std::min(stored_cols_, a + block);
-                    for (std::size_t t = 0; t < x.rows; ++t)
-                        cblas_dgemv(CblasRowMajor, CblasTrans, d(n), d(e - a), 1.0, panel + a, d(stored_cols_),
-                                    x.row(t).data() + r0, 1, 1.0, y.row(t).data() + a, 1);
-                }
-            });
-        });
+        times_by_rows(x, y);
         return y;
     }
 
@@ -352,6 +414,69 @@ public:
     }
 
 private:
+    // y (tokens, cols) += x · W for a stored (in, out) W, a chunk of 2^16 doubles of stored rows at a
+    // time (at least 16 rows): small enough that a chunk stays in the cores' caches between its
+    // conversion and its use. Each core converts its share of a chunk's rows, then, once every
+    // core has (the chunks alternate between two buffers, so one wait a chunk), multiplies all of
+    // the chunk's rows into its share of y's columns; a held matrix's chunks are its values.
+    void times_by_rows(const matrix& x, matrix& y) const {
+        const std::size_t cols = stored_cols_, lanes = detail::vector_lanes();
+        const std::size_t chunk_rows = std::min(stored_rows_, std::max<std::size_t>(16, (std::size_t{1} << 16) / std::max<std::size_t>(1, cols)));
+        const std::size_t vectors = std::max<std::size_t>(1, cols / lanes);
+        const std::size_t parts = detail::products_shared() ? detail::parts_for(vectors, x.rows * stored_rows_ * cols / 32) : 1;
+        double* buffers = held_ ? nullptr : panel_buffer.first(2 * chunk_rows * cols).data();
+        std::barrier chunk_ready(static_cast<std::ptrdiff_t>(parts));
+        detail::run_parts(parts, [&](std::size_t p) {
+            const std::size_t j0 = p == 0 ? 0 : vectors * p / parts * lanes, j1 = p + 1 == parts ? cols : vectors * (p + 1) / parts * lanes;
+            for (std::size_t r0 = 0, s = 0; r0 < stored_rows_; r0 += chunk_rows, ++s) {
+                const std::size_t n = std::min(chunk_rows, stored_rows_ - r0);
+                const double* w = held_ ? held_->data() + r0 * cols : buffers + s % 2 * chunk_rows * cols;
+                if (!held_) {
+                    const std::size_t a = n * p / parts, b = n * (p + 1) / parts;
+                    read_rows(r0 + a, b - a, buffers + s % 2 * chunk_rows * cols + a * cols);
+                    if (parts > 1) chunk_ready.arrive_and_wait();
+                }
+                rows_product(lanes, x.data.data() + r0, x.cols, x.rows, w, cols, y.data.data(), y.cols, n, j0, j1);
+            }
+        });
+    }
+
+    // y (tokens, rows) = x · W for a stored (out, in) W: each core takes its share of the stored
+    // rows (columns of y), a chunk of 2^15 doubles at a time, converted and multiplied at once on
+    // its core while the chunk is still in its cache (dots_product). Each token alone is the same
+    // product: the kernel's arithmetic for a token's row reads that row alone, in the same order
+    // whatever rows stand beside it, so a product of that row by itself gives its values to the bit.
+    void times_by_columns(const matrix& x, matrix& y) const {
+        const std::size_t cols = stored_cols_, lanes = detail::vector_lanes();  // one build for the whole product
+        std::size_t mp = 0;
+        const std::vector<double> xt = transposed_tokens(x, lanes, mp);
+        const std::size_t chunk_rows = std::max<std::size_t>(tile_rows, (std::size_t{1} << 15) / std::max<std::size_t>(1, cols) / tile_rows * tile_rows);
+        const std::size_t parts = detail::products_shared() ? detail::parts_for(stored_rows_, x.rows * stored_rows_ * cols / 32) : 1;
+        detail::run_parts(parts, [&](std::size_t p) {
+            thread_local detail::thread_buffer<double> chunk;
+            const std::size_t a = stored_rows_ * p / parts, b = stored_rows_ * (p + 1) / parts;
+            for (std::size_t r0 = a; r0 < b; r0 += chunk_rows) {
+                const std::size_t n = std::min(chunk_rows, b - r0);
+                const double* w = held_ ? held_->data() + r0 * cols : chunk.first(n * cols).data();
+                if (!held_) read_rows(r0, n, chunk.first(n * cols).data());
+                dots_product(lanes, xt.data(), mp, x.rows, w, cols, y.data.data() + r0, y.cols, rows(), n);
+            }
+        });
+    }
+
+    // Stored rows r0 … r0 + n − 1 converted into `out` on this thread: read from the file by copying
+    // them into a buffer of the thread's, or else from the mapping, whose pages are then handed back.
+    void read_rows(std::size_t r0, std::size_t n, double* out) const {
+        thread_local detail::thread_buffer<std::byte> raw_buffer;
+        const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
+        const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
+        const auto read = file_ ? file_->copy(bytes, raw_buffer.first(bytes.size())) : bytes;
+        const std::span<double> values(out, n * stored_cols_);
+        const std::size_t bad = convert(info_.type, read, values);
+        if (bad < values.size()) note_non_finite(r0 * stored_cols_ + bad, values[bad]);
+        if (!file_) release(info_, bytes, bytes_);
+    }
+
     // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
     // converted (read from the file by copying them, or else from the mapping, whose pages are
     // then handed back), or the held values' panels, the same rows.
