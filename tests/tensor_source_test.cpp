@@ -364,6 +364,37 @@ TEST_CASE("with products shared among the cores, a streamed product and linear g
             CAPTURE(j);
             CHECK(norms[j] == Approx(std::sqrt(ss)).epsilon(1e-13));
         }
+        // W · g, each row's sum in the order of its terms (stored (out, in): the columns shared out)
+        std::vector<double> g(n);
+        for (std::size_t k = 0; k < n; ++k) g[k] = std::sin(0.05 * static_cast<double>(k));
+        const std::vector<double> dots = (*kept)->row_dots(g);
+        REQUIRE(dots.size() == n);
+        for (std::size_t j : {0, 511, 512, 1023}) {
+            double sum = 0;
+            for (std::size_t i = 0; i < n; ++i) sum += (transposed ? w[i * n + j] : w[j * n + i]) * g[i];
+            CAPTURE(j);
+            CHECK(dots[j] == sum);
+        }
+    }
+    // Values stored as NaN in both cores' parts: whichever core meets its own first, a product and
+    // the norms name the first in the stored order, (10, 900). Stored (in, out), core 0 converts rows
+    // 0–31 of the first chunk of 64 and core 1 rows 32–63; stored (out, in), core 0 multiplies the
+    // stored rows 0–511 and core 1 the rest, and the norms go by columns, core 0 those below 512.
+    std::vector<double> bad = w;
+    for (auto [r, c] : {std::pair<std::size_t, std::size_t>{10, 900}, {40, 3}, {300, 901}, {600, 5}}) bad[r * n + c] = std::nan("");
+    std::shared_ptr<const tensor_source> sb =
+        opened(open_safetensors(dir.write("bad.safetensors", ckpt::safetensors_file({{"w", "F32", {n, n}, bad}}))));
+    for (bool transposed : {false, true}) {
+        CAPTURE(transposed);
+        auto product = keep_in_file(sb, "w", transposed), norms = keep_in_file(sb, "w", transposed);
+        REQUIRE(product);
+        REQUIRE(norms);
+        (void)(*product)->times(x, false);
+        (void)(*norms)->row_norms();
+        for (const auto& m : {*product, *norms}) {
+            REQUIRE(m->non_finite());
+            CHECK(m->non_finite()->message.rfind("the value stored at row 10, column 900", 0) == 0);
+        }
     }
     matrix wm(n, n);
     wm.data = w;

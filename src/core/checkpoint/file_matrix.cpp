@@ -336,7 +336,9 @@ public:
             std::copy_n(panel, n * stored_cols_, values.data() + r0 * stored_cols_);
         });
         copy->held_ = std::make_shared<const std::vector<double>>(std::move(values));
-        copy->non_finite_ = non_finite();
+        std::lock_guard lock(non_finite_mutex_);
+        copy->non_finite_ = non_finite_;
+        copy->non_finite_at_ = non_finite_at_;
         return copy;
     }
     std::size_t held_bytes() const override { return stored_rows_ * stored_cols_ * sizeof(double); }
@@ -347,29 +349,37 @@ public:
     }
 
     std::vector<double> row_norms() const override {
-        // On every core: stored (in, out), each its share of a panel's rows (a row's sum is one run
-        // along it); stored (out, in), where every stored row adds to each sum, each its share of
-        // the columns, every sum still taking its terms in the order of the rows.
+        // Stored (in, out): each core its share of a panel's rows, a row's sum one run along it.
+        // Stored (out, in): every stored row adds to each sum, so each core takes its share of the
+        // columns through the rows in order (for_each_row_part), every sum still taking its terms
+        // in the order of the rows.
         std::vector<double> ss(rows(), 0.0);
-        for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
-            const std::size_t parts = transposed_ ? detail::parts_for(stored_cols_, n * stored_cols_) : 1;
-            detail::run_parts(parts, [&](std::size_t k) {
-                const std::size_t c0 = stored_cols_ * k / parts, c1 = stored_cols_ * (k + 1) / parts;
-                // Two loops, not one with the index chosen inside, so that the compiler can add a
-                // stored row's squares to the sums several at a time (each sum's order unchanged).
-                for (std::size_t r = 0; r < n; ++r) {
-                    const double* p = panel + r * stored_cols_;
-                    if (transposed_) {
-                        double* sum = ss.data();
-                        for (std::size_t c = c0; c < c1; ++c) sum[c] += p[c] * p[c];
-                    } else {
-                        double sum = ss[r0 + r];
-                        for (std::size_t c = c0; c < c1; ++c) sum += p[c] * p[c];
-                        ss[r0 + r] = sum;
-                    }
-                }
+        if (transposed_ && (held_ || file_)) {
+            for_each_row_part([&](std::size_t, std::size_t c0, std::size_t c1, const double* p) {
+                double* sum = ss.data();
+                for (std::size_t c = c0; c < c1; ++c) sum[c] += p[c - c0] * p[c - c0];
             });
-        }, !transposed_);
+        } else {
+            for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
+                const std::size_t parts = transposed_ ? detail::parts_for(stored_cols_, n * stored_cols_) : 1;
+                detail::run_parts(parts, [&](std::size_t k) {
+                    const std::size_t c0 = stored_cols_ * k / parts, c1 = stored_cols_ * (k + 1) / parts;
+                    // Two loops, not one with the index chosen inside, so that the compiler can add a
+                    // stored row's squares to the sums several at a time (each sum's order unchanged).
+                    for (std::size_t r = 0; r < n; ++r) {
+                        const double* p = panel + r * stored_cols_;
+                        if (transposed_) {
+                            double* sum = ss.data();
+                            for (std::size_t c = c0; c < c1; ++c) sum[c] += p[c] * p[c];
+                        } else {
+                            double sum = ss[r0 + r];
+                            for (std::size_t c = c0; c < c1; ++c) sum += p[c] * p[c];
+                            ss[r0 + r] = sum;
+                        }
+                    }
+                });
+            }, !transposed_);
+        }
         for (double& v : ss) v = std::sqrt(v);
         return ss;
     }
@@ -379,6 +389,14 @@ public:
     // every row's sum at once, in the order r = 0, 1, … that a loop along row i adds them.
     std::vector<double> row_dots(std::span<const double> g) const override {
         std::vector<double> dots(rows(), 0.0);
+        if (transposed_ && (held_ || file_)) {
+            for_each_row_part([&](std::size_t r, std::size_t c0, std::size_t c1, const double* p) {
+                const double gr = g[r];
+                double* sum = dots.data();
+                for (std::size_t c = c0; c < c1; ++c) sum[c] += p[c - c0] * gr;
+            });
+            return dots;
+        }
         for_each_panel([&](std::size_t r0, std::size_t n, const double* panel) {
             for (std::size_t r = 0; r < n; ++r) {
                 const double* p = panel + r * stored_cols_;
@@ -477,6 +495,45 @@ private:
         if (!file_) release(info_, bytes, bytes_);
     }
 
+    // f(r, c0, c1, values) for every stored row r in order, values its columns [c0, c1) converted:
+    // each core its share of the columns (whole blocks of a block type), converting just those of
+    // each row into a buffer that stays in its cache. A pass over 16 MB panels left each converted
+    // row in memory for the other core to read its half back (a seventh of a Llama layer's time
+    // went to ‖W2 row‖ so). A wide row's part is read alone; narrow rows a few dozen kB at a time,
+    // each core copying whole rows and converting its part. For a held matrix or one read from its
+    // file by copying (the callers' test).
+    template <class F>
+    void for_each_row_part(F&& f) const {
+        const std::size_t per_block = block_elements(info_.type), blocks = stored_cols_ / per_block;
+        const std::size_t parts = detail::parts_for(blocks, stored_rows_ * stored_cols_);
+        const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
+        detail::run_parts(parts, [&](std::size_t k) {
+            const std::size_t c0 = blocks * k / parts * per_block, c1 = k + 1 == parts ? stored_cols_ : blocks * (k + 1) / parts * per_block;
+            if (c1 <= c0) return;
+            if (held_) {
+                for (std::size_t r = 0; r < stored_rows_; ++r) f(r, c0, c1, held_->data() + r * stored_cols_ + c0);
+                return;
+            }
+            thread_local detail::thread_buffer<double> values_buffer;
+            thread_local detail::thread_buffer<std::byte> raw_buffer;
+            const std::size_t skip = detail::row_bytes(info_.type, c0), take = detail::row_bytes(info_.type, c1 - c0);
+            const std::size_t per_read = take >= (std::size_t{8} << 10) ? 1 : std::max<std::size_t>(1, (std::size_t{64} << 10) / row_bytes);
+            const std::span<double> values = values_buffer.first(c1 - c0);
+            for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_read) {
+                const std::size_t n = std::min(per_read, stored_rows_ - r0);
+                // One row: its part alone; several: the whole rows, each row's part at `skip`.
+                const auto bytes = n == 1 ? bytes_.subspan(r0 * row_bytes + skip, take) : bytes_.subspan(r0 * row_bytes, n * row_bytes);
+                const auto read = file_->copy(bytes, raw_buffer.first(bytes.size()));
+                for (std::size_t r = 0; r < n; ++r) {
+                    const auto part = n == 1 ? read : read.subspan(r * row_bytes + skip, take);
+                    const std::size_t bad = convert(info_.type, part, values);
+                    if (bad < values.size()) note_non_finite((r0 + r) * stored_cols_ + c0 + bad, values[bad]);
+                    f(r0 + r, c0, c1, values.data());
+                }
+            }
+        });
+    }
+
     // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
     // converted (read from the file by copying them, or else from the mapping, whose pages are
     // then handed back), or the held values' panels, the same rows.
@@ -539,10 +596,13 @@ private:
         release(info_, bytes_);
         return v;
     }
-    // The first one met is kept (the products of a forward pass may run on several threads).
+    // The first in the stored order of those met is kept: the cores convert their parts of a
+    // product at once, and which of them meets its bad value first is chance.
     void note_non_finite(std::size_t at, double value) const {
         std::lock_guard lock(non_finite_mutex_);
-        if (!non_finite_) non_finite_ = detail::stored_non_finite(info_, at, value);
+        if (non_finite_ && at >= non_finite_at_) return;
+        non_finite_ = detail::stored_non_finite(info_, at, value);
+        non_finite_at_ = at;
     }
 
     std::shared_ptr<const tensor_source> source_;  // keeps the file mapped
@@ -554,6 +614,7 @@ private:
     std::shared_ptr<const std::vector<double>> held_;  // (stored_rows, stored_cols), converted; null: in the file
     mutable std::mutex non_finite_mutex_;
     mutable std::optional<error> non_finite_;
+    mutable std::size_t non_finite_at_ = 0;  // its flat index, when there is one
 };
 
 // The widest vectors this processor has.
