@@ -53,33 +53,35 @@ constexpr std::size_t tile_rows = 6;
 // the core's first cache while every stored row of the part goes by.
 constexpr std::size_t dots_block = 128;
 
-// yt[o, t] += Σ_c w[o, c] · x[t, c] over one block of c, for the NB stored rows o of a tile and the
-// tokens of NV vectors, from xt (k, ·), x transposed, its rows mp apart; yt (rows, ·) holds the
-// sums so far, its rows ld_yt apart.
-template <class V, std::size_t NB, std::size_t NV>
-[[gnu::always_inline]] inline void dots_tile(const double* xt, std::size_t mp, const double* w, std::size_t ld_w, double* yt,
-                                             std::size_t ld_yt, std::size_t k) {
+// c[r, v…] += Σ_{i<k} a[r, i] · b[i, v…] for the NR rows of a tile (each a[r, i] broadcast, a's
+// rows ld_a apart) and NV vectors of b's row i (b's rows ld_b apart), c's rows ld_c apart: each sum
+// takes its terms in the order of i onto one running value. The register tile of both layouts'
+// products: for (out, in), a the stored rows and b the transposed tokens; for (in, out), a the
+// tokens and b the stored rows.
+template <class V, std::size_t NR, std::size_t NV>
+[[gnu::always_inline]] inline void broadcast_tile(const double* a, std::size_t ld_a, const double* b, std::size_t ld_b, double* c,
+                                                  std::size_t ld_c, std::size_t k) {
     constexpr std::size_t L = lanes<V>;
-    V acc[NB][NV];
+    V acc[NR][NV];
 #pragma GCC unroll 8
-    for (std::size_t b = 0; b < NB; ++b)
+    for (std::size_t r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&acc[b][v], yt + b * ld_yt + v * L, sizeof(V));
-    for (std::size_t c = 0; c < k; ++c) {
-        V xv[NV];
+        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&acc[r][v], c + r * ld_c + v * L, sizeof(V));
+    for (std::size_t i = 0; i < k; ++i) {
+        V bv[NV];
 #pragma GCC unroll 8
-        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&xv[v], xt + c * mp + v * L, sizeof(V));
+        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&bv[v], b + i * ld_b + v * L, sizeof(V));
 #pragma GCC unroll 8
-        for (std::size_t b = 0; b < NB; ++b) {
-            const double wb = w[b * ld_w + c];
+        for (std::size_t r = 0; r < NR; ++r) {
+            const double ar = a[r * ld_a + i];
 #pragma GCC unroll 8
-            for (std::size_t v = 0; v < NV; ++v) acc[b][v] += wb * xv[v];
+            for (std::size_t v = 0; v < NV; ++v) acc[r][v] += ar * bv[v];
         }
     }
 #pragma GCC unroll 8
-    for (std::size_t b = 0; b < NB; ++b)
+    for (std::size_t r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-        for (std::size_t v = 0; v < NV; ++v) std::memcpy(yt + b * ld_yt + v * L, &acc[b][v], sizeof(V));
+        for (std::size_t v = 0; v < NV; ++v) std::memcpy(c + r * ld_c + v * L, &acc[r][v], sizeof(V));
 }
 
 // The NB stored rows of w through the tokens of ld_yt lanes (whole vectors), NV vectors at a
@@ -89,11 +91,11 @@ template <class V, std::size_t NB>
                                              std::size_t ld_yt, std::size_t k) {
     constexpr std::size_t L = lanes<V>, NV = tile_vectors<V>;
     std::size_t t = 0;
-    for (; t + NV * L <= ld_yt; t += NV * L) dots_tile<V, NB, NV>(xt + t, mp, w, ld_w, yt + t, ld_yt, k);
+    for (; t + NV * L <= ld_yt; t += NV * L) broadcast_tile<V, NB, NV>(w, ld_w, xt + t, mp, yt + t, ld_yt, k);
     switch ((ld_yt - t) / L) {
-        case 3: dots_tile<V, NB, 3>(xt + t, mp, w, ld_w, yt + t, ld_yt, k); break;
-        case 2: dots_tile<V, NB, 2>(xt + t, mp, w, ld_w, yt + t, ld_yt, k); break;
-        case 1: dots_tile<V, NB, 1>(xt + t, mp, w, ld_w, yt + t, ld_yt, k); break;
+        case 3: broadcast_tile<V, NB, 3>(w, ld_w, xt + t, mp, yt + t, ld_yt, k); break;
+        case 2: broadcast_tile<V, NB, 2>(w, ld_w, xt + t, mp, yt + t, ld_yt, k); break;
+        case 1: broadcast_tile<V, NB, 1>(w, ld_w, xt + t, mp, yt + t, ld_yt, k); break;
         default: break;
     }
 }
@@ -151,34 +153,6 @@ constexpr std::size_t row_tile_tokens = std::is_same_v<V, v8> ? 8 : 4;
 template <class V>
 constexpr std::size_t row_tile_vectors = std::is_same_v<V, v8> ? 3 : 2;
 
-// y[t, j…] += Σ_i x[t, i] · w[i, j…] for NT tokens (x's rows ld_x apart, y's ld_y) and NJ vectors
-// of columns, i < k (w's rows ld_w apart).
-template <class V, std::size_t NT, std::size_t NJ>
-[[gnu::always_inline]] inline void rows_tile(const double* x, std::size_t ld_x, const double* w, std::size_t ld_w, double* y,
-                                             std::size_t ld_y, std::size_t k) {
-    constexpr std::size_t L = lanes<V>;
-    V acc[NT][NJ];
-#pragma GCC unroll 8
-    for (std::size_t t = 0; t < NT; ++t)
-#pragma GCC unroll 4
-        for (std::size_t v = 0; v < NJ; ++v) std::memcpy(&acc[t][v], y + t * ld_y + v * L, sizeof(V));
-    for (std::size_t i = 0; i < k; ++i) {
-        V wv[NJ];
-#pragma GCC unroll 4
-        for (std::size_t v = 0; v < NJ; ++v) std::memcpy(&wv[v], w + i * ld_w + v * L, sizeof(V));
-#pragma GCC unroll 8
-        for (std::size_t t = 0; t < NT; ++t) {
-            const double xt = x[t * ld_x + i];
-#pragma GCC unroll 4
-            for (std::size_t v = 0; v < NJ; ++v) acc[t][v] += xt * wv[v];
-        }
-    }
-#pragma GCC unroll 8
-    for (std::size_t t = 0; t < NT; ++t)
-#pragma GCC unroll 4
-        for (std::size_t v = 0; v < NJ; ++v) std::memcpy(y + t * ld_y + v * L, &acc[t][v], sizeof(V));
-}
-
 // Every token of x through the NJ vectors of columns at w and y: NT tokens at a time, then the
 // tokens left over in one tile.
 template <class V, std::size_t NJ>
@@ -186,17 +160,17 @@ template <class V, std::size_t NJ>
                                               double* y, std::size_t ld_y, std::size_t k) {
     constexpr std::size_t NT = row_tile_tokens<V>;
     std::size_t t = 0;
-    for (; t + NT <= m; t += NT) rows_tile<V, NT, NJ>(x + t * ld_x, ld_x, w, ld_w, y + t * ld_y, ld_y, k);
+    for (; t + NT <= m; t += NT) broadcast_tile<V, NT, NJ>(x + t * ld_x, ld_x, w, ld_w, y + t * ld_y, ld_y, k);
     const double* xt = x + t * ld_x;
     double* yt = y + t * ld_y;
     switch (m - t) {
-        case 7: rows_tile<V, 7, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 6: rows_tile<V, 6, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 5: rows_tile<V, 5, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 4: rows_tile<V, 4, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 3: rows_tile<V, 3, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 2: rows_tile<V, 2, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 1: rows_tile<V, 1, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 7: broadcast_tile<V, 7, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 6: broadcast_tile<V, 6, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 5: broadcast_tile<V, 5, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 4: broadcast_tile<V, 4, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 3: broadcast_tile<V, 3, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 2: broadcast_tile<V, 2, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 1: broadcast_tile<V, 1, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
         default: break;
     }
 }
@@ -299,11 +273,10 @@ public:
     matrix times(const matrix& x, bool) const override {
         matrix y(x.rows, cols());
         if (x.rows == 0) return y;
-        if (transposed_) {
+        if (transposed_)
             times_by_columns(x, y);
-            return y;
-        }
-        times_by_rows(x, y);
+        else
+            times_by_rows(x, y);
         return y;
     }
 
@@ -485,14 +458,10 @@ private:
     // Stored rows r0 … r0 + n − 1 converted into `out` on this thread: read from the file by copying
     // them into a buffer of the thread's, or else from the mapping, whose pages are then handed back.
     void read_rows(std::size_t r0, std::size_t n, double* out) const {
-        thread_local detail::thread_buffer<std::byte> raw_buffer;
         const std::size_t row_bytes = detail::row_bytes(info_.type, stored_cols_);
-        const auto bytes = bytes_.subspan(r0 * row_bytes, n * row_bytes);
-        const auto read = file_ ? file_->copy(bytes, raw_buffer.first(bytes.size())) : bytes;
         const std::span<double> values(out, n * stored_cols_);
-        const std::size_t bad = convert(info_.type, read, values);
+        const std::size_t bad = detail::convert_rows_here(info_, file_, bytes_.subspan(r0 * row_bytes, n * row_bytes), bytes_, values, n);
         if (bad < values.size()) note_non_finite(r0 * stored_cols_ + bad, values[bad]);
-        if (!file_) release(info_, bytes, bytes_);
     }
 
     // f(r, c0, c1, values) for every stored row r in order, values its columns [c0, c1) converted:

@@ -88,29 +88,48 @@ const mapped_file* file_holding(const tensor_source& source, const tensor_info& 
     return file && file->contains(bytes) ? file : nullptr;
 }
 
+namespace {
+
+// Rows [a, b) of `bytes` (rows of row_bytes) converted into `out` (rows of cols) on this thread, read
+// from `file` a few at a time into a buffer of the thread's own, kept from call to call, and
+// converted at once: the bytes are still in its cache when they are converted, and a buffer of a
+// whole panel's bytes (8 MB for a panel of F32) was new pages to fault in. Returns the flat index
+// of the first value that is not finite, or b · cols.
+std::size_t convert_part(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes, std::span<double> out,
+                         std::size_t cols, std::size_t row_bytes, std::size_t a, std::size_t b) {
+    thread_local thread_buffer<std::byte> raw_buffer;
+    const std::size_t chunk = std::max<std::size_t>(1, (std::size_t{256} << 10) / std::max<std::size_t>(1, row_bytes));
+    std::size_t first_bad = b * cols;
+    for (std::size_t r0 = a; r0 < b; r0 += chunk) {
+        const std::size_t n = std::min(chunk, b - r0);
+        auto part = bytes.subspan(r0 * row_bytes, n * row_bytes);
+        if (file) part = file->copy(part, raw_buffer.first(part.size()));
+        const std::size_t first = convert(t.type, part, out.subspan(r0 * cols, n * cols));
+        if (first < n * cols) first_bad = std::min(first_bad, r0 * cols + first);
+    }
+    return first_bad;
+}
+
+}  // namespace
+
 std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
                          std::span<const std::byte> tensor, std::span<double> out, std::size_t rows,
                          const std::function<void(std::size_t, std::size_t)>& then) {
     if (rows == 0) return out.size();
-    // Each thread reads its rows from the file a few at a time into a buffer of its own, kept
-    // from call to call, and converts them at once: the bytes are still in its cache when they
-    // are converted, and a buffer of a whole panel's bytes (8 MB for a panel of F32) was new
-    // pages to fault in.
     const std::size_t cols = out.size() / rows, row_bytes = bytes.size() / rows;
-    const std::size_t chunk = std::max<std::size_t>(1, (std::size_t{256} << 10) / std::max<std::size_t>(1, row_bytes));
     const std::size_t bad = in_parts(rows, out.size(), [&](std::size_t a, std::size_t b) {
-        thread_local thread_buffer<std::byte> raw_buffer;
-        std::size_t first_bad = b * cols;
-        for (std::size_t r0 = a; r0 < b; r0 += chunk) {
-            const std::size_t n = std::min(chunk, b - r0);
-            auto part = bytes.subspan(r0 * row_bytes, n * row_bytes);
-            if (file) part = file->copy(part, raw_buffer.first(part.size()));
-            const std::size_t first = convert(t.type, part, out.subspan(r0 * cols, n * cols));
-            if (first < n * cols) first_bad = std::min(first_bad, r0 * cols + first);
-        }
+        const std::size_t first_bad = convert_part(t, file, bytes, out, cols, row_bytes, a, b);
         if (then) then(a, b);
         return first_bad;
     });
+    if (!file) release(t, bytes, tensor);
+    return bad;
+}
+
+std::size_t convert_rows_here(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
+                              std::span<const std::byte> tensor, std::span<double> out, std::size_t rows) {
+    if (rows == 0) return out.size();
+    const std::size_t bad = convert_part(t, file, bytes, out, out.size() / rows, bytes.size() / rows, 0, rows);
     if (!file) release(t, bytes, tensor);
     return bad;
 }

@@ -76,6 +76,9 @@ const mapped_file* file_holding(const tensor_source& source, const tensor_info& 
 std::size_t convert_rows(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
                          std::span<const std::byte> tensor, std::span<double> out, std::size_t rows,
                          const std::function<void(std::size_t, std::size_t)>& then = {});
+// The same on this thread alone, for a caller that shares its work among the cores itself.
+std::size_t convert_rows_here(const tensor_info& t, const mapped_file* file, std::span<const std::byte> bytes,
+                              std::span<const std::byte> tensor, std::span<double> out, std::size_t rows);
 
 // Hands the pages of a converted tensor's mapped bytes back to the system (not a deflated
 // entry's, which live in a scratch buffer): `bytes`, part of the tensor's `tensor`, with the pages
