@@ -2,6 +2,7 @@
 // has asked for it (share_products_among_cores), the large matrix products too (internal).
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <functional>
@@ -17,6 +18,18 @@ std::size_t parts_for(std::size_t rows, std::size_t work);
 // f(k) for each k < parts at once: k = 0 on this thread, the others on threads of their own,
 // joined before it returns.
 void run_parts(std::size_t parts, const std::function<void(std::size_t)>& f);
+
+// A barrier for the parts of one run_parts, which all run at once: the threads spin (then yield)
+// instead of sleeping, since they meet every few microseconds.
+class spin_barrier {
+public:
+    explicit spin_barrier(std::size_t parties) : parties_(parties) {}
+    void arrive_and_wait();
+
+private:
+    const std::size_t parties_;
+    std::atomic<std::size_t> arrived_{0}, phase_{0};
+};
 
 // Whether the large products are split among the cores by ffn-trace, each part a product of the
 // matrix library on one core (which then runs on one thread): set by share_products_among_cores.

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
@@ -416,7 +415,7 @@ private:
         const std::size_t vectors = std::max<std::size_t>(1, cols / lanes);
         const std::size_t parts = detail::products_shared() ? detail::parts_for(vectors, x.rows * stored_rows_ * cols / 32) : 1;
         double* buffers = held_ ? nullptr : panel_buffer.first(2 * chunk_rows * cols).data();
-        std::barrier chunk_ready(static_cast<std::ptrdiff_t>(parts));
+        detail::spin_barrier chunk_ready(parts);
         detail::run_parts(parts, [&](std::size_t p) {
             const std::size_t j0 = p == 0 ? 0 : vectors * p / parts * lanes, j1 = p + 1 == parts ? cols : vectors * (p + 1) / parts * lanes;
             for (std::size_t r0 = 0, s = 0; r0 < stored_rows_; r0 += chunk_rows, ++s) {
