@@ -228,7 +228,7 @@ TEST_CASE("trace_elements saturates instead of wrapping") {
     CHECK(trace_elements(layer, 1) == 18);
 }
 
-TEST_CASE("linear_f32 is the float32 product, and each of its dot products lies within float_dot_error of the exact one") {
+TEST_CASE("linear_f32_transposed is the float32 product transposed, and each of its dot products lies within float_dot_error of the exact one") {
     // x in double rounded to float32 for the product, u exactly float32; the exact x · u in long
     // double. Some columns cancel hard (terms of ±1e6 that sum to about 1), where the error is
     // largest against the result.
@@ -244,8 +244,8 @@ TEST_CASE("linear_f32 is the float32 product, and each of its dot products lies 
             x[i * n + k] = big + uniform(rng);
             xf[i * n + k] = static_cast<float>(x[i * n + k]);
         }
-    std::vector<float> s(rows * n);
-    linear_f32(u, xf, d, s);
+    std::vector<float> st(n * rows);
+    linear_f32_transposed(u, xf, d, st);
     std::size_t within_half = 0;
     for (std::size_t j = 0; j < rows; ++j)
         for (std::size_t k = 0; k < n; ++k) {
@@ -258,10 +258,10 @@ TEST_CASE("linear_f32 is the float32 product, and each of its dot products lies 
                 u_norm += static_cast<double>(u[j * d + i]) * u[j * d + i];
             }
             const double bound = float_dot_error(d, std::sqrt(x_norm), std::sqrt(u_norm));
-            const double error = std::fabs(static_cast<double>(s[j * n + k] - exact));
+            const double error = std::fabs(static_cast<double>(st[k * rows + j] - exact));
             CHECK(error <= bound);
             // the product is float32's own: within float32's error of the rounded operands' exact dot
-            CHECK(std::fabs(static_cast<double>(s[j * n + k] - rounded)) <= bound);
+            CHECK(std::fabs(static_cast<double>(st[k * rows + j] - rounded)) <= bound);
             if (error <= bound / 2) ++within_half;
         }
     CHECK(within_half == rows * n);  // a worst case, far from any real error

@@ -226,10 +226,11 @@ std::string token_index(const std::vector<std::size_t>& lead, std::size_t token)
 // x (tokens, n_in) · W (n_in, n_out) + b (n_out, or empty) -> (tokens, n_out)
 // Through OpenBLAS for real layers; small products run the plain loops of linear_reference.
 matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b);
-// s (rows, n) = a (rows, d) · b (d, n), in float32 and row-major, through the matrix library,
-// each core multiplying its share of a's rows when products are shared among them. Only for
-// screening: each of s's dot products is within float_dot_error of the exact one.
-void linear_f32(std::span<const float> a, std::span<const float> b, std::size_t d, std::span<float> s);
+// sᵀ (n, rows) = (a (rows, d) · b (d, n))ᵀ, in float32 and row-major, through the matrix library
+// on the calling thread: each of b's columns scored against every row of a, the scores of one
+// column side by side. Only for screening: each dot product is within float_dot_error of the
+// exact one.
+void linear_f32_transposed(std::span<const float> a, std::span<const float> b, std::size_t d, std::span<float> st);
 // The largest error of a float32 dot product x̂ · u of d terms, u exactly float32 and x̂ = x
 // rounded to float32, against the exact x · u, for any order of the sums and without overflow:
 //   |fl(x̂ · u) − x · u| ≤ (γ_d (1 + ε) + ε) Σ |x_i u_i| + η ≤ c_d ‖x‖ ‖u‖ + η,

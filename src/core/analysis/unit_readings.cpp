@@ -142,6 +142,75 @@ double float_row_norm(const float* row, std::size_t d) {
     return std::sqrt((sum[0] + sum[1]) + (sum[2] + sum[3]));
 }
 
+// What one core's screen of its share of E's rows keeps, column by column.
+struct screened_part {
+    std::vector<std::vector<token_score>> lows, highs;  // the top lower bounds, the bottom upper bounds
+    std::vector<std::vector<std::pair<std::size_t, double>>> ups, downs;  // (row, upper), (row, lower)
+    std::vector<std::vector<std::size_t>> unsure;  // rows whose score is not finite
+    std::optional<error> failed;
+};
+
+// Screens rows [a, b) of E a block of 2 MB of floats at a time, on this thread: reads and converts
+// them, finds their norms (the bound is c_d ‖v_k‖ ‖e_j‖ + η_j, linear in ‖v_k‖, its two terms
+// found once a row), scores them against every column, then, column by column, lets the block's
+// bounds move the column's thresholds, adds its rows that reach them to the candidates and drops
+// the earlier candidates that no longer do. Blocks: every new page costs a fault (8 MB blocks were
+// a tenth of a GPT-2 prompt run's fresh memory).
+screened_part screen_rows(const std::vector<float>& vf, const std::vector<double>& v_norm, const tensor_source& source,
+                          const tensor_info& e, std::size_t top, std::size_t a, std::size_t b) {
+    const std::size_t d = e.shape[1], n = v_norm.size();
+    screened_part part{std::vector<std::vector<token_score>>(n), std::vector<std::vector<token_score>>(n),
+                       std::vector<std::vector<std::pair<std::size_t, double>>>(n),
+                       std::vector<std::vector<std::pair<std::size_t, double>>>(n), std::vector<std::vector<std::size_t>>(n), {}};
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 19) / std::max<std::size_t>(1, d));
+    thread_local detail::thread_buffer<float> rows_buffer, scores_buffer;
+    thread_local detail::thread_buffer<double> bounds_buffer;
+    for (std::size_t r0 = a; r0 < b; r0 += block) {
+        const std::size_t rows = std::min(block, b - r0);
+        const std::span<float> rows_f = rows_buffer.first(rows * d), st = scores_buffer.first(n * rows);
+        const std::span<double> per_x = bounds_buffer.first(2 * rows), eta = per_x.subspan(rows);
+        if ((part.failed = source.read_rows_float(e.name, r0, rows_f))) return part;
+        for (std::size_t j = 0; j < rows; ++j) {
+            const double norm = float_row_norm(rows_f.data() + j * d, d);
+            eta[j] = float_dot_error(d, 0, norm);
+            per_x[j] = float_dot_error(d, 1, norm) - eta[j];
+        }
+        linear_f32_transposed(rows_f, vf, d, st);
+        for (std::size_t k = 0; k < n; ++k) {
+            const float* s = st.data() + k * rows;
+            auto &lows = part.lows[k], &highs = part.highs[k];
+            // offer() takes a bound only past the list's last; that test is made here first,
+            // since almost every row fails it (two calls a row and column were a tenth of the
+            // view's time).
+            double up_to = threshold(lows, true, top), down_to = threshold(highs, false, top);
+            for (std::size_t j = 0; j < rows; ++j) {
+                const double score = s[j], bound = per_x[j] * v_norm[k] + eta[j];
+                if (!std::isfinite(score) || !std::isfinite(bound)) {
+                    part.unsure[k].push_back(r0 + j);
+                    continue;
+                }
+                if (score - bound > up_to) {
+                    offer(lows, {r0 + j, score - bound}, true, top);
+                    up_to = threshold(lows, true, top);
+                }
+                if (score + bound < down_to) {
+                    offer(highs, {r0 + j, score + bound}, false, top);
+                    down_to = threshold(highs, false, top);
+                }
+            }
+            std::erase_if(part.ups[k], [&](const auto& c) { return c.second < up_to; });
+            std::erase_if(part.downs[k], [&](const auto& c) { return c.second > down_to; });
+            for (std::size_t j = 0; j < rows; ++j) {
+                const double score = s[j], bound = per_x[j] * v_norm[k] + eta[j];
+                if (!std::isfinite(score) || !std::isfinite(bound)) continue;
+                if (score + bound >= up_to) part.ups[k].emplace_back(r0 + j, score + bound);
+                if (score - bound <= down_to) part.downs[k].emplace_back(r0 + j, score - bound);
+            }
+        }
+    }
+    return part;
+}
+
 outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
                                                          std::size_t top) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
@@ -155,75 +224,32 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
             if (!std::isfinite(vf[i * n + k])) return std::optional<candidates>{};
         }
     for (double& x : v_norm) x = std::sqrt(x);
-    std::vector<std::vector<token_score>> lows(n), highs(n);  // the top lower bounds, the bottom upper bounds
-    std::vector<std::vector<std::pair<std::size_t, double>>> ups(n), downs(n);  // (row, upper), (row, lower)
-    // Blocks of 2 MB of floats: what survives the screen does not depend on the blocks (a row is
-    // dropped only once its bound falls short of a threshold that only rises), and every new
-    // page costs a fault (8 MB blocks were a tenth of a GPT-2 prompt run's fresh memory).
-    const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 19) / std::max<std::size_t>(1, d));
-    std::vector<float> rows_f(std::min(block, vocab) * d), s(std::min(block, vocab) * n);
-    std::vector<double> per_x(std::min(block, vocab)), eta(per_x.size());
-    std::vector<std::vector<std::size_t>> unsure(n);  // each column's rows whose score is not finite
-    for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
-        const std::size_t rows = std::min(block, vocab - r0);
-        // Each core reads and converts its share of the block's rows, and finds their norms: the
-        // bound is c_d ‖v_k‖ ‖e_j‖ + η_j, linear in ‖v_k‖, its two terms found once a row.
-        const std::size_t parts = detail::products_shared() ? detail::parts_for(rows, rows * d) : 1;
-        std::vector<std::optional<error>> failed(parts);
-        detail::run_parts(parts, [&](std::size_t p) {
-            const std::size_t a = rows * p / parts, b = rows * (p + 1) / parts;
-            if ((failed[p] = source.read_rows_float(e.name, r0 + a, std::span(rows_f).subspan(a * d, (b - a) * d)))) return;
-            for (std::size_t j = a; j < b; ++j) {
-                const double norm = float_row_norm(rows_f.data() + j * d, d);
-                eta[j] = float_dot_error(d, 0, norm);
-                per_x[j] = float_dot_error(d, 1, norm) - eta[j];
-            }
-        });
-        for (auto& f : failed)
-            if (f) return *f;
-        linear_f32(std::span(rows_f).first(rows * d), vf, d, std::span(s).first(rows * n));
-        // Each core takes its share of the columns: first the block's bounds move each column's
-        // thresholds, then its rows that reach them join the column's candidates, and the
-        // candidates of earlier blocks that no longer do leave.
-        const std::size_t column_parts = detail::products_shared() ? detail::parts_for(n, rows * n * 16) : 1;
-        detail::run_parts(column_parts, [&](std::size_t p) {
-            for (std::size_t k = n * p / column_parts; k < n * (p + 1) / column_parts; ++k) {
-                // offer() takes a bound only past the list's last; that test is made here first,
-                // since almost every row fails it (two calls a row and column were a tenth of
-                // the view's time).
-                double up_to = threshold(lows[k], true, top), down_to = threshold(highs[k], false, top);
-                for (std::size_t j = 0; j < rows; ++j) {
-                    const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
-                    if (!std::isfinite(score) || !std::isfinite(b)) {
-                        unsure[k].push_back(r0 + j);
-                        continue;
-                    }
-                    if (score - b > up_to) {
-                        offer(lows[k], {r0 + j, score - b}, true, top);
-                        up_to = threshold(lows[k], true, top);
-                    }
-                    if (score + b < down_to) {
-                        offer(highs[k], {r0 + j, score + b}, false, top);
-                        down_to = threshold(highs[k], false, top);
-                    }
-                }
-                std::erase_if(ups[k], [&](const auto& c) { return c.second < up_to; });
-                std::erase_if(downs[k], [&](const auto& c) { return c.second > down_to; });
-                for (std::size_t j = 0; j < rows; ++j) {
-                    const double score = s[j * n + k], b = per_x[j] * v_norm[k] + eta[j];
-                    if (!std::isfinite(score) || !std::isfinite(b)) continue;
-                    if (score + b >= up_to) ups[k].emplace_back(r0 + j, score + b);
-                    if (score - b <= down_to) downs[k].emplace_back(r0 + j, score - b);
-                }
-            }
-        });
-    }
+    // Each core screens its own share of E's rows against its own thresholds, with no waiting on
+    // the other. What survives does not depend on how the rows are shared out: a row is kept when
+    // its bound reaches the `top`-th bound of all the rows, and a share's own threshold is never
+    // above that one, so each share keeps all of its rows that survive, and a few more, which go
+    // once the shares' thresholds are merged below.
+    const std::size_t parts = detail::products_shared() ? detail::parts_for(vocab, vocab * d) : 1;
+    std::vector<screened_part> shares(parts);
+    detail::run_parts(parts, [&](std::size_t p) { shares[p] = screen_rows(vf, v_norm, source, e, top, vocab * p / parts, vocab * (p + 1) / parts); });
+    for (auto& share : shares)
+        if (share.failed) return *share.failed;
     // (row, column): each column's candidates, in the order of the rows
     candidates kept;
     for (std::size_t k = 0; k < n; ++k) {
-        for (auto j : unsure[k]) kept.emplace_back(j, k);
-        for (const auto& c : ups[k]) kept.emplace_back(c.first, k);
-        for (const auto& c : downs[k]) kept.emplace_back(c.first, k);
+        std::vector<token_score> lows, highs;
+        for (const auto& share : shares) {
+            for (const auto& s : share.lows[k]) offer(lows, s, true, top);
+            for (const auto& s : share.highs[k]) offer(highs, s, false, top);
+        }
+        const double up_to = threshold(lows, true, top), down_to = threshold(highs, false, top);
+        for (const auto& share : shares) {
+            for (auto j : share.unsure[k]) kept.emplace_back(j, k);
+            for (const auto& c : share.ups[k])
+                if (c.second >= up_to) kept.emplace_back(c.first, k);
+            for (const auto& c : share.downs[k])
+                if (c.second <= down_to) kept.emplace_back(c.first, k);
+        }
     }
     std::sort(kept.begin(), kept.end());
     kept.erase(std::unique(kept.begin(), kept.end()), kept.end());

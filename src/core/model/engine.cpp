@@ -88,15 +88,12 @@ matrix linear(const matrix& x, const matrix& w, const std::vector<double>& b) {
     return y;
 }
 
-void linear_f32(std::span<const float> a, std::span<const float> b, std::size_t d, std::span<float> s) {
-    const std::size_t n = d == 0 ? 0 : b.size() / d, rows = n == 0 ? 0 : s.size() / n;
+void linear_f32_transposed(std::span<const float> a, std::span<const float> b, std::size_t d, std::span<float> st) {
+    const std::size_t n = d == 0 ? 0 : b.size() / d, rows = n == 0 ? 0 : st.size() / n;
     if (rows == 0) return;
-    const std::size_t parts = detail::products_shared() ? detail::parts_for(rows, rows * d * n / 32) : 1;
-    detail::run_parts(parts, [&](std::size_t k) {
-        const std::size_t r0 = rows * k / parts, r1 = rows * (k + 1) / parts;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(r1 - r0), dim(n), dim(d), 1.0f, a.data() + r0 * d, dim(d),
-                    b.data(), dim(n), 0.0f, s.data() + r0 * n, dim(n));
-    });
+    // sᵀ = bᵀ · aᵀ, both operands read transposed where they lie
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, dim(n), dim(rows), dim(d), 1.0f, b.data(), dim(n), a.data(), dim(d), 0.0f,
+                st.data(), dim(rows));
 }
 
 double float_dot_error(std::size_t d, double x_norm, double u_norm) {
