@@ -407,19 +407,22 @@ TEST_CASE("with products shared among the cores, a streamed product and linear g
 TEST_CASE("a stored product sums each element's terms in order, whatever tokens stand beside it") {
     // Stored (out, in): W = the transpose of a (13, 300) F32 tensor, 13 stored rows two tiles of 6
     // and one row left over, 300 values of c two blocks of 128 and 44 left over. Stored (in, out):
-    // W = a (2100, 37) tensor, two chunks of rows (1771 and 329), 37 columns strips of whole
-    // vectors and 5 (or 1) columns short of one. 1 to 300 tokens: tiles of tokens and those left over,
-    // past the 256 taken at a time.
-    for (bool transposed : {true, false}) {
+    // W = a (4000, 37) tensor, 37 columns strips of whole vectors and 5 (or 1) columns short of
+    // one; in F32, read as it lies, two chunks of rows (3542 and 458, 2^17 floats a chunk); in
+    // BF16, converted, three (1771, 1771 and 458, 2^16 doubles). 1 to 300 tokens: tiles of tokens
+    // and those left over, past the 256 taken at a time.
+    for (const auto& [transposed, dtype] : {std::pair{true, "F32"}, std::pair{false, "F32"}, std::pair{false, "BF16"}}) {
         CAPTURE(transposed);
-        const std::size_t out = transposed ? 13 : 37, in = transposed ? 300 : 2100;
-        std::vector<double> w(out * in);  // as stored
-        for (std::size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0);
+        CAPTURE(dtype);
+        const std::size_t out = transposed ? 13 : 37, in = transposed ? 300 : 4000;
+        std::vector<double> w(out * in);  // as stored: each value a float whose low 16 bits are 0, so that BF16 holds it
+        for (std::size_t k = 0; k < w.size(); ++k)
+            w[k] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(static_cast<float>(std::sin(0.37 * static_cast<double>(k)) / 3.0)) & 0xFFFF0000u);
         const auto w_at = [&](std::size_t o, std::size_t c) { return transposed ? w[o * in + c] : w[c * out + o]; };  // W[c, o]
         ckpt::temp_dir dir;
         const std::vector<std::size_t> shape = transposed ? std::vector<std::size_t>{out, in} : std::vector<std::size_t>{in, out};
         std::shared_ptr<const tensor_source> s =
-            opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", "F32", shape, w}}))));
+            opened(open_safetensors(dir.write("model.safetensors", ckpt::safetensors_file({{"w", dtype, shape, w}}))));
         auto kept = keep_in_file(s, "w", transposed);
         REQUIRE(kept);
         const auto held = (*kept)->held();

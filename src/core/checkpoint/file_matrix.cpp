@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cblas.h>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -44,6 +46,24 @@ using v2 = double __attribute__((vector_size(16)));
 
 template <class V>
 constexpr std::size_t lanes = sizeof(V) / sizeof(double);
+// The float vector of as many lanes, for a stored F32 chunk read as it lies.
+using v8f = float __attribute__((vector_size(32)));
+using v4f = float __attribute__((vector_size(16)));
+using v2f = float __attribute__((vector_size(8)));
+template <class V>
+using floats_of = std::conditional_t<std::is_same_v<V, v8>, v8f, std::conditional_t<std::is_same_v<V, v4>, v4f, v2f>>;
+
+// v = the vector of doubles at p: read as it is, or floats widened, each exactly the double it holds.
+template <class V, class T>
+[[gnu::always_inline]] inline void load_vector(V& v, const T* p) {
+    if constexpr (std::is_same_v<T, double>) {
+        std::memcpy(&v, p, sizeof(V));
+    } else {
+        floats_of<V> f;
+        std::memcpy(&f, p, sizeof(f));
+        v = __builtin_convertvector(f, V);
+    }
+}
 // Tiles that fit the registers: NB × NV accumulators, NV vectors of x and one broadcast w.
 template <class V>
 constexpr std::size_t tile_vectors = std::is_same_v<V, v8> ? 4 : 2;
@@ -57,8 +77,8 @@ constexpr std::size_t dots_block = 128;
 // takes its terms in the order of i onto one running value. The register tile of both layouts'
 // products: for (out, in), a the stored rows and b the transposed tokens; for (in, out), a the
 // tokens and b the stored rows.
-template <class V, std::size_t NR, std::size_t NV>
-[[gnu::always_inline]] inline void broadcast_tile(const double* a, std::size_t ld_a, const double* b, std::size_t ld_b, double* c,
+template <class V, std::size_t NR, std::size_t NV, class B = double>
+[[gnu::always_inline]] inline void broadcast_tile(const double* a, std::size_t ld_a, const B* b, std::size_t ld_b, double* c,
                                                   std::size_t ld_c, std::size_t k) {
     constexpr std::size_t L = lanes<V>;
     V acc[NR][NV];
@@ -69,7 +89,7 @@ template <class V, std::size_t NR, std::size_t NV>
     for (std::size_t i = 0; i < k; ++i) {
         V bv[NV];
 #pragma GCC unroll 8
-        for (std::size_t v = 0; v < NV; ++v) std::memcpy(&bv[v], b + i * ld_b + v * L, sizeof(V));
+        for (std::size_t v = 0; v < NV; ++v) load_vector(bv[v], b + i * ld_b + v * L);
 #pragma GCC unroll 8
         for (std::size_t r = 0; r < NR; ++r) {
             const double ar = a[r * ld_a + i];
@@ -154,65 +174,81 @@ constexpr std::size_t row_tile_vectors = std::is_same_v<V, v8> ? 3 : 2;
 
 // Every token of x through the NJ vectors of columns at w and y: NT tokens at a time, then the
 // tokens left over in one tile.
-template <class V, std::size_t NJ>
-[[gnu::always_inline]] inline void rows_strip(const double* x, std::size_t ld_x, std::size_t m, const double* w, std::size_t ld_w,
+template <class V, std::size_t NJ, class W>
+[[gnu::always_inline]] inline void rows_strip(const double* x, std::size_t ld_x, std::size_t m, const W* w, std::size_t ld_w,
                                               double* y, std::size_t ld_y, std::size_t k) {
     constexpr std::size_t NT = row_tile_tokens<V>;
     std::size_t t = 0;
-    for (; t + NT <= m; t += NT) broadcast_tile<V, NT, NJ>(x + t * ld_x, ld_x, w, ld_w, y + t * ld_y, ld_y, k);
+    for (; t + NT <= m; t += NT) broadcast_tile<V, NT, NJ, W>(x + t * ld_x, ld_x, w, ld_w, y + t * ld_y, ld_y, k);
     const double* xt = x + t * ld_x;
     double* yt = y + t * ld_y;
     switch (m - t) {
-        case 7: broadcast_tile<V, 7, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 6: broadcast_tile<V, 6, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 5: broadcast_tile<V, 5, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 4: broadcast_tile<V, 4, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 3: broadcast_tile<V, 3, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 2: broadcast_tile<V, 2, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
-        case 1: broadcast_tile<V, 1, NJ>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 7: broadcast_tile<V, 7, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 6: broadcast_tile<V, 6, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 5: broadcast_tile<V, 5, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 4: broadcast_tile<V, 4, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 3: broadcast_tile<V, 3, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 2: broadcast_tile<V, 2, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
+        case 1: broadcast_tile<V, 1, NJ, W>(xt, ld_x, w, ld_w, yt, ld_y, k); break;
         default: break;
     }
 }
 
 // y[:, j0:j1] += x (m, k) · w[:, j0:j1], w (k, ·) a chunk of stored rows: strips of NJ vectors of
 // columns, then the whole vectors left over, then the columns short of a vector one at a time.
-template <class V>
-[[gnu::always_inline]] inline void rows_product_in(const double* x, std::size_t ld_x, std::size_t m, const double* w,
+template <class V, class W>
+[[gnu::always_inline]] inline void rows_product_in(const double* x, std::size_t ld_x, std::size_t m, const W* w,
                                                    std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t j0,
                                                    std::size_t j1) {
     constexpr std::size_t L = lanes<V>, NJ = row_tile_vectors<V>;
     std::size_t j = j0;
-    for (; j + NJ * L <= j1; j += NJ * L) rows_strip<V, NJ>(x, ld_x, m, w + j, ld_w, y + j, ld_y, k);
-    for (; j + L <= j1; j += L) rows_strip<V, 1>(x, ld_x, m, w + j, ld_w, y + j, ld_y, k);
+    for (; j + NJ * L <= j1; j += NJ * L) rows_strip<V, NJ, W>(x, ld_x, m, w + j, ld_w, y + j, ld_y, k);
+    for (; j + L <= j1; j += L) rows_strip<V, 1, W>(x, ld_x, m, w + j, ld_w, y + j, ld_y, k);
     for (; j < j1; ++j)
         for (std::size_t t = 0; t < m; ++t) {
             double sum = y[t * ld_y + j];
-            for (std::size_t i = 0; i < k; ++i) sum += x[t * ld_x + i] * w[i * ld_w + j];
+            for (std::size_t i = 0; i < k; ++i) sum += x[t * ld_x + i] * static_cast<double>(w[i * ld_w + j]);
             y[t * ld_y + j] = sum;
         }
 }
 
 #if defined(__x86_64__)
-[[gnu::target("avx512f")]] void rows_product_avx512(const double* x, std::size_t ld_x, std::size_t m, const double* w,
-                                                    std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t j0,
-                                                    std::size_t j1) {
+template <class W>
+[[gnu::target("avx512f")]] void rows_product_avx512(const double* x, std::size_t ld_x, std::size_t m, const W* w, std::size_t ld_w,
+                                                    double* y, std::size_t ld_y, std::size_t k, std::size_t j0, std::size_t j1) {
     rows_product_in<v8>(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
 }
-[[gnu::target("avx2,fma")]] void rows_product_avx2(const double* x, std::size_t ld_x, std::size_t m, const double* w,
-                                                   std::size_t ld_w, double* y, std::size_t ld_y, std::size_t k, std::size_t j0,
-                                                   std::size_t j1) {
+template <class W>
+[[gnu::target("avx2,fma")]] void rows_product_avx2(const double* x, std::size_t ld_x, std::size_t m, const W* w, std::size_t ld_w,
+                                                   double* y, std::size_t ld_y, std::size_t k, std::size_t j0, std::size_t j1) {
     rows_product_in<v4>(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
 }
 #endif
 
-// y[:, j0:j1] += x (m, k) · w (k, ·)[:, j0:j1] by the build for `lanes`.
-void rows_product(std::size_t lanes, const double* x, std::size_t ld_x, std::size_t m, const double* w, std::size_t ld_w, double* y,
+// y[:, j0:j1] += x (m, k) · w (k, ·)[:, j0:j1] by the build for `lanes`; w converted values, or a
+// stored F32 chunk as it lies, each float widened in the registers as the tile reads it.
+template <class W>
+void rows_product(std::size_t lanes, const double* x, std::size_t ld_x, std::size_t m, const W* w, std::size_t ld_w, double* y,
                   std::size_t ld_y, std::size_t k, std::size_t j0, std::size_t j1) {
 #if defined(__x86_64__)
     if (lanes == 8) return rows_product_avx512(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
     if (lanes == 4) return rows_product_avx2(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
 #endif
     rows_product_in<v2>(x, ld_x, m, w, ld_w, y, ld_y, k, j0, j1);
+}
+
+// The index of the first of p[0, n) that is not finite (its exponent all ones), or n: blocks of 64
+// tested without a branch, then the block that holds one searched.
+std::size_t first_non_finite(const float* p, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        std::uint32_t any = 0;
+        for (std::size_t k = 0; k < 64; ++k) any |= (~std::bit_cast<std::uint32_t>(p[i + k]) & 0x7f800000u) == 0;
+        if (any) break;
+    }
+    for (; i < n; ++i)
+        if (!std::isfinite(p[i])) return i;
+    return n;
 }
 
 // x (m, k) transposed into (k, mp), mp = m rounded up to whole vectors of `lanes`, the padding 0.
@@ -404,26 +440,40 @@ public:
     }
 
 private:
-    // y (tokens, cols) += x · W for a stored (in, out) W, a chunk of 2^16 doubles of stored rows at a
-    // time (at least 16 rows): small enough that a chunk stays in the cores' caches between its
-    // conversion and its use. Each core converts its share of a chunk's rows, then, once every
-    // core has (the chunks alternate between two buffers, so one wait a chunk), multiplies all of
-    // the chunk's rows into its share of y's columns; a held matrix's chunks are its values.
+    // y (tokens, cols) += x · W for a stored (in, out) W, a chunk of stored rows at a time (at least
+    // 16 rows; 2^16 doubles, or 2^17 floats, half a megabyte): small enough that a chunk stays in
+    // the cores' caches between its reading and its use. Each core reads its share of a chunk's rows, then, once every core has
+    // (the chunks alternate between two buffers, so one wait a chunk), multiplies all of the
+    // chunk's rows into its share of y's columns; a held matrix's chunks are its values. A chunk
+    // of F32 is copied as it lies and widened in the kernel's registers: converting it into
+    // doubles first wrote and read back twice its bytes (a sixth of GPT-2's blocks' time).
     void times_by_rows(const matrix& x, matrix& y) const {
+        if (!held_ && info_.type == dtype::f32 && std::endian::native == std::endian::little) {
+            thread_local detail::thread_buffer<float> float_chunks;
+            return times_by_rows_of<float>(x, y, float_chunks, [this](std::size_t r0, std::size_t n, float* out) { copy_rows(r0, n, out); });
+        }
+        return times_by_rows_of<double>(x, y, panel_buffer, [this](std::size_t r0, std::size_t n, double* out) { read_rows(r0, n, out); });
+    }
+    template <class T, class Read>
+    void times_by_rows_of(const matrix& x, matrix& y, detail::thread_buffer<T>& buffer, Read read) const {
         const std::size_t cols = stored_cols_, lanes = detail::vector_lanes();
-        const std::size_t chunk_rows = std::min(stored_rows_, std::max<std::size_t>(16, (std::size_t{1} << 16) / std::max<std::size_t>(1, cols)));
+        const std::size_t chunk_rows = std::min(stored_rows_, std::max<std::size_t>(16, (std::size_t{1} << (sizeof(T) == 4 ? 17 : 16)) / std::max<std::size_t>(1, cols)));
         const std::size_t vectors = std::max<std::size_t>(1, cols / lanes);
         const std::size_t parts = detail::products_shared() ? detail::parts_for(vectors, x.rows * stored_rows_ * cols / 32) : 1;
-        double* buffers = held_ ? nullptr : panel_buffer.first(2 * chunk_rows * cols).data();
+        T* buffers = held_ ? nullptr : buffer.first(2 * chunk_rows * cols).data();
         detail::spin_barrier chunk_ready(parts);
         detail::run_parts(parts, [&](std::size_t p) {
             const std::size_t j0 = p == 0 ? 0 : vectors * p / parts * lanes, j1 = p + 1 == parts ? cols : vectors * (p + 1) / parts * lanes;
             for (std::size_t r0 = 0, s = 0; r0 < stored_rows_; r0 += chunk_rows, ++s) {
                 const std::size_t n = std::min(chunk_rows, stored_rows_ - r0);
-                const double* w = held_ ? held_->data() + r0 * cols : buffers + s % 2 * chunk_rows * cols;
+                const T* w;
+                if constexpr (std::is_same_v<T, double>)
+                    w = held_ ? held_->data() + r0 * cols : buffers + s % 2 * chunk_rows * cols;
+                else
+                    w = buffers + s % 2 * chunk_rows * cols;
                 if (!held_) {
                     const std::size_t a = n * p / parts, b = n * (p + 1) / parts;
-                    read_rows(r0 + a, b - a, buffers + s % 2 * chunk_rows * cols + a * cols);
+                    read(r0 + a, b - a, buffers + s % 2 * chunk_rows * cols + a * cols);
                     if (parts > 1) chunk_ready.arrive_and_wait();
                 }
                 rows_product(lanes, x.data.data() + r0, x.cols, x.rows, w, cols, y.data.data(), y.cols, n, j0, j1);
@@ -461,6 +511,18 @@ private:
         const std::span<double> values(out, n * stored_cols_);
         const std::size_t bad = detail::convert_rows_here(info_, file_, bytes_.subspan(r0 * row_bytes, n * row_bytes), bytes_, values, n);
         if (bad < values.size()) note_non_finite(r0 * stored_cols_ + bad, values[bad]);
+    }
+
+    // Stored rows r0 … r0 + n − 1 of F32 copied as they lie into `out` on this thread, and the
+    // first value that is not finite noted, as read_rows would note it.
+    void copy_rows(std::size_t r0, std::size_t n, float* out) const {
+        const auto bytes = bytes_.subspan(r0 * stored_cols_ * sizeof(float), n * stored_cols_ * sizeof(float));
+        const auto into = std::as_writable_bytes(std::span(out, n * stored_cols_));
+        const auto got = file_ ? file_->copy(bytes, into) : bytes;
+        if (got.data() != into.data()) std::memcpy(into.data(), got.data(), got.size());
+        if (!file_) detail::release(info_, bytes, bytes_);
+        const std::size_t bad = first_non_finite(out, n * stored_cols_);
+        if (bad < n * stored_cols_) note_non_finite(r0 * stored_cols_ + bad, out[bad]);
     }
 
     // f(r, c0, c1, values) for every stored row r in order, values its columns [c0, c1) converted:
