@@ -2,6 +2,8 @@
 #include "json/json_text.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "base/parts.hpp"
@@ -11,6 +13,10 @@ namespace ffn_trace {
 namespace {
 
 using json = nlohmann::ordered_json;
+constexpr std::uint8_t row_subtype = 0x64;  // 'd': doubles
+
+bool is_row(const json& j) { return j.is_binary() && j.get_binary().has_subtype() && j.get_binary().subtype() == row_subtype; }
+std::size_t row_size(const json& j) { return j.get_binary().size() / sizeof(double); }
 // Writes a scalar straight onto the end of the text: a gradient's JSON holds millions of numbers,
 // and a dump() per number cost a string and a copy each.
 using scalar_writer = nlohmann::detail::serializer<json>;
@@ -31,13 +37,13 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent, b
             out += ++k < j.size() ? ",\n" : "\n";
         }
         out += std::string(static_cast<std::size_t>(indent), ' ') + "}";
-    } else if (j.is_array() && std::any_of(j.begin(), j.end(), [](const json& e) { return e.is_structured(); })) {
+    } else if (j.is_array() && std::any_of(j.begin(), j.end(), [](const json& e) { return e.is_structured() || is_row(e); })) {
         out += "[\n";
         // A long array of arrays (a step's rows, a gradient's) is written by every core, each its
         // share of the elements into a text of its own, joined in order: writing a number is
         // most of the JSON view's time, and a GPT-2 prompt's trace holds 600,000.
         const std::size_t parts =
-            share && j.size() >= 8 && j[0].is_array() ? detail::parts_for(j.size(), j.size() * j[0].size() * 8) : 1;
+            share && j.size() >= 8 && (j[0].is_array() || is_row(j[0])) ? detail::parts_for(j.size(), j.size() * (is_row(j[0]) ? row_size(j[0]) : j[0].size()) * 8) : 1;
         std::vector<std::string> texts(parts);
         detail::run_parts(parts, [&](std::size_t p) {
             std::string& text = p == 0 ? out : texts[p];
@@ -57,12 +63,28 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent, b
             scalar.dump(j[k], false, false, 0);
         }
         out += "]";
+    } else if (is_row(j)) {
+        out += "[";
+        const auto& bytes = j.get_binary();
+        for (std::size_t k = 0; k < row_size(j); ++k) {
+            if (k) out += ", ";
+            double v;
+            std::memcpy(&v, bytes.data() + k * sizeof(double), sizeof v);
+            scalar.dump(json(v), false, false, 0);
+        }
+        out += "]";
     } else {
         scalar.dump(j, false, false, 0);
     }
 }
 
 }  // namespace
+
+json json_row(std::span<const double> row) {
+    std::vector<std::uint8_t> bytes(row.size() * sizeof(double));
+    if (!row.empty()) std::memcpy(bytes.data(), row.data(), bytes.size());
+    return json::binary(std::move(bytes), row_subtype);
+}
 
 std::string json_text(const nlohmann::ordered_json& j) {
     std::string out;

@@ -11,12 +11,12 @@ namespace ffn_trace {
 
 using json = nlohmann::ordered_json;
 
-// Every row moved, never copied, into its place: a prompt's layer has millions of numbers, and a
-// json built from the vector of rows as an lvalue copied each of them once more.
+// Each row one json_row, for json_text to write, moved, never copied, into its place: a prompt's
+// layer has millions of numbers.
 json nested_rows(const matrix& m, const std::vector<std::size_t>& lead) {
     std::vector<json> rows;
     rows.reserve(m.rows);
-    for (std::size_t t = 0; t < m.rows; ++t) rows.emplace_back(std::vector<double>(m.row(t).begin(), m.row(t).end()));
+    for (std::size_t t = 0; t < m.rows; ++t) rows.emplace_back(json_row(m.row(t)));
     // Group rows from the innermost leading dimension outwards.
     for (auto d = lead.rbegin(); d != lead.rend() && std::next(d) != lead.rend(); ++d) {
         std::vector<json> grouped;
