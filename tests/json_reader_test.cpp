@@ -221,6 +221,36 @@ TEST_CASE("JSON text writes a string holding one byte of a character as U+FFFD i
     CHECK(out == "{\n  \"token\": \"a\xEF\xBF\xBD" "b\"\n}");
 }
 
+TEST_CASE("a row made by json_row is written as its numbers, as the same numbers held as JSON values are") {
+    // Halves, a tenth (not exact in binary), -0, a denormal, an integer and a NaN (JSON's null).
+    const std::vector<double> row{0.5, -0.25, 0.1, -0.0, 5e-324, 3.0, std::nan("")};
+    const std::string as_values = ffn_trace::json_text(nlohmann::ordered_json{{"row", row}});
+    CHECK(as_values == "{\n  \"row\": [0.5, -0.25, 0.1, -0.0, 5e-324, 3.0, null]\n}");
+    CHECK(ffn_trace::json_text(nlohmann::ordered_json{{"row", ffn_trace::json_row(row)}}) == as_values);
+    CHECK(ffn_trace::json_text(nlohmann::ordered_json{{"row", ffn_trace::json_row({})}}) == "{\n  \"row\": []\n}");
+    SUBCASE("an array of them one a line, shared out among the cores when long") {
+        for (int rows : {1, 3, 64}) {
+            CAPTURE(rows);
+            nlohmann::ordered_json values = nlohmann::ordered_json::array(), bytes = nlohmann::ordered_json::array();
+            std::string expected = "{\n  \"rows\": [\n";
+            for (int r = 0; r < rows; ++r) {
+                std::vector<double> numbers;
+                std::string line = "    [";
+                for (int c = 0; c < 5000; ++c) {
+                    numbers.push_back(r * 5000 + c + 0.5);
+                    line += (c ? ", " : "") + std::to_string(r * 5000 + c) + ".5";
+                }
+                values.push_back(numbers);
+                bytes.push_back(ffn_trace::json_row(numbers));
+                expected += line + (r + 1 < rows ? "],\n" : "]\n");
+            }
+            expected += "  ]\n}";
+            CHECK(ffn_trace::json_text(nlohmann::ordered_json{{"rows", values}}) == expected);
+            CHECK(ffn_trace::json_text(nlohmann::ordered_json{{"rows", bytes}}) == expected);
+        }
+    }
+}
+
 TEST_CASE("JSON text writes a long array of rows one row a line, in order, however the cores share it out") {
     // 64 rows of 5,000 numbers: enough to be written by every core, each a share of the rows.
     // The expected text is put together here, row by row, as the layout says it is.
