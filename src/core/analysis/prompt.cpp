@@ -54,14 +54,22 @@ std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, b
     std::vector<std::size_t> ids;
     if (k == 0) return ids;
     ids.reserve(k + 1);
-    const auto key = [&](std::size_t i) { return lowest ? -score[i] : score[i]; };
-    for (std::size_t i = 0; i < score.size(); ++i) {
-        const double x = key(i);
-        if (ids.size() == k && !(x > key(ids.back()))) continue;  // a tie goes to the lower id, met first
-        auto at = std::upper_bound(ids.begin(), ids.end(), x, [&](double v, std::size_t j) { return v > key(j); });
-        ids.insert(at, i);
-        if (ids.size() > k) ids.pop_back();
-    }
+    const auto scan = [&](auto key) {
+        // last: the key of the k-th id kept, the one a later id must beat, once k are kept
+        double last = 0;
+        for (std::size_t i = 0; i < score.size(); ++i) {
+            const double x = key(i);
+            if (ids.size() == k && !(x > last)) continue;  // a tie goes to the lower id, met first
+            auto at = std::upper_bound(ids.begin(), ids.end(), x, [&](double v, std::size_t j) { return v > key(j); });
+            ids.insert(at, i);
+            if (ids.size() > k) ids.pop_back();
+            if (ids.size() == k) last = key(ids.back());
+        }
+    };
+    if (lowest)
+        scan([&](std::size_t i) { return -score[i]; });
+    else
+        scan([&](std::size_t i) { return score[i]; });
     return ids;
 }
 
