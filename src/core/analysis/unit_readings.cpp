@@ -259,7 +259,9 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
     // once the shares' thresholds are merged below.
     const std::size_t parts = detail::products_shared() ? detail::parts_for(vocab, vocab * d) : 1;
     std::vector<screened_part> shares(parts);
-    detail::run_parts(parts, [&](std::size_t p) { shares[p] = screen_rows(vf, v_norm, source, e, top, vocab * p / parts, vocab * (p + 1) / parts); });
+    detail::run_parts(parts, [&](std::size_t p) {
+        shares[p] = screen_rows(vf, v_norm, source, e, top, vocab * p / parts, vocab * (p + 1) / parts);
+    });
     for (auto& share : shares)
         if (share.failed) return *share.failed;
     // (row, column): each column's candidates, in the order of the rows

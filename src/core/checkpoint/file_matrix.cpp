@@ -442,22 +442,25 @@ public:
 private:
     // y (tokens, cols) += x · W for a stored (in, out) W, a chunk of stored rows at a time (at least
     // 16 rows; 2^16 doubles, or 2^17 floats, half a megabyte): small enough that a chunk stays in
-    // the cores' caches between its reading and its use. Each core reads its share of a chunk's rows, then, once every core has
-    // (the chunks alternate between two buffers, so one wait a chunk), multiplies all of the
-    // chunk's rows into its share of y's columns; a held matrix's chunks are its values. A chunk
-    // of F32 is copied as it lies and widened in the kernel's registers: converting it into
-    // doubles first wrote and read back twice its bytes (a sixth of GPT-2's blocks' time).
+    // the cores' caches between its reading and its use. Each core reads its share of a chunk's
+    // rows, then, once every core has (the chunks alternate between two buffers, so one wait a
+    // chunk), multiplies all of the chunk's rows into its share of y's columns; a held matrix's
+    // chunks are its values. A chunk of F32 is copied as it lies and widened in the kernel's
+    // registers: converting it into doubles first wrote and read back twice its bytes (up to a
+    // sixth of GPT-2's blocks' time).
     void times_by_rows(const matrix& x, matrix& y) const {
         if (!held_ && info_.type == dtype::f32 && std::endian::native == std::endian::little) {
             thread_local detail::thread_buffer<float> float_chunks;
-            return times_by_rows_of<float>(x, y, float_chunks, [this](std::size_t r0, std::size_t n, float* out) { copy_rows(r0, n, out); });
+            return times_by_rows_of<float>(x, y, float_chunks,
+                                           [this](std::size_t r0, std::size_t n, float* out) { copy_rows(r0, n, out); });
         }
         return times_by_rows_of<double>(x, y, panel_buffer, [this](std::size_t r0, std::size_t n, double* out) { read_rows(r0, n, out); });
     }
     template <class T, class Read>
     void times_by_rows_of(const matrix& x, matrix& y, detail::thread_buffer<T>& buffer, Read read) const {
         const std::size_t cols = stored_cols_, lanes = detail::vector_lanes();
-        const std::size_t chunk_rows = std::min(stored_rows_, std::max<std::size_t>(16, (std::size_t{1} << (sizeof(T) == 4 ? 17 : 16)) / std::max<std::size_t>(1, cols)));
+        const std::size_t chunk_values = std::size_t{1} << (sizeof(T) == sizeof(float) ? 17 : 16);
+        const std::size_t chunk_rows = std::min(stored_rows_, std::max<std::size_t>(16, chunk_values / std::max<std::size_t>(1, cols)));
         const std::size_t vectors = std::max<std::size_t>(1, cols / lanes);
         const std::size_t parts = detail::products_shared() ? detail::parts_for(vectors, x.rows * stored_rows_ * cols / 32) : 1;
         T* buffers = held_ ? nullptr : buffer.first(2 * chunk_rows * cols).data();

@@ -42,8 +42,9 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent, b
         // A long array of arrays (a step's rows, a gradient's) is written by every core, each its
         // share of the elements into a text of its own, joined in order: writing a number is
         // most of the JSON view's time, and a GPT-2 prompt's trace holds 600,000.
+        const bool rows = j.size() >= 8 && (j[0].is_array() || is_row(j[0]));
         const std::size_t parts =
-            share && j.size() >= 8 && (j[0].is_array() || is_row(j[0])) ? detail::parts_for(j.size(), j.size() * (is_row(j[0]) ? row_size(j[0]) : j[0].size()) * 8) : 1;
+            share && rows ? detail::parts_for(j.size(), j.size() * (is_row(j[0]) ? row_size(j[0]) : j[0].size()) * 8) : 1;
         std::vector<std::string> texts(parts);
         detail::run_parts(parts, [&](std::size_t p) {
             std::string& text = p == 0 ? out : texts[p];
