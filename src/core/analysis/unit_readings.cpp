@@ -151,6 +151,7 @@ double float_row_norm(const float* row, std::size_t d) {
 
 // What one core's screen of its share of E's rows keeps, column by column.
 struct screened_part {
+    explicit screened_part(std::size_t columns = 0) : lows(columns), highs(columns), ups(columns), downs(columns), unsure(columns) {}
     std::vector<std::vector<token_score>> lows, highs;  // the top lower bounds, the bottom upper bounds
     std::vector<std::vector<std::pair<std::size_t, double>>> ups, downs;  // (row, upper), (row, lower)
     std::vector<std::vector<std::size_t>> unsure;  // rows whose score is not finite
@@ -166,9 +167,7 @@ struct screened_part {
 screened_part screen_rows(const std::vector<float>& vf, const std::vector<double>& v_norm, const tensor_source& source,
                           const tensor_info& e, std::size_t top, std::size_t a, std::size_t b) {
     const std::size_t d = e.shape[1], n = v_norm.size();
-    screened_part part{std::vector<std::vector<token_score>>(n), std::vector<std::vector<token_score>>(n),
-                       std::vector<std::vector<std::pair<std::size_t, double>>>(n),
-                       std::vector<std::vector<std::pair<std::size_t, double>>>(n), std::vector<std::vector<std::size_t>>(n), {}};
+    screened_part part(n);
     const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 19) / std::max<std::size_t>(1, d));
     thread_local detail::thread_buffer<float> rows_buffer, scores_buffer;
     thread_local detail::thread_buffer<double> bounds_buffer;

@@ -55,9 +55,7 @@ std::string check_text(const gradient_check& c) {
 
 nlohmann::ordered_json nested_weight(const matrix& math_form, bool out_in) {
     const matrix m = out_in ? math_form.transposed() : math_form;
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (std::size_t r = 0; r < m.rows; ++r) rows.push_back(json_row(m.row(r)));
-    return rows;
+    return nested_rows(m, {m.rows});
 }
 
 nlohmann::ordered_json check_json(const gradient_check& c) {
