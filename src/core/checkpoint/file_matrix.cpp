@@ -26,7 +26,7 @@ using detail::release;
 namespace {
 
 // One panel buffer per thread, kept from product to product and shared by every kind of pass
-// over the panels: a new 16 MB buffer at every product was new pages for the kernel to fault in
+// over the panels: a new buffer at every product was new pages for the kernel to fault in
 // and zero, dozens of times a prompt.
 thread_local detail::thread_buffer<double> panel_buffer;
 
@@ -567,7 +567,9 @@ private:
         });
     }
 
-    // f(r0, n, panel) for consecutive panels of about 16 MB of doubles: stored rows r0 … r0 + n − 1,
+    // f(r0, n, panel) for consecutive panels of about 1 MB of doubles (2^17; panels of 16 MB were
+    // as many new pages for the kernel to fault in, GPT-2's ‖W2 row‖ a fifth of a prompt run's
+    // fresh memory, which in a virtual machine costs up to 3 ms a megabyte): stored rows r0 … r0 + n − 1,
     // converted (read from the file by copying them, or else from the mapping, whose pages are
     // then handed back), or the held values' panels, the same rows.
     // With `apart` (f's work on a panel's rows is row by row, its results apart for each), f runs
@@ -575,7 +577,7 @@ private:
     // is converted): f(r0 + a, b − a, the part's rows).
     template <class F>
     void for_each_panel(F&& f, bool apart = false) const {
-        const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 21) / std::max<std::size_t>(1, stored_cols_));
+        const std::size_t per_panel = std::max<std::size_t>(1, (std::size_t{1} << 17) / std::max<std::size_t>(1, stored_cols_));
         if (held_) {
             for (std::size_t r0 = 0; r0 < stored_rows_; r0 += per_panel) {
                 const std::size_t n = std::min(per_panel, stored_rows_ - r0);
