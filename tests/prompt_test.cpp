@@ -121,6 +121,9 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
             CHECK(p.lens[t].before[0].logit == Approx(before[argmax(before)]).epsilon(1e-9));
             CHECK(p.lens[t].after[0].id == argmax(after));
             for (const auto& e : p.lens[t].after) CHECK(e.logit == Approx(after[e.id]).epsilon(1e-9));
+            const ref::vec pb = softmax(before), pa = softmax(after);
+            for (const auto& e : p.lens[t].before) CHECK(e.prob == Approx(pb[e.id]).epsilon(1e-9));
+            for (const auto& e : p.lens[t].after) CHECK(e.prob == Approx(pa[e.id]).epsilon(1e-9));
             ref::vec change(vocab);
             for (std::size_t v = 0; v < vocab; ++v) change[v] = after[v] - before[v];
             CHECK(p.lens[t].raised[0].id == argmax(change));
@@ -754,4 +757,69 @@ TEST_CASE("top_ids gives the k largest or smallest ids in order, ties to the low
                 CHECK(detail::top_ids(score, k, lowest) == expected);
             }
     }
+}
+
+TEST_CASE("a row offered in blocks to a running top for each share of its ids, merged, keeps what a stable sort keeps") {
+    // The lens's logits come a block of the vocabulary at a time, each core its own share of the
+    // ids: the merged shares must keep the same ids, in the same order, ties to the lower id.
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> small(-3, 3);
+    const std::size_t n = 300;
+    std::vector<double> score(n);
+    for (double& s : score) s = small(rng) * 0.25;
+    for (const std::size_t shares : {std::size_t{1}, std::size_t{2}, std::size_t{3}})
+        for (const std::size_t block : {std::size_t{1}, std::size_t{7}, std::size_t{64}})
+            for (const std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{10}, std::size_t{400}}) {
+                CAPTURE(shares);
+                CAPTURE(block);
+                CAPTURE(k);
+                std::vector<detail::running_top> parts(shares, detail::running_top(k));
+                for (std::size_t p = 0; p < shares; ++p)
+                    for (std::size_t b0 = n * p / shares; b0 < n * (p + 1) / shares; b0 += block)
+                        for (std::size_t i = b0; i < std::min(b0 + block, n * (p + 1) / shares); ++i) parts[p].offer(score[i], i);
+                std::vector<const detail::running_top*> of;
+                for (const auto& p : parts) of.push_back(&p);
+                std::vector<std::size_t> expected(n);
+                std::iota(expected.begin(), expected.end(), std::size_t{0});
+                std::stable_sort(expected.begin(), expected.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+                expected.resize(std::min(k, n));
+                const auto merged = detail::running_top::merged(of);
+                std::vector<std::size_t> got;
+                for (const auto& [key, id] : merged.kept()) {
+                    CHECK(key == score[id]);
+                    got.push_back(id);
+                }
+                CHECK(got == expected);
+            }
+}
+
+TEST_CASE("a softmax read a block at a time in shares gives each value's probability, its largest subtracted") {
+    // The row's largest comes in its last block, so a share's running sum is rescaled as it reads
+    // and, merged, each share's sum again; the same row 800 higher (e^800 overflows a double) has
+    // the same probabilities, since the largest comes off before any exponential.
+    std::vector<double> z;
+    for (std::size_t i = 0; i < 100; ++i) z.push_back(std::sin(0.7 * static_cast<double>(i)) * 3.0 + static_cast<double>(i) * 0.05);
+    z.push_back(12.0);
+    double sum = 0;
+    for (double v : z) sum += std::exp(v - 12.0);
+    for (const double shift : {0.0, 800.0})
+        for (const std::size_t shares : {std::size_t{1}, std::size_t{2}, std::size_t{4}})
+            for (const std::size_t block : {std::size_t{1}, std::size_t{9}, std::size_t{101}}) {
+                CAPTURE(shift);
+                CAPTURE(shares);
+                CAPTURE(block);
+                std::vector<double> row = z;
+                for (double& v : row) v += shift;
+                std::vector<detail::running_softmax> parts(shares);
+                for (std::size_t p = 0; p < shares; ++p) {
+                    const std::size_t a = row.size() * p / shares, b = row.size() * (p + 1) / shares;
+                    for (std::size_t b0 = a; b0 < b; b0 += block) parts[p].add(row.data() + b0, std::min(block, b - b0));
+                }
+                const auto s = detail::running_softmax::merged(parts);
+                CHECK(s.largest == 12.0 + shift);
+                for (std::size_t i : {std::size_t{0}, std::size_t{37}, std::size_t{99}, std::size_t{100}}) {
+                    CAPTURE(i);
+                    CHECK(s.probability(row[i]) == Approx(std::exp(z[i] - 12.0) / sum).epsilon(1e-12).scale(0));
+                }
+            }
 }

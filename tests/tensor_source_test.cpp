@@ -10,6 +10,8 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 #include "checkpoint/tensor_formats.hpp"
 #include "checkpoint_writer.hpp"
@@ -375,6 +377,40 @@ TEST_CASE("with products shared among the cores, a streamed product and linear g
             CAPTURE(j);
             CHECK(dots[j] == sum);
         }
+        // The product handed over a block of columns at a time (the lens's route): every column
+        // once, in blocks of each part in order, each value the whole product's to the bit and the
+        // sum by hand. Stored (in, out), one block: the whole product.
+        const stored_matrix& m = **kept;
+        const std::size_t parts = m.block_parts(tokens);
+        REQUIRE(parts >= 1);
+        if (transposed && std::thread::hardware_concurrency() > 1) CHECK(parts > 1);
+        if (!transposed) CHECK(parts == 1);
+        const matrix whole = m.times(x, false);
+        std::vector<int> seen(n, 0);
+        std::vector<std::size_t> next(parts, 0);  // each part's next column: its blocks come in order
+        std::vector<std::thread::id> thread_of(parts);
+        std::mutex mutex;
+        bool same = true, in_order = true, one_thread = true;
+        m.times_in_blocks(x, [&](std::size_t p, std::size_t c0, std::size_t cols, const double* y) {
+            std::lock_guard lock(mutex);
+            if (p >= parts || c0 + cols > n) {
+                same = false;
+                return;
+            }
+            in_order = in_order && c0 >= next[p];
+            next[p] = c0 + cols;
+            if (thread_of[p] == std::thread::id{}) thread_of[p] = std::this_thread::get_id();
+            one_thread = one_thread && thread_of[p] == std::this_thread::get_id();
+            for (std::size_t c = c0; c < c0 + cols; ++c) {
+                ++seen[c];
+                for (std::size_t t = 0; t < tokens; ++t) same = same && y[t * cols + (c - c0)] == whole(t, c);
+            }
+        });
+        CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+        CHECK(same);
+        CHECK(in_order);
+        CHECK(one_thread);
+        CHECK(whole(17, 511) == Approx(by_hand(transposed, 17, 511)).epsilon(1e-12));
     }
     // Values stored as NaN in both cores' parts: whichever core meets its own first, a product and
     // the norms name the first in the stored order, (10, 900). Stored (in, out), core 0 converts rows

@@ -53,6 +53,18 @@ public:
     // x (tokens, rows) · W (rows, cols) -> (tokens, cols). each_alone: every row of x through a
     // product of its own, as though each token were traced alone.
     virtual matrix times(const matrix& x, bool each_alone) const = 0;
+    // x (tokens, rows) · W handed over a block of its columns at a time, never whole: f(part, c0,
+    // n, y) with y (tokens, n), row-major, the product's columns c0 … c0 + n − 1, the values times()
+    // gives to the bit. Every column comes once; the parts (block_parts(tokens) of them, each
+    // part < that) run at once, each on a core of its own with its blocks in the order of c0.
+    // For a reading that keeps a summary of each row (the lens: a row's largest entries and its
+    // softmax's sum), where the whole product would be new memory (26 MB for GPT-2's lens).
+    using column_blocks = std::function<void(std::size_t part, std::size_t c0, std::size_t n, const double* y)>;
+    virtual std::size_t block_parts(std::size_t) const { return 1; }
+    virtual void times_in_blocks(const matrix& x, const column_blocks& f) const {
+        const matrix y = times(x, false);
+        f(0, 0, y.cols, y.data.data());
+    }
     // dy (tokens, cols) · Wᵀ (cols, rows) -> (tokens, rows): the backward pass's product.
     virtual matrix times_transposed(const matrix& dy) const = 0;
     virtual std::vector<double> row(std::size_t i) const = 0;     // W[i, :] (cols)

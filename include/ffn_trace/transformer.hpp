@@ -63,6 +63,14 @@ public:
     outcome<matrix> ffn_block(std::size_t layer, const matrix& x) const;
     // The final norm and the unembedding of some rows of the stream: (rows.size(), vocab).
     outcome<matrix> logits(const matrix& x, const std::vector<std::size_t>& rows) const;
+    // The same logits handed over a block of the vocabulary at a time, never all at once
+    // (stored_matrix::times_in_blocks: f(part, v0, n, z) with z (rows.size(), n), the parts
+    // logit_parts(rows.size()) of them running at once), for a reading that keeps a summary of
+    // each row. An error when a row is out of range or the head's weights hold a value that is
+    // not finite; whether the logits are finite is the caller's to check.
+    std::size_t logit_parts(std::size_t rows) const;
+    std::optional<error> logits_in_blocks(const matrix& x, const std::vector<std::size_t>& rows,
+                                          const stored_matrix::column_blocks& f) const;
 
     // The stream after blocks 0 … last (embed, then each attention and FFN block in turn).
     outcome<matrix> run(const std::vector<std::size_t>& ids, std::size_t last) const;
@@ -94,6 +102,7 @@ public:
         const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
     };
     outcome<sublayer> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
+    std::optional<error> check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const;
     outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows, const std::function<void(hook_point, matrix&)>& at) const;
 
     // What block `layer`'s attention forms from x (tokens, d_model) before its scores: the

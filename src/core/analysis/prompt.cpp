@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <numeric>
 
 #include "ffn_trace/checkpoint.hpp"
@@ -46,31 +47,52 @@ std::vector<double> softmax_row(std::span<const double> z) {
     return p;
 }
 
-// The k ids of largest score (smallest when `lowest`), ties to the lower id: one pass that keeps
-// the k best met so far in order, each later id entering only if it beats the last of them (a
-// sort of every id was a tenth of the lens's time, 128 lists of 50,257 a GPT-2 prompt).
+// The k ids of largest score (smallest when `lowest`), ties to the lower id: one pass with a
+// running_top (a sort of every id was a tenth of the lens's time, 128 lists of 50,257 a GPT-2
+// prompt).
 std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest) {
-    k = std::min(k, score.size());
-    std::vector<std::size_t> ids;
-    if (k == 0) return ids;
-    ids.reserve(k + 1);
-    const auto scan = [&](auto key) {
-        // last: the key of the k-th id kept, the one a later id must beat, once k are kept
-        double last = 0;
-        for (std::size_t i = 0; i < score.size(); ++i) {
-            const double x = key(i);
-            if (ids.size() == k && !(x > last)) continue;  // a tie goes to the lower id, met first
-            auto at = std::upper_bound(ids.begin(), ids.end(), x, [&](double v, std::size_t j) { return v > key(j); });
-            ids.insert(at, i);
-            if (ids.size() > k) ids.pop_back();
-            if (ids.size() == k) last = key(ids.back());
-        }
-    };
+    running_top top(std::min(k, score.size()));
     if (lowest)
-        scan([&](std::size_t i) { return -score[i]; });
+        for (std::size_t i = 0; i < score.size(); ++i) top.offer(-score[i], i);
     else
-        scan([&](std::size_t i) { return score[i]; });
+        for (std::size_t i = 0; i < score.size(); ++i) top.offer(score[i], i);
+    std::vector<std::size_t> ids;
+    for (const auto& kept : top.kept()) ids.push_back(kept.second);
     return ids;
+}
+
+void running_top::offer(double key, std::size_t id) {
+    if (full_ && !(key > last_)) return;  // a tie goes to the id offered first
+    const auto at = std::upper_bound(kept_.begin(), kept_.end(), key, [](double v, const auto& e) { return v > e.first; });
+    kept_.insert(at, {key, id});
+    if (kept_.size() > k_) kept_.pop_back();
+    full_ = kept_.size() == k_;
+    if (full_) last_ = kept_.back().first;
+}
+
+running_top running_top::merged(const std::vector<const running_top*>& parts) {
+    running_top all(parts.empty() ? 0 : parts.front()->k_);
+    for (const running_top* p : parts) all.kept_.insert(all.kept_.end(), p->kept_.begin(), p->kept_.end());
+    std::stable_sort(all.kept_.begin(), all.kept_.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    if (all.kept_.size() > all.k_) all.kept_.resize(all.k_);
+    return all;
+}
+
+void running_softmax::add(const double* z, std::size_t n) {
+    double top = largest;
+    for (std::size_t j = 0; j < n; ++j) top = std::max(top, z[j]);
+    if (top > largest) {
+        sum *= std::exp(largest - top);
+        largest = top;
+    }
+    for (std::size_t j = 0; j < n; ++j) sum += std::exp(z[j] - largest);
+}
+
+running_softmax running_softmax::merged(const std::vector<running_softmax>& parts) {
+    running_softmax all;
+    for (const auto& p : parts) all.largest = std::max(all.largest, p.largest);
+    for (const auto& p : parts) all.sum += p.sum * std::exp(p.largest - all.largest);
+    return all;
 }
 
 std::string vocabulary_text::operator()(std::size_t id) const {
@@ -416,49 +438,98 @@ std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& 
     return std::nullopt;
 }
 
-// Every logit the prompt's readings use, from one product with the unembedding, so that it is
-// read from the file once (a pass of its own was a conversion of the whole matrix each, six times
-// a prompt): the lens before and after layer N's FFN at every token, and the model's prediction
-// at the last token. The stack (2 · tokens + 1, d_model) goes through the final norm row by row.
-struct prompt_logits {
-    matrix z;  // rows 0 … T − 1: before; T … 2T − 1: after; 2T: the prediction
-    std::size_t tokens = 0;
-    std::span<const double> before(std::size_t t) const { return z.row(t); }
-    std::span<const double> after(std::size_t t) const { return z.row(tokens + t); }
-    std::span<const double> prediction() const { return z.row(2 * tokens); }
+// Every logit the prompt's readings use, from one pass over the unembedding, so that it is read
+// from the file once: the lens before and after layer N's FFN at every token, and the model's
+// prediction at the last token. The stack (2 · tokens + 1, d_model) goes through the final norm
+// row by row, and its logits come a block of the vocabulary at a time (logits_in_blocks): each
+// core keeps, for its share of the vocabulary, what the lens shows of each row (its `top` largest,
+// the change's `top` both ways, its softmax's sum), and only the rows read whole afterwards are
+// kept whole. All 2 · tokens + 1 rows at once were new memory (26 MB for a GPT-2 prompt of 32
+// tokens), which in a virtual machine cost more to fault in than the product took.
+struct lens_part {
+    std::vector<running_softmax> before, after;                           // each token's rows
+    std::vector<running_top> top_before, top_after, raised, lowered;      // each token's
+    std::size_t first_bad = std::numeric_limits<std::size_t>::max();      // flat index in the stack
 };
 
-outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& input, const matrix& output, const matrix& final_stream) {
-    const std::size_t n = input.rows;
+struct prompt_logits {
+    std::size_t tokens = 0;
+    std::vector<double> before_last, after_last, prediction;  // whole rows: the last token's lens, the model's prediction
+    std::vector<lens_part> parts;                             // each core's share of the vocabulary
+};
+
+outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& input, const matrix& output, const matrix& final_stream,
+                                      std::size_t top) {
+    const std::size_t n = input.rows, vocab = model.vocab_size();
     matrix stack(2 * n + 1, input.cols);
     std::copy(input.data.begin(), input.data.end(), stack.data.begin());
     std::copy(output.data.begin(), output.data.end(), stack.row(n).begin());
     std::copy_n(final_stream.row(n - 1).begin(), input.cols, stack.row(2 * n).begin());
     std::vector<std::size_t> all(stack.rows);
     std::iota(all.begin(), all.end(), std::size_t{0});
-    auto z = model.logits(stack, all);
-    if (!z) return z.err();
-    return prompt_logits{std::move(*z), n};
+    prompt_logits z;
+    z.tokens = n;
+    z.before_last.resize(vocab);
+    z.after_last.resize(vocab);
+    z.prediction.resize(vocab);
+    lens_part empty;
+    empty.before.resize(n);
+    empty.after.resize(n);
+    empty.top_before.assign(n, running_top(top));
+    empty.top_after = empty.raised = empty.lowered = empty.top_before;
+    z.parts.assign(model.logit_parts(stack.rows), empty);
+    auto e = model.logits_in_blocks(stack, all, [&](std::size_t p, std::size_t v0, std::size_t m, const double* y) {
+        lens_part& part = z.parts[p];
+        for (std::size_t r = 0; r < stack.rows; ++r)
+            for (std::size_t j = 0; j < m; ++j)
+                if (!std::isfinite(y[r * m + j])) part.first_bad = std::min(part.first_bad, r * vocab + v0 + j);
+        for (std::size_t t = 0; t < n; ++t) {
+            const double *b = y + t * m, *a = y + (n + t) * m;
+            part.before[t].add(b, m);
+            part.after[t].add(a, m);
+            for (std::size_t j = 0; j < m; ++j) {
+                part.top_before[t].offer(b[j], v0 + j);
+                part.top_after[t].offer(a[j], v0 + j);
+                part.raised[t].offer(a[j] - b[j], v0 + j);
+                part.lowered[t].offer(-(a[j] - b[j]), v0 + j);
+            }
+        }
+        std::copy_n(y + (n - 1) * m, m, z.before_last.begin() + static_cast<long>(v0));
+        std::copy_n(y + (2 * n - 1) * m, m, z.after_last.begin() + static_cast<long>(v0));
+        std::copy_n(y + 2 * n * m, m, z.prediction.begin() + static_cast<long>(v0));
+    });
+    if (e) return *e;
+    std::size_t bad = std::numeric_limits<std::size_t>::max();
+    for (const auto& part : z.parts) bad = std::min(bad, part.first_bad);
+    if (bad < stack.rows * vocab)
+        return error{"", std::string(point_name(hook_point::logits)),
+                     fmt::format("token {}'s value {} overflowed to inf or NaN in double precision", bad / vocab, bad % vocab)};
+    return z;
 }
 
-// The logit lens: the stream before and after the FFN, through the final norm and the unembedding.
-// Each core takes its share of the positions.
-void read_lens(const prompt_logits& logits, std::size_t top, const vocabulary_text& text, prompt_trace& r) {
+// The logit lens: the stream before and after the FFN, through the final norm and the unembedding,
+// each core's share of the vocabulary merged.
+void read_lens(const prompt_logits& logits, const vocabulary_text& text, prompt_trace& r) {
+    const auto& parts = logits.parts;
     std::vector<lens_position> lens(logits.tokens);
-    const std::size_t parts = detail::parts_for(logits.tokens, logits.tokens * logits.z.cols * 8);
-    detail::run_parts(parts, [&](std::size_t k) {
-        for (std::size_t t = logits.tokens * k / parts; t < logits.tokens * (k + 1) / parts; ++t) {
-            const auto before = logits.before(t), after = logits.after(t);
-            lens_position& p = lens[t];
-            const auto pb = softmax_row(before), pa = softmax_row(after);
-            p.before = ranked(before, top_ids(before, top), text, &pb);
-            p.after = ranked(after, top_ids(after, top), text, &pa);
-            std::vector<double> change(after.size());
-            for (std::size_t v = 0; v < change.size(); ++v) change[v] = after[v] - before[v];
-            p.raised = ranked(change, top_ids(change, top), text);
-            p.lowered = ranked(change, top_ids(change, top, true), text);
-        }
-    });
+    const auto tops = [&](std::size_t t, std::vector<running_top> lens_part::*list) {
+        std::vector<const running_top*> of;
+        for (const auto& p : parts) of.push_back(&(p.*list)[t]);
+        return running_top::merged(of).kept();
+    };
+    const auto softmax = [&](std::size_t t, std::vector<running_softmax> lens_part::*row) {
+        std::vector<running_softmax> of;
+        for (const auto& p : parts) of.push_back((p.*row)[t]);
+        return running_softmax::merged(of);
+    };
+    for (std::size_t t = 0; t < logits.tokens; ++t) {
+        lens_position& p = lens[t];
+        const running_softmax sb = softmax(t, &lens_part::before), sa = softmax(t, &lens_part::after);
+        for (const auto& [z, id] : tops(t, &lens_part::top_before)) p.before.push_back({id, text(id), z, sb.probability(z)});
+        for (const auto& [z, id] : tops(t, &lens_part::top_after)) p.after.push_back({id, text(id), z, sa.probability(z)});
+        for (const auto& [z, id] : tops(t, &lens_part::raised)) p.raised.push_back({id, text(id), z, 0.0});
+        for (const auto& [z, id] : tops(t, &lens_part::lowered)) p.lowered.push_back({id, text(id), -z, 0.0});
+    }
     r.lens = std::move(lens);
 }
 
@@ -483,7 +554,7 @@ lens_terms reconcile(const prompt_logits& logits, const final_norm& norm, const 
     }
     t.rescale = dot(x, g) * (1 / t.sigma_after - 1 / t.sigma_before);
     auto difference = [&](std::span<const double> z) { return z[r.target->id] - (r.versus ? z[r.versus->id] : 0.0); };
-    t.lens_change = difference(logits.after(last)) - difference(logits.before(last));
+    t.lens_change = difference(logits.after_last) - difference(logits.before_last);
     return t;
 }
 
@@ -627,14 +698,14 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     std::optional<prompt_logits> lens;
     if (model.has_head()) {
         const matrix& output = run->dense ? run->dense->output().value : run->moe->output().value;
-        auto z = unembed_prompt(model, r.input, output, *run->cache.find({hook_point::resid_post, model.n_layers() - 1}));
+        auto z = unembed_prompt(model, r.input, output, *run->cache.find({hook_point::resid_post, model.n_layers() - 1}), options.top);
         if (!z) return z.err();
         lens = std::move(*z);
     }
     if (auto e = read_layer(ck, *run, prompt, options, r)) return *e;
     if (lens) {
-        read_lens(*lens, options.top, text, r);
-        const std::vector<double> logits(lens->prediction().begin(), lens->prediction().end());
+        read_lens(*lens, text, r);
+        const std::vector<double>& logits = lens->prediction;
         const std::vector<double> probs = softmax_row(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();

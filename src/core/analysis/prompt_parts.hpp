@@ -3,10 +3,13 @@
 // unit's direct logit attribution.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ffn_trace/checkpoint.hpp"
@@ -21,6 +24,34 @@ std::vector<double> softmax_row(std::span<const double> z);
 
 // The k ids of largest score (smallest when `lowest`), ties to the lower id.
 std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest = false);
+
+// The k largest keys offered so far, each with its id, largest first, ties to the one offered
+// first: a later key enters only if it beats the last of them, so a row's keys offered in the
+// order of their ids, a block at a time, keep what top_ids keeps.
+class running_top {
+public:
+    explicit running_top(std::size_t k = 0) : k_(k), full_(k == 0) {}
+    void offer(double key, std::size_t id);
+    const std::vector<std::pair<double, std::size_t>>& kept() const { return kept_; }  // (key, id)
+    // The k largest of several, given in the order of their ids' ranges (ties to the lower id).
+    static running_top merged(const std::vector<const running_top*>& parts);
+
+private:
+    std::size_t k_;
+    bool full_;
+    double last_ = 0;  // the key of the k-th kept, the one a later key must beat, once k are kept
+    std::vector<std::pair<double, std::size_t>> kept_;
+};
+
+// A row's softmax read a block at a time: its largest value so far and the sum of e^(z − largest),
+// rescaled when a larger value comes; p(z) = e^(z − largest) / sum once every block is in.
+struct running_softmax {
+    double largest = -std::numeric_limits<double>::infinity(), sum = 0;
+    void add(const double* z, std::size_t n);
+    // One row's parts, each over its own blocks, as one.
+    static running_softmax merged(const std::vector<running_softmax>& parts);
+    double probability(double z) const { return std::exp(z - largest) / sum; }
+};
 
 class vocabulary_text {
 public:

@@ -315,6 +315,19 @@ public:
         return y;
     }
 
+    std::size_t block_parts(std::size_t tokens) const override { return transposed_ ? column_parts(tokens) : 1; }
+    void times_in_blocks(const matrix& x, const column_blocks& f) const override {
+        if (!transposed_) return stored_matrix::times_in_blocks(x, f);
+        if (x.rows == 0) return;
+        column_chunks(x, [&](std::size_t p, std::size_t r0, std::size_t n, const double* w, std::size_t lanes, const double* xt,
+                             std::size_t mp) {
+            thread_local detail::thread_buffer<double> block;
+            double* y = block.first(x.rows * n).data();
+            dots_product(lanes, xt, mp, x.rows, w, stored_cols_, y, n, rows(), n);
+            f(p, r0, n, y);
+        });
+    }
+
     // The transpose panel by panel: not transposed, dx[:, r0:r0+n] = dy (tokens, cols) · panelᵀ (cols, n);
     // transposed, dx (tokens, rows) += dy[:, r0:r0+n] (tokens, n) · panel (n, rows).
     matrix times_transposed(const matrix& dy) const override {
@@ -484,17 +497,31 @@ private:
         });
     }
 
-    // y (tokens, rows) = x · W for a stored (out, in) W: each core takes its share of the stored
-    // rows (columns of y), a chunk of 2^15 doubles at a time, converted and multiplied at once on
+    // y (tokens, rows) = x · W for a stored (out, in) W, by column_chunks.
+    void times_by_columns(const matrix& x, matrix& y) const {
+        column_chunks(x, [&](std::size_t, std::size_t r0, std::size_t n, const double* w, std::size_t lanes, const double* xt,
+                             std::size_t mp) {
+            dots_product(lanes, xt, mp, x.rows, w, stored_cols_, y.data.data() + r0, y.cols, rows(), n);
+        });
+    }
+
+    // The product of a stored (out, in) W a chunk of its stored rows (y's columns) at a time:
+    // g(part, r0, n, w, lanes, xt, mp) for each chunk, w its n rows converted, xt the tokens
+    // transposed for the kernel's build of `lanes` (transposed_tokens). Each core takes its share
+    // of the stored rows, a chunk of 2^15 doubles at a time, converted and multiplied at once on
     // its core while the chunk is still in its cache (dots_product). Each token alone is the same
     // product: the kernel's arithmetic for a token's row reads that row alone, in the same order
     // whatever rows stand beside it, so a product of that row by itself gives its values to the bit.
-    void times_by_columns(const matrix& x, matrix& y) const {
+    std::size_t column_parts(std::size_t tokens) const {
+        return detail::products_shared() ? detail::parts_for(stored_rows_, tokens * stored_rows_ * stored_cols_ / 32) : 1;
+    }
+    template <class G>
+    void column_chunks(const matrix& x, G&& g) const {
         const std::size_t cols = stored_cols_, lanes = detail::vector_lanes();  // one build for the whole product
         std::size_t mp = 0;
         const std::vector<double> xt = transposed_tokens(x, lanes, mp);
         const std::size_t chunk_rows = std::max<std::size_t>(tile_rows, (std::size_t{1} << 15) / std::max<std::size_t>(1, cols) / tile_rows * tile_rows);
-        const std::size_t parts = detail::products_shared() ? detail::parts_for(stored_rows_, x.rows * stored_rows_ * cols / 32) : 1;
+        const std::size_t parts = column_parts(x.rows);
         detail::run_parts(parts, [&](std::size_t p) {
             thread_local detail::thread_buffer<double> chunk;
             const std::size_t a = stored_rows_ * p / parts, b = stored_rows_ * (p + 1) / parts;
@@ -502,7 +529,7 @@ private:
                 const std::size_t n = std::min(chunk_rows, b - r0);
                 const double* w = held_ ? held_->data() + r0 * cols : chunk.first(n * cols).data();
                 if (!held_) read_rows(r0, n, chunk.first(n * cols).data());
-                dots_product(lanes, xt.data(), mp, x.rows, w, cols, y.data.data() + r0, y.cols, rows(), n);
+                g(p, r0, n, w, lanes, xt.data(), mp);
             }
         });
     }

@@ -535,11 +535,26 @@ outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x) const
     return s->output();
 }
 
-outcome<matrix> transformer::logits(const matrix& x, const std::vector<std::size_t>& rows) const {
+// Whether the model has a head and `rows` are rows of x.
+std::optional<error> transformer::check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const {
     if (!unembedding_) return error{"", "", fmt::format("a {} model is an encoder: it has no head to predict with", ck_->config().arch)};
     for (std::size_t r : rows)
         if (r >= x.rows) return error{"", "", fmt::format("row {} is out of range: the stream has {} tokens", r, x.rows)};
+    return std::nullopt;
+}
+
+outcome<matrix> transformer::logits(const matrix& x, const std::vector<std::size_t>& rows) const {
+    if (auto e = check_head_rows(x, rows)) return *e;
     return head(x, rows, {});
+}
+
+std::size_t transformer::logit_parts(std::size_t rows) const { return unembedding_ ? unembedding_->block_parts(rows) : 1; }
+
+std::optional<error> transformer::logits_in_blocks(const matrix& x, const std::vector<std::size_t>& rows,
+                                                   const stored_matrix::column_blocks& f) const {
+    if (auto e = check_head_rows(x, rows)) return e;
+    unembedding_->times_in_blocks(normalize(*final_norm_, gather(x, rows)).y, f);
+    return unembedding_->non_finite();
 }
 
 outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t>& rows,
