@@ -5,6 +5,7 @@
 #include <cmath>
 #include <doctest/doctest.h>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -269,6 +270,22 @@ TEST_CASE("JSON text writes a long array of rows one row a line, in order, howev
     expected += "  ]\n}";
     nlohmann::ordered_json j = {{"rows", std::move(rows)}};
     CHECK(ffn_trace::json_text(j) == expected);
+    SUBCASE("handed over a piece at a time, the pieces are the same text, each past 1 MB ending a row, but the last") {
+        REQUIRE(expected.size() > 2'000'000);
+        std::vector<std::string> pieces;
+        ffn_trace::write_json_text(j, [&](std::string_view piece) { pieces.emplace_back(piece); });
+        REQUIRE(pieces.size() >= 2);
+        std::string joined;
+        for (std::size_t k = 0; k < pieces.size(); ++k) {
+            CAPTURE(k);
+            joined += pieces[k];
+            if (k + 1 == pieces.size()) continue;
+            CHECK(pieces[k].size() >= (std::size_t{1} << 20));
+            CHECK(pieces[k].size() < 2 * (std::size_t{1} << 20));
+            CHECK((pieces[k].ends_with("],\n") || pieces[k].ends_with("]\n")));  // a whole row
+        }
+        CHECK(joined == expected);
+    }
     SUBCASE("and a table within a row of a shared array is still written whole") {
         nlohmann::ordered_json nested = nlohmann::ordered_json::array();
         for (int k = 0; k < 16; ++k) nested.push_back(j["rows"]);

@@ -18,6 +18,8 @@ std::string render_prompt_text(const prompt_trace& p, const text_options& option
 // "prediction", "attribution", and with a knock-out "baseline_prediction", "ablated" and
 // "changes". An encoder (BERT) has no lens, prediction or attribution.
 std::string render_prompt_json(const prompt_trace& p);
+// The same text handed to `sink` a piece at a time (about 1 MB each), never held whole.
+void render_prompt_json(const prompt_trace& p, const text_sink& sink);
 
 // Every layer of a prompt (run --layer all): text, Markdown or a page with the lens grid.
 void render_layers(const layers_trace& t, const text_options& options, text_format format, const text_sink& out);

@@ -157,7 +157,7 @@ void write_stdout(std::string_view text) {
         throw std::system_error(errno, std::generic_category(), "cannot write the output");
 }
 
-void print_json(const std::string& json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
+void print_json(std::string_view json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
 
 int finish_output(int status) {
     errno = 0;

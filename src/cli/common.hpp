@@ -57,7 +57,7 @@ struct output_refused : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 // A JSON view on stdout; with --ascii every non-ASCII character is a \u escape.
-void print_json(const std::string& json, bool ascii);
+void print_json(std::string_view json, bool ascii);
 // The same for an error thrown while writing (fmt::print throws std::system_error).
 int write_failed(int error_number);
 

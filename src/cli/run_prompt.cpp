@@ -73,7 +73,8 @@ int run_checkpoint_prompt(const run_options& o) {
     if (auto e = check_tokens(p->ex, o.walkthrough.tokens)) return report(*e);
     set_activity({"writing the output", "--detail summary"});
     if (o.walkthrough.format == "json") {
-        print_json(render_prompt_json(*p), o.walkthrough.ascii);
+        // A piece at a time, each of whole elements, so that --ascii may escape each on its own.
+        render_prompt_json(*p, [&](std::string_view piece) { print_json(piece, o.walkthrough.ascii); });
         return exit_ok;
     }
     render_prompt(*p, text_opts, text_format(o.walkthrough), write_stdout);

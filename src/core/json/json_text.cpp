@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "base/parts.hpp"
+#include "ffn_trace/text_sink.hpp"
 
 namespace ffn_trace {
 
@@ -21,10 +23,20 @@ std::size_t row_size(const json& j) { return j.get_binary().size() / sizeof(doub
 // and a dump() per number cost a string and a copy each.
 using scalar_writer = nlohmann::detail::serializer<json>;
 
+// Hands the text written so far to the sink once it passes 1 MB, between two elements: a
+// prompt's JSON is millions of characters, and held whole (and grown by doubling) it was the run's
+// largest allocation, new pages to fault in. Null: the text is kept whole.
+void flush(std::string& out, const text_sink* sink) {
+    if (sink && out.size() >= (std::size_t{1} << 20)) {
+        (*sink)(out);
+        out.clear();
+    }
+}
+
 // JSON as a person lays it out: an array of numbers or strings on one line, everything else
 // indented by two spaces per level. `share`: a long array of rows may be shared out among the
 // cores (not within a part already shared out).
-void write(std::string& out, scalar_writer& scalar, const json& j, int indent, bool share = true) {
+void write(std::string& out, scalar_writer& scalar, const json& j, int indent, const text_sink* sink, bool share = true) {
     const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
     if (j.is_object()) {
         out += "{\n";
@@ -33,8 +45,9 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent, b
             out += pad;
             scalar.dump(json(key), false, false, 0);
             out += ": ";
-            write(out, scalar, value, indent + 2, share);
+            write(out, scalar, value, indent + 2, sink, share);
             out += ++k < j.size() ? ",\n" : "\n";
+            flush(out, sink);
         }
         out += std::string(static_cast<std::size_t>(indent), ' ') + "}";
     } else if (j.is_array() && std::any_of(j.begin(), j.end(), [](const json& e) { return e.is_structured() || is_row(e); })) {
@@ -46,16 +59,23 @@ void write(std::string& out, scalar_writer& scalar, const json& j, int indent, b
         const std::size_t parts =
             share && rows ? detail::parts_for(j.size(), j.size() * (is_row(j[0]) ? row_size(j[0]) : j[0].size()) * 8) : 1;
         std::vector<std::string> texts(parts);
+        // The first part writes onto `out` and may hand it on as it goes; the others' texts follow.
         detail::run_parts(parts, [&](std::size_t p) {
             std::string& text = p == 0 ? out : texts[p];
+            const text_sink* own_sink = p == 0 ? sink : nullptr;
             scalar_writer own(nlohmann::detail::output_adapter<char, std::string>(text), ' ', nlohmann::json::error_handler_t::replace);
             for (std::size_t k = j.size() * p / parts; k < j.size() * (p + 1) / parts; ++k) {
                 text += pad;
-                write(text, p == 0 ? scalar : own, j[k], indent + 2, share && parts == 1);
+                write(text, p == 0 ? scalar : own, j[k], indent + 2, own_sink, share && parts == 1);
                 text += k + 1 < j.size() ? ",\n" : "\n";
+                flush(text, own_sink);
             }
         });
-        for (std::size_t p = 1; p < parts; ++p) out += texts[p];
+        for (std::size_t p = 1; p < parts; ++p) {
+            out += texts[p];
+            std::string().swap(texts[p]);
+            flush(out, sink);
+        }
         out += std::string(static_cast<std::size_t>(indent), ' ') + "]";
     } else if (j.is_array()) {
         out += "[";
@@ -87,12 +107,19 @@ json json_row(std::span<const double> row) {
     return json::binary(std::move(bytes), row_subtype);
 }
 
-std::string json_text(const nlohmann::ordered_json& j) {
+void write_json_text(const nlohmann::ordered_json& j, const text_sink& sink) {
     std::string out;
     // A token's text may be one byte of a character: written as U+FFFD, as a decoder replaces it,
     // instead of stopping the view.
     scalar_writer scalar(nlohmann::detail::output_adapter<char, std::string>(out), ' ', nlohmann::json::error_handler_t::replace);
-    write(out, scalar, j, 0);
+    write(out, scalar, j, 0, &sink);
+    sink(out);
+}
+
+std::string json_text(const nlohmann::ordered_json& j) {
+    std::string out;
+    scalar_writer scalar(nlohmann::detail::output_adapter<char, std::string>(out), ' ', nlohmann::json::error_handler_t::replace);
+    write(out, scalar, j, 0, nullptr);
     return out;
 }
 

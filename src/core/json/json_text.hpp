@@ -4,6 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
+
+#include "ffn_trace/text_sink.hpp"
 
 namespace ffn_trace {
 
@@ -11,6 +14,9 @@ namespace ffn_trace {
 // A layer's gradients take a line per row, not per number.
 // A row made by json_row is written as the array of its numbers.
 std::string json_text(const nlohmann::ordered_json& j);
+// The same text handed to `sink` a piece at a time, each about 1 MB of whole elements (so no
+// character is split), never held whole.
+void write_json_text(const nlohmann::ordered_json& j, const text_sink& sink);
 
 // A row of numbers for json_text to write as an array of them, held as their bytes in one binary
 // value: a layer's trace has millions of numbers, and a json value made and freed for each was a

@@ -748,6 +748,10 @@ std::string render_layers_json(const layers_trace& t) {
 }
 
 std::string render_prompt_json(const prompt_trace& p) {
+    return detail::collected([&](const text_sink& sink) { render_prompt_json(p, sink); });
+}
+
+void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     json out;
     out["title"] = p.ex.title;
     out["prompt"] = {{"text", p.prompt.text}, {"token_ids", p.prompt.ids}, {"tokens", p.prompt.tokens},
@@ -809,7 +813,8 @@ std::string render_prompt_json(const prompt_trace& p) {
                                {"logit_before", c.logit_before}, {"logit_after", c.logit_after}});
         out["changes"] = std::move(changes);
     }
-    return json_text(out) + "\n";
+    write_json_text(out, sink);
+    sink("\n");
 }
 
 }  // namespace ffn_trace

@@ -185,7 +185,9 @@ void render_locate_prompts(const prompt_runs<locate_trace>& runs, const text_opt
                        [&](const detail::block_sink& sink) { detail::build_locate_prompts(runs, options, page.html, sink); });
 }
 
-std::string render_prompts_json(const prompt_runs<prompt_trace>& runs) { return detail::json_list(runs, render_prompt_json); }
+std::string render_prompts_json(const prompt_runs<prompt_trace>& runs) {
+    return detail::json_list(runs, [](const prompt_trace& p) { return render_prompt_json(p); });
+}
 
 std::string render_locate_prompts_json(const prompt_runs<locate_trace>& runs) {
     return detail::json_list(runs, render_locate_json);
