@@ -39,7 +39,9 @@ public:
 private:
     std::size_t k_;
     bool full_;
-    double last_ = 0;  // the key of the k-th kept, the one a later key must beat, once k are kept
+    // The key of the k-th kept, the one a later key must beat, once k are kept; with k = 0 none
+    // is kept, and no key beats +inf.
+    double last_ = std::numeric_limits<double>::infinity();
     std::vector<std::pair<double, std::size_t>> kept_;
 };
 
