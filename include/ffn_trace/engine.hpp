@@ -254,6 +254,8 @@ matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<dou
 // Makes the matrix library set up its work buffers now. It allocates them on its first product,
 // and when memory is already exhausted then, it waits for memory forever instead of failing:
 // called at start-up, the program later runs out of memory in its own allocations, cleanly.
+// Also keeps freed matrices in malloc's heap, and grows the heap once by 256 MB of address space
+// advised for transparent huge pages (the run's memory in 2 MB pages, not 4 kB).
 void prepare_matrix_library();
 // From now on the large products (of a weight streamed from its file, and linear's) are split
 // among the machine's cores by ffn-trace, each part a product of the matrix library on one

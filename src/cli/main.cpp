@@ -126,41 +126,9 @@ void hold_closed_standard_streams() {
     }
 }
 
-// For a run that reads a checkpoint, glibc's malloc is asked to back its memory with transparent
-// huge pages (the glibc.malloc.hugetlb tunable): a GPT-2 prompt run first touches 80 MB, 20,000
-// faults of 4 kB pages, and with huge pages 3,000 (0.38 → 0.36 s; a Llama layer 0.18 → 0.16 s).
-// glibc reads tunables only as a process starts, so the program starts itself once more with the
-// tunable added to GLIBC_TUNABLES (4 ms, which a small trace is not worth), unless the variable
-// names it already, whatever its value. FFN_TRACE_STARTED_AGAIN marks the second start, so that it
-// happens once even where the variable does not reach it; it is cleared there.
-void start_again_with_huge_pages(int argc, char** argv) {
-    constexpr const char* again = "FFN_TRACE_STARTED_AGAIN";
-    if (std::getenv(again)) {
-        ::unsetenv(again);
-        return;
-    }
-    bool checkpoint = false;
-    for (int i = 1; i < argc && !checkpoint; ++i) {
-        const std::string_view a = argv[i];
-        checkpoint = a == "--checkpoint" || a.starts_with("--checkpoint=");
-    }
-    if (!checkpoint) return;
-    const char* tunables = std::getenv("GLIBC_TUNABLES");
-    const std::string_view have = tunables ? tunables : "";
-    if (have.find("glibc.malloc.hugetlb") != std::string_view::npos) return;
-    const std::string value = have.empty() ? "glibc.malloc.hugetlb=1" : std::string(have) + ":glibc.malloc.hugetlb=1";
-    if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0 || ::setenv(again, "1", 1) != 0) return;
-    ::execv("/proc/self/exe", argv);
-    // Not started again (no /proc): go on as this process, the variables put back.
-    ::unsetenv(again);
-    if (tunables) ::setenv("GLIBC_TUNABLES", std::string(have).c_str(), 1);
-    else ::unsetenv("GLIBC_TUNABLES");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    start_again_with_huge_pages(argc, argv);
     hold_closed_standard_streams();
     // Whatever happens, one line on stderr and exit status 2, never an abort.
     try {
