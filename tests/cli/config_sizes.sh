@@ -24,7 +24,7 @@ expect_error() {
     local field=$1
     shift
     local out err status
-    out=$(cd "$work" && timeout 10 "$ft" "$@" 2>"$work/stderr" </dev/null)
+    out=$(cd "$work" && timeout "${FFN_TRACE_TEST_TIMEOUT:-10}" "$ft" "$@" 2>"$work/stderr" </dev/null)
     status=$?
     err=$(cat "$work/stderr")
     if [ $status -ne 2 ] || [ -n "$out" ] || [ "$(wc -l <"$work/stderr")" -ne 1 ] ||

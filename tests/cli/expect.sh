@@ -11,6 +11,8 @@
 # When STATUS is 2, stderr must be exactly one line that starts with "error:": one newline, at the
 # end, no other control character (a raw CR or NUL would forge or hide a line) and valid UTF-8.
 # --error-lines N: N such lines instead (check reports each file it could not read).
+# A command that runs past FFN_TRACE_TEST_TIMEOUT seconds (10 unless set) is stopped and fails with
+# status 124: a hang is a failure, not a stuck run. The sanitizer tree sets it higher.
 set -u
 status=$1 out_pattern=$2 err_pattern=$3
 shift 3
@@ -29,9 +31,9 @@ command=("$@")
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 case "$stdout" in
-    "") timeout 10 "$@" <"$stdin" >"$out" 2>"$err" ;;
-    closed) timeout 10 "$@" <"$stdin" >&- 2>"$err" ;;
-    *) timeout 10 "$@" <"$stdin" >"$stdout" 2>"$err" ;;
+    "") timeout "${FFN_TRACE_TEST_TIMEOUT:-10}" "$@" <"$stdin" >"$out" 2>"$err" ;;
+    closed) timeout "${FFN_TRACE_TEST_TIMEOUT:-10}" "$@" <"$stdin" >&- 2>"$err" ;;
+    *) timeout "${FFN_TRACE_TEST_TIMEOUT:-10}" "$@" <"$stdin" >"$stdout" 2>"$err" ;;
 esac
 actual=$?
 # 77: the command found nothing it could test here (ctest's skip), said why on stdout

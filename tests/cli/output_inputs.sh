@@ -20,7 +20,7 @@ attempt() {
     local how=$1 input=$2 target=$3
     shift 3
     local err
-    err=$(cd "$work" && timeout 10 "$ft" "$@" -o "$target" 2>&1 >/dev/null)
+    err=$(cd "$work" && timeout "${FFN_TRACE_TEST_TIMEOUT:-10}" "$ft" "$@" -o "$target" 2>&1 >/dev/null)
     local status=$?
     if [ $status -ne 2 ] || ! grep -Eq "^error: -o .* is also an input of this command; choose another file$" <<<"$err"; then
         echo "FAIL ($how): $* -o $target: exit $status, stderr: $err"
