@@ -11,6 +11,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/hashed_index.hpp"
+
 namespace ffn_trace::detail {
 
 using json = json_reader::json;
@@ -43,21 +45,10 @@ constexpr std::size_t max_message_chars = 160;
 
 using members = json::object_t::Container;
 
-// Hashes and compares an object's members by key, given their indices, counting each comparison
-// as work. Indices, not the keys themselves: the members move as the object grows.
-struct key_hash {
-    const members* m;
-    std::size_t operator()(std::size_t a) const { return std::hash<std::string>{}((*m)[a].first); }
-};
-struct same_key {
-    const members* m;
-    std::size_t* work;
-    bool operator()(std::size_t a, std::size_t b) const {
-        ++*work;
-        return (*m)[a].first == (*m)[b].first;
-    }
-};
-using key_index = std::unordered_set<std::size_t, key_hash, same_key>;
+// An object's members by key, given their indices: the members move as the object grows.
+auto key_of(const members& m) {
+    return [&m](std::size_t i) { return std::string_view(m[i].first); };
+}
 
 // A SAX handler that builds the document as nlohmann's own DOM parser would, with the checks
 // added. nlohmann's callback parser could do the checks, but after every object it rescans the
@@ -102,7 +93,7 @@ private:
     struct frame {
         json* value = nullptr;  // the array or object being filled
         std::size_t index = 0;  // arrays and streamed objects: elements completed, so the index of the one being read
-        std::unique_ptr<key_index> keys;                        // objects past linear_search_members
+        std::unique_ptr<hashed_index> keys;                     // objects past linear_search_members
         const json_section* section = nullptr;                 // set when read as a stream
         std::string key;                                        // a streamed object's: the member being read
         std::unique_ptr<std::unordered_set<std::string>> section_keys;  // a streamed object's, for duplicates
@@ -234,14 +225,14 @@ void dom_builder::grow(members& m) {
 bool dom_builder::last_key_repeats(frame& f) {
     const members& m = members_of(f);
     const std::size_t last = m.size() - 1;
-    if (f.keys) return !f.keys->insert(last).second;
+    if (f.keys) return f.keys->insert(last, key_of(m), work_).has_value();
     for (std::size_t i = 0; i < last; ++i) {
         ++work_;
         if (m[i].first == m[last].first) return true;
     }
     if (m.size() == linear_search_members) {  // wide from here on: index the keys read so far
-        f.keys = std::make_unique<key_index>(2 * linear_search_members, key_hash{&m}, same_key{&m, &work_});
-        for (std::size_t i = 0; i < m.size(); ++i) f.keys->insert(i);
+        f.keys = std::make_unique<hashed_index>();
+        for (std::size_t i = 0; i < m.size(); ++i) f.keys->insert(i, key_of(m), work_);
     }
     return false;
 }

@@ -84,7 +84,7 @@ outcome<bool> read_vocabulary(const json& j, const json_place& at, vocabulary_ta
             return at.fail(fmt::format("the id {} is given to both {} and {}", id, quote(*by_id[k - 1].second), quote(*token)));
         into.tokens.push_back(*token);
         into.token_ids.push_back(id);
-        into.ids.emplace(*token, id);
+        into.index(into.tokens.size() - 1);
     }
     return true;
 }

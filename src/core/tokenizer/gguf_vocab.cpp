@@ -93,7 +93,7 @@ outcome<vocabulary_table> vocabulary(const gguf_value& tokens, const std::string
     v.ids.reserve(v.tokens.size());
     for (std::size_t id = 0; id < v.tokens.size(); ++id) {
         v.token_ids[id] = id;
-        v.ids.emplace(v.tokens[id], id);
+        v.index(id);
     }
     return v;
 }

@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "base/hashed_index.hpp"
 #include "ffn_trace/error.hpp"
 #include "tokenizer/regex.hpp"
 
@@ -46,16 +46,27 @@ outcome<regex> read_pattern(const json& j, const json_place& at);
 struct vocabulary_table {
     std::vector<std::string> tokens;     // the spellings, in the order of their ids
     std::vector<std::size_t> token_ids;  // tokens[k]'s id, ascending
-    std::unordered_map<std::string, std::size_t> ids;
+    hashed_index ids;                    // tokens' positions by spelling; a spelling given twice, its first
+    // Adds tokens[k] to the index of spellings (kept at its first position when given twice).
+    void index(std::size_t k) {
+        std::size_t compared = 0;
+        ids.insert(k, spelling_at{&tokens}, compared);
+    }
     std::optional<std::size_t> find(std::string_view token) const {
-        auto it = ids.find(std::string(token));
-        if (it == ids.end()) return std::nullopt;
-        return it->second;
+        auto k = ids.find(token, spelling_at{&tokens});
+        if (!k) return std::nullopt;
+        return token_ids[*k];
     }
     // The spelling of `id`, or nullptr where no entry names it.
     const std::string* spelling(std::size_t id) const;
     // The largest id + 1.
     std::size_t size() const { return token_ids.empty() ? 0 : token_ids.back() + 1; }
+
+private:
+    struct spelling_at {
+        const std::vector<std::string>* tokens;
+        std::string_view operator()(std::size_t k) const { return (*tokens)[k]; }
+    };
 };
 // Most entries a vocabulary may have, and the longest token, in bytes.
 constexpr std::size_t max_vocabulary = 4'000'000;
