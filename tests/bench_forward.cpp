@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     std::vector<std::size_t> ids;
     std::stringstream list(argv[3]);
     for (std::string id; std::getline(list, id, ',');) ids.push_back(std::strtoull(id.c_str(), nullptr, 10));
-    prepare_matrix_library();
+    if (auto e = prepare_matrix_library()) return fail(*e);
 
     auto ck = checkpoint::open(argv[1]);
     if (!ck) return fail(ck.err());

@@ -251,12 +251,21 @@ void linear_f32_transposed(std::span<const float> a, std::span<const float> b, s
 double float_dot_error(std::size_t d, double x_norm, double u_norm);
 // The same with each row of x through a product of its own, as though each token were traced alone.
 matrix linear_each_alone(const matrix& x, const matrix& w, const std::vector<double>& b);
+// Whether a cap on the address space (ulimit -v) is tight: below a gigabyte more than the matrix
+// library's threads, one a core, take for their work buffers (257 MB each). OpenBLAS starts its
+// threads as it loads, and each takes its buffer at once, or waits for it forever, spinning, and
+// then the process can never end. Under a tight cap a program restarts itself with
+// OPENBLAS_NUM_THREADS=1 before it does anything else (ffn-trace's front end does), and runs on
+// one thread.
+bool address_space_tight();
 // Makes the matrix library set up its work buffers now. It allocates them on its first product,
 // and when memory is already exhausted then, it waits for memory forever instead of failing:
 // called at start-up, the program later runs out of memory in its own allocations, cleanly.
-// Also keeps freed matrices in malloc's heap, and grows the heap once by 256 MB of address space
-// advised for transparent huge pages (the run's memory in 2 MB pages, not 4 kB).
-void prepare_matrix_library();
+// Under a tight cap on the address space, the library and ffn-trace take one thread, and the
+// error says so when the cap has no room for its buffer. Also keeps freed matrices in malloc's
+// heap, and, but under a tight cap, grows the heap once by 256 MB of address space advised for
+// transparent huge pages (the run's memory in 2 MB pages, not 4 kB).
+[[nodiscard]] std::optional<error> prepare_matrix_library();
 // From now on the large products (of a weight streamed from its file, and linear's) are split
 // among the machine's cores by ffn-trace, each part a product of the matrix library on one
 // thread. A forward pass over a model left in its file converts a panel of a weight and then

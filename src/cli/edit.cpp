@@ -114,7 +114,7 @@ ffn_trace::outcome<std::pair<std::string, std::string>> read_corpus_text(const e
 
 int run_edit(const edit_options& o) {
     using namespace ffn_trace;
-    prepare_matrix_library();
+    if (auto e = prepare_matrix_library()) return report(*e);
     edit_request r;
     r.layer = o.layer;
     r.expert = o.expert;

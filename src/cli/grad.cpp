@@ -72,7 +72,7 @@ int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_s
 // grad --checkpoint DIR --layer N --prompt TEXT --target TOKEN: the model's own loss.
 int run_prompt_grad(const grad_options& o) {
     using namespace ffn_trace;
-    prepare_matrix_library();  // before the weights take memory
+    if (auto e = prepare_matrix_library()) return report(*e);  // before the weights take memory
     prompt_grad_request r;
     r.checkpoint = o.checkpoint;
     r.text = *o.prompt;

@@ -72,7 +72,7 @@ int locate_prompts(const locate_options& o, const ffn_trace::locate_request& eac
 
 int run_locate(const locate_options& o) {
     using namespace ffn_trace;
-    prepare_matrix_library();
+    if (auto e = prepare_matrix_library()) return report(*e);
     if (!o.prompt && o.prompt_file.empty() && o.prompts.empty())
         return report({"", "", "give the prompt with --prompt TEXT or --prompt-file FILE, or many with --prompts FILE"});
     if (o.subject.empty() && o.prompts.empty()) return report({"", "", "--subject is required: the words of the prompt to noise"});

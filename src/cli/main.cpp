@@ -16,6 +16,7 @@
 
 #include "check.hpp"
 #include "common.hpp"
+#include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "gelu_table.hpp"
 #include "generate.hpp"
@@ -112,6 +113,23 @@ namespace {
     std::_Exit(status);
 }
 
+// Under a tight cap on the address space (ulimit -v) the matrix library's threads, started as it
+// loaded, may be waiting forever for their buffers, and the process could never end: it starts
+// again, on one such thread. The marker keeps it from starting a third time, should the library
+// not take the variable.
+void restart_on_one_thread_under_a_tight_cap(char** argv) {
+    constexpr const char* marker = "FFN_TRACE_RESTARTED_ON_ONE_THREAD";
+    if (std::getenv(marker)) {
+        ::unsetenv(marker);
+        return;
+    }
+    if (!ffn_trace::address_space_tight()) return;
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    ::setenv(marker, "1", 1);
+    ::execv("/proc/self/exe", argv);
+    ::unsetenv(marker);  // no /proc: on as it is
+}
+
 // A standard stream started closed (`2>&-`) is held by /dev/null opened the wrong way round, so
 // writing to it still fails as it would have, and no file the program opens takes its number:
 // an error line is never written into a checkpoint or the -o file.
@@ -129,6 +147,7 @@ void hold_closed_standard_streams() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    restart_on_one_thread_under_a_tight_cap(argv);
     hold_closed_standard_streams();
     // Whatever happens, one line on stderr and exit status 2, never an abort.
     try {

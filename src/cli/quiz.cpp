@@ -35,7 +35,7 @@ ffn_trace::outcome<ffn_trace::prompt_quiz> prompt_quiz_of(const prompt_flags& p,
                                                           const ffn_trace::prompt_quiz_options& options) {
     if (!p.prompt && p.prompt_file.empty())
         return ffn_trace::error{"", "--checkpoint", "asks about a prompt's run: give --prompt or --prompt-file too"};
-    ffn_trace::prepare_matrix_library();  // before the weights take memory
+    if (auto e = ffn_trace::prepare_matrix_library()) return *e;  // before the weights take memory
     ffn_trace::prompt_request r;
     r.checkpoint = p.checkpoint;
     r.text = p.prompt.value_or("");

@@ -54,7 +54,7 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
 
 int run_checkpoint_prompt(const run_options& o) {
     using namespace ffn_trace;
-    prepare_matrix_library();  // before the weights take memory
+    if (auto e = prepare_matrix_library()) return report(*e);  // before the weights take memory
     share_products_among_cores();  // the weights are streamed from the file
     auto request = prompt_request_of(o);
     if (!request) return report(request.err());

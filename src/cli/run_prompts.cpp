@@ -20,7 +20,7 @@ void warn_skipped(const ffn_trace::skipped_lines& s, const std::string& file) {
 
 int run_checkpoint_prompts(const run_options& o) {
     using namespace ffn_trace;
-    prepare_matrix_library();  // before the weights take memory
+    if (auto e = prepare_matrix_library()) return report(*e);  // before the weights take memory
     share_products_among_cores();  // the weights are streamed from the file
     auto each = prompt_request_of(o);
     if (!each) return report(each.err());

@@ -142,7 +142,7 @@ ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const
 
 int run_units(const units_options& o) {
     using namespace ffn_trace;
-    prepare_matrix_library();
+    if (auto e = prepare_matrix_library()) return report(*e);
     const bool search = !o.promotes.empty() || !o.suppresses.empty();
     if (!search && !o.layer) return report({"", "--layer", "give the layer whose units to read, or --promotes TOKEN to search"});
     std::vector<layer_unit> wanted;

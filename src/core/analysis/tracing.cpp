@@ -213,7 +213,7 @@ outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
 outcome<traced> trace_file(const std::string& file, const trace_limits& limits, checkpoint::weights where,
                            const std::vector<change>& changes, const stage_callback& on_stage) {
     // Before the file takes memory: the matrix library's buffers, which it cannot do without.
-    prepare_matrix_library();
+    if (auto e = prepare_matrix_library()) return *e;
     tell(on_stage, trace_stage::reading_file);
     // An experiment traces the layer as the file holds it too (with the tokens the command line
     // adds), to show what the change did.
@@ -237,7 +237,7 @@ outcome<traced> trace_file(const std::string& file, const trace_limits& limits, 
 }
 
 outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limits& limits, const stage_callback& on_stage) {
-    prepare_matrix_library();  // before the weights take memory
+    if (auto e = prepare_matrix_library()) return *e;  // before the weights take memory
     tell(on_stage, trace_stage::reading_checkpoint);
     auto ck = checkpoint::open(f.path, f.arch);
     if (!ck) return ck.err();

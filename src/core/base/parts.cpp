@@ -12,7 +12,9 @@ namespace ffn_trace::detail {
 
 namespace {
 
-const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+// The machine's cores, or fewer when the address space has room for fewer threads' buffers.
+std::atomic<std::size_t> usable_cores{std::max(1u, std::thread::hardware_concurrency())};
+std::size_t cores() { return usable_cores.load(std::memory_order_relaxed); }
 
 // Waits briefly by spinning: a hand-off between the cores takes a fraction of a microsecond this
 // way, where a sleep and a wake-up through the kernel take tens of them in a virtual machine, and
@@ -51,7 +53,7 @@ public:
         if (!busy) return false;
         {
             std::lock_guard lock(m_);
-            while (threads_.size() + 1 < cores) threads_.emplace_back([this, k = threads_.size() + 1] { serve(k); });
+            while (threads_.size() + 1 < cores()) threads_.emplace_back([this, k = threads_.size() + 1] { serve(k); });
             job_ = &f;
             parts_ = parts;
             pending_.store(threads_.size(), std::memory_order_relaxed);
@@ -100,7 +102,7 @@ std::atomic<bool> shared{false};
 
 std::size_t parts_for(std::size_t rows, std::size_t work) {
     constexpr std::size_t least = std::size_t{1} << 18;
-    return std::max<std::size_t>(1, std::min({cores, rows, work / least}));
+    return std::max<std::size_t>(1, std::min({cores(), rows, work / least}));
 }
 
 void run_parts(std::size_t parts, const std::function<void(std::size_t)>& f) {
@@ -108,7 +110,7 @@ void run_parts(std::size_t parts, const std::function<void(std::size_t)>& f) {
         f(0);
         return;
     }
-    if (parts <= cores && helpers::get().run(parts, f)) return;
+    if (parts <= cores() && helpers::get().run(parts, f)) return;
     std::vector<std::jthread> threads;
     for (std::size_t k = 1; k < parts; ++k) threads.emplace_back(f, k);
     f(0);
@@ -128,6 +130,8 @@ void spin_barrier::arrive_and_wait() {
             std::this_thread::yield();  // a part's thread was put off its core: let it run
     }
 }
+
+void use_at_most_cores(std::size_t n) { usable_cores.store(std::max<std::size_t>(1, std::min(n, cores())), std::memory_order_relaxed); }
 
 bool products_shared() { return shared.load(std::memory_order_relaxed); }
 void share_products(bool on) { shared.store(on, std::memory_order_relaxed); }

@@ -31,6 +31,10 @@ private:
     std::atomic<std::size_t> arrived_{0}, phase_{0};
 };
 
+// From now on at most n parts run at once (at least one): set when a cap on the address space
+// is tight: one core (prepare_matrix_library).
+void use_at_most_cores(std::size_t n);
+
 // Whether the large products are split among the cores by ffn-trace, each part a product of the
 // matrix library on one core (which then runs on one thread): set by share_products_among_cores.
 bool products_shared();

@@ -4,10 +4,14 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <thread>
 #include <fmt/format.h>
 
 #include "base/parts.hpp"
@@ -24,6 +28,33 @@ constexpr std::size_t blas_threshold = 1 << 16;
 bool use_blas(std::size_t m, std::size_t k, std::size_t n) { return m * k * n >= blas_threshold; }
 
 int dim(std::size_t n) { return static_cast<int>(n); }
+
+// What the matrix library's threads take of the address space: OpenBLAS's work buffer of each
+// (BUFFER_SIZE on x86-64, 128 MB, allocated as 128 MB and a page) and the 128 MB malloc maps to
+// align a new thread's 64 MB arena. A cap on the address space below a gigabyte more than that is
+// tight: the program runs on one thread.
+constexpr std::size_t blas_buffer = std::size_t{129} << 20;
+constexpr std::size_t thread_arena = std::size_t{128} << 20;
+constexpr std::size_t ample = std::size_t{1} << 30;
+// Room for the first product's matrices, beside the buffer.
+constexpr std::size_t blas_margin = std::size_t{32} << 20;
+
+// The cap on the address space (RLIMIT_AS) in bytes, or 0 when there is none.
+std::size_t address_space_cap() {
+    rlimit cap{};
+    if (::getrlimit(RLIMIT_AS, &cap) != 0 || cap.rlim_cur == RLIM_INFINITY) return 0;
+    return static_cast<std::size_t>(cap.rlim_cur);
+}
+
+// The address space the process holds now.
+std::size_t address_space_used() {
+    std::size_t pages = 0;
+    if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(statm, "%zu", &pages) != 1) pages = 0;
+        std::fclose(statm);
+    }
+    return pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
 
 // malloc's heap grown at once by 256 MB of address space (memory only as it is touched) and marked
 // for transparent huge pages, once a process: a matrix's first touch then faults in 2 MB at a time,
@@ -47,19 +78,44 @@ void reserve_heap_in_huge_pages() {
 
 }  // namespace
 
-void prepare_matrix_library() {
+bool address_space_tight() {
+    const std::size_t cap = address_space_cap();
+    if (cap == 0) return false;
+    // The machine's cores, which the library would start threads for but for a restart on one.
+    const auto threads = std::max<std::size_t>({1, std::thread::hardware_concurrency(),
+                                                static_cast<std::size_t>(std::max(openblas_get_num_threads(), 1))});
+    return cap < threads * (blas_buffer + thread_arena) + ample;
+}
+
+std::optional<error> prepare_matrix_library() {
     // A forward pass allocates and frees matrices of a few megabytes by the hundred (each product's
     // result, the logits of every position). Left to its defaults, malloc maps each anew and
     // returns it at free, so the kernel faults in and zeroes every page again: a tenth of a prompt
     // run's time went there. Freed memory is kept in the heap for the next matrix instead.
     ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
     ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    reserve_heap_in_huge_pages();
+    if (address_space_tight()) {
+        // One thread, and its buffer taken only when the cap has room for it: the library waits
+        // forever for a buffer it cannot have.
+        openblas_set_num_threads(1);
+        detail::use_at_most_cores(1);
+        const std::size_t cap = address_space_cap(), used = address_space_used();
+        const std::size_t need = blas_buffer + blas_margin;
+        if (used + need > cap)
+            return error{"", "", fmt::format("the address space is capped at {} MB (ulimit -v) and {} MB of it is left, "
+                                             "less than the {} MB the matrix library needs for its work buffer; "
+                                             "raise the cap to at least {} MB",
+                                             cap >> 20, (cap - std::min(cap, used)) >> 20, need >> 20,
+                                             (used + need + (1 << 20) - 1) >> 20)};
+    } else {
+        reserve_heap_in_huge_pages();
+    }
     // A product large enough that every thread of the library takes part and takes its buffer.
     constexpr int n = 256;
     const std::vector<double> a(n * n, 0.0);
     std::vector<double> c(n * n);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+    return std::nullopt;
 }
 
 void share_products_among_cores() {
