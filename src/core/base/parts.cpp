@@ -12,7 +12,7 @@ namespace ffn_trace::detail {
 
 namespace {
 
-// The machine's cores, or fewer when the address space has room for fewer threads' buffers.
+// The machine's cores, or one under a tight cap on the address space (use_at_most_cores).
 std::atomic<std::size_t> usable_cores{std::max(1u, std::thread::hardware_concurrency())};
 std::size_t cores() { return usable_cores.load(std::memory_order_relaxed); }
 
