@@ -48,7 +48,7 @@ in_root "$work/root1" "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --n
 # The committed tree, as a clone would have it (without .git: --version then has no commit).
 mkdir -p "$work/root1/src/ffn-trace"
 git -C "$src" archive HEAD | tar -x -C "$work/root1/src/ffn-trace"
-# Timed, apt included, as a newcomer waits for them (README gives the figures; ccache starts empty).
+# Timed, apt included, as a newcomer waits for them (docs/building.md gives the figures; ccache starts empty).
 step "root 1: make demo"
 in_root "$work/root1" "cd /src/ffn-trace && time (make demo | tail -5)"
 step "root 1: make test"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Redraws docs/page.png, the page view README shows, with the command README gives beside it:
+# Redraws docs/page.png, the page view README.md and docs/guide.md show, with the command the guide gives beside it:
 # the lesson's hand example opened on hidden[2] in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -821,12 +821,12 @@ cli_test("--bars on a sparse real layer marks a group on when any unit is: \"The
 cli_test("--detail summary --bars keeps the bars" 0
   "Which units are on, before and after GELU .*one mark per 6 units, ▓ when any of them is on \"The\" +hidden +│░░░░▓"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --bars --detail summary --color never)
-# README: for Indonesia layer 1's FFN pushes the capital about as hard as layer 0's; for Iraq nearly.
-cli_test("README's numbers: layer 0's units push \" Jakarta\" by 3.92" 0 "\"total\": 3\\.918" EMPTY
+# docs/guide.md: for Indonesia layer 1's FFN pushes the capital about as hard as layer 0's; for Iraq nearly.
+cli_test("the guide's numbers: layer 0's units push \" Jakarta\" by 3.92" 0 "\"total\": 3\\.918" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of Indonesia is" --format json)
-cli_test("README's numbers: layer 1's units push \" Jakarta\" by 3.95" 0 "\"total\": 3\\.947" EMPTY
+cli_test("the guide's numbers: layer 1's units push \" Jakarta\" by 3.95" 0 "\"total\": 3\\.947" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 1 --prompt "The capital of Indonesia is" --format json)
-cli_test("README's numbers: layer 1's units push \" Baghdad\" by 4.09" 0 "\"total\": 4\\.089" EMPTY
+cli_test("the guide's numbers: layer 1's units push \" Baghdad\" by 4.09" 0 "\"total\": 4\\.089" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 1 --prompt "The capital of Iraq is" --format json)
 cli_test("run --prompt-file reads the prompt from a file, its last line break dropped" 0
   "\"The capital of France is\": 5 tokens"

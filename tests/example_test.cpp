@@ -309,7 +309,7 @@ TEST_CASE("a target or an upstream gradient is shaped like the output") {
     CHECK(error_of(small(R"("upstream": [[1, 2, 3], [3, 4, 5]])")) == "ex.json: upstream[0]: expected 2 numbers (the output's shape, 2 × 2), got 3");
 }
 
-TEST_CASE("a 3-D input's tokens are counted flat, row-major, in labels and claims, as README says") {
+TEST_CASE("a 3-D input's tokens are counted flat, row-major, in labels and claims, as docs/example-file.md says") {
     // batch 2 × seq 2 × d_model 1: token t = b·seq + s, so x[1][0] = 3 is token 2.
     const auto ex = parse_example(R"({"activation": "relu", "layout": "in_out", "residual": false,
         "input": [[[1], [2]], [[3], [4]]], "weights": {"W1": [[1, 2]], "W2": [[1], [1]]},

@@ -38,7 +38,7 @@ thread_local detail::thread_buffer<double> panel_buffer;
 // registers while c runs through a block, each vector holding several tokens' x[t, c] (x is
 // transposed once a product), and the panel is read as it lies: the matrix library packed each
 // freshly converted panel into a layout of its own first, and on a few dozen tokens multiplied
-// more slowly than this (README, Speed and memory). Built three times, for AVX-512 (8 doubles a
+// more slowly than this (docs/benchmarks.md). Built three times, for AVX-512 (8 doubles a
 // vector), AVX2 with FMA (4) and SSE2 (2); vector_lanes() says which one runs.
 using v8 = double __attribute__((vector_size(64)));
 using v4 = double __attribute__((vector_size(32)));
