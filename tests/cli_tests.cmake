@@ -1013,6 +1013,11 @@ cli_test("run --word on a GGUF whose pre-tokenizer ffn-trace does not know runs"
 cli_test("tokenize on a GGUF whose pre-tokenizer ffn-trace does not know names it" 2 EMPTY
   "^error: .*model.gguf: tokenizer.ggml.pre: unknown pre-tokenizer \"no-such-pre\": ffn-trace splits text as llama.cpp's [0-9]+ pre-tokenizers do .*the nearest is \"[a-z0-9-]+\"$"
   -- ${CASE} gguf:no-such-pre ${CASES}/tokenize_unknown_pre ${INPUTS} ${FT} tokenize --checkpoint @CASE@ "hello Paris")
+cli_test("run --embedding on a checkpoint whose tokenizer.json is malformed runs, its rows named by id" 0
+  "^Layer 0 of a gpt2 checkpoint .* id 1 " EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --layer 0 --embedding 1 --color never)
+cli_test("run --word on a checkpoint whose tokenizer.json is malformed names the file" 2 EMPTY "^error: .*bad_tokenizer/tokenizer.json: .*malformed JSON"
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --layer 0 --word " Paris")
 cli_test("run --prompt with a malformed tokenizer.json names the file" 2 EMPTY "^error: .*bad_tokenizer/tokenizer.json: .*malformed JSON"
   -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --prompt "The capital of France is")
 cli_test("run --prompt on a checkpoint without a tensor the forward pass needs names it" 2 EMPTY
