@@ -979,6 +979,45 @@ cli_test("run --versus without a prompt is refused" 2 EMPTY "^error: --versus: c
 cli_test("run --prompt without a tokenizer says what it looked for" 2 EMPTY
   "^error: .*no_tokenizer: no tokenizer: expected tokenizer.json, or vocab.json and merges.txt$"
   -- ${FT} run --checkpoint ${INPUTS}/prompt/no_tokenizer --prompt "The capital of France is")
+# A tokenizer is read when a run needs one: the vocabulary names tokens for --input and --word
+# whatever else is wrong with the tokenizer, and only a command that tokenizes reports it
+# (tests/cli/tokenizer_case.sh writes each checkpoint, @CASE@ in the command).
+set(CASE bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenizer_case.sh)
+set(CASES ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_cases)
+cli_test("run --input on a checkpoint whose vocab.json has no merges.txt names the vocabulary's tokens" 0
+  "^Layer 1 of a gpt2 checkpoint.*What the units say in the vocabulary.* promotes .*\" Paris\"" EMPTY
+  -- ${CASE} no_merges ${CASES}/input_no_merges ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 1 --input ${INPUTS}/checkpoints/x.npy --color never)
+cli_test("run --word on a checkpoint whose vocab.json has no merges.txt looks the word up" 0
+  "The input is the token embedding's row 3 " EMPTY
+  -- ${CASE} no_merges ${CASES}/word_no_merges ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 1 --word " Paris" --color never)
+cli_test("tokenize on a checkpoint whose vocab.json has no merges.txt names the missing file" 2 EMPTY
+  "^error: .*word_no_merges_tokenize/merges.txt: missing: the merges of vocab.json's tokens are needed to split text \\(or a tokenizer.json\\)$"
+  -- ${CASE} no_merges ${CASES}/word_no_merges_tokenize ${INPUTS} ${FT} tokenize --checkpoint @CASE@ Paris)
+cli_test("run --input on a BERT whose WordPiece unk_token is not in its vocabulary names the vocabulary's tokens" 0
+  "^Layer 0 of a bert checkpoint.*What the units say in the vocabulary.* promotes .*\"paris\"" EMPTY
+  -- ${CASE} wordpiece_no_unk ${CASES}/input_no_unk ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 0 --input ${INPUTS}/checkpoints/x.npy --color never)
+cli_test("run --word on a BERT whose WordPiece unk_token is not in its vocabulary looks the word up" 0
+  "The input is the token embedding's row 2 " EMPTY
+  -- ${CASE} wordpiece_no_unk ${CASES}/word_no_unk ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 0 --word paris --color never)
+cli_test("tokenize with a WordPiece tokenizer.json whose unk_token is not in its vocabulary names the file and the key" 2 EMPTY
+  "^error: .*tokenize_no_unk/tokenizer.json: model.unk_token: \"\\[UNK\\]\" is not in the vocabulary$"
+  -- ${CASE} wordpiece_no_unk ${CASES}/tokenize_no_unk ${INPUTS} ${FT} tokenize --checkpoint @CASE@ paris)
+cli_test("run --embedding on a Llama 3 GGUF (pre llama-bpe) runs and names the row's token" 0
+  "^Layer 1 of a gpt2 checkpoint .*embedding_llama_bpe/model.gguf\\).* \"Paris\" \\(id 2\\) " EMPTY
+  -- ${CASE} gguf:llama-bpe ${CASES}/embedding_llama_bpe ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 1 --embedding 2 --color never)
+cli_test("tokenize on a Llama 3 GGUF (pre llama-bpe) adds the bos token and keeps whole-word tokens" 0
+  "^3 tokens # +id +spelling +text 0 +7 +<\\|endoftext\\|> +\"<\\|endoftext\\|>\" 1 +1 +hello +\"hello\" 2 +3 +ĠParis +\" Paris\"$" EMPTY
+  -- ${CASE} gguf:llama-bpe:7 ${CASES}/tokenize_llama_bpe ${INPUTS} ${FT} tokenize --checkpoint @CASE@ "hello Paris")
+cli_test("run --word on a GGUF whose pre-tokenizer ffn-trace does not know runs" 0 "The input is the token embedding's row 3 " EMPTY
+  -- ${CASE} gguf:no-such-pre ${CASES}/word_unknown_pre ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 1 --word " Paris" --color never)
+cli_test("tokenize on a GGUF whose pre-tokenizer ffn-trace does not know names it" 2 EMPTY
+  "^error: .*model.gguf: tokenizer.ggml.pre: unknown pre-tokenizer \"no-such-pre\": ffn-trace splits text as llama.cpp's [0-9]+ pre-tokenizers do .*the nearest is \"[a-z0-9-]+\"$"
+  -- ${CASE} gguf:no-such-pre ${CASES}/tokenize_unknown_pre ${INPUTS} ${FT} tokenize --checkpoint @CASE@ "hello Paris")
+cli_test("run --embedding on a checkpoint whose tokenizer.json is malformed runs, its rows named by id" 0
+  "^Layer 0 of a gpt2 checkpoint .* id 1 " EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --layer 0 --embedding 1 --color never)
+cli_test("run --word on a checkpoint whose tokenizer.json is malformed names the file" 2 EMPTY "^error: .*bad_tokenizer/tokenizer.json: .*malformed JSON"
+  -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --layer 0 --word " Paris")
 cli_test("run --prompt with a malformed tokenizer.json names the file" 2 EMPTY "^error: .*bad_tokenizer/tokenizer.json: .*malformed JSON"
   -- ${FT} run --checkpoint ${INPUTS}/prompt/bad_tokenizer --prompt "The capital of France is")
 cli_test("run --prompt on a checkpoint without a tensor the forward pass needs names it" 2 EMPTY

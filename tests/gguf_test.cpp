@@ -677,26 +677,64 @@ TEST_CASE("a GGUF SentencePiece vocabulary merges the highest-scoring pair first
     CHECK(encoded(spm_vocabulary(false), "</s>he") == std::vector<std::size_t>{1, 2, 10});
 }
 
-TEST_CASE("a GGUF tokenizer that ffn-trace does not run, or whose arrays disagree, is one error naming the key") {
+TEST_CASE("a GGUF tokenizer that ffn-trace does not run names its tokens, and encoding is one error naming the key") {
+    ckpt::temp_dir dir;
+    // The error of encoding with a tokenizer that reads: its tokens are named all the same.
+    const auto split_error = [&](const g::gguf_writer& w) {
+        auto t = tokenizer::from_gguf(dir.write("v.gguf", w.bytes()));
+        INFO((t ? "" : t.err().to_string()));
+        REQUIRE(t);
+        CHECK(t->token(1) == "b");
+        auto ids = t->encode("ab");
+        REQUIRE_FALSE(ids);
+        return ids.err();
+    };
     g::gguf_writer w;
     w.put_string("tokenizer.ggml.model", "bert");
-    ckpt::temp_dir dir;
-    auto t = tokenizer::from_gguf(dir.write("v.gguf", w.bytes()));
-    REQUIRE_FALSE(t);
-    CHECK(t.err().path == "tokenizer.ggml.model");
-    CHECK(t.err().message.find("not \"bert\"") != std::string::npos);
+    w.put_strings("tokenizer.ggml.tokens", {"a", "b"});
+    const auto bert = split_error(w);
+    CHECK(bert.path == "tokenizer.ggml.model");
+    CHECK(bert.message.find("not \"bert\"") != std::string::npos);
+    g::gguf_writer few;
+    few.put_string("tokenizer.ggml.model", "llama");
+    few.put_strings("tokenizer.ggml.tokens", {"a", "b"});
+    few.put_f32s("tokenizer.ggml.scores", {0});
+    CHECK(split_error(few).to_string().find("tokenizer.ggml.scores: has 1 scores for 2 tokens") != std::string::npos);
+    g::gguf_writer pre;
+    pre.put_string("tokenizer.ggml.model", "gpt2");
+    pre.put_strings("tokenizer.ggml.tokens", {"a", "b"});
+    pre.put_strings("tokenizer.ggml.merges", {});
+    pre.put_string("tokenizer.ggml.pre", "no-such-pre");
+    CHECK(split_error(pre).to_string().find("tokenizer.ggml.pre: unknown pre-tokenizer \"no-such-pre\"") != std::string::npos);
+    // What names the tokens is still checked when the file is read.
     g::gguf_writer s = spm_vocabulary(true);
     s.put_f32s("tokenizer.ggml.scores", {0});
     auto dup = tokenizer::from_gguf(dir.write("d.gguf", s.bytes()));
     REQUIRE_FALSE(dup);
     CHECK(dup.err().message == "this metadata key appears twice");
-    g::gguf_writer few;
-    few.put_string("tokenizer.ggml.model", "llama");
-    few.put_strings("tokenizer.ggml.tokens", {"a", "b"});
-    few.put_f32s("tokenizer.ggml.scores", {0});
-    auto f = tokenizer::from_gguf(dir.write("f.gguf", few.bytes()));
-    REQUIRE_FALSE(f);
-    CHECK(f.err().to_string().find("tokenizer.ggml.scores: has 1 scores for 2 tokens") != std::string::npos);
+}
+
+TEST_CASE("<unk> in the text is the unknown token, as llama.cpp's parse_special matches unknown, control and user-defined tokens") {
+    // "<unk>" (type 2) and "</s>" (type 3) whole; each text between them gets its own ▁ prefix
+    CHECK(encoded(spm_vocabulary(true), "<unk>he") == std::vector<std::size_t>{1, 0, 11});
+    CHECK(encoded(spm_vocabulary(false), "he<unk></s>") == std::vector<std::size_t>{1, 10, 0, 2});
+}
+
+TEST_CASE("a Llama 3 GGUF vocabulary (pre llama-bpe) adds bos, keeps a word that is a token unmerged, and splits digits in threes") {
+    // The byte-level alphabet's a, b, c, Ġ and 1 to 4, "ab" made by a merge, "abc" a token no merge makes.
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "gpt2");
+    w.put_strings("tokenizer.ggml.tokens", {"<|begin_of_text|>", "a", "b", "c", "\xC4\xA0", "1", "2", "3", "4", "ab", "abc", "12", "123"});
+    w.put_i32s("tokenizer.ggml.token_type", {3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    w.put_strings("tokenizer.ggml.merges", {"a b", "1 2", "12 3"});
+    w.put_string("tokenizer.ggml.pre", "llama-bpe");
+    w.put_u32("tokenizer.ggml.bos_token_id", 0);
+    // "abc" is a token: ignore_merges takes it whole (merges alone would give ab, c); "1234" is
+    // 123 and 4; bos first by llama-bpe's default
+    CHECK(encoded(w, "abc 1234") == std::vector<std::size_t>{0, 10, 4, 12, 8});
+    // the file's add_bos_token overrides the default
+    w.put_bool("tokenizer.ggml.add_bos_token", false);
+    CHECK(encoded(w, "abab") == std::vector<std::size_t>{9, 9});
 }
 
 TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor are named") {

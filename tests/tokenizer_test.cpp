@@ -3,6 +3,8 @@
 // behaviour, and hostile files refused with the JSON path of what is wrong.
 #include "test_paths.hpp"
 #include "ffn_trace/tokenizer.hpp"
+#include "tokenizer/gguf_vocab.hpp"
+#include "tokenizer/unicode.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -41,10 +43,24 @@ using spelled = std::vector<std::string>;
 const std::string G = "\xC4\xA0";     // Ġ, the space byte in GPT-2's table
 const std::string S = "\xE2\x96\x81"; // ▁
 
+// The error of a file whose vocabulary cannot be read: nothing is read.
 std::string error_of(std::string_view json) {
     auto t = tokenizer::from_json_text(json, "t.json");
     REQUIRE_FALSE(t);
     return t.err().to_string();
+}
+
+// The error of a file whose vocabulary is read but whose text cannot be split: its tokens are
+// named ("a" is token 0), and only encoding reports the problem.
+std::string split_error_of(std::string_view json) {
+    auto t = tokenizer::from_json_text(json, "t.json");
+    INFO((t ? "" : t.err().to_string()));
+    REQUIRE(t);
+    CHECK(t->id_of("a") == std::optional<std::size_t>{0});
+    CHECK(t->token(0) == "a");
+    auto ids = t->encode("ab");
+    REQUIRE_FALSE(ids);
+    return ids.err().to_string();
 }
 
 }  // namespace
@@ -213,30 +229,30 @@ TEST_CASE("GPT-2's vocab.json and merges.txt make the same tokenizer as its toke
     CHECK(missing.err().message.find("tokenizer.json") != std::string::npos);
 }
 
-TEST_CASE("a hostile tokenizer file is one error naming the JSON path") {
+TEST_CASE("a hostile tokenizer file is one error naming the JSON path, from encoding when only its splitting is broken") {
     const std::string base = R"("vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"])";
     CHECK(error_of(R"({"model": {"type": "Unigram", "vocab": []}})") == "t.json: model.type: unsupported model \"Unigram\"");
-    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "normalizer": {"type": "Precompiled"}})") ==
+    CHECK(split_error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "normalizer": {"type": "Precompiled"}})") ==
           "t.json: normalizer.type: unsupported normalizer \"Precompiled\"");
-    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "CharDelimiterSplit"}]}})") ==
+    CHECK(split_error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "CharDelimiterSplit"}]}})") ==
           "t.json: pre_tokenizer.pretokenizers[0].type: unsupported pre-tokenizer \"CharDelimiterSplit\"");
-    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})") ==
+    CHECK(split_error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})") ==
           "t.json: model.merges[0]: the merge makes \"ab\", which is not in the vocabulary");
-    CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]}})") ==
+    CHECK(split_error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]}})") ==
           "t.json: model.merges[0]: the merge names \"c\", which is not in the vocabulary");
     CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})").find("the id 0 is given to both") != std::string::npos);
     // an id with a gap of any size is read (its memory is the entries'); past 2³² − 1 it is refused
     CHECK(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 4294967296}, "merges": []}})").find("out of range") != std::string::npos);
-    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 7], "sep": ["[SEP]", 1]}})") ==
+    CHECK(split_error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 7], "sep": ["[SEP]", 1]}})") ==
           "t.json: post_processor.cls[1]: the id 7 is out of range for a vocabulary of 3");
-    CHECK(error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "("}, "behavior": "Isolated"}})")
+    CHECK(split_error_of(R"({"model": {"type": "BPE", )" + base + R"(}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "("}, "behavior": "Isolated"}})")
               .find("t.json: pre_tokenizer.pattern.Regex: the regex \"(\" does not compile") == 0);
     std::string deep = R"({"model": {"type": "BPE", )" + base + R"(}, "normalizer": )";
     for (int i = 0; i < 20; ++i) deep += R"({"type": "Sequence", "normalizers": [)";
     deep += R"({"type": "NFC"})";
     for (int i = 0; i < 20; ++i) deep += "]}";
     deep += "}";
-    CHECK(error_of(deep).find("nest deeper than") != std::string::npos);
+    CHECK(split_error_of(deep).find("nest deeper than") != std::string::npos);
 }
 
 TEST_CASE("a regex that backtracks without bound fails with the stage's path instead of hanging") {
@@ -547,12 +563,18 @@ TEST_CASE("the tokenizer beside a checkpoint: its directory's or its file's, non
     auto by_file = ffn_trace::tokenizer_beside((d.path / "model.safetensors").string());
     REQUIRE(by_file);
     CHECK(*by_file);
-    SUBCASE("a vocab.json without merges.txt is an error that names what is missing") {
+    SUBCASE("a vocab.json without merges.txt names its tokens, and encoding names the missing merges.txt") {
         scratch_dir v("beside_vocab");
-        v.write("vocab.json", R"({"a": 0})");
+        v.write("vocab.json", R"({"a": 0, "\u0120b": 1})");
         auto missing = ffn_trace::tokenizer_beside(v.path.string());
-        REQUIRE_FALSE(missing);
-        CHECK(missing.err().message.find("merges.txt is missing") != std::string::npos);
+        INFO((missing ? "" : missing.err().to_string()));
+        REQUIRE(missing);
+        REQUIRE(*missing);
+        CHECK((*missing)->text(1) == " b");
+        auto ids = (*missing)->encode("a b");
+        REQUIRE_FALSE(ids);
+        CHECK(ids.err().to_string() == (v.path / "merges.txt").string() +
+                                           ": missing: the merges of vocab.json's tokens are needed to split text (or a tokenizer.json)");
     }
     SUBCASE("a vocab.json whose keys repeat is refused by the strict reader") {
         scratch_dir v("beside_duplicate");
@@ -593,4 +615,72 @@ TEST_CASE("a special token is known as one and shown by its spelling and the mar
     CHECK(ffn_trace::show_token(" Paris", false) == "\" Paris\"");
     CHECK(ffn_trace::show_token("<|endoftext|>", true) == "<|endoftext|> (special)");
     CHECK(ffn_trace::show_token("a\nb", false) == "\"a\\nb\"");
+}
+
+// ---- llama.cpp's pre-tokenizers, as a GGUF file's tokenizer.ggml.pre names them ---------------
+
+namespace {
+
+// The pieces the named pre-tokenizer cuts the text into, each back from GPT-2's alphabet to its bytes.
+std::vector<std::string> gguf_pieces(std::string_view name, const std::string& text) {
+    auto pre = ffn_trace::detail::gguf_pre_tokenizer(name, "v.gguf");
+    INFO(std::string(name), ": ", (pre ? "" : pre.err().to_string()));
+    REQUIRE(pre);
+    auto pieces = (*pre)->split({{text, true}});
+    REQUIRE(pieces);
+    std::vector<std::string> out;
+    for (const auto& p : *pieces) {
+        std::string bytes;
+        for (std::size_t i = 0; i < p.text.size();) {
+            const auto [c, n] = ffn_trace::detail::next_code_point(p.text, i);
+            bytes += static_cast<char>(ffn_trace::detail::unicode_to_byte(c));
+            i += n;
+        }
+        out.push_back(bytes);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("every pre-tokenizer llama.cpp names cuts accents, CJK, emoji, spaces, digits, contractions and newlines as its regexes do") {
+    // Derived by tests/tokenizer/llama_cpp_splits.py with Python's regex module from the regexes
+    // and names parsed out of llama.cpp's src/llama-vocab.cpp.
+    std::ifstream in(FFN_TRACE_TEST_INPUTS + "/pre_tokenizers/llama_cpp_splits.json");
+    const auto kinds = nlohmann::json::parse(in);
+    REQUIRE(kinds.size() >= 29);
+    std::size_t checked = 0;
+    for (const auto& kind : kinds) {
+        for (const auto& name : kind["names"]) {
+            CAPTURE(name.get<std::string>());
+            for (const auto& s : kind["splits"]) {
+                const auto text = s["text"].get<std::string>();
+                CAPTURE(text);
+                CHECK(gguf_pieces(name.get<std::string>(), text) == s["pieces"].get<std::vector<std::string>>());
+                ++checked;
+            }
+        }
+    }
+    CHECK(checked >= 44 * 8);
+}
+
+TEST_CASE("the pieces of Llama 3's, Qwen2's and GPT-2's regexes, worked by hand") {
+    // \p{N}{1,3}: digits in threes from the left; contractions whatever their case
+    CHECK(gguf_pieces("llama-bpe", "1234567 I'LL") == spelled{"123", "456", "7", " I", "'LL"});
+    // a space before letters is not taken by [^\r\n\p{L}\p{N}]? when it is a newline
+    CHECK(gguf_pieces("llama-bpe", "a\n b") == spelled{"a", "\n", " b"});
+    // Qwen2: each digit alone
+    CHECK(gguf_pieces("qwen2", "x 2024") == spelled{"x", " ", "2", "0", "2", "4"});
+    // GPT-2: lower-case contractions only, digits in one run with their space
+    CHECK(gguf_pieces("gpt-2", "I'LL 2024") == spelled{"I", "'", "LL", " 2024"});
+    // Tekken: an upper-case run then lower case is one piece; a run of capitals before a capital word ends there
+    CHECK(gguf_pieces("tekken", "HTTPServer") == spelled{"HTTPServer"});
+    CHECK(gguf_pieces("gpt-4o", "CamelCase it's") == spelled{"Camel", "Case", " it's"});
+}
+
+TEST_CASE("a pre-tokenizer llama.cpp does not name is an error naming it, the key and the nearest name") {
+    auto pre = ffn_trace::detail::gguf_pre_tokenizer("llama-bpf", "v.gguf");
+    REQUIRE_FALSE(pre);
+    CHECK(pre.err().to_string().find("v.gguf: tokenizer.ggml.pre: unknown pre-tokenizer \"llama-bpf\": ffn-trace splits text as llama.cpp's ") == 0);
+    CHECK(pre.err().to_string().find("the nearest is \"llama-bpe\"") != std::string::npos);
 }

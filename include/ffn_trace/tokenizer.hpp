@@ -1,6 +1,8 @@
 // Text to token ids exactly as Hugging Face's tokenizer(text) gives them, special tokens
 // included: the pipeline of tokenizer.json (added tokens split out first, then normalizer,
-// pre-tokenizer, model and post-processor), or GPT-2's vocab.json + merges.txt.
+// pre-tokenizer, model and post-processor), or GPT-2's vocab.json + merges.txt. The vocabulary
+// names tokens whatever else is wrong: a tokenizer reads when its vocabulary does, and a stage
+// that cannot be made is the error of encode alone.
 #pragma once
 
 #include <cstddef>
@@ -26,21 +28,25 @@ public:
     static constexpr std::size_t max_file_size = std::size_t{64} << 20;
 
     // tokenizer.json: normalizer, pre_tokenizer, model (BPE, WordPiece), post_processor,
-    // added_tokens. An unsupported kind of stage is an error naming it and its JSON path.
+    // added_tokens. A model that is neither, or a vocabulary or added token that cannot be read, is
+    // an error naming its JSON path; an unsupported or broken stage is encode's.
     static outcome<tokenizer> from_json(const std::string& path);
     // The same from the file's text; `file` names it in errors.
     static outcome<tokenizer> from_json_text(std::string_view text, const std::string& file);
     // GPT-2's vocab.json + merges.txt (byte-level BPE, GPT-2's regex, no special tokens added;
-    // "<|endoftext|>" in the text is that one token when the vocabulary has it).
+    // "<|endoftext|>" in the text is that one token when the vocabulary has it). Without
+    // merges.txt the vocabulary names tokens, and encode names the missing file.
     static outcome<tokenizer> from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt);
 
     // A GGUF file's tokenizer from its metadata, as llama.cpp runs it: tokenizer.ggml.model "gpt2"
-    // (byte-level BPE, the pre-tokenizer of tokenizer.ggml.pre "gpt-2" or "qwen2") or "llama"
-    // (SentencePiece by scores, byte fallback); control tokens matched first; bos added as
-    // add_bos_token says (by default for "llama", not for "gpt2").
+    // (byte-level BPE, the regexes of the pre-tokenizer tokenizer.ggml.pre names: "llama-bpe",
+    // "qwen2", "tekken", … as llama.cpp's src/llama-vocab.cpp) or "llama" (SentencePiece by
+    // scores, byte fallback); control, user-defined and unknown tokens matched first; bos added as
+    // add_bos_token says (by default for "llama", "llama-bpe" and "tekken").
     static outcome<tokenizer> from_gguf(const std::string& path);
 
-    // ids as tokenizer(text)["input_ids"]; the text must be UTF-8; errors name the stage.
+    // ids as tokenizer(text)["input_ids"]; the text must be UTF-8; errors name the stage, or the
+    // file and key of the stage that could not be made.
     outcome<std::vector<std::size_t>> encode(std::string_view text) const;
     std::size_t vocab_size() const;                  // the largest id + 1
     const std::string& token(std::size_t id) const;  // as the vocabulary spells it: "ĠParis", "▁Paris", "##s", "<0x0A>"; "" past the end
@@ -75,7 +81,7 @@ private:
 // <|endoftext|> (special). Either is cut after max_chars characters.
 std::string show_token(std::string_view text, bool special, std::size_t max_chars = 80);
 
-// A checkpoint directory's tokenizer: tokenizer.json, else vocab.json + merges.txt; an error
+// A checkpoint directory's tokenizer: tokenizer.json, else vocab.json (+ merges.txt); an error
 // names what is missing. A GGUF file's own.
 outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir);
 // The directory a checkpoint's tokenizer is looked for in: the checkpoint's own, or the one

@@ -39,7 +39,7 @@ OTHER_TABLES = {
 # Fields spelled like a family that are not an architecture, by file.
 OTHER_SPELLINGS = {
     "src/core/tokenizer/gguf_vocab.cpp": "tokenizer.ggml.model (\"gpt2\", \"llama\") and tokenizer.ggml.pre "
-                                         "(\"qwen2\") name tokenizers, not architectures",
+                                         "(\"qwen2\", \"olmo\", \"falcon\") name tokenizers, not architectures",
 }
 
 # src/core files whose literals may write an option, each with its reason.

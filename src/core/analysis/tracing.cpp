@@ -194,14 +194,14 @@ outcome<traced> trace_dense_example(example ex, const example* before) {
 }
 
 // The text of each token the checkpoint's unembedding scores, from the tokenizer beside it (read
-// here unless it was read with the checkpoint); none without a checkpoint or a tokenizer.
+// here unless it was read with the checkpoint); none without a checkpoint or a tokenizer, or
+// when the tokenizer's vocabulary cannot be read: the views only name tokens by it.
 outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
     if (!t.checkpoint) return std::optional<std::vector<std::string>>();
     std::optional<tokenizer> tok = t.tokenizer;
     if (!tok) {
         auto beside = tokenizer_beside(t.checkpoint->origin());
-        if (!beside) return beside.err();
-        tok = std::move(*beside);
+        if (beside) tok = std::move(*beside);
     }
     if (!tok) return std::optional<std::vector<std::string>>();
     const tensor_info* u = t.checkpoint->tensors().find(t.checkpoint->unembedding_name());
@@ -241,10 +241,12 @@ outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limit
     tell(on_stage, trace_stage::reading_checkpoint);
     auto ck = checkpoint::open(f.path, f.arch);
     if (!ck) return ck.err();
-    // The tokenizer beside the checkpoint, read once: the words and the views' token texts.
-    auto tok = tokenizer_beside(ck->origin());
-    if (!tok) return tok.err();
-    auto input = input_of(*ck, *tok, f, limits);
+    // The tokenizer beside the checkpoint, read once: the words and the views' token texts. Words
+    // are looked up in its vocabulary, which must be read; other inputs are only named by it.
+    auto beside = tokenizer_beside(ck->origin());
+    if (!beside && !f.words.empty()) return beside.err();
+    std::optional<tokenizer> tok = beside ? std::move(*beside) : std::optional<tokenizer>();
+    auto input = input_of(*ck, tok, f, limits);
     if (!input) return input.err();
     const checkpoint_config& m = ck->config();
     matrix& x = input->in.x;
@@ -264,7 +266,7 @@ outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limit
     ex.layer.act = m.act;
     auto t = trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits,
                          checkpoint::weights::in_file, on_stage);
-    if (t) t->tokenizer = std::move(*tok);
+    if (t) t->tokenizer = std::move(tok);
     return t;
 }
 

@@ -35,14 +35,12 @@ struct bpe_options {
 
 class bpe final : public model {
 public:
-    bpe(vocabulary_table vocab, std::unordered_map<std::uint64_t, merge_rule> merges, bpe_options o)
+    bpe(shared_vocabulary vocab, std::unordered_map<std::uint64_t, merge_rule> merges, bpe_options o)
         : vocab_(std::move(vocab)), merges_(std::move(merges)), o_(std::move(o)) {}
-
-    const vocabulary_table& vocabulary() const override { return vocab_; }
 
     outcome<bool> tokenize(const std::string& word, std::vector<std::size_t>& ids) const override {
         if (o_.ignore_merges) {
-            if (auto id = vocab_.find(word)) {
+            if (auto id = vocab_->find(word)) {
                 ids.push_back(*id);
                 return true;
             }
@@ -76,7 +74,7 @@ private:
             if (i > 0 && !o_.prefix.empty()) s = o_.prefix + s;
             i += n;
             if (i == word.size() && !o_.suffix.empty()) s += o_.suffix;
-            if (auto id = vocab_.find(s)) {
+            if (auto id = vocab_->find(s)) {
                 if (pending_unk) symbols.push_back(*o_.unk);
                 pending_unk = false;
                 symbols.push_back(*id);
@@ -85,7 +83,7 @@ private:
             if (o_.byte_fallback) {
                 std::vector<std::size_t> bytes;
                 for (const unsigned char b : s) {
-                    auto id = vocab_.find(fmt::format("<0x{:02X}>", b));
+                    auto id = vocab_->find(fmt::format("<0x{:02X}>", b));
                     if (!id) break;
                     bytes.push_back(*id);
                 }
@@ -144,7 +142,7 @@ private:
         return out;
     }
 
-    vocabulary_table vocab_;
+    shared_vocabulary vocab_;
     std::unordered_map<std::uint64_t, merge_rule> merges_;
     bpe_options o_;
     mutable std::mutex cache_mutex_;
@@ -171,22 +169,25 @@ outcome<std::unordered_map<std::uint64_t, merge_rule>> rank_merges(const vocabul
     return ranked;
 }
 
-outcome<std::unique_ptr<model>> finish_bpe(vocabulary_table vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+outcome<std::unique_ptr<model>> finish_bpe(shared_vocabulary vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                                            bpe_options o, const json_place& merges_at) {
-    if (vocab.tokens.size() >= (std::size_t{1} << 32)) return merges_at.fail("the vocabulary is too large");
-    auto ranked = rank_merges(vocab, merges, o.prefix, merges_at);
+    if (vocab->tokens.size() >= (std::size_t{1} << 32)) return merges_at.fail("the vocabulary is too large");
+    auto ranked = rank_merges(*vocab, merges, o.prefix, merges_at);
     if (!ranked) return ranked.err();
     return stage<model>(std::make_unique<bpe>(std::move(vocab), std::move(*ranked), std::move(o)));
 }
 
 }  // namespace
 
-outcome<std::unique_ptr<model>> make_gpt2_bpe(vocabulary_table vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                                              const json_place& at) {
-    return finish_bpe(std::move(vocab), merges, bpe_options{}, at);
+outcome<std::unique_ptr<model>> make_gpt2_bpe(shared_vocabulary vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+                                              const json_place& at, bool ignore_merges) {
+    bpe_options o;
+    o.ignore_merges = ignore_merges;
+    return finish_bpe(std::move(vocab), merges, std::move(o), at);
 }
 
-std::unique_ptr<model> make_scored_bpe(vocabulary_table vocab, const std::vector<double>& scores, std::optional<std::size_t> unk) {
+std::unique_ptr<model> make_scored_bpe(shared_vocabulary shared, const std::vector<double>& scores, std::optional<std::size_t> unk) {
+    const vocabulary_table& vocab = *shared;
     // A merge for every token that splits into two tokens, at every character boundary; ranked by
     // the made token's score, equal scores equal ranks, so that the leftmost pair goes first.
     std::vector<double> distinct(scores);
@@ -206,14 +207,11 @@ std::unique_ptr<model> make_scored_bpe(vocabulary_table vocab, const std::vector
     bpe_options o;
     o.unk = unk;
     o.byte_fallback = true;
-    return std::make_unique<bpe>(std::move(vocab), std::move(ranked), std::move(o));
+    return std::make_unique<bpe>(std::move(shared), std::move(ranked), std::move(o));
 }
 
-outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at) {
-    vocabulary_table vocab;
-    if (!j.contains("vocab")) return at.at("vocab").fail("missing; expected an object of token: id");
-    if (auto ok = read_vocabulary(j["vocab"], at.at("vocab"), vocab); !ok) return ok.err();
-
+outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at, shared_vocabulary shared) {
+    const vocabulary_table& vocab = *shared;
     if (j.contains("dropout") && !j["dropout"].is_null() && !(j["dropout"].is_number() && j["dropout"].get<double>() == 0.0))
         return at.at("dropout").fail("BPE dropout makes tokenizing random; expected null");
     bpe_options o;
@@ -261,7 +259,7 @@ outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at) {
             }
         }
     }
-    return finish_bpe(std::move(vocab), merges, std::move(o), merges_at);
+    return finish_bpe(std::move(shared), merges, std::move(o), merges_at);
 }
 
 }  // namespace ffn_trace::detail

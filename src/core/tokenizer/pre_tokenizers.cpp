@@ -1,5 +1,6 @@
 // The pre-tokenizers of tokenizer.json: ByteLevel, Split, Metaspace, Whitespace, WhitespaceSplit,
 // BertPreTokenizer, Digits, Punctuation and Sequence, each cutting pieces into smaller pieces.
+#include <algorithm>
 #include <fmt/format.h>
 #include <functional>
 
@@ -147,7 +148,6 @@ public:
         }
         return cut;
     }
-    bool byte_level() const override { return true; }
 
 private:
     bool prefix_space_;
@@ -204,11 +204,6 @@ public:
         }
         return pieces;
     }
-    bool byte_level() const override {
-        for (const auto& s : stages_)
-            if (s->byte_level()) return true;
-        return false;
-    }
 
 private:
     std::vector<std::unique_ptr<pre_tokenizer>> stages_;
@@ -222,6 +217,25 @@ std::unique_ptr<pre_tokenizer> gpt2_pre_tokenizer() {
     static const std::string none;
     auto pattern = regex::compile(gpt2_pattern, false, none, "");
     return std::make_unique<byte_level_split>(false, std::move(*pattern));
+}
+
+outcome<std::unique_ptr<pre_tokenizer>> make_regex_sequence(const std::vector<std::string_view>& patterns, const json_place& at) {
+    std::vector<std::unique_ptr<pre_tokenizer>> stages;
+    for (const auto pattern : patterns) {
+        auto r = regex::compile(pattern, false, at.file, at.path);
+        if (!r) return r.err();
+        stages.push_back(std::make_unique<regex_split>(std::move(*r), behavior::isolated, false));
+    }
+    stages.push_back(std::make_unique<byte_level_split>(false, std::nullopt));
+    return stage<pre_tokenizer>(std::make_unique<sequence_pre_tokenizer>(std::move(stages)));
+}
+
+bool byte_level(const json& pre_tokenizer) {
+    if (!pre_tokenizer.is_object()) return false;
+    if (pre_tokenizer.value("type", json()) == "ByteLevel") return true;
+    const auto stages = pre_tokenizer.find("pretokenizers");
+    return stages != pre_tokenizer.end() && stages->is_array() &&
+           std::any_of(stages->begin(), stages->end(), [](const json& s) { return byte_level(s); });
 }
 
 outcome<std::unique_ptr<pre_tokenizer>> make_pre_tokenizer(const json& j, const json_place& at, std::size_t depth) {

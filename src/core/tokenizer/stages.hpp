@@ -93,16 +93,16 @@ class pre_tokenizer {
 public:
     virtual ~pre_tokenizer() = default;
     virtual outcome<std::vector<piece>> split(std::vector<piece> pieces) const = 0;
-    // Whether the pieces come out in GPT-2's byte-to-unicode alphabet.
-    virtual bool byte_level() const { return false; }
 };
 
+// A model cuts words into the ids of a vocabulary it shares with the tokenizer, which names
+// tokens whether or not a model could be made.
 class model {
 public:
     virtual ~model() = default;
     virtual outcome<bool> tokenize(const std::string& word, std::vector<std::size_t>& ids) const = 0;
-    virtual const vocabulary_table& vocabulary() const = 0;
 };
+using shared_vocabulary = std::shared_ptr<const vocabulary_table>;
 
 class post_processor {
 public:
@@ -120,16 +120,24 @@ outcome<std::unique_ptr<normalizer>> make_normalizer(const json& j, const json_p
 outcome<std::unique_ptr<pre_tokenizer>> make_pre_tokenizer(const json& j, const json_place& at, std::size_t depth = 0);
 // GPT-2's pre-tokenizer: ByteLevel with its regex and no prefix space.
 std::unique_ptr<pre_tokenizer> gpt2_pre_tokenizer();
-// BPE (with the merges in tokenizer.json's forms) and WordPiece, each owning its vocabulary.
-outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at);
-outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& at);
+// llama.cpp's way of splitting: each regex in turn cuts every piece the one before left, the text
+// between its matches kept as pieces too; then each byte spelled in GPT-2's alphabet.
+outcome<std::unique_ptr<pre_tokenizer>> make_regex_sequence(const std::vector<std::string_view>& patterns, const json_place& at);
+// Whether a tokenizer.json pre-tokenizer (or a sequence holding one) is ByteLevel: its pieces come
+// out in GPT-2's byte-to-unicode alphabet.
+bool byte_level(const json& pre_tokenizer);
+// BPE (with the merges in tokenizer.json's forms) and WordPiece over a vocabulary read before
+// them from the model's "vocab".
+outcome<std::unique_ptr<model>> make_bpe(const json& j, const json_place& at, shared_vocabulary vocab);
+outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& at, shared_vocabulary vocab);
 // BPE from a vocabulary and the merges as pairs of spellings (vocab.json + merges.txt).
-outcome<std::unique_ptr<model>> make_gpt2_bpe(vocabulary_table vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                                              const json_place& at);
+// ignore_merges: a word that is a token is that token, unmerged (Llama 3's tokenizers).
+outcome<std::unique_ptr<model>> make_gpt2_bpe(shared_vocabulary vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+                                              const json_place& at, bool ignore_merges = false);
 // SentencePiece's BPE as llama.cpp runs it from a GGUF vocabulary: the pair whose join is a token
 // merged first by that token's score (highest first, leftmost among equals), a character that is
 // no token as its <0xNN> bytes, else `unk`.
-std::unique_ptr<model> make_scored_bpe(vocabulary_table vocab, const std::vector<double>& scores, std::optional<std::size_t> unk);
+std::unique_ptr<model> make_scored_bpe(shared_vocabulary vocab, const std::vector<double>& scores, std::optional<std::size_t> unk);
 // `vocab_size` bounds the ids a post-processor may add.
 outcome<std::unique_ptr<post_processor>> make_post_processor(const json& j, const json_place& at, std::size_t vocab_size,
                                                              std::size_t depth = 0);

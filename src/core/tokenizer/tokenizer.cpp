@@ -103,11 +103,15 @@ enum class spelling { byte_level, sentencepiece, plain };
 
 }  // namespace
 
+// The vocabulary names tokens, and the stages split text; a tokenizer whose stages could not be
+// made still names its tokens, and `unsplittable` says why it cannot tokenize.
 struct tokenizer_pipeline {
+    shared_vocabulary vocab;
     std::unique_ptr<normalizer> normalize;
     std::unique_ptr<pre_tokenizer> pre_tokenize;
     std::unique_ptr<model> cut;
     std::unique_ptr<post_processor> post_process;
+    std::optional<error> unsplittable;  // the first stage that could not be made
     added_matcher raw_added, normalized_added;
     std::unordered_set<std::size_t> added_ids;
     std::unordered_set<std::size_t> special_ids;  // added tokens marked special, as views show them
@@ -118,15 +122,21 @@ struct tokenizer_pipeline {
     spelling spelled = spelling::plain;
 
     const std::string* spelling_of(std::size_t id) const {
-        if (const std::string* t = cut->vocabulary().spelling(id); t && !t->empty()) return t;
+        if (const std::string* t = vocab->spelling(id); t && !t->empty()) return t;
         auto it = added_spelling.find(id);
         return it == added_spelling.end() ? nullptr : &it->second;
     }
     std::optional<std::size_t> find(std::string_view token) const {
-        if (auto id = cut->vocabulary().find(token)) return id;
+        if (auto id = vocab->find(token)) return id;
         auto it = added_id.find(std::string(token));
         if (it == added_id.end()) return std::nullopt;
         return it->second;
+    }
+    // Takes a stage that was made, or keeps the first problem of one that was not.
+    template <class Stage>
+    void take(outcome<std::unique_ptr<Stage>> made, std::unique_ptr<Stage>& into) {
+        if (made) into = std::move(*made);
+        else if (!unsplittable) unsplittable = made.err();
     }
 };
 
@@ -198,7 +208,7 @@ std::optional<error> add_spelling(const added_entry& e, const json_place& at, st
                                   tokenizer_pipeline& p) {
     const auto id_at = [&] { return at.at(index).at("id"); };
     if (e.id >= id_bound) return id_at().fail(fmt::format("the id {} is out of range", e.id));
-    const auto& vocabulary = p.cut->vocabulary();
+    const auto& vocabulary = *p.vocab;
     const auto in_vocabulary = vocabulary.find(e.content);
     const auto [by_content, new_content] = in_vocabulary ? std::pair{p.added_id.end(), false} : p.added_id.try_emplace(e.content, e.id);
     const std::size_t known = in_vocabulary ? *in_vocabulary : new_content ? e.id : by_content->second;
@@ -253,7 +263,8 @@ outcome<bool> read_added_tokens(const json& j, const added_section& section, con
     return true;
 }
 
-outcome<std::unique_ptr<model>> make_model(const json& j, const json_place& at) {
+// The model's type: "BPE" or "WordPiece".
+outcome<std::string> model_type(const json& j, const json_place& at) {
     if (!j.is_object()) return at.fail("expected the model's object");
     std::string type;
     if (j.contains("type")) {
@@ -263,9 +274,16 @@ outcome<std::unique_ptr<model>> make_model(const json& j, const json_place& at) 
     } else {  // files of early versions leave the type out
         type = j.contains("merges") ? "BPE" : j.contains("max_input_chars_per_word") ? "WordPiece" : "";
     }
-    if (type == "BPE") return make_bpe(j, at);
-    if (type == "WordPiece") return make_wordpiece(j, at);
-    return unsupported("model", type, at);
+    if (type != "BPE" && type != "WordPiece") return unsupported("model", type, at);
+    return type;
+}
+
+// The model's "vocab", which names the tokens whatever else the file says.
+outcome<shared_vocabulary> model_vocabulary(const json& j, const json_place& at) {
+    if (!j.contains("vocab")) return at.at("vocab").fail("missing; expected an object of token: id");
+    vocabulary_table vocab;
+    if (auto ok = read_vocabulary(j["vocab"], at.at("vocab"), vocab); !ok) return ok.err();
+    return std::make_shared<const vocabulary_table>(std::move(vocab));
 }
 
 std::string escape_for_display(std::string_view s) {
@@ -314,49 +332,44 @@ outcome<tokenizer> tokenizer::from_json_text(std::string_view text, const std::s
     const json& j = *doc;
     const json_place root{file, ""};
     if (!j.is_object()) return root.fail("expected a tokenizer.json object");
-    auto p = std::make_shared<detail::tokenizer_pipeline>();
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-        auto n = detail::make_normalizer(j["normalizer"], root.at("normalizer"));
-        if (!n) return n.err();
-        p->normalize = std::move(*n);
-    }
-    if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) {
-        auto s = detail::make_pre_tokenizer(j["pre_tokenizer"], root.at("pre_tokenizer"));
-        if (!s) return s.err();
-        p->pre_tokenize = std::move(*s);
-    }
+    // The vocabulary and the added tokens name the tokens: without them nothing is read.
     if (!j.contains("model")) return root.at("model").fail("missing; expected the model (BPE or WordPiece)");
-    auto m = detail::make_model(j["model"], root.at("model"));
-    if (!m) return m.err();
-    p->cut = std::move(*m);
-    p->size = p->cut->vocabulary().size();
+    const json& model_json = j["model"];
+    auto type = detail::model_type(model_json, root.at("model"));
+    if (!type) return type.err();
+    auto vocab = detail::model_vocabulary(model_json, root.at("model"));
+    if (!vocab) return vocab.err();
+    auto p = std::make_shared<detail::tokenizer_pipeline>();
+    p->vocab = std::move(*vocab);
+    p->size = p->vocab->size();
+    const bool has_pre = j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null();
+    p->spelled = *type == "WordPiece"                            ? detail::spelling::plain
+                 : has_pre && detail::byte_level(j["pre_tokenizer"]) ? detail::spelling::byte_level
+                                                                 : detail::spelling::sentencepiece;
+    // The stages split text: one that cannot be made is reported by encode, so that a command
+    // that only names tokens still runs.
+    if (j.contains("normalizer") && !j["normalizer"].is_null())
+        p->take(detail::make_normalizer(j["normalizer"], root.at("normalizer")), p->normalize);
+    if (has_pre) p->take(detail::make_pre_tokenizer(j["pre_tokenizer"], root.at("pre_tokenizer")), p->pre_tokenize);
+    p->take(*type == "BPE" ? detail::make_bpe(model_json, root.at("model"), p->vocab)
+                           : detail::make_wordpiece(model_json, root.at("model"), p->vocab),
+            p->cut);
     if (j.contains("added_tokens")) {
         if (auto ok = detail::read_added_tokens(j["added_tokens"], added, root.at("added_tokens"), *p); !ok) return ok.err();
     }
-    if (j.contains("post_processor") && !j["post_processor"].is_null()) {
-        auto s = detail::make_post_processor(j["post_processor"], root.at("post_processor"), p->size);
-        if (!s) return s.err();
-        p->post_process = std::move(*s);
-    }
-    const bool wordpiece = j["model"].value("type", "") == "WordPiece" || j["model"].contains("max_input_chars_per_word");
-    p->spelled = p->pre_tokenize && p->pre_tokenize->byte_level() ? detail::spelling::byte_level
-                 : wordpiece                                       ? detail::spelling::plain
-                                                                   : detail::spelling::sentencepiece;
+    if (j.contains("post_processor") && !j["post_processor"].is_null())
+        p->take(detail::make_post_processor(j["post_processor"], root.at("post_processor"), p->size), p->post_process);
     tokenizer t;
     t.p_ = std::move(p);
     return t;
 }
 
-outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt) {
-    auto vocab_text = detail::read_file(vocab_json, vocab_json, max_file_size, {"a vocab.json file", ""});
-    if (!vocab_text) return vocab_text.err();
-    auto doc = detail::json_reader(*vocab_text, vocab_json).parse();
-    if (!doc) return doc.err();
-    const json_place vocab_at{vocab_json, ""};
-    detail::vocabulary_table vocab;
-    if (auto ok = detail::read_vocabulary(*doc, vocab_at, vocab); !ok) return ok.err();
+namespace detail {
+namespace {
 
-    auto merges_text = detail::read_file(merges_txt, merges_txt, max_file_size, {"a merges.txt file", ""});
+// merges.txt's pairs, one a line after an optional "#version" line; errors name the line.
+outcome<std::vector<std::pair<std::string, std::string>>> read_merges(const std::string& merges_txt) {
+    auto merges_text = read_file(merges_txt, merges_txt, tokenizer::max_file_size, {"a merges.txt file", ""});
     if (!merges_text) return merges_text.err();
     std::vector<std::pair<std::string, std::string>> merges;
     std::string_view rest = *merges_text;
@@ -370,16 +383,36 @@ outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, c
         if (space == std::string_view::npos || l.find(' ', space + 1) != std::string_view::npos)
             return error{merges_txt, fmt::format("line {}", line), fmt::format("expected two tokens separated by one space, got {}", quote(l))};
         merges.emplace_back(std::string(l.substr(0, space)), std::string(l.substr(space + 1)));
-        if (merges.size() > detail::max_vocabulary) return error{merges_txt, "", "more merges than the limit"};
+        if (merges.size() > max_vocabulary) return error{merges_txt, "", "more merges than the limit"};
     }
-    // Errors name merges.txt's lines, counted from 1 over the merges themselves.
-    auto m = detail::make_gpt2_bpe(std::move(vocab), merges, json_place{merges_txt, "merge"});
-    if (!m) return m.err();
+    return merges;
+}
+
+}  // namespace
+}  // namespace detail
+
+outcome<tokenizer> tokenizer::from_vocab_merges(const std::string& vocab_json, const std::string& merges_txt) {
+    auto vocab_text = detail::read_file(vocab_json, vocab_json, max_file_size, {"a vocab.json file", ""});
+    if (!vocab_text) return vocab_text.err();
+    auto doc = detail::json_reader(*vocab_text, vocab_json).parse();
+    if (!doc) return doc.err();
+    detail::vocabulary_table vocab;
+    if (auto ok = detail::read_vocabulary(*doc, json_place{vocab_json, ""}, vocab); !ok) return ok.err();
     auto p = std::make_shared<detail::tokenizer_pipeline>();
-    p->pre_tokenize = detail::gpt2_pre_tokenizer();
-    p->cut = std::move(*m);
-    p->size = p->cut->vocabulary().size();
+    p->vocab = std::make_shared<const detail::vocabulary_table>(std::move(vocab));
+    p->size = p->vocab->size();
     p->spelled = detail::spelling::byte_level;
+    p->pre_tokenize = detail::gpt2_pre_tokenizer();
+    // Without its merges (or with merges it cannot read) the vocabulary still names the tokens.
+    struct stat st {};
+    if (::stat(merges_txt.c_str(), &st) != 0) {
+        p->unsplittable = error{merges_txt, "", "missing: the merges of vocab.json's tokens are needed to split text (or a tokenizer.json)"};
+    } else if (auto merges = detail::read_merges(merges_txt); !merges) {
+        p->unsplittable = merges.err();
+    } else {
+        // Errors name merges.txt's lines, counted from 1 over the merges themselves.
+        p->take(detail::make_gpt2_bpe(p->vocab, *merges, json_place{merges_txt, "merge"}), p->cut);
+    }
     // GPT-2's tokenizer knows its end-of-text token as a special token.
     if (auto eot = p->find("<|endoftext|>")) {
         p->raw_added.add({"<|endoftext|>", *eot});
@@ -395,11 +428,13 @@ outcome<tokenizer> tokenizer::from_gguf(const std::string& path) {
     auto s = detail::gguf_tokenizer_stages(path);
     if (!s) return s.err();
     auto p = std::make_shared<detail::tokenizer_pipeline>();
+    p->vocab = std::move(s->vocab);
     p->normalize = std::move(s->normalize);
     p->pre_tokenize = std::move(s->pre_tokenize);
     p->cut = std::move(s->cut);
     p->post_process = std::move(s->post_process);
-    p->size = p->cut->vocabulary().size();
+    p->unsplittable = std::move(s->unsplittable);
+    p->size = p->vocab->size();
     p->spelled = s->byte_level ? detail::spelling::byte_level : detail::spelling::sentencepiece;
     for (auto& [spelling, id] : s->special) {
         p->raw_added.add({std::move(spelling), id});
@@ -412,12 +447,13 @@ outcome<tokenizer> tokenizer::from_gguf(const std::string& path) {
 }
 
 outcome<std::vector<std::size_t>> tokenizer::encode(std::string_view text) const {
+    const auto& p = *p_;
+    if (p.unsplittable) return *p.unsplittable;
     if (const std::size_t good = detail::utf8_prefix(text); good < text.size())
         return error{"", "", fmt::format("the text is not UTF-8: byte {} (0x{:02X}) starts no character", good,
                                          static_cast<unsigned char>(text[good]))};
     // One budget for every regex of every stage over the whole text.
     const detail::match_budget budget(text.size());
-    const auto& p = *p_;
     std::vector<detail::segment> raw;
     detail::split_added(p.raw_added, std::string(text), true, raw);
     std::vector<std::size_t> ids;
@@ -465,7 +501,7 @@ const std::string& tokenizer::token(std::size_t id) const {
 
 std::optional<std::size_t> tokenizer::id_of(std::string_view token) const { return p_->find(token); }
 
-const detail::vocabulary_table& tokenizer::model_vocabulary() const { return p_->cut->vocabulary(); }
+const detail::vocabulary_table& tokenizer::model_vocabulary() const { return *p_->vocab; }
 
 bool tokenizer::special(std::size_t id) const { return p_->special_ids.count(id) != 0; }
 
@@ -553,11 +589,8 @@ outcome<tokenizer> open_tokenizer(const std::string& checkpoint_dir) {
     };
     const std::string dir = checkpoint_dir.empty() || checkpoint_dir.back() == '/' ? checkpoint_dir : checkpoint_dir + "/";
     if (exists(dir + "tokenizer.json")) return tokenizer::from_json(dir + "tokenizer.json");
-    const bool vocab = exists(dir + "vocab.json"), merges = exists(dir + "merges.txt");
-    if (vocab && merges) return tokenizer::from_vocab_merges(dir + "vocab.json", dir + "merges.txt");
-    return error{checkpoint_dir, "",
-                 vocab ? "no tokenizer: vocab.json is there but merges.txt is missing (and no tokenizer.json)"
-                       : "no tokenizer: expected tokenizer.json, or vocab.json and merges.txt"};
+    if (exists(dir + "vocab.json")) return tokenizer::from_vocab_merges(dir + "vocab.json", dir + "merges.txt");
+    return error{checkpoint_dir, "", "no tokenizer: expected tokenizer.json, or vocab.json and merges.txt"};
 }
 
 }  // namespace ffn_trace

@@ -68,11 +68,12 @@ std::size_t count_chars(std::string_view word) {
 
 class wordpiece final : public model {
 public:
-    wordpiece(vocabulary_table vocab, std::size_t unk, std::string prefix, std::size_t max_chars)
+    wordpiece(shared_vocabulary vocab, std::size_t unk, std::string prefix, std::size_t max_chars)
         : vocab_(std::move(vocab)), unk_(unk), prefix_(std::move(prefix)), max_chars_(max_chars) {
-        // The views point into vocab_'s strings, which stay where they are from here on.
-        for (std::size_t id = 0; id < vocab_.tokens.size(); ++id) {
-            const std::string_view t = vocab_.tokens[id];
+        // The views point into the shared vocabulary's strings, which it keeps where they are.
+        for (std::size_t k = 0; k < vocab_->tokens.size(); ++k) {
+            const std::string_view t = vocab_->tokens[k];
+            const std::size_t id = vocab_->token_ids[k];  // ids may leave gaps
             if (t.empty()) continue;
             first_.add(t, id);
             if (t.starts_with(prefix_)) later_.add(t.substr(prefix_.size()), id);
@@ -80,8 +81,6 @@ public:
         first_.sort();
         later_.sort();
     }
-
-    const vocabulary_table& vocabulary() const override { return vocab_; }
 
     // Hugging Face's greedy longest match from the left: the longest token the rest of the word
     // starts with (spelled with the prefix after the first piece), else the whole word is [UNK].
@@ -105,7 +104,7 @@ public:
     }
 
 private:
-    vocabulary_table vocab_;
+    shared_vocabulary vocab_;
     std::size_t unk_;
     std::string prefix_;
     std::size_t max_chars_;
@@ -114,13 +113,10 @@ private:
 
 }  // namespace
 
-outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& at) {
-    vocabulary_table vocab;
-    if (!j.contains("vocab")) return at.at("vocab").fail("missing; expected an object of token: id");
-    if (auto ok = read_vocabulary(j["vocab"], at.at("vocab"), vocab); !ok) return ok.err();
+outcome<std::unique_ptr<model>> make_wordpiece(const json& j, const json_place& at, shared_vocabulary vocab) {
     auto unk = string_field(j, "unk_token", at, std::string("[UNK]"));
     if (!unk) return unk.err();
-    const auto unk_id = vocab.find(*unk);
+    const auto unk_id = vocab->find(*unk);
     if (!unk_id) return at.at("unk_token").fail(fmt::format("{} is not in the vocabulary", quote(*unk)));
     auto prefix = string_field(j, "continuing_subword_prefix", at, std::string("##"));
     if (!prefix) return prefix.err();

@@ -5,7 +5,10 @@ nn.Linear's (out, in) so ne = [in, out] (GPT-2's Conv1D weights transposed), F32
 tokenizer in the metadata (tokenizer.ggml.model "gpt2", tokens, merges, token_type).
 Written from ggml's docs/gguf.md with the standard library alone, sharing nothing with ffn-trace.
 
-    convert.py MODEL_DIR OUT.gguf
+    convert.py MODEL_DIR OUT.gguf [PRE [BOS_ID]]
+
+PRE is tokenizer.ggml.pre ("gpt-2" unless given); BOS_ID, tokenizer.ggml.bos_token_id when the
+config gives none.
 """
 import json
 import struct
@@ -81,7 +84,7 @@ def gguf_name(name):
     return name
 
 
-def main(model_dir, out_path):
+def main(model_dir, out_path, pre="gpt-2", bos=None):
     config = json.load(open(model_dir + "/config.json"))
     try:
         tok = json.load(open(model_dir + "/tokenizer.json"))
@@ -109,11 +112,13 @@ def main(model_dir, out_path):
         u32("gpt2.context_length", config.get("n_positions", 1024)),
         f32("gpt2.attention.layer_norm_epsilon", config.get("layer_norm_epsilon", 1e-5)),
         string("tokenizer.ggml.model", "gpt2"),
-        string("tokenizer.ggml.pre", "gpt-2"),
+        string("tokenizer.ggml.pre", pre),
         strings("tokenizer.ggml.tokens", tokens),
         i32s("tokenizer.ggml.token_type", types),
         strings("tokenizer.ggml.merges", merges),
-    ] + ([u32("tokenizer.ggml.bos_token_id", config["bos_token_id"])] if "bos_token_id" in config else [])
+    ]
+    bos = config.get("bos_token_id", bos)
+    meta += [u32("tokenizer.ggml.bos_token_id", int(bos))] if bos is not None else []
     infos, blobs, offset = [], [], 0
     for name in sorted(tensors):  # any order: the reader must not care
         shape, values = tensors[name]
@@ -132,4 +137,4 @@ def main(model_dir, out_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:])

@@ -85,6 +85,13 @@ write("llama3_like.json", tokenizer(bpe(dict(vocab), byte_merges, ignore_merges=
 write("qwen2_like.json", tokenizer(bpe(dict(vocab), byte_merges), normalizer={"type": "NFC"},
       pre_tokenizer=split_then_bytes(qwen2_regex), post_processor=None,
       added=[("<|endoftext|>", eot), ("<|im_start|>", eot + 1)], decoder={"type": "ByteLevel"}))
+# Mistral's Tekken and GPT-4o's (o200k): letters cut where lower case turns upper, as their
+# tokenizer.json spell it (llama.cpp spells the letter classes as lookaheads: the GGUF side).
+tekken_regex = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+                r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
+                r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+write("tekken_like.json", tokenizer(bpe(dict(vocab), byte_merges, ignore_merges=True),
+      pre_tokenizer=split_then_bytes(tekken_regex), decoder={"type": "ByteLevel"}))
 
 # SentencePiece's BPE: <unk> <s> </s>, the 256 <0xNN> tokens, then pieces with ▁.
 S = "\u2581"
