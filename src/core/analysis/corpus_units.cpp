@@ -123,7 +123,7 @@ std::optional<error> rank_rows(const tensor_source& source, const std::string& n
     const tensor_info* e = source.find(name);
     if (!e) return error{source.origin(), name, "no such tensor, which the unit's scores read"};
     if (e->shape.size() != 2 || e->shape[1] != gamma.size())
-        return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {})", gamma.size())};
+        return error{e->file, e->spelled(), fmt::format("expected (vocabulary, d_model = {})", gamma.size())};
     const std::size_t vocab = e->shape[0], block = 4096;
     std::vector<std::size_t> ids;
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
