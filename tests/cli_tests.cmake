@@ -994,6 +994,9 @@ cli_test("locate --format json has the prompt, subject, target, probabilities, n
   EMPTY -- ${LOCATE} --subject France --samples 2 --noise 0.5 --window 3 --format json)
 cli_test("locate --target traces the token given" 0 "target +\" Tokyo\" \\(id [0-9]+\\), as --target gave it"
   EMPTY -- ${LOCATE} --subject France --samples 2 --target " Tokyo" --color never)
+cli_test("locate --noise too large to normalise blames --noise and says what range works" 2 EMPTY
+  "^error: --noise: ν = 1e\\+308 makes the subject's noised embeddings too large to normalise in double precision\; give a noise from 0 to [0-9.]+e\\+15[0-9] \\(the default is 3σ = [0-9.]+\\)$"
+  -- ${LOCATE} --subject France --samples 2 --noise 1e308)
 cli_test("locate --prompt-file reads the prompt from a file" 0 "prompt +\"The capital of France is\": 5 tokens"
   EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/france.txt --subject France --samples 1)
 cli_test("locate --format markdown has the three grids as tables" 0
@@ -1185,6 +1188,8 @@ cli_test("edit: --at past the prompt is refused" 2 EMPTY "^error: --at: token 9 
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at 9)
 cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: expected subject, last or a token's index, got \"end\"$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at end)
+cli_test("edit --ridge 1e300 edits along the key's own direction" 0 "λ = 1[.0]*e\\+300 is added to its diagonal \\(--ridge\\)" EMPTY
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/ridge ${EDIT_ARGS} --target " Rome" --at last --ridge 1e300 --color never)
 cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is required"
   -- ${FT} edit ${EDIT_ARGS} --target " Rome")
 

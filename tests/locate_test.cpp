@@ -170,6 +170,25 @@ TEST_CASE("a restore at a token before the subject changes nothing: the noise ha
     }
 }
 
+TEST_CASE("a noise too large to normalise is the noise's fault, and one of 1e150 runs") {
+    // d_model = 16: a row of entries below √(1.8e308 / 16) / 4 ≈ 8e152 has a finite sum of squares,
+    // so 1e150 times draws of a few units runs; 1e308 overflows the embeddings themselves.
+    for (const char* arch : {"gpt2", "llama"}) {
+        CAPTURE(arch);
+        const tiny_model m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer model = open_model(m.write(dir));
+        auto refused = locate(model, tokens_of(ids), {.subject = "t4", .samples = 3, .noise = 1e308});
+        REQUIRE_FALSE(refused);
+        CHECK(refused.err().path == "noise");
+        CHECK(refused.err().message.find("too large to normalise in double precision; give a noise from 0 to ") != std::string::npos);
+        const locate_trace r = traced(model, {.subject = "t4", .samples = 3, .noise = 1e150});
+        CHECK(std::isfinite(r.corrupted_prob));
+        for (restored what : every_restore)
+            for (double p : r.grid(what).prob.data) CHECK(std::isfinite(p));
+    }
+}
+
 TEST_CASE("the noise: a seed draws the same standard normal samples every time, another seed others, and --noise sets ν") {
     const tiny_model m = make_model("gpt2");
     ckpt::temp_dir dir;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <numbers>
 #include <span>
@@ -387,6 +388,24 @@ std::optional<error> draw_noise(const checkpoint& ck, const locate_options& opti
     return std::nullopt;
 }
 
+// The corrupted runs differ from the clean one by the noise alone, so a noise too large for them is
+// the option's fault, said before they run: every noised entry |x0 + ν·ε| stays below
+// L = √(max double / d_model) / 4, so that a norm's sum of squares, even of deviations from the
+// row's mean (at most 2L each), stays finite.
+std::optional<error> check_noise(const clean_run& clean, const locate_trace& r) {
+    double largest_x = 0, largest_e = 0;
+    for (std::size_t j : r.subject_positions)
+        for (double v : clean.embedded.row(j)) largest_x = std::max(largest_x, std::abs(v));
+    for (const matrix& e : r.epsilon)
+        for (double v : e.data) largest_e = std::max(largest_e, std::abs(v));
+    const double limit = std::sqrt(std::numeric_limits<double>::max() / static_cast<double>(r.d_model)) / 4;
+    const double most = (limit - largest_x) / largest_e;
+    if (largest_e == 0 || r.scale <= most) return std::nullopt;
+    return error{"", "noise", fmt::format("ν = {} makes the subject's noised embeddings too large to normalise in double "
+                                          "precision; give a noise from 0 to {} (the default is 3σ = {})",
+                                          r.scale, format_short(most, 2), format_short(3 * r.sigma, 4))};
+}
+
 // One grid: each layer and token restored in turn, the mean over the samples. A token before the
 // subject's first is the same in the clean and every corrupted run (the causal mask hides the
 // noise from it), so restoring it gives back the corrupted runs themselves: their P, without
@@ -446,6 +465,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     r.target = token_text(prompt.tok, r.target_id);
     r.clean_prob = softmax_at(logits, r.target_id);
     if (auto e = draw_noise(ck, options, r)) return *e;
+    if (auto e = check_noise(*clean, r)) return *e;
 
     corrupted_runs runs;
     auto corrupted = run_corrupted(model, *clean, r, runs);
