@@ -253,6 +253,22 @@ TEST_CASE("the subject is the tokens its text overlaps, first place it occurs, a
     CHECK(r.err().message.find("the case and the spaces around it differ") != std::string::npos);
 }
 
+TEST_CASE("a bare space token between the subject's words is the subject's, and one just outside it is not") {
+    // "capital of Spain" as a small vocabulary splits it: " capital", " of", " ", "S", "p", "a", "in"
+    prompt_tokens p{"The capital of Spain is", {0, 1, 2, 3, 4, 5, 6, 7, 8}, {},
+                    {"The", " capital", " of", " ", "S", "p", "a", "in", " is"}};
+    auto r = find_subject(p, "capital of Spain");
+    REQUIRE(r);
+    CHECK(*r == std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7});
+    prompt_tokens q{"The  Spain is", {0, 1, 2, 3}, {}, {"The", " ", " Spain", " is"}};
+    for (const char* subject : {"Spain", " Spain", "  Spain "}) {
+        CAPTURE(subject);
+        auto s = find_subject(q, subject);
+        REQUIRE(s);
+        CHECK(*s == std::vector<std::size_t>{2});
+    }
+}
+
 TEST_CASE("a target is one token: the vocabulary's, or the tokenizer's when it makes one, else how it splits") {
     const std::string dir = FFN_TRACE_DATA_DIR + "/models/capitals";
     auto ck = checkpoint::open(dir);

@@ -307,13 +307,15 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
     if (at == std::string::npos)
         return error{"", "subject", fmt::format("{} is not in the prompt {}{}", quote(subject), quote(prompt.text),
                                                   near_miss(prompt.text, subject))};
-    // A token is the subject's when they share a character that is not a space: " France " is the
-    // token " France", not the " is" whose space it ends on.
+    // A token is the subject's when it meets the subject's span from its first character that is
+    // not a space to its last: " France " is the token " France", not the " is" whose space it
+    // ends on, and a bare " " token between two of its words is the subject's.
+    const std::string_view inner = trimmed(subject);
+    const std::size_t first = at + static_cast<std::size_t>(inner.data() - subject.data()), last = first + inner.size();
     std::vector<std::size_t> positions;
     for (std::size_t t = 0; t < starts.size(); ++t) {
         const std::size_t end = t + 1 < starts.size() ? starts[t + 1] : joined.size();
-        const std::size_t from = std::max(starts[t], at), to = std::min(end, at + subject.size());
-        if (from < to && !trimmed(std::string_view(joined).substr(from, to - from)).empty()) positions.push_back(t);
+        if (std::max(starts[t], first) < std::min(end, last)) positions.push_back(t);
     }
     if (positions.size() == prompt.ids.size() || trimmed(subject) == trimmed(prompt.text))
         return error{"", "subject",
