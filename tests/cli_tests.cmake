@@ -952,6 +952,10 @@ cli_test("run --intervene UNIT=mean without a corpus beside the model says to gi
   "^error: .*no_corpus: --corpus: no corpus given to take a mean over, and the checkpoint has no corpus.txt beside it\; give a corpus file"
   -- bash -c "rm -rf \"$2\" && mkdir -p \"$2\" && cp \"$1\"/config.json \"$1\"/model.safetensors \"$1\"/tokenizer.json \"$2\" && exec \"$0\" run --checkpoint \"$2\" --layer 0 --prompt 'The capital of France is' --intervene 1=mean"
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-no_corpus)
+cli_test("run --intervene UNIT=mean on a GGUF file finds the corpus.txt beside it, as units does" 0
+  "unit 84 at every token.*set to its mean over corpus\\.txt, 0\\.0120 \\(3,517 tokens\\)" EMPTY
+  -- bash -c "d=\"$3/cli-gguf_corpus\"\; rm -rf \"$d\" && mkdir -p \"$d\" && python3 \"$1\" \"$2\" \"$d/cap.gguf\" && cp \"$2/corpus.txt\" \"$d/\" && exec \"$0\" run --checkpoint \"$d/cap.gguf\" --layer 0 --prompt 'The capital of France is' --intervene 84=mean --detail summary --color never"
+     ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR})
 # Every layer in one view (--layer all).
 cli_test("run --layer all shows every layer's lens, push and units at the last token, and the lens grid" 0
   "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*units +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
@@ -1250,7 +1254,7 @@ cli_test("units --promotes of a word of several tokens names the pieces" 2 EMPTY
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes Paris)
 # A copy of the model's folder without its corpus.txt (links to the other files: nothing is written through them).
 cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
-  "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give --corpus FILE"
+  "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give a corpus file, one text a line$"
   -- bash -c "d=\"$2/units_no_corpus\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do case \"$f\" in */corpus.txt) \;\; *) ln -s \"$f\" \"$d/\"\;\; esac\; done && exec \"$0\" units --checkpoint \"$d\" --layer 0"
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR})
 cli_test("units without --layer or --promotes says what to give" 2 EMPTY "^error: --layer: give the layer whose units to read, or --promotes TOKEN"
