@@ -1192,6 +1192,13 @@ cli_test("edit: --at past the prompt is refused" 2 EMPTY "^error: --at: token 9 
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at 9)
 cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: expected subject, last or a token's index, got \"end\"$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at end)
+# each in a folder of its own, made afresh: the folder the -o names is new
+foreach(out "new/" "./new2/" "new3/.")
+  string(MAKE_C_IDENTIFIER "${out}" id)
+  cli_test("edit -o ${out} writes the folder the path names" 0 "Written to .*new[0-9]*" EMPTY
+    -- bash -c "d=\"$1/o_$2\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift 2 && exec \"$0\" \"$@\"" ${FT} ${EDIT_OUT}
+       ${id} edit ${EDIT_ARGS} --target " Rome" --at last --color never -o ${out})
+endforeach()
 cli_test("edit --ridge 1e300 edits along the key's own direction" 0 "λ = 1[.0]*e\\+300 is added to its diagonal \\(--ridge\\)" EMPTY
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/ridge ${EDIT_ARGS} --target " Rome" --at last --ridge 1e300 --color never)
 cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is required"

@@ -41,6 +41,7 @@ void setup_edit(CLI::App& app, int& status) {
         ->required()
         ->type_name("TOKEN");
     sub->add_option("-o,--output", o->output, "The new checkpoint's folder, which must not exist yet")
+        ->transform(output_path_given)
         ->required()
         ->type_name("NEW_DIR");
     sub->add_option("--at", o->at, "Where the key is read: subject (the subject's last token, as ROME), last, or a "
