@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <limits>
 #include <fmt/format.h>
+#include <limits>
 #include <numbers>
 #include <span>
 

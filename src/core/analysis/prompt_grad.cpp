@@ -216,7 +216,6 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
         scored.emplace_back(k, g.target.ids[k]);
     }
     g.prompt = std::move(*prompt);
-    if (auto e = check_prompt_length(model, g.prompt.ids.size())) return *e;
     request.wrt = {{hook_point::mlp_out, r.layer}};
     request.ffn_layer = r.layer;
     const logits_loss loss = next_token_loss(scored);
