@@ -952,6 +952,10 @@ cli_test("run --intervene UNIT=mean without a corpus beside the model says to gi
   "^error: .*no_corpus: --corpus: no corpus given to take a mean over, and the checkpoint has no corpus.txt beside it\; give a corpus file"
   -- bash -c "rm -rf \"$2\" && mkdir -p \"$2\" && cp \"$1\"/config.json \"$1\"/model.safetensors \"$1\"/tokenizer.json \"$2\" && exec \"$0\" run --checkpoint \"$2\" --layer 0 --prompt 'The capital of France is' --intervene 1=mean"
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-no_corpus)
+cli_test("run --intervene UNIT=mean on a GGUF file finds the corpus.txt beside it, as units does" 0
+  "unit 84 at every token.*set to its mean over corpus\\.txt, 0\\.0120 \\(3,517 tokens\\)" EMPTY
+  -- bash -c "d=\"$3/cli-gguf_corpus\"\; rm -rf \"$d\" && mkdir -p \"$d\" && python3 \"$1\" \"$2\" \"$d/cap.gguf\" && cp \"$2/corpus.txt\" \"$d/\" && exec \"$0\" run --checkpoint \"$d/cap.gguf\" --layer 0 --prompt 'The capital of France is' --intervene 84=mean --detail summary --color never"
+     ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR})
 # Every layer in one view (--layer all).
 cli_test("run --layer all shows every layer's lens, push and units at the last token, and the lens grid" 0
   "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*units +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
@@ -1033,6 +1037,9 @@ cli_test("locate --format json has the prompt, subject, target, probabilities, n
   EMPTY -- ${LOCATE} --subject France --samples 2 --noise 0.5 --window 3 --format json)
 cli_test("locate --target traces the token given" 0 "target +\" Tokyo\" \\(id [0-9]+\\), as --target gave it"
   EMPTY -- ${LOCATE} --subject France --samples 2 --target " Tokyo" --color never)
+cli_test("locate --noise too large to normalise blames --noise and says what range works" 2 EMPTY
+  "^error: --noise: ν = 1e\\+308 makes the subject's noised embeddings too large to normalise in double precision\; give a noise from 0 to [0-9.]+e\\+15[0-9] \\(the default is 3σ = [0-9.]+\\)$"
+  -- ${LOCATE} --subject France --samples 2 --noise 1e308)
 cli_test("locate --prompt-file reads the prompt from a file" 0 "prompt +\"The capital of France is\": 5 tokens"
   EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --prompt-file ${INPUTS}/prompt/france.txt --subject France --samples 1)
 cli_test("locate --format markdown has the three grids as tables" 0
@@ -1224,6 +1231,15 @@ cli_test("edit: --at past the prompt is refused" 2 EMPTY "^error: --at: token 9 
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at 9)
 cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: expected subject, last or a token's index, got \"end\"$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at end)
+# each in a folder of its own, made afresh: the folder the -o names is new
+foreach(out "new/" "./new2/" "new3/.")
+  string(MAKE_C_IDENTIFIER "${out}" id)
+  cli_test("edit -o ${out} writes the folder the path names" 0 "Written to .*new[0-9]*" EMPTY
+    -- bash -c "d=\"$1/o_$2\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift 2 && exec \"$0\" \"$@\"" ${FT} ${EDIT_OUT}
+       ${id} edit ${EDIT_ARGS} --target " Rome" --at last --color never -o ${out})
+endforeach()
+cli_test("edit --ridge 1e300 edits along the key's own direction" 0 "λ = 1[.0]*e\\+300 is added to its diagonal \\(--ridge\\)" EMPTY
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/ridge ${EDIT_ARGS} --target " Rome" --at last --ridge 1e300 --color never)
 cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is required"
   -- ${FT} edit ${EDIT_ARGS} --target " Rome")
 
@@ -1284,7 +1300,7 @@ cli_test("units --promotes of a word of several tokens names the pieces" 2 EMPTY
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes Paris)
 # A copy of the model's folder without its corpus.txt (links to the other files: nothing is written through them).
 cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
-  "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give --corpus FILE"
+  "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give a corpus file, one text a line$"
   -- bash -c "d=\"$2/units_no_corpus\"\; rm -rf \"$d\" && mkdir -p \"$d\" && for f in \"$1\"/*\; do case \"$f\" in */corpus.txt) \;\; *) ln -s \"$f\" \"$d/\"\;\; esac\; done && exec \"$0\" units --checkpoint \"$d\" --layer 0"
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR})
 cli_test("units without --layer or --promotes says what to give" 2 EMPTY "^error: --layer: give the layer whose units to read, or --promotes TOKEN"

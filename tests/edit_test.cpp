@@ -206,6 +206,25 @@ TEST_CASE("C is the mean of k kᵀ over the corpus's tokens, and C⁻¹k* solves
     CHECK(u2 == Approx(1).epsilon(1e-12));
 }
 
+TEST_CASE("a ridge as large as 1e300 makes u the key's own direction, (C + λI)⁻¹k* → k*/λ") {
+    // Each entry of (C + λI)⁻¹k* is near 1e-300, its square 0 in double precision: u is still k*/‖k*‖
+    // (to |C|/λ), not a key said to be zero.
+    auto [model, tok] = open_capitals();
+    edit_request r = france(0);
+    r.schedule.max_steps = 1;
+    r.ridge = 1e300;
+    auto t = edit_layer(model, tok, r, corpus, "corpus");
+    if (!t) FAIL(t.err().to_string());
+    double sq = 0;
+    for (double v : t->key) sq += v * v;
+    REQUIRE(sq > 0);
+    REQUIRE(t->u.size() == t->key.size());
+    for (std::size_t i = 0; i < t->u.size(); ++i) {
+        CAPTURE(i);
+        CHECK(t->u[i] == Approx(t->key[i] / std::sqrt(sq)).epsilon(1e-12));
+    }
+}
+
 TEST_CASE("an edit the model or the corpus cannot support is refused with what would do") {
     auto [model, tok] = open_capitals();
     edit_request r = france(0);

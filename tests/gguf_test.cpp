@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <map>
 #include <random>
@@ -541,7 +542,7 @@ std::string gguf_name(std::string n) {
 
 // The tiny model of test::tiny as llama.cpp's converter writes it: names, ne reversed, GPT-2's
 // Conv1D weights transposed, Llama's Q and K permuted, the experts stacked, the metadata.
-g::gguf_writer as_gguf(const test::tiny::model& m) {
+g::gguf_writer as_gguf(const test::tiny::model& m, std::size_t context_length = test::tiny::positions) {
     const auto& s = m.spec;
     const std::string arch = s.arch == "qwen2" ? "qwen2" : s.arch == "gpt2" ? "gpt2" : "llama";
     g::gguf_writer w;
@@ -550,7 +551,7 @@ g::gguf_writer as_gguf(const test::tiny::model& m) {
     w.put_u32(arch + ".embedding_length", static_cast<std::uint32_t>(s.d_model));
     w.put_u32(arch + ".feed_forward_length", static_cast<std::uint32_t>(s.d_ff));
     w.put_u32(arch + ".attention.head_count", static_cast<std::uint32_t>(s.n_heads));
-    w.put_u32(arch + ".context_length", static_cast<std::uint32_t>(test::tiny::positions));
+    w.put_u32(arch + ".context_length", static_cast<std::uint32_t>(context_length));
     if (arch == "gpt2") {
         w.put_f32("gpt2.attention.layer_norm_epsilon", static_cast<float>(s.eps));
     } else {
@@ -772,6 +773,55 @@ TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor a
         CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures llama (Mistral and Mixtral too), "
                                        "qwen2 and gpt2, not \"mamba\"") != std::string::npos);
     }
+}
+
+TEST_CASE("a GGUF file's infinite epsilon or RoPE base is refused, naming the file and the key") {
+    ckpt::temp_dir dir;
+    const double inf = std::numeric_limits<double>::infinity();
+    SUBCASE("llama.attention.layer_norm_rms_epsilon") {
+        test::tiny::model m = test::tiny::make("llama", {.n_layers = 1});
+        m.spec.eps = inf;
+        const std::string path = dir.write("eps.gguf", as_gguf(m).bytes());
+        auto c = checkpoint::open(path);
+        REQUIRE_FALSE(c);
+        CHECK(c.err().file == path);
+        CHECK(c.err().path == "llama.attention.layer_norm_rms_epsilon");
+        CHECK(c.err().message == "expected a finite number > 0, got the number inf");
+    }
+    SUBCASE("llama.rope.freq_base") {
+        test::tiny::model m = test::tiny::make("llama", {.n_layers = 1});
+        m.spec.rope_theta = inf;
+        const std::string path = dir.write("rope.gguf", as_gguf(m).bytes());
+        auto c = checkpoint::open(path);
+        REQUIRE_FALSE(c);
+        CHECK(c.err().file == path);
+        CHECK(c.err().path == "llama.rope.freq_base");
+        CHECK(c.err().message == "expected a finite number > 0, got the number inf");
+    }
+    SUBCASE("gpt2.attention.layer_norm_epsilon") {
+        test::tiny::model m = test::tiny::make("gpt2", {.n_layers = 1});
+        m.spec.eps = inf;
+        const std::string path = dir.write("gpt2_eps.gguf", as_gguf(m).bytes());
+        auto c = checkpoint::open(path);
+        REQUIRE_FALSE(c);
+        CHECK(c.err().path == "gpt2.attention.layer_norm_epsilon");
+        CHECK(c.err().message == "expected a finite number > 0, got the number inf");
+    }
+}
+
+TEST_CASE("a GGUF file whose context length its position table contradicts names the file, its key and its tensor") {
+    // There is no config.json: the metadata key and the tensor are named as the file spells them,
+    // the Hugging Face name after it.
+    ckpt::temp_dir dir;
+    const std::string path = dir.write("positions.gguf", as_gguf(test::tiny::make("gpt2", {.n_layers = 1}), test::tiny::positions + 1).bytes());
+    auto ck = checkpoint::open(path);
+    REQUIRE(ck);
+    auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    REQUIRE_FALSE(tr);
+    CHECK(tr.err().file == path);
+    CHECK(tr.err().path == "gpt2.context_length");
+    CHECK(tr.err().message == fmt::format("says {}, but position_embd.weight (wpe.weight) has {} rows", test::tiny::positions + 1,
+                                          test::tiny::positions));
 }
 
 // ---- The walkthrough of a quantized layer -------------------------------------------------

@@ -100,6 +100,12 @@ TEST_CASE("a number beyond double precision is named and placed where it stands"
           "f.json: line 1, column 24: the number 1e400 is beyond the range of double precision (about ±1.8e308)");
 }
 
+TEST_CASE("a number beyond double precision inside another file (config.json) is named by its member") {
+    auto j = ffn_trace::detail::parse_json_object(R"({"model_type": "llama", "rms_norm_eps": 1e999})", "config.json", "", 32);
+    REQUIRE_FALSE(j);
+    CHECK(j.err().to_string() == "config.json: rms_norm_eps: the number 1e999 is beyond the range of double precision (about ±1.8e308)");
+}
+
 TEST_CASE("reading ten times the objects costs ten times the work") {
     // Counted, not timed: nlohmann's callback parser rescanned the parent array after every
     // object, so ten times the objects cost a hundred times the work.

@@ -170,6 +170,25 @@ TEST_CASE("a restore at a token before the subject changes nothing: the noise ha
     }
 }
 
+TEST_CASE("a noise too large to normalise is the noise's fault, and one of 1e150 runs") {
+    // d_model = 16: a row of entries below √(1.8e308 / 16) / 4 ≈ 8e152 has a finite sum of squares,
+    // so 1e150 times draws of a few units runs; 1e308 overflows the embeddings themselves.
+    for (const char* arch : {"gpt2", "llama"}) {
+        CAPTURE(arch);
+        const tiny_model m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer model = open_model(m.write(dir));
+        auto refused = locate(model, tokens_of(ids), {.subject = "t4", .samples = 3, .noise = 1e308});
+        REQUIRE_FALSE(refused);
+        CHECK(refused.err().path == "noise");
+        CHECK(refused.err().message.find("too large to normalise in double precision; give a noise from 0 to ") != std::string::npos);
+        const locate_trace r = traced(model, {.subject = "t4", .samples = 3, .noise = 1e150});
+        CHECK(std::isfinite(r.corrupted_prob));
+        for (restored what : every_restore)
+            for (double p : r.grid(what).prob.data) CHECK(std::isfinite(p));
+    }
+}
+
 TEST_CASE("the noise: a seed draws the same standard normal samples every time, another seed others, and --noise sets ν") {
     const tiny_model m = make_model("gpt2");
     ckpt::temp_dir dir;
@@ -232,6 +251,22 @@ TEST_CASE("the subject is the tokens its text overlaps, first place it occurs, a
     r = find_subject(q, " FRANCE");
     REQUIRE_FALSE(r);
     CHECK(r.err().message.find("the case and the spaces around it differ") != std::string::npos);
+}
+
+TEST_CASE("a bare space token between the subject's words is the subject's, and one just outside it is not") {
+    // "capital of Spain" as a small vocabulary splits it: " capital", " of", " ", "S", "p", "a", "in"
+    prompt_tokens p{"The capital of Spain is", {0, 1, 2, 3, 4, 5, 6, 7, 8}, {},
+                    {"The", " capital", " of", " ", "S", "p", "a", "in", " is"}};
+    auto r = find_subject(p, "capital of Spain");
+    REQUIRE(r);
+    CHECK(*r == std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7});
+    prompt_tokens q{"The  Spain is", {0, 1, 2, 3}, {}, {"The", " ", " Spain", " is"}};
+    for (const char* subject : {"Spain", " Spain", "  Spain "}) {
+        CAPTURE(subject);
+        auto s = find_subject(q, subject);
+        REQUIRE(s);
+        CHECK(*s == std::vector<std::size_t>{2});
+    }
 }
 
 TEST_CASE("a target is one token: the vocabulary's, or the tokenizer's when it makes one, else how it splits") {

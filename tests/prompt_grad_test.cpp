@@ -143,6 +143,19 @@ TEST_CASE("a request prompt_grad cannot serve is an error naming its field") {
     fails(nan, "learning_rate");
 }
 
+TEST_CASE("a target too long to follow the prompt is the target's fault, and says how long one fits") {
+    // The prompt is 5 tokens and the model reads 64 positions: the target's pieces but the last
+    // follow the prompt, so a target of 64 − 5 + 1 = 60 tokens fits and 100 " Paris" do not.
+    std::string long_target;
+    for (int i = 0; i < 100; ++i) long_target += " Paris";
+    auto g = prompt_grad(request(long_target));
+    REQUIRE_FALSE(g);
+    CHECK(g.err().path == "target");
+    CAPTURE(g.err().message);
+    CHECK(g.err().message.find("read after the prompt's 5") != std::string::npos);
+    CHECK(g.err().message.find("the model reads at most 64; give a target of at most 60 tokens") != std::string::npos);
+}
+
 namespace {
 
 namespace ckpt = test::ckpt;

@@ -236,7 +236,7 @@ TEST_CASE("a config.json field the forward pass cannot use is one error naming t
                              "the number 2199023255552 is more than a size may be: at most 1,099,511,627,776 (2^40)", true},
                          bad{"llama", "head_dim", 2.5, "head_dim", "expected a whole number, got the number 2.5", true},
                          bad{"gpt2", "n_head", 5, "n_head", "d_model = 16 is not divisible by 5 heads", true},
-                         bad{"llama", "rope_theta", -1, "rope_theta", "expected a number > 0", true},
+                         bad{"llama", "rope_theta", -1, "rope_theta", "expected a finite number > 0", true},
                          bad{"llama", "tie_word_embeddings", "yes", "tie_word_embeddings", "expected true or false", true},
                          bad{"llama", "rope_scaling", json{{"rope_type", "yarn"}, {"factor", 4}}, "rope_scaling",
                              "rope_type \"yarn\" is not implemented", false},

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,15 @@
 #include "ffn_trace/tensor_source.hpp"
 
 namespace ffn_trace {
+
+// Where a configuration was read: config.json, or a GGUF file's metadata, which spells the same
+// values under keys of its own. Errors about a value are made here, naming that file and its key.
+struct config_origin {
+    std::string file;
+    std::map<std::string, std::string, std::less<>> keys;  // config.json's key → the file's: "n_positions" → "gpt2.context_length"
+    // The error about config.json's `key` as the file spells it.
+    error at(std::string_view key, std::string message) const;
+};
 
 // What config.json says (or --arch, with the shapes read off the tensors).
 struct checkpoint_config {
@@ -42,6 +52,7 @@ struct checkpoint_config {
     double rope_theta = 10000;      // rope_theta
     std::string rope_scaling;       // rope_scaling's rope_type (or type); "" when none or "default"
     bool tie_word_embeddings = false;  // the unembedding is the token embedding (default true for GPT-2 and BERT)
+    config_origin origin;  // what said all this, for the errors found later (the forward pass's sizes)
 };
 
 // The architectures ffn-trace knows, by config.json's model_type.

@@ -50,6 +50,12 @@ struct corpus {
     std::size_t tokens() const;
 };
 
+// The corpus file every command reads: `given`, or else corpus.txt beside the checkpoint at
+// `checkpoint` (in the folder it names, or beside the file it names: a GGUF, a .safetensors).
+// Error, naming `corpus`: none given and none beside it; `purpose` says what it was for
+// (" to take a mean over").
+outcome<std::string> corpus_file(const std::string& checkpoint, const std::string& given, std::string_view purpose = "");
+
 // The corpus `content` (one text a line, as read_prompt_file reads a file: its last line break
 // dropped; CR LF is fine) through the checkpoint's tokenizer. Blank lines (nothing but spaces)
 // and lines longer than `max_positions` tokens are skipped and listed. Errors, naming `file` and

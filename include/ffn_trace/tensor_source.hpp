@@ -57,8 +57,12 @@ struct tensor_info {
     // Its bytes are a copy the source keeps with its rows reordered (GGUF's Llama Q and K, whose
     // rows llama.cpp permutes): not pages of a mapped file to hand back.
     bool reordered = false;
+    // Its name as the file spells it when the source renamed it (a GGUF file's "blk.0.ffn_up.weight"); else empty.
+    std::string stored_name = "";
 
     std::size_t elements() const;  // the product of the shape (1 for a scalar)
+    // The name for errors: the file's, then ours in parentheses when they differ ("position_embd.weight (wpe.weight)").
+    std::string spelled() const;
 };
 
 // The tensors of one checkpoint. Sources are made by the openers below, which have checked every

@@ -142,11 +142,16 @@ void discard_output() {
     temporary_name[0] = 0;
 }
 
+std::string output_path_given(std::string path) {
+    while (path.size() > 1 && (path.ends_with('/') || path.ends_with("/."))) path.pop_back();
+    return path;
+}
+
 void add_output(CLI::App& sub) {
     sub.add_option("-o,--output", "Write the output to this file instead of standard output (replaced once the output "
                                   "is whole; never one of the command's inputs)")
         ->type_name("FILE")
-        ->each([](const std::string& path) { output_path = path; });
+        ->each([](const std::string& path) { output_path = output_path_given(path); });
 }
 
 // Straight from the text: fmt::print would copy it into a buffer of its own first (a prompt's

@@ -52,6 +52,9 @@ void write_stdout(std::string_view text);
 // (output_refused); the output goes to a temporary file in the same folder, which finish_output
 // renames over FILE once it is whole, and discard_output removes when the run fails.
 void add_output(CLI::App& sub);
+// -o as every command reads it: a trailing "/" or "/." names the folder or file before it, so that
+// "-o new/" is "new", whose parent is the current folder.
+std::string output_path_given(std::string path);
 void discard_output();
 struct output_refused : std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/edit.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/locate.hpp"
@@ -40,6 +41,7 @@ void setup_edit(CLI::App& app, int& status) {
         ->required()
         ->type_name("TOKEN");
     sub->add_option("-o,--output", o->output, "The new checkpoint's folder, which must not exist yet")
+        ->transform(output_path_given)
         ->required()
         ->type_name("NEW_DIR");
     sub->add_option("--at", o->at, "Where the key is read: subject (the subject's last token, as ROME), last, or a "
@@ -98,16 +100,13 @@ ffn_trace::outcome<ffn_trace::edit_position> position_of(const std::string& at) 
     return edit_position{edit_position::kind::token, static_cast<std::size_t>(*n)};
 }
 
-// The corpus: --corpus, or corpus.txt in the checkpoint's folder.
+// The corpus: --corpus, or corpus.txt beside the checkpoint.
 ffn_trace::outcome<std::pair<std::string, std::string>> read_corpus_text(const edit_options& o) {
-    const std::string file = o.corpus.empty() ? (std::filesystem::path(o.checkpoint) / "corpus.txt").string() : o.corpus;
-    std::error_code ec;
-    if (o.corpus.empty() && !std::filesystem::exists(file, ec))
-        return ffn_trace::error{o.checkpoint, "--corpus", "the checkpoint's folder has no corpus.txt to take C over; "
-                                                          "give --corpus FILE, one text a line"};
-    auto text = ffn_trace::read_prompt_file(file, ffn_trace::load_options{}.max_file_size);
+    auto file = ffn_trace::corpus_file(o.checkpoint, o.corpus, " to take C over");
+    if (!file) return file.err();
+    auto text = ffn_trace::read_prompt_file(*file, ffn_trace::load_options{}.max_file_size);
     if (!text) return text.err();
-    return std::pair{file, std::move(*text)};
+    return std::pair{*file, std::move(*text)};
 }
 
 }  // namespace

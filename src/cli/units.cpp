@@ -4,7 +4,6 @@
 #include "units.hpp"
 
 #include <cstdio>
-#include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <memory>
@@ -67,13 +66,6 @@ void setup_units(CLI::App& app, int& status) {
 
 namespace {
 
-std::string directory_of(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
-    const auto parent = std::filesystem::path(path).parent_path();
-    return parent.empty() ? "." : parent.string();
-}
-
 // The skipped lines, one warning each kind on stderr: they are counted in the output too.
 void warn_skips(const ffn_trace::corpus& c) {
     auto lines = [](const std::vector<std::size_t>& indices) {
@@ -123,19 +115,12 @@ ffn_trace::outcome<std::size_t> one_token(const ffn_trace::tokenizer& tok, const
 }
 
 // The corpus given, or corpus.txt beside the model, read through its tokenizer.
-ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const std::string& dir, const ffn_trace::tokenizer& tok,
-                                                   std::size_t max_positions) {
-    std::string file = o.corpus;
-    if (file.empty()) {
-        file = (std::filesystem::path(dir) / "corpus.txt").string();
-        std::error_code ec;
-        if (!std::filesystem::exists(file, ec))
-            return ffn_trace::error{dir, "--corpus", "no corpus given, and the checkpoint has no corpus.txt beside it; give --corpus "
-                                                     "FILE, one text a line"};
-    }
-    auto content = ffn_trace::read_prompt_file(file, o.max_file_size);
+ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const ffn_trace::tokenizer& tok, std::size_t max_positions) {
+    auto file = ffn_trace::corpus_file(o.checkpoint, o.corpus);
+    if (!file) return file.err();
+    auto content = ffn_trace::read_prompt_file(*file, o.max_file_size);
     if (!content) return content.err();
-    return ffn_trace::read_corpus(*content, file == "-" ? "<stdin>" : file, tok, max_positions);
+    return ffn_trace::read_corpus(*content, *file == "-" ? "<stdin>" : *file, tok, max_positions);
 }
 
 }  // namespace
@@ -155,13 +140,12 @@ int run_units(const units_options& o) {
     set_activity({"reading the checkpoint", "use a smaller model"});
     auto ck = checkpoint::open(o.checkpoint);
     if (!ck) return report(ck.err());
-    const std::string dir = directory_of(o.checkpoint);
-    auto tok = open_tokenizer(ffn_trace::is_gguf(o.checkpoint) ? o.checkpoint : dir);  // a GGUF file holds its tokenizer
+    auto tok = open_tokenizer(tokenizer_dir(o.checkpoint));
     if (!tok) return report(tok.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
-    auto c = units_corpus(o, dir, *tok, model->max_positions());
+    auto c = units_corpus(o, *tok, model->max_positions());
     if (!c) return report(c.err());
 
     units_view view;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <numeric>
@@ -12,6 +13,7 @@
 #include "ffn_trace/readings.hpp"
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
+#include "checkpoint/config.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace ffn_trace {
@@ -20,6 +22,15 @@ std::size_t corpus::tokens() const {
     std::size_t n = 0;
     for (const auto& t : texts) n += t.ids.size();
     return n;
+}
+
+outcome<std::string> corpus_file(const std::string& checkpoint, const std::string& given, std::string_view purpose) {
+    if (!given.empty()) return given;
+    const std::string beside = detail::file_beside(checkpoint, "corpus.txt");
+    std::error_code ec;
+    if (std::filesystem::exists(beside, ec)) return beside;
+    return error{checkpoint, "corpus", fmt::format("no corpus given{}, and the checkpoint has no corpus.txt beside it; give a "
+                                                   "corpus file, one text a line", purpose)};
 }
 
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
@@ -123,7 +134,7 @@ std::optional<error> rank_rows(const tensor_source& source, const std::string& n
     const tensor_info* e = source.find(name);
     if (!e) return error{source.origin(), name, "no such tensor, which the unit's scores read"};
     if (e->shape.size() != 2 || e->shape[1] != gamma.size())
-        return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {})", gamma.size())};
+        return error{e->file, e->spelled(), fmt::format("expected (vocabulary, d_model = {})", gamma.size())};
     const std::size_t vocab = e->shape[0], block = 4096;
     std::vector<std::size_t> ids;
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {

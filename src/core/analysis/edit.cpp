@@ -117,6 +117,23 @@ using vec = std::vector<double>;
 using detail::dot;
 double norm(std::span<const double> a) { return std::sqrt(dot(a, a)); }
 
+// The largest |a_i|.
+double largest_magnitude(std::span<const double> a) {
+    double m = 0;
+    for (double v : a) m = std::max(m, std::abs(v));
+    return m;
+}
+
+// ‖a‖ scaled by the largest |a_i| first, so that no square underflows: (C + λI)⁻¹k under a
+// ridge of 1e300 has entries near 1e-300, whose squares are 0.
+double scaled_norm(std::span<const double> a) {
+    const double m = largest_magnitude(a);
+    if (m == 0) return 0;
+    double sq = 0;
+    for (double v : a) sq += (v / m) * (v / m);
+    return m * std::sqrt(sq);
+}
+
 // log softmax(z) (vocab), the largest logit subtracted so that e^z cannot overflow.
 vec log_softmax(std::span<const double> z) {
     const double top = *std::max_element(z.begin(), z.end());
@@ -356,13 +373,18 @@ std::optional<error> solve_u(const matrix& moment, const edit_request& r, const 
         return error{file, "ridge", fmt::format("the corpus gives {} activations of the layer's {} units, so C = (1/n) Σ k kᵀ "
                                                 "has rank at most {} and cannot be inverted; {}",
                                                 t.corpus_tokens, t.d_ff, t.corpus_tokens, hint)};
+    if (largest_magnitude(t.key) == 0)
+        return error{"", "at", "the key at the edited token is zero: there is nothing for the edit to match"};
     auto x = cholesky_solve(moment, t.ridge, t.key);
     if (!x)
         return error{file, "ridge", fmt::format("C + λI with λ = {} cannot be inverted: C, from {} activations of the layer's "
                                                 "{} units, is singular; {}", format_short(t.ridge, 6), t.corpus_tokens, t.d_ff, hint)};
     t.c_inv_key = *x;
-    const double size = norm(*x);
-    if (!(size > 0)) return error{"", "at", "the key at the edited token is zero: there is nothing for the edit to match"};
+    const double size = scaled_norm(*x);
+    if (!(size > 0))  // the key is not zero, so the ridge made every entry of (C + λI)⁻¹k* round to zero
+        return error{"", "ridge", fmt::format("λ = {} makes (C + λI)⁻¹k* round to zero in double precision; give a ridge "
+                                              "from 0 to {} (10⁻³ of C's mean diagonal is the default)",
+                                              t.ridge, format_short(largest_magnitude(t.key) / 1e-300, 3))};
     t.u.resize(t.d_ff);
     for (std::size_t j = 0; j < t.d_ff; ++j) t.u[j] = (*x)[j] / size;
     t.key_dot_u = dot(t.key, t.u);

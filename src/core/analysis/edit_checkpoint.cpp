@@ -102,8 +102,7 @@ outcome<written_checkpoint> copy_and_replace(const checkpoint& ck, const fs::pat
 outcome<written_checkpoint> write_edited_checkpoint(const checkpoint& ck, const std::string& from, const std::string& to,
                                                    const std::string& tensor, const matrix& values, dtype as) {
     if (auto e = edit_output_error(from, to)) return *e;
-    fs::path target(to);
-    if (target.filename().empty()) target = target.parent_path();  // "new/" names "new"
+    const fs::path target(to);
     const fs::path tmp = target.parent_path() / fmt::format(".{}.partial-{}", target.filename().string(), ::getpid());
     auto w = copy_and_replace(ck, from, tmp, tensor, values, as);
     std::error_code ec;

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <numbers>
 #include <span>
 
@@ -306,13 +307,15 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
     if (at == std::string::npos)
         return error{"", "subject", fmt::format("{} is not in the prompt {}{}", quote(subject), quote(prompt.text),
                                                   near_miss(prompt.text, subject))};
-    // A token is the subject's when they share a character that is not a space: " France " is the
-    // token " France", not the " is" whose space it ends on.
+    // A token is the subject's when it meets the subject's span from its first character that is
+    // not a space to its last: " France " is the token " France", not the " is" whose space it
+    // ends on, and a bare " " token between two of its words is the subject's.
+    const std::string_view inner = trimmed(subject);
+    const std::size_t first = at + static_cast<std::size_t>(inner.data() - subject.data()), last = first + inner.size();
     std::vector<std::size_t> positions;
     for (std::size_t t = 0; t < starts.size(); ++t) {
         const std::size_t end = t + 1 < starts.size() ? starts[t + 1] : joined.size();
-        const std::size_t from = std::max(starts[t], at), to = std::min(end, at + subject.size());
-        if (from < to && !trimmed(std::string_view(joined).substr(from, to - from)).empty()) positions.push_back(t);
+        if (std::max(starts[t], first) < std::min(end, last)) positions.push_back(t);
     }
     if (positions.size() == prompt.ids.size() || trimmed(subject) == trimmed(prompt.text))
         return error{"", "subject",
@@ -387,6 +390,24 @@ std::optional<error> draw_noise(const checkpoint& ck, const locate_options& opti
     return std::nullopt;
 }
 
+// The corrupted runs differ from the clean one by the noise alone, so a noise too large for them is
+// the option's fault, said before they run: every noised entry |x0 + ν·ε| stays below
+// L = √(max double / d_model) / 4, so that a norm's sum of squares, even of deviations from the
+// row's mean (at most 2L each), stays finite.
+std::optional<error> check_noise(const clean_run& clean, const locate_trace& r) {
+    double largest_x = 0, largest_e = 0;
+    for (std::size_t j : r.subject_positions)
+        for (double v : clean.embedded.row(j)) largest_x = std::max(largest_x, std::abs(v));
+    for (const matrix& e : r.epsilon)
+        for (double v : e.data) largest_e = std::max(largest_e, std::abs(v));
+    const double limit = std::sqrt(std::numeric_limits<double>::max() / static_cast<double>(r.d_model)) / 4;
+    const double most = (limit - largest_x) / largest_e;
+    if (largest_e == 0 || r.scale <= most) return std::nullopt;
+    return error{"", "noise", fmt::format("ν = {} makes the subject's noised embeddings too large to normalise in double "
+                                          "precision; give a noise from 0 to {} (the default is 3σ = {})",
+                                          r.scale, format_short(most, 2), format_short(3 * r.sigma, 4))};
+}
+
 // One grid: each layer and token restored in turn, the mean over the samples. A token before the
 // subject's first is the same in the clean and every corrupted run (the causal mask hides the
 // noise from it), so restoring it gives back the corrupted runs themselves: their P, without
@@ -446,6 +467,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     r.target = token_text(prompt.tok, r.target_id);
     r.clean_prob = softmax_at(logits, r.target_id);
     if (auto e = draw_noise(ck, options, r)) return *e;
+    if (auto e = check_noise(*clean, r)) return *e;
 
     corrupted_runs runs;
     auto corrupted = run_corrupted(model, *clean, r, runs);

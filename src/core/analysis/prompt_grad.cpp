@@ -14,6 +14,7 @@
 #include "ffn_trace/family.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/tokenizer.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace {
 
@@ -47,6 +48,12 @@ outcome<target_tokens> read_target(const tokenizer& tok, const transformer& mode
                                                "a position before the last takes a target of one token",
                                                ids->size(), fmt::format("{}", fmt::join(quoted, " + ")))};
     }
+    // The prompt alone fits (checked before): the pieces but the last that follow it are the target's.
+    if (const std::size_t tokens = prompt_length + ids->size() - 1; tokens > model.max_positions())
+        return error{"", "target", fmt::format("is {} tokens, read after the prompt's {}: {} in all, and the model reads at most {}; "
+                                               "give a target of at most {} tokens",
+                                               ids->size(), prompt_length, detail::thousands(tokens),
+                                               detail::thousands(model.max_positions()), model.max_positions() - prompt_length + 1)};
     t.ids = std::move(*ids);
     return t;
 }
@@ -192,6 +199,7 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
     auto prompt = tokenize_prompt(*o->tok, r.text);
     if (!prompt) return prompt.err();
     g.prompt_length = prompt->ids.size();
+    if (auto e = check_prompt_length(model, g.prompt_length)) return *e;
     auto target = read_target(*o->tok, model, r, g.prompt_length);
     if (!target) return target.err();
     g.target = std::move(*target);
@@ -208,7 +216,6 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
         scored.emplace_back(k, g.target.ids[k]);
     }
     g.prompt = std::move(*prompt);
-    if (auto e = check_prompt_length(model, g.prompt.ids.size())) return *e;
     request.wrt = {{hook_point::mlp_out, r.layer}};
     request.ffn_layer = r.layer;
     const logits_loss loss = next_token_loss(scored);

@@ -2,12 +2,12 @@
 // tokenizer and forward pass opened, the prompt tokenized, checked against the trace's budget and
 // run. The text is read and tokenized here once, before the model runs.
 #include <algorithm>
-#include <filesystem>
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
 #include "ffn_trace/tensor_source.hpp"
 #include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/locate.hpp"
 #include "ffn_trace/moe.hpp"
@@ -42,12 +42,9 @@ outcome<std::string> prompt_text(const prompt_source& r) {
 
 // The corpus a mean intervention is taken over: the request's, or corpus.txt beside the checkpoint.
 outcome<corpus_mean> means_of(const prompt_request& r, const transformer& model, const tokenizer& tok, prompt_options& options) {
-    const std::string beside = (std::filesystem::path(tokenizer_dir(r.checkpoint)) / "corpus.txt").string();
-    const std::string file = r.corpus.empty() ? beside : r.corpus;
-    std::error_code ec;
-    if (r.corpus.empty() && !std::filesystem::exists(file, ec))
-        return error{r.checkpoint, "corpus", "no corpus given to take a mean over, and the checkpoint has no corpus.txt beside "
-                                             "it; give a corpus file, one text a line"};
+    auto found = corpus_file(r.checkpoint, r.corpus, " to take a mean over");
+    if (!found) return found.err();
+    const std::string& file = *found;
     auto content = detail::read_file(file, file == "-" ? "<stdin>" : file, r.max_file_size, {"a text file"});
     if (!content) return content.err();
     auto mean = take_means(model, tok, options.layer, *content, file, options.interventions);

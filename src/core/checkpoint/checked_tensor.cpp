@@ -17,7 +17,7 @@ outcome<const tensor_info*> checked_tensor(const checkpoint& c, const wanted_ten
     const tensor_info* t = c.tensors().find(full);
     if (!t) return c.tensors().read_values(full).err();  // there, but of a dtype not converted: says why
     if (!w.shape.empty() && t->shape != w.shape)
-        return error{t->file, t->name,
+        return error{t->file, t->spelled(),
                      fmt::format("expected shape {}{}{}, its shape is {}", shape_text(w.shape),
                                  w.orientation.empty() ? "" : fmt::format(" ({})", w.orientation),
                                  w.what.empty() ? "" : " for " + w.what, shape_text(t->shape))};

@@ -22,21 +22,22 @@ std::string checkpoint::resolve(const std::string& name) const {
     return "";
 }
 
-// A GGUF file: its metadata as config.json, and errors about config.json's keys named by the
-// metadata keys they came from.
+// A GGUF file: its metadata as config.json, whose errors name the metadata keys they came from.
 outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
     checkpoint c;
     auto g = detail::open_gguf_checkpoint(path);
     if (!g) return g.err();
     c.source_ = std::move(g->source);
     c.origin_ = path;
-    auto config = detail::read_config_object(c, g->model.config, path, *g->model.family);
-    if (!config) {
-        if (auto key = g->model.key_of.find(config.err().path); key != g->model.key_of.end()) config.err().path = key->second;
-        return config.err();
-    }
+    auto config = detail::read_config_object(c, g->model.config, config_origin{path, std::move(g->model.key_of)}, *g->model.family);
+    if (!config) return config.err();
     c.config_ = std::move(*config);
     return c;
+}
+
+error config_origin::at(std::string_view key, std::string message) const {
+    auto spelled = keys.find(key);
+    return error{file, spelled == keys.end() ? std::string(key) : spelled->second, std::move(message)};
 }
 
 outcome<checkpoint> checkpoint::open(const std::string& path, const std::string& arch_override) {
@@ -289,7 +290,7 @@ outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) 
     if (!source_->find(name)) return source_->read_values(name).err();  // there, but of a dtype not converted: says why
     const tensor_info& t = *source_->find(name);
     if (t.shape.size() != 2 || t.shape[1] != config_.d_model)
-        return error{t.file, t.name, fmt::format("expected (vocabulary, d_model = {}), its shape is {}", config_.d_model,
+        return error{t.file, t.spelled(), fmt::format("expected (vocabulary, d_model = {}), its shape is {}", config_.d_model,
                                                  detail::shape_text(t.shape))};
     auto rows = source_->read_rows(name, ids);
     if (!rows) {

@@ -3,6 +3,7 @@
 // row says to read (its activation, its norms' epsilon, its experts, attention and positions).
 #include "checkpoint/config.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,46 +24,48 @@ using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 // A whole number from config.json, or `fallback` when absent.
-outcome<std::size_t> config_count(const json& c, const std::string& file, const char* key, std::size_t fallback) {
+outcome<std::size_t> config_count(const json& c, const config_origin& from, const char* key, std::size_t fallback) {
     auto it = c.find(key);
     if (it == c.end() || it->is_null()) return fallback;
     // No model has a size near 2^40; a bigger one would overflow the sizes made from it.
     constexpr std::uint64_t most = std::uint64_t{1} << 40;
     if ((it->is_number_unsigned() && it->get<std::uint64_t>() > most) || (it->is_number_float() && it->get<double>() > double(most)))
-        return error{file, key, fmt::format("{} is more than a size may be: at most {} (2^40)", kind_of(*it),
-                                            detail::thousands(most))};
+        return from.at(key, fmt::format("{} is more than a size may be: at most {} (2^40)", kind_of(*it),
+                                        detail::thousands(most)));
     if (!it->is_number_unsigned())
-        return error{file, key, fmt::format("expected a whole number, got {}", kind_of(*it))};
+        return from.at(key, fmt::format("expected a whole number, got {}", kind_of(*it)));
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
 
-outcome<double> config_number(const json& c, const std::string& file, const char* key, double fallback) {
+outcome<double> config_number(const json& c, const config_origin& from, const char* key, double fallback) {
     auto it = c.find(key);
     if (it == c.end() || it->is_null()) return fallback;
-    if (!it->is_number() || !(it->get<double>() > 0))
-        return error{file, key, fmt::format("expected a number > 0, got {}", kind_of(*it))};
+    // A GGUF file's f32 may be inf (config.json's JSON cannot), and inf passes "> 0": a norm's
+    // epsilon of inf makes every logit 0.
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || !(it->get<double>() > 0))
+        return from.at(key, fmt::format("expected a finite number > 0, got {}", kind_of(*it)));
     return it->get<double>();
 }
 
 // GPT-2's activation_function or BERT's hidden_act: "gelu_new" (and "gelu_pytorch_tanh") is the
 // tanh form, "gelu" the exact one.
-outcome<activation> gelu_named(const json& c, const std::string& file, const char* key, std::string_view fallback) {
+outcome<activation> gelu_named(const json& c, const config_origin& from, const char* key, std::string_view fallback) {
     auto it = c.find(key);
     const std::string name = it == c.end() || it->is_null() ? std::string(fallback) : it->is_string() ? it->get<std::string>() : "";
     if (name == "gelu_new" || name == "gelu_pytorch_tanh") return activation::gelu;
     if (name == "gelu") return activation::gelu_exact;
-    return error{file, key, fmt::format("ffn-trace runs \"gelu_new\" or \"gelu\", got {}",
-                                        it->is_string() ? quote(name) : kind_of(*it))};
+    return from.at(key, fmt::format("ffn-trace runs \"gelu_new\" or \"gelu\", got {}",
+                                    it->is_string() ? quote(name) : kind_of(*it)));
 }
 
 // A size config.json may give under one of `keys`: a whole number ≥ 1, or `fallback` when absent.
-outcome<std::size_t> config_size(const json& c, const std::string& file, std::initializer_list<const char*> keys,
+outcome<std::size_t> config_size(const json& c, const config_origin& from, std::initializer_list<const char*> keys,
                                  std::size_t fallback) {
     for (const char* key : keys) {
         if (!c.contains(key) || c[key].is_null()) continue;
-        auto n = config_count(c, file, key, fallback);
+        auto n = config_count(c, from, key, fallback);
         if (!n) return n.err();
-        if (*n == 0) return error{file, key, "expected a whole number ≥ 1, got 0"};
+        if (*n == 0) return from.at(key, "expected a whole number ≥ 1, got 0");
         return n;
     }
     return fallback;
@@ -101,7 +104,7 @@ tensor_role shaped_role(const family& f) {
 
 // d_model and d_ff off layer 0's first weight, each at least 1 whatever config.json says, and
 // config.json's numbers checked against them.
-std::optional<error> read_widths(const checkpoint& c, const family& f, const json& config, const std::string& file,
+std::optional<error> read_widths(const checkpoint& c, const family& f, const json& config, const config_origin& from,
                                  checkpoint_config& m) {
     const std::string probe = f.name_of(shaped_role(f), 0, 0) + ".weight";
     const std::string first0 = c.resolve(probe);
@@ -111,127 +114,127 @@ std::optional<error> read_widths(const checkpoint& c, const family& f, const jso
                      fmt::format("no tensor {} (nor with a prefix model., transformer. or bert.): is this a {} checkpoint?",
                                  quote(probe), f.name)};
     const tensor_info& t0 = *c.tensors().find(first0);
-    if (t0.shape.size() != 2) return error{t0.file, t0.name, fmt::format("expected a 2-D weight, its shape is {}", shape_text(t0.shape))};
+    if (t0.shape.size() != 2) return error{t0.file, t0.spelled(), fmt::format("expected a 2-D weight, its shape is {}", shape_text(t0.shape))};
     const bool out_in = f.stored == layout::out_in;
     m.d_model = out_in ? t0.shape[1] : t0.shape[0];
     m.d_ff = out_in ? t0.shape[0] : t0.shape[1];
     if (m.d_model == 0 || m.d_ff == 0)
-        return error{t0.file, t0.name, fmt::format("its shape {} ({}) makes d_model = {} and d_ff = {}; a layer needs at least one "
+        return error{t0.file, t0.spelled(), fmt::format("its shape {} ({}) makes d_model = {} and d_ff = {}; a layer needs at least one "
                                                    "of each", shape_text(t0.shape), orientation_of(f.stored), m.d_model, m.d_ff)};
     for (const char* key : {"hidden_size", "n_embd"}) {
-        auto n = config_count(config, file, key, m.d_model);
+        auto n = config_count(config, from, key, m.d_model);
         if (!n) return n.err();
         if (*n != m.d_model)
-            return error{file, key, fmt::format("says d_model = {}, but {} is {}", *n, first0, shape_text(t0.shape))};
+            return from.at(key, fmt::format("says d_model = {}, but {} is {}", *n, t0.spelled(), shape_text(t0.shape)));
     }
     // d_ff: GPT-2's n_inner may be null (4 × d_model); a number must be the tensors' own
     for (const char* key : {"intermediate_size", "n_inner"}) {
-        auto n = config_count(config, file, key, m.d_ff);
+        auto n = config_count(config, from, key, m.d_ff);
         if (!n) return n.err();
-        if (*n != m.d_ff) return error{file, key, fmt::format("says d_ff = {}, but {} is {}", *n, first0, shape_text(t0.shape))};
+        if (*n != m.d_ff) return from.at(key, fmt::format("says d_ff = {}, but {} is {}", *n, t0.spelled(), shape_text(t0.shape)));
     }
     return std::nullopt;
 }
 
 // The layers: config.json's count, else the layers whose tensors are there; never more than those.
-std::optional<error> read_layers(const checkpoint& c, const family& f, const json& config, const std::string& file,
+std::optional<error> read_layers(const checkpoint& c, const family& f, const json& config, const config_origin& from,
                                  checkpoint_config& m) {
     std::size_t counted = 0;
     while (!c.resolve(f.name_of(shaped_role(f), counted, 0) + ".weight").empty()) ++counted;
     const char* key = config.contains("n_layer") ? "n_layer" : "num_hidden_layers";
-    auto layers = config_count(config, file, key, counted);
+    auto layers = config_count(config, from, key, counted);
     if (!layers) return layers.err();
     if (*layers == 0 || *layers > counted)
-        return error{file, key, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}", *layers,
-                                            *layers == 1 ? "" : "s", counted)};
+        return from.at(key, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}", *layers,
+                                        *layers == 1 ? "" : "s", counted));
     m.n_layers = *layers;
     return std::nullopt;
 }
 
 // The FFN's activation and its norm's epsilon, under the keys of the family's row.
-std::optional<error> read_activation(const family& f, const json& config, const std::string& file, checkpoint_config& m) {
+std::optional<error> read_activation(const family& f, const json& config, const config_origin& from, checkpoint_config& m) {
     const std::string act_key(f.config.act), eps_key(f.config.eps);
     if (f.gated()) {
         m.act = f.act;  // hidden_act silu
         if (auto it = config.find(act_key); it != config.end() && (!it->is_string() || *it != f.config.act_default))
-            return error{file, act_key, fmt::format("ffn-trace traces SiLU-gated layers (\"silu\"), got {}",
-                                                    it->is_string() ? quote(it->get<std::string>()) : kind_of(*it))};
+            return from.at(act_key, fmt::format("ffn-trace traces SiLU-gated layers (\"silu\"), got {}",
+                                                it->is_string() ? quote(it->get<std::string>()) : kind_of(*it)));
     } else {
-        auto act = gelu_named(config, file, act_key.c_str(), f.config.act_default);
+        auto act = gelu_named(config, from, act_key.c_str(), f.config.act_default);
         if (!act) return act.err();
         m.act = *act;
     }
-    auto eps = config_number(config, file, eps_key.c_str(), f.config.eps_default);
+    auto eps = config_number(config, from, eps_key.c_str(), f.config.eps_default);
     if (!eps) return eps.err();
     m.eps = *eps;
     return std::nullopt;
 }
 
 // An MoE family's experts: config.json's count, never more than layer 0 holds, and its top k.
-std::optional<error> read_experts(const checkpoint& c, const family& f, const json& config, const std::string& file,
+std::optional<error> read_experts(const checkpoint& c, const family& f, const json& config, const config_origin& from,
                                   checkpoint_config& m) {
     std::size_t experts = 0;
     while (!c.resolve(f.name_of(tensor_role::ffn_gate_exps, 0, experts) + ".weight").empty()) ++experts;
-    auto n = config_count(config, file, "num_local_experts", experts);
+    auto n = config_count(config, from, "num_local_experts", experts);
     if (!n) return n.err();
     if (*n == 0 || *n > experts)  // checked before anything is allocated per expert
-        return error{file, "num_local_experts", fmt::format("says {} experts, but layer 0 holds the tensors of {}", *n, experts)};
-    auto k = config_count(config, file, "num_experts_per_tok", 2);
+        return from.at("num_local_experts", fmt::format("says {} experts, but layer 0 holds the tensors of {}", *n, experts));
+    auto k = config_count(config, from, "num_experts_per_tok", 2);
     if (!k) return k.err();
     if (*k == 0 || *k > *n)
-        return error{file, "num_experts_per_tok",
-                     fmt::format("expected 1 to num_local_experts = {} experts per token, got {}", *n, *k)};
+        return from.at("num_experts_per_tok",
+                       fmt::format("expected 1 to num_local_experts = {} experts per token, got {}", *n, *k));
     m.n_experts = *n;
     m.top_k = *k;
     return std::nullopt;
 }
 
 // The attention heads: query heads, key/value heads and each head's width, checked together.
-std::optional<error> read_heads(const json& c, const std::string& file, checkpoint_config& m) {
-    auto heads = config_size(c, file, {"n_head", "num_attention_heads"}, 0);
+std::optional<error> read_heads(const json& c, const config_origin& from, checkpoint_config& m) {
+    auto heads = config_size(c, from, {"n_head", "num_attention_heads"}, 0);
     if (!heads) return heads.err();
     m.n_heads = *heads;
-    auto kv = config_size(c, file, {"num_key_value_heads"}, m.n_heads);
+    auto kv = config_size(c, from, {"num_key_value_heads"}, m.n_heads);
     if (!kv) return kv.err();
     m.n_kv_heads = *kv;
-    auto head_dim = config_size(c, file, {"head_dim"}, 0);
+    auto head_dim = config_size(c, from, {"head_dim"}, 0);
     if (!head_dim) return head_dim.err();
     m.head_dim = *head_dim;
     if (m.n_heads > 0 && m.head_dim == 0) {
         if (m.d_model % m.n_heads != 0)
-            return error{file, c.contains("n_head") ? "n_head" : "num_attention_heads",
-                         fmt::format("d_model = {} is not divisible by {} heads", m.d_model, m.n_heads)};
+            return from.at(c.contains("n_head") ? "n_head" : "num_attention_heads",
+                           fmt::format("d_model = {} is not divisible by {} heads", m.d_model, m.n_heads));
         m.head_dim = m.d_model / m.n_heads;
     }
-    if (m.n_kv_heads > 0 && m.n_heads == 0) return error{file, "num_key_value_heads", "given without num_attention_heads"};
+    if (m.n_kv_heads > 0 && m.n_heads == 0) return from.at("num_key_value_heads", "given without num_attention_heads");
     if (m.n_heads > 0 && m.n_heads % m.n_kv_heads != 0)
-        return error{file, "num_key_value_heads",
-                     fmt::format("{} query heads cannot share {} key/value heads evenly", m.n_heads, m.n_kv_heads)};
+        return from.at("num_key_value_heads",
+                       fmt::format("{} query heads cannot share {} key/value heads evenly", m.n_heads, m.n_kv_heads));
     return std::nullopt;
 }
 
 // RoPE's base and scaling, the attention window and the tied head.
-std::optional<error> read_positions(const family& f, const json& c, const std::string& file, checkpoint_config& m) {
-    auto theta = config_number(c, file, "rope_theta", 10000);
+std::optional<error> read_positions(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
+    auto theta = config_number(c, from, "rope_theta", 10000);
     if (!theta) return theta.err();
     m.rope_theta = *theta;
     if (auto it = c.find("rope_scaling"); it != c.end() && !it->is_null()) {
         std::string kind;
         for (const char* key : {"rope_type", "type"})
             if (it->is_object() && it->contains(key) && (*it)[key].is_string()) kind = (*it)[key].get<std::string>();
-        if (kind.empty()) return error{file, "rope_scaling", "expected an object with a rope_type, or null"};
+        if (kind.empty()) return from.at("rope_scaling", "expected an object with a rope_type, or null");
         if (kind != "default") m.rope_scaling = kind;
     }
     const bool windowed = f.window == window_rule::always ||
                           (f.window == window_rule::when_enabled && c.contains("use_sliding_window") && c["use_sliding_window"] == true);
     if (windowed) {
-        auto window = config_size(c, file, {"sliding_window"}, 0);
+        auto window = config_size(c, from, {"sliding_window"}, 0);
         if (!window) return window.err();
         m.sliding_window = *window;
     }
     m.tie_word_embeddings = f.tied_head;
     if (auto it = c.find("tie_word_embeddings"); it != c.end() && !it->is_null()) {
-        if (!it->is_boolean()) return error{file, "tie_word_embeddings", fmt::format("expected true or false, got {}", kind_of(*it))};
+        if (!it->is_boolean()) return from.at("tie_word_embeddings", fmt::format("expected true or false, got {}", kind_of(*it)));
         m.tie_word_embeddings = it->get<bool>();
     }
     return std::nullopt;
@@ -239,44 +242,45 @@ std::optional<error> read_positions(const family& f, const json& c, const std::s
 
 // What the forward pass reads from config.json: the heads, the positions, the vocabulary, RoPE and
 // the tied head, each checked on its own and against the others.
-std::optional<error> read_forward_config(const family& f, const json& c, const std::string& file, checkpoint_config& m) {
-    if (auto e = read_heads(c, file, m)) return e;
-    auto positions = config_size(c, file, {"n_positions", "max_position_embeddings"}, 0);
+std::optional<error> read_forward_config(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
+    if (auto e = read_heads(c, from, m)) return e;
+    auto positions = config_size(c, from, {"n_positions", "max_position_embeddings"}, 0);
     if (!positions) return positions.err();
     m.max_positions = *positions;
-    auto vocab = config_size(c, file, {"vocab_size"}, 0);
+    auto vocab = config_size(c, from, {"vocab_size"}, 0);
     if (!vocab) return vocab.err();
     m.vocab_size = *vocab;
-    return read_positions(f, c, file, m);
+    return read_positions(f, c, from, m);
 }
 
 }  // namespace
 
-std::string config_path(const std::string& path) {
+std::string file_beside(const std::string& path, std::string_view name) {
     std::error_code ec;
     const fs::path p(path);
-    return ((fs::is_directory(p, ec) ? p : p.parent_path()) / "config.json").string();
+    return ((fs::is_directory(p, ec) ? p : p.parent_path()) / name).string();
 }
 
 outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& path, const std::string& arch) {
-    const std::string file = config_path(path);
+    const std::string file = file_beside(path, "config.json");
     auto config = load_config(file);
     if (!config) return config.err();
     auto f = family_named(*config, file, path, arch);
     if (!f) return f.err();
-    return read_config_object(c, *config, file, **f);
+    return read_config_object(c, *config, config_origin{file, {}}, **f);
 }
 
-outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& config, const std::string& file, const family& f) {
+outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& config, const config_origin& from, const family& f) {
     checkpoint_config m;
     m.arch = std::string(f.name);
     m.family = &f;
-    if (auto e = read_widths(c, f, config, file, m)) return *e;
-    if (auto e = read_layers(c, f, config, file, m)) return *e;
-    if (auto e = read_activation(f, config, file, m)) return *e;
+    m.origin = from;
+    if (auto e = read_widths(c, f, config, from, m)) return *e;
+    if (auto e = read_layers(c, f, config, from, m)) return *e;
+    if (auto e = read_activation(f, config, from, m)) return *e;
     if (f.moe)
-        if (auto e = read_experts(c, f, config, file, m)) return *e;
-    if (auto e = read_forward_config(f, config, file, m)) return *e;
+        if (auto e = read_experts(c, f, config, from, m)) return *e;
+    if (auto e = read_forward_config(f, config, from, m)) return *e;
     return m;
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "ffn_trace/checkpoint.hpp"
 
@@ -15,11 +16,12 @@ namespace ffn_trace::detail {
 outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& path, const std::string& arch);
 
 // The same from a config.json object already read (or made from a GGUF file's metadata), for
-// the family `f`; errors name `file`.
-outcome<checkpoint_config> read_config_object(const checkpoint& c, const nlohmann::ordered_json& config, const std::string& file,
+// the family `f`; errors name the file and its keys as `from` says.
+outcome<checkpoint_config> read_config_object(const checkpoint& c, const nlohmann::ordered_json& config, const config_origin& from,
                                               const family& f);
 
-// config.json beside the checkpoint at `path` (a directory, or a file in one).
-std::string config_path(const std::string& path);
+// The file `name` beside the checkpoint at `path`: in it when it is a directory, else in the
+// folder of the file (config.json, corpus.txt).
+std::string file_beside(const std::string& path, std::string_view name);
 
 }  // namespace ffn_trace::detail

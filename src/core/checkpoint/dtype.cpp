@@ -232,7 +232,7 @@ error stored_non_finite(const tensor_info& t, std::size_t at, double value) {
         }
         where = fmt::format("index [{}]", fmt::join(index, ", "));
     }
-    return error{t.file, t.name,
+    return error{t.file, t.spelled(),
                  fmt::format("the value stored at {} of this {} tensor {} is {}: the file holds it so (no step "
                              "overflowed); the checkpoint is damaged",
                              where, to_string(t.type), shape_text(t.shape), what)};

@@ -708,11 +708,11 @@ outcome<std::shared_ptr<const stored_matrix>> keep_in_file(std::shared_ptr<const
     if (!at) return at.err();
     const tensor_info& t = *at->info;
     if (t.shape.size() != 2)
-        return error{t.file, t.name, fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
-    if (t.compressed) return error{t.file, t.name, "a deflated entry cannot be read in place"};
+        return error{t.file, t.spelled(), fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
+    if (t.compressed) return error{t.file, t.spelled(), "a deflated entry cannot be read in place"};
     constexpr std::size_t most = std::numeric_limits<int>::max();
     if (t.shape[0] > most || t.shape[1] > most)
-        return error{t.file, t.name, fmt::format("a side of {} is longer than the matrix library's {}", detail::shape_text(t.shape), most)};
+        return error{t.file, t.spelled(), fmt::format("a side of {} is longer than the matrix library's {}", detail::shape_text(t.shape), most)};
     const detail::mapped_file* file = detail::file_holding(*source, t, at->bytes);
     return std::shared_ptr<const stored_matrix>(std::make_shared<file_matrix>(source, t, at->bytes, file, transposed));
 }

@@ -19,7 +19,7 @@ struct gguf_model {
     const ffn_trace::family* family = nullptr;  // find_gguf_family's row
     nlohmann::ordered_json config;   // as the same model's config.json
     // config.json's key → the metadata key it came from, so that errors name the file's keys.
-    std::map<std::string, std::string> key_of;
+    std::map<std::string, std::string, std::less<>> key_of;
     bool permuted_qk = false;  // Llama's converter permuted Q's and K's rows
     std::size_t heads = 0, kv_heads = 0;
 };

@@ -115,6 +115,7 @@ void rename(const tensor_info& t, const family& f, const gguf_model& m, std::vec
             for (std::size_t j = 0; j < t.shape[0]; ++j) {
                 tensor_info e = t;
                 e.name = f.name_of(role, layer, j) + suffix;
+                e.stored_name = t.name;
                 e.shape = {t.shape[1], t.shape[2]};
                 e.begin = t.begin + j * each;
                 e.length = each;
@@ -124,6 +125,7 @@ void rename(const tensor_info& t, const family& f, const gguf_model& m, std::vec
         }
         tensor_info named = t;
         named.name = f.name_of(role, layer) + suffix;
+        named.stored_name = t.name;
         const bool q = role == tensor_role::attn_q, k = role == tensor_role::attn_k;
         if (m.permuted_qk && (q || k) && !t.shape.empty()) {
             const std::size_t heads = q ? m.heads : m.kv_heads;

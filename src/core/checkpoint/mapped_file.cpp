@@ -78,7 +78,7 @@ outcome<std::span<const std::byte>> mapped_source::data_of(const tensor_info& t,
     const std::uint64_t size = f ? f->bytes().size() : 0;
     // The opener checked the range; checking again costs nothing and keeps every read in bounds.
     if (!f || t.begin > size || t.length > size - t.begin)
-        return error{t.file, t.name, "its data lies outside the mapped file"};
+        return error{t.file, t.spelled(), "its data lies outside the mapped file"};
     return f->bytes().subspan(t.begin, t.length);
 }
 

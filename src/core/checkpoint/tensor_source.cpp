@@ -21,6 +21,10 @@ std::size_t tensor_info::elements() const {
     return n;
 }
 
+std::string tensor_info::spelled() const {
+    return stored_name.empty() || stored_name == name ? name : stored_name + " (" + name + ")";
+}
+
 tensor_source::tensor_source(std::string origin, std::vector<tensor_info> tensors,
                              std::vector<std::pair<std::string, error>> unreadable)
     : origin_(std::move(origin)), tensors_(std::move(tensors)), unreadable_(std::move(unreadable)) {
@@ -58,7 +62,7 @@ auto tensor_source::locate(std::string_view name, std::vector<std::byte>& scratc
     auto bytes = data_of(*t, scratch);
     if (!bytes) return bytes.err();
     if (bytes->size() != t->length)
-        return error{t->file, t->name, fmt::format("its data has {} bytes, not the {} its header gives", bytes->size(), t->length)};
+        return error{t->file, t->spelled(), fmt::format("its data has {} bytes, not the {} its header gives", bytes->size(), t->length)};
     return located{t, *bytes};
 }
 
@@ -68,7 +72,7 @@ outcome<matrix> tensor_source::read_matrix(std::string_view name) const {
     if (!at) return at.err();
     const tensor_info& t = *at->info;
     if (t.shape.size() != 1 && t.shape.size() != 2)
-        return error{t.file, t.name, fmt::format("expected a 1-D or 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
+        return error{t.file, t.spelled(), fmt::format("expected a 1-D or 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
     matrix m(t.shape.size() == 1 ? 1 : t.shape[0], t.shape.back());
     const std::size_t bad = convert(t.type, at->bytes, m.data);
     release(t, at->bytes);
@@ -82,7 +86,7 @@ outcome<matrix> tensor_source::read_matrix_transposed(std::string_view name) con
     if (!at) return at.err();
     const tensor_info& t = *at->info;
     if (t.shape.size() != 2)
-        return error{t.file, t.name, fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
+        return error{t.file, t.spelled(), fmt::format("expected a 2-D tensor, its shape is {}", detail::shape_text(t.shape))};
     const std::size_t rows = t.shape[0], cols = t.shape[1], row_bytes = detail::row_bytes(t.type, cols);
     matrix m(cols, rows);
     // A block of rows at a time, so that each column of the block is written as one run.
@@ -105,7 +109,7 @@ outcome<std::vector<double>> tensor_source::read_vector(std::string_view name) c
     if (!at) return at.err();
     const tensor_info& t = *at->info;
     if (t.shape.size() != 1)
-        return error{t.file, t.name, fmt::format("expected a 1-D tensor, its shape is {}", detail::shape_text(t.shape))};
+        return error{t.file, t.spelled(), fmt::format("expected a 1-D tensor, its shape is {}", detail::shape_text(t.shape))};
     std::vector<double> v(t.shape[0]);
     const std::size_t bad = convert(t.type, at->bytes, v);
     release(t, at->bytes);
@@ -129,10 +133,10 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
     if (!at) return at.err();
     const tensor_info& t = *at->info;
     if (t.shape.size() != 2)
-        return error{t.file, t.name, fmt::format("expected a 2-D tensor to take rows of, its shape is {}", detail::shape_text(t.shape))};
+        return error{t.file, t.spelled(), fmt::format("expected a 2-D tensor to take rows of, its shape is {}", detail::shape_text(t.shape))};
     for (std::size_t r : rows)
         if (r >= t.shape[0])
-            return error{t.file, t.name,
+            return error{t.file, t.spelled(),
                          t.shape[0] == 0 ? fmt::format("row {} is out of range: the tensor has no rows", r)
                                          : fmt::format("row {} is out of range: the tensor has {} (0 to {})", r,
                                                        plural(t.shape[0], "row"), t.shape[0] - 1)};
@@ -155,18 +159,18 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
 
 std::optional<error> tensor_source::read_rows_float(std::string_view name, std::size_t first, std::span<float> out) const {
     const tensor_info* info = find(name);
-    if (info && info->compressed) return error{info->file, info->name, "expected a tensor in the file, not a deflated .npz entry"};
+    if (info && info->compressed) return error{info->file, info->spelled(), "expected a tensor in the file, not a deflated .npz entry"};
     if (info && info->type != dtype::f32 && info->type != dtype::bf16 && info->type != dtype::f16)
-        return error{info->file, info->name, fmt::format("expected F32, BF16 or F16 to read as float32, not {}", to_string(info->type))};
+        return error{info->file, info->spelled(), fmt::format("expected F32, BF16 or F16 to read as float32, not {}", to_string(info->type))};
     std::vector<std::byte> scratch;
     auto at = locate(name, scratch);
     if (!at) return at.err();
     const tensor_info& t = *at->info;
     if (t.shape.size() != 2 || t.shape[1] == 0 || out.size() % t.shape[1] != 0)
-        return error{t.file, t.name, fmt::format("expected a 2-D tensor to take whole rows of, its shape is {}", detail::shape_text(t.shape))};
+        return error{t.file, t.spelled(), fmt::format("expected a 2-D tensor to take whole rows of, its shape is {}", detail::shape_text(t.shape))};
     const std::size_t cols = t.shape[1], rows = out.size() / cols;
     if (first > t.shape[0] || rows > t.shape[0] - first)
-        return error{t.file, t.name, fmt::format("rows {} to {} are out of range: the tensor has {}", first, first + rows,
+        return error{t.file, t.spelled(), fmt::format("rows {} to {} are out of range: the tensor has {}", first, first + rows,
                                                  plural(t.shape[0], "row"))};
     const std::size_t size = size_of(t.type);
     const auto bytes = at->bytes.subspan(first * cols * size, rows * cols * size);

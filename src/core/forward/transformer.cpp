@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checked_tensor.hpp"
-#include "checkpoint/config.hpp"
 #include "checkpoint/tensor_formats.hpp"
 #include "ffn_trace/moe.hpp"
 
@@ -35,7 +34,7 @@ public:
         auto t = find(name, what);
         if (!t) return t;
         if ((*t)->shape.size() != 2 || (*t)->shape[1] != d_model || (*t)->shape[0] == 0)
-            return error{(*t)->file, (*t)->name,
+            return error{(*t)->file, (*t)->spelled(),
                          fmt::format("expected {} ({}, d_model = {}), its shape is {}", what, rows, d_model,
                                      detail::shape_text((*t)->shape))};
         return t;
@@ -186,19 +185,19 @@ std::optional<bool> bias_of(bias_rule b) {
 }
 
 // config.json's sizes as the family's attention needs them.
-std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f, const std::string& config) {
-    if (m.n_heads == 0) return error{config, std::string(f.config.heads), "missing: the forward pass needs the number of attention heads"};
+std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f) {
+    if (m.n_heads == 0) return m.origin.at(f.config.heads, "missing: the forward pass needs the number of attention heads");
     if (!m.rope_scaling.empty() && f.rope)
-        return error{config, "rope_scaling",
-                     fmt::format("rope_type {} is not implemented; ffn-trace runs the default RoPE only", quote(m.rope_scaling))};
+        return m.origin.at("rope_scaling",
+                           fmt::format("rope_type {} is not implemented; ffn-trace runs the default RoPE only", quote(m.rope_scaling)));
     if (f.rope && m.head_dim % 2 != 0)
-        return error{config, "head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim)};
+        return m.origin.at("head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim));
     const std::size_t q_width = m.n_heads * m.head_dim;
     if (!f.grouped_query) {
         if (m.n_kv_heads != m.n_heads)
-            return error{config, "num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch)};
+            return m.origin.at("num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch));
         if (q_width != m.d_model)
-            return error{config, "head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model)};
+            return m.origin.at("head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
     }
     return std::nullopt;
 }
@@ -212,11 +211,10 @@ struct embeddings {
 };
 
 // The position table and the longest prompt: its rows, or config.json's count (RoPE).
-std::optional<error> read_positions(const tensor_checker& check, const checkpoint_config& m, const family& f,
-                                    const std::string& config, embeddings& e) {
+std::optional<error> read_positions(const tensor_checker& check, const checkpoint_config& m, const family& f, embeddings& e) {
     if (!f.has(role::position_embd)) {
         if (m.max_positions == 0)
-            return error{config, std::string(f.config.positions), "missing: the forward pass needs the longest prompt the model takes"};
+            return m.origin.at(f.config.positions, "missing: the forward pass needs the longest prompt the model takes");
         e.max_positions = m.max_positions;
         return std::nullopt;
     }
@@ -225,12 +223,12 @@ std::optional<error> read_positions(const tensor_checker& check, const checkpoin
     e.positions = (*pos)->name;
     e.max_positions = (*pos)->shape[0];
     if (m.max_positions != 0 && m.max_positions != e.max_positions)
-        return error{config, std::string(f.config.positions),
-                     fmt::format("says {}, but {} has {} rows", m.max_positions, (*pos)->name, e.max_positions)};
+        return m.origin.at(f.config.positions,
+                           fmt::format("says {}, but {} has {} rows", m.max_positions, (*pos)->spelled(), e.max_positions));
     return std::nullopt;
 }
 
-outcome<embeddings> read_embeddings(const tensor_checker& check, const checkpoint& ck, const family& f, const std::string& config) {
+outcome<embeddings> read_embeddings(const tensor_checker& check, const checkpoint& ck, const family& f) {
     const checkpoint_config& m = ck.config();
     embeddings e;
     auto emb = check.table(f.name_of(role::token_embd) + ".weight", "the token embedding", "vocab", m.d_model);
@@ -238,8 +236,8 @@ outcome<embeddings> read_embeddings(const tensor_checker& check, const checkpoin
     e.embedding = (*emb)->name;
     e.vocab = (*emb)->shape[0];
     if (m.vocab_size != 0 && m.vocab_size != e.vocab)
-        return error{config, "vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, (*emb)->name, e.vocab)};
-    if (auto problem = read_positions(check, m, f, config, e)) return *problem;
+        return m.origin.at("vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, (*emb)->spelled(), e.vocab));
+    if (auto problem = read_positions(check, m, f, e)) return *problem;
     if (f.has(role::token_types)) {
         auto types = check.table(f.name_of(role::token_types) + ".weight", "the token type embedding", "types", m.d_model);
         if (!types) return types.err();
@@ -358,14 +356,13 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
     tr.ck_ = ck;
     const checkpoint_config& m = ck->config();
     const family& f = *m.family;
-    const std::string config = detail::config_path(ck->origin());
     // The source stays alive through the checkpoint it belongs to.
     const tensor_checker check(*ck, std::shared_ptr<const tensor_source>(ck, &ck->tensors()));
 
-    if (auto e = check_attention_sizes(m, f, config)) return *e;
+    if (auto e = check_attention_sizes(m, f)) return *e;
     tr.rope_ = f.rope;
     tr.shape_ = attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, f.causal, m.sliding_window};
-    auto e = read_embeddings(check, *ck, f, config);
+    auto e = read_embeddings(check, *ck, f);
     if (!e) return e.err();
     tr.embedding_ = std::move(e->embedding);
     tr.positions_ = std::move(e->positions);

@@ -297,7 +297,11 @@ error dom_builder::number_overflow(std::size_t position, const std::string& lite
 template <class Exception>
 bool dom_builder::parse_error(std::size_t position, const std::string& token, const Exception& e) {
     if (prefix_) {
-        if constexpr (std::is_same_v<Exception, json::parse_error>) {
+        if constexpr (std::is_same_v<Exception, json::out_of_range>) {  // config.json's "rms_norm_eps": 1e999
+            error overflow = number_overflow(position, token);
+            overflow.path = member_path();
+            return stop(std::move(overflow));
+        } else if constexpr (std::is_same_v<Exception, json::parse_error>) {
             std::string what = e.what();
             const auto detail_at = what.find(": ", what.find("column"));
             if (detail_at != std::string::npos) what = what.substr(detail_at + 2);
