@@ -1272,6 +1272,13 @@ cli_test("units --promotes lists the units whose value vectors push the token mo
 cli_test("units --suppresses --format json has each unit's layer, unit and score" 0
   "\"direction\": \"suppresses\", .*\"units\": \\[ \\{ \"layer\": 1, \"unit\": [0-9]+, \"score\": -[0-9.]+"
   ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 1 --corpus ${UNITS}/small.txt --suppresses " Paris" --top 2 --format json)
+# --top with --promotes counts the units found; each unit's lists stay at 10, so the output grows
+# with --top and not with its square.
+cli_test("units --promotes --top 30 finds 30 units, each with its 10 best contexts" 0
+  "rank +layer +unit .* 30 +[01] +[0-9]+ .*Where it fires most: the 10 largest activations"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --promotes " Paris" --top 30)
+cli_test("units --promotes --top 30 does not give each unit 30 contexts" 0 "!the 30 largest activations"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --promotes " Paris" --top 30)
 cli_test("units skips a line longer than the position table, naming it, and counts it" 0
   "2 texts, 14 tokens\; 1 longer than the position table skipped \\(line 2\\)"
   "^warning: .*long.txt: 1 line longer than the model's position table skipped \\(line 2\; the first is 71 tokens\\)$"

@@ -190,6 +190,36 @@ TEST_CASE("read_corpus_units refuses --top 0, a unit past d_ff and an expert in 
     }
 }
 
+TEST_CASE("read_corpus_units tells its watcher of every text read, and stops when the watcher says so") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\nParis is in France.\nRome is in Italy.\nOslo is in Norway.", "c.txt", tok, 64);
+    REQUIRE(c);
+    REQUIRE(c->texts.size() == 4);
+    units_options o;
+    o.units = {{0, {std::nullopt, 3}}};
+    std::vector<std::size_t> told;
+    SUBCASE("watched to the end: 0 … 3 of 4 before each text, then 4 of 4") {
+        o.watcher = [&](std::string_view what, std::size_t done, std::size_t total) {
+            CHECK(what == "reading the corpus through the model");
+            CHECK(total == 4);
+            told.push_back(done);
+            return true;
+        };
+        REQUIRE(read_corpus_units(model, tok, *c, o));
+        CHECK(told == std::vector<std::size_t>{0, 1, 2, 3, 4});
+    }
+    SUBCASE("asked to stop before the third text: no readings, the stopped error") {
+        o.watcher = [&](std::string_view, std::size_t done, std::size_t) {
+            told.push_back(done);
+            return done < 2;
+        };
+        auto r = read_corpus_units(model, tok, *c, o);
+        REQUIRE(!r);
+        CHECK(r.err().message == stopped_message);
+        CHECK(told == std::vector<std::size_t>{0, 1, 2});
+    }
+}
+
 TEST_CASE("search_value_vectors ranks every unit of every layer by W2[j] · (γ ⊙ U[t])") {
     auto [model, tok] = open_capitals();
     auto paris = tok.encode(" Paris");

@@ -300,3 +300,54 @@ TEST_CASE("JSON text writes a long array of rows one row a line, in order, howev
         CHECK(nlohmann::ordered_json::parse(text)["n"] == nested);
     }
 }
+
+TEST_CASE("an object written a member at a time is laid out as JSON text lays it out whole, each element made as it is written") {
+    // The expected text is written here by the layout's rules: two spaces a level, arrays of
+    // numbers on one line, an empty array as [].
+    std::string out;
+    std::vector<std::size_t> written_before;  // how much text was handed on when element k was made
+    {
+        ffn_trace::json_object_writer w([&](std::string_view s) { out += s; });
+        w.member("layer", 3);
+        w.member("corpus", {{"file", "c.txt"}, {"blank", {1, 2}}});
+        w.array_member("units", 2, [&](std::size_t k) {
+            written_before.push_back(out.size());
+            return nlohmann::ordered_json{{"unit", k}, {"top", {{{"token", 4}}}}};
+        });
+        w.array_member("none", 0, [](std::size_t) { return nlohmann::ordered_json::object(); });
+        w.end();
+    }
+    CHECK(out ==
+          "{\n"
+          "  \"layer\": 3,\n"
+          "  \"corpus\": {\n"
+          "    \"file\": \"c.txt\",\n"
+          "    \"blank\": [1, 2]\n"
+          "  },\n"
+          "  \"units\": [\n"
+          "    {\n"
+          "      \"unit\": 0,\n"
+          "      \"top\": [\n"
+          "        {\n"
+          "          \"token\": 4\n"
+          "        }\n"
+          "      ]\n"
+          "    },\n"
+          "    {\n"
+          "      \"unit\": 1,\n"
+          "      \"top\": [\n"
+          "        {\n"
+          "          \"token\": 4\n"
+          "        }\n"
+          "      ]\n"
+          "    }\n"
+          "  ],\n"
+          "  \"none\": []\n"
+          "}\n");
+    REQUIRE(written_before.size() == 2);
+    CHECK(written_before[1] > written_before[0]);  // element 0's text was handed on before element 1 was made
+    nlohmann::ordered_json whole = {{"layer", 3}, {"corpus", {{"file", "c.txt"}, {"blank", {1, 2}}}},
+                                    {"units", {{{"unit", 0}, {"top", {{{"token", 4}}}}}, {{"unit", 1}, {"top", {{{"token", 4}}}}}}},
+                                    {"none", nlohmann::ordered_json::array()}};
+    CHECK(out == ffn_trace::json_text(whole) + "\n");
+}

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ffn_trace/error.hpp"
+#include "ffn_trace/progress.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/transformer.hpp"
 #include "ffn_trace/unit_readings.hpp"
@@ -111,6 +112,7 @@ struct units_options {
     std::size_t sample = 4096;        // activations kept per unit for the quantiles
     std::size_t band_samples = 3;     // contexts per quantile band
     std::size_t bins = 24;
+    progress watcher = {};            // told of each text read; asked whether to go on
 };
 
 struct corpus_units {

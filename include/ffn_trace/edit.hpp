@@ -28,6 +28,7 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/progress.hpp"
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/tensor_source.hpp"
 #include "ffn_trace/tokenizer.hpp"
@@ -68,6 +69,7 @@ struct edit_request {
     std::vector<std::string> paraphrases;   // empty: the corpus's (default_paraphrases)
     std::vector<std::string> neighbours;    // empty: the corpus's (default_neighbours)
     edit_schedule schedule;
+    progress watcher = {};                  // told of each corpus text and optimisation step; asked whether to go on
 };
 
 // The request's own errors, which need no model: a negative or not finite ridge, no prompt or

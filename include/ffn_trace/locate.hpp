@@ -24,6 +24,7 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/progress.hpp"
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/transformer.hpp"
@@ -61,6 +62,7 @@ struct locate_options {
     std::uint64_t seed = 1;             // picks ε
     std::optional<double> noise = {};        // ν; default 3σ
     std::size_t window = 1;             // w, the layers restored around each layer
+    progress watcher = {};              // told of each restored run; asked whether to go on
 };
 
 // The options' own errors, which need no model: samples 0, a noise negative or not finite, window 0.

@@ -18,6 +18,7 @@
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/matrix.hpp"
 #include "ffn_trace/moe.hpp"
+#include "ffn_trace/progress.hpp"
 #include "ffn_trace/readings.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/transformer.hpp"
@@ -245,6 +246,8 @@ struct prompt_source {
     // Told when the run moves on, for a caller that names what it was doing when memory ran out.
     enum class stage { reading_checkpoint, running_model };
     std::function<void(stage)> on_stage;
+    // Told of each step of the long loops (a mean over a corpus, the prompts of a file); asked whether to go on.
+    progress watcher;
     // A model the caller cannot use, refused as soon as the checkpoint is open (before its tokenizer).
     std::function<std::optional<error>(const ffn_trace::checkpoint&)> refuse;
 };
@@ -278,7 +281,8 @@ struct corpus_mean {
 // pass of the model up to layer `layer` per text), an expert's unit over the tokens routed to its
 // expert. `content` is the corpus, one text a line; errors name `file` or `corpus`.
 outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, std::size_t layer, std::string_view content,
-                                const std::string& file, std::vector<unit_intervention>& interventions);
+                                const std::string& file, std::vector<unit_intervention>& interventions,
+                                const progress& watcher = {});
 
 // Everything one prompt run needs, from the checkpoint's path on: what `run --checkpoint DIR
 // --prompt TEXT` does, as one call. Errors name these fields ("layer", "ablate", "unit", "prompt",

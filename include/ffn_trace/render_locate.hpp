@@ -20,5 +20,7 @@ std::string render_locate_text(const locate_trace& t, const text_options& option
 // tokens × d_model, the draws ε; the runs added scale · ε}, "window", and "grids" {state, mlp,
 // attn}, each {prob, effect}: layers × tokens.
 std::string render_locate_json(const locate_trace& t);
+// The same handed to `sink` a piece at a time, its text never held whole.
+void render_locate_json(const locate_trace& t, const text_sink& sink);
 
 }  // namespace ffn_trace

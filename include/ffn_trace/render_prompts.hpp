@@ -19,7 +19,9 @@ void render_locate_prompts(const prompt_runs<locate_trace>& runs, const text_opt
                            const text_sink& out);
 
 // "[\n" + each prompt's render_prompt_json (render_locate_json), its last line break dropped,
-// joined by ",\n" + "\n]\n".
+// joined by ",\n" + "\n]\n"; to `sink` a prompt at a time, so that only one prompt's text is held.
+void render_prompts_json(const prompt_runs<prompt_trace>& runs, const text_sink& sink);
+void render_locate_prompts_json(const prompt_runs<locate_trace>& runs, const text_sink& sink);
 std::string render_prompts_json(const prompt_runs<prompt_trace>& runs);
 std::string render_locate_prompts_json(const prompt_runs<locate_trace>& runs);
 

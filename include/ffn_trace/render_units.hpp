@@ -23,7 +23,9 @@ void render_units(const corpus_units& u, const corpus& c, const units_view& view
                   text_format format, const text_sink& out);
 
 // { "layer", "corpus": {file, texts, tokens, …}, "units": [{unit, max_activating, mean,
-//   fraction_active, quantiles, promotes, suppresses, …}] }
+//   fraction_active, quantiles, promotes, suppresses, …}] }, handed to `sink` a unit at a time:
+// a layer's units with many contexts each are tens of MB of text, never held whole.
+void render_units_json(const corpus_units& u, const corpus& c, const units_view& view, const text_sink& sink);
 std::string render_units_json(const corpus_units& u, const corpus& c, const units_view& view);
 
 // The units whose value vectors push `token` most (or least), each with its contexts from `u`
@@ -36,7 +38,10 @@ struct unit_search {
 };
 void render_unit_search(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view,
                         const text_options& options, text_format format, const text_sink& out);
-// { "token": {id, token}, "direction", "corpus", "units": [{layer, unit, score, max_activating}] }
+// { "token": {id, token}, "direction", "corpus", "units": [{layer, unit, score, max_activating}] },
+// to `sink` a unit at a time.
+void render_unit_search_json(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view,
+                             const text_sink& sink);
 std::string render_unit_search_json(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view);
 
 }  // namespace ffn_trace

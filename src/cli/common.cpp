@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <memory>
 #include <system_error>
 #include <fmt/core.h>
 #include <sys/ioctl.h>
@@ -21,7 +23,24 @@
 
 namespace cli {
 
+namespace {
+
+volatile std::sig_atomic_t interrupts = 0;  // Ctrl-C's pressed
+volatile std::sig_atomic_t watching = 0;    // a watch is alive: the work stops at its next step
+volatile std::sig_atomic_t line_drawn = 0;  // the progress line is on the terminal
+
+void clear_progress_line() {
+    if (!line_drawn) return;
+    std::fputs("\r\033[K", stderr);
+    line_drawn = 0;
+}
+
+}  // namespace
+
 int report(const ffn_trace::error& e) {
+    // Work stopped by Ctrl-C says so in the one line main prints.
+    if (interrupted()) return exit_interrupted;
+    clear_progress_line();
     // A library error that names no file names a parameter; the user knows it by its option.
     const ffn_trace::error shown = with_option_names(e, e.file.empty());
     // fputs, not fmt::print, which throws when stderr is closed or full: the error is still exit 2.
@@ -71,6 +90,17 @@ extern "C" void remove_temporary_and_die(int signal_number) {
     std::raise(signal_number);
 }
 
+// Only what a signal handler may call: the temporary unlinked, the line written, _exit.
+extern "C" void on_interrupt(int) {
+    interrupts = interrupts + 1;
+    if (watching && interrupts == 1) return;
+    if (temporary_name[0]) ::unlink(temporary_name);
+    constexpr std::string_view clear = "\r\033[K", line = "error: interrupted (Ctrl-C); nothing was written\n";
+    const auto say = [](std::string_view s) { return ::write(STDERR_FILENO, s.data(), s.size()) >= 0; };
+    if (!line_drawn || say(clear)) say(line);
+    ::_exit(exit_interrupted);
+}
+
 [[noreturn]] void refuse_output_of_input() {
     throw output_refused(fmt::format("-o {} is also an input of this command; choose another file",
                                      ffn_trace::escape(output_path)));
@@ -104,7 +134,7 @@ std::FILE* open_output() {
     if (fd < 0) cannot_write(errno);
     temporary = name;
     std::memcpy(temporary_name, name.c_str(), name.size() + 1);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, remove_temporary_and_die);
+    for (int s : {SIGTERM, SIGHUP}) std::signal(s, remove_temporary_and_die);
     // The mode a new file would have had, or the old file's.
     mode_t mode = 0;
     if (exists) {
@@ -132,6 +162,78 @@ std::FILE* output() {
 }
 
 }  // namespace
+
+void handle_interrupts() {
+    struct sigaction old {};
+    if (::sigaction(SIGINT, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    struct sigaction now {};
+    now.sa_handler = on_interrupt;
+    sigemptyset(&now.sa_mask);
+    ::sigaction(SIGINT, &now, nullptr);
+}
+
+bool interrupted() { return interrupts != 0; }
+
+int report_interrupted() {
+    discard_output();
+    clear_progress_line();
+    std::fputs("error: interrupted (Ctrl-C); nothing was written\n", stderr);
+    return exit_interrupted;
+}
+
+namespace {
+
+// "about 40 s left", "about 3 min left", once there is a step to go by.
+std::string time_left(double elapsed, std::size_t done, std::size_t total) {
+    if (done == 0 || elapsed < 1) return "";
+    const double left = elapsed * static_cast<double>(total - done) / static_cast<double>(done);
+    if (left < 60) return fmt::format(", about {:.0f} s left", std::max(1.0, left));
+    if (left < 3600) return fmt::format(", about {:.0f} min left", left / 60);
+    return fmt::format(", about {:.1f} h left", left / 3600);
+}
+
+}  // namespace
+
+watch::watch() { watching = 1; }
+
+watch::~watch() {
+    watching = 0;
+    clear_progress_line();
+}
+
+ffn_trace::progress watch::reporter() const {
+    using clock = std::chrono::steady_clock;
+    struct state {
+        bool terminal = ::isatty(STDERR_FILENO) == 1;
+        clock::time_point started = clock::now(), drawn;
+        std::string stage;
+    };
+    auto s = std::make_shared<state>();
+    return [s](std::string_view what, std::size_t done, std::size_t total) {
+        if (!s->terminal) return !interrupted();
+        const auto now = clock::now();
+        if (what != s->stage) {  // a new stage: its own clock
+            s->stage = std::string(what);
+            s->started = now;
+        }
+        if (done >= total) {
+            clear_progress_line();
+            return !interrupted();
+        }
+        // From half a second on, and at most five times a second: a quick run draws nothing.
+        if (now - s->started < std::chrono::milliseconds(500) || (line_drawn && now - s->drawn < std::chrono::milliseconds(200)))
+            return !interrupted();
+        s->drawn = now;
+        const double elapsed = std::chrono::duration<double>(now - s->started).count();
+        const std::string line = fmt::format("\r\033[K{}: {} of {} ({:.0f}%){}", what, ffn_trace::with_separators(done), ffn_trace::with_separators(total),
+                                             100.0 * static_cast<double>(done) / static_cast<double>(total),
+                                             time_left(elapsed, done, total));
+        std::fputs(line.c_str(), stderr);
+        std::fflush(stderr);
+        line_drawn = 1;
+        return !interrupted();
+    };
+}
 
 void discard_output() {
     if (temporary.empty()) return;
@@ -163,6 +265,10 @@ void write_stdout(std::string_view text) {
 }
 
 void print_json(std::string_view json, bool ascii) { write_stdout(ascii ? ffn_trace::json_ascii(json) : json); }
+
+ffn_trace::text_sink json_sink(bool ascii) {
+    return [ascii](std::string_view piece) { print_json(piece, ascii); };
+}
 
 int finish_output(int status) {
     errno = 0;

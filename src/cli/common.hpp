@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/compare.hpp"
@@ -18,6 +19,7 @@
 #include "ffn_trace/example.hpp"
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/moe.hpp"
+#include "ffn_trace/progress.hpp"
 #include "ffn_trace/render_text.hpp"
 #include "ffn_trace/tracing.hpp"
 
@@ -26,9 +28,38 @@ namespace cli {
 constexpr int exit_ok = 0;
 constexpr int exit_claims_failed = 1;
 constexpr int exit_bad_input = 2;
+constexpr int exit_interrupted = 130;  // 128 + SIGINT, as a shell reports a command Ctrl-C ended
 
 // Prints one line "error: ..." on stderr and returns exit_bad_input.
 int report(const ffn_trace::error& e);
+
+// Ctrl-C (SIGINT) ends the program with one line on stderr and exit_interrupted, the -o file's
+// temporary removed: at once, or, while a `watch` is alive, at the next step of the loop it
+// watches, which stops (report_progress), so that nothing half made is written; a second Ctrl-C
+// ends it at once. A SIGINT ignored when the program started (a background job) stays ignored.
+void handle_interrupts();
+bool interrupted();
+// The interrupted run's end: the output discarded, the one line, exit_interrupted.
+int report_interrupted();
+
+// Long work watched: while it lives, Ctrl-C asks the work to stop, and `reporter()`, the library's
+// progress watcher, draws a line on stderr when stderr is a terminal ("reading the corpus through
+// the model: 1,200 of 4,000 texts (30%), about 2 min left"), at most five times a second, from
+// half a second on, cleared when the work is done; on anything else it draws nothing.
+class watch {
+public:
+    watch();
+    ~watch();
+    watch(const watch&) = delete;
+    watch& operator=(const watch&) = delete;
+    ffn_trace::progress reporter() const;
+};
+// `work(reporter)` run under a watch, which ends with it: the output written after is not held up by Ctrl-C.
+template <class Work>
+auto watched(Work work) {
+    const watch w;
+    return work(w.reporter());
+}
 
 // What the program is doing, for the one line printed when memory runs out.
 struct activity {
@@ -61,6 +92,8 @@ struct output_refused : std::runtime_error {
 };
 // A JSON view on stdout; with --ascii every non-ASCII character is a \u escape.
 void print_json(std::string_view json, bool ascii);
+// The same as a sink, for a JSON view written a piece at a time.
+ffn_trace::text_sink json_sink(bool ascii);
 // The same for an error thrown while writing (fmt::print throws std::system_error).
 int write_failed(int error_number);
 
@@ -136,12 +169,14 @@ void add_walkthrough_options(CLI::App& sub, walkthrough_flags& flags);
 ffn_trace::text_options walkthrough_options(const walkthrough_flags& flags);
 // Text, Markdown or HTML, as --format asked (json is rendered apart).
 ffn_trace::text_format text_format(const walkthrough_flags& flags);
-// The view --format asks for, on stdout: `json()`'s text (every non-ASCII character escaped with
-// --ascii), or `render(options, format, sink)` as text (coloured as --color says), Markdown or a page.
+// The view --format asks for, on stdout: `json()`'s text, or the text `json(sink)` writes a piece
+// at a time (every non-ASCII character escaped with --ascii), or `render(options, format, sink)`
+// as text (coloured as --color says), Markdown or a page.
 template <class Json, class Render>
 int print_view(const std::string& format, const std::string& color, bool ascii, std::size_t width, Json json, Render render) {
     if (format == "json") {
-        print_json(json(), ascii);
+        if constexpr (std::is_invocable_v<Json, const ffn_trace::text_sink&>) json(json_sink(ascii));
+        else print_json(json(), ascii);
         return exit_ok;
     }
     ffn_trace::text_options t;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "common.hpp"
 #include "ffn_trace/checkpoint.hpp"
@@ -145,6 +146,11 @@ int run_edit(const edit_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
+    // Watched from the edit to the check of the folder written: Ctrl-C stops the edit's loops, and
+    // a folder finished after it is removed.
+    std::optional<watch> watching;
+    watching.emplace();
+    r.watcher = watching->reporter();
     set_activity({"editing the layer", "the corpus, or use a smaller model"});
     auto t = edit_layer(*model, *tok, r, corpus->second, corpus->first);
     if (!t) return refuse(t.err());
@@ -155,11 +161,13 @@ int run_edit(const edit_options& o) {
     auto written = write_edited_checkpoint(model->source(), o.checkpoint, o.output, t->tensor, *values, as);
     if (!written) return refuse(written.err());
     t->written_as = as;
-    if (auto e = check_written(written->directory, *tok, *t)) {
+    auto e = check_written(written->directory, *tok, *t);
+    if (e || interrupted()) {
         std::error_code ec;
         std::filesystem::remove_all(written->directory, ec);  // a checkpoint that cannot be read back is not left behind
-        return report(*e);
+        return e ? report(*e) : exit_interrupted;  // main says it was interrupted
     }
+    watching.reset();
 
     set_activity({"writing the output", "the prompts"});
     return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },

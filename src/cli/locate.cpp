@@ -60,11 +60,16 @@ namespace {
 // --prompts: every line traced as --prompt would be, one report or a JSON list.
 int locate_prompts(const locate_options& o, const ffn_trace::locate_request& each) {
     using namespace ffn_trace;
-    auto runs = trace_locate_prompts({each, o.prompts});
+    auto runs = watched([&](const progress& watcher) {
+        locate_request r = each;
+        r.watcher = watcher;
+        r.options.watcher = watcher;
+        return trace_locate_prompts({r, o.prompts});
+    });
     if (!runs) return report(with_option_names(runs.err()));
     warn_skipped(runs->skipped, runs->file);
     set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
-    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_locate_prompts_json(*runs); },
+    return print_view(o.format, o.color, o.ascii, o.width, [&](const text_sink& out) { render_locate_prompts_json(*runs, out); },
                       [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate_prompts(*runs, t, f, out); });
 }
 
@@ -93,10 +98,13 @@ int run_locate(const locate_options& o) {
         else set_activity({"tracing the model", "--samples, or use a shorter prompt"});
     };
     if (!o.prompts.empty()) return locate_prompts(o, r);
-    auto located = trace_locate(r);
+    auto located = watched([&](const progress& watcher) {
+        r.options.watcher = watcher;
+        return trace_locate(r);
+    });
     if (!located) return report(with_option_names(located.err()));
     set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
-    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_locate_json(*located); },
+    return print_view(o.format, o.color, o.ascii, o.width, [&](const text_sink& out) { render_locate_json(*located, out); },
                       [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate(*located, t, f, out); });
 }
 

@@ -149,9 +149,12 @@ void hold_closed_standard_streams() {
 int main(int argc, char** argv) {
     restart_on_one_thread_under_a_tight_cap(argv);
     hold_closed_standard_streams();
+    cli::handle_interrupts();
     // Whatever happens, one line on stderr and exit status 2, never an abort.
     try {
-        return cli::finish_output(parse_and_run(argc, argv));
+        const int status = parse_and_run(argc, argv);
+        if (cli::interrupted()) return cli::report_interrupted();
+        return cli::finish_output(status);
     } catch (const std::bad_alloc&) {
         return out_of_memory_exit();
     } catch (const std::length_error&) {  // a size past what a string or vector can hold

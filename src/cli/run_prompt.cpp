@@ -68,13 +68,17 @@ int run_checkpoint_prompt(const run_options& o) {
         else render_layers(*t, text_opts, text_format(o.walkthrough), write_stdout);
         return exit_ok;
     }
-    auto p = trace_prompt(r);
+    auto p = watched([&](const progress& watcher) {
+        prompt_request watched_request = r;
+        watched_request.watcher = watcher;
+        return trace_prompt(watched_request);
+    });
     if (!p) return report(with_option_names(p.err()));
     if (auto e = check_tokens(p->ex, o.walkthrough.tokens)) return report(*e);
     set_activity({"writing the output", "--detail summary"});
     if (o.walkthrough.format == "json") {
         // A piece at a time, each of whole elements, so that --ascii may escape each on its own.
-        render_prompt_json(*p, [&](std::string_view piece) { print_json(piece, o.walkthrough.ascii); });
+        render_prompt_json(*p, json_sink(o.walkthrough.ascii));
         return exit_ok;
     }
     render_prompt(*p, text_opts, text_format(o.walkthrough), write_stdout);

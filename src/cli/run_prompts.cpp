@@ -24,7 +24,10 @@ int run_checkpoint_prompts(const run_options& o) {
     share_products_among_cores();  // the weights are streamed from the file
     auto each = prompt_request_of(o);
     if (!each) return report(each.err());
-    auto runs = trace_prompts({*each, o.checkpoint.prompts});
+    auto runs = watched([&](const progress& watcher) {
+        each->watcher = watcher;
+        return trace_prompts({*each, o.checkpoint.prompts});
+    });
     if (!runs) return report(with_option_names(runs.err()));
     for (const auto& run : runs->runs)
         if (auto e = check_tokens(run.trace.ex, o.walkthrough.tokens)) {
@@ -34,7 +37,7 @@ int run_checkpoint_prompts(const run_options& o) {
     warn_skipped(runs->skipped, runs->file);
     set_activity({"writing the output", "--detail summary"});
     if (o.walkthrough.format == "json") {
-        print_json(render_prompts_json(*runs), o.walkthrough.ascii);
+        render_prompts_json(*runs, json_sink(o.walkthrough.ascii));
         return exit_ok;
     }
     render_prompts(*runs, walkthrough_options(o.walkthrough), text_format(o.walkthrough), write_stdout);

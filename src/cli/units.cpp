@@ -3,6 +3,7 @@
 // --suppresses), the units whose value vectors push that token most, over every layer.
 #include "units.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -33,7 +34,8 @@ void setup_units(CLI::App& app, int& status) {
                                                      "list, repeatable")
                      ->delimiter(',')
                      ->type_name("UNITS");
-    sub->add_option("--top", o->top, "Contexts per unit, and tokens promoted, suppressed and matched; units found by --promotes")
+    sub->add_option("--top", o->top, "Contexts per unit, and tokens promoted, suppressed and matched; with --promotes, the "
+                                     "units found (each with at most 10 contexts and tokens)")
         ->check(whole_number(1, 1000))
         ->capture_default_str();
     sub->add_flag("--skip-first", o->skip_first, "Leave position 0 of every text out, as Neuronpedia does");
@@ -65,6 +67,11 @@ void setup_units(CLI::App& app, int& status) {
 }
 
 namespace {
+
+// The contexts and tokens of each unit a search finds, at most: --top counts the units found,
+// and as the length of each unit's lists too it made the output grow as its square (--top 1000
+// wrote 1000 units of 1000 contexts each, 220 MB of JSON).
+constexpr std::size_t lists_per_match = 10;
 
 // The skipped lines, one warning each kind on stderr: they are counted in the output too.
 void warn_skips(const ffn_trace::corpus& c) {
@@ -123,6 +130,15 @@ ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const
     return ffn_trace::read_corpus(*content, *file == "-" ? "<stdin>" : *file, tok, max_positions);
 }
 
+// read_corpus_units watched: its progress on a terminal, Ctrl-C.
+ffn_trace::outcome<ffn_trace::corpus_units> read_units(const ffn_trace::transformer& model, const ffn_trace::tokenizer& tok,
+                                                       const ffn_trace::corpus& c, ffn_trace::units_options uo) {
+    return watched([&](const ffn_trace::progress& watcher) {
+        uo.watcher = watcher;
+        return ffn_trace::read_corpus_units(model, tok, c, uo);
+    });
+}
+
 }  // namespace
 
 int run_units(const units_options& o) {
@@ -178,13 +194,14 @@ int run_units(const units_options& o) {
         auto matches = search_value_vectors(*model, *id, o.promotes.empty(), layers, o.top);
         if (!matches) return report(as_options(matches.err(), option));
         for (const auto& m : *matches) uo.units.push_back(m.unit);
-        auto u = read_corpus_units(*model, *tok, *c, uo);
+        uo.top = std::min(o.top, lists_per_match);
+        auto u = read_units(*model, *tok, *c, uo);
         if (!u) return report(as_options(u.err()));
         warn_skips(*c);
         unit_search s{{*id, 0}, tok->display(*id), o.promotes.empty(), std::move(*matches)};
         set_activity({"writing the output", "--top"});
         if (o.format == "json") {
-            print_json(render_unit_search_json(s, *u, *c, view), o.ascii);
+            render_unit_search_json(s, *u, *c, view, json_sink(o.ascii));
             return exit_ok;
         }
         render_unit_search(s, *u, *c, view, text, format, write_stdout);
@@ -192,12 +209,12 @@ int run_units(const units_options& o) {
     }
 
     uo.units = std::move(wanted);
-    auto u = read_corpus_units(*model, *tok, *c, uo);
+    auto u = read_units(*model, *tok, *c, uo);
     if (!u) return report(as_options(u.err()));
     warn_skips(*c);
     set_activity({"writing the output", "--unit"});
     if (o.format == "json") {
-        print_json(render_units_json(*u, *c, view), o.ascii);
+        render_units_json(*u, *c, view, json_sink(o.ascii));
         return exit_ok;
     }
     render_units(*u, *c, view, text, format, write_stdout);

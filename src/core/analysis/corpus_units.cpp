@@ -249,12 +249,14 @@ public:
         // Many small products in a row, a text's at a time: the matrix library's threads would spend
         // longer waking each other than multiplying.
         const matrix_library_on_one_thread one_thread;
+        constexpr std::string_view what = "reading the corpus through the model";
         for (std::size_t ti = 0; ti < c_.texts.size(); ++ti) {
+            if (auto e = report_progress(o_.watcher, what, ti, c_.texts.size())) return e;
             for (const auto& layers : runs)
                 if (auto e = read_text(ti, layers)) return e;
             seen_ += c_.texts[ti].ids.size() - std::min(start(), c_.texts[ti].ids.size());
         }
-        return std::nullopt;
+        return report_progress(o_.watcher, what, c_.texts.size(), c_.texts.size());
     }
 
     std::vector<accumulator> acc;

@@ -301,7 +301,7 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
 // C = (1/n) Σ k kᵀ (d_ff, d_ff) over every token of the corpus at the layer's mlp_post (an
 // expert's: over the tokens routed to it), one text's keys K (tokens, d_ff) at a time: C += KᵀK.
 outcome<matrix> second_moment(const transformer& model, const tokenizer& tok, std::string_view text, const std::string& file,
-                              edit_trace& t) {
+                              const progress& watcher, edit_trace& t) {
     auto c = read_corpus(text, file, tok, model.max_positions());
     if (!c) return c.err();
     matrix moment(t.d_ff, t.d_ff);
@@ -309,8 +309,10 @@ outcome<matrix> second_moment(const transformer& model, const tokenizer& tok, st
     hook_request q = part_request(part);
     q.last_layer = t.layer;
     const matrix_library_on_one_thread one_thread;
-    for (const auto& line : c->texts) {
-        auto run = model.run_with_hooks(line.ids, q);
+    constexpr std::string_view what = "taking C over the corpus";
+    for (std::size_t ti = 0; ti < c->texts.size(); ++ti) {
+        if (auto e = report_progress(watcher, what, ti, c->texts.size())) return *e;
+        auto run = model.run_with_hooks(c->texts[ti].ids, q);
         if (!run) return run.err();
         layer_run keys;
         read_part(part, *run, keys);
@@ -322,6 +324,7 @@ outcome<matrix> second_moment(const transformer& model, const tokenizer& tok, st
         for (std::size_t i = 0; i < kk.data.size(); ++i) moment.data[i] += kk.data[i];
         t.corpus_tokens += k.rows;
     }
+    if (auto e = report_progress(watcher, what, c->texts.size(), c->texts.size())) return *e;
     t.corpus_texts = c->texts.size();
     for (double& v : moment.data) v /= static_cast<double>(t.corpus_tokens);
     t.moment_diagonal.resize(t.d_ff);
@@ -442,7 +445,7 @@ logits_loss kl_loss(const vec& log_p0, double weight) {
 // recorded; it stops below stop_below or after max_steps passes, the last without a step; after
 // each step ‖δ‖ is clamped to clamp · ‖v₀‖.
 std::optional<error> optimise_value(const transformer& model, const std::vector<layer_run>& runs, const layer_run& kl_run,
-                                    std::size_t kl_position, edit_trace& t) {
+                                    std::size_t kl_position, const progress& watcher, edit_trace& t) {
     const edit_schedule& s = t.schedule;
     const std::size_t d = t.d_model, m = runs.size();
     const vec log_p0 = log_softmax(kl_run.logits);
@@ -452,7 +455,9 @@ std::optional<error> optimise_value(const transformer& model, const std::vector<
     for (std::size_t i = 0; i < m; ++i) prompts.push_back({&runs[i], t.contexts[i].position, target_loss(t.target_id, m, probs[i])});
     prompts.push_back({&kl_run, kl_position, kl_loss(log_p0, s.kl_weight)});
     vec delta(d, 0.0), first(d, 0.0), second(d, 0.0);
+    constexpr std::string_view what = "finding the new value by gradient descent";
     for (std::size_t pass = 0; pass < s.max_steps; ++pass) {
+        if (auto e = report_progress(watcher, what, pass, s.max_steps)) return e;
         vec grad(d, 0.0);
         edit_step step;
         for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -480,7 +485,7 @@ std::optional<error> optimise_value(const transformer& model, const std::vector<
             for (double& x : delta) x *= most / size;
     }
     t.delta = delta;
-    return std::nullopt;
+    return report_progress(watcher, what, s.max_steps, s.max_steps);
 }
 
 // Λ = (v* − W2ᵀk*) / (k*ᵀu), and the check: W2' = W2 + uΛᵀ formed entry by entry, k*ᵀW2' against v*.
@@ -572,7 +577,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
 
     std::vector<layer_run> runs;
     if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
-    auto moment = second_moment(model, tok, corpus_text, corpus_file, t);
+    auto moment = second_moment(model, tok, corpus_text, corpus_file, r.watcher, t);
     if (!moment) return moment.err();
     if (auto e = solve_u(*moment, r, corpus_file, t)) return *e;
 
@@ -589,7 +594,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
         if (!found) return found.err();
         kl_position = found->back();
     }
-    if (auto e = optimise_value(model, runs, *kl_run, kl_position, t)) return *e;
+    if (auto e = optimise_value(model, runs, *kl_run, kl_position, r.watcher, t)) return *e;
     insert(w2, t);
     if (auto e = evaluate_all(model, tok, r, corpus_text, t)) return *e;
     return t;

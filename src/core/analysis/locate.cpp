@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <iterator>
 #include <limits>
 #include <numbers>
 #include <span>
@@ -408,13 +409,15 @@ std::optional<error> check_noise(const clean_run& clean, const locate_trace& r) 
                                           r.scale, format_short(most, 2), format_short(3 * r.sigma, 4))};
 }
 
+constexpr std::string_view restoring = "restoring each layer and token in the corrupted runs";
+
 // One grid: each layer and token restored in turn, the mean over the samples. A token before the
 // subject's first is the same in the clean and every corrupted run (the causal mask hides the
 // noise from it), so restoring it gives back the corrupted runs themselves: their P, without
 // running them again (and without the rounding by which a batch's products differ from the
-// clean run's).
+// clean run's). `done` counts the cells of every grid filled so far, for the watcher.
 std::optional<error> fill_grid(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
-                               locate_trace& r) {
+                               const progress& watcher, std::size_t& done, locate_trace& r) {
     const std::size_t L = r.n_layers, T = r.prompt.ids.size();
     const std::size_t first = *std::min_element(r.subject_positions.begin(), r.subject_positions.end());
     locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
@@ -423,6 +426,7 @@ std::optional<error> fill_grid(const transformer& model, const clean_run& clean,
     for (std::size_t l = 0; l < L; ++l) {
         const layer_span span = restore_window(l, r.window, L);
         for (std::size_t t = 0; t < T; ++t) {
+            if (auto e = report_progress(watcher, restoring, done++, std::size(every_restore) * L * T)) return e;
             auto p = t < first ? outcome<double>(r.corrupted_prob) : restored_runs(model, clean, runs, what, span, t, r.target_id);
             if (!p) return p.err();
             g.prob(l, t) = *p;
@@ -474,8 +478,10 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     if (!corrupted) return corrupted.err();
     r.corrupted_prob = mean_of(*corrupted);
     r.prompt = std::move(prompt);
+    std::size_t done = 0;
     for (restored what : every_restore)
-        if (auto e = fill_grid(model, *clean, runs, what, r)) return *e;
+        if (auto e = fill_grid(model, *clean, runs, what, options.watcher, done, r)) return *e;
+    if (auto e = report_progress(options.watcher, restoring, done, done)) return *e;
     return r;
 }
 

@@ -113,7 +113,7 @@ void add_unit(const hooked_run& run, const unit_ref& u, double& sum, std::size_t
 }  // namespace
 
 outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, std::size_t layer, std::string_view content,
-                                const std::string& file, std::vector<unit_intervention>& interventions) {
+                                const std::string& file, std::vector<unit_intervention>& interventions, const progress& watcher) {
     auto c = read_corpus(content, file, tok, model.max_positions());
     if (!c) return c.err();
     std::vector<double> sums(interventions.size());
@@ -121,12 +121,15 @@ outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, 
     hook_request request;
     request.trace_layer = layer;
     request.last_layer = layer;
-    for (const corpus_text& t : c->texts) {
-        auto run = model.run_with_hooks(t.ids, request);
+    constexpr std::string_view what = "taking the units' means over the corpus";
+    for (std::size_t i = 0; i < c->texts.size(); ++i) {
+        if (auto e = report_progress(watcher, what, i, c->texts.size())) return *e;
+        auto run = model.run_with_hooks(c->texts[i].ids, request);
         if (!run) return run.err();
         for (std::size_t k = 0; k < interventions.size(); ++k)
             if (interventions[k].what == unit_intervention::kind::mean) add_unit(*run, interventions[k].unit, sums[k], counts[k]);
     }
+    if (auto e = report_progress(watcher, what, c->texts.size(), c->texts.size())) return *e;
     for (std::size_t k = 0; k < interventions.size(); ++k) {
         unit_intervention& iv = interventions[k];
         if (iv.what != unit_intervention::kind::mean) continue;

@@ -47,7 +47,7 @@ outcome<corpus_mean> means_of(const prompt_request& r, const transformer& model,
     const std::string& file = *found;
     auto content = detail::read_file(file, file == "-" ? "<stdin>" : file, r.max_file_size, {"a text file"});
     if (!content) return content.err();
-    auto mean = take_means(model, tok, options.layer, *content, file, options.interventions);
+    auto mean = take_means(model, tok, options.layer, *content, file, options.interventions, r.watcher);
     if (!mean) return mean.err();
     // A file beside the model is named alone: its folder is the checkpoint's, said already.
     if (r.corpus.empty()) mean->file = "corpus.txt";

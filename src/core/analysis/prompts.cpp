@@ -72,7 +72,10 @@ outcome<prompt_runs<Trace>> run_lines(const prompt_source& source, const std::st
     if (!opened) return opened.err();
     const transformer& model = opened->model;
     r.skipped.max_positions = model.max_positions();
-    for (auto& line : *lines) {
+    constexpr std::string_view what = "running the prompts";
+    for (std::size_t i = 0; i < lines->size(); ++i) {
+        if (auto e = report_progress(source.watcher, what, i, lines->size())) return *e;
+        prompt_line& line = (*lines)[i];
         auto prompt = tokenize_prompt(opened->tok, line.text);
         if (!prompt) return on_line(prompt.err(), r.file, line.line);
         if (prompt->ids.size() > model.max_positions()) {
@@ -83,6 +86,7 @@ outcome<prompt_runs<Trace>> run_lines(const prompt_source& source, const std::st
         if (!trace) return on_line(trace.err(), r.file, line.line);
         r.runs.push_back({line.line, std::move(*trace)});
     }
+    if (auto e = report_progress(source.watcher, what, lines->size(), lines->size())) return *e;
     if (r.runs.empty())
         return error{r.file, "", fmt::format("the file has no prompt to run: of its {}, {} blank and {} longer than the "
                                              "model's {} positions",

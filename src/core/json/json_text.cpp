@@ -123,4 +123,44 @@ std::string json_text(const nlohmann::ordered_json& j) {
     return out;
 }
 
+namespace {
+
+// `j` as json_text writes it at `indent`, after `before`, handed to `sink` in pieces.
+void write_at(const json& j, int indent, std::string before, const text_sink& sink) {
+    scalar_writer scalar(nlohmann::detail::output_adapter<char, std::string>(before), ' ', nlohmann::json::error_handler_t::replace);
+    write(before, scalar, j, indent, &sink);
+    sink(before);
+}
+
+}  // namespace
+
+json_object_writer::json_object_writer(const text_sink& sink) : sink_(sink) { sink_("{\n"); }
+
+void json_object_writer::key(std::string_view k) {
+    std::string out = first_ ? "  " : ",\n  ";
+    first_ = false;
+    scalar_writer scalar(nlohmann::detail::output_adapter<char, std::string>(out), ' ', nlohmann::json::error_handler_t::replace);
+    scalar.dump(json(k), false, false, 0);
+    out += ": ";
+    sink_(out);
+}
+
+void json_object_writer::member(std::string_view k, const json& value) {
+    key(k);
+    write_at(value, 2, "", sink_);
+}
+
+void json_object_writer::array_member(std::string_view k, std::size_t n, const std::function<json(std::size_t)>& element) {
+    key(k);
+    if (n == 0) return sink_("[]");
+    sink_("[\n");
+    for (std::size_t i = 0; i < n; ++i) {
+        write_at(element(i), 4, "    ", sink_);
+        sink_(i + 1 < n ? ",\n" : "\n");
+    }
+    sink_("  ]");
+}
+
+void json_object_writer::end() { sink_(first_ ? "}\n" : "\n}\n"); }
+
 }  // namespace ffn_trace

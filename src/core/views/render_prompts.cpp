@@ -157,16 +157,18 @@ void build_locate_prompts(const prompt_runs<locate_trace>& r, const text_options
     b.sections(out, build_locate);
 }
 
-// The single-prompt objects as a list, each exactly as it is alone.
+// The single-prompt objects as a list, each exactly as it is alone, handed to `sink` a prompt at
+// a time: the list of a long file of prompts is never held whole.
 template <class Trace, class Json>
-std::string json_list(const prompt_runs<Trace>& r, Json json) {
-    std::string out = "[\n";
+void json_list(const prompt_runs<Trace>& r, Json json, const text_sink& sink) {
+    sink("[\n");
     for (std::size_t i = 0; i < r.runs.size(); ++i) {
         std::string one = json(r.runs[i].trace);
         if (!one.empty() && one.back() == '\n') one.pop_back();
-        out += one + (i + 1 < r.runs.size() ? ",\n" : "\n");
+        sink(one);
+        sink(i + 1 < r.runs.size() ? ",\n" : "\n");
     }
-    return out + "]\n";
+    sink("]\n");
 }
 
 }  // namespace
@@ -185,12 +187,20 @@ void render_locate_prompts(const prompt_runs<locate_trace>& runs, const text_opt
                        [&](const detail::block_sink& sink) { detail::build_locate_prompts(runs, options, page.html, sink); });
 }
 
+void render_prompts_json(const prompt_runs<prompt_trace>& runs, const text_sink& sink) {
+    detail::json_list(runs, [](const prompt_trace& p) { return render_prompt_json(p); }, sink);
+}
+
+void render_locate_prompts_json(const prompt_runs<locate_trace>& runs, const text_sink& sink) {
+    detail::json_list(runs, [](const locate_trace& t) { return render_locate_json(t); }, sink);
+}
+
 std::string render_prompts_json(const prompt_runs<prompt_trace>& runs) {
-    return detail::json_list(runs, [](const prompt_trace& p) { return render_prompt_json(p); });
+    return detail::collected([&](const text_sink& sink) { render_prompts_json(runs, sink); });
 }
 
 std::string render_locate_prompts_json(const prompt_runs<locate_trace>& runs) {
-    return detail::json_list(runs, render_locate_json);
+    return detail::collected([&](const text_sink& sink) { render_locate_prompts_json(runs, sink); });
 }
 
 }  // namespace ffn_trace

@@ -444,27 +444,29 @@ json quantile_method(const corpus_units& u) {
 
 }  // namespace
 
-std::string render_units_json(const corpus_units& u, const corpus& c, const units_view& view) {
-    json out;
-    out["layer"] = u.units.empty() ? 0 : u.units.front().unit.layer;
-    out["checkpoint"] = u.origin;
-    out["arch"] = u.arch;
-    out["corpus"] = corpus_json(u, c, view);
-    out["quantile_method"] = quantile_method(u);
-    json units = json::array();
-    for (const auto& r : u.units) units.push_back(unit_json(r, u, c));
-    out["units"] = std::move(units);
-    return json_text(out) + "\n";
+void render_units_json(const corpus_units& u, const corpus& c, const units_view& view, const text_sink& sink) {
+    json_object_writer out(sink);
+    out.member("layer", u.units.empty() ? 0 : u.units.front().unit.layer);
+    out.member("checkpoint", u.origin);
+    out.member("arch", u.arch);
+    out.member("corpus", corpus_json(u, c, view));
+    out.member("quantile_method", quantile_method(u));
+    out.array_member("units", u.units.size(), [&](std::size_t k) { return unit_json(u.units[k], u, c); });
+    out.end();
 }
 
-std::string render_unit_search_json(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view) {
-    json out;
-    out["token"] = {{"id", s.token.id}, {"token", s.text}};
-    out["direction"] = s.suppress ? "suppresses" : "promotes";
-    out["checkpoint"] = u.origin;
-    out["corpus"] = corpus_json(u, c, view);
-    json units = json::array();
-    for (std::size_t k = 0; k < s.matches.size(); ++k) {
+std::string render_units_json(const corpus_units& u, const corpus& c, const units_view& view) {
+    return detail::collected([&](const text_sink& sink) { render_units_json(u, c, view, sink); });
+}
+
+void render_unit_search_json(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view,
+                             const text_sink& sink) {
+    json_object_writer out(sink);
+    out.member("token", {{"id", s.token.id}, {"token", s.text}});
+    out.member("direction", s.suppress ? "suppresses" : "promotes");
+    out.member("checkpoint", u.origin);
+    out.member("corpus", corpus_json(u, c, view));
+    out.array_member("units", s.matches.size(), [&](std::size_t k) {
         const auto& m = s.matches[k];
         json e;
         e["layer"] = m.unit.layer;
@@ -476,10 +478,13 @@ std::string render_unit_search_json(const unit_search& s, const corpus_units& u,
             for (const auto& ctx : u.units[k].top) top.push_back(context_json(ctx, c));
             e["max_activating"] = std::move(top);
         }
-        units.push_back(std::move(e));
-    }
-    out["units"] = std::move(units);
-    return json_text(out) + "\n";
+        return e;
+    });
+    out.end();
+}
+
+std::string render_unit_search_json(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view) {
+    return detail::collected([&](const text_sink& sink) { render_unit_search_json(s, u, c, view, sink); });
 }
 
 }  // namespace ffn_trace
