@@ -46,6 +46,10 @@ cli_test("run names a JSON Schema for what it is" 2 EMPTY
 # usage and input errors: one line on stderr, exit 2, nothing on stdout
 cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
 cli_test("an unknown subcommand is a usage error" 2 EMPTY "^error: " -- ${FT} trace x.json)
+cli_test("an unknown subcommand's error points at the program's help" 2 EMPTY "^error: .*\; see ffn-trace --help$" -- ${FT} trace x.json)
+cli_test("a missing required option points at its subcommand's help" 2 EMPTY "^error: --layer is required\; see ffn-trace edit --help$"
+  -- ${FT} edit --checkpoint x --prompt p --subject s)
+cli_test("an empty list item points at its subcommand's help" 2 EMPTY "\; see ffn-trace gelu-table --help$" -- ${FT} gelu-table --at 1,,2)
 cli_test("run without a file is a usage error" 2 EMPTY "^error: give an example file, or --checkpoint" -- ${FT} run)
 cli_test("an unknown format is a usage error" 2 EMPTY "^error: --format" -- ${FT} run ${DATA}/walkthrough.json --format xml)
 cli_test("a missing file is an input error" 2 EMPTY "^error: .*nope.json: cannot open the file: No such file" -- ${FT} run nope.json)
@@ -192,7 +196,7 @@ cli_test("a file name holding a newline is echoed escaped" 2 EMPTY "^error: .*no
   -- ${FT} run "${INPUTS}/no\nsuch.json")
 cli_test("a file name holding a forged error line stays one line" 2 EMPTY "^error: .*x[\\]t[\\]nerror: forged: cannot open the file"
   -- ${FT} check "${INPUTS}/x\t\nerror: forged")
-cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace --help$"
+cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace run --help$"
   -- ${FT} run ${DATA}/walkthrough.json yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy)
 
 # Options that take a count, a size or an index: decimal digits only, range-checked, the option named
@@ -214,7 +218,7 @@ cli_test("params --d-model refuses 2^64" 2 EMPTY "^error: --d-model: ${WHOLE} 1 
 cli_test("params --d-model refuses an exponent" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"1e3\"" -- ${FT} params --d-model 1e3)
 cli_test("params --experts refuses a sign" 2 EMPTY "^error: --experts: ${WHOLE} 1 to .*got \"\\+8\"" -- ${FT} params --d-model 64 --experts +8)
 cli_test("--max-file-size refuses -1 without a 309-digit range" 2 EMPTY
-  "^error: --max-file-size: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"\; see ffn-trace --help$"
+  "^error: --max-file-size: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"\; see ffn-trace run --help$"
   -- ${FT} run ${DATA}/walkthrough.json --max-file-size -1)
 cli_test("--max-file-size refuses 0" 2 EMPTY "^error: --max-file-size: ${WHOLE} 1 to .*got \"0\"" -- ${FT} check ${DATA}/walkthrough.json --max-file-size 0)
 cli_test("--precision refuses octal-looking 010" 2 EMPTY "^error: --precision: ${WHOLE} 0 to 17 in decimal digits, got \"010\"" -- ${FT} run ${DATA}/walkthrough.json --precision 010)
@@ -1020,7 +1024,7 @@ cli_test("locate: --noise nan is refused" 2 EMPTY "^error: --noise: expected a f
   -- ${LOCATE} --subject France --noise nan)
 cli_test("locate: --noise inf is refused" 2 EMPTY "^error: --noise: expected a finite number, got inf$"
   -- ${LOCATE} --subject France --noise inf)
-cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: Could not convert: --noise = lots\; see ffn-trace --help$"
+cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: Could not convert: --noise = lots\; see ffn-trace locate --help$"
   -- ${LOCATE} --subject France --noise lots)
 cli_test("locate: --window 0 is refused" 2 EMPTY "^error: --window: a window of 0 layers restores nothing\; give 1 or more$"
   -- ${LOCATE} --subject France --window 0)
