@@ -635,6 +635,13 @@ cli_test("the vocabulary view's promotes lists no negative score" 0 "!promotes( 
 cli_test("the vocabulary view's suppresses lists no positive score" 0 "!suppresses( \"[^\"]*\" -[0-9][0-9.e+-]*,)* \"[^\"]*\" [0-9]" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
 # The tiny GPT-2's vocab.json gives id 0 to "!" and id 2 to "Paris".
+# One minus in a table: a row named "x₂ − x₁" beside "-1.0000" writes its minus as the numbers do.
+cli_test("a table writes the minus of its names as its numbers write theirs" 0
+  "W2 +\\[0\\] +\\[1\\] .* x₂ - x₁ +2\\.0000 +-1\\.0000 .*unit 3 \\(x₂ - x₁\\) +1\\.0000 +-1\\.0000"
+  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --set "weights.W1=[[1,0,1,1],[0,1,1,-1]]" --no-residual --width 80 --color never)
+cli_test("a unit's largest terms are written at the precision of their sum" 0
+  "Unit 168 · \" is\" .*the largest terms +(\\[[0-9]+\\] \\(?-?[0-9]+\\.[0-9]{4}\\)? \\+ )+\\[[0-9]+\\] \\(?-?[0-9]+\\.[0-9]{4}\\)? … [0-9]+ more terms add "
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --prompt "The capital of France is" --layer 1 --unit 168 --width 1000 --color never)
 cli_test("run --embedding with a vocabulary names each token by its token" 0 "\"!\" \\(id 0\\): x\\[0\\] = .*\"Paris\" \\(id 2\\): x\\[1\\] =" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --embedding 0,2)
 cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"

@@ -230,7 +230,9 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
                                        : fmt::format("Unit {} · {}", e.unit, token_name(e.row))});
     block b{block_kind::lines};
     std::vector<std::string> terms;
-    for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, op(v)));
+    // Results, not operands: at the precision of the sum below them ("0.0970", not "0.097").
+    const auto result = [&](double v) { return v < 0 ? "(" + num(v) + ")" : num(v); };
+    for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, result(v)));
     const step_kind pre = pre_activation_step(l);
     const weight key = *step_weight(pre);
     b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", step_variable(pre), at(e.row, e.unit),
@@ -253,7 +255,7 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
                                       num(tr_->step(step_kind::multiply).value(t, j))));
     }
     b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
-    b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
+    b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", result(e.fired), e.unit, vector_text(e.wrote)));
     if (e.key_weight && !e.terms.empty())
         dequantization_lines(fmt::format("its largest term's weight {}[{}][{}] is stored", weight_name(key), e.terms.front().first, e.unit),
                              *e.key_weight, b.lines);
