@@ -626,7 +626,7 @@ cli_test("sweep offers no --add-token: it sweeps x, not the file's tokens" 2 EMP
 cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
   "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)
-# The vocabulary view: each token with its score v · Eᵀ; "promotes" only positive scores and
+# The vocabulary view: each token with its score W2[j] · g_t; "promotes" only positive scores and
 # "suppresses" only negative ones, so a token never appears in both lists.
 cli_test("the vocabulary view prints each token's score" 0 "unit [0-9]+ promotes \" capital\" [0-9]|unit [0-9]+ promotes \"[^\"]*\" [0-9]" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
@@ -965,11 +965,20 @@ cli_test("run --intervene UNIT=mean without a corpus beside the model says to gi
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-no_corpus)
 # Every layer in one view (--layer all).
 cli_test("run --layer all shows every layer's lens, push and units at the last token, and the lens grid" 0
-  "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*units +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
+  "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*for +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --color never)
 cli_test("run --layer all's JSON has each layer's lens, target, push and units, and the lens grid" 0
   "\"target\": \\{ \"id\": 716, \"token\": \" Paris\" \\}.*\"layers\": \\[ \\{ \"layer\": 0, \"lens_before\": \\[.*\"lens_after\": \\[.*\"target_before\": \\{ \"logit\": .*\"target_after\": .*\"push\": 8\\.71.*\"units\": \\[ \\{ \"unit\": 172, .*\"lens_grid\": \\[ \\["
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --format json)
+cli_test("run --layer all shows each layer's units that pushed against the prediction beside those that pushed for it" 0
+  "Layer 3: P\\(\" Paris\"\\) 0\\.8320 → 0\\.8493, the FFN's push -1\\.19 .* for +78 \\+0\\.11, .* against +15 -0\\.53, [0-9]+ -0\\.[0-9]+, "
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --color never --width 200)
+cli_test("run --layer all's JSON lists each layer's units against the prediction, most negative first" 0
+  "\"layer\": 3, .*\"push\": -1\\.19[0-9]*, \"units\": \\[ \\{ \"unit\": 78, .*\\], \"against\": \\[ \\{ \"unit\": 15, \"activation\": [0-9.e-]+, \"score\": -0\\.5[0-9]+ \\}"
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --format json)
+cli_test("run --layer N shows the units that pushed against the prediction after those that pushed for it" 0
+  "All 256 units together push it by 8\\.71\; the largest: .*unit 172 +1\\.5736 +\\+1\\.4030 .*The units that pushed against \" Paris\" most: unit +a_j \\(fed to W2\\) +logit of \" Paris\" unit [0-9]+ +-?[0-9.]+ +-0\\.[0-9]+ "
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --color never --width 200)
 cli_test("run --layer all as Markdown and as a page" 0 "^<!DOCTYPE html>.*The lens at every token and layer.*</html>$"
   EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --format html)
 cli_test("run --layer all without a prompt is refused" 2 EMPTY "^error: --layer: all shows every layer of a prompt's forward pass"
@@ -1204,7 +1213,7 @@ cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is require
 # model. The bad inputs: one line, exit 2, nothing on stdout; skipped lines are warned of and counted.
 set(UNITS ${INPUTS}/units)
 cli_test("units --unit shows the unit's card: its contexts, quantiles, histogram, value and key scores" 0
-  "Unit 172 of layer 0 +max +1\\.[0-9]+ .*1 +1\\.[0-9]+ +text 6, token 5 +The capital city of Senegal \\[is\\] Dakar\\. .*quantiles +activations +samples +0\\.99 – 0\\.999 .*promotes +\" F\" [0-9.]+, .*suppresses .*matches "
+  "Unit 172 of layer 0 +max +1\\.[0-9]+ .*1 +1\\.[0-9]+ +text 6, token 5 +The capital city of Senegal \\[is\\] Dakar\\. .*quantiles +activations +samples +0\\.99 – 0\\.999 .*promotes +\" F\" [0-9.]+, .*suppresses .*bare tokens "
   "^warning: .*small.txt: 2 blank lines skipped \\(lines 3, 5\\)$"
   -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 172 --width 80)
 cli_test("units without --unit is a table of every unit, sorted as asked" 0
