@@ -1263,6 +1263,15 @@ cli_test("units refuses a --layer past the last" 2 EMPTY "^error: .*--layer: lay
 cli_test("units --promotes of a word of several tokens names the pieces" 2 EMPTY
   "^error: --promotes: \"Paris\" is 2 tokens, \"P\" \\+ \"aris\"\; a value vector scores one token: give one\; \" Paris\" with its leading space is one$"
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes Paris)
+cli_test("units --promotes of a word without its space says which token it searched and names the spaced one" 0
+  "The units whose value vectors promote \"Paris\" .*\"Paris\" is token [0-9]+ \\(the word at the start of a text.*the word inside a sentence, after a space, is \" Paris\", token [0-9]+: --promotes \" Paris\" searches that one\\."
+  ANY -- ${FT} units --checkpoint ${DATA}/models/atlas --corpus ${UNITS}/small.txt --promotes Paris --top 1 --width 400)
+# A Llama-style tokenizer (Prepend "▁", <s> first) beside the whole tiny Mixtral: as text " capital"
+# would be "<s>" + "▁" + "▁capital"; the vocabulary's "▁capital" is the one token searched.
+cli_test("units --promotes finds a word the vocabulary holds as one token before tokenizing it as text" 0
+  "The units whose value vectors promote \" capital\" .*token id 4\\)"
+  ANY -- bash -c "d=\"$2/units_llama_words\"\; rm -rf \"$d\" && mkdir -p \"$d\" && ln -s \"$1\"/model.safetensors \"$1\"/config.json \"$d/\" && cp \"$3\"/llama_tokenizer.json \"$d\"/tokenizer.json && exec \"$0\" units --checkpoint \"$d\" --corpus \"$3\"/llama_corpus.txt --promotes \" capital\" --top 2 --width 400"
+     ${FT} ${MIXTRAL_WHOLE} ${CMAKE_CURRENT_BINARY_DIR} ${UNITS})
 # A copy of the model's folder without its corpus.txt (links to the other files: nothing is written through them).
 cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
   "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give --corpus FILE"

@@ -78,6 +78,20 @@ public:
     }
 
 private:
+    // Which token the word given stands for, when that is not plain: the vocabulary's token of
+    // another spelling, or a word without its leading space that has a token of its own with one.
+    void searched_note(const unit_search& s, const std::string& token) {
+        std::string note;
+        if (!s.asked.empty() && s.asked != s.text)
+            note = fmt::format("{} is searched as token {}, {}.", quote(s.asked), s.token.id, token);
+        if (s.spaced)
+            note += fmt::format("{}{} is token {} (the word at the start of a text, or after a character that is not a space); "
+                                "the word inside a sentence, after a space, is {}, token {}: --{} {} searches that one.",
+                                note.empty() ? "" : " ", token, s.token.id, show_token(s.spaced_text, false, 80), *s.spaced,
+                                s.suppress ? "suppresses" : "promotes", quote(s.spaced_text));
+        if (!note.empty()) paragraph(std::move(note));
+    }
+
     void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading(std::string text, bool folded = false) {
