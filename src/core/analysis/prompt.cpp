@@ -125,7 +125,8 @@ outcome<final_norm> final_norm_of(const checkpoint& ck) {
 }
 
 outcome<final_norm> value_norm_of(const checkpoint& ck) {
-    if (!ck.config().family->has(tensor_role::output_norm)) return final_norm{};
+    const family& f = *ck.config().family;
+    if (!f.has(tensor_role::output_norm) || ck.resolve(f.name_of(tensor_role::output_norm) + ".weight").empty()) return final_norm{};
     return final_norm_of(ck);
 }
 

@@ -73,7 +73,7 @@ std::vector<ranked_token> ranked(std::span<const double> logits, const std::vect
 // The final norm's weight γ_f and whether it is an RMSNorm, by the architecture's tensor names.
 outcome<final_norm> final_norm_of(const checkpoint& ck);
 // The final norm a value vector's scores are read through: final_norm_of, or none (γ empty) for a
-// family without one (BERT).
+// family without one (BERT) or a checkpoint of one layer that holds no final norm's weight.
 outcome<final_norm> value_norm_of(const checkpoint& ck);
 
 // σ of the final norm at one row of the stream: √(var + eps), or √(mean(x²) + eps) for RMSNorm.
