@@ -265,7 +265,7 @@ for n, layer in enumerate(got["layers"]):
     close(f"layer {n}'s push", layer["push"], push.sum())
     for name, sign in (("units", 1), ("against", -1)):
         want = [j for j in np.argsort(-sign * push, kind="stable") if sign * push[j] > 0][:3]
-        shown = [(e["unit"], e["score"]) for e in layer[name]]
+        shown = [(e["unit"], e["score"]) for e in layer.get(name, [])]
         if [j for j, _ in shown] != want:
             failures.append(f"layer {n}'s {name}: ffn-trace {[j for j, _ in shown]}, NumPy {want}")
         for j, score in shown:
