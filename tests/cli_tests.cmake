@@ -46,6 +46,10 @@ cli_test("run names a JSON Schema for what it is" 2 EMPTY
 # usage and input errors: one line on stderr, exit 2, nothing on stdout
 cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
 cli_test("an unknown subcommand is a usage error" 2 EMPTY "^error: " -- ${FT} trace x.json)
+cli_test("an unknown subcommand's error points at the program's help" 2 EMPTY "^error: .*\; see ffn-trace --help$" -- ${FT} trace x.json)
+cli_test("a missing required option points at its subcommand's help" 2 EMPTY "^error: --layer is required\; see ffn-trace edit --help$"
+  -- ${FT} edit --checkpoint x --prompt p --subject s)
+cli_test("an empty list item points at its subcommand's help" 2 EMPTY "\; see ffn-trace gelu-table --help$" -- ${FT} gelu-table --at 1,,2)
 cli_test("run without a file is a usage error" 2 EMPTY "^error: give an example file, or --checkpoint" -- ${FT} run)
 cli_test("an unknown format is a usage error" 2 EMPTY "^error: --format" -- ${FT} run ${DATA}/walkthrough.json --format xml)
 cli_test("a missing file is an input error" 2 EMPTY "^error: .*nope.json: cannot open the file: No such file" -- ${FT} run nope.json)
@@ -192,7 +196,7 @@ cli_test("a file name holding a newline is echoed escaped" 2 EMPTY "^error: .*no
   -- ${FT} run "${INPUTS}/no\nsuch.json")
 cli_test("a file name holding a forged error line stays one line" 2 EMPTY "^error: .*x[\\]t[\\]nerror: forged: cannot open the file"
   -- ${FT} check "${INPUTS}/x\t\nerror: forged")
-cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace --help$"
+cli_test("an unexpected argument of any length is cut" 2 EMPTY "^error: The following argument was not expected: y{100}.*…\; see ffn-trace run --help$"
   -- ${FT} run ${DATA}/walkthrough.json yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy)
 
 # Options that take a count, a size or an index: decimal digits only, range-checked, the option named
@@ -214,7 +218,7 @@ cli_test("params --d-model refuses 2^64" 2 EMPTY "^error: --d-model: ${WHOLE} 1 
 cli_test("params --d-model refuses an exponent" 2 EMPTY "^error: --d-model: ${WHOLE} 1 to .*got \"1e3\"" -- ${FT} params --d-model 1e3)
 cli_test("params --experts refuses a sign" 2 EMPTY "^error: --experts: ${WHOLE} 1 to .*got \"\\+8\"" -- ${FT} params --d-model 64 --experts +8)
 cli_test("--max-file-size refuses -1 without a 309-digit range" 2 EMPTY
-  "^error: --max-file-size: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"\; see ffn-trace --help$"
+  "^error: --max-file-size: ${WHOLE} 1 to 18446744073709551615 in decimal digits, got \"-1\"\; see ffn-trace run --help$"
   -- ${FT} run ${DATA}/walkthrough.json --max-file-size -1)
 cli_test("--max-file-size refuses 0" 2 EMPTY "^error: --max-file-size: ${WHOLE} 1 to .*got \"0\"" -- ${FT} check ${DATA}/walkthrough.json --max-file-size 0)
 cli_test("--precision refuses octal-looking 010" 2 EMPTY "^error: --precision: ${WHOLE} 0 to 17 in decimal digits, got \"010\"" -- ${FT} run ${DATA}/walkthrough.json --precision 010)
@@ -622,7 +626,7 @@ cli_test("sweep offers no --add-token: it sweeps x, not the file's tokens" 2 EMP
 cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
   "changed residual = false \\(--no-residual\\).*output the contraction \\(no residual\\)" EMPTY
   -- ${FT} grad ${DATA}/lesson_hand.json --no-residual --width 200)
-# The vocabulary view: each token with its score v · Eᵀ; "promotes" only positive scores and
+# The vocabulary view: each token with its score W2[j] · g_t; "promotes" only positive scores and
 # "suppresses" only negative ones, so a token never appears in both lists.
 cli_test("the vocabulary view prints each token's score" 0 "unit [0-9]+ promotes \" capital\" [0-9]|unit [0-9]+ promotes \"[^\"]*\" [0-9]" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
@@ -631,6 +635,13 @@ cli_test("the vocabulary view's promotes lists no negative score" 0 "!promotes( 
 cli_test("the vocabulary view's suppresses lists no positive score" 0 "!suppresses( \"[^\"]*\" -[0-9][0-9.e+-]*,)* \"[^\"]*\" [0-9]" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 1 --word " Paris")
 # The tiny GPT-2's vocab.json gives id 0 to "!" and id 2 to "Paris".
+# One minus in a table: a row named "x₂ − x₁" beside "-1.0000" writes its minus as the numbers do.
+cli_test("a table writes the minus of its names as its numbers write theirs" 0
+  "W2 +\\[0\\] +\\[1\\] .* x₂ - x₁ +2\\.0000 +-1\\.0000 .*unit 3 \\(x₂ - x₁\\) +1\\.0000 +-1\\.0000"
+  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --set "weights.W1=[[1,0,1,1],[0,1,1,-1]]" --no-residual --width 80 --color never)
+cli_test("a unit's largest terms are written at the precision of their sum" 0
+  "Unit 168 · \" is\" .*the largest terms +(\\[[0-9]+\\] \\(?-?[0-9]+\\.[0-9]{4}\\)? \\+ )+\\[[0-9]+\\] \\(?-?[0-9]+\\.[0-9]{4}\\)? … [0-9]+ more terms add "
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --prompt "The capital of France is" --layer 1 --unit 168 --width 1000 --color never)
 cli_test("run --embedding with a vocabulary names each token by its token" 0 "\"!\" \\(id 0\\): x\\[0\\] = .*\"Paris\" \\(id 2\\): x\\[1\\] =" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/gpt2 --layer 0 --embedding 0,2)
 cli_test("run --activation on a checkpoint is refused" 2 EMPTY "^error: --activation: changes an example file"
@@ -958,11 +969,20 @@ cli_test("run --intervene UNIT=mean on a GGUF file finds the corpus.txt beside i
      ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/convert.py ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR})
 # Every layer in one view (--layer all).
 cli_test("run --layer all shows every layer's lens, push and units at the last token, and the lens grid" 0
-  "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*units +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
+  "Every layer at \" is\" \\(token 4\\).* 0 +0\\.0075 +0\\.8787 +\\+8\\.71 +\" Paris\" 0\\.8787.* 1 +0\\.8789 +0\\.8862 +-0\\.27 .*Layer 0's FFN pushes \" Paris\" most, by \\+8\\.71 logits.*for +172 \\+1\\.40, 84 \\+1\\.35.*The lens at every token and layer.*\" is\" +\" Paris\" 0\\.88 +\" Paris\" 0\\.89.*The prediction"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --color never)
 cli_test("run --layer all's JSON has each layer's lens, target, push and units, and the lens grid" 0
   "\"target\": \\{ \"id\": 716, \"token\": \" Paris\" \\}.*\"layers\": \\[ \\{ \"layer\": 0, \"lens_before\": \\[.*\"lens_after\": \\[.*\"target_before\": \\{ \"logit\": .*\"target_after\": .*\"push\": 8\\.71.*\"units\": \\[ \\{ \"unit\": 172, .*\"lens_grid\": \\[ \\["
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --format json)
+cli_test("run --layer all shows each layer's units that pushed against the prediction beside those that pushed for it" 0
+  "Layer 3: P\\(\" Paris\"\\) 0\\.8320 → 0\\.8493, the FFN's push -1\\.19 .* for +78 \\+0\\.11, .* against +15 -0\\.53, [0-9]+ -0\\.[0-9]+, "
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --color never --width 200)
+cli_test("run --layer all's JSON lists each layer's units against the prediction, most negative first" 0
+  "\"layer\": 3, .*\"push\": -1\\.19[0-9]*, \"units\": \\[ \\{ \"unit\": 78, .*\\], \"against\": \\[ \\{ \"unit\": 15, \"activation\": [0-9.e-]+, \"score\": -0\\.5[0-9]+ \\}"
+  EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --format json)
+cli_test("run --layer N shows the units that pushed against the prediction after those that pushed for it" 0
+  "All 256 units together push it by 8\\.71\; the largest: .*unit 172 +1\\.5736 +\\+1\\.4030 .*The units that pushed against \" Paris\" most: unit +a_j \\(fed to W2\\) +logit of \" Paris\" unit [0-9]+ +-?[0-9.]+ +-0\\.[0-9]+ "
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --color never --width 200)
 cli_test("run --layer all as Markdown and as a page" 0 "^<!DOCTYPE html>.*The lens at every token and layer.*</html>$"
   EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --format html)
 cli_test("run --layer all without a prompt is refused" 2 EMPTY "^error: --layer: all shows every layer of a prompt's forward pass"
@@ -1066,7 +1086,7 @@ cli_test("locate: --noise nan is refused" 2 EMPTY "^error: --noise: expected a f
   -- ${LOCATE} --subject France --noise nan)
 cli_test("locate: --noise inf is refused" 2 EMPTY "^error: --noise: expected a finite number, got inf$"
   -- ${LOCATE} --subject France --noise inf)
-cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: Could not convert: --noise = lots\; see ffn-trace --help$"
+cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: Could not convert: --noise = lots\; see ffn-trace locate --help$"
   -- ${LOCATE} --subject France --noise lots)
 cli_test("locate: --window 0 is refused" 2 EMPTY "^error: --window: a window of 0 layers restores nothing\; give 1 or more$"
   -- ${LOCATE} --subject France --window 0)
@@ -1248,7 +1268,7 @@ cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is require
 # model. The bad inputs: one line, exit 2, nothing on stdout; skipped lines are warned of and counted.
 set(UNITS ${INPUTS}/units)
 cli_test("units --unit shows the unit's card: its contexts, quantiles, histogram, value and key scores" 0
-  "Unit 172 of layer 0 +max +1\\.[0-9]+ .*1 +1\\.[0-9]+ +text 6, token 5 +The capital city of Senegal \\[is\\] Dakar\\. .*quantiles +activations +samples +0\\.99 – 0\\.999 .*promotes +\" F\" [0-9.]+, .*suppresses .*matches "
+  "Unit 172 of layer 0 +max +1\\.[0-9]+ .*1 +1\\.[0-9]+ +text 6, token 5 +The capital city of Senegal \\[is\\] Dakar\\. .*quantiles +activations +samples +0\\.99 – 0\\.999 .*promotes +\" F\" [0-9.]+, .*suppresses .*bare tokens "
   "^warning: .*small.txt: 2 blank lines skipped \\(lines 3, 5\\)$"
   -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 172 --width 80)
 cli_test("units without --unit is a table of every unit, sorted as asked" 0
@@ -1305,6 +1325,15 @@ cli_test("units refuses a --layer past the last" 2 EMPTY "^error: .*--layer: lay
 cli_test("units --promotes of a word of several tokens names the pieces" 2 EMPTY
   "^error: --promotes: \"Paris\" is 2 tokens, \"P\" \\+ \"aris\"\; a value vector scores one token: give one\; \" Paris\" with its leading space is one$"
   -- ${FT} units --checkpoint ${CAPITALS} --corpus ${UNITS}/small.txt --promotes Paris)
+cli_test("units --promotes of a word without its space says which token it searched and names the spaced one" 0
+  "The units whose value vectors promote \"Paris\" .*\"Paris\" is token [0-9]+ \\(the word at the start of a text.*the word inside a sentence, after a space, is \" Paris\", token [0-9]+: --promotes \" Paris\" searches that one\\."
+  ANY -- ${FT} units --checkpoint ${DATA}/models/atlas --corpus ${UNITS}/small.txt --promotes Paris --top 1 --width 400)
+# A Llama-style tokenizer (Prepend "▁", <s> first) beside the whole tiny Mixtral: as text " capital"
+# would be "<s>" + "▁" + "▁capital"; the vocabulary's "▁capital" is the one token searched.
+cli_test("units --promotes finds a word the vocabulary holds as one token before tokenizing it as text" 0
+  "The units whose value vectors promote \" capital\" .*token id 4\\)"
+  ANY -- bash -c "d=\"$2/units_llama_words\"\; rm -rf \"$d\" && mkdir -p \"$d\" && ln -s \"$1\"/model.safetensors \"$1\"/config.json \"$d/\" && cp \"$3\"/llama_tokenizer.json \"$d\"/tokenizer.json && exec \"$0\" units --checkpoint \"$d\" --corpus \"$3\"/llama_corpus.txt --promotes \" capital\" --top 2 --width 400"
+     ${FT} ${MIXTRAL_WHOLE} ${CMAKE_CURRENT_BINARY_DIR} ${UNITS})
 # A copy of the model's folder without its corpus.txt (links to the other files: nothing is written through them).
 cli_test("units without a corpus beside the model asks for --corpus" 2 EMPTY
   "^error: .*units_no_corpus: --corpus: no corpus given, and the checkpoint has no corpus.txt beside it\; give a corpus file, one text a line$"
@@ -1370,7 +1399,7 @@ cli_test("grad --prompt shows the target, the upstream by token and the model's 
   "target +\" Paris\", the next token after token 4 \\(\" is\"\\).*Upstream +g = dL/d\\(FFN output\\).*\" is\": ‖g‖ = [0-9.]+.*Loss +L = −log p\\(\" Paris\"\\) = [0-9.]+, p = 0\\.[0-9]+.*Gradient check .*✓.*Units +two estimates"
   EMPTY -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --detail summary --color never)
 cli_test("grad --prompt on an MoE layer traces the experts' backward with the routing held, steps, and lists the routed experts' units" 0
-  "Backward pass · Layer 1 of a mixtral checkpoint .*target +\"f\", the next token after token 4 .*routing +held fixed.*Upstream +g = dL/d\\(FFN output\\).*\"e\": ‖g‖ = 0\\.7040 .*experts 0, 2 → output .*Loss +L = −log p\\(\"f\"\\) = 5\\.2358, p = 0\\.0053 Gradient check .*✓\\. .*The model run again with the stepped layer: p\\(\"f\"\\) 0\\.0053 → 0\\.0[0-9]+, loss 5\\.2358 → [0-9.]+ ✓ down .*expert +unit +a +−Σ g·a +DLA 0 +7 "
+  "Backward pass · Layer 1 of a mixtral checkpoint .*target +\"f\", the next token after token 4 .*routing +held fixed.*Upstream +g = dL/d\\(FFN output\\).*\"e\": ‖g‖ = 0\\.7040 .*experts 0, 2 → output .*Loss +L = −log p\\(\"f\"\\) = 5\\.2358, p = 0\\.0053 Gradient check .*✓\\. .*The model run again with the stepped layer: p\\(\"f\"\\) 0\\.0053 → 0\\.0[0-9]+, loss 5\\.2358 → [0-9.]+ ✓ down .*expert +unit +a +-Σ g·a +DLA 0 +7 "
   EMPTY -- ${FT} grad --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --target f --lr 0.1 --detail summary --color never)
 cli_test("grad --prompt --format json on an MoE layer has the target, the upstream and each unit's expert" 0
   "\"target\": \\{ \"text\": \"f\", .*\"prob\": 0\\.0053[0-9]*.*\"upstream\": \\[.*\"units\": \\[ \\{ \"expert\": 0, \"unit\": 7, \"activation\": "

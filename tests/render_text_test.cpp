@@ -63,7 +63,7 @@ TEST_CASE("the arithmetic shows every dot product, the switched-off units and th
     CHECK(has_line(out, "    hidden[3] = 2×(-1) + 1×1 = -1.0000"));
     CHECK(has_line(out, "  switched off: unit 3 (x₂ − x₁)"));
     CHECK(has_line(out, "    output[0] = 2×1 + 1×0 + 3×1 + 0×2 = 5.0000 ✓ 5"));
-    CHECK(has_line(out, "  unit 3 (x₂ − x₁)  0.0000  nothing (off)"));
+    CHECK(has_line(out, "  unit 3 (x₂ - x₁)  0.0000  nothing (off)"));  // a table's minus is its numbers'
     CHECK(has_line(out, "    y[1] = 1 + 4 = 5.0000 ✗ claimed 6 (difference 1)"));
     CHECK(has_line(out, "✗ 1 of 4 claimed numbers do not hold."));
     CHECK(has_line(out, "  the token: [2, 1] → expand → ReLU → contract → + x → [7.0000, 5.0000]"));
@@ -207,9 +207,9 @@ TEST_CASE("the weights are labelled grids in the math form, each unit's key besi
         const std::string out = render(lesson);
         CHECK(has_line(out, "Weights   W1 (2 × 4), W2 (4 × 2)"));
         CHECK(has_line(out, "  [0]  1.0000  0.0000   1.0000  -1.0000"));
-        CHECK(has_line(out, "  x₂ − x₁  2.0000  -1.0000"));
+        CHECK(has_line(out, "  x₂ - x₁  2.0000  -1.0000"));  // one minus in a table: the numbers'
         // unit 3 (x₂ − x₁): its key is the column [-1, 1] of W1, its value the row [2, -1] of W2
-        CHECK(has_line(out, "  unit 3 (x₂ − x₁)  -1.0000  1.0000   2.0000  -1.0000"));
+        CHECK(has_line(out, "  unit 3 (x₂ - x₁)  -1.0000  1.0000   2.0000  -1.0000"));
         CHECK(says(out, "The file stores them in this form too."));
     }
     SUBCASE("PyTorch's (out, in) form is shown transposed, the file's form named") {

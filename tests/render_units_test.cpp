@@ -73,8 +73,29 @@ TEST_CASE("a unit's card marks each context's token and shades every token under
     CHECK(out.find("text 2, token 2") != std::string::npos);  // the second text is line 2 of the file
     CHECK(out.find("promotes    \" mat\" 0.75") != std::string::npos);
     CHECK(out.find("suppresses  \" hat\" -0.25") != std::string::npos);
-    CHECK(out.find("matches     \" cat\" 1.50") != std::string::npos);
+    CHECK(out.find("bare tokens \" cat\" 1.50") != std::string::npos);
     CHECK(out.find("1 blank line skipped") != std::string::npos);
+}
+
+TEST_CASE("a unit's key line is named for the bare tokens it reads, and says when none of them is where the unit fires") {
+    fixture f;
+    units_view v;
+    v.cards = true;
+    const std::string out = text_of(f, v, 1000);
+    // Each card says what the line measures: the token without its context.
+    const std::string bare = "against each token's embedding E[t] alone";
+    REQUIRE(out.find(bare) != std::string::npos);
+    CHECK(out.find(bare, out.find(bare) + 1) != std::string::npos);
+    CHECK(out.find("the unit can fire on other tokens than these") != std::string::npos);
+    // Unit 0 fires most on " cat" (id 2), its bare token too; unit 1 fires most on "A" (id 5), not on " cat".
+    const std::string none = "None of these bare tokens is a token of its top contexts.";
+    const auto unit0 = out.find("Unit 0 of layer 2"), unit1 = out.find("Unit 1 of layer 2"), at = out.find(none);
+    REQUIRE(unit0 != std::string::npos);
+    REQUIRE(unit1 != std::string::npos);
+    REQUIRE(at != std::string::npos);
+    CHECK(at > unit1);                          // in unit 1's card,
+    CHECK((unit0 < unit1 || at < unit0));       // not in unit 0's
+    CHECK(out.find(none, at + 1) == std::string::npos);
 }
 
 TEST_CASE("the table of every unit is in the order asked, largest first") {

@@ -119,6 +119,7 @@ struct corpus_units {
     std::string arch, origin;
     std::size_t n_layers = 0, d_ff = 0, n_experts = 0;
     bool gated = false;
+    bool value_normed = false, value_centred = false;  // the value scores' final norm, as vocabulary_view's
     std::size_t tokens = 0;    // tokens read (T, less the first of each text with skip_first)
     bool skip_first = false;
     bool exact = true;         // every activation kept for the quantiles

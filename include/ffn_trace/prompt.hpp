@@ -207,6 +207,7 @@ struct prompt_trace {
     std::optional<ranked_token> target;     // the unchanged model's next token at the last position
     // toward `target`, largest score first; then each unit explained (`explain`) not among them
     std::vector<unit_attribution> top_units;
+    std::vector<unit_attribution> against_units;  // the `top` of negative score, most negative first
     std::optional<ranked_token> versus;       // the token the attribution compares `target` with
     double total_score = 0;                   // every unit's score summed: the FFN's direct push on `target`
     lens_terms terms;                         // the lens's change at the last token, reconciled
@@ -313,7 +314,8 @@ struct layer_reading {
     std::vector<ranked_token> before, after;  // the lens's top tokens, with their probabilities
     ranked_token target_before, target_after;  // the target read by the lens there
     double push = 0;
-    std::vector<unit_attribution> units;       // largest score first
+    std::vector<unit_attribution> units;       // the `top` of positive score, largest first
+    std::vector<unit_attribution> against;     // the `top` of negative score, most negative first
 };
 
 struct layers_trace {

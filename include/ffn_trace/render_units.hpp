@@ -4,6 +4,7 @@
 // value vectors by token. Text, Markdown, a page, or JSON; they compute nothing of their own.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct unit_search {
     std::string text;           // as text: " Paris"
     bool suppress = false;
     std::vector<unit_match> matches;
+    std::string asked;                  // the word as given: "Paris"
+    std::optional<std::size_t> spaced;  // the token of " " + asked, when that is another one token
+    std::string spaced_text;            // its text: " Paris"
 };
 void render_unit_search(const unit_search& s, const corpus_units& u, const corpus& c, const units_view& view,
                         const text_options& options, text_format format, const text_sink& out);

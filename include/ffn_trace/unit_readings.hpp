@@ -1,12 +1,13 @@
 // The readings of a big layer, where no one reads 11,008 numbers a token: which hidden units
 // fired most, which wrote most into the output, each step's range, one unit explained, and — with
 // a vocabulary — the tokens each unit's value vector promotes (the key-value memory view on real
-// weights: v · Eᵀ, without the final norm).
+// weights, read through the final norm as the attribution reads it).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,21 @@ struct unit_explanation {
 };
 unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms);
 
+// The final norm as a value vector's scores read it: its weight γ, and whether it is an RMSNorm (a
+// LayerNorm centres what it reads). γ empty: the model has no final norm (BERT).
+struct final_norm {
+    std::vector<double> gamma;
+    bool rms = false;
+    double eps = 1e-5;
+};
+
+// The tool's one "promotes" score: what a vector v written into the stream adds to the logit of
+// token t, w · U[t], before the final norm divides by σ (which scales every token's alike), with
+// w = γ ⊙ (v − mean(v)) for a LayerNorm (its centring drops v's mean), γ ⊙ v for an RMSNorm, v
+// without a final norm. The attribution's push a · (W2[j] · g) / σ, g = γ ⊙ U[t] less its mean, is
+// a / σ times this score of W2[j].
+std::vector<double> through_final_norm(std::span<const double> v, const final_norm& n);
+
 // Token ids with their scores, best first.
 struct token_score {
     std::size_t id = 0;
@@ -79,14 +95,16 @@ struct promoted_tokens {
 struct vocabulary_view {
     std::vector<std::size_t> units;              // the units read, each once
     std::size_t pinned = 0;                      // the first units, asked for: always shown
-    std::vector<promoted_tokens> by_unit;        // v_j · Eᵀ for W2's row j
-    std::vector<promoted_tokens> by_token;       // the whole FFN update of each token (contract) · Eᵀ
+    std::vector<promoted_tokens> by_unit;        // through_final_norm(v_j) · Uᵀ for W2's row j
+    std::vector<promoted_tokens> by_token;       // the same of each token's whole FFN update (contract)
+    bool normed = false, centred = false;        // read through a final norm's γ; less v's mean (LayerNorm)
 };
 // Projects the value vectors of the units `first` (pinned: units asked for, the top writers
-// toward a prediction), then of every token's fired units, and each token's update onto the
-// unembedding (vocab, d_model) of `source`, a block of rows at a time.
+// toward a prediction), then of every token's fired units, and each token's update, each through
+// the final norm (through_final_norm), onto the unembedding (vocab, d_model) of `source`, a block
+// of rows at a time.
 outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, std::size_t top,
+                                              const std::string& unembedding, const final_norm& norm, std::size_t top,
                                               const std::vector<std::size_t>& first = {});
 
 // An MoE layer's readings: those of each expert that ran, over the tokens routed to it (per entry
@@ -101,6 +119,6 @@ struct moe_unit_readings {
 moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top);
 // Fills r.vocab and r.by_token, in one pass over the unembedding.
 std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const tensor_source& source,
-                                         const std::string& unembedding, std::size_t top);
+                                         const std::string& unembedding, const final_norm& norm, std::size_t top);
 
 }  // namespace ffn_trace

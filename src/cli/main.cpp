@@ -59,6 +59,19 @@ std::optional<std::string> empty_list_item(const CLI::App& app, int argc, char**
     return std::nullopt;
 }
 
+// Where an error's hint sends the reader: the help of the subcommand the command line names (its
+// first word that is not an option), or the program's when it names none.
+std::string help_hint(const CLI::App& app, int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg.starts_with("-")) continue;
+        for (const auto* sub : app.get_subcommands({}))
+            if (sub->get_name() == arg) return fmt::format("see ffn-trace {} --help", arg);
+        break;
+    }
+    return "see ffn-trace --help";
+}
+
 int parse_and_run(int argc, char** argv) {
     CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
     app.require_subcommand(1);
@@ -80,7 +93,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_edit(app, status);
     cli::setup_generate(app, status);
     if (auto refused = empty_list_item(app, argc, argv)) {
-        std::fputs(fmt::format("error: {}; see ffn-trace --help\n", *refused).c_str(), stderr);
+        std::fputs(fmt::format("error: {}; {}\n", *refused, help_hint(app, argc, argv)).c_str(), stderr);
         return cli::exit_bad_input;
     }
     try {
@@ -94,7 +107,7 @@ int parse_and_run(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the
         // values it could not take as they are: the line is kept to one line and a sane length.
-        std::fputs(fmt::format("error: {}; see ffn-trace --help\n", ffn_trace::one_line(e.what(), 240)).c_str(), stderr);
+        std::fputs(fmt::format("error: {}; {}\n", ffn_trace::one_line(e.what(), 240), help_hint(app, argc, argv)).c_str(), stderr);
         return cli::exit_bad_input;
     }
     return status;

@@ -105,9 +105,12 @@ ffn_trace::error as_options(ffn_trace::error e, const std::string& token_option 
     return with_option_names(std::move(e));
 }
 
-// The one token a value vector scores: a word of several tokens is refused, its pieces named.
+// The one token a value vector scores: the word as the vocabulary spells a token (" capital" is
+// Llama's "▁capital", which as text would tokenize as "<s>" + "▁" + "▁capital"), else the word
+// tokenized as text; a word of several tokens is refused, its pieces named.
 ffn_trace::outcome<std::size_t> one_token(const ffn_trace::tokenizer& tok, const std::string& word, const std::string& option) {
     using ffn_trace::quote;
+    if (auto found = tok.look_up({word})) return found->front();
     auto ids = tok.encode(word);
     if (!ids) return ffn_trace::error{"", option, ids.err().message};
     if (ids->size() == 1) return ids->front();
@@ -119,6 +122,15 @@ ffn_trace::outcome<std::size_t> one_token(const ffn_trace::tokenizer& tok, const
             hint = fmt::format("; {} with its leading space is one", quote(" " + word));
     return ffn_trace::error{"", option, fmt::format("{} is {} tokens, {}; a value vector scores one token: give one{}", quote(word),
                                                     ids->size(), fmt::join(pieces, " + "), hint)};
+}
+
+// The token of the word after a space, " Paris", when the word was given without one and that is
+// another single token: a word inside a sentence is that one.
+std::optional<std::size_t> spaced_alternative(const ffn_trace::tokenizer& tok, const std::string& word, std::size_t searched) {
+    if (word.empty() || word.front() == ' ') return std::nullopt;
+    auto spaced = tok.look_up({" " + word});
+    if (!spaced || spaced->front() == searched) return std::nullopt;
+    return spaced->front();
 }
 
 // The corpus given, or corpus.txt beside the model, read through its tokenizer.
@@ -198,7 +210,8 @@ int run_units(const units_options& o) {
         auto u = read_units(*model, *tok, *c, uo);
         if (!u) return report(as_options(u.err()));
         warn_skips(*c);
-        unit_search s{{*id, 0}, tok->display(*id), o.promotes.empty(), std::move(*matches)};
+        unit_search s{{*id, 0}, tok->display(*id), o.promotes.empty(), std::move(*matches), word, spaced_alternative(*tok, word, *id), ""};
+        if (s.spaced) s.spaced_text = tok->display(*s.spaced);
         set_activity({"writing the output", "--top"});
         if (o.format == "json") {
             render_unit_search_json(s, *u, *c, view, json_sink(o.ascii));

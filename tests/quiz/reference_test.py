@@ -5,7 +5,7 @@ For each layer and seed the tool's JSON gives the prompt's token ids, the token 
 its questions; this script reads the safetensors itself, runs the model its own way (Hugging
 Face's GPT-2 as the specification) and works every answer out again: a unit's score and its
 GELU, a unit's direct push a · (W2[j] · g) / σ (g = γ ⊙ U less its mean), the unit that pushes most, the token a
-value vector promotes most (W2[j] · Eᵀ), the probability with units knocked out (the model run
+value vector promotes most (W2[j] · g_t for every token t, g_t = γ ⊙ E[t] less its mean), the probability with units knocked out (the model run
 again with their activations 0 at every token) and the layer whose FFN pushes most.
 
 Usage: reference_test.py FFN_TRACE MODEL_DIR   (exit 77 without numpy)
@@ -128,7 +128,8 @@ def check(layer, seed):
             if int(np.argmax(push)) not in q["choices"]:
                 failures.append(f"{where}: the answer is not among the choices")
         elif k == "vocabulary":
-            scores = w[f"h.{layer}.mlp.c_proj.weight"][units[0]] @ E.T
+            g = w["ln_f.weight"][:, None] * E.T  # (d, vocab): γ ⊙ E[t] for every token t
+            scores = w[f"h.{layer}.mlp.c_proj.weight"][units[0]] @ (g - g.mean(0, keepdims=True))
             chosen = q["choices"][int(q["answer"]) - 1]
             close(where, chosen, int(np.argmax(scores)), 0)
         elif k == "knock-out":

@@ -98,17 +98,22 @@ def attention(n, x):
     return x + np.concatenate(heads, 1) @ W[p + "c_proj.weight"] + W[p + "c_proj.bias"]
 
 
-def activations(ids):
-    """Per layer: (T, F), the value each unit feeds W2 at every token."""
+def forward(ids):
+    """Per layer: (T, F), the value each unit feeds W2 at every token; and (T, C), the stream leaving the block."""
     x = W["wte.weight"][ids] + W["wpe.weight"][: len(ids)]
-    out = []
+    acts, streams = [], []
     for n in range(L):
         x = attention(n, x)
         p = f"h.{n}.mlp."
         a = gelu_new(norm(x, f"h.{n}.ln_2") @ W[p + "c_fc.weight"] + W[p + "c_fc.bias"])
-        out.append(a)
+        acts.append(a)
         x = x + a @ W[p + "c_proj.weight"] + W[p + "c_proj.bias"]
-    return out
+        streams.append(x)
+    return acts, streams
+
+
+def activations(ids):
+    return forward(ids)[0]
 
 
 failures = []
@@ -126,6 +131,13 @@ def run(*args):
     return json.loads(r.stdout)
 
 
+def value_scores(layer):
+    """(F, vocab): what each unit's value vector adds to each logit per unit of activation, before the
+    final LayerNorm's 1/σ: W2[j] · (γ ⊙ U[t] − mean(γ ⊙ U[t])), the norm's centring included."""
+    g = W["ln_f.weight"][:, None] * W["wte.weight"].T  # (C, vocab)
+    return W[f"h.{layer}.mlp.c_proj.weight"] @ (g - g.mean(0, keepdims=True))
+
+
 def check_layer(layer, texts, lines, skip_first):
     acts = [activations(tok.encode(t))[layer] for t in texts]
     F = acts[0].shape[1]
@@ -136,8 +148,8 @@ def check_layer(layer, texts, lines, skip_first):
     total = sum(len(a) - start for a in acts)
     if got["corpus"]["texts"] != len(texts) or got["corpus"]["read"] != total:
         failures.append(f"corpus: {got['corpus']} for {len(texts)} texts, {total} tokens read")
-    gamma_f, U = W["ln_f.weight"], W["wte.weight"]
-    scores = W[f"h.{layer}.mlp.c_proj.weight"] @ (gamma_f[:, None] * U.T)  # (F, vocab)
+    U = W["wte.weight"]
+    scores = value_scores(layer)
     for j in range(F):
         entry = got["units"][j]
         what = f"layer {layer}{' skip-first' if skip_first else ''} unit {j}"
@@ -204,10 +216,11 @@ for layer in range(L):
     check_layer(layer, texts, lines, False)
 check_layer(0, texts, lines, True)
 
-# The search: every unit of every layer by W2[j] · (γ ⊙ U[t]).
+# The search: every unit of every layer by W2[j] · g, g = γ ⊙ U[t] less its mean.
 t = tok.encode(" Paris")
 assert len(t) == 1
 g = W["ln_f.weight"] * W["wte.weight"][t[0]]
+g = g - g.mean()
 all_scores = sorted(((-(W[f"h.{n}.mlp.c_proj.weight"][j] @ g), n, j) for n in range(L)
                      for j in range(W[f"h.{n}.mlp.c_proj.weight"].shape[0])))[:TOP]
 got = run("--promotes", " Paris", "--corpus", corpus_path, "--top", str(TOP))
@@ -218,6 +231,45 @@ for k, (neg, n, j) in enumerate(all_scores):
     close(f"--promotes rank {k}", e["score"], -neg)
     if len(e["max_activating"]) != TOP:
         failures.append(f"--promotes rank {k}: {len(e['max_activating'])} contexts")
+
+# The same score in `run`: the vocabulary view of a unit is value_scores' row, and the attribution of
+# each unit is a · value_scores[j][target] / σ (σ the final norm's at the stream leaving the layer).
+r = subprocess.run([ft, "run", "--checkpoint", model_dir, "--prompt", "The capital of France is", "--layer", "1",
+                    "--unit", "3", "--format", "json"], capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"ffn-trace run failed ({r.returncode}): {r.stderr}")
+got = json.loads(r.stdout)
+S1 = value_scores(1)
+entry = next(u for u in got["vocab"]["units"] if u["unit"] == 3)
+order = np.argsort(-S1[3], kind="stable")
+for k, e in enumerate(entry["promotes"]):
+    close(f"run's vocabulary view of unit 3 promotes {k}", e["score"], S1[3][order[k]])
+attribution = got["attribution"]
+target, sigma = attribution["target"]["id"], attribution["lens_terms"]["sigma_after"]
+for e in attribution["units"]:
+    close(f"run's attribution of unit {e['unit']} over a / σ", e["score"] * sigma / e["activation"], S1[e["unit"]][target])
+
+# run --layer all: each layer's push on the prediction, every unit's a · value_scores[j][target] / σ
+# summed, and the units of largest push both ways, as many as --top.
+prompt = "The capital of France is"
+r = subprocess.run([ft, "run", "--checkpoint", model_dir, "--prompt", prompt, "--layer", "all", "--top", "3", "--format", "json"],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"ffn-trace run --layer all failed ({r.returncode}): {r.stderr}")
+got = json.loads(r.stdout)
+acts, streams = forward(tok.encode(prompt))
+target = got["target"]["id"]
+for n, layer in enumerate(got["layers"]):
+    x = streams[n][-1]
+    push = acts[n][-1] * value_scores(n)[:, target] / math.sqrt(((x - x.mean()) ** 2).mean() + EPS)
+    close(f"layer {n}'s push", layer["push"], push.sum())
+    for name, sign in (("units", 1), ("against", -1)):
+        want = [j for j in np.argsort(-sign * push, kind="stable") if sign * push[j] > 0][:3]
+        shown = [(e["unit"], e["score"]) for e in layer.get(name, [])]
+        if [j for j, _ in shown] != want:
+            failures.append(f"layer {n}'s {name}: ffn-trace {[j for j, _ in shown]}, NumPy {want}")
+        for j, score in shown:
+            close(f"layer {n}'s {name} unit {j}", score, push[j])
 
 
 # ---- an MoE layer: a tiny Mixtral, written and run in NumPy by tests/locate/reference_test.py's

@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "ffn_trace/readings.hpp"
+#include "analysis/prompt_parts.hpp"
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
 #include "checkpoint/config.hpp"
@@ -150,12 +151,6 @@ std::optional<error> rank_rows(const tensor_source& source, const std::string& n
                 for (auto* b : into) b->offer(c, {r0 + r, s(r, c)});
     }
     return std::nullopt;
-}
-
-outcome<std::vector<double>> final_gamma(const checkpoint& ck) {
-    const std::string name = ck.resolve(ck.config().family->name_of(tensor_role::output_norm) + ".weight");
-    if (name.empty()) return error{ck.origin(), "", "the checkpoint has no final norm weight, which the value scores read"};
-    return ck.tensors().read_vector(name);
 }
 
 std::string range_text(std::size_t n) { return n == 1 ? "0" : fmt::format("0 to {}", n - 1); }
@@ -382,23 +377,26 @@ unit_reading reading_of(accumulator& u, const layer_unit& unit, const corpus& c,
     return out;
 }
 
-// The value scores: each unit's W2 row through γ_f and the unembedding.
+// The value scores: each unit's W2 row through the final norm (through_final_norm) and the unembedding.
 std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<unit_group>& groups, const std::vector<layer_unit>& wanted,
                                       std::size_t top, std::vector<unit_reading>& into) {
     const std::string unembedding = ck.unembedding_name();
     if (unembedding.empty()) return std::nullopt;
-    auto gamma = final_gamma(ck);
-    if (!gamma) return gamma.err();
+    auto norm = detail::value_norm_of(ck);
+    if (!norm) return norm.err();
     for (const auto& g : groups) {
         const ffn& l = *g.weights;
-        matrix v(l.d_out(), g.units.size());  // (d_model, units): the value vectors as columns
+        if (!norm->gamma.empty() && norm->gamma.size() != l.d_out())
+            return error{ck.origin(), "", fmt::format("the final norm's weight has {} numbers, the value vectors {}", norm->gamma.size(), l.d_out())};
+        matrix v(l.d_out(), g.units.size());  // (d_model, units): the value vectors through the final norm as columns
         for (std::size_t c = 0; c < g.units.size(); ++c) {
-            const std::vector<double> row = weight_row(l, weight::w2, wanted[g.units[c]].unit.unit);
+            const std::vector<double> row = through_final_norm(weight_row(l, weight::w2, wanted[g.units[c]].unit.unit), *norm);
             for (std::size_t k = 0; k < row.size(); ++k) v(k, c) = row[k];
         }
         best_tokens most{std::vector<std::vector<token_score>>(g.units.size()), top, true};
         best_tokens least{std::vector<std::vector<token_score>>(g.units.size()), top, false};
-        if (auto e = rank_rows(ck.tensors(), unembedding, *gamma, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
+        const std::vector<double> unscaled(l.d_out(), 1.0);  // γ is in v already
+        if (auto e = rank_rows(ck.tensors(), unembedding, unscaled, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
             return e;
         for (std::size_t c = 0; c < g.units.size(); ++c) {
             into[g.units[c]].promotes = std::move(most.lists[c]);
@@ -448,6 +446,10 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     r.d_ff = ck.config().d_ff;
     r.n_experts = ck.config().n_experts;
     r.gated = groups->front().weights->gated();
+    if (ck.config().family->has(tensor_role::output_norm)) {
+        r.value_normed = true;
+        r.value_centred = ck.config().family->norm != norm_layer::kind::rmsnorm;
+    }
     r.skip_first = o.skip_first;
     for (const auto& t : c.texts) r.tokens += t.ids.size() - (o.skip_first ? std::min<std::size_t>(1, t.ids.size()) : 0);
     if (r.tokens == 0) return error{c.file, "skip_first", "leaves no token to read: every text of the corpus is one token long"};
@@ -487,14 +489,12 @@ outcome<std::vector<unit_match>> search_value_vectors(const transformer& model, 
     const std::string unembedding = ck.unembedding_name();
     if (unembedding.empty() || !model.has_head())
         return error{ck.origin(), "token", "the checkpoint has no unembedding for a value vector to push a token through"};
-    auto gamma = final_gamma(ck);
-    if (!gamma) return gamma.err();
-    auto u = ck.tensors().read_rows(unembedding, {id});
-    if (!u) return u.err();
-    if (u->cols != gamma->size())
-        return error{ck.origin(), unembedding, fmt::format("expected rows of d_model = {} numbers", gamma->size())};
-    std::vector<double> g(gamma->size());
-    for (std::size_t k = 0; k < g.size(); ++k) g[k] = (*gamma)[k] * (*u)(0, k);
+    // g as the attribution's: W2[j] · g is the score of through_final_norm(W2[j]) on the token
+    auto norm = detail::final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto direction = detail::logit_direction(ck, *norm, id, std::nullopt);
+    if (!direction) return direction.err();
+    const std::vector<double>& g = *direction;
     std::vector<unit_match> all;
     for (auto layer : layers) {
         if (auto e = check_unit(ck, {layer, {ck.is_moe() ? std::optional<std::size_t>(0) : std::nullopt, 0}})) return *e;

@@ -124,6 +124,12 @@ outcome<final_norm> final_norm_of(const checkpoint& ck) {
     return n;
 }
 
+outcome<final_norm> value_norm_of(const checkpoint& ck) {
+    const family& f = *ck.config().family;
+    if (!f.has(tensor_role::output_norm) || ck.resolve(f.name_of(tensor_role::output_norm) + ".weight").empty()) return final_norm{};
+    return final_norm_of(ck);
+}
+
 // σ of the final norm at one row of the stream: √(var + eps), or √(mean(x²) + eps) for RMSNorm.
 double norm_scale(std::span<const double> x, const final_norm& n) {
     const double d = static_cast<double>(x.size());
@@ -177,6 +183,15 @@ void attribute_layer(const std::optional<trace>& dense, const std::optional<moe_
     const matrix& w = moe->step(step_kind::weights).value;
     for (const auto& et : moe->experts)
         if (auto row = et.row_of(last)) attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, out);
+}
+
+std::vector<unit_attribution> most_against(const std::vector<unit_attribution>& units, std::size_t top) {
+    std::vector<unit_attribution> out;
+    for (const auto& u : units)
+        if (u.score < 0) out.push_back(u);
+    std::stable_sort(out.begin(), out.end(), [](const unit_attribution& p, const unit_attribution& q) { return p.score < q.score; });
+    out.resize(std::min(out.size(), top));
+    return out;
 }
 
 double dot(std::span<const double> a, std::span<const double> b) {
@@ -408,8 +423,11 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
         r.moe = std::move(run.moe);
         r.moe_reads = read_moe_trace(*r.moe);
         r.moe_units = read_moe_units(*r.moe, options.top);
-        if (project)
-            if (auto e = read_moe_vocabulary(*r.moe_units, *r.moe, ck.tensors(), unembedding, options.top)) return e;
+        if (project) {
+            auto norm = value_norm_of(ck);
+            if (!norm) return norm.err();
+            if (auto e = read_moe_vocabulary(*r.moe_units, *r.moe, ck.tensors(), unembedding, *norm, options.top)) return e;
+        }
         return std::nullopt;
     }
     r.dense = std::move(run.dense);
@@ -432,7 +450,9 @@ std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& 
     if (!r.dense || !prompt.tok || unembedding.empty()) return std::nullopt;
     std::vector<std::size_t> first = options.explain;
     for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
-    auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, options.top, first);
+    auto norm = value_norm_of(ck);
+    if (!norm) return norm.err();
+    auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, *norm, options.top, first);
     if (!v) return v.err();
     r.vocab = std::move(*v);
     return std::nullopt;
@@ -572,6 +592,7 @@ std::optional<error> attribute_units(const transformer& model, const prompt_logi
     attribute_layer(r.dense, r.moe, last, *g, sigma, r.top_units);
     for (const auto& u : r.top_units) r.total_score += u.score;
     r.terms = reconcile(logits, *norm, *g, r);
+    r.against_units = most_against(r.top_units, top);
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
     for (std::size_t k = 0; k < std::min(sweep, r.top_units.size()); ++k) r.sweep_units.push_back(r.top_units[k].unit);

@@ -39,7 +39,8 @@ std::optional<error> read_layer_lens(const transformer& model, const matrix& mid
 }
 
 // Layer l's FFN run alone from its resid_mid, traced, and every unit's push on the target at the
-// last token (g and the final norm as attribute_units takes them): their sum, and the largest.
+// last token (g and the final norm as attribute_units takes them): their sum, and the largest
+// both ways.
 std::optional<error> read_layer_units(const transformer& model, std::size_t l, const matrix& mid, const final_norm& norm,
                                       const std::vector<double>& g, std::size_t top, layer_reading& out) {
     hook_request request;
@@ -51,6 +52,8 @@ std::optional<error> read_layer_units(const transformer& model, std::size_t l, c
     std::vector<unit_attribution> units;
     attribute_layer(run->dense, run->moe, last, g, norm_scale(run->stream.row(last), norm), units);
     for (const auto& u : units) out.push += u.score;
+    out.against = most_against(units, top);
+    std::erase_if(units, [](const unit_attribution& u) { return u.score <= 0; });
     std::stable_sort(units.begin(), units.end(), [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
     units.resize(std::min(units.size(), top));
     out.units = std::move(units);

@@ -16,6 +16,7 @@
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/prompt.hpp"
+#include "ffn_trace/unit_readings.hpp"
 
 namespace ffn_trace::detail {
 
@@ -70,12 +71,10 @@ std::vector<ranked_token> ranked(std::span<const double> logits, const std::vect
                                  const std::vector<double>* probs = nullptr);
 
 // The final norm's weight γ_f and whether it is an RMSNorm, by the architecture's tensor names.
-struct final_norm {
-    std::vector<double> gamma;
-    bool rms = false;
-    double eps = 1e-5;
-};
 outcome<final_norm> final_norm_of(const checkpoint& ck);
+// The final norm a value vector's scores are read through: final_norm_of, or none (γ empty) for a
+// family without one (BERT) or a checkpoint of one layer that holds no final norm's weight.
+outcome<final_norm> value_norm_of(const checkpoint& ck);
 
 // σ of the final norm at one row of the stream: √(var + eps), or √(mean(x²) + eps) for RMSNorm.
 double norm_scale(std::span<const double> x, const final_norm& n);
@@ -92,6 +91,9 @@ void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, d
 // Every unit of a layer's FFN (dense or MoE) attributed at the last row of its trace, unsorted.
 void attribute_layer(const std::optional<trace>& dense, const std::optional<moe_trace>& moe, std::size_t last,
                      const std::vector<double>& g, double sigma, std::vector<unit_attribution>& out);
+
+// The `top` units of negative score, most negative first: those that pushed against the token.
+std::vector<unit_attribution> most_against(const std::vector<unit_attribution>& units, std::size_t top);
 
 double dot(std::span<const double> a, std::span<const double> b);
 

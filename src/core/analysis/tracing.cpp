@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "analysis/prompt_parts.hpp"
 #include "analysis/stored_weights.hpp"
 #include "ffn_trace/format.hpp"
 
@@ -332,9 +333,12 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
         // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
         if (!t.checkpoint) return r;
         r.moe_units = read_moe_units(*t.moe, top);
-        if (project)
-            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), top))
+        if (project) {
+            auto norm = detail::value_norm_of(*t.checkpoint);
+            if (!norm) return norm.err();
+            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top))
                 return *e;
+        }
         return r;
     }
     const ffn& layer = t.tr.layer();
@@ -351,7 +355,9 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     if (t.checkpoint || units) {
         r.units = read_units(t.tr, top);
         if (project) {
-            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), top, dense);
+            auto norm = detail::value_norm_of(*t.checkpoint);
+            if (!norm) return norm.err();
+            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top, dense);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }

@@ -376,23 +376,44 @@ void view_columns(const trace& t, const unit_readings& units, vocabulary_view& v
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
 }
 
-matrix as_columns(const std::vector<std::vector<double>>& columns, std::size_t d) {
+// The columns, each through the final norm, as a matrix (d, columns).
+matrix as_columns(const std::vector<std::vector<double>>& columns, std::size_t d, const final_norm& norm) {
     matrix v(d, columns.size());
-    for (std::size_t k = 0; k < columns.size(); ++k)
-        for (std::size_t i = 0; i < d; ++i) v(i, k) = columns[k][i];
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+        const std::vector<double> w = through_final_norm(columns[k], norm);
+        for (std::size_t i = 0; i < d; ++i) v(i, k) = w[i];
+    }
     return v;
+}
+
+std::optional<error> check_norm(const final_norm& norm, std::size_t d) {
+    if (!norm.gamma.empty() && norm.gamma.size() != d)
+        return error{"", "final norm", fmt::format("expected a weight of d_model = {} numbers, got {}", d, norm.gamma.size())};
+    return std::nullopt;
 }
 
 }  // namespace
 
+std::vector<double> through_final_norm(std::span<const double> v, const final_norm& n) {
+    std::vector<double> w(v.begin(), v.end());
+    if (n.gamma.empty()) return w;
+    const double mean = n.rms ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = n.gamma[i] * (v[i] - mean);
+    return w;
+}
+
 outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, std::size_t top, const std::vector<std::size_t>& first) {
+                                              const std::string& unembedding, const final_norm& norm, std::size_t top,
+                                              const std::vector<std::size_t>& first) {
     auto e = unembedding_of(source, unembedding, t.layer().d_out());
     if (!e) return e.err();
+    if (auto bad = check_norm(norm, t.layer().d_out())) return *bad;
     vocabulary_view view;
+    view.normed = !norm.gamma.empty();
+    view.centred = view.normed && !norm.rms;
     std::vector<std::vector<double>> columns;
     view_columns(t, units, view, columns, first);
-    auto scored = project(as_columns(columns, t.layer().d_out()), source, **e, top);
+    auto scored = project(as_columns(columns, t.layer().d_out(), norm), source, **e, top);
     if (!scored) return scored.err();
     for (std::size_t k = 0; k < scored->size(); ++k) (k < view.units.size() ? view.by_unit : view.by_token).push_back((*scored)[k]);
     return view;
@@ -405,18 +426,23 @@ moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top) {
 }
 
 std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const tensor_source& source,
-                                         const std::string& unembedding, std::size_t top) {
+                                         const std::string& unembedding, const final_norm& norm, std::size_t top) {
     const std::size_t d = t.layer().d_out();
     auto e = unembedding_of(source, unembedding, d);
     if (!e) return e.err();
+    if (auto bad = check_norm(norm, d)) return bad;
     // Every expert's columns, then the whole update of each token, projected in one pass over E.
     std::vector<std::vector<double>> columns;
     r.vocab.assign(t.experts.size(), {});
     for (std::size_t k = 0; k < t.experts.size(); ++k) view_columns(t.experts[k].tr, r.experts[k], r.vocab[k], columns);
     const matrix& combine = t.step(step_kind::combine).value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(combine.row(tok).begin(), combine.row(tok).end());
-    auto scored = project(as_columns(columns, d), source, **e, top);
+    auto scored = project(as_columns(columns, d, norm), source, **e, top);
     if (!scored) return scored.err();
+    for (auto& v : r.vocab) {
+        v.normed = !norm.gamma.empty();
+        v.centred = v.normed && !norm.rms;
+    }
     std::size_t next = 0;
     for (std::size_t k = 0; k < t.experts.size(); ++k) {
         for (std::size_t u = 0; u < r.vocab[k].units.size(); ++u) r.vocab[k].by_unit.push_back((*scored)[next++]);

@@ -156,6 +156,10 @@ private:
 // an html_writer that is finished after the last of them.
 void write_page(const page_options& options, const text_sink& out, const std::function<void(const block_sink&)>& build);
 
+// A table with every minus sign (U+2212) of its cells written as the numbers write theirs, the
+// ASCII hyphen-minus: a row named "x₂ − x₁" beside "-1.0000" shows one minus. Every view's tables.
+block with_ascii_minus(const block& table);
+
 // A whole document laid out at once (params), with the style marks dropped.
 std::string text_view(const document& doc, std::size_t width, bool ascii = false);
 std::string markdown_view(const document& doc, bool ascii = false);

@@ -171,6 +171,14 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::siz
     return fill(pieces, width, indent);
 }
 
+block with_ascii_minus(const block& table) {
+    block b = table;
+    for (auto& row : b.rows)
+        for (auto& cell : row)
+            for (std::size_t at = cell.find("\u2212"); at != std::string::npos; at = cell.find("\u2212", at + 1)) cell.replace(at, 3, "-");
+    return b;
+}
+
 namespace {
 
 std::string bold_lines(const std::vector<std::string>& lines) {
@@ -348,7 +356,7 @@ private:
     std::size_t gap_ = 2;
 };
 
-std::string table_text(const block& b, std::size_t width) { return table_layout(b, width).text(); }
+std::string table_text(const block& b, std::size_t width) { return table_layout(with_ascii_minus(b), width).text(); }
 
 std::string text_block(const block& b, std::size_t width) {
     std::string out;
@@ -435,9 +443,10 @@ static std::string markdown_block(const block& b) {
             out += "\n";
             break;
         case block_kind::table: {
+            const block shown = with_ascii_minus(b);
             for (std::size_t i = 0; i < b.rows.size(); ++i) {
                 std::vector<std::string> cells;
-                for (const auto& c : b.rows[i]) cells.push_back(markdown_cell(c));
+                for (const auto& c : shown.rows[i]) cells.push_back(markdown_cell(c));
                 out += fmt::format("| {} |\n", fmt::join(cells, " | "));
                 if (i == 0) {
                     std::vector<std::string> rule;

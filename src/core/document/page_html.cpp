@@ -80,8 +80,9 @@ bool has_asked_cell(const block& b) {
     return false;
 }
 
-std::string table_html(const block& b) {
-    if (b.rows.empty()) return "";
+std::string table_html(const block& table) {
+    if (table.rows.empty()) return "";
+    const block b = with_ascii_minus(table);
     // The colour scale: each number's size against the table's largest as shown (or its column's).
     // Each cell is read once, here; a column of names is not read as numbers.
     double most = 0;

@@ -192,7 +192,7 @@ public:
         return q;
     }
 
-    // Which of four tokens unit j's value vector promotes most (the vocabulary view, v · Eᵀ).
+    // Which of four tokens unit j's value vector promotes most (the vocabulary view, W2[j] · g_t).
     std::optional<quiz_question> vocabulary(std::size_t j) {
         const auto& v = *r_.vocab;
         const auto at = std::find(v.units.begin(), v.units.end(), j);
@@ -220,11 +220,13 @@ public:
             scores.push_back(fmt::format("{}) {} {}", i + 1, text, signed_num(options[i].score)));
             if (options[i].id == p.most.front().id) q.answer = static_cast<double>(i + 1);
         }
-        q.formula = fmt::format("Unit {} writes its value vector W2[{}] into the stream. Read through the unembedding "
-                                "(W2[{}] · Eᵀ), which of these tokens does it promote most? Type 1 to 4.",
+        q.formula = fmt::format("Unit {} writes its value vector W2[{}] into the stream. Read through the final norm and "
+                                "the unembedding (W2[{}] · g_t for each token t), which of these tokens does it promote most? "
+                                "Type 1 to 4.",
                                 j, j, j);
-        q.rule = "each token's score is the value vector's dot product with that token's row of the unembedding: a unit "
-                 "promotes the tokens it points toward and pushes away those it points against";
+        q.rule = "each token's score is the value vector's dot product with g_t, that token's row of the unembedding "
+                 "scaled by the final norm's weight (less its mean for a LayerNorm): a unit promotes the tokens it points "
+                 "toward and pushes away those it points against";
         q.written = fmt::format("{} and {} are among the tokens it pushes away most", q.given[index_of(options, p.least, 0)],
                                 q.given[index_of(options, p.least, 1)]);
         q.worked = fmt::format("{}, the token of largest score", q.given[static_cast<std::size_t>(q.answer) - 1]);

@@ -278,27 +278,22 @@ private:
         paragraph(fmt::format(
             "At the last token each unit j of {0}'s FFN writes{1} a_j · W2[j] into the stream. Read through the final "
             "norm (taken as linear at the stream leaving the FFN, σ = {6} there) and {7}, that is {3}a_j · (W2[j] · g) "
-            "/ σ of {2}'s logit{8}, with g = γ ⊙ U{9}: the unit's direct push on the prediction. All {4} units together "
-            "push it by {5}; the largest:",
+            "/ σ of {2}'s logit{8}, with g = γ ⊙ U{9}: the unit's direct push on the prediction (W2[j] · g is the "
+            "score the vocabulary view and `units` give unit j for the token). All {4} units together push it by {5}; "
+            "the largest:",
             layer_name(), moe ? ", scaled by its expert's routing weight w," : "", t, moe ? "w · " : "",
             moe ? "the routed experts'" : std::to_string(p_.dense->layer().d_ff()), format_fixed(p_.total_score, 2),
             rms ? "√(mean(x²) + ε)" : "√(var + ε)",
             p_.versus ? "the difference U of the two tokens' rows of the unembedding" : shown(target.id, target.token) + "'s row U of the unembedding",
             p_.versus ? " difference" : "", rms ? "" : " less its mean (the norm's centring)"));
-        block b{block_kind::table, "", {}, {}, moe ? "lrrr" : "lrr"};
-        if (moe)
-            b.rows.push_back({"unit", "a_j (fed to W2)", "w", "logit of " + t});
-        else
-            b.rows.push_back({"unit", "a_j (fed to W2)", "logit of " + t});
-        for (const auto& u : p_.top_units) {
-            std::vector<std::string> row{unit_name(u.unit, u.shared), num(u.activation)};
-            if (moe) row.push_back(num(u.weight));
-            row.push_back((u.score > 0 ? "+" : "") + num(u.score));
-            b.rows.push_back(std::move(row));
-        }
+        block b = attribution_table(p_.top_units, t);
         if (html_ && !p_.knock_outs.empty()) knock_out_column(b);
         add(std::move(b));
         if (html_ && !p_.knock_outs.empty()) knock_out_together();
+        if (!p_.against_units.empty()) {
+            paragraph(fmt::format("The units that pushed against {} most:", t));
+            add(attribution_table(p_.against_units, t));
+        }
         reconciled(t);
         if (p_.total_score <= 0) {
             not_the_writer();
@@ -311,6 +306,23 @@ private:
         }
         if (!p_.changed() && !ids.empty())
             paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
+    }
+
+    // Units with their activation, routing weight (MoE) and push on the logit of `t`.
+    block attribution_table(const std::vector<unit_attribution>& units, const std::string& t) const {
+        const bool moe = p_.is_moe();
+        block b{block_kind::table, "", {}, {}, moe ? "lrrr" : "lrr"};
+        if (moe)
+            b.rows.push_back({"unit", "a_j (fed to W2)", "w", "logit of " + t});
+        else
+            b.rows.push_back({"unit", "a_j (fed to W2)", "logit of " + t});
+        for (const auto& u : units) {
+            std::vector<std::string> row{unit_name(u.unit, u.shared), num(u.activation)};
+            if (moe) row.push_back(num(u.weight));
+            row.push_back((u.score > 0 ? "+" : "") + num(u.score));
+            b.rows.push_back(std::move(row));
+        }
+        return b;
     }
 
     // The lens's change at the last token as the sum of the units' push, b2's and the norm's rescaling.
@@ -551,7 +563,7 @@ private:
         f.push_back({"checkpoint", one_line(t_.checkpoint)});
         f.push_back({"prompt", fmt::format("{}: {} token{}", quote(t_.prompt.text), t_.prompt.ids.size(), t_.prompt.ids.size() == 1 ? "" : "s")});
         f.push_back({"shown", fmt::format("each of the {} layers at the last token, {}: the logit lens before and after its "
-                                          "FFN, the FFN's direct push on the logit of {}, its units that pushed most",
+                                          "FFN, the FFN's direct push on the logit of {}, its units that pushed most for it and against it",
                                           t_.layers.size(), last_token(), target())});
         add({block_kind::fields, "", std::move(f)});
     }
@@ -593,15 +605,20 @@ private:
                     items.push_back(fmt::format("{} {}{}", tok(list[k], 24), num(list[k].prob), k + 1 < list.size() ? "," : ""));
                 return items;
             };
-            std::vector<std::string> units;
-            for (std::size_t k = 0; k < l.units.size(); ++k) {
-                const unit_ref& u = l.units[k].unit;
-                units.push_back(fmt::format("{}{} {}{}", u.expert ? fmt::format("{}:", *u.expert) : "", u.unit,
-                                            signed_2(l.units[k].score), k + 1 < l.units.size() ? "," : ""));
-            }
+            const auto units = [&](const std::vector<unit_attribution>& list) {
+                std::vector<std::string> items;
+                for (std::size_t k = 0; k < list.size(); ++k) {
+                    const unit_ref& u = list[k].unit;
+                    items.push_back(fmt::format("{}{} {}{}", u.expert ? fmt::format("{}:", *u.expert) : "", u.unit,
+                                                signed_2(list[k].score), k + 1 < list.size() ? "," : ""));
+                }
+                if (items.empty()) items.push_back("none");
+                return items;
+            };
             for (auto& line : item_lines("  before  ", tokens(l.before), room)) b.lines.push_back(std::move(line));
             for (auto& line : item_lines("  after   ", tokens(l.after), room)) b.lines.push_back(std::move(line));
-            for (auto& line : item_lines("  units   ", units, room)) b.lines.push_back(std::move(line));
+            for (auto& line : item_lines("  for     ", units(l.units), room)) b.lines.push_back(std::move(line));
+            for (auto& line : item_lines("  against ", units(l.against), room)) b.lines.push_back(std::move(line));
             add(std::move(b));
         }
     }
@@ -732,13 +749,16 @@ std::string render_layers_json(const layers_trace& t) {
     for (const auto& l : t.layers) {
         json units = json::array();
         for (const auto& u : l.units) units.push_back(attribution_json(u));
+        json against = json::array();
+        for (const auto& u : l.against) against.push_back(attribution_json(u));
         layers.push_back({{"layer", l.layer},
                           {"lens_before", ranked_json(l.before, "logit", true)},
                           {"lens_after", ranked_json(l.after, "logit", true)},
                           {"target_before", {{"logit", l.target_before.logit}, {"prob", l.target_before.prob}}},
                           {"target_after", {{"logit", l.target_after.logit}, {"prob", l.target_after.prob}}},
                           {"push", l.push},
-                          {"units", std::move(units)}});
+                          {"units", std::move(units)},
+                          {"against", std::move(against)}});
     }
     out["layers"] = std::move(layers);
     json grid = json::array();
@@ -784,10 +804,13 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
         if (p.baseline) out["baseline_prediction"] = prediction_json(*p.baseline);
         json units = json::array();
         for (const auto& u : p.top_units) units.push_back(attribution_json(u));
+        json against = json::array();
+        for (const auto& u : p.against_units) against.push_back(attribution_json(u));
         out["attribution"] = {{"position", p.prompt.ids.size() - 1},
                               {"target", {{"id", p.target->id}, {"token", p.target->token}}},
                               {"total", p.total_score},
                               {"units", std::move(units)},
+                              {"against", std::move(against)},
                               {"lens_terms", {{"lens_change", p.terms.lens_change}, {"units", p.terms.units},
                                               {"bias", p.terms.bias}, {"rescale", p.terms.rescale},
                                               {"sigma_before", p.terms.sigma_before}, {"sigma_after", p.terms.sigma_after}}}};

@@ -17,6 +17,7 @@
 #include "ffn_trace/format.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace {
 
@@ -58,12 +59,12 @@ public:
         const std::string token = show_token(s.text, u_.special.count(s.token.id) != 0, 80);
         add({block_kind::title, fmt::format("The units whose value vectors {} {}", s.suppress ? "suppress" : "promote", token)});
         fields();
+        searched_note(s, token);
         heading(fmt::format("The units that {} {}", s.suppress ? "push down" : "push up", token));
-        paragraph(fmt::format(
-            "Every unit's value vector W2[j] read through the final norm's γ and {0}'s row U of the unembedding: "
-            "score = Σ_k W2[j][k] · γ_k · U[k] (token id {1}), the logit a unit adds per unit of its activation, "
-            "before the final norm's scale. The {2}, with where each fires most over the corpus:",
-            token, s.token.id, s.suppress ? "most negative" : "largest"));
+        paragraph(fmt::format("Every unit's value vector W2[j] read through the final norm and the unembedding, for t = {0} "
+                              "(token id {1}): {2} The {3}, with where each fires most over the corpus:",
+                              token, s.token.id, promotes_definition(u_.value_normed, u_.value_centred),
+                              s.suppress ? "most negative" : "largest"));
         block b{block_kind::table, "", {}, {}, "rrrrrl"};
         b.rows.push_back({"rank", "layer", "unit", "score", "max", "fires most at"});
         for (std::size_t k = 0; k < s.matches.size() && k < u_.units.size(); ++k) {
@@ -77,6 +78,20 @@ public:
     }
 
 private:
+    // Which token the word given stands for, when that is not plain: the vocabulary's token of
+    // another spelling, or a word without its leading space that has a token of its own with one.
+    void searched_note(const unit_search& s, const std::string& token) {
+        std::string note;
+        if (!s.asked.empty() && s.asked != s.text)
+            note = fmt::format("{} is searched as token {}, {}.", quote(s.asked), s.token.id, token);
+        if (s.spaced)
+            note += fmt::format("{}{} is token {} (the word at the start of a text, or after a character that is not a space); "
+                                "the word inside a sentence, after a space, is {}, token {}: --{} {} searches that one.",
+                                note.empty() ? "" : " ", token, s.token.id, show_token(s.spaced_text, false, 80), *s.spaced,
+                                s.suppress ? "suppresses" : "promotes", quote(s.spaced_text));
+        if (!note.empty()) paragraph(std::move(note));
+    }
+
     void add(block b) { (*out_)(std::move(b)); }
     void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
     void heading(std::string text, bool folded = false) {
@@ -291,21 +306,34 @@ private:
         }
 
         if (!r.promotes.empty() || !r.suppresses.empty()) {
-            paragraph("Its value vector W2[j] read through the final norm's γ and the unembedding U: score_t = "
-                      "Σ_k W2[j][k] · γ_k · U[t][k], the logit of token t it adds per unit of activation.");
+            paragraph("Its value vector W2[j] read through the final norm and the unembedding: " +
+                      promotes_definition(u_.value_normed, u_.value_centred));
             block b{block_kind::lines};
             score_lines(b, "promotes    ", r.promotes);
             score_lines(b, "suppresses  ", r.suppresses);
             add(std::move(b));
         }
         if (!r.keys.empty()) {
-            paragraph(fmt::format("Its key, {}'s column j, against each input token's embedding E[t] through the layer's norm γ: "
-                                  "score_t = Σ_k E[t][k] · γ_k · {}[k][j] (the norm's centring and scale left out).",
-                                  u_.gated ? "Wg" : "W1", u_.gated ? "Wg" : "W1"));
+            paragraph(fmt::format("Its key, {0}'s column j, against each token's embedding E[t] alone, through the layer's "
+                                  "norm γ: score_t = Σ_k E[t][k] · γ_k · {0}[k][j] (the norm's centring and scale left out). "
+                                  "This is the token without a context: in a text the layer reads the stream, where "
+                                  "attention{1} has added the other tokens, so the unit can fire on other tokens than "
+                                  "these; the contexts above are what it fires on.{2}",
+                                  u_.gated ? "Wg" : "W1", r.unit.layer > 0 ? " and the layers below" : "",
+                                  fires_on_any(r, r.keys) ? "" : " None of these bare tokens is a token of its top contexts."));
             block b{block_kind::lines};
-            score_lines(b, "matches     ", r.keys);
+            score_lines(b, "bare tokens ", r.keys);
             add(std::move(b));
         }
+    }
+
+    // Whether any of the tokens is the token of one of the unit's top contexts.
+    bool fires_on_any(const unit_reading& r, const std::vector<token_score>& tokens) const {
+        return std::any_of(r.top.begin(), r.top.end(), [&](const unit_context& ctx) {
+            const auto& ids = c_.texts[ctx.text].ids;
+            return ctx.token < ids.size() &&
+                   std::any_of(tokens.begin(), tokens.end(), [&](const token_score& t) { return t.id == ids[ctx.token]; });
+        });
     }
 
     void score_lines(block& b, const std::string& label, const std::vector<token_score>& list) const {

@@ -49,6 +49,10 @@ std::string step_formula(const ffn& l, step_kind step);
 // What a step does, in a sentence or two; `out_in` when the file stores its matrices outputs × inputs.
 std::string step_explanation(const ffn& l, step_kind step, bool out_in);
 
+// The tool's one "promotes" score (through_final_norm), said where a view shows it: a unit's score
+// for token t, W2[j] · g_t, and what it means; `normed` and `centred` as the vocabulary_view has them.
+std::string promotes_definition(bool normed, bool centred);
+
 // The vocabulary view's lists (walkthrough_readings.cpp): the scores of one sign (1 or -1), since
 // "promotes" lists only positive scores and "suppresses" only negative ones; and whether every
 // score past the first is negligible next to it (under 1% of it), noise that reads as knowledge.

@@ -101,14 +101,28 @@ std::string walkthrough_builder::token_text(std::size_t id) const {
     return show_token((*token_strings_)[id], tok_ && tok_->special(id));
 }
 
+std::string promotes_definition(bool normed, bool centred) {
+    const std::string g = !normed   ? "U[t], token t's row of the unembedding (the model has no final norm)"
+                          : centred ? "γ ⊙ U[t] less its mean, γ the final norm's weight and U[t] token t's row of the unembedding "
+                                      "(the norm's centring drops the mean of what a unit writes)"
+                                    : "γ ⊙ U[t], γ the final norm's weight and U[t] token t's row of the unembedding";
+    return fmt::format("score_t = W2[j] · g_t, g_t = {}: the logit of t that unit j adds for each unit of its activation, "
+                       "before the final norm divides the stream by its σ. The one score of a value vector in every view "
+                       "(run's vocabulary view, units, units --promotes); a prompt's attribution of a unit's push is "
+                       "a_j · score_t / σ.",
+                       g);
+}
+
 void walkthrough_builder::vocabulary_block(const std::string& title, bool expert) {
     add({block_kind::heading, title});
-    paragraph(std::string("Each unit's value vector (its row of W2) projected onto the unembedding, v · Eᵀ, without the "
-                          "final norm: the tokens a unit pushes the prediction towards when it fires positively (a "
-                          "positive score), and away from (a negative one), each with its score. Then ") +
-              (expert ? "what this expert wrote for each of its tokens (its routing weight scales it, but leaves "
-                        "the order of the tokens as it is)."
-                      : "the whole update each token receives from the layer."));
+    paragraph(std::string("Each unit's value vector W2[j] read as the model reads what the unit writes, through the final "
+                          "norm and the unembedding: ") +
+              promotes_definition(vocab_->normed, vocab_->centred) +
+              " It promotes the tokens of positive score (the prediction moves towards them when the unit fires "
+              "positively) and suppresses those of negative score. Then " +
+              (expert ? "what this expert wrote for each of its tokens, read the same way (its routing weight scales "
+                        "it, but leaves the order of the tokens as it is)."
+                      : "the whole update each token receives from the layer, read the same way."));
     block b{block_kind::lines};
     // The page draws each unit's scores as bars, one block per unit; text keeps one block.
     auto flush = [&](std::shared_ptr<const figure> picture) {
@@ -141,7 +155,8 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
         if (explain_) {
             auto f = std::make_shared<figure>();
             f->type = figure::kind::bars;
-            f->caption = fmt::format("Unit {}'s scores v · Eᵀ: the tokens it promotes, then those it suppresses", vocab_->units[k]);
+            f->caption = fmt::format("Unit {}'s scores W2[{}] · g_t: the tokens it promotes, then those it suppresses", vocab_->units[k],
+                                     vocab_->units[k]);
             f->values.emplace_back();
             for (const auto* list : {&promoted, &suppressed})
                 for (const auto& s : *list) {
@@ -230,7 +245,9 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
                                        : fmt::format("Unit {} · {}", e.unit, token_name(e.row))});
     block b{block_kind::lines};
     std::vector<std::string> terms;
-    for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, op(v)));
+    // Results, not operands: at the precision of the sum below them ("0.0970", not "0.097").
+    const auto result = [&](double v) { return v < 0 ? "(" + num(v) + ")" : num(v); };
+    for (const auto& [i, v] : e.terms) terms.push_back(fmt::format("[{}] {}", i, result(v)));
     const step_kind pre = pre_activation_step(l);
     const weight key = *step_weight(pre);
     b.lines.push_back(fmt::format("{}{} = {} · column {} of {}{}: the largest terms", step_variable(pre), at(e.row, e.unit),
@@ -253,7 +270,7 @@ void walkthrough_builder::explained_unit(const unit_explanation& e) {
                                       num(tr_->step(step_kind::multiply).value(t, j))));
     }
     b.lines.push_back(fmt::format("fed to W2: {}", num(e.fired)));
-    b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", op(e.fired), e.unit, vector_text(e.wrote)));
+    b.lines.push_back(fmt::format("wrote {} · W2 row {} = {}", result(e.fired), e.unit, vector_text(e.wrote)));
     if (e.key_weight && !e.terms.empty())
         dequantization_lines(fmt::format("its largest term's weight {}[{}][{}] is stored", weight_name(key), e.terms.front().first, e.unit),
                              *e.key_weight, b.lines);
