@@ -171,7 +171,7 @@ TEST_CASE("the edit's page draws k*'s largest entries largest first, coloured by
     CHECK(u0 < u1);
     CHECK(svg.find("fill=\"#") == std::string::npos);  // no colour a bar
     CHECK(svg.find("fill:var(--pos)") != std::string::npos);
-    // ‖k‖ is never negative: its table's scale runs from 0, one hue.
-    CHECK(page.find("<span class=\"ramp positive\"></span><span>2.236</span><span>each cell redder for a larger norm</span>") !=
+    // ‖k‖ = √5 = 2.2361 is never negative: its table's scale runs from 0 to it, one hue.
+    CHECK(page.find("<span class=\"ramp positive\"></span><span>2.2361</span><span>each cell redder for a larger norm</span>") !=
           std::string::npos);
 }
