@@ -131,10 +131,10 @@ private:
         add({block_kind::fields, "", std::move(f)});
     }
 
-    // "0.5 ± 0.0275, …, 0.999 ± 0.0043": each band level's rank error in the sample.
+    // "0.5±0.0275, …, 0.999±0.0043": each band level's rank error in the sample.
     std::string rank_errors() const {
         std::vector<std::string> items;
-        for (double q : quantile_levels) items.push_back(format_short(q, 3) + " ± " + format_fixed(quantile_rank_error(u_.sample, q), 4));
+        for (double q : quantile_levels) items.push_back(format_short(q, 3) + "±" + format_fixed(quantile_rank_error(u_.sample, q), 4));  // one word: never split
         return fmt::format("{}", fmt::join(items, ", "));
     }
     // Whether two neighbouring levels' errors reach each other: a band the sample cannot tell apart.
