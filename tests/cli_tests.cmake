@@ -919,6 +919,26 @@ cli_test("run --prompt --versus shows the attribution to the difference and the 
 cli_test("run --prompt --ablate-top shows the knock-out sweep as a curve" 0
   "The knock-out sweep.* 0 none 0\\.8862 .* 5 \\+ unit 203 0\\.2276 .* 10 \\+ unit 101 0\\.0646" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 10 --detail summary)
+cli_test("run --prompt --ablate-top's text sweep gives each unit's own P without it and the top token at each step" 0
+  "The knock-out sweep.* k knocked out P\\(\" Paris\"\\) alone top token then 0 none 0\\.8862 \" Paris\" 0\\.8862 .* 1 \\+ unit 172 0\\.7893 0\\.7893 \" Paris\" 0\\.7893 "
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 3 --detail summary)
+cli_test("run --prompt --ablate-top does not suggest --ablate: the sweep has knocked the units out" 0
+  "!To test it, knock them out" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 3 --detail summary)
+cli_test("run --prompt --ablate-top --format html draws the sweep as a curve" 0
+  "The knock-out sweep.*<th scope=\"col\">alone</th>.*>units knocked out</text><polyline class=\"curve\""
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 3 --format html)
+# The page: the stream's norms on a one-hue scale from 0; the units and the vocabulary as tables, not
+# preformatted text (the written-out arithmetic may stay monospaced).
+cli_test("run --prompt --format html colours the stream's norms from 0, one hue" 0
+  "<th scope=\"col\">largest</th>.*<span>0</span><span class=\"ramp positive\"></span><span>[0-9.]+</span><span>each cell redder for a larger norm</span>"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --format html)
+cli_test("run --prompt --format html shows the units and their vocabulary as tables" 0
+  "<th scope=\"col\">fired most \\(value fed to W2\\)</th>.*<th scope=\"col\">promotes</th><th scope=\"col\">suppresses</th>.*<th scope=\"row\" class=\"row\">172</th>"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --format html)
+cli_test("run --prompt --format html leaves no list of units or tokens as preformatted text" 0
+  "!<pre class=\"arith\">[^<]*(promotes|fired most)"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --format html)
 cli_test("run --ablate-top without a prompt is refused" 2 EMPTY "^error: --ablate-top: knocks units out of a forward pass"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --embedding 3 --ablate-top 2)
 cli_test("run --ablate-top beyond the layer's units is refused" 2 EMPTY
@@ -1346,6 +1366,15 @@ cli_test("units --skip-first over texts of one token each is refused" 2 EMPTY
   --stdin ${UNITS}/one_token.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --skip-first)
 cli_test("units reads the corpus from standard input given as -, CR LF and all" 0 "corpus +<stdin>: 5 texts, 42 tokens"
   ANY --stdin ${UNITS}/small_crlf.txt -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus - --unit 3)
+# A units page for the units asked is headed by them, not "Every unit".
+cli_test("units --format html for two units heads their table with the units asked" 0
+  "<h2>The 2 units asked, by its largest activation</h2>.*Unit 3 of layer 0.*Unit 24 of layer 0"
+  ANY -- ${FT} units --checkpoint ${CAPITALS} --layer 0 --corpus ${UNITS}/small.txt --unit 3,24 --format html)
+# The histogram's axis ends at the largest activation read, as the card prints it, even when its
+# counts are a sample's (atlas's unit 168: 2.5144, its sample of 1,000 reaching 2.3454 before).
+cli_test("units --format html labels the histogram's right end with the unit's max as printed" 0
+  "max</dt><dd>([0-9.]+)</dd>.*<figcaption>How its activations spread[^<]*</figcaption><svg[^>]*>(<rect[^>]*><title>[^<]*</title></rect>)*<text[^>]*>[^<]*</text><text[^>]*>\\1</text></svg>"
+  ANY -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 168 --sample 1000 --format html)
 
 # quiz and worksheet on a real prompt: the shipped model, "The capital of France is", layer 0.
 set(CAPITALS ${DATA}/models/capitals)

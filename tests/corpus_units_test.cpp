@@ -146,7 +146,7 @@ TEST_CASE("a unit's top contexts, mean and density agree with its activations re
     }
 }
 
-TEST_CASE("past the sample size the quantiles come from a reservoir, and the rank error is the DKW bound") {
+TEST_CASE("past the sample size the quantiles come from a reservoir, and the rank error is Bernstein's bound at each level") {
     auto [model, tok] = open_capitals();
     auto c = read_corpus("The capital of France is Paris.\nThe capital of Senegal is Dakar.", "c.txt", tok, 64);
     REQUIRE(c);
@@ -161,8 +161,66 @@ TEST_CASE("past the sample size the quantiles come from a reservoir, and the ran
     for (auto n : r->units[0].histogram) kept += n;
     CHECK(kept == 5);
     CHECK(r->units[0].count == c->tokens());  // the mean and the density still read every token
-    // ε = √(ln(2/0.01) / 2n): n = 2 gives √(5.298317 / 4) = 1.150904
-    CHECK(quantile_rank_error(2) == doctest::Approx(1.150904).epsilon(1e-6));
+    // ε − 1/n solves n·ε² = L·(2q(1 − q) + 8ε/3), L = ln 200 = 5.298317: for n = 4096, q = 0.999,
+    // ε = (14.128846 + √(199.624 + 173.418)) / 8192 + 1/4096 = 0.0043266; q = 0.5: 0.0274589.
+    CHECK(quantile_rank_error(4096, 0.999) == doctest::Approx(0.0043266).epsilon(1e-4));
+    CHECK(quantile_rank_error(4096, 0.5) == doctest::Approx(0.0274589).epsilon(1e-4));
+    CHECK(quantile_rank_error(2, 0.5) == 1.0);  // no more than every level
+    // The histogram's axis is every token's least and largest, not the sample's.
+    CHECK(r->units[0].histogram_high == r->units[0].max);
+    double least = HUGE_VAL;
+    for (const auto& t : c->texts) {
+        auto x = model.embed(t.ids);
+        REQUIRE(x);
+        auto a = model.attention_block(0, *x);
+        REQUIRE(a);
+        auto layer = model.source().dense_layer(0);
+        REQUIRE(layer);
+        auto tr = run_ffn(*layer, *a, {a->rows});
+        REQUIRE(tr);
+        for (std::size_t k = 0; k < a->rows; ++k) least = std::min(least, hidden_output(*tr)(k, 24));
+    }
+    CHECK(r->units[0].histogram_low == doctest::Approx(least).epsilon(1e-12));
+}
+
+TEST_CASE("a unit's sample is drawn from its own seed: the same quantiles whatever other units a command reads") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\nThe capital of Senegal is Dakar.\nPeople in Japan speak Japanese.",
+                         "c.txt", tok, 64);
+    REQUIRE(c);
+    units_options o;
+    o.sample = 6;
+    o.units = {{0, {std::nullopt, 24}}};
+    auto alone = read_corpus_units(model, tok, *c, o);
+    o.units = {{0, {std::nullopt, 3}}, {1, {std::nullopt, 7}}, {0, {std::nullopt, 24}}};
+    auto among = read_corpus_units(model, tok, *c, o);
+    REQUIRE(alone);
+    REQUIRE(among);
+    CHECK_FALSE(alone->exact);
+    const unit_reading &a = alone->units[0], &b = among->units[2];
+    REQUIRE(a.bands.size() == b.bands.size());
+    for (std::size_t k = 0; k < a.bands.size(); ++k) {
+        CHECK(a.bands[k].low == b.bands[k].low);
+        CHECK(a.bands[k].high == b.bands[k].high);
+    }
+    CHECK(a.histogram == b.histogram);
+}
+
+TEST_CASE("every activation is kept while the units read fit kept_in_all, else as many each as fit") {
+    auto [model, tok] = open_capitals();
+    auto c = read_corpus("The capital of France is Paris.\nThe capital of Senegal is Dakar.", "c.txt", tok, 64);
+    REQUIRE(c);
+    units_options o;
+    o.units = {{0, {std::nullopt, 24}}, {0, {std::nullopt, 3}}};
+    o.kept_in_all = 2 * c->tokens();
+    auto fits = read_corpus_units(model, tok, *c, o);
+    REQUIRE(fits);
+    CHECK(fits->exact);
+    o.kept_in_all = 2 * c->tokens() - 2;
+    auto sampled = read_corpus_units(model, tok, *c, o);
+    REQUIRE(sampled);
+    CHECK_FALSE(sampled->exact);
+    CHECK(sampled->sample == c->tokens() - 1);
 }
 
 TEST_CASE("read_corpus_units refuses --top 0, a unit past d_ff and an expert in a dense layer") {

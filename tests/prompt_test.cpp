@@ -277,6 +277,7 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
 
 TEST_CASE("the knock-out sweep's probabilities are the reference rerun with the top k units' W2 rows zeroed") {
     tiny_model m = make_model("gpt2");
+    const tiny_model unchanged = m;
     ckpt::temp_dir dir;
     const transformer model = open_model(m.write(dir));
     prompt_options o = knock_out(0);
@@ -295,6 +296,19 @@ TEST_CASE("the knock-out sweep's probabilities are the reference rerun with the 
             for (std::size_t i = 0; i < d_model; ++i) w2[p->sweep_units[k - 1].unit * d_model + i] = 0;
         const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
         CHECK(p->sweep[k] == Approx(changed[target]).epsilon(1e-9));
+        // the next token then
+        REQUIRE(p->sweep_top.size() == 5);
+        CHECK(p->sweep_top[k].id == argmax(changed));
+        CHECK(p->sweep_top[k].prob == Approx(changed[argmax(changed)]).epsilon(1e-9));
+    }
+    // each unit's own P(target) without it: its row alone zeroed
+    REQUIRE(p->sweep_alone.size() == 4);
+    for (std::size_t k = 0; k < 4; ++k) {
+        CAPTURE(k);
+        tiny_model alone = unchanged;
+        auto& row = alone.values.at("transformer.h.0.mlp.c_proj.weight").values;
+        for (std::size_t i = 0; i < d_model; ++i) row[p->sweep_units[k].unit * d_model + i] = 0;
+        CHECK(p->sweep_alone[k] == Approx(softmax(ref::forward(alone.spec, alone.values, ids).logits[4])[target]).epsilon(1e-9));
     }
     CHECK(p->sweep[0] == Approx(p->prediction->top[0].prob).epsilon(1e-12));
     SUBCASE("more units than the layer has is an error naming the parameter") {

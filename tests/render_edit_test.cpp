@@ -157,3 +157,21 @@ TEST_CASE("an expert's edit names the expert and its routing weight; an edit tha
     CHECK(keys[2] == "position");
     CHECK(nlohmann::json::parse(render_edit_json(hand_made())).at("edit").count("expert") == 0);
 }
+
+TEST_CASE("the edit's page draws k*'s largest entries largest first, coloured by sign, and its norms from 0 in one hue") {
+    std::string page;
+    render_edit(hand_made(), {}, text_format::html, [&page](std::string_view s) { page += s; });
+    // k* = (1, 0, 2): unit 2, then unit 0, then unit 1, each bar red as a positive number is in a grid.
+    const auto chart = page.find("<figcaption>The key k*: its largest entries, unit by unit</figcaption>");
+    REQUIRE(chart != std::string::npos);
+    const std::string svg = page.substr(chart, page.find("</svg>", chart) - chart);
+    const auto u2 = svg.find(">unit 2<"), u0 = svg.find(">unit 0<"), u1 = svg.find(">unit 1<");
+    REQUIRE(u2 != std::string::npos);
+    CHECK(u2 < u0);
+    CHECK(u0 < u1);
+    CHECK(svg.find("fill=\"#") == std::string::npos);  // no colour a bar
+    CHECK(svg.find("fill:var(--pos)") != std::string::npos);
+    // ‖k‖ = √5 = 2.2361 is never negative: its table's scale runs from 0 to it, one hue.
+    CHECK(page.find("<span class=\"ramp positive\"></span><span>2.2361</span><span>each cell redder for a larger norm</span>") !=
+          std::string::npos);
+}

@@ -145,3 +145,22 @@ TEST_CASE("the units' JSON has the layer, the corpus and each unit's readings by
     CHECK(u["promotes"][0] == nlohmann::json({{"id", 9}, {"token", " mat"}, {"score", 0.75}}));
     CHECK(u["suppresses"][0]["score"] == -0.25);
 }
+
+TEST_CASE("the page's histogram is on the text's log scale, its axis labelled with the least and the largest as printed") {
+    const fixture f;
+    units_view v;
+    v.cards = true;
+    text_options o;
+    const std::string page = detail::collected([&](const text_sink& out) { render_units(f.u, f.c, v, o, text_format::html, out); });
+    // counts {1, 0, 3, 4}, 120 px for the largest: log(1 + n) / log(1 + 4) of it, 51.7 px for the
+    // first bar (a linear scale would give 30), 103.4 for the third.
+    CHECK(page.find("height=\"51.7\"") != std::string::npos);
+    CHECK(page.find("height=\"103.4\"") != std::string::npos);
+    CHECK(page.find("height=\"30.0\"") == std::string::npos);
+    // The axis ends as the card prints them: -0.5000 and 2.0000, the max above it.
+    CHECK(page.find("<text x=\"10\" y=\"138\">-0.5000</text><text x=\"470\" y=\"138\" text-anchor=\"end\">2.0000</text>") !=
+          std::string::npos);
+    // Units asked for are headed as such, not as every unit of the layer.
+    CHECK(page.find("The 2 units asked, by its largest activation") != std::string::npos);
+    CHECK(page.find("Every unit") == std::string::npos);
+}

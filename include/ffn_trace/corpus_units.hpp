@@ -14,11 +14,13 @@
 //                                                          the gate Wg for a gated layer)
 //
 // Memory: the k best contexts per unit (each with its window of activations), and for the
-// quantiles at most `sample` activations per unit: every one while T ≤ sample (the quantiles are
-// then exact), else a uniform reservoir of `sample` (Algorithm R), whose quantiles are those of
-// the sample, each within a stated rank error. Never texts × tokens × d_ff.
+// quantiles every activation of every unit read while units × T ≤ `kept_in_all` (the quantiles are
+// then exact), else a uniform reservoir of n per unit (Algorithm R, each unit's drawn from a seed
+// of its own, so that a unit's sample is the same whatever else a command reads), whose quantiles
+// are those of the sample, each within a stated rank error. Never texts × tokens × d_ff.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <map>
 #include <set>
@@ -82,8 +84,11 @@ struct unit_context {
     std::vector<double> activations;
 };
 
-// The activations between two quantiles (OpenAI's neuron viewer shows [0.5, 0.9], [0.9, 0.99] and
-// [0.99, 0.999]): the values there, and a few contexts spread evenly over the band.
+// The levels the quantile bands run between: OpenAI's neuron viewer shows [0.5, 0.9], [0.9, 0.99]
+// and [0.99, 0.999].
+inline constexpr std::array<double, 4> quantile_levels{0.5, 0.9, 0.99, 0.999};
+
+// The activations between two quantiles: the values there, and a few contexts spread evenly over the band.
 struct quantile_band {
     double from = 0, to = 0;   // the quantile levels
     double low = 0, high = 0;  // the activations at them (linear interpolation, as NumPy's default)
@@ -96,7 +101,8 @@ struct unit_reading {
     std::size_t count = 0;          // tokens read (for an expert's unit: the tokens routed to it)
     double max = 0, mean = 0, fraction_active = 0;  // fraction_active: activation > 0
     std::vector<quantile_band> bands;
-    // Counts of the activations kept for the quantiles in equal bins from their least to their largest.
+    // Counts of the activations kept for the quantiles in equal bins from the least activation read
+    // to the largest (max), over every token even when the counts are a sample's.
     double histogram_low = 0, histogram_high = 0;
     std::vector<std::size_t> histogram;
     std::vector<token_score> promotes, suppresses;  // value scores, best first
@@ -109,7 +115,10 @@ struct units_options {
     std::size_t top = 10;             // contexts, and tokens promoted, suppressed and matched
     bool skip_first = false;          // leave position 0 of every text out
     std::size_t window = 8;           // tokens kept each side of a context's token
-    std::size_t sample = 4096;        // activations kept per unit for the quantiles
+    // Activations kept per unit for the quantiles; 0: every one while the units read have at most
+    // `kept_in_all` in all, else as many each as fit in it.
+    std::size_t sample = 0;
+    std::size_t kept_in_all = std::size_t{1} << 23;  // 16 bytes each: 128 MB
     std::size_t band_samples = 3;     // contexts per quantile band
     std::size_t bins = 24;
     progress watcher = {};            // told of each text read; asked whether to go on
@@ -135,10 +144,12 @@ struct corpus_units {
 outcome<corpus_units> read_corpus_units(const transformer& model, const tokenizer& tok, const corpus& c,
                                        const units_options& options);
 
-// The rank error of the quantiles of a uniform sample of n values: with probability 0.99 each
-// sample quantile lies within ε of its level in the whole distribution, ε = √(ln(2/0.01) / 2n)
-// (the Dvoretzky–Kiefer–Wolfowitz inequality).
-double quantile_rank_error(std::size_t n);
+// The rank error of the quantile at level q of a uniform sample of n values: with probability 0.99
+// it is the whole distribution's quantile at a level within q ± ε. Bernstein's inequality for the
+// count of sampled values below each end, whose variance is at most n·(q(1 − q) + ε), gives
+// n·ε² = L·(2q(1 − q) + 8ε/3), L = ln(2/0.01); 1/n is added for the interpolation between ranks.
+// Near the tails ε shrinks with q(1 − q), as a band's levels there need.
+double quantile_rank_error(std::size_t n, double q);
 
 // The units whose value vectors push token `id` most (promote) or least (suppress): score_j =
 // W2[j] · (γ ⊙ U[id]) over every unit of every layer in `layers` (every expert's for an MoE), the

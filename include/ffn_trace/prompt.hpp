@@ -215,6 +215,8 @@ struct prompt_trace {
     // P(target) with units 0 … k − 1 of sweep_units knocked out (sweep[0]: none, the baseline).
     std::vector<unit_ref> sweep_units;
     std::vector<double> sweep;
+    std::vector<ranked_token> sweep_top;  // sweep_top[k]: the next token then, with its probability
+    std::vector<double> sweep_alone;      // sweep_alone[k]: P(target) with sweep_units[k] knocked out alone
     std::vector<unit_ref> ablated;
     std::vector<unit_intervention> intervened;  // options.interventions, each `last` resolved to its token
     std::string mean_corpus;                    // the corpus a mean was taken over, when any

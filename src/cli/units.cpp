@@ -50,9 +50,9 @@ void setup_units(CLI::App& app, int& status) {
     promotes->excludes(suppresses)->excludes(unit);
     suppresses->excludes(unit);
     sub->add_option("--sample", o->sample, "Activations kept per unit for the quantiles: exact while the corpus has no more "
-                                           "tokens, else a uniform sample of this many, its error stated")
-        ->check(whole_number(1, 1u << 24))
-        ->capture_default_str();
+                                           "tokens, else a uniform sample of this many, its error stated (default: every "
+                                           "activation while the units read have 8,388,608 in all, else as many each as fit)")
+        ->check(whole_number(1, 1u << 24));
     sub->add_option("--format", o->format, "Output format")
         ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
         ->capture_default_str();

@@ -17,7 +17,7 @@ struct units_options {
     bool skip_first = false;
     std::string sort = "max";
     std::string promotes, suppresses;    // a token whose value-vector writers are searched for
-    std::size_t sample = 4096;
+    std::size_t sample = 0;  // 0: every activation while they fit (the library's kept_in_all)
     std::string format = "text";
     int precision = 4;
     bool ascii = false;

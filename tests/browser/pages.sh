@@ -68,6 +68,9 @@ make_page run_gguf_quantized_moe run --checkpoint "$work/quantized_moe.gguf" --l
 # A prompt through the shipped model, with a knock-out.
 make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --ablate 172,84,28,168,203 && pages+=(run_prompt_capitals)
+# The knock-out sweep: its table and its curve, whose readout the self-test moves.
+make_page run_prompt_sweep run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
+  --ablate-top 5 && pages+=(run_prompt_sweep)
 # Interventions at a position, and every layer of the deeper model with its lens grid.
 make_page run_prompt_intervene run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --intervene 172@4*0.5 --intervene 84=mean && pages+=(run_prompt_intervene)
@@ -76,6 +79,8 @@ make_page run_prompt_layers run --checkpoint "$data/models/atlas" --layer all --
 # A layer's units over a small corpus: the table, and every unit's card with its contexts and histogram.
 make_page units_capitals units --checkpoint "$data/models/capitals" --layer 0 --corpus "$here/../inputs/units/small.txt" &&
   pages+=(units_capitals)
+make_page units_two units --checkpoint "$data/models/capitals" --layer 0 --corpus "$here/../inputs/units/small.txt" \
+  --unit 172,24 && pages+=(units_two)
 # Causal tracing: three grids coloured by P, each cell's P and effect on a click or hover.
 make_page locate_capitals locate --checkpoint "$data/models/capitals" --prompt "The capital of France is" --subject France &&
   pages+=(locate_capitals)

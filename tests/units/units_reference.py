@@ -13,7 +13,9 @@ the same with --skip-first, and --promotes against every layer's value vectors. 
 tiny Mixtral written by tests/locate/reference_test.py's own definitions, each expert's units read
 over the tokens the NumPy router sends to that expert (count, mean, density, top-k, quantiles and
 the value scores), and then two of its units asked as --unit E:J, in the JSON and in the text cards,
-and the errors of an expert, a unit or an E:J form the layer does not have.
+and the errors of an expert, a unit or an E:J form the layer does not have. Last, data/models/atlas
+(beside MODEL_DIR): a unit's quantiles over its corpus's 8,460 tokens exact in every command, and
+with --sample the same in every command and within the rank errors stated.
 """
 
 import ast
@@ -401,6 +403,55 @@ for bad, message in ((f"{E}:0", f"expert {E} is out of range: layer {MOE_LAYER} 
 print(f"MoE --unit {spec}: " + ", ".join(f"expert {e} unit {j} over {len(routed[(e, j)])} routed tokens" for e, j in asked))
 
 print(f"MoE: {len(got['units'])} units of {E} experts over {sum(len(v) for v in routed.values()) // F} routed tokens")
+
+
+# ---- data/models/atlas, whose corpus has more tokens than a sample once held: its activations fit
+# in memory, so the quantiles are exact, NumPy's over every token, whatever else a command reads;
+# with --sample they are a sample's, the same for a unit in every command, and each is the corpus's
+# quantile at a level within the rank error the JSON states. The histogram's axis is the least and
+# the largest activation read. -----------------------------------------------------------------
+model_dir = os.path.join(os.path.dirname(os.path.abspath(model_dir)), "atlas")
+W = load_weights()
+cfg = json.load(open(f"{model_dir}/config.json"))
+L, H, EPS = cfg["n_layer"], cfg["n_head"], cfg["layer_norm_epsilon"]
+tok = load_tokenizer()
+ATLAS_LAYER, ATLAS_UNIT = 1, 168
+atlas_texts = [t for t in open(f"{model_dir}/corpus.txt", encoding="utf-8").read().removesuffix("\n").split("\n") if t.strip(" \t")]
+values = np.concatenate([activations(tok.encode(t))[ATLAS_LAYER][:, ATLAS_UNIT] for t in atlas_texts])
+
+
+def atlas_unit(*args):
+    got = run("--layer", str(ATLAS_LAYER), "--top", "1", *args)
+    return got, next(u for u in got["units"] if u["unit"] == ATLAS_UNIT)
+
+
+for args in (["--unit", str(ATLAS_UNIT)], ["--unit", f"3,{ATLAS_UNIT}"], []):
+    what = f"atlas units {' '.join(args) or '(every unit)'}"
+    got, entry = atlas_unit(*args)
+    if got["quantile_method"] != {"exact": True} or entry["count"] != len(values):
+        failures.append(f"{what}: quantiles {got['quantile_method']} over {entry['count']} of {len(values)} activations")
+    for band in entry["quantiles"]:
+        close(f"{what} quantile {band['from']}", band["low"], float(np.quantile(values, band["from"])))
+        close(f"{what} quantile {band['to']}", band["high"], float(np.quantile(values, band["to"])))
+    close(f"{what} histogram's left end", entry["histogram"]["low"], float(values.min()))
+    close(f"{what} histogram's right end", entry["histogram"]["high"], float(values.max()))
+sampled = [atlas_unit("--sample", "1000", "--unit", spec) for spec in (str(ATLAS_UNIT), f"3,{ATLAS_UNIT}", f"{ATLAS_UNIT},7")]
+for got, entry in sampled:
+    what = f"atlas --sample 1000 unit {ATLAS_UNIT}"
+    if entry["quantiles"] != sampled[0][1]["quantiles"]:
+        failures.append(f"{what}: the quantiles differ with the other units read: {entry['quantiles']} and {sampled[0][1]['quantiles']}")
+    errors = {e["level"]: e["error"] for e in got["quantile_method"].get("rank_errors", [])}
+    for band in entry["quantiles"]:
+        for level, x in ((band["from"], band["low"]), (band["to"], band["high"])):
+            if level not in errors:
+                failures.append(f"{what}: no rank error stated for level {level}")
+                continue
+            below, at_most = float((values < x).mean()), float((values <= x).mean())
+            if at_most < level - errors[level] or below > level + errors[level]:
+                failures.append(f"{what}: quantile {level} = {x} is the corpus's at {below:.4f} to {at_most:.4f}, "
+                                f"outside ± {errors[level]:.4f}")
+    close(f"{what} histogram's right end", entry["histogram"]["high"], float(values.max()))
+print(f"atlas: unit {ATLAS_UNIT} of layer {ATLAS_LAYER} over {len(values)} activations, exact and sampled")
 for line in failures[:20]:
     print("FAIL:", line)
 print(f"{len(failures)} failures over {L} layers, {len(texts)} texts")

@@ -74,18 +74,30 @@ outcome<corpus> read_corpus(std::string_view content, const std::string& file, c
     return c;
 }
 
-double quantile_rank_error(std::size_t n) { return std::sqrt(std::log(2.0 / 0.01) / (2.0 * static_cast<double>(n))); }
+double quantile_rank_error(std::size_t n, double q) {
+    const double L = std::log(2.0 / 0.01), a = 8 * L / 3, m = static_cast<double>(n);
+    return std::min(1.0, (a + std::sqrt(a * a + 8 * m * L * q * (1 - q))) / (2 * m) + 1 / m);
+}
 
 namespace {
 
 // One unit's readings as the corpus passes: the k best contexts (a sorted list, best first), the
-// sums, and the activations kept for the quantiles with the token (its global index) of each.
+// sums, and the activations kept for the quantiles with the token (its global index) of each; the
+// reservoir's draws from a seed of the unit's own.
 struct accumulator {
     std::vector<unit_context> top;
     std::size_t count = 0, active = 0;
-    double sum = 0, max = -HUGE_VAL;
+    double sum = 0, max = -HUGE_VAL, min = HUGE_VAL;
     std::vector<std::pair<double, std::size_t>> kept;
+    detail::splitmix random{0};
 };
+
+// A unit's seed: its layer, expert and index mixed, so that its sample is the same in every command.
+std::uint64_t seed_of(const layer_unit& u) {
+    detail::splitmix mix{0x5eed ^ (static_cast<std::uint64_t>(u.layer) << 42) ^
+                         (static_cast<std::uint64_t>(u.unit.expert ? *u.unit.expert + 1 : 0) << 21) ^ u.unit.unit};
+    return mix.next();
+}
 
 // An activation rounded to 40 bits of mantissa, about 12 significant digits: activations equal so
 // far go by their place in the corpus. The same token at the same position in two texts is the
@@ -229,8 +241,12 @@ std::optional<double> activation_at(const matrix& post, const unit_ref& u, std::
 // and runs no block after the last of them, and each unit's activations are folded in.
 class corpus_pass {
 public:
-    corpus_pass(const transformer& model, const corpus& c, const units_options& o, const std::vector<layer_unit>& wanted, bool exact)
-        : acc(wanted.size()), model_(model), c_(c), o_(o), wanted_(wanted), exact_(exact) {}
+    // `sample`: the activations each unit keeps for its quantiles.
+    corpus_pass(const transformer& model, const corpus& c, const units_options& o, const std::vector<layer_unit>& wanted,
+                std::size_t sample)
+        : acc(wanted.size()), model_(model), c_(c), o_(o), wanted_(wanted), sample_(sample) {
+        for (std::size_t i = 0; i < wanted.size(); ++i) acc[i].random.state = seed_of(wanted[i]);
+    }
 
     std::optional<error> run() {
         // An MoE layer's run keeps its engine trace too, for the tokens' experts: one run per layer.
@@ -287,8 +303,9 @@ private:
             u.sum += v;
             u.active += v > 0;
             u.max = std::max(u.max, v);
-            if (exact_ || u.kept.size() < o_.sample) u.kept.emplace_back(v, global);
-            else if (const std::size_t slot = random_.below(u.count); slot < o_.sample)
+            u.min = std::min(u.min, v);
+            if (u.kept.size() < sample_) u.kept.emplace_back(v, global);
+            else if (const std::size_t slot = u.random.below(u.count); slot < sample_)
                 u.kept[slot] = {v, global};  // Algorithm R: each token kept with probability sample / count
             unit_context cand{ti, t, v, 0, 0, {}};
             if (u.top.size() == o_.top && !before(cand, u.top.back())) continue;
@@ -305,8 +322,7 @@ private:
     const corpus& c_;
     const units_options& o_;
     const std::vector<layer_unit>& wanted_;
-    const bool exact_;
-    detail::splitmix random_{0x5eed};
+    const std::size_t sample_;
     std::size_t seen_ = 0;  // tokens read so far: the next one's global index
 };
 
@@ -332,9 +348,9 @@ std::vector<quantile_band> bands_of(const std::vector<std::pair<double, std::siz
     }
     std::vector<double> sorted(kept.size());
     for (std::size_t k = 0; k < sorted.size(); ++k) sorted[k] = kept[k].first;
-    static const double levels[][2] = {{0.99, 0.999}, {0.9, 0.99}, {0.5, 0.9}};
     std::vector<quantile_band> bands;
-    for (const auto& level : levels) {
+    for (std::size_t k = quantile_levels.size() - 1; k > 0; --k) {  // the highest band first
+        const double level[] = {quantile_levels[k - 1], quantile_levels[k]};
         quantile_band b{level[0], level[1], quantile(sorted, level[0]), quantile(sorted, level[1]), {}};
         const auto lo = static_cast<std::size_t>(std::ceil(level[0] * static_cast<double>(sorted.size() - 1)));
         const auto hi = static_cast<std::size_t>(std::floor(level[1] * static_cast<double>(sorted.size() - 1)));
@@ -365,8 +381,8 @@ unit_reading reading_of(accumulator& u, const layer_unit& unit, const corpus& c,
         return ka != kb ? ka < kb : a.second < b.second;
     });
     out.bands = bands_of(u.kept, c, o);
-    out.histogram_low = u.kept.front().first;
-    out.histogram_high = u.kept.back().first;
+    out.histogram_low = u.min;
+    out.histogram_high = u.max;
     out.histogram.assign(o.bins, 0);
     const double span = out.histogram_high - out.histogram_low;
     for (const auto& [v, global] : u.kept) {
@@ -453,15 +469,17 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     r.skip_first = o.skip_first;
     for (const auto& t : c.texts) r.tokens += t.ids.size() - (o.skip_first ? std::min<std::size_t>(1, t.ids.size()) : 0);
     if (r.tokens == 0) return error{c.file, "skip_first", "leaves no token to read: every text of the corpus is one token long"};
-    r.exact = r.tokens <= o.sample;
-    r.sample = r.exact ? r.tokens : o.sample;
+    // Every activation while they fit, else as many a unit as fit (or as asked).
+    const std::size_t sample = o.sample ? o.sample : std::max<std::size_t>(1, o.kept_in_all / wanted->size());
+    r.exact = r.tokens <= sample;
+    r.sample = r.exact ? r.tokens : sample;
 
     // One pass per text through the blocks up to the last layer asked: each of their weights is
     // converted once, not at every text.
     std::size_t last = 0;
     for (const auto& u : *wanted) last = std::max(last, u.layer);
     const transformer held = model.holding(0, last, false);
-    corpus_pass pass(held, c, o, *wanted, r.exact);
+    corpus_pass pass(held, c, o, *wanted, r.sample);
     if (auto e = pass.run()) return *e;
     for (std::size_t i = 0; i < wanted->size(); ++i) r.units.push_back(reading_of(pass.acc[i], (*wanted)[i], c, o));
 

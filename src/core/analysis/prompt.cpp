@@ -607,17 +607,34 @@ std::optional<error> attribute_units(const transformer& model, const prompt_logi
     return std::nullopt;
 }
 
-// The knock-out sweep: for k = 0 … K, the pass again from layer N's resid_mid with the top k units
-// by attribution set to 0 at mlp_post for every token; P(target) at the last token.
-std::optional<error> sweep_knock_outs(const transformer& model, prompt_trace& r) {
-    const std::size_t last = r.input.rows - 1;
+// The pass again from the stream entering layer N's FFN with `units` set to 0 at mlp_post for
+// every token: the next token at the last position then, and the target's probability and logit.
+outcome<unit_knock_out> knocked_out(const transformer& model, const vocabulary_text& text, const prompt_trace& r,
+                                    std::vector<unit_ref> units) {
+    hook_request request;
+    request.interventions.push_back(zero_units(r.layer, units));
+    request.head_rows = {r.input.rows - 1};
+    auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+    if (!run) return run.err();
+    const std::span<const double> logits = run->logits.row(0);
+    const std::vector<double> probs = softmax_row(logits);
+    const std::size_t best = top_ids(logits, 1).front();
+    return unit_knock_out{std::move(units), {best, text(best), logits[best], probs[best]}, probs[r.target->id], logits[r.target->id]};
+}
+
+// The knock-out sweep: for k = 0 … K, the top k units by attribution knocked out together, P(target)
+// and the next token then; and each of the K knocked out alone.
+std::optional<error> sweep_knock_outs(const transformer& model, const vocabulary_text& text, prompt_trace& r) {
     for (std::size_t k = 0; k <= r.sweep_units.size(); ++k) {
-        hook_request request;
-        request.interventions.push_back(zero_units(r.layer, {r.sweep_units.begin(), r.sweep_units.begin() + static_cast<long>(k)}));
-        request.head_rows = {last};
-        auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+        auto run = knocked_out(model, text, r, {r.sweep_units.begin(), r.sweep_units.begin() + static_cast<long>(k)});
         if (!run) return run.err();
-        r.sweep.push_back(softmax_row(run->logits.row(0))[r.target->id]);
+        r.sweep.push_back(run->target_prob);
+        r.sweep_top.push_back(run->top);
+    }
+    for (const auto& u : r.sweep_units) {
+        auto run = knocked_out(model, text, r, {u});
+        if (!run) return run.err();
+        r.sweep_alone.push_back(run->target_prob);
     }
     return std::nullopt;
 }
@@ -684,16 +701,9 @@ std::optional<error> knock_out_top(const transformer& model, const vocabulary_te
         sets.push_back(std::move(all));
     }
     for (auto& units : sets) {
-        hook_request request;
-        request.interventions.push_back(zero_units(r.layer, units));
-        request.head_rows = {r.input.rows - 1};
-        auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+        auto run = knocked_out(model, text, r, std::move(units));
         if (!run) return run.err();
-        const std::span<const double> logits = run->logits.row(0);
-        const std::vector<double> probs = softmax_row(logits);
-        const std::size_t best = top_ids(logits, 1).front();
-        r.knock_outs.push_back({std::move(units), {best, text(best), logits[best], probs[best]}, probs[r.target->id],
-                                logits[r.target->id]});
+        r.knock_outs.push_back(std::move(*run));
     }
     return std::nullopt;
 }
@@ -733,7 +743,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};
         if (auto e = attribute_units(model, *lens, options.top, options.explain, options.ablate_top, r)) return *e;
         if (options.ablate_top > 0)
-            if (auto e = sweep_knock_outs(model, r)) return *e;
+            if (auto e = sweep_knock_outs(model, text, r)) return *e;
         if (options.knock_out_top)
             if (auto e = knock_out_top(model, text, r)) return *e;
         if (r.total_score <= 0)  // the layer does not write the prediction: find the one that does

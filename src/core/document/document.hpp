@@ -2,6 +2,7 @@
 // blocks, laid out as aligned text or as Markdown.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -44,7 +45,8 @@ struct figure {
     //        token to each expert of weight > 0, as wide as the weight (values: tokens × experts);
     // tokens: rows of text (words), each word shaded by its value against xs[0], the word
     //        `marked` of each row outlined, each row after its name (a unit's contexts);
-    // histogram: counts (values[0]) in equal bins from xs[0] to xs[1], one upright bar each.
+    // histogram: counts (values[0]) in equal bins from xs[0] to xs[1], one upright bar each, as
+    //        high as histogram_height says; columns: the two ends' labels, as the text shows them.
     enum class kind { stack, lines, bars, heatmap, routing, tokens, histogram } type = kind::stack;
     std::string caption;
     std::string note = {};                    // stack: what the bars and parts are, when not a dense Contract's
@@ -53,8 +55,10 @@ struct figure {
     std::vector<std::string> parts;           // stack: the segments; lines: the curves; bars: each bar's value as text
     std::vector<std::vector<double>> values;  // stack: (parts, columns); lines: (curves, xs); bars: one row
     std::vector<bool> muted;                  // stack: per part, drawn grey (a switched-off unit)
+    bool by_sign = false;                     // bars: red above 0 and blue below, as the grids, not a colour a bar
     std::vector<double> totals;               // stack: per column, where the bar's sum ends (marked)
     std::vector<double> xs;                   // lines
+    std::string x_name = "x";                 // lines: what xs are, under the axis
     std::vector<std::pair<double, std::string>> markers;  // lines: x values marked by a dashed line, named
     std::vector<std::string> row_names;       // heatmap: each row's token
     std::vector<std::size_t> column_starts;   // heatmap: the first unit each column stands for
@@ -62,6 +66,10 @@ struct figure {
     std::vector<std::vector<std::string>> words = {};  // tokens: per row, its words
     std::vector<std::size_t> marked = {};              // tokens: per row, the word outlined
 };
+
+// A histogram bar's height from 0 to 1, the one scale both views draw by: log(1 + n) / log(1 +
+// most), so that the few largest activations still show beside the many near 0.
+inline double histogram_height(double n, double most) { return most > 0 ? std::log1p(n) / std::log1p(most) : 0; }
 
 struct block {
     block_kind kind = block_kind::paragraph;

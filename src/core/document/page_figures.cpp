@@ -184,7 +184,7 @@ std::string lines_svg(const figure& f) {
     const double axis_y = lo <= 0 && hi >= 0 ? py(0) : top + height, axis_x = x0 <= 0 && x1 >= 0 ? px(0) : left;
     out += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/>", left, right, axis_y, axis_y);
     out += fmt::format("<line class=\"axis\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\"/>", axis_x, axis_x, top, top + height);
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">x</text>", right, top + height + 32);
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", right, top + height + 32, html_escape(f.x_name));
     // Markers at the same x would print their names on each other: each on a line of its own.
     for (std::size_t k = 0; k < f.markers.size(); ++k) {
         const auto& [x, name] = f.markers[k];
@@ -224,14 +224,14 @@ std::string bars_svg(const figure& f) {
     for (double x : v) most = std::max(most, std::abs(x));
     if (most == 0) most = 1;
     // Scores of both signs (the vocabulary view) take the grids' colours, red above 0 and blue below.
-    const bool both_signs = std::any_of(v.begin(), v.end(), [](double x) { return x < 0; });
+    const bool by_sign = f.by_sign || std::any_of(v.begin(), v.end(), [](double x) { return x < 0; });
     const double label = 210, room = 330, row = 26, width = 760;
     std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width,
                                   row * static_cast<double>(n) + 8, width, html_escape(f.caption));
     for (std::size_t i = 0; i < n; ++i) {
         const double y = 4 + row * static_cast<double>(i), w = i < v.size() ? std::abs(v[i]) / most * room : 0;
         out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", label - 8, y + 15, html_escape(f.columns[i]));
-        const std::string fill = !both_signs ? "fill=\"" + part_colour(i) + "\""
+        const std::string fill = !by_sign ? "fill=\"" + part_colour(i) + "\""
                                  : i < v.size() && v[i] < 0 ? "style=\"fill:var(--neg)\"" : "style=\"fill:var(--pos)\"";
         out += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" {}><title>{}: {}</title></rect>", label, y,
                            std::max(w, 1.0), row - 8, fill, html_escape(f.columns[i]),
@@ -303,19 +303,19 @@ std::string tokens_html(const figure& f) {
     return out + "</table></div>";
 }
 
-// Upright bars, one per bin, the bins' edges from xs[0] to xs[1] under them; each bar's range and
-// count in its title.
+// Upright bars, one per bin, on histogram_height's log scale, the axis's ends (xs[0] and xs[1])
+// labelled under them as the text labels them; each bar's range and count in its title.
 std::string histogram_svg(const figure& f) {
     const std::vector<double>& v = f.values.empty() ? std::vector<double>{} : f.values[0];
     const double lo = f.xs.size() > 1 ? f.xs[0] : 0, hi = f.xs.size() > 1 ? f.xs[1] : 1;
+    const auto end_label = [&](std::size_t i, double x) { return i < f.columns.size() ? f.columns[i] : format_short(x, 4); };
     double most = 0;
     for (double x : v) most = std::max(most, x);
-    if (most == 0) most = 1;
     const double width = 480, height = 120, left = 10, bar = (width - 2 * left) / static_cast<double>(std::max<std::size_t>(v.size(), 1));
     std::string out = fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" role=\"img\" aria-label=\"{}\">", width, height + 24,
                                   width, html_escape(f.caption));
     for (std::size_t i = 0; i < v.size(); ++i) {
-        const double h = v[i] > 0 ? std::max(1.0, v[i] / most * height) : 0;
+        const double h = v[i] > 0 ? std::max(1.0, histogram_height(v[i], most) * height) : 0;
         const double from = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(v.size());
         const double to = lo + (hi - lo) * static_cast<double>(i + 1) / static_cast<double>(v.size());
         out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" style=\"fill:var(--pos)\"><title>{} to {}: {}</title></rect>",
@@ -323,7 +323,7 @@ std::string histogram_svg(const figure& f) {
                            html_escape(format_short(to, 4)), static_cast<long long>(v[i]));
     }
     out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left,
-                       height + 18, html_escape(format_short(lo, 4)), width - left, height + 18, html_escape(format_short(hi, 4)));
+                       height + 18, html_escape(end_label(0, lo)), width - left, height + 18, html_escape(end_label(1, hi)));
     return out + "</svg>";
 }
 

@@ -22,15 +22,15 @@ namespace {
 
 double norm_of(const std::vector<double>& v) { return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)); }
 
-// The indices of the `n` entries of largest |v|, in index order.
+// The indices of the `n` entries of largest |v|, largest first (ties: the lower index).
 std::vector<std::size_t> largest(const std::vector<double>& v, std::size_t n) {
     std::vector<std::size_t> idx(v.size());
     std::iota(idx.begin(), idx.end(), 0);
     n = std::min(n, v.size());
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
-                      [&](std::size_t a, std::size_t b) { return std::abs(v[a]) > std::abs(v[b]); });
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(), [&](std::size_t a, std::size_t b) {
+        return std::abs(v[a]) != std::abs(v[b]) ? std::abs(v[a]) > std::abs(v[b]) : a < b;
+    });
     idx.resize(n);
-    std::sort(idx.begin(), idx.end());
     return idx;
 }
 
@@ -123,6 +123,7 @@ private:
         b.rows.push_back({"prompt", "token", "‖k‖"});
         for (const auto& c : t_.contexts) b.rows.push_back({quote(c.prompt.text, text_room(20, 48)), std::to_string(c.position), n4(norm_of(c.key))});
         b.names = {false, true, false};  // the token's index names it
+        b.legend = "each cell redder for a larger norm";  // a norm is never negative: one hue, from 0
         add(std::move(b));
         if (level_ == detail_level::summary) lines({fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
         else lines({fmt::format("k* = {}", vec(t_.key)), fmt::format("‖k*‖ = {}", n4(norm_of(t_.key)))});
@@ -134,6 +135,7 @@ private:
         if (!html_) return;
         auto f = std::make_shared<figure>();
         f->type = figure::kind::bars;
+        f->by_sign = true;  // entries of one vector, not parts: coloured as the grids colour a number
         f->caption = std::move(caption);
         f->values.emplace_back();
         for (auto i : largest(v, 16)) {
@@ -243,6 +245,7 @@ private:
         if (!html_) return;
         auto f = std::make_shared<figure>();
         f->type = figure::kind::bars;
+        f->by_sign = true;
         f->caption = "The value: v₀ and v* at the entries δ moved most";
         f->values.emplace_back();
         block b{block_kind::table};

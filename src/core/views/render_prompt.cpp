@@ -181,6 +181,7 @@ private:
             stream[t] = std::sqrt(s);
         }
         b.rows.push_back(change_row(fmt::format("= stream into {}'s FFN (‖x‖)", p_.layer), stream));
+        b.legend = "each cell redder for a larger norm";  // a norm is never negative: one hue, from 0
         add(std::move(b));
     }
 
@@ -304,7 +305,7 @@ private:
             const auto& u = p_.top_units[k].unit;
             ids.push_back(u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit));
         }
-        if (!p_.changed() && !ids.empty())
+        if (!p_.changed() && p_.sweep.empty() && !ids.empty())  // the sweep below knocks them out
             paragraph(fmt::format("To test it, knock them out and run the model again: --ablate {}", fmt::join(ids, ",")));
     }
 
@@ -344,24 +345,50 @@ private:
         add(std::move(b));
     }
 
-    // The knock-out sweep as a curve: P(target) as more of the top units are knocked out.
+    // The knock-out sweep: P(target) as more of the top units are knocked out together, beside each
+    // unit's own P without it and the next token at each step; a curve on the page, bars in text.
     void sweep() {
         if (p_.sweep.empty()) return;
         const std::string t = shown(p_.target->id, p_.target->token);
         title("The knock-out sweep");
         paragraph(fmt::format("The top 1, 2, …, {} units by the push above knocked out together (set to 0 for every "
-                              "token), the model run again from {}'s FFN each time: P({}) at the last token. A fact "
-                              "written by a few units falls at once; one spread over many falls slowly.",
-                              p_.sweep_units.size(), layer_name(), t));
-        block b{block_kind::lines};
-        const std::size_t room = opt_.width > 40 ? opt_.width - 40 : 10;
+                              "token), the model run again from {}'s FFN each time: P({}) at the last token, the unit's "
+                              "own P({}) when it alone is knocked out, and the top token then. A fact written by a few "
+                              "units falls at once; one spread over many falls slowly.",
+                              p_.sweep_units.size(), layer_name(), t, t));
+        block b{block_kind::table, "", {}, {}, html_ ? "rlrrl" : "rlrrll"};
+        b.rows.push_back({"k", "knocked out", fmt::format("P({})", t), "alone", "top token then"});
+        if (!html_) b.rows[0].push_back("");
+        b.names = {true};
+        const std::size_t room = opt_.width > 64 ? opt_.width - 64 : 4;
         for (std::size_t k = 0; k < p_.sweep.size(); ++k) {
-            const std::string unit = k == 0 ? "none" : "+ " + unit_name(p_.sweep_units[k - 1]);
-            const auto filled = static_cast<std::size_t>(std::lround(p_.sweep[k] * static_cast<double>(room)));
-            b.lines.push_back(fmt::format("{:>4}  {:<22} {}  {}", k, unit, num(p_.sweep[k]),
-                                          repeat(opt_.ascii ? "#" : "█", filled)));
+            const ranked_token& top = p_.sweep_top[k];
+            b.rows.push_back({std::to_string(k), k == 0 ? "none" : "+ " + unit_name(p_.sweep_units[k - 1]), num(p_.sweep[k]),
+                              k == 0 ? "" : num(p_.sweep_alone[k - 1]),
+                              fmt::format("{} {}", shown(top.id, top.token, 16), num(top.prob))});
+            if (!html_)
+                b.rows.back().push_back(repeat(opt_.ascii ? "#" : "█",
+                                               static_cast<std::size_t>(std::lround(p_.sweep[k] * static_cast<double>(room)))));
         }
+        b.legend = "each cell redder for a larger probability";
+        if (html_) b.picture = sweep_curve(t);
         add(std::move(b));
+    }
+
+    // The page's sweep: P(target) against the units knocked out, together and each alone.
+    std::shared_ptr<figure> sweep_curve(const std::string& t) const {
+        auto f = std::make_shared<figure>();
+        f->type = figure::kind::lines;
+        f->caption = fmt::format("P({}) as the top units are knocked out", t);
+        f->x_name = "units knocked out";
+        f->parts = {"the top k together", "unit k alone"};
+        f->values.resize(2);
+        for (std::size_t k = 0; k < p_.sweep.size(); ++k) {
+            f->xs.push_back(static_cast<double>(k));
+            f->values[0].push_back(p_.sweep[k]);
+            f->values[1].push_back(k == 0 ? p_.sweep[0] : p_.sweep_alone[k - 1]);
+        }
+        return f;
     }
 
     // A layer whose units together push the prediction down: no unit of it to knock out, but the layer that writes it.
@@ -819,7 +846,10 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     if (!p.sweep.empty()) {
         json units = json::array();
         for (const auto& u : p.sweep_units) units.push_back(unit_json(u));
-        out["sweep"] = {{"target", {{"id", p.target->id}, {"token", p.target->token}}}, {"units", std::move(units)}, {"prob", p.sweep}};
+        json top = json::array();
+        for (const auto& t : p.sweep_top) top.push_back({{"id", t.id}, {"token", t.token}, {"prob", t.prob}});
+        out["sweep"] = {{"target", {{"id", p.target->id}, {"token", p.target->token}}}, {"units", std::move(units)}, {"prob", p.sweep},
+                        {"alone", p.sweep_alone}, {"top", std::move(top)}};
     }
     if (!p.ablated.empty()) {
         json ablated = json::array();

@@ -137,11 +137,28 @@ private:
                                  u_.skip_first ? " but the first of each text" : "")});
         f.push_back({"quantiles", u_.exact ? (u_.n_experts ? std::string("exact, over every activation of each unit")
                                                        : fmt::format("exact, over all {} activations of each unit", with_separators(u_.tokens)))
-                                           : fmt::format("of a uniform sample of {} of the {} activations of each unit: each "
-                                                         "quantile within ±{} of its level, with probability 0.99",
-                                                         with_separators(u_.sample), with_separators(u_.tokens),
-                                                         format_fixed(quantile_rank_error(u_.sample), 4))});
+                                           : fmt::format("of a uniform sample of {} of the {} activations of each unit, drawn "
+                                                         "from a seed of the unit's own (the same in every command): with "
+                                                         "probability 0.99 the quantile at each level is the corpus's at a level "
+                                                         "within {}{}",
+                                                         with_separators(u_.sample), with_separators(u_.tokens), rank_errors(),
+                                                         blurred() ? "; the bands overlap within that: give a larger --sample" : "")});
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // "0.5±0.0275, …, 0.999±0.0043": each band level's rank error in the sample.
+    std::string rank_errors() const {
+        std::vector<std::string> items;
+        for (double q : quantile_levels) items.push_back(format_short(q, 3) + "±" + format_fixed(quantile_rank_error(u_.sample, q), 4));  // one word: never split
+        return fmt::format("{}", fmt::join(items, ", "));
+    }
+    // Whether two neighbouring levels' errors reach each other: a band the sample cannot tell apart.
+    bool blurred() const {
+        for (std::size_t k = 0; k + 1 < quantile_levels.size(); ++k)
+            if (quantile_rank_error(u_.sample, quantile_levels[k]) + quantile_rank_error(u_.sample, quantile_levels[k + 1]) >=
+                quantile_levels[k + 1] - quantile_levels[k])
+                return true;
+        return false;
     }
 
     std::string too_long_list() const {
@@ -167,13 +184,14 @@ private:
     }
 
     void table() {
-        heading(fmt::format("Every unit, by {}", view_.sort == units_view::order::max    ? "its largest activation"
-                                                 : view_.sort == units_view::order::mean ? "its mean activation"
-                                                                                          : "the fraction of tokens it is positive at"));
+        // The units asked for (the page's cards follow), or every unit of the layer.
+        const std::string which = view_.cards ? fmt::format("The {} asked", plural(u_.units.size(), "unit")) : "Every unit";
+        heading(fmt::format("{}, by {}", which, view_.sort == units_view::order::max    ? "its largest activation"
+                                                : view_.sort == units_view::order::mean ? "its mean activation"
+                                                                                         : "the fraction of tokens it is positive at"));
         paragraph(fmt::format("Over the corpus's {} tokens: each unit's largest activation and where, its mean, the fraction "
-                              "of tokens where it is positive, and the token its value vector promotes most. One unit's card: "
-                              "--unit J.",
-                              with_separators(u_.tokens)));
+                              "of tokens where it is positive, and the token its value vector promotes most. {}",
+                              with_separators(u_.tokens), view_.cards ? "Each unit's card follows." : "One unit's card: --unit J."));
         std::vector<std::size_t> order(u_.units.size());
         std::iota(order.begin(), order.end(), std::size_t{0});
         auto key = [&](std::size_t i) {
@@ -356,25 +374,29 @@ private:
                 bars += " ";
                 continue;
             }
-            // A log scale, so that the few large activations still show beside the many near 0.
-            const double level = std::log1p(static_cast<double>(n)) / std::log1p(static_cast<double>(most));
+            const double level = histogram_height(static_cast<double>(n), static_cast<double>(most));
             const int idx = std::clamp(static_cast<int>(std::ceil(level * 8)) - 1, 0, 7);
             bars += (opt_.ascii ? ascii : unicode)[idx];
         }
         block b{block_kind::lines};
         b.lines.push_back(fmt::format("{}  {}  {}", num(r.histogram_low), bars, num(r.histogram_high)));
-        paragraph(fmt::format("How its activations spread: {} equal bins from the least to the largest, each bar's height the "
-                              "log of its count{}.",
-                              r.histogram.size(), u_.exact ? "" : " in the sample"));
+        paragraph(histogram_caption(r) + ".");
         add(std::move(b));
+    }
+
+    // What both views' histograms show, in the same words.
+    std::string histogram_caption(const unit_reading& r) const {
+        return fmt::format("How its activations spread: {} equal bins from the least ({}) to the largest ({}), each bar's "
+                           "height the log of 1 + its count{}",
+                           r.histogram.size(), num(r.histogram_low), num(r.histogram_high), u_.exact ? "" : " in the sample");
     }
 
     std::shared_ptr<figure> histogram_figure(const unit_reading& r) const {
         auto f = std::make_shared<figure>();
         f->type = figure::kind::histogram;
-        f->caption = fmt::format("how its activations spread: the count in each of {} equal bins{}", r.histogram.size(),
-                                 u_.exact ? "" : " (of the sample)");
+        f->caption = histogram_caption(r);
         f->xs = {r.histogram_low, r.histogram_high};
+        f->columns = {num(r.histogram_low), num(r.histogram_high)};
         f->values.emplace_back(r.histogram.begin(), r.histogram.end());
         return f;
     }
@@ -467,7 +489,9 @@ json unit_json(const unit_reading& r, const corpus_units& u, const corpus& c) {
 
 json quantile_method(const corpus_units& u) {
     if (u.exact) return {{"exact", true}};
-    return {{"exact", false}, {"sample", u.sample}, {"rank_error", quantile_rank_error(u.sample)}, {"confidence", 0.99}};
+    json errors = json::array();
+    for (double q : quantile_levels) errors.push_back({{"level", q}, {"error", quantile_rank_error(u.sample, q)}});
+    return {{"exact", false}, {"sample", u.sample}, {"rank_errors", std::move(errors)}, {"confidence", 0.99}};
 }
 
 }  // namespace

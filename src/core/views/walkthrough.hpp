@@ -263,6 +263,8 @@ protected:
     std::string token_list(const std::vector<token_score>& scores) const;
     // Tokens with their scores (at `decimals`) after `first`, wrapped to the page between tokens.
     std::vector<std::string> token_lines(const std::string& first, const std::vector<token_score>& scores, int decimals) const;
+    // The same as one cell of the page's tables: " Paris" 0.2628, " Bern" 0.2259
+    std::string token_cell(const std::vector<token_score>& scores, int decimals) const;
 
     void unit_at_every_token();
     void explained_unit(const unit_explanation& e);

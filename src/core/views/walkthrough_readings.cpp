@@ -70,6 +70,28 @@ void walkthrough_builder::units_block(const std::string& who) {
                               : layer().act == activation::relu ? ""
                                                                 : " (the small negatives left of 0 are not firing)"));
     units_explained_ = true;
+    if (explain_) {  // the page: a table, a row per token
+        block table{block_kind::table, "", {}, {}, "lll"};
+        table.rows.push_back({"token", "fired most (value fed to W2)", "wrote most (‖h_j · W2_j‖)"});
+        auto list = [&](const std::vector<unit_score>& units) {
+            std::vector<std::string> items;
+            for (const auto& u : units) items.push_back(fmt::format("{} ({})", u.unit, num(u.value)));
+            return fmt::format("{}", fmt::join(items, ", "));
+        };
+        for (auto t : detailed_) {
+            if (t == gap) {
+                table.rows.push_back({"…", "…", "…"});
+                continue;
+            }
+            std::string fired = list(units_->fired[t]);
+            if (t < units_->fired_count.size() && units_->fired[t].size() == units_->fired_count[t])
+                fired += units_->fired_count[t] == 0 ? "none fired" : fmt::format(": only {} of {} fired", units_->fired_count[t], layer().d_ff());
+            table.rows.push_back({token_name(t), fired, list(units_->wrote[t])});
+        }
+        add(std::move(table));
+        if (vocab_) vocabulary_block(titled("What the units say in the vocabulary"), !who.empty());
+        return;
+    }
     block b{block_kind::lines};
     for (auto t : detailed_) {
         if (t == gap) {
@@ -126,7 +148,7 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
     block b{block_kind::lines};
     // The page draws each unit's scores as bars, one block per unit; text keeps one block.
     auto flush = [&](std::shared_ptr<const figure> picture) {
-        if (!explain_ || b.lines.empty()) return;
+        if (!explain_ || (b.lines.empty() && b.rows.empty())) return;
         b.picture = std::move(picture);
         add(std::move(b));
         b = block{block_kind::lines};
@@ -139,8 +161,10 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
     for (auto k : shown_indices(others, opt_.full, 5, 12)) shown.push_back(k == gap ? gap : vocab_->pinned + k);
     for (auto k : shown) {
         if (k == gap) {
-            b.lines.emplace_back(fmt::format("… {} more of the units that fired (--full shows them all)",
-                                             others - (shown.size() - 1 - vocab_->pinned)));
+            const std::string more = fmt::format("… {} more of the units that fired (--full shows them all)",
+                                                 others - (shown.size() - 1 - vocab_->pinned));
+            if (explain_) paragraph(more);
+            else b.lines.push_back(more);
             continue;
         }
         const std::string who = fmt::format("unit {} ", vocab_->units[k]);
@@ -149,9 +173,15 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
         auto both = promoted;
         both.insert(both.end(), suppressed.begin(), suppressed.end());
         const int decimals = score_decimals(both, opt_.precision);
-        for (auto& l : token_lines(who + "promotes ", promoted, decimals)) b.lines.push_back(std::move(l));
-        for (auto& l : token_lines(std::string(display_width(who), ' ') + "suppresses ", suppressed, decimals))
-            b.lines.push_back(std::move(l));
+        if (explain_) {  // the page: a table of the two lists, the bars under it
+            b = block{block_kind::table, "", {}, {}, "lll"};
+            b.rows = {{"unit", "promotes", "suppresses"},
+                      {std::to_string(vocab_->units[k]), token_cell(promoted, decimals), token_cell(suppressed, decimals)}};
+        } else {
+            for (auto& l : token_lines(who + "promotes ", promoted, decimals)) b.lines.push_back(std::move(l));
+            for (auto& l : token_lines(std::string(display_width(who), ' ') + "suppresses ", suppressed, decimals))
+                b.lines.push_back(std::move(l));
+        }
         if (explain_) {
             auto f = std::make_shared<figure>();
             f->type = figure::kind::bars;
@@ -167,14 +197,30 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
             flush(std::move(f));
         }
     }
+    if (explain_) {
+        b = block{block_kind::table, "", {}, {}, "ll"};
+        b.rows.push_back({"token", fmt::format("its {} promotes", expert ? "part" : "update")});
+    }
     for (auto t : detailed_) {
         if (t == gap) continue;
         const auto promoted = signed_scores(vocab_->by_token[t].most, 1);
-        for (auto& l : token_lines(fmt::format("{}'s {} promotes ", token_name(t), expert ? "part" : "update"), promoted,
-                                   score_decimals(promoted, opt_.precision)))
+        const int decimals = score_decimals(promoted, opt_.precision);
+        if (explain_) {
+            b.rows.push_back({token_name(t), token_cell(promoted, decimals)});
+            continue;
+        }
+        for (auto& l : token_lines(fmt::format("{}'s {} promotes ", token_name(t), expert ? "part" : "update"), promoted, decimals))
             b.lines.push_back(std::move(l));
     }
-    if (!b.lines.empty()) add(std::move(b));
+    if (!b.lines.empty() || b.rows.size() > 1) add(std::move(b));
+}
+
+std::string walkthrough_builder::token_cell(const std::vector<token_score>& scores, int decimals) const {
+    std::vector<std::string> items;
+    for (const auto& s : scores) items.push_back(fmt::format("{} {}", token_text(s.id), format_fixed(s.score, decimals)));
+    if (scores.empty()) items.emplace_back("nothing: no score of that sign");
+    if (negligible_past_first(scores)) items.emplace_back("(the scores past the first are negligible, under 1% of it)");
+    return fmt::format("{}", fmt::join(items, ", "));
 }
 
 std::string walkthrough_builder::token_list(const std::vector<token_score>& scores) const {
