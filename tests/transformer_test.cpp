@@ -251,7 +251,7 @@ TEST_CASE("a config.json field the forward pass cannot use is one error naming t
                                                            {"high_freq_factor", 4}, {"original_max_position_embeddings", 8192}},
                              "rope_scaling.high_freq_factor", "expected more than low_freq_factor = 4, got 4", true},
                          bad{"llama", "rope_scaling", json{{"type", "linear"}, {"factor", "2"}}, "rope_scaling.factor",
-                             "expected a number > 0, got a string", true},
+                             "expected a number > 0, got the string \"2\"", true},
                          bad{"gpt2", "vocab_size", 12, "vocab_size", "says 12, but transformer.wte.weight has 11 rows", false},
                          bad{"gpt2", "n_positions", 9, "n_positions", "says 9, but transformer.wpe.weight has 8 rows", false},
                          bad{"llama", "num_attention_heads", 2, "num_attention_heads", "", false},
