@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 using namespace ffn_trace;
 using doctest::Approx;
@@ -87,6 +88,32 @@ TEST_CASE("RoPE turns the pair (x[i], x[i + head_dim/2]) by position · θ^(−2
         CHECK(x(1, 7) == Approx(8 * c01 + 6 * s01));
         CHECK(x(0, 3) == Approx(4));
     }
+}
+
+TEST_CASE("Llama 3.1's rope scaling keeps the fast turns, divides the slow ones by factor and blends those between") {
+    // head_dim 8, θ = 100: θ_i = 100^(−i/4) = 1, 0.3162…, 0.1, 0.03162…, of wavelengths 2π/θ_i = 6.3,
+    // 19.9, 62.8 and 198.7; an original context of 64 with high_freq_factor 4 and low_freq_factor 1
+    // puts the bounds at 64/4 = 16 and 64/1 = 64
+    const rope_scaling s{"llama3", 8, 1, 4, 64};
+    const std::vector<double> f = rope_frequencies(8, 100, s);
+    REQUIRE(f.size() == 4);
+    CHECK(f[0] == Approx(1.0));                       // 6.3 < 16: kept
+    CHECK(f[3] == Approx(0.1 / std::sqrt(10.0) / 8));  // 198.7 > 64: divided by 8
+    // between: blended by s = (64/λ − 1)/(4 − 1), λ = 2π/θ, as (1 − s)·θ/8 + s·θ
+    for (std::size_t i : {1U, 2U}) {
+        const double theta = std::pow(10.0, -static_cast<double>(i) / 2), smooth = (64 * theta / (2 * std::numbers::pi) - 1) / 3;
+        CAPTURE(i);
+        CHECK(f[i] == Approx(theta * (smooth + (1 - smooth) / 8)));
+    }
+    CHECK(f[1] == Approx(0.316227766 * (0.7403565 + 0.2596435 / 8)).epsilon(1e-6));  // s = 0.7403565 by hand
+    // linear scaling divides every frequency; none keeps them
+    const std::vector<double> linear = rope_frequencies(8, 100, rope_scaling{"linear", 4});
+    for (std::size_t i = 0; i < 4; ++i) CHECK(linear[i] == Approx(std::pow(10.0, -static_cast<double>(i) / 2) / 4));
+    matrix x = rows(2, 8, {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8});
+    rotate_half_rope(x, f);
+    // position 1's pair (x3, x7) = (4, 8) turned by f[3] radians
+    CHECK(x(1, 3) == Approx(4 * std::cos(f[3]) - 8 * std::sin(f[3])));
+    CHECK(x(1, 7) == Approx(8 * std::cos(f[3]) + 4 * std::sin(f[3])));
 }
 
 TEST_CASE("grouped-query heads: each key/value head serves n_heads / n_kv_heads consecutive query heads") {

@@ -46,8 +46,8 @@ void check_names(const family& f, std::size_t layer, std::size_t expert, const s
 
 }  // namespace
 
-TEST_CASE("the family table knows the six families in order, and nothing else") {
-    const std::vector<std::string_view> expected{"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"};
+TEST_CASE("the family table knows the eight families in order, and nothing else") {
+    const std::vector<std::string_view> expected{"gpt2", "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral"};
     CHECK(known_architectures() == expected);
     REQUIRE(families().size() == expected.size());
     for (std::size_t i = 0; i < expected.size(); ++i) CHECK(families()[i].name == expected[i]);
@@ -148,6 +148,54 @@ TEST_CASE("Llama, Mistral and Qwen2 name layer 0 alike: RMSNorm before, gated, R
     // Qwen2 always has q, k and v biases; Llama and Mistral when the checkpoint does
     CHECK(named("qwen2").qkv_bias == bias_rule::always);
     CHECK(named("llama").qkv_bias == bias_rule::if_present);
+}
+
+TEST_CASE("Qwen3's layer 1 adds q_norm and k_norm to Llama's names (Qwen3Attention, GGUF attn_q_norm)") {
+    const family& f = named("qwen3");
+    check_names(f, 1, 0,
+                {{role::token_embd, "embed_tokens", "token_embd"},
+                 {role::attn_norm, "layers.1.input_layernorm", "blk.1.attn_norm"},
+                 {role::attn_q, "layers.1.self_attn.q_proj", "blk.1.attn_q"},
+                 {role::attn_k, "layers.1.self_attn.k_proj", "blk.1.attn_k"},
+                 {role::attn_v, "layers.1.self_attn.v_proj", "blk.1.attn_v"},
+                 {role::attn_q_norm, "layers.1.self_attn.q_norm", "blk.1.attn_q_norm"},
+                 {role::attn_k_norm, "layers.1.self_attn.k_norm", "blk.1.attn_k_norm"},
+                 {role::attn_output, "layers.1.self_attn.o_proj", "blk.1.attn_output"},
+                 {role::ffn_norm, "layers.1.post_attention_layernorm", "blk.1.ffn_norm"},
+                 {role::ffn_gate, "layers.1.mlp.gate_proj", "blk.1.ffn_gate"},
+                 {role::ffn_up, "layers.1.mlp.up_proj", "blk.1.ffn_up"},
+                 {role::ffn_down, "layers.1.mlp.down_proj", "blk.1.ffn_down"},
+                 {role::output_norm, "norm", "output_norm"},
+                 {role::output, "lm_head", "output"}});
+    CHECK(f.rope);
+    CHECK(f.gated());
+    CHECK(f.qkv_bias == bias_rule::if_present);  // attention_bias, false in Qwen3's configs
+    CHECK(f.window == window_rule::when_enabled);
+    CHECK(f.gguf_arch == "qwen3");
+    CHECK_FALSE(f.gguf_permuted_qk);
+}
+
+TEST_CASE("Phi-3's layer 0 fuses q, k and v (qkv_proj) and the gate and up (gate_up_proj, GGUF's ffn_up)") {
+    const family& f = named("phi3");
+    check_names(f, 0, 0,
+                {{role::token_embd, "embed_tokens", "token_embd"},
+                 {role::attn_norm, "layers.0.input_layernorm", "blk.0.attn_norm"},
+                 {role::attn_qkv, "layers.0.self_attn.qkv_proj", "blk.0.attn_qkv"},
+                 {role::attn_output, "layers.0.self_attn.o_proj", "blk.0.attn_output"},
+                 {role::ffn_norm, "layers.0.post_attention_layernorm", "blk.0.ffn_norm"},
+                 {role::ffn_gate_up, "layers.0.mlp.gate_up_proj", "blk.0.ffn_up"},
+                 // the halves the checkpoint reads the fused tensor as: no tensor of GGUF's own
+                 {role::ffn_gate, "layers.0.mlp.gate_proj", ""},
+                 {role::ffn_up, "layers.0.mlp.up_proj", ""},
+                 {role::ffn_down, "layers.0.mlp.down_proj", "blk.0.ffn_down"},
+                 {role::output_norm, "norm", "output_norm"},
+                 {role::output, "lm_head", "output"}});
+    CHECK(f.fused_qkv);
+    CHECK(f.gated());
+    CHECK(f.grouped_query);
+    CHECK(f.window == window_rule::always);
+    CHECK(f.gguf_arch == "phi3");
+    CHECK_FALSE(f.gguf_permuted_qk);
 }
 
 TEST_CASE("Mixtral's layer 2, expert 5, is named as MixtralSparseMoeBlock names it; GGUF stacks the experts") {

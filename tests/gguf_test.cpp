@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -765,13 +766,44 @@ TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor a
         const std::string path = dir.write("ok.gguf", w.bytes());
         CHECK(checkpoint::open(path));
     }
+    SUBCASE("a rope scaling factor that is not finite or not positive names its key") {
+        for (float factor : {std::nanf(""), std::numeric_limits<float>::infinity(), 0.0F, -2.0F}) {
+            CAPTURE(factor);
+            g::gguf_writer w = as_gguf(m);
+            w.put_string("llama.rope.scaling.type", "linear");
+            w.put_f32("llama.rope.scaling.factor", factor);
+            auto c = checkpoint::open(dir.write("scaled.gguf", w.bytes()));
+            REQUIRE_FALSE(c);
+            CHECK(c.err().path == "llama.rope.scaling.factor");
+            CHECK(c.err().message.find("expected a number > 0") != std::string::npos);
+        }
+    }
+    SUBCASE("a rope_freqs factor that is not finite or not positive names the tensor and the factor") {
+        for (float factor : {std::nanf(""), 0.0F, -1.0F}) {
+            CAPTURE(factor);
+            g::gguf_writer w = as_gguf(m);
+            const std::size_t half = m.spec.d_model / m.spec.n_heads / 2;
+            std::vector<float> factors(half, 1.0F);
+            factors[1] = factor;
+            w.tensor_f32("rope_freqs.weight", {half}, factors);
+            auto c = checkpoint::open(dir.write("freqs.gguf", w.bytes()));
+            REQUIRE(c);
+            auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*c)));
+            REQUIRE_FALSE(tr);
+            CAPTURE(tr.err().to_string());
+            CHECK(tr.err().path == "rope_freqs.weight");
+            // a NaN is found as the tensor is read, a number ≤ 0 as it divides
+            const std::string said = std::isnan(factor) ? "element 1" : "factor 1 is";
+            CHECK(tr.err().message.find(said) != std::string::npos);
+        }
+    }
     SUBCASE("an unknown architecture") {
         g::gguf_writer bad;
         bad.put_string("general.architecture", "mamba");
         auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
         REQUIRE_FALSE(c);
-        CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures llama (Mistral and Mixtral too), "
-                                       "qwen2 and gpt2, not \"mamba\"") != std::string::npos);
+        CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures gpt2, llama (Mistral and Mixtral too), "
+                                       "qwen2, qwen3, phi3, not \"mamba\"") != std::string::npos);
     }
 }
 

@@ -112,6 +112,13 @@ TEST_CASE("every preset matches its model's published parameter count") {
         CHECK(counted(*preset("llama3-8b")).total == 1050673152ULL + 6979584000ULL + 4096);
         CHECK(counted(*preset("llama3-8b")).total == 8030261248ULL);
     }
+    SUBCASE("phi3-mini: 3,821,079,552, its fused qkv_proj and gate_up_proj counted as the matrices they hold") {
+        // embeddings 2 × 32,064 × 3,072 = 197,001,216; a layer: attention 4 × 3,072² = 37,748,736 (qkv_proj
+        // 9,216 × 3,072 and o_proj), FFN 3 × 3,072 × 8,192 = 75,497,472 (gate_up_proj 16,384 × 3,072 and
+        // down_proj), norms 6,144: 113,252,352, × 32 = 3,624,075,264; final RMSNorm 3,072
+        CHECK(counted(*preset("phi3-mini")).total == 197001216ULL + 3624075264ULL + 3072);
+        CHECK(counted(*preset("phi3-mini")).total == 3821079552ULL);
+    }
     SUBCASE("mixtral-8x7b: 46,702,792,704 in total, about 12.9B active") {
         // a layer 41,943,040 + 8 × 176,160,768 + router 4,096 × 8 + 8,192 = 1,451,270,144, × 32
         // = 46,440,644,608; + embeddings 262,144,000 + final 4,096

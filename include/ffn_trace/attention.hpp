@@ -16,6 +16,9 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "ffn_trace/matrix.hpp"
 
@@ -57,6 +60,24 @@ matrix attention(const matrix& q, const matrix& k, const matrix& v, const attent
 // which is x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[half:], x[:half]).
 void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta);
 
+// How a long-context model rescales RoPE's frequencies (config.json's rope_scaling):
+//   linear: θ_i / factor
+//   llama3 (Llama 3.1–3.3): with wavelength λ_i = 2π/θ_i and the original context N,
+//     λ_i < N / high_freq_factor: θ_i (the fast turns kept)
+//     λ_i > N / low_freq_factor:  θ_i / factor (the slow ones stretched)
+//     between: (1 − s)·θ_i/factor + s·θ_i, s = (N/λ_i − low_freq_factor) / (high_freq_factor − low_freq_factor)
+struct rope_scaling {
+    std::string kind;  // "" (none), "linear", "llama3", or one ffn-trace does not run (named when refused)
+    double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+    double original_max_positions = 8192;  // original_max_position_embeddings
+};
+
+// RoPE's frequencies θ_i = rope_theta^(−2i/head_dim), i < head_dim/2, rescaled as `s` says.
+std::vector<double> rope_frequencies(std::size_t head_dim, double rope_theta, const rope_scaling& s = {});
+
+// The same turn with the frequencies given (head_dim = 2·freqs.size()): angle = t·freqs[i].
+void rotate_half_rope(matrix& x, std::span<const double> freqs);
+
 // The backward kernels, each restating the forward line it differentiates.
 
 struct attention_gradients {
@@ -74,5 +95,6 @@ attention_gradients attention_backward(const matrix& q, const matrix& k, const m
 // forward: RoPE turns each pair (x[i], x[i + half]) by t·θ_i, a rotation; its transpose turns
 // it back, so dx ← the same pairs of dy turned by −t·θ_i, in place.
 void rotate_half_rope_backward(matrix& dy, std::size_t head_dim, double rope_theta);
+void rotate_half_rope_backward(matrix& dy, std::span<const double> freqs);
 
 }  // namespace ffn_trace

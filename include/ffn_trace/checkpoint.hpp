@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/attention.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/family.hpp"
@@ -50,7 +51,7 @@ struct checkpoint_config {
     std::size_t vocab_size = 0;     // vocab_size
     std::size_t sliding_window = 0; // Mistral's (and Qwen2's with use_sliding_window); 0: none
     double rope_theta = 10000;      // rope_theta
-    std::string rope_scaling;       // rope_scaling's rope_type (or type); "" when none or "default"
+    ffn_trace::rope_scaling rope_scaling;  // rope_scaling (its rope_type or type; kind "" when none or "default")
     bool tie_word_embeddings = false;  // the unembedding is the token embedding (default true for GPT-2 and BERT)
     config_origin origin;  // what said all this, for the errors found later (the forward pass's sizes)
 };
@@ -104,6 +105,9 @@ private:
     std::optional<error> read_expert(std::size_t index, std::size_t j, weights where, ffn& e) const;
 
     static outcome<checkpoint> open_gguf_file(const std::string& path);
+    // Phi-3's fused gate and up projections also as their halves, under the family's names of
+    // the gate and the up projection, once the configuration has given d_ff.
+    std::optional<error> split_fused();
     std::shared_ptr<const tensor_source> source_;
     checkpoint_config config_;
     std::string origin_;

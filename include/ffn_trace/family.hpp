@@ -33,12 +33,15 @@ enum class tensor_role {
     token_types,      // BERT's token type embedding (types, d_model)
     token_embd_norm,  // BERT's LayerNorm of the embeddings
     attn_norm,        // the attention sublayer's norm (before it, or after its residual)
-    attn_qkv,         // q, k and v in one fused projection (d_model, 3·d_model)
+    attn_qkv,         // q, k and v in one fused projection (d_model, q's width + 2 × k's)
     attn_q,
     attn_k,
     attn_v,
+    attn_q_norm,      // Qwen3's RMSNorm of each head's query (head_dim), before RoPE
+    attn_k_norm,      // and of each head's key
     attn_output,      // the attention's output projection
     ffn_norm,         // the FFN sublayer's norm
+    ffn_gate_up,      // Phi-3's gate and up projection in one tensor (2·d_ff, d_model), the gate's rows first
     ffn_gate,         // a gated FFN's gate Wg
     ffn_up,           // W1 of a plain FFN, the up projection Wu of a gated one
     ffn_down,         // W2

@@ -41,7 +41,8 @@ struct model_config {
     count top_k = 0;             // experts used per token (0: all)
 };
 
-// The presets: transformer-base, gpt2, bert-base, llama2-7b, llama2-70b, llama3-8b, mixtral-8x7b.
+// The presets: transformer-base, gpt2, bert-base, llama2-7b, llama2-70b, llama3-8b, mixtral-8x7b,
+// phi3-mini.
 std::vector<std::string_view> preset_names();
 std::optional<model_config> preset(std::string_view name);
 

@@ -109,9 +109,15 @@ public:
     // pre-norm's parts (y = x itself without one) and q, k, v, RoPE applied (to each of x's
     // `sequences` from position 0). x is checked by attention_output; the layer must be one of
     // the model's.
+    // Qwen3's RMSNorm of each head's query or key: its input (tokens, heads·head_dim) and parts.
+    struct head_norm_parts {
+        matrix x;
+        norm_parts parts;
+    };
     struct attention_inputs {
         norm_parts norm;
         matrix q, k, v;
+        head_norm_parts q_norm, k_norm;  // where the model norms each head's q and k
     };
     attention_inputs attention_inputs_of(std::size_t layer, const matrix& x, std::size_t sequences = 1) const;
     // The backward passes (model_backward.cpp): dL/dx of attention_output(layer, x) from
@@ -130,14 +136,15 @@ public:
     // One block's attention: GPT-2 keeps q, k and v in one fused projection (qkv).
     struct attention_weights {
         std::optional<norm_layer> norm;  // pre-norm: before attention; BERT: after the residual
-        std::optional<projection> qkv;   // GPT-2's c_attn (d_model, 3·d_model)
+        std::optional<projection> qkv;   // GPT-2's c_attn (d_model, 3·d_model), Phi-3's qkv_proj
         projection q, k, v, o;
+        std::optional<norm_layer> q_norm, k_norm;  // Qwen3: each head's q and k RMSNormed (head_dim) before RoPE
     };
 
 private:
     std::shared_ptr<const checkpoint> ck_;
     attention_shape shape_;
-    bool rope_ = false;
+    std::vector<double> rope_freqs_;  // RoPE's θ_i, rescaled; empty: no RoPE (a position table)
     std::size_t max_positions_ = 0, vocab_ = 0;
     std::string embedding_, positions_;          // tensor names; positions_ empty: RoPE
     std::vector<double> token_type0_;            // BERT: token type 0's row
@@ -147,5 +154,10 @@ private:
     std::optional<norm_layer> final_norm_;
     std::shared_ptr<const stored_matrix> unembedding_;  // Uᵀ (d_model, vocab); null: no head
 };
+
+// Qwen3's norm of each head: x (tokens, heads·head_dim) ← each head's head_dim values normed by n,
+// its input and parts kept in `kept`; and its backward, dL/dx from dL/dy.
+void head_norm(const norm_layer& n, std::size_t head_dim, matrix& x, transformer::head_norm_parts& kept);
+matrix head_norm_backward(const norm_layer& n, std::size_t head_dim, const transformer::head_norm_parts& kept, const matrix& dy);
 
 }  // namespace ffn_trace

@@ -1,6 +1,7 @@
 """The models of the NumPy float64 references, written from Hugging Face's modelling code: safetensors
 read and written byte by byte, GPT-2 and the Llama family (RMSNorm, rotate-half RoPE, grouped-query
-heads, Qwen2's q/k/v biases, Mistral's sliding window, Mixtral's top-k experts)."""
+heads, Qwen2's q/k/v biases, Mistral's sliding window, Mixtral's top-k experts, Llama 3.1's rope
+scaling, Qwen3's norm of each head's query and key, Phi-3's fused q/k/v and gate/up projections)."""
 import json
 import math
 import os
@@ -65,11 +66,32 @@ def attend(q, k, v, n_heads, n_kv, hd, window):
     return out.reshape(S, T, n_heads * hd)
 
 
-def rope(x, n, hd, theta):
-    """Rotate-half RoPE over each head of x (S, T, n·hd), positions 0 … T − 1."""
+def inverse_frequencies(hd, theta, scaling=None):
+    """RoPE's inverse frequencies, rescaled as modeling_rope_utils does for rope_type "linear" and
+    "llama3" (Llama 3.1: the slow turns divided by factor, the fast kept, those between blended)."""
+    inv = 1.0 / theta ** (np.arange(0, hd, 2) / hd)
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind == "linear":
+        return inv / scaling["factor"]
+    if kind != "llama3":
+        return inv
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    scaled = np.where(wavelen > old / low, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return np.where(medium, smoothed, scaled)
+
+
+def rope(x, n, hd, theta, inv=None):
+    """Rotate-half RoPE over each head of x (S, T, n·hd), positions 0 … T − 1, at the inverse
+    frequencies `inv` (default: theta's own)."""
     S, T, _ = x.shape
     x = x.reshape(S, T, n, hd)
-    inv = theta ** (-np.arange(0, hd, 2) / hd)
+    if inv is None:
+        inv = theta ** (-np.arange(0, hd, 2) / hd)
     ang = np.arange(T)[:, None] * inv[None, :]
     cos = np.concatenate([np.cos(ang), np.cos(ang)], -1)[None, :, None, :]
     sin = np.concatenate([np.sin(ang), np.sin(ang)], -1)[None, :, None, :]
@@ -103,7 +125,9 @@ class model:
             self.top_k = c.get("num_experts_per_tok", 0)
             self.embedding = self.w["embed_tokens.weight"]
             self.head = self.embedding if c.get("tie_word_embeddings") else self.w["lm_head.weight"]
-        self.hd = self.d // self.heads
+        self.hd = c.get("head_dim") or self.d // self.heads
+        if self.arch != "gpt2":
+            self.inv = inverse_frequencies(self.hd, self.theta, c.get("rope_scaling"))
 
     def embed(self, ids):
         x = self.embedding[ids]
@@ -122,8 +146,16 @@ class model:
         p = f"layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], self.eps)
         proj = lambda name: h @ w[p + f"self_attn.{name}.weight"].T + w.get(p + f"self_attn.{name}.bias", 0)
-        q = rope(proj("q_proj"), self.heads, hd, self.theta)
-        k = rope(proj("k_proj"), self.kv, hd, self.theta)
+        if p + "self_attn.qkv_proj.weight" in w:  # Phi-3: q, k and v in one projection, in that order
+            qkv = proj("qkv_proj")
+            q, k, v = np.split(qkv, [self.heads * hd, (self.heads + self.kv) * hd], axis=-1)
+            proj = lambda name: {"q_proj": q, "k_proj": k, "v_proj": v}[name]
+        q, k = proj("q_proj"), proj("k_proj")
+        if p + "self_attn.q_norm.weight" in w:  # Qwen3: each head's query and key RMSNormed before RoPE
+            q = rms_norm(q.reshape(*q.shape[:-1], -1, hd), w[p + "self_attn.q_norm.weight"], self.eps).reshape(q.shape)
+            k = rms_norm(k.reshape(*k.shape[:-1], -1, hd), w[p + "self_attn.k_norm.weight"], self.eps).reshape(k.shape)
+        q = rope(q, self.heads, hd, self.theta, self.inv)
+        k = rope(k, self.kv, hd, self.theta, self.inv)
         o = attend(q, k, proj("v_proj"), self.heads, self.kv, hd, self.window)
         return o @ w[p + "self_attn.o_proj.weight"].T
 
@@ -134,6 +166,9 @@ class model:
             return gelu_new(h @ w[f"h.{l}.mlp.c_fc.weight"] + w[f"h.{l}.mlp.c_fc.bias"]) @ w[f"h.{l}.mlp.c_proj.weight"] + w[f"h.{l}.mlp.c_proj.bias"]
         p = f"layers.{l}."
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps)
+        if p + "mlp.gate_up_proj.weight" in w:  # Phi-3: gate and up in one projection, the gate first
+            gate, up = np.split(h @ w[p + "mlp.gate_up_proj.weight"].T, 2, axis=-1)
+            return (silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
         if self.arch != "mixtral":
             return (silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
         # Mixtral: the router's softmax, the top k experts, their weights renormalised to sum to 1

@@ -184,6 +184,16 @@ check("mistral (sliding window of 3)", tiny("mistral", 3), prompt + ["--samples"
       {"samples": 3, "positions": [4, 5, 6]})
 check("mixtral (top-2 of 4 experts)", tiny("mixtral", 4), prompt + ["--samples", "2"], {"samples": 2, "positions": [4, 5, 6]})
 
+# the families beyond Llama's block (tests/families/models.py): the same grids through Llama 3.1's
+# rope scaling, Qwen3's head norms and Phi-3's fused projections
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "families"))
+import models  # noqa: E402
+
+for arch, seed in (("llama3", 5), ("qwen3", 6), ("phi3", 7)):
+    directory = os.path.join(work, arch)
+    models.write(arch, seed, directory, tokenizers)
+    check(f"{arch}", directory, prompt + ["--samples", "2"], {"samples": 2, "positions": [4, 5, 6]})
+
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)

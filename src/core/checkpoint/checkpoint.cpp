@@ -9,12 +9,64 @@
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/config.hpp"
 #include "checkpoint/gguf_config.hpp"
+#include "checkpoint/mapped_file.hpp"
 #include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {
 
 using detail::checked_tensor;
 using detail::stored_shape;
+
+namespace {
+
+// Phi-3's fused gate and up projection of every layer also as the two tensors it holds, rows
+// [0, d_ff) the gate's and [d_ff, 2·d_ff) the up projection's: nn.Linear stores a weight's rows one
+// after another, so each half is a range of the file's bytes (whole blocks in a quantized file),
+// read as any tensor is. The source's tensors and files are kept; nothing is copied.
+outcome<std::shared_ptr<const tensor_source>> split_gate_up(std::shared_ptr<const tensor_source> source, const checkpoint& c) {
+    const checkpoint_config& m = c.config();
+    const family& f = *m.family;
+    const auto* mapped = dynamic_cast<const detail::mapped_source*>(source.get());
+    std::vector<tensor_info> tensors = source->tensors();
+    for (std::size_t i = 0; i < m.n_layers; ++i) {
+        const std::string fused = c.resolve(f.name_of(tensor_role::ffn_gate_up, i) + ".weight");
+        const tensor_info* t = fused.empty() ? nullptr : source->find(fused);
+        if (!t) continue;  // named as missing by the forward pass
+        if (!mapped || t->compressed || t->reordered || t->shape.size() != 2 || t->shape[0] != 2 * m.d_ff)
+            return error{t->file, t->name, fmt::format("expected the gate and the up projection one after the other, (2 × d_ff = {}, "
+                                                       "d_model = {}), stored in the file; its shape is {}",
+                                                       2 * m.d_ff, m.d_model, detail::shape_text(t->shape))};
+        const std::string prefix = fused.substr(0, fused.size() - (f.name_of(tensor_role::ffn_gate_up, i) + ".weight").size());
+        const std::uint64_t half = m.d_ff * detail::row_bytes(t->type, t->shape[1]);
+        for (auto [r, from] : {std::pair{tensor_role::ffn_gate, std::uint64_t{0}}, std::pair{tensor_role::ffn_up, half}}) {
+            tensor_info part = *t;
+            part.name = prefix + f.name_of(r, i) + ".weight";
+            part.shape[0] = m.d_ff;
+            part.begin = t->begin + from;
+            part.length = half;
+            tensors.push_back(std::move(part));
+        }
+    }
+    if (tensors.size() == source->tensors().size()) return source;
+    // each file shared with the source it belongs to, which stays open as long as one is read
+    std::vector<std::shared_ptr<const detail::mapped_file>> files;
+    for (const tensor_info& t : tensors)
+        if (const auto* file = mapped->file_named(t.file);
+            file && std::none_of(files.begin(), files.end(), [&](const auto& kept) { return kept.get() == file; }))
+            files.emplace_back(source, file);
+    return std::shared_ptr<const tensor_source>(
+        std::make_shared<detail::mapped_source>(source->origin(), std::move(tensors), std::move(files)));
+}
+
+}  // namespace
+
+std::optional<error> checkpoint::split_fused() {
+    if (!config_.family->has(tensor_role::ffn_gate_up)) return std::nullopt;
+    auto split = split_gate_up(source_, *this);
+    if (!split) return split.err();
+    source_ = std::move(*split);
+    return std::nullopt;
+}
 
 std::string checkpoint::resolve(const std::string& name) const {
     for (const char* prefix : {"", "model.", "transformer.", "bert."})
@@ -32,6 +84,7 @@ outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
     auto config = detail::read_config_object(c, g->model.config, config_origin{path, std::move(g->model.key_of)}, *g->model.family);
     if (!config) return config.err();
     c.config_ = std::move(*config);
+    if (auto e = c.split_fused()) return *e;
     return c;
 }
 
@@ -50,6 +103,7 @@ outcome<checkpoint> checkpoint::open(const std::string& path, const std::string&
     auto config = detail::read_config(c, path, arch_override);
     if (!config) return config.err();
     c.config_ = std::move(*config);
+    if (auto e = c.split_fused()) return *e;
     return c;
 }
 

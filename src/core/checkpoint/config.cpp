@@ -97,9 +97,21 @@ outcome<const family*> family_named(const json& config, const std::string& file,
                  fmt::format("unknown architecture {}; ffn-trace knows {}", quote(arch), fmt::join(known_architectures(), ", "))};
 }
 
-// The tensor whose shape gives d_model and d_ff: W1, the gate, or expert 0's gate.
+// The tensor whose shape gives d_model and d_ff: W1, the gate, expert 0's gate, or the fused gate
+// and up projection (2·d_ff rows).
 tensor_role shaped_role(const family& f) {
+    if (f.has(tensor_role::ffn_gate_up)) return tensor_role::ffn_gate_up;
     return f.moe ? tensor_role::ffn_gate_exps : f.gated() ? tensor_role::ffn_gate : tensor_role::ffn_up;
+}
+
+// A fused gate and up projection of `rows` rows: two halves of intermediate_size rows each.
+outcome<std::size_t> fused_d_ff(const json& config, const config_origin& from, const tensor_info& t, std::size_t rows) {
+    auto n = config_count(config, from, "intermediate_size", rows / 2);
+    if (!n) return n.err();
+    if (2 * *n != rows)
+        return error{t.file, t.spelled(), fmt::format("holds the gate and the up projection one after the other: its {} rows are not "
+                                                 "twice d_ff = {}{}", rows, *n, config.contains("intermediate_size") ? " (intermediate_size)" : "")};
+    return *n;
 }
 
 // d_model and d_ff off layer 0's first weight, each at least 1 whatever config.json says, and
@@ -118,6 +130,11 @@ std::optional<error> read_widths(const checkpoint& c, const family& f, const jso
     const bool out_in = f.stored == layout::out_in;
     m.d_model = out_in ? t0.shape[1] : t0.shape[0];
     m.d_ff = out_in ? t0.shape[0] : t0.shape[1];
+    if (f.has(tensor_role::ffn_gate_up)) {
+        auto half = fused_d_ff(config, from, t0, m.d_ff);
+        if (!half) return half.err();
+        m.d_ff = *half;
+    }
     if (m.d_model == 0 || m.d_ff == 0)
         return error{t0.file, t0.spelled(), fmt::format("its shape {} ({}) makes d_model = {} and d_ff = {}; a layer needs at least one "
                                                    "of each", shape_text(t0.shape), orientation_of(f.stored), m.d_model, m.d_ff)};
@@ -213,18 +230,49 @@ std::optional<error> read_heads(const json& c, const config_origin& from, checkp
     return std::nullopt;
 }
 
+// rope_scaling.KEY, a finite number > 0 that the kind of scaling needs.
+std::optional<error> scaling_number(const json& scaling, const config_origin& from, const rope_scaling& s, const char* key,
+                                    double& into) {
+    const std::string path = fmt::format("rope_scaling.{}", key);
+    if (!scaling.contains(key) || scaling[key].is_null())
+        return from.at(path, fmt::format("missing: rope_type {} needs it", quote(s.kind)));
+    auto n = config_number(scaling, from, key, 0);
+    if (!n) return from.at(path, n.err().message);
+    into = *n;
+    return std::nullopt;
+}
+
+// rope_scaling: null, or an object whose rope_type (or type) says the kind; linear's factor and
+// llama3's four numbers are read here, a kind ffn-trace does not run is kept to be refused by the
+// forward pass (the FFN of a layer needs no RoPE).
+std::optional<error> read_rope_scaling(const json& c, const config_origin& from, checkpoint_config& m) {
+    auto it = c.find("rope_scaling");
+    if (it == c.end() || it->is_null()) return std::nullopt;
+    std::string kind;
+    for (const char* key : {"rope_type", "type"})  // Hugging Face's order: rope_type first
+        if (kind.empty() && it->is_object() && it->contains(key) && (*it)[key].is_string()) kind = (*it)[key].get<std::string>();
+    if (kind.empty()) return from.at("rope_scaling", "expected an object with a rope_type, or null");
+    if (kind == "default") return std::nullopt;
+    rope_scaling& s = m.rope_scaling;
+    s.kind = kind;
+    if (kind == "linear" || kind == "llama3")
+        if (auto e = scaling_number(*it, from, s, "factor", s.factor)) return e;
+    if (kind != "llama3") return std::nullopt;
+    if (auto e = scaling_number(*it, from, s, "low_freq_factor", s.low_freq_factor)) return e;
+    if (auto e = scaling_number(*it, from, s, "high_freq_factor", s.high_freq_factor)) return e;
+    if (auto e = scaling_number(*it, from, s, "original_max_position_embeddings", s.original_max_positions)) return e;
+    if (!(s.high_freq_factor > s.low_freq_factor))
+        return from.at("rope_scaling.high_freq_factor",
+                       fmt::format("expected more than low_freq_factor = {}, got {}", s.low_freq_factor, s.high_freq_factor)};
+    return std::nullopt;
+}
+
 // RoPE's base and scaling, the attention window and the tied head.
 std::optional<error> read_positions(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
     auto theta = config_number(c, from, "rope_theta", 10000);
     if (!theta) return theta.err();
     m.rope_theta = *theta;
-    if (auto it = c.find("rope_scaling"); it != c.end() && !it->is_null()) {
-        std::string kind;
-        for (const char* key : {"rope_type", "type"})
-            if (it->is_object() && it->contains(key) && (*it)[key].is_string()) kind = (*it)[key].get<std::string>();
-        if (kind.empty()) return from.at("rope_scaling", "expected an object with a rope_type, or null");
-        if (kind != "default") m.rope_scaling = kind;
-    }
+    if (auto e = read_rope_scaling(c, from, m)) return e;
     const bool windowed = f.window == window_rule::always ||
                           (f.window == window_rule::when_enabled && c.contains("use_sliding_window") && c["use_sliding_window"] == true);
     if (windowed) {

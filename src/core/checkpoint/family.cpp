@@ -125,6 +125,25 @@ const std::vector<family>& table() {
         t.push_back(llama_like("llama", bias_rule::if_present, window_rule::none, "llama"));
         t.push_back(llama_like("mistral", bias_rule::if_present, window_rule::always, "llama"));
         t.push_back(llama_like("qwen2", bias_rule::always, window_rule::when_enabled, "qwen2"));
+        family qwen3 = llama_like("qwen3", bias_rule::if_present, window_rule::when_enabled, "qwen3");
+        name_list qk_norms = llama_ffn;
+        qk_norms.push_back({role::attn_q_norm, "layers.{i}.self_attn.q_norm", "blk.{i}.attn_q_norm"});
+        qk_norms.push_back({role::attn_k_norm, "layers.{i}.self_attn.k_norm", "blk.{i}.attn_k_norm"});
+        qwen3.tensors = llama_names(qk_norms);
+        t.push_back(std::move(qwen3));
+        // Phi-3: Llama's block with q, k and v in one projection and gate and up in another, which the
+        // checkpoint reads as the two halves it holds (GGUF calls the fused one ffn_up)
+        family phi3 = llama_like("phi3", bias_rule::none, window_rule::always, "phi3");
+        phi3.tensors = llama_names({
+            {role::attn_qkv, "layers.{i}.self_attn.qkv_proj", "blk.{i}.attn_qkv"},
+            {role::ffn_gate_up, "layers.{i}.mlp.gate_up_proj", "blk.{i}.ffn_up"},
+            {role::ffn_gate, "layers.{i}.mlp.gate_proj", ""},
+            {role::ffn_up, "layers.{i}.mlp.up_proj", ""},
+            {role::ffn_down, "layers.{i}.mlp.down_proj", "blk.{i}.ffn_down"},
+        });
+        for (tensor_role r : {role::attn_q, role::attn_k, role::attn_v}) phi3.tensors[static_cast<std::size_t>(r)] = {};
+        phi3.fused_qkv = true;
+        t.push_back(std::move(phi3));
         family mixtral = llama_like("mixtral", bias_rule::if_present, window_rule::always, "llama");
         mixtral.tensors = llama_names({
             {role::ffn_gate_inp, "layers.{i}.block_sparse_moe.gate", "blk.{i}.ffn_gate_inp"},

@@ -1,7 +1,9 @@
 // A GGUF file's architecture and sizes, read from its metadata as llama.cpp's converter writes
 // them (general.architecture, then "<arch>.block_count" and the rest), into the config.json the
 // same model's directory has, so that one reading (config.cpp) checks both against the tensors.
+#include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/text.hpp"
 #include "checkpoint/gguf_config.hpp"
@@ -28,6 +30,8 @@ const size_key llama_keys[] = {
     {"context_length", "max_position_embeddings", true, false},
     {"attention.layer_norm_rms_epsilon", "rms_norm_eps", true, true},
     {"rope.freq_base", "rope_theta", false, true},
+    {"attention.key_length", "head_dim", false, false},  // Qwen3's heads are wider than d_model / heads
+    {"attention.sliding_window", "sliding_window", false, false},  // Phi-3's (0: none, Phi-4)
 };
 const size_key expert_keys[] = {
     {"expert_count", "num_local_experts", true, false},
@@ -71,6 +75,38 @@ std::optional<error> read_keys(const gguf_header& h, const std::string& file, co
     return std::nullopt;
 }
 
+// "<arch>.rope.scaling.type" and its factor as config.json's rope_scaling; "none" is no scaling. A
+// Llama 3.1's scaling is no key but the rope_freqs tensor, which the forward pass reads.
+std::optional<error> read_rope_scaling(const gguf_header& h, const std::string& file, const std::string& arch, gguf_model& m) {
+    const std::string type_key = arch + ".rope.scaling.type", factor_key = arch + ".rope.scaling.factor";
+    auto type = h.metadata.find(type_key);
+    if (type == h.metadata.end()) return std::nullopt;
+    if (type->second.type != gguf_type::string)
+        return error{file, type_key, fmt::format("expected a string such as \"linear\", got {}", type->second.kind())};
+    if (type->second.text == "none") return std::nullopt;
+    nlohmann::ordered_json scaling = {{"rope_type", type->second.text}};
+    m.key_of["rope_scaling"] = type_key;
+    m.key_of["rope_scaling.factor"] = factor_key;
+    if (auto factor = h.metadata.find(factor_key); factor != h.metadata.end()) {
+        if (factor->second.type != gguf_type::f32 && factor->second.type != gguf_type::f64)
+            return error{file, factor_key, fmt::format("expected an f32, got {}", factor->second.kind())};
+        scaling["factor"] = factor->second.real;
+    }
+    m.config["rope_scaling"] = std::move(scaling);
+    return std::nullopt;
+}
+
+// The GGUF architectures the family table reads, in its order, each once: "gpt2, llama, qwen2, …".
+std::string gguf_architectures() {
+    std::vector<std::string_view> seen;
+    for (const family& f : families())
+        if (!f.gguf_arch.empty() && std::find(seen.begin(), seen.end(), f.gguf_arch) == seen.end()) seen.push_back(f.gguf_arch);
+    std::string out;
+    for (std::string_view arch : seen)
+        out += fmt::format("{}{}{}", out.empty() ? "" : ", ", arch, arch == "llama" ? " (Mistral and Mixtral too)" : "");
+    return out;
+}
+
 bool has_tensor(const gguf_header& h, std::string_view name) {
     for (const tensor_info& t : h.tensors)
         if (t.name == name) return true;
@@ -90,13 +126,14 @@ outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& fil
     m.family = find_gguf_architecture(arch, h.metadata.count(arch + ".expert_count") > 0);
     if (!m.family)
         return error{file, "general.architecture",
-                     fmt::format("ffn-trace reads the architectures llama (Mistral and Mixtral too), qwen2 and gpt2, not {}",
-                                 quote(arch))};
+                     fmt::format("ffn-trace reads the architectures {}, not {}", gguf_architectures(), quote(arch))};
     m.permuted_qk = m.family->gguf_permuted_qk;
     if (m.family->rope) {  // the Llama family's keys
         if (auto e = read_keys(h, file, arch, llama_keys, m)) return *e;
         if (m.family->moe)
             if (auto e = read_keys(h, file, arch, expert_keys, m)) return *e;
+        if (auto e = read_rope_scaling(h, file, arch, m)) return *e;
+        if (m.config.contains("sliding_window") && m.config["sliding_window"] == 0) m.config.erase("sliding_window");
         m.heads = m.config["num_attention_heads"].get<std::size_t>();
         m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
     } else {

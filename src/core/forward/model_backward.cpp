@@ -44,20 +44,23 @@ matrix transformer::attention_output_backward(std::size_t layer, const matrix& x
     // forward: out = ctx·Wo + bo, so d_ctx = d_out·Woᵀ
     const matrix d_ctx = a.o.w->times_transposed(d_out);
     attention_gradients g = attention_backward(in.q, in.k, in.v, shape_, d_ctx);
-    if (rope_) {
-        rotate_half_rope_backward(g.dq, shape_.head_dim, ck_->config().rope_theta);
-        rotate_half_rope_backward(g.dk, shape_.head_dim, ck_->config().rope_theta);
+    if (!rope_freqs_.empty()) {
+        rotate_half_rope_backward(g.dq, rope_freqs_);
+        rotate_half_rope_backward(g.dk, rope_freqs_);
     }
+    // forward (Qwen3): q ← q_norm(q), k ← k_norm(k) head by head, before RoPE
+    if (a.q_norm) g.dq = head_norm_backward(*a.q_norm, shape_.head_dim, in.q_norm, g.dq);
+    if (a.k_norm) g.dk = head_norm_backward(*a.k_norm, shape_.head_dim, in.k_norm, g.dk);
     // forward: q = n·Wq + bq, k = n·Wk + bk, v = n·Wv + bv (GPT-2: [q | k | v] = n·W_attn + b_attn),
     // so dn = dq·Wqᵀ + dk·Wkᵀ + dv·Wvᵀ (= [dq | dk | dv]·W_attnᵀ)
     matrix d_in;
     if (a.qkv) {
-        const std::size_t d = g.dq.cols;
-        matrix fused(x.rows, 3 * d);
+        const std::size_t q_width = g.dq.cols, kv_width = g.dk.cols;
+        matrix fused(x.rows, q_width + 2 * kv_width);
         for (std::size_t t = 0; t < x.rows; ++t) {
             std::copy(g.dq.row(t).begin(), g.dq.row(t).end(), fused.row(t).begin());
-            std::copy(g.dk.row(t).begin(), g.dk.row(t).end(), fused.row(t).begin() + static_cast<long>(d));
-            std::copy(g.dv.row(t).begin(), g.dv.row(t).end(), fused.row(t).begin() + static_cast<long>(2 * d));
+            std::copy(g.dk.row(t).begin(), g.dk.row(t).end(), fused.row(t).begin() + static_cast<long>(q_width));
+            std::copy(g.dv.row(t).begin(), g.dv.row(t).end(), fused.row(t).begin() + static_cast<long>(q_width + kv_width));
         }
         d_in = a.qkv->w->times_transposed(fused);
     } else {

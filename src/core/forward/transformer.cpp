@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "checkpoint/checked_tensor.hpp"
@@ -71,17 +72,20 @@ public:
         return p;
     }
 
-    // A LayerNorm (name.weight and name.bias) or an RMSNorm (name.weight).
-    outcome<norm_layer> norm(const std::string& name, const std::string& what, bool layer_norm, norm_layer::place at) const {
+    // A LayerNorm (name.weight and name.bias) or an RMSNorm (name.weight) of rows of `width`
+    // (0: d_model).
+    outcome<norm_layer> norm(const std::string& name, const std::string& what, bool layer_norm, norm_layer::place at,
+                             std::size_t width = 0) const {
         norm_layer n;
         n.type = layer_norm ? norm_layer::kind::layernorm : norm_layer::kind::rmsnorm;
         n.position = at;
         n.eps = c_.config().eps;
-        auto w = vector(name + ".weight", what + "'s weight", c_.config().d_model);
+        if (width == 0) width = c_.config().d_model;
+        auto w = vector(name + ".weight", what + "'s weight", width);
         if (!w) return w.err();
         n.weight = std::move(*w);
         if (layer_norm) {
-            auto b = vector(name + ".bias", what + "'s bias", c_.config().d_model);
+            auto b = vector(name + ".bias", what + "'s bias", width);
             if (!b) return b.err();
             n.bias = std::move(*b);
         }
@@ -119,11 +123,19 @@ matrix project(const transformer::projection& p, const matrix& x) {
     return y;
 }
 
-// Columns [from, from + n) of x: one of GPT-2's fused q, k, v.
+// Columns [from, from + n) of x: one of a fused q, k, v.
 matrix columns(const matrix& x, std::size_t from, std::size_t n) {
     matrix y(x.rows, n);
     for (std::size_t t = 0; t < x.rows; ++t) std::copy_n(x.row(t).begin() + static_cast<long>(from), n, y.row(t).begin());
     return y;
+}
+
+// x (rows, cols) read as (rows·cols / width, width), its values in the same order: each head of
+// each token a row of its own.
+matrix reshaped(matrix x, std::size_t width) {
+    x.rows = x.rows * x.cols / width;
+    x.cols = width;
+    return x;
 }
 
 // Sequence k of a batch of `sequences` of equal length, one after another: x's rows [k·n, (k+1)·n),
@@ -140,11 +152,11 @@ void set_sequence(matrix& into, std::size_t k, const matrix& rows) {
 }
 
 // RoPE on each sequence of the batch, its tokens at positions 0, 1, … (attention.hpp's formula).
-void rope_per_sequence(matrix& x, std::size_t head_dim, double rope_theta, std::size_t sequences) {
-    if (sequences == 1) return rotate_half_rope(x, head_dim, rope_theta);
+void rope_per_sequence(matrix& x, std::span<const double> freqs, std::size_t sequences) {
+    if (sequences == 1) return rotate_half_rope(x, freqs);
     for (std::size_t k = 0; k < sequences; ++k) {
         matrix part = sequence_of(x, k, sequences);
-        rotate_half_rope(part, head_dim, rope_theta);
+        rotate_half_rope(part, freqs);
         set_sequence(x, k, part);
     }
 }
@@ -161,6 +173,17 @@ matrix attention_per_sequence(const matrix& q, const matrix& k, const matrix& v,
 }
 
 }  // namespace
+
+void head_norm(const norm_layer& n, std::size_t head_dim, matrix& x, transformer::head_norm_parts& kept) {
+    const std::size_t cols = x.cols;
+    kept.x = x;
+    kept.parts = normalize(n, reshaped(x, head_dim));
+    x = reshaped(kept.parts.y, cols);
+}
+
+matrix head_norm_backward(const norm_layer& n, std::size_t head_dim, const transformer::head_norm_parts& kept, const matrix& dy) {
+    return reshaped(normalize_backward(n, kept.parts, reshaped(kept.x, head_dim), reshaped(dy, head_dim)).dx, dy.cols);
+}
 
 namespace {
 
@@ -187,9 +210,9 @@ std::optional<bool> bias_of(bias_rule b) {
 // config.json's sizes as the family's attention needs them.
 std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f) {
     if (m.n_heads == 0) return m.origin.at(f.config.heads, "missing: the forward pass needs the number of attention heads");
-    if (!m.rope_scaling.empty() && f.rope)
-        return m.origin.at("rope_scaling",
-                           fmt::format("rope_type {} is not implemented; ffn-trace runs the default RoPE only", quote(m.rope_scaling)));
+    const std::string& scaling = m.rope_scaling.kind;
+    if (f.rope && !scaling.empty() && scaling != "linear" && scaling != "llama3")
+        return m.origin.at("rope_scaling", fmt::format("rope_type {} is not implemented; ffn-trace runs the default, \"linear\" and \"llama3\" RoPE", quote(scaling)));
     if (f.rope && m.head_dim % 2 != 0)
         return m.origin.at("head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim));
     const std::size_t q_width = m.n_heads * m.head_dim;
@@ -200,6 +223,25 @@ std::optional<error> check_attention_sizes(const checkpoint_config& m, const fam
             return m.origin.at("head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
     }
     return std::nullopt;
+}
+
+// RoPE's frequencies as config.json's rope_theta and rope_scaling make them; a GGUF file of a
+// Llama 3.1–3.3 says its scaling instead as a tensor of factors that divide them (llama.cpp's
+// rope_freqs, one per frequency).
+outcome<std::vector<double>> read_rope_frequencies(const tensor_checker& check, const checkpoint& ck) {
+    const checkpoint_config& m = ck.config();
+    std::vector<double> freqs = rope_frequencies(m.head_dim, m.rope_theta, m.rope_scaling);
+    if (ck.resolve("rope_freqs.weight").empty()) return freqs;
+    auto factors = check.vector("rope_freqs.weight", "RoPE's frequency factors", freqs.size());
+    if (!factors) return factors.err();
+    for (std::size_t i = 0; i < freqs.size(); ++i) {
+        const double f = (*factors)[i];
+        if (!std::isfinite(f) || !(f > 0))
+            return error{ck.origin(), "rope_freqs.weight",
+                         fmt::format("factor {} is {}: each must be a finite number > 0", i, f)};
+        freqs[i] /= f;
+    }
+    return freqs;
 }
 
 // What the forward pass reads before the blocks.
@@ -275,8 +317,8 @@ outcome<transformer::attention_weights> read_attention(const tensor_checker& che
     }
     const std::optional<bool> qkv_bias = bias_of(f.qkv_bias);
     if (f.fused_qkv) {
-        auto qkv = check.projection(f.name_of(role::attn_qkv, i), what(role::attn_qkv, "fused query/key/value projection"), d, 3 * d,
-                                    out_in, qkv_bias);
+        auto qkv = check.projection(f.name_of(role::attn_qkv, i), what(role::attn_qkv, "fused query/key/value projection"), d,
+                                    q_width + 2 * kv_width, out_in, qkv_bias);
         if (!qkv) return qkv.err();
         a.qkv = std::move(*qkv);
     } else {
@@ -289,6 +331,13 @@ outcome<transformer::attention_weights> read_attention(const tensor_checker& che
         a.q = std::move(*q);
         a.k = std::move(*k);
         a.v = std::move(*v);
+    }
+    for (auto [r, into, said] : {std::tuple{role::attn_q_norm, &a.q_norm, "query"}, std::tuple{role::attn_k_norm, &a.k_norm, "key"}}) {
+        if (!f.has(r)) continue;
+        auto n = check.norm(f.name_of(r, i), fmt::format("{}RMSNorm of each head's {} ({})", block, said, module_of(f, r)), false,
+                            norm_layer::place::pre, m.head_dim);
+        if (!n) return n.err();
+        *into = std::move(*n);
     }
     auto o = check.projection(f.name_of(role::attn_output, i), what(role::attn_output, "attention output projection"), q_width, d,
                               out_in, bias_of(f.output_bias));
@@ -360,7 +409,11 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
     const tensor_checker check(*ck, std::shared_ptr<const tensor_source>(ck, &ck->tensors()));
 
     if (auto e = check_attention_sizes(m, f)) return *e;
-    tr.rope_ = f.rope;
+    if (f.rope) {
+        auto freqs = read_rope_frequencies(check, *ck);
+        if (!freqs) return freqs.err();
+        tr.rope_freqs_ = std::move(*freqs);
+    }
     tr.shape_ = attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, f.causal, m.sliding_window};
     auto e = read_embeddings(check, *ck, f);
     if (!e) return e.err();
@@ -453,20 +506,22 @@ transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer
         in.norm = normalize(*a.norm, x);
     else
         in.norm.y = x;
-    if (a.qkv) {  // GPT-2: [q | k | v] = x·W_attn + b_attn, split along the columns
+    if (a.qkv) {  // GPT-2, Phi-3: [q | k | v] = x·W_attn + b_attn, split along the columns
         const matrix fused = project(*a.qkv, in.norm.y);
-        const std::size_t d = ck_->config().d_model;
-        in.q = columns(fused, 0, d);
-        in.k = columns(fused, d, d);
-        in.v = columns(fused, 2 * d, d);
+        const std::size_t q_width = shape_.n_heads * shape_.head_dim, kv_width = shape_.n_kv_heads * shape_.head_dim;
+        in.q = columns(fused, 0, q_width);
+        in.k = columns(fused, q_width, kv_width);
+        in.v = columns(fused, q_width + kv_width, kv_width);
     } else {
         in.q = project(a.q, in.norm.y);
         in.k = project(a.k, in.norm.y);
         in.v = project(a.v, in.norm.y);
     }
-    if (rope_) {
-        rope_per_sequence(in.q, shape_.head_dim, ck_->config().rope_theta, sequences);
-        rope_per_sequence(in.k, shape_.head_dim, ck_->config().rope_theta, sequences);
+    if (a.q_norm) head_norm(*a.q_norm, shape_.head_dim, in.q, in.q_norm);
+    if (a.k_norm) head_norm(*a.k_norm, shape_.head_dim, in.k, in.k_norm);
+    if (!rope_freqs_.empty()) {
+        rope_per_sequence(in.q, rope_freqs_, sequences);
+        rope_per_sequence(in.k, rope_freqs_, sequences);
     }
     return in;
 }

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace ffn_trace {
 
@@ -68,13 +69,12 @@ matrix attention(const matrix& q, const matrix& k, const matrix& v, const attent
 
 namespace {
 
-// Each head's pairs turned by direction·t·θ_i: +1 the forward, −1 its transpose.
-void turn_pairs(matrix& x, std::size_t head_dim, double rope_theta, double direction) {
-    const std::size_t half = head_dim / 2, n = x.cols / head_dim;
+// Each head's pairs turned by direction·t·freqs[i]: +1 the forward, −1 its transpose.
+void turn_pairs(matrix& x, std::span<const double> freqs, double direction) {
+    const std::size_t half = freqs.size(), head_dim = 2 * half, n = x.cols / head_dim;
     for (std::size_t i = 0; i < half; ++i) {
-        const double theta = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
         for (std::size_t t = 0; t < x.rows; ++t) {
-            const double angle = direction * static_cast<double>(t) * theta, c = std::cos(angle), s = std::sin(angle);
+            const double angle = direction * static_cast<double>(t) * freqs[i], c = std::cos(angle), s = std::sin(angle);
             for (std::size_t h = 0; h < n; ++h) {
                 double* head = &x(t, h * head_dim);
                 const double a = head[i], b = head[i + half];
@@ -85,11 +85,35 @@ void turn_pairs(matrix& x, std::size_t head_dim, double rope_theta, double direc
     }
 }
 
+// llama3's rescaling of one frequency θ (attention.hpp's formula).
+double llama3_frequency(double theta, const rope_scaling& s) {
+    const double wavelength = 2 * std::numbers::pi / theta;
+    if (wavelength < s.original_max_positions / s.high_freq_factor) return theta;
+    if (wavelength > s.original_max_positions / s.low_freq_factor) return theta / s.factor;
+    const double smooth = (s.original_max_positions / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    return (1 - smooth) * theta / s.factor + smooth * theta;
+}
+
 }  // namespace
 
-void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) { turn_pairs(x, head_dim, rope_theta, 1.0); }
+std::vector<double> rope_frequencies(std::size_t head_dim, double rope_theta, const rope_scaling& s) {
+    std::vector<double> freqs(head_dim / 2);
+    for (std::size_t i = 0; i < freqs.size(); ++i) {
+        const double theta = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        freqs[i] = s.kind == "linear" ? theta / s.factor : s.kind == "llama3" ? llama3_frequency(theta, s) : theta;
+    }
+    return freqs;
+}
 
-void rotate_half_rope_backward(matrix& dy, std::size_t head_dim, double rope_theta) { turn_pairs(dy, head_dim, rope_theta, -1.0); }
+void rotate_half_rope(matrix& x, std::size_t head_dim, double rope_theta) { turn_pairs(x, rope_frequencies(head_dim, rope_theta), 1.0); }
+
+void rotate_half_rope(matrix& x, std::span<const double> freqs) { turn_pairs(x, freqs, 1.0); }
+
+void rotate_half_rope_backward(matrix& dy, std::size_t head_dim, double rope_theta) {
+    turn_pairs(dy, rope_frequencies(head_dim, rope_theta), -1.0);
+}
+
+void rotate_half_rope_backward(matrix& dy, std::span<const double> freqs) { turn_pairs(dy, freqs, -1.0); }
 
 attention_gradients attention_backward(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
                                        const matrix& d_out) {

@@ -48,7 +48,7 @@ error bad(std::string option, std::string message) { return error{"", std::move(
 }  // namespace
 
 std::vector<std::string_view> preset_names() {
-    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama2-70b", "llama3-8b", "mixtral-8x7b"};
+    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama2-70b", "llama3-8b", "mixtral-8x7b", "phi3-mini"};
 }
 
 std::optional<model_config> preset(std::string_view name) {
@@ -84,6 +84,13 @@ std::optional<model_config> preset(std::string_view name) {
             c.experts = 8, c.top_k = 2;
             c.note += "; 8 experts per layer, 2 used per token";
         }
+        return c;
+    }
+    if (name == "phi3-mini") {
+        c.d_model = 3072, c.d_ff = 8192, c.layers = 32, c.heads = 32, c.vocab = 32064, c.gated = true;
+        c.bias = false, c.norm = norm_kind::rmsnorm;
+        c.note = "Phi-3 mini: Llama's block with q, k and v stored as one tensor (qkv_proj, 3 × d_model rows) and the "
+                 "gate and up as another (gate_up_proj, 2 × d_ff rows): the same weights, counted alike";
         return c;
     }
     return std::nullopt;
