@@ -401,7 +401,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|transcoder\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -421,7 +421,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped,
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit transcoder generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -1413,3 +1413,33 @@ cli_test("params --model mixtral-8x7b at 80 columns keeps each formula beside it
   EMPTY -- ${FT} params --model mixtral-8x7b --width 80)
 cli_test("params --model mixtral-8x7b at 80 columns has no line wider than 80" 0 EMPTY EMPTY
   -- bash -c "\"$0\" params --model mixtral-8x7b --width 80 | LC_ALL=C.UTF-8 grep -P '^.{81,}' || true" ${FT})
+
+# transcoder train: a small transcoder of the atlas model's layer 1 over the first 80 texts of its
+# corpus, and each bad input refused in
+# one line with nothing written. TC_RUN: rm -rf OUT; FT transcoder train ARGS -o OUT; then the
+# status kept, and OUT absent when it is 2.
+set(TC_OUT ${CMAKE_CURRENT_BINARY_DIR}/transcoder_cli)
+file(MAKE_DIRECTORY ${TC_OUT})
+set(TC_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" transcoder train \"\$@\" -o \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+set(TC_ARGS --checkpoint ${DATA}/models/atlas --layer 1 --corpus ${INPUTS}/transcoder/corpus.txt)
+cli_test("transcoder train shows each epoch and the replacement's losses" 0
+  "A transcoder of layer 1's FFN, 64 features.*epoch +MSE +explained +L0 +dead +1 .* 2 .*clean +[0-9.]+ +FFN zeroed +[0-9.]+ +transcoder spliced +[0-9.]+ +loss recovered +\\(zeroed − spliced\\) / \\(zeroed − clean\\) = "
+  EMPTY -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/text ${TC_ARGS} --features 64 --k 4 --epochs 2 --color never)
+cli_test("transcoder train --format json has epochs and evaluation" 0
+  "\"epochs\": \\[ \\{ \"mse\": [0-9.e-]+, \"explained_variance\": -?[0-9.e-]+, \"l0\": [0-9.]+, \"dead\": [0-9]+ \\}.*\"evaluation\": \\{ \"loss_clean\": [0-9.]+, \"loss_zeroed\": [0-9.]+, \"loss_spliced\": [0-9.]+, \"loss_recovered\": -?[0-9.e-]+, \"top1_agreement\": [0-9.]+"
+  EMPTY -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/json ${TC_ARGS} --features 32 --l1 0.001 --epochs 1 --format json)
+cli_test("transcoder train --features 0 is refused" 2 EMPTY "^error: --features: a transcoder needs at least 1 feature, got 0$"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 0)
+cli_test("transcoder train --k larger than --features is refused" 2 EMPTY "^error: --k: TopK keeps 9 features a token, more than the 8 features asked"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 8 --k 9)
+cli_test("transcoder train --l1 negative is refused" 2 EMPTY "^error: --l1: expected a finite number ≥ 0, got -0.5$"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 8 --l1=-0.5)
+cli_test("transcoder train on a corpus too small for the features says how many activations are needed" 2 EMPTY
+  "^error: --corpus: the corpus gives [0-9]+ activations. 100000 features need at least 100000, one a feature"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 100000 --k 4 --epochs 1)
+cli_test("transcoder train -o naming an existing folder is refused" 2 EMPTY "^error: .*: --output: already exists. give a folder that does not exist yet"
+  -- ${FT} transcoder train ${TC_ARGS} --features 8 --k 2 -o ${TC_OUT})
+cli_test("transcoder train -o naming the checkpoint is refused" 2 EMPTY "^error: .*atlas.*: --output: is the checkpoint's folder"
+  -- ${FT} transcoder train ${TC_ARGS} --features 8 --k 2 -o ${DATA}/models/atlas)
+cli_test("transcoder train on a layer the model lacks is refused" 2 EMPTY "^error: .*--layer: layer 9 is out of range: the checkpoint has 4 layers \\(0 to 3\\)$"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad --checkpoint ${DATA}/models/atlas --layer 9 --features 8 --k 2)

@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
+#include <filesystem>
 #include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +20,7 @@
 #include "ffn_trace/files_read.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/params.hpp"
+#include "ffn_trace/prompt.hpp"
 #include "ffn_trace/whole_number.hpp"
 
 namespace cli {
@@ -408,6 +412,52 @@ std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const
                                     fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", token,
                                                 n, n == 1 ? "" : "s", n - 1)};
     return std::nullopt;
+}
+
+std::string directory_of(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return path;
+    const auto parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
+ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& given, std::size_t max_file_size, const std::string& dir,
+                                                    const ffn_trace::tokenizer& tok, std::size_t max_positions) {
+    std::string file = given;
+    if (file.empty()) {
+        file = (std::filesystem::path(dir) / "corpus.txt").string();
+        std::error_code ec;
+        if (!std::filesystem::exists(file, ec))
+            return ffn_trace::error{dir, "--corpus", "no corpus given, and the checkpoint has no corpus.txt beside it; give --corpus "
+                                                     "FILE, one text a line"};
+    }
+    auto content = ffn_trace::read_prompt_file(file, max_file_size);
+    if (!content) return content.err();
+    return ffn_trace::read_corpus(*content, file == "-" ? "<stdin>" : file, tok, max_positions);
+}
+
+// The skipped lines, one warning each kind on stderr: they are counted in the output too.
+void warn_skips(const ffn_trace::corpus& c) {
+    auto lines = [](const std::vector<std::size_t>& indices) {
+        std::vector<std::string> out;
+        for (std::size_t i = 0; i < indices.size() && i < 8; ++i) out.push_back(std::to_string(indices[i] + 1));
+        return fmt::format("{}{}", fmt::join(out, ", "), indices.size() > 8 ? ", …" : "");
+    };
+    if (!c.blank.empty())
+        std::fputs(fmt::format("warning: {}: {} blank line{} skipped (line{} {})\n", c.file, c.blank.size(),
+                               c.blank.size() == 1 ? "" : "s", c.blank.size() == 1 ? "" : "s", lines(c.blank))
+                       .c_str(),
+                   stderr);
+    if (!c.too_long.empty()) {
+        std::vector<std::size_t> indices;
+        for (const auto& [line, tokens] : c.too_long) indices.push_back(line);
+        std::fputs(fmt::format("warning: {}: {} line{} longer than the model's position table skipped (line{} {}; the first "
+                               "is {} tokens)\n",
+                               c.file, indices.size(), indices.size() == 1 ? "" : "s", indices.size() == 1 ? "" : "s",
+                               lines(indices), c.too_long.front().second)
+                       .c_str(),
+                   stderr);
+    }
 }
 
 }  // namespace cli

@@ -12,6 +12,7 @@
 
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/compare.hpp"
+#include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
@@ -154,5 +155,14 @@ int print_view(const std::string& format, const std::string& color, bool ascii, 
 
 // --token values outside the input: an error naming the option.
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);
+
+// The folder of a checkpoint given as a folder or as a file in it.
+std::string directory_of(const std::string& path);
+// The corpus `file` (--corpus), or corpus.txt in the checkpoint's folder `dir` when `file` is
+// empty, read through the tokenizer as units reads it.
+ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& file, std::size_t max_file_size, const std::string& dir,
+                                                    const ffn_trace::tokenizer& tok, std::size_t max_positions);
+// The corpus's skipped lines, one warning each kind on stderr.
+void warn_skips(const ffn_trace::corpus& c);
 
 }  // namespace cli

@@ -67,37 +67,6 @@ void setup_units(CLI::App& app, int& status) {
 
 namespace {
 
-std::string directory_of(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
-    const auto parent = std::filesystem::path(path).parent_path();
-    return parent.empty() ? "." : parent.string();
-}
-
-// The skipped lines, one warning each kind on stderr: they are counted in the output too.
-void warn_skips(const ffn_trace::corpus& c) {
-    auto lines = [](const std::vector<std::size_t>& indices) {
-        std::vector<std::string> out;
-        for (std::size_t i = 0; i < indices.size() && i < 8; ++i) out.push_back(std::to_string(indices[i] + 1));
-        return fmt::format("{}{}", fmt::join(out, ", "), indices.size() > 8 ? ", …" : "");
-    };
-    if (!c.blank.empty())
-        std::fputs(fmt::format("warning: {}: {} blank line{} skipped (line{} {})\n", c.file, c.blank.size(),
-                               c.blank.size() == 1 ? "" : "s", c.blank.size() == 1 ? "" : "s", lines(c.blank))
-                       .c_str(),
-                   stderr);
-    if (!c.too_long.empty()) {
-        std::vector<std::size_t> indices;
-        for (const auto& [line, tokens] : c.too_long) indices.push_back(line);
-        std::fputs(fmt::format("warning: {}: {} line{} longer than the model's position table skipped (line{} {}; the first "
-                               "is {} tokens)\n",
-                               c.file, indices.size(), indices.size() == 1 ? "" : "s", indices.size() == 1 ? "" : "s",
-                               lines(indices), c.too_long.front().second)
-                       .c_str(),
-                   stderr);
-    }
-}
-
 // The library's parameter names in an error as this command's options.
 ffn_trace::error as_options(ffn_trace::error e, const std::string& token_option = "--promotes") {
     if (e.path == "top") e.path = "--top";
@@ -120,22 +89,6 @@ ffn_trace::outcome<std::size_t> one_token(const ffn_trace::tokenizer& tok, const
             hint = fmt::format("; {} with its leading space is one", quote(" " + word));
     return ffn_trace::error{"", option, fmt::format("{} is {} tokens, {}; a value vector scores one token: give one{}", quote(word),
                                                     ids->size(), fmt::join(pieces, " + "), hint)};
-}
-
-// The corpus given, or corpus.txt beside the model, read through its tokenizer.
-ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const std::string& dir, const ffn_trace::tokenizer& tok,
-                                                   std::size_t max_positions) {
-    std::string file = o.corpus;
-    if (file.empty()) {
-        file = (std::filesystem::path(dir) / "corpus.txt").string();
-        std::error_code ec;
-        if (!std::filesystem::exists(file, ec))
-            return ffn_trace::error{dir, "--corpus", "no corpus given, and the checkpoint has no corpus.txt beside it; give --corpus "
-                                                     "FILE, one text a line"};
-    }
-    auto content = ffn_trace::read_prompt_file(file, o.max_file_size);
-    if (!content) return content.err();
-    return ffn_trace::read_corpus(*content, file == "-" ? "<stdin>" : file, tok, max_positions);
 }
 
 }  // namespace
@@ -161,7 +114,7 @@ int run_units(const units_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
-    auto c = units_corpus(o, dir, *tok, model->max_positions());
+    auto c = corpus_beside(o.corpus, o.max_file_size, dir, *tok, model->max_positions());
     if (!c) return report(c.err());
 
     units_view view;

@@ -1,0 +1,63 @@
+// A transcoder against the model it replaces: the FFN's inputs and outputs gathered over a corpus
+// to train on, and the replacement measured, the transcoder's ŷ written in place of the layer's
+// FFN output (the hook point blocks.N.mlp_out) at every token.
+//
+// Sizes, named once: T = the corpus's tokens; d = d_model; P = the predictions scored, a text of
+// n tokens giving n − 1 (token i predicts token i + 1).
+//
+// Next-token loss: −Σ log softmax(logits_i)[token i+1] / P, over every text, for four runs:
+//   clean    the model as it is
+//   zeroed   the layer's FFN output replaced by 0
+//   spliced  … by the transcoder's ŷ
+//   error    … by ŷ + (y − ŷ), the error term added back: the clean model again
+// loss_recovered = (zeroed − spliced) / (zeroed − clean); top1_agreement = the share of the P
+// predictions where the spliced run's most likely token is the clean run's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ffn_trace/corpus_units.hpp"
+#include "ffn_trace/error.hpp"
+#include "ffn_trace/matrix.hpp"
+#include "ffn_trace/transcoder.hpp"
+#include "ffn_trace/transformer.hpp"
+
+namespace ffn_trace {
+
+// What the layer's FFN reads (mlp_in, after its norm) and writes (mlp_out) at every token of the
+// corpus, the texts one after another: x (T, d), y (T, d). Memory: 2·T·d doubles.
+struct ffn_io {
+    matrix x, y;
+};
+// Errors: the layer out of range; an encoder without a head (BERT), whose replacement no loss measures.
+outcome<ffn_io> read_ffn_io(const transformer& model, const corpus& c, std::size_t layer);
+
+// The transcoder against the model: its layer one of the model's, its d_model the layer's (the
+// error names both).
+std::optional<error> check_transcoder_fits(const transformer& model, const transcoder& tc, const std::string& origin);
+
+struct replacement_evaluation {
+    double loss_clean = 0, loss_zeroed = 0, loss_spliced = 0, loss_with_error = 0;
+    double loss_recovered = 0;        // (zeroed − spliced) / (zeroed − clean); 0 when zeroed = clean
+    double top1_agreement = 0;        // share of predictions
+    double error_logit_difference = 0;  // the largest |logit| difference between the error run and the clean run
+    std::size_t predictions = 0;      // P
+};
+outcome<replacement_evaluation> evaluate_replacement(const transformer& model, const corpus& c, const transcoder& tc);
+
+// A training run as transcoder train reports it: what was trained on, how, each epoch, the
+// replacement measured with the transcoder as written (its float32 values), and where.
+struct transcoder_training {
+    std::string checkpoint, arch, corpus, output, file;
+    std::size_t layer = 0, d_model = 0, d_ff = 0, texts = 0, tokens = 0;
+    training_options options;  // progress unset
+    std::vector<epoch_stats> epochs;
+    replacement_evaluation evaluation;
+    std::uint64_t bytes = 0;  // the safetensors file's size
+};
+
+}  // namespace ffn_trace

@@ -1,0 +1,98 @@
+// A transcoder's training laid out (render_transcoder.hpp).
+#include "ffn_trace/render_transcoder.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ffn_trace/format.hpp"
+#include "base/text.hpp"
+#include "json/json_text.hpp"
+#include "views/view_options.hpp"
+
+namespace ffn_trace {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string sparsity(const transcoder_training& t) {
+    return t.options.k > 0 ? fmt::format("TopK, k = {}: each token's {} largest pre-activations kept, then max(0, ·)", t.options.k, t.options.k)
+                           : fmt::format("ReLU with an L1 penalty of {} · Σ z / T", format_short(t.options.l1, 6));
+}
+
+void build(const transcoder_training& t, const text_options& o, const detail::block_sink& out) {
+    using detail::block;
+    using detail::block_kind;
+    const int p = o.precision;
+    out({block_kind::title, fmt::format("A transcoder of layer {}'s FFN, {} features", t.layer, t.options.features)});
+    out({block_kind::fields, "",
+         {{"checkpoint", fmt::format("{} ({}, d_model {}, d_ff {})", one_line(t.checkpoint), t.arch, t.d_model, t.d_ff)},
+          {"trained on", fmt::format("{}: {} texts, {} tokens; x̂ = blocks.{}.mlp_in (after the FFN's norm), y = blocks.{}.mlp_out",
+                                     one_line(t.corpus), t.texts, t.tokens, t.layer, t.layer)},
+          {"features", fmt::format("z = act(x̂ · W_encᵀ + b_enc), ŷ = z · W_dec + b_dec; {}", sparsity(t))},
+          {"training", fmt::format("Adam, lr {}, {} epochs of {}-token batches shuffled by seed {}", format_short(t.options.lr, 6),
+                                   t.options.epochs, t.options.batch, t.options.seed)},
+          {"written", fmt::format("{} ({} bytes, float32) and config.json", one_line(t.file), t.bytes)}}});
+    out({block_kind::heading, "Each epoch"});
+    out({block_kind::paragraph, "MSE = Σ (ŷ − y)² / (T · d_model); explained = 1 − Σ (ŷ − y)² / Σ (y − ȳ)²; L0 = features "
+                                "active a token; dead = features active at no token of the epoch. Measured on each batch as it "
+                                "was trained on."});
+    block table{block_kind::table};
+    table.rows.push_back({"epoch", "MSE", "explained", "L0", "dead"});
+    for (std::size_t e = 0; e < t.epochs.size(); ++e) {
+        const auto& s = t.epochs[e];
+        table.rows.push_back({std::to_string(e + 1), format_short(s.mse, p), format_fixed(s.explained_variance, p),
+                              format_fixed(s.l0, 2), std::to_string(s.dead)});
+    }
+    out(std::move(table));
+    const auto& v = t.evaluation;
+    out({block_kind::heading, "The replacement"});
+    out({block_kind::paragraph,
+         fmt::format("Layer {}'s FFN output replaced at every token of the corpus, the next-token loss over its {} predictions:",
+                     t.layer, v.predictions)});
+    out({block_kind::fields, "",
+         {{"clean", format_fixed(v.loss_clean, p)},
+          {"FFN zeroed", format_fixed(v.loss_zeroed, p)},
+          {"transcoder spliced", format_fixed(v.loss_spliced, p)},
+          {"loss recovered", fmt::format("(zeroed − spliced) / (zeroed − clean) = {}", format_fixed(v.loss_recovered, p))},
+          {"top-1 agreement", fmt::format("{} of the predictions are the clean model's", format_fixed(v.top1_agreement, p))},
+          {"ŷ + error", fmt::format("{}: the error term y − ŷ added back gives the clean model (logits within {})",
+                                    format_fixed(v.loss_with_error, p), format_short(v.error_logit_difference, 2))}}});
+}
+
+}  // namespace
+
+void render_transcoder_training(const transcoder_training& t, const text_options& options, text_format format, const text_sink& out) {
+    detail::write_page(detail::page_for(options, format), out, [&](const detail::block_sink& sink) { build(t, options, sink); });
+}
+
+std::string render_transcoder_training_json(const transcoder_training& t) {
+    json out;
+    out["checkpoint"] = t.checkpoint;
+    out["layer"] = t.layer;
+    out["corpus"] = {{"file", t.corpus}, {"texts", t.texts}, {"tokens", t.tokens}};
+    out["transcoder"] = {{"features", t.options.features},
+                         {"activation", t.options.k > 0 ? "topk" : "relu"},
+                         {"k", t.options.k},
+                         {"l1", t.options.l1},
+                         {"d_model", t.d_model},
+                         {"file", t.file},
+                         {"bytes", t.bytes}};
+    out["training"] = {{"epochs", t.options.epochs}, {"lr", t.options.lr}, {"seed", t.options.seed}, {"batch", t.options.batch}};
+    json epochs = json::array();
+    for (const auto& s : t.epochs)
+        epochs.push_back({{"mse", s.mse}, {"explained_variance", s.explained_variance}, {"l0", s.l0}, {"dead", s.dead}});
+    out["epochs"] = std::move(epochs);
+    const auto& v = t.evaluation;
+    out["evaluation"] = {{"loss_clean", v.loss_clean},
+                         {"loss_zeroed", v.loss_zeroed},
+                         {"loss_spliced", v.loss_spliced},
+                         {"loss_recovered", v.loss_recovered},
+                         {"top1_agreement", v.top1_agreement},
+                         {"loss_with_error", v.loss_with_error},
+                         {"error_logit_difference", v.error_logit_difference},
+                         {"predictions", v.predictions}};
+    return json_text(out) + "\n";
+}
+
+}  // namespace ffn_trace

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""`ffn-trace transcoder train` against NumPy float64: the written files read byte by byte and the
+replacement measured again here, with this script's own GPT-2 forward pass.
+
+The tool trains small transcoders of data/models/atlas's layer 1 over the corpus's first texts,
+TopK and ReLU with L1. This script reads each folder the tool wrote (config.json and
+layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and checks:
+  - the tensors' names and shapes: W_enc (F, d), b_enc (F), W_dec (F, d), b_dec (d), and the
+    config's layer, hooks, activation and k;
+  - the JSON's evaluation, recomputed from the files with the FFN's output at every token replaced
+    by 0, by the transcoder's ŷ and by ŷ + (y − ŷ): loss_clean, loss_zeroed, loss_spliced,
+    loss_recovered and top1_agreement, to 1e-9;
+  - the error term added back gives the clean model's loss;
+  - the same seed gives the same files byte for byte on one thread of the matrix library and on
+    two, and the JSON's epochs are the same.
+
+Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    print("skipped: no numpy (scripts/install-deps.sh installs python3-numpy)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "locate"))
+from reference_model import layer_norm, model  # noqa: E402
+
+ft, data, work = sys.argv[1:4]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+failures = []
+atlas = os.path.join(data, "models", "atlas")
+LAYER = 1
+
+texts = [line for line in open(os.path.join(atlas, "corpus.txt"), encoding="utf-8").read().split("\n") if line.strip()][:60]
+corpus = os.path.join(work, "corpus.txt")
+with open(corpus, "w", encoding="utf-8") as f:
+    f.write("\n".join(texts) + "\n")
+
+
+def close(name, got, want, tol):
+    got, want = np.asarray(got, float), np.asarray(want, float)
+    diff = float(np.max(np.abs(got - want))) if got.size else 0.0
+    if got.shape != want.shape or not diff <= tol:
+        failures.append(f"{name}: max difference {diff:.3g} over {tol:g} (shapes {got.shape}, {want.shape}; got {got}, want {want})")
+
+
+def train(out, *extra, env=None):
+    args = [ft, "transcoder", "train", "--checkpoint", atlas, "--layer", str(LAYER), "--corpus", corpus, "-o", out,
+            "--format", "json", "--epochs", "3", "--seed", "7", *extra]
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(args)} exited {r.returncode}: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def ids_of(text):
+    r = subprocess.run([ft, "tokenize", "--checkpoint", atlas, "--format", "json", text], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)["token_ids"]
+
+
+m = model(atlas)
+token_ids = [ids_of(t) for t in texts]
+
+
+def logits(ids, replace=None):
+    """Every position's logits (T, vocab), layer LAYER's FFN output replaced by replace(x̂, y)."""
+    x = m.embed(ids)[None]
+    for l in range(m.L):
+        x = x + m.attention(l, x)
+        y = m.ffn(l, x)
+        if l == LAYER and replace is not None:
+            w = m.w
+            h = layer_norm(x, w[f"h.{l}.ln_2.weight"], w[f"h.{l}.ln_2.bias"], m.eps)
+            y = replace(h[0], y[0])[None]
+        x = x + y
+    f = layer_norm(x[0], m.w["ln_f.weight"], m.w["ln_f.bias"], m.eps)
+    return f @ m.embedding.T
+
+
+def loss_and_top(z, ids):
+    z = z[:-1]
+    z = z - z.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return -logp[np.arange(len(ids) - 1), ids[1:]].sum(), z.argmax(-1)
+
+
+def check(name, out, report, topk):
+    config = json.load(open(os.path.join(out, "config.json")))
+    from reference_model import read_safetensors
+    t = read_safetensors(os.path.join(out, f"layer_{LAYER}.safetensors"))
+    F, d = report["transcoder"]["features"], m.d
+    for key, shape in {"W_enc": (F, d), "b_enc": (F,), "W_dec": (F, d), "b_dec": (d,)}.items():
+        if t[key].shape != shape:
+            failures.append(f"{name}: {key} has shape {t[key].shape}, expected {shape}")
+    want_config = {"layer": LAYER, "feature_input_hook": f"blocks.{LAYER}.mlp_in", "feature_output_hook": f"blocks.{LAYER}.mlp_out",
+                   "activation": "topk" if topk else "relu", "d_model": d, "d_transcoder": F}
+    if topk:
+        want_config["k"] = topk
+    for key, value in want_config.items():
+        if config.get(key) != value:
+            failures.append(f"{name}: config.json {key} is {config.get(key)!r}, expected {value!r}")
+
+    def y_hat(h):
+        pre = h @ t["W_enc"].T + t["b_enc"]
+        if topk:
+            keep = np.argsort(-pre, axis=1, kind="stable")[:, :topk]
+            z = np.zeros_like(pre)
+            np.put_along_axis(z, keep, np.maximum(np.take_along_axis(pre, keep, 1), 0), 1)
+        else:
+            z = np.maximum(pre, 0)
+        return z @ t["W_dec"] + t["b_dec"]
+
+    sums = {"clean": 0.0, "zeroed": 0.0, "spliced": 0.0, "error": 0.0}
+    agree = predictions = 0
+    for ids in token_ids:
+        if len(ids) < 2:
+            continue
+        clean, top_clean = loss_and_top(logits(ids), ids)
+        sums["clean"] += clean
+        sums["zeroed"] += loss_and_top(logits(ids, lambda h, y: np.zeros_like(y)), ids)[0]
+        spliced, top = loss_and_top(logits(ids, lambda h, y: y_hat(h)), ids)
+        sums["spliced"] += spliced
+        sums["error"] += loss_and_top(logits(ids, lambda h, y: y_hat(h) + (y - y_hat(h))), ids)[0]
+        agree += int((top == top_clean).sum())
+        predictions += len(ids) - 1
+    e = report["evaluation"]
+    got = {k: v / predictions for k, v in sums.items()}
+    close(f"{name}: loss_clean", e["loss_clean"], got["clean"], 1e-9)
+    close(f"{name}: loss_zeroed", e["loss_zeroed"], got["zeroed"], 1e-9)
+    close(f"{name}: loss_spliced", e["loss_spliced"], got["spliced"], 1e-9)
+    close(f"{name}: loss_recovered", e["loss_recovered"], (got["zeroed"] - got["spliced"]) / (got["zeroed"] - got["clean"]), 1e-8)
+    close(f"{name}: top1_agreement", e["top1_agreement"], agree / predictions, 1e-12)
+    close(f"{name}: the error term added back gives the clean loss", e["loss_with_error"], got["clean"], 1e-9)
+    if e["predictions"] != predictions:
+        failures.append(f"{name}: {e['predictions']} predictions, expected {predictions}")
+    if len(report["epochs"]) != 3:
+        failures.append(f"{name}: {len(report['epochs'])} epochs reported, expected 3")
+
+
+topk_out = os.path.join(work, "topk")
+one = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+two = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+report = train(topk_out, "--features", "96", "--k", "6", env=one)
+check("topk", topk_out, report, 6)
+relu_out = os.path.join(work, "relu")
+check("relu", relu_out, train(relu_out, "--features", "64", "--l1", "0.001"), 0)
+
+again = os.path.join(work, "topk-two-threads")
+report_two = train(again, "--features", "96", "--k", "6", env=two)
+name = f"layer_{LAYER}.safetensors"
+if open(os.path.join(topk_out, name), "rb").read() != open(os.path.join(again, name), "rb").read():
+    failures.append("the same seed on one thread and on two wrote different tensors")
+if report["epochs"] != report_two["epochs"]:
+    failures.append("the same seed on one thread and on two reported different epochs")
+
+for f in failures:
+    print("FAIL", f)
+print(f"{len(failures)} failure(s)" if failures else "transcoder: the files and the replacement equal NumPy float64's")
+sys.exit(1 if failures else 0)
