@@ -1443,3 +1443,22 @@ cli_test("transcoder train -o naming the checkpoint is refused" 2 EMPTY "^error:
   -- ${FT} transcoder train ${TC_ARGS} --features 8 --k 2 -o ${DATA}/models/atlas)
 cli_test("transcoder train on a layer the model lacks is refused" 2 EMPTY "^error: .*--layer: layer 9 is out of range: the checkpoint has 4 layers \\(0 to 3\\)$"
   -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad --checkpoint ${DATA}/models/atlas --layer 9 --features 8 --k 2)
+# run --transcoder with a folder written by hand (tests/inputs/transcoder/make_folder.py): 16 ReLU features of layer 1.
+set(TC_HAND ${INPUTS}/transcoder/atlas_layer1)
+set(TC_PROMPT --checkpoint ${DATA}/models/atlas --prompt "The capital of France is")
+cli_test("run --transcoder shows each token's features, ŷ and error, and the FFN's push explained by units and by features" 0
+  "The transcoder beside the units: 16 features.*Token 4 \\(\" is\"\\): [0-9]+ active features? +x̂ = \\[.*feature +pre +z = act\\(pre\\) +push.*ŷ = \\[.*e = y − ŷ = \\[.*At the last token, the FFN's direct push on \" Paris\" explained both ways: +FFN +y · g / σ = 7\\.2222 +units +Σ_j score_j = 7\\.1967, b2 · g / σ = 0\\.0254 +features +Σ_f push_f = "
+  EMPTY -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${TC_HAND} --detail summary --color never --width 200)
+cli_test("run --transcoder --format json adds features with id, activation and push, and the error, at each token" 0
+  "\"transcoder\": \\{ \"folder\": .*\"tokens\": \\[ \\{ \"x_hat\": \\[.*\"features\": \\[ \\{ \"id\": [0-9]+, \"pre\": -?[0-9.e-]+, \"activation\": [0-9.e-]+, \"push\": -?[0-9.e-]+ \\}.*\"error\": \\["
+  EMPTY -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${TC_HAND} --format json)
+cli_test("run --transcoder of another layer names both layers" 2 EMPTY
+  "^error: .*atlas_layer1: --layer: the transcoder replaces layer 1 \\(its config.json\\), but --layer is 2$"
+  -- ${FT} run ${TC_PROMPT} --layer 2 --transcoder ${TC_HAND})
+cli_test("run --transcoder of another d_model names both sizes" 2 EMPTY
+  "^error: .*atlas_layer1: W_enc: the transcoder reads d_model = 64 \\(W_enc \\(16, 64\\)\\), but layer 1 of .*capitals has d_model = 128$"
+  -- ${FT} run --checkpoint ${DATA}/models/capitals --prompt "The capital of France is" --layer 1 --transcoder ${TC_HAND})
+cli_test("run --transcoder on a folder without config.json is refused" 2 EMPTY "^error: .*config.json: missing: a transcoder's folder holds config.json$"
+  -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${INPUTS}/transcoder)
+cli_test("run --transcoder without a prompt is refused" 2 EMPTY "^error: --transcoder: reads a transcoder beside one layer of a prompt"
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer 1 --embedding 3 --transcoder ${TC_HAND})

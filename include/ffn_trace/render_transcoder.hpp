@@ -16,4 +16,14 @@ void render_transcoder_training(const transcoder_training& t, const text_options
 // loss_recovered, top1_agreement, loss_with_error, error_logit_difference, predictions}.
 std::string render_transcoder_training_json(const transcoder_training& t);
 
+// run --transcoder's section: the transcoder's encode, activate, decode and error at each token of
+// the prompt (`tokens` its tokens as text), each active feature's push on the predicted token, and
+// the FFN's push reconciled both ways, units and features.
+void render_transcoder_prompt(const transcoder_on_prompt& t, const std::vector<std::string>& tokens, const text_options& options,
+                              text_format format, const text_sink& out);
+// One JSON object: "folder", "layer", "features", "activation", "k", "target" {id, token}, "units_push",
+// and "tokens": [{x_hat, y, y_hat, error, "features": [{id, pre, activation, push}], sigma, ffn_push,
+// features_push, bias_push, error_push}].
+std::string render_transcoder_prompt_json(const transcoder_on_prompt& t);
+
 }  // namespace ffn_trace

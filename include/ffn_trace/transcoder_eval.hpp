@@ -23,6 +23,7 @@
 #include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/matrix.hpp"
+#include "ffn_trace/prompt.hpp"
 #include "ffn_trace/transcoder.hpp"
 #include "ffn_trace/transformer.hpp"
 
@@ -59,5 +60,41 @@ struct transcoder_training {
     replacement_evaluation evaluation;
     std::uint64_t bytes = 0;  // the safetensors file's size
 };
+
+// A transcoder read at every token of a prompt beside the layer it replaces (run --transcoder):
+//   encode    pre = x̂ · W_encᵀ + b_enc      x̂ the layer's normed input at the token
+//   activate  z = act(pre): the active features, largest first
+//   decode    ŷ = Σ_f z_f W_dec[f] + b_dec
+//   error     e = y − ŷ, y the FFN's output there
+// and each feature's direct push on the prompt's predicted token t (toward t − versus with a
+// versus), as the units' (prompt.hpp): push_f = z_f · (W_dec[f] · g) / σ, g and σ as the units'
+// at that token's stream. So y · g / σ = Σ_f push_f + b_dec · g / σ + e · g / σ, where the units
+// give y · g / σ = Σ_j score_j + b2 · g / σ.
+struct transcoder_feature {
+    std::size_t id = 0;
+    double pre = 0, activation = 0, push = 0;
+};
+struct transcoder_token {
+    std::vector<double> x_hat, y, y_hat, error;
+    std::vector<transcoder_feature> features;  // the active ones, largest activation first
+    double sigma = 0;
+    double ffn_push = 0;       // y · g / σ
+    double features_push = 0;  // Σ_f push_f
+    double bias_push = 0;      // b_dec · g / σ
+    double error_push = 0;     // e · g / σ
+};
+struct transcoder_on_prompt {
+    std::string folder;
+    transcoder::kind act = transcoder::kind::topk;
+    std::size_t k = 0, features = 0, layer = 0;
+    ranked_token target;
+    std::optional<ranked_token> versus;
+    std::vector<transcoder_token> tokens;
+    double units_push = 0;  // the layer's units' scores summed at the last token (prompt_trace::total_score)
+};
+// Errors: a transcoder of another layer or d_model than the prompt's (naming both), an MoE layer,
+// a model without a head.
+outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, const transcoder& tc, const std::string& folder,
+                                                          const prompt_trace& p);
 
 }  // namespace ffn_trace

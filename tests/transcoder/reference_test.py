@@ -12,7 +12,11 @@ layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and c
     loss_recovered and top1_agreement, to 1e-9;
   - the error term added back gives the clean model's loss;
   - the same seed gives the same files byte for byte on one thread of the matrix library and on
-    two, and the JSON's epochs are the same.
+    two, and the JSON's epochs are the same;
+  - run --prompt --transcoder on a folder written by hand (tests/inputs/transcoder/atlas_layer1):
+    at every token the active features (id, activation), ŷ, the error y − ŷ, and each feature's
+    push z_f · (W_dec[f] · g) / σ on the predicted token, g = γ_f ⊙ U[t] less its mean and σ the
+    final LayerNorm's scale at the stream after the layer, to 1e-9.
 
 Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
 """
@@ -159,6 +163,50 @@ if open(os.path.join(topk_out, name), "rb").read() != open(os.path.join(again, n
     failures.append("the same seed on one thread and on two wrote different tensors")
 if report["epochs"] != report_two["epochs"]:
     failures.append("the same seed on one thread and on two reported different epochs")
+
+
+
+def run_transcoder(folder, prompt):
+    r = subprocess.run([ft, "run", "--checkpoint", atlas, "--layer", str(LAYER), "--prompt", prompt, "--transcoder", folder,
+                        "--format", "json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"run --transcoder exited {r.returncode}: {r.stderr}")
+    got = json.loads(r.stdout)["transcoder"]
+    from reference_model import read_safetensors
+    t = read_safetensors(os.path.join(folder, f"layer_{LAYER}.safetensors"))
+    ids = ids_of(prompt)
+    x = m.embed(ids)[None]
+    for l in range(LAYER + 1):
+        x = x + m.attention(l, x)
+        h = layer_norm(x, m.w[f"h.{l}.ln_2.weight"], m.w[f"h.{l}.ln_2.bias"], m.eps)[0]
+        y = m.ffn(l, x)[0]
+        x = x + y[None]
+    after = x[0]
+    final = logits(ids)
+    target = int(final[-1].argmax())
+    if got["target"]["id"] != target:
+        failures.append(f"run --transcoder: target {got['target']['id']}, expected {target}")
+    g = m.w["ln_f.weight"] * m.embedding[target]
+    g = g - g.mean()
+    pre = h @ t["W_enc"].T + t["b_enc"]
+    z = np.maximum(pre, 0)
+    y_hat = z @ t["W_dec"] + t["b_dec"]
+    for i, token in enumerate(got["tokens"]):
+        sigma = np.sqrt(after[i].var() + m.eps)
+        active = [f for f in np.argsort(-z[i], kind="stable") if z[i, f] > 0]
+        if [f["id"] for f in token["features"]] != [int(f) for f in active]:
+            failures.append(f"run --transcoder: token {i}'s active features {[f['id'] for f in token['features']]}, expected {active}")
+            continue
+        close(f"run --transcoder: token {i}'s activations", [f["activation"] for f in token["features"]], z[i, active], 1e-9)
+        close(f"run --transcoder: token {i}'s pushes", [f["push"] for f in token["features"]],
+              z[i, active] * (t["W_dec"][active] @ g) / sigma, 1e-9)
+        close(f"run --transcoder: token {i}'s ŷ", token["y_hat"], y_hat[i], 1e-9)
+        close(f"run --transcoder: token {i}'s error", token["error"], y[i] - y_hat[i], 1e-9)
+        close(f"run --transcoder: token {i}'s FFN push", token["ffn_push"], y[i] @ g / sigma, 1e-9)
+
+
+run_transcoder(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs", "transcoder", "atlas_layer1"),
+               "The capital of France is")
 
 for f in failures:
     print("FAIL", f)

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <numeric>
 
+#include "analysis/prompt_parts.hpp"
+
 namespace ffn_trace {
 
 namespace {
@@ -131,6 +133,53 @@ outcome<replacement_evaluation> evaluate_replacement(const transformer& model, c
     r.top1_agreement = agree / P;
     const double lost = r.loss_zeroed - r.loss_clean;
     r.loss_recovered = lost != 0 ? (r.loss_zeroed - r.loss_spliced) / lost : 0.0;
+    return r;
+}
+
+namespace {
+
+// The token's encode, activate, decode and error, and each active feature's push along g / σ.
+transcoder_token read_token(const transcoder& tc, const transcoder_pass& pass, const matrix& x, const matrix& y, std::size_t t,
+                            const std::vector<double>& g, double sigma) {
+    using detail::dot;
+    transcoder_token r;
+    r.x_hat.assign(x.row(t).begin(), x.row(t).end());
+    r.y.assign(y.row(t).begin(), y.row(t).end());
+    r.y_hat.assign(pass.y_hat.row(t).begin(), pass.y_hat.row(t).end());
+    for (std::size_t j = 0; j < r.y.size(); ++j) r.error.push_back(r.y[j] - r.y_hat[j]);
+    r.sigma = sigma;
+    for (std::size_t f = 0; f < tc.features(); ++f)
+        if (pass.z(t, f) > 0) r.features.push_back({f, pass.pre(t, f), pass.z(t, f), pass.z(t, f) * dot(tc.decoder.row(f), g) / sigma});
+    std::stable_sort(r.features.begin(), r.features.end(),
+                     [](const transcoder_feature& a, const transcoder_feature& b) { return a.activation > b.activation; });
+    for (const auto& f : r.features) r.features_push += f.push;
+    r.ffn_push = dot(r.y, g) / sigma;
+    r.bias_push = dot(tc.b_dec, g) / sigma;
+    r.error_push = dot(r.error, g) / sigma;
+    return r;
+}
+
+}  // namespace
+
+outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, const transcoder& tc, const std::string& folder,
+                                                          const prompt_trace& p) {
+    if (p.is_moe()) return error{folder, "", "a transcoder is read beside a dense layer's units; this layer is a Mixture of Experts"};
+    if (!p.target) return error{ck.origin(), "", "an encoder has no head: no predicted token for the features to push"};
+    if (tc.layer != p.layer)
+        return error{folder, "layer", fmt::format("the transcoder replaces layer {} (its config.json), but `layer` is {}", tc.layer, p.layer)};
+    const matrix& x = p.dense->ffn_input();
+    const matrix& y = p.dense->step(step_kind::contract).value;
+    if (tc.d_model() != x.cols)
+        return error{folder, "W_enc", fmt::format("the transcoder reads d_model = {} (W_enc ({}, {})), but layer {} of {} has d_model = {}",
+                                                  tc.d_model(), tc.features(), tc.d_model(), p.layer, ck.origin(), x.cols)};
+    auto norm = detail::final_norm_of(ck);
+    if (!norm) return norm.err();
+    auto g = detail::logit_direction(ck, *norm, p.target->id, p.versus ? std::optional{p.versus->id} : std::nullopt);
+    if (!g) return g.err();
+    transcoder_on_prompt r{folder, tc.act, tc.k, tc.features(), tc.layer, *p.target, p.versus, {}, p.total_score};
+    const transcoder_pass pass = transcoder_forward(tc, x);
+    for (std::size_t t = 0; t < x.rows; ++t)
+        r.tokens.push_back(read_token(tc, pass, x, y, t, *g, detail::norm_scale(p.output().row(t), *norm)));
     return r;
 }
 

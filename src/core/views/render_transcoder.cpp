@@ -1,11 +1,13 @@
 // A transcoder's training laid out (render_transcoder.hpp).
 #include "ffn_trace/render_transcoder.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "ffn_trace/format.hpp"
 #include "base/text.hpp"
+#include "document/document.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
 
@@ -93,6 +95,97 @@ std::string render_transcoder_training_json(const transcoder_training& t) {
                          {"error_logit_difference", v.error_logit_difference},
                          {"predictions", v.predictions}};
     return json_text(out) + "\n";
+}
+
+namespace {
+
+std::string activation_text(const transcoder_on_prompt& t) {
+    return t.act == transcoder::kind::topk ? fmt::format("TopK, k = {}", t.k) : std::string("ReLU");
+}
+
+void build_prompt(const transcoder_on_prompt& t, const std::vector<std::string>& tokens, const text_options& o,
+                  const detail::block_sink& out) {
+    using detail::block;
+    using detail::block_kind;
+    using detail::vector_text;
+    const int p = o.precision;
+    const std::string toward = t.versus ? fmt::format("{} − {}", quote(t.target.token), quote(t.versus->token)) : quote(t.target.token);
+    out({block_kind::heading, fmt::format("The transcoder beside the units: {} features", t.features)});
+    out({block_kind::fields, "",
+         {{"transcoder", fmt::format("{} (layer {}, {} features, {})", one_line(t.folder), t.layer, t.features, activation_text(t))},
+          {"encode", "pre = x̂ · W_encᵀ + b_enc, x̂ what the FFN reads after its norm"},
+          {"activate", fmt::format("z = act(pre): {}; the features with z > 0 are active", activation_text(t))},
+          {"decode", "ŷ = Σ_f z_f W_dec[f] + b_dec"},
+          {"error", "e = y − ŷ, y what the FFN writes"},
+          {"push", fmt::format("z_f · (W_dec[f] · g) / σ on {}, as each unit's score: g = γ_f ⊙ U[t], σ the final norm's scale",
+                               toward)}}});
+    for (std::size_t i = 0; i < t.tokens.size(); ++i) {
+        const auto& k = t.tokens[i];
+        out({block_kind::heading, fmt::format("Token {} ({}): {} active feature{}", i, i < tokens.size() ? quote(tokens[i]) : "?",
+                                              k.features.size(), k.features.size() == 1 ? "" : "s")});
+        out({block_kind::lines, "", {}, {fmt::format("x̂ = {}", vector_text(k.x_hat, p, o.full))}});
+        block table{block_kind::table};
+        table.rows.push_back({"feature", "pre", "z = act(pre)", "push"});
+        for (const auto& f : k.features)
+            table.rows.push_back({std::to_string(f.id), format_fixed(f.pre, p), format_fixed(f.activation, p), format_fixed(f.push, p)});
+        if (!k.features.empty()) out(std::move(table));
+        double y2 = 0, e2 = 0;
+        for (std::size_t j = 0; j < k.y.size(); ++j) {
+            y2 += k.y[j] * k.y[j];
+            e2 += k.error[j] * k.error[j];
+        }
+        out({block_kind::lines, "", {},
+             {fmt::format("ŷ = {}", vector_text(k.y_hat, p, o.full)),
+              fmt::format("y = {}", vector_text(k.y, p, o.full)),
+              fmt::format("e = y − ŷ = {}", vector_text(k.error, p, o.full)),
+              fmt::format("‖e‖ / ‖y‖ = {}", y2 > 0 ? format_fixed(std::sqrt(e2 / y2), p) : "0")}});
+        if (i + 1 != t.tokens.size()) continue;
+        out({block_kind::paragraph, fmt::format("At the last token, the FFN's direct push on {} explained both ways:", toward)});
+        out({block_kind::fields, "",
+             {{"FFN", fmt::format("y · g / σ = {}", format_fixed(k.ffn_push, p))},
+              {"units", fmt::format("Σ_j score_j = {}, b2 · g / σ = {}", format_fixed(t.units_push, p),
+                                    format_fixed(k.ffn_push - t.units_push, p))},
+              {"features", fmt::format("Σ_f push_f = {}, b_dec · g / σ = {}, e · g / σ = {}; sum {}", format_fixed(k.features_push, p),
+                                       format_fixed(k.bias_push, p), format_fixed(k.error_push, p),
+                                       format_fixed(k.features_push + k.bias_push + k.error_push, p))}}});
+    }
+}
+
+}  // namespace
+
+void render_transcoder_prompt(const transcoder_on_prompt& t, const std::vector<std::string>& tokens, const text_options& options,
+                              text_format format, const text_sink& out) {
+    detail::write_page(detail::page_for(options, format), out,
+                       [&](const detail::block_sink& sink) { build_prompt(t, tokens, options, sink); });
+}
+
+std::string render_transcoder_prompt_json(const transcoder_on_prompt& t) {
+    json out;
+    out["folder"] = t.folder;
+    out["layer"] = t.layer;
+    out["features"] = t.features;
+    out["activation"] = std::string(to_string(t.act));
+    out["k"] = t.k;
+    out["target"] = {{"id", t.target.id}, {"token", t.target.token}};
+    if (t.versus) out["versus"] = {{"id", t.versus->id}, {"token", t.versus->token}};
+    out["units_push"] = t.units_push;
+    json tokens = json::array();
+    for (const auto& k : t.tokens) {
+        json features = json::array();
+        for (const auto& f : k.features) features.push_back({{"id", f.id}, {"pre", f.pre}, {"activation", f.activation}, {"push", f.push}});
+        tokens.push_back({{"x_hat", json_row(k.x_hat)},
+                          {"features", std::move(features)},
+                          {"y_hat", json_row(k.y_hat)},
+                          {"y", json_row(k.y)},
+                          {"error", json_row(k.error)},
+                          {"sigma", k.sigma},
+                          {"ffn_push", k.ffn_push},
+                          {"features_push", k.features_push},
+                          {"bias_push", k.bias_push},
+                          {"error_push", k.error_push}});
+    }
+    out["tokens"] = std::move(tokens);
+    return json_text(out);
 }
 
 }  // namespace ffn_trace
