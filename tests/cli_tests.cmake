@@ -1462,3 +1462,10 @@ cli_test("run --transcoder on a folder without config.json is refused" 2 EMPTY "
   -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${INPUTS}/transcoder)
 cli_test("run --transcoder without a prompt is refused" 2 EMPTY "^error: --transcoder: reads a transcoder beside one layer of a prompt"
   -- ${FT} run --checkpoint ${DATA}/models/atlas --layer 1 --embedding 3 --transcoder ${TC_HAND})
+cli_test("units --transcoder gives a feature the unit page" 0
+  "Layer 1's transcoder features over .*corpus.txt.*activation +a transcoder feature's z = act\\(x̂ · W_encᵀ \\+ b_enc\\).*Transcoder feature 3 of layer 1 +max +[0-9.]+ +mean +[0-9.]+ +active +[0-9.]+% of 564 tokens.*Where it fires most"
+  EMPTY -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt --unit 3 --width 200)
+cli_test("units --transcoder --unit past the features is refused" 2 EMPTY "^error: --unit: feature 16 is out of range: the transcoder has 16 features \\(0 to 15\\)$"
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --unit 16)
+cli_test("units --transcoder of another layer than --layer names both" 2 EMPTY "^error: .*atlas_layer1: --layer: the transcoder replaces layer 1 \\(its config.json\\), but --layer is 0$"
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --layer 0)

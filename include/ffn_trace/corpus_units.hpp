@@ -29,6 +29,7 @@
 
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transcoder.hpp"
 #include "ffn_trace/transformer.hpp"
 #include "ffn_trace/unit_readings.hpp"
 
@@ -105,12 +106,17 @@ struct units_options {
     std::size_t sample = 4096;        // activations kept per unit for the quantiles
     std::size_t band_samples = 3;     // contexts per quantile band
     std::size_t bins = 24;
+    // Read a transcoder's features instead of the layer's units (units --transcoder): feature f's
+    // activation z_f at each token, its decoder row W_dec[f] as its value vector; `layer` is the
+    // transcoder's, and no key scores are read.
+    const transcoder* features = nullptr;
 };
 
 struct corpus_units {
     std::string arch, origin;
     std::size_t n_layers = 0, d_ff = 0, n_experts = 0;
     bool gated = false;
+    bool features = false;     // the units are a transcoder's features (d_ff: how many)
     std::size_t tokens = 0;    // tokens read (T, less the first of each text with skip_first)
     bool skip_first = false;
     bool exact = true;         // every activation kept for the quantiles

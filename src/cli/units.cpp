@@ -17,6 +17,8 @@
 #include "ffn_trace/render_units.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/transformer.hpp"
+#include "ffn_trace/transcoder_eval.hpp"
+#include "ffn_trace/transcoder_file.hpp"
 
 namespace cli {
 
@@ -61,6 +63,11 @@ void setup_units(CLI::App& app, int& status) {
     sub->add_option("--max-file-size", o->max_file_size, "Largest corpus read, in bytes")
         ->check(whole_number(1))
         ->capture_default_str();
+    sub->add_option("--transcoder", o->transcoder, "Read a transcoder's features (transcoder train's folder) as units: each "
+                                                   "feature's page, its decoder row as its value vector")
+        ->type_name("TC_DIR")
+        ->excludes(promotes)
+        ->excludes(suppresses);
     add_output(*sub);
     sub->callback([o, &status] { status = run_units(*o); });
 }
@@ -97,12 +104,22 @@ int run_units(const units_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);
     const bool search = !o.promotes.empty() || !o.suppresses.empty();
-    if (!search && !o.layer) return report({"", "--layer", "give the layer whose units to read, or --promotes TOKEN to search"});
+    std::optional<transcoder> tc;
+    if (!o.transcoder.empty()) {
+        auto read = read_transcoder(o.transcoder);
+        if (!read) return report(read.err());
+        if (o.layer && *o.layer != read->layer)
+            return report({o.transcoder, "--layer", fmt::format("the transcoder replaces layer {} (its config.json), but --layer is {}",
+                                                                read->layer, *o.layer)});
+        tc = std::move(*read);
+    }
+    const std::optional<std::size_t> layer = tc ? std::optional{tc->layer} : o.layer;
+    if (!search && !layer) return report({"", "--layer", "give the layer whose units to read, or --promotes TOKEN to search"});
     std::vector<layer_unit> wanted;
     for (const auto& item : o.units) {
         auto units = parse_units(item);
         if (!units) return report({"", "--unit", units.err().message});
-        for (const auto& u : *units) wanted.push_back({*o.layer, u});
+        for (const auto& u : *units) wanted.push_back({*layer, u});
     }
 
     set_activity({"reading the checkpoint", "use a smaller model"});
@@ -114,6 +131,8 @@ int run_units(const units_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
+    if (tc)
+        if (auto e = check_transcoder_fits(*model, *tc, o.transcoder)) return report(*e);
     auto c = corpus_beside(o.corpus, o.max_file_size, dir, *tok, model->max_positions());
     if (!c) return report(c.err());
 
@@ -129,7 +148,8 @@ int run_units(const units_options& o) {
                                                                  : ffn_trace::text_format::text;
 
     ffn_trace::units_options uo;
-    uo.layer = o.layer.value_or(0);
+    uo.layer = layer.value_or(0);
+    uo.features = tc ? &*tc : nullptr;
     uo.top = o.top;
     uo.skip_first = o.skip_first;
     uo.sample = o.sample;

@@ -16,7 +16,10 @@ layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and c
   - run --prompt --transcoder on a folder written by hand (tests/inputs/transcoder/atlas_layer1):
     at every token the active features (id, activation), ŷ, the error y − ŷ, and each feature's
     push z_f · (W_dec[f] · g) / σ on the predicted token, g = γ_f ⊙ U[t] less its mean and σ the
-    final LayerNorm's scale at the stream after the layer, to 1e-9.
+    final LayerNorm's scale at the stream after the layer, to 1e-9;
+  - units --transcoder on the same folder over the corpus: each feature's max, mean, share active,
+    its largest activations, and the tokens its decoder row promotes and suppresses through γ_f and
+    the unembedding, to 1e-9.
 
 Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
 """
@@ -207,6 +210,45 @@ def run_transcoder(folder, prompt):
 
 run_transcoder(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs", "transcoder", "atlas_layer1"),
                "The capital of France is")
+
+
+def feature_pages(folder):
+    r = subprocess.run([ft, "units", "--checkpoint", atlas, "--transcoder", folder, "--corpus", corpus, "--format", "json",
+                        "--top", "3"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"units --transcoder exited {r.returncode}: {r.stderr}")
+    got = json.loads(r.stdout)
+    from reference_model import read_safetensors
+    t = read_safetensors(os.path.join(folder, f"layer_{LAYER}.safetensors"))
+    zs = []
+    for ids in token_ids:
+        x = m.embed(ids)[None]
+        for l in range(LAYER + 1):
+            x = x + m.attention(l, x)
+            h = layer_norm(x, m.w[f"h.{l}.ln_2.weight"], m.w[f"h.{l}.ln_2.bias"], m.eps)[0]
+            x = x + m.ffn(l, x)
+        zs.append(np.maximum(h @ t["W_enc"].T + t["b_enc"], 0))
+    z = np.concatenate(zs)
+    scores = (m.embedding * m.w["ln_f.weight"]) @ t["W_dec"].T  # (vocab, features)
+    if not got.get("features") or len(got["units"]) != t["W_enc"].shape[0]:
+        failures.append("units --transcoder: expected every feature, marked as features")
+        return
+    for u in got["units"]:
+        f = u["unit"]
+        close(f"units --transcoder: feature {f}'s max", u["max"], z[:, f].max(), 1e-9)
+        close(f"units --transcoder: feature {f}'s mean", u["mean"], z[:, f].mean(), 1e-9)
+        close(f"units --transcoder: feature {f}'s share active", u["fraction_active"], (z[:, f] > 0).mean(), 1e-12)
+        close(f"units --transcoder: feature {f}'s largest activations", [c["activation"] for c in u["max_activating"]],
+              np.sort(z[:, f])[::-1][:3], 1e-9)
+        best = np.argsort(-scores[:, f], kind="stable")[:3]
+        if [p["id"] for p in u["promotes"]] != [int(i) for i in best]:
+            failures.append(f"units --transcoder: feature {f} promotes {[p['id'] for p in u['promotes']]}, expected {best}")
+        close(f"units --transcoder: feature {f}'s promoted scores", [p["score"] for p in u["promotes"]], scores[best, f], 1e-9)
+        worst = np.argsort(scores[:, f], kind="stable")[:3]
+        close(f"units --transcoder: feature {f}'s suppressed scores", [p["score"] for p in u["suppresses"]], scores[worst, f], 1e-9)
+
+
+feature_pages(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs", "transcoder", "atlas_layer1"))
 
 for f in failures:
     print("FAIL", f)
