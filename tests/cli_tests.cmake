@@ -1469,3 +1469,8 @@ cli_test("units --transcoder --unit past the features is refused" 2 EMPTY "^erro
   -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --unit 16)
 cli_test("units --transcoder of another layer than --layer names both" 2 EMPTY "^error: .*atlas_layer1: --layer: the transcoder replaces layer 1 \\(its config.json\\), but --layer is 0$"
   -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --layer 0)
+cli_test("units --unit J --split shows the features aligned with the unit and where each fires among its examples" 0
+  "Unit 5 of layer 1 split into transcoder features.*The 8 features of .*atlas_layer1 whose decoder rows W_dec\\[f\\] point most along the unit's W2 row.*example +unit +f[0-9]+ \\(cos -?0\\.[0-9]+\\)"
+  EMPTY -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt --width 300)
+cli_test("units --split of two units is refused" 2 EMPTY "^error: --split: splits one unit: give one --unit, not 2$"
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5,6 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt)

@@ -97,4 +97,24 @@ struct transcoder_on_prompt {
 outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, const transcoder& tc, const std::string& folder,
                                                           const prompt_trace& p);
 
+// One neuron split into the features that share its job (units --unit J --split TC_DIR): the
+// features whose decoder rows align most with the neuron's W2 row (cosine), and each one's
+// activation z at each of the neuron's largest-activation contexts, so that a polysemantic
+// neuron's examples are seen divided among features.
+struct split_feature {
+    std::size_t id = 0;
+    double cosine = 0;               // cos(W_dec[f], W2[j])
+    std::vector<double> at_examples;  // z_f at each of the neuron's examples, in their order
+};
+struct neuron_split {
+    std::string folder;
+    layer_unit neuron;
+    std::vector<unit_context> examples;   // the neuron's largest activations
+    std::vector<split_feature> features;  // largest cosine first
+};
+// `neuron` is the neuron's reading over `c` (its `top` the examples). Errors: an MoE layer, a
+// transcoder of another layer or width.
+outcome<neuron_split> split_neuron(const transformer& model, const corpus& c, const transcoder& tc, const std::string& folder,
+                                   const unit_reading& neuron, std::size_t features);
+
 }  // namespace ffn_trace

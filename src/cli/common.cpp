@@ -460,4 +460,8 @@ void warn_skips(const ffn_trace::corpus& c) {
     }
 }
 
+std::string with_member(const std::string& object, const std::string& name, const std::string& value) {
+    return object.substr(0, object.find_last_of('}')) + fmt::format(",\n  \"{}\": {}\n}}\n", name, value);
+}
+
 }  // namespace cli

@@ -165,4 +165,7 @@ ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& file, std
 // The corpus's skipped lines, one warning each kind on stderr.
 void warn_skips(const ffn_trace::corpus& c);
 
+// A JSON view's object with one more member, `name`: `value` (JSON text), added as its last.
+std::string with_member(const std::string& object, const std::string& name, const std::string& value);
+
 }  // namespace cli

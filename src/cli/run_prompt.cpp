@@ -72,12 +72,6 @@ ffn_trace::outcome<std::optional<ffn_trace::transcoder_on_prompt>> transcoder_be
     return std::optional{std::move(*t)};
 }
 
-// The prompt's JSON object with "transcoder" added as its last member.
-std::string with_transcoder(std::string json, const std::string& transcoder) {
-    const auto end = json.find_last_of('}');
-    return json.substr(0, end) + ",\n  \"transcoder\": " + transcoder + "\n}\n";
-}
-
 }  // namespace
 
 int run_checkpoint_prompt(const run_options& o) {
@@ -104,7 +98,7 @@ int run_checkpoint_prompt(const run_options& o) {
     set_activity({"writing the output", "--detail summary"});
     if (tc->has_value() && o.walkthrough.format == "json") {
         std::string json = ffn_trace::detail::collected([&](const ffn_trace::text_sink& out) { render_prompt_json(*p, out); });
-        print_json(with_transcoder(std::move(json), render_transcoder_prompt_json(**tc)), o.walkthrough.ascii);
+        print_json(with_member(json, "transcoder", render_transcoder_prompt_json(**tc)), o.walkthrough.ascii);
         return exit_ok;
     }
     if (o.walkthrough.format == "json") {

@@ -14,6 +14,7 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/prompt.hpp"
+#include "ffn_trace/render_transcoder.hpp"
 #include "ffn_trace/render_units.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/transformer.hpp"
@@ -68,6 +69,11 @@ void setup_units(CLI::App& app, int& status) {
         ->type_name("TC_DIR")
         ->excludes(promotes)
         ->excludes(suppresses);
+    sub->add_option("--split", o->split, "With one --unit: the features of this transcoder whose decoder rows align with the "
+                                         "unit's W2 row, and which of its top examples each takes")
+        ->type_name("TC_DIR")
+        ->needs(unit)
+        ->excludes("--transcoder");
     add_output(*sub);
     sub->callback([o, &status] { status = run_units(*o); });
 }
@@ -96,6 +102,19 @@ ffn_trace::outcome<std::size_t> one_token(const ffn_trace::tokenizer& tok, const
             hint = fmt::format("; {} with its leading space is one", quote(" " + word));
     return ffn_trace::error{"", option, fmt::format("{} is {} tokens, {}; a value vector scores one token: give one{}", quote(word),
                                                     ids->size(), fmt::join(pieces, " + "), hint)};
+}
+
+// --split: the one unit read split into the transcoder's features that align with it.
+ffn_trace::outcome<std::optional<ffn_trace::neuron_split>> split_of(const units_options& o, const ffn_trace::transformer& model,
+                                                                    const ffn_trace::corpus& c, const ffn_trace::corpus_units& u) {
+    using namespace ffn_trace;
+    if (o.split.empty()) return std::optional<neuron_split>{};
+    if (u.units.size() != 1) return error{"", "--split", fmt::format("splits one unit: give one --unit, not {}", u.units.size())};
+    auto tc = read_transcoder(o.split);
+    if (!tc) return tc.err();
+    auto s = split_neuron(model, c, *tc, o.split, u.units.front(), 8);
+    if (!s) return with_option_names(s.err());
+    return std::optional{std::move(*s)};
 }
 
 }  // namespace
@@ -183,13 +202,20 @@ int run_units(const units_options& o) {
     uo.units = std::move(wanted);
     auto u = read_corpus_units(*model, *tok, *c, uo);
     if (!u) return report(as_options(u.err()));
+    auto split = split_of(o, *model, *c, *u);
+    if (!split) return report(split.err());
     warn_skips(*c);
     set_activity({"writing the output", "--unit"});
     if (o.format == "json") {
-        print_json(render_units_json(*u, *c, view), o.ascii);
+        const std::string json = render_units_json(*u, *c, view);
+        print_json(*split ? with_member(json, "split", render_neuron_split_json(**split)) : json, o.ascii);
         return exit_ok;
     }
     render_units(*u, *c, view, text, format, write_stdout);
+    if (*split) {
+        write_stdout("\n");
+        render_neuron_split(**split, *c, text, format, write_stdout);
+    }
     return exit_ok;
 }
 

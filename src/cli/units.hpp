@@ -24,6 +24,7 @@ struct units_options {
     std::size_t width = 0;               // 0: output_width chooses
     std::size_t max_file_size = 64u << 20;
     std::string transcoder;              // read a transcoder's features as units
+    std::string split;                   // a transcoder whose features split the one --unit
 };
 
 void setup_units(CLI::App& app, int& status);

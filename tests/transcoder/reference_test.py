@@ -19,7 +19,9 @@ layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and c
     final LayerNorm's scale at the stream after the layer, to 1e-9;
   - units --transcoder on the same folder over the corpus: each feature's max, mean, share active,
     its largest activations, and the tokens its decoder row promotes and suppresses through γ_f and
-    the unembedding, to 1e-9.
+    the unembedding, to 1e-9;
+  - units --unit J --split on the same folder: the features whose decoder rows align most with
+    unit J's W2 row (their cosines, largest first) and each one's z at the unit's examples.
 
 Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
 """
@@ -212,6 +214,24 @@ run_transcoder(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "i
                "The capital of France is")
 
 
+def split_check(folder, t, zs, unit=5):
+    r = subprocess.run([ft, "units", "--checkpoint", atlas, "--layer", str(LAYER), "--unit", str(unit), "--split", folder, "--corpus",
+                        corpus, "--format", "json", "--top", "4"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"units --split exited {r.returncode}: {r.stderr}")
+    got = json.loads(r.stdout)["split"]
+    w2 = m.w[f"h.{LAYER}.mlp.c_proj.weight"][unit]  # Conv1D (d_ff, d_model): unit j's row
+    cos = t["W_dec"] @ w2 / (np.linalg.norm(t["W_dec"], axis=1) * np.linalg.norm(w2))
+    best = np.argsort(-cos, kind="stable")[:8]
+    if [f["id"] for f in got["features"]] != [int(i) for i in best]:
+        failures.append(f"units --split: features {[f['id'] for f in got['features']]}, expected {best}")
+        return
+    close("units --split: cosines", [f["cosine"] for f in got["features"]], cos[best], 1e-9)
+    for f in got["features"]:
+        close(f"units --split: feature {f['id']} at the unit's examples", f["at_examples"],
+              [zs[e["text"]][e["token"], f["id"]] for e in got["examples"]], 1e-9)
+
+
 def feature_pages(folder):
     r = subprocess.run([ft, "units", "--checkpoint", atlas, "--transcoder", folder, "--corpus", corpus, "--format", "json",
                         "--top", "3"], capture_output=True, text=True)
@@ -228,6 +248,7 @@ def feature_pages(folder):
             h = layer_norm(x, m.w[f"h.{l}.ln_2.weight"], m.w[f"h.{l}.ln_2.bias"], m.eps)[0]
             x = x + m.ffn(l, x)
         zs.append(np.maximum(h @ t["W_enc"].T + t["b_enc"], 0))
+    split_check(folder, t, zs)
     z = np.concatenate(zs)
     scores = (m.embedding * m.w["ln_f.weight"]) @ t["W_dec"].T  # (vocab, features)
     if not got.get("features") or len(got["units"]) != t["W_enc"].shape[0]:

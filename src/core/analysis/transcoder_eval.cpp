@@ -183,4 +183,34 @@ outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, c
     return r;
 }
 
+outcome<neuron_split> split_neuron(const transformer& model, const corpus& c, const transcoder& tc, const std::string& folder,
+                                   const unit_reading& neuron, std::size_t features) {
+    if (auto e = check_transcoder_fits(model, tc, folder)) return *e;
+    if (neuron.unit.unit.expert || neuron.unit.layer != tc.layer)
+        return error{folder, "layer", fmt::format("the transcoder replaces layer {}'s dense FFN; the neuron is of layer {}", tc.layer,
+                                                  neuron.unit.layer)};
+    auto layer = model.source().dense_layer(tc.layer);
+    if (!layer) return layer.err();
+    const std::vector<double> w2 = weight_row(**layer, weight::w2, neuron.unit.unit.unit);
+    const double w2_norm = std::sqrt(detail::dot(w2, w2));
+    neuron_split r{folder, neuron.unit, neuron.top, {}};
+    for (std::size_t f = 0; f < tc.features(); ++f) {
+        const double d = std::sqrt(detail::dot(tc.decoder.row(f), tc.decoder.row(f)));
+        r.features.push_back({f, d > 0 && w2_norm > 0 ? detail::dot(tc.decoder.row(f), w2) / (d * w2_norm) : 0.0, {}});
+    }
+    std::stable_sort(r.features.begin(), r.features.end(), [](const split_feature& a, const split_feature& b) { return a.cosine > b.cosine; });
+    r.features.resize(std::min(features, r.features.size()));
+    const hook_name in{hook_point::mlp_in, tc.layer};
+    for (const auto& example : r.examples) {
+        hook_request q;
+        q.cache = {in};
+        q.last_layer = tc.layer;
+        auto run = model.run_with_hooks(c.texts[example.text].ids, q);
+        if (!run) return run.err();
+        const matrix z = transcoder_forward(tc, *run->cache.find(in)).z;
+        for (auto& f : r.features) f.at_examples.push_back(z(example.token, f.id));
+    }
+    return r;
+}
+
 }  // namespace ffn_trace

@@ -188,4 +188,52 @@ std::string render_transcoder_prompt_json(const transcoder_on_prompt& t) {
     return json_text(out);
 }
 
+namespace {
+
+void build_split(const neuron_split& s, const corpus& c, const text_options& o, const detail::block_sink& out) {
+    using detail::block;
+    using detail::block_kind;
+    out({block_kind::heading, fmt::format("Unit {} of layer {} split into transcoder features", s.neuron.unit.unit, s.neuron.layer)});
+    out({block_kind::paragraph,
+         fmt::format("The {} features of {} whose decoder rows W_dec[f] point most along the unit's W2 row (cosine), and each "
+                     "one's activation z_f at the unit's largest activations: which of the unit's examples each feature takes.",
+                     s.features.size(), one_line(s.folder))});
+    block table{block_kind::table};
+    std::vector<std::string> header{"example", "unit"};
+    for (const auto& f : s.features) header.push_back(fmt::format("f{} (cos {})", f.id, format_fixed(f.cosine, 2)));
+    table.rows.push_back(std::move(header));
+    for (std::size_t e = 0; e < s.examples.size(); ++e) {
+        const auto& ex = s.examples[e];
+        const auto& text = c.texts[ex.text];
+        std::string words;
+        for (std::size_t t = ex.first; t < ex.first + ex.count && t < text.display.size(); ++t)
+            words += t == ex.token ? "[" + text.display[t] + "]" : text.display[t];
+        std::vector<std::string> row{one_line(words), format_fixed(ex.activation, o.precision)};
+        for (const auto& f : s.features) row.push_back(f.at_examples[e] > 0 ? format_fixed(f.at_examples[e], o.precision) : "·");
+        table.rows.push_back(std::move(row));
+    }
+    table.align = "lr" + std::string(s.features.size(), 'r');
+    out(std::move(table));
+}
+
+}  // namespace
+
+void render_neuron_split(const neuron_split& s, const corpus& c, const text_options& options, text_format format, const text_sink& out) {
+    detail::write_page(detail::page_for(options, format), out, [&](const detail::block_sink& sink) { build_split(s, c, options, sink); });
+}
+
+std::string render_neuron_split_json(const neuron_split& s) {
+    json out;
+    out["folder"] = s.folder;
+    out["layer"] = s.neuron.layer;
+    out["unit"] = s.neuron.unit.unit;
+    json features = json::array();
+    for (const auto& f : s.features) features.push_back({{"id", f.id}, {"cosine", f.cosine}, {"at_examples", json_row(f.at_examples)}});
+    out["features"] = std::move(features);
+    json examples = json::array();
+    for (const auto& e : s.examples) examples.push_back({{"text", e.text}, {"token", e.token}, {"activation", e.activation}});
+    out["examples"] = std::move(examples);
+    return json_text(out);
+}
+
 }  // namespace ffn_trace
