@@ -405,7 +405,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|transcoder\\|generate\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -425,7 +425,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped,
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit transcoder generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -1533,3 +1533,64 @@ cli_test("params --model mixtral-8x7b at 80 columns keeps each formula beside it
   EMPTY -- ${FT} params --model mixtral-8x7b --width 80)
 cli_test("params --model mixtral-8x7b at 80 columns has no line wider than 80" 0 EMPTY EMPTY
   -- bash -c "\"$0\" params --model mixtral-8x7b --width 80 | LC_ALL=C.UTF-8 grep -P '^.{81,}' || true" ${FT})
+
+# transcoder train: a small transcoder of the atlas model's layer 1 over the first 80 texts of its
+# corpus, and each bad input refused in
+# one line with nothing written. TC_RUN: rm -rf OUT; FT transcoder train ARGS -o OUT; then the
+# status kept, and OUT absent when it is 2.
+set(TC_OUT ${CMAKE_CURRENT_BINARY_DIR}/transcoder_cli)
+file(MAKE_DIRECTORY ${TC_OUT})
+set(TC_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" transcoder train \"\$@\" -o \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+set(TC_ARGS --checkpoint ${DATA}/models/atlas --layer 1 --corpus ${INPUTS}/transcoder/corpus.txt)
+cli_test("transcoder train shows each epoch and the replacement's losses" 0
+  "A transcoder of layer 1's FFN, 64 features.*epoch +MSE +explained +L0 +dead +1 .* 2 .*clean +[0-9.]+ +FFN zeroed +[0-9.]+ +transcoder spliced +[0-9.]+ +loss recovered +\\(zeroed − spliced\\) / \\(zeroed − clean\\) = "
+  EMPTY -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/text ${TC_ARGS} --features 64 --k 4 --epochs 2 --color never)
+cli_test("transcoder train --format json has epochs and evaluation" 0
+  "\"epochs\": \\[ \\{ \"mse\": [0-9.e-]+, \"explained_variance\": -?[0-9.e-]+, \"l0\": [0-9.]+, \"dead\": [0-9]+ \\}.*\"evaluation\": \\{ \"loss_clean\": [0-9.]+, \"loss_zeroed\": [0-9.]+, \"loss_spliced\": [0-9.]+, \"loss_recovered\": -?[0-9.e-]+, \"top1_agreement\": [0-9.]+"
+  EMPTY -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/json ${TC_ARGS} --features 32 --l1 0.001 --epochs 1 --format json)
+cli_test("transcoder train --features 0 is refused" 2 EMPTY "^error: --features: a transcoder needs at least 1 feature, got 0$"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 0)
+cli_test("transcoder train --k larger than --features is refused" 2 EMPTY "^error: --k: TopK keeps 9 features a token, more than the 8 features asked"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 8 --k 9)
+cli_test("transcoder train --l1 negative is refused" 2 EMPTY "^error: --l1: expected a finite number ≥ 0, got -0.5$"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 8 --l1=-0.5)
+cli_test("transcoder train on a corpus too small for the features says how many activations are needed" 2 EMPTY
+  "^error: --corpus: the corpus gives [0-9]+ activations. 100000 features need at least 100000, one a feature"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad ${TC_ARGS} --features 100000 --k 4 --epochs 1)
+cli_test("transcoder train -o naming an existing folder is refused" 2 EMPTY "^error: .*: --output: already exists. give a folder that does not exist yet"
+  -- ${FT} transcoder train ${TC_ARGS} --features 8 --k 2 -o ${TC_OUT})
+cli_test("transcoder train -o naming the checkpoint is refused" 2 EMPTY "^error: .*atlas.*: --output: is the checkpoint's folder"
+  -- ${FT} transcoder train ${TC_ARGS} --features 8 --k 2 -o ${DATA}/models/atlas)
+cli_test("transcoder train on a layer the model lacks is refused" 2 EMPTY "^error: .*--layer: layer 9 is out of range: the checkpoint has 4 layers \\(0 to 3\\)$"
+  -- bash -c "${TC_RUN}" ${FT} ${TC_OUT}/bad --checkpoint ${DATA}/models/atlas --layer 9 --features 8 --k 2)
+# run --transcoder with a folder written by hand (tests/inputs/transcoder/make_folder.py): 16 ReLU features of layer 1.
+set(TC_HAND ${INPUTS}/transcoder/atlas_layer1)
+set(TC_PROMPT --checkpoint ${DATA}/models/atlas --prompt "The capital of France is")
+cli_test("run --transcoder shows each token's features, ŷ and error, and the FFN's push explained by units and by features" 0
+  "The transcoder beside the units: 16 features.*Token 4 \\(\" is\"\\): [0-9]+ active features? +x̂ = \\[.*feature +pre +z = act\\(pre\\) +push.*ŷ = \\[.*e = y − ŷ = \\[.*At the last token, the FFN's direct push on \" Paris\" explained both ways: +FFN +y · g / σ = 7\\.2222 +units +Σ_j score_j = 7\\.1967, b2 · g / σ = 0\\.0254 +features +Σ_f push_f = "
+  EMPTY -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${TC_HAND} --detail summary --color never --width 200)
+cli_test("run --transcoder --format json adds features with id, activation and push, and the error, at each token" 0
+  "\"transcoder\": \\{ \"folder\": .*\"tokens\": \\[ \\{ \"x_hat\": \\[.*\"features\": \\[ \\{ \"id\": [0-9]+, \"pre\": -?[0-9.e-]+, \"activation\": [0-9.e-]+, \"push\": -?[0-9.e-]+ \\}.*\"error\": \\["
+  EMPTY -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${TC_HAND} --format json)
+cli_test("run --transcoder of another layer names both layers" 2 EMPTY
+  "^error: .*atlas_layer1: --layer: the transcoder replaces layer 1 \\(its config.json\\), but --layer is 2$"
+  -- ${FT} run ${TC_PROMPT} --layer 2 --transcoder ${TC_HAND})
+cli_test("run --transcoder of another d_model names both sizes" 2 EMPTY
+  "^error: .*atlas_layer1: W_enc: the transcoder reads d_model = 64 \\(W_enc \\(16, 64\\)\\), but layer 1 of .*capitals has d_model = 128$"
+  -- ${FT} run --checkpoint ${DATA}/models/capitals --prompt "The capital of France is" --layer 1 --transcoder ${TC_HAND})
+cli_test("run --transcoder on a folder without config.json is refused" 2 EMPTY "^error: .*config.json: missing: a transcoder's folder holds config.json$"
+  -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${INPUTS}/transcoder)
+cli_test("run --transcoder without a prompt is refused" 2 EMPTY "^error: --transcoder: reads a transcoder beside one layer of a prompt"
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer 1 --embedding 3 --transcoder ${TC_HAND})
+cli_test("units --transcoder gives a feature the unit page" 0
+  "Layer 1's transcoder features over .*corpus.txt.*activation +a transcoder feature's z = act\\(x̂ · W_encᵀ \\+ b_enc\\).*Transcoder feature 3 of layer 1 +max +[0-9.]+ +mean +[0-9.]+ +active +[0-9.]+% of 564 tokens.*Where it fires most"
+  EMPTY -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt --unit 3 --width 200)
+cli_test("units --transcoder --unit past the features is refused" 2 EMPTY "^error: --unit: feature 16 is out of range: the transcoder has 16 features \\(0 to 15\\)$"
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --unit 16)
+cli_test("units --transcoder of another layer than --layer names both" 2 EMPTY "^error: .*atlas_layer1: --layer: the transcoder replaces layer 1 \\(its config.json\\), but --layer is 0$"
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --transcoder ${TC_HAND} --layer 0)
+cli_test("units --unit J --split shows the features aligned with the unit and where each fires among its examples" 0
+  "Unit 5 of layer 1 split into transcoder features.*The 8 features of .*atlas_layer1 whose decoder rows W_dec\\[f\\] point most along the unit's W2 row.*example +unit +f[0-9]+ \\(cos -?0\\.[0-9]+\\)"
+  EMPTY -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt --width 300)
+cli_test("units --split of two units is refused" 2 EMPTY "^error: --split: splits one unit: give one --unit, not 2$"
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5,6 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt)

@@ -32,6 +32,7 @@
 #include "ffn_trace/error.hpp"
 #include "ffn_trace/progress.hpp"
 #include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/transcoder.hpp"
 #include "ffn_trace/transformer.hpp"
 #include "ffn_trace/unit_readings.hpp"
 
@@ -122,6 +123,10 @@ struct units_options {
     std::size_t band_samples = 3;     // contexts per quantile band
     std::size_t bins = 24;
     progress watcher = {};            // told of each text read; asked whether to go on
+    // Read a transcoder's features instead of the layer's units (units --transcoder): feature f's
+    // activation z_f at each token, its decoder row W_dec[f] as its value vector; `layer` is the
+    // transcoder's, and no key scores are read.
+    const transcoder* features = nullptr;
 };
 
 struct corpus_units {
@@ -129,6 +134,7 @@ struct corpus_units {
     std::size_t n_layers = 0, d_ff = 0, n_experts = 0;
     bool gated = false;
     bool value_normed = false, value_centred = false;  // the value scores' final norm, as vocabulary_view's
+    bool features = false;     // the units are a transcoder's features (d_ff: how many)
     std::size_t tokens = 0;    // tokens read (T, less the first of each text with skip_first)
     bool skip_first = false;
     bool exact = true;         // every activation kept for the quantiles

@@ -30,4 +30,15 @@ std::vector<std::byte> encode_values(dtype as, std::span<const double> values);
 outcome<std::uint64_t> write_safetensors_replacing(const std::string& from, const std::string& to, const std::string& tensor,
                                                    std::span<const double> values, dtype as);
 
+// A new safetensors file of these tensors, in this order, each stored as `as` (no block type),
+// with `metadata` as __metadata__ when not empty (its values strings). Errors name the file or the
+// tensor whose values do not fill its shape. Returns the size of the file written.
+struct tensor_to_write {
+    std::string name;
+    std::vector<std::size_t> shape;
+    std::span<const double> values;
+};
+outcome<std::uint64_t> write_safetensors(const std::string& to, const std::vector<tensor_to_write>& tensors, dtype as,
+                                         const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
 }  // namespace ffn_trace

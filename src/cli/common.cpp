@@ -11,7 +11,10 @@
 #include <chrono>
 #include <memory>
 #include <system_error>
+#include <filesystem>
 #include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +22,7 @@
 #include "ffn_trace/files_read.hpp"
 #include "ffn_trace/format.hpp"
 #include "ffn_trace/params.hpp"
+#include "ffn_trace/prompt.hpp"
 #include "ffn_trace/whole_number.hpp"
 
 namespace cli {
@@ -519,6 +523,50 @@ std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const
                                     fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", token,
                                                 n, n == 1 ? "" : "s", n - 1)};
     return std::nullopt;
+}
+
+std::string directory_of(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return path;
+    const auto parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
+ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
+                                                    const ffn_trace::tokenizer& tok, std::size_t max_positions) {
+    auto file = ffn_trace::corpus_file(checkpoint, given);
+    if (!file) return file.err();
+    auto content = ffn_trace::read_prompt_file(*file, max_file_size);
+    if (!content) return content.err();
+    return ffn_trace::read_corpus(*content, *file == "-" ? "<stdin>" : *file, tok, max_positions);
+}
+
+// The skipped lines, one warning each kind on stderr: they are counted in the output too.
+void warn_skips(const ffn_trace::corpus& c) {
+    auto lines = [](const std::vector<std::size_t>& indices) {
+        std::vector<std::string> out;
+        for (std::size_t i = 0; i < indices.size() && i < 8; ++i) out.push_back(std::to_string(indices[i] + 1));
+        return fmt::format("{}{}", fmt::join(out, ", "), indices.size() > 8 ? ", …" : "");
+    };
+    if (!c.blank.empty())
+        std::fputs(fmt::format("warning: {}: {} blank line{} skipped (line{} {})\n", c.file, c.blank.size(),
+                               c.blank.size() == 1 ? "" : "s", c.blank.size() == 1 ? "" : "s", lines(c.blank))
+                       .c_str(),
+                   stderr);
+    if (!c.too_long.empty()) {
+        std::vector<std::size_t> indices;
+        for (const auto& [line, tokens] : c.too_long) indices.push_back(line);
+        std::fputs(fmt::format("warning: {}: {} line{} longer than the model's position table skipped (line{} {}; the first "
+                               "is {} tokens)\n",
+                               c.file, indices.size(), indices.size() == 1 ? "" : "s", indices.size() == 1 ? "" : "s",
+                               lines(indices), c.too_long.front().second)
+                       .c_str(),
+                   stderr);
+    }
+}
+
+std::string with_member(const std::string& object, const std::string& name, const std::string& value) {
+    return object.substr(0, object.find_last_of('}')) + fmt::format(",\n  \"{}\": {}\n}}\n", name, value);
 }
 
 }  // namespace cli

@@ -13,6 +13,7 @@
 
 #include "ffn_trace/claims.hpp"
 #include "ffn_trace/compare.hpp"
+#include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/engine.hpp"
 #include "ffn_trace/error.hpp"
@@ -192,5 +193,17 @@ int print_view(const std::string& format, const std::string& color, bool ascii, 
 
 // --token values outside the input: an error naming the option.
 std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const std::vector<std::size_t>& tokens);
+
+// The folder of a checkpoint given as a folder or as a file in it.
+std::string directory_of(const std::string& path);
+// The corpus `given` (--corpus), or corpus.txt beside the checkpoint when `given` is empty (the
+// library's corpus_file), read through the tokenizer as units reads it.
+ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
+                                                    const ffn_trace::tokenizer& tok, std::size_t max_positions);
+// The corpus's skipped lines, one warning each kind on stderr.
+void warn_skips(const ffn_trace::corpus& c);
+
+// A JSON view's object with one more member, `name`: `value` (JSON text), added as its last.
+std::string with_member(const std::string& object, const std::string& name, const std::string& value);
 
 }  // namespace cli

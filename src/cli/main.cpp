@@ -30,6 +30,7 @@
 #include "schema.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
+#include "transcoder.hpp"
 #include "units.hpp"
 #include "version.hpp"
 #include "worksheet.hpp"
@@ -91,6 +92,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_units(app, status);
     cli::setup_locate(app, status);
     cli::setup_edit(app, status);
+    cli::setup_transcoder(app, status);
     cli::setup_generate(app, status);
     if (auto refused = empty_list_item(app, argc, argv)) {
         std::fputs(fmt::format("error: {}; {}\n", *refused, help_hint(app, argc, argv)).c_str(), stderr);

@@ -46,6 +46,10 @@ void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* che
                                           "token minus this one (\" London\"), instead of the predicted token's logit")
         ->type_name("TOKEN")
         ->needs(checkpoint);
+    sub->add_option("--transcoder", c.transcoder, "With a prompt: a transcoder of the layer (transcoder train's folder), its "
+                                                  "features at each token and their push beside the units'")
+        ->type_name("TC_DIR")
+        ->needs(checkpoint);
 }
 
 }  // namespace
@@ -161,6 +165,10 @@ int run_run(const run_options& options) {
         return report({"", "--layer", "all shows every layer of a prompt's forward pass: give --prompt or --prompt-file too"});
     if (!c.ablate.empty() && !prompted)
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
+    if (!c.transcoder.empty() && (!(c.prompt || !c.prompt_file.empty()) || c.all_layers))
+        return report({"", "--transcoder", "reads a transcoder beside one layer of a prompt: give --prompt or --prompt-file and --layer N"});
+    if (!c.transcoder.empty() && options.walkthrough.format == "html")
+        return report({"", "--transcoder", "is shown in the text, Markdown and JSON views: give --format text, markdown or json"});
     if (!c.prompts.empty()) return run_checkpoint_prompts(options);
     if (c.prompt || !c.prompt_file.empty()) return run_checkpoint_prompt(options);
     auto t = options.checkpoint.path.empty()

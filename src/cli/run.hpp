@@ -28,6 +28,7 @@ struct checkpoint_flags {
     std::vector<std::string> intervene; // changes to units at tokens: "172@4*0.5", one each
     std::string corpus;                 // the texts a mean intervention is taken over
     bool all_layers = false;            // --layer all: every layer of a prompt in one view
+    std::string transcoder;             // a transcoder's folder, read beside the prompt's layer
 };
 
 struct run_options {

@@ -4,6 +4,9 @@
 
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/render_prompt.hpp"
+#include "ffn_trace/render_transcoder.hpp"
+#include "ffn_trace/transcoder_eval.hpp"
+#include "ffn_trace/transcoder_file.hpp"
 #include "run.hpp"
 
 namespace cli {
@@ -52,6 +55,25 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
     return r;
 }
 
+namespace {
+
+// --transcoder read beside the prompt's layer, its checkpoint opened again for the head's weights.
+ffn_trace::outcome<std::optional<ffn_trace::transcoder_on_prompt>> transcoder_beside(const run_options& o,
+                                                                                    const ffn_trace::prompt_trace& p) {
+    using namespace ffn_trace;
+    const std::string& folder = o.checkpoint.transcoder;
+    if (folder.empty()) return std::optional<transcoder_on_prompt>{};
+    auto tc = read_transcoder(folder);
+    if (!tc) return tc.err();
+    auto ck = checkpoint::open(o.checkpoint.path, o.checkpoint.arch);
+    if (!ck) return ck.err();
+    auto t = trace_transcoder_on_prompt(*ck, *tc, folder, p);
+    if (!t) return t.err();
+    return std::optional{std::move(*t)};
+}
+
+}  // namespace
+
 int run_checkpoint_prompt(const run_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);  // before the weights take memory
@@ -75,13 +97,24 @@ int run_checkpoint_prompt(const run_options& o) {
     });
     if (!p) return report(with_option_names(p.err()));
     if (auto e = check_tokens(p->ex, o.walkthrough.tokens)) return report(*e);
+    auto tc = transcoder_beside(o, *p);
+    if (!tc) return report(with_option_names(tc.err()));
     set_activity({"writing the output", "--detail summary"});
+    if (tc->has_value() && o.walkthrough.format == "json") {
+        std::string json = ffn_trace::detail::collected([&](const ffn_trace::text_sink& out) { render_prompt_json(*p, out); });
+        print_json(with_member(json, "transcoder", render_transcoder_prompt_json(**tc)), o.walkthrough.ascii);
+        return exit_ok;
+    }
     if (o.walkthrough.format == "json") {
         // A piece at a time, each of whole elements, so that --ascii may escape each on its own.
         render_prompt_json(*p, json_sink(o.walkthrough.ascii));
         return exit_ok;
     }
     render_prompt(*p, text_opts, text_format(o.walkthrough), write_stdout);
+    if (tc->has_value()) {
+        write_stdout("\n");
+        render_transcoder_prompt(**tc, p->prompt.display, text_opts, text_format(o.walkthrough), write_stdout);
+    }
     return exit_ok;
 }
 

@@ -14,9 +14,12 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/corpus_units.hpp"
 #include "ffn_trace/prompt.hpp"
+#include "ffn_trace/render_transcoder.hpp"
 #include "ffn_trace/render_units.hpp"
 #include "ffn_trace/tokenizer.hpp"
 #include "ffn_trace/transformer.hpp"
+#include "ffn_trace/transcoder_eval.hpp"
+#include "ffn_trace/transcoder_file.hpp"
 
 namespace cli {
 
@@ -62,6 +65,16 @@ void setup_units(CLI::App& app, int& status) {
     sub->add_option("--max-file-size", o->max_file_size, "Largest corpus read, in bytes")
         ->check(whole_number(1))
         ->capture_default_str();
+    sub->add_option("--transcoder", o->transcoder, "Read a transcoder's features (transcoder train's folder) as units: each "
+                                                   "feature's page, its decoder row as its value vector")
+        ->type_name("TC_DIR")
+        ->excludes(promotes)
+        ->excludes(suppresses);
+    sub->add_option("--split", o->split, "With one --unit: the features of this transcoder whose decoder rows align with the "
+                                         "unit's W2 row, and which of its top examples each takes")
+        ->type_name("TC_DIR")
+        ->needs(unit)
+        ->excludes("--transcoder");
     add_output(*sub);
     sub->callback([o, &status] { status = run_units(*o); });
 }
@@ -72,30 +85,6 @@ namespace {
 // and as the length of each unit's lists too it made the output grow as its square (--top 1000
 // wrote 1000 units of 1000 contexts each, 220 MB of JSON).
 constexpr std::size_t lists_per_match = 10;
-
-// The skipped lines, one warning each kind on stderr: they are counted in the output too.
-void warn_skips(const ffn_trace::corpus& c) {
-    auto lines = [](const std::vector<std::size_t>& indices) {
-        std::vector<std::string> out;
-        for (std::size_t i = 0; i < indices.size() && i < 8; ++i) out.push_back(std::to_string(indices[i] + 1));
-        return fmt::format("{}{}", fmt::join(out, ", "), indices.size() > 8 ? ", …" : "");
-    };
-    if (!c.blank.empty())
-        std::fputs(fmt::format("warning: {}: {} blank line{} skipped (line{} {})\n", c.file, c.blank.size(),
-                               c.blank.size() == 1 ? "" : "s", c.blank.size() == 1 ? "" : "s", lines(c.blank))
-                       .c_str(),
-                   stderr);
-    if (!c.too_long.empty()) {
-        std::vector<std::size_t> indices;
-        for (const auto& [line, tokens] : c.too_long) indices.push_back(line);
-        std::fputs(fmt::format("warning: {}: {} line{} longer than the model's position table skipped (line{} {}; the first "
-                               "is {} tokens)\n",
-                               c.file, indices.size(), indices.size() == 1 ? "" : "s", indices.size() == 1 ? "" : "s",
-                               lines(indices), c.too_long.front().second)
-                       .c_str(),
-                   stderr);
-    }
-}
 
 // The library's parameter names in an error as this command's options.
 ffn_trace::error as_options(ffn_trace::error e, const std::string& token_option = "--promotes") {
@@ -133,15 +122,6 @@ std::optional<std::size_t> spaced_alternative(const ffn_trace::tokenizer& tok, c
     return spaced->front();
 }
 
-// The corpus given, or corpus.txt beside the model, read through its tokenizer.
-ffn_trace::outcome<ffn_trace::corpus> units_corpus(const units_options& o, const ffn_trace::tokenizer& tok, std::size_t max_positions) {
-    auto file = ffn_trace::corpus_file(o.checkpoint, o.corpus);
-    if (!file) return file.err();
-    auto content = ffn_trace::read_prompt_file(*file, o.max_file_size);
-    if (!content) return content.err();
-    return ffn_trace::read_corpus(*content, *file == "-" ? "<stdin>" : *file, tok, max_positions);
-}
-
 // read_corpus_units watched: its progress on a terminal, Ctrl-C.
 ffn_trace::outcome<ffn_trace::corpus_units> read_units(const ffn_trace::transformer& model, const ffn_trace::tokenizer& tok,
                                                        const ffn_trace::corpus& c, ffn_trace::units_options uo) {
@@ -151,18 +131,41 @@ ffn_trace::outcome<ffn_trace::corpus_units> read_units(const ffn_trace::transfor
     });
 }
 
+// --split: the one unit read split into the transcoder's features that align with it.
+ffn_trace::outcome<std::optional<ffn_trace::neuron_split>> split_of(const units_options& o, const ffn_trace::transformer& model,
+                                                                    const ffn_trace::corpus& c, const ffn_trace::corpus_units& u) {
+    using namespace ffn_trace;
+    if (o.split.empty()) return std::optional<neuron_split>{};
+    if (u.units.size() != 1) return error{"", "--split", fmt::format("splits one unit: give one --unit, not {}", u.units.size())};
+    auto tc = read_transcoder(o.split);
+    if (!tc) return tc.err();
+    auto s = split_neuron(model, c, *tc, o.split, u.units.front(), 8);
+    if (!s) return with_option_names(s.err());
+    return std::optional{std::move(*s)};
+}
+
 }  // namespace
 
 int run_units(const units_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);
     const bool search = !o.promotes.empty() || !o.suppresses.empty();
-    if (!search && !o.layer) return report({"", "--layer", "give the layer whose units to read, or --promotes TOKEN to search"});
+    std::optional<transcoder> tc;
+    if (!o.transcoder.empty()) {
+        auto read = read_transcoder(o.transcoder);
+        if (!read) return report(read.err());
+        if (o.layer && *o.layer != read->layer)
+            return report({o.transcoder, "--layer", fmt::format("the transcoder replaces layer {} (its config.json), but --layer is {}",
+                                                                read->layer, *o.layer)});
+        tc = std::move(*read);
+    }
+    const std::optional<std::size_t> layer = tc ? std::optional{tc->layer} : o.layer;
+    if (!search && !layer) return report({"", "--layer", "give the layer whose units to read, or --promotes TOKEN to search"});
     std::vector<layer_unit> wanted;
     for (const auto& item : o.units) {
         auto units = parse_units(item);
         if (!units) return report({"", "--unit", units.err().message});
-        for (const auto& u : *units) wanted.push_back({*o.layer, u});
+        for (const auto& u : *units) wanted.push_back({*layer, u});
     }
 
     set_activity({"reading the checkpoint", "use a smaller model"});
@@ -173,7 +176,9 @@ int run_units(const units_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
-    auto c = units_corpus(o, *tok, model->max_positions());
+    if (tc)
+        if (auto e = check_transcoder_fits(*model, *tc, o.transcoder)) return report(*e);
+    auto c = corpus_beside(o.checkpoint, o.corpus, o.max_file_size, *tok, model->max_positions());
     if (!c) return report(c.err());
 
     units_view view;
@@ -188,7 +193,8 @@ int run_units(const units_options& o) {
                                                                  : ffn_trace::text_format::text;
 
     ffn_trace::units_options uo;
-    uo.layer = o.layer.value_or(0);
+    uo.layer = layer.value_or(0);
+    uo.features = tc ? &*tc : nullptr;
     uo.top = o.top;
     uo.skip_first = o.skip_first;
     uo.sample = o.sample;
@@ -224,13 +230,22 @@ int run_units(const units_options& o) {
     uo.units = std::move(wanted);
     auto u = read_units(*model, *tok, *c, uo);
     if (!u) return report(as_options(u.err()));
+    auto split = split_of(o, *model, *c, *u);
+    if (!split) return report(split.err());
     warn_skips(*c);
     set_activity({"writing the output", "--unit"});
     if (o.format == "json") {
-        render_units_json(*u, *c, view, json_sink(o.ascii));
+        if (*split)
+            print_json(with_member(render_units_json(*u, *c, view), "split", render_neuron_split_json(**split)), o.ascii);
+        else
+            render_units_json(*u, *c, view, json_sink(o.ascii));
         return exit_ok;
     }
     render_units(*u, *c, view, text, format, write_stdout);
+    if (*split) {
+        write_stdout("\n");
+        render_neuron_split(**split, *c, text, format, write_stdout);
+    }
     return exit_ok;
 }
 

@@ -23,6 +23,8 @@ struct units_options {
     bool ascii = false;
     std::size_t width = 0;               // 0: output_width chooses
     std::size_t max_file_size = 64u << 20;
+    std::string transcoder;              // read a transcoder's features as units
+    std::string split;                   // a transcoder whose features split the one --unit
 };
 
 void setup_units(CLI::App& app, int& status);

@@ -190,7 +190,22 @@ std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
 }
 
 // The units asked, checked: `units`, or every unit of `layer` (every expert's, in an MoE layer).
+// A transcoder's features asked, checked against its size: `units`, or every one.
+outcome<std::vector<layer_unit>> features_asked(const checkpoint& ck, const units_options& o) {
+    const transcoder& tc = *o.features;
+    if (auto e = check_unit(ck, {tc.layer, {}})) return *e;
+    std::vector<layer_unit> wanted = o.units;
+    if (wanted.empty())
+        for (std::size_t f = 0; f < tc.features(); ++f) wanted.push_back({tc.layer, {std::nullopt, f}});
+    for (const auto& u : wanted)
+        if (u.unit.expert || u.unit.unit >= tc.features())
+            return error{"", "unit", fmt::format("feature {} is out of range: the transcoder has {} features ({})", unit_text(u.unit),
+                                                 tc.features(), range_text(tc.features()))};
+    return wanted;
+}
+
 outcome<std::vector<layer_unit>> units_asked(const checkpoint& ck, const units_options& o) {
+    if (o.features) return features_asked(ck, o);
     std::vector<layer_unit> wanted = o.units;
     if (wanted.empty()) {
         if (o.layer >= ck.config().n_layers) return *check_unit(ck, {o.layer, {}});
@@ -276,6 +291,7 @@ private:
     std::size_t start() const { return o_.skip_first ? 1 : 0; }
 
     std::optional<error> read_text(std::size_t ti, const std::vector<std::size_t>& layers) {
+        if (o_.features) return read_features(ti);
         hook_request request;
         for (auto layer : layers) request.cache.push_back({hook_point::mlp_post, layer});
         request.last_layer = *std::max_element(layers.begin(), layers.end());
@@ -286,6 +302,19 @@ private:
         for (std::size_t i = 0; i < wanted_.size(); ++i)
             if (std::find(layers.begin(), layers.end(), wanted_[i].layer) != layers.end())
                 fold(i, ti, *run->cache.find({hook_point::mlp_post, wanted_[i].layer}), chosen);
+        return std::nullopt;
+    }
+
+    // A transcoder's features over text ti: z = act(x̂ · W_encᵀ + b_enc) of the layer's mlp_in.
+    std::optional<error> read_features(std::size_t ti) {
+        const hook_name in{hook_point::mlp_in, o_.features->layer};
+        hook_request request;
+        request.cache = {in};
+        request.last_layer = in.layer;
+        auto run = model_.run_with_hooks(c_.texts[ti].ids, request);
+        if (!run) return run.err();
+        const matrix z = transcoder_forward(*o_.features, *run->cache.find(in)).z;
+        for (std::size_t i = 0; i < wanted_.size(); ++i) fold(i, ti, z, nullptr);
         return std::nullopt;
     }
 
@@ -422,6 +451,27 @@ std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<un
     return std::nullopt;
 }
 
+// A transcoder's features' value scores: each decoder row through γ_f and the unembedding.
+std::optional<error> add_feature_value_scores(const checkpoint& ck, const transcoder& tc, const std::vector<layer_unit>& wanted,
+                                              std::size_t top, std::vector<unit_reading>& into) {
+    const std::string unembedding = ck.unembedding_name();
+    if (unembedding.empty()) return std::nullopt;
+    auto gamma = final_gamma(ck);
+    if (!gamma) return gamma.err();
+    matrix v(tc.d_model(), wanted.size());  // (d_model, features): the decoder rows as columns
+    for (std::size_t c = 0; c < wanted.size(); ++c)
+        for (std::size_t k = 0; k < tc.d_model(); ++k) v(k, c) = tc.decoder(wanted[c].unit.unit, k);
+    best_tokens most{std::vector<std::vector<token_score>>(wanted.size()), top, true};
+    best_tokens least{std::vector<std::vector<token_score>>(wanted.size()), top, false};
+    if (auto e = rank_rows(ck.tensors(), unembedding, *gamma, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
+        return e;
+    for (std::size_t c = 0; c < wanted.size(); ++c) {
+        into[c].promotes = std::move(most.lists[c]);
+        into[c].suppresses = std::move(least.lists[c]);
+    }
+    return std::nullopt;
+}
+
 // The key scores: the embedding through the layer's norm γ and each unit's column of W1 (Wg).
 std::optional<error> add_key_scores(const checkpoint& ck, const std::vector<unit_group>& groups, const std::vector<layer_unit>& wanted,
                                     std::size_t top, std::vector<unit_reading>& into) {
@@ -452,16 +502,17 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     if (o.top == 0) return error{"", "top", "expected at least 1 context per unit; got 0"};
     auto wanted = units_asked(ck, o);
     if (!wanted) return wanted.err();
-    auto groups = groups_of(ck, *wanted);
+    auto groups = o.features ? outcome<std::vector<unit_group>>(std::vector<unit_group>{}) : groups_of(ck, *wanted);
     if (!groups) return groups.err();
 
     corpus_units r;
     r.arch = ck.config().arch;
     r.origin = ck.origin();
     r.n_layers = model.n_layers();
-    r.d_ff = ck.config().d_ff;
-    r.n_experts = ck.config().n_experts;
-    r.gated = groups->front().weights->gated();
+    r.d_ff = o.features ? o.features->features() : ck.config().d_ff;
+    r.n_experts = o.features ? 0 : ck.config().n_experts;
+    r.gated = !o.features && groups->front().weights->gated();
+    r.features = o.features != nullptr;
     if (ck.config().family->has(tensor_role::output_norm)) {
         r.value_normed = true;
         r.value_centred = ck.config().family->norm != norm_layer::kind::rmsnorm;
@@ -483,6 +534,8 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     if (auto e = pass.run()) return *e;
     for (std::size_t i = 0; i < wanted->size(); ++i) r.units.push_back(reading_of(pass.acc[i], (*wanted)[i], c, o));
 
+    if (o.features)
+        if (auto e = add_feature_value_scores(ck, *o.features, *wanted, o.top, r.units)) return *e;
     if (auto e = add_value_scores(ck, *groups, *wanted, o.top, r.units)) return *e;
     if (auto e = add_key_scores(ck, *groups, *wanted, o.top, r.units)) return *e;
     for (const auto& u : r.units)

@@ -263,7 +263,7 @@ std::optional<error> read_rope_scaling(const json& c, const config_origin& from,
     if (auto e = scaling_number(*it, from, s, "original_max_position_embeddings", s.original_max_positions)) return e;
     if (!(s.high_freq_factor > s.low_freq_factor))
         return from.at("rope_scaling.high_freq_factor",
-                       fmt::format("expected more than low_freq_factor = {}, got {}", s.low_freq_factor, s.high_freq_factor)};
+                       fmt::format("expected more than low_freq_factor = {}, got {}", s.low_freq_factor, s.high_freq_factor));
     return std::nullopt;
 }
 

@@ -75,6 +75,17 @@ struct stored_entry {
     std::uint64_t begin = 0, end = 0;
 };
 
+// The header: its 8-byte length, then the JSON padded with spaces to a multiple of 8 (the data
+// starts 8-aligned, as safetensors' own writer pads). Returns the bytes written.
+std::uint64_t write_header(std::ofstream& os, const json& header) {
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    const std::uint64_t length = text.size();
+    os.write(reinterpret_cast<const char*>(&length), 8);
+    os.write(text.data(), static_cast<std::streamsize>(text.size()));
+    return 8 + length;
+}
+
 }  // namespace
 
 outcome<std::uint64_t> write_safetensors_replacing(const std::string& from, const std::string& to, const std::string& tensor,
@@ -123,21 +134,46 @@ outcome<std::uint64_t> write_safetensors_replacing(const std::string& from, cons
         offset += length;
         out[e.name] = std::move(v);
     }
-    std::string text = out.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-aligned, as safetensors' own writer pads
-
     std::ofstream os(to, std::ios::binary | std::ios::trunc);
     if (!os) return error{to, "", "cannot create the file"};
-    const std::uint64_t length = text.size();
-    os.write(reinterpret_cast<const char*>(&length), 8);
-    os.write(text.data(), static_cast<std::streamsize>(text.size()));
+    const std::uint64_t length = write_header(os, out);
     for (const auto& e : entries) {
         if (&e == &*replaced) os.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
         else os.write(reinterpret_cast<const char*>(bytes.data() + data_begin + e.begin), static_cast<std::streamsize>(e.end - e.begin));
     }
     os.close();
     if (!os) return error{to, "", "writing the file failed (is the disk full?)"};
-    return 8 + length + offset;
+    return length + offset;
+}
+
+outcome<std::uint64_t> write_safetensors(const std::string& to, const std::vector<tensor_to_write>& tensors, dtype as,
+                                         const std::vector<std::pair<std::string, std::string>>& metadata) {
+    if (block_elements(as) != 1) return error{to, "", fmt::format("safetensors holds F64, F32, F16 or BF16, not {}", to_string(as))};
+    json header = json::object();
+    if (!metadata.empty()) {
+        json m = json::object();
+        for (const auto& [key, value] : metadata) m[key] = value;
+        header["__metadata__"] = std::move(m);
+    }
+    std::vector<std::vector<std::byte>> data;
+    std::uint64_t offset = 0;
+    for (const auto& t : tensors) {
+        std::size_t elements = 1;
+        for (auto n : t.shape) elements *= n;
+        if (elements != t.values.size()) return error{to, t.name, fmt::format("expected {} values, got {}", elements, t.values.size())};
+        data.push_back(encode_values(as, t.values));
+        header[t.name] = {{"dtype", std::string(to_string(as))},
+                          {"shape", t.shape},
+                          {"data_offsets", json::array({offset, offset + data.back().size()})}};
+        offset += data.back().size();
+    }
+    std::ofstream os(to, std::ios::binary | std::ios::trunc);
+    if (!os) return error{to, "", "cannot create the file"};
+    const std::uint64_t size = write_header(os, header) + offset;
+    for (const auto& d : data) os.write(reinterpret_cast<const char*>(d.data()), static_cast<std::streamsize>(d.size()));
+    os.close();
+    if (!os) return error{to, "", "writing the file failed (is the disk full?)"};
+    return size;
 }
 
 }  // namespace ffn_trace

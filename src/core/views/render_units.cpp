@@ -46,7 +46,8 @@ public:
         out_ = &out;
         const bool one_layer = std::all_of(u_.units.begin(), u_.units.end(),
                                            [&](const unit_reading& r) { return r.unit.layer == u_.units.front().unit.layer; });
-        add({block_kind::title, one_layer ? fmt::format("Layer {}'s units over {}", u_.units.front().unit.layer, corpus_label())
+        add({block_kind::title, u_.features ? fmt::format("Layer {}'s transcoder features over {}", u_.units.front().unit.layer, corpus_label())
+                                : one_layer ? fmt::format("Layer {}'s units over {}", u_.units.front().unit.layer, corpus_label())
                                           : fmt::format("Units over {}", corpus_label())});
         fields();
         if (!view_.cards || html_) table();
@@ -132,6 +133,8 @@ private:
         f.push_back({"corpus", fmt::format("{}: {}, {}{}; texts numbered by their line in the file, from 0", corpus_file(),
                                            plural(c_.texts.size(), "text"), with_separators(c_.tokens()) + (c_.tokens() == 1 ? " token" : " tokens"), skipped)});
         f.push_back({"activation",
+                     u_.features ? fmt::format("a transcoder feature's z = act(x̂ · W_encᵀ + b_enc), x̂ the layer's normed input, at every "
+                                               "token{}; its decoder row W_dec[f] is its value vector", u_.skip_first ? " but the first of each text" : "") :
                      fmt::format("what a unit feeds W2, {}, at every token{}{}", u_.gated ? "act(x·Wg + bg) · (x·Wu + bu)" : "act(x·W1 + b1)",
                                  u_.n_experts ? " routed to the unit's expert (units E:J, unit J of expert E)" : "",
                                  u_.skip_first ? " but the first of each text" : "")});
@@ -271,7 +274,7 @@ private:
     void card(const unit_reading& r, bool folded) {
         const std::string name = r.unit.unit.expert
                                      ? fmt::format("Expert {}'s unit {} of layer {}", *r.unit.unit.expert, r.unit.unit.unit, r.unit.layer)
-                                     : fmt::format("Unit {} of layer {}", r.unit.unit.unit, r.unit.layer);
+                                     : fmt::format("{} {} of layer {}", u_.features ? "Transcoder feature" : "Unit", r.unit.unit.unit, r.unit.layer);
         std::string summary = name;
         if (html_ && folded) {
             if (!r.top.empty()) summary += fmt::format(": fires most at {}", short_context(r.top.front()));
@@ -503,6 +506,7 @@ void render_units_json(const corpus_units& u, const corpus& c, const units_view&
     out.member("arch", u.arch);
     out.member("corpus", corpus_json(u, c, view));
     out.member("quantile_method", quantile_method(u));
+    if (u.features) out.member("features", true);  // the units are a transcoder's features
     out.array_member("units", u.units.size(), [&](std::size_t k) { return unit_json(u.units[k], u, c); });
     out.end();
 }
