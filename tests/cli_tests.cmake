@@ -1047,6 +1047,11 @@ cli_test("locate --corrupt-with replaces the subject and logit-diff takes the co
 cli_test("locate --noising patches the corrupted values into the clean run" 0
   "noising: each patch below puts each corrupted run's value into the clean run.*Patching the corrupted stream leaving each block into the clean run \\(state\\)"
   EMPTY -- ${LOCATE} --subject France --samples 2 --noising --color never)
+cli_test("locate --atp shows AtP's estimate beside the exact change and flags where they disagree" 0
+  "Attribution patching \\(AtP\\) estimates each cell's change .* layer +token +exact Δ +AtP .*✗ misses: saturation"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --atp --color never)
+cli_test("locate --atp --format json gives each grid delta and atp" 0 "\"normalised\": .*\"delta\": .*\"atp\": "
+  EMPTY -- ${LOCATE} --subject France --samples 1 --atp --format json)
 cli_test("locate --facts: a subject not in its prompt names the line" 2 EMPTY
   "^error: .*subject_missing.tsv: line 2: \"Germany\" is not in the prompt \"The capital of Japan is\"$"
   -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/subject_missing.tsv --samples 1)

@@ -89,6 +89,10 @@ struct locate_options {
     // logit-diff: the token subtracted; default with replace, the corrupted run's top prediction
     std::optional<std::size_t> versus = {};
     severed_path sever = severed_path::none;  // denoising only
+    // Attribution patching (Kramár et al. 2024) beside the exact patch: each cell estimated as
+    // (source − base activation) · ∂metric/∂activation at the base run (the corrupted runs when
+    // denoising, one backward pass per sample; the clean run when noising, one)
+    bool atp = false;
 };
 
 // The options' own errors, which need no model: samples 0, a noise negative or not finite, window 0,
@@ -103,6 +107,11 @@ struct locate_grid {
     matrix value;       // (layers, tokens): the metric, the mean over the samples with the patch
     matrix effect;      // (layers, tokens): value − the corrupted value, the indirect effect
     matrix normalised;  // (layers, tokens): effect / the total effect; NaN when the total is 0
+    // With atp: delta = value − the patched run's own value (the corrupted value when denoising,
+    // the clean value when noising), the exact patch's change; atp its first-order estimate, the
+    // sum over the window's layers of (source − base) · ∂metric/∂activation, the mean over the
+    // samples. Both empty without atp.
+    matrix delta, atp;
     // The strongest cell that is not the clean (or corrupted) run itself (the stream leaving the
     // last block at the last token): of largest effect when denoising, of smallest when noising
     // (the first, by layer then token, when several tie).

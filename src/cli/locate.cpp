@@ -73,6 +73,8 @@ void setup_locate(CLI::App& app, int& status) {
     sub->add_option("--sever", o->sever, "Also restore the stream with every later layer's mlp (or attn) output at that "
                                          "token kept corrupted (ROME's Figure 4)")
         ->check(CLI::IsMember({"mlp", "attn"}));
+    sub->add_flag("--atp", o->atp, "Attribution patching beside the exact patch: each cell's change estimated from one "
+                                   "backward pass per patched run, the cells where they disagree flagged");
     add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −, and the shades");
     add_width(*sub, o->width);
@@ -111,6 +113,7 @@ std::optional<ffn_trace::error> choose_kinds(const locate_options& o, ffn_trace:
     r.replacement = o.corrupt_with.value_or("");
     r.direction = o.noising ? patch_direction::noising : patch_direction::denoising;
     r.metric = o.metric == "logprob" ? trace_metric::logprob : o.metric == "logit-diff" ? trace_metric::logit_diff : trace_metric::prob;
+    r.atp = o.atp;
     r.sever = o.sever == "mlp" ? severed_path::mlp : o.sever == "attn" ? severed_path::attn : severed_path::none;
     if (o.versus && r.metric != trace_metric::logit_diff)
         return error{"", "", "--versus is the token logit-diff subtracts; give --metric logit-diff with it"};

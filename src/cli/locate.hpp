@@ -27,6 +27,7 @@ struct locate_options {
     std::string metric = "prob";
     std::optional<std::string> versus;
     std::string sever;  // "", "mlp" or "attn"
+    bool atp = false;
     std::string format = "text";
     std::string color = "auto";
     bool ascii = false;

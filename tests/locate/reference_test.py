@@ -72,9 +72,27 @@ def trace(m, got):
                 cut = (sever, set(range(l + 1, L)), t, corr) if sever else None
                 value[l, t] = metric(m.run(base.copy(), (kind, set(layers), t), source, cut)[0]).mean()
         grids["severed_" + sever if sever else kind] = value
+    # AtP: (source − base) · ∂m/∂activation at the base run, the mean over the patched runs, as a
+    # central difference along that direction: the base run with the activation at (l, t) moved by
+    # ±h · (source − base); a window sums its layers
+    atp = {}
+    if "atp" in got["grids"]["state"]:
+        h = 1e-4
+        base_kept = m.run(base.copy())[1]
+        for kind in ("state", "mlp", "attn"):
+            single = np.zeros((L, T))
+            for l in range(L):
+                for t in range(T):
+                    moved = {}
+                    for sign in (1, -1):
+                        shifted = {kind: [base_kept[kind][k] + sign * h * (source[kind][k] - base_kept[kind][k]) for k in range(L)]}
+                        moved[sign] = metric(m.run(base.copy(), (kind, {l}, t), shifted)[0])
+                    single[l, t] = ((moved[1] - moved[-1]) / (2 * h)).mean()
+            atp[kind] = np.array([[sum(single[k, t] for k in range(max(0, l - w // 2), min(L, l + (w + 1) // 2)))
+                                   for t in range(T)] for l in range(L)])
     return {"sigma": m.embedding.std(), "top": int(np.argmax(p_clean[0])), "clean_prob": p_clean[0, target],
             "corrupted_prob": p_corr[:, target].mean(), "clean": metric(p_clean)[0], "corrupted": metric(p_corr).mean(),
-            "corrupted_top": int(np.argmax(p_corr[0])), "grids": grids, "S": S}
+            "corrupted_top": int(np.argmax(p_corr[0])), "grids": grids, "atp": atp, "S": S}
 
 
 def close(name, got, want, tol=1e-9):
@@ -101,7 +119,9 @@ def check(name, directory, args, expect):
     if list(got) != keys:
         failures.append(f"{name}: top-level names {list(got)}, expected {keys}")
     grids = ["state", "mlp", "attn"] + [k for k in got["grids"] if k.startswith("severed_")]
-    if list(got["grids"]) != grids or any(list(got["grids"][g]) != ["value", "effect", "normalised"] for g in grids):
+    names = ["value", "effect", "normalised"]
+    if list(got["grids"]) != grids or any(list(got["grids"][g])[:3] != names for g in grids) or \
+            any(list(got["grids"][g])[3:] not in ([], ["delta", "atp"]) for g in grids):
         failures.append(f"{name}: grids names {list(got['grids'])}")
     if got["corruption"]["kind"] == "noise":
         if list(got["noise"]) != ["sigma", "scale", "samples"]:
@@ -134,6 +154,10 @@ def check(name, directory, args, expect):
         close(f"{name}: grids.{kind}.value", got["grids"][kind]["value"], value)
         close(f"{name}: grids.{kind}.effect", got["grids"][kind]["effect"], value - want["corrupted"])
         close(f"{name}: grids.{kind}.normalised", got["grids"][kind]["normalised"], (value - want["corrupted"]) / total, 1e-8)
+    for kind, estimate in want["atp"].items():
+        unpatched = want["clean"] if got["direction"] == "noising" else want["corrupted"]
+        close(f"{name}: grids.{kind}.delta", got["grids"][kind]["delta"], want["grids"][kind] - unpatched)
+        close(f"{name}: grids.{kind}.atp", got["grids"][kind]["atp"], estimate, 1e-6)
     got["reference"] = want
     print(f"{name}: {want['S']} samples, {m.L} layers × {len(got['prompt']['token_ids'])} tokens, "
           f"P clean {want['clean']:.4f}, corrupted {want['corrupted']:.4f}: " + ("OK" if len(failures) == before else "FAILED"))
@@ -227,6 +251,14 @@ check("capitals, noising with noise, log P", capitals, france + ["--samples", "3
 check("capitals, noising with replacement, logit-diff against a given token", capitals,
       france + ["--corrupt-with", "Japan", "--noising", "--metric", "logit-diff", "--versus", " Tokyo"],
       {"samples": 1, "positions": [3], "metric": "logit-diff", "versus": " Tokyo"})
+check("capitals, AtP beside the exact patch, denoising with noise", capitals, france + ["--samples", "2", "--atp"],
+      {"samples": 2, "positions": [3]})
+check("capitals, AtP, noising with noise, logit-diff, a window of 2", capitals,
+      france + ["--samples", "2", "--atp", "--noising", "--metric", "logit-diff", "--versus", " Tokyo", "--window", "2"],
+      {"samples": 2, "positions": [3]})
+check("llama, AtP, replacement, log P", os.path.join(work, "llama"),
+      prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--atp", "--metric", "logprob"],
+      {"samples": 1, "positions": [4, 5, 6]})
 check("llama, replacement of a three-token subject, noising", os.path.join(work, "llama"),
       prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--noising"],
       {"samples": 1, "positions": [4, 5, 6]})

@@ -17,6 +17,7 @@
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/model_backward.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
@@ -412,6 +413,72 @@ std::optional<error> draw_noise(const checkpoint& ck, const locate_options& opti
     return std::nullopt;
 }
 
+// The metric as a loss for the backward pass: its value at the head's one row and dm/dz there.
+//   prob        dP_t/dz_j = P_t (δ_jt − P_j)      logprob   δ_jt − P_j      logit-diff   δ_jt − δ_jv
+logits_loss metric_loss(const metric_of& metric) {
+    return [metric](const matrix& logits, matrix& d) {
+        const auto z = logits.row(0);
+        const double top = *std::max_element(z.begin(), z.end());
+        double sum = 0;
+        for (double v : z) sum += std::exp(v - top);
+        const double pt = std::exp(z[metric.target] - top) / sum;
+        for (std::size_t j = 0; j < z.size(); ++j) {
+            const double pj = std::exp(z[j] - top) / sum, hit = j == metric.target ? 1.0 : 0.0;
+            d(0, j) = metric.metric == trace_metric::prob      ? pt * (hit - pj)
+                      : metric.metric == trace_metric::logprob ? hit - pj
+                                                               : hit - (j == metric.versus ? 1.0 : 0.0);
+        }
+        return metric(z);
+    };
+}
+
+// Attribution patching: for each kind, layer and token, (source − base) · ∂m/∂activation with the
+// gradient taken at the base run, one backward pass per base run (each sample's corrupted run when
+// denoising, the clean run once when noising), the mean over the samples; a window sums its layers.
+struct atp_estimates {
+    matrix state, mlp, attn;  // (layers, tokens): one layer patched at a time
+    const matrix& of(restored what) const { return what == restored::state ? state : what == restored::mlp ? mlp : attn; }
+};
+outcome<atp_estimates> attribution(const transformer& model, const std::vector<std::size_t>& ids, const batch_run& base,
+                                   const matrix& base_inputs, const batch_run& source, const metric_of& metric) {
+    const std::size_t L = model.n_layers(), T = ids.size(), S = std::max(base.samples, source.samples);
+    const hook_point points[] = {hook_point::resid_post, hook_point::mlp_out, hook_point::attn_out};
+    atp_estimates e{matrix(L, T), matrix(L, T), matrix(L, T)};
+    std::vector<std::size_t> every(T);
+    for (std::size_t t = 0; t < T; ++t) every[t] = t;
+    for (std::size_t k = 0; k < base.samples; ++k) {
+        // base run k, its inputs put in place of the prompt's embeddings
+        gradient_request g;
+        std::vector<std::size_t> rows;
+        for (std::size_t t = 0; t < T; ++t) rows.push_back(base.row(k, t));
+        g.run.interventions.push_back(replace_rows({hook_point::embed, 0}, every, gather(base_inputs, rows)));
+        g.run.head_rows = {T - 1};
+        for (std::size_t l = 0; l < L; ++l)
+            for (hook_point p : points) g.wrt.push_back({p, l});
+        auto back = backpropagate(model, ids, g, metric_loss(metric));
+        if (!back) return back.err();
+        // the patched runs built on base run k: run s when every run has its own base, else all S
+        for (std::size_t s = 0; s < S; ++s) {
+            if (base.samples > 1 && s != k) continue;
+            for (std::size_t l = 0; l < L; ++l)
+                for (restored what : every_restore) {
+                    const hook_point p = restored_point(what);
+                    const matrix& grad = *back->find({p, l});
+                    const matrix& from = what == restored::state ? source.entering[l + 1] : source.values(what)[l];
+                    const matrix& to = what == restored::state ? base.entering[l + 1] : base.values(what)[l];
+                    matrix& out = what == restored::state ? e.state : what == restored::mlp ? e.mlp : e.attn;
+                    for (std::size_t t = 0; t < T; ++t) {
+                        double dot = 0;
+                        for (std::size_t i = 0; i < grad.cols; ++i)
+                            dot += (from(source.row(s, t), i) - to(base.row(s, t), i)) * grad(t, i);
+                        out(l, t) += dot / static_cast<double>(S);
+                    }
+                }
+        }
+    }
+    return e;
+}
+
 // The replacement's corrupted prompt: the prompt's text with the subject's first occurrence
 // replaced, which must give the same number of tokens, the replacement at the subject's positions.
 outcome<prompt_tokens> replaced_prompt(const prompt_tokens& prompt, const locate_trace& r, const std::string& replacement) {
@@ -526,6 +593,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     r.corruption = options.corruption;
     r.direction = options.direction;
     r.sever = options.sever;
+    const std::size_t T = prompt.ids.size();
     auto x0 = model.embed(prompt.ids);
     if (!x0) return x0.err();
     auto clean = run_batch(model, *x0, 1);
@@ -553,7 +621,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
         inputs = std::move(*x);
         r.corrupted_prompt = std::move(*other);
     }
-    auto corrupted = run_batch(model, std::move(inputs), S);
+    auto corrupted = run_batch(model, inputs, S);
     if (!corrupted) return corrupted.err();
     if (options.corruption == corruption_kind::replace) replaced = *corrupted;
     r.corrupted_prob = mean_metric(corrupted->logits, metric_of{trace_metric::prob, r.target_id, 0});
@@ -584,6 +652,22 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     r.attn = grid(restored::attn, severed_path::none);
     if (options.sever != severed_path::none) r.severed = grid(restored::state, options.sever);
     if (failed) return *failed;
+    if (options.atp) {
+        auto e = attribution(model, r.prompt.ids, base, denoising ? inputs : *x0, source, *metric);
+        if (!e) return e.err();
+        for (restored what : every_restore) {
+            locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
+            g.delta = g.value;
+            g.atp = matrix(r.n_layers, T);
+            for (std::size_t l = 0; l < r.n_layers; ++l) {
+                const layer_span span = restore_window(l, r.window, r.n_layers);
+                for (std::size_t t = 0; t < T; ++t) {
+                    g.delta(l, t) -= unpatched;
+                    for (std::size_t k = span.begin; k < span.end; ++k) g.atp(l, t) += e->of(what)(k, t);
+                }
+            }
+        }
+    }
     return r;
 }
 

@@ -262,6 +262,43 @@ private:
         add(std::move(b));
         paragraph(strongest(what, g));
         if (what == restored::mlp && denoising()) subject_end(g);
+        if (!severed && g.atp.rows > 0) attribution(g);
+    }
+
+    // AtP beside the exact patch: the cells of largest exact change, and every cell where the two
+    // disagree by more than a tenth of the total effect, flagged with the likely reason.
+    void attribution(const locate_grid& g) {
+        const double tolerance = 0.1 * std::abs(t_.total_effect());
+        std::vector<std::pair<std::size_t, std::size_t>> cells, flagged;
+        for (std::size_t l = 0; l < g.delta.rows; ++l)
+            for (std::size_t i = 0; i < g.delta.cols; ++i) {
+                cells.emplace_back(l, i);
+                if (std::abs(g.atp(l, i) - g.delta(l, i)) > tolerance) flagged.emplace_back(l, i);
+            }
+        std::stable_sort(cells.begin(), cells.end(), [&](auto a, auto b) {
+            return std::abs(g.delta(a.first, a.second)) > std::abs(g.delta(b.first, b.second));
+        });
+        cells.resize(std::min<std::size_t>(cells.size(), 4));
+        for (auto c : flagged)
+            if (cells.size() < 10 && std::find(cells.begin(), cells.end(), c) == cells.end()) cells.push_back(c);
+        block b{block_kind::table, "", {}, {}, "rlrrl"};
+        b.rows.push_back({"layer", "token", "exact Δ", "AtP", ""});
+        for (auto [l, i] : cells) {
+            const double d = g.delta(l, i), a = g.atp(l, i);
+            const bool off = std::abs(a - d) > tolerance;
+            b.rows.push_back({std::to_string(l), token(i), signed4(d), signed4(a),
+                              !off                             ? ""
+                              : std::abs(a) < std::abs(d) ? styled(style::red, "✗ misses: saturation")
+                                                          : styled(style::red, "✗ overshoots: cancellation")});
+        }
+        b.names = {true, true};
+        paragraph(fmt::format("Attribution patching (AtP) estimates each cell's change as (the {} − the {} activation) · ∂m/∂activation "
+                              "with the gradient of the {} run{}, one backward pass each: below, the cells of largest exact "
+                              "change Δ and every cell where the two differ by more than {} (a tenth of the total effect), {} in all. "
+                              "AtP misses a change where the softmax saturates (its gradient is near 0 though the patch moves it), "
+                              "and overshoots where later parts cancel what the first-order step adds.",
+                              from(), base(), base(), denoising() && t_.samples() > 1 ? "s" : "", p4(tolerance), flagged.size()));
+        add(std::move(b));
     }
 
     std::string strongest(restored what, const locate_grid& g) const {
@@ -349,7 +386,12 @@ std::string render_locate_json(const locate_trace& t) {
     }
     out["window"] = t.window;
     auto grid = [&](const locate_grid& g) {
-        return json{{"value", rows(g.value)}, {"effect", rows(g.effect)}, {"normalised", rows(g.normalised)}};
+        json one{{"value", rows(g.value)}, {"effect", rows(g.effect)}, {"normalised", rows(g.normalised)}};
+        if (g.atp.rows > 0) {
+            one["delta"] = rows(g.delta);
+            one["atp"] = rows(g.atp);
+        }
+        return one;
     };
     json grids;
     for (restored what : every_restore) grids[std::string(to_string(what))] = grid(t.grid(what));
