@@ -119,8 +119,9 @@ private:
                                                      t_.versus_given ? "--versus" : "the corrupted prompt's answer")});
         if (t_.metric != trace_metric::prob)
             f.push_back({fmt::format("P({})", shown(t_.target_id, t_.target)), fmt::format("clean {}, corrupted {}", p4(t_.clean_prob), p4(t_.corrupted_prob))});
-        f.push_back({target(), fmt::format("clean {}, corrupted {}: the corruption takes {} away (the total effect)",
-                                           p4(t_.clean_value), p4(t_.corrupted_value), p4(t_.total_effect()))});
+        f.push_back({target(), fmt::format("clean {}, corrupted {}: the {} takes {} away (the total effect)", p4(t_.clean_value),
+                                           p4(t_.corrupted_value), t_.corruption == corruption_kind::noise ? "noise" : "replacement",
+                                           p4(t_.total_effect()))});
         add({block_kind::fields, "", std::move(f)});
     }
 
