@@ -1072,8 +1072,8 @@ set(LOCATE ${FT} locate --checkpoint ${CAPITALS} --prompt "The capital of France
 cli_test("locate shows the noise, three grids with the subject marked, and the strongest FFN cell in a sentence" 0
   "noise +ν · ε added to each subject token's embedding row, ν = 3σ = [0-9.]+, ε ~ N\\(0, I\\)\; σ = [0-9.]+ is the standard deviation of all 93,312 entries of the token embedding wte.weight .*Restoring the stream leaving each block \\(state\\).*\" France\" \\* .*Restoring each FFN's output \\(mlp\\).*Strongest: restoring layer 0's FFN output at \" is\" brings P\\(\" Paris\"\\) back from 0.[0-9]+ to 0.[0-9]+ \\(clean: 0.89\\)\\..*Restoring each attention's output \\(attn\\)"
   EMPTY -- ${LOCATE} --subject France --color never)
-cli_test("locate --format json has the prompt, subject, target, probabilities, noise, window and grids" 0
-  "^\\{ \"prompt\": \\{ \"text\": \"The capital of France is\", \"token_ids\": \\[267, 270, 263, 529, 259\\], \"tokens\": \\[\"The\", \" capital\", \" of\", \" France\", \" is\"\\] \\}, \"subject\": \\{ \"text\": \"France\", \"positions\": \\[3\\] \\}, \"target\": \\{ \"id\": [0-9]+, \"token\": \" Paris\" \\}, \"clean_prob\": 0.88[0-9]+, \"corrupted_prob\": [0-9.e-]+, \"noise\": \\{ \"sigma\": [0-9.]+, \"scale\": 0.5, \"samples\": \\[ \\[ \\[[^]]+\\] \\], \\[ \\[[^]]+\\] \\] \\] \\}, \"window\": 3, \"grids\": \\{ \"state\": \\{ \"prob\": \\[ \\[[^]]+\\], \\[[^]]+\\] \\], \"effect\": .*\"mlp\": .*\"attn\": \\{ \"prob\": .* \\}$"
+cli_test("locate --format json has the prompt, subject, target, probabilities, metric, direction, corruption, noise, window and grids" 0
+  "^\\{ \"prompt\": \\{ \"text\": \"The capital of France is\", \"token_ids\": \\[267, 270, 263, 529, 259\\], \"tokens\": \\[\"The\", \" capital\", \" of\", \" France\", \" is\"\\] \\}, \"subject\": \\{ \"text\": \"France\", \"positions\": \\[3\\] \\}, \"target\": \\{ \"id\": [0-9]+, \"token\": \" Paris\" \\}, \"clean_prob\": 0.88[0-9]+, \"corrupted_prob\": [0-9.e-]+, \"metric\": \"prob\", \"clean_value\": 0.88[0-9]+, \"corrupted_value\": [0-9.e-]+, \"direction\": \"denoising\", \"corruption\": \\{ \"kind\": \"noise\" \\}, \"noise\": \\{ \"sigma\": [0-9.]+, \"scale\": 0.5, \"samples\": \\[ \\[ \\[[^]]+\\] \\], \\[ \\[[^]]+\\] \\] \\] \\}, \"window\": 3, \"grids\": \\{ \"state\": \\{ \"value\": \\[ \\[[^]]+\\], \\[[^]]+\\] \\], \"effect\": .*\"normalised\": .*\"mlp\": .*\"attn\": \\{ \"value\": .* \\}$"
   EMPTY -- ${LOCATE} --subject France --samples 2 --noise 0.5 --window 3 --format json)
 cli_test("locate --target traces the token given" 0 "target +\" Tokyo\" \\(id [0-9]+\\), as --target gave it"
   EMPTY -- ${LOCATE} --subject France --samples 2 --target " Tokyo" --color never)
@@ -1085,7 +1085,7 @@ cli_test("locate --prompt-file reads the prompt from a file" 0 "prompt +\"The ca
 cli_test("locate --format markdown has the three grids as tables" 0
   "^# Causal tracing of \" Paris\" after \"The capital of France is\" .*## Restoring each FFN's output \\(mlp\\) .*\\| token / layer \\| 0 \\| 1 \\|"
   EMPTY -- ${LOCATE} --subject France --samples 2 --format markdown)
-cli_test("locate --format html is one page" 0 "^<!DOCTYPE html>.*<table class=\"grid\">.*data-how=\"P = .*effect = P − P_corrupted.*</html>$"
+cli_test("locate --format html is one page" 0 "^<!DOCTYPE html>.*<table class=\"grid\">.*data-how=\"value = .*effect = value − corrupted.*</html>$"
   EMPTY -- ${LOCATE} --subject France --samples 2 --format html)
 cli_test("locate: a subject not in the prompt names both" 2 EMPTY
   "^error: --subject: \"Germany\" is not in the prompt \"The capital of France is\"$" -- ${LOCATE} --subject Germany)
@@ -1116,6 +1116,43 @@ cli_test("locate: a target of two tokens says how it splits" 2 EMPTY
 cli_test("locate: a target without the leading space it needs says so" 2 EMPTY
   "^error: --target: \"Paris\" is not one token, but \" Paris\" is \\(id [0-9]+\\): give it with its leading space$"
   -- ${LOCATE} --subject France --target Paris)
+# locate --facts, --sever, --corrupt-with, --noising, --metric
+set(FACTS ${INPUTS}/locate)
+cli_test("locate --facts averages the grids by token role and names the strongest cell" 0
+  "Causal tracing averaged over 4 facts .*The stream leaving each block \\(state\\) +role / layer +n +0 +1 +first subject token +4 .*middle subject tokens +1 .*last token +4 .*Strongest: layer [01] at the .*Each FFN's output \\(mlp\\)"
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/facts.tsv --samples 2 --color never)
+cli_test("locate --facts --format json has facts and averaged grids by role" 0
+  "^\\{ \"metric\": \"prob\", \"direction\": \"denoising\", \"corruption\": \\{ \"kind\": \"noise\" \\}, \"window\": 1, \"averaged\": \\{ \"roles\": \\[\"first_subject\", \"middle_subject\", \"last_subject\", \"first_after\", \"further\", \"last\"\\], \"state\": \\{ \"effect\": .*\"stderr\": .*\"count\": \\[ \\[4, 4\\], \\[1, 1\\], \\[4, 4\\], \\[4, 4\\], \\[1, 1\\], \\[4, 4\\] \\].*\"severed_mlp\": .*\"facts\": \\[ \\{ \"prompt\""
+  EMPTY -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/facts.tsv --samples 2 --sever mlp --format json)
+cli_test("locate --sever shows the severed grid beside the state grid" 0
+  "Restoring the stream leaving each block \\(state\\).*Restoring the stream with the later FFN outputs kept corrupted \\(severed mlp\\).*Restoring each FFN's output"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --sever mlp --color never)
+cli_test("locate --corrupt-with replaces the subject and logit-diff takes the corrupted answer as versus" 0
+  "corruption +the subject replaced by \"Germany\" \\(--corrupt-with\\), the same 1 token: +\"The capital of Germany is\".*against \" Berlin\" \\(the corrupted prompt's answer\\)"
+  EMPTY -- ${LOCATE} --subject France --corrupt-with Germany --metric logit-diff --color never)
+cli_test("locate --noising patches the corrupted values into the clean run" 0
+  "noising: each patch below puts each corrupted run's value into the clean run.*Patching the corrupted stream leaving each block into the clean run \\(state\\)"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --noising --color never)
+cli_test("locate --atp shows AtP's estimate beside the exact change and flags where they disagree" 0
+  "Attribution patching \\(AtP\\) estimates each cell's change .* layer +token +exact Δ +AtP .*✗ misses: saturation"
+  EMPTY -- ${LOCATE} --subject France --samples 2 --atp --color never)
+cli_test("locate --atp --format json gives each grid delta and atp" 0 "\"normalised\": .*\"delta\": .*\"atp\": "
+  EMPTY -- ${LOCATE} --subject France --samples 1 --atp --format json)
+cli_test("locate --facts: a subject not in its prompt names the line" 2 EMPTY
+  "^error: .*subject_missing.tsv: line 2: \"Germany\" is not in the prompt \"The capital of Japan is\"$"
+  -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/subject_missing.tsv --samples 1)
+cli_test("locate --facts: an empty file is refused" 2 EMPTY "^error: .*empty.txt: the file of prompts is empty"
+  -- ${FT} locate --checkpoint ${CAPITALS} --facts ${INPUTS}/prompt/empty.txt)
+cli_test("locate --facts: a target of several tokens names the line" 2 EMPTY
+  "^error: .*two_token_target.tsv: line 1: the target: \" Parisian\" is not one token: the tokenizer splits it into"
+  -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/two_token_target.tsv --samples 1)
+cli_test("locate --corrupt-with of another token length says both lengths" 2 EMPTY
+  "^error: --corrupt-with: \"of Kenya\" is 2 tokens where the subject \"France\" is 1 token"
+  -- ${LOCATE} --subject France --corrupt-with "of Kenya")
+cli_test("locate --sever with --noising is refused" 2 EMPTY "^error: --sever: severing keeps a path at its corrupted values"
+  -- ${LOCATE} --subject France --sever mlp --noising)
+cli_test("locate --metric logit-diff with noise needs --versus" 2 EMPTY "^error: --metric: logit-diff needs the token to subtract: give --versus TOKEN"
+  -- ${LOCATE} --subject France --metric logit-diff --samples 1)
 cli_test("locate on BERT says why it cannot" 2 EMPTY
   "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no probability for causal tracing"
   -- ${FT} locate --checkpoint ${INPUTS}/checkpoints/bert --prompt "The capital of France is" --subject France)

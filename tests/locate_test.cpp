@@ -131,13 +131,13 @@ TEST_CASE("restoring the stream leaving the last block at the last token gives t
         for (std::size_t w : {1, 2, 3, 6}) {
             CAPTURE(w);
             const locate_trace r = traced(model, {.subject = "t4", .samples = 2, .window = w});
-            REQUIRE(r.state.prob.rows == n_layers);
-            REQUIRE(r.state.prob.cols == ids.size());
+            REQUIRE(r.state.value.rows == n_layers);
+            REQUIRE(r.state.value.cols == ids.size());
             // every layer whose window reaches the last block: the last stream is the clean run's
             for (std::size_t l = 0; l < n_layers; ++l) {
                 CAPTURE(l);
                 if (restore_window(l, w, n_layers).end == n_layers) {
-                    CHECK(r.state.prob(l, ids.size() - 1) == Approx(r.clean_prob).epsilon(1e-12));
+                    CHECK(r.state.value(l, ids.size() - 1) == Approx(r.clean_prob).epsilon(1e-12));
                     CHECK(r.state.effect(l, ids.size() - 1) == Approx(r.total_effect()).epsilon(1e-12));
                 }
             }
@@ -145,7 +145,7 @@ TEST_CASE("restoring the stream leaving the last block at the last token gives t
             // window holds the last block alone)
             if (restore_window(n_layers - 1, w, n_layers).begin == n_layers - 1)
                 for (std::size_t t = 0; t + 1 < ids.size(); ++t)
-                    CHECK(r.state.prob(n_layers - 1, t) == Approx(r.corrupted_prob).epsilon(1e-12));
+                    CHECK(r.state.value(n_layers - 1, t) == Approx(r.corrupted_prob).epsilon(1e-12));
         }
     }
 }
@@ -164,7 +164,7 @@ TEST_CASE("a restore at a token before the subject changes nothing: the noise ha
                     CAPTURE(to_string(what));
                     CAPTURE(l);
                     CAPTURE(t);
-                    CHECK(r.grid(what).prob(l, t) == Approx(r.corrupted_prob).epsilon(1e-12));
+                    CHECK(r.grid(what).value(l, t) == Approx(r.corrupted_prob).epsilon(1e-12));
                     CHECK(std::abs(r.grid(what).effect(l, t)) < 1e-12);
                 }
     }
@@ -314,4 +314,73 @@ TEST_CASE("bad options, an encoder, a prompt too long and a target outside the v
     CHECK(r.err().message.find("a bert checkpoint is an encoder: it predicts no next token") == 0);
     CHECK(locate_model_error(encoder.source()));
     CHECK_FALSE(locate_model_error(model.source()));
+}
+
+TEST_CASE("token roles are ROME's: first, middle and last subject token, the first after, the further tokens, the last") {
+    using v = std::vector<std::vector<std::size_t>>;
+    // "The capital of France is": a one-token subject is first and last; " is" is first after and last
+    CHECK(role_tokens({3}, 5) == v{{3}, {}, {3}, {4}, {}, {4}});
+    // "The capital of the United Kingdom is the city of": 1 to 3 the subject, 4 after, 5 and 6 further, 7 last
+    CHECK(role_tokens({1, 2, 3}, 8) == v{{1}, {2}, {3}, {4}, {5, 6}, {7}});
+    // a subject at the end has no token after it
+    CHECK(role_tokens({2, 3}, 4) == v{{2}, {}, {3}, {}, {}, {3}});
+}
+
+TEST_CASE("averaging by role takes each fact's mean over its tokens in a role, then the mean and standard error over facts") {
+    // Two facts of one layer and 4 tokens, their normalised effects by hand: clean 1, corrupted 0,
+    // so a cell's value is its normalised effect.
+    auto fact = [](std::vector<std::size_t> subject, std::vector<double> row) {
+        locate_trace t;
+        t.n_layers = 1;
+        t.window = 1;
+        t.clean_value = 1;
+        t.corrupted_value = 0;
+        t.prompt = tokens_of({1, 2, 3, 4});
+        t.subject_positions = std::move(subject);
+        for (locate_grid* g : {&t.state, &t.mlp, &t.attn}) {
+            g->value = g->effect = g->normalised = matrix(1, 4);
+            std::copy(row.begin(), row.end(), g->normalised.data.begin());
+        }
+        return t;
+    };
+    const locate_trace a = fact({0, 1, 2}, {0.2, 0.4, 0.6, 0.9});  // middle {1}, last subject {2}, after = last = {3}
+    const locate_trace b = fact({1}, {0.0, 0.5, 0.1, 0.7});        // first = last subject {1}, after {2}, last {3}
+    const averaged_trace avg = average_by_role({&a, &b});
+    const averaged_grid& g = avg.mlp;
+    CHECK(g.effect(0, 0) == Approx((0.2 + 0.5) / 2));  // first subject token
+    CHECK(g.stderr_(0, 0) == Approx(std::sqrt(((0.2 - 0.35) * (0.2 - 0.35) + (0.5 - 0.35) * (0.5 - 0.35)) / 1) / std::sqrt(2.0)));
+    CHECK(g.count(1, 0) == 1);                          // middle: fact a alone
+    CHECK(g.effect(1, 0) == Approx(0.4));
+    CHECK(std::isnan(g.stderr_(1, 0)));                 // one fact: no standard deviation
+    CHECK(g.effect(2, 0) == Approx((0.6 + 0.5) / 2));  // last subject token
+    CHECK(g.effect(3, 0) == Approx((0.9 + 0.1) / 2));  // first after
+    CHECK(g.count(4, 0) == 0);                          // no further tokens
+    CHECK(std::isnan(g.effect(4, 0)));
+    CHECK(g.effect(5, 0) == Approx((0.9 + 0.7) / 2));  // last
+    // the state at the last token leaving the last block is the clean run: never the strongest
+    CHECK(avg.state.any);
+    CHECK(!(avg.state.best_role == 5 || avg.state.best_role == 3));
+    CHECK(avg.mlp.best_role == 5);
+}
+
+TEST_CASE("the strongest stream cell is never the clean run's own last stream") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    const locate_trace r = traced(model, {.subject = "t4", .samples = 2, .noise = 2.0});
+    CHECK(!(r.state.best_layer == n_layers - 1 && r.state.best_token == ids.size() - 1));
+    CHECK(trivial_cell(restored::state, n_layers - 1, ids.size() - 1, ids.size(), 1, n_layers));
+    CHECK(!trivial_cell(restored::mlp, n_layers - 1, ids.size() - 1, ids.size(), 1, n_layers));
+}
+
+TEST_CASE("severing with noising, and replacement without a subject, are refused before the model is read") {
+    locate_options o{.subject = "t4"};
+    o.sever = severed_path::mlp;
+    o.direction = patch_direction::noising;
+    REQUIRE(locate_options_error(o));
+    CHECK(locate_options_error(o)->path == "sever");
+    locate_options r{.subject = "t4"};
+    r.corruption = corruption_kind::replace;
+    REQUIRE(locate_options_error(r));
+    CHECK(locate_options_error(r)->path == "corrupt_with");
 }

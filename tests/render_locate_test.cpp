@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -54,8 +55,8 @@ TEST_CASE("on the shipped model, restoring layer 0's FFN output at \" is\" bring
     CHECK(r.mlp.best_layer == 0);
     CHECK(r.mlp.best_token == 4);
     // the learner's 0.868 was with other noise draws; the restore undoes most of the damage either way
-    CHECK(r.mlp.prob(0, 4) > 0.8);
-    CHECK(r.mlp.prob(0, 4) < r.clean_prob);
+    CHECK(r.mlp.value(0, 4) > 0.8);
+    CHECK(r.mlp.value(0, 4) < r.clean_prob);
     CHECK(r.corrupted_prob < 0.2);
     // not at " France": restoring its FFN output brings back almost nothing
     CHECK(r.mlp.effect(0, 3) < 0.1 * r.total_effect());
@@ -78,7 +79,7 @@ TEST_CASE("the text view fits 80 columns, marks the subject and names the strong
     CHECK(prose.find(fmt::format("σ = {} is the standard deviation of all 93,312 entries of the token embedding wte.weight",
                                 format_short(r.sigma, 4))) != std::string::npos);
     const std::string mlp = fmt::format("Strongest: restoring layer 0's FFN output at \" is\" brings P(\" Paris\") back from {} to {}",
-                                        format_fixed(r.corrupted_prob, 2), format_fixed(r.mlp.prob(0, 4), 2));
+                                        format_fixed(r.corrupted_prob, 2), format_fixed(r.mlp.value(0, 4), 2));
     CHECK(prose.find(mlp) != std::string::npos);
     CHECK(text.find("█") != std::string::npos);
     text_options ascii_options;
@@ -102,7 +103,12 @@ TEST_CASE("the JSON view has exactly the names tests rely on, grids of layers ×
     const json j = json::parse(render_locate_json(r));
     std::vector<std::string> keys;
     for (const auto& [k, v] : j.items()) keys.push_back(k);
-    CHECK(keys == std::vector<std::string>{"prompt", "subject", "target", "clean_prob", "corrupted_prob", "noise", "window", "grids"});
+    CHECK(keys == std::vector<std::string>{"prompt", "subject", "target", "clean_prob", "corrupted_prob", "metric", "clean_value",
+                                           "corrupted_value", "direction", "corruption", "noise", "window", "grids"});
+    CHECK(j["metric"] == "prob");
+    CHECK(j["direction"] == "denoising");
+    CHECK(j["corruption"] == json{{"kind", "noise"}});
+    CHECK(j["clean_value"].get<double>() == r.clean_prob);
     CHECK(j["prompt"] == json{{"text", "The capital of France is"}, {"token_ids", r.prompt.ids},
                               {"tokens", {"The", " capital", " of", " France", " is"}}});
     CHECK(j["subject"] == json{{"text", "France"}, {"positions", {3}}});
@@ -117,26 +123,32 @@ TEST_CASE("the JSON view has exactly the names tests rely on, grids of layers ×
     CHECK(j["noise"]["samples"][9][0][5].get<double>() == r.epsilon[9](0, 5));
     for (const char* g : {"state", "mlp", "attn"}) {
         CAPTURE(g);
-        REQUIRE(j["grids"][g]["prob"].size() == 2);
-        REQUIRE(j["grids"][g]["prob"][1].size() == 5);
+        REQUIRE(j["grids"][g]["value"].size() == 2);
+        REQUIRE(j["grids"][g]["value"][1].size() == 5);
         REQUIRE(j["grids"][g]["effect"].size() == 2);
-        CHECK(j["grids"][g]["effect"][0][4].get<double>() == Approx(j["grids"][g]["prob"][0][4].get<double>() - r.corrupted_prob));
+        CHECK(j["grids"][g]["effect"][0][4].get<double>() == Approx(j["grids"][g]["value"][0][4].get<double>() - r.corrupted_prob));
+        CHECK(j["grids"][g]["normalised"][0][4].get<double>() ==
+              Approx((j["grids"][g]["value"][0][4].get<double>() - r.corrupted_prob) / (r.clean_prob - r.corrupted_prob)));
     }
-    CHECK(j["grids"]["mlp"]["prob"][0][4].get<double>() == r.mlp.prob(0, 4));
+    CHECK(j["grids"]["mlp"]["value"][0][4].get<double>() == r.mlp.value(0, 4));
 }
 
-TEST_CASE("the page draws each grid as a heatmap whose cells give their P and effect, and Markdown has the tables") {
+TEST_CASE("the page colours every grid on one scale, the normalised effect from -1 to +1, and Markdown has the tables") {
     const locate_trace r = capitals("The capital of France is", "France");
     const std::string page = detail::collected([&](const text_sink& out) { render_locate(r, {}, text_format::html, out); });
     CHECK(page.find("<table class=\"grid\">") != std::string::npos);
     CHECK(page.find("data-name=\"P(&quot; Paris&quot;) with layer 0&#39;s FFN output restored at &quot; is&quot;\"") != std::string::npos);
-    CHECK(page.find(fmt::format("effect = P − P_corrupted = {} − {}", format_fixed(r.mlp.prob(0, 4), 4),
+    CHECK(page.find(fmt::format("effect = value − corrupted = {} − {}", format_fixed(r.mlp.value(0, 4), 4),
                                 format_fixed(r.corrupted_prob, 4))) != std::string::npos);
-    CHECK(page.find("class=\"p\" style=\"--a:") != std::string::npos);  // coloured by P
-    // P is never negative: each grid's legend runs from 0, in one hue, not from -P to +P
-    CHECK(page.find("<span>0</span><span class=\"ramp positive\"></span>") != std::string::npos);
-    CHECK(page.find("each cell redder for a larger probability") != std::string::npos);
-    CHECK(page.find("blue below 0") == std::string::npos);
+    // the mlp cell at " is" restores (0.87 − 0.04) / (0.89 − 0.04) of the effect: 70 % of full colour × that
+    const double share = (r.mlp.value(0, 4) - r.corrupted_prob) / (r.clean_prob - r.corrupted_prob);
+    CHECK(page.find(fmt::format("class=\"p\" style=\"--a:{}%\"", std::lround(share * 70))) != std::string::npos);
+    // one legend per grid, every one the same scale
+    std::size_t legends = 0;
+    for (std::size_t at = 0; (at = page.find("<span>-1</span><span class=\"ramp\"></span><span>+1</span><span>the normalised "
+                                             "effect, one scale for every grid</span>", at)) != std::string::npos; ++at)
+        ++legends;
+    CHECK(legends == 3);
     const std::string md = detail::collected([&](const text_sink& out) { render_locate(r, {}, text_format::markdown, out); });
     CHECK(md.find("## Restoring each FFN's output (mlp)") != std::string::npos);
     CHECK(md.find("| token / layer |") != std::string::npos);

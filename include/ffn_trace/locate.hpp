@@ -11,6 +11,18 @@
 // and the grids: P_restored for each (layer, token), and its indirect effect P_restored − P_corrupted
 // (the total effect is P_clean − P_corrupted).
 //
+// Beside ROME's own recipe (noise, denoising, probability), after Zhang & Nanda (2024) and
+// Heimersheim & Nanda (2024):
+//   corruption  noise as above, or symmetric token replacement: the prompt with another subject of
+//               the same token length, one corrupted run
+//   direction   denoising puts the clean run's value into the corrupted runs (is it sufficient?);
+//               noising puts each corrupted run's value into a clean run (is it necessary?)
+//   metric      P(target), log P(target), or the logit difference z[target] − z[versus], each the
+//               mean over the samples
+//   sever       ROME's Figure 4: the stream restored while the later layers' FFN (or attention)
+//               outputs at that token are kept at their corrupted values
+// Every cell's normalised effect is (m − m_corrupted) / (m_clean − m_corrupted) in the metric m.
+//
 // Computed once into a `locate_trace`; the views (render_locate.hpp) only render it.
 #pragma once
 
@@ -55,6 +67,15 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
 outcome<std::size_t> single_token(const tokenizer& tok, const std::string& text,
                                   const std::string& option = "target");
 
+enum class corruption_kind { noise, replace };
+enum class patch_direction { denoising, noising };
+enum class trace_metric { prob, logprob, logit_diff };
+enum class severed_path { none, mlp, attn };
+std::string_view to_string(corruption_kind k);  // "noise", "replace"
+std::string_view to_string(patch_direction d);  // "denoising", "noising"
+std::string_view to_string(trace_metric m);     // "prob", "logprob", "logit-diff"
+std::string_view to_string(severed_path s);     // "none", "mlp", "attn"
+
 struct locate_options {
     std::string subject = {};
     std::optional<std::size_t> target = {};  // a token id; default: the clean run's top prediction
@@ -63,21 +84,46 @@ struct locate_options {
     std::optional<double> noise = {};        // ν; default 3σ
     std::size_t window = 1;             // w, the layers restored around each layer
     progress watcher = {};              // told of each restored run; asked whether to go on
+    corruption_kind corruption = corruption_kind::noise;
+    std::string replacement = {};       // replace: the other subject, of the subject's token length
+    patch_direction direction = patch_direction::denoising;
+    trace_metric metric = trace_metric::prob;
+    // logit-diff: the token subtracted; default with replace, the corrupted run's top prediction
+    std::optional<std::size_t> versus = {};
+    severed_path sever = severed_path::none;  // denoising only
+    // Attribution patching (Kramár et al. 2024) beside the exact patch: each cell estimated as
+    // (source − base activation) · ∂metric/∂activation at the base run (the corrupted runs when
+    // denoising, one backward pass per sample; the clean run when noising, one)
+    bool atp = false;
 };
 
-// The options' own errors, which need no model: samples 0, a noise negative or not finite, window 0.
+// The options' own errors, which need no model: samples 0, a noise negative or not finite, window 0,
+// a sever with noising, replace without its text.
 std::optional<error> locate_options_error(const locate_options& options);
 
 // A checkpoint causal tracing cannot run: an encoder (BERT), which predicts no next token.
 std::optional<error> locate_model_error(const checkpoint& ck);
 
-// Layers × tokens, for one kind of restore.
+// Layers × tokens, for one kind of restore (or patch, when noising).
 struct locate_grid {
-    matrix prob;    // (layers, tokens): P(target), the mean over the samples with the restore
-    matrix effect;  // (layers, tokens): prob − P_corrupted, the indirect effect
-    // The cell of largest effect (the first, by layer then token, when several tie).
+    matrix value;       // (layers, tokens): the metric, the mean over the samples with the patch
+    matrix effect;      // (layers, tokens): value − the corrupted value, the indirect effect
+    matrix normalised;  // (layers, tokens): effect / the total effect; NaN when the total is 0
+    // With atp: delta = value − the patched run's own value (the corrupted value when denoising,
+    // the clean value when noising), the exact patch's change; atp its first-order estimate, the
+    // sum over the window's layers of (source − base) · ∂metric/∂activation, the mean over the
+    // samples. Both empty without atp.
+    matrix delta, atp;
+    // The strongest cell that is not the clean (or corrupted) run itself (the stream leaving the
+    // last block at the last token): of largest effect when denoising, of smallest when noising
+    // (the first, by layer then token, when several tie).
     std::size_t best_layer = 0, best_token = 0;
 };
+
+// Whether restoring `what` at (layer, token) is the patched-from run itself: the stream at the last
+// token leaving a window that reaches the last block.
+bool trivial_cell(restored what, std::size_t layer, std::size_t token, std::size_t tokens, std::size_t window,
+                  std::size_t n_layers);
 
 struct locate_trace {
     prompt_tokens prompt;
@@ -90,7 +136,19 @@ struct locate_trace {
     std::size_t target_id = 0;
     std::string target;         // as text: " Paris"
     bool target_given = false;  // false: the clean run's top prediction
-    double clean_prob = 0, corrupted_prob = 0;
+    double clean_prob = 0, corrupted_prob = 0;  // P(target), whatever the metric
+
+    trace_metric metric = trace_metric::prob;
+    std::optional<std::size_t> versus_id;  // logit-diff
+    std::string versus;
+    bool versus_given = false;             // false: the corrupted run's top prediction
+    double clean_value = 0, corrupted_value = 0;  // the metric: clean, and the mean over the corrupted runs
+    patch_direction direction = patch_direction::denoising;
+
+    // replace: the corrupted prompt (the replacement where the subject was) and the other subject
+    corruption_kind corruption = corruption_kind::noise;
+    std::string replacement;
+    prompt_tokens corrupted_prompt;
 
     // The noise: σ, the standard deviation of every entry of the token embedding (population,
     // over vocab × d_model entries of `embedding`); ν, `scale` (3σ unless given); ε, per
@@ -105,9 +163,13 @@ struct locate_trace {
 
     std::size_t window = 1;
     locate_grid state, mlp, attn;
+    severed_path sever = severed_path::none;
+    std::optional<locate_grid> severed;  // with sever: the stream restored, that path kept corrupted
 
     const locate_grid& grid(restored r) const { return r == restored::state ? state : r == restored::mlp ? mlp : attn; }
-    double total_effect() const { return clean_prob - corrupted_prob; }
+    double total_effect() const { return clean_value - corrupted_value; }
+    // The samples the corrupted runs had: 1 with replace
+    std::size_t samples() const { return corruption == corruption_kind::noise ? epsilon.size() : 1; }
 };
 
 // Causal tracing of the prompt: a clean run, `samples` corrupted runs, and for each kind of
@@ -124,7 +186,37 @@ outcome<locate_trace> locate(const transformer& model, prompt_tokens prompt, con
 struct locate_request : prompt_source {
     locate_options options;             // its target is filled from `target` when that is given
     std::optional<std::string> target;  // the token's text, such as " Paris"
+    std::optional<std::string> versus;  // the same, for options.versus
 };
 outcome<locate_trace> trace_locate(const locate_request& request);
+
+// ROME's token roles for averaging over facts (its average_causal_effects): the subject's first
+// token, its middle tokens, its last token, the first token after it, the further tokens, the
+// prompt's last token. A one-token subject is both first and last (no middle); the token after the
+// subject may be the last token too, in both roles; tokens before the subject have none.
+inline constexpr std::string_view token_roles[] = {"first_subject", "middle_subject", "last_subject",
+                                                   "first_after", "further", "last"};
+inline constexpr std::size_t n_roles = 6;
+// The tokens of each role, for a subject at `positions` (consecutive) of a prompt of `tokens`.
+std::vector<std::vector<std::size_t>> role_tokens(const std::vector<std::size_t>& positions, std::size_t tokens);
+
+// One kind of restore averaged over facts: per (role, layer), the mean over facts of the fact's
+// normalised effect (itself the mean over its tokens in the role), the standard error (the sample
+// standard deviation over facts / √n; NaN below 2 facts) and n; NaN effect where n is 0. A fact
+// whose total effect is 0 has no normalised effect and counts in no cell.
+struct averaged_grid {
+    matrix effect, stderr_, count;  // (roles, layers)
+    std::size_t best_role = 0, best_layer = 0;  // the strongest cell not made of trivial ones
+    bool any = false;                           // whether any cell has a count
+};
+
+struct averaged_trace {
+    averaged_grid state, mlp, attn;
+    std::optional<averaged_grid> severed;
+    const averaged_grid& grid(restored r) const { return r == restored::state ? state : r == restored::mlp ? mlp : attn; }
+};
+
+// The grids of `traces` (all of one model, options and direction) averaged by role.
+averaged_trace average_by_role(const std::vector<const locate_trace*>& traces);
 
 }  // namespace ffn_trace

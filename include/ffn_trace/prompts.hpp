@@ -73,4 +73,15 @@ struct locate_prompts_request {
 };
 outcome<prompt_runs<locate_trace>> trace_locate_prompts(const locate_prompts_request& request);
 
+// `locate --facts FILE`: one fact a line, "prompt<TAB>subject" or "prompt<TAB>subject<TAB>target"
+// (the target one token with its leading space; left out, the clean run's top prediction), each
+// traced as trace_locate traces one prompt with each's options, then the grids averaged by token
+// role (average_by_role). Errors as trace_locate_prompts, and, naming the line: no subject, a
+// subject not in the prompt, a target that is not one token.
+struct locate_facts {
+    prompt_runs<locate_trace> facts;
+    averaged_trace averaged;
+};
+outcome<locate_facts> trace_locate_facts(const locate_prompts_request& request);
+
 }  // namespace ffn_trace

@@ -23,4 +23,10 @@ std::string render_locate_json(const locate_trace& t);
 // The same handed to `sink` a piece at a time, its text never held whole.
 void render_locate_json(const locate_trace& t, const text_sink& sink);
 
+namespace detail {
+// A normalised effect as a shade, one scale for every grid: ' ' under 1/8 (or not a number), then
+// ░ ▒ ▓ from 1/8, 3/8, 5/8, and █ from 7/8 (ASCII: . : + #).
+std::string effect_shade(double normalised, bool ascii);
+}  // namespace detail
+
 }  // namespace ffn_trace

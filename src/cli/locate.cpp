@@ -8,6 +8,7 @@
 #include "ffn_trace/locate.hpp"
 #include "ffn_trace/prompt.hpp"
 #include "ffn_trace/render_locate.hpp"
+#include "ffn_trace/render_locate_facts.hpp"
 #include "ffn_trace/render_prompts.hpp"
 #include "prompts.hpp"
 
@@ -30,8 +31,13 @@ void setup_locate(CLI::App& app, int& status) {
     auto* prompts = sub->add_option("--prompts", o->prompts, "Many prompts, one a line (- for standard input), each traced "
                                                              "on its own; a line's subject after a tab, else --subject")
                         ->type_name("FILE");
-    prompt->excludes(prompt_file)->excludes(prompts);
-    prompt_file->excludes(prompts);
+    auto* facts = sub->add_option("--facts", o->facts, "Many facts, one a line: the prompt, a tab, the subject, and a tab "
+                                                       "and the target or nothing; the grids averaged by token role (ROME's "
+                                                       "Figure 2)")
+                      ->type_name("FILE");
+    prompt->excludes(prompt_file)->excludes(prompts)->excludes(facts);
+    prompt_file->excludes(prompts)->excludes(facts);
+    prompts->excludes(facts);
     sub->add_option("--subject", o->subject, "The words of the prompt whose token embeddings the corrupted runs noise, "
                                              "such as \"France\"; with --prompts, of every line that names none")
         ->type_name("TEXT");
@@ -48,6 +54,27 @@ void setup_locate(CLI::App& app, int& status) {
     sub->add_option("--window", o->window, "Layers restored at once around each layer; ROME uses 10 for mlp and attn")
         ->check(whole_number(0, 100000))
         ->capture_default_str();
+    sub->add_option("--corrupt", o->corrupt, "noise: Gaussian noise on the subject's embeddings (ROME); replace: the "
+                                             "subject replaced by --corrupt-with")
+        ->check(CLI::IsMember({"noise", "replace"}))
+        ->capture_default_str();
+    sub->add_option("--corrupt-with", o->corrupt_with, "Symmetric token replacement: the prompt with this subject instead, "
+                                                       "of the same token length (\"Germany\" for \"France\")")
+        ->type_name("TEXT");
+    sub->add_flag("--noising", o->noising, "Patch each corrupted run's value into the clean run (is it necessary?) instead of "
+                                           "restoring the clean value into the corrupted runs (is it sufficient?)");
+    sub->add_option("--metric", o->metric, "What each run is scored by at the last token: prob, logprob, or logit-diff "
+                                           "(the target's logit minus --versus's)")
+        ->check(CLI::IsMember({"prob", "logprob", "logit-diff"}))
+        ->capture_default_str();
+    sub->add_option("--versus", o->versus, "logit-diff's other token, with its leading space; with --corrupt-with the "
+                                           "default is the corrupted prompt's answer")
+        ->type_name("TOKEN");
+    sub->add_option("--sever", o->sever, "Also restore the stream with every later layer's mlp (or attn) output at that "
+                                         "token kept corrupted (ROME's Figure 4)")
+        ->check(CLI::IsMember({"mlp", "attn"}));
+    sub->add_flag("--atp", o->atp, "Attribution patching beside the exact patch: each cell's change estimated from one "
+                                   "backward pass per patched run, the cells where they disagree flagged");
     add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −, and the shades");
     add_width(*sub, o->width);
@@ -73,14 +100,42 @@ int locate_prompts(const locate_options& o, const ffn_trace::locate_request& eac
                       [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate_prompts(*runs, t, f, out); });
 }
 
+// --facts: every fact traced, the grids averaged by role.
+int locate_facts(const locate_options& o, const ffn_trace::locate_request& each) {
+    using namespace ffn_trace;
+    auto runs = trace_locate_facts({each, o.facts});
+    if (!runs) return report(with_option_names(runs.err()));
+    warn_skipped(runs->facts.skipped, runs->facts.file);
+    set_activity({"writing the output", "--samples (the JSON holds every noise draw)"});
+    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_locate_facts_json(*runs); },
+                      [&](const text_options& t, ffn_trace::text_format f, const text_sink& out) { render_locate_facts(*runs, t, f, out); });
+}
+
+// The kinds of corruption, direction, metric and sever as the library names them.
+std::optional<ffn_trace::error> choose_kinds(const locate_options& o, ffn_trace::locate_options& r) {
+    using namespace ffn_trace;
+    r.corruption = o.corrupt_with || o.corrupt == "replace" ? corruption_kind::replace : corruption_kind::noise;
+    r.replacement = o.corrupt_with.value_or("");
+    r.direction = o.noising ? patch_direction::noising : patch_direction::denoising;
+    r.metric = o.metric == "logprob" ? trace_metric::logprob : o.metric == "logit-diff" ? trace_metric::logit_diff : trace_metric::prob;
+    r.atp = o.atp;
+    r.sever = o.sever == "mlp" ? severed_path::mlp : o.sever == "attn" ? severed_path::attn : severed_path::none;
+    if (o.versus && r.metric != trace_metric::logit_diff)
+        return error{"", "", "--versus is the token logit-diff subtracts; give --metric logit-diff with it"};
+    if (!o.facts.empty() && r.corruption == corruption_kind::replace)
+        return error{"", "", "--corrupt-with replaces one prompt's subject; the facts of --facts have subjects of their own"};
+    return std::nullopt;
+}
+
 }  // namespace
 
 int run_locate(const locate_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);
-    if (!o.prompt && o.prompt_file.empty() && o.prompts.empty())
+    if (!o.prompt && o.prompt_file.empty() && o.prompts.empty() && o.facts.empty())
         return report({"", "", "give the prompt with --prompt TEXT or --prompt-file FILE, or many with --prompts FILE"});
-    if (o.subject.empty() && o.prompts.empty()) return report({"", "", "--subject is required: the words of the prompt to noise"});
+    if (o.subject.empty() && o.prompts.empty() && o.facts.empty())
+        return report({"", "", "--subject is required: the words of the prompt to noise"});
     locate_request r;
     r.checkpoint = o.checkpoint;
     r.arch = o.arch;
@@ -93,11 +148,14 @@ int run_locate(const locate_options& o) {
     r.options.seed = o.seed;
     r.options.noise = o.noise;
     r.options.window = o.window;
+    r.versus = o.versus;
+    if (auto e = choose_kinds(o, r.options)) return report(*e);
     r.on_stage = [](prompt_source::stage s) {
         if (s == prompt_source::stage::reading_checkpoint) set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
         else set_activity({"tracing the model", "--samples, or use a shorter prompt"});
     };
     if (!o.prompts.empty()) return locate_prompts(o, r);
+    if (!o.facts.empty()) return locate_facts(o, r);
     auto located = watched([&](const progress& watcher) {
         r.options.watcher = watcher;
         return trace_locate(r);

@@ -20,6 +20,14 @@ struct locate_options {
     std::uint64_t seed = 1;
     std::optional<double> noise;
     std::size_t window = 1;
+    std::string facts;  // a file of facts: prompt, subject and target, tab-separated
+    std::string corrupt = "noise";
+    std::optional<std::string> corrupt_with;
+    bool noising = false;
+    std::string metric = "prob";
+    std::optional<std::string> versus;
+    std::string sever;  // "", "mlp" or "attn"
+    bool atp = false;
     std::string format = "text";
     std::string color = "auto";
     bool ascii = false;

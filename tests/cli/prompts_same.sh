@@ -43,7 +43,7 @@ assert [r["prompt"]["text"] for r in runs] == sys.argv[2:], [r["prompt"]["text"]
     "$work/list.json" "${prompts[@]}"
 # The text report's summary says what each prompt's own JSON says: for run, its next token's
 # probability (with the knock-out, after it too) and its three top units by attribution; for
-# locate, its clean and corrupted P and each kind's strongest cell.
+# locate, its clean and corrupted P and each kind's strongest cell that is not the clean run itself.
 text=("${each[@]/json/text}" --prompts "$work/prompts.txt" --color never --width 120)
 if [ "$which" = run ]; then "$ft" "${text[@]}" --detail summary; else "$ft" "${text[@]}" --subject Japan; fi \
     >"$work/report.txt" 2>/dev/null
@@ -70,7 +70,9 @@ if which == "locate":
     for k, one in enumerate(runs):
         for j, kind in enumerate(["state", "mlp", "attn"]):
             effect = one["grids"][kind]["effect"]
-            best = max(effect[l][t] for l in range(len(effect)) for t in range(len(effect[0])))
+            # never the clean run's own last stream (the state leaving the last block at the last token)
+            L, T = len(effect), len(effect[0])
+            best = max(effect[l][t] for l in range(L) for t in range(T) if not (kind == "state" and (l, t) == (L - 1, T - 1)))
             assert cells[3 * k + j][-1] == f"{best:+.4f}", (cells[3 * k + j], best)
 PY
 blank=$([ "$which" = run ] && echo "2 3" || echo "3")

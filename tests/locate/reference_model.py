@@ -190,17 +190,23 @@ class model:
             return softmax(f @ self.embedding.T)
         return softmax(rms_norm(x[:, -1], self.w["norm.weight"], self.eps) @ self.head.T)
 
-    def run(self, x, restore=None, clean=None):
-        """x (S, T, d); restore = (kind, layers, token): the clean run's values put back there.
-        Returns the softmax at the last token (S, vocab) and, per layer, attn, mlp and state."""
+    def run(self, x, restore=None, clean=None, sever=None):
+        """x (S, T, d); restore = (kind, layers, token): the clean run's values put back there (clean's
+        arrays of 1 or S runs); sever = (kind, layers, token, values): that sublayer's output kept at
+        `values` (ROME's Figure 4). Returns the softmax at the last token (S, vocab) and, per layer,
+        attn, mlp and state."""
         kept = {"attn": [], "mlp": [], "state": []}
         for l in range(self.L):
             here = restore is not None and l in restore[1]
             a = self.attention(l, x)
+            if sever is not None and sever[0] == "attn" and l in sever[1]:
+                a[:, sever[2]] = sever[3]["attn"][l][:, sever[2]]
             if here and restore[0] == "attn":
                 a[:, restore[2]] = clean["attn"][l][:, restore[2]]
             x = x + a
             m = self.ffn(l, x)
+            if sever is not None and sever[0] == "mlp" and l in sever[1]:
+                m[:, sever[2]] = sever[3]["mlp"][l][:, sever[2]]
             if here and restore[0] == "mlp":
                 m[:, restore[2]] = clean["mlp"][l][:, restore[2]]
             x = x + m

@@ -37,30 +37,62 @@ from reference_model import gelu_new, layer_norm, model, read_safetensors, rms_n
 
 
 def trace(m, got):
-    """Every number of causal tracing, recomputed from the tool's ids, subject, target and ε."""
+    """Every number of causal tracing, recomputed from the tool's ids, subject, target, versus and
+    ε (or the corrupted prompt's ids), in the run's direction and metric."""
     ids = got["prompt"]["token_ids"]
     positions = got["subject"]["positions"]
     target = got["target"]["id"]
-    eps = np.array(got["noise"]["samples"], dtype=np.float64)  # S × subject tokens × d_model
-    S = eps.shape[0]
-    sigma = m.embedding.std()
-    scale = got["noise"]["scale"]
     x0 = m.embed(ids)[None]
+    if got["corruption"]["kind"] == "noise":
+        eps = np.array(got["noise"]["samples"], dtype=np.float64)  # S × subject tokens × d_model
+        corrupted = np.repeat(x0, eps.shape[0], axis=0)
+        corrupted[:, positions] += got["noise"]["scale"] * eps
+    else:
+        corrupted = m.embed(got["corruption"]["prompt"]["token_ids"])[None]
+    S = corrupted.shape[0]
     p_clean, clean = m.run(x0.copy())
-    corrupted = np.repeat(x0, S, axis=0)
-    corrupted[:, positions] += scale * eps
-    p_corrupted = m.run(corrupted.copy())[0][:, target].mean()
+    p_corr, corr = m.run(corrupted.copy())
+    versus = got["versus"]["id"] if "versus" in got else None
+    metric = {"prob": lambda p: p[:, target],
+              "logprob": lambda p: np.log(p[:, target]),
+              "logit-diff": lambda p: np.log(p[:, target]) - np.log(p[:, versus])}[got["metric"]]
+    noising = got["direction"] == "noising"
+    # denoising: the corrupted runs, the clean values put back; noising: a clean run per sample,
+    # each sample's corrupted values put back
+    base, source = (np.repeat(x0, S, axis=0), corr) if noising else (corrupted, clean)
     T, L, w = len(ids), m.L, got["window"]
     grids = {}
-    for kind in ("state", "mlp", "attn"):
-        prob = np.zeros((L, T))
+    kinds = [(k, None) for k in ("state", "mlp", "attn")]
+    kinds += [("state", k[len("severed_"):]) for k in got["grids"] if k.startswith("severed_")]
+    for kind, sever in kinds:
+        value = np.zeros((L, T))
         for l in range(L):
             layers = range(max(0, l - w // 2), min(L, l + (w + 1) // 2))
             for t in range(T):
-                prob[l, t] = m.run(corrupted.copy(), (kind, set(layers), t), clean)[0][:, target].mean()
-        grids[kind] = prob
-    return {"sigma": sigma, "top": int(np.argmax(p_clean[0])), "clean": p_clean[0, target], "corrupted": p_corrupted,
-            "grids": grids, "S": S}
+                cut = (sever, set(range(l + 1, L)), t, corr) if sever else None
+                value[l, t] = metric(m.run(base.copy(), (kind, set(layers), t), source, cut)[0]).mean()
+        grids["severed_" + sever if sever else kind] = value
+    # AtP: (source − base) · ∂m/∂activation at the base run, the mean over the patched runs, as a
+    # central difference along that direction: the base run with the activation at (l, t) moved by
+    # ±h · (source − base); a window sums its layers
+    atp = {}
+    if "atp" in got["grids"]["state"]:
+        h = 1e-4
+        base_kept = m.run(base.copy())[1]
+        for kind in ("state", "mlp", "attn"):
+            single = np.zeros((L, T))
+            for l in range(L):
+                for t in range(T):
+                    moved = {}
+                    for sign in (1, -1):
+                        shifted = {kind: [base_kept[kind][k] + sign * h * (source[kind][k] - base_kept[kind][k]) for k in range(L)]}
+                        moved[sign] = metric(m.run(base.copy(), (kind, {l}, t), shifted)[0])
+                    single[l, t] = ((moved[1] - moved[-1]) / (2 * h)).mean()
+            atp[kind] = np.array([[sum(single[k, t] for k in range(max(0, l - w // 2), min(L, l + (w + 1) // 2)))
+                                   for t in range(T)] for l in range(L)])
+    return {"sigma": m.embedding.std(), "top": int(np.argmax(p_clean[0])), "clean_prob": p_clean[0, target],
+            "corrupted_prob": p_corr[:, target].mean(), "clean": metric(p_clean)[0], "corrupted": metric(p_corr).mean(),
+            "corrupted_top": int(np.argmax(p_corr[0])), "grids": grids, "atp": atp, "S": S}
 
 
 def close(name, got, want, tol=1e-9):
@@ -82,29 +114,51 @@ def check(name, directory, args, expect):
     got = json.loads(run.stdout)
     m = model(directory)
     want = trace(m, got)
-    keys = ["prompt", "subject", "target", "clean_prob", "corrupted_prob", "noise", "window", "grids"]
+    keys = ["prompt", "subject", "target", "clean_prob", "corrupted_prob", "metric"] + (["versus"] if "versus" in got else []) + \
+        ["clean_value", "corrupted_value", "direction", "corruption"] + (["noise"] if "noise" in got else []) + ["window", "grids"]
     if list(got) != keys:
         failures.append(f"{name}: top-level names {list(got)}, expected {keys}")
-    if list(got["noise"]) != ["sigma", "scale", "samples"] or list(got["grids"]) != ["state", "mlp", "attn"]:
-        failures.append(f"{name}: noise or grids names {list(got['noise'])}, {list(got['grids'])}")
-    eps = np.array(got["noise"]["samples"])
-    if eps.shape != (expect["samples"], len(got["subject"]["positions"]), m.d):
-        failures.append(f"{name}: noise samples of shape {eps.shape}")
-    elif not (abs(eps.mean()) < 0.2 and 0.8 < eps.std() < 1.2):
-        failures.append(f"{name}: ε is not standard normal: mean {eps.mean():.3f}, std {eps.std():.3f}")
+    grids = ["state", "mlp", "attn"] + [k for k in got["grids"] if k.startswith("severed_")]
+    names = ["value", "effect", "normalised"]
+    if list(got["grids"]) != grids or any(list(got["grids"][g])[:3] != names for g in grids) or \
+            any(list(got["grids"][g])[3:] not in ([], ["delta", "atp"]) for g in grids):
+        failures.append(f"{name}: grids names {list(got['grids'])}")
+    if got["corruption"]["kind"] == "noise":
+        if list(got["noise"]) != ["sigma", "scale", "samples"]:
+            failures.append(f"{name}: noise names {list(got['noise'])}")
+        eps = np.array(got["noise"]["samples"])
+        if eps.shape != (expect["samples"], len(got["subject"]["positions"]), m.d):
+            failures.append(f"{name}: noise samples of shape {eps.shape}")
+        elif not (abs(eps.mean()) < 0.2 and 0.8 < eps.std() < 1.2):
+            failures.append(f"{name}: ε is not standard normal: mean {eps.mean():.3f}, std {eps.std():.3f}")
+        close(f"{name}: sigma", got["noise"]["sigma"], want["sigma"], 1e-12)
+        close(f"{name}: scale", got["noise"]["scale"], expect.get("noise", 3 * want["sigma"]), 1e-12)
     if got["subject"]["positions"] != expect["positions"]:
         failures.append(f"{name}: subject at {got['subject']['positions']}, expected {expect['positions']}")
     if "target" in expect and got["target"]["token"] != expect["target"]:
         failures.append(f"{name}: target {got['target']['token']!r}, expected {expect['target']!r}")
     if "target" not in expect and got["target"]["id"] != want["top"]:
         failures.append(f"{name}: target {got['target']['id']}, the clean run's top is {want['top']}")
-    close(f"{name}: sigma", got["noise"]["sigma"], want["sigma"], 1e-12)
-    close(f"{name}: scale", got["noise"]["scale"], expect.get("noise", 3 * want["sigma"]), 1e-12)
-    close(f"{name}: clean_prob", got["clean_prob"], want["clean"])
-    close(f"{name}: corrupted_prob", got["corrupted_prob"], want["corrupted"])
-    for kind in ("state", "mlp", "attn"):
-        close(f"{name}: grids.{kind}.prob", got["grids"][kind]["prob"], want["grids"][kind])
-        close(f"{name}: grids.{kind}.effect", got["grids"][kind]["effect"], want["grids"][kind] - want["corrupted"])
+    if "versus" in expect and got["versus"]["token"] != expect["versus"]:
+        failures.append(f"{name}: versus {got['versus']['token']!r}, expected {expect['versus']!r}")
+    if expect.get("versus_is_corrupted_top") and got["versus"]["id"] != want["corrupted_top"]:
+        failures.append(f"{name}: versus {got['versus']['id']}, the corrupted run's top is {want['corrupted_top']}")
+    if "metric" in expect and got["metric"] != expect["metric"]:
+        failures.append(f"{name}: metric {got['metric']}, expected {expect['metric']}")
+    close(f"{name}: clean_prob", got["clean_prob"], want["clean_prob"])
+    close(f"{name}: corrupted_prob", got["corrupted_prob"], want["corrupted_prob"])
+    close(f"{name}: clean_value", got["clean_value"], want["clean"])
+    close(f"{name}: corrupted_value", got["corrupted_value"], want["corrupted"])
+    total = want["clean"] - want["corrupted"]
+    for kind, value in want["grids"].items():
+        close(f"{name}: grids.{kind}.value", got["grids"][kind]["value"], value)
+        close(f"{name}: grids.{kind}.effect", got["grids"][kind]["effect"], value - want["corrupted"])
+        close(f"{name}: grids.{kind}.normalised", got["grids"][kind]["normalised"], (value - want["corrupted"]) / total, 1e-8)
+    for kind, estimate in want["atp"].items():
+        unpatched = want["clean"] if got["direction"] == "noising" else want["corrupted"]
+        close(f"{name}: grids.{kind}.delta", got["grids"][kind]["delta"], want["grids"][kind] - unpatched)
+        close(f"{name}: grids.{kind}.atp", got["grids"][kind]["atp"], estimate, 1e-6)
+    got["reference"] = want
     print(f"{name}: {want['S']} samples, {m.L} layers × {len(got['prompt']['token_ids'])} tokens, "
           f"P clean {want['clean']:.4f}, corrupted {want['corrupted']:.4f}: " + ("OK" if len(failures) == before else "FAILED"))
     return got
@@ -193,6 +247,99 @@ for arch, seed in (("llama3", 5), ("qwen3", 6), ("phi3", 7)):
     directory = os.path.join(work, arch)
     models.write(arch, seed, directory, tokenizers)
     check(f"{arch}", directory, prompt + ["--samples", "2"], {"samples": 2, "positions": [4, 5, 6]})
+
+# ---- the other corruption, direction and metrics, and severed paths, on the shipped model -------------
+france = ["--prompt", "The capital of France is", "--subject", "France"]
+check("capitals, severed mlp", capitals, france + ["--samples", "3", "--sever", "mlp"], {"samples": 3, "positions": [3]})
+check("capitals, severed attn, a window of 2", capitals, france + ["--samples", "2", "--sever", "attn", "--window", "2"],
+      {"samples": 2, "positions": [3]})
+check("capitals, symmetric replacement, logit-diff against the corrupted answer", capitals,
+      france + ["--corrupt-with", "Germany", "--metric", "logit-diff", "--sever", "mlp"],
+      {"samples": 1, "positions": [3], "metric": "logit-diff", "versus_is_corrupted_top": True})
+check("capitals, noising with noise, log P", capitals, france + ["--samples", "3", "--noising", "--metric", "logprob"],
+      {"samples": 3, "positions": [3], "metric": "logprob"})
+check("capitals, noising with replacement, logit-diff against a given token", capitals,
+      france + ["--corrupt-with", "Japan", "--noising", "--metric", "logit-diff", "--versus", " Tokyo"],
+      {"samples": 1, "positions": [3], "metric": "logit-diff", "versus": " Tokyo"})
+check("capitals, AtP beside the exact patch, denoising with noise", capitals, france + ["--samples", "2", "--atp"],
+      {"samples": 2, "positions": [3]})
+check("capitals, AtP, noising with noise, logit-diff, a window of 2", capitals,
+      france + ["--samples", "2", "--atp", "--noising", "--metric", "logit-diff", "--versus", " Tokyo", "--window", "2"],
+      {"samples": 2, "positions": [3]})
+check("llama, AtP, replacement, log P", os.path.join(work, "llama"),
+      prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--atp", "--metric", "logprob"],
+      {"samples": 1, "positions": [4, 5, 6]})
+check("llama, replacement of a three-token subject, noising", os.path.join(work, "llama"),
+      prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--noising"],
+      {"samples": 1, "positions": [4, 5, 6]})
+
+
+# ---- averaged over facts by token role (ROME's average_causal_effects, with the issue's definitions) ----
+def roles(positions, T):
+    """first, middle, last subject token; first after, further, last token."""
+    first_e, last_e = positions[0], positions[-1]
+    first_a, last_a = last_e + 1, T - 1
+    return [[first_e], list(range(first_e + 1, last_e)), [last_e], [first_a] if first_a < T else [],
+            list(range(first_a + 1, last_a)), [last_a]]
+
+
+def check_facts(name, directory, lines, args):
+    before = len(failures)
+    path = os.path.join(work, name.replace(" ", "_") + ".tsv")
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    run = subprocess.run([ft, "locate", "--checkpoint", directory, "--facts", path, *args, "--format", "json"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        failures.append(f"{name}: exit {run.returncode}: {run.stderr.strip()}")
+        return
+    got = json.loads(run.stdout)
+    if list(got) != ["metric", "direction", "corruption", "window", "averaged", "facts"]:
+        failures.append(f"{name}: top-level names {list(got)}")
+    m = model(directory)
+    per_fact = []
+    for fact in got["facts"]:
+        want = trace(m, fact)
+        for kind, value in want["grids"].items():
+            close(f"{name}: a fact's grids.{kind}.value", fact["grids"][kind]["value"], value)
+        per_fact.append((want, len(fact["prompt"]["token_ids"]), fact["subject"]["positions"]))
+    averaged = got["averaged"]
+    if averaged["roles"] != ["first_subject", "middle_subject", "last_subject", "first_after", "further", "last"]:
+        failures.append(f"{name}: roles {averaged['roles']}")
+    for kind in [k for k in averaged if k != "roles"]:
+        effect = np.full((6, m.L), np.nan)
+        stderr = np.full((6, m.L), np.nan)
+        count = np.zeros((6, m.L))
+        for r in range(6):
+            for l in range(m.L):
+                values = []
+                for want, T, positions in per_fact:
+                    tokens = roles(positions, T)[r]
+                    if tokens:
+                        normalised = (want["grids"][kind][l] - want["corrupted"]) / (want["clean"] - want["corrupted"])
+                        values.append(normalised[tokens].mean())
+                count[r, l] = len(values)
+                if values:
+                    effect[r, l] = np.mean(values)
+                if len(values) > 1:
+                    stderr[r, l] = np.std(values, ddof=1) / math.sqrt(len(values))
+        got_effect = np.array([[np.nan if v is None else v for v in row] for row in averaged[kind]["effect"]])
+        got_stderr = np.array([[np.nan if v is None else v for v in row] for row in averaged[kind]["stderr"]])
+        if not (np.array_equal(np.isnan(got_effect), np.isnan(effect)) and np.array_equal(np.isnan(got_stderr), np.isnan(stderr))):
+            failures.append(f"{name}: averaged.{kind}: nulls where the reference has none, or numbers where it has")
+        close(f"{name}: averaged.{kind}.effect", np.nan_to_num(got_effect), np.nan_to_num(effect), 1e-8)
+        close(f"{name}: averaged.{kind}.stderr", np.nan_to_num(got_stderr), np.nan_to_num(stderr), 1e-8)
+        close(f"{name}: averaged.{kind}.count", averaged[kind]["count"], count, 0)
+    print(f"{name}: {len(per_fact)} facts, averaged {[k for k in averaged if k != 'roles']}: "
+          + ("OK" if len(failures) == before else "FAILED"))
+
+
+facts = ["The capital of France is\tFrance",
+         "Berlin is the capital of Germany. The capital of Kenya is\tof Kenya\t Nairobi",
+         "The capital of Japan is\tcapital of Japan",
+         "Japan's capital city is the great\tJapan"]
+check_facts("capitals facts, severed attn", capitals, facts, ["--samples", "2", "--sever", "attn"])
+check_facts("capitals facts, replacement-free noising by log P", capitals, facts[:2], ["--samples", "2", "--noising", "--metric", "logprob"])
 
 for f in failures:
     print("FAIL:", f)

@@ -19,6 +19,7 @@
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
 #include "ffn_trace/engine.hpp"
+#include "ffn_trace/model_backward.hpp"
 #include "ffn_trace/format.hpp"
 
 namespace ffn_trace {
@@ -33,6 +34,13 @@ std::string_view to_string(restored r) {
     }
     return "";
 }
+
+std::string_view to_string(corruption_kind k) { return k == corruption_kind::noise ? "noise" : "replace"; }
+std::string_view to_string(patch_direction d) { return d == patch_direction::denoising ? "denoising" : "noising"; }
+std::string_view to_string(trace_metric m) {
+    return m == trace_metric::prob ? "prob" : m == trace_metric::logprob ? "logprob" : "logit-diff";
+}
+std::string_view to_string(severed_path s) { return s == severed_path::none ? "none" : s == severed_path::mlp ? "mlp" : "attn"; }
 
 layer_span restore_window(std::size_t layer, std::size_t window, std::size_t n_layers) {
     const std::size_t below = window / 2, above = window - window / 2;  // ⌊w/2⌋ and ⌈w/2⌉
@@ -141,19 +149,33 @@ outcome<spread> embedding_spread(const checkpoint& ck, const std::string& name) 
     return spread{std::sqrt(m2 / static_cast<double>(n)), n};
 }
 
-// The clean run's states, per layer: what a restore puts back.
-struct clean_run {
-    std::vector<matrix> attn, mlp, state;  // attn_out, mlp_out and resid_post of each block
-    matrix embedded;                       // x0, which the corrupted runs add their noise to
-    std::vector<double> logits;            // at the last token
+// What a run's last token is scored by: P(target), log P(target) or z[target] − z[versus].
+struct metric_of {
+    trace_metric metric = trace_metric::prob;
+    std::size_t target = 0, versus = 0;
+    double operator()(std::span<const double> z) const {
+        if (metric == trace_metric::logit_diff) return z[target] - z[versus];
+        const double p = softmax_at(z, target);
+        if (metric == trace_metric::prob) return p;
+        // log softmax(z)[target] = z[target] − top − log Σ e^(z − top), which stays finite where p underflows
+        const double top = *std::max_element(z.begin(), z.end());
+        double sum = 0;
+        for (double v : z) sum += std::exp(v - top);
+        return z[target] - top - std::log(sum);
+    }
 };
 
-// The S corrupted runs' streams as one batch (samples · tokens, d_model), row k·T + i being sample
-// k's token i: entering[l] is the batch's resid_pre of block l (entering[L] leaves the last
-// block), mid[l] its resid_mid.
-struct corrupted_runs {
+// S runs of one prompt of T tokens as one batch (S·T, d_model), row k·T + i being run k's token i,
+// every block's states kept: entering[l] is resid_pre of block l (entering[L] leaves the last
+// block, so that the stream leaving block l is entering[l + 1]), mid[l] resid_mid, attn[l] and
+// mlp[l] the sublayers' outputs; logits (S, vocab) at each run's last token. A batch of one run
+// (the clean run, or the one replacement) serves every sample of a batch of S.
+struct batch_run {
     std::size_t samples = 0, tokens = 0;
-    std::vector<matrix> entering, mid;
+    std::vector<matrix> entering, mid, attn, mlp;
+    matrix logits;
+    std::size_t row(std::size_t k, std::size_t t) const { return (samples == 1 ? 0 : k) * tokens + t; }
+    const std::vector<matrix>& values(restored what) const { return what == restored::mlp ? mlp : attn; }
 };
 
 // Token i's row in each sample of a batch of `samples` sequences of T tokens: k·T + i, k = 0 … S − 1.
@@ -163,43 +185,47 @@ std::vector<std::size_t> in_each(std::size_t i, std::size_t samples, std::size_t
     return rows;
 }
 
-// softmax(z_k)[target] for each row k of the head's logits (samples, vocab): each sample's P(target).
-std::vector<double> each_sample(const matrix& logits, std::size_t target) {
-    std::vector<double> p;
-    for (std::size_t k = 0; k < logits.rows; ++k) p.push_back(softmax_at(logits.row(k), target));
-    return p;
+// Run k's row of token t of `b`, for k = 0 … S − 1.
+std::vector<std::size_t> rows_of(const batch_run& b, std::size_t t, std::size_t S) {
+    std::vector<std::size_t> rows;
+    for (std::size_t k = 0; k < S; ++k) rows.push_back(b.row(k, t));
+    return rows;
 }
 
-// The mean over the samples of P(target) at the last token.
-double mean_of(const std::vector<double>& p) {
+// The mean of `metric` over the rows of the logits (the samples).
+double mean_metric(const matrix& logits, const metric_of& metric) {
     double sum = 0;
-    for (double v : p) sum += v;
-    return sum / static_cast<double>(p.size());
+    for (std::size_t k = 0; k < logits.rows; ++k) sum += metric(logits.row(k));
+    return sum / static_cast<double>(logits.rows);
 }
 
-outcome<clean_run> run_clean(const transformer& model, const prompt_tokens& prompt) {
-    const std::size_t L = model.n_layers(), T = prompt.ids.size();
+outcome<batch_run> run_batch(const transformer& model, matrix inputs, std::size_t samples) {
+    const std::size_t L = model.n_layers(), T = inputs.rows / samples;
     hook_request request;
-    request.cache.push_back({hook_point::embed, 0});
     for (std::size_t l = 0; l < L; ++l)
-        for (hook_point p : {hook_point::attn_out, hook_point::mlp_out, hook_point::resid_post}) request.cache.push_back({p, l});
-    request.head_rows = {T - 1};
-    auto run = model.run_with_hooks(prompt.ids, request);
+        for (hook_point p : {hook_point::resid_pre, hook_point::attn_out, hook_point::resid_mid, hook_point::mlp_out})
+            request.cache.push_back({p, l});
+    request.sequences = samples;
+    request.head_rows = in_each(T - 1, samples, T);
+    auto run = model.run_from({hook_point::resid_pre, 0}, std::move(inputs), request);
     if (!run) return run.err();
-    clean_run clean;
-    clean.embedded = *run->cache.find({hook_point::embed, 0});
+    batch_run b;
+    b.samples = samples;
+    b.tokens = T;
     for (std::size_t l = 0; l < L; ++l) {
-        clean.attn.push_back(*run->cache.find({hook_point::attn_out, l}));
-        clean.mlp.push_back(*run->cache.find({hook_point::mlp_out, l}));
-        clean.state.push_back(*run->cache.find({hook_point::resid_post, l}));
+        b.entering.push_back(*run->cache.find({hook_point::resid_pre, l}));
+        b.attn.push_back(*run->cache.find({hook_point::attn_out, l}));
+        b.mid.push_back(*run->cache.find({hook_point::resid_mid, l}));
+        b.mlp.push_back(*run->cache.find({hook_point::mlp_out, l}));
     }
-    clean.logits.assign(run->logits.row(0).begin(), run->logits.row(0).end());
-    return clean;
+    b.entering.push_back(std::move(run->stream));
+    b.logits = std::move(run->logits);
+    return b;
 }
 
-// The corrupted inputs as one batch (S·T, d_model): sample k's rows are x0 with ν·ε_k added to
-// the subject's rows, x0[s_j] + ν·ε_k[j] for the subject's j-th token s_j.
-matrix corrupted_inputs(const matrix& x0, const locate_trace& r) {
+// The noised inputs as one batch (S·T, d_model): sample k's rows are x0 with ν·ε_k added to the
+// subject's rows, x0[s_j] + ν·ε_k[j] for the subject's j-th token s_j.
+matrix noised_inputs(const matrix& x0, const locate_trace& r) {
     const std::size_t T = x0.rows;
     matrix x(r.epsilon.size() * T, x0.cols);
     for (std::size_t k = 0; k < r.epsilon.size(); ++k) {
@@ -210,69 +236,64 @@ matrix corrupted_inputs(const matrix& x0, const locate_trace& r) {
     return x;
 }
 
-// The corrupted runs, one batch, every block's resid_pre and resid_mid kept: the restores start
-// from them. Returns each sample's P(target).
-outcome<std::vector<double>> run_corrupted(const transformer& model, const clean_run& clean, const locate_trace& r,
-                                           corrupted_runs& runs) {
-    const std::size_t L = model.n_layers(), T = clean.embedded.rows, S = r.epsilon.size();
-    hook_request request;
-    for (std::size_t l = 0; l < L; ++l) {
-        request.cache.push_back({hook_point::resid_pre, l});
-        request.cache.push_back({hook_point::resid_mid, l});
-    }
-    request.sequences = S;
-    request.head_rows = in_each(T - 1, S, T);
-    auto run = model.run_from({hook_point::resid_pre, 0}, corrupted_inputs(clean.embedded, r), request);
-    if (!run) return run.err();
-    runs.samples = S;
-    runs.tokens = T;
-    for (std::size_t l = 0; l < L; ++l) {
-        runs.entering.push_back(*run->cache.find({hook_point::resid_pre, l}));
-        runs.mid.push_back(*run->cache.find({hook_point::resid_mid, l}));
-    }
-    runs.entering.push_back(std::move(run->stream));
-    return each_sample(run->logits, r.target_id);
+// `m` (n·T, d) as S sequences: itself when n = S, else its one sequence repeated S times.
+matrix tiled(const matrix& m, std::size_t S, std::size_t T) {
+    if (m.rows == S * T) return m;
+    matrix out(S * T, m.cols);
+    for (std::size_t k = 0; k < S; ++k) std::copy(m.data.begin(), m.data.end(), out.data.begin() + static_cast<long>(k * T * m.cols));
+    return out;
 }
 
-// The point a restore writes in each block, and the clean values it writes there.
+// The point a restore writes in each block.
 hook_point restored_point(restored what) {
     return what == restored::state ? hook_point::resid_post : what == restored::mlp ? hook_point::mlp_out : hook_point::attn_out;
 }
-const std::vector<matrix>& clean_values(const clean_run& clean, restored what) {
-    return what == restored::state ? clean.state : what == restored::mlp ? clean.mlp : clean.attn;
-}
 
-// The corrupted runs again with `what` restored at token t in each layer of `span`: the mean
-// P(target). Nothing before block span.begin changes, and in it only token t's row, so the batch
-// starts from the corrupted stream with that row of every sample already restored — at
+// The patched runs: `base` again (the corrupted runs when denoising, the clean run when noising)
+// with `what` at token t put back from `source` (the clean run, or each sample's corrupted run) in
+// each layer of `span`; with `sever`, the later layers' FFN (or attention) outputs at t kept at
+// base's. The mean metric. Nothing before block span.begin changes, and in it only token t's row,
+// so the batch starts from base's stream with that row of every sample already patched — at
 // span.begin's resid_mid for an attention output, at the next block's resid_pre for an FFN output
-// or a stream — and run_from puts the clean row back at the window's later blocks as it passes.
-outcome<double> restored_runs(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
-                              layer_span span, std::size_t t, std::size_t target) {
-    const std::size_t L = model.n_layers(), b = span.begin, S = runs.samples, T = runs.tokens;
-    const std::vector<matrix>& values = clean_values(clean, what);
-    const std::vector<std::size_t> rows = in_each(t, S, T), clean_row(S, t);
+// or a stream — and run_from puts the source's row back at the window's later blocks as it passes.
+struct patch {
+    restored what = restored::state;
+    layer_span span;
+    std::size_t token = 0;
+    severed_path sever = severed_path::none;
+};
+outcome<double> patched_runs(const transformer& model, const batch_run& base, const batch_run& source, const patch& p,
+                             const metric_of& metric) {
+    const std::size_t L = model.n_layers(), b = p.span.begin, t = p.token, T = base.tokens;
+    const std::size_t S = std::max(base.samples, source.samples);
+    const std::vector<std::size_t> rows = in_each(t, S, T), from = rows_of(source, t, S), kept = rows_of(base, t, S);
     hook_request request;
-    for (std::size_t l = b + 1; l < span.end; ++l)
-        request.interventions.push_back(replace_rows({restored_point(what), l}, rows, gather(values[l], clean_row)));
+    for (std::size_t l = b + 1; l < p.span.end; ++l)
+        request.interventions.push_back(replace_rows({restored_point(p.what), l}, rows,
+                                                     gather(p.what == restored::state ? source.entering[l + 1] : source.values(p.what)[l], from)));
+    if (p.sever != severed_path::none) {
+        const restored path = p.sever == severed_path::mlp ? restored::mlp : restored::attn;
+        for (std::size_t l = b + 1; l < L; ++l)
+            request.interventions.push_back(replace_rows({restored_point(path), l}, rows, gather(base.values(path)[l], kept)));
+    }
     request.sequences = S;
     request.head_rows = in_each(T - 1, S, T);
-    const bool attention = what == restored::attn;
+    const bool attention = p.what == restored::attn;
     const hook_name start = attention ? hook_name{hook_point::resid_mid, b} : hook_name{hook_point::resid_pre, b + 1};
-    matrix x = attention ? runs.mid[b] : runs.entering[b + 1];
-    for (std::size_t r : rows)
+    matrix x = tiled(attention ? base.mid[b] : base.entering[b + 1], S, T);
+    for (std::size_t k = 0; k < S; ++k)
         for (std::size_t i = 0; i < x.cols; ++i)
-            x(r, i) = what == restored::state ? values[b](t, i)
-                      : attention             ? runs.entering[b](r, i) + values[b](t, i)
-                                              : runs.mid[b](r, i) + values[b](t, i);
+            x(rows[k], i) = p.what == restored::state ? source.entering[b + 1](from[k], i)
+                            : attention               ? base.entering[b](kept[k], i) + source.attn[b](from[k], i)
+                                                      : base.mid[b](kept[k], i) + source.mlp[b](from[k], i);
     if (start.point == hook_point::resid_pre && start.layer == L) {
         auto z = model.logits(x, request.head_rows);
         if (!z) return z.err();
-        return mean_of(each_sample(*z, target));
+        return mean_metric(*z, metric);
     }
     auto run = model.run_from(start, std::move(x), request);
     if (!run) return run.err();
-    return mean_of(each_sample(run->logits, target));
+    return mean_metric(run->logits, metric);
 }
 
 }  // namespace
@@ -285,6 +306,11 @@ std::optional<error> locate_options_error(const locate_options& o) {
     if (o.noise && *o.noise < 0)
         return error{"", "noise", fmt::format("the noise's scale ν is a size: expected 0 or more, got {}", format_short(*o.noise, 6))};
     if (o.window == 0) return error{"", "window", "a window of 0 layers restores nothing; give 1 or more"};
+    if (o.sever != severed_path::none && o.direction == patch_direction::noising)
+        return error{"", "sever", "severing keeps a path at its corrupted values while the clean stream is restored, which is "
+                                  "denoising; it has no meaning with --noising"};
+    if (o.corruption == corruption_kind::replace && trimmed(o.replacement).empty())
+        return error{"", "corrupt_with", "the replacement subject is empty; give another subject, such as \"Germany\""};
     return std::nullopt;
 }
 
@@ -395,10 +421,10 @@ std::optional<error> draw_noise(const checkpoint& ck, const locate_options& opti
 // the option's fault, said before they run: every noised entry |x0 + ν·ε| stays below
 // L = √(max double / d_model) / 4, so that a norm's sum of squares, even of deviations from the
 // row's mean (at most 2L each), stays finite.
-std::optional<error> check_noise(const clean_run& clean, const locate_trace& r) {
+std::optional<error> check_noise(const matrix& x0, const locate_trace& r) {
     double largest_x = 0, largest_e = 0;
     for (std::size_t j : r.subject_positions)
-        for (double v : clean.embedded.row(j)) largest_x = std::max(largest_x, std::abs(v));
+        for (double v : x0.row(j)) largest_x = std::max(largest_x, std::abs(v));
     for (const matrix& e : r.epsilon)
         for (double v : e.data) largest_e = std::max(largest_e, std::abs(v));
     const double limit = std::sqrt(std::numeric_limits<double>::max() / static_cast<double>(r.d_model)) / 4;
@@ -409,38 +435,165 @@ std::optional<error> check_noise(const clean_run& clean, const locate_trace& r) 
                                           r.scale, format_short(most, 2), format_short(3 * r.sigma, 4))};
 }
 
-constexpr std::string_view restoring = "restoring each layer and token in the corrupted runs";
+constexpr std::string_view restoring = "patching each layer and token";
 
-// One grid: each layer and token restored in turn, the mean over the samples. A token before the
-// subject's first is the same in the clean and every corrupted run (the causal mask hides the
-// noise from it), so restoring it gives back the corrupted runs themselves: their P, without
-// running them again (and without the rounding by which a batch's products differ from the
-// clean run's). `done` counts the cells of every grid filled so far, for the watcher.
-std::optional<error> fill_grid(const transformer& model, const clean_run& clean, const corrupted_runs& runs, restored what,
-                               const progress& watcher, std::size_t& done, locate_trace& r) {
-    const std::size_t L = r.n_layers, T = r.prompt.ids.size();
-    const std::size_t first = *std::min_element(r.subject_positions.begin(), r.subject_positions.end());
-    locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
-    g.prob = matrix(L, T);
-    g.effect = matrix(L, T);
-    for (std::size_t l = 0; l < L; ++l) {
-        const layer_span span = restore_window(l, r.window, L);
-        for (std::size_t t = 0; t < T; ++t) {
-            if (auto e = report_progress(watcher, restoring, done++, std::size(every_restore) * L * T)) return e;
-            auto p = t < first ? outcome<double>(r.corrupted_prob) : restored_runs(model, clean, runs, what, span, t, r.target_id);
-            if (!p) return p.err();
-            g.prob(l, t) = *p;
-            g.effect(l, t) = g.prob(l, t) - r.corrupted_prob;
-            if (g.effect(l, t) > g.effect(g.best_layer, g.best_token)) {
-                g.best_layer = l;
-                g.best_token = t;
-            }
+// The metric as a loss for the backward pass: its value at the head's one row and dm/dz there.
+//   prob        dP_t/dz_j = P_t (δ_jt − P_j)      logprob   δ_jt − P_j      logit-diff   δ_jt − δ_jv
+logits_loss metric_loss(const metric_of& metric) {
+    return [metric](const matrix& logits, matrix& d) {
+        const auto z = logits.row(0);
+        const double top = *std::max_element(z.begin(), z.end());
+        double sum = 0;
+        for (double v : z) sum += std::exp(v - top);
+        const double pt = std::exp(z[metric.target] - top) / sum;
+        for (std::size_t j = 0; j < z.size(); ++j) {
+            const double pj = std::exp(z[j] - top) / sum, hit = j == metric.target ? 1.0 : 0.0;
+            d(0, j) = metric.metric == trace_metric::prob      ? pt * (hit - pj)
+                      : metric.metric == trace_metric::logprob ? hit - pj
+                                                               : hit - (j == metric.versus ? 1.0 : 0.0);
+        }
+        return metric(z);
+    };
+}
+
+// Attribution patching: for each kind, layer and token, (source − base) · ∂m/∂activation with the
+// gradient taken at the base run, one backward pass per base run (each sample's corrupted run when
+// denoising, the clean run once when noising), the mean over the samples; a window sums its layers.
+struct atp_estimates {
+    matrix state, mlp, attn;  // (layers, tokens): one layer patched at a time
+    const matrix& of(restored what) const { return what == restored::state ? state : what == restored::mlp ? mlp : attn; }
+};
+outcome<atp_estimates> attribution(const transformer& model, const std::vector<std::size_t>& ids, const batch_run& base,
+                                   const matrix& base_inputs, const batch_run& source, const metric_of& metric) {
+    const std::size_t L = model.n_layers(), T = ids.size(), S = std::max(base.samples, source.samples);
+    const hook_point points[] = {hook_point::resid_post, hook_point::mlp_out, hook_point::attn_out};
+    atp_estimates e{matrix(L, T), matrix(L, T), matrix(L, T)};
+    std::vector<std::size_t> every(T);
+    for (std::size_t t = 0; t < T; ++t) every[t] = t;
+    for (std::size_t k = 0; k < base.samples; ++k) {
+        // base run k, its inputs put in place of the prompt's embeddings
+        gradient_request g;
+        std::vector<std::size_t> rows;
+        for (std::size_t t = 0; t < T; ++t) rows.push_back(base.row(k, t));
+        g.run.interventions.push_back(replace_rows({hook_point::embed, 0}, every, gather(base_inputs, rows)));
+        g.run.head_rows = {T - 1};
+        for (std::size_t l = 0; l < L; ++l)
+            for (hook_point p : points) g.wrt.push_back({p, l});
+        auto back = backpropagate(model, ids, g, metric_loss(metric));
+        if (!back) return back.err();
+        // the patched runs built on base run k: run s when every run has its own base, else all S
+        for (std::size_t s = 0; s < S; ++s) {
+            if (base.samples > 1 && s != k) continue;
+            for (std::size_t l = 0; l < L; ++l)
+                for (restored what : every_restore) {
+                    const hook_point p = restored_point(what);
+                    const matrix& grad = *back->find({p, l});
+                    const matrix& from = what == restored::state ? source.entering[l + 1] : source.values(what)[l];
+                    const matrix& to = what == restored::state ? base.entering[l + 1] : base.values(what)[l];
+                    matrix& out = what == restored::state ? e.state : what == restored::mlp ? e.mlp : e.attn;
+                    for (std::size_t t = 0; t < T; ++t) {
+                        double dot = 0;
+                        for (std::size_t i = 0; i < grad.cols; ++i)
+                            dot += (from(source.row(s, t), i) - to(base.row(s, t), i)) * grad(t, i);
+                        out(l, t) += dot / static_cast<double>(S);
+                    }
+                }
         }
     }
-    return std::nullopt;
+    return e;
+}
+
+// The replacement's corrupted prompt: the prompt's text with the subject's first occurrence
+// replaced, which must give the same number of tokens, the replacement at the subject's positions.
+outcome<prompt_tokens> replaced_prompt(const prompt_tokens& prompt, const locate_trace& r, const std::string& replacement) {
+    if (!prompt.tok) return error{"", "corrupt_with", "the checkpoint has no tokenizer to tokenize the corrupted prompt with"};
+    if (trimmed(replacement).empty()) return error{"", "corrupt_with", "the replacement subject is empty; give another subject, such as \"Germany\""};
+    if (replacement == r.subject)
+        return error{"", "corrupt_with", fmt::format("{} is the subject itself: the corrupted run would be the clean run", quote(replacement))};
+    const std::size_t at = prompt.text.find(r.subject);
+    if (at == std::string::npos) return error{"", "subject", fmt::format("{} is not in the prompt's text {}", quote(r.subject), quote(prompt.text))};
+    auto corrupted = tokenize_prompt(*prompt.tok, prompt.text.substr(0, at) + replacement + prompt.text.substr(at + r.subject.size()),
+                                     "corrupt_with");
+    if (!corrupted) return corrupted.err();
+    auto positions = find_subject(*corrupted, replacement);
+    if (!positions) return error{"", "corrupt_with", positions.err().message};
+    if (*positions != r.subject_positions || corrupted->ids.size() != prompt.ids.size())
+        return error{"", "corrupt_with",
+                     fmt::format("{} is {} where the subject {} is {} (the corrupted prompt {} tokens, the clean {}); symmetric "
+                                 "replacement needs another subject of the same token length",
+                                 quote(replacement), detail::plural(positions->size(), "token"), quote(r.subject),
+                                 detail::plural(r.subject_positions.size(), "token"), corrupted->ids.size(), prompt.ids.size())};
+    return corrupted;
+}
+
+// One grid: each layer and token patched in turn, the mean over the samples. A token before the
+// subject's first is the same in the clean and every corrupted run (the causal mask hides the
+// corruption from it), so patching it gives back the patched run itself: its value, without
+// running it again (and without the rounding by which a batch's products differ from the clean
+// run's).
+locate_grid fill_grid(const locate_trace& r, auto&& cell) {
+    const std::size_t L = r.n_layers, T = r.prompt.ids.size();
+    locate_grid g;
+    g.value = matrix(L, T);
+    g.effect = matrix(L, T);
+    g.normalised = matrix(L, T);
+    for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t t = 0; t < T; ++t) {
+            g.value(l, t) = cell(l, t);
+            g.effect(l, t) = g.value(l, t) - r.corrupted_value;
+            g.normalised(l, t) = r.total_effect() != 0 ? g.effect(l, t) / r.total_effect() : std::nan("");
+        }
+    return g;
+}
+
+// The strongest cell that is not the patched-from run itself.
+void name_best(locate_grid& g, restored what, const locate_trace& r) {
+    const double sign = r.direction == patch_direction::denoising ? 1 : -1;
+    bool found = false;
+    for (std::size_t l = 0; l < g.value.rows; ++l)
+        for (std::size_t t = 0; t < g.value.cols; ++t) {
+            if (trivial_cell(what, l, t, g.value.cols, r.window, r.n_layers)) continue;
+            if (!found || sign * g.effect(l, t) > sign * g.effect(g.best_layer, g.best_token)) {
+                g.best_layer = l;
+                g.best_token = t;
+                found = true;
+            }
+        }
+}
+
+// The options' metric once the target is known: logit-diff's versus given, or the corrupted run's
+// top prediction with replace.
+outcome<metric_of> choose_metric(const locate_options& options, locate_trace& r, const transformer& model,
+                                 const std::optional<batch_run>& replaced) {
+    metric_of m{options.metric, r.target_id, 0};
+    r.metric = options.metric;
+    if (options.metric != trace_metric::logit_diff) return m;
+    if (options.versus && *options.versus >= model.vocab_size())
+        return error{"", "versus", fmt::format("token id {} is out of range: the vocabulary has {} tokens", *options.versus, model.vocab_size())};
+    if (!options.versus && !replaced)
+        return error{"", "metric", "logit-diff needs the token to subtract: give --versus TOKEN (with --corrupt-with, the "
+                                   "corrupted prompt's answer is the default)"};
+    r.versus_given = options.versus.has_value();
+    if (options.versus) m.versus = *options.versus;
+    else {
+        const auto z = replaced->logits.row(0);
+        m.versus = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+    }
+    if (m.versus == r.target_id)
+        return error{"", "versus", fmt::format("{} is the target itself: z[target] − z[versus] would be 0 in every run{}",
+                                               quote(token_text(r.prompt.tok, m.versus)),
+                                               r.versus_given ? "" : " (the corrupted prompt's answer is the clean one's; give --versus)")};
+    r.versus_id = m.versus;
+    r.versus = token_text(r.prompt.tok, m.versus);
+    return m;
 }
 
 }  // namespace
+
+bool trivial_cell(restored what, std::size_t layer, std::size_t token, std::size_t tokens, std::size_t window,
+                  std::size_t n_layers) {
+    return what == restored::state && token + 1 == tokens && restore_window(layer, window, n_layers).end == n_layers;
+}
 
 outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, const locate_options& options) {
     const checkpoint& ck = given.source();
@@ -461,27 +614,89 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     r.subject = options.subject;
     r.subject_positions = std::move(*subject);
     r.window = options.window;
-
-    auto clean = run_clean(model, prompt);
+    r.corruption = options.corruption;
+    r.direction = options.direction;
+    r.sever = options.sever;
+    const std::size_t T = prompt.ids.size();
+    auto x0 = model.embed(prompt.ids);
+    if (!x0) return x0.err();
+    auto clean = run_batch(model, *x0, 1);
     if (!clean) return clean.err();
-    const std::vector<double>& logits = clean->logits;
+    const auto logits = clean->logits.row(0);
     r.target_given = options.target.has_value();
     r.target_id = options.target ? *options.target
                                  : static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     r.target = token_text(prompt.tok, r.target_id);
     r.clean_prob = softmax_at(logits, r.target_id);
-    if (auto e = draw_noise(ck, options, r)) return *e;
-    if (auto e = check_noise(*clean, r)) return *e;
 
-    corrupted_runs runs;
-    auto corrupted = run_corrupted(model, *clean, r, runs);
+    std::optional<batch_run> replaced;
+    matrix inputs;
+    std::size_t S = 1;
+    if (options.corruption == corruption_kind::noise) {
+        if (auto e = draw_noise(ck, options, r)) return *e;
+        if (auto e = check_noise(*x0, r)) return *e;
+        inputs = noised_inputs(*x0, r);
+        S = options.samples;
+    } else {
+        auto other = replaced_prompt(prompt, r, options.replacement);
+        if (!other) return other.err();
+        r.replacement = options.replacement;
+        auto x = model.embed(other->ids);
+        if (!x) return x.err();
+        inputs = std::move(*x);
+        r.corrupted_prompt = std::move(*other);
+    }
+    auto corrupted = run_batch(model, inputs, S);
     if (!corrupted) return corrupted.err();
-    r.corrupted_prob = mean_of(*corrupted);
+    if (options.corruption == corruption_kind::replace) replaced = *corrupted;
+    r.corrupted_prob = mean_metric(corrupted->logits, metric_of{trace_metric::prob, r.target_id, 0});
     r.prompt = std::move(prompt);
+    auto metric = choose_metric(options, r, model, replaced);
+    if (!metric) return metric.err();
+    r.clean_value = mean_metric(clean->logits, *metric);
+    r.corrupted_value = mean_metric(corrupted->logits, *metric);
+
+    const bool denoising = options.direction == patch_direction::denoising;
+    const batch_run& base = denoising ? *corrupted : *clean;
+    const batch_run& source = denoising ? *clean : *corrupted;
+    const double unpatched = denoising ? r.corrupted_value : r.clean_value;
+    const std::size_t first = *std::min_element(r.subject_positions.begin(), r.subject_positions.end());
+    std::optional<error> failed;
+    const std::size_t cells = (std::size(every_restore) + (options.sever != severed_path::none ? 1 : 0)) * r.n_layers * T;
     std::size_t done = 0;
-    for (restored what : every_restore)
-        if (auto e = fill_grid(model, *clean, runs, what, options.watcher, done, r)) return *e;
-    if (auto e = report_progress(options.watcher, restoring, done, done)) return *e;
+    auto grid = [&](restored what, severed_path sever) {
+        locate_grid g = fill_grid(r, [&](std::size_t l, std::size_t t) {
+            if (!failed) failed = report_progress(options.watcher, restoring, done++, cells);
+            if (t < first || failed) return unpatched;
+            auto v = patched_runs(model, base, source, {what, restore_window(l, r.window, r.n_layers), t, sever}, *metric);
+            if (!v) failed = v.err();
+            return v ? *v : unpatched;
+        });
+        name_best(g, what, r);
+        return g;
+    };
+    r.state = grid(restored::state, severed_path::none);
+    r.mlp = grid(restored::mlp, severed_path::none);
+    r.attn = grid(restored::attn, severed_path::none);
+    if (options.sever != severed_path::none) r.severed = grid(restored::state, options.sever);
+    if (!failed) failed = report_progress(options.watcher, restoring, done, cells);
+    if (failed) return *failed;
+    if (options.atp) {
+        auto e = attribution(model, r.prompt.ids, base, denoising ? inputs : *x0, source, *metric);
+        if (!e) return e.err();
+        for (restored what : every_restore) {
+            locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
+            g.delta = g.value;
+            g.atp = matrix(r.n_layers, T);
+            for (std::size_t l = 0; l < r.n_layers; ++l) {
+                const layer_span span = restore_window(l, r.window, r.n_layers);
+                for (std::size_t t = 0; t < T; ++t) {
+                    g.delta(l, t) -= unpatched;
+                    for (std::size_t k = span.begin; k < span.end; ++k) g.atp(l, t) += e->of(what)(k, t);
+                }
+            }
+        }
+    }
     return r;
 }
 
@@ -498,8 +713,83 @@ outcome<locate_trace> trace_locate(const locate_request& request) {
         if (!id) return id.err();
         options.target = *id;
     }
+    if (request.versus) {
+        auto id = single_token(opened->tok, *request.versus, "versus");
+        if (!id) return id.err();
+        options.versus = *id;
+    }
     if (request.on_stage) request.on_stage(prompt_source::stage::running_model);
     return locate(opened->model, std::move(opened->prompt), options);
+}
+
+std::vector<std::vector<std::size_t>> role_tokens(const std::vector<std::size_t>& positions, std::size_t tokens) {
+    std::vector<std::vector<std::size_t>> roles(n_roles);
+    if (positions.empty() || tokens == 0) return roles;
+    const std::size_t first = positions.front(), last = positions.back();
+    roles[0] = {first};
+    for (std::size_t t = first + 1; t < last; ++t) roles[1].push_back(t);
+    roles[2] = {last};
+    if (last + 1 < tokens) roles[3] = {last + 1};
+    for (std::size_t t = last + 2; t + 1 < tokens; ++t) roles[4].push_back(t);
+    roles[5] = {tokens - 1};
+    return roles;
+}
+
+namespace {
+
+averaged_grid average_grid(const std::vector<const locate_trace*>& traces, restored what, bool severed) {
+    const locate_trace& first = *traces.front();
+    const std::size_t L = first.n_layers;
+    averaged_grid a;
+    a.effect = matrix(n_roles, L);
+    a.stderr_ = matrix(n_roles, L);
+    a.count = matrix(n_roles, L);
+    matrix trivial(n_roles, L);
+    for (std::size_t role = 0; role < n_roles; ++role)
+        for (std::size_t l = 0; l < L; ++l) {
+            std::vector<double> v;
+            for (const locate_trace* t : traces) {
+                const locate_grid& g = severed ? *t->severed : t->grid(what);
+                const auto tokens = role_tokens(t->subject_positions, t->prompt.ids.size())[role];
+                if (tokens.empty() || !std::isfinite(g.normalised(l, tokens.front()))) continue;
+                double sum = 0;
+                for (std::size_t i : tokens) {
+                    sum += g.normalised(l, i);
+                    if (trivial_cell(what, l, i, t->prompt.ids.size(), t->window, L)) trivial(role, l) = 1;
+                }
+                v.push_back(sum / static_cast<double>(tokens.size()));
+            }
+            const double n = static_cast<double>(v.size());
+            double mean = 0, ss = 0;
+            for (double x : v) mean += x / n;
+            for (double x : v) ss += (x - mean) * (x - mean);
+            a.count(role, l) = n;
+            a.effect(role, l) = v.empty() ? std::nan("") : mean;
+            a.stderr_(role, l) = v.size() < 2 ? std::nan("") : std::sqrt(ss / (n - 1)) / std::sqrt(n);
+        }
+    const double sign = first.direction == patch_direction::denoising ? 1 : -1;
+    for (std::size_t role = 0; role < n_roles; ++role)
+        for (std::size_t l = 0; l < L; ++l) {
+            if (a.count(role, l) == 0 || trivial(role, l) != 0) continue;
+            if (!a.any || sign * a.effect(role, l) > sign * a.effect(a.best_role, a.best_layer)) {
+                a.best_role = role;
+                a.best_layer = l;
+                a.any = true;
+            }
+        }
+    return a;
+}
+
+}  // namespace
+
+averaged_trace average_by_role(const std::vector<const locate_trace*>& traces) {
+    averaged_trace a;
+    if (traces.empty()) return a;
+    a.state = average_grid(traces, restored::state, false);
+    a.mlp = average_grid(traces, restored::mlp, false);
+    a.attn = average_grid(traces, restored::attn, false);
+    if (traces.front()->severed) a.severed = average_grid(traces, restored::state, true);
+    return a;
 }
 
 }  // namespace ffn_trace

@@ -138,4 +138,37 @@ outcome<prompt_runs<locate_trace>> trace_locate_prompts(const locate_prompts_req
     return run_lines<locate_trace>(source, request.file, true, run_one);
 }
 
+outcome<locate_facts> trace_locate_facts(const locate_prompts_request& request) {
+    const locate_request& each = request.each;
+    if (auto e = locate_options_error(each.options)) return *e;
+    locate_request source = each;
+    source.refuse = locate_model_error;
+    std::optional<transformer> held;  // every fact's runs read the same weights: converted once
+    auto run_one = [&](const transformer& model, const tokenizer& tok, const prompt_line& line,
+                       prompt_tokens prompt) -> outcome<locate_trace> {
+        if (!held) held = model.holding(0, model.n_layers() - 1, true);
+        locate_options options = each.options;
+        const std::size_t tab = line.subject.find('\t');
+        options.subject = line.subject.substr(0, tab);
+        if (options.subject.empty())
+            return error{"", "subject", "has no subject: a fact is the prompt, a tab, the subject, and a tab and the target "
+                                        "or nothing"};
+        options.target = std::nullopt;
+        if (tab != std::string::npos) {
+            auto id = single_token(tok, line.subject.substr(tab + 1));
+            if (!id) return error{"", "subject", "the target: " + id.err().message};
+            options.target = *id;
+        }
+        if (each.on_stage) each.on_stage(prompt_source::stage::running_model);
+        return locate(*held, std::move(prompt), options);
+    };
+    auto runs = run_lines<locate_trace>(source, request.file, true, run_one);
+    if (!runs) return runs.err();
+    locate_facts out{std::move(*runs), {}};
+    std::vector<const locate_trace*> traces;
+    for (const auto& run : out.facts.runs) traces.push_back(&run.trace);
+    out.averaged = average_by_role(traces);
+    return out;
+}
+
 }  // namespace ffn_trace

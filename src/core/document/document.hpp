@@ -32,6 +32,9 @@ struct cell_note {
     int claim = 0;                  // the file's claim on it: 1 holds, -1 fails, 0 none
     std::string claim_text = {};    // "claimed 0.241, computed 0.2384, difference 0.0026 (claimed − computed, …), tolerance 0.001"
     bool ask = false;               // a computed number, which predict-first hides until guessed
+    // table, page view: what the cell's colour measures when not `value` (a probability coloured by
+    // the share of an effect it restores); NaN: `value`
+    double shade = std::numeric_limits<double>::quiet_NaN();
 };
 
 // A picture the page view draws beside a table (the text views show only the table).
@@ -87,6 +90,9 @@ struct block {
     // of different sizes, as a sum beside a mean), else every cell against the table's largest.
     std::vector<bool> names = {};
     bool column_scales = false;
+    // table, page view: the size coloured at full strength, one scale that several tables share
+    // (and stated in the legend, with `legend` for what is measured); 0: the table's largest number
+    double scale = 0;
     std::string legend = {};  // table, page view: what the colour measures, when not a signed number ("probability")
     bool folded = false;                              // heading, page view only: its card starts closed
     bool answer = false;  // page view: numbers worked out from the input, which predict-first hides until revealed

@@ -93,11 +93,15 @@ std::string table_html(const block& table) {
             const bool name = c == 0 || (c < b.names.size() && b.names[c]);
             const cell_note* note = r < b.notes.size() && c < b.notes[r].size() && !b.notes[r][c].name.empty() ? &b.notes[r][c] : nullptr;
             // A cell whose note holds its number (a token coloured by its probability) is coloured by it.
-            shown[r].push_back(name ? std::nullopt : note && std::isfinite(note->value) ? note->value : cell_number(b.rows[r][c]));
+            shown[r].push_back(name                                 ? std::nullopt
+                               : note && std::isfinite(note->shade) ? note->shade
+                               : note && std::isfinite(note->value) ? note->value
+                                                                    : cell_number(b.rows[r][c]));
             if (!shown[r].back()) continue;
             most = std::max(most, std::abs(*shown[r].back()));
             if (c < column_most.size()) column_most[c] = std::max(column_most[c], std::abs(*shown[r].back()));
         }
+    if (b.scale > 0) most = b.scale;
     std::string out = "<div class=\"grid-wrap\"><table class=\"grid\">\n<thead><tr>";
     for (const auto& h : b.rows[0]) out += "<th scope=\"col\">" + html_styled(h) + "</th>";
     out += "</tr></thead>\n<tbody>\n";
@@ -111,7 +115,7 @@ std::string table_html(const block& table) {
                 continue;
             }
             const cell_note* note = r < b.notes.size() && c < b.notes[r].size() && !b.notes[r][c].name.empty() ? &b.notes[r][c] : nullptr;
-            const auto v = note ? std::optional<double>(note->value) : shown[r][c];
+            const auto v = note ? std::optional<double>(std::isfinite(note->shade) ? note->shade : note->value) : shown[r][c];
             std::string attributes;
             if (v) {
                 attributes += fmt::format(" tabindex=\"{}\"", first_focus ? 0 : -1);
@@ -139,7 +143,11 @@ std::string table_html(const block& table) {
         out += "</tr>\n";
     }
     out += "</tbody></table></div>\n";
-    if (most > 0 && !b.legend.empty())
+    if (b.scale > 0)
+        out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>-{0}</span><span class=\"ramp\"></span><span>+{0}</span>"
+                           "<span>{1}</span></div>\n",
+                           html_escape(format_short(b.scale, 4)), html_styled(b.legend));
+    else if (most > 0 && !b.legend.empty())
         out += fmt::format("<div class=\"legend\" aria-hidden=\"true\"><span>0</span><span class=\"ramp positive\"></span>"
                            "<span>{}</span><span>{}</span></div>\n",
                            html_escape(format_short(most, 4)), html_styled(b.legend));

@@ -136,7 +136,7 @@ void build_locate_prompts(const prompt_runs<locate_trace>& r, const text_options
     for (const auto& run : r.runs) {
         const locate_trace& l = run.trace;
         t.rows.push_back({b.line_of(run.line), quote(l.prompt.text, 28), quote(l.subject, 16), quote(l.target, 16),
-                          b.num(l.clean_prob), b.num(l.corrupted_prob)});
+                          b.num(l.clean_value), b.num(l.corrupted_value)});
     }
     t.names = {true};
     out(std::move(t));
@@ -149,7 +149,7 @@ void build_locate_prompts(const prompt_runs<locate_trace>& r, const text_options
             const double effect = g.effect(g.best_layer, g.best_token);
             s.rows.push_back({what == restored::state ? b.line_of(run.line) : "", std::string(to_string(what)),
                               std::to_string(g.best_layer), quote(l.prompt.display[g.best_token], 20),
-                              b.num(g.prob(g.best_layer, g.best_token)), (effect > 0 ? "+" : "") + b.num(effect)});
+                              b.num(g.value(g.best_layer, g.best_token)), (effect > 0 ? "+" : "") + b.num(effect)});
         }
     }
     s.names = {true, false, true};
