@@ -1163,8 +1163,8 @@ add_test(NAME "cli: an error with stderr closed exits 2, not by a signal"
 set(EDIT_OUT ${CMAKE_CURRENT_BINARY_DIR}/edit_cli)
 file(MAKE_DIRECTORY ${EDIT_OUT})
 set(EDIT_ARGS --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --subject France)
-# bash -c "rm -rf OUT\; FT edit ARGS -o OUT; then: the status kept, and OUT absent when it is 2"
-set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" -o \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+# bash -c "rm -rf OUT\; FT edit ARGS --save OUT; then: the status kept, and OUT absent when it is 2"
+set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" --save \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
 cli_test("edit France to Rome at the last token: efficacy, the paraphrases follow, the neighbours keep theirs" 0
   "tensor +h.0.mlp.c_proj.weight \\(F32, stored as W2 \\(256, 128\\)\\).*edited token +token 4 \\(\" is\"\\), the prompt's last.*k\\* = \\[.*λ = [0-9.e-]+ is added to its diagonal \\(10⁻³ of C's mean diagonal, the default\\).*C⁻¹k\\* = \\[.*step +loss .*Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k\\*ᵀu = .*differs from v\\* by at most [0-9.]+e-1[0-9] \\(the check\\).*\"The capital of France is\" +\" Paris\" 0.886 → \" Rome\" 0.9[0-9]+.*1 of 1 now predict \" Rome\".*3 of 3 now predict \" Rome\".*(8|9|10) of 10 keep their top prediction.*Written to .*stored as F32"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/text ${EDIT_ARGS} --target " Rome" --at last --color never)
@@ -1204,7 +1204,7 @@ cli_test("edit --expert on a dense layer is refused" 2 EMPTY
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/expert_dense ${EDIT_ARGS} --target " Rome" --expert 0)
 cli_test("edit's edited checkpoint runs: run --checkpoint shows the new prediction" 0
   "\" Rome\""
-  EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" -o \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
+  EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" --save \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
      ${FT} ${EDIT_OUT}/run ${EDIT_ARGS} --target " Rome" --at last)
 cli_test("edit: a target of two tokens names the pieces" 2 EMPTY
   "^error: --target: \" Parisian\" is not one token: the tokenizer splits it into \" Paris\" \\+ \"ian\""
@@ -1221,12 +1221,12 @@ cli_test("edit: a negative --ridge is refused" 2 EMPTY
 cli_test("edit: a corpus too small for C without a ridge says the ridge that would do" 2 EMPTY
   "^error: .*one_line.txt: --ridge: the corpus gives 7 activations of the layer's 256 units, so C = \\(1/n\\) Σ k kᵀ has rank at most 7 and cannot be inverted\; give a ridge λ of [0-9.e-]+ \\(10⁻³ of C's mean diagonal\\) or more, or a longer corpus$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --ridge 0 --corpus ${INPUTS}/edit/one_line.txt)
-cli_test("edit: -o naming an existing folder is refused" 2 EMPTY
-  "^error: .*inputs/edit: --output: already exists\; give a folder that does not exist yet \\(nothing is written over\\)$"
-  -- ${FT} edit ${EDIT_ARGS} --target " Rome" -o ${INPUTS}/edit)
-cli_test("edit: -o naming the checkpoint's own folder, or one inside it, is refused" 2 EMPTY
-  "^error: .*capitals/new: --output: is the checkpoint's folder .*capitals or inside it\; give a new folder elsewhere$"
-  -- ${FT} edit ${EDIT_ARGS} --target " Rome" -o ${CAPITALS}/new)
+cli_test("edit: --save naming an existing folder is refused" 2 EMPTY
+  "^error: .*inputs/edit: --save: already exists\; give a folder that does not exist yet \\(nothing is written over\\)$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --save ${INPUTS}/edit)
+cli_test("edit: --save naming the checkpoint's own folder, or one inside it, is refused" 2 EMPTY
+  "^error: .*capitals/new: --save: is the checkpoint's folder .*capitals or inside it\; give a new folder elsewhere$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --save ${CAPITALS}/new)
 cli_test("edit: --at past the prompt is refused" 2 EMPTY "^error: --at: token 9 is past the prompt's last token, 4$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at 9)
 cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: expected subject, last or a token's index, got \"end\"$"
@@ -1234,14 +1234,21 @@ cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: e
 # each in a folder of its own, made afresh: the folder the -o names is new
 foreach(out "new/" "./new2/" "new3/.")
   string(MAKE_C_IDENTIFIER "${out}" id)
-  cli_test("edit -o ${out} writes the folder the path names" 0 "Written to .*new[0-9]*" EMPTY
+  cli_test("edit --save ${out} writes the folder the path names" 0 "Written to .*new[0-9]*" EMPTY
     -- bash -c "d=\"$1/o_$2\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift 2 && exec \"$0\" \"$@\"" ${FT} ${EDIT_OUT}
-       ${id} edit ${EDIT_ARGS} --target " Rome" --at last --color never -o ${out})
+       ${id} edit ${EDIT_ARGS} --target " Rome" --at last --color never --save ${out})
 endforeach()
 cli_test("edit --ridge 1e300 edits along the key's own direction" 0 "λ = 1[.0]*e\\+300 is added to its diagonal \\(--ridge\\)" EMPTY
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/ridge ${EDIT_ARGS} --target " Rome" --at last --ridge 1e300 --color never)
-cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is required"
-  -- ${FT} edit ${EDIT_ARGS} --target " Rome")
+cli_test("edit without --save evaluates the edit in memory and writes no checkpoint" 0
+  "1 of 1 now predict \" Rome\"" "^$"
+  -- bash -c "d=\"$1/nosave\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift && \"$0\" \"$@\" && test -z \"$(ls -A)\"" ${FT} ${EDIT_OUT}
+     edit ${EDIT_ARGS} --target " Rome" --at last --color never)
+cli_test("edit -o FILE writes the report there, as every command, and no checkpoint" 0 EMPTY "^$"
+  -- bash -c "d=\"$1/report\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift && \"$0\" \"$@\" -o edit.html && test -f edit.html && test \"$(ls -A)\" = edit.html && grep -q '<html' edit.html" ${FT} ${EDIT_OUT}
+     edit ${EDIT_ARGS} --target " Rome" --at last --format html)
+cli_test("edit -o naming a file of the checkpoint is refused" 2 EMPTY "^error: .*config.json"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last -o ${CAPITALS}/config.json)
 
 
 # units: a layer's units over a corpus, and the search of value vectors by token, on the shipped

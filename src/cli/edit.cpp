@@ -1,5 +1,6 @@
-// ffn-trace edit --checkpoint DIR --layer N --prompt TEXT --subject TEXT --target TOKEN -o NEW_DIR:
-// a rank-one edit of layer N's down projection (ROME), written out as a new checkpoint.
+// ffn-trace edit --checkpoint DIR --layer N --prompt TEXT --subject TEXT --target TOKEN [--save NEW_DIR]:
+// a rank-one edit of layer N's down projection (ROME), evaluated, and with --save written out as a
+// new checkpoint; -o writes the report, as every command's.
 #include "edit.hpp"
 
 #include <filesystem>
@@ -22,7 +23,8 @@ namespace cli {
 void setup_edit(CLI::App& app, int& status) {
     auto o = std::make_shared<edit_options>();
     auto* sub = app.add_subcommand("edit", "A rank-one edit of one layer's down projection (ROME), so that the model "
-                                           "completes the prompt with --target; written as a new checkpoint");
+                                           "completes the prompt with --target, evaluated in memory; --save writes the "
+                                           "edited checkpoint, -o the report");
     sub->add_option("--checkpoint", o->checkpoint, "A checkpoint folder: config.json, safetensors and its tokenizer")
         ->required()
         ->type_name("DIR");
@@ -40,10 +42,11 @@ void setup_edit(CLI::App& app, int& status) {
     sub->add_option("--target", o->target, "The new completion, one token with its leading space (\" Rome\")")
         ->required()
         ->type_name("TOKEN");
-    sub->add_option("-o,--output", o->output, "The new checkpoint's folder, which must not exist yet")
+    sub->add_option("--save", o->save, "Write the edited checkpoint to this folder, which must not exist yet (without "
+                                       "--save nothing is written)")
         ->transform(output_path_given)
-        ->required()
         ->type_name("NEW_DIR");
+    add_output(*sub);
     sub->add_option("--at", o->at, "Where the key is read: subject (the subject's last token, as ROME), last, or a "
                                    "token's index")
         ->capture_default_str();
@@ -80,7 +83,7 @@ ffn_trace::error with_edit_options(ffn_trace::error e) {
     static const std::pair<const char*, const char*> names[] = {
         {"layer", "--layer"},           {"prompt", "--prompt"},         {"subject", "--subject"},
         {"target", "--target"},         {"ridge", "--ridge"},           {"at", "--at"},
-        {"output", "--output"},         {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
+        {"output", "--save"},           {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
         {"neighbours", "--neighbour"},  {"corpus", "--corpus"},         {"expert", "--expert"}};
     for (const auto& [field, option] : names) {
         const std::string f = field;
@@ -109,6 +112,26 @@ ffn_trace::outcome<std::pair<std::string, std::string>> read_corpus_text(const e
     return std::pair{*file, std::move(*text)};
 }
 
+// The edited checkpoint written to --save, read back and checked; a checkpoint that cannot be read
+// back is not left behind.
+std::optional<ffn_trace::error> save_checkpoint(const edit_options& o, const ffn_trace::transformer& model,
+                                                const ffn_trace::tokenizer& tok, ffn_trace::edit_trace& t) {
+    using namespace ffn_trace;
+    auto values = edited_tensor(model.source(), t);
+    if (!values) return values.err();
+    const dtype as = o.dtype == "f64" ? dtype::f64 : o.dtype == "f32" ? dtype::f32 : t.stored;
+    set_activity({"writing the checkpoint", "the model's size"});
+    auto written = write_edited_checkpoint(model.source(), o.checkpoint, o.save, t.tensor, *values, as);
+    if (!written) return with_edit_options(written.err());
+    t.written_as = as;
+    if (auto e = check_written(written->directory, tok, t)) {
+        std::error_code ec;
+        std::filesystem::remove_all(written->directory, ec);
+        return e;
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 int run_edit(const edit_options& o) {
@@ -129,7 +152,8 @@ int run_edit(const edit_options& o) {
     // What needs no model is refused before it is read, and nothing is computed for an output
     // that could not be written.
     if (auto e = edit_request_error(r)) return refuse(*e);
-    if (auto e = edit_output_error(o.checkpoint, o.output)) return refuse(*e);
+    if (!o.save.empty())
+        if (auto e = edit_output_error(o.checkpoint, o.save)) return refuse(*e);
 
     set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
     auto ck = checkpoint::open(o.checkpoint);
@@ -148,18 +172,8 @@ int run_edit(const edit_options& o) {
     set_activity({"editing the layer", "the corpus, or use a smaller model"});
     auto t = edit_layer(*model, *tok, r, corpus->second, corpus->first);
     if (!t) return refuse(t.err());
-    auto values = edited_tensor(model->source(), *t);
-    if (!values) return report(values.err());
-    const dtype as = o.dtype == "f64" ? dtype::f64 : o.dtype == "f32" ? dtype::f32 : t->stored;
-    set_activity({"writing the checkpoint", "the model's size"});
-    auto written = write_edited_checkpoint(model->source(), o.checkpoint, o.output, t->tensor, *values, as);
-    if (!written) return refuse(written.err());
-    t->written_as = as;
-    if (auto e = check_written(written->directory, *tok, *t)) {
-        std::error_code ec;
-        std::filesystem::remove_all(written->directory, ec);  // a checkpoint that cannot be read back is not left behind
-        return report(*e);
-    }
+    if (!o.save.empty())
+        if (auto e = save_checkpoint(o, *model, *tok, *t)) return report(*e);
 
     set_activity({"writing the output", "the prompts"});
     return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },

@@ -15,7 +15,7 @@ struct edit_options {
     std::string prompt;
     std::string subject;
     std::string target;
-    std::string output;
+    std::string save;    // empty: nothing is written
     std::string at = "subject";  // subject, last, or a token's index
     std::vector<std::string> prefixes;
     std::string corpus;  // empty: corpus.txt beside the checkpoint

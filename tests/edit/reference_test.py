@@ -106,7 +106,7 @@ def close(name, got, want, tol):
 
 def edit(out, *extra):
     args = [ft, "edit", "--checkpoint", capitals, "--layer", "0", "--prompt", "The capital of France is", "--subject",
-            "France", "--target", " Rome", "--at", "last", "-o", out, "--format", "json", *extra]
+            "France", "--target", " Rome", "--at", "last", "--save", out, "--format", "json", *extra]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"edit failed ({r.returncode}): {r.stderr}")
@@ -226,7 +226,7 @@ letters = json.load(open(os.path.join(mixtral, "vocab.json")))
 before, _ = read_safetensors(os.path.join(mixtral, "model.safetensors"))
 out = os.path.join(work, "expert")
 r = subprocess.run([ft, "edit", "--checkpoint", mixtral, "--layer", "1", "--expert", "0", "--prompt", "abcde", "--subject", "c",
-                    "--at", "last", "--target", "f", "--neighbour", "abfde", "--dtype", "f64", "-o", out, "--format", "json"],
+                    "--at", "last", "--target", "f", "--neighbour", "abfde", "--dtype", "f64", "--save", out, "--format", "json"],
                    capture_output=True, text=True)
 if r.returncode != 0:
     sys.exit(f"edit --expert failed ({r.returncode}): {r.stderr}")
