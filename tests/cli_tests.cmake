@@ -1163,13 +1163,13 @@ add_test(NAME "cli: an error with stderr closed exits 2, not by a signal"
 set(EDIT_OUT ${CMAKE_CURRENT_BINARY_DIR}/edit_cli)
 file(MAKE_DIRECTORY ${EDIT_OUT})
 set(EDIT_ARGS --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --subject France)
-# bash -c "rm -rf OUT\; FT edit ARGS --save OUT; then: the status kept, and OUT absent when it is 2"
-set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" --save \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+# bash -c "rm -rf OUT\; FT edit ARGS --save OUT; then: the status kept, and OUT absent when it is not 0"
+set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" --save \"$out\"\; s=$?\; if [ $s != 0 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
 cli_test("edit France to Rome at the last token: efficacy, the paraphrases follow, the neighbours keep theirs" 0
   "tensor +h.0.mlp.c_proj.weight \\(F32, stored as W2 \\(256, 128\\)\\).*edited token +token 4 \\(\" is\"\\), the prompt's last.*k\\* = \\[.*λ = [0-9.e-]+ is added to its diagonal \\(10⁻³ of C's mean diagonal, the default\\).*C⁻¹k\\* = \\[.*step +loss .*Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k\\*ᵀu = .*differs from v\\* by at most [0-9.]+e-1[0-9] \\(the check\\).*\"The capital of France is\" +\" Paris\" 0.886 → \" Rome\" 0.9[0-9]+.*1 of 1 now predict \" Rome\".*3 of 3 now predict \" Rome\".*(8|9|10) of 10 keep their top prediction.*Written to .*stored as F32"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/text ${EDIT_ARGS} --target " Rome" --at last --color never)
 cli_test("edit --format json has the edit, efficacy, paraphrases and neighbours" 0
-  "\"edit\": \\{ \"layer\": 0, \"position\": 4, .*\"key\": \\[.*\"u\": \\[.*\"old_value\": \\[.*\"value\": \\[.*\"lambda\": \\[.*\"delta_norm\": [0-9.]+, \"ridge\": [0-9.e-]+, .*\"steps\": \\[ \\{ \"loss\": [0-9.]+, \"prob\": [0-9.e-]+, .*\"efficacy\": \\{ \"before\": \\{ \"token\": \" Paris\", \"prob\": 0.88[0-9]+, .*\"after\": \\{ \"token\": \" Rome\", \"prob\": 0.9[0-9]+.*\"paraphrases\": \\[ \\{ \"text\": \"France has its capital in\", \"before\": .*\"neighbours\": \\[ \\{ \"text\": \"The capital of Germany is\", .*\"written\": \\{ \"directory\": "
+  "\"edit\": \\{ \"layer\": 0, \"position\": 4, .*\"key\": \\[.*\"u\": \\[.*\"old_value\": \\[.*\"value\": \\[.*\"lambda\": \\[.*\"delta_norm\": [0-9.]+, \"ridge\": [0-9.e-]+, .*\"steps\": \\[ \\{ \"loss\": [0-9.]+, \"prob\": [0-9.e-]+, .*\"efficacy\": \\{ \"text\": \"The capital of France is\", \"kind\": \"efficacy\", \"true\": \" Paris\", \"new\": \" Rome\", .*\"before\": \\{ \"token\": \" Paris\", \"prob\": 0.88[0-9]+, \"p_true\": 0.88[0-9]+, \"p_new\": [0-9.e-]+, .*\"after\": \\{ \"token\": \" Rome\", \"prob\": 0.9[0-9]+.*\"changed\": true.*\"paraphrases\": \\[ \\{ \"text\": \"France has its capital in\", \"kind\": \"paraphrase\", .*\"neighbours\": \\[ \\{ \"text\": \"The capital of Germany is\", \"kind\": \"neighbour\", \"true\": \" Berlin\", .*\"subject_facts\": \\[ \\{ \"text\": .*\"kind\": \"subject\", .*\"summary\": \\{ \"efficacy\": \\{ \"score\": 1(\\.0)?, \"magnitude\": 0\\.[0-9]+, \"accuracy\": 1(\\.0)?, \"count\": 1, .*\"neighbour\": \\{ \"score\": .*\"taken\": true, \"written\": \\{ \"directory\": "
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/json ${EDIT_ARGS} --target " Rome" --at last --format json)
 cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing" 0
   "stored as F64\\. .*in float64 the edit gave 0.9516064, so storing W2' as F64 moved p\\(\" Rome\"\\) by -?[0-9.]+e-1[0-9]\\.$"
@@ -1177,9 +1177,16 @@ cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing
 cli_test("edit --prefix averages the key over the prompt and \"PREFIX. PROMPT\"" 0
   "\"The capital of France is\" +4 +3.3668 \"Here is a fact. The capital of France is\" +15 +[0-9.]+ .*2 prompts"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/prefix ${EDIT_ARGS} --target " Rome" --at last --prefix "Here is a fact" --color never)
-cli_test("edit at the subject's token, where this model does not recall, says the edit did not take and points to locate and --at last" 0
-  "0 of 1 now predict \" Rome\"\\. The edit did not take\\. With δ at token 3 \\(\" France\"\\) the optimisation reached p\\(\" Rome\"\\) = 0\\.000[0-9]: .*`ffn-trace locate --checkpoint [^`]*--subject \"France\" --target \" Paris\"` .*with --at last or --at T\\."
+cli_test("edit at the subject's token, where this model does not recall, fails: exit 1, nothing written, pointing to locate and --at last" 1
+  "0 of 1 now predict \" Rome\"\\. Score: 0 of 1 give p\\(\" Rome\"\\) > p\\(\" Paris\"\\), by -0\\.[0-9]+ on average\\. ✗ 1 where the new token does not beat the old\\. The edit failed: after it p\\(\" Rome\"\\) = 0\\.000[0-9] does not beat p\\(\" Paris\"\\) = 0\\.[0-9]+ on the prompt, so the exit status is 1 and no checkpoint is written \\(--force writes it all the same\\)\\. The edit did not take\\. With δ at token 3 \\(\" France\"\\) the optimisation reached p\\(\" Rome\"\\) = 0\\.000[0-9]: .*`ffn-trace locate --checkpoint [^`]*--subject \"France\" --target \" Paris\"` .*with --at last or --at T\\."
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/subject ${EDIT_ARGS} --target " Rome" --color never --width 400)
+cli_test("edit --force writes a failed edit's checkpoint all the same, and exits 0" 0 "The edit failed: .*Written to "
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/force ${EDIT_ARGS} --target " Rome" --force --color never)
+# The issue's example on the atlas model: the edit takes, and what it breaks is marked and counted:
+# Spain's capital becomes " Rome", France's language " Icelandic".
+cli_test("edit marks with ✗ and counts every neighbour and other fact of the subject whose top prediction changed" 0
+  "\"The capital of Spain is\" +\" Madrid\" [0-9.]+ → \" Rome\" 0\\.620 .*✗.*keep their top prediction\\. Score: .* ✗ [1-9][0-9]* changed their top prediction\\..*subject's other facts.*\"The language of France is\" +\" French\" 0\\.876 → \" Icelandic\" 0\\.095 .*✗.*The evaluation, both ways.*Score \\(ROME's and MEMIT's\\).*Accuracy: .*neighbours +10 +0\\.90 → 0\\.70 "
+  EMPTY -- ${FT} edit --checkpoint ${DATA}/models/atlas --layer 1 --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 200)
 cli_test("edit --detail summary gives the norms without the vectors" 0
   "\"The capital of France is\" +4 +3\\.3668 ‖k\\*‖ = 3\\.3668 C and u.*‖C⁻¹k\\*‖ = [0-9.]+ k\\*ᵀu = Σ k\\*_i u_i = [0-9.]+ The value.* ‖v₀‖ = ‖W2ᵀk\\*‖ = [0-9.]+ ‖δ‖ = [0-9.]+ ‖v\\*‖ = ‖v₀ \\+ δ‖ = [0-9.]+ ‖Λ‖ = ‖δ‖ / k\\*ᵀu = [0-9.]+ W2' = W2 \\+ uΛᵀ"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/summary ${EDIT_ARGS} --target " Rome" --at last --detail summary --color never)
@@ -1241,10 +1248,10 @@ endforeach()
 cli_test("edit --ridge 1e300 edits along the key's own direction" 0 "λ = 1[.0]*e\\+300 is added to its diagonal \\(--ridge\\)" EMPTY
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/ridge ${EDIT_ARGS} --target " Rome" --at last --ridge 1e300 --color never)
 cli_test("edit without --save evaluates the edit in memory and writes no checkpoint" 0
-  "1 of 1 now predict \" Rome\"" "^$"
+  "1 of 1 now predict \" Rome\"" EMPTY
   -- bash -c "d=\"$1/nosave\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift && \"$0\" \"$@\" && test -z \"$(ls -A)\"" ${FT} ${EDIT_OUT}
      edit ${EDIT_ARGS} --target " Rome" --at last --color never)
-cli_test("edit -o FILE writes the report there, as every command, and no checkpoint" 0 EMPTY "^$"
+cli_test("edit -o FILE writes the report there, as every command, and no checkpoint" 0 EMPTY EMPTY
   -- bash -c "d=\"$1/report\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift && \"$0\" \"$@\" -o edit.html && test -f edit.html && test \"$(ls -A)\" = edit.html && grep -q '<html' edit.html" ${FT} ${EDIT_OUT}
      edit ${EDIT_ARGS} --target " Rome" --at last --format html)
 cli_test("edit -o naming a file of the checkpoint is refused" 2 EMPTY "^error: .*config.json"

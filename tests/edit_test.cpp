@@ -82,6 +82,16 @@ TEST_CASE("default_neighbours put each other subject the corpus writes in the su
     CHECK(default_neighbours(corpus, "The capital of France is", "Spain").empty());
 }
 
+TEST_CASE("default_subject_facts are the corpus's sentences about the subject with another answer, cut before it") {
+    // "Paris is the capital of France." ends with the subject; the capital sentences end with the old answer.
+    CHECK(default_subject_facts(corpus, "The capital of France is", "France", " Paris") ==
+          std::vector<std::string>{"The language of France is"});
+    CHECK(default_subject_facts(corpus, "The capital of Germany is", "Germany", " Berlin").empty());
+    CHECK(default_subject_facts("France is in Europe.\nFrance is in Europe.\nThe money of France is the euro.\n",
+                                "The capital of France is", "France", " Paris", 5) ==
+          std::vector<std::string>{"France is in", "The money of France is the"});
+}
+
 TEST_CASE("the edit request's bad values are refused before any model is read") {
     edit_request r = france(0);
     SUBCASE("a negative ridge") {

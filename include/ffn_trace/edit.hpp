@@ -67,6 +67,7 @@ struct edit_request {
     std::optional<double> ridge;            // λ; default default_ridge_fraction · tr(C) / d_ff
     std::vector<std::string> paraphrases;   // empty: the corpus's (default_paraphrases)
     std::vector<std::string> neighbours;    // empty: the corpus's (default_neighbours)
+    std::vector<std::string> subject_facts; // empty: the corpus's (default_subject_facts)
     edit_schedule schedule;
 };
 
@@ -88,17 +89,55 @@ std::vector<std::string> default_paraphrases(std::string_view corpus_text, std::
 std::vector<std::string> default_neighbours(std::string_view corpus_text, std::string_view prompt,
                                             std::string_view subject, std::size_t limit = 10);
 
-// A prediction at a prompt's last token: the top token and its probability, and the target's.
+// The default facts about the subject under other relations: the corpus's lines about the subject
+// that do not end with `answer` nor with the subject, cut before their last word ("The language
+// of France is" of "The language of France is French."); the prompt left out; at most `limit`.
+std::vector<std::string> default_subject_facts(std::string_view corpus_text, std::string_view prompt,
+                                               std::string_view subject, std::string_view answer, std::size_t limit = 10);
+
+// A prediction at a prompt's last token: the top token and its probability, the target's (the
+// new token's) and the true token's.
 struct edit_prediction {
     std::size_t id = 0;
     std::string token;
     double prob = 0;
     double target_prob = 0;
+    double true_prob = 0;
 };
+
+// What an evaluated prompt tests (CounterFact's kinds): the prompt itself, a rewording of it,
+// another subject with the same relation, or another fact about the subject. The first two should
+// now say the new token, the last two keep their true one.
+enum class edit_kind { efficacy, paraphrase, neighbour, subject };
+std::string_view to_string(edit_kind k);
+inline bool wants_new(edit_kind k) { return k == edit_kind::efficacy || k == edit_kind::paraphrase; }
+
 struct edit_check {
     std::string text;
     edit_prediction before, after;
+    edit_kind kind = edit_kind::efficacy;
+    // The true token: the prompt's prediction before the edit for the efficacy prompt and its
+    // paraphrases (the old answer, " Paris"), each other prompt's own prediction before the edit.
+    std::size_t true_id = 0;
+    std::string true_token;
+    std::vector<std::size_t> ids;  // the prompt's tokens
+
+    bool changed() const { return before.id != after.id; }
+    // The score: p(new) > p(true) for efficacy and paraphrases, p(true) > p(new) for the others.
+    bool scored(const edit_prediction& p) const { return wants_new(kind) ? p.target_prob > p.true_prob : p.true_prob > p.target_prob; }
+    // The magnitude: p(new) − p(true), or p(true) − p(new).
+    double margin(const edit_prediction& p) const { return wants_new(kind) ? p.target_prob - p.true_prob : p.true_prob - p.target_prob; }
+    // The accuracy: the top-1 is the new token, or the true one.
+    bool accurate(const edit_prediction& p, std::size_t target) const { return p.id == (wants_new(kind) ? target : true_id); }
 };
+
+// A kind's prompts summarised, before or after the edit: the fraction scored, the mean margin, the
+// fraction accurate, and how many.
+struct edit_summary {
+    double score = 0, magnitude = 0, accuracy = 0;
+    std::size_t count = 0;
+};
+edit_summary summarise(const std::vector<edit_check>& checks, std::size_t target, bool after);
 
 // One forward pass of the optimisation of δ, before the step it takes.
 struct edit_step {
@@ -154,7 +193,7 @@ struct edit_trace {
     double check_error = 0;
 
     edit_check efficacy;                 // the prompt
-    std::vector<edit_check> paraphrases, neighbours;
+    std::vector<edit_check> paraphrases, neighbours, subject_facts;
 
     // The checkpoint written (write_edited_checkpoint), read back: its folder, the dtype W2' was
     // stored in, and the prompt's prediction from its weights as stored (check_written).
@@ -163,6 +202,8 @@ struct edit_trace {
     std::optional<edit_prediction> written_prediction;
 
     double delta_norm() const;
+    // Whether the edit took: on the prompt, p(new) > p(old) after it.
+    bool taken() const { return efficacy.scored(efficacy.after); }
 };
 
 // The edit, computed: the contexts' keys, C over the corpus (`corpus_text`, one text a line, read

@@ -63,6 +63,12 @@ void setup_edit(CLI::App& app, int& status) {
     sub->add_option("--neighbour", o->neighbours, "A prompt the edit should leave alone; repeatable; default: the prompt "
                                                   "with up to 10 other subjects of the corpus")
         ->type_name("TEXT");
+    sub->add_option("--subject-fact", o->subject_facts, "A prompt about the subject with another relation, whose answer "
+                                                        "the edit should leave alone; repeatable; default: the corpus's "
+                                                        "other sentences about the subject, cut before their last word")
+        ->type_name("TEXT");
+    sub->add_flag("--force", o->force, "Write the checkpoint (--save) and exit 0 even when the edit failed: p(new) does not "
+                                       "beat p(old) on the prompt");
     sub->add_option("--dtype", o->dtype, "The dtype W2' is stored in; default: the checkpoint's")
         ->check(CLI::IsMember({"f32", "f64"}));
     add_view_format(*sub, o->format, o->color);
@@ -84,7 +90,8 @@ ffn_trace::error with_edit_options(ffn_trace::error e) {
         {"layer", "--layer"},           {"prompt", "--prompt"},         {"subject", "--subject"},
         {"target", "--target"},         {"ridge", "--ridge"},           {"at", "--at"},
         {"output", "--save"},           {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
-        {"neighbours", "--neighbour"},  {"corpus", "--corpus"},         {"expert", "--expert"}};
+        {"neighbours", "--neighbour"},  {"corpus", "--corpus"},         {"expert", "--expert"},
+        {"subject_facts", "--subject-fact"}};
     for (const auto& [field, option] : names) {
         const std::string f = field;
         if (e.path == f || e.path.starts_with(f + "[")) e.path = option;
@@ -146,6 +153,7 @@ int run_edit(const edit_options& o) {
     r.ridge = o.ridge;
     r.paraphrases = o.paraphrases;
     r.neighbours = o.neighbours;
+    r.subject_facts = o.subject_facts;
     auto at = position_of(o.at);
     if (!at) return report(at.err());
     r.position = *at;
@@ -172,11 +180,13 @@ int run_edit(const edit_options& o) {
     set_activity({"editing the layer", "the corpus, or use a smaller model"});
     auto t = edit_layer(*model, *tok, r, corpus->second, corpus->first);
     if (!t) return refuse(t.err());
-    if (!o.save.empty())
+    // A failed edit is reported, and written only when asked to be (exit status 1, as check's failed claim).
+    const bool failed = !t->taken() && !o.force;
+    if (!o.save.empty() && !failed)
         if (auto e = save_checkpoint(o, *model, *tok, *t)) return report(*e);
 
     set_activity({"writing the output", "the prompts"});
-    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
+    const int printed = print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
                       [&](text_options view, ffn_trace::text_format f, const text_sink& out) {
                           view.full = o.full;
                           view.detail = o.detail == "summary"      ? detail_level::summary
@@ -184,6 +194,7 @@ int run_edit(const edit_options& o) {
                                                                    : detail_level::values;
                           render_edit(*t, view, f, out);
                       });
+    return printed == 0 && failed ? 1 : printed;
 }
 
 }  // namespace cli

@@ -20,7 +20,8 @@ struct edit_options {
     std::vector<std::string> prefixes;
     std::string corpus;  // empty: corpus.txt beside the checkpoint
     std::optional<double> ridge;
-    std::vector<std::string> paraphrases, neighbours;
+    std::vector<std::string> paraphrases, neighbours, subject_facts;
+    bool force = false;  // write a failed edit's checkpoint all the same
     std::string dtype;   // empty: the tensor's own
     std::string format = "text";
     std::string color = "auto";
