@@ -1187,6 +1187,22 @@ cli_test("edit --force writes a failed edit's checkpoint all the same, and exits
 cli_test("edit marks with ✗ and counts every neighbour and other fact of the subject whose top prediction changed" 0
   "\"The capital of Spain is\" +\" Madrid\" [0-9.]+ → \" Rome\" 0\\.620 .*✗.*keep their top prediction\\. Score: .* ✗ [1-9][0-9]* changed their top prediction\\..*subject's other facts.*\"The language of France is\" +\" French\" 0\\.876 → \" Icelandic\" 0\\.095 .*✗.*The evaluation, both ways.*Score \\(ROME's and MEMIT's\\).*Accuracy: .*neighbours +10 +0\\.90 → 0\\.70 "
   EMPTY -- ${FT} edit --checkpoint ${DATA}/models/atlas --layer 1 --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 200)
+# Without --layer the layer is locate's: a separate `locate --format json` run on atlas puts the
+# largest mlp restore effect at the last token in layer 1 (0.5920), on capitals in layer 0 (0.8330).
+cli_test("edit without --layer edits the layer causal tracing finds the recall in, and says so in one line" 0
+  "layer +1, chosen by causal tracing \\(locate\\): restoring its FFN output at token 4 restores p\\(\" Paris\"\\) by 0\\.5920, the most of any layer's \\(--layer to choose another\\).*1 of 1 now predict \" Rome\""
+  EMPTY -- ${FT} edit --checkpoint ${DATA}/models/atlas --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 300)
+cli_test("edit without --layer on capitals chooses layer 0, where locate finds the recall" 0
+  "layer +0, chosen by causal tracing \\(locate\\): restoring its FFN output at token 4 restores p\\(\" Paris\"\\) by 0\\.8330"
+  EMPTY -- ${FT} edit --checkpoint ${CAPITALS} --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 300)
+cli_test("edit says the update uses the key v* was optimised at" 0
+  "The update uses the same key k\\* that v\\* was optimised at \\(r-ROME's correction\\; --key original"
+  EMPTY -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last --color never --width 300)
+cli_test("edit --key original divides by the prompt's own key, as ROME's code does" 0
+  "Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k₀ᵀu = .*--key original: Λ = δ / \\(k₀ᵀu\\), k₀ the prompt's own key"
+  EMPTY -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last --prefix "Here is a fact" --key original --color never --width 300)
+cli_test("edit --key names what it expects" 2 EMPTY "^error: --key: .*(same|original)"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --key new)
 cli_test("edit --detail summary gives the norms without the vectors" 0
   "\"The capital of France is\" +4 +3\\.3668 ‖k\\*‖ = 3\\.3668 C and u.*‖C⁻¹k\\*‖ = [0-9.]+ k\\*ᵀu = Σ k\\*_i u_i = [0-9.]+ The value.* ‖v₀‖ = ‖W2ᵀk\\*‖ = [0-9.]+ ‖δ‖ = [0-9.]+ ‖v\\*‖ = ‖v₀ \\+ δ‖ = [0-9.]+ ‖Λ‖ = ‖δ‖ / k\\*ᵀu = [0-9.]+ W2' = W2 \\+ uΛᵀ"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/summary ${EDIT_ARGS} --target " Rome" --at last --detail summary --color never)

@@ -52,6 +52,7 @@ edit_trace hand_made() {
     t.c_inv_key = {0.6, 0, 1.2};
     t.u = {0.4472135955, 0, 0.894427191};
     t.key_dot_u = 2.2360679775;
+    t.update_dot_u = 2.2360679775;  // the same key k*
     t.old_value = {1, -1};
     t.delta = {0.5, 0.25};
     t.value = {1.5, -0.75};

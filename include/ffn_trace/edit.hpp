@@ -51,6 +51,12 @@ struct edit_position {
     std::size_t token = 0;
 };
 
+// The key the update Λ is divided by. same: k*, the key v* was optimised at, so that W2' maps k*
+// to v* exactly (r-ROME's correction, Gupta et al. 2024). original: the prompt's own key k₀ (read
+// without the prefixes), as ROME's rome_main.py does while u and v* use k*, the mean over the
+// prompt and its prefixed variants; the two differ only with --prefix.
+enum class edit_key { same, original };
+
 // The ridge λ when none is given: 10⁻³ of the mean of C's diagonal, tr(C) / d_ff.
 inline constexpr double default_ridge_fraction = 1e-3;
 
@@ -68,6 +74,7 @@ struct edit_request {
     std::vector<std::string> paraphrases;   // empty: the corpus's (default_paraphrases)
     std::vector<std::string> neighbours;    // empty: the corpus's (default_neighbours)
     std::vector<std::string> subject_facts; // empty: the corpus's (default_subject_facts)
+    edit_key key = edit_key::same;
     edit_schedule schedule;
 };
 
@@ -139,6 +146,17 @@ struct edit_summary {
 };
 edit_summary summarise(const std::vector<edit_check>& checks, std::size_t target, bool after);
 
+// The layer causal tracing (locate.hpp) chooses when none is given: the one whose FFN output,
+// restored at the edited token, restores p(the prompt's answer) the most.
+struct edit_layer_choice {
+    std::size_t layer = 0, token = 0;
+    double effect = 0;   // that restore's indirect effect
+    std::string answer;  // the clean run's top prediction, whose recall is traced
+    std::size_t answer_id = 0;
+};
+// Errors name the request's fields ("subject", "at").
+outcome<edit_layer_choice> layer_by_tracing(const transformer& model, const tokenizer& tok, const edit_request& request);
+
 // One forward pass of the optimisation of δ, before the step it takes.
 struct edit_step {
     double loss = 0, nll = 0, kl = 0, decay = 0;
@@ -158,6 +176,7 @@ struct edit_trace {
     std::string arch, checkpoint;
     std::size_t n_layers = 0, d_model = 0, d_ff = 0, layer = 0;
     std::optional<std::size_t> expert;  // the MoE layer's expert edited
+    std::optional<edit_layer_choice> layer_choice;  // how the layer was chosen, when it was not given
     std::string tensor;           // W2's name in the checkpoint
     dtype stored = dtype::f32;    // its dtype
     bool transposed = false;      // stored as W2ᵀ (nn.Linear, out × in)
@@ -179,6 +198,8 @@ struct edit_trace {
     std::vector<double> c_inv_key;       // C⁻¹k*
     std::vector<double> u;               // C⁻¹k* / ‖C⁻¹k*‖
     double key_dot_u = 0;                // k*ᵀu
+    edit_key update_key = edit_key::same;
+    double update_dot_u = 0;             // what Λ divides δ by: k*ᵀu, or k₀ᵀu with edit_key::original
 
     std::vector<double> bias;            // b2 (empty when the layer has none)
     std::vector<double> old_value;       // W2ᵀk*
@@ -189,7 +210,8 @@ struct edit_trace {
     std::string kl_prompt;               // "SUBJECT is a"
     edit_schedule schedule;
 
-    // The check: max_j |(k*ᵀW2')_j − v*_j| with W2' = W2 + uΛᵀ formed entry by entry.
+    // The check: max_j |(kᵀW2')_j − (kᵀW2 + δ)_j| with W2' = W2 + uΛᵀ formed entry by entry, k the
+    // update's key (k*, whose kᵀW2 + δ is v*; or k₀).
     double check_error = 0;
 
     edit_check efficacy;                 // the prompt

@@ -28,8 +28,9 @@ void setup_edit(CLI::App& app, int& status) {
     sub->add_option("--checkpoint", o->checkpoint, "A checkpoint folder: config.json, safetensors and its tokenizer")
         ->required()
         ->type_name("DIR");
-    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj; an expert's w2 with --expert) is edited")
-        ->required()
+    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj; an expert's w2 with --expert) is edited; "
+                                         "default: the one causal tracing (locate) finds the prompt's answer recalled in at "
+                                         "the edited token")
         ->check(whole_number(0));
     sub->add_option("--expert", o->expert, "An MoE layer's expert whose W2 (w2) is edited; the key is read where the router "
                                            "sends the token to it")
@@ -69,6 +70,10 @@ void setup_edit(CLI::App& app, int& status) {
         ->type_name("TEXT");
     sub->add_flag("--force", o->force, "Write the checkpoint (--save) and exit 0 even when the edit failed: p(new) does not "
                                        "beat p(old) on the prompt");
+    sub->add_option("--key", o->key, "The key Λ divides by: same (k*, the key v* was optimised at, r-ROME's correction) "
+                                     "or original (the prompt's own key, as ROME's code does; differs with --prefix)")
+        ->check(CLI::IsMember({"same", "original"}))
+        ->capture_default_str();
     sub->add_option("--dtype", o->dtype, "The dtype W2' is stored in; default: the checkpoint's")
         ->check(CLI::IsMember({"f32", "f64"}));
     add_view_format(*sub, o->format, o->color);
@@ -145,7 +150,7 @@ int run_edit(const edit_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);
     edit_request r;
-    r.layer = o.layer;
+    r.layer = o.layer.value_or(0);
     r.expert = o.expert;
     r.prompt = o.prompt;
     r.subject = o.subject;
@@ -154,6 +159,7 @@ int run_edit(const edit_options& o) {
     r.paraphrases = o.paraphrases;
     r.neighbours = o.neighbours;
     r.subject_facts = o.subject_facts;
+    r.key = o.key == "original" ? edit_key::original : edit_key::same;
     auto at = position_of(o.at);
     if (!at) return report(at.err());
     r.position = *at;
@@ -177,9 +183,18 @@ int run_edit(const edit_options& o) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
 
+    std::optional<edit_layer_choice> chosen;
+    if (!o.layer) {
+        set_activity({"tracing the prompt to choose the layer", "the prompt, or give --layer"});
+        auto c = layer_by_tracing(*model, *tok, r);
+        if (!c) return refuse(c.err());
+        chosen = *c;
+        r.layer = c->layer;
+    }
     set_activity({"editing the layer", "the corpus, or use a smaller model"});
     auto t = edit_layer(*model, *tok, r, corpus->second, corpus->first);
     if (!t) return refuse(t.err());
+    t->layer_choice = chosen;
     // A failed edit is reported, and written only when asked to be (exit status 1, as check's failed claim).
     const bool failed = !t->taken() && !o.force;
     if (!o.save.empty() && !failed)

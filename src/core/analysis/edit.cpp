@@ -221,6 +221,29 @@ outcome<std::size_t> position_in(const prompt_tokens& p, const edit_request& r, 
     return found->back();
 }
 
+}  // namespace
+
+outcome<edit_layer_choice> layer_by_tracing(const transformer& model, const tokenizer& tok, const edit_request& r) {
+    auto p = tokenize_prompt(tok, r.prompt, "prompt");
+    if (!p) return p.err();
+    if (auto e = check_prompt_length(model, p->ids.size(), "prompt")) return *e;
+    auto at = position_in(*p, r, nullptr);
+    if (!at) return at.err();
+    locate_options o;
+    o.subject = r.subject;
+    auto traced = locate(model, std::move(*p), o);
+    if (!traced) return traced.err();
+    edit_layer_choice c{0, *at, traced->mlp.effect(0, *at), traced->target, traced->target_id};
+    for (std::size_t l = 1; l < traced->n_layers; ++l)
+        if (traced->mlp.effect(l, *at) > c.effect) {
+            c.layer = l;
+            c.effect = traced->mlp.effect(l, *at);
+        }
+    return c;
+}
+
+namespace {
+
 // The layer (and, in an MoE layer, the expert) an edit reads and writes.
 struct edited_part {
     std::size_t layer = 0;
@@ -539,19 +562,25 @@ std::optional<error> optimise_value(const transformer& model, const std::vector<
     return std::nullopt;
 }
 
-// Λ = (v* − W2ᵀk*) / (k*ᵀu), and the check: W2' = W2 + uΛᵀ formed entry by entry, k*ᵀW2' against v*.
+// Λ = (v* − W2ᵀk*) / (kᵀu) = δ / (kᵀu), k the update's key (k*, or the prompt's own k₀), and the
+// check: W2' = W2 + uΛᵀ formed entry by entry, kᵀW2' against kᵀW2 + δ (v* when k = k*).
 void insert(const matrix& w2, edit_trace& t) {
+    const vec& k = t.update_key == edit_key::original ? t.contexts.front().key : t.key;
+    t.update_dot_u = dot(k, t.u);
     t.value.resize(t.d_model);
     t.lambda.resize(t.d_model);
     for (std::size_t j = 0; j < t.d_model; ++j) {
         t.value[j] = t.old_value[j] + t.delta[j];
-        t.lambda[j] = (t.value[j] - t.old_value[j]) / t.key_dot_u;
+        t.lambda[j] = (t.value[j] - t.old_value[j]) / t.update_dot_u;
     }
     t.check_error = 0;
     for (std::size_t j = 0; j < t.d_model; ++j) {
-        double mapped = 0;
-        for (std::size_t i = 0; i < t.d_ff; ++i) mapped += t.key[i] * (w2(i, j) + t.u[i] * t.lambda[j]);
-        t.check_error = std::max(t.check_error, std::abs(mapped - t.value[j]));
+        double mapped = 0, old = 0;
+        for (std::size_t i = 0; i < t.d_ff; ++i) {
+            mapped += k[i] * (w2(i, j) + t.u[i] * t.lambda[j]);
+            old += k[i] * w2(i, j);
+        }
+        t.check_error = std::max(t.check_error, std::abs(mapped - (old + t.delta[j])));
     }
 }
 
@@ -626,6 +655,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
     t.target = token_text(tok, r.target);
     t.schedule = r.schedule;
     t.corpus = corpus_file;
+    t.update_key = r.key;
     auto layer = describe_layer(ck, t);
     if (!layer) return layer.err();
     const matrix& w2 = (*layer)->w2;

@@ -105,6 +105,11 @@ private:
         if (t_.expert)
             f.push_back({"expert", fmt::format("{} of the MoE layer: what it writes reaches the stream times its routing weight w, "
                                                "{} at the edited token", *t_.expert, n4(t_.contexts.front().weight))});
+        if (t_.layer_choice)
+            f.push_back({"layer", fmt::format("{}, chosen by causal tracing (locate): restoring its FFN output at token {} "
+                                              "restores p({}) by {}, the most of any layer's (--layer to choose another)",
+                                              t_.layer, t_.layer_choice->token, shown(t_.layer_choice->answer_id, t_.layer_choice->answer),
+                                              n4(t_.layer_choice->effect))});
         f.push_back({"subject", fmt::format("{} in {}", quote(t_.subject), quote(p.text))});
         f.push_back({"edited token", where()});
         f.push_back({"target", fmt::format("{} (id {}); before the edit the model says {} ({})", shown(t_.target_id, t_.target), t_.target_id,
@@ -237,9 +242,20 @@ private:
             paragraph(fmt::format("δ stayed 0: the loss's gradient in δ is 0 at this token, whose layer {} output nothing "
                                   "after it carries to the last token, so W2' = W2. Edit another layer or token.",
                                   t_.layer));
-        paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. The edited layer maps "
-                              "k* to k*ᵀW2' = k*ᵀW2 + (k*ᵀu) Λᵀ = v₀ + δ = v*; formed entry by entry, it differs from v* by "
-                              "at most {} (the check).", format_short(t_.check_error, 3)));
+        if (t_.update_key == edit_key::same)
+            paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. The update uses the same "
+                                  "key k* that v* was optimised at (r-ROME's correction; --key original divides by the "
+                                  "prompt's own key instead, as ROME's code does), so the edited layer maps k* to k*ᵀW2' = "
+                                  "k*ᵀW2 + (k*ᵀu) Λᵀ = v₀ + δ = v*; formed entry by entry, it differs from v* by at most {} "
+                                  "(the check).", format_short(t_.check_error, 3)));
+        else
+            paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. --key original: Λ = δ / "
+                                  "(k₀ᵀu), k₀ the prompt's own key (k₀ᵀu = {}), as ROME's code does, while u and v* use k*, "
+                                  "the mean over the prompt and its prefixed variants (k*ᵀu = {}). The edited layer maps k₀ "
+                                  "to k₀ᵀW2 + δ (formed entry by entry, within {}, the check), and k* to v₀ + ({} / {}) δ, "
+                                  "not v*: r-ROME (Gupta et al. 2024) shows this asymmetry makes sequential edits collapse.",
+                                  format_short(t_.update_dot_u, 6), format_short(t_.key_dot_u, 6), format_short(t_.check_error, 3),
+                                  format_short(t_.key_dot_u, 6), format_short(t_.update_dot_u, 6)));
         if (!html_) return;
         auto f = std::make_shared<figure>();
         f->type = figure::kind::bars;
@@ -264,7 +280,7 @@ private:
     std::vector<std::string> value_norms() const {
         return {fmt::format("‖v₀‖ = ‖W2ᵀk*‖ = {}", n4(norm_of(t_.old_value))), fmt::format("‖δ‖ = {}", n4(t_.delta_norm())),
                 fmt::format("‖v*‖ = ‖v₀ + δ‖ = {}", n4(norm_of(t_.value))),
-                fmt::format("‖Λ‖ = ‖δ‖ / k*ᵀu = {}", n4(norm_of(t_.lambda)))};
+                fmt::format("‖Λ‖ = ‖δ‖ / {} = {}", divisor(), n4(norm_of(t_.lambda)))};
     }
 
     // v₀, δ, v* and Λ, and Λ's sums: the first two (every one with --full), or with the
@@ -273,18 +289,20 @@ private:
         std::vector<std::string> l{fmt::format("v₀ = W2ᵀk* = {}   (‖v₀‖ = {})", vec(t_.old_value), n4(norm_of(t_.old_value))),
                                    fmt::format("δ  = {}   (‖δ‖ = {})", vec(t_.delta), n4(t_.delta_norm())),
                                    fmt::format("v* = v₀ + δ = {}", vec(t_.value)),
-                                   fmt::format("Λ  = (v* − W2ᵀk*) / (k*ᵀu) = {}", vec(t_.lambda))};
+                                   fmt::format("Λ  = (v* − W2ᵀk*) / ({}) = {}", divisor(), vec(t_.lambda))};
         std::vector<std::size_t> entries;
         if (level_ == detail_level::arithmetic) entries = shown_indices(t_.d_model, opt_.full);
         else
             for (std::size_t j = 0; j < (opt_.full ? t_.d_model : std::min<std::size_t>(2, t_.d_model)); ++j) entries.push_back(j);
         for (auto j : entries)
             l.push_back(j == gap ? "…"
-                                 : fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j,
-                                               op4(t_.value[j]), op4(t_.old_value[j]), op4(t_.key_dot_u),
-                                               format_short(t_.lambda[j], 6)));
+                                 : fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / {5} = ({1} − {2}) / {3} = {4}", j,
+                                               op4(t_.value[j]), op4(t_.old_value[j]), op4(t_.update_dot_u),
+                                               format_short(t_.lambda[j], 6), divisor()));
         return l;
     }
+    // What Λ divides δ by: k*ᵀu, or with --key original the prompt's own key's k₀ᵀu.
+    std::string divisor() const { return t_.update_key == edit_key::original ? "k₀ᵀu" : "k*ᵀu"; }
 
     std::string prediction(const edit_prediction& p) const { return fmt::format("{} {}", shown(p.id, p.token, 12), format_fixed(p.prob, 3)); }
     std::string old() const { return shown(t_.efficacy.true_id, t_.efficacy.true_token); }
@@ -466,11 +484,14 @@ std::string render_edit_json(const edit_trace& t) {
     out["target"] = {{"id", t.target_id}, {"token", t.target}};
     json& edit = out["edit"];
     edit["layer"] = t.layer;
+    if (t.layer_choice)
+        edit["layer_choice"] = {{"token", t.layer_choice->token}, {"effect", t.layer_choice->effect}, {"answer", t.layer_choice->answer}};
     if (t.expert) edit["expert"] = *t.expert;
     edit.update(json{{"position", p.position}, {"tensor", t.tensor}, {"key", t.key}, {"u", t.u},
                    {"c_inv_key", t.c_inv_key}, {"key_dot_u", t.key_dot_u}, {"old_value", t.old_value}, {"delta", t.delta},
                    {"value", t.value}, {"lambda", t.lambda}, {"delta_norm", t.delta_norm()}, {"ridge", t.ridge},
-                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)}});
+                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)},
+                   {"update_key", t.update_key == edit_key::original ? "original" : "same"}, {"update_dot_u", t.update_dot_u}});
     out["efficacy"] = check(t.efficacy);
     out["paraphrases"] = checks(t.paraphrases);
     out["neighbours"] = checks(t.neighbours);
