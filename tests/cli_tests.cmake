@@ -1240,13 +1240,13 @@ add_test(NAME "cli: an error with stderr closed exits 2, not by a signal"
 set(EDIT_OUT ${CMAKE_CURRENT_BINARY_DIR}/edit_cli)
 file(MAKE_DIRECTORY ${EDIT_OUT})
 set(EDIT_ARGS --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --subject France)
-# bash -c "rm -rf OUT\; FT edit ARGS -o OUT; then: the status kept, and OUT absent when it is 2"
-set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" -o \"$out\"\; s=$?\; if [ $s = 2 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+# bash -c "rm -rf OUT\; FT edit ARGS --save OUT; then: the status kept, and OUT absent when it is not 0"
+set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" --save \"$out\"\; s=$?\; if [ $s != 0 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
 cli_test("edit France to Rome at the last token: efficacy, the paraphrases follow, the neighbours keep theirs" 0
   "tensor +h.0.mlp.c_proj.weight \\(F32, stored as W2 \\(256, 128\\)\\).*edited token +token 4 \\(\" is\"\\), the prompt's last.*k\\* = \\[.*λ = [0-9.e-]+ is added to its diagonal \\(10⁻³ of C's mean diagonal, the default\\).*C⁻¹k\\* = \\[.*step +loss .*Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k\\*ᵀu = .*differs from v\\* by at most [0-9.]+e-1[0-9] \\(the check\\).*\"The capital of France is\" +\" Paris\" 0.886 → \" Rome\" 0.9[0-9]+.*1 of 1 now predict \" Rome\".*3 of 3 now predict \" Rome\".*(8|9|10) of 10 keep their top prediction.*Written to .*stored as F32"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/text ${EDIT_ARGS} --target " Rome" --at last --color never)
 cli_test("edit --format json has the edit, efficacy, paraphrases and neighbours" 0
-  "\"edit\": \\{ \"layer\": 0, \"position\": 4, .*\"key\": \\[.*\"u\": \\[.*\"old_value\": \\[.*\"value\": \\[.*\"lambda\": \\[.*\"delta_norm\": [0-9.]+, \"ridge\": [0-9.e-]+, .*\"steps\": \\[ \\{ \"loss\": [0-9.]+, \"prob\": [0-9.e-]+, .*\"efficacy\": \\{ \"before\": \\{ \"token\": \" Paris\", \"prob\": 0.88[0-9]+, .*\"after\": \\{ \"token\": \" Rome\", \"prob\": 0.9[0-9]+.*\"paraphrases\": \\[ \\{ \"text\": \"France has its capital in\", \"before\": .*\"neighbours\": \\[ \\{ \"text\": \"The capital of Germany is\", .*\"written\": \\{ \"directory\": "
+  "\"edit\": \\{ \"layer\": 0, \"position\": 4, .*\"key\": \\[.*\"u\": \\[.*\"old_value\": \\[.*\"value\": \\[.*\"lambda\": \\[.*\"delta_norm\": [0-9.]+, \"ridge\": [0-9.e-]+, .*\"steps\": \\[ \\{ \"loss\": [0-9.]+, \"prob\": [0-9.e-]+, .*\"efficacy\": \\{ \"text\": \"The capital of France is\", \"kind\": \"efficacy\", \"true\": \" Paris\", \"new\": \" Rome\", .*\"before\": \\{ \"token\": \" Paris\", \"prob\": 0.88[0-9]+, \"p_true\": 0.88[0-9]+, \"p_new\": [0-9.e-]+, .*\"after\": \\{ \"token\": \" Rome\", \"prob\": 0.9[0-9]+.*\"changed\": true.*\"paraphrases\": \\[ \\{ \"text\": \"France has its capital in\", \"kind\": \"paraphrase\", .*\"neighbours\": \\[ \\{ \"text\": \"The capital of Germany is\", \"kind\": \"neighbour\", \"true\": \" Berlin\", .*\"subject_facts\": \\[ \\{ \"text\": .*\"kind\": \"subject\", .*\"summary\": \\{ \"efficacy\": \\{ \"score\": 1(\\.0)?, \"magnitude\": 0\\.[0-9]+, \"accuracy\": 1(\\.0)?, \"count\": 1, .*\"neighbour\": \\{ \"score\": .*\"taken\": true, \"written\": \\{ \"directory\": "
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/json ${EDIT_ARGS} --target " Rome" --at last --format json)
 cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing" 0
   "stored as F64\\. .*in float64 the edit gave 0.9516064, so storing W2' as F64 moved p\\(\" Rome\"\\) by -?[0-9.]+e-1[0-9]\\.$"
@@ -1254,9 +1254,32 @@ cli_test("edit --dtype f64 stores W2' as F64 and says the rounding moved nothing
 cli_test("edit --prefix averages the key over the prompt and \"PREFIX. PROMPT\"" 0
   "\"The capital of France is\" +4 +3.3668 \"Here is a fact. The capital of France is\" +15 +[0-9.]+ .*2 prompts"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/prefix ${EDIT_ARGS} --target " Rome" --at last --prefix "Here is a fact" --color never)
-cli_test("edit at the subject's token, where this model does not recall, says the edit did not take and points to locate and --at last" 0
-  "0 of 1 now predict \" Rome\"\\. The edit did not take\\. With δ at token 3 \\(\" France\"\\) the optimisation reached p\\(\" Rome\"\\) = 0\\.000[0-9]: .*`ffn-trace locate --checkpoint [^`]*--subject \"France\" --target \" Paris\"` .*with --at last or --at T\\."
+cli_test("edit at the subject's token, where this model does not recall, fails: exit 1, nothing written, pointing to locate and --at last" 1
+  "0 of 1 now predict \" Rome\"\\. Score: 0 of 1 give p\\(\" Rome\"\\) > p\\(\" Paris\"\\), by -0\\.[0-9]+ on average\\. ✗ 1 where the new token does not beat the old\\. The edit failed: after it p\\(\" Rome\"\\) = 0\\.000[0-9] does not beat p\\(\" Paris\"\\) = 0\\.[0-9]+ on the prompt, so the exit status is 1 and no checkpoint is written \\(--force writes it all the same\\)\\. The edit did not take\\. With δ at token 3 \\(\" France\"\\) the optimisation reached p\\(\" Rome\"\\) = 0\\.000[0-9]: .*`ffn-trace locate --checkpoint [^`]*--subject \"France\" --target \" Paris\"` .*with --at last or --at T\\."
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/subject ${EDIT_ARGS} --target " Rome" --color never --width 400)
+cli_test("edit --force writes a failed edit's checkpoint all the same, and exits 0" 0 "The edit failed: .*Written to "
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/force ${EDIT_ARGS} --target " Rome" --force --color never)
+# The issue's example on the atlas model: the edit takes, and what it breaks is marked and counted:
+# Spain's capital becomes " Rome", France's language " Icelandic".
+cli_test("edit marks with ✗ and counts every neighbour and other fact of the subject whose top prediction changed" 0
+  "\"The capital of Spain is\" +\" Madrid\" [0-9.]+ → \" Rome\" 0\\.620 .*✗.*keep their top prediction\\. Score: .* ✗ [1-9][0-9]* changed their top prediction\\..*subject's other facts.*\"The language of France is\" +\" French\" 0\\.876 → \" Icelandic\" 0\\.095 .*✗.*The evaluation, both ways.*Score \\(ROME's and MEMIT's\\).*Accuracy: .*neighbours +10 +0\\.90 → 0\\.70 "
+  EMPTY -- ${FT} edit --checkpoint ${DATA}/models/atlas --layer 1 --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 200)
+# Without --layer the layer is locate's: a separate `locate --format json` run on atlas puts the
+# largest mlp restore effect at the last token in layer 1 (0.5920), on capitals in layer 0 (0.8330).
+cli_test("edit without --layer edits the layer causal tracing finds the recall in, and says so in one line" 0
+  "layer +1, chosen by causal tracing \\(locate\\): restoring its FFN output at token 4 restores p\\(\" Paris\"\\) by 0\\.5920, the most of any layer's \\(--layer to choose another\\).*1 of 1 now predict \" Rome\""
+  EMPTY -- ${FT} edit --checkpoint ${DATA}/models/atlas --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 300)
+cli_test("edit without --layer on capitals chooses layer 0, where locate finds the recall" 0
+  "layer +0, chosen by causal tracing \\(locate\\): restoring its FFN output at token 4 restores p\\(\" Paris\"\\) by 0\\.8330"
+  EMPTY -- ${FT} edit --checkpoint ${CAPITALS} --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 300)
+cli_test("edit says the update uses the key v* was optimised at" 0
+  "The update uses the same key k\\* that v\\* was optimised at \\(r-ROME's correction\\; --key original"
+  EMPTY -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last --color never --width 300)
+cli_test("edit --key original divides by the prompt's own key, as ROME's code does" 0
+  "Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k₀ᵀu = .*--key original: Λ = δ / \\(k₀ᵀu\\), k₀ the prompt's own key"
+  EMPTY -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last --prefix "Here is a fact" --key original --color never --width 300)
+cli_test("edit --key names what it expects" 2 EMPTY "^error: --key: .*(same|original)"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --key new)
 cli_test("edit --detail summary gives the norms without the vectors" 0
   "\"The capital of France is\" +4 +3\\.3668 ‖k\\*‖ = 3\\.3668 C and u.*‖C⁻¹k\\*‖ = [0-9.]+ k\\*ᵀu = Σ k\\*_i u_i = [0-9.]+ The value.* ‖v₀‖ = ‖W2ᵀk\\*‖ = [0-9.]+ ‖δ‖ = [0-9.]+ ‖v\\*‖ = ‖v₀ \\+ δ‖ = [0-9.]+ ‖Λ‖ = ‖δ‖ / k\\*ᵀu = [0-9.]+ W2' = W2 \\+ uΛᵀ"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/summary ${EDIT_ARGS} --target " Rome" --at last --detail summary --color never)
@@ -1281,7 +1304,7 @@ cli_test("edit --expert on a dense layer is refused" 2 EMPTY
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/expert_dense ${EDIT_ARGS} --target " Rome" --expert 0)
 cli_test("edit's edited checkpoint runs: run --checkpoint shows the new prediction" 0
   "\" Rome\""
-  EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" -o \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
+  EMPTY -- bash -c "out=$1\; shift\; rm -rf \"$out\" && \"$0\" edit \"\$@\" --save \"$out\" >/dev/null && exec \"$0\" run --checkpoint \"$out\" --layer 1 --prompt \"The capital of France is\" --detail summary --color never"
      ${FT} ${EDIT_OUT}/run ${EDIT_ARGS} --target " Rome" --at last)
 cli_test("edit: a target of two tokens names the pieces" 2 EMPTY
   "^error: --target: \" Parisian\" is not one token: the tokenizer splits it into \" Paris\" \\+ \"ian\""
@@ -1298,12 +1321,12 @@ cli_test("edit: a negative --ridge is refused" 2 EMPTY
 cli_test("edit: a corpus too small for C without a ridge says the ridge that would do" 2 EMPTY
   "^error: .*one_line.txt: --ridge: the corpus gives 7 activations of the layer's 256 units, so C = \\(1/n\\) Σ k kᵀ has rank at most 7 and cannot be inverted\; give a ridge λ of [0-9.e-]+ \\(10⁻³ of C's mean diagonal\\) or more, or a longer corpus$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --ridge 0 --corpus ${INPUTS}/edit/one_line.txt)
-cli_test("edit: -o naming an existing folder is refused" 2 EMPTY
-  "^error: .*inputs/edit: --output: already exists\; give a folder that does not exist yet \\(nothing is written over\\)$"
-  -- ${FT} edit ${EDIT_ARGS} --target " Rome" -o ${INPUTS}/edit)
-cli_test("edit: -o naming the checkpoint's own folder, or one inside it, is refused" 2 EMPTY
-  "^error: .*capitals/new: --output: is the checkpoint's folder .*capitals or inside it\; give a new folder elsewhere$"
-  -- ${FT} edit ${EDIT_ARGS} --target " Rome" -o ${CAPITALS}/new)
+cli_test("edit: --save naming an existing folder is refused" 2 EMPTY
+  "^error: .*inputs/edit: --save: already exists\; give a folder that does not exist yet \\(nothing is written over\\)$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --save ${INPUTS}/edit)
+cli_test("edit: --save naming the checkpoint's own folder, or one inside it, is refused" 2 EMPTY
+  "^error: .*capitals/new: --save: is the checkpoint's folder .*capitals or inside it\; give a new folder elsewhere$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --save ${CAPITALS}/new)
 cli_test("edit: --at past the prompt is refused" 2 EMPTY "^error: --at: token 9 is past the prompt's last token, 4$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/bad ${EDIT_ARGS} --target " Rome" --at 9)
 cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: expected subject, last or a token's index, got \"end\"$"
@@ -1311,14 +1334,21 @@ cli_test("edit: --at that is not a position is refused" 2 EMPTY "^error: --at: e
 # each in a folder of its own, made afresh: the folder the -o names is new
 foreach(out "new/" "./new2/" "new3/.")
   string(MAKE_C_IDENTIFIER "${out}" id)
-  cli_test("edit -o ${out} writes the folder the path names" 0 "Written to .*new[0-9]*" EMPTY
+  cli_test("edit --save ${out} writes the folder the path names" 0 "Written to .*new[0-9]*" EMPTY
     -- bash -c "d=\"$1/o_$2\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift 2 && exec \"$0\" \"$@\"" ${FT} ${EDIT_OUT}
-       ${id} edit ${EDIT_ARGS} --target " Rome" --at last --color never -o ${out})
+       ${id} edit ${EDIT_ARGS} --target " Rome" --at last --color never --save ${out})
 endforeach()
 cli_test("edit --ridge 1e300 edits along the key's own direction" 0 "λ = 1[.0]*e\\+300 is added to its diagonal \\(--ridge\\)" EMPTY
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/ridge ${EDIT_ARGS} --target " Rome" --at last --ridge 1e300 --color never)
-cli_test("edit without -o is a usage error" 2 EMPTY "^error: --output is required"
-  -- ${FT} edit ${EDIT_ARGS} --target " Rome")
+cli_test("edit without --save evaluates the edit in memory and writes no checkpoint" 0
+  "1 of 1 now predict \" Rome\"" EMPTY
+  -- bash -c "d=\"$1/nosave\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift && \"$0\" \"$@\" && test -z \"$(ls -A)\"" ${FT} ${EDIT_OUT}
+     edit ${EDIT_ARGS} --target " Rome" --at last --color never)
+cli_test("edit -o FILE writes the report there, as every command, and no checkpoint" 0 EMPTY EMPTY
+  -- bash -c "d=\"$1/report\" && rm -rf \"$d\" && mkdir -p \"$d\" && cd \"$d\" && shift && \"$0\" \"$@\" -o edit.html && test -f edit.html && test \"$(ls -A)\" = edit.html && grep -q '<html' edit.html" ${FT} ${EDIT_OUT}
+     edit ${EDIT_ARGS} --target " Rome" --at last --format html)
+cli_test("edit -o naming a file of the checkpoint is refused" 2 EMPTY "^error: .*config.json"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last -o ${CAPITALS}/config.json)
 
 
 # units: a layer's units over a corpus, and the search of value vectors by token, on the shipped

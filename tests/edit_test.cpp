@@ -82,6 +82,16 @@ TEST_CASE("default_neighbours put each other subject the corpus writes in the su
     CHECK(default_neighbours(corpus, "The capital of France is", "Spain").empty());
 }
 
+TEST_CASE("default_subject_facts are the corpus's sentences about the subject with another answer, cut before it") {
+    // "Paris is the capital of France." ends with the subject; the capital sentences end with the old answer.
+    CHECK(default_subject_facts(corpus, "The capital of France is", "France", " Paris") ==
+          std::vector<std::string>{"The language of France is"});
+    CHECK(default_subject_facts(corpus, "The capital of Germany is", "Germany", " Berlin").empty());
+    CHECK(default_subject_facts("France is in Europe.\nFrance is in Europe.\nThe money of France is the euro.\n",
+                                "The capital of France is", "France", " Paris", 5) ==
+          std::vector<std::string>{"France is in", "The money of France is the"});
+}
+
 TEST_CASE("the edit request's bad values are refused before any model is read") {
     edit_request r = france(0);
     SUBCASE("a negative ridge") {
@@ -164,6 +174,43 @@ TEST_CASE("the edit of the capitals model is rank one and maps k* to v*") {
         CHECK(std::abs(old - t->old_value[j]) < 1e-10);
     }
     CHECK(t->check_error < 1e-10);
+}
+
+TEST_CASE("--key original divides by the prompt's own key k₀: W2' maps k₀, not k*, to its old value plus δ") {
+    auto [model, tok] = open_capitals();
+    auto rome = single_token(tok, " Rome");
+    REQUIRE(rome);
+    edit_request r = france(*rome);
+    r.prefixes = {"Here is a fact"};
+    r.key = edit_key::original;
+    auto t = edit_layer(model, tok, r, corpus, "corpus");
+    REQUIRE(t);
+    REQUIRE(t->contexts.size() == 2);
+    auto w2 = model.source().tensors().read_matrix(t->tensor);
+    auto w2_new = edited_tensor(model.source(), *t);
+    REQUIRE(w2);
+    REQUIRE(w2_new);
+    const auto& k0 = t->contexts.front().key;
+    double k0u = 0, ku = 0, worst_k0 = 0, worst_k = 0;
+    for (std::size_t i = 0; i < 256; ++i) {
+        k0u += k0[i] * t->u[i];
+        ku += t->key[i] * t->u[i];
+    }
+    CHECK(t->update_dot_u == Approx(k0u).epsilon(1e-12));
+    for (std::size_t j = 0; j < 128; ++j) {
+        double mapped0 = 0, old0 = 0, mapped = 0;
+        for (std::size_t i = 0; i < 256; ++i) {
+            mapped0 += k0[i] * (*w2_new)(i, j);
+            old0 += k0[i] * (*w2)(i, j);
+            mapped += t->key[i] * (*w2_new)(i, j);
+        }
+        worst_k0 = std::max(worst_k0, std::abs(mapped0 - (old0 + t->delta[j])));
+        // k*ᵀW2' = v₀ + (k*ᵀu / k₀ᵀu) δ, not v* = v₀ + δ
+        worst_k = std::max(worst_k, std::abs(mapped - (t->old_value[j] + ku / k0u * t->delta[j])));
+    }
+    CHECK(worst_k0 < 1e-10);
+    CHECK(worst_k < 1e-10);
+    CHECK(std::abs(ku - k0u) > 1e-6);  // the prefix moved the key: the two choices differ
 }
 
 TEST_CASE("C is the mean of k kᵀ over the corpus's tokens, and C⁻¹k* solves (C + λI) x = k*") {

@@ -17,6 +17,18 @@ using namespace ffn_trace;
 
 namespace {
 
+edit_check check(std::string text, edit_kind kind, std::size_t true_id, std::string true_token, edit_prediction before,
+                 edit_prediction after) {
+    edit_check c;
+    c.text = std::move(text);
+    c.kind = kind;
+    c.true_id = true_id;
+    c.true_token = std::move(true_token);
+    c.before = std::move(before);
+    c.after = std::move(after);
+    return c;
+}
+
 edit_trace hand_made() {
     edit_trace t;
     t.arch = "gpt2";
@@ -40,14 +52,17 @@ edit_trace hand_made() {
     t.c_inv_key = {0.6, 0, 1.2};
     t.u = {0.4472135955, 0, 0.894427191};
     t.key_dot_u = 2.2360679775;
+    t.update_dot_u = 2.2360679775;  // the same key k*
     t.old_value = {1, -1};
     t.delta = {0.5, 0.25};
     t.value = {1.5, -0.75};
     t.lambda = {0.5 / 2.2360679775, 0.25 / 2.2360679775};
     t.steps = {{3.0, 3.0, 0, 0, 0.05, 0}, {0.04, 0.03, 0.005, 0.005, 0.97, 0.559}};
     t.kl_prompt = "France is a";
-    t.efficacy = {"The capital of France is", {9, " Paris", 0.9, 0.05}, {7, " Rome", 0.97, 0.97}};
-    t.neighbours = {{"The capital of Germany is", {8, " Berlin", 0.9, 0.01}, {8, " Berlin", 0.88, 0.02}}};
+    t.efficacy = check("The capital of France is", edit_kind::efficacy, 9, " Paris", {9, " Paris", 0.9, 0.05, 0.9},
+                       {7, " Rome", 0.97, 0.97, 0.01});
+    t.neighbours = {check("The capital of Germany is", edit_kind::neighbour, 8, " Berlin", {8, " Berlin", 0.9, 0.01, 0.9},
+                          {8, " Berlin", 0.88, 0.02, 0.88})};
     return t;
 }
 
@@ -132,13 +147,15 @@ TEST_CASE("an expert's edit names the expert and its routing weight; an edit tha
     edit_trace t = hand_made();
     t.expert = 2;
     t.contexts.front().weight = 0.625;
-    t.efficacy.after = {9, " Paris", 0.9, 0.06};
+    t.efficacy.after = {9, " Paris", 0.9, 0.06, 0.9};
     const std::string text = render_edit_text(t, {});
     INFO(text);
     CHECK(text.find("Editing layer 1's expert 2's W2") != std::string::npos);
     CHECK(text.find("routing weight w, 0.6250 at the edited token") != std::string::npos);
     CHECK(text.find("tokens routed to expert 2") != std::string::npos);
     CHECK(text.find("The edit did not take.") != std::string::npos);
+    CHECK(text.find("The edit failed: after it p(\" Rome\") = 0.0600 does not beat p(\" Paris\") = 0.9000") != std::string::npos);
+    CHECK(text.find("the exit status is 1") != std::string::npos);
     // the optimisation reached 0.97 with δ at the token alone: the insertion is what lost it
     CHECK(text.find("but the edited W2' gives 0.0600") != std::string::npos);
     // an optimisation that itself stayed low: the fact is recalled elsewhere, which locate shows
@@ -174,4 +191,54 @@ TEST_CASE("the edit's page draws k*'s largest entries largest first, coloured by
     // ‖k‖ = √5 = 2.2361 is never negative: its table's scale runs from 0 to it, one hue.
     CHECK(page.find("<span class=\"ramp positive\"></span><span>2.2361</span><span>each cell redder for a larger norm</span>") !=
           std::string::npos);
+}
+
+// The evaluation by hand: Germany keeps " Berlin" (0.88 > 0.02); Spain's top moves to " Rome"
+// (p(true) 0.30 < p(new) 0.60); the language fact keeps " French" (0.70 > 0.05).
+TEST_CASE("every evaluated prompt has its kind, true and new tokens and change; each kind's score, magnitude and accuracy") {
+    edit_trace t = hand_made();
+    t.neighbours.push_back(check("The capital of Spain is", edit_kind::neighbour, 6, " Madrid", {6, " Madrid", 0.9, 0.01, 0.9},
+                                 {7, " Rome", 0.6, 0.6, 0.3}));
+    t.subject_facts = {check("The language of France is", edit_kind::subject, 5, " French", {5, " French", 0.8, 0.0, 0.8},
+                             {5, " French", 0.7, 0.05, 0.7})};
+    const auto j = nlohmann::json::parse(render_edit_json(t));
+    const auto& spain = j.at("neighbours").at(1);
+    CHECK(spain.at("kind") == "neighbour");
+    CHECK(spain.at("true") == " Madrid");
+    CHECK(spain.at("new") == " Rome");
+    CHECK(spain.at("changed") == true);
+    CHECK(spain.at("after").at("p_true") == 0.3);
+    CHECK(spain.at("after").at("p_new") == 0.6);
+    CHECK(j.at("neighbours").at(0).at("changed") == false);
+    CHECK(j.at("efficacy").at("kind") == "efficacy");
+    CHECK(j.at("efficacy").at("true") == " Paris");
+    CHECK(j.at("subject_facts").at(0).at("kind") == "subject");
+    const auto& n = j.at("summary").at("neighbour");
+    CHECK(n.at("count") == 2);
+    CHECK(n.at("score").get<double>() == doctest::Approx(0.5));               // Germany only
+    CHECK(n.at("accuracy").get<double>() == doctest::Approx(0.5));            // Germany's top is still " Berlin"
+    CHECK(n.at("magnitude").get<double>() == doctest::Approx((0.86 - 0.3) / 2));  // (0.88 − 0.02 + 0.3 − 0.6) / 2
+    CHECK(n.at("before").at("score").get<double>() == doctest::Approx(1.0));
+    const auto& e = j.at("summary").at("efficacy");
+    CHECK(e.at("score").get<double>() == doctest::Approx(1.0));
+    CHECK(e.at("magnitude").get<double>() == doctest::Approx(0.96));  // 0.97 − 0.01
+    CHECK(e.at("before").at("magnitude").get<double>() == doctest::Approx(-0.85));  // 0.05 − 0.9
+    CHECK(j.at("summary").at("subject").at("accuracy").get<double>() == doctest::Approx(1.0));
+    CHECK(j.at("summary").at("paraphrase").at("count") == 0);
+    CHECK(j.at("taken") == true);
+
+    text_options wide;
+    wide.width = 1000;
+    const std::string text = render_edit_text(t, wide);
+    INFO(text);
+    const auto spain_row = text.substr(text.find("\"The capital of Spain is\""));
+    CHECK(spain_row.substr(0, spain_row.find('\n')).find("✗") != std::string::npos);
+    const auto germany_row = text.substr(text.find("\"The capital of Germany is\""));
+    CHECK(germany_row.substr(0, germany_row.find('\n')).find("✗") == std::string::npos);
+    CHECK(text.find("1 of 2 keep their top prediction. Score: 1 of 2 keep p(true) > p(\" Rome\"), by +0.2800 on average. "
+                    "✗ 1 changed their top prediction.") != std::string::npos);
+    CHECK(text.find("subject's other facts") != std::string::npos);
+    CHECK(text.find("The evaluation, both ways") != std::string::npos);
+    CHECK(text.find("Score (ROME's and MEMIT's)") != std::string::npos);
+    CHECK(text.find("Accuracy: the share whose top prediction") != std::string::npos);
 }

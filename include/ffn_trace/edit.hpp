@@ -52,6 +52,12 @@ struct edit_position {
     std::size_t token = 0;
 };
 
+// The key the update Λ is divided by. same: k*, the key v* was optimised at, so that W2' maps k*
+// to v* exactly (r-ROME's correction, Gupta et al. 2024). original: the prompt's own key k₀ (read
+// without the prefixes), as ROME's rome_main.py does while u and v* use k*, the mean over the
+// prompt and its prefixed variants; the two differ only with --prefix.
+enum class edit_key { same, original };
+
 // The ridge λ when none is given: 10⁻³ of the mean of C's diagonal, tr(C) / d_ff.
 inline constexpr double default_ridge_fraction = 1e-3;
 
@@ -68,6 +74,8 @@ struct edit_request {
     std::optional<double> ridge;            // λ; default default_ridge_fraction · tr(C) / d_ff
     std::vector<std::string> paraphrases;   // empty: the corpus's (default_paraphrases)
     std::vector<std::string> neighbours;    // empty: the corpus's (default_neighbours)
+    std::vector<std::string> subject_facts; // empty: the corpus's (default_subject_facts)
+    edit_key key = edit_key::same;
     edit_schedule schedule;
     progress watcher = {};                  // told of each corpus text and optimisation step; asked whether to go on
 };
@@ -90,17 +98,66 @@ std::vector<std::string> default_paraphrases(std::string_view corpus_text, std::
 std::vector<std::string> default_neighbours(std::string_view corpus_text, std::string_view prompt,
                                             std::string_view subject, std::size_t limit = 10);
 
-// A prediction at a prompt's last token: the top token and its probability, and the target's.
+// The default facts about the subject under other relations: the corpus's lines about the subject
+// that do not end with `answer` nor with the subject, cut before their last word ("The language
+// of France is" of "The language of France is French."); the prompt left out; at most `limit`.
+std::vector<std::string> default_subject_facts(std::string_view corpus_text, std::string_view prompt,
+                                               std::string_view subject, std::string_view answer, std::size_t limit = 10);
+
+// A prediction at a prompt's last token: the top token and its probability, the target's (the
+// new token's) and the true token's.
 struct edit_prediction {
     std::size_t id = 0;
     std::string token;
     double prob = 0;
     double target_prob = 0;
+    double true_prob = 0;
 };
+
+// What an evaluated prompt tests (CounterFact's kinds): the prompt itself, a rewording of it,
+// another subject with the same relation, or another fact about the subject. The first two should
+// now say the new token, the last two keep their true one.
+enum class edit_kind { efficacy, paraphrase, neighbour, subject };
+std::string_view to_string(edit_kind k);
+inline bool wants_new(edit_kind k) { return k == edit_kind::efficacy || k == edit_kind::paraphrase; }
+
 struct edit_check {
     std::string text;
     edit_prediction before, after;
+    edit_kind kind = edit_kind::efficacy;
+    // The true token: the prompt's prediction before the edit for the efficacy prompt and its
+    // paraphrases (the old answer, " Paris"), each other prompt's own prediction before the edit.
+    std::size_t true_id = 0;
+    std::string true_token;
+    std::vector<std::size_t> ids;  // the prompt's tokens
+
+    bool changed() const { return before.id != after.id; }
+    // The score: p(new) > p(true) for efficacy and paraphrases, p(true) > p(new) for the others.
+    bool scored(const edit_prediction& p) const { return wants_new(kind) ? p.target_prob > p.true_prob : p.true_prob > p.target_prob; }
+    // The magnitude: p(new) − p(true), or p(true) − p(new).
+    double margin(const edit_prediction& p) const { return wants_new(kind) ? p.target_prob - p.true_prob : p.true_prob - p.target_prob; }
+    // The accuracy: the top-1 is the new token, or the true one.
+    bool accurate(const edit_prediction& p, std::size_t target) const { return p.id == (wants_new(kind) ? target : true_id); }
 };
+
+// A kind's prompts summarised, before or after the edit: the fraction scored, the mean margin, the
+// fraction accurate, and how many.
+struct edit_summary {
+    double score = 0, magnitude = 0, accuracy = 0;
+    std::size_t count = 0;
+};
+edit_summary summarise(const std::vector<edit_check>& checks, std::size_t target, bool after);
+
+// The layer causal tracing (locate.hpp) chooses when none is given: the one whose FFN output,
+// restored at the edited token, restores p(the prompt's answer) the most.
+struct edit_layer_choice {
+    std::size_t layer = 0, token = 0;
+    double effect = 0;   // that restore's indirect effect
+    std::string answer;  // the clean run's top prediction, whose recall is traced
+    std::size_t answer_id = 0;
+};
+// Errors name the request's fields ("subject", "at").
+outcome<edit_layer_choice> layer_by_tracing(const transformer& model, const tokenizer& tok, const edit_request& request);
 
 // One forward pass of the optimisation of δ, before the step it takes.
 struct edit_step {
@@ -121,6 +178,7 @@ struct edit_trace {
     std::string arch, checkpoint;
     std::size_t n_layers = 0, d_model = 0, d_ff = 0, layer = 0;
     std::optional<std::size_t> expert;  // the MoE layer's expert edited
+    std::optional<edit_layer_choice> layer_choice;  // how the layer was chosen, when it was not given
     std::string tensor;           // W2's name in the checkpoint
     dtype stored = dtype::f32;    // its dtype
     bool transposed = false;      // stored as W2ᵀ (nn.Linear, out × in)
@@ -142,6 +200,8 @@ struct edit_trace {
     std::vector<double> c_inv_key;       // C⁻¹k*
     std::vector<double> u;               // C⁻¹k* / ‖C⁻¹k*‖
     double key_dot_u = 0;                // k*ᵀu
+    edit_key update_key = edit_key::same;
+    double update_dot_u = 0;             // what Λ divides δ by: k*ᵀu, or k₀ᵀu with edit_key::original
 
     std::vector<double> bias;            // b2 (empty when the layer has none)
     std::vector<double> old_value;       // W2ᵀk*
@@ -152,11 +212,12 @@ struct edit_trace {
     std::string kl_prompt;               // "SUBJECT is a"
     edit_schedule schedule;
 
-    // The check: max_j |(k*ᵀW2')_j − v*_j| with W2' = W2 + uΛᵀ formed entry by entry.
+    // The check: max_j |(kᵀW2')_j − (kᵀW2 + δ)_j| with W2' = W2 + uΛᵀ formed entry by entry, k the
+    // update's key (k*, whose kᵀW2 + δ is v*; or k₀).
     double check_error = 0;
 
     edit_check efficacy;                 // the prompt
-    std::vector<edit_check> paraphrases, neighbours;
+    std::vector<edit_check> paraphrases, neighbours, subject_facts;
 
     // The checkpoint written (write_edited_checkpoint), read back: its folder, the dtype W2' was
     // stored in, and the prompt's prediction from its weights as stored (check_written).
@@ -165,6 +226,8 @@ struct edit_trace {
     std::optional<edit_prediction> written_prediction;
 
     double delta_norm() const;
+    // Whether the edit took: on the prompt, p(new) > p(old) after it.
+    bool taken() const { return efficacy.scored(efficacy.after); }
 };
 
 // The edit, computed: the contexts' keys, C over the corpus (`corpus_text`, one text a line, read

@@ -1,5 +1,6 @@
-// ffn-trace edit --checkpoint DIR --layer N --prompt TEXT --subject TEXT --target TOKEN -o NEW_DIR:
-// a rank-one edit of layer N's down projection (ROME), written out as a new checkpoint.
+// ffn-trace edit --checkpoint DIR --layer N --prompt TEXT --subject TEXT --target TOKEN [--save NEW_DIR]:
+// a rank-one edit of layer N's down projection (ROME), evaluated, and with --save written out as a
+// new checkpoint; -o writes the report, as every command's.
 #include "edit.hpp"
 
 #include <filesystem>
@@ -23,12 +24,14 @@ namespace cli {
 void setup_edit(CLI::App& app, int& status) {
     auto o = std::make_shared<edit_options>();
     auto* sub = app.add_subcommand("edit", "A rank-one edit of one layer's down projection (ROME), so that the model "
-                                           "completes the prompt with --target; written as a new checkpoint");
+                                           "completes the prompt with --target, evaluated in memory; --save writes the "
+                                           "edited checkpoint, -o the report");
     sub->add_option("--checkpoint", o->checkpoint, "A checkpoint folder: config.json, safetensors and its tokenizer")
         ->required()
         ->type_name("DIR");
-    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj; an expert's w2 with --expert) is edited")
-        ->required()
+    sub->add_option("--layer", o->layer, "The layer whose W2 (c_proj, down_proj; an expert's w2 with --expert) is edited; "
+                                         "default: the one causal tracing (locate) finds the prompt's answer recalled in at "
+                                         "the edited token")
         ->check(whole_number(0));
     sub->add_option("--expert", o->expert, "An MoE layer's expert whose W2 (w2) is edited; the key is read where the router "
                                            "sends the token to it")
@@ -41,10 +44,11 @@ void setup_edit(CLI::App& app, int& status) {
     sub->add_option("--target", o->target, "The new completion, one token with its leading space (\" Rome\")")
         ->required()
         ->type_name("TOKEN");
-    sub->add_option("-o,--output", o->output, "The new checkpoint's folder, which must not exist yet")
+    sub->add_option("--save", o->save, "Write the edited checkpoint to this folder, which must not exist yet (without "
+                                       "--save nothing is written)")
         ->transform(output_path_given)
-        ->required()
         ->type_name("NEW_DIR");
+    add_output(*sub);
     sub->add_option("--at", o->at, "Where the key is read: subject (the subject's last token, as ROME), last, or a "
                                    "token's index")
         ->capture_default_str();
@@ -61,6 +65,16 @@ void setup_edit(CLI::App& app, int& status) {
     sub->add_option("--neighbour", o->neighbours, "A prompt the edit should leave alone; repeatable; default: the prompt "
                                                   "with up to 10 other subjects of the corpus")
         ->type_name("TEXT");
+    sub->add_option("--subject-fact", o->subject_facts, "A prompt about the subject with another relation, whose answer "
+                                                        "the edit should leave alone; repeatable; default: the corpus's "
+                                                        "other sentences about the subject, cut before their last word")
+        ->type_name("TEXT");
+    sub->add_flag("--force", o->force, "Write the checkpoint (--save) and exit 0 even when the edit failed: p(new) does not "
+                                       "beat p(old) on the prompt");
+    sub->add_option("--key", o->key, "The key Λ divides by: same (k*, the key v* was optimised at, r-ROME's correction) "
+                                     "or original (the prompt's own key, as ROME's code does; differs with --prefix)")
+        ->check(CLI::IsMember({"same", "original"}))
+        ->capture_default_str();
     sub->add_option("--dtype", o->dtype, "The dtype W2' is stored in; default: the checkpoint's")
         ->check(CLI::IsMember({"f32", "f64"}));
     add_view_format(*sub, o->format, o->color);
@@ -81,8 +95,9 @@ ffn_trace::error with_edit_options(ffn_trace::error e) {
     static const std::pair<const char*, const char*> names[] = {
         {"layer", "--layer"},           {"prompt", "--prompt"},         {"subject", "--subject"},
         {"target", "--target"},         {"ridge", "--ridge"},           {"at", "--at"},
-        {"output", "--output"},         {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
-        {"neighbours", "--neighbour"},  {"corpus", "--corpus"},         {"expert", "--expert"}};
+        {"output", "--save"},           {"prefixes", "--prefix"},       {"paraphrases", "--paraphrase"},
+        {"neighbours", "--neighbour"},  {"corpus", "--corpus"},         {"expert", "--expert"},
+        {"subject_facts", "--subject-fact"}};
     for (const auto& [field, option] : names) {
         const std::string f = field;
         if (e.path == f || e.path.starts_with(f + "[")) e.path = option;
@@ -110,13 +125,33 @@ ffn_trace::outcome<std::pair<std::string, std::string>> read_corpus_text(const e
     return std::pair{*file, std::move(*text)};
 }
 
+// The edited checkpoint written to --save, read back and checked; a checkpoint that cannot be read
+// back is not left behind.
+std::optional<ffn_trace::error> save_checkpoint(const edit_options& o, const ffn_trace::transformer& model,
+                                                const ffn_trace::tokenizer& tok, ffn_trace::edit_trace& t) {
+    using namespace ffn_trace;
+    auto values = edited_tensor(model.source(), t);
+    if (!values) return values.err();
+    const dtype as = o.dtype == "f64" ? dtype::f64 : o.dtype == "f32" ? dtype::f32 : t.stored;
+    set_activity({"writing the checkpoint", "the model's size"});
+    auto written = write_edited_checkpoint(model.source(), o.checkpoint, o.save, t.tensor, *values, as);
+    if (!written) return with_edit_options(written.err());
+    t.written_as = as;
+    auto e = check_written(written->directory, tok, t);
+    if (e || interrupted()) {
+        std::error_code ec;
+        std::filesystem::remove_all(written->directory, ec);  // a checkpoint that cannot be read back, or finished after Ctrl-C, is not left behind
+    }
+    return e;
+}
+
 }  // namespace
 
 int run_edit(const edit_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);
     edit_request r;
-    r.layer = o.layer;
+    r.layer = o.layer.value_or(0);
     r.expert = o.expert;
     r.prompt = o.prompt;
     r.subject = o.subject;
@@ -124,13 +159,16 @@ int run_edit(const edit_options& o) {
     r.ridge = o.ridge;
     r.paraphrases = o.paraphrases;
     r.neighbours = o.neighbours;
+    r.subject_facts = o.subject_facts;
+    r.key = o.key == "original" ? edit_key::original : edit_key::same;
     auto at = position_of(o.at);
     if (!at) return report(at.err());
     r.position = *at;
     // What needs no model is refused before it is read, and nothing is computed for an output
     // that could not be written.
     if (auto e = edit_request_error(r)) return refuse(*e);
-    if (auto e = edit_output_error(o.checkpoint, o.output)) return refuse(*e);
+    if (!o.save.empty())
+        if (auto e = edit_output_error(o.checkpoint, o.save)) return refuse(*e);
 
     set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
     auto ck = checkpoint::open(o.checkpoint);
@@ -151,26 +189,27 @@ int run_edit(const edit_options& o) {
     std::optional<watch> watching;
     watching.emplace();
     r.watcher = watching->reporter();
+    std::optional<edit_layer_choice> chosen;
+    if (!o.layer) {
+        set_activity({"tracing the prompt to choose the layer", "the prompt, or give --layer"});
+        auto c = layer_by_tracing(*model, *tok, r);
+        if (!c) return refuse(c.err());
+        chosen = *c;
+        r.layer = c->layer;
+    }
     set_activity({"editing the layer", "the corpus, or use a smaller model"});
     auto t = edit_layer(*model, *tok, r, corpus->second, corpus->first);
     if (!t) return refuse(t.err());
-    auto values = edited_tensor(model->source(), *t);
-    if (!values) return report(values.err());
-    const dtype as = o.dtype == "f64" ? dtype::f64 : o.dtype == "f32" ? dtype::f32 : t->stored;
-    set_activity({"writing the checkpoint", "the model's size"});
-    auto written = write_edited_checkpoint(model->source(), o.checkpoint, o.output, t->tensor, *values, as);
-    if (!written) return refuse(written.err());
-    t->written_as = as;
-    auto e = check_written(written->directory, *tok, *t);
-    if (e || interrupted()) {
-        std::error_code ec;
-        std::filesystem::remove_all(written->directory, ec);  // a checkpoint that cannot be read back is not left behind
-        return e ? report(*e) : exit_interrupted;  // main says it was interrupted
-    }
+    t->layer_choice = chosen;
+    // A failed edit is reported, and written only when asked to be (exit status 1, as check's failed claim).
+    const bool failed = !t->taken() && !o.force;
+    if (!o.save.empty() && !failed)
+        if (auto e = save_checkpoint(o, *model, *tok, *t)) return report(*e);
+    if (interrupted()) return exit_interrupted;  // main says it was interrupted
     watching.reset();
 
     set_activity({"writing the output", "the prompts"});
-    return print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
+    const int printed = print_view(o.format, o.color, o.ascii, o.width, [&] { return render_edit_json(*t); },
                       [&](text_options view, ffn_trace::text_format f, const text_sink& out) {
                           view.full = o.full;
                           view.detail = o.detail == "summary"      ? detail_level::summary
@@ -178,6 +217,7 @@ int run_edit(const edit_options& o) {
                                                                    : detail_level::values;
                           render_edit(*t, view, f, out);
                       });
+    return printed == 0 && failed ? 1 : printed;
 }
 
 }  // namespace cli

@@ -10,17 +10,19 @@ namespace cli {
 
 struct edit_options {
     std::string checkpoint;
-    std::size_t layer = 0;
+    std::optional<std::size_t> layer;  // none: chosen by causal tracing
     std::optional<std::size_t> expert;
     std::string prompt;
     std::string subject;
     std::string target;
-    std::string output;
+    std::string save;    // empty: nothing is written
     std::string at = "subject";  // subject, last, or a token's index
     std::vector<std::string> prefixes;
     std::string corpus;  // empty: corpus.txt beside the checkpoint
     std::optional<double> ridge;
-    std::vector<std::string> paraphrases, neighbours;
+    std::vector<std::string> paraphrases, neighbours, subject_facts;
+    bool force = false;
+    std::string key = "same";  // same or original  // write a failed edit's checkpoint all the same
     std::string dtype;   // empty: the tensor's own
     std::string format = "text";
     std::string color = "auto";

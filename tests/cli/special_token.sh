@@ -22,7 +22,7 @@ case "$view" in
                   --target "<|endoftext|>" --samples 2 --color never) ;;
     edit) copy=$(mktemp -d) && trap 'rm -rf "$copy"' EXIT
           out=$("$ft" edit --checkpoint "$model" --layer 0 --prompt "The capital of France is" --subject France \
-                --target "<|endoftext|>" --output "$copy/edited" --color never) ;;
+                --target "<|endoftext|>" --at last --save "$copy/edited" --color never) ;;
     quiz) out=$("$ft" quiz --checkpoint "$model" --layer 0 --prompt "$after" --color never </dev/null) ;;
     worksheet) out=$("$ft" worksheet --checkpoint "$model" --layer 0 --prompt "$after") ;;
     *) echo "unknown view $view"; exit 1 ;;

@@ -81,7 +81,7 @@ def forward(w, ids, heads=4):
     T, d = x.shape
     hd = d // heads
     posts = []
-    for l in range(2):
+    for l in range(sum(name.endswith(".ln_1.weight") for name in w)):
         h = layer_norm(x, w[f"h.{l}.ln_1.weight"], w[f"h.{l}.ln_1.bias"])
         q, k, v = np.split(h @ w[f"h.{l}.attn.c_attn.weight"] + w[f"h.{l}.attn.c_attn.bias"], 3, axis=-1)
         q, k, v = (a.reshape(T, heads, hd).transpose(1, 0, 2) for a in (q, k, v))
@@ -104,9 +104,44 @@ def close(name, got, want, tol):
         failures.append(f"{name}: max difference {diff:.3g} over {tol:g} (shapes {got.shape}, {want.shape})")
 
 
+def evaluation(name, original, edited, got, new):
+    """Every evaluated prompt run here on the original and the written (F64) model: its top token,
+    p(true) and p(new) before and after, whether its top changed, and each kind's score, magnitude
+    and accuracy, against the tool's JSON."""
+    old = None
+    kinds = {}
+    for c in [got["efficacy"]] + got["paraphrases"] + got["neighbours"] + got["subject_facts"]:
+        p0, _ = forward(original, c["token_ids"])
+        p1, _ = forward(edited, c["token_ids"])
+        if c["kind"] == "efficacy":
+            old = int(np.argmax(p0))
+        true = old if c["kind"] in ("efficacy", "paraphrase") else int(np.argmax(p0))
+        if c["before"]["id"] != int(np.argmax(p0)) or c["after"]["id"] != int(np.argmax(p1)):
+            failures.append(f"{name}: {c['text']!r}: NumPy's top {int(np.argmax(p0))} → {int(np.argmax(p1))}, the tool's "
+                            f"{c['before']['id']} → {c['after']['id']}")
+        if c["changed"] != (int(np.argmax(p0)) != int(np.argmax(p1))):
+            failures.append(f"{name}: {c['text']!r}: changed is {c['changed']}")
+        for when, p in (("before", p0), ("after", p1)):
+            close(f"{name}: {c['text']!r}: p_true {when}", c[when]["p_true"], p[true], 1e-9)
+            close(f"{name}: {c['text']!r}: p_new {when}", c[when]["p_new"], p[new], 1e-9)
+        to_new = c["kind"] in ("efficacy", "paraphrase")
+        margin = p1[new] - p1[true] if to_new else p1[true] - p1[new]
+        kinds.setdefault(c["kind"], []).append((margin > 0, margin, int(np.argmax(p1)) == (new if to_new else true)))
+    for kind, rows in kinds.items():
+        s = got["summary"][kind]
+        if s["count"] != len(rows):
+            failures.append(f"{name}: {kind}: count {s['count']}, NumPy's {len(rows)}")
+        close(f"{name}: {kind}: score", s["score"], np.mean([r[0] for r in rows]), 1e-12)
+        close(f"{name}: {kind}: magnitude", s["magnitude"], np.mean([r[1] for r in rows]), 1e-9)
+        close(f"{name}: {kind}: accuracy", s["accuracy"], np.mean([r[2] for r in rows]), 1e-12)
+    if got["taken"] != bool(kinds["efficacy"][0][0]):
+        failures.append(f"{name}: taken is {got['taken']}")
+    return kinds
+
+
 def edit(out, *extra):
     args = [ft, "edit", "--checkpoint", capitals, "--layer", "0", "--prompt", "The capital of France is", "--subject",
-            "France", "--target", " Rome", "--at", "last", "-o", out, "--format", "json", *extra]
+            "France", "--target", " Rome", "--at", "last", "--save", out, "--format", "json", *extra]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"edit failed ({r.returncode}): {r.stderr}")
@@ -160,6 +195,8 @@ for dtype in ("f64", "f32"):
             failures.append(f"{dtype}: {text!r}: NumPy predicts {top} after the edit, the tool {after['id']}")
         # The tool's "after" is the edit in float64; F32 storage moves it by its rounding.
         close(f"{dtype}: {text!r}: p(top) after", p[top], after["prob"], 1e-9 if dtype == "f64" else 1e-5)
+    if dtype == "f64":
+        evaluation(dtype, original, edited, got, id_of["ĠRome"])
     p, _ = forward(edited, got["prompt"]["token_ids"])
     close(f"{dtype}: the written model's p(top), as the tool read it back", p.max(), got["written"]["prediction"]["prob"], 1e-9)
 
@@ -170,6 +207,27 @@ for dtype in ("f64", "f32"):
         failures.append(f"{dtype}: {kept} of {len(got['neighbours'])} neighbours keep their prediction; expected 8 of 10 or more")
     print(f"{dtype}: p(' Rome') {got['efficacy']['before']['target_prob']:.4f} -> {got['efficacy']['after']['target_prob']:.4f}, "
           f"{kept} of {len(got['neighbours'])} neighbours kept, {len(e['steps'])} steps")
+
+
+
+# The edit of the issue's example on the atlas model: layer 1 at the last token. Its evaluation
+# against NumPy, and the damage it must show: Spain's capital and France's language change.
+atlas = os.path.join(data, "models", "atlas")
+out = os.path.join(work, "atlas")
+r = subprocess.run([ft, "edit", "--checkpoint", atlas, "--layer", "1", "--at", "last", "--prompt", "The capital of France is",
+                    "--subject", "France", "--target", " Rome", "--dtype", "f64", "--save", out, "--format", "json"],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"edit on atlas failed ({r.returncode}): {r.stderr}")
+got = json.loads(r.stdout)
+atlas_vocab = json.load(open(os.path.join(atlas, "tokenizer.json")))["model"]["vocab"]
+kinds = evaluation("atlas", read_safetensors(os.path.join(atlas, "model.safetensors"))[0],
+                   read_safetensors(os.path.join(out, "model.safetensors"))[0], got, atlas_vocab["ĠRome"])
+changed = {c["text"]: c["after"]["token"] for c in got["neighbours"] + got["subject_facts"] if c["changed"]}
+for text, token in (("The capital of Spain is", " Rome"), ("The language of France is", " Icelandic")):
+    if changed.get(text) != token:
+        failures.append(f"atlas: {text!r} should be marked changed to {token!r}; changed: {changed}")
+print(f"atlas: {len(changed)} prompts changed their top prediction: {changed}")
 
 # One expert's edit (--expert) of a whole tiny Mixtral (tests/inputs/checkpoints/mixtral_whole), run
 # here with Hugging Face's modeling_mixtral.py as the specification: RMSNorm, rotate-half RoPE, two
@@ -226,7 +284,7 @@ letters = json.load(open(os.path.join(mixtral, "vocab.json")))
 before, _ = read_safetensors(os.path.join(mixtral, "model.safetensors"))
 out = os.path.join(work, "expert")
 r = subprocess.run([ft, "edit", "--checkpoint", mixtral, "--layer", "1", "--expert", "0", "--prompt", "abcde", "--subject", "c",
-                    "--at", "last", "--target", "f", "--neighbour", "abfde", "--dtype", "f64", "-o", out, "--format", "json"],
+                    "--at", "last", "--target", "f", "--neighbour", "abfde", "--dtype", "f64", "--save", out, "--format", "json"],
                    capture_output=True, text=True)
 if r.returncode != 0:
     sys.exit(f"edit --expert failed ({r.returncode}): {r.stderr}")

@@ -19,6 +19,33 @@
 
 namespace ffn_trace {
 
+std::string_view to_string(edit_kind k) {
+    switch (k) {
+        case edit_kind::efficacy: return "efficacy";
+        case edit_kind::paraphrase: return "paraphrase";
+        case edit_kind::neighbour: return "neighbour";
+        case edit_kind::subject: return "subject";
+    }
+    return "efficacy";
+}
+
+edit_summary summarise(const std::vector<edit_check>& checks, std::size_t target, bool after) {
+    edit_summary s;
+    s.count = checks.size();
+    if (checks.empty()) return s;
+    for (const auto& c : checks) {
+        const edit_prediction& p = after ? c.after : c.before;
+        s.score += c.scored(p);
+        s.magnitude += c.margin(p);
+        s.accuracy += c.accurate(p, target);
+    }
+    const auto n = static_cast<double>(checks.size());
+    s.score /= n;
+    s.magnitude /= n;
+    s.accuracy /= n;
+    return s;
+}
+
 double edit_trace::delta_norm() const {
     double s = 0;
     for (double d : delta) s += d * d;
@@ -110,6 +137,26 @@ std::vector<std::string> default_neighbours(std::string_view corpus_text, std::s
     return out;
 }
 
+std::vector<std::string> default_subject_facts(std::string_view corpus_text, std::string_view prompt, std::string_view subject,
+                                               std::string_view answer, std::size_t limit) {
+    std::vector<std::string> out;
+    const std::string_view subject_word = trimmed(subject), old = trimmed(answer);
+    if (subject_word.empty()) return out;
+    for (std::string_view line : lines_of(corpus_text)) {
+        if (line.ends_with('.')) line.remove_suffix(1);
+        const auto space = line.rfind(' ');
+        if (space == std::string_view::npos) continue;
+        const std::string_view last = line.substr(space + 1);
+        const std::string cut(trimmed(line.substr(0, space)));
+        if (last.empty() || last == old || last.find(subject_word) != std::string_view::npos) continue;
+        if (cut.find(subject_word) == std::string::npos || cut == trimmed(prompt)) continue;
+        if (std::find(out.begin(), out.end(), cut) != out.end()) continue;
+        out.push_back(cut);
+        if (out.size() == limit) break;
+    }
+    return out;
+}
+
 namespace {
 
 using vec = std::vector<double>;
@@ -150,10 +197,12 @@ std::string token_text(const tokenizer& tok, std::size_t id) {
     return t.empty() ? fmt::format("#{}", id) : t;
 }
 
-edit_prediction predicted(const tokenizer& tok, std::span<const double> logits, std::size_t target) {
+// The top token, and p(target) and p(truth); no truth: the top token is the true one.
+edit_prediction predicted(const tokenizer& tok, std::span<const double> logits, std::size_t target,
+                          std::optional<std::size_t> truth = std::nullopt) {
     const vec lp = log_softmax(logits);
     const auto top = static_cast<std::size_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());
-    return {top, token_text(tok, top), std::exp(lp[top]), std::exp(lp[target])};
+    return {top, token_text(tok, top), std::exp(lp[top]), std::exp(lp[target]), std::exp(lp[truth.value_or(top)])};
 }
 
 // The position read in a prompt: the subject's last token, the last token, or token T.
@@ -171,6 +220,29 @@ outcome<std::size_t> position_in(const prompt_tokens& p, const edit_request& r, 
     }
     return found->back();
 }
+
+}  // namespace
+
+outcome<edit_layer_choice> layer_by_tracing(const transformer& model, const tokenizer& tok, const edit_request& r) {
+    auto p = tokenize_prompt(tok, r.prompt, "prompt");
+    if (!p) return p.err();
+    if (auto e = check_prompt_length(model, p->ids.size(), "prompt")) return *e;
+    auto at = position_in(*p, r, nullptr);
+    if (!at) return at.err();
+    locate_options o;
+    o.subject = r.subject;
+    auto traced = locate(model, std::move(*p), o);
+    if (!traced) return traced.err();
+    edit_layer_choice c{0, *at, traced->mlp.effect(0, *at), traced->target, traced->target_id};
+    for (std::size_t l = 1; l < traced->n_layers; ++l)
+        if (traced->mlp.effect(l, *at) > c.effect) {
+            c.layer = l;
+            c.effect = traced->mlp.effect(l, *at);
+        }
+    return c;
+}
+
+namespace {
 
 // The layer (and, in an MoE layer, the expert) an edit reads and writes.
 struct edited_part {
@@ -246,17 +318,24 @@ intervention edited_output(std::size_t layer, const layer_run& r, const vec& u, 
 
 edited_part part_of(const edit_trace& t) { return {t.layer, t.expert, t.d_ff}; }
 
+// A prompt before and after the edit; its true token `truth`, or its own prediction before.
 outcome<edit_check> evaluate(const transformer& model, const tokenizer& tok, const std::string& text, const edit_trace& t,
-                             const std::string& field) {
+                             const std::string& field, edit_kind kind, std::optional<std::size_t> truth) {
     auto r = run_prompt_layer(model, tok, text, part_of(t), field);
     if (!r) return r.err();
-    edit_check c{text, predicted(tok, r->logits, t.target_id), {}};
+    edit_check c;
+    c.text = text;
+    c.kind = kind;
+    c.ids = r->prompt.ids;
+    c.before = predicted(tok, r->logits, t.target_id, truth);
+    c.true_id = truth.value_or(c.before.id);
+    c.true_token = token_text(tok, c.true_id);
     hook_request q;
     q.interventions = {edited_output(t.layer, *r, t.u, t.lambda)};
     q.head_rows = {r->prompt.ids.size() - 1};
     auto after = model.run_with_hooks(r->prompt.ids, q);
     if (!after) return after.err();
-    c.after = predicted(tok, after->logits.row(0), t.target_id);
+    c.after = predicted(tok, after->logits.row(0), t.target_id, c.true_id);
     return c;
 }
 
@@ -488,19 +567,25 @@ std::optional<error> optimise_value(const transformer& model, const std::vector<
     return report_progress(watcher, what, s.max_steps, s.max_steps);
 }
 
-// Λ = (v* − W2ᵀk*) / (k*ᵀu), and the check: W2' = W2 + uΛᵀ formed entry by entry, k*ᵀW2' against v*.
+// Λ = (v* − W2ᵀk*) / (kᵀu) = δ / (kᵀu), k the update's key (k*, or the prompt's own k₀), and the
+// check: W2' = W2 + uΛᵀ formed entry by entry, kᵀW2' against kᵀW2 + δ (v* when k = k*).
 void insert(const matrix& w2, edit_trace& t) {
+    const vec& k = t.update_key == edit_key::original ? t.contexts.front().key : t.key;
+    t.update_dot_u = dot(k, t.u);
     t.value.resize(t.d_model);
     t.lambda.resize(t.d_model);
     for (std::size_t j = 0; j < t.d_model; ++j) {
         t.value[j] = t.old_value[j] + t.delta[j];
-        t.lambda[j] = (t.value[j] - t.old_value[j]) / t.key_dot_u;
+        t.lambda[j] = (t.value[j] - t.old_value[j]) / t.update_dot_u;
     }
     t.check_error = 0;
     for (std::size_t j = 0; j < t.d_model; ++j) {
-        double mapped = 0;
-        for (std::size_t i = 0; i < t.d_ff; ++i) mapped += t.key[i] * (w2(i, j) + t.u[i] * t.lambda[j]);
-        t.check_error = std::max(t.check_error, std::abs(mapped - t.value[j]));
+        double mapped = 0, old = 0;
+        for (std::size_t i = 0; i < t.d_ff; ++i) {
+            mapped += k[i] * (w2(i, j) + t.u[i] * t.lambda[j]);
+            old += k[i] * w2(i, j);
+        }
+        t.check_error = std::max(t.check_error, std::abs(mapped - (old + t.delta[j])));
     }
 }
 
@@ -522,25 +607,30 @@ outcome<std::shared_ptr<const ffn>> describe_layer(const checkpoint& ck, edit_tr
     return layer;
 }
 
-std::optional<error> evaluate_all(const transformer& model, const tokenizer& tok, const edit_request& r,
-                                  std::string_view corpus_text, edit_trace& t) {
-    auto efficacy = evaluate(model, tok, r.prompt, t, "prompt");
-    if (!efficacy) return efficacy.err();
-    t.efficacy = std::move(*efficacy);
-    const auto paraphrases = r.paraphrases.empty() ? default_paraphrases(corpus_text, r.prompt, r.subject, t.efficacy.before.token)
-                                                   : r.paraphrases;
-    const auto neighbours = r.neighbours.empty() ? default_neighbours(corpus_text, r.prompt, r.subject) : r.neighbours;
-    for (std::size_t i = 0; i < paraphrases.size(); ++i) {
-        auto c = evaluate(model, tok, paraphrases[i], t, fmt::format("paraphrases[{}]", i));
+// Each prompt of `texts` evaluated as `kind` into `into`; errors on field[i].
+std::optional<error> evaluate_each(const transformer& model, const tokenizer& tok, const std::vector<std::string>& texts,
+                                   const edit_trace& t, const char* field, edit_kind kind, std::optional<std::size_t> truth,
+                                   std::vector<edit_check>& into) {
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        auto c = evaluate(model, tok, texts[i], t, fmt::format("{}[{}]", field, i), kind, truth);
         if (!c) return c.err();
-        t.paraphrases.push_back(std::move(*c));
-    }
-    for (std::size_t i = 0; i < neighbours.size(); ++i) {
-        auto c = evaluate(model, tok, neighbours[i], t, fmt::format("neighbours[{}]", i));
-        if (!c) return c.err();
-        t.neighbours.push_back(std::move(*c));
+        into.push_back(std::move(*c));
     }
     return std::nullopt;
+}
+
+std::optional<error> evaluate_all(const transformer& model, const tokenizer& tok, const edit_request& r,
+                                  std::string_view corpus_text, edit_trace& t) {
+    auto efficacy = evaluate(model, tok, r.prompt, t, "prompt", edit_kind::efficacy, std::nullopt);
+    if (!efficacy) return efficacy.err();
+    t.efficacy = std::move(*efficacy);
+    const std::string& old = t.efficacy.before.token;
+    const auto paraphrases = r.paraphrases.empty() ? default_paraphrases(corpus_text, r.prompt, r.subject, old) : r.paraphrases;
+    const auto neighbours = r.neighbours.empty() ? default_neighbours(corpus_text, r.prompt, r.subject) : r.neighbours;
+    const auto facts = r.subject_facts.empty() ? default_subject_facts(corpus_text, r.prompt, r.subject, old) : r.subject_facts;
+    if (auto e = evaluate_each(model, tok, paraphrases, t, "paraphrases", edit_kind::paraphrase, t.efficacy.true_id, t.paraphrases)) return e;
+    if (auto e = evaluate_each(model, tok, neighbours, t, "neighbours", edit_kind::neighbour, std::nullopt, t.neighbours)) return e;
+    return evaluate_each(model, tok, facts, t, "subject_facts", edit_kind::subject, std::nullopt, t.subject_facts);
 }
 
 }  // namespace
@@ -570,6 +660,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
     t.target = token_text(tok, r.target);
     t.schedule = r.schedule;
     t.corpus = corpus_file;
+    t.update_key = r.key;
     auto layer = describe_layer(ck, t);
     if (!layer) return layer.err();
     const matrix& w2 = (*layer)->w2;

@@ -134,7 +134,7 @@ std::optional<error> check_written(const std::string& directory, const tokenizer
     const std::string text = tok.text(best);
     t.written = directory;
     t.written_prediction = edit_prediction{best, text.empty() ? fmt::format("#{}", best) : text, 1 / sum,
-                                           std::exp(z[t.target_id] - top) / sum};
+                                           std::exp(z[t.target_id] - top) / sum, std::exp(z[t.efficacy.true_id] - top) / sum};
     return std::nullopt;
 }
 

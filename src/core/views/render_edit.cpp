@@ -105,6 +105,11 @@ private:
         if (t_.expert)
             f.push_back({"expert", fmt::format("{} of the MoE layer: what it writes reaches the stream times its routing weight w, "
                                                "{} at the edited token", *t_.expert, n4(t_.contexts.front().weight))});
+        if (t_.layer_choice)
+            f.push_back({"layer", fmt::format("{}, chosen by causal tracing (locate): restoring its FFN output at token {} "
+                                              "restores p({}) by {}, the most of any layer's (--layer to choose another)",
+                                              t_.layer, t_.layer_choice->token, shown(t_.layer_choice->answer_id, t_.layer_choice->answer),
+                                              n4(t_.layer_choice->effect))});
         f.push_back({"subject", fmt::format("{} in {}", quote(t_.subject), quote(p.text))});
         f.push_back({"edited token", where()});
         f.push_back({"target", fmt::format("{} (id {}); before the edit the model says {} ({})", shown(t_.target_id, t_.target), t_.target_id,
@@ -239,9 +244,20 @@ private:
             paragraph(fmt::format("δ stayed 0: the loss's gradient in δ is 0 at this token, whose layer {} output nothing "
                                   "after it carries to the last token, so W2' = W2. Edit another layer or token.",
                                   t_.layer));
-        paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. The edited layer maps "
-                              "k* to k*ᵀW2' = k*ᵀW2 + (k*ᵀu) Λᵀ = v₀ + δ = v*; formed entry by entry, it differs from v* by "
-                              "at most {} (the check).", format_short(t_.check_error, 3)));
+        if (t_.update_key == edit_key::same)
+            paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. The update uses the same "
+                                  "key k* that v* was optimised at (r-ROME's correction; --key original divides by the "
+                                  "prompt's own key instead, as ROME's code does), so the edited layer maps k* to k*ᵀW2' = "
+                                  "k*ᵀW2 + (k*ᵀu) Λᵀ = v₀ + δ = v*; formed entry by entry, it differs from v* by at most {} "
+                                  "(the check).", format_short(t_.check_error, 3)));
+        else
+            paragraph(fmt::format("W2' = W2 + uΛᵀ adds u_i Λ_j to entry (i, j): a matrix of rank one. --key original: Λ = δ / "
+                                  "(k₀ᵀu), k₀ the prompt's own key (k₀ᵀu = {}), as ROME's code does, while u and v* use k*, "
+                                  "the mean over the prompt and its prefixed variants (k*ᵀu = {}). The edited layer maps k₀ "
+                                  "to k₀ᵀW2 + δ (formed entry by entry, within {}, the check), and k* to v₀ + ({} / {}) δ, "
+                                  "not v*: r-ROME (Gupta et al. 2024) shows this asymmetry makes sequential edits collapse.",
+                                  format_short(t_.update_dot_u, 6), format_short(t_.key_dot_u, 6), format_short(t_.check_error, 3),
+                                  format_short(t_.key_dot_u, 6), format_short(t_.update_dot_u, 6)));
         if (!html_) return;
         auto f = std::make_shared<figure>();
         f->type = figure::kind::bars;
@@ -267,7 +283,7 @@ private:
     std::vector<std::string> value_norms() const {
         return {fmt::format("‖v₀‖ = ‖W2ᵀk*‖ = {}", n4(norm_of(t_.old_value))), fmt::format("‖δ‖ = {}", n4(t_.delta_norm())),
                 fmt::format("‖v*‖ = ‖v₀ + δ‖ = {}", n4(norm_of(t_.value))),
-                fmt::format("‖Λ‖ = ‖δ‖ / k*ᵀu = {}", n4(norm_of(t_.lambda)))};
+                fmt::format("‖Λ‖ = ‖δ‖ / {} = {}", divisor(), n4(norm_of(t_.lambda)))};
     }
 
     // v₀, δ, v* and Λ, and Λ's sums: the first two (every one with --full), or with the
@@ -276,39 +292,82 @@ private:
         std::vector<std::string> l{fmt::format("v₀ = W2ᵀk* = {}   (‖v₀‖ = {})", vec(t_.old_value), n4(norm_of(t_.old_value))),
                                    fmt::format("δ  = {}   (‖δ‖ = {})", vec(t_.delta), n4(t_.delta_norm())),
                                    fmt::format("v* = v₀ + δ = {}", vec(t_.value)),
-                                   fmt::format("Λ  = (v* − W2ᵀk*) / (k*ᵀu) = {}", vec(t_.lambda))};
+                                   fmt::format("Λ  = (v* − W2ᵀk*) / ({}) = {}", divisor(), vec(t_.lambda))};
         std::vector<std::size_t> entries;
         if (level_ == detail_level::arithmetic) entries = shown_indices(t_.d_model, opt_.full);
         else
             for (std::size_t j = 0; j < (opt_.full ? t_.d_model : std::min<std::size_t>(2, t_.d_model)); ++j) entries.push_back(j);
         for (auto j : entries)
             l.push_back(j == gap ? "…"
-                                 : fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / k*ᵀu = ({1} − {2}) / {3} = {4}", j,
-                                               op4(t_.value[j]), op4(t_.old_value[j]), op4(t_.key_dot_u),
-                                               format_short(t_.lambda[j], 6)));
+                                 : fmt::format("Λ[{0}] = (v*[{0}] − v₀[{0}]) / {5} = ({1} − {2}) / {3} = {4}", j,
+                                               op4(t_.value[j]), op4(t_.old_value[j]), op4(t_.update_dot_u),
+                                               format_short(t_.lambda[j], 6), divisor()));
         return l;
     }
+    // What Λ divides δ by: k*ᵀu, or with --key original the prompt's own key's k₀ᵀu.
+    std::string divisor() const { return t_.update_key == edit_key::original ? "k₀ᵀu" : "k*ᵀu"; }
 
     std::string prediction(const edit_prediction& p) const { return fmt::format("{} {}", shown(p.id, p.token, 12), format_fixed(p.prob, 3)); }
+    std::string old() const { return shown(t_.efficacy.true_id, t_.efficacy.true_token); }
+    // Where the edit went wrong on a prompt: one that should now say the new token does not give
+    // it more than the old, or one that should keep its answer changed its top prediction.
+    static bool wrong(const edit_check& c) { return wants_new(c.kind) ? !c.scored(c.after) : c.changed(); }
 
-    // One row per prompt: its top prediction before → after, and p(target) before → after.
-    void checks(const std::string& title, const std::vector<edit_check>& cs, bool same_is_good) {
+    // One row per prompt: its top prediction before → after, p(true) and p(new) before → after,
+    // and ✗ where it went wrong; then the kind's accuracy, score and magnitude.
+    void checks(const std::string& title, const std::vector<edit_check>& cs) {
+        const bool to_new = wants_new(cs.front().kind);
         block b{block_kind::table};
-        b.align = "lll";
-        b.rows.push_back({title, "top: before → after", target()});
-        std::size_t kept = 0, moved = 0;
+        b.align = "lllll";
+        b.rows.push_back({title, "top: before → after", to_new ? fmt::format("p({})", old()) : "p(true)", target(), ""});
+        std::size_t wrongs = 0;
         for (const auto& c : cs) {
-            const bool same = c.before.id == c.after.id;
             b.rows.push_back({quote(c.text, text_room(38, 34)),
-                              same ? fmt::format("{} → {}", prediction(c.before), format_fixed(c.after.prob, 3))
-                                   : fmt::format("{} → {}", prediction(c.before), prediction(c.after)),
-                              fmt::format("{} → {}", n4(c.before.target_prob), n4(c.after.target_prob))});
-            kept += same;
-            moved += c.after.id == t_.target_id;
+                              c.changed() ? fmt::format("{} → {}", prediction(c.before), prediction(c.after))
+                                          : fmt::format("{} → {}", prediction(c.before), format_fixed(c.after.prob, 3)),
+                              fmt::format("{} → {}", n4(c.before.true_prob), n4(c.after.true_prob)),
+                              fmt::format("{} → {}", n4(c.before.target_prob), n4(c.after.target_prob)),
+                              wrong(c) ? styled(style::red, "✗") : ""});
+            wrongs += wrong(c);
         }
         add(std::move(b));
-        if (same_is_good) paragraph(fmt::format("{} of {} keep their top prediction.", kept, cs.size()));
-        else paragraph(fmt::format("{} of {} now predict {}.", moved, cs.size(), shown(t_.target_id, t_.target)));
+        const edit_summary s = summarise(cs, t_.target_id, true);
+        const auto of = [&](double share) { return static_cast<std::size_t>(std::lround(share * static_cast<double>(s.count))); };
+        if (to_new)
+            paragraph(fmt::format("{} of {} now predict {}. Score: {} of {} give {} > p({}), by {} on average.{}", of(s.accuracy), s.count,
+                                  shown(t_.target_id, t_.target), of(s.score), s.count, target(), old(), signed4(s.magnitude),
+                                  wrongs ? styled(style::red, fmt::format(" ✗ {} where the new token does not beat the old.", wrongs)) : ""));
+        else
+            paragraph(fmt::format("{} of {} keep their top prediction. Score: {} of {} keep p(true) > {}, by {} on average.{}",
+                                  of(s.accuracy), s.count, of(s.score), s.count, target(), signed4(s.magnitude),
+                                  wrongs ? styled(style::red, fmt::format(" ✗ {} changed their top prediction.", wrongs)) : ""));
+    }
+    static std::string signed4(double v) { return (v >= 0 ? "+" : "") + format_fixed(v, 4); }
+
+    // Each kind's score, magnitude and accuracy before → after, both definitions side by side.
+    void both_definitions() {
+        const std::pair<const char*, const std::vector<edit_check>*> kinds[] = {
+            {"efficacy", nullptr}, {"paraphrases", &t_.paraphrases}, {"neighbours", &t_.neighbours}, {"subject's other facts", &t_.subject_facts}};
+        block b{block_kind::table};
+        b.align = "lrlll";
+        b.rows.push_back({"prompts", "count", "score", "magnitude", "accuracy"});
+        const std::vector<edit_check> efficacy{t_.efficacy};
+        for (const auto& [name, cs] : kinds) {
+            const auto& v = cs ? *cs : efficacy;
+            if (v.empty()) continue;
+            const edit_summary a = summarise(v, t_.target_id, false), z = summarise(v, t_.target_id, true);
+            b.rows.push_back({name, std::to_string(z.count), fmt::format("{} → {}", format_fixed(a.score, 2), format_fixed(z.score, 2)),
+                              fmt::format("{} → {}", signed4(a.magnitude), signed4(z.magnitude)),
+                              fmt::format("{} → {}", format_fixed(a.accuracy, 2), format_fixed(z.accuracy, 2))});
+        }
+        add({block_kind::heading, "The evaluation, both ways"});
+        paragraph(fmt::format("Score (ROME's and MEMIT's): the share of prompts where {} beats the true token (the efficacy "
+                              "prompt and its paraphrases, whose true token is {}), or where the true token still beats it "
+                              "(the neighbours and the subject's other facts, each true token its own prediction before the "
+                              "edit). Magnitude: the mean of that difference of probabilities. Accuracy: the share whose top "
+                              "prediction is {}, or the true token. The two can differ widely, so which one a number is "
+                              "matters. Before → after:", shown(t_.target_id, t_.target), old(), shown(t_.target_id, t_.target)));
+        add(std::move(b));
     }
 
     // Why an edit may not take, and what to try: a small model often recalls a fact at the last
@@ -317,6 +376,9 @@ private:
         const auto& c = t_.contexts.front();
         const std::string command = fmt::format("ffn-trace locate --checkpoint {} --prompt {} --subject {} --target {}", t_.checkpoint,
                                                 quote(c.prompt.text), quote(t_.subject), quote(t_.efficacy.before.token));
+        paragraph(styled(style::red, fmt::format("The edit failed: after it {} = {} does not beat p({}) = {} on the prompt, so "
+                                                 "the exit status is 1 and no checkpoint is written (--force writes it all the same).",
+                                                 target(), n4(t_.efficacy.after.target_prob), old(), n4(t_.efficacy.after.true_prob))));
         const std::string reached = fmt::format("With δ at token {} ({}) the optimisation reached {} = {}", c.position,
                                                 quote(c.prompt.display[c.position]), target(), n4(t_.steps.back().prob));
         if (t_.steps.back().prob >= 0.5) {
@@ -344,13 +406,17 @@ private:
                               "probability, and {}, before → after:", t_.layer, t_.expert ? "w " : "",
                               t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "", t_.expert ? "activations of the expert" : "mlp_post",
                               target()));
-        checks("efficacy", {t_.efficacy}, false);
-        if (t_.efficacy.after.id != t_.target_id) not_taken();
+        checks("efficacy", {t_.efficacy});
+        if (!t_.taken()) not_taken();
         if (t_.paraphrases.empty()) paragraph("No paraphrase: the corpus has no other sentence about the subject ending "
                                               "with the old answer; give --paraphrase.");
-        else checks("generalisation", t_.paraphrases, false);
+        else checks("generalisation", t_.paraphrases);
         if (t_.neighbours.empty()) paragraph("No neighbour: the corpus has no other subject in the prompt's place; give --neighbour.");
-        else checks("specificity", t_.neighbours, true);
+        else checks("neighbourhood", t_.neighbours);
+        if (t_.subject_facts.empty()) paragraph("No other fact about the subject: the corpus has no other sentence about it "
+                                                "with another answer; give --subject-fact.");
+        else checks("subject's other facts", t_.subject_facts);
+        both_definitions();
     }
 
     void written() {
@@ -394,12 +460,22 @@ using json = nlohmann::ordered_json;
 
 std::string render_edit_json(const edit_trace& t) {
     auto prediction = [](const edit_prediction& p) {
-        return json{{"token", p.token}, {"prob", p.prob}, {"id", p.id}, {"target_prob", p.target_prob}};
+        return json{{"token", p.token}, {"prob", p.prob}, {"p_true", p.true_prob}, {"p_new", p.target_prob}, {"id", p.id},
+                    {"target_prob", p.target_prob}};
+    };
+    auto check = [&](const edit_check& c) {
+        return json{{"text", c.text}, {"kind", to_string(c.kind)}, {"true", c.true_token}, {"new", t.target}, {"token_ids", c.ids},
+                    {"before", prediction(c.before)}, {"after", prediction(c.after)}, {"changed", c.changed()}};
     };
     auto checks = [&](const std::vector<edit_check>& cs) {
         json a = json::array();
-        for (const auto& c : cs) a.push_back({{"text", c.text}, {"before", prediction(c.before)}, {"after", prediction(c.after)}});
+        for (const auto& c : cs) a.push_back(check(c));
         return a;
+    };
+    auto summary = [&](const std::vector<edit_check>& cs) {
+        const edit_summary a = summarise(cs, t.target_id, false), z = summarise(cs, t.target_id, true);
+        return json{{"score", z.score}, {"magnitude", z.magnitude}, {"accuracy", z.accuracy}, {"count", z.count},
+                    {"before", {{"score", a.score}, {"magnitude", a.magnitude}, {"accuracy", a.accuracy}}}};
     };
     json steps = json::array();
     for (const auto& s : t.steps)
@@ -411,14 +487,21 @@ std::string render_edit_json(const edit_trace& t) {
     out["target"] = {{"id", t.target_id}, {"token", t.target}};
     json& edit = out["edit"];
     edit["layer"] = t.layer;
+    if (t.layer_choice)
+        edit["layer_choice"] = {{"token", t.layer_choice->token}, {"effect", t.layer_choice->effect}, {"answer", t.layer_choice->answer}};
     if (t.expert) edit["expert"] = *t.expert;
     edit.update(json{{"position", p.position}, {"tensor", t.tensor}, {"key", t.key}, {"u", t.u},
                    {"c_inv_key", t.c_inv_key}, {"key_dot_u", t.key_dot_u}, {"old_value", t.old_value}, {"delta", t.delta},
                    {"value", t.value}, {"lambda", t.lambda}, {"delta_norm", t.delta_norm()}, {"ridge", t.ridge},
-                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)}});
-    out["efficacy"] = {{"before", prediction(t.efficacy.before)}, {"after", prediction(t.efficacy.after)}};
+                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)},
+                   {"update_key", t.update_key == edit_key::original ? "original" : "same"}, {"update_dot_u", t.update_dot_u}});
+    out["efficacy"] = check(t.efficacy);
     out["paraphrases"] = checks(t.paraphrases);
     out["neighbours"] = checks(t.neighbours);
+    out["subject_facts"] = checks(t.subject_facts);
+    out["summary"] = {{"efficacy", summary({t.efficacy})}, {"paraphrase", summary(t.paraphrases)},
+                      {"neighbour", summary(t.neighbours)}, {"subject", summary(t.subject_facts)}};
+    out["taken"] = t.taken();
     if (t.written_prediction)
         out["written"] = {{"directory", t.written}, {"dtype", to_string(t.written_as)}, {"prediction", prediction(*t.written_prediction)}};
     return json_text(out) + "\n";
