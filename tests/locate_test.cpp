@@ -185,7 +185,7 @@ TEST_CASE("a noise too large to normalise is the noise's fault, and one of 1e150
         const locate_trace r = traced(model, {.subject = "t4", .samples = 3, .noise = 1e150});
         CHECK(std::isfinite(r.corrupted_prob));
         for (restored what : every_restore)
-            for (double p : r.grid(what).prob.data) CHECK(std::isfinite(p));
+            for (double p : r.grid(what).value.data) CHECK(std::isfinite(p));
     }
 }
 
