@@ -47,7 +47,7 @@ cli_test("run names a JSON Schema for what it is" 2 EMPTY
 cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
 cli_test("an unknown subcommand is a usage error" 2 EMPTY "^error: " -- ${FT} trace x.json)
 cli_test("an unknown subcommand's error points at the program's help" 2 EMPTY "^error: .*\; see ffn-trace --help$" -- ${FT} trace x.json)
-cli_test("a missing required option points at its subcommand's help" 2 EMPTY "^error: --layer is required\; see ffn-trace edit --help$"
+cli_test("a missing required option points at its subcommand's help" 2 EMPTY "^error: --target is required\; see ffn-trace edit --help$"
   -- ${FT} edit --checkpoint x --prompt p --subject s)
 cli_test("an empty list item points at its subcommand's help" 2 EMPTY "\; see ffn-trace gelu-table --help$" -- ${FT} gelu-table --at 1,,2)
 cli_test("run without a file is a usage error" 2 EMPTY "^error: give an example file, or --checkpoint" -- ${FT} run)
@@ -1151,7 +1151,7 @@ cli_test("locate --corrupt-with of another token length says both lengths" 2 EMP
   -- ${LOCATE} --subject France --corrupt-with "of Kenya")
 cli_test("locate --sever with --noising is refused" 2 EMPTY "^error: --sever: severing keeps a path at its corrupted values"
   -- ${LOCATE} --subject France --sever mlp --noising)
-cli_test("locate --metric logit-diff with noise needs --versus" 2 EMPTY "^error: --metric: logit-diff needs the token to subtract: give --versus TOKEN"
+cli_test("locate --metric logit-diff with noise needs --versus" 2 EMPTY "^error: --metric: logit-diff needs the token to subtract: give the versus token"
   -- ${LOCATE} --subject France --metric logit-diff --samples 1)
 cli_test("locate on BERT says why it cannot" 2 EMPTY
   "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no probability for causal tracing"

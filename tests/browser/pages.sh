@@ -84,10 +84,10 @@ make_page units_two units --checkpoint "$data/models/capitals" --layer 0 --corpu
 # Causal tracing: three grids coloured by P, each cell's P and effect on a click or hover.
 make_page locate_capitals locate --checkpoint "$data/models/capitals" --prompt "The capital of France is" --subject France &&
   pages+=(locate_capitals)
-# The edit: its loss curve, the key and value as bars, the tables before → after. Its -o is the
-# new checkpoint's folder, so the page is taken from stdout.
+# The edit: its loss curve, the key and value as bars, the tables before → after. The new
+# checkpoint goes to --save's folder, the page to stdout.
 if "$ft" edit --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" --subject France \
-  --target " Rome" --at last -o "$work/edit_checkpoint" --format html >"$work/edit_capitals.html" 2>"$work/edit.err"; then
+  --target " Rome" --at last --save "$work/edit_checkpoint" --format html >"$work/edit_capitals.html" 2>"$work/edit.err"; then
   pages+=(edit_capitals)
 else
   fail "edit_capitals: ffn-trace edit failed: $(head -c 300 "$work/edit.err")"
@@ -122,9 +122,10 @@ done
 
 # The locate page's cells say their P and effect when clicked (the self-test clicks the first).
 dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/locate_capitals.html#selftest")
-grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>P = 0' <<<"$dom" ||
+grep -q '<div id="how"[^>]*><strong>P(" Paris") with the stream leaving layer [01] restored at "The"</strong><pre>value = 0' <<<"$dom" ||
   fail "locate_capitals: clicking a cell does not show its P"
-grep -q 'effect = P − P_corrupted' <<<"$dom" || fail "locate_capitals: a cell does not show its effect"
+grep -q 'effect = value − corrupted' <<<"$dom" || fail "locate_capitals: a cell does not show its effect"
+grep -q 'normalised = ' <<<"$dom" || fail "locate_capitals: a cell does not show its normalised effect"
 # The edit's page: a loss cell says how its terms add up; the loss curve and the bars are drawn.
 dom=$(chrome --window-size=600,800 --virtual-time-budget=5000 --dump-dom "file://$work/edit_capitals.html#selftest")
 grep -q '<div id="how"[^>]*><strong>the loss at step 0</strong><pre>L = mean −log p(" Rome")' <<<"$dom" ||

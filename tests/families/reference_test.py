@@ -233,7 +233,7 @@ llama3, qwen3, phi3 = (os.path.join(work, a) for a in ("llama3", "qwen3", "phi3"
 refused("llama3 without low_freq_factor", llama3, edit_config(rope_scaling=scaling(low_freq_factor=None)),
         "rope_scaling.low_freq_factor: missing: rope_type \"llama3\" needs it")
 refused("llama3 with a factor of 0", llama3, edit_config(rope_scaling=scaling(factor=0)),
-        "rope_scaling.factor: expected a number > 0, got the number 0")
+        "rope_scaling.factor: expected a finite number > 0, got the number 0")
 refused("llama3 with high_freq_factor ≤ low_freq_factor", llama3, edit_config(rope_scaling=scaling(high_freq_factor=0.5)),
         "rope_scaling.high_freq_factor: expected more than low_freq_factor = 1, got 0.5")
 refused("qwen3 without its heads", qwen3, edit_config(num_attention_heads=None, num_key_value_heads=None),

@@ -308,7 +308,7 @@ std::optional<error> locate_options_error(const locate_options& o) {
     if (o.window == 0) return error{"", "window", "a window of 0 layers restores nothing; give 1 or more"};
     if (o.sever != severed_path::none && o.direction == patch_direction::noising)
         return error{"", "sever", "severing keeps a path at its corrupted values while the clean stream is restored, which is "
-                                  "denoising; it has no meaning with --noising"};
+                                  "denoising; it has no meaning when noising"};
     if (o.corruption == corruption_kind::replace && trimmed(o.replacement).empty())
         return error{"", "corrupt_with", "the replacement subject is empty; give another subject, such as \"Germany\""};
     return std::nullopt;
@@ -571,8 +571,8 @@ outcome<metric_of> choose_metric(const locate_options& options, locate_trace& r,
     if (options.versus && *options.versus >= model.vocab_size())
         return error{"", "versus", fmt::format("token id {} is out of range: the vocabulary has {} tokens", *options.versus, model.vocab_size())};
     if (!options.versus && !replaced)
-        return error{"", "metric", "logit-diff needs the token to subtract: give --versus TOKEN (with --corrupt-with, the "
-                                   "corrupted prompt's answer is the default)"};
+        return error{"", "metric", "logit-diff needs the token to subtract: give the versus token (with a replacement "
+                                   "subject, the corrupted prompt's answer is the default)"};
     r.versus_given = options.versus.has_value();
     if (options.versus) m.versus = *options.versus;
     else {
@@ -582,7 +582,7 @@ outcome<metric_of> choose_metric(const locate_options& options, locate_trace& r,
     if (m.versus == r.target_id)
         return error{"", "versus", fmt::format("{} is the target itself: z[target] − z[versus] would be 0 in every run{}",
                                                quote(token_text(r.prompt.tok, m.versus)),
-                                               r.versus_given ? "" : " (the corrupted prompt's answer is the clean one's; give --versus)")};
+                                               r.versus_given ? "" : " (the corrupted prompt's answer is the clean one's; give the versus token)")};
     r.versus_id = m.versus;
     r.versus = token_text(r.prompt.tok, m.versus);
     return m;

@@ -82,7 +82,7 @@ private:
             html_ ? " Every grid is coloured on one scale, from −1 (blue) to +1 (red); a cell gives its standard error on a click or hover."
                   : fmt::format(" The shade after each number is on one scale for every grid: blank under 1/8, {} from 1/8, {} from "
                                 "3/8, {} from 5/8, {} from 7/8. The standard errors (the sample standard deviation over the "
-                                "facts / √n) are in --format json and on the page.",
+                                "facts / √n) are in the JSON view and on the page.",
                                 effect_shade(0.25, opt_.ascii), effect_shade(0.5, opt_.ascii), effect_shade(0.75, opt_.ascii),
                                 effect_shade(1, opt_.ascii))));
     }
@@ -141,7 +141,7 @@ private:
 
     void facts() {
         add({block_kind::heading, "The facts"});
-        paragraph("Each fact's target with its metric in the clean run and the corrupted runs; each fact's own grids are in --format json.");
+        paragraph("Each fact's target with its metric in the clean run and the corrupted runs; each fact's own grids are in the JSON view.");
         block t{block_kind::table, "", {}, {}, "rlllrr"};
         t.rows.push_back({"line", "prompt", "subject", "target", "clean", "corrupted"});
         for (const auto& run : f_.facts.runs) {
