@@ -250,7 +250,9 @@ def feature_pages(folder):
         zs.append(np.maximum(h @ t["W_enc"].T + t["b_enc"], 0))
     split_check(folder, t, zs)
     z = np.concatenate(zs)
-    scores = (m.embedding * m.w["ln_f.weight"]) @ t["W_dec"].T  # (vocab, features)
+    # each decoder row as a unit's W2 row is read: through the final LayerNorm, less its mean, times γ
+    centred = t["W_dec"] - t["W_dec"].mean(axis=1, keepdims=True)
+    scores = (m.embedding * m.w["ln_f.weight"]) @ centred.T  # (vocab, features)
     if not got.get("features") or len(got["units"]) != t["W_enc"].shape[0]:
         failures.append("units --transcoder: expected every feature, marked as features")
         return

@@ -456,14 +456,19 @@ std::optional<error> add_feature_value_scores(const checkpoint& ck, const transc
                                               std::size_t top, std::vector<unit_reading>& into) {
     const std::string unembedding = ck.unembedding_name();
     if (unembedding.empty()) return std::nullopt;
-    auto gamma = final_gamma(ck);
-    if (!gamma) return gamma.err();
-    matrix v(tc.d_model(), wanted.size());  // (d_model, features): the decoder rows as columns
-    for (std::size_t c = 0; c < wanted.size(); ++c)
-        for (std::size_t k = 0; k < tc.d_model(); ++k) v(k, c) = tc.decoder(wanted[c].unit.unit, k);
+    auto norm = detail::value_norm_of(ck);
+    if (!norm) return norm.err();
+    if (!norm->gamma.empty() && norm->gamma.size() != tc.d_model())
+        return error{ck.origin(), "", fmt::format("the final norm's weight has {} numbers, the decoder rows {}", norm->gamma.size(), tc.d_model())};
+    matrix v(tc.d_model(), wanted.size());  // (d_model, features): the decoder rows through the final norm as columns
+    for (std::size_t c = 0; c < wanted.size(); ++c) {
+        const std::vector<double> row = through_final_norm(tc.decoder.row(wanted[c].unit.unit), *norm);
+        for (std::size_t k = 0; k < row.size(); ++k) v(k, c) = row[k];
+    }
     best_tokens most{std::vector<std::vector<token_score>>(wanted.size()), top, true};
     best_tokens least{std::vector<std::vector<token_score>>(wanted.size()), top, false};
-    if (auto e = rank_rows(ck.tensors(), unembedding, *gamma, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
+    const std::vector<double> unscaled(tc.d_model(), 1.0);  // γ is in v already
+    if (auto e = rank_rows(ck.tensors(), unembedding, unscaled, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
         return e;
     for (std::size_t c = 0; c < wanted.size(); ++c) {
         into[c].promotes = std::move(most.lists[c]);
