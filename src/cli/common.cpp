@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -121,9 +122,18 @@ std::FILE* open_output() {
     if (ffn_trace::is_file_read(output_path)) refuse_output_of_input();
     struct stat info {};
     const bool exists = ::stat(output_path.c_str(), &info) == 0;
+    if (!exists && errno != ENOENT) cannot_write(errno);  // a symlink loop, a file for a folder, …
     if (exists && !S_ISREG(info.st_mode)) {
-        std::FILE* direct = std::fopen(output_path.c_str(), "w");
-        if (!direct) cannot_write(errno);
+        // O_NONBLOCK: a FIFO that no program reads is refused (ENXIO), not waited on.
+        const int fd = ::open(output_path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) cannot_write(errno);
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        std::FILE* direct = ::fdopen(fd, "w");
+        if (!direct) {
+            const int e = errno;
+            ::close(fd);
+            cannot_write(e);
+        }
         return direct;
     }
     // Through a symlink the file it names is replaced, not the link.
@@ -257,6 +267,7 @@ void add_output(CLI::App& sub) {
     sub.add_option("-o,--output", "Write the output to this file instead of standard output (replaced once the output "
                                   "is whole; never one of the command's inputs)")
         ->type_name("FILE")
+        ->check([](const std::string& path) { return path.empty() ? std::string("expected a file name, got \"\"") : std::string(); })
         ->each([](const std::string& path) { output_path = output_path_given(path); });
 }
 

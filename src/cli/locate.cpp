@@ -57,7 +57,7 @@ void setup_locate(CLI::App& app, int& status) {
     sub->add_option("--corrupt", o->corrupt, "noise: Gaussian noise on the subject's embeddings (ROME); replace: the "
                                              "subject replaced by --corrupt-with")
         ->check(CLI::IsMember({"noise", "replace"}))
-        ->capture_default_str();
+        ->default_str("noise");
     sub->add_option("--corrupt-with", o->corrupt_with, "Symmetric token replacement: the prompt with this subject instead, "
                                                        "of the same token length (\"Germany\" for \"France\")")
         ->type_name("TEXT");
@@ -120,6 +120,8 @@ std::optional<ffn_trace::error> choose_kinds(const locate_options& o, ffn_trace:
     r.metric = o.metric == "logprob" ? trace_metric::logprob : o.metric == "logit-diff" ? trace_metric::logit_diff : trace_metric::prob;
     r.atp = o.atp;
     r.sever = o.sever == "mlp" ? severed_path::mlp : o.sever == "attn" ? severed_path::attn : severed_path::none;
+    if (o.corrupt == "noise" && o.corrupt_with)
+        return error{"", "", "--corrupt noise adds noise to the subject, --corrupt-with replaces it; give one of them"};
     if (o.versus && r.metric != trace_metric::logit_diff)
         return error{"", "", "--versus is the token logit-diff subtracts; give --metric logit-diff with it"};
     if (!o.facts.empty() && r.corruption == corruption_kind::replace)

@@ -21,7 +21,7 @@ struct locate_options {
     std::optional<double> noise;
     std::size_t window = 1;
     std::string facts;  // a file of facts: prompt, subject and target, tab-separated
-    std::string corrupt = "noise";
+    std::string corrupt;  // "noise" when not given, "" so that --corrupt noise beside --corrupt-with is seen
     std::optional<std::string> corrupt_with;
     bool noising = false;
     std::string metric = "prob";

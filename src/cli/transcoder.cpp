@@ -31,7 +31,7 @@ void setup_transcoder(CLI::App& app, int& status) {
     sub->add_option("--layer", o->layer, "The layer whose FFN is replaced (from 0)")->required()->check(whole_number(0));
     sub->add_option("--corpus", o->corpus, "The texts, one a line (default: corpus.txt beside the model)")->type_name("FILE");
     sub->add_option("--features", o->features, "The transcoder's features")->required()->check(whole_number(0, 1u << 20));
-    auto* k = sub->add_option("--k", o->k, "TopK: the features kept a token")->check(whole_number(0, 1u << 20));
+    auto* k = sub->add_option("--k", o->k, "TopK: the features kept a token")->check(whole_number(1, 1u << 20));
     auto* l1 = sub->add_option("--l1", o->l1, "ReLU with this L1 penalty on the features' activations instead of TopK");
     k->excludes(l1);
     sub->add_option("--epochs", o->epochs, "Passes over the corpus")->check(whole_number(1, 100000))->capture_default_str();

@@ -18,7 +18,7 @@ layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and c
     push z_f · (W_dec[f] · g) / σ on the predicted token, g = γ_f ⊙ U[t] less its mean and σ the
     final LayerNorm's scale at the stream after the layer, to 1e-9;
   - units --transcoder on the same folder over the corpus: each feature's max, mean, share active,
-    its largest activations, and the tokens its decoder row promotes and suppresses through the centred γ_f and
+    its largest activations, and the tokens its decoder row promotes and suppresses through γ_f and
     the unembedding, to 1e-9;
   - units --unit J --split on the same folder: the features whose decoder rows align most with
     unit J's W2 row (their cosines, largest first) and each one's z at the unit's examples.
@@ -250,10 +250,9 @@ def feature_pages(folder):
         zs.append(np.maximum(h @ t["W_enc"].T + t["b_enc"], 0))
     split_check(folder, t, zs)
     z = np.concatenate(zs)
-    # the tool's one "promotes" score: W_dec[f] · (γ ⊙ U[t] − mean(γ ⊙ U[t])), the final LayerNorm's
-    # centring included, as for the units' value vectors
-    g = m.embedding * m.w["ln_f.weight"]
-    scores = (g - g.mean(1, keepdims=True)) @ t["W_dec"].T  # (vocab, features)
+    # each decoder row as a unit's W2 row is read: through the final LayerNorm, less its mean, times γ
+    centred = t["W_dec"] - t["W_dec"].mean(axis=1, keepdims=True)
+    scores = (m.embedding * m.w["ln_f.weight"]) @ centred.T  # (vocab, features)
     if not got.get("features") or len(got["units"]) != t["W_enc"].shape[0]:
         failures.append("units --transcoder: expected every feature, marked as features")
         return

@@ -451,8 +451,7 @@ std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<un
     return std::nullopt;
 }
 
-// A transcoder's features' value scores: each decoder row through the final norm
-// (through_final_norm, the tool's one "promotes" score) and the unembedding.
+// A transcoder's features' value scores: each decoder row through γ_f and the unembedding.
 std::optional<error> add_feature_value_scores(const checkpoint& ck, const transcoder& tc, const std::vector<layer_unit>& wanted,
                                               std::size_t top, std::vector<unit_reading>& into) {
     const std::string unembedding = ck.unembedding_name();
@@ -463,10 +462,8 @@ std::optional<error> add_feature_value_scores(const checkpoint& ck, const transc
         return error{ck.origin(), "", fmt::format("the final norm's weight has {} numbers, the decoder rows {}", norm->gamma.size(), tc.d_model())};
     matrix v(tc.d_model(), wanted.size());  // (d_model, features): the decoder rows through the final norm as columns
     for (std::size_t c = 0; c < wanted.size(); ++c) {
-        std::vector<double> row(tc.d_model());
-        for (std::size_t k = 0; k < tc.d_model(); ++k) row[k] = tc.decoder(wanted[c].unit.unit, k);
-        const std::vector<double> normed = through_final_norm(row, *norm);
-        for (std::size_t k = 0; k < normed.size(); ++k) v(k, c) = normed[k];
+        const std::vector<double> row = through_final_norm(tc.decoder.row(wanted[c].unit.unit), *norm);
+        for (std::size_t k = 0; k < row.size(); ++k) v(k, c) = row[k];
     }
     best_tokens most{std::vector<std::vector<token_score>>(wanted.size()), top, true};
     best_tokens least{std::vector<std::vector<token_score>>(wanted.size()), top, false};

@@ -3,6 +3,7 @@
 #include "ffn_trace/prompts.hpp"
 
 #include <fmt/format.h>
+#include <type_traits>
 
 #include "base/read_file.hpp"
 #include "base/text.hpp"
@@ -60,8 +61,11 @@ error on_line(error e, const std::string& file, std::size_t line) {
 
 // Reads the file, opens the model once and runs `run_one(model, tok, line, prompt)` on every line
 // that fits the model's positions.
-template <class Trace, class RunOne>
-outcome<prompt_runs<Trace>> run_lines(const prompt_source& source, const std::string& file, bool subjects, RunOne run_one) {
+// `check_one(tok, line)` is called on every line before any runs, so that a bad last line of a long
+// file is refused at once, not after the runs of all the lines before it.
+template <class Trace, class RunOne, class CheckOne = std::nullptr_t>
+outcome<prompt_runs<Trace>> run_lines(const prompt_source& source, const std::string& file, bool subjects, RunOne run_one,
+                                      CheckOne check_one = nullptr) {
     prompt_runs<Trace> r;
     r.file = file == "-" ? "<stdin>" : file;
     auto content = read_prompt_file(file, source.max_file_size);
@@ -72,6 +76,9 @@ outcome<prompt_runs<Trace>> run_lines(const prompt_source& source, const std::st
     if (!opened) return opened.err();
     const transformer& model = opened->model;
     r.skipped.max_positions = model.max_positions();
+    if constexpr (!std::is_null_pointer_v<CheckOne>)
+        for (const prompt_line& line : *lines)
+            if (auto e = check_one(opened->tok, line)) return on_line(*e, r.file, line.line);
     constexpr std::string_view what = "running the prompts";
     for (std::size_t i = 0; i < lines->size(); ++i) {
         if (auto e = report_progress(source.watcher, what, i, lines->size())) return *e;
@@ -144,9 +151,8 @@ outcome<locate_facts> trace_locate_facts(const locate_prompts_request& request) 
     locate_request source = each;
     source.refuse = locate_model_error;
     std::optional<transformer> held;  // every fact's runs read the same weights: converted once
-    auto run_one = [&](const transformer& model, const tokenizer& tok, const prompt_line& line,
-                       prompt_tokens prompt) -> outcome<locate_trace> {
-        if (!held) held = model.holding(0, model.n_layers() - 1, true);
+    // A fact's line as options: its subject, and its target when it gives one.
+    auto fact_options = [&](const tokenizer& tok, const prompt_line& line) -> outcome<locate_options> {
         locate_options options = each.options;
         const std::size_t tab = line.subject.find('\t');
         options.subject = line.subject.substr(0, tab);
@@ -159,10 +165,21 @@ outcome<locate_facts> trace_locate_facts(const locate_prompts_request& request) 
             if (!id) return error{"", "subject", "the target: " + id.err().message};
             options.target = *id;
         }
-        if (each.on_stage) each.on_stage(prompt_source::stage::running_model);
-        return locate(*held, std::move(prompt), options);
+        return options;
     };
-    auto runs = run_lines<locate_trace>(source, request.file, true, run_one);
+    auto check_one = [&](const tokenizer& tok, const prompt_line& line) -> std::optional<error> {
+        auto options = fact_options(tok, line);
+        return options ? std::nullopt : std::optional<error>(options.err());
+    };
+    auto run_one = [&](const transformer& model, const tokenizer& tok, const prompt_line& line,
+                       prompt_tokens prompt) -> outcome<locate_trace> {
+        if (!held) held = model.holding(0, model.n_layers() - 1, true);
+        auto options = fact_options(tok, line);
+        if (!options) return options.err();
+        if (each.on_stage) each.on_stage(prompt_source::stage::running_model);
+        return locate(*held, std::move(prompt), *options);
+    };
+    auto runs = run_lines<locate_trace>(source, request.file, true, run_one, check_one);
     if (!runs) return runs.err();
     locate_facts out{std::move(*runs), {}};
     std::vector<const locate_trace*> traces;

@@ -35,9 +35,12 @@ outcome<std::string> read_file(const std::string& file, const std::string& name,
     if (standard_input) {
         in.fd = STDIN_FILENO;
     } else {
-        in.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        // O_NONBLOCK: opening a FIFO that no program writes would wait for one; opened so, it
+        // reads as empty. Blocking again below, so that a pipe with a writer is read whole.
+        in.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         in.owned = true;
         if (in.fd < 0) return fail(fmt::format("cannot open the file: {}", std::strerror(errno)));
+        ::fcntl(in.fd, F_SETFL, ::fcntl(in.fd, F_GETFL) & ~O_NONBLOCK);
     }
     struct stat info {};
     if (::fstat(in.fd, &info) != 0)

@@ -217,6 +217,9 @@ std::optional<error> read_heads(const json& c, const config_origin& from, checkp
     auto head_dim = config_size(c, from, {"head_dim"}, 0);
     if (!head_dim) return head_dim.err();
     m.head_dim = *head_dim;
+    // Before any table is sized by it: the widest heads of released models have 256 numbers.
+    if (constexpr std::size_t widest = 1u << 16; m.head_dim > widest)
+        return from.at("head_dim", fmt::format("expected at most {} numbers a head, got {}", widest, m.head_dim));
     if (m.n_heads > 0 && m.head_dim == 0) {
         if (m.d_model % m.n_heads != 0)
             return from.at(c.contains("n_head") ? "n_head" : "num_attention_heads",

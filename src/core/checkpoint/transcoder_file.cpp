@@ -58,6 +58,7 @@ std::optional<error> read_tensors(const tensor_source& s, transcoder& tc) {
     const auto enc = shape("W_enc");
     if (enc.size() != 2) return error{file, "W_enc", fmt::format("expected 2 dimensions (features, d_model), got {}", enc.size())};
     const std::size_t F = enc[0], d = enc[1];
+    if (F == 0 || d == 0) return error{file, "W_enc", fmt::format("expected at least one feature of at least one number, got ({}, {})", F, d)};
     const std::vector<std::pair<const char*, std::vector<std::size_t>>> expected{{"W_dec", {F, d}}, {"b_enc", {F}}, {"b_dec", {d}}};
     for (const auto& [name, want] : expected)
         if (shape(name) != want)
