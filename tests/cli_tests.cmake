@@ -1151,7 +1151,7 @@ cli_test("locate --corrupt-with of another token length says both lengths" 2 EMP
   -- ${LOCATE} --subject France --corrupt-with "of Kenya")
 cli_test("locate --sever with --noising is refused" 2 EMPTY "^error: --sever: severing keeps a path at its corrupted values"
   -- ${LOCATE} --subject France --sever mlp --noising)
-cli_test("locate --metric logit-diff with noise needs --versus" 2 EMPTY "^error: --metric: logit-diff needs the token to subtract: give the versus token"
+cli_test("locate --metric logit-diff with noise needs --versus" 2 EMPTY "^error: --versus: the metric logit-diff needs the token to subtract from the target: give it"
   -- ${LOCATE} --subject France --metric logit-diff --samples 1)
 cli_test("locate on BERT says why it cannot" 2 EMPTY
   "^error: .*bert: a bert checkpoint is an encoder: it predicts no next token, so there is no probability for causal tracing"

@@ -571,8 +571,8 @@ outcome<metric_of> choose_metric(const locate_options& options, locate_trace& r,
     if (options.versus && *options.versus >= model.vocab_size())
         return error{"", "versus", fmt::format("token id {} is out of range: the vocabulary has {} tokens", *options.versus, model.vocab_size())};
     if (!options.versus && !replaced)
-        return error{"", "metric", "logit-diff needs the token to subtract: give the versus token (with a replacement "
-                                   "subject, the corrupted prompt's answer is the default)"};
+        return error{"", "versus", "the metric logit-diff needs the token to subtract from the target: give it (with a "
+                                   "replacement subject, the corrupted prompt's answer is the default)"};
     r.versus_given = options.versus.has_value();
     if (options.versus) m.versus = *options.versus;
     else {
