@@ -36,7 +36,7 @@ public:
 
 private:
     void key(std::string_view k);
-    const text_sink& sink_;
+    text_sink sink_;  // a copy: a writer made from a lambda would otherwise hold a temporary
     bool first_ = true;
 };
 
