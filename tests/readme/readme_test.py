@@ -118,8 +118,11 @@ def refreshed(expected, actual):
 def run(command, folder, bin_dir):
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""), COLUMNS="80", LC_ALL="C.UTF-8")
     env.pop("NO_COLOR", None)
+    # A hang is caught after a minute; the sanitizer tree allows more (its instrumented transcoder
+    # training takes longer than that).
+    timeout = float(os.environ.get("FFN_TRACE_DOC_TIMEOUT", "60"))
     done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, timeout=60)
+                          stderr=subprocess.STDOUT, timeout=timeout)
     return done.stdout.decode("utf-8", "replace").splitlines()
 
 
