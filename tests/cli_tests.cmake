@@ -1047,7 +1047,7 @@ cli_test("tokenize with a WordPiece tokenizer.json whose unk_token is not in its
   "^error: .*tokenize_no_unk/tokenizer.json: model.unk_token: \"\\[UNK\\]\" is not in the vocabulary$"
   -- ${CASE} wordpiece_no_unk ${CASES}/tokenize_no_unk ${INPUTS} ${FT} tokenize --checkpoint @CASE@ paris)
 cli_test("run --embedding on a Llama 3 GGUF (pre llama-bpe) runs and names the row's token" 0
-  "^Layer 1 of a gpt2 checkpoint .*embedding_llama_bpe/model.gguf\\).* \"Paris\" \\(id 2\\) " EMPTY
+  "^Layer 1 of a gpt2 checkpoint .*embedding_llama_bpe/ ?model.gguf\\).* \"Paris\" \\(id 2\\) " EMPTY
   -- ${CASE} gguf:llama-bpe ${CASES}/embedding_llama_bpe ${INPUTS} ${FT} run --checkpoint @CASE@ --layer 1 --embedding 2 --color never)
 cli_test("tokenize on a Llama 3 GGUF (pre llama-bpe) adds the bos token and keeps whole-word tokens" 0
   "^3 tokens # +id +spelling +text 0 +7 +<\\|endoftext\\|> +\"<\\|endoftext\\|>\" 1 +1 +hello +\"hello\" 2 +3 +ĠParis +\" Paris\"$" EMPTY
