@@ -37,5 +37,9 @@ print(f"| PyTorch float64, the process | {tw:.2f} | {tc:.2f} | {tm:,.0f} | {fw /
 print(f"| PyTorch float64, the work alone | {work:.2f} | | | {fw / work:.2f}× |")
 print()
 print(f"PyTorch's import took {t['import_seconds']:.2f} s and reading the weights {t['setup_seconds']:.2f} s, both left out of"
-      f" \"the work alone\" (ffn-trace's process includes its own reading). Largest difference between the two routes:"
-      f" {t['max_difference']:.2g} ({'agree' if t['max_difference'] < 1e-9 else 'DISAGREE'} to 1e-9).")
+      f" \"the work alone\" (ffn-trace's process includes its own reading).", end=" ")
+if "mse" in t:  # a training run from other random weights: the last epochs' MSE side by side, not equal
+    print(f"The last epoch's MSE: PyTorch {t['mse']:.4g}, ffn-trace {t['ft_mse']:.4g} (each from its own random start).")
+else:
+    print(f"Largest difference between the two routes: {t['max_difference']:.2g}"
+          f" ({'agree' if t['max_difference'] < 1e-9 else 'DISAGREE'} to 1e-9).")

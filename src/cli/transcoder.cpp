@@ -88,6 +88,9 @@ struct written {
 int run_transcoder_train(const transcoder_train_options& o) {
     using namespace ffn_trace;
     if (auto e = prepare_matrix_library()) return report(*e);
+    // A step's products are small (a batch of 256 tokens): the library's threads would spin more
+    // than they multiply on a shared machine, so each product is split between the cores instead.
+    share_products_among_cores();
     transcoder_training t;
     t.options = {.features = o.features, .k = o.k, .l1 = o.l1, .epochs = o.epochs, .lr = o.lr, .seed = o.seed, .batch = o.batch, .progress = {}};
     if (auto e = training_options_error(t.options)) return report(as_option(*e));
