@@ -435,6 +435,18 @@ cli_test("bash completes subcommands, an option's choices and new's activations"
             echo "${COMPREPLY[*]}"
           }
     echo "$(ask ffn-trace "") | $(ask ffn-trace run --format "") | $(ask ffn-trace new --activation s)"]] ${FT})
+# ... and transcoder's own command, train, then train's options and their choices
+cli_test("bash completes transcoder's train and train's options" 0 "^train \\| --features \\| text markdown json html \\| --help$" EMPTY
+  -- bash -c [[
+    source <("$0" generate bash)
+    ask() { COMP_WORDS=("$@")
+            COMP_CWORD=$(($# - 1))
+            COMPREPLY=()
+            _ffn_trace
+            echo "${COMPREPLY[*]}"
+          }
+    echo "$(ask ffn-trace transcoder "") | $(ask ffn-trace transcoder train --fe) | $(ask ffn-trace transcoder train --format "") | $(ask ffn-trace transcoder --)"]] ${FT})
+cli_test("generate man has a section for transcoder train" 0 "\\.SS \"ffn\\\\-trace transcoder train \\[options\\]\"" EMPTY -- ${FT} generate man)
 # The width of the text view (the layouts at 60 and 120 columns are golden files)
 cli_test("COLUMNS sets the width when stdout is not a terminal" 0 EMPTY EMPTY
   -- bash -c "COLUMNS=60 \"$0\" run \"$1\" --color never | grep -qx 'Each hidden unit j scores the token against its key, column'"

@@ -80,3 +80,44 @@ TEST_CASE("zsh and fish complete the same, their quoting intact") {
     CHECK_FALSE(render_completion(program(), "tcsh"));
     CHECK(completion_shells().size() == 3);
 }
+
+namespace {
+
+// A program with a group, as transcoder holds train.
+cli_program with_group() {
+    auto p = program();
+    cli_command group{"transcoder", "Transcoders", {}};
+    group.options.push_back({{"-h", "--help"}, false, "", {}, "", "Print help", false});
+    cli_command train{"train", "Train one", {}};
+    train.options.push_back({{"--features"}, false, "UINT", {}, "", "The features", false});
+    train.options.push_back({{"--corpus"}, false, "FILE", {}, "", "The texts", false});
+    group.commands.push_back(train);
+    p.commands.push_back(group);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("a group's commands and their options are completed after the group's name and each has a man section") {
+    const auto p = with_group();
+    const auto b = *render_completion(p, "bash");
+    CAPTURE(b);
+    CHECK(has(b, "        transcoder)\n            local sub= j\n            for ((j = i + 1; j < COMP_CWORD; j++)); do\n"));
+    CHECK(has(b, "                    train) sub=${COMP_WORDS[j]}; break ;;\n"));
+    CHECK(has(b, "then COMPREPLY=($(compgen -W \"-h --help\" -- \"$cur\")); else COMPREPLY=($(compgen -W \"train\" -- \"$cur\")); fi ;;\n"));
+    CHECK(has(b, "                        --corpus) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n"));
+    CHECK(has(b, "COMPREPLY=($(compgen -W \"--features --corpus\" -- \"$cur\"))"));
+    const auto z = *render_completion(p, "zsh");
+    CAPTURE(z);
+    CHECK(has(z, "                'train:Train one'\n"));
+    CHECK(has(z, "_describe -t commands 'ffn-trace transcoder command' commands ;;"));
+    CHECK(has(z, "'--features[The features]:UINT: ' \\\n"));
+    CHECK(has(z, "'--corpus[The texts]:file:_files' ;;\n"));
+    const auto f = *render_completion(p, "fish");
+    CAPTURE(f);
+    CHECK(has(f, "complete -c ffn-trace -n '__fish_seen_subcommand_from transcoder; and not __fish_seen_subcommand_from train' -a train -d 'Train one'\n"));
+    CHECK(has(f, "complete -c ffn-trace -n '__fish_seen_subcommand_from transcoder; and __fish_seen_subcommand_from train' -l features -x -d 'The features'\n"));
+    const auto page = render_man_page(p, "/usr/share/ffn-trace");
+    CHECK(has(page, ".SS \"ffn\\-trace transcoder train [options]\"\nTrain one\n"));
+    CHECK(has(page, "\\fB\\-\\-features\\fR \\fIUINT\\fR\nThe features.\n"));
+}

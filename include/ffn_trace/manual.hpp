@@ -27,6 +27,9 @@ struct cli_option {
 struct cli_command {
     std::string name, description;
     std::vector<cli_option> options;  // positionals too, in the order --help shows them
+    // A group's own commands ("transcoder train"): completed after the group's name, each with
+    // its options, and each a section of the man page. One level deep.
+    std::vector<cli_command> commands = {};
 };
 
 struct cli_program {

@@ -52,6 +52,14 @@ ffn_trace::cli_option describe(const CLI::Option& opt) {
     return o;
 }
 
+// A subcommand with its options and, for a group such as transcoder, its own subcommands.
+ffn_trace::cli_command describe_command(const CLI::App& sub) {
+    ffn_trace::cli_command c{sub.get_name(), sub.get_description(), {}};
+    for (const auto* opt : sub.get_options()) c.options.push_back(describe(*opt));
+    for (const auto* inner : sub.get_subcommands([](const CLI::App*) { return true; })) c.commands.push_back(describe_command(*inner));
+    return c;
+}
+
 }  // namespace
 
 ffn_trace::cli_program describe(const CLI::App& app) {
@@ -60,11 +68,7 @@ ffn_trace::cli_program describe(const CLI::App& app) {
     p.description = "trace every number of a Transformer's feed-forward network";
     p.version = std::string(version_line());
     for (const auto* opt : app.get_options()) p.options.push_back(describe(*opt));
-    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-        ffn_trace::cli_command c{sub->get_name(), sub->get_description(), {}};
-        for (const auto* opt : sub->get_options()) c.options.push_back(describe(*opt));
-        p.commands.push_back(std::move(c));
-    }
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) p.commands.push_back(describe_command(*sub));
     return p;
 }
 

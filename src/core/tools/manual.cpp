@@ -131,6 +131,54 @@ std::string fish_text(std::string_view text) {
     return out;
 }
 
+// The lines that complete one command once it is named, indented by `pad`: an option's value after
+// the option, else its options after a dash, else its arguments (a group's: its commands' names).
+std::string bash_arguments(const cli_command& c, std::size_t pad) {
+    const std::string in(pad, ' ');
+    std::string opts, cases;
+    bool files = false;
+    std::vector<std::string> words;
+    for (const auto& inner : c.commands) words.push_back(inner.name);
+    for (const auto& o : c.options) {
+        if (o.positional) {
+            files = files || o.file();
+            words.insert(words.end(), o.choices.begin(), o.choices.end());
+            continue;
+        }
+        std::string names;
+        for (const auto& n : o.names) {
+            opts += " " + n;
+            names += (names.empty() ? "" : "|") + n;
+        }
+        if (o.value.empty()) continue;
+        if (!o.choices.empty())
+            cases += fmt::format("{}    {}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); return ;;\n", in, names, fmt::join(o.choices, " "));
+        else if (o.file())
+            cases += fmt::format("{}    {}) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", in, names);
+        else
+            cases += fmt::format("{}    {}) return ;;\n", in, names);
+    }
+    const std::string rest = files ? "COMPREPLY=($(compgen -f -- \"$cur\"))"
+                                   : fmt::format("COMPREPLY=($(compgen -W \"{}\" -- \"$cur\"))", fmt::join(words, " "));
+    return fmt::format("{0}case $prev in\n{1}{0}esac\n{0}if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"{2}\" -- \"$cur\")); else {3}; fi",
+                       in, cases, opts.empty() ? "" : opts.substr(1), rest);
+}
+
+// bash_arguments of a command, or of a group: its own until one of its commands is named (the
+// words after the group's, at i), then that command's.
+std::string bash_command(const cli_command& c, std::size_t pad) {
+    if (c.commands.empty()) return bash_arguments(c, pad);
+    const std::string in(pad, ' ');
+    std::vector<std::string> names;
+    for (const auto& inner : c.commands) names.push_back(inner.name);
+    std::string out = fmt::format("{0}local sub= j\n{0}for ((j = i + 1; j < COMP_CWORD; j++)); do\n"
+                                  "{0}    case ${{COMP_WORDS[j]}} in\n{0}        {1}) sub=${{COMP_WORDS[j]}}; break ;;\n{0}    esac\n{0}done\n"
+                                  "{0}case $sub in\n{0}    \"\")\n{2} ;;\n",
+                                  in, fmt::join(names, "|"), bash_arguments(c, pad + 8));
+    for (const auto& inner : c.commands) out += fmt::format("{}    {})\n{} ;;\n", in, inner.name, bash_arguments(inner, pad + 8));
+    return out + in + "esac";
+}
+
 std::string bash(const cli_program& p) {
     std::vector<std::string> command_names;
     for (const auto& c : p.commands) command_names.push_back(c.name);
@@ -149,36 +197,7 @@ std::string bash(const cli_program& p) {
                                   "    case $cmd in\n"
                                   "        \"\") COMPREPLY=($(compgen -W \"{2}{3}\" -- \"$cur\")) ;;\n",
                                   p.name, fmt::join(command_names, "|"), commands, top);
-    for (const auto& c : p.commands) {
-        std::string opts, cases;
-        bool files = false;
-        std::string positional_choices;
-        for (const auto& o : c.options) {
-            if (o.positional) {
-                files = files || o.file();
-                if (!o.choices.empty()) positional_choices = fmt::format("{}", fmt::join(o.choices, " "));
-                continue;
-            }
-            std::string names;
-            for (const auto& n : o.names) {
-                opts += " " + n;
-                names += (names.empty() ? "" : "|") + n;
-            }
-            if (o.value.empty()) continue;
-            if (!o.choices.empty())
-                cases += fmt::format("                {}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); return ;;\n", names,
-                                     fmt::join(o.choices, " "));
-            else if (o.file())
-                cases += fmt::format("                {}) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", names);
-            else
-                cases += fmt::format("                {}) return ;;\n", names);
-        }
-        std::string words = files ? "COMPREPLY=($(compgen -f -- \"$cur\"))"
-                                  : fmt::format("COMPREPLY=($(compgen -W \"{}\" -- \"$cur\"))", positional_choices);
-        out += fmt::format("        {})\n            case $prev in\n{}            esac\n"
-                           "            if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); else {}; fi ;;\n",
-                           c.name, cases, fmt::format("{}", opts.empty() ? "" : opts.substr(1)), words);
-    }
+    for (const auto& c : p.commands) out += fmt::format("        {})\n{} ;;\n", c.name, bash_command(c, 12));
     out += fmt::format("    esac\n}}\ncomplete -o filenames -F _ffn_trace {}\n", p.name);
     return out;
 }
@@ -199,24 +218,38 @@ std::string zsh_option(const cli_option& o) {
     return fmt::format("{}{{{}}}'[{}]{}'", star.empty() ? "" : "'*'", fmt::join(o.names, ","), zsh_text(o.description), action);
 }
 
-std::string zsh(const cli_program& p) {
-    std::string out = fmt::format("#compdef {0}\n# zsh completion for {0}, written by `{0} generate zsh`\n\n_ffn_trace() {{\n"
-                                  "    local curcontext=\"$curcontext\" state line\n    typeset -A opt_args\n    _arguments -C \\\n",
-                                  p.name);
-    for (const auto& o : p.options) out += fmt::format("        {} \\\n", zsh_option(o));
-    out += "        '1: :->command' \\\n        '*:: :->args'\n    case $state in\n        command)\n"
-           "            local -a commands\n            commands=(\n";
-    for (const auto& c : p.commands) out += fmt::format("                '{}:{}'\n", c.name, zsh_text(c.description));
-    out += "            )\n            _describe -t commands 'ffn-trace command' commands ;;\n        args)\n"
-           "            case $line[1] in\n";
-    for (const auto& c : p.commands) {
-        out += fmt::format("                {})\n                    _arguments \\\n", c.name);
+// _arguments with the options, the first word one of the commands, the rest that command's:
+// recursively, so that a group's commands complete after the group's name. `label` names the
+// command whose commands these are ("ffn-trace", "ffn-trace transcoder"); indented by `pad`.
+std::string zsh_commands(const std::string& label, const std::vector<cli_option>& options, const std::vector<cli_command>& commands,
+                         std::size_t pad) {
+    const std::string in(pad, ' ');
+    std::string out = in + "_arguments -C \\\n";
+    for (const auto& o : options) out += fmt::format("{}    {} \\\n", in, zsh_option(o));
+    out += fmt::format("{0}    '1: :->command' \\\n{0}    '*:: :->args'\n{0}case $state in\n{0}    command)\n"
+                       "{0}        local -a commands\n{0}        commands=(\n",
+                       in);
+    for (const auto& c : commands) out += fmt::format("{}            '{}:{}'\n", in, c.name, zsh_text(c.description));
+    out += fmt::format("{0}        )\n{0}        _describe -t commands '{1} command' commands ;;\n{0}    args)\n{0}        case $line[1] in\n",
+                       in, label);
+    for (const auto& c : commands) {
+        out += fmt::format("{}            {})\n", in, c.name);
+        if (!c.commands.empty()) {
+            out += zsh_commands(label + " " + c.name, c.options, c.commands, pad + 16) + " ;;\n";
+            continue;
+        }
+        out += fmt::format("{}                _arguments \\\n", in);
         for (std::size_t k = 0; k < c.options.size(); ++k)
-            out += fmt::format("                        {}{}\n", zsh_option(c.options[k]), k + 1 < c.options.size() ? " \\" : " ;;");
-        if (c.options.empty()) out += "                        ;;\n";
+            out += fmt::format("{}                    {}{}\n", in, zsh_option(c.options[k]), k + 1 < c.options.size() ? " \\" : " ;;");
+        if (c.options.empty()) out += in + "                    ;;\n";
     }
-    out += "            esac ;;\n    esac\n}\n\n_ffn_trace \"$@\"\n";
-    return out;
+    return out + fmt::format("{0}        esac ;;\n{0}esac", in);
+}
+
+std::string zsh(const cli_program& p) {
+    return fmt::format("#compdef {0}\n# zsh completion for {0}, written by `{0} generate zsh`\n\n_ffn_trace() {{\n"
+                       "    local curcontext=\"$curcontext\" state line\n    typeset -A opt_args\n{1}\n}}\n\n_ffn_trace \"$@\"\n",
+                       p.name, zsh_commands(p.name, p.options, p.commands, 4));
 }
 
 std::string fish(const cli_program& p) {
@@ -238,8 +271,18 @@ std::string fish(const cli_program& p) {
     for (const auto& o : p.options) line("__fish_use_subcommand", o);
     for (const auto& c : p.commands)
         out += fmt::format("complete -c {} -n __fish_use_subcommand -a {} -d '{}'\n", p.name, c.name, fish_text(c.description));
-    for (const auto& c : p.commands)
-        for (const auto& o : c.options) line("__fish_seen_subcommand_from " + c.name, o);
+    for (const auto& c : p.commands) {
+        const std::string seen = "__fish_seen_subcommand_from " + c.name;
+        for (const auto& o : c.options) line(seen, o);
+        // A group's commands until one is named, then that one's options.
+        std::vector<std::string> names;
+        for (const auto& inner : c.commands) names.push_back(inner.name);
+        for (const auto& inner : c.commands)
+            out += fmt::format("complete -c {} -n '{}; and not __fish_seen_subcommand_from {}' -a {} -d '{}'\n", p.name, seen,
+                               fmt::join(names, " "), inner.name, fish_text(inner.description));
+        for (const auto& inner : c.commands)
+            for (const auto& o : inner.options) line(seen + "; and __fish_seen_subcommand_from " + inner.name, o);
+    }
     return out;
 }
 
@@ -263,6 +306,10 @@ std::string render_man_page(const cli_program& p, std::string_view share) {
             if (o.positional) usage += fmt::format(" [\\fI{}\\fR{}]", roff(o.names.front()), o.repeatable ? " ..." : "");
         out += fmt::format(".SS \"{} {} [options]{}\"\n{}\n", roff_name(p.name), c.name, usage, roff(c.description));
         man_options(out, c.options);
+        for (const auto& inner : c.commands) {
+            out += fmt::format(".SS \"{} {} {} [options]\"\n{}\n", roff_name(p.name), c.name, roff_name(inner.name), roff(inner.description));
+            man_options(out, inner.options);
+        }
     }
     out += fmt::format(".SH FILE FORMAT\n{}.SH EXIT STATUS\n{}.SH EXAMPLES\n{}", file_format, exit_status,
                        fmt::format(fmt::runtime(examples), fmt::arg("share", roff(share))));
