@@ -21,6 +21,10 @@ std::string render_transcoder_training_json(const transcoder_training& t);
 // the FFN's push reconciled both ways, units and features.
 void render_transcoder_prompt(const transcoder_on_prompt& t, const std::vector<std::string>& tokens, const text_options& options,
                               text_format format, const text_sink& out);
+// The prompt's view and the transcoder's section after it as one document: the page view, where
+// two documents would be two pages.
+void render_prompt_with_transcoder(const prompt_trace& p, const transcoder_on_prompt& t, const text_options& options,
+                                   text_format format, const text_sink& out);
 // One JSON object: "folder", "layer", "features", "activation", "k", "target" {id, token}, "units_push",
 // and "tokens": [{x_hat, y, y_hat, error, "features": [{id, pre, activation, push}], sigma, ffn_push,
 // features_push, bias_push, error_push}].

@@ -167,8 +167,6 @@ int run_run(const run_options& options) {
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
     if (!c.transcoder.empty() && (!(c.prompt || !c.prompt_file.empty()) || c.all_layers))
         return report({"", "--transcoder", "reads a transcoder beside one layer of a prompt: give --prompt or --prompt-file and --layer N"});
-    if (!c.transcoder.empty() && options.walkthrough.format == "html")
-        return report({"", "--transcoder", "is shown in the text, Markdown and JSON views: give --format text, markdown or json"});
     if (!c.prompts.empty()) return run_checkpoint_prompts(options);
     if (c.prompt || !c.prompt_file.empty()) return run_checkpoint_prompt(options);
     auto t = options.checkpoint.path.empty()

@@ -110,6 +110,10 @@ int run_checkpoint_prompt(const run_options& o) {
         render_prompt_json(*p, json_sink(o.walkthrough.ascii));
         return exit_ok;
     }
+    if (tc->has_value() && o.walkthrough.format == "html") {
+        render_prompt_with_transcoder(*p, **tc, text_opts, text_format(o.walkthrough), write_stdout);
+        return exit_ok;
+    }
     render_prompt(*p, text_opts, text_format(o.walkthrough), write_stdout);
     if (tc->has_value()) {
         write_stdout("\n");

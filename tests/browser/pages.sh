@@ -68,6 +68,10 @@ make_page run_gguf_quantized_moe run --checkpoint "$work/quantized_moe.gguf" --l
 # A prompt through the shipped model, with a knock-out.
 make_page run_prompt_capitals run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --ablate 172,84,28,168,203 && pages+=(run_prompt_capitals)
+# A transcoder read beside the prompt's layer (a folder written by hand, tests/inputs/transcoder).
+transcoder_args=(run --checkpoint "$data/models/atlas" --layer 1 --prompt "The capital of France is"
+  --transcoder "$here/../inputs/transcoder/atlas_layer1" --detail summary)
+make_page run_prompt_transcoder "${transcoder_args[@]}" && pages+=(run_prompt_transcoder)
 # The knock-out sweep: its table and its curve, whose readout the self-test moves.
 make_page run_prompt_sweep run --checkpoint "$data/models/capitals" --layer 0 --prompt "The capital of France is" \
   --ablate-top 5 && pages+=(run_prompt_sweep)
@@ -175,13 +179,43 @@ for cell in 'hidden[4][172]' 'activated[4][84]' 'activated[4][28]'; do
 done
 grep -q '<th scope="col">the stream</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the lens is not a grid"
 grep -q '<th scope="col">knocked out</th>' "$work/run_prompt_capitals.html" || fail "run_prompt_capitals: the knock-out is not a grid"
+# The transcoder's section in the page as the browser shows it: at every token the active
+# features' id, pre-activation, z and push, the JSON's numbers to the four decimals shown, and the
+# FFN's push explained both ways.
+chrome --window-size=1000,1400 --virtual-time-budget=5000 --dump-dom "file://$work/run_prompt_transcoder.html" \
+  >"$work/run_prompt_transcoder.dom"
+"$ft" "${transcoder_args[@]}" --format json -o "$work/run_prompt_transcoder.json" ||
+  fail "run_prompt_transcoder: the JSON view failed"
+python3 - "$work/run_prompt_transcoder.dom" "$work/run_prompt_transcoder.json" <<'PY' || fail "run_prompt_transcoder: the page's features are not the JSON's"
+import html, json, re, sys
+dom = html.unescape(open(sys.argv[1], encoding="utf-8").read()).replace("\u2212", "-")
+t = json.load(open(sys.argv[2], encoding="utf-8"))["transcoder"]
+at = dom.find("The transcoder beside the units: 16 features")
+if at < 0:
+    sys.exit("no transcoder section in the page")
+sections = re.split(r"Token (\d+) \(", dom[at:])[1:]
+if [int(n) for n in sections[0::2]] != list(range(len(t["tokens"]))):
+    sys.exit(f"the page's tokens {sections[0::2]}, the JSON has {len(t['tokens'])}")
+cell = r"<t[hd][^>]*>([^<]*)</t[hd]>"
+for i, (token, body) in enumerate(zip(t["tokens"], sections[1::2])):
+    rows = [r for r in re.findall(r"<tr>" + cell * 4 + r"</tr>", body) if r[0] != "feature"]
+    want = [(str(f["id"]), f"{f['pre']:.4f}", f"{f['activation']:.4f}", f"{f['push']:.4f}") for f in token["features"]]
+    if rows != want:
+        sys.exit(f"token {i}: the page shows {rows}, the JSON {want}")
+last = t["tokens"][-1]
+for text in (f"y · g / σ = {last['ffn_push']:.4f}", f"Σ_f push_f = {last['features_push']:.4f}",
+             f"e · g / σ = {last['error_push']:.4f}"):
+    if text not in dom:
+        sys.exit(f"the page lacks {text!r}")
+print(f"run_prompt_transcoder: {sum(len(k['features']) for k in t['tokens'])} features at {len(t['tokens'])} tokens as the JSON's")
+PY
 # ... and reads at 360 px, a phone held upright: nothing widens the page (the self-test measures it).
 dom=$(chrome --window-size=360,740 --virtual-time-budget=5000 --dump-dom "file://$work/run_prompt_capitals.html#selftest")
 grep -q '<pre id="selftest" data-result="pass"' <<<"$dom" ||
   fail "run_prompt_capitals at 360 px: $(printf '%s' "$dom" | grep -o '<pre id="selftest"[^<]*')"
 chrome --window-size=360,740 --screenshot="$work/run_prompt_capitals_360.png" "file://$work/run_prompt_capitals.html" >/dev/null
 python3 "$here/png_check.py" "$work/run_prompt_capitals_360.png" 360 740 || fail "run_prompt_capitals: screenshot at 360 px"
-for page in run_walkthrough gelu params_mixtral run_prompt_capitals units_capitals locate_capitals edit_capitals; do
+for page in run_walkthrough gelu params_mixtral run_prompt_capitals run_prompt_transcoder units_capitals locate_capitals edit_capitals; do
   chrome --window-size=1000,1400 --screenshot="$work/$page.png" "file://$work/$page.html" >/dev/null
   python3 "$here/png_check.py" "$work/$page.png" 1000 1400 || fail "$page: screenshot"
 done

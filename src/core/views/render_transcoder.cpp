@@ -9,6 +9,7 @@
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "json/json_text.hpp"
+#include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {
@@ -157,6 +158,15 @@ void render_transcoder_prompt(const transcoder_on_prompt& t, const std::vector<s
                               text_format format, const text_sink& out) {
     detail::write_page(detail::page_for(options, format), out,
                        [&](const detail::block_sink& sink) { build_prompt(t, tokens, options, sink); });
+}
+
+void render_prompt_with_transcoder(const prompt_trace& p, const transcoder_on_prompt& t, const text_options& options,
+                                   text_format format, const text_sink& out) {
+    const auto page = detail::page_for(options, format);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) {
+        detail::build_prompt(p, options, page.html, sink);
+        build_prompt(t, p.prompt.display, options, sink);
+    });
 }
 
 std::string render_transcoder_prompt_json(const transcoder_on_prompt& t) {
