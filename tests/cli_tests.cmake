@@ -1652,7 +1652,7 @@ cli_test("run --transcoder --format json adds features with id, activation and p
   "\"transcoder\": \\{ \"folder\": .*\"tokens\": \\[ \\{ \"x_hat\": \\[.*\"features\": \\[ \\{ \"id\": [0-9]+, \"pre\": -?[0-9.e-]+, \"activation\": [0-9.e-]+, \"push\": -?[0-9.e-]+ \\}.*\"error\": \\["
   EMPTY -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${TC_HAND} --format json)
 cli_test("run --transcoder --format html puts the transcoder's section in the prompt's one page" 0
-  "^<!DOCTYPE html>.*The units that wrote &quot; Paris&quot;.*The transcoder beside the units: 16 features.*Token 4 \\(&quot; is&quot;\\): [0-9]+ active features?.*explained both ways.*</html>\n$"
+  "^<!DOCTYPE html>.*The units that wrote &quot. Paris&quot..*The transcoder beside the units: 16 features.*Token 4 \\(&quot. is&quot.\\): [0-9]+ active features?.*explained both ways.*</html>\n$"
   EMPTY -- ${FT} run ${TC_PROMPT} --layer 1 --transcoder ${TC_HAND} --detail summary --format html)
 cli_test("run --transcoder of another layer names both layers" 2 EMPTY
   "^error: .*atlas_layer1: --layer: the transcoder replaces layer 1 \\(its config.json\\), but --layer is 2$"
