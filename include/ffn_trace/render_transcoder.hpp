@@ -31,7 +31,7 @@ void render_prompt_with_transcoder(const prompt_trace& p, const transcoder_on_pr
 std::string render_transcoder_prompt_json(const transcoder_on_prompt& t);
 
 // units --split's section: the neuron's examples as rows, the aligned features as columns, each
-// feature's z there; and its JSON object: "folder", "layer", "unit", "features": [{id, cosine,
+// feature's z there; and its JSON object: "folder", "layer", "expert" (an MoE's), "unit", "features": [{id, cosine,
 // at_examples}], "examples": [{text, token, activation}].
 void render_neuron_split(const neuron_split& s, const corpus& c, const text_options& options, text_format format, const text_sink& out);
 std::string render_neuron_split_json(const neuron_split& s);

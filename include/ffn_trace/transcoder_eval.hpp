@@ -91,9 +91,12 @@ struct transcoder_on_prompt {
     std::optional<ranked_token> versus;
     std::vector<transcoder_token> tokens;
     double units_push = 0;  // the layer's units' scores summed at the last token (prompt_trace::total_score)
+    bool moe = false;       // the layer a Mixture of Experts: its units every expert's, weighted by routing
 };
-// Errors: a transcoder of another layer or d_model than the prompt's (naming both), an MoE layer,
-// a model without a head.
+// On a Mixture of Experts, x̂ is what its router and experts read and y their combined output
+// (the transcoder replaces the mixture whole), and the units are every expert's, weighted by routing.
+// Errors: a transcoder of another layer or d_model than the prompt's (naming both), a model
+// without a head.
 outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, const transcoder& tc, const std::string& folder,
                                                           const prompt_trace& p);
 
@@ -112,8 +115,9 @@ struct neuron_split {
     std::vector<unit_context> examples;   // the neuron's largest activations
     std::vector<split_feature> features;  // largest cosine first
 };
-// `neuron` is the neuron's reading over `c` (its `top` the examples). Errors: an MoE layer, a
-// transcoder of another layer or width.
+// `neuron` is the neuron's reading over `c` (its `top` the examples); on a Mixture of Experts an
+// expert's unit (E:J), its W2 row its expert's and its examples the tokens routed to that expert.
+// Errors: a transcoder of another layer or width.
 outcome<neuron_split> split_neuron(const transformer& model, const corpus& c, const transcoder& tc, const std::string& folder,
                                    const unit_reading& neuron, std::size_t features);
 

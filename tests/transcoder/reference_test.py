@@ -22,6 +22,9 @@ layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and c
     the unembedding, to 1e-9;
   - units --unit J --split on the same folder: the features whose decoder rows align most with
     unit J's W2 row (their cosines, largest first) and each one's z at the unit's examples.
+  - a Mixture of Experts replaced whole (the tests' small Mixtral, layer 1): a transcoder trained
+    there, its replacement's losses from the files, run --transcoder at every token (x̂ the
+    router's and experts' input, y their combined output) and units --unit E:J --split, to 1e-9.
 
 Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
 """
@@ -272,6 +275,127 @@ def feature_pages(folder):
 
 
 feature_pages(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs", "transcoder", "atlas_layer1"))
+
+
+# ---- a Mixture of Experts replaced whole: the tests' small Mixtral (tests/inputs/checkpoints/mixtral_whole),
+# its layer 1. x̂ is what the router and the experts read (the RMSNorm's output), y the experts'
+# combined output. The replacement's losses, run --transcoder at every token and units --split of an
+# expert's unit (E:J) against reference_model's Mixtral forward. --------------------------------------
+from reference_model import read_safetensors, rms_norm  # noqa: E402
+
+moe_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inputs", "checkpoints", "mixtral_whole")
+moe = model(moe_dir)
+moe_texts = [t for t in open(os.path.join(moe_dir, "corpus.txt"), encoding="utf-8").read().split("\n") if t.strip()]
+moe_ids = [json.loads(subprocess.run([ft, "tokenize", "--checkpoint", moe_dir, "--format", "json", t], capture_output=True,
+                                     text=True, check=True).stdout)["token_ids"] for t in moe_texts]
+
+
+def moe_forward(ids, replace=None):
+    """The logits (T, vocab), x̂, y and the stream after the layer, the mixture's output replaced by replace(x̂, y)."""
+    x = moe.embed(np.array(ids))[None]
+    for l in range(moe.L):
+        x = x + moe.attention(l, x)
+        y = moe.ffn(l, x)
+        if l == LAYER:
+            h = rms_norm(x, moe.w[f"layers.{l}.post_attention_layernorm.weight"], moe.eps)[0]
+            y_clean = y[0]
+            if replace is not None:
+                y = replace(h, y[0])[None]
+        x = x + y
+        if l == LAYER:
+            after = x[0]
+    return rms_norm(x[0], moe.w["norm.weight"], moe.eps) @ moe.head.T, h, y_clean, after
+
+
+moe_out = os.path.join(work, "moe")
+args = [ft, "transcoder", "train", "--checkpoint", moe_dir, "--layer", str(LAYER), "-o", moe_out, "--format", "json",
+        "--features", "6", "--k", "2", "--epochs", "3", "--seed", "5", "--batch", "16"]
+r = subprocess.run(args, capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"{' '.join(args)} exited {r.returncode}: {r.stderr}")
+moe_report = json.loads(r.stdout)
+tm = read_safetensors(os.path.join(moe_out, f"layer_{LAYER}.safetensors"))
+
+
+def moe_codes(h):
+    pre = h @ tm["W_enc"].T + tm["b_enc"]
+    keep = np.argsort(-pre, axis=1, kind="stable")[:, :2]
+    z = np.zeros_like(pre)
+    np.put_along_axis(z, keep, np.maximum(np.take_along_axis(pre, keep, 1), 0), 1)
+    return z
+
+
+sums, agree, predictions = {"clean": 0.0, "zeroed": 0.0, "spliced": 0.0}, 0, 0
+for ids in moe_ids:
+    if len(ids) < 2:
+        continue
+    clean, top_clean = loss_and_top(moe_forward(ids)[0], ids)
+    sums["clean"] += clean
+    sums["zeroed"] += loss_and_top(moe_forward(ids, lambda h, y: np.zeros_like(y))[0], ids)[0]
+    spliced, top = loss_and_top(moe_forward(ids, lambda h, y: moe_codes(h) @ tm["W_dec"] + tm["b_dec"])[0], ids)
+    sums["spliced"] += spliced
+    agree += int((top == top_clean).sum())
+    predictions += len(ids) - 1
+e = moe_report["evaluation"]
+want = {k: v / predictions for k, v in sums.items()}
+for k in ("clean", "zeroed", "spliced"):
+    close(f"MoE: loss_{k}", e[f"loss_{k}"], want[k], 1e-9)
+close("MoE: loss_recovered", e["loss_recovered"], (want["zeroed"] - want["spliced"]) / (want["zeroed"] - want["clean"]), 1e-8)
+close("MoE: top1_agreement", e["top1_agreement"], agree / predictions, 1e-12)
+
+# run --transcoder on the mixture: each token's features, ŷ, error and pushes through the final RMSNorm
+# (g = γ_f ⊙ U[t], σ = √(mean x² + ε) at the stream after the layer)
+prompt = moe_texts[0]
+r = subprocess.run([ft, "run", "--checkpoint", moe_dir, "--layer", str(LAYER), "--prompt", prompt, "--transcoder", moe_out,
+                    "--format", "json"], capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"run --transcoder on the Mixtral exited {r.returncode}: {r.stderr}")
+got = json.loads(r.stdout)["transcoder"]
+final, h, y, after = moe_forward(moe_ids[0])
+target = got["target"]["id"]
+if target != int(final[-1].argmax()):
+    failures.append(f"MoE run --transcoder: target {target}, expected {int(final[-1].argmax())}")
+g = moe.w["norm.weight"] * moe.head[target]
+z = moe_codes(h)
+y_hat = z @ tm["W_dec"] + tm["b_dec"]
+for i, token in enumerate(got["tokens"]):
+    sigma = np.sqrt((after[i] ** 2).mean() + moe.eps)
+    active = [int(f) for f in np.argsort(-z[i], kind="stable") if z[i, f] > 0]
+    if [f["id"] for f in token["features"]] != active:
+        failures.append(f"MoE run --transcoder: token {i}'s features {[f['id'] for f in token['features']]}, expected {active}")
+        continue
+    close(f"MoE run --transcoder: token {i}'s activations", [f["activation"] for f in token["features"]], z[i, active], 1e-9)
+    close(f"MoE run --transcoder: token {i}'s pushes", [f["push"] for f in token["features"]],
+          z[i, active] * (tm["W_dec"][active] @ g) / sigma, 1e-9)
+    close(f"MoE run --transcoder: token {i}'s x̂", token["x_hat"], h[i], 1e-9)
+    close(f"MoE run --transcoder: token {i}'s y, the experts' combined output", token["y"], y[i], 1e-9)
+    close(f"MoE run --transcoder: token {i}'s error", token["error"], y[i] - y_hat[i], 1e-9)
+    close(f"MoE run --transcoder: token {i}'s FFN push", token["ffn_push"], y[i] @ g / sigma, 1e-9)
+close("MoE run --transcoder: the units' push at the last token is the FFN's", got["units_push"], got["tokens"][-1]["ffn_push"], 1e-9)
+
+# units --unit E:J --split: cosines with expert E's W2 row, and each feature's z at the unit's examples
+moe_corpus = os.path.join(moe_dir, "corpus.txt")
+E, J = 1, 3
+r = subprocess.run([ft, "units", "--checkpoint", moe_dir, "--layer", str(LAYER), "--unit", f"{E}:{J}", "--split", moe_out,
+                    "--format", "json", "--top", "4"], capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"units --split on the Mixtral exited {r.returncode}: {r.stderr}")
+got = json.loads(r.stdout)["split"]
+if (got.get("expert"), got["unit"]) != (E, J):
+    failures.append(f"MoE units --split: names expert {got.get('expert')} unit {got['unit']}, expected {E}:{J}")
+w2 = moe.w[f"layers.{LAYER}.block_sparse_moe.experts.{E}.w2.weight"][:, J]  # (d_model, d_ff): unit J's column
+cos = tm["W_dec"] @ w2 / (np.linalg.norm(tm["W_dec"], axis=1) * np.linalg.norm(w2))
+best = np.argsort(-cos, kind="stable")
+if [f["id"] for f in got["features"]] != [int(i) for i in best]:
+    failures.append(f"MoE units --split: features {[f['id'] for f in got['features']]}, expected {best}")
+else:
+    close("MoE units --split: cosines", [f["cosine"] for f in got["features"]], cos[best], 1e-9)
+    zs = [moe_codes(moe_forward(ids)[1]) for ids in moe_ids]
+    for f in got["features"]:
+        close(f"MoE units --split: feature {f['id']} at the unit's examples", f["at_examples"],
+              [zs[ex["text"]][ex["token"], f["id"]] for ex in got["examples"]], 1e-9)
+print(f"MoE: {predictions} predictions, loss recovered {e['loss_recovered']:.4f}; run --transcoder at {len(y)} tokens; "
+      f"--split of {E}:{J} over {len(got['examples'])} examples")
 
 for f in failures:
     print("FAIL", f)

@@ -163,12 +163,12 @@ transcoder_token read_token(const transcoder& tc, const transcoder_pass& pass, c
 
 outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, const transcoder& tc, const std::string& folder,
                                                           const prompt_trace& p) {
-    if (p.is_moe()) return error{folder, "", "a transcoder is read beside a dense layer's units; this layer is a Mixture of Experts"};
     if (!p.target) return error{ck.origin(), "", "an encoder has no head: no predicted token for the features to push"};
     if (tc.layer != p.layer)
         return error{folder, "layer", fmt::format("the transcoder replaces layer {} (its config.json), but `layer` is {}", tc.layer, p.layer)};
-    const matrix& x = p.dense->ffn_input();
-    const matrix& y = p.dense->step(step_kind::contract).value;
+    // A Mixture of Experts is replaced whole: x̂ what its router and experts read, y their combined output.
+    const matrix& x = p.is_moe() ? p.moe->moe_input() : p.dense->ffn_input();
+    const matrix& y = p.is_moe() ? p.moe->step(step_kind::combine).value : p.dense->step(step_kind::contract).value;
     if (tc.d_model() != x.cols)
         return error{folder, "W_enc", fmt::format("the transcoder reads d_model = {} (W_enc ({}, {})), but layer {} of {} has d_model = {}",
                                                   tc.d_model(), tc.features(), tc.d_model(), p.layer, ck.origin(), x.cols)};
@@ -176,7 +176,7 @@ outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, c
     if (!norm) return norm.err();
     auto g = detail::logit_direction(ck, *norm, p.target->id, p.versus ? std::optional{p.versus->id} : std::nullopt);
     if (!g) return g.err();
-    transcoder_on_prompt r{folder, tc.act, tc.k, tc.features(), tc.layer, *p.target, p.versus, {}, p.total_score};
+    transcoder_on_prompt r{folder, tc.act, tc.k, tc.features(), tc.layer, *p.target, p.versus, {}, p.total_score, p.is_moe()};
     const transcoder_pass pass = transcoder_forward(tc, x);
     for (std::size_t t = 0; t < x.rows; ++t)
         r.tokens.push_back(read_token(tc, pass, x, y, t, *g, detail::norm_scale(p.output().row(t), *norm)));
@@ -186,10 +186,12 @@ outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, c
 outcome<neuron_split> split_neuron(const transformer& model, const corpus& c, const transcoder& tc, const std::string& folder,
                                    const unit_reading& neuron, std::size_t features) {
     if (auto e = check_transcoder_fits(model, tc, folder)) return *e;
-    if (neuron.unit.unit.expert || neuron.unit.layer != tc.layer)
-        return error{folder, "layer", fmt::format("the transcoder replaces layer {}'s dense FFN; the neuron is of layer {}", tc.layer,
+    if (neuron.unit.layer != tc.layer)
+        return error{folder, "layer", fmt::format("the transcoder replaces layer {}'s FFN; the neuron is of layer {}", tc.layer,
                                                   neuron.unit.layer)};
-    auto layer = model.source().dense_layer(tc.layer);
+    // An expert's unit is compared with its expert's W2 row: the transcoder replaces the mixture whole.
+    const auto& expert = neuron.unit.unit.expert;
+    auto layer = expert ? model.source().expert_layer(tc.layer, *expert) : model.source().dense_layer(tc.layer);
     if (!layer) return layer.err();
     const std::vector<double> w2 = weight_row(**layer, weight::w2, neuron.unit.unit.unit);
     const double w2_norm = std::sqrt(detail::dot(w2, w2));

@@ -144,8 +144,8 @@ void build_prompt(const transcoder_on_prompt& t, const std::vector<std::string>&
         out({block_kind::paragraph, fmt::format("At the last token, the FFN's direct push on {} explained both ways:", toward)});
         out({block_kind::fields, "",
              {{"FFN", fmt::format("y · g / σ = {}", format_fixed(k.ffn_push, p))},
-              {"units", fmt::format("Σ_j score_j = {}, b2 · g / σ = {}", format_fixed(t.units_push, p),
-                                    format_fixed(k.ffn_push - t.units_push, p))},
+              {"units", fmt::format(fmt::runtime(t.moe ? "Σ_e,j w_e score_e,j = {}, the experts' biases · g / σ = {}" : "Σ_j score_j = {}, b2 · g / σ = {}"),
+                                    format_fixed(t.units_push, p), format_fixed(k.ffn_push - t.units_push, p))},
               {"features", fmt::format("Σ_f push_f = {}, b_dec · g / σ = {}, e · g / σ = {}; sum {}", format_fixed(k.features_push, p),
                                        format_fixed(k.bias_push, p), format_fixed(k.error_push, p),
                                        format_fixed(k.features_push + k.bias_push + k.error_push, p))}}});
@@ -203,7 +203,11 @@ namespace {
 void build_split(const neuron_split& s, const corpus& c, const text_options& o, const detail::block_sink& out) {
     using detail::block;
     using detail::block_kind;
-    out({block_kind::heading, fmt::format("Unit {} of layer {} split into transcoder features", s.neuron.unit.unit, s.neuron.layer)});
+    const auto& expert = s.neuron.unit.expert;
+    out({block_kind::heading, fmt::format("{} of layer {} split into transcoder features",
+                                          expert ? fmt::format("Expert {}'s unit {}", *expert, s.neuron.unit.unit)
+                                                 : fmt::format("Unit {}", s.neuron.unit.unit),
+                                          s.neuron.layer)});
     out({block_kind::paragraph,
          fmt::format("The {} features of {} whose decoder rows W_dec[f] point most along the unit's W2 row (cosine), and each "
                      "one's activation z_f at the unit's largest activations: which of the unit's examples each feature takes.",
@@ -236,6 +240,7 @@ std::string render_neuron_split_json(const neuron_split& s) {
     json out;
     out["folder"] = s.folder;
     out["layer"] = s.neuron.layer;
+    if (s.neuron.unit.expert) out["expert"] = *s.neuron.unit.expert;
     out["unit"] = s.neuron.unit.unit;
     json features = json::array();
     for (const auto& f : s.features) features.push_back({{"id", f.id}, {"cosine", f.cosine}, {"at_examples", json_row(f.at_examples)}});
