@@ -96,6 +96,45 @@ TEST_CASE("a transcoder's forward pass, loss, gradients and one Adam step equal 
     }
 }
 
+TEST_CASE("with few features active the gradients are NumPy's still, features that never fire getting none") {
+    // The reference's 4 features and 60 more that never fire (an encoder column of 0 and b_enc
+    // −100): at most 4 of 64 features a token are active, so the products run over the active
+    // features alone, and the first 4 features' numbers must be the reference's.
+    const json r = reference();
+    const matrix x = matrix_of(r["x"]), y = matrix_of(r["y"]);
+    constexpr std::size_t extra = 60;
+    for (const auto& c : r["cases"]) {
+        CAPTURE(c["k"].get<std::size_t>());
+        const transcoder small = reference_transcoder(r, c);
+        const std::size_t F = small.features(), d = small.d_model();
+        transcoder tc = small;
+        tc.encoder = matrix(d, F + extra);
+        tc.decoder = matrix(F + extra, d);
+        for (std::size_t i = 0; i < d; ++i)
+            for (std::size_t f = 0; f < F + extra; ++f) {
+                tc.encoder(i, f) = f < F ? small.encoder(i, f) : 0.0;
+                tc.decoder(f, i) = f < F ? small.decoder(f, i) : 1.0;
+            }
+        tc.b_enc.resize(F + extra, -100.0);
+        const double l1 = c["l1"].get<double>();
+        const transcoder_pass p = transcoder_forward(tc, x);
+        check_close(p.y_hat.data, matrix_of(c["y_hat"]).data, "y_hat");
+        const transcoder_gradients g = transcoder_backward(tc, x, y, p, l1);
+        CHECK(g.loss == doctest::Approx(c["loss"].get<double>()).epsilon(1e-12));
+        const json& want = c["gradients"];
+        const matrix w_enc = matrix_of(want["W_enc"]), w_dec = matrix_of(want["W_dec"]);
+        for (std::size_t f = 0; f < F + extra; ++f) {
+            CAPTURE(f);
+            CHECK(g.b_enc[f] == doctest::Approx(f < F ? want["b_enc"][f].get<double>() : 0.0).epsilon(1e-12).scale(1));
+            for (std::size_t i = 0; i < d; ++i) {
+                CHECK(g.encoder(i, f) == doctest::Approx(f < F ? w_enc(f, i) : 0.0).epsilon(1e-12).scale(1));
+                CHECK(g.decoder(f, i) == doctest::Approx(f < F ? w_dec(f, i) : 0.0).epsilon(1e-12).scale(1));
+            }
+        }
+        check_close(g.b_dec, vector_of(want["b_dec"]), "db_dec");
+    }
+}
+
 TEST_CASE("TopK keeps each row's k largest, ties to the lower index, and zeroes a kept negative value") {
     transcoder tc;
     tc.k = 2;
