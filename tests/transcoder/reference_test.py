@@ -24,7 +24,8 @@ layer_1.safetensors, as circuit-tracer's SingleLayerTranscoder loads them) and c
     unit J's W2 row (their cosines, largest first) and each one's z at the unit's examples.
   - a Mixture of Experts replaced whole (the tests' small Mixtral, layer 1): a transcoder trained
     there, its replacement's losses from the files, run --transcoder at every token (x̂ the
-    router's and experts' input, y their combined output) and units --unit E:J --split, to 1e-9.
+    router's and experts' input, y their combined output), units --transcoder and units --unit
+    E:J --split, to 1e-9.
 
 Usage: reference_test.py FFN_TRACE DATA_DIR WORK_DIR   (exit 77 without numpy)
 """
@@ -394,6 +395,23 @@ else:
     for f in got["features"]:
         close(f"MoE units --split: feature {f['id']} at the unit's examples", f["at_examples"],
               [zs[ex["text"]][ex["token"], f["id"]] for ex in got["examples"]], 1e-9)
+# units --transcoder on the mixture: each feature's max, mean and the tokens its decoder row promotes
+# through the final RMSNorm's γ and the head
+r = subprocess.run([ft, "units", "--checkpoint", moe_dir, "--transcoder", moe_out, "--format", "json", "--top", "2"],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    sys.exit(f"units --transcoder on the Mixtral exited {r.returncode}: {r.stderr}")
+pages = json.loads(r.stdout)["units"]
+z_all = np.concatenate([moe_codes(moe_forward(ids)[1]) for ids in moe_ids])
+scores = (tm["W_dec"] * moe.w["norm.weight"]) @ moe.head.T  # (features, vocab)
+if [u["unit"] for u in pages] != list(range(tm["W_dec"].shape[0])):
+    failures.append(f"MoE units --transcoder: features {[u['unit'] for u in pages]}")
+for u in pages:
+    f = u["unit"]
+    close(f"MoE units --transcoder: feature {f}'s max", u["max"], z_all[:, f].max(), 1e-9)
+    close(f"MoE units --transcoder: feature {f}'s mean", u["mean"], z_all[:, f].mean(), 1e-9)
+    best = np.argsort(-scores[f], kind="stable")[:2]
+    close(f"MoE units --transcoder: feature {f}'s promoted scores", [p["score"] for p in u["promotes"]], scores[f, best], 1e-9)
 print(f"MoE: {predictions} predictions, loss recovered {e['loss_recovered']:.4f}; run --transcoder at {len(y)} tokens; "
       f"--split of {E}:{J} over {len(got['examples'])} examples")
 

@@ -193,7 +193,9 @@ std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
 // A transcoder's features asked, checked against its size: `units`, or every one.
 outcome<std::vector<layer_unit>> features_asked(const checkpoint& ck, const units_options& o) {
     const transcoder& tc = *o.features;
-    if (auto e = check_unit(ck, {tc.layer, {}})) return *e;
+    // The layer checked alone: its first unit (of its first expert, in a Mixture of Experts, which
+    // the transcoder replaces whole) exists whenever the layer does.
+    if (auto e = check_unit(ck, {tc.layer, {ck.is_moe() ? std::optional<std::size_t>(0) : std::nullopt, 0}})) return *e;
     std::vector<layer_unit> wanted = o.units;
     if (wanted.empty())
         for (std::size_t f = 0; f < tc.features(); ++f) wanted.push_back({tc.layer, {std::nullopt, f}});
