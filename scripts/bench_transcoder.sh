@@ -46,5 +46,5 @@ echo "PyTorch float64, the same epochs on the same x̂ and y" >&2
 /usr/bin/time -v -o "$out/torch.time" "$python" scripts/bench_transcoder_torch.py "$model" "$out/ids.json" "$layer" 1024 16 \
     "$epochs" "$out/ft.json" >"$out/torch.out"
 "$python" scripts/bench_table.py "transcoder train" "$out/ft.time" "$out/torch.time" "$out/torch.out" "$model/config.json" \
-    "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"])' "$out/torch.out") tokens of layer $layer's x̂ and y, 1,024 features, TopK k 16, $epochs epochs of 256-token batches" \
+    "$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"])' "$out/torch.out") tokens of layer $layer's x̂ and y, 1,024 features, TopK k 16, $epochs epochs of 256-token batches" \
     | tee "$out/transcoder-table.md"
