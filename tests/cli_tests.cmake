@@ -1138,6 +1138,18 @@ cli_test("locate --atp shows AtP's estimate beside the exact change and flags wh
   EMPTY -- ${LOCATE} --subject France --samples 2 --atp --color never)
 cli_test("locate --atp --format json gives each grid delta and atp" 0 "\"normalised\": .*\"delta\": .*\"atp\": "
   EMPTY -- ${LOCATE} --subject France --samples 1 --atp --format json)
+cli_test("locate --atp --layer ranks the layer's units by AtP beside each one's exact patch" 0
+  "The units of layer 0's FFN by attribution patching Each of layer 0's 256 units .* the 3 of largest estimate .* unit +AtP +exact Δ +172 +\\+0\\.1[0-9]+ +\\+0\\.0[0-9]+"
+  EMPTY -- ${LOCATE} --subject France --samples 3 --atp --layer 0 --top 3 --color never)
+cli_test("locate --atp --layer --format json lists units_atp with unit, atp and exact" 0
+  "\"units_layer\": 1, +\"units_atp\": \\[ *\\{ *\"unit\": [0-9]+, +\"atp\": [-0-9.e]+, +\"exact\": [-0-9.e]+ *\\}, *\\{"
+  EMPTY -- ${LOCATE} --subject France --samples 1 --atp --layer 1 --top 2 --format json)
+cli_test("locate --layer without --atp is refused" 2 EMPTY "^error: --layer ranks a layer's units by attribution patching\; give --atp with it$"
+  -- ${LOCATE} --subject France --layer 0)
+cli_test("locate --atp --layer out of range says the layers there are" 2 EMPTY "^error: --layer: layer 5 is out of range: the model has 2 layers \\(0 to 1\\)$"
+  -- ${LOCATE} --subject France --atp --layer 5)
+cli_test("locate --top without --layer is refused" 2 EMPTY "^error: --top is how many of --layer's units to show"
+  -- ${LOCATE} --subject France --top 3)
 cli_test("locate --facts: a subject not in its prompt names the line" 2 EMPTY
   "^error: .*subject_missing.tsv: line 2: \"Germany\" is not in the prompt \"The capital of Japan is\"$"
   -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/subject_missing.tsv --samples 1)
