@@ -159,15 +159,17 @@ class model:
         o = attend(q, k, proj("v_proj"), self.heads, self.kv, hd, self.window)
         return o @ w[p + "self_attn.o_proj.weight"].T
 
-    # units = (layer, f): that layer's FFN activations (S, T, d_ff) become f(activations), and
-    # kept_units holds them as they were (a dense FFN's)
-    units = None
-    kept_units = None
+    # units = {layer: f}: each layer's FFN activations (S, T, d_ff) become f(activations), and
+    # kept_units[layer] holds them as they were (a dense FFN's); silenced: the layers whose whole
+    # FFN output is 0
+    units = {}
+    kept_units = {}
+    silenced = set()
 
     def unit_hook(self, l, a):
-        if self.units is not None and self.units[0] == l:
-            self.kept_units = a.copy()
-            return self.units[1](a)
+        if l in self.units:
+            self.kept_units[l] = a.copy()
+            return self.units[l](a)
         return a
 
     def ffn(self, l, x):
@@ -218,6 +220,8 @@ class model:
                 a[:, restore[2]] = clean["attn"][l][:, restore[2]]
             x = x + a
             m = self.ffn(l, x)
+            if l in self.silenced:
+                m = np.zeros_like(m)
             if sever is not None and sever[0] == "mlp" and l in sever[1]:
                 m[:, sever[2]] = sever[3]["mlp"][l][:, sever[2]]
             if here and restore[0] == "mlp":

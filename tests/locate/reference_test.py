@@ -110,10 +110,10 @@ def unit_atp(m, got, base, source, metric, unpatched):
     base = np.repeat(base, S // base.shape[0], axis=0)
 
     def activations(x):
-        m.units = (N, lambda a: a)
+        m.units = {N: lambda a: a}
         m.run(x.copy())
-        m.units = None
-        return m.kept_units
+        m.units = {}
+        return m.kept_units[N]
 
     a_base = activations(base)
     a_source = np.repeat(activations(source), S // source.shape[0], axis=0)
@@ -123,9 +123,9 @@ def unit_atp(m, got, base, source, metric, unpatched):
             a = a.copy()
             a[:, :, j] = a_base[:, :, j] + amount * (a_source[:, :, j] - a_base[:, :, j])
             return a
-        m.units = (N, f)
+        m.units = {N: f}
         value = metric(m.run(base.copy())[0]).mean()
-        m.units = None
+        m.units = {}
         return value
 
     d_ff = a_base.shape[2]
