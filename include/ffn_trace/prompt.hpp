@@ -192,7 +192,7 @@ struct prompt_options {
     // unit of `ablate` written E:J (expert E) is taken as unit J of layer E and moved here.
     std::vector<layer_knock_out> ablate_layers;
     // The random baseline: K random active units of the layer knocked out, `random_samples` sets
-    // drawn from `random_seed`; 0: none.
+    // drawn from `random_seed`, beside the sweep (run to at least K); 0: none.
     std::size_t ablate_random = 0, random_samples = 20;
     std::uint64_t random_seed = 1;
     // Each of the units that wrote most toward the prediction knocked out alone, then all of them

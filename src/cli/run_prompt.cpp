@@ -56,11 +56,9 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
     }
     r.versus = f.versus;
     r.options.ablate_top = f.ablate_top;
-    r.options.ablate_random = f.ablate_random;
+    r.options.ablate_random = f.ablate_random;  // with the sweep of the top K beside it
     r.options.random_samples = f.random_samples.value_or(20);
     r.options.random_seed = f.random_seed.value_or(1);
-    // the random baseline is shown beside the sweep of as many top units
-    if (f.ablate_random > 0) r.options.ablate_top = std::max(f.ablate_top, f.ablate_random);
     r.options.knock_out_top = o.walkthrough.format == "html";  // the page shows them on a click
     const auto text_opts = walkthrough_options(o.walkthrough);
     r.detail_tokens = text_opts.tokens;

@@ -775,6 +775,10 @@ outcome<prompt_options> resolve_knock_outs(const transformer& model, prompt_opti
     const std::size_t L = model.n_layers();
     if (o.ablate_random > 0 && ck.is_moe())
         return error{ck.origin(), "ablate_random", "draws units of a dense layer; this layer is a Mixture of Experts"};
+    if (o.ablate_random > 0 && o.random_samples == 0)
+        return error{"", "samples", "0 random sets give no distribution; give 1 or more"};
+    // the random baseline is shown beside the sweep of as many top units
+    o.ablate_top = std::max(o.ablate_top, o.ablate_random);
     std::vector<layer_knock_out> by_layer;
     auto layer_of = [&](std::size_t l) -> layer_knock_out& {
         for (auto& k : by_layer)
