@@ -87,7 +87,7 @@ def main():
                 span = (max(0, l - window // 2), min(L, l + (window + 1) // 2))
                 for t in range(T):
                     p, _ = run(corrupted, (kind, span, t), clean)
-                    worst = max(worst, abs(p - got["grids"][kind]["prob"][l][t]))
+                    worst = max(worst, abs(p - got["grids"][kind]["value"][l][t]))
     done = time.time()
     print(json.dumps({"import_seconds": round(imported - start, 3), "setup_seconds": round(traced - imported, 3),
                       "work_seconds": round(done - traced, 3), "max_difference": worst}))

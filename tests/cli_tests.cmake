@@ -917,8 +917,8 @@ cli_test("run --ablate past d_ff is refused" 2 EMPTY "^error: .*capitals: --abla
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 9999)
 cli_test("run --ablate that is not a unit is refused" 2 EMPTY "^error: --ablate: expected a unit as J, or E:J .* got \"x1\"$"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 3,x1)
-cli_test("run --ablate with an expert on a dense layer is refused" 2 EMPTY "^error: .*--ablate: layer 0 is dense: name a unit as J"
-  -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 1:2)
+cli_test("run --ablate with an expert on a dense layer is refused" 2 EMPTY "^error: .*--ablate: layer 1 is dense: name a unit as J, without an expert\; got 2:3$"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 1:2:3)
 cli_test("run --ablate without a prompt is refused" 2 EMPTY "^error: --ablate: knocks units out of a forward pass: give --prompt or --prompt-file too$"
   -- ${FT} run --checkpoint ${CAPITALS} --embedding 3 --ablate 1)
 cli_test("run --prompt with --word is a usage error" 2 EMPTY "^error: --word excludes --prompt"
@@ -940,6 +940,24 @@ cli_test("run --prompt --ablate-top does not suggest --ablate: the sweep has kno
 cli_test("run --prompt --ablate-top --format html draws the sweep as a curve" 0
   "The knock-out sweep.*<th scope=\"col\">alone</th>.*>units knocked out</text><polyline class=\"curve\""
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 3 --format html)
+cli_test("run --prompt --ablate-random gives the random baseline's median and quartiles beside the top K" 0
+  "Against chance: 3 of layer 0's [0-9]+ active units \\(activation above 0 at the last token\\), drawn at random 4 times \\(seed 1\\).* the top 3 by push +0\\.[0-9]+ +3 random active \\(median\\) +0\\.[0-9]+ +0\\.[0-9]+ +0\\.[0-9]+"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-random 3 --samples 4 --detail summary --color never)
+cli_test("run --prompt --ablate-random more than the active units says both" 2 EMPTY
+  "^error: --ablate-random: knocks out 200 random active units, but layer 0 has [0-9]+ active at the last token \\(of 256 units\\)$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-random 200)
+cli_test("run --prompt --ablate with a layer out of range is refused" 2 EMPTY
+  "^error: .*capitals: --ablate: layer 7 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 7:5)
+cli_test("run --prompt --ablate with a unit of another layer out of range is refused" 2 EMPTY
+  "^error: .*capitals: --ablate: unit 999 is out of range: layer 1 has d_ff = 256 units \\(0 to 255\\)$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 1:999)
+cli_test("run --prompt --ablate of a whole FFN beside one of its units is refused" 2 EMPTY
+  "^error: .*capitals: --ablate: 1:\\* knocks out layer 1's whole FFN, and a unit of it is knocked out too\; give the layer or its units$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 1:*,1:44)
+cli_test("run --prompt --ablate across layers names each layer's knock-out" 0
+  "knocked out +unit 168 of layer 0\; unit 44 of layer 1\; layer 1's whole FFN|knocked out +unit 168 of layer 0\; layer 1's"
+  EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 168,1:* --detail summary --color never)
 # The page: the stream's norms on a one-hue scale from 0; the units and the vocabulary as tables, not
 # preformatted text (the written-out arithmetic may stay monospaced).
 cli_test("run --prompt --format html colours the stream's norms from 0, one hue" 0
@@ -1150,6 +1168,18 @@ cli_test("locate --atp shows AtP's estimate beside the exact change and flags wh
   EMPTY -- ${LOCATE} --subject France --samples 2 --atp --color never)
 cli_test("locate --atp --format json gives each grid delta and atp" 0 "\"normalised\": .*\"delta\": .*\"atp\": "
   EMPTY -- ${LOCATE} --subject France --samples 1 --atp --format json)
+cli_test("locate --atp --layer ranks the layer's units by AtP beside each one's exact patch" 0
+  "The units of layer 0's FFN by attribution patching Each of layer 0's 256 units .* the 3 of largest estimate .* unit +AtP +exact Δ +172 +\\+0\\.1[0-9]+ +\\+0\\.0[0-9]+"
+  EMPTY -- ${LOCATE} --subject France --samples 3 --atp --layer 0 --top 3 --color never)
+cli_test("locate --atp --layer --format json lists units_atp with unit, atp and exact" 0
+  "\"units_layer\": 1, +\"units_atp\": \\[ *\\{ *\"unit\": [0-9]+, +\"atp\": [-0-9.e]+, +\"exact\": [-0-9.e]+ *\\}, *\\{"
+  EMPTY -- ${LOCATE} --subject France --samples 1 --atp --layer 1 --top 2 --format json)
+cli_test("locate --layer without --atp is refused" 2 EMPTY "^error: --layer ranks a layer's units by attribution patching\; give --atp with it$"
+  -- ${LOCATE} --subject France --layer 0)
+cli_test("locate --atp --layer out of range says the layers there are" 2 EMPTY "^error: --layer: layer 5 is out of range: the model has 2 layers \\(0 to 1\\)$"
+  -- ${LOCATE} --subject France --atp --layer 5)
+cli_test("locate --top without --layer is refused" 2 EMPTY "^error: --top is how many of --layer's units to show"
+  -- ${LOCATE} --subject France --top 3)
 cli_test("locate --facts: a subject not in its prompt names the line" 2 EMPTY
   "^error: .*subject_missing.tsv: line 2: \"Germany\" is not in the prompt \"The capital of Japan is\"$"
   -- ${FT} locate --checkpoint ${CAPITALS} --facts ${FACTS}/subject_missing.tsv --samples 1)

@@ -375,6 +375,34 @@ TEST_CASE("a BERT prompt gets the stream and the trace, but no lens, prediction 
     CHECK(j.find("\"prediction\"") == std::string::npos);
 }
 
+TEST_CASE("on a dense model a unit written L:J is unit J of layer L, knocked out in the same run as the layer's") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    // unit 2 of layer 1 knocked out from layer 0's run, and from layer 1's own: the same prediction
+    auto across = run_prompt(model, tokens_of(ids), knock_out(0, {{1, 2}}));
+    auto own = run_prompt(model, tokens_of(ids), knock_out(1, {{std::nullopt, 2}}));
+    REQUIRE(across);
+    REQUIRE(own);
+    CHECK(across->ablated.empty());
+    REQUIRE(across->ablated_layers.size() == 1);
+    CHECK(across->ablated_layers[0].layer == 1);
+    REQUIRE(across->ablated_layers[0].units.size() == 1);
+    CHECK(across->ablated_layers[0].units[0].unit == 2);
+    CHECK_FALSE(across->ablated_layers[0].units[0].expert);
+    REQUIRE(across->prediction->top.size() == own->prediction->top.size());
+    for (std::size_t k = 0; k < own->prediction->top.size(); ++k) {
+        CAPTURE(k);
+        CHECK(across->prediction->top[k].id == own->prediction->top[k].id);
+        CHECK(across->prediction->top[k].prob == doctest::Approx(own->prediction->top[k].prob).epsilon(1e-12));
+    }
+    // written with the run's own layer, it is the run's own knock-out
+    auto same = run_prompt(model, tokens_of(ids), knock_out(1, {{1, 2}}));
+    REQUIRE(same);
+    REQUIRE(same->ablated.size() == 1);
+    CHECK(same->ablated_layers.empty());
+}
+
 TEST_CASE("a prompt the model cannot run is one error naming the option and what was expected") {
     const tiny_model m = make_model("gpt2");
     ckpt::temp_dir dir;
@@ -406,7 +434,19 @@ TEST_CASE("a prompt the model cannot run is one error naming the option and what
         CHECK(e.path == "ablate");
         CHECK(e.message == "unit 12 is out of range: layer 0 has d_ff = 12 units (0 to 11)");
     }
-    SUBCASE("an expert named in a dense layer") { CHECK(fails(ids, 0, {{1, 2}}).message.find("dense") != std::string::npos); }
+    SUBCASE("a unit of a layer past the last, written L:J on a dense model") {
+        const error e = fails(ids, 0, {{n_layers, 2}});
+        CHECK(e.path == "ablate");
+        CHECK(e.message == "layer 3 is out of range: the checkpoint has 3 layers (0 to 2)");
+    }
+    SUBCASE("a whole FFN beside one of its units") {
+        prompt_options o = knock_out(0, {{1, 2}});
+        o.ablate_layers.push_back({1, {}, true});
+        auto r = run_prompt(model, tokens_of(ids), o);
+        REQUIRE_FALSE(r);
+        CHECK(r.err().path == "ablate");
+        CHECK(r.err().message == "1:* knocks out layer 1's whole FFN, and a unit of it is knocked out too; give the layer or its units");
+    }
     SUBCASE("a token whose id the embedding lacks (a tokenizer's spare entry), named") {
         // the embedding has `vocab` rows, 0 to vocab − 1; ids far past it too, as a sparse vocabulary gives
         for (std::size_t id : {vocab, std::size_t{16777216}}) {

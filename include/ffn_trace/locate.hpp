@@ -95,6 +95,12 @@ struct locate_options {
     // (source − base activation) · ∂metric/∂activation at the base run (the corrupted runs when
     // denoising, one backward pass per sample; the clean run when noising, one)
     bool atp = false;
+    // With atp, the units of this layer's FFN too (AtP's main use): each unit's estimate
+    // Σ_t (source − base activation) · ∂metric/∂activation from the same backward passes, and the
+    // `unit_top` units of largest |estimate| patched alone (at every token) for their exact change.
+    // A dense FFN only.
+    std::optional<std::size_t> unit_layer = {};
+    std::size_t unit_top = 10;
 };
 
 // The options' own errors, which need no model: samples 0, a noise negative or not finite, window 0,
@@ -118,6 +124,14 @@ struct locate_grid {
     // last block at the last token): of largest effect when denoising, of smallest when noising
     // (the first, by layer then token, when several tie).
     std::size_t best_layer = 0, best_token = 0;
+};
+
+// One unit of the layer's FFN under attribution patching: its estimate, the mean over the samples
+// of Σ_t (source − base activation) · ∂metric/∂activation, and its exact change, the metric with
+// that unit's activation (at every token) patched alone minus the patched run's own value.
+struct unit_estimate {
+    std::size_t unit = 0;
+    double atp = 0, exact = 0;
 };
 
 // Whether restoring `what` at (layer, token) is the patched-from run itself: the stream at the last
@@ -165,6 +179,10 @@ struct locate_trace {
     locate_grid state, mlp, attn;
     severed_path sever = severed_path::none;
     std::optional<locate_grid> severed;  // with sever: the stream restored, that path kept corrupted
+    // With atp and a unit layer: its units (layer_units in all), the top by |atp| first
+    std::optional<std::size_t> unit_layer;
+    std::size_t layer_units = 0;
+    std::vector<unit_estimate> units_atp;
 
     const locate_grid& grid(restored r) const { return r == restored::state ? state : r == restored::mlp ? mlp : attn; }
     double total_effect() const { return clean_value - corrupted_value; }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -156,6 +157,25 @@ struct unit_knock_out {
     double target_logit = 0;  // … and its logit
 };
 
+// A knock-out in any layer: units of layer `layer` (set to 0 at every token), or its whole FFN
+// (its output set to 0 at every token) when `whole`.
+struct layer_knock_out {
+    std::size_t layer = 0;
+    std::vector<unit_ref> units;
+    bool whole = false;
+};
+
+// The knock-out of K random active units of the layer (its activation at the last token above 0),
+// `samples` times, the sets drawn from `seed`: P(target) with each set knocked out, its median and
+// quartiles (linear between the order statistics, as NumPy's percentile).
+struct random_knock_outs {
+    std::size_t k = 0, active = 0;
+    std::uint64_t seed = 0;
+    std::vector<std::vector<std::size_t>> sets;  // each sorted
+    std::vector<double> target_probs;            // one per set
+    double median = 0, lower_quartile = 0, upper_quartile = 0;
+};
+
 struct prompt_options {
     std::size_t layer = 0;
     // Units of layer `layer` set to 0 for every token in the knock-out run. The steps traced are
@@ -168,6 +188,13 @@ struct prompt_options {
     // The knock-out sweep: the top 1, 2, …, K units by attribution knocked out (at every token), one
     // run each from layer N's FFN; 0: no sweep.
     std::size_t ablate_top = 0;
+    // Knock-outs in the same run as `ablate`'s, in other layers or whole FFNs. On a dense model a
+    // unit of `ablate` written E:J (expert E) is taken as unit J of layer E and moved here.
+    std::vector<layer_knock_out> ablate_layers;
+    // The random baseline: K random active units of the layer knocked out, `random_samples` sets
+    // drawn from `random_seed`, beside the sweep (run to at least K); 0: none.
+    std::size_t ablate_random = 0, random_samples = 20;
+    std::uint64_t random_seed = 1;
     // Each of the units that wrote most toward the prediction knocked out alone, then all of them
     // together (prompt_trace::knock_outs), for the page.
     bool knock_out_top = false;
@@ -218,6 +245,8 @@ struct prompt_trace {
     std::vector<ranked_token> sweep_top;  // sweep_top[k]: the next token then, with its probability
     std::vector<double> sweep_alone;      // sweep_alone[k]: P(target) with sweep_units[k] knocked out alone
     std::vector<unit_ref> ablated;
+    std::vector<layer_knock_out> ablated_layers;  // the knock-outs elsewhere (options.ablate_layers)
+    std::optional<random_knock_outs> random;      // options.ablate_random
     std::vector<unit_intervention> intervened;  // options.interventions, each `last` resolved to its token
     std::string mean_corpus;                    // the corpus a mean was taken over, when any
     std::size_t mean_corpus_texts = 0, mean_corpus_tokens = 0;
@@ -229,7 +258,7 @@ struct prompt_trace {
 
     const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
     // Whether a second run changed some units (ablate or interventions): prediction is then its.
-    bool changed() const { return !ablated.empty() || !intervened.empty(); }
+    bool changed() const { return !ablated.empty() || !ablated_layers.empty() || !intervened.empty(); }
     bool is_moe() const { return moe.has_value(); }
 };
 

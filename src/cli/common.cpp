@@ -367,7 +367,7 @@ ffn_trace::error with_option_names(ffn_trace::error e, bool paths) {
     // the caller says the path is a parameter's.
     static const char* const names[] = {"layer", "activation", "arch", "ablate", "unit", "prompt", "prompt_file", "word", "from",
                                         "to",    "step",       "plot",   "gated", "top_k", "lr",          "at",
-                                        "subject", "target", "samples", "noise", "window", "versus", "ablate_top", "corrupt_with", "sever", "metric",
+                                        "subject", "target", "samples", "noise", "window", "versus", "ablate_top", "ablate_random", "corrupt_with", "sever", "metric",
                                         "steps", "token", "d_model", "layers", "multiple_of", "heads", "kv_heads",
                                         "embedding", "set", "add_token", "intervene", "corpus"};
     for (const char* field : names)

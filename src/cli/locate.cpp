@@ -75,6 +75,13 @@ void setup_locate(CLI::App& app, int& status) {
         ->check(CLI::IsMember({"mlp", "attn"}));
     sub->add_flag("--atp", o->atp, "Attribution patching beside the exact patch: each cell's change estimated from one "
                                    "backward pass per patched run, the cells where they disagree flagged");
+    sub->add_option("--layer", o->layer, "With --atp: also rank the units of this layer's FFN by their AtP estimate, "
+                                         "beside each top unit's exact patch (its activation alone put back)")
+        ->check(whole_number(0))
+        ->type_name("N");
+    sub->add_option("--top", o->top, "With --layer: how many units of largest estimate to patch exactly and show (10)")
+        ->check(whole_number(1, 100000))
+        ->type_name("K");
     add_view_format(*sub, o->format, o->color);
     sub->add_flag("--ascii", o->ascii, "ASCII spellings instead of ×, ·, →, −, and the shades");
     add_width(*sub, o->width);
@@ -119,11 +126,19 @@ std::optional<ffn_trace::error> choose_kinds(const locate_options& o, ffn_trace:
     r.direction = o.noising ? patch_direction::noising : patch_direction::denoising;
     r.metric = o.metric == "logprob" ? trace_metric::logprob : o.metric == "logit-diff" ? trace_metric::logit_diff : trace_metric::prob;
     r.atp = o.atp;
+    r.unit_layer = o.layer;
+    r.unit_top = o.top.value_or(10);
     r.sever = o.sever == "mlp" ? severed_path::mlp : o.sever == "attn" ? severed_path::attn : severed_path::none;
     if (o.corrupt == "noise" && o.corrupt_with)
         return error{"", "", "--corrupt noise adds noise to the subject, --corrupt-with replaces it; give one of them"};
     if (o.versus && r.metric != trace_metric::logit_diff)
         return error{"", "", "--versus is the token logit-diff subtracts; give --metric logit-diff with it"};
+    if (o.layer && !o.atp)
+        return error{"", "", "--layer ranks a layer's units by attribution patching; give --atp with it"};
+    if (o.top && !o.layer) return error{"", "", "--top is how many of --layer's units to show; give --atp --layer N with it"};
+    if (o.layer && (!o.facts.empty() || !o.prompts.empty()))
+        return error{"", "", fmt::format("--layer ranks the units of one prompt's run; give --prompt instead of {}",
+                                         o.facts.empty() ? "--prompts" : "--facts")};
     if (!o.facts.empty() && r.corruption == corruption_kind::replace)
         return error{"", "", "--corrupt-with replaces one prompt's subject; the facts of --facts have subjects of their own"};
     return std::nullopt;

@@ -28,6 +28,8 @@ struct locate_options {
     std::optional<std::string> versus;
     std::string sever;  // "", "mlp" or "attn"
     bool atp = false;
+    std::optional<std::size_t> layer;  // with atp: also rank this layer's FFN units
+    std::optional<std::size_t> top;    // … showing this many (10) with their exact patch
     std::string format = "text";
     std::string color = "auto";
     bool ascii = false;

@@ -31,6 +31,20 @@ void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* che
         ->check(whole_number(1, 100000))
         ->type_name("K")
         ->needs(checkpoint);
+    sub->add_option("--ablate-random", c.ablate_random, "With a prompt: knock out K random active units of the layer (its "
+                                                        "activation above 0 at the last token), --samples times, beside the "
+                                                        "sweep of the top K")
+        ->check(whole_number(1, 100000))
+        ->type_name("K")
+        ->needs(checkpoint);
+    sub->add_option("--samples", c.random_samples, "With --ablate-random: how many random sets (20)")
+        ->check(whole_number(1, 100000))
+        ->type_name("S")
+        ->needs(checkpoint);
+    sub->add_option("--seed", c.random_seed, "With --ablate-random: picks the random sets (1)")
+        ->check(whole_number(0))
+        ->type_name("SEED")
+        ->needs(checkpoint);
     sub->add_option("--intervene", c.intervene, "With a prompt: change a unit of the layer in the knock-out run, "
                                                 "UNIT[@TOKEN] then =VALUE, *FACTOR or =mean (its mean over every token "
                                                 "of --corpus): 172@4=0 knocks unit 172 out at token 4 alone, 172@last*0.5 "
@@ -163,6 +177,10 @@ int run_run(const run_options& options) {
         return report({"", "--layer", "all shows every layer of one prompt: give --prompt or --prompt-file, not --prompts"});
     if (c.all_layers && !(c.prompt || !c.prompt_file.empty()))
         return report({"", "--layer", "all shows every layer of a prompt's forward pass: give --prompt or --prompt-file too"});
+    if (c.ablate_random > 0 && !prompted)
+        return report({"", "--ablate-random", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
+    if ((c.random_samples || c.random_seed) && c.ablate_random == 0)
+        return report({"", c.random_samples ? "--samples" : "--seed", "is how --ablate-random draws its sets: give --ablate-random K too"});
     if (!c.ablate.empty() && !prompted)
         return report({"", "--ablate", "knocks units out of a forward pass: give --prompt or --prompt-file too"});
     if (!c.transcoder.empty() && (!(c.prompt || !c.prompt_file.empty()) || c.all_layers))

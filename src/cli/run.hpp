@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct checkpoint_flags {
     std::vector<std::string> ablate;    // units knocked out: "J" or "E:J", one each
     std::optional<std::string> versus;  // the attribution toward target − versus
     std::size_t ablate_top = 0;         // the knock-out sweep: the top 1 … K units
+    std::size_t ablate_random = 0;      // the random baseline: K random active units, …
+    std::optional<std::size_t> random_samples;    // … this many sets (20), …
+    std::optional<std::uint64_t> random_seed;     // … drawn from this seed (1)
     std::vector<std::string> intervene; // changes to units at tokens: "172@4*0.5", one each
     std::string corpus;                 // the texts a mean intervention is taken over
     bool all_layers = false;            // --layer all: every layer of a prompt in one view

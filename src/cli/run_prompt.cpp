@@ -16,6 +16,18 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
     const checkpoint_flags& f = o.checkpoint;
     prompt_request r;
     for (const auto& item : f.ablate) {
+        // L:* is layer L's whole FFN, L:E:J unit J of expert E of layer L; the rest as parse_units reads them
+        const std::size_t colon = item.find(':');
+        const bool whole = item.size() > 2 && item.ends_with(":*") && colon + 2 == item.size();
+        if (whole || (colon != std::string::npos && item.find(':', colon + 1) != std::string::npos)) {
+            const auto layer = parse_whole_number(std::string_view(item).substr(0, colon));
+            auto units = whole ? outcome<std::vector<unit_ref>>(std::vector<unit_ref>{}) : parse_units(item.substr(colon + 1));
+            if (!layer || !units)
+                return error{"", "--ablate", fmt::format("expected L:* for layer L's whole FFN, or L:E:J for unit J of expert E of layer "
+                                                         "L, in decimal digits with no leading zero; got \"{}\"", item)};
+            r.options.ablate_layers.push_back({*layer, std::move(*units), whole});
+            continue;
+        }
         auto units = parse_units(item);
         if (!units) return with_option_names(units.err());
         r.options.ablate.insert(r.options.ablate.end(), units->begin(), units->end());
@@ -44,6 +56,9 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
     }
     r.versus = f.versus;
     r.options.ablate_top = f.ablate_top;
+    r.options.ablate_random = f.ablate_random;  // with the sweep of the top K beside it
+    r.options.random_samples = f.random_samples.value_or(20);
+    r.options.random_seed = f.random_seed.value_or(1);
     r.options.knock_out_top = o.walkthrough.format == "html";  // the page shows them on a click
     const auto text_opts = walkthrough_options(o.walkthrough);
     r.detail_tokens = text_opts.tokens;

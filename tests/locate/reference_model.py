@@ -159,18 +159,33 @@ class model:
         o = attend(q, k, proj("v_proj"), self.heads, self.kv, hd, self.window)
         return o @ w[p + "self_attn.o_proj.weight"].T
 
+    # units = {layer: f}: each layer's FFN activations (S, T, d_ff) become f(activations), and
+    # kept_units[layer] holds them as they were (a dense FFN's); silenced: the layers whose whole
+    # FFN output is 0
+    units = {}
+    kept_units = {}
+    silenced = set()
+
+    def unit_hook(self, l, a):
+        if l in self.units:
+            self.kept_units[l] = a.copy()
+            return self.units[l](a)
+        return a
+
     def ffn(self, l, x):
         w = self.w
         if self.arch == "gpt2":
             h = layer_norm(x, w[f"h.{l}.ln_2.weight"], w[f"h.{l}.ln_2.bias"], self.eps)
-            return gelu_new(h @ w[f"h.{l}.mlp.c_fc.weight"] + w[f"h.{l}.mlp.c_fc.bias"]) @ w[f"h.{l}.mlp.c_proj.weight"] + w[f"h.{l}.mlp.c_proj.bias"]
+            a = self.unit_hook(l, gelu_new(h @ w[f"h.{l}.mlp.c_fc.weight"] + w[f"h.{l}.mlp.c_fc.bias"]))
+            return a @ w[f"h.{l}.mlp.c_proj.weight"] + w[f"h.{l}.mlp.c_proj.bias"]
         p = f"layers.{l}."
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps)
         if p + "mlp.gate_up_proj.weight" in w:  # Phi-3: gate and up in one projection, the gate first
             gate, up = np.split(h @ w[p + "mlp.gate_up_proj.weight"].T, 2, axis=-1)
-            return (silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+            return self.unit_hook(l, silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
         if self.arch != "mixtral":
-            return (silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+            a = self.unit_hook(l, silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T))
+            return a @ w[p + "mlp.down_proj.weight"].T
         # Mixtral: the router's softmax, the top k experts, their weights renormalised to sum to 1
         probs = softmax(h @ w[p + "block_sparse_moe.gate.weight"].T)
         out = np.zeros_like(h)
@@ -205,6 +220,8 @@ class model:
                 a[:, restore[2]] = clean["attn"][l][:, restore[2]]
             x = x + a
             m = self.ffn(l, x)
+            if l in self.silenced:
+                m = np.zeros_like(m)
             if sever is not None and sever[0] == "mlp" and l in sever[1]:
                 m[:, sever[2]] = sever[3]["mlp"][l][:, sever[2]]
             if here and restore[0] == "mlp":

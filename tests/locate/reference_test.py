@@ -90,9 +90,48 @@ def trace(m, got):
                     single[l, t] = ((moved[1] - moved[-1]) / (2 * h)).mean()
             atp[kind] = np.array([[sum(single[k, t] for k in range(max(0, l - w // 2), min(L, l + (w + 1) // 2)))
                                    for t in range(T)] for l in range(L)])
-    return {"sigma": m.embedding.std(), "top": int(np.argmax(p_clean[0])), "clean_prob": p_clean[0, target],
+    units = None
+    if "units_atp" in got:
+        source_inputs = corrupted if noising else x0
+        unpatched = metric(p_clean)[0] if noising else metric(p_corr).mean()
+        units = unit_atp(m, got, base, source_inputs, metric, unpatched)
+    return {"units": units, "sigma": m.embedding.std(), "top": int(np.argmax(p_clean[0])), "clean_prob": p_clean[0, target],
             "corrupted_prob": p_corr[:, target].mean(), "clean": metric(p_clean)[0], "corrupted": metric(p_corr).mean(),
             "corrupted_top": int(np.argmax(p_corr[0])), "grids": grids, "atp": atp, "S": S}
+
+
+def unit_atp(m, got, base, source, metric, unpatched):
+    """Each unit j of the layer's FFN, from the base and source runs' inputs (S or 1, T, d): AtP's
+    estimate, the derivative of the metric along (source − base activation) in column j alone, at the
+    base run, by a central difference; and the exact change, the base run with column j of the
+    activations put back from the source at every token, minus the base run's own metric."""
+    N, h = got["units_layer"], 1e-4
+    S = max(base.shape[0], source.shape[0])
+    base = np.repeat(base, S // base.shape[0], axis=0)
+
+    def activations(x):
+        m.units = {N: lambda a: a}
+        m.run(x.copy())
+        m.units = {}
+        return m.kept_units[N]
+
+    a_base = activations(base)
+    a_source = np.repeat(activations(source), S // source.shape[0], axis=0)
+
+    def moved(j, amount):
+        def f(a):
+            a = a.copy()
+            a[:, :, j] = a_base[:, :, j] + amount * (a_source[:, :, j] - a_base[:, :, j])
+            return a
+        m.units = {N: f}
+        value = metric(m.run(base.copy())[0]).mean()
+        m.units = {}
+        return value
+
+    d_ff = a_base.shape[2]
+    atp = np.array([(moved(j, h) - moved(j, -h)) / (2 * h) for j in range(d_ff)])
+    exact = np.array([moved(j, 1.0) - unpatched for j in range(d_ff)])
+    return atp, exact
 
 
 def close(name, got, want, tol=1e-9):
@@ -115,7 +154,8 @@ def check(name, directory, args, expect):
     m = model(directory)
     want = trace(m, got)
     keys = ["prompt", "subject", "target", "clean_prob", "corrupted_prob", "metric"] + (["versus"] if "versus" in got else []) + \
-        ["clean_value", "corrupted_value", "direction", "corruption"] + (["noise"] if "noise" in got else []) + ["window", "grids"]
+        ["clean_value", "corrupted_value", "direction", "corruption"] + (["noise"] if "noise" in got else []) + ["window", "grids"] + \
+        (["units_layer", "units_atp"] if "units_atp" in got else [])
     if list(got) != keys:
         failures.append(f"{name}: top-level names {list(got)}, expected {keys}")
     grids = ["state", "mlp", "attn"] + [k for k in got["grids"] if k.startswith("severed_")]
@@ -158,6 +198,15 @@ def check(name, directory, args, expect):
         unpatched = want["clean"] if got["direction"] == "noising" else want["corrupted"]
         close(f"{name}: grids.{kind}.delta", got["grids"][kind]["delta"], want["grids"][kind] - unpatched)
         close(f"{name}: grids.{kind}.atp", got["grids"][kind]["atp"], estimate, 1e-6)
+    if want["units"] is not None:
+        atp, exact = want["units"]
+        listed = [u["unit"] for u in got["units_atp"]]
+        top = sorted(range(len(atp)), key=lambda j: -abs(atp[j]))[: expect.get("top", 10)]
+        if sorted(listed) != sorted(top) or list(got["units_atp"][0]) != ["unit", "atp", "exact"]:
+            failures.append(f"{name}: units_atp lists {listed}, the reference's top by |AtP| is {top}")
+        else:
+            close(f"{name}: units_atp.atp", [u["atp"] for u in got["units_atp"]], atp[listed], 1e-6)
+            close(f"{name}: units_atp.exact", [u["exact"] for u in got["units_atp"]], exact[listed])
     got["reference"] = want
     print(f"{name}: {want['S']} samples, {m.L} layers × {len(got['prompt']['token_ids'])} tokens, "
           f"P clean {want['clean']:.4f}, corrupted {want['corrupted']:.4f}: " + ("OK" if len(failures) == before else "FAILED"))
@@ -269,6 +318,14 @@ check("capitals, AtP, noising with noise, logit-diff, a window of 2", capitals,
 check("llama, AtP, replacement, log P", os.path.join(work, "llama"),
       prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--atp", "--metric", "logprob"],
       {"samples": 1, "positions": [4, 5, 6]})
+check("capitals, AtP for the units of layer 1, denoising with noise", capitals,
+      france + ["--samples", "2", "--atp", "--layer", "1", "--top", "8"], {"samples": 2, "positions": [3], "top": 8})
+check("capitals, AtP for the units of layer 0, noising with replacement, logit-diff", capitals,
+      france + ["--corrupt-with", "Japan", "--noising", "--metric", "logit-diff", "--atp", "--layer", "0"],
+      {"samples": 1, "positions": [3]})
+check("llama, AtP for the units of layer 1, replacement, log P", os.path.join(work, "llama"),
+      prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--atp", "--metric", "logprob",
+                    "--layer", "1", "--top", "5"], {"samples": 1, "positions": [4, 5, 6], "top": 5})
 check("llama, replacement of a three-token subject, noising", os.path.join(work, "llama"),
       prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--noising"],
       {"samples": 1, "positions": [4, 5, 6]})

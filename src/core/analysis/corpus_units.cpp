@@ -12,6 +12,7 @@
 
 #include "ffn_trace/readings.hpp"
 #include "analysis/prompt_parts.hpp"
+#include "base/quantile.hpp"
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
 #include "checkpoint/config.hpp"
@@ -114,14 +115,6 @@ bool before(const unit_context& a, const unit_context& b) {
     const double ka = ordering_key(a.activation), kb = ordering_key(b.activation);
     if (ka != kb) return ka > kb;
     return a.text != b.text ? a.text < b.text : a.token < b.token;
-}
-
-// NumPy's default quantile of sorted values: linear between the two ranks around (n − 1)·q.
-double quantile(const std::vector<double>& sorted, double q) {
-    const double h = static_cast<double>(sorted.size() - 1) * q;
-    const auto lo = static_cast<std::size_t>(std::floor(h));
-    if (lo + 1 >= sorted.size()) return sorted.back();
-    return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
 }
 
 // The k largest (or smallest) scores of each column of `scores` blocks, ties to the lower id.

@@ -173,6 +173,7 @@ struct metric_of {
 struct batch_run {
     std::size_t samples = 0, tokens = 0;
     std::vector<matrix> entering, mid, attn, mlp;
+    matrix units;  // with a unit layer: its FFN's activations, mlp_post (S·T, d_ff)
     matrix logits;
     std::size_t row(std::size_t k, std::size_t t) const { return (samples == 1 ? 0 : k) * tokens + t; }
     const std::vector<matrix>& values(restored what) const { return what == restored::mlp ? mlp : attn; }
@@ -199,12 +200,14 @@ double mean_metric(const matrix& logits, const metric_of& metric) {
     return sum / static_cast<double>(logits.rows);
 }
 
-outcome<batch_run> run_batch(const transformer& model, matrix inputs, std::size_t samples) {
+outcome<batch_run> run_batch(const transformer& model, matrix inputs, std::size_t samples,
+                             std::optional<std::size_t> unit_layer = std::nullopt) {
     const std::size_t L = model.n_layers(), T = inputs.rows / samples;
     hook_request request;
     for (std::size_t l = 0; l < L; ++l)
         for (hook_point p : {hook_point::resid_pre, hook_point::attn_out, hook_point::resid_mid, hook_point::mlp_out})
             request.cache.push_back({p, l});
+    if (unit_layer) request.cache.push_back({hook_point::mlp_post, *unit_layer});
     request.sequences = samples;
     request.head_rows = in_each(T - 1, samples, T);
     auto run = model.run_from({hook_point::resid_pre, 0}, std::move(inputs), request);
@@ -218,6 +221,7 @@ outcome<batch_run> run_batch(const transformer& model, matrix inputs, std::size_
         b.mid.push_back(*run->cache.find({hook_point::resid_mid, l}));
         b.mlp.push_back(*run->cache.find({hook_point::mlp_out, l}));
     }
+    if (unit_layer) b.units = *run->cache.find({hook_point::mlp_post, *unit_layer});
     b.entering.push_back(std::move(run->stream));
     b.logits = std::move(run->logits);
     return b;
@@ -292,6 +296,27 @@ outcome<double> patched_runs(const transformer& model, const batch_run& base, co
         return mean_metric(*z, metric);
     }
     auto run = model.run_from(start, std::move(x), request);
+    if (!run) return run.err();
+    return mean_metric(run->logits, metric);
+}
+
+// The patched runs with unit j of layer N's FFN alone put back from `source` at every token: base's
+// stream entering block N, its activations there replaced by base's with column j the source's.
+outcome<double> unit_patched(const transformer& model, const batch_run& base, const batch_run& source, std::size_t N,
+                             std::size_t j, const metric_of& metric) {
+    const std::size_t T = base.tokens, S = std::max(base.samples, source.samples);
+    matrix h = tiled(base.units, S, T);
+    std::vector<std::size_t> every(S * T);
+    for (std::size_t k = 0; k < S; ++k)
+        for (std::size_t t = 0; t < T; ++t) {
+            every[k * T + t] = k * T + t;
+            h(k * T + t, j) = source.units(source.row(k, t), j);
+        }
+    hook_request request;
+    request.interventions.push_back(replace_rows({hook_point::mlp_post, N}, std::move(every), std::move(h)));
+    request.sequences = S;
+    request.head_rows = in_each(T - 1, S, T);
+    auto run = model.run_from({hook_point::resid_pre, N}, tiled(base.entering[N], S, T), request);
     if (!run) return run.err();
     return mean_metric(run->logits, metric);
 }
@@ -395,6 +420,12 @@ outcome<std::vector<std::size_t>> check_locate(const transformer& model, const p
     if (options.target && *options.target >= model.vocab_size())
         return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens (0 to {})",
                                                  *options.target, model.vocab_size(), model.vocab_size() - 1)};
+    if (options.unit_layer && *options.unit_layer >= model.n_layers())
+        return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers (0 to {})", *options.unit_layer,
+                                              model.n_layers(), model.n_layers() - 1)};
+    if (options.unit_layer && ck.is_moe())
+        return error{ck.origin(), "layer", "a Mixture of Experts layer's units belong to its experts; attribution patching "
+                                           "ranks the units of a dense FFN"};
     return subject;
 }
 
@@ -461,13 +492,15 @@ logits_loss metric_loss(const metric_of& metric) {
 // denoising, the clean run once when noising), the mean over the samples; a window sums its layers.
 struct atp_estimates {
     matrix state, mlp, attn;  // (layers, tokens): one layer patched at a time
+    std::vector<double> units;  // with a unit layer: each of its units, at every token at once
     const matrix& of(restored what) const { return what == restored::state ? state : what == restored::mlp ? mlp : attn; }
 };
 outcome<atp_estimates> attribution(const transformer& model, const std::vector<std::size_t>& ids, const batch_run& base,
-                                   const matrix& base_inputs, const batch_run& source, const metric_of& metric) {
+                                   const matrix& base_inputs, const batch_run& source, const metric_of& metric,
+                                   std::optional<std::size_t> unit_layer) {
     const std::size_t L = model.n_layers(), T = ids.size(), S = std::max(base.samples, source.samples);
     const hook_point points[] = {hook_point::resid_post, hook_point::mlp_out, hook_point::attn_out};
-    atp_estimates e{matrix(L, T), matrix(L, T), matrix(L, T)};
+    atp_estimates e{matrix(L, T), matrix(L, T), matrix(L, T), std::vector<double>(unit_layer ? base.units.cols : 0)};
     std::vector<std::size_t> every(T);
     for (std::size_t t = 0; t < T; ++t) every[t] = t;
     for (std::size_t k = 0; k < base.samples; ++k) {
@@ -479,11 +512,18 @@ outcome<atp_estimates> attribution(const transformer& model, const std::vector<s
         g.run.head_rows = {T - 1};
         for (std::size_t l = 0; l < L; ++l)
             for (hook_point p : points) g.wrt.push_back({p, l});
+        if (unit_layer) g.wrt.push_back({hook_point::mlp_post, *unit_layer});
         auto back = backpropagate(model, ids, g, metric_loss(metric));
         if (!back) return back.err();
         // the patched runs built on base run k: run s when every run has its own base, else all S
         for (std::size_t s = 0; s < S; ++s) {
             if (base.samples > 1 && s != k) continue;
+            if (unit_layer) {
+                const matrix& grad = *back->find({hook_point::mlp_post, *unit_layer});
+                for (std::size_t t = 0; t < T; ++t)
+                    for (std::size_t j = 0; j < grad.cols; ++j)
+                        e.units[j] += (source.units(source.row(s, t), j) - base.units(base.row(s, t), j)) * grad(t, j) / static_cast<double>(S);
+            }
             for (std::size_t l = 0; l < L; ++l)
                 for (restored what : every_restore) {
                     const hook_point p = restored_point(what);
@@ -501,6 +541,22 @@ outcome<atp_estimates> attribution(const transformer& model, const std::vector<s
         }
     }
     return e;
+}
+
+// The units of layer N by |AtP estimate|, the `top` first (ties by unit), each with its exact change.
+outcome<std::vector<unit_estimate>> rank_units(const transformer& model, const batch_run& base, const batch_run& source,
+                                               std::size_t N, const std::vector<double>& atp, std::size_t top,
+                                               const metric_of& metric, double unpatched) {
+    std::vector<unit_estimate> units;
+    for (std::size_t j = 0; j < atp.size(); ++j) units.push_back({j, atp[j], 0});
+    std::stable_sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return std::abs(a.atp) > std::abs(b.atp); });
+    units.resize(std::min(top, units.size()));
+    for (unit_estimate& u : units) {
+        auto v = unit_patched(model, base, source, N, u.unit, metric);
+        if (!v) return v.err();
+        u.exact = *v - unpatched;
+    }
+    return units;
 }
 
 // The replacement's corrupted prompt: the prompt's text with the subject's first occurrence
@@ -620,7 +676,8 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     const std::size_t T = prompt.ids.size();
     auto x0 = model.embed(prompt.ids);
     if (!x0) return x0.err();
-    auto clean = run_batch(model, *x0, 1);
+    const std::optional<std::size_t> unit_layer = options.atp ? options.unit_layer : std::nullopt;
+    auto clean = run_batch(model, *x0, 1, unit_layer);
     if (!clean) return clean.err();
     const auto logits = clean->logits.row(0);
     r.target_given = options.target.has_value();
@@ -646,7 +703,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
         inputs = std::move(*x);
         r.corrupted_prompt = std::move(*other);
     }
-    auto corrupted = run_batch(model, inputs, S);
+    auto corrupted = run_batch(model, inputs, S, unit_layer);
     if (!corrupted) return corrupted.err();
     if (options.corruption == corruption_kind::replace) replaced = *corrupted;
     r.corrupted_prob = mean_metric(corrupted->logits, metric_of{trace_metric::prob, r.target_id, 0});
@@ -682,8 +739,15 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     if (!failed) failed = report_progress(options.watcher, restoring, done, cells);
     if (failed) return *failed;
     if (options.atp) {
-        auto e = attribution(model, r.prompt.ids, base, denoising ? inputs : *x0, source, *metric);
+        auto e = attribution(model, r.prompt.ids, base, denoising ? inputs : *x0, source, *metric, unit_layer);
         if (!e) return e.err();
+        if (unit_layer) {
+            auto units = rank_units(model, base, source, *unit_layer, e->units, options.unit_top, *metric, unpatched);
+            if (!units) return units.err();
+            r.unit_layer = unit_layer;
+            r.layer_units = e->units.size();
+            r.units_atp = std::move(*units);
+        }
         for (restored what : every_restore) {
             locate_grid& g = what == restored::state ? r.state : what == restored::mlp ? r.mlp : r.attn;
             g.delta = g.value;

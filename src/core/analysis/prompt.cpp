@@ -11,6 +11,8 @@
 #include "ffn_trace/checkpoint.hpp"
 #include "ffn_trace/whole_number.hpp"
 #include "base/parts.hpp"
+#include "base/quantile.hpp"
+#include "base/splitmix.hpp"
 #include "base/read_file.hpp"
 #include "base/text.hpp"
 #include "analysis/prompt_parts.hpp"
@@ -343,10 +345,14 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
     if (options.ablate_top > 0 && !model.has_head())
         return error{ck.origin(), "ablate_top", fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a "
                                                             "knock-out to change", ck.config().arch)};
+    if (options.ablate_random > units)
+        return error{ck.origin(), "ablate_random", fmt::format("knocks out {} random active units, but layer {} has {} units", options.ablate_random, N, units)};
     if (options.ablate_top > units)
         return error{ck.origin(), "ablate_top", fmt::format("knocks out the top {} units, but layer {} has {}", options.ablate_top, N, units)};
     hook_request knock_out;
     knock_out.interventions.push_back(zero_units(N, options.ablate));
+    for (const auto& k : options.ablate_layers)
+        if (!k.whole) knock_out.interventions.push_back(zero_units(k.layer, k.units));
     if (auto e = model.check(knock_out, n)) {
         e->path = "ablate";
         return e;
@@ -642,14 +648,30 @@ std::optional<error> sweep_knock_outs(const transformer& model, const vocabulary
 // The knock-out: the pass again from the stream entering layer N's FFN, the units' activations set
 // to 0 there for every token by the engine as it runs the layer, then each intervention made there;
 // each token of either top list, its probability before and after.
+// A knock-out in another layer, or of a whole FFN, as the pass's intervention: its units' activations
+// set to 0, or the FFN's output at every one of the T tokens.
+intervention knock_out_of(const layer_knock_out& k, std::size_t T, std::size_t d_model) {
+    if (!k.whole) return zero_units(k.layer, k.units);
+    std::vector<std::size_t> every(T);
+    std::iota(every.begin(), every.end(), std::size_t{0});
+    return replace_rows({hook_point::mlp_out, k.layer}, std::move(every), matrix(T, d_model));
+}
+
 std::optional<error> knock_out(const transformer& model, const prompt_options& options, const vocabulary_text& text,
-                               const std::vector<double>& baseline_logits, prompt_trace& r) {
+                               const std::vector<double>& baseline_logits, const std::vector<std::size_t>& prompt_ids, prompt_trace& r) {
     const std::size_t last = r.input.rows - 1;
     hook_request request;
     request.interventions.push_back(zero_units(r.layer, options.ablate));
+    for (const auto& k : options.ablate_layers) request.interventions.push_back(knock_out_of(k, prompt_ids.size(), r.input.cols));
     for (const auto& iv : r.intervened) request.interventions.push_back(hook_of(r.layer, iv));
     request.head_rows = {last};
-    auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
+    // A knock-out before layer N changes the stream N reads: the pass then runs from the embeddings.
+    const bool earlier = std::any_of(options.ablate_layers.begin(), options.ablate_layers.end(),
+                                     [&](const layer_knock_out& k) { return k.layer < r.layer; });
+    auto x0 = earlier ? model.embed(prompt_ids) : outcome<matrix>(matrix{});
+    if (!x0) return x0.err();
+    auto run = earlier ? model.run_from({hook_point::resid_pre, 0}, std::move(*x0), request)
+                       : model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
     if (!run) return run.err();
     const std::vector<double> changed_logits(run->logits.row(0).begin(), run->logits.row(0).end());
     const std::vector<double> baseline_probs = softmax_row(baseline_logits), changed_probs = softmax_row(changed_logits);
@@ -689,6 +711,42 @@ std::optional<error> push_by_layer(const transformer& model, const activation_ca
     return std::nullopt;
 }
 
+// The random baseline: `samples` sets of K of the layer's active units (activation above 0 at the
+// last token), each drawn by a partial Fisher–Yates shuffle from SplitMix64, knocked out as the
+// sweep knocks out its units.
+std::optional<error> random_baseline(const transformer& model, const vocabulary_text& text, const prompt_options& options,
+                                     prompt_trace& r) {
+    const matrix& h = r.dense->step(r.dense->layer().gated() ? step_kind::multiply : step_kind::activate).value;
+    std::vector<std::size_t> active;
+    for (std::size_t j = 0; j < h.cols; ++j)
+        if (h(h.rows - 1, j) > 0) active.push_back(j);
+    const std::size_t K = options.ablate_random;
+    if (K > active.size())
+        return error{"", "ablate_random", fmt::format("knocks out {} random active units, but layer {} has {} active at the last "
+                                                      "token (of {} units)", K, r.layer, active.size(), h.cols)};
+    random_knock_outs b{K, active.size(), options.random_seed, {}, {}, 0, 0, 0};
+    detail::splitmix rng{options.random_seed};
+    for (std::size_t s = 0; s < options.random_samples; ++s) {
+        std::vector<std::size_t> pool = active;
+        for (std::size_t i = 0; i < K; ++i) std::swap(pool[i], pool[i + rng.below(pool.size() - i)]);
+        std::vector<std::size_t> set(pool.begin(), pool.begin() + static_cast<long>(K));
+        std::sort(set.begin(), set.end());
+        std::vector<unit_ref> units;
+        for (std::size_t j : set) units.push_back({std::nullopt, j});
+        auto run = knocked_out(model, text, r, std::move(units));
+        if (!run) return run.err();
+        b.sets.push_back(std::move(set));
+        b.target_probs.push_back(run->target_prob);
+    }
+    std::vector<double> sorted = b.target_probs;
+    std::sort(sorted.begin(), sorted.end());
+    b.lower_quartile = quantile(sorted, 0.25);
+    b.median = quantile(sorted, 0.5);
+    b.upper_quartile = quantile(sorted, 0.75);
+    r.random = std::move(b);
+    return std::nullopt;
+}
+
 // Each of the top units knocked out alone, then all of them: the pass again from the stream
 // entering layer N's FFN, as knock_out runs it, the target's probability and the top token read.
 std::optional<error> knock_out_top(const transformer& model, const vocabulary_text& text, prompt_trace& r) {
@@ -708,10 +766,61 @@ std::optional<error> knock_out_top(const transformer& model, const vocabulary_te
     return std::nullopt;
 }
 
+// The knock-outs by layer: on a dense model a unit written E:J is unit J of layer E, moved to that
+// layer's knock-out (or kept in `ablate` when E is the run's layer); each layer once, in order.
+// Errors, on "ablate": a layer out of range, a whole FFN beside one of its units, a random baseline
+// on a Mixture of Experts.
+outcome<prompt_options> resolve_knock_outs(const transformer& model, prompt_options o) {
+    const checkpoint& ck = model.source();
+    const std::size_t L = model.n_layers();
+    if (o.ablate_random > 0 && ck.is_moe())
+        return error{ck.origin(), "ablate_random", "draws units of a dense layer; this layer is a Mixture of Experts"};
+    if (o.ablate_random > 0 && o.random_samples == 0)
+        return error{"", "samples", "0 random sets give no distribution; give 1 or more"};
+    // the random baseline is shown beside the sweep of as many top units
+    o.ablate_top = std::max(o.ablate_top, o.ablate_random);
+    std::vector<layer_knock_out> by_layer;
+    auto layer_of = [&](std::size_t l) -> layer_knock_out& {
+        for (auto& k : by_layer)
+            if (k.layer == l) return k;
+        return by_layer.emplace_back(layer_knock_out{l, {}, false});
+    };
+    for (const auto& k : o.ablate_layers) {
+        layer_knock_out& into = layer_of(k.layer);
+        into.whole = into.whole || k.whole;
+        into.units.insert(into.units.end(), k.units.begin(), k.units.end());
+    }
+    std::vector<unit_ref> own;
+    for (const auto& u : o.ablate) {
+        if (ck.is_moe() || !u.expert) own.push_back(u);
+        else layer_of(*u.expert).units.push_back({std::nullopt, u.unit});
+    }
+    for (const auto& k : by_layer) {
+        if (k.layer >= L)
+            return error{ck.origin(), "ablate", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", k.layer, L,
+                                                            L == 1 ? "" : "s", L - 1)};
+        const bool units = !k.units.empty() || (k.layer == o.layer && !own.empty());
+        if (k.whole && units)
+            return error{ck.origin(), "ablate", fmt::format("{}:* knocks out layer {}'s whole FFN, and a unit of it is knocked out "
+                                                            "too; give the layer or its units", k.layer, k.layer)};
+    }
+    o.ablate_layers.clear();
+    std::sort(by_layer.begin(), by_layer.end(), [](const auto& a, const auto& b) { return a.layer < b.layer; });
+    for (auto& k : by_layer) {
+        if (k.layer == o.layer && !k.whole) own.insert(own.end(), k.units.begin(), k.units.end());
+        else o.ablate_layers.push_back(std::move(k));
+    }
+    o.ablate = std::move(own);
+    return o;
+}
+
 }  // namespace
 
-outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& options) {
+outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt, const prompt_options& given) {
     const checkpoint& ck = model.source();
+    auto resolved = resolve_knock_outs(model, given);
+    if (!resolved) return resolved.err();
+    const prompt_options& options = *resolved;
     if (auto e = check_prompt(model, prompt, options)) return *e;
     prompt_trace r;
     r.arch = ck.config().arch;
@@ -719,6 +828,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     r.layer = options.layer;
     r.n_layers = model.n_layers();
     r.ablated = options.ablate;
+    r.ablated_layers = options.ablate_layers;
     r.intervened = options.interventions;
     if (auto e = check_interventions(model, r.layer, prompt.ids.size(), r.intervened)) return *e;
     if (prompt.tok) r.vocabulary = prompt.tok->texts(model.vocab_size());
@@ -746,12 +856,14 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
             if (auto e = sweep_knock_outs(model, text, r)) return *e;
         if (options.knock_out_top)
             if (auto e = knock_out_top(model, text, r)) return *e;
+        if (options.ablate_random > 0)
+            if (auto e = random_baseline(model, text, options, r)) return *e;
         if (r.total_score <= 0)  // the layer does not write the prediction: find the one that does
             if (auto e = push_by_layer(model, run->cache, r)) return *e;
         r.prediction = baseline;
         if (r.changed()) {
             r.baseline = std::move(baseline);
-            if (auto e = knock_out(model, options, text, logits, r)) return *e;
+            if (auto e = knock_out(model, options, text, logits, prompt.ids, r)) return *e;
         }
     }
     if (auto e = read_vocabulary(ck, prompt, options, r)) return *e;

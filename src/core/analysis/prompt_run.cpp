@@ -131,7 +131,8 @@ outcome<layers_trace> trace_layers(const prompt_request& r) {
         return error{"", field, fmt::format("{} one layer; the view of every layer changes none and explains none: give one "
                                             "layer for it", what)};
     };
-    if (!o.ablate.empty()) return one_layer("ablate", "knocks out units of");
+    if (!o.ablate.empty() || !o.ablate_layers.empty()) return one_layer("ablate", "knocks out units of");
+    if (o.ablate_random > 0) return one_layer("ablate_random", "knocks out random units of");
     if (!o.interventions.empty()) return one_layer("intervene", "changes units of");
     if (o.ablate_top > 0) return one_layer("ablate_top", "sweeps the units of");
     if (!o.explain.empty()) return one_layer("unit", "explains a unit of");

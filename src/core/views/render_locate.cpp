@@ -43,6 +43,7 @@ public:
             grid(what);
             if (what == restored::state && t_.severed) grid(what, true);
         }
+        if (t_.unit_layer) units();
     }
 
 private:
@@ -284,14 +285,9 @@ private:
             if (cells.size() < 10 && std::find(cells.begin(), cells.end(), c) == cells.end()) cells.push_back(c);
         block b{block_kind::table, "", {}, {}, "rlrrl"};
         b.rows.push_back({"layer", "token", "exact Δ", "AtP", ""});
-        for (auto [l, i] : cells) {
-            const double d = g.delta(l, i), a = g.atp(l, i);
-            const bool off = std::abs(a - d) > tolerance;
-            b.rows.push_back({std::to_string(l), token(i), signed4(d), signed4(a),
-                              !off                             ? ""
-                              : std::abs(a) < std::abs(d) ? styled(style::red, "✗ misses: saturation")
-                                                          : styled(style::red, "✗ overshoots: cancellation")});
-        }
+        for (auto [l, i] : cells)
+            b.rows.push_back({std::to_string(l), token(i), signed4(g.delta(l, i)), signed4(g.atp(l, i)),
+                              disagreement(g.atp(l, i), g.delta(l, i), tolerance)});
         b.names = {true, true};
         paragraph(fmt::format("Attribution patching (AtP) estimates each cell's change as (the {} − the {} activation) · ∂m/∂activation "
                               "with the gradient of the {} run{}, one backward pass each: below, the cells of largest exact "
@@ -299,6 +295,36 @@ private:
                               "AtP misses a change where the softmax saturates (its gradient is near 0 though the patch moves it), "
                               "and overshoots where later parts cancel what the first-order step adds.",
                               from(), base(), base(), denoising() && t_.samples() > 1 ? "s" : "", p4(tolerance), flagged.size()));
+        add(std::move(b));
+    }
+
+    // An estimate a that differs from the exact change d by more than the tolerance, flagged with
+    // the likely reason; "" when they agree.
+    std::string disagreement(double a, double d, double tolerance) const {
+        if (!(std::abs(a - d) > tolerance)) return "";
+        return styled(style::red, std::abs(a) < std::abs(d) ? "✗ misses: saturation" : "✗ overshoots: cancellation");
+    }
+
+    // AtP for the units of one layer's FFN: the top units by |estimate| beside their exact patch.
+    void units() {
+        const std::size_t N = *t_.unit_layer;
+        const double tolerance = 0.1 * std::abs(t_.total_effect());
+        std::size_t flagged = 0;
+        block b{block_kind::table, "", {}, {}, "rrrl"};
+        b.rows.push_back({"unit", "AtP", "exact Δ", ""});
+        for (const unit_estimate& u : t_.units_atp) {
+            std::string flag = disagreement(u.atp, u.exact, tolerance);
+            flagged += flag.empty() ? 0 : 1;
+            b.rows.push_back({std::to_string(u.unit), signed4(u.atp), signed4(u.exact), std::move(flag)});
+        }
+        b.names = {true};
+        add({block_kind::heading, fmt::format("The units of layer {}'s FFN by attribution patching", N)});
+        paragraph(fmt::format("Each of layer {}'s {} units estimated as the sum over the tokens of (the {} − the {} activation) · "
+                              "∂m/∂activation, from the same backward pass{} as the grids; below, the {} of largest estimate "
+                              "(by size), each patched alone at every token for its exact change Δ of {}, {} of them off by "
+                              "more than {} (a tenth of the total effect).",
+                              N, t_.layer_units, from(), base(), denoising() && t_.samples() > 1 ? "es" : "", t_.units_atp.size(),
+                              target(), flagged, p4(tolerance)));
         add(std::move(b));
     }
 
@@ -399,6 +425,12 @@ void render_locate_json(const locate_trace& t, const text_sink& sink) {
     for (restored what : every_restore) grids[std::string(to_string(what))] = grid(t.grid(what));
     if (t.severed) grids["severed_" + std::string(to_string(t.sever))] = grid(*t.severed);
     out["grids"] = std::move(grids);
+    if (t.unit_layer) {
+        out["units_layer"] = *t.unit_layer;
+        json units = json::array();
+        for (const unit_estimate& u : t.units_atp) units.push_back({{"unit", u.unit}, {"atp", u.atp}, {"exact", u.exact}});
+        out["units_atp"] = std::move(units);
+    }
     write_json_text(out, sink);
     sink("\n");
 }

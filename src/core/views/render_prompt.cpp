@@ -107,7 +107,7 @@ private:
                                           p_.prediction ? ", then the rest of the model run: the logit lens, the prediction, "
                                                           "the units that wrote most toward it"
                                                         : " (an encoder: no prediction)")});
-        if (!p_.ablated.empty()) f.push_back({"knocked out", ablated_list()});
+        if (!p_.ablated.empty() || !p_.ablated_layers.empty()) f.push_back({"knocked out", ablated_list()});
         if (!p_.intervened.empty()) f.push_back({"changed", fmt::format("{}, in {}", intervened_list(), layer_name())});
         add({block_kind::fields, "", std::move(f)});
     }
@@ -138,15 +138,24 @@ private:
     // Everything the second run changed: the knock-out's units, then each intervention.
     std::string changed_list() const {
         std::vector<std::string> items;
-        if (!p_.ablated.empty()) items.push_back(ablated_list());
+        if (!p_.ablated.empty() || !p_.ablated_layers.empty()) items.push_back(ablated_list());
         if (!p_.intervened.empty()) items.push_back(fmt::format("in {}, {}", layer_name(), intervened_list()));
         return fmt::format("{}", fmt::join(items, "; "));
     }
 
+    // The knock-out's units by layer: "168, 84 of layer 1; layer 2's whole FFN (its output)".
     std::string ablated_list() const {
-        std::vector<std::string> names;
-        for (const auto& u : p_.ablated) names.push_back(unit_name(u));
-        return fmt::format("{} of {}, set to 0 for every token", fmt::join(names, ", "), layer_name());
+        auto names = [&](const std::vector<unit_ref>& units) {
+            std::vector<std::string> out;
+            for (const auto& u : units) out.push_back(unit_name(u));
+            return fmt::format("{}", fmt::join(out, ", "));
+        };
+        std::vector<std::string> items;
+        if (!p_.ablated.empty()) items.push_back(fmt::format("{} of {}", names(p_.ablated), layer_name()));
+        for (const auto& k : p_.ablated_layers)
+            items.push_back(k.whole ? fmt::format("layer {}'s whole FFN (its output)", k.layer)
+                                    : fmt::format("{} of layer {}", names(k.units), k.layer));
+        return fmt::format("{}, set to 0 for every token", fmt::join(items, "; "));
     }
 
     void tokens() { prompt_tokens_blocks(p_.prompt, opt_.full, *out_); }
@@ -373,6 +382,22 @@ private:
         b.legend = "each cell redder for a larger probability";
         if (html_) b.picture = sweep_curve(t);
         add(std::move(b));
+        if (p_.random) random_baseline(t);
+    }
+
+    // The random baseline beside the sweep: K random active units knocked out, against the top K.
+    void random_baseline(const std::string& t) {
+        const random_knock_outs& b = *p_.random;
+        paragraph(fmt::format("Against chance: {} of {}'s {} active units (activation above 0 at the last token), drawn at "
+                              "random {} times (seed {}), knocked out together as the sweep knocks out the top {}: P({}) "
+                              "over the draws, its median and quartiles (linear between the draws, as NumPy's percentile).",
+                              b.k, layer_name(), b.active, b.sets.size(), b.seed, b.k, t));
+        block table{block_kind::table, "", {}, {}, "lrrr"};
+        table.rows.push_back({"knocked out", fmt::format("P({})", t), "lower quartile", "upper quartile"});
+        table.rows.push_back({fmt::format("the top {} by push", b.k), num(p_.sweep[std::min(b.k, p_.sweep.size() - 1)]), "", ""});
+        table.rows.push_back({fmt::format("{} random active (median)", b.k), num(b.median), num(b.lower_quartile), num(b.upper_quartile)});
+        table.names = {true};
+        add(std::move(table));
     }
 
     // The page's sweep: P(target) against the units knocked out, together and each alone.
@@ -417,9 +442,11 @@ private:
         title("The knock-out");
         const auto& before = p_.baseline->top.front();
         const auto& after = p_.prediction->top.front();
-        paragraph(fmt::format("{}: the model run again from {}'s FFN. Each token's probability and logit, unchanged → "
+        const bool earlier = std::any_of(p_.ablated_layers.begin(), p_.ablated_layers.end(),
+                                         [&](const layer_knock_out& k) { return k.layer < p_.layer; });
+        paragraph(fmt::format("{}: the model run again from {}. Each token's probability and logit, unchanged → "
                               "{}. The top prediction {}.",
-                              capitalised(changed_list()), layer_name(), changed_word(),
+                              capitalised(changed_list()), earlier ? "the embeddings" : layer_name() + "'s FFN", changed_word(),
                               before.id == after.id
                                   ? fmt::format("stays {} ({} → {})", shown(before.id, before.token), num(before.prob), num(after.prob))
                                   : fmt::format("changes from {} ({}) to {} ({})", shown(before.id, before.token), num(before.prob),
@@ -851,10 +878,25 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
         out["sweep"] = {{"target", {{"id", p.target->id}, {"token", p.target->token}}}, {"units", std::move(units)}, {"prob", p.sweep},
                         {"alone", p.sweep_alone}, {"top", std::move(top)}};
     }
+    if (p.random) {
+        const random_knock_outs& b = *p.random;
+        out["random_knock_outs"] = {{"k", b.k},           {"active", b.active},     {"seed", b.seed},
+                                    {"sets", b.sets},     {"prob", b.target_probs}, {"median", b.median},
+                                    {"quartiles", {b.lower_quartile, b.upper_quartile}}};
+    }
     if (!p.ablated.empty()) {
         json ablated = json::array();
         for (const auto& u : p.ablated) ablated.push_back(unit_json(u));
         out["ablated"] = std::move(ablated);
+    }
+    if (!p.ablated_layers.empty()) {
+        json layers = json::array();
+        for (const auto& k : p.ablated_layers) {
+            json units = json::array();
+            for (const auto& u : k.units) units.push_back(unit_json(u));
+            layers.push_back({{"layer", k.layer}, {"units", std::move(units)}, {"whole", k.whole}});
+        }
+        out["ablated_layers"] = std::move(layers);
     }
     if (!p.intervened.empty()) out["interventions"] = interventions_json(p);
     if (p.changed()) {

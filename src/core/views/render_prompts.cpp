@@ -85,7 +85,7 @@ std::string unit_label(const unit_ref& u) { return u.expert ? fmt::format("{}:{}
 void build_prompts(const prompt_runs<prompt_trace>& r, const text_options& options, bool html, const block_sink& out) {
     prompts_builder<prompt_trace> b(r, options, html);
     const prompt_trace& first = r.runs.front().trace;
-    const bool knocked = !first.ablated.empty();
+    const bool knocked = !first.ablated.empty() || !first.ablated_layers.empty();
     b.opening(out, fmt::format("{} through layer {} of a {} checkpoint", plural(r.runs.size(), "prompt"), first.layer, first.arch),
               {{"checkpoint", one_line(first.ex.file)}},
               fmt::format("Each prompt's next token (the unchanged model's top prediction at its last token) with its "
