@@ -224,6 +224,7 @@ std::string walkthrough_builder::shapes(step_kind step) const {
     if (step == step_kind::activate || step == step_kind::multiply) return fmt::format("{} → {}", hidden, hidden);
     if (step == step_kind::contract) return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
     if (step == step_kind::norm) return pre_norm() ? fmt::format("{} → {}", in, in) : fmt::format("{} → {}", out, out);
+    if (step == step_kind::out_norm) return fmt::format("{} → {}", out, out);
     return fmt::format("{} + {} → {}", in, out, out);
 }
 
