@@ -361,7 +361,15 @@ def smoke(arch):
             json.loads(done.stdout)
         except ValueError:
             failures.append(f"{arch}: {args[0]}: not JSON: {done.stdout[:120]!r}")
-    print(f"{arch}: run --ablate, --layer all, locate, units: " + ("ran" if not failures else "see failures"))
+    # the walkthrough shows what is new as steps of their own: GELU's tanh form on the gate, and the
+    # norm of the output that the residual adds
+    done = subprocess.run([ft, "run", "--checkpoint", directory, "--layer", "1", "--prompt", PROMPT, "--width", "200"],
+                          capture_output=True, text=True)
+    for says in ("Activate (GEGLU)", "activated = gelu(gate)", "gelu_pytorch_tanh",
+                 "Out_norm   normed_output = output/√(mean(output²) + ε) · γ", "y = x + normed_output"):
+        if says not in done.stdout:
+            failures.append(f"{arch}: the walkthrough does not say {says!r}")
+    print(f"{arch}: run --ablate, --layer all, locate, units, the walkthrough's steps: " + ("ran" if not failures else "see failures"))
     # the rank-one edit of W2 assumes the layer's output is linear in W2, which Gemma's norm of it breaks: refused
     refused(f"{arch}: edit", directory, lambda d: None, "norms its output before the residual adds it",
             ["edit", "--layer", "1", "--subject", "France", "--target", " London", "--at", "last", "--save", edited])
