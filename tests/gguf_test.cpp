@@ -841,7 +841,7 @@ TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor a
         auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
         REQUIRE_FALSE(c);
         CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures gpt2, llama (Mistral and Mixtral too), "
-                                       "qwen2, qwen3, phi3, not \"mamba\"") != std::string::npos);
+                                       "qwen2, qwen3, phi3, gemma2, gemma3, not \"mamba\"") != std::string::npos);
     }
 }
 
