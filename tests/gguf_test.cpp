@@ -679,6 +679,18 @@ TEST_CASE("a GGUF SentencePiece vocabulary merges the highest-scoring pair first
     CHECK(encoded(spm_vocabulary(false), "</s>he") == std::vector<std::size_t>{1, 2, 10});
 }
 
+TEST_CASE("special tokens of a GGUF vocabulary that overlap are matched longest first, as llama.cpp's partition does") {
+    // Gemma's <start_of_turn> begins with another control token's text, <start>: the longer wins
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<start>", "<start_of_turn>", "\xE2\x96\x81", "x"});
+    w.put_f32s("tokenizer.ggml.scores", {0, 0, 0, 0, 0, -1, -2});
+    w.put_i32s("tokenizer.ggml.token_type", {2, 3, 3, 3, 3, 1, 1});
+    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    w.put_bool("tokenizer.ggml.add_space_prefix", false);
+    CHECK(encoded(w, "<start_of_turn>x<start>x") == std::vector<std::size_t>{1, 4, 6, 3, 6});
+}
+
 TEST_CASE("a GGUF SentencePiece vocabulary without a bos id starts each text with id 1, llama.cpp's default") {
     // llama-vocab.cpp: special_bos_id = 1 for tokenizer.ggml.model "llama" unless the file says
     CHECK(encoded(spm_vocabulary(true, false), "hello!") == std::vector<std::size_t>{1, 11, 12, 13});
