@@ -352,15 +352,34 @@ def smoke(arch):
         ["locate", "--checkpoint", directory, "--prompt", PROMPT, "--subject", "France", "--samples", "2", "--format", "json"],
         ["units", "--checkpoint", directory, "--layer", "1", "--corpus", corpus, "--top", "3", "--format", "json"],
     ]
+    outputs = []
     for args in commands:
         done = subprocess.run([ft] + args, capture_output=True, text=True)
         if done.returncode != 0:
             failures.append(f"{arch}: {' '.join(args[:1] + args[3:])}: exit {done.returncode}: {done.stderr.strip()[:300]}")
-            continue
+            return
         try:
-            json.loads(done.stdout)
+            outputs.append(json.loads(done.stdout))
         except ValueError:
             failures.append(f"{arch}: {args[0]}: not JSON: {done.stdout[:120]!r}")
+            return
+    # the knock-out's logits at the last token, before and after units 0 and 3 of layer 1 are zeroed,
+    # against the reference run with those units of mlp_post zeroed and every later block run again
+    got, m = outputs[0], load(directory)
+    ids = got["prompt"]["token_ids"]
+    for ablate, field in (([], "logit_before"), ([0, 3], "logit_after")):
+        x = m.embed(ids)[None]
+        for l in range(m.L):
+            x = x + m.attention(l, x)
+            steps = m.ffn_steps(l, x)
+            if l == 1 and ablate:
+                mult = steps["multiply"].copy()
+                mult[..., ablate] = 0
+                out = mult @ m.w[f"layers.{l}.mlp.down_proj.weight"].T
+                steps["out_norm"] = m.norm(out, f"layers.{l}.post_feedforward_layernorm.weight")
+            x = x + steps["out_norm"]
+        logits = m.logits(x[0, -1])
+        close(f"{arch}: --ablate 0,3's {field}", [c[field] for c in got["changes"]], logits[[c["id"] for c in got["changes"]]], 1e-9)
     # the walkthrough shows what is new as steps of their own: GELU's tanh form on the gate, and the
     # norm of the output that the residual adds
     done = subprocess.run([ft, "run", "--checkpoint", directory, "--layer", "1", "--prompt", PROMPT, "--width", "200"],
@@ -369,7 +388,7 @@ def smoke(arch):
                  "Out_norm   normed_output = output/√(mean(output²) + ε) · γ", "y = x + normed_output"):
         if says not in done.stdout:
             failures.append(f"{arch}: the walkthrough does not say {says!r}")
-    print(f"{arch}: run --ablate, --layer all, locate, units, the walkthrough's steps: " + ("ran" if not failures else "see failures"))
+    print(f"{arch}: run --ablate (its logits against the reference), --layer all, locate, units, the walkthrough's steps: " + ("ran" if not failures else "see failures"))
     # the rank-one edit of W2 assumes the layer's output is linear in W2, which Gemma's norm of it breaks: refused
     refused(f"{arch}: edit", directory, lambda d: None, "norms its output before the residual adds it",
             ["edit", "--layer", "1", "--subject", "France", "--target", " London", "--at", "last", "--save", edited])
