@@ -687,7 +687,7 @@ TEST_CASE("--arch overrides config.json's model_type, and stands in for a checkp
         const written_model m = make_model("llama", "", "F32");
         ckpt::temp_dir dir;
         check_refused(checkpoint::open(write(dir, m, file_layout::file), "falcon"), "", "arch",
-                      "unknown architecture \"falcon\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, qwen3, phi3, mixtral");
+                      "unknown architecture \"falcon\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral");
     }
 }
 
@@ -696,7 +696,7 @@ TEST_CASE("a checkpoint without config.json or --arch is an error that says to g
     m.config = nullptr;
     ckpt::temp_dir dir;
     const std::string path = write(dir, m, file_layout::directory_of_file);
-    check_refused(checkpoint::open(path), path, "", "give `arch` (gpt2, bert, llama, mistral, qwen2, qwen3, phi3, mixtral)");
+    check_refused(checkpoint::open(path), path, "", "give `arch` (gpt2, bert, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral)");
 }
 
 TEST_CASE("a checkpoint of an unknown model_type is an error that lists the known ones") {
@@ -705,7 +705,7 @@ TEST_CASE("a checkpoint of an unknown model_type is an error that lists the know
     ckpt::temp_dir dir;
     write(dir, m, file_layout::file);
     check_refused(checkpoint::open(dir.path()), dir / "config.json", "model_type",
-                  "unknown architecture \"gpt_neox\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, qwen3, phi3, mixtral");
+                  "unknown architecture \"gpt_neox\"; ffn-trace knows gpt2, bert, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral");
     SUBCASE("and a model_type that is not a string says what it expects") {
         m.config["model_type"] = 7;
         ckpt::temp_dir other;

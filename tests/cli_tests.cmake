@@ -135,7 +135,7 @@ cli_test("params refuses a count that overflows 64 bits" 2 EMPTY "^error: the pa
 cli_test("params refuses heads that do not divide d_model" 2 EMPTY "^error: --heads: 7 heads do not divide d_model = 512$" -- ${FT} params --d-model 512 --heads 7)
 cli_test("params refuses kv-heads that do not divide heads" 2 EMPTY "^error: --kv-heads: 3 KV heads do not divide 8 heads$" -- ${FT} params --d-model 512 --heads 8 --kv-heads 3)
 cli_test("params refuses top-k above experts" 2 EMPTY "^error: --top-k: 3 is more than the 2 experts$" -- ${FT} params --d-model 512 --experts 2 --top-k 3)
-cli_test("params names the presets for an unknown model" 2 EMPTY "^error: --model: unknown model \"gpt3\"\\; the presets are transformer-base, gpt2, bert-base, llama2-7b, llama2-70b, llama3-8b, mixtral-8x7b, phi3-mini$" -- ${FT} params --model gpt3)
+cli_test("params names the presets for an unknown model" 2 EMPTY "^error: --model: unknown model \"gpt3\"\\; the presets are transformer-base, gpt2, bert-base, llama2-7b, llama2-70b, llama3-8b, mixtral-8x7b, phi3-mini, qwen3-0.6b, gemma-2-2b, gemma-3-1b$" -- ${FT} params --model gpt3)
 cli_test("params needs a size" 2 EMPTY "^error: --d-model: required" -- ${FT} params)
 
 # files that cannot be read as example files

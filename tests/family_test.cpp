@@ -46,8 +46,9 @@ void check_names(const family& f, std::size_t layer, std::size_t expert, const s
 
 }  // namespace
 
-TEST_CASE("the family table knows the eight families in order, and nothing else") {
-    const std::vector<std::string_view> expected{"gpt2", "bert", "llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral"};
+TEST_CASE("the family table knows the ten families in order, and nothing else") {
+    const std::vector<std::string_view> expected{"gpt2",  "bert", "llama",  "mistral",     "qwen2",
+                                                 "qwen3", "phi3", "gemma2", "gemma3_text", "mixtral"};
     CHECK(known_architectures() == expected);
     REQUIRE(families().size() == expected.size());
     for (std::size_t i = 0; i < expected.size(); ++i) CHECK(families()[i].name == expected[i]);
@@ -196,6 +197,47 @@ TEST_CASE("Phi-3's layer 0 fuses q, k and v (qkv_proj) and the gate and up (gate
     CHECK(f.window == window_rule::always);
     CHECK(f.gguf_arch == "phi3");
     CHECK_FALSE(f.gguf_permuted_qk);
+}
+
+TEST_CASE("Gemma's layer 2 sandwiches each sublayer between norms (Gemma2DecoderLayer, GGUF post_attention_norm and post_ffw_norm)") {
+    for (std::string_view name : {"gemma2", "gemma3_text"}) {
+        CAPTURE(name);
+        const family& f = named(name);
+        std::vector<expected_name> rows{
+            {role::token_embd, "embed_tokens", "token_embd"},
+            {role::attn_norm, "layers.2.input_layernorm", "blk.2.attn_norm"},
+            {role::attn_q, "layers.2.self_attn.q_proj", "blk.2.attn_q"},
+            {role::attn_k, "layers.2.self_attn.k_proj", "blk.2.attn_k"},
+            {role::attn_v, "layers.2.self_attn.v_proj", "blk.2.attn_v"},
+            {role::attn_output, "layers.2.self_attn.o_proj", "blk.2.attn_output"},
+            // Gemma's post_attention_layernorm norms the attention's output; the FFN's norm is its own
+            {role::attn_post_norm, "layers.2.post_attention_layernorm", "blk.2.post_attention_norm"},
+            {role::ffn_norm, "layers.2.pre_feedforward_layernorm", "blk.2.ffn_norm"},
+            {role::ffn_gate, "layers.2.mlp.gate_proj", "blk.2.ffn_gate"},
+            {role::ffn_up, "layers.2.mlp.up_proj", "blk.2.ffn_up"},
+            {role::ffn_down, "layers.2.mlp.down_proj", "blk.2.ffn_down"},
+            {role::ffn_post_norm, "layers.2.post_feedforward_layernorm", "blk.2.post_ffw_norm"},
+            {role::output_norm, "norm", "output_norm"},
+            {role::output, "lm_head", "output"}};
+        if (name == "gemma3_text") {  // Gemma 3 norms each head's query and key, as Qwen3
+            rows.push_back({role::attn_q_norm, "layers.2.self_attn.q_norm", "blk.2.attn_q_norm"});
+            rows.push_back({role::attn_k_norm, "layers.2.self_attn.k_norm", "blk.2.attn_k_norm"});
+        }
+        check_names(f, 2, 0, rows);
+        CHECK(f.act == activation::geglu);
+        CHECK(f.tied_head);
+        CHECK(f.scaled_embedding);
+        CHECK(f.window == window_rule::per_layer);
+        CHECK(f.gguf_arch == (name == "gemma2" ? "gemma2" : "gemma3"));
+        CHECK_FALSE(f.gguf_permuted_qk);
+        // Hugging Face stores each RMSNorm's weight as w − 1; llama.cpp's converter writes 1 + w
+        CHECK(f.norm_offset == 1);
+        CHECK(find_gguf_architecture(f.gguf_arch, false)->norm_offset == 0);
+        CHECK(find_gguf_architecture(f.gguf_arch, false)->name == name);
+    }
+    CHECK(named("gemma2").attn_softcap == 50);  // Gemma2Config's defaults
+    CHECK(named("gemma2").final_softcap == 30);
+    CHECK(named("gemma3_text").final_softcap == 0);
 }
 
 TEST_CASE("Mixtral's layer 2, expert 5, is named as MixtralSparseMoeBlock names it; GGUF stacks the experts") {

@@ -647,14 +647,14 @@ TEST_CASE("a GPT-2 written as GGUF (fused attn_qkv, weights transposed) runs as 
 namespace {
 
 // SentencePiece's vocabulary of a few pieces: the merges' order is the scores', not the ids'.
-g::gguf_writer spm_vocabulary(bool space_prefix) {
+g::gguf_writer spm_vocabulary(bool space_prefix, bool bos_key = true) {
     g::gguf_writer w;
     w.put_string("tokenizer.ggml.model", "llama");
     w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "h", "e", "l", "o", "\xE2\x96\x81h", "ll", "he",
                                              "\xE2\x96\x81he", "llo", "<0x21>", "w"});
     w.put_f32s("tokenizer.ggml.scores", {0, 0, 0, -9, -9, -9, -9, -9, -1, -2, -3, -4, -5, 0, -9});
     w.put_i32s("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1});
-    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    if (bos_key) w.put_u32("tokenizer.ggml.bos_token_id", 1);
     if (!space_prefix) w.put_bool("tokenizer.ggml.add_space_prefix", false);
     return w;
 }
@@ -677,6 +677,56 @@ TEST_CASE("a GGUF SentencePiece vocabulary merges the highest-scoring pair first
     CHECK(encoded(spm_vocabulary(false), "hello!") == std::vector<std::size_t>{1, 10, 12, 13});
     // a control token in the text is that token
     CHECK(encoded(spm_vocabulary(false), "</s>he") == std::vector<std::size_t>{1, 2, 10});
+}
+
+TEST_CASE("special tokens of a GGUF vocabulary that overlap are matched longest first, as llama.cpp's partition does") {
+    // Gemma's <start_of_turn> begins with another control token's text, <start>: the longer wins
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<start>", "<start_of_turn>", "\xE2\x96\x81", "x"});
+    w.put_f32s("tokenizer.ggml.scores", {0, 0, 0, 0, 0, -1, -2});
+    w.put_i32s("tokenizer.ggml.token_type", {2, 3, 3, 3, 3, 1, 1});
+    w.put_u32("tokenizer.ggml.bos_token_id", 1);
+    w.put_bool("tokenizer.ggml.add_space_prefix", false);
+    CHECK(encoded(w, "<start_of_turn>x<start>x") == std::vector<std::size_t>{1, 4, 6, 3, 6});
+}
+
+TEST_CASE("a GGUF SentencePiece vocabulary without a bos id starts each text with id 1, llama.cpp's default") {
+    // llama-vocab.cpp: special_bos_id = 1 for tokenizer.ggml.model "llama" unless the file says
+    CHECK(encoded(spm_vocabulary(true, false), "hello!") == std::vector<std::size_t>{1, 11, 12, 13});
+}
+
+TEST_CASE("Gemma's SentencePiece vocabulary of 256k pieces with byte fallback loads, and encodes by its scores") {
+    // <pad> <eos> <bos> <unk>, the 256 byte pieces, then "▁w0" … pieces up to 256,000, as Gemma's
+    // tokenizer.ggml.model "llama" lays them out; "▁w12" outranks every other piece it could be cut to
+    const std::size_t size = 256000, bytes = 4;
+    std::vector<std::string> tokens{"<pad>", "<eos>", "<bos>", "<unk>"};
+    std::vector<float> scores(size, 0.0f);
+    std::vector<std::int32_t> types(size, 1);
+    for (std::size_t b = 0; b < 256; ++b) {
+        tokens.push_back(fmt::format("<0x{:02X}>", b));
+        types[bytes + b] = 6;
+    }
+    for (std::size_t i = 0; tokens.size() < size; ++i) {
+        scores[tokens.size()] = -static_cast<float>(i);
+        tokens.push_back(fmt::format("\xE2\x96\x81w{}", i));
+    }
+    for (std::size_t i = 0; i < bytes; ++i) types[i] = 3;
+    for (const char* piece : {"\xE2\x96\x81", "w", "1", "2", "\xE2\x96\x81w"}) {  // the merges' first steps
+        tokens.push_back(piece);
+        scores.push_back(-1e6f);
+        types.push_back(1);
+    }
+    g::gguf_writer w;
+    w.put_string("tokenizer.ggml.model", "llama");
+    w.put_strings("tokenizer.ggml.tokens", tokens);
+    w.put_f32s("tokenizer.ggml.scores", scores);
+    w.put_i32s("tokenizer.ggml.token_type", types);
+    w.put_u32("tokenizer.ggml.bos_token_id", 2);
+    w.put_u32("tokenizer.ggml.unknown_token_id", 3);
+    const std::size_t w12 = bytes + 256 + 12;
+    // "w12 é" → "▁w12▁é": ▁w, ▁w1, ▁w12, then "▁" (id 256,000); "é" is no piece: its two bytes
+    CHECK(encoded(w, "w12 \xC3\xA9") == std::vector<std::size_t>{2, w12, size, bytes + 0xC3, bytes + 0xA9});
 }
 
 TEST_CASE("a GGUF tokenizer that ffn-trace does not run names its tokens, and encoding is one error naming the key") {
@@ -803,7 +853,7 @@ TEST_CASE("a GGUF checkpoint's missing or mistyped size key and missing tensor a
         auto c = checkpoint::open(dir.write("b.gguf", bad.bytes()));
         REQUIRE_FALSE(c);
         CHECK(c.err().to_string().find("general.architecture: ffn-trace reads the architectures gpt2, llama (Mistral and Mixtral too), "
-                                       "qwen2, qwen3, phi3, not \"mamba\"") != std::string::npos);
+                                       "qwen2, qwen3, phi3, gemma2, gemma3, not \"mamba\"") != std::string::npos);
     }
 }
 

@@ -119,6 +119,27 @@ TEST_CASE("every preset matches its model's published parameter count") {
         CHECK(counted(*preset("phi3-mini")).total == 197001216ULL + 3624075264ULL + 3072);
         CHECK(counted(*preset("phi3-mini")).total == 3821079552ULL);
     }
+    SUBCASE("qwen3-0.6b: 596,049,920, heads of 128 and a norm of each head's query and key") {
+        // tied embedding 151,936 × 1,024 = 155,582,464; a layer: Q and O 2 × 1,024 × (16 × 128) = 4,194,304,
+        // K and V 2 × 1,024 × (8 × 128) = 2,097,152, q and k norms 2 × 128 = 256, FFN 3 × 1,024 × 3,072
+        // = 9,437,184, norms 2,048: 15,730,944, × 28 = 440,466,432; final RMSNorm 1,024
+        CHECK(counted(*preset("qwen3-0.6b")).total == 155582464ULL + 440466432ULL + 1024);
+        CHECK(counted(*preset("qwen3-0.6b")).total == 596049920ULL);
+    }
+    SUBCASE("gemma-2-2b: 2,614,341,888, its four norms a layer and the tied 256k embedding") {
+        // tied embedding 256,000 × 2,304 = 589,824,000; a layer: Q and O 2 × 2,304 × (8 × 256) = 9,437,184,
+        // K and V 2 × 2,304 × (4 × 256) = 4,718,592, FFN 3 × 2,304 × 9,216 = 63,700,992, norms 4 × 2,304
+        // = 9,216: 77,865,984, × 26 = 2,024,515,584; final RMSNorm 2,304
+        CHECK(counted(*preset("gemma-2-2b")).total == 589824000ULL + 2024515584ULL + 2304);
+        CHECK(counted(*preset("gemma-2-2b")).total == 2614341888ULL);
+    }
+    SUBCASE("gemma-3-1b: 999,885,952, its four norms and q and k norms a layer, the tied 262k embedding") {
+        // tied embedding 262,144 × 1,152 = 301,989,888; a layer: Q and O 2 × 1,152 × (4 × 256) = 2,359,296,
+        // K and V 2 × 1,152 × 256 = 589,824, q and k norms 512, FFN 3 × 1,152 × 6,912 = 23,887,872, norms
+        // 4 × 1,152 = 4,608: 26,842,112, × 26 = 697,894,912; final RMSNorm 1,152
+        CHECK(counted(*preset("gemma-3-1b")).total == 301989888ULL + 697894912ULL + 1152);
+        CHECK(counted(*preset("gemma-3-1b")).total == 999885952ULL);
+    }
     SUBCASE("mixtral-8x7b: 46,702,792,704 in total, about 12.9B active") {
         // a layer 41,943,040 + 8 × 176,160,768 + router 4,096 × 8 + 8,192 = 1,451,270,144, × 32
         // = 46,440,644,608; + embeddings 262,144,000 + final 4,096

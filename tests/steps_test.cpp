@@ -1,5 +1,6 @@
 #include "ffn_trace/steps.hpp"
 
+#include <cmath>
 #include <doctest/doctest.h>
 #include <vector>
 
@@ -11,7 +12,8 @@ TEST_CASE("each step's name is the word the seeds use, and reads back as its kin
     using k = step_kind;
     const std::vector<std::pair<step_kind, const char*>> words{
         {k::norm, "norm"},       {k::expand, "expand"},          {k::gate, "gate"},       {k::up, "up"},
-        {k::activate, "activate"}, {k::multiply, "multiply"},    {k::contract, "contract"}, {k::residual, "residual"},
+        {k::activate, "activate"}, {k::multiply, "multiply"},    {k::contract, "contract"}, {k::out_norm, "out_norm"},
+        {k::residual, "residual"},
         {k::router, "router"},   {k::probabilities, "probabilities"}, {k::weights, "weights"}, {k::combine, "combine"},
         {k::input, "input"},     {k::output, "output"}};
     for (const auto& [kind, word] : words) {
@@ -65,4 +67,36 @@ TEST_CASE("a pre-norm gated layer's seven steps are found by kind, each from the
     CHECK(t->step(k::contract).value.data == std::vector<double>{6, 1});
     CHECK(t->step(k::residual).value.data == std::vector<double>{7, 2});  // x + contract
     CHECK(&t->pre_activation() == &t->step(k::gate));
+}
+
+TEST_CASE("Gemma's norm of the output is a step of its own, between contract and the residual, which adds it") {
+    // The layer above with an RMSNorm of its output (ε = 0, γ = [1, 2]): contract = [6, 1], whose
+    // root mean square is √((36 + 1)/2) = √18.5, so out_norm = [6/√18.5, 2/√18.5] and y = x + out_norm.
+    ffn l;
+    l.act = activation::reglu;
+    l.wg = matrix(2, 2);
+    l.wg.data = {1, 0, 0, 1};
+    l.wu = matrix(2, 2);
+    l.wu.data = {1, 1, 1, -1};
+    l.w2 = matrix(2, 2);
+    l.w2.data = {1, 0, 0, 1};
+    l.residual = true;
+    l.norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {2, 1}, {}, 0.0};
+    l.out_norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {1, 2}, {}, 0.0};
+    matrix x(1, 2);
+    x.data = {1, 1};
+    auto t = run_ffn(l, x, {});
+    REQUIRE(t);
+    using k = step_kind;
+    REQUIRE(t->steps.size() == 8);
+    const std::vector<step_kind> order{k::norm, k::gate, k::up, k::activate, k::multiply, k::contract, k::out_norm, k::residual};
+    for (std::size_t i = 0; i < order.size(); ++i) CHECK(t->steps[i].kind == order[i]);
+    CHECK(step_kinds(l) == order);
+    CHECK(dense_step(k::out_norm));
+    const double rms = std::sqrt(18.5);
+    CHECK(t->step(k::out_norm).value.data[0] == doctest::Approx(6 / rms));
+    CHECK(t->step(k::out_norm).value.data[1] == doctest::Approx(2 / rms));
+    CHECK(t->step(k::residual).value.data[0] == doctest::Approx(1 + 6 / rms));
+    CHECK(t->step(k::residual).value.data[1] == doctest::Approx(1 + 2 / rms));
+    CHECK(step_width(l, k::out_norm) == 2);
 }

@@ -28,6 +28,8 @@ struct attention_shape {
     std::size_t n_heads = 1, n_kv_heads = 1, head_dim = 1;
     bool causal = true;         // a query sees only itself and the keys before it (decoders)
     std::size_t window = 0;     // a query sees only the last `window` keys (Mistral); 0: all
+    double scale = 0;           // what the scores are multiplied by (Gemma's query_pre_attn_scalar^−½); 0: 1/√head_dim
+    double softcap = 0;         // Gemma 2: scores ← softcap·tanh(scores/softcap) before the mask; 0: none
 };
 
 // The key/value head a query head reads: each of the n_kv_heads serves n_heads / n_kv_heads
@@ -38,8 +40,12 @@ std::size_t kv_head_of(std::size_t head, std::size_t n_heads, std::size_t n_kv_h
 bool visible(const attention_shape& s, std::size_t query, std::size_t key);
 
 // q (tokens, n_heads·head_dim), k (tokens, n_kv_heads·head_dim), head h ->
-// scores (tokens, tokens) = q_h · k_gᵀ / √head_dim, with −∞ where visible() says no.
+// scores (tokens, tokens) = q_h · k_gᵀ / √head_dim (or · scale), soft-capped when the shape says,
+// with −∞ where visible() says no.
 matrix attention_scores(const matrix& q, const matrix& k, const attention_shape& s, std::size_t head);
+
+// Gemma's soft cap, in place: each x ← cap·tanh(x/cap), which keeps it within (−cap, cap).
+void soft_cap(std::span<double> x, double cap);
 
 // scores (tokens, tokens) -> each row's softmax: e^(s_ij − max_i) / Σ_j e^(s_ij − max_i); a −∞
 // score gets weight 0. Every row must see at least one key (its own).
@@ -88,6 +94,7 @@ struct attention_gradients {
 //   dP    = d_out_h · v_gᵀ;             dv_g += Pᵀ · d_out_h
 //   dS_ij = P_ij · (dP_ij − Σ_k P_ik dP_ik)      (0 where the mask hid the key)
 //   dq_h  = dS · k_g / √head_dim;        dk_g += dSᵀ · q_h / √head_dim
+// (a soft cap c·tanh(s/c) multiplies dS by its derivative 1 − tanh²(s/c) first)
 // A key/value head read by several query heads sums their gradients (grouped-query attention).
 attention_gradients attention_backward(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
                                        const matrix& d_out);

@@ -53,6 +53,12 @@ struct checkpoint_config {
     double rope_theta = 10000;      // rope_theta
     ffn_trace::rope_scaling rope_scaling;  // rope_scaling (its rope_type or type; kind "" when none or "default")
     bool tie_word_embeddings = false;  // the unembedding is the token embedding (default true for GPT-2 and BERT)
+    // Gemma: cap·tanh(x/cap) of the attention scores and of the logits (0: none), the queries'
+    // scale query_pre_attn_scalar^−½ (0: 1/√head_dim), which layers attend within the window
+    // (empty: all when there is one), and Gemma 3's RoPE base of those layers (0: rope_theta's).
+    double attn_softcap = 0, final_softcap = 0, query_scale = 0;
+    std::vector<bool> sliding_layers;
+    double rope_local_theta = 0;
     config_origin origin;  // what said all this, for the errors found later (the forward pass's sizes)
 };
 

@@ -11,7 +11,8 @@
 // Plain FFN:  expand = x·W1 + b1, activate = act(expand), contract = activate·W2 + b2
 // Gated FFN:  gate = x·Wg + bg, up = x·Wu + bu, activate = act(gate),
 //             multiply = activate ⊙ up, contract = multiply·W2 + b2
-// Both:       residual = x + contract (when on)
+// Both:       out_norm = norm(contract) (Gemma's post_feedforward_layernorm, when the layer has one),
+//             residual = x + contract, or x + out_norm (when on)
 #pragma once
 
 #include <array>
@@ -99,6 +100,7 @@ struct ffn {
     std::vector<double> b1, bg, bu, b2;  // empty: no bias
     bool residual = false;
     std::optional<norm_layer> norm;
+    std::optional<norm_layer> out_norm;  // Gemma: the output normed before the residual adds it
     // A checkpoint's layer may leave a matrix in its file: then the matrix above has its shape
     // but no values, and `stored` reads them. Indexed by `weight`.
     std::array<std::shared_ptr<const stored_matrix>, 4> stored;
@@ -128,7 +130,7 @@ struct term {
 };
 
 // Calls f(name, weight) for each weight the layer has, in the order of the steps: norm.weight,
-// norm.bias (pre-norm), W1, b1, W2, b2 or Wg, bg, Wu, bu, W2, b2, then a post-norm's; biases
+// norm.bias (pre-norm), W1, b1, W2, b2 or Wg, bg, Wu, bu, W2, b2, out_norm.weight, then a post-norm's; biases
 // only when present. `weight` is a matrix or a bias vector, so
 // f is usually a generic lambda. Works on a const layer too.
 template <class Layer, class F>
@@ -151,6 +153,7 @@ void for_each_weight(Layer& l, F&& f) {
     }
     f("W2", l.w2);
     bias("b2", l.b2);
+    if (l.out_norm) f("out_norm.weight", l.out_norm->weight);
     if (l.norm && l.norm->position == norm_layer::place::post) {
         f("norm.weight", l.norm->weight);
         bias("norm.bias", l.norm->bias);

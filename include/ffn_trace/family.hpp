@@ -40,11 +40,13 @@ enum class tensor_role {
     attn_q_norm,      // Qwen3's RMSNorm of each head's query (head_dim), before RoPE
     attn_k_norm,      // and of each head's key
     attn_output,      // the attention's output projection
+    attn_post_norm,   // Gemma's norm of the attention's output, before the residual adds it
     ffn_norm,         // the FFN sublayer's norm
     ffn_gate_up,      // Phi-3's gate and up projection in one tensor (2·d_ff, d_model), the gate's rows first
     ffn_gate,         // a gated FFN's gate Wg
     ffn_up,           // W1 of a plain FFN, the up projection Wu of a gated one
     ffn_down,         // W2
+    ffn_post_norm,    // Gemma's norm of the FFN's output, before the residual adds it
     ffn_gate_inp,     // an MoE layer's router (n_experts, d_model)
     ffn_gate_exps,    // expert {j}'s gate
     ffn_up_exps,      // expert {j}'s up projection
@@ -68,7 +70,10 @@ struct tensor_names {
 enum class bias_rule { none, always, if_present };
 
 // Whether attention looks back only within config.json's sliding_window.
-enum class window_rule { none, always, when_enabled /* Qwen2: use_sliding_window */ };
+enum class window_rule {
+    none, always, when_enabled,  // Qwen2: use_sliding_window
+    per_layer,                   // Gemma: the layers config.json's layer_types calls "sliding_attention"
+};
 
 // What one family's config.json calls the values that differ between families, and their
 // defaults when it says nothing.
@@ -102,6 +107,18 @@ struct family {
     // the family): "llama" for Mistral and Mixtral too, which the experts tell apart.
     std::string_view gguf_arch;
     bool gguf_permuted_qk = false;  // the converter permutes Q's and K's rows for its RoPE layout
+    // Gemma: what the RMSNorms' stored weight w lacks of the γ they apply (HF stores w − 1 and
+    // multiplies by 1 + w; llama.cpp's converter adds the 1, so a GGUF row has 0)
+    double norm_offset = 0;
+    bool scaled_embedding = false;  // Gemma: the embedding's rows times √d_model
+    // Gemma: every `sliding_pattern`-th layer attends globally, the others within the window, when
+    // config.json gives no layer_types (Gemma 2: 2, Gemma 3: its sliding_window_pattern, 6)
+    std::size_t sliding_pattern = 0;
+    // Gemma's soft caps cap·tanh(x/cap) of the attention scores and the logits when config.json does
+    // not say (Hugging Face's Gemma2Config: 50 and 30); 0: none
+    double attn_softcap = 0, final_softcap = 0;
+    bool gemma_attention = false;   // queries scaled by query_pre_attn_scalar^−½
+    double rope_local_base = 0;     // Gemma 3: the sliding layers' RoPE base unless rope_local_base_freq says; 0: rope_theta
 
     bool gated() const { return info(act).gated; }
     bool has(tensor_role r) const { return !tensors[static_cast<std::size_t>(r)].hugging_face.empty(); }

@@ -39,10 +39,13 @@ struct model_config {
     bool pooler = false;         // BERT's pooler: a d_model × d_model dense layer with bias
     count experts = 0;           // 0 or 1: a dense FFN
     count top_k = 0;             // experts used per token (0: all)
+    count head_dim = 0;          // 0: d_model / heads (Qwen3's and Gemma's heads are wider or narrower)
+    count norms = 2;             // norms per layer: 2, or Gemma's sandwich of 4
+    bool qk_norm = false;        // Qwen3 and Gemma 3: an RMSNorm of each head's query and key (2 × head_dim)
 };
 
 // The presets: transformer-base, gpt2, bert-base, llama2-7b, llama2-70b, llama3-8b, mixtral-8x7b,
-// phi3-mini.
+// phi3-mini, qwen3-0.6b, gemma-2-2b, gemma-3-1b.
 std::vector<std::string_view> preset_names();
 std::optional<model_config> preset(std::string_view name);
 

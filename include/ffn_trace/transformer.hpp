@@ -7,6 +7,9 @@
 //
 // Pre-norm blocks (GPT-2, Llama, Mistral, Qwen2, Mixtral):
 //   x ← x + attn(norm₁(x));  x ← x + ffn(norm₂(x));   logits = norm_f(x) · Uᵀ
+// Gemma's sandwich: each sublayer's output normed too before the residual, x0 = E[ids]·√d_model,
+// and in Gemma 2 logits ← cap·tanh(logits/cap):
+//   x ← x + norm₃(attn(norm₁(x)));  x ← x + norm₄(ffn(norm₂(x)))
 // Post-norm blocks (BERT, an encoder without a head):
 //   x ← LayerNorm(x + attn(x));  x ← LayerNorm(x + ffn(x))
 #pragma once
@@ -139,12 +142,18 @@ public:
         std::optional<projection> qkv;   // GPT-2's c_attn (d_model, 3·d_model), Phi-3's qkv_proj
         projection q, k, v, o;
         std::optional<norm_layer> q_norm, k_norm;  // Qwen3: each head's q and k RMSNormed (head_dim) before RoPE
+        std::optional<norm_layer> post_norm;       // Gemma: the output normed before the residual adds it
+        attention_shape shape;                     // the layer's own: Gemma's sliding layers have a window
+        bool local_rope = false;                   // Gemma 3's sliding layers turn by rope_local_base_freq
     };
 
 private:
     std::shared_ptr<const checkpoint> ck_;
-    attention_shape shape_;
     std::vector<double> rope_freqs_;  // RoPE's θ_i, rescaled; empty: no RoPE (a position table)
+    std::vector<double> rope_local_freqs_;  // Gemma 3's sliding layers': rope_local_base_freq's, unscaled
+    double embedding_scale_ = 1;      // Gemma: √d_model
+    double final_softcap_ = 0;        // Gemma 2: logits ← cap·tanh(logits/cap); 0: none
+    const std::vector<double>& freqs_of(const attention_weights& a) const { return a.local_rope ? rope_local_freqs_ : rope_freqs_; }
     std::size_t max_positions_ = 0, vocab_ = 0;
     std::string embedding_, positions_;          // tensor names; positions_ empty: RoPE
     std::vector<double> token_type0_;            // BERT: token type 0's row

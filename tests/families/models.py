@@ -38,8 +38,9 @@ LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, 
                   "original_max_position_embeddings": 64}
 
 
-MODEL_TYPE = {"llama3": "llama", "qwen3": "qwen3", "phi3": "phi3"}
-GGUF_ARCH = {"llama3": "llama", "qwen3": "qwen3", "phi3": "phi3"}
+MODEL_TYPE = {"llama3": "llama", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma2", "gemma3": "gemma3_text"}
+GGUF_ARCH = {"llama3": "llama", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma2", "gemma3": "gemma3"}
+GEMMA = ("gemma2", "gemma3")
 
 
 def family_config(arch, n_vocab, hd):
@@ -55,11 +56,28 @@ def family_config(arch, n_vocab, hd):
         config.update(head_dim=hd, attention_bias=False, use_sliding_window=False)
     if arch == "phi3":
         config.update(sliding_window=4, attention_bias=False)  # Phi-3 mini's 2047, made small enough to matter
+    if arch in GEMMA:
+        # Gemma2Config / Gemma3TextConfig's keys: the activation is hidden_activation; queries
+        # scaled by query_pre_attn_scalar^-1/2 (llama.cpp's GGUF: 1/sqrt(head_dim), so the twins
+        # agree only when it is head_dim); the window, caps and RoPE bases small enough to matter
+        del config["hidden_act"]
+        config.update(head_dim=hd, hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=hd, sliding_window=3,
+                      tie_word_embeddings=True, num_hidden_layers=layers(arch), attention_bias=False)
+        if arch == "gemma2":
+            config.update(attn_logit_softcapping=2.0, final_logit_softcapping=3.0)
+        else:  # Gemma 3: five sliding layers to one global, whose RoPE alone is scaled
+            config.update(rope_theta=1000.0, rope_local_base_freq=10000.0, sliding_window_pattern=6,
+                          rope_scaling={"rope_type": "linear", "factor": 2.0}, attn_logit_softcapping=None,
+                          final_logit_softcapping=None)
     return config
 
 
+def layers(arch):
+    return 6 if arch == "gemma3" else LAYERS  # Gemma 3's sixth layer is its first global one
+
+
 def head_dim(arch):
-    return 8 if arch == "qwen3" else D // HEADS  # Qwen3's heads are wider than d_model / heads
+    return 8 if arch in ("qwen3",) + GEMMA else D // HEADS  # Qwen3's and Gemma's heads are wider than d_model / heads
 
 
 def write(arch, seed, directory, tokenizers):
@@ -72,27 +90,32 @@ def write(arch, seed, directory, tokenizers):
     rng = np.random.default_rng(seed)
     r = lambda *shape, s=0.5: rng.uniform(-s, s, size=shape).astype(np.float32)
     t = {"model.embed_tokens.weight": r(n_vocab, D, s=1.0)}
-    for l in range(LAYERS):
+    # Gemma stores each RMSNorm's weight as w - 1 (Gemma2RMSNorm multiplies by 1 + w)
+    one = 0 if arch in GEMMA else 1
+    for l in range(layers(arch)):
         p = f"model.layers.{l}."
-        t[p + "input_layernorm.weight"] = 1 + r(D, s=0.25)
+        t[p + "input_layernorm.weight"] = one + r(D, s=0.25)
         if arch == "phi3":  # q, k and v stacked along the outputs, in that order
             t[p + "self_attn.qkv_proj.weight"] = r((HEADS + 2 * KV) * hd, D)
         else:
             t[p + "self_attn.q_proj.weight"] = r(HEADS * hd, D)
             t[p + "self_attn.k_proj.weight"] = r(KV * hd, D)
             t[p + "self_attn.v_proj.weight"] = r(KV * hd, D)
-        if arch == "qwen3":
-            t[p + "self_attn.q_norm.weight"] = 1 + r(hd, s=0.5)
-            t[p + "self_attn.k_norm.weight"] = 1 + r(hd, s=0.5)
+        if arch in ("qwen3", "gemma3"):
+            t[p + "self_attn.q_norm.weight"] = one + r(hd, s=0.5)
+            t[p + "self_attn.k_norm.weight"] = one + r(hd, s=0.5)
         t[p + "self_attn.o_proj.weight"] = r(D, HEADS * hd)
-        t[p + "post_attention_layernorm.weight"] = 1 + r(D, s=0.25)
+        t[p + "post_attention_layernorm.weight"] = one + r(D, s=0.25)
+        if arch in GEMMA:  # the sandwich: the FFN's own norms before and after it
+            t[p + "pre_feedforward_layernorm.weight"] = r(D, s=0.25)
+            t[p + "post_feedforward_layernorm.weight"] = r(D, s=0.25)
         if arch == "phi3":  # the gate's FF rows, then the up projection's
             t[p + "mlp.gate_up_proj.weight"] = r(2 * FF, D)
         else:
             t[p + "mlp.gate_proj.weight"] = r(FF, D)
             t[p + "mlp.up_proj.weight"] = r(FF, D)
         t[p + "mlp.down_proj.weight"] = r(D, FF)
-    t["model.norm.weight"] = 1 + r(D, s=0.25)
+    t["model.norm.weight"] = one + r(D, s=0.25)
     config = family_config(arch, n_vocab, hd)
     if not config["tie_word_embeddings"]:
         t["lm_head.weight"] = r(n_vocab, D, s=1.0)
@@ -107,12 +130,16 @@ def write(arch, seed, directory, tokenizers):
 GGUF_NAMES = [("model.embed_tokens", "token_embd"), ("model.norm", "output_norm"), ("lm_head", "output"),
               ("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
               ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"), ("self_attn.q_norm", "attn_q_norm"),
-              ("self_attn.k_norm", "attn_k_norm"), ("self_attn.qkv_proj", "attn_qkv"), ("mlp.gate_up_proj", "ffn_up"), ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"),
+              ("self_attn.k_norm", "attn_k_norm"), ("self_attn.qkv_proj", "attn_qkv"), ("mlp.gate_up_proj", "ffn_up"),
+              ("pre_feedforward_layernorm", "ffn_norm"), ("post_feedforward_layernorm", "post_ffw_norm"),
+              ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"),
               ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]
 
 
-def gguf_name(name):
+def gguf_name(name, arch=""):
     name = name.replace("model.layers.", "blk.")
+    if arch in GEMMA:  # Gemma's post_attention_layernorm is the attention's own norm after it
+        name = name.replace("post_attention_layernorm", "post_attention_norm")
     for hf, gg in GGUF_NAMES:
         name = name.replace(hf, gg)
     return name
@@ -152,7 +179,9 @@ def write_gguf(arch, tensors, config, tok, path, pre):
             w = permute(w, config["num_attention_heads"])
         if gg == "llama" and name.endswith("k_proj.weight"):
             w = permute(w, config["num_key_value_heads"])
-        out[gguf_name(name)] = w
+        if arch in GEMMA and name.endswith("norm.weight"):
+            w = w + 1  # convert_hf_to_gguf.py's Gemma: the norms written as the 1 + w they apply
+        out[gguf_name(name, arch)] = w
     if arch == "llama3":
         out["rope_freqs.weight"] = llama3_factors(config)
     vocab = tok["model"]["vocab"]
@@ -173,8 +202,15 @@ def write_gguf(arch, tensors, config, tok, path, pre):
             u32(f"{gg}.rope.dimension_count", hd),
             string("tokenizer.ggml.model", "gpt2"), string("tokenizer.ggml.pre", pre), strings("tokenizer.ggml.tokens", tokens),
             i32s("tokenizer.ggml.token_type", types), strings("tokenizer.ggml.merges", merges)]
-    if arch == "qwen3":
+    if arch in ("qwen3",) + GEMMA:
         meta += [u32(f"{gg}.attention.key_length", hd), u32(f"{gg}.attention.value_length", hd)]
+    if arch in GEMMA:
+        meta += [u32(f"{gg}.attention.sliding_window", config["sliding_window"])]
+    if arch == "gemma2":
+        meta += [f32(f"{gg}.attn_logit_softcapping", config["attn_logit_softcapping"]),
+                 f32(f"{gg}.final_logit_softcapping", config["final_logit_softcapping"])]
+    if arch == "gemma3":
+        meta += [string(f"{gg}.rope.scaling.type", "linear"), f32(f"{gg}.rope.scaling.factor", config["rope_scaling"]["factor"])]
     if arch == "phi3":
         meta += [u32(f"{gg}.attention.sliding_window", config["sliding_window"])]
     write_gguf_file(path, meta, out)

@@ -28,7 +28,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "locate"))
 import models  # noqa: E402
-from reference_model import model, read_safetensors, rms_norm, silu, write_safetensors  # noqa: E402
+from reference_model import inverse_frequencies, model, read_safetensors, rms_norm, rope, silu, softmax, write_safetensors  # noqa: E402
 
 ft, tokenizers, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
@@ -57,6 +57,89 @@ def run(path, layer):
     return json.loads(done.stdout)
 
 
+def gelu_tanh(x):
+    """ACT2FN["gelu_pytorch_tanh"]: GELU's tanh form."""
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def cap(x, c):
+    return c * np.tanh(x / c) if c else x
+
+
+class gemma:
+    """Gemma 2 and Gemma 3's text model, from the logic of modeling_gemma2.py / modeling_gemma3.py:
+    the embedding times sqrt(hidden_size); every RMSNorm x / sqrt(mean(x^2) + eps) * (1 + w); each
+    sublayer normed before and after (the sandwich) and then added; attention scores
+    q.k * query_pre_attn_scalar^-1/2, soft-capped, masked causally and, on the sliding layers, to
+    the last sliding_window keys; Gemma 3's q_norm and k_norm per head before RoPE, and its sliding
+    layers' RoPE at rope_local_base_freq; the MLP down(gelu_tanh(gate(x)) * up(x)); logits through
+    the tied embedding, soft-capped."""
+
+    def __init__(self, directory):
+        self.w = read_safetensors(os.path.join(directory, "model.safetensors"))
+        c = json.load(open(os.path.join(directory, "config.json")))
+        self.L, self.d, self.heads, self.kv = c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+        self.hd, self.eps = c["head_dim"], c["rms_norm_eps"]
+        self.scale = c["query_pre_attn_scalar"] ** -0.5
+        self.attn_cap, self.final_cap = c.get("attn_logit_softcapping"), c.get("final_logit_softcapping")
+        self.window = c["sliding_window"]
+        pattern = c.get("sliding_window_pattern", 2)
+        self.sliding = c.get("layer_types") or ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(self.L)]
+        self.inv = inverse_frequencies(self.hd, c["rope_theta"], c.get("rope_scaling"))
+        self.inv_local = inverse_frequencies(self.hd, c.get("rope_local_base_freq", c["rope_theta"]))
+        self.embedding = self.head = self.w["embed_tokens.weight"]
+        self.f32_norms = False  # the GGUF twin's norms: 1 + w rounded to float32, as the converter writes them
+
+    def norm(self, x, name):
+        g = 1.0 + self.w[name]
+        if self.f32_norms:
+            g = (np.float32(1) + self.w[name].astype(np.float32)).astype(np.float64)
+        return rms_norm(x, g, self.eps)
+
+    def embed(self, ids):
+        return self.embedding[ids] * np.sqrt(self.d)
+
+    def attention(self, l, x):
+        w, hd, p = self.w, self.hd, f"layers.{l}."
+        h = self.norm(x, p + "input_layernorm.weight")
+        q, k, v = (h @ w[p + f"self_attn.{n}_proj.weight"].T for n in "qkv")
+        if p + "self_attn.q_norm.weight" in w:
+            q = self.norm(q.reshape(*q.shape[:-1], -1, hd), p + "self_attn.q_norm.weight").reshape(q.shape)
+            k = self.norm(k.reshape(*k.shape[:-1], -1, hd), p + "self_attn.k_norm.weight").reshape(k.shape)
+        sliding = self.sliding[l] == "sliding_attention"
+        inv = self.inv_local if sliding else self.inv
+        q, k = rope(q, self.heads, hd, None, inv), rope(k, self.kv, hd, None, inv)
+        S, T, _ = q.shape
+        q = q.reshape(S, T, self.heads, hd)
+        k = np.repeat(k.reshape(S, T, self.kv, hd), self.heads // self.kv, axis=2)
+        v = np.repeat(v.reshape(S, T, self.kv, hd), self.heads // self.kv, axis=2)
+        scores = cap(np.einsum("sihd,sjhd->shij", q, k) * self.scale, self.attn_cap)
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        allowed = (j <= i) & ((i - j < self.window) if sliding else True)
+        o = np.einsum("shij,sjhd->sihd", softmax(np.where(allowed, scores, -np.inf)), v).reshape(S, T, self.heads * hd)
+        return self.norm(o @ w[p + "self_attn.o_proj.weight"].T, p + "post_attention_layernorm.weight")
+
+    def ffn_steps(self, l, x):
+        w, p = self.w, f"layers.{l}."
+        h = self.norm(x, p + "pre_feedforward_layernorm.weight")
+        gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        act = gelu_tanh(gate)
+        out = (act * up) @ w[p + "mlp.down_proj.weight"].T
+        return {"norm": h, "gate": gate, "up": up, "activate": act, "multiply": act * up, "contract": out,
+                "out_norm": self.norm(out, p + "post_feedforward_layernorm.weight")}
+
+    def ffn(self, l, x):
+        return self.ffn_steps(l, x)["out_norm"]
+
+    def logits(self, x):
+        return cap(self.norm(x, "norm.weight") @ self.head.T, self.final_cap)
+
+
+def load(directory):
+    config = json.load(open(os.path.join(directory, "config.json")))
+    return gemma(directory) if config["model_type"].startswith("gemma") else model(directory)
+
+
 def reference(m, ids, layer):
     """The stream layer `layer`'s FFN reads, its steps, and the last token's logits."""
     x = m.embed(ids)[None]
@@ -64,6 +147,10 @@ def reference(m, ids, layer):
         x = x + m.attention(l, x)
         x = x + m.ffn(l, x)
     mid = x + m.attention(layer, x)
+    if isinstance(m, gemma):
+        steps = m.ffn_steps(layer, mid)
+        steps["residual"] = mid + steps["out_norm"]
+        return mid[0], {k: v[0] for k, v in steps.items()}, m.logits(steps["residual"][0, -1])
     w, p = m.w, f"layers.{layer}."
     h = rms_norm(mid, w[p + "post_attention_layernorm.weight"], m.eps)
     if p + "mlp.gate_up_proj.weight" in w:  # Phi-3: the fused projection's first half is the gate
@@ -107,7 +194,7 @@ def check_grad(name, path, prompt_ids):
     got = json.loads(done.stdout)
     if not got["check"]["ok"]:
         failures.append(f"{name}: grad's finite-difference check failed: {json.dumps(got['check'])}")
-    m = model(path)
+    m = load(path)
     target, at = got["target"]["ids"], got["target"]["position"]
     ids = prompt_ids + target[:-1]  # each piece scored at the token before it
     x = m.embed(ids)[None]
@@ -119,7 +206,7 @@ def check_grad(name, path, prompt_ids):
         for l in range(2, m.L):
             stream = stream + m.attention(l, stream)
             stream = stream + m.ffn(l, stream)
-        f = rms_norm(stream[0], m.w["norm.weight"], m.eps) @ m.head.T
+        f = m.logits(stream[0]) if isinstance(m, gemma) else rms_norm(stream[0], m.w["norm.weight"], m.eps) @ m.head.T
         z = f - f.max(-1, keepdims=True)
         logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
         return -sum(logp[at + k, t] for k, t in enumerate(target))
@@ -148,8 +235,10 @@ def twins(arch, directory, gguf, layer):
     if list(runs[0]) != list(runs[1]):
         failures.append(f"{arch}: the GGUF layer's steps {list(runs[1])}, the safetensors layer's {list(runs[0])}")
         return 0.0
-    # the rms eps is stored as f32 in GGUF: 1e-6 there is 9.99999997e-7
-    return max(close(f"{arch} GGUF against safetensors, step {k}", runs[1][k], runs[0][k], 1e-9) for k in runs[0])
+    # the rms eps is stored as f32 in GGUF: 1e-6 there is 9.99999997e-7; Gemma's norms as 1 + w in
+    # float32, which rounds w's last bits away (a relative 6e-8)
+    tol = 1e-6 if arch in models.GEMMA else 1e-9
+    return max(close(f"{arch} GGUF against safetensors, step {k}", runs[1][k], runs[0][k], tol) for k in runs[0])
 
 
 def family(arch, seed, pre):
@@ -157,7 +246,7 @@ def family(arch, seed, pre):
     tensors, config, tok = models.write(arch, seed, directory, tokenizers)
     gguf = os.path.join(work, arch + ".gguf")
     models.write_gguf(arch, tensors, config, tok, gguf, pre)
-    m = model(directory)
+    m = load(directory)
     before = len(failures)
     layer = config["num_hidden_layers"] - 1
     got = run(directory, layer)
@@ -166,6 +255,7 @@ def family(arch, seed, pre):
     worst = compare(f"{arch} safetensors", got, m, 1e-9)
     # the same model as the GGUF file holds it
     m.eps = float(np.float32(config["rms_norm_eps"]))
+    m.f32_norms = True
     if arch == "llama3":
         m.inv = 1.0 / config["rope_theta"] ** (np.arange(0, m.hd, 2) / m.hd) / models.llama3_factors(config).astype(np.float64)
     got_gguf = run(gguf, layer)
@@ -179,7 +269,7 @@ def family(arch, seed, pre):
           + ("OK" if len(failures) == before else "FAILED"))
 
 
-def refused(name, directory, change, says):
+def refused(name, directory, change, says, command=("run", "--layer", "0")):
     """A copy of `directory` whose config.json (or tensors) `change` spoils: exit 2, one line, nothing on stdout."""
     bad = os.path.join(work, "bad")
     os.makedirs(bad, exist_ok=True)
@@ -187,7 +277,7 @@ def refused(name, directory, change, says):
         with open(os.path.join(directory, f), "rb") as src, open(os.path.join(bad, f), "wb") as dst:
             dst.write(src.read())
     change(bad)
-    done = subprocess.run([ft, "run", "--checkpoint", bad, "--layer", "0", "--prompt", PROMPT], capture_output=True, text=True)
+    done = subprocess.run([ft, command[0], "--checkpoint", bad, *command[1:], "--prompt", PROMPT], capture_output=True, text=True)
     lines = done.stderr.splitlines()
     if done.returncode != 2 or done.stdout or len(lines) != 1 or not lines[0].startswith("error: ") or says not in lines[0]:
         failures.append(f"{name}: exit {done.returncode}, stdout {done.stdout[:80]!r}, stderr {done.stderr!r}; expected one line with {says!r}")
@@ -228,6 +318,84 @@ def fused_rows(rows):
 family("llama3", 1, "gpt-2")
 family("qwen3", 2, "qwen2")
 family("phi3", 3, "gpt-2")
+family("gemma2", 4, "gpt-2")
+family("gemma3", 5, "gpt-2")
+
+
+def own_query_scale(arch, scalar):
+    """A query_pre_attn_scalar that is not head_dim (Gemma 2 27B's d_model / heads): safetensors alone,
+    since llama.cpp's GGUF has no key for it."""
+    directory = os.path.join(work, arch)
+    edit_config(query_pre_attn_scalar=scalar)(directory)
+    got = run(directory, models.layers(arch) - 1)
+    if got is not None:
+        worst = compare(f"{arch} with query_pre_attn_scalar {scalar}", got, load(directory), 1e-9)
+        print(f"{arch} with query_pre_attn_scalar {scalar}: max |diff| {worst:.2g}")
+    edit_config(query_pre_attn_scalar=models.head_dim(arch))(directory)
+
+
+own_query_scale("gemma2", 3)
+own_query_scale("gemma3", 5)
+
+
+def smoke(arch):
+    """Every command that runs on a Llama runs on Gemma: the lens, attribution and the knock-out,
+    locate, units, edit (its edited copy run again) and grad --prompt, each exit 0 with its JSON."""
+    directory = os.path.join(work, arch)
+    corpus = os.path.join(work, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("The capital of France is Paris\nThe capital of the United Kingdom is London\n")
+    edited = os.path.join(work, arch + "-edited")
+    commands = [
+        ["run", "--checkpoint", directory, "--layer", "1", "--prompt", PROMPT, "--ablate", "0,3", "--format", "json"],
+        ["run", "--checkpoint", directory, "--layer", "all", "--prompt", PROMPT, "--format", "json"],
+        ["locate", "--checkpoint", directory, "--prompt", PROMPT, "--subject", "France", "--samples", "2", "--format", "json"],
+        ["units", "--checkpoint", directory, "--layer", "1", "--corpus", corpus, "--top", "3", "--format", "json"],
+    ]
+    outputs = []
+    for args in commands:
+        done = subprocess.run([ft] + args, capture_output=True, text=True)
+        if done.returncode != 0:
+            failures.append(f"{arch}: {' '.join(args[:1] + args[3:])}: exit {done.returncode}: {done.stderr.strip()[:300]}")
+            return
+        try:
+            outputs.append(json.loads(done.stdout))
+        except ValueError:
+            failures.append(f"{arch}: {args[0]}: not JSON: {done.stdout[:120]!r}")
+            return
+    # the knock-out's logits at the last token, before and after units 0 and 3 of layer 1 are zeroed,
+    # against the reference run with those units of mlp_post zeroed and every later block run again
+    got, m = outputs[0], load(directory)
+    ids = got["prompt"]["token_ids"]
+    for ablate, field in (([], "logit_before"), ([0, 3], "logit_after")):
+        x = m.embed(ids)[None]
+        for l in range(m.L):
+            x = x + m.attention(l, x)
+            steps = m.ffn_steps(l, x)
+            if l == 1 and ablate:
+                mult = steps["multiply"].copy()
+                mult[..., ablate] = 0
+                out = mult @ m.w[f"layers.{l}.mlp.down_proj.weight"].T
+                steps["out_norm"] = m.norm(out, f"layers.{l}.post_feedforward_layernorm.weight")
+            x = x + steps["out_norm"]
+        logits = m.logits(x[0, -1])
+        close(f"{arch}: --ablate 0,3's {field}", [c[field] for c in got["changes"]], logits[[c["id"] for c in got["changes"]]], 1e-9)
+    # the walkthrough shows what is new as steps of their own: GELU's tanh form on the gate, and the
+    # norm of the output that the residual adds
+    done = subprocess.run([ft, "run", "--checkpoint", directory, "--layer", "1", "--prompt", PROMPT, "--width", "200"],
+                          capture_output=True, text=True)
+    for says in ("Activate (GEGLU)", "activated = gelu(gate)", "gelu_pytorch_tanh",
+                 "Out_norm   normed_output = output/√(mean(output²) + ε) · γ", "y = x + normed_output"):
+        if says not in done.stdout:
+            failures.append(f"{arch}: the walkthrough does not say {says!r}")
+    print(f"{arch}: run --ablate (its logits against the reference), --layer all, locate, units, the walkthrough's steps: " + ("ran" if not failures else "see failures"))
+    # the rank-one edit of W2 assumes the layer's output is linear in W2, which Gemma's norm of it breaks: refused
+    refused(f"{arch}: edit", directory, lambda d: None, "norms its output before the residual adds it",
+            ["edit", "--layer", "1", "--subject", "France", "--target", " London", "--at", "last", "--save", edited])
+
+
+smoke("gemma2")
+smoke("gemma3")
 
 llama3, qwen3, phi3 = (os.path.join(work, a) for a in ("llama3", "qwen3", "phi3"))
 refused("llama3 without low_freq_factor", llama3, edit_config(rope_scaling=scaling(low_freq_factor=None)),
@@ -240,6 +408,18 @@ refused("qwen3 without its heads", qwen3, edit_config(num_attention_heads=None, 
         "num_attention_heads: missing: the forward pass needs the number of attention heads")
 refused("phi3 with a fused tensor not twice d_ff", phi3, fused_rows(2 * models.FF + 2),
         "its 26 rows are not twice d_ff = 12 (intermediate_size)")
+
+gemma2, gemma3 = os.path.join(work, "gemma2"), os.path.join(work, "gemma3")
+refused("gemma2 without query_pre_attn_scalar", gemma2, edit_config(query_pre_attn_scalar=None),
+        "query_pre_attn_scalar: missing: Gemma scales each query by query_pre_attn_scalar^−½")
+refused("gemma3 without sliding_window", gemma3, edit_config(sliding_window=None),
+        "sliding_window: missing: Gemma's sliding layers attend within it")
+refused("gemma2 with a soft cap of 0", gemma2, edit_config(attn_logit_softcapping=0),
+        "attn_logit_softcapping: expected a finite number > 0, got the number 0")
+refused("gemma2 with a negative final soft cap", gemma2, edit_config(final_logit_softcapping=-30.0),
+        "final_logit_softcapping: expected a finite number > 0, got the number -30")
+refused("gemma2 with another activation", gemma2, edit_config(hidden_activation="relu"),
+        "hidden_activation: ffn-trace traces GELU-gated layers (\"gelu_pytorch_tanh\"), got \"relu\"")
 
 for f in failures:
     print("FAIL:", f)

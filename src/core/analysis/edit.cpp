@@ -68,6 +68,11 @@ std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::s
     if (!ck.config().family->causal)
         return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
                                       "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2, Mixtral)"};
+    if (ck.config().family->has(tensor_role::ffn_post_norm))
+        return error{ck.origin(), "", fmt::format("a {} layer norms its output before the residual adds it, so what the layer "
+                                                  "writes is not linear in W2 and a rank-one change of W2 cannot write the value "
+                                                  "the edit solves for; edit a model without that norm (GPT-2, Llama, Mistral, "
+                                                  "Qwen2, Qwen3, Phi-3, Mixtral)", ck.config().arch)};
     const std::size_t n = ck.config().n_experts;
     if (ck.is_moe() && !expert)
         return error{ck.origin(), "expert", fmt::format("a {} layer is a Mixture of Experts of {} experts: name the one whose "

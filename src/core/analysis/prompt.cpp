@@ -123,6 +123,7 @@ outcome<final_norm> final_norm_of(const checkpoint& ck) {
     auto g = ck.tensors().read_vector(name);
     if (!g) return g.err();
     n.gamma = std::move(*g);
+    for (double& v : n.gamma) v += f.norm_offset;  // Gemma's 1 + w
     return n;
 }
 

@@ -372,7 +372,7 @@ void view_columns(const trace& t, const unit_readings& units, vocabulary_view& v
             if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
     const matrix rows = weight_rows(t.layer(), weight::w2, view.units);
     for (std::size_t k = 0; k < rows.rows; ++k) columns.emplace_back(rows.row(k).begin(), rows.row(k).end());
-    const matrix& update = t.step(step_kind::contract).value;
+    const matrix& update = t.step(t.find(step_kind::out_norm) ? step_kind::out_norm : step_kind::contract).value;  // what the residual adds
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
 }
 

@@ -149,15 +149,18 @@ norm_layer norm_shape(const family& f, double eps) {
     return n;
 }
 
-// The FFN sublayer's norm of layer `index`: its weight, and a LayerNorm's bias.
-outcome<norm_layer> read_norm(const checkpoint& c, std::size_t index) {
+// The FFN sublayer's norm of layer `index` (or Gemma's norm of its output, `r` ffn_post_norm,
+// applied before the residual): its weight (Gemma's 1 + w), and a LayerNorm's bias.
+outcome<norm_layer> read_norm(const checkpoint& c, std::size_t index, tensor_role r = tensor_role::ffn_norm) {
     const checkpoint_config& m = c.config();
     const family& f = *m.family;
     norm_layer n = norm_shape(f, m.eps);
-    const std::string name = f.name_of(tensor_role::ffn_norm, index);
+    if (r == tensor_role::ffn_post_norm) n.position = norm_layer::place::pre;  // a place it has not: it norms the output
+    const std::string name = f.name_of(r, index);
     auto w = read_vector(c, name + ".weight", m.d_model, true);
     if (!w) return w.err();
     n.weight = std::move(*w);
+    for (double& g : n.weight) g += f.norm_offset;
     if (f.norm == norm_layer::kind::layernorm) {
         auto b = read_vector(c, name + ".bias", m.d_model, true);
         if (!b) return b.err();
@@ -186,6 +189,11 @@ outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index, w
     auto norm = read_norm(*this, index);
     if (!norm) return norm.err();
     layer->norm = std::move(*norm);
+    if (f.has(tensor_role::ffn_post_norm)) {
+        auto out = read_norm(*this, index, tensor_role::ffn_post_norm);
+        if (!out) return out.err();
+        layer->out_norm = std::move(*out);
+    }
     auto matrix_of = [&](tensor_role r, std::size_t in, std::size_t out, weight w, matrix& into) {
         return read_weight(*this, source_, f.name_of(r, index), in, out, where, into, layer->stored[static_cast<int>(w)]);
     };
@@ -300,6 +308,7 @@ ffn checkpoint::dense_shape() const {
     f.act = config_.act;
     f.residual = true;
     f.norm = norm_shape(fam, config_.eps);
+    if (fam.has(tensor_role::ffn_post_norm)) f.out_norm = norm_shape(fam, config_.eps);
     if (!fam.gated()) {
         shape(f.w1, config_.d_model, config_.d_ff);
     } else {

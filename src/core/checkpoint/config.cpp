@@ -172,9 +172,11 @@ std::optional<error> read_layers(const checkpoint& c, const family& f, const jso
 std::optional<error> read_activation(const family& f, const json& config, const config_origin& from, checkpoint_config& m) {
     const std::string act_key(f.config.act), eps_key(f.config.eps);
     if (f.gated()) {
-        m.act = f.act;  // hidden_act silu
+        m.act = f.act;  // hidden_act silu; Gemma's hidden_activation gelu_pytorch_tanh
+        const bool silu = info(f.act).unit == activation::silu;
         if (auto it = config.find(act_key); it != config.end() && (!it->is_string() || *it != f.config.act_default))
-            return from.at(act_key, fmt::format("ffn-trace traces SiLU-gated layers (\"silu\"), got {}",
+            return from.at(act_key, fmt::format("ffn-trace traces {}-gated layers ({}), got {}", silu ? "SiLU" : "GELU",
+                                                quote(f.config.act_default),
                                                 it->is_string() ? quote(it->get<std::string>()) : kind_of(*it)));
     } else {
         auto act = gelu_named(config, from, act_key.c_str(), f.config.act_default);
@@ -291,6 +293,68 @@ std::optional<error> read_positions(const family& f, const json& c, const config
     return std::nullopt;
 }
 
+// A key Gemma needs: there, and a finite number > 0.
+outcome<double> needed_number(const json& c, const config_origin& from, const char* key, std::string_view why) {
+    if (!c.contains(key) || c[key].is_null()) return from.at(key, fmt::format("missing: {}", why));
+    return config_number(c, from, key, 0);
+}
+
+// A soft cap: absent, the family's default; null, none; else a finite number > 0.
+std::optional<error> read_softcap(const json& c, const config_origin& from, const char* key, double fallback, double& into) {
+    into = fallback;
+    if (!c.contains(key)) return std::nullopt;
+    auto cap = config_number(c, from, key, 0);
+    if (!cap) return cap.err();
+    into = *cap;
+    return std::nullopt;
+}
+
+// Which layers attend within the window: layer_types, else every sliding_window_pattern-th
+// layer global (Hugging Face's Gemma2Config and Gemma3TextConfig).
+std::optional<error> read_layer_types(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
+    m.sliding_layers.assign(m.n_layers, false);
+    if (auto it = c.find("layer_types"); it != c.end() && !it->is_null()) {
+        if (!it->is_array() || it->size() < m.n_layers)
+            return from.at("layer_types", fmt::format("expected an array of {} strings, \"sliding_attention\" or \"full_attention\", got {}",
+                                                      m.n_layers, kind_of(*it)));
+        for (std::size_t i = 0; i < m.n_layers; ++i) {
+            const json& t = (*it)[i];
+            if (t != "sliding_attention" && t != "full_attention")
+                return from.at(fmt::format("layer_types[{}]", i),
+                               fmt::format("expected \"sliding_attention\" or \"full_attention\", got {}", kind_of(t)));
+            m.sliding_layers[i] = t == "sliding_attention";
+        }
+        return std::nullopt;
+    }
+    auto pattern = config_size(c, from, {"sliding_window_pattern"}, f.sliding_pattern);
+    if (!pattern) return pattern.err();
+    for (std::size_t i = 0; i < m.n_layers; ++i) m.sliding_layers[i] = (i + 1) % *pattern != 0;
+    return std::nullopt;
+}
+
+// Gemma's attention: the queries' scale, the soft caps, the sliding layers and their window, and
+// Gemma 3's RoPE base of those layers.
+std::optional<error> read_gemma(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
+    if (!f.gemma_attention) return std::nullopt;
+    auto scalar = needed_number(c, from, "query_pre_attn_scalar", "Gemma scales each query by query_pre_attn_scalar^−½");
+    if (!scalar) return scalar.err();
+    m.query_scale = 1 / std::sqrt(*scalar);
+    if (auto e = read_softcap(c, from, "attn_logit_softcapping", f.attn_softcap, m.attn_softcap)) return e;
+    if (auto e = read_softcap(c, from, "final_logit_softcapping", f.final_softcap, m.final_softcap)) return e;
+    if (!c.contains("sliding_window") || c["sliding_window"].is_null())
+        return from.at("sliding_window", "missing: Gemma's sliding layers attend within it");
+    auto window = config_size(c, from, {"sliding_window"}, 0);
+    if (!window) return window.err();
+    m.sliding_window = *window;
+    if (auto e = read_layer_types(f, c, from, m)) return e;
+    if (f.rope_local_base > 0) {
+        auto local = config_number(c, from, "rope_local_base_freq", f.rope_local_base);
+        if (!local) return local.err();
+        m.rope_local_theta = *local;
+    }
+    return std::nullopt;
+}
+
 // What the forward pass reads from config.json: the heads, the positions, the vocabulary, RoPE and
 // the tied head, each checked on its own and against the others.
 std::optional<error> read_forward_config(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
@@ -301,7 +365,8 @@ std::optional<error> read_forward_config(const family& f, const json& c, const c
     auto vocab = config_size(c, from, {"vocab_size"}, 0);
     if (!vocab) return vocab.err();
     m.vocab_size = *vocab;
-    return read_positions(f, c, from, m);
+    if (auto e = read_positions(f, c, from, m)) return e;
+    return read_gemma(f, c, from, m);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and in GGUF's (llama.cpp's llama-arch.cpp), and what the family's code must know besides.
 #include "ffn_trace/family.hpp"
 
+#include <tuple>
 #include <vector>
 
 #include "ffn_trace/checkpoint.hpp"
@@ -144,6 +145,33 @@ const std::vector<family>& table() {
         for (tensor_role r : {role::attn_q, role::attn_k, role::attn_v}) phi3.tensors[static_cast<std::size_t>(r)] = {};
         phi3.fused_qkv = true;
         t.push_back(std::move(phi3));
+        // Gemma 2 and 3: Llama's block with a norm after each sublayer as well as before (the
+        // sandwich: post_attention_layernorm is the attention's own), the FFN gated by GELU's tanh
+        // form, the embedding scaled by √d_model and every RMSNorm applying 1 + its stored weight
+        for (const auto& [name, gguf, pattern, attn_cap, final_cap] :
+             {std::tuple{"gemma2", "gemma2", 2, 50.0, 30.0}, std::tuple{"gemma3_text", "gemma3", 6, 0.0, 0.0}}) {
+            family gemma = llama_like(name, bias_rule::if_present, window_rule::per_layer, gguf);
+            name_list sandwich = llama_ffn;
+            sandwich.push_back({role::attn_post_norm, "layers.{i}.post_attention_layernorm", "blk.{i}.post_attention_norm"});
+            sandwich.push_back({role::ffn_post_norm, "layers.{i}.post_feedforward_layernorm", "blk.{i}.post_ffw_norm"});
+            if (pattern == 6) {  // Gemma 3: Qwen3's norm of each head's query and key
+                sandwich.push_back({role::attn_q_norm, "layers.{i}.self_attn.q_norm", "blk.{i}.attn_q_norm"});
+                sandwich.push_back({role::attn_k_norm, "layers.{i}.self_attn.k_norm", "blk.{i}.attn_k_norm"});
+            }
+            gemma.tensors = llama_names(sandwich);
+            gemma.tensors[static_cast<std::size_t>(role::ffn_norm)] = {"layers.{i}.pre_feedforward_layernorm", "blk.{i}.ffn_norm"};
+            gemma.act = activation::geglu;
+            gemma.config = {"num_attention_heads", "max_position_embeddings", "hidden_activation", "gelu_pytorch_tanh", "rms_norm_eps", 1e-6};
+            gemma.tied_head = true;
+            gemma.norm_offset = 1;
+            gemma.scaled_embedding = true;
+            gemma.sliding_pattern = static_cast<std::size_t>(pattern);
+            gemma.attn_softcap = attn_cap;
+            gemma.final_softcap = final_cap;
+            gemma.gemma_attention = true;
+            gemma.rope_local_base = pattern == 6 ? 10000 : 0;
+            t.push_back(std::move(gemma));
+        }
         family mixtral = llama_like("mixtral", bias_rule::if_present, window_rule::always, "llama");
         mixtral.tensors = llama_names({
             {role::ffn_gate_inp, "layers.{i}.block_sparse_moe.gate", "blk.{i}.ffn_gate_inp"},
@@ -189,7 +217,10 @@ const family* find_gguf_family(std::string_view model_type) {
     // Conv1D weights are transposed on the way.
     static const std::vector<family> rows = [] {
         std::vector<family> t = table();
-        for (family& f : t) f.stored = layout::out_in;
+        for (family& f : t) {
+            f.stored = layout::out_in;
+            f.norm_offset = 0;  // llama.cpp's converter writes Gemma's norms as 1 + w
+        }
         return t;
     }();
     for (const family& f : rows)

@@ -37,6 +37,12 @@ const size_key expert_keys[] = {
     {"expert_count", "num_local_experts", true, false},
     {"expert_used_count", "num_experts_per_tok", true, false},
 };
+// Gemma 2's soft caps, as llama-arch.cpp spells them (llama.cpp's defaults, 50 and 30, when absent, as
+// Hugging Face's).
+const size_key gemma_keys[] = {
+    {"attn_logit_softcapping", "attn_logit_softcapping", false, true},
+    {"final_logit_softcapping", "final_logit_softcapping", false, true},
+};
 const size_key gpt2_keys[] = {
     {"embedding_length", "n_embd", true, false},
     {"feed_forward_length", "n_inner", true, false},
@@ -107,6 +113,20 @@ std::string gguf_architectures() {
     return out;
 }
 
+// What llama.cpp knows of Gemma without a key: GELU's tanh form; the window of Gemma 2 when the
+// file does not say it (4096); each query scaled by 1/√head_dim, but by 1/√(d_model / heads) in
+// the 27B models (46 layers in Gemma 2, 62 in Gemma 3), as llama-model.cpp scales them.
+void gemma_defaults(gguf_model& m) {
+    nlohmann::ordered_json& c = m.config;
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    if (!c.contains("sliding_window")) c["sliding_window"] = 4096;
+    const std::size_t d = c["hidden_size"].get<std::size_t>(), heads = std::max<std::size_t>(1, m.heads);
+    const std::size_t layers = c["num_hidden_layers"].get<std::size_t>();
+    const bool big = layers == (m.family->rope_local_base > 0 ? 62u : 46u);
+    const std::size_t head_dim = c.contains("head_dim") ? c["head_dim"].get<std::size_t>() : d / heads;
+    c["query_pre_attn_scalar"] = big ? d / heads : head_dim;
+}
+
 bool has_tensor(const gguf_header& h, std::string_view name) {
     for (const tensor_info& t : h.tensors)
         if (t.name == name) return true;
@@ -133,9 +153,12 @@ outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& fil
         if (m.family->moe)
             if (auto e = read_keys(h, file, arch, expert_keys, m)) return *e;
         if (auto e = read_rope_scaling(h, file, arch, m)) return *e;
+        if (m.family->gemma_attention)
+            if (auto e = read_keys(h, file, arch, gemma_keys, m)) return *e;
         if (m.config.contains("sliding_window") && m.config["sliding_window"] == 0) m.config.erase("sliding_window");
         m.heads = m.config["num_attention_heads"].get<std::size_t>();
         m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
+        if (m.family->gemma_attention) gemma_defaults(m);
     } else {
         m.config["activation_function"] = "gelu_new";  // llama.cpp's GPT-2 runs GELU's tanh form
         if (auto e = read_keys(h, file, arch, gpt2_keys, m)) return *e;

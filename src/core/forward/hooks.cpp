@@ -130,7 +130,10 @@ public:
             if (s.step == step_kind::norm && !s.expert && !post_norm()) p = hook_point::mlp_in;
             if (s.step == step_kind::expand || s.step == step_kind::gate) p = hook_point::mlp_pre;
             if (s.step == (gated ? step_kind::multiply : step_kind::activate)) p = hook_point::mlp_post;
-            if (s.step == step_kind::contract && !s.expert && !model_.source().is_moe()) p = hook_point::mlp_out;
+            // what the FFN writes before the residual: its output, or Gemma's norm of it
+            const bool out_norm = model_.source().config().family->has(tensor_role::ffn_post_norm);
+            if (s.step == (out_norm ? step_kind::out_norm : step_kind::contract) && !s.expert && !model_.source().is_moe())
+                p = hook_point::mlp_out;
             if (s.step == step_kind::combine) p = hook_point::mlp_out;
             if (!p) return;
             const hook_name h{*p, i};

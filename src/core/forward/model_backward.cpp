@@ -41,16 +41,25 @@ logits_loss next_token_loss(std::vector<std::pair<std::size_t, std::size_t>> row
 matrix transformer::attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const {
     const attention_weights& a = attention_[layer];
     const attention_inputs in = attention_inputs_of(layer, x);
+    // forward (Gemma): out = post_norm(ctx·Wo + bo), the norm's input recomputed
+    matrix d_proj = d_out;
+    if (a.post_norm) {
+        matrix projected = a.o.w->times(attention(in.q, in.k, in.v, a.shape), false);
+        if (!a.o.b.empty())
+            for (std::size_t t = 0; t < projected.rows; ++t)
+                for (std::size_t j = 0; j < projected.cols; ++j) projected(t, j) += a.o.b[j];
+        d_proj = normalize_backward(*a.post_norm, normalize(*a.post_norm, projected), projected, d_out).dx;
+    }
     // forward: out = ctx·Wo + bo, so d_ctx = d_out·Woᵀ
-    const matrix d_ctx = a.o.w->times_transposed(d_out);
-    attention_gradients g = attention_backward(in.q, in.k, in.v, shape_, d_ctx);
-    if (!rope_freqs_.empty()) {
-        rotate_half_rope_backward(g.dq, rope_freqs_);
-        rotate_half_rope_backward(g.dk, rope_freqs_);
+    const matrix d_ctx = a.o.w->times_transposed(d_proj);
+    attention_gradients g = attention_backward(in.q, in.k, in.v, a.shape, d_ctx);
+    if (const std::vector<double>& freqs = freqs_of(a); !freqs.empty()) {
+        rotate_half_rope_backward(g.dq, freqs);
+        rotate_half_rope_backward(g.dk, freqs);
     }
     // forward (Qwen3): q ← q_norm(q), k ← k_norm(k) head by head, before RoPE
-    if (a.q_norm) g.dq = head_norm_backward(*a.q_norm, shape_.head_dim, in.q_norm, g.dq);
-    if (a.k_norm) g.dk = head_norm_backward(*a.k_norm, shape_.head_dim, in.k_norm, g.dk);
+    if (a.q_norm) g.dq = head_norm_backward(*a.q_norm, a.shape.head_dim, in.q_norm, g.dq);
+    if (a.k_norm) g.dk = head_norm_backward(*a.k_norm, a.shape.head_dim, in.k_norm, g.dk);
     // forward: q = n·Wq + bq, k = n·Wk + bk, v = n·Wv + bv (GPT-2: [q | k | v] = n·W_attn + b_attn),
     // so dn = dq·Wqᵀ + dk·Wkᵀ + dv·Wvᵀ (= [dq | dk | dv]·W_attnᵀ)
     matrix d_in;
@@ -72,8 +81,15 @@ matrix transformer::attention_output_backward(std::size_t layer, const matrix& x
 
 matrix transformer::head_backward(const matrix& x, const std::vector<std::size_t>& rows, const matrix& dlogits,
                                   const std::function<void(matrix&)>& at) const {
-    // forward: logits = final_norm·Uᵀ, so d_final_norm = dlogits·U
-    matrix d_normed = unembedding_->times_transposed(dlogits);
+    // forward: logits = final_norm·Uᵀ, so d_final_norm = dlogits·U; Gemma 2 caps them after:
+    // logits = c·tanh(z/c), so dz = dlogits·(1 − (logits/c)²), z recomputed
+    matrix d_capped = dlogits;
+    if (final_softcap_ > 0) {
+        matrix z = unembedding_->times(normalize(*final_norm_, gather(x, rows)).y, false);
+        soft_cap(z.data, final_softcap_);
+        for (std::size_t k = 0; k < z.data.size(); ++k) d_capped.data[k] *= 1 - (z.data[k] / final_softcap_) * (z.data[k] / final_softcap_);
+    }
+    matrix d_normed = unembedding_->times_transposed(d_capped);
     if (at) at(d_normed);
     const matrix picked = gather(x, rows);
     const matrix d_picked = normalize_backward(*final_norm_, normalize(*final_norm_, picked), picked, d_normed).dx;

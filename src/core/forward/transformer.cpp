@@ -84,6 +84,7 @@ public:
         auto w = vector(name + ".weight", what + "'s weight", width);
         if (!w) return w.err();
         n.weight = std::move(*w);
+        for (double& g : n.weight) g += c_.config().family->norm_offset;  // Gemma's 1 + w
         if (layer_norm) {
             auto b = vector(name + ".bias", what + "'s bias", width);
             if (!b) return b.err();
@@ -343,6 +344,17 @@ outcome<transformer::attention_weights> read_attention(const tensor_checker& che
                               out_in, bias_of(f.output_bias));
     if (!o) return o.err();
     a.o = std::move(*o);
+    if (f.has(role::attn_post_norm)) {
+        auto n = check.norm(f.name_of(role::attn_post_norm, i),
+                            fmt::format("{}RMSNorm of the attention's output ({})", block, module_of(f, role::attn_post_norm)), false,
+                            norm_layer::place::pre);
+        if (!n) return n.err();
+        a.post_norm = std::move(*n);
+    }
+    const bool sliding = m.sliding_layers.empty() ? m.sliding_window > 0 : m.sliding_layers[i];
+    a.shape = attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, f.causal, sliding ? m.sliding_window : 0, m.query_scale,
+                              m.attn_softcap};
+    a.local_rope = sliding && m.rope_local_theta > 0;
     if (f.norm_place == norm_layer::place::post) {
         auto n = norm();
         if (!n) return n.err();
@@ -376,6 +388,8 @@ std::optional<error> check_ffn_tensors(const tensor_checker& check, const checkp
         if (auto e = need(role::ffn_up, 0, named(role::ffn_up, "the FFN's W1"))) return e;
         if (auto e = need(role::ffn_down, 0, named(role::ffn_down, "the FFN's W2"))) return e;
     }
+    if (f.has(role::ffn_post_norm))
+        if (auto e = need(role::ffn_post_norm, 0, named(role::ffn_post_norm, "the RMSNorm of the FFN's output"))) return e;
     if (f.norm_place == norm_layer::place::post)
         if (auto e = need(role::ffn_norm, 0, norm)) return e;
     return std::nullopt;
@@ -413,8 +427,10 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
         auto freqs = read_rope_frequencies(check, *ck);
         if (!freqs) return freqs.err();
         tr.rope_freqs_ = std::move(*freqs);
+        if (m.rope_local_theta > 0) tr.rope_local_freqs_ = rope_frequencies(m.head_dim, m.rope_local_theta);
     }
-    tr.shape_ = attention_shape{m.n_heads, m.n_kv_heads, m.head_dim, f.causal, m.sliding_window};
+    if (f.scaled_embedding) tr.embedding_scale_ = std::sqrt(static_cast<double>(m.d_model));
+    tr.final_softcap_ = m.final_softcap;
     auto e = read_embeddings(check, *ck, f);
     if (!e) return e.err();
     tr.embedding_ = std::move(e->embedding);
@@ -495,6 +511,8 @@ outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
         for (std::size_t t = 0; t < tokens; ++t)
             for (std::size_t i = 0; i < d; ++i) (*x)(t, i) += token_type0_[i];
     if (embedding_norm_) *x = normalize(*embedding_norm_, *x).y;
+    if (embedding_scale_ != 1)
+        for (double& v : x->data) v *= embedding_scale_;
     if (auto e = overflow(*x, "embeddings")) return *e;
     return x;
 }
@@ -508,7 +526,7 @@ transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer
         in.norm.y = x;
     if (a.qkv) {  // GPT-2, Phi-3: [q | k | v] = x·W_attn + b_attn, split along the columns
         const matrix fused = project(*a.qkv, in.norm.y);
-        const std::size_t q_width = shape_.n_heads * shape_.head_dim, kv_width = shape_.n_kv_heads * shape_.head_dim;
+        const std::size_t q_width = a.shape.n_heads * a.shape.head_dim, kv_width = a.shape.n_kv_heads * a.shape.head_dim;
         in.q = columns(fused, 0, q_width);
         in.k = columns(fused, q_width, kv_width);
         in.v = columns(fused, q_width + kv_width, kv_width);
@@ -517,11 +535,11 @@ transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer
         in.k = project(a.k, in.norm.y);
         in.v = project(a.v, in.norm.y);
     }
-    if (a.q_norm) head_norm(*a.q_norm, shape_.head_dim, in.q, in.q_norm);
-    if (a.k_norm) head_norm(*a.k_norm, shape_.head_dim, in.k, in.k_norm);
-    if (!rope_freqs_.empty()) {
-        rope_per_sequence(in.q, rope_freqs_, sequences);
-        rope_per_sequence(in.k, rope_freqs_, sequences);
+    if (a.q_norm) head_norm(*a.q_norm, a.shape.head_dim, in.q, in.q_norm);
+    if (a.k_norm) head_norm(*a.k_norm, a.shape.head_dim, in.k, in.k_norm);
+    if (const std::vector<double>& freqs = freqs_of(a); !freqs.empty()) {
+        rope_per_sequence(in.q, freqs, sequences);
+        rope_per_sequence(in.k, freqs, sequences);
     }
     return in;
 }
@@ -534,7 +552,10 @@ outcome<matrix> transformer::attention_output(std::size_t layer, const matrix& x
     if (sequences == 0 || x.rows % sequences != 0)
         return error{"", "sequences", fmt::format("{} rows are not {} sequences of equal length", x.rows, sequences)};
     const attention_inputs in = attention_inputs_of(layer, x, sequences);
-    return project(attention_[layer].o, attention_per_sequence(in.q, in.k, in.v, shape_, sequences));
+    const attention_weights& a = attention_[layer];
+    matrix out = project(a.o, attention_per_sequence(in.q, in.k, in.v, a.shape, sequences));
+    if (a.post_norm) out = normalize(*a.post_norm, out).y;
+    return out;
 }
 
 outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix& x, const matrix& added) const {
@@ -605,7 +626,18 @@ std::size_t transformer::logit_parts(std::size_t rows) const { return unembeddin
 std::optional<error> transformer::logits_in_blocks(const matrix& x, const std::vector<std::size_t>& rows,
                                                    const stored_matrix::column_blocks& f) const {
     if (auto e = check_head_rows(x, rows)) return e;
-    unembedding_->times_in_blocks(normalize(*final_norm_, gather(x, rows)).y, f);
+    if (final_softcap_ == 0) {
+        unembedding_->times_in_blocks(normalize(*final_norm_, gather(x, rows)).y, f);
+    } else {
+        std::vector<std::vector<double>> capped(logit_parts(rows.size()));  // each part's own block
+        unembedding_->times_in_blocks(normalize(*final_norm_, gather(x, rows)).y,
+                                      [&](std::size_t part, std::size_t c0, std::size_t n, const double* y) {
+                                          std::vector<double>& z = capped[part];
+                                          z.assign(y, y + n * rows.size());
+                                          soft_cap(z, final_softcap_);
+                                          f(part, c0, n, z.data());
+                                      });
+    }
     return unembedding_->non_finite();
 }
 
@@ -615,6 +647,7 @@ outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t
     if (at) at(hook_point::final_norm, normed);
     matrix y = unembedding_->times(normed, false);
     if (auto e = unembedding_->non_finite()) return *e;
+    if (final_softcap_ > 0) soft_cap(y.data, final_softcap_);
     if (at) at(hook_point::logits, y);
     if (auto e = overflow(y, std::string(point_name(hook_point::logits)))) return *e;
     return y;

@@ -13,7 +13,14 @@ namespace {
 
 int dim(std::size_t n) { return static_cast<int>(n); }
 
+// What q·kᵀ is multiplied by: 1/√head_dim, or the shape's own scale (Gemma's).
+double score_scale(const attention_shape& s) { return s.scale > 0 ? s.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)); }
+
 }  // namespace
+
+void soft_cap(std::span<double> x, double cap) {
+    for (double& v : x) v = cap * std::tanh(v / cap);
+}
 
 std::size_t kv_head_of(std::size_t head, std::size_t n_heads, std::size_t n_kv_heads) {
     return head / (n_heads / n_kv_heads);
@@ -31,9 +38,10 @@ matrix attention_scores(const matrix& q, const matrix& k, const attention_shape&
     matrix scores(tokens, tokens);
     // scores (tokens, tokens) = q_h (tokens, head_dim) · k_gᵀ (head_dim, tokens) / √head_dim,
     // the heads read in place through the leading dimensions q.cols and k.cols
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, dim(tokens), dim(tokens), dim(head_dim),
-                1.0 / std::sqrt(static_cast<double>(head_dim)), q.data.data() + head * head_dim, dim(q.cols),
-                k.data.data() + g * head_dim, dim(k.cols), 0.0, scores.data.data(), dim(tokens));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, dim(tokens), dim(tokens), dim(head_dim), score_scale(s),
+                q.data.data() + head * head_dim, dim(q.cols), k.data.data() + g * head_dim, dim(k.cols), 0.0,
+                scores.data.data(), dim(tokens));
+    if (s.softcap > 0) soft_cap(scores.data, s.softcap);
     for (std::size_t i = 0; i < tokens; ++i)
         for (std::size_t j = 0; j < tokens; ++j)
             if (!visible(s, i, j)) scores(i, j) = -std::numeric_limits<double>::infinity();
@@ -118,12 +126,13 @@ void rotate_half_rope_backward(matrix& dy, std::span<const double> freqs) { turn
 attention_gradients attention_backward(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
                                        const matrix& d_out) {
     const std::size_t tokens = q.rows, head_dim = s.head_dim;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    const double scale = score_scale(s);
     attention_gradients g{matrix(q.rows, q.cols), matrix(k.rows, k.cols), matrix(v.rows, v.cols)};
     matrix dp(tokens, tokens);
     for (std::size_t h = 0; h < s.n_heads; ++h) {
         const std::size_t gh = kv_head_of(h, s.n_heads, s.n_kv_heads);
-        const matrix p = softmax_rows(attention_scores(q, k, s, h));
+        const matrix scores = attention_scores(q, k, s, h);
+        const matrix p = softmax_rows(scores);
         // dP (tokens, tokens) = d_out_h (tokens, head_dim) · v_gᵀ (head_dim, tokens)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, dim(tokens), dim(tokens), dim(head_dim), 1.0,
                     d_out.data.data() + h * head_dim, dim(d_out.cols), v.data.data() + gh * head_dim, dim(v.cols), 0.0,
@@ -132,7 +141,10 @@ attention_gradients attention_backward(const matrix& q, const matrix& k, const m
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), 1.0, p.data.data(),
                     dim(tokens), d_out.data.data() + h * head_dim, dim(d_out.cols), 1.0, g.dv.data.data() + gh * head_dim,
                     dim(g.dv.cols));
-        const matrix ds = softmax_backward(p, dp);  // the router's softmax backward (moe.hpp), a hidden key's P = 0
+        matrix ds = softmax_backward(p, dp);  // the router's softmax backward (moe.hpp), a hidden key's P = 0
+        if (s.softcap > 0)  // forward: capped = c·tanh(raw/c), so d_raw = d_capped·(1 − (capped/c)²); a hidden key's is 0
+            for (std::size_t k2 = 0; k2 < ds.data.size(); ++k2)
+                ds.data[k2] = std::isfinite(scores.data[k2]) ? ds.data[k2] * (1 - (scores.data[k2] / s.softcap) * (scores.data[k2] / s.softcap)) : 0.0;
         // dq_h (tokens, head_dim) = dS (tokens, tokens) · k_g (tokens, head_dim) / √head_dim
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim(tokens), dim(head_dim), dim(tokens), scale, ds.data.data(),
                     dim(tokens), k.data.data() + gh * head_dim, dim(k.cols), 0.0, g.dq.data.data() + h * head_dim,

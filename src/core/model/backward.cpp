@@ -66,8 +66,9 @@ backward_step norm_backward_step(const norm_layer& n, const step& forward, const
                                  norm_layer& d_norm) {
     const norm_parts parts{forward.terms[0].value, forward.terms[1].value, forward.terms[2].value, forward.value};
     norm_gradients ng = normalize_backward(n, parts, in, dy);
-    backward_step s{step_kind::norm, {{"dnorm.weight", row(ng.dweight)}}};
-    if (!ng.dbias.empty()) s.values.push_back({"dnorm.bias", row(ng.dbias)});
+    const std::string name = forward.kind == step_kind::out_norm ? "out_norm" : "norm";
+    backward_step s{forward.kind, {{"d" + name + ".weight", row(ng.dweight)}}};
+    if (!ng.dbias.empty()) s.values.push_back({"d" + name + ".bias", row(ng.dbias)});
     s.values.push_back({"d_in", std::move(ng.dx)});
     d_norm.weight = std::move(ng.dweight);
     d_norm.bias = std::move(ng.dbias);
@@ -218,6 +219,13 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     if (l.residual) {
         dx_direct = d_out;
         g.steps.push_back({step_kind::residual, {{"d_contract", d_out}, {"dx_direct", d_out}}});
+    }
+    if (l.out_norm) {
+        // forward (Gemma): out_norm = norm(contract), what the residual adds
+        g.d_layer.out_norm = l.out_norm;
+        g.steps.push_back(norm_backward_step(*l.out_norm, t.step(step_kind::out_norm), t.step(step_kind::contract).value, d_out,
+                                             *g.d_layer.out_norm));
+        d_out = g.steps.back().values.back().value;
     }
 
     const matrix d_hidden = contract_backward(t, d_out, g);

@@ -332,12 +332,12 @@ norm_gradients normalize_backward(const norm_layer& n, const norm_parts& p, cons
 }
 
 std::optional<error> norm_overflow(const step& s, const std::vector<std::size_t>& lead) {
-    if (s.kind != step_kind::norm) return std::nullopt;
+    if (s.kind != step_kind::norm && s.kind != step_kind::out_norm) return std::nullopt;
     // var = inf would make 1/√var = 0 and the norm write β alone, silently
     const matrix& var = s.terms[1].value;
     for (std::size_t t = 0; t < var.rows; ++t)
         if (!std::isfinite(var(t, 0)))
-            return error{"", step_name(step_kind::norm) + token_index(lead, t),
+            return error{"", step_name(s.kind) + token_index(lead, t),
                          "the token's variance overflowed to inf in double precision; its values are too large to "
                          "normalise"};
     return std::nullopt;
@@ -351,6 +351,7 @@ std::vector<step_kind> step_kinds(const ffn& layer) {
         kinds.insert(kinds.end(), {step_kind::gate, step_kind::up, step_kind::activate, step_kind::multiply, step_kind::contract});
     else
         kinds.insert(kinds.end(), {step_kind::expand, step_kind::activate, step_kind::contract});
+    if (layer.out_norm) kinds.push_back(step_kind::out_norm);
     if (layer.residual) kinds.push_back(step_kind::residual);
     if (layer.norm && !pre) kinds.push_back(step_kind::norm);
     return kinds;
@@ -358,7 +359,7 @@ std::vector<step_kind> step_kinds(const ffn& layer) {
 
 std::size_t step_width(const ffn& layer, step_kind k) {
     if (k == step_kind::norm) return layer.norm->position == norm_layer::place::pre ? layer.d_model() : layer.d_out();
-    return k == step_kind::contract || k == step_kind::residual ? layer.d_out() : layer.d_ff();
+    return k == step_kind::contract || k == step_kind::out_norm || k == step_kind::residual ? layer.d_out() : layer.d_ff();
 }
 
 const matrix& trace::ffn_input() const {
@@ -452,9 +453,9 @@ std::optional<weight> weight_of(step_kind k) { return detail::step_weight(k); }
 
 namespace {
 
-step norm_step(const norm_layer& n, const matrix& in) {
+step norm_step(const norm_layer& n, const matrix& in, step_kind k = step_kind::norm) {
     norm_parts p = normalize(n, in);
-    return {step_kind::norm, std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
+    return {k, std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
 }
 
 outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vector<std::size_t> lead, bool each_alone,
@@ -509,6 +510,11 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
         t.steps.push_back({step_kind::expand, std::move(hidden), {}});
         t.steps.push_back({step_kind::activate, std::move(act), std::move(terms)});
         t.steps.push_back({step_kind::contract, std::move(out), {}});
+    }
+    if (layer.out_norm) {  // Gemma: the output normed before the residual adds it
+        step out_norm = norm_step(*layer.out_norm, t.steps.back().value, step_kind::out_norm);
+        edit(step_kind::out_norm, out_norm.value);
+        t.steps.push_back(std::move(out_norm));
     }
     if (layer.residual) record(step_kind::residual, residual(x, t.steps.back().value));
     if (layer.norm && !pre) {

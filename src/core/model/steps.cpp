@@ -15,7 +15,7 @@ struct step_words {
     std::string_view matrix_name, bias_name;
 };
 
-constexpr std::array<step_words, 14> steps{{
+constexpr std::array<step_words, 15> steps{{
     {"norm", "normed", std::nullopt, "", ""},
     {"expand", "hidden", weight::w1, "W1", "b1"},
     {"gate", "gate", weight::wg, "Wg", "bg"},
@@ -23,6 +23,7 @@ constexpr std::array<step_words, 14> steps{{
     {"activate", "activated", std::nullopt, "", ""},
     {"multiply", "product", std::nullopt, "", ""},
     {"contract", "output", weight::w2, "W2", "b2"},
+    {"out_norm", "normed_output", std::nullopt, "", ""},
     {"residual", "y", std::nullopt, "", ""},
     {"router", "logits", std::nullopt, "", ""},
     {"probabilities", "p", std::nullopt, "", ""},

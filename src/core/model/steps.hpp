@@ -22,7 +22,7 @@ std::string step_variable(step_kind k);
 // What a layer's first matrices read: "normed" after a norm before the FFN, else the input "x".
 std::string read_variable(bool pre_norm);
 // What a norm reads: the input "x" before the FFN; after it, "y" with the residual on, else
-// "output".
+// "output". (The out_norm step reads "output".)
 std::string norm_input(bool pre_norm, bool residual);
 // The matrix a step multiplies by: expand W1, gate Wg, up Wu, contract W2; none for the others.
 std::optional<weight> step_weight(step_kind k);

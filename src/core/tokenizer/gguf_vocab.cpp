@@ -230,10 +230,14 @@ outcome<bool> splitting_stages(const metadata& m, const std::string& path, const
     auto add_bos = flag(m, path, "tokenizer.ggml.add_bos_token", add_bos_by_default);
     if (!add_bos) return add_bos.err();
     if (*add_bos) {
-        if (!*bos)
+        // Without the key, llama.cpp's llama-vocab.cpp keeps its default: id 1 for "llama"
+        // (SentencePiece's <s>), id 11 for "gpt2"; an error only when the vocabulary has no such id.
+        const std::size_t fallback = kind == "llama" ? 1 : 11;
+        if (!*bos && fallback >= size)
             return error{path, "tokenizer.ggml.bos_token_id",
-                         "missing, but the bos token starts every text (tokenizer.ggml.add_bos_token, or the tokenizer's default)"};
-        s.post_process = std::make_unique<prepend_bos>(**bos);
+                         fmt::format("missing, but the bos token starts every text (tokenizer.ggml.add_bos_token, or the "
+                                     "tokenizer's default), and llama.cpp's default id {} is not in the {} tokens", fallback, size)};
+        s.post_process = std::make_unique<prepend_bos>(bos->value_or(fallback));
     }
     return true;
 }

@@ -48,7 +48,7 @@ error bad(std::string option, std::string message) { return error{"", std::move(
 }  // namespace
 
 std::vector<std::string_view> preset_names() {
-    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama2-70b", "llama3-8b", "mixtral-8x7b", "phi3-mini"};
+    return {"transformer-base", "gpt2", "bert-base", "llama2-7b", "llama2-70b", "llama3-8b", "mixtral-8x7b", "phi3-mini", "qwen3-0.6b", "gemma-2-2b", "gemma-3-1b"};
 }
 
 std::optional<model_config> preset(std::string_view name) {
@@ -93,6 +93,23 @@ std::optional<model_config> preset(std::string_view name) {
                  "gate and up as another (gate_up_proj, 2 × d_ff rows): the same weights, counted alike";
         return c;
     }
+    if (name == "qwen3-0.6b") {
+        c.d_model = 1024, c.d_ff = 3072, c.layers = 28, c.heads = 16, c.kv_heads = 8, c.head_dim = 128, c.vocab = 151936;
+        c.gated = true, c.bias = false, c.norm = norm_kind::rmsnorm, c.tied = true, c.qk_norm = true;
+        c.note = "Qwen3 0.6B: heads of 128 (wider than d_model / heads), each head's query and key RMSNormed, tied embeddings";
+        return c;
+    }
+    if (name == "gemma-2-2b" || name == "gemma-3-1b") {
+        c.d_model = 2304, c.d_ff = 9216, c.layers = 26, c.heads = 8, c.kv_heads = 4, c.head_dim = 256, c.vocab = 256000;
+        c.gated = true, c.bias = false, c.norm = norm_kind::rmsnorm, c.tied = true, c.norms = 4;
+        c.note = "Gemma 2 2B: GeGLU, a norm before and after each sublayer (4 a layer), heads of 256, the tied 256k embedding";
+        if (name == "gemma-3-1b") {
+            c.d_model = 1152, c.d_ff = 6912, c.heads = 4, c.kv_heads = 1, c.vocab = 262144, c.qk_norm = true;
+            c.note = "Gemma 3 1B: GeGLU, 4 norms a layer and each head's query and key RMSNormed, heads of 256, the tied "
+                     "262k embedding";
+        }
+        return c;
+    }
     return std::nullopt;
 }
 
@@ -105,7 +122,8 @@ std::optional<error> check_config(const model_config& c) {
     if (c.d_model == 0) return bad("d_model", "expected a size > 0");
     if (c.layers == 0) return bad("layers", "expected at least 1 layer");
     if (c.multiple_of == 0) return bad("multiple_of", "expected a size > 0");
-    if (c.heads != 0 && c.d_model % c.heads != 0)
+    if (c.head_dim != 0 && c.heads == 0) return bad("head_dim", "needs `heads`");
+    if (c.heads != 0 && c.head_dim == 0 && c.d_model % c.heads != 0)
         return bad("heads", fmt::format("{} heads do not divide d_model = {}", c.heads, c.d_model));
     if (c.kv_heads != 0 && c.heads == 0) return bad("kv_heads", "needs `heads`, which it must divide");
     if (c.kv_heads != 0 && c.heads % c.kv_heads != 0)
@@ -173,19 +191,26 @@ outcome<params_report> count_params(const model_config& in) {
             r.ffn = sum({matrix_term("Linear 1 (W1)", "d_model", d, "d_ff", f, c.bias),
                          matrix_term("Linear 2 (W2)", "d_ff", f, "d_model", d, c.bias)});
 
-        // Attention: Q and O are d_model × d_model; K and V shrink with grouped-query attention.
+        // Attention: Q and O are d_model × d_model (heads·head_dim when the heads have a width of
+        // their own); K and V shrink with grouped-query attention.
         const bool grouped = c.heads != 0 && c.kv_heads < c.heads;
-        const count kv = grouped ? mul(c.kv_heads, d / c.heads) : d;
-        const std::string_view kv_name = grouped ? "kv_heads·head_dim" : "d_model";
-        r.attention = sum({matrix_term("Q", "d_model", d, "d_model", d, c.bias),
-                           matrix_term("K", "d_model", d, kv_name, kv, c.bias),
-                           matrix_term("V", "d_model", d, kv_name, kv, c.bias),
-                           matrix_term("O", "d_model", d, "d_model", d, c.bias)});
+        const count head_dim = c.head_dim ? c.head_dim : c.heads ? d / c.heads : 0;
+        const count q = c.head_dim ? mul(c.heads, head_dim) : d;
+        const std::string_view q_name = c.head_dim ? "heads·head_dim" : "d_model";
+        const count kv = grouped ? mul(c.kv_heads, head_dim) : q;
+        const std::string_view kv_name = grouped ? "kv_heads·head_dim" : q_name;
+        std::vector<param_term> attention{matrix_term("Q", "d_model", d, q_name, q, c.bias),
+                                          matrix_term("K", "d_model", d, kv_name, kv, c.bias),
+                                          matrix_term("V", "d_model", d, kv_name, kv, c.bias),
+                                          matrix_term("O", q_name, q, "d_model", d, c.bias)};
+        if (c.qk_norm)
+            attention.push_back({"q and k norms", "2 × head_dim", fmt::format("2 × {}", with_separators(head_dim)), mul(2, head_dim)});
+        r.attention = sum(std::move(attention));
 
         const count experts = c.experts > 1 ? c.experts : 1;
         const count used = c.experts > 1 ? (c.top_k ? c.top_k : c.experts) : 1;
         r.router = c.experts > 1 ? mul(d, c.experts) : 0;
-        r.norms_per_layer = mul(2, norm_size(c.norm, d));
+        r.norms_per_layer = mul(c.norms, norm_size(c.norm, d));
         r.layer_total = add(add(add(r.attention.total, mul(experts, r.ffn.total)), r.router), r.norms_per_layer);
         r.layer_active = add(add(add(r.attention.total, mul(used, r.ffn.total)), r.router), r.norms_per_layer);
 
@@ -195,7 +220,7 @@ outcome<params_report> count_params(const model_config& in) {
         r.ffn_all_layers = mul(mul(c.layers, experts), r.ffn.total);
 
         // Forward FLOPs: a multiply and an add per weight of every matrix a token passes through.
-        const count attention_matrices = add(mul(2, mul(d, d)), mul(2, mul(d, kv)));
+        const count attention_matrices = add(mul(2, mul(d, q)), mul(2, mul(d, kv)));
         const count ffn_matrices = mul(c.gated ? 3 : 2, mul(d, f));
         const count per_layer = add(add(attention_matrices, mul(used, ffn_matrices)), r.router);
         const count head = c.vocab ? mul(d, c.vocab) : 0;

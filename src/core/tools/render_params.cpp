@@ -161,8 +161,8 @@ section layer_section(const params_report& r) {
     layer.rows.push_back(sum_row("attention", short_names(r.attention), sum_numbers(r.attention), r.attention.total));
     const bool layer_norm = norm_name(c.norm) == "LayerNorm";
     if (r.norms_per_layer)
-        layer.rows.push_back(sum_row("norms", fmt::format("2 × {} ({})", layer_norm ? "2 × d_model" : "d_model", norm_name(c.norm)),
-                                     fmt::format("2 × {}{}", layer_norm ? "2 × " : "", with_separators(c.d_model)),
+        layer.rows.push_back(sum_row("norms", fmt::format("{} × {} ({})", c.norms, layer_norm ? "2 × d_model" : "d_model", norm_name(c.norm)),
+                                     fmt::format("{} × {}{}", c.norms, layer_norm ? "2 × " : "", with_separators(c.d_model)),
                                      r.norms_per_layer));
     // A sum of the rows is too wide for a cell: the table names it, a note under it writes it out.
     layer.rows.push_back({"total", "the rows above =", "(below)", with_separators(r.layer_total), human(r.layer_total)});

@@ -31,6 +31,13 @@ void grad_builder::backward(int number, const backward_step& s) {
         activate_step(n, s, arithmetic);
     } else if (s.kind == step_kind::norm) {
         norm_step(n, s);
+    } else if (s.kind == step_kind::out_norm) {
+        heading_line(prefix() + fmt::format("Backward {} · Out_norm   x̂ = output/√(mean(output²) + ε), dx̂ = g ⊙ γ, dγ = Σ over "
+                                            "tokens of g ⊙ x̂", n));
+        paragraph("Back through the norm of the output (Gemma's), the gradient loses its part along x̂: d_output = "
+                  "(dx̂ − x̂·mean(dx̂ ⊙ x̂)) / √(mean(output²) + ε).");
+        bias_table("dout_norm.weight", s.find("dout_norm.weight")->data);
+        token_table("d_output", *s.find("d_in"), outputs());
     } else if (const auto key = weight_of(s.kind); key && key != weight::w2) {  // expand, gate, up
         first_layer_step(n, s, *key, arithmetic);
     } else {
@@ -64,7 +71,9 @@ void grad_builder::contract_step(const std::string& n, const backward_step& s, b
     paragraph(fmt::format("Each hidden unit's value vector moves in proportion to how strongly the unit fired{}; "
                           "d_{} = g · W2ᵀ sends the gradient back to the hidden units.",
                           l_.b2.empty() ? "" : ", db2 = Σ over tokens of g", hidden_name()));
-    const matrix& g = *in_.grads.steps.front().find("g");
+    // what reaches the contraction: g, or what comes back through Gemma's norm of the output
+    const backward_step* out_norm = find_step(step_kind::out_norm);
+    const matrix& g = out_norm ? *out_norm->find("d_in") : *in_.grads.steps.front().find("g");
     if (arithmetic) weight_gradient_lines("W2", h, g, in_.grads.d_layer.w2);
     weight_table("dW2", in_.grads.d_layer.w2, hidden(), outputs(), [&](std::size_t r, std::size_t c) {
         return weight_gradient_line("W2", h, g, in_.grads.d_layer.w2, r, c);

@@ -54,10 +54,10 @@ std::string position_wise_difference(double difference, bool ok) {
                        ok ? styled(style::green, "✓") : styled(style::red, "✗"));
 }
 
-std::string norm_formula(const norm_layer& n, const std::string& v) {
+std::string norm_formula(const norm_layer& n, const std::string& v, const std::string& out) {
     return n.type == norm_layer::kind::layernorm
-               ? fmt::format("normed = ({0} − mean)/√(var + ε) · γ{1}", v, n.bias.empty() ? "" : " + β")
-               : fmt::format("normed = {0}/√(mean({0}²) + ε) · γ", v);
+               ? fmt::format("{2} = ({0} − mean)/√(var + ε) · γ{1}", v, n.bias.empty() ? "" : " + β", out)
+               : fmt::format("{1} = {0}/√(mean({0}²) + ε) · γ", v, out);
 }
 
 std::string norm_explanation(const norm_layer& n, std::string_view reader) {
@@ -80,10 +80,12 @@ std::string step_formula(const ffn& l, step_kind k) {
         const std::string bias = bias_of(l, *w).empty() ? "" : " + " + bias_name(*w);
         return fmt::format("{} = {} · {}{}", step_variable(k), in, weight_name(*w), bias);
     }
+    if (k == step_kind::out_norm)
+        return norm_formula(*l.out_norm, step_variable(step_kind::contract), step_variable(step_kind::out_norm));
     if (k == step_kind::activate)
         return fmt::format("activated = {}({})", info(info(l.act).unit).name, step_variable(pre_activation_step(l)));
     if (k == step_kind::multiply) return "product = activated ⊙ up";
-    return "y = x + output";
+    return fmt::format("y = x + {}", step_variable(l.out_norm ? step_kind::out_norm : step_kind::contract));
 }
 
 std::string step_explanation(const ffn& l, step_kind step, bool out_in) {
@@ -102,6 +104,9 @@ std::string step_explanation(const ffn& l, step_kind step, bool out_in) {
                 case activation::relu:
                     return "ReLU keeps positive scores and zeroes the rest: a detector that did not fire is switched off.";
                 case activation::gelu:
+                    if (l.gated())
+                        return "GELU of the gate, in its tanh form (GeGLU; Gemma's config calls it gelu_pytorch_tanh): it "
+                               "bends smoothly instead of cutting at 0, so a gate slightly below 0 lets a little through.";
                     return "GELU (tanh form, as in GPT-2 and BERT) bends smoothly instead of cutting at 0: small "
                            "negative values pass through, slightly.";
                 case activation::gelu_exact: return "Exact GELU: x·Φ(x), Φ the standard normal CDF.";
@@ -118,6 +123,9 @@ std::string step_explanation(const ffn& l, step_kind step, bool out_in) {
                    (out_in ? " (column j of the file's W2)" : "") +
                    ", scaled by how strongly it fired: the output is a weighted sum of W2's rows, the "
                    "key-value memory view.";
+        case step_kind::out_norm:
+            return "RMSNorm of the output before the residual adds it (Gemma's post_feedforward_layernorm, γ = 1 + the "
+                   "stored weight): every layer writes an update of a steady size onto the token.";
         default: break;  // the residual
     }
     return "The residual adds the input back: the FFN writes an update onto the token rather than replacing it.";

@@ -84,6 +84,10 @@ void walkthrough_builder::heading_block() {
     f.push_back({step_name(step_kind::residual), layer().residual ? "on: y = x + FFN(x)"
                                               : (layer().d_out() == layer().d_model() ? "off" : "off (d_out ≠ d_model)")});
     if (layer().norm) f.push_back(norm_field(*layer().norm, "FFN"));
+    if (const auto& n = layer().out_norm)
+        f.push_back({step_name(step_kind::out_norm), fmt::format("{} of the FFN's output before the residual adds it: "
+                                                                 "y = x + norm(FFN(x)), ε = {}", to_string(n->type),
+                                                                 format_short(n->eps, 12))});
     if (!claims_.empty()) f.push_back(claims_field());
     if (unchecked_claims_) f.push_back(unchecked_claims_field());
     f.push_back(indices_field());
@@ -224,6 +228,7 @@ std::string walkthrough_builder::shapes(step_kind step) const {
     if (step == step_kind::activate || step == step_kind::multiply) return fmt::format("{} → {}", hidden, hidden);
     if (step == step_kind::contract) return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
     if (step == step_kind::norm) return pre_norm() ? fmt::format("{} → {}", in, in) : fmt::format("{} → {}", out, out);
+    if (step == step_kind::out_norm) return fmt::format("{} → {}", out, out);
     return fmt::format("{} + {} → {}", in, out, out);
 }
 

@@ -39,7 +39,7 @@ std::string position_wise_who(std::size_t checked, std::size_t tokens);
 // lone token's loop, so its last digits depend on the machine: then only the bound is stated.
 std::string position_wise_difference(double difference, bool ok);
 // The norm step's heading line and explanation, for a dense layer or an MoE layer.
-std::string norm_formula(const norm_layer& n, const std::string& v);
+std::string norm_formula(const norm_layer& n, const std::string& v, const std::string& out = "normed");
 // `reader`: who reads the normalised token, "the FFN reads".
 std::string norm_explanation(const norm_layer& n, std::string_view reader);
 // Whether the layer normalises its input before the FFN (pre-norm), rather than after the residual.

@@ -120,6 +120,10 @@ void walkthrough_builder::arithmetic(const step& s) {
                             norm_input(pre_norm(), l.residual), t);
             continue;
         }
+        if (s.kind == step_kind::out_norm) {
+            norm_arithmetic(*l.out_norm, s, tr_->step(step_kind::contract).value, step_variable(step_kind::contract), t);
+            continue;
+        }
         const bool contract = w == weight::w2;
         const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
         if (w)
@@ -176,8 +180,8 @@ void walkthrough_builder::norm_arithmetic(const norm_layer& n, const step& s, co
             b.lines.emplace_back("  …");
             continue;
         }
-        b.lines.push_back(fmt::format("  normed{} = {} = {}{}", at(t, j), norm_element(n, in, mean, inv, t, j),
-                                      num(s.value(t, j)), spaced_marks(step_kind::norm, t, j, true)));
+        b.lines.push_back(fmt::format("  {}{} = {} = {}{}", step_variable(s.kind), at(t, j), norm_element(n, in, mean, inv, t, j),
+                                      num(s.value(t, j)), spaced_marks(s.kind, t, j, true)));
     }
     add(std::move(b));
 }

@@ -17,7 +17,8 @@ const std::vector<std::string>& walkthrough_builder::column_labels(step_kind ste
         return !n || n->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
     }
     if (step == step_kind::router || step == step_kind::probabilities || step == step_kind::weights) return ex_.names.experts;
-    if (step == step_kind::contract || step == step_kind::residual || step == step_kind::combine) return ex_.names.outputs;
+    if (step == step_kind::contract || step == step_kind::out_norm || step == step_kind::residual || step == step_kind::combine)
+        return ex_.names.outputs;
     return hidden_labels();
 }
 
@@ -76,7 +77,7 @@ std::shared_ptr<const figure> walkthrough_builder::heatmap(step_kind step, const
     }
     const std::size_t per = (m.cols + columns - 1) / columns;
     f->caption = fmt::format("All of {}: {} token{} × {} {}{}{}", step == step_kind::input ? "x" : prefix_ + variable(step), m.rows,
-                             m.rows == 1 ? "" : "s", m.cols, step == step_kind::input || step == step_kind::contract || step == step_kind::residual ? "entries" : "units",
+                             m.rows == 1 ? "" : "s", m.cols, step == step_kind::input || step == step_kind::contract || step == step_kind::out_norm || step == step_kind::residual ? "entries" : "units",
                              rows < m.rows ? fmt::format(", {} tokens evenly spread", rows) : "",
                              per > 1 ? fmt::format(", each column showing the largest in size of {} neighbouring units", per) : "");
     return f;
@@ -140,9 +141,11 @@ std::vector<std::string> walkthrough_builder::how(step_kind step, std::size_t t,
     if (step == step_kind::multiply)
         return {fmt::format("{} = activated{} × up{} = {} × {} = {}", lhs, at(t, j), at(t, j), op(tr_->step(step_kind::activate).value(t, j)),
                             op(tr_->step(step_kind::up).value(t, j)), result)};
-    if (step == step_kind::residual)
-        return {fmt::format("{} = x{} + output{} = {} + {} = {}", lhs, at(t, j), at(t, j), op(tr_->input(t, j)),
-                            op(tr_->step(step_kind::contract).value(t, j)), result)};
+    if (step == step_kind::residual) {
+        const step_kind added = l.out_norm ? step_kind::out_norm : step_kind::contract;
+        return {fmt::format("{} = x{} + {}{} = {} + {} = {}", lhs, at(t, j), step_variable(added), at(t, j), op(tr_->input(t, j)),
+                            op(tr_->step(added).value(t, j)), result)};
+    }
     if (step == step_kind::norm) {
         const auto* s = tr_->find(step_kind::norm);
         const bool layer_norm = l.norm->type == norm_layer::kind::layernorm;
