@@ -20,7 +20,7 @@ import numpy as np
 
 # ffn-trace's steps (its --format json) and llama.cpp's names for the same node ("-<layer>" after).
 NODES = [("input", "ffn_inp"), ("norm", "ffn_norm"), ("gate", "ffn_gate"), ("up", "ffn_up"), ("activate", "ffn_silu"),
-         ("multiply", "ffn_gate_par"), ("contract", "ffn_out"), ("residual", "l_out")]
+         ("multiply", "ffn_gate_par"), ("contract", "ffn_out"), ("out_norm", "ffn_post_norm"), ("residual", "l_out")]
 
 
 def read_dump(path):
@@ -42,8 +42,14 @@ def read_dump(path):
 def llama_node(nodes, step, name, layer, d_ff):
     """(label, llama.cpp's rows) for one of ffn-trace's steps, or None when its graph does not name it."""
     if step == "input" and f"ffn_inp-{layer}" not in nodes:
+        if f"sa_out-{layer}" in nodes:  # Gemma 2's name for it
+            return "sa_out", nodes[f"sa_out-{layer}"]
         # Phi-3's graph leaves the FFN's input unnamed: it is what the block's output adds to the FFN's
         return "l_out - ffn_out", nodes[f"l_out-{layer}"] - nodes[f"ffn_out-{layer}"]
+    if step == "out_norm":  # Gemma 2's graph names it without its layer: the output less the FFN's input
+        return "l_out - sa_out", nodes[f"l_out-{layer}"] - nodes[f"sa_out-{layer}"]
+    if step == "activate" and f"ffn_gelu-{layer}" in nodes:
+        return "ffn_gelu", nodes[f"ffn_gelu-{layer}"]
     fused = nodes.get(f"ffn_silu-{layer}")
     if fused is not None and fused.shape[-1] == 2 * d_ff:
         # A fused gate/up (Phi-3): llama.cpp's name for the [gate | up] product ends as ffn_silu, the

@@ -13,7 +13,7 @@ The llama.cpp this was written against (February 2025) has no "qwen3" architectu
 head) with q, k and v fused into one tensor: each Qwen3 file gets an openelm twin holding the same
 numbers, which llama.cpp runs while ffn-trace runs the qwen3 file.
 
-  llama_cpp_models.py make OUT_DIR          the F32 models (and qwen3's openelm twin)
+  llama_cpp_models.py make OUT_DIR [FAMILY...]   the F32 models (and qwen3's openelm twin)
   llama_cpp_models.py split-qkv TWIN QWEN3  a quantized openelm twin back to a qwen3 file
 """
 import os
@@ -43,6 +43,10 @@ FAMILIES = {
                   tied=True, vocab="gpt-2", pre="qwen2", ctx=40960),
     "phi3": dict(arch="phi3", d=256, ff=512, layers=3, heads=8, kv=4, hd=32, theta=10000.0, eps=1e-5,
                  tied=False, vocab="phi-3", pre="default", ctx=4096, window=2047),
+    # Gemma 2 2B's shape cut down: llama.cpp b4747 runs Gemma 2 only with 26, 42 or 46 layers (it
+    # picks the query scale by size); soft caps and a window of 4 small enough to matter
+    "gemma2": dict(arch="gemma2", d=256, ff=512, layers=26, heads=4, kv=2, hd=128, theta=10000.0, eps=1e-6,
+                   tied=True, vocab="llama-spm", pre="default", ctx=8192, window=4, attn_cap=2.0, final_cap=3.0),
 }
 
 SPECIALS = {  # added after GPT-2's vocabulary, as control tokens (type 3)
@@ -96,6 +100,9 @@ def write_metadata(w, arch, c, vocab, n_vocab):
         w.add_uint32(f"{arch}.attention.value_length", c["hd"])
     if "window" in c:
         w.add_uint32(f"{arch}.attention.sliding_window", c["window"])
+    if "attn_cap" in c:
+        w.add_float32(f"{arch}.attn_logit_softcapping", c["attn_cap"])
+        w.add_float32(f"{arch}.final_logit_softcapping", c["final_cap"])
     w.add_uint32(f"{arch}.vocab_size", n_vocab)
     for key, value in vocab.items():
         if isinstance(value, list):
@@ -157,6 +164,9 @@ def weights(family, c, n_vocab, seed):
         else:
             t[p + "ffn_gate.weight"], t[p + "ffn_up.weight"] = gate, up
         t[p + "ffn_down.weight"] = r(d, ff, s=ff ** -0.5)
+        if family == "gemma2":  # the norms after the attention and after the FFN (stored as 1 + w)
+            t[p + "post_attention_norm.weight"] = 1 + r(d, s=0.1)
+            t[p + "post_ffw_norm.weight"] = 1 + r(d, s=0.1)
     t["output_norm.weight"] = 1 + r(d, s=0.1)
     if not c["tied"]:
         t["output.weight"] = r(n_vocab, d, s=d ** -0.5)
@@ -190,9 +200,11 @@ def write(path, arch, c, vocab, n_vocab, tensors):
     w.close()
 
 
-def make(out):
+def make(out, only=None):
     os.makedirs(out, exist_ok=True)
     for seed, (family, c) in enumerate(FAMILIES.items()):
+        if only and family not in only:
+            continue
         vocab = tokenizer(family, c)
         n_vocab = len(vocab["tokenizer.ggml.tokens"])
         tensors = weights(family, c, n_vocab, seed)
@@ -226,8 +238,8 @@ def split_qkv(twin, path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "make":
-        make(sys.argv[2])
+    if len(sys.argv) >= 3 and sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] == "split-qkv":
         split_qkv(sys.argv[2], sys.argv[3])
     else:
