@@ -5,6 +5,8 @@
 #
 #   scripts/compare-llama-cpp-families.sh OUT_DIR [TYPE...]     (types: Q8_0 Q4_K_M Q6_K by default)
 #
+# FAMILIES="llama3 qwen3 phi3" (the default) says which; gemma2 is the fourth the model script writes.
+#
 # A quantized file is compared with llama.cpp on its F32 copy (llama-quantize --allow-requantize
 # F32: ggml's own dequantization), since llama.cpp on the quantized file rounds each activation to
 # 8 bits before the product (ggml's vec_dot); that run is shown too, as "(llama.cpp on the
@@ -19,7 +21,10 @@ if [ $# -gt 0 ]; then types=("$@"); else types=(Q8_0 Q4_K_M Q6_K); fi
 prompt="The capital of France is Paris, and 2024's capital of"
 quiet() { "$@" > /dev/null 2>&1 || { echo "error: $* failed" >&2; exit 1; }; }
 
-[ -f "$out/phi3-F32.gguf" ] || /usr/bin/python3 "$here/llama_cpp_models.py" make "$out"
+read -r -a families <<< "${FAMILIES:-llama3 qwen3 phi3}"
+for family in "${families[@]}"; do
+    [ -f "$out/$family-F32.gguf" ] || /usr/bin/python3 "$here/llama_cpp_models.py" make "$out" "$family"
+done
 
 texts() {
     local common=("The capital of France is" "Hello world! 123 4567 it's   spaced"$'\n\n'"new lines" "naïve café 東京 🙂")
@@ -27,10 +32,11 @@ texts() {
         llama3) printf '%s\0' "${common[@]}" "<|begin_of_text|><|start_header_id|>user<|end_header_id|>"$'\n\n'"Hi<|eot_id|>" ;;
         qwen3) printf '%s\0' "${common[@]}" "<|im_start|>user"$'\n'"Hi<|im_end|><|endoftext|>" ;;
         phi3) printf '%s\0' "${common[@]}" "<|user|>"$'\n'"Hi<|end|>"$'\n'"<|assistant|>" "<unk> and <s>" ;;
+        *) printf '%s\0' "${common[@]}" "<unk> and <s>" ;;
     esac
 }
 
-for family in llama3 qwen3 phi3; do
+for family in "${families[@]}"; do
     # the file llama.cpp runs for a file ffn-trace runs: itself, or Qwen3's openelm twin
     llama=$out/$family-F32.gguf
     [ "$family" = qwen3 ] && llama=$out/$family-F32.openelm.gguf

@@ -126,6 +126,12 @@ def main():
             theirs = llama_node(nodes, step, name, layer, t["d_ff"])
             if step in steps and theirs is not None and theirs[1] is not None:
                 rows.append((theirs[0], layer, rel(steps[step], theirs[1])))
+        if f"ffn_gelu-{layer}" in nodes and "activate" in steps:
+            # ggml's CPU GELU rounds its input to f16 and reads a table (GGML_GELU_FP16), about 5e-4
+            # off; the tanh form computed in float64 from llama.cpp's own gate shows ffn-trace's step
+            g = nodes[f"ffn_gate-{layer}"].astype(np.float64)
+            exact = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
+            rows.append(("gelu_tanh(ffn_gate) in float64", layer, rel(steps["activate"], exact)))
     for row in rows:
         name, layer, d = row[:3]
         text = d if isinstance(d, str) else f"{d:.2e}"

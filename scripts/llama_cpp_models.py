@@ -44,9 +44,10 @@ FAMILIES = {
     "phi3": dict(arch="phi3", d=256, ff=512, layers=3, heads=8, kv=4, hd=32, theta=10000.0, eps=1e-5,
                  tied=False, vocab="phi-3", pre="default", ctx=4096, window=2047),
     # Gemma 2 2B's shape cut down: llama.cpp b4747 runs Gemma 2 only with 26, 42 or 46 layers (it
-    # picks the query scale by size); soft caps and a window of 4 small enough to matter
+    # picks the query scale by size); the attention's soft cap and the window small enough to matter, the
+    # final cap Gemma 2's own (30: a smaller one flattens these random logits into ties)
     "gemma2": dict(arch="gemma2", d=256, ff=512, layers=26, heads=4, kv=2, hd=128, theta=10000.0, eps=1e-6,
-                   tied=True, vocab="llama-spm", pre="default", ctx=8192, window=4, attn_cap=2.0, final_cap=3.0),
+                   tied=True, vocab="llama-spm", pre="default", ctx=8192, window=4, attn_cap=2.0, final_cap=30.0),
 }
 
 SPECIALS = {  # added after GPT-2's vocabulary, as control tokens (type 3)
