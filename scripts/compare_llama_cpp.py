@@ -46,7 +46,7 @@ def llama_node(nodes, step, name, layer, d_ff):
             return "sa_out", nodes[f"sa_out-{layer}"]
         # Phi-3's graph leaves the FFN's input unnamed: it is what the block's output adds to the FFN's
         return "l_out - ffn_out", nodes[f"l_out-{layer}"] - nodes[f"ffn_out-{layer}"]
-    if step == "out_norm":  # Gemma 2's graph names it without its layer: the output less the FFN's input
+    if step == "out_norm" and f"sa_out-{layer}" in nodes:  # Gemma 2's names it without its layer
         return "l_out - sa_out", nodes[f"l_out-{layer}"] - nodes[f"sa_out-{layer}"]
     if step == "activate" and f"ffn_gelu-{layer}" in nodes:
         return "ffn_gelu", nodes[f"ffn_gelu-{layer}"]
@@ -123,8 +123,10 @@ def main():
         steps = {s["name"]: s["value"] for s in t["steps"]}
         steps["input"] = t["input"]
         for step, name in NODES:
+            if step not in steps:
+                continue
             theirs = llama_node(nodes, step, name, layer, t["d_ff"])
-            if step in steps and theirs is not None and theirs[1] is not None:
+            if theirs is not None and theirs[1] is not None:
                 rows.append((theirs[0], layer, rel(steps[step], theirs[1])))
         if f"ffn_gelu-{layer}" in nodes and "activate" in steps:
             # ggml's CPU GELU rounds its input to f16 and reads a table (GGML_GELU_FP16), about 5e-4
