@@ -64,8 +64,14 @@ outcome<std::string> corpus_file(const std::string& checkpoint, const std::strin
 // dropped; CR LF is fine) through the checkpoint's tokenizer. Blank lines (nothing but spaces)
 // and lines longer than `max_positions` tokens are skipped and listed. Errors, naming `file` and
 // the line (counted from 1, as editors count): a line that is not UTF-8, a corpus with no text to run.
+// `watcher` is told each line as it is tokenized, and may stop the reading.
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
-                            std::size_t max_positions);
+                            std::size_t max_positions, const progress& watcher = {});
+
+// The corpus a command reads, the one way every command finds it: corpus_file's, read (at most
+// max_file_size bytes; "-" is stdin) and tokenized by read_corpus, told to `watcher`.
+outcome<corpus> load_corpus(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
+                            const tokenizer& tok, std::size_t max_positions, const progress& watcher = {});
 
 // A unit of some layer: unit j of a dense layer, or unit j of expert e of an MoE layer.
 struct layer_unit {
