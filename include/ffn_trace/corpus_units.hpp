@@ -68,10 +68,11 @@ outcome<std::string> corpus_file(const std::string& checkpoint, const std::strin
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
                             std::size_t max_positions, const progress& watcher = {});
 
-// The corpus a command reads, the one way every command finds it: corpus_file's, read (at most
-// max_file_size bytes; "-" is stdin) and tokenized by read_corpus, told to `watcher`.
-outcome<corpus> load_corpus(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
-                            const tokenizer& tok, std::size_t max_positions, const progress& watcher = {});
+// The text of the corpus every command reads, the one way each finds it: corpus_file's file,
+// read as read_prompt_file reads one (at most max_file_size bytes; "-" is stdin). The file's name
+// as errors give it, and its text.
+outcome<std::pair<std::string, std::string>> read_corpus_text(const std::string& checkpoint, const std::string& given,
+                                                              std::size_t max_file_size, std::string_view purpose = "");
 
 // A unit of some layer: unit j of a dense layer, or unit j of expert e of an MoE layer.
 struct layer_unit {

@@ -545,8 +545,10 @@ std::string directory_of(const std::string& path) {
 
 ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
                                                     const ffn_trace::tokenizer& tok, std::size_t max_positions) {
+    auto text = ffn_trace::read_corpus_text(checkpoint, given, max_file_size);
+    if (!text) return text.err();
     return watched([&](const ffn_trace::progress& watcher) {
-        return ffn_trace::load_corpus(checkpoint, given, max_file_size, tok, max_positions, watcher);
+        return ffn_trace::read_corpus(text->second, text->first, tok, max_positions, watcher);
     });
 }
 

@@ -35,13 +35,13 @@ outcome<std::string> corpus_file(const std::string& checkpoint, const std::strin
                                                    "corpus file, one text a line", purpose)};
 }
 
-outcome<corpus> load_corpus(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
-                            const tokenizer& tok, std::size_t max_positions, const progress& watcher) {
-    auto file = corpus_file(checkpoint, given);
+outcome<std::pair<std::string, std::string>> read_corpus_text(const std::string& checkpoint, const std::string& given,
+                                                              std::size_t max_file_size, std::string_view purpose) {
+    auto file = corpus_file(checkpoint, given, purpose);
     if (!file) return file.err();
     auto content = read_prompt_file(*file, max_file_size);
     if (!content) return content.err();
-    return read_corpus(*content, *file == "-" ? "<stdin>" : *file, tok, max_positions, watcher);
+    return std::pair{*file == "-" ? std::string("<stdin>") : *file, std::move(*content)};
 }
 
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
