@@ -142,12 +142,15 @@ outcome<bool> flag(const metadata& m, const std::string& file, std::string_view 
     return v->integer != 0;
 }
 
-// What the file says of its tokens, each read whether this tokenizer uses it or not: a token type
-// is one of llama.cpp's (0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,
-// 6 byte), the scores are one a token, and each special token's id is below the vocabulary's size.
-std::optional<error> check_token_metadata(const metadata& m, const std::string& file, const gguf_value* types, std::size_t size) {
-    for (std::size_t id = 0; types && id < size; ++id)
-        if (const double t = types->numbers[id]; !(t >= 0 && t <= 6 && t == std::floor(t)))
+// What the file says of its tokens, each checked whether this tokenizer uses it or not: a token
+// type is one of llama.cpp's (0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5
+// unused, 6 byte), the scores are one a token, and each special token's id is below the
+// vocabulary's size. The types' count was checked when the vocabulary was read.
+std::optional<error> check_token_metadata(const metadata& m, const std::string& file, std::size_t size) {
+    auto types = array_of(m, file, "tokenizer.ggml.token_type", gguf_type::i32, false);
+    if (!types) return types.err();
+    for (std::size_t id = 0; *types && id < (*types)->numbers.size(); ++id)
+        if (const double t = (*types)->numbers[id]; !(t >= 0 && t <= 6 && t == std::floor(t)))
             return error{file, fmt::format("tokenizer.ggml.token_type[{}]", id), fmt::format("expected one of llama.cpp's token types 0 to 6, got {}", t)};
     auto scores = array_of(m, file, "tokenizer.ggml.scores", gguf_type::f32, false);
     if (!scores) return scores.err();
@@ -231,6 +234,7 @@ outcome<bool> splitting_stages(const metadata& m, const std::string& path, const
     if (kind != "gpt2" && kind != "llama")
         return error{path, "tokenizer.ggml.model",
                      fmt::format("ffn-trace runs the tokenizers \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece), not {}", quote(kind))};
+    if (auto e = check_token_metadata(m, path, s.vocab->tokens.size())) return *e;
     bool add_bos_by_default = kind == "llama";  // llama.cpp's defaults
     if (kind == "gpt2") {
         auto pre = pre_of(m, path);
@@ -279,7 +283,6 @@ outcome<gguf_stages> gguf_tokenizer_stages(const std::string& path) {
     if (!types) return types.err();
     if (*types && (*types)->numbers.size() != size)
         return error{path, "tokenizer.ggml.token_type", fmt::format("has {} types for {} tokens", (*types)->numbers.size(), size)};
-    if (auto e = check_token_metadata(m, path, *types, size)) return *e;
     gguf_stages s;
     // llama.cpp's token types: 2 unknown ("<unk>"), 3 control ("<s>"), 4 user-defined; each
     // matched in the text whole, as llama.cpp's parse_special matches them
