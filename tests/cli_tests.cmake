@@ -520,6 +520,15 @@ cli_test("run --activation identity makes the memory's Paris only write [-1, -3]
 cli_test("run --set changes one value, named in the heading" 0
   "changed weights.b1\\[1\\] = 0\\; input\\[3\\] = \\[0,1,1\\]\\; .*country\\? only: \\[0, 1, 1\\] → expand → ReLU → contract → \\[0.0000, 4.0000\\]"
   EMPTY -- ${FT} run ${DATA}/memory.json --set weights.b1[1]=0 --set input[3]=[0,1,1] --detail summary --width 200)
+# The lesson's hidden labels describe W1's columns ("x₂ − x₁"): a change to W1 or b1 drops them and
+# says so; a change to W2 leaves them.
+cli_test("run --set on W1 leaves out the hidden units' labels, which described the weights before" 0
+  "changed weights.W1\\[0\\]\\[3\\] = 5\\; the hidden units' labels are left out, as they may describe the weights changed"
+  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --set weights.W1[0][3]=5 --detail summary --width 200)
+cli_test("run --set on W1 names no unit by its old label" 0 "!unit 2 \\(x₁ \\+ x₂\\)"
+  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --set weights.W1[0][3]=5 --width 200)
+cli_test("run --set on W2 keeps the hidden units' labels" 0 "unit 2 \\(x₁ \\+ x₂\\)"
+  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --set weights.W2[3][0]=5 --width 200)
 cli_test("run --set to a key the file cannot have gives the loader's error with its path" 2 EMPTY
   "^error: .*memory.json: weights.b3: unknown key\; did you mean \"b1\"\?" -- ${FT} run ${DATA}/memory.json --set weights.b3=1)
 cli_test("run --set past the end of a list names the list and its size" 2 EMPTY

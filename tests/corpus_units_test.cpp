@@ -278,6 +278,32 @@ TEST_CASE("read_corpus_units tells its watcher of every text read, and stops whe
     }
 }
 
+TEST_CASE("read_corpus tells its watcher of every line it tokenizes, blank ones too, and stops when the watcher says so") {
+    auto [model, tok] = open_capitals();
+    const std::string text = "The capital of France is Paris.\n\nRome is in Italy.\nOslo is in Norway.";
+    std::vector<std::size_t> told;
+    SUBCASE("watched to the end: 0 … 3 of 4 lines before each, then 4 of 4") {
+        auto c = read_corpus(text, "c.txt", tok, 64, [&](std::string_view what, std::size_t done, std::size_t total) {
+            CHECK(what == "tokenizing the corpus");
+            CHECK(total == 4);
+            told.push_back(done);
+            return true;
+        });
+        REQUIRE(c);
+        CHECK(c->texts.size() == 3);
+        CHECK(told == std::vector<std::size_t>{0, 1, 2, 3, 4});
+    }
+    SUBCASE("asked to stop before the third line: no corpus, the stopped error") {
+        auto c = read_corpus(text, "c.txt", tok, 64, [&](std::string_view, std::size_t done, std::size_t) {
+            told.push_back(done);
+            return done < 2;
+        });
+        REQUIRE(!c);
+        CHECK(c.err().message == stopped_message);
+        CHECK(told == std::vector<std::size_t>{0, 1, 2});
+    }
+}
+
 TEST_CASE("search_value_vectors ranks every unit of every layer by W2[j] · (γ ⊙ U[t])") {
     auto [model, tok] = open_capitals();
     auto paris = tok.encode(" Paris");

@@ -4,12 +4,14 @@
 // key or tensor, and tiny models written both as GGUF and as a safetensors directory giving the
 // same forward pass.
 #include <doctest/doctest.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <fstream>
 #include <limits>
@@ -758,6 +760,22 @@ TEST_CASE("a GGUF tokenizer that ffn-trace does not run names its tokens, and en
     pre.put_strings("tokenizer.ggml.merges", {});
     pre.put_string("tokenizer.ggml.pre", "no-such-pre");
     CHECK(split_error(pre).to_string().find("tokenizer.ggml.pre: unknown pre-tokenizer \"no-such-pre\"") != std::string::npos);
+    // What a tokenizer would not use is checked too: a token type llama.cpp does not have (0 to 6),
+    // scores of the wrong length, a special token's id past the vocabulary.
+    for (const auto& [bad, said] : std::vector<std::pair<std::function<void(g::gguf_writer&)>, std::string>>{
+             {[](g::gguf_writer& v) { v.put_i32s("tokenizer.ggml.token_type", {1, 99}); },
+              "tokenizer.ggml.token_type[1]: expected one of llama.cpp's token types 0 to 6, got 99"},
+             {[](g::gguf_writer& v) { v.put_f32s("tokenizer.ggml.scores", {0}); }, "tokenizer.ggml.scores: has 1 scores for 2 tokens"},
+             {[](g::gguf_writer& v) { v.put_u32("tokenizer.ggml.eos_token_id", 2); },
+              "tokenizer.ggml.eos_token_id: expected a token id below the vocabulary's 2"}}) {
+        g::gguf_writer v;
+        v.put_string("tokenizer.ggml.model", "gpt2");
+        v.put_strings("tokenizer.ggml.tokens", {"a", "b"});
+        v.put_strings("tokenizer.ggml.merges", {});
+        bad(v);
+        CAPTURE(said);
+        CHECK(split_error(v).to_string().find(said) != std::string::npos);
+    }
     // What names the tokens is still checked when the file is read.
     g::gguf_writer s = spm_vocabulary(true);
     s.put_f32s("tokenizer.ggml.scores", {0});

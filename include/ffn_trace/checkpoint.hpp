@@ -105,6 +105,11 @@ public:
     // The checkpoint's full name of a tensor given without the usual prefixes (transformer.,
     // model., bert.), or "" when it has none of that name.
     std::string resolve(const std::string& name) const;
+    // A tensor's name for errors, as the file spells it, the family table's name in parentheses
+    // when they differ: a GGUF file's "blk.0.ffn_up.weight (layers.0.mlp.up_proj.weight)", also of
+    // a tensor the file lacks; a half of a fused tensor as "blk.0.ffn_up.weight's gate half (…)"
+    // (Phi-3's gate_up_proj, in either format).
+    std::string spelled(const std::string& name) const;
 
 private:
     // Expert j's three matrices of layer `index` into e.
@@ -117,6 +122,7 @@ private:
     std::shared_ptr<const tensor_source> source_;
     checkpoint_config config_;
     std::string origin_;
+    bool gguf_ = false;  // the tensors renamed from a GGUF file's
 };
 
 // A layer's input read from a file: .npy or .npz (one tensor) or .json (a nested list), of shape

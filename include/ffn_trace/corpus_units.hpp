@@ -64,8 +64,15 @@ outcome<std::string> corpus_file(const std::string& checkpoint, const std::strin
 // dropped; CR LF is fine) through the checkpoint's tokenizer. Blank lines (nothing but spaces)
 // and lines longer than `max_positions` tokens are skipped and listed. Errors, naming `file` and
 // the line (counted from 1, as editors count): a line that is not UTF-8, a corpus with no text to run.
+// `watcher` is told each line as it is tokenized, and may stop the reading.
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
-                            std::size_t max_positions);
+                            std::size_t max_positions, const progress& watcher = {});
+
+// The text of the corpus every command reads, the one way each finds it: corpus_file's file,
+// read as read_prompt_file reads one (at most max_file_size bytes; "-" is stdin). The file's name
+// as errors give it, and its text.
+outcome<std::pair<std::string, std::string>> read_corpus_text(const std::string& checkpoint, const std::string& given,
+                                                              std::size_t max_file_size, std::string_view purpose = "");
 
 // A unit of some layer: unit j of a dense layer, or unit j of expert e of an MoE layer.
 struct layer_unit {

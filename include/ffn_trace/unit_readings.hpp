@@ -92,12 +92,19 @@ struct token_score {
 struct promoted_tokens {
     std::vector<token_score> most, least;
 };
+// How many tokens a unit's lists hold at most, whatever `top` asks: the units read grow with `top`
+// too (each token's `top` fired units), and lists as long made a view grow as top² (a thousand
+// units of a thousand tokens each, both ways).
+constexpr std::size_t tokens_per_unit = 10;
+
 struct vocabulary_view {
     std::vector<std::size_t> units;              // the units read, each once
     std::size_t pinned = 0;                      // the first units, asked for: always shown
-    std::vector<promoted_tokens> by_unit;        // through_final_norm(v_j) · Uᵀ for W2's row j
+    std::vector<promoted_tokens> by_unit;        // through_final_norm(v_j) · Uᵀ for W2's row j, tokens_per_unit at most
     std::vector<promoted_tokens> by_token;       // the same of each token's whole FFN update (contract)
     bool normed = false, centred = false;        // read through a final norm's γ; less v's mean (LayerNorm)
+    std::size_t asked = 0;                       // the tokens asked of each list (`top`)
+    std::size_t unit_tokens = 0;                 // those each unit's lists hold at most: min(asked, tokens_per_unit)
 };
 // Projects the value vectors of the units `first` (pinned: units asked for, the top writers
 // toward a prediction), then of every token's fired units, and each token's update, each through

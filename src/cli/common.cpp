@@ -545,11 +545,11 @@ std::string directory_of(const std::string& path) {
 
 ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
                                                     const ffn_trace::tokenizer& tok, std::size_t max_positions) {
-    auto file = ffn_trace::corpus_file(checkpoint, given);
-    if (!file) return file.err();
-    auto content = ffn_trace::read_prompt_file(*file, max_file_size);
-    if (!content) return content.err();
-    return ffn_trace::read_corpus(*content, *file == "-" ? "<stdin>" : *file, tok, max_positions);
+    auto text = ffn_trace::read_corpus_text(checkpoint, given, max_file_size);
+    if (!text) return text.err();
+    return watched([&](const ffn_trace::progress& watcher) {
+        return ffn_trace::read_corpus(text->second, text->first, tok, max_positions, watcher);
+    });
 }
 
 // The skipped lines, one warning each kind on stderr: they are counted in the output too.

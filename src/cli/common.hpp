@@ -196,8 +196,9 @@ std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const
 
 // The folder of a checkpoint given as a folder or as a file in it.
 std::string directory_of(const std::string& path);
-// The corpus `given` (--corpus), or corpus.txt beside the checkpoint when `given` is empty (the
-// library's corpus_file), read through the tokenizer as units reads it.
+// The corpus every command reads (the library's read_corpus_text), its tokenizing watched (its
+// progress on a terminal, Ctrl-C); the file is read before the watch, so that Ctrl-C while a
+// FIFO or standard input is still being read ends the program at once.
 ffn_trace::outcome<ffn_trace::corpus> corpus_beside(const std::string& checkpoint, const std::string& given, std::size_t max_file_size,
                                                     const ffn_trace::tokenizer& tok, std::size_t max_positions);
 // The corpus's skipped lines, one warning each kind on stderr.

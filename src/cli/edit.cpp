@@ -116,14 +116,6 @@ ffn_trace::outcome<ffn_trace::edit_position> position_of(const std::string& at) 
     return edit_position{edit_position::kind::token, static_cast<std::size_t>(*n)};
 }
 
-// The corpus: --corpus, or corpus.txt beside the checkpoint.
-ffn_trace::outcome<std::pair<std::string, std::string>> read_corpus_text(const edit_options& o) {
-    auto file = ffn_trace::corpus_file(o.checkpoint, o.corpus, " to take C over");
-    if (!file) return file.err();
-    auto text = ffn_trace::read_prompt_file(*file, ffn_trace::load_options{}.max_file_size);
-    if (!text) return text.err();
-    return std::pair{*file, std::move(*text)};
-}
 
 // The edited checkpoint written to --save, read back and checked; a checkpoint that cannot be read
 // back is not left behind.
@@ -179,7 +171,7 @@ int run_edit(const edit_options& o) {
     auto id = single_token(*tok, o.target);
     if (!id) return report(id.err());
     r.target = *id;
-    auto corpus = read_corpus_text(o);
+    auto corpus = ffn_trace::read_corpus_text(o.checkpoint, o.corpus, ffn_trace::load_options{}.max_file_size, " to take C over");
     if (!corpus) return report(corpus.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());

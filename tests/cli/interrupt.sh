@@ -3,7 +3,8 @@
 # corpus (the shipped one, twenty times) with -o, in tmux (a real terminal, Ctrl-C typed as a key),
 # until its progress line shows, then Ctrl-C: exit 130, one line, no -o file, nothing beside it.
 # The same run with stderr a file draws no progress; Ctrl-C while it still reads its input (not
-# yet watched) ends it at once, as cleanly.
+# yet watched) ends it at once, as cleanly; and a corpus long enough to take seconds to tokenize
+# shows that progress, Ctrl-C stopping it as cleanly.
 #
 #   interrupt.sh FFN_TRACE MODEL_DIR
 #
@@ -59,4 +60,16 @@ exec 3>&-
 [ "$status" = 130 ] || fail "exit status $status after SIGINT, expected 130"
 [ "$(cat "$dir/err")" = "error: interrupted (Ctrl-C); nothing was written" ] || fail "stderr: $(cat "$dir/err")"
 [ -z "$(ls -A "$dir/out")" ] || fail "the -o folder holds $(ls -A "$dir/out")"
-echo "progress on a terminal, none on a file; Ctrl-C: exit 130, one line, no output"
+
+# 4. A corpus so long that tokenizing it takes seconds (the shipped one, 1,000 times: 450,000 lines): its
+# tokenizing shows progress too, and Ctrl-C there ends it as cleanly.
+for _ in $(seq 50); do cat "$dir/corpus.txt"; done >"$dir/huge.txt"
+t kill-server 2>/dev/null
+t new-session -d -x 200 -y 20 "'$ft' units --checkpoint '$model' --layer 0 --corpus '$dir/huge.txt' -o '$dir/out/huge.txt'; echo \"[exit \$?]\"; sleep 60"
+wait_for "tokenizing the corpus: "
+screen | grep -qE "tokenizing the corpus: [0-9,]+ of 450,000 \([0-9]+%\)" || { screen; fail "the progress line counts the corpus's lines"; }
+t send-keys C-c
+wait_for "[exit 130]"
+[ "$(screen | grep -c '^error: interrupted (Ctrl-C); nothing was written$')" = 1 ] || { screen; fail "one line says it was interrupted"; }
+[ -z "$(ls -A "$dir/out")" ] || fail "the -o folder holds $(ls -A "$dir/out")"
+echo "progress on a terminal, none on a file; Ctrl-C: exit 130, one line, no output; the same while tokenizing"

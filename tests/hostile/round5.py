@@ -8,15 +8,11 @@ if any failed.
 
     round5.py FFN_TRACE REPO_DIR FAMILY     (FAMILY: transcoder, train, locate, families, tokenizer, output)
 """
-import hashlib
 import json
 import os
-import re
 import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 
 ft, repo, family = sys.argv[1], sys.argv[2], sys.argv[3]
 if family in ("families", "tokenizer"):
@@ -29,68 +25,11 @@ ATLAS = os.path.join(repo, "data", "models", "atlas")
 TC = os.path.join(repo, "tests", "inputs", "transcoder", "atlas_layer1")
 TOKENIZERS = os.path.join(repo, "tests", "inputs", "tokenizers")
 sys.path.insert(0, os.path.join(repo, "tests", "families"))
-work = tempfile.mkdtemp(prefix="hostile5.")
-results = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
-
-def snapshot():
-    """Every regular file of the scratch folder and its hash (FIFOs and devices left alone)."""
-    seen = {}
-    for root, dirs, files in os.walk(work):
-        for name in files:
-            path = os.path.join(root, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                continue
-            with open(path, "rb") as f:
-                seen[path] = hashlib.sha256(f.read()).hexdigest()
-    return seen
-
-
-def case(name, args, pattern, status=2, timeout=20, stdin=None):
-    """One hostile run: ARGS after the binary; PATTERN the error line's regex after `error: `."""
-    before = snapshot()
-    # the sanitizer tree's instrumented runs are slower: it sets a longer bound for every command
-    timeout = max(timeout, float(os.environ.get("FFN_TRACE_TEST_TIMEOUT", "0")))
-    try:
-        p = subprocess.run([ft] + args, cwd=work, capture_output=True, timeout=timeout, stdin=stdin or subprocess.DEVNULL)
-        rc, out, err = p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired:
-        rc, out, err = "hang", "", ""
-    why = []
-    if status == 0:  # a case that must run: exit 0 and no inf or NaN printed
-        if re.search(r"\b(nan|inf|-inf)\b", out, re.IGNORECASE):
-            why.append("printed inf or NaN")
-        out, err = "", "error: (ran)"
-    if rc != status:
-        why.append(f"exit {rc}")
-    if out:
-        why.append(f"stdout {out[:80]!r}")
-    lines = err.splitlines()
-    if rc != "hang" and (len(lines) != 1 or not re.match(r"^error: .*(?:" + pattern + ")", lines[0])):
-        why.append(f"stderr {err[:300]!r}")
-    after = snapshot()
-    changed = [p for p in before if before[p] != after.get(p)]
-    if changed:
-        why.append(f"changed {changed}")
-    results.append((name, "ok" if not why else "FAIL: " + "; ".join(why), lines[0][:110] if lines else ""))
-
-
-def put(path, data):
-    path = os.path.join(work, path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
-        f.write(data)
-    return path
-
-
-def safetensors(header, data=b""):
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + data
-
-
-def f32(values):
-    return struct.pack(f"<{len(values)}f", *values)
+harness.start(ft, "hostile5.")
+from harness import case, f32, put, results, safetensors, work  # noqa: E402
 
 
 # ---- transcoder folders ----------------------------------------------------------------------------
@@ -338,8 +277,8 @@ def families_cases():
     st_case("qkv_proj missing", "phi3", "qkv_proj", drop="model.layers.0.self_attn.qkv_proj.weight")
     st_case("qkv_proj wrong rows", "phi3", "qkv_proj", reshape=("model.layers.0.self_attn.qkv_proj.weight", (31, 16)))
     st_case("gate_up_proj odd rows", "phi3", "gate_up_proj", reshape=("model.layers.2.mlp.gate_up_proj.weight", (23, 16)))
-    # the error names the half it read (gate_proj), not the fused tensor the file holds: left for now
-    st_case("gate_up_proj has inf", "phi3", "gate_proj|gate_up_proj", fill=("model.layers.0.mlp.gate_up_proj.weight", float("inf")))
+    # named as the file holds it: the fused tensor's gate half
+    st_case("gate_up_proj has inf", "phi3", "gate_up_proj.weight's gate half", fill=("model.layers.0.mlp.gate_up_proj.weight", float("inf")))
     st_case("sliding_window 0", "phi3", "sliding_window", config=lambda c: c.update(sliding_window=0))
     st_case("sliding_window negative", "phi3", "sliding_window", config=lambda c: c.update(sliding_window=-4))
     st_case("num_key_value_heads 3 (does not divide 4)", "qwen3", "num_key_value_heads", config=lambda c: c.update(num_key_value_heads=3))
@@ -399,8 +338,8 @@ def families_cases():
             meta_edit=replace("qwen3.attention.key_length", gu32("qwen3.attention.key_length", 2**31)))
     gg_case("key_length a string", "qwen3", "key_length",
             meta_edit=replace("qwen3.attention.key_length", gstring("qwen3.attention.key_length", "8")))
-    # GGUF tensors are named as Hugging Face names them (layers.1.self_attn.q_norm), not blk.1.attn_q_norm: left
-    gg_case("attn_q_norm missing", "qwen3", "attn_q_norm|q_norm", tensor_edit=lambda t: t.pop("blk.1.attn_q_norm.weight"))
+    # a GGUF file's tensors named as it spells them, even one it lacks
+    gg_case("attn_q_norm missing", "qwen3", "blk.1.attn_q_norm.weight", tensor_edit=lambda t: t.pop("blk.1.attn_q_norm.weight"))
     gg_case("attn_k_norm has inf", "qwen3", "attn_k_norm",
             tensor_edit=lambda t: t.update({"blk.0.attn_k_norm.weight": np.full(8, np.inf, dtype=np.float32)}))
     gg_case("sliding_window 0 (llama.cpp: no window; runs)", "phi3", "", status=0,
@@ -409,7 +348,7 @@ def families_cases():
             meta_edit=replace("phi3.attention.sliding_window", gf32("phi3.attention.sliding_window", 4.5)))
     gg_case("attn_qkv wrong rows", "phi3", "attn_qkv",
             tensor_edit=lambda t: t.update({"blk.0.attn_qkv.weight": np.zeros((30, 16), dtype=np.float32)}))
-    gg_case("ffn_up (fused) odd rows", "phi3", "ffn_up|gate_up_proj",
+    gg_case("ffn_up (fused) odd rows", "phi3", "blk.1.ffn_up.weight",
             tensor_edit=lambda t: t.update({"blk.1.ffn_up.weight": np.zeros((23, 16), dtype=np.float32)}))
     gg_case("duplicate key_length", "qwen3", "key_length", meta_edit=lambda m: m + [gu32("qwen3.attention.key_length", 8)])
 
@@ -498,10 +437,4 @@ def output_cases():
 
 {"transcoder": transcoder_cases, "train": train_cases, "locate": locate_cases, "families": families_cases,
  "tokenizer": tokenizer_cases, "output": output_cases}[family]()
-shutil.rmtree(work, ignore_errors=True)
-width = max(len(r[0]) for r in results)
-for name, outcome, line in results:
-    print(f"{name:<{width}}  {outcome}  {line}")
-failed = sum(1 for r in results if r[1] != "ok")
-print(f"{len(results) - failed} of {len(results)} hold")
-sys.exit(1 if failed else 0)
+harness.finish()

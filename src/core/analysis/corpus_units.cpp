@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 
+#include "ffn_trace/prompt.hpp"
 #include "ffn_trace/readings.hpp"
 #include "analysis/prompt_parts.hpp"
 #include "base/quantile.hpp"
@@ -35,13 +36,24 @@ outcome<std::string> corpus_file(const std::string& checkpoint, const std::strin
                                                    "corpus file, one text a line", purpose)};
 }
 
+outcome<std::pair<std::string, std::string>> read_corpus_text(const std::string& checkpoint, const std::string& given,
+                                                              std::size_t max_file_size, std::string_view purpose) {
+    auto file = corpus_file(checkpoint, given, purpose);
+    if (!file) return file.err();
+    auto content = read_prompt_file(*file, max_file_size);
+    if (!content) return content.err();
+    return std::pair{*file == "-" ? std::string("<stdin>") : *file, std::move(*content)};
+}
+
 outcome<corpus> read_corpus(std::string_view content, const std::string& file, const tokenizer& tok,
-                            std::size_t max_positions) {
+                            std::size_t max_positions, const progress& watcher) {
     corpus c;
     c.file = file;
     const auto lines = detail::text_lines(content);
+    constexpr std::string_view what = "tokenizing the corpus";
     std::size_t index = 0;
     for (; index < lines.size(); ++index) {
+        if (auto e = report_progress(watcher, what, index, lines.size())) return *e;
         const std::string_view line = lines[index];
         if (!detail::valid_utf8(line))
             return error{file, fmt::format("line {}", index + 1), "not UTF-8; the corpus must be UTF-8 text, one text a line"};
@@ -66,6 +78,7 @@ outcome<corpus> read_corpus(std::string_view content, const std::string& file, c
         for (auto id : t.ids) t.display.push_back(tok.display(id));
         c.texts.push_back(std::move(t));
     }
+    if (auto e = report_progress(watcher, what, lines.size(), lines.size())) return *e;
     if (c.texts.empty())
         return error{file, "",
                      content.empty() ? std::string("the corpus is empty; give one text a line")

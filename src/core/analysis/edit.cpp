@@ -386,7 +386,7 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
 // expert's: over the tokens routed to it), one text's keys K (tokens, d_ff) at a time: C += KᵀK.
 outcome<matrix> second_moment(const transformer& model, const tokenizer& tok, std::string_view text, const std::string& file,
                               const progress& watcher, edit_trace& t) {
-    auto c = read_corpus(text, file, tok, model.max_positions());
+    auto c = read_corpus(text, file, tok, model.max_positions(), watcher);
     if (!c) return c.err();
     matrix moment(t.d_ff, t.d_ff);
     const edited_part part = part_of(t);

@@ -119,7 +119,7 @@ outcome<final_norm> final_norm_of(const checkpoint& ck) {
     const std::string wanted = f.name_of(tensor_role::output_norm) + ".weight";
     const std::string name = ck.resolve(wanted);
     if (name.empty())
-        return error{ck.origin(), "", fmt::format("the checkpoint has no final norm weight {}, which the unit ranking needs", wanted)};
+        return error{ck.origin(), "", fmt::format("the checkpoint has no final norm weight {}, which the unit ranking needs", ck.spelled(wanted))};
     auto g = ck.tensors().read_vector(name);
     if (!g) return g.err();
     n.gamma = std::move(*g);
@@ -169,7 +169,7 @@ outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_n
     auto u = ck.tensors().read_rows(unembedding, ids);
     if (!u) return u.err();
     if (u->cols != norm.gamma.size())
-        return error{ck.origin(), unembedding, fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
+        return error{ck.origin(), ck.spelled(unembedding), fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
                                                            norm.gamma.size(), u->cols)};
     std::vector<double> g(u->cols);
     for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm.gamma[k] * ((*u)(0, k) - (versus ? (*u)(1, k) : 0.0));

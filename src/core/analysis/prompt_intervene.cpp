@@ -114,7 +114,7 @@ void add_unit(const hooked_run& run, const unit_ref& u, double& sum, std::size_t
 
 outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, std::size_t layer, std::string_view content,
                                 const std::string& file, std::vector<unit_intervention>& interventions, const progress& watcher) {
-    auto c = read_corpus(content, file, tok, model.max_positions());
+    auto c = read_corpus(content, file, tok, model.max_positions(), watcher);
     if (!c) return c.err();
     std::vector<double> sums(interventions.size());
     std::vector<std::size_t> counts(interventions.size());

@@ -42,12 +42,9 @@ outcome<std::string> prompt_text(const prompt_source& r) {
 
 // The corpus a mean intervention is taken over: the request's, or corpus.txt beside the checkpoint.
 outcome<corpus_mean> means_of(const prompt_request& r, const transformer& model, const tokenizer& tok, prompt_options& options) {
-    auto found = corpus_file(r.checkpoint, r.corpus, " to take a mean over");
-    if (!found) return found.err();
-    const std::string& file = *found;
-    auto content = detail::read_file(file, file == "-" ? "<stdin>" : file, r.max_file_size, {"a text file"});
-    if (!content) return content.err();
-    auto mean = take_means(model, tok, options.layer, *content, file, options.interventions, r.watcher);
+    auto text = read_corpus_text(r.checkpoint, r.corpus, r.max_file_size, " to take a mean over");
+    if (!text) return text.err();
+    auto mean = take_means(model, tok, options.layer, text->second, text->first, options.interventions, r.watcher);
     if (!mean) return mean.err();
     // A file beside the model is named alone: its folder is the checkpoint's, said already.
     if (r.corpus.empty()) mean->file = "corpus.txt";

@@ -30,6 +30,11 @@ outcome<std::vector<prompt_line>> read_prompt_lines(std::string_view content, co
         p.line = index;
         const std::size_t tab = subjects ? line.find('\t') : std::string_view::npos;
         p.text = std::string(line.substr(0, tab));
+        // A line that starts with its tab has no prompt: said here, before its other fields are
+        // read as though they were the subject and the target.
+        if (p.text.find_first_not_of(" \t") == std::string::npos)
+            return error{file, fmt::format("line {}", index + 1), "has no prompt before its tab: a line is the prompt, then a tab "
+                                                                   "and the subject"};
         if (tab != std::string_view::npos) p.subject = std::string(line.substr(tab + 1));
         out.push_back(std::move(p));
     }

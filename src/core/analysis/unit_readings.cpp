@@ -165,7 +165,7 @@ struct screened_part {
 // the earlier candidates that no longer do. Blocks: every new page costs a fault (8 MB blocks were
 // a tenth of a GPT-2 prompt run's fresh memory).
 screened_part screen_rows(const std::vector<float>& vf, const std::vector<double>& v_norm, const tensor_source& source,
-                          const tensor_info& e, std::size_t top, std::size_t a, std::size_t b) {
+                          const tensor_info& e, const std::vector<std::size_t>& tops, std::size_t a, std::size_t b) {
     const std::size_t d = e.shape[1], n = v_norm.size();
     screened_part part(n);
     const std::size_t block = std::max<std::size_t>(1, (std::size_t{1} << 19) / std::max<std::size_t>(1, d));
@@ -191,6 +191,7 @@ screened_part screen_rows(const std::vector<float>& vf, const std::vector<double
             constexpr std::size_t run = 16;
             const double inf = std::numeric_limits<double>::infinity();
             const auto bound_of = [&](std::size_t j) { return per_x[j] * v_norm[k] + eta[j]; };
+            const std::size_t top = tops[k];
             double up_to = threshold(lows, true, top), down_to = threshold(highs, false, top);
             for (std::size_t j0 = 0; j0 < rows; j0 += run) {
                 const std::size_t j1 = std::min(rows, j0 + run);
@@ -239,7 +240,7 @@ screened_part screen_rows(const std::vector<float>& vf, const std::vector<double
 }
 
 outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
-                                                         std::size_t top) {
+                                                         const std::vector<std::size_t>& tops) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
     if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<candidates>{};
     std::vector<float> vf(v.data.size());
@@ -259,7 +260,7 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
     const std::size_t parts = detail::products_shared() ? detail::parts_for(vocab, vocab * d) : 1;
     std::vector<screened_part> shares(parts);
     detail::run_parts(parts, [&](std::size_t p) {
-        shares[p] = screen_rows(vf, v_norm, source, e, top, vocab * p / parts, vocab * (p + 1) / parts);
+        shares[p] = screen_rows(vf, v_norm, source, e, tops, vocab * p / parts, vocab * (p + 1) / parts);
     });
     for (auto& share : shares)
         if (share.failed) return *share.failed;
@@ -267,6 +268,7 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
     candidates kept;
     for (std::size_t k = 0; k < n; ++k) {
         std::vector<token_score> lows, highs;
+        const std::size_t top = tops[k];
         for (const auto& share : shares) {
             for (const auto& s : share.lows[k]) offer(lows, s, true, top);
             for (const auto& s : share.highs[k]) offer(highs, s, false, top);
@@ -285,22 +287,23 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
     return std::optional{std::move(kept)};
 }
 
-// The `top` tokens each column of V (d, n) promotes and suppresses most, by the scores V's
+// The tops[k] tokens each column k of V (d, n) promotes and suppresses most, by the scores V's
 // columns · Eᵀ in double: for the (row, column) pairs screen() keeps, one dot product each, or,
 // when it cannot screen, every row by every column in products of a block of E's rows at a time,
 // so E is never converted whole. A block is about 16 MB of doubles, under malloc's threshold for
 // a mapping of its own: a block of 8192 rows (50 MB for GPT-2) was mapped anew each time, and its
 // faults were most of a prompt run's sys time.
 outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
-                                              std::size_t top) {
+                                              const std::vector<std::size_t>& tops) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
     std::vector<std::vector<token_score>> best(n), worst(n);
     const std::size_t block = std::max<std::size_t>(1, (std::size_t{2} << 20) / std::max<std::size_t>(1, d));
     auto offer_both = [&](std::size_t k, token_score s) {
-        offer(best[k], s, true, top);
-        offer(worst[k], s, false, top);
+        offer(best[k], s, true, tops[k]);
+        offer(worst[k], s, false, tops[k]);
     };
-    auto screened = top > 0 && n > 0 ? screen(v, source, e, top) : std::optional<candidates>{};
+    const bool any = std::any_of(tops.begin(), tops.end(), [](std::size_t t) { return t > 0; });
+    auto screened = any ? screen(v, source, e, tops) : std::optional<candidates>{};
     if (!screened) return screened.err();
     if (*screened) {
         // Each (row, column) screen() kept, scored in double, one dot product each: the rows read
@@ -343,7 +346,7 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         for (auto& f : failed)
             if (f) return *f;
         for (std::size_t p = 0; p < pairs.size(); ++p) offer_both(pairs[p].second, {pairs[p].first, scores[p]});
-    } else if (top > 0 && n > 0) {
+    } else if (any) {
         std::vector<std::size_t> ids;
         for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
             ids.resize(std::min(block, vocab - r0));
@@ -361,9 +364,10 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
 }
 
 // The columns a vocabulary view projects: the fired units' W2 rows, then each token's update
-// (the trace's contraction), appended to `columns`; the units read go into view.units.
-void view_columns(const trace& t, const unit_readings& units, vocabulary_view& view, std::vector<std::vector<double>>& columns,
-                  const std::vector<std::size_t>& first = {}) {
+// (the trace's contraction), appended to `columns`, and how many tokens each lists to `tops`: a
+// unit at most tokens_per_unit, a token `top`. The units read go into view.units.
+void view_columns(const trace& t, const unit_readings& units, std::size_t top, vocabulary_view& view,
+                  std::vector<std::vector<double>>& columns, std::vector<std::size_t>& tops, const std::vector<std::size_t>& first = {}) {
     for (auto u : first)
         if (u < t.layer().d_ff() && std::find(view.units.begin(), view.units.end(), u) == view.units.end()) view.units.push_back(u);
     view.pinned = view.units.size();
@@ -372,8 +376,12 @@ void view_columns(const trace& t, const unit_readings& units, vocabulary_view& v
             if (std::find(view.units.begin(), view.units.end(), u.unit) == view.units.end()) view.units.push_back(u.unit);
     const matrix rows = weight_rows(t.layer(), weight::w2, view.units);
     for (std::size_t k = 0; k < rows.rows; ++k) columns.emplace_back(rows.row(k).begin(), rows.row(k).end());
+    view.asked = top;
+    view.unit_tokens = std::min(top, tokens_per_unit);
+    tops.insert(tops.end(), rows.rows, view.unit_tokens);
     const matrix& update = t.step(t.find(step_kind::out_norm) ? step_kind::out_norm : step_kind::contract).value;  // what the residual adds
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(update.row(tok).begin(), update.row(tok).end());
+    tops.insert(tops.end(), t.tokens(), top);
 }
 
 // The columns, each through the final norm, as a matrix (d, columns).
@@ -412,8 +420,9 @@ outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_reading
     view.normed = !norm.gamma.empty();
     view.centred = view.normed && !norm.rms;
     std::vector<std::vector<double>> columns;
-    view_columns(t, units, view, columns, first);
-    auto scored = project(as_columns(columns, t.layer().d_out(), norm), source, **e, top);
+    std::vector<std::size_t> tops;
+    view_columns(t, units, top, view, columns, tops, first);
+    auto scored = project(as_columns(columns, t.layer().d_out(), norm), source, **e, tops);
     if (!scored) return scored.err();
     for (std::size_t k = 0; k < scored->size(); ++k) (k < view.units.size() ? view.by_unit : view.by_token).push_back((*scored)[k]);
     return view;
@@ -433,11 +442,13 @@ std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& 
     if (auto bad = check_norm(norm, d)) return bad;
     // Every expert's columns, then the whole update of each token, projected in one pass over E.
     std::vector<std::vector<double>> columns;
+    std::vector<std::size_t> tops;
     r.vocab.assign(t.experts.size(), {});
-    for (std::size_t k = 0; k < t.experts.size(); ++k) view_columns(t.experts[k].tr, r.experts[k], r.vocab[k], columns);
+    for (std::size_t k = 0; k < t.experts.size(); ++k) view_columns(t.experts[k].tr, r.experts[k], top, r.vocab[k], columns, tops);
     const matrix& combine = t.step(step_kind::combine).value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(combine.row(tok).begin(), combine.row(tok).end());
-    auto scored = project(as_columns(columns, d, norm), source, **e, top);
+    tops.insert(tops.end(), t.tokens(), top);
+    auto scored = project(as_columns(columns, d, norm), source, **e, tops);
     if (!scored) return scored.err();
     for (auto& v : r.vocab) {
         v.normed = !norm.gamma.empty();

@@ -10,8 +10,8 @@ namespace ffn_trace::detail {
 outcome<const tensor_info*> checked_tensor(const checkpoint& c, const wanted_tensor& w) {
     const std::string full = c.resolve(w.name);
     if (full.empty()) {
-        if (w.what.empty()) return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(w.name))};
-        return error{c.tensors().origin(), w.name,
+        if (w.what.empty()) return error{c.tensors().origin(), "", fmt::format("no tensor {} in the checkpoint", quote(c.spelled(w.name)))};
+        return error{c.tensors().origin(), c.spelled(w.name),
                      fmt::format("missing: the checkpoint has no such tensor, which the forward pass needs as {}", w.what)};
     }
     const tensor_info* t = c.tensors().find(full);

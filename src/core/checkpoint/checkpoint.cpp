@@ -19,6 +19,30 @@ using detail::stored_shape;
 
 namespace {
 
+// Which half of a fused gate and up projection a role's tensor is, as its name says it.
+std::string_view half_of(tensor_role r) { return r == tensor_role::ffn_gate ? "'s gate half" : "'s up half"; }
+
+// The layer and expert a family-table pattern ("layers.{i}.mlp.up_proj") gives a name
+// ("layers.3.mlp.up_proj"), or nullopt when the name does not fit it.
+std::optional<std::pair<std::size_t, std::size_t>> match_pattern(std::string_view pattern, std::string_view name) {
+    std::size_t at = 0, numbers[2] = {0, 0};
+    for (std::size_t p = 0; p < pattern.size();) {
+        if (pattern.substr(p, 3) == "{i}" || pattern.substr(p, 3) == "{j}") {
+            const std::size_t from = at;
+            std::size_t n = 0;
+            while (at < name.size() && at - from < 9 && name[at] >= '0' && name[at] <= '9') n = n * 10 + static_cast<std::size_t>(name[at++] - '0');
+            if (at == from) return std::nullopt;
+            numbers[pattern[p + 1] == 'j'] = n;
+            p += 3;
+        } else {
+            if (at >= name.size() || name[at] != pattern[p]) return std::nullopt;
+            ++at, ++p;
+        }
+    }
+    if (at != name.size()) return std::nullopt;
+    return std::pair{numbers[0], numbers[1]};
+}
+
 // Phi-3's fused gate and up projection of every layer also as the two tensors it holds, rows
 // [0, d_ff) the gate's and [d_ff, 2·d_ff) the up projection's: nn.Linear stores a weight's rows one
 // after another, so each half is a range of the file's bytes (whole blocks in a quantized file),
@@ -33,7 +57,7 @@ outcome<std::shared_ptr<const tensor_source>> split_gate_up(std::shared_ptr<cons
         const tensor_info* t = fused.empty() ? nullptr : source->find(fused);
         if (!t) continue;  // named as missing by the forward pass
         if (!mapped || t->compressed || t->reordered || t->shape.size() != 2 || t->shape[0] != 2 * m.d_ff)
-            return error{t->file, t->name, fmt::format("expected the gate and the up projection one after the other, (2 × d_ff = {}, "
+            return error{t->file, t->spelled(), fmt::format("expected the gate and the up projection one after the other, (2 × d_ff = {}, "
                                                        "d_model = {}), stored in the file; its shape is {}",
                                                        2 * m.d_ff, m.d_model, detail::shape_text(t->shape))};
         const std::string prefix = fused.substr(0, fused.size() - (f.name_of(tensor_role::ffn_gate_up, i) + ".weight").size());
@@ -41,6 +65,7 @@ outcome<std::shared_ptr<const tensor_source>> split_gate_up(std::shared_ptr<cons
         for (auto [r, from] : {std::pair{tensor_role::ffn_gate, std::uint64_t{0}}, std::pair{tensor_role::ffn_up, half}}) {
             tensor_info part = *t;
             part.name = prefix + f.name_of(r, i) + ".weight";
+            part.stored_name = (t->stored_name.empty() ? t->name : t->stored_name) + std::string(half_of(r));
             part.shape[0] = m.d_ff;
             part.begin = t->begin + from;
             part.length = half;
@@ -68,6 +93,29 @@ std::optional<error> checkpoint::split_fused() {
     return std::nullopt;
 }
 
+std::string checkpoint::spelled(const std::string& name) const {
+    if (const tensor_info* t = source_->find(resolve(name).empty() ? name : resolve(name))) return t->spelled();
+    const family& f = *config_.family;
+    const name_scheme scheme = gguf_ ? name_scheme::gguf : name_scheme::hugging_face;
+    const auto dot = name.rfind('.');
+    const std::string_view stem = std::string_view(name).substr(0, dot), suffix = dot == std::string::npos ? "" : std::string_view(name).substr(dot);
+    for (std::size_t k = 0; k < tensor_role_count; ++k) {
+        const auto r = static_cast<tensor_role>(k);
+        const auto at = f.has(r) ? match_pattern(f.pattern(r), stem) : std::nullopt;
+        if (!at) continue;
+        std::string stored = f.name_of(r, at->first, at->second, scheme);
+        std::string_view half;
+        if (f.has(tensor_role::ffn_gate_up) && (r == tensor_role::ffn_gate || r == tensor_role::ffn_up)) {
+            stored = f.name_of(tensor_role::ffn_gate_up, at->first, 0, scheme);
+            half = half_of(r);
+        }
+        if (stored.empty()) return name;
+        const std::string in_file = fmt::format("{}{}{}", stored, suffix, half);
+        return in_file == name ? name : fmt::format("{} ({})", in_file, name);
+    }
+    return name;
+}
+
 std::string checkpoint::resolve(const std::string& name) const {
     for (const char* prefix : {"", "model.", "transformer.", "bert."})
         if (source_->contains(prefix + name)) return prefix + name;
@@ -81,6 +129,7 @@ outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
     if (!g) return g.err();
     c.source_ = std::move(g->source);
     c.origin_ = path;
+    c.gguf_ = true;
     auto config = detail::read_config_object(c, g->model.config, config_origin{path, std::move(g->model.key_of)}, *g->model.family);
     if (!config) return config.err();
     c.config_ = std::move(*config);
@@ -349,7 +398,7 @@ outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) 
     const std::string name = embedding_name();
     if (name.empty())
         return error{source_->origin(), "embedding",
-                     fmt::format("the checkpoint has no token embedding {}", quote(config_.family->name_of(tensor_role::token_embd) + ".weight"))};
+                     fmt::format("the checkpoint has no token embedding {}", quote(spelled(config_.family->name_of(tensor_role::token_embd) + ".weight")))};
     if (!source_->find(name)) return source_->read_values(name).err();  // there, but of a dtype not converted: says why
     const tensor_info& t = *source_->find(name);
     if (t.shape.size() != 2 || t.shape[1] != config_.d_model)

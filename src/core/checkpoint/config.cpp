@@ -161,9 +161,13 @@ std::optional<error> read_layers(const checkpoint& c, const family& f, const jso
     const char* key = config.contains("n_layer") ? "n_layer" : "num_hidden_layers";
     auto layers = config_count(config, from, key, counted);
     if (!layers) return layers.err();
-    if (*layers == 0 || *layers > counted)
-        return from.at(key, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}", *layers,
-                                        *layers == 1 ? "" : "s", counted));
+    if (*layers == 0 || *layers > counted) {
+        // The first tensor missing, as the file would spell it (a GGUF file's keys are its own).
+        const std::string ours = f.name_of(shaped_role(f), counted, 0) + ".weight";
+        const std::string missing = from.keys.empty() ? ours : fmt::format("{}.weight ({})", f.name_of(shaped_role(f), counted, 0, name_scheme::gguf), ours);
+        return from.at(key, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}{}", *layers,
+                                        *layers == 1 ? "" : "s", counted, *layers > counted ? ": it has no " + missing : ""));
+    }
     m.n_layers = *layers;
     return std::nullopt;
 }

@@ -64,8 +64,6 @@ std::optional<error> read_tensors(const tensor_source& s, transcoder& tc) {
         if (shape(name) != want)
             return error{file, name, fmt::format("expected shape [{}] to fit W_enc ({}, {}), got [{}]", fmt::join(want, ", "), F, d,
                                                  fmt::join(shape(name), ", "))};
-    if (tc.act == transcoder::kind::topk && tc.k > F)
-        return error{file, "k", fmt::format("TopK keeps {} features a token, more than the {} of W_enc", tc.k, F)};
     auto w_enc = s.read_matrix_transposed("W_enc");
     if (!w_enc) return w_enc.err();
     auto w_dec = s.read_matrix("W_dec");
@@ -133,6 +131,9 @@ outcome<transcoder> read_transcoder(const std::string& dir) {
     auto source = open_safetensors((fs::path(dir) / file).string());
     if (!source) return source.err();
     if (auto e = read_tensors(**source, tc)) return *e;
+    // config.json's k against the file's features: the key is at fault, and named where it is.
+    if (tc.act == transcoder::kind::topk && tc.k > tc.features())
+        return error{config, "k", fmt::format("TopK keeps {} features a token, more than the {} of {}'s W_enc", tc.k, tc.features(), file)};
     for (const char* key : {"d_model", "d_transcoder"})
         if (c->contains(key)) {
             auto n = whole(*c, config, key);

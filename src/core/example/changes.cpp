@@ -150,7 +150,31 @@ std::optional<error> apply_change(json& root, const change& c, std::string_view 
 }
 
 
+// Whether a change's path reaches a weight a hidden unit reads its input with, its key: the key as
+// a whole member of the path ("weights.W1", "moe.experts[0].Wg[1]"), or the whole of what holds
+// it. A bias moves where a unit fires along its key, not what the key is, so its label stays.
+bool rewrites_units(const change& c) {
+    if (!changes_numbers(c)) return false;
+    const std::string_view p = c.path;
+    const bool one_expert = p.starts_with("moe.experts[") && p.find(']') + 1 == p.size();
+    if (p == "layout" || p == example_key::weights || p == "moe" || p == "moe.experts" || one_expert) return true;
+    for (std::string_view key : {"W1", "Wg", "Wu"})
+        for (auto at = p.find(key); at != std::string_view::npos; at = p.find(key, at + 1)) {
+            const std::size_t after = at + key.size();
+            if (at > 0 && p[at - 1] == '.' && (after == p.size() || p[after] == '[' || p[after] == '.')) return true;
+        }
+    return false;
+}
+
 }  // namespace
+
+bool drop_stale_unit_labels(json& root, const std::vector<change>& changes) {
+    if (std::none_of(changes.begin(), changes.end(), rewrites_units)) return false;
+    auto labels = root.find("labels");
+    if (labels == root.end() || !labels->is_object() || !labels->contains(example_key::hidden)) return false;
+    labels->erase(example_key::hidden);
+    return true;
+}
 
 outcome<std::size_t> apply_changes(json& root, const std::vector<change>& changes, std::string_view file) {
     std::size_t added = 0;

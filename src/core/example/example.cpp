@@ -200,6 +200,7 @@ outcome<example> load_changed(json root, std::string_view file, const std::vecto
                               detail::streamed_input* input) {
     auto added = detail::apply_changes(root, changes, file);
     if (!added) return added.err();
+    const bool dropped = detail::drop_stale_unit_labels(root, changes);
     loader l(file, !changes.empty(), *added);
     if (input) l.stream_input(input);
     auto ex = l.load(root);
@@ -207,6 +208,7 @@ outcome<example> load_changed(json root, std::string_view file, const std::vecto
     // The changes first, then the claims they left out (which the loader has named).
     std::vector<std::string> named;
     for (const auto& c : changes) named.push_back(detail::change_text(c));
+    if (dropped) named.emplace_back("the hidden units' labels are left out, as they may describe the weights changed");
     ex->changes.insert(ex->changes.begin(), named.begin(), named.end());
     return ex;
 }

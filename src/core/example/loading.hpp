@@ -106,6 +106,11 @@ protected:
 // can reach them; how many tokens were added, or the first change that does not apply.
 outcome<std::size_t> apply_changes(json& root, const std::vector<change>& changes, std::string_view file);
 
+// The file's labels.hidden dropped when a change rewrites the hidden units' keys (W1, a gated
+// layer's Wg or Wu, an expert's, or the layout they are read in): a label may describe the key
+// ("x₂ − x₁"), which then no longer holds. Whether it dropped them.
+bool drop_stale_unit_labels(json& root, const std::vector<change>& changes);
+
 // How the heading names a change: "activation = identity (--activation)", with the flag its
 // caller gave.
 std::string change_text(const change& c);

@@ -6,6 +6,7 @@
 // and the bos token when add_bos_token says so. The vocabulary is read first and always: what
 // splits text is only needed by a command that tokenizes, which reports why it cannot be made.
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <map>
 
@@ -141,6 +142,26 @@ outcome<bool> flag(const metadata& m, const std::string& file, std::string_view 
     return v->integer != 0;
 }
 
+// What the file says of its tokens, each checked whether this tokenizer uses it or not: a token
+// type is one of llama.cpp's (0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5
+// unused, 6 byte), the scores are one a token, and each special token's id is below the
+// vocabulary's size. The types' count was checked when the vocabulary was read.
+std::optional<error> check_token_metadata(const metadata& m, const std::string& file, std::size_t size) {
+    auto types = array_of(m, file, "tokenizer.ggml.token_type", gguf_type::i32, false);
+    if (!types) return types.err();
+    for (std::size_t id = 0; *types && id < (*types)->numbers.size(); ++id)
+        if (const double t = (*types)->numbers[id]; !(t >= 0 && t <= 6 && t == std::floor(t)))
+            return error{file, fmt::format("tokenizer.ggml.token_type[{}]", id), fmt::format("expected one of llama.cpp's token types 0 to 6, got {}", t)};
+    auto scores = array_of(m, file, "tokenizer.ggml.scores", gguf_type::f32, false);
+    if (!scores) return scores.err();
+    if (*scores && (*scores)->numbers.size() != size)
+        return error{file, "tokenizer.ggml.scores", fmt::format("has {} scores for {} tokens", (*scores)->numbers.size(), size)};
+    for (std::string_view key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                                 "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id", "tokenizer.ggml.separator_token_id"})
+        if (auto id = token_id(m, file, key, size); !id) return id.err();
+    return std::nullopt;
+}
+
 // The vocabulary by id; a spelling given twice (padding) is found by its first id.
 outcome<vocabulary_table> vocabulary(const gguf_value& tokens, const std::string& file) {
     if (tokens.strings.empty() || tokens.strings.size() > max_vocabulary)
@@ -196,10 +217,8 @@ outcome<bool> gpt2_stages(const metadata& m, const std::string& file, const pre_
 
 // The stages of SentencePiece: its spaces, then the merges by score.
 outcome<bool> llama_stages(const metadata& m, const std::string& file, gguf_stages& s) {
-    auto scores = array_of(m, file, "tokenizer.ggml.scores", gguf_type::f32, true);
+    auto scores = array_of(m, file, "tokenizer.ggml.scores", gguf_type::f32, true);  // its length checked with the types
     if (!scores) return scores.err();
-    if ((*scores)->numbers.size() != s.vocab->tokens.size())
-        return error{file, "tokenizer.ggml.scores", fmt::format("has {} scores for {} tokens", (*scores)->numbers.size(), s.vocab->tokens.size())};
     auto prefix = flag(m, file, "tokenizer.ggml.add_space_prefix", true);
     if (!prefix) return prefix.err();
     auto unk = token_id(m, file, "tokenizer.ggml.unknown_token_id", s.vocab->tokens.size());
@@ -215,6 +234,7 @@ outcome<bool> splitting_stages(const metadata& m, const std::string& path, const
     if (kind != "gpt2" && kind != "llama")
         return error{path, "tokenizer.ggml.model",
                      fmt::format("ffn-trace runs the tokenizers \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece), not {}", quote(kind))};
+    if (auto e = check_token_metadata(m, path, s.vocab->tokens.size())) return *e;
     bool add_bos_by_default = kind == "llama";  // llama.cpp's defaults
     if (kind == "gpt2") {
         auto pre = pre_of(m, path);

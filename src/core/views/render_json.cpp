@@ -110,7 +110,7 @@ void add_vocab(json& out, const vocabulary_view& vocab) {
     for (std::size_t k = 0; k < vocab.units.size(); ++k)
         by_unit.push_back({{"unit", vocab.units[k]}, {"promotes", token_ids(vocab.by_unit[k].most, 1)},
                            {"suppresses", token_ids(vocab.by_unit[k].least, -1)}});
-    out["vocab"] = {{"units", std::move(by_unit)}, {"updates", updates(vocab.by_token)}};
+    out["vocab"] = {{"tokens_per_unit", vocab.unit_tokens}, {"units", std::move(by_unit)}, {"updates", updates(vocab.by_token)}};
 }
 
 // "stored": a quantized GGUF layer's FFN weights, each one's type and block; a layer of floats

@@ -27,6 +27,14 @@ void dequantization_lines(const std::string& what, const weight_dequantization& 
     lines.push_back(fmt::format("  {} = {} = {}", w.formula, w.worked, fmt::format("{:.9g}", w.value)));
 }
 
+// The cap on each unit's lists, said when it cut what was asked: the units grow with the number
+// asked too, and the view stays proportional to it.
+std::string unit_tokens_cut(const vocabulary_view& v) {
+    if (v.asked <= v.unit_tokens) return "";
+    return fmt::format(" Each unit lists {} tokens each way at most, of the {} asked (each token's update lists them all).",
+                       v.unit_tokens, v.asked);
+}
+
 }  // namespace
 
 void walkthrough_builder::failures_of(const std::string& name) {
@@ -144,7 +152,8 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
               "positively) and suppresses those of negative score. Then " +
               (expert ? "what this expert wrote for each of its tokens, read the same way (its routing weight scales "
                         "it, but leaves the order of the tokens as it is)."
-                      : "the whole update each token receives from the layer, read the same way."));
+                      : "the whole update each token receives from the layer, read the same way.") +
+              unit_tokens_cut(*vocab_));
     block b{block_kind::lines};
     // The page draws each unit's scores as bars, one block per unit; text keeps one block.
     auto flush = [&](std::shared_ptr<const figure> picture) {
