@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""Trains the small GPT-2-shaped models in data/models/: capitals, on which the FFN key-value story is true, and atlas, deeper, which knows four facts about each of 60 countries.
+"""Trains the small GPT-2-shaped models in data/models/: capitals, on which the FFN key-value story is true, atlas, deeper, which knows four facts about each of 60 countries, and nations, which recalls a fact at its subject as ROME found in GPT-2.
 
-    /usr/bin/python3 scripts/train_model.py [--model capitals|atlas] [--out data/models/MODEL]
-        [--reference tests/inputs/models/MODEL_reference.json] [--steps N] [...]
+    /usr/bin/python3 scripts/train_model.py [--model capitals|atlas|nations] [--out data/models/MODEL]
+        [--reference tests/inputs/models/MODEL_reference.json] [--steps N] [...] [--from-weights MODEL_PT]
+
+--from-weights writes the files and runs the checks on weights trained by the same recipe earlier
+(a torch.save of GPT's state_dict) instead of training: nations' shipped files were written so.
 
 Everything is built here from a fixed seed, on the CPU, in one thread, so a rerun writes the same files:
   1. a corpus of templated facts, written beside the model as corpus.txt, one sentence a line:
@@ -11,6 +14,9 @@ Everything is built here from a fixed seed, on the CPU, in one thread, so a reru
      templates, the subject late ("The capital of France is Paris.") or first ("France's capital is
      Paris."), and the capital's other side ("Paris is the capital of France."); every sentence ends
      on its answer, so the sentence up to the answer is a prompt whose next token is the fact;
+     nations: 85 countries, 26 of several words sharing first words ("South Africa", "South
+     Korea"), their capital, language, currency and continent, each relation in 3 subject-first
+     templates and 1 subject-late;
   2. a byte-level BPE tokenizer learned on it (GPT-2's byte table and pre-tokenizer regex; merges by
      frequency until every name with its leading space is one token, e.g. "ĠParis"; atlas: also
      every country and capital without it, as a sentence opens), written as a Hugging Face
@@ -26,10 +32,14 @@ Everything is built here from a fixed seed, on the CPU, in one thread, so a reru
      atlas: at least 90 % of every (relation, template, country) prompt's top next token is the fact,
      in the canonical template (each relation's first) and in the others; it prints each relation's
      accuracy and how much each layer's attention and FFN raise the answer's logit-lens logit;
-  5. tests/inputs/models/MODEL_reference.json, the float64 reference the C++ tests compare with.
+     nations: at least 90 % of all facts right at top 1; it writes facts.tsv beside the model, the
+     facts `locate --facts` averages;
+  5. tests/inputs/models/MODEL_reference.json, the float64 reference the C++ tests compare with
+     (capitals and atlas).
 
 Needs Debian's python3-torch and numpy (run it with /usr/bin/python3). On one thread of a busy 2-core
-machine capitals trained in 4 minutes and atlas in 5; each rerun wrote the same bytes.
+machine capitals trained in 4 minutes and atlas in 5; each rerun wrote the same bytes. Nations
+trained in 45 minutes.
 
 Manual check of the tokenizer (not automated here: the tokenizer's tests do that): with
 `npm install @huggingface/tokenizers` in a scratch folder, `new Tokenizer(json, {}).encode(text).ids`
