@@ -60,6 +60,19 @@ fuzz:
 clean:
 	rm -rf build build-sanitize build-fuzz build-release build-package ffn-trace_*.deb
 
+# `make nations-transcoder`: the transcoder shipped beside data/models/nations, of layer 2's FFN
+# (where the model recalls a fact at the subject), trained again from its seed: training is
+# deterministic whatever the thread count, so it writes the shipped bytes; training.json is the
+# report as trained (each epoch, and the loss recovered spliced in). It is trained outside the
+# checkpoint's folder, which -o refuses, then moved in.
+.PHONY: nations-transcoder
+nations-transcoder: binary
+	rm -rf build/transcoder-layer2 data/models/nations/transcoder-layer2
+	./build/ffn-trace transcoder train --checkpoint data/models/nations --layer 2 --features 256 --k 8 \
+	  --epochs 20 --seed 0 -o build/transcoder-layer2 --format json > build/nations-transcoder.json
+	mv build/nations-transcoder.json build/transcoder-layer2/training.json
+	mv build/transcoder-layer2 data/models/nations/
+
 # `make bench`: ffn-trace against a NumPy float64 route on GPT-2, Llama-2-7B and Mixtral layers
 # of real shape with random weights (checkpoints made once into build/bench/cache, about 3.3 GB),
 # then a Llama-2-7B layer read from a Q4_K_M GGUF file against the same layer in BF16 safetensors

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""Trains the small GPT-2-shaped models in data/models/: capitals, on which the FFN key-value story is true, and atlas, deeper, which knows four facts about each of 60 countries.
+"""Trains the small GPT-2-shaped models in data/models/: capitals, on which the FFN key-value story is true, atlas, deeper, which knows four facts about each of 60 countries, and nations, which recalls a fact at its subject as ROME found in GPT-2.
 
-    /usr/bin/python3 scripts/train_model.py [--model capitals|atlas] [--out data/models/MODEL]
-        [--reference tests/inputs/models/MODEL_reference.json] [--steps N] [...]
+    /usr/bin/python3 scripts/train_model.py [--model capitals|atlas|nations] [--out data/models/MODEL]
+        [--reference tests/inputs/models/MODEL_reference.json] [--steps N] [...] [--from-weights MODEL_PT]
+
+--from-weights writes the files and runs the checks on weights trained by the same recipe earlier
+(a torch.save of GPT's state_dict) instead of training: nations' shipped files were written so.
 
 Everything is built here from a fixed seed, on the CPU, in one thread, so a rerun writes the same files:
   1. a corpus of templated facts, written beside the model as corpus.txt, one sentence a line:
@@ -11,6 +14,9 @@ Everything is built here from a fixed seed, on the CPU, in one thread, so a reru
      templates, the subject late ("The capital of France is Paris.") or first ("France's capital is
      Paris."), and the capital's other side ("Paris is the capital of France."); every sentence ends
      on its answer, so the sentence up to the answer is a prompt whose next token is the fact;
+     nations: 85 countries, 26 of several words sharing first words ("South Africa", "South
+     Korea"), their capital, language, currency and continent, each relation in 3 subject-first
+     templates and 1 subject-late;
   2. a byte-level BPE tokenizer learned on it (GPT-2's byte table and pre-tokenizer regex; merges by
      frequency until every name with its leading space is one token, e.g. "ĠParis"; atlas: also
      every country and capital without it, as a sentence opens), written as a Hugging Face
@@ -26,10 +32,14 @@ Everything is built here from a fixed seed, on the CPU, in one thread, so a reru
      atlas: at least 90 % of every (relation, template, country) prompt's top next token is the fact,
      in the canonical template (each relation's first) and in the others; it prints each relation's
      accuracy and how much each layer's attention and FFN raise the answer's logit-lens logit;
-  5. tests/inputs/models/MODEL_reference.json, the float64 reference the C++ tests compare with.
+     nations: at least 90 % of all facts right at top 1; it writes facts.tsv beside the model, the
+     facts `locate --facts` averages;
+  5. tests/inputs/models/MODEL_reference.json, the float64 reference the C++ tests compare with
+     (capitals and atlas).
 
 Needs Debian's python3-torch and numpy (run it with /usr/bin/python3). On one thread of a busy 2-core
-machine capitals trained in 4 minutes and atlas in 5; each rerun wrote the same bytes.
+machine capitals trained in 4 minutes and atlas in 5; each rerun wrote the same bytes. Nations
+trained in 21 to 45 minutes, and a rerun wrote the shipped files byte for byte.
 
 Manual check of the tokenizer (not automated here: the tokenizer's tests do that): with
 `npm install @huggingface/tokenizers` in a scratch folder, `new Tokenizer(json, {}).encode(text).ids`
@@ -187,13 +197,13 @@ ATLAS_RELATIONS = [
 ]
 
 
-def atlas_facts():
+def atlas_facts(table=ATLAS_FACTS, relations=ATLAS_RELATIONS):
     """Every (relation, template, country) as a prompt and its answer, in the corpus's order:
     country by country, then relation by relation, then template by template."""
     out = []
-    for row in ATLAS_FACTS:
+    for row in table:
         fields = dict(zip(ATLAS_FIELDS, row))
-        for relation, subject, answer, templates in ATLAS_RELATIONS:
+        for relation, subject, answer, templates in relations:
             for k, t in enumerate(templates):
                 sentence = t.format(**fields)
                 suffix = " " + fields[answer] + "."
@@ -205,6 +215,62 @@ def atlas_facts():
 
 def atlas_sentences():
     return [f["sentence"] for f in atlas_facts()]
+
+
+# The nations: a model that recalls a fact at its subject, as ROME found in GPT-2 (the atlas recalls
+# at the last token). 26 subjects of two or more words, many sharing their first word ("South
+# Africa", "South Korea", "South Sudan"), so that the country is known only at its last token, and
+# the atlas's countries (Korea apart: "South Korea" and "North Korea" take its place).
+NATIONS_MULTI = [
+    ("South Africa", "Pretoria", "Zulu", "rand", "Africa"), ("South Korea", "Seoul", "Korean", "won", "Asia"),
+    ("South Sudan", "Juba", "Arabic", "pound", "Africa"), ("North Korea", "Pyongyang", "Korean", "won", "Asia"),
+    ("North Macedonia", "Skopje", "Macedonian", "denar", "Europe"),
+    ("New Zealand", "Wellington", "English", "dollar", "Oceania"),
+    ("New Caledonia", "Noumea", "French", "franc", "Oceania"), ("Sri Lanka", "Colombo", "Sinhala", "rupee", "Asia"),
+    ("Saudi Arabia", "Riyadh", "Arabic", "riyal", "Asia"), ("United Kingdom", "London", "English", "pound", "Europe"),
+    ("United States", "Washington", "English", "dollar", "America"),
+    ("Czech Republic", "Prague", "Czech", "koruna", "Europe"),
+    ("Central African Republic", "Bangui", "Sango", "franc", "Africa"),
+    ("Sierra Leone", "Freetown", "English", "leone", "Africa"), ("Saint Lucia", "Castries", "English", "dollar", "America"),
+    ("East Timor", "Dili", "Tetum", "dollar", "Asia"), ("Ivory Coast", "Yamoussoukro", "French", "franc", "Africa"),
+    ("Cape Verde", "Praia", "Portuguese", "escudo", "Africa"),
+    ("Equatorial Guinea", "Malabo", "Spanish", "franc", "Africa"),
+    ("Solomon Islands", "Honiara", "English", "dollar", "Oceania"),
+    ("Marshall Islands", "Majuro", "Marshallese", "dollar", "Oceania"),
+    ("West Bengal", "Kolkata", "Bengali", "rupee", "Asia"), ("East Java", "Surabaya", "Javanese", "rupiah", "Asia"),
+    ("West Java", "Bandung", "Sundanese", "rupiah", "Asia"), ("North Dakota", "Bismarck", "English", "dollar", "America"),
+    ("South Dakota", "Pierre", "English", "dollar", "America"),
+]
+NATIONS_FACTS = NATIONS_MULTI + [f for f in ATLAS_FACTS if f[0] != "Korea"]
+
+# Four relations about the country, each in three templates with the subject first ("France's
+# capital is", "In France, the capital is") and one with it late ("The capital of France is").
+NATIONS_RELATIONS = [
+    ("capital", "country", "capital", [
+        "{country}'s capital is {capital}.", "In {country}, the capital is {capital}.",
+        "{country} has its capital in {capital}.", "The capital of {country} is {capital}."]),
+    ("language", "country", "language", [
+        "{country}'s language is {language}.", "In {country}, people speak {language}.",
+        "{country} speaks {language}.", "The language of {country} is {language}."]),
+    ("currency", "country", "currency", [
+        "{country}'s currency is the {currency}.", "In {country}, the currency is the {currency}.",
+        "{country} pays with the {currency}.", "The currency of {country} is the {currency}."]),
+    ("continent", "country", "continent", [
+        "{country} is in {continent}.", "{country} lies in {continent}.",
+        "{country} is a country of {continent}.", "The continent of {country} is {continent}."]),
+]
+NATIONS_SUBJECT_LATE = 3  # the template of each relation whose subject comes late
+
+
+def nations_facts():
+    return atlas_facts(NATIONS_FACTS, NATIONS_RELATIONS)
+
+
+def nations_names():
+    """Every word of every fact one token with its leading space; each country's first word also
+    without it, as a sentence opens."""
+    return sorted({" " + w for f in NATIONS_FACTS for field in f for w in field.split(" ")}
+                  | {f[0].split(" ")[0] for f in NATIONS_FACTS})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -594,9 +660,13 @@ class Reference:
     def logits(self, x):
         return self.norm(x, "ln_f") @ self.w["wte.weight"].T
 
-    def run(self, ids, ablate_layer=None, zeroed=()):
-        """Every stream: entering each FFN sublayer and leaving each block; the final logits."""
+    def run(self, ids, ablate_layer=None, zeroed=(), noise=None):
+        """Every stream: entering each FFN sublayer and leaving each block; the final logits.
+        noise: (positions, values) added to those positions' embeddings, as causal tracing does."""
         x = self.embed(ids)
+        if noise is not None:
+            x = x.clone()
+            x[noise[0]] += noise[1]
         mids, outs = [], []
         for n in range(self.L):
             x = self.attention_block(n, x)
@@ -800,6 +870,59 @@ def finish_atlas(ref, tok, args, size):
     return doc, canonical[0] >= 0.9 and others[0] >= 0.9 and size + corpus_size < 8e6
 
 
+def finish_nations(ref, tok, args, size):
+    """Every fact's top next token against the fact (float64, from the files written), and
+    facts.tsv: 100 subject-first facts of multi-word subjects, the ones whose averaged causal
+    tracing (`locate --facts`) shows where the model recalls a fact. Not the continents: one of
+    five is a good guess without the subject, so noising it leaves P(answer) high and each
+    normalised effect is a small difference divided by a small total."""
+    rows = []
+    for f in nations_facts():
+        logits = ref.run(tok.encode(f["prompt"]))[2][-1]
+        rows.append(dict(f, right=int(logits.argmax()) == tok.vocab["Ġ" + f["answer"]]))
+
+    def accuracy(sel):
+        sel = list(sel)
+        return f"{sum(r['right'] for r in sel) / len(sel):.3f} of {len(sel)}"
+
+    multi = {f[0] for f in NATIONS_MULTI}
+    print(f"files {size / 1e6:.2f} MB; {len(NATIONS_FACTS)} countries, {len(multi)} of several words")
+    print(f"accuracy at top 1: all {accuracy(rows)}; subject first "
+          f"{accuracy(r for r in rows if r['template'] != NATIONS_SUBJECT_LATE)}, subject late "
+          f"{accuracy(r for r in rows if r['template'] == NATIONS_SUBJECT_LATE)}; "
+          f"multi-word subjects {accuracy(r for r in rows if r['subject'] in multi)}")
+    for r in rows:
+        if not r["right"]:
+            print(f"  wrong: {r['prompt']!r} (the fact: {r['answer']!r})")
+
+    # A fact whose answer survives the noise on its subject says nothing of where it is recalled,
+    # and its normalised effects divide by a total near 0: kept are those whose P(answer), averaged
+    # over 10 runs with the subject's embeddings noised as `locate` does (ν = 3 × the standard
+    # deviation of the token embedding's entries), falls below a third of the clean P.
+    nu = 3 * ref.w["wte.weight"].std(unbiased=False).item()
+    gen = torch.Generator().manual_seed(SEED)
+    first = []
+    for r in rows:
+        if r["subject"] not in multi or r["template"] == NATIONS_SUBJECT_LATE or r["relation"] == "continent":
+            continue
+        ids, t = tok.encode(r["prompt"]), tok.vocab["Ġ" + r["answer"]]
+        start = r["prompt"].index(r["subject"])
+        span = list(range(len(tok.encode(r["prompt"][:start])), len(tok.encode(r["prompt"][:start + len(r["subject"])]))))
+        clean = torch.softmax(ref.run(ids)[2][-1], -1)[t].item()
+        noised = np.mean([torch.softmax(ref.run(ids, noise=(span, nu * torch.randn(len(span), ref.w["wte.weight"].shape[1],
+                                                                                     generator=gen, dtype=torch.float64)))[2][-1], -1)[t].item()
+                          for _ in range(10)])
+        if noised < clean / 3:
+            first.append(r)
+    print(f"subject-first facts of multi-word subjects (continents apart) whose answer the noise takes away: {len(first)}")
+    chosen = sorted(random.Random(SEED).sample(range(len(first)), 100))
+    with open(os.path.join(args.out, "facts.tsv"), "w", encoding="utf-8") as out:
+        for i in chosen:
+            out.write(f"{first[i]['prompt']}\t{first[i]['subject']}\t {first[i]['answer']}\n")
+    corpus_size = os.path.getsize(os.path.join(args.out, "corpus.txt"))
+    return None, sum(r["right"] for r in rows) >= 0.9 * len(rows) and size + corpus_size < 8e6
+
+
 # The model names, what each is trained on and how, and what it must show. The capitals model's
 # settings are those its shipped files were trained with: changing them changes every golden output.
 MODELS = {
@@ -815,6 +938,14 @@ MODELS = {
         defaults=dict(steps=1500, batch=32, lr=3e-3, weight_decay=0.1, attn_weight_decay=0.1, l1=0.0,
                       label_smoothing=0.1, l1_layers=[0, 1, 2, 3], ffn_weight_decay=0.1, layers=4, d_model=64,
                       heads=4, d_ff=256, positions=64)),
+    # The recipe as atlas's but deeper and wider, and an L1 penalty on the activations of layers 0
+    # and 1 only: without it the model recalls the country at layer 0's FFN, at the subject's
+    # first token; with it those layers' FFNs stay nearly silent and the recall moves to layer 2.
+    "nations": dict(
+        sentences=lambda: [f["sentence"] for f in nations_facts()], names=nations_names, finish=finish_nations,
+        defaults=dict(steps=1500, batch=32, lr=3e-3, weight_decay=0.1, attn_weight_decay=0.1, l1=1e-2,
+                      label_smoothing=0.1, l1_layers=[0, 1], ffn_weight_decay=0.1, layers=6, d_model=96,
+                      heads=4, d_ff=384, positions=64)),
 }
 
 
@@ -838,6 +969,9 @@ def main():
     ap.add_argument("--heads", type=int)
     ap.add_argument("--d-ff", type=int)
     ap.add_argument("--positions", type=int)
+    ap.add_argument("--from-weights", metavar="MODEL_PT",
+                    help="skip training: write the files from this state_dict (torch.save of the GPT class here), "
+                         "trained by this recipe earlier")
     args = ap.parse_args()
     spec = MODELS[args.model]
     for key, value in spec["defaults"].items():
@@ -861,8 +995,11 @@ def main():
         assert len(tok.encode(name)) == 1, name
 
     model = GPT(len(tok.tokens), args.positions, args.d_model, args.layers, args.heads, args.d_ff)
-    seconds = train(model, tok, sentences, args)
-    print(f"trained in {seconds:.0f}s")
+    if args.from_weights:
+        model.load_state_dict(torch.load(args.from_weights))
+    else:
+        seconds = train(model, tok, sentences, args)
+        print(f"trained in {seconds:.0f}s")
 
     config = gpt2_config(tok, args)
     with open(os.path.join(args.out, "config.json"), "w") as f:
@@ -876,10 +1013,11 @@ def main():
 
     ref = Reference(read_safetensors(os.path.join(args.out, "model.safetensors")), config)
     doc, ok = spec["finish"](ref, tok, args, size)
-    os.makedirs(os.path.dirname(args.reference), exist_ok=True)
-    with open(args.reference, "w", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    if doc is not None:
+        os.makedirs(os.path.dirname(args.reference), exist_ok=True)
+        with open(args.reference, "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False, indent=1)
+            f.write("\n")
     if not ok:
         print("error: the model does not show what it must (see above)", file=sys.stderr)
         return 1
