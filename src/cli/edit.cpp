@@ -1,6 +1,7 @@
 // ffn-trace edit --checkpoint DIR --layer N --prompt TEXT --subject TEXT --target TOKEN [--save NEW_DIR]:
 // a rank-one edit of layer N's down projection (ROME), evaluated, and with --save written out as a
 // new checkpoint; -o writes the report, as every command's.
+// With --facts FILE --layers A-B, MEMIT: many facts at once over a range of layers (memit.hpp).
 #include "edit.hpp"
 
 #include <filesystem>
@@ -26,8 +27,9 @@ namespace cli {
 void setup_edit(CLI::App& app, int& status) {
     auto o = std::make_shared<edit_options>();
     auto* sub = app.add_subcommand("edit", "A rank-one edit of one layer's down projection (ROME), so that the model "
-                                           "completes the prompt with --target, evaluated in memory; --save writes the "
-                                           "edited checkpoint, -o the report");
+                                           "completes the prompt with --target, evaluated in memory; with --facts, many "
+                                           "facts at once over --layers (MEMIT); --save writes the edited checkpoint, -o "
+                                           "the report");
     sub->add_option("--checkpoint", o->checkpoint, "A checkpoint folder: config.json, safetensors and its tokenizer")
         ->required()
         ->type_name("DIR");
