@@ -1352,7 +1352,7 @@ cli_test("edit -o naming a file of the checkpoint is refused" 2 EMPTY "^error: .
 # edit --facts: MEMIT on the atlas model, three facts over layers 1-3 at the last token
 # (tests/edit/facts); its numbers are checked against NumPy in tests/edit/memit_reference_test.py.
 set(FACTS ${CMAKE_CURRENT_SOURCE_DIR}/edit/facts)
-set(MEMIT_ARGS --checkpoint ${DATA}/models/atlas --layers 1-3 --at last)
+set(MEMIT_ARGS --checkpoint ${DATA}/models/atlas --layers 1-3 --at last --corpus ${FACTS}/corpus.txt)
 cli_test("edit --facts writes every fact over the layers: the shown fact's optimisation, each layer's update, every fact's table" 0
   "MEMIT: 3 facts written into layers 1–3 .*shown +fact 1 \\(\"The capital of France is\" → \" Rome\".*step +loss .*layer +‖ΔW‖ +rank +λ +‖k‖ +‖r‖ +‖kᵀΔW‖ +‖kᵀΔW - r‖ +1 +[0-9.]+ +3 .*Every fact .*1 +\"The capital of France is\" +\" Rome\" +0\\.0000 → 0\\.8[0-9]+ +\" Rome\" 0\\.8[0-9]+ +✓ +2 +\"The capital of Germany is\" +\" Paris\" .*✓ +3 .*✓ 3 of 3 facts took.*Fact 1 before → after .*neighbourhood .*The evaluation over all facts, both ways .*efficacy +3 +0\\.00 → 1\\.00"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --detail summary --color never --width 300)

@@ -41,6 +41,8 @@ os.makedirs(work)
 atlas = os.path.join(data, "models", "atlas")
 failures = []
 FIRST, LAST = 1, 3
+# The atlas corpus's lines about the three subjects and every capital (117 of its 1200): C over them.
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "facts", "corpus.txt")
 FACTS = [("The capital of France is", "France", " Rome"), ("The capital of Germany is", "Germany", " Paris"),
          ("The capital of Japan is", "Japan", " Cairo")]
 
@@ -118,7 +120,7 @@ def close(name, got, want, tol):
 
 def memit(facts_file, checkpoint, out):
     r = subprocess.run([ft, "edit", "--checkpoint", checkpoint, "--facts", facts_file, "--layers", f"{FIRST}-{LAST}", "--at", "last",
-                        "--corpus", os.path.join(atlas, "corpus.txt"), "--dtype", "f64", "--save", out, "--format", "json"],
+                        "--corpus", CORPUS, "--dtype", "f64", "--save", out, "--format", "json"],
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"edit --facts failed ({r.returncode}): {r.stderr}")
@@ -139,7 +141,7 @@ for name, value in original_stored.items():
         failures.append(f"{name} changed")
 
 # C over the corpus, each layer's, from the unedited model.
-corpus = [line.strip() for line in open(os.path.join(atlas, "corpus.txt"), encoding="utf-8") if line.strip()]
+corpus = [line.strip() for line in open(CORPUS, encoding="utf-8") if line.strip()]
 moments = {l: 0 for l in W2}
 tokens = 0
 for line in corpus:
