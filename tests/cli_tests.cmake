@@ -1367,6 +1367,9 @@ cli_test("edit --facts --sequential edits one fact after another and shows the u
 cli_test("edit --facts --fluency continues subject prompts before → after with ROME's n-gram entropy" 0
   "Fluency: greedy continuations before → after .*\"France is a\" +\" country in Europe.*[0-9]\\.[0-9]{4} +[0-9]\\.[0-9]{4}"
   EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --fluency --detail summary --color never --width 300)
+cli_test("edit --facts at the subjects' tokens, where this model does not recall, fails: exit 1, nothing written, pointing to locate and --at last" 1
+  "0 of 3 facts took: .* 3 of 3 facts did not take, so the exit status is 1 and no checkpoint is written \\(--force writes it all the same\\)\\. .*`ffn-trace locate --facts` shows at which token and layers\\; edit there with --at last or other --layers\\."
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_failed --checkpoint ${DATA}/models/atlas --layers 1-3 --corpus ${FACTS}/corpus.txt --facts ${FACTS}/three.tsv --detail summary --color never --width 300)
 cli_test("edit --facts with a subject not in its prompt is refused, naming the line" 2 EMPTY
   "^error: .*subject_missing.tsv: line 2: the subject: \"Spain\" is not in the prompt \"The capital of Germany is\"$"
   -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad ${MEMIT_ARGS} --facts ${FACTS}/subject_missing.tsv)

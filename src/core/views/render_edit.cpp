@@ -552,6 +552,13 @@ private:
         b.names = {true, false, false, false, false, false};
         add(std::move(b));
         paragraph(fmt::format("{} of {} facts took: p(new) beats p(old) on the prompt (✓).", t_.taken(), t_.facts.size()));
+        if (t_.taken() < t_.facts.size())
+            paragraph(styled(style::red, fmt::format(
+                "{} of {} facts did not take, so the exit status is 1 and no checkpoint is written (--force writes it all the "
+                "same). Where δ at layer {} cannot carry the model to the new token (the optimisation's last p(new) above), "
+                "the fact is recalled elsewhere: a small model often recalls it at the prompt's last token, not the "
+                "subject's. `ffn-trace locate --facts` shows at which token and layers; edit there with --at last or other "
+                "--layers.", t_.facts.size() - t_.taken(), t_.facts.size(), t_.last)));
     }
 
     void overall() {
