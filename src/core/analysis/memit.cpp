@@ -111,7 +111,8 @@ outcome<opened> open_folder(const std::string& folder) {
     if (!ck) return ck.err();
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return model.err();
-    return opened{folder, std::make_shared<const transformer>(std::move(*model))};
+    // Each fact's optimisation runs the model 40 times: its weights converted once, not read at each run.
+    return opened{folder, std::make_shared<const transformer>(model->holding(0, model->n_layers() - 1, true))};
 }
 
 // The last token's logits of a prompt (vocab).
@@ -420,10 +421,12 @@ outcome<memit_drift> drift_of(const transformer& model, const tokenizer& tok, co
 
 }  // namespace
 
-outcome<memit_trace> memit(const transformer& model, const tokenizer& tok, const memit_request& r, std::string_view corpus_text,
+outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const memit_request& r, std::string_view corpus_text,
                            const std::string& corpus_file) {
-    const checkpoint& ck = model.source();
-    if (auto e = memit_request_error(r, model.n_layers())) return *e;
+    const checkpoint& ck = given.source();
+    if (auto e = memit_request_error(r, given.n_layers())) return *e;
+    // The corpus, the facts' optimisations and the evaluation run the model thousands of times.
+    const transformer model = given.holding(0, given.n_layers() - 1, true);
     if (auto e = edit_model_error(ck)) return *e;
     if (ck.is_moe()) return error{ck.origin(), "", "MEMIT edits dense layers' W2; this checkpoint's layers are Mixtures of Experts"};
     memit_trace t;
