@@ -1349,6 +1349,12 @@ cli_test("edit -o FILE writes the report there, as every command, and no checkpo
      edit ${EDIT_ARGS} --target " Rome" --at last --format html)
 cli_test("edit -o naming a file of the checkpoint is refused" 2 EMPTY "^error: .*config.json"
   -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last -o ${CAPITALS}/config.json)
+# A checkpoint whose weights file is a link (as a Hugging Face cache links its blobs): the new folder
+# gets a file of its own under the link's name, and the linked file is left as it was.
+cli_test("edit --save of a checkpoint whose weights are a link writes the new folder's own file under the link's name" 0
+  "^linked ok$" EMPTY
+  -- bash -c "d=\"$1/linked\" && rm -rf \"$d\" && mkdir -p \"$d/blobs\" \"$d/snapshot\" && cp \"$2\"/model.safetensors \"$d/blobs/w\" && for f in config.json tokenizer.json corpus.txt\; do cp \"$2/$f\" \"$d/snapshot/\"\; done && ln -s ../blobs/w \"$d/snapshot/model.safetensors\" && \"$0\" edit --checkpoint \"$d/snapshot\" --layer 0 --prompt 'The capital of France is' --subject France --target ' Rome' --at last --save \"$d/new\" >/dev/null && [ -f \"$d/new/model.safetensors\" ] && [ ! -L \"$d/new/model.safetensors\" ] && cmp -s \"$d/blobs/w\" \"$2/model.safetensors\" && [ ! -e \"$d/blobs/model.safetensors\" ] && echo linked ok"
+  ${FT} ${EDIT_OUT} ${CAPITALS})
 # edit --facts: MEMIT on the atlas model, three facts over layers 1-3 at the last token
 # (tests/edit/facts); its numbers are checked against NumPy in tests/edit/memit_reference_test.py.
 set(FACTS ${CMAKE_CURRENT_SOURCE_DIR}/edit/facts)
