@@ -4,11 +4,13 @@
 #include "ffn_trace/memit.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "base/text.hpp"
 #include "ffn_trace/corpus_units.hpp"
