@@ -88,6 +88,7 @@ bench: build
 	bash scripts/bench_units.sh
 	bash scripts/bench_grad.sh
 	bash scripts/bench_transcoder.sh
+	bash scripts/bench_edit.sh
 	bash scripts/bench-scale.sh
 	bash scripts/bench-parse.sh
 

@@ -1400,6 +1400,51 @@ cli_test("edit -o FILE writes the report there, as every command, and no checkpo
      edit ${EDIT_ARGS} --target " Rome" --at last --format html)
 cli_test("edit -o naming a file of the checkpoint is refused" 2 EMPTY "^error: .*config.json"
   -- ${FT} edit ${EDIT_ARGS} --target " Rome" --at last -o ${CAPITALS}/config.json)
+# A checkpoint whose weights file is a link (as a Hugging Face cache links its blobs): the new folder
+# gets a file of its own under the link's name, and the linked file is left as it was.
+cli_test("edit --save of a checkpoint whose weights are a link writes the new folder's own file under the link's name" 0
+  "^linked ok$" EMPTY
+  -- bash -c "d=\"$1/linked\" && rm -rf \"$d\" && mkdir -p \"$d/blobs\" \"$d/snapshot\" && cp \"$2\"/model.safetensors \"$d/blobs/w\" && for f in config.json tokenizer.json corpus.txt\; do cp \"$2/$f\" \"$d/snapshot/\"\; done && ln -s ../blobs/w \"$d/snapshot/model.safetensors\" && \"$0\" edit --checkpoint \"$d/snapshot\" --layer 0 --prompt 'The capital of France is' --subject France --target ' Rome' --at last --save \"$d/new\" >/dev/null && [ -f \"$d/new/model.safetensors\" ] && [ ! -L \"$d/new/model.safetensors\" ] && cmp -s \"$d/blobs/w\" \"$2/model.safetensors\" && [ ! -e \"$d/blobs/model.safetensors\" ] && echo linked ok"
+  ${FT} ${EDIT_OUT} ${CAPITALS})
+# edit --facts: MEMIT on the atlas model, three facts over layers 1-3 at the last token
+# (tests/edit/facts); its numbers are checked against NumPy in tests/edit/memit_reference_test.py.
+set(FACTS ${CMAKE_CURRENT_SOURCE_DIR}/edit/facts)
+set(MEMIT_ARGS --checkpoint ${DATA}/models/atlas --layers 1-3 --at last --corpus ${FACTS}/corpus.txt)
+cli_test("edit --facts writes every fact over the layers: the shown fact's optimisation, each layer's update, every fact's table" 0
+  "MEMIT: 3 facts written into layers 1–3 .*shown +fact 1 \\(\"The capital of France is\" → \" Rome\".*step +loss .*layer +‖ΔW‖ +rank +λ +‖k‖ +‖r‖ +‖kᵀΔW‖ +‖kᵀΔW - r‖ +1 +[0-9.]+ +3 .*Every fact .*1 +\"The capital of France is\" +\" Rome\" +0\\.0000 → 0\\.8[0-9]+ +\" Rome\" 0\\.8[0-9]+ +✓ +2 +\"The capital of Germany is\" +\" Paris\" .*✓ +3 .*✓ 3 of 3 facts took.*Fact 1 before → after .*neighbourhood .*The evaluation over all facts, both ways .*efficacy +3 +0\\.00 → 1\\.00"
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --detail summary --color never --width 300)
+cli_test("edit --facts --format json names the layers with each update's norm and rank, and each fact's evaluation" 0
+  "\"layers\": \\[ \\{ \"layer\": 1, \"tensor\": \"h\\.1\\.mlp\\.c_proj\\.weight\", \"norm\": [0-9.]+, \"rank\": 3, .*\"facts\": \\[ \\{ \"prompt\": \"The capital of France is\", .*\"efficacy\": \\{ \"text\": \"The capital of France is\", \"kind\": \"efficacy\", .*\"neighbours\": \\[ \\{ .*\"kind\": \"neighbour\", .*\"summary\": \\{ \"efficacy\": \\{ \"score\": 1(\\.0)?, .*\"taken\": true"
+  EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --format json)
+cli_test("edit --facts --show 2 traces the second fact" 0 "shown +fact 2 \\(\"The capital of Germany is\" → \" Paris\".*Fact 2 before → after"
+  EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --show 2 --detail summary --color never --width 300)
+cli_test("edit --facts --sequential edits one fact after another and shows the unrelated prompts after each" 0
+  "mode +sequential: .*Sequential: the unrelated prompts after each fact .*after fact +its p\\(new\\) +changed top +mean p\\(true\\) +1 +0\\.[0-9]+ +[0-9]+ of 36 .* 3 +0\\.[0-9]+ +[0-9]+ of 36"
+  EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --sequential --detail summary --color never --width 300)
+cli_test("edit --facts --fluency continues subject prompts before → after with ROME's n-gram entropy" 0
+  "Fluency: greedy continuations before → after .*\"France is a\" +\" country in Europe.*[0-9]\\.[0-9]{4} +[0-9]\\.[0-9]{4}"
+  EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --fluency --detail summary --color never --width 300)
+cli_test("edit --facts at the subjects' tokens, where this model does not recall, fails: exit 1, nothing written, pointing to locate and --at last" 1
+  "0 of 3 facts took: .* 3 of 3 facts did not take, so the exit status is 1 and no checkpoint is written \\(--force writes it all the same\\)\\. .*`ffn-trace locate --facts` shows at which token and layers\\; edit there with --at last or other --layers\\."
+  EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_failed --checkpoint ${DATA}/models/atlas --layers 1-3 --corpus ${FACTS}/corpus.txt --facts ${FACTS}/three.tsv --detail summary --color never --width 300)
+cli_test("edit --facts with a subject not in its prompt is refused, naming the line" 2 EMPTY
+  "^error: .*subject_missing.tsv: line 2: the subject: \"Spain\" is not in the prompt \"The capital of Germany is\"$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad ${MEMIT_ARGS} --facts ${FACTS}/subject_missing.tsv)
+cli_test("edit --facts with an empty file is refused" 2 EMPTY "^error: .*empty.tsv: .*empty"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad ${MEMIT_ARGS} --facts ${FACTS}/empty.tsv)
+cli_test("edit --facts with a target of several tokens says how it splits, naming the line" 2 EMPTY
+  "^error: .*several_tokens.tsv: line 1: the target: \" Romeville\" is not one token: the tokenizer splits it into \" Rome\" \\+ \"v\" \\+ \"il\" \\+ \"le\""
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad ${MEMIT_ARGS} --facts ${FACTS}/several_tokens.tsv)
+cli_test("edit --layers past the model is refused" 2 EMPTY "^error: --layers: layer 4 is out of range: the checkpoint has 4 layers \\(0 to 3\\)$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad --checkpoint ${DATA}/models/atlas --layers 1-4 --facts ${FACTS}/three.tsv)
+cli_test("edit --layers reversed is refused" 2 EMPTY "^error: --layers: 3-1 is reversed: give the first layer, then the last \\(1-3\\)$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad --checkpoint ${DATA}/models/atlas --layers 3-1 --facts ${FACTS}/three.tsv)
+cli_test("edit --show past the facts is refused" 2 EMPTY "^error: --show: fact 4 is past the 3 facts of \".*three.tsv\"$"
+  -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/memit_bad ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --show 4)
+cli_test("edit --sequential without --facts is refused" 2 EMPTY "^error: --sequential edits the facts of --facts one after another\\; give --facts FILE$"
+  -- ${FT} edit ${EDIT_ARGS} --target " Rome" --sequential)
+cli_test("edit --facts without --layers asks for them" 2 EMPTY "^error: --layers: --facts writes the facts over a range of layers: give --layers A-B$"
+  -- ${FT} edit --checkpoint ${DATA}/models/atlas --facts ${FACTS}/three.tsv)
 
 
 # units: a layer's units over a corpus, and the search of value vectors by token, on the shipped

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -237,6 +238,16 @@ struct edit_trace {
 // ("subject", "ridge", "corpus", "paraphrases[1]").
 outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, const edit_request& request,
                                std::string_view corpus_text, const std::string& corpus_file);
+
+// ROME's compute_v alone (MEMIT's compute_z): the contexts' key k* at request.layer and v* = W2ᵀk* + δ,
+// δ found as edit_layer finds it (t.contexts, key, old_value, delta, value, steps, kl_prompt); no
+// C, u nor Λ, and no evaluation. Errors as edit_layer's.
+outcome<edit_trace> edit_value(const transformer& model, const tokenizer& tok, const edit_request& request);
+
+// A prompt checked from its last token's logits before and after an edit (vocab each), as
+// edit_layer checks it: its true token `truth`, or its own top prediction before.
+edit_check check_from_logits(const tokenizer& tok, std::string text, std::vector<std::size_t> ids, std::span<const double> before,
+                             std::span<const double> after, edit_kind kind, std::size_t target, std::optional<std::size_t> truth);
 
 // W2' = W2 + uΛᵀ as the checkpoint stores the tensor (W2' or its transpose), (rows, cols).
 outcome<matrix> edited_tensor(const checkpoint& ck, const edit_trace& t);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ffn_trace/edit.hpp"
+#include "ffn_trace/memit.hpp"
 #include "ffn_trace/render_text.hpp"
 
 namespace ffn_trace {
@@ -20,5 +21,17 @@ std::string render_edit_text(const edit_trace& t, const text_options& options);
 // "paraphrases" and "neighbours" [{text, before, after}], each prediction {token, prob, id,
 // target_prob}; "written" {directory, dtype, prediction} when a checkpoint was written.
 std::string render_edit_json(const edit_trace& t);
+
+// MEMIT's view (memit.hpp), fact `show` (from 0) traced as the single edit's walkthrough traces
+// its prompt, every fact in a table.
+void render_memit(const memit_trace& t, std::size_t show, const text_options& options, text_format format, const text_sink& out);
+
+// One JSON object: checkpoint, first, last, at, sequential, corpus_tokens, "layers" [{layer,
+// tensor, norm, rank, ridge}], "facts" [{prompt, subject, target, position, delta, delta_norm,
+// steps, and the single edit's evaluation: efficacy, paraphrases, neighbours, subject_facts,
+// summary, taken}], show (from 1), taken (how many), "drift" with --sequential, "fluency", and
+// "written" {directory, dtype, prediction of the shown fact's prompt} when a checkpoint was written.
+std::string render_memit_json(const memit_trace& t, std::size_t show, const std::optional<edit_prediction>& written,
+                              const std::string& directory, dtype as);
 
 }  // namespace ffn_trace

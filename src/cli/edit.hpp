@@ -30,6 +30,12 @@ struct edit_options {
     bool full = false;
     std::string detail = "values";  // summary, values or arithmetic
     std::size_t width = 0;  // 0: output_width chooses
+    // MEMIT: many facts over a range of layers
+    std::string facts;   // empty: the single edit of --prompt
+    std::string layers;  // A-B
+    std::size_t show = 1;  // the fact traced, from 1
+    bool sequential = false;
+    bool fluency = false;
 };
 
 void setup_edit(CLI::App& app, int& status);

@@ -640,8 +640,11 @@ std::optional<error> evaluate_all(const transformer& model, const tokenizer& tok
 
 }  // namespace
 
-outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, const edit_request& r,
-                               std::string_view corpus_text, const std::string& corpus_file) {
+namespace {
+
+// The trace's fields from the request, and the layer's W2 read whole; errors as edit_layer's.
+outcome<std::shared_ptr<const ffn>> start_trace(const transformer& model, const tokenizer& tok, const edit_request& r,
+                                                edit_trace& t) {
     const checkpoint& ck = model.source();
     if (auto e = edit_request_error(r)) return *e;
     if (auto e = edit_model_error(ck, r.expert)) return *e;
@@ -651,7 +654,6 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
                                                        r.layer, model.n_layers(), model.n_layers() - 1)};
     if (r.target >= model.vocab_size())
         return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens", r.target, model.vocab_size())};
-    edit_trace t;
     t.arch = ck.config().arch;
     t.checkpoint = ck.origin();
     t.n_layers = model.n_layers();
@@ -664,23 +666,20 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
     t.target_id = r.target;
     t.target = token_text(tok, r.target);
     t.schedule = r.schedule;
-    t.corpus = corpus_file;
     t.update_key = r.key;
     auto layer = describe_layer(ck, t);
     if (!layer) return layer.err();
-    const matrix& w2 = (*layer)->w2;
-    t.d_ff = w2.rows;
+    t.d_ff = (*layer)->w2.rows;
+    return layer;
+}
 
-    std::vector<layer_run> runs;
-    if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
-    auto moment = second_moment(model, tok, corpus_text, corpus_file, r.watcher, t);
-    if (!moment) return moment.err();
-    if (auto e = solve_u(*moment, r, corpus_file, t)) return *e;
-
+// v* = W2ᵀk* + δ: the old value, then δ by Adam (optimise_value), with the KL prompt "SUBJECT is a"
+// run where the edit reads its key (the subject's last token, or the last).
+std::optional<error> find_value(const transformer& model, const tokenizer& tok, const edit_request& r, const matrix& w2,
+                                const std::vector<layer_run>& runs, edit_trace& t) {
     t.old_value.assign(t.d_model, 0.0);
     for (std::size_t i = 0; i < t.d_ff; ++i)
         for (std::size_t j = 0; j < t.d_model; ++j) t.old_value[j] += t.key[i] * w2(i, j);
-    // The KL prompt, δ added where the edit reads its key: the subject's last token, or the last.
     t.kl_prompt = std::string(trimmed(r.subject)) + " is a";
     auto kl_run = run_prompt_layer(model, tok, t.kl_prompt, part_of(t), "subject");
     if (!kl_run) return kl_run.err();
@@ -690,7 +689,50 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
         if (!found) return found.err();
         kl_position = found->back();
     }
-    if (auto e = optimise_value(model, runs, *kl_run, kl_position, r.watcher, t)) return *e;
+    return optimise_value(model, runs, *kl_run, kl_position, r.watcher, t);
+}
+
+}  // namespace
+
+outcome<edit_trace> edit_value(const transformer& model, const tokenizer& tok, const edit_request& r) {
+    edit_trace t;
+    auto layer = start_trace(model, tok, r, t);
+    if (!layer) return layer.err();
+    std::vector<layer_run> runs;
+    if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
+    if (auto e = find_value(model, tok, r, (*layer)->w2, runs, t)) return *e;
+    t.value.resize(t.d_model);
+    for (std::size_t j = 0; j < t.d_model; ++j) t.value[j] = t.old_value[j] + t.delta[j];
+    return t;
+}
+
+edit_check check_from_logits(const tokenizer& tok, std::string text, std::vector<std::size_t> ids, std::span<const double> before,
+                             std::span<const double> after, edit_kind kind, std::size_t target, std::optional<std::size_t> truth) {
+    edit_check c;
+    c.text = std::move(text);
+    c.kind = kind;
+    c.ids = std::move(ids);
+    c.before = predicted(tok, before, target, truth);
+    c.true_id = truth.value_or(c.before.id);
+    c.true_token = token_text(tok, c.true_id);
+    c.after = predicted(tok, after, target, c.true_id);
+    return c;
+}
+
+outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, const edit_request& r,
+                               std::string_view corpus_text, const std::string& corpus_file) {
+    edit_trace t;
+    auto layer = start_trace(model, tok, r, t);
+    if (!layer) return layer.err();
+    t.corpus = corpus_file;
+    const matrix& w2 = (*layer)->w2;
+
+    std::vector<layer_run> runs;
+    if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
+    auto moment = second_moment(model, tok, corpus_text, corpus_file, r.watcher, t);
+    if (!moment) return moment.err();
+    if (auto e = solve_u(*moment, r, corpus_file, t)) return *e;
+    if (auto e = find_value(model, tok, r, w2, runs, t)) return *e;
     insert(w2, t);
     if (auto e = evaluate_all(model, tok, r, corpus_text, t)) return *e;
     return t;

@@ -75,7 +75,8 @@ outcome<written_checkpoint> copy_and_replace(const checkpoint& ck, const fs::pat
     fs::create_directory(tmp, ec);
     if (ec) return error{tmp.string(), "output", fmt::format("cannot create the folder: {}", ec.message())};
     for (const auto& entry : fs::recursive_directory_iterator(from, ec)) {
-        const fs::path rel = fs::relative(entry.path(), from, ec), dest = tmp / rel;
+        // Lexically: a file that is a link (as a Hugging Face cache links its blobs) keeps its own name.
+        const fs::path rel = entry.path().lexically_relative(from), dest = tmp / rel;
         if (entry.is_directory()) {
             fs::create_directories(dest, ec);
         } else if (fs::weakly_canonical(entry.path(), ec) == held) {

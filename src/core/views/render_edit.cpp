@@ -3,6 +3,8 @@
 // and the same record as JSON.
 #include "ffn_trace/render_edit.hpp"
 
+#include "ffn_trace/memit.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -49,6 +51,10 @@ public:
         evaluation();
         written();
     }
+
+    // The parts MEMIT's view shows of its chosen fact (memit_builder).
+    void set_sink(const block_sink& out) { out_ = &out; }
+    friend class memit_builder;
 
 private:
     void add(block b) { (*out_)(std::move(b)); }
@@ -441,6 +447,211 @@ private:
     const block_sink* out_ = nullptr;
 };
 
+
+// MEMIT's view: what was run, the chosen fact's optimisation and its residual spread over the
+// layers, each layer's update, every fact in a table, the chosen fact's evaluation, and the
+// evaluation over all facts both ways.
+class memit_builder {
+public:
+    memit_builder(const memit_trace& t, std::size_t show, const text_options& options, bool html)
+        : t_(t), show_(show), fact_(t.facts[show]), opt_(options), html_(html), shown_(fact_, options, html) {}
+
+    void build(const block_sink& out) {
+        out_ = &out;
+        shown_.set_sink(out);
+        heading();
+        shown_.optimisation();
+        layers();
+        facts();
+        add({block_kind::heading, fmt::format("Fact {} before → after", show_ + 1)});
+        shown_.checks("efficacy", {fact_.efficacy});
+        if (!fact_.paraphrases.empty()) shown_.checks("generalisation", fact_.paraphrases);
+        if (!fact_.neighbours.empty()) shown_.checks("neighbourhood", fact_.neighbours);
+        if (!fact_.subject_facts.empty()) shown_.checks("subject's other facts", fact_.subject_facts);
+        overall();
+        drift();
+        fluency();
+        written();
+    }
+
+private:
+    void add(block b) { (*out_)(std::move(b)); }
+    void paragraph(std::string text) { add({block_kind::paragraph, std::move(text)}); }
+    std::string n4(double v) const { return format_fixed(v, 4); }
+    std::string vec(std::span<const double> v) const { return vector_text(std::vector<double>(v.begin(), v.end()), 4, opt_.full); }
+    std::string token(const edit_trace& f) const { return shown_.shown(f.target_id, f.target, 20); }
+
+    void heading() {
+        add({block_kind::title, fmt::format("MEMIT: {} fact{} written into layers {}–{}", t_.facts.size(), t_.facts.size() == 1 ? "" : "s",
+                                            t_.first, t_.last)});
+        std::vector<std::vector<std::string>> f;
+        f.push_back({"checkpoint", fmt::format("{} ({}, {} layers)", one_line(t_.checkpoint), t_.arch, t_.n_layers)});
+        f.push_back({"tensors", fmt::format("{} … {}: W2 (d_ff = {}, d_model = {}) in the math form", t_.layers.front().tensor,
+                                            t_.layers.back().tensor, t_.d_ff, t_.d_model)});
+        f.push_back({"key token", t_.at.at == edit_position::kind::last ? "each prompt's last (--at last)"
+                                                                         : "each subject's last, as MEMIT reads it"});
+        f.push_back({"corpus", fmt::format("{}: {} tokens of {} texts", quote(t_.corpus, 60), t_.corpus_tokens, t_.corpus_texts)});
+        f.push_back({"mode", t_.sequential ? "sequential: each fact edited alone, one after another, on the model the last left"
+                                           : "all facts at once"});
+        f.push_back({"shown", fmt::format("fact {} ({} → {}; --show N for another)", show_ + 1, quote(fact_.contexts.front().prompt.text),
+                                          token(fact_))});
+        add({block_kind::fields, "", std::move(f)});
+        paragraph(fmt::format("Each fact's target is z = h + δ: its stream after layer {} (the range's last) at the key token, plus "
+                              "δ found exactly as the single edit finds it (below for fact {}). Then for each layer l from {} to "
+                              "{}, on the model with the layers before it already updated: K holds each fact's key (layer l's "
+                              "mlp_post at its key token), R each fact's share r = (z − h) / (layers left), h its stream after "
+                              "layer {} now, and ΔW = (C + λI + K Kᵀ)⁻¹ K Rᵀ, C = (1/n) Σ k kᵀ over the corpus at layer l: the "
+                              "least squares over all facts together that writes each share at its key while moving the "
+                              "corpus's keys' outputs little.", t_.last, show_ + 1, t_.first, t_.last, t_.last));
+    }
+
+    void layers() {
+        add({block_kind::heading, "The layers: each update and fact " + std::to_string(show_ + 1) + "'s share"});
+        block b{block_kind::table};
+        b.align = "rrrrrrrr";
+        b.rows.push_back({"layer", "‖ΔW‖", "rank", "λ", "‖k‖", "‖r‖", "‖kᵀΔW‖", "‖kᵀΔW − r‖"});
+        b.names = {true, false, false, false, false, false, false, false};
+        b.column_scales = true;
+        std::vector<std::string> l;
+        for (const auto& layer : t_.layers) {
+            const std::size_t row = t_.sequential ? 0 : show_;
+            const auto k = layer.keys.row(row), r = layer.shares.row(row), w = layer.written.row(row);
+            double miss = 0;
+            for (std::size_t j = 0; j < r.size(); ++j) miss += (w[j] - r[j]) * (w[j] - r[j]);
+            b.rows.push_back({std::to_string(layer.layer), n4(layer.norm), std::to_string(layer.rank), format_short(layer.ridge, 4),
+                              n4(norm_of({k.begin(), k.end()})), n4(norm_of({r.begin(), r.end()})), n4(norm_of({w.begin(), w.end()})),
+                              n4(std::sqrt(miss))});
+            if (opt_.detail.value_or(detail_level::values) != detail_level::summary) {
+                l.push_back(fmt::format("layer {}: k    = {}", layer.layer, vec(k)));
+                l.push_back(fmt::format("layer {}: r    = {}", layer.layer, vec(r)));
+                l.push_back(fmt::format("layer {}: kᵀΔW = {}", layer.layer, vec(w)));
+            }
+        }
+        add(std::move(b));
+        paragraph(fmt::format("ΔW's rank is at most the facts edited at once ({}); kᵀΔW misses r since C asks ΔW to move the "
+                              "corpus's keys little, and what a layer leaves unwritten the next layers take up.{}",
+                              t_.sequential ? 1 : t_.facts.size(), t_.sequential ? " The keys and shares are the last step's." : ""));
+        if (!l.empty()) {
+            block v{block_kind::lines};
+            v.lines = std::move(l);
+            add(std::move(v));
+        }
+    }
+
+    void facts() {
+        add({block_kind::heading, "Every fact"});
+        block b{block_kind::table};
+        b.align = "rllll";
+        b.rows.push_back({"fact", "prompt", "new", "p(new): before → after", "top after", ""});
+        for (std::size_t i = 0; i < t_.facts.size(); ++i) {
+            const auto& f = t_.facts[i];
+            b.rows.push_back({std::to_string(i + 1), quote(f.efficacy.text, 40), token(f),
+                              fmt::format("{} → {}", n4(f.efficacy.before.target_prob), n4(f.efficacy.after.target_prob)),
+                              shown_.prediction(f.efficacy.after), f.taken() ? styled(style::green, "✓") : styled(style::red, "✗")});
+        }
+        b.names = {true, false, false, false, false, false};
+        add(std::move(b));
+        paragraph(fmt::format("{} of {} facts took: p(new) beats p(old) on the prompt (✓).", t_.taken(), t_.facts.size()));
+        if (t_.taken() < t_.facts.size())
+            paragraph(styled(style::red, fmt::format(
+                "{} of {} facts did not take, so the exit status is 1 and no checkpoint is written (--force writes it all the "
+                "same). Where δ at layer {} cannot carry the model to the new token (the optimisation's last p(new) above), "
+                "the fact is recalled elsewhere: a small model often recalls it at the prompt's last token, not the "
+                "subject's. `ffn-trace locate --facts` shows at which token and layers; edit there with --at last or other "
+                "--layers.", t_.facts.size() - t_.taken(), t_.facts.size(), t_.last)));
+    }
+
+    void overall() {
+        add({block_kind::heading, "The evaluation over all facts, both ways"});
+        paragraph("Every fact's prompts pooled by kind, each scored as the single edit scores it (score: the new token beats "
+                  "the true one, or the true one still beats it; magnitude: that difference of probabilities; accuracy: "
+                  "the top prediction is the new token, or the true one). Before → after:");
+        block b{block_kind::table};
+        b.align = "lrlll";
+        b.rows.push_back({"prompts", "count", "score", "magnitude", "accuracy"});
+        const char* names[] = {"efficacy", "paraphrases", "neighbours", "subject's other facts"};
+        for (int k = 0; k < 4; ++k) {
+            const auto [a, z] = pooled(k);
+            if (z.count == 0) continue;
+            b.rows.push_back({names[k], std::to_string(z.count), fmt::format("{} → {}", format_fixed(a.score, 2), format_fixed(z.score, 2)),
+                              fmt::format("{} → {}", edit_builder::signed4(a.magnitude), edit_builder::signed4(z.magnitude)),
+                              fmt::format("{} → {}", format_fixed(a.accuracy, 2), format_fixed(z.accuracy, 2))});
+        }
+        add(std::move(b));
+    }
+
+    void drift() {
+        if (t_.drift.empty()) return;
+        add({block_kind::heading, "Sequential: the unrelated prompts after each fact"});
+        paragraph(fmt::format("The {} unrelated prompts (every fact's neighbours and its subject's other facts) against the model "
+                              "before any edit, whose mean p(true) was {}:", t_.drift.front().count, n4(t_.unrelated_p_true)));
+        block b{block_kind::table};
+        b.align = "rlrr";
+        b.rows.push_back({"after fact", "its p(new)", "changed top", "mean p(true)"});
+        b.names = {true, false, false, false};
+        for (const auto& d : t_.drift)
+            b.rows.push_back({std::to_string(d.fact + 1), n4(d.efficacy), fmt::format("{} of {}", d.changed, d.count), n4(d.p_true)});
+        add(std::move(b));
+    }
+
+    void fluency() {
+        if (t_.fluency.empty()) return;
+        add({block_kind::heading, "Fluency: greedy continuations before → after"});
+        paragraph("Each prompt continued by its most likely token, one at a time; the n-gram entropy is ROME's (the mean of "
+                  "2/3 · H₂ and 4/3 · H₃, the entropies in bits of the text's 2- and 3-grams of words): a model that repeats "
+                  "itself scores lower.");
+        block b{block_kind::table};
+        b.align = "lllrr";
+        b.rows.push_back({"prompt", "before", "after", "entropy before", "after"});
+        for (const auto& f : t_.fluency)
+            b.rows.push_back({quote(f.prompt, 30), quote(f.before, 40), quote(f.after, 40), n4(f.entropy_before), n4(f.entropy_after)});
+        add(std::move(b));
+    }
+
+    void written() {
+        if (fact_.written.empty() || !fact_.written_prediction) return;
+        add({block_kind::heading, "The new checkpoint"});
+        const auto& w = *fact_.written_prediction;
+        paragraph(fmt::format("Written to {}: every file of the checkpoint copied, the W2 of layers {}–{} replaced by W2 + ΔW "
+                              "stored as {}. Read back by the safetensors reader, it predicts {} on fact {}'s prompt, {} = {}; "
+                              "in float64 the edit gave {}.", quote(fact_.written), t_.first, t_.last, to_string(fact_.written_as),
+                              shown_.prediction(w), show_ + 1, shown_.target(), format_short(w.target_prob, 8),
+                              format_short(fact_.efficacy.after.target_prob, 8)));
+    }
+
+    // Kind k's (0 efficacy, 1 paraphrases, 2 neighbours, 3 subject's other facts) summary over
+    // every fact, before and after: each fact's weighted by its count.
+    std::pair<edit_summary, edit_summary> pooled(int k) const {
+        edit_summary a, z;
+        for (const auto& f : t_.facts) {
+            const std::vector<edit_check> one{f.efficacy};
+            const auto& cs = k == 0 ? one : k == 1 ? f.paraphrases : k == 2 ? f.neighbours : f.subject_facts;
+            for (auto [into, after] : {std::pair{&a, false}, std::pair{&z, true}}) {
+                const edit_summary s = summarise(cs, f.target_id, after);
+                const auto n = static_cast<double>(s.count);
+                into->score += s.score * n;
+                into->magnitude += s.magnitude * n;
+                into->accuracy += s.accuracy * n;
+                into->count += s.count;
+            }
+        }
+        for (auto* s : {&a, &z})
+            if (s->count) {
+                const auto n = static_cast<double>(s->count);
+                s->score /= n, s->magnitude /= n, s->accuracy /= n;
+            }
+        return {a, z};
+    }
+
+    const memit_trace& t_;
+    std::size_t show_;
+    const edit_trace& fact_;
+    const text_options& opt_;
+    bool html_;
+    edit_builder shown_;
+    const block_sink* out_ = nullptr;
+};
+
 }  // namespace
 }  // namespace detail
 
@@ -456,9 +667,9 @@ std::string render_edit_text(const edit_trace& t, const text_options& options) {
 
 namespace {
 using json = nlohmann::ordered_json;
-}
 
-std::string render_edit_json(const edit_trace& t) {
+// The evaluation of one edit's prompts: efficacy, paraphrases, neighbours, subject_facts, summary, taken.
+json evaluation_json(const edit_trace& t) {
     auto prediction = [](const edit_prediction& p) {
         return json{{"token", p.token}, {"prob", p.prob}, {"p_true", p.true_prob}, {"p_new", p.target_prob}, {"id", p.id},
                     {"target_prob", p.target_prob}};
@@ -477,9 +688,28 @@ std::string render_edit_json(const edit_trace& t) {
         return json{{"score", z.score}, {"magnitude", z.magnitude}, {"accuracy", z.accuracy}, {"count", z.count},
                     {"before", {{"score", a.score}, {"magnitude", a.magnitude}, {"accuracy", a.accuracy}}}};
     };
+    return json{{"efficacy", check(t.efficacy)}, {"paraphrases", checks(t.paraphrases)}, {"neighbours", checks(t.neighbours)},
+                {"subject_facts", checks(t.subject_facts)},
+                {"summary", {{"efficacy", summary({t.efficacy})}, {"paraphrase", summary(t.paraphrases)},
+                             {"neighbour", summary(t.neighbours)}, {"subject", summary(t.subject_facts)}}},
+                {"taken", t.taken()}};
+}
+
+json prediction_json(const edit_prediction& p) {
+    return json{{"token", p.token}, {"prob", p.prob}, {"p_true", p.true_prob}, {"p_new", p.target_prob}, {"id", p.id},
+                {"target_prob", p.target_prob}};
+}
+
+json steps_json(const edit_trace& t) {
     json steps = json::array();
     for (const auto& s : t.steps)
         steps.push_back({{"loss", s.loss}, {"prob", s.prob}, {"nll", s.nll}, {"kl", s.kl}, {"decay", s.decay}, {"delta_norm", s.delta_norm}});
+    return steps;
+}
+
+}  // namespace
+
+std::string render_edit_json(const edit_trace& t) {
     json out;
     const auto& p = t.contexts.front();
     out["prompt"] = {{"text", p.prompt.text}, {"token_ids", p.prompt.ids}, {"tokens", p.prompt.display}};
@@ -493,17 +723,57 @@ std::string render_edit_json(const edit_trace& t) {
     edit.update(json{{"position", p.position}, {"tensor", t.tensor}, {"key", t.key}, {"u", t.u},
                    {"c_inv_key", t.c_inv_key}, {"key_dot_u", t.key_dot_u}, {"old_value", t.old_value}, {"delta", t.delta},
                    {"value", t.value}, {"lambda", t.lambda}, {"delta_norm", t.delta_norm()}, {"ridge", t.ridge},
-                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", std::move(steps)},
+                   {"corpus_tokens", t.corpus_tokens}, {"check_error", t.check_error}, {"steps", steps_json(t)},
                    {"update_key", t.update_key == edit_key::original ? "original" : "same"}, {"update_dot_u", t.update_dot_u}});
-    out["efficacy"] = check(t.efficacy);
-    out["paraphrases"] = checks(t.paraphrases);
-    out["neighbours"] = checks(t.neighbours);
-    out["subject_facts"] = checks(t.subject_facts);
-    out["summary"] = {{"efficacy", summary({t.efficacy})}, {"paraphrase", summary(t.paraphrases)},
-                      {"neighbour", summary(t.neighbours)}, {"subject", summary(t.subject_facts)}};
-    out["taken"] = t.taken();
+    out.update(evaluation_json(t));
     if (t.written_prediction)
-        out["written"] = {{"directory", t.written}, {"dtype", to_string(t.written_as)}, {"prediction", prediction(*t.written_prediction)}};
+        out["written"] = {{"directory", t.written}, {"dtype", to_string(t.written_as)}, {"prediction", prediction_json(*t.written_prediction)}};
+    return json_text(out) + "\n";
+}
+
+void render_memit(const memit_trace& t, std::size_t show, const text_options& options, text_format format, const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::memit_builder builder(t, show, options, page.html);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
+}
+
+std::string render_memit_json(const memit_trace& t, std::size_t show, const std::optional<edit_prediction>& written,
+                              const std::string& directory, dtype as) {
+    json out;
+    out["checkpoint"] = t.checkpoint;
+    out["first"] = t.first;
+    out["last"] = t.last;
+    out["at"] = t.at.at == edit_position::kind::last ? "last" : "subject";
+    out["sequential"] = t.sequential;
+    out["corpus_tokens"] = t.corpus_tokens;
+    json layers = json::array();
+    for (const auto& l : t.layers)
+        layers.push_back({{"layer", l.layer}, {"tensor", l.tensor}, {"norm", l.norm}, {"rank", l.rank}, {"ridge", l.ridge}});
+    out["layers"] = std::move(layers);
+    json facts = json::array();
+    for (const auto& f : t.facts) {
+        json j{{"prompt", f.contexts.front().prompt.text}, {"subject", f.subject}, {"target", {{"id", f.target_id}, {"token", f.target}}},
+               {"position", f.contexts.front().position}, {"delta", f.delta}, {"delta_norm", f.delta_norm()}, {"steps", steps_json(f)}};
+        j.update(evaluation_json(f));
+        facts.push_back(std::move(j));
+    }
+    out["facts"] = std::move(facts);
+    out["show"] = show + 1;
+    out["taken"] = t.taken();
+    if (!t.drift.empty()) {
+        json d = json::array();
+        for (const auto& s : t.drift)
+            d.push_back({{"fact", s.fact + 1}, {"p_new", s.efficacy}, {"changed", s.changed}, {"count", s.count}, {"p_true", s.p_true}});
+        out["drift"] = {{"p_true_before", t.unrelated_p_true}, {"steps", std::move(d)}};
+    }
+    if (!t.fluency.empty()) {
+        json fl = json::array();
+        for (const auto& f : t.fluency)
+            fl.push_back({{"prompt", f.prompt}, {"before", f.before}, {"after", f.after}, {"entropy_before", f.entropy_before},
+                          {"entropy_after", f.entropy_after}});
+        out["fluency"] = std::move(fl);
+    }
+    if (written) out["written"] = {{"directory", directory}, {"dtype", to_string(as)}, {"prediction", prediction_json(*written)}};
     return json_text(out) + "\n";
 }
 
