@@ -205,6 +205,8 @@ struct edit_trace {
     double update_dot_u = 0;             // what Λ divides δ by: k*ᵀu, or k₀ᵀu with edit_key::original
 
     std::vector<double> bias;            // b2 (empty when the layer has none)
+    // Gemma's norm of the FFN's output before the residual: v* and δ are in what W2 writes, before it
+    std::optional<norm_layer> out_norm;
     std::vector<double> old_value;       // W2ᵀk*
     std::vector<double> delta;           // δ
     std::vector<double> value;           // v* = W2ᵀk* + δ

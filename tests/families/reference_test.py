@@ -15,6 +15,7 @@ Usage: reference_test.py FFN_TRACE TOKENIZERS_DIR WORK_DIR   (exit 77 without nu
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -380,6 +381,8 @@ def smoke(arch):
             x = x + steps["out_norm"]
         logits = m.logits(x[0, -1])
         close(f"{arch}: --ablate 0,3's {field}", [c[field] for c in got["changes"]], logits[[c["id"] for c in got["changes"]]], 1e-9)
+    check_locate(arch, outputs[2], m)
+    check_units(arch, outputs[3], m, corpus, directory)
     # the walkthrough shows what is new as steps of their own: GELU's tanh form on the gate, and the
     # norm of the output that the residual adds
     done = subprocess.run([ft, "run", "--checkpoint", directory, "--layer", "1", "--prompt", PROMPT, "--width", "200"],
@@ -389,9 +392,131 @@ def smoke(arch):
         if says not in done.stdout:
             failures.append(f"{arch}: the walkthrough does not say {says!r}")
     print(f"{arch}: run --ablate (its logits against the reference), --layer all, locate, units, the walkthrough's steps: " + ("ran" if not failures else "see failures"))
-    # the rank-one edit of W2 assumes the layer's output is linear in W2, which Gemma's norm of it breaks: refused
-    refused(f"{arch}: edit", directory, lambda d: None, "norms its output before the residual adds it",
-            ["edit", "--layer", "1", "--subject", "France", "--target", " London", "--at", "last", "--save", edited])
+    check_edit(arch, directory, corpus, edited)
+
+
+def check_locate(arch, got, m):
+    """locate's clean and corrupted p(target), and one cell of its mlp grid (the subject's last token,
+    layer 1): the corrupted runs (the tool's noise added to the subject's embeddings) with the clean
+    run's FFN output — after Gemma's norm of it, what the residual adds — put back there."""
+    ids, target, positions = got["prompt"]["token_ids"], got["target"]["id"], got["subject"]["positions"]
+    x0 = m.embed(ids)[None]
+    eps = np.array(got["noise"]["samples"], dtype=np.float64)
+    corrupted = np.repeat(x0, eps.shape[0], axis=0)
+    corrupted[:, positions] += got["noise"]["scale"] * eps
+
+    def p_target(x, restore=None):
+        outs = []
+        for l in range(m.L):
+            x = x + m.attention(l, x)
+            out = m.ffn(l, x)
+            if restore and l == restore[0]:
+                out[:, restore[1]] = restore[2][l][0, restore[1]]
+            outs.append(out)
+            x = x + out
+        z = m.logits(x[:, -1])
+        p = np.exp(z - z.max(-1, keepdims=True))
+        return (p[:, target] / p.sum(-1)).mean(), outs
+
+    clean, clean_outs = p_target(x0)
+    corrupt = p_target(corrupted)[0]
+    t = positions[-1]
+    cell = p_target(corrupted, (1, t, clean_outs))[0]
+    close(f"{arch}: locate's clean and corrupted p(target), mlp cell (1, {t})",
+          [got["clean_prob"], got["corrupted_prob"], got["grids"]["mlp"]["value"][1][t]], [clean, corrupt, cell], 1e-9)
+
+
+def check_units(arch, got, m, corpus, directory):
+    """units' first unit, its top text's activations: layer 1's multiply (what W2 reads) there."""
+    unit = got["units"][0]
+    top = unit["max_activating"][0]
+    line = open(corpus).read().splitlines()[top["text"]]
+    keys = forward_ids(m, run_prompt_ids(line, directory), 1)[1]
+    first = top["first"]
+    close(f"{arch}: units' unit {unit['unit']} on text {top['text']}", top["activations"],
+          keys[first:first + len(top["activations"]), unit["unit"]], 1e-9)
+
+
+def forward_ids(m, ids, layer, at=None, value=None):
+    """Gemma's last-token logits and layer `layer`'s multiply (the keys, tokens × d_ff); `value`
+    replaces the FFN's output before its norm at token `at` (what W2 writes there)."""
+    x = m.embed(ids)[None]
+    for l in range(m.L):
+        x = x + m.attention(l, x)
+        steps = m.ffn_steps(l, x)
+        if l == layer:
+            keys = steps["multiply"][0]
+            if value is not None:
+                out = steps["contract"].copy()
+                out[0, at] = value
+                steps["out_norm"] = m.norm(out, f"layers.{l}.post_feedforward_layernorm.weight")
+        x = x + steps["out_norm"]
+    return m.logits(x[0, -1]), keys
+
+
+def check_edit(arch, directory, corpus, edited):
+    """`edit` on Gemma, whose FFN output is normed before the residual: v* is solved before that
+    norm, so W2' = W2 + ΔW writes it exactly. On a copy whose last layer's out-norm γ is larger
+    (and final cap looser), so that the edit can move the prediction: v* put in NumPy's forward pass
+    makes the target the top token; ΔW read from the saved file equals the closed form
+    C⁻¹k* (v* − W2ᵀk*)ᵀ / (k*ᵀC⁻¹k*) with k*, C and λ computed here; and the saved model run here
+    predicts the target."""
+    editable = os.path.join(work, arch + "-editable")
+    shutil.rmtree(editable, ignore_errors=True)
+    shutil.copytree(directory, editable)
+    layer = models.layers(arch) - 1
+    gamma = f"layers.{layer}.post_feedforward_layernorm.weight"
+    tensors = read_safetensors(os.path.join(editable, "model.safetensors"))
+    tensors[gamma] = tensors[gamma] + 4.0
+    write_safetensors(os.path.join(editable, "model.safetensors"), tensors)
+    edit_config(final_logit_softcapping=30.0)(editable)
+    shutil.rmtree(edited, ignore_errors=True)
+    done = subprocess.run([ft, "edit", "--checkpoint", editable, "--prompt", PROMPT, "--layer", str(layer), "--subject", "France",
+                           "--target", " London", "--at", "last", "--corpus", corpus, "--dtype", "f64", "--save", edited,
+                           "--format", "json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        failures.append(f"{arch}: edit: exit {done.returncode}: {done.stderr.strip()[:300]}")
+        return
+    got = json.loads(done.stdout)
+    e, target, ids = got["edit"], got["target"]["id"], got["prompt"]["token_ids"]
+    m = load(editable)
+    at = e["position"]
+    logits, keys = forward_ids(m, ids, layer)
+    key = keys[at]
+    close(f"{arch}: edit's k*", e["key"], key, 1e-9)
+    corpus_keys = []
+    for line in open(corpus).read().splitlines():
+        line_ids = run_prompt_ids(line, editable)
+        corpus_keys.append(forward_ids(m, line_ids, layer)[1])
+    K = np.concatenate(corpus_keys)
+    if K.shape[0] != e["corpus_tokens"]:
+        failures.append(f"{arch}: edit read {e['corpus_tokens']} corpus tokens, the reference {K.shape[0]}")
+        return
+    C = K.T @ K / K.shape[0]
+    ridge = 1e-3 * np.trace(C) / C.shape[0]
+    close(f"{arch}: edit's default ridge", [e["ridge"]], [ridge], 1e-9)
+    v = np.array(e["value"])
+    w2 = m.w[f"layers.{layer}.mlp.down_proj.weight"].T  # (d_ff, d_model)
+    c_inv_key = np.linalg.solve(C + ridge * np.eye(C.shape[0]), key)
+    want = np.outer(c_inv_key, v - key @ w2) / (key @ c_inv_key)
+    saved = load(edited)
+    close(f"{arch}: ΔW2 against the closed form", saved.w[f"layers.{layer}.mlp.down_proj.weight"].T - w2, want, 1e-9)
+    # v*, put where W2 writes at the edited token, makes the target the top token in NumPy's pass
+    with_value = forward_ids(m, ids, layer, at, v)[0]
+    after = forward_ids(saved, ids, layer)[0]
+    for name, z in (("v* in the FFN's output before its norm", with_value), ("the saved model", after)):
+        if int(np.argmax(z)) != target:
+            failures.append(f"{arch}: edit: with {name} the top token is {int(np.argmax(z))}, not the target {target}")
+    p = np.exp(after - after.max())
+    close(f"{arch}: edit's p(target) after", [got["efficacy"]["after"]["prob"]], [p[target] / p.sum()], 1e-9)
+    print(f"{arch}: edit at layer {layer}: ΔW2 the closed form's, the target {target} on top in NumPy's pass with v* and "
+          f"with the saved model (p = {p[target] / p.sum():.3f})")
+
+
+def run_prompt_ids(text, directory):
+    done = subprocess.run([ft, "run", "--checkpoint", directory, "--layer", "0", "--prompt", text, "--format", "json"],
+                          capture_output=True, text=True)
+    return json.loads(done.stdout)["prompt"]["token_ids"]
 
 
 smoke("gemma2")

@@ -68,11 +68,6 @@ std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::s
     if (!ck.config().family->causal)
         return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
                                       "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2, Mixtral)"};
-    if (ck.config().family->has(tensor_role::ffn_post_norm))
-        return error{ck.origin(), "", fmt::format("a {} layer norms its output before the residual adds it, so what the layer "
-                                                  "writes is not linear in W2 and a rank-one change of W2 cannot write the value "
-                                                  "the edit solves for; edit a model without that norm (GPT-2, Llama, Mistral, "
-                                                  "Qwen2, Qwen3, Phi-3, Mixtral)", ck.config().arch)};
     const std::size_t n = ck.config().n_experts;
     if (ck.is_moe() && !expert)
         return error{ck.origin(), "expert", fmt::format("a {} layer is a Mixture of Experts of {} experts: name the one whose "
@@ -254,12 +249,15 @@ struct edited_part {
     std::size_t layer = 0;
     std::optional<std::size_t> expert;
     std::size_t d_ff = 0;
+    const std::optional<norm_layer>* out_norm = nullptr;  // Gemma's norm of the FFN's output, when the layer has one
 };
 
 // What the layer reads and writes at every token of a prompt, and the prediction at its last.
 struct layer_run {
     prompt_tokens prompt;
-    matrix post, out;  // mlp_post (tokens, d_ff), an expert's activations (0 where not routed); mlp_out (tokens, d_model)
+    // mlp_post (tokens, d_ff), an expert's activations (0 where not routed); what W2 writes (tokens,
+    // d_model): mlp_out, or with an out-norm the FFN's output before it
+    matrix post, out;
     vec weight;        // per token, the expert's routing weight (0: not routed); 1 for a dense layer
     std::vector<std::vector<std::size_t>> chosen;  // an MoE layer's: per token, its experts
     vec logits;        // at the last token
@@ -269,7 +267,7 @@ struct layer_run {
 hook_request part_request(const edited_part& part) {
     hook_request q;
     q.cache = {{hook_point::mlp_post, part.layer}, {hook_point::mlp_out, part.layer}};
-    if (part.expert) q.trace_layer = part.layer;
+    if (part.expert || (part.out_norm && *part.out_norm)) q.trace_layer = part.layer;
     return q;
 }
 
@@ -277,6 +275,7 @@ hook_request part_request(const edited_part& part) {
 // columns: the expert's columns, and its routing weight at each token.
 void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
     const matrix& post = *run.cache.find({hook_point::mlp_post, part.layer});
+    if (part.out_norm && *part.out_norm) r.out = run.dense->step(step_kind::contract).value;
     if (!part.expert) {
         r.post = post;
         r.weight.assign(post.rows, 1.0);
@@ -308,20 +307,27 @@ outcome<layer_run> run_prompt_layer(const transformer& model, const tokenizer& t
     return r;
 }
 
-// The edited layer's output at every token: mlp_out + w (k·u) Λᵀ, k each token's mlp_post (an
-// expert's activations, w its routing weight; w = 1 for a dense layer) — what W2 + uΛᵀ writes.
-intervention edited_output(std::size_t layer, const layer_run& r, const vec& u, const vec& lambda) {
-    matrix rows = r.out;
-    std::vector<std::size_t> positions(rows.rows);
-    for (std::size_t t = 0; t < rows.rows; ++t) {
-        positions[t] = t;
-        const double s = r.weight[t] * dot(r.post.row(t), u);
-        for (std::size_t j = 0; j < rows.cols; ++j) rows(t, j) += s * lambda[j];
-    }
-    return replace_rows({hook_point::mlp_out, layer}, std::move(positions), std::move(rows));
+// What the residual adds of what W2 writes: it, or with an out-norm (Gemma) its norm.
+matrix written(const std::optional<norm_layer>& out_norm, matrix w2_output) {
+    return out_norm ? normalize(*out_norm, w2_output).y : w2_output;
 }
 
-edited_part part_of(const edit_trace& t) { return {t.layer, t.expert, t.d_ff}; }
+// The edited layer's output at every token: what W2 writes + w (k·u) Λᵀ, k each token's mlp_post
+// (an expert's activations, w its routing weight; w = 1 for a dense layer) — what W2 + uΛᵀ writes —
+// then the out-norm, if any: ΔW2 is linear in what W2 writes, not in what the norm makes of it.
+intervention edited_output(const edit_trace& t, const layer_run& r) {
+    const vec &u = t.u, &lambda = t.lambda;
+    matrix rows = r.out;
+    std::vector<std::size_t> positions(rows.rows);
+    for (std::size_t i = 0; i < rows.rows; ++i) {
+        positions[i] = i;
+        const double s = r.weight[i] * dot(r.post.row(i), u);
+        for (std::size_t j = 0; j < rows.cols; ++j) rows(i, j) += s * lambda[j];
+    }
+    return replace_rows({hook_point::mlp_out, t.layer}, std::move(positions), written(t.out_norm, std::move(rows)));
+}
+
+edited_part part_of(const edit_trace& t) { return {t.layer, t.expert, t.d_ff, &t.out_norm}; }
 
 // A prompt before and after the edit; its true token `truth`, or its own prediction before.
 outcome<edit_check> evaluate(const transformer& model, const tokenizer& tok, const std::string& text, const edit_trace& t,
@@ -336,7 +342,7 @@ outcome<edit_check> evaluate(const transformer& model, const tokenizer& tok, con
     c.true_id = truth.value_or(c.before.id);
     c.true_token = token_text(tok, c.true_id);
     hook_request q;
-    q.interventions = {edited_output(t.layer, *r, t.u, t.lambda)};
+    q.interventions = {edited_output(t, *r)};
     q.head_rows = {r->prompt.ids.size() - 1};
     auto after = model.run_with_hooks(r->prompt.ids, q);
     if (!after) return after.err();
@@ -485,21 +491,25 @@ struct value_prompt {
     logits_loss loss;
 };
 
-// dL/dδ of one prompt, and its loss: w·δ added to mlp_out's row at the position through
-// `replace`, whose gradient is that row's, times w (an expert's routing weight there, 1 for a
-// dense layer; an expert not routed there gets no gradient from it).
-outcome<double> prompt_gradient(const transformer& model, const value_prompt& p, std::size_t layer, const vec& delta, vec& grad) {
+// dL/dδ of one prompt, and its loss: w·δ added to what W2 writes at the position, mlp_out's row
+// set to that (normed, with an out-norm) through `replace`, whose gradient is that row's (taken
+// back through the norm), times w (an expert's routing weight there, 1 for a dense layer; an
+// expert not routed there gets no gradient from it).
+outcome<double> prompt_gradient(const transformer& model, const value_prompt& p, const edit_trace& t, const vec& delta, vec& grad) {
     const double w = p.run->weight[p.position];
     matrix row(1, delta.size());
     for (std::size_t j = 0; j < delta.size(); ++j) row(0, j) = p.run->out(p.position, j) + w * delta[j];
     gradient_request g;
-    g.run.interventions = {replace_rows({hook_point::mlp_out, layer}, {p.position}, std::move(row))};
+    g.run.interventions = {replace_rows({hook_point::mlp_out, t.layer}, {p.position}, written(t.out_norm, row))};
     g.run.head_rows = {p.run->prompt.ids.size() - 1};
-    g.wrt = {{hook_point::mlp_out, layer}};
+    g.wrt = {{hook_point::mlp_out, t.layer}};
     auto back = backpropagate(model, p.run->prompt.ids, g, p.loss);
     if (!back) return back.err();
-    const matrix& d = back->grads.front().second;
-    for (std::size_t j = 0; j < grad.size(); ++j) grad[j] += w * d(p.position, j);
+    matrix d(1, delta.size());
+    const auto at = back->grads.front().second.row(p.position);
+    std::copy(at.begin(), at.end(), d.data.begin());
+    if (t.out_norm) d = normalize_backward(*t.out_norm, normalize(*t.out_norm, row), row, d).dx;
+    for (std::size_t j = 0; j < grad.size(); ++j) grad[j] += w * d(0, j);
     return back->loss;
 }
 
@@ -545,7 +555,7 @@ std::optional<error> optimise_value(const transformer& model, const std::vector<
         vec grad(d, 0.0);
         edit_step step;
         for (std::size_t i = 0; i < prompts.size(); ++i) {
-            auto loss = prompt_gradient(model, prompts[i], t.layer, delta, grad);
+            auto loss = prompt_gradient(model, prompts[i], t, delta, grad);
             if (!loss) return loss.err();
             (i < m ? step.nll : step.kl) += *loss;
         }
@@ -609,6 +619,7 @@ outcome<std::shared_ptr<const ffn>> describe_layer(const checkpoint& ck, edit_tr
     t.stored = info->type;
     t.transposed = f.stored == layout::out_in;
     t.bias = (*layer)->b2;
+    t.out_norm = (*layer)->out_norm;
     return layer;
 }
 

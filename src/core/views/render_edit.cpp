@@ -105,9 +105,10 @@ private:
         std::vector<std::vector<std::string>> f;
         f.push_back({"checkpoint", fmt::format("{} ({}, {} layers)", one_line(t_.checkpoint), t_.arch, t_.n_layers)});
         f.push_back({"tensor", fmt::format("{} ({}, stored as {} ({}, {})): W2 (d_ff = {}, d_model = {}) in the math form, "
-                                           "mlp_out = k · W2 + b2", t_.tensor, to_string(t_.stored), w2(),
+                                           "{}", t_.tensor, to_string(t_.stored), w2(),
                                            t_.transposed ? t_.d_model : t_.d_ff, t_.transposed ? t_.d_ff : t_.d_model, t_.d_ff,
-                                           t_.d_model)});
+                                           t_.d_model, t_.out_norm ? "mlp_out = norm(k · W2 + b2), normed before the residual adds it"
+                                                                   : "mlp_out = k · W2 + b2")});
         if (t_.expert)
             f.push_back({"expert", fmt::format("{} of the MoE layer: what it writes reaches the stream times its routing weight w, "
                                                "{} at the edited token", *t_.expert, n4(t_.contexts.front().weight))});
@@ -190,11 +191,12 @@ private:
     void optimisation() {
         add({block_kind::heading, "The value v*: δ found through the rest of the model"});
         const auto& s = t_.schedule;
-        paragraph(fmt::format("δ is added to layer {}'s mlp_out{} at the edited token of each prompt, and the whole model's "
+        paragraph(fmt::format("δ is added to layer {}'s {}{} at the edited token of each prompt, and the whole model's "
                               "backward pass gives the loss's gradient in δ. L = mean −log {} over the {} prompt{} + {} · "
                               "KL(p_δ ‖ p_0) on {} + {} · ‖δ‖ / ‖v₀‖²; Adam with learning rate {}, at most {} passes, "
                               "stopping below {}, ‖δ‖ clamped to {} ‖v₀‖ = {}.",
-                              t_.layer, t_.expert ? fmt::format(" times expert {}'s routing weight w (0 where not routed)", *t_.expert) : "",
+                              t_.layer, t_.out_norm ? "k · W2 + b2 (before the norm of the FFN's output, which is linear in W2)" : "mlp_out",
+                              t_.expert ? fmt::format(" times expert {}'s routing weight w (0 where not routed)", *t_.expert) : "",
                               target(), t_.contexts.size(), t_.contexts.size() == 1 ? "" : "s",
                               format_short(s.kl_weight, 4), quote(t_.kl_prompt), format_short(s.decay_weight, 4),
                               format_short(s.learning_rate, 4), s.max_steps, format_short(s.stop_below, 4),
