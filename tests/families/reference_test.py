@@ -393,6 +393,16 @@ def smoke(arch):
             failures.append(f"{arch}: the walkthrough does not say {says!r}")
     print(f"{arch}: run --ablate (its logits against the reference), --layer all, locate, units, the walkthrough's steps: " + ("ran" if not failures else "see failures"))
     check_edit(arch, directory, corpus, edited)
+    # MEMIT spreads a residual as what W2 adds to the stream; the norm of the FFN's output stands
+    # between them, so edit --facts refuses rather than write a wrong update
+    facts = os.path.join(work, arch + "-facts.tsv")
+    with open(facts, "w") as f:
+        f.write(PROMPT + "\tFrance\t London\n")
+    done = subprocess.run([ft, "edit", "--checkpoint", directory, "--facts", facts, "--layers", "0-1", "--corpus", corpus],
+                          capture_output=True, text=True)
+    lines = done.stderr.splitlines()
+    if done.returncode != 2 or done.stdout or len(lines) != 1 or "norm the FFN's output" not in lines[0]:
+        failures.append(f"{arch}: edit --facts: exit {done.returncode}, stderr {done.stderr[:300]!r}; expected MEMIT refused")
 
 
 def check_locate(arch, got, m):

@@ -431,6 +431,12 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
     const transformer model = given.holding(0, given.n_layers() - 1, true);
     if (auto e = edit_model_error(ck)) return *e;
     if (ck.is_moe()) return error{ck.origin(), "", "MEMIT edits dense layers' W2; this checkpoint's layers are Mixtures of Experts"};
+    // MEMIT spreads a residual over the layers as what each W2 adds to the stream; a norm of the FFN's
+    // output (Gemma's) stands between the two, so the least squares would solve for the wrong thing.
+    if (ck.config().family->has(tensor_role::ffn_post_norm))
+        return error{ck.origin(), "", fmt::format("MEMIT writes what W2 adds to the stream, but {}'s layers norm the FFN's output before "
+                                                  "the residual adds it; edit one fact at a time (the single edit solves before that norm)",
+                                                  ck.config().arch)};
     memit_trace t;
     t.arch = ck.config().arch;
     t.checkpoint = ck.origin();
