@@ -12,9 +12,10 @@ set -euo pipefail
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 # libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
 # nodejs: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
+# libcpp-httplib-dev: serve's HTTP server (cpp-httplib).
 # doctest-dev is a header the configure step looks for, so `make demo` installs it too.
 packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev
-          pkg-config libpcre2-dev libutf8proc-dev)
+          pkg-config libpcre2-dev libutf8proc-dev libcpp-httplib-dev)
 if [ "${1:-}" != build ]; then
     # A node from elsewhere (NodeSource, say) serves as well as Debian's.
     packages+=(python3-jsonschema python3-numpy dpkg-dev file)
