@@ -378,6 +378,7 @@ int run_serve(const serve_options& o) {
     server.set_payload_max_length(max_body);  // a longer body is answered 413 before it is read
     server.set_read_timeout(5, 0);            // a client that sends slowly is dropped
     server.set_write_timeout(5, 0);
+    server.set_keep_alive_timeout(2);         // an idle browser's connection frees its thread soon
     work_queue queue(o.queue, std::chrono::milliseconds(static_cast<long long>(o.time_limit * 1000)));
     int port = 0;
     server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {

@@ -54,6 +54,7 @@ class Server:
             data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
             c.request(method, path, body=data, headers=headers or {"Content-Type": "application/json"})
             r = c.getresponse()
+            self.last_headers = dict(r.getheaders())
             text = r.read().decode()
             try:
                 return r.status, json.loads(text)
