@@ -15,6 +15,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sys/socket.h>
 
 #include "common.hpp"
 #include "ffn_trace/corpus_units.hpp"
@@ -379,6 +380,15 @@ int run_serve(const serve_options& o) {
     server.set_read_timeout(5, 0);            // a client that sends slowly is dropped
     server.set_write_timeout(5, 0);
     server.set_keep_alive_timeout(2);         // an idle browser's connection frees its thread soon
+    // The port is this server's alone (not SO_REUSEPORT, httplib's default, which would let another
+    // program listen on it too and take some of its connections); and the socket is kept, so that
+    // its backlog can be raised from httplib's 5, under which a burst of clients is reset.
+    int listening = -1;
+    server.set_socket_options([&listening](socket_t sock) {
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        listening = sock;
+    });
     work_queue queue(o.queue, std::chrono::milliseconds(static_cast<long long>(o.time_limit * 1000)));
     int port = 0;
     server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
@@ -435,6 +445,7 @@ int run_serve(const serve_options& o) {
     if (port <= 0)
         return report({"", o.port == 0 ? "--host" : "--port",
                        fmt::format("could not listen on {} port {}: it is taken, or not an address of this computer", o.host, o.port)});
+    ::listen(listening, SOMAXCONN);
     if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1")
         std::fputs(fmt::format("warning: listening on {}, not the loopback: any computer that reaches it can use the page "
                                "and the models given\n",
