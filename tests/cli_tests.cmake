@@ -1661,3 +1661,16 @@ cli_test("units --unit J --split shows the features aligned with the unit and wh
   EMPTY -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt --width 300)
 cli_test("units --split of two units is refused" 2 EMPTY "^error: --split: splits one unit: give one --unit, not 2$"
   -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5,6 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt)
+
+# serve's usage errors: each one line, exit 2, nothing on stdout, before it listens
+# (its answers are tested in tests/serve/).
+cli_test("serve refuses an address that is not this computer's" 2 EMPTY
+  "^error: --host: could not listen on 203.0.113.7 port 0: it is taken, or not an address of this computer$"
+  -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --host 203.0.113.7 --port 0)
+cli_test("serve refuses two checkpoints the page would name alike" 2 EMPTY
+  "^error: .*capitals/: --checkpoint: is named \"capitals\" as .*capitals is: the page names models by their folder's name"
+  -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals/)
+cli_test("serve refuses a port beyond 65535" 2 EMPTY "^error: --port: .*from 0 to 65535"
+  -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --port 70000)
+cli_test("serve needs a checkpoint" 2 EMPTY "^error: .*--checkpoint.*required"
+  -- ${FT} serve)

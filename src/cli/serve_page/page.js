@@ -169,6 +169,7 @@ function drawChanges() {
 async function runChanges() {
   const a = state.answer;
   if (!a) return;
+  $('lens-note').hidden = !state.changes.length;
   if (!state.changes.length) {
     drawPrediction(a.prediction.top);
     say('change-status', '');
