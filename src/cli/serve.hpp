@@ -12,7 +12,7 @@ struct serve_options {
     std::string host = "127.0.0.1";        // another address is said loudly on stderr
     std::size_t port = 8008;               // 0: a free port, printed
     std::size_t queue = 4;                 // requests waiting for the model beyond the one it runs
-    double time_limit = 20;                // seconds a request may wait and run
+    double time_limit = 60;                // seconds a request may wait and run
 };
 
 void setup_serve(CLI::App& app, int& status);

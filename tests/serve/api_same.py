@@ -29,7 +29,7 @@ questions = [
      ["edit", "--prompt", prompt, "--subject", "France", "--target", " Rome"]),
 ]
 failed = 0
-with Server(ffn_trace, [checkpoint]) as s:
+with Server(ffn_trace, [checkpoint], "--time-limit", "600") as s:  # the edit takes a minute under the sanitizers
     for path, body, args in questions:
         status, answer = s.post(path, body)
         name = path.rsplit("/", 1)[1]
