@@ -95,7 +95,7 @@ try {
   // Causal tracing: the grid's strongest cell is locate's.
   await page.fill("#subject", "France");
   await page.fill("#samples", "10");
-  await page.click("#trace");
+  await page.press("#samples", "Enter");  // the keyboard's way to run it
   await page.waitForFunction(() => document.querySelector("#trace-status").textContent.includes("Strongest"));
   const located = cli("locate", "--prompt", prompt, "--subject", "France", "--samples", "10");
   const grid = located.grids.state.value;

@@ -278,6 +278,12 @@ async function start() {
   $('set').addEventListener('click', () => change('set'));
   $('trace').addEventListener('click', trace);
   $('edit').addEventListener('click', edit);
+  // Enter in a field runs its section's action, as a form's submit would.
+  const onEnter = (ids, action) => ids.forEach((id) => $(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') action(); }));
+  onEnter(['subject', 'samples'], trace);
+  onEnter(['target', 'edit-layer'], edit);
+  onEnter(['scale-value'], () => change('scale'));
+  onEnter(['set-value'], () => change('set'));
   ask();
 }
 
