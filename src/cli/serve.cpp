@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +16,10 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <sys/socket.h>
+#include <variant>
+#include <vector>
 
 #include "common.hpp"
 #include "ffn_trace/corpus_units.hpp"
