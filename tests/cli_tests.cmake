@@ -1009,10 +1009,16 @@ cli_test("run --layer all without a prompt is refused" 2 EMPTY "^error: --layer:
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --embedding 3)
 cli_test("run --layer all with --prompts is refused: the view is one prompt's" 2 EMPTY "^error: --layer: all shows every layer of one prompt: give --prompt or --prompt-file, not --prompts$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompts ${DATA}/models/capitals/corpus.txt)
-cli_test("run --layer all with --ablate is refused: a knock-out is one layer's" 2 EMPTY "^error: --ablate: knocks out units of one layer"
+cli_test("run --layer all --ablate L:J changes units of any layers, and the heading says what it did" 0
+  "changed +layer 1 unit 168, layer 0 unit 172\\*0.5. every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.[0-9]+ → 0\\.[0-9]+" EMPTY
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --ablate 1:168 --intervene 0:172*0.5 --width 400)
+cli_test("run --layer all with --ablate of a unit without its layer is refused" 2 EMPTY
+  "^error: --ablate: unit 3 names no layer: in the view of every layer a unit is L:J, unit J of layer L \\(1:3\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 3)
-cli_test("run --layer all with --intervene is refused" 2 EMPTY "^error: --intervene: changes units of one layer"
+cli_test("run --layer all with --intervene on a unit without its layer is refused" 2 EMPTY "^error: --intervene: \"3=0\": the unit names no layer"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --intervene 3=0)
+cli_test("run --layer all with --ablate of a layer past the last is refused" 2 EMPTY "--ablate: \"2:3\": layer 2 is out of range"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 2:3)
 cli_test("run --layer takes a number or all, nothing else" 2 EMPTY "^error: --layer: expected a whole number from 0 to .*got \"every\""
   -- ${FT} run --checkpoint ${CAPITALS} --layer every --prompt "The capital of France is")
 cli_test("run --versus that is not one token says how it splits" 2 EMPTY
