@@ -39,7 +39,7 @@ for c in checkpoints:
         prompts = [timed(s, "/api/prompt", {"prompt": p})[0] for p in typed]
         _, answer = timed(s, "/api/prompt", {"prompt": sentences[0]})
         best = max(({"layer": l["layer"], **l["units"][0]} for l in answer["layers"]), key=lambda u: u["score"])
-        knock = [timed(s, "/api/run", {"prompt": sentences[0], "layer": best["layer"], "ablate": [str(best["unit"])]})[0]
+        knock = [timed(s, "/api/run", {"prompt": sentences[0], "ablate": [f"{best['layer']}:{best['unit']}"]})[0]
                  for _ in range(40)]
         trace = [timed(s, "/api/locate", {"prompt": sentences[0], "subject": "France", "samples": 10})[0] for _ in range(20)]
         for what, xs in [("a typed prompt's answer", prompts), (f"knock-out of layer {best['layer']} unit {best['unit']}", knock),

@@ -67,7 +67,6 @@ constexpr std::size_t max_prompt_bytes = 4096;   // the model's positions bound 
 constexpr std::size_t max_changes = 64;          // units knocked out or changed in one run
 constexpr std::size_t max_top = 50;              // tokens and units of a view
 constexpr std::size_t max_samples = 50;          // causal tracing's noised runs
-constexpr std::size_t max_trace_elements = ffn_trace::trace_limits{}.max_elements / 10;  // a layer's trace: 40 MB
 
 // A model given at start, opened once, with the corpus its units are read over and the edit's C
 // is taken over (when there is one beside it).
@@ -167,37 +166,33 @@ answer<std::string> prompt_answer(const json& body, const request_context& c) {
     return ffn_trace::render_layers_json(*t);
 }
 
-// POST /api/run {model, prompt, layer, ablate, intervene, top}: `run --checkpoint DIR --prompt TEXT
-// --layer N [--ablate UNITS …] [--intervene CHANGE …] --top N --format json`.
+// POST /api/run {model, prompt, ablate, intervene, top}: `run --checkpoint DIR --prompt TEXT --layer all
+// [--ablate L:J …] [--intervene L:J*F …] --top N --format json`: the prediction, the lens and every
+// layer's push and units with units of any layer changed, and the change.
 answer<std::string> run_answer(const json& body, const request_context& c) {
     FFN_TRY(m, model_field(body, c));
     FFN_TRY(prompt, prompt_field(body, *m));
-    FFN_TRY(layer, count_field(body, "layer", 0, m->model.n_layers() - 1));
     FFN_TRY(top, count_field(body, "top", 1, max_top));
     FFN_TRY(ablate, list_field(body, "ablate", max_changes));
     FFN_TRY(intervene, list_field(body, "intervene", max_changes));
-    if (!layer) return bad("layer: expected the layer whose units change, a whole number from 0");
-    ffn_trace::prompt_request r;
-    r.checkpoint = m->path;
-    r.max_elements = max_trace_elements;
-    r.options.layer = *layer;
-    r.options.top = top.value_or(10);
+    ffn_trace::prompt_options o;
     for (const auto& item : ablate) {
         auto units = ffn_trace::parse_units(item);
         if (!units) return from(units.err());
-        r.options.ablate.insert(r.options.ablate.end(), units->begin(), units->end());
+        o.ablate.insert(o.ablate.end(), units->begin(), units->end());
     }
-    if (r.options.ablate.size() > max_changes) return bad(fmt::format("ablate: more than {} units", max_changes));
+    if (o.ablate.size() > max_changes) return bad(fmt::format("ablate: more than {} units", max_changes));
     for (const auto& item : intervene) {
         auto iv = ffn_trace::parse_intervention(item);
         if (!iv) return from(iv.err());
-        // A mean is read over the whole corpus: more work than a page's click should start.
-        if (iv->what == ffn_trace::unit_intervention::kind::mean) return bad("intervene: =mean is for the command line (run --intervene)");
-        r.options.interventions.push_back(std::move(*iv));
+        o.interventions.push_back(std::move(*iv));
     }
-    auto p = ffn_trace::trace_opened_prompt(m->model, m->tok, std::move(prompt), r);
-    if (!p) return from(p.err());
-    return ffn_trace::render_prompt_json(*p);
+    auto changes = ffn_trace::interventions_by_layer(m->model, o);
+    if (!changes) return from(changes.err());
+    auto t = ffn_trace::run_layers(m->model, std::move(prompt), top.value_or(10), std::nullopt, std::move(*changes));
+    if (!t) return from(t.err());
+    t->checkpoint = m->path;
+    return ffn_trace::render_layers_json(*t);
 }
 
 // POST /api/unit {model, layer, unit, top}: `units --checkpoint DIR --layer N --unit J --top N --format json`.

@@ -19,7 +19,7 @@ from server import Server  # noqa: E402
 ffn_trace, checkpoint, seconds, clients = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 limit_mb = float(sys.argv[5]) if len(sys.argv) > 5 else 300
 questions = [("/api/prompt", {"prompt": p}) for p in ["The capital of France is", "The capital of Japan is", "Paris is the capital of"]]
-questions += [("/api/run", {"prompt": "The capital of France is", "layer": 0, "ablate": ["172"]}),
+questions += [("/api/run", {"prompt": "The capital of France is", "ablate": ["0:172"]}),
               ("/api/unit", {"layer": 1, "unit": "116", "top": 3})]
 
 

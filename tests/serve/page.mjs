@@ -2,7 +2,7 @@
 // playwright-core. A user types "The capital of France is", clicks the unit that pushes the
 // prediction most, knocks it out with the keyboard, and runs causal tracing; each time what the
 // page shows is checked against the command line's JSON for the same question (run --layer all,
-// run --ablate, locate). Screenshots at 1280 and 360 px wide are left in WORK_DIR. Exit 77
+// run --layer all --ablate L:J, locate). Screenshots at 1280 and 360 px wide are left in WORK_DIR. Exit 77
 // (skipped) without Chromium, as tests/browser/pages.sh.
 //
 //   node page.mjs NPM_DIR FFN_TRACE CHECKPOINT WORK_DIR
@@ -84,13 +84,21 @@ try {
   check(await page.evaluate(() => document.activeElement.id) === "knock-out", "the knock-out button has the focus after the click");
   await page.keyboard.press("Enter");
   await page.waitForFunction(() => document.querySelector("#change-status").textContent.includes("→"));
-  const knocked = cli("run", "--prompt", prompt, "--layer", String(best.layer), "--ablate", String(best.unit), "--top", "8");
+  const knocked = cli("run", "--prompt", prompt, "--layer", "all", "--ablate", `${best.layer}:${best.unit}`, "--top", "8");
   const after = knocked.prediction.top[0];
   const target = knocked.changes.find((c) => c.id === top.id);
   check(await text("#prediction-token") === after.token && await text("#prediction-prob") === `p = ${after.prob.toFixed(4)}`,
     `knocked out, the prediction shown is run --ablate's: ${JSON.stringify(after.token)} p = ${after.prob.toFixed(4)}`);
   check((await text("#change-status")).includes(`${target.before.toFixed(4)} → ${target.after.toFixed(4)}`),
     `the change is stated: p(${JSON.stringify(top.token)}) ${target.before.toFixed(4)} → ${target.after.toFixed(4)}`);
+  // The lens moves with it: the last cell the knock-out changed shows run --layer all --ablate's value.
+  let moved = null;
+  knocked.lens_grid.forEach((row, t) => row.forEach((c, l) => { if (Math.abs(c.prob - all.lens_grid[t][l].prob) > 1e-6) moved = { t, l, c }; }));
+  const movedText = moved && await text(`#lens tr:nth-child(${moved.t + 2}) td:nth-child(${moved.l + 2})`);
+  check(moved && movedText.startsWith(`${moved.c.token} ${moved.c.prob.toFixed(4)}`),
+    moved ? `the lens cell of token ${moved.t} after layer ${moved.l} moved to the command's: ${JSON.stringify(moved.c.token)} ` +
+      `${moved.c.prob.toFixed(4)} (was ${all.lens_grid[moved.t][moved.l].prob.toFixed(4)}); shown ${JSON.stringify(movedText)}`
+      : "the knock-out moved some cell of the lens");
 
   // Causal tracing: the grid's strongest cell is locate's.
   await page.fill("#subject", "France");

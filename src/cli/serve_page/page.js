@@ -113,13 +113,9 @@ function drawUnits(a) {
     el('h3', {}, `layer ${l.layer}`), ...l.units.map((u) => unitButton(l.layer, u)), ...l.against.map((u) => unitButton(l.layer, u)))));
 }
 
-// --- one unit: `units --layer N --unit J --format json`, and changes to it: `run --layer N --ablate/--intervene` ---
+// --- one unit: `units --layer N --unit J --format json`, and changes to units of any layer: `run --layer all --ablate L:J --intervene L:J*F` ---
 
 async function chooseUnit(layer, unit) {
-  if (state.layer !== layer && state.changes.length) {
-    state.changes = [];
-    await runChanges();
-  }
   state.layer = layer;
   state.unit = unit;
   $('unit-section').hidden = false;
@@ -153,12 +149,13 @@ function unitCard(page, layer, unit) {
 function change(kind) {
   const value = kind === 'scale' ? Number($('scale-value').value) : kind === 'set' ? Number($('set-value').value) : 0;
   if (!Number.isFinite(value)) return say('change-status', 'Give a number.', true);
-  state.changes = state.changes.filter((c) => c.unit !== state.unit).concat([{ unit: state.unit, kind, value }]);
+  state.changes = state.changes.filter((c) => c.layer !== state.layer || c.unit !== state.unit)
+    .concat([{ layer: state.layer, unit: state.unit, kind, value }]);
   drawChanges();
   runChanges();
 }
 
-const changeText = (c) => (c.kind === 'zero' ? `unit ${c.unit} knocked out` : c.kind === 'scale' ? `unit ${c.unit} × ${c.value}` : `unit ${c.unit} = ${c.value}`);
+const changeText = (c) => `layer ${c.layer} unit ${c.unit}` + (c.kind === 'zero' ? ' knocked out' : c.kind === 'scale' ? ` × ${c.value}` : ` = ${c.value}`);
 
 function drawChanges() {
   $('changes').replaceChildren(...state.changes.map((c) => el('li', {}, el('button', {
@@ -172,14 +169,16 @@ async function runChanges() {
   $('lens-note').hidden = !state.changes.length;
   if (!state.changes.length) {
     drawPrediction(a.prediction.top);
+    drawLens(a);
+    drawPush(a);
     say('change-status', '');
     return;
   }
   const asked = state.asked;
   const body = {
-    model: state.model, prompt: a.prompt.text, layer: state.layer, top: 8,
-    ablate: state.changes.filter((c) => c.kind === 'zero').map((c) => String(c.unit)),
-    intervene: state.changes.filter((c) => c.kind !== 'zero').map((c) => `${c.unit}${c.kind === 'scale' ? '*' : '='}${c.value}`),
+    model: state.model, prompt: a.prompt.text, top: 8,
+    ablate: state.changes.filter((c) => c.kind === 'zero').map((c) => `${c.layer}:${c.unit}`),
+    intervene: state.changes.filter((c) => c.kind !== 'zero').map((c) => `${c.layer}:${c.unit}${c.kind === 'scale' ? '*' : '='}${c.value}`),
   };
   say('change-status', 'Running with the changes…');
   try {
@@ -187,10 +186,12 @@ async function runChanges() {
     if (asked !== state.asked) return;
     const before = r.baseline_prediction.top, after = r.prediction.top;
     drawPrediction(after, before);
+    drawLens(r);
+    drawPush(r);
     const target = r.changes.find((c) => c.id === before[0].id);
     const now = after[0].id === before[0].id ? `the prediction stays ${JSON.stringify(after[0].token)}`
       : `the prediction is now ${JSON.stringify(after[0].token)} (p = ${p4(after[0].prob)})`;
-    say('change-status', `Layer ${r.layer}, ${state.changes.map(changeText).join(', ')}: p(${JSON.stringify(before[0].token)}) ` +
+    say('change-status', `${state.changes.map(changeText).join(', ')}: p(${JSON.stringify(before[0].token)}) ` +
       `${p4(target.before)} → ${p4(target.after)}; ${now}.`);
   } catch (e) {
     say('change-status', e.message, true);
