@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fmt/core.h>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <string>
 #include <sys/socket.h>
 #include <variant>
@@ -67,10 +69,13 @@ constexpr std::size_t max_prompt_bytes = 4096;   // the model's positions bound 
 constexpr std::size_t max_changes = 64;          // units knocked out or changed in one run
 constexpr std::size_t max_top = 50;              // tokens and units of a view
 constexpr std::size_t max_samples = 50;          // causal tracing's noised runs
+constexpr std::size_t max_sessions = 16;         // pages open at once; a new one ends the least recently used
+constexpr auto session_idle = std::chrono::minutes(30);  // a session unused this long ends
 
 // A model given at start, opened once, with the corpus its units are read over and the edit's C
 // is taken over (when there is one beside it).
 struct served_model {
+    std::size_t index = 0;
     std::string name, path;
     ffn_trace::transformer model;
     ffn_trace::tokenizer tok;
@@ -124,6 +129,57 @@ answer<std::vector<std::string>> list_field(const json& body, const char* name, 
     return out;
 }
 
+// A page's session: the edit it keeps per model (the model with the edited W2 held in memory, never
+// written), used by its later prompts, knock-outs, units and traces until undone or the session ends.
+struct kept_edit {
+    std::string text;  // what the page shows: "France → \" Rome\" at layer 1"
+    ffn_trace::transformer model;
+};
+struct page_session {
+    clock::time_point used;
+    std::map<std::size_t, kept_edit> edits;  // by the model's index
+};
+
+// The sessions open, at most max_sessions, each ended after session_idle unused. Their edits are
+// read and changed only by requests in the work queue, one at a time; the table itself by any.
+class session_table {
+public:
+    std::string open() {
+        std::lock_guard lock(mutex_);
+        drop_idle();
+        if (open_.size() >= max_sessions) {
+            auto oldest = open_.begin();
+            for (auto it = open_.begin(); it != open_.end(); ++it)
+                if (it->second->used < oldest->second->used) oldest = it;
+            open_.erase(oldest);
+        }
+        std::string id;
+        for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", random_());
+        open_[id] = std::make_shared<page_session>(page_session{clock::now(), {}});
+        return id;
+    }
+    std::shared_ptr<page_session> find(const std::string& id) {
+        std::lock_guard lock(mutex_);
+        drop_idle();
+        const auto it = open_.find(id);
+        if (it == open_.end()) return nullptr;
+        it->second->used = clock::now();
+        return it->second;
+    }
+    bool end(const std::string& id) {
+        std::lock_guard lock(mutex_);
+        return open_.erase(id) > 0;
+    }
+
+private:
+    void drop_idle() {
+        std::erase_if(open_, [](const auto& s) { return clock::now() - s.second->used > session_idle; });
+    }
+    std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<page_session>> open_;
+    std::random_device random_;
+};
+
 #define FFN_TRY(var, expr)                                          \
     auto var##_got = (expr);                                        \
     if (auto* r = std::get_if<refusal>(&var##_got)) return *r;      \
@@ -133,7 +189,15 @@ answer<std::vector<std::string>> list_field(const json& body, const char* name, 
 struct request_context {
     const std::vector<std::unique_ptr<served_model>>& models;
     ffn_trace::progress watcher;
+    std::shared_ptr<page_session> session;  // null: the request names none
 };
+
+// The model a request runs: the one given at start, or its session's edited copy.
+const ffn_trace::transformer& model_of(const served_model& m, const request_context& c) {
+    if (c.session)
+        if (const auto it = c.session->edits.find(m.index); it != c.session->edits.end()) return it->second.model;
+    return m.model;
+}
 
 answer<const served_model*> model_field(const json& body, const request_context& c) {
     const auto it = body.find("model");
@@ -160,7 +224,7 @@ answer<std::string> prompt_answer(const json& body, const request_context& c) {
     FFN_TRY(m, model_field(body, c));
     FFN_TRY(prompt, prompt_field(body, *m));
     FFN_TRY(top, count_field(body, "top", 1, max_top));
-    auto t = ffn_trace::run_layers(m->model, std::move(prompt), top.value_or(10), std::nullopt);
+    auto t = ffn_trace::run_layers(model_of(*m, c), std::move(prompt), top.value_or(10), std::nullopt);
     if (!t) return from(t.err());
     t->checkpoint = m->path;
     return ffn_trace::render_layers_json(*t);
@@ -189,7 +253,7 @@ answer<std::string> run_answer(const json& body, const request_context& c) {
     }
     auto changes = ffn_trace::interventions_by_layer(m->model, o);
     if (!changes) return from(changes.err());
-    auto t = ffn_trace::run_layers(m->model, std::move(prompt), top.value_or(10), std::nullopt, std::move(*changes));
+    auto t = ffn_trace::run_layers(model_of(*m, c), std::move(prompt), top.value_or(10), std::nullopt, std::move(*changes));
     if (!t) return from(t.err());
     t->checkpoint = m->path;
     return ffn_trace::render_layers_json(*t);
@@ -211,7 +275,7 @@ answer<std::string> unit_answer(const json& body, const request_context& c) {
     uo.units = {{*layer, units->front()}};
     uo.top = top.value_or(10);
     uo.watcher = c.watcher;
-    auto u = ffn_trace::read_corpus_units(m->model, m->tok, *m->corpus, uo);
+    auto u = ffn_trace::read_corpus_units(model_of(*m, c), m->tok, *m->corpus, uo);
     if (!u) return from(u.err());
     ffn_trace::units_view view;
     view.cards = true;
@@ -231,13 +295,15 @@ answer<std::string> locate_answer(const json& body, const request_context& c) {
     o.watcher = c.watcher;
     if (auto e = ffn_trace::locate_options_error(o)) return from(*e);
     if (auto e = ffn_trace::locate_model_error(m->model.source())) return from(*e);
-    auto t = ffn_trace::locate(m->model, std::move(prompt), o);
+    auto t = ffn_trace::locate(model_of(*m, c), std::move(prompt), o);
     if (!t) return from(t.err());
     return ffn_trace::render_locate_json(*t);
 }
 
-// POST /api/edit {model, prompt, subject, target, layer}: `edit --checkpoint DIR --prompt TEXT --subject TEXT
-// --target TOKEN [--layer N] --format json`, in memory: nothing is written, nothing kept after the answer.
+// POST /api/edit {model, prompt, subject, target, layer, at, keep}: `edit --checkpoint DIR --prompt TEXT --subject TEXT
+// --target TOKEN [--layer N] [--at subject|last] --format json`, in memory: nothing is written. The edit is made to the model
+// given at start; with `keep` (and a session) the edited model replaces it for the session's later
+// requests, in place of any edit kept before, until undone (/api/undo) or the session ends.
 answer<std::string> edit_answer(const json& body, const request_context& c) {
     FFN_TRY(m, model_field(body, c));
     FFN_TRY(prompt, text_field(body, "prompt", max_prompt_bytes));
@@ -250,6 +316,10 @@ answer<std::string> edit_answer(const json& body, const request_context& c) {
     r.prompt = prompt;
     r.subject = subject;
     r.position = {ffn_trace::edit_position::kind::subject, 0};
+    if (const auto at = body.find("at"); at != body.end() && !at->is_null()) {  // --at subject or last
+        if (*at == "last") r.position.at = ffn_trace::edit_position::kind::last;
+        else if (*at != "subject") return bad("at: expected \"subject\" (the subject's last token) or \"last\" (the prompt's)");
+    }
     r.watcher = c.watcher;
     if (auto e = ffn_trace::edit_request_error(r)) return from(*e);
     if (auto e = ffn_trace::edit_model_error(m->model.source())) return from(*e);
@@ -267,7 +337,24 @@ answer<std::string> edit_answer(const json& body, const request_context& c) {
     auto t = ffn_trace::edit_layer(m->model, m->tok, r, m->corpus_text->second, m->corpus_text->first);
     if (!t) return from(t.err());
     t->layer_choice = chosen;
+    if (const auto keep = body.find("keep"); keep != body.end() && *keep == true) {
+        if (!c.session) return bad("keep: an edit is kept for a session: give the session /api/session opened");
+        if (t->expert) return bad("keep: an expert's edit is not kept; try it without keep");
+        auto w = ffn_trace::edited_tensor(m->model.source(), *t);
+        if (!w) return from(w.err());
+        auto edited = m->model.with_w2(t->layer, t->transposed ? w->transposed() : std::move(*w));
+        if (!edited) return from(edited.err());
+        c.session->edits.insert_or_assign(m->index, kept_edit{fmt::format("{} → {} at layer {}", subject, ffn_trace::quote(t->target), t->layer),
+                                                              std::move(*edited)});
+    }
     return ffn_trace::render_edit_json(*t);
+}
+
+// POST /api/undo {model, session}: the session's kept edit of the model dropped.
+answer<std::string> undo_answer(const json& body, const request_context& c) {
+    FFN_TRY(m, model_field(body, c));
+    if (!c.session) return bad("session: expected the session /api/session opened");
+    return json{{"undone", c.session->edits.erase(m->index) > 0}}.dump();
 }
 
 // One model runs one request at a time; `limit` more may wait for it, each at most the time limit.
@@ -340,7 +427,7 @@ ffn_trace::outcome<std::unique_ptr<served_model>> open_model(const std::string& 
     else if (auto read = ffn_trace::read_prompt_file(*file, ffn_trace::load_options{}.max_file_size); !read) text = read.err();
     else text = std::pair{*file, std::move(*read)};
     return std::make_unique<served_model>(
-        served_model{model_name(path), path, std::move(opened->model), std::move(opened->tok), std::move(corpus), std::move(text)});
+        served_model{0, model_name(path), path, std::move(opened->model), std::move(opened->tok), std::move(corpus), std::move(text)});
 }
 
 json models_listing(const std::vector<std::unique_ptr<served_model>>& models) {
@@ -371,6 +458,7 @@ int run_serve(const serve_options& o) {
                 return report({path, "--checkpoint", fmt::format("is named {} as {} is: the page names models by their "
                                                                  "folder's name; give folders of different names",
                                                                  ffn_trace::quote(other->name), other->path)});
+        (*m)->index = models.size();
         models.push_back(std::move(*m));
     }
 
@@ -401,8 +489,9 @@ int run_serve(const serve_options& o) {
     server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
         if (!res.body.empty()) return;
         const std::string reason = res.status == 413   ? fmt::format("the body is larger than {} bytes", max_body)
-                                   : res.status == 404 ? "no such page: the API is /api/models, and POST /api/prompt, "
-                                                         "/api/run, /api/unit, /api/locate, /api/edit"
+                                   : res.status == 404 ? "no such page: the API is /api/models, and POST /api/session, "
+                                                         "/api/session/end, /api/prompt, /api/run, /api/unit, /api/locate, "
+                                                         "/api/edit, /api/undo"
                                                        : fmt::format("HTTP {}", res.status);
         send_json(res, res.status, json{{"error", reason}}.dump());
     });
@@ -420,16 +509,31 @@ int run_serve(const serve_options& o) {
     server.Get("/page.js", page("text/javascript; charset=utf-8", serve_script));
     server.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
     server.Get("/api/models", [&](const httplib::Request&, httplib::Response& res) { send_json(res, 200, models_listing(models).dump()); });
+    session_table sessions;
+    server.Post("/api/session", [&](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, json{{"session", sessions.open()}, {"idle_minutes", session_idle.count()}}.dump());
+    });
+    server.Post("/api/session/end", [&](const httplib::Request& req, httplib::Response& res) {
+        const json body = json::parse(req.body, nullptr, false);
+        const auto it = body.is_object() ? body.find("session") : body.end();
+        if (it == body.end() || !it->is_string()) return send_refusal(res, bad("session: expected the session to end"));
+        send_json(res, 200, json{{"ended", sessions.end(it->get<std::string>())}}.dump());
+    });
     const std::pair<const char*, endpoint> endpoints[] = {{"/api/prompt", prompt_answer}, {"/api/run", run_answer},
                                                            {"/api/unit", unit_answer},     {"/api/locate", locate_answer},
-                                                           {"/api/edit", edit_answer}};
+                                                           {"/api/edit", edit_answer},     {"/api/undo", undo_answer}};
     for (const auto& [route, handler] : endpoints)
         server.Post(route, [&, handler = handler](const httplib::Request& req, httplib::Response& res) {
             const json body = json::parse(req.body, nullptr, false);
             if (body.is_discarded() || !body.is_object()) return send_refusal(res, bad("the body is not a JSON object"));
+            std::shared_ptr<page_session> session;
+            if (const auto it = body.find("session"); it != body.end() && !it->is_null())
+                if (!it->is_string() || !(session = sessions.find(it->get<std::string>())))
+                    return send_refusal(res, bad(fmt::format("session: no such session: it ended, or went unused for {} minutes; reload "
+                                                             "the page", session_idle.count())));
             answer<std::string> a = queue.run([&](ffn_trace::progress watcher) -> answer<std::string> {
                 try {
-                    return handler(body, request_context{models, std::move(watcher)});
+                    return handler(body, request_context{models, std::move(watcher), session});
                 } catch (const std::bad_alloc&) {
                     return refusal{503, "out of memory: try a shorter prompt or fewer samples"};
                 } catch (const std::length_error&) {

@@ -3,7 +3,7 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const state = { model: 0, answer: null, layer: null, unit: null, changes: [], asked: 0 };
+const state = { model: 0, answer: null, layer: null, unit: null, changes: [], asked: 0, session: null, edited: {} };
 
 // An element with attributes and children (strings become text: nothing the server sends is read as markup).
 function el(tag, attrs, ...children) {
@@ -23,7 +23,9 @@ function bar(fraction, kind) {
   return el('span', { class: 'bar ' + (kind || ''), style: `width:${Math.min(10, Math.abs(fraction) * 10).toFixed(2)}em` });
 }
 
+// Every request names the page's session: an edit kept is the session's, read by its later requests.
 async function api(path, body) {
+  if (body !== undefined && state.session) body = { ...body, session: state.session };
   const r = await fetch(path, body === undefined ? {} : {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
   });
@@ -245,7 +247,7 @@ async function edit() {
   const a = state.answer;
   if (!a) return;
   say('edit-status', 'Editing…');
-  const body = { model: state.model, prompt: a.prompt.text, subject: $('subject').value, target: $('target').value };
+  const body = { model: state.model, prompt: a.prompt.text, subject: $('subject').value, target: $('target').value, at: $('edit-at').value, keep: true };
   if ($('edit-layer').value !== '') body.layer = Number($('edit-layer').value);
   try {
     const t = await api('/api/edit', body);
@@ -259,6 +261,29 @@ async function edit() {
       el('ul', {}, score('efficacy', s.efficacy), score('paraphrases', s.paraphrase), score('neighbours (should stay)', s.neighbour),
         score('the subject\'s other facts (should stay)', s.subject)),
       factsTable('Paraphrases', t.paraphrases), factsTable('Neighbours', t.neighbours), factsTable('The subject\'s other facts', t.subject_facts));
+    state.edited[state.model] = `${t.subject.text} → ${JSON.stringify(e.new)} at layer ${t.edit.layer}`;
+    drawEdited();
+    ask();  // the prompt's answer is now the edited model's
+  } catch (e) {
+    say('edit-status', e.message, true);
+  }
+}
+
+// The edit kept for this page's session, with its undo.
+function drawEdited() {
+  const text = state.edited[state.model];
+  $('edited').replaceChildren(...(text ? [el('li', {}, el('button', {
+    type: 'button', title: 'Undo the edit', onclick: undoEdit,
+  }, `edited: ${text} ✕`))] : []));
+}
+
+async function undoEdit() {
+  try {
+    await api('/api/undo', { model: state.model });
+    delete state.edited[state.model];
+    drawEdited();
+    say('edit-status', 'The edit is undone: the model is the one given at start.');
+    ask();
   } catch (e) {
     say('edit-status', e.message, true);
   }
@@ -267,12 +292,15 @@ async function edit() {
 async function start() {
   try {
     const { models } = await api('/api/models');
+    state.session = (await api('/api/session', {})).session;
+    // The session's edits end with the page.
+    addEventListener('pagehide', () => navigator.sendBeacon('/api/session/end', new Blob([JSON.stringify({ session: state.session })], { type: 'application/json' })));
     $('model').replaceChildren(...models.map((m) => el('option', { value: m.index }, `${m.name} (${m.layers} layers)`)));
   } catch (e) {
     say('prompt-status', e.message, true);
     return;
   }
-  $('model').addEventListener('change', () => { state.model = Number($('model').value); state.changes = []; state.unit = null; $('unit-section').hidden = true; ask(); });
+  $('model').addEventListener('change', () => { state.model = Number($('model').value); state.changes = []; state.unit = null; $('unit-section').hidden = true; drawEdited(); ask(); });
   $('prompt').addEventListener('input', promptChanged);
   $('knock-out').addEventListener('click', () => change('zero'));
   $('scale').addEventListener('click', () => change('scale'));
