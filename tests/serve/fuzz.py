@@ -61,6 +61,11 @@ with Server(ffn_trace, [checkpoint]) as s:
         ("/api/run", {"prompt": prompt, "intervene": ["1:3=mean"]}, "a mean, which reads the whole corpus"),
         ("/api/run", {"prompt": prompt, "intervene": ["3*0.5"]}, "a change to a unit without its layer"),
         ("/api/unit", {"layer": 1, "unit": "1,2"}, "two units for one page"),
+        ("/api/prompt", {"prompt": prompt, "session": 5}, "a session that is a number"),
+        ("/api/prompt", {"prompt": prompt, "session": "0" * 32}, "a session never opened"),
+        ("/api/undo", {}, "an undo without a session"),
+        ("/api/session/end", {"session": ["a"]}, "a session to end that is a list"),
+        ("/api/edit", {"prompt": prompt, "subject": "France", "target": " Rome", "at": "middle"}, "an edit at neither the subject nor the last token"),
         ("/api/locate", {"prompt": prompt, "subject": "Spain"}, "a subject not in the prompt"),
         ("/api/locate", {"prompt": prompt, "subject": "France", "samples": 51}, "51 samples"),
         ("/api/edit", {"prompt": prompt, "subject": "France", "target": " Rome Paris"}, "a target of two tokens"),
@@ -106,9 +111,11 @@ with Server(ffn_trace, [checkpoint], "--queue", "1") as s:
           f"eight traces at once with a queue of one: each 200 or 503, some of both ({sorted(answers)})")
     still_answers(s)
 
-# Work past the time limit is stopped: 503.
+# Work past the time limit is stopped: 503. The prompt is long (26 tokens) so that the trace takes
+# several times the limit even on an idle machine, where the short prompt's took less than 0.1 s.
+long_prompt = "The capital of Spain is Madrid. The capital of Italy is Rome. The capital of Japan is Tokyo. " + prompt
 with Server(ffn_trace, [checkpoint], "--time-limit", "0.1") as s:
-    refused(s, 503, "/api/locate", {"prompt": prompt, "subject": "France", "samples": 50}, "a trace longer than 0.1 s")
+    refused(s, 503, "/api/locate", {"prompt": long_prompt, "subject": "France", "samples": 50}, "a trace longer than 0.1 s")
     still_answers(s)
     code = s.stop()
     check(code in (0, 130), f"Ctrl-C stops it: exit {code}")
