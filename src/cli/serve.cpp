@@ -310,6 +310,9 @@ answer<std::string> edit_answer(const json& body, const request_context& c) {
     FFN_TRY(subject, text_field(body, "subject", max_prompt_bytes));
     FFN_TRY(target, text_field(body, "target", 64));
     FFN_TRY(layer, count_field(body, "layer", 0, m->model.n_layers() - 1));
+    const auto keep_field = body.find("keep");
+    const bool keep = keep_field != body.end() && *keep_field == true;
+    if (keep && !c.session) return bad("keep: an edit is kept for a session: give the session /api/session opened");
     if (!m->corpus_text) return from(m->corpus_text.err());
     ffn_trace::edit_request r;
     r.layer = layer.value_or(0);
@@ -337,8 +340,7 @@ answer<std::string> edit_answer(const json& body, const request_context& c) {
     auto t = ffn_trace::edit_layer(m->model, m->tok, r, m->corpus_text->second, m->corpus_text->first);
     if (!t) return from(t.err());
     t->layer_choice = chosen;
-    if (const auto keep = body.find("keep"); keep != body.end() && *keep == true) {
-        if (!c.session) return bad("keep: an edit is kept for a session: give the session /api/session opened");
+    if (keep) {
         if (t->expert) return bad("keep: an expert's edit is not kept; try it without keep");
         auto w = ffn_trace::edited_tensor(m->model.source(), *t);
         if (!w) return from(w.err());
