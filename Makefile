@@ -78,7 +78,8 @@ nations-transcoder: binary
 # then a Llama-2-7B layer read from a Q4_K_M GGUF file against the same layer in BF16 safetensors
 # (0.36 GB more), the forward pass against PyTorch float64 on GPT-2 small and a 2-layer
 # Llama-2-7B (1.8 GB more), and locate, units and grad --prompt against the same work in PyTorch
-# float64 on GPT-2 small, and transcoder train against the same epochs in PyTorch float64.
+# float64 on GPT-2 small, transcoder train against the same epochs in PyTorch float64, MEMIT
+# against the same algorithm in PyTorch float64, and serve's answers on the loopback.
 .PHONY: bench
 bench: build
 	bash scripts/bench.sh
@@ -89,6 +90,7 @@ bench: build
 	bash scripts/bench_grad.sh
 	bash scripts/bench_transcoder.sh
 	bash scripts/bench_edit.sh
+	bash scripts/bench_serve.sh
 	bash scripts/bench-scale.sh
 	bash scripts/bench-parse.sh
 

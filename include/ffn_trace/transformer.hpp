@@ -45,6 +45,10 @@ public:
     // stays in the file, a panel converted at each product. The results are the same to the bit.
     // An MoE layer's FFN stays in the file (its experts are read as the tokens choose them).
     transformer holding(std::size_t first, std::size_t last, bool head, std::size_t budget = held_budget) const;
+    // The same model with dense layer `layer`'s W2 (d_ff, d_out: the math form) replaced by `w2`,
+    // held in memory: an edited model run without writing it (edit.hpp's edited_tensor), the file
+    // and this model unchanged. Errors name "layer": an MoE layer, a layer out of range, a shape not W2's.
+    outcome<transformer> with_w2(std::size_t layer, matrix w2) const;
     // The default budget: 4 GiB of doubles (GPT-2 small's 124 M weights take 1.0 GB).
     static constexpr std::size_t held_budget = std::size_t{4} << 30;
 

@@ -28,6 +28,7 @@
 #include "quiz.hpp"
 #include "run.hpp"
 #include "schema.hpp"
+#include "serve.hpp"
 #include "sweep.hpp"
 #include "tokenize.hpp"
 #include "transcoder.hpp"
@@ -94,6 +95,7 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_edit(app, status);
     cli::setup_transcoder(app, status);
     cli::setup_generate(app, status);
+    cli::setup_serve(app, status);
     if (auto refused = empty_list_item(app, argc, argv)) {
         std::fputs(fmt::format("error: {}; {}\n", *refused, help_hint(app, argc, argv)).c_str(), stderr);
         return cli::exit_bad_input;

@@ -63,17 +63,18 @@ def hidden(m, layer, x):
     return gelu_new(h @ w[f"h.{layer}.mlp.c_fc.weight"] + w[f"h.{layer}.mlp.c_fc.bias"])
 
 
-def forward(m, ids, layer=None, change=None):
+def forward(m, ids, layer=None, change=None, changes=None):
     """The streams of every block (resid_mid, resid_post) and the last token's probabilities; at
-    `layer`, change(a) alters the values fed to W2 in place."""
+    `layer`, change(a) alters the values fed to W2 in place (at each layer l of `changes`, changes[l])."""
+    changes = changes or ({layer: change} if change else {})
     w = m.w
     x = m.embed(ids)[None]
     mids, posts = [], []
     for l in range(m.L):
         mid = x + m.attention(l, x)
         a = hidden(m, l, mid[0])
-        if l == layer and change:
-            change(a)
+        if l in changes:
+            changes[l](a)
         x = mid + (a @ w[f"h.{l}.mlp.c_proj.weight"] + w[f"h.{l}.mlp.c_proj.bias"])[None]
         mids.append(mid[0])
         posts.append(x[0])
@@ -219,14 +220,25 @@ def forward_hidden(m, ids, layer):
 
 # ---- every layer --------------------------------------------------------------------------------
 
-def check_layers(directory, prompt, top=5, versus=None):
+def check_layers(directory, prompt, top=5, versus=None, args=(), changes=None):
+    """With `args` (--ablate L:J, --intervene L:J…) and the same `changes` made here (layer: a
+    function altering the values fed to W2), every reading is the changed run's, the target the
+    unchanged model's."""
     m = model(directory)
     w = m.w
-    got = tool(directory, "--layer", "all", "--prompt", prompt, "--top", str(top), *(["--versus", versus] if versus else []))
+    got = tool(directory, "--layer", "all", "--prompt", prompt, "--top", str(top), *(["--versus", versus] if versus else []), *args)
     ids = got["prompt"]["token_ids"]
-    mids, posts, probs = forward(m, ids)
-    target = int(np.argmax(probs))
-    name = f"{os.path.basename(directory)} {prompt!r}"
+    mids, posts, probs = forward(m, ids, changes=changes)
+    unchanged = forward(m, ids)[2] if changes else probs
+    target = int(np.argmax(unchanged))
+    name = f"{os.path.basename(directory)} {prompt!r} {' '.join(args)}"
+    if changes:
+        check_prediction(name, got, probs)
+        for e in got["baseline_prediction"]["top"]:
+            close(f"{name}: unchanged P({e['token']!r})", e["prob"], unchanged[e["id"]], 1e-8)
+        for c in got["changes"]:
+            close(f"{name}: {c['token']!r} before", c["before"], unchanged[c["id"]], 1e-8)
+            close(f"{name}: {c['token']!r} after", c["after"], probs[c["id"]], 1e-8)
     if got["target"]["id"] != target:
         failures.append(f"{name}: target {got['target']}, NumPy's id {target}")
     u = m.embedding[target] - (m.embedding[got["versus"]["id"]] if versus else 0)
@@ -246,7 +258,10 @@ def check_layers(directory, prompt, top=5, versus=None):
                 failures.append(f"{case}: lens {key} {[t['id'] for t in e[f'lens_{key}']]}, NumPy's {list(order)}")
             for t in e[f"lens_{key}"]:
                 close(f"{case}: lens {key} P({t['token']!r})", t["prob"], p[t["id"]])
-        a = hidden(m, l, mids[l])[-1]
+        a = hidden(m, l, mids[l])
+        if changes and l in changes:
+            changes[l](a)
+        a = a[-1]
         y = posts[l][-1]
         sigma = np.sqrt(((y - y.mean()) ** 2).mean() + m.eps)
         scores = a * (w[f"h.{l}.mlp.c_proj.weight"] @ g) / sigma
@@ -272,6 +287,10 @@ check_layers(capitals, PROMPT)
 check_layers(capitals, "The capital of Indonesia is")
 check_layers(capitals, PROMPT, versus=" Tokyo")
 check_layers(atlas, PROMPT)
+check_layers(atlas, PROMPT, args=("--ablate", "1:168,1:180", "--intervene", "0:172@last*2.5"),
+             changes={1: lambda a: a.__setitem__((slice(None), [168, 180]), 0), 0: lambda a: a.__setitem__((-1, 172), a[-1, 172] * 2.5)})
+check_layers(capitals, PROMPT, args=("--intervene", "1:3=1.5", "--ablate", "0:172"),
+             changes={0: lambda a: a.__setitem__((slice(None), 172), 0), 1: lambda a: a.__setitem__((slice(None), 3), 1.5)})
 check_layers(atlas, " ".join(open(os.path.join(atlas, "corpus.txt")).readline().split()[:-1]))
 
 for f in failures:

@@ -675,14 +675,9 @@ std::optional<error> knock_out(const transformer& model, const prompt_options& o
                        : model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
     if (!run) return run.err();
     const std::vector<double> changed_logits(run->logits.row(0).begin(), run->logits.row(0).end());
-    const std::vector<double> baseline_probs = softmax_row(baseline_logits), changed_probs = softmax_row(changed_logits);
+    const std::vector<double> changed_probs = softmax_row(changed_logits);
     next_token changed{last, ranked(changed_logits, top_ids(changed_logits, options.top), text, &changed_probs)};
-    std::vector<std::size_t> ids;
-    for (const auto* list : {&r.baseline->top, &changed.top})
-        for (const auto& e : *list)
-            if (std::find(ids.begin(), ids.end(), e.id) == ids.end()) ids.push_back(e.id);
-    for (auto id : ids)
-        r.changes.push_back({id, text(id), baseline_probs[id], changed_probs[id], baseline_logits[id], changed_logits[id]});
+    r.changes = probability_changes(baseline_logits, changed_logits, *r.baseline, changed, text);
     r.prediction = std::move(changed);
     return std::nullopt;
 }

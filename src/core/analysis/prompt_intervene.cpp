@@ -1,6 +1,7 @@
 // Interventions on a unit at a position (prompt.hpp's unit_intervention): read from the command
 // line's form, checked against the model and the prompt, a mean taken over a corpus, and made a
 // hook point's intervention for the knock-out run.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
@@ -70,6 +71,18 @@ intervention hook_of(std::size_t layer, const unit_intervention& iv) {
     if (iv.what == unit_intervention::kind::set || iv.what == unit_intervention::kind::mean) h.what = intervention::kind::set;
     h.value = iv.value;
     return h;
+}
+
+std::vector<probability_change> probability_changes(std::span<const double> before_logits, std::span<const double> after_logits,
+                                                    const next_token& before, const next_token& after, const vocabulary_text& text) {
+    const std::vector<double> pb = softmax_row(before_logits), pa = softmax_row(after_logits);
+    std::vector<std::size_t> ids;
+    for (const auto* list : {&before.top, &after.top})
+        for (const auto& e : *list)
+            if (std::find(ids.begin(), ids.end(), e.id) == ids.end()) ids.push_back(e.id);
+    std::vector<probability_change> out;
+    for (auto id : ids) out.push_back({id, text(id), pb[id], pa[id], before_logits[id], after_logits[id]});
+    return out;
 }
 
 }  // namespace detail

@@ -1,6 +1,7 @@
 // Every layer of a prompt in one view (prompt.hpp's run_layers): one pass keeping each block's
 // resid_mid and resid_post, the lens read from both, and each layer's FFN run again alone from its
-// resid_mid with its engine trace kept, for its units' direct logit attribution.
+// resid_mid with its engine trace kept, for its units' direct logit attribution; the changes to
+// units of any layer made in that pass and in each layer's run again.
 #include <algorithm>
 #include <fmt/format.h>
 #include <numeric>
@@ -42,10 +43,13 @@ std::optional<error> read_layer_lens(const transformer& model, const matrix& mid
 // last token (g and the final norm as attribute_units takes them): their sum, and the largest
 // both ways.
 std::optional<error> read_layer_units(const transformer& model, std::size_t l, const matrix& mid, const final_norm& norm,
-                                      const std::vector<double>& g, std::size_t top, layer_reading& out) {
+                                      const std::vector<double>& g, std::size_t top, const std::vector<layer_intervention>& changes,
+                                      layer_reading& out) {
     hook_request request;
     request.trace_layer = l;
     request.last_layer = l;
+    for (const auto& c : changes)
+        if (c.layer == l) request.interventions.push_back(hook_of(l, c.change));
     auto run = model.run_from({hook_point::resid_mid, l}, mid, request);
     if (!run) return run.err();
     const std::size_t last = mid.rows - 1;
@@ -60,9 +64,69 @@ std::optional<error> read_layer_units(const transformer& model, std::size_t l, c
     return std::nullopt;
 }
 
+// Each change checked against the model and the prompt's `tokens` (its `last` resolved), its
+// errors on "ablate" for a knock-out.
+std::optional<error> check_changes(const transformer& model, std::size_t tokens, std::vector<layer_intervention>& changes) {
+    const std::size_t L = model.n_layers();
+    for (auto& c : changes) {
+        const char* field = c.knock_out ? "ablate" : "intervene";
+        if (c.layer >= L)
+            return error{model.source().origin(), field, fmt::format("{}: layer {} is out of range: the checkpoint has {} layer{} (0 to {})",
+                                                                     quote(c.change.text), c.layer, L, L == 1 ? "" : "s", L - 1)};
+        std::vector<unit_intervention> one{c.change};
+        if (auto e = check_interventions(model, c.layer, tokens, one)) {
+            e->path = field;
+            return e;
+        }
+        c.change = std::move(one.front());
+    }
+    return std::nullopt;
+}
+
+// The last token's logits of the unchanged model, read through the head alone.
+outcome<std::vector<double>> unchanged_logits(const transformer& model, const std::vector<std::size_t>& ids) {
+    hook_request request;
+    request.head_rows = {ids.size() - 1};
+    auto run = model.run_with_hooks(ids, request);
+    if (!run) return run.err();
+    return std::vector<double>(run->logits.row(0).begin(), run->logits.row(0).end());
+}
+
 }  // namespace
 
-outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus) {
+outcome<std::vector<layer_intervention>> interventions_by_layer(const transformer& model, const prompt_options& options) {
+    const checkpoint& ck = model.source();
+    std::vector<layer_intervention> out;
+    const auto refuse = [&](const char* field, const std::string& why) { return error{"", field, why}; };
+    const bool any = !options.ablate.empty() || !options.interventions.empty();
+    if (any && ck.is_moe())
+        return error{ck.origin(), options.ablate.empty() ? "intervene" : "ablate",
+                      "in the view of every layer a unit is L:J, unit J of layer L; on a Mixture of Experts E:J names an expert: "
+                      "give one layer for its units"};
+    for (const auto& u : options.ablate) {
+        if (!u.expert)
+            return refuse("ablate", fmt::format("unit {} names no layer: in the view of every layer a unit is L:J, unit J of layer L "
+                                                "(1:{})", u.unit, u.unit));
+        unit_intervention iv;
+        iv.text = fmt::format("{}:{}", *u.expert, u.unit);
+        iv.unit = {std::nullopt, u.unit};
+        out.push_back({*u.expert, std::move(iv), true});
+    }
+    for (const auto& given : options.interventions) {
+        if (!given.unit.expert)
+            return refuse("intervene", fmt::format("{}: the unit names no layer: in the view of every layer a unit is L:J, unit J "
+                                                   "of layer L (1:{})", quote(given.text), given.unit.unit));
+        if (given.what == unit_intervention::kind::mean)
+            return refuse("intervene", fmt::format("{}: a mean is taken over a corpus for one layer: give that layer", quote(given.text)));
+        layer_intervention c{*given.unit.expert, given, false};
+        c.change.unit.expert.reset();
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt, std::size_t top, std::optional<std::size_t> versus,
+                                 std::vector<layer_intervention> changes) {
     const checkpoint& ck = model.source();
     if (!model.has_head())
         return error{ck.origin(), "layer", fmt::format("a {} checkpoint is an encoder, with no next-token prediction for the lens "
@@ -75,11 +139,13 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
     const std::vector<std::string> vocabulary = prompt.tok ? prompt.tok->texts(model.vocab_size()) : std::vector<std::string>{};
     const vocabulary_text text(vocabulary);
     const std::size_t n = prompt.ids.size(), last = n - 1;
+    if (auto e = check_changes(model, n, changes)) return *e;
     hook_request request;
     for (std::size_t l = 0; l < model.n_layers(); ++l) {
         request.cache.push_back({hook_point::resid_mid, l});
         request.cache.push_back({hook_point::resid_post, l});
     }
+    for (const auto& c : changes) request.interventions.push_back(hook_of(c.layer, c.change));
     request.head_rows = {last};
     auto run = model.run_with_hooks(prompt.ids, request);
     if (!run) return run.err();
@@ -87,6 +153,15 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
     const auto probs = softmax_row(logits);
     r.prediction = {last, ranked(logits, top_ids(logits, top), text, &probs)};
     r.target = r.prediction.top.front();
+    if (!changes.empty()) {  // the pushes are on the unchanged model's next token
+        auto unchanged = unchanged_logits(model, prompt.ids);
+        if (!unchanged) return unchanged.err();
+        const auto p = softmax_row(*unchanged);
+        r.baseline = next_token{last, ranked(*unchanged, top_ids(*unchanged, top), text, &p)};
+        r.target = r.baseline->top.front();
+        r.changes = probability_changes(*unchanged, logits, *r.baseline, r.prediction, text);
+        r.changed = changes;
+    }
     if (versus) r.versus = ranked_token{*versus, text(*versus), logits[*versus], probs[*versus]};
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();
@@ -99,7 +174,7 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
         layer_reading out;
         out.layer = l;
         if (auto e = read_layer_lens(model, mid, *run->cache.find({hook_point::resid_post, l}), top, text, r, out)) return *e;
-        if (auto e = read_layer_units(model, l, mid, *norm, *g, top, out)) return *e;
+        if (auto e = read_layer_units(model, l, mid, *norm, *g, top, changes, out)) return *e;
         r.layers.push_back(std::move(out));
     }
     r.prompt = std::move(prompt);

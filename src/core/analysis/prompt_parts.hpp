@@ -105,4 +105,9 @@ namespace ffn_trace::detail {
 // unit's token or every token (a mean as a set to its value).
 intervention hook_of(std::size_t layer, const unit_intervention& iv);
 
+// Each token of either top list (before's first), its probability and logit before a change and
+// after it.
+std::vector<probability_change> probability_changes(std::span<const double> before_logits, std::span<const double> after_logits,
+                                                    const next_token& before, const next_token& after, const vocabulary_text& text);
+
 }  // namespace ffn_trace::detail

@@ -125,16 +125,18 @@ outcome<prompt_trace> trace_opened_prompt(const transformer& model, const tokeni
 outcome<layers_trace> trace_layers(const prompt_request& r) {
     const prompt_options& o = r.options;
     const auto one_layer = [&](const char* field, const char* what) {
-        return error{"", field, fmt::format("{} one layer; the view of every layer changes none and explains none: give one "
+        return error{"", field, fmt::format("{} one layer; the view of every layer sweeps none and explains none: give one "
                                             "layer for it", what)};
     };
-    if (!o.ablate.empty() || !o.ablate_layers.empty()) return one_layer("ablate", "knocks out units of");
+    if (!o.ablate_layers.empty())
+        return error{"", "ablate", "a whole FFN knocked out (L:*) is shown by one layer's view, not every layer's: give one layer for it"};
     if (o.ablate_random > 0) return one_layer("ablate_random", "knocks out random units of");
-    if (!o.interventions.empty()) return one_layer("intervene", "changes units of");
     if (o.ablate_top > 0) return one_layer("ablate_top", "sweeps the units of");
     if (!o.explain.empty()) return one_layer("unit", "explains a unit of");
     auto opened = open_prompt(r);
     if (!opened) return opened.err();
+    auto changes = interventions_by_layer(opened->model, o);
+    if (!changes) return changes.err();
     // Each layer is traced in turn, so the budget is one layer's, as for one layer.
     if (auto e = over_budget(opened->model.source(), opened->prompt.ids.size(), r.max_elements)) {
         e->file = r.checkpoint;
@@ -147,7 +149,7 @@ outcome<layers_trace> trace_layers(const prompt_request& r) {
         if (!id) return id.err();
         versus = *id;
     }
-    return run_layers(opened->model, std::move(opened->prompt), o.top, versus);
+    return run_layers(opened->model, std::move(opened->prompt), o.top, versus, std::move(*changes));
 }
 
 }  // namespace ffn_trace

@@ -488,6 +488,20 @@ transformer transformer::holding(std::size_t first, std::size_t last, bool head,
     return t;
 }
 
+outcome<transformer> transformer::with_w2(std::size_t layer, matrix w2) const {
+    if (layer >= n_layers() || !ffn_[layer])
+        return error{ck_->origin(), "layer", fmt::format("layer {} is not a dense FFN of the model's {} layers", layer, n_layers())};
+    const ffn& f = *ffn_[layer];
+    if (w2.rows != f.w2.rows || w2.cols != f.w2.cols)
+        return error{ck_->origin(), "layer", fmt::format("W2 is ({}, {}); the replacement is ({}, {})", f.w2.rows, f.w2.cols, w2.rows, w2.cols)};
+    transformer t = *this;
+    auto changed = std::make_shared<ffn>(f);
+    changed->w2 = std::move(w2);
+    changed->stored[static_cast<int>(weight::w2)].reset();  // read from memory, not the file
+    t.ffn_[layer] = std::move(changed);
+    return t;
+}
+
 outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
     const std::size_t tokens = ids.size(), d = ck_->config().d_model;
     if (tokens == 0) return error{"", "prompt", "the prompt has no tokens"};

@@ -619,7 +619,19 @@ private:
         f.push_back({"shown", fmt::format("each of the {} layers at the last token, {}: the logit lens before and after its "
                                           "FFN, the FFN's direct push on the logit of {}, its units that pushed most for it and against it",
                                           t_.layers.size(), last_token(), target())});
+        if (t_.baseline) f.push_back({"changed", changed()});
         add({block_kind::fields, "", std::move(f)});
+    }
+
+    // The changes, and what they did to the unchanged model's next token: every reading shown is
+    // the changed run's.
+    std::string changed() const {
+        std::vector<std::string> each;
+        for (const auto& c : t_.changed) each.push_back(fmt::format("layer {} unit {}", c.layer, c.change.text.substr(c.change.text.find(':') + 1)));
+        const ranked_token& was = t_.baseline->top.front();
+        const auto now = std::find_if(t_.changes.begin(), t_.changes.end(), [&](const probability_change& c) { return c.id == was.id; });
+        return fmt::format("{}; every reading below is of the changed run: P({}) {} → {}, the next token now {}", fmt::join(each, ", "),
+                           tok(was), num(now->before), num(now->after), tok(t_.prediction.top.front()));
     }
 
     void summary() const {
@@ -763,19 +775,39 @@ json unit_json(const unit_ref& u, bool shared = false) {
 
 // Each intervention: its unit, token (null: every token), kind and value, as written; and the
 // corpus a mean was taken over.
+constexpr const char* intervention_kinds[] = {"zero", "scale", "set", "mean"};
+
 json interventions_json(const prompt_trace& p) {
-    static const char* const kinds[] = {"zero", "scale", "set", "mean"};
     json a = json::array();
     for (const auto& iv : p.intervened) {
         json e = unit_json(iv.unit);
         e["token"] = iv.token ? json(*iv.token) : json(nullptr);
-        e["kind"] = kinds[static_cast<std::size_t>(iv.what)];
+        e["kind"] = intervention_kinds[static_cast<std::size_t>(iv.what)];
         e["value"] = iv.value;
         if (iv.what == unit_intervention::kind::mean)
             e["mean_over"] = {{"corpus", p.mean_corpus}, {"texts", p.mean_corpus_texts}, {"tokens", iv.mean_tokens}};
         e["text"] = iv.text;
         a.push_back(std::move(e));
     }
+    return a;
+}
+
+// A change as interventions_json writes one, with its layer first: its unit, token, kind, value, text.
+json layer_intervention_json(const layer_intervention& c) {
+    json e = {{"layer", c.layer}};
+    e.update(unit_json(c.change.unit));
+    e["token"] = c.change.token ? json(*c.change.token) : json(nullptr);
+    e["kind"] = intervention_kinds[static_cast<std::size_t>(c.change.what)];
+    e["value"] = c.change.value;
+    e["text"] = c.change.text;
+    return e;
+}
+
+json changes_json(const std::vector<probability_change>& changes) {
+    json a = json::array();
+    for (const auto& c : changes)
+        a.push_back({{"id", c.id}, {"token", c.token}, {"before", c.before}, {"after", c.after},
+                     {"logit_before", c.logit_before}, {"logit_after", c.logit_after}});
     return a;
 }
 
@@ -799,6 +831,14 @@ std::string render_layers_json(const layers_trace& t) {
     out["target"] = token_json(t.target);
     if (t.versus) out["versus"] = token_json(*t.versus);
     out["prediction"] = prediction_json(t.prediction);
+    if (t.baseline) {
+        // prediction, layers and lens_grid are the changed run's; target is the unchanged model's.
+        json changed = json::array();
+        for (const auto& c : t.changed) changed.push_back(layer_intervention_json(c));
+        out["interventions"] = std::move(changed);
+        out["baseline_prediction"] = prediction_json(*t.baseline);
+        out["changes"] = changes_json(t.changes);
+    }
     json layers = json::array();
     for (const auto& l : t.layers) {
         json units = json::array();
@@ -902,11 +942,7 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     if (p.changed()) {
         // The steps above are the unchanged layer's: the knock-out changes only `prediction`.
         out["steps_of"] = "unchanged";
-        json changes = json::array();
-        for (const auto& c : p.changes)
-            changes.push_back({{"id", c.id}, {"token", c.token}, {"before", c.before}, {"after", c.after},
-                               {"logit_before", c.logit_before}, {"logit_after", c.logit_after}});
-        out["changes"] = std::move(changes);
+        out["changes"] = changes_json(p.changes);
     }
     write_json_text(out, sink);
     sink("\n");
