@@ -234,7 +234,7 @@ int run_memit(const edit_options& o) {
     if (o.show > r.facts.size())
         return report(error{"", "--show", fmt::format("fact {} is past the {} facts of {}", o.show, r.facts.size(), quote(o.facts))});
     if (auto e = memit_request_error(r, ck->config().n_layers)) return refuse(*e);
-    auto corpus = read_corpus_text(o);
+    auto corpus = ffn_trace::read_corpus_text(o.checkpoint, o.corpus, ffn_trace::load_options{}.max_file_size, " to take C over");
     if (!corpus) return report(corpus.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return report(model.err());
