@@ -518,3 +518,61 @@ TEST_CASE("on tiny checkpoints of every family with a head, the gradients are th
         }
     }
 }
+
+TEST_CASE("a batch of two prompts is differentiated in one pass, each prompt's rows the gradient of its own run alone") {
+    // RoPE (llama) and grouped heads (mistral) turn and attend per sequence; a batch that mixed
+    // its sequences would give the second prompt's rows the first's keys or positions.
+    const std::vector<std::size_t> other{2, 7, 1, 8, 2};
+    for (const char* arch : {"gpt2", "llama", "mistral", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 11});
+        ckpt::temp_dir dir;
+        const transformer tr = test::tiny::open_model(m.write(dir));
+        const std::size_t T = tiny_prompt.size();
+        const auto wrt = every_point(tr, std::string(arch) == "mixtral");
+        // the batch: both prompts' embeddings, one after the other, run from block 0
+        auto a = tr.embed(tiny_prompt), b = tr.embed(other);
+        REQUIRE(a);
+        REQUIRE(b);
+        matrix x(2 * T, a->cols);
+        std::copy(a->data.begin(), a->data.end(), x.data.begin());
+        std::copy(b->data.begin(), b->data.end(), x.data.begin() + static_cast<long>(a->data.size()));
+        gradient_request batch;
+        batch.run.sequences = 2;
+        batch.run.head_rows = {T - 1, 2 * T - 1};
+        for (std::size_t l = 0; l < tr.n_layers(); ++l)
+            for (hook_point p : {hook_point::resid_pre, hook_point::resid_mid}) batch.run.cache.push_back({p, l});
+        batch.wrt = wrt;
+        auto run = tr.run_from({hook_point::resid_pre, 0}, x, batch.run);
+        REQUIRE(run);
+        auto both = backpropagate_run(tr, std::move(*run), batch, next_token_loss({{0, 7}, {1, 2}}));
+        REQUIRE(both);
+        for (std::size_t k = 0; k < 2; ++k) {
+            CAPTURE(k);
+            const fd_setup s{tr, k == 0 ? tiny_prompt : other, {T - 1}, {{0, k == 0 ? 7 : 2}}};
+            auto alone = backpropagate(tr, s.ids, request_of(s, wrt), next_token_loss(s.targets));
+            REQUIRE(alone);
+            for (const auto& [h, grad] : alone->grads) {
+                CAPTURE(to_string(h));
+                const matrix* g = both->find(h);
+                REQUIRE(g);
+                REQUIRE(g->rows == 2 * T);
+                for (std::size_t t = 0; t < T; ++t)
+                    for (std::size_t i = 0; i < grad.cols; ++i) CHECK((*g)(k * T + t, i) == Approx(grad(t, i)).epsilon(1e-12));
+            }
+        }
+    }
+}
+
+TEST_CASE("the backward pass of a run made without the streams it starts each block from names the one missing") {
+    const transformer tr = open_capitals();
+    gradient_request r;
+    r.run.head_rows = {4};
+    r.wrt = {{hook_point::resid_pre, 0}};
+    auto run = tr.run_with_hooks({5, 17, 42, 99, 3}, r.run);
+    REQUIRE(run);
+    auto g = backpropagate_run(tr, std::move(*run), r, next_token_loss({{0, 37}}));
+    REQUIRE_FALSE(g);
+    CHECK(g.err().path == "forward.cache");
+    CHECK(g.err().message.find("blocks.0.resid_pre") != std::string::npos);
+}

@@ -58,4 +58,13 @@ struct model_gradient {
 outcome<model_gradient> backpropagate(const transformer& model, const std::vector<std::size_t>& ids,
                                       const gradient_request& request, const logits_loss& loss);
 
+// The backward pass alone, of a run already made: `forward` is request.run's run (from token ids,
+// or from a batch of streams, hook_request::sequences of them, by run_from) that kept resid_pre and
+// resid_mid of every block the sweep goes back through (from the first layer in `wrt`, or from
+// ffn_layer); its cache is returned as it came. A batch's sequences never read each other, so a
+// loss that sums one term per sequence gives each sequence's rows the gradient of its own term:
+// S samples differentiated at the cost of one pass, each product taking every sample's rows.
+outcome<model_gradient> backpropagate_run(const transformer& model, hooked_run forward, const gradient_request& request,
+                                          const logits_loss& loss);
+
 }  // namespace ffn_trace

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -127,10 +128,11 @@ public:
         head_norm_parts q_norm, k_norm;  // where the model norms each head's q and k
     };
     attention_inputs attention_inputs_of(std::size_t layer, const matrix& x, std::size_t sequences = 1) const;
-    // The backward passes (model_backward.cpp): dL/dx of attention_output(layer, x) from
-    // d_out = dL/d(attn_out) (tokens, d_model); and dL/dx (tokens, d_model) of head(x, rows)
-    // from dlogits (rows.size(), vocab), `at` called with dL/d(final_norm), which it may change.
-    matrix attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const;
+    // The backward passes (model_backward.cpp): dL/dx of attention_output(layer, x, sequences)
+    // from d_out = dL/d(attn_out) (tokens, d_model), x a batch as attention_output reads it; and
+    // dL/dx (tokens, d_model) of head(x, rows) from dlogits (rows.size(), vocab), `at` called
+    // with dL/d(final_norm), which it may change.
+    matrix attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out, std::size_t sequences = 1) const;
     matrix head_backward(const matrix& x, const std::vector<std::size_t>& rows, const matrix& dlogits,
                          const std::function<void(matrix&)>& at) const;
 
@@ -172,5 +174,16 @@ private:
 // its input and parts kept in `kept`; and its backward, dL/dx from dL/dy.
 void head_norm(const norm_layer& n, std::size_t head_dim, matrix& x, transformer::head_norm_parts& kept);
 matrix head_norm_backward(const norm_layer& n, std::size_t head_dim, const transformer::head_norm_parts& kept, const matrix& dy);
+
+// The backward kernels of a batch of `sequences` sequences of equal length (attention_output's
+// batch), each sequence's rows taken back through its own attention (attention.hpp's formulas)
+// and its own RoPE (positions 0, 1, … in each), as a run of that sequence alone would be:
+// q, k, v, d_out (sequences·tokens, width) -> dq, dk, dv shaped as q, k, v; dy in place.
+// Its forward: attention within each sequence alone, sequence j's rows of the output being
+// attention(q_j, k_j, v_j) of its own rows.
+matrix attention_per_sequence(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s, std::size_t sequences);
+attention_gradients attention_backward_per_sequence(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
+                                                    const matrix& d_out, std::size_t sequences);
+void rope_backward_per_sequence(matrix& dy, std::span<const double> freqs, std::size_t sequences);
 
 }  // namespace ffn_trace

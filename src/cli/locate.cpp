@@ -74,7 +74,7 @@ void setup_locate(CLI::App& app, int& status) {
                                          "token kept corrupted (ROME's Figure 4)")
         ->check(CLI::IsMember({"mlp", "attn"}));
     sub->add_flag("--atp", o->atp, "Attribution patching beside the exact patch: each cell's change estimated from one "
-                                   "backward pass per patched run, the cells where they disagree flagged");
+                                   "backward pass of the patched runs (every sample at once), the cells where they disagree flagged");
     sub->add_option("--layer", o->layer, "With --atp: also rank the units of this layer's FFN by their AtP estimate, "
                                          "beside each top unit's exact patch (its activation alone put back)")
         ->check(whole_number(0))

@@ -468,77 +468,89 @@ std::optional<error> check_noise(const matrix& x0, const locate_trace& r) {
 
 constexpr std::string_view restoring = "patching each layer and token";
 
-// The metric as a loss for the backward pass: its value at the head's one row and dm/dz there.
+// The metric as a loss for the backward pass: the sum over the head's rows (one a sample) of its
+// value, and dm/dz at each row, the row's own (no row's metric reads another's logits):
 //   prob        dP_t/dz_j = P_t (δ_jt − P_j)      logprob   δ_jt − P_j      logit-diff   δ_jt − δ_jv
 logits_loss metric_loss(const metric_of& metric) {
     return [metric](const matrix& logits, matrix& d) {
-        const auto z = logits.row(0);
-        const double top = *std::max_element(z.begin(), z.end());
-        double sum = 0;
-        for (double v : z) sum += std::exp(v - top);
-        const double pt = std::exp(z[metric.target] - top) / sum;
-        for (std::size_t j = 0; j < z.size(); ++j) {
-            const double pj = std::exp(z[j] - top) / sum, hit = j == metric.target ? 1.0 : 0.0;
-            d(0, j) = metric.metric == trace_metric::prob      ? pt * (hit - pj)
-                      : metric.metric == trace_metric::logprob ? hit - pj
-                                                               : hit - (j == metric.versus ? 1.0 : 0.0);
+        double total = 0;
+        for (std::size_t r = 0; r < logits.rows; ++r) {
+            const auto z = logits.row(r);
+            const double top = *std::max_element(z.begin(), z.end());
+            double sum = 0;
+            for (double v : z) sum += std::exp(v - top);
+            const double pt = std::exp(z[metric.target] - top) / sum;
+            for (std::size_t j = 0; j < z.size(); ++j) {
+                const double pj = std::exp(z[j] - top) / sum, hit = j == metric.target ? 1.0 : 0.0;
+                d(r, j) = metric.metric == trace_metric::prob      ? pt * (hit - pj)
+                          : metric.metric == trace_metric::logprob ? hit - pj
+                                                                   : hit - (j == metric.versus ? 1.0 : 0.0);
+            }
+            total += metric(z);
         }
-        return metric(z);
+        return total;
     };
 }
 
+// A batch's forward pass as the backward pass reads it: the streams entering and in the middle of
+// every block, the last stream, the logits at each sample's last token.
+hooked_run kept_run(const batch_run& b) {
+    hooked_run run;
+    for (std::size_t l = 0; l + 1 < b.entering.size(); ++l) {
+        run.cache.keep({hook_point::resid_pre, l}, b.entering[l]);
+        run.cache.keep({hook_point::resid_mid, l}, b.mid[l]);
+    }
+    run.stream = b.entering.back();
+    run.logits = b.logits;
+    run.head_rows = in_each(b.tokens - 1, b.samples, b.tokens);
+    return run;
+}
+
 // Attribution patching: for each kind, layer and token, (source − base) · ∂m/∂activation with the
-// gradient taken at the base run, one backward pass per base run (each sample's corrupted run when
-// denoising, the clean run once when noising), the mean over the samples; a window sums its layers.
+// gradient taken at the base run (each sample's corrupted run when denoising, the clean run when
+// noising), the mean over the samples; a window sums its layers. The base runs' forward pass is
+// the one already made (`base`), and their backward pass is one batch of all its samples, each
+// sample's rows of the gradient being its own: two passes whatever the number of samples.
 struct atp_estimates {
     matrix state, mlp, attn;  // (layers, tokens): one layer patched at a time
     std::vector<double> units;  // with a unit layer: each of its units, at every token at once
     const matrix& of(restored what) const { return what == restored::state ? state : what == restored::mlp ? mlp : attn; }
 };
-outcome<atp_estimates> attribution(const transformer& model, const std::vector<std::size_t>& ids, const batch_run& base,
-                                   const matrix& base_inputs, const batch_run& source, const metric_of& metric,
+outcome<atp_estimates> attribution(const transformer& model, const batch_run& base, const batch_run& source, const metric_of& metric,
                                    std::optional<std::size_t> unit_layer) {
-    const std::size_t L = model.n_layers(), T = ids.size(), S = std::max(base.samples, source.samples);
+    const std::size_t L = model.n_layers(), T = base.tokens, S = std::max(base.samples, source.samples);
     const hook_point points[] = {hook_point::resid_post, hook_point::mlp_out, hook_point::attn_out};
     atp_estimates e{matrix(L, T), matrix(L, T), matrix(L, T), std::vector<double>(unit_layer ? base.units.cols : 0)};
-    std::vector<std::size_t> every(T);
-    for (std::size_t t = 0; t < T; ++t) every[t] = t;
-    for (std::size_t k = 0; k < base.samples; ++k) {
-        // base run k, its inputs put in place of the prompt's embeddings
-        gradient_request g;
-        std::vector<std::size_t> rows;
-        for (std::size_t t = 0; t < T; ++t) rows.push_back(base.row(k, t));
-        g.run.interventions.push_back(replace_rows({hook_point::embed, 0}, every, gather(base_inputs, rows)));
-        g.run.head_rows = {T - 1};
-        for (std::size_t l = 0; l < L; ++l)
-            for (hook_point p : points) g.wrt.push_back({p, l});
-        if (unit_layer) g.wrt.push_back({hook_point::mlp_post, *unit_layer});
-        auto back = backpropagate(model, ids, g, metric_loss(metric));
-        if (!back) return back.err();
-        // the patched runs built on base run k: run s when every run has its own base, else all S
-        for (std::size_t s = 0; s < S; ++s) {
-            if (base.samples > 1 && s != k) continue;
-            if (unit_layer) {
-                const matrix& grad = *back->find({hook_point::mlp_post, *unit_layer});
-                for (std::size_t t = 0; t < T; ++t)
-                    for (std::size_t j = 0; j < grad.cols; ++j)
-                        e.units[j] += (source.units(source.row(s, t), j) - base.units(base.row(s, t), j)) * grad(t, j) / static_cast<double>(S);
-            }
-            for (std::size_t l = 0; l < L; ++l)
-                for (restored what : every_restore) {
-                    const hook_point p = restored_point(what);
-                    const matrix& grad = *back->find({p, l});
-                    const matrix& from = what == restored::state ? source.entering[l + 1] : source.values(what)[l];
-                    const matrix& to = what == restored::state ? base.entering[l + 1] : base.values(what)[l];
-                    matrix& out = what == restored::state ? e.state : what == restored::mlp ? e.mlp : e.attn;
-                    for (std::size_t t = 0; t < T; ++t) {
-                        double dot = 0;
-                        for (std::size_t i = 0; i < grad.cols; ++i)
-                            dot += (from(source.row(s, t), i) - to(base.row(s, t), i)) * grad(t, i);
-                        out(l, t) += dot / static_cast<double>(S);
-                    }
-                }
+    gradient_request g;
+    g.run.sequences = base.samples;
+    g.run.head_rows = in_each(T - 1, base.samples, T);
+    for (std::size_t l = 0; l < L; ++l)
+        for (hook_point p : points) g.wrt.push_back({p, l});
+    if (unit_layer) g.wrt.push_back({hook_point::mlp_post, *unit_layer});
+    auto back = backpropagate_run(model, kept_run(base), g, metric_loss(metric));
+    if (!back) return back.err();
+    // patched run s is built on base run s when every run has its own base, else on the one
+    for (std::size_t s = 0; s < S; ++s) {
+        if (unit_layer) {
+            const matrix& grad = *back->find({hook_point::mlp_post, *unit_layer});
+            for (std::size_t t = 0; t < T; ++t)
+                for (std::size_t j = 0; j < grad.cols; ++j)
+                    e.units[j] += (source.units(source.row(s, t), j) - base.units(base.row(s, t), j)) * grad(base.row(s, t), j) /
+                                  static_cast<double>(S);
         }
+        for (std::size_t l = 0; l < L; ++l)
+            for (restored what : every_restore) {
+                const matrix& grad = *back->find({restored_point(what), l});
+                const matrix& from = what == restored::state ? source.entering[l + 1] : source.values(what)[l];
+                const matrix& to = what == restored::state ? base.entering[l + 1] : base.values(what)[l];
+                matrix& out = what == restored::state ? e.state : what == restored::mlp ? e.mlp : e.attn;
+                for (std::size_t t = 0; t < T; ++t) {
+                    double dot = 0;
+                    for (std::size_t i = 0; i < grad.cols; ++i)
+                        dot += (from(source.row(s, t), i) - to(base.row(s, t), i)) * grad(base.row(s, t), i);
+                    out(l, t) += dot / static_cast<double>(S);
+                }
+            }
     }
     return e;
 }
@@ -739,7 +751,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     if (!failed) failed = report_progress(options.watcher, restoring, done, cells);
     if (failed) return *failed;
     if (options.atp) {
-        auto e = attribution(model, r.prompt.ids, base, denoising ? inputs : *x0, source, *metric, unit_layer);
+        auto e = attribution(model, base, source, *metric, unit_layer);
         if (!e) return e.err();
         if (unit_layer) {
             auto units = rank_units(model, base, source, *unit_layer, e->units, options.unit_top, *metric, unpatched);

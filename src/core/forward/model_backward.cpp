@@ -38,24 +38,24 @@ logits_loss next_token_loss(std::vector<std::pair<std::size_t, std::size_t>> row
     };
 }
 
-matrix transformer::attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const {
+matrix transformer::attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out, std::size_t sequences) const {
     const attention_weights& a = attention_[layer];
-    const attention_inputs in = attention_inputs_of(layer, x);
+    const attention_inputs in = attention_inputs_of(layer, x, sequences);
     // forward (Gemma): out = post_norm(ctx·Wo + bo), the norm's input recomputed
     matrix d_proj = d_out;
     if (a.post_norm) {
-        matrix projected = a.o.w->times(attention(in.q, in.k, in.v, a.shape), false);
+        matrix projected = a.o.w->times(attention_per_sequence(in.q, in.k, in.v, a.shape, sequences), false);
         if (!a.o.b.empty())
             for (std::size_t t = 0; t < projected.rows; ++t)
                 for (std::size_t j = 0; j < projected.cols; ++j) projected(t, j) += a.o.b[j];
         d_proj = normalize_backward(*a.post_norm, normalize(*a.post_norm, projected), projected, d_out).dx;
     }
-    // forward: out = ctx·Wo + bo, so d_ctx = d_out·Woᵀ
+    // forward: out = ctx·Wo + bo, so d_ctx = d_out·Woᵀ (one product for every sequence's rows)
     const matrix d_ctx = a.o.w->times_transposed(d_proj);
-    attention_gradients g = attention_backward(in.q, in.k, in.v, a.shape, d_ctx);
+    attention_gradients g = attention_backward_per_sequence(in.q, in.k, in.v, a.shape, d_ctx, sequences);
     if (const std::vector<double>& freqs = freqs_of(a); !freqs.empty()) {
-        rotate_half_rope_backward(g.dq, freqs);
-        rotate_half_rope_backward(g.dk, freqs);
+        rope_backward_per_sequence(g.dq, freqs, sequences);
+        rope_backward_per_sequence(g.dk, freqs, sequences);
     }
     // forward (Qwen3): q ← q_norm(q), k ← k_norm(k) head by head, before RoPE
     if (a.q_norm) g.dq = head_norm_backward(*a.q_norm, a.shape.head_dim, in.q_norm, g.dq);
@@ -234,7 +234,7 @@ public:
         matrix d_attn = *d_mid;
         at({hook_point::attn_out, i}, d_attn);
         // forward: resid_mid = resid_pre + attn(resid_pre)
-        matrix d_pre = residual(*d_mid, model_.attention_output_backward(i, stream(hook_point::resid_pre, i), d_attn));
+        matrix d_pre = residual(*d_mid, model_.attention_output_backward(i, stream(hook_point::resid_pre, i), d_attn, r_.run.sequences));
         if (auto e = overflow(d_pre, fmt::format("layer {}'s attention (backward)", i))) return *e;
         at({hook_point::resid_pre, i}, d_pre);
         return d_pre;
@@ -310,11 +310,29 @@ hook_request forward_request(const gradient_request& r, std::size_t first, std::
 outcome<model_gradient> backpropagate(const transformer& model, const std::vector<std::size_t>& ids, const gradient_request& request,
                                       const logits_loss& loss) {
     if (auto e = check_request(model, request)) return *e;
-    const std::size_t n = model.n_layers(), first = first_layer(model, request);
-    model_gradient out;
-    auto forward = model.run_with_hooks(ids, forward_request(request, first, n));
+    auto forward = model.run_with_hooks(ids, forward_request(request, first_layer(model, request), model.n_layers()));
     if (!forward) return forward.err();
-    out.forward = std::move(*forward);
+    auto out = backpropagate_run(model, std::move(*forward), request, loss);
+    if (!out) return out;
+    // The caller's cache alone: the streams kept for the sweep are dropped.
+    activation_cache kept;
+    for (const hook_name& h : request.run.cache)
+        if (const matrix* m = out->forward.cache.find(h)) kept.keep(h, *m);
+    out->forward.cache = std::move(kept);
+    return out;
+}
+
+outcome<model_gradient> backpropagate_run(const transformer& model, hooked_run forward, const gradient_request& request,
+                                          const logits_loss& loss) {
+    if (auto e = check_request(model, request)) return *e;
+    const std::size_t n = model.n_layers(), first = first_layer(model, request);
+    for (std::size_t i = first; i < n; ++i)
+        for (hook_point p : {hook_point::resid_pre, hook_point::resid_mid})
+            if (!forward.cache.find({p, i}))
+                return error{"", "forward.cache", fmt::format("the run kept no {}, which the backward pass starts block {} from",
+                                                              to_string({p, i}), i)};
+    model_gradient out;
+    out.forward = std::move(forward);
     out.dlogits = matrix(out.forward.logits.rows, out.forward.logits.cols);
     out.loss = loss(out.forward.logits, out.dlogits);
     if (!std::isfinite(out.loss)) return error{"", "loss", "the loss overflowed to inf or NaN in double precision"};
@@ -328,12 +346,6 @@ outcome<model_gradient> backpropagate(const transformer& model, const std::vecto
         if (!g) return g.err();
     }
     if (first == 0) sweep.at({hook_point::embed, 0}, *g);
-
-    // The caller's cache alone: the streams kept for the sweep are dropped.
-    activation_cache kept;
-    for (const hook_name& h : request.run.cache)
-        if (const matrix* m = out.forward.cache.find(h)) kept.keep(h, *m);
-    out.forward.cache = std::move(kept);
     return out;
 }
 

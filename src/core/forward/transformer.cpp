@@ -162,6 +162,8 @@ void rope_per_sequence(matrix& x, std::span<const double> freqs, std::size_t seq
     }
 }
 
+}  // namespace
+
 // Attention within each sequence of the batch alone: q (rows, n_heads·head_dim), k and v
 // (rows, n_kv_heads·head_dim) -> (rows, n_heads·head_dim), sequence k's rows of the output being
 // attention(q_k, k_k, v_k) of its own rows, the very products of a run of that sequence alone.
@@ -173,7 +175,32 @@ matrix attention_per_sequence(const matrix& q, const matrix& k, const matrix& v,
     return out;
 }
 
-}  // namespace
+// The backward of attention_per_sequence: sequence j's rows of dq, dk, dv are attention_backward
+// of its own q_j, k_j, v_j and d_out_j (no sequence reads another's keys, so none gets another's
+// gradient).
+attention_gradients attention_backward_per_sequence(const matrix& q, const matrix& k, const matrix& v, const attention_shape& s,
+                                                    const matrix& d_out, std::size_t sequences) {
+    if (sequences == 1) return attention_backward(q, k, v, s, d_out);
+    attention_gradients g{matrix(q.rows, q.cols), matrix(k.rows, k.cols), matrix(v.rows, v.cols)};
+    for (std::size_t j = 0; j < sequences; ++j) {
+        const attention_gradients part = attention_backward(sequence_of(q, j, sequences), sequence_of(k, j, sequences),
+                                                            sequence_of(v, j, sequences), s, sequence_of(d_out, j, sequences));
+        set_sequence(g.dq, j, part.dq);
+        set_sequence(g.dk, j, part.dk);
+        set_sequence(g.dv, j, part.dv);
+    }
+    return g;
+}
+
+// The backward of rope_per_sequence: each sequence's rows turned back from its own positions 0, 1, ….
+void rope_backward_per_sequence(matrix& dy, std::span<const double> freqs, std::size_t sequences) {
+    if (sequences == 1) return rotate_half_rope_backward(dy, freqs);
+    for (std::size_t k = 0; k < sequences; ++k) {
+        matrix part = sequence_of(dy, k, sequences);
+        rotate_half_rope_backward(part, freqs);
+        set_sequence(dy, k, part);
+    }
+}
 
 void head_norm(const norm_layer& n, std::size_t head_dim, matrix& x, transformer::head_norm_parts& kept) {
     const std::size_t cols = x.cols;

@@ -320,10 +320,10 @@ private:
         b.names = {true};
         add({block_kind::heading, fmt::format("The units of layer {}'s FFN by attribution patching", N)});
         paragraph(fmt::format("Each of layer {}'s {} units estimated as the sum over the tokens of (the {} − the {} activation) · "
-                              "∂m/∂activation, from the same backward pass{} as the grids; below, the {} of largest estimate "
+                              "∂m/∂activation, from the same backward pass as the grids; below, the {} of largest estimate "
                               "(by size), each patched alone at every token for its exact change Δ of {}, {} of them off by "
                               "more than {} (a tenth of the total effect).",
-                              N, t_.layer_units, from(), base(), denoising() && t_.samples() > 1 ? "es" : "", t_.units_atp.size(),
+                              N, t_.layer_units, from(), base(), t_.units_atp.size(),
                               target(), flagged, p4(tolerance)));
         add(std::move(b));
     }
