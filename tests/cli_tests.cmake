@@ -425,7 +425,7 @@ cli_test("cmake --install puts everything under the prefix, the binary stripped,
 
 # The generated bash completion, sourced and asked as bash asks it on TAB
 cli_test("bash completes subcommands, an option's choices and new's activations" 0
-  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit transcoder generate -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
+  "^run check grad gelu-table sweep params new schema quiz worksheet tokenize units locate edit transcoder generate serve -h --help -V --version \\| text markdown json html \\| silu swiglu$" EMPTY
   -- bash -c [[
     source <("$0" generate bash)
     ask() { COMP_WORDS=("$@")
@@ -658,8 +658,8 @@ cli_test("the vocabulary view's suppresses lists no positive score" 0 "!suppress
 # The tiny GPT-2's vocab.json gives id 0 to "!" and id 2 to "Paris".
 # One minus in a table: a row named "x₂ − x₁" beside "-1.0000" writes its minus as the numbers do.
 cli_test("a table writes the minus of its names as its numbers write theirs" 0
-  "W2 +\\[0\\] +\\[1\\] .* x₂ - x₁ +2\\.0000 +-1\\.0000 .*unit 3 \\(x₂ - x₁\\) +1\\.0000 +-1\\.0000"
-  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --set "weights.W1=[[1,0,1,1],[0,1,1,-1]]" --no-residual --width 80 --color never)
+  "W2 +\\[0\\] +\\[1\\] .* x₂ - x₁ +2\\.0000 +-1\\.0000 .*unit 3 \\(x₂ - x₁\\) +-1\\.0000 +1\\.0000"
+  EMPTY -- ${FT} run ${DATA}/lesson_hand.json --no-residual --width 80 --color never)
 cli_test("a unit's largest terms are written at the precision of their sum" 0
   "Unit 168 · \" is\" .*the largest terms +(\\[[0-9]+\\] \\(?-?[0-9]+\\.[0-9]{4}\\)? \\+ )+\\[[0-9]+\\] \\(?-?[0-9]+\\.[0-9]{4}\\)? … [0-9]+ more terms add "
   EMPTY -- ${FT} run --checkpoint ${DATA}/models/atlas --prompt "The capital of France is" --layer 1 --unit 168 --width 1000 --color never)

@@ -66,7 +66,7 @@ backward_step norm_backward_step(const norm_layer& n, const step& forward, const
                                  norm_layer& d_norm) {
     const norm_parts parts{forward.terms[0].value, forward.terms[1].value, forward.terms[2].value, forward.value};
     norm_gradients ng = normalize_backward(n, parts, in, dy);
-    const std::string name = forward.kind == step_kind::out_norm ? "out_norm" : "norm";
+    const std::string name = step_name(forward.kind);  // "norm" or "out_norm"
     backward_step s{forward.kind, {{"d" + name + ".weight", row(ng.dweight)}}};
     if (!ng.dbias.empty()) s.values.push_back({"d" + name + ".bias", row(ng.dbias)});
     s.values.push_back({"d_in", std::move(ng.dx)});

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ffn_trace/format.hpp"
+#include "ffn_trace/steps.hpp"
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "json/json_text.hpp"
@@ -115,7 +116,7 @@ void build_prompt(const transcoder_on_prompt& t, const std::vector<std::string>&
     out({block_kind::fields, "",
          {{"transcoder", fmt::format("{} (layer {}, {} features, {})", one_line(t.folder), t.layer, t.features, activation_text(t))},
           {"encode", "pre = x̂ · W_encᵀ + b_enc, x̂ what the FFN reads after its norm"},
-          {"activate", fmt::format("z = act(pre): {}; the features with z > 0 are active", activation_text(t))},
+          {step_name(step_kind::activate), fmt::format("z = act(pre): {}; the features with z > 0 are active", activation_text(t))},
           {"decode", "ŷ = Σ_f z_f W_dec[f] + b_dec"},
           {"error", "e = y − ŷ, y what the FFN writes"},
           {"push", fmt::format("z_f · (W_dec[f] · g) / σ on {}, as each unit's score: g = γ_f ⊙ U[t], σ the final norm's scale",
