@@ -29,10 +29,19 @@ std::string_view nearest(std::string_view word, const std::vector<std::string_vi
         for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         return out;
     };
-    const std::string w = lower(word);
-    return *std::min_element(choices.begin(), choices.end(), [&](std::string_view a, std::string_view b) {
-        return edit_distance(w, lower(a)) < edit_distance(w, lower(b));
-    });
+    // A word far longer than every choice (a hostile file's megabyte of name) is no nearer one than
+    // another past their length: its head is enough, and the hint stays linear in the choices.
+    std::size_t longest = 0;
+    for (std::string_view c : choices) longest = std::max(longest, c.size());
+    const std::string w = lower(word.substr(0, 2 * longest + 16));
+    std::string_view best;
+    std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+    for (std::string_view c : choices)
+        if (const std::size_t d = edit_distance(w, lower(c)); d < best_distance) {
+            best = c;
+            best_distance = d;
+        }
+    return best;
 }
 
 std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
