@@ -81,6 +81,24 @@ commands() {
   printf 'new\t--moe\t3\t--top-k\t1\t--seed\t9\n'
   printf 'new\t--moe\t2\t--gated\t--zeros\n'
   printf 'schema\n'
+  # The shipped models through every analysis: a prompt's run, tracing, units, an edit, gradients.
+  local m=$root/data/models
+  head -n 5 "$m/atlas/facts.tsv" >"$out/facts5.tsv"
+  printf 'The capital of France is\tFrance\t Rome\nThe capital of Spain is\tSpain\t Paris\n' >"$out/new-facts.tsv"
+  for format in text json; do
+    printf 'run\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--color\tnever\t--format\t%s\n' "$m/capitals" "$format"
+    printf 'run\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--layer\tall\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'run\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--layer\t1\t--ablate\t1:168,2:44\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'locate\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--subject\tFrance\t--samples\t2\t--color\tnever\t--format\t%s\n' "$m/nations" "$format"
+    printf 'locate\t--checkpoint\t%s\t--facts\t%s\t--samples\t2\t--color\tnever\t--format\t%s\n' "$m/atlas" "$out/facts5.tsv" "$format"
+    printf 'locate\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--subject\tFrance\t--atp\t--layer\t1\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'units\t--checkpoint\t%s\t--layer\t1\t--unit\t168\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'units\t--checkpoint\t%s\t--layer\t1\t--promotes\t Paris\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'edit\t--checkpoint\t%s\t--layer\t1\t--at\tlast\t--prompt\tThe capital of France is\t--subject\tFrance\t--target\t Rome\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'edit\t--checkpoint\t%s\t--facts\t%s\t--layers\t0-1\t--color\tnever\t--format\t%s\n' "$m/atlas" "$out/new-facts.tsv" "$format"
+    printf 'grad\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--target\t Paris\t--layer\t1\t--color\tnever\t--format\t%s\n' "$m/atlas" "$format"
+    printf 'run\t--checkpoint\t%s\t--prompt\tThe capital of France is\t--layer\t2\t--transcoder\t%s\t--color\tnever\t--format\t%s\n' "$m/nations" "$m/nations/transcoder-layer2" "$format"
+  done
   printf 'generate\t%s\n' man bash zsh fish
 }
 

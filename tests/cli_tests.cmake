@@ -1191,7 +1191,7 @@ cli_test("locate --atp --layer --format json lists units_atp with unit, atp and 
   EMPTY -- ${LOCATE} --subject France --samples 1 --atp --layer 1 --top 2 --format json)
 cli_test("locate --layer without --atp is refused" 2 EMPTY "^error: --layer ranks a layer's units by attribution patching\; give --atp with it$"
   -- ${LOCATE} --subject France --layer 0)
-cli_test("locate --atp --layer out of range says the layers there are" 2 EMPTY "^error: --layer: layer 5 is out of range: the model has 2 layers \\(0 to 1\\)$"
+cli_test("locate --atp --layer out of range says the layers there are" 2 EMPTY "^error: --layer: layer 5 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
   -- ${LOCATE} --subject France --atp --layer 5)
 cli_test("locate --top without --layer is refused" 2 EMPTY "^error: --top is how many of --layer's units to show"
   -- ${LOCATE} --subject France --top 3)

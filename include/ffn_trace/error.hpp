@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,5 +55,9 @@ public:
 private:
     std::variant<T, error> state_;
 };
+
+// The one check of a layer index: nothing when layer < n_layers, else the one message every
+// command gives, "layer 7 is out of range: the checkpoint has 4 layers (0 to 3)", in `file` at `path`.
+std::optional<error> check_layer_index(std::size_t layer, std::size_t n_layers, std::string file, std::string path);
 
 }  // namespace ffn_trace

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -42,6 +44,46 @@ inline matrix gather(const matrix& x, const std::vector<std::size_t>& rows) {
     matrix g(rows.size(), x.cols);
     for (std::size_t r = 0; r < rows.size(); ++r) std::copy(x.row(rows[r]).begin(), x.row(rows[r]).end(), g.row(r).begin());
     return g;
+}
+
+// The one softmax, by its normaliser over a row z (n): m = max z and s = Σ_j e^(z_j − m), so that
+//   softmax(z)_i = e^(z_i − m) / s        log softmax(z)_i = z_i − m − log s
+// m subtracted so that e^z cannot overflow; the log form stays finite where p_i underflows.
+// `add` takes a row in blocks (a vocabulary read a block at a time), `merged` joins the parts of
+// one row summed apart.
+struct softmax_sums {
+    double largest = -std::numeric_limits<double>::infinity();
+    double sum = 0;
+
+    void add(std::span<const double> z) {
+        double top = largest;
+        for (double v : z) top = std::max(top, v);
+        if (top > largest) {
+            sum *= std::exp(largest - top);
+            largest = top;
+        }
+        for (double v : z) sum += std::exp(v - largest);
+    }
+    static softmax_sums merged(std::span<const softmax_sums> parts) {
+        softmax_sums all;
+        for (const auto& p : parts) all.largest = std::max(all.largest, p.largest);
+        for (const auto& p : parts) all.sum += p.sum * std::exp(p.largest - all.largest);
+        return all;
+    }
+    double p(double z) const { return std::exp(z - largest) / sum; }
+    double log_p(double z) const { return z - largest - std::log(sum); }
+};
+inline softmax_sums softmax_sums_of(std::span<const double> z) {
+    softmax_sums s;
+    s.add(z);
+    return s;
+}
+// softmax(z) (n).
+inline std::vector<double> softmax(std::span<const double> z) {
+    const softmax_sums s = softmax_sums_of(z);
+    std::vector<double> p(z.size());
+    for (std::size_t i = 0; i < z.size(); ++i) p[i] = s.p(z[i]);
+    return p;
 }
 
 }  // namespace ffn_trace

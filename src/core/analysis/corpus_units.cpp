@@ -177,9 +177,7 @@ std::string unit_text(const unit_ref& u) { return u.expert ? fmt::format("{}:{}"
 
 std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
     const checkpoint_config& config = ck.config();
-    if (u.layer >= config.n_layers)
-        return error{ck.origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} ({})", u.layer,
-                                                       config.n_layers, config.n_layers == 1 ? "" : "s", range_text(config.n_layers))};
+    if (auto e = check_layer_index(u.layer, config.n_layers, ck.origin(), "layer")) return e;
     if (ck.is_moe() && !u.unit.expert)
         return error{ck.origin(), "unit", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}",
                                                       u.layer, u.unit.unit)};

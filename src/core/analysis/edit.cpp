@@ -181,14 +181,11 @@ double scaled_norm(std::span<const double> a) {
     return m * std::sqrt(sq);
 }
 
-// log softmax(z) (vocab), the largest logit subtracted so that e^z cannot overflow.
+// log softmax(z) (vocab).
 vec log_softmax(std::span<const double> z) {
-    const double top = *std::max_element(z.begin(), z.end());
-    double sum = 0;
-    for (double v : z) sum += std::exp(v - top);
-    const double log_sum = top + std::log(sum);
+    const softmax_sums s = softmax_sums_of(z);
     vec out(z.size());
-    for (std::size_t i = 0; i < z.size(); ++i) out[i] = z[i] - log_sum;
+    for (std::size_t i = 0; i < z.size(); ++i) out[i] = s.log_p(z[i]);
     return out;
 }
 
@@ -660,9 +657,7 @@ outcome<std::shared_ptr<const ffn>> start_trace(const transformer& model, const 
     if (auto e = edit_request_error(r)) return *e;
     if (auto e = edit_model_error(ck, r.expert)) return *e;
     if (!model.has_head()) return error{ck.origin(), "", "the checkpoint has no head to predict the next token with"};
-    if (r.layer >= model.n_layers())
-        return error{ck.origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layers (0 to {})",
-                                                       r.layer, model.n_layers(), model.n_layers() - 1)};
+    if (auto e = check_layer_index(r.layer, model.n_layers(), ck.origin(), "layer")) return *e;
     if (r.target >= model.vocab_size())
         return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens", r.target, model.vocab_size())};
     t.arch = ck.config().arch;

@@ -128,14 +128,12 @@ std::optional<error> check_written(const std::string& directory, const tokenizer
     auto run = model->run_with_hooks(ids, q);
     if (!run) return run.err();
     const auto z = run->logits.row(0);
-    const double top = *std::max_element(z.begin(), z.end());
-    double sum = 0;
-    for (double v : z) sum += std::exp(v - top);
+    const softmax_sums s = softmax_sums_of(z);
     const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
     const std::string text = tok.text(best);
     t.written = directory;
-    t.written_prediction = edit_prediction{best, text.empty() ? fmt::format("#{}", best) : text, 1 / sum,
-                                           std::exp(z[t.target_id] - top) / sum, std::exp(z[t.efficacy.true_id] - top) / sum};
+    t.written_prediction = edit_prediction{best, text.empty() ? fmt::format("#{}", best) : text, s.p(z[best]),
+                                           s.p(z[t.target_id]), s.p(z[t.efficacy.true_id])};
     return std::nullopt;
 }
 

@@ -83,14 +83,6 @@ std::string token_text(const std::optional<tokenizer>& tok, std::size_t id) {
     return t.empty() ? fmt::format("#{}", id) : t;
 }
 
-// softmax(z)[k], the largest logit subtracted so that e^z cannot overflow.
-double softmax_at(std::span<const double> z, std::size_t k) {
-    const double top = *std::max_element(z.begin(), z.end());
-    double sum = 0;
-    for (double v : z) sum += std::exp(v - top);
-    return std::exp(z[k] - top) / sum;
-}
-
 // Standard normal draws from SplitMix64 by Box–Muller, so that a seed gives the same ε with every
 // standard library (std::normal_distribution's output is left to the library).
 class normal_draws {
@@ -155,13 +147,8 @@ struct metric_of {
     std::size_t target = 0, versus = 0;
     double operator()(std::span<const double> z) const {
         if (metric == trace_metric::logit_diff) return z[target] - z[versus];
-        const double p = softmax_at(z, target);
-        if (metric == trace_metric::prob) return p;
-        // log softmax(z)[target] = z[target] − top − log Σ e^(z − top), which stays finite where p underflows
-        const double top = *std::max_element(z.begin(), z.end());
-        double sum = 0;
-        for (double v : z) sum += std::exp(v - top);
-        return z[target] - top - std::log(sum);
+        const softmax_sums s = softmax_sums_of(z);
+        return metric == trace_metric::prob ? s.p(z[target]) : s.log_p(z[target]);
     }
 };
 
@@ -420,9 +407,8 @@ outcome<std::vector<std::size_t>> check_locate(const transformer& model, const p
     if (options.target && *options.target >= model.vocab_size())
         return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens (0 to {})",
                                                  *options.target, model.vocab_size(), model.vocab_size() - 1)};
-    if (options.unit_layer && *options.unit_layer >= model.n_layers())
-        return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers (0 to {})", *options.unit_layer,
-                                              model.n_layers(), model.n_layers() - 1)};
+    if (options.unit_layer)
+        if (auto e = check_layer_index(*options.unit_layer, model.n_layers(), "", "layer")) return *e;
     if (options.unit_layer && ck.is_moe())
         return error{ck.origin(), "layer", "a Mixture of Experts layer's units belong to its experts; attribution patching "
                                            "ranks the units of a dense FFN"};
@@ -476,12 +462,10 @@ logits_loss metric_loss(const metric_of& metric) {
         double total = 0;
         for (std::size_t r = 0; r < logits.rows; ++r) {
             const auto z = logits.row(r);
-            const double top = *std::max_element(z.begin(), z.end());
-            double sum = 0;
-            for (double v : z) sum += std::exp(v - top);
-            const double pt = std::exp(z[metric.target] - top) / sum;
+            const softmax_sums s = softmax_sums_of(z);
+            const double pt = s.p(z[metric.target]);
             for (std::size_t j = 0; j < z.size(); ++j) {
-                const double pj = std::exp(z[j] - top) / sum, hit = j == metric.target ? 1.0 : 0.0;
+                const double pj = s.p(z[j]), hit = j == metric.target ? 1.0 : 0.0;
                 d(r, j) = metric.metric == trace_metric::prob      ? pt * (hit - pj)
                           : metric.metric == trace_metric::logprob ? hit - pj
                                                                    : hit - (j == metric.versus ? 1.0 : 0.0);
@@ -696,7 +680,7 @@ outcome<locate_trace> locate(const transformer& given, prompt_tokens prompt, con
     r.target_id = options.target ? *options.target
                                  : static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     r.target = token_text(prompt.tok, r.target_id);
-    r.clean_prob = softmax_at(logits, r.target_id);
+    r.clean_prob = softmax_sums_of(logits).p(logits[r.target_id]);
 
     std::optional<batch_run> replaced;
     matrix inputs;

@@ -61,8 +61,7 @@ outcome<std::vector<memit_fact>> read_memit_facts(std::string_view content, cons
 std::optional<error> memit_request_error(const memit_request& r, std::size_t n_layers) {
     if (r.first > r.last)
         return error{"", "layers", fmt::format("{}-{} is reversed: give the first layer, then the last ({}-{})", r.first, r.last, r.last, r.first)};
-    if (r.last >= n_layers)
-        return error{"", "layers", fmt::format("layer {} is out of range: the checkpoint has {} layers (0 to {})", r.last, n_layers, n_layers - 1)};
+    if (auto e = check_layer_index(r.last, n_layers, "", "layers")) return *e;
     if (r.facts.empty()) return error{"", "facts", "no fact to edit"};
     if (r.position.at == edit_position::kind::token)
         return error{"", "at", "the facts' prompts differ: give subject (each subject's last token) or last, not a token's index"};

@@ -39,16 +39,6 @@ std::vector<double> row_norms(const matrix& x) { return added_norms(x, matrix(x.
 
 namespace detail {
 
-// softmax of one row of logits (vocab), with the largest subtracted so that e^z cannot overflow.
-std::vector<double> softmax_row(std::span<const double> z) {
-    const double top = *std::max_element(z.begin(), z.end());
-    std::vector<double> p(z.size());
-    double sum = 0;
-    for (std::size_t i = 0; i < z.size(); ++i) sum += p[i] = std::exp(z[i] - top);
-    for (double& v : p) v /= sum;
-    return p;
-}
-
 // The k ids of largest score (smallest when `lowest`), ties to the lower id: one pass with a
 // running_top (a sort of every id was a tenth of the lens's time, 128 lists of 50,257 a GPT-2
 // prompt).
@@ -77,23 +67,6 @@ running_top running_top::merged(const std::vector<const running_top*>& parts) {
     for (const running_top* p : parts) all.kept_.insert(all.kept_.end(), p->kept_.begin(), p->kept_.end());
     std::stable_sort(all.kept_.begin(), all.kept_.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     if (all.kept_.size() > all.k_) all.kept_.resize(all.k_);
-    return all;
-}
-
-void running_softmax::add(const double* z, std::size_t n) {
-    double top = largest;
-    for (std::size_t j = 0; j < n; ++j) top = std::max(top, z[j]);
-    if (top > largest) {
-        sum *= std::exp(largest - top);
-        largest = top;
-    }
-    for (std::size_t j = 0; j < n; ++j) sum += std::exp(z[j] - largest);
-}
-
-running_softmax running_softmax::merged(const std::vector<running_softmax>& parts) {
-    running_softmax all;
-    for (const auto& p : parts) all.largest = std::max(all.largest, p.largest);
-    for (const auto& p : parts) all.sum += p.sum * std::exp(p.largest - all.largest);
     return all;
 }
 
@@ -328,10 +301,7 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
             return error{ck.origin(), "prompt",
                          fmt::format("token {} of the prompt, {} (id {}), has no row in the token embedding, which has {} rows", t,
                                      quote(t < prompt.tokens.size() ? prompt.tokens[t] : ""), prompt.ids[t], model.vocab_size())};
-    if (N >= model.n_layers())
-        return error{ck.origin(), "layer",
-                     fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", N, model.n_layers(),
-                                 model.n_layers() == 1 ? "" : "s", model.n_layers() - 1)};
+    if (auto e = check_layer_index(N, model.n_layers(), ck.origin(), "layer")) return *e;
     if (!options.ablate.empty() && !model.has_head())
         return error{ck.origin(), "ablate",
                      fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a knock-out to change",
@@ -474,7 +444,7 @@ std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& 
 // kept whole. All 2 · tokens + 1 rows at once were new memory (26 MB for a GPT-2 prompt of 32
 // tokens), which in a virtual machine cost more to fault in than the product took.
 struct lens_part {
-    std::vector<running_softmax> before, after;                           // each token's rows
+    std::vector<softmax_sums> before, after;                           // each token's rows
     std::vector<running_top> top_before, top_after, raised, lowered;      // each token's
     std::size_t first_bad = std::numeric_limits<std::size_t>::max();      // flat index in the stack
 };
@@ -512,8 +482,8 @@ outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& in
                 if (!std::isfinite(y[r * m + j])) part.first_bad = std::min(part.first_bad, r * vocab + v0 + j);
         for (std::size_t t = 0; t < n; ++t) {
             const double *b = y + t * m, *a = y + (n + t) * m;
-            part.before[t].add(b, m);
-            part.after[t].add(a, m);
+            part.before[t].add({b, m});
+            part.after[t].add({a, m});
             for (std::size_t j = 0; j < m; ++j) {
                 part.top_before[t].offer(b[j], v0 + j);
                 part.top_after[t].offer(a[j], v0 + j);
@@ -544,16 +514,16 @@ void read_lens(const prompt_logits& logits, const vocabulary_text& text, prompt_
         for (const auto& p : parts) of.push_back(&(p.*list)[t]);
         return running_top::merged(of).kept();
     };
-    const auto softmax = [&](std::size_t t, std::vector<running_softmax> lens_part::*row) {
-        std::vector<running_softmax> of;
+    const auto softmax = [&](std::size_t t, std::vector<softmax_sums> lens_part::*row) {
+        std::vector<softmax_sums> of;
         for (const auto& p : parts) of.push_back((p.*row)[t]);
-        return running_softmax::merged(of);
+        return softmax_sums::merged(of);
     };
     for (std::size_t t = 0; t < logits.tokens; ++t) {
         lens_position& p = lens[t];
-        const running_softmax sb = softmax(t, &lens_part::before), sa = softmax(t, &lens_part::after);
-        for (const auto& [z, id] : tops(t, &lens_part::top_before)) p.before.push_back({id, text(id), z, sb.probability(z)});
-        for (const auto& [z, id] : tops(t, &lens_part::top_after)) p.after.push_back({id, text(id), z, sa.probability(z)});
+        const softmax_sums sb = softmax(t, &lens_part::before), sa = softmax(t, &lens_part::after);
+        for (const auto& [z, id] : tops(t, &lens_part::top_before)) p.before.push_back({id, text(id), z, sb.p(z)});
+        for (const auto& [z, id] : tops(t, &lens_part::top_after)) p.after.push_back({id, text(id), z, sa.p(z)});
         for (const auto& [z, id] : tops(t, &lens_part::raised)) p.raised.push_back({id, text(id), z, 0.0});
         for (const auto& [z, id] : tops(t, &lens_part::lowered)) p.lowered.push_back({id, text(id), -z, 0.0});
     }
@@ -624,7 +594,7 @@ outcome<unit_knock_out> knocked_out(const transformer& model, const vocabulary_t
     auto run = model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
     if (!run) return run.err();
     const std::span<const double> logits = run->logits.row(0);
-    const std::vector<double> probs = softmax_row(logits);
+    const std::vector<double> probs = softmax(logits);
     const std::size_t best = top_ids(logits, 1).front();
     return unit_knock_out{std::move(units), {best, text(best), logits[best], probs[best]}, probs[r.target->id], logits[r.target->id]};
 }
@@ -675,7 +645,7 @@ std::optional<error> knock_out(const transformer& model, const prompt_options& o
                        : model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
     if (!run) return run.err();
     const std::vector<double> changed_logits(run->logits.row(0).begin(), run->logits.row(0).end());
-    const std::vector<double> changed_probs = softmax_row(changed_logits);
+    const std::vector<double> changed_probs = softmax(changed_logits);
     next_token changed{last, ranked(changed_logits, top_ids(changed_logits, options.top), text, &changed_probs)};
     r.changes = probability_changes(baseline_logits, changed_logits, *r.baseline, changed, text);
     r.prediction = std::move(changed);
@@ -792,9 +762,7 @@ outcome<prompt_options> resolve_knock_outs(const transformer& model, prompt_opti
         else layer_of(*u.expert).units.push_back({std::nullopt, u.unit});
     }
     for (const auto& k : by_layer) {
-        if (k.layer >= L)
-            return error{ck.origin(), "ablate", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", k.layer, L,
-                                                            L == 1 ? "" : "s", L - 1)};
+        if (auto e = check_layer_index(k.layer, L, ck.origin(), "ablate")) return *e;
         const bool units = !k.units.empty() || (k.layer == o.layer && !own.empty());
         if (k.whole && units)
             return error{ck.origin(), "ablate", fmt::format("{}:* knocks out layer {}'s whole FFN, and a unit of it is knocked out "
@@ -843,7 +811,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     if (lens) {
         read_lens(*lens, text, r);
         const std::vector<double>& logits = lens->prediction;
-        const std::vector<double> probs = softmax_row(logits);
+        const std::vector<double> probs = softmax(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
         if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};

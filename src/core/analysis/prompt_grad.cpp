@@ -178,9 +178,7 @@ outcome<opened> open_model(const prompt_grad_request& r) {
     o.ck = std::make_shared<const checkpoint>(std::move(*ck));
     auto model = transformer::open(o.ck);
     if (!model) return model.err();
-    if (r.layer >= model->n_layers())
-        return error{o.ck->origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", r.layer,
-                                                          model->n_layers(), model->n_layers() == 1 ? "" : "s", model->n_layers() - 1)};
+    if (auto e = check_layer_index(r.layer, model->n_layers(), o.ck->origin(), "layer")) return *e;
     auto tok = tokenizer_beside(r.checkpoint);
     if (!tok) return tok.err();
     if (!*tok) return error{r.checkpoint, "", "has no tokenizer (tokenizer.json, or vocab.json and merges.txt) to read the prompt with"};

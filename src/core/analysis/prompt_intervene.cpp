@@ -75,7 +75,7 @@ intervention hook_of(std::size_t layer, const unit_intervention& iv) {
 
 std::vector<probability_change> probability_changes(std::span<const double> before_logits, std::span<const double> after_logits,
                                                     const next_token& before, const next_token& after, const vocabulary_text& text) {
-    const std::vector<double> pb = softmax_row(before_logits), pa = softmax_row(after_logits);
+    const std::vector<double> pb = softmax(before_logits), pa = softmax(after_logits);
     std::vector<std::size_t> ids;
     for (const auto* list : {&before.top, &after.top})
         for (const auto& e : *list)

@@ -25,12 +25,12 @@ std::optional<error> read_layer_lens(const transformer& model, const matrix& mid
     if (!before) return before.err();
     auto after = model.logits(post, all);
     if (!after) return after.err();
-    const auto pb = softmax_row(before->row(0));
+    const auto pb = softmax(before->row(0));
     const auto id = r.target.id;
     out.before = ranked(before->row(0), top_ids(before->row(0), top), text, &pb);
     out.target_before = {id, text(id), (*before)(0, id), pb[id]};
     for (std::size_t t = 0; t < all.size(); ++t) {
-        const auto pa = softmax_row(after->row(t));
+        const auto pa = softmax(after->row(t));
         r.grid[t].push_back(ranked(after->row(t), top_ids(after->row(t), 1), text, &pa).front());
         if (t != last) continue;
         out.after = ranked(after->row(t), top_ids(after->row(t), top), text, &pa);
@@ -70,9 +70,10 @@ std::optional<error> check_changes(const transformer& model, std::size_t tokens,
     const std::size_t L = model.n_layers();
     for (auto& c : changes) {
         const char* field = c.knock_out ? "ablate" : "intervene";
-        if (c.layer >= L)
-            return error{model.source().origin(), field, fmt::format("{}: layer {} is out of range: the checkpoint has {} layer{} (0 to {})",
-                                                                     quote(c.change.text), c.layer, L, L == 1 ? "" : "s", L - 1)};
+        if (auto e = check_layer_index(c.layer, L, model.source().origin(), field)) {
+            e->message = fmt::format("{}: {}", quote(c.change.text), e->message);
+            return *e;
+        }
         std::vector<unit_intervention> one{c.change};
         if (auto e = check_interventions(model, c.layer, tokens, one)) {
             e->path = field;
@@ -150,13 +151,13 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
     auto run = model.run_with_hooks(prompt.ids, request);
     if (!run) return run.err();
     const std::span<const double> logits = run->logits.row(0);
-    const auto probs = softmax_row(logits);
+    const auto probs = softmax(logits);
     r.prediction = {last, ranked(logits, top_ids(logits, top), text, &probs)};
     r.target = r.prediction.top.front();
     if (!changes.empty()) {  // the pushes are on the unchanged model's next token
         auto unchanged = unchanged_logits(model, prompt.ids);
         if (!unchanged) return unchanged.err();
-        const auto p = softmax_row(*unchanged);
+        const auto p = softmax(*unchanged);
         r.baseline = next_token{last, ranked(*unchanged, top_ids(*unchanged, top), text, &p)};
         r.target = r.baseline->top.front();
         r.changes = probability_changes(*unchanged, logits, *r.baseline, r.prediction, text);

@@ -20,9 +20,6 @@
 
 namespace ffn_trace::detail {
 
-// softmax of one row of logits (vocab), with the largest subtracted so that e^z cannot overflow.
-std::vector<double> softmax_row(std::span<const double> z);
-
 // The k ids of largest score (smallest when `lowest`), ties to the lower id.
 std::vector<std::size_t> top_ids(std::span<const double> score, std::size_t k, bool lowest = false);
 
@@ -44,16 +41,6 @@ private:
     // is kept, and no key beats +inf.
     double last_ = std::numeric_limits<double>::infinity();
     std::vector<std::pair<double, std::size_t>> kept_;
-};
-
-// A row's softmax read a block at a time: its largest value so far and the sum of e^(z − largest),
-// rescaled when a larger value comes; p(z) = e^(z − largest) / sum once every block is in.
-struct running_softmax {
-    double largest = -std::numeric_limits<double>::infinity(), sum = 0;
-    void add(const double* z, std::size_t n);
-    // One row's parts, each over its own blocks, as one.
-    static running_softmax merged(const std::vector<running_softmax>& parts);
-    double probability(double z) const { return std::exp(z - largest) / sum; }
 };
 
 class vocabulary_text {

@@ -14,9 +14,7 @@ namespace {
 
 std::optional<error> check_layer(const transformer& model, std::size_t layer) {
     const checkpoint& ck = model.source();
-    if (layer >= model.n_layers())
-        return error{ck.origin(), "layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer,
-                                                       model.n_layers(), model.n_layers() == 1 ? "" : "s", model.n_layers() - 1)};
+    if (auto e = check_layer_index(layer, model.n_layers(), ck.origin(), "layer")) return e;
     if (!model.has_head())
         return error{ck.origin(), "", fmt::format("a {} model is an encoder: it has no head, so no next-token loss measures a "
                                                   "replacement of its FFN",
@@ -44,11 +42,8 @@ double next_token_loss(const matrix& logits, const std::vector<std::size_t>& ids
     top.assign(logits.rows, 0);
     for (std::size_t i = 0; i < logits.rows; ++i) {
         const auto row = logits.row(i);
-        const auto best = std::max_element(row.begin(), row.end());
-        top[i] = static_cast<std::size_t>(best - row.begin());
-        double sum = 0;
-        for (double z : row) sum += std::exp(z - *best);
-        loss -= row[ids[i + 1]] - *best - std::log(sum);
+        top[i] = static_cast<std::size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        loss -= softmax_sums_of(row).log_p(row[ids[i + 1]]);
     }
     return loss;
 }

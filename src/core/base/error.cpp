@@ -107,4 +107,11 @@ std::string error::to_string() const {
     return one_line(out);
 }
 
+std::optional<error> check_layer_index(std::size_t layer, std::size_t n_layers, std::string file, std::string path) {
+    if (layer < n_layers) return std::nullopt;
+    if (n_layers == 0) return error{std::move(file), std::move(path), fmt::format("layer {} is out of range: the checkpoint has no layers", layer)};
+    return error{std::move(file), std::move(path),
+                 fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer, n_layers, n_layers == 1 ? "" : "s", n_layers - 1)};
+}
+
 }  // namespace ffn_trace

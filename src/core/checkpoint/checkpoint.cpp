@@ -218,12 +218,7 @@ outcome<norm_layer> read_norm(const checkpoint& c, std::size_t index, tensor_rol
     return n;
 }
 
-std::optional<error> check_layer(const checkpoint& c, std::size_t index) {
-    if (index < c.config().n_layers) return std::nullopt;
-    return error{c.origin(), "layer",
-                 fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", index, c.config().n_layers,
-                             c.config().n_layers == 1 ? "" : "s", c.config().n_layers == 0 ? 0 : c.config().n_layers - 1)};
-}
+std::optional<error> check_layer(const checkpoint& c, std::size_t index) { return check_layer_index(index, c.config().n_layers, c.origin(), "layer"); }
 
 }  // namespace
 

@@ -224,10 +224,7 @@ std::optional<error> loader::load_checkpoint(const json& root, example& ex) cons
     ex.checkpoint = p.string();
     auto c = checkpoint::open(ex.checkpoint, ex.checkpoint_arch);
     if (!c) return fail("checkpoint", c.err().to_string());
-    if (ex.checkpoint_layer >= c->config().n_layers)
-        return fail("layer", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", ex.checkpoint_layer,
-                                         c->config().n_layers, c->config().n_layers == 1 ? "" : "s",
-                                         c->config().n_layers == 0 ? 0 : c->config().n_layers - 1));
+    if (auto e = check_layer_index(ex.checkpoint_layer, c->config().n_layers, "", "")) return fail("layer", e->message);
     if (ex.input.cols != c->config().d_model)
         return fail(example_key::input, fmt::format("expected d_model = {} numbers per token for this {} layer, got {}",
                                           c->config().d_model, c->config().arch, ex.input.cols));

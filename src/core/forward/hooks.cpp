@@ -71,9 +71,8 @@ std::optional<error> check_unit(const checkpoint& ck, const intervention& iv, co
 std::optional<error> check_intervention(const transformer& model, const intervention& iv, std::size_t tokens) {
     const checkpoint& ck = model.source();
     const hook_point p = iv.at.point;
-    if (in_block(p) && iv.at.layer >= model.n_layers())
-        return error{ck.origin(), "at", fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", iv.at.layer,
-                                                    model.n_layers(), model.n_layers() == 1 ? "" : "s", model.n_layers() - 1)};
+    if (in_block(p))
+        if (auto e = check_layer_index(iv.at.layer, model.n_layers(), ck.origin(), "at")) return e;
     if (is_head(p) && !model.has_head())
         return error{ck.origin(), "at", fmt::format("a {} model is an encoder: it has no head", ck.config().arch)};
     if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().family->norm_place == norm_layer::place::post))
@@ -237,10 +236,7 @@ std::size_t transformer::width(hook_point p) const {
 }
 
 std::optional<error> transformer::check(const hook_request& request, std::size_t tokens) const {
-    auto layer_error = [&](std::size_t layer, const char* field) {
-        return error{ck_->origin(), field, fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer,
-                                                       n_layers(), n_layers() == 1 ? "" : "s", n_layers() - 1)};
-    };
+    auto layer_error = [&](std::size_t layer, const char* field) { return *check_layer_index(layer, n_layers(), ck_->origin(), field); };
     if (request.trace_layer && *request.trace_layer >= n_layers()) return layer_error(*request.trace_layer, "trace_layer");
     if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
     if (request.sequences == 0 || tokens % request.sequences != 0)
@@ -277,8 +273,7 @@ outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& 
 outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_request& request) const {
     if (start.point != hook_point::resid_pre && start.point != hook_point::resid_mid)
         return error{ck_->origin(), "start", fmt::format("a run starts at a block's resid_pre or resid_mid, not {}", to_string(start))};
-    if (start.layer >= n_layers())
-        return error{ck_->origin(), "start", fmt::format("layer {} is out of range: the checkpoint has {} layers", start.layer, n_layers())};
+    if (auto e = check_layer_index(start.layer, n_layers(), ck_->origin(), "start")) return *e;
     if (x.cols != ck_->config().d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
     if (auto e = check(request, x.rows)) return *e;

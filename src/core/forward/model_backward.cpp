@@ -27,11 +27,9 @@ logits_loss next_token_loss(std::vector<std::pair<std::size_t, std::size_t>> row
         double loss = 0;
         for (const auto& [r, token] : pairs) {
             const auto z = logits.row(r);
-            const double max = *std::max_element(z.begin(), z.end());
-            double sum = 0;
-            for (double v : z) sum += std::exp(v - max);
-            loss -= z[token] - max - std::log(sum);
-            for (std::size_t j = 0; j < z.size(); ++j) dlogits(r, j) += std::exp(z[j] - max) / sum;
+            const softmax_sums s = softmax_sums_of(z);
+            loss -= s.log_p(z[token]);
+            for (std::size_t j = 0; j < z.size(); ++j) dlogits(r, j) += s.p(z[j]);
             dlogits(r, token) -= 1;
         }
         return loss;
@@ -121,10 +119,7 @@ std::optional<error> check_request(const transformer& model, const gradient_requ
     if (r.run.head_rows.empty()) return error{ck.origin(), "run.head_rows", "the loss needs at least one row of the head"};
     if (r.run.last_layer && *r.run.last_layer + 1 != n)
         return error{ck.origin(), "run.last_layer", "the loss is on the logits: the run must go through the last block"};
-    const auto out_of_range = [&](std::size_t layer, std::string path) {
-        return error{ck.origin(), std::move(path), fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer,
-                                                               n, n == 1 ? "" : "s", n - 1)};
-    };
+    const auto out_of_range = [&](std::size_t layer, std::string path) { return *check_layer_index(layer, n, ck.origin(), std::move(path)); };
     if (r.ffn_layer && *r.ffn_layer >= n) return out_of_range(*r.ffn_layer, "ffn_layer");
     for (std::size_t k = 0; k < r.wrt.size(); ++k) {
         const hook_name& h = r.wrt[k];

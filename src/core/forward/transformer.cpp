@@ -586,8 +586,7 @@ transformer::attention_inputs transformer::attention_inputs_of(std::size_t layer
 }
 
 outcome<matrix> transformer::attention_output(std::size_t layer, const matrix& x, std::size_t sequences) const {
-    if (layer >= attention_.size())
-        return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers", layer, attention_.size())};
+    if (auto e = check_layer_index(layer, attention_.size(), "", "layer")) return *e;
     if (x.cols != ck_->config().d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
     if (sequences == 0 || x.rows % sequences != 0)
@@ -616,8 +615,7 @@ outcome<matrix> transformer::attention_block(std::size_t layer, const matrix& x)
 }
 
 outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const {
-    if (layer >= ffn_.size())
-        return error{"", "layer", fmt::format("layer {} is out of range: the model has {} layers", layer, ffn_.size())};
+    if (auto e = check_layer_index(layer, ffn_.size(), "", "layer")) return *e;
     const checkpoint_config& m = ck_->config();
     if (x.cols != m.d_model || x.rows == 0)
         return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", m.d_model, x.rows, x.cols)};

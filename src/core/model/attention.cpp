@@ -51,11 +51,8 @@ matrix attention_scores(const matrix& q, const matrix& k, const attention_shape&
 matrix softmax_rows(const matrix& scores) {
     matrix p(scores.rows, scores.cols);
     for (std::size_t i = 0; i < scores.rows; ++i) {
-        double max = -std::numeric_limits<double>::infinity();
-        for (double v : scores.row(i)) max = std::max(max, v);
-        double sum = 0;
-        for (std::size_t j = 0; j < scores.cols; ++j) sum += p(i, j) = std::exp(scores(i, j) - max);
-        for (double& v : p.row(i)) v /= sum;
+        const softmax_sums s = softmax_sums_of(scores.row(i));
+        for (std::size_t j = 0; j < scores.cols; ++j) p(i, j) = s.p(scores(i, j));
     }
     return p;
 }

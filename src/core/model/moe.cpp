@@ -55,13 +55,13 @@ softmax_parts softmax(const matrix& z) {
     const std::size_t tokens = z.rows, n = z.cols;
     softmax_parts s{matrix(tokens, 1), matrix(tokens, n), matrix(tokens, 1), matrix(tokens, n)};
     for (std::size_t t = 0; t < tokens; ++t) {
-        const auto row = z.row(t);
-        s.max(t, 0) = *std::max_element(row.begin(), row.end());
+        const softmax_sums sums = softmax_sums_of(z.row(t));
+        s.max(t, 0) = sums.largest;
+        s.sum(t, 0) = sums.sum;
         for (std::size_t i = 0; i < n; ++i) {
-            s.exp(t, i) = std::exp(z(t, i) - s.max(t, 0));
-            s.sum(t, 0) += s.exp(t, i);
+            s.exp(t, i) = std::exp(z(t, i) - sums.largest);
+            s.p(t, i) = sums.p(z(t, i));
         }
-        for (std::size_t i = 0; i < n; ++i) s.p(t, i) = s.exp(t, i) / s.sum(t, 0);
     }
     return s;
 }
