@@ -154,8 +154,10 @@ def reference(m, ids, layer):
         return mid[0], {k: v[0] for k, v in steps.items()}, m.logits(steps["residual"][0, -1])
     w, p = m.w, f"layers.{layer}."
     h = rms_norm(mid, w[p + "post_attention_layernorm.weight"], m.eps)
+    steps = {"norm": h}
     if p + "mlp.gate_up_proj.weight" in w:  # Phi-3: the fused projection's first half is the gate
-        gate, up = np.split(h @ w[p + "mlp.gate_up_proj.weight"].T, 2, axis=-1)
+        steps["split"] = h @ w[p + "mlp.gate_up_proj.weight"].T
+        gate, up = np.split(steps["split"], 2, axis=-1)
     else:
         gate = h @ w[p + "mlp.gate_proj.weight"].T
         up = h @ w[p + "mlp.up_proj.weight"].T
@@ -164,7 +166,7 @@ def reference(m, ids, layer):
     out = mult @ w[p + "mlp.down_proj.weight"].T
     y = mid + out
     logits = rms_norm(y[0, -1], w["norm.weight"], m.eps) @ m.head.T
-    steps = {"norm": h, "gate": gate, "up": up, "activate": act, "multiply": mult, "contract": out, "residual": y}
+    steps.update(gate=gate, up=up, activate=act, multiply=mult, contract=out, residual=y)
     return mid[0], {k: v[0] for k, v in steps.items()}, logits
 
 
@@ -173,6 +175,9 @@ def compare(name, got, m, tol):
     layer = got["layer"]
     mid, steps, logits = reference(m, ids, layer)
     worst = close(f"{name}: the stream layer {layer}'s FFN reads", got["input"], mid, tol)
+    if [s["name"] for s in got["steps"]] != list(steps):  # Phi-3's split among them, before the gate
+        failures.append(f"{name}: steps {[s['name'] for s in got['steps']]}, the reference's {list(steps)}")
+        return worst
     for s in got["steps"]:
         worst = max(worst, close(f"{name}: step {s['name']}", s["value"], steps[s["name"]], tol))
     top = got["prediction"]["top"]
@@ -337,6 +342,29 @@ def own_query_scale(arch, scalar):
 
 own_query_scale("gemma2", 3)
 own_query_scale("gemma3", 5)
+
+def phi3_split_views():
+    """Phi-3's fused gate and up as a step of its own in the text, Markdown and HTML walkthroughs (its
+    values, x·[Wg | Wu], are checked against NumPy's with every step's in the JSON above): the step,
+    its formula, which columns are the gate and which the up, and each column's dot product with the
+    half of the fused tensor it is."""
+    ff = models.FF
+    heading = "Split   fused = normed · [Wg | Wu]"
+    wants = {("text",): ["Step 2 · " + heading, f"whose first d_ff = {ff}", "The next two steps are its halves"],
+             ("markdown",): ["## Step 2 · " + heading], ("html",): ["<h2>Step 2 · Split</h2>", "fused = normed · [Wg | Wu]"],
+             ("text", "--detail", "arithmetic"): ["fused[0][0] = normed[0] · Wg[:, 0] = ",
+                                                 f"fused[0][{2 * ff - 1}] = normed[0] · Wu[:, {ff - 1}] = "]}
+    for view, says in wants.items():
+        done = subprocess.run([ft, "run", "--checkpoint", os.path.join(work, "phi3"), "--layer", "1", "--prompt", PROMPT,
+                               "--width", "200", "--format", *view], capture_output=True, text=True)
+        for said in says:
+            if said not in done.stdout:
+                failures.append(f"phi3: the {' '.join(view)} walkthrough does not say {said!r}")
+    print("phi3: the split step in the text, Markdown and HTML walkthroughs and in the arithmetic: "
+          + ("shown" if not any(f.startswith("phi3: the") for f in failures) else "see failures"))
+
+
+phi3_split_views()
 
 
 def smoke(arch):

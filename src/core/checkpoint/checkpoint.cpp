@@ -257,6 +257,7 @@ outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index, w
         if (auto e = matrix_of(tensor_role::ffn_up, d_model, d_ff, weight::w1, layer->w1)) return *e;
         if (auto e = bias_of(tensor_role::ffn_up, d_ff, layer->b1)) return *e;
     } else {
+        layer->fused_gate_up = f.has(tensor_role::ffn_gate_up);  // split_gate_up made its two halves
         if (auto e = matrix_of(tensor_role::ffn_gate, d_model, d_ff, weight::wg, layer->wg)) return *e;
         if (auto e = matrix_of(tensor_role::ffn_up, d_model, d_ff, weight::wu, layer->wu)) return *e;
     }
@@ -361,6 +362,7 @@ ffn checkpoint::dense_shape() const {
     if (!fam.gated()) {
         shape(f.w1, config_.d_model, config_.d_ff);
     } else {
+        f.fused_gate_up = fam.has(tensor_role::ffn_gate_up);
         shape(f.wg, config_.d_model, config_.d_ff);
         shape(f.wu, config_.d_model, config_.d_ff);
     }
