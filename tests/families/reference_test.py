@@ -343,6 +343,51 @@ def own_query_scale(arch, scalar):
 own_query_scale("gemma2", 3)
 own_query_scale("gemma3", 5)
 
+# The keys a multimodal Gemma 3 config.json leaves out of its text_config, and Hugging Face's
+# Gemma3TextConfig defaults for them (configuration_gemma3.py): its text-only twin spells them.
+GEMMA3_TEXT_DEFAULTS = {"rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+                        "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6, "max_position_embeddings": 131_072}
+
+
+def multimodal_gemma3():
+    """Gemma 3 as Gemma3ForConditionalGeneration saves it: config.json's model_type "gemma3" with the
+    text model's keys under text_config (some left to their defaults), the text model's tensors under
+    language_model.model., and a vision tower and projector beside them. Its logits and its last
+    layer's steps must be its text-only twin's, exactly."""
+    directory, twin = os.path.join(work, "gemma3-multimodal"), os.path.join(work, "gemma3-text-twin")
+    tensors, config, _ = models.write("gemma3", 5, directory, tokenizers)
+    models.write("gemma3", 5, twin, tokenizers)
+    edit_config(**GEMMA3_TEXT_DEFAULTS)(twin)
+    rng = np.random.default_rng(6)
+    stored = {"language_model." + name: w for name, w in tensors.items()}
+    stored["vision_tower.vision_model.embeddings.patch_embedding.weight"] = rng.uniform(-1, 1, (4, 3, 2, 2)).astype(np.float32)
+    stored["multi_modal_projector.mm_input_projection_weight"] = rng.uniform(-1, 1, (4, models.D)).astype(np.float32)
+    write_safetensors(os.path.join(directory, "model.safetensors"), stored)
+    text = {k: v for k, v in config.items() if k not in GEMMA3_TEXT_DEFAULTS}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+                   "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 4}}, f, indent=2)
+    layer = models.layers("gemma3") - 1
+    got, want = run(directory, layer), run(twin, layer)
+    if got is None or want is None:
+        return
+    same = got["steps"] == want["steps"] and got["prediction"]["top"] == want["prediction"]["top"] and got["input"] == want["input"]
+    if not same:
+        failures.append("gemma3 multimodal: its text model's steps or logits are not its text-only twin's")
+    print(f"gemma3 multimodal (text_config, language_model.model.*, a vision tower): its text model's steps and "
+          f"{len(got['prediction']['top'])} top logits {'equal' if same else 'DIFFER from'} the text-only twin's")
+    refused("gemma3 multimodal without text_config", directory, edit_config(text_config=None),
+            "config.json: text_config: missing: a \"gemma3\" config.json holds its text model's keys there")
+    refused("gemma3 multimodal whose text_config is a string", directory, edit_config(text_config="gemma3_text"),
+            "config.json: text_config: expected an object holding the text model's keys, got the string")
+    refused("gemma3 multimodal with a query scalar of 0", directory,
+            edit_config(text_config=dict(text, query_pre_attn_scalar=0)),
+            "config.json: text_config.query_pre_attn_scalar: expected a finite number > 0, got the number 0")
+
+
+multimodal_gemma3()
+
+
 def phi3_split_views():
     """Phi-3's fused gate and up as a step of its own in the text, Markdown and HTML walkthroughs (its
     values, x·[Wg | Wu], are checked against NumPy's with every step's in the JSON above): the step,

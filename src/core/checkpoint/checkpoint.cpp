@@ -117,7 +117,9 @@ std::string checkpoint::spelled(const std::string& name) const {
 }
 
 std::string checkpoint::resolve(const std::string& name) const {
-    for (const char* prefix : {"", "model.", "transformer.", "bert."})
+    // Gemma 3's multimodal checkpoints keep the text model under language_model.model. (or
+    // model.language_model., as newer transformers save it), its head under language_model.
+    for (const char* prefix : {"", "model.", "transformer.", "bert.", "language_model.model.", "model.language_model.", "language_model."})
         if (source_->contains(prefix + name)) return prefix + name;
     return "";
 }
@@ -139,7 +141,7 @@ outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
 
 error config_origin::at(std::string_view key, std::string message) const {
     auto spelled = keys.find(key);
-    return error{file, spelled == keys.end() ? std::string(key) : spelled->second, std::move(message)};
+    return error{file, within + (spelled == keys.end() ? std::string(key) : spelled->second), std::move(message)};
 }
 
 outcome<checkpoint> checkpoint::open(const std::string& path, const std::string& arch_override) {
