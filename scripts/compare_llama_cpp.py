@@ -19,8 +19,8 @@ import sys
 import numpy as np
 
 # ffn-trace's steps (its --format json) and llama.cpp's names for the same node ("-<layer>" after).
-NODES = [("input", "ffn_inp"), ("norm", "ffn_norm"), ("gate", "ffn_gate"), ("up", "ffn_up"), ("activate", "ffn_silu"),
-         ("multiply", "ffn_gate_par"), ("contract", "ffn_out"), ("out_norm", "ffn_post_norm"), ("residual", "l_out")]
+NODES = [("input", "ffn_inp"), ("norm", "ffn_norm"), ("split", "ffn_silu"), ("gate", "ffn_gate"), ("up", "ffn_up"),
+         ("activate", "ffn_silu"), ("multiply", "ffn_gate_par"), ("contract", "ffn_out"), ("out_norm", "ffn_post_norm"), ("residual", "l_out")]
 
 
 def read_dump(path):
@@ -54,7 +54,7 @@ def llama_node(nodes, step, name, layer, d_ff):
     if fused is not None and fused.shape[-1] == 2 * d_ff:
         # A fused gate/up (Phi-3): llama.cpp's name for the [gate | up] product ends as ffn_silu, the
         # activation is left unnamed, the product of the halves is ffn_mul.
-        fused_nodes = {"gate": ("ffn_silu[:d_ff]", fused[:, :d_ff]), "up": ("ffn_silu[d_ff:]", fused[:, d_ff:]),
+        fused_nodes = {"split": ("ffn_silu", fused), "gate": ("ffn_silu[:d_ff]", fused[:, :d_ff]), "up": ("ffn_silu[d_ff:]", fused[:, d_ff:]),
                        "activate": None, "multiply": ("ffn_mul", nodes.get(f"ffn_mul-{layer}"))}
         if step in fused_nodes:
             return fused_nodes[step]

@@ -11,7 +11,7 @@ using namespace ffn_trace;
 TEST_CASE("each step's name is the word the seeds use, and reads back as its kind") {
     using k = step_kind;
     const std::vector<std::pair<step_kind, const char*>> words{
-        {k::norm, "norm"},       {k::expand, "expand"},          {k::gate, "gate"},       {k::up, "up"},
+        {k::norm, "norm"},       {k::expand, "expand"},          {k::split, "split"},     {k::gate, "gate"},       {k::up, "up"},
         {k::activate, "activate"}, {k::multiply, "multiply"},    {k::contract, "contract"}, {k::out_norm, "out_norm"},
         {k::residual, "residual"},
         {k::router, "router"},   {k::probabilities, "probabilities"}, {k::weights, "weights"}, {k::combine, "combine"},
@@ -99,4 +99,36 @@ TEST_CASE("Gemma's norm of the output is a step of its own, between contract and
     CHECK(t->step(k::residual).value.data[0] == doctest::Approx(1 + 6 / rms));
     CHECK(t->step(k::residual).value.data[1] == doctest::Approx(1 + 2 / rms));
     CHECK(step_width(l, k::out_norm) == 2);
+}
+
+TEST_CASE("a layer whose gate and up are one fused tensor shows its product x·[Wg | Wu] as a step before the gate") {
+    // The layer above, its Wg and Wu the halves of Phi-3's fused tensor: normed = [2, 1], so
+    // split = normed · [Wg | Wu] = [2, 1 | 2 + 1, 2 − 1] = [2, 1, 3, 1], the gate's two columns then the up's.
+    ffn l;
+    l.act = activation::reglu;
+    l.wg = matrix(2, 2);
+    l.wg.data = {1, 0, 0, 1};
+    l.wu = matrix(2, 2);
+    l.wu.data = {1, 1, 1, -1};
+    l.w2 = matrix(2, 2);
+    l.w2.data = {1, 0, 0, 1};
+    l.residual = true;
+    l.fused_gate_up = true;
+    l.norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {2, 1}, {}, 0.0};
+    matrix x(1, 2);
+    x.data = {1, 1};
+    auto t = run_ffn(l, x, {});
+    REQUIRE(t);
+    using k = step_kind;
+    const std::vector<step_kind> order{k::norm, k::split, k::gate, k::up, k::activate, k::multiply, k::contract, k::residual};
+    REQUIRE(t->steps.size() == order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) CHECK(t->steps[i].kind == order[i]);
+    CHECK(step_kinds(l) == order);
+    CHECK(dense_step(k::split));
+    CHECK(step_width(l, k::split) == 4);
+    const matrix& fused = t->step(k::split).value;
+    REQUIRE(fused.rows == 1);
+    REQUIRE(fused.cols == 4);
+    CHECK(fused.data == std::vector<double>{2, 1, 3, 1});
+    CHECK(t->step(k::residual).value.data == std::vector<double>{7, 2});  // the rest as without the split
 }

@@ -30,6 +30,9 @@ namespace ffn_trace {
 struct config_origin {
     std::string file;
     std::map<std::string, std::string, std::less<>> keys;  // config.json's key → the file's: "n_positions" → "gpt2.context_length"
+    // The object the keys are in, as a path's head: "text_config." for the text model of a
+    // multimodal config.json (Gemma 3's), "" for the file's own keys.
+    std::string within;
     // The error about config.json's `key` as the file spells it.
     error at(std::string_view key, std::string message) const;
 };

@@ -11,6 +11,7 @@
 // Plain FFN:  expand = x·W1 + b1, activate = act(expand), contract = activate·W2 + b2
 // Gated FFN:  gate = x·Wg + bg, up = x·Wu + bu, activate = act(gate),
 //             multiply = activate ⊙ up, contract = multiply·W2 + b2
+//             (split = x·[Wg | Wu] first, when the file fuses gate and up into one tensor: Phi-3)
 // Both:       out_norm = norm(contract) (Gemma's post_feedforward_layernorm, when the layer has one),
 //             residual = x + contract, or x + out_norm (when on)
 #pragma once
@@ -101,6 +102,7 @@ struct ffn {
     bool residual = false;
     std::optional<norm_layer> norm;
     std::optional<norm_layer> out_norm;  // Gemma: the output normed before the residual adds it
+    bool fused_gate_up = false;  // Phi-3: Wg and Wu are the two halves of one stored tensor [Wg | Wu]
     // A checkpoint's layer may leave a matrix in its file: then the matrix above has its shape
     // but no values, and `stored` reads them. Indexed by `weight`.
     std::array<std::shared_ptr<const stored_matrix>, 4> stored;

@@ -9,14 +9,15 @@
 
 namespace ffn_trace {
 
-// A dense layer records norm (pre), expand (or gate and up), activate, multiply (gated),
+// A dense layer records norm (pre), expand (or gate and up, after split when the file fuses
+// them: x·[Wg | Wu], whose halves they are), activate, multiply (gated),
 // contract, out_norm (Gemma's norm of the output), residual (when on) and norm (post); an MoE layer records norm, router,
 // probabilities, weights, combine, residual and norm of its own, and each expert its dense
 // steps. `input` is the layer's input x, which no step computes: the first table of a
 // walkthrough and the last step of a backward pass; `output` is where a backward pass starts,
 // dL/d(output) of the last step.
 enum class step_kind {
-    norm, expand, gate, up, activate, multiply, contract, out_norm, residual,  // dense
+    norm, expand, split, gate, up, activate, multiply, contract, out_norm, residual,  // dense
     router, probabilities, weights, combine,                         // MoE
     input, output,
 };

@@ -154,8 +154,10 @@ def reference(m, ids, layer):
         return mid[0], {k: v[0] for k, v in steps.items()}, m.logits(steps["residual"][0, -1])
     w, p = m.w, f"layers.{layer}."
     h = rms_norm(mid, w[p + "post_attention_layernorm.weight"], m.eps)
+    steps = {"norm": h}
     if p + "mlp.gate_up_proj.weight" in w:  # Phi-3: the fused projection's first half is the gate
-        gate, up = np.split(h @ w[p + "mlp.gate_up_proj.weight"].T, 2, axis=-1)
+        steps["split"] = h @ w[p + "mlp.gate_up_proj.weight"].T
+        gate, up = np.split(steps["split"], 2, axis=-1)
     else:
         gate = h @ w[p + "mlp.gate_proj.weight"].T
         up = h @ w[p + "mlp.up_proj.weight"].T
@@ -164,7 +166,7 @@ def reference(m, ids, layer):
     out = mult @ w[p + "mlp.down_proj.weight"].T
     y = mid + out
     logits = rms_norm(y[0, -1], w["norm.weight"], m.eps) @ m.head.T
-    steps = {"norm": h, "gate": gate, "up": up, "activate": act, "multiply": mult, "contract": out, "residual": y}
+    steps.update(gate=gate, up=up, activate=act, multiply=mult, contract=out, residual=y)
     return mid[0], {k: v[0] for k, v in steps.items()}, logits
 
 
@@ -173,6 +175,9 @@ def compare(name, got, m, tol):
     layer = got["layer"]
     mid, steps, logits = reference(m, ids, layer)
     worst = close(f"{name}: the stream layer {layer}'s FFN reads", got["input"], mid, tol)
+    if [s["name"] for s in got["steps"]] != list(steps):  # Phi-3's split among them, before the gate
+        failures.append(f"{name}: steps {[s['name'] for s in got['steps']]}, the reference's {list(steps)}")
+        return worst
     for s in got["steps"]:
         worst = max(worst, close(f"{name}: step {s['name']}", s["value"], steps[s["name"]], tol))
     top = got["prediction"]["top"]
@@ -337,6 +342,74 @@ def own_query_scale(arch, scalar):
 
 own_query_scale("gemma2", 3)
 own_query_scale("gemma3", 5)
+
+# The keys a multimodal Gemma 3 config.json leaves out of its text_config, and Hugging Face's
+# Gemma3TextConfig defaults for them (configuration_gemma3.py): its text-only twin spells them.
+GEMMA3_TEXT_DEFAULTS = {"rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+                        "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6, "max_position_embeddings": 131_072}
+
+
+def multimodal_gemma3():
+    """Gemma 3 as Gemma3ForConditionalGeneration saves it: config.json's model_type "gemma3" with the
+    text model's keys under text_config (some left to their defaults), the text model's tensors under
+    language_model.model., and a vision tower and projector beside them. Its logits and its last
+    layer's steps must be its text-only twin's, exactly."""
+    directory, twin = os.path.join(work, "gemma3-multimodal"), os.path.join(work, "gemma3-text-twin")
+    tensors, config, _ = models.write("gemma3", 5, directory, tokenizers)
+    models.write("gemma3", 5, twin, tokenizers)
+    edit_config(**GEMMA3_TEXT_DEFAULTS)(twin)
+    rng = np.random.default_rng(6)
+    stored = {"language_model." + name: w for name, w in tensors.items()}
+    stored["vision_tower.vision_model.embeddings.patch_embedding.weight"] = rng.uniform(-1, 1, (4, 3, 2, 2)).astype(np.float32)
+    stored["multi_modal_projector.mm_input_projection_weight"] = rng.uniform(-1, 1, (4, models.D)).astype(np.float32)
+    write_safetensors(os.path.join(directory, "model.safetensors"), stored)
+    text = {k: v for k, v in config.items() if k not in GEMMA3_TEXT_DEFAULTS}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+                   "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 4}}, f, indent=2)
+    layer = models.layers("gemma3") - 1
+    got, want = run(directory, layer), run(twin, layer)
+    if got is None or want is None:
+        return
+    same = got["steps"] == want["steps"] and got["prediction"]["top"] == want["prediction"]["top"] and got["input"] == want["input"]
+    if not same:
+        failures.append("gemma3 multimodal: its text model's steps or logits are not its text-only twin's")
+    print(f"gemma3 multimodal (text_config, language_model.model.*, a vision tower): its text model's steps and "
+          f"{len(got['prediction']['top'])} top logits {'equal' if same else 'DIFFER from'} the text-only twin's")
+    refused("gemma3 multimodal without text_config", directory, edit_config(text_config=None),
+            "config.json: text_config: missing: a \"gemma3\" config.json holds its text model's keys there")
+    refused("gemma3 multimodal whose text_config is a string", directory, edit_config(text_config="gemma3_text"),
+            "config.json: text_config: expected an object holding the text model's keys, got the string")
+    refused("gemma3 multimodal with a query scalar of 0", directory,
+            edit_config(text_config=dict(text, query_pre_attn_scalar=0)),
+            "config.json: text_config.query_pre_attn_scalar: expected a finite number > 0, got the number 0")
+
+
+multimodal_gemma3()
+
+
+def phi3_split_views():
+    """Phi-3's fused gate and up as a step of its own in the text, Markdown and HTML walkthroughs (its
+    values, x·[Wg | Wu], are checked against NumPy's with every step's in the JSON above): the step,
+    its formula, which columns are the gate and which the up, and each column's dot product with the
+    half of the fused tensor it is."""
+    ff = models.FF
+    heading = "Split   fused = normed · [Wg | Wu]"
+    wants = {("text",): ["Step 2 · " + heading, f"whose first d_ff = {ff}", "The next two steps are its halves"],
+             ("markdown",): ["## Step 2 · " + heading], ("html",): ["<h2>Step 2 · Split</h2>", "fused = normed · [Wg | Wu]"],
+             ("text", "--detail", "arithmetic"): ["fused[0][0] = normed[0] · Wg[:, 0] = ",
+                                                 f"fused[0][{2 * ff - 1}] = normed[0] · Wu[:, {ff - 1}] = "]}
+    for view, says in wants.items():
+        done = subprocess.run([ft, "run", "--checkpoint", os.path.join(work, "phi3"), "--layer", "1", "--prompt", PROMPT,
+                               "--width", "200", "--format", *view], capture_output=True, text=True)
+        for said in says:
+            if said not in done.stdout:
+                failures.append(f"phi3: the {' '.join(view)} walkthrough does not say {said!r}")
+    print("phi3: the split step in the text, Markdown and HTML walkthroughs and in the arithmetic: "
+          + ("shown" if not any(f.startswith("phi3: the") for f in failures) else "see failures"))
+
+
+phi3_split_views()
 
 
 def smoke(arch):

@@ -117,7 +117,9 @@ std::string checkpoint::spelled(const std::string& name) const {
 }
 
 std::string checkpoint::resolve(const std::string& name) const {
-    for (const char* prefix : {"", "model.", "transformer.", "bert."})
+    // Gemma 3's multimodal checkpoints keep the text model under language_model.model. (or
+    // model.language_model., as newer transformers save it), its head under language_model.
+    for (const char* prefix : {"", "model.", "transformer.", "bert.", "language_model.model.", "model.language_model.", "language_model."})
         if (source_->contains(prefix + name)) return prefix + name;
     return "";
 }
@@ -139,7 +141,7 @@ outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
 
 error config_origin::at(std::string_view key, std::string message) const {
     auto spelled = keys.find(key);
-    return error{file, spelled == keys.end() ? std::string(key) : spelled->second, std::move(message)};
+    return error{file, within + (spelled == keys.end() ? std::string(key) : spelled->second), std::move(message)};
 }
 
 outcome<checkpoint> checkpoint::open(const std::string& path, const std::string& arch_override) {
@@ -252,6 +254,7 @@ outcome<std::shared_ptr<const ffn>> checkpoint::dense_layer(std::size_t index, w
         if (auto e = matrix_of(tensor_role::ffn_up, d_model, d_ff, weight::w1, layer->w1)) return *e;
         if (auto e = bias_of(tensor_role::ffn_up, d_ff, layer->b1)) return *e;
     } else {
+        layer->fused_gate_up = f.has(tensor_role::ffn_gate_up);  // split_gate_up made its two halves
         if (auto e = matrix_of(tensor_role::ffn_gate, d_model, d_ff, weight::wg, layer->wg)) return *e;
         if (auto e = matrix_of(tensor_role::ffn_up, d_model, d_ff, weight::wu, layer->wu)) return *e;
     }
@@ -356,6 +359,7 @@ ffn checkpoint::dense_shape() const {
     if (!fam.gated()) {
         shape(f.w1, config_.d_model, config_.d_ff);
     } else {
+        f.fused_gate_up = fam.has(tensor_role::ffn_gate_up);
         shape(f.wg, config_.d_model, config_.d_ff);
         shape(f.wu, config_.d_model, config_.d_ff);
     }

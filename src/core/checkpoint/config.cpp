@@ -373,6 +373,28 @@ std::optional<error> read_forward_config(const family& f, const json& c, const c
     return read_gemma(f, c, from, m);
 }
 
+// The text model's keys of Gemma 3's multimodal config.json (model_type "gemma3",
+// Gemma3ForConditionalGeneration): its text_config, with the keys it leaves out as Hugging Face's
+// Gemma3TextConfig defaults them (configuration_gemma3.py); errors name text_config.KEY.
+outcome<json> gemma3_text_config(const json& config, const std::string& file) {
+    auto it = config.find("text_config");
+    if (it == config.end())
+        return error{file, "text_config", "missing: a \"gemma3\" config.json holds its text model's keys there"};
+    if (!it->is_object())
+        return error{file, "text_config", fmt::format("expected an object holding the text model's keys, got {}", kind_of(*it))};
+    // whole numbers unsigned, as nlohmann parses them from config.json's text
+    static const json defaults = {
+        {"vocab_size", 262208u},      {"num_attention_heads", 8u},          {"num_key_value_heads", 4u},
+        {"head_dim", 256u},           {"hidden_activation", "gelu_pytorch_tanh"}, {"max_position_embeddings", 131072u},
+        {"rms_norm_eps", 1e-6},       {"rope_theta", 1000000.0},            {"query_pre_attn_scalar", 256u},
+        {"sliding_window", 4096u},    {"rope_local_base_freq", 10000.0},    {"sliding_window_pattern", 6u},
+    };
+    json text = *it;
+    for (const auto& [key, value] : defaults.items())
+        if (!text.contains(key)) text[key] = value;
+    return text;
+}
+
 }  // namespace
 
 std::string file_beside(const std::string& path, std::string_view name) {
@@ -385,6 +407,11 @@ outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& p
     const std::string file = file_beside(path, "config.json");
     auto config = load_config(file);
     if (!config) return config.err();
+    if (auto type = config->find("model_type"); arch.empty() && type != config->end() && *type == "gemma3") {
+        auto text = gemma3_text_config(*config, file);
+        if (!text) return text.err();
+        return read_config_object(c, *text, config_origin{file, {}, "text_config."}, *find_family("gemma3_text"));
+    }
     auto f = family_named(*config, file, path, arch);
     if (!f) return f.err();
     return read_config_object(c, *config, config_origin{file, {}}, **f);

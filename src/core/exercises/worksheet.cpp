@@ -123,6 +123,7 @@ public:
     const std::vector<std::string>& dense_labels(const ffn& l, step_kind step) const {
         if (step == step_kind::contract || step == step_kind::residual) return ex_.names.outputs;
         if (step == step_kind::norm) return l.norm && l.norm->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
+        if (step == step_kind::split) return none_;  // 2·d_ff columns: the gate's units, then the up projection's
         return ex_.names.hidden.size() == l.d_ff() ? ex_.names.hidden : none_;
     }
 

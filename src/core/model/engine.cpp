@@ -347,6 +347,7 @@ std::vector<step_kind> step_kinds(const ffn& layer) {
     std::vector<step_kind> kinds;
     const bool pre = layer.norm && layer.norm->position == norm_layer::place::pre;
     if (pre) kinds.push_back(step_kind::norm);
+    if (layer.fused_gate_up) kinds.push_back(step_kind::split);
     if (layer.gated())
         kinds.insert(kinds.end(), {step_kind::gate, step_kind::up, step_kind::activate, step_kind::multiply, step_kind::contract});
     else
@@ -359,6 +360,7 @@ std::vector<step_kind> step_kinds(const ffn& layer) {
 
 std::size_t step_width(const ffn& layer, step_kind k) {
     if (k == step_kind::norm) return layer.norm->position == norm_layer::place::pre ? layer.d_model() : layer.d_out();
+    if (k == step_kind::split) return 2 * layer.d_ff();
     return k == step_kind::contract || k == step_kind::out_norm || k == step_kind::residual ? layer.d_out() : layer.d_ff();
 }
 
@@ -453,6 +455,17 @@ std::optional<weight> weight_of(step_kind k) { return detail::step_weight(k); }
 
 namespace {
 
+// (tokens, 2·d_ff) = [gate | up]: x·[Wg | Wu], the product of the fused tensor whose halves Wg and
+// Wu are, as Phi3MLP computes it before `gate, up = up_states.chunk(2, dim=-1)`.
+matrix side_by_side(const matrix& gate, const matrix& up) {
+    matrix fused(gate.rows, gate.cols + up.cols);
+    for (std::size_t t = 0; t < gate.rows; ++t) {
+        std::copy_n(gate.row(t).begin(), gate.cols, fused.row(t).begin());
+        std::copy_n(up.row(t).begin(), up.cols, fused.row(t).begin() + static_cast<std::ptrdiff_t>(gate.cols));
+    }
+    return fused;
+}
+
 step norm_step(const norm_layer& n, const matrix& in, step_kind k = step_kind::norm) {
     norm_parts p = normalize(n, in);
     return {k, std::move(p.y), {{"mean", std::move(p.mean)}, {"var", std::move(p.var)}, {"inv", std::move(p.inv)}}};
@@ -494,6 +507,7 @@ outcome<trace> run(std::shared_ptr<const ffn> shared, const matrix& x, std::vect
         matrix out = times(layer, weight::w2, product, layer.b2, each_alone);
         edit(step_kind::contract, out);
         if (pre_norm) t.steps.push_back(std::move(*pre_norm));
+        if (layer.fused_gate_up) t.steps.push_back({step_kind::split, side_by_side(gate, up), {}});
         t.steps.push_back({step_kind::gate, std::move(gate), {}});
         t.steps.push_back({step_kind::up, std::move(up), {}});
         t.steps.push_back({step_kind::activate, std::move(act), std::move(terms)});

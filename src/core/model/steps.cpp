@@ -15,9 +15,10 @@ struct step_words {
     std::string_view matrix_name, bias_name;
 };
 
-constexpr std::array<step_words, 15> steps{{
+constexpr std::array<step_words, 16> steps{{
     {"norm", "normed", std::nullopt, "", ""},
     {"expand", "hidden", weight::w1, "W1", "b1"},
+    {"split", "fused", std::nullopt, "", ""},
     {"gate", "gate", weight::wg, "Wg", "bg"},
     {"up", "up", weight::wu, "Wu", "bu"},
     {"activate", "activated", std::nullopt, "", ""},
@@ -68,6 +69,10 @@ step_kind weight_step(weight w) {
 step_kind pre_activation_step(const ffn& l) { return l.gated() ? step_kind::gate : step_kind::expand; }
 
 step_kind hidden_step(const ffn& l) { return l.gated() ? step_kind::multiply : step_kind::activate; }
+
+std::pair<weight, std::size_t> fused_column(const ffn& l, std::size_t j) {
+    return j < l.d_ff() ? std::pair{weight::wg, j} : std::pair{weight::wu, j - l.d_ff()};
+}
 
 std::string weight_name(weight w) { return std::string(words(weight_step(w)).matrix_name); }
 

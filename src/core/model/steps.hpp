@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ffn_trace/engine.hpp"
@@ -32,6 +33,9 @@ step_kind weight_step(weight w);
 step_kind pre_activation_step(const ffn& l);
 // The step contract reads: multiply in a gated layer, else activate.
 step_kind hidden_step(const ffn& l);
+// Column j of split's x·[Wg | Wu], as the matrix and column it is: column j of Wg for j < d_ff,
+// else column j − d_ff of Wu.
+std::pair<weight, std::size_t> fused_column(const ffn& l, std::size_t j);
 // A matrix's name, "W1", "Wg", "Wu" or "W2", and its bias's, "b1", "bg", "bu" or "b2".
 std::string weight_name(weight w);
 std::string bias_name(weight w);

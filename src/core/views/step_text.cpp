@@ -80,6 +80,10 @@ std::string step_formula(const ffn& l, step_kind k) {
         const std::string bias = bias_of(l, *w).empty() ? "" : " + " + bias_name(*w);
         return fmt::format("{} = {} · {}{}", step_variable(k), in, weight_name(*w), bias);
     }
+    if (k == step_kind::split) {
+        const bool biased = !l.bg.empty() || !l.bu.empty();
+        return fmt::format("{} = {} · [Wg | Wu]{}", step_variable(k), read_variable(norm_is_pre(l)), biased ? " + [bg | bu]" : "");
+    }
     if (k == step_kind::out_norm)
         return norm_formula(*l.out_norm, step_variable(step_kind::contract), step_variable(step_kind::out_norm));
     if (k == step_kind::activate)
@@ -95,6 +99,12 @@ std::string step_explanation(const ffn& l, step_kind step, bool out_in) {
             return std::string("Each hidden unit j scores the token against its key, column j of W1") +
                    (out_in ? " (row j of the file's W1, which stores d_ff × d_model)" : "") +
                    ": one learned detector per unit, d_ff of them.";
+        case step_kind::split:
+            return fmt::format("The file stores the gate's and the up projection's keys as one matrix, [Wg | Wu] (Phi-3's "
+                               "gate_up_proj; in a GGUF file ffn_up, twice as wide): one product, {0} numbers a token, "
+                               "whose first d_ff = {1} columns are the gate and last {1} the up projection, as Phi3MLP "
+                               "splits them (gate, up = up_states.chunk(2, dim=-1)). The next two steps are its halves.",
+                               2 * l.d_ff(), l.d_ff());
         case step_kind::gate:
             return "Each gate unit scores the token against its column of Wg; the gate will decide how much of each "
                    "hidden unit gets through.";

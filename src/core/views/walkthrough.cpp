@@ -225,6 +225,7 @@ std::string walkthrough_builder::shapes(step_kind step) const {
     const auto in = shape_text(l.d_model()), hidden = shape_text(l.d_ff()), out = shape_text(l.d_out());
     if (const auto w = weight_of(step); w && w != weight::w2)
         return fmt::format("{}·({} × {}) → {}", in, l.d_model(), l.d_ff(), hidden);
+    if (step == step_kind::split) return fmt::format("{}·({} × {}) → {}", in, l.d_model(), 2 * l.d_ff(), shape_text(2 * l.d_ff()));
     if (step == step_kind::activate || step == step_kind::multiply) return fmt::format("{} → {}", hidden, hidden);
     if (step == step_kind::contract) return fmt::format("{}·({} × {}) → {}", hidden, l.d_ff(), l.d_out(), out);
     if (step == step_kind::norm) return pre_norm() ? fmt::format("{} → {}", in, in) : fmt::format("{} → {}", out, out);

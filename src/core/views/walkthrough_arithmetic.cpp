@@ -126,7 +126,7 @@ void walkthrough_builder::arithmetic(const step& s) {
         }
         const bool contract = w == weight::w2;
         const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
-        if (w)
+        if (w || s.kind == step_kind::split)
             b.lines.push_back(fmt::format("{}: {}{} = {}", token_name(t),
                                           contract ? step_variable(hidden_step(l)) : read_variable(pre_norm()),
                                           token_index(ex_.lead, global(t)), short_vector(in_row)));
@@ -138,9 +138,13 @@ void walkthrough_builder::arithmetic(const step& s) {
                 continue;
             }
             std::string rhs;
-            if (w)
+            if (w) {
                 rhs = dot_line(in_row, weight_column(l, *w, j), j, bias_of(l, *w));
-            else if (s.kind == step_kind::multiply)
+            } else if (s.kind == step_kind::split) {
+                const auto [half, c] = fused_column(l, j);
+                rhs = fmt::format("{}{} · {}[:, {}] = {}", read_variable(pre_norm()), token_index(ex_.lead, global(t)), weight_name(half), c,
+                                  dot_line(in_row, weight_column(l, half, c), c, bias_of(l, half)));
+            } else if (s.kind == step_kind::multiply)
                 rhs = fmt::format("{} × {}", op(tr_->step(step_kind::activate).value(t, j)), op(tr_->step(step_kind::up).value(t, j)));
             else  // residual
                 rhs = fmt::format("{} + {}", op(tr_->input(t, j)), op(tr_->step(step_kind::contract).value(t, j)));

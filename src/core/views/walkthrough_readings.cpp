@@ -531,6 +531,7 @@ void walkthrough_builder::summary_block() {
     // The path's steps as items, so that "gate, up" and "+ x" are never split.
     std::vector<std::string> path;
     if (pre_norm()) path.emplace_back("→ norm");
+    if (layer().fused_gate_up) path.push_back("→ " + step_name(step_kind::split));
     path.push_back(layer().gated() ? "→ gate, up" : "→ expand");
     path.push_back("→ " + activation_title(layer().act));
     path.emplace_back("→ contract");

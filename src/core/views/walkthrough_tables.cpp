@@ -16,6 +16,8 @@ const std::vector<std::string>& walkthrough_builder::column_labels(step_kind ste
         const auto& n = ex_.mixture ? ex_.mixture->norm : ex_.layer.norm;
         return !n || n->position == norm_layer::place::pre ? ex_.names.inputs : ex_.names.outputs;
     }
+    static const std::vector<std::string> unnamed;
+    if (step == step_kind::split) return unnamed;  // 2·d_ff columns: the gate's units, then the up projection's
     if (step == step_kind::router || step == step_kind::probabilities || step == step_kind::weights) return ex_.names.experts;
     if (step == step_kind::contract || step == step_kind::out_norm || step == step_kind::residual || step == step_kind::combine)
         return ex_.names.outputs;
@@ -106,15 +108,19 @@ std::vector<std::string> walkthrough_builder::how(step_kind step, std::size_t t,
     const std::string lhs = (step == step_kind::input ? std::string("x") : variable(step)) + at(t, j);
     const std::string result = num(step == step_kind::input ? tr_->input(t, j) : tr_->find(step)->value(t, j));
     if (step == step_kind::input) return {fmt::format("{} = {}, given in the file", lhs, result)};
-    if (auto w = weight_of(step)) {
+    std::optional<weight> w = weight_of(step);
+    std::size_t column_index = j;
+    if (step == step_kind::split) std::tie(w, column_index) = fused_column(l, j);
+    if (w) {
         const bool contract = *w == weight::w2;
         const std::string in_name = contract ? step_variable(hidden_step(l)) : read_variable(pre_norm());
         const std::span<const double> in_row = contract ? hidden_output(*tr_).row(t) : tr_->ffn_input().row(t);
-        const std::vector<double> column = weight_column(l, *w, j);
+        const std::vector<double> column = weight_column(l, *w, column_index);
         const std::vector<double>& bias = bias_of(l, *w);
         std::vector<std::string> out{fmt::format("{} = {}{} · {}[:, {}]{}", lhs, in_name, token_index(ex_.lead, global(t)),
-                                                 weight_name(*w), j, bias.empty() ? "" : " + b[" + std::to_string(j) + "]")};
-        out.push_back("  = " + largest_terms(in_row, column, bias.empty() ? 0.0 : bias[j], !bias.empty()));
+                                                 weight_name(*w), column_index,
+                                                 bias.empty() ? "" : " + b[" + std::to_string(column_index) + "]")};
+        out.push_back("  = " + largest_terms(in_row, column, bias.empty() ? 0.0 : bias[column_index], !bias.empty()));
         out.push_back("  = " + result);
         return out;
     }
