@@ -212,6 +212,8 @@ def write_gguf(arch, tensors, config, tok, path, pre):
     if arch == "gemma3":
         meta += [string(f"{gg}.rope.scaling.type", "linear"), f32(f"{gg}.rope.scaling.factor", config["rope_scaling"]["factor"]),
                  f32(f"{gg}.rope.freq_base_swa", config["rope_local_base_freq"])]
+        if config["sliding_window_pattern"] not in (1, 6):  # llama.cpp reads it (others' converters write it)
+            meta += [u32(f"{gg}.attention.sliding_window_pattern", config["sliding_window_pattern"])]
     if arch == "phi3":
         meta += [u32(f"{gg}.attention.sliding_window", config["sliding_window"])]
     write_gguf_file(path, meta, out)

@@ -360,6 +360,8 @@ gemma3_gguf("gemma3 GGUF with rope.freq_base_swa 100", "gemma3_base", rope_local
 # no attention.sliding_window: every layer global (Hugging Face's sliding_window_pattern 1), with
 # the global layers' RoPE, not Gemma 2's default window of 4096
 gemma3_gguf("gemma3 GGUF without a sliding window", "gemma3_global", sliding_window_pattern=1)
+# one global layer in 3 (layers 2 and 5), from attention.sliding_window_pattern
+gemma3_gguf("gemma3 GGUF with attention.sliding_window_pattern 3", "gemma3_period", sliding_window_pattern=3)
 
 
 def smoke(arch):
