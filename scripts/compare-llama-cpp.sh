@@ -11,12 +11,14 @@
 # names differently). The texts after -- are tokenized by both, special tokens matched.
 #
 # Environment: LLAMA_CPP_SRC (/work/llama.cpp-src), LLAMA_CPP_BUILD (/work/llama.cpp-build),
-# FFN_TRACE (build/ffn-trace).
+# LLAMA_CPP_BIN (its libraries and programs: LLAMA_CPP_BUILD/bin), FFN_TRACE (build/ffn-trace).
+# A prebuilt llama.cpp serves too (node-llama-cpp's, with the source of its release: docs/building.md):
+# its libraries named libllama.v*.so and its CPU backends loaded at run time, without llama-eval-callback.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=${LLAMA_CPP_SRC:-/work/llama.cpp-src}
-bin=${LLAMA_CPP_BUILD:-/work/llama.cpp-build}/bin
+bin=${LLAMA_CPP_BIN:-${LLAMA_CPP_BUILD:-/work/llama.cpp-build}/bin}
 ffn=${FFN_TRACE:-$here/../build/ffn-trace}
 py=/usr/bin/python3
 
@@ -33,18 +35,29 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then theirs=$1; shift; fi
 # The dump program: llama-eval-callback's callback writing whole tensors (scripts/llama_cpp_dump.cpp).
 dump=$bin/llama-cpp-dump
 if [ ! -x "$dump" ] || [ "$here/llama_cpp_dump.cpp" -nt "$dump" ]; then
-    g++ -O2 -std=c++17 "$here/llama_cpp_dump.cpp" -I"$src/include" -I"$src/ggml/include" \
-        -L"$bin" -lllama -lggml -lggml-base -Wl,-rpath,"$bin" -o "$dump"
+    libs=() defines=()
+    for lib in llama ggml ggml-base; do  # libllama.so, or a release's libllama.v0.4.0.so
+        found=$(ls "$bin/lib$lib.so" "$bin/lib$lib".v*.so 2>/dev/null | head -n 1 || true)
+        libs+=("-l:$(basename "${found:-lib$lib.so}")")
+    done
+    ls "$bin"/libggml-cpu*.so > /dev/null 2>&1 && defines+=("-DLLAMA_CPP_BACKENDS=\"$bin\"")
+    grep -q flash_attn_type "$src/include/llama.h" && defines+=(-DLLAMA_CPP_FLASH_ATTN_TYPE)
+    g++ -O2 -std=c++17 "$here/llama_cpp_dump.cpp" "${defines[@]}" -I"$src/include" -I"$src/ggml/include" \
+        -L"$bin" "${libs[@]}" -Wl,-rpath,"$bin" -o "$dump"
 fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$dump" "$theirs" "$prompt" "$work/nodes.bin"
 # llama-eval-callback itself on the same file, to show that the dump holds the numbers it prints.
-"$bin/llama-eval-callback" -m "$theirs" -p "$prompt" -ctk f32 -ctv f32 -t 2 --seed 1 \
-    > "$work/eval-callback.txt" 2>&1 || true
+callback=()
+if [ -x "$bin/llama-eval-callback" ]; then
+    "$bin/llama-eval-callback" -m "$theirs" -p "$prompt" -ctk f32 -ctv f32 -t 2 --seed 1 \
+        > "$work/eval-callback.txt" 2>&1 || true
+    callback=("$work/eval-callback.txt")
+fi
 "$py" "$here/compare_llama_cpp.py" "$ffn" "$model" "$work/nodes.bin" "$prompt" "$(basename "$model")" \
-    "$work/eval-callback.txt"
+    "${callback[@]}"
 
 for text in "$@"; do
     ours=$("$ffn" tokenize --checkpoint "$model" --format json "$text" |

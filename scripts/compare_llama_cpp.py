@@ -50,6 +50,9 @@ def llama_node(nodes, step, name, layer, d_ff):
         return "l_out - sa_out", nodes[f"l_out-{layer}"] - nodes[f"sa_out-{layer}"]
     if step == "activate" and f"ffn_gelu-{layer}" in nodes:
         return "ffn_gelu", nodes[f"ffn_gelu-{layer}"]
+    for glu in ("ffn_swiglu", "ffn_geglu"):  # a later llama.cpp's fused activation and product
+        if step == "multiply" and f"{glu}-{layer}" in nodes:
+            return glu, nodes[f"{glu}-{layer}"]
     fused = nodes.get(f"ffn_silu-{layer}")
     if fused is not None and fused.shape[-1] == 2 * d_ff:
         # A fused gate/up (Phi-3): llama.cpp's name for the [gate | up] product ends as ffn_silu, the
@@ -59,6 +62,10 @@ def llama_node(nodes, step, name, layer, d_ff):
         if step in fused_nodes:
             return fused_nodes[step]
     return (name, nodes[f"{name}-{layer}"]) if f"{name}-{layer}" in nodes else None
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 def rel(ours, theirs):
@@ -128,12 +135,16 @@ def main():
             theirs = llama_node(nodes, step, name, layer, t["d_ff"])
             if theirs is not None and theirs[1] is not None:
                 rows.append((theirs[0], layer, rel(steps[step], theirs[1])))
+        if f"ffn_geglu-{layer}" in nodes and "multiply" in steps:
+            # the fused GELU·up reads the same f16 table; the product computed in float64 from
+            # llama.cpp's own gate and up shows ffn-trace's step
+            g, u = (nodes[f"ffn_{n}-{layer}"].astype(np.float64) for n in ("gate", "up"))
+            rows.append(("gelu_tanh(ffn_gate)·ffn_up in float64", layer, rel(steps["multiply"], gelu_tanh(g) * u)))
         if f"ffn_gelu-{layer}" in nodes and "activate" in steps:
             # ggml's CPU GELU rounds its input to f16 and reads a table (GGML_GELU_FP16), about 5e-4
             # off; the tanh form computed in float64 from llama.cpp's own gate shows ffn-trace's step
-            g = nodes[f"ffn_gate-{layer}"].astype(np.float64)
-            exact = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
-            rows.append(("gelu_tanh(ffn_gate) in float64", layer, rel(steps["activate"], exact)))
+            rows.append(("gelu_tanh(ffn_gate) in float64", layer,
+                         rel(steps["activate"], gelu_tanh(nodes[f"ffn_gate-{layer}"].astype(np.float64)))))
     for row in rows:
         name, layer, d = row[:3]
         text = d if isinstance(d, str) else f"{d:.2e}"

@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
     llama_log_set([](ggml_log_level level, const char* text, void*) {
         if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
     }, nullptr);
+#ifdef LLAMA_CPP_BACKENDS
+    // a build whose backends are libraries loaded at run time (node-llama-cpp's): the CPU's from there
+    ggml_backend_load_all_from_path(LLAMA_CPP_BACKENDS);
+#endif
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     llama_model* model = llama_model_load_from_file(argv[1], mp);
@@ -67,6 +71,10 @@ int main(int argc, char** argv) {
     cp.n_ctx = cp.n_batch = cp.n_ubatch = 512;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     cp.cb_eval = dump;
+#ifdef LLAMA_CPP_FLASH_ATTN_TYPE
+    // a later llama.cpp turns flash attention on by default, whose CPU kernel rounds to f16 (4e-4 off)
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+#endif
     cp.cb_eval_user_data = nullptr;
     llama_context* ctx = llama_init_from_model(model, cp);
     if (!ctx) return 1;

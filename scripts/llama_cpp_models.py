@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Small random GGUF models of the families that extend the Llama block, with real tokenizers, for
 scripts/compare-llama-cpp.sh: Llama 3 (rope scaling "llama3" as the rope_freqs tensor the converter
-writes), Qwen3 (a norm on each head's queries and keys) and Phi-3 (fused qkv and gate/up).
+writes), Qwen3 (a norm on each head's queries and keys), Phi-3 (fused qkv and gate/up) and Gemma 2;
+and for scripts/compare-node-llama-cpp.sh, Gemma 3 and variants of it and of Qwen3 (see VARIANTS),
+with F16 and Q8_0 copies (COPIES).
 
 Written with llama.cpp's own gguf-py (from its source tree: LLAMA_CPP_SRC), sharing nothing with
 ffn-trace. The tokenizers are llama.cpp's test vocabularies (models/ggml-vocab-*.gguf): Phi-3's
@@ -13,7 +15,8 @@ The llama.cpp this was written against (February 2025) has no "qwen3" architectu
 head) with q, k and v fused into one tensor: each Qwen3 file gets an openelm twin holding the same
 numbers, which llama.cpp runs while ffn-trace runs the qwen3 file.
 
-  llama_cpp_models.py make OUT_DIR [FAMILY...]   the F32 models (and qwen3's openelm twin)
+  llama_cpp_models.py make OUT_DIR [FAMILY...]   the F32 models (and qwen3's openelm twin, and the
+                                                 copies of COPIES)
   llama_cpp_models.py split-qkv TWIN QWEN3  a quantized openelm twin back to a qwen3 file
 """
 import os
@@ -48,7 +51,28 @@ FAMILIES = {
     # final cap Gemma 2's own (30: a smaller one flattens these random logits into ties)
     "gemma2": dict(arch="gemma2", d=256, ff=512, layers=26, heads=4, kv=2, hd=128, theta=10000.0, eps=1e-6,
                    tied=True, vocab="llama-spm", pre="default", ctx=8192, window=4, attn_cap=2.0, final_cap=30.0),
+    # Gemma 3 4B's shape cut down (a later llama.cpp than b4747 runs it): every sixth layer global,
+    # the others within a window small enough to matter and with RoPE base 10000 (the key the
+    # converter writes), each head's query and key RMSNormed, the global layers' RoPE scaled
+    # linearly by 8 as 4B and up have it; no soft caps
+    "gemma3": dict(arch="gemma3", d=256, ff=768, layers=8, heads=4, kv=2, hd=128, theta=1000000.0, eps=1e-6,
+                   tied=True, vocab="llama-spm", pre="default", ctx=32768, window=4, swa_theta=10000.0,
+                   rope_scaling=("linear", 8.0), embd=0.05),
 }
+# VARIANTS, each one setting changed from its family's (its own seed, after the families'):
+# - qwen3-spread: embeddings of std 0.05 as trained models have; the qwen3 file's std 1 makes its
+#   tied head give the last token's own id a probability of 1 - 1e-33, which float32 cannot tell apart
+# - gemma3-gate: gate weights 1000 times larger, so that almost every gate is beyond ±10, where
+#   llama.cpp's CPU GELU is exact (x or 0) instead of its f16 table's value (about 5e-4 off)
+# - gemma3-global: gemma3-gate without the sliding window key, as the converter writes a Gemma 3
+#   whose every layer is global (sliding_window_pattern 1): llama.cpp then runs every layer global,
+#   with RoPE base freq_base
+# - gemma3-base: gemma3-gate with the sliding layers' RoPE base 100000 instead of 10000
+#   (rope.freq_base_swa)
+FAMILIES["qwen3-spread"] = dict(FAMILIES["qwen3"], embd=0.05)
+FAMILIES["gemma3-gate"] = dict(FAMILIES["gemma3"], gate=1000.0)
+FAMILIES["gemma3-global"] = {k: v for k, v in FAMILIES["gemma3-gate"].items() if k != "window"}
+FAMILIES["gemma3-base"] = dict(FAMILIES["gemma3-gate"], swa_theta=100000.0)
 
 SPECIALS = {  # added after GPT-2's vocabulary, as control tokens (type 3)
     "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
@@ -69,6 +93,7 @@ def read_vocab(name):
 
 
 def tokenizer(family, c):
+    family = family.split("-")[0]  # a variant's tokenizer is its family's
     v = read_vocab(c["vocab"])
     if family in SPECIALS:
         v["tokenizer.ggml.tokens"] = v["tokenizer.ggml.tokens"] + SPECIALS[family]
@@ -101,6 +126,11 @@ def write_metadata(w, arch, c, vocab, n_vocab):
         w.add_uint32(f"{arch}.attention.value_length", c["hd"])
     if "window" in c:
         w.add_uint32(f"{arch}.attention.sliding_window", c["window"])
+    if "swa_theta" in c:
+        w.add_float32(f"{arch}.rope.freq_base_swa", c["swa_theta"])
+    if "rope_scaling" in c:
+        w.add_string(f"{arch}.rope.scaling.type", c["rope_scaling"][0])
+        w.add_float32(f"{arch}.rope.scaling.factor", c["rope_scaling"][1])
     if "attn_cap" in c:
         w.add_float32(f"{arch}.attn_logit_softcapping", c["attn_cap"])
         w.add_float32(f"{arch}.final_logit_softcapping", c["final_cap"])
@@ -143,9 +173,10 @@ def llama3_factors(c):
 def weights(family, c, n_vocab, seed):
     """GGUF tensor name -> float32 array (rows = outputs), as the converter names and lays them out."""
     rng = np.random.default_rng(seed)
+    family = family.split("-")[0]  # a variant changes a setting, not the tensors
     d, ff, hd, h, kv = c["d"], c["ff"], c["hd"], c["heads"], c["kv"]
     r = lambda *shape, s: rng.normal(0, s, size=shape).astype(np.float32)
-    t = {"token_embd.weight": r(n_vocab, d, s=1.0)}
+    t = {"token_embd.weight": r(n_vocab, d, s=c.get("embd", 1.0))}
     for l in range(c["layers"]):
         p = f"blk.{l}."
         t[p + "attn_norm.weight"] = 1 + r(d, s=0.1)
@@ -154,18 +185,18 @@ def weights(family, c, n_vocab, seed):
             t[p + "attn_qkv.weight"] = np.concatenate([q, k, v])
         else:
             t[p + "attn_q.weight"], t[p + "attn_k.weight"], t[p + "attn_v.weight"] = q, k, v
-        if family == "qwen3":
+        if family in ("qwen3", "gemma3"):
             t[p + "attn_q_norm.weight"] = 1 + r(hd, s=0.2)
             t[p + "attn_k_norm.weight"] = 1 + r(hd, s=0.2)
         t[p + "attn_output.weight"] = r(d, h * hd, s=(h * hd) ** -0.5)
         t[p + "ffn_norm.weight"] = 1 + r(d, s=0.1)
-        gate, up = r(ff, d, s=d ** -0.5), r(ff, d, s=d ** -0.5)
+        gate, up = r(ff, d, s=c.get("gate", 1.0) * d ** -0.5), r(ff, d, s=d ** -0.5)
         if family == "phi3":
             t[p + "ffn_up.weight"] = np.concatenate([gate, up])  # the gate's rows first
         else:
             t[p + "ffn_gate.weight"], t[p + "ffn_up.weight"] = gate, up
         t[p + "ffn_down.weight"] = r(d, ff, s=ff ** -0.5)
-        if family == "gemma2":  # the norms after the attention and after the FFN (stored as 1 + w)
+        if family.startswith("gemma"):  # the norms after the attention and after the FFN (stored as 1 + w)
             t[p + "post_attention_norm.weight"] = 1 + r(d, s=0.1)
             t[p + "post_ffw_norm.weight"] = 1 + r(d, s=0.1)
     t["output_norm.weight"] = 1 + r(d, s=0.1)
@@ -201,6 +232,27 @@ def write(path, arch, c, vocab, n_vocab, tensors):
     w.close()
 
 
+# The architectures the February 2025 llama-quantize does not know: their F16 and Q8_0 copies are
+# written here by gguf-py (Q8_0 bit for bit as ggml-quants.c), each with an F32 copy of the numbers it
+# holds (gguf-py's dequantization), which llama.cpp runs to compare with ffn-trace on the copy.
+COPIES = {"gemma3": (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0),
+          "qwen3-spread": (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0)}
+
+
+def rounded(tensors, kind):
+    """(the tensors with every matrix stored as `kind`, the same numbers widened back to float32);
+    vectors (the norms) stay F32 as the converter keeps them."""
+    stored, widened = {}, {}
+    for name, x in tensors.items():
+        if x.ndim < 2:
+            stored[name] = widened[name] = x
+            continue
+        q = gguf.quants.quantize(x, kind)
+        stored[name] = q if kind == gguf.GGMLQuantizationType.F16 else (q, q.shape, kind)
+        widened[name] = gguf.quants.dequantize(q, kind).reshape(x.shape).astype(np.float32)
+    return stored, widened
+
+
 def make(out, only=None):
     os.makedirs(out, exist_ok=True)
     for seed, (family, c) in enumerate(FAMILIES.items()):
@@ -213,6 +265,11 @@ def make(out, only=None):
         if family == "qwen3":
             write(os.path.join(out, f"{family}-F32.openelm.gguf"), "openelm", c, vocab, n_vocab,
                   fuse_qkv(tensors, c["layers"]))
+        if family in COPIES:
+            for kind in COPIES[family]:
+                stored, widened = rounded(tensors, kind)
+                write(os.path.join(out, f"{family}-{kind.name}.gguf"), c["arch"], c, vocab, n_vocab, stored)
+                write(os.path.join(out, f"{family}-{kind.name}.f32.gguf"), c["arch"], c, vocab, n_vocab, widened)
         print(f"{family}: {n_vocab} tokens, {sum(x.size for x in tensors.values())} weights")
 
 

@@ -204,13 +204,16 @@ def write_gguf(arch, tensors, config, tok, path, pre):
             i32s("tokenizer.ggml.token_type", types), strings("tokenizer.ggml.merges", merges)]
     if arch in ("qwen3",) + GEMMA:
         meta += [u32(f"{gg}.attention.key_length", hd), u32(f"{gg}.attention.value_length", hd)]
-    if arch in GEMMA:
+    if arch in GEMMA and config.get("sliding_window_pattern") != 1:  # the converter: no window when every layer is global
         meta += [u32(f"{gg}.attention.sliding_window", config["sliding_window"])]
     if arch == "gemma2":
         meta += [f32(f"{gg}.attn_logit_softcapping", config["attn_logit_softcapping"]),
                  f32(f"{gg}.final_logit_softcapping", config["final_logit_softcapping"])]
     if arch == "gemma3":
-        meta += [string(f"{gg}.rope.scaling.type", "linear"), f32(f"{gg}.rope.scaling.factor", config["rope_scaling"]["factor"])]
+        meta += [string(f"{gg}.rope.scaling.type", "linear"), f32(f"{gg}.rope.scaling.factor", config["rope_scaling"]["factor"]),
+                 f32(f"{gg}.rope.freq_base_swa", config["rope_local_base_freq"])]
+        if config["sliding_window_pattern"] not in (1, 6):  # llama.cpp reads it (others' converters write it)
+            meta += [u32(f"{gg}.attention.sliding_window_pattern", config["sliding_window_pattern"])]
     if arch == "phi3":
         meta += [u32(f"{gg}.attention.sliding_window", config["sliding_window"])]
     write_gguf_file(path, meta, out)

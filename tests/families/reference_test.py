@@ -412,6 +412,31 @@ def phi3_split_views():
 phi3_split_views()
 
 
+def gemma3_gguf(name, folder, **changes):
+    """The Gemma 3 GGUF the converter writes for a config.json with `changes`, against the reference
+    of that config: llama.cpp (as of 2026) runs it as Hugging Face runs that config."""
+    directory = os.path.join(work, folder)
+    tensors, config, tok = models.write("gemma3", 5, directory, tokenizers)
+    edit_config(**changes)(directory)
+    config.update(changes)
+    gguf = directory + ".gguf"
+    models.write_gguf("gemma3", tensors, config, tok, gguf, "gpt-2")
+    m = load(directory)
+    m.eps, m.f32_norms = float(np.float32(config["rms_norm_eps"])), True
+    got = run(gguf, config["num_hidden_layers"] - 1)
+    if got is not None:
+        print(f"{name}: max |diff| {compare(name, got, m, 1e-9):.2g}")
+
+
+# the sliding layers' RoPE base from rope.freq_base_swa, not always Gemma 3's 10000
+gemma3_gguf("gemma3 GGUF with rope.freq_base_swa 100", "gemma3_base", rope_local_base_freq=100.0)
+# no attention.sliding_window: every layer global (Hugging Face's sliding_window_pattern 1), with
+# the global layers' RoPE, not Gemma 2's default window of 4096
+gemma3_gguf("gemma3 GGUF without a sliding window", "gemma3_global", sliding_window_pattern=1)
+# one global layer in 3 (layers 2 and 5), from attention.sliding_window_pattern
+gemma3_gguf("gemma3 GGUF with attention.sliding_window_pattern 3", "gemma3_period", sliding_window_pattern=3)
+
+
 def smoke(arch):
     """Every command that runs on a Llama runs on Gemma: the lens, attribution and the knock-out,
     locate, units, edit (its edited copy run again) and grad --prompt, each exit 0 with its JSON."""

@@ -38,10 +38,13 @@ const size_key expert_keys[] = {
     {"expert_used_count", "num_experts_per_tok", true, false},
 };
 // Gemma 2's soft caps, as llama-arch.cpp spells them (llama.cpp's defaults, 50 and 30, when absent, as
-// Hugging Face's).
+// Hugging Face's); every how many layers one is global (a period; llama.cpp's defaults, 2 and 6,
+// when absent); Gemma 3's RoPE base of the sliding layers (10000 when absent).
 const size_key gemma_keys[] = {
     {"attn_logit_softcapping", "attn_logit_softcapping", false, true},
     {"final_logit_softcapping", "final_logit_softcapping", false, true},
+    {"attention.sliding_window_pattern", "sliding_window_pattern", false, false},
+    {"rope.freq_base_swa", "rope_local_base_freq", false, true},
 };
 const size_key gpt2_keys[] = {
     {"embedding_length", "n_embd", true, false},
@@ -113,13 +116,17 @@ std::string gguf_architectures() {
     return out;
 }
 
-// What llama.cpp knows of Gemma without a key: GELU's tanh form; the window of Gemma 2 when the
-// file does not say it (4096); each query scaled by 1/√head_dim, but by 1/√(d_model / heads) in
-// the 27B models (46 layers in Gemma 2, 62 in Gemma 3), as llama-model.cpp scales them.
+// What llama.cpp knows of Gemma without a key: GELU's tanh form; without a window, Gemma 2's of
+// 4096, and no sliding layer in Gemma 3 (what the converter writes when every layer is global);
+// each query scaled by 1/√head_dim, but by 1/√(d_model / heads) in the 27B models (46 layers in
+// Gemma 2, 62 in Gemma 3), as llama-model.cpp scales them.
 void gemma_defaults(gguf_model& m) {
     nlohmann::ordered_json& c = m.config;
     c["hidden_activation"] = "gelu_pytorch_tanh";
-    if (!c.contains("sliding_window")) c["sliding_window"] = 4096;
+    if (!c.contains("sliding_window")) {
+        c["sliding_window"] = std::uint64_t{4096};
+        if (m.family->rope_local_base > 0) c["sliding_window_pattern"] = std::uint64_t{1};
+    }
     const std::size_t d = c["hidden_size"].get<std::size_t>(), heads = std::max<std::size_t>(1, m.heads);
     const std::size_t layers = c["num_hidden_layers"].get<std::size_t>();
     const bool big = layers == (m.family->rope_local_base > 0 ? 62u : 46u);
