@@ -119,7 +119,7 @@ std::string gguf_architectures() {
 void gemma_defaults(gguf_model& m) {
     nlohmann::ordered_json& c = m.config;
     c["hidden_activation"] = "gelu_pytorch_tanh";
-    if (!c.contains("sliding_window")) c["sliding_window"] = 4096;
+    if (!c.contains("sliding_window")) c["sliding_window"] = std::size_t{4096};  // unsigned, as a u32 key reads
     const std::size_t d = c["hidden_size"].get<std::size_t>(), heads = std::max<std::size_t>(1, m.heads);
     const std::size_t layers = c["num_hidden_layers"].get<std::size_t>();
     const bool big = layers == (m.family->rope_local_base > 0 ? 62u : 46u);
@@ -155,7 +155,9 @@ outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& fil
         if (auto e = read_rope_scaling(h, file, arch, m)) return *e;
         if (m.family->gemma_attention)
             if (auto e = read_keys(h, file, arch, gemma_keys, m)) return *e;
-        if (m.config.contains("sliding_window") && m.config["sliding_window"] == 0) m.config.erase("sliding_window");
+        // Phi-4 writes 0 for no window; Gemma's sliding layers need one (0 is refused by its key)
+        if (!m.family->gemma_attention && m.config.contains("sliding_window") && m.config["sliding_window"] == 0)
+            m.config.erase("sliding_window");
         m.heads = m.config["num_attention_heads"].get<std::size_t>();
         m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
         if (m.family->gemma_attention) gemma_defaults(m);
