@@ -22,7 +22,7 @@ namespace ref = reference_transformer;
 
 namespace {
 
-using test::tiny::d_model, test::tiny::d_ff, test::tiny::check_same, test::tiny::open_model;
+using test::tiny::d_model, test::tiny::d_ff, test::tiny::vocab, test::tiny::check_same, test::tiny::open_model;
 constexpr std::size_t n_layers = 2;
 const std::vector<std::size_t> prompt{3, 1, 4, 1, 5};
 
@@ -370,4 +370,188 @@ TEST_CASE("hook points have TransformerLens-like names, and read back") {
     CHECK_FALSE(point_of("hook_post"));
     CHECK(hook_name{hook_point::embed, 0} == hook_name{hook_point::embed, 4});
     CHECK_FALSE(hook_name{hook_point::mlp_in, 0} == hook_name{hook_point::mlp_in, 1});
+}
+
+namespace {
+
+// A request the model must refuse: the error's path, which names the field at fault.
+std::string refused_path(const transformer& tr, const hook_request& request, const std::vector<std::size_t>& ids = prompt) {
+    auto run = tr.run_with_hooks(ids, request);
+    if (run) return "(ran)";
+    INFO(run.err().to_string());
+    CHECK_FALSE(run.err().message.empty());
+    return run.err().path;
+}
+
+hook_request with(intervention iv) {
+    hook_request request;
+    request.interventions = {std::move(iv)};
+    return request;
+}
+
+intervention units_at(hook_name at, intervention::kind what, std::vector<unit_ref> units, double value = 0,
+                      std::vector<std::size_t> positions = {}) {
+    intervention iv;
+    iv.at = at;
+    iv.what = what;
+    iv.units = std::move(units);
+    iv.value = value;
+    iv.positions = std::move(positions);
+    return iv;
+}
+
+}  // namespace
+
+TEST_CASE("a hostile request is refused before anything runs, its error naming the field at fault") {
+    const auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    const double nan = std::nan(""), inf = HUGE_VAL;
+    using k = intervention::kind;
+    const hook_name post0{hook_point::mlp_post, 0};
+    SUBCASE("layers out of range, in every field that names one") {
+        hook_request r;
+        r.trace_layer = std::size_t(-1);
+        CHECK(refused_path(tr, r) == "trace_layer");
+        r = {};
+        r.last_layer = n_layers;
+        CHECK(refused_path(tr, r) == "last_layer");
+        CHECK(refused_path(tr, with(zero_units(SIZE_MAX, {{std::nullopt, 0}}))) == "interventions[0].at");
+        CHECK(refused_path(tr, with(replace_rows({hook_point::resid_pre, n_layers}, {0}, matrix(1, d_model)))) == "interventions[0].at");
+        r = {};
+        r.cache = {{hook_point::resid_post, 0}, {hook_point::mlp_out, n_layers}};
+        CHECK(refused_path(tr, r) == "cache[1]");
+        r = {};
+        r.cache_last = {{hook_point::attn_out, 7}};
+        CHECK(refused_path(tr, r) == "cache_last[0]");
+    }
+    SUBCASE("a traced layer the run does not reach") {
+        hook_request r;
+        r.trace_layer = 1;
+        r.last_layer = 0;
+        CHECK(refused_path(tr, r) == "trace_layer");
+    }
+    SUBCASE("positions past the prompt, and a position named twice") {
+        CHECK(refused_path(tr, with(zero_units(0, {{std::nullopt, 1}}, {0, SIZE_MAX}))) == "interventions[0].positions[1]");
+        CHECK(refused_path(tr, with(zero_units(0, {{std::nullopt, 1}}, {2, 3, 2}))) == "interventions[0].positions[2]");
+        CHECK(refused_path(tr, with(replace_rows({hook_point::resid_mid, 0}, {1, 1}, matrix(2, d_model)))) ==
+              "interventions[0].positions[1]");
+    }
+    SUBCASE("units past the point's width, and experts where there are none") {
+        CHECK(refused_path(tr, with(zero_units(1, {{std::nullopt, 0}, {std::nullopt, SIZE_MAX}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(units_at({hook_point::resid_mid, 0}, k::zero, {{std::nullopt, d_model}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(units_at({hook_point::logits, 0}, k::zero, {{std::nullopt, vocab}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(units_at({hook_point::resid_mid, 0}, k::zero, {{0, 1}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(zero_units(0, {{0, 1}}))) == "interventions[0].units");
+    }
+    SUBCASE("values that are not finite, in set, scale and replace") {
+        CHECK(refused_path(tr, with(units_at(post0, k::set, {{std::nullopt, 1}}, nan))) == "interventions[0].value");
+        CHECK(refused_path(tr, with(units_at(post0, k::set, {{std::nullopt, 1}}, -inf))) == "interventions[0].value");
+        CHECK(refused_path(tr, with(units_at(post0, k::scale, {{std::nullopt, 1}}, inf))) == "interventions[0].value");
+        matrix rows(1, d_model);
+        rows(0, 3) = nan;
+        CHECK(refused_path(tr, with(replace_rows({hook_point::resid_post, 0}, {4}, rows))) == "interventions[0].rows");
+        rows(0, 3) = -inf;
+        CHECK(refused_path(tr, with(replace_rows({hook_point::resid_post, 0}, {4}, rows))) == "interventions[0].rows");
+    }
+    SUBCASE("replacement rows of the wrong shape, empty or transposed") {
+        CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_out, 0}, {0}, matrix(d_model, 1)))) == "interventions[0].rows");
+        CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_pre, 1}, {}, matrix(0, 0)))) == "interventions[0].rows");
+        CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_pre, 1}, {}, matrix(5, d_model)))) == "interventions[0].rows");
+    }
+    SUBCASE("batches that are not sequences, head rows past the prompt, and prompts the model cannot read") {
+        hook_request r;
+        r.sequences = 0;
+        CHECK(refused_path(tr, r) == "sequences");
+        r = {};
+        r.head_rows = {4, 5};
+        CHECK(refused_path(tr, r) == "head_rows[1]");
+        CHECK(refused_path(tr, {}, {}) == "prompt");
+        CHECK(refused_path(tr, {}, {1, 2, vocab}) == "token_ids[2]");
+        CHECK(refused_path(tr, {}, std::vector<std::size_t>(test::tiny::positions + 1, 1)) == "prompt");
+    }
+    SUBCASE("a point outside the blocks names no layer: whatever layer it carries, it is that one point") {
+        hook_request r;
+        r.cache = {{hook_point::embed, 99}, {hook_point::logits, SIZE_MAX}};
+        auto run = tr.run_with_hooks(prompt, r);
+        REQUIRE(run);
+        CHECK(run->cache.find({hook_point::embed, 0}) != nullptr);
+        REQUIRE(run->cache.find({hook_point::logits, 0}) != nullptr);
+        CHECK(run->cache.find({hook_point::logits, 0})->rows == prompt.size());
+    }
+}
+
+TEST_CASE("a hostile run from a block is refused: its start, its stream and its last layer") {
+    const auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    auto from_path = [&](hook_name start, matrix x, const hook_request& r = {}) {
+        auto run = tr.run_from(start, std::move(x), r);
+        if (run) return std::string("(ran)");
+        INFO(run.err().to_string());
+        return run.err().path;
+    };
+    CHECK(from_path({hook_point::resid_pre, n_layers}, matrix(5, d_model)) == "start");
+    CHECK(from_path({hook_point::resid_mid, SIZE_MAX}, matrix(5, d_model)) == "start");
+    CHECK(from_path({hook_point::logits, 0}, matrix(5, d_model)) == "start");
+    CHECK(from_path({hook_point::resid_pre, 0}, matrix(5, d_model + 1)) == "x");
+    CHECK(from_path({hook_point::resid_pre, 0}, matrix(0, d_model)) == "x");
+    matrix bad(5, d_model);
+    bad(2, 7) = std::nan("");
+    CHECK(from_path({hook_point::resid_pre, 1}, bad) == "x");
+    bad(2, 7) = HUGE_VAL;
+    CHECK(from_path({hook_point::resid_mid, 0}, bad) == "x");
+    hook_request r;
+    r.last_layer = 0;
+    CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "last_layer");
+    r = {};
+    r.trace_layer = 0;
+    CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "trace_layer");
+    r = {};
+    r.sequences = 3;
+    CHECK(from_path({hook_point::resid_pre, 0}, matrix(5, d_model), r) == "sequences");
+}
+
+TEST_CASE("a hostile request on a Mixture of Experts or an encoder names what that model lacks") {
+    SUBCASE("Mixtral: a unit without its expert, an expert past the last, and whole rows of a per-expert point") {
+        const auto m = make_model("mixtral");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const std::size_t experts = m.config["num_local_experts"].get<std::size_t>();
+        CHECK(refused_path(tr, with(zero_units(0, {{std::nullopt, 1}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(zero_units(0, {{experts, 1}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(zero_units(1, {{0, d_ff}}))) == "interventions[0].units");
+        CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_post, 0}, {0}, matrix(1, d_ff)))) == "interventions[0].at");
+        CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_in, 0}, {0}, matrix(1, d_model)))) == "interventions[0].at");
+        // an expert's hidden values asked for by their last row alone are kept, as the last row of the wide matrix
+        hook_request whole, last;
+        whole.cache = {{hook_point::mlp_post, 1}};
+        last.cache_last = {{hook_point::mlp_post, 1}};
+        auto a = tr.run_with_hooks(prompt, whole);
+        auto b = tr.run_with_hooks(prompt, last);
+        REQUIRE(a);
+        REQUIRE(b);
+        const matrix* kept = b->cache.find({hook_point::mlp_post, 1});
+        REQUIRE(kept != nullptr);
+        REQUIRE(kept->rows == 1);
+        const matrix& wide = *a->cache.find({hook_point::mlp_post, 1});
+        REQUIRE(kept->cols == wide.cols);
+        for (std::size_t j = 0; j < wide.cols; ++j) CHECK(kept->data[j] == wide(prompt.size() - 1, j));
+    }
+    SUBCASE("BERT: the head's points, read or written") {
+        const auto m = make_model("bert");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        CHECK(refused_path(tr, with(units_at({hook_point::logits, 0}, intervention::kind::zero, {{std::nullopt, 0}}))) ==
+              "interventions[0].at");
+        hook_request r;
+        r.cache = {{hook_point::final_norm, 0}};
+        CHECK(refused_path(tr, r) == "cache[0]");
+        r = {};
+        r.head_rows = {0};
+        CHECK(refused_path(tr, r) == "head_rows");
+        auto x = tr.run(prompt, n_layers - 1);
+        REQUIRE(x);
+        CHECK_FALSE(tr.logits(*x, {0}));
+    }
 }

@@ -57,6 +57,11 @@ TEST_CASE("a facts file's bad lines are refused, naming the file and the line") 
     auto several = read_memit_facts("The capital of France is\tFrance\t Romeville", "f.tsv", tok);
     REQUIRE(!several);
     CHECK(several.err().message.find("\" Rome\" + \"v\" + \"il\" + \"le\"") != std::string::npos);
+    // "The capital of France is" is 5 tokens ("The", " capital", " of", " France", " is"): one more than 4 positions
+    auto longer = read_memit_facts("The capital of France is\tFrance\t Rome", "f.tsv", tok, 4);
+    REQUIRE(!longer);
+    CHECK(longer.err().to_string() == "f.tsv: line 1: the prompt is 5 tokens; the model reads at most 4; shorten it");
+    CHECK(read_memit_facts("The capital of France is\tFrance\t Rome", "f.tsv", tok, 5));
 }
 
 TEST_CASE("a MEMIT request is refused for layers reversed or past the model, no fact, or a token index") {

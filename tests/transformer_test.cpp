@@ -11,6 +11,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -345,4 +346,57 @@ TEST_CASE("a weight stored as NaN that the prompt never reads leaves the forward
     auto x = tr.run(prompt, n_layers - 1);
     REQUIRE(x);
     check_same(*x, ref::forward(m.spec, m.values, prompt).after_ffn.back(), "run");
+}
+
+TEST_CASE("a hostile edit of W2, head rows or holding range is refused or harmless, never a crash or a NaN") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    auto w2_path = [&](std::size_t layer, matrix w2) {
+        auto t = tr.with_w2(layer, std::move(w2));
+        if (t) return std::string("(ran)");
+        INFO(t.err().to_string());
+        return t.err().path;
+    };
+    SUBCASE("with_w2: a layer past the last, a wrong shape, a value that is not finite") {
+        CHECK(w2_path(n_layers, matrix(d_ff, d_model)) == "layer");
+        CHECK(w2_path(SIZE_MAX, matrix(d_ff, d_model)) == "layer");
+        CHECK(w2_path(0, matrix(d_model, d_ff)) == "w2");
+        CHECK(w2_path(0, matrix(0, 0)) == "w2");
+        matrix w2(d_ff, d_model);
+        w2(3, 4) = std::nan("");
+        CHECK(w2_path(1, w2) == "w2");
+        w2(3, 4) = -HUGE_VAL;
+        CHECK(w2_path(1, w2) == "w2");
+    }
+    SUBCASE("with_w2 on a Mixture of Experts names the layer") {
+        const tiny_model moe = make_model("mixtral");
+        ckpt::temp_dir moe_dir;
+        auto t = open_model(moe.write(moe_dir)).with_w2(0, matrix(d_ff, d_model));
+        REQUIRE_FALSE(t);
+        CHECK(t.err().path == "layer");
+    }
+    SUBCASE("logits: a row past the stream names the rows") {
+        auto x = tr.run(prompt, n_layers - 1);
+        REQUIRE(x);
+        auto z = tr.logits(*x, {0, prompt.size()});
+        REQUIRE_FALSE(z);
+        CHECK(z.err().path == "rows");
+        auto every = tr.run(prompt, SIZE_MAX);
+        CHECK_FALSE(every);
+    }
+    SUBCASE("holding: first after last, a budget of 0, a range past the model all run as the model does") {
+        auto want = tr.run(prompt, n_layers - 1);
+        REQUIRE(want);
+        for (auto [first, last, budget] : {std::tuple{std::size_t{1}, std::size_t{0}, transformer::held_budget},
+                                           std::tuple{std::size_t{0}, std::size_t{1}, std::size_t{0}},
+                                           std::tuple{std::size_t{5}, SIZE_MAX, transformer::held_budget},
+                                           std::tuple{std::size_t{0}, SIZE_MAX, transformer::held_budget}}) {
+            CAPTURE(first);
+            CAPTURE(last);
+            auto x = tr.holding(first, last, true, budget).run(prompt, n_layers - 1);
+            REQUIRE(x);
+            CHECK(x->data == want->data);
+        }
+    }
 }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,8 +41,9 @@ struct memit_fact {
 // The facts of `content`, one a line, the target one token. Errors name `file` and the line ("line
 // 3"): no tab, no subject, a subject not in the prompt (as find_subject says), a target of several
 // tokens (how the tokenizer splits it), two lines about the same subject and prompt with different
-// targets; and a file with no fact.
-outcome<std::vector<memit_fact>> read_memit_facts(std::string_view content, const std::string& file, const tokenizer& tok);
+// targets; a prompt longer than `max_tokens` (the model's positions); and a file with no fact.
+outcome<std::vector<memit_fact>> read_memit_facts(std::string_view content, const std::string& file, const tokenizer& tok,
+                                                   std::size_t max_tokens = std::numeric_limits<std::size_t>::max());
 
 struct memit_request {
     std::size_t first = 0, last = 0;  // the layers A … B

@@ -48,7 +48,8 @@ public:
     transformer holding(std::size_t first, std::size_t last, bool head, std::size_t budget = held_budget) const;
     // The same model with dense layer `layer`'s W2 (d_ff, d_out: the math form) replaced by `w2`,
     // held in memory: an edited model run without writing it (edit.hpp's edited_tensor), the file
-    // and this model unchanged. Errors name "layer": an MoE layer, a layer out of range, a shape not W2's.
+    // and this model unchanged. Errors name "layer" (an MoE layer, a layer out of range) or "w2" (a
+    // shape not W2's, a value that is not finite).
     outcome<transformer> with_w2(std::size_t layer, matrix w2) const;
     // The default budget: 4 GiB of doubles (GPT-2 small's 124 M weights take 1.0 GB).
     static constexpr std::size_t held_budget = std::size_t{4} << 30;
@@ -88,10 +89,12 @@ public:
     // engine, request.trace_layer's trace kept. Every intervention is checked first (check).
     outcome<hooked_run> run_with_hooks(const std::vector<std::size_t>& ids, const hook_request& request) const;
     // The same from block start.layer on, x (tokens, d_model) being its resid_pre, or its
-    // resid_mid (the block's attention is not run again).
+    // resid_mid (the block's attention is not run again). x must be finite; what the request
+    // reads (trace_layer, cache, cache_last, head_rows) must be passed by a run from there.
     outcome<hooked_run> run_from(hook_name start, matrix x, const hook_request& request) const;
     // The request against this model and a prompt of `tokens` tokens: layers, points, positions,
-    // units and rows. The error's path names the field ("trace_layer", "interventions[0].units").
+    // units (each position once), rows and values (finite). The error's path names the field
+    // ("trace_layer", "cache[2]", "interventions[0].units").
     std::optional<error> check(const hook_request& request, std::size_t tokens) const;
     // The width of a point's rows (one expert's d_ff for an MoE's hidden points when written).
     std::size_t width(hook_point p) const;

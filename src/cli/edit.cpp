@@ -226,18 +226,18 @@ int run_memit(const edit_options& o) {
     if (auto e = edit_model_error(*ck)) return refuse(*e);
     auto tok = open_tokenizer(o.checkpoint);
     if (!tok) return report(tok.err());
+    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
+    if (!model) return report(model.err());
     auto text = read_prompt_file(o.facts, load_options{}.max_file_size);
     if (!text) return report(text.err());
-    auto facts = read_memit_facts(*text, o.facts, *tok);
+    auto facts = read_memit_facts(*text, o.facts, *tok, model->max_positions());
     if (!facts) return report(facts.err());
     r.facts = std::move(*facts);
     if (o.show > r.facts.size())
         return report(error{"", "--show", fmt::format("fact {} is past the {} facts of {}", o.show, r.facts.size(), quote(o.facts))});
-    if (auto e = memit_request_error(r, ck->config().n_layers)) return refuse(*e);
+    if (auto e = memit_request_error(r, model->n_layers())) return refuse(*e);
     auto corpus = ffn_trace::read_corpus_text(o.checkpoint, o.corpus, ffn_trace::load_options{}.max_file_size, " to take C over");
     if (!corpus) return report(corpus.err());
-    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    if (!model) return report(model.err());
     work_folder work;
     if (work.path.empty()) return report(error{std::filesystem::temp_directory_path().string(), "", "cannot create a working folder"});
     r.work = work.path;

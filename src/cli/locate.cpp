@@ -139,6 +139,9 @@ std::optional<ffn_trace::error> choose_kinds(const locate_options& o, ffn_trace:
     if (o.layer && (!o.facts.empty() || !o.prompts.empty()))
         return error{"", "", fmt::format("--layer ranks the units of one prompt's run; give --prompt instead of {}",
                                          o.facts.empty() ? "--prompts" : "--facts")};
+    if (!o.facts.empty() && (!o.subject.empty() || o.target))
+        return error{"", "", fmt::format("{} names one prompt's; each fact of --facts gives its own subject and target on its line",
+                                         !o.subject.empty() ? "--subject" : "--target")};
     if (!o.facts.empty() && r.corruption == corruption_kind::replace)
         return error{"", "", "--corrupt-with replaces one prompt's subject; the facts of --facts have subjects of their own"};
     return std::nullopt;

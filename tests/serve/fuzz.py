@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""serve against hostile requests: malformed JSON, a huge body, values out of range, models it was
-not given, another site's Host header, a client that sends half a request and waits, more work than
-its queue holds and work past its time limit. Each is answered 400, 403, 413 or 503 with a one-line
-JSON reason, and the server still answers a good request after them all.
+"""serve against hostile requests: malformed JSON, a huge body, values out of range or of the wrong
+kind, values that are not finite, models it was not given, another site's Host header, a client
+that sends half a request and waits, more work than its queue holds and work past its time limit.
+Each is answered 400, 403, 413 or 503 with a one-line JSON reason, and the server still answers a
+good request after them all.
 
     fuzz.py FFN_TRACE CHECKPOINT
 """
@@ -73,6 +74,28 @@ with Server(ffn_trace, [checkpoint]) as s:
         ("/api/prompt", {"prompt": prompt, "model": "atlas"}, "a model not given at start"),
         ("/api/prompt", {"prompt": prompt, "model": "../atlas"}, "a path as the model"),
         ("/api/prompt", {"prompt": prompt, "model": 0.5}, "a model that is a fraction"),
+        # round seven: numbers of the wrong kind, units and layers the model has not, values that are not finite
+        ("/api/prompt", {"prompt": None}, "a prompt that is null"),
+        ("/api/prompt", {"prompt": prompt, "top": -1}, "top -1"),
+        ("/api/prompt", {"prompt": prompt, "top": 1.5}, "top 1.5"),
+        ("/api/prompt", {"prompt": prompt, "top": "3"}, "top that is a string"),
+        ("/api/prompt", {"prompt": prompt, "top": True}, "top that is true"),
+        ("/api/unit", {"layer": -1, "unit": "1"}, "layer -1"),
+        ("/api/unit", {"layer": 2, "unit": "1"}, "layer 2 of a model of 2 layers"),
+        ("/api/unit", {"layer": 0, "unit": "0:1"}, "an expert's unit in a dense layer"),
+        ("/api/unit", {"layer": 0, "unit": 3}, "a unit that is a number, not a string"),
+        ("/api/run", {"prompt": prompt, "ablate": [5]}, "units that are numbers, not strings"),
+        ("/api/run", {"prompt": prompt, "ablate": ["1:0:3"]}, "an expert's unit in a dense layer"),
+        ("/api/run", {"prompt": prompt, "intervene": ["1:3*1e999"]}, "a factor that overflows to inf"),
+        ("/api/run", {"prompt": prompt, "intervene": ["1:3=-inf"]}, "a value that is -inf"),
+        ("/api/run", {"prompt": prompt, "intervene": [None]}, "a change that is null"),
+        ("/api/locate", {"prompt": prompt, "subject": ""}, "an empty subject"),
+        ("/api/locate", {"prompt": prompt, "subject": "France", "samples": 0}, "0 samples"),
+        ("/api/locate", {"prompt": "France", "subject": "France"}, "a subject that is the whole prompt"),
+        ("/api/edit", {"prompt": prompt, "subject": "France", "target": ""}, "an empty target"),
+        ("/api/edit", {"prompt": prompt, "subject": "France", "target": " Rome", "layer": 2}, "an edit of layer 2 of 2"),
+        ("/api/edit", {"prompt": prompt, "subject": "France", "target": " Rome", "at": 4}, "an edit at a number"),
+        ("/api/edit", {"prompt": prompt, "subject": "France", "target": " Rome", "keep": True}, "an edit kept without a session"),
     ]:
         refused(s, 400, path, body, what)
     refused(s, 413, "/api/prompt", json.dumps({"prompt": "x" * (1 << 20)}), "a body of 1 MB")

@@ -29,7 +29,8 @@ std::size_t memit_trace::taken() const {
     return static_cast<std::size_t>(std::count_if(facts.begin(), facts.end(), [](const edit_trace& f) { return f.taken(); }));
 }
 
-outcome<std::vector<memit_fact>> read_memit_facts(std::string_view content, const std::string& file, const tokenizer& tok) {
+outcome<std::vector<memit_fact>> read_memit_facts(std::string_view content, const std::string& file, const tokenizer& tok,
+                                                   std::size_t max_tokens) {
     skipped_lines skipped;
     auto lines = read_prompt_lines(content, file, true, skipped);
     if (!lines) return lines.err();
@@ -43,6 +44,9 @@ outcome<std::vector<memit_fact>> read_memit_facts(std::string_view content, cons
         memit_fact f{l.line + 1, l.text, l.subject.substr(0, tab), l.subject.substr(tab + 1), 0};
         auto p = tokenize_prompt(tok, f.prompt, where);
         if (!p) return error{file, where, p.err().message};
+        if (p->ids.size() > max_tokens)
+            return error{file, where, fmt::format("the prompt is {} tokens; the model reads at most {}; shorten it",
+                                                  detail::thousands(p->ids.size()), detail::thousands(max_tokens))};
         if (auto s = find_subject(*p, f.subject); !s) return error{file, where, "the subject: " + s.err().message};
         auto id = single_token(tok, f.target_text, where);
         if (!id) return error{file, where, "the target: " + id.err().message};
@@ -64,7 +68,8 @@ std::optional<error> memit_request_error(const memit_request& r, std::size_t n_l
     if (auto e = check_layer_index(r.last, n_layers, "", "layers")) return *e;
     if (r.facts.empty()) return error{"", "facts", "no fact to edit"};
     if (r.position.at == edit_position::kind::token)
-        return error{"", "at", "the facts' prompts differ: give subject (each subject's last token) or last, not a token's index"};
+        return error{"", "at", "each fact has its own prompt, so one token's index names no position of them all: give subject "
+                               "(each subject's last token) or last"};
     return std::nullopt;
 }
 

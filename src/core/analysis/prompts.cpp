@@ -107,6 +107,15 @@ outcome<prompt_runs<Trace>> run_lines(const prompt_source& source, const std::st
     return r;
 }
 
+// --versus's token, the same for every line, read as trace_locate reads it.
+std::optional<error> read_versus(const tokenizer& tok, const locate_request& each, locate_options& options) {
+    if (!each.versus) return std::nullopt;
+    auto id = single_token(tok, *each.versus, "versus");
+    if (!id) return id.err();
+    options.versus = *id;
+    return std::nullopt;
+}
+
 }  // namespace
 
 outcome<prompt_runs<prompt_trace>> trace_prompts(const prompts_request& request) {
@@ -144,6 +153,7 @@ outcome<prompt_runs<locate_trace>> trace_locate_prompts(const locate_prompts_req
             target = *id;
         }
         options.target = target ? target : each.options.target;
+        if (auto e = read_versus(tok, each, options)) return *e;
         if (each.on_stage) each.on_stage(prompt_source::stage::running_model);
         return locate(model, std::move(prompt), options);
     };
@@ -170,6 +180,7 @@ outcome<locate_facts> trace_locate_facts(const locate_prompts_request& request) 
             if (!id) return error{"", "subject", "the target: " + id.err().message};
             options.target = *id;
         }
+        if (auto e = read_versus(tok, each, options)) return *e;
         return options;
     };
     auto check_one = [&](const tokenizer& tok, const prompt_line& line) -> std::optional<error> {

@@ -162,7 +162,9 @@ outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& fil
         if (auto e = read_rope_scaling(h, file, arch, m)) return *e;
         if (m.family->gemma_attention)
             if (auto e = read_keys(h, file, arch, gemma_keys, m)) return *e;
-        if (m.config.contains("sliding_window") && m.config["sliding_window"] == 0) m.config.erase("sliding_window");
+        // Phi-4 writes 0 for no window; Gemma's sliding layers need one (0 is refused by its key)
+        if (!m.family->gemma_attention && m.config.contains("sliding_window") && m.config["sliding_window"] == 0)
+            m.config.erase("sliding_window");
         m.heads = m.config["num_attention_heads"].get<std::size_t>();
         m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
         if (m.family->gemma_attention) gemma_defaults(m);

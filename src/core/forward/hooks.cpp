@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "ffn_trace/checkpoint.hpp"
@@ -44,6 +45,15 @@ void apply(const intervention& iv, matrix& value, const std::vector<std::size_t>
     }
 }
 
+// The first value of m that is not finite, named as what[row][column].
+std::optional<error> not_finite(const matrix& m, std::string_view what) {
+    for (std::size_t i = 0; i < m.data.size(); ++i)
+        if (!std::isfinite(m.data[i]))
+            return error{"", std::string(what),
+                         fmt::format("row {}, column {} is {}: expected finite numbers", i / m.cols, i % m.cols, m.data[i])};
+    return std::nullopt;
+}
+
 // A unit of an intervention against the point it changes.
 std::optional<error> check_unit(const checkpoint& ck, const intervention& iv, const unit_ref& u, std::size_t width) {
     const checkpoint_config& c = ck.config();
@@ -78,10 +88,15 @@ std::optional<error> check_intervention(const transformer& model, const interven
     if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().family->norm_place == norm_layer::place::post))
         return error{ck.origin(), "at", fmt::format("{}: write resid_mid instead; this layer's FFN reads no norm of its own that "
                                                     "can change alone", to_string(iv.at))};
-    for (std::size_t k = 0; k < iv.positions.size(); ++k)
+    std::vector<bool> named(tokens);  // a position named twice would take only its first row or change
+    for (std::size_t k = 0; k < iv.positions.size(); ++k) {
         if (iv.positions[k] >= tokens)
             return error{ck.origin(), fmt::format("positions[{}]", k),
                          fmt::format("token {} is out of range: the prompt has {} tokens (0 to {})", iv.positions[k], tokens, tokens - 1)};
+        if (named[iv.positions[k]])
+            return error{ck.origin(), fmt::format("positions[{}]", k), fmt::format("token {} is named twice", iv.positions[k])};
+        named[iv.positions[k]] = true;
+    }
     const std::size_t width = model.width(p);
     if (iv.what == intervention::kind::replace) {
         if (is_hidden(p) && ck.is_moe())
@@ -90,13 +105,54 @@ std::optional<error> check_intervention(const transformer& model, const interven
         if (iv.rows.rows != rows || iv.rows.cols != width)
             return error{ck.origin(), "rows", fmt::format("expected ({}, {}) for {}, got ({}, {})", rows, width, to_string(iv.at),
                                                           iv.rows.rows, iv.rows.cols)};
+        if (auto e = not_finite(iv.rows, "rows")) return error{ck.origin(), e->path, e->message};
         return std::nullopt;
     }
+    if ((iv.what == intervention::kind::set || iv.what == intervention::kind::scale) && !std::isfinite(iv.value))
+        return error{ck.origin(), "value", fmt::format("expected a finite number, got {}", iv.value)};
     for (const unit_ref& u : iv.units)
         if (auto e = check_unit(ck, iv, u, width)) {
             e->path = "units";
             return e;
         }
+    return std::nullopt;
+}
+
+// Whether a run from `start` through block `last` passes point h: a run from the token ids starts
+// at embed; one from a block's resid_mid passes neither its resid_pre nor its attn_out.
+bool passes(const transformer& model, hook_name start, std::size_t last, hook_name h) {
+    if (h.point == hook_point::embed) return start.point == hook_point::embed;
+    if (is_head(h.point)) return model.has_head() && last + 1 == model.n_layers();
+    const std::size_t first = start.point == hook_point::embed ? 0 : start.layer;
+    if (h.layer < first || h.layer > last) return false;
+    return h.layer != first || start.point != hook_point::resid_mid ||
+           (h.point != hook_point::resid_pre && h.point != hook_point::attn_out);
+}
+
+// What the request reads that a run from `start` would not pass (it would be missing, not an
+// error, from what the run returns): the traced layer, each point kept, and the head's rows.
+std::optional<error> unreached(const transformer& model, hook_name start, const hook_request& request) {
+    const checkpoint& ck = model.source();
+    const std::size_t last = request.last_layer.value_or(model.n_layers() - 1);
+    const std::string from = start.point == hook_point::embed ? "the embeddings" : to_string(start);
+    const std::string run = fmt::format("the run goes from {} through layer {}", from, last);
+    if (start.point != hook_point::embed && last < start.layer)
+        return error{ck.origin(), "last_layer", fmt::format("layer {} is before the run's start, {}", last, from)};
+    if (request.trace_layer && !passes(model, start, last, {hook_point::mlp_post, *request.trace_layer}))
+        return error{ck.origin(), "trace_layer", fmt::format("layer {} is not run: {}", *request.trace_layer, run)};
+    for (const auto* names : {&request.cache, &request.cache_last})
+        for (std::size_t k = 0; k < names->size(); ++k) {
+            const hook_name& h = (*names)[k];
+            if (passes(model, start, last, h)) continue;
+            const std::string path = fmt::format("{}[{}]", names == &request.cache ? "cache" : "cache_last", k);
+            if (is_head(h.point) && !model.has_head())
+                return error{ck.origin(), path, fmt::format("a {} model is an encoder: it has no {}", ck.config().arch, point_name(h.point))};
+            return error{ck.origin(), path, fmt::format("{} is not passed: {}", to_string(h), run)};
+        }
+    if (!request.head_rows.empty() && !model.has_head())
+        return error{ck.origin(), "head_rows", fmt::format("a {} model is an encoder: it has no head", ck.config().arch)};
+    if (!request.head_rows.empty() && last + 1 != model.n_layers())
+        return error{ck.origin(), "head_rows", fmt::format("the head runs after the last layer, {}; {}", model.n_layers() - 1, run)};
     return std::nullopt;
 }
 
@@ -113,13 +169,17 @@ public:
     }
     void keep(hook_name h, const matrix& value) {
         if (cached(h)) return out.cache.keep(h, value);
-        if (value.rows == 0 || std::find(request_.cache_last.begin(), request_.cache_last.end(), h) == request_.cache_last.end()) return;
+        if (value.rows == 0 || !wanted(h)) return;
         matrix last(1, value.cols);
         const auto row = value.row(value.rows - 1);
         std::copy(row.begin(), row.end(), last.data.begin());
         out.cache.keep(h, last);
     }
     bool cached(hook_name h) const { return std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end(); }
+    // kept whole or by its last row
+    bool wanted(hook_name h) const {
+        return cached(h) || std::find(request_.cache_last.begin(), request_.cache_last.end(), h) != request_.cache_last.end();
+    }
 
     // The engine's steps of layer i mapped to the points they are.
     step_hook ffn_hook(std::size_t i, std::vector<matrix>& wide) {
@@ -139,7 +199,7 @@ public:
             for (const auto& iv : request_.interventions)
                 if (iv.at == h) apply(iv, value, s.tokens, s.expert);
             if (!s.expert) return keep(h, value);
-            if (cached(h)) spread(value, *s.expert, *s.tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
+            if (wanted(h)) spread(value, *s.expert, *s.tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
         };
     }
 
@@ -160,8 +220,8 @@ public:
         auto s = model_.ffn_sublayer(i, x, ffn_hook(i, wide));
         if (!s) return s.err();
         if (model_.source().is_moe()) {
-            if (cached({hook_point::mlp_pre, i})) out.cache.keep({hook_point::mlp_pre, i}, wide[0]);
-            if (cached({hook_point::mlp_post, i})) out.cache.keep({hook_point::mlp_post, i}, wide[1]);
+            if (wanted({hook_point::mlp_pre, i})) keep({hook_point::mlp_pre, i}, wide[0]);
+            if (wanted({hook_point::mlp_post, i})) keep({hook_point::mlp_post, i}, wide[1]);
         }
         x = s->output();
         at({hook_point::resid_post, i}, x);
@@ -236,7 +296,7 @@ std::size_t transformer::width(hook_point p) const {
 }
 
 std::optional<error> transformer::check(const hook_request& request, std::size_t tokens) const {
-    auto layer_error = [&](std::size_t layer, const char* field) { return *check_layer_index(layer, n_layers(), ck_->origin(), field); };
+    auto layer_error = [&](std::size_t layer, std::string field) { return *check_layer_index(layer, n_layers(), ck_->origin(), std::move(field)); };
     if (request.trace_layer && *request.trace_layer >= n_layers()) return layer_error(*request.trace_layer, "trace_layer");
     if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
     if (request.sequences == 0 || tokens % request.sequences != 0)
@@ -245,12 +305,16 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
         if (request.head_rows[k] >= tokens)
             return error{ck_->origin(), fmt::format("head_rows[{}]", k),
                          fmt::format("token {} is out of range: the prompt has {} tokens", request.head_rows[k], tokens)};
+    for (const auto* names : {&request.cache, &request.cache_last})
+        for (std::size_t k = 0; k < names->size(); ++k)
+            if (in_block((*names)[k].point) && (*names)[k].layer >= n_layers())
+                return layer_error((*names)[k].layer, fmt::format("{}[{}]", names == &request.cache ? "cache" : "cache_last", k));
     for (std::size_t k = 0; k < request.interventions.size(); ++k)
         if (auto e = check_intervention(*this, request.interventions[k], tokens)) {
             e->path = fmt::format("interventions[{}]{}{}", k, e->path.empty() ? "" : ".", e->path);
             return e;
         }
-    return std::nullopt;
+    return unreached(*this, {hook_point::embed, 0}, request);
 }
 
 outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& ids, const hook_request& request) const {
@@ -262,7 +326,7 @@ outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& 
     hooked_pass pass(*this, request);
     pass.at({hook_point::embed, 0}, *x);
     hook_request rest = request;
-    rest.cache.erase(std::remove(rest.cache.begin(), rest.cache.end(), hook_name{hook_point::embed, 0}), rest.cache.end());
+    for (auto* names : {&rest.cache, &rest.cache_last}) std::erase(*names, hook_name{hook_point::embed, 0});
     std::erase_if(rest.interventions, [](const intervention& iv) { return iv.at.point == hook_point::embed; });
     auto out = run_from({hook_point::resid_pre, 0}, std::move(*x), rest);
     if (!out) return out;
@@ -275,8 +339,11 @@ outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_
         return error{ck_->origin(), "start", fmt::format("a run starts at a block's resid_pre or resid_mid, not {}", to_string(start))};
     if (auto e = check_layer_index(start.layer, n_layers(), ck_->origin(), "start")) return *e;
     if (x.cols != ck_->config().d_model || x.rows == 0)
-        return error{"", "", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model, x.rows, x.cols)};
+        return error{ck_->origin(), "x", fmt::format("expected the stream as (tokens, d_model = {}), got ({}, {})", ck_->config().d_model,
+                                                     x.rows, x.cols)};
+    if (auto e = not_finite(x, "x")) return error{ck_->origin(), e->path, e->message};
     if (auto e = check(request, x.rows)) return *e;
+    if (auto e = unreached(*this, start, request)) return *e;
     hooked_pass pass(*this, request);
     const std::size_t last = request.last_layer.value_or(n_layers() - 1);
     for (std::size_t i = start.layer; i <= last; ++i)

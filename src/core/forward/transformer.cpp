@@ -416,7 +416,7 @@ std::optional<error> check_ffn_tensors(const tensor_checker& check, const checkp
         if (auto e = need(role::ffn_down, 0, named(role::ffn_down, "the FFN's W2"))) return e;
     }
     if (f.has(role::ffn_post_norm))
-        if (auto e = need(role::ffn_post_norm, 0, named(role::ffn_post_norm, "the RMSNorm of the FFN's output"))) return e;
+        if (auto e = need(role::ffn_post_norm, 0, named(role::ffn_post_norm, "RMSNorm of the FFN's output"))) return e;
     if (f.norm_place == norm_layer::place::post)
         if (auto e = need(role::ffn_norm, 0, norm)) return e;
     return std::nullopt;
@@ -520,7 +520,11 @@ outcome<transformer> transformer::with_w2(std::size_t layer, matrix w2) const {
         return error{ck_->origin(), "layer", fmt::format("layer {} is not a dense FFN of the model's {} layers", layer, n_layers())};
     const ffn& f = *ffn_[layer];
     if (w2.rows != f.w2.rows || w2.cols != f.w2.cols)
-        return error{ck_->origin(), "layer", fmt::format("W2 is ({}, {}); the replacement is ({}, {})", f.w2.rows, f.w2.cols, w2.rows, w2.cols)};
+        return error{ck_->origin(), "w2", fmt::format("W2 is ({}, {}); the replacement is ({}, {})", f.w2.rows, f.w2.cols, w2.rows, w2.cols)};
+    for (std::size_t i = 0; i < w2.data.size(); ++i)
+        if (!std::isfinite(w2.data[i]))
+            return error{ck_->origin(), "w2", fmt::format("row {}, column {} is {}: expected finite numbers", i / w2.cols, i % w2.cols,
+                                                          w2.data[i])};
     transformer t = *this;
     auto changed = std::make_shared<ffn>(f);
     changed->w2 = std::move(w2);
@@ -651,7 +655,7 @@ outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x) const
 std::optional<error> transformer::check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const {
     if (!unembedding_) return error{"", "", fmt::format("a {} model is an encoder: it has no head to predict with", ck_->config().arch)};
     for (std::size_t r : rows)
-        if (r >= x.rows) return error{"", "", fmt::format("row {} is out of range: the stream has {} tokens", r, x.rows)};
+        if (r >= x.rows) return error{"", "rows", fmt::format("row {} is out of range: the stream has {} tokens", r, x.rows)};
     return std::nullopt;
 }
 
