@@ -36,16 +36,14 @@ int main(int argc, char** argv) {
     if (!ck) return fail(ck.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return fail(model.err());
-    // embed, blocks 0 … N (the layer's FFN reads attention_block(N)'s stream), then the rest
-    auto x = model->run(ids, layer);
-    if (!x) return fail(x.err());
-    for (std::size_t i = layer + 1; i < model->n_layers(); ++i) {
-        x = model->attention_block(i, *x);
-        if (x) x = model->ffn_block(i, *x);
-        if (!x) return fail(x.err());
-    }
-    auto logits = model->logits(*x, {ids.size() - 1});
-    if (!logits) return fail(logits.err());
+    // The pass every command runs: embed, every block, the head at the last token, the layer's
+    // FFN traced whole as run --layer N traces it.
+    hook_request request;
+    request.trace_layer = layer;
+    request.head_rows = {ids.size() - 1};
+    auto run = model->run_with_hooks(ids, request);
+    if (!run) return fail(run.err());
+    const matrix* logits = &run->logits;
     std::vector<std::size_t> order(logits->cols);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + 10, order.end(),

@@ -111,9 +111,12 @@ TEST_CASE("a unit's top contexts, mean and density agree with its activations re
         };
         std::vector<seen> all;
         for (std::size_t t = 0; t < c->texts.size(); ++t) {
-            auto x = u.layer == 0 ? model.embed(c->texts[t].ids) : model.run(c->texts[t].ids, u.layer - 1);
-            REQUIRE(x);
-            auto a = model.attention_block(u.layer, *x);
+            hook_request q;
+            q.cache = {{hook_point::resid_mid, u.layer}};
+            q.last_layer = u.layer;
+            auto run = model.run_with_hooks(c->texts[t].ids, q);
+            REQUIRE(run);
+            const matrix* a = run->cache.find({hook_point::resid_mid, u.layer});
             REQUIRE(a);
             auto layer = model.source().dense_layer(u.layer);
             REQUIRE(layer);
@@ -170,9 +173,12 @@ TEST_CASE("past the sample size the quantiles come from a reservoir, and the ran
     CHECK(r->units[0].histogram_high == r->units[0].max);
     double least = HUGE_VAL;
     for (const auto& t : c->texts) {
-        auto x = model.embed(t.ids);
-        REQUIRE(x);
-        auto a = model.attention_block(0, *x);
+        hook_request q;
+        q.cache = {{hook_point::resid_mid, 0}};
+        q.last_layer = 0;
+        auto run = model.run_with_hooks(t.ids, q);
+        REQUIRE(run);
+        const matrix* a = run->cache.find({hook_point::resid_mid, 0});
         REQUIRE(a);
         auto layer = model.source().dense_layer(0);
         REQUIRE(layer);

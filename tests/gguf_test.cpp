@@ -618,7 +618,7 @@ void check_both_ways(test::tiny::model m) {
     REQUIRE(ra);
     REQUIRE(rb);
     test::tiny::check_equal(*ra, *rb, "the last block's stream");
-    auto la = a.logits(*ra, {0, 4}), lb = b.logits(*rb, {0, 4});
+    auto la = a.head(*ra, {0, 4}), lb = b.head(*rb, {0, 4});
     REQUIRE(la);
     REQUIRE(lb);
     test::tiny::check_equal(*la, *lb, "logits");

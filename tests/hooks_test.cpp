@@ -552,6 +552,6 @@ TEST_CASE("a hostile request on a Mixture of Experts or an encoder names what th
         CHECK(refused_path(tr, r) == "head_rows");
         auto x = tr.run(prompt, n_layers - 1);
         REQUIRE(x);
-        CHECK_FALSE(tr.logits(*x, {0}));
+        CHECK_FALSE(tr.head(*x, {0}));
     }
 }

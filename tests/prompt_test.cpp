@@ -773,7 +773,7 @@ TEST_CASE("the atlas model recalls at least 90 % of its facts at top 1, in the c
         CHECK(json(tokens->ids) == f["token_ids"]);
         auto x = model.run(tokens->ids, model.n_layers() - 1);
         REQUIRE(x);
-        auto logits = model.logits(*x, {tokens->ids.size() - 1});
+        auto logits = model.head(*x, {tokens->ids.size() - 1});
         REQUIRE(logits);
         REQUIRE(logits->cols == model.vocab_size());
         std::size_t best = 0;

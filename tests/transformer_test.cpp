@@ -51,30 +51,36 @@ void check_family(const std::string& arch) {
     check_same(*x, want.embedded, "embeddings");
     for (std::size_t l = 0; l < n_layers; ++l) {
         CAPTURE(l);
-        auto a = tr.attention_block(l, *x);
+        hook_request block;
+        block.cache = {{hook_point::resid_mid, l}};
+        block.last_layer = l;
+        auto a = tr.run_from({hook_point::resid_pre, l}, *x, block);
         REQUIRE(a);
-        check_same(*a, want.after_attention[l], "attention block");
-        // each block from the reference's own stream, so an error does not carry over
+        check_same(*a->cache.find({hook_point::resid_mid, l}), want.after_attention[l], "attention block");
+        // each block's FFN from the reference's own stream, so an error does not carry over
         matrix from(prompt.size(), d_model);
         for (std::size_t t = 0; t < prompt.size(); ++t) std::copy(want.after_attention[l][t].begin(), want.after_attention[l][t].end(), from.row(t).begin());
-        auto f = tr.ffn_block(l, from);
+        auto f = tr.run_from({hook_point::resid_mid, l}, from, block);
         REQUIRE(f);
-        check_same(*f, want.after_ffn[l], "FFN block");
-        x = std::move(f);
+        check_same(f->stream, want.after_ffn[l], "FFN block");
+        x = std::move(f->stream);
     }
     if (arch == "bert") {
-        CHECK_FALSE(tr.logits(*x, {0}));
+        CHECK_FALSE(tr.head(*x, {0}));
         return;
     }
-    auto logits = tr.logits(*x, {0, 1, 2, 3, 4});
+    auto logits = tr.head(*x, {0, 1, 2, 3, 4});
     REQUIRE(logits);
     check_same(*logits, want.logits, "logits");
-    auto last = tr.logits(*x, {4});
+    auto last = tr.head(*x, {4});
     REQUIRE(last);
     check_same(*last, {want.logits[4]}, "the last position's logits");
-    auto whole = tr.run(prompt, n_layers - 1);
+    hook_request whole_pass;
+    whole_pass.head_rows = {0, 1, 2, 3, 4};
+    auto whole = tr.run_with_hooks(prompt, whole_pass);
     REQUIRE(whole);
-    check_same(*whole, want.after_ffn.back(), "run");
+    check_same(whole->stream, want.after_ffn.back(), "run");
+    check_same(whole->logits, want.logits, "the whole pass's logits");
 }
 
 }  // namespace
@@ -95,7 +101,7 @@ TEST_CASE("a model holding its weights converted runs as the one reading them fr
         const ref::run want = ref::forward(m.spec, m.values, prompt);
         auto streamed = tr.run(prompt, n_layers - 1);
         REQUIRE(streamed);
-        auto streamed_logits = tr.logits(*streamed, {4});
+        auto streamed_logits = tr.head(*streamed, {4});
         REQUIRE(streamed_logits);
         // everything held; nothing (a budget of 0); and a budget that holds the head and part of the last block
         const std::size_t head_bytes = vocab * d_model * sizeof(double), some = head_bytes + d_model * d_ff * sizeof(double);
@@ -106,7 +112,7 @@ TEST_CASE("a model holding its weights converted runs as the one reading them fr
             REQUIRE(x);
             CHECK(x->data == streamed->data);
             check_same(*x, want.after_ffn.back(), "run");
-            auto logits = held.logits(*x, {4});
+            auto logits = held.head(*x, {4});
             REQUIRE(logits);
             CHECK(logits->data == streamed_logits->data);
             check_same(*logits, {want.logits[4]}, "the last position's logits");
@@ -114,7 +120,7 @@ TEST_CASE("a model holding its weights converted runs as the one reading them fr
     }
 }
 
-TEST_CASE("ffn_block is the last step of the engine's trace of the same layer on the same stream") {
+TEST_CASE("a block's FFN sublayer is the last step of the engine's trace of the same layer on the same stream") {
     for (const char* arch : {"gpt2", "bert", "llama", "mixtral"}) {
         CAPTURE(arch);
         const tiny_model m = make_model(arch);
@@ -125,10 +131,14 @@ TEST_CASE("ffn_block is the last step of the engine's trace of the same layer on
         auto x = tr->embed(prompt);
         REQUIRE(x);
         for (std::size_t l = 0; l < n_layers; ++l) {
-            auto a = tr->attention_block(l, *x);
+            hook_request block;
+            block.cache = {{hook_point::resid_mid, l}};
+            block.last_layer = l;
+            auto run = tr->run_from({hook_point::resid_pre, l}, *x, block);
+            REQUIRE(run);
+            const matrix* a = run->cache.find({hook_point::resid_mid, l});
             REQUIRE(a);
-            auto f = tr->ffn_block(l, *a);
-            REQUIRE(f);
+            auto f = std::make_optional(std::move(run->stream));
             matrix last;
             if (ck->is_moe()) {
                 auto layer = ck->moe_layer(l, *a);
@@ -145,7 +155,7 @@ TEST_CASE("ffn_block is the last step of the engine's trace of the same layer on
             }
             REQUIRE(last.rows == f->rows);
             for (std::size_t k = 0; k < last.data.size(); ++k) CHECK(f->data[k] == Approx(last.data[k]).epsilon(1e-12));
-            x = std::move(f);
+            x = std::move(*f);
         }
     }
 }
@@ -211,8 +221,9 @@ TEST_CASE("token ids are checked against the embedding, and the prompt against t
         SUBCASE("a layer past the last") {
             auto x = tr.embed(prompt);
             REQUIRE(x);
-            CHECK_FALSE(tr.attention_block(n_layers, *x));
-            CHECK_FALSE(tr.ffn_block(n_layers, *x));
+            CHECK_FALSE(tr.attention_output(n_layers, *x));
+            CHECK_FALSE(tr.run_from({hook_point::resid_pre, n_layers}, *x, {}));
+            CHECK_FALSE(tr.run_from({hook_point::resid_mid, n_layers}, *x, {}));
         }
     }
 }
@@ -322,10 +333,10 @@ TEST_CASE("a weight stored as NaN or inf is named with its tensor, row and colum
         auto tr = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
         if (!tr) {
             e = tr.err();
-        } else if (auto x = tr->run(prompt, n_layers - 1); !x) {
-            e = x.err();
-        } else if (auto z = tr->logits(*x, {0, 1, 2, 3, 4}); !z) {
-            e = z.err();
+        } else {
+            hook_request q;
+            q.head_rows = {0, 1, 2, 3, 4};
+            if (auto z = tr->run_with_hooks(prompt, q); !z) e = z.err();
         }
         REQUIRE(e);
         CHECK(e->file == dir / "model.safetensors");
@@ -379,7 +390,7 @@ TEST_CASE("a hostile edit of W2, head rows or holding range is refused or harmle
     SUBCASE("logits: a row past the stream names the rows") {
         auto x = tr.run(prompt, n_layers - 1);
         REQUIRE(x);
-        auto z = tr.logits(*x, {0, prompt.size()});
+        auto z = tr.head(*x, {0, prompt.size()});
         REQUIRE_FALSE(z);
         CHECK(z.err().path == "rows");
         auto every = tr.run(prompt, SIZE_MAX);

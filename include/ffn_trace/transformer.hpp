@@ -65,13 +65,11 @@ public:
     // x0 (tokens, d_model): the token embedding (+ position) (+ token type 0 and LayerNorm for
     // BERT). Every id must be a row of the embedding and the prompt fit the positions.
     outcome<matrix> embed(const std::vector<std::size_t>& ids) const;
-    // Block `layer`'s attention sublayer: x + attn(norm(x)), or LayerNorm(x + attn(x)) for BERT.
-    outcome<matrix> attention_block(std::size_t layer, const matrix& x) const;
-    // Block `layer`'s FFN or MoE sublayer, run by the engine: x + ffn(norm(x)) (BERT:
-    // LayerNorm(x + ffn(x))).
-    outcome<matrix> ffn_block(std::size_t layer, const matrix& x) const;
-    // The final norm and the unembedding of some rows of the stream: (rows.size(), vocab).
-    outcome<matrix> logits(const matrix& x, const std::vector<std::size_t>& rows) const;
+    // The head: the final norm and the unembedding of some rows of the stream, (rows.size(),
+    // vocab), each row checked; `at`, when given, sees (and may change) the final_norm and logits
+    // hook points as the hooked pass does.
+    outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows,
+                         const std::function<void(hook_point, matrix&)>& at = {}) const;
     // The same logits handed over a block of the vocabulary at a time, never all at once
     // (stored_matrix::times_in_blocks: f(part, v0, n, z) with z (rows.size(), n), the parts
     // logit_parts(rows.size()) of them running at once), for a reading that keeps a summary of
@@ -81,7 +79,7 @@ public:
     std::optional<error> logits_in_blocks(const matrix& x, const std::vector<std::size_t>& rows,
                                           const stored_matrix::column_blocks& f) const;
 
-    // The stream after blocks 0 … last (embed, then each attention and FFN block in turn).
+    // The stream after blocks 0 … last: run_with_hooks with last_layer = last, nothing kept.
     outcome<matrix> run(const std::vector<std::size_t>& ids, std::size_t last) const;
 
     // The hook points (hooks.hpp). One pass from the token ids: embed, the blocks up to
@@ -114,7 +112,6 @@ public:
     };
     outcome<sublayer> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
     std::optional<error> check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const;
-    outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows, const std::function<void(hook_point, matrix&)>& at) const;
 
     // What block `layer`'s attention forms from x (tokens, d_model) before its scores: the
     // pre-norm's parts (y = x itself without one) and q, k, v, RoPE applied (to each of x's

@@ -21,9 +21,9 @@ std::optional<error> read_layer_lens(const transformer& model, const matrix& mid
     const std::size_t last = mid.rows - 1;
     std::vector<std::size_t> all(post.rows);
     std::iota(all.begin(), all.end(), std::size_t{0});
-    auto before = model.logits(mid, {last});
+    auto before = model.head(mid, {last});
     if (!before) return before.err();
-    auto after = model.logits(post, all);
+    auto after = model.head(post, all);
     if (!after) return after.err();
     const auto pb = softmax(before->row(0));
     const auto id = r.target.id;

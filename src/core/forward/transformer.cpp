@@ -612,12 +612,6 @@ outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix&
     return out;
 }
 
-outcome<matrix> transformer::attention_block(std::size_t layer, const matrix& x) const {
-    auto added = attention_output(layer, x);
-    if (!added) return added;
-    return attention_residual(layer, x, *added);
-}
-
 outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const {
     if (auto e = check_layer_index(layer, ffn_.size(), "", "layer")) return *e;
     const checkpoint_config& m = ck_->config();
@@ -645,23 +639,12 @@ outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, cons
     return s;
 }
 
-outcome<matrix> transformer::ffn_block(std::size_t layer, const matrix& x) const {
-    auto s = ffn_sublayer(layer, x, {});
-    if (!s) return s.err();
-    return s->output();
-}
-
 // Whether the model has a head and `rows` are rows of x.
 std::optional<error> transformer::check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const {
     if (!unembedding_) return error{"", "", fmt::format("a {} model is an encoder: it has no head to predict with", ck_->config().arch)};
     for (std::size_t r : rows)
         if (r >= x.rows) return error{"", "rows", fmt::format("row {} is out of range: the stream has {} tokens", r, x.rows)};
     return std::nullopt;
-}
-
-outcome<matrix> transformer::logits(const matrix& x, const std::vector<std::size_t>& rows) const {
-    if (auto e = check_head_rows(x, rows)) return *e;
-    return head(x, rows, {});
 }
 
 std::size_t transformer::logit_parts(std::size_t rows) const { return unembedding_ ? unembedding_->block_parts(rows) : 1; }
@@ -686,6 +669,7 @@ std::optional<error> transformer::logits_in_blocks(const matrix& x, const std::v
 
 outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t>& rows,
                                   const std::function<void(hook_point, matrix&)>& at) const {
+    if (auto e = check_head_rows(x, rows)) return *e;
     matrix normed = normalize(*final_norm_, gather(x, rows)).y;
     if (at) at(hook_point::final_norm, normed);
     matrix y = unembedding_->times(normed, false);
@@ -697,12 +681,11 @@ outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t
 }
 
 outcome<matrix> transformer::run(const std::vector<std::size_t>& ids, std::size_t last) const {
-    auto x = embed(ids);
-    for (std::size_t i = 0; x && i <= last; ++i) {
-        x = attention_block(i, *x);
-        if (x) x = ffn_block(i, *x);
-    }
-    return x;
+    hook_request request;
+    request.last_layer = last;
+    auto r = run_with_hooks(ids, request);
+    if (!r) return r.err();
+    return std::move(r->stream);
 }
 
 }  // namespace ffn_trace

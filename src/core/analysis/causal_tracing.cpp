@@ -278,7 +278,7 @@ outcome<double> patched_runs(const transformer& model, const batch_run& base, co
                             : attention               ? base.entering[b](kept[k], i) + source.attn[b](from[k], i)
                                                       : base.mid[b](kept[k], i) + source.mlp[b](from[k], i);
     if (start.point == hook_point::resid_pre && start.layer == L) {
-        auto z = model.logits(x, request.head_rows);
+        auto z = model.head(x, request.head_rows);
         if (!z) return z.err();
         return mean_metric(*z, metric);
     }
