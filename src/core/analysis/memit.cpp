@@ -116,11 +116,24 @@ outcome<std::vector<matrix>> moments(const transformer& model, const tokenizer& 
                                      const std::string& file, memit_trace& t) {
     auto c = read_corpus(text, file, tok, model.max_positions());
     if (!c) return c.err();
-    std::vector<matrix> out(r.last - r.first + 1, matrix(t.d_ff, t.d_ff));
+    const std::size_t n = r.last - r.first + 1;
+    std::vector<matrix> out(n, matrix(t.d_ff, t.d_ff));
     hook_request q;
     for (std::size_t l = r.first; l <= r.last; ++l) q.cache.push_back({hook_point::mlp_post, l});
     q.last_layer = r.last;
-    const matrix_library_on_one_thread one_thread;
+    // The keys of many texts at once, one KᵀK product for them all: a text's 20 tokens made each
+    // product a pass over the whole (d_ff, d_ff) C for little arithmetic.
+    constexpr std::size_t block_rows = 512;
+    std::vector<std::vector<double>> keys(n);
+    auto add_block = [&] {
+        for (std::size_t l = 0; l < n && !keys[l].empty(); ++l) {
+            matrix k(keys[l].size() / t.d_ff, t.d_ff);
+            k.data = std::move(keys[l]);
+            keys[l].clear();
+            const matrix kk = linear(k.transposed(), k, {});
+            for (std::size_t j = 0; j < kk.data.size(); ++j) out[l].data[j] += kk.data[j];
+        }
+    };
     constexpr std::string_view what = "taking C over the corpus";
     for (std::size_t i = 0; i < c->texts.size(); ++i) {
         if (auto e = report_progress(r.watcher, what, i, c->texts.size())) return *e;
@@ -128,11 +141,12 @@ outcome<std::vector<matrix>> moments(const transformer& model, const tokenizer& 
         if (!run) return run.err();
         for (std::size_t l = r.first; l <= r.last; ++l) {
             const matrix& k = *run->cache.find({hook_point::mlp_post, l});
-            const matrix kk = linear(k.transposed(), k, {});
-            for (std::size_t j = 0; j < kk.data.size(); ++j) out[l - r.first].data[j] += kk.data[j];
+            keys[l - r.first].insert(keys[l - r.first].end(), k.data.begin(), k.data.end());
         }
         t.corpus_tokens += c->texts[i].ids.size();
+        if (keys[0].size() >= block_rows * t.d_ff) add_block();
     }
+    add_block();
     t.corpus_texts = c->texts.size();
     for (std::size_t l = r.first; l <= r.last; ++l) {
         matrix& m = out[l - r.first];
