@@ -66,6 +66,26 @@ edit_request france(std::size_t target) {
 
 }  // namespace
 
+TEST_CASE("edit_value on a model whose W2 is replaced in memory starts from that W2, not the file's") {
+    auto [model, tok] = open_capitals();
+    auto rome = single_token(tok, " Rome");
+    REQUIRE(rome);
+    auto w2 = model.source().tensors().read_matrix("h.0.mlp.c_proj.weight");  // GPT-2's Conv1D: W2 (d_ff, d_model)
+    REQUIRE(w2);
+    for (double& v : w2->data) v *= 2;
+    auto edited = model.with_w2(0, *w2);
+    REQUIRE(edited);
+    auto t = edit_value(*edited, tok, france(*rome));
+    REQUIRE(t);
+    REQUIRE(t->key.size() == w2->rows);
+    REQUIRE(t->old_value.size() == w2->cols);
+    for (std::size_t j = 0; j < w2->cols; ++j) {
+        double v0 = 0;  // v₀ = W2ᵀk* with the doubled W2
+        for (std::size_t i = 0; i < w2->rows; ++i) v0 += t->key[i] * (*w2)(i, j);
+        CHECK(t->old_value[j] == Approx(v0).epsilon(1e-12));
+    }
+}
+
 TEST_CASE("default_paraphrases are the corpus's other sentences about the subject that end with the old answer") {
     CHECK(default_paraphrases(corpus, "The capital of France is", "France", " Paris") ==
           std::vector<std::string>{"The capital city of France is"});

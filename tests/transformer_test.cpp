@@ -120,6 +120,41 @@ TEST_CASE("a model holding its weights converted runs as the one reading them fr
     }
 }
 
+TEST_CASE("a model with a layer's W2 replaced in memory runs as the checkpoint written with that W2 in float64, to the bit") {
+    const tiny_model m = make_model("gpt2");
+    ckpt::temp_dir dir, edited_dir;
+    const transformer tr = open_model(m.write(dir)).holding(0, n_layers - 1, true);
+    // The same model with layer 0's W2 (GPT-2's Conv1D: stored as W2, d_ff × d_model) in float64
+    // values no float32 holds, written as F64.
+    tiny_model changed = m;
+    auto t = std::find_if(changed.written.begin(), changed.written.end(),
+                          [](const ckpt::tensor& w) { return w.name.ends_with("h.0.mlp.c_proj.weight"); });
+    REQUIRE(t != changed.written.end());
+    for (std::size_t i = 0; i < t->values.size(); ++i) t->values[i] = t->values[i] * 1.1 + 1e-3 / static_cast<double>(i + 3);
+    t->dtype = "F64";
+    changed.values[t->name] = {t->shape, t->values};
+    const transformer from_file = open_model(changed.write(edited_dir)).holding(0, n_layers - 1, true);
+    matrix w2(t->shape[0], t->shape[1]);
+    w2.data = t->values;
+
+    auto edited = tr.with_w2(0, w2);
+    REQUIRE(edited);
+    REQUIRE(edited->w2_in_memory(0));
+    CHECK(edited->w2_in_memory(0)->data == w2.data);
+    CHECK(!edited->w2_in_memory(1));
+    CHECK(!tr.w2_in_memory(0));
+
+    auto x = edited->run(prompt, n_layers - 1), want = from_file.run(prompt, n_layers - 1);
+    REQUIRE(x);
+    REQUIRE(want);
+    CHECK(x->data == want->data);
+    check_same(*x, ref::forward(changed.spec, changed.values, prompt).after_ffn.back(), "run");
+    auto logits = edited->head(*x, {4}), want_logits = from_file.head(*want, {4});
+    REQUIRE(logits);
+    REQUIRE(want_logits);
+    CHECK(logits->data == want_logits->data);
+}
+
 TEST_CASE("a block's FFN sublayer is the last step of the engine's trace of the same layer on the same stream") {
     for (const char* arch : {"gpt2", "bert", "llama", "mixtral"}) {
         CAPTURE(arch);

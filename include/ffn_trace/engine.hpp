@@ -86,6 +86,10 @@ public:
     // to the bit. Null when it holds its values already.
     virtual std::shared_ptr<const stored_matrix> held() const { return nullptr; }
     virtual std::size_t held_bytes() const { return 0; }
+    // The same matrix's layout holding other values, w (rows, cols) in the math form: its products
+    // and reads are the ones a file of those values, held, gives to the bit. Null when w's shape
+    // is not this one's, or the layout cannot hold values.
+    virtual std::shared_ptr<const stored_matrix> holding(const matrix&) const { return nullptr; }
 };
 
 enum class weight { w1, wg, wu, w2 };

@@ -15,9 +15,10 @@
 //            single edit's ridge): the least squares min Σ_f ‖ΔWᵀk_f − r_f‖² + tr(ΔWᵀ(C_l+λI)ΔW)
 //            over all facts together
 //
-// Each layer's updated checkpoint is written (W2 in float64) to a working folder and read again,
-// so that the next layer's keys, the evaluation and the sequential mode run an edited model like
-// any other: edits compose.
+// Each layer's updated W2 is held in memory (transformer::with_w2, in float64), so that the next
+// layer's keys, the evaluation and the sequential mode run the edited model without writing it;
+// only --save writes a checkpoint (write_memit_checkpoint), once every layer is updated. Edits
+// compose: the checkpoint edited may itself be an edit.
 #pragma once
 
 #include <cstddef>
@@ -54,8 +55,6 @@ struct memit_request {
     bool sequential = false;          // each fact edited alone, one after another, on the model the last left
     std::size_t fluency = 0;          // this many facts' "SUBJECT is a" continued greedily before → after
     std::size_t fluency_tokens = 10;
-    std::string folder;               // the checkpoint's folder (edited copies are made of it)
-    std::string work;                 // an existing folder for the edited copies
     progress watcher = {};
 };
 
@@ -108,12 +107,11 @@ struct memit_trace {
     double unrelated_p_true = 0;      // --sequential: the unrelated prompts' mean p(true) before any edit
     std::vector<memit_drift> drift;
     std::vector<memit_fluency> fluency;
-    std::string edited;               // the folder of the edited model (W2s in float64), in `work`
 
     std::size_t taken() const;
 };
 
-// MEMIT on `model` (opened from request.folder). Errors name the request's fields and the facts'
+// MEMIT on `model`, every update held in memory. Errors name the request's fields and the facts'
 // lines ("line 3").
 outcome<memit_trace> memit(const transformer& model, const tokenizer& tok, const memit_request& request,
                            std::string_view corpus_text, const std::string& corpus_file);

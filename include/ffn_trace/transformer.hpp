@@ -48,9 +48,13 @@ public:
     transformer holding(std::size_t first, std::size_t last, bool head, std::size_t budget = held_budget) const;
     // The same model with dense layer `layer`'s W2 (d_ff, d_out: the math form) replaced by `w2`,
     // held in memory: an edited model run without writing it (edit.hpp's edited_tensor), the file
-    // and this model unchanged. Errors name "layer" (an MoE layer, a layer out of range) or "w2" (a
-    // shape not W2's, a value that is not finite).
+    // and this model unchanged, its numbers those of the edited checkpoint written in float64. Errors
+    // name "layer" (an MoE layer, a layer out of range) or "w2" (a shape not W2's, a value that is not
+    // finite).
     outcome<transformer> with_w2(std::size_t layer, matrix w2) const;
+    // The W2 (d_ff, d_out) dense layer `layer` holds in memory (with_w2's, or a layer read whole),
+    // or null when it is left in the file or the layer is not one of the model's dense layers.
+    const matrix* w2_in_memory(std::size_t layer) const;
     // The default budget: 4 GiB of doubles (GPT-2 small's 124 M weights take 1.0 GB).
     static constexpr std::size_t held_budget = std::size_t{4} << 30;
 

@@ -213,7 +213,6 @@ int run_memit(const edit_options& o) {
     r.ridge = o.ridge;
     r.sequential = o.sequential;
     r.fluency = o.fluency ? 3 : 0;
-    r.folder = o.checkpoint;
     edit_request ridge_only;  // the ridge's checks, the same as the single edit's
     ridge_only.prompt = "-";
     ridge_only.ridge = o.ridge;
@@ -238,9 +237,6 @@ int run_memit(const edit_options& o) {
     if (auto e = memit_request_error(r, model->n_layers())) return refuse(*e);
     auto corpus = ffn_trace::read_corpus_text(o.checkpoint, o.corpus, ffn_trace::load_options{}.max_file_size, " to take C over");
     if (!corpus) return report(corpus.err());
-    work_folder work;
-    if (work.path.empty()) return report(error{std::filesystem::temp_directory_path().string(), "", "cannot create a working folder"});
-    r.work = work.path;
 
     std::optional<watch> watching;
     watching.emplace();
@@ -253,6 +249,8 @@ int run_memit(const edit_options& o) {
     const dtype as = o.dtype == "f64" ? dtype::f64 : o.dtype == "f32" ? dtype::f32 : t->layers.front().stored;
     if (!o.save.empty() && !failed) {
         set_activity({"writing the checkpoint", "the model's size"});
+        work_folder work;
+        if (work.path.empty()) return report(error{std::filesystem::temp_directory_path().string(), "", "cannot create a working folder"});
         auto w = write_memit_checkpoint(model->source(), o.checkpoint, o.save, t->layers, as, work.path);
         if (!w) return refuse(w.err());
         edit_trace& shown = t->facts[o.show - 1];

@@ -106,21 +106,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// An edited model opened from its folder.
-struct opened {
-    std::string folder;
-    std::shared_ptr<const transformer> model;
-};
-
-outcome<opened> open_folder(const std::string& folder) {
-    auto ck = checkpoint::open(folder);
-    if (!ck) return ck.err();
-    auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
-    if (!model) return model.err();
-    // Each fact's optimisation runs the model 40 times: its weights converted once, not read at each run.
-    return opened{folder, std::make_shared<const transformer>(model->holding(0, model->n_layers() - 1, true))};
-}
-
 // The last token's logits of a prompt (vocab).
 outcome<std::vector<double>> last_logits(const transformer& model, const std::vector<std::size_t>& ids) {
     hook_request q;
@@ -135,11 +120,24 @@ outcome<std::vector<matrix>> moments(const transformer& model, const tokenizer& 
                                      const std::string& file, memit_trace& t) {
     auto c = read_corpus(text, file, tok, model.max_positions());
     if (!c) return c.err();
-    std::vector<matrix> out(r.last - r.first + 1, matrix(t.d_ff, t.d_ff));
+    const std::size_t n = r.last - r.first + 1;
+    std::vector<matrix> out(n, matrix(t.d_ff, t.d_ff));
     hook_request q;
     for (std::size_t l = r.first; l <= r.last; ++l) q.cache.push_back({hook_point::mlp_post, l});
     q.last_layer = r.last;
-    const matrix_library_on_one_thread one_thread;
+    // The keys of many texts at once, one KᵀK product for them all: a text's 20 tokens made each
+    // product a pass over the whole (d_ff, d_ff) C for little arithmetic.
+    constexpr std::size_t block_rows = 512;
+    std::vector<std::vector<double>> keys(n);
+    auto add_block = [&] {
+        for (std::size_t l = 0; l < n && !keys[l].empty(); ++l) {
+            matrix k(keys[l].size() / t.d_ff, t.d_ff);
+            k.data = std::move(keys[l]);
+            keys[l].clear();
+            const matrix kk = linear(k.transposed(), k, {});
+            for (std::size_t j = 0; j < kk.data.size(); ++j) out[l].data[j] += kk.data[j];
+        }
+    };
     constexpr std::string_view what = "taking C over the corpus";
     for (std::size_t i = 0; i < c->texts.size(); ++i) {
         if (auto e = report_progress(r.watcher, what, i, c->texts.size())) return *e;
@@ -147,11 +145,12 @@ outcome<std::vector<matrix>> moments(const transformer& model, const tokenizer& 
         if (!run) return run.err();
         for (std::size_t l = r.first; l <= r.last; ++l) {
             const matrix& k = *run->cache.find({hook_point::mlp_post, l});
-            const matrix kk = linear(k.transposed(), k, {});
-            for (std::size_t j = 0; j < kk.data.size(); ++j) out[l - r.first].data[j] += kk.data[j];
+            keys[l - r.first].insert(keys[l - r.first].end(), k.data.begin(), k.data.end());
         }
         t.corpus_tokens += c->texts[i].ids.size();
+        if (keys[0].size() >= block_rows * t.d_ff) add_block();
     }
+    add_block();
     t.corpus_texts = c->texts.size();
     for (std::size_t l = r.first; l <= r.last; ++l) {
         matrix& m = out[l - r.first];
@@ -230,19 +229,20 @@ error on_line(error e, const memit_fact& f) {
     return e;
 }
 
-// One batch of facts edited on `at`: their values at layer B, then each layer's update, each
-// written into a new folder of `work` and opened for the next. Returns the last.
-outcome<opened> edit_batch(const opened& at, const tokenizer& tok, const std::vector<std::size_t>& batch, const memit_request& r,
-                           const std::vector<matrix>& moments, std::size_t& folders, memit_trace& t) {
+// One batch of facts edited on `model`: their values at layer B, then each layer's update, added
+// to that layer's W2 in `w2s` (A … B, the math form) and run in memory for the next. Returns the
+// model with every layer updated.
+outcome<transformer> edit_batch(const transformer& model, const tokenizer& tok, const std::vector<std::size_t>& batch,
+                                const memit_request& r, const std::vector<matrix>& moments, std::vector<matrix>& w2s, memit_trace& t) {
     const std::size_t n = batch.size();
     matrix targets(n, t.d_model);  // z_f
     for (std::size_t i = 0; i < n; ++i) {
         const memit_fact& f = r.facts[batch[i]];
-        auto v = edit_value(*at.model, tok, fact_request(f, r, r.last));
+        auto v = edit_value(model, tok, fact_request(f, r, r.last));
         if (!v) return on_line(v.err(), f);
         t.facts[batch[i]] = std::move(*v);
     }
-    opened now = at;
+    transformer now = model;
     for (std::size_t l = r.first; l <= r.last; ++l) {
         memit_layer& layer = t.layers[l - r.first];
         matrix keys(n, t.d_ff), shares(n, t.d_model);
@@ -251,7 +251,7 @@ outcome<opened> edit_batch(const opened& at, const tokenizer& tok, const std::ve
             hook_request q;
             q.cache = {{hook_point::mlp_post, l}};
             q.last_layer = r.last;
-            auto run = now.model->run_with_hooks(c.prompt.ids, q);
+            auto run = now.run_with_hooks(c.prompt.ids, q);
             if (!run) return run.err();
             const auto k = run->cache.find({hook_point::mlp_post, l})->row(c.position);
             std::copy(k.begin(), k.end(), keys.row(i).begin());
@@ -269,17 +269,11 @@ outcome<opened> edit_batch(const opened& at, const tokenizer& tok, const std::ve
         layer.keys = std::move(keys);
         layer.shares = std::move(shares);
 
-        auto w = now.model->source().tensors().read_matrix(layer.tensor);
-        if (!w) return w.err();
-        for (std::size_t i = 0; i < t.d_ff; ++i)
-            for (std::size_t j = 0; j < t.d_model; ++j) (layer.transposed ? (*w)(j, i) : (*w)(i, j)) += (*update)(i, j);
-        const std::string next = (fs::path(r.work) / fmt::format("step-{}", folders++)).string();
-        auto written = write_edited_checkpoint(now.model->source(), now.folder, next, layer.tensor, *w, dtype::f64);
-        if (!written) return written.err();
-        if (now.folder != r.folder) fs::remove_all(now.folder);
-        auto reopened = open_folder(next);
-        if (!reopened) return reopened.err();
-        now = std::move(*reopened);
+        matrix& w = w2s[l - r.first];
+        for (std::size_t j = 0; j < w.data.size(); ++j) w.data[j] += update->data[j];
+        auto next = now.with_w2(l, w);
+        if (!next) return next.err();
+        now = std::move(*next);
     }
     return now;
 }
@@ -480,14 +474,24 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
         for (std::size_t i = 0; i < r.facts.size(); ++i) batches.push_back({i});
     else
         batches.emplace_back(r.facts.size()), std::iota(batches[0].begin(), batches[0].end(), 0);
-    opened now{r.folder, std::shared_ptr<const transformer>(&model, [](const transformer*) {})};
-    std::size_t folders = 0;
+    // Each layer's W2 in the math form, updated in memory as the batches edit it.
+    std::vector<matrix> w2s;
+    for (const auto& layer : t.layers) {
+        if (const matrix* held = model.w2_in_memory(layer.layer)) {
+            w2s.push_back(*held);
+            continue;
+        }
+        auto w = ck.tensors().read_matrix(layer.tensor);
+        if (!w) return w.err();
+        w2s.push_back(layer.transposed ? w->transposed() : std::move(*w));
+    }
+    transformer now = model;
     for (const auto& batch : batches) {
-        auto next = edit_batch(now, tok, batch, r, *c, folders, t);
+        auto next = edit_batch(now, tok, batch, r, *c, w2s, t);
         if (!next) return next.err();
         now = std::move(*next);
         if (others) {
-            auto d = drift_of(*now.model, tok, *others, batch.front(), r.facts[batch.front()]);
+            auto d = drift_of(now, tok, *others, batch.front(), r.facts[batch.front()]);
             if (!d) return d.err();
             t.drift.push_back(*d);
         }
@@ -497,9 +501,8 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
         layer.rank = numerical_rank(layer.update);
     }
     for (std::size_t i = 0; i < r.facts.size(); ++i)
-        if (auto e = evaluate_fact(model, *now.model, tok, r.facts[i], corpus_text, r, t.facts[i])) return on_line(*e, r.facts[i]);
-    if (auto e = fluency(model, *now.model, tok, r, t)) return *e;
-    t.edited = now.folder;
+        if (auto e = evaluate_fact(model, now, tok, r.facts[i], corpus_text, r, t.facts[i])) return on_line(*e, r.facts[i]);
+    if (auto e = fluency(model, now, tok, r, t)) return *e;
     return t;
 }
 

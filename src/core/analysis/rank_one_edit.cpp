@@ -258,6 +258,9 @@ struct layer_run {
     vec weight;        // per token, the expert's routing weight (0: not routed); 1 for a dense layer
     std::vector<std::vector<std::size_t>> chosen;  // an MoE layer's: per token, its experts
     vec logits;        // at the last token
+    // resid_mid and resid_post of the layer (tokens, d_model), where a pass that changes only what
+    // the layer writes starts (tail_gradient)
+    matrix mid, after;
 };
 
 // The hook request that reads the part: mlp_post, and an MoE layer's trace for its routing.
@@ -295,10 +298,12 @@ outcome<layer_run> run_prompt_layer(const transformer& model, const tokenizer& t
     if (!p) return p.err();
     if (auto e = check_prompt_length(model, p->ids.size(), field)) return *e;
     hook_request q = part_request(part);
+    q.cache.push_back({hook_point::resid_mid, part.layer});
+    q.cache.push_back({hook_point::resid_post, part.layer});
     q.head_rows = {p->ids.size() - 1};
     auto run = model.run_with_hooks(p->ids, q);
     if (!run) return run.err();
-    layer_run r{std::move(*p), {}, *run->cache.find(q.cache[1]), {}, {}, {}};
+    layer_run r{std::move(*p), {}, *run->cache.find(q.cache[1]), {}, {}, {}, *run->cache.find(q.cache[2]), *run->cache.find(q.cache[3])};
     read_part(part, *run, r);
     r.logits.assign(run->logits.row(0).begin(), run->logits.row(0).end());
     return r;
@@ -488,6 +493,31 @@ struct value_prompt {
     logits_loss loss;
 };
 
+// A pass of the prompt begun after the edited layer, when it is a dense layer of a pre-norm model
+// below the last: nothing before it depends on δ, so the run starts at block layer + 1 from the stream
+// the prompt's run kept, the position's row made as the block's residual makes it (resid_mid +
+// what the layer writes, one addition), and the sweep stops at that block's resid_pre, whose
+// gradient is mlp_out's (the residual passes it through). The same numbers as the whole model's
+// pass, without running the layers below twice per step.
+bool runs_tail(const transformer& model, const edit_trace& t) {
+    return !t.expert && t.layer + 1 < model.n_layers() && model.source().config().family->norm_place != norm_layer::place::post;
+}
+
+outcome<model_gradient> tail_gradient(const transformer& model, const value_prompt& p, const edit_trace& t, const matrix& row) {
+    const std::size_t next = t.layer + 1;
+    matrix x = p.run->after;
+    const matrix added = written(t.out_norm, row);
+    for (std::size_t j = 0; j < x.cols; ++j) x(p.position, j) = p.run->mid(p.position, j) + added(0, j);
+    gradient_request g;
+    g.run.head_rows = {x.rows - 1};
+    for (std::size_t i = next; i < model.n_layers(); ++i)  // the streams the sweep goes back from
+        g.run.cache.insert(g.run.cache.end(), {{hook_point::resid_pre, i}, {hook_point::resid_mid, i}});
+    g.wrt = {{hook_point::resid_pre, next}};
+    auto forward = model.run_from({hook_point::resid_pre, next}, std::move(x), g.run);
+    if (!forward) return forward.err();
+    return backpropagate_run(model, std::move(*forward), g, p.loss);
+}
+
 // dL/dδ of one prompt, and its loss: w·δ added to what W2 writes at the position, mlp_out's row
 // set to that (normed, with an out-norm) through `replace`, whose gradient is that row's (taken
 // back through the norm), times w (an expert's routing weight there, 1 for a dense layer; an
@@ -500,7 +530,7 @@ outcome<double> prompt_gradient(const transformer& model, const value_prompt& p,
     g.run.interventions = {replace_rows({hook_point::mlp_out, t.layer}, {p.position}, written(t.out_norm, row))};
     g.run.head_rows = {p.run->prompt.ids.size() - 1};
     g.wrt = {{hook_point::mlp_out, t.layer}};
-    auto back = backpropagate(model, p.run->prompt.ids, g, p.loss);
+    auto back = runs_tail(model, t) ? tail_gradient(model, p, t, row) : backpropagate(model, p.run->prompt.ids, g, p.loss);
     if (!back) return back.err();
     matrix d(1, delta.size());
     const auto at = back->grads.front().second.row(p.position);
@@ -675,6 +705,12 @@ outcome<std::shared_ptr<const ffn>> start_trace(const transformer& model, const 
     t.update_key = r.key;
     auto layer = describe_layer(ck, t);
     if (!layer) return layer.err();
+    // An edited model held in memory (transformer::with_w2: MEMIT's layers as it goes) runs its own W2, not the file's.
+    if (const matrix* w2 = r.expert ? nullptr : model.w2_in_memory(r.layer)) {
+        auto edited = std::make_shared<ffn>(**layer);
+        edited->w2 = *w2;
+        *layer = std::move(edited);
+    }
     t.d_ff = (*layer)->w2.rows;
     return layer;
 }

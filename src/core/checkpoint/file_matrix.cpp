@@ -364,6 +364,13 @@ public:
     }
     std::size_t held_bytes() const override { return stored_rows_ * stored_cols_ * sizeof(double); }
 
+    std::shared_ptr<const stored_matrix> holding(const matrix& w) const override {
+        if (w.rows != rows() || w.cols != cols()) return nullptr;
+        auto copy = std::make_shared<file_matrix>(source_, info_, bytes_, file_, transposed_);
+        copy->held_ = std::make_shared<const std::vector<double>>(transposed_ ? w.transposed().data : w.data);
+        return copy;
+    }
+
     std::optional<error> non_finite() const override {
         std::lock_guard lock(non_finite_mutex_);
         return non_finite_;

@@ -527,10 +527,19 @@ outcome<transformer> transformer::with_w2(std::size_t layer, matrix w2) const {
                                                           w2.data[i])};
     transformer t = *this;
     auto changed = std::make_shared<ffn>(f);
+    // Held in the file's layout, so that the products are the ones a checkpoint written with these
+    // values gives to the bit; in memory beside it for w2_in_memory (and alone when the layer's W2
+    // was in memory already).
+    auto& stored = changed->stored[static_cast<int>(weight::w2)];
+    if (stored) stored = stored->holding(w2);
     changed->w2 = std::move(w2);
-    changed->stored[static_cast<int>(weight::w2)].reset();  // read from memory, not the file
     t.ffn_[layer] = std::move(changed);
     return t;
+}
+
+const matrix* transformer::w2_in_memory(std::size_t layer) const {
+    if (layer >= ffn_.size() || !ffn_[layer] || ffn_[layer]->w2.data.empty()) return nullptr;
+    return &ffn_[layer]->w2;
 }
 
 outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
