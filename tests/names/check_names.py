@@ -59,8 +59,8 @@ ALLOWED_OPTIONS = {
     "src/core/views/render_moe.cpp": "a view's advice: the command to run next",
     "src/core/views/walkthrough_readings.cpp": "a view's advice: the command to run next",
     "src/core/tools/render_params.cpp": "a view's advice: the command to run next",
-    "src/core/exercises/quiz_chains.cpp": "an exercise's advice: the command to run next",
-    "src/core/exercises/worksheet_grids.cpp": "an exercise's advice: the command to run next",
+    "src/core/exercises/quiz.cpp": "an exercise's advice: the command to run next",
+    "src/core/exercises/worksheet.cpp": "an exercise's advice: the command to run next",
     "src/core/exercises/prompt_quiz.cpp": "the command that shows the run a quiz asks about",
 }
 
