@@ -1,5 +1,7 @@
 // Runs a prompt through a checkpoint with ffn-trace's library, reads the hook point mlp_post of
-// layer 0 (what the FFN's units feed W2) and prints the units that fired most at the last token.
+// layer 0 (what the FFN's units feed W2) and prints the units that fired most at the last token;
+// then patches the one that fired most, set to 0 at the last token alone, and prints how the
+// prediction changed.
 //
 //   hook_points [CHECKPOINT_DIR] [PROMPT] [LAYER]
 //   hook_points data/models/capitals "The capital of France is"
@@ -39,10 +41,10 @@ int main(int argc, char** argv) {
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));
     if (!model) return fail(model.err());
 
-    // Keep only the one state asked for, and stop after its block.
+    // Keep the one state asked for, and the logits at the last token.
     hook_request request;
     request.cache = {{hook_point::mlp_post, layer}};
-    request.last_layer = layer;
+    request.head_rows = {ids->size() - 1};
     auto run = model->run_with_hooks(*ids, request);
     if (!run) return fail(run.err());
     const matrix& post = *run->cache.find({hook_point::mlp_post, layer});
@@ -56,5 +58,15 @@ int main(int argc, char** argv) {
     std::printf("%zu tokens; layer %zu's mlp_post at \"%s\": (%zu, %zu)\n", ids->size(), layer,
                 tok->display(ids->back()).c_str(), post.rows, post.cols);
     for (std::size_t k = 0; k < top; ++k) std::printf("  unit %3zu  %.4f\n", units[k], post(last, units[k]));
+
+    // The same pass with one write: the top unit's mlp_post set to 0 at the last token alone.
+    hook_request patched = request;
+    patched.interventions = {zero_units(layer, {unit_ref{std::nullopt, units[0]}}, {last})};
+    auto changed = model->run_with_hooks(*ids, patched);
+    if (!changed) return fail(changed.err());
+    const std::vector<double> before = softmax(run->logits.row(0)), after = softmax(changed->logits.row(0));
+    const auto predicted = static_cast<std::size_t>(std::max_element(before.begin(), before.end()) - before.begin());
+    std::printf("unit %zu set to 0 at the last token: p(\"%s\") %.4f -> %.4f\n", units[0], tok->display(predicted).c_str(),
+                before[predicted], after[predicted]);
     return 0;
 }

@@ -51,4 +51,5 @@ PY
 "$cmake" --build "$work/build-hooks" >"$work/build-hooks.log" || { cat "$work/build-hooks.log" >&2; exit 1; }
 "$work/build-hooks/hook_points" "$src/data/models/capitals" "The capital of France is" >"$work/hooks.txt"
 grep -q '^  unit 172  1.5736$' "$work/hooks.txt" || { cat "$work/hooks.txt" >&2; echo "FAIL: hook_points against the installed library" >&2; exit 1; }
-echo "hook_points builds against the installed library and reads layer 0's mlp_post"
+grep -q 'unit 172 set to 0 at the last token: p(" Paris") 0.8862 -> 0.7893$' "$work/hooks.txt" || { cat "$work/hooks.txt" >&2; echo "FAIL: hook_points's patch against the installed library" >&2; exit 1; }
+echo "hook_points builds against the installed library, reads layer 0's mlp_post and patches a unit"
