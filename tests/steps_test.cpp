@@ -37,20 +37,38 @@ TEST_CASE("only norm to residual are a dense layer's steps") {
     CHECK_FALSE(dense_step(step_kind::input));
 }
 
-TEST_CASE("a pre-norm gated layer's seven steps are found by kind, each from the normed input") {
-    // x = [1, 1]: RMSNorm with ε = 0 divides by √(mean of squares) = 1, so normed = γ = [2, 1].
+namespace {
+
+// A pre-norm ReGLU layer of width 2 whose numbers are easy by hand: RMSNorm with ε = 0 and
+// γ = [2, 1] makes x = [1, 1] into normed = [2, 1]; Wg = I gives gate = [2, 1]; Wu = [[1, 1],
+// [1, −1]] gives up = [2 + 1, 2 − 1] = [3, 1]; W2 = I; with the residual.
+ffn small_gated_layer() {
     ffn l;
     l.act = activation::reglu;
     l.wg = matrix(2, 2);
-    l.wg.data = {1, 0, 0, 1};  // gate = normed = [2, 1]
+    l.wg.data = {1, 0, 0, 1};
     l.wu = matrix(2, 2);
-    l.wu.data = {1, 1, 1, -1};  // up = [2 + 1, 2 − 1] = [3, 1]
+    l.wu.data = {1, 1, 1, -1};
     l.w2 = matrix(2, 2);
     l.w2.data = {1, 0, 0, 1};
     l.residual = true;
     l.norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {2, 1}, {}, 0.0};
+    return l;
+}
+
+// x = [1, 1], one token.
+matrix ones_row() {
     matrix x(1, 2);
     x.data = {1, 1};
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("a pre-norm gated layer's seven steps are found by kind, each from the normed input") {
+    // x = [1, 1]: RMSNorm with ε = 0 divides by √(mean of squares) = 1, so normed = γ = [2, 1].
+    ffn l = small_gated_layer();
+    const matrix x = ones_row();
     auto t = run_ffn(l, x, {});
     REQUIRE(t);
     using k = step_kind;
@@ -72,19 +90,9 @@ TEST_CASE("a pre-norm gated layer's seven steps are found by kind, each from the
 TEST_CASE("Gemma's norm of the output is a step of its own, between contract and the residual, which adds it") {
     // The layer above with an RMSNorm of its output (ε = 0, γ = [1, 2]): contract = [6, 1], whose
     // root mean square is √((36 + 1)/2) = √18.5, so out_norm = [6/√18.5, 2/√18.5] and y = x + out_norm.
-    ffn l;
-    l.act = activation::reglu;
-    l.wg = matrix(2, 2);
-    l.wg.data = {1, 0, 0, 1};
-    l.wu = matrix(2, 2);
-    l.wu.data = {1, 1, 1, -1};
-    l.w2 = matrix(2, 2);
-    l.w2.data = {1, 0, 0, 1};
-    l.residual = true;
-    l.norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {2, 1}, {}, 0.0};
+    ffn l = small_gated_layer();
     l.out_norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {1, 2}, {}, 0.0};
-    matrix x(1, 2);
-    x.data = {1, 1};
+    const matrix x = ones_row();
     auto t = run_ffn(l, x, {});
     REQUIRE(t);
     using k = step_kind;
@@ -104,19 +112,9 @@ TEST_CASE("Gemma's norm of the output is a step of its own, between contract and
 TEST_CASE("a layer whose gate and up are one fused tensor shows its product x·[Wg | Wu] as a step before the gate") {
     // The layer above, its Wg and Wu the halves of Phi-3's fused tensor: normed = [2, 1], so
     // split = normed · [Wg | Wu] = [2, 1 | 2 + 1, 2 − 1] = [2, 1, 3, 1], the gate's two columns then the up's.
-    ffn l;
-    l.act = activation::reglu;
-    l.wg = matrix(2, 2);
-    l.wg.data = {1, 0, 0, 1};
-    l.wu = matrix(2, 2);
-    l.wu.data = {1, 1, 1, -1};
-    l.w2 = matrix(2, 2);
-    l.w2.data = {1, 0, 0, 1};
-    l.residual = true;
+    ffn l = small_gated_layer();
     l.fused_gate_up = true;
-    l.norm = norm_layer{norm_layer::kind::rmsnorm, norm_layer::place::pre, {2, 1}, {}, 0.0};
-    matrix x(1, 2);
-    x.data = {1, 1};
+    const matrix x = ones_row();
     auto t = run_ffn(l, x, {});
     REQUIRE(t);
     using k = step_kind;
