@@ -78,11 +78,17 @@ inline softmax_sums softmax_sums_of(std::span<const double> z) {
     s.add(z);
     return s;
 }
-// softmax(z) (n).
+// p = softmax(z) (n, written over p's n values): each e^(z_i − m) taken once, then divided by
+// their sum, the same numbers as softmax_sums' p.
+inline void softmax_into(std::span<const double> z, std::span<double> p) {
+    double m = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (double v : z) m = std::max(m, v);
+    for (std::size_t i = 0; i < z.size(); ++i) sum += p[i] = std::exp(z[i] - m);
+    for (double& v : p) v /= sum;
+}
 inline std::vector<double> softmax(std::span<const double> z) {
-    const softmax_sums s = softmax_sums_of(z);
     std::vector<double> p(z.size());
-    for (std::size_t i = 0; i < z.size(); ++i) p[i] = s.p(z[i]);
+    softmax_into(z, p);
     return p;
 }
 

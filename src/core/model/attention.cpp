@@ -50,10 +50,7 @@ matrix attention_scores(const matrix& q, const matrix& k, const attention_shape&
 
 matrix softmax_rows(const matrix& scores) {
     matrix p(scores.rows, scores.cols);
-    for (std::size_t i = 0; i < scores.rows; ++i) {
-        const softmax_sums s = softmax_sums_of(scores.row(i));
-        for (std::size_t j = 0; j < scores.cols; ++j) p(i, j) = s.p(scores(i, j));
-    }
+    for (std::size_t i = 0; i < scores.rows; ++i) softmax_into(scores.row(i), p.row(i));
     return p;
 }
 

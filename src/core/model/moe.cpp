@@ -60,7 +60,7 @@ softmax_parts softmax(const matrix& z) {
         s.sum(t, 0) = sums.sum;
         for (std::size_t i = 0; i < n; ++i) {
             s.exp(t, i) = std::exp(z(t, i) - sums.largest);
-            s.p(t, i) = sums.p(z(t, i));
+            s.p(t, i) = s.exp(t, i) / sums.sum;
         }
     }
     return s;
