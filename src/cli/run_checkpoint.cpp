@@ -1,6 +1,6 @@
 // ffn-trace run --checkpoint DIR --layer N: one real layer, traced over an input file, rows of the
 // token embedding, or whole tokens of the vocabulary (the library's trace_checkpoint_layer).
-#include "run.hpp"
+#include "run_command.hpp"
 
 namespace cli {
 

@@ -7,7 +7,7 @@
 #include "ffn_trace/render_transcoder.hpp"
 #include "ffn_trace/transcoder_eval.hpp"
 #include "ffn_trace/transcoder_file.hpp"
-#include "run.hpp"
+#include "run_command.hpp"
 
 namespace cli {
 

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <fmt/format.h>
 
-#include "prompts.hpp"
+#include "run_prompts.hpp"
 #include "ffn_trace/render_prompts.hpp"
-#include "run.hpp"
+#include "run_command.hpp"
 
 namespace cli {
 

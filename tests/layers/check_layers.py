@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The layer rule of src/core: a folder includes only itself and the folders to its left.
+"""The layer rule of src/core: a folder includes only itself and the folders to its left; and no
+file of the front end (src/cli) shares its name with one of the library.
 
 Reads every `#include "..."` of src/core and of the public headers and prints each one that climbs,
 with its file and line; exits 1 if there is any. A public header, include/ffn_trace/NAME.hpp,
@@ -69,6 +70,14 @@ def main() -> int:
                 continue  # a file generated into the build folder
             if there in LAYERS and LAYERS.index(there) > LAYERS.index(here):
                 problems.append(f"{shown}:{number}: {here}/ includes {target}, of {there}/, a layer to its right")
+
+    # The front end's code files are named apart from the library's (edit_command.cpp beside the
+    # library's edit.cpp), so that a name says which side a file is on.
+    code = {".cpp", ".hpp", ".in"}
+    library_names = {p.name for p in [*core.rglob("*"), *public.rglob("*")] if p.suffix in code}
+    for path in sorted((root / "src" / "cli").rglob("*")):
+        if path.suffix in code and path.name in library_names:
+            problems.append(f"{path.relative_to(root)}: a file name the library uses too")
 
     for problem in problems:
         print(problem)

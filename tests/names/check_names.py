@@ -35,7 +35,7 @@ OTHER_TABLES = {
     "src/core/checkpoint/family.cpp": "tensor names in checkpoint files (Llama's \"norm\", GGUF's \"output\")",
     "src/core/forward/hooks.cpp": "the forward pass's hook points (\"logits\")",
     "src/core/tokenizer/pre_tokenizers.cpp": "tokenizer.json's pre-tokenizer members (Metaspace's \"split\")",
-    "src/cli/units.cpp": "units' JSON member of --split (\"split\"), the neurons' split, not Phi-3's step",
+    "src/cli/units_command.cpp": "units' JSON member of --split (\"split\"), the neurons' split, not Phi-3's step",
 }
 
 # Fields spelled like a family that are not an architecture, by file.

@@ -1,6 +1,6 @@
 // ffn-trace tokenize: the token ids a model reads for a text, as Hugging Face's tokenizer(text)
 // gives them, with each token's spelling in the vocabulary and as text.
-#include "tokenize.hpp"
+#include "tokenize_command.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // ffn-trace units --checkpoint DIR --layer N: each unit of a layer read over a corpus (where it
 // fires most, its quantiles, what its value vector promotes); with --promotes TOKEN (or
 // --suppresses), the units whose value vectors push that token most, over every layer.
-#include "units.hpp"
+#include "units_command.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // ffn-trace locate --checkpoint DIR --prompt TEXT --subject TEXT: causal tracing, where in the
 // model the prompt's next token is recalled (ROME's calculate_hidden_flow).
-#include "locate.hpp"
+#include "locate_command.hpp"
 
 #include <memory>
 
@@ -10,7 +10,7 @@
 #include "ffn_trace/render_locate.hpp"
 #include "ffn_trace/render_locate_facts.hpp"
 #include "ffn_trace/render_prompts.hpp"
-#include "prompts.hpp"
+#include "run_prompts.hpp"
 
 namespace cli {
 

@@ -1,5 +1,5 @@
 // ffn-trace gelu-table: GELU against ReLU, as the walkthrough seed tabulates it, and as a plot.
-#include "gelu_table.hpp"
+#include "gelu_table_command.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // ffn-trace check FILE...: verify every claim of every example file.
-#include "check.hpp"
+#include "check_command.hpp"
 
 #include <fmt/core.h>
 #include <memory>

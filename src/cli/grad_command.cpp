@@ -1,5 +1,5 @@
 // ffn-trace grad FILE: the backward pass, traced and checked, and one step of learning.
-#include "grad.hpp"
+#include "grad_command.hpp"
 
 #include <cmath>
 #include <fmt/core.h>

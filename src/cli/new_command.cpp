@@ -1,5 +1,5 @@
 // ffn-trace new: print a complete, valid example file to start from.
-#include "new.hpp"
+#include "new_command.hpp"
 
 #include <fmt/core.h>
 #include <memory>

@@ -2,7 +2,7 @@
 // behind it. Every answer is a command's own JSON: the same library call and the same renderer as
 // `run --format json`, `units --format json`, `locate --format json` and `edit --format json`, on
 // models opened once at start; the page names a model by its index or its folder's name, never a path.
-#include "serve.hpp"
+#include "serve_command.hpp"
 
 #include <httplib.h>
 

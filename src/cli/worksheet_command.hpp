@@ -5,7 +5,7 @@
 
 #include "common.hpp"
 #include "ffn_trace/worksheet.hpp"
-#include "quiz.hpp"
+#include "quiz_command.hpp"
 
 namespace cli {
 

@@ -1,6 +1,6 @@
 // ffn-trace transcoder train --checkpoint DIR --layer N --features K -o TC_DIR: a transcoder of
 // layer N's FFN trained over a corpus, written as circuit-tracer loads one, and measured spliced in.
-#include "transcoder.hpp"
+#include "transcoder_command.hpp"
 
 #include <cmath>
 #include <cstdio>

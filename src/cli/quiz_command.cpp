@@ -1,5 +1,5 @@
 // ffn-trace quiz FILE: asks the learner for numbers of the trace, one at a time, and checks them.
-#include "quiz.hpp"
+#include "quiz_command.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // ffn-trace generate man|bash|zsh|fish: the manual page and the completions, from the parser
 // that makes --help (the build installs what this prints).
-#include "generate.hpp"
+#include "generate_command.hpp"
 
 #include <fmt/core.h>
 #include <memory>

@@ -1,5 +1,5 @@
 // ffn-trace params: where a Transformer's parameters live, counted the way the seeds count them.
-#include "params.hpp"
+#include "params_command.hpp"
 
 #include <fmt/format.h>
 #include <memory>

@@ -1,5 +1,5 @@
 // ffn-trace sweep FILE --from A --to B: a one-number layer's output against x, as a table and a plot.
-#include "sweep.hpp"
+#include "sweep_command.hpp"
 
 #include <algorithm>
 #include <fmt/core.h>

@@ -1,5 +1,5 @@
 // ffn-trace run FILE: trace an example file through the FFN, step by step.
-#include "run.hpp"
+#include "run_command.hpp"
 
 #include <fmt/core.h>
 #include <memory>

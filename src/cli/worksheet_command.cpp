@@ -1,5 +1,5 @@
 // ffn-trace worksheet FILE: a printable exercise sheet with blanks, and its answer key.
-#include "worksheet.hpp"
+#include "worksheet_command.hpp"
 
 #include <memory>
 

@@ -1,5 +1,5 @@
 // ffn-trace schema: print the JSON Schema of the example file format.
-#include "schema.hpp"
+#include "schema_command.hpp"
 
 #include <fmt/core.h>
 #include <memory>

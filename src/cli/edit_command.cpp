@@ -2,7 +2,7 @@
 // a rank-one edit of layer N's down projection (ROME), evaluated, and with --save written out as a
 // new checkpoint; -o writes the report, as every command's.
 // With --facts FILE --layers A-B, MEMIT: many facts at once over a range of layers (memit.hpp).
-#include "edit.hpp"
+#include "edit_command.hpp"
 
 #include <filesystem>
 #include <memory>
