@@ -69,19 +69,18 @@ public:
     // x0 (tokens, d_model): the token embedding (+ position) (+ token type 0 and LayerNorm for
     // BERT). Every id must be a row of the embedding and the prompt fit the positions.
     outcome<matrix> embed(const std::vector<std::size_t>& ids) const;
-    // The head: the final norm and the unembedding of some rows of the stream, (rows.size(),
-    // vocab), each row checked; `at`, when given, sees (and may change) the final_norm and logits
-    // hook points as the hooked pass does.
+    // The head, the one way to the logits: the final norm and the unembedding of some rows of the
+    // stream, (rows.size(), vocab), each row checked; `at`, when given, sees (and may change) the
+    // final_norm and logits hook points as the hooked pass does. With `blocks`, the logits are
+    // handed over a block of the vocabulary at a time and never held whole
+    // (stored_matrix::times_in_blocks: blocks(part, v0, n, z) with z (rows.size(), n), the
+    // parts logit_parts(rows.size()) of them running at once), for a reading that keeps a summary
+    // of each row: the result is then empty, `at` sees final_norm alone, and whether the logits are
+    // finite is the caller's to check.
     outcome<matrix> head(const matrix& x, const std::vector<std::size_t>& rows,
-                         const std::function<void(hook_point, matrix&)>& at = {}) const;
-    // The same logits handed over a block of the vocabulary at a time, never all at once
-    // (stored_matrix::times_in_blocks: f(part, v0, n, z) with z (rows.size(), n), the parts
-    // logit_parts(rows.size()) of them running at once), for a reading that keeps a summary of
-    // each row. An error when a row is out of range or the head's weights hold a value that is
-    // not finite; whether the logits are finite is the caller's to check.
+                         const std::function<void(hook_point, matrix&)>& at = {},
+                         const stored_matrix::column_blocks& blocks = {}) const;
     std::size_t logit_parts(std::size_t rows) const;
-    std::optional<error> logits_in_blocks(const matrix& x, const std::vector<std::size_t>& rows,
-                                          const stored_matrix::column_blocks& f) const;
 
     // The stream after blocks 0 … last: run_with_hooks with last_layer = last, nothing kept.
     outcome<matrix> run(const std::vector<std::size_t>& ids, std::size_t last) const;
@@ -164,6 +163,7 @@ private:
     double embedding_scale_ = 1;      // Gemma: √d_model
     double final_softcap_ = 0;        // Gemma 2: logits ← cap·tanh(logits/cap); 0: none
     const std::vector<double>& freqs_of(const attention_weights& a) const { return a.local_rope ? rope_local_freqs_ : rope_freqs_; }
+    void logits_by_block(const matrix& normed, const stored_matrix::column_blocks& blocks) const;
     std::size_t max_positions_ = 0, vocab_ = 0;
     std::string embedding_, positions_;          // tensor names; positions_ empty: RoPE
     std::vector<double> token_type0_;            // BERT: token type 0's row

@@ -438,7 +438,7 @@ std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& 
 // Every logit the prompt's readings use, from one pass over the unembedding, so that it is read
 // from the file once: the lens before and after layer N's FFN at every token, and the model's
 // prediction at the last token. The stack (2 · tokens + 1, d_model) goes through the final norm
-// row by row, and its logits come a block of the vocabulary at a time (logits_in_blocks): each
+// row by row, and its logits come a block of the vocabulary at a time (transformer::head's blocks): each
 // core keeps, for its share of the vocabulary, what the lens shows of each row (its `top` largest,
 // the change's `top` both ways, its softmax's sum), and only the rows read whole afterwards are
 // kept whole. All 2 · tokens + 1 rows at once were new memory (26 MB for a GPT-2 prompt of 32
@@ -475,7 +475,7 @@ outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& in
     empty.top_before.assign(n, running_top(top));
     empty.top_after = empty.raised = empty.lowered = empty.top_before;
     z.parts.assign(model.logit_parts(stack.rows), empty);
-    auto e = model.logits_in_blocks(stack, all, [&](std::size_t p, std::size_t v0, std::size_t m, const double* y) {
+    auto e = model.head(stack, all, {}, [&](std::size_t p, std::size_t v0, std::size_t m, const double* y) {
         lens_part& part = z.parts[p];
         for (std::size_t r = 0; r < stack.rows; ++r)
             for (std::size_t j = 0; j < m; ++j)
@@ -495,7 +495,7 @@ outcome<prompt_logits> unembed_prompt(const transformer& model, const matrix& in
         std::copy_n(y + (2 * n - 1) * m, m, z.after_last.begin() + static_cast<long>(v0));
         std::copy_n(y + 2 * n * m, m, z.prediction.begin() + static_cast<long>(v0));
     });
-    if (e) return *e;
+    if (!e) return e.err();
     std::size_t bad = std::numeric_limits<std::size_t>::max();
     for (const auto& part : z.parts) bad = std::min(bad, part.first_bad);
     if (bad < stack.rows * vocab)

@@ -658,35 +658,35 @@ std::optional<error> transformer::check_head_rows(const matrix& x, const std::ve
 
 std::size_t transformer::logit_parts(std::size_t rows) const { return unembedding_ ? unembedding_->block_parts(rows) : 1; }
 
-std::optional<error> transformer::logits_in_blocks(const matrix& x, const std::vector<std::size_t>& rows,
-                                                   const stored_matrix::column_blocks& f) const {
-    if (auto e = check_head_rows(x, rows)) return e;
-    if (final_softcap_ == 0) {
-        unembedding_->times_in_blocks(normalize(*final_norm_, gather(x, rows)).y, f);
-    } else {
-        std::vector<std::vector<double>> capped(logit_parts(rows.size()));  // each part's own block
-        unembedding_->times_in_blocks(normalize(*final_norm_, gather(x, rows)).y,
-                                      [&](std::size_t part, std::size_t c0, std::size_t n, const double* y) {
-                                          std::vector<double>& z = capped[part];
-                                          z.assign(y, y + n * rows.size());
-                                          soft_cap(z, final_softcap_);
-                                          f(part, c0, n, z.data());
-                                      });
-    }
-    return unembedding_->non_finite();
-}
-
 outcome<matrix> transformer::head(const matrix& x, const std::vector<std::size_t>& rows,
-                                  const std::function<void(hook_point, matrix&)>& at) const {
+                                  const std::function<void(hook_point, matrix&)>& at,
+                                  const stored_matrix::column_blocks& blocks) const {
     if (auto e = check_head_rows(x, rows)) return *e;
     matrix normed = normalize(*final_norm_, gather(x, rows)).y;
     if (at) at(hook_point::final_norm, normed);
+    if (blocks) {
+        logits_by_block(normed, blocks);
+        if (auto e = unembedding_->non_finite()) return *e;
+        return matrix();
+    }
     matrix y = unembedding_->times(normed, false);
     if (auto e = unembedding_->non_finite()) return *e;
     if (final_softcap_ > 0) soft_cap(y.data, final_softcap_);
     if (at) at(hook_point::logits, y);
     if (auto e = overflow(y, std::string(point_name(hook_point::logits)))) return *e;
     return y;
+}
+
+// normed · Uᵀ a block of the vocabulary at a time, each block capped as head caps the whole.
+void transformer::logits_by_block(const matrix& normed, const stored_matrix::column_blocks& blocks) const {
+    if (final_softcap_ == 0) return unembedding_->times_in_blocks(normed, blocks);
+    std::vector<std::vector<double>> capped(logit_parts(normed.rows));  // each part's own block
+    unembedding_->times_in_blocks(normed, [&](std::size_t part, std::size_t c0, std::size_t n, const double* y) {
+        std::vector<double>& z = capped[part];
+        z.assign(y, y + n * normed.rows);
+        soft_cap(z, final_softcap_);
+        blocks(part, c0, n, z.data());
+    });
 }
 
 outcome<matrix> transformer::run(const std::vector<std::size_t>& ids, std::size_t last) const {
