@@ -1,4 +1,4 @@
-#include "ffn_trace/activations.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 // attention.hpp: the kernels against hand computations — a 2-token, 1-head attention worked out in
 // the test, RoPE's rotation of a pair with cos and sin, the grouped-query heads' mapping, the masks.
-#include "ffn_trace/attention.hpp"
+#include "ffn_trace/core/attention.hpp"
 
 #include <doctest/doctest.h>
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 using namespace ffn_trace;
 

@@ -2,7 +2,7 @@
 // names, in every dtype and layout, and compared step by step with the independent float64
 // reference (reference.hpp) run on the very values written; then config.json, the vocabulary, the
 // layer's input file, and hostile checkpoints, each of which must end in one clean error.
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 #include <doctest/doctest.h>
 

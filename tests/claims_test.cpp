@@ -1,4 +1,4 @@
-#include "ffn_trace/claims.hpp"
+#include "ffn_trace/analysis/claims.hpp"
 
 #include <doctest/doctest.h>
 

@@ -412,7 +412,7 @@ cli_test("generate refuses an unknown shell" 2 EMPTY "^error: what: tcsh not in"
 # cmake --install: the stripped binary, the man page, the three completions and the examples with
 # their schema, under the prefix given
 cli_test("cmake --install puts everything under the prefix, the binary stripped, the library beside it" 0
-  "^bin/ffn-trace include/ffn_trace/activations.hpp .*include/ffn_trace/worksheet.hpp lib/cmake/ffn_trace/ffn_trace-config-version.cmake lib/cmake/ffn_trace/ffn_trace-config.cmake lib/cmake/ffn_trace/ffn_trace-targets-[a-z]+.cmake lib/cmake/ffn_trace/ffn_trace-targets.cmake lib/libffn_trace.a share/bash-completion/completions/ffn-trace share/ffn-trace/examples/abs_identity.json .*share/ffn-trace/examples/ffn-trace.schema.json .*share/ffn-trace/examples/walkthrough.json share/fish/vendor_completions.d/ffn-trace.fish share/man/man1/ffn-trace.1 share/zsh/site-functions/_ffn-trace stripped$"
+  "^bin/ffn-trace include/ffn_trace/analysis/claims.hpp .*include/ffn_trace/model/transformer.hpp lib/cmake/ffn_trace/ffn_trace-config-version.cmake lib/cmake/ffn_trace/ffn_trace-config.cmake lib/cmake/ffn_trace/ffn_trace-targets-[a-z]+.cmake lib/cmake/ffn_trace/ffn_trace-targets.cmake lib/libffn_trace.a share/bash-completion/completions/ffn-trace share/ffn-trace/examples/abs_identity.json .*share/ffn-trace/examples/ffn-trace.schema.json .*share/ffn-trace/examples/walkthrough.json share/fish/vendor_completions.d/ffn-trace.fish share/man/man1/ffn-trace.1 share/zsh/site-functions/_ffn-trace stripped$"
   EMPTY
   -- bash -c [[
     set -e

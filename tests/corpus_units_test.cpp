@@ -2,7 +2,7 @@
 // The readings' numbers are checked against a NumPy float64 reference by tests/units/units_reference.py;
 // here: what read_corpus keeps and skips, the readings' invariants against the same forward pass
 // run token by token through the transformer's own blocks, and the DKW bound in closed form.
-#include "ffn_trace/corpus_units.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,8 +11,8 @@
 #include <memory>
 #include <numeric>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/readings.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

@@ -3,7 +3,7 @@
 // map k* to v* by the test's sums; C built here from the layer's activations (read through the
 // hook points) and (C + λI) · C⁻¹k* = k*; the default prompts against sentences worked out by
 // hand; every refusal. (The edited checkpoint against NumPy float64 is tests/edit/reference_test.py.)
-#include "ffn_trace/edit.hpp"
+#include "ffn_trace/analysis/edit.hpp"
 
 #include <doctest/doctest.h>
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/locate.hpp"
+#include "ffn_trace/analysis/locate.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

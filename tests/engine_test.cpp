@@ -1,4 +1,4 @@
-#include "ffn_trace/engine.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 #include <doctest/doctest.h>
 #include <cmath>

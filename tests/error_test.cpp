@@ -1,5 +1,5 @@
 // Errors are one line, whatever the user gave: escaping, quoting and the error line.
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/error.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

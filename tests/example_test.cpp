@@ -1,5 +1,5 @@
 #include "test_paths.hpp"
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/analysis/example.hpp"
 
 #include <doctest/doctest.h>
 #include <filesystem>

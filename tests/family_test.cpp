@@ -1,14 +1,13 @@
 // family.hpp: each family's tensor names for a layer in both schemes, its storage and its traits,
 // written out by hand from the modelling code's module names (modeling_gpt2.py, modeling_bert.py,
 // modeling_llama.py, modeling_mixtral.py) and llama.cpp's llama-arch.cpp.
-#include "ffn_trace/family.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "ffn_trace/checkpoint.hpp"
 
 using namespace ffn_trace;
 using role = tensor_role;

@@ -1,4 +1,4 @@
-#include "ffn_trace/gelu_table.hpp"
+#include "tools/gelu_table.hpp"
 
 #include <algorithm>
 #include <cmath>

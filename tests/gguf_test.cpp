@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "gguf_writer.hpp"
 
 using namespace ffn_trace;
@@ -516,7 +516,7 @@ TEST_CASE("a tensor of a type ffn-trace does not dequantize opens, and reading i
 
 // ---- A model written both ways ---------------------------------------------------------------
 
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 #include "tiny_transformer.hpp"
 
 namespace {
@@ -644,7 +644,7 @@ TEST_CASE("a GPT-2 written as GGUF (fused attn_qkv, weights transposed) runs as 
 
 // ---- The tokenizer of a GGUF file ----------------------------------------------------------
 
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 
 namespace {
 
@@ -926,10 +926,10 @@ TEST_CASE("a GGUF file whose context length its position table contradicts names
 
 // ---- The walkthrough of a quantized layer -------------------------------------------------
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_json.hpp"
-#include "ffn_trace/render_text.hpp"
-#include "ffn_trace/tracing.hpp"
+#include "base/format.hpp"
+#include "views/render_json.hpp"
+#include "views/render_text.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // independent reference's intermediate value (reference_transformer.hpp); a write is the reference
 // with the same patch, or rerun with the weights changed to the same effect; a run from a block
 // with the cached stream is the full run; and a request outside the model is an error naming it.
-#include "ffn_trace/hooks.hpp"
+#include "ffn_trace/model/hooks.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 #include "reference_transformer.hpp"
 #include "tiny_transformer.hpp"
 

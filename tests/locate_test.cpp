@@ -5,7 +5,7 @@
 // restored stream is the last one, the corrupted P where the noise has not reached); the window's
 // arithmetic at the edges; the subject, the target and every bad option. (Every cell against
 // NumPy float64 is tests/locate/reference_test.py.)
-#include "ffn_trace/locate.hpp"
+#include "ffn_trace/analysis/locate.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "ffn_trace/manual.hpp"
+#include "tools/manual.hpp"
 
 #include <doctest/doctest.h>
 

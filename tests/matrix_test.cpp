@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "ffn_trace/matrix.hpp"
+#include "ffn_trace/core/matrix.hpp"
 
 using namespace ffn_trace;
 using doctest::Approx;

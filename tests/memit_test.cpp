@@ -1,7 +1,7 @@
 // memit.hpp: the parts of MEMIT with answers worked out by hand (ROME's n-gram entropy, the facts
 // file's lines and its refusals) and the request's refusals. The update itself is checked against
 // NumPy float64 in tests/edit/memit_reference_test.py.
-#include "ffn_trace/memit.hpp"
+#include "ffn_trace/analysis/edit.hpp"
 
 #include <doctest/doctest.h>
 

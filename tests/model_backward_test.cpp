@@ -5,7 +5,7 @@
 // (data/models/capitals) and on tiny checkpoints of every family with a head; and on those tiny
 // checkpoints, the gradients against an independent reverse-mode reference (autograd.hpp) that
 // builds the whole forward pass, attention and norms included, on a scalar tape.
-#include "ffn_trace/model_backward.hpp"
+#include "ffn_trace/model/model_backward.hpp"
 
 #include <doctest/doctest.h>
 
@@ -18,7 +18,7 @@
 
 #include "autograd.hpp"
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

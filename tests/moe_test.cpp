@@ -1,5 +1,5 @@
 #include "test_paths.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/moe.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "autograd.hpp"
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/readings.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 #include "reference.hpp"
 
 using namespace ffn_trace;

@@ -1,11 +1,11 @@
-#include "ffn_trace/new_example.hpp"
+#include "example/new_example.hpp"
 
 #include <doctest/doctest.h>
 
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/moe.hpp"
 
 using namespace ffn_trace;
 

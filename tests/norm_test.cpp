@@ -15,11 +15,10 @@
 
 #include "test_paths.hpp"
 #include "autograd.hpp"
-#include "ffn_trace/backward.hpp"
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "helpers.hpp"
 #include "reference.hpp"
 

@@ -1,5 +1,5 @@
 // The progress watcher of long loops: told each step, and the error that ends the work when it says stop.
-#include "ffn_trace/progress.hpp"
+#include "ffn_trace/core/progress.hpp"
 
 #include <doctest/doctest.h>
 

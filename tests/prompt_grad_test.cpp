@@ -2,7 +2,7 @@
 // loss against the softmax of the model's own logits computed here, a target of two tokens
 // against the sum of two runs, the step against the first-order change −η·‖∇‖², the units'
 // −Σ g·a against mlp_post and its gradient read apart, and the refusals by field.
-#include "ffn_trace/prompt_grad.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 #include <doctest/doctest.h>
 
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/render_grad.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "views/render_grad.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

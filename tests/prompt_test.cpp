@@ -6,7 +6,7 @@
 // float64 numbers (tests/inputs/models/capitals_reference.json and atlas_reference.json), and the
 // atlas model's facts at top 1.
 #include "test_paths.hpp"
-#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,8 +23,8 @@
 
 #include "checkpoint_writer.hpp"
 #include "tiny_transformer.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_prompt.hpp"
+#include "base/format.hpp"
+#include "views/render_prompt.hpp"
 #include "reference_transformer.hpp"
 #include "analysis/prompt_parts.hpp"
 

@@ -2,7 +2,7 @@
 // are not UTF-8), and every line run on the shipped model (data/models/capitals) exactly as the
 // single-prompt call runs it, a line too long for the model skipped, a line's own error naming it.
 #include "test_paths.hpp"
-#include "ffn_trace/prompts.hpp"
+#include "ffn_trace/analysis/prompts.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/render_locate.hpp"
-#include "ffn_trace/render_prompt.hpp"
+#include "views/render_locate.hpp"
+#include "views/render_prompt.hpp"
 
 using namespace ffn_trace;
 

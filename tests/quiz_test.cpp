@@ -1,5 +1,5 @@
 #include "test_paths.hpp"
-#include "ffn_trace/quiz.hpp"
+#include "exercises/quiz.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/worksheet.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "base/format.hpp"
+#include "exercises/worksheet.hpp"
 
 using namespace ffn_trace;
 

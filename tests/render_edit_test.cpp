@@ -1,12 +1,12 @@
 // render_edit.hpp: the views of an edit built by hand (the views compute nothing): the JSON has the
 // names the tests rely on with the numbers put in, the text writes Λ's arithmetic and the
 // before → after tables, and fits 80 columns.
-#include "ffn_trace/render_edit.hpp"
+#include "views/render_edit.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 #include <algorithm>
 #include <cmath>

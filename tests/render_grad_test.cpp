@@ -1,4 +1,4 @@
-#include "ffn_trace/render_grad.hpp"
+#include "views/render_grad.hpp"
 
 #include <cctype>
 #include <cmath>

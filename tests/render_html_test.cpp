@@ -1,6 +1,6 @@
 // The page views: the walkthrough's page (render_walkthrough with text_format::html), gelu-table's
 // and params' pages, and the escaping that keeps a file's strings inert.
-#include "ffn_trace/render_html.hpp"
+#include "tools/render_html.hpp"
 
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/readings.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "views/render_text.hpp"
 #include "helpers.hpp"
 #include "document/page_html.hpp"
 

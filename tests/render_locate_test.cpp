@@ -3,7 +3,7 @@
 // names tests rely on in the shapes they say, the page's grids explain each cell; and the finding
 // a learner made by hand in NumPy, that this model recalls " Paris" in layer 0's FFN at " is"
 // (restoring that output brought P(" Paris") from 0.164 back to 0.868 with the learner's noise).
-#include "ffn_trace/render_locate.hpp"
+#include "views/render_locate.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

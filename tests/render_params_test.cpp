@@ -1,4 +1,4 @@
-#include "ffn_trace/render_params.hpp"
+#include "tools/render_params.hpp"
 
 #include <doctest/doctest.h>
 #include <sstream>

@@ -1,7 +1,7 @@
 // render_prompts.hpp: a file of prompts' views on the shipped model: the JSON list is each line's
 // single-prompt object as it is, and the report's summary says each run's own numbers.
 #include "test_paths.hpp"
-#include "ffn_trace/render_prompts.hpp"
+#include "views/render_prompts.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_prompt.hpp"
+#include "base/format.hpp"
+#include "views/render_prompt.hpp"
 
 using namespace ffn_trace;
 

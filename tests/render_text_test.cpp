@@ -1,4 +1,4 @@
-#include "ffn_trace/render_text.hpp"
+#include "views/render_text.hpp"
 
 #include <algorithm>
 #include <cctype>

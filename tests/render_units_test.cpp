@@ -1,14 +1,14 @@
 // The views of a layer's units over a corpus, on readings made by hand: a context's token marked and
 // its shades under it, the table's order, the lines within the width, and the JSON's names.
-#include "ffn_trace/render_units.hpp"
+#include "views/render_units.hpp"
 
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/text_sink.hpp"
+#include "base/format.hpp"
+#include "base/text_sink.hpp"
 
 using namespace ffn_trace;
 

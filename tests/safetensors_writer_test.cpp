@@ -1,7 +1,7 @@
 // safetensors_writer.hpp: the dtype encoders against bit patterns worked out by hand from IEEE 754
 // and bfloat16's definitions, and a file rewritten with one tensor replaced, read back by the
 // safetensors reader (the file first written by the tests' own writer, checkpoint_writer.hpp).
-#include "ffn_trace/safetensors_writer.hpp"
+#include "checkpoint/safetensors_writer.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,13 +1,13 @@
 #include "test_paths.hpp"
-#include "ffn_trace/schema.hpp"
+#include "example/schema.hpp"
 
 #include <doctest/doctest.h>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/activations.hpp"
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/example.hpp"
 
 using namespace ffn_trace;
 using json = nlohmann::json;

@@ -1,10 +1,9 @@
-#include "ffn_trace/steps.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>
 #include <vector>
 
-#include "ffn_trace/engine.hpp"
 
 using namespace ffn_trace;
 

@@ -1,4 +1,4 @@
-#include "ffn_trace/sweep.hpp"
+#include "tools/sweep.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>

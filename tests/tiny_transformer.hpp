@@ -15,8 +15,8 @@
 #include <doctest/doctest.h>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/transformer.hpp"
 #include "reference_transformer.hpp"
 
 namespace test::tiny {

@@ -2,7 +2,7 @@
 // fallback, WordPiece's greedy longest match, accents and Chinese characters, every split
 // behaviour, and hostile files refused with the JSON path of what is wrong.
 #include "test_paths.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/unicode.hpp"
 

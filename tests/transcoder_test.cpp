@@ -1,7 +1,7 @@
 // The transcoder's forward pass, loss, gradients and one Adam step against NumPy float64
 // (tests/inputs/transcoder/generate.py wrote reference.json), its training's checks, and its
 // folder written and read, one of them written here by hand as another program would.
-#include "ffn_trace/transcoder.hpp"
+#include "ffn_trace/core/transcoder.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/transcoder_file.hpp"
+#include "checkpoint/transcoder_file.hpp"
 #include "test_paths.hpp"
 
 using namespace ffn_trace;

@@ -2,7 +2,7 @@
 // real tensor names and a config.json, against the independent float64 reference
 // (reference_transformer.hpp) run on the very values written; the FFN sublayer against the engine's
 // trace; and the errors (the hook points and knock-outs: hooks_test.cpp).
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 #include <doctest/doctest.h>
 
@@ -17,7 +17,7 @@
 
 #include "checkpoint_writer.hpp"
 #include "tiny_transformer.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "reference_transformer.hpp"
 
 using namespace ffn_trace;

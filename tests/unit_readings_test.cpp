@@ -1,6 +1,6 @@
 // The readings of a big layer (unit_readings.hpp), on layers small enough to work out by hand.
 #include "test_paths.hpp"
-#include "ffn_trace/unit_readings.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/analysis/example.hpp"
 #include "helpers.hpp"
 
 using namespace ffn_trace;

@@ -1,5 +1,5 @@
 #include "test_paths.hpp"
-#include "ffn_trace/worksheet.hpp"
+#include "exercises/worksheet.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "views/render_json.hpp"
 #include "exercises/worksheet_document.hpp"
 
 using namespace ffn_trace;

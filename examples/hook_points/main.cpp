@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/hooks.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/hooks.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 namespace {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <utility>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 namespace {
 

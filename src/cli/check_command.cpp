@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "base/format.hpp"
+#include "views/render_text.hpp"
 
 namespace cli {
 

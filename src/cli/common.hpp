@@ -11,18 +11,17 @@
 #include <string_view>
 #include <type_traits>
 
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/compare.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/moe.hpp"
-#include "ffn_trace/progress.hpp"
-#include "ffn_trace/render_text.hpp"
-#include "ffn_trace/tracing.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/core/progress.hpp"
+#include "views/render_text.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
 
 namespace cli {
 

@@ -10,17 +10,16 @@
 #include <stdlib.h>
 
 #include "common.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/edit.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/memit.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/render_edit.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/transformer.hpp"
-#include "ffn_trace/whole_number.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/analysis/edit.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_edit.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
+#include "ffn_trace/model/transformer.hpp"
+#include "base/whole_number.hpp"
 
 namespace cli {
 

@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/gelu_table.hpp"
-#include "ffn_trace/render_html.hpp"
+#include "base/format.hpp"
+#include "tools/gelu_table.hpp"
+#include "tools/render_html.hpp"
 
 namespace cli {
 

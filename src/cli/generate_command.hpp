@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "ffn_trace/manual.hpp"
+#include "tools/manual.hpp"
 
 namespace cli {
 

@@ -6,9 +6,9 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/backward.hpp"
-#include "ffn_trace/prompt_grad.hpp"
-#include "ffn_trace/render_grad.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_grad.hpp"
 
 namespace cli {
 

@@ -5,11 +5,11 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/render_locate.hpp"
-#include "ffn_trace/render_locate_facts.hpp"
-#include "ffn_trace/render_prompts.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_locate.hpp"
+#include "views/render_locate_facts.hpp"
+#include "views/render_prompts.hpp"
 #include "run_prompts.hpp"
 
 namespace cli {

@@ -16,8 +16,8 @@
 
 #include "check_command.hpp"
 #include "common.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
 #include "gelu_table_command.hpp"
 #include "generate_command.hpp"
 #include "grad_command.hpp"

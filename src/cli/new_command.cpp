@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/activations.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 namespace cli {
 

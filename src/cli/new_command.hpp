@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "ffn_trace/new_example.hpp"
+#include "example/new_example.hpp"
 
 namespace cli {
 

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/params.hpp"
-#include "ffn_trace/render_html.hpp"
-#include "ffn_trace/render_params.hpp"
+#include "tools/params.hpp"
+#include "tools/render_html.hpp"
+#include "tools/render_params.hpp"
 
 namespace cli {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common.hpp"
-#include "ffn_trace/quiz.hpp"
+#include "exercises/quiz.hpp"
 
 namespace cli {
 

@@ -5,13 +5,12 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/readings.hpp"
-#include "ffn_trace/render_json.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_text.hpp"
-#include "ffn_trace/tracing.hpp"
-#include "ffn_trace/unit_readings.hpp"
-#include "ffn_trace/whole_number.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "views/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_text.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
+#include "base/whole_number.hpp"
 
 namespace cli {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 namespace cli {
 

@@ -2,11 +2,11 @@
 // that layer's FFN traced on the stream it really reads, and what it did to the prediction.
 #include <fmt/core.h>
 
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/render_prompt.hpp"
-#include "ffn_trace/render_transcoder.hpp"
-#include "ffn_trace/transcoder_eval.hpp"
-#include "ffn_trace/transcoder_file.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_prompt.hpp"
+#include "views/render_transcoder.hpp"
+#include "ffn_trace/analysis/transcoder_eval.hpp"
+#include "checkpoint/transcoder_file.hpp"
 #include "run_command.hpp"
 
 namespace cli {

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "run_prompts.hpp"
-#include "ffn_trace/render_prompts.hpp"
+#include "views/render_prompts.hpp"
 #include "run_command.hpp"
 
 namespace cli {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "ffn_trace/prompts.hpp"
+#include "ffn_trace/analysis/prompts.hpp"
 
 namespace cli {
 

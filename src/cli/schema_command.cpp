@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/schema.hpp"
+#include "example/schema.hpp"
 
 namespace cli {
 

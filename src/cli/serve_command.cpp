@@ -24,14 +24,14 @@
 #include <vector>
 
 #include "common.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/edit.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/render_edit.hpp"
-#include "ffn_trace/render_locate.hpp"
-#include "ffn_trace/render_prompt.hpp"
-#include "ffn_trace/render_units.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/analysis/edit.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_edit.hpp"
+#include "views/render_locate.hpp"
+#include "views/render_prompt.hpp"
+#include "views/render_units.hpp"
 
 namespace cli {
 

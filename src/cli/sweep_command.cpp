@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/sweep.hpp"
+#include "base/format.hpp"
+#include "tools/sweep.hpp"
 
 namespace cli {
 

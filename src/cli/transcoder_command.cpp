@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "common.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/edit.hpp"
-#include "ffn_trace/render_transcoder.hpp"
-#include "ffn_trace/transcoder_eval.hpp"
-#include "ffn_trace/transcoder_file.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/edit.hpp"
+#include "views/render_transcoder.hpp"
+#include "ffn_trace/analysis/transcoder_eval.hpp"
+#include "checkpoint/transcoder_file.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 namespace cli {
 

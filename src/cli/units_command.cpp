@@ -10,16 +10,16 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/tensor_source.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/render_transcoder.hpp"
-#include "ffn_trace/render_units.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/transformer.hpp"
-#include "ffn_trace/transcoder_eval.hpp"
-#include "ffn_trace/transcoder_file.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_transcoder.hpp"
+#include "views/render_units.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
+#include "ffn_trace/model/transformer.hpp"
+#include "ffn_trace/analysis/transcoder_eval.hpp"
+#include "checkpoint/transcoder_file.hpp"
 
 namespace cli {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "common.hpp"
-#include "ffn_trace/worksheet.hpp"
+#include "exercises/worksheet.hpp"
 #include "quiz_command.hpp"
 
 namespace cli {

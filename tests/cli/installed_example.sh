@@ -20,6 +20,11 @@ fi
 if grep -rl nlohmann "$work/prefix/include/ffn_trace"; then
     echo "FAIL: an installed header names nlohmann" >&2; exit 1
 fi
+# The installed headers are the library's API, by concern (core, model, analysis): no view, quiz
+# or tool header, which only the front end uses.
+if find "$work/prefix/include/ffn_trace" -name '*.hpp' | grep -E '/(render_[a-z_]*|quiz|worksheet|gelu_table|params|sweep|manual|text_sink)\.hpp$'; then
+    echo "FAIL: a view, quiz or tool header is installed" >&2; exit 1
+fi
 
 launcher=(-DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$link_flags")
 command -v ccache >/dev/null && launcher+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

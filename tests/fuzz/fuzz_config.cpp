@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as config.json beside each tiny checkpoint of the tests
 // (GPT-2, BERT, Llama, Mixtral), each opened and its first layer read.
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "fuzz_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

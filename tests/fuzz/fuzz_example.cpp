@@ -5,14 +5,14 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "ffn_trace/backward.hpp"
-#include "ffn_trace/claims.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/moe.hpp"
-#include "ffn_trace/readings.hpp"
-#include "ffn_trace/render_grad.hpp"
-#include "ffn_trace/render_json.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "views/render_grad.hpp"
+#include "views/render_json.hpp"
+#include "views/render_text.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <unistd.h>
 
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace fuzz {
 

@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary bytes as a GGUF file (its header, metadata, tensor infos and
 // data), opened as tensors and every small tensor read, then as a checkpoint (its layer 0 read)
 // and as a tokenizer (a sentence encoded).
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "fuzz_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

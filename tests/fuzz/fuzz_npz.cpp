@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as an .npz file (a ZIP archive of .npy files, stored or
 // deflated), opened and every small array read, then as the input of a layer of d_model 4.
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "fuzz_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

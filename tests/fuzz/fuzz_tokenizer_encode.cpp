@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as the text a real tokenizer encodes (data/models/capitals'
 // byte-level BPE, or the tokenizer.json that FFN_TRACE_FUZZ_TOKENIZER names).
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "fuzz_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as tokenizer.json (normalizer, pre-tokenizer, model, added
 // tokens, post-processor), read and, when it is accepted, made to encode a short text.
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "fuzz_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

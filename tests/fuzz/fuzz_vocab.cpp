@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary bytes as vocab.json beside the tiny GPT-2 checkpoint, read by the
 // tokenizer beside it and a word looked up in it (the nearest tokens when it is not one), and the
 // ids found read from the embedding.
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "fuzz_files.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

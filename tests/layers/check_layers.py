@@ -15,7 +15,7 @@ import sys
 LAYERS = ["base", "json", "model", "checkpoint", "tokenizer", "forward", "example", "analysis",
           "document", "views", "tools", "exercises"]
 # Header-only public headers, which no NAME.cpp places.
-HEADER_ONLY = {"matrix": "base", "text_sink": "base"}
+HEADER_ONLY = {"matrix": "base"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -45,7 +45,7 @@ def main() -> int:
         return path.relative_to(core).parts[0]
 
     sources = sorted(p for p in core.rglob("*") if p.suffix in {".cpp", ".hpp", ".in"})
-    sources += sorted(public.glob("*.hpp"))
+    sources += sorted(public.rglob("*.hpp"))
     for path in sources:
         here = layer_of(path)
         shown = path.relative_to(root)
@@ -64,6 +64,9 @@ def main() -> int:
                 if there is None:
                     problems.append(f"{shown}:{number}: no folder of src/core holds the code of {target}")
                     continue
+            elif path.is_relative_to(public):
+                problems.append(f"{shown}:{number}: an installed header includes {target}, which is not installed")
+                continue
             elif "/" in target:
                 there = target.split("/")[0]
             else:

@@ -1,7 +1,7 @@
 // A layer's units read over a corpus: one forward pass per text up to the layers asked, each
 // unit's activations folded into its readings as they pass (streaming top-k, sums, a bounded
 // sample for the quantiles), then the value and key scores of the units read.
-#include "ffn_trace/corpus_units.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <map>
 #include <numeric>
 
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/readings.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 #include "analysis/prompt_parts.hpp"
 #include "base/quantile.hpp"
 #include "base/splitmix.hpp"

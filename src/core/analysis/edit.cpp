@@ -1,7 +1,7 @@
 // The rank-one edit (see edit.hpp): the key from the prompts, the second moment over the corpus,
 // u by a Cholesky solve, δ by Adam through the whole model's backward pass (model_backward.hpp),
 // Λ and its check, and the prompts before and after.
-#include "ffn_trace/edit.hpp"
+#include "ffn_trace/analysis/edit.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,10 +12,10 @@
 
 #include "analysis/prompt_parts.hpp"
 #include "base/text.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/model_backward.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/model/model_backward.hpp"
 
 namespace ffn_trace {
 

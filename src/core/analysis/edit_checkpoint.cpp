@@ -10,9 +10,9 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "ffn_trace/edit.hpp"
-#include "ffn_trace/safetensors_writer.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/analysis/edit.hpp"
+#include "checkpoint/safetensors_writer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 namespace ffn_trace {
 

@@ -5,7 +5,7 @@
 // and at the window's later blocks by replace_rows interventions. The S samples of the corrupted
 // runs and of each restore run as one batch of S·T rows (hook_request::sequences), so that every
 // product has S·T rows and the head unembeds the S last positions at once.
-#include "ffn_trace/locate.hpp"
+#include "ffn_trace/analysis/locate.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -18,9 +18,9 @@
 
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/model_backward.hpp"
-#include "ffn_trace/format.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/model/model_backward.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 

@@ -1,7 +1,7 @@
 // MEMIT (see memit.hpp): each fact's δ at the last layer by the single edit's optimisation, the
 // residual spread over the layers, each layer's update solved over all facts together, and every
 // fact evaluated as the single edit evaluates its prompt.
-#include "ffn_trace/memit.hpp"
+#include "ffn_trace/analysis/edit.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -13,11 +13,11 @@
 #include <tuple>
 
 #include "base/text.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/family.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/prompts.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/analysis/prompts.hpp"
 
 // LAPACK's Cholesky solve (OpenBLAS carries LAPACK): A X = B, A symmetric positive definite.
 extern "C" void dposv_(const char* uplo, const int* n, const int* nrhs, double* a, const int* lda, double* b, const int* ldb,

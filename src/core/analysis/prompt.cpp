@@ -1,6 +1,6 @@
 // A prompt through a real model up to one layer, that layer's FFN traced, and what it did to the
 // prediction: the forward pass's blocks in order, one call per line, as the architecture runs them.
-#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <limits>
 #include <numeric>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/whole_number.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "base/whole_number.hpp"
 #include "base/parts.hpp"
 #include "base/quantile.hpp"
 #include "base/splitmix.hpp"

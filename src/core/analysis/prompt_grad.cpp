@@ -2,7 +2,7 @@
 // target tokenized, the whole model differentiated once (model_backward.hpp), layer N's FFN
 // backward checked by finite differences, one step on its weights with the model run again, and
 // each unit's two estimates of its effect.
-#include "ffn_trace/prompt_grad.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,10 +10,9 @@
 #include <fmt/ranges.h>
 #include <memory>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/family.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "base/text.hpp"
 
 namespace ffn_trace {

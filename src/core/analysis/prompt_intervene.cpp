@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "analysis/prompt_parts.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/whole_number.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "base/whole_number.hpp"
 
 namespace ffn_trace {
 

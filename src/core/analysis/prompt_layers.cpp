@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "analysis/prompt_parts.hpp"
-#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 namespace ffn_trace {
 

@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/unit_readings.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 
 namespace ffn_trace::detail {
 

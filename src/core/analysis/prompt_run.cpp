@@ -5,13 +5,13 @@
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
-#include "ffn_trace/tensor_source.hpp"
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/corpus_units.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/moe.hpp"
-#include "ffn_trace/prompt.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/corpus_units.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 
 namespace ffn_trace {
 

@@ -1,14 +1,14 @@
 // Many prompts in one run (prompts.hpp): the file read into lines, the checkpoint opened once, and
 // each line tokenized and run as one prompt is, its errors naming the line.
-#include "ffn_trace/prompts.hpp"
+#include "ffn_trace/analysis/prompts.hpp"
 
 #include <fmt/format.h>
 #include <type_traits>
 
 #include "base/read_file.hpp"
 #include "base/text.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/moe.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace ffn_trace {

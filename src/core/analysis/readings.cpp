@@ -1,4 +1,4 @@
-#include "ffn_trace/readings.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 
 #include <algorithm>
 #include <cmath>

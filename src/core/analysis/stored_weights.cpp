@@ -2,7 +2,7 @@
 // their blocks (stored_weights.hpp).
 #include "analysis/stored_weights.hpp"
 
-#include "ffn_trace/dequantization.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace::detail {
 

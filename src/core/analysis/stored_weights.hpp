@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/unit_readings.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 
 namespace ffn_trace::detail {
 

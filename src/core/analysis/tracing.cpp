@@ -1,6 +1,6 @@
 // An example file, an experiment on it, or a checkpoint's layer, traced (tracing.hpp): each one
 // call, the trace's size checked against the budget before it is computed.
-#include "ffn_trace/tracing.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "analysis/prompt_parts.hpp"
 #include "analysis/stored_weights.hpp"
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 

@@ -1,5 +1,5 @@
 // A transcoder against the model it replaces (transcoder_eval.hpp).
-#include "ffn_trace/transcoder_eval.hpp"
+#include "ffn_trace/analysis/transcoder_eval.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "ffn_trace/unit_readings.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 
 #include <algorithm>
 #if defined(__SSE2__)
@@ -11,7 +11,6 @@
 #include <numeric>
 #include <optional>
 
-#include "ffn_trace/readings.hpp"
 #include "base/parts.hpp"
 
 namespace ffn_trace {

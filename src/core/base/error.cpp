@@ -1,4 +1,4 @@
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/error.hpp"
 
 #include <fmt/format.h>
 #include <cstdint>

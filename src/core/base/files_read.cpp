@@ -1,5 +1,5 @@
 // The registry of the files this process has read (files_read.hpp).
-#include "ffn_trace/files_read.hpp"
+#include "base/files_read.hpp"
 #include "base/note_file_read.hpp"
 
 #include <climits>

@@ -1,4 +1,4 @@
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 #include <array>
 #include <cmath>

@@ -1,5 +1,5 @@
 // A long loop's steps told to whoever watches it (progress.hpp).
-#include "ffn_trace/progress.hpp"
+#include "ffn_trace/core/progress.hpp"
 
 #include <string>
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/error.hpp"
 
 namespace ffn_trace::detail {
 

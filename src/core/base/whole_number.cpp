@@ -1,5 +1,5 @@
 // The command line's rule for whole numbers.
-#include "ffn_trace/whole_number.hpp"
+#include "base/whole_number.hpp"
 
 #include <limits>
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,7 +1,7 @@
 // A checkpoint opened as ffn-trace reads it (config.json checked against the tensors by
 // config.cpp), and each layer's FFN or Mixture of Experts read from its tensors by their roles in
 // the family table.
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

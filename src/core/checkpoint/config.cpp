@@ -13,7 +13,7 @@
 #include "base/text.hpp"
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/tensor_formats.hpp"
-#include "ffn_trace/family.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace::detail {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace::detail {
 

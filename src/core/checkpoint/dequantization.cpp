@@ -2,7 +2,7 @@
 // (dequantization.hpp). The parts are read from the block's bytes here, by the layouts of
 // ggml-common.h; the value is the dequantizer's own (gguf_quants.cpp), so the formula shown
 // and the number the trace used cannot part.
-#include "ffn_trace/dequantization.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 #include <cmath>
 #include <fmt/format.h>

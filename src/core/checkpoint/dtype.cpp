@@ -1,5 +1,5 @@
 // The dtypes of stored tensors: their names and sizes, and their conversion to doubles.
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,12 +1,11 @@
 // The families ffn-trace reads, one row each: every tensor's name by its role, in Hugging Face's
 // scheme (without the prefixes model., transformer. and bert., which the checkpoint resolves)
 // and in GGUF's (llama.cpp's llama-arch.cpp), and what the family's code must know besides.
-#include "ffn_trace/family.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 #include <tuple>
 #include <vector>
 
-#include "ffn_trace/checkpoint.hpp"
 
 namespace ffn_trace {
 

@@ -1,7 +1,7 @@
 // A weight matrix left in its mapped file and multiplied a chunk of rows at a time, converted as
 // it is used, so that a layer far larger than memory can still be traced; or, held, its values
 // converted once and kept for an analysis that multiplies by it many times.
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace::detail {
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "checkpoint/gguf.hpp"
-#include "ffn_trace/family.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace::detail {
 

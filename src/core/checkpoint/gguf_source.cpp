@@ -13,7 +13,7 @@
 #include "checkpoint/gguf.hpp"
 #include "checkpoint/gguf_config.hpp"
 #include "checkpoint/tensor_formats.hpp"
-#include "ffn_trace/family.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace {
 

@@ -1,5 +1,5 @@
 // A layer's input read from a file: a tensor of .npy, .npz or safetensors, or nested JSON lists.
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 #include <cmath>
 #include <fmt/format.h>

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <set>
 
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace {

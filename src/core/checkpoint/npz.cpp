@@ -17,7 +17,7 @@
 #include <map>
 #include <set>
 
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "checkpoint/tensor_formats.hpp"
 #include "json/json_reader.hpp"
 

@@ -1,6 +1,6 @@
 // Opening a tensor file by its magic (GGUF) or its extension: .npy, .npz, else safetensors (a file, a sharded
 // checkpoint's index, or a directory).
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 #include <filesystem>
 

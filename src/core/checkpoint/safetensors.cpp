@@ -15,7 +15,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "checkpoint/tensor_formats.hpp"
 #include "json/json_reader.hpp"
 

@@ -1,7 +1,7 @@
 // Writing safetensors (safetensors_writer.hpp): the encoders beside tensor_source.hpp's decoders,
 // and a file rewritten with one tensor replaced. The file read has been opened (and so checked)
 // by the reader first; its header is parsed again here only to copy it.
-#include "ffn_trace/safetensors_writer.hpp"
+#include "checkpoint/safetensors_writer.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -16,8 +16,8 @@
 #include "base/parts.hpp"
 #include "base/text.hpp"
 #include "checkpoint/mapped_file.hpp"
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,6 +1,6 @@
 // The tensor source interface: finding a tensor by name (or the nearest name) and reading it, whole,
 // transposed or by rows, as doubles.
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

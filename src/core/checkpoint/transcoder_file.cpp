@@ -1,5 +1,5 @@
 // A transcoder's folder written and read (transcoder_file.hpp).
-#include "ffn_trace/transcoder_file.hpp"
+#include "checkpoint/transcoder_file.hpp"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/read_file.hpp"
-#include "ffn_trace/safetensors_writer.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "checkpoint/safetensors_writer.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace {

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/format.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace::detail {
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/matrix.hpp"
-#include "ffn_trace/text_sink.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/core/matrix.hpp"
+#include "base/text_sink.hpp"
 
 namespace ffn_trace::detail {
 

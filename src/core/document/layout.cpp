@@ -7,8 +7,8 @@
 #include <numeric>
 #include <fmt/format.h>
 
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/format.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace::detail {
 

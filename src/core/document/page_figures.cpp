@@ -8,7 +8,7 @@
 
 #include "document/document.hpp"
 #include "document/page_html.hpp"
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace::detail {
 

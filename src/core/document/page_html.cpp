@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "document/document.hpp"
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 #include "document/page_html.hpp"
 
 namespace ffn_trace::detail {

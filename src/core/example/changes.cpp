@@ -7,7 +7,7 @@
 
 #include "example/loading.hpp"
 #include "example/keys.hpp"
-#include "ffn_trace/whole_number.hpp"
+#include "base/whole_number.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace {

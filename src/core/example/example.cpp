@@ -2,7 +2,7 @@
 // the file, the JSON path and what was expected in every error. This file holds the order of
 // reading, the activation and the input; the layer is read in example_layer.cpp, the claims in
 // example_claims.cpp, the typed reads are in json_reads.cpp, the command line's changes in changes.cpp.
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/analysis/example.hpp"
 #include "example/keys.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The example loader's claims: the labels, the numbers the file claims for each step ("expect"),
 // and the target or upstream gradient that grad starts from.
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/analysis/example.hpp"
 #include "example/keys.hpp"
 
 #include <algorithm>

@@ -1,9 +1,9 @@
 // The example loader's layer: the dense FFN's weights and layout, the residual, the norm, the
 // Mixture of Experts and a checkpoint's layer, each checked against the input's d_model.
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/analysis/example.hpp"
 #include "example/keys.hpp"
 
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 #include <algorithm>
 #include <cmath>

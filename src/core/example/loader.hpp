@@ -12,8 +12,8 @@
 
 #include "example/loading.hpp"
 #include "json/json_reader.hpp"
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/example.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/analysis/example.hpp"
 
 namespace ffn_trace::detail {
 

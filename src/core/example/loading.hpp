@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/error.hpp"
-#include "ffn_trace/example.hpp"
-#include "ffn_trace/matrix.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/matrix.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,4 +1,4 @@
-#include "ffn_trace/new_example.hpp"
+#include "example/new_example.hpp"
 #include "example/keys.hpp"
 
 #include <cmath>
@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "ffn_trace/activations.hpp"
-#include "ffn_trace/steps.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "json/json_text.hpp"
 
 namespace ffn_trace {

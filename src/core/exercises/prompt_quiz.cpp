@@ -10,9 +10,9 @@
 #include "base/splitmix.hpp"
 #include "document/document.hpp"
 #include "exercises/quiz_questions.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/quiz.hpp"
-#include "ffn_trace/readings.hpp"
+#include "base/format.hpp"
+#include "exercises/quiz.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 #include "model/steps.hpp"
 
 namespace ffn_trace {

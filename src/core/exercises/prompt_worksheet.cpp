@@ -4,8 +4,8 @@
 #include <fmt/ranges.h>
 
 #include "exercises/worksheet_document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/worksheet.hpp"
+#include "base/format.hpp"
+#include "exercises/worksheet.hpp"
 
 namespace ffn_trace {
 

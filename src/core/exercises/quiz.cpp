@@ -1,6 +1,6 @@
 // The quiz's questions: chains of steps drawn from a dense or an MoE trace, each with its operands
 // and the trace's number as the answer, and the questions as JSON.
-#include "ffn_trace/quiz.hpp"
+#include "exercises/quiz.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,9 +16,9 @@
 #include "document/document.hpp"
 #include "exercises/quiz_questions.hpp"
 #include "base/splitmix.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/readings.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "views/render_text.hpp"
 #include "model/steps.hpp"
 #include "views/walkthrough.hpp"
 

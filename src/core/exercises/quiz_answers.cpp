@@ -1,5 +1,5 @@
 // The quiz's answers: a number as a learner types it, and the one slip that explains a wrong sum.
-#include "ffn_trace/quiz.hpp"
+#include "exercises/quiz.hpp"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "document/document.hpp"
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "ffn_trace/quiz.hpp"
+#include "exercises/quiz.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,5 +1,5 @@
 // The worksheet: the example's numbers as grids and its steps with blanks, then the answer key.
-#include "ffn_trace/worksheet.hpp"
+#include "exercises/worksheet.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <tuple>
 
 #include "base/text.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "base/format.hpp"
+#include "views/render_text.hpp"
 #include "base/splitmix.hpp"
 #include "exercises/worksheet_document.hpp"
 #include "model/steps.hpp"

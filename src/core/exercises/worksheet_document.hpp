@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "document/document.hpp"
-#include "ffn_trace/worksheet.hpp"
+#include "exercises/worksheet.hpp"
 
 namespace ffn_trace::detail {
 

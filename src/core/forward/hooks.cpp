@@ -1,15 +1,15 @@
 // The hook points of the forward pass (hooks.hpp): their names, the checks of a request, the
 // interventions applied in flight, and the pass itself, one call per line in the order of the
 // architecture, every block's FFN run by the engine.
-#include "ffn_trace/hooks.hpp"
+#include "ffn_trace/model/hooks.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <fmt/format.h>
 
-#include "ffn_trace/checkpoint.hpp"
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 namespace ffn_trace {
 

@@ -2,7 +2,7 @@
 // stream kept at each block's resid_pre and resid_mid, then the blocks in reverse, each one's
 // attention recomputed from its resid_pre and its FFN from its resid_mid, each kernel's backward
 // beside its forward (attention.cpp, backward.cpp, moe_backward.cpp).
-#include "ffn_trace/model_backward.hpp"
+#include "ffn_trace/model/model_backward.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <limits>
 #include <memory>
 
-#include "ffn_trace/attention.hpp"
-#include "ffn_trace/checkpoint.hpp"
+#include "ffn_trace/core/attention.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace {
 

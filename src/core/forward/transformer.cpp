@@ -1,7 +1,7 @@
 // A checkpoint's forward pass (see transformer.hpp): the tensors each family needs, checked when
 // the model is opened, and one function per sublayer built from the engine's and the attention
 // kernels.
-#include "ffn_trace/transformer.hpp"
+#include "ffn_trace/model/transformer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/tensor_formats.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/moe.hpp"
 
 namespace ffn_trace {
 

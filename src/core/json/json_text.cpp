@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/parts.hpp"
-#include "ffn_trace/text_sink.hpp"
+#include "base/text_sink.hpp"
 
 namespace ffn_trace {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "ffn_trace/text_sink.hpp"
+#include "base/text_sink.hpp"
 
 namespace ffn_trace {
 

@@ -1,6 +1,6 @@
 // The attention kernels: scores, mask, softmax over keys, values, RoPE (see attention.hpp).
-#include "ffn_trace/attention.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/attention.hpp"
+#include "ffn_trace/core/moe.hpp"
 
 #include <cblas.h>
 #include <cmath>

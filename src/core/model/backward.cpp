@@ -1,4 +1,4 @@
-#include "ffn_trace/backward.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "model/descent.hpp"
 
 #include <algorithm>

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
 
 namespace ffn_trace::detail {
 

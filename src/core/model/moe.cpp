@@ -1,6 +1,6 @@
 // A Mixture of Experts forward: the router's softmax, the choice of experts, the routing weights
 // and the combine, each expert traced by the dense engine; the router's kernels' backward beside them.
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/moe.hpp"
 
 #include <algorithm>
 #include <cmath>

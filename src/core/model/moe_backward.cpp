@@ -1,6 +1,6 @@
 // The backward pass of a Mixture of Experts: the gradients through the combine, the chosen experts,
 // the routing weights and the router, their finite-difference check, and one descent step.
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "model/descent.hpp"
 
 #include <algorithm>

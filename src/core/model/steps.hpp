@@ -11,8 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/steps.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 namespace ffn_trace::detail {
 

@@ -3,8 +3,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "ffn_trace/engine.hpp"
-#include "ffn_trace/moe.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/moe.hpp"
 
 namespace ffn_trace {
 

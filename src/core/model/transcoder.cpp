@@ -1,5 +1,5 @@
 // A transcoder's forward pass, its backward pass, Adam and the training loop (transcoder.hpp).
-#include "ffn_trace/transcoder.hpp"
+#include "ffn_trace/core/transcoder.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "base/splitmix.hpp"
-#include "ffn_trace/engine.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 namespace ffn_trace {
 

@@ -5,7 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "base/text.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "tokenizer/stages.hpp"
 
 namespace ffn_trace {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/error.hpp"
 
 namespace ffn_trace::detail {
 

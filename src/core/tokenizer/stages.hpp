@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/hashed_index.hpp"
-#include "ffn_trace/error.hpp"
+#include "ffn_trace/core/error.hpp"
 #include "tokenizer/regex.hpp"
 
 namespace ffn_trace::detail {

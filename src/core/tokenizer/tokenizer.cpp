@@ -2,7 +2,7 @@
 // Hugging Face's tokenizer(text) does: added tokens split out of the raw text first (those marked
 // "normalized" out of the normalized text), the rest normalized, pre-tokenized and cut by the
 // model, then the post-processor's special tokens around the ids.
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 
 #include "json/json_reader.hpp"
 #include "base/read_file.hpp"
-#include "ffn_trace/tensor_source.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/stages.hpp"
 #include "tokenizer/unicode.hpp"

@@ -1,4 +1,4 @@
-#include "ffn_trace/gelu_table.hpp"
+#include "tools/gelu_table.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "document/document.hpp"
-#include "ffn_trace/activations.hpp"
-#include "ffn_trace/format.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 

@@ -1,4 +1,4 @@
-#include "ffn_trace/params.hpp"
+#include "tools/params.hpp"
 
 #include <fmt/format.h>
 

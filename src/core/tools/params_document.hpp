@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "document/document.hpp"
-#include "ffn_trace/params.hpp"
+#include "tools/params.hpp"
 
 namespace ffn_trace::detail {
 

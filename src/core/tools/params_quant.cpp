@@ -2,7 +2,7 @@
 // quantize gives it (llama-quant.cpp's llama_tensor_get_type), at ggml's block sizes.
 #include <fmt/format.h>
 
-#include "ffn_trace/params.hpp"
+#include "tools/params.hpp"
 
 namespace ffn_trace {
 

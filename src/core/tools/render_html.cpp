@@ -1,13 +1,13 @@
-#include "ffn_trace/render_html.hpp"
+#include "tools/render_html.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
 
 #include "document/document.hpp"
 #include "tools/params_document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_params.hpp"
-#include "ffn_trace/steps.hpp"
+#include "base/format.hpp"
+#include "tools/render_params.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 namespace ffn_trace {
 

@@ -1,4 +1,4 @@
-#include "ffn_trace/render_params.hpp"
+#include "tools/render_params.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -6,8 +6,8 @@
 
 #include "document/document.hpp"
 #include "tools/params_document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/steps.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 namespace ffn_trace {
 

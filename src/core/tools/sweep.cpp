@@ -1,12 +1,12 @@
-#include "ffn_trace/sweep.hpp"
+#include "tools/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
 #include "document/document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/gelu_table.hpp"
+#include "base/format.hpp"
+#include "tools/gelu_table.hpp"
 #include "model/steps.hpp"
 
 namespace ffn_trace {

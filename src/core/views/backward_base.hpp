@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "document/document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_grad.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_grad.hpp"
+#include "views/render_json.hpp"
 #include "views/json_views.hpp"
-#include "ffn_trace/text_sink.hpp"
+#include "base/text_sink.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace::detail {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "document/document.hpp"
-#include "ffn_trace/render_grad.hpp"
+#include "views/render_grad.hpp"
 
 namespace ffn_trace::detail {
 

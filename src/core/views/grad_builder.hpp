@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "document/document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_grad.hpp"
+#include "base/format.hpp"
+#include "views/render_grad.hpp"
 #include "model/steps.hpp"
 #include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "base/text.hpp"
-#include "ffn_trace/readings.hpp"
-#include "ffn_trace/format.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace::detail {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace::detail {
 

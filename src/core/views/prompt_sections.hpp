@@ -3,9 +3,9 @@
 #pragma once
 
 #include "document/document.hpp"
-#include "ffn_trace/locate.hpp"
-#include "ffn_trace/prompt.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "ffn_trace/analysis/locate.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
+#include "views/render_text.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,9 +1,9 @@
 // The rank-one edit's views: each quantity of the edit as a block of written-out arithmetic, the
 // optimisation as a table (and a loss curve on the page), the prompts before → after as tables;
 // and the same record as JSON.
-#include "ffn_trace/render_edit.hpp"
+#include "views/render_edit.hpp"
 
-#include "ffn_trace/memit.hpp"
+#include "ffn_trace/analysis/edit.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_json.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
 

@@ -1,7 +1,7 @@
 // The backward walkthrough: its sections (heading, forward pass, loss, the gradients' summary,
 // the check, the descent step), the JSON view and the entry points. The builder is declared in
 // grad_builder.hpp; its tables are in grad_tables.cpp and its backward steps in grad_steps.cpp.
-#include "ffn_trace/render_grad.hpp"
+#include "views/render_grad.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,8 +12,8 @@
 
 #include "views/grad_builder.hpp"
 #include "views/view_options.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_json.hpp"
 #include "views/json_views.hpp"
 
 namespace ffn_trace {

@@ -1,4 +1,4 @@
-#include "ffn_trace/render_json.hpp"
+#include "views/render_json.hpp"
 #include "model/steps.hpp"
 #include "views/json_views.hpp"
 

@@ -1,14 +1,14 @@
 // Causal tracing's views: the runs, the noise and the three grids (tokens × layers) as a document
 // of blocks, laid out as text, Markdown or a page; and the same record as JSON.
-#include "ffn_trace/render_locate.hpp"
+#include "views/render_locate.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_json.hpp"
 #include "base/text.hpp"
 #include "json/json_text.hpp"
 #include "views/prompt_sections.hpp"

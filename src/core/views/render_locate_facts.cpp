@@ -1,14 +1,14 @@
 // Causal tracing averaged over facts: the runs, the averaged grids by token role, the strongest
 // cell, the facts at a glance; and the same record as JSON.
-#include "ffn_trace/render_locate_facts.hpp"
+#include "views/render_locate_facts.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/text.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_locate.hpp"
+#include "base/format.hpp"
+#include "views/render_locate.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <numeric>
 
-#include "ffn_trace/render_text.hpp"
+#include "views/render_text.hpp"
 #include "views/moe_builder.hpp"
 #include "views/view_options.hpp"
 

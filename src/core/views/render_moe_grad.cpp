@@ -12,9 +12,9 @@
 #include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"
 #include "views/view_options.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_grad.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_grad.hpp"
+#include "views/render_json.hpp"
 #include "views/json_views.hpp"
 
 namespace ffn_trace {

@@ -1,7 +1,7 @@
 // The prompt's walkthrough: its tokens, the stream the earlier layers wrote, layer N's FFN (the
 // dense or MoE walkthrough's own blocks), the logit lens, the prediction, the units that wrote
 // most toward it and the knock-out; and the same record as JSON.
-#include "ffn_trace/render_prompt.hpp"
+#include "views/render_prompt.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_json.hpp"
+#include "base/format.hpp"
+#include "views/render_json.hpp"
 #include "base/text.hpp"
 #include "views/json_views.hpp"
 #include "views/prompt_sections.hpp"

@@ -1,15 +1,15 @@
 // A file of prompts as one report: what was run and skipped, the summary table across the prompts,
 // then each prompt's own view as its section (its title made the section's heading); and the
 // JSON, the single-prompt objects as a list.
-#include "ffn_trace/render_prompts.hpp"
+#include "views/render_prompts.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "base/text.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_locate.hpp"
-#include "ffn_trace/render_prompt.hpp"
+#include "base/format.hpp"
+#include "views/render_locate.hpp"
+#include "views/render_prompt.hpp"
 #include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
 

@@ -1,5 +1,5 @@
 // The text, Markdown and page views of a dense trace: the walkthrough builder's blocks laid out.
-#include "ffn_trace/render_text.hpp"
+#include "views/render_text.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -7,7 +7,7 @@
 #include "document/document.hpp"
 #include "views/walkthrough.hpp"
 #include "views/view_options.hpp"
-#include "ffn_trace/format.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 

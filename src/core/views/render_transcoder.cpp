@@ -1,12 +1,12 @@
 // A transcoder's training laid out (render_transcoder.hpp).
-#include "ffn_trace/render_transcoder.hpp"
+#include "views/render_transcoder.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/steps.hpp"
+#include "base/format.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "json/json_text.hpp"

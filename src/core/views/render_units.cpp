@@ -1,7 +1,7 @@
 // A layer's units over a corpus as a document: the heading, the table of every unit, and each
 // unit's card (its contexts shaded by activation, quantile bands, histogram, value and key
 // scores); the search of value vectors by token; and both as JSON.
-#include "ffn_trace/render_units.hpp"
+#include "views/render_units.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +13,8 @@
 #include <numeric>
 
 #include "base/text.hpp"
-#include "ffn_trace/tokenizer.hpp"
-#include "ffn_trace/format.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
+#include "base/format.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"

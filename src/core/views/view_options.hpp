@@ -2,7 +2,7 @@
 #pragma once
 
 #include "document/document.hpp"
-#include "ffn_trace/render_text.hpp"
+#include "views/render_text.hpp"
 
 namespace ffn_trace::detail {
 

@@ -13,9 +13,9 @@
 
 #include "base/text.hpp"
 #include "document/document.hpp"
-#include "ffn_trace/format.hpp"
-#include "ffn_trace/render_text.hpp"
-#include "ffn_trace/unit_readings.hpp"
+#include "base/format.hpp"
+#include "views/render_text.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 #include "model/steps.hpp"
 
 namespace ffn_trace::detail {

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "views/walkthrough.hpp"
-#include "ffn_trace/tokenizer.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 
 namespace ffn_trace::detail {
 

@@ -1,0 +1,128 @@
+// The hook points of a checkpoint's forward pass (transformer.hpp), in the spirit of
+// TransformerLens's run_with_cache and run_with_hooks: every intermediate state has a name, a run
+// keeps only the states asked for, changes some in flight, and may start at any block from a
+// given stream, so an analysis re-runs only what a change affects.
+//
+// Sizes, named once (as in transformer.hpp): tokens, d_model, d_ff (one expert's, for an MoE
+// layer), vocab; head = the positions read through the final norm and the unembedding.
+//
+//   embed          (tokens, d_model)  the embeddings' stream, x0
+// per block i:
+//   resid_pre      (tokens, d_model)  the stream entering block i (block 0: embed)
+//   attn_out       (tokens, d_model)  what the attention sublayer writes, before the residual
+//   resid_mid      (tokens, d_model)  resid_pre + attn_out (BERT: its LayerNorm)
+//   mlp_in         (tokens, d_model)  what the FFN reads: its norm of resid_mid (pre-norm only)
+//   mlp_pre        (tokens, d_ff)     the hidden values the activation reads: x·W1 + b1, or the gate
+//   mlp_post       (tokens, d_ff)     what W2 reads: act(mlp_pre), or silu(gate) · up
+//   mlp_out        (tokens, d_model)  what the FFN writes, before the residual
+//   resid_post     (tokens, d_model)  resid_mid + mlp_out (BERT: its LayerNorm)
+// after the last block:
+//   final_norm     (head, d_model)    the final norm of the stream
+//   logits         (head, vocab)      final_norm · Uᵀ
+//
+// In an MoE layer mlp_pre and mlp_post are per expert: read, they are (tokens, n_experts · d_ff),
+// expert e's unit j in column e · d_ff + j and 0 where a token did not choose e; written, a unit
+// names its expert and changes that expert's value at the tokens it was routed.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/core/matrix.hpp"
+#include "ffn_trace/core/moe.hpp"
+
+namespace ffn_trace {
+
+enum class hook_point { embed, resid_pre, attn_out, resid_mid, mlp_in, mlp_pre, mlp_post, mlp_out, resid_post, final_norm, logits };
+
+// "resid_pre", …; and back (nullopt: no such point).
+std::string_view point_name(hook_point p);
+std::optional<hook_point> point_of(std::string_view name);
+// Whether the point belongs to a block (and so needs a layer).
+bool in_block(hook_point p);
+
+// A point of the pass: `layer` counts for the points of a block only.
+struct hook_name {
+    hook_point point = hook_point::resid_post;
+    std::size_t layer = 0;
+};
+bool operator==(const hook_name& a, const hook_name& b);
+// "blocks.3.mlp_post", or "embed", "final_norm", "logits".
+std::string to_string(const hook_name& h);
+
+// A unit of a layer's FFN: unit j of a dense layer (expert empty), or unit j of expert e. At a
+// stream point a "unit" is a column of the stream (no expert).
+struct unit_ref {
+    std::optional<std::size_t> expert;
+    std::size_t unit = 0;
+};
+
+// A change to one point's value in flight, before anything after it reads the value.
+struct intervention {
+    enum class kind {
+        replace,  // the rows at `positions` become `rows`
+        zero,     // the `units` at `positions` become 0
+        scale,    // … are multiplied by `value`
+        set,      // … become `value`
+    };
+    hook_name at;
+    kind what = kind::zero;
+    std::vector<std::size_t> positions;  // the tokens changed; empty: every token
+    matrix rows;                         // replace: (positions.size(), the point's width)
+    std::vector<unit_ref> units;         // zero, scale, set
+    double value = 0;
+};
+// Zeroes units of layer `layer`'s mlp_post: the knock-out.
+intervention zero_units(std::size_t layer, std::vector<unit_ref> units, std::vector<std::size_t> positions = {});
+// Replaces the rows of a point at the positions with `rows` (one row each): a patch.
+intervention replace_rows(hook_name at, std::vector<std::size_t> positions, matrix rows);
+
+// The states a run kept, by name.
+class activation_cache {
+public:
+    // The state, or null when the run did not keep it.
+    const matrix* find(const hook_name& h) const;
+    void keep(const hook_name& h, const matrix& value);
+    std::size_t size() const { return kept_.size(); }
+
+private:
+    std::vector<std::pair<hook_name, matrix>> kept_;
+};
+
+// What to read and write in one run.
+struct hook_request {
+    std::vector<hook_name> cache;             // read: only these are kept
+    // read: only the last row of these, kept as (1, width) (a point also in `cache` is kept whole),
+    // for a reading of the last token that needs every layer's state without every layer's rows
+    std::vector<hook_name> cache_last;
+    std::vector<intervention> interventions;  // write
+    std::optional<std::size_t> trace_layer;   // this layer's FFN: the engine's whole trace is kept
+    std::optional<std::size_t> last_layer;    // the last block run (default: the model's last)
+    // The positions read through the final norm and the unembedding after the last block, in
+    // this order; empty: none, or every position when final_norm or logits is cached or written.
+    std::vector<std::size_t> head_rows;
+    // The stream is this many sequences of equal length T, one after another: row k·T + i is
+    // token i of sequence k. Attention reads within each sequence alone and every other step row
+    // by row, so S runs of one prompt go through each product as one batch of S·T rows (each
+    // row as in a run of its sequence alone but for rounding: the matrix library may group a
+    // dot product's sums differently in a product of more rows). Positions and head_rows name
+    // rows of the whole stream.
+    std::size_t sequences = 1;
+};
+
+struct hooked_run {
+    matrix stream;                     // resid_post of the last block run
+    std::vector<std::size_t> head_rows;  // the positions of `logits`' rows; empty: the head did not run
+    matrix logits;                     // (head_rows.size(), vocab)
+    activation_cache cache;
+    // trace_layer's FFN sublayer as the engine traced it, the interventions in it included.
+    std::optional<trace> dense;
+    std::optional<moe_trace> moe;
+};
+
+}  // namespace ffn_trace

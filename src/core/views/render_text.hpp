@@ -1,0 +1,101 @@
+// The walkthrough a learner reads: the text and Markdown views of a trace.
+//
+// Both views render one document built from the trace, its claims and its readings; they
+// compute nothing of their own.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "base/text_sink.hpp"
+
+namespace ffn_trace {
+
+class tokenizer;
+
+enum class detail_level { summary, values, arithmetic };
+
+struct text_options {
+    std::optional<detail_level> detail;  // default: default_detail(layer)
+    std::vector<std::size_t> tokens;     // flat indices of the tokens to detail; empty: all
+    int precision = 4;
+    bool full = false;    // print long vectors whole instead of "first … last"
+    bool colour = false;  // terminal colours (text view only)
+    bool ascii = false;   // ASCII spellings for ×, ·, →, −, ✓, …
+    std::size_t width = 80;  // text view: columns to fit (prose wrapped, wide tables split)
+    bool bars = false;       // seed 000's ▓░ bars of each token's hidden vector before and after the activation
+    bool hide = false;       // HTML view: predict-first from the start, every computed number hidden
+    // Units always among the columns a wide step's table shows (the page of a prompt: the units
+    // that wrote most toward the prediction, so that a click explains them).
+    std::vector<std::size_t> keep_units = {};
+};
+
+// Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.
+detail_level default_detail(const ffn& layer);
+
+struct rendering_input {
+    const example& ex;
+    const trace& tr;
+    const std::vector<claim>& claims;
+    const readings& reads;
+    // A big layer's readings, when computed: top units, step ranges, explained units, and the
+    // vocabulary view with the token strings by id.
+    const unit_readings* units = nullptr;
+    const std::vector<unit_explanation>* explained = nullptr;
+    const vocabulary_view* vocab = nullptr;
+    const std::vector<std::string>* token_strings = nullptr;
+    // An experiment: the trace of the layer as the file holds it beside this one, shown as "what
+    // the change did"; when a number changed, the file's claims (`unchecked_claims` numbers,
+    // and `claims` empty) are said to describe the layer before the change, and not checked.
+    const trace_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
+};
+
+// html: one self-contained page (styles, pictures and its script inline) that a learner explores.
+enum class text_format { text, markdown, html };
+
+void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
+// The same, returned as one string.
+std::string render_text(const rendering_input& in, const text_options& options);
+std::string render_markdown(const rendering_input& in, const text_options& options);
+
+// Lines of plain text laid out at `width` columns as the views lay out theirs: each broken at
+// spaces, never inside a number, its continuations indented 4 past its own indent (check's report).
+std::string fit_lines(std::string_view text, std::size_t width);
+
+// An MoE layer: arithmetic when its experts are small enough to read and n_experts ≤ 8.
+detail_level default_detail(const moe& layer);
+
+struct moe_rendering_input {
+    const example& ex;
+    const moe_trace& tr;
+    const std::vector<claim>& claims;
+    const moe_readings& reads;
+    const moe_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
+    const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
+    // An experiment, as for a dense layer: the layer's steps, the tokens whose experts changed,
+    // and each expert's steps over the tokens it ran both before and after the change.
+    const moe_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
+    const std::vector<unit_explanation>* explained = nullptr;  // units E:J explained, after the experts' units
+};
+
+// The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.
+void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
+std::string render_text(const moe_rendering_input& in, const text_options& options);
+std::string render_markdown(const moe_rendering_input& in, const text_options& options);
+
+}  // namespace ffn_trace
