@@ -88,7 +88,7 @@ TEST_CASE("nothing asked for, nothing kept; and the head runs only at the rows a
     auto run = tr.run_with_hooks(prompt, request);
     REQUIRE(run);
     CHECK(run->cache.size() == 0);
-    CHECK_FALSE(run->dense);
+    CHECK(run->traces.empty());
     check_same(run->logits, {want.logits[4]}, "the last position's logits");
 }
 
@@ -128,16 +128,17 @@ TEST_CASE("an MoE layer's hidden values read wide: expert e's unit j in column e
     const transformer tr = open_model(m.write(dir));
     hook_request request;
     request.cache = {{hook_point::mlp_post, 1}};
-    request.trace_layer = 1;
+    request.trace_layers = {1};
     auto run = tr.run_with_hooks(prompt, request);
     REQUIRE(run);
-    REQUIRE(run->moe);
+    const moe_trace* traced = run->traces.at(1).moe();
+    REQUIRE(traced);
     const matrix& wide = *run->cache.find({hook_point::mlp_post, 1});
-    const std::size_t n_experts = run->moe->layer().n_experts();
+    const std::size_t n_experts = traced->layer().n_experts();
     REQUIRE(wide.rows == prompt.size());
     REQUIRE(wide.cols == n_experts * d_ff);
     for (std::size_t e = 0; e < n_experts; ++e) {
-        const expert_trace* et = run->moe->expert(e);
+        const expert_trace* et = traced->expert(e);
         for (std::size_t t = 0; t < prompt.size(); ++t) {
             CAPTURE(e);
             CAPTURE(t);
@@ -175,7 +176,7 @@ TEST_CASE("zeroing, scaling or setting a unit at one position is the reference w
             iv.units = {{std::nullopt, 5}};
             iv.value = c.value;
             request.interventions = {iv};
-            request.trace_layer = 1;
+            request.trace_layers = {1};
             request.cache = {{hook_point::resid_post, 1}};
             request.head_rows = every_position();
             auto run = tr.run_with_hooks(prompt, request);
@@ -183,10 +184,11 @@ TEST_CASE("zeroing, scaling or setting a unit at one position is the reference w
             check_same(*run->cache.find({hook_point::resid_post, 1}), want.after_ffn[1], "resid_post after the change");
             check_same(run->logits, want.logits, "logits after the change");
             // the layer the pass ran is the layer traced: its hidden step holds the changed value
-            REQUIRE(run->dense);
-            const matrix& fed = run->dense->step(std::string(arch) == "gpt2" ? step_kind::activate : step_kind::multiply).value;
+            const trace* traced = run->traces.at(1).dense();
+            REQUIRE(traced);
+            const matrix& fed = traced->step(std::string(arch) == "gpt2" ? step_kind::activate : step_kind::multiply).value;
             CHECK(fed(2, 5) == Approx(want.mlp_post[1][2][5]).epsilon(1e-9));
-            CHECK(run->dense->output().value(2, 0) == Approx(want.after_ffn[1][2][0]).epsilon(1e-9));
+            CHECK(traced->output().value(2, 0) == Approx(want.after_ffn[1][2][0]).epsilon(1e-9));
         }
     }
 }
@@ -339,10 +341,10 @@ TEST_CASE("a request outside the model is one error naming the field and what th
     }
     SUBCASE("a trace of a layer past the last, and a start that is not a stream") {
         hook_request request;
-        request.trace_layer = n_layers;
+        request.trace_layers = {0, n_layers};
         auto run = tr.run_with_hooks(prompt, request);
         REQUIRE_FALSE(run);
-        CHECK(run.err().path == "trace_layer");
+        CHECK(run.err().path == "trace_layers[1]");
         auto from = tr.run_from({hook_point::mlp_out, 0}, matrix(5, d_model), {});
         REQUIRE_FALSE(from);
         CHECK(from.err().path == "start");
@@ -411,8 +413,8 @@ TEST_CASE("a hostile request is refused before anything runs, its error naming t
     const hook_name post0{hook_point::mlp_post, 0};
     SUBCASE("layers out of range, in every field that names one") {
         hook_request r;
-        r.trace_layer = std::size_t(-1);
-        CHECK(refused_path(tr, r) == "trace_layer");
+        r.trace_layers = {std::size_t(-1)};
+        CHECK(refused_path(tr, r) == "trace_layers[0]");
         r = {};
         r.last_layer = n_layers;
         CHECK(refused_path(tr, r) == "last_layer");
@@ -427,9 +429,9 @@ TEST_CASE("a hostile request is refused before anything runs, its error naming t
     }
     SUBCASE("a traced layer the run does not reach") {
         hook_request r;
-        r.trace_layer = 1;
+        r.trace_layers = {0, 1};
         r.last_layer = 0;
-        CHECK(refused_path(tr, r) == "trace_layer");
+        CHECK(refused_path(tr, r) == "trace_layers[1]");
     }
     SUBCASE("positions past the prompt, and a position named twice") {
         CHECK(refused_path(tr, with(zero_units(0, {{std::nullopt, 1}}, {0, SIZE_MAX}))) == "interventions[0].positions[1]");
@@ -505,8 +507,8 @@ TEST_CASE("a hostile run from a block is refused: its start, its stream and its 
     r.last_layer = 0;
     CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "last_layer");
     r = {};
-    r.trace_layer = 0;
-    CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "trace_layer");
+    r.trace_layers = {0};
+    CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "trace_layers[0]");
     r = {};
     r.sequences = 3;
     CHECK(from_path({hook_point::resid_pre, 0}, matrix(5, d_model), r) == "sequences");

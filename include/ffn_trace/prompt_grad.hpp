@@ -58,8 +58,8 @@ struct prompt_gradient {
     std::size_t prompt_length = 0;  // how many of them are the prompt's
     target_tokens target;
     example ex;           // layer N's heading; upstream = dL/d(FFN output)
-    // forward.dense: layer N's trace, weights in memory, ffn: its backward; an MoE layer's are
-    // forward.moe and moe, its routing held fixed as in training
+    // forward.traces: layer N's trace alone (traced()), weights in memory; ffn: its backward, or
+    // moe an MoE layer's, its routing held fixed as in training
     model_gradient grad;
     gradient_check check;
     double loss = 0, prob = 0;  // L = −Σ log p(target token), p = e^(−L)
@@ -72,6 +72,7 @@ struct prompt_gradient {
     std::vector<unit_effect> units;
 
     const matrix& upstream() const { return *ex.upstream; }
+    const ffn_result& traced() const { return grad.forward.traces.begin()->second; }
 };
 
 // Errors name these fields: "prompt", "target" (no tokens, a token the model does not have, or

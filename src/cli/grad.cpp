@@ -95,10 +95,10 @@ int run_prompt_grad(const grad_options& o) {
         else render_grad_walkthrough(in, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
         return exit_ok;
     };
-    if (g->grad.forward.moe)
-        return show(moe_grad_rendering_input{g->ex, *g->grad.forward.moe, *g->grad.moe, g->check,
+    if (const ffn_trace::moe_trace* m = g->traced().moe())
+        return show(moe_grad_rendering_input{g->ex, *m, *g->grad.moe, g->check,
                                              g->moe_descent ? &*g->moe_descent : nullptr, &*g});
-    return show(grad_rendering_input{g->ex, *g->grad.forward.dense, *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g});
+    return show(grad_rendering_input{g->ex, *g->traced().dense(), *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g});
 }
 
 }  // namespace
