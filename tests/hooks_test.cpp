@@ -707,9 +707,9 @@ TEST_CASE("a callback that changes its point's shape, names no function, or writ
     REQUIRE_FALSE(run);
     CHECK(run.err().path == "callbacks[1]");
     CHECK(run.err().message == "blocks.1.mlp_out is (5, 16): a callback may change its values, not its shape; it left (1, 3)");
-    r.callbacks = {{{hook_point::logits, 0}, [](matrix& v) { v = matrix(); }}};
+    r.callbacks = {{{hook_point::embed, 0}, [](matrix&) {}}, {{hook_point::logits, 0}, [](matrix& v) { v = matrix(); }}};
     r.head_rows = {4};
-    CHECK(refused_path(tr, r) == "callbacks[0]");
+    CHECK(refused_path(tr, r) == "callbacks[1]");
     r = {};
     r.callbacks = {{{hook_point::resid_mid, 0}, nullptr}};
     CHECK(refused_path(tr, r) == "callbacks[0].f");

@@ -367,7 +367,6 @@ outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& 
     hook_request rest = request;
     for (auto* names : {&rest.cache, &rest.cache_last}) std::erase(*names, hook_name{hook_point::embed, 0});
     std::erase_if(rest.interventions, [](const intervention& iv) { return iv.at.point == hook_point::embed; });
-    std::erase_if(rest.callbacks, [](const hook_callback& c) { return c.at.point == hook_point::embed; });
     auto out = run_from({hook_point::resid_pre, 0}, std::move(*x), rest);
     if (!out) return out;
     if (const matrix* e = pass.out.cache.find({hook_point::embed, 0})) out->cache.keep({hook_point::embed, 0}, *e);
