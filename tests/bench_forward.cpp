@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     // The pass every command runs: embed, every block, the head at the last token, the layer's
     // FFN traced whole as run --layer N traces it.
     hook_request request;
-    request.trace_layer = layer;
+    request.trace_layers = {layer};
     request.head_rows = {ids.size() - 1};
     auto run = model->run_with_hooks(ids, request);
     if (!run) return fail(run.err());

@@ -445,11 +445,12 @@ TEST_CASE("an expert's edit is rank one in its own w2, and the reference model r
     auto o = open_tiny(m, dir);
     // The experts the router sends the prompt's last token to at layer 1.
     hook_request q;
-    q.trace_layer = 1;
+    q.trace_layers = {1};
     auto run = o.model.run_with_hooks({0, 1, 2, 3, 4}, q);
     REQUIRE(run);
-    REQUIRE(run->moe);
-    const std::vector<std::size_t> chosen = run->moe->chosen[4];
+    const moe_trace* routed = run->traces.at(1).moe();
+    REQUIRE(routed);
+    const std::vector<std::size_t> chosen = routed->chosen[4];
     REQUIRE(chosen.size() == 2);
     const std::size_t expert = chosen[0];
     const std::size_t idle = chosen[0] != 0 && chosen[1] != 0 ? 0 : chosen[0] != 1 && chosen[1] != 1 ? 1 : 2;
@@ -458,7 +459,7 @@ TEST_CASE("an expert's edit is rank one in its own w2, and the reference model r
     REQUIRE(t);
     CHECK(t->expert == expert);
     CHECK(t->tensor == "model.layers.1.block_sparse_moe.experts." + std::to_string(expert) + ".w2.weight");
-    CHECK(t->contexts.front().weight == Approx(run->moe->step(step_kind::weights).value(4, expert)).epsilon(1e-12));
+    CHECK(t->contexts.front().weight == Approx(routed->step(step_kind::weights).value(4, expert)).epsilon(1e-12));
     CHECK(t->check_error < 1e-10);
     // C is over the tokens routed to the expert only: fewer than the corpus's every token.
     std::size_t every = 0;

@@ -283,16 +283,16 @@ void check_layer(const prompt_trace& a, const prompt_trace& b) {
     check_equal(a.input, b.input, "the stream entering the FFN");
     REQUIRE(a.is_moe() == b.is_moe());
     if (!a.is_moe()) {
-        check_steps(a.dense->steps, b.dense->steps, "layer step ");
+        check_steps(a.ffn.dense()->steps, b.ffn.dense()->steps, "layer step ");
         return;
     }
-    CHECK(a.moe->chosen == b.moe->chosen);
-    check_steps(a.moe->steps, b.moe->steps, "MoE step ");
-    REQUIRE(a.moe->experts.size() == b.moe->experts.size());
-    for (std::size_t e = 0; e < a.moe->experts.size(); ++e) {
-        CHECK(a.moe->experts[e].expert == b.moe->experts[e].expert);
-        CHECK(a.moe->experts[e].tokens == b.moe->experts[e].tokens);
-        check_steps(a.moe->experts[e].tr.steps, b.moe->experts[e].tr.steps, a.moe->experts[e].prefix() + " ");
+    CHECK(a.ffn.moe()->chosen == b.ffn.moe()->chosen);
+    check_steps(a.ffn.moe()->steps, b.ffn.moe()->steps, "MoE step ");
+    REQUIRE(a.ffn.moe()->experts.size() == b.ffn.moe()->experts.size());
+    for (std::size_t e = 0; e < a.ffn.moe()->experts.size(); ++e) {
+        CHECK(a.ffn.moe()->experts[e].expert == b.ffn.moe()->experts[e].expert);
+        CHECK(a.ffn.moe()->experts[e].tokens == b.ffn.moe()->experts[e].tokens);
+        check_steps(a.ffn.moe()->experts[e].tr.steps, b.ffn.moe()->experts[e].tr.steps, a.ffn.moe()->experts[e].prefix() + " ");
     }
 }
 
@@ -372,12 +372,12 @@ TEST_CASE("a GGUF file with no vocabulary traces a layer on its embedding rows, 
     m.gguf.write(path);
     auto t = trace_checkpoint_layer({path, "", 0, "", {3, 5}, {}}, {});
     if (!t) FAIL(t.err().to_string());
-    CHECK(t->tr.tokens() == 2);
+    CHECK(t->dense().tokens() == 2);
     // the input is token_embd's rows 3 and 5, as the tests' quantizer made them
     const std::vector<double>& embd = m.f64[0].values;
     for (std::size_t c = 0; c < d_model; ++c) {
         CAPTURE(c);
-        REQUIRE(t->tr.input(1, c) == embd[5 * d_model + c]);
+        REQUIRE(t->dense().input(1, c) == embd[5 * d_model + c]);
     }
     prompt_request r;
     r.checkpoint = path;

@@ -88,7 +88,7 @@ TEST_CASE("nothing asked for, nothing kept; and the head runs only at the rows a
     auto run = tr.run_with_hooks(prompt, request);
     REQUIRE(run);
     CHECK(run->cache.size() == 0);
-    CHECK_FALSE(run->dense);
+    CHECK(run->traces.empty());
     check_same(run->logits, {want.logits[4]}, "the last position's logits");
 }
 
@@ -128,16 +128,17 @@ TEST_CASE("an MoE layer's hidden values read wide: expert e's unit j in column e
     const transformer tr = open_model(m.write(dir));
     hook_request request;
     request.cache = {{hook_point::mlp_post, 1}};
-    request.trace_layer = 1;
+    request.trace_layers = {1};
     auto run = tr.run_with_hooks(prompt, request);
     REQUIRE(run);
-    REQUIRE(run->moe);
+    const moe_trace* traced = run->traces.at(1).moe();
+    REQUIRE(traced);
     const matrix& wide = *run->cache.find({hook_point::mlp_post, 1});
-    const std::size_t n_experts = run->moe->layer().n_experts();
+    const std::size_t n_experts = traced->layer().n_experts();
     REQUIRE(wide.rows == prompt.size());
     REQUIRE(wide.cols == n_experts * d_ff);
     for (std::size_t e = 0; e < n_experts; ++e) {
-        const expert_trace* et = run->moe->expert(e);
+        const expert_trace* et = traced->expert(e);
         for (std::size_t t = 0; t < prompt.size(); ++t) {
             CAPTURE(e);
             CAPTURE(t);
@@ -175,7 +176,7 @@ TEST_CASE("zeroing, scaling or setting a unit at one position is the reference w
             iv.units = {{std::nullopt, 5}};
             iv.value = c.value;
             request.interventions = {iv};
-            request.trace_layer = 1;
+            request.trace_layers = {1};
             request.cache = {{hook_point::resid_post, 1}};
             request.head_rows = every_position();
             auto run = tr.run_with_hooks(prompt, request);
@@ -183,10 +184,11 @@ TEST_CASE("zeroing, scaling or setting a unit at one position is the reference w
             check_same(*run->cache.find({hook_point::resid_post, 1}), want.after_ffn[1], "resid_post after the change");
             check_same(run->logits, want.logits, "logits after the change");
             // the layer the pass ran is the layer traced: its hidden step holds the changed value
-            REQUIRE(run->dense);
-            const matrix& fed = run->dense->step(std::string(arch) == "gpt2" ? step_kind::activate : step_kind::multiply).value;
+            const trace* traced = run->traces.at(1).dense();
+            REQUIRE(traced);
+            const matrix& fed = traced->step(std::string(arch) == "gpt2" ? step_kind::activate : step_kind::multiply).value;
             CHECK(fed(2, 5) == Approx(want.mlp_post[1][2][5]).epsilon(1e-9));
-            CHECK(run->dense->output().value(2, 0) == Approx(want.after_ffn[1][2][0]).epsilon(1e-9));
+            CHECK(traced->output().value(2, 0) == Approx(want.after_ffn[1][2][0]).epsilon(1e-9));
         }
     }
 }
@@ -339,10 +341,10 @@ TEST_CASE("a request outside the model is one error naming the field and what th
     }
     SUBCASE("a trace of a layer past the last, and a start that is not a stream") {
         hook_request request;
-        request.trace_layer = n_layers;
+        request.trace_layers = {0, n_layers};
         auto run = tr.run_with_hooks(prompt, request);
         REQUIRE_FALSE(run);
-        CHECK(run.err().path == "trace_layer");
+        CHECK(run.err().path == "trace_layers[1]");
         auto from = tr.run_from({hook_point::mlp_out, 0}, matrix(5, d_model), {});
         REQUIRE_FALSE(from);
         CHECK(from.err().path == "start");
@@ -411,8 +413,8 @@ TEST_CASE("a hostile request is refused before anything runs, its error naming t
     const hook_name post0{hook_point::mlp_post, 0};
     SUBCASE("layers out of range, in every field that names one") {
         hook_request r;
-        r.trace_layer = std::size_t(-1);
-        CHECK(refused_path(tr, r) == "trace_layer");
+        r.trace_layers = {std::size_t(-1)};
+        CHECK(refused_path(tr, r) == "trace_layers[0]");
         r = {};
         r.last_layer = n_layers;
         CHECK(refused_path(tr, r) == "last_layer");
@@ -427,9 +429,9 @@ TEST_CASE("a hostile request is refused before anything runs, its error naming t
     }
     SUBCASE("a traced layer the run does not reach") {
         hook_request r;
-        r.trace_layer = 1;
+        r.trace_layers = {0, 1};
         r.last_layer = 0;
-        CHECK(refused_path(tr, r) == "trace_layer");
+        CHECK(refused_path(tr, r) == "trace_layers[1]");
     }
     SUBCASE("positions past the prompt, and a position named twice") {
         CHECK(refused_path(tr, with(zero_units(0, {{std::nullopt, 1}}, {0, SIZE_MAX}))) == "interventions[0].positions[1]");
@@ -505,8 +507,8 @@ TEST_CASE("a hostile run from a block is refused: its start, its stream and its 
     r.last_layer = 0;
     CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "last_layer");
     r = {};
-    r.trace_layer = 0;
-    CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "trace_layer");
+    r.trace_layers = {0};
+    CHECK(from_path({hook_point::resid_pre, 1}, matrix(5, d_model), r) == "trace_layers[0]");
     r = {};
     r.sequences = 3;
     CHECK(from_path({hook_point::resid_pre, 0}, matrix(5, d_model), r) == "sequences");
@@ -554,4 +556,168 @@ TEST_CASE("a hostile request on a Mixture of Experts or an encoder names what th
         REQUIRE(x);
         CHECK_FALSE(tr.head(*x, {0}));
     }
+}
+
+TEST_CASE("one run traces the FFN of every layer asked for, each the reference's sublayer at that layer") {
+    for (const char* arch : {"gpt2", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        hook_request request;
+        request.trace_layers = {1, 0};
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        REQUIRE(run->traces.size() == 2);
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            CAPTURE(l);
+            const ffn_result& traced = run->traces.at(l);
+            CHECK(traced.is_moe() == (std::string(arch) == "mixtral"));
+            CHECK(traced.tokens() == prompt.size());
+            check_same(traced.input(), want.after_attention[l], "what the sublayer read: resid_mid");
+            check_same(traced.output().value, want.after_ffn[l], "what it wrote, with the residual: resid_post");
+        }
+    }
+}
+
+namespace {
+
+// The rows of a reference matrix as a matrix.
+matrix matrix_of(const ref::mat& m) {
+    matrix out(m.size(), m[0].size());
+    for (std::size_t r = 0; r < out.rows; ++r)
+        for (std::size_t c = 0; c < out.cols; ++c) out(r, c) = m[r][c];
+    return out;
+}
+
+// A row of d_model numbers made by hand: 0.25·(k + 1) − 1 in column k, times `scale`.
+std::vector<double> hand_row(double scale) {
+    std::vector<double> row(d_model);
+    for (std::size_t k = 0; k < d_model; ++k) row[k] = scale * (0.25 * static_cast<double>(k + 1) - 1);
+    return row;
+}
+
+}  // namespace
+
+TEST_CASE("a callback reads a point as the cache keeps it, and at the head sees the head's rows alone") {
+    const auto m = make_model("llama");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    const ref::run want = ref::forward(m.spec, m.values, prompt);
+    matrix seen, seen_logits;
+    hook_request request;
+    request.cache = {{hook_point::mlp_post, 1}};
+    request.callbacks = {{{hook_point::mlp_post, 1}, [&](matrix& v) { seen = v; }},
+                         {{hook_point::logits, 0}, [&](matrix& v) { seen_logits = v; }}};
+    request.head_rows = {4, 2};
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    check_same(seen, want.mlp_post[1], "the callback's mlp_post");
+    CHECK(seen.data == run->cache.find({hook_point::mlp_post, 1})->data);
+    check_same(seen_logits, {want.logits[4], want.logits[2]}, "the callback's logits: head_rows 4 and 2");
+}
+
+TEST_CASE("a callback that writes mlp_out at two layers is the patch replace_rows makes at both, and resid_post = resid_mid + the row written") {
+    for (const char* arch : {"gpt2", "llama"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const std::vector<double> row0 = hand_row(1), row1 = hand_row(-0.5);
+        hook_request by_callback;
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            by_callback.cache.push_back({hook_point::resid_mid, l});
+            by_callback.cache.push_back({hook_point::resid_post, l});
+        }
+        by_callback.head_rows = every_position();
+        hook_request declared = by_callback;
+        by_callback.callbacks = {{{hook_point::mlp_out, 0}, [&](matrix& v) { std::copy(row0.begin(), row0.end(), v.row(2).begin()); }},
+                                 {{hook_point::mlp_out, 1}, [&](matrix& v) { std::copy(row1.begin(), row1.end(), v.row(2).begin()); }}};
+        matrix r0(1, d_model), r1(1, d_model);
+        r0.data = row0;
+        r1.data = row1;
+        declared.interventions = {replace_rows({hook_point::mlp_out, 0}, {2}, r0), replace_rows({hook_point::mlp_out, 1}, {2}, r1)};
+        auto a = tr.run_with_hooks(prompt, by_callback);
+        auto b = tr.run_with_hooks(prompt, declared);
+        REQUIRE(a);
+        REQUIRE(b);
+        CHECK(a->logits.data == b->logits.data);
+        for (std::size_t l = 0; l < n_layers; ++l) {
+            CAPTURE(l);
+            const matrix& mid = *a->cache.find({hook_point::resid_mid, l});
+            const matrix& post = *a->cache.find({hook_point::resid_post, l});
+            const std::vector<double>& written = l == 0 ? row0 : row1;
+            for (std::size_t k = 0; k < d_model; ++k) CHECK(post(2, k) == Approx(mid(2, k) + written[k]).epsilon(1e-12));
+        }
+        // the other tokens of layer 0 are the unchanged model's: the FFN reads each token alone
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        const matrix& post0 = *a->cache.find({hook_point::resid_post, 0});
+        for (std::size_t t : {0, 1, 3, 4})
+            for (std::size_t k = 0; k < d_model; ++k) CHECK(post0(t, k) == Approx(want.after_ffn[0][t][k]).epsilon(1e-9));
+    }
+}
+
+TEST_CASE("a callback replaces an FFN's output with another module's: resid_post = resid_mid + 0.5 · mlp_in, the reference's values") {
+    const auto m = make_model("llama");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    const ref::run want = ref::forward(m.spec, m.values, prompt);
+    matrix read;
+    hook_request request;
+    request.cache = {{hook_point::resid_post, 0}};
+    request.callbacks = {{{hook_point::mlp_in, 0}, [&](matrix& v) { read = v; }},
+                         {{hook_point::mlp_out, 0}, [&](matrix& v) {
+                              for (std::size_t k = 0; k < v.data.size(); ++k) v.data[k] = 0.5 * read.data[k];
+                          }}};
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    ref::mat expected = want.after_attention[0];
+    for (std::size_t t = 0; t < prompt.size(); ++t)
+        for (std::size_t k = 0; k < d_model; ++k) expected[t][k] += 0.5 * want.mlp_in[0][t][k];
+    check_same(*run->cache.find({hook_point::resid_post, 0}), expected, "resid_post with the FFN replaced");
+}
+
+TEST_CASE("a callback freezes a sublayer at another run's values: attn_out of another prompt, added to this run's stream") {
+    const auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    const std::vector<std::size_t> other{2, 7, 1, 8, 2};
+    const ref::run theirs = ref::forward(m.spec, m.values, other);
+    const ref::run ours = ref::forward(m.spec, m.values, prompt);
+    const matrix frozen = matrix_of(theirs.attn_out[1]);
+    hook_request request;
+    request.cache = {{hook_point::resid_mid, 1}};
+    request.callbacks = {{{hook_point::attn_out, 1}, [&](matrix& v) { v = frozen; }}};
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    ref::mat expected = ours.after_ffn[0];  // this run's resid_pre of layer 1, unchanged by a change at layer 1
+    for (std::size_t t = 0; t < prompt.size(); ++t)
+        for (std::size_t k = 0; k < d_model; ++k) expected[t][k] += theirs.attn_out[1][t][k];
+    check_same(*run->cache.find({hook_point::resid_mid, 1}), expected, "resid_mid = our resid_pre + their attn_out");
+}
+
+TEST_CASE("a callback that changes its point's shape, names no function, or writes an MoE's per-expert point is refused by name") {
+    const auto gpt2 = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(gpt2.write(dir));
+    hook_request r;
+    r.callbacks = {{{hook_point::resid_post, 0}, [](matrix&) {}}, {{hook_point::mlp_out, 1}, [](matrix& v) { v = matrix(1, 3); }}};
+    auto run = tr.run_with_hooks(prompt, r);
+    REQUIRE_FALSE(run);
+    CHECK(run.err().path == "callbacks[1]");
+    CHECK(run.err().message == "blocks.1.mlp_out is (5, 16): a callback may change its values, not its shape; it left (1, 3)");
+    r.callbacks = {{{hook_point::embed, 0}, [](matrix&) {}}, {{hook_point::logits, 0}, [](matrix& v) { v = matrix(); }}};
+    r.head_rows = {4};
+    CHECK(refused_path(tr, r) == "callbacks[1]");
+    r = {};
+    r.callbacks = {{{hook_point::resid_mid, 0}, nullptr}};
+    CHECK(refused_path(tr, r) == "callbacks[0].f");
+    r.callbacks = {{{hook_point::resid_mid, n_layers}, [](matrix&) {}}};
+    CHECK(refused_path(tr, r) == "callbacks[0].at");
+    const auto mixtral = make_model("mixtral");
+    ckpt::temp_dir dir2;
+    const transformer moe = open_model(mixtral.write(dir2));
+    r.callbacks = {{{hook_point::mlp_post, 0}, [](matrix&) {}}};
+    CHECK(refused_path(moe, r) == "callbacks[0].at");
 }

@@ -136,8 +136,8 @@ TEST_CASE("on the shipped GPT-2 model every point's gradient is the finite diffe
     }
     SUBCASE("layer 0's FFN backward is the trace's own: dW2 = mlp_postᵀ · dL/d(mlp_out)") {
         REQUIRE(g->ffn);
-        REQUIRE(g->forward.dense);
-        const matrix& hidden = g->forward.dense->step(step_kind::activate).value;
+        REQUIRE(g->forward.traces.at(0).dense());
+        const matrix& hidden = g->forward.traces.at(0).dense()->step(step_kind::activate).value;
         const matrix& d_out = *g->find({hook_point::mlp_out, 0});
         const matrix& dw2 = g->ffn->d_layer.w2;
         REQUIRE(dw2.rows == hidden.cols);
@@ -283,7 +283,7 @@ TEST_CASE("an MoE layer's weights' gradient comes with its own backward pass, th
     auto g = backpropagate(tr, s.ids, request_of(s, {{hook_point::resid_post, 1}}, 1), next_token_loss(s.targets));
     REQUIRE(g);
     REQUIRE(g->moe);
-    REQUIRE(g->forward.moe);
+    REQUIRE(g->forward.traces.at(1).moe());
     CHECK_FALSE(g->ffn);
     // its input's gradient is dL/d(resid_mid) of the layer, which the sweep computed apart
     auto with_mid = backpropagate(tr, s.ids, request_of(s, {{hook_point::resid_mid, 1}}), next_token_loss(s.targets));

@@ -198,7 +198,7 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
     r.top = 1000;
     auto g = prompt_grad(r);
     REQUIRE(g);
-    REQUIRE(g->grad.forward.moe);
+    REQUIRE(g->traced().moe());
     REQUIRE(g->grad.moe);
     REQUIRE(g->prompt.ids == std::vector<std::size_t>{0, 1, 2, 3, 4});
     CHECK(g->loss == Approx(reference_nll(m.spec, m.values, g->prompt.ids, 5)).epsilon(1e-9));
@@ -212,7 +212,7 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
         return reference_nll(m.spec, t, g->prompt.ids, 5);
     };
     std::size_t checked = 0;
-    for (const expert_trace& et : g->grad.forward.moe->experts) {
+    for (const expert_trace& et : g->traced().moe()->experts) {
         CAPTURE(et.expert);
         const std::string name = "model.layers.0.block_sparse_moe.experts." + std::to_string(et.expert) + ".w2.weight";
         const matrix& dw = g->grad.moe->d_layer.experts[et.expert].w2;  // (d_ff, d_model); stored (d_model, d_ff)
@@ -237,7 +237,7 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
     }
     CHECK(checked > 8);
     // The units are of the experts that received tokens only, 12 each.
-    CHECK(g->units.size() == g->grad.forward.moe->experts.size() * d_ff);
+    CHECK(g->units.size() == g->traced().moe()->experts.size() * d_ff);
 }
 
 TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖∇‖², the routing held") {
@@ -255,7 +255,7 @@ TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖�
     CHECK(squared > 0);
     CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
     SUBCASE("the views show the prompt's loss, the upstream and the experts' units") {
-        const moe_grad_rendering_input in{g->ex, *g->grad.forward.moe, *g->grad.moe, g->check, &*g->moe_descent, &*g};
+        const moe_grad_rendering_input in{g->ex, *g->traced().moe(), *g->grad.moe, g->check, &*g->moe_descent, &*g};
         const std::string text = render_grad_text(in, {});
         CHECK(text.find("Upstream   g = dL/d(FFN output)") != std::string::npos);
         CHECK(text.find("Loss   L = −log p(\"f\")") != std::string::npos);

@@ -97,7 +97,7 @@ TEST_CASE("a prompt through a tiny GPT-2 up to layer 1 gives the reference's str
     const ref::run want = ref::forward(m.spec, m.values, ids);
     const prompt_trace p = run(model, 1);
 
-    REQUIRE(p.dense);
+    REQUIRE(p.ffn.dense());
     check_same(p.input, want.after_attention[1], "the stream entering layer 1's FFN");
     check_same(p.output(), want.after_ffn[1], "the trace's last step: the stream leaving it");
     REQUIRE(p.earlier.size() == 1);
@@ -260,7 +260,7 @@ TEST_CASE("a knock-out's prediction is the reference rerun with those units' W2 
         }
         const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
         const prompt_trace p = run(model, 1, {{1, 3}, {2, 0}});
-        REQUIRE(p.moe);
+        REQUIRE(p.ffn.moe());
         REQUIRE(p.prediction);
         REQUIRE(p.baseline);
         for (const auto& e : p.baseline->top) CHECK(e.prob == Approx(unchanged[e.id]).epsilon(1e-9));
@@ -571,7 +571,7 @@ TEST_CASE("an intervention's prediction is the reference rerun with the weights 
         ckpt::temp_dir dir;
         const transformer model = open_model(m.write(dir));
         const prompt_trace plain = run(model, 1);
-        const auto& chosen = plain.moe->chosen.back();
+        const auto& chosen = plain.ffn.moe()->chosen.back();
         std::size_t e = 0;
         while (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) ++e;
         const prompt_trace p = intervened_run(model, 1, fmt::format("{}:0@last=0", e));

@@ -1,7 +1,7 @@
 // Runs a prompt through a checkpoint with ffn-trace's library, reads the hook point mlp_post of
 // layer 0 (what the FFN's units feed W2) and prints the units that fired most at the last token;
 // then patches the one that fired most, set to 0 at the last token alone, and prints how the
-// prediction changed.
+// prediction changed; then makes the same patch with a callback of its own.
 //
 //   hook_points [CHECKPOINT_DIR] [PROMPT] [LAYER]
 //   hook_points data/models/capitals "The capital of France is"
@@ -68,5 +68,13 @@ int main(int argc, char** argv) {
     const auto predicted = static_cast<std::size_t>(std::max_element(before.begin(), before.end()) - before.begin());
     std::printf("unit %zu set to 0 at the last token: p(\"%s\") %.4f -> %.4f\n", units[0], tok->display(predicted).c_str(),
                 before[predicted], after[predicted]);
+
+    // The same write by the program's own code: a callback called with layer `layer`'s mlp_post in
+    // flight, which may read or change any of its numbers before the rest of the pass reads them.
+    hook_request called = request;
+    called.callbacks = {{{hook_point::mlp_post, layer}, [&](matrix& value) { value(last, units[0]) = 0; }}};
+    auto by_callback = model->run_with_hooks(*ids, called);
+    if (!by_callback) return fail(by_callback.err());
+    std::printf("the same by a callback: p(\"%s\") %.4f\n", tok->display(predicted).c_str(), softmax(by_callback->logits.row(0))[predicted]);
     return 0;
 }

@@ -44,22 +44,22 @@ namespace {
 
 int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_spec& loss) {
     using namespace ffn_trace;
-    auto g = run_moe_backward(*t.moe, loss);
+    auto g = run_moe_backward(*t.moe(), loss);
     if (!g) {
         g.err().file = t.ex.file;
         return report(g.err());
     }
-    const auto check = check_moe_gradients(*t.moe, loss, *g, t.ex.stored == layout::out_in);
+    const auto check = check_moe_gradients(*t.moe(), loss, *g, t.ex.stored == layout::out_in);
     std::optional<moe_descent_step> step;
     if (o.lr) {
-        auto s = descend_moe(*t.moe, loss, *g, *o.lr);
+        auto s = descend_moe(*t.moe(), loss, *g, *o.lr);
         if (!s) {
             s.err().file = t.ex.file;
             return report(s.err());
         }
         step = std::move(*s);
     }
-    const moe_grad_rendering_input in{t.ex, *t.moe, *g, check, step ? &*step : nullptr};
+    const moe_grad_rendering_input in{t.ex, *t.moe(), *g, check, step ? &*step : nullptr};
     if (o.walkthrough.format == "json") {
         print_json(render_grad_json(in), o.walkthrough.ascii);
         return exit_ok;
@@ -95,10 +95,10 @@ int run_prompt_grad(const grad_options& o) {
         else render_grad_walkthrough(in, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
         return exit_ok;
     };
-    if (g->grad.forward.moe)
-        return show(moe_grad_rendering_input{g->ex, *g->grad.forward.moe, *g->grad.moe, g->check,
+    if (const ffn_trace::moe_trace* m = g->traced().moe())
+        return show(moe_grad_rendering_input{g->ex, *m, *g->grad.moe, g->check,
                                              g->moe_descent ? &*g->moe_descent : nullptr, &*g});
-    return show(grad_rendering_input{g->ex, *g->grad.forward.dense, *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g});
+    return show(grad_rendering_input{g->ex, *g->traced().dense(), *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g});
 }
 
 }  // namespace
@@ -129,29 +129,29 @@ int run_grad(const grad_options& o) {
     // A token added without a target of its own (a row of NaN) aims at its own output: it adds
     // nothing to the loss, and the file's tokens learn as they would alone.
     if (t->ex.target) {
-        const matrix& output = t->moe ? t->moe->output().value : t->tr.output().value;
+        const matrix& output = t->moe() ? t->moe()->output().value : t->dense().output().value;
         for (std::size_t r = 0; r < t->ex.target->rows; ++r)
             for (std::size_t j = 0; j < t->ex.target->cols; ++j)
                 if (std::isnan((*t->ex.target)(r, j))) (*t->ex.target)(r, j) = output(r, j);
     }
     const loss_spec loss{t->ex.target ? &*t->ex.target : nullptr, t->ex.upstream ? &*t->ex.upstream : nullptr};
-    if (t->moe) return run_moe_grad(o, *t, loss);
-    auto g = run_backward(t->tr, loss);
+    if (t->moe()) return run_moe_grad(o, *t, loss);
+    auto g = run_backward(t->dense(), loss);
     if (!g) {
         g.err().file = t->ex.file;
         return report(g.err());
     }
-    const auto check = check_gradients(t->tr, loss, *g, t->ex.stored == layout::out_in);
+    const auto check = check_gradients(t->dense(), loss, *g, t->ex.stored == layout::out_in);
     std::optional<descent_step> step;
     if (o.lr) {
-        auto s = descend(t->tr, loss, *g, *o.lr);
+        auto s = descend(t->dense(), loss, *g, *o.lr);
         if (!s) {
             s.err().file = t->ex.file;
             return report(s.err());
         }
         step = std::move(*s);
     }
-    const grad_rendering_input in{t->ex, t->tr, *g, check, step ? &*step : nullptr};
+    const grad_rendering_input in{t->ex, t->dense(), *g, check, step ? &*step : nullptr};
     if (o.walkthrough.format == "json") {
         print_json(render_grad_json(in), o.walkthrough.ascii);
         return exit_ok;

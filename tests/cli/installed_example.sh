@@ -57,4 +57,5 @@ PY
 "$work/build-hooks/hook_points" "$src/data/models/capitals" "The capital of France is" >"$work/hooks.txt"
 grep -q '^  unit 172  1.5736$' "$work/hooks.txt" || { cat "$work/hooks.txt" >&2; echo "FAIL: hook_points against the installed library" >&2; exit 1; }
 grep -q 'unit 172 set to 0 at the last token: p(" Paris") 0.8862 -> 0.7893$' "$work/hooks.txt" || { cat "$work/hooks.txt" >&2; echo "FAIL: hook_points's patch against the installed library" >&2; exit 1; }
-echo "hook_points builds against the installed library, reads layer 0's mlp_post and patches a unit"
+grep -q '^the same by a callback: p(" Paris") 0.7893$' "$work/hooks.txt" || { cat "$work/hooks.txt" >&2; echo "FAIL: hook_points's callback against the installed library" >&2; exit 1; }
+echo "hook_points builds against the installed library, reads layer 0's mlp_post and patches a unit, declared and by a callback"

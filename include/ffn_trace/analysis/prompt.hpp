@@ -217,11 +217,10 @@ struct prompt_trace {
     // The engine's trace of the sublayer, as `run --checkpoint` records it, over `input`; `ex` is
     // its heading (title, token names, layout) for the walkthrough.
     example ex;
-    std::optional<trace> dense;
+    ffn_result ffn;
     std::optional<readings> dense_reads;
     std::optional<unit_readings> units;
     std::vector<unit_explanation> explained;
-    std::optional<moe_trace> moe;
     std::optional<moe_readings> moe_reads;
     std::optional<moe_unit_readings> moe_units;
     std::optional<vocabulary_view> vocab;  // dense; an MoE's is in moe_units
@@ -256,10 +255,10 @@ struct prompt_trace {
     // units summed as total_score sums them (the FFN's output less its bias), by layer.
     std::vector<double> layer_pushes;
 
-    const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
+    const matrix& output() const { return ffn.output().value; }
     // Whether a second run changed some units (ablate or interventions): prediction is then its.
     bool changed() const { return !ablated.empty() || !ablated_layers.empty() || !intervened.empty(); }
-    bool is_moe() const { return moe.has_value(); }
+    bool is_moe() const { return ffn.is_moe(); }
 };
 
 // Runs the prompt through `model` up to layer `options.layer`, traces that layer's FFN, finishes
@@ -447,8 +446,8 @@ struct prompt_gradient {
     std::size_t prompt_length = 0;  // how many of them are the prompt's
     target_tokens target;
     example ex;           // layer N's heading; upstream = dL/d(FFN output)
-    // forward.dense: layer N's trace, weights in memory, ffn: its backward; an MoE layer's are
-    // forward.moe and moe, its routing held fixed as in training
+    // forward.traces: layer N's trace alone (traced()), weights in memory; ffn: its backward, or
+    // moe an MoE layer's, its routing held fixed as in training
     model_gradient grad;
     gradient_check check;
     double loss = 0, prob = 0;  // L = −Σ log p(target token), p = e^(−L)
@@ -461,6 +460,7 @@ struct prompt_gradient {
     std::vector<unit_effect> units;
 
     const matrix& upstream() const { return *ex.upstream; }
+    const ffn_result& traced() const { return grad.forward.traces.begin()->second; }
 };
 
 // Errors name these fields: "prompt", "target" (no tokens, a token the model does not have, or

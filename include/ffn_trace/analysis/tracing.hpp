@@ -36,8 +36,7 @@ using stage_callback = std::function<void(trace_stage)>;
 // An example with its trace and claims.
 struct traced {
     example ex;
-    trace tr;                     // a dense layer's trace; empty for an MoE
-    std::optional<moe_trace> moe; // an MoE layer's trace
+    ffn_result ffn;               // the layer's trace, dense or MoE
     std::vector<claim> claims;
     std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors
     // A layer the command line changed: its trace beside the trace of the layer as the file holds
@@ -50,6 +49,9 @@ struct traced {
     std::optional<ffn_trace::tokenizer> tokenizer = {};  // the tokenizer beside the checkpoint, when read with it
 
     std::size_t tokens() const { return ex.input.rows; }
+    // The trace of its kind: dense() for a dense layer alone; moe() null for a dense layer.
+    const trace& dense() const { return *ffn.dense(); }
+    const moe_trace* moe() const { return ffn.moe(); }
 };
 
 // An example file traced, with `changes` applied (an experiment: the file's layer is traced too

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "ffn_trace/core/engine.hpp"
@@ -83,6 +84,39 @@ struct moe_trace {
     const expert_trace* expert(std::size_t e, bool shared = false) const;
     // What the router and the experts read: norm(x) with a pre-norm, else x.
     const matrix& moe_input() const;
+};
+
+// One FFN sublayer as the engine traced it, dense or a Mixture of Experts: what every caller
+// reads alike (the input, the tokens, the steps, the output: the dense layer's own, or the
+// mixture's router, weights and combine) and, for what differs, the trace of its kind.
+class ffn_result {
+public:
+    ffn_result() = default;
+    ffn_result(trace t) : value_(std::move(t)) {}
+    ffn_result(moe_trace t) : value_(std::move(t)) {}
+
+    bool is_moe() const { return std::holds_alternative<moe_trace>(value_); }
+    // The trace of its kind, or null.
+    const trace* dense() const { return std::get_if<trace>(&value_); }
+    const moe_trace* moe() const { return std::get_if<moe_trace>(&value_); }
+    // The trace of a kind named by type (trace or moe_trace), which it must be.
+    template <class Trace>
+    const Trace& as() const { return std::get<Trace>(value_); }
+
+    const matrix& input() const { return std::visit([](const auto& t) -> const matrix& { return t.input; }, value_); }
+    std::size_t tokens() const { return input().rows; }
+    const std::vector<std::size_t>& lead() const {
+        return std::visit([](const auto& t) -> const std::vector<std::size_t>& { return t.lead; }, value_);
+    }
+    // The layer's own steps, in order (an MoE's experts' are in its experts' traces).
+    const std::vector<ffn_trace::step>& steps() const {
+        return std::visit([](const auto& t) -> const std::vector<ffn_trace::step>& { return t.steps; }, value_);
+    }
+    // Its last step: what the sublayer wrote (with the residual when the layer adds it).
+    const ffn_trace::step& output() const { return steps().back(); }
+
+private:
+    std::variant<trace, moe_trace> value_;
 };
 
 // The layer's own steps, in order (the experts' steps are named by prefix()).

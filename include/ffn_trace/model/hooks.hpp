@@ -26,6 +26,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -82,6 +84,17 @@ intervention zero_units(std::size_t layer, std::vector<unit_ref> units, std::vec
 // Replaces the rows of a point at the positions with `rows` (one row each): a patch.
 intervention replace_rows(hook_name at, std::vector<std::size_t> positions, matrix rows);
 
+// A caller's own code at one point of the pass (library use; the command line builds
+// interventions): f is called with the point's value, row t being token t (at final_norm and
+// logits, row k being head_rows[k]), after the interventions there and before anything later reads
+// it or the cache keeps it. It may only read the value, or change any of its numbers in place —
+// patch some tokens' rows, put another run's values or another module's output there — but not
+// its shape. An MoE layer's mlp_pre and mlp_post are per expert and take no callback.
+struct hook_callback {
+    hook_name at;
+    std::function<void(matrix& value)> f;
+};
+
 // The states a run kept, by name.
 class activation_cache {
 public:
@@ -101,7 +114,8 @@ struct hook_request {
     // for a reading of the last token that needs every layer's state without every layer's rows
     std::vector<hook_name> cache_last;
     std::vector<intervention> interventions;  // write
-    std::optional<std::size_t> trace_layer;   // this layer's FFN: the engine's whole trace is kept
+    std::vector<hook_callback> callbacks;     // read or write, each after the interventions at its point
+    std::vector<std::size_t> trace_layers;    // these layers' FFNs: the engine's whole trace of each is kept
     std::optional<std::size_t> last_layer;    // the last block run (default: the model's last)
     // The positions read through the final norm and the unembedding after the last block, in
     // this order; empty: none, or every position when final_norm or logits is cached or written.
@@ -120,9 +134,9 @@ struct hooked_run {
     std::vector<std::size_t> head_rows;  // the positions of `logits`' rows; empty: the head did not run
     matrix logits;                     // (head_rows.size(), vocab)
     activation_cache cache;
-    // trace_layer's FFN sublayer as the engine traced it, the interventions in it included.
-    std::optional<trace> dense;
-    std::optional<moe_trace> moe;
+    // Each of trace_layers' FFN sublayers as the engine traced it, by layer, the interventions and
+    // callbacks in it included.
+    std::map<std::size_t, ffn_result> traces;
 };
 
 }  // namespace ffn_trace

@@ -43,7 +43,7 @@ struct gradient_request {
 };
 
 struct model_gradient {
-    hooked_run forward;                                // its `dense`/`moe`: ffn_layer's trace
+    hooked_run forward;                                // its traces: ffn_layer's
     double loss = 0;
     matrix dlogits;                                    // (head, vocab)
     std::vector<std::pair<hook_name, matrix>> grads;   // in the order of `wrt`, (tokens, width)

@@ -87,15 +87,15 @@ public:
 
     // The hook points (hooks.hpp). One pass from the token ids: embed, the blocks up to
     // request.last_layer, then the head at request.head_rows; each block's FFN is run by the
-    // engine, request.trace_layer's trace kept. Every intervention is checked first (check).
+    // engine, the trace of each of request.trace_layers kept. Every intervention is checked first (check).
     outcome<hooked_run> run_with_hooks(const std::vector<std::size_t>& ids, const hook_request& request) const;
     // The same from block start.layer on, x (tokens, d_model) being its resid_pre, or its
     // resid_mid (the block's attention is not run again). x must be finite; what the request
-    // reads (trace_layer, cache, cache_last, head_rows) must be passed by a run from there.
+    // reads (trace_layers, cache, cache_last, head_rows) must be passed by a run from there.
     outcome<hooked_run> run_from(hook_name start, matrix x, const hook_request& request) const;
     // The request against this model and a prompt of `tokens` tokens: layers, points, positions,
     // units (each position once), rows and values (finite). The error's path names the field
-    // ("trace_layer", "cache[2]", "interventions[0].units").
+    // ("trace_layers[0]", "cache[2]", "interventions[0].units", "callbacks[1].at").
     std::optional<error> check(const hook_request& request, std::size_t tokens) const;
     // The width of a point's rows (one expert's d_ff for an MoE's hidden points when written).
     std::size_t width(hook_point p) const;
@@ -108,12 +108,7 @@ public:
     // resid_pre + attn_out, then BERT's LayerNorm.
     outcome<matrix> attention_residual(std::size_t layer, const matrix& x, const matrix& out) const;
     // Block `layer`'s FFN sublayer through the engine, with a hook (hooks.cpp's interventions).
-    struct sublayer {
-        std::optional<trace> dense;
-        std::optional<moe_trace> moe;
-        const matrix& output() const { return dense ? dense->output().value : moe->output().value; }
-    };
-    outcome<sublayer> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
+    outcome<ffn_result> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
     std::optional<error> check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const;
 
     // What block `layer`'s attention forms from x (tokens, d_model) before its scores: the

@@ -301,10 +301,11 @@ private:
         hook_request request;
         for (auto layer : layers) request.cache.push_back({hook_point::mlp_post, layer});
         request.last_layer = *std::max_element(layers.begin(), layers.end());
-        if (model_.source().is_moe()) request.trace_layer = layers.front();
+        if (model_.source().is_moe()) request.trace_layers = {layers.front()};
         auto run = model_.run_with_hooks(c_.texts[ti].ids, request);
         if (!run) return run.err();
-        const auto* chosen = run->moe ? &run->moe->chosen : nullptr;
+        const moe_trace* routed = run->traces.empty() ? nullptr : run->traces.begin()->second.moe();
+        const auto* chosen = routed ? &routed->chosen : nullptr;
         for (std::size_t i = 0; i < wanted_.size(); ++i)
             if (std::find(layers.begin(), layers.end(), wanted_[i].layer) != layers.end())
                 fold(i, ti, *run->cache.find({hook_point::mlp_post, wanted_[i].layer}), chosen);

@@ -267,7 +267,7 @@ struct layer_run {
 hook_request part_request(const edited_part& part) {
     hook_request q;
     q.cache = {{hook_point::mlp_post, part.layer}, {hook_point::mlp_out, part.layer}};
-    if (part.expert || (part.out_norm && *part.out_norm)) q.trace_layer = part.layer;
+    if (part.expert || (part.out_norm && *part.out_norm)) q.trace_layers = {part.layer};
     return q;
 }
 
@@ -275,7 +275,7 @@ hook_request part_request(const edited_part& part) {
 // columns: the expert's columns, and its routing weight at each token.
 void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
     const matrix& post = *run.cache.find({hook_point::mlp_post, part.layer});
-    if (part.out_norm && *part.out_norm) r.out = run.dense->step(step_kind::contract).value;
+    if (part.out_norm && *part.out_norm) r.out = run.traces.at(part.layer).dense()->step(step_kind::contract).value;
     if (!part.expert) {
         r.post = post;
         r.weight.assign(post.rows, 1.0);
@@ -285,8 +285,9 @@ void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
     r.post = matrix(post.rows, part.d_ff);
     for (std::size_t t = 0; t < post.rows; ++t)
         for (std::size_t j = 0; j < part.d_ff; ++j) r.post(t, j) = post(t, first + j);
-    const matrix& w = run.moe->step(step_kind::weights).value;
-    r.chosen = run.moe->chosen;
+    const moe_trace& routed = *run.traces.at(part.layer).moe();
+    const matrix& w = routed.step(step_kind::weights).value;
+    r.chosen = routed.chosen;
     r.weight.assign(post.rows, 0.0);
     for (std::size_t t = 0; t < post.rows; ++t)
         if (std::find(r.chosen[t].begin(), r.chosen[t].end(), *part.expert) != r.chosen[t].end()) r.weight[t] = w(t, *part.expert);

@@ -153,9 +153,10 @@ outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_n
     return g;
 }
 
-void attribute_layer(const std::optional<trace>& dense, const std::optional<moe_trace>& moe, std::size_t last,
-                     const std::vector<double>& g, double sigma, std::vector<unit_attribution>& out) {
-    if (dense) return attribute(*dense, last, g, sigma, 1.0, std::nullopt, false, out);
+void attribute_layer(const ffn_result& layer, std::size_t last, const std::vector<double>& g, double sigma,
+                     std::vector<unit_attribution>& out) {
+    if (const trace* dense = layer.dense()) return attribute(*dense, last, g, sigma, 1.0, std::nullopt, false, out);
+    const moe_trace* moe = layer.moe();
     const matrix& w = moe->step(step_kind::weights).value;
     for (const auto& et : moe->experts)
         if (auto row = et.row_of(last)) attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, out);
@@ -342,7 +343,7 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
 outcome<hooked_run> run_stream(const transformer& model, const prompt_tokens& prompt, prompt_trace& r) {
     const std::size_t N = r.layer;
     hook_request request;
-    request.trace_layer = N;
+    request.trace_layers = {N};
     request.cache.push_back({hook_point::embed, 0});
     for (std::size_t i = 0; i < N; ++i) {
         request.cache.push_back({hook_point::resid_mid, i});
@@ -396,24 +397,23 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     auto storage = storage_of(ck, r.layer);
     if (!storage) return storage.err();
     ex.storage = std::move(*storage);
-    if (run.moe) {
-        r.moe = std::move(run.moe);
-        r.moe_reads = read_moe_trace(*r.moe);
-        r.moe_units = read_moe_units(*r.moe, options.top);
+    r.ffn = std::move(run.traces.at(r.layer));
+    if (const moe_trace* moe = r.ffn.moe()) {
+        r.moe_reads = read_moe_trace(*moe);
+        r.moe_units = read_moe_units(*moe, options.top);
         if (project) {
             auto norm = value_norm_of(ck);
             if (!norm) return norm.err();
-            if (auto e = read_moe_vocabulary(*r.moe_units, *r.moe, ck.tensors(), unembedding, *norm, options.top)) return e;
+            if (auto e = read_moe_vocabulary(*r.moe_units, *moe, ck.tensors(), unembedding, *norm, options.top)) return e;
         }
         return std::nullopt;
     }
-    r.dense = std::move(run.dense);
-    r.dense_reads = read_trace(*r.dense);
-    r.units = read_units(*r.dense, options.top);
+    r.dense_reads = read_trace(*r.ffn.dense());
+    r.units = read_units(*r.ffn.dense(), options.top);
     for (auto u : options.explain)
         for (auto tok : options.explain_tokens)
             if (tok < prompt.ids.size()) {
-                r.explained.push_back(explain_unit(*r.dense, tok, u, options.top));
+                r.explained.push_back(explain_unit(*r.ffn.dense(), tok, u, options.top));
                 if (auto e = explain_stored_weights(ck, r.layer, r.explained.back())) return e;
             }
     return std::nullopt;
@@ -424,12 +424,12 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
 std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& prompt, const prompt_options& options,
                                      prompt_trace& r) {
     const std::string unembedding = ck.unembedding_name();
-    if (!r.dense || !prompt.tok || unembedding.empty()) return std::nullopt;
+    if (!r.ffn.dense() || !prompt.tok || unembedding.empty()) return std::nullopt;
     std::vector<std::size_t> first = options.explain;
     for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
     auto norm = value_norm_of(ck);
     if (!norm) return norm.err();
-    auto v = read_vocabulary_view(*r.dense, *r.units, ck.tensors(), unembedding, *norm, options.top, first);
+    auto v = read_vocabulary_view(*r.ffn.dense(), *r.units, ck.tensors(), unembedding, *norm, options.top, first);
     if (!v) return v.err();
     r.vocab = std::move(*v);
     return std::nullopt;
@@ -541,11 +541,11 @@ lens_terms reconcile(const prompt_logits& logits, const final_norm& norm, const 
     t.sigma_before = norm_scale(x, norm);
     t.sigma_after = norm_scale(y, norm);
     t.units = r.total_score;
-    if (r.dense) {
-        if (!r.dense->layer().b2.empty()) t.bias = dot(r.dense->layer().b2, g) / t.sigma_after;
+    if (const trace* dense = r.ffn.dense()) {
+        if (!dense->layer().b2.empty()) t.bias = dot(dense->layer().b2, g) / t.sigma_after;
     } else {
-        const matrix& w = r.moe->step(step_kind::weights).value;
-        for (const auto& et : r.moe->experts)
+        const matrix& w = r.ffn.moe()->step(step_kind::weights).value;
+        for (const auto& et : r.ffn.moe()->experts)
             if (et.row_of(last) && !et.tr.layer().b2.empty())
                 t.bias += (et.shared ? 1.0 : w(last, et.expert)) * dot(et.tr.layer().b2, g) / t.sigma_after;
     }
@@ -566,7 +566,7 @@ std::optional<error> attribute_units(const transformer& model, const prompt_logi
     auto g = logit_direction(ck, *norm, r.target->id, r.versus ? std::optional{r.versus->id} : std::nullopt);
     if (!g) return g.err();
     const double sigma = norm_scale(r.output().row(last), *norm);
-    attribute_layer(r.dense, r.moe, last, *g, sigma, r.top_units);
+    attribute_layer(r.ffn, last, *g, sigma, r.top_units);
     for (const auto& u : r.top_units) r.total_score += u.score;
     r.terms = reconcile(logits, *norm, *g, r);
     r.against_units = most_against(r.top_units, top);
@@ -682,7 +682,8 @@ std::optional<error> push_by_layer(const transformer& model, const activation_ca
 // sweep knocks out its units.
 std::optional<error> random_baseline(const transformer& model, const vocabulary_text& text, const prompt_options& options,
                                      prompt_trace& r) {
-    const matrix& h = r.dense->step(r.dense->layer().gated() ? step_kind::multiply : step_kind::activate).value;
+    const trace& dense = *r.ffn.dense();
+    const matrix& h = dense.step(dense.layer().gated() ? step_kind::multiply : step_kind::activate).value;
     std::vector<std::size_t> active;
     for (std::size_t j = 0; j < h.cols; ++j)
         if (h(h.rows - 1, j) > 0) active.push_back(j);
@@ -802,7 +803,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     if (!run) return run.err();
     std::optional<prompt_logits> lens;
     if (model.has_head()) {
-        const matrix& output = run->dense ? run->dense->output().value : run->moe->output().value;
+        const matrix& output = run->traces.at(r.layer).output().value;
         auto z = unembed_prompt(model, r.input, output, *run->cache.find({hook_point::resid_post, model.n_layers() - 1}), options.top);
         if (!z) return z.err();
         lens = std::move(*z);

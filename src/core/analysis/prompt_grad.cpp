@@ -104,16 +104,17 @@ void add_effects(const trace& tr, const gradients& g, std::optional<std::size_t>
 outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const prompt_gradient& g, std::size_t top) {
     std::vector<unit_effect> out;
     const std::size_t at = g.target.position, token = g.target.ids.front();
-    if (const auto& m = g.grad.forward.moe) {
+    const ffn_result& traced = g.traced();
+    if (const moe_trace* m = traced.moe()) {
         auto dla = attribute_to(ck, *m, at, token);
         if (!dla) return dla.err();
         for (std::size_t i = 0; i < m->experts.size(); ++i)
             if (!m->experts[i].shared)
                 add_effects(m->experts[i].tr, g.grad.moe->experts[i], m->experts[i].expert, m->experts[i].row_of(at), *dla, out);
     } else {
-        auto dla = attribute_to(ck, *g.grad.forward.dense, at, token);
+        auto dla = attribute_to(ck, *traced.dense(), at, token);
         if (!dla) return dla.err();
-        add_effects(*g.grad.forward.dense, *g.grad.ffn, std::nullopt, at, *dla, out);
+        add_effects(*traced.dense(), *g.grad.ffn, std::nullopt, at, *dla, out);
     }
     std::stable_sort(out.begin(), out.end(), [](const unit_effect& p, const unit_effect& q) {
         return std::fabs(p.gradient_times_activation) > std::fabs(q.gradient_times_activation);
@@ -135,13 +136,14 @@ std::optional<error> step_and_rerun(const transformer& model, const gradient_req
                                     std::size_t layer, prompt_gradient& g) {
     const loss_spec upstream{nullptr, &*g.ex.upstream};
     const matrix* output = nullptr;
-    if (g.grad.forward.moe) {
-        auto step = descend_moe(*g.grad.forward.moe, upstream, *g.grad.moe, lr);
+    const ffn_result& traced = g.traced();
+    if (const moe_trace* m = traced.moe()) {
+        auto step = descend_moe(*m, upstream, *g.grad.moe, lr);
         if (!step) return renamed_step_error(step.err());
         g.moe_descent = std::move(*step);
         output = &g.moe_descent->new_output;
     } else {
-        auto step = descend(*g.grad.forward.dense, upstream, *g.grad.ffn, lr);
+        auto step = descend(*traced.dense(), upstream, *g.grad.ffn, lr);
         if (!step) return renamed_step_error(step.err());
         g.descent = std::move(*step);
         output = &g.descent->new_output;
@@ -221,8 +223,8 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
     g.grad = std::move(*grad);
     g.loss = g.grad.loss;
     g.prob = std::exp(-g.loss);
-    const bool moe = g.grad.forward.moe.has_value();
-    g.ex = layer_example(*o->ck, g, r.layer, moe ? g.grad.forward.moe->input : g.grad.forward.dense->input);
+    const ffn_result& traced = g.traced();
+    g.ex = layer_example(*o->ck, g, r.layer, traced.input());
     g.ex.upstream = g.grad.grads.front().second;
     for (std::size_t t = 0; t < g.ex.upstream->rows; ++t) {
         double sq = 0;
@@ -231,8 +233,8 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
     }
     const loss_spec upstream{nullptr, &*g.ex.upstream};
     const bool out_in = g.ex.stored == layout::out_in;
-    g.check = moe ? check_moe_gradients(*g.grad.forward.moe, upstream, *g.grad.moe, out_in)
-                  : check_gradients(*g.grad.forward.dense, upstream, *g.grad.ffn, out_in);
+    g.check = traced.is_moe() ? check_moe_gradients(*traced.moe(), upstream, *g.grad.moe, out_in)
+                              : check_gradients(*traced.dense(), upstream, *g.grad.ffn, out_in);
     if (r.learning_rate)
         if (auto e = step_and_rerun(model, request, loss, *r.learning_rate, r.layer, g)) return *e;
     auto units = unit_effects(*o->ck, g, r.top);

@@ -112,14 +112,14 @@ std::optional<error> check_interventions(const transformer& model, std::size_t l
 namespace {
 
 // Adds unit u's values over one text's layer trace to sum, and the tokens they were taken at to count.
-void add_unit(const hooked_run& run, const unit_ref& u, double& sum, std::size_t& count) {
+void add_unit(const ffn_result& run, const unit_ref& u, double& sum, std::size_t& count) {
     const auto add_column = [&](const trace& tr) {
         const matrix& h = hidden_output(tr);
         for (std::size_t r = 0; r < h.rows; ++r) sum += h(r, u.unit);
         count += h.rows;
     };
-    if (run.dense) return add_column(*run.dense);
-    for (const auto& et : run.moe->experts)
+    if (const trace* dense = run.dense()) return add_column(*dense);
+    for (const auto& et : run.moe()->experts)
         if (!et.shared && u.expert == et.expert) add_column(et.tr);
 }
 
@@ -132,7 +132,7 @@ outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, 
     std::vector<double> sums(interventions.size());
     std::vector<std::size_t> counts(interventions.size());
     hook_request request;
-    request.trace_layer = layer;
+    request.trace_layers = {layer};
     request.last_layer = layer;
     constexpr std::string_view what = "taking the units' means over the corpus";
     for (std::size_t i = 0; i < c->texts.size(); ++i) {
@@ -140,7 +140,7 @@ outcome<corpus_mean> take_means(const transformer& model, const tokenizer& tok, 
         auto run = model.run_with_hooks(c->texts[i].ids, request);
         if (!run) return run.err();
         for (std::size_t k = 0; k < interventions.size(); ++k)
-            if (interventions[k].what == unit_intervention::kind::mean) add_unit(*run, interventions[k].unit, sums[k], counts[k]);
+            if (interventions[k].what == unit_intervention::kind::mean) add_unit(run->traces.at(layer), interventions[k].unit, sums[k], counts[k]);
     }
     if (auto e = report_progress(watcher, what, c->texts.size(), c->texts.size())) return *e;
     for (std::size_t k = 0; k < interventions.size(); ++k) {

@@ -1,7 +1,6 @@
 // Every layer of a prompt in one view (prompt.hpp's run_layers): one pass keeping each block's
-// resid_mid and resid_post, the lens read from both, and each layer's FFN run again alone from its
-// resid_mid with its engine trace kept, for its units' direct logit attribution; the changes to
-// units of any layer made in that pass and in each layer's run again.
+// resid_mid and resid_post, the lens read from both, and every layer's FFN traced by the engine,
+// for its units' direct logit attribution; the changes to units of any layer made in that pass.
 #include <algorithm>
 #include <fmt/format.h>
 #include <numeric>
@@ -39,29 +38,20 @@ std::optional<error> read_layer_lens(const transformer& model, const matrix& mid
     return std::nullopt;
 }
 
-// Layer l's FFN run alone from its resid_mid, traced, and every unit's push on the target at the
-// last token (g and the final norm as attribute_units takes them): their sum, and the largest
-// both ways.
-std::optional<error> read_layer_units(const transformer& model, std::size_t l, const matrix& mid, const final_norm& norm,
-                                      const std::vector<double>& g, std::size_t top, const std::vector<layer_intervention>& changes,
-                                      layer_reading& out) {
-    hook_request request;
-    request.trace_layer = l;
-    request.last_layer = l;
-    for (const auto& c : changes)
-        if (c.layer == l) request.interventions.push_back(hook_of(l, c.change));
-    auto run = model.run_from({hook_point::resid_mid, l}, mid, request);
-    if (!run) return run.err();
-    const std::size_t last = mid.rows - 1;
+// Layer l's FFN as the pass traced it, and every unit's push on the target at the last token (g
+// and the final norm as attribute_units takes them, post the layer's resid_post): their sum, and
+// the largest both ways.
+void read_layer_units(const ffn_result& traced, const matrix& post, const final_norm& norm, const std::vector<double>& g,
+                      std::size_t top, layer_reading& out) {
+    const std::size_t last = post.rows - 1;
     std::vector<unit_attribution> units;
-    attribute_layer(run->dense, run->moe, last, g, norm_scale(run->stream.row(last), norm), units);
+    attribute_layer(traced, last, g, norm_scale(post.row(last), norm), units);
     for (const auto& u : units) out.push += u.score;
     out.against = most_against(units, top);
     std::erase_if(units, [](const unit_attribution& u) { return u.score <= 0; });
     std::stable_sort(units.begin(), units.end(), [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
     units.resize(std::min(units.size(), top));
     out.units = std::move(units);
-    return std::nullopt;
 }
 
 // Each change checked against the model and the prompt's `tokens` (its `last` resolved), its
@@ -145,6 +135,7 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
     for (std::size_t l = 0; l < model.n_layers(); ++l) {
         request.cache.push_back({hook_point::resid_mid, l});
         request.cache.push_back({hook_point::resid_post, l});
+        request.trace_layers.push_back(l);
     }
     for (const auto& c : changes) request.interventions.push_back(hook_of(c.layer, c.change));
     request.head_rows = {last};
@@ -171,11 +162,11 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
     if (!g) return g.err();
     r.grid.resize(n);
     for (std::size_t l = 0; l < model.n_layers(); ++l) {
-        const matrix& mid = *run->cache.find({hook_point::resid_mid, l});
+        const matrix& post = *run->cache.find({hook_point::resid_post, l});
         layer_reading out;
         out.layer = l;
-        if (auto e = read_layer_lens(model, mid, *run->cache.find({hook_point::resid_post, l}), top, text, r, out)) return *e;
-        if (auto e = read_layer_units(model, l, mid, *norm, *g, top, changes, out)) return *e;
+        if (auto e = read_layer_lens(model, *run->cache.find({hook_point::resid_mid, l}), post, top, text, r, out)) return *e;
+        read_layer_units(run->traces.at(l), post, *norm, *g, top, out);
         r.layers.push_back(std::move(out));
     }
     r.prompt = std::move(prompt);

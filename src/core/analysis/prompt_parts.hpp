@@ -76,7 +76,7 @@ void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, d
                std::optional<std::size_t> expert, bool shared, std::vector<unit_attribution>& out);
 
 // Every unit of a layer's FFN (dense or MoE) attributed at the last row of its trace, unsorted.
-void attribute_layer(const std::optional<trace>& dense, const std::optional<moe_trace>& moe, std::size_t last,
+void attribute_layer(const ffn_result& layer, std::size_t last,
                      const std::vector<double>& g, double sigma, std::vector<unit_attribution>& out);
 
 // The `top` units of negative score, most negative first: those that pushed against the token.

@@ -107,7 +107,7 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
         auto claims = evaluate_moe_claims(ex, *t);
         if (!claims) return claims.err();
         tell(on_stage, trace_stage::traced_layer);
-        return traced{std::move(ex), {}, std::move(*t), std::move(*claims), std::move(ck)};
+        return traced{std::move(ex), std::move(*t), std::move(*claims), std::move(ck)};
     }
     auto layer = ck->dense_layer(index, where);
     if (!layer) return layer.err();
@@ -117,7 +117,7 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
     if (!t) return failed(t.err());
     auto claims = evaluate_claims(ex, *t);
     tell(on_stage, trace_stage::traced_layer);
-    return traced{std::move(ex), std::move(*t), std::nullopt, std::move(claims), std::move(ck)};
+    return traced{std::move(ex), std::move(*t), std::move(claims), std::move(ck)};
 }
 
 // An example file naming a checkpoint's layer: the layer traced over the file's input.
@@ -161,11 +161,11 @@ outcome<traced> trace_moe_example(example ex, const example* before) {
         }
         comparison = compare_moe_traces(*was, *m);
     }
-    traced out{std::move(ex), {}, std::move(*m), {}, nullptr};
+    traced out{std::move(ex), std::move(*m), {}, nullptr};
     if (comparison && comparison->any()) {
         out.unchecked_claims = claimed_numbers(*before);
     } else {
-        auto claims = evaluate_moe_claims(out.ex, *out.moe);
+        auto claims = evaluate_moe_claims(out.ex, *out.moe());
         if (!claims) return claims.err();
         out.claims = std::move(*claims);
     }
@@ -188,9 +188,9 @@ outcome<traced> trace_dense_example(example ex, const example* before) {
         }
         comparison = compare_traces(*was, *tr);
     }
-    traced out{std::move(ex), std::move(*tr), std::nullopt, {}, nullptr, std::move(comparison), 0};
+    traced out{std::move(ex), std::move(*tr), {}, nullptr, std::move(comparison), 0};
     if (out.comparison && out.comparison->any()) out.unchecked_claims = claimed_numbers(*before);
-    else out.claims = evaluate_claims(out.ex, out.tr);
+    else out.claims = evaluate_claims(out.ex, out.dense());
     return out;
 }
 
@@ -280,7 +280,7 @@ outcome<std::vector<unit_explanation>> explain_dense(const traced& t, std::size_
     for (auto u : units)
         for (auto tok : tokens)
             if (tok != gap) {
-                out.push_back(explain_unit(t.tr, tok, u, top));
+                out.push_back(explain_unit(t.dense(), tok, u, top));
                 if (!t.checkpoint) continue;
                 if (auto e = detail::explain_stored_weights(*t.checkpoint, t.ex.checkpoint_layer, out.back())) return *e;
             }
@@ -291,7 +291,7 @@ outcome<std::vector<unit_explanation>> explain_dense(const traced& t, std::size_
 // token routed to it when none is given), their stored weights in expert E's slices.
 outcome<std::vector<unit_explanation>> explain_experts(const traced& t, std::size_t top, const std::vector<unit_ref>& units,
                                                        const std::vector<std::size_t>& tokens) {
-    const moe& l = t.moe->layer();
+    const moe& l = t.moe()->layer();
     std::vector<unit_explanation> out;
     for (const unit_ref& u : units) {
         if (!u.expert)
@@ -301,7 +301,7 @@ outcome<std::vector<unit_explanation>> explain_experts(const traced& t, std::siz
             return error{t.ex.file, "unit", fmt::format("unit {}:{} is out of range: the layer has {} experts (0 to {}) of d_ff = {} "
                                                         "hidden units (0 to {})", *u.expert, u.unit, l.n_experts(), l.n_experts() - 1,
                                                         l.d_ff(), l.d_ff() - 1)};
-        const expert_trace* et = t.moe->expert(*u.expert);
+        const expert_trace* et = t.moe()->expert(*u.expert);
         if (!et) return error{t.ex.file, "unit", fmt::format("expert {} ran on no token of this input: no token chose it", *u.expert)};
         for (std::size_t row = 0; row < et->tokens.size(); ++row) {
             const bool asked = tokens.empty() || std::find(tokens.begin(), tokens.end(), et->tokens[row]) != tokens.end();
@@ -326,22 +326,22 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     if (!texts) return texts.err();
     r.token_texts = std::move(*texts);
     const bool project = r.token_texts && !t.checkpoint->unembedding_name().empty();
-    if (t.moe) {
+    if (t.moe()) {
         auto explained = explain_experts(t, top, explain, explain_tokens);
         if (!explained) return explained.err();
         r.explained = std::move(*explained);
         // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
         if (!t.checkpoint) return r;
-        r.moe_units = read_moe_units(*t.moe, top);
+        r.moe_units = read_moe_units(*t.moe(), top);
         if (project) {
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top))
+            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe(), t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top))
                 return *e;
         }
         return r;
     }
-    const ffn& layer = t.tr.layer();
+    const ffn& layer = t.dense().layer();
     std::vector<std::size_t> dense;
     for (const unit_ref& u : explain) {
         if (u.expert)
@@ -353,11 +353,11 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
         dense.push_back(u.unit);
     }
     if (t.checkpoint || units) {
-        r.units = read_units(t.tr, top);
+        r.units = read_units(t.dense(), top);
         if (project) {
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            auto v = read_vocabulary_view(t.tr, *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top, dense);
+            auto v = read_vocabulary_view(t.dense(), *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top, dense);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }

@@ -105,14 +105,14 @@ public:
         q.written = fmt::format("{}", fmt::join(written, "; "));
         q.worked = fmt::format("{}: it pushes {} by {}", top.front().unit.unit, target(), signed_num(top.front().score));
         q.after = fmt::format("Unit {} pushes most of all {} units of layer {}; together they push {} by {}.", top.front().unit.unit,
-                              r_.dense->layer().d_ff(), r_.layer, target(), signed_num(r_.total_score));
+                              r_.ffn.dense()->layer().d_ff(), r_.layer, target(), signed_num(r_.total_score));
         return q;
     }
 
     // A unit's score at a token from the largest products of its dot product, the rest summed.
     quiz_question score(std::size_t t, std::size_t j) const {
-        const unit_explanation e = explain_unit(*r_.dense, t, j, 4);
-        const ffn& l = r_.dense->layer();
+        const unit_explanation e = explain_unit(*r_.ffn.dense(), t, j, 4);
+        const ffn& l = r_.ffn.dense()->layer();
         const std::string h = detail::step_variable(l.gated() ? step_kind::gate : step_kind::expand);
         const std::string w = l.gated() ? "Wg" : "W1", b = l.gated() ? "bg" : "b1";
         const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
@@ -150,7 +150,7 @@ public:
     }
 
     quiz_question activation(std::size_t t, std::size_t j) const {
-        quiz_question q = detail::activation_question(r_.ex, *r_.dense, t, j, o_.precision);
+        quiz_question q = detail::activation_question(r_.ex, *r_.ffn.dense(), t, j, o_.precision);
         q.step = step_name(step_kind::activate);
         q.group = "activation";
         q.title = "What the unit passes on";
@@ -303,7 +303,7 @@ public:
                 rest -= u.score;
             }
             q.given.push_back(fmt::format("layer {}: {}, the other {} units {}", lp.layer, fmt::join(parts, ", "),
-                                          r_.dense->layer().d_ff() - lp.top.size(), signed_num(rest)));
+                                          r_.ffn.dense()->layer().d_ff() - lp.top.size(), signed_num(rest)));
             values.push_back(detail::operand(rest, o_.precision));
             written.push_back(fmt::format("layer {}: {} = {}", lp.layer, fmt::join(values, " + "), signed_num(lp.total)));
             totals.push_back(fmt::format("layer {} {}", lp.layer, signed_num(lp.total)));
@@ -367,7 +367,7 @@ outcome<std::vector<layer_push>> layer_pushes(const prompt_request& request, con
             at.options.layer = l;
             auto t = trace_prompt(at);
             if (!t) return t.err();
-            if (!t->dense) return out;  // an MoE layer among dense ones: the question is left out
+            if (!t->ffn.dense()) return out;  // an MoE layer among dense ones: the question is left out
             other = std::move(*t);
         }
         const prompt_trace& t = other ? *other : r;
@@ -379,7 +379,7 @@ outcome<std::vector<layer_push>> layer_pushes(const prompt_request& request, con
 }
 
 std::optional<error> check_quiz_run(const prompt_request& request, const prompt_trace& r) {
-    if (!r.dense)
+    if (!r.ffn.dense())
         return error{request.checkpoint, "layer", fmt::format("layer {} is a Mixture of Experts; a quiz on a prompt asks about a "
                                                               "dense layer's units", r.layer)};
     if (!r.target || r.top_units.size() < 2 || !r.vocab)

@@ -77,17 +77,29 @@ std::optional<error> check_unit(const checkpoint& ck, const intervention& iv, co
     return std::nullopt;
 }
 
-// One intervention against the model and the prompt's length.
-std::optional<error> check_intervention(const transformer& model, const intervention& iv, std::size_t tokens) {
+// A point written in flight (an intervention's or a callback's) against the model: its layer, a
+// head, and a norm that changes alone; `whole_rows`: a write of whole rows, which an MoE's
+// per-expert hidden points do not have.
+std::optional<error> check_written(const transformer& model, const hook_name& at, bool whole_rows) {
     const checkpoint& ck = model.source();
-    const hook_point p = iv.at.point;
+    const hook_point p = at.point;
     if (in_block(p))
-        if (auto e = check_layer_index(iv.at.layer, model.n_layers(), ck.origin(), "at")) return e;
+        if (auto e = check_layer_index(at.layer, model.n_layers(), ck.origin(), "at")) return e;
     if (is_head(p) && !model.has_head())
         return error{ck.origin(), "at", fmt::format("a {} model is an encoder: it has no head", ck.config().arch)};
     if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().family->norm_place == norm_layer::place::post))
         return error{ck.origin(), "at", fmt::format("{}: write resid_mid instead; this layer's FFN reads no norm of its own that "
-                                                    "can change alone", to_string(iv.at))};
+                                                    "can change alone", to_string(at))};
+    if (whole_rows && is_hidden(p) && ck.is_moe())
+        return error{ck.origin(), "at", fmt::format("{} is per expert: change units E:J instead of whole rows", to_string(at))};
+    return std::nullopt;
+}
+
+// One intervention against the model and the prompt's length.
+std::optional<error> check_intervention(const transformer& model, const intervention& iv, std::size_t tokens) {
+    const checkpoint& ck = model.source();
+    const hook_point p = iv.at.point;
+    if (auto e = check_written(model, iv.at, iv.what == intervention::kind::replace)) return e;
     std::vector<bool> named(tokens);  // a position named twice would take only its first row or change
     for (std::size_t k = 0; k < iv.positions.size(); ++k) {
         if (iv.positions[k] >= tokens)
@@ -99,8 +111,6 @@ std::optional<error> check_intervention(const transformer& model, const interven
     }
     const std::size_t width = model.width(p);
     if (iv.what == intervention::kind::replace) {
-        if (is_hidden(p) && ck.is_moe())
-            return error{ck.origin(), "at", fmt::format("{} is per expert: change units E:J instead of whole rows", to_string(iv.at))};
         const std::size_t rows = iv.positions.empty() ? tokens : iv.positions.size();
         if (iv.rows.rows != rows || iv.rows.cols != width)
             return error{ck.origin(), "rows", fmt::format("expected ({}, {}) for {}, got ({}, {})", rows, width, to_string(iv.at),
@@ -138,8 +148,9 @@ std::optional<error> unreached(const transformer& model, hook_name start, const 
     const std::string run = fmt::format("the run goes from {} through layer {}", from, last);
     if (start.point != hook_point::embed && last < start.layer)
         return error{ck.origin(), "last_layer", fmt::format("layer {} is before the run's start, {}", last, from)};
-    if (request.trace_layer && !passes(model, start, last, {hook_point::mlp_post, *request.trace_layer}))
-        return error{ck.origin(), "trace_layer", fmt::format("layer {} is not run: {}", *request.trace_layer, run)};
+    for (std::size_t k = 0; k < request.trace_layers.size(); ++k)
+        if (!passes(model, start, last, {hook_point::mlp_post, request.trace_layers[k]}))
+            return error{ck.origin(), fmt::format("trace_layers[{}]", k), fmt::format("layer {} is not run: {}", request.trace_layers[k], run)};
     for (const auto* names : {&request.cache, &request.cache_last})
         for (std::size_t k = 0; k < names->size(); ++k) {
             const hook_name& h = (*names)[k];
@@ -161,12 +172,29 @@ class hooked_pass {
 public:
     hooked_pass(const transformer& model, const hook_request& request) : model_(model), request_(request) {}
 
-    // The interventions at this point applied to `value`, then `value` kept if asked for.
+    // The interventions at this point applied to `value`, then the callbacks, then `value` kept if asked for.
     void at(hook_name h, matrix& value) {
         for (const auto& iv : request_.interventions)
             if (iv.at == h) apply(iv, value, nullptr, std::nullopt);
+        call_back(h, value);
         keep(h, value);
     }
+    // The callbacks at this point, each given `value`; one that changed its shape is an error the
+    // pass returns (`value` made whole again, zeros, so that nothing reads a wrong shape meanwhile).
+    void call_back(hook_name h, matrix& value) {
+        for (std::size_t k = 0; k < request_.callbacks.size(); ++k) {
+            if (!(request_.callbacks[k].at == h)) continue;
+            const std::size_t rows = value.rows, cols = value.cols;
+            request_.callbacks[k].f(value);
+            if (value.rows == rows && value.cols == cols && value.data.size() == rows * cols) continue;
+            if (!failed)
+                failed = error{model_.source().origin(), fmt::format("callbacks[{}]", k),
+                               fmt::format("{} is ({}, {}): a callback may change its values, not its shape; it left ({}, {})",
+                                           to_string(h), rows, cols, value.rows, value.cols)};
+            value = matrix(rows, cols);
+        }
+    }
+    std::optional<error> failed;  // a callback's error
     void keep(hook_name h, const matrix& value) {
         if (cached(h)) return out.cache.keep(h, value);
         if (value.rows == 0 || !wanted(h)) return;
@@ -198,7 +226,10 @@ public:
             const hook_name h{*p, i};
             for (const auto& iv : request_.interventions)
                 if (iv.at == h) apply(iv, value, s.tokens, s.expert);
-            if (!s.expert) return keep(h, value);
+            if (!s.expert) {
+                call_back(h, value);
+                return keep(h, value);
+            }
             if (wanted(h)) spread(value, *s.expert, *s.tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
         };
     }
@@ -223,12 +254,11 @@ public:
             if (wanted({hook_point::mlp_pre, i})) keep({hook_point::mlp_pre, i}, wide[0]);
             if (wanted({hook_point::mlp_post, i})) keep({hook_point::mlp_post, i}, wide[1]);
         }
-        x = s->output();
+        x = s->output().value;
         at({hook_point::resid_post, i}, x);
-        if (request_.trace_layer == i) {
-            out.dense = std::move(s->dense);
-            out.moe = std::move(s->moe);
-        }
+        if (failed) return *failed;
+        if (std::find(request_.trace_layers.begin(), request_.trace_layers.end(), i) != request_.trace_layers.end())
+            out.traces.insert_or_assign(i, std::move(*s));
         return true;
     }
 
@@ -297,7 +327,8 @@ std::size_t transformer::width(hook_point p) const {
 
 std::optional<error> transformer::check(const hook_request& request, std::size_t tokens) const {
     auto layer_error = [&](std::size_t layer, std::string field) { return *check_layer_index(layer, n_layers(), ck_->origin(), std::move(field)); };
-    if (request.trace_layer && *request.trace_layer >= n_layers()) return layer_error(*request.trace_layer, "trace_layer");
+    for (std::size_t k = 0; k < request.trace_layers.size(); ++k)
+        if (request.trace_layers[k] >= n_layers()) return layer_error(request.trace_layers[k], fmt::format("trace_layers[{}]", k));
     if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
     if (request.sequences == 0 || tokens % request.sequences != 0)
         return error{ck_->origin(), "sequences", fmt::format("{} rows are not {} sequences of equal length", tokens, request.sequences)};
@@ -314,6 +345,13 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
             e->path = fmt::format("interventions[{}]{}{}", k, e->path.empty() ? "" : ".", e->path);
             return e;
         }
+    for (std::size_t k = 0; k < request.callbacks.size(); ++k) {
+        if (!request.callbacks[k].f) return error{ck_->origin(), fmt::format("callbacks[{}].f", k), "expected a function to call"};
+        if (auto e = check_written(*this, request.callbacks[k].at, true)) {
+            e->path = fmt::format("callbacks[{}].{}", k, e->path);
+            return e;
+        }
+    }
     return unreached(*this, {hook_point::embed, 0}, request);
 }
 
@@ -325,6 +363,7 @@ outcome<hooked_run> transformer::run_with_hooks(const std::vector<std::size_t>& 
     if (auto e = check(request, x->rows)) return *e;
     hooked_pass pass(*this, request);
     pass.at({hook_point::embed, 0}, *x);
+    if (pass.failed) return *pass.failed;
     hook_request rest = request;
     for (auto* names : {&rest.cache, &rest.cache_last}) std::erase(*names, hook_name{hook_point::embed, 0});
     std::erase_if(rest.interventions, [](const intervention& iv) { return iv.at.point == hook_point::embed; });
@@ -350,8 +389,9 @@ outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_
         if (auto b = pass.block(i, x, i > start.layer || start.point == hook_point::resid_pre); !b) return b.err();
     std::vector<std::size_t> rows = request.head_rows;
     const auto asks_head = [&](hook_point p) {
-        return pass.cached({p, 0}) || std::any_of(request.interventions.begin(), request.interventions.end(),
-                                                  [p](const intervention& iv) { return iv.at.point == p; });
+        return pass.cached({p, 0}) ||
+               std::any_of(request.interventions.begin(), request.interventions.end(), [p](const intervention& iv) { return iv.at.point == p; }) ||
+               std::any_of(request.callbacks.begin(), request.callbacks.end(), [p](const hook_callback& c) { return c.at.point == p; });
     };
     if (rows.empty() && (asks_head(hook_point::final_norm) || asks_head(hook_point::logits)))
         for (std::size_t t = 0; t < x.rows; ++t) rows.push_back(t);
@@ -360,9 +400,11 @@ outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_
         auto logits = head(x, rows, [&](hook_point p, matrix& value) {
             for (const auto& iv : request.interventions)
                 if (iv.at.point == p) apply(iv, value, &rows, std::nullopt);
+            pass.call_back({p, 0}, value);
             pass.keep({p, 0}, value);
         });
         if (!logits) return logits.err();
+        if (pass.failed) return *pass.failed;
         pass.out.logits = std::move(*logits);
         pass.out.head_rows = std::move(rows);
     }

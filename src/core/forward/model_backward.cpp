@@ -178,10 +178,10 @@ outcome<moe_gradients> backward_of(const moe_trace& t, const loss_spec& l) { ret
 
 // A dense or MoE layer's FFN path differentiated: the layer run again without its residual from
 // x and taken back from the upstream. `whole`: the layer with its residual is also traced into
-// `kept` and its backward from g_post (the caller's view of the layer) into `kept_grads`.
-template <class Layer, class Trace, class Grads>
+// traces[i] and its backward from g_post (the caller's view of the layer) into `kept_grads`.
+template <class Layer, class Grads>
 auto through(const std::shared_ptr<const Layer>& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post, bool whole,
-             std::optional<Trace>& kept, std::optional<Grads>& kept_grads) -> outcome<Grads> {
+             std::map<std::size_t, ffn_result>& traces, std::size_t i, std::optional<Grads>& kept_grads) -> outcome<Grads> {
     auto without = std::make_shared<Layer>(*layer);
     without->residual = false;
     auto t = run_layer(without, x);
@@ -189,8 +189,9 @@ auto through(const std::shared_ptr<const Layer>& layer, const matrix& x, const l
     if (whole) {
         auto traced = run_layer(layer, x);
         if (!traced) return traced.err();
-        kept = std::move(*traced);
-        auto g = backward_of(*kept, {nullptr, &g_post});
+        using Trace = std::remove_cvref_t<decltype(*traced)>;
+        const Trace& kept = traces.insert_or_assign(i, ffn_result(std::move(*traced))).first->second.as<Trace>();
+        auto g = backward_of(kept, {nullptr, &g_post});
         if (!g) return g.err();
         kept_grads = std::move(*g);
     }
@@ -249,13 +250,13 @@ private:
         if (ck.is_moe()) {
             auto layer = ck.moe_layer(i, x, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
-            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.moe, out_.moe);
+            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.moe);
             if (!g) return g.err();
             d_ffn = std::move(g->d_input);
         } else {
             auto layer = ck.dense_layer(i, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
-            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.dense, out_.ffn);
+            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.ffn);
             if (!g) return g.err();
             hidden_points(i, *g, (*layer)->gated());
             d_ffn = std::move(g->d_input);
@@ -292,7 +293,7 @@ private:
 // through (dropped from the cache the caller sees).
 hook_request forward_request(const gradient_request& r, std::size_t first, std::size_t n) {
     hook_request run = r.run;
-    run.trace_layer = r.ffn_layer;
+    if (r.ffn_layer) run.trace_layers = {*r.ffn_layer};
     for (std::size_t i = first; i < n; ++i) {
         run.cache.push_back({hook_point::resid_pre, i});
         run.cache.push_back({hook_point::resid_mid, i});

@@ -621,7 +621,7 @@ outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix&
     return out;
 }
 
-outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const {
+outcome<ffn_result> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const {
     if (auto e = check_layer_index(layer, ffn_.size(), "", "layer")) return *e;
     const checkpoint_config& m = ck_->config();
     if (x.cols != m.d_model || x.rows == 0)
@@ -632,20 +632,17 @@ outcome<transformer::sublayer> transformer::ffn_sublayer(std::size_t layer, cons
         e.path = e.path.empty() ? fmt::format("layer {}'s FFN", layer) : fmt::format("layer {}'s FFN, {}", layer, e.path);
         return e;
     };
-    sublayer s;
     if (!ck_->is_moe()) {
         auto t = run_ffn(ffn_[layer], x, {x.rows}, hook);
         if (!t) return in_layer(t.err());
-        s.dense = std::move(*t);
-        return s;
+        return ffn_result(std::move(*t));
     }
     // The experts the tokens choose are read from the file; the engine routes and runs them.
     auto built = ck_->moe_layer(layer, x);
     if (!built) return built.err();
     auto t = run_moe(*built, x, {x.rows}, hook);
     if (!t) return in_layer(t.err());
-    s.moe = std::move(*t);
-    return s;
+    return ffn_result(std::move(*t));
 }
 
 // Whether the model has a head and `rows` are rows of x.

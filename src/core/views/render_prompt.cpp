@@ -205,9 +205,9 @@ private:
             page(std::move(b));
         };
         static const std::vector<claim> no_claims;
-        if (p_.dense) {
+        if (p_.ffn.dense()) {
             rendering_input in{p_.ex,
-                                     *p_.dense,
+                                     *p_.ffn.dense(),
                                      no_claims,
                                      *p_.dense_reads,
                                      p_.units ? &*p_.units : nullptr,
@@ -222,7 +222,7 @@ private:
             builder.explain_cells(html_);
             builder.build(sink);
         } else {
-            moe_rendering_input in{p_.ex, *p_.moe, no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
+            moe_rendering_input in{p_.ex, *p_.ffn.moe(), no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
                                    p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
             in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
             build_moe_walkthrough(in, opt_, html_, sink);
@@ -292,7 +292,7 @@ private:
             "score the vocabulary view and `units` give unit j for the token). All {4} units together push it by {5}; "
             "the largest:",
             layer_name(), moe ? ", scaled by its expert's routing weight w," : "", t, moe ? "w · " : "",
-            moe ? "the routed experts'" : std::to_string(p_.dense->layer().d_ff()), format_fixed(p_.total_score, 2),
+            moe ? "the routed experts'" : std::to_string(p_.ffn.dense()->layer().d_ff()), format_fixed(p_.total_score, 2),
             rms ? "√(mean(x²) + ε)" : "√(var + ε)",
             p_.versus ? "the difference U of the two tokens' rows of the unembedding" : shown(target.id, target.token) + "'s row U of the unembedding",
             p_.versus ? " difference" : "", rms ? "" : " less its mean (the norm's centring)"));
@@ -880,8 +880,8 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     out["earlier"] = std::move(earlier);
     out["attention"] = p.attention;
     static const std::vector<claim> no_claims;
-    json layer = p.dense ? trace_json(p.ex, *p.dense, no_claims, p.units ? &*p.units : nullptr, p.vocab ? &*p.vocab : nullptr)
-                         : moe_trace_json(p.ex, *p.moe, no_claims, p.moe_units ? &*p.moe_units : nullptr);
+    json layer = p.ffn.dense() ? trace_json(p.ex, *p.ffn.dense(), no_claims, p.units ? &*p.units : nullptr, p.vocab ? &*p.vocab : nullptr)
+                         : moe_trace_json(p.ex, *p.ffn.moe(), no_claims, p.moe_units ? &*p.moe_units : nullptr);
     for (auto& [key, value] : layer.items())
         if (key != "title" && key != "claims") out[key] = std::move(value);
     add_dequantized(out, p.explained);
