@@ -365,6 +365,7 @@ TEST_CASE("edited_tensor adds u_i Λ_j where the checkpoint stores W2[i][j]: at 
     auto ck = checkpoint::open(llama.write(dir));
     REQUIRE(ck);
     edit_trace t;
+    t.layer = 1;  // the checkpoint's W2 of that layer is read by its role
     t.tensor = "model.layers.1.mlp.down_proj.weight";
     t.transposed = true;
     t.d_model = ck->config().d_model;

@@ -137,7 +137,7 @@ TEST_CASE("the vocabulary view scores each unit's value vector and each token's 
     const auto source = unembedding(dir);
     const auto t = trace_of(lesson);
     const auto units = read_units(t.tr, 2);
-    auto view = read_vocabulary_view(t.tr, units, *source, "lm_head.weight", {}, 1);
+    auto view = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {}, 1);
     if (!view) FAIL(view.err().to_string());
     REQUIRE(view->units == std::vector<std::size_t>{2, 0});
     REQUIRE(view->by_unit.size() == 2);
@@ -156,7 +156,7 @@ TEST_CASE("the vocabulary view scores each unit's value vector and each token's 
         const auto path = dir.write("wide.safetensors", ckpt::safetensors_file({{"lm_head.weight", "F64", {1, 3}, {1, 2, 3}}}));
         auto wide = open_safetensors(path);
         REQUIRE(wide);
-        auto refused = read_vocabulary_view(t.tr, units, **wide, "lm_head.weight", {}, 1);
+        auto refused = read_vocabulary_view(t.tr, units, token_table(**wide, "lm_head.weight"), {}, 1);
         REQUIRE_FALSE(refused);
         CHECK(refused.err().message.find("expected (vocabulary, d_model = 2)") != std::string::npos);
     }
@@ -178,7 +178,7 @@ TEST_CASE("the vocabulary view reads each value vector through the final norm, a
     const auto t = trace_of(lesson);
     const auto units = read_units(t.tr, 2);
     SUBCASE("a LayerNorm of γ = [2, 1]: the vector's mean dropped, then scaled") {
-        auto view = read_vocabulary_view(t.tr, units, *source, "lm_head.weight", {{2, 1}, false}, 1);
+        auto view = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {{2, 1}, false}, 1);
         if (!view) FAIL(view.err().to_string());
         CHECK(view->normed);
         CHECK(view->centred);
@@ -193,7 +193,7 @@ TEST_CASE("the vocabulary view reads each value vector through the final norm, a
         check_top(view->by_token[0].least, 1, -0.5);
     }
     SUBCASE("an RMSNorm of γ = [2, 1]: scaled only") {
-        auto view = read_vocabulary_view(t.tr, units, *source, "lm_head.weight", {{2, 1}, true}, 1);
+        auto view = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {{2, 1}, true}, 1);
         if (!view) FAIL(view.err().to_string());
         CHECK(view->normed);
         CHECK_FALSE(view->centred);
@@ -204,7 +204,7 @@ TEST_CASE("the vocabulary view reads each value vector through the final norm, a
         check_top(view->by_token[0].least, 2, -14);
     }
     SUBCASE("a final norm of another width is refused") {
-        auto refused = read_vocabulary_view(t.tr, units, *source, "lm_head.weight", {{1, 1, 1}, false}, 1);
+        auto refused = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {{1, 1, 1}, false}, 1);
         REQUIRE_FALSE(refused);
         CHECK(refused.err().message.find("d_model = 2") != std::string::npos);
     }
@@ -253,7 +253,7 @@ TEST_CASE("the vocabulary view screened in float32 finds the very tokens that sc
         ckpt::temp_dir dir;
         auto source = open_safetensors(dir.write("e.safetensors", ckpt::safetensors_file({{"lm_head.weight", dtype, {vocab, d}, e}})));
         REQUIRE(source);
-        auto view = read_vocabulary_view(t.tr, units, **source, "lm_head.weight", {}, top);
+        auto view = read_vocabulary_view(t.tr, units, token_table(**source, "lm_head.weight"), {}, top);
         if (!view) FAIL(view.err().to_string());
         check_against_every_row(*view, layer, t.tr, e, d, top);
         // the row of 3e37s, whose scores overflow float32, is each column's most or least promoted
@@ -288,7 +288,7 @@ TEST_CASE("with products shared among the cores, the rows the screen keeps are s
     ckpt::temp_dir dir;
     auto source = open_safetensors(dir.write("e.safetensors", ckpt::safetensors_file({{"lm_head.weight", "F32", {vocab, d}, e}})));
     REQUIRE(source);
-    auto view = read_vocabulary_view(t.tr, units, **source, "lm_head.weight", {}, top);
+    auto view = read_vocabulary_view(t.tr, units, token_table(**source, "lm_head.weight"), {}, top);
     if (!view) FAIL(view.err().to_string());
     check_against_every_row(*view, layer, t.tr, e, d, top);
 }
@@ -321,7 +321,7 @@ TEST_CASE("an MoE layer is read expert by expert, and its whole update against t
 
     ckpt::temp_dir dir;
     const auto source = unembedding(dir);
-    if (auto e = read_moe_vocabulary(r, *t, *source, "lm_head.weight", {}, 1)) FAIL(e->to_string());
+    if (auto e = read_moe_vocabulary(r, *t, token_table(*source, "lm_head.weight"), {}, 1)) FAIL(e->to_string());
     REQUIRE(r.vocab.size() == 2);
     // Expert 0's unit 0 writes [1, 0]: scores 1, 0, −1. What it wrote for c, [3, 1]: 3, 1, −4.
     REQUIRE(r.vocab[0].units == std::vector<std::size_t>{0});

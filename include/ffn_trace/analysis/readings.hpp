@@ -179,10 +179,10 @@ struct vocabulary_view {
 };
 // Projects the value vectors of the units `first` (pinned: units asked for, the top writers
 // toward a prediction), then of every token's fired units, and each token's update, each through
-// the final norm (through_final_norm), onto the unembedding (vocab, d_model) of `source`, a block
+// the final norm (through_final_norm), onto the unembedding (vocab, d_model), a block
 // of rows at a time.
-outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, const final_norm& norm, std::size_t top,
+outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const token_table& unembedding,
+                                              const final_norm& norm, std::size_t top,
                                               const std::vector<std::size_t>& first = {});
 
 // An MoE layer's readings: those of each expert that ran, over the tokens routed to it (per entry
@@ -196,7 +196,7 @@ struct moe_unit_readings {
 };
 moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top);
 // Fills r.vocab and r.by_token, in one pass over the unembedding.
-std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const tensor_source& source,
-                                         const std::string& unembedding, const final_norm& norm, std::size_t top);
+std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const token_table& unembedding,
+                                         const final_norm& norm, std::size_t top);
 
 }  // namespace ffn_trace

@@ -198,6 +198,13 @@ struct checkpoint_config {
     config_origin origin;  // what said all this, for the errors found later (the forward pass's sizes)
 };
 
+// A weight's tensor by its role: its full name in the checkpoint ("" when it holds none), and its
+// shape and dtype (null when absent or of a dtype ffn-trace does not convert).
+struct weight_tensor {
+    std::string name;
+    const tensor_info* info = nullptr;
+};
+
 // The architectures ffn-trace knows, by config.json's model_type.
 std::vector<std::string_view> known_architectures();
 
@@ -237,6 +244,39 @@ public:
     std::size_t embedding_rows_count() const;
     std::string embedding_name() const;
     std::string unembedding_name() const;
+
+    // The weights and facts by role, resolved from the family's row, for the analyses, which never
+    // spell a tensor's or config.json's name:
+    // The token embedding, and the unembedding (its own lm_head, or the embedding when tied).
+    token_table embedding() const { return {*source_, embedding_name()}; }
+    token_table unembedding() const { return {*source_, unembedding_name()}; }
+    // The final norm's weight as the head applies it (Gemma's γ = 1 + w; a LayerNorm's bias left
+    // unread); errors, saying that `needed_by` needs it: the family has none (an encoder), the
+    // checkpoint holds no weight for it (one layer's).
+    outcome<norm_layer> final_norm(std::string_view needed_by) const;
+    // Whether the family has a final norm and the checkpoint holds its weight.
+    bool holds_final_norm() const;
+    // An FFN weight by its role in layer `layer` (expert `expert`), and its values as stored.
+    weight_tensor tensor_of(tensor_role role, std::size_t layer, std::size_t expert = 0) const;
+    outcome<matrix> read_tensor(tensor_role role, std::size_t layer, std::size_t expert = 0) const;
+    // A weight's name in a GGUF file's scheme, with ".weight" ("blk.3.ffn_down.weight"), for a
+    // view that says where a value is stored.
+    std::string gguf_weight_name(tensor_role role, std::size_t layer) const;
+    // How layer `layer`'s weight of a role is stored ("Q4_K", its blocks), named as the file names it.
+    outcome<stored_type> stored_type_of(tensor_role role, std::size_t layer) const;
+    // The weight at the math form's (row, column) of a role's tensor (of expert `expert`'s slice),
+    // dequantized in its block; nothing when the tensor is of floats.
+    outcome<std::optional<weight_dequantization>> stored_weight(tensor_role role, std::size_t layer, std::optional<std::size_t> expert,
+                                                                std::size_t row, std::size_t column) const;
+    // The family's facts: how its matrices are stored, whether its FFN is gated, whether it is a
+    // decoder (attends causally), whether it has a head (a final norm), and whether its norms
+    // follow each sublayer's residual (BERT's post-norm).
+    layout stored_layout() const { return config_.family->stored; }
+    bool gated() const { return config_.family->gated(); }
+    bool causal() const { return config_.family->causal; }
+    bool has_head() const { return config_.family->has(tensor_role::output_norm); }
+    bool post_norm() const { return config_.family->norm_place == norm_layer::place::post; }
+    bool has_ffn_post_norm() const { return config_.family->has(tensor_role::ffn_post_norm); }
 
     // The checkpoint's full name of a tensor given without the usual prefixes (transformer.,
     // model., bert.), or "" when it has none of that name.

@@ -158,6 +158,29 @@ bool is_gguf(const std::string& path);
 // By the path: a GGUF file by its magic, .npy, .npz, or else safetensors (a file, an index or a directory).
 outcome<std::unique_ptr<tensor_source>> open_tensor_source(const std::string& path);
 
+// A table of one row of d_model per token, left in the file: the token embedding E, or the
+// unembedding U (vocab, d_model), whose rows the head's Uᵀ holds as columns. The checkpoint gives
+// it by its role, its name resolved there; the analyses read its rows by token id. It reads the
+// source of the checkpoint that made it, which must outlive it. Empty (false): no such tensor.
+class token_table {
+public:
+    token_table() = default;
+    token_table(const tensor_source& source, std::string name) : source_(&source), name_(std::move(name)) {}
+    explicit operator bool() const { return !name_.empty(); }
+    // The tensor's full name, which a trace shows and errors name.
+    const std::string& name() const { return name_; }
+    // Its shape and dtype; null when empty or of a dtype ffn-trace does not convert.
+    const tensor_info* info() const { return source_ && !name_.empty() ? source_->find(name_) : nullptr; }
+    const std::string& origin() const { return source_->origin(); }
+    // Rows by token id (tensor_source::read_rows), and rows [first, …) as floats (read_rows_float).
+    outcome<matrix> rows(const std::vector<std::size_t>& ids) const { return source_->read_rows(name_, ids); }
+    std::optional<error> rows_float(std::size_t first, std::span<float> out) const { return source_->read_rows_float(name_, first, out); }
+
+private:
+    const tensor_source* source_ = nullptr;
+    std::string name_;
+};
+
 }  // namespace ffn_trace
 
 // How a checkpoint stores a weight: its type and bytes per weight, and for a quantized one

@@ -66,6 +66,18 @@ public:
     std::size_t vocab_size() const { return vocab_; }
     bool has_head() const { return static_cast<bool>(unembedding_); }
 
+    // The weights and facts by role, resolved once from the family's row when the checkpoint
+    // opened: what the analyses ask for instead of a tensor's or config.json's name.
+    // The final norm the head applies (null: an encoder, which has no head).
+    const norm_layer* final_norm() const { return final_norm_ ? &*final_norm_ : nullptr; }
+    // The token embedding's and the unembedding's rows by token id, left in the file.
+    token_table embedding() const { return ck_->embedding(); }
+    token_table unembedding() const { return ck_->unembedding(); }
+    // Whether the model is a decoder (attends causally, predicts the next token), and whether its
+    // norms follow each sublayer's residual (BERT's post-norm).
+    bool causal() const { return ck_->causal(); }
+    bool post_norm() const { return ck_->post_norm(); }
+
     // x0 (tokens, d_model): the token embedding (+ position) (+ token type 0 and LayerNorm for
     // BERT). Every id must be a row of the embedding and the prompt fit the positions.
     outcome<matrix> embed(const std::vector<std::size_t>& ids) const;

@@ -144,14 +144,14 @@ struct best_tokens {
     }
 };
 
-// For every row block of the (vocab, d) tensor `name`, each row scaled by γ, `score(block)` gives
+// For every row block of the (vocab, d) table, each row scaled by γ, `score(block)` gives
 // (rows, n); each column's best rows are kept. One block of 4096 rows at a time: the tensor is
 // never converted whole.
 template <class Score>
-std::optional<error> rank_rows(const tensor_source& source, const std::string& name, const std::vector<double>& gamma,
-                               std::vector<best_tokens*> into, Score score) {
-    const tensor_info* e = source.find(name);
-    if (!e) return error{source.origin(), name, "no such tensor, which the unit's scores read"};
+std::optional<error> rank_rows(const token_table& table, const std::vector<double>& gamma, std::vector<best_tokens*> into,
+                               Score score) {
+    const tensor_info* e = table.info();
+    if (!e) return error{table.origin(), table.name(), "no such tensor, which the unit's scores read"};
     if (e->shape.size() != 2 || e->shape[1] != gamma.size())
         return error{e->file, e->spelled(), fmt::format("expected (vocabulary, d_model = {})", gamma.size())};
     const std::size_t vocab = e->shape[0], block = 4096;
@@ -159,7 +159,7 @@ std::optional<error> rank_rows(const tensor_source& source, const std::string& n
     for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
         ids.resize(std::min(block, vocab - r0));
         std::iota(ids.begin(), ids.end(), r0);
-        auto rows = source.read_rows(name, ids);
+        auto rows = table.rows(ids);
         if (!rows) return rows.err();
         for (std::size_t r = 0; r < rows->rows; ++r)
             for (std::size_t k = 0; k < rows->cols; ++k) (*rows)(r, k) *= gamma[k];
@@ -432,8 +432,8 @@ unit_reading reading_of(accumulator& u, const layer_unit& unit, const corpus& c,
 // The value scores: each unit's W2 row through the final norm (through_final_norm) and the unembedding.
 std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<unit_group>& groups, const std::vector<layer_unit>& wanted,
                                       std::size_t top, std::vector<unit_reading>& into) {
-    const std::string unembedding = ck.unembedding_name();
-    if (unembedding.empty()) return std::nullopt;
+    const token_table unembedding = ck.unembedding();
+    if (!unembedding) return std::nullopt;
     auto norm = detail::value_norm_of(ck);
     if (!norm) return norm.err();
     for (const auto& g : groups) {
@@ -448,7 +448,7 @@ std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<un
         best_tokens most{std::vector<std::vector<token_score>>(g.units.size()), top, true};
         best_tokens least{std::vector<std::vector<token_score>>(g.units.size()), top, false};
         const std::vector<double> unscaled(l.d_out(), 1.0);  // γ is in v already
-        if (auto e = rank_rows(ck.tensors(), unembedding, unscaled, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
+        if (auto e = rank_rows(unembedding, unscaled, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
             return e;
         for (std::size_t c = 0; c < g.units.size(); ++c) {
             into[g.units[c]].promotes = std::move(most.lists[c]);
@@ -461,8 +461,8 @@ std::optional<error> add_value_scores(const checkpoint& ck, const std::vector<un
 // A transcoder's features' value scores: each decoder row through γ_f and the unembedding.
 std::optional<error> add_feature_value_scores(const checkpoint& ck, const transcoder& tc, const std::vector<layer_unit>& wanted,
                                               std::size_t top, std::vector<unit_reading>& into) {
-    const std::string unembedding = ck.unembedding_name();
-    if (unembedding.empty()) return std::nullopt;
+    const token_table unembedding = ck.unembedding();
+    if (!unembedding) return std::nullopt;
     auto norm = detail::value_norm_of(ck);
     if (!norm) return norm.err();
     if (!norm->gamma.empty() && norm->gamma.size() != tc.d_model())
@@ -475,7 +475,7 @@ std::optional<error> add_feature_value_scores(const checkpoint& ck, const transc
     best_tokens most{std::vector<std::vector<token_score>>(wanted.size()), top, true};
     best_tokens least{std::vector<std::vector<token_score>>(wanted.size()), top, false};
     const std::vector<double> unscaled(tc.d_model(), 1.0);  // γ is in v already
-    if (auto e = rank_rows(ck.tensors(), unembedding, unscaled, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
+    if (auto e = rank_rows(unembedding, unscaled, {&most, &least}, [&](const matrix& rows) { return linear(rows, v, {}); }))
         return e;
     for (std::size_t c = 0; c < wanted.size(); ++c) {
         into[c].promotes = std::move(most.lists[c]);
@@ -487,14 +487,14 @@ std::optional<error> add_feature_value_scores(const checkpoint& ck, const transc
 // The key scores: the embedding through the layer's norm γ and each unit's column of W1 (Wg).
 std::optional<error> add_key_scores(const checkpoint& ck, const std::vector<unit_group>& groups, const std::vector<layer_unit>& wanted,
                                     std::size_t top, std::vector<unit_reading>& into) {
-    const std::string embedding = ck.embedding_name();
-    if (embedding.empty()) return std::nullopt;
+    const token_table embedding = ck.embedding();
+    if (!embedding) return std::nullopt;
     for (const auto& g : groups) {
         const ffn& l = *g.weights;
         const std::vector<double> gamma = l.norm ? l.norm->weight : std::vector<double>(l.d_model(), 1.0);
         best_tokens keys{std::vector<std::vector<token_score>>(g.units.size()), top, true};
         const weight key = l.gated() ? weight::wg : weight::w1;
-        if (auto e = rank_rows(ck.tensors(), embedding, gamma, {&keys}, [&](const matrix& rows) {
+        if (auto e = rank_rows(embedding, gamma, {&keys}, [&](const matrix& rows) {
                 const matrix all = times(l, key, rows, {});  // (rows, d_ff)
                 matrix picked(rows.rows, g.units.size());
                 for (std::size_t r = 0; r < rows.rows; ++r)
@@ -525,9 +525,9 @@ outcome<corpus_units> read_corpus_units(const transformer& model, const tokenize
     r.n_experts = o.features ? 0 : ck.config().n_experts;
     r.gated = !o.features && groups->front().weights->gated();
     r.features = o.features != nullptr;
-    if (ck.config().family->has(tensor_role::output_norm)) {
+    if (const norm_layer* n = model.final_norm()) {
         r.value_normed = true;
-        r.value_centred = ck.config().family->norm != norm_layer::kind::rmsnorm;
+        r.value_centred = n->type != norm_layer::kind::rmsnorm;
     }
     r.skip_first = o.skip_first;
     for (const auto& t : c.texts) r.tokens += t.ids.size() - (o.skip_first ? std::min<std::size_t>(1, t.ids.size()) : 0);
@@ -569,8 +569,7 @@ outcome<std::vector<unit_match>> search_value_vectors(const transformer& model, 
     if (top == 0) return error{"", "top", "expected at least 1 unit; got 0"};
     if (id >= model.vocab_size())
         return error{ck.origin(), "", fmt::format("token {} is out of range: the vocabulary has {} tokens", id, model.vocab_size())};
-    const std::string unembedding = ck.unembedding_name();
-    if (unembedding.empty() || !model.has_head())
+    if (!model.unembedding() || !model.has_head())
         return error{ck.origin(), "token", "the checkpoint has no unembedding for a value vector to push a token through"};
     // g as the attribution's: W2[j] · g is the score of through_final_norm(W2[j]) on the token
     auto norm = detail::final_norm_of(ck);

@@ -65,7 +65,7 @@ std::optional<error> edit_request_error(const edit_request& r) {
 }
 
 std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::size_t> expert) {
-    if (!ck.config().family->causal)
+    if (!ck.causal())
         return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
                                       "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2, Mixtral)"};
     const std::size_t n = ck.config().n_experts;
@@ -501,7 +501,7 @@ struct value_prompt {
 // gradient is mlp_out's (the residual passes it through). The same numbers as the whole model's
 // pass, without running the layers below twice per step.
 bool runs_tail(const transformer& model, const edit_trace& t) {
-    return !t.expert && t.layer + 1 < model.n_layers() && model.source().config().family->norm_place != norm_layer::place::post;
+    return !t.expert && t.layer + 1 < model.n_layers() && !model.post_norm();
 }
 
 outcome<model_gradient> tail_gradient(const transformer& model, const value_prompt& p, const edit_trace& t, const matrix& row) {
@@ -632,20 +632,22 @@ void insert(const matrix& w2, edit_trace& t) {
     }
 }
 
+// The role of the edited W2: the layer's down projection, or its expert's.
+tensor_role down_of(const edit_trace& t) { return t.expert ? tensor_role::ffn_down_exps : tensor_role::ffn_down; }
+
 // The layer's W2 (d_ff, d_model), or its expert's, read whole, and where the checkpoint keeps it.
 outcome<std::shared_ptr<const ffn>> describe_layer(const checkpoint& ck, edit_trace& t) {
     auto layer = t.expert ? ck.expert_layer(t.layer, *t.expert, checkpoint::weights::in_memory)
                           : ck.dense_layer(t.layer, checkpoint::weights::in_memory);
     if (!layer) return layer.err();
-    const family& f = *ck.config().family;
-    t.tensor = ck.resolve(f.name_of(t.expert ? tensor_role::ffn_down_exps : tensor_role::ffn_down, t.layer, t.expert.value_or(0)) +
-                          ".weight");
-    const tensor_info* info = ck.tensors().find(t.tensor);
+    const weight_tensor w2 = ck.tensor_of(down_of(t), t.layer, t.expert.value_or(0));
+    t.tensor = w2.name;
+    const tensor_info* info = w2.info;
     if (!info) return error{ck.origin(), t.tensor, "the layer's down projection is not a tensor ffn-trace can read"};
     if (info->shape.size() != 2)
         return error{ck.origin(), t.tensor, "holds every expert's W2 in one tensor; the edit rewrites a tensor of one expert's"};
     t.stored = info->type;
-    t.transposed = f.stored == layout::out_in;
+    t.transposed = ck.stored_layout() == layout::out_in;
     t.bias = (*layer)->b2;
     t.out_norm = (*layer)->out_norm;
     return layer;
@@ -782,7 +784,7 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
 }
 
 outcome<matrix> edited_tensor(const checkpoint& ck, const edit_trace& t) {
-    auto w = ck.tensors().read_matrix(t.tensor);
+    auto w = ck.read_tensor(down_of(t), t.layer, t.expert.value_or(0));
     if (!w) return w.err();
     const std::size_t rows = t.transposed ? t.d_model : t.d_ff, cols = t.transposed ? t.d_ff : t.d_model;
     if (w->rows != rows || w->cols != cols)

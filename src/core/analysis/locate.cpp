@@ -115,17 +115,17 @@ struct spread {
     double sigma = 0;
     std::size_t entries = 0;
 };
-outcome<spread> embedding_spread(const checkpoint& ck, const std::string& name) {
-    const tensor_info* t = ck.tensors().find(name);
+outcome<spread> embedding_spread(const checkpoint& ck, const token_table& embedding) {
+    const tensor_info* t = embedding.info();
     if (!t || t->shape.size() != 2 || t->shape[0] == 0 || t->shape[1] == 0)
-        return error{ck.origin(), name, "expected the token embedding as (vocab, d_model)"};
+        return error{ck.origin(), embedding.name(), "expected the token embedding as (vocab, d_model)"};
     const std::size_t rows = t->shape[0], block = 4096;
     double mean = 0, m2 = 0;
     std::size_t n = 0;
     for (std::size_t first = 0; first < rows; first += block) {
         std::vector<std::size_t> ids;
         for (std::size_t r = first; r < std::min(rows, first + block); ++r) ids.push_back(r);
-        auto x = ck.tensors().read_rows(name, ids);
+        auto x = embedding.rows(ids);
         if (!x) return x.err();
         double s = 0;
         for (double v : x->data) s += v;
@@ -327,7 +327,7 @@ std::optional<error> locate_options_error(const locate_options& o) {
 }
 
 std::optional<error> locate_model_error(const checkpoint& ck) {
-    if (ck.config().family->causal) return std::nullopt;
+    if (ck.causal()) return std::nullopt;
     return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no probability "
                                   "for causal tracing to take away and restore; give a causal model (GPT-2, Llama, Mistral, "
                                   "Qwen2, Mixtral)"};
@@ -417,8 +417,9 @@ outcome<std::vector<std::size_t>> check_locate(const transformer& model, const p
 
 // The noise: σ of the token embedding, ν = 3σ unless given, ε drawn per sample for each subject token.
 std::optional<error> draw_noise(const checkpoint& ck, const locate_options& options, locate_trace& r) {
-    r.embedding = ck.embedding_name();
-    auto s = embedding_spread(ck, r.embedding);
+    const token_table embedding = ck.embedding();
+    r.embedding = embedding.name();
+    auto s = embedding_spread(ck, embedding);
     if (!s) return s.err();
     r.sigma = s->sigma;
     r.embedding_entries = s->entries;

@@ -431,7 +431,7 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
     if (ck.is_moe()) return error{ck.origin(), "", "MEMIT edits dense layers' W2; this checkpoint's layers are Mixtures of Experts"};
     // MEMIT spreads a residual over the layers as what each W2 adds to the stream; a norm of the FFN's
     // output (Gemma's) stands between the two, so the least squares would solve for the wrong thing.
-    if (ck.config().family->has(tensor_role::ffn_post_norm))
+    if (ck.has_ffn_post_norm())
         return error{ck.origin(), "", fmt::format("MEMIT writes what W2 adds to the stream, but {}'s layers norm the FFN's output before "
                                                   "the residual adds it; edit one fact at a time (the single edit solves before that norm)",
                                                   ck.config().arch)};
@@ -446,16 +446,16 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
     t.last = r.last;
     t.at = r.position;
     t.sequential = r.sequential;
-    const family& fam = *ck.config().family;
     for (std::size_t l = r.first; l <= r.last; ++l) {
         memit_layer layer;
         layer.layer = l;
-        layer.tensor = ck.resolve(fam.name_of(tensor_role::ffn_down, l) + ".weight");
-        const tensor_info* info = ck.tensors().find(layer.tensor);
+        const weight_tensor w2 = ck.tensor_of(tensor_role::ffn_down, l);
+        layer.tensor = w2.name;
+        const tensor_info* info = w2.info;
         if (!info || info->shape.size() != 2)
             return error{ck.origin(), layer.tensor, "the layer's down projection is not a matrix ffn-trace can read"};
         layer.stored = info->type;
-        layer.transposed = fam.stored == layout::out_in;
+        layer.transposed = ck.stored_layout() == layout::out_in;
         t.layers.push_back(std::move(layer));
     }
     auto c = moments(model, tok, r, corpus_text, corpus_file, t);
@@ -481,7 +481,7 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
             w2s.push_back(*held);
             continue;
         }
-        auto w = ck.tensors().read_matrix(layer.tensor);
+        auto w = ck.read_tensor(tensor_role::ffn_down, layer.layer);
         if (!w) return w.err();
         w2s.push_back(layer.transposed ? w->transposed() : std::move(*w));
     }
@@ -514,7 +514,7 @@ outcome<written_checkpoint> write_memit_checkpoint(const checkpoint& ck, const s
     for (std::size_t i = 0; i < layers.size(); ++i) {
         const checkpoint& source = now ? *now : ck;
         const memit_layer& l = layers[i];
-        auto w = source.tensors().read_matrix(l.tensor);
+        auto w = source.read_tensor(tensor_role::ffn_down, l.layer);
         if (!w) return w.err();
         for (std::size_t a = 0; a < l.update.rows; ++a)
             for (std::size_t b = 0; b < l.update.cols; ++b) (l.transposed ? (*w)(b, a) : (*w)(a, b)) += l.update(a, b);

@@ -83,26 +83,13 @@ std::vector<ranked_token> ranked(std::span<const double> logits, const std::vect
 }
 
 outcome<final_norm> final_norm_of(const checkpoint& ck) {
-    const family& f = *ck.config().family;
-    final_norm n;
-    n.rms = f.norm == norm_layer::kind::rmsnorm;
-    n.eps = ck.config().eps;
-    if (!f.has(tensor_role::output_norm))
-        return error{ck.origin(), "", fmt::format("a {} model has no final norm, which the unit ranking needs", f.name)};
-    const std::string wanted = f.name_of(tensor_role::output_norm) + ".weight";
-    const std::string name = ck.resolve(wanted);
-    if (name.empty())
-        return error{ck.origin(), "", fmt::format("the checkpoint has no final norm weight {}, which the unit ranking needs", ck.spelled(wanted))};
-    auto g = ck.tensors().read_vector(name);
-    if (!g) return g.err();
-    n.gamma = std::move(*g);
-    for (double& v : n.gamma) v += f.norm_offset;  // Gemma's 1 + w
-    return n;
+    auto n = ck.final_norm("the unit ranking");
+    if (!n) return n.err();
+    return final_norm{std::move(n->weight), n->type == norm_layer::kind::rmsnorm, n->eps};
 }
 
 outcome<final_norm> value_norm_of(const checkpoint& ck) {
-    const family& f = *ck.config().family;
-    if (!f.has(tensor_role::output_norm) || ck.resolve(f.name_of(tensor_role::output_norm) + ".weight").empty()) return final_norm{};
+    if (!ck.holds_final_norm()) return final_norm{};
     return final_norm_of(ck);
 }
 
@@ -136,13 +123,13 @@ void attribute(const trace& tr, std::size_t row, const std::vector<double>& g, d
 // c · (g − ḡ) / σ.
 outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_norm& norm, std::size_t token,
                                              std::optional<std::size_t> versus) {
-    const std::string unembedding = ck.unembedding_name();
+    const token_table unembedding = ck.unembedding();
     std::vector<std::size_t> ids{token};
     if (versus) ids.push_back(*versus);
-    auto u = ck.tensors().read_rows(unembedding, ids);
+    auto u = unembedding.rows(ids);
     if (!u) return u.err();
     if (u->cols != norm.gamma.size())
-        return error{ck.origin(), ck.spelled(unembedding), fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
+        return error{ck.origin(), ck.spelled(unembedding.name()), fmt::format("expected rows of {} numbers, as the final norm's weight, got {}",
                                                            norm.gamma.size(), u->cols)};
     std::vector<double> g(u->cols);
     for (std::size_t k = 0; k < g.size(); ++k) g[k] = norm.gamma[k] * ((*u)(0, k) - (versus ? (*u)(1, k) : 0.0));
@@ -386,14 +373,14 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     ex.title = fmt::format("Layer {} of a {} checkpoint ({})", r.layer, config.arch, one_line(ck.origin()));
     ex.description = "The input is the residual stream of the prompt entering this layer's FFN: what the embeddings "
                      "and the layers before it wrote.";
-    ex.stored = config.family->stored;
+    ex.stored = ck.stored_layout();
     ex.layout_stated = ex.layout_decided = true;
     ex.input = r.input;
     ex.lead = {prompt.ids.size()};  // (tokens, d_model) even for one token, as the JSON's "input" is
     ex.names.tokens = token_labels(prompt);
     ex.layer.act = config.act;
-    const std::string unembedding = ck.unembedding_name();
-    const bool project = prompt.tok.has_value() && !unembedding.empty();
+    const token_table unembedding = ck.unembedding();
+    const bool project = prompt.tok.has_value() && unembedding;
     auto storage = storage_of(ck, r.layer);
     if (!storage) return storage.err();
     ex.storage = std::move(*storage);
@@ -404,7 +391,7 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
         if (project) {
             auto norm = value_norm_of(ck);
             if (!norm) return norm.err();
-            if (auto e = read_moe_vocabulary(*r.moe_units, *moe, ck.tensors(), unembedding, *norm, options.top)) return e;
+            if (auto e = read_moe_vocabulary(*r.moe_units, *moe, unembedding, *norm, options.top)) return e;
         }
         return std::nullopt;
     }
@@ -423,13 +410,13 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
 // and the five that wrote most toward the prediction are always shown.
 std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& prompt, const prompt_options& options,
                                      prompt_trace& r) {
-    const std::string unembedding = ck.unembedding_name();
-    if (!r.ffn.dense() || !prompt.tok || unembedding.empty()) return std::nullopt;
+    const token_table unembedding = ck.unembedding();
+    if (!r.ffn.dense() || !prompt.tok || !unembedding) return std::nullopt;
     std::vector<std::size_t> first = options.explain;
     for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
     auto norm = value_norm_of(ck);
     if (!norm) return norm.err();
-    auto v = read_vocabulary_view(*r.ffn.dense(), *r.units, ck.tensors(), unembedding, *norm, options.top, first);
+    auto v = read_vocabulary_view(*r.ffn.dense(), *r.units, unembedding, *norm, options.top, first);
     if (!v) return v.err();
     r.vocab = std::move(*v);
     return std::nullopt;
@@ -789,7 +776,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
     if (auto e = check_prompt(model, prompt, options)) return *e;
     prompt_trace r;
     r.arch = ck.config().arch;
-    r.post_norm = ck.config().family->norm_place == norm_layer::place::post;
+    r.post_norm = model.post_norm();
     r.layer = options.layer;
     r.n_layers = model.n_layers();
     r.ablated = options.ablate;

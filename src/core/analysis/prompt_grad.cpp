@@ -64,7 +64,7 @@ example layer_example(const checkpoint& ck, const prompt_gradient& g, std::size_
     ex.title = fmt::format("Layer {} of a {} checkpoint ({})", layer, ck.config().arch, one_line(ck.origin()));
     ex.description = "The input is the residual stream of the prompt entering this layer's FFN; the upstream is what "
                      "the rest of the model sends back to its output.";
-    ex.stored = ck.config().family->stored;
+    ex.stored = ck.stored_layout();
     ex.layout_stated = ex.layout_decided = true;
     ex.input = input;
     ex.lead = {input.rows};
@@ -172,7 +172,7 @@ outcome<opened> open_model(const prompt_grad_request& r) {
     auto ck = checkpoint::open(r.checkpoint, r.arch);
     if (!ck) return ck.err();
     // An encoder is refused before its layers are checked: whatever they hold, it has no head.
-    if (!ck->config().family->has(tensor_role::output_norm))
+    if (!ck->has_head())
         return error{ck->origin(), "", fmt::format("a {} model is an encoder: it has no head, so no next-token loss to differentiate",
                                                    ck->config().arch)};
     opened o;

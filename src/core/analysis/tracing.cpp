@@ -46,7 +46,7 @@ outcome<chosen_input> embedding_input(const checkpoint& ck, const std::optional<
             if (ids[k] >= rows)
                 return error{ck.origin(), "word",
                              fmt::format("{} is token {} of the tokenizer, but the token embedding {} has {} rows",
-                                         quote(f.words[k]), ids[k], ck.embedding_name(), rows)};
+                                         quote(f.words[k]), ids[k], ck.embedding().name(), rows)};
         for (const auto& w : f.words) c.names.push_back(quote(w));
     } else {
         for (auto id : ids) {
@@ -62,7 +62,7 @@ outcome<chosen_input> embedding_input(const checkpoint& ck, const std::optional<
     c.how = fmt::format("The input is the token embedding's row{} {} ({}): that is the layer's input only in this "
                         "experiment; in a forward pass of the model the layer reads the residual stream that the "
                         "layers before it have written.",
-                        ids.size() == 1 ? "" : "s", fmt::join(ids, ", "), ck.embedding_name());
+                        ids.size() == 1 ? "" : "s", fmt::join(ids, ", "), ck.embedding().name());
     return c;
 }
 
@@ -205,7 +205,7 @@ outcome<std::optional<std::vector<std::string>>> token_texts(const traced& t) {
         if (beside) tok = std::move(*beside);
     }
     if (!tok) return std::optional<std::vector<std::string>>();
-    const tensor_info* u = t.checkpoint->tensors().find(t.checkpoint->unembedding_name());
+    const tensor_info* u = t.checkpoint->unembedding().info();
     return std::optional<std::vector<std::string>>(tok->texts(u && u->shape.size() == 2 ? u->shape[0] : 0));
 }
 
@@ -258,7 +258,7 @@ outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limit
     ex.file = f.path;
     ex.title = fmt::format("Layer {} of a {} checkpoint ({})", f.layer, m.arch, one_line(f.path));
     ex.description = input->how;
-    ex.stored = m.family->stored;
+    ex.stored = ck->stored_layout();
     ex.layout_stated = true;
     ex.layout_decided = true;
     ex.input = x;
@@ -325,7 +325,7 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     auto texts = token_texts(t);
     if (!texts) return texts.err();
     r.token_texts = std::move(*texts);
-    const bool project = r.token_texts && !t.checkpoint->unembedding_name().empty();
+    const bool project = r.token_texts && t.checkpoint->unembedding();
     if (t.moe()) {
         auto explained = explain_experts(t, top, explain, explain_tokens);
         if (!explained) return explained.err();
@@ -336,7 +336,7 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
         if (project) {
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe(), t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top))
+            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe(), t.checkpoint->unembedding(), *norm, top))
                 return *e;
         }
         return r;
@@ -357,7 +357,7 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
         if (project) {
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            auto v = read_vocabulary_view(t.dense(), *r.units, t.checkpoint->tensors(), t.checkpoint->unembedding_name(), *norm, top, dense);
+            auto v = read_vocabulary_view(t.dense(), *r.units, t.checkpoint->unembedding(), *norm, top, dense);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }

@@ -87,9 +87,9 @@ unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t uni
 namespace {
 
 // The unembedding (vocab, d) the views project onto, checked against the width of the vectors.
-outcome<const tensor_info*> unembedding_of(const tensor_source& source, const std::string& unembedding, std::size_t d) {
-    const tensor_info* e = source.find(unembedding);
-    if (!e) return error{source.origin(), "", fmt::format("no unembedding {}", quote(unembedding))};
+outcome<const tensor_info*> unembedding_of(const token_table& unembedding, std::size_t d) {
+    const tensor_info* e = unembedding.info();
+    if (!e) return error{unembedding.origin(), "", fmt::format("no unembedding {}", quote(unembedding.name()))};
     if (e->shape.size() != 2 || e->shape[1] != d)
         return error{e->file, e->name, fmt::format("expected (vocabulary, d_model = {}) to project onto", d)};
     return e;
@@ -163,7 +163,7 @@ struct screened_part {
 // bounds move the column's thresholds, adds its rows that reach them to the candidates and drops
 // the earlier candidates that no longer do. Blocks: every new page costs a fault (8 MB blocks were
 // a tenth of a GPT-2 prompt run's fresh memory).
-screened_part screen_rows(const std::vector<float>& vf, const std::vector<double>& v_norm, const tensor_source& source,
+screened_part screen_rows(const std::vector<float>& vf, const std::vector<double>& v_norm, const token_table& table,
                           const tensor_info& e, const std::vector<std::size_t>& tops, std::size_t a, std::size_t b) {
     const std::size_t d = e.shape[1], n = v_norm.size();
     screened_part part(n);
@@ -174,7 +174,7 @@ screened_part screen_rows(const std::vector<float>& vf, const std::vector<double
         const std::size_t rows = std::min(block, b - r0);
         const std::span<float> rows_f = rows_buffer.first(rows * d), st = scores_buffer.first(n * rows);
         const std::span<double> per_x = bounds_buffer.first(2 * rows), eta = per_x.subspan(rows);
-        if ((part.failed = source.read_rows_float(e.name, r0, rows_f))) return part;
+        if ((part.failed = table.rows_float(r0, rows_f))) return part;
         for (std::size_t j = 0; j < rows; ++j) {
             const double norm = float_row_norm(rows_f.data() + j * d, d);
             eta[j] = float_dot_error(d, 0, norm);
@@ -238,7 +238,7 @@ screened_part screen_rows(const std::vector<float>& vf, const std::vector<double
     return part;
 }
 
-outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& source, const tensor_info& e,
+outcome<std::optional<candidates>> screen(const matrix& v, const token_table& table, const tensor_info& e,
                                                          const std::vector<std::size_t>& tops) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
     if (e.compressed || (e.type != dtype::f32 && e.type != dtype::bf16 && e.type != dtype::f16)) return std::optional<candidates>{};
@@ -259,7 +259,7 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
     const std::size_t parts = detail::products_shared() ? detail::parts_for(vocab, vocab * d) : 1;
     std::vector<screened_part> shares(parts);
     detail::run_parts(parts, [&](std::size_t p) {
-        shares[p] = screen_rows(vf, v_norm, source, e, tops, vocab * p / parts, vocab * (p + 1) / parts);
+        shares[p] = screen_rows(vf, v_norm, table, e, tops, vocab * p / parts, vocab * (p + 1) / parts);
     });
     for (auto& share : shares)
         if (share.failed) return *share.failed;
@@ -292,7 +292,7 @@ outcome<std::optional<candidates>> screen(const matrix& v, const tensor_source& 
 // so E is never converted whole. A block is about 16 MB of doubles, under malloc's threshold for
 // a mapping of its own: a block of 8192 rows (50 MB for GPT-2) was mapped anew each time, and its
 // faults were most of a prompt run's sys time.
-outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_source& source, const tensor_info& e,
+outcome<std::vector<promoted_tokens>> project(const matrix& v, const token_table& table, const tensor_info& e,
                                               const std::vector<std::size_t>& tops) {
     const std::size_t d = v.rows, n = v.cols, vocab = e.shape[0];
     std::vector<std::vector<token_score>> best(n), worst(n);
@@ -302,7 +302,7 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         offer(worst[k], s, false, tops[k]);
     };
     const bool any = std::any_of(tops.begin(), tops.end(), [](std::size_t t) { return t > 0; });
-    auto screened = any ? screen(v, source, e, tops) : std::optional<candidates>{};
+    auto screened = any ? screen(v, table, e, tops) : std::optional<candidates>{};
     if (!screened) return screened.err();
     if (*screened) {
         // Each (row, column) screen() kept, scored in double, one dot product each: the rows read
@@ -330,7 +330,7 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
                 std::vector<std::size_t> ids;
                 for (std::size_t p = starts[g]; p < starts[g + 1]; ++p)
                     if (ids.empty() || pairs[p].first != ids.back()) ids.push_back(pairs[p].first);
-                auto part = source.read_rows(e.name, ids);
+                auto part = table.rows(ids);
                 if (!part) {
                     failed[k] = part.err();
                     return;
@@ -350,7 +350,7 @@ outcome<std::vector<promoted_tokens>> project(const matrix& v, const tensor_sour
         for (std::size_t r0 = 0; r0 < vocab; r0 += block) {
             ids.resize(std::min(block, vocab - r0));
             std::iota(ids.begin(), ids.end(), r0);
-            auto part = source.read_rows(e.name, ids);
+            auto part = table.rows(ids);
             if (!part) return part.err();
             const matrix scores = linear(*part, v, {});  // (rows, d) · (d, n)
             for (std::size_t r = 0; r < ids.size(); ++r)
@@ -409,10 +409,10 @@ std::vector<double> through_final_norm(std::span<const double> v, const final_no
     return w;
 }
 
-outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const tensor_source& source,
-                                              const std::string& unembedding, const final_norm& norm, std::size_t top,
+outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const token_table& unembedding,
+                                              const final_norm& norm, std::size_t top,
                                               const std::vector<std::size_t>& first) {
-    auto e = unembedding_of(source, unembedding, t.layer().d_out());
+    auto e = unembedding_of(unembedding, t.layer().d_out());
     if (!e) return e.err();
     if (auto bad = check_norm(norm, t.layer().d_out())) return *bad;
     vocabulary_view view;
@@ -421,7 +421,7 @@ outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_reading
     std::vector<std::vector<double>> columns;
     std::vector<std::size_t> tops;
     view_columns(t, units, top, view, columns, tops, first);
-    auto scored = project(as_columns(columns, t.layer().d_out(), norm), source, **e, tops);
+    auto scored = project(as_columns(columns, t.layer().d_out(), norm), unembedding, **e, tops);
     if (!scored) return scored.err();
     for (std::size_t k = 0; k < scored->size(); ++k) (k < view.units.size() ? view.by_unit : view.by_token).push_back((*scored)[k]);
     return view;
@@ -433,10 +433,10 @@ moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top) {
     return r;
 }
 
-std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const tensor_source& source,
-                                         const std::string& unembedding, const final_norm& norm, std::size_t top) {
+std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const token_table& unembedding,
+                                         const final_norm& norm, std::size_t top) {
     const std::size_t d = t.layer().d_out();
-    auto e = unembedding_of(source, unembedding, d);
+    auto e = unembedding_of(unembedding, d);
     if (!e) return e.err();
     if (auto bad = check_norm(norm, d)) return bad;
     // Every expert's columns, then the whole update of each token, projected in one pass over E.
@@ -447,7 +447,7 @@ std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& 
     const matrix& combine = t.step(step_kind::combine).value;
     for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(combine.row(tok).begin(), combine.row(tok).end());
     tops.insert(tops.end(), t.tokens(), top);
-    auto scored = project(as_columns(columns, d, norm), source, **e, tops);
+    auto scored = project(as_columns(columns, d, norm), unembedding, **e, tops);
     if (!scored) return scored.err();
     for (auto& v : r.vocab) {
         v.normed = !norm.gamma.empty();

@@ -411,4 +411,70 @@ outcome<matrix> checkpoint::embedding_rows(const std::vector<std::size_t>& ids) 
     return rows;
 }
 
+outcome<norm_layer> checkpoint::final_norm(std::string_view needed_by) const {
+    const family& f = *config_.family;
+    if (!f.has(tensor_role::output_norm))
+        return error{origin_, "", fmt::format("a {} model has no final norm, which {} needs", f.name, needed_by)};
+    const std::string wanted = f.name_of(tensor_role::output_norm) + ".weight";
+    const std::string name = resolve(wanted);
+    if (name.empty())
+        return error{origin_, "", fmt::format("the checkpoint has no final norm weight {}, which {} needs", spelled(wanted), needed_by)};
+    auto g = source_->read_vector(name);
+    if (!g) return g.err();
+    norm_layer n;
+    n.type = f.norm;
+    n.eps = config_.eps;
+    n.weight = std::move(*g);
+    for (double& v : n.weight) v += f.norm_offset;  // Gemma's 1 + w
+    return n;
+}
+
+bool checkpoint::holds_final_norm() const {
+    const family& f = *config_.family;
+    return f.has(tensor_role::output_norm) && !resolve(f.name_of(tensor_role::output_norm) + ".weight").empty();
+}
+
+weight_tensor checkpoint::tensor_of(tensor_role role, std::size_t layer, std::size_t expert) const {
+    weight_tensor w;
+    w.name = resolve(config_.family->name_of(role, layer, expert) + ".weight");
+    w.info = source_->find(w.name);
+    return w;
+}
+
+outcome<matrix> checkpoint::read_tensor(tensor_role role, std::size_t layer, std::size_t expert) const {
+    return source_->read_matrix(tensor_of(role, layer, expert).name);
+}
+
+std::string checkpoint::gguf_weight_name(tensor_role role, std::size_t layer) const {
+    return config_.family->name_of(role, layer, 0, name_scheme::gguf) + ".weight";
+}
+
+outcome<stored_type> checkpoint::stored_type_of(tensor_role role, std::size_t layer) const {
+    auto t = ffn_trace::stored_type_of(*source_, tensor_of(role, layer).name);
+    if (t) t->in_file = gguf_weight_name(role, layer);
+    return t;
+}
+
+// The stored tensors are outputs × inputs (out_in) or inputs × outputs, the math form x·W being
+// inputs × outputs.
+outcome<std::optional<weight_dequantization>> checkpoint::stored_weight(tensor_role role, std::size_t layer,
+                                                                        std::optional<std::size_t> expert, std::size_t r,
+                                                                        std::size_t c) const {
+    const std::string name = tensor_of(role, layer, expert.value_or(0)).name;
+    auto type = ffn_trace::stored_type_of(*source_, name);
+    if (!type) return type.err();
+    if (!type->quantized) return std::optional<weight_dequantization>();
+    const bool out_in = stored_layout() == layout::out_in;
+    auto w = dequantize_weight(*source_, name, out_in ? c : r, out_in ? r : c);
+    if (!w) return w.err();
+    w->in_file = gguf_weight_name(role, layer);
+    if (expert) {
+        // the slice of expert E: the 3-D tensor's rows E·rows to E·rows + rows − 1
+        const tensor_info& t = *source_->find(name);
+        w->expert = expert;
+        w->tensor_block += *expert * t.shape[0] * (t.shape[1] / w->block_elements);
+    }
+    return std::optional<weight_dequantization>(std::move(*w));
+}
+
 }  // namespace ffn_trace

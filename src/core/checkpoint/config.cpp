@@ -431,4 +431,26 @@ outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& c
     return m;
 }
 
+std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f) {
+    if (m.n_heads == 0) return m.origin.at(f.config.heads, "missing: the forward pass needs the number of attention heads");
+    const std::string& scaling = m.rope_scaling.kind;
+    if (f.rope && !scaling.empty() && scaling != "linear" && scaling != "llama3")
+        return m.origin.at("rope_scaling", fmt::format("rope_type {} is not implemented; ffn-trace runs the default, \"linear\" and \"llama3\" RoPE", quote(scaling)));
+    if (f.rope && m.head_dim % 2 != 0)
+        return m.origin.at("head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim));
+    const std::size_t q_width = m.n_heads * m.head_dim;
+    if (!f.grouped_query) {
+        if (m.n_kv_heads != m.n_heads)
+            return m.origin.at("num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch));
+        if (q_width != m.d_model)
+            return m.origin.at("head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
+    }
+    return std::nullopt;
+}
+
+std::optional<error> check_vocab_size(const checkpoint_config& m, std::size_t rows, const std::string& table) {
+    if (m.vocab_size == 0 || m.vocab_size == rows) return std::nullopt;
+    return m.origin.at("vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, table, rows));
+}
+
 }  // namespace ffn_trace::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,13 @@ outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& p
 // the family `f`; errors name the file and its keys as `from` says.
 outcome<checkpoint_config> read_config_object(const checkpoint& c, const nlohmann::ordered_json& config, const config_origin& from,
                                               const family& f);
+
+// config.json's sizes as the family's attention needs them (the forward pass's, checked when a
+// transformer opens): the heads given, a RoPE the pass runs on pairs of a head's values, one
+// key/value head per query head unless the family groups them. Errors name config.json's key.
+std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f);
+// config.json's vocab_size, when it gives one, against the `rows` of the token embedding `table`.
+std::optional<error> check_vocab_size(const checkpoint_config& m, std::size_t rows, const std::string& table);
 
 // The file `name` beside the checkpoint at `path`: in it when it is a directory, else in the
 // folder of the file (config.json, corpus.txt).

@@ -228,7 +228,7 @@ std::optional<error> loader::load_checkpoint(const json& root, example& ex) cons
     if (ex.input.cols != c->config().d_model)
         return fail(example_key::input, fmt::format("expected d_model = {} numbers per token for this {} layer, got {}",
                                           c->config().d_model, c->config().arch, ex.input.cols));
-    ex.stored = c->config().family->stored;
+    ex.stored = c->stored_layout();
     ex.layout_stated = ex.layout_decided = true;
     ex.layer.act = c->config().act;
     if (c->is_moe())

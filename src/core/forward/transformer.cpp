@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checked_tensor.hpp"
+#include "checkpoint/config.hpp"
 #include "checkpoint/tensor_formats.hpp"
 #include "ffn_trace/core/moe.hpp"
 
@@ -235,24 +236,6 @@ std::optional<bool> bias_of(bias_rule b) {
     return b == bias_rule::always;
 }
 
-// config.json's sizes as the family's attention needs them.
-std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f) {
-    if (m.n_heads == 0) return m.origin.at(f.config.heads, "missing: the forward pass needs the number of attention heads");
-    const std::string& scaling = m.rope_scaling.kind;
-    if (f.rope && !scaling.empty() && scaling != "linear" && scaling != "llama3")
-        return m.origin.at("rope_scaling", fmt::format("rope_type {} is not implemented; ffn-trace runs the default, \"linear\" and \"llama3\" RoPE", quote(scaling)));
-    if (f.rope && m.head_dim % 2 != 0)
-        return m.origin.at("head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim));
-    const std::size_t q_width = m.n_heads * m.head_dim;
-    if (!f.grouped_query) {
-        if (m.n_kv_heads != m.n_heads)
-            return m.origin.at("num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch));
-        if (q_width != m.d_model)
-            return m.origin.at("head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
-    }
-    return std::nullopt;
-}
-
 // RoPE's frequencies as config.json's rope_theta and rope_scaling make them; a GGUF file of a
 // Llama 3.1–3.3 says its scaling instead as a tensor of factors that divide them (llama.cpp's
 // rope_freqs, one per frequency).
@@ -305,8 +288,7 @@ outcome<embeddings> read_embeddings(const tensor_checker& check, const checkpoin
     if (!emb) return emb.err();
     e.embedding = (*emb)->name;
     e.vocab = (*emb)->shape[0];
-    if (m.vocab_size != 0 && m.vocab_size != e.vocab)
-        return m.origin.at("vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, (*emb)->spelled(), e.vocab));
+    if (auto problem = detail::check_vocab_size(m, e.vocab, (*emb)->spelled())) return *problem;
     if (auto problem = read_positions(check, m, f, e)) return *problem;
     if (f.has(role::token_types)) {
         auto types = check.table(f.name_of(role::token_types) + ".weight", "the token type embedding", "types", m.d_model);
@@ -449,7 +431,7 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
     // The source stays alive through the checkpoint it belongs to.
     const tensor_checker check(*ck, std::shared_ptr<const tensor_source>(ck, &ck->tensors()));
 
-    if (auto e = check_attention_sizes(m, f)) return *e;
+    if (auto e = detail::check_attention_sizes(m, f)) return *e;
     if (f.rope) {
         auto freqs = read_rope_frequencies(check, *ck);
         if (!freqs) return freqs.err();
