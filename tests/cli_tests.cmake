@@ -1058,12 +1058,14 @@ cli_test("run --layer all with --intervene on a unit without its layer is refuse
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --intervene 3=0)
 cli_test("run --layer all with --ablate of a layer past the last is refused" 2 EMPTY "--ablate: \"2:3\": layer 2 is out of range"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 2:3)
-# The one pass keeps every layer's trace: 4 layers × 5 tokens × 1,283 numbers a token (GPT-2's
-# x 64, norm 64 + mean, var, inv 3, expand 256, activate 256 + its z and tanh 512, contract 64,
-# residual 64) = 25,660, over a budget one layer's 6,415 fits.
-cli_test("run --layer all's budget counts the trace of every layer its one pass keeps" 2 EMPTY
-  "^error: .*--prompt: tracing 5 tokens would keep 25,660 numbers, more than --max-elements 20,000;"
-  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --max-elements 20000)
+# The pass traces each layer in turn and keeps its last row: the budget is one layer's trace, 5
+# tokens × 1,283 numbers a token (GPT-2's x 64, norm 64 + mean, var, inv 3, expand 256, activate
+# 256 + its z and tanh 512, contract 64, residual 64) = 6,415 of atlas's 4 layers.
+cli_test("run --layer all's budget is one layer's trace, which its pass holds at a time" 2 EMPTY
+  "^error: .*--prompt: tracing 5 tokens would keep 6,415 numbers, more than --max-elements 6,414;"
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --max-elements 6414)
+cli_test("run --layer all runs within one layer's budget" 0 "Layer 3" EMPTY
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --max-elements 6415)
 cli_test("run --layer takes a number or all, nothing else" 2 EMPTY "^error: --layer: expected a whole number from 0 to .*got \"every\""
   -- ${FT} run --checkpoint ${CAPITALS} --layer every --prompt "The capital of France is")
 cli_test("run --versus that is not one token says how it splits" 2 EMPTY

@@ -149,6 +149,48 @@ TEST_CASE("an MoE layer's hidden values read wide: expert e's unit j in column e
     }
 }
 
+TEST_CASE("traces kept at some rows hold those tokens alone, in the order asked, as the reference computes them") {
+    for (const char* arch : {"gpt2", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = make_model(arch);
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run want = ref::forward(m.spec, m.values, prompt, {});
+        hook_request request;
+        request.trace_layers = {0, 1};
+        request.trace_rows = {4, 1};
+        request.cache = {{hook_point::mlp_post, 1}};
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        for (std::size_t l : {0, 1}) {
+            const ffn_result& kept = run->traces.at(l);
+            REQUIRE(kept.tokens() == 2);
+            CHECK(kept.lead() == std::vector<std::size_t>{2});
+            for (std::size_t k = 0; k < 2; ++k)
+                for (std::size_t c = 0; c < d_model; ++c) {
+                    CHECK(kept.input()(k, c) == Approx(want.after_attention[l][request.trace_rows[k]][c]).epsilon(1e-9));
+                    CHECK(kept.output().value(k, c) == Approx(want.after_ffn[l][request.trace_rows[k]][c]).epsilon(1e-9));
+                }
+        }
+        if (const moe_trace* moe = run->traces.at(1).moe()) {
+            // each kept token's experts, their rows those of the wide mlp_post at the token
+            const matrix& wide = *run->cache.find({hook_point::mlp_post, 1});
+            for (const expert_trace& et : moe->experts)
+                for (std::size_t r = 0; r < et.tokens.size(); ++r)
+                    for (std::size_t j = 0; j < d_ff; ++j)
+                        CHECK(et.tr.step(step_kind::multiply).value(r, j) == wide(request.trace_rows[et.tokens[r]], et.expert * d_ff + j));
+            CHECK(moe->chosen.size() == 2);
+        }
+    }
+    hook_request bad;
+    bad.trace_rows = {prompt.size()};
+    const auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    auto refused = open_model(m.write(dir)).run_with_hooks(prompt, bad);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().path == "trace_rows[0]");
+}
+
 TEST_CASE("zeroing, scaling or setting a unit at one position is the reference with the same patch, and the trace shows it") {
     for (const char* arch : {"gpt2", "llama"}) {
         CAPTURE(arch);

@@ -131,4 +131,10 @@ bool is_json_schema(const std::string& file, const load_options& options = {});
 // The valid top-level keys of an example file.
 std::vector<std::string_view> example_keys();
 
+// A checkpoint's layer `layer` as the walkthrough shows an example file: the heading "Layer N of a
+// <arch> checkpoint (<file>)" and `description`, the layer's activation and stored layout (stated
+// by the checkpoint), and x (tokens, d_model) its input, of leading shape `lead`.
+example checkpoint_layer_example(const checkpoint& ck, std::size_t layer, const std::string& file, std::string description,
+                                 matrix x, std::vector<std::size_t> lead);
+
 }  // namespace ffn_trace

@@ -119,6 +119,12 @@ private:
     std::variant<trace, moe_trace> value_;
 };
 
+// The result at some of its tokens alone, `positions` in this order, as the whole run computed
+// them: every step's rows and terms and, for an MoE layer, each token's routing and the experts
+// it chose (their rows alone). Its lead becomes {positions.size()}. An FFN works token by token,
+// so this is what a run of those tokens would record, without running them again.
+ffn_result rows_of(const ffn_result& r, const std::vector<std::size_t>& positions);
+
 // The layer's own steps, in order (the experts' steps are named by prefix()).
 std::vector<step_kind> moe_step_kinds(const moe& layer);
 // The width of one of the layer's own steps: n_experts for the routing, d_out for combine and

@@ -116,6 +116,9 @@ struct hook_request {
     std::vector<intervention> interventions;  // write
     std::vector<hook_callback> callbacks;     // read or write, each after the interventions at its point
     std::vector<std::size_t> trace_layers;    // these layers' FFNs: the engine's whole trace of each is kept
+    // The traces keep these positions' rows alone, in this order (rows_of); empty: every row. A
+    // reading of the last token over every layer keeps one row a layer, not every layer's trace.
+    std::vector<std::size_t> trace_rows;
     std::optional<std::size_t> last_layer;    // the last block run (default: the model's last)
     // The positions read through the final norm and the unembedding after the last block, in
     // this order; empty: none, or every position when final_norm or logits is cached or written.

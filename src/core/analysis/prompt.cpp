@@ -367,18 +367,12 @@ outcome<hooked_run> run_stream(const transformer& model, const prompt_tokens& pr
 // readings, as `run --checkpoint` reads a layer.
 std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const prompt_tokens& prompt, const prompt_options& options,
                                 prompt_trace& r) {
-    const checkpoint_config& config = ck.config();
+    r.ex = checkpoint_layer_example(ck, r.layer, ck.origin(),
+                                    "The input is the residual stream of the prompt entering this layer's FFN: what the "
+                                    "embeddings and the layers before it wrote.",
+                                    r.input, {prompt.ids.size()});  // (tokens, d_model) even for one token, as the JSON's "input" is
     example& ex = r.ex;
-    ex.file = ck.origin();
-    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", r.layer, config.arch, one_line(ck.origin()));
-    ex.description = "The input is the residual stream of the prompt entering this layer's FFN: what the embeddings "
-                     "and the layers before it wrote.";
-    ex.stored = ck.stored_layout();
-    ex.layout_stated = ex.layout_decided = true;
-    ex.input = r.input;
-    ex.lead = {prompt.ids.size()};  // (tokens, d_model) even for one token, as the JSON's "input" is
     ex.names.tokens = token_labels(prompt);
-    ex.layer.act = config.act;
     const token_table unembedding = ck.unembedding();
     const bool project = prompt.tok.has_value() && unembedding;
     auto storage = storage_of(ck, r.layer);

@@ -59,17 +59,11 @@ outcome<target_tokens> read_target(const tokenizer& tok, const transformer& mode
 
 // Layer N's heading for the walkthrough, as `run --checkpoint` heads a layer, with the upstream.
 example layer_example(const checkpoint& ck, const prompt_gradient& g, std::size_t layer, const matrix& input) {
-    example ex;
-    ex.file = ck.origin();
-    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", layer, ck.config().arch, one_line(ck.origin()));
-    ex.description = "The input is the residual stream of the prompt entering this layer's FFN; the upstream is what "
-                     "the rest of the model sends back to its output.";
-    ex.stored = ck.stored_layout();
-    ex.layout_stated = ex.layout_decided = true;
-    ex.input = input;
-    ex.lead = {input.rows};
+    example ex = checkpoint_layer_example(ck, layer, ck.origin(),
+                                          "The input is the residual stream of the prompt entering this layer's FFN; the "
+                                          "upstream is what the rest of the model sends back to its output.",
+                                          input, {input.rows});
     ex.names.tokens = token_labels(g.prompt);
-    ex.layer.act = ck.config().act;
     return ex;
 }
 

@@ -1,6 +1,7 @@
 // Every layer of a prompt in one view (prompt.hpp's run_layers): one pass keeping each block's
-// resid_mid and resid_post, the lens read from both, and every layer's FFN traced by the engine,
-// for its units' direct logit attribution; the changes to units of any layer made in that pass.
+// resid_mid and resid_post, the lens read from both, and every layer's FFN as the engine traced it
+// at the last token (its row alone kept), for its units' direct logit attribution; the changes to
+// units of any layer made in that pass.
 #include <algorithm>
 #include <fmt/format.h>
 #include <numeric>
@@ -38,14 +39,13 @@ std::optional<error> read_layer_lens(const transformer& model, const matrix& mid
     return std::nullopt;
 }
 
-// Layer l's FFN as the pass traced it, and every unit's push on the target at the last token (g
-// and the final norm as attribute_units takes them, post the layer's resid_post): their sum, and
-// the largest both ways.
-void read_layer_units(const ffn_result& traced, const matrix& post, const final_norm& norm, const std::vector<double>& g,
+// Layer l's FFN at the last token as the pass traced it (that row alone), and every unit's push on
+// the target there (g and the final norm as attribute_units takes them, post the layer's
+// resid_post): their sum, and the largest both ways.
+void read_layer_units(const ffn_result& last_row, const matrix& post, const final_norm& norm, const std::vector<double>& g,
                       std::size_t top, layer_reading& out) {
-    const std::size_t last = post.rows - 1;
     std::vector<unit_attribution> units;
-    attribute_layer(traced, last, g, norm_scale(post.row(last), norm), units);
+    attribute_layer(last_row, 0, g, norm_scale(post.row(post.rows - 1), norm), units);
     for (const auto& u : units) out.push += u.score;
     out.against = most_against(units, top);
     std::erase_if(units, [](const unit_attribution& u) { return u.score <= 0; });
@@ -137,6 +137,7 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
         request.cache.push_back({hook_point::resid_post, l});
         request.trace_layers.push_back(l);
     }
+    request.trace_rows = {last};
     for (const auto& c : changes) request.interventions.push_back(hook_of(c.layer, c.change));
     request.head_rows = {last};
     auto run = model.run_with_hooks(prompt.ids, request);

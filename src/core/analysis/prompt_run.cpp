@@ -2,7 +2,6 @@
 // tokenizer and forward pass opened, the prompt tokenized, checked against the trace's budget and
 // run. The text is read and tokenized here once, before the model runs.
 #include <algorithm>
-#include <cstdint>
 #include <fmt/format.h>
 
 #include "base/read_file.hpp"
@@ -18,11 +17,10 @@ namespace ffn_trace {
 
 namespace {
 
-// The traces of `layers` layers would hold more numbers than max_elements allows.
-std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::size_t max_elements, std::size_t layers = 1) {
-    const std::size_t one = ck.is_moe() ? trace_elements(ck.moe_shape(), tokens) - trace_elements(ck.moe_shape(), 0)
-                                        : trace_elements(ck.dense_shape(), tokens) - trace_elements(ck.dense_shape(), 0);
-    const std::size_t elements = one > SIZE_MAX / layers ? SIZE_MAX : one * layers;
+// The layer's trace would hold more numbers than max_elements allows.
+std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::size_t max_elements) {
+    const std::size_t elements = ck.is_moe() ? trace_elements(ck.moe_shape(), tokens) - trace_elements(ck.moe_shape(), 0)
+                                             : trace_elements(ck.dense_shape(), tokens) - trace_elements(ck.dense_shape(), 0);
     if (elements <= max_elements) return std::nullopt;
     return error{"", "prompt", fmt::format("tracing {} tokens would keep {} numbers, more than max_elements {}; use a "
                                            "shorter prompt, or raise max_elements",
@@ -139,8 +137,9 @@ outcome<layers_trace> trace_layers(const prompt_request& r) {
     if (!opened) return opened.err();
     auto changes = interventions_by_layer(opened->model, o);
     if (!changes) return changes.err();
-    // The one pass keeps every layer's trace.
-    if (auto e = over_budget(opened->model.source(), opened->prompt.ids.size(), r.max_elements, opened->model.n_layers())) {
+    // The pass traces each layer in turn and keeps its last row alone, so the budget is one
+    // layer's, as for one layer.
+    if (auto e = over_budget(opened->model.source(), opened->prompt.ids.size(), r.max_elements)) {
         e->file = r.checkpoint;
         return *e;
     }

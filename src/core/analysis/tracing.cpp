@@ -254,17 +254,8 @@ outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limit
     if (x.cols != m.d_model)
         return error{f.input.empty() ? ck->origin() : f.input, "",
                      fmt::format("expected d_model = {} numbers per token for this {} layer, got {}", m.d_model, m.arch, x.cols)};
-    example ex;
-    ex.file = f.path;
-    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", f.layer, m.arch, one_line(f.path));
-    ex.description = input->how;
-    ex.stored = ck->stored_layout();
-    ex.layout_stated = true;
-    ex.layout_decided = true;
-    ex.input = x;
-    ex.lead = input->in.lead;
+    example ex = checkpoint_layer_example(*ck, f.layer, f.path, input->how, x, input->in.lead);
     if (input->names.size() == x.rows) ex.names.tokens = input->names;
-    ex.layer.act = m.act;
     auto t = trace_layer(std::make_shared<const checkpoint>(std::move(*ck)), f.layer, std::move(ex), limits,
                          checkpoint::weights::in_file, on_stage);
     if (t) t->tokenizer = std::move(tok);

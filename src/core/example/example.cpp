@@ -260,4 +260,18 @@ bool is_json_schema(const std::string& file, const load_options& options) {
     return root && meta_schema(*root);
 }
 
+example checkpoint_layer_example(const checkpoint& ck, std::size_t layer, const std::string& file, std::string description,
+                                 matrix x, std::vector<std::size_t> lead) {
+    example ex;
+    ex.file = file;
+    ex.title = fmt::format("Layer {} of a {} checkpoint ({})", layer, ck.config().arch, one_line(file));
+    ex.description = std::move(description);
+    ex.stored = ck.stored_layout();
+    ex.layout_stated = ex.layout_decided = true;
+    ex.input = std::move(x);
+    ex.lead = std::move(lead);
+    ex.layer.act = ck.config().act;
+    return ex;
+}
+
 }  // namespace ffn_trace

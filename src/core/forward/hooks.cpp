@@ -258,7 +258,7 @@ public:
         at({hook_point::resid_post, i}, x);
         if (failed) return *failed;
         if (std::find(request_.trace_layers.begin(), request_.trace_layers.end(), i) != request_.trace_layers.end())
-            out.traces.insert_or_assign(i, std::move(*s));
+            out.traces.insert_or_assign(i, request_.trace_rows.empty() ? std::move(*s) : rows_of(*s, request_.trace_rows));
         return true;
     }
 
@@ -332,6 +332,10 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
     if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
     if (request.sequences == 0 || tokens % request.sequences != 0)
         return error{ck_->origin(), "sequences", fmt::format("{} rows are not {} sequences of equal length", tokens, request.sequences)};
+    for (std::size_t k = 0; k < request.trace_rows.size(); ++k)
+        if (request.trace_rows[k] >= tokens)
+            return error{ck_->origin(), fmt::format("trace_rows[{}]", k),
+                         fmt::format("token {} is out of range: the prompt has {} tokens", request.trace_rows[k], tokens)};
     for (std::size_t k = 0; k < request.head_rows.size(); ++k)
         if (request.head_rows[k] >= tokens)
             return error{ck_->origin(), fmt::format("head_rows[{}]", k),

@@ -290,4 +290,47 @@ std::size_t moe_parameters::active(const std::vector<std::size_t>& chosen) const
     return n;
 }
 
+namespace {
+
+// Each step's rows (and its terms') at `rows`, in this order.
+void keep_rows(std::vector<step>& steps, const std::vector<std::size_t>& rows) {
+    for (auto& s : steps) {
+        s.value = gather(s.value, rows);
+        for (auto& t : s.terms) t.value = gather(t.value, rows);
+    }
+}
+
+trace trace_rows(const trace& t, const std::vector<std::size_t>& rows) {
+    trace out{t.layer_ptr, {rows.size()}, gather(t.input, rows), t.steps};
+    keep_rows(out.steps, rows);
+    return out;
+}
+
+}  // namespace
+
+ffn_result rows_of(const ffn_result& r, const std::vector<std::size_t>& positions) {
+    if (const trace* t = r.dense()) return trace_rows(*t, positions);
+    const moe_trace& m = *r.moe();
+    moe_trace out;
+    out.layer_ptr = m.layer_ptr;
+    out.lead = {positions.size()};
+    out.input = gather(m.input, positions);
+    out.steps = m.steps;
+    keep_rows(out.steps, positions);
+    for (std::size_t p : positions) {
+        out.chosen.push_back(m.chosen[p]);
+        out.tied.push_back(m.tied[p]);
+    }
+    for (const auto& e : m.experts) {
+        std::vector<std::size_t> rows, tokens;  // the expert's rows, and the new tokens they are
+        for (std::size_t k = 0; k < positions.size(); ++k)
+            if (auto row = e.row_of(positions[k])) {
+                rows.push_back(*row);
+                tokens.push_back(k);
+            }
+        if (!rows.empty()) out.experts.push_back({e.expert, e.shared, std::move(tokens), trace_rows(e.tr, rows)});
+    }
+    return out;
+}
+
 }  // namespace ffn_trace
