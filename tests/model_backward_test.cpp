@@ -576,3 +576,70 @@ TEST_CASE("the backward pass of a run made without the streams it starts each bl
     CHECK(g.err().path == "forward.cache");
     CHECK(g.err().message.find("blocks.0.resid_pre") != std::string::npos);
 }
+
+TEST_CASE("a dense layer's FFN taken back by its input alone gives the finite difference of what it writes") {
+    // L = Σ d_out ⊙ mlp_out(x), mlp_out being what the sublayer adds to x: dL/dx by central
+    // differences, on the weights left in the file (GPT-2's stored (in, out), Llama's (out, in))
+    // and held in memory.
+    for (const char* arch : {"gpt2", "llama", "qwen2"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 5});
+        ckpt::temp_dir dir;
+        const transformer in_file = test::tiny::open_model(m.write(dir));
+        for (const transformer& tr : {in_file, in_file.holding(0, 1, true)}) {
+            std::mt19937_64 rng(9);
+            std::uniform_real_distribution<double> uniform(-1, 1);
+            matrix x(3, test::tiny::d_model), d_out(3, test::tiny::d_model);
+            for (double& v : x.data) v = uniform(rng);
+            for (double& v : d_out.data) v = uniform(rng);
+            const auto loss = [&](const matrix& at) {
+                auto s = tr.ffn_sublayer(1, at, {});
+                REQUIRE(s);
+                double sum = 0;
+                for (std::size_t k = 0; k < at.data.size(); ++k) sum += d_out.data[k] * (s->output().data[k] - at.data[k]);
+                return sum;
+            };
+            auto dx = tr.ffn_output_backward(1, x, d_out);
+            REQUIRE(dx);
+            REQUIRE(dx->rows == x.rows);
+            REQUIRE(dx->cols == x.cols);
+            for (std::size_t k = 0; k < x.data.size(); ++k) {
+                CAPTURE(k);
+                matrix up = x, down = x;
+                up.data[k] += 1e-5;
+                down.data[k] -= 1e-5;
+                CHECK(dx->data[k] == Approx((loss(up) - loss(down)) / 2e-5).epsilon(1e-6).scale(1));
+            }
+        }
+    }
+}
+
+TEST_CASE("a sweep that reads no FFN's weights or hidden points gives the autograd tape's gradient at the embedding") {
+    // Every block's FFN is then taken back by its input alone (ffn_output_backward).
+    for (const char* arch : {"gpt2", "llama", "qwen2"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 3});
+        ckpt::temp_dir dir;
+        const transformer tr = test::tiny::open_model(m.write(dir));
+        gradient_request r;
+        r.run.head_rows = {2, 4};
+        r.wrt = {{hook_point::embed, 0}, {hook_point::mlp_out, 1}};
+        auto g = backpropagate(tr, tiny_prompt, r, next_token_loss({{0, 7}, {1, 2}}));
+        REQUIRE(g);
+        CHECK_FALSE(g->ffn);
+        autograd::tape t;
+        tape_model want(t, m);
+        t.backward(want.loss(tiny_prompt, {{2, 7}, {4, 2}}));
+        const matrix& d_embed = g->grads.front().second;
+        for (std::size_t n = 0; n < tiny_prompt.size(); ++n)
+            for (std::size_t i = 0; i < test::tiny::d_model; ++i)
+                CHECK(d_embed(n, i) == Approx(want.x0[n][i].grad()).epsilon(1e-9).scale(1e-12));
+    }
+}
+
+TEST_CASE("the input-only FFN backward of a layer that is not a dense one of the model's is an error naming the layer") {
+    const transformer tr = open_capitals();
+    auto dx = tr.ffn_output_backward(tr.n_layers(), matrix(1, 128), matrix(1, 128));
+    REQUIRE_FALSE(dx);
+    CHECK(dx.err().path == "layer");
+}

@@ -461,6 +461,10 @@ outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const
     auto c = moments(model, tok, r, corpus_text, corpus_file, t);
     if (!c) return c.err();
     t.facts.resize(r.facts.size());
+    // From here on every product is of a prompt's few tokens (each fact's passes of δ, the keys,
+    // the evaluation): on two threads the matrix library's first spent a quarter of the CPU time
+    // yielding while the second packed the weights.
+    const matrix_library_on_one_thread one_thread;
 
     std::optional<unrelated> others;
     if (r.sequential) {

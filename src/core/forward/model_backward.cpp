@@ -77,6 +77,57 @@ matrix transformer::attention_output_backward(std::size_t layer, const matrix& x
     return d_in;
 }
 
+namespace {
+
+// dy·Wᵀ by one of a dense layer's matrices, wherever its values are: the file's transposed product
+// (or its held copy's), or the in-memory matrix's as the FFN's own backward takes it (x_in being
+// what the forward product read).
+matrix times_transposed(const ffn& l, weight w, const matrix& x_in, const matrix& dy) {
+    if (const auto& s = l.stored[static_cast<int>(w)]) return s->times_transposed(dy);
+    return linear_backward(x_in, l[w], dy).dx;
+}
+
+// A norm step's backward, dL/d(its input `in`) from dL/d(its output), its parts read off the trace.
+matrix norm_input_backward(const norm_layer& n, const step& forward, const matrix& in, const matrix& dy) {
+    const norm_parts parts{forward.terms[0].value, forward.terms[1].value, forward.terms[2].value, forward.value};
+    return normalize_backward(n, parts, in, dy).dx;
+}
+
+}  // namespace
+
+outcome<matrix> transformer::ffn_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const {
+    if (layer >= ffn_.size() || !ffn_[layer])
+        return error{ck_->origin(), "layer", fmt::format("layer {} is not a dense FFN of the model's {} layers", layer, n_layers())};
+    const ffn& l = *ffn_[layer];
+    if (l.norm && l.norm->position == norm_layer::place::post)
+        return error{ck_->origin(), "layer", fmt::format("layer {}'s FFN is normed after its residual: it has no path of its own", layer)};
+    auto t = run_ffn(ffn_[layer], x, {x.rows});
+    if (!t) return t.err();
+    // forward (Gemma): out = out_norm(y), so dy from d_out through the norm; else out = y
+    matrix dy = l.out_norm ? norm_input_backward(*l.out_norm, t->step(step_kind::out_norm), t->step(step_kind::contract).value, d_out)
+                           : d_out;
+    // forward: y = m·W2 + b2, m = act(h) (gated: act(g) ⊙ u), so dm = dy·W2ᵀ
+    const step& hidden = t->step(l.gated() ? step_kind::multiply : step_kind::activate);
+    const matrix dm = times_transposed(l, weight::w2, hidden.value, dy);
+    const matrix& in = t->ffn_input();
+    matrix dn;
+    if (l.gated()) {
+        // forward: m = a ⊙ u, a = act(g), g = n·Wg + bg, u = n·Wu + bu, so du = dm ⊙ a,
+        // dg = (dm ⊙ u) ⊙ act'(g), and dn = du·Wuᵀ + dg·Wgᵀ
+        const matrix du = multiply_backward(t->step(step_kind::activate).value, dm);
+        const matrix& g = t->step(step_kind::gate).value;
+        const matrix dg = multiply(activation_derivative(l.act, g), multiply_backward(t->step(step_kind::up).value, dm));
+        dn = residual(times_transposed(l, weight::wu, in, du), times_transposed(l, weight::wg, in, dg));
+    } else {
+        // forward: a = act(h), h = n·W1 + b1, so dh = dm ⊙ act'(h) and dn = dh·W1ᵀ
+        const matrix dh = multiply(activation_derivative(l.act, t->step(step_kind::expand).value), dm);
+        dn = times_transposed(l, weight::w1, in, dh);
+    }
+    // forward: n = norm(x) with a pre-norm, else n = x
+    if (l.norm) return norm_input_backward(*l.norm, t->step(step_kind::norm), x, dn);
+    return dn;
+}
+
 matrix transformer::head_backward(const matrix& x, const std::vector<std::size_t>& rows, const matrix& dlogits,
                                   const std::function<void(matrix&)>& at) const {
     // forward: logits = final_norm·Uᵀ, so d_final_norm = dlogits·U; Gemma 2 caps them after:
@@ -247,7 +298,12 @@ private:
         at({hook_point::mlp_out, i}, g_out);
         const loss_spec upstream{nullptr, &g_out};
         matrix d_ffn;
-        if (ck.is_moe()) {
+        if (!ck.is_moe() && !reads_inside(i)) {
+            // Nobody reads this layer's weights' gradients or hidden points: the input's alone.
+            auto d = model_.ffn_output_backward(i, x, g_out);
+            if (!d) return d.err();
+            d_ffn = std::move(*d);
+        } else if (ck.is_moe()) {
             auto layer = ck.moe_layer(i, x, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
             auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.moe);
@@ -264,6 +320,16 @@ private:
         matrix d_mid = residual(g_post, d_ffn);
         if (auto e = overflow(d_mid, fmt::format("layer {}'s FFN (backward)", i))) return *e;
         return d_mid;
+    }
+
+    // Whether the request reads layer i's FFN beyond its input's gradient: a point inside it, or
+    // weights' gradients at all (whose sweep keeps the layers' own backward, its numbers as they
+    // were: that backward recomputes each FFN from its weights converted whole, a product that
+    // may round apart from the pass's own in the last bit).
+    bool reads_inside(std::size_t i) const {
+        return r_.ffn_layer.has_value() || std::any_of(r_.wrt.begin(), r_.wrt.end(), [i](const hook_name& h) {
+                   return h.layer == i && is_ffn_inside(h.point);
+               });
     }
 
     // The FFN's own points, read off its backward steps: mlp_post = dL/d(what W2 reads),
