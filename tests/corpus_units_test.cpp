@@ -11,8 +11,8 @@
 #include <memory>
 #include <numeric>
 
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

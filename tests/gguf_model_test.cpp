@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/analysis/tracing.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "gguf_writer.hpp"
 #include "tiny_transformer.hpp"
 

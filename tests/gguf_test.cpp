@@ -926,10 +926,10 @@ TEST_CASE("a GGUF file whose context length its position table contradicts names
 
 // ---- The walkthrough of a quantized layer -------------------------------------------------
 
+#include "ffn_trace/analysis/tracing.hpp"
 #include "base/format.hpp"
 #include "views/render_json.hpp"
 #include "views/render_text.hpp"
-#include "ffn_trace/analysis/tracing.hpp"
 
 namespace {
 

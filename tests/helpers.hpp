@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "reference.hpp"
 
 namespace test {

@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "ffn_trace/analysis/claims.hpp"
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/moe.hpp"
 
 using namespace ffn_trace;

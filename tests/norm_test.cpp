@@ -15,9 +15,9 @@
 
 #include "test_paths.hpp"
 #include "autograd.hpp"
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/claims.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/moe.hpp"
 #include "helpers.hpp"
 #include "reference.hpp"

@@ -15,8 +15,8 @@
 
 #include "checkpoint_writer.hpp"
 #include "ffn_trace/model/checkpoint.hpp"
-#include "views/render_grad.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
+#include "views/render_grad.hpp"
 #include "test_paths.hpp"
 #include "tiny_transformer.hpp"
 

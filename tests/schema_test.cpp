@@ -6,8 +6,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/engine.hpp"
 
 using namespace ffn_trace;
 using json = nlohmann::json;

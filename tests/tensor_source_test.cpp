@@ -1,6 +1,6 @@
 #include "test_paths.hpp"
-#include "ffn_trace/model/tensor_source.hpp"
 #include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 #include <bit>
 #include <doctest/doctest.h>

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "ffn_trace/analysis/claims.hpp"
-#include "views/render_json.hpp"
 #include "exercises/worksheet_document.hpp"
+#include "views/render_json.hpp"
 
 using namespace ffn_trace;
 

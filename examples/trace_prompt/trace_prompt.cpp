@@ -8,9 +8,9 @@
 #include <string>
 #include <utility>
 
-#include "ffn_trace/model/checkpoint.hpp"
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/model/transformer.hpp"
 

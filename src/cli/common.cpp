@@ -20,11 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ffn_trace/analysis/prompt.hpp"
 #include "base/files_read.hpp"
 #include "base/format.hpp"
-#include "tools/params.hpp"
-#include "ffn_trace/analysis/prompt.hpp"
 #include "base/whole_number.hpp"
+#include "tools/params.hpp"
 
 namespace cli {
 

@@ -13,15 +13,15 @@
 
 #include "ffn_trace/analysis/claims.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
-#include "ffn_trace/model/tokenizer.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/core/progress.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "views/render_text.hpp"
-#include "ffn_trace/analysis/tracing.hpp"
 
 namespace cli {
 

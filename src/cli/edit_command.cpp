@@ -10,16 +10,16 @@
 #include <stdlib.h>
 
 #include "common.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
 #include "ffn_trace/analysis/edit.hpp"
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/locate.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
-#include "views/render_edit.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/model/transformer.hpp"
 #include "base/whole_number.hpp"
+#include "views/render_edit.hpp"
 
 namespace cli {
 

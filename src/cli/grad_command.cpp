@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "views/render_grad.hpp"
 
 namespace cli {

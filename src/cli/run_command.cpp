@@ -6,11 +6,11 @@
 
 #include "common.hpp"
 #include "ffn_trace/analysis/readings.hpp"
-#include "views/render_json.hpp"
-#include "base/format.hpp"
-#include "views/render_text.hpp"
 #include "ffn_trace/analysis/tracing.hpp"
+#include "base/format.hpp"
 #include "base/whole_number.hpp"
+#include "views/render_json.hpp"
+#include "views/render_text.hpp"
 
 namespace cli {
 

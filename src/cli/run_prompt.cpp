@@ -3,10 +3,10 @@
 #include <fmt/core.h>
 
 #include "ffn_trace/analysis/prompt.hpp"
-#include "views/render_prompt.hpp"
-#include "views/render_transcoder.hpp"
 #include "ffn_trace/analysis/transcoder_eval.hpp"
 #include "checkpoint/transcoder_file.hpp"
+#include "views/render_prompt.hpp"
+#include "views/render_transcoder.hpp"
 #include "run_command.hpp"
 
 namespace cli {

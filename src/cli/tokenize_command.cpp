@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "base/format.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
+#include "base/format.hpp"
 
 namespace cli {
 

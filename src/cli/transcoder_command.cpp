@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "common.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/edit.hpp"
-#include "views/render_transcoder.hpp"
 #include "ffn_trace/analysis/transcoder_eval.hpp"
-#include "checkpoint/transcoder_file.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/transformer.hpp"
+#include "checkpoint/transcoder_file.hpp"
+#include "views/render_transcoder.hpp"
 
 namespace cli {
 

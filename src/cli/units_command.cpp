@@ -10,16 +10,16 @@
 #include <memory>
 
 #include "common.hpp"
-#include "ffn_trace/model/tensor_source.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
-#include "views/render_transcoder.hpp"
-#include "views/render_units.hpp"
+#include "ffn_trace/analysis/transcoder_eval.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/model/transformer.hpp"
-#include "ffn_trace/analysis/transcoder_eval.hpp"
 #include "checkpoint/transcoder_file.hpp"
+#include "views/render_transcoder.hpp"
+#include "views/render_units.hpp"
 
 namespace cli {
 

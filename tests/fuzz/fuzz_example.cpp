@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/claims.hpp"
 #include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "views/render_grad.hpp"
 #include "views/render_json.hpp"
 #include "views/render_text.hpp"

@@ -29,12 +29,12 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/analysis/readings.hpp"
 #include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/progress.hpp"
-#include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/core/transcoder.hpp"
+#include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/model/transformer.hpp"
-#include "ffn_trace/analysis/readings.hpp"
 
 namespace ffn_trace {
 

@@ -27,11 +27,11 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/matrix.hpp"
 #include "ffn_trace/core/progress.hpp"
-#include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/tensor_source.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/model/transformer.hpp"

@@ -11,12 +11,12 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/model/tensor_source.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/core/matrix.hpp"
 #include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace {
 

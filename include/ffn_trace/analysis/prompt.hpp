@@ -13,15 +13,15 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/core/engine.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/matrix.hpp"
-#include "ffn_trace/model/model_backward.hpp"
 #include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/core/progress.hpp"
-#include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/model_backward.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
 #include "ffn_trace/model/transformer.hpp"
 

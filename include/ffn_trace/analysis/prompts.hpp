@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/locate.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/core/error.hpp"
 
 namespace ffn_trace {
 

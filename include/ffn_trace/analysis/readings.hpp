@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/model/tensor_source.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace {
 

@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/claims.hpp"
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/analysis/readings.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/model/hooks.hpp"
 #include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/hooks.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
-#include "ffn_trace/analysis/readings.hpp"
 
 namespace ffn_trace {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "ffn_trace/analysis/corpus_units.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/matrix.hpp"
-#include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/core/transcoder.hpp"
 #include "ffn_trace/model/transformer.hpp"
 

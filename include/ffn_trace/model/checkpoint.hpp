@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/attention.hpp"
+#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/matrix.hpp"
 #include "ffn_trace/core/moe.hpp"

@@ -20,9 +20,9 @@
 
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/model/hooks.hpp"
 #include "ffn_trace/core/matrix.hpp"
 #include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/hooks.hpp"
 #include "ffn_trace/model/transformer.hpp"
 
 namespace ffn_trace {

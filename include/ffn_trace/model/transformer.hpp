@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "ffn_trace/core/attention.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/core/engine.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/model/hooks.hpp"
 #include "ffn_trace/core/matrix.hpp"
+#include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/hooks.hpp"
 
 namespace ffn_trace {
 

@@ -10,12 +10,12 @@
 #include <numeric>
 #include <span>
 
-#include "analysis/prompt_parts.hpp"
-#include "base/text.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
-#include "base/format.hpp"
 #include "ffn_trace/analysis/locate.hpp"
 #include "ffn_trace/model/model_backward.hpp"
+#include "analysis/prompt_parts.hpp"
+#include "base/format.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace {
 

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "ffn_trace/analysis/edit.hpp"
-#include "checkpoint/safetensors_writer.hpp"
 #include "ffn_trace/model/transformer.hpp"
+#include "checkpoint/safetensors_writer.hpp"
 
 namespace ffn_trace {
 

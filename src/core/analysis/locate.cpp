@@ -16,11 +16,11 @@
 #include <numbers>
 #include <span>
 
-#include "base/splitmix.hpp"
-#include "base/text.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/model/model_backward.hpp"
 #include "base/format.hpp"
+#include "base/splitmix.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace {
 

@@ -12,12 +12,12 @@
 #include <numeric>
 #include <tuple>
 
-#include "base/text.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
-#include "ffn_trace/core/engine.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/locate.hpp"
 #include "ffn_trace/analysis/prompts.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "base/text.hpp"
 
 // LAPACK's Cholesky solve (OpenBLAS carries LAPACK): A X = B, A symmetric positive definite.
 extern "C" void dposv_(const char* uplo, const int* n, const int* nrhs, double* a, const int* lda, double* b, const int* ldb,

@@ -9,14 +9,14 @@
 #include <numeric>
 
 #include "ffn_trace/model/checkpoint.hpp"
-#include "base/whole_number.hpp"
-#include "base/parts.hpp"
-#include "base/quantile.hpp"
-#include "base/splitmix.hpp"
-#include "base/read_file.hpp"
-#include "base/text.hpp"
 #include "analysis/prompt_parts.hpp"
 #include "analysis/stored_weights.hpp"
+#include "base/parts.hpp"
+#include "base/quantile.hpp"
+#include "base/read_file.hpp"
+#include "base/splitmix.hpp"
+#include "base/text.hpp"
+#include "base/whole_number.hpp"
 
 namespace ffn_trace {
 

@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "ffn_trace/model/checkpoint.hpp"
-#include "base/format.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
+#include "base/format.hpp"
 #include "base/text.hpp"
 
 namespace ffn_trace {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "analysis/prompt_parts.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "analysis/prompt_parts.hpp"
 #include "base/whole_number.hpp"
 
 namespace ffn_trace {

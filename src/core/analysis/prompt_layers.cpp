@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <numeric>
 
-#include "analysis/prompt_parts.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "analysis/prompt_parts.hpp"
 
 namespace ffn_trace {
 

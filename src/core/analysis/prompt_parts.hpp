@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "ffn_trace/model/checkpoint.hpp"
-#include "ffn_trace/core/engine.hpp"
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace::detail {
 

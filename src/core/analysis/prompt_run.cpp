@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "base/read_file.hpp"
-#include "ffn_trace/model/tensor_source.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/analysis/corpus_units.hpp"
-#include "base/format.hpp"
 #include "ffn_trace/analysis/locate.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
+#include "base/format.hpp"
+#include "base/read_file.hpp"
 
 namespace ffn_trace {
 

@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 #include <type_traits>
 
+#include "ffn_trace/core/moe.hpp"
+#include "base/format.hpp"
 #include "base/read_file.hpp"
 #include "base/text.hpp"
-#include "base/format.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace ffn_trace {

@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
-#include "ffn_trace/model/checkpoint.hpp"
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/example.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace::detail {
 

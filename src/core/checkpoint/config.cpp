@@ -9,11 +9,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "ffn_trace/model/checkpoint.hpp"
 #include "base/read_file.hpp"
 #include "base/text.hpp"
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/tensor_formats.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace::detail {

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "checkpoint/gguf.hpp"
 #include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/tensor_source.hpp"
+#include "checkpoint/gguf.hpp"
 
 namespace ffn_trace::detail {
 

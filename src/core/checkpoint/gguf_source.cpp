@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ffn_trace/model/checkpoint.hpp"
 #include "checkpoint/gguf.hpp"
 #include "checkpoint/gguf_config.hpp"
 #include "checkpoint/tensor_formats.hpp"
-#include "ffn_trace/model/checkpoint.hpp"
 
 namespace ffn_trace {
 

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint/mapped_file.hpp"
 #include "base/note_file_read.hpp"
+#include "checkpoint/mapped_file.hpp"
 #include "checkpoint/tensor_formats.hpp"
 
 namespace ffn_trace::detail {

@@ -13,11 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/core/error.hpp"
+#include "ffn_trace/model/tensor_source.hpp"
 #include "base/parts.hpp"
 #include "base/text.hpp"
 #include "checkpoint/mapped_file.hpp"
-#include "ffn_trace/core/error.hpp"
-#include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace::detail {
 

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ffn_trace/model/tensor_source.hpp"
 #include "base/read_file.hpp"
 #include "checkpoint/safetensors_writer.hpp"
-#include "ffn_trace/model/tensor_source.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace {

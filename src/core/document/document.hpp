@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/format.hpp"
 #include "ffn_trace/core/matrix.hpp"
+#include "base/format.hpp"
 #include "base/text_sink.hpp"
 
 namespace ffn_trace::detail {

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/format.hpp"
 #include "document/document.hpp"
 #include "document/page_html.hpp"
-#include "base/format.hpp"
 
 namespace ffn_trace::detail {
 

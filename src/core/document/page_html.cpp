@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
-#include "document/document.hpp"
 #include "base/format.hpp"
+#include "document/document.hpp"
 #include "document/page_html.hpp"
 
 namespace ffn_trace::detail {

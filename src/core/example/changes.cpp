@@ -5,9 +5,9 @@
 #include <cctype>
 #include <fmt/format.h>
 
-#include "example/loading.hpp"
-#include "example/keys.hpp"
 #include "base/whole_number.hpp"
+#include "example/keys.hpp"
+#include "example/loading.hpp"
 #include "json/json_reader.hpp"
 
 namespace ffn_trace {

@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/error.hpp"
 #include "example/loading.hpp"
 #include "json/json_reader.hpp"
-#include "ffn_trace/core/error.hpp"
-#include "ffn_trace/analysis/example.hpp"
 
 namespace ffn_trace::detail {
 

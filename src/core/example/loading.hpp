@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/matrix.hpp"
 
 namespace ffn_trace::detail {

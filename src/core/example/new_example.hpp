@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "ffn_trace/core/error.hpp"
 #include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/core/error.hpp"
 
 namespace ffn_trace {
 

@@ -7,12 +7,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "ffn_trace/analysis/readings.hpp"
+#include "base/format.hpp"
 #include "base/splitmix.hpp"
 #include "document/document.hpp"
-#include "exercises/quiz_questions.hpp"
-#include "base/format.hpp"
 #include "exercises/quiz.hpp"
-#include "ffn_trace/analysis/readings.hpp"
+#include "exercises/quiz_questions.hpp"
 #include "model/steps.hpp"
 
 namespace ffn_trace {

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "exercises/worksheet_document.hpp"
 #include "base/format.hpp"
 #include "exercises/worksheet.hpp"
+#include "exercises/worksheet_document.hpp"
 
 namespace ffn_trace {
 

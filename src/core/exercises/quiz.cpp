@@ -13,13 +13,13 @@
 #include <tuple>
 #include <utility>
 
+#include "ffn_trace/analysis/readings.hpp"
+#include "base/format.hpp"
+#include "base/splitmix.hpp"
 #include "document/document.hpp"
 #include "exercises/quiz_questions.hpp"
-#include "base/splitmix.hpp"
-#include "base/format.hpp"
-#include "ffn_trace/analysis/readings.hpp"
-#include "views/render_text.hpp"
 #include "model/steps.hpp"
+#include "views/render_text.hpp"
 #include "views/walkthrough.hpp"
 
 namespace ffn_trace {

@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "ffn_trace/analysis/example.hpp"
+#include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/analysis/example.hpp"
 #include "ffn_trace/core/moe.hpp"
-#include "ffn_trace/analysis/prompt.hpp"
 
 namespace ffn_trace {
 

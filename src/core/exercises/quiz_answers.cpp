@@ -10,8 +10,8 @@
 #include <map>
 #include <utility>
 
-#include "document/document.hpp"
 #include "base/format.hpp"
+#include "document/document.hpp"
 
 namespace ffn_trace {
 

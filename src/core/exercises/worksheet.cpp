@@ -9,12 +9,12 @@
 #include <set>
 #include <tuple>
 
-#include "base/text.hpp"
 #include "base/format.hpp"
-#include "views/render_text.hpp"
 #include "base/splitmix.hpp"
+#include "base/text.hpp"
 #include "exercises/worksheet_document.hpp"
 #include "model/steps.hpp"
+#include "views/render_text.hpp"
 #include "views/walkthrough.hpp"
 
 namespace ffn_trace {

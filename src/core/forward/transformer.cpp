@@ -9,10 +9,10 @@
 #include <tuple>
 #include <fmt/format.h>
 
+#include "ffn_trace/core/moe.hpp"
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/config.hpp"
 #include "checkpoint/tensor_formats.hpp"
-#include "ffn_trace/core/moe.hpp"
 
 namespace ffn_trace {
 

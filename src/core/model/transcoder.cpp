@@ -7,8 +7,8 @@
 #include <numbers>
 #include <numeric>
 
-#include "base/splitmix.hpp"
 #include "ffn_trace/core/engine.hpp"
+#include "base/splitmix.hpp"
 
 namespace ffn_trace {
 

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/text.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
+#include "base/text.hpp"
 #include "tokenizer/stages.hpp"
 
 namespace ffn_trace {

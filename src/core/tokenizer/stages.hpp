@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/hashed_index.hpp"
 #include "ffn_trace/core/error.hpp"
+#include "base/hashed_index.hpp"
 #include "tokenizer/regex.hpp"
 
 namespace ffn_trace::detail {

@@ -9,9 +9,9 @@
 #include <unordered_set>
 #include <sys/stat.h>
 
-#include "json/json_reader.hpp"
-#include "base/read_file.hpp"
 #include "ffn_trace/model/tensor_source.hpp"
+#include "base/read_file.hpp"
+#include "json/json_reader.hpp"
 #include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/stages.hpp"
 #include "tokenizer/unicode.hpp"

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "document/document.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "base/format.hpp"
+#include "document/document.hpp"
 
 namespace ffn_trace {
 

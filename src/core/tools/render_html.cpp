@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "ffn_trace/core/engine.hpp"
+#include "base/format.hpp"
 #include "document/document.hpp"
 #include "tools/params_document.hpp"
-#include "base/format.hpp"
 #include "tools/render_params.hpp"
-#include "ffn_trace/core/engine.hpp"
 
 namespace ffn_trace {
 

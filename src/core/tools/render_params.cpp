@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ffn_trace/core/engine.hpp"
+#include "base/format.hpp"
 #include "document/document.hpp"
 #include "tools/params_document.hpp"
-#include "base/format.hpp"
-#include "ffn_trace/core/engine.hpp"
 
 namespace ffn_trace {
 

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "document/document.hpp"
 #include "base/format.hpp"
-#include "tools/gelu_table.hpp"
+#include "document/document.hpp"
 #include "model/steps.hpp"
+#include "tools/gelu_table.hpp"
 
 namespace ffn_trace {
 

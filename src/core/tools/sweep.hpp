@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "ffn_trace/analysis/example.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
-#include "ffn_trace/analysis/example.hpp"
 #include "ffn_trace/core/matrix.hpp"
 
 namespace ffn_trace {

@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include "document/document.hpp"
 #include "base/format.hpp"
+#include "base/text_sink.hpp"
+#include "document/document.hpp"
+#include "views/json_views.hpp"
 #include "views/render_grad.hpp"
 #include "views/render_json.hpp"
-#include "views/json_views.hpp"
-#include "base/text_sink.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace::detail {

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "document/document.hpp"
 #include "base/format.hpp"
-#include "views/render_grad.hpp"
+#include "document/document.hpp"
 #include "model/steps.hpp"
 #include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"
+#include "views/render_grad.hpp"
 
 namespace ffn_trace::detail {
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "base/text.hpp"
 #include "ffn_trace/analysis/readings.hpp"
 #include "base/format.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace::detail {
 

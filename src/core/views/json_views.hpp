@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/claims.hpp"
 #include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "json/json_text.hpp"
 
 namespace ffn_trace {

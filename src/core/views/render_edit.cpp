@@ -13,8 +13,8 @@
 #include <numeric>
 
 #include "base/format.hpp"
-#include "views/render_json.hpp"
 #include "json/json_text.hpp"
+#include "views/render_json.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {

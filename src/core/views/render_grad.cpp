@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-#include "views/grad_builder.hpp"
-#include "views/view_options.hpp"
 #include "base/format.hpp"
-#include "views/render_json.hpp"
+#include "views/grad_builder.hpp"
 #include "views/json_views.hpp"
+#include "views/render_json.hpp"
+#include "views/view_options.hpp"
 
 namespace ffn_trace {
 

@@ -3,10 +3,10 @@
 
 #include <string>
 
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/analysis/prompt.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "views/render_text.hpp"
 
 namespace ffn_trace {

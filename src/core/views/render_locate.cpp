@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/format.hpp"
-#include "views/render_json.hpp"
 #include "base/text.hpp"
 #include "json/json_text.hpp"
 #include "views/prompt_sections.hpp"
+#include "views/render_json.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {

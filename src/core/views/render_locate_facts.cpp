@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/text.hpp"
 #include "base/format.hpp"
-#include "views/render_locate.hpp"
+#include "base/text.hpp"
 #include "json/json_text.hpp"
+#include "views/render_locate.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {

@@ -4,8 +4,8 @@
 #include <functional>
 #include <numeric>
 
-#include "views/render_text.hpp"
 #include "views/moe_builder.hpp"
+#include "views/render_text.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {

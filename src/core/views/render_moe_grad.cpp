@@ -7,15 +7,15 @@
 #include <fmt/ranges.h>
 #include <type_traits>
 
+#include "base/format.hpp"
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"
-#include "views/view_options.hpp"
-#include "base/format.hpp"
+#include "views/json_views.hpp"
 #include "views/render_grad.hpp"
 #include "views/render_json.hpp"
-#include "views/json_views.hpp"
+#include "views/view_options.hpp"
 
 namespace ffn_trace {
 

@@ -11,10 +11,10 @@
 #include <numeric>
 
 #include "base/format.hpp"
-#include "views/render_json.hpp"
 #include "base/text.hpp"
 #include "views/json_views.hpp"
 #include "views/prompt_sections.hpp"
+#include "views/render_json.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"
 

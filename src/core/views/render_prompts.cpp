@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/text.hpp"
 #include "base/format.hpp"
+#include "base/text.hpp"
+#include "views/prompt_sections.hpp"
 #include "views/render_locate.hpp"
 #include "views/render_prompt.hpp"
-#include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
 
 namespace ffn_trace {

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "document/document.hpp"
-#include "views/walkthrough.hpp"
-#include "views/view_options.hpp"
 #include "base/format.hpp"
+#include "document/document.hpp"
+#include "views/view_options.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "ffn_trace/analysis/claims.hpp"
-#include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/core/moe.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/core/engine.hpp"
+#include "ffn_trace/core/moe.hpp"
 #include "base/text_sink.hpp"
 
 namespace ffn_trace {

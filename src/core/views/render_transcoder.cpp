@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/format.hpp"
 #include "ffn_trace/core/engine.hpp"
+#include "base/format.hpp"
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "json/json_text.hpp"

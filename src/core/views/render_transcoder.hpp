@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "views/render_text.hpp"
 #include "ffn_trace/analysis/transcoder_eval.hpp"
+#include "views/render_text.hpp"
 
 namespace ffn_trace {
 

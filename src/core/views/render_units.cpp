@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "base/text.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
 #include "base/format.hpp"
+#include "base/text.hpp"
 #include "json/json_text.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"

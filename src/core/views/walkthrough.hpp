@@ -11,12 +11,12 @@
 #include <map>
 #include <tuple>
 
+#include "ffn_trace/analysis/readings.hpp"
+#include "base/format.hpp"
 #include "base/text.hpp"
 #include "document/document.hpp"
-#include "base/format.hpp"
-#include "views/render_text.hpp"
-#include "ffn_trace/analysis/readings.hpp"
 #include "model/steps.hpp"
+#include "views/render_text.hpp"
 
 namespace ffn_trace::detail {
 

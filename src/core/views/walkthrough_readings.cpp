@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <numeric>
 
-#include "views/walkthrough.hpp"
 #include "ffn_trace/model/tokenizer.hpp"
+#include "views/walkthrough.hpp"
 
 namespace ffn_trace::detail {
 
