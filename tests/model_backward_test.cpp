@@ -596,7 +596,7 @@ TEST_CASE("a dense layer's FFN taken back by its input alone gives the finite di
                 auto s = tr.ffn_sublayer(1, at, {});
                 REQUIRE(s);
                 double sum = 0;
-                for (std::size_t k = 0; k < at.data.size(); ++k) sum += d_out.data[k] * (s->output().data[k] - at.data[k]);
+                for (std::size_t k = 0; k < at.data.size(); ++k) sum += d_out.data[k] * (s->output().value.data[k] - at.data[k]);
                 return sum;
             };
             auto dx = tr.ffn_output_backward(1, x, d_out);
