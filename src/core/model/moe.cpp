@@ -292,18 +292,20 @@ std::size_t moe_parameters::active(const std::vector<std::size_t>& chosen) const
 
 namespace {
 
-// Each step's rows (and its terms') at `rows`, in this order.
-void keep_rows(std::vector<step>& steps, const std::vector<std::size_t>& rows) {
-    for (auto& s : steps) {
-        s.value = gather(s.value, rows);
-        for (auto& t : s.terms) t.value = gather(t.value, rows);
+// Each step's rows (and its terms') at `rows`, in this order, gathered from the whole steps
+// without copying them first.
+std::vector<step> steps_at(const std::vector<step>& whole, const std::vector<std::size_t>& rows) {
+    std::vector<step> out;
+    out.reserve(whole.size());
+    for (const auto& s : whole) {
+        step& kept = out.emplace_back(step{s.kind, gather(s.value, rows), {}});
+        for (const auto& t : s.terms) kept.terms.push_back({t.name, gather(t.value, rows)});
     }
+    return out;
 }
 
 trace trace_rows(const trace& t, const std::vector<std::size_t>& rows) {
-    trace out{t.layer_ptr, {rows.size()}, gather(t.input, rows), t.steps};
-    keep_rows(out.steps, rows);
-    return out;
+    return trace{t.layer_ptr, {rows.size()}, gather(t.input, rows), steps_at(t.steps, rows)};
 }
 
 }  // namespace
@@ -315,8 +317,7 @@ ffn_result rows_of(const ffn_result& r, const std::vector<std::size_t>& position
     out.layer_ptr = m.layer_ptr;
     out.lead = {positions.size()};
     out.input = gather(m.input, positions);
-    out.steps = m.steps;
-    keep_rows(out.steps, positions);
+    out.steps = steps_at(m.steps, positions);
     for (std::size_t p : positions) {
         out.chosen.push_back(m.chosen[p]);
         out.tied.push_back(m.tied[p]);
