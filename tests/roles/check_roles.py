@@ -21,9 +21,7 @@ checks that each count fails on a small tree that breaks it, and passes on one t
 """
 import pathlib
 import re
-import subprocess
 import sys
-import tempfile
 
 LOOKUP_LIMIT = 0
 KEY_LIMIT = 0
@@ -48,6 +46,7 @@ LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "names"))
 from check_names import code_of  # noqa: E402  (comments blanked, literals and line numbers kept)
+from checker_self_test import run_cases  # noqa: E402
 
 
 def config_keys(root: pathlib.Path) -> set:
@@ -101,22 +100,7 @@ def self_test(root: pathlib.Path) -> int:
     }
     keeping = "\n".join([f"auto u{i} = ck.unembedding();  // not ck.tensors()" for i in range(LOOKUP_LIMIT + 1)] +
                         ['auto e = error{"", "", "the family->causal flag";', "bool c = ck.causal();"])
-    problems = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for case, text in [*breaking.items(), ("nothing", keeping)]:
-            tree = pathlib.Path(tmp) / case
-            for rel in KEY_SOURCES:
-                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-                (tree / rel).write_text((root / rel).read_text())
-            (tree / "src/core/analysis").mkdir(parents=True)
-            (tree / "src/core/analysis/made_up.cpp").write_text(text + "\n")
-            rc = subprocess.run([sys.executable, __file__, str(tree)], capture_output=True).returncode
-            if rc != (0 if case == "nothing" else 1):
-                problems.append(f"{case}: exit {rc}")
-    for p in problems:
-        print(p)
-    print("self-test:", "failed" if problems else "the check fails on each kind of look-up and passes without them")
-    return 1 if problems else 0
+    return run_cases(__file__, root, KEY_SOURCES, "src/core/analysis/made_up.cpp", breaking, keeping, "look-up")
 
 
 if __name__ == "__main__":
