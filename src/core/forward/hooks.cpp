@@ -332,14 +332,11 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
     if (request.last_layer && *request.last_layer >= n_layers()) return layer_error(*request.last_layer, "last_layer");
     if (request.sequences == 0 || tokens % request.sequences != 0)
         return error{ck_->origin(), "sequences", fmt::format("{} rows are not {} sequences of equal length", tokens, request.sequences)};
-    for (std::size_t k = 0; k < request.trace_rows.size(); ++k)
-        if (request.trace_rows[k] >= tokens)
-            return error{ck_->origin(), fmt::format("trace_rows[{}]", k),
-                         fmt::format("token {} is out of range: the prompt has {} tokens", request.trace_rows[k], tokens)};
-    for (std::size_t k = 0; k < request.head_rows.size(); ++k)
-        if (request.head_rows[k] >= tokens)
-            return error{ck_->origin(), fmt::format("head_rows[{}]", k),
-                         fmt::format("token {} is out of range: the prompt has {} tokens", request.head_rows[k], tokens)};
+    for (const auto* rows : {&request.trace_rows, &request.head_rows})
+        for (std::size_t k = 0; k < rows->size(); ++k)
+            if ((*rows)[k] >= tokens)
+                return error{ck_->origin(), fmt::format("{}[{}]", rows == &request.head_rows ? "head_rows" : "trace_rows", k),
+                             fmt::format("token {} is out of range: the prompt has {} tokens", (*rows)[k], tokens)};
     for (const auto* names : {&request.cache, &request.cache_last})
         for (std::size_t k = 0; k < names->size(); ++k)
             if (in_block((*names)[k].point) && (*names)[k].layer >= n_layers())
