@@ -15,7 +15,7 @@ command -v tmux >/dev/null || { echo "tmux is not installed: skipped"; exit 77; 
 dir=$(mktemp -d)
 sock=$dir/tmux.sock
 t() { tmux -S "$sock" "$@"; }
-trap 't kill-server 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'for s in "$dir"/*.sock; do tmux -S "$s" kill-server 2>/dev/null; done; rm -rf "$dir"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
 for _ in $(seq 20); do cat "$model/corpus.txt"; done >"$dir/corpus.txt"
 mkdir "$dir/out"
@@ -64,7 +64,9 @@ exec 3>&-
 # 4. A corpus so long that tokenizing it takes seconds (the shipped one, 1,000 times: 450,000 lines): its
 # tokenizing shows progress too, and Ctrl-C there ends it as cleanly.
 for _ in $(seq 50); do cat "$dir/corpus.txt"; done >"$dir/huge.txt"
+# A server of its own: a new session on the socket of a server still shutting down finds it gone.
 t kill-server 2>/dev/null
+sock=$dir/tmux-tokenizing.sock
 t new-session -d -x 200 -y 20 "'$ft' units --checkpoint '$model' --layer 0 --corpus '$dir/huge.txt' -o '$dir/out/huge.txt'; echo \"[exit \$?]\"; sleep 60"
 wait_for "tokenizing the corpus: "
 screen | grep -qE "tokenizing the corpus: [0-9,]+ of 450,000 \([0-9]+%\)" || { screen; fail "the progress line counts the corpus's lines"; }
