@@ -20,6 +20,7 @@
 
 #include "checkpoint_writer.hpp"
 #include "reference.hpp"
+#include "tiny_transformer.hpp"
 
 using namespace ffn_trace;
 using doctest::Approx;
@@ -1208,4 +1209,39 @@ TEST_CASE("a checkpoint opens whatever its directory's tokenizer holds: the chec
     CHECK(checkpoint::open(dir.path()));
     dir.write("tokenizer.json", "not JSON");
     CHECK(checkpoint::open(dir.path()));
+}
+
+TEST_CASE("the final norm the analyses read is the model's: its weight and bias as written, each checked to be d_model") {
+    for (const char* arch : {"gpt2", "llama"}) {
+        CAPTURE(arch);
+        const bool gpt2 = std::string(arch) == "gpt2";
+        test::tiny::model m = test::tiny::make(arch, {.n_layers = 1});
+        const std::string name = gpt2 ? "transformer.ln_f" : "model.norm";
+        ckpt::temp_dir dir;
+        auto ck = checkpoint::open(m.write(dir));
+        REQUIRE(ck);
+        auto n = ck->final_norm("a reading");
+        REQUIRE(n);
+        CHECK(n->weight == m.values.at(name + ".weight").values);
+        if (gpt2) CHECK(n->bias == m.values.at(name + ".bias").values);
+        else CHECK(n->bias.empty());
+        CHECK(n->type == (gpt2 ? norm_layer::kind::layernorm : norm_layer::kind::rmsnorm));
+
+        // one number short: refused by its name, as the forward pass refuses it
+        for (ckpt::tensor& t : m.written)
+            if (t.name == name + ".weight") {
+                t.shape = {test::tiny::d_model - 1};
+                t.values.pop_back();
+            }
+        ckpt::temp_dir short_dir;
+        auto short_ck = checkpoint::open(m.write(short_dir));
+        REQUIRE(short_ck);
+        auto refused = short_ck->final_norm("a reading");
+        REQUIRE_FALSE(refused);
+        const std::string line = refused.err().to_string();
+        CAPTURE(line);
+        CHECK(line.find(gpt2 ? "ln_f.weight" : "norm.weight") != std::string::npos);
+        CHECK(line.find(fmt::format("expected shape ({},)", test::tiny::d_model)) != std::string::npos);
+        CHECK(line.find(gpt2 ? "the final LayerNorm (ln_f)" : "the final RMSNorm (norm)") != std::string::npos);
+    }
 }

@@ -250,9 +250,10 @@ public:
     // The token embedding, and the unembedding (its own lm_head, or the embedding when tied).
     token_table embedding() const { return {*source_, embedding_name()}; }
     token_table unembedding() const { return {*source_, unembedding_name()}; }
-    // The final norm's weight as the head applies it (Gemma's γ = 1 + w; a LayerNorm's bias left
-    // unread); errors, saying that `needed_by` needs it: the family has none (an encoder), the
-    // checkpoint holds no weight for it (one layer's).
+    // The final norm as the head applies it (Gemma's γ = 1 + w, a LayerNorm's bias), each checked
+    // to be (d_model): the one reader the model and the analyses share. Errors: the family has
+    // none (an encoder; saying that `needed_by` needs it), the checkpoint holds no such tensor (one
+    // layer's) or one of another shape.
     outcome<norm_layer> final_norm(std::string_view needed_by) const;
     // Whether the family has a final norm and the checkpoint holds its weight.
     bool holds_final_norm() const;

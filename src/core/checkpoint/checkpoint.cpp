@@ -184,7 +184,7 @@ std::optional<error> read_weight(const checkpoint& c, std::shared_ptr<const tens
     return std::nullopt;
 }
 
-// A vector (n): a norm's weight (required), or a bias (read when the checkpoint has one).
+// A bias (n): read when `required` or when the checkpoint has one.
 outcome<std::vector<double>> read_vector(const checkpoint& c, const std::string& name, std::size_t n, bool required) {
     if (!required && c.resolve(name).empty()) return std::vector<double>{};
     auto t = checked_tensor(c, {name, {n}, "", ""});
@@ -201,23 +201,13 @@ norm_layer norm_shape(const family& f, double eps) {
 }
 
 // The FFN sublayer's norm of layer `index` (or Gemma's norm of its output, `r` ffn_post_norm,
-// applied before the residual): its weight (Gemma's 1 + w), and a LayerNorm's bias.
+// applied before the residual).
 outcome<norm_layer> read_norm(const checkpoint& c, std::size_t index, tensor_role r = tensor_role::ffn_norm) {
     const checkpoint_config& m = c.config();
     const family& f = *m.family;
-    norm_layer n = norm_shape(f, m.eps);
-    if (r == tensor_role::ffn_post_norm) n.position = norm_layer::place::pre;  // a place it has not: it norms the output
-    const std::string name = f.name_of(r, index);
-    auto w = read_vector(c, name + ".weight", m.d_model, true);
-    if (!w) return w.err();
-    n.weight = std::move(*w);
-    for (double& g : n.weight) g += f.norm_offset;
-    if (f.norm == norm_layer::kind::layernorm) {
-        auto b = read_vector(c, name + ".bias", m.d_model, true);
-        if (!b) return b.err();
-        n.bias = std::move(*b);
-    }
-    return n;
+    // Gemma's post-norm norms the output: a place the layer has not
+    const norm_layer::place at = r == tensor_role::ffn_post_norm ? norm_layer::place::pre : f.norm_place;
+    return detail::checked_norm(c, {f.name_of(r, index), f.norm, at, m.d_model, ""});
 }
 
 std::optional<error> check_layer(const checkpoint& c, std::size_t index) { return check_layer_index(index, c.config().n_layers, c.origin(), "layer"); }
@@ -415,18 +405,8 @@ outcome<norm_layer> checkpoint::final_norm(std::string_view needed_by) const {
     const family& f = *config_.family;
     if (!f.has(tensor_role::output_norm))
         return error{origin_, "", fmt::format("a {} model has no final norm, which {} needs", f.name, needed_by)};
-    const std::string wanted = f.name_of(tensor_role::output_norm) + ".weight";
-    const std::string name = resolve(wanted);
-    if (name.empty())
-        return error{origin_, "", fmt::format("the checkpoint has no final norm weight {}, which {} needs", spelled(wanted), needed_by)};
-    auto g = source_->read_vector(name);
-    if (!g) return g.err();
-    norm_layer n;
-    n.type = f.norm;
-    n.eps = config_.eps;
-    n.weight = std::move(*g);
-    for (double& v : n.weight) v += f.norm_offset;  // Gemma's 1 + w
-    return n;
+    return detail::checked_norm(*this, {f.name_of(tensor_role::output_norm), f.norm, norm_layer::place::pre, config_.d_model,
+                                fmt::format("the final {} ({})", detail::norm_kind(f), detail::module_of(f, tensor_role::output_norm))});
 }
 
 bool checkpoint::holds_final_norm() const {

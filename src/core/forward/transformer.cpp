@@ -77,21 +77,8 @@ public:
     // (0: d_model).
     outcome<norm_layer> norm(const std::string& name, const std::string& what, bool layer_norm, norm_layer::place at,
                              std::size_t width = 0) const {
-        norm_layer n;
-        n.type = layer_norm ? norm_layer::kind::layernorm : norm_layer::kind::rmsnorm;
-        n.position = at;
-        n.eps = c_.config().eps;
-        if (width == 0) width = c_.config().d_model;
-        auto w = vector(name + ".weight", what + "'s weight", width);
-        if (!w) return w.err();
-        n.weight = std::move(*w);
-        for (double& g : n.weight) g += c_.config().family->norm_offset;  // Gemma's 1 + w
-        if (layer_norm) {
-            auto b = vector(name + ".bias", what + "'s bias", width);
-            if (!b) return b.err();
-            n.bias = std::move(*b);
-        }
-        return n;
+        return detail::checked_norm(c_, {name, layer_norm ? norm_layer::kind::layernorm : norm_layer::kind::rmsnorm, at,
+                                         width == 0 ? c_.config().d_model : width, what});
     }
 
 private:
@@ -218,18 +205,8 @@ namespace {
 
 using role = tensor_role;
 
-// A tensor's name in messages, as its module is called within the layer: "c_fc", "ln_2",
-// "intermediate.dense", "post_attention_layernorm"; an expert's by its own module, "w1".
-std::string module_of(const family& f, tensor_role r) {
-    std::string_view p = f.pattern(r);
-    if (auto j = p.find("{j}."); j != std::string_view::npos) return std::string(p.substr(j + 4));
-    if (auto i = p.find("{i}."); i != std::string_view::npos) p.remove_prefix(i + 4);
-    for (std::string_view wrapper : {"mlp.", "attn."})
-        if (p.substr(0, wrapper.size()) == wrapper) p.remove_prefix(wrapper.size());
-    return std::string(p);
-}
-
-std::string_view norm_kind(const family& f) { return f.norm == norm_layer::kind::layernorm ? "LayerNorm" : "RMSNorm"; }
+using detail::module_of;
+using detail::norm_kind;
 
 std::optional<bool> bias_of(bias_rule b) {
     if (b == bias_rule::if_present) return std::nullopt;
@@ -405,15 +382,15 @@ std::optional<error> check_ffn_tensors(const tensor_checker& check, const checkp
 }
 
 // The final norm and the unembedding: the token embedding when tied, else the family's head.
-std::optional<error> read_head(const tensor_checker& check, const checkpoint_config& m, const family& f, const std::string& embedding,
+std::optional<error> read_head(const tensor_checker& check, const checkpoint& ck, const std::string& embedding,
                                std::size_t vocab, std::optional<norm_layer>& final_norm,
                                std::shared_ptr<const stored_matrix>& unembedding) {
-    auto n = check.norm(f.name_of(role::output_norm), fmt::format("the final {} ({})", norm_kind(f), module_of(f, role::output_norm)),
-                        f.norm == norm_layer::kind::layernorm, norm_layer::place::pre);
+    auto n = ck.final_norm("the forward pass");
     if (!n) return n.err();
     final_norm = std::move(*n);
+    const checkpoint_config& m = ck.config();
     const bool tied = m.tie_word_embeddings;
-    auto u = check.weight(tied ? embedding : f.name_of(role::output) + ".weight",
+    auto u = check.weight(tied ? embedding : m.family->name_of(role::output) + ".weight",
                           tied ? "the unembedding (tied to the token embedding)" : "the unembedding (lm_head; tie_word_embeddings is false)",
                           m.d_model, vocab, true);
     if (!u) return u.err();
@@ -464,7 +441,7 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
         }
     }
     if (f.has(role::output_norm))  // an encoder has no head
-        if (auto problem = read_head(check, m, f, tr.embedding_, tr.vocab_, tr.final_norm_, tr.unembedding_)) return *problem;
+        if (auto problem = read_head(check, *ck, tr.embedding_, tr.vocab_, tr.final_norm_, tr.unembedding_)) return *problem;
     return tr;
 }
 
