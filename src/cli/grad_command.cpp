@@ -42,33 +42,6 @@ void setup_grad(CLI::App& app, int& status) {
 
 namespace {
 
-int run_moe_grad(const grad_options& o, const traced& t, const ffn_trace::loss_spec& loss) {
-    using namespace ffn_trace;
-    auto g = run_moe_backward(*t.moe(), loss);
-    if (!g) {
-        g.err().file = t.ex.file;
-        return report(g.err());
-    }
-    const auto check = check_moe_gradients(*t.moe(), loss, *g, t.ex.stored == layout::out_in);
-    std::optional<moe_descent_step> step;
-    if (o.lr) {
-        auto s = descend_moe(*t.moe(), loss, *g, *o.lr);
-        if (!s) {
-            s.err().file = t.ex.file;
-            return report(s.err());
-        }
-        step = std::move(*s);
-    }
-    const moe_grad_rendering_input in{t.ex, *t.moe(), *g, check, step ? &*step : nullptr};
-    if (o.walkthrough.format == "json") {
-        print_json(render_grad_json(in), o.walkthrough.ascii);
-        return exit_ok;
-    }
-    const auto text = walkthrough_options(o.walkthrough);
-    render_grad_walkthrough(in, text, cli::text_format(o.walkthrough), cli::write_stdout);
-    return exit_ok;
-}
-
 // grad --checkpoint DIR --layer N --prompt TEXT --target TOKEN: the model's own loss.
 int run_prompt_grad(const grad_options& o) {
     using namespace ffn_trace;
@@ -90,15 +63,9 @@ int run_prompt_grad(const grad_options& o) {
     }
     if (auto e = check_tokens(g->ex, o.walkthrough.tokens)) return report(*e);
     set_activity({"writing the output", "--detail summary"});
-    const auto show = [&o](const auto& in) {
-        if (o.walkthrough.format == "json") print_json(render_grad_json(in), o.walkthrough.ascii);
-        else render_grad_walkthrough(in, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
-        return exit_ok;
-    };
-    if (const ffn_trace::moe_trace* m = g->traced().moe())
-        return show(moe_grad_rendering_input{g->ex, *m, *g->grad.moe, g->check,
-                                             g->moe_descent ? &*g->moe_descent : nullptr, &*g});
-    return show(grad_rendering_input{g->ex, *g->traced().dense(), *g->grad.ffn, g->check, g->descent ? &*g->descent : nullptr, &*g});
+    if (o.walkthrough.format == "json") print_json(render_grad_json(*g), o.walkthrough.ascii);
+    else render_grad_walkthrough(*g, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
+    return exit_ok;
 }
 
 }  // namespace
@@ -122,42 +89,13 @@ int run_grad(const grad_options& o) {
     }
     auto t = load_and_trace(o.file, o.limits, checkpoint::weights::in_memory, *changes);
     if (!t) return report(t.err());
-    if (!t->ex.target && !t->ex.upstream)
-        return report({t->ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "
-                                       "or \"upstream\" (dL/d(output), the output's shape)"});
+    const auto loss = example_loss(*t);
+    if (!loss) return report(loss.err());
     if (auto e = check_tokens(t->ex, o.walkthrough.tokens)) return report(*e);
-    // A token added without a target of its own (a row of NaN) aims at its own output: it adds
-    // nothing to the loss, and the file's tokens learn as they would alone.
-    if (t->ex.target) {
-        const matrix& output = t->moe() ? t->moe()->output().value : t->dense().output().value;
-        for (std::size_t r = 0; r < t->ex.target->rows; ++r)
-            for (std::size_t j = 0; j < t->ex.target->cols; ++j)
-                if (std::isnan((*t->ex.target)(r, j))) (*t->ex.target)(r, j) = output(r, j);
-    }
-    const loss_spec loss{t->ex.target ? &*t->ex.target : nullptr, t->ex.upstream ? &*t->ex.upstream : nullptr};
-    if (t->moe()) return run_moe_grad(o, *t, loss);
-    auto g = run_backward(t->dense(), loss);
-    if (!g) {
-        g.err().file = t->ex.file;
-        return report(g.err());
-    }
-    const auto check = check_gradients(t->dense(), loss, *g, t->ex.stored == layout::out_in);
-    std::optional<descent_step> step;
-    if (o.lr) {
-        auto s = descend(t->dense(), loss, *g, *o.lr);
-        if (!s) {
-            s.err().file = t->ex.file;
-            return report(s.err());
-        }
-        step = std::move(*s);
-    }
-    const grad_rendering_input in{t->ex, t->dense(), *g, check, step ? &*step : nullptr};
-    if (o.walkthrough.format == "json") {
-        print_json(render_grad_json(in), o.walkthrough.ascii);
-        return exit_ok;
-    }
-    const auto text = walkthrough_options(o.walkthrough);
-    render_grad_walkthrough(in, text, cli::text_format(o.walkthrough), cli::write_stdout);
+    auto g = differentiate(*t, *loss, o.lr);
+    if (!g) return report(g.err());
+    if (o.walkthrough.format == "json") print_json(render_grad_json(*t, *g), o.walkthrough.ascii);
+    else render_grad_walkthrough(*t, *g, walkthrough_options(o.walkthrough), cli::text_format(o.walkthrough), cli::write_stdout);
     return exit_ok;
 }
 

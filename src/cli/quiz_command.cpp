@@ -148,7 +148,7 @@ int run_quiz(const quiz_options& o) {
         return report({"", "quiz", "the answers are read from standard input, so give the example as a file, not -"});
     auto t = load_and_trace(o.file, o.limits);
     if (!t) return report(t.err());
-    auto questions = t->moe() ? ffn_trace::make_quiz(t->ex, *t->moe(), o.quiz) : ffn_trace::make_quiz(t->ex, t->dense(), o.quiz);
+    auto questions = ffn_trace::make_quiz(t->ex, t->ffn, o.quiz);
     if (!questions) return report(questions.err());
     if (o.format == "json") {
         print_json(ffn_trace::quiz_json(t->ex, *questions, o.quiz), o.ascii);

@@ -192,42 +192,13 @@ int run_run(const run_options& options) {
     if (!t) return report(t.err());
     if (auto e = check_tokens(t->ex, options.walkthrough.tokens)) return report(*e);
     const auto text = walkthrough_options(options.walkthrough);
-    const bool big = t->moe() || ffn_trace::default_detail(t->dense().layer()) != ffn_trace::detail_level::arithmetic;
-    const auto shown = t->moe() || !text.tokens.empty() ? text.tokens : ffn_trace::shown_indices(t->dense().tokens(), text.full);
+    const auto plan = ffn_trace::plan_layer_view(*t, text);
     auto explain = explained_units(options);
     if (!explain) return report(explain.err());
-    auto reads = ffn_trace::read_layer(*t, options.top, big, *explain, shown);
+    auto reads = ffn_trace::read_layer(*t, options.top, plan.units, *explain, plan.tokens);
     if (!reads) return report(with_option_names(reads.err()));
-    const std::vector<std::string>* strings = reads->token_texts ? &*reads->token_texts : nullptr;
-    const bool json = options.walkthrough.format == "json";
-    if (t->moe()) {
-        const auto* units = reads->moe_units ? &*reads->moe_units : nullptr;
-        const auto* comparison = t->moe_comparison ? &*t->moe_comparison : nullptr;
-        if (json) {
-            print_json(ffn_trace::render_moe_json(t->ex, *t->moe(), t->claims, units, comparison, t->unchecked_claims, &reads->explained),
-                       options.walkthrough.ascii);
-            return exit_ok;
-        }
-        const auto steps = ffn_trace::read_moe_trace(*t->moe());
-        ffn_trace::moe_rendering_input in{t->ex, *t->moe(), t->claims, steps, units, strings, comparison, t->unchecked_claims};
-        in.tok = t->tokenizer ? &*t->tokenizer : nullptr;  // marks the special tokens among the strings
-        in.explained = reads->explained.empty() ? nullptr : &reads->explained;
-        ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
-        return exit_ok;
-    }
-    const auto* units = reads->units ? &*reads->units : nullptr;
-    const auto* vocab = reads->vocab ? &*reads->vocab : nullptr;
-    const auto* comparison = t->comparison ? &*t->comparison : nullptr;
-    if (json) {
-        print_json(ffn_trace::render_json(t->ex, t->dense(), t->claims, units, vocab, comparison, t->unchecked_claims, &reads->explained),
-                   options.walkthrough.ascii);
-        return exit_ok;
-    }
-    const auto steps = ffn_trace::read_trace(t->dense());
-    ffn_trace::rendering_input in{t->ex, t->dense(), t->claims, steps, units, reads->explained.empty() ? nullptr : &reads->explained,
-                                  vocab, strings, comparison, t->unchecked_claims};
-    in.tok = t->tokenizer ? &*t->tokenizer : nullptr;  // marks the special tokens among the strings
-    ffn_trace::render_walkthrough(in, text, text_format(options.walkthrough), write_stdout);
+    if (options.walkthrough.format == "json") print_json(ffn_trace::render_layer_json(*t, *reads), options.walkthrough.ascii);
+    else ffn_trace::render_layer(*t, *reads, text, text_format(options.walkthrough), write_stdout);
     return exit_ok;
 }
 

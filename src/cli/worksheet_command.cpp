@@ -45,7 +45,7 @@ int run_worksheet(const worksheet_options& o) {
     if (o.file.empty()) return report({"", "", "give an example file, or --checkpoint with --layer and --prompt"});
     auto t = load_and_trace(o.file, o.limits);
     if (!t) return report(t.err());
-    auto sheet = t->moe() ? ffn_trace::make_worksheet(t->ex, *t->moe(), o.sheet, o.ascii) : ffn_trace::make_worksheet(t->ex, t->dense(), o.sheet, o.ascii);
+    auto sheet = ffn_trace::make_worksheet(t->ex, t->ffn, o.sheet, o.ascii);
     if (!sheet) return report(sheet.err());
     write_stdout(o.format == "html" ? sheet->html : sheet->markdown);
     return exit_ok;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "ffn_trace/analysis/claims.hpp"
@@ -91,5 +92,26 @@ struct layer_readings {
 // to explain out of range, or written for the other kind of layer (path "unit").
 outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units, const std::vector<unit_ref>& explain,
                                    const std::vector<std::size_t>& explain_tokens);
+
+// `grad` on an example file: the loss its "target" or "upstream" gives (a target row of NaN, a
+// token added without a target of its own, aims at its own output: it adds nothing to the loss);
+// the error names the file when it gives neither.
+outcome<loss_spec> example_loss(traced& t);
+
+// The backward pass of a traced layer under `loss`, checked by finite differences, and one step of
+// gradient descent when `learning_rate` is given; an MoE layer's choice of experts held fixed, as
+// in training. Errors name the example's file.
+struct dense_gradient {
+    gradients grads;
+    gradient_check check;
+    std::optional<descent_step> descent;
+};
+struct moe_gradient {
+    moe_gradients grads;
+    gradient_check check;
+    std::optional<moe_descent_step> descent;
+};
+using layer_gradient = std::variant<dense_gradient, moe_gradient>;
+outcome<layer_gradient> differentiate(const traced& t, const loss_spec& loss, std::optional<double> learning_rate);
 
 }  // namespace ffn_trace

@@ -114,6 +114,10 @@ public:
     }
     // Its last step: what the sublayer wrote (with the residual when the layer adds it).
     const ffn_trace::step& output() const { return steps().back(); }
+    // f called with the trace of its kind: one call where f has an overload for each kind (a
+    // generic lambda, or a function overloaded on trace and moe_trace).
+    template <class F>
+    decltype(auto) visit(F&& f) const { return std::visit(std::forward<F>(f), value_); }
 
 private:
     std::variant<trace, moe_trace> value_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <type_traits>
 
 #include "analysis/prompt_parts.hpp"
 #include "analysis/stored_weights.hpp"
@@ -357,6 +358,52 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     if (!explained) return explained.err();
     r.explained = std::move(*explained);
     return r;
+}
+
+outcome<loss_spec> example_loss(traced& t) {
+    example& ex = t.ex;
+    if (!ex.target && !ex.upstream)
+        return error{ex.file, "", "grad needs a loss: add \"target\" (the output's shape; L = ½·Σ(output − target)²) "
+                                  "or \"upstream\" (dL/d(output), the output's shape)"};
+    if (ex.target) {
+        const matrix& output = t.ffn.output().value;
+        for (std::size_t r = 0; r < ex.target->rows; ++r)
+            for (std::size_t j = 0; j < ex.target->cols; ++j)
+                if (std::isnan((*ex.target)(r, j))) (*ex.target)(r, j) = output(r, j);
+    }
+    return loss_spec{ex.target ? &*ex.target : nullptr, ex.upstream ? &*ex.upstream : nullptr};
+}
+
+namespace {
+
+// The gradients of one kind, checked, and a step taken with them: the kernels of its kind.
+template <class Gradient, class Trace>
+outcome<layer_gradient> differentiated(const traced& t, const Trace& tr, const loss_spec& loss, std::optional<double> learning_rate) {
+    const bool out_in = t.ex.stored == layout::out_in;
+    auto g = [&] {
+        if constexpr (std::is_same_v<Trace, moe_trace>) return run_moe_backward(tr, loss);
+        else return run_backward(tr, loss);
+    }();
+    if (!g) return error{t.ex.file, g.err().path, g.err().message};
+    Gradient out{std::move(*g), {}, {}};
+    if constexpr (std::is_same_v<Trace, moe_trace>) out.check = check_moe_gradients(tr, loss, out.grads, out_in);
+    else out.check = check_gradients(tr, loss, out.grads, out_in);
+    if (learning_rate) {
+        auto s = [&] {
+            if constexpr (std::is_same_v<Trace, moe_trace>) return descend_moe(tr, loss, out.grads, *learning_rate);
+            else return descend(tr, loss, out.grads, *learning_rate);
+        }();
+        if (!s) return error{t.ex.file, s.err().path, s.err().message};
+        out.descent = std::move(*s);
+    }
+    return layer_gradient{std::move(out)};
+}
+
+}  // namespace
+
+outcome<layer_gradient> differentiate(const traced& t, const loss_spec& loss, std::optional<double> learning_rate) {
+    if (const moe_trace* m = t.moe()) return differentiated<moe_gradient>(t, *m, loss, learning_rate);
+    return differentiated<dense_gradient>(t, t.dense(), loss, learning_rate);
 }
 
 }  // namespace ffn_trace

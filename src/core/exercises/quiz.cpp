@@ -618,4 +618,8 @@ std::string quiz_json(const example& ex, const std::vector<quiz_question>& quest
     return j.dump(2) + "\n";
 }
 
+outcome<std::vector<quiz_question>> make_quiz(const example& ex, const ffn_result& r, const quiz_options& o) {
+    return r.visit([&](const auto& tr) { return make_quiz(ex, tr, o); });
+}
+
 }  // namespace ffn_trace

@@ -81,6 +81,8 @@ inline constexpr std::size_t max_terms_by_hand = 16;
 // Errors: an unknown step, a token or unit out of range, a big layer without --unit, no question.
 outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr, const quiz_options& options);
 outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace& tr, const quiz_options& options);
+// The questions of a layer of either kind.
+outcome<std::vector<quiz_question>> make_quiz(const example& ex, const ffn_result& r, const quiz_options& options);
 
 // The same questions with their answers, as JSON for other tools.
 std::string quiz_json(const example& ex, const std::vector<quiz_question>& questions, const quiz_options& options);

@@ -290,4 +290,49 @@ std::string render_grad_json(const grad_rendering_input& in) {
     return json_text(j) + "\n";
 }
 
+namespace {
+
+// f called with the rendering input of the layer's kind.
+template <class F>
+void with_input(const traced& t, const layer_gradient& g, F&& f) {
+    if (const auto* m = std::get_if<moe_gradient>(&g)) {
+        f(moe_grad_rendering_input{t.ex, *t.moe(), m->grads, m->check, m->descent ? &*m->descent : nullptr});
+        return;
+    }
+    const auto& d = std::get<dense_gradient>(g);
+    f(grad_rendering_input{t.ex, t.dense(), d.grads, d.check, d.descent ? &*d.descent : nullptr});
+}
+
+template <class F>
+void with_input(const prompt_gradient& g, F&& f) {
+    if (const moe_trace* m = g.traced().moe()) {
+        f(moe_grad_rendering_input{g.ex, *m, *g.grad.moe, g.check, g.moe_descent ? &*g.moe_descent : nullptr, &g});
+        return;
+    }
+    f(grad_rendering_input{g.ex, *g.traced().dense(), *g.grad.ffn, g.check, g.descent ? &*g.descent : nullptr, &g});
+}
+
+}  // namespace
+
+std::string render_grad_json(const traced& t, const layer_gradient& g) {
+    std::string out;
+    with_input(t, g, [&](const auto& in) { out = render_grad_json(in); });
+    return out;
+}
+
+void render_grad_walkthrough(const traced& t, const layer_gradient& g, const text_options& options, text_format format,
+                             const text_sink& out) {
+    with_input(t, g, [&](const auto& in) { render_grad_walkthrough(in, options, format, out); });
+}
+
+std::string render_grad_json(const prompt_gradient& g) {
+    std::string out;
+    with_input(g, [&](const auto& in) { out = render_grad_json(in); });
+    return out;
+}
+
+void render_grad_walkthrough(const prompt_gradient& g, const text_options& options, text_format format, const text_sink& out) {
+    with_input(g, [&](const auto& in) { render_grad_walkthrough(in, options, format, out); });
+}
+
 }  // namespace ffn_trace

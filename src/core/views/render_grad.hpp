@@ -53,4 +53,12 @@ std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_
 // a prompt `target`, `upstream` and `units` as the dense view's.
 std::string render_grad_json(const moe_grad_rendering_input& in);
 
+// A traced layer's backward pass (differentiate, tracing.hpp) and a prompt's (prompt_grad), each
+// in the view of its layer's kind.
+std::string render_grad_json(const traced& t, const layer_gradient& g);
+void render_grad_walkthrough(const traced& t, const layer_gradient& g, const text_options& options, text_format format,
+                             const text_sink& out);
+std::string render_grad_json(const prompt_gradient& g);
+void render_grad_walkthrough(const prompt_gradient& g, const text_options& options, text_format format, const text_sink& out);
+
 }  // namespace ffn_trace

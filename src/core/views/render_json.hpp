@@ -7,6 +7,7 @@
 #include "ffn_trace/analysis/claims.hpp"
 #include "ffn_trace/analysis/example.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/moe.hpp"
 
@@ -34,5 +35,9 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
                             const moe_unit_readings* units = nullptr, const moe_comparison* comparison = nullptr,
                             std::size_t unchecked_claims = 0, const std::vector<unit_explanation>* explained = nullptr);
+
+// The JSON view of a traced layer (tracing.hpp) of either kind, with its readings, claims and
+// comparison: render_json's or render_moe_json's.
+std::string render_layer_json(const traced& t, const layer_readings& reads);
 
 }  // namespace ffn_trace

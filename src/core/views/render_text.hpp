@@ -14,6 +14,7 @@
 #include "ffn_trace/analysis/claims.hpp"
 #include "ffn_trace/analysis/example.hpp"
 #include "ffn_trace/analysis/readings.hpp"
+#include "ffn_trace/analysis/tracing.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/moe.hpp"
 #include "base/text_sink.hpp"
@@ -97,5 +98,18 @@ void render_walkthrough(const moe_rendering_input& in, const text_options& optio
                         const text_sink& out);
 std::string render_text(const moe_rendering_input& in, const text_options& options);
 std::string render_markdown(const moe_rendering_input& in, const text_options& options);
+
+// A traced layer (tracing.hpp) of either kind, as `run` shows an example file or a checkpoint's
+// layer. Its readings (read_layer) are wanted when `units` says, at `tokens`: every MoE layer's
+// and a dense layer's too big for its arithmetic, at the tokens the view details (options.tokens,
+// else the first and last few).
+struct layer_view_plan {
+    bool units = false;
+    std::vector<std::size_t> tokens;
+};
+layer_view_plan plan_layer_view(const traced& t, const text_options& options);
+// The walkthrough of its kind, with its readings, claims and comparison.
+void render_layer(const traced& t, const layer_readings& reads, const text_options& options, text_format format,
+                  const text_sink& out);
 
 }  // namespace ffn_trace
