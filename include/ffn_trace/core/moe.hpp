@@ -114,6 +114,11 @@ public:
     }
     // Its last step: what the sublayer wrote (with the residual when the layer adds it).
     const ffn_trace::step& output() const { return steps().back(); }
+    // What the FFN itself reads (norm(x) with a pre-norm, else x: what a mixture's router and
+    // experts read), and what it writes before any norm of its output and the residual (a dense
+    // layer's contract, a mixture's combine): what a module replacing it whole must match.
+    const matrix& ffn_input() const;
+    const matrix& written() const;
     // f called with the trace of its kind: one call where f has an overload for each kind (a
     // generic lambda, or a function overloaded on trace and moe_trace).
     template <class F>

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ffn_trace/core/attention.hpp"
@@ -236,6 +237,12 @@ public:
     // data): what an example file naming the checkpoint is checked against before tracing.
     ffn dense_shape() const;
     moe moe_shape() const;
+    // The numbers a layer's trace of `tokens` tokens keeps beyond its weights (trace_elements),
+    // dense or a mixture: what a trace's budget is checked against before it is computed.
+    std::size_t traced_numbers(std::size_t tokens) const;
+    // The FFN's weights by role, in the order of its steps: W1 (or Wg and Wu) and W2; a mixture's
+    // are its experts' tensors, one per role, each expert a slice of it.
+    std::vector<std::pair<weight, tensor_role>> ffn_weights() const;
 
     // Rows of the token embedding (vocab, d_model), and the unembedding the output goes through
     // (its own lm_head, or the embedding when tied); nullptr names when there is none.

@@ -63,6 +63,12 @@ struct unit_ref {
     std::optional<std::size_t> expert;
     std::size_t unit = 0;
 };
+class checkpoint;
+// A unit of layer `layer`'s FFN as the layer's kind names it, in range: J in a dense layer, E:J in
+// a Mixture of Experts. Errors name `path` in the checkpoint.
+std::optional<error> check_unit(const checkpoint& ck, std::size_t layer, const unit_ref& u, const std::string& path);
+// "7", or "2:7" for unit 7 of expert 2.
+std::string to_string(const unit_ref& u);
 
 // A change to one point's value in flight, before anything after it reads the value.
 struct intervention {

@@ -173,24 +173,9 @@ std::optional<error> rank_rows(const token_table& table, const std::vector<doubl
 
 std::string range_text(std::size_t n) { return n == 1 ? "0" : fmt::format("0 to {}", n - 1); }
 
-std::string unit_text(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
-
 std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
-    const checkpoint_config& config = ck.config();
-    if (auto e = check_layer_index(u.layer, config.n_layers, ck.origin(), "layer")) return e;
-    if (ck.is_moe() && !u.unit.expert)
-        return error{ck.origin(), "unit", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}",
-                                                      u.layer, u.unit.unit)};
-    if (!ck.is_moe() && u.unit.expert)
-        return error{ck.origin(), "unit", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}", u.layer,
-                                                      unit_text(u.unit))};
-    if (u.unit.expert && *u.unit.expert >= config.n_experts)
-        return error{ck.origin(), "unit", fmt::format("expert {} is out of range: layer {} has {} experts ({})", *u.unit.expert, u.layer,
-                                                      config.n_experts, range_text(config.n_experts))};
-    if (u.unit.unit >= config.d_ff)
-        return error{ck.origin(), "unit", fmt::format("unit {} is out of range: layer {} has d_ff = {} units ({})", u.unit.unit,
-                                                      u.layer, config.d_ff, range_text(config.d_ff))};
-    return std::nullopt;
+    if (auto e = check_layer_index(u.layer, ck.config().n_layers, ck.origin(), "layer")) return e;
+    return ffn_trace::check_unit(ck, u.layer, u.unit, "unit");
 }
 
 // The units asked, checked: `units`, or every unit of `layer` (every expert's, in an MoE layer).
@@ -205,7 +190,7 @@ outcome<std::vector<layer_unit>> features_asked(const checkpoint& ck, const unit
         for (std::size_t f = 0; f < tc.features(); ++f) wanted.push_back({tc.layer, {std::nullopt, f}});
     for (const auto& u : wanted)
         if (u.unit.expert || u.unit.unit >= tc.features())
-            return error{"", "unit", fmt::format("feature {} is out of range: the transcoder has {} features ({})", unit_text(u.unit),
+            return error{"", "unit", fmt::format("feature {} is out of range: the transcoder has {} features ({})", to_string(u.unit),
                                                  tc.features(), range_text(tc.features()))};
     return wanted;
 }

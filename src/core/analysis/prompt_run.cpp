@@ -19,8 +19,7 @@ namespace {
 
 // The layer's trace would hold more numbers than max_elements allows.
 std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::size_t max_elements) {
-    const std::size_t elements = ck.is_moe() ? trace_elements(ck.moe_shape(), tokens) - trace_elements(ck.moe_shape(), 0)
-                                             : trace_elements(ck.dense_shape(), tokens) - trace_elements(ck.dense_shape(), 0);
+    const std::size_t elements = ck.traced_numbers(tokens);
     if (elements <= max_elements) return std::nullopt;
     return error{"", "prompt", fmt::format("tracing {} tokens would keep {} numbers, more than max_elements {}; use a "
                                            "shorter prompt, or raise max_elements",

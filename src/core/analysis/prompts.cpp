@@ -48,12 +48,6 @@ outcome<std::vector<prompt_line>> read_prompt_lines(std::string_view content, co
 
 namespace {
 
-// The numbers layer N's trace of a prompt of `tokens` tokens keeps beyond its weights.
-std::size_t traced_numbers(const checkpoint& ck, std::size_t tokens) {
-    return ck.is_moe() ? trace_elements(ck.moe_shape(), tokens) - trace_elements(ck.moe_shape(), 0)
-                       : trace_elements(ck.dense_shape(), tokens) - trace_elements(ck.dense_shape(), 0);
-}
-
 // A line's own error (its text, its subject) names the line in the file; any other is the
 // checkpoint's or an option's, the same for every line, and stays as it is.
 error on_line(error e, const std::string& file, std::size_t line) {
@@ -124,7 +118,7 @@ outcome<prompt_runs<prompt_trace>> trace_prompts(const prompts_request& request)
     auto run_one = [&](const transformer& model, const tokenizer& tok, const prompt_line&,
                        prompt_tokens prompt) -> outcome<prompt_trace> {
         // Every trace is kept until the report is written: the budget is theirs together.
-        numbers += traced_numbers(model.source(), prompt.ids.size());
+        numbers += model.source().traced_numbers(prompt.ids.size());
         if (numbers > each.max_elements)
             return error{"", "prompt", fmt::format("the traces of the prompts up to this line would keep {} numbers, more "
                                                    "than max_elements {}; use fewer or shorter prompts, or raise max_elements",

@@ -21,15 +21,8 @@ ffn_roles roles_of(const checkpoint& ck, bool expert) {
 outcome<std::vector<example::stored_weight>> storage_of(const checkpoint& ck, std::size_t layer) {
     std::vector<example::stored_weight> out;
     if (!is_gguf(ck.origin())) return out;
-    using role_of = std::pair<weight, tensor_role>;
     // an MoE layer's experts are slices of one 3-D tensor each: expert 0's type is every expert's
-    const std::vector<role_of> roles =
-        ck.is_moe()  ? std::vector<role_of>{{weight::wg, tensor_role::ffn_gate_exps}, {weight::wu, tensor_role::ffn_up_exps},
-                                            {weight::w2, tensor_role::ffn_down_exps}}
-        : ck.gated() ? std::vector<role_of>{{weight::wg, tensor_role::ffn_gate}, {weight::wu, tensor_role::ffn_up},
-                                            {weight::w2, tensor_role::ffn_down}}
-                     : std::vector<role_of>{{weight::w1, tensor_role::ffn_up}, {weight::w2, tensor_role::ffn_down}};
-    for (const auto& [w, role] : roles) {
+    for (const auto& [w, role] : ck.ffn_weights()) {
         auto t = ck.stored_type_of(role, layer);
         if (!t) return t.err();
         out.push_back(example::stored_weight{w, std::move(*t)});

@@ -162,8 +162,8 @@ outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, c
     if (tc.layer != p.layer)
         return error{folder, "layer", fmt::format("the transcoder replaces layer {} (its config.json), but `layer` is {}", tc.layer, p.layer)};
     // A Mixture of Experts is replaced whole: x̂ what its router and experts read, y their combined output.
-    const matrix& x = p.is_moe() ? p.ffn.moe()->moe_input() : p.ffn.dense()->ffn_input();
-    const matrix& y = p.is_moe() ? p.ffn.moe()->step(step_kind::combine).value : p.ffn.dense()->step(step_kind::contract).value;
+    const matrix& x = p.ffn.ffn_input();
+    const matrix& y = p.ffn.written();
     if (tc.d_model() != x.cols)
         return error{folder, "W_enc", fmt::format("the transcoder reads d_model = {} (W_enc ({}, {})), but layer {} of {} has d_model = {}",
                                                   tc.d_model(), tc.features(), tc.d_model(), p.layer, ck.origin(), x.cols)};

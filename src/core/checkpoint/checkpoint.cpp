@@ -357,6 +357,17 @@ ffn checkpoint::dense_shape() const {
     return f;
 }
 
+std::size_t checkpoint::traced_numbers(std::size_t tokens) const {
+    return is_moe() ? trace_elements(moe_shape(), tokens) - trace_elements(moe_shape(), 0)
+                    : trace_elements(dense_shape(), tokens) - trace_elements(dense_shape(), 0);
+}
+
+std::vector<std::pair<weight, tensor_role>> checkpoint::ffn_weights() const {
+    if (is_moe()) return {{weight::wg, tensor_role::ffn_gate_exps}, {weight::wu, tensor_role::ffn_up_exps}, {weight::w2, tensor_role::ffn_down_exps}};
+    if (gated()) return {{weight::wg, tensor_role::ffn_gate}, {weight::wu, tensor_role::ffn_up}, {weight::w2, tensor_role::ffn_down}};
+    return {{weight::w1, tensor_role::ffn_up}, {weight::w2, tensor_role::ffn_down}};
+}
+
 moe checkpoint::moe_shape() const {
     moe m;
     m.act = config_.act;

@@ -56,25 +56,13 @@ std::optional<error> not_finite(const matrix& m, std::string_view what) {
 
 // A unit of an intervention against the point it changes.
 std::optional<error> check_unit(const checkpoint& ck, const intervention& iv, const unit_ref& u, std::size_t width) {
-    const checkpoint_config& c = ck.config();
-    const std::size_t N = iv.at.layer;
     if (!is_hidden(iv.at.point)) {
         if (u.expert || u.unit >= width)
             return error{ck.origin(), "", fmt::format("{} has {} columns (0 to {}), without experts; got {}", to_string(iv.at), width,
-                                                      width - 1, u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit))};
+                                                      width - 1, to_string(u))};
         return std::nullopt;
     }
-    if (ck.is_moe() && !u.expert)
-        return error{ck.origin(), "", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}", N, u.unit)};
-    if (!ck.is_moe() && u.expert)
-        return error{ck.origin(), "", fmt::format("layer {} is dense: name a unit as J, without an expert; got {}:{}", N, *u.expert, u.unit)};
-    if (u.expert && *u.expert >= c.n_experts)
-        return error{ck.origin(), "", fmt::format("expert {} is out of range: layer {} has {} experts (0 to {})", *u.expert, N,
-                                                  c.n_experts, c.n_experts - 1)};
-    if (u.unit >= c.d_ff)
-        return error{ck.origin(), "", fmt::format("unit {} is out of range: layer {} has d_ff = {} units (0 to {})", u.unit, N, c.d_ff,
-                                                  c.d_ff - 1)};
-    return std::nullopt;
+    return ffn_trace::check_unit(ck, iv.at.layer, u, "");
 }
 
 // A point written in flight (an intervention's or a callback's) against the model: its layer, a
@@ -411,6 +399,25 @@ outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_
     }
     pass.out.stream = std::move(x);
     return std::move(pass.out);
+}
+
+std::string to_string(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
+
+std::optional<error> check_unit(const checkpoint& ck, std::size_t layer, const unit_ref& u, const std::string& path) {
+    const checkpoint_config& c = ck.config();
+    const auto range = [](std::size_t n) { return n == 1 ? std::string("0") : fmt::format("0 to {}", n - 1); };
+    if (ck.is_moe() && !u.expert)
+        return error{ck.origin(), path, fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}",
+                                                    layer, u.unit)};
+    if (!ck.is_moe() && u.expert)
+        return error{ck.origin(), path, fmt::format("layer {} is dense: name a unit as J, without an expert; got {}", layer, to_string(u))};
+    if (u.expert && *u.expert >= c.n_experts)
+        return error{ck.origin(), path, fmt::format("expert {} is out of range: layer {} has {} experts ({})", *u.expert, layer,
+                                                    c.n_experts, range(c.n_experts))};
+    if (u.unit >= c.d_ff)
+        return error{ck.origin(), path, fmt::format("unit {} is out of range: layer {} has d_ff = {} units ({})", u.unit, layer, c.d_ff,
+                                                    range(c.d_ff))};
+    return std::nullopt;
 }
 
 }  // namespace ffn_trace

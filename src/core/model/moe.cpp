@@ -310,6 +310,16 @@ trace trace_rows(const trace& t, const std::vector<std::size_t>& rows) {
 
 }  // namespace
 
+const matrix& ffn_result::ffn_input() const {
+    if (const moe_trace* m = moe()) return m->moe_input();
+    return dense()->ffn_input();
+}
+
+const matrix& ffn_result::written() const {
+    if (const moe_trace* m = moe()) return m->step(step_kind::combine).value;
+    return dense()->step(step_kind::contract).value;
+}
+
 ffn_result rows_of(const ffn_result& r, const std::vector<std::size_t>& positions) {
     if (const trace* t = r.dense()) return trace_rows(*t, positions);
     const moe_trace& m = *r.moe();
