@@ -59,8 +59,8 @@ outcome<activation> gelu_named(const json& c, const config_origin& from, std::st
     const std::string given = it == c.end() || it->is_null() ? std::string(fallback) : it->is_string() ? it->get<std::string>() : "";
     if (given == word_name(config_word::gelu_new) || given == word_name(config_word::gelu_pytorch_tanh)) return activation::gelu;
     if (given == word_name(config_word::gelu)) return activation::gelu_exact;
-    return from.at(key, fmt::format("ffn-trace runs {} or {}, got {}", quote(word_name(config_word::gelu_new)), quote(word_name(config_word::gelu)),
-                                    it->is_string() ? quote(given) : kind_of(*it)));
+    return from.at(key, fmt::format("ffn-trace runs {} or {}, got {}", quote(word_name(config_word::gelu_new)),
+                                    quote(word_name(config_word::gelu)), it->is_string() ? quote(given) : kind_of(*it)));
 }
 
 // A size config.json may give under one of `keys`, tried in order: a whole number ≥ 1, or
@@ -93,8 +93,8 @@ outcome<const family*> family_named(const json& config, const std::string& file,
     if (arch.empty()) {
         auto it = config.find(key_name(config_key::model_type));
         if (it == config.end())
-            return error{path, "", fmt::format("no config.json beside the checkpoint says its {}; give `arch` ({})", key_name(config_key::model_type),
-                                                fmt::join(known_architectures(), ", "))};
+            return error{path, "", fmt::format("no config.json beside the checkpoint says its {}; give `arch` ({})",
+                                                key_name(config_key::model_type), fmt::join(known_architectures(), ", "))};
         if (!it->is_string()) return error{file, key_name(config_key::model_type), "expected a string such as \"llama\""};
         arch = it->get<std::string>();
     }
@@ -165,7 +165,8 @@ std::optional<error> read_layers(const checkpoint& c, const family& f, const jso
                                  checkpoint_config& m) {
     std::size_t counted = 0;
     while (!c.resolve(f.name_of(shaped_role(f), counted, 0) + ".weight").empty()) ++counted;
-    const std::string spelled = key_name(config.contains(key_name(config_key::n_layer)) ? config_key::n_layer : config_key::num_hidden_layers);
+    const bool gpt2 = config.contains(key_name(config_key::n_layer));
+    const std::string spelled = key_name(gpt2 ? config_key::n_layer : config_key::num_hidden_layers);
     auto layers = config_count(config, from, spelled, counted);
     if (!layers) return layers.err();
     if (*layers == 0 || *layers > counted) {
@@ -264,10 +265,13 @@ std::optional<error> read_rope_scaling(const json& c, const config_origin& from,
     auto it = c.find(key_name(config_key::rope_scaling));
     if (it == c.end() || it->is_null()) return std::nullopt;
     std::string kind;
-    for (config_key k : {config_key::rope_type, config_key::type})  // Hugging Face's order: rope_type first
-        if (kind.empty() && it->is_object() && it->contains(key_name(k)) && (*it)[key_name(k)].is_string()) kind = (*it)[key_name(k)].get<std::string>();
+    for (config_key k : {config_key::rope_type, config_key::type}) {  // Hugging Face's order: rope_type first
+        const std::string spelled = key_name(k);
+        if (kind.empty() && it->is_object() && it->contains(spelled) && (*it)[spelled].is_string()) kind = (*it)[spelled].get<std::string>();
+    }
     if (kind.empty())
-        return from.at(key_name(config_key::rope_scaling), fmt::format("expected an object with a {}, or null", key_name(config_key::rope_type)));
+        return from.at(key_name(config_key::rope_scaling),
+                       fmt::format("expected an object with a {}, or null", key_name(config_key::rope_type)));
     if (kind == word_name(config_word::rope_default)) return std::nullopt;
     rope_scaling& s = m.rope_scaling;
     s.kind = kind;
@@ -280,7 +284,8 @@ std::optional<error> read_rope_scaling(const json& c, const config_origin& from,
     if (auto e = scaling_number(*it, from, s, config_key::original_max_position_embeddings, s.original_max_positions)) return e;
     if (!(s.high_freq_factor > s.low_freq_factor))
         return from.at(fmt::format("{}.{}", key_name(config_key::rope_scaling), key_name(config_key::high_freq_factor)),
-                       fmt::format("expected more than {} = {}, got {}", key_name(config_key::low_freq_factor), s.low_freq_factor, s.high_freq_factor));
+                       fmt::format("expected more than {} = {}, got {}", key_name(config_key::low_freq_factor), s.low_freq_factor,
+                                   s.high_freq_factor));
     return std::nullopt;
 }
 
@@ -328,7 +333,8 @@ std::optional<error> read_softcap(const json& c, const config_origin& from, conf
 // layer global (Hugging Face's Gemma2Config and Gemma3TextConfig).
 std::optional<error> read_layer_types(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
     m.sliding_layers.assign(m.n_layers, false);
-    const std::string types = key_name(config_key::layer_types), sliding = word_name(config_word::sliding_attention), full = word_name(config_word::full_attention);
+    const std::string types = key_name(config_key::layer_types);
+    const std::string sliding = word_name(config_word::sliding_attention), full = word_name(config_word::full_attention);
     if (auto it = c.find(types); it != c.end() && !it->is_null()) {
         if (!it->is_array() || it->size() < m.n_layers)
             return from.at(types, fmt::format("expected an array of {} strings, {} or {}, got {}", m.n_layers, quote(sliding), quote(full),
@@ -336,7 +342,8 @@ std::optional<error> read_layer_types(const family& f, const json& c, const conf
         for (std::size_t i = 0; i < m.n_layers; ++i) {
             const json& t = (*it)[i];
             if (t != sliding && t != full)
-                return from.at(fmt::format("{}[{}]", types, i), fmt::format("expected {} or {}, got {}", quote(sliding), quote(full), kind_of(t)));
+                return from.at(fmt::format("{}[{}]", types, i),
+                               fmt::format("expected {} or {}, got {}", quote(sliding), quote(full), kind_of(t)));
             m.sliding_layers[i] = t == sliding;
         }
         return std::nullopt;
@@ -452,16 +459,19 @@ outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& c
 std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f) {
     if (m.n_heads == 0) return m.origin.at(f.config.heads, "missing: the forward pass needs the number of attention heads");
     const std::string& scaling = m.rope_scaling.kind;
-    const std::string linear = word_name(config_word::linear), llama3 = word_name(config_word::llama3), head_dim = key_name(config_key::head_dim);
+    const std::string linear = word_name(config_word::linear), llama3 = word_name(config_word::llama3);
+    const std::string head_dim = key_name(config_key::head_dim);
     if (f.rope && !scaling.empty() && scaling != linear && scaling != llama3)
-        return m.origin.at(key_name(config_key::rope_scaling), fmt::format("{} {} is not implemented; ffn-trace runs the default, {} and {} RoPE",
-                                                                key_name(config_key::rope_type), quote(scaling), quote(linear), quote(llama3)));
+        return m.origin.at(key_name(config_key::rope_scaling),
+                           fmt::format("{} {} is not implemented; ffn-trace runs the default, {} and {} RoPE", key_name(config_key::rope_type),
+                                       quote(scaling), quote(linear), quote(llama3)));
     if (f.rope && m.head_dim % 2 != 0)
         return m.origin.at(head_dim, fmt::format("RoPE turns pairs of a head's values: expected an even {}, got {}", head_dim, m.head_dim));
     const std::size_t q_width = m.n_heads * m.head_dim;
     if (!f.grouped_query) {
         if (m.n_kv_heads != m.n_heads)
-            return m.origin.at(key_name(config_key::num_key_value_heads), fmt::format("a {} model has one key/value head per query head", m.arch));
+            return m.origin.at(key_name(config_key::num_key_value_heads),
+                               fmt::format("a {} model has one key/value head per query head", m.arch));
         if (q_width != m.d_model)
             return m.origin.at(head_dim, fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
     }

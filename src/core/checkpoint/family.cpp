@@ -195,7 +195,8 @@ family llama_like(std::string_view name, bias_rule qkv_bias, window_rule window,
     f.output_bias = bias_rule::if_present;
     f.window = window;
     f.act = activation::swiglu;
-    f.config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_act, config_word::silu, config_key::rms_norm_eps, 1e-6);
+    f.config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_act, config_word::silu,
+                       config_key::rms_norm_eps, 1e-6);
     f.gguf_sizes = llama_gguf_sizes;
     return f;
 }
@@ -224,7 +225,8 @@ const std::vector<family>& table() {
             .qkv_bias = bias_rule::always,
             .output_bias = bias_rule::always,
             .ffn_bias = bias_rule::if_present,
-            .config = keys_of(config_key::n_head, config_key::n_positions, config_key::activation_function, config_word::gelu_new, config_key::layer_norm_epsilon, 1e-5),
+            .config = keys_of(config_key::n_head, config_key::n_positions, config_key::activation_function, config_word::gelu_new,
+                              config_key::layer_norm_epsilon, 1e-5),
             .gguf_arch = "gpt2",
             .gguf_sizes = gpt2_gguf_sizes,
         });
@@ -252,7 +254,8 @@ const std::vector<family>& table() {
             .output_bias = bias_rule::always,
             .ffn_bias = bias_rule::if_present,
             .act = activation::gelu_exact,
-            .config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_act, config_word::gelu, config_key::layer_norm_eps, 1e-12),
+            .config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_act, config_word::gelu,
+                              config_key::layer_norm_eps, 1e-12),
             .gguf_arch = {},
         });
         t.push_back(llama_like("llama", bias_rule::if_present, window_rule::none, "llama"));
@@ -293,8 +296,8 @@ const std::vector<family>& table() {
             gemma.tensors = llama_names(sandwich);
             gemma.tensors[static_cast<std::size_t>(role::ffn_norm)] = {"layers.{i}.pre_feedforward_layernorm", "blk.{i}.ffn_norm"};
             gemma.act = activation::geglu;
-            gemma.config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_activation, config_word::gelu_pytorch_tanh,
-                                   config_key::rms_norm_eps, 1e-6);
+            gemma.config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_activation,
+                                   config_word::gelu_pytorch_tanh, config_key::rms_norm_eps, 1e-6);
             gemma.gguf_late_sizes = gemma_gguf_sizes;
             if (pattern == 6) gemma.multimodal_type = "gemma3";  // Gemma3ForConditionalGeneration's config.json
             gemma.tied_head = true;

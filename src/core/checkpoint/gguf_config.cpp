@@ -54,7 +54,8 @@ std::optional<error> read_rope_scaling(const gguf_header& h, const std::string& 
     auto type = h.metadata.find(type_key);
     if (type == h.metadata.end()) return std::nullopt;
     if (type->second.type != gguf_type::string)
-        return error{file, type_key, fmt::format("expected a string such as \"{}\", got {}", config_name(config_word::linear), type->second.kind())};
+        return error{file, type_key,
+                     fmt::format("expected a string such as \"{}\", got {}", config_name(config_word::linear), type->second.kind())};
     if (type->second.text == config_name(config_word::none)) return std::nullopt;
     nlohmann::ordered_json scaling = {{json_key(config_key::rope_type), type->second.text}};
     m.key_of[json_key(config_key::rope_scaling)] = type_key;
@@ -93,7 +94,8 @@ void gemma_defaults(gguf_model& m) {
     const std::size_t d = c[json_key(config_key::hidden_size)].get<std::size_t>(), heads = std::max<std::size_t>(1, m.heads);
     const std::size_t layers = c[json_key(config_key::num_hidden_layers)].get<std::size_t>();
     const bool big = layers == (m.family->rope_local_base > 0 ? 62u : 46u);
-    const std::size_t head_dim = c.contains(json_key(config_key::head_dim)) ? c[json_key(config_key::head_dim)].get<std::size_t>() : d / heads;
+    const std::string head_dim_key = json_key(config_key::head_dim);
+    const std::size_t head_dim = c.contains(head_dim_key) ? c[head_dim_key].get<std::size_t>() : d / heads;
     c[json_key(config_key::query_pre_attn_scalar)] = big ? d / heads : head_dim;
 }
 
