@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 
@@ -267,4 +269,103 @@ TEST_CASE("a layer number of several digits replaces every {i} of a pattern") {
     CHECK(f.name_of(role::ffn_up, 47) == "h.47.mlp.c_fc");
     CHECK(f.name_of(role::ffn_up, 1234567) == "h.1234567.mlp.c_fc");
     CHECK(named("mixtral").name_of(role::ffn_down_exps, 31, 7) == "layers.31.block_sparse_moe.experts.7.w2");
+}
+
+TEST_CASE("each GGUF metadata key is spelled as llama.cpp's llama-arch.cpp spells its LLM_KV_*, after \"<arch>.\"") {
+    const std::vector<std::pair<gguf_key, std::string_view>> expected{
+        {gguf_key::general_architecture, "general.architecture"},
+        {gguf_key::embedding_length, "embedding_length"},
+        {gguf_key::feed_forward_length, "feed_forward_length"},
+        {gguf_key::block_count, "block_count"},
+        {gguf_key::context_length, "context_length"},
+        {gguf_key::head_count, "attention.head_count"},
+        {gguf_key::head_count_kv, "attention.head_count_kv"},
+        {gguf_key::key_length, "attention.key_length"},
+        {gguf_key::layer_norm_epsilon, "attention.layer_norm_epsilon"},
+        {gguf_key::layer_norm_rms_epsilon, "attention.layer_norm_rms_epsilon"},
+        {gguf_key::sliding_window, "attention.sliding_window"},
+        {gguf_key::sliding_window_pattern, "attention.sliding_window_pattern"},
+        {gguf_key::attn_logit_softcapping, "attn_logit_softcapping"},
+        {gguf_key::final_logit_softcapping, "final_logit_softcapping"},
+        {gguf_key::freq_base, "rope.freq_base"},
+        {gguf_key::freq_base_swa, "rope.freq_base_swa"},
+        {gguf_key::rope_scaling_type, "rope.scaling.type"},
+        {gguf_key::rope_scaling_factor, "rope.scaling.factor"},
+        {gguf_key::expert_count, "expert_count"},
+        {gguf_key::expert_used_count, "expert_used_count"},
+    };
+    REQUIRE(expected.size() == static_cast<std::size_t>(gguf_key::expert_used_count) + 1);
+    for (const auto& [k, spelling] : expected) CHECK(gguf_name(k) == spelling);
+}
+
+TEST_CASE("each config.json key and word is spelled once, as Hugging Face's configuration classes spell it") {
+    std::set<std::string_view> seen;
+    for (int k = 0; k <= static_cast<int>(config_key::rope_local_base_freq); ++k) {
+        CAPTURE(k);
+        const std::string_view spelling = config_name(static_cast<config_key>(k));
+        CHECK_FALSE(spelling.empty());
+        CHECK(seen.insert(spelling).second);
+    }
+    for (int w = 0; w <= static_cast<int>(config_word::full_attention); ++w) {
+        CAPTURE(w);
+        CHECK(seen.insert(config_name(static_cast<config_word>(w))).second);
+    }
+    // GPT2Config's own names and the others' (its attribute_map), a key of rope_scaling, a word
+    CHECK(config_name(config_key::n_embd) == "n_embd");
+    CHECK(config_name(config_key::hidden_size) == "hidden_size");
+    CHECK(config_name(config_key::num_key_value_heads) == "num_key_value_heads");
+    CHECK(config_name(config_key::original_max_position_embeddings) == "original_max_position_embeddings");
+    CHECK(config_name(config_key::type) == "type");
+    CHECK(config_name(config_word::rope_default) == "default");
+    CHECK(config_name(config_word::sliding_attention) == "sliding_attention");
+}
+
+TEST_CASE("a family's GGUF sizes are read under its config.json keys: GPT-2's n_embd, Llama's hidden_size, Mixtral's experts") {
+    using sizes = std::vector<std::pair<std::string_view, std::string_view>>;
+    auto spelled = [](const std::vector<gguf_size>& list, bool required) {
+        sizes out;
+        for (const gguf_size& s : list)
+            if (s.required == required) out.emplace_back(gguf_name(s.gguf), config_name(s.config));
+        return out;
+    };
+    const sizes gpt2{{"embedding_length", "n_embd"}, {"feed_forward_length", "n_inner"}, {"block_count", "n_layer"},
+                     {"attention.head_count", "n_head"}, {"context_length", "n_positions"},
+                     {"attention.layer_norm_epsilon", "layer_norm_epsilon"}};
+    CHECK(spelled(named("gpt2").gguf_sizes, true) == gpt2);
+    CHECK(spelled(named("gpt2").gguf_sizes, false).empty());
+    const sizes llama{{"embedding_length", "hidden_size"}, {"feed_forward_length", "intermediate_size"},
+                      {"block_count", "num_hidden_layers"}, {"attention.head_count", "num_attention_heads"},
+                      {"context_length", "max_position_embeddings"}, {"attention.layer_norm_rms_epsilon", "rms_norm_eps"}};
+    const sizes llama_optional{{"attention.head_count_kv", "num_key_value_heads"}, {"rope.freq_base", "rope_theta"},
+                               {"attention.key_length", "head_dim"}, {"attention.sliding_window", "sliding_window"}};
+    for (std::string_view name : {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"}) {
+        CAPTURE(name);
+        CHECK(spelled(named(name).gguf_sizes, true) == llama);
+        CHECK(spelled(named(name).gguf_sizes, false) == llama_optional);
+    }
+    sizes mixtral = llama;
+    mixtral.insert(mixtral.end(), {{"expert_count", "num_local_experts"}, {"expert_used_count", "num_experts_per_tok"}});
+    CHECK(spelled(named("mixtral").gguf_sizes, true) == mixtral);
+    // Gemma's, read after rope.scaling; every size of a GGUF float is real, of a count whole
+    const sizes gemma{{"attn_logit_softcapping", "attn_logit_softcapping"}, {"final_logit_softcapping", "final_logit_softcapping"},
+                      {"attention.sliding_window_pattern", "sliding_window_pattern"}, {"rope.freq_base_swa", "rope_local_base_freq"}};
+    CHECK(spelled(named("gemma2").gguf_late_sizes, false) == gemma);
+    CHECK(named("llama").gguf_late_sizes.empty());
+    CHECK(named("bert").gguf_sizes.empty());
+    for (const family& f : families())
+        for (const auto* list : {&f.gguf_sizes, &f.gguf_late_sizes})
+            for (const gguf_size& s : *list) {
+                CAPTURE(gguf_name(s.gguf));
+                const std::string_view g = gguf_name(s.gguf);
+                const bool real = g.find("epsilon") != g.npos || g.find("softcapping") != g.npos || g.find("freq_base") != g.npos;
+                CHECK(s.real == real);
+            }
+}
+
+TEST_CASE("Gemma 3's multimodal config.json (model_type gemma3) holds the keys of the family gemma3_text") {
+    REQUIRE(find_text_family("gemma3") != nullptr);
+    CHECK(find_text_family("gemma3")->name == "gemma3_text");
+    CHECK(find_text_family("gemma3_text") == nullptr);
+    CHECK(find_text_family("gemma2") == nullptr);
+    CHECK(find_text_family("") == nullptr);
 }

@@ -12,9 +12,12 @@ the model or the checkpoint for a role, and is counted here, comments left out:
 2. Family readers: the family row read again (`.family`, `family->`, `const family&`,
    `find_family(`): none.
 3. Configuration keys: string literals that config.json or a GGUF file's metadata spells, as the
-   readers read them (every such literal of checkpoint/config.cpp and checkpoint/gguf_config.cpp):
-   at most KEY_LIMIT. Not counted: the tokenizer's reader of a GGUF vocabulary (tokenizer/), and
-   the names of other vocabularies that share a key's spelling (OTHER_VOCABULARIES).
+   family table spells them (every literal with an underscore or a dot in its tables of keys and
+   words, KEY_TABLES of family.cpp): at most KEY_LIMIT. Not counted: the tokenizer's reader of a
+   GGUF vocabulary (tokenizer/), and the names of other vocabularies that share a key's spelling
+   (OTHER_VOCABULARIES).
+4. The same literals in the readers of config.json and GGUF's metadata (KEY_READERS), which read
+   by the table's names (config_key::hidden_size), not by spelling: at most KEY_LIMIT_IN_READERS.
 
 Exits 1 when a count is over its limit. Usage: check_roles.py SOURCE_DIR; with --self-test,
 checks that each count fails on a small tree that breaks it, and passes on one that keeps it.
@@ -25,13 +28,16 @@ import sys
 
 LOOKUP_LIMIT = 0
 KEY_LIMIT = 0
+KEY_LIMIT_IN_READERS = 5
 
 # The readers and the model, which alone spell names.
 READERS = ("src/core/checkpoint/", "src/core/forward/", "src/core/tokenizer/")
-# The key lists the readers read: every literal with an underscore or a dot is a key (or a value
-# config.json spells, such as "gelu_new").
-KEY_SOURCES = ("src/core/checkpoint/config.cpp", "src/core/checkpoint/gguf_config.cpp")
-NOT_KEYS = {"config.json"}
+# The family table spells every key once, in the tables named *_spelled (config.json's keys, the
+# words it writes as values, GGUF's keys): every literal there with an underscore or a dot is a
+# key (or a value config.json spells, such as "gelu_new").
+FAMILY_TABLE = "src/core/checkpoint/family.cpp"
+KEY_TABLES = re.compile(r"^constexpr std::pair<\w+, std::string_view> \w+_spelled\[\] = \{$(.*?)^\};$", re.M | re.S)
+KEY_READERS = ("src/core/checkpoint/config.cpp", "src/core/checkpoint/gguf_config.cpp")
 # Files whose literals spell another vocabulary that shares a key's spelling, with the reason.
 OTHER_VOCABULARIES = {
     "src/core/tools/params.cpp": "params's own parameters (\"head_dim\" is its option's name)",
@@ -51,11 +57,16 @@ from checker_self_test import run_cases  # noqa: E402
 
 def config_keys(root: pathlib.Path) -> set:
     keys = set()
-    for rel in KEY_SOURCES:
-        for text in LITERAL.findall(code_of((root / rel).read_text())):
-            if re.fullmatch(r"[a-z][a-z0-9_.]*", text) and ("_" in text or "." in text) and text not in NOT_KEYS:
+    for table in KEY_TABLES.findall(code_of((root / FAMILY_TABLE).read_text())):
+        for text in LITERAL.findall(table):
+            if re.fullmatch(r"[a-z][a-z0-9_.]*", text) and ("_" in text or "." in text):
                 keys.add(text)
     return keys
+
+
+def literals_of(rel: str, code: str, keys: set) -> list:
+    return [f"{rel}:{line_no}: \"{t}\"" for line_no, line in enumerate(code.split("\n"), 1)
+            for t in LITERAL.findall(line) if t in keys]
 
 
 def sources(root: pathlib.Path):
@@ -78,12 +89,15 @@ def main() -> int:
             if rel not in LOOKUP_ALLOWED:
                 lookups += [f"{rel}:{line_no}: {m.group(0)}" for m in LOOKUP.finditer(bare)]
             families += [f"{rel}:{line_no}: {m.group(0)}" for m in FAMILY.finditer(bare)]
-            if rel not in OTHER_VOCABULARIES:
-                literals += [f"{rel}:{line_no}: \"{t}\"" for t in LITERAL.findall(line) if t in keys]
+        if rel not in OTHER_VOCABULARIES:
+            literals += literals_of(rel, code, keys)
+    in_readers = [hit for rel in KEY_READERS for hit in literals_of(rel, code_of((root / rel).read_text()), keys)]
     ok = True
     for title, found, limit in (("raw weight look-ups outside the model and its readers", lookups, LOOKUP_LIMIT),
                                 ("family readers outside the model and its readers", families, 0),
-                                ("config.json and GGUF key literals outside the readers", literals, KEY_LIMIT)):
+                                ("config.json and GGUF key literals outside the readers", literals, KEY_LIMIT),
+                                ("config.json and GGUF key literals in the readers, outside the family table", in_readers,
+                                 KEY_LIMIT_IN_READERS)):
         print(f"{title}: {len(found)} (at most {limit})")
         for f in found:
             print(f"  {f}")
@@ -92,7 +106,9 @@ def main() -> int:
 
 
 def self_test(root: pathlib.Path) -> int:
-    """A copy of the key lists, then one file that breaks one count at a time."""
+    """A copy of the family table and the readers, then one file that breaks one count at a time:
+    a made-up analysis, then a made-up config.cpp in place of the reader's."""
+    copied = (FAMILY_TABLE, *KEY_READERS)
     breaking = {
         "look-ups": "\n".join(f"auto u{i} = ck.tensors().find(ck.unembedding_name());" for i in range(LOOKUP_LIMIT + 1)),
         "families": "bool c = ck.config().family->causal;",
@@ -100,7 +116,14 @@ def self_test(root: pathlib.Path) -> int:
     }
     keeping = "\n".join([f"auto u{i} = ck.unembedding();  // not ck.tensors()" for i in range(LOOKUP_LIMIT + 1)] +
                         ['auto e = error{"", "", "the family->causal flag";', "bool c = ck.causal();"])
-    return run_cases(__file__, root, KEY_SOURCES, "src/core/analysis/made_up.cpp", breaking, keeping, "look-up")
+    outside = run_cases(__file__, root, copied, "src/core/analysis/made_up.cpp", breaking, keeping, "look-up")
+
+    def spelled(n: int) -> str:  # n keys spelled in a reader, and one that only a comment names
+        return "\n".join([f'auto n{i} = config_count(c, from, "hidden_size", 0);' for i in range(n)] +
+                         ['// "rope.freq_base" and "gelu_new" in a comment', 'auto k = key_name(config_key::hidden_size);'])
+    in_readers = run_cases(__file__, root, copied, KEY_READERS[0], {"keys in readers": spelled(KEY_LIMIT_IN_READERS + 1)},
+                           spelled(KEY_LIMIT_IN_READERS), "key spelled")
+    return outside or in_readers
 
 
 if __name__ == "__main__":

@@ -90,6 +90,51 @@ enum class window_rule {
     per_layer,                   // Gemma: the layers config.json's layer_types calls "sliding_attention"
 };
 
+// The keys of config.json that ffn-trace reads, each named as config.json spells it, as llama.cpp's
+// llama-arch.cpp names LLM_KV_EMBEDDING_LENGTH after "embedding_length": the family table spells
+// each once (config_name), and the readers read by this name, never by a literal. A value may
+// have several keys (GPT2Config's n_embd is the hidden_size of the others).
+enum class config_key {
+    model_type, text_config,  // text_config: the text model's keys in a multimodal config.json
+    hidden_size, n_embd, intermediate_size, n_inner, num_hidden_layers, n_layer,
+    num_attention_heads, n_head, num_key_value_heads, head_dim, max_position_embeddings, n_positions, vocab_size,
+    activation_function, hidden_act, hidden_activation, layer_norm_epsilon, layer_norm_eps, rms_norm_eps,
+    num_local_experts, num_experts_per_tok,
+    rope_theta, rope_scaling,
+    rope_type, type, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings,  // rope_scaling's
+    use_sliding_window, sliding_window, tie_word_embeddings,
+    query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping, layer_types, sliding_window_pattern,
+    rope_local_base_freq,
+};
+// The words config.json (and GGUF's metadata) writes as values that ffn-trace reads: activations,
+// the kinds of RoPE scaling, the attention of a layer in layer_types.
+enum class config_word {
+    gelu_new, gelu_pytorch_tanh, gelu, silu,
+    rope_default, linear, llama3, none,  // none: GGUF's rope.scaling.type for no scaling
+    sliding_attention, full_attention,
+};
+// The keys of a GGUF file's metadata that ffn-trace reads, named after llama.cpp's LLM_KV_*: each
+// after the "<arch>." of general.architecture, which is spelled whole.
+enum class gguf_key {
+    general_architecture,
+    embedding_length, feed_forward_length, block_count, context_length,
+    head_count, head_count_kv, key_length, layer_norm_epsilon, layer_norm_rms_epsilon, sliding_window,
+    sliding_window_pattern, attn_logit_softcapping, final_logit_softcapping,
+    freq_base, freq_base_swa, rope_scaling_type, rope_scaling_factor,
+    expert_count, expert_used_count,
+};
+std::string_view config_name(config_key k);
+std::string_view config_name(config_word w);
+std::string_view gguf_name(gguf_key k);  // "embedding_length", "attention.head_count", "general.architecture"
+
+// A size a GGUF file's metadata gives, under config.json's key of the same model.
+struct gguf_size {
+    gguf_key gguf;
+    config_key config;
+    bool required;
+    bool real;  // an f32 (widened to double as stored), else an unsigned integer
+};
+
 // What one family's config.json calls the values that differ between families, and their
 // defaults when it says nothing.
 struct config_keys {
@@ -122,6 +167,12 @@ struct family {
     // the family): "llama" for Mistral and Mixtral too, which the experts tell apart.
     std::string_view gguf_arch;
     bool gguf_permuted_qk = false;  // the converter permutes Q's and K's rows for its RoPE layout
+    // The sizes of its GGUF files' metadata, in the order read: the first before "<arch>.rope.scaling",
+    // Gemma's after it.
+    std::vector<gguf_size> gguf_sizes{}, gguf_late_sizes{};
+    // The model_type of a multimodal config.json that holds the family's keys in its text_config
+    // (Gemma 3's "gemma3"), "" where none.
+    std::string_view multimodal_type{};
     // Gemma: what the RMSNorms' stored weight w lacks of the γ they apply (HF stores w − 1 and
     // multiplies by 1 + w; llama.cpp's converter adds the 1, so a GGUF row has 0)
     double norm_offset = 0;
@@ -151,6 +202,9 @@ std::span<const family> families();
 const family* find_family(std::string_view model_type);
 // The same row as a GGUF file stores it: every weight nn.Linear's out × in (ne = [in, out]).
 const family* find_gguf_family(std::string_view model_type);
+// The family whose text model a multimodal config.json of `model_type` holds in its text_config
+// (Gemma 3's "gemma3": gemma3_text), or nullptr.
+const family* find_text_family(std::string_view model_type);
 // The row of a GGUF file's general.architecture, with experts or not, as find_gguf_family stores
 // it; nullptr when ffn-trace reads no such GGUF.
 const family* find_gguf_architecture(std::string_view gguf_arch, bool experts);

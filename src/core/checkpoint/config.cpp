@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <utility>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -23,9 +24,13 @@ namespace {
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
+// config.json's key or word as the family table spells it.
+std::string key_name(config_key k) { return std::string(config_name(k)); }
+std::string word_name(config_word w) { return std::string(config_name(w)); }
+
 // A whole number from config.json, or `fallback` when absent.
-outcome<std::size_t> config_count(const json& c, const config_origin& from, const char* key, std::size_t fallback) {
-    auto it = c.find(key);
+outcome<std::size_t> config_count(const json& c, const config_origin& from, std::string_view key, std::size_t fallback) {
+    auto it = c.find(std::string(key));
     if (it == c.end() || it->is_null()) return fallback;
     // No model has a size near 2^40; a bigger one would overflow the sizes made from it.
     constexpr std::uint64_t most = std::uint64_t{1} << 40;
@@ -37,8 +42,8 @@ outcome<std::size_t> config_count(const json& c, const config_origin& from, cons
     return static_cast<std::size_t>(it->get<std::uint64_t>());
 }
 
-outcome<double> config_number(const json& c, const config_origin& from, const char* key, double fallback) {
-    auto it = c.find(key);
+outcome<double> config_number(const json& c, const config_origin& from, std::string_view key, double fallback) {
+    auto it = c.find(std::string(key));
     if (it == c.end() || it->is_null()) return fallback;
     // A GGUF file's f32 may be inf (config.json's JSON cannot), and inf passes "> 0": a norm's
     // epsilon of inf makes every logit 0.
@@ -47,25 +52,26 @@ outcome<double> config_number(const json& c, const config_origin& from, const ch
     return it->get<double>();
 }
 
-// GPT-2's activation_function or BERT's hidden_act: "gelu_new" (and "gelu_pytorch_tanh") is the
-// tanh form, "gelu" the exact one.
-outcome<activation> gelu_named(const json& c, const config_origin& from, const char* key, std::string_view fallback) {
-    auto it = c.find(key);
-    const std::string name = it == c.end() || it->is_null() ? std::string(fallback) : it->is_string() ? it->get<std::string>() : "";
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh") return activation::gelu;
-    if (name == "gelu") return activation::gelu_exact;
-    return from.at(key, fmt::format("ffn-trace runs \"gelu_new\" or \"gelu\", got {}",
-                                    it->is_string() ? quote(name) : kind_of(*it)));
+// GPT-2's activation_function or BERT's hidden_act: gelu_new (and gelu_pytorch_tanh) is the tanh
+// form, gelu the exact one.
+outcome<activation> gelu_named(const json& c, const config_origin& from, std::string_view key, std::string_view fallback) {
+    auto it = c.find(std::string(key));
+    const std::string given = it == c.end() || it->is_null() ? std::string(fallback) : it->is_string() ? it->get<std::string>() : "";
+    if (given == word_name(config_word::gelu_new) || given == word_name(config_word::gelu_pytorch_tanh)) return activation::gelu;
+    if (given == word_name(config_word::gelu)) return activation::gelu_exact;
+    return from.at(key, fmt::format("ffn-trace runs {} or {}, got {}", quote(word_name(config_word::gelu_new)),
+                                    quote(word_name(config_word::gelu)), it->is_string() ? quote(given) : kind_of(*it)));
 }
 
-// A size config.json may give under one of `keys`: a whole number ≥ 1, or `fallback` when absent.
-outcome<std::size_t> config_size(const json& c, const config_origin& from, std::initializer_list<const char*> keys,
-                                 std::size_t fallback) {
-    for (const char* key : keys) {
-        if (!c.contains(key) || c[key].is_null()) continue;
-        auto n = config_count(c, from, key, fallback);
+// A size config.json may give under one of `keys`, tried in order: a whole number ≥ 1, or
+// `fallback` when absent.
+outcome<std::size_t> config_size(const json& c, const config_origin& from, std::initializer_list<config_key> keys, std::size_t fallback) {
+    for (config_key k : keys) {
+        const std::string spelled = key_name(k);
+        if (!c.contains(spelled) || c[spelled].is_null()) continue;
+        auto n = config_count(c, from, spelled, fallback);
         if (!n) return n.err();
-        if (*n == 0) return from.at(key, "expected a whole number ≥ 1, got 0");
+        if (*n == 0) return from.at(spelled, "expected a whole number ≥ 1, got 0");
         return n;
     }
     return fallback;
@@ -85,15 +91,15 @@ outcome<const family*> family_named(const json& config, const std::string& file,
                                     const std::string& arch_override) {
     std::string arch = arch_override;
     if (arch.empty()) {
-        auto it = config.find("model_type");
+        auto it = config.find(key_name(config_key::model_type));
         if (it == config.end())
-            return error{path, "", fmt::format("no config.json beside the checkpoint says its model_type; give `arch` ({})",
-                                                fmt::join(known_architectures(), ", "))};
-        if (!it->is_string()) return error{file, "model_type", "expected a string such as \"llama\""};
+            return error{path, "", fmt::format("no config.json beside the checkpoint says its {}; give `arch` ({})",
+                                                key_name(config_key::model_type), fmt::join(known_architectures(), ", "))};
+        if (!it->is_string()) return error{file, key_name(config_key::model_type), "expected a string such as \"llama\""};
         arch = it->get<std::string>();
     }
     if (const family* f = find_family(arch)) return f;
-    return error{arch_override.empty() ? file : "", arch_override.empty() ? "model_type" : "arch",
+    return error{arch_override.empty() ? file : "", arch_override.empty() ? key_name(config_key::model_type) : "arch",
                  fmt::format("unknown architecture {}; ffn-trace knows {}", quote(arch), fmt::join(known_architectures(), ", "))};
 }
 
@@ -106,11 +112,12 @@ tensor_role shaped_role(const family& f) {
 
 // A fused gate and up projection of `rows` rows: two halves of intermediate_size rows each.
 outcome<std::size_t> fused_d_ff(const json& config, const config_origin& from, const tensor_info& t, std::size_t rows) {
-    auto n = config_count(config, from, "intermediate_size", rows / 2);
+    const std::string d_ff = key_name(config_key::intermediate_size);
+    auto n = config_count(config, from, d_ff, rows / 2);
     if (!n) return n.err();
     if (2 * *n != rows)
         return error{t.file, t.spelled(), fmt::format("holds the gate and the up projection one after the other: its {} rows are not "
-                                                 "twice d_ff = {}{}", rows, *n, config.contains("intermediate_size") ? " (intermediate_size)" : "")};
+                                                 "twice d_ff = {}{}", rows, *n, config.contains(d_ff) ? " (" + d_ff + ")" : "")};
     return *n;
 }
 
@@ -138,17 +145,17 @@ std::optional<error> read_widths(const checkpoint& c, const family& f, const jso
     if (m.d_model == 0 || m.d_ff == 0)
         return error{t0.file, t0.spelled(), fmt::format("its shape {} ({}) makes d_model = {} and d_ff = {}; a layer needs at least one "
                                                    "of each", shape_text(t0.shape), orientation_of(f.stored), m.d_model, m.d_ff)};
-    for (const char* key : {"hidden_size", "n_embd"}) {
-        auto n = config_count(config, from, key, m.d_model);
+    for (config_key k : {config_key::hidden_size, config_key::n_embd}) {
+        auto n = config_count(config, from, key_name(k), m.d_model);
         if (!n) return n.err();
         if (*n != m.d_model)
-            return from.at(key, fmt::format("says d_model = {}, but {} is {}", *n, t0.spelled(), shape_text(t0.shape)));
+            return from.at(key_name(k), fmt::format("says d_model = {}, but {} is {}", *n, t0.spelled(), shape_text(t0.shape)));
     }
     // d_ff: GPT-2's n_inner may be null (4 × d_model); a number must be the tensors' own
-    for (const char* key : {"intermediate_size", "n_inner"}) {
-        auto n = config_count(config, from, key, m.d_ff);
+    for (config_key k : {config_key::intermediate_size, config_key::n_inner}) {
+        auto n = config_count(config, from, key_name(k), m.d_ff);
         if (!n) return n.err();
-        if (*n != m.d_ff) return from.at(key, fmt::format("says d_ff = {}, but {} is {}", *n, t0.spelled(), shape_text(t0.shape)));
+        if (*n != m.d_ff) return from.at(key_name(k), fmt::format("says d_ff = {}, but {} is {}", *n, t0.spelled(), shape_text(t0.shape)));
     }
     return std::nullopt;
 }
@@ -158,14 +165,15 @@ std::optional<error> read_layers(const checkpoint& c, const family& f, const jso
                                  checkpoint_config& m) {
     std::size_t counted = 0;
     while (!c.resolve(f.name_of(shaped_role(f), counted, 0) + ".weight").empty()) ++counted;
-    const char* key = config.contains("n_layer") ? "n_layer" : "num_hidden_layers";
-    auto layers = config_count(config, from, key, counted);
+    const bool gpt2 = config.contains(key_name(config_key::n_layer));
+    const std::string spelled = key_name(gpt2 ? config_key::n_layer : config_key::num_hidden_layers);
+    auto layers = config_count(config, from, spelled, counted);
     if (!layers) return layers.err();
     if (*layers == 0 || *layers > counted) {
         // The first tensor missing, as the file would spell it (a GGUF file's keys are its own).
         const std::string ours = f.name_of(shaped_role(f), counted, 0) + ".weight";
         const std::string missing = from.keys.empty() ? ours : fmt::format("{}.weight ({})", f.name_of(shaped_role(f), counted, 0, name_scheme::gguf), ours);
-        return from.at(key, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}{}", *layers,
+        return from.at(spelled, fmt::format("says {} layer{}, but the checkpoint holds the tensors of {}{}", *layers,
                                         *layers == 1 ? "" : "s", counted, *layers > counted ? ": it has no " + missing : ""));
     }
     m.n_layers = *layers;
@@ -183,11 +191,11 @@ std::optional<error> read_activation(const family& f, const json& config, const 
                                                 quote(f.config.act_default),
                                                 it->is_string() ? quote(it->get<std::string>()) : kind_of(*it)));
     } else {
-        auto act = gelu_named(config, from, act_key.c_str(), f.config.act_default);
+        auto act = gelu_named(config, from, act_key, f.config.act_default);
         if (!act) return act.err();
         m.act = *act;
     }
-    auto eps = config_number(config, from, eps_key.c_str(), f.config.eps_default);
+    auto eps = config_number(config, from, eps_key, f.config.eps_default);
     if (!eps) return eps.err();
     m.eps = *eps;
     return std::nullopt;
@@ -198,15 +206,15 @@ std::optional<error> read_experts(const checkpoint& c, const family& f, const js
                                   checkpoint_config& m) {
     std::size_t experts = 0;
     while (!c.resolve(f.name_of(tensor_role::ffn_gate_exps, 0, experts) + ".weight").empty()) ++experts;
-    auto n = config_count(config, from, "num_local_experts", experts);
+    const std::string count = key_name(config_key::num_local_experts), per_token = key_name(config_key::num_experts_per_tok);
+    auto n = config_count(config, from, count, experts);
     if (!n) return n.err();
     if (*n == 0 || *n > experts)  // checked before anything is allocated per expert
-        return from.at("num_local_experts", fmt::format("says {} experts, but layer 0 holds the tensors of {}", *n, experts));
-    auto k = config_count(config, from, "num_experts_per_tok", 2);
+        return from.at(count, fmt::format("says {} experts, but layer 0 holds the tensors of {}", *n, experts));
+    auto k = config_count(config, from, per_token, 2);
     if (!k) return k.err();
     if (*k == 0 || *k > *n)
-        return from.at("num_experts_per_tok",
-                       fmt::format("expected 1 to num_local_experts = {} experts per token, got {}", *n, *k));
+        return from.at(per_token, fmt::format("expected 1 to {} = {} experts per token, got {}", count, *n, *k));
     m.n_experts = *n;
     m.top_k = *k;
     return std::nullopt;
@@ -214,38 +222,37 @@ std::optional<error> read_experts(const checkpoint& c, const family& f, const js
 
 // The attention heads: query heads, key/value heads and each head's width, checked together.
 std::optional<error> read_heads(const json& c, const config_origin& from, checkpoint_config& m) {
-    auto heads = config_size(c, from, {"n_head", "num_attention_heads"}, 0);
+    auto heads = config_size(c, from, {config_key::n_head, config_key::num_attention_heads}, 0);
     if (!heads) return heads.err();
     m.n_heads = *heads;
-    auto kv = config_size(c, from, {"num_key_value_heads"}, m.n_heads);
+    auto kv = config_size(c, from, {config_key::num_key_value_heads}, m.n_heads);
     if (!kv) return kv.err();
     m.n_kv_heads = *kv;
-    auto head_dim = config_size(c, from, {"head_dim"}, 0);
+    auto head_dim = config_size(c, from, {config_key::head_dim}, 0);
     if (!head_dim) return head_dim.err();
     m.head_dim = *head_dim;
     // Before any table is sized by it: the widest heads of released models have 256 numbers.
     if (constexpr std::size_t widest = 1u << 16; m.head_dim > widest)
-        return from.at("head_dim", fmt::format("expected at most {} numbers a head, got {}", widest, m.head_dim));
+        return from.at(key_name(config_key::head_dim), fmt::format("expected at most {} numbers a head, got {}", widest, m.head_dim));
     if (m.n_heads > 0 && m.head_dim == 0) {
         if (m.d_model % m.n_heads != 0)
-            return from.at(c.contains("n_head") ? "n_head" : "num_attention_heads",
+            return from.at(key_name(c.contains(key_name(config_key::n_head)) ? config_key::n_head : config_key::num_attention_heads),
                            fmt::format("d_model = {} is not divisible by {} heads", m.d_model, m.n_heads));
         m.head_dim = m.d_model / m.n_heads;
     }
-    if (m.n_kv_heads > 0 && m.n_heads == 0) return from.at("num_key_value_heads", "given without num_attention_heads");
+    const std::string kv_key = key_name(config_key::num_key_value_heads);
+    if (m.n_kv_heads > 0 && m.n_heads == 0) return from.at(kv_key, "given without " + key_name(config_key::num_attention_heads));
     if (m.n_heads > 0 && m.n_heads % m.n_kv_heads != 0)
-        return from.at("num_key_value_heads",
-                       fmt::format("{} query heads cannot share {} key/value heads evenly", m.n_heads, m.n_kv_heads));
+        return from.at(kv_key, fmt::format("{} query heads cannot share {} key/value heads evenly", m.n_heads, m.n_kv_heads));
     return std::nullopt;
 }
 
 // rope_scaling.KEY, a finite number > 0 that the kind of scaling needs.
-std::optional<error> scaling_number(const json& scaling, const config_origin& from, const rope_scaling& s, const char* key,
-                                    double& into) {
-    const std::string path = fmt::format("rope_scaling.{}", key);
-    if (!scaling.contains(key) || scaling[key].is_null())
-        return from.at(path, fmt::format("missing: rope_type {} needs it", quote(s.kind)));
-    auto n = config_number(scaling, from, key, 0);
+std::optional<error> scaling_number(const json& scaling, const config_origin& from, const rope_scaling& s, config_key k, double& into) {
+    const std::string spelled = key_name(k), path = fmt::format("{}.{}", key_name(config_key::rope_scaling), spelled);
+    if (!scaling.contains(spelled) || scaling[spelled].is_null())
+        return from.at(path, fmt::format("missing: {} {} needs it", key_name(config_key::rope_type), quote(s.kind)));
+    auto n = config_number(scaling, from, spelled, 0);
     if (!n) return from.at(path, n.err().message);
     into = *n;
     return std::nullopt;
@@ -255,59 +262,68 @@ std::optional<error> scaling_number(const json& scaling, const config_origin& fr
 // llama3's four numbers are read here, a kind ffn-trace does not run is kept to be refused by the
 // forward pass (the FFN of a layer needs no RoPE).
 std::optional<error> read_rope_scaling(const json& c, const config_origin& from, checkpoint_config& m) {
-    auto it = c.find("rope_scaling");
+    auto it = c.find(key_name(config_key::rope_scaling));
     if (it == c.end() || it->is_null()) return std::nullopt;
     std::string kind;
-    for (const char* key : {"rope_type", "type"})  // Hugging Face's order: rope_type first
-        if (kind.empty() && it->is_object() && it->contains(key) && (*it)[key].is_string()) kind = (*it)[key].get<std::string>();
-    if (kind.empty()) return from.at("rope_scaling", "expected an object with a rope_type, or null");
-    if (kind == "default") return std::nullopt;
+    for (config_key k : {config_key::rope_type, config_key::type}) {  // Hugging Face's order: rope_type first
+        const std::string spelled = key_name(k);
+        if (kind.empty() && it->is_object() && it->contains(spelled) && (*it)[spelled].is_string()) kind = (*it)[spelled].get<std::string>();
+    }
+    if (kind.empty())
+        return from.at(key_name(config_key::rope_scaling),
+                       fmt::format("expected an object with a {}, or null", key_name(config_key::rope_type)));
+    if (kind == word_name(config_word::rope_default)) return std::nullopt;
     rope_scaling& s = m.rope_scaling;
     s.kind = kind;
-    if (kind == "linear" || kind == "llama3")
-        if (auto e = scaling_number(*it, from, s, "factor", s.factor)) return e;
-    if (kind != "llama3") return std::nullopt;
-    if (auto e = scaling_number(*it, from, s, "low_freq_factor", s.low_freq_factor)) return e;
-    if (auto e = scaling_number(*it, from, s, "high_freq_factor", s.high_freq_factor)) return e;
-    if (auto e = scaling_number(*it, from, s, "original_max_position_embeddings", s.original_max_positions)) return e;
+    const bool llama3 = kind == word_name(config_word::llama3);
+    if (kind == word_name(config_word::linear) || llama3)
+        if (auto e = scaling_number(*it, from, s, config_key::factor, s.factor)) return e;
+    if (!llama3) return std::nullopt;
+    if (auto e = scaling_number(*it, from, s, config_key::low_freq_factor, s.low_freq_factor)) return e;
+    if (auto e = scaling_number(*it, from, s, config_key::high_freq_factor, s.high_freq_factor)) return e;
+    if (auto e = scaling_number(*it, from, s, config_key::original_max_position_embeddings, s.original_max_positions)) return e;
     if (!(s.high_freq_factor > s.low_freq_factor))
-        return from.at("rope_scaling.high_freq_factor",
-                       fmt::format("expected more than low_freq_factor = {}, got {}", s.low_freq_factor, s.high_freq_factor));
+        return from.at(fmt::format("{}.{}", key_name(config_key::rope_scaling), key_name(config_key::high_freq_factor)),
+                       fmt::format("expected more than {} = {}, got {}", key_name(config_key::low_freq_factor), s.low_freq_factor,
+                                   s.high_freq_factor));
     return std::nullopt;
 }
 
 // RoPE's base and scaling, the attention window and the tied head.
 std::optional<error> read_positions(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
-    auto theta = config_number(c, from, "rope_theta", 10000);
+    auto theta = config_number(c, from, key_name(config_key::rope_theta), 10000);
     if (!theta) return theta.err();
     m.rope_theta = *theta;
     if (auto e = read_rope_scaling(c, from, m)) return e;
+    const std::string enabled = key_name(config_key::use_sliding_window);
     const bool windowed = f.window == window_rule::always ||
-                          (f.window == window_rule::when_enabled && c.contains("use_sliding_window") && c["use_sliding_window"] == true);
+                          (f.window == window_rule::when_enabled && c.contains(enabled) && c[enabled] == true);
     if (windowed) {
-        auto window = config_size(c, from, {"sliding_window"}, 0);
+        auto window = config_size(c, from, {config_key::sliding_window}, 0);
         if (!window) return window.err();
         m.sliding_window = *window;
     }
     m.tie_word_embeddings = f.tied_head;
-    if (auto it = c.find("tie_word_embeddings"); it != c.end() && !it->is_null()) {
-        if (!it->is_boolean()) return from.at("tie_word_embeddings", fmt::format("expected true or false, got {}", kind_of(*it)));
+    const std::string tied = key_name(config_key::tie_word_embeddings);
+    if (auto it = c.find(tied); it != c.end() && !it->is_null()) {
+        if (!it->is_boolean()) return from.at(tied, fmt::format("expected true or false, got {}", kind_of(*it)));
         m.tie_word_embeddings = it->get<bool>();
     }
     return std::nullopt;
 }
 
 // A key Gemma needs: there, and a finite number > 0.
-outcome<double> needed_number(const json& c, const config_origin& from, const char* key, std::string_view why) {
-    if (!c.contains(key) || c[key].is_null()) return from.at(key, fmt::format("missing: {}", why));
-    return config_number(c, from, key, 0);
+outcome<double> needed_number(const json& c, const config_origin& from, config_key k, std::string_view why) {
+    const std::string spelled = key_name(k);
+    if (!c.contains(spelled) || c[spelled].is_null()) return from.at(spelled, fmt::format("missing: {}", why));
+    return config_number(c, from, spelled, 0);
 }
 
 // A soft cap: absent, the family's default; null, none; else a finite number > 0.
-std::optional<error> read_softcap(const json& c, const config_origin& from, const char* key, double fallback, double& into) {
+std::optional<error> read_softcap(const json& c, const config_origin& from, config_key k, double fallback, double& into) {
     into = fallback;
-    if (!c.contains(key)) return std::nullopt;
-    auto cap = config_number(c, from, key, 0);
+    if (!c.contains(key_name(k))) return std::nullopt;
+    auto cap = config_number(c, from, key_name(k), 0);
     if (!cap) return cap.err();
     into = *cap;
     return std::nullopt;
@@ -317,20 +333,22 @@ std::optional<error> read_softcap(const json& c, const config_origin& from, cons
 // layer global (Hugging Face's Gemma2Config and Gemma3TextConfig).
 std::optional<error> read_layer_types(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
     m.sliding_layers.assign(m.n_layers, false);
-    if (auto it = c.find("layer_types"); it != c.end() && !it->is_null()) {
+    const std::string types = key_name(config_key::layer_types);
+    const std::string sliding = word_name(config_word::sliding_attention), full = word_name(config_word::full_attention);
+    if (auto it = c.find(types); it != c.end() && !it->is_null()) {
         if (!it->is_array() || it->size() < m.n_layers)
-            return from.at("layer_types", fmt::format("expected an array of {} strings, \"sliding_attention\" or \"full_attention\", got {}",
-                                                      m.n_layers, kind_of(*it)));
+            return from.at(types, fmt::format("expected an array of {} strings, {} or {}, got {}", m.n_layers, quote(sliding), quote(full),
+                                              kind_of(*it)));
         for (std::size_t i = 0; i < m.n_layers; ++i) {
             const json& t = (*it)[i];
-            if (t != "sliding_attention" && t != "full_attention")
-                return from.at(fmt::format("layer_types[{}]", i),
-                               fmt::format("expected \"sliding_attention\" or \"full_attention\", got {}", kind_of(t)));
-            m.sliding_layers[i] = t == "sliding_attention";
+            if (t != sliding && t != full)
+                return from.at(fmt::format("{}[{}]", types, i),
+                               fmt::format("expected {} or {}, got {}", quote(sliding), quote(full), kind_of(t)));
+            m.sliding_layers[i] = t == sliding;
         }
         return std::nullopt;
     }
-    auto pattern = config_size(c, from, {"sliding_window_pattern"}, f.sliding_pattern);
+    auto pattern = config_size(c, from, {config_key::sliding_window_pattern}, f.sliding_pattern);
     if (!pattern) return pattern.err();
     for (std::size_t i = 0; i < m.n_layers; ++i) m.sliding_layers[i] = (i + 1) % *pattern != 0;
     return std::nullopt;
@@ -340,19 +358,21 @@ std::optional<error> read_layer_types(const family& f, const json& c, const conf
 // Gemma 3's RoPE base of those layers.
 std::optional<error> read_gemma(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
     if (!f.gemma_attention) return std::nullopt;
-    auto scalar = needed_number(c, from, "query_pre_attn_scalar", "Gemma scales each query by query_pre_attn_scalar^−½");
+    auto scalar = needed_number(c, from, config_key::query_pre_attn_scalar,
+                                fmt::format("Gemma scales each query by {}^−½", key_name(config_key::query_pre_attn_scalar)));
     if (!scalar) return scalar.err();
     m.query_scale = 1 / std::sqrt(*scalar);
-    if (auto e = read_softcap(c, from, "attn_logit_softcapping", f.attn_softcap, m.attn_softcap)) return e;
-    if (auto e = read_softcap(c, from, "final_logit_softcapping", f.final_softcap, m.final_softcap)) return e;
-    if (!c.contains("sliding_window") || c["sliding_window"].is_null())
-        return from.at("sliding_window", "missing: Gemma's sliding layers attend within it");
-    auto window = config_size(c, from, {"sliding_window"}, 0);
+    if (auto e = read_softcap(c, from, config_key::attn_logit_softcapping, f.attn_softcap, m.attn_softcap)) return e;
+    if (auto e = read_softcap(c, from, config_key::final_logit_softcapping, f.final_softcap, m.final_softcap)) return e;
+    const std::string window_key = key_name(config_key::sliding_window);
+    if (!c.contains(window_key) || c[window_key].is_null())
+        return from.at(window_key, "missing: Gemma's sliding layers attend within it");
+    auto window = config_size(c, from, {config_key::sliding_window}, 0);
     if (!window) return window.err();
     m.sliding_window = *window;
     if (auto e = read_layer_types(f, c, from, m)) return e;
     if (f.rope_local_base > 0) {
-        auto local = config_number(c, from, "rope_local_base_freq", f.rope_local_base);
+        auto local = config_number(c, from, key_name(config_key::rope_local_base_freq), f.rope_local_base);
         if (!local) return local.err();
         m.rope_local_theta = *local;
     }
@@ -363,10 +383,10 @@ std::optional<error> read_gemma(const family& f, const json& c, const config_ori
 // the tied head, each checked on its own and against the others.
 std::optional<error> read_forward_config(const family& f, const json& c, const config_origin& from, checkpoint_config& m) {
     if (auto e = read_heads(c, from, m)) return e;
-    auto positions = config_size(c, from, {"n_positions", "max_position_embeddings"}, 0);
+    auto positions = config_size(c, from, {config_key::n_positions, config_key::max_position_embeddings}, 0);
     if (!positions) return positions.err();
     m.max_positions = *positions;
-    auto vocab = config_size(c, from, {"vocab_size"}, 0);
+    auto vocab = config_size(c, from, {config_key::vocab_size}, 0);
     if (!vocab) return vocab.err();
     m.vocab_size = *vocab;
     if (auto e = read_positions(f, c, from, m)) return e;
@@ -374,24 +394,27 @@ std::optional<error> read_forward_config(const family& f, const json& c, const c
 }
 
 // The text model's keys of Gemma 3's multimodal config.json (model_type "gemma3",
-// Gemma3ForConditionalGeneration): its text_config, with the keys it leaves out as Hugging Face's
-// Gemma3TextConfig defaults them (configuration_gemma3.py); errors name text_config.KEY.
-outcome<json> gemma3_text_config(const json& config, const std::string& file) {
-    auto it = config.find("text_config");
+// Gemma3ForConditionalGeneration), for its family `f`: its text_config, with the keys it leaves
+// out as Hugging Face's Gemma3TextConfig defaults them (configuration_gemma3.py); errors name
+// text_config.KEY.
+outcome<json> text_config(const json& config, const std::string& file, const family& f) {
+    const std::string within = key_name(config_key::text_config);
+    auto it = config.find(within);
     if (it == config.end())
-        return error{file, "text_config", "missing: a \"gemma3\" config.json holds its text model's keys there"};
+        return error{file, within, fmt::format("missing: a {} config.json holds its text model's keys there", quote(f.multimodal_type))};
     if (!it->is_object())
-        return error{file, "text_config", fmt::format("expected an object holding the text model's keys, got {}", kind_of(*it))};
+        return error{file, within, fmt::format("expected an object holding the text model's keys, got {}", kind_of(*it))};
     // whole numbers unsigned, as nlohmann parses them from config.json's text
-    static const json defaults = {
-        {"vocab_size", 262208u},      {"num_attention_heads", 8u},          {"num_key_value_heads", 4u},
-        {"head_dim", 256u},           {"hidden_activation", "gelu_pytorch_tanh"}, {"max_position_embeddings", 131072u},
-        {"rms_norm_eps", 1e-6},       {"rope_theta", 1000000.0},            {"query_pre_attn_scalar", 256u},
-        {"sliding_window", 4096u},    {"rope_local_base_freq", 10000.0},    {"sliding_window_pattern", 6u},
+    const std::pair<config_key, json> defaults[] = {
+        {config_key::vocab_size, 262208u},      {config_key::num_attention_heads, 8u},           {config_key::num_key_value_heads, 4u},
+        {config_key::head_dim, 256u},           {config_key::hidden_activation, std::string(f.config.act_default)},
+        {config_key::max_position_embeddings, 131072u},
+        {config_key::rms_norm_eps, 1e-6},       {config_key::rope_theta, 1000000.0},             {config_key::query_pre_attn_scalar, 256u},
+        {config_key::sliding_window, 4096u},    {config_key::rope_local_base_freq, 10000.0},     {config_key::sliding_window_pattern, 6u},
     };
     json text = *it;
-    for (const auto& [key, value] : defaults.items())
-        if (!text.contains(key)) text[key] = value;
+    for (const auto& [k, value] : defaults)
+        if (!text.contains(key_name(k))) text[key_name(k)] = value;
     return text;
 }
 
@@ -407,10 +430,12 @@ outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& p
     const std::string file = file_beside(path, "config.json");
     auto config = load_config(file);
     if (!config) return config.err();
-    if (auto type = config->find("model_type"); arch.empty() && type != config->end() && *type == "gemma3") {
-        auto text = gemma3_text_config(*config, file);
+    auto type = config->find(key_name(config_key::model_type));
+    const family* multimodal = type != config->end() && type->is_string() ? find_text_family(type->get<std::string>()) : nullptr;
+    if (arch.empty() && multimodal) {
+        auto text = text_config(*config, file, *multimodal);
         if (!text) return text.err();
-        return read_config_object(c, *text, config_origin{file, {}, "text_config."}, *find_family("gemma3_text"));
+        return read_config_object(c, *text, config_origin{file, {}, key_name(config_key::text_config) + "."}, *multimodal);
     }
     auto f = family_named(*config, file, path, arch);
     if (!f) return f.err();
@@ -434,23 +459,28 @@ outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& c
 std::optional<error> check_attention_sizes(const checkpoint_config& m, const family& f) {
     if (m.n_heads == 0) return m.origin.at(f.config.heads, "missing: the forward pass needs the number of attention heads");
     const std::string& scaling = m.rope_scaling.kind;
-    if (f.rope && !scaling.empty() && scaling != "linear" && scaling != "llama3")
-        return m.origin.at("rope_scaling", fmt::format("rope_type {} is not implemented; ffn-trace runs the default, \"linear\" and \"llama3\" RoPE", quote(scaling)));
+    const std::string linear = word_name(config_word::linear), llama3 = word_name(config_word::llama3);
+    const std::string head_dim = key_name(config_key::head_dim);
+    if (f.rope && !scaling.empty() && scaling != linear && scaling != llama3)
+        return m.origin.at(key_name(config_key::rope_scaling),
+                           fmt::format("{} {} is not implemented; ffn-trace runs the default, {} and {} RoPE", key_name(config_key::rope_type),
+                                       quote(scaling), quote(linear), quote(llama3)));
     if (f.rope && m.head_dim % 2 != 0)
-        return m.origin.at("head_dim", fmt::format("RoPE turns pairs of a head's values: expected an even head_dim, got {}", m.head_dim));
+        return m.origin.at(head_dim, fmt::format("RoPE turns pairs of a head's values: expected an even {}, got {}", head_dim, m.head_dim));
     const std::size_t q_width = m.n_heads * m.head_dim;
     if (!f.grouped_query) {
         if (m.n_kv_heads != m.n_heads)
-            return m.origin.at("num_key_value_heads", fmt::format("a {} model has one key/value head per query head", m.arch));
+            return m.origin.at(key_name(config_key::num_key_value_heads),
+                               fmt::format("a {} model has one key/value head per query head", m.arch));
         if (q_width != m.d_model)
-            return m.origin.at("head_dim", fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
+            return m.origin.at(head_dim, fmt::format("{} heads of {} make {}, not d_model = {}", m.n_heads, m.head_dim, q_width, m.d_model));
     }
     return std::nullopt;
 }
 
 std::optional<error> check_vocab_size(const checkpoint_config& m, std::size_t rows, const std::string& table) {
     if (m.vocab_size == 0 || m.vocab_size == rows) return std::nullopt;
-    return m.origin.at("vocab_size", fmt::format("says {}, but {} has {} rows", m.vocab_size, table, rows));
+    return m.origin.at(key_name(config_key::vocab_size), fmt::format("says {}, but {} has {} rows", m.vocab_size, table, rows));
 }
 
 }  // namespace ffn_trace::detail

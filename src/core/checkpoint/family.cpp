@@ -4,6 +4,7 @@
 #include "ffn_trace/model/checkpoint.hpp"
 
 #include <tuple>
+#include <utility>
 #include <vector>
 
 
@@ -12,6 +13,138 @@ namespace ffn_trace {
 namespace {
 
 using role = tensor_role;
+
+// config.json's keys, as Hugging Face's configuration classes spell them (GPT2Config, BertConfig,
+// LlamaConfig, MixtralConfig, Gemma2Config, Gemma3TextConfig), each once.
+constexpr std::pair<config_key, std::string_view> config_keys_spelled[] = {
+    {config_key::model_type, "model_type"},
+    {config_key::text_config, "text_config"},
+    {config_key::hidden_size, "hidden_size"},
+    {config_key::n_embd, "n_embd"},
+    {config_key::intermediate_size, "intermediate_size"},
+    {config_key::n_inner, "n_inner"},
+    {config_key::num_hidden_layers, "num_hidden_layers"},
+    {config_key::n_layer, "n_layer"},
+    {config_key::num_attention_heads, "num_attention_heads"},
+    {config_key::n_head, "n_head"},
+    {config_key::num_key_value_heads, "num_key_value_heads"},
+    {config_key::head_dim, "head_dim"},
+    {config_key::max_position_embeddings, "max_position_embeddings"},
+    {config_key::n_positions, "n_positions"},
+    {config_key::vocab_size, "vocab_size"},
+    {config_key::activation_function, "activation_function"},
+    {config_key::hidden_act, "hidden_act"},
+    {config_key::hidden_activation, "hidden_activation"},
+    {config_key::layer_norm_epsilon, "layer_norm_epsilon"},
+    {config_key::layer_norm_eps, "layer_norm_eps"},
+    {config_key::rms_norm_eps, "rms_norm_eps"},
+    {config_key::num_local_experts, "num_local_experts"},
+    {config_key::num_experts_per_tok, "num_experts_per_tok"},
+    {config_key::rope_theta, "rope_theta"},
+    {config_key::rope_scaling, "rope_scaling"},
+    {config_key::rope_type, "rope_type"},
+    {config_key::type, "type"},
+    {config_key::factor, "factor"},
+    {config_key::low_freq_factor, "low_freq_factor"},
+    {config_key::high_freq_factor, "high_freq_factor"},
+    {config_key::original_max_position_embeddings, "original_max_position_embeddings"},
+    {config_key::use_sliding_window, "use_sliding_window"},
+    {config_key::sliding_window, "sliding_window"},
+    {config_key::tie_word_embeddings, "tie_word_embeddings"},
+    {config_key::query_pre_attn_scalar, "query_pre_attn_scalar"},
+    {config_key::attn_logit_softcapping, "attn_logit_softcapping"},
+    {config_key::final_logit_softcapping, "final_logit_softcapping"},
+    {config_key::layer_types, "layer_types"},
+    {config_key::sliding_window_pattern, "sliding_window_pattern"},
+    {config_key::rope_local_base_freq, "rope_local_base_freq"},
+};
+
+constexpr std::pair<config_word, std::string_view> config_words_spelled[] = {
+    {config_word::gelu_new, "gelu_new"},
+    {config_word::gelu_pytorch_tanh, "gelu_pytorch_tanh"},
+    {config_word::gelu, "gelu"},
+    {config_word::silu, "silu"},
+    {config_word::rope_default, "default"},
+    {config_word::linear, "linear"},
+    {config_word::llama3, "llama3"},
+    {config_word::none, "none"},
+    {config_word::sliding_attention, "sliding_attention"},
+    {config_word::full_attention, "full_attention"},
+};
+
+// A GGUF file's metadata keys, as llama.cpp's llama-arch.cpp spells LLM_KV_* after "<arch>.".
+constexpr std::pair<gguf_key, std::string_view> gguf_keys_spelled[] = {
+    {gguf_key::general_architecture, "general.architecture"},
+    {gguf_key::embedding_length, "embedding_length"},
+    {gguf_key::feed_forward_length, "feed_forward_length"},
+    {gguf_key::block_count, "block_count"},
+    {gguf_key::context_length, "context_length"},
+    {gguf_key::head_count, "attention.head_count"},
+    {gguf_key::head_count_kv, "attention.head_count_kv"},
+    {gguf_key::key_length, "attention.key_length"},
+    {gguf_key::layer_norm_epsilon, "attention.layer_norm_epsilon"},
+    {gguf_key::layer_norm_rms_epsilon, "attention.layer_norm_rms_epsilon"},
+    {gguf_key::sliding_window, "attention.sliding_window"},
+    {gguf_key::sliding_window_pattern, "attention.sliding_window_pattern"},
+    {gguf_key::attn_logit_softcapping, "attn_logit_softcapping"},
+    {gguf_key::final_logit_softcapping, "final_logit_softcapping"},
+    {gguf_key::freq_base, "rope.freq_base"},
+    {gguf_key::freq_base_swa, "rope.freq_base_swa"},
+    {gguf_key::rope_scaling_type, "rope.scaling.type"},
+    {gguf_key::rope_scaling_factor, "rope.scaling.factor"},
+    {gguf_key::expert_count, "expert_count"},
+    {gguf_key::expert_used_count, "expert_used_count"},
+};
+
+template <class Name, std::size_t N>
+std::string_view spelling_in(const std::pair<Name, std::string_view> (&table)[N], Name n) {
+    for (const auto& [name, text] : table)
+        if (name == n) return text;
+    return {};
+}
+
+// A GGUF size is needed or not, a real number or a whole one.
+constexpr bool required_key = true, optional_key = false, real_number = true, whole_number = false;
+
+// The Llama family's sizes in its GGUF files, under config.json's keys.
+const std::vector<gguf_size> llama_gguf_sizes = {
+    {gguf_key::embedding_length, config_key::hidden_size, required_key, whole_number},
+    {gguf_key::feed_forward_length, config_key::intermediate_size, required_key, whole_number},
+    {gguf_key::block_count, config_key::num_hidden_layers, required_key, whole_number},
+    {gguf_key::head_count, config_key::num_attention_heads, required_key, whole_number},
+    {gguf_key::head_count_kv, config_key::num_key_value_heads, optional_key, whole_number},
+    {gguf_key::context_length, config_key::max_position_embeddings, required_key, whole_number},
+    {gguf_key::layer_norm_rms_epsilon, config_key::rms_norm_eps, required_key, real_number},
+    {gguf_key::freq_base, config_key::rope_theta, optional_key, real_number},
+    {gguf_key::key_length, config_key::head_dim, optional_key, whole_number},  // Qwen3's heads are wider than d_model / heads
+    {gguf_key::sliding_window, config_key::sliding_window, optional_key, whole_number},  // Phi-3's (0: none, Phi-4)
+};
+const std::vector<gguf_size> expert_gguf_sizes = {
+    {gguf_key::expert_count, config_key::num_local_experts, required_key, whole_number},
+    {gguf_key::expert_used_count, config_key::num_experts_per_tok, required_key, whole_number},
+};
+// Gemma 2's soft caps (llama.cpp's defaults, 50 and 30, when absent, as Hugging Face's); every how
+// many layers one is global (a period; llama.cpp's defaults, 2 and 6, when absent); Gemma 3's RoPE
+// base of the sliding layers (10000 when absent).
+const std::vector<gguf_size> gemma_gguf_sizes = {
+    {gguf_key::attn_logit_softcapping, config_key::attn_logit_softcapping, optional_key, real_number},
+    {gguf_key::final_logit_softcapping, config_key::final_logit_softcapping, optional_key, real_number},
+    {gguf_key::sliding_window_pattern, config_key::sliding_window_pattern, optional_key, whole_number},
+    {gguf_key::freq_base_swa, config_key::rope_local_base_freq, optional_key, real_number},
+};
+const std::vector<gguf_size> gpt2_gguf_sizes = {
+    {gguf_key::embedding_length, config_key::n_embd, required_key, whole_number},
+    {gguf_key::feed_forward_length, config_key::n_inner, required_key, whole_number},
+    {gguf_key::block_count, config_key::n_layer, required_key, whole_number},
+    {gguf_key::head_count, config_key::n_head, required_key, whole_number},
+    {gguf_key::context_length, config_key::n_positions, required_key, whole_number},
+    {gguf_key::layer_norm_epsilon, config_key::layer_norm_epsilon, required_key, real_number},
+};
+
+// A family's own keys of the values that differ between families.
+config_keys keys_of(config_key heads, config_key positions, config_key act, config_word act_default, config_key eps, double eps_default) {
+    return {config_name(heads), config_name(positions), config_name(act), config_name(act_default), config_name(eps), eps_default};
+}
 
 struct named {
     tensor_role r;
@@ -50,8 +183,6 @@ const name_list llama_ffn = {
     {role::ffn_down, "layers.{i}.mlp.down_proj", "blk.{i}.ffn_down"},
 };
 
-const config_keys llama_keys{"num_attention_heads", "max_position_embeddings", "hidden_act", "silu", "rms_norm_eps", 1e-6};
-
 family llama_like(std::string_view name, bias_rule qkv_bias, window_rule window, std::string_view gguf_arch) {
     family f;
     f.name = name;
@@ -64,7 +195,9 @@ family llama_like(std::string_view name, bias_rule qkv_bias, window_rule window,
     f.output_bias = bias_rule::if_present;
     f.window = window;
     f.act = activation::swiglu;
-    f.config = llama_keys;
+    f.config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_act, config_word::silu,
+                       config_key::rms_norm_eps, 1e-6);
+    f.gguf_sizes = llama_gguf_sizes;
     return f;
 }
 
@@ -92,8 +225,10 @@ const std::vector<family>& table() {
             .qkv_bias = bias_rule::always,
             .output_bias = bias_rule::always,
             .ffn_bias = bias_rule::if_present,
-            .config = {"n_head", "n_positions", "activation_function", "gelu_new", "layer_norm_epsilon", 1e-5},
+            .config = keys_of(config_key::n_head, config_key::n_positions, config_key::activation_function, config_word::gelu_new,
+                              config_key::layer_norm_epsilon, 1e-5),
             .gguf_arch = "gpt2",
+            .gguf_sizes = gpt2_gguf_sizes,
         });
         t.push_back(family{
             .name = "bert",
@@ -119,7 +254,8 @@ const std::vector<family>& table() {
             .output_bias = bias_rule::always,
             .ffn_bias = bias_rule::if_present,
             .act = activation::gelu_exact,
-            .config = {"num_attention_heads", "max_position_embeddings", "hidden_act", "gelu", "layer_norm_eps", 1e-12},
+            .config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_act, config_word::gelu,
+                              config_key::layer_norm_eps, 1e-12),
             .gguf_arch = {},
         });
         t.push_back(llama_like("llama", bias_rule::if_present, window_rule::none, "llama"));
@@ -160,7 +296,10 @@ const std::vector<family>& table() {
             gemma.tensors = llama_names(sandwich);
             gemma.tensors[static_cast<std::size_t>(role::ffn_norm)] = {"layers.{i}.pre_feedforward_layernorm", "blk.{i}.ffn_norm"};
             gemma.act = activation::geglu;
-            gemma.config = {"num_attention_heads", "max_position_embeddings", "hidden_activation", "gelu_pytorch_tanh", "rms_norm_eps", 1e-6};
+            gemma.config = keys_of(config_key::num_attention_heads, config_key::max_position_embeddings, config_key::hidden_activation,
+                                   config_word::gelu_pytorch_tanh, config_key::rms_norm_eps, 1e-6);
+            gemma.gguf_late_sizes = gemma_gguf_sizes;
+            if (pattern == 6) gemma.multimodal_type = "gemma3";  // Gemma3ForConditionalGeneration's config.json
             gemma.tied_head = true;
             gemma.norm_offset = 1;
             gemma.scaled_embedding = true;
@@ -179,6 +318,7 @@ const std::vector<family>& table() {
             {role::ffn_down_exps, "layers.{i}.block_sparse_moe.experts.{j}.w2", "blk.{i}.ffn_down_exps"},
         });
         mixtral.moe = true;
+        mixtral.gguf_sizes.insert(mixtral.gguf_sizes.end(), expert_gguf_sizes.begin(), expert_gguf_sizes.end());
         t.push_back(std::move(mixtral));
         return t;
     }();
@@ -203,11 +343,21 @@ std::string family::name_of(tensor_role r, std::size_t layer, std::size_t expert
     return tensor;
 }
 
+std::string_view config_name(config_key k) { return spelling_in(config_keys_spelled, k); }
+std::string_view config_name(config_word w) { return spelling_in(config_words_spelled, w); }
+std::string_view gguf_name(gguf_key k) { return spelling_in(gguf_keys_spelled, k); }
+
 std::span<const family> families() { return table(); }
 
 const family* find_family(std::string_view model_type) {
     for (const family& f : table())
         if (f.name == model_type) return &f;
+    return nullptr;
+}
+
+const family* find_text_family(std::string_view model_type) {
+    for (const family& f : table())
+        if (!f.multimodal_type.empty() && f.multimodal_type == model_type) return &f;
     return nullptr;
 }
 

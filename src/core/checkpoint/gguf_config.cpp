@@ -13,52 +13,15 @@ namespace ffn_trace::detail {
 
 namespace {
 
-struct size_key {
-    const char* gguf;    // after "<arch>."
-    const char* config;  // config.json's key
-    bool required;
-    bool real;  // an f32 (widened to double as stored), else an unsigned integer
-};
+std::string json_key(config_key k) { return std::string(config_name(k)); }
 
-// Each of config.json's keys from its metadata key.
-const size_key llama_keys[] = {
-    {"embedding_length", "hidden_size", true, false},
-    {"feed_forward_length", "intermediate_size", true, false},
-    {"block_count", "num_hidden_layers", true, false},
-    {"attention.head_count", "num_attention_heads", true, false},
-    {"attention.head_count_kv", "num_key_value_heads", false, false},
-    {"context_length", "max_position_embeddings", true, false},
-    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", true, true},
-    {"rope.freq_base", "rope_theta", false, true},
-    {"attention.key_length", "head_dim", false, false},  // Qwen3's heads are wider than d_model / heads
-    {"attention.sliding_window", "sliding_window", false, false},  // Phi-3's (0: none, Phi-4)
-};
-const size_key expert_keys[] = {
-    {"expert_count", "num_local_experts", true, false},
-    {"expert_used_count", "num_experts_per_tok", true, false},
-};
-// Gemma 2's soft caps, as llama-arch.cpp spells them (llama.cpp's defaults, 50 and 30, when absent, as
-// Hugging Face's); every how many layers one is global (a period; llama.cpp's defaults, 2 and 6,
-// when absent); Gemma 3's RoPE base of the sliding layers (10000 when absent).
-const size_key gemma_keys[] = {
-    {"attn_logit_softcapping", "attn_logit_softcapping", false, true},
-    {"final_logit_softcapping", "final_logit_softcapping", false, true},
-    {"attention.sliding_window_pattern", "sliding_window_pattern", false, false},
-    {"rope.freq_base_swa", "rope_local_base_freq", false, true},
-};
-const size_key gpt2_keys[] = {
-    {"embedding_length", "n_embd", true, false},
-    {"feed_forward_length", "n_inner", true, false},
-    {"block_count", "n_layer", true, false},
-    {"attention.head_count", "n_head", true, false},
-    {"context_length", "n_positions", true, false},
-    {"attention.layer_norm_epsilon", "layer_norm_epsilon", true, true},
-};
+// The metadata key of `arch`: llama.block_count.
+std::string arch_key(const std::string& arch, gguf_key k) { return fmt::format("{}.{}", arch, gguf_name(k)); }
 
-std::optional<error> read_key(const gguf_header& h, const std::string& file, const std::string& arch, const size_key& k,
+std::optional<error> read_key(const gguf_header& h, const std::string& file, const std::string& arch, const gguf_size& k,
                               gguf_model& m) {
-    const std::string key = arch + "." + k.gguf;
-    m.key_of[k.config] = key;
+    const std::string key = arch_key(arch, k.gguf), config = json_key(k.config);
+    m.key_of[config] = key;
     auto it = h.metadata.find(key);
     if (it == h.metadata.end()) {
         if (!k.required) return std::nullopt;
@@ -68,18 +31,18 @@ std::optional<error> read_key(const gguf_header& h, const std::string& file, con
     if (k.real) {
         if (v.type != gguf_type::f32 && v.type != gguf_type::f64)
             return error{file, key, fmt::format("expected an f32, got {}", v.kind())};
-        m.config[k.config] = v.real;
+        m.config[config] = v.real;
     } else {
         if (!v.is_integer() || v.integer < 0)
             return error{file, key, fmt::format("expected an unsigned integer (u32), got {}", v.kind())};
-        m.config[k.config] = static_cast<std::uint64_t>(v.integer);
+        m.config[config] = static_cast<std::uint64_t>(v.integer);
     }
     return std::nullopt;
 }
 
 std::optional<error> read_keys(const gguf_header& h, const std::string& file, const std::string& arch,
-                               std::span<const size_key> keys, gguf_model& m) {
-    for (const size_key& k : keys)
+                               std::span<const gguf_size> keys, gguf_model& m) {
+    for (const gguf_size& k : keys)
         if (auto e = read_key(h, file, arch, k, m)) return e;
     return std::nullopt;
 }
@@ -87,21 +50,22 @@ std::optional<error> read_keys(const gguf_header& h, const std::string& file, co
 // "<arch>.rope.scaling.type" and its factor as config.json's rope_scaling; "none" is no scaling. A
 // Llama 3.1's scaling is no key but the rope_freqs tensor, which the forward pass reads.
 std::optional<error> read_rope_scaling(const gguf_header& h, const std::string& file, const std::string& arch, gguf_model& m) {
-    const std::string type_key = arch + ".rope.scaling.type", factor_key = arch + ".rope.scaling.factor";
+    const std::string type_key = arch_key(arch, gguf_key::rope_scaling_type), factor_key = arch_key(arch, gguf_key::rope_scaling_factor);
     auto type = h.metadata.find(type_key);
     if (type == h.metadata.end()) return std::nullopt;
     if (type->second.type != gguf_type::string)
-        return error{file, type_key, fmt::format("expected a string such as \"linear\", got {}", type->second.kind())};
-    if (type->second.text == "none") return std::nullopt;
-    nlohmann::ordered_json scaling = {{"rope_type", type->second.text}};
-    m.key_of["rope_scaling"] = type_key;
-    m.key_of["rope_scaling.factor"] = factor_key;
+        return error{file, type_key,
+                     fmt::format("expected a string such as \"{}\", got {}", config_name(config_word::linear), type->second.kind())};
+    if (type->second.text == config_name(config_word::none)) return std::nullopt;
+    nlohmann::ordered_json scaling = {{json_key(config_key::rope_type), type->second.text}};
+    m.key_of[json_key(config_key::rope_scaling)] = type_key;
+    m.key_of[fmt::format("{}.{}", config_name(config_key::rope_scaling), config_name(config_key::factor))] = factor_key;
     if (auto factor = h.metadata.find(factor_key); factor != h.metadata.end()) {
         if (factor->second.type != gguf_type::f32 && factor->second.type != gguf_type::f64)
             return error{file, factor_key, fmt::format("expected an f32, got {}", factor->second.kind())};
-        scaling["factor"] = factor->second.real;
+        scaling[json_key(config_key::factor)] = factor->second.real;
     }
-    m.config["rope_scaling"] = std::move(scaling);
+    m.config[json_key(config_key::rope_scaling)] = std::move(scaling);
     return std::nullopt;
 }
 
@@ -122,16 +86,17 @@ std::string gguf_architectures() {
 // Gemma 2, 62 in Gemma 3), as llama-model.cpp scales them.
 void gemma_defaults(gguf_model& m) {
     nlohmann::ordered_json& c = m.config;
-    c["hidden_activation"] = "gelu_pytorch_tanh";
-    if (!c.contains("sliding_window")) {
-        c["sliding_window"] = std::uint64_t{4096};
-        if (m.family->rope_local_base > 0) c["sliding_window_pattern"] = std::uint64_t{1};
+    c[std::string(m.family->config.act)] = m.family->config.act_default;
+    if (!c.contains(json_key(config_key::sliding_window))) {
+        c[json_key(config_key::sliding_window)] = std::uint64_t{4096};
+        if (m.family->rope_local_base > 0) c[json_key(config_key::sliding_window_pattern)] = std::uint64_t{1};
     }
-    const std::size_t d = c["hidden_size"].get<std::size_t>(), heads = std::max<std::size_t>(1, m.heads);
-    const std::size_t layers = c["num_hidden_layers"].get<std::size_t>();
+    const std::size_t d = c[json_key(config_key::hidden_size)].get<std::size_t>(), heads = std::max<std::size_t>(1, m.heads);
+    const std::size_t layers = c[json_key(config_key::num_hidden_layers)].get<std::size_t>();
     const bool big = layers == (m.family->rope_local_base > 0 ? 62u : 46u);
-    const std::size_t head_dim = c.contains("head_dim") ? c["head_dim"].get<std::size_t>() : d / heads;
-    c["query_pre_attn_scalar"] = big ? d / heads : head_dim;
+    const std::string head_dim_key = json_key(config_key::head_dim);
+    const std::size_t head_dim = c.contains(head_dim_key) ? c[head_dim_key].get<std::size_t>() : d / heads;
+    c[json_key(config_key::query_pre_attn_scalar)] = big ? d / heads : head_dim;
 }
 
 bool has_tensor(const gguf_header& h, std::string_view name) {
@@ -143,38 +108,34 @@ bool has_tensor(const gguf_header& h, std::string_view name) {
 }  // namespace
 
 outcome<gguf_model> read_gguf_model(const gguf_header& h, const std::string& file) {
-    auto it = h.metadata.find("general.architecture");
-    if (it == h.metadata.end()) return error{file, "general.architecture", "missing: the file does not say its architecture"};
+    const std::string arch_name(gguf_name(gguf_key::general_architecture));
+    auto it = h.metadata.find(arch_name);
+    if (it == h.metadata.end()) return error{file, arch_name, "missing: the file does not say its architecture"};
     if (it->second.type != gguf_type::string)
-        return error{file, "general.architecture", fmt::format("expected a string, got {}", it->second.kind())};
+        return error{file, arch_name, fmt::format("expected a string, got {}", it->second.kind())};
     const std::string arch = it->second.text;
     gguf_model m;
     m.config = nlohmann::ordered_json::object();
-    m.family = find_gguf_architecture(arch, h.metadata.count(arch + ".expert_count") > 0);
+    m.family = find_gguf_architecture(arch, h.metadata.count(arch_key(arch, gguf_key::expert_count)) > 0);
     if (!m.family)
-        return error{file, "general.architecture",
-                     fmt::format("ffn-trace reads the architectures {}, not {}", gguf_architectures(), quote(arch))};
-    m.permuted_qk = m.family->gguf_permuted_qk;
-    if (m.family->rope) {  // the Llama family's keys
-        if (auto e = read_keys(h, file, arch, llama_keys, m)) return *e;
-        if (m.family->moe)
-            if (auto e = read_keys(h, file, arch, expert_keys, m)) return *e;
+        return error{file, arch_name, fmt::format("ffn-trace reads the architectures {}, not {}", gguf_architectures(), quote(arch))};
+    const family& f = *m.family;
+    m.permuted_qk = f.gguf_permuted_qk;
+    if (!f.rope) m.config[std::string(f.config.act)] = f.config.act_default;  // llama.cpp's GPT-2 runs GELU's tanh form
+    if (auto e = read_keys(h, file, arch, f.gguf_sizes, m)) return *e;
+    if (f.rope) {  // the Llama family's
         if (auto e = read_rope_scaling(h, file, arch, m)) return *e;
-        if (m.family->gemma_attention)
-            if (auto e = read_keys(h, file, arch, gemma_keys, m)) return *e;
+        if (auto e = read_keys(h, file, arch, f.gguf_late_sizes, m)) return *e;
         // Phi-4 writes 0 for no window; Gemma's sliding layers need one (0 is refused by its key)
-        if (!m.family->gemma_attention && m.config.contains("sliding_window") && m.config["sliding_window"] == 0)
-            m.config.erase("sliding_window");
-        m.heads = m.config["num_attention_heads"].get<std::size_t>();
-        m.kv_heads = m.config.contains("num_key_value_heads") ? m.config["num_key_value_heads"].get<std::size_t>() : m.heads;
-        if (m.family->gemma_attention) gemma_defaults(m);
-    } else {
-        m.config["activation_function"] = "gelu_new";  // llama.cpp's GPT-2 runs GELU's tanh form
-        if (auto e = read_keys(h, file, arch, gpt2_keys, m)) return *e;
+        const std::string window = json_key(config_key::sliding_window), kv = json_key(config_key::num_key_value_heads);
+        if (!f.gemma_attention && m.config.contains(window) && m.config[window] == 0) m.config.erase(window);
+        m.heads = m.config[json_key(config_key::num_attention_heads)].get<std::size_t>();
+        m.kv_heads = m.config.contains(kv) ? m.config[kv].get<std::size_t>() : m.heads;
+        if (f.gemma_attention) gemma_defaults(m);
     }
-    m.config["model_type"] = std::string(m.family->name);
+    m.config[json_key(config_key::model_type)] = std::string(f.name);
     // The head is tied when the file has no output tensor (a copy of token_embd is a head too).
-    m.config["tie_word_embeddings"] = !has_tensor(h, "output.weight");
+    m.config[json_key(config_key::tie_word_embeddings)] = !has_tensor(h, f.name_of(tensor_role::output, 0, 0, name_scheme::gguf) + ".weight");
     return m;
 }
 
