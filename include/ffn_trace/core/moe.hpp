@@ -86,6 +86,23 @@ struct moe_trace {
     const matrix& moe_input() const;
 };
 
+// One expert's part of an FFN result, as a mixture sees its experts: a dense layer is one expert
+// that every token passes through, its output added with weight 1.
+struct expert_part {
+    std::optional<std::size_t> expert;       // empty: the dense layer itself
+    bool shared = false;                     // a mixture's shared expert: every token, weight 1
+    const trace& tr;                         // its steps over the tokens it ran
+    const expert_trace* routed = nullptr;    // a mixture's expert: which tokens; null: row t is token t
+    const matrix* weights = nullptr;         // the mixture's routing weights (tokens, n_experts)
+
+    // The row of a token in tr, if the token ran here, and the weight its output is added with.
+    std::optional<std::size_t> row_of(std::size_t token) const {
+        if (routed) return routed->row_of(token);
+        return token < tr.tokens() ? std::optional<std::size_t>(token) : std::nullopt;
+    }
+    double weight_at(std::size_t token) const { return weights && !shared ? (*weights)(token, *expert) : 1.0; }
+};
+
 // One FFN sublayer as the engine traced it, dense or a Mixture of Experts: what every caller
 // reads alike (the input, the tokens, the steps, the output: the dense layer's own, or the
 // mixture's router, weights and combine) and, for what differs, the trace of its kind.
@@ -119,6 +136,15 @@ public:
     // layer's contract, a mixture's combine): what a module replacing it whole must match.
     const matrix& ffn_input() const;
     const matrix& written() const;
+    // f(expert_part) for each expert that ran: a dense layer's one, or a mixture's routed experts
+    // in order of index, then its shared ones.
+    template <class F>
+    void for_each_expert(F&& f) const {
+        if (const trace* d = dense()) return f(expert_part{std::nullopt, false, *d});
+        const moe_trace& m = std::get<moe_trace>(value_);
+        const matrix& w = m.step(step_kind::weights).value;
+        for (const expert_trace& et : m.experts) f(expert_part{et.expert, et.shared, et.tr, &et, &w});
+    }
     // f called with the trace of its kind: one call where f has an overload for each kind (a
     // generic lambda, or a function overloaded on trace and moe_trace).
     template <class F>

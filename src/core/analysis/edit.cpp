@@ -275,7 +275,7 @@ hook_request part_request(const edited_part& part) {
 // columns: the expert's columns, and its routing weight at each token.
 void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
     const matrix& post = *run.cache.find({hook_point::mlp_post, part.layer});
-    if (part.out_norm && *part.out_norm) r.out = run.traces.at(part.layer).dense()->step(step_kind::contract).value;
+    if (part.out_norm && *part.out_norm) r.out = run.traces.at(part.layer).written();
     if (!part.expert) {
         r.post = post;
         r.weight.assign(post.rows, 1.0);

@@ -142,11 +142,9 @@ outcome<std::vector<double>> logit_direction(const checkpoint& ck, const final_n
 
 void attribute_layer(const ffn_result& layer, std::size_t last, const std::vector<double>& g, double sigma,
                      std::vector<unit_attribution>& out) {
-    if (const trace* dense = layer.dense()) return attribute(*dense, last, g, sigma, 1.0, std::nullopt, false, out);
-    const moe_trace* moe = layer.moe();
-    const matrix& w = moe->step(step_kind::weights).value;
-    for (const auto& et : moe->experts)
-        if (auto row = et.row_of(last)) attribute(et.tr, *row, g, sigma, et.shared ? 1.0 : w(last, et.expert), et.expert, et.shared, out);
+    layer.for_each_expert([&](const expert_part& p) {
+        if (auto row = p.row_of(last)) attribute(p.tr, *row, g, sigma, p.weight_at(last), p.expert, p.shared, out);
+    });
 }
 
 std::vector<unit_attribution> most_against(const std::vector<unit_attribution>& units, std::size_t top) {
@@ -522,14 +520,9 @@ lens_terms reconcile(const prompt_logits& logits, const final_norm& norm, const 
     t.sigma_before = norm_scale(x, norm);
     t.sigma_after = norm_scale(y, norm);
     t.units = r.total_score;
-    if (const trace* dense = r.ffn.dense()) {
-        if (!dense->layer().b2.empty()) t.bias = dot(dense->layer().b2, g) / t.sigma_after;
-    } else {
-        const matrix& w = r.ffn.moe()->step(step_kind::weights).value;
-        for (const auto& et : r.ffn.moe()->experts)
-            if (et.row_of(last) && !et.tr.layer().b2.empty())
-                t.bias += (et.shared ? 1.0 : w(last, et.expert)) * dot(et.tr.layer().b2, g) / t.sigma_after;
-    }
+    r.ffn.for_each_expert([&](const expert_part& p) {
+        if (p.row_of(last) && !p.tr.layer().b2.empty()) t.bias += p.weight_at(last) * dot(p.tr.layer().b2, g) / t.sigma_after;
+    });
     t.rescale = dot(x, g) * (1 / t.sigma_after - 1 / t.sigma_before);
     auto difference = [&](std::span<const double> z) { return z[r.target->id] - (r.versus ? z[r.versus->id] : 0.0); };
     t.lens_change = difference(logits.after_last) - difference(logits.before_last);

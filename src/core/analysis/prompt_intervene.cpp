@@ -118,9 +118,9 @@ void add_unit(const ffn_result& run, const unit_ref& u, double& sum, std::size_t
         for (std::size_t r = 0; r < h.rows; ++r) sum += h(r, u.unit);
         count += h.rows;
     };
-    if (const trace* dense = run.dense()) return add_column(*dense);
-    for (const auto& et : run.moe()->experts)
-        if (!et.shared && u.expert == et.expert) add_column(et.tr);
+    run.for_each_expert([&](const expert_part& p) {
+        if (!p.shared && p.expert == u.expert) add_column(p.tr);
+    });
 }
 
 }  // namespace
