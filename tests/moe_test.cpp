@@ -1069,3 +1069,52 @@ TEST_CASE("an overflow inside an expert is an error naming the expert, the step 
     CHECK(t.err().path == "expert[0].expand[1][0]");
     CHECK(contains(t.err().message, "inf"));
 }
+
+TEST_CASE("an FFN result reads both kinds alike: a dense layer is one expert of weight 1, a mixture its routed experts") {
+    SUBCASE("moe_mixtral.json: Paris's experts 0 and 3 at σ(1) and σ(−1), written 0.462117 before the residual") {
+        auto ex = load_example(data_file("moe_mixtral.json"));
+        REQUIRE(ex);
+        REQUIRE(ex->mixture);
+        auto t = run_moe(*ex->mixture, ex->input, ex->lead);
+        REQUIRE(t);
+        const ffn_result r(std::move(*t));
+        std::map<std::size_t, double> paris;  // expert -> its weight at token 0
+        std::size_t parts = 0;
+        r.for_each_expert([&](const expert_part& p) {
+            ++parts;
+            REQUIRE(p.expert);
+            CHECK_FALSE(p.shared);
+            if (p.row_of(0)) paris[*p.expert] = p.weight_at(0);
+        });
+        // Paris chose 0 and 3, "the" 1 and 0, "42" 2 and 3: every expert ran
+        CHECK(parts == 4);
+        REQUIRE(paris.size() == 2);
+        CHECK(paris.at(0) == Approx(sigmoid_of(1)));
+        CHECK(paris.at(3) == Approx(sigmoid_of(-1)));
+        // the city feature: 0.731059 × 0.731059 + 0.268941 × (−0.268941), then the residual adds 1
+        CHECK(r.written()(0, 0) == Approx(0.462117).epsilon(1e-6));
+        CHECK(r.output().value(0, 0) == Approx(1.462117).epsilon(1e-6));
+        CHECK(&r.ffn_input() == &r.input());  // no norm: the experts read x
+    }
+    SUBCASE("walkthrough.json (seed 000): one expert, every token at its own row, weight 1, writing 0.4215") {
+        auto ex = load_example(data_file("walkthrough.json"));
+        REQUIRE(ex);
+        auto t = run_ffn(ex->layer, ex->input, ex->lead);
+        REQUIRE(t);
+        const ffn_result r(std::move(*t));
+        std::size_t parts = 0;
+        r.for_each_expert([&](const expert_part& p) {
+            ++parts;
+            CHECK_FALSE(p.expert);
+            CHECK_FALSE(p.shared);
+            for (std::size_t k = 0; k < r.tokens(); ++k) {
+                CHECK(p.row_of(k) == std::optional<std::size_t>(k));
+                CHECK(p.weight_at(k) == 1.0);
+            }
+            CHECK_FALSE(p.row_of(r.tokens()));
+        });
+        CHECK(parts == 1);
+        // output[0][0] = 0.1×0.2865 + 0.2×0.2384 + … + 0.2×0.3371 = 0.4215 (the seed printed 0.498)
+        CHECK(r.written()(0, 0) == Approx(0.4215).epsilon(2e-4));
+    }
+}
