@@ -119,12 +119,10 @@ struct unit_attribution {
     double sigma = 0;  // σ
 };
 
-// Every unit's attribution (score as above, weight 1) toward `token` at `position` of a dense
-// layer's trace, in unit order; σ from the trace's output there.
-outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token);
-// The same for an MoE layer: the units of each expert routed to at `position` (weight its routing
+// Every unit's attribution toward `token` at `position` of a layer's trace: a dense layer's units
+// in order (weight 1), an MoE layer's of each expert routed to at `position` (weight its routing
 // weight, 1 for a shared expert), by expert, then unit; σ from the layer's output there.
-outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const moe_trace& layer, std::size_t position,
+outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const ffn_result& layer, std::size_t position,
                                                     std::size_t token);
 
 // The logit lens's change at the last token through layer N's FFN (of the target's logit, or of

@@ -166,28 +166,14 @@ double dot(std::span<const double> a, std::span<const double> b) {
 
 using namespace detail;
 
-outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const trace& layer, std::size_t position, std::size_t token) {
-    auto norm = final_norm_of(ck);
-    if (!norm) return norm.err();
-    auto g = logit_direction(ck, *norm, token, std::nullopt);
-    if (!g) return g.err();
-    std::vector<unit_attribution> out;
-    attribute(layer, position, *g, norm_scale(layer.output().value.row(position), *norm), 1.0, std::nullopt, false, out);
-    return out;
-}
-
-outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const moe_trace& layer, std::size_t position,
+outcome<std::vector<unit_attribution>> attribute_to(const checkpoint& ck, const ffn_result& layer, std::size_t position,
                                                     std::size_t token) {
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();
     auto g = logit_direction(ck, *norm, token, std::nullopt);
     if (!g) return g.err();
-    const double sigma = norm_scale(layer.output().value.row(position), *norm);
-    const matrix& w = layer.step(step_kind::weights).value;
     std::vector<unit_attribution> out;
-    for (const expert_trace& et : layer.experts)
-        if (const auto row = et.row_of(position))
-            attribute(et.tr, *row, *g, sigma, et.shared ? 1.0 : w(position, et.expert), et.expert, et.shared, out);
+    attribute_layer(layer, position, *g, norm_scale(layer.output().value.row(position), *norm), out);
     return out;
 }
 

@@ -99,15 +99,13 @@ outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const promp
     std::vector<unit_effect> out;
     const std::size_t at = g.target.position, token = g.target.ids.front();
     const ffn_result& traced = g.traced();
+    auto dla = attribute_to(ck, traced, at, token);
+    if (!dla) return dla.err();
     if (const moe_trace* m = traced.moe()) {
-        auto dla = attribute_to(ck, *m, at, token);
-        if (!dla) return dla.err();
         for (std::size_t i = 0; i < m->experts.size(); ++i)
             if (!m->experts[i].shared)
                 add_effects(m->experts[i].tr, g.grad.moe->experts[i], m->experts[i].expert, m->experts[i].row_of(at), *dla, out);
     } else {
-        auto dla = attribute_to(ck, *traced.dense(), at, token);
-        if (!dla) return dla.err();
         add_effects(*traced.dense(), *g.grad.ffn, std::nullopt, at, *dla, out);
     }
     std::stable_sort(out.begin(), out.end(), [](const unit_effect& p, const unit_effect& q) {
