@@ -20,8 +20,9 @@ namespace {
 void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* checkpoint) {
     CLI::App* sub = &app;
     sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
-                                          "show the prediction before and after; a comma list, repeatable, E:J for unit "
-                                          "J of expert E")
+                                          "show the prediction before and after; a comma list, repeatable: J a unit of the "
+                                          "layer, L:J unit J of layer L and L:* its whole FFN (a dense model), E:J unit J "
+                                          "of expert E (a Mixture of Experts)")
         ->delimiter(',')
         ->type_name("UNITS")
         ->needs(checkpoint);
