@@ -132,7 +132,7 @@ outcome<checkpoint> checkpoint::open_gguf_file(const std::string& path) {
     c.source_ = std::move(g->source);
     c.origin_ = path;
     c.gguf_ = true;
-    auto config = detail::read_config_object(c, g->model.config, config_origin{path, std::move(g->model.key_of)}, *g->model.family);
+    auto config = detail::read_config_object(c, g->model.config, config_origin{path, std::move(g->model.key_of), ""}, *g->model.family);
     if (!config) return config.err();
     c.config_ = std::move(*config);
     if (auto e = c.split_fused()) return *e;

@@ -439,7 +439,7 @@ outcome<checkpoint_config> read_config(const checkpoint& c, const std::string& p
     }
     auto f = family_named(*config, file, path, arch);
     if (!f) return f.err();
-    return read_config_object(c, *config, config_origin{file, {}}, **f);
+    return read_config_object(c, *config, config_origin{file, {}, ""}, **f);
 }
 
 outcome<checkpoint_config> read_config_object(const checkpoint& c, const json& config, const config_origin& from, const family& f) {
