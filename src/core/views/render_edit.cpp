@@ -456,7 +456,7 @@ private:
 class memit_builder {
 public:
     memit_builder(const memit_trace& t, std::size_t show, const text_options& options, bool html)
-        : t_(t), show_(show), fact_(t.facts[show]), opt_(options), html_(html), shown_(fact_, options, html) {}
+        : t_(t), show_(show), fact_(t.facts[show]), opt_(options), shown_(fact_, options, html) {}
 
     void build(const block_sink& out) {
         out_ = &out;
@@ -649,7 +649,6 @@ private:
     std::size_t show_;
     const edit_trace& fact_;
     const text_options& opt_;
-    bool html_;
     edit_builder shown_;
     const block_sink* out_ = nullptr;
 };
