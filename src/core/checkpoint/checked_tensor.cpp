@@ -30,16 +30,11 @@ std::vector<std::size_t> stored_shape(layout stored, std::size_t in, std::size_t
 
 std::string_view orientation_of(layout stored) { return stored == layout::out_in ? "out × in" : "in × out"; }
 
-namespace {
-
-// A vector of n numbers, checked.
 outcome<std::vector<double>> checked_vector(const checkpoint& c, const std::string& name, std::size_t n, const std::string& what) {
     auto t = checked_tensor(c, {name, {n}, "", what});
     if (!t) return t.err();
     return c.tensors().read_vector((*t)->name);
 }
-
-}  // namespace
 
 outcome<norm_layer> checked_norm(const checkpoint& c, const wanted_norm& w) {
     norm_layer n;

@@ -25,6 +25,9 @@ struct wanted_tensor {
 // the shape wanted. An error names the tensor and, when given, what it is for.
 outcome<const tensor_info*> checked_tensor(const checkpoint& c, const wanted_tensor& w);
 
+// A vector of n numbers (a norm's weight, a bias), checked as checked_tensor checks, and converted.
+outcome<std::vector<double>> checked_vector(const checkpoint& c, const std::string& name, std::size_t n, const std::string& what);
+
 // The shape a weight W (in, out) of the math form is stored in: (out, in) as nn.Linear, (in, out)
 // as GPT-2's Conv1D.
 std::vector<std::size_t> stored_shape(layout stored, std::size_t in, std::size_t out);

@@ -187,9 +187,7 @@ std::optional<error> read_weight(const checkpoint& c, std::shared_ptr<const tens
 // A bias (n): read when `required` or when the checkpoint has one.
 outcome<std::vector<double>> read_vector(const checkpoint& c, const std::string& name, std::size_t n, bool required) {
     if (!required && c.resolve(name).empty()) return std::vector<double>{};
-    auto t = checked_tensor(c, {name, {n}, "", ""});
-    if (!t) return t.err();
-    return c.tensors().read_vector((*t)->name);
+    return detail::checked_vector(c, name, n, "");
 }
 
 norm_layer norm_shape(const family& f, double eps) {

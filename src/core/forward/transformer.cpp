@@ -44,9 +44,7 @@ public:
 
     // A vector (n), converted.
     outcome<std::vector<double>> vector(const std::string& name, const std::string& what, std::size_t n) const {
-        auto t = find(name, what, {n});
-        if (!t) return t.err();
-        return c_.tensors().read_vector((*t)->name);
+        return detail::checked_vector(c_, name, n, what);
     }
 
     // A weight W (in, out) of x·W left in the file: stored out × in (nn.Linear) or in × out (Conv1D).
