@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <map>
 #include <numeric>
 
 #include "ffn_trace/analysis/readings.hpp"
@@ -445,4 +446,58 @@ TEST_CASE("an expert's unit reads only the tokens routed to its expert, as the r
             }
             CHECK(got.suppresses.front().score == doctest::Approx(best.back()).epsilon(1e-9));
         }
+}
+
+TEST_CASE("experts' units of two MoE layers read in one pass each count the tokens their own layer routed to them") {
+    namespace ref = reference_transformer;
+    const test::tiny::model m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    test::ckpt::temp_dir dir;
+    const transformer model = test::tiny::open_model(m.write(dir));
+    auto tok = tokenizer::from_json(FFN_TRACE_TEST_INPUTS + "/tokenizers/llama2_prepend.json");
+    REQUIRE(tok);
+    const corpus c = corpus_of_ids({{3, 1, 4, 1, 5, 9}, {9, 2, 6}, {5, 3, 5, 8, 7}});
+    units_options o;
+    o.top = 2;
+    // Expert e's unit e of each layer: layer 1's first, so that the pass cannot take one layer's
+    // routing for the other's.
+    for (std::size_t layer : {1, 0})
+        for (std::size_t e = 0; e < 4; ++e) o.units.push_back({layer, {e, e}});
+    auto r = read_corpus_units(model, *tok, c, o);
+    REQUIRE(r);
+    REQUIRE(r->units.size() == o.units.size());
+    const std::size_t F = test::tiny::d_ff;
+    // The reference: per layer and expert, the activation of unit e at every token routed to e.
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<double>> want;
+    for (std::size_t ti = 0; ti < c.texts.size(); ++ti) {
+        const ref::run run = ref::forward(m.spec, m.values, c.texts[ti].ids);
+        for (std::size_t layer : {0, 1}) {
+            const std::string p = m.spec.prefix + "layers." + std::to_string(layer) + ".";
+            for (std::size_t t = 0; t < run.after_attention[layer].size(); ++t) {
+                const ref::vec h = ref::rms_norm(m.values, p + "post_attention_layernorm", run.after_attention[layer][t], m.spec.eps);
+                const ref::vec logit = ref::linear(m.values, p + "block_sparse_moe.gate", h);
+                std::vector<std::size_t> order(4);
+                std::iota(order.begin(), order.end(), std::size_t{0});
+                std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logit[a] > logit[b]; });
+                for (std::size_t k = 0; k < 2; ++k) {
+                    const std::size_t e = order[k];
+                    const std::string ex = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+                    const ref::vec g = ref::linear(m.values, ex + "w1", h), u = ref::linear(m.values, ex + "w3", h);
+                    REQUIRE(e < F);
+                    want[{layer, e}].push_back(ref::silu(g[e]) * u[e]);
+                }
+            }
+        }
+    }
+    for (std::size_t i = 0; i < o.units.size(); ++i) {
+        const unit_reading& got = r->units[i];
+        const std::size_t layer = o.units[i].layer, e = *o.units[i].unit.expert;
+        CAPTURE(layer);
+        CAPTURE(e);
+        CHECK(got.unit.layer == layer);
+        const std::vector<double>& v = want[{layer, e}];
+        REQUIRE(got.count == v.size());
+        if (v.empty()) continue;
+        CHECK(got.mean == doctest::Approx(std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size())).epsilon(1e-9));
+        CHECK(got.max == doctest::Approx(*std::max_element(v.begin(), v.end())).epsilon(1e-9));
+    }
 }

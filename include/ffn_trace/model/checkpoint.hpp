@@ -287,6 +287,13 @@ public:
     // (what the expert reads) and no residual: its weights for readings that need no routing.
     outcome<std::shared_ptr<const ffn>> expert_layer(std::size_t index, std::size_t expert, weights where = weights::in_file) const;
     bool is_moe() const { return config_.n_experts > 0; }
+    // The FFNs of a layer by the name a unit_ref gives them: one unnamed FFN (nullopt) in a dense
+    // layer, experts 0 … n − 1 in a Mixture of Experts; a dense FFN is a mixture of one expert.
+    std::vector<std::optional<std::size_t>> ffns() const;
+    // The FFN `expert` names in layer `index` (one of ffns()) as a dense FFN: expert_layer, or
+    // dense_layer for the unnamed one.
+    outcome<std::shared_ptr<const ffn>> ffn_of(std::size_t index, std::optional<std::size_t> expert,
+                                               weights where = weights::in_file) const;
     // The layer's shape and kind without its values (matrices with rows and columns but no
     // data): what an example file naming the checkpoint is checked against before tracing.
     ffn dense_shape() const;

@@ -146,6 +146,9 @@ struct hooked_run {
     // Each of trace_layers' FFN sublayers as the engine traced it, by layer, the interventions and
     // callbacks in it included.
     std::map<std::size_t, ffn_result> traces;
+    // Each token's experts (moe_trace::chosen), by layer, for every Mixture of Experts layer whose
+    // mlp_pre or mlp_post is cached: an expert's unit has a value at the tokens routed to it alone.
+    std::map<std::size_t, std::vector<std::vector<std::size_t>>> routes;
 };
 
 }  // namespace ffn_trace

@@ -184,7 +184,7 @@ outcome<std::vector<layer_unit>> features_asked(const checkpoint& ck, const unit
     const transcoder& tc = *o.features;
     // The layer checked alone: its first unit (of its first expert, in a Mixture of Experts, which
     // the transcoder replaces whole) exists whenever the layer does.
-    if (auto e = check_unit(ck, {tc.layer, {ck.is_moe() ? std::optional<std::size_t>(0) : std::nullopt, 0}})) return *e;
+    if (auto e = check_unit(ck, {tc.layer, {ck.ffns().front(), 0}})) return *e;
     std::vector<layer_unit> wanted = o.units;
     if (wanted.empty())
         for (std::size_t f = 0; f < tc.features(); ++f) wanted.push_back({tc.layer, {std::nullopt, f}});
@@ -200,9 +200,8 @@ outcome<std::vector<layer_unit>> units_asked(const checkpoint& ck, const units_o
     std::vector<layer_unit> wanted = o.units;
     if (wanted.empty()) {
         if (o.layer >= ck.config().n_layers) return *check_unit(ck, {o.layer, {}});
-        for (std::size_t e = 0; e < std::max<std::size_t>(ck.config().n_experts, 1); ++e)
-            for (std::size_t j = 0; j < ck.config().d_ff; ++j)
-                wanted.push_back({o.layer, {ck.is_moe() ? std::optional<std::size_t>(e) : std::nullopt, j}});
+        for (const auto& expert : ck.ffns())
+            for (std::size_t j = 0; j < ck.config().d_ff; ++j) wanted.push_back({o.layer, {expert, j}});
     }
     for (const auto& u : wanted)
         if (auto e = check_unit(ck, u)) return *e;
@@ -224,7 +223,7 @@ outcome<std::vector<unit_group>> groups_of(const checkpoint& ck, const std::vect
         auto g = std::find_if(groups.begin(), groups.end(),
                               [&](const unit_group& x) { return x.layer == u.layer && x.expert == u.unit.expert; });
         if (g == groups.end()) {
-            auto l = u.unit.expert ? ck.expert_layer(u.layer, *u.unit.expert) : ck.dense_layer(u.layer);
+            auto l = ck.ffn_of(u.layer, u.unit.expert);
             if (!l) return l.err();
             g = groups.insert(groups.end(), unit_group{u.layer, u.unit.expert, *l, {}});
         }
@@ -255,22 +254,16 @@ public:
     }
 
     std::optional<error> run() {
-        // An MoE layer's run keeps its engine trace too, for the tokens' experts: one run per layer.
-        std::vector<std::vector<std::size_t>> runs;
-        for (const auto& u : wanted_) {
-            if (model_.source().is_moe() || runs.empty()) runs.emplace_back();
-            if (std::find(runs.back().begin(), runs.back().end(), u.layer) == runs.back().end()) runs.back().push_back(u.layer);
-        }
-        std::sort(runs.begin(), runs.end());
-        runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+        std::vector<std::size_t> layers;
+        for (const auto& u : wanted_)
+            if (std::find(layers.begin(), layers.end(), u.layer) == layers.end()) layers.push_back(u.layer);
         // Many small products in a row, a text's at a time: the matrix library's threads would spend
         // longer waking each other than multiplying.
         const matrix_library_on_one_thread one_thread;
         constexpr std::string_view what = "reading the corpus through the model";
         for (std::size_t ti = 0; ti < c_.texts.size(); ++ti) {
             if (auto e = report_progress(o_.watcher, what, ti, c_.texts.size())) return e;
-            for (const auto& layers : runs)
-                if (auto e = read_text(ti, layers)) return e;
+            if (auto e = read_text(ti, layers)) return e;
             seen_ += c_.texts[ti].ids.size() - std::min(start(), c_.texts[ti].ids.size());
         }
         return report_progress(o_.watcher, what, c_.texts.size(), c_.texts.size());
@@ -286,14 +279,12 @@ private:
         hook_request request;
         for (auto layer : layers) request.cache.push_back({hook_point::mlp_post, layer});
         request.last_layer = *std::max_element(layers.begin(), layers.end());
-        if (model_.source().is_moe()) request.trace_layers = {layers.front()};
         auto run = model_.run_with_hooks(c_.texts[ti].ids, request);
         if (!run) return run.err();
-        const moe_trace* routed = run->traces.empty() ? nullptr : run->traces.begin()->second.moe();
-        const auto* chosen = routed ? &routed->chosen : nullptr;
-        for (std::size_t i = 0; i < wanted_.size(); ++i)
-            if (std::find(layers.begin(), layers.end(), wanted_[i].layer) != layers.end())
-                fold(i, ti, *run->cache.find({hook_point::mlp_post, wanted_[i].layer}), chosen);
+        for (std::size_t i = 0; i < wanted_.size(); ++i) {
+            const auto routed = run->routes.find(wanted_[i].layer);
+            fold(i, ti, *run->cache.find({hook_point::mlp_post, wanted_[i].layer}), routed == run->routes.end() ? nullptr : &routed->second);
+        }
         return std::nullopt;
     }
 
@@ -564,10 +555,9 @@ outcome<std::vector<unit_match>> search_value_vectors(const transformer& model, 
     const std::vector<double>& g = *direction;
     std::vector<unit_match> all;
     for (auto layer : layers) {
-        if (auto e = check_unit(ck, {layer, {ck.is_moe() ? std::optional<std::size_t>(0) : std::nullopt, 0}})) return *e;
-        for (std::size_t e = 0; e < std::max<std::size_t>(ck.config().n_experts, 1); ++e) {
-            const std::optional<std::size_t> expert = ck.is_moe() ? std::optional<std::size_t>(e) : std::nullopt;
-            auto l = expert ? ck.expert_layer(layer, *expert) : ck.dense_layer(layer);
+        if (auto e = check_unit(ck, {layer, {ck.ffns().front(), 0}})) return *e;
+        for (const auto& expert : ck.ffns()) {
+            auto l = ck.ffn_of(layer, expert);
             if (!l) return l.err();
             for (std::size_t j = 0; j < (*l)->d_ff(); ++j) {
                 const std::vector<double> v = weight_row(**l, weight::w2, j);

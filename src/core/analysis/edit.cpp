@@ -637,8 +637,7 @@ tensor_role down_of(const edit_trace& t) { return t.expert ? tensor_role::ffn_do
 
 // The layer's W2 (d_ff, d_model), or its expert's, read whole, and where the checkpoint keeps it.
 outcome<std::shared_ptr<const ffn>> describe_layer(const checkpoint& ck, edit_trace& t) {
-    auto layer = t.expert ? ck.expert_layer(t.layer, *t.expert, checkpoint::weights::in_memory)
-                          : ck.dense_layer(t.layer, checkpoint::weights::in_memory);
+    auto layer = ck.ffn_of(t.layer, t.expert, checkpoint::weights::in_memory);
     if (!layer) return layer.err();
     const weight_tensor w2 = ck.tensor_of(down_of(t), t.layer, t.expert.value_or(0));
     t.tensor = w2.name;

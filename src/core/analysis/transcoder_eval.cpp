@@ -186,7 +186,7 @@ outcome<neuron_split> split_neuron(const transformer& model, const corpus& c, co
                                                   neuron.unit.layer)};
     // An expert's unit is compared with its expert's W2 row: the transcoder replaces the mixture whole.
     const auto& expert = neuron.unit.unit.expert;
-    auto layer = expert ? model.source().expert_layer(tc.layer, *expert) : model.source().dense_layer(tc.layer);
+    auto layer = model.source().ffn_of(tc.layer, expert);
     if (!layer) return layer.err();
     const std::vector<double> w2 = weight_row(**layer, weight::w2, neuron.unit.unit.unit);
     const double w2_norm = std::sqrt(detail::dot(w2, w2));

@@ -323,6 +323,17 @@ std::optional<error> checkpoint::read_expert(std::size_t index, std::size_t j, w
     return matrix_of(tensor_role::ffn_down_exps, d_ff, d_model, weight::w2, e.w2);
 }
 
+std::vector<std::optional<std::size_t>> checkpoint::ffns() const {
+    if (!is_moe()) return {std::nullopt};
+    std::vector<std::optional<std::size_t>> out;
+    for (std::size_t e = 0; e < config_.n_experts; ++e) out.emplace_back(e);
+    return out;
+}
+
+outcome<std::shared_ptr<const ffn>> checkpoint::ffn_of(std::size_t index, std::optional<std::size_t> expert, weights where) const {
+    return expert ? expert_layer(index, *expert, where) : dense_layer(index, where);
+}
+
 outcome<std::shared_ptr<const ffn>> checkpoint::expert_layer(std::size_t index, std::size_t expert, weights where) const {
     if (auto e = check_layer(*this, index)) return *e;
     if (!is_moe()) return error{origin_, "", fmt::format("a {} layer is one dense FFN, not a Mixture of Experts", config_.arch)};

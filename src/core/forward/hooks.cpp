@@ -241,6 +241,7 @@ public:
         if (model_.source().is_moe()) {
             if (wanted({hook_point::mlp_pre, i})) keep({hook_point::mlp_pre, i}, wide[0]);
             if (wanted({hook_point::mlp_post, i})) keep({hook_point::mlp_post, i}, wide[1]);
+            if (wanted({hook_point::mlp_pre, i}) || wanted({hook_point::mlp_post, i})) out.routes.insert_or_assign(i, s->moe()->chosen);
         }
         x = s->output().value;
         at({hook_point::resid_post, i}, x);
