@@ -68,15 +68,16 @@ std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::s
     if (!ck.causal())
         return error{ck.origin(), "", "a bert checkpoint is an encoder: it predicts no next token, so there is no "
                                       "completion to edit; give a causal model (GPT-2, Llama, Mistral, Qwen2, Mixtral)"};
-    const std::size_t n = ck.config().n_experts;
-    if (ck.is_moe() && !expert)
+    // `expert` must name one of the layer's FFNs: none for a dense layer's one, E for a mixture's.
+    const std::vector<std::optional<std::size_t>> ffns = ck.ffns();
+    if (std::find(ffns.begin(), ffns.end(), expert) != ffns.end()) return std::nullopt;
+    const std::size_t n = ffns.size();
+    if (!expert)
         return error{ck.origin(), "expert", fmt::format("a {} layer is a Mixture of Experts of {} experts: name the one whose "
                                                         "W2 is edited (0 to {})", ck.config().arch, n, n - 1)};
-    if (!ck.is_moe() && expert)
+    if (!ffns.front())
         return error{ck.origin(), "expert", fmt::format("a {} layer is one dense FFN: it has no experts to choose from", ck.config().arch)};
-    if (expert && *expert >= n)
-        return error{ck.origin(), "expert", fmt::format("expert {} is out of range: the layer has {} experts (0 to {})", *expert, n, n - 1)};
-    return std::nullopt;
+    return error{ck.origin(), "expert", fmt::format("expert {} is out of range: the layer has {} experts (0 to {})", *expert, n, n - 1)};
 }
 
 namespace {
@@ -263,34 +264,33 @@ struct layer_run {
     matrix mid, after;
 };
 
-// The hook request that reads the part: mlp_post, and an MoE layer's trace for its routing.
+// The hook request that reads the part: mlp_post, and the layer's trace for its weights (a
+// block computes the trace whole; keeping it costs nothing) and an out-norm's input.
 hook_request part_request(const edited_part& part) {
     hook_request q;
     q.cache = {{hook_point::mlp_post, part.layer}, {hook_point::mlp_out, part.layer}};
-    if (part.expert || (part.out_norm && *part.out_norm)) q.trace_layers = {part.layer};
+    q.trace_layers = {part.layer};
     return q;
 }
 
-// An MoE layer's mlp_post is (tokens, n_experts · d_ff), each expert's activations in its own
-// columns: the expert's columns, and its routing weight at each token.
+// mlp_post holds each expert's activations in columns of its own (an MoE layer's is (tokens,
+// n_experts · d_ff)): the part's columns, and at each token the weight its output is added with
+// (0 where the expert is not routed to; 1 for a dense layer's one FFN).
 void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
     const matrix& post = *run.cache.find({hook_point::mlp_post, part.layer});
-    if (part.out_norm && *part.out_norm) r.out = run.traces.at(part.layer).written();
-    if (!part.expert) {
-        r.post = post;
-        r.weight.assign(post.rows, 1.0);
-        return;
-    }
-    const std::size_t first = *part.expert * part.d_ff;
+    const ffn_result& traced = run.traces.at(part.layer);
+    if (part.out_norm && *part.out_norm) r.out = traced.written();
+    const std::size_t first = part.expert.value_or(0) * part.d_ff;
     r.post = matrix(post.rows, part.d_ff);
     for (std::size_t t = 0; t < post.rows; ++t)
         for (std::size_t j = 0; j < part.d_ff; ++j) r.post(t, j) = post(t, first + j);
-    const moe_trace& routed = *run.traces.at(part.layer).moe();
-    const matrix& w = routed.step(step_kind::weights).value;
-    r.chosen = routed.chosen;
     r.weight.assign(post.rows, 0.0);
-    for (std::size_t t = 0; t < post.rows; ++t)
-        if (std::find(r.chosen[t].begin(), r.chosen[t].end(), *part.expert) != r.chosen[t].end()) r.weight[t] = w(t, *part.expert);
+    traced.for_each_expert([&](const expert_part& e) {
+        if (e.shared || e.expert != part.expert) return;
+        for (std::size_t t = 0; t < post.rows; ++t)
+            if (e.row_of(t)) r.weight[t] = e.weight_at(t);
+    });
+    if (const auto routed = run.routes.find(part.layer); routed != run.routes.end()) r.chosen = routed->second;
 }
 
 outcome<layer_run> run_prompt_layer(const transformer& model, const tokenizer& tok, const std::string& text, const edited_part& part,
