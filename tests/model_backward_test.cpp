@@ -139,7 +139,7 @@ TEST_CASE("on the shipped GPT-2 model every point's gradient is the finite diffe
         REQUIRE(g->forward.traces.at(0).dense());
         const matrix& hidden = g->forward.traces.at(0).dense()->step(step_kind::activate).value;
         const matrix& d_out = *g->find({hook_point::mlp_out, 0});
-        const matrix& dw2 = g->ffn->d_layer.w2;
+        const matrix& dw2 = std::get<gradients>(*g->ffn).d_layer.w2;
         REQUIRE(dw2.rows == hidden.cols);
         for (std::size_t i = 0; i < dw2.rows; i += 37)
             for (std::size_t j = 0; j < dw2.cols; j += 13) {
@@ -259,10 +259,10 @@ TEST_CASE("on tiny dense checkpoints, the FFN weights' gradient is the finite di
         const bool gated = std::string(arch) != "gpt2";
         for (const char* math : gated ? std::vector<const char*>{"W2", "Wg", "Wu"} : std::vector<const char*>{"W2", "W1"}) {
             CAPTURE(math);
-            const matrix& dw = std::string(math) == "W2" ? g->ffn->d_layer.w2
-                               : std::string(math) == "Wg" ? g->ffn->d_layer.wg
-                               : std::string(math) == "Wu" ? g->ffn->d_layer.wu
-                                                           : g->ffn->d_layer.w1;
+            const matrix& dw = std::string(math) == "W2" ? std::get<gradients>(*g->ffn).d_layer.w2
+                               : std::string(math) == "Wg" ? std::get<gradients>(*g->ffn).d_layer.wg
+                               : std::string(math) == "Wu" ? std::get<gradients>(*g->ffn).d_layer.wu
+                                                           : std::get<gradients>(*g->ffn).d_layer.w1;
             const stored_weight w = file_weight(m, 0, math);
             for (std::size_t k = 0; k < dw.data.size(); k += 37) {
                 // math form (in, out) at (i, j); stored (out, in) it is the file's [j][i]
@@ -282,15 +282,15 @@ TEST_CASE("an MoE layer's weights' gradient comes with its own backward pass, th
     const fd_setup s{tr, tiny_prompt, {4}, {{0, 6}}};
     auto g = backpropagate(tr, s.ids, request_of(s, {{hook_point::resid_post, 1}}, 1), next_token_loss(s.targets));
     REQUIRE(g);
-    REQUIRE(g->moe);
+    REQUIRE(g->ffn);
     REQUIRE(g->forward.traces.at(1).moe());
-    CHECK_FALSE(g->ffn);
+    REQUIRE(std::holds_alternative<moe_gradients>(*g->ffn));
     // its input's gradient is dL/d(resid_mid) of the layer, which the sweep computed apart
     auto with_mid = backpropagate(tr, s.ids, request_of(s, {{hook_point::resid_mid, 1}}), next_token_loss(s.targets));
     REQUIRE(with_mid);
     const matrix& mid = with_mid->grads.front().second;
-    REQUIRE(g->moe->d_input.data.size() == mid.data.size());
-    for (std::size_t k = 0; k < mid.data.size(); ++k) CHECK(g->moe->d_input.data[k] == Approx(mid.data[k]).epsilon(1e-9).scale(1e-12));
+    REQUIRE(d_input(*g->ffn).data.size() == mid.data.size());
+    for (std::size_t k = 0; k < mid.data.size(); ++k) CHECK(d_input(*g->ffn).data[k] == Approx(mid.data[k]).epsilon(1e-9).scale(1e-12));
 }
 
 namespace {
@@ -510,7 +510,7 @@ TEST_CASE("on tiny checkpoints of every family with a head, the gradients are th
         if (moe) continue;
         // layer 0's W2 in the math form (d_ff, d_model) against the stored tensor's leaves
         const stored_weight w2 = file_weight(m, 0, "W2");
-        const matrix& dw2 = g->ffn->d_layer.w2;
+        const matrix& dw2 = std::get<gradients>(*g->ffn).d_layer.w2;
         const auto& leaves = want.weight(w2.name);
         for (std::size_t k = 0; k < dw2.data.size(); ++k) {
             const std::size_t i = k / dw2.cols, j = k % dw2.cols;

@@ -96,7 +96,7 @@ TEST_CASE("a small step changes the loss by −η·‖∇‖² to first order, t
     REQUIRE(g);
     REQUIRE(g->descent);
     double squared = 0;
-    for_each_weight(g->grad.ffn->d_layer, [&squared](const char*, const auto& w) { squared += squares(w); });
+    for_each_weight(std::get<gradients>(*g->grad.ffn).d_layer, [&squared](const char*, const auto& w) { squared += squares(w); });
     CHECK(squared > 0);
     CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
     CHECK(g->prob_after == Approx(std::exp(-g->loss_after)));
@@ -199,7 +199,8 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
     auto g = prompt_grad(r);
     REQUIRE(g);
     REQUIRE(g->traced().moe());
-    REQUIRE(g->grad.moe);
+    REQUIRE(g->grad.ffn);
+    const moe_gradients& grads = std::get<moe_gradients>(*g->grad.ffn);
     REQUIRE(g->prompt.ids == std::vector<std::size_t>{0, 1, 2, 3, 4});
     CHECK(g->loss == Approx(reference_nll(m.spec, m.values, g->prompt.ids, 5)).epsilon(1e-9));
     CHECK(g->check.ok());
@@ -215,7 +216,7 @@ TEST_CASE("on an MoE layer, each expert's W2 gradient and each unit's −Σ g·a
     for (const expert_trace& et : g->traced().moe()->experts) {
         CAPTURE(et.expert);
         const std::string name = "model.layers.0.block_sparse_moe.experts." + std::to_string(et.expert) + ".w2.weight";
-        const matrix& dw = g->grad.moe->d_layer.experts[et.expert].w2;  // (d_ff, d_model); stored (d_model, d_ff)
+        const matrix& dw = grads.d_layer.experts[et.expert].w2;  // (d_ff, d_model); stored (d_model, d_ff)
         REQUIRE(dw.rows == d_ff);
         for (const auto& [i, j] : {std::pair<std::size_t, std::size_t>{1, 2}, {7, 11}}) {
             const std::size_t stored = j * d_ff + i;
@@ -247,15 +248,16 @@ TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖�
     r.learning_rate = eta;
     auto g = prompt_grad(r);
     REQUIRE(g);
-    REQUIRE(g->moe_descent);
-    CHECK_FALSE(g->moe_descent->routing_changed);
+    REQUIRE(g->descent);
+    const moe_descent_step& step = std::get<moe_descent_step>(*g->descent);
+    CHECK_FALSE(step.routing_changed);
     double squared = 0;
-    moe d = g->grad.moe->d_layer;
+    moe d = std::get<moe_gradients>(*g->grad.ffn).d_layer;
     for_each_moe_weight(d, [&squared](const std::string&, const auto& w) { squared += squares(w); });
     CHECK(squared > 0);
     CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
     SUBCASE("the views show the prompt's loss, the upstream and the experts' units") {
-        const moe_grad_rendering_input in{g->ex, *g->traced().moe(), *g->grad.moe, g->check, &*g->moe_descent, &*g};
+        const moe_grad_rendering_input in{g->ex, *g->traced().moe(), std::get<moe_gradients>(*g->grad.ffn), g->check, &step, &*g};
         const std::string text = render_grad_text(in, {});
         CHECK(text.find("Upstream   g = dL/d(FFN output)") != std::string::npos);
         CHECK(text.find("Loss   L = −log p(\"f\")") != std::string::npos);

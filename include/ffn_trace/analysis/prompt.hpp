@@ -444,14 +444,13 @@ struct prompt_gradient {
     std::size_t prompt_length = 0;  // how many of them are the prompt's
     target_tokens target;
     example ex;           // layer N's heading; upstream = dL/d(FFN output)
-    // forward.traces: layer N's trace alone (traced()), weights in memory; ffn: its backward, or
-    // moe an MoE layer's, its routing held fixed as in training
+    // forward.traces: layer N's trace alone (traced()), weights in memory; ffn: its backward (an
+    // MoE layer's with its routing held fixed, as in training)
     model_gradient grad;
     gradient_check check;
     double loss = 0, prob = 0;  // L = −Σ log p(target token), p = e^(−L)
     std::vector<double> upstream_norms;  // per token, ‖dL/d(FFN output)‖
-    std::optional<descent_step> descent;
-    std::optional<moe_descent_step> moe_descent;  // the step, on an MoE layer
+    std::optional<ffn_descent> descent;
     double loss_after = 0, prob_after = 0;  // the model run again with the stepped layer
     // Largest |gradient × activation| first; an MoE layer's are the units of the experts routed
     // to (unit.expert set), each summed over its own tokens.

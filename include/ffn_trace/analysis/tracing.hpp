@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "ffn_trace/analysis/claims.hpp"
@@ -101,17 +100,11 @@ outcome<loss_spec> example_loss(traced& t);
 // The backward pass of a traced layer under `loss`, checked by finite differences, and one step of
 // gradient descent when `learning_rate` is given; an MoE layer's choice of experts held fixed, as
 // in training. Errors name the example's file.
-struct dense_gradient {
-    gradients grads;
+struct layer_gradient {
+    ffn_gradients grads;
     gradient_check check;
-    std::optional<descent_step> descent;
+    std::optional<ffn_descent> descent;
 };
-struct moe_gradient {
-    moe_gradients grads;
-    gradient_check check;
-    std::optional<moe_descent_step> descent;
-};
-using layer_gradient = std::variant<dense_gradient, moe_gradient>;
 outcome<layer_gradient> differentiate(const traced& t, const loss_spec& loss, std::optional<double> learning_rate);
 
 }  // namespace ffn_trace

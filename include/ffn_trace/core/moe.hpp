@@ -251,6 +251,22 @@ struct moe_descent_step {
 outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss, const moe_gradients& g,
                                       double learning_rate);
 
+// The backward pass of an FFN result, whatever its kind: the gradients, their check and a step
+// are a dense layer's (run_backward, check_gradients, descend) or a mixture's (run_moe_backward,
+// check_moe_gradients, descend_moe), each taken with the other's of the same kind.
+using ffn_gradients = std::variant<gradients, moe_gradients>;
+using ffn_descent = std::variant<descent_step, moe_descent_step>;
+outcome<ffn_gradients> run_backward(const ffn_result& r, const loss_spec& loss);
+// Errors: `g` of the other kind than `r` is a caller's mistake, and throws std::bad_variant_access.
+gradient_check check_gradients(const ffn_result& r, const loss_spec& loss, const ffn_gradients& g, bool out_in = false);
+outcome<ffn_descent> descend(const ffn_result& r, const loss_spec& loss, const ffn_gradients& g, double learning_rate);
+// The layer's output after the step (tokens, d_out), and dL/dx (tokens, d_model).
+const matrix& new_output(const ffn_descent& step);
+const matrix& d_input(const ffn_gradients& g);
+// The gradients of the i-th expert for_each_expert gives: a dense layer's own (i = 0), a mixture's
+// experts[i].
+const gradients& expert_gradients(const ffn_gradients& g, std::size_t i);
+
 // Calls f(name, weight) for every weight of the layer, in the order of the steps: a pre-norm's
 // "norm.weight", "norm.bias", then "router.W", "router.b", "experts[e].W1", …,
 // "shared_experts[s].W1", … and a post-norm's.

@@ -47,8 +47,7 @@ struct model_gradient {
     double loss = 0;
     matrix dlogits;                                    // (head, vocab)
     std::vector<std::pair<hook_name, matrix>> grads;   // in the order of `wrt`, (tokens, width)
-    std::optional<gradients> ffn;                      // ffn_layer's FFN backward (backward.hpp)
-    std::optional<moe_gradients> moe;                  // … when it is a Mixture of Experts (moe.hpp)
+    std::optional<ffn_gradients> ffn;                  // ffn_layer's FFN backward, of its kind (moe.hpp)
     const matrix* find(const hook_name& h) const;
 };
 

@@ -101,13 +101,11 @@ outcome<std::vector<unit_effect>> unit_effects(const checkpoint& ck, const promp
     const ffn_result& traced = g.traced();
     auto dla = attribute_to(ck, traced, at, token);
     if (!dla) return dla.err();
-    if (const moe_trace* m = traced.moe()) {
-        for (std::size_t i = 0; i < m->experts.size(); ++i)
-            if (!m->experts[i].shared)
-                add_effects(m->experts[i].tr, g.grad.moe->experts[i], m->experts[i].expert, m->experts[i].row_of(at), *dla, out);
-    } else {
-        add_effects(*traced.dense(), *g.grad.ffn, std::nullopt, at, *dla, out);
-    }
+    std::size_t i = 0;
+    traced.for_each_expert([&](const expert_part& e) {
+        const gradients& eg = expert_gradients(*g.grad.ffn, i++);
+        if (!e.shared) add_effects(e.tr, eg, e.expert, e.row_of(at), *dla, out);
+    });
     std::stable_sort(out.begin(), out.end(), [](const unit_effect& p, const unit_effect& q) {
         return std::fabs(p.gradient_times_activation) > std::fabs(q.gradient_times_activation);
     });
@@ -127,21 +125,11 @@ error renamed_step_error(error e) {
 std::optional<error> step_and_rerun(const transformer& model, const gradient_request& request, const logits_loss& loss, double lr,
                                     std::size_t layer, prompt_gradient& g) {
     const loss_spec upstream{nullptr, &*g.ex.upstream};
-    const matrix* output = nullptr;
-    const ffn_result& traced = g.traced();
-    if (const moe_trace* m = traced.moe()) {
-        auto step = descend_moe(*m, upstream, *g.grad.moe, lr);
-        if (!step) return renamed_step_error(step.err());
-        g.moe_descent = std::move(*step);
-        output = &g.moe_descent->new_output;
-    } else {
-        auto step = descend(*traced.dense(), upstream, *g.grad.ffn, lr);
-        if (!step) return renamed_step_error(step.err());
-        g.descent = std::move(*step);
-        output = &g.descent->new_output;
-    }
+    auto step = descend(g.traced(), upstream, *g.grad.ffn, lr);
+    if (!step) return renamed_step_error(step.err());
+    g.descent = std::move(*step);
     hook_request again = request.run;
-    again.interventions.push_back(replace_rows({hook_point::resid_post, layer}, {}, *output));
+    again.interventions.push_back(replace_rows({hook_point::resid_post, layer}, {}, new_output(*g.descent)));
     auto run = model.run_from({hook_point::resid_mid, layer}, g.ex.input, again);
     if (!run) return run.err();
     matrix scratch(run->logits.rows, run->logits.cols);
@@ -225,8 +213,7 @@ outcome<prompt_gradient> prompt_grad(const prompt_grad_request& r) {
     }
     const loss_spec upstream{nullptr, &*g.ex.upstream};
     const bool out_in = g.ex.stored == layout::out_in;
-    g.check = traced.is_moe() ? check_moe_gradients(*traced.moe(), upstream, *g.grad.moe, out_in)
-                              : check_gradients(*traced.dense(), upstream, *g.grad.ffn, out_in);
+    g.check = check_gradients(traced, upstream, *g.grad.ffn, out_in);
     if (r.learning_rate)
         if (auto e = step_and_rerun(model, request, loss, *r.learning_rate, r.layer, g)) return *e;
     auto units = unit_effects(*o->ck, g, r.top);

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <type_traits>
 
 #include "analysis/prompt_parts.hpp"
 #include "analysis/stored_weights.hpp"
@@ -374,36 +373,18 @@ outcome<loss_spec> example_loss(traced& t) {
     return loss_spec{ex.target ? &*ex.target : nullptr, ex.upstream ? &*ex.upstream : nullptr};
 }
 
-namespace {
-
-// The gradients of one kind, checked, and a step taken with them: the kernels of its kind.
-template <class Gradient, class Trace>
-outcome<layer_gradient> differentiated(const traced& t, const Trace& tr, const loss_spec& loss, std::optional<double> learning_rate) {
-    const bool out_in = t.ex.stored == layout::out_in;
-    auto g = [&] {
-        if constexpr (std::is_same_v<Trace, moe_trace>) return run_moe_backward(tr, loss);
-        else return run_backward(tr, loss);
-    }();
-    if (!g) return error{t.ex.file, g.err().path, g.err().message};
-    Gradient out{std::move(*g), {}, {}};
-    if constexpr (std::is_same_v<Trace, moe_trace>) out.check = check_moe_gradients(tr, loss, out.grads, out_in);
-    else out.check = check_gradients(tr, loss, out.grads, out_in);
+outcome<layer_gradient> differentiate(const traced& t, const loss_spec& loss, std::optional<double> learning_rate) {
+    const auto named = [&](const error& e) { return error{t.ex.file, e.path, e.message}; };
+    auto g = run_backward(t.ffn, loss);
+    if (!g) return named(g.err());
+    layer_gradient out{std::move(*g), {}, {}};
+    out.check = check_gradients(t.ffn, loss, out.grads, t.ex.stored == layout::out_in);
     if (learning_rate) {
-        auto s = [&] {
-            if constexpr (std::is_same_v<Trace, moe_trace>) return descend_moe(tr, loss, out.grads, *learning_rate);
-            else return descend(tr, loss, out.grads, *learning_rate);
-        }();
-        if (!s) return error{t.ex.file, s.err().path, s.err().message};
+        auto s = descend(t.ffn, loss, out.grads, *learning_rate);
+        if (!s) return named(s.err());
         out.descent = std::move(*s);
     }
-    return layer_gradient{std::move(out)};
-}
-
-}  // namespace
-
-outcome<layer_gradient> differentiate(const traced& t, const loss_spec& loss, std::optional<double> learning_rate) {
-    if (const moe_trace* m = t.moe()) return differentiated<moe_gradient>(t, *m, loss, learning_rate);
-    return differentiated<dense_gradient>(t, t.dense(), loss, learning_rate);
+    return out;
 }
 
 }  // namespace ffn_trace

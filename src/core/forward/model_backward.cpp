@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "ffn_trace/core/attention.hpp"
 #include "ffn_trace/model/checkpoint.hpp"
@@ -230,9 +231,9 @@ outcome<moe_gradients> backward_of(const moe_trace& t, const loss_spec& l) { ret
 // A dense or MoE layer's FFN path differentiated: the layer run again without its residual from
 // x and taken back from the upstream. `whole`: the layer with its residual is also traced into
 // traces[i] and its backward from g_post (the caller's view of the layer) into `kept_grads`.
-template <class Layer, class Grads>
+template <class Layer, class Grads = std::conditional_t<std::is_same_v<Layer, moe>, moe_gradients, gradients>>
 auto through(const std::shared_ptr<const Layer>& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post, bool whole,
-             std::map<std::size_t, ffn_result>& traces, std::size_t i, std::optional<Grads>& kept_grads) -> outcome<Grads> {
+             std::map<std::size_t, ffn_result>& traces, std::size_t i, std::optional<ffn_gradients>& kept_grads) -> outcome<Grads> {
     auto without = std::make_shared<Layer>(*layer);
     without->residual = false;
     auto t = run_layer(without, x);
@@ -244,7 +245,7 @@ auto through(const std::shared_ptr<const Layer>& layer, const matrix& x, const l
         const Trace& kept = traces.insert_or_assign(i, ffn_result(std::move(*traced))).first->second.as<Trace>();
         auto g = backward_of(kept, {nullptr, &g_post});
         if (!g) return g.err();
-        kept_grads = std::move(*g);
+        kept_grads = ffn_gradients{std::move(*g)};
     }
     return backward_of(*t, upstream);
 }
@@ -306,7 +307,7 @@ private:
         } else if (ck.is_moe()) {
             auto layer = ck.moe_layer(i, x, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
-            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.moe);
+            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.ffn);
             if (!g) return g.err();
             d_ffn = std::move(g->d_input);
         } else {

@@ -259,4 +259,44 @@ outcome<moe_descent_step> descend_moe(const moe_trace& t, const loss_spec& loss,
     return step;
 }
 
+outcome<ffn_gradients> run_backward(const ffn_result& r, const loss_spec& loss) {
+    return r.visit([&](const auto& t) -> outcome<ffn_gradients> {
+        auto g = [&] {
+            if constexpr (std::is_same_v<std::decay_t<decltype(t)>, moe_trace>) return run_moe_backward(t, loss);
+            else return run_backward(t, loss);
+        }();
+        if (!g) return g.err();
+        return ffn_gradients{std::move(*g)};
+    });
+}
+
+gradient_check check_gradients(const ffn_result& r, const loss_spec& loss, const ffn_gradients& g, bool out_in) {
+    if (const moe_trace* m = r.moe()) return check_moe_gradients(*m, loss, std::get<moe_gradients>(g), out_in);
+    return check_gradients(*r.dense(), loss, std::get<gradients>(g), out_in);
+}
+
+outcome<ffn_descent> descend(const ffn_result& r, const loss_spec& loss, const ffn_gradients& g, double learning_rate) {
+    if (const moe_trace* m = r.moe()) {
+        auto s = descend_moe(*m, loss, std::get<moe_gradients>(g), learning_rate);
+        if (!s) return s.err();
+        return ffn_descent{std::move(*s)};
+    }
+    auto s = descend(*r.dense(), loss, std::get<gradients>(g), learning_rate);
+    if (!s) return s.err();
+    return ffn_descent{std::move(*s)};
+}
+
+const matrix& new_output(const ffn_descent& step) {
+    return std::visit([](const auto& s) -> const matrix& { return s.new_output; }, step);
+}
+
+const matrix& d_input(const ffn_gradients& g) {
+    return std::visit([](const auto& x) -> const matrix& { return x.d_input; }, g);
+}
+
+const gradients& expert_gradients(const ffn_gradients& g, std::size_t i) {
+    if (const auto* m = std::get_if<moe_gradients>(&g)) return m->experts.at(i);
+    return std::get<gradients>(g);
+}
+
 }  // namespace ffn_trace

@@ -162,7 +162,7 @@ private:
 // with its `expert` on an MoE layer).
 inline void add_prompt_json(const prompt_gradient& p, const std::vector<std::size_t>& lead, nlohmann::ordered_json& j) {
     using json = nlohmann::ordered_json;
-    const bool stepped = p.descent || p.moe_descent;
+    const bool stepped = p.descent.has_value();
     j["loss"] = p.loss;
     json target{{"text", p.target.text}, {"ids", p.target.ids}, {"pieces", p.target.pieces}, {"position", p.target.position},
                 {"prob", p.prob}};

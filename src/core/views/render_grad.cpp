@@ -292,24 +292,27 @@ std::string render_grad_json(const grad_rendering_input& in) {
 
 namespace {
 
-// f called with the rendering input of the layer's kind.
+// f called with the rendering input of the layer's kind: its trace, gradients and step.
 template <class F>
-void with_input(const traced& t, const layer_gradient& g, F&& f) {
-    if (const auto* m = std::get_if<moe_gradient>(&g)) {
-        f(moe_grad_rendering_input{t.ex, *t.moe(), m->grads, m->check, m->descent ? &*m->descent : nullptr});
+void with_input(const example& ex, const ffn_result& r, const ffn_gradients& grads, const gradient_check& check,
+                const std::optional<ffn_descent>& descent, const prompt_gradient* prompt, F&& f) {
+    if (const moe_trace* m = r.moe()) {
+        f(moe_grad_rendering_input{ex, *m, std::get<moe_gradients>(grads), check,
+                                   descent ? &std::get<moe_descent_step>(*descent) : nullptr, prompt});
         return;
     }
-    const auto& d = std::get<dense_gradient>(g);
-    f(grad_rendering_input{t.ex, t.dense(), d.grads, d.check, d.descent ? &*d.descent : nullptr});
+    f(grad_rendering_input{ex, *r.dense(), std::get<gradients>(grads), check, descent ? &std::get<descent_step>(*descent) : nullptr,
+                           prompt});
+}
+
+template <class F>
+void with_input(const traced& t, const layer_gradient& g, F&& f) {
+    with_input(t.ex, t.ffn, g.grads, g.check, g.descent, nullptr, f);
 }
 
 template <class F>
 void with_input(const prompt_gradient& g, F&& f) {
-    if (const moe_trace* m = g.traced().moe()) {
-        f(moe_grad_rendering_input{g.ex, *m, *g.grad.moe, g.check, g.moe_descent ? &*g.moe_descent : nullptr, &g});
-        return;
-    }
-    f(grad_rendering_input{g.ex, *g.traced().dense(), *g.grad.ffn, g.check, g.descent ? &*g.descent : nullptr, &g});
+    with_input(g.ex, g.traced(), *g.grad.ffn, g.check, g.descent, &g, f);
 }
 
 }  // namespace
