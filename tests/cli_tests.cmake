@@ -1690,6 +1690,12 @@ cli_test("run --unit E:J beyond the experts of a quantized Mixtral is one error 
 cli_test("run --unit J on a Mixtral layer asks for E:J" 2 EMPTY
   "^error: .*mixtral: --unit: layer 0 is a Mixture of Experts: name a unit as E:J, unit J of expert E\; got 3$"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 3)
+cli_test("run --prompt --unit E:J on a Mixtral layer explains the expert's unit at the tokens routed to it" 0
+  "Expert 1's unit 3 · \"[a-e]\"\n" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --unit 1:3 --color never)
+cli_test("run --prompt --unit J on a Mixtral layer asks for E:J" 2 EMPTY
+  "^error: .*mixtral_whole: --unit: layer 1 is a Mixture of Experts: name a unit as E:J, unit J of expert E\; got 3$"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --unit 3)
 cli_test("run --unit E:J on a dense layer is one error line" 2 EMPTY
   "^error: .*llama: --unit: names unit 5 of expert 1, but this layer is dense, of no experts: give the unit alone$"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/llama --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 1:5)

@@ -19,6 +19,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint_writer.hpp"
@@ -847,3 +848,57 @@ TEST_CASE("a row offered in blocks to a running top for each share of its ids, m
             }
 }
 
+
+TEST_CASE("a prompt explains an expert's unit E:J at each token routed to its expert, as the reference Mixtral computes it") {
+    tiny_model m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o = knock_out(1);
+    o.explain = {{1, 3}, {2, 0}};
+    o.explain_tokens = {0, 1, 2, 3, 4};
+    auto p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE(p);
+    // The reference: layer 1's RMSNorm of the stream after its attention, the router's top 2 of 4
+    // (ties to the lower index), and the expert's silu(x·W1) ⊙ (x·W3) at unit j.
+    const ref::run want = ref::forward(m.spec, m.values, ids);
+    const std::string layer = m.spec.prefix + "layers.1.";
+    std::vector<std::tuple<std::size_t, std::size_t, double>> expected;  // (expert, token, fired), in the order asked
+    for (auto [e, j] : {std::pair<std::size_t, std::size_t>{1, 3}, {2, 0}})
+        for (std::size_t t = 0; t < ids.size(); ++t) {
+            const ref::vec h = ref::rms_norm(m.values, layer + "post_attention_layernorm", want.after_attention[1][t], m.spec.eps);
+            const ref::vec logit = ref::linear(m.values, layer + "block_sparse_moe.gate", h);
+            std::vector<std::size_t> order{0, 1, 2, 3};
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logit[a] > logit[b]; });
+            if (order[0] != e && order[1] != e) continue;
+            const std::string ex = layer + "block_sparse_moe.experts." + std::to_string(e) + ".";
+            const ref::vec g = ref::linear(m.values, ex + "w1", h), u = ref::linear(m.values, ex + "w3", h);
+            expected.emplace_back(e, t, ref::silu(g[j]) * u[j]);
+        }
+    REQUIRE_FALSE(expected.empty());
+    REQUIRE(p->explained.size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const auto& [e, t, fired] = expected[i];
+        CAPTURE(i);
+        CHECK(p->explained[i].expert == e);
+        CHECK(p->explained[i].token == t);
+        CHECK(p->explained[i].fired == Approx(fired).epsilon(1e-9));
+    }
+}
+
+TEST_CASE("a prompt on a Mixture of Experts refuses a unit named without its expert, and one past the experts") {
+    tiny_model m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o = knock_out(1);
+    o.explain_tokens = {0};
+    o.explain = {{std::nullopt, 3}};
+    auto p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE_FALSE(p);
+    CHECK(p.err().path == "unit");
+    CHECK(p.err().message == "layer 1 is a Mixture of Experts: name a unit as E:J, unit J of expert E; got 3");
+    o.explain = {{4, 3}};
+    p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE_FALSE(p);
+    CHECK(p.err().message == fmt::format("unit 4:3 is out of range: the layer has 4 experts (0 to 3) of d_ff = {} hidden units (0 to {})",
+                                         d_ff, d_ff - 1));
+}

@@ -48,12 +48,7 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
     r.options.top = o.top;
     auto explain = explained_units(o);
     if (!explain) return explain.err();
-    for (const auto& u : *explain) {
-        if (u.expert)
-            return error{"", "--unit", fmt::format("{}:{} names a unit of an expert, which --prompt does not explain; give J for a "
-                                                   "dense layer, or explain it on --embedding or --word", *u.expert, u.unit)};
-        r.options.explain.push_back(u.unit);
-    }
+    r.options.explain = std::move(*explain);
     r.versus = f.versus;
     r.options.ablate_top = f.ablate_top;
     r.options.ablate_random = f.ablate_random;  // with the sweep of the top K beside it

@@ -180,8 +180,10 @@ struct prompt_options {
     // the unchanged layer's; the knock-out's layer N is run by the engine in a second pass.
     std::vector<unit_ref> ablate;
     std::size_t top = 10;          // tokens of the lens and the prediction, units of the readings
-    // Units of a dense layer explained at arithmetic detail (explain_unit), at each of these tokens.
-    std::vector<std::size_t> explain, explain_tokens;
+    // Units named as the layer names them (J, or E:J) explained at arithmetic detail
+    // (explain_units), at each of these tokens (an expert's at those routed to it).
+    std::vector<unit_ref> explain;
+    std::vector<std::size_t> explain_tokens;
     std::optional<std::size_t> versus;  // a token id: attribute to the logit difference target − versus
     // The knock-out sweep: the top 1, 2, …, K units by attribution knocked out (at every token), one
     // run each from layer N's FFN; 0: no sweep.

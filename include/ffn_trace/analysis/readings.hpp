@@ -13,6 +13,7 @@
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
 #include "ffn_trace/core/moe.hpp"
+#include "ffn_trace/model/hooks.hpp"
 #include "ffn_trace/model/tensor_source.hpp"
 
 namespace ffn_trace {
@@ -139,6 +140,16 @@ struct unit_explanation {
     }
 };
 unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms);
+
+// Why `u` names no unit of layer `layer`, of `n_experts` experts (0: a dense layer) of d_ff
+// hidden units each, in the words `run` uses; none when it names one.
+std::optional<std::string> unit_outside(const unit_ref& u, std::size_t layer, std::size_t n_experts, std::size_t d_ff);
+// Units named as their layer names them (J, or E:J, each checked by unit_outside) explained in
+// token order at the tokens their FFN ran that were asked (at every one when `tokens` is
+// empty): a dense layer's unit at each token asked, an expert's at those routed to it. Error
+// (path "unit"): an expert routed to at no token.
+outcome<std::vector<unit_explanation>> explain_units(const ffn_result& r, const std::vector<unit_ref>& units,
+                                                     const std::vector<std::size_t>& tokens, std::size_t terms);
 
 // The final norm as a value vector's scores read it: its weight γ, and whether it is an RMSNorm (a
 // LayerNorm centres what it reads). γ empty: the model has no final norm (BERT).

@@ -136,6 +136,10 @@ public:
     // layer's contract, a mixture's combine): what a module replacing it whole must match.
     const matrix& ffn_input() const;
     const matrix& written() const;
+    // The shape a unit's name is checked against: the routed experts (0 for a dense layer) and
+    // the hidden units of each FFN.
+    std::size_t n_experts() const;
+    std::size_t d_ff() const;
     // f(expert_part) for each expert that ran: a dense layer's one, or a mixture's routed experts
     // in order of index, then its shared ones.
     template <class F>

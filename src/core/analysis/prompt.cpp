@@ -300,12 +300,8 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
         e->path = "ablate";
         return e;
     }
-    if (ck.is_moe() && !options.explain.empty())
-        return error{ck.origin(), "unit", "explains a unit of a dense layer; this layer is a Mixture of Experts"};
-    for (auto u : options.explain)
-        if (u >= ck.config().d_ff)
-            return error{ck.origin(), "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
-                                                          ck.config().d_ff, ck.config().d_ff - 1)};
+    for (const unit_ref& u : options.explain)
+        if (auto why = unit_outside(u, N, ck.config().n_experts, ck.config().d_ff)) return error{ck.origin(), "unit", *why};
     return std::nullopt;
 }
 
@@ -347,6 +343,21 @@ outcome<hooked_run> run_stream(const transformer& model, const prompt_tokens& pr
     return run;
 }
 
+// The units asked explained at the tokens asked, with their stored weights.
+std::optional<error> explain_asked(const checkpoint& ck, const prompt_options& options, prompt_trace& r) {
+    std::vector<std::size_t> tokens;
+    for (auto t : options.explain_tokens)
+        if (t < r.ffn.tokens()) tokens.push_back(t);
+    // No token asked is in the prompt: none explained (explain_units reads none as every token).
+    if (tokens.empty()) return std::nullopt;
+    auto explained = explain_units(r.ffn, options.explain, tokens, options.top);
+    if (!explained) return error{ck.origin(), explained.err().path, explained.err().message};
+    r.explained = std::move(*explained);
+    for (unit_explanation& e : r.explained)
+        if (auto err = explain_stored_weights(ck, r.layer, e)) return err;
+    return std::nullopt;
+}
+
 // The layer trace: layer N's FFN as the pass ran it, its heading for the walkthrough, and its
 // readings, as `run --checkpoint` reads a layer.
 std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const prompt_tokens& prompt, const prompt_options& options,
@@ -371,17 +382,11 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
             if (!norm) return norm.err();
             if (auto e = read_moe_vocabulary(*r.moe_units, *moe, unembedding, *norm, options.top)) return e;
         }
-        return std::nullopt;
+        return explain_asked(ck, options, r);
     }
     r.dense_reads = read_trace(*r.ffn.dense());
     r.units = read_units(*r.ffn.dense(), options.top);
-    for (auto u : options.explain)
-        for (auto tok : options.explain_tokens)
-            if (tok < prompt.ids.size()) {
-                r.explained.push_back(explain_unit(*r.ffn.dense(), tok, u, options.top));
-                if (auto e = explain_stored_weights(ck, r.layer, r.explained.back())) return e;
-            }
-    return std::nullopt;
+    return explain_asked(ck, options, r);
 }
 
 // The vocabulary view of a dense layer, read once the attribution is known: the units asked for
@@ -390,7 +395,8 @@ std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& 
                                      prompt_trace& r) {
     const token_table unembedding = ck.unembedding();
     if (!r.ffn.dense() || !prompt.tok || !unembedding) return std::nullopt;
-    std::vector<std::size_t> first = options.explain;
+    std::vector<std::size_t> first;
+    for (const unit_ref& u : options.explain) first.push_back(u.unit);
     for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
     auto norm = value_norm_of(ck);
     if (!norm) return norm.err();
@@ -518,7 +524,7 @@ lens_terms reconcile(const prompt_logits& logits, const final_norm& norm, const 
 // The attribution: each unit's direct push toward the predicted token at the last position, and
 // the lens's change reconciled with it.
 std::optional<error> attribute_units(const transformer& model, const prompt_logits& logits, std::size_t top,
-                                     const std::vector<std::size_t>& explain, std::size_t sweep, prompt_trace& r) {
+                                     const std::vector<unit_ref>& explain, std::size_t sweep, prompt_trace& r) {
     const checkpoint& ck = model.source();
     const std::size_t last = r.input.rows - 1;
     auto norm = final_norm_of(ck);
@@ -533,10 +539,10 @@ std::optional<error> attribute_units(const transformer& model, const prompt_logi
     std::stable_sort(r.top_units.begin(), r.top_units.end(),
                      [](const unit_attribution& p, const unit_attribution& q) { return p.score > q.score; });
     for (std::size_t k = 0; k < std::min(sweep, r.top_units.size()); ++k) r.sweep_units.push_back(r.top_units[k].unit);
-    // The largest, then each unit asked for (a dense layer's) that is not among them.
+    // The largest, then each unit asked for that is not among them.
     std::vector<unit_attribution> kept(r.top_units.begin(), r.top_units.begin() + static_cast<long>(std::min(r.top_units.size(), top)));
-    for (auto j : explain) {
-        const auto is_j = [j](const unit_attribution& u) { return !u.unit.expert && u.unit.unit == j; };
+    for (const unit_ref& j : explain) {
+        const auto is_j = [&j](const unit_attribution& u) { return !u.shared && u.unit.expert == j.expert && u.unit.unit == j.unit; };
         const auto found = std::find_if(r.top_units.begin(), r.top_units.end(), is_j);
         if (found != r.top_units.end() && std::none_of(kept.begin(), kept.end(), is_j)) kept.push_back(*found);
     }

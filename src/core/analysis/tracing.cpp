@@ -262,100 +262,43 @@ outcome<traced> trace_checkpoint_layer(const layer_request& f, const trace_limit
     return t;
 }
 
-namespace {
-
-// The units of a dense layer explained at each token, their stored weights with them.
-outcome<std::vector<unit_explanation>> explain_dense(const traced& t, std::size_t top, const std::vector<std::size_t>& units,
-                                                     const std::vector<std::size_t>& tokens) {
-    std::vector<unit_explanation> out;
-    for (auto u : units)
-        for (auto tok : tokens)
-            if (tok != gap) {
-                out.push_back(explain_unit(t.dense(), tok, u, top));
-                if (!t.checkpoint) continue;
-                if (auto e = detail::explain_stored_weights(*t.checkpoint, t.ex.checkpoint_layer, out.back())) return *e;
-            }
-    return out;
-}
-
-// Units E:J of an MoE layer explained at the tokens given that were routed to expert E (at every
-// token routed to it when none is given), their stored weights in expert E's slices.
-outcome<std::vector<unit_explanation>> explain_experts(const traced& t, std::size_t top, const std::vector<unit_ref>& units,
-                                                       const std::vector<std::size_t>& tokens) {
-    const moe& l = t.moe()->layer();
-    std::vector<unit_explanation> out;
-    for (const unit_ref& u : units) {
-        if (!u.expert)
-            return error{t.ex.file, "unit", fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; "
-                                                        "got {}", t.ex.checkpoint_layer, u.unit)};
-        if (*u.expert >= l.n_experts() || u.unit >= l.d_ff())
-            return error{t.ex.file, "unit", fmt::format("unit {}:{} is out of range: the layer has {} experts (0 to {}) of d_ff = {} "
-                                                        "hidden units (0 to {})", *u.expert, u.unit, l.n_experts(), l.n_experts() - 1,
-                                                        l.d_ff(), l.d_ff() - 1)};
-        const expert_trace* et = t.moe()->expert(*u.expert);
-        if (!et) return error{t.ex.file, "unit", fmt::format("expert {} ran on no token of this input: no token chose it", *u.expert)};
-        for (std::size_t row = 0; row < et->tokens.size(); ++row) {
-            const bool asked = tokens.empty() || std::find(tokens.begin(), tokens.end(), et->tokens[row]) != tokens.end();
-            if (!asked) continue;
-            unit_explanation e = explain_unit(et->tr, row, u.unit, top);
-            e.token = et->tokens[row];
-            e.expert = u.expert;
-            if (t.checkpoint)
-                if (auto err = detail::explain_stored_weights(*t.checkpoint, t.ex.checkpoint_layer, e)) return *err;
-            out.push_back(std::move(e));
-        }
-    }
-    return out;
-}
-
-}  // namespace
-
 outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units, const std::vector<unit_ref>& explain,
                                    const std::vector<std::size_t>& explain_tokens) {
     layer_readings r;
     auto texts = token_texts(t);
     if (!texts) return texts.err();
     r.token_texts = std::move(*texts);
+    for (const unit_ref& u : explain)
+        if (auto why = unit_outside(u, t.ex.checkpoint_layer, t.ffn.n_experts(), t.ffn.d_ff())) return error{t.ex.file, "unit", *why};
     const bool project = r.token_texts && t.checkpoint->unembedding();
     if (t.moe()) {
-        auto explained = explain_experts(t, top, explain, explain_tokens);
-        if (!explained) return explained.err();
-        r.explained = std::move(*explained);
         // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
-        if (!t.checkpoint) return r;
-        r.moe_units = read_moe_units(*t.moe(), top);
-        if (project) {
-            auto norm = detail::value_norm_of(*t.checkpoint);
-            if (!norm) return norm.err();
-            if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe(), t.checkpoint->unembedding(), *norm, top))
-                return *e;
+        if (t.checkpoint) {
+            r.moe_units = read_moe_units(*t.moe(), top);
+            if (project) {
+                auto norm = detail::value_norm_of(*t.checkpoint);
+                if (!norm) return norm.err();
+                if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe(), t.checkpoint->unembedding(), *norm, top)) return *e;
+            }
         }
-        return r;
-    }
-    const ffn& layer = t.dense().layer();
-    std::vector<std::size_t> dense;
-    for (const unit_ref& u : explain) {
-        if (u.expert)
-            return error{t.ex.file, "unit", fmt::format("names unit {} of expert {}, but this layer is dense, of no experts: give "
-                                                        "the unit alone", u.unit, *u.expert)};
-        if (u.unit >= layer.d_ff())
-            return error{t.ex.file, "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})",
-                                                        u.unit, layer.d_ff(), layer.d_ff() - 1)};
-        dense.push_back(u.unit);
-    }
-    if (t.checkpoint || units) {
+    } else if (t.checkpoint || units) {
         r.units = read_units(t.dense(), top);
         if (project) {
+            std::vector<std::size_t> pinned;
+            for (const unit_ref& u : explain) pinned.push_back(u.unit);
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            auto v = read_vocabulary_view(t.dense(), *r.units, t.checkpoint->unembedding(), *norm, top, dense);
+            auto v = read_vocabulary_view(t.dense(), *r.units, t.checkpoint->unembedding(), *norm, top, pinned);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }
     }
-    auto explained = explain_dense(t, top, dense, explain_tokens);
-    if (!explained) return explained.err();
+    auto explained = explain_units(t.ffn, explain, explain_tokens, top);
+    if (!explained) return error{t.ex.file, explained.err().path, explained.err().message};
     r.explained = std::move(*explained);
+    if (t.checkpoint)
+        for (unit_explanation& e : r.explained)
+            if (auto err = detail::explain_stored_weights(*t.checkpoint, t.ex.checkpoint_layer, e)) return *err;
     return r;
 }
 

@@ -84,6 +84,41 @@ unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t uni
     return e;
 }
 
+std::optional<std::string> unit_outside(const unit_ref& u, std::size_t layer, std::size_t n_experts, std::size_t d_ff) {
+    if (n_experts > 0 && !u.expert)
+        return fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}", layer, u.unit);
+    if (n_experts == 0 && u.expert)
+        return fmt::format("names unit {} of expert {}, but this layer is dense, of no experts: give the unit alone", u.unit, *u.expert);
+    if (u.expert && (*u.expert >= n_experts || u.unit >= d_ff))
+        return fmt::format("unit {}:{} is out of range: the layer has {} experts (0 to {}) of d_ff = {} hidden units (0 to {})",
+                           *u.expert, u.unit, n_experts, n_experts - 1, d_ff, d_ff - 1);
+    if (u.unit >= d_ff)
+        return fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u.unit, d_ff, d_ff - 1);
+    return std::nullopt;
+}
+
+outcome<std::vector<unit_explanation>> explain_units(const ffn_result& r, const std::vector<unit_ref>& units,
+                                                     const std::vector<std::size_t>& tokens, std::size_t terms) {
+    std::vector<unit_explanation> out;
+    for (const unit_ref& u : units) {
+        bool ran = false;
+        r.for_each_expert([&](const expert_part& part) {
+            if (part.shared || part.expert != u.expert) return;
+            ran = true;
+            for (std::size_t t = 0; t < r.tokens(); ++t) {
+                const std::optional<std::size_t> row = part.row_of(t);
+                if (!row || (!tokens.empty() && std::find(tokens.begin(), tokens.end(), t) == tokens.end())) continue;
+                unit_explanation e = explain_unit(part.tr, *row, u.unit, terms);
+                e.token = t;
+                e.expert = u.expert;
+                out.push_back(std::move(e));
+            }
+        });
+        if (!ran) return error{"", "unit", fmt::format("expert {} ran on no token of this input: no token chose it", u.expert.value_or(0))};
+    }
+    return out;
+}
+
 namespace {
 
 // The unembedding (vocab, d) the views project onto, checked against the width of the vectors.

@@ -315,6 +315,16 @@ const matrix& ffn_result::ffn_input() const {
     return dense()->ffn_input();
 }
 
+std::size_t ffn_result::n_experts() const {
+    const moe_trace* m = moe();
+    return m ? m->layer().n_experts() : 0;
+}
+
+std::size_t ffn_result::d_ff() const {
+    const moe_trace* m = moe();
+    return m ? m->layer().d_ff() : dense()->layer().d_ff();
+}
+
 const matrix& ffn_result::written() const {
     if (const moe_trace* m = moe()) return m->step(step_kind::combine).value;
     return dense()->step(step_kind::contract).value;

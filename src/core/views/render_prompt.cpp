@@ -225,6 +225,7 @@ private:
             moe_rendering_input in{p_.ex, *p_.ffn.moe(), no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
                                    p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
             in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
+            in.explained = p_.explained.empty() ? nullptr : &p_.explained;
             build_moe_walkthrough(in, opt_, html_, sink);
         }
         out_ = &page;
