@@ -281,8 +281,8 @@ void check_ranked(const std::vector<ranked_token>& a, const std::vector<ranked_t
 // The layer's trace: dense steps, or the router's choices and every expert's steps.
 void check_layer(const prompt_trace& a, const prompt_trace& b) {
     check_equal(a.input, b.input, "the stream entering the FFN");
-    REQUIRE(a.is_moe() == b.is_moe());
-    if (!a.is_moe()) {
+    REQUIRE(a.ffn.is_moe() == b.ffn.is_moe());
+    if (!a.ffn.is_moe()) {
         check_steps(a.ffn.dense()->steps, b.ffn.dense()->steps, "layer step ");
         return;
     }
@@ -372,12 +372,12 @@ TEST_CASE("a GGUF file with no vocabulary traces a layer on its embedding rows, 
     m.gguf.write(path);
     auto t = trace_checkpoint_layer({path, "", 0, "", {3, 5}, {}}, {});
     if (!t) FAIL(t.err().to_string());
-    CHECK(t->dense().tokens() == 2);
+    CHECK((*t->ffn.dense()).tokens() == 2);
     // the input is token_embd's rows 3 and 5, as the tests' quantizer made them
     const std::vector<double>& embd = m.f64[0].values;
     for (std::size_t c = 0; c < d_model; ++c) {
         CAPTURE(c);
-        REQUIRE(t->dense().input(1, c) == embd[5 * d_model + c]);
+        REQUIRE((*t->ffn.dense()).input(1, c) == embd[5 * d_model + c]);
     }
     prompt_request r;
     r.checkpoint = path;

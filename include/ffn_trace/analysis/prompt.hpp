@@ -258,7 +258,6 @@ struct prompt_trace {
     const matrix& output() const { return ffn.output().value; }
     // Whether a second run changed some units (ablate or interventions): prediction is then its.
     bool changed() const { return !ablated.empty() || !ablated_layers.empty() || !intervened.empty(); }
-    bool is_moe() const { return ffn.is_moe(); }
 };
 
 // Runs the prompt through `model` up to layer `options.layer`, traces that layer's FFN, finishes

@@ -49,9 +49,6 @@ struct traced {
     std::optional<ffn_trace::tokenizer> tokenizer = {};  // the tokenizer beside the checkpoint, when read with it
 
     std::size_t tokens() const { return ex.input.rows; }
-    // The trace of its kind: dense() for a dense layer alone; moe() null for a dense layer.
-    const trace& dense() const { return *ffn.dense(); }
-    const moe_trace* moe() const { return ffn.moe(); }
 };
 
 // An example file traced, with `changes` applied (an experiment: the file's layer is traced too

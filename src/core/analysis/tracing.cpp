@@ -165,7 +165,7 @@ outcome<traced> trace_moe_example(example ex, const example* before) {
     if (comparison && comparison->any()) {
         out.unchecked_claims = claimed_numbers(*before);
     } else {
-        auto claims = evaluate_moe_claims(out.ex, *out.moe());
+        auto claims = evaluate_moe_claims(out.ex, *out.ffn.moe());
         if (!claims) return claims.err();
         out.claims = std::move(*claims);
     }
@@ -190,7 +190,7 @@ outcome<traced> trace_dense_example(example ex, const example* before) {
     }
     traced out{std::move(ex), std::move(*tr), {}, nullptr, std::move(comparison), 0};
     if (out.comparison && out.comparison->any()) out.unchecked_claims = claimed_numbers(*before);
-    else out.claims = evaluate_claims(out.ex, out.dense());
+    else out.claims = evaluate_claims(out.ex, (*out.ffn.dense()));
     return out;
 }
 
@@ -271,24 +271,24 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     for (const unit_ref& u : explain)
         if (auto why = unit_outside(u, t.ex.checkpoint_layer, t.ffn.n_experts(), t.ffn.d_ff())) return error{t.ex.file, "unit", *why};
     const bool project = r.token_texts && t.checkpoint->unembedding();
-    if (t.moe()) {
+    if (t.ffn.moe()) {
         // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
         if (t.checkpoint) {
-            r.moe_units = read_moe_units(*t.moe(), top);
+            r.moe_units = read_moe_units(*t.ffn.moe(), top);
             if (project) {
                 auto norm = detail::value_norm_of(*t.checkpoint);
                 if (!norm) return norm.err();
-                if (auto e = read_moe_vocabulary(*r.moe_units, *t.moe(), t.checkpoint->unembedding(), *norm, top)) return *e;
+                if (auto e = read_moe_vocabulary(*r.moe_units, *t.ffn.moe(), t.checkpoint->unembedding(), *norm, top)) return *e;
             }
         }
     } else if (t.checkpoint || units) {
-        r.units = read_units(t.dense(), top);
+        r.units = read_units((*t.ffn.dense()), top);
         if (project) {
             std::vector<std::size_t> pinned;
             for (const unit_ref& u : explain) pinned.push_back(u.unit);
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            auto v = read_vocabulary_view(t.dense(), *r.units, t.checkpoint->unembedding(), *norm, top, pinned);
+            auto v = read_vocabulary_view((*t.ffn.dense()), *r.units, t.checkpoint->unembedding(), *norm, top, pinned);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }

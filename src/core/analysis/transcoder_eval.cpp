@@ -171,7 +171,7 @@ outcome<transcoder_on_prompt> trace_transcoder_on_prompt(const checkpoint& ck, c
     if (!norm) return norm.err();
     auto g = detail::logit_direction(ck, *norm, p.target->id, p.versus ? std::optional{p.versus->id} : std::nullopt);
     if (!g) return g.err();
-    transcoder_on_prompt r{folder, tc.act, tc.k, tc.features(), tc.layer, *p.target, p.versus, {}, p.total_score, p.is_moe()};
+    transcoder_on_prompt r{folder, tc.act, tc.k, tc.features(), tc.layer, *p.target, p.versus, {}, p.total_score, p.ffn.is_moe()};
     const transcoder_pass pass = transcoder_forward(tc, x);
     for (std::size_t t = 0; t < x.rows; ++t)
         r.tokens.push_back(read_token(tc, pass, x, y, t, *g, detail::norm_scale(p.output().row(t), *norm)));

@@ -284,7 +284,7 @@ private:
         const auto& target = *p_.target;
         const std::string t = p_.versus ? fmt::format("{} − {}", shown(target.id, target.token), shown(p_.versus->id, p_.versus->token)) : shown(target.id, target.token);
         title(fmt::format("The units that wrote {}", t));
-        const bool moe = p_.is_moe();
+        const bool moe = p_.ffn.is_moe();
         const bool rms = !p_.terms.centred;
         paragraph(fmt::format(
             "At the last token each unit j of {0}'s FFN writes{1} a_j · W2[j] into the stream. Read through the final "
@@ -321,7 +321,7 @@ private:
 
     // Units with their activation, routing weight (MoE) and push on the logit of `t`.
     block attribution_table(const std::vector<unit_attribution>& units, const std::string& t) const {
-        const bool moe = p_.is_moe();
+        const bool moe = p_.ffn.is_moe();
         block b{block_kind::table, "", {}, {}, moe ? "lrrr" : "lrr"};
         if (moe)
             b.rows.push_back({"unit", "a_j (fed to W2)", "w", "logit of " + t});

@@ -58,8 +58,8 @@ const T* pointer_to(const std::optional<T>& o) { return o ? &*o : nullptr; }
 }  // namespace
 
 layer_view_plan plan_layer_view(const traced& t, const text_options& options) {
-    if (t.moe()) return {true, options.tokens};
-    const trace& d = t.dense();
+    if (t.ffn.moe()) return {true, options.tokens};
+    const trace& d = (*t.ffn.dense());
     return {default_detail(d.layer()) != detail_level::arithmetic,
             options.tokens.empty() ? shown_indices(d.tokens(), options.full) : options.tokens};
 }
@@ -69,7 +69,7 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
     const std::vector<std::string>* strings = pointer_to(reads.token_texts);
     const std::vector<unit_explanation>* explained = reads.explained.empty() ? nullptr : &reads.explained;
     const tokenizer* tok = pointer_to(t.tokenizer);  // marks the special tokens among the strings
-    if (const moe_trace* m = t.moe()) {
+    if (const moe_trace* m = t.ffn.moe()) {
         const moe_readings steps = read_moe_trace(*m);
         moe_rendering_input in{t.ex, *m, t.claims, steps, pointer_to(reads.moe_units), strings, pointer_to(t.moe_comparison),
                                t.unchecked_claims};
@@ -78,8 +78,8 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
         render_walkthrough(in, options, format, out);
         return;
     }
-    const readings steps = read_trace(t.dense());
-    rendering_input in{t.ex, t.dense(), t.claims, steps, pointer_to(reads.units), explained, pointer_to(reads.vocab), strings,
+    const readings steps = read_trace((*t.ffn.dense()));
+    rendering_input in{t.ex, (*t.ffn.dense()), t.claims, steps, pointer_to(reads.units), explained, pointer_to(reads.vocab), strings,
                        pointer_to(t.comparison), t.unchecked_claims};
     in.tok = tok;
     render_walkthrough(in, options, format, out);
