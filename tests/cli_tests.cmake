@@ -1051,6 +1051,15 @@ cli_test("run --layer all with --prompts is refused: the view is one prompt's" 2
 cli_test("run --layer all --ablate L:J changes units of any layers, and the heading says what it did" 0
   "changed +layer 1 unit 168, layer 0 unit 172\\*0.5. every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.[0-9]+ → 0\\.[0-9]+" EMPTY
   -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --ablate 1:168 --intervene 0:172*0.5 --width 400)
+cli_test("run --layer all --ablate L:E:J knocks out experts' units of any layers of a Mixtral" 0
+  "changed +layer 0 unit 1:3, layer 1 unit 2:0\\; every reading below is of the changed run" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --ablate 0:1:3 --ablate 1:2:0 --color never)
+cli_test("run --layer all --ablate E:J on a Mixtral is refused: its unit names no layer" 2 EMPTY
+  "^error: .*mixtral_whole: --ablate: unit 1:3 names no layer: in the view of every layer a unit of a Mixture of Experts is L:E:J, unit J of expert E of layer L$"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --ablate 1:3)
+cli_test("run --layer all --ablate L:* is refused: a whole FFN knocked out is one layer's view" 2 EMPTY
+  "^error: --ablate: a whole FFN knocked out \\(L:\\*\\) is shown by one layer's view, not every layer's: give one layer for it$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 1:*)
 cli_test("run --layer all with --ablate of a unit without its layer is refused" 2 EMPTY
   "^error: --ablate: unit 3 names no layer: in the view of every layer a unit is L:J, unit J of layer L \\(1:3\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 3)

@@ -902,3 +902,35 @@ TEST_CASE("a prompt on a Mixture of Experts refuses a unit named without its exp
     CHECK(p.err().message == fmt::format("unit 4:3 is out of range: the layer has 4 experts (0 to 3) of d_ff = {} hidden units (0 to {})",
                                          d_ff, d_ff - 1));
 }
+
+TEST_CASE("the view of every layer knocks out Mixtral units L:E:J of several layers, as the reference with their W2 columns zeroed") {
+    tiny_model m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o;
+    o.ablate_layers = {{0, {{1, 3}}, false}, {2, {{2, 0}, {3, 5}}, false}};
+    auto changes = interventions_by_layer(model, o);
+    REQUIRE(changes);
+    REQUIRE(changes->size() == 3);
+    CHECK((*changes)[0].change.text == "0:1:3");
+    CHECK((*changes)[2].change.text == "2:3:5");
+    auto r = run_layers(model, tokens_of(ids), 10, std::nullopt, *changes);
+    REQUIRE(r);
+    const ref::vec unchanged = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+    for (auto [layer, e, j] : {std::tuple<std::size_t, std::size_t, std::size_t>{0, 1, 3}, {2, 2, 0}, {2, 3, 5}}) {
+        auto& w2 = m.values.at(fmt::format("model.layers.{}.block_sparse_moe.experts.{}.w2.weight", layer, e)).values;
+        for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] = 0;  // stored (d_model, d_ff): unit j's column
+    }
+    const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+    REQUIRE(r->baseline);
+    for (const auto& t : r->baseline->top) CHECK(t.prob == Approx(unchanged[t.id]).epsilon(1e-9));
+    for (const auto& t : r->prediction.top) CHECK(t.prob == Approx(changed[t.id]).epsilon(1e-9));
+    // E:J without its layer names no layer in this view
+    o.ablate_layers.clear();
+    o.ablate = {{1, 3}};
+    auto refused = interventions_by_layer(model, o);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().path == "ablate");
+    CHECK(refused.err().message == "unit 1:3 names no layer: in the view of every layer a unit of a Mixture of Experts is L:E:J, "
+                                   "unit J of expert E of layer L");
+}

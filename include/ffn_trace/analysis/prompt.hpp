@@ -357,8 +357,9 @@ struct layer_intervention {
 };
 // The knock-outs and interventions of `options` for the view of every layer, where a unit names
 // its layer as the command line writes it: L:J is unit J of layer L (ablate's "1:168", intervene's
-// "1:168*0.5"), on a dense model alone. Errors name "ablate" or "intervene": a unit without its
-// layer, a Mixture of Experts (whose E:J names an expert), a mean (taken over a corpus, one layer's).
+// "1:168*0.5"), and a Mixture of Experts' knock-outs are L:E:J (ablate_layers' units, each unit J
+// of expert E of layer L). Errors name "ablate" or "intervene": a unit without its layer, an E:J
+// on a Mixture of Experts, an intervention on one, a mean (taken over a corpus, one layer's).
 outcome<std::vector<layer_intervention>> interventions_by_layer(const transformer& model, const prompt_options& options);
 
 struct layers_trace {

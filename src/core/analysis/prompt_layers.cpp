@@ -89,11 +89,21 @@ outcome<std::vector<layer_intervention>> interventions_by_layer(const transforme
     const checkpoint& ck = model.source();
     std::vector<layer_intervention> out;
     const auto refuse = [&](const char* field, const std::string& why) { return error{"", field, why}; };
-    const bool any = !options.ablate.empty() || !options.interventions.empty();
-    if (any && ck.is_moe())
-        return error{ck.origin(), options.ablate.empty() ? "intervene" : "ablate",
+    // A Mixture of Experts' E:J names an expert, so its units here are L:E:J (ablate_layers).
+    if (!options.ablate.empty() && ck.is_moe())
+        return error{ck.origin(), "ablate", fmt::format("unit {} names no layer: in the view of every layer a unit of a Mixture of "
+                                                        "Experts is L:E:J, unit J of expert E of layer L", to_string(options.ablate.front()))};
+    if (!options.interventions.empty() && ck.is_moe())
+        return error{ck.origin(), "intervene",
                       "in the view of every layer a unit is L:J, unit J of layer L; on a Mixture of Experts E:J names an expert: "
                       "give one layer for its units"};
+    for (const auto& k : options.ablate_layers)
+        for (const unit_ref& u : k.units) {
+            unit_intervention iv;
+            iv.text = fmt::format("{}:{}", k.layer, to_string(u));
+            iv.unit = u;
+            out.push_back({k.layer, std::move(iv), true});
+        }
     for (const auto& u : options.ablate) {
         if (!u.expert)
             return refuse("ablate", fmt::format("unit {} names no layer: in the view of every layer a unit is L:J, unit J of layer L "

@@ -127,7 +127,7 @@ outcome<layers_trace> trace_layers(const prompt_request& r) {
         return error{"", field, fmt::format("{} one layer; the view of every layer sweeps none and explains none: give one "
                                             "layer for it", what)};
     };
-    if (!o.ablate_layers.empty())
+    if (std::any_of(o.ablate_layers.begin(), o.ablate_layers.end(), [](const layer_knock_out& k) { return k.whole; }))
         return error{"", "ablate", "a whole FFN knocked out (L:*) is shown by one layer's view, not every layer's: give one layer for it"};
     if (o.ablate_random > 0) return one_layer("ablate_random", "knocks out random units of");
     if (o.ablate_top > 0) return one_layer("ablate_top", "sweeps the units of");
