@@ -952,6 +952,9 @@ cli_test("run --prompt --ablate-top --format html draws the sweep as a curve" 0
 cli_test("run --prompt --ablate-random gives the random baseline's median and quartiles beside the top K" 0
   "Against chance: 3 of layer 0's [0-9]+ active units \\(activation above 0 at the last token\\), drawn at random 4 times \\(seed 1\\).* the top 3 by push +0\\.[0-9]+ +3 random active \\(median\\) +0\\.[0-9]+ +0\\.[0-9]+ +0\\.[0-9]+"
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-random 3 --samples 4 --detail summary --color never)
+cli_test("run --prompt --ablate-random on a Mixtral layer draws the routed experts' active units" 0
+  "3 random active \\(median\\) +0\\.[0-9]+ +0\\.[0-9]+ +0\\.[0-9]+" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --ablate-random 3 --samples 4 --detail summary --color never)
 cli_test("run --prompt --ablate-random more than the active units says both" 2 EMPTY
   "^error: --ablate-random: knocks out 200 random active units, but layer 0 has [0-9]+ active at the last token \\(of 256 units\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-random 200)

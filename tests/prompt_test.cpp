@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -933,4 +934,53 @@ TEST_CASE("the view of every layer knocks out Mixtral units L:E:J of several lay
     CHECK(refused.err().path == "ablate");
     CHECK(refused.err().message == "unit 1:3 names no layer: in the view of every layer a unit of a Mixture of Experts is L:E:J, "
                                    "unit J of expert E of layer L");
+}
+
+TEST_CASE("the random baseline on Mixtral draws active units of the experts routed at the last token, each set as the reference knocks it out") {
+    const tiny_model m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o = knock_out(1);
+    o.ablate_random = 3;
+    o.random_samples = 4;
+    o.random_seed = 5;
+    auto p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE(p);
+    REQUIRE(p->random);
+    REQUIRE(p->target);
+    // The reference's active units: at the last token, layer 1's top 2 experts of 4 and each one's
+    // silu(x·W1) ⊙ (x·W3) above 0.
+    const ref::run want = ref::forward(m.spec, m.values, ids);
+    const std::string layer = m.spec.prefix + "layers.1.";
+    const ref::vec h = ref::rms_norm(m.values, layer + "post_attention_layernorm", want.after_attention[1][4], m.spec.eps);
+    const ref::vec logit = ref::linear(m.values, layer + "block_sparse_moe.gate", h);
+    std::vector<std::size_t> order{0, 1, 2, 3};
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logit[a] > logit[b]; });
+    std::set<std::pair<std::size_t, std::size_t>> active;
+    for (std::size_t k = 0; k < 2; ++k) {
+        const std::string ex = layer + "block_sparse_moe.experts." + std::to_string(order[k]) + ".";
+        const ref::vec g = ref::linear(m.values, ex + "w1", h), u = ref::linear(m.values, ex + "w3", h);
+        for (std::size_t j = 0; j < d_ff; ++j)
+            if (ref::silu(g[j]) * u[j] > 0) active.insert({order[k], j});
+    }
+    CHECK(p->random->active == active.size());
+    REQUIRE(p->random->sets.size() == 4);
+    REQUIRE(p->random->target_probs.size() == 4);
+    for (std::size_t s = 0; s < 4; ++s) {
+        CAPTURE(s);
+        std::set<std::pair<std::size_t, std::size_t>> drawn;
+        for (const unit_ref& u : p->random->sets[s]) {
+            REQUIRE(u.expert);
+            drawn.insert({*u.expert, u.unit});
+        }
+        REQUIRE(drawn.size() == 3);
+        for (const auto& d : drawn) CHECK(active.count(d) == 1);
+        tiny_model knocked = m;
+        for (const auto& [e, j] : drawn) {
+            auto& w2 = knocked.values.at(layer + "block_sparse_moe.experts." + std::to_string(e) + ".w2.weight").values;
+            for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] = 0;
+        }
+        const ref::vec changed = softmax(ref::forward(knocked.spec, knocked.values, ids).logits[4]);
+        CHECK(p->random->target_probs[s] == Approx(changed[p->target->id]).epsilon(1e-9));
+    }
 }

@@ -163,13 +163,14 @@ struct layer_knock_out {
     bool whole = false;
 };
 
-// The knock-out of K random active units of the layer (its activation at the last token above 0),
-// `samples` times, the sets drawn from `seed`: P(target) with each set knocked out, its median and
-// quartiles (linear between the order statistics, as NumPy's percentile).
+// The knock-out of K random active units of the layer (its activation at the last token above 0;
+// a Mixture of Experts' of the experts routed there), `samples` times, the sets drawn from `seed`:
+// P(target) with each set knocked out, its median and quartiles (linear between the order
+// statistics, as NumPy's percentile).
 struct random_knock_outs {
     std::size_t k = 0, active = 0;
     std::uint64_t seed = 0;
-    std::vector<std::vector<std::size_t>> sets;  // each sorted
+    std::vector<std::vector<unit_ref>> sets;     // each sorted by expert, then unit
     std::vector<double> target_probs;            // one per set
     double median = 0, lower_quartile = 0, upper_quartile = 0;
 };

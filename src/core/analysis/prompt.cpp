@@ -284,7 +284,7 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
                                                     model.vocab_size())
                                       : fmt::format("a {} checkpoint is an encoder, with no next-token logits to compare",
                                                     ck.config().arch)};
-    const std::size_t units = ck.is_moe() ? ck.config().n_experts * ck.config().d_ff : ck.config().d_ff;
+    const std::size_t units = ck.ffns().size() * ck.config().d_ff;
     if (options.ablate_top > 0 && !model.has_head())
         return error{ck.origin(), "ablate_top", fmt::format("a {} checkpoint is an encoder, with no next-token prediction for a "
                                                             "knock-out to change", ck.config().arch)};
@@ -648,25 +648,30 @@ std::optional<error> push_by_layer(const transformer& model, const activation_ca
 // sweep knocks out its units.
 std::optional<error> random_baseline(const transformer& model, const vocabulary_text& text, const prompt_options& options,
                                      prompt_trace& r) {
-    const trace& dense = *r.ffn.dense();
-    const matrix& h = dense.step(dense.layer().gated() ? step_kind::multiply : step_kind::activate).value;
-    std::vector<std::size_t> active;
-    for (std::size_t j = 0; j < h.cols; ++j)
-        if (h(h.rows - 1, j) > 0) active.push_back(j);
+    const std::size_t last = r.ffn.tokens() - 1;
+    std::vector<unit_ref> active;
+    r.ffn.for_each_expert([&](const expert_part& e) {
+        const std::optional<std::size_t> row = e.row_of(last);
+        if (e.shared || !row) return;  // a shared expert's units have no name of their own
+        const matrix& h = hidden_output(e.tr);
+        for (std::size_t j = 0; j < h.cols; ++j)
+            if (h(*row, j) > 0) active.push_back({e.expert, j});
+    });
     const std::size_t K = options.ablate_random;
     if (K > active.size())
         return error{"", "ablate_random", fmt::format("knocks out {} random active units, but layer {} has {} active at the last "
-                                                      "token (of {} units)", K, r.layer, active.size(), h.cols)};
+                                                      "token (of {} units)", K, r.layer, active.size(),
+                                                      std::max<std::size_t>(r.ffn.n_experts(), 1) * r.ffn.d_ff())};
     random_knock_outs b{K, active.size(), options.random_seed, {}, {}, 0, 0, 0};
     detail::splitmix rng{options.random_seed};
     for (std::size_t s = 0; s < options.random_samples; ++s) {
-        std::vector<std::size_t> pool = active;
+        std::vector<unit_ref> pool = active;
         for (std::size_t i = 0; i < K; ++i) std::swap(pool[i], pool[i + rng.below(pool.size() - i)]);
-        std::vector<std::size_t> set(pool.begin(), pool.begin() + static_cast<long>(K));
-        std::sort(set.begin(), set.end());
-        std::vector<unit_ref> units;
-        for (std::size_t j : set) units.push_back({std::nullopt, j});
-        auto run = knocked_out(model, text, r, std::move(units));
+        std::vector<unit_ref> set(pool.begin(), pool.begin() + static_cast<long>(K));
+        std::sort(set.begin(), set.end(), [](const unit_ref& p, const unit_ref& q) {
+            return std::pair(p.expert.value_or(0), p.unit) < std::pair(q.expert.value_or(0), q.unit);
+        });
+        auto run = knocked_out(model, text, r, set);
         if (!run) return run.err();
         b.sets.push_back(std::move(set));
         b.target_probs.push_back(run->target_prob);
@@ -701,13 +706,10 @@ std::optional<error> knock_out_top(const transformer& model, const vocabulary_te
 
 // The knock-outs by layer: on a dense model a unit written E:J is unit J of layer E, moved to that
 // layer's knock-out (or kept in `ablate` when E is the run's layer); each layer once, in order.
-// Errors, on "ablate": a layer out of range, a whole FFN beside one of its units, a random baseline
-// on a Mixture of Experts.
+// Errors, on "ablate": a layer out of range, a whole FFN beside one of its units.
 outcome<prompt_options> resolve_knock_outs(const transformer& model, prompt_options o) {
     const checkpoint& ck = model.source();
     const std::size_t L = model.n_layers();
-    if (o.ablate_random > 0 && ck.is_moe())
-        return error{ck.origin(), "ablate_random", "draws units of a dense layer; this layer is a Mixture of Experts"};
     if (o.ablate_random > 0 && o.random_samples == 0)
         return error{"", "samples", "0 random sets give no distribution; give 1 or more"};
     // the random baseline is shown beside the sweep of as many top units

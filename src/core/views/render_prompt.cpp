@@ -921,8 +921,15 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     }
     if (p.random) {
         const random_knock_outs& b = *p.random;
+        // a dense layer's units as numbers; an expert's as {"expert", "unit"}, as "ablated" has them
+        json sets = json::array();
+        for (const auto& set : b.sets) {
+            json units = json::array();
+            for (const unit_ref& u : set) units.push_back(u.expert ? unit_json(u) : json(u.unit));
+            sets.push_back(std::move(units));
+        }
         out["random_knock_outs"] = {{"k", b.k},           {"active", b.active},     {"seed", b.seed},
-                                    {"sets", b.sets},     {"prob", b.target_probs}, {"median", b.median},
+                                    {"sets", std::move(sets)}, {"prob", b.target_probs}, {"median", b.median},
                                     {"quartiles", {b.lower_quartile, b.upper_quartile}}};
     }
     if (!p.ablated.empty()) {
