@@ -372,12 +372,12 @@ TEST_CASE("a GGUF file with no vocabulary traces a layer on its embedding rows, 
     m.gguf.write(path);
     auto t = trace_checkpoint_layer({path, "", 0, "", {3, 5}, {}}, {});
     if (!t) FAIL(t.err().to_string());
-    CHECK((*t->ffn.dense()).tokens() == 2);
+    CHECK(t->ffn.dense()->tokens() == 2);
     // the input is token_embd's rows 3 and 5, as the tests' quantizer made them
     const std::vector<double>& embd = m.f64[0].values;
     for (std::size_t c = 0; c < d_model; ++c) {
         CAPTURE(c);
-        REQUIRE((*t->ffn.dense()).input(1, c) == embd[5 * d_model + c]);
+        REQUIRE(t->ffn.dense()->input(1, c) == embd[5 * d_model + c]);
     }
     prompt_request r;
     r.checkpoint = path;

@@ -1014,15 +1014,15 @@ TEST_CASE("a quantized GGUF layer's heading names each FFN weight's type and byt
     CHECK(t->ex.storage[2].type.type == "Q4_K");
     CHECK(t->ex.storage[0].type.bytes_per_weight() == 34.0 / 32);  // 1.0625: 8.5 bits
     CHECK(t->ex.storage[2].type.bytes_per_weight() == 144.0 / 256);  // 0.5625: 4.5 bits
-    const readings reads = read_trace((*t->ffn.dense()));
-    const rendering_input in{t->ex, (*t->ffn.dense()), t->claims, reads};
+    const readings reads = read_trace(*t->ffn.dense());
+    const rendering_input in{t->ex, *t->ffn.dense(), t->claims, reads};
     const std::string text = render_text(in, {});
     CHECK(text.find("Wg Q8_0: 34 bytes a block of 32 weights, 1.0625 bytes (8.5 bits)") != std::string::npos);
     // the field wraps at 80 columns: its words in order, each line's breaks as spaces
     std::string flat = text;
     for (std::size_t at; (at = flat.find("\n ")) != std::string::npos;) flat.replace(at, flat.find_first_not_of(' ', at + 1) - at, " ");
     CHECK(flat.find("W2 Q4_K: 144 bytes a block of 256 weights, 0.5625 bytes (4.5 bits) a weight") != std::string::npos);
-    const auto json = nlohmann::json::parse(render_json(t->ex, (*t->ffn.dense()), t->claims, nullptr, nullptr, nullptr, 0));
+    const auto json = nlohmann::json::parse(render_json(t->ex, *t->ffn.dense(), t->claims, nullptr, nullptr, nullptr, 0));
     REQUIRE(json.contains("stored"));
     CHECK(json["stored"][2]["type"] == "Q4_K");
     CHECK(json["stored"][2]["tensor"] == "blk.0.ffn_down.weight");
@@ -1073,8 +1073,8 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
         CHECK(file_bytes(path, v.file_offset, 5) == bytes_of({0x00, 0x38, 0x00, 0x34, 0x03}));
     }
     SUBCASE("the text walkthrough writes both out, within 80 columns") {
-        const readings reads = read_trace((*t->ffn.dense()));
-        rendering_input in{t->ex, (*t->ffn.dense()), t->claims, reads};
+        const readings reads = read_trace(*t->ffn.dense());
+        rendering_input in{t->ex, *t->ffn.dense(), t->claims, reads};
         in.explained = &r->explained;
         const std::string text = render_text(in, {});
         CHECK(text.find("Wg[5][3] is stored") != std::string::npos);
@@ -1091,7 +1091,7 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
         CHECK(md.find("0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
     }
     SUBCASE("the JSON gives both: tensor, block, numbers, formula and value") {
-        const auto json = nlohmann::json::parse(render_json(t->ex, (*t->ffn.dense()), t->claims, nullptr, nullptr, nullptr, 0, &r->explained));
+        const auto json = nlohmann::json::parse(render_json(t->ex, *t->ffn.dense(), t->claims, nullptr, nullptr, nullptr, 0, &r->explained));
         REQUIRE(json.contains("dequantized"));
         REQUIRE(json["dequantized"].size() == 1);
         const auto& d = json["dequantized"][0];

@@ -190,7 +190,7 @@ outcome<traced> trace_dense_example(example ex, const example* before) {
     }
     traced out{std::move(ex), std::move(*tr), {}, nullptr, std::move(comparison), 0};
     if (out.comparison && out.comparison->any()) out.unchecked_claims = claimed_numbers(*before);
-    else out.claims = evaluate_claims(out.ex, (*out.ffn.dense()));
+    else out.claims = evaluate_claims(out.ex, *out.ffn.dense());
     return out;
 }
 
@@ -282,13 +282,13 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
             }
         }
     } else if (t.checkpoint || units) {
-        r.units = read_units((*t.ffn.dense()), top);
+        r.units = read_units(*t.ffn.dense(), top);
         if (project) {
             std::vector<std::size_t> pinned;
             for (const unit_ref& u : explain) pinned.push_back(u.unit);
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            auto v = read_vocabulary_view((*t.ffn.dense()), *r.units, t.checkpoint->unembedding(), *norm, top, pinned);
+            auto v = read_vocabulary_view(*t.ffn.dense(), *r.units, t.checkpoint->unembedding(), *norm, top, pinned);
             if (!v) return v.err();
             r.vocab = std::move(*v);
         }

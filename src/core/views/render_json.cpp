@@ -280,7 +280,7 @@ std::string render_layer_json(const traced& t, const layer_readings& reads) {
     if (const moe_trace* m = t.ffn.moe())
         return render_moe_json(t.ex, *m, t.claims, reads.moe_units ? &*reads.moe_units : nullptr,
                                t.moe_comparison ? &*t.moe_comparison : nullptr, t.unchecked_claims, &reads.explained);
-    return render_json(t.ex, (*t.ffn.dense()), t.claims, reads.units ? &*reads.units : nullptr, reads.vocab ? &*reads.vocab : nullptr,
+    return render_json(t.ex, *t.ffn.dense(), t.claims, reads.units ? &*reads.units : nullptr, reads.vocab ? &*reads.vocab : nullptr,
                        t.comparison ? &*t.comparison : nullptr, t.unchecked_claims, &reads.explained);
 }
 

@@ -59,7 +59,7 @@ const T* pointer_to(const std::optional<T>& o) { return o ? &*o : nullptr; }
 
 layer_view_plan plan_layer_view(const traced& t, const text_options& options) {
     if (t.ffn.moe()) return {true, options.tokens};
-    const trace& d = (*t.ffn.dense());
+    const trace& d = *t.ffn.dense();
     return {default_detail(d.layer()) != detail_level::arithmetic,
             options.tokens.empty() ? shown_indices(d.tokens(), options.full) : options.tokens};
 }
@@ -78,8 +78,8 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
         render_walkthrough(in, options, format, out);
         return;
     }
-    const readings steps = read_trace((*t.ffn.dense()));
-    rendering_input in{t.ex, (*t.ffn.dense()), t.claims, steps, pointer_to(reads.units), explained, pointer_to(reads.vocab), strings,
+    const readings steps = read_trace(*t.ffn.dense());
+    rendering_input in{t.ex, *t.ffn.dense(), t.claims, steps, pointer_to(reads.units), explained, pointer_to(reads.vocab), strings,
                        pointer_to(t.comparison), t.unchecked_claims};
     in.tok = tok;
     render_walkthrough(in, options, format, out);
