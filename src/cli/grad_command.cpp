@@ -25,11 +25,11 @@ void setup_grad(CLI::App& app, int& status) {
     auto* prompt = sub->add_option("--prompt", o->prompt, "Text run through the model; L = −log p(target) after it")
                        ->type_name("TEXT")
                        ->needs(checkpoint);
-    auto* target = sub->add_option("--target", o->target, "The token the loss asks for (\" Paris\"); several tokens: their "
+    auto* target_option = sub->add_option("--target", o->target, "The token the loss asks for (\" Paris\"); several tokens: their "
                                                           "log-probabilities summed")
                        ->type_name("TOKEN")
                        ->needs(prompt);
-    prompt->needs(target);
+    prompt->needs(target_option);
     sub->add_option("--position", o->position, "Score the target as the next token after this token (default: the last)")
         ->check(whole_number(0))
         ->needs(prompt);

@@ -270,13 +270,13 @@ outcome<std::vector<epoch_stats>> train_transcoder(transcoder& out, const matrix
     std::vector<std::size_t> order(T);
     std::iota(order.begin(), order.end(), std::size_t{0});
     adam_state adam = adam_start(out);
-    const std::size_t steps = (T + o.batch - 1) / o.batch;
+    const std::size_t batches = (T + o.batch - 1) / o.batch;
     std::vector<epoch_stats> epochs;
     for (std::size_t epoch = 0; epoch < o.epochs; ++epoch) {
         for (std::size_t i = T; i > 1; --i) std::swap(order[i - 1], order[shuffle.below(i)]);  // Fisher–Yates
         double squares = 0, active = 0;
         std::vector<bool> fired(o.features, false);
-        for (std::size_t step = 0; step < steps; ++step) {
+        for (std::size_t step = 0; step < batches; ++step) {
             const std::vector<std::size_t> rows(order.begin() + static_cast<long>(step * o.batch),
                                                 order.begin() + static_cast<long>(std::min(T, (step + 1) * o.batch)));
             const matrix xb = gather(x, rows), yb = gather(y, rows);
@@ -289,7 +289,7 @@ outcome<std::vector<epoch_stats>> train_transcoder(transcoder& out, const matrix
                     fired[i % o.features] = true;
                 }
             adam_step(out, adam, g, o.lr);
-            if (o.progress) o.progress(epoch, step + 1, steps);
+            if (o.progress) o.progress(epoch, step + 1, batches);
         }
         epoch_stats s;
         s.mse = squares / static_cast<double>(T * d);

@@ -9,7 +9,9 @@
 
 namespace ffn_trace {
 
+namespace {
 using json = nlohmann::ordered_json;
+}  // namespace
 
 // Each row one json_row, for json_text to write, moved, never copied, into its place: a prompt's
 // layer has millions of numbers.
