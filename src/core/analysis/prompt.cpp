@@ -661,7 +661,7 @@ std::optional<error> random_baseline(const transformer& model, const vocabulary_
     if (K > active.size())
         return error{"", "ablate_random", fmt::format("knocks out {} random active units, but layer {} has {} active at the last "
                                                       "token (of {} units)", K, r.layer, active.size(),
-                                                      std::max<std::size_t>(r.ffn.n_experts(), 1) * r.ffn.d_ff())};
+                                                      model.source().ffns().size() * model.source().config().d_ff)};
     random_knock_outs b{K, active.size(), options.random_seed, {}, {}, 0, 0, 0};
     detail::splitmix rng{options.random_seed};
     for (std::size_t s = 0; s < options.random_samples; ++s) {
