@@ -35,8 +35,16 @@ const step_comparison& of(const trace_comparison& c, std::string_view name) {
 
 }  // namespace
 
+TEST_CASE("a dense layer's comparison is its own steps alone: no route and no expert to compare") {
+    const auto c = compare_ffns(traced(layer({0, 0})), traced(layer({0, 1})));
+    CHECK(c.any());
+    CHECK(c.routes.empty());
+    CHECK(c.experts.empty());
+    CHECK(c.layer.any());
+}
+
 TEST_CASE("the same layer twice changes nothing") {
-    const auto c = compare_traces(traced(layer({0, 0})), traced(layer({0, 0})));
+    const auto c = compare_ffns(traced(layer({0, 0})), traced(layer({0, 0}))).layer;
     CHECK_FALSE(c.any());
     CHECK(c.tokens == 2);
     CHECK(of(c, "input").compared == 4);
@@ -48,7 +56,7 @@ TEST_CASE("a changed bias moves each hidden number by the change, and only the n
     // b1 from [0, 0] to [0, 1]: hidden = x·W1 + b1 = x + b1, so unit 1 moves by +1 for both tokens:
     // token 0 [1, 2] → [1, 3]; token 1 [3, −4] → [3, −3]. ReLU: token 0's unit 1 2 → 3; token 1's
     // stays off (0 → 0). The output (the sum): token 0 3 → 4, token 1 3 → 3.
-    const auto c = compare_traces(traced(layer({0, 0})), traced(layer({0, 1})));
+    const auto c = compare_ffns(traced(layer({0, 0})), traced(layer({0, 1}))).layer;
     CHECK(c.any());
     CHECK(of(c, "input").changed.empty());
     const auto& hidden = of(c, "expand").changed;
@@ -80,11 +88,11 @@ TEST_CASE("a step only one trace has is named, not compared") {
     without.w2.data = {1, 0, 0, 1};
     ffn with = without;
     with.residual = true;
-    const auto c = compare_traces(traced(without), traced(with));
+    const auto c = compare_ffns(traced(without), traced(with)).layer;
     CHECK(c.any());
     CHECK(of(c, "residual").status == step_comparison::kind::only_after);
     CHECK(of(c, "residual").compared == 0);
-    const auto back = compare_traces(traced(with), traced(without));
+    const auto back = compare_ffns(traced(with), traced(without)).layer;
     CHECK(of(back, "residual").status == step_comparison::kind::only_before);
     CHECK(back.steps.back().step == step_kind::residual);  // after the changed trace's own steps
 }
@@ -95,7 +103,7 @@ TEST_CASE("a step whose width changed is reshaped, not compared") {
     wider.w1.data = {1, 0, 1, 0, 1, 1};
     wider.w2 = matrix(3, 1);
     wider.w2.data = {1, 1, 1};
-    const auto c = compare_traces(traced(layer({0, 0})), traced(wider));
+    const auto c = compare_ffns(traced(layer({0, 0})), traced(wider)).layer;
     CHECK(of(c, "expand").status == step_comparison::kind::reshaped);
     CHECK(of(c, "expand").width_before == 2);
     CHECK(of(c, "expand").width_after == 3);
@@ -135,7 +143,7 @@ moe_trace moe_traced(const moe& m) {
     return std::move(*t);
 }
 
-const expert_comparison* expert_of(const moe_comparison& c, std::size_t e) {
+const expert_comparison* expert_of(const ffn_comparison& c, std::size_t e) {
     for (const auto& x : c.experts)
         if (x.expert == e && !x.shared) return &x;
     return nullptr;
@@ -146,7 +154,7 @@ const expert_comparison* expert_of(const moe_comparison& c, std::size_t e) {
 TEST_CASE("an MoE change that moves a token to another expert says so, and compares each expert over the tokens it kept") {
     // Before, br = [0, 0]: logits [x, −x] are [2, −2], [−1, 1], [0.5, −0.5]: experts 0, 1, 0.
     // After, br = [0, 1.5]: logits [2, −0.5], [−1, 2.5], [0.5, 1.0]: experts 0, 1, 1 — token 2 moves.
-    const auto c = compare_moe_traces(moe_traced(two_experts({0, 0})), moe_traced(two_experts({0, 1.5})));
+    const auto c = compare_ffns(moe_traced(two_experts({0, 0})), moe_traced(two_experts({0, 1.5})));
     CHECK(c.any());
     REQUIRE(c.routes.size() == 1);
     CHECK(c.routes[0].token == 2);
@@ -192,7 +200,7 @@ TEST_CASE("an MoE change that moves a token to another expert says so, and compa
 TEST_CASE("an MoE change inside an expert moves that expert's numbers, by flat token, and the sum after it") {
     // Expert 0's b1 from 0 to 0.5: its tokens 0 (x = 2) and 2 (x = 0.5) have hidden x + 0.5:
     // 2 → 2.5 and 0.5 → 1.0; ReLU passes both, W2 = 1, weight 1: the combine moves the same.
-    const auto c = compare_moe_traces(moe_traced(two_experts({0, 0})), moe_traced(two_experts({0, 0}, 0.5)));
+    const auto c = compare_ffns(moe_traced(two_experts({0, 0})), moe_traced(two_experts({0, 0}, 0.5)));
     CHECK(c.routes.empty());
     CHECK(of(c.layer, "router").changed.empty());
     const auto* e0 = expert_of(c, 0);
@@ -215,7 +223,7 @@ TEST_CASE("an MoE change inside an expert moves that expert's numbers, by flat t
 }
 
 TEST_CASE("the same MoE layer twice changes nothing") {
-    CHECK_FALSE(compare_moe_traces(moe_traced(two_experts({0, 0})), moe_traced(two_experts({0, 0}))).any());
+    CHECK_FALSE(compare_ffns(moe_traced(two_experts({0, 0})), moe_traced(two_experts({0, 0}))).any());
 }
 
 TEST_CASE("an MoE token that keeps its experts in another order has no route change") {
@@ -226,7 +234,7 @@ TEST_CASE("an MoE token that keeps its experts in another order has no route cha
     const auto b = moe_traced(before), a = moe_traced(after);
     CHECK(b.chosen[0] == std::vector<std::size_t>{0, 1});
     CHECK(a.chosen[0] == std::vector<std::size_t>{1, 0});
-    const auto c = compare_moe_traces(b, a);
+    const auto c = compare_ffns(b, a);
     CHECK(c.routes.empty());
     REQUIRE(c.experts.size() == 2);
     CHECK(c.experts[0].tokens == std::vector<std::size_t>{0, 1, 2});

@@ -993,7 +993,7 @@ TEST_CASE("an MoE file's mistakes are errors naming the file, the JSON path and 
         doc["expect"] = json::array({{{"step", "router"}, {"token", 0}, {"value", {1, 0, 0, 0}}},
                                      {{"step", "expert[3].contract"}, {"token", 0}, {"value", {0, 0}}}});
         const auto t = trace_of(doc.dump());
-        const auto claims = evaluate_moe_claims(t.ex, t.tr);
+        const auto claims = evaluate_claims(t.ex, t.tr);
         REQUIRE_FALSE(claims);
         CHECK(claims.err().path == "expect[1].token");
         CHECK(contains(claims.err().to_string(), "moe.json: expect[1].token: token 0 was not routed to expert 3"));
@@ -1011,7 +1011,7 @@ TEST_CASE("the MoE data files load, run, and every claim they make holds") {
         REQUIRE(ex->mixture);
         const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
         REQUIRE(t);
-        const auto claims = evaluate_moe_claims(*ex, *t);
+        const auto claims = evaluate_claims(*ex, *t);
         if (!claims) FAIL(claims.err().to_string());
         CHECK(claims->size() > 20);
         for (const auto& c : *claims) {

@@ -21,16 +21,11 @@ example loaded(const new_example_options& o) {
 
 // Every claim of the file, evaluated against the layer's own trace.
 std::vector<claim> claims_of(const example& ex) {
-    if (ex.mixture) {
-        auto t = run_moe(*ex.mixture, ex.input, ex.lead);
-        REQUIRE(t);
-        auto c = evaluate_moe_claims(ex, *t);
-        REQUIRE(c);
-        return *c;
-    }
-    auto t = run_ffn(ex.layer, ex.input, ex.lead);
+    auto t = run_layer(ex.layer_to_run(), ex.input, ex.lead);
     REQUIRE(t);
-    return evaluate_claims(ex, *t);
+    auto c = evaluate_claims(ex, *t);
+    REQUIRE(c);
+    return *c;
 }
 
 }  // namespace

@@ -1148,7 +1148,7 @@ TEST_CASE("a claim on the norm is checked at the norm's width") {
     if (!ex) FAIL(ex.err().to_string());
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    const auto claims = evaluate_claims(*ex, *t);
+    const auto claims = *evaluate_claims(*ex, *t);
     REQUIRE(claims.size() == 2);
     CHECK(claims[0].computed == Approx(3 / std::sqrt(12.50001)).epsilon(1e-15));
     CHECK(count_failed(claims) == 0);
@@ -1239,7 +1239,7 @@ TEST_CASE("data/gpt2_block.json, a GPT-2 block's FFN behind a pre-norm, holds it
         agree.check_into(all, 1e-12);
     }
     SUBCASE("its claims cover the norm, expand, activate, contract and residual, and all hold") {
-        const auto claims = evaluate_claims(*ex, *t);
+        const auto claims = *evaluate_claims(*ex, *t);
         std::vector<std::string> steps;
         for (const auto& c : claims)
             if (std::find(steps.begin(), steps.end(), c.step) == steps.end()) steps.push_back(c.step);

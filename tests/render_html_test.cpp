@@ -22,7 +22,7 @@ std::string page(const std::string& text, text_options options = {}) {
     REQUIRE(ex);
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    const auto claims = evaluate_claims(*ex, *t);
+    const auto claims = *evaluate_claims(*ex, *t);
     const auto reads = read_trace(*t);
     std::string out;
     render_walkthrough({*ex, *t, claims, reads}, options, text_format::html, [&out](std::string_view s) { out += s; });

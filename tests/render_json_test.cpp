@@ -13,7 +13,7 @@ json render(const std::string& text) {
     REQUIRE(ex);
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    return json::parse(render_json(*ex, *t, evaluate_claims(*ex, *t)));
+    return json::parse(render_json(*ex, *t, *evaluate_claims(*ex, *t)));
 }
 
 const char* gated = R"({"activation": "swiglu", "input": INPUT,

@@ -18,7 +18,7 @@ std::string render(const std::string& text, text_options options = {}, bool mark
     REQUIRE(ex);
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    const auto claims = evaluate_claims(*ex, *t);
+    const auto claims = *evaluate_claims(*ex, *t);
     const auto reads = read_trace(*t);
     const rendering_input in{*ex, *t, claims, reads};
     return markdown ? render_markdown(in, options) : render_text(in, options);
@@ -145,7 +145,7 @@ TEST_CASE("the walkthrough is written a block at a time, and the pieces make the
     REQUIRE(ex);
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    const auto claims = evaluate_claims(*ex, *t);
+    const auto claims = *evaluate_claims(*ex, *t);
     const auto reads = read_trace(*t);
     const rendering_input in{*ex, *t, claims, reads};
     for (const auto format : {text_format::text, text_format::markdown}) {

@@ -45,7 +45,7 @@ compared sheet_and_json(const std::string& name, const worksheet_options& o = {}
     if (ex->mixture) {
         auto tr = run_moe(*ex->mixture, ex->input, ex->lead);
         REQUIRE(tr);
-        auto claims = evaluate_moe_claims(*ex, *tr);
+        auto claims = evaluate_claims(*ex, *tr);
         REQUIRE(claims);
         auto w = make_worksheet(*ex, *tr, o);
         REQUIRE(w);
@@ -59,7 +59,7 @@ compared sheet_and_json(const std::string& name, const worksheet_options& o = {}
         REQUIRE(w);
         c.answers = w->answers;
         c.markdown = w->markdown;
-        c.run = nlohmann::json::parse(render_json(*ex, *tr, evaluate_claims(*ex, *tr)));
+        c.run = nlohmann::json::parse(render_json(*ex, *tr, *evaluate_claims(*ex, *tr)));
     }
     return c;
 }

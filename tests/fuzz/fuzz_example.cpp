@@ -46,7 +46,7 @@ void fuzz_moe(const ffn_trace::example& ex) {
     using namespace ffn_trace;
     const auto t = run_moe(*ex.mixture, ex.input, ex.lead);
     if (!t) return expect_one_line(t.err());
-    const auto claims = evaluate_moe_claims(ex, *t);
+    const auto claims = evaluate_claims(ex, *t);
     if (!claims) return expect_one_line(claims.err());
     const auto reads = read_moe_trace(*t);
     const moe_rendering_input in{ex, *t, *claims, reads};
@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         expect_one_line(t.err());
         return 0;
     }
-    const auto claims = evaluate_claims(*ex, *t);
+    const auto claims = *evaluate_claims(*ex, *t);
     const auto reads = read_trace(*t);
     const rendering_input in{*ex, *t, claims, reads};
     for (auto level : {detail_level::summary, detail_level::values, detail_level::arithmetic}) {

@@ -25,13 +25,11 @@ struct claim {
     double difference() const { return claimed - computed; }
 };
 
-// One claim per non-null element of every expectation, in file order.
-std::vector<claim> evaluate_claims(const example& ex, const trace& t);
-
-// The claims of an MoE file: the layer's own steps, and its experts' steps one token at a time.
-// A claim on an expert for a token that did not choose it is an error naming the claim: that
-// expert never computed the token.
-outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_trace& t);
+// One claim per non-null element of every expectation, in file order: on the layer's own steps
+// (every step of a dense layer), and on a mixture's experts' steps one token at a time. A claim on
+// an expert for a token that did not choose it is an error naming the claim: that expert never
+// computed the token.
+outcome<std::vector<claim>> evaluate_claims(const example& ex, const ffn_result& r);
 
 // The numbers the file's "expect" entries claim (their non-null elements): as many claims as
 // evaluating them gives, counted without a trace.
@@ -75,10 +73,6 @@ struct trace_comparison {
     bool any() const;
 };
 
-// Compares two traces of the same tokens exactly: a number recomputed from the same operands
-// is the same double, so any difference is the change's.
-trace_comparison compare_traces(const trace& before, const trace& after);
-
 // A token whose set of experts the change altered: its experts before and after, most probable
 // first.
 struct route_change {
@@ -95,15 +89,16 @@ struct expert_comparison {
     trace_comparison steps;           // its own steps (no input: the layer's compares it), by flat token
 };
 
-struct moe_comparison {
-    trace_comparison layer;             // the input and the layer's own steps (router … combine, residual, norm)
+// Two traces of the same tokens compared exactly: a number recomputed from the same operands is
+// the same double, so any difference is the change's. A dense layer's are its own steps alone.
+struct ffn_comparison {
+    trace_comparison layer;             // the input and the layer's own steps (a mixture's router … combine, residual, norm)
     std::vector<route_change> routes;   // the tokens whose experts changed, by token
-    std::vector<expert_comparison> experts;  // every expert that ran on both sides, by index, then shared
+    std::vector<expert_comparison> experts;  // every routed or shared expert that ran on both sides, by index, then shared
 
     bool any() const;
 };
 
-// Compares two MoE traces of the same tokens, as compare_traces compares two dense ones.
-moe_comparison compare_moe_traces(const moe_trace& before, const moe_trace& after);
+ffn_comparison compare_ffns(const ffn_result& before, const ffn_result& after);
 
 }  // namespace ffn_trace

@@ -106,6 +106,8 @@ struct example {
     std::size_t d_model() const { return input.cols; }
     std::size_t d_ff() const { return mixture ? mixture->d_ff() : layer.d_ff(); }
     std::size_t d_out() const { return mixture ? mixture->d_out() : layer.d_out(); }
+    // The layer the file gives (the mixture, else the dense FFN), copied for run_layer.
+    ffn_layer layer_to_run() const;
 };
 
 struct load_options {

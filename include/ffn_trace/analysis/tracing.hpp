@@ -39,13 +39,11 @@ struct traced {
     ffn_result ffn;               // the layer's trace, dense or MoE
     std::vector<claim> claims;
     std::shared_ptr<const ffn_trace::checkpoint> checkpoint;  // a checkpoint's layer: its tensors
-    // A layer the command line changed: its trace beside the trace of the layer as the file holds
-    // it (`comparison` for a dense layer, `moe_comparison` for an MoE). When a number changed, the
-    // file's claims (`unchecked_claims` numbers) describe the layer before the change: `claims`
-    // is empty.
-    std::optional<trace_comparison> comparison = {};
+    // A layer the command line changed: its trace compared with the trace of the layer as the file
+    // holds it. When a number changed, the file's claims (`unchecked_claims` numbers) describe
+    // the layer before the change: `claims` is empty.
+    std::optional<ffn_comparison> comparison = {};
     std::size_t unchecked_claims = 0;
-    std::optional<ffn_trace::moe_comparison> moe_comparison = {};
     std::optional<ffn_trace::tokenizer> tokenizer = {};  // the tokenizer beside the checkpoint, when read with it
 
     std::size_t tokens() const { return ex.input.rows; }

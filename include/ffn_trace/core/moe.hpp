@@ -140,6 +140,9 @@ public:
     // the hidden units of each FFN.
     std::size_t n_experts() const;
     std::size_t d_ff() const;
+    // The routed experts token t chose, most probable first: none in a dense layer, whose one FFN
+    // every token passes through.
+    std::vector<std::size_t> experts_of(std::size_t token) const;
     // f(expert_part) for each expert that ran: a dense layer's one, or a mixture's routed experts
     // in order of index, then its shared ones.
     template <class F>
@@ -157,6 +160,17 @@ public:
 private:
     std::variant<trace, moe_trace> value_;
 };
+
+// One FFN sublayer's weights, whatever its kind: a dense FFN or a Mixture of Experts, shared with
+// the traces run_layer makes, not copied.
+using ffn_layer = std::variant<std::shared_ptr<const ffn>, std::shared_ptr<const moe>>;
+// Runs the layer over x (tokens, d_model) as run_ffn or run_moe runs its kind, the hook (none
+// when empty) called as theirs is.
+outcome<ffn_result> run_layer(const ffn_layer& layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook = {});
+// A copy of the layer without its residual: what its FFN path alone computes.
+ffn_layer without_residual(const ffn_layer& layer);
+// The numbers its trace of `tokens` tokens holds at most, as trace_elements counts its kind.
+std::size_t trace_elements(const ffn_layer& layer, std::size_t tokens);
 
 // The result at some of its tokens alone, `positions` in this order, as the whole run computed
 // them: every step's rows and terms and, for an MoE layer, each token's routing and the experts

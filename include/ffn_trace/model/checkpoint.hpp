@@ -283,6 +283,9 @@ public:
     // The MoE layer `index` (mixtral): its norm, its router, and the experts that the tokens of
     // x (tokens, d_model) choose; the others keep their shapes but no values.
     outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x, weights where = weights::in_file) const;
+    // The FFN sublayer of layer `index` as it runs over x (tokens, d_model): dense_layer, or
+    // moe_layer with the experts the tokens of x choose.
+    outcome<ffn_layer> layer_ffn(std::size_t index, const matrix& x, weights where = weights::in_file) const;
     // Expert `expert` of MoE layer `index` alone, as a dense FFN with the layer's norm before it
     // (what the expert reads) and no residual: its weights for readings that need no routing.
     outcome<std::shared_ptr<const ffn>> expert_layer(std::size_t index, std::size_t expert, weights where = weights::in_file) const;

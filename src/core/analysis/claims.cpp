@@ -27,38 +27,35 @@ std::size_t same_row(std::size_t token) { return token; }
 
 }  // namespace
 
-std::vector<claim> evaluate_claims(const example& ex, const trace& t) {
-    std::vector<claim> claims;
-    for (std::size_t k = 0; k < ex.expect.size(); ++k)
-        compare(claims, k, ex.expect[k], t.step(*step_kind_of(ex.expect[k].step)).value, same_row);  // the loader admits only this layer's steps
-    return claims;
-}
-
-outcome<std::vector<claim>> evaluate_moe_claims(const example& ex, const moe_trace& t) {
+outcome<std::vector<claim>> evaluate_claims(const example& ex, const ffn_result& r) {
     std::vector<claim> claims;
     for (std::size_t k = 0; k < ex.expect.size(); ++k) {
         const expectation& e = ex.expect[k];
         const auto kind = step_kind_of(e.step);
-        if (const step* s = kind ? t.find(*kind) : nullptr) {
+        const auto& own = r.steps();
+        const auto s = std::find_if(own.begin(), own.end(), [&](const step& st) { return kind && st.kind == *kind; });
+        if (s != own.end()) {
             compare(claims, k, e, s->value, same_row);
             continue;
         }
-        // "expert[2].contract": the loader checked the index and the step, and requires a token
+        // "expert[2].contract": the loader admits only the layer's experts and their steps, and
+        // requires a token
         const auto dot = e.step.find('.'), open = e.step.find('[');
         const bool shared = e.step.rfind("shared", 0) == 0;
         const std::size_t index = std::stoul(e.step.substr(open + 1));
-        const std::string who = shared ? "shared expert" : "expert";
-        const expert_trace* et = t.expert(index, shared);
-        const auto row = et ? et->row_of(*e.token) : std::nullopt;
+        std::optional<std::size_t> row;
+        r.for_each_expert([&](const expert_part& p) {
+            if (p.expert != index || p.shared != shared || !(row = p.row_of(*e.token))) return;
+            compare(claims, k, e, p.tr.step(*step_kind_of(e.step.substr(dot + 1))).value, [&](std::size_t) { return *row; });
+        });
         if (!row) {
-            std::vector<std::string> chose;
-            for (auto c : t.chosen[*e.token]) chose.push_back(std::to_string(c));
+            const std::vector<std::size_t> chose = r.experts_of(*e.token);
             return error{ex.file, e.path + ".token",
                          fmt::format("token {} was not routed to {} {} (it chose expert{} {}), so that expert never "
                                      "computed it; claim a token routed there",
-                                     *e.token, who, index, chose.size() == 1 ? "" : "s", fmt::join(chose, " and "))};
+                                     *e.token, shared ? "shared expert" : "expert", index, chose.size() == 1 ? "" : "s",
+                                     fmt::join(chose, " and "))};
         }
-        compare(claims, k, e, et->tr.step(*step_kind_of(e.step.substr(dot + 1))).value, [&row](std::size_t) { return *row; });
     }
     return claims;
 }

@@ -10,7 +10,7 @@ bool trace_comparison::any() const {
     });
 }
 
-bool moe_comparison::any() const {
+bool ffn_comparison::any() const {
     return layer.any() || !routes.empty() ||
            std::any_of(experts.begin(), experts.end(), [](const expert_comparison& e) { return e.steps.any(); });
 }
@@ -51,61 +51,64 @@ step_comparison compare_matrices(step_kind k, const matrix& was, const matrix& n
 }
 
 // The steps of two step lists by kind: those of `after` in order, then those only `before` has.
-template <class Trace>
-void compare_steps(const Trace& before, const Trace& after, const std::vector<row_pair>& rows, trace_comparison& out) {
-    for (const auto& s : after.steps) {
-        if (const step* was = before.find(s.kind)) {
+void compare_steps(const std::vector<step>& before, const std::vector<step>& after, const std::vector<row_pair>& rows,
+                   trace_comparison& out) {
+    const auto find = [](const std::vector<step>& steps, step_kind k) -> const step* {
+        const auto s = std::find_if(steps.begin(), steps.end(), [k](const step& st) { return st.kind == k; });
+        return s == steps.end() ? nullptr : &*s;
+    };
+    for (const auto& s : after) {
+        if (const step* was = find(before, s.kind)) {
             out.steps.push_back(compare_matrices(s.kind, was->value, s.value, rows));
         } else {
             step_comparison only{s.kind, step_comparison::kind::only_after, 0, s.value.cols};
             out.steps.push_back(std::move(only));
         }
     }
-    for (const auto& s : before.steps)
-        if (!after.find(s.kind)) out.steps.push_back({s.kind, step_comparison::kind::only_before, s.value.cols, 0});
+    for (const auto& s : before)
+        if (!find(after, s.kind)) out.steps.push_back({s.kind, step_comparison::kind::only_before, s.value.cols, 0});
 }
 
-// A layer's input and its own steps, every token in the same row on both sides.
-template <class Trace>
-trace_comparison compare_layer(const Trace& before, const Trace& after) {
-    trace_comparison out;
-    out.tokens = std::min(before.tokens(), after.tokens());
-    const auto rows = same_rows(before.input, after.input);
-    out.steps.push_back(compare_matrices(step_kind::input, before.input, after.input, rows));
-    compare_steps(before, after, rows, out);
-    return out;
+// The experts a token chose as a set: the same experts in another order of probability run the
+// same numbers, and the weights step shows the new order.
+std::vector<std::size_t> as_set(std::vector<std::size_t> experts) {
+    std::sort(experts.begin(), experts.end());
+    return experts;
 }
 
 }  // namespace
 
-trace_comparison compare_traces(const trace& before, const trace& after) { return compare_layer(before, after); }
-
-moe_comparison compare_moe_traces(const moe_trace& before, const moe_trace& after) {
-    moe_comparison out;
-    out.layer = compare_layer(before, after);
-    // A token's experts as a set: the same experts in another order of probability run the same
-    // numbers, and the weights step shows the new order.
-    auto as_set = [](std::vector<std::size_t> experts) {
-        std::sort(experts.begin(), experts.end());
-        return experts;
-    };
-    for (std::size_t t = 0; t < out.layer.tokens; ++t)
-        if (as_set(before.chosen[t]) != as_set(after.chosen[t])) out.routes.push_back({t, before.chosen[t], after.chosen[t]});
-    for (const auto& now : after.experts) {
-        const expert_trace* was = before.expert(now.expert, now.shared);
-        if (!was) continue;
-        expert_comparison e{now.expert, now.shared, {}, {}};
+ffn_comparison compare_ffns(const ffn_result& before, const ffn_result& after) {
+    ffn_comparison out;
+    // The input and the layer's own steps, every token in the same row on both sides.
+    out.layer.tokens = std::min(before.tokens(), after.tokens());
+    const auto rows = same_rows(before.input(), after.input());
+    out.layer.steps.push_back(compare_matrices(step_kind::input, before.input(), after.input(), rows));
+    compare_steps(before.steps(), after.steps(), rows, out.layer);
+    for (std::size_t t = 0; t < out.layer.tokens; ++t) {
+        auto was = before.experts_of(t), now = after.experts_of(t);
+        if (as_set(was) != as_set(now)) out.routes.push_back({t, std::move(was), std::move(now)});
+    }
+    after.for_each_expert([&](const expert_part& now) {
+        if (!now.expert) return;  // a dense layer's one FFN: its steps are the layer's own, compared above
+        std::optional<expert_part> was;
+        before.for_each_expert([&](const expert_part& p) {
+            if (p.expert == now.expert && p.shared == now.shared) was.emplace(p);
+        });
+        if (!was) return;
+        expert_comparison e{*now.expert, now.shared, {}, {}};
         e.steps.tokens = out.layer.tokens;
         std::vector<row_pair> pairs;
-        for (std::size_t r = 0; r < now.tokens.size(); ++r)
-            if (auto w = was->row_of(now.tokens[r])) {
-                pairs.push_back({now.tokens[r], *w, r});
-                e.tokens.push_back(now.tokens[r]);
-            }
-        if (pairs.empty()) continue;
-        compare_steps(was->tr, now.tr, pairs, e.steps);
+        for (std::size_t t = 0; t < after.tokens(); ++t) {
+            const auto r = now.row_of(t), w = was->row_of(t);
+            if (!r || !w) continue;
+            pairs.push_back({t, *w, *r});
+            e.tokens.push_back(t);
+        }
+        if (pairs.empty()) return;
+        compare_steps(was->tr.steps, now.tr.steps, pairs, e.steps);
         out.experts.push_back(std::move(e));
-    }
+    });
     return out;
 }
 

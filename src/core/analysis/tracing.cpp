@@ -83,7 +83,7 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
     ex.checkpoint_layer = index;  // the units explained find their weights by it
     const matrix& x = ex.input;
     // The layer's weights are shared with the trace, not copied: only the activations count.
-    auto over_budget = [&](const auto& layer) -> std::optional<error> {
+    auto over_budget = [&](const ffn_layer& layer) -> std::optional<error> {
         const std::size_t elements = trace_elements(layer, x.rows) - trace_elements(layer, 0);
         if (elements <= limits.max_elements) return std::nullopt;
         return error{ex.file, "", fmt::format("tracing {} tokens would keep {} numbers, more than max_elements {}; use "
@@ -97,27 +97,16 @@ outcome<traced> trace_layer(std::shared_ptr<const checkpoint> ck, std::size_t in
     auto storage = detail::storage_of(*ck, index);
     if (!storage) return storage.err();
     ex.storage = std::move(*storage);
-    if (ck->is_moe()) {
-        auto layer = ck->moe_layer(index, x, where);
-        if (!layer) return layer.err();
-        if (auto e = over_budget(**layer)) return *e;
-        tell(on_stage, trace_stage::tracing_layer);
-        auto t = run_moe(*layer, x, ex.lead);
-        if (!t) return failed(t.err());
-        auto claims = evaluate_moe_claims(ex, *t);
-        if (!claims) return claims.err();
-        tell(on_stage, trace_stage::traced_layer);
-        return traced{std::move(ex), std::move(*t), std::move(*claims), std::move(ck)};
-    }
-    auto layer = ck->dense_layer(index, where);
+    auto layer = ck->layer_ffn(index, x, where);
     if (!layer) return layer.err();
-    if (auto e = over_budget(**layer)) return *e;
+    if (auto e = over_budget(*layer)) return *e;
     tell(on_stage, trace_stage::tracing_layer);
-    auto t = run_ffn(*layer, x, ex.lead);
+    auto t = run_layer(*layer, x, ex.lead);
     if (!t) return failed(t.err());
     auto claims = evaluate_claims(ex, *t);
+    if (!claims) return claims.err();
     tell(on_stage, trace_stage::traced_layer);
-    return traced{std::move(ex), std::move(*t), std::move(claims), std::move(ck)};
+    return traced{std::move(ex), std::move(*t), std::move(*claims), std::move(ck)};
 }
 
 // An example file naming a checkpoint's layer: the layer traced over the file's input.
@@ -146,51 +135,29 @@ std::optional<error> over_budget(const example& ex, const trace_limits& limits) 
 // The file's claims describe the layer as the file holds it: once a change moved a number, they
 // are counted, not checked, and not evaluated at all (a claim on an expert the change routed a
 // token away from could not be).
-outcome<traced> trace_moe_example(example ex, const example* before) {
-    auto m = run_moe(*ex.mixture, ex.input, ex.lead);
-    if (!m) {
-        m.err().file = ex.file;
-        return m.err();
+outcome<traced> trace_example(example ex, const example* before) {
+    auto now = run_layer(ex.layer_to_run(), ex.input, ex.lead);
+    if (!now) {
+        now.err().file = ex.file;
+        return now.err();
     }
-    std::optional<moe_comparison> comparison;
-    if (before && before->mixture) {
-        auto was = run_moe(*before->mixture, before->input, before->lead);
+    std::optional<ffn_comparison> comparison;
+    if (before && before->mixture.has_value() == ex.mixture.has_value()) {
+        auto was = run_layer(before->layer_to_run(), before->input, before->lead);
         if (!was) {
             was.err().file = before->file;
             return was.err();
         }
-        comparison = compare_moe_traces(*was, *m);
+        comparison = compare_ffns(*was, *now);
     }
-    traced out{std::move(ex), std::move(*m), {}, nullptr};
-    if (comparison && comparison->any()) {
+    traced out{std::move(ex), std::move(*now), {}, nullptr, std::move(comparison)};
+    if (out.comparison && out.comparison->any()) {
         out.unchecked_claims = claimed_numbers(*before);
-    } else {
-        auto claims = evaluate_moe_claims(out.ex, *out.ffn.moe());
-        if (!claims) return claims.err();
-        out.claims = std::move(*claims);
+        return out;
     }
-    out.moe_comparison = std::move(comparison);
-    return out;
-}
-
-outcome<traced> trace_dense_example(example ex, const example* before) {
-    auto tr = run_ffn(ex.layer, ex.input, ex.lead);
-    if (!tr) {
-        tr.err().file = ex.file;
-        return tr.err();
-    }
-    std::optional<trace_comparison> comparison;
-    if (before && !before->mixture) {
-        auto was = run_ffn(before->layer, before->input, before->lead);
-        if (!was) {
-            was.err().file = before->file;
-            return was.err();
-        }
-        comparison = compare_traces(*was, *tr);
-    }
-    traced out{std::move(ex), std::move(*tr), {}, nullptr, std::move(comparison), 0};
-    if (out.comparison && out.comparison->any()) out.unchecked_claims = claimed_numbers(*before);
-    else out.claims = evaluate_claims(out.ex, *out.ffn.dense());
+    auto claims = evaluate_claims(out.ex, out.ffn);
+    if (!claims) return claims.err();
+    out.claims = std::move(*claims);
     return out;
 }
 
@@ -231,7 +198,7 @@ outcome<traced> trace_file(const std::string& file, const trace_limits& limits, 
     tell(on_stage, trace_stage::tracing_file);
     // Without an experiment the one variant is `ex`, moved from: there is no layer before.
     const example* before = experiment ? &variants->front() : nullptr;
-    auto out = ex.mixture ? trace_moe_example(std::move(ex), before) : trace_dense_example(std::move(ex), before);
+    auto out = trace_example(std::move(ex), before);
     // From here the subcommands render, and grad computes gradients of the same sizes.
     if (out) tell(on_stage, trace_stage::traced_file);
     return out;

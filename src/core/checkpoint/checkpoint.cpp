@@ -323,6 +323,17 @@ std::optional<error> checkpoint::read_expert(std::size_t index, std::size_t j, w
     return matrix_of(tensor_role::ffn_down_exps, d_ff, d_model, weight::w2, e.w2);
 }
 
+outcome<ffn_layer> checkpoint::layer_ffn(std::size_t index, const matrix& x, weights where) const {
+    if (!is_moe()) {
+        auto dense = dense_layer(index, where);
+        if (!dense) return dense.err();
+        return ffn_layer(std::move(*dense));
+    }
+    auto mixture = moe_layer(index, x, where);
+    if (!mixture) return mixture.err();
+    return ffn_layer(std::move(*mixture));
+}
+
 std::vector<std::optional<std::size_t>> checkpoint::ffns() const {
     if (!is_moe()) return {std::nullopt};
     std::vector<std::optional<std::size_t>> out;

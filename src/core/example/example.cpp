@@ -274,4 +274,9 @@ example checkpoint_layer_example(const checkpoint& ck, std::size_t layer, const 
     return ex;
 }
 
+ffn_layer example::layer_to_run() const {
+    if (mixture) return std::make_shared<const moe>(*mixture);
+    return std::make_shared<const ffn>(layer);
+}
+
 }  // namespace ffn_trace

@@ -223,31 +223,22 @@ std::optional<error> overflow(const matrix& g, const std::string& where) {
     return std::nullopt;
 }
 
-outcome<trace> run_layer(std::shared_ptr<const ffn> l, const matrix& x) { return run_ffn(std::move(l), x, {x.rows}); }
-outcome<moe_trace> run_layer(std::shared_ptr<const moe> l, const matrix& x) { return run_moe(std::move(l), x, {x.rows}); }
-outcome<gradients> backward_of(const trace& t, const loss_spec& l) { return run_backward(t, l); }
-outcome<moe_gradients> backward_of(const moe_trace& t, const loss_spec& l) { return run_moe_backward(t, l); }
-
 // A dense or MoE layer's FFN path differentiated: the layer run again without its residual from
 // x and taken back from the upstream. `whole`: the layer with its residual is also traced into
 // traces[i] and its backward from g_post (the caller's view of the layer) into `kept_grads`.
-template <class Layer, class Grads = std::conditional_t<std::is_same_v<Layer, moe>, moe_gradients, gradients>>
-auto through(const std::shared_ptr<const Layer>& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post, bool whole,
-             std::map<std::size_t, ffn_result>& traces, std::size_t i, std::optional<ffn_gradients>& kept_grads) -> outcome<Grads> {
-    auto without = std::make_shared<Layer>(*layer);
-    without->residual = false;
-    auto t = run_layer(without, x);
+outcome<ffn_gradients> through(const ffn_layer& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post, bool whole,
+                               std::map<std::size_t, ffn_result>& traces, std::size_t i, std::optional<ffn_gradients>& kept_grads) {
+    auto t = run_layer(without_residual(layer), x, {x.rows});
     if (!t) return t.err();
     if (whole) {
-        auto traced = run_layer(layer, x);
+        auto traced = run_layer(layer, x, {x.rows});
         if (!traced) return traced.err();
-        using Trace = std::remove_cvref_t<decltype(*traced)>;
-        const Trace& kept = traces.insert_or_assign(i, ffn_result(std::move(*traced))).first->second.as<Trace>();
-        auto g = backward_of(kept, {nullptr, &g_post});
+        const ffn_result& kept = traces.insert_or_assign(i, std::move(*traced)).first->second;
+        auto g = run_backward(kept, {nullptr, &g_post});
         if (!g) return g.err();
-        kept_grads = ffn_gradients{std::move(*g)};
+        kept_grads = std::move(*g);
     }
-    return backward_of(*t, upstream);
+    return run_backward(*t, upstream);
 }
 
 // The sweep's state: the request, the forward run's stream at each block, and what it returns.
@@ -304,19 +295,13 @@ private:
             auto d = model_.ffn_output_backward(i, x, g_out);
             if (!d) return d.err();
             d_ffn = std::move(*d);
-        } else if (ck.is_moe()) {
-            auto layer = ck.moe_layer(i, x, checkpoint::weights::in_memory);
-            if (!layer) return layer.err();
-            auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.ffn);
-            if (!g) return g.err();
-            d_ffn = std::move(g->d_input);
         } else {
-            auto layer = ck.dense_layer(i, checkpoint::weights::in_memory);
+            auto layer = ck.layer_ffn(i, x, checkpoint::weights::in_memory);
             if (!layer) return layer.err();
             auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.ffn);
             if (!g) return g.err();
-            hidden_points(i, *g, (*layer)->gated());
-            d_ffn = std::move(g->d_input);
+            if (const gradients* dense = std::get_if<gradients>(&*g)) hidden_points(i, *dense, info(ck.config().act).gated);
+            d_ffn = d_input(*g);
         }
         matrix d_mid = residual(g_post, d_ffn);
         if (auto e = overflow(d_mid, fmt::format("layer {}'s FFN (backward)", i))) return *e;

@@ -325,9 +325,39 @@ std::size_t ffn_result::d_ff() const {
     return m ? m->layer().d_ff() : dense()->layer().d_ff();
 }
 
+std::vector<std::size_t> ffn_result::experts_of(std::size_t token) const {
+    const moe_trace* m = moe();
+    return m ? m->chosen.at(token) : std::vector<std::size_t>{};
+}
+
 const matrix& ffn_result::written() const {
     if (const moe_trace* m = moe()) return m->step(step_kind::combine).value;
     return dense()->step(step_kind::contract).value;
+}
+
+outcome<ffn_result> run_layer(const ffn_layer& layer, const matrix& x, std::vector<std::size_t> lead, const step_hook& hook) {
+    if (const auto* dense = std::get_if<std::shared_ptr<const ffn>>(&layer)) {
+        auto t = run_ffn(*dense, x, std::move(lead), hook);
+        if (!t) return t.err();
+        return ffn_result(std::move(*t));
+    }
+    auto t = run_moe(std::get<std::shared_ptr<const moe>>(layer), x, std::move(lead), hook);
+    if (!t) return t.err();
+    return ffn_result(std::move(*t));
+}
+
+ffn_layer without_residual(const ffn_layer& layer) {
+    return std::visit(
+        [](const auto& l) -> ffn_layer {
+            auto copy = std::make_shared<std::remove_cvref_t<decltype(*l)>>(*l);
+            copy->residual = false;
+            return copy;
+        },
+        layer);
+}
+
+std::size_t trace_elements(const ffn_layer& layer, std::size_t tokens) {
+    return std::visit([tokens](const auto& l) { return trace_elements(*l, tokens); }, layer);
 }
 
 ffn_result rows_of(const ffn_result& r, const std::vector<std::size_t>& positions) {

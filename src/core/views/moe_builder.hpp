@@ -110,7 +110,7 @@ private:
     const moe_trace& mt_;
     const moe_readings& mr_;
     const moe_unit_readings* mu_;
-    const moe_comparison* mcomparison_;
+    const ffn_comparison* mcomparison_;
 };
 
 }  // namespace ffn_trace::detail

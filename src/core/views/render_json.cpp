@@ -255,7 +255,7 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
 }
 
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units, const moe_comparison* comparison, std::size_t unchecked_claims,
+                            const moe_unit_readings* units, const ffn_comparison* comparison, std::size_t unchecked_claims,
                             const std::vector<unit_explanation>* explained) {
     json out = moe_trace_json(ex, t, claims, units);
     if (comparison) {
@@ -281,9 +281,9 @@ std::string render_moe_json(const example& ex, const moe_trace& t, const std::ve
 std::string render_layer_json(const traced& t, const layer_readings& reads) {
     if (const moe_trace* m = t.ffn.moe())
         return render_moe_json(t.ex, *m, t.claims, reads.moe_units ? &*reads.moe_units : nullptr,
-                               t.moe_comparison ? &*t.moe_comparison : nullptr, t.unchecked_claims, &reads.explained);
+                               t.comparison ? &*t.comparison : nullptr, t.unchecked_claims, &reads.explained);
     return render_json(t.ex, *t.ffn.dense(), t.claims, reads.units ? &*reads.units : nullptr, reads.vocab ? &*reads.vocab : nullptr,
-                       t.comparison ? &*t.comparison : nullptr, t.unchecked_claims, &reads.explained);
+                       t.comparison ? &t.comparison->layer : nullptr, t.unchecked_claims, &reads.explained);
 }
 
 }  // namespace ffn_trace

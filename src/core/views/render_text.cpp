@@ -71,7 +71,7 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
     const tokenizer* tok = pointer_to(t.tokenizer);  // marks the special tokens among the strings
     if (const moe_trace* m = t.ffn.moe()) {
         const moe_readings steps = read_moe_trace(*m);
-        moe_rendering_input in{t.ex, *m, t.claims, steps, pointer_to(reads.moe_units), strings, pointer_to(t.moe_comparison),
+        moe_rendering_input in{t.ex, *m, t.claims, steps, pointer_to(reads.moe_units), strings, pointer_to(t.comparison),
                                t.unchecked_claims};
         in.tok = tok;
         in.explained = explained;
@@ -80,7 +80,7 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
     }
     const readings steps = read_trace(*t.ffn.dense());
     rendering_input in{t.ex, *t.ffn.dense(), t.claims, steps, pointer_to(reads.units), explained, pointer_to(reads.vocab), strings,
-                       pointer_to(t.comparison), t.unchecked_claims};
+                       t.comparison ? &t.comparison->layer : nullptr, t.unchecked_claims};
     in.tok = tok;
     render_walkthrough(in, options, format, out);
 }

@@ -87,7 +87,7 @@ struct moe_rendering_input {
     const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
     // An experiment, as for a dense layer: the layer's steps, the tokens whose experts changed,
     // and each expert's steps over the tokens it ran both before and after the change.
-    const moe_comparison* comparison = nullptr;
+    const ffn_comparison* comparison = nullptr;
     std::size_t unchecked_claims = 0;
     const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
     const std::vector<unit_explanation>* explained = nullptr;  // units E:J explained, after the experts' units
