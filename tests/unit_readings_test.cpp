@@ -52,6 +52,16 @@ nlohmann::json random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t
     return m;
 }
 
+// The vocabulary view of a dense layer's one FFN, read with `units` as its readings.
+outcome<vocabulary_view> view_of(const trace& tr, const unit_readings& units, const token_table& table, const final_norm& norm,
+                                 std::size_t top, const std::vector<std::size_t>& pinned = {}) {
+    ffn_unit_readings u{{units}, {}, {}};
+    if (auto e = read_vocabulary(u, ffn_result(tr), table, norm, top, pinned)) return *e;
+    REQUIRE(u.vocab.size() == 1);
+    CHECK(u.by_token.empty());  // a dense layer's whole update is its one FFN's
+    return u.vocab.front();
+}
+
 // Each column a vocabulary view projects (its units' W2 rows from the layer's JSON, then each
 // token's update) scored against every row of E (vocab, d) in long double here, ranked with ties
 // to the lower id: the view's `top` most and least promoted tokens must be those, with their scores.
@@ -137,7 +147,7 @@ TEST_CASE("the vocabulary view scores each unit's value vector and each token's 
     const auto source = unembedding(dir);
     const auto t = trace_of(lesson);
     const auto units = read_units(t.tr, 2);
-    auto view = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {}, 1);
+    auto view = view_of(t.tr, units, token_table(*source, "lm_head.weight"), {}, 1);
     if (!view) FAIL(view.err().to_string());
     REQUIRE(view->units == std::vector<std::size_t>{2, 0});
     REQUIRE(view->by_unit.size() == 2);
@@ -152,11 +162,20 @@ TEST_CASE("the vocabulary view scores each unit's value vector and each token's 
     check_top(view->by_token[0].most, 0, 5);
     check_top(view->by_token[0].least, 2, -9);
 
+    SUBCASE("a unit asked for is read first and always shown, though it did not fire") {
+        // Unit 3's value [2, −1] scores 2, −1, −1 (the tie to the lower id).
+        auto pinned = view_of(t.tr, units, token_table(*source, "lm_head.weight"), {}, 1, {3});
+        if (!pinned) FAIL(pinned.err().to_string());
+        CHECK(pinned->units == std::vector<std::size_t>{3, 2, 0});
+        CHECK(pinned->pinned == 1);
+        check_top(pinned->by_unit[0].most, 0, 2);
+        check_top(pinned->by_unit[0].least, 1, -1);
+    }
     SUBCASE("an unembedding of another width is refused") {
         const auto path = dir.write("wide.safetensors", ckpt::safetensors_file({{"lm_head.weight", "F64", {1, 3}, {1, 2, 3}}}));
         auto wide = open_safetensors(path);
         REQUIRE(wide);
-        auto refused = read_vocabulary_view(t.tr, units, token_table(**wide, "lm_head.weight"), {}, 1);
+        auto refused = view_of(t.tr, units, token_table(**wide, "lm_head.weight"), {}, 1);
         REQUIRE_FALSE(refused);
         CHECK(refused.err().message.find("expected (vocabulary, d_model = 2)") != std::string::npos);
     }
@@ -178,7 +197,7 @@ TEST_CASE("the vocabulary view reads each value vector through the final norm, a
     const auto t = trace_of(lesson);
     const auto units = read_units(t.tr, 2);
     SUBCASE("a LayerNorm of γ = [2, 1]: the vector's mean dropped, then scaled") {
-        auto view = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {{2, 1}, false}, 1);
+        auto view = view_of(t.tr, units, token_table(*source, "lm_head.weight"), {{2, 1}, false}, 1);
         if (!view) FAIL(view.err().to_string());
         CHECK(view->normed);
         CHECK(view->centred);
@@ -193,7 +212,7 @@ TEST_CASE("the vocabulary view reads each value vector through the final norm, a
         check_top(view->by_token[0].least, 1, -0.5);
     }
     SUBCASE("an RMSNorm of γ = [2, 1]: scaled only") {
-        auto view = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {{2, 1}, true}, 1);
+        auto view = view_of(t.tr, units, token_table(*source, "lm_head.weight"), {{2, 1}, true}, 1);
         if (!view) FAIL(view.err().to_string());
         CHECK(view->normed);
         CHECK_FALSE(view->centred);
@@ -204,7 +223,7 @@ TEST_CASE("the vocabulary view reads each value vector through the final norm, a
         check_top(view->by_token[0].least, 2, -14);
     }
     SUBCASE("a final norm of another width is refused") {
-        auto refused = read_vocabulary_view(t.tr, units, token_table(*source, "lm_head.weight"), {{1, 1, 1}, false}, 1);
+        auto refused = view_of(t.tr, units, token_table(*source, "lm_head.weight"), {{1, 1, 1}, false}, 1);
         REQUIRE_FALSE(refused);
         CHECK(refused.err().message.find("d_model = 2") != std::string::npos);
     }
@@ -253,7 +272,7 @@ TEST_CASE("the vocabulary view screened in float32 finds the very tokens that sc
         ckpt::temp_dir dir;
         auto source = open_safetensors(dir.write("e.safetensors", ckpt::safetensors_file({{"lm_head.weight", dtype, {vocab, d}, e}})));
         REQUIRE(source);
-        auto view = read_vocabulary_view(t.tr, units, token_table(**source, "lm_head.weight"), {}, top);
+        auto view = view_of(t.tr, units, token_table(**source, "lm_head.weight"), {}, top);
         if (!view) FAIL(view.err().to_string());
         check_against_every_row(*view, layer, t.tr, e, d, top);
         // the row of 3e37s, whose scores overflow float32, is each column's most or least promoted
@@ -288,7 +307,7 @@ TEST_CASE("with products shared among the cores, the rows the screen keeps are s
     ckpt::temp_dir dir;
     auto source = open_safetensors(dir.write("e.safetensors", ckpt::safetensors_file({{"lm_head.weight", "F32", {vocab, d}, e}})));
     REQUIRE(source);
-    auto view = read_vocabulary_view(t.tr, units, token_table(**source, "lm_head.weight"), {}, top);
+    auto view = view_of(t.tr, units, token_table(**source, "lm_head.weight"), {}, top);
     if (!view) FAIL(view.err().to_string());
     check_against_every_row(*view, layer, t.tr, e, d, top);
 }
@@ -300,7 +319,8 @@ TEST_CASE("an MoE layer is read expert by expert, and its whole update against t
     if (!ex) FAIL(ex.err().to_string());
     auto t = run_moe(*ex->mixture, ex->input, ex->lead);
     if (!t) FAIL(t.err().to_string());
-    auto r = read_moe_units(*t, 1);
+    const ffn_result layer(*t);
+    auto r = read_units(layer, 1);
     REQUIRE(r.experts.size() == t->experts.size());
     REQUIRE(t->experts.size() == 2);
     REQUIRE(t->experts[0].expert == 0);
@@ -321,7 +341,7 @@ TEST_CASE("an MoE layer is read expert by expert, and its whole update against t
 
     ckpt::temp_dir dir;
     const auto source = unembedding(dir);
-    if (auto e = read_moe_vocabulary(r, *t, token_table(*source, "lm_head.weight"), {}, 1)) FAIL(e->to_string());
+    if (auto e = read_vocabulary(r, layer, token_table(*source, "lm_head.weight"), {}, 1)) FAIL(e->to_string());
     REQUIRE(r.vocab.size() == 2);
     // Expert 0's unit 0 writes [1, 0]: scores 1, 0, −1. What it wrote for c, [3, 1]: 3, 1, −4.
     REQUIRE(r.vocab[0].units == std::vector<std::size_t>{0});

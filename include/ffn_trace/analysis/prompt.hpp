@@ -220,11 +220,9 @@ struct prompt_trace {
     example ex;
     ffn_result ffn;
     std::optional<readings> dense_reads;
-    std::optional<unit_readings> units;
-    std::vector<unit_explanation> explained;
     std::optional<moe_readings> moe_reads;
-    std::optional<moe_unit_readings> moe_units;
-    std::optional<vocabulary_view> vocab;  // dense; an MoE's is in moe_units
+    std::optional<ffn_unit_readings> units;  // each FFN's, with its vocabulary view once read
+    std::vector<unit_explanation> explained;
     std::vector<std::string> vocabulary;   // the tokenizer's text of each id the model predicts, for the walkthrough
 
     // A model with a head (not BERT):

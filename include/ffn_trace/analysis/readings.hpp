@@ -188,26 +188,28 @@ struct vocabulary_view {
     std::size_t asked = 0;                       // the tokens asked of each list (`top`)
     std::size_t unit_tokens = 0;                 // those each unit's lists hold at most: min(asked, tokens_per_unit)
 };
-// Projects the value vectors of the units `first` (pinned: units asked for, the top writers
-// toward a prediction), then of every token's fired units, and each token's update, each through
-// the final norm (through_final_norm), onto the unembedding (vocab, d_model), a block
-// of rows at a time.
-outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const token_table& unembedding,
-                                              const final_norm& norm, std::size_t top,
-                                              const std::vector<std::size_t>& first = {});
-
-// An MoE layer's readings: those of each expert that ran, over the tokens routed to it (per entry
-// of moe_trace::experts); with a vocabulary, each expert's view (its units' value vectors, and
-// what it wrote for each of its tokens — the routing weight scales it but leaves its ranking of
-// tokens alone) and what the whole update (combine) of each token promotes.
-struct moe_unit_readings {
+// The readings of an FFN's units, FFN by FFN as for_each_expert gives them: a dense layer's one,
+// a mixture's experts that ran, each over the tokens it ran. With a vocabulary, each one's view
+// (its units' value vectors, and what it wrote for each of its tokens — a routing weight scales
+// an expert's but leaves its ranking of tokens alone) and a mixture's whole update (combine).
+struct ffn_unit_readings {
     std::vector<unit_readings> experts;
-    std::vector<vocabulary_view> vocab;     // per expert, once read_moe_vocabulary has run
-    std::vector<promoted_tokens> by_token;  // combine · Eᵀ, per token
+    std::vector<vocabulary_view> vocab;     // per FFN, once read_vocabulary has run
+    std::vector<promoted_tokens> by_token;  // a mixture's combine · Eᵀ per token; a dense layer's is vocab[0].by_token
 };
-moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top);
-// Fills r.vocab and r.by_token, in one pass over the unembedding.
-std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const token_table& unembedding,
-                                         const final_norm& norm, std::size_t top);
+// A dense layer's readings of its one FFN, when read: its units, and its vocabulary view.
+inline const unit_readings* one_ffn_units(const std::optional<ffn_unit_readings>& u) { return u ? &u->experts.front() : nullptr; }
+inline const vocabulary_view* one_ffn_vocab(const std::optional<ffn_unit_readings>& u) {
+    return u && !u->vocab.empty() ? &u->vocab.front() : nullptr;
+}
+
+// The `top` units of each FFN at each token it ran (read_units of its trace).
+ffn_unit_readings read_units(const ffn_result& r, std::size_t top);
+// Fills u.vocab (and a mixture's u.by_token) in one pass over the unembedding (vocab, d_model), a
+// block of rows at a time: each FFN's value vectors of its fired units, then its output at each
+// of its tokens, each through the final norm (through_final_norm). A dense layer's units `pinned`
+// (asked for, the top writers toward a prediction) are read first and always shown.
+std::optional<error> read_vocabulary(ffn_unit_readings& u, const ffn_result& r, const token_table& unembedding,
+                                     const final_norm& norm, std::size_t top, const std::vector<std::size_t>& pinned = {});
 
 }  // namespace ffn_trace

@@ -72,15 +72,13 @@ outcome<traced> trace_checkpoint_layer(const layer_request& request, const trace
 // What `run` shows beside a layer's steps: a big (or a checkpoint's) layer's units and what the
 // vocabulary makes of them, and units explained at the tokens given.
 struct layer_readings {
-    std::optional<unit_readings> units;
-    std::optional<vocabulary_view> vocab;
+    std::optional<ffn_unit_readings> units;
     std::vector<unit_explanation> explained;
-    std::optional<moe_unit_readings> moe_units;
     // The text of each token the checkpoint's unembedding scores (from the tokenizer beside it);
     // none without a checkpoint or a tokenizer.
     std::optional<std::vector<std::string>> token_texts;
 };
-// `units`: read the units of a dense layer (a checkpoint's always are). `explain`: units J of a
+// `units`: read the units of the layer's FFNs (a checkpoint's always are). `explain`: units J of a
 // dense layer, units E:J of an MoE layer's expert E, explained at each of `explain_tokens` (an
 // expert's at those routed to it; at every token routed to it when none is given). Errors: a unit
 // to explain out of range, or written for the other kind of layer (path "unit").

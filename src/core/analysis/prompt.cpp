@@ -368,42 +368,28 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
                                     r.input, {prompt.ids.size()});  // (tokens, d_model) even for one token, as the JSON's "input" is
     example& ex = r.ex;
     ex.names.tokens = token_labels(prompt);
-    const token_table unembedding = ck.unembedding();
-    const bool project = prompt.tok.has_value() && unembedding;
     auto storage = storage_of(ck, r.layer);
     if (!storage) return storage.err();
     ex.storage = std::move(*storage);
     r.ffn = std::move(run.traces.at(r.layer));
-    if (const moe_trace* moe = r.ffn.moe()) {
-        r.moe_reads = read_moe_trace(*moe);
-        r.moe_units = read_moe_units(*moe, options.top);
-        if (project) {
-            auto norm = value_norm_of(ck);
-            if (!norm) return norm.err();
-            if (auto e = read_moe_vocabulary(*r.moe_units, *moe, unembedding, *norm, options.top)) return e;
-        }
-        return explain_asked(ck, options, r);
-    }
-    r.dense_reads = read_trace(*r.ffn.dense());
-    r.units = read_units(*r.ffn.dense(), options.top);
+    if (const moe_trace* moe = r.ffn.moe()) r.moe_reads = read_moe_trace(*moe);
+    else r.dense_reads = read_trace(*r.ffn.dense());
+    r.units = read_units(r.ffn, options.top);
     return explain_asked(ck, options, r);
 }
 
-// The vocabulary view of a dense layer, read once the attribution is known: the units asked for
-// and the five that wrote most toward the prediction are always shown.
+// The vocabulary view of the layer's FFNs, read once the attribution is known: a dense layer's
+// units asked for and the five that wrote most toward the prediction are always shown.
 std::optional<error> read_vocabulary(const checkpoint& ck, const prompt_tokens& prompt, const prompt_options& options,
                                      prompt_trace& r) {
     const token_table unembedding = ck.unembedding();
-    if (!r.ffn.dense() || !prompt.tok || !unembedding) return std::nullopt;
-    std::vector<std::size_t> first;
-    for (const unit_ref& u : options.explain) first.push_back(u.unit);
-    for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) first.push_back(r.top_units[k].unit.unit);
+    if (!prompt.tok || !unembedding) return std::nullopt;
+    std::vector<std::size_t> pinned;
+    for (const unit_ref& u : options.explain) pinned.push_back(u.unit);
+    for (std::size_t k = 0; k < r.top_units.size() && k < 5; ++k) pinned.push_back(r.top_units[k].unit.unit);
     auto norm = value_norm_of(ck);
     if (!norm) return norm.err();
-    auto v = read_vocabulary_view(*r.ffn.dense(), *r.units, unembedding, *norm, options.top, first);
-    if (!v) return v.err();
-    r.vocab = std::move(*v);
-    return std::nullopt;
+    return ffn_trace::read_vocabulary(*r.units, r.ffn, unembedding, *norm, options.top, pinned);
 }
 
 // Every logit the prompt's readings use, from one pass over the unembedding, so that it is read

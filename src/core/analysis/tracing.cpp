@@ -237,27 +237,14 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     r.token_texts = std::move(*texts);
     for (const unit_ref& u : explain)
         if (auto why = unit_outside(u, t.ex.checkpoint_layer, t.ffn.n_experts(), t.ffn.d_ff())) return error{t.ex.file, "unit", *why};
-    const bool project = r.token_texts && t.checkpoint->unembedding();
-    if (t.ffn.moe()) {
-        // A checkpoint's MoE layer: the units of each expert that ran, and what the vocabulary makes of them.
-        if (t.checkpoint) {
-            r.moe_units = read_moe_units(*t.ffn.moe(), top);
-            if (project) {
-                auto norm = detail::value_norm_of(*t.checkpoint);
-                if (!norm) return norm.err();
-                if (auto e = read_moe_vocabulary(*r.moe_units, *t.ffn.moe(), t.checkpoint->unembedding(), *norm, top)) return *e;
-            }
-        }
-    } else if (t.checkpoint || units) {
-        r.units = read_units(*t.ffn.dense(), top);
-        if (project) {
+    if (t.checkpoint || units) {
+        r.units = read_units(t.ffn, top);
+        if (r.token_texts && t.checkpoint->unembedding()) {
             std::vector<std::size_t> pinned;
             for (const unit_ref& u : explain) pinned.push_back(u.unit);
             auto norm = detail::value_norm_of(*t.checkpoint);
             if (!norm) return norm.err();
-            auto v = read_vocabulary_view(*t.ffn.dense(), *r.units, t.checkpoint->unembedding(), *norm, top, pinned);
-            if (!v) return v.err();
-            r.vocab = std::move(*v);
+            if (auto e = read_vocabulary(*r.units, t.ffn, t.checkpoint->unembedding(), *norm, top, pinned)) return *e;
         }
     }
     auto explained = explain_units(t.ffn, explain, explain_tokens, top);

@@ -444,56 +444,47 @@ std::vector<double> through_final_norm(std::span<const double> v, const final_no
     return w;
 }
 
-outcome<vocabulary_view> read_vocabulary_view(const trace& t, const unit_readings& units, const token_table& unembedding,
-                                              const final_norm& norm, std::size_t top,
-                                              const std::vector<std::size_t>& first) {
-    auto e = unembedding_of(unembedding, t.layer().d_out());
-    if (!e) return e.err();
-    if (auto bad = check_norm(norm, t.layer().d_out())) return *bad;
-    vocabulary_view view;
-    view.normed = !norm.gamma.empty();
-    view.centred = view.normed && !norm.rms;
-    std::vector<std::vector<double>> columns;
-    std::vector<std::size_t> tops;
-    view_columns(t, units, top, view, columns, tops, first);
-    auto scored = project(as_columns(columns, t.layer().d_out(), norm), unembedding, **e, tops);
-    if (!scored) return scored.err();
-    for (std::size_t k = 0; k < scored->size(); ++k) (k < view.units.size() ? view.by_unit : view.by_token).push_back((*scored)[k]);
-    return view;
+ffn_unit_readings read_units(const ffn_result& r, std::size_t top) {
+    ffn_unit_readings u;
+    r.for_each_expert([&](const expert_part& p) { u.experts.push_back(read_units(p.tr, top)); });
+    return u;
 }
 
-moe_unit_readings read_moe_units(const moe_trace& t, std::size_t top) {
-    moe_unit_readings r;
-    for (const auto& et : t.experts) r.experts.push_back(read_units(et.tr, top));
-    return r;
-}
-
-std::optional<error> read_moe_vocabulary(moe_unit_readings& r, const moe_trace& t, const token_table& unembedding,
-                                         const final_norm& norm, std::size_t top) {
-    const std::size_t d = t.layer().d_out();
+std::optional<error> read_vocabulary(ffn_unit_readings& u, const ffn_result& r, const token_table& unembedding,
+                                     const final_norm& norm, std::size_t top, const std::vector<std::size_t>& pinned) {
+    const matrix& written = r.written();
+    const std::size_t d = written.cols;
     auto e = unembedding_of(unembedding, d);
     if (!e) return e.err();
     if (auto bad = check_norm(norm, d)) return bad;
-    // Every expert's columns, then the whole update of each token, projected in one pass over E.
+    // Each FFN's columns (its units' value vectors, then what it wrote for each of its tokens), then
+    // a mixture's whole update of each token, projected in one pass over E.
     std::vector<std::vector<double>> columns;
     std::vector<std::size_t> tops;
-    r.vocab.assign(t.experts.size(), {});
-    for (std::size_t k = 0; k < t.experts.size(); ++k) view_columns(t.experts[k].tr, r.experts[k], top, r.vocab[k], columns, tops);
-    const matrix& combine = t.step(step_kind::combine).value;
-    for (std::size_t tok = 0; tok < t.tokens(); ++tok) columns.emplace_back(combine.row(tok).begin(), combine.row(tok).end());
-    tops.insert(tops.end(), t.tokens(), top);
+    u.vocab.assign(u.experts.size(), {});
+    std::vector<std::size_t> ran;  // the tokens each FFN ran
+    std::size_t k = 0;
+    r.for_each_expert([&](const expert_part& p) {
+        view_columns(p.tr, u.experts[k], top, u.vocab[k], columns, tops, p.expert ? std::vector<std::size_t>{} : pinned);
+        ran.push_back(p.tr.tokens());
+        ++k;
+    });
+    const bool mixture = r.n_experts() > 0;  // a dense layer's whole update is its one FFN's, read above
+    if (mixture) {
+        for (std::size_t tok = 0; tok < r.tokens(); ++tok) columns.emplace_back(written.row(tok).begin(), written.row(tok).end());
+        tops.insert(tops.end(), r.tokens(), top);
+    }
     auto scored = project(as_columns(columns, d, norm), unembedding, **e, tops);
     if (!scored) return scored.err();
-    for (auto& v : r.vocab) {
+    std::size_t next = 0;
+    for (std::size_t x = 0; x < u.vocab.size(); ++x) {
+        vocabulary_view& v = u.vocab[x];
         v.normed = !norm.gamma.empty();
         v.centred = v.normed && !norm.rms;
+        for (std::size_t n = 0; n < v.units.size(); ++n) v.by_unit.push_back((*scored)[next++]);
+        for (std::size_t tok = 0; tok < ran[x]; ++tok) v.by_token.push_back((*scored)[next++]);
     }
-    std::size_t next = 0;
-    for (std::size_t k = 0; k < t.experts.size(); ++k) {
-        for (std::size_t u = 0; u < r.vocab[k].units.size(); ++u) r.vocab[k].by_unit.push_back((*scored)[next++]);
-        for (std::size_t tok = 0; tok < t.experts[k].tr.tokens(); ++tok) r.vocab[k].by_token.push_back((*scored)[next++]);
-    }
-    r.by_token.assign(scored->begin() + static_cast<long>(next), scored->end());
+    u.by_token.assign(scored->begin() + static_cast<long>(next), scored->end());
     return std::nullopt;
 }
 

@@ -194,7 +194,7 @@ public:
 
     // Which of four tokens unit j's value vector promotes most (the vocabulary view, W2[j] · g_t).
     std::optional<quiz_question> vocabulary(std::size_t j) {
-        const auto& v = *r_.vocab;
+        const vocabulary_view& v = *one_ffn_vocab(r_.units);
         const auto at = std::find(v.units.begin(), v.units.end(), j);
         if (at == v.units.end()) return std::nullopt;
         const promoted_tokens& p = v.by_unit[static_cast<std::size_t>(at - v.units.begin())];
@@ -326,7 +326,7 @@ public:
         std::pair<std::size_t, std::size_t> picked{0, 0};
         for (int attempt = 0; attempt < 8 && (attempt == 0 || picked == other); ++attempt) {
             const std::size_t t = rng_.below(before_last);
-            const auto& fired = r_.units->fired[t];
+            const auto& fired = one_ffn_units(r_.units)->fired[t];
             const std::size_t n = std::min<std::size_t>(fired.size(), 5);
             picked = {t, n ? fired[rng_.below(n)].unit : 0};
         }
@@ -382,7 +382,7 @@ std::optional<error> check_quiz_run(const prompt_request& request, const prompt_
     if (!r.ffn.dense())
         return error{request.checkpoint, "layer", fmt::format("layer {} is a Mixture of Experts; a quiz on a prompt asks about a "
                                                               "dense layer's units", r.layer)};
-    if (!r.target || r.top_units.size() < 2 || !r.vocab)
+    if (!r.target || r.top_units.size() < 2 || !one_ffn_vocab(r.units))
         return error{request.checkpoint, "", fmt::format("a {} checkpoint predicts no next token, which the quiz's "
                                                                    "questions are about", r.arch)};
     return std::nullopt;

@@ -20,7 +20,7 @@ namespace ffn_trace {
 nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims,
                                   const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
 nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                                      const moe_unit_readings* units = nullptr);
+                                      const ffn_unit_readings* units = nullptr);
 
 // "dequantized": for each unit explained whose weights are of a block type, its key's and its
 // value's weight in the block each sits in, and its dequantization with the block's numbers; no

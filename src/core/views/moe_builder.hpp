@@ -109,7 +109,7 @@ private:
 
     const moe_trace& mt_;
     const moe_readings& mr_;
-    const moe_unit_readings* mu_;
+    const ffn_unit_readings* mu_;
     const ffn_comparison* mcomparison_;
 };
 

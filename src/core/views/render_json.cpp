@@ -227,7 +227,7 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 }
 
 json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                    const moe_unit_readings* units) {
+                    const ffn_unit_readings* units) {
     const moe& layer = t.layer();
     json out = heading(ex, layer, t.input, t.lead);
     json steps = json::array();
@@ -255,7 +255,7 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
 }
 
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units, const ffn_comparison* comparison, std::size_t unchecked_claims,
+                            const ffn_unit_readings* units, const ffn_comparison* comparison, std::size_t unchecked_claims,
                             const std::vector<unit_explanation>* explained) {
     json out = moe_trace_json(ex, t, claims, units);
     if (comparison) {
@@ -280,9 +280,9 @@ std::string render_moe_json(const example& ex, const moe_trace& t, const std::ve
 
 std::string render_layer_json(const traced& t, const layer_readings& reads) {
     if (const moe_trace* m = t.ffn.moe())
-        return render_moe_json(t.ex, *m, t.claims, reads.moe_units ? &*reads.moe_units : nullptr,
+        return render_moe_json(t.ex, *m, t.claims, reads.units ? &*reads.units : nullptr,
                                t.comparison ? &*t.comparison : nullptr, t.unchecked_claims, &reads.explained);
-    return render_json(t.ex, *t.ffn.dense(), t.claims, reads.units ? &*reads.units : nullptr, reads.vocab ? &*reads.vocab : nullptr,
+    return render_json(t.ex, *t.ffn.dense(), t.claims, one_ffn_units(reads.units), one_ffn_vocab(reads.units),
                        t.comparison ? &t.comparison->layer : nullptr, t.unchecked_claims, &reads.explained);
 }
 

@@ -33,7 +33,7 @@ std::string render_json(const example& ex, const trace& t, const std::vector<cla
 // experts changed: was, now) and "experts" (each expert that ran on both sides: the tokens it
 // ran on both sides and its steps compared over them), and "claims_not_checked".
 std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const moe_unit_readings* units = nullptr, const ffn_comparison* comparison = nullptr,
+                            const ffn_unit_readings* units = nullptr, const ffn_comparison* comparison = nullptr,
                             std::size_t unchecked_claims = 0, const std::vector<unit_explanation>* explained = nullptr);
 
 // The JSON view of a traced layer (tracing.hpp) of either kind, with its readings, claims and

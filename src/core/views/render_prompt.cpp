@@ -210,9 +210,9 @@ private:
                                      *p_.ffn.dense(),
                                      no_claims,
                                      *p_.dense_reads,
-                                     p_.units ? &*p_.units : nullptr,
+                                     one_ffn_units(p_.units),
                                      p_.explained.empty() ? nullptr : &p_.explained,
-                                     p_.vocab ? &*p_.vocab : nullptr,
+                                     one_ffn_vocab(p_.units),
                                      p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
             in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
             text_options options = opt_;  // the page explains the units that wrote the prediction on a click
@@ -222,7 +222,7 @@ private:
             builder.explain_cells(html_);
             builder.build(sink);
         } else {
-            moe_rendering_input in{p_.ex, *p_.ffn.moe(), no_claims, *p_.moe_reads, p_.moe_units ? &*p_.moe_units : nullptr,
+            moe_rendering_input in{p_.ex, *p_.ffn.moe(), no_claims, *p_.moe_reads, p_.units ? &*p_.units : nullptr,
                                    p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
             in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
             in.explained = p_.explained.empty() ? nullptr : &p_.explained;
@@ -881,8 +881,8 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     out["earlier"] = std::move(earlier);
     out["attention"] = p.attention;
     static const std::vector<claim> no_claims;
-    json layer = p.ffn.dense() ? trace_json(p.ex, *p.ffn.dense(), no_claims, p.units ? &*p.units : nullptr, p.vocab ? &*p.vocab : nullptr)
-                         : moe_trace_json(p.ex, *p.ffn.moe(), no_claims, p.moe_units ? &*p.moe_units : nullptr);
+    json layer = p.ffn.dense() ? trace_json(p.ex, *p.ffn.dense(), no_claims, one_ffn_units(p.units), one_ffn_vocab(p.units))
+                         : moe_trace_json(p.ex, *p.ffn.moe(), no_claims, p.units ? &*p.units : nullptr);
     for (auto& [key, value] : layer.items())
         if (key != "title" && key != "claims") out[key] = std::move(value);
     add_dequantized(out, p.explained);

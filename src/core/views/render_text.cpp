@@ -58,7 +58,7 @@ const T* pointer_to(const std::optional<T>& o) { return o ? &*o : nullptr; }
 }  // namespace
 
 layer_view_plan plan_layer_view(const traced& t, const text_options& options) {
-    if (t.ffn.moe()) return {true, options.tokens};
+    if (t.ffn.moe()) return {false, options.tokens};
     const trace& d = *t.ffn.dense();
     return {default_detail(d.layer()) != detail_level::arithmetic,
             options.tokens.empty() ? shown_indices(d.tokens(), options.full) : options.tokens};
@@ -71,7 +71,7 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
     const tokenizer* tok = pointer_to(t.tokenizer);  // marks the special tokens among the strings
     if (const moe_trace* m = t.ffn.moe()) {
         const moe_readings steps = read_moe_trace(*m);
-        moe_rendering_input in{t.ex, *m, t.claims, steps, pointer_to(reads.moe_units), strings, pointer_to(t.comparison),
+        moe_rendering_input in{t.ex, *m, t.claims, steps, pointer_to(reads.units), strings, pointer_to(t.comparison),
                                t.unchecked_claims};
         in.tok = tok;
         in.explained = explained;
@@ -79,7 +79,7 @@ void render_layer(const traced& t, const layer_readings& reads, const text_optio
         return;
     }
     const readings steps = read_trace(*t.ffn.dense());
-    rendering_input in{t.ex, *t.ffn.dense(), t.claims, steps, pointer_to(reads.units), explained, pointer_to(reads.vocab), strings,
+    rendering_input in{t.ex, *t.ffn.dense(), t.claims, steps, one_ffn_units(reads.units), explained, one_ffn_vocab(reads.units), strings,
                        t.comparison ? &t.comparison->layer : nullptr, t.unchecked_claims};
     in.tok = tok;
     render_walkthrough(in, options, format, out);

@@ -83,7 +83,7 @@ struct moe_rendering_input {
     const moe_trace& tr;
     const std::vector<claim>& claims;
     const moe_readings& reads;
-    const moe_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
+    const ffn_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
     const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
     // An experiment, as for a dense layer: the layer's steps, the tokens whose experts changed,
     // and each expert's steps over the tokens it ran both before and after the change.
@@ -100,9 +100,9 @@ std::string render_text(const moe_rendering_input& in, const text_options& optio
 std::string render_markdown(const moe_rendering_input& in, const text_options& options);
 
 // A traced layer (tracing.hpp) of either kind, as `run` shows an example file or a checkpoint's
-// layer. Its readings (read_layer) are wanted when `units` says, at `tokens`: every MoE layer's
-// and a dense layer's too big for its arithmetic, at the tokens the view details (options.tokens,
-// else the first and last few).
+// layer. Its units (read_layer) are read when `units` says, a dense layer's too big for its
+// arithmetic (a checkpoint's always are), and its units explained at `tokens`: those the view
+// details (options.tokens, else the first and last few of a dense layer).
 struct layer_view_plan {
     bool units = false;
     std::vector<std::size_t> tokens;
