@@ -147,19 +147,7 @@ void build_moe_walkthrough(const moe_rendering_input& in, const text_options& op
 
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out) {
-    auto page = detail::page_for(options, format);
-    detail::claims_banner(page, in.claims, in.unchecked_claims);
-    detail::moe_builder builder(in, options);
-    builder.explain_cells(page.html);
-    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
-}
-
-std::string render_text(const moe_rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
-}
-
-std::string render_markdown(const moe_rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
+    detail::write_walkthrough<detail::moe_builder>(in, options, format, out);
 }
 
 }  // namespace ffn_trace

@@ -18,19 +18,7 @@ detail_level default_detail(const ffn& layer) {
 
 void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out) {
-    auto page = detail::page_for(options, format);
-    detail::claims_banner(page, in.claims, in.unchecked_claims);
-    detail::walkthrough_builder builder(in, options);
-    builder.explain_cells(page.html);
-    detail::write_page(page, out, [&](const detail::block_sink& sink) { builder.build(sink); });
-}
-
-std::string render_text(const rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
-}
-
-std::string render_markdown(const rendering_input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
+    detail::write_walkthrough<detail::walkthrough_builder>(in, options, format, out);
 }
 
 std::string fit_lines(std::string_view text, std::size_t width) {

@@ -67,9 +67,15 @@ enum class text_format { text, markdown, html };
 
 void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out);
-// The same, returned as one string.
-std::string render_text(const rendering_input& in, const text_options& options);
-std::string render_markdown(const rendering_input& in, const text_options& options);
+// The walkthrough of either kind (rendering_input, moe_rendering_input), returned as one string.
+template <class Input>
+std::string render_text(const Input& in, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
+}
+template <class Input>
+std::string render_markdown(const Input& in, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
+}
 
 // Lines of plain text laid out at `width` columns as the views lay out theirs: each broken at
 // spaces, never inside a number, its continuations indented 4 past its own indent (check's report).
@@ -96,8 +102,6 @@ struct moe_rendering_input {
 // The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out);
-std::string render_text(const moe_rendering_input& in, const text_options& options);
-std::string render_markdown(const moe_rendering_input& in, const text_options& options);
 
 // A traced layer (tracing.hpp) of either kind, as `run` shows an example file or a checkpoint's
 // layer. Its units (read_layer) are read when `units` says, a dense layer's too big for its

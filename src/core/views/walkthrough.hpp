@@ -16,6 +16,7 @@
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "model/steps.hpp"
+#include "views/view_options.hpp"
 #include "views/render_text.hpp"
 
 namespace ffn_trace::detail {
@@ -333,5 +334,16 @@ protected:
 
 // The MoE walkthrough's blocks (render_moe.cpp), for a page that holds one among others.
 void build_moe_walkthrough(const moe_rendering_input& in, const text_options& options, bool explain, const block_sink& out);
+
+// A walkthrough of either kind laid out a block at a time, as text, Markdown or a page, under the
+// banner of how its claims came out.
+template <class Builder, class Input>
+void write_walkthrough(const Input& in, const text_options& options, text_format format, const text_sink& out) {
+    auto page = page_for(options, format);
+    claims_banner(page, in.claims, in.unchecked_claims);
+    Builder builder(in, options);
+    builder.explain_cells(page.html);
+    write_page(page, out, [&](const block_sink& sink) { builder.build(sink); });
+}
 
 }  // namespace ffn_trace::detail
