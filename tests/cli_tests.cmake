@@ -1209,6 +1209,12 @@ cli_test("locate --atp --layer ranks the layer's units by AtP beside each one's 
 cli_test("locate --atp --layer --format json lists units_atp with unit, atp and exact" 0
   "\"units_layer\": 1, +\"units_atp\": \\[ *\\{ *\"unit\": [0-9]+, +\"atp\": [-0-9.e]+, +\"exact\": [-0-9.e]+ *\\}, *\\{"
   EMPTY -- ${LOCATE} --subject France --samples 1 --atp --layer 1 --top 2 --format json)
+cli_test("locate --atp --layer on a Mixture of Experts ranks its experts' units, each named E:J" 0
+  "Each of layer 1's 32 units \\(its experts', unit J of expert E named E:J, at the tokens that chose E\\) .* unit +AtP +exact Δ +[0-3]:[0-7] +[-+]0\\.[0-9]+ +[-+]0\\.[0-9]+"
+  EMPTY -- ${FT} locate --checkpoint ${INPUTS}/checkpoints/mixtral_whole --prompt abcde --subject bc --samples 2 --atp --layer 1 --top 4 --color never)
+cli_test("locate --atp --layer --format json on a Mixture of Experts names each unit's expert" 0
+  "\"units_atp\": \\[ *\\{ *\"expert\": [0-3], +\"unit\": [0-7], +\"atp\": [-0-9.e]+, +\"exact\": [-0-9.e]+ *\\}"
+  EMPTY -- ${FT} locate --checkpoint ${INPUTS}/checkpoints/mixtral_whole --prompt abcde --subject bc --samples 1 --atp --layer 1 --top 2 --format json)
 cli_test("locate --layer without --atp is refused" 2 EMPTY "^error: --layer ranks a layer's units by attribution patching\; give --atp with it$"
   -- ${LOCATE} --subject France --layer 0)
 cli_test("locate --atp --layer out of range says the layers there are" 2 EMPTY "^error: --layer: layer 5 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"

@@ -73,7 +73,27 @@ matrix value_at(const fd_setup& s, const hook_name& at) {
     return *run->cache.find(at);
 }
 
-// Central differences of the loss at `samples` entries of the point, against the gradient.
+// The loss with unit u of a point set to `value` at token t alone: how an MoE layer's hidden
+// points, which are per expert, are changed (a token the expert did not run is left as it was).
+double loss_with_unit(const fd_setup& s, const hook_name& at, std::size_t t, const unit_ref& u, double value) {
+    hook_request r;
+    r.head_rows = s.head_rows;
+    r.interventions = s.interventions;
+    intervention set;
+    set.at = at;
+    set.what = intervention::kind::set;
+    set.positions = {t};
+    set.units = {u};
+    set.value = value;
+    r.interventions.push_back(set);
+    auto run = s.model.run_with_hooks(s.ids, r);
+    REQUIRE(run);
+    return loss_of_logits(run->logits, s.targets);
+}
+
+// Central differences of the loss at `samples` entries of the point, against the gradient. An
+// MoE layer's hidden point is changed unit by unit, column c being unit c mod d_ff of expert
+// c / d_ff: where the token did not choose the expert, neither side moves the loss.
 void check_point_fd(const fd_setup& s, const hook_name& at, const matrix& grad, std::size_t samples = 12) {
     CAPTURE(to_string(at));
     const matrix x = value_at(s, at);
@@ -89,7 +109,11 @@ void check_point_fd(const fd_setup& s, const hook_name& at, const matrix& grad, 
         matrix up = x, down = x;
         up.data[k] += h;
         down.data[k] -= h;
-        const double numeric = (loss_with(s, at, up) - loss_with(s, at, down)) / (2 * h);
+        const bool per_expert = s.model.source().config().n_experts > 0 && (at.point == hook_point::mlp_pre || at.point == hook_point::mlp_post);
+        const std::size_t d_ff = s.model.source().config().d_ff, t = k / x.cols, c = k % x.cols;
+        const unit_ref u{c / d_ff, c % d_ff};
+        const double numeric = per_expert ? (loss_with_unit(s, at, t, u, x.data[k] + h) - loss_with_unit(s, at, t, u, x.data[k] - h)) / (2 * h)
+                                          : (loss_with(s, at, up) - loss_with(s, at, down)) / (2 * h);
         CHECK(grad.data[k] == Approx(numeric).epsilon(1e-5).scale(largest));
     }
 }
@@ -194,13 +218,14 @@ namespace {
 
 const std::vector<std::size_t> tiny_prompt{3, 1, 4, 1, 5};
 
-// Every point of every block the family has (an MoE layer's hidden points are per expert).
+// Every point of every block the family has (an MoE layer's router and experts read its norm
+// together: it has no mlp_in of its own).
 std::vector<hook_name> every_point(const transformer& tr, bool moe) {
     std::vector<hook_name> wrt{{hook_point::embed, 0}};
     for (std::size_t l = 0; l < tr.n_layers(); ++l)
         for (hook_point p : {hook_point::resid_pre, hook_point::attn_out, hook_point::resid_mid, hook_point::mlp_in, hook_point::mlp_pre,
                              hook_point::mlp_post, hook_point::mlp_out, hook_point::resid_post})
-            if (!moe || (p != hook_point::mlp_in && p != hook_point::mlp_pre && p != hook_point::mlp_post)) wrt.push_back({p, l});
+            if (!moe || p != hook_point::mlp_in) wrt.push_back({p, l});
     return wrt;
 }
 
@@ -244,6 +269,17 @@ TEST_CASE("on tiny checkpoints of every family with a head, every point's gradie
         REQUIRE(g->grads.size() == wrt.size());
         for (const auto& [h, grad] : g->grads) check_point_fd(s, h, grad, 10);
     }
+}
+
+TEST_CASE("an MoE layer's mlp_in is refused as a gradient's point: its router and experts read its norm together") {
+    const auto m = test::tiny::make("mixtral", {.n_layers = 2, .seed = 11});
+    ckpt::temp_dir dir;
+    const transformer tr = test::tiny::open_model(m.write(dir));
+    const fd_setup s{tr, tiny_prompt, {4}, {{0, 7}}};
+    auto g = backpropagate(tr, s.ids, request_of(s, {{hook_point::mlp_in, 1}}), next_token_loss(s.targets));
+    REQUIRE_FALSE(g);
+    CHECK(g.err().path == "wrt[0]");
+    CHECK(g.err().message.find("ask for blocks.1.resid_mid") != std::string::npos);
 }
 
 TEST_CASE("on tiny dense checkpoints, the FFN weights' gradient is the finite difference of the loss over the file's value") {

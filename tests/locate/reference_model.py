@@ -160,8 +160,9 @@ class model:
         return o @ w[p + "self_attn.o_proj.weight"].T
 
     # units = {layer: f}: each layer's FFN activations (S, T, d_ff) become f(activations), and
-    # kept_units[layer] holds them as they were (a dense FFN's); silenced: the layers whose whole
-    # FFN output is 0
+    # kept_units[layer] holds them as they were (a dense FFN's; a Mixtral layer's are its experts'
+    # side by side, (S, T, n_experts · d_ff), 0 where a token did not choose the expert, and only
+    # the chosen experts' columns are read back); silenced: the layers whose whole FFN output is 0
     units = {}
     kept_units = {}
     silenced = set()
@@ -188,15 +189,22 @@ class model:
             return a @ w[p + "mlp.down_proj.weight"].T
         # Mixtral: the router's softmax, the top k experts, their weights renormalised to sum to 1
         probs = softmax(h @ w[p + "block_sparse_moe.gate.weight"].T)
+        n_experts = probs.shape[-1]
+        ff = w[p + "block_sparse_moe.experts.0.w2.weight"].shape[1]
+        chosen = np.argsort(-probs, axis=-1, kind="stable")[..., : self.top_k]
+        a = np.zeros((*h.shape[:2], n_experts * ff))
+        for s in range(h.shape[0]):
+            for t in range(h.shape[1]):
+                for e in chosen[s, t]:
+                    e_ = p + f"block_sparse_moe.experts.{e}."
+                    a[s, t, e * ff:(e + 1) * ff] = silu(h[s, t] @ w[e_ + "w1.weight"].T) * (h[s, t] @ w[e_ + "w3.weight"].T)
+        a = self.unit_hook(l, a)
         out = np.zeros_like(h)
         for s in range(h.shape[0]):
             for t in range(h.shape[1]):
-                chosen = np.argsort(-probs[s, t], kind="stable")[: self.top_k]
-                weights = probs[s, t, chosen] / probs[s, t, chosen].sum()
-                for e, g in zip(chosen, weights):
-                    e_ = p + f"block_sparse_moe.experts.{e}."
-                    y = (silu(h[s, t] @ w[e_ + "w1.weight"].T) * (h[s, t] @ w[e_ + "w3.weight"].T)) @ w[e_ + "w2.weight"].T
-                    out[s, t] += g * y
+                weights = probs[s, t, chosen[s, t]] / probs[s, t, chosen[s, t]].sum()
+                for e, g in zip(chosen[s, t], weights):
+                    out[s, t] += g * (a[s, t, e * ff:(e + 1) * ff] @ w[p + f"block_sparse_moe.experts.{e}.w2.weight"].T)
         return out
 
     def last_probs(self, x):

@@ -200,9 +200,13 @@ def check(name, directory, args, expect):
         close(f"{name}: grids.{kind}.atp", got["grids"][kind]["atp"], estimate, 1e-6)
     if want["units"] is not None:
         atp, exact = want["units"]
-        listed = [u["unit"] for u in got["units_atp"]]
+        # a Mixtral layer's unit E:J is column E · d_ff + J of its experts' units side by side
+        moe = "expert" in got["units_atp"][0]
+        ff = m.w["layers.0.block_sparse_moe.experts.0.w2.weight"].shape[1] if moe else 0
+        listed = [u.get("expert", 0) * ff + u["unit"] for u in got["units_atp"]]
         top = sorted(range(len(atp)), key=lambda j: -abs(atp[j]))[: expect.get("top", 10)]
-        if sorted(listed) != sorted(top) or list(got["units_atp"][0]) != ["unit", "atp", "exact"]:
+        names = ["expert", "unit", "atp", "exact"] if moe else ["unit", "atp", "exact"]
+        if sorted(listed) != sorted(top) or list(got["units_atp"][0]) != names or (moe != (m.arch == "mixtral")):
             failures.append(f"{name}: units_atp lists {listed}, the reference's top by |AtP| is {top}")
         else:
             close(f"{name}: units_atp.atp", [u["atp"] for u in got["units_atp"]], atp[listed], 1e-6)
@@ -286,6 +290,11 @@ check("qwen2 (q, k, v biases, tied head)", tiny("qwen2", 2), prompt + ["--sample
 check("mistral (sliding window of 3)", tiny("mistral", 3), prompt + ["--samples", "3", "--window", "3"],
       {"samples": 3, "positions": [4, 5, 6]})
 check("mixtral (top-2 of 4 experts)", tiny("mixtral", 4), prompt + ["--samples", "2"], {"samples": 2, "positions": [4, 5, 6]})
+check("mixtral, AtP for its experts' units of layer 1, denoising with noise", os.path.join(work, "mixtral"),
+      prompt + ["--samples", "2", "--atp", "--layer", "1", "--top", "6"], {"samples": 2, "positions": [4, 5, 6], "top": 6})
+check("mixtral, AtP for its experts' units of layer 2, noising with replacement, log P", os.path.join(work, "mixtral"),
+      prompt[:2] + ["--subject", "the United Kingdom", "--corrupt-with", "the capital France", "--noising", "--metric", "logprob",
+                    "--atp", "--layer", "2", "--top", "5"], {"samples": 1, "positions": [4, 5, 6], "top": 5})
 
 # the families beyond Llama's block (tests/families/models.py): the same grids through Llama 3.1's
 # rope scaling, Qwen3's head norms and Phi-3's fused projections

@@ -130,7 +130,7 @@ struct locate_grid {
 // of Σ_t (source − base activation) · ∂metric/∂activation, and its exact change, the metric with
 // that unit's activation (at every token) patched alone minus the patched run's own value.
 struct unit_estimate {
-    std::size_t unit = 0;
+    unit_ref unit;  // J, or E:J of a Mixture of Experts' expert E
     double atp = 0, exact = 0;
 };
 

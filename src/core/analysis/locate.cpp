@@ -290,17 +290,20 @@ outcome<double> patched_runs(const transformer& model, const batch_run& base, co
 // The patched runs with unit j of layer N's FFN alone put back from `source` at every token: base's
 // stream entering block N, its activations there replaced by base's with column j the source's.
 outcome<double> unit_patched(const transformer& model, const batch_run& base, const batch_run& source, std::size_t N,
-                             std::size_t j, const metric_of& metric) {
+                             const unit_ref& u, std::size_t j, const metric_of& metric) {
     const std::size_t T = base.tokens, S = std::max(base.samples, source.samples);
-    matrix h = tiled(base.units, S, T);
-    std::vector<std::size_t> every(S * T);
+    // The unit set token by token to the patched-from run's value (an expert's where it ran).
+    hook_request request;
     for (std::size_t k = 0; k < S; ++k)
         for (std::size_t t = 0; t < T; ++t) {
-            every[k * T + t] = k * T + t;
-            h(k * T + t, j) = source.units(source.row(k, t), j);
+            intervention set;
+            set.at = {hook_point::mlp_post, N};
+            set.what = intervention::kind::set;
+            set.positions = {k * T + t};
+            set.units = {u};
+            set.value = source.units(source.row(k, t), j);
+            request.interventions.push_back(std::move(set));
         }
-    hook_request request;
-    request.interventions.push_back(replace_rows({hook_point::mlp_post, N}, std::move(every), std::move(h)));
     request.sequences = S;
     request.head_rows = in_each(T - 1, S, T);
     auto run = model.run_from({hook_point::resid_pre, N}, tiled(base.entering[N], S, T), request);
@@ -409,9 +412,6 @@ outcome<std::vector<std::size_t>> check_locate(const transformer& model, const p
                                                  *options.target, model.vocab_size(), model.vocab_size() - 1)};
     if (options.unit_layer)
         if (auto e = check_layer_index(*options.unit_layer, model.n_layers(), "", "layer")) return *e;
-    if (options.unit_layer && ck.is_moe())
-        return error{ck.origin(), "layer", "a Mixture of Experts layer's units belong to its experts; attribution patching "
-                                           "ranks the units of a dense FFN"};
     return subject;
 }
 
@@ -544,16 +544,21 @@ outcome<atp_estimates> attribution(const transformer& model, const batch_run& ba
 outcome<std::vector<unit_estimate>> rank_units(const transformer& model, const batch_run& base, const batch_run& source,
                                                std::size_t N, const std::vector<double>& atp, std::size_t top,
                                                const metric_of& metric, double unpatched) {
-    std::vector<unit_estimate> units;
-    for (std::size_t j = 0; j < atp.size(); ++j) units.push_back({j, atp[j], 0});
-    std::stable_sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return std::abs(a.atp) > std::abs(b.atp); });
+    // Column j of mlp_post is unit j of the layer's FFN, or unit j mod d_ff of its expert j / d_ff.
+    const auto ffns = model.source().ffns();
+    const std::size_t d_ff = atp.size() / ffns.size();
+    std::vector<std::pair<unit_estimate, std::size_t>> units;
+    for (std::size_t j = 0; j < atp.size(); ++j) units.push_back({{{ffns[j / d_ff], j % d_ff}, atp[j], 0}, j});
+    std::stable_sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return std::abs(a.first.atp) > std::abs(b.first.atp); });
     units.resize(std::min(top, units.size()));
-    for (unit_estimate& u : units) {
-        auto v = unit_patched(model, base, source, N, u.unit, metric);
+    std::vector<unit_estimate> out;
+    for (auto& [u, j] : units) {
+        auto v = unit_patched(model, base, source, N, u.unit, j, metric);
         if (!v) return v.err();
         u.exact = *v - unpatched;
+        out.push_back(u);
     }
-    return units;
+    return out;
 }
 
 // The replacement's corrupted prompt: the prompt's text with the subject's first occurrence

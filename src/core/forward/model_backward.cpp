@@ -176,9 +176,9 @@ std::optional<error> check_request(const transformer& model, const gradient_requ
     for (std::size_t k = 0; k < r.wrt.size(); ++k) {
         const hook_name& h = r.wrt[k];
         if (in_block(h.point) && h.layer >= n) return out_of_range(h.layer, fmt::format("wrt[{}]", k));
-        if (ck.is_moe() && (h.point == hook_point::mlp_pre || h.point == hook_point::mlp_post || h.point == hook_point::mlp_in))
+        if (ck.is_moe() && h.point == hook_point::mlp_in)
             return error{ck.origin(), fmt::format("wrt[{}]", k),
-                         fmt::format("{}: an MoE layer's hidden values are per expert; ask for blocks.{}.resid_mid or mlp_out",
+                         fmt::format("{}: an MoE layer's router and experts read its norm together; ask for blocks.{}.resid_mid",
                                      to_string(h), h.layer)};
     }
     const std::size_t first = first_layer(model, r);
@@ -224,10 +224,16 @@ std::optional<error> overflow(const matrix& g, const std::string& where) {
 }
 
 // A dense or MoE layer's FFN path differentiated: the layer run again without its residual from
-// x and taken back from the upstream. `whole`: the layer with its residual is also traced into
-// traces[i] and its backward from g_post (the caller's view of the layer) into `kept_grads`.
-outcome<ffn_gradients> through(const ffn_layer& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post, bool whole,
-                               std::map<std::size_t, ffn_result>& traces, std::size_t i, std::optional<ffn_gradients>& kept_grads) {
+// x and taken back from the upstream, with the trace it was taken back through. `whole`: the
+// layer with its residual is also traced into traces[i] and its backward from g_post (the
+// caller's view of the layer) into `kept_grads`.
+struct ffn_path_gradient {
+    ffn_result path;
+    ffn_gradients grads;
+};
+outcome<ffn_path_gradient> through(const ffn_layer& layer, const matrix& x, const loss_spec& upstream, const matrix& g_post,
+                                   bool whole, std::map<std::size_t, ffn_result>& traces, std::size_t i,
+                                   std::optional<ffn_gradients>& kept_grads) {
     auto t = run_layer(without_residual(layer), x, {x.rows});
     if (!t) return t.err();
     if (whole) {
@@ -238,7 +244,9 @@ outcome<ffn_gradients> through(const ffn_layer& layer, const matrix& x, const lo
         if (!g) return g.err();
         kept_grads = std::move(*g);
     }
-    return run_backward(*t, upstream);
+    auto g = run_backward(*t, upstream);
+    if (!g) return g.err();
+    return ffn_path_gradient{std::move(*t), std::move(*g)};
 }
 
 // The sweep's state: the request, the forward run's stream at each block, and what it returns.
@@ -300,8 +308,8 @@ private:
             if (!layer) return layer.err();
             auto g = through(*layer, x, upstream, g_post, r_.ffn_layer == i, out_.forward.traces, i, out_.ffn);
             if (!g) return g.err();
-            if (const gradients* dense = std::get_if<gradients>(&*g)) hidden_points(i, *dense, info(ck.config().act).gated);
-            d_ffn = d_input(*g);
+            hidden_points(i, g->path, g->grads);
+            d_ffn = d_input(g->grads);
         }
         matrix d_mid = residual(g_post, d_ffn);
         if (auto e = overflow(d_mid, fmt::format("layer {}'s FFN (backward)", i))) return *e;
@@ -318,22 +326,38 @@ private:
                });
     }
 
-    // The FFN's own points, read off its backward steps: mlp_post = dL/d(what W2 reads),
-    // mlp_pre = dL/d(what the activation reads), mlp_in = dL/d(what W1, or Wg and Wu, read).
-    void hidden_points(std::size_t i, const gradients& g, bool gated) {
-        const auto value = [&g](step_kind k, std::string_view name) -> const matrix* {
-            for (const auto& s : g.steps)
-                if (s.kind == k)
-                    if (const matrix* m = s.find(name)) return m;
-            return nullptr;
-        };
-        for (auto& [name, v] : out_.grads) {
-            if (name.layer != i || !in_block(name.point)) continue;
-            if (name.point == hook_point::mlp_post) v = *value(step_kind::contract, gated ? "d_product" : "d_activated");
-            if (name.point == hook_point::mlp_pre) v = *value(step_kind::activate, gated ? "d_gate" : "d_hidden");
-            if (name.point == hook_point::mlp_in)
-                v = gated ? residual(*value(step_kind::up, "dx_up"), *value(step_kind::gate, "dx_gate")) : *value(step_kind::expand, "dx_ffn");
-        }
+    // The FFN's own points, read off each FFN's backward steps: mlp_post = dL/d(what W2 reads),
+    // mlp_pre = dL/d(what the activation reads), mlp_in = dL/d(what W1, or Wg and Wu, read). A
+    // mixture's are as wide as its routed experts' units side by side, expert e's columns
+    // e·d_ff … at the tokens routed to it and 0 at the others, which it never computed.
+    void hidden_points(std::size_t i, const ffn_result& path, const ffn_gradients& g) {
+        const bool gated = info(model_.source().config().act).gated;
+        const std::size_t units = model_.source().ffns().size() * path.d_ff();  // every FFN's, side by side
+        for (auto& [name, v] : out_.grads)
+            if (name.layer == i && is_ffn_inside(name.point))
+                v = matrix(path.tokens(), name.point == hook_point::mlp_in ? path.ffn_input().cols : units);
+        std::size_t k = 0;
+        path.for_each_expert([&](const expert_part& part) {
+            const gradients& eg = expert_gradients(g, k++);
+            if (part.shared) return;  // a shared expert has no columns among the layer's units
+            const auto value = [&eg](step_kind kind, std::string_view name) -> const matrix& {
+                for (const auto& s : eg.steps)
+                    if (s.kind == kind)
+                        if (const matrix* m = s.find(name)) return *m;
+                throw std::logic_error("a backward step without its named value");
+            };
+            const std::size_t first = part.expert.value_or(0) * path.d_ff();
+            for (auto& [name, v] : out_.grads) {
+                if (name.layer != i || !is_ffn_inside(name.point)) continue;
+                matrix from = name.point == hook_point::mlp_post ? value(step_kind::contract, gated ? "d_product" : "d_activated")
+                              : name.point == hook_point::mlp_pre ? value(step_kind::activate, gated ? "d_gate" : "d_hidden")
+                              : gated ? residual(value(step_kind::up, "dx_up"), value(step_kind::gate, "dx_gate"))
+                                      : value(step_kind::expand, "dx_ffn");
+                for (std::size_t t = 0; t < path.tokens(); ++t)
+                    if (const auto r = part.row_of(t))
+                        std::copy(from.row(*r).begin(), from.row(*r).end(), v.row(t).begin() + static_cast<long>(first));
+            }
+        });
     }
 
     const transformer& model_;

@@ -315,15 +315,17 @@ private:
         for (const unit_estimate& u : t_.units_atp) {
             std::string flag = disagreement(u.atp, u.exact, tolerance);
             flagged += flag.empty() ? 0 : 1;
-            b.rows.push_back({std::to_string(u.unit), signed4(u.atp), signed4(u.exact), std::move(flag)});
+            b.rows.push_back({to_string(u.unit), signed4(u.atp), signed4(u.exact), std::move(flag)});
         }
         b.names = {true};
         add({block_kind::heading, fmt::format("The units of layer {}'s FFN by attribution patching", N)});
-        paragraph(fmt::format("Each of layer {}'s {} units estimated as the sum over the tokens of (the {} − the {} activation) · "
+        const bool experts = !t_.units_atp.empty() && t_.units_atp.front().unit.expert;
+        paragraph(fmt::format("Each of layer {}'s {} units{} estimated as the sum over the tokens of (the {} − the {} activation) · "
                               "∂m/∂activation, from the same backward pass as the grids; below, the {} of largest estimate "
                               "(by size), each patched alone at every token for its exact change Δ of {}, {} of them off by "
                               "more than {} (a tenth of the total effect).",
-                              N, t_.layer_units, from(), base(), t_.units_atp.size(),
+                              N, t_.layer_units, experts ? " (its experts', unit J of expert E named E:J, at the tokens that chose E)" : "",
+                              from(), base(), t_.units_atp.size(),
                               target(), flagged, p4(tolerance)));
         add(std::move(b));
     }
@@ -428,7 +430,14 @@ void render_locate_json(const locate_trace& t, const text_sink& sink) {
     if (t.unit_layer) {
         out["units_layer"] = *t.unit_layer;
         json units = json::array();
-        for (const unit_estimate& u : t.units_atp) units.push_back({{"unit", u.unit}, {"atp", u.atp}, {"exact", u.exact}});
+        for (const unit_estimate& u : t.units_atp) {
+            json one;
+            if (u.unit.expert) one["expert"] = *u.unit.expert;
+            one["unit"] = u.unit.unit;
+            one["atp"] = u.atp;
+            one["exact"] = u.exact;
+            units.push_back(std::move(one));
+        }
         out["units_atp"] = std::move(units);
     }
     write_json_text(out, sink);
