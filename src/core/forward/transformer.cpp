@@ -589,17 +589,13 @@ outcome<ffn_result> transformer::ffn_sublayer(std::size_t layer, const matrix& x
         e.path = e.path.empty() ? fmt::format("layer {}'s FFN", layer) : fmt::format("layer {}'s FFN, {}", layer, e.path);
         return e;
     };
-    if (!ck_->is_moe()) {
-        auto t = run_ffn(ffn_[layer], x, {x.rows}, hook);
-        if (!t) return in_layer(t.err());
-        return ffn_result(std::move(*t));
-    }
-    // The experts the tokens choose are read from the file; the engine routes and runs them.
-    auto built = ck_->moe_layer(layer, x);
-    if (!built) return built.err();
-    auto t = run_moe(*built, x, {x.rows}, hook);
+    // A dense layer was read when the model opened; a mixture's experts that the tokens choose
+    // are read from the file now, and the engine routes and runs them.
+    auto l = ffn_[layer] ? outcome<ffn_layer>(ffn_layer(ffn_[layer])) : ck_->layer_ffn(layer, x);
+    if (!l) return l.err();
+    auto t = run_layer(*l, x, {x.rows}, hook);
     if (!t) return in_layer(t.err());
-    return ffn_result(std::move(*t));
+    return t;
 }
 
 // Whether the model has a head and `rows` are rows of x.
