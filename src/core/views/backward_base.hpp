@@ -175,8 +175,7 @@ inline void add_prompt_json(const prompt_gradient& p, const std::vector<std::siz
     json units = json::array();
     for (const unit_effect& u : p.units) {
         json unit;
-        if (u.unit.expert) unit["expert"] = *u.unit.expert;
-        unit["unit"] = u.unit.unit;
+        add_unit(unit, u.unit);
         unit["activation"] = u.activation;
         unit["gradient_times_activation"] = u.gradient_times_activation;
         unit["attribution"] = u.attribution;

@@ -27,6 +27,12 @@ nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, con
 // field when no unit explained has one (a checkpoint of floats).
 void add_dequantized(nlohmann::ordered_json& out, const std::vector<unit_explanation>& explained);
 
+// A unit named as the JSON views name one: "expert" (a Mixture of Experts' expert), then "unit".
+inline void add_unit(nlohmann::ordered_json& out, const unit_ref& u) {
+    if (u.expert) out["expert"] = *u.expert;
+    out["unit"] = u.unit;
+}
+
 // A (tokens, width) matrix nested like the input: the leading shape, then the rows.
 nlohmann::ordered_json nested_rows(const matrix& m, const std::vector<std::size_t>& lead);
 

@@ -10,6 +10,7 @@
 #include "base/format.hpp"
 #include "base/text.hpp"
 #include "json/json_text.hpp"
+#include "views/json_views.hpp"
 #include "views/prompt_sections.hpp"
 #include "views/render_json.hpp"
 #include "views/view_options.hpp"
@@ -432,8 +433,7 @@ void render_locate_json(const locate_trace& t, const text_sink& sink) {
         json units = json::array();
         for (const unit_estimate& u : t.units_atp) {
             json one;
-            if (u.unit.expert) one["expert"] = *u.unit.expert;
-            one["unit"] = u.unit.unit;
+            add_unit(one, u.unit);
             one["atp"] = u.atp;
             one["exact"] = u.exact;
             units.push_back(std::move(one));

@@ -10,6 +10,7 @@
 #include "base/text.hpp"
 #include "document/document.hpp"
 #include "json/json_text.hpp"
+#include "views/json_views.hpp"
 #include "views/prompt_sections.hpp"
 #include "views/view_options.hpp"
 
@@ -241,8 +242,7 @@ std::string render_neuron_split_json(const neuron_split& s) {
     json out;
     out["folder"] = s.folder;
     out["layer"] = s.neuron.layer;
-    if (s.neuron.unit.expert) out["expert"] = *s.neuron.unit.expert;
-    out["unit"] = s.neuron.unit.unit;
+    add_unit(out, s.neuron.unit);
     json features = json::array();
     for (const auto& f : s.features) features.push_back({{"id", f.id}, {"cosine", f.cosine}, {"at_examples", json_row(f.at_examples)}});
     out["features"] = std::move(features);

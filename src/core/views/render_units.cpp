@@ -16,6 +16,7 @@
 #include "base/format.hpp"
 #include "base/text.hpp"
 #include "json/json_text.hpp"
+#include "views/json_views.hpp"
 #include "views/view_options.hpp"
 #include "views/walkthrough.hpp"
 
@@ -467,8 +468,7 @@ json corpus_json(const corpus_units& u, const corpus& c, const units_view& view)
 json unit_json(const unit_reading& r, const corpus_units& u, const corpus& c) {
     json e;
     e["layer"] = r.unit.layer;
-    if (r.unit.unit.expert) e["expert"] = *r.unit.unit.expert;
-    e["unit"] = r.unit.unit.unit;
+    add_unit(e, r.unit.unit);
     json top = json::array();
     for (const auto& ctx : r.top) top.push_back(context_json(ctx, c));
     e["max_activating"] = std::move(top);
@@ -526,8 +526,7 @@ void render_unit_search_json(const unit_search& s, const corpus_units& u, const 
         const auto& m = s.matches[k];
         json e;
         e["layer"] = m.unit.layer;
-        if (m.unit.unit.expert) e["expert"] = *m.unit.unit.expert;
-        e["unit"] = m.unit.unit.unit;
+        add_unit(e, m.unit.unit);
         e["score"] = m.score;
         if (k < u.units.size()) {
             json top = json::array();
