@@ -63,6 +63,9 @@ struct unit_ref {
     std::optional<std::size_t> expert;
     std::size_t unit = 0;
 };
+// The column of unit u in a layer's kept mlp_pre or mlp_post, d_ff units to an FFN: J in a dense
+// layer, E · d_ff + J in a Mixture of Experts, whose experts' units lie side by side.
+inline std::size_t hidden_column(const unit_ref& u, std::size_t d_ff) { return u.expert.value_or(0) * d_ff + u.unit; }
 class checkpoint;
 // A unit of layer `layer`'s FFN as the layer's kind names it, in range: J in a dense layer, E:J in
 // a Mixture of Experts. Errors name `path` in the checkpoint.

@@ -239,7 +239,7 @@ std::optional<double> activation_at(const matrix& post, const unit_ref& u, std::
                                     const std::vector<std::vector<std::size_t>>* chosen, std::size_t t) {
     if (!u.expert) return post(t, u.unit);
     if (std::find((*chosen)[t].begin(), (*chosen)[t].end(), *u.expert) == (*chosen)[t].end()) return std::nullopt;
-    return post(t, *u.expert * d_ff + u.unit);
+    return post(t, hidden_column(u, d_ff));
 }
 
 // The corpus read through the model: each text's hooked run caches mlp_post of the layers asked

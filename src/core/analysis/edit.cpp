@@ -280,7 +280,7 @@ void read_part(const edited_part& part, const hooked_run& run, layer_run& r) {
     const matrix& post = *run.cache.find({hook_point::mlp_post, part.layer});
     const ffn_result& traced = run.traces.at(part.layer);
     if (part.out_norm && *part.out_norm) r.out = traced.written();
-    const std::size_t first = part.expert.value_or(0) * part.d_ff;
+    const std::size_t first = hidden_column({part.expert, 0}, part.d_ff);
     r.post = matrix(post.rows, part.d_ff);
     for (std::size_t t = 0; t < post.rows; ++t)
         for (std::size_t j = 0; j < part.d_ff; ++j) r.post(t, j) = post(t, first + j);

@@ -287,12 +287,13 @@ outcome<double> patched_runs(const transformer& model, const batch_run& base, co
     return mean_metric(run->logits, metric);
 }
 
-// The patched runs with unit j of layer N's FFN alone put back from `source` at every token: base's
-// stream entering block N, its activations there replaced by base's with column j the source's.
+// The patched runs with unit u of layer N's FFN alone put back from `source` at every token: base's
+// stream entering block N, the unit set at each token to the source's value (an expert's unit where
+// the expert ran: its hidden points are its own).
 outcome<double> unit_patched(const transformer& model, const batch_run& base, const batch_run& source, std::size_t N,
-                             const unit_ref& u, std::size_t j, const metric_of& metric) {
+                             const unit_ref& u, const metric_of& metric) {
     const std::size_t T = base.tokens, S = std::max(base.samples, source.samples);
-    // The unit set token by token to the patched-from run's value (an expert's where it ran).
+    const std::size_t j = hidden_column(u, model.source().config().d_ff);
     hook_request request;
     for (std::size_t k = 0; k < S; ++k)
         for (std::size_t t = 0; t < T; ++t) {
@@ -547,18 +548,16 @@ outcome<std::vector<unit_estimate>> rank_units(const transformer& model, const b
     // Column j of mlp_post is unit j of the layer's FFN, or unit j mod d_ff of its expert j / d_ff.
     const auto ffns = model.source().ffns();
     const std::size_t d_ff = atp.size() / ffns.size();
-    std::vector<std::pair<unit_estimate, std::size_t>> units;
-    for (std::size_t j = 0; j < atp.size(); ++j) units.push_back({{{ffns[j / d_ff], j % d_ff}, atp[j], 0}, j});
-    std::stable_sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return std::abs(a.first.atp) > std::abs(b.first.atp); });
+    std::vector<unit_estimate> units;
+    for (std::size_t j = 0; j < atp.size(); ++j) units.push_back({{ffns[j / d_ff], j % d_ff}, atp[j], 0});
+    std::stable_sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return std::abs(a.atp) > std::abs(b.atp); });
     units.resize(std::min(top, units.size()));
-    std::vector<unit_estimate> out;
-    for (auto& [u, j] : units) {
-        auto v = unit_patched(model, base, source, N, u.unit, j, metric);
+    for (unit_estimate& u : units) {
+        auto v = unit_patched(model, base, source, N, u.unit, metric);
         if (!v) return v.err();
         u.exact = *v - unpatched;
-        out.push_back(u);
     }
-    return out;
+    return units;
 }
 
 // The replacement's corrupted prompt: the prompt's text with the subject's first occurrence

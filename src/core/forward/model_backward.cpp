@@ -346,7 +346,7 @@ private:
                         if (const matrix* m = s.find(name)) return *m;
                 throw std::logic_error("a backward step without its named value");
             };
-            const std::size_t first = part.expert.value_or(0) * path.d_ff();
+            const std::size_t first = hidden_column({part.expert, 0}, path.d_ff());
             for (auto& [name, v] : out_.grads) {
                 if (name.layer != i || !is_ffn_inside(name.point)) continue;
                 matrix from = name.point == hook_point::mlp_post ? value(step_kind::contract, gated ? "d_product" : "d_activated")
