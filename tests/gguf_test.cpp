@@ -1022,7 +1022,7 @@ TEST_CASE("a quantized GGUF layer's heading names each FFN weight's type and byt
     std::string flat = text;
     for (std::size_t at; (at = flat.find("\n ")) != std::string::npos;) flat.replace(at, flat.find_first_not_of(' ', at + 1) - at, " ");
     CHECK(flat.find("W2 Q4_K: 144 bytes a block of 256 weights, 0.5625 bytes (4.5 bits) a weight") != std::string::npos);
-    const auto json = nlohmann::json::parse(render_json(t->ex, *t->ffn.dense(), t->claims, nullptr, nullptr, nullptr, 0));
+    const auto json = nlohmann::json::parse(render_json({t->ex, t->ffn, t->claims}));
     REQUIRE(json.contains("stored"));
     CHECK(json["stored"][2]["type"] == "Q4_K");
     CHECK(json["stored"][2]["tensor"] == "blk.0.ffn_down.weight");
@@ -1091,7 +1091,7 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
         CHECK(md.find("0.5 · 3 · 7 − 0.25 · 2 = 10") != std::string::npos);
     }
     SUBCASE("the JSON gives both: tensor, block, numbers, formula and value") {
-        const auto json = nlohmann::json::parse(render_json(t->ex, *t->ffn.dense(), t->claims, nullptr, nullptr, nullptr, 0, &r->explained));
+        const auto json = nlohmann::json::parse(render_json({t->ex, t->ffn, t->claims, nullptr, &r->explained}));
         REQUIRE(json.contains("dequantized"));
         REQUIRE(json["dequantized"].size() == 1);
         const auto& d = json["dequantized"][0];

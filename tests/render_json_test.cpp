@@ -13,7 +13,8 @@ json render(const std::string& text) {
     REQUIRE(ex);
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    return json::parse(render_json(*ex, *t, *evaluate_claims(*ex, *t)));
+    const ffn_result r{*t};
+    return json::parse(render_json({*ex, r, *evaluate_claims(*ex, r)}));
 }
 
 const char* gated = R"({"activation": "swiglu", "input": INPUT,
@@ -71,7 +72,8 @@ TEST_CASE("numbers survive the JSON round trip exactly") {
     REQUIRE(ex);
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
-    const json j = json::parse(render_json(*ex, *t, {}));
+    const ffn_result r{*t};
+    const json j = json::parse(render_json({*ex, r, {}}));
     for (std::size_t s = 0; s < t->steps.size(); ++s)
         for (std::size_t i = 0; i < t->steps[s].value.cols; ++i) {
             CAPTURE(s);

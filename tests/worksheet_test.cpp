@@ -51,7 +51,7 @@ compared sheet_and_json(const std::string& name, const worksheet_options& o = {}
         REQUIRE(w);
         c.answers = w->answers;
         c.markdown = w->markdown;
-        c.run = nlohmann::json::parse(render_moe_json(*ex, *tr, *claims, nullptr));
+        c.run = nlohmann::json::parse(render_json({*ex, ffn_result{*tr}, *claims}));
     } else {
         auto tr = run_ffn(ex->layer, ex->input, ex->lead);
         REQUIRE(tr);
@@ -59,7 +59,8 @@ compared sheet_and_json(const std::string& name, const worksheet_options& o = {}
         REQUIRE(w);
         c.answers = w->answers;
         c.markdown = w->markdown;
-        c.run = nlohmann::json::parse(render_json(*ex, *tr, *evaluate_claims(*ex, *tr)));
+        const ffn_result r{*tr};
+        c.run = nlohmann::json::parse(render_json({*ex, r, *evaluate_claims(*ex, r)}));
     }
     return c;
 }

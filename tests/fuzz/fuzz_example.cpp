@@ -58,7 +58,7 @@ void fuzz_moe(const ffn_trace::example& ex) {
         options.ascii = true;
         expect_no_nan(render_markdown(in, options));
     }
-    (void)render_moe_json(ex, *t, *claims);
+    (void)render_json({ex, ffn_result{*t}, *claims});
     if (!ex.target && !ex.upstream) return;
     const loss_spec loss{ex.target ? &*ex.target : nullptr, ex.upstream ? &*ex.upstream : nullptr};
     const auto g = run_moe_backward(*t, loss);
@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         options.ascii = true;
         expect_no_nan(render_markdown(in, options));
     }
-    (void)render_json(*ex, *t, claims);
+    (void)render_json({*ex, ffn_result{*t}, claims});
 
     if (!ex->target && !ex->upstream) return 0;
     const loss_spec loss{ex->target ? &*ex->target : nullptr, ex->upstream ? &*ex->upstream : nullptr};

@@ -219,8 +219,6 @@ struct prompt_trace {
     // its heading (title, token names, layout) for the walkthrough.
     example ex;
     ffn_result ffn;
-    std::optional<readings> dense_reads;
-    std::optional<moe_readings> moe_reads;
     std::optional<ffn_unit_readings> units;  // each FFN's, with its vocabulary view once read
     std::vector<unit_explanation> explained;
     std::vector<std::string> vocabulary;   // the tokenizer's text of each id the model predicts, for the walkthrough

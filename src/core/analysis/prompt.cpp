@@ -372,8 +372,6 @@ std::optional<error> read_layer(const checkpoint& ck, hooked_run& run, const pro
     if (!storage) return storage.err();
     ex.storage = std::move(*storage);
     r.ffn = std::move(run.traces.at(r.layer));
-    if (const moe_trace* moe = r.ffn.moe()) r.moe_reads = read_moe_trace(*moe);
-    else r.dense_reads = read_trace(*r.ffn.dense());
     r.units = read_units(r.ffn, options.top);
     return explain_asked(ck, options, r);
 }

@@ -13,19 +13,12 @@
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/moe.hpp"
 #include "json/json_text.hpp"
+#include "views/render_text.hpp"
 
 namespace ffn_trace {
 
-// render_json's two views as JSON objects, for a view that holds a trace among other things (a prompt's).
-nlohmann::ordered_json trace_json(const example& ex, const trace& t, const std::vector<claim>& claims,
-                                  const unit_readings* units = nullptr, const vocabulary_view* vocab = nullptr);
-nlohmann::ordered_json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                                      const ffn_unit_readings* units = nullptr);
-
-// "dequantized": for each unit explained whose weights are of a block type, its key's and its
-// value's weight in the block each sits in, and its dequantization with the block's numbers; no
-// field when no unit explained has one (a checkpoint of floats).
-void add_dequantized(nlohmann::ordered_json& out, const std::vector<unit_explanation>& explained);
+// render_json's view as a JSON object, for a view that holds a layer among other things (a prompt's).
+nlohmann::ordered_json layer_json(const layer_rendering_input& in);
 
 // A unit named as the JSON views name one: "expert" (a Mixture of Experts' expert), then "unit".
 inline void add_unit(nlohmann::ordered_json& out, const unit_ref& u) {

@@ -150,8 +150,6 @@ json weight_json(const std::string& name, const weight_dequantization& w) {
     return out;
 }
 
-}  // namespace
-
 void add_dequantized(json& out, const std::vector<unit_explanation>& explained) {
     json all = json::array();
     for (const auto& e : explained) {
@@ -184,7 +182,6 @@ json trace_json(const example& ex, const trace& t, const std::vector<claim>& cla
     return out;
 }
 
-namespace {
 
 // Each step of a comparison: its status, how many numbers were compared, and those that changed,
 // each named as a claim names it ("expert[1].expand[0][2]", with the prefix).
@@ -214,17 +211,6 @@ void add_unchecked(json& out, std::size_t unchecked_claims) {
                                      {"why", "the file's claims describe the layer before the change"}};
 }
 
-}  // namespace
-
-std::string render_json(const example& ex, const trace& t, const std::vector<claim>& claims, const unit_readings* units,
-                        const vocabulary_view* vocab, const trace_comparison* comparison, std::size_t unchecked_claims,
-                        const std::vector<unit_explanation>* explained) {
-    json out = trace_json(ex, t, claims, units, vocab);
-    if (comparison) out["what_changed"] = {{"any", comparison->any()}, {"steps", comparison_steps(*comparison, t.lead)}};
-    add_unchecked(out, unchecked_claims);
-    if (explained) add_dequantized(out, *explained);
-    return json_text(out) + "\n";
-}
 
 json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
                     const ffn_unit_readings* units) {
@@ -254,36 +240,41 @@ json moe_trace_json(const example& ex, const moe_trace& t, const std::vector<cla
     return out;
 }
 
-std::string render_moe_json(const example& ex, const moe_trace& t, const std::vector<claim>& claims,
-                            const ffn_unit_readings* units, const ffn_comparison* comparison, std::size_t unchecked_claims,
-                            const std::vector<unit_explanation>* explained) {
-    json out = moe_trace_json(ex, t, claims, units);
-    if (comparison) {
-        json routes = json::array();
-        for (const auto& r : comparison->routes) routes.push_back({{"token", r.token}, {"was", r.was}, {"now", r.now}});
-        json experts = json::array();
-        for (const auto& e : comparison->experts) {
-            const std::string prefix = fmt::format("{}[{}].", e.shared ? "shared" : "expert", e.expert);
-            experts.push_back({{e.shared ? "shared" : "expert", e.expert},
-                               {"tokens", e.tokens},
-                               {"steps", comparison_steps(e.steps, t.lead, prefix)}});
-        }
-        out["what_changed"] = {{"any", comparison->any()},
-                               {"steps", comparison_steps(comparison->layer, t.lead)},
-                               {"routes", std::move(routes)},
-                               {"experts", std::move(experts)}};
+// "what_changed": the layer's steps compared and, in a mixture, the tokens whose experts changed
+// and each expert's steps over the tokens it ran on both sides.
+json what_changed(const ffn_comparison& c, const std::vector<std::size_t>& lead, bool routed) {
+    if (!routed) return {{"any", c.layer.any()}, {"steps", comparison_steps(c.layer, lead)}};
+    json routes = json::array();
+    for (const auto& r : c.routes) routes.push_back({{"token", r.token}, {"was", r.was}, {"now", r.now}});
+    json experts = json::array();
+    for (const auto& e : c.experts) {
+        const std::string prefix = fmt::format("{}[{}].", e.shared ? "shared" : "expert", e.expert);
+        experts.push_back({{e.shared ? "shared" : "expert", e.expert}, {"tokens", e.tokens}, {"steps", comparison_steps(e.steps, lead, prefix)}});
     }
-    add_unchecked(out, unchecked_claims);
-    if (explained) add_dequantized(out, *explained);
-    return json_text(out) + "\n";
+    return {{"any", c.any()},
+            {"steps", comparison_steps(c.layer, lead)},
+            {"routes", std::move(routes)},
+            {"experts", std::move(experts)}};
 }
 
+}  // namespace
+
+json layer_json(const layer_rendering_input& in) {
+    const moe_trace* m = in.ffn.moe();
+    json out = m ? moe_trace_json(in.ex, *m, in.claims, in.units)
+                 : trace_json(in.ex, *in.ffn.dense(), in.claims, in.units ? &in.units->experts.front() : nullptr,
+                              in.units && !in.units->vocab.empty() ? &in.units->vocab.front() : nullptr);
+    if (in.comparison) out["what_changed"] = what_changed(*in.comparison, in.ffn.lead(), m != nullptr);
+    add_unchecked(out, in.unchecked_claims);
+    if (in.explained) add_dequantized(out, *in.explained);
+    return out;
+}
+
+std::string render_json(const layer_rendering_input& in) { return json_text(layer_json(in)) + "\n"; }
+
 std::string render_layer_json(const traced& t, const layer_readings& reads) {
-    if (const moe_trace* m = t.ffn.moe())
-        return render_moe_json(t.ex, *m, t.claims, reads.units ? &*reads.units : nullptr,
-                               t.comparison ? &*t.comparison : nullptr, t.unchecked_claims, &reads.explained);
-    return render_json(t.ex, *t.ffn.dense(), t.claims, one_ffn_units(reads.units), one_ffn_vocab(reads.units),
-                       t.comparison ? &t.comparison->layer : nullptr, t.unchecked_claims, &reads.explained);
+    return render_json({t.ex, t.ffn, t.claims, reads.units ? &*reads.units : nullptr, &reads.explained, nullptr,
+                        t.comparison ? &*t.comparison : nullptr, t.unchecked_claims});
 }
 
 }  // namespace ffn_trace

@@ -137,12 +137,6 @@ void moe_builder::experts() {
                               fmt::join(elsewhere, ", ")));
 }
 
-void build_moe_walkthrough(const moe_rendering_input& in, const text_options& options, bool explain, const block_sink& out) {
-    moe_builder builder(in, options);
-    builder.explain_cells(explain);
-    builder.build(out);
-}
-
 }  // namespace detail
 
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,

@@ -205,29 +205,20 @@ private:
             page(std::move(b));
         };
         static const std::vector<claim> no_claims;
-        if (p_.ffn.dense()) {
-            rendering_input in{p_.ex,
-                                     *p_.ffn.dense(),
-                                     no_claims,
-                                     *p_.dense_reads,
-                                     one_ffn_units(p_.units),
-                                     p_.explained.empty() ? nullptr : &p_.explained,
-                                     one_ffn_vocab(p_.units),
-                                     p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
-            in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
-            text_options options = opt_;  // the page explains the units that wrote the prediction on a click
-            if (html_)
-                for (const auto& u : p_.top_units) options.keep_units.push_back(u.unit.unit);
-            walkthrough_builder builder(in, options);
-            builder.explain_cells(html_);
-            builder.build(sink);
-        } else {
-            moe_rendering_input in{p_.ex, *p_.ffn.moe(), no_claims, *p_.moe_reads, p_.units ? &*p_.units : nullptr,
-                                   p_.vocabulary.empty() ? nullptr : &p_.vocabulary};
-            in.tok = p_.prompt.tok ? &*p_.prompt.tok : nullptr;
-            in.explained = p_.explained.empty() ? nullptr : &p_.explained;
-            build_moe_walkthrough(in, opt_, html_, sink);
-        }
+        const layer_rendering_input in{p_.ex,
+                                       p_.ffn,
+                                       no_claims,
+                                       p_.units ? &*p_.units : nullptr,
+                                       p_.explained.empty() ? nullptr : &p_.explained,
+                                       p_.vocabulary.empty() ? nullptr : &p_.vocabulary,
+                                       nullptr,
+                                       0,
+                                       p_.prompt.tok ? &*p_.prompt.tok : nullptr};
+        text_options options = opt_;  // the page explains the units that wrote the prediction on a click
+        if (html_)  // a column of the one FFN's tables (an expert's unit E:J is not)
+            for (const auto& u : p_.top_units)
+                if (!u.unit.expert) options.keep_units.push_back(u.unit.unit);
+        build_walkthrough(in, options, html_, sink);
         out_ = &page;
     }
 
@@ -881,11 +872,9 @@ void render_prompt_json(const prompt_trace& p, const text_sink& sink) {
     out["earlier"] = std::move(earlier);
     out["attention"] = p.attention;
     static const std::vector<claim> no_claims;
-    json layer = p.ffn.dense() ? trace_json(p.ex, *p.ffn.dense(), no_claims, one_ffn_units(p.units), one_ffn_vocab(p.units))
-                         : moe_trace_json(p.ex, *p.ffn.moe(), no_claims, p.units ? &*p.units : nullptr);
+    json layer = layer_json({p.ex, p.ffn, no_claims, p.units ? &*p.units : nullptr, &p.explained});
     for (auto& [key, value] : layer.items())
         if (key != "title" && key != "claims") out[key] = std::move(value);
-    add_dequantized(out, p.explained);
     if (p.prediction) {
         json lens = json::array();
         for (std::size_t t = 0; t < p.lens.size(); ++t)

@@ -7,6 +7,7 @@
 #include "base/format.hpp"
 #include "document/document.hpp"
 #include "views/view_options.hpp"
+#include "views/moe_builder.hpp"
 #include "views/walkthrough.hpp"
 
 namespace ffn_trace {
@@ -43,7 +44,41 @@ namespace {
 template <class T>
 const T* pointer_to(const std::optional<T>& o) { return o ? &*o : nullptr; }
 
+template <class Builder, class Input>
+void build_with(const Input& in, const text_options& options, bool explain, const detail::block_sink& out) {
+    Builder builder(in, options);
+    builder.explain_cells(explain);
+    builder.build(out);
+}
+
 }  // namespace
+
+namespace detail {
+
+void build_walkthrough(const layer_rendering_input& in, const text_options& options, bool explain, const block_sink& out) {
+    if (const moe_trace* m = in.ffn.moe()) {
+        const moe_readings reads = read_moe_trace(*m);
+        moe_rendering_input mixture{in.ex, *m, in.claims, reads, in.units, in.token_strings, in.comparison, in.unchecked_claims, in.tok,
+                                    in.explained};
+        return build_with<moe_builder>(mixture, options, explain, out);
+    }
+    const trace& d = *in.ffn.dense();
+    const readings reads = read_trace(d);
+    const unit_readings* units = in.units ? &in.units->experts.front() : nullptr;
+    const vocabulary_view* vocab = in.units && !in.units->vocab.empty() ? &in.units->vocab.front() : nullptr;
+    rendering_input dense{in.ex, d, in.claims, reads, units, in.explained, vocab, in.token_strings,
+                          in.comparison ? &in.comparison->layer : nullptr, in.unchecked_claims, in.tok};
+    build_with<walkthrough_builder>(dense, options, explain, out);
+}
+
+}  // namespace detail
+
+void render_walkthrough(const layer_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out) {
+    auto page = detail::page_for(options, format);
+    detail::claims_banner(page, in.claims, in.unchecked_claims);
+    detail::write_page(page, out, [&](const detail::block_sink& sink) { detail::build_walkthrough(in, options, page.html, sink); });
+}
 
 layer_view_plan plan_layer_view(const traced& t, const text_options& options) {
     if (t.ffn.moe()) return {false, options.tokens};
@@ -54,22 +89,15 @@ layer_view_plan plan_layer_view(const traced& t, const text_options& options) {
 
 void render_layer(const traced& t, const layer_readings& reads, const text_options& options, text_format format,
                   const text_sink& out) {
-    const std::vector<std::string>* strings = pointer_to(reads.token_texts);
-    const std::vector<unit_explanation>* explained = reads.explained.empty() ? nullptr : &reads.explained;
-    const tokenizer* tok = pointer_to(t.tokenizer);  // marks the special tokens among the strings
-    if (const moe_trace* m = t.ffn.moe()) {
-        const moe_readings steps = read_moe_trace(*m);
-        moe_rendering_input in{t.ex, *m, t.claims, steps, pointer_to(reads.units), strings, pointer_to(t.comparison),
-                               t.unchecked_claims};
-        in.tok = tok;
-        in.explained = explained;
-        render_walkthrough(in, options, format, out);
-        return;
-    }
-    const readings steps = read_trace(*t.ffn.dense());
-    rendering_input in{t.ex, *t.ffn.dense(), t.claims, steps, one_ffn_units(reads.units), explained, one_ffn_vocab(reads.units), strings,
-                       t.comparison ? &t.comparison->layer : nullptr, t.unchecked_claims};
-    in.tok = tok;
+    const layer_rendering_input in{t.ex,
+                                   t.ffn,
+                                   t.claims,
+                                   pointer_to(reads.units),
+                                   reads.explained.empty() ? nullptr : &reads.explained,
+                                   pointer_to(reads.token_texts),
+                                   pointer_to(t.comparison),
+                                   t.unchecked_claims,
+                                   pointer_to(t.tokenizer)};
     render_walkthrough(in, options, format, out);
 }
 

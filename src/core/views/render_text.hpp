@@ -103,6 +103,26 @@ struct moe_rendering_input {
 void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out);
 
+// One FFN sublayer of either kind with what its walkthrough shows beside its steps: what `run`
+// shows of an example file or a checkpoint's layer, and `prompt` of the layer it traces.
+struct layer_rendering_input {
+    const example& ex;
+    const ffn_result& ffn;
+    const std::vector<claim>& claims;
+    const ffn_unit_readings* units = nullptr;  // a big layer's units, each FFN's, with their vocabulary view once read
+    const std::vector<unit_explanation>* explained = nullptr;
+    const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
+    // An experiment (the layer as the file holds it beside this one) and the claims it left unchecked.
+    const ffn_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
+};
+
+// The walkthrough of its kind (a dense layer's steps; a mixture's routing, each expert's steps
+// over its tokens, the weighted sum), laid out under the banner of how its claims came out.
+void render_walkthrough(const layer_rendering_input& in, const text_options& options, text_format format,
+                        const text_sink& out);
+
 // A traced layer (tracing.hpp) of either kind, as `run` shows an example file or a checkpoint's
 // layer. Its units (read_layer) are read when `units` says, a dense layer's too big for its
 // arithmetic (a checkpoint's always are), and its units explained at `tokens`: those the view

@@ -332,8 +332,9 @@ protected:
     const block_sink* out_ = nullptr;
 };
 
-// The MoE walkthrough's blocks (render_moe.cpp), for a page that holds one among others.
-void build_moe_walkthrough(const moe_rendering_input& in, const text_options& options, bool explain, const block_sink& out);
+// The walkthrough's blocks of a layer of either kind, for a page that holds one among others;
+// explain: the page's cells explain themselves on a click.
+void build_walkthrough(const layer_rendering_input& in, const text_options& options, bool explain, const block_sink& out);
 
 // A walkthrough of either kind laid out a block at a time, as text, Markdown or a page, under the
 // banner of how its claims came out.
