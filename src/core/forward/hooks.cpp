@@ -198,17 +198,17 @@ public:
     }
 
     // The engine's steps of layer i mapped to the points they are.
-    step_hook ffn_hook(std::size_t i, std::vector<matrix>& wide) {
+    // A mixture's experts' hidden rows go to `wide` (mlp_pre's, mlp_post's), over `tokens` tokens.
+    step_hook ffn_hook(std::size_t i, std::size_t tokens, std::vector<matrix>& wide) {
         const bool gated = info(model_.source().config().act).gated;
-        return [this, i, gated, &wide](const step_site& s, matrix& value) {
+        return [this, i, gated, tokens, &wide](const step_site& s, matrix& value) {
             std::optional<hook_point> p;
             if (s.step == step_kind::norm && !s.expert && !post_norm()) p = hook_point::mlp_in;
             if (s.step == step_kind::expand || s.step == step_kind::gate) p = hook_point::mlp_pre;
             if (s.step == (gated ? step_kind::multiply : step_kind::activate)) p = hook_point::mlp_post;
             // what the FFN writes before the residual: its output, or Gemma's norm of it
             const bool out_norm = model_.source().config().family->has(tensor_role::ffn_post_norm);
-            if (s.step == (out_norm ? step_kind::out_norm : step_kind::contract) && !s.expert && !model_.source().is_moe())
-                p = hook_point::mlp_out;
+            if (s.step == (out_norm ? step_kind::out_norm : step_kind::contract) && !s.expert) p = hook_point::mlp_out;
             if (s.step == step_kind::combine) p = hook_point::mlp_out;
             if (!p) return;
             const hook_name h{*p, i};
@@ -218,7 +218,7 @@ public:
                 call_back(h, value);
                 return keep(h, value);
             }
-            if (wanted(h)) spread(value, *s.expert, *s.tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
+            if (wanted(h)) spread(value, *s.expert, *s.tokens, tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
         };
     }
 
@@ -234,14 +234,15 @@ public:
         }
         at({hook_point::resid_mid, i}, x);
         if (post_norm()) keep({hook_point::mlp_in, i}, x);
-        std::vector<matrix> wide;
-        if (model_.source().is_moe()) wide.assign(2, matrix(x.rows, model_.source().config().n_experts * model_.source().config().d_ff));
-        auto s = model_.ffn_sublayer(i, x, ffn_hook(i, wide));
+        std::vector<matrix> wide(2);  // a mixture's hidden points: its experts' units side by side
+        auto s = model_.ffn_sublayer(i, x, ffn_hook(i, x.rows, wide));
         if (!s) return s.err();
-        if (model_.source().is_moe()) {
-            if (wanted({hook_point::mlp_pre, i})) keep({hook_point::mlp_pre, i}, wide[0]);
-            if (wanted({hook_point::mlp_post, i})) keep({hook_point::mlp_post, i}, wide[1]);
-            if (wanted({hook_point::mlp_pre, i}) || wanted({hook_point::mlp_post, i})) out.routes.insert_or_assign(i, s->moe()->chosen);
+        if (!wide[0].data.empty()) keep({hook_point::mlp_pre, i}, wide[0]);
+        if (!wide[1].data.empty()) keep({hook_point::mlp_post, i}, wide[1]);
+        if (!wide[0].data.empty() || !wide[1].data.empty()) {
+            std::vector<std::vector<std::size_t>>& chosen = out.routes[i];
+            chosen.clear();
+            for (std::size_t t = 0; t < x.rows; ++t) chosen.push_back(s->experts_of(t));
         }
         x = s->output().value;
         at({hook_point::resid_post, i}, x);
@@ -255,8 +256,9 @@ public:
 
 private:
     bool post_norm() const { return model_.source().config().family->norm_place == norm_layer::place::post; }
-    // An expert's hidden rows into the wide (tokens, n_experts · d_ff) matrix.
-    void spread(const matrix& value, std::size_t e, const std::vector<std::size_t>& rows, matrix& wide) const {
+    // An expert's hidden rows into the wide (tokens, n_experts · d_ff) matrix, made when the first arrive.
+    void spread(const matrix& value, std::size_t e, const std::vector<std::size_t>& rows, std::size_t tokens, matrix& wide) const {
+        if (wide.data.empty()) wide = matrix(tokens, model_.source().config().n_experts * value.cols);
         for (std::size_t r = 0; r < rows.size(); ++r)
             std::copy(value.row(r).begin(), value.row(r).end(), wide.row(rows[r]).begin() + static_cast<long>(e * value.cols));
     }
