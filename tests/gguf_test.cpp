@@ -1014,8 +1014,7 @@ TEST_CASE("a quantized GGUF layer's heading names each FFN weight's type and byt
     CHECK(t->ex.storage[2].type.type == "Q4_K");
     CHECK(t->ex.storage[0].type.bytes_per_weight() == 34.0 / 32);  // 1.0625: 8.5 bits
     CHECK(t->ex.storage[2].type.bytes_per_weight() == 144.0 / 256);  // 0.5625: 4.5 bits
-    const readings reads = read_trace(*t->ffn.dense());
-    const rendering_input in{t->ex, *t->ffn.dense(), t->claims, reads};
+    const layer_rendering_input in{t->ex, t->ffn, t->claims};
     const std::string text = render_text(in, {});
     CHECK(text.find("Wg Q8_0: 34 bytes a block of 32 weights, 1.0625 bytes (8.5 bits)") != std::string::npos);
     // the field wraps at 80 columns: its words in order, each line's breaks as spaces
@@ -1073,8 +1072,7 @@ TEST_CASE("a unit of a quantized GGUF layer explained shows its key's and value'
         CHECK(file_bytes(path, v.file_offset, 5) == bytes_of({0x00, 0x38, 0x00, 0x34, 0x03}));
     }
     SUBCASE("the text walkthrough writes both out, within 80 columns") {
-        const readings reads = read_trace(*t->ffn.dense());
-        rendering_input in{t->ex, *t->ffn.dense(), t->claims, reads};
+        layer_rendering_input in{t->ex, t->ffn, t->claims};
         in.explained = &r->explained;
         const std::string text = render_text(in, {});
         CHECK(text.find("Wg[5][3] is stored") != std::string::npos);

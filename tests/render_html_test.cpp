@@ -23,9 +23,9 @@ std::string page(const std::string& text, text_options options = {}) {
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
     const auto claims = *evaluate_claims(*ex, *t);
-    const auto reads = read_trace(*t);
+    const ffn_result r{*t};
     std::string out;
-    render_walkthrough({*ex, *t, claims, reads}, options, text_format::html, [&out](std::string_view s) { out += s; });
+    render_walkthrough({*ex, r, claims}, options, text_format::html, [&out](std::string_view s) { out += s; });
     return out;
 }
 

@@ -19,8 +19,8 @@ std::string render(const std::string& text, text_options options = {}, bool mark
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
     const auto claims = *evaluate_claims(*ex, *t);
-    const auto reads = read_trace(*t);
-    const rendering_input in{*ex, *t, claims, reads};
+    const ffn_result r{*t};
+    const layer_rendering_input in{*ex, r, claims};
     return markdown ? render_markdown(in, options) : render_text(in, options);
 }
 
@@ -146,8 +146,8 @@ TEST_CASE("the walkthrough is written a block at a time, and the pieces make the
     const auto t = run_ffn(ex->layer, ex->input, ex->lead);
     REQUIRE(t);
     const auto claims = *evaluate_claims(*ex, *t);
-    const auto reads = read_trace(*t);
-    const rendering_input in{*ex, *t, claims, reads};
+    const ffn_result r{*t};
+    const layer_rendering_input in{*ex, r, claims};
     for (const auto format : {text_format::text, text_format::markdown}) {
         CAPTURE(static_cast<int>(format));
         std::vector<std::string> pieces;
@@ -273,8 +273,8 @@ std::string render_moe(const std::string& text) {
     const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
     REQUIRE(t);
     const std::vector<claim> claims;
-    const auto reads = read_moe_trace(*t);
-    return render_text(moe_rendering_input{*ex, *t, claims, reads}, {});
+    const ffn_result r{*t};
+    return render_text(layer_rendering_input{*ex, r, claims}, {});
 }
 // Two experts, top 1, with the activation left open: token a = [1, 0] scores [1, 0] and goes to
 // expert 0, whose hidden values are x·W1 = [1, −1]; token b = [0, 1] goes to expert 1, whose
@@ -473,9 +473,9 @@ TEST_CASE("the MoE page folds each expert's steps, draws the routing, and stacks
     const auto t = run_moe(*ex->mixture, ex->input, ex->lead);
     REQUIRE(t);
     const std::vector<claim> claims;
-    const auto reads = read_moe_trace(*t);
+    const ffn_result r{*t};
     std::string page;
-    render_walkthrough(moe_rendering_input{*ex, *t, claims, reads}, {}, text_format::html,
+    render_walkthrough(layer_rendering_input{*ex, r, claims}, {}, text_format::html,
                        [&page](std::string_view s) { page += s; });
     SUBCASE("an expert's own steps start closed; the layer's steps start open") {
         const auto gate = page.find("Expert 0 · Expand");

@@ -48,8 +48,8 @@ void fuzz_moe(const ffn_trace::example& ex) {
     if (!t) return expect_one_line(t.err());
     const auto claims = evaluate_claims(ex, *t);
     if (!claims) return expect_one_line(claims.err());
-    const auto reads = read_moe_trace(*t);
-    const moe_rendering_input in{ex, *t, *claims, reads};
+    const ffn_result r{*t};
+    const layer_rendering_input in{ex, r, *claims};
     for (auto level : {detail_level::summary, detail_level::values, detail_level::arithmetic}) {
         text_options options;
         options.detail = level;
@@ -58,7 +58,7 @@ void fuzz_moe(const ffn_trace::example& ex) {
         options.ascii = true;
         expect_no_nan(render_markdown(in, options));
     }
-    (void)render_json({ex, ffn_result{*t}, *claims});
+    (void)render_json({ex, r, *claims});
     if (!ex.target && !ex.upstream) return;
     const loss_spec loss{ex.target ? &*ex.target : nullptr, ex.upstream ? &*ex.upstream : nullptr};
     const auto g = run_moe_backward(*t, loss);
@@ -101,8 +101,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const auto claims = *evaluate_claims(*ex, *t);
-    const auto reads = read_trace(*t);
-    const rendering_input in{*ex, *t, claims, reads};
+    const ffn_result r{*t};
+    const layer_rendering_input in{*ex, r, claims};
     for (auto level : {detail_level::summary, detail_level::values, detail_level::arithmetic}) {
         text_options options;
         options.detail = level;
@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         options.ascii = true;
         expect_no_nan(render_markdown(in, options));
     }
-    (void)render_json({*ex, ffn_result{*t}, claims});
+    (void)render_json({*ex, r, claims});
 
     if (!ex->target && !ex->upstream) return 0;
     const loss_spec loss{ex->target ? &*ex->target : nullptr, ex->upstream ? &*ex->upstream : nullptr};

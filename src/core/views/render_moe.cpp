@@ -139,9 +139,4 @@ void moe_builder::experts() {
 
 }  // namespace detail
 
-void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
-                        const text_sink& out) {
-    detail::write_walkthrough<detail::moe_builder>(in, options, format, out);
-}
-
 }  // namespace ffn_trace

@@ -17,10 +17,6 @@ detail_level default_detail(const ffn& layer) {
                                                                                : detail_level::values;
 }
 
-void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
-                        const text_sink& out) {
-    detail::write_walkthrough<detail::walkthrough_builder>(in, options, format, out);
-}
 
 std::string fit_lines(std::string_view text, std::size_t width) {
     std::string out;
@@ -78,6 +74,14 @@ void render_walkthrough(const layer_rendering_input& in, const text_options& opt
     auto page = detail::page_for(options, format);
     detail::claims_banner(page, in.claims, in.unchecked_claims);
     detail::write_page(page, out, [&](const detail::block_sink& sink) { detail::build_walkthrough(in, options, page.html, sink); });
+}
+
+std::string render_text(const layer_rendering_input& in, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
+}
+
+std::string render_markdown(const layer_rendering_input& in, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
 }
 
 layer_view_plan plan_layer_view(const traced& t, const text_options& options) {

@@ -43,39 +43,9 @@ struct text_options {
 // Arithmetic for layers small enough to read (d_model ≤ 8, d_ff ≤ 16, d_out ≤ 16), values otherwise.
 detail_level default_detail(const ffn& layer);
 
-struct rendering_input {
-    const example& ex;
-    const trace& tr;
-    const std::vector<claim>& claims;
-    const readings& reads;
-    // A big layer's readings, when computed: top units, step ranges, explained units, and the
-    // vocabulary view with the token strings by id.
-    const unit_readings* units = nullptr;
-    const std::vector<unit_explanation>* explained = nullptr;
-    const vocabulary_view* vocab = nullptr;
-    const std::vector<std::string>* token_strings = nullptr;
-    // An experiment: the trace of the layer as the file holds it beside this one, shown as "what
-    // the change did"; when a number changed, the file's claims (`unchecked_claims` numbers,
-    // and `claims` empty) are said to describe the layer before the change, and not checked.
-    const trace_comparison* comparison = nullptr;
-    std::size_t unchecked_claims = 0;
-    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
-};
-
 // html: one self-contained page (styles, pictures and its script inline) that a learner explores.
 enum class text_format { text, markdown, html };
 
-void render_walkthrough(const rendering_input& in, const text_options& options, text_format format,
-                        const text_sink& out);
-// The walkthrough of either kind (rendering_input, moe_rendering_input), returned as one string.
-template <class Input>
-std::string render_text(const Input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::text, out); });
-}
-template <class Input>
-std::string render_markdown(const Input& in, const text_options& options) {
-    return detail::collected([&](const text_sink& out) { render_walkthrough(in, options, text_format::markdown, out); });
-}
 
 // Lines of plain text laid out at `width` columns as the views lay out theirs: each broken at
 // spaces, never inside a number, its continuations indented 4 past its own indent (check's report).
@@ -83,25 +53,6 @@ std::string fit_lines(std::string_view text, std::size_t width);
 
 // An MoE layer: arithmetic when its experts are small enough to read and n_experts ≤ 8.
 detail_level default_detail(const moe& layer);
-
-struct moe_rendering_input {
-    const example& ex;
-    const moe_trace& tr;
-    const std::vector<claim>& claims;
-    const moe_readings& reads;
-    const ffn_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
-    const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
-    // An experiment, as for a dense layer: the layer's steps, the tokens whose experts changed,
-    // and each expert's steps over the tokens it ran both before and after the change.
-    const ffn_comparison* comparison = nullptr;
-    std::size_t unchecked_claims = 0;
-    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
-    const std::vector<unit_explanation>* explained = nullptr;  // units E:J explained, after the experts' units
-};
-
-// The MoE walkthrough: routing, each expert's steps over its tokens, the weighted sum.
-void render_walkthrough(const moe_rendering_input& in, const text_options& options, text_format format,
-                        const text_sink& out);
 
 // One FFN sublayer of either kind with what its walkthrough shows beside its steps: what `run`
 // shows of an example file or a checkpoint's layer, and `prompt` of the layer it traces.
@@ -122,6 +73,9 @@ struct layer_rendering_input {
 // over its tokens, the weighted sum), laid out under the banner of how its claims came out.
 void render_walkthrough(const layer_rendering_input& in, const text_options& options, text_format format,
                         const text_sink& out);
+// The same, returned as one string.
+std::string render_text(const layer_rendering_input& in, const text_options& options);
+std::string render_markdown(const layer_rendering_input& in, const text_options& options);
 
 // A traced layer (tracing.hpp) of either kind, as `run` shows an example file or a checkpoint's
 // layer. Its units (read_layer) are read when `units` says, a dense layer's too big for its

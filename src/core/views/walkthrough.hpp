@@ -19,6 +19,46 @@
 #include "views/view_options.hpp"
 #include "views/render_text.hpp"
 
+namespace ffn_trace {
+
+// What each kind's builder reads: the trace of its kind with its readings and the rest of
+// layer_rendering_input (render_text.hpp), as build_walkthrough hands them over.
+struct rendering_input {
+    const example& ex;
+    const trace& tr;
+    const std::vector<claim>& claims;
+    const readings& reads;
+    // A big layer's readings, when computed: top units, step ranges, explained units, and the
+    // vocabulary view with the token strings by id.
+    const unit_readings* units = nullptr;
+    const std::vector<unit_explanation>* explained = nullptr;
+    const vocabulary_view* vocab = nullptr;
+    const std::vector<std::string>* token_strings = nullptr;
+    // An experiment: the trace of the layer as the file holds it beside this one, shown as "what
+    // the change did"; when a number changed, the file's claims (`unchecked_claims` numbers,
+    // and `claims` empty) are said to describe the layer before the change, and not checked.
+    const trace_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
+};
+
+struct moe_rendering_input {
+    const example& ex;
+    const moe_trace& tr;
+    const std::vector<claim>& claims;
+    const moe_readings& reads;
+    const ffn_unit_readings* units = nullptr;                 // a checkpoint's layer: each expert's units
+    const std::vector<std::string>* token_strings = nullptr;  // the vocabulary's tokens by id
+    // An experiment, as for a dense layer: the layer's steps, the tokens whose experts changed,
+    // and each expert's steps over the tokens it ran both before and after the change.
+    const ffn_comparison* comparison = nullptr;
+    std::size_t unchecked_claims = 0;
+    const tokenizer* tok = nullptr;  // what tells the special tokens among token_strings
+    const std::vector<unit_explanation>* explained = nullptr;  // units E:J explained, after the experts' units
+};
+
+}  // namespace ffn_trace
+
 namespace ffn_trace::detail {
 
 // What the steps are called, their formulas and explanations (step_text.cpp).
@@ -335,16 +375,5 @@ protected:
 // The walkthrough's blocks of a layer of either kind, for a page that holds one among others;
 // explain: the page's cells explain themselves on a click.
 void build_walkthrough(const layer_rendering_input& in, const text_options& options, bool explain, const block_sink& out);
-
-// A walkthrough of either kind laid out a block at a time, as text, Markdown or a page, under the
-// banner of how its claims came out.
-template <class Builder, class Input>
-void write_walkthrough(const Input& in, const text_options& options, text_format format, const text_sink& out) {
-    auto page = page_for(options, format);
-    claims_banner(page, in.claims, in.unchecked_claims);
-    Builder builder(in, options);
-    builder.explain_cells(page.html);
-    write_page(page, out, [&](const block_sink& sink) { builder.build(sink); });
-}
 
 }  // namespace ffn_trace::detail
