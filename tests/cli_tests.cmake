@@ -1698,11 +1698,11 @@ cli_test("run --prompt --unit on a quantized GGUF layer writes the weights' dequ
   -- bash -c "python3 \"$1\" write dense \"$2\"/prompt_q.gguf && exec \"$0\" run --checkpoint \"$2\"/prompt_q.gguf --layer 0 --prompt 'a b' --unit 300 --color never"
      ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py ${CMAKE_CURRENT_BINARY_DIR})
 cli_test("run --unit beyond d_ff on a quantized GGUF layer is one error line" 2 EMPTY
-  "^error: .*range_q.gguf: --unit: unit 512 is out of range: the layer has d_ff = 512 hidden units \\(0 to 511\\)$"
+  "^error: .*range_q.gguf: --unit: unit 512 is out of range: layer 0 has d_ff = 512 units \\(0 to 511\\)$"
   -- bash -c "python3 \"$1\" write dense \"$2\"/range_q.gguf && exec \"$0\" run --checkpoint \"$2\"/range_q.gguf --layer 0 --embedding 2 --unit 512 --format json"
      ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py ${CMAKE_CURRENT_BINARY_DIR})
 cli_test("run --unit E:J beyond the experts of a quantized Mixtral is one error line" 2 EMPTY
-  "^error: .*range_moe.gguf: --unit: unit 4:7 is out of range: the layer has 4 experts \\(0 to 3\\) of d_ff = 64 hidden units \\(0 to 63\\)$"
+  "^error: .*range_moe.gguf: --unit: expert 4 is out of range: layer 0 has 4 experts \\(0 to 3\\)$"
   -- bash -c "python3 \"$1\" write moe \"$2\"/range_moe.gguf && exec \"$0\" run --checkpoint \"$2\"/range_moe.gguf --layer 0 --embedding 2 --unit 4:7"
      ${FT} ${CMAKE_CURRENT_SOURCE_DIR}/inputs/gguf/quantized_units.py ${CMAKE_CURRENT_BINARY_DIR})
 cli_test("run --unit J on a Mixtral layer asks for E:J" 2 EMPTY
@@ -1715,7 +1715,7 @@ cli_test("run --prompt --unit J on a Mixtral layer asks for E:J" 2 EMPTY
   "^error: .*mixtral_whole: --unit: layer 1 is a Mixture of Experts: name a unit as E:J, unit J of expert E\; got 3$"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --unit 3)
 cli_test("run --unit E:J on a dense layer is one error line" 2 EMPTY
-  "^error: .*llama: --unit: names unit 5 of expert 1, but this layer is dense, of no experts: give the unit alone$"
+  "^error: .*llama: --unit: layer 0 is dense: name a unit as J, without an expert\\; got 1:5$"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/llama --layer 0 --input ${INPUTS}/checkpoints/x.npy --unit 1:5)
 # A quantized Llama (Q4_K, Q6_K, Q8_0, Q5_K, Q5_0, Q5_1, F32) as GGUF and as its F64 weights in a directory
 cli_test("a quantized GGUF Llama's prompt walkthrough is its F64 safetensors directory's JSON, every number to 1e-12" 0 "^same$" ANY

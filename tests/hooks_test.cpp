@@ -32,6 +32,20 @@ std::vector<std::size_t> every_position() { return {0, 1, 2, 3, 4}; }
 
 }  // namespace
 
+TEST_CASE("a unit outside its layer is named in one sentence, the layer by its index when one is given") {
+    // a dense layer of 12 units; a mixture of 4 experts of 8 units each; a layer of one expert of one unit
+    CHECK_FALSE(unit_outside({std::nullopt, 11}, 2, 0, 12));
+    CHECK_FALSE(unit_outside({3, 7}, 2, 4, 8));
+    CHECK(unit_outside({std::nullopt, 12}, 2, 0, 12) == "unit 12 is out of range: layer 2 has d_ff = 12 units (0 to 11)");
+    CHECK(unit_outside({std::nullopt, 12}, std::nullopt, 0, 12) == "unit 12 is out of range: the layer has d_ff = 12 units (0 to 11)");
+    CHECK(unit_outside({1, 5}, std::nullopt, 0, 12) == "the layer is dense: name a unit as J, without an expert; got 1:5");
+    CHECK(unit_outside({std::nullopt, 5}, 0, 4, 8) == "layer 0 is a Mixture of Experts: name a unit as E:J, unit J of expert E; got 5");
+    CHECK(unit_outside({4, 5}, 0, 4, 8) == "expert 4 is out of range: layer 0 has 4 experts (0 to 3)");
+    CHECK(unit_outside({3, 8}, 0, 4, 8) == "unit 8 is out of range: layer 0 has d_ff = 8 units (0 to 7)");
+    CHECK(unit_outside({1, 0}, 0, 1, 1) == "expert 1 is out of range: layer 0 has 1 expert (0)");
+    CHECK(unit_outside({0, 1}, 0, 1, 1) == "unit 1 is out of range: layer 0 has d_ff = 1 unit (0)");
+}
+
 TEST_CASE("a run keeps only the points asked for, each the reference's intermediate value") {
     for (const char* arch : {"gpt2", "bert", "llama", "qwen2", "mixtral"}) {
         CAPTURE(arch);

@@ -886,7 +886,7 @@ TEST_CASE("a prompt explains an expert's unit E:J at each token routed to its ex
     }
 }
 
-TEST_CASE("a prompt on a Mixture of Experts refuses a unit named without its expert, and one past the experts") {
+TEST_CASE("a prompt on a Mixture of Experts refuses a unit named without its expert, an expert past its experts and a unit past its units") {
     tiny_model m = make_model("mixtral");
     ckpt::temp_dir dir;
     const transformer model = open_model(m.write(dir));
@@ -900,8 +900,11 @@ TEST_CASE("a prompt on a Mixture of Experts refuses a unit named without its exp
     o.explain = {{4, 3}};
     p = run_prompt(model, tokens_of(ids), o);
     REQUIRE_FALSE(p);
-    CHECK(p.err().message == fmt::format("unit 4:3 is out of range: the layer has 4 experts (0 to 3) of d_ff = {} hidden units (0 to {})",
-                                         d_ff, d_ff - 1));
+    CHECK(p.err().message == "expert 4 is out of range: layer 1 has 4 experts (0 to 3)");
+    o.explain = {{3, d_ff}};
+    p = run_prompt(model, tokens_of(ids), o);
+    REQUIRE_FALSE(p);
+    CHECK(p.err().message == fmt::format("unit {} is out of range: layer 1 has d_ff = {} units (0 to {})", d_ff, d_ff, d_ff - 1));
 }
 
 TEST_CASE("the view of every layer knocks out Mixtral units L:E:J of several layers, as the reference with their W2 columns zeroed") {

@@ -141,9 +141,6 @@ struct unit_explanation {
 };
 unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t unit, std::size_t terms);
 
-// Why `u` names no unit of layer `layer`, of `n_experts` experts (0: a dense layer) of d_ff
-// hidden units each, in the words `run` uses; none when it names one.
-std::optional<std::string> unit_outside(const unit_ref& u, std::size_t layer, std::size_t n_experts, std::size_t d_ff);
 // Units named as their layer names them (J, or E:J, each checked by unit_outside) explained in
 // token order at the tokens their FFN ran that were asked (at every one when `tokens` is
 // empty): a dense layer's unit at each token asked, an expert's at those routed to it. Error

@@ -67,8 +67,11 @@ struct unit_ref {
 // layer, E · d_ff + J in a Mixture of Experts, whose experts' units lie side by side.
 inline std::size_t hidden_column(const unit_ref& u, std::size_t d_ff) { return u.expert.value_or(0) * d_ff + u.unit; }
 class checkpoint;
-// A unit of layer `layer`'s FFN as the layer's kind names it, in range: J in a dense layer, E:J in
-// a Mixture of Experts. Errors name `path` in the checkpoint.
+// Why `u` names no unit of a layer of `n_experts` experts (0: one dense FFN) of d_ff hidden units
+// each, in one sentence that names the layer when its index is given; none when it names one. A
+// unit is J in a dense layer, E:J in a Mixture of Experts.
+std::optional<std::string> unit_outside(const unit_ref& u, std::optional<std::size_t> layer, std::size_t n_experts, std::size_t d_ff);
+// unit_outside for layer `layer` of the checkpoint; errors name `path` in it.
 std::optional<error> check_unit(const checkpoint& ck, std::size_t layer, const unit_ref& u, const std::string& path);
 // "7", or "2:7" for unit 7 of expert 2.
 std::string to_string(const unit_ref& u);

@@ -301,7 +301,7 @@ std::optional<error> check_prompt(const transformer& model, const prompt_tokens&
         return e;
     }
     for (const unit_ref& u : options.explain)
-        if (auto why = unit_outside(u, N, ck.config().n_experts, ck.config().d_ff)) return error{ck.origin(), "unit", *why};
+        if (auto e = check_unit(ck, N, u, "unit")) return e;
     return std::nullopt;
 }
 

@@ -236,7 +236,8 @@ outcome<layer_readings> read_layer(const traced& t, std::size_t top, bool units,
     if (!texts) return texts.err();
     r.token_texts = std::move(*texts);
     for (const unit_ref& u : explain)
-        if (auto why = unit_outside(u, t.ex.checkpoint_layer, t.ffn.n_experts(), t.ffn.d_ff())) return error{t.ex.file, "unit", *why};
+        if (auto why = unit_outside(u, t.checkpoint ? std::optional{t.ex.checkpoint_layer} : std::nullopt, t.ffn.n_experts(), t.ffn.d_ff()))
+            return error{t.ex.file, "unit", *why};
     if (t.checkpoint || units) {
         r.units = read_units(t.ffn, top);
         if (r.token_texts && t.checkpoint->unembedding()) {

@@ -84,19 +84,6 @@ unit_explanation explain_unit(const trace& t, std::size_t token, std::size_t uni
     return e;
 }
 
-std::optional<std::string> unit_outside(const unit_ref& u, std::size_t layer, std::size_t n_experts, std::size_t d_ff) {
-    if (n_experts > 0 && !u.expert)
-        return fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}", layer, u.unit);
-    if (n_experts == 0 && u.expert)
-        return fmt::format("names unit {} of expert {}, but this layer is dense, of no experts: give the unit alone", u.unit, *u.expert);
-    if (u.expert && (*u.expert >= n_experts || u.unit >= d_ff))
-        return fmt::format("unit {}:{} is out of range: the layer has {} experts (0 to {}) of d_ff = {} hidden units (0 to {})",
-                           *u.expert, u.unit, n_experts, n_experts - 1, d_ff, d_ff - 1);
-    if (u.unit >= d_ff)
-        return fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u.unit, d_ff, d_ff - 1);
-    return std::nullopt;
-}
-
 outcome<std::vector<unit_explanation>> explain_units(const ffn_result& r, const std::vector<unit_ref>& units,
                                                      const std::vector<std::size_t>& tokens, std::size_t terms) {
     std::vector<unit_explanation> out;

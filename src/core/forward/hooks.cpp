@@ -406,20 +406,23 @@ outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_
 
 std::string to_string(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
 
+std::optional<std::string> unit_outside(const unit_ref& u, std::optional<std::size_t> layer, std::size_t n_experts, std::size_t d_ff) {
+    const std::string the_layer = layer ? fmt::format("layer {}", *layer) : "the layer";
+    // "4 experts (0 to 3)", "1 unit (0)"
+    const auto count = [](std::size_t n, std::string_view what) {
+        return n == 1 ? fmt::format("1 {} (0)", what) : fmt::format("{} {}s (0 to {})", n, what, n - 1);
+    };
+    if (n_experts > 0 && !u.expert)
+        return fmt::format("{} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}", the_layer, u.unit);
+    if (n_experts == 0 && u.expert) return fmt::format("{} is dense: name a unit as J, without an expert; got {}", the_layer, to_string(u));
+    if (u.expert && *u.expert >= n_experts)
+        return fmt::format("expert {} is out of range: {} has {}", *u.expert, the_layer, count(n_experts, "expert"));
+    if (u.unit >= d_ff) return fmt::format("unit {} is out of range: {} has d_ff = {}", u.unit, the_layer, count(d_ff, "unit"));
+    return std::nullopt;
+}
+
 std::optional<error> check_unit(const checkpoint& ck, std::size_t layer, const unit_ref& u, const std::string& path) {
-    const checkpoint_config& c = ck.config();
-    const auto range = [](std::size_t n) { return n == 1 ? std::string("0") : fmt::format("0 to {}", n - 1); };
-    if (ck.is_moe() && !u.expert)
-        return error{ck.origin(), path, fmt::format("layer {} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}",
-                                                    layer, u.unit)};
-    if (!ck.is_moe() && u.expert)
-        return error{ck.origin(), path, fmt::format("layer {} is dense: name a unit as J, without an expert; got {}", layer, to_string(u))};
-    if (u.expert && *u.expert >= c.n_experts)
-        return error{ck.origin(), path, fmt::format("expert {} is out of range: layer {} has {} experts ({})", *u.expert, layer,
-                                                    c.n_experts, range(c.n_experts))};
-    if (u.unit >= c.d_ff)
-        return error{ck.origin(), path, fmt::format("unit {} is out of range: layer {} has d_ff = {} units ({})", u.unit, layer, c.d_ff,
-                                                    range(c.d_ff))};
+    if (auto why = unit_outside(u, layer, ck.config().n_experts, ck.config().d_ff)) return error{ck.origin(), path, *why};
     return std::nullopt;
 }
 
