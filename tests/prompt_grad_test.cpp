@@ -257,7 +257,7 @@ TEST_CASE("a small step on an MoE layer changes the model's loss by −η·‖�
     CHECK(squared > 0);
     CHECK(g->loss_after - g->loss == Approx(-eta * squared).epsilon(1e-2));
     SUBCASE("the views show the prompt's loss, the upstream and the experts' units") {
-        const moe_grad_rendering_input in{g->ex, *g->traced().moe(), std::get<moe_gradients>(*g->grad.ffn), g->check, &step, &*g};
+        const layer_grad_rendering_input in{g->ex, g->traced(), *g->grad.ffn, g->check, &*g->descent, &*g};
         const std::string text = render_grad_text(in, {});
         CHECK(text.find("Upstream   g = dL/d(FFN output)") != std::string::npos);
         CHECK(text.find("Loss   L = −log p(\"f\")") != std::string::npos);

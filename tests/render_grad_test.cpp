@@ -31,12 +31,13 @@ TEST_CASE("the JSON view gives gradients in the file's layout and key names") {
     const auto t = test::trace_of(R"({"activation": "relu", "layout": "out_in", "residual": false, "input": [3],
         "upstream": [1], "weights": {"W1": [[1], [-1]], "W2": [[1, 1]]}})");
     const loss_spec loss{nullptr, &*t.ex.upstream};
-    const auto g = run_backward(t.tr, loss);
+    const ffn_result r{t.tr};
+    const auto g = run_backward(r, loss);
     REQUIRE(g);
-    const auto check = check_gradients(t.tr, loss, *g);
-    const auto step = descend(t.tr, loss, *g, 0.5);
+    const auto check = check_gradients(r, loss, *g);
+    const auto step = descend(r, loss, *g, 0.5);
     REQUIRE(step);
-    const auto j = nlohmann::json::parse(render_grad_json({t.ex, t.tr, *g, check, &*step}));
+    const auto j = nlohmann::json::parse(render_grad_json({t.ex, r, *g, check, &*step}));
     CHECK(j["loss_kind"] == "upstream");
     CHECK(j["loss"] == 3.0);
     CHECK(j["gradients"]["W1"] == nlohmann::json::parse("[[3.0], [0.0]]"));
@@ -53,27 +54,29 @@ TEST_CASE("the text view names each backward step with its formula") {
     const auto t = test::trace_of(R"({"activation": "relu", "input": [2, 1], "target": [6, 5],
         "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})");
     const loss_spec loss{&*t.ex.target, nullptr};
-    const auto g = run_backward(t.tr, loss);
+    const ffn_result r{t.tr};
+    const auto g = run_backward(r, loss);
     REQUIRE(g);
-    const auto check = check_gradients(t.tr, loss, *g);
-    const std::string out = render_grad_text({t.ex, t.tr, *g, check, nullptr}, {});
+    const auto check = check_gradients(r, loss, *g);
+    const std::string out = render_grad_text({t.ex, r, *g, check, nullptr}, {});
     CHECK(out.find("Backward 1 · Output   g = dL/d(output) = output − target   (2)") != std::string::npos);
     CHECK(out.find("Backward 3 · Contract   dW2 = activatedᵀ · g   (4 × 1)·(1 × 2) → (4 × 2)") != std::string::npos);
     CHECK(out.find("  dW1[0][2] = 2×1 = 2.0000") != std::string::npos);
     CHECK(out.find("largest relative error") != std::string::npos);
     text_options summary;
     summary.detail = detail_level::summary;
-    CHECK(render_grad_text({t.ex, t.tr, *g, check, nullptr}, summary).find("Backward 1") == std::string::npos);
+    CHECK(render_grad_text({t.ex, r, *g, check, nullptr}, summary).find("Backward 1") == std::string::npos);
 }
 
 TEST_CASE("the backward walkthrough is written a block at a time, and the pieces make the whole text") {
     const auto t = test::trace_of(R"({"activation": "relu", "input": [2, 1], "target": [6, 5],
         "weights": {"W1": [[1, 0, 1, -1], [0, 1, 1, 1]], "W2": [[1, 0], [0, 1], [1, 1], [2, -1]]}})");
     const loss_spec loss{&*t.ex.target, nullptr};
-    const auto g = run_backward(t.tr, loss);
+    const ffn_result r{t.tr};
+    const auto g = run_backward(r, loss);
     REQUIRE(g);
-    const auto check = check_gradients(t.tr, loss, *g);
-    const grad_rendering_input in{t.ex, t.tr, *g, check, nullptr};
+    const auto check = check_gradients(r, loss, *g);
+    const layer_grad_rendering_input in{t.ex, r, *g, check, nullptr};
     for (const auto format : {text_format::text, text_format::markdown}) {
         CAPTURE(static_cast<int>(format));
         std::vector<std::string> pieces;
@@ -88,13 +91,14 @@ TEST_CASE("the backward walkthrough is written a block at a time, and the pieces
 namespace {
 std::string grad_text(const test::traced& t, double learning_rate = 0, text_options options = {}) {
     const loss_spec loss{t.ex.target ? &*t.ex.target : nullptr, t.ex.upstream ? &*t.ex.upstream : nullptr};
-    const auto g = run_backward(t.tr, loss);
+    const ffn_result r{t.tr};
+    const auto g = run_backward(r, loss);
     REQUIRE(g);
-    const auto check = check_gradients(t.tr, loss, *g);
-    if (learning_rate == 0) return render_grad_text({t.ex, t.tr, *g, check, nullptr}, options);
-    const auto step = descend(t.tr, loss, *g, learning_rate);
+    const auto check = check_gradients(r, loss, *g);
+    if (learning_rate == 0) return render_grad_text({t.ex, r, *g, check, nullptr}, options);
+    const auto step = descend(r, loss, *g, learning_rate);
     REQUIRE(step);
-    return render_grad_text({t.ex, t.tr, *g, check, &*step}, options);
+    return render_grad_text({t.ex, r, *g, check, &*step}, options);
 }
 bool has_line(const std::string& out, const std::string& line) {
     return ("\n" + out).find("\n" + line + "\n") != std::string::npos;
@@ -171,7 +175,9 @@ TEST_CASE("the MoE backward shows each expert's own pass, and dx as the sum of i
     REQUIRE(g);
     CHECK(g->d_input(0, 0) == doctest::Approx(-5.566023).epsilon(1e-6));
     const auto check = check_moe_gradients(*t, loss, *g, false);
-    const std::string out = render_grad_text(moe_grad_rendering_input{*ex, *t, *g, check, nullptr}, {});
+    const ffn_result r{*t};
+    const ffn_gradients fg{*g};
+    const std::string out = render_grad_text({*ex, r, fg, check, nullptr}, {});
     SUBCASE("each expert's backward pass: its g, its d_hidden and its dx") {
         CHECK(says(out, "Expert 0 · Backward 1 · Output g = w[t][0] · g[t] (1 × 1)"));
         CHECK(says(out, "g [0] token 0 -0.7311"));

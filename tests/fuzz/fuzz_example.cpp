@@ -65,7 +65,9 @@ void fuzz_moe(const ffn_trace::example& ex) {
     if (!g) return;
     const auto check = check_moe_gradients(*t, loss, *g, ex.stored == layout::out_in, 200);
     const auto step = descend_moe(*t, loss, *g, 0.1);
-    const moe_grad_rendering_input gin{ex, *t, *g, check, step ? &*step : nullptr};
+    const ffn_gradients grads{*g};
+    const std::optional<ffn_descent> descent = step ? std::optional<ffn_descent>(*step) : std::nullopt;
+    const layer_grad_rendering_input gin{ex, r, grads, check, descent ? &*descent : nullptr};
     for (auto level : {detail_level::summary, detail_level::arithmetic}) {
         text_options options;
         options.detail = level;
@@ -123,7 +125,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto check = check_gradients(*t, loss, *g, ex->stored == layout::out_in, 200);
     const auto step = descend(*t, loss, *g, 0.1);
     if (!step) expect_one_line(step.err());
-    const grad_rendering_input gin{*ex, *t, *g, check, step ? &*step : nullptr};
+    const ffn_gradients grads{*g};
+    const std::optional<ffn_descent> descent = step ? std::optional<ffn_descent>(*step) : std::nullopt;
+    const layer_grad_rendering_input gin{*ex, r, grads, check, descent ? &*descent : nullptr};
     for (auto level : {detail_level::summary, detail_level::arithmetic}) {
         text_options options;
         options.detail = level;

@@ -18,6 +18,7 @@
 #include "base/text_sink.hpp"
 #include "document/document.hpp"
 #include "views/json_views.hpp"
+#include "views/grad_inputs.hpp"
 #include "views/render_grad.hpp"
 #include "views/render_json.hpp"
 #include "views/view_options.hpp"
@@ -191,12 +192,6 @@ void write_backward(const Input& in, const text_options& options, text_format fo
     const auto page = page_for(options, format);
     builder.explain_cells(page.html);
     write_page(page, out, [&](const block_sink& sink) { builder.build(sink); });
-}
-
-// A backward walkthrough gathered into one string.
-template <class Input>
-std::string collected_backward(const Input& in, const text_options& options, text_format format) {
-    return collected([&](const text_sink& out) { render_grad_walkthrough(in, options, format, out); });
 }
 
 // The JSON view up to the descent step: the changes, the activation, the layout, the loss, the

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "document/document.hpp"
+#include "views/grad_inputs.hpp"
 #include "views/render_grad.hpp"
 
 namespace ffn_trace::detail {

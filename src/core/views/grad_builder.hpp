@@ -16,6 +16,7 @@
 #include "model/steps.hpp"
 #include "views/backward_base.hpp"
 #include "views/expert_backward.hpp"
+#include "views/grad_inputs.hpp"
 #include "views/render_grad.hpp"
 
 namespace ffn_trace::detail {

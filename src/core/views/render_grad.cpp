@@ -270,14 +270,6 @@ void render_grad_walkthrough(const grad_rendering_input& in, const text_options&
     detail::write_backward<detail::grad_builder>(in, options, format, out);
 }
 
-std::string render_grad_text(const grad_rendering_input& in, const text_options& options) {
-    return detail::collected_backward(in, options, text_format::text);
-}
-
-std::string render_grad_markdown(const grad_rendering_input& in, const text_options& options) {
-    return detail::collected_backward(in, options, text_format::markdown);
-}
-
 std::string render_grad_json(const grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
     json j = detail::backward_json(in, weights_json(in.tr.layer(), in.grads.d_layer, true, out_in));
@@ -294,48 +286,56 @@ namespace {
 
 // f called with the rendering input of the layer's kind: its trace, gradients and step.
 template <class F>
-void with_input(const example& ex, const ffn_result& r, const ffn_gradients& grads, const gradient_check& check,
-                const std::optional<ffn_descent>& descent, const prompt_gradient* prompt, F&& f) {
-    if (const moe_trace* m = r.moe()) {
-        f(moe_grad_rendering_input{ex, *m, std::get<moe_gradients>(grads), check,
-                                   descent ? &std::get<moe_descent_step>(*descent) : nullptr, prompt});
+void with_input(const layer_grad_rendering_input& in, F&& f) {
+    if (const moe_trace* m = in.ffn.moe()) {
+        f(moe_grad_rendering_input{in.ex, *m, std::get<moe_gradients>(in.grads), in.check,
+                                   in.descent ? &std::get<moe_descent_step>(*in.descent) : nullptr, in.prompt});
         return;
     }
-    f(grad_rendering_input{ex, *r.dense(), std::get<gradients>(grads), check, descent ? &std::get<descent_step>(*descent) : nullptr,
-                           prompt});
+    f(grad_rendering_input{in.ex, *in.ffn.dense(), std::get<gradients>(in.grads), in.check,
+                           in.descent ? &std::get<descent_step>(*in.descent) : nullptr, in.prompt});
 }
 
-template <class F>
-void with_input(const traced& t, const layer_gradient& g, F&& f) {
-    with_input(t.ex, t.ffn, g.grads, g.check, g.descent, nullptr, f);
+layer_grad_rendering_input input_of(const traced& t, const layer_gradient& g) {
+    return {t.ex, t.ffn, g.grads, g.check, g.descent ? &*g.descent : nullptr, nullptr};
 }
 
-template <class F>
-void with_input(const prompt_gradient& g, F&& f) {
-    with_input(g.ex, g.traced(), *g.grad.ffn, g.check, g.descent, &g, f);
+layer_grad_rendering_input input_of(const prompt_gradient& g) {
+    return {g.ex, g.traced(), *g.grad.ffn, g.check, g.descent ? &*g.descent : nullptr, &g};
 }
 
 }  // namespace
 
-std::string render_grad_json(const traced& t, const layer_gradient& g) {
+void render_grad_walkthrough(const layer_grad_rendering_input& in, const text_options& options, text_format format,
+                             const text_sink& out) {
+    with_input(in, [&](const auto& kind) { render_grad_walkthrough(kind, options, format, out); });
+}
+
+std::string render_grad_text(const layer_grad_rendering_input& in, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::text, out); });
+}
+
+std::string render_grad_markdown(const layer_grad_rendering_input& in, const text_options& options) {
+    return detail::collected([&](const text_sink& out) { render_grad_walkthrough(in, options, text_format::markdown, out); });
+}
+
+std::string render_grad_json(const layer_grad_rendering_input& in) {
     std::string out;
-    with_input(t, g, [&](const auto& in) { out = render_grad_json(in); });
+    with_input(in, [&](const auto& kind) { out = render_grad_json(kind); });
     return out;
 }
+
+std::string render_grad_json(const traced& t, const layer_gradient& g) { return render_grad_json(input_of(t, g)); }
 
 void render_grad_walkthrough(const traced& t, const layer_gradient& g, const text_options& options, text_format format,
                              const text_sink& out) {
-    with_input(t, g, [&](const auto& in) { render_grad_walkthrough(in, options, format, out); });
+    render_grad_walkthrough(input_of(t, g), options, format, out);
 }
 
-std::string render_grad_json(const prompt_gradient& g) {
-    std::string out;
-    with_input(g, [&](const auto& in) { out = render_grad_json(in); });
-    return out;
-}
+std::string render_grad_json(const prompt_gradient& g) { return render_grad_json(input_of(g)); }
 
 void render_grad_walkthrough(const prompt_gradient& g, const text_options& options, text_format format, const text_sink& out) {
-    with_input(g, [&](const auto& in) { render_grad_walkthrough(in, options, format, out); });
+    render_grad_walkthrough(input_of(g), options, format, out);
 }
 
 }  // namespace ffn_trace

@@ -344,14 +344,6 @@ void render_grad_walkthrough(const moe_grad_rendering_input& in, const text_opti
     detail::write_backward<moe_grad_builder>(in, options, format, out);
 }
 
-std::string render_grad_text(const moe_grad_rendering_input& in, const text_options& options) {
-    return detail::collected_backward(in, options, text_format::text);
-}
-
-std::string render_grad_markdown(const moe_grad_rendering_input& in, const text_options& options) {
-    return detail::collected_backward(in, options, text_format::markdown);
-}
-
 std::string render_grad_json(const moe_grad_rendering_input& in) {
     const bool out_in = in.ex.stored == layout::out_in;
     moe d = in.grads.d_layer;
