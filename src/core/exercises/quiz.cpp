@@ -346,9 +346,7 @@ outcome<std::vector<quiz_question>> collect(const example& ex, const quiz_option
     return std::move(sel.kept);
 }
 
-}  // namespace
-
-outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr, const quiz_options& o) {
+outcome<std::vector<quiz_question>> quiz_of(const example& ex, const trace& tr, const quiz_options& o) {
     const ffn& l = tr.layer();
     std::vector<std::string> valid;
     for (auto k : step_kinds(l))
@@ -368,8 +366,6 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr
         return chain;
     });
 }
-
-namespace {
 
 // The questions of one chain through an MoE trace: the router, the softmax and the weights of
 // one of the token's experts, that expert's own steps, the combine and the residual.
@@ -568,9 +564,7 @@ private:
     const step& combine_;
 };
 
-}  // namespace
-
-outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace& tr, const quiz_options& o) {
+outcome<std::vector<quiz_question>> quiz_of(const example& ex, const moe_trace& tr, const quiz_options& o) {
     const moe& l = tr.layer();
     std::vector<std::string> valid;
     for (auto k : moe_step_kinds(l))
@@ -582,6 +576,8 @@ outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace
     selection sel{{}, {}, o};
     return collect(ex, o, sel, moe_chain(ex, tr, o, b));
 }
+
+}  // namespace
 
 namespace detail {
 
@@ -619,7 +615,7 @@ std::string quiz_json(const example& ex, const std::vector<quiz_question>& quest
 }
 
 outcome<std::vector<quiz_question>> make_quiz(const example& ex, const ffn_result& r, const quiz_options& o) {
-    return r.visit([&](const auto& tr) { return make_quiz(ex, tr, o); });
+    return r.visit([&](const auto& tr) { return quiz_of(ex, tr, o); });
 }
 
 }  // namespace ffn_trace

@@ -77,11 +77,9 @@ struct quiz_options {
 // The sums a learner can add by hand: at most this many terms. Bigger dot products are left out.
 inline constexpr std::size_t max_terms_by_hand = 16;
 
-// The questions over a dense trace, or an MoE trace, in the order of the walkthrough.
+// The questions over a layer of either kind, in the order of the walkthrough (a mixture's: its
+// routing, one of the token's experts, the weighted sum).
 // Errors: an unknown step, a token or unit out of range, a big layer without --unit, no question.
-outcome<std::vector<quiz_question>> make_quiz(const example& ex, const trace& tr, const quiz_options& options);
-outcome<std::vector<quiz_question>> make_quiz(const example& ex, const moe_trace& tr, const quiz_options& options);
-// The questions of a layer of either kind.
 outcome<std::vector<quiz_question>> make_quiz(const example& ex, const ffn_result& r, const quiz_options& options);
 
 // The same questions with their answers, as JSON for other tools.

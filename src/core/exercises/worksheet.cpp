@@ -508,12 +508,6 @@ outcome<worksheet> make(const example& ex, const Trace& tr, const worksheet_opti
 }
 }  // namespace
 
-outcome<worksheet> make_worksheet(const example& ex, const trace& tr, const worksheet_options& o, bool ascii) {
-    return make(ex, tr, o, ascii);
-}
-outcome<worksheet> make_worksheet(const example& ex, const moe_trace& tr, const worksheet_options& o, bool ascii) {
-    return make(ex, tr, o, ascii);
-}
 outcome<worksheet> make_worksheet(const example& ex, const ffn_result& r, const worksheet_options& o, bool ascii) {
     return r.visit([&](const auto& tr) { return make(ex, tr, o, ascii); });
 }

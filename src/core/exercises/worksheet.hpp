@@ -42,10 +42,8 @@ struct worksheet {
     std::vector<worksheet_blank> answers;
 };
 
-// Errors: a step that is not in the layer, or no cell to leave blank.
-outcome<worksheet> make_worksheet(const example& ex, const trace& tr, const worksheet_options& options, bool ascii = false);
-outcome<worksheet> make_worksheet(const example& ex, const moe_trace& tr, const worksheet_options& options, bool ascii = false);
 // The worksheet of a layer of either kind.
+// Errors: a step that is not in the layer, or no cell to leave blank.
 outcome<worksheet> make_worksheet(const example& ex, const ffn_result& r, const worksheet_options& options, bool ascii = false);
 
 // The sheet of a prompt's quiz (make_prompt_quiz): each question with the numbers it gives and a
