@@ -796,6 +796,27 @@ TEST_CASE("a layer out of the checkpoint's range is an error naming the layer pa
     }
 }
 
+TEST_CASE("a dense layer's FFN is held between runs as written; a Mixture of Experts' is not, its experts read as tokens choose them") {
+    const written_model m = make_model("llama", "model.", "F32");
+    ckpt::temp_dir dir;
+    const std::string path = write(dir, m, file_layout::file);
+    const checkpoint c = opened(checkpoint::open(path));
+    const auto held = c.held_ffn(1);
+    if (!held) FAIL(held.err().to_string());
+    REQUIRE(*held);
+    check_weight(**held, weight::wg, m.layers[1].w.at("Wg"), m.out_in);
+    check_weight(**held, weight::w2, m.layers[1].w.at("W2"), m.out_in);
+    check_refused(c.held_ffn(2), path, "layer", "layer 2 is out of range: the checkpoint has 2 layers (0 to 1)");
+    const written_model mx = make_model("mixtral", "model.", "F32");
+    ckpt::temp_dir other;
+    const std::string p = write(other, mx, file_layout::file);
+    const checkpoint c2 = opened(checkpoint::open(p));
+    const auto none = c2.held_ffn(1);
+    if (!none) FAIL(none.err().to_string());
+    CHECK(*none == nullptr);
+    check_refused(c2.held_ffn(2), p, "layer", "layer 2 is out of range: the checkpoint has 2 layers (0 to 1)");
+}
+
 // ---- 4. The layer's input from a file ----------------------------------------------------------------
 
 TEST_CASE("read_layer_input reads a checkpoint layer's input from .npy, .npz and .json with its leading shape") {

@@ -286,6 +286,9 @@ public:
     // The FFN sublayer of layer `index` as it runs over x (tokens, d_model): dense_layer, or
     // moe_layer with the experts the tokens of x choose.
     outcome<ffn_layer> layer_ffn(std::size_t index, const matrix& x, weights where = weights::in_file) const;
+    // Layer `index`'s FFN as a model holds it between runs, whatever the tokens: dense_layer; none
+    // (null) for a Mixture of Experts, whose experts are read as its tokens choose them (layer_ffn).
+    outcome<std::shared_ptr<const ffn>> held_ffn(std::size_t index) const;
     // Expert `expert` of MoE layer `index` alone, as a dense FFN with the layer's norm before it
     // (what the expert reads) and no residual: its weights for readings that need no routing.
     outcome<std::shared_ptr<const ffn>> expert_layer(std::size_t index, std::size_t expert, weights where = weights::in_file) const;

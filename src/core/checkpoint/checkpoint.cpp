@@ -334,6 +334,12 @@ outcome<ffn_layer> checkpoint::layer_ffn(std::size_t index, const matrix& x, wei
     return ffn_layer(std::move(*mixture));
 }
 
+outcome<std::shared_ptr<const ffn>> checkpoint::held_ffn(std::size_t index) const {
+    if (auto e = check_layer(*this, index)) return *e;
+    if (is_moe()) return std::shared_ptr<const ffn>();
+    return dense_layer(index);
+}
+
 std::vector<std::optional<std::size_t>> checkpoint::ffns() const {
     if (!is_moe()) return {std::nullopt};
     std::vector<std::optional<std::size_t>> out;

@@ -430,13 +430,9 @@ outcome<transformer> transformer::open(std::shared_ptr<const checkpoint> ck) {
         if (!a) return a.err();
         tr.attention_.push_back(std::move(*a));
         if (auto problem = check_ffn_tensors(check, m, f, i)) return *problem;
-        if (ck->is_moe()) {
-            tr.ffn_.push_back(nullptr);
-        } else {
-            auto l = ck->dense_layer(i);
-            if (!l) return l.err();
-            tr.ffn_.push_back(std::move(*l));
-        }
+        auto l = ck->held_ffn(i);
+        if (!l) return l.err();
+        tr.ffn_.push_back(std::move(*l));
     }
     if (f.has(role::output_norm))  // an encoder has no head
         if (auto problem = read_head(check, *ck, tr.embedding_, tr.vocab_, tr.final_norm_, tr.unembedding_)) return *problem;
