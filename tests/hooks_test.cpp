@@ -580,7 +580,6 @@ TEST_CASE("a hostile request on a Mixture of Experts or an encoder names what th
         CHECK(refused_path(tr, with(zero_units(0, {{experts, 1}}))) == "interventions[0].units");
         CHECK(refused_path(tr, with(zero_units(1, {{0, d_ff}}))) == "interventions[0].units");
         CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_post, 0}, {0}, matrix(1, d_ff)))) == "interventions[0].at");
-        CHECK(refused_path(tr, with(replace_rows({hook_point::mlp_in, 0}, {0}, matrix(1, d_model)))) == "interventions[0].at");
         // an expert's hidden values asked for by their last row alone are kept, as the last row of the wide matrix
         hook_request whole, last;
         whole.cache = {{hook_point::mlp_post, 1}};
@@ -711,6 +710,35 @@ TEST_CASE("a callback that writes mlp_out at two layers is the patch replace_row
         const matrix& post0 = *a->cache.find({hook_point::resid_post, 0});
         for (std::size_t t : {0, 1, 3, 4})
             for (std::size_t k = 0; k < d_model; ++k) CHECK(post0(t, k) == Approx(want.after_ffn[0][t][k]).epsilon(1e-9));
+    }
+}
+
+TEST_CASE("a Mixtral layer's mlp_in written sends the token to the experts the new values choose, idle ones too, as the reference does") {
+    const auto m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    // One token chooses 2 of the 4 experts; its mlp_in made 10 × the router's row of expert e
+    // gives e the largest logit, so each e in turn is chosen, the 2 idle ones among them.
+    const std::vector<std::size_t> one{3};
+    const auto& router = ref::get(m.values, "model.layers.1.block_sparse_moe.gate.weight");  // (n_experts, d_model)
+    for (std::size_t e = 0; e < 4; ++e) {
+        CAPTURE(e);
+        ref::vec v(router.values.begin() + static_cast<long>(e * d_model), router.values.begin() + static_cast<long>((e + 1) * d_model));
+        for (double& x : v) x *= 10;
+        ref::patches patch;
+        patch.read = [&](std::size_t layer, std::size_t, ref::vec& read) {
+            if (layer == 1) read = v;
+        };
+        const ref::run want = ref::forward(m.spec, m.values, one, patch);
+        hook_request request;
+        request.cache = {{hook_point::mlp_out, 1}};
+        request.interventions = {replace_rows({hook_point::mlp_in, 1}, {0}, matrix_of({v}))};
+        request.trace_layers = {1};
+        auto run = tr.run_with_hooks(one, request);
+        REQUIRE(run);
+        const std::vector<std::size_t> chosen = run->traces.at(1).experts_of(0);
+        CHECK(std::find(chosen.begin(), chosen.end(), e) != chosen.end());
+        check_same(*run->cache.find({hook_point::mlp_out, 1}), want.mlp_out[1], "mlp_out with mlp_in written");
     }
 }
 

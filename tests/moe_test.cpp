@@ -1118,3 +1118,23 @@ TEST_CASE("an FFN result reads both kinds alike: a dense layer is one expert of 
         CHECK(r.written()(0, 0) == Approx(0.4215).epsilon(2e-4));
     }
 }
+
+TEST_CASE("a token sent to an expert whose weights were not read is an error naming the expert, not a crash") {
+    // top 1 of two experts through the identity router: token [1, 0] goes to expert 0, [0, 1] to expert 1
+    auto ex = parse_example(R"({"activation": "relu", "layout": "in_out", "residual": false,
+        "moe": {"top_k": 1, "router": {"W": [[1, 0], [0, 1]]},
+                "experts": [{"W1": [[1, -1], [0, 0]], "W2": [[1, 0], [0, 1]]},
+                            {"W1": [[0, 0], [1, 1]], "W2": [[1, 0], [0, 1]]}]},
+        "input": [[1, 0], [0, 1]]})",
+                            "read.json");
+    REQUIRE(ex);
+    REQUIRE(ex->mixture);
+    moe layer = *ex->mixture;
+    // as a checkpoint reads a layer for tokens that chose expert 0 alone: expert 1 keeps its shape
+    layer.experts[1].w1.data.clear();
+    layer.experts[1].w2.data.clear();
+    const auto ran = run_moe(layer, ex->input, ex->lead);
+    REQUIRE_FALSE(ran);
+    CHECK(ran.err().path.find("expert[1]") != std::string::npos);
+    CHECK(ran.err().message.find("weights were not read") != std::string::npos);
+}

@@ -154,9 +154,11 @@ struct run {
     mat logits;  // every position's (empty for BERT)
 };
 
-// Changes made in flight, for the hook points' tests: the values fed to W2 of a dense layer, and
-// the stream leaving a block, each at (layer, token).
+// Changes made in flight, for the hook points' tests: what a Llama-like FFN (or mixture) reads
+// after its norm, the values fed to W2 of a dense layer, and the stream leaving a block, each at
+// (layer, token).
 struct patches {
+    std::function<void(std::size_t layer, std::size_t token, vec& read)> read;
     std::function<void(std::size_t layer, std::size_t token, vec& fed)> fed;
     std::function<void(std::size_t layer, std::size_t token, vec& stream)> after_ffn;
 };
@@ -248,7 +250,9 @@ inline run forward(const spec& s, const tensors& t, const std::vector<std::size_
                 x[n] = layer_norm(t, at(p + "encoder.layer.{i}.output.LayerNorm", l),
                                   plus(x[n], out[n] = linear(t, at(p + "encoder.layer.{i}.output.dense", l), fed(h))), s.eps);
             } else {
-                const vec h = read[n] = rms_norm(t, at(p + "layers.{i}.post_attention_layernorm", l), x[n], s.eps);
+                vec normed = rms_norm(t, at(p + "layers.{i}.post_attention_layernorm", l), x[n], s.eps);
+                if (patch.read) patch.read(l, n, normed);
+                const vec h = read[n] = normed;
                 auto swiglu = [&](const std::string& gate, const std::string& up, const std::string& down, bool dense) {
                     vec g = linear(t, gate, h);
                     if (dense) pre[n] = g;

@@ -457,6 +457,9 @@ struct gradients {
     std::vector<backward_step> steps;  // output first, input last
     ffn d_layer;                       // dL/dW for every weight the layer has, in the math form
     matrix d_input;                    // dL/dx (tokens, d_model)
+    // dL/d(what W1, or Wg and Wu, read): norm(x) with a pre-norm, else x, the residual's path
+    // not included (tokens, d_model).
+    matrix d_ffn_input;
 };
 
 // A target gives L = ½·Σ(output − target)²; an upstream gives dL/d(output) directly.

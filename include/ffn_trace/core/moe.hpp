@@ -249,6 +249,9 @@ struct moe_gradients {
     std::vector<gradients> experts;  // one per entry of moe_trace::experts: its own backward pass
     moe d_layer;                     // dL/dW for every weight; idle experts' are zero
     matrix d_input;                  // dL/dx (tokens, d_model)
+    // dL/d(what the router and the experts read): norm(x) with a pre-norm, else x, the residual's
+    // path not included (tokens, d_model).
+    matrix d_ffn_input;
 };
 
 double loss_of(const moe_trace& t, const loss_spec& loss);
@@ -281,6 +284,8 @@ outcome<ffn_descent> descend(const ffn_result& r, const loss_spec& loss, const f
 // The layer's output after the step (tokens, d_out), and dL/dx (tokens, d_model).
 const matrix& new_output(const ffn_descent& step);
 const matrix& d_input(const ffn_gradients& g);
+// dL/d(ffn_input()), what the FFN's weights read (tokens, d_model): the gradients' d_ffn_input.
+const matrix& d_ffn_input(const ffn_gradients& g);
 // The gradients of the i-th expert for_each_expert gives: a dense layer's own (i = 0), a mixture's
 // experts[i].
 const gradients& expert_gradients(const ffn_gradients& g, std::size_t i);

@@ -281,11 +281,13 @@ public:
     // The FFN of layer `index` with its norm and residual, its weights in the math form.
     outcome<std::shared_ptr<const ffn>> dense_layer(std::size_t index, weights where = weights::in_file) const;
     // The MoE layer `index` (mixtral): its norm, its router, and the experts that the tokens of
-    // x (tokens, d_model) choose; the others keep their shapes but no values.
-    outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x, weights where = weights::in_file) const;
+    // x (tokens, d_model) choose; the others keep their shapes but no values. `every_expert`:
+    // all of them, for a run that changes what the router reads (a write at the layer's mlp_in).
+    outcome<std::shared_ptr<const moe>> moe_layer(std::size_t index, const matrix& x, weights where = weights::in_file,
+                                                  bool every_expert = false) const;
     // The FFN sublayer of layer `index` as it runs over x (tokens, d_model): dense_layer, or
-    // moe_layer with the experts the tokens of x choose.
-    outcome<ffn_layer> layer_ffn(std::size_t index, const matrix& x, weights where = weights::in_file) const;
+    // moe_layer with the experts the tokens of x choose (or every expert).
+    outcome<ffn_layer> layer_ffn(std::size_t index, const matrix& x, weights where = weights::in_file, bool every_expert = false) const;
     // Layer `index`'s FFN as a model holds it between runs, whatever the tokens: dense_layer; none
     // (null) for a Mixture of Experts, whose experts are read as its tokens choose them (layer_ffn).
     outcome<std::shared_ptr<const ffn>> held_ffn(std::size_t index) const;

@@ -120,7 +120,8 @@ public:
     // resid_pre + attn_out, then BERT's LayerNorm.
     outcome<matrix> attention_residual(std::size_t layer, const matrix& x, const matrix& out) const;
     // Block `layer`'s FFN sublayer through the engine, with a hook (hooks.cpp's interventions).
-    outcome<ffn_result> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const;
+    // `rerouted`: the hook changes what a mixture's router reads, so every expert is read.
+    outcome<ffn_result> ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook, bool rerouted = false) const;
     std::optional<error> check_head_rows(const matrix& x, const std::vector<std::size_t>& rows) const;
 
     // What block `layer`'s attention forms from x (tokens, d_model) before its scores: the

@@ -280,7 +280,7 @@ std::vector<bool> chosen_experts(const moe& layer, const matrix& x) {
 
 }  // namespace
 
-outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, const matrix& x, weights where) const {
+outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, const matrix& x, weights where, bool every_expert) const {
     if (auto e = check_layer(*this, index)) return *e;
     if (!is_moe()) return error{origin_, "", fmt::format("a {} layer is one dense FFN, not a Mixture of Experts", config_.arch)};
     if (x.cols != config_.d_model)
@@ -301,7 +301,7 @@ outcome<std::shared_ptr<const moe>> checkpoint::moe_layer(std::size_t index, con
         return *e;
 
     // Route first, with the engine's own kernels, then read only the experts chosen.
-    const std::vector<bool> needed = chosen_experts(*layer, x);
+    const std::vector<bool> needed = every_expert ? std::vector<bool>(n_experts, true) : chosen_experts(*layer, x);
     layer->experts.resize(n_experts);
     for (std::size_t j = 0; j < n_experts; ++j) {
         ffn& e = layer->experts[j];
@@ -323,13 +323,13 @@ std::optional<error> checkpoint::read_expert(std::size_t index, std::size_t j, w
     return matrix_of(tensor_role::ffn_down_exps, d_ff, d_model, weight::w2, e.w2);
 }
 
-outcome<ffn_layer> checkpoint::layer_ffn(std::size_t index, const matrix& x, weights where) const {
+outcome<ffn_layer> checkpoint::layer_ffn(std::size_t index, const matrix& x, weights where, bool every_expert) const {
     if (!is_moe()) {
         auto dense = dense_layer(index, where);
         if (!dense) return dense.err();
         return ffn_layer(std::move(*dense));
     }
-    auto mixture = moe_layer(index, x, where);
+    auto mixture = moe_layer(index, x, where, every_expert);
     if (!mixture) return mixture.err();
     return ffn_layer(std::move(*mixture));
 }

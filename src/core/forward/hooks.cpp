@@ -75,7 +75,7 @@ std::optional<error> check_written(const transformer& model, const hook_name& at
         if (auto e = check_layer_index(at.layer, model.n_layers(), ck.origin(), "at")) return e;
     if (is_head(p) && !model.has_head())
         return error{ck.origin(), "at", fmt::format("a {} model is an encoder: it has no head", ck.config().arch)};
-    if (p == hook_point::mlp_in && (ck.is_moe() || ck.config().family->norm_place == norm_layer::place::post))
+    if (p == hook_point::mlp_in && ck.config().family->norm_place == norm_layer::place::post)
         return error{ck.origin(), "at", fmt::format("{}: write resid_mid instead; this layer's FFN reads no norm of its own that "
                                                     "can change alone", to_string(at))};
     if (whole_rows && is_hidden(p) && ck.is_moe())
@@ -192,6 +192,12 @@ public:
         out.cache.keep(h, last);
     }
     bool cached(hook_name h) const { return std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end(); }
+    // changed in flight: by an intervention, or a callback that may
+    bool writes(hook_name h) const {
+        const auto at = [h](const auto& w) { return w.at == h; };
+        return std::any_of(request_.interventions.begin(), request_.interventions.end(), at) ||
+               std::any_of(request_.callbacks.begin(), request_.callbacks.end(), at);
+    }
     // kept whole or by its last row
     bool wanted(hook_name h) const {
         return cached(h) || std::find(request_.cache_last.begin(), request_.cache_last.end(), h) != request_.cache_last.end();
@@ -235,7 +241,7 @@ public:
         at({hook_point::resid_mid, i}, x);
         if (post_norm()) keep({hook_point::mlp_in, i}, x);
         std::vector<matrix> wide(2);  // a mixture's hidden points: its experts' units side by side
-        auto s = model_.ffn_sublayer(i, x, ffn_hook(i, x.rows, wide));
+        auto s = model_.ffn_sublayer(i, x, ffn_hook(i, x.rows, wide), writes({hook_point::mlp_in, i}));
         if (!s) return s.err();
         if (!wide[0].data.empty()) keep({hook_point::mlp_pre, i}, wide[0]);
         if (!wide[1].data.empty()) keep({hook_point::mlp_post, i}, wide[1]);

@@ -176,10 +176,6 @@ std::optional<error> check_request(const transformer& model, const gradient_requ
     for (std::size_t k = 0; k < r.wrt.size(); ++k) {
         const hook_name& h = r.wrt[k];
         if (in_block(h.point) && h.layer >= n) return out_of_range(h.layer, fmt::format("wrt[{}]", k));
-        if (ck.is_moe() && h.point == hook_point::mlp_in)
-            return error{ck.origin(), fmt::format("wrt[{}]", k),
-                         fmt::format("{}: an MoE layer's router and experts read its norm together; ask for blocks.{}.resid_mid",
-                                     to_string(h), h.layer)};
     }
     const std::size_t first = first_layer(model, r);
     for (std::size_t k = 0; k < r.run.interventions.size(); ++k) {
@@ -326,16 +322,16 @@ private:
                });
     }
 
-    // The FFN's own points, read off each FFN's backward steps: mlp_post = dL/d(what W2 reads),
-    // mlp_pre = dL/d(what the activation reads), mlp_in = dL/d(what W1, or Wg and Wu, read). A
-    // mixture's are as wide as its routed experts' units side by side, expert e's columns
-    // e·d_ff … at the tokens routed to it and 0 at the others, which it never computed.
+    // The FFN's own points: mlp_in = dL/d(what W1, or Wg and Wu, and a mixture's router read), the
+    // layer's; mlp_post = dL/d(what W2 reads) and mlp_pre = dL/d(what the activation reads), read
+    // off each FFN's backward steps. A mixture's are as wide as its routed experts' units side by
+    // side, expert e's columns e·d_ff … at the tokens routed to it and 0 at the others, which it
+    // never computed.
     void hidden_points(std::size_t i, const ffn_result& path, const ffn_gradients& g) {
         const bool gated = info(model_.source().config().act).gated;
         const std::size_t units = model_.source().ffns().size() * path.d_ff();  // every FFN's, side by side
         for (auto& [name, v] : out_.grads)
-            if (name.layer == i && is_ffn_inside(name.point))
-                v = matrix(path.tokens(), name.point == hook_point::mlp_in ? path.ffn_input().cols : units);
+            if (name.layer == i && is_ffn_inside(name.point)) v = name.point == hook_point::mlp_in ? d_ffn_input(g) : matrix(path.tokens(), units);
         std::size_t k = 0;
         path.for_each_expert([&](const expert_part& part) {
             const gradients& eg = expert_gradients(g, k++);
@@ -348,11 +344,9 @@ private:
             };
             const std::size_t first = hidden_column({part.expert, 0}, path.d_ff());
             for (auto& [name, v] : out_.grads) {
-                if (name.layer != i || !is_ffn_inside(name.point)) continue;
-                matrix from = name.point == hook_point::mlp_post ? value(step_kind::contract, gated ? "d_product" : "d_activated")
-                              : name.point == hook_point::mlp_pre ? value(step_kind::activate, gated ? "d_gate" : "d_hidden")
-                              : gated ? residual(value(step_kind::up, "dx_up"), value(step_kind::gate, "dx_gate"))
-                                      : value(step_kind::expand, "dx_ffn");
+                if (name.layer != i || (name.point != hook_point::mlp_pre && name.point != hook_point::mlp_post)) continue;
+                const matrix& from = name.point == hook_point::mlp_post ? value(step_kind::contract, gated ? "d_product" : "d_activated")
+                                                                        : value(step_kind::activate, gated ? "d_gate" : "d_hidden");
                 for (std::size_t t = 0; t < path.tokens(); ++t)
                     if (const auto r = part.row_of(t))
                         std::copy(from.row(*r).begin(), from.row(*r).end(), v.row(t).begin() + static_cast<long>(first));

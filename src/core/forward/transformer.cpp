@@ -574,7 +574,7 @@ outcome<matrix> transformer::attention_residual(std::size_t layer, const matrix&
     return out;
 }
 
-outcome<ffn_result> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook) const {
+outcome<ffn_result> transformer::ffn_sublayer(std::size_t layer, const matrix& x, const step_hook& hook, bool rerouted) const {
     if (auto e = check_layer_index(layer, ffn_.size(), "", "layer")) return *e;
     const checkpoint_config& m = ck_->config();
     if (x.cols != m.d_model || x.rows == 0)
@@ -586,8 +586,9 @@ outcome<ffn_result> transformer::ffn_sublayer(std::size_t layer, const matrix& x
         return e;
     };
     // A dense layer was read when the model opened; a mixture's experts that the tokens choose
-    // are read from the file now, and the engine routes and runs them.
-    auto l = ffn_[layer] ? outcome<ffn_layer>(ffn_layer(ffn_[layer])) : ck_->layer_ffn(layer, x);
+    // (all of them when the hook reroutes) are read from the file now, and the engine routes and
+    // runs them.
+    auto l = ffn_[layer] ? outcome<ffn_layer>(ffn_layer(ffn_[layer])) : ck_->layer_ffn(layer, x, checkpoint::weights::in_file, rerouted);
     if (!l) return l.err();
     auto t = run_layer(*l, x, {x.rows}, hook);
     if (!t) return in_layer(t.err());

@@ -239,6 +239,7 @@ outcome<gradients> run_backward(const trace& t, const loss_spec& loss) {
     }
     const matrix d_pre = activate_backward(t, d_act, g);
     matrix dx_ffn = l.gated() ? gated_first_backward(t, d_pre, d_up, g) : expand_backward(t, d_pre, g);
+    g.d_ffn_input = dx_ffn;
     if (pre_norm) dx_ffn = norm_backward(t.input, dx_ffn);
     g.d_input = l.residual ? add(dx_direct, dx_ffn) : dx_ffn;
     g.steps.push_back({step_kind::input, {{"dx", g.d_input}}});

@@ -215,6 +215,12 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         for (std::size_t tok = 0; tok < tokens; ++tok)
             if (std::find(t.chosen[tok].begin(), t.chosen[tok].end(), e) != t.chosen[tok].end()) routed.push_back(tok);
         if (routed.empty()) continue;  // idle: never computed
+        // A checkpoint's layer holds the experts its tokens chose when it was read (moe_layer):
+        // one chosen only now has a shape and no values.
+        const ffn& held = layer.experts[e];
+        if (held.w2.data.empty() && !held.stored[static_cast<int>(weight::w2)])
+            return error{"", fmt::format("expert[{}]", e), "a token chose this expert, whose weights were not read: the router read "
+                                                             "other values than those the layer was read for"};
         const std::shared_ptr<const ffn> expert(shared, &layer.experts[e]);
         auto et = each_alone ? run_ffn_each_alone(expert, gather(in, routed))
                   : hook     ? run_ffn(expert, gather(in, routed), {routed.size()}, *hook, step_site{step_kind::input, e, &routed})

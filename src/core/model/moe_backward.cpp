@@ -125,6 +125,7 @@ outcome<moe_gradients> run_moe_backward(const moe_trace& t, const loss_spec& los
 
     const matrix dx_router = routing_backward(t, d_w, g);
     for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += dx_router.data[k];
+    g.d_ffn_input = d_input;
     if (pre_norm) d_input = norm_backward(t.input, d_input);
     if (l.residual)
         for (std::size_t k = 0; k < d_input.data.size(); ++k) d_input.data[k] += d_out.data[k];
@@ -292,6 +293,10 @@ const matrix& new_output(const ffn_descent& step) {
 
 const matrix& d_input(const ffn_gradients& g) {
     return std::visit([](const auto& x) -> const matrix& { return x.d_input; }, g);
+}
+
+const matrix& d_ffn_input(const ffn_gradients& g) {
+    return std::visit([](const auto& x) -> const matrix& { return x.d_ffn_input; }, g);
 }
 
 const gradients& expert_gradients(const ffn_gradients& g, std::size_t i) {
