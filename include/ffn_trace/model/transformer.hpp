@@ -146,11 +146,14 @@ public:
     matrix attention_output_backward(std::size_t layer, const matrix& x, const matrix& d_out, std::size_t sequences = 1) const;
     matrix head_backward(const matrix& x, const std::vector<std::size_t>& rows, const matrix& dlogits,
                          const std::function<void(matrix&)>& at) const;
-    // dL/dx (tokens, d_model) of dense layer `layer`'s FFN path alone (what mlp_out reads from
+    // dL/dx (tokens, d_model) of layer `layer`'s FFN path alone (what mlp_out reads from
     // resid_mid x, the residual not included) from d_out = dL/d(mlp_out), on the weights the model
     // holds (in memory or in the file): the input's gradient only, no weight's, for a sweep that
-    // reads none. The layer must be a dense one of the model's; x finite, as its forward pass had it.
+    // reads none. The model must hold the layer (holds_ffn); x finite, as its forward pass had it.
     outcome<matrix> ffn_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const;
+    // Whether the model holds layer `layer`'s FFN between runs (checkpoint::held_ffn): a dense
+    // layer's, not a mixture's, whose experts are read as its tokens choose them.
+    bool holds_ffn(std::size_t layer) const { return layer < ffn_.size() && ffn_[layer]; }
 
 
     // A weight left in the file (x·W with W (in, out)) and its bias (out, or empty).
