@@ -1477,6 +1477,9 @@ cli_test("edit --sequential without --facts is refused" 2 EMPTY "^error: --seque
   -- ${FT} edit ${EDIT_ARGS} --target " Rome" --sequential)
 cli_test("edit --facts without --layers asks for them" 2 EMPTY "^error: --layers: --facts writes the facts over a range of layers: give --layers A-B$"
   -- ${FT} edit --checkpoint ${DATA}/models/atlas --facts ${FACTS}/three.tsv)
+cli_test("edit --facts on a Mixtral is refused: MEMIT has no one W2 a layer, and the single edit in one expert is named" 2 EMPTY
+  "^error: .*mixtral_whole: --layers: MEMIT solves for the one W2 of each layer's FFN, and a mixtral layer is a Mixture of Experts\\; edit a fact in one expert with --layer and --expert$"
+  -- ${FT} edit --checkpoint ${INPUTS}/checkpoints/mixtral_whole --facts ${FACTS}/three.tsv --layers 0-1)
 
 
 # units: a layer's units over a corpus, and the search of value vectors by token, on the shipped

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "test_paths.hpp"
+#include "tiny_transformer.hpp"
 
 using namespace ffn_trace;
 using doctest::Approx;
@@ -79,4 +80,22 @@ TEST_CASE("a MEMIT request is refused for layers reversed or past the model, no 
     CHECK(memit_request_error(r, 4)->path == "at");
     r.facts.clear();
     CHECK(memit_request_error(r, 4)->path == "facts");
+}
+
+TEST_CASE("MEMIT refuses a Mixture of Experts, whose layers have no one W2 to solve for, and an encoder, before it runs") {
+    const auto check = [](const std::string& arch) {
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 3});
+        test::ckpt::temp_dir dir;
+        auto ck = checkpoint::open(m.write(dir));
+        REQUIRE(ck);
+        return memit_model_error(*ck);
+    };
+    const auto moe = check("mixtral");
+    REQUIRE(moe);
+    CHECK(moe->path == "layers");
+    CHECK(moe->message.find("a mixtral layer is a Mixture of Experts; edit a fact in one expert with --layer and --expert") != std::string::npos);
+    const auto encoder = check("bert");
+    REQUIRE(encoder);
+    CHECK(encoder->message.find("is an encoder") != std::string::npos);
+    CHECK_FALSE(check("llama"));
 }

@@ -221,7 +221,7 @@ int run_memit(const edit_options& o) {
     set_activity({"reading the checkpoint", "the memory it needs by using a smaller model"});
     auto ck = checkpoint::open(o.checkpoint);
     if (!ck) return report(ck.err());
-    if (auto e = edit_model_error(*ck)) return refuse(*e);
+    if (auto e = memit_model_error(*ck)) return refuse(*e);
     auto tok = open_tokenizer(o.checkpoint);
     if (!tok) return report(tok.err());
     auto model = transformer::open(std::make_shared<const checkpoint>(std::move(*ck)));

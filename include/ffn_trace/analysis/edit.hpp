@@ -334,6 +334,9 @@ struct memit_request {
 // The request's own errors, needing no model but its layer count: layers reversed or past the
 // model, no fact, a position by token index. Paths "layers", "facts", "at".
 std::optional<error> memit_request_error(const memit_request& request, std::size_t n_layers);
+// A checkpoint MEMIT cannot edit: an encoder (as edit_model_error), or layers of more than one
+// FFN (a Mixture of Experts), where it has no one W2 a layer to solve for; path "layers".
+std::optional<error> memit_model_error(const checkpoint& ck);
 
 // One layer's update, summed over the sequential steps.
 struct memit_layer {

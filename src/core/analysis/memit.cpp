@@ -421,14 +421,22 @@ outcome<memit_drift> drift_of(const transformer& model, const tokenizer& tok, co
 
 }  // namespace
 
+std::optional<error> memit_model_error(const checkpoint& ck) {
+    if (!ck.causal()) return edit_model_error(ck);
+    // The least squares solves for one W2 a layer.
+    if (ck.ffns().size() != 1)
+        return error{ck.origin(), "layers", fmt::format("MEMIT solves for the one W2 of each layer's FFN, and a {} layer is a Mixture of "
+                                                        "Experts; edit a fact in one expert with --layer and --expert", ck.config().arch)};
+    return edit_model_error(ck);
+}
+
 outcome<memit_trace> memit(const transformer& given, const tokenizer& tok, const memit_request& r, std::string_view corpus_text,
                            const std::string& corpus_file) {
     const checkpoint& ck = given.source();
     if (auto e = memit_request_error(r, given.n_layers())) return *e;
+    if (auto e = memit_model_error(ck)) return *e;
     // The corpus, the facts' optimisations and the evaluation run the model thousands of times.
     const transformer model = given.holding(0, given.n_layers() - 1, true);
-    if (auto e = edit_model_error(ck)) return *e;
-    if (ck.is_moe()) return error{ck.origin(), "", "MEMIT edits dense layers' W2; this checkpoint's layers are Mixtures of Experts"};
     // MEMIT spreads a residual over the layers as what each W2 adds to the stream; a norm of the FFN's
     // output (Gemma's) stands between the two, so the least squares would solve for the wrong thing.
     if (ck.has_ffn_post_norm())
