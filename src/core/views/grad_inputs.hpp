@@ -4,12 +4,7 @@
 
 #include <string>
 
-#include "ffn_trace/analysis/example.hpp"
-#include "ffn_trace/analysis/prompt.hpp"
-#include "ffn_trace/core/engine.hpp"
-#include "ffn_trace/core/moe.hpp"
-#include "views/render_grad.hpp"
-#include "views/render_text.hpp"
+#include "views/render_grad.hpp"  // the example, the trace and gradient types, text_options
 
 namespace ffn_trace {
 
