@@ -1478,7 +1478,7 @@ cli_test("edit --sequential without --facts is refused" 2 EMPTY "^error: --seque
 cli_test("edit --facts without --layers asks for them" 2 EMPTY "^error: --layers: --facts writes the facts over a range of layers: give --layers A-B$"
   -- ${FT} edit --checkpoint ${DATA}/models/atlas --facts ${FACTS}/three.tsv)
 cli_test("edit --facts on a Mixtral is refused: MEMIT has no one W2 a layer, and the single edit in one expert is named" 2 EMPTY
-  "^error: .*mixtral_whole: --layers: MEMIT solves for the one W2 of each layer's FFN, and a mixtral layer is a Mixture of Experts\\; edit a fact in one expert with --layer and --expert$"
+  "^error: .*mixtral_whole: --layers: MEMIT solves for the one W2 of each layer's FFN, and a mixtral layer is a Mixture of Experts\\; edit one fact at a time, in one expert$"
   -- ${FT} edit --checkpoint ${INPUTS}/checkpoints/mixtral_whole --facts ${FACTS}/three.tsv --layers 0-1)
 
 

@@ -93,7 +93,7 @@ TEST_CASE("MEMIT refuses a Mixture of Experts, whose layers have no one W2 to so
     const auto moe = check("mixtral");
     REQUIRE(moe);
     CHECK(moe->path == "layers");
-    CHECK(moe->message.find("a mixtral layer is a Mixture of Experts; edit a fact in one expert with --layer and --expert") != std::string::npos);
+    CHECK(moe->message.find("a mixtral layer is a Mixture of Experts; edit one fact at a time, in one expert") != std::string::npos);
     const auto encoder = check("bert");
     REQUIRE(encoder);
     CHECK(encoder->message.find("is an encoder") != std::string::npos);

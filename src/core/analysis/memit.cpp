@@ -426,7 +426,7 @@ std::optional<error> memit_model_error(const checkpoint& ck) {
     // The least squares solves for one W2 a layer.
     if (ck.ffns().size() != 1)
         return error{ck.origin(), "layers", fmt::format("MEMIT solves for the one W2 of each layer's FFN, and a {} layer is a Mixture of "
-                                                        "Experts; edit a fact in one expert with --layer and --expert", ck.config().arch)};
+                                                        "Experts; edit one fact at a time, in one expert", ck.config().arch)};
     return edit_model_error(ck);
 }
 
