@@ -192,7 +192,7 @@ public:
         out.cache.keep(h, last);
     }
     bool cached(hook_name h) const { return std::find(request_.cache.begin(), request_.cache.end(), h) != request_.cache.end(); }
-    // changed in flight: by an intervention, or a callback that may
+    // whether h may change in flight: an intervention or a callback (which may write) is at it
     bool writes(hook_name h) const {
         const auto at = [h](const auto& w) { return w.at == h; };
         return std::any_of(request_.interventions.begin(), request_.interventions.end(), at) ||

@@ -331,7 +331,8 @@ private:
         const bool gated = info(model_.source().config().act).gated;
         const std::size_t units = model_.source().ffns().size() * path.d_ff();  // every FFN's, side by side
         for (auto& [name, v] : out_.grads)
-            if (name.layer == i && is_ffn_inside(name.point)) v = name.point == hook_point::mlp_in ? d_ffn_input(g) : matrix(path.tokens(), units);
+            if (name.layer == i && is_ffn_inside(name.point))
+                v = name.point == hook_point::mlp_in ? d_ffn_input(g) : matrix(path.tokens(), units);
         std::size_t k = 0;
         path.for_each_expert([&](const expert_part& part) {
             const gradients& eg = expert_gradients(g, k++);

@@ -249,7 +249,9 @@ json what_changed(const ffn_comparison& c, const std::vector<std::size_t>& lead,
     json experts = json::array();
     for (const auto& e : c.experts) {
         const std::string prefix = fmt::format("{}[{}].", e.shared ? "shared" : "expert", e.expert);
-        experts.push_back({{e.shared ? "shared" : "expert", e.expert}, {"tokens", e.tokens}, {"steps", comparison_steps(e.steps, lead, prefix)}});
+        experts.push_back({{e.shared ? "shared" : "expert", e.expert},
+                           {"tokens", e.tokens},
+                           {"steps", comparison_steps(e.steps, lead, prefix)}});
     }
     return {{"any", c.any()},
             {"steps", comparison_steps(c.layer, lead)},
