@@ -204,6 +204,9 @@ struct ffn {
         const matrix* m[] = {&w1, &wg, &wu, &w2};
         return *m[static_cast<int>(w)];
     }
+    // Whether its weights were read, in memory or left in their file: a checkpoint's mixture reads
+    // only the experts its tokens chose, and the others have their shapes alone.
+    bool has_values() const { return !w2.data.empty() || stored[static_cast<int>(weight::w2)]; }
     // Whether every matrix holds its values (what the backward pass needs).
     bool in_memory() const {
         for (const auto& s : stored)

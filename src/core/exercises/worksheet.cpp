@@ -459,7 +459,7 @@ outcome<std::pair<document, std::vector<worksheet_blank>>> worksheet_document(co
         doc.push_back({block_kind::paragraph, ex.names.experts.size() > e ? fmt::format("Expert {} ({}):", e, ex.names.experts[e])
                                                                            : fmt::format("Expert {}:", e)});
         ffn plain = l.experts[e];
-        if (!plain.stored[static_cast<int>(weight::w2)] && plain.w2.data.empty()) {
+        if (!plain.has_values()) {
             // a checkpoint reads only the experts some token chose: the others have shapes, no values
             doc.push_back({block_kind::paragraph, "No token chose this expert, so its weights are not needed."});
             continue;

@@ -217,8 +217,7 @@ outcome<moe_trace> run(std::shared_ptr<const moe> shared, const matrix& x, std::
         if (routed.empty()) continue;  // idle: never computed
         // A checkpoint's layer holds the experts its tokens chose when it was read (moe_layer):
         // one chosen only now has a shape and no values.
-        const ffn& held = layer.experts[e];
-        if (held.w2.data.empty() && !held.stored[static_cast<int>(weight::w2)])
+        if (!layer.experts[e].has_values())
             return error{"", fmt::format("expert[{}]", e), "a token chose this expert, whose weights were not read: the router read "
                                                              "other values than those the layer was read for"};
         const std::shared_ptr<const ffn> expert(shared, &layer.experts[e]);
