@@ -34,6 +34,12 @@ TEST_CASE("long ranges are summarised as first … last, as numpy does") {
     CHECK(shown_indices(0, false).empty());
 }
 
+TEST_CASE("an error names the indices of n things as 0 to n − 1, or 0 for one") {
+    CHECK(index_range(4) == "0 to 3");
+    CHECK(index_range(2) == "0 to 1");
+    CHECK(index_range(1) == "0");
+}
+
 TEST_CASE("widths count code points and skip style marks") {
     CHECK(display_width("abc") == 3);
     CHECK(display_width("2×(−1)") == 6);

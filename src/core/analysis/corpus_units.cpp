@@ -13,6 +13,7 @@
 #include "ffn_trace/analysis/prompt.hpp"
 #include "ffn_trace/analysis/readings.hpp"
 #include "analysis/prompt_parts.hpp"
+#include "base/format.hpp"
 #include "base/quantile.hpp"
 #include "base/splitmix.hpp"
 #include "base/text.hpp"
@@ -171,8 +172,6 @@ std::optional<error> rank_rows(const token_table& table, const std::vector<doubl
     return std::nullopt;
 }
 
-std::string range_text(std::size_t n) { return n == 1 ? "0" : fmt::format("0 to {}", n - 1); }
-
 std::optional<error> check_unit(const checkpoint& ck, const layer_unit& u) {
     if (auto e = check_layer_index(u.layer, ck.config().n_layers, ck.origin(), "layer")) return e;
     return ffn_trace::check_unit(ck, u.layer, u.unit, "unit");
@@ -191,7 +190,7 @@ outcome<std::vector<layer_unit>> features_asked(const checkpoint& ck, const unit
     for (const auto& u : wanted)
         if (u.unit.expert || u.unit.unit >= tc.features())
             return error{"", "unit", fmt::format("feature {} is out of range: the transcoder has {} features ({})", to_string(u.unit),
-                                                 tc.features(), range_text(tc.features()))};
+                                                 tc.features(), index_range(tc.features()))};
     return wanted;
 }
 

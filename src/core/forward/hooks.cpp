@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "base/format.hpp"
 #include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/transformer.hpp"
 
@@ -416,7 +417,7 @@ std::optional<std::string> unit_outside(const unit_ref& u, std::optional<std::si
     const std::string the_layer = layer ? fmt::format("layer {}", *layer) : "the layer";
     // "4 experts (0 to 3)", "1 unit (0)"
     const auto count = [](std::size_t n, std::string_view what) {
-        return n == 1 ? fmt::format("1 {} (0)", what) : fmt::format("{} {}s (0 to {})", n, what, n - 1);
+        return fmt::format("{} {}{} ({})", n, what, n == 1 ? "" : "s", index_range(n));
     };
     if (n_experts > 0 && !u.expert)
         return fmt::format("{} is a Mixture of Experts: name a unit as E:J, unit J of expert E; got {}", the_layer, u.unit);
