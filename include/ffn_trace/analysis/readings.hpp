@@ -195,10 +195,10 @@ struct ffn_unit_readings {
     std::vector<promoted_tokens> by_token;  // a mixture's combine · Eᵀ per token; a dense layer's is vocab[0].by_token
 };
 // A dense layer's readings of its one FFN, when read: its units, and its vocabulary view.
-inline const unit_readings* one_ffn_units(const std::optional<ffn_unit_readings>& u) { return u ? &u->experts.front() : nullptr; }
-inline const vocabulary_view* one_ffn_vocab(const std::optional<ffn_unit_readings>& u) {
-    return u && !u->vocab.empty() ? &u->vocab.front() : nullptr;
-}
+inline const unit_readings* one_ffn_units(const ffn_unit_readings* u) { return u ? &u->experts.front() : nullptr; }
+inline const vocabulary_view* one_ffn_vocab(const ffn_unit_readings* u) { return u && !u->vocab.empty() ? &u->vocab.front() : nullptr; }
+inline const unit_readings* one_ffn_units(const std::optional<ffn_unit_readings>& u) { return one_ffn_units(u ? &*u : nullptr); }
+inline const vocabulary_view* one_ffn_vocab(const std::optional<ffn_unit_readings>& u) { return one_ffn_vocab(u ? &*u : nullptr); }
 
 // The `top` units of each FFN at each token it ran (read_units of its trace).
 ffn_unit_readings read_units(const ffn_result& r, std::size_t top);

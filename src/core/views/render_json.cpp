@@ -264,8 +264,7 @@ json what_changed(const ffn_comparison& c, const std::vector<std::size_t>& lead,
 json layer_json(const layer_rendering_input& in) {
     const moe_trace* m = in.ffn.moe();
     json out = m ? moe_trace_json(in.ex, *m, in.claims, in.units)
-                 : trace_json(in.ex, *in.ffn.dense(), in.claims, in.units ? &in.units->experts.front() : nullptr,
-                              in.units && !in.units->vocab.empty() ? &in.units->vocab.front() : nullptr);
+                 : trace_json(in.ex, *in.ffn.dense(), in.claims, one_ffn_units(in.units), one_ffn_vocab(in.units));
     if (in.comparison) out["what_changed"] = what_changed(*in.comparison, in.ffn.lead(), m != nullptr);
     add_unchecked(out, in.unchecked_claims);
     if (in.explained) add_dequantized(out, *in.explained);

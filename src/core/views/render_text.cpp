@@ -60,9 +60,7 @@ void build_walkthrough(const layer_rendering_input& in, const text_options& opti
     }
     const trace& d = *in.ffn.dense();
     const readings reads = read_trace(d);
-    const unit_readings* units = in.units ? &in.units->experts.front() : nullptr;
-    const vocabulary_view* vocab = in.units && !in.units->vocab.empty() ? &in.units->vocab.front() : nullptr;
-    rendering_input dense{in.ex, d, in.claims, reads, units, in.explained, vocab, in.token_strings,
+    rendering_input dense{in.ex, d, in.claims, reads, one_ffn_units(in.units), in.explained, one_ffn_vocab(in.units), in.token_strings,
                           in.comparison ? &in.comparison->layer : nullptr, in.unchecked_claims, in.tok};
     build_with<walkthrough_builder>(dense, options, explain, out);
 }
