@@ -422,9 +422,8 @@ outcome<memit_drift> drift_of(const transformer& model, const tokenizer& tok, co
 }  // namespace
 
 std::optional<error> memit_model_error(const checkpoint& ck) {
-    if (!ck.causal()) return edit_model_error(ck);
-    // The least squares solves for one W2 a layer.
-    if (ck.ffns().size() != 1)
+    // The least squares solves for one W2 a layer (an encoder is refused as the single edit refuses it).
+    if (ck.causal() && ck.ffns().size() != 1)
         return error{ck.origin(), "layers", fmt::format("MEMIT solves for the one W2 of each layer's FFN, and a {} layer is a Mixture of "
                                                         "Experts; edit one fact at a time, in one expert", ck.config().arch)};
     return edit_model_error(ck);
