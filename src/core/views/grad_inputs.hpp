@@ -8,24 +8,19 @@
 
 namespace ffn_trace {
 
-struct grad_rendering_input {
+// layer_grad_rendering_input with the trace, gradients and step of one kind.
+template <class Trace, class Gradients, class Step>
+struct kind_grad_rendering_input {
     const example& ex;
-    const trace& tr;
-    const gradients& grads;
+    const Trace& tr;
+    const Gradients& grads;
     const gradient_check& check;
-    const descent_step* descent;  // with --lr, else null
+    const Step* descent;  // with --lr, else null
     const prompt_gradient* prompt = nullptr;
 };
-
-// The backward pass of an MoE layer, with the top-k choice held fixed.
-struct moe_grad_rendering_input {
-    const example& ex;
-    const moe_trace& tr;
-    const moe_gradients& grads;
-    const gradient_check& check;
-    const moe_descent_step* descent;  // with --lr, else null
-    const prompt_gradient* prompt = nullptr;
-};
+using grad_rendering_input = kind_grad_rendering_input<trace, gradients, descent_step>;
+// An MoE layer's, with the top-k choice held fixed.
+using moe_grad_rendering_input = kind_grad_rendering_input<moe_trace, moe_gradients, moe_descent_step>;
 
 // Each kind's views, as render_grad.hpp describes them.
 void render_grad_walkthrough(const grad_rendering_input& in, const text_options& options, text_format format,
