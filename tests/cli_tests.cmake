@@ -1650,6 +1650,10 @@ cli_test("grad --prompt refuses a target of several tokens before the last posit
   -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Parisian" --position 2)
 cli_test("grad --prompt refuses a position past the prompt" 2 EMPTY "^error: --position: token 9 is out of range: the prompt has 5 tokens \\(0 to 4\\)$"
   -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --target " Paris" --position 9)
+cli_test("grad --prompt names the one token of a one-token prompt as 0" 2 EMPTY "^error: --position: token 3 is out of range: the prompt has 1 token \\(0\\)$"
+  -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 0 --prompt "P" --target " Paris" --position 3)
+cli_test("run --intervene names the one token of a one-token prompt as 0" 2 EMPTY "^error: .*capitals: --intervene: \"172@2=0\": token 2 is out of range: the prompt has 1 token \\(0\\)$"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "P" --intervene 172@2=0)
 cli_test("grad --prompt refuses a layer the model lacks" 2 EMPTY "^error: .*capitals: --layer: layer 2 is out of range: the checkpoint has 2 layers \\(0 to 1\\)$"
   -- ${FT} grad --checkpoint ${DATA}/models/capitals --layer 2 --prompt "The capital of France is" --target " Paris")
 cli_test("grad --prompt refuses a learning rate that is not finite" 2 EMPTY "^error: --lr: expected a finite learning rate > 0, got inf$"

@@ -95,3 +95,16 @@ TEST_CASE("a very long file name is cut in the middle, so its end still names th
     CHECK(line.rfind(std::string(100, 'd') + "…", 0) == 0);
     CHECK(line.find("d/example.json: cannot open the file") != std::string::npos);
 }
+
+TEST_CASE("a layer out of range is named with the indices the checkpoint has, one layer as 0") {
+    REQUIRE(check_layer_index(3, 4, "m", "layer") == std::nullopt);
+    const auto four = check_layer_index(7, 4, "m", "layer");
+    REQUIRE(four);
+    CHECK(four->to_string() == "m: layer: layer 7 is out of range: the checkpoint has 4 layers (0 to 3)");
+    const auto one = check_layer_index(1, 1, "m", "layer");
+    REQUIRE(one);
+    CHECK(one->message == "layer 1 is out of range: the checkpoint has 1 layer (0)");
+    const auto none = check_layer_index(0, 0, "m", "layer");
+    REQUIRE(none);
+    CHECK(none->message == "layer 0 is out of range: the checkpoint has no layers");
+}

@@ -74,10 +74,10 @@ std::optional<error> edit_model_error(const checkpoint& ck, std::optional<std::s
     const std::size_t n = ffns.size();
     if (!expert)
         return error{ck.origin(), "expert", fmt::format("a {} layer is a Mixture of Experts of {} experts: name the one whose "
-                                                        "W2 is edited (0 to {})", ck.config().arch, n, n - 1)};
+                                                        "W2 is edited ({})", ck.config().arch, n, index_range(n))};
     if (!ffns.front())
         return error{ck.origin(), "expert", fmt::format("a {} layer is one dense FFN: it has no experts to choose from", ck.config().arch)};
-    return error{ck.origin(), "expert", fmt::format("expert {} is out of range: the layer has {} experts (0 to {})", *expert, n, n - 1)};
+    return error{ck.origin(), "expert", fmt::format("expert {} is out of range: the layer has {} experts ({})", *expert, n, index_range(n))};
 }
 
 namespace {

@@ -409,8 +409,8 @@ outcome<std::vector<std::size_t>> check_locate(const transformer& model, const p
     auto subject = find_subject(prompt, options.subject);
     if (!subject) return subject.err();
     if (options.target && *options.target >= model.vocab_size())
-        return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} tokens (0 to {})",
-                                                 *options.target, model.vocab_size(), model.vocab_size() - 1)};
+        return error{"", "target", fmt::format("token id {} is out of range: the vocabulary has {} ({})",
+                                                 *options.target, detail::plural(model.vocab_size(), "token"), index_range(model.vocab_size()))};
     if (options.unit_layer)
         if (auto e = check_layer_index(*options.unit_layer, model.n_layers(), "", "layer")) return *e;
     return subject;

@@ -27,8 +27,8 @@ outcome<target_tokens> read_target(const tokenizer& tok, const transformer& mode
     t.text = r.target;
     t.position = r.position.value_or(prompt_length - 1);
     if (t.position >= prompt_length)
-        return error{"", "position", fmt::format("token {} is out of range: the prompt has {} tokens (0 to {})", t.position,
-                                                 prompt_length, prompt_length - 1)};
+        return error{"", "position", fmt::format("token {} is out of range: the prompt has {} ({})", t.position,
+                                                 detail::plural(prompt_length, "token"), index_range(prompt_length))};
     auto ids = r.target.empty() ? outcome<std::vector<std::size_t>>(std::vector<std::size_t>{}) : tok.encode(r.target);
     if (!ids) {
         if (ids.err().path.empty()) ids.err().path = "target";

@@ -10,6 +10,7 @@
 #include "ffn_trace/analysis/prompt.hpp"
 #include "analysis/prompt_parts.hpp"
 #include "base/whole_number.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 
@@ -96,8 +97,8 @@ std::optional<error> check_interventions(const transformer& model, std::size_t l
                                                                "an intervention to change", ck.config().arch)};
         if (iv.last) iv.token = tokens - 1;
         if (iv.token && *iv.token >= tokens)
-            return error{ck.origin(), "intervene", fmt::format("{}: token {} is out of range: the prompt has {} token{} (0 to {})",
-                                                               quote(iv.text), *iv.token, tokens, tokens == 1 ? "" : "s", tokens - 1)};
+            return error{ck.origin(), "intervene", fmt::format("{}: token {} is out of range: the prompt has {} token{} ({})",
+                                                               quote(iv.text), *iv.token, tokens, tokens == 1 ? "" : "s", index_range(tokens))};
         hook_request request;
         request.interventions.push_back(detail::hook_of(layer, iv));
         if (auto e = model.check(request, tokens)) {

@@ -1,4 +1,5 @@
 #include "ffn_trace/core/error.hpp"
+#include "base/format.hpp"
 
 #include <fmt/format.h>
 #include <cstdint>
@@ -111,7 +112,7 @@ std::optional<error> check_layer_index(std::size_t layer, std::size_t n_layers, 
     if (layer < n_layers) return std::nullopt;
     if (n_layers == 0) return error{std::move(file), std::move(path), fmt::format("layer {} is out of range: the checkpoint has no layers", layer)};
     return error{std::move(file), std::move(path),
-                 fmt::format("layer {} is out of range: the checkpoint has {} layer{} (0 to {})", layer, n_layers, n_layers == 1 ? "" : "s", n_layers - 1)};
+                 fmt::format("layer {} is out of range: the checkpoint has {} layer{} ({})", layer, n_layers, n_layers == 1 ? "" : "s", index_range(n_layers))};
 }
 
 }  // namespace ffn_trace

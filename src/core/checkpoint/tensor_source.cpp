@@ -8,6 +8,7 @@
 
 #include "base/text.hpp"
 #include "checkpoint/tensor_formats.hpp"
+#include "base/format.hpp"
 
 namespace ffn_trace {
 
@@ -138,8 +139,8 @@ outcome<matrix> tensor_source::read_rows(std::string_view name, const std::vecto
         if (r >= t.shape[0])
             return error{t.file, t.spelled(),
                          t.shape[0] == 0 ? fmt::format("row {} is out of range: the tensor has no rows", r)
-                                         : fmt::format("row {} is out of range: the tensor has {} (0 to {})", r,
-                                                       plural(t.shape[0], "row"), t.shape[0] - 1)};
+                                         : fmt::format("row {} is out of range: the tensor has {} ({})", r,
+                                                       plural(t.shape[0], "row"), index_range(t.shape[0]))};
     // (rows.size(), cols): row i is the tensor's row rows[i]. Consecutive rows are converted as one
     // run of at most 2^21 values: a vocabulary view reads an unembedding of 50,257 rows in blocks
     // of thousands, and a read and a release a row was a call to the kernel for each.

@@ -11,6 +11,7 @@
 #include "base/format.hpp"
 #include "ffn_trace/model/checkpoint.hpp"
 #include "ffn_trace/model/transformer.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace {
 
@@ -59,8 +60,8 @@ std::optional<error> not_finite(const matrix& m, std::string_view what) {
 std::optional<error> check_unit(const checkpoint& ck, const intervention& iv, const unit_ref& u, std::size_t width) {
     if (!is_hidden(iv.at.point)) {
         if (u.expert || u.unit >= width)
-            return error{ck.origin(), "", fmt::format("{} has {} columns (0 to {}), without experts; got {}", to_string(iv.at), width,
-                                                      width - 1, to_string(u))};
+            return error{ck.origin(), "", fmt::format("{} has {} ({}), without experts; got {}", to_string(iv.at), detail::plural(width, "column"),
+                                                      index_range(width), to_string(u))};
         return std::nullopt;
     }
     return ffn_trace::check_unit(ck, iv.at.layer, u, "");
@@ -93,7 +94,7 @@ std::optional<error> check_intervention(const transformer& model, const interven
     for (std::size_t k = 0; k < iv.positions.size(); ++k) {
         if (iv.positions[k] >= tokens)
             return error{ck.origin(), fmt::format("positions[{}]", k),
-                         fmt::format("token {} is out of range: the prompt has {} tokens (0 to {})", iv.positions[k], tokens, tokens - 1)};
+                         fmt::format("token {} is out of range: the prompt has {} ({})", iv.positions[k], detail::plural(tokens, "token"), index_range(tokens))};
         if (named[iv.positions[k]])
             return error{ck.origin(), fmt::format("positions[{}]", k), fmt::format("token {} is named twice", iv.positions[k])};
         named[iv.positions[k]] = true;

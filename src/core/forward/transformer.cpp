@@ -13,6 +13,8 @@
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/config.hpp"
 #include "checkpoint/tensor_formats.hpp"
+#include "base/format.hpp"
+#include "base/text.hpp"
 
 namespace ffn_trace {
 
@@ -503,7 +505,7 @@ outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
     for (std::size_t t = 0; t < tokens; ++t)
         if (ids[t] >= vocab_)
             return error{"", fmt::format("token_ids[{}]", t),
-                         fmt::format("token id {} is out of range: the embedding has {} rows (0 to {})", ids[t], vocab_, vocab_ - 1)};
+                         fmt::format("token id {} is out of range: the embedding has {} ({})", ids[t], detail::plural(vocab_, "row"), index_range(vocab_))};
     // x0 = E[ids] (+ P[0 … tokens − 1]) (+ T[0], then LayerNorm for BERT)
     auto x = ck_->tensors().read_rows(embedding_, ids);
     if (!x) return x.err();
