@@ -1009,7 +1009,7 @@ foreach(bad "172@9=0|\"172@9=0\": token 9 is out of range: the prompt has 5 toke
             "172=nan|\"172=nan\": the value \"nan\" is not a finite number"
             "172@4=abc|\"172@4=abc\": the value \"abc\" is not a number"
             "172@x=0|\"172@x=0\": the token \"x\" is not a position from 0 or last"
-            "x@4=0|\"x@4=0\": the unit \"x\" is not J or E:J"
+            "x@4=0|\"x@4=0\": the unit \"x\" is not J, E:J or L:E:J"
             "172@4|\"172@4\": expected UNIT\\[@TOKEN\\] then =VALUE, \\*FACTOR or =mean")
   string(REPLACE "|" ";" parts "${bad}")
   list(GET parts 0 spec)
@@ -1054,19 +1054,28 @@ cli_test("run --layer all with --prompts is refused: the view is one prompt's" 2
 cli_test("run --layer all --ablate L:J changes units of any layers, and the heading says what it did" 0
   "changed +layer 1 unit 168, layer 0 unit 172\\*0.5. every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.[0-9]+ → 0\\.[0-9]+" EMPTY
   -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --ablate 1:168 --intervene 0:172*0.5 --width 400)
+cli_test("run --layer all --intervene L:J says the next token moved when it did" 0
+  "changed +layer 1 unit 168=-20\\; every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.8493 → 0\\.0008, the next token now \" language\"" EMPTY
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --intervene 1:168=-20 --width 400)
+cli_test("run --layer all --intervene L:E:J changes experts' units of any layers of a Mixtral" 0
+  "changed +layer 0 unit 1:3\\*0\\.5, layer 1 unit 2:0=0\\; every reading below is of the changed run: P\\(\"g\"\\) 0\\.5556 → 0\\.6351, the next token still \"g\"" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --intervene 0:1:3*0.5 --intervene 1:2:0=0 --width 400 --color never)
+cli_test("run --layer 1 refuses a unit L:E:J of another layer" 2 EMPTY
+  "^error: .*mixtral_whole: --intervene: \"0:1:3=0\": the unit is one of layer 0, and this run changes layer 1 alone$"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --intervene 0:1:3=0)
 cli_test("run --layer all --ablate L:E:J knocks out experts' units of any layers of a Mixtral" 0
   "changed +layer 0 unit 1:3, layer 1 unit 2:0\\; every reading below is of the changed run" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --ablate 0:1:3 --ablate 1:2:0 --color never)
 cli_test("run --layer all --ablate E:J on a Mixtral is refused: its unit names no layer" 2 EMPTY
-  "^error: .*mixtral_whole: --ablate: unit 1:3 names no layer: in the view of every layer a unit of a Mixture of Experts is L:E:J, unit J of expert E of layer L$"
+  "^error: .*mixtral_whole: --ablate: unit 1:3 names no layer: in the view of every layer a unit is L:E:J, unit J of expert E of layer L \\(1:1:3\\)$"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --ablate 1:3)
 cli_test("run --layer all --ablate L:* is refused: a whole FFN knocked out is one layer's view" 2 EMPTY
   "^error: --ablate: a whole FFN knocked out \\(L:\\*\\) is shown by one layer's view, not every layer's: give one layer for it$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 1:*)
 cli_test("run --layer all with --ablate of a unit without its layer is refused" 2 EMPTY
-  "^error: --ablate: unit 3 names no layer: in the view of every layer a unit is L:J, unit J of layer L \\(1:3\\)$"
+  "^error: .*capitals: --ablate: unit 3 names no layer: in the view of every layer a unit is L:J, unit J of layer L \\(1:3\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 3)
-cli_test("run --layer all with --intervene on a unit without its layer is refused" 2 EMPTY "^error: --intervene: \"3=0\": the unit names no layer"
+cli_test("run --layer all with --intervene on a unit without its layer is refused" 2 EMPTY "^error: .*capitals: --intervene: \"3=0\": the unit names no layer: in the view of every layer a unit is L:J, unit J of layer L \\(1:3\\)$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --intervene 3=0)
 cli_test("run --layer all with --ablate of a layer past the last is refused" 2 EMPTY "--ablate: \"2:3\": layer 2 is out of range"
   -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --ablate 2:3)

@@ -502,9 +502,17 @@ TEST_CASE("an intervention is read as UNIT[@TOKEN] then =VALUE, *FACTOR or =mean
         auto d = parse_intervention("5=mean");
         REQUIRE(d);
         CHECK(d->what == unit_intervention::kind::mean);
+        CHECK_FALSE(d->layer);
+        auto e = parse_intervention("1:2:3@last*0.5");
+        REQUIRE(e);
+        CHECK(e->layer == std::optional<std::size_t>(1));
+        CHECK(e->unit.expert == std::optional<std::size_t>(2));
+        CHECK(e->unit.unit == 3);
+        CHECK(e->last);
+        CHECK(e->what == unit_intervention::kind::scale);
     }
     SUBCASE("a malformed one, or a factor or value that is not finite, names intervene") {
-        for (const char* bad : {"", "172", "172@4", "=0", "@4=0", "x=0", "03=0", "1:2:3=0", "1,2=0", "172@=0", "172@04=0",
+        for (const char* bad : {"", "172", "172@4", "=0", "@4=0", "x=0", "03=0", "1:2:3:4=0", ":2:3=0", "01:2:3=0", "1:2:=0", "1:2:3,4=0", "1,2=0", "172@=0", "172@04=0",
                                 "172@first=0", "172@4*", "172@4=", "172*mean", "172=meanx", "172=1.5x", "172=inf", "172*nan",
                                 "172=1e999", "172*-inf", "172=0x10"}) {
             CAPTURE(bad);
@@ -935,8 +943,62 @@ TEST_CASE("the view of every layer knocks out Mixtral units L:E:J of several lay
     auto refused = interventions_by_layer(model, o);
     REQUIRE_FALSE(refused);
     CHECK(refused.err().path == "ablate");
-    CHECK(refused.err().message == "unit 1:3 names no layer: in the view of every layer a unit of a Mixture of Experts is L:E:J, "
-                                   "unit J of expert E of layer L");
+    CHECK(refused.err().message == "unit 1:3 names no layer: in the view of every layer a unit is L:E:J, unit J of expert E of "
+                                   "layer L (1:1:3)");
+}
+
+TEST_CASE("the view of every layer changes Mixtral units L:E:J of several layers, as the reference with their W2 columns scaled") {
+    tiny_model m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    prompt_options o;
+    o.interventions = {*parse_intervention("0:1:3*0.5"), *parse_intervention("2:2:0=0"), *parse_intervention("2:3:5*-2")};
+    auto changes = interventions_by_layer(model, o);
+    REQUIRE(changes);
+    REQUIRE(changes->size() == 3);
+    CHECK((*changes)[0].layer == 0);
+    CHECK((*changes)[0].change.unit.expert == std::optional<std::size_t>(1));
+    CHECK((*changes)[2].layer == 2);
+    CHECK((*changes)[2].change.text == "2:3:5*-2");
+    auto r = run_layers(model, tokens_of(ids), 10, std::nullopt, *changes);
+    REQUIRE(r);
+    // Scaling unit j's activation at every token is scaling its column of W2, stored (d_model, d_ff).
+    for (auto [layer, e, j, factor] : {std::tuple<std::size_t, std::size_t, std::size_t, double>{0, 1, 3, 0.5}, {2, 2, 0, 0.0}, {2, 3, 5, -2.0}}) {
+        auto& w2 = m.values.at(fmt::format("model.layers.{}.block_sparse_moe.experts.{}.w2.weight", layer, e)).values;
+        for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] *= factor;
+    }
+    const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
+    REQUIRE_FALSE(r->prediction.top.empty());
+    for (const auto& t : r->prediction.top) CHECK(t.prob == Approx(changed[t.id]).epsilon(1e-9));
+    // E:J without its layer names no layer in this view
+    o.interventions = {*parse_intervention("1:3=0")};
+    auto refused = interventions_by_layer(model, o);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().path == "intervene");
+    CHECK(refused.err().message == "\"1:3=0\": the unit names no layer: in the view of every layer a unit is L:E:J, unit J of "
+                                   "expert E of layer L (1:1:3)");
+}
+
+TEST_CASE("a run of one layer takes a unit written L:E:J of that layer, and refuses one of another") {
+    const tiny_model m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer model = open_model(m.write(dir));
+    const prompt_trace written = intervened_run(model, 1, "1:2:3@4*0.5");
+    const prompt_trace plain = intervened_run(model, 1, "2:3@4*0.5");
+    REQUIRE(written.prediction);
+    REQUIRE(plain.prediction);
+    REQUIRE(written.prediction->top.size() == plain.prediction->top.size());
+    for (std::size_t k = 0; k < plain.prediction->top.size(); ++k) {
+        CHECK(written.prediction->top[k].id == plain.prediction->top[k].id);
+        CHECK(written.prediction->top[k].prob == plain.prediction->top[k].prob);
+    }
+    prompt_options o;
+    o.layer = 1;
+    o.interventions = {*parse_intervention("0:2:3=0")};
+    auto r = run_prompt(model, tokens_of(ids), o);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().path == "intervene");
+    CHECK(r.err().message == "\"0:2:3=0\": the unit is one of layer 0, and this run changes layer 1 alone");
 }
 
 TEST_CASE("the random baseline on Mixtral draws active units of the experts routed at the last token, each set as the reference knocks it out") {

@@ -22,7 +22,7 @@ void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* che
     sub->add_option("--ablate", c.ablate, "With a prompt: knock out units of the layer (set to 0 for every token) and "
                                           "show the prediction before and after; a comma list, repeatable: J a unit of the "
                                           "layer, L:J unit J of layer L and L:* its whole FFN (a dense model), E:J unit J "
-                                          "of expert E (a Mixture of Experts)")
+                                          "of expert E and L:E:J the same of layer L (a Mixture of Experts)")
         ->delimiter(',')
         ->type_name("UNITS")
         ->needs(checkpoint);
@@ -49,7 +49,8 @@ void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* che
                                                 "UNIT[@TOKEN] then =VALUE, *FACTOR or =mean (its mean over every token "
                                                 "of --corpus): 172@4=0 knocks unit 172 out at token 4 alone, 172@last*0.5 "
                                                 "halves it at the last token, 172=mean sets it to its mean at every "
-                                                "token, 3:17@4=0 is unit 17 of expert 3; repeatable")
+                                                "token, 3:17@4=0 is unit 17 of expert 3, and 1:3:17@4=0 the same of "
+                                                "layer 1; repeatable")
         ->type_name("CHANGE")
         ->needs(checkpoint);
     sub->add_option("--corpus", c.corpus, "With --intervene UNIT=mean: the texts the mean is taken over, one a line "

@@ -74,12 +74,6 @@ outcome<corpus> read_corpus(std::string_view content, const std::string& file, c
 outcome<std::pair<std::string, std::string>> read_corpus_text(const std::string& checkpoint, const std::string& given,
                                                               std::size_t max_file_size, std::string_view purpose = "");
 
-// A unit of some layer: unit j of a dense layer, or unit j of expert e of an MoE layer.
-struct layer_unit {
-    std::size_t layer = 0;
-    unit_ref unit;
-};
-
 // A (text, token) the unit fired at, with the tokens around it: positions first … first + n − 1 of
 // the text, and the unit's activation at each (empty for a quantile band's sample, which keeps
 // only its own).

@@ -63,6 +63,7 @@ outcome<std::vector<unit_ref>> parse_units(std::string_view units);
 struct unit_intervention {
     enum class kind { zero, scale, set, mean };
     std::string text;                   // as written
+    std::optional<std::size_t> layer;   // the L of a unit written L:E:J
     unit_ref unit;
     std::optional<std::size_t> token;   // none: every token
     bool last = false;                  // the prompt's last token (token is filled when the prompt is known)
@@ -353,10 +354,10 @@ struct layer_intervention {
     bool knock_out = false;
 };
 // The knock-outs and interventions of `options` for the view of every layer, where a unit names
-// its layer as the command line writes it: L:J is unit J of layer L (ablate's "1:168", intervene's
-// "1:168*0.5"), and a Mixture of Experts' knock-outs are L:E:J (ablate_layers' units, each unit J
-// of expert E of layer L). Errors name "ablate" or "intervene": a unit without its layer, an E:J
-// on a Mixture of Experts, an intervention on one, a mean (taken over a corpus, one layer's).
+// its layer as with_its_layer reads it: L:J is unit J of layer L (ablate's "1:168", intervene's
+// "1:168*0.5"), and a Mixture of Experts' units are L:E:J (ablate_layers' units, intervene's
+// "1:2:168=0"), each unit J of expert E of layer L. Errors name "ablate" or "intervene": a unit
+// without its layer, a mean (taken over a corpus, one layer's).
 outcome<std::vector<layer_intervention>> interventions_by_layer(const transformer& model, const prompt_options& options);
 
 struct layers_trace {

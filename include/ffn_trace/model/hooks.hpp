@@ -76,6 +76,20 @@ std::optional<error> check_unit(const checkpoint& ck, std::size_t layer, const u
 // "7", or "2:7" for unit 7 of expert 2.
 std::string to_string(const unit_ref& u);
 
+// A unit of some layer: unit j of a dense layer, or unit j of expert e of an MoE layer.
+struct layer_unit {
+    std::size_t layer = 0;
+    unit_ref unit;
+};
+// A unit as it is written where units of any layer may be named (the view of every layer, a run's
+// knock-outs): L:J, unit J of layer L, on a dense model; L:E:J, unit J of expert E of layer L, on a
+// Mixture of Experts, whose E:J names an expert of one layer. `layer` is the L of an L:E:J. None
+// when the writing names no layer (J, or a mixture's E:J). Ranges are checked later (check_unit).
+std::optional<layer_unit> with_its_layer(const checkpoint& ck, std::optional<std::size_t> layer, const unit_ref& written);
+// How with_its_layer's units are written on this model, with `u` as the example: "L:J, unit J of
+// layer L (1:168)" or "L:E:J, unit J of expert E of layer L (1:2:168)".
+std::string layer_unit_form(const checkpoint& ck, const unit_ref& u);
+
 // A change to one point's value in flight, before anything after it reads the value.
 struct intervention {
     enum class kind {

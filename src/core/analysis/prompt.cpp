@@ -688,8 +688,9 @@ std::optional<error> knock_out_top(const transformer& model, const vocabulary_te
     return std::nullopt;
 }
 
-// The knock-outs by layer: on a dense model a unit written E:J is unit J of layer E, moved to that
-// layer's knock-out (or kept in `ablate` when E is the run's layer); each layer once, in order.
+// The knock-outs by layer: a unit written with its layer (with_its_layer: L:J on a dense model) is
+// moved to that layer's knock-out (or kept in `ablate` when L is the run's layer); each layer once,
+// in order.
 // Errors, on "ablate": a layer out of range, a whole FFN beside one of its units.
 outcome<prompt_options> resolve_knock_outs(const transformer& model, prompt_options o) {
     const checkpoint& ck = model.source();
@@ -711,8 +712,8 @@ outcome<prompt_options> resolve_knock_outs(const transformer& model, prompt_opti
     }
     std::vector<unit_ref> own;
     for (const auto& u : o.ablate) {
-        if (ck.is_moe() || !u.expert) own.push_back(u);
-        else layer_of(*u.expert).units.push_back({std::nullopt, u.unit});
+        if (auto at = with_its_layer(ck, std::nullopt, u)) layer_of(at->layer).units.push_back(at->unit);
+        else own.push_back(u);
     }
     for (const auto& k : by_layer) {
         if (auto e = check_layer_index(k.layer, L, ck.origin(), "ablate")) return *e;

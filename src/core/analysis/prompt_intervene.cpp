@@ -16,8 +16,8 @@ namespace ffn_trace {
 
 namespace {
 
-constexpr const char* form = "expected UNIT[@TOKEN] then =VALUE, *FACTOR or =mean, UNIT a unit J or E:J and TOKEN a "
-                             "position from 0 or last (172@4=0, 172@4*0.5, 172=mean, 3:17@last=0)";
+constexpr const char* form = "expected UNIT[@TOKEN] then =VALUE, *FACTOR or =mean, UNIT a unit J, E:J or L:E:J and "
+                             "TOKEN a position from 0 or last (172@4=0, 172@4*0.5, 172=mean, 3:17@last=0)";
 
 error bad(std::string_view text, const std::string& why) { return error{"", "intervene", fmt::format("{}: {}", quote(text), why)}; }
 
@@ -41,9 +41,15 @@ outcome<unit_intervention> parse_intervention(std::string_view text) {
     if (op == std::string_view::npos) return bad(text, form);
     const std::string_view head = text.substr(0, op), tail = text.substr(op + 1);
     const std::size_t at = head.find('@');
-    const std::string_view unit = head.substr(0, at);
+    const std::string_view written = head.substr(0, at);
+    // L:E:J: the part before the first of two colons is the layer
+    const std::size_t colon = written.find(':');
+    const bool three = colon != std::string_view::npos && written.find(':', colon + 1) != std::string_view::npos;
+    const std::string_view unit = three ? written.substr(colon + 1) : written;
+    if (three) iv.layer = parse_whole_number(written.substr(0, colon));
     auto units = parse_units(unit);
-    if (unit.find(',') != std::string_view::npos || !units) return bad(text, fmt::format("the unit {} is not J or E:J; {}", quote(unit), form));
+    if (written.find(',') != std::string_view::npos || !units || (three && !iv.layer))
+        return bad(text, fmt::format("the unit {} is not J, E:J or L:E:J; {}", quote(written), form));
     iv.unit = units->front();
     if (at != std::string_view::npos) {
         const std::string_view token = head.substr(at + 1);
@@ -99,6 +105,9 @@ std::optional<error> check_interventions(const transformer& model, std::size_t l
         if (iv.token && *iv.token >= tokens)
             return error{ck.origin(), "intervene", fmt::format("{}: token {} is out of range: the prompt has {} token{} ({})",
                                                                quote(iv.text), *iv.token, tokens, tokens == 1 ? "" : "s", index_range(tokens))};
+        if (iv.layer && *iv.layer != layer)
+            return error{ck.origin(), "intervene", fmt::format("{}: the unit is one of layer {}, and this run changes layer {} alone",
+                                                               quote(iv.text), *iv.layer, layer)};
         hook_request request;
         request.interventions.push_back(detail::hook_of(layer, iv));
         if (auto e = model.check(request, tokens)) {

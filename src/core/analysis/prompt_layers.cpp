@@ -88,15 +88,9 @@ outcome<std::vector<double>> unchanged_logits(const transformer& model, const st
 outcome<std::vector<layer_intervention>> interventions_by_layer(const transformer& model, const prompt_options& options) {
     const checkpoint& ck = model.source();
     std::vector<layer_intervention> out;
-    const auto refuse = [&](const char* field, const std::string& why) { return error{"", field, why}; };
-    // A Mixture of Experts' E:J names an expert, so its units here are L:E:J (ablate_layers).
-    if (!options.ablate.empty() && ck.is_moe())
-        return error{ck.origin(), "ablate", fmt::format("unit {} names no layer: in the view of every layer a unit of a Mixture of "
-                                                        "Experts is L:E:J, unit J of expert E of layer L", to_string(options.ablate.front()))};
-    if (!options.interventions.empty() && ck.is_moe())
-        return error{ck.origin(), "intervene",
-                      "in the view of every layer a unit is L:J, unit J of layer L; on a Mixture of Experts E:J names an expert: "
-                      "give one layer for its units"};
+    const auto no_layer = [&](const char* field, const std::string& what, const unit_ref& u) {
+        return error{ck.origin(), field, fmt::format("{} names no layer: in the view of every layer a unit is {}", what, layer_unit_form(ck, u))};
+    };
     for (const auto& k : options.ablate_layers)
         for (const unit_ref& u : k.units) {
             unit_intervention iv;
@@ -105,22 +99,21 @@ outcome<std::vector<layer_intervention>> interventions_by_layer(const transforme
             out.push_back({k.layer, std::move(iv), true});
         }
     for (const auto& u : options.ablate) {
-        if (!u.expert)
-            return refuse("ablate", fmt::format("unit {} names no layer: in the view of every layer a unit is L:J, unit J of layer L "
-                                                "(1:{})", u.unit, u.unit));
+        const auto at = with_its_layer(ck, std::nullopt, u);
+        if (!at) return no_layer("ablate", fmt::format("unit {}", to_string(u)), u);
         unit_intervention iv;
-        iv.text = fmt::format("{}:{}", *u.expert, u.unit);
-        iv.unit = {std::nullopt, u.unit};
-        out.push_back({*u.expert, std::move(iv), true});
+        iv.text = fmt::format("{}:{}", at->layer, to_string(at->unit));
+        iv.unit = at->unit;
+        out.push_back({at->layer, std::move(iv), true});
     }
     for (const auto& given : options.interventions) {
-        if (!given.unit.expert)
-            return refuse("intervene", fmt::format("{}: the unit names no layer: in the view of every layer a unit is L:J, unit J "
-                                                   "of layer L (1:{})", quote(given.text), given.unit.unit));
+        const auto at = with_its_layer(ck, given.layer, given.unit);
+        if (!at) return no_layer("intervene", fmt::format("{}: the unit", quote(given.text)), given.unit);
         if (given.what == unit_intervention::kind::mean)
-            return refuse("intervene", fmt::format("{}: a mean is taken over a corpus for one layer: give that layer", quote(given.text)));
-        layer_intervention c{*given.unit.expert, given, false};
-        c.change.unit.expert.reset();
+            return error{"", "intervene", fmt::format("{}: a mean is taken over a corpus for one layer: give that layer", quote(given.text))};
+        layer_intervention c{at->layer, given, false};
+        c.change.layer.reset();
+        c.change.unit = at->unit;
         out.push_back(std::move(c));
     }
     return out;

@@ -414,6 +414,21 @@ outcome<hooked_run> transformer::run_from(hook_name start, matrix x, const hook_
 
 std::string to_string(const unit_ref& u) { return u.expert ? fmt::format("{}:{}", *u.expert, u.unit) : std::to_string(u.unit); }
 
+std::optional<layer_unit> with_its_layer(const checkpoint& ck, std::optional<std::size_t> layer, const unit_ref& written) {
+    if (ck.is_moe()) {
+        if (!layer) return std::nullopt;
+        return layer_unit{*layer, written};
+    }
+    if (layer) return layer_unit{*layer, written};  // check_unit refuses its expert: the layer is dense
+    if (!written.expert) return std::nullopt;
+    return layer_unit{*written.expert, {std::nullopt, written.unit}};
+}
+
+std::string layer_unit_form(const checkpoint& ck, const unit_ref& u) {
+    if (ck.is_moe()) return fmt::format("L:E:J, unit J of expert E of layer L (1:{}:{})", u.expert.value_or(0), u.unit);
+    return fmt::format("L:J, unit J of layer L (1:{})", u.unit);
+}
+
 std::optional<std::string> unit_outside(const unit_ref& u, std::optional<std::size_t> layer, std::size_t n_experts, std::size_t d_ff) {
     const std::string the_layer = layer ? fmt::format("layer {}", *layer) : "the layer";
     // "4 experts (0 to 3)", "1 unit (0)"

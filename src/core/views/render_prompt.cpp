@@ -622,8 +622,9 @@ private:
         for (const auto& c : t_.changed) each.push_back(fmt::format("layer {} unit {}", c.layer, c.change.text.substr(c.change.text.find(':') + 1)));
         const ranked_token& was = t_.baseline->top.front();
         const auto now = std::find_if(t_.changes.begin(), t_.changes.end(), [&](const probability_change& c) { return c.id == was.id; });
-        return fmt::format("{}; every reading below is of the changed run: P({}) {} → {}, the next token now {}", fmt::join(each, ", "),
-                           tok(was), num(now->before), num(now->after), tok(t_.prediction.top.front()));
+        const ranked_token& top = t_.prediction.top.front();
+        return fmt::format("{}; every reading below is of the changed run: P({}) {} → {}, the next token {} {}", fmt::join(each, ", "),
+                           tok(was), num(now->before), num(now->after), top.id == was.id ? "still" : "now", tok(top));
     }
 
     void summary() const {
