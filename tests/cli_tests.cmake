@@ -1054,6 +1054,13 @@ cli_test("run --layer all with --prompts is refused: the view is one prompt's" 2
 cli_test("run --layer all --ablate L:J changes units of any layers, and the heading says what it did" 0
   "changed +layer 1 unit 168, layer 0 unit 172\\*0.5. every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.[0-9]+ → 0\\.[0-9]+" EMPTY
   -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --ablate 1:168 --intervene 0:172*0.5 --width 400)
+# A layer of one unit over one token: each index out of range is named as the one index there is.
+cli_test("run --set past a list of one names its one index" 2 EMPTY "^error: .*one_unit.json: weights.b1: --set: has 1 entry \\(index 0\\), so no \\[1\\]$"
+  -- ${FT} run ${INPUTS}/one_unit.json --set weights.b1[1]=1)
+cli_test("run --token past one token names its one index" 2 EMPTY "^error: .*one_unit.json: --token: token 1 is out of range: the input has 1 token \\(index 0\\)$"
+  -- ${FT} run ${INPUTS}/one_unit.json --token 1)
+cli_test("quiz --unit past one unit names its one index" 2 EMPTY "^error: .*one_unit.json: --unit: unit 1 is out of range: the layer has d_ff = 1 hidden unit \\(0\\)$"
+  -- ${FT} quiz ${INPUTS}/one_unit.json --unit 1)
 cli_test("run --layer all --intervene L:J says the next token moved when it did" 0
   "changed +layer 1 unit 168=-20\\; every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.8493 → 0\\.0008, the next token now \" language\"" EMPTY
   -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --intervene 1:168=-20 --width 400)

@@ -38,6 +38,8 @@ TEST_CASE("an error names the indices of n things as 0 to n − 1, or 0 for one"
     CHECK(index_range(4) == "0 to 3");
     CHECK(index_range(2) == "0 to 1");
     CHECK(index_range(1) == "0");
+    CHECK(indices(4) == "indices 0 to 3");
+    CHECK(indices(1) == "index 0");
 }
 
 TEST_CASE("widths count code points and skip style marks") {

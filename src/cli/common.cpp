@@ -531,8 +531,8 @@ std::optional<ffn_trace::error> check_tokens(const ffn_trace::example& ex, const
     for (auto token : tokens)
         if (token >= n)
             return ffn_trace::error{ex.file, "--token",
-                                    fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", token,
-                                                n, n == 1 ? "" : "s", n - 1)};
+                                    fmt::format("token {} is out of range: the input has {} token{} ({})", token,
+                                                n, n == 1 ? "" : "s", ffn_trace::indices(n))};
     return std::nullopt;
 }
 

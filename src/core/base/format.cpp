@@ -163,6 +163,8 @@ std::string json_ascii(std::string_view json) {
 
 std::string index_range(std::size_t n) { return n == 1 ? std::string("0") : fmt::format("0 to {}", n - 1); }
 
+std::string indices(std::size_t n) { return fmt::format("{} {}", n == 1 ? "index" : "indices", index_range(n)); }
+
 std::string with_separators(std::uint64_t n) {
     std::string digits = std::to_string(n), out;
     for (std::size_t i = 0; i < digits.size(); ++i) {

@@ -21,6 +21,8 @@ std::string format_short(double v, int precision);
 inline constexpr std::size_t gap = static_cast<std::size_t>(-1);
 // The indices of n things as an error names them: "0 to 3", or "0" for one.
 std::string index_range(std::size_t n);
+// The same with its noun: "indices 0 to 3", or "index 0" for one.
+std::string indices(std::size_t n);
 // A whole number with a comma between each three digits: 135,266,304.
 std::string with_separators(std::uint64_t n);
 std::vector<std::size_t> shown_indices(std::size_t n, bool full, std::size_t edge = 3, std::size_t limit = 10);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <fmt/format.h>
 
+#include "base/format.hpp"
 #include "base/whole_number.hpp"
 #include "example/keys.hpp"
 #include "example/loading.hpp"
@@ -125,8 +126,9 @@ std::optional<error> apply_change(json& root, const change& c, std::string_view 
             const std::size_t k = *index;
             if (!node->is_array()) return fail(at, "is not a list, so it has no [" + digits + "]");
             if (k >= node->size())
-                return fail(at, fmt::format("has {} entries (indices 0 to {}), so no [{}]", node->size(),
-                                            node->size() == 0 ? 0 : node->size() - 1, k));
+                return fail(at, node->empty() ? fmt::format("has no entries, so no [{}]", k)
+                                              : fmt::format("has {} entr{} ({}), so no [{}]", node->size(), node->size() == 1 ? "y" : "ies",
+                                                            indices(node->size()), k));
             at += "[" + digits + "]";
             node = &(*node)[k];
             i = close + 1;

@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 
+#include "base/format.hpp"
 #include "base/text.hpp"
 #include "example/loader.hpp"
 #include "json/json_reader.hpp"
@@ -87,8 +88,8 @@ outcome<std::size_t> loader::claimed_step_width(const example& ex, const std::st
         const std::size_t index = std::stoul(digits);
         if (list.empty()) return fail(path, fmt::format("this layer has no {}; expected one of {}", listed, join(steps)));
         if (index >= list.size())
-            return fail(path, fmt::format("{} {} is out of range: the layer has {} (indices 0 to {})", kind, index,
-                                          plural(list.size(), shared ? "shared expert" : "expert"), list.size() - 1));
+            return fail(path, fmt::format("{} {} is out of range: the layer has {} ({})", kind, index,
+                                          plural(list.size(), shared ? "shared expert" : "expert"), indices(list.size())));
         const std::string step = name.substr(close + 2);
         const auto k = step_kind_of(step);
         if (!recorded(step_kinds(list[index]), k)) return no_such(step, list[index]);
@@ -186,8 +187,8 @@ std::optional<error> loader::load_claim_token(const json& entry, std::size_t tok
         return fail(e.path + ".token", fmt::format("expected a token index from 0 to {}, got {}", tokens - 1, kind_of(*token)));
     const auto t = token->is_number_float() ? static_cast<unsigned long long>(as_double) : token->get<unsigned long long>();
     if (t >= tokens)
-        return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} (indices 0 to {})", t,
-                                                   plural(tokens, "token"), tokens - 1));
+        return fail(e.path + ".token", fmt::format("token {} is out of range: the input has {} ({})", t,
+                                                   plural(tokens, "token"), indices(tokens)));
     e.token = static_cast<std::size_t>(t);
     return std::nullopt;
 }

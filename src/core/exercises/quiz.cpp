@@ -309,12 +309,12 @@ std::optional<error> check_options(const example& ex, const quiz_options& o, con
             return error{ex.file, "steps", fmt::format("no step {} to ask about in this layer; its steps are {}", quote(s), names_list(valid))};
     for (auto t : o.tokens)
         if (t >= ex.input.rows)
-            return error{ex.file, "token", fmt::format("token {} is out of range: the input has {} token{} (indices 0 to {})", t,
-                                                         ex.input.rows, ex.input.rows == 1 ? "" : "s", ex.input.rows - 1)};
+            return error{ex.file, "token", fmt::format("token {} is out of range: the input has {} token{} ({})", t,
+                                                         ex.input.rows, ex.input.rows == 1 ? "" : "s", indices(ex.input.rows))};
     for (auto u : o.units)
         if (u >= d_ff)
-            return error{ex.file, "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden units (0 to {})", u,
-                                                        d_ff, d_ff - 1)};
+            return error{ex.file, "unit", fmt::format("unit {} is out of range: the layer has d_ff = {} hidden unit{} ({})", u,
+                                                        d_ff, d_ff == 1 ? "" : "s", index_range(d_ff))};
     if (big && o.units.empty())
         return error{ex.file, "unit",
                      fmt::format("this layer (d_model {} → d_ff {}) is bigger than a sum worked by hand; choose the hidden "
