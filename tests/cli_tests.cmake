@@ -1064,6 +1064,12 @@ cli_test("quiz --unit past one unit names its one index" 2 EMPTY "^error: .*one_
 cli_test("run --layer all --intervene L:J says the next token moved when it did" 0
   "changed +layer 1 unit 168=-20\\; every reading below is of the changed run: P\\(\" Paris\"\\) 0\\.8493 → 0\\.0008, the next token now \" language\"" EMPTY
   -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --intervene 1:168=-20 --width 400)
+cli_test("run --layer all on a Mixtral writes each unit's push with its routing weight" 0
+  "every unit's w · a_j · \\(W2\\[j\\] · g\\) / σ summed, g = γ ⊙ U, w its expert's routing weight and σ" EMPTY
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --width 400 --color never)
+cli_test("run --layer all on a dense model writes each unit's push without a routing weight" 0
+  "every unit's a_j · \\(W2\\[j\\] · g\\) / σ summed, g = γ ⊙ U less its mean and σ" EMPTY
+  -- ${FT} run --checkpoint ${DATA}/models/atlas --layer all --prompt "The capital of France is" --width 400)
 cli_test("run --layer all --intervene L:E:J changes experts' units of any layers of a Mixtral" 0
   "changed +layer 0 unit 1:3\\*0\\.5, layer 1 unit 2:0=0\\; every reading below is of the changed run: P\\(\"g\"\\) 0\\.5556 → 0\\.6351, the next token still \"g\"" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --intervene 0:1:3*0.5 --intervene 1:2:0=0 --width 400 --color never)

@@ -627,16 +627,25 @@ private:
                            tok(was), num(now->before), num(now->after), top.id == was.id ? "still" : "now", tok(top));
     }
 
+    // Whether the units shown are experts' (routed ones, not shared), whose pushes carry a routing weight.
+    bool routed_units() const {
+        const auto routed = [](const unit_attribution& u) { return u.unit.expert && !u.shared; };
+        return std::any_of(t_.layers.begin(), t_.layers.end(), [&](const layer_reading& l) {
+            return std::any_of(l.units.begin(), l.units.end(), routed) || std::any_of(l.against.begin(), l.against.end(), routed);
+        });
+    }
+
     void summary() const {
         add({block_kind::heading, fmt::format("Every layer at {}", last_token())});
+        const bool routed = routed_units();
         add({block_kind::paragraph,
              fmt::format("The stream at the last token read as though the model ended there (the logit lens: the final "
                          "norm and the unembedding), before each layer's FFN and after it, with P({0}) by that "
-                         "softmax; and the FFN's direct push on the logit of {1}: every unit's a_j · (W2[j] · g) / σ "
-                         "summed, g = γ ⊙ U{2}{3} and σ the final norm's at the stream leaving that FFN, as --layer N "
+                         "softmax; and the FFN's direct push on the logit of {1}: every unit's {4}a_j · (W2[j] · g) / σ "
+                         "summed, g = γ ⊙ U{2}{3}{5} and σ the final norm's at the stream leaving that FFN, as --layer N "
                          "attributes a layer's units.",
                          tok(t_.target), target(), t_.versus ? " of the two tokens' difference" : "",
-                         t_.centred ? " less its mean" : "")});
+                         t_.centred ? " less its mean" : "", routed ? "w · " : "", routed ? ", w its expert's routing weight" : "")});
         block b{block_kind::table, "", {}, {}, "rrrrl"};
         b.rows.push_back({"layer", fmt::format("P({}) before", tok(t_.target, 20)), "after", "FFN's push", "top after"});
         for (const auto& l : t_.layers)
