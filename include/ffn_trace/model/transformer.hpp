@@ -149,11 +149,12 @@ public:
     // dL/dx (tokens, d_model) of layer `layer`'s FFN path alone (what mlp_out reads from
     // resid_mid x, the residual not included) from d_out = dL/d(mlp_out), on the weights the model
     // holds (in memory or in the file): the input's gradient only, no weight's, for a sweep that
-    // reads none. The model must hold the layer (holds_ffn); x finite, as its forward pass had it.
+    // reads none. The model must hold the layer (held_ffn); x finite, as its forward pass had it.
     outcome<matrix> ffn_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const;
-    // Whether the model holds layer `layer`'s FFN between runs (checkpoint::held_ffn): a dense
-    // layer's, not a mixture's, whose experts are read as its tokens choose them.
-    bool holds_ffn(std::size_t layer) const { return layer < ffn_.size() && ffn_[layer]; }
+    // Layer `layer`'s FFN as the model holds it between runs (checkpoint::held_ffn): a dense
+    // layer's; null for a mixture's, whose experts are read as its tokens choose them, and past
+    // the last layer.
+    const ffn* held_ffn(std::size_t layer) const { return layer < ffn_.size() ? ffn_[layer].get() : nullptr; }
 
 
     // A weight left in the file (x·W with W (in, out)) and its bias (out, or empty).

@@ -618,9 +618,7 @@ std::optional<error> push_by_layer(const transformer& model, const activation_ca
     for (std::size_t i = 0; i < model.n_layers(); ++i) {
         std::vector<double> out(last_row(hook_point::mlp_out, i).begin(), last_row(hook_point::mlp_out, i).end());
         // A mixture's experts' biases are weighted by routing, so they stay in its push (none is held).
-        auto held = ck.held_ffn(i);
-        if (!held) return held.err();
-        if (const ffn* layer = held->get())
+        if (const ffn* layer = model.held_ffn(i))
             for (std::size_t k = 0; k < layer->b2.size() && k < out.size(); ++k) out[k] -= layer->b2[k];
         r.layer_pushes.push_back(dot(out, *g) / norm_scale(last_row(hook_point::resid_post, i), *norm));
     }

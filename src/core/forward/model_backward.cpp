@@ -97,7 +97,7 @@ matrix norm_input_backward(const norm_layer& n, const step& forward, const matri
 }  // namespace
 
 outcome<matrix> transformer::ffn_output_backward(std::size_t layer, const matrix& x, const matrix& d_out) const {
-    if (!holds_ffn(layer))
+    if (!held_ffn(layer))
         return error{ck_->origin(), "layer", fmt::format("layer {} is not an FFN the model holds, of its {} layers", layer, n_layers())};
     const ffn& l = *ffn_[layer];
     if (l.norm && l.norm->position == norm_layer::place::post)
@@ -294,7 +294,7 @@ private:
         at({hook_point::mlp_out, i}, g_out);
         const loss_spec upstream{nullptr, &g_out};
         matrix d_ffn;
-        if (!reads_inside(i) && model_.holds_ffn(i)) {
+        if (!reads_inside(i) && model_.held_ffn(i)) {
             // Nobody reads this layer's weights' gradients or hidden points: the input's alone.
             auto d = model_.ffn_output_backward(i, x, g_out);
             if (!d) return d.err();

@@ -471,9 +471,9 @@ transformer transformer::holding(std::size_t first, std::size_t last, bool head,
 }
 
 outcome<transformer> transformer::with_w2(std::size_t layer, matrix w2) const {
-    if (layer >= n_layers() || !ffn_[layer])
-        return error{ck_->origin(), "layer", fmt::format("layer {} is not a dense FFN of the model's {} layers", layer, n_layers())};
-    const ffn& f = *ffn_[layer];
+    const ffn* held = held_ffn(layer);
+    if (!held) return error{ck_->origin(), "layer", fmt::format("layer {} is not a dense FFN of the model's {} layers", layer, n_layers())};
+    const ffn& f = *held;
     if (w2.rows != f.w2.rows || w2.cols != f.w2.cols)
         return error{ck_->origin(), "w2", fmt::format("W2 is ({}, {}); the replacement is ({}, {})", f.w2.rows, f.w2.cols, w2.rows, w2.cols)};
     for (std::size_t i = 0; i < w2.data.size(); ++i)
@@ -493,8 +493,8 @@ outcome<transformer> transformer::with_w2(std::size_t layer, matrix w2) const {
 }
 
 const matrix* transformer::w2_in_memory(std::size_t layer) const {
-    if (layer >= ffn_.size() || !ffn_[layer] || ffn_[layer]->w2.data.empty()) return nullptr;
-    return &ffn_[layer]->w2;
+    const ffn* held = held_ffn(layer);
+    return held && !held->w2.data.empty() ? &held->w2 : nullptr;
 }
 
 outcome<matrix> transformer::embed(const std::vector<std::size_t>& ids) const {
