@@ -91,20 +91,18 @@ outcome<std::vector<layer_intervention>> interventions_by_layer(const transforme
     const auto no_layer = [&](const char* field, const std::string& what, const unit_ref& u) {
         return error{ck.origin(), field, fmt::format("{} names no layer: in the view of every layer a unit is {}", what, layer_unit_form(ck, u))};
     };
+    const auto knock_out = [&](std::size_t layer, const unit_ref& u) {
+        unit_intervention iv;
+        iv.text = fmt::format("{}:{}", layer, to_string(u));
+        iv.unit = u;
+        out.push_back({layer, std::move(iv), true});
+    };
     for (const auto& k : options.ablate_layers)
-        for (const unit_ref& u : k.units) {
-            unit_intervention iv;
-            iv.text = fmt::format("{}:{}", k.layer, to_string(u));
-            iv.unit = u;
-            out.push_back({k.layer, std::move(iv), true});
-        }
+        for (const unit_ref& u : k.units) knock_out(k.layer, u);
     for (const auto& u : options.ablate) {
         const auto at = with_its_layer(ck, std::nullopt, u);
         if (!at) return no_layer("ablate", fmt::format("unit {}", to_string(u)), u);
-        unit_intervention iv;
-        iv.text = fmt::format("{}:{}", at->layer, to_string(at->unit));
-        iv.unit = at->unit;
-        out.push_back({at->layer, std::move(iv), true});
+        knock_out(at->layer, at->unit);
     }
     for (const auto& given : options.interventions) {
         const auto at = with_its_layer(ck, given.layer, given.unit);
