@@ -915,6 +915,19 @@ TEST_CASE("a prompt on a Mixture of Experts refuses a unit named without its exp
     CHECK(p.err().message == fmt::format("unit {} is out of range: layer 1 has d_ff = {} units (0 to {})", d_ff, d_ff, d_ff - 1));
 }
 
+namespace {
+
+// Unit j of expert e of layer `layer` of a tiny Mixtral scaled by `factor` at every token, as the
+// reference sees it: its column of W2, stored (d_model, d_ff), scaled.
+void scale_expert_columns(tiny_model& m, std::initializer_list<std::tuple<std::size_t, std::size_t, std::size_t, double>> units) {
+    for (auto [layer, e, j, factor] : units) {
+        auto& w2 = m.values.at(fmt::format("model.layers.{}.block_sparse_moe.experts.{}.w2.weight", layer, e)).values;
+        for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] *= factor;
+    }
+}
+
+}  // namespace
+
 TEST_CASE("the view of every layer knocks out Mixtral units L:E:J of several layers, as the reference with their W2 columns zeroed") {
     tiny_model m = make_model("mixtral");
     ckpt::temp_dir dir;
@@ -929,10 +942,7 @@ TEST_CASE("the view of every layer knocks out Mixtral units L:E:J of several lay
     auto r = run_layers(model, tokens_of(ids), 10, std::nullopt, *changes);
     REQUIRE(r);
     const ref::vec unchanged = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
-    for (auto [layer, e, j] : {std::tuple<std::size_t, std::size_t, std::size_t>{0, 1, 3}, {2, 2, 0}, {2, 3, 5}}) {
-        auto& w2 = m.values.at(fmt::format("model.layers.{}.block_sparse_moe.experts.{}.w2.weight", layer, e)).values;
-        for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] = 0;  // stored (d_model, d_ff): unit j's column
-    }
+    scale_expert_columns(m, {{0, 1, 3, 0.0}, {2, 2, 0, 0.0}, {2, 3, 5, 0.0}});
     const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
     REQUIRE(r->baseline);
     for (const auto& t : r->baseline->top) CHECK(t.prob == Approx(unchanged[t.id]).epsilon(1e-9));
@@ -962,11 +972,7 @@ TEST_CASE("the view of every layer changes Mixtral units L:E:J of several layers
     CHECK((*changes)[2].change.text == "2:3:5*-2");
     auto r = run_layers(model, tokens_of(ids), 10, std::nullopt, *changes);
     REQUIRE(r);
-    // Scaling unit j's activation at every token is scaling its column of W2, stored (d_model, d_ff).
-    for (auto [layer, e, j, factor] : {std::tuple<std::size_t, std::size_t, std::size_t, double>{0, 1, 3, 0.5}, {2, 2, 0, 0.0}, {2, 3, 5, -2.0}}) {
-        auto& w2 = m.values.at(fmt::format("model.layers.{}.block_sparse_moe.experts.{}.w2.weight", layer, e)).values;
-        for (std::size_t k = 0; k < d_model; ++k) w2[k * d_ff + j] *= factor;
-    }
+    scale_expert_columns(m, {{0, 1, 3, 0.5}, {2, 2, 0, 0.0}, {2, 3, 5, -2.0}});
     const ref::vec changed = softmax(ref::forward(m.spec, m.values, ids).logits[4]);
     REQUIRE_FALSE(r->prediction.top.empty());
     for (const auto& t : r->prediction.top) CHECK(t.prob == Approx(changed[t.id]).epsilon(1e-9));
