@@ -1073,6 +1073,12 @@ cli_test("run --layer all on a dense model writes each unit's push without a rou
 cli_test("run --layer all --intervene L:E:J changes experts' units of any layers of a Mixtral" 0
   "changed +layer 0 unit 1:3\\*0\\.5, layer 1 unit 2:0=0\\; every reading below is of the changed run: P\\(\"g\"\\) 0\\.5556 → 0\\.6351, the next token still \"g\"" EMPTY
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --intervene 0:1:3*0.5 --intervene 1:2:0=0 --width 400 --color never)
+cli_test("run --layer all refuses an L:E:J whose expert the layer lacks" 2 EMPTY
+  "^error: .*mixtral_whole: --intervene: \"1:9:3=0\": expert 9 is out of range: layer 1 has 4 experts \\(0 to 3\\)$"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --intervene 1:9:3=0)
+cli_test("run --intervene refuses a unit of four parts" 2 EMPTY
+  "^error: --intervene: \"1:2:3:4=0\": the unit \"1:2:3:4\" is not J, E:J or L:E:J\; expected UNIT"
+  -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer all --prompt abcde --intervene 1:2:3:4=0)
 cli_test("run --layer 1 refuses a unit L:E:J of another layer" 2 EMPTY
   "^error: .*mixtral_whole: --intervene: \"0:1:3=0\": the unit is one of layer 0, and this run changes layer 1 alone$"
   -- ${FT} run --checkpoint ${INPUTS}/checkpoints/mixtral_whole --layer 1 --prompt abcde --intervene 0:1:3=0)
