@@ -51,6 +51,17 @@ TEST_CASE("escaping leaves no markup in a user's string") {
     SUBCASE("a mark left open is closed") { CHECK(detail::html_styled("\x01r" "bad") == "<span class=\"s-r\">bad</span>"); }
 }
 
+TEST_CASE("an option in a page's text is one span a browser does not break after its hyphens") {
+    CHECK(detail::html_styled("as --layer N attributes (--top-k <3>)") ==
+          "as <span class=\"opt\">--layer</span> N attributes (<span class=\"opt\">--top-k</span> &lt;3&gt;)");
+    SUBCASE("a dash inside a word, a lone -- and a CSS variable stay text") {
+        CHECK(detail::html_styled("x--y -- a --3") == "x--y -- a --3");
+    }
+    SUBCASE("an option inside a style mark is wrapped too") {
+        CHECK(detail::html_styled("\x01g--ablate\x01" "0 1:3") == "<span class=\"s-g\"><span class=\"opt\">--ablate</span></span> 1:3");
+    }
+}
+
 TEST_CASE("a file's title, description and labels cannot inject markup into the page") {
     const std::string out = page(R"({"title": "<script>alert(1)</script>", "description": "\"><img src=x onerror=alert(2)>",
         "activation": "relu", "layout": "in_out", "input": [1, 2],

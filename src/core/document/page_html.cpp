@@ -1,6 +1,7 @@
 // The page view: a document laid out as one self-contained HTML file (styles, pictures and the
 // script inline; nothing fetched), each heading a card, tables as grids coloured by value.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -27,6 +28,32 @@ std::string html_escape(std::string_view s) {
     return out;
 }
 
+namespace {
+
+// Escaped text in which each command-line option ("--layer") is one unbreakable span: a browser
+// would otherwise wrap a line after its first hyphen, and "-" then "-layer" no longer reads as
+// the option a learner types.
+std::string html_text(std::string_view s) {
+    std::string out;
+    std::size_t from = 0;
+    for (std::size_t at = s.find("--"); at != std::string_view::npos; at = s.find("--", at)) {
+        const bool starts_word = at == 0 || s[at - 1] == ' ' || s[at - 1] == '(';
+        const bool names_option = at + 2 < s.size() && std::islower(static_cast<unsigned char>(s[at + 2]));
+        if (!starts_word || !names_option) {
+            at += 2;
+            continue;
+        }
+        std::size_t end = at + 2;
+        while (end < s.size() && (std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '-')) ++end;
+        out += html_escape(s.substr(from, at - from));
+        out += "<span class=\"opt\">" + html_escape(s.substr(at, end - at)) + "</span>";
+        from = at = end;
+    }
+    return out + html_escape(s.substr(from));
+}
+
+}  // namespace
+
 // Text with the renderers' style marks turned into spans the stylesheet colours.
 std::string html_styled(std::string_view s) {
     std::string out;
@@ -34,7 +61,7 @@ std::string html_styled(std::string_view s) {
     std::size_t from = 0;
     for (std::size_t i = 0; i < s.size(); ++i) {
         if (s[i] != '\x01' || i + 1 >= s.size()) continue;
-        out += html_escape(s.substr(from, i - from));
+        out += html_text(s.substr(from, i - from));
         const char code = s[++i];
         from = i + 1;
         if (code == '0') {
@@ -47,7 +74,7 @@ std::string html_styled(std::string_view s) {
         out += fmt::format("<span class=\"s-{}\">", code);
         ++open;
     }
-    out += html_escape(s.substr(from));
+    out += html_text(s.substr(from));
     for (; open > 0; --open) out += "</span>";
     return out;
 }
