@@ -613,6 +613,53 @@ TEST_CASE("the worksheet of a prompt holds every question with a blank and the q
     CHECK(sheet.html.find("Answer key") != std::string::npos);
 }
 
+TEST_CASE("a quiz on a Mixtral prompt names units E:J, answers which unit by place and gives w with each push") {
+    prompt_request r;
+    r.checkpoint = FFN_TRACE_TEST_INPUTS + "/checkpoints/mixtral_whole";
+    r.text = "abcde";
+    r.max_elements = 100'000'000;
+    r.options.layer = 1;
+    for (std::uint64_t seed : {1, 2, 3}) {
+        CAPTURE(seed);
+        prompt_quiz_options o;
+        o.seed = seed;
+        auto quiz = make_prompt_quiz(r, o);
+        REQUIRE(quiz);
+        REQUIRE(quiz->questions.size() >= 6);
+        for (const auto& q : quiz->questions) {
+            CAPTURE(q.step);
+            if (q.step != "layers") REQUIRE(q.experts.size() == q.units.size());
+            if (q.step == "top-unit") {
+                // w × a × (push per a) of each option, "2) unit 0:3: w = …, a = …, … = …": the answer is the largest's place
+                double best = -1e300;
+                std::size_t place = 0;
+                for (std::size_t i = 0; i < q.given.size(); ++i) {
+                    const auto n = numbers_in(q.given[i]);  // place, expert, unit, w, a, 2 (of W2[j] · …), push per a
+                    REQUIRE(n.size() == 7);
+                    CHECK(n[0] == i + 1);
+                    CHECK(n[1] == q.experts[i]);
+                    CHECK(n[2] == q.units[i]);
+                    if (n[3] * n[4] * n[6] > best) {
+                        best = n[3] * n[4] * n[6];
+                        place = i + 1;
+                    }
+                }
+                CHECK(q.answer == place);
+                CHECK(q.formula.find("Type 1 to 4") != std::string::npos);
+            } else if (q.step == "push") {
+                const double a = numbers_in(q.given[0])[0], dot = numbers_in(q.given[1]).back(), sigma = numbers_in(q.given[2])[0];
+                const double w = numbers_in(q.given[3])[0];
+                CHECK(w > 0);
+                CHECK(w <= 1);
+                CHECK(std::abs(q.answer - w * a * dot / sigma) <= q.slack + 1e-12);
+                CHECK(q.target == "push");
+            } else if (q.step == "gate" || q.step == "activate") {
+                CHECK(q.target.ends_with(fmt::format(" of expert {}", q.experts.front())));
+            }
+        }
+    }
+}
+
 TEST_CASE("a quiz on a prompt refuses a layer out of range, naming the layer") {
     prompt_request r;
     r.checkpoint = data_file("models/capitals");

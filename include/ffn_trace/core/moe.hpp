@@ -136,6 +136,9 @@ public:
     // layer's contract, a mixture's combine): what a module replacing it whole must match.
     const matrix& ffn_input() const;
     const matrix& written() const;
+    // The layer's own norm, if it has one: the dense FFN's, or the mixture's (which its router and
+    // experts read when it is a pre-norm).
+    const norm_layer* norm() const;
     // The shape a unit's name is checked against: the routed experts (0 for a dense layer) and
     // the hidden units of each FFN.
     std::size_t n_experts() const;

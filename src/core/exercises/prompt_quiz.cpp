@@ -1,5 +1,7 @@
 // The quiz on a real prompt: questions about what layer N of a checkpoint does to the model's next
-// token, each answer a number of the prompt run (trace_prompt), never computed again here.
+// token, each answer a number of the prompt run (trace_prompt), never computed again here. A
+// dense layer's units are named J; a mixture's E:J, each push scaled by its expert's routing
+// weight w, and a question that asks which unit is answered by the option's place.
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -28,6 +30,44 @@ struct layer_push {
     std::size_t layer = 0;
     double total = 0;
     std::vector<unit_attribution> top;
+    std::size_t units = 0;  // the units that ran at the last token
+};
+
+// An FFN of the layer that ran a token, as for_each_expert gives them (a dense layer's one, a
+// mixture's routed experts): its expert, its trace and the token's row in it, and the place of its
+// readings in ffn_unit_readings, which holds them in the same order. Shared experts, whose units
+// no knock-out can name, are left out.
+struct ffn_at_token {
+    std::size_t k = 0;
+    std::optional<std::size_t> expert;
+    const trace* tr = nullptr;
+    std::size_t row = 0;
+};
+std::vector<ffn_at_token> ffns_at(const ffn_result& f, std::size_t t) {
+    std::vector<ffn_at_token> out;
+    std::size_t k = 0;
+    f.for_each_expert([&](const expert_part& p) {
+        if (const auto row = p.row_of(t); row && !p.shared) out.push_back({k, p.expert, &p.tr, *row});
+        ++k;
+    });
+    return out;
+}
+// How many units ran at token t: a dense layer's d_ff, each expert's routed to t in a mixture.
+std::size_t units_at(const ffn_result& f, std::size_t t) {
+    std::size_t n = 0;
+    f.for_each_expert([&](const expert_part& p) {
+        if (p.row_of(t)) n += p.tr.layer().d_ff();
+    });
+    return n;
+}
+
+bool same_unit(const unit_ref& a, const unit_ref& b) { return a.expert == b.expert && a.unit == b.unit; }
+
+// A unit fired at a token before the last: the FFN it is one of, the token and the unit.
+struct fired_at {
+    ffn_at_token ffn;
+    std::size_t t = SIZE_MAX, j = SIZE_MAX;
+    bool operator==(const fired_at& o) const { return ffn.expert == o.ffn.expert && t == o.t && j == o.j; }
 };
 
 // The model run again with units of layer N knocked out: the prediction's probability and logit.
@@ -38,7 +78,13 @@ using knock_out_run = std::function<outcome<knocked_out>(const std::vector<unit_
 
 class prompt_questions {
 public:
-    prompt_questions(const prompt_trace& r, const prompt_quiz_options& o) : r_(r), o_(o), rng_{o.seed} {}
+    prompt_questions(const prompt_trace& r, const prompt_quiz_options& o) : r_(r), o_(o), rng_{o.seed} {
+        for (const auto& u : r.top_units)
+            if (!u.shared) top_.push_back(u);
+        experts_ = !top_.empty() && top_.front().unit.expert;
+    }
+    // The units that pushed the prediction most, largest first (a mixture's shared experts' left out).
+    const std::vector<unit_attribution>& top() const { return top_; }
 
     std::string num(double v) const { return format_fixed(v, o_.precision); }
     std::string signed_num(double v) const { return (v >= 0 ? "+" : "") + num(v); }
@@ -48,6 +94,21 @@ public:
         return show_token(text, r_.prompt.tok && r_.prompt.tok->special(id));
     }
     std::size_t last() const { return r_.input.rows - 1; }
+    // "unit 7", or "unit 2:7" (unit 7 of expert 2) in a mixture.
+    static std::string unit(const unit_ref& u) { return "unit " + to_string(u); }
+    // "all 64 units of layer 1", or in a mixture "the 32 units of layer 1's experts that ran at the
+    // last token": n of them.
+    std::string units_of_layer(std::size_t n, std::optional<std::size_t> layer = {}) const {
+        if (!experts_) return fmt::format("all {} units of layer {}", n, layer.value_or(r_.layer));
+        return fmt::format("the {} units of layer {}'s experts that ran at the last token", n, layer.value_or(r_.layer));
+    }
+    // " of expert 2" after a step's element in a mixture; "" in a dense layer.
+    static std::string of_expert(const std::optional<std::size_t>& e) { return e ? fmt::format(" of expert {}", *e) : ""; }
+    // The question names a unit: its number and, in a mixture, its expert.
+    static void names(quiz_question& q, const unit_ref& u) {
+        q.units.push_back(u.unit);
+        if (u.expert) q.experts.push_back(*u.expert);
+    }
     std::string token_label(std::size_t t) const { return fmt::format("token {}", r_.ex.names.tokens[t]); }
 
     quiz_question start(std::string kind, std::string group, std::string title, std::size_t t) const {
@@ -74,57 +135,80 @@ public:
         for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng_.below(i)]);
     }
 
-    // Which of four units of the last token's largest pushes pushes most: a × (its push per unit of a).
-    quiz_question top_unit() {
-        const auto& top = r_.top_units;
+    // Which of four units of the last token's largest pushes pushes most: w × a × (its push per unit
+    // of a), w the routing weight in a mixture. A dense layer's unit is answered by its number, a
+    // mixture's E:J by its place among the options.
+    quiz_question top_unit(std::vector<unit_ref>& shown) {
+        const auto& top = top_;
         std::vector<unit_attribution> options{top.front()};
         for (auto i : draw(top.size() - 1, 3)) options.push_back(top[i + 1]);
         shuffle(options);
         quiz_question q = start("top-unit", "which unit", "Which unit writes the prediction", last());
-        q.target = "unit";
+        q.target = experts_ ? "option" : "unit";
         q.choice = true;
         q.answer = static_cast<double>(top.front().unit.unit);
-        std::vector<std::string> names, written;
+        std::vector<std::string> listed, written;
         std::size_t digits = 1;
-        for (const auto& u : options) digits = std::max(digits, std::to_string(u.unit.unit).size());
-        for (const auto& u : options) {
-            names.push_back(std::to_string(u.unit.unit));
-            q.units.push_back(u.unit.unit);
+        for (const auto& u : options) digits = std::max(digits, to_string(u.unit).size());
+        for (std::size_t i = 0; i < options.size(); ++i) {
+            const unit_attribution& u = options[i];
+            const std::string name = to_string(u.unit);
+            listed.push_back(name);
+            names(q, u.unit);
             q.choices.push_back(u.unit.unit);
-            q.given.push_back(fmt::format("unit {:>{}}: a = {}, (W2[j] · g) / σ = {}", u.unit.unit, digits, num(u.activation),
-                                          num(u.dot / u.sigma)));
-            written.push_back(fmt::format("unit {}: {} × {} = {}", u.unit.unit, num(u.activation), num(u.dot / u.sigma),
+            shown.push_back(u.unit);
+            if (!experts_) {
+                q.given.push_back(fmt::format("unit {:>{}}: a = {}, (W2[j] · g) / σ = {}", name, digits, num(u.activation),
+                                              num(u.dot / u.sigma)));
+                written.push_back(fmt::format("unit {}: {} × {} = {}", name, num(u.activation), num(u.dot / u.sigma), signed_num(u.score)));
+                continue;
+            }
+            if (same_unit(u.unit, top.front().unit)) q.answer = static_cast<double>(i + 1);
+            q.given.push_back(fmt::format("{}) unit {:>{}}: w = {}, a = {}, (W2[j] · g) / σ = {}", i + 1, name, digits, num(u.weight),
+                                          num(u.activation), num(u.dot / u.sigma)));
+            written.push_back(fmt::format("{}) {} × {} × {} = {}", i + 1, num(u.weight), num(u.activation), num(u.dot / u.sigma),
                                           signed_num(u.score)));
         }
-        q.formula = fmt::format("At the last token the model predicts {}. Which of units {} of layer {} writes most toward "
-                                "it? Type the unit's number.",
-                                target(), fmt::join(names, ", "), r_.layer);
-        q.rule = "a unit's direct push on the logit is its activation a times what its value vector W2[j] adds to the "
-                 "logit per unit of a, (W2[j] · g) / σ, g the final norm's weight times the token's row of the "
-                 "unembedding; the largest push wins";
+        q.formula = experts_ ? fmt::format("At the last token the model predicts {}. Which of these units of layer {} (E:J, unit J "
+                                           "of expert E) writes most toward it? Type 1 to 4.",
+                                           target(), r_.layer)
+                             : fmt::format("At the last token the model predicts {}. Which of units {} of layer {} writes most "
+                                           "toward it? Type the unit's number.",
+                                           target(), fmt::join(listed, ", "), r_.layer);
+        q.rule = experts_ ? "a unit's direct push on the logit is its expert's routing weight w times its activation a times "
+                            "what its value vector W2[j] adds to the logit per unit of a, (W2[j] · g) / σ, g the final "
+                            "norm's weight times the token's row of the unembedding; the largest push wins"
+                          : "a unit's direct push on the logit is its activation a times what its value vector W2[j] adds "
+                            "to the logit per unit of a, (W2[j] · g) / σ, g the final norm's weight times the token's row "
+                            "of the unembedding; the largest push wins";
         q.written = fmt::format("{}", fmt::join(written, "; "));
-        q.worked = fmt::format("{}: it pushes {} by {}", top.front().unit.unit, target(), signed_num(top.front().score));
-        q.after = fmt::format("Unit {} pushes most of all {} units of layer {}; together they push {} by {}.", top.front().unit.unit,
-                              r_.ffn.dense()->layer().d_ff(), r_.layer, target(), signed_num(r_.total_score));
+        const std::string best = to_string(top.front().unit);
+        q.worked = experts_ ? fmt::format("{}, unit {}: it pushes {} by {}", static_cast<std::size_t>(q.answer), best, target(),
+                                          signed_num(top.front().score))
+                            : fmt::format("{}: it pushes {} by {}", best, target(), signed_num(top.front().score));
+        q.after = fmt::format("Unit {} pushes most of {}; together they push {} by {}.", best, units_of_layer(units_at(r_.ffn, last())),
+                              target(), signed_num(r_.total_score));
         return q;
     }
 
     // A unit's score at a token from the largest products of its dot product, the rest summed.
-    quiz_question score(std::size_t t, std::size_t j) const {
-        const unit_explanation e = explain_unit(*r_.ffn.dense(), t, j, 4);
-        const ffn& l = r_.ffn.dense()->layer();
+    quiz_question score(const fired_at& at) const {
+        const std::size_t t = at.t, j = at.j;
+        const unit_explanation e = explain_unit(*at.ffn.tr, at.ffn.row, j, 4);
+        const ffn& l = at.ffn.tr->layer();
         const std::string h = detail::step_variable(l.gated() ? step_kind::gate : step_kind::expand);
         const std::string w = l.gated() ? "Wg" : "W1", b = l.gated() ? "bg" : "b1";
-        const bool pre_norm = l.norm && l.norm->position == norm_layer::place::pre;
+        const norm_layer* norm = r_.ffn.norm();
+        const bool pre_norm = norm && norm->position == norm_layer::place::pre;
         const std::string in = detail::read_variable(pre_norm);
         quiz_question q = start(step_name(l.gated() ? step_kind::gate : step_kind::expand), "key score",
                                 "A key fires on a pattern", t);
-        q.target = fmt::format("{}[{}][{}]", h, t, j);
+        q.target = fmt::format("{}[{}][{}]{}", h, t, j, of_expert(at.ffn.expert));
         q.index = j;
-        q.units = {j};
+        names(q, {at.ffn.expert, j});
         q.answer = e.pre;
-        q.formula = fmt::format("{} = {}[{}] · {}[:, {}] + {}[{}], a sum of {} products and the bias", q.target, in, t, w, j, b, j,
-                                l.d_model());
+        q.formula = fmt::format("{} = {}[{}] · {}[:, {}] + {}[{}], a sum of {} products and the bias{}", q.target, in, t, w, j, b, j,
+                                l.d_model(), at.ffn.expert ? fmt::format(" ({} and {} expert {}'s own)", w, b, *at.ffn.expert) : "");
         std::vector<std::string> terms;
         for (const auto& [i, v] : e.terms) {
             q.given.push_back(fmt::format("{}[{}][{}] × {}[{}][{}] = {}", in, t, i, w, i, j, num(v)));
@@ -144,57 +228,75 @@ public:
                              j, e.terms.size());
         q.written = fmt::format("{}", fmt::join(terms, " + "));
         q.worked = q.written + " = " + num(e.pre);
-        q.after = fmt::format("Unit {} {} at {}: its key matches the pattern of this token's stream.", j,
+        q.after = fmt::format("Unit {} {} at {}: its key matches the pattern of this token's stream.", to_string(unit_ref{at.ffn.expert, j}),
                               e.pre > 0 ? "fires" : "stays nearly off", token_label(t));
         return q;
     }
 
-    quiz_question activation(std::size_t t, std::size_t j) const {
-        quiz_question q = detail::activation_question(r_.ex, *r_.ffn.dense(), t, j, o_.precision);
+    quiz_question activation(const fired_at& at) const {
+        quiz_question q = detail::activation_question(r_.ex, *at.ffn.tr, at.ffn.row, at.t, at.j, o_.precision);
         q.step = step_name(step_kind::activate);
         q.group = "activation";
         q.title = "What the unit passes on";
-        q.token = token_label(t);
+        q.token = token_label(at.t);
         q.layer = r_.layer;
-        q.units = {j};
+        if (at.ffn.expert) {
+            q.target += of_expert(at.ffn.expert);
+            q.formula += fmt::format(", unit {} of expert {}", at.j, *at.ffn.expert);
+        }
+        q.units.clear();
+        names(q, {at.ffn.expert, at.j});
         return q;
     }
 
-    // A unit's direct push on the prediction's logit: a · (W2[j] · g) / σ, the numbers given.
+    // A unit's direct push on the prediction's logit: a · (W2[j] · g) / σ, the numbers given; in a
+    // mixture w · a · (W2[j] · g) / σ, w its expert's routing weight at the last token.
     quiz_question push(const unit_attribution& u) const {
+        const std::string j = to_string(u.unit);
+        const bool w = u.unit.expert.has_value();
         quiz_question q = start("push", "direct push", "A value vector writes a token", last());
         q.target = "push";
         q.index = u.unit.unit;
-        q.units = {u.unit.unit};
+        names(q, u.unit);
         q.answer = u.score;
-        q.formula = fmt::format("push = a · (W2[{0}] · g) / σ, unit {0}'s direct push on the logit of {1}: g = γ ⊙ U, U "
+        q.formula = fmt::format("push = {2}a · (W2[{4}] · g) / σ, unit {0}'s direct push on the logit of {1}: {3}g = γ ⊙ U, U "
                                 "its row of the unembedding and γ the final norm's weight (less g's mean for a "
                                 "LayerNorm, which centres what it reads), and σ that norm's √(var + ε) of the stream "
                                 "leaving the FFN",
-                                u.unit.unit, target());
-        q.given.push_back(fmt::format("a = {} (activated[{}][{}])", num(u.activation), last(), u.unit.unit));
+                                j, target(), w ? "w · " : "", w ? "w its expert's routing weight at the last token, " : "", u.unit.unit);
+        q.given.push_back(fmt::format("a = {} (activated[{}][{}]{})", num(u.activation), last(), u.unit.unit, of_expert(u.unit.expert)));
         q.given.push_back(fmt::format("W2[{}] · g = {}", u.unit.unit, num(u.dot)));
         q.given.push_back(fmt::format("σ = {}", num(u.sigma)));
-        q.rule = "multiply a by the value vector's dot product with g, and divide by σ, as the final norm divides";
-        q.written = fmt::format("{} × {} / {}", detail::operand(u.activation, o_.precision), detail::operand(u.dot, o_.precision),
-                                num(u.sigma));
+        if (w) q.given.push_back(fmt::format("w = {}", num(u.weight)));
+        q.rule = w ? "multiply w by a and the value vector's dot product with g, and divide by σ, as the final norm divides"
+                   : "multiply a by the value vector's dot product with g, and divide by σ, as the final norm divides";
+        q.written = fmt::format("{}{} × {} / {}", w ? detail::operand(u.weight, o_.precision) + " × " : "",
+                                detail::operand(u.activation, o_.precision), detail::operand(u.dot, o_.precision), num(u.sigma));
         q.worked = q.written + " = " + num(u.score);
-        q.missteps.push_back({u.activation * u.dot, "that leaves out σ: the final norm divides the stream by σ before the "
-                                                    "unembedding reads it"});
-        q.missteps.push_back({u.dot / u.sigma, "that leaves out a: the value vector is written scaled by the activation"});
+        q.missteps.push_back({u.weight * u.activation * u.dot, "that leaves out σ: the final norm divides the stream by σ before the "
+                                                               "unembedding reads it"});
+        q.missteps.push_back({u.weight * u.dot / u.sigma, "that leaves out a: the value vector is written scaled by the activation"});
+        if (w) q.missteps.push_back({u.activation * u.dot / u.sigma, "that leaves out w: the expert's output is added scaled by its "
+                                                                     "routing weight"});
         // each number shown is within e of itself: the product moves by at most the sum of the relative errors
         const double a = std::abs(u.activation), d = std::abs(u.dot), s = u.sigma;
-        q.slack = std::abs(u.score) * (rounding_error(u.activation, o_.precision) / std::max(a, 1e-12) +
-                                       rounding_error(u.dot, o_.precision) / std::max(d, 1e-12) +
-                                       rounding_error(u.sigma, o_.precision) / std::max(s, 1e-12)) * 1.01;
-        q.after = fmt::format("Unit {}'s value vector, written {} times over, moves the logit of {} by {}.", u.unit.unit,
-                              num(u.activation), target(), signed_num(u.score));
+        double relative = rounding_error(u.activation, o_.precision) / std::max(a, 1e-12) +
+                          rounding_error(u.dot, o_.precision) / std::max(d, 1e-12) +
+                          rounding_error(u.sigma, o_.precision) / std::max(s, 1e-12);
+        if (w) relative += rounding_error(u.weight, o_.precision) / std::max(u.weight, 1e-12);
+        q.slack = std::abs(u.score) * relative * 1.01;
+        q.after = fmt::format("Unit {}'s value vector, written {} times over{}, moves the logit of {} by {}.", j, num(u.activation),
+                              w ? fmt::format(" and scaled by w = {}", num(u.weight)) : "", target(), signed_num(u.score));
         return q;
     }
 
     // Which of four tokens unit j's value vector promotes most (the vocabulary view, W2[j] · g_t).
-    std::optional<quiz_question> vocabulary(std::size_t j) {
-        const vocabulary_view& v = *one_ffn_vocab(r_.units);
+    std::optional<quiz_question> vocabulary(const unit_ref& u) {
+        const std::size_t j = u.unit;
+        const std::vector<ffn_at_token> ran = ffns_at(r_.ffn, last());
+        const auto its = std::find_if(ran.begin(), ran.end(), [&](const ffn_at_token& f) { return f.expert == u.expert; });
+        if (its == ran.end() || its->k >= r_.units->vocab.size()) return std::nullopt;
+        const vocabulary_view& v = r_.units->vocab[its->k];
         const auto at = std::find(v.units.begin(), v.units.end(), j);
         if (at == v.units.end()) return std::nullopt;
         const promoted_tokens& p = v.by_unit[static_cast<std::size_t>(at - v.units.begin())];
@@ -211,7 +313,7 @@ public:
         q.target = "option";
         q.choice = true;
         q.index = j;
-        q.units = {j};
+        names(q, u);
         std::vector<std::string> scores;
         for (std::size_t i = 0; i < options.size(); ++i) {
             const std::string text = shown(options[i].id, r_.vocabulary.size() > options[i].id ? r_.vocabulary[options[i].id] : "");
@@ -220,10 +322,10 @@ public:
             scores.push_back(fmt::format("{}) {} {}", i + 1, text, signed_num(options[i].score)));
             if (options[i].id == p.most.front().id) q.answer = static_cast<double>(i + 1);
         }
-        q.formula = fmt::format("Unit {} writes its value vector W2[{}] into the stream. Read through the final norm and "
+        q.formula = fmt::format("Unit {} writes its value vector W2[{}]{} into the stream. Read through the final norm and "
                                 "the unembedding (W2[{}] · g_t for each token t), which of these tokens does it promote most? "
                                 "Type 1 to 4.",
-                                j, j, j);
+                                to_string(u), j, u.expert ? fmt::format(", its expert's row {}", j) : "", j);
         q.rule = "each token's score is the value vector's dot product with g_t, that token's row of the unembedding "
                  "scaled by the final norm's weight (less its mean for a LayerNorm): a unit promotes the tokens it points "
                  "toward and pushes away those it points against";
@@ -236,18 +338,18 @@ public:
 
     // The knock-out: the prediction's probability with units set to 0 at every token, estimated from
     // their direct pushes and checked against the model run again.
-    outcome<quiz_question> knock_out(const knock_out_run& run, std::size_t asked) {
+    outcome<quiz_question> knock_out(const knock_out_run& run, const std::optional<unit_ref>& asked) {
         // five of the largest pushes, without the one another question asks for
         std::vector<unit_attribution> top;
-        for (const auto& u : r_.top_units)
-            if (u.unit.unit != asked && top.size() < 5) top.push_back(u);
+        for (const auto& u : top_)
+            if (!(asked && same_unit(u.unit, *asked)) && top.size() < 5) top.push_back(u);
         std::vector<unit_ref> units;
-        std::vector<std::string> names, pushes;
+        std::vector<std::string> listed, pushes;
         double delta = 0;
         for (auto i : draw(top.size(), 1 + rng_.below(3))) {
             units.push_back(top[i].unit);
-            names.push_back(std::to_string(top[i].unit.unit));
-            pushes.push_back(fmt::format("unit {} {}", top[i].unit.unit, signed_num(top[i].score)));
+            listed.push_back(to_string(top[i].unit));
+            pushes.push_back(fmt::format("unit {} {}", to_string(top[i].unit), signed_num(top[i].score)));
             delta += top[i].score;
         }
         auto ko = run(units);
@@ -258,13 +360,13 @@ public:
         const double tolerance = std::max(0.05, std::ceil((std::abs(estimate - ko->prob) + 0.02) / 0.05) * 0.05);
         quiz_question q = start("knock-out", "knock-out", "Knocking a fact's units out", last());
         q.target = fmt::format("P({})", target());
-        for (const auto& u : units) q.units.push_back(u.unit);
+        for (const auto& u : units) names(q, u);
         q.answer = ko->prob;
         q.slack = q.stated = tolerance;
-        const bool one = names.size() == 1;
+        const bool one = listed.size() == 1;
         q.formula = fmt::format("{} {} of layer {} {} set to 0 at every token and the model is run again. What is the "
                                 "probability of {} now?",
-                                one ? "Unit" : "Units", fmt::join(names, ", "), r_.layer, one ? "is" : "are", target());
+                                one ? "Unit" : "Units", fmt::join(listed, ", "), r_.layer, one ? "is" : "are", target());
         q.given.push_back(fmt::format("P({}) = {} with every unit on", target(), num(p)));
         q.given.push_back(fmt::format("{} on its logit: {}; together Δ = {}", one ? "its direct push" : "their direct pushes",
                                       fmt::join(pushes, ", "), num(delta)));
@@ -276,7 +378,7 @@ public:
         const double moved = ko->logit_after - ko->logit_before;
         q.after = fmt::format("Run again without {} {}: P({}) {} → {}, its logit {} → {} ({}), where the direct pushes "
                               "alone take {}: {}.",
-                              one ? "unit" : "units", fmt::join(names, ", "), target(), num(p), num(ko->prob),
+                              one ? "unit" : "units", fmt::join(listed, ", "), target(), num(p), num(ko->prob),
                               format_fixed(ko->logit_before, 2),
                               format_fixed(ko->logit_after, 2), signed_num(moved), signed_num(-delta),
                               std::abs(moved) < delta ? "the layers after it make up part of the loss"
@@ -298,12 +400,12 @@ public:
             std::vector<std::string> parts, values;
             double rest = lp.total;
             for (const auto& u : lp.top) {
-                parts.push_back(fmt::format("unit {} {}", u.unit.unit, signed_num(u.score)));
+                parts.push_back(fmt::format("unit {} {}", to_string(u.unit), signed_num(u.score)));
                 values.push_back(detail::operand(u.score, o_.precision));
                 rest -= u.score;
             }
             q.given.push_back(fmt::format("layer {}: {}, the other {} units {}", lp.layer, fmt::join(parts, ", "),
-                                          r_.ffn.dense()->layer().d_ff() - lp.top.size(), signed_num(rest)));
+                                          lp.units - lp.top.size(), signed_num(rest)));
             values.push_back(detail::operand(rest, o_.precision));
             written.push_back(fmt::format("layer {}: {} = {}", lp.layer, fmt::join(values, " + "), signed_num(lp.total)));
             totals.push_back(fmt::format("layer {} {}", lp.layer, signed_num(lp.total)));
@@ -319,27 +421,30 @@ public:
         return q;
     }
 
-    // A token before the last (whose activations the attribution questions show) and one of the
-    // units that fired most there, other than `other`.
-    std::pair<std::size_t, std::size_t> fired_unit(std::pair<std::size_t, std::size_t> other = {SIZE_MAX, SIZE_MAX}) {
+    // A token before the last (whose activations the attribution questions show), an FFN that ran
+    // it (in a mixture, one of the experts it chose) and one of the units that fired most there,
+    // other than `other`.
+    fired_at fired_unit(const fired_at& other = {}) {
         const std::size_t before_last = r_.input.rows > 1 ? r_.input.rows - 1 : 1;
-        std::pair<std::size_t, std::size_t> picked{0, 0};
+        fired_at picked;
         for (int attempt = 0; attempt < 8 && (attempt == 0 || picked == other); ++attempt) {
             const std::size_t t = rng_.below(before_last);
-            const auto& fired = one_ffn_units(r_.units)->fired[t];
+            const std::vector<ffn_at_token> ran = ffns_at(r_.ffn, t);
+            const ffn_at_token& f = ran[ran.size() == 1 ? 0 : rng_.below(ran.size())];
+            const auto& fired = r_.units->experts[f.k].fired[f.row];
             const std::size_t n = std::min<std::size_t>(fired.size(), 5);
-            picked = {t, n ? fired[rng_.below(n)].unit : 0};
+            picked = {f, t, n ? fired[rng_.below(n)].unit : 0};
         }
         return picked;
     }
     // One of the last token's largest pushes, not among the units in `shown` (whose pushes another
     // question gives away), when one is left.
-    const unit_attribution& pushing_unit(const std::vector<std::size_t>& shown = {}) {
+    const unit_attribution& pushing_unit(const std::vector<unit_ref>& shown = {}) {
         std::vector<std::size_t> left;
-        for (std::size_t i = 0; i < r_.top_units.size(); ++i)
-            if (std::find(shown.begin(), shown.end(), r_.top_units[i].unit.unit) == shown.end()) left.push_back(i);
-        if (left.empty()) return r_.top_units[rng_.below(std::min<std::size_t>(r_.top_units.size(), 5))];
-        return r_.top_units[left[rng_.below(left.size())]];
+        for (std::size_t i = 0; i < top_.size(); ++i)
+            if (std::none_of(shown.begin(), shown.end(), [&](const unit_ref& u) { return same_unit(u, top_[i].unit); })) left.push_back(i);
+        if (left.empty()) return top_[rng_.below(std::min<std::size_t>(top_.size(), 5))];
+        return top_[left[rng_.below(left.size())]];
     }
 
 private:
@@ -355,6 +460,8 @@ private:
     const prompt_trace& r_;
     const prompt_quiz_options& o_;
     splitmix rng_;
+    std::vector<unit_attribution> top_;
+    bool experts_ = false;  // the layer's units are named E:J: a mixture's
 };
 
 // Each layer's direct push on the prediction: layer N's from its run, the others' from a run each.
@@ -367,11 +474,10 @@ outcome<std::vector<layer_push>> layer_pushes(const prompt_request& request, con
             at.options.layer = l;
             auto t = trace_prompt(at);
             if (!t) return t.err();
-            if (!t->ffn.dense()) return out;  // an MoE layer among dense ones: the question is left out
             other = std::move(*t);
         }
         const prompt_trace& t = other ? *other : r;
-        layer_push p{l, t.total_score, {}};
+        layer_push p{l, t.total_score, {}, units_at(t.ffn, t.input.rows - 1)};
         p.top.assign(t.top_units.begin(), t.top_units.begin() + static_cast<long>(std::min<std::size_t>(t.top_units.size(), 3)));
         out.push_back(std::move(p));
     }
@@ -379,10 +485,7 @@ outcome<std::vector<layer_push>> layer_pushes(const prompt_request& request, con
 }
 
 std::optional<error> check_quiz_run(const prompt_request& request, const prompt_trace& r) {
-    if (!r.ffn.dense())
-        return error{request.checkpoint, "layer", fmt::format("layer {} is a Mixture of Experts; a quiz on a prompt asks about a "
-                                                              "dense layer's units", r.layer)};
-    if (!r.target || r.top_units.size() < 2 || !one_ffn_vocab(r.units))
+    if (!r.target || r.top_units.size() < 2 || !r.units || r.units->vocab.empty())
         return error{request.checkpoint, "", fmt::format("a {} checkpoint predicts no next token, which the quiz's "
                                                                    "questions are about", r.arch)};
     return std::nullopt;
@@ -427,31 +530,30 @@ outcome<prompt_quiz> make_prompt_quiz(const prompt_request& request, const promp
     // The score and the activation are of different units; the push asked for is none of those
     // the first question lists or the layers' question sums (their a × push per a is the push),
     // and the knock-out gives the pushes of other units.
-    std::pair<std::size_t, std::size_t> scored{SIZE_MAX, SIZE_MAX};
-    std::vector<std::size_t> shown;
-    for (std::size_t i = 0; i < std::min<std::size_t>(r->top_units.size(), 3); ++i) shown.push_back(r->top_units[i].unit.unit);
-    std::size_t asked = SIZE_MAX;
+    fired_at scored;
+    std::vector<unit_ref> shown;
+    for (std::size_t i = 0; i < std::min<std::size_t>(b.top().size(), 3); ++i) shown.push_back(b.top()[i].unit);
+    std::optional<unit_ref> asked;
     for (std::size_t i = 0; i < count; ++i) {
         switch (i % kinds) {
             case 0:
-                quiz.questions.push_back(b.top_unit());
-                shown.insert(shown.end(), quiz.questions.back().choices.begin(), quiz.questions.back().choices.end());
+                quiz.questions.push_back(b.top_unit(shown));
                 break;
             case 1:
                 scored = b.fired_unit();
-                quiz.questions.push_back(b.score(scored.first, scored.second));
+                quiz.questions.push_back(b.score(scored));
                 break;
-            case 2: {
-                const auto unit = b.fired_unit(scored);
-                quiz.questions.push_back(b.activation(unit.first, unit.second));
+            case 2:
+                quiz.questions.push_back(b.activation(b.fired_unit(scored)));
+                break;
+            case 3: {
+                const unit_attribution& u = b.pushing_unit(shown);
+                quiz.questions.push_back(b.push(u));
+                asked = u.unit;
                 break;
             }
-            case 3:
-                quiz.questions.push_back(b.push(b.pushing_unit(shown)));
-                asked = quiz.questions.back().units.front();
-                break;
             case 4:
-                if (auto q = b.vocabulary(b.pushing_unit().unit.unit)) quiz.questions.push_back(std::move(*q));
+                if (auto q = b.vocabulary(b.pushing_unit().unit)) quiz.questions.push_back(std::move(*q));
                 break;
             case 5: {
                 auto q = b.knock_out(run, asked);
@@ -482,6 +584,7 @@ std::string prompt_quiz_json(const prompt_quiz& quiz, const prompt_quiz_options&
         e["layer"] = q.layer;
         e["token"] = q.token_index;
         e["units"] = q.units;
+        if (!q.experts.empty()) e["experts"] = q.experts;  // a mixture's: units[i] is unit units[i] of expert experts[i]
         if (q.choice) e["choices"] = q.choices;
         e["target"] = q.target;
         e["question"] = q.formula;

@@ -581,13 +581,13 @@ outcome<std::vector<quiz_question>> quiz_of(const example& ex, const moe_trace& 
 
 namespace detail {
 
-quiz_question activation_question(const example& ex, const trace& tr, std::size_t t, std::size_t j, int precision) {
+quiz_question activation_question(const example& ex, const trace& tr, std::size_t row, std::size_t t, std::size_t j, int precision) {
     quiz_options o;
     o.precision = precision;
     const quiz_builder b(ex, o);
     const ffn& l = tr.layer();
     return b.activation_question(step_name(step_kind::activate), quiz_builder::detail_title(step_kind::activate, l.act),
-                                 tr.step(step_kind::activate), tr.pre_activation().value, t, t, j, info(l.act).unit, l.gated());
+                                 tr.step(step_kind::activate), tr.pre_activation().value, row, t, j, info(l.act).unit, l.gated());
 }
 
 double rounding_error(double v, int precision) { return shown_error(v, precision); }

@@ -60,7 +60,10 @@ struct quiz_question {
     // A question on a prompt's layer (make_prompt_quiz): what it is about, for the JSON.
     std::size_t layer = 0;
     std::vector<std::size_t> units;    // the units it names
-    std::vector<std::size_t> choices;  // a choice's options: units, layers, or token ids (answered 1 to 4)
+    std::vector<std::size_t> experts;  // a mixture's: units[i] is unit units[i] of expert experts[i]; empty: a dense layer's
+    // A choice's options: units (a dense layer's answered by number, a mixture's by place, 1 to 4),
+    // layers by number, or token ids by place.
+    std::vector<std::size_t> choices;
     bool choice = false;               // the answer is one of the options, not a number worked out
     std::string after;                 // shown when the question is over: the model run again, the scores behind a choice
 };

@@ -320,6 +320,11 @@ const matrix& ffn_result::ffn_input() const {
     return dense()->ffn_input();
 }
 
+const norm_layer* ffn_result::norm() const {
+    const std::optional<norm_layer>& n = visit([](const auto& t) -> const std::optional<norm_layer>& { return t.layer().norm; });
+    return n ? &*n : nullptr;
+}
+
 std::size_t ffn_result::n_experts() const {
     const moe_trace* m = moe();
     return m ? m->layer().n_experts() : 0;
