@@ -47,6 +47,21 @@ cli_test("run names a JSON Schema for what it is" 2 EMPTY
 cli_test("no subcommand is a usage error" 2 EMPTY "^error: A subcommand is required" -- ${FT})
 cli_test("an unknown subcommand is a usage error" 2 EMPTY "^error: " -- ${FT} trace x.json)
 cli_test("an unknown subcommand's error points at the program's help" 2 EMPTY "^error: .*\; see ffn-trace --help$" -- ${FT} trace x.json)
+cli_test("a misspelt subcommand is named with the nearest one" 2 EMPTY
+  "^error: unknown command \"rnu\" \\(did you mean run\\?\\)\; the commands are run, check, .*, serve\; see ffn-trace --help$" -- ${FT} rnu x.json)
+cli_test("a word far from every subcommand gets no guess" 2 EMPTY "^error: unknown command \"trace\"\; the commands are run, " -- ${FT} trace x.json)
+cli_test("help prints the program's help" 0 "^ffn-trace: trace every number.*Usage: ffn-trace" EMPTY -- ${FT} help)
+cli_test("help with a subcommand prints that subcommand's help" 0 "Usage: ffn-trace run \\[OPTIONS\\]" EMPTY -- ${FT} help run)
+cli_test("a misspelt option is named with the nearest its subcommand has" 2 EMPTY
+  "^error: run has no option --layers \\(did you mean --layer\\?\\)\; see ffn-trace run --help$"
+  -- ${FT} run --checkpoint ${CKPT}/llama --layers 0 --embedding 1)
+cli_test("a misspelt option given with = is named alone" 2 EMPTY "^error: units has no option --uint \\(did you mean --unit\\?\\)\; see ffn-trace units --help$"
+  -- ${FT} units --checkpoint ${CKPT}/llama --layer 0 --uint=3)
+cli_test("a misspelt option of a subcommand's own subcommand names both" 2 EMPTY
+  "^error: transcoder train has no option --featurs \\(did you mean --features\\?\\)\; see ffn-trace transcoder --help$"
+  -- ${FT} transcoder train --checkpoint ${DATA}/models/atlas --layer 0 --featurs 8 -o nowhere)
+cli_test("an option far from every one gets no guess" 2 EMPTY "^error: run has no option --zzzqqq\; see ffn-trace run --help$"
+  -- ${FT} run ${DATA}/walkthrough.json --zzzqqq)
 cli_test("a missing required option points at its subcommand's help" 2 EMPTY "^error: --target is required\; see ffn-trace edit --help$"
   -- ${FT} edit --checkpoint x --prompt p --subject s)
 cli_test("an empty list item points at its subcommand's help" 2 EMPTY "\; see ffn-trace gelu-table --help$" -- ${FT} gelu-table --at 1,,2)
@@ -333,8 +348,11 @@ cli_test("run --checkpoint --embedding past the vocabulary names the row" 2 EMPT
   -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,9)
 cli_test("run --checkpoint to a missing path cannot open it" 2 EMPTY "^error: .*nowhere: cannot open the file: No such file or directory$"
   -- ${FT} run --checkpoint ${CKPT}/nowhere --layer 0 --embedding 1)
-cli_test("run with a file and --checkpoint together is a usage error" 2 EMPTY "^error: file excludes --checkpoint"
+cli_test("run with a file and --checkpoint together is a usage error" 2 EMPTY "^error: \".*walkthrough.json\" is read as the file argument, and file excludes --checkpoint"
   -- ${FT} run ${DATA}/walkthrough.json --checkpoint ${CKPT}/llama --layer 0 --embedding 1)
+cli_test("a stray word beside --checkpoint is named as the file it was read as" 2 EMPTY
+  "^error: \"extra\" is read as the file argument, and file excludes --checkpoint\; see ffn-trace run --help$"
+  -- ${FT} run --checkpoint ${DATA}/models/capitals --layer 0 --prompt x extra)
 cli_test("run --checkpoint with a truncated header is an input error" 2 EMPTY
   "^error: .*truncated/model.safetensors: header: the header length is [0-9]+ bytes, but only 32 bytes follow the 8-byte length$"
   -- ${FT} run --checkpoint ${CKPT}/truncated --layer 0 --embedding 1)

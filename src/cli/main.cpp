@@ -2,9 +2,13 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstdio>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <memory>
 #include <new>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +19,7 @@
 #include <unistd.h>
 
 #include "check_command.hpp"
+#include "base/text.hpp"
 #include "common.hpp"
 #include "ffn_trace/core/engine.hpp"
 #include "ffn_trace/core/error.hpp"
@@ -61,6 +66,110 @@ std::optional<std::string> empty_list_item(const CLI::App& app, int argc, char**
     return std::nullopt;
 }
 
+// A misspelt option or command is named, with the nearest the subcommand has: CLI11 would read
+// "--layers 0" as stray words and blame whatever they landed in ("file excludes --checkpoint"),
+// and "ffn-trace rnu" as no subcommand at all.
+std::string near(std::string_view word, const std::vector<std::string_view>& names) {
+    const std::string_view best = ffn_trace::detail::nearest(word, names);
+    // a word far from every name gets no guess: "help" is not a misspelt "check"
+    if (best.empty() || ffn_trace::detail::edit_distance(word, best) > std::max<std::size_t>(2, word.size() / 3)) return "";
+    return fmt::format(" (did you mean {}?)", best);
+}
+
+std::optional<std::string> unknown_word(const CLI::App& app, int argc, char** argv) {
+    const CLI::App* sub = nullptr;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--") break;
+        if (!sub) {
+            if (arg.starts_with("-")) continue;  // the program's own flags: --help, --version
+            std::vector<std::string_view> names;
+            for (const auto* s : app.get_subcommands({})) {
+                names.push_back(s->get_name());
+                if (s->get_name() == arg) sub = s;
+            }
+            if (!sub) return fmt::format("unknown command {}{}; the commands are {}", ffn_trace::quote(arg), near(arg, names), fmt::join(names, ", "));
+            continue;
+        }
+        if (!arg.starts_with("-")) {  // a subcommand's own subcommand: transcoder train
+            for (const auto* s : sub->get_subcommands({}))
+                if (s->get_name() == arg) sub = s;
+            continue;
+        }
+        if (!arg.starts_with("--") || arg.size() == 2) continue;
+        const std::string_view name = arg.substr(0, arg.find('='));
+        bool known = false;
+        for (const CLI::App* a = sub; a && !known; a = a->get_parent()) known = a->get_option_no_throw(std::string(name)) != nullptr;
+        if (known) continue;
+        std::vector<std::string> longs;
+        for (const auto* o : sub->get_options())
+            for (const auto& l : o->get_lnames()) longs.push_back("--" + l);
+        const std::vector<std::string_view> views(longs.begin(), longs.end());
+        std::string command = sub->get_name();  // "transcoder train" for a subcommand's own
+        for (const CLI::App* a = sub->get_parent(); a && a->get_parent(); a = a->get_parent()) command = a->get_name() + " " + command;
+        return fmt::format("{} has no option {}{}", command, name, near(name, views));
+    }
+    return std::nullopt;
+}
+
+// --help at 80 columns: CLI11 writes each description on one line however long; this formatter
+// wraps it at spaces into the right-hand column (code points counted, so "·" and "→" are one).
+class wrapping_formatter : public CLI::Formatter {
+public:
+    // The name with its value and its Needs/Excludes, wrapped to the width (continued 4 deeper),
+    // then the description in the right-hand column below it when the name is wider than the left.
+    std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+        std::string name = wrap(make_option_name(opt, is_positional) + make_option_opts(opt), width - 2);
+        for (std::size_t at = name.find('\n'); at != std::string::npos; at = name.find('\n', at + 1)) name.insert(at + 1, "    ");
+        std::stringstream out;
+        CLI::detail::format_help(out, name, make_option_desc(opt), get_column_width());
+        return out.str();
+    }
+    std::string make_option_desc(const CLI::Option* opt) const override { return wrap(CLI::Formatter::make_option_desc(opt), right()); }
+    std::string make_subcommand(const CLI::App* sub) const override {
+        std::stringstream out;
+        CLI::detail::format_help(out, sub->get_display_name(true), wrap(sub->get_description(), right()), get_column_width());
+        return out.str();
+    }
+    std::string make_description(const CLI::App* app) const override { return wrap(CLI::Formatter::make_description(app), width); }
+
+private:
+    static constexpr std::size_t width = 80;
+    std::size_t right() const { return width - std::min<std::size_t>(get_column_width(), width - 20); }
+    static std::size_t columns(std::string_view s) {
+        return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    }
+    // Each line of `text` filled to `room` columns; a word longer than a line keeps a line of its own.
+    static std::string wrap(const std::string& text, std::size_t room) {
+        std::string out, line;
+        std::size_t used = 0;
+        const auto flush = [&] {
+            out += line;
+            line.clear();
+            used = 0;
+        };
+        for (std::size_t i = 0; i <= text.size();) {
+            const std::size_t end = std::min(text.find_first_of(" \n", i), text.size());
+            const std::string_view word(text.data() + i, end - i);
+            if (used > 0 && used + 1 + columns(word) > room) {
+                flush();
+                out += '\n';
+            }
+            if (used > 0) line += ' ', ++used;
+            line += word;
+            used += columns(word);
+            if (end == text.size()) break;
+            if (text[end] == '\n') {
+                flush();
+                out += '\n';
+            }
+            i = end + 1;
+        }
+        flush();
+        return out;
+    }
+};
+
 // Where an error's hint sends the reader: the help of the subcommand the command line names (its
 // first word that is not an option), or the program's when it names none.
 std::string help_hint(const CLI::App& app, int argc, char** argv) {
@@ -75,7 +184,17 @@ std::string help_hint(const CLI::App& app, int argc, char** argv) {
 }
 
 int parse_and_run(int argc, char** argv) {
+    // "ffn-trace help" and "ffn-trace help run" are read as --help and run --help
+    std::vector<char*> args(argv, argv + argc);
+    static char help_flag[] = "--help";
+    if (argc >= 2 && std::string_view(argv[1]) == "help") {
+        args.erase(args.begin() + 1);
+        args.push_back(help_flag);
+        argv = args.data();
+        argc = static_cast<int>(args.size());
+    }
     CLI::App app{"ffn-trace: trace every number of a Transformer's feed-forward network", "ffn-trace"};
+    app.formatter(std::make_shared<wrapping_formatter>());
     app.require_subcommand(1);
     app.set_version_flag("-V,--version", std::string(cli::version_line()), "Print the version (and git commit) and exit");
     int status = cli::exit_ok;
@@ -96,7 +215,9 @@ int parse_and_run(int argc, char** argv) {
     cli::setup_transcoder(app, status);
     cli::setup_generate(app, status);
     cli::setup_serve(app, status);
-    if (auto refused = empty_list_item(app, argc, argv)) {
+    std::optional<std::string> refused = unknown_word(app, argc, argv);
+    if (!refused) refused = empty_list_item(app, argc, argv);
+    if (refused) {
         std::fputs(fmt::format("error: {}; {}\n", *refused, help_hint(app, argc, argv)).c_str(), stderr);
         return cli::exit_bad_input;
     }
@@ -108,6 +229,15 @@ int parse_and_run(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
+    } catch (const CLI::ExcludesError& e) {
+        // A stray word is read as the positional file, which then excludes the option given: name the word.
+        std::string what = e.what();
+        for (const auto* sub : app.get_subcommands())
+            for (const auto* o : sub->get_options())
+                if (o->get_positional() && o->count() > 0 && what.starts_with(o->get_name() + " excludes"))
+                    what = fmt::format("{} is read as the {} argument, and {}", ffn_trace::quote(o->results().front()), o->get_name(), what);
+        std::fputs(fmt::format("error: {}; {}\n", ffn_trace::one_line(what, 240), help_hint(app, argc, argv)).c_str(), stderr);
+        return cli::exit_bad_input;
     } catch (const CLI::ParseError& e) {
         // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the
         // values it could not take as they are: the line is kept to one line and a sane length.

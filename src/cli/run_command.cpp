@@ -71,7 +71,7 @@ void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* che
 
 void setup_run(CLI::App& app, int& status) {
     auto options = std::make_shared<run_options>();
-    auto* sub = app.add_subcommand("run", "Trace an example file through the FFN, step by step");
+    auto* sub = app.add_subcommand("run", "Trace an example file, or a checkpoint on a prompt, through the FFN step by step");
     auto* file = sub->add_option("file", options->file, "Example file (JSON), or - for standard input")->type_name("FILE");
     checkpoint_flags& c = options->checkpoint;
     auto* checkpoint = sub->add_option("--checkpoint", c.path,
