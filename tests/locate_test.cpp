@@ -269,6 +269,27 @@ TEST_CASE("a bare space token between the subject's words is the subject's, and 
     }
 }
 
+TEST_CASE("a subject whose letters the tokenizer splits into bytes is found by the bytes the tokens decode to") {
+    // the shipped vocabulary has no "ü": GPT-2's byte-level BPE writes its two UTF-8 bytes as two tokens
+    auto tok = open_tokenizer(FFN_TRACE_DATA_DIR + "/models/capitals");
+    REQUIRE(tok);
+    auto p = tokenize_prompt(*tok, "The capital of Zürich is");
+    REQUIRE(p);
+    REQUIRE(p->ids.size() == 11);
+    CHECK(p->display[5] == "\\xC3");
+    auto r = find_subject(*p, "Zürich");
+    REQUIRE(r);
+    CHECK(*r == std::vector<std::size_t>{4, 5, 6, 7, 8, 9});  // "Z", 0xC3, 0xBC, "r", "ic", "h"
+    auto u = find_subject(*p, "ü");
+    REQUIRE(u);
+    CHECK(*u == std::vector<std::size_t>{5, 6});
+    auto cjk = tokenize_prompt(*tok, "東京 is big");
+    REQUIRE(cjk);
+    auto c = find_subject(*cjk, "東京");
+    REQUIRE(c);
+    CHECK(c->size() == 6);  // three bytes each, one token a byte
+}
+
 TEST_CASE("a target is one token: the vocabulary's, or the tokenizer's when it makes one, else how it splits") {
     const std::string dir = FFN_TRACE_DATA_DIR + "/models/capitals";
     auto ck = checkpoint::open(dir);

@@ -339,12 +339,14 @@ std::optional<error> locate_model_error(const checkpoint& ck) {
 
 outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std::string_view subject) {
     if (trimmed(subject).empty()) return error{"", "subject", "the subject is empty; give the words of the prompt to corrupt"};
-    // The tokens' text joined, and where each token's starts in it.
+    // The tokens' text joined, and where each token's starts in it: their bytes as the tokenizer
+    // decodes them, so that "ü" split into two byte tokens is found whole (their display escapes
+    // each byte as \xNN).
     std::string joined;
     std::vector<std::size_t> starts;
-    for (const auto& d : prompt.display) {
+    for (std::size_t t = 0; t < prompt.display.size(); ++t) {
         starts.push_back(joined.size());
-        joined += d;
+        joined += prompt.tok && t < prompt.ids.size() ? prompt.tok->text(prompt.ids[t]) : prompt.display[t];
     }
     const std::size_t at = joined.find(subject);
     if (at == std::string::npos)
