@@ -1012,6 +1012,9 @@ cli_test("run --intervene names what was done and where in the heading and the k
 cli_test("run --intervene at every token with a value of 0 is --ablate's knock-out" 0
   "The top prediction stays \" Paris\" \\(0\\.8862 → 0\\.7893\\)" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172=0 --detail summary --color never)
+cli_test("run --layer N --intervene takes a dense unit written with its layer, L:J, as --ablate does" 0
+  "The top prediction stays \" Paris\" \\(0\\.8862 → 0\\.7893\\)" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 0:172=0 --detail summary --color never)
 cli_test("run --intervene's JSON has each change, the corpus of a mean, and the changed prediction" 0
   "\"interventions\": \\[ \\{ \"unit\": 172, \"token\": 4, \"kind\": \"scale\", \"value\": 0\\.5, \"text\": \"172@last\\*0\\.5\" \\}, \\{ \"unit\": 84, \"token\": null, \"kind\": \"mean\", \"value\": 0\\.0119[0-9]+, \"mean_over\": \\{ \"corpus\": \"corpus\\.txt\", \"texts\": 450, \"tokens\": 3517 \\}, \"text\": \"84=mean\" \\} \\], \"steps_of\": \"unchanged\", \"changes\": "
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172@last*0.5 --intervene 84=mean --format json)
@@ -1021,7 +1024,8 @@ cli_test("run --intervene --corpus takes the mean over the file given" 0 "set to
   EMPTY -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172=mean --corpus ${INPUTS}/prompt/france.txt --detail summary --color never)
 foreach(bad "172@9=0|\"172@9=0\": token 9 is out of range: the prompt has 5 tokens \\(0 to 4\\)"
             "9999@4=0|\"9999@4=0\": unit 9999 is out of range: layer 0 has d_ff = 256 units \\(0 to 255\\)"
-            "1:2@4=0|\"1:2@4=0\": layer 0 is dense: name a unit as J"
+            "1:2@4=0|\"1:2@4=0\": the unit is one of layer 1, and this run changes layer 0 alone"
+            "0:1:2@4=0|\"0:1:2@4=0\": layer 0 is dense: name a unit as J"
             "172*inf|\"172\\*inf\": the factor \"inf\" is not a finite number"
             "172@4*1e999|\"172@4\\*1e999\": the factor \"1e999\" is not a finite number"
             "172=nan|\"172=nan\": the value \"nan\" is not a finite number"

@@ -49,8 +49,9 @@ void add_prompt_run_options(CLI::App& app, checkpoint_flags& c, CLI::Option* che
                                                 "UNIT[@TOKEN] then =VALUE, *FACTOR or =mean (its mean over every token "
                                                 "of --corpus): 172@4=0 knocks unit 172 out at token 4 alone, 172@last*0.5 "
                                                 "halves it at the last token, 172=mean sets it to its mean at every "
-                                                "token, 3:17@4=0 is unit 17 of expert 3, and 1:3:17@4=0 the same of "
-                                                "layer 1; repeatable")
+                                                "token; on a dense model 1:172@4=0 is unit 172 of layer 1, as --ablate "
+                                                "names it; in a Mixtral layer 3:17@4=0 is unit 17 of expert 3, and "
+                                                "1:3:17@4=0 the same of layer 1; repeatable")
         ->type_name("CHANGE")
         ->needs(checkpoint);
     sub->add_option("--corpus", c.corpus, "With --intervene UNIT=mean: the texts the mean is taken over, one a line "

@@ -105,6 +105,11 @@ std::optional<error> check_interventions(const transformer& model, std::size_t l
         if (iv.token && *iv.token >= tokens)
             return error{ck.origin(), "intervene", fmt::format("{}: token {} is out of range: the prompt has {} token{} ({})",
                                                                quote(iv.text), *iv.token, tokens, tokens == 1 ? "" : "s", index_range(tokens))};
+        // a unit written with its layer, L:J on a dense model as --ablate takes it, L:E:J on a mixture
+        if (auto at = with_its_layer(ck, iv.layer, iv.unit)) {
+            iv.layer = at->layer;
+            iv.unit = at->unit;
+        }
         if (iv.layer && *iv.layer != layer)
             return error{ck.origin(), "intervene", fmt::format("{}: the unit is one of layer {}, and this run changes layer {} alone",
                                                                quote(iv.text), *iv.layer, layer)};
