@@ -1375,6 +1375,9 @@ file(MAKE_DIRECTORY ${EDIT_OUT})
 set(EDIT_ARGS --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --subject France)
 # bash -c "rm -rf OUT\; FT edit ARGS --save OUT; then: the status kept, and OUT absent when it is not 0"
 set(EDIT_RUN "out=$1\; shift\; rm -rf \"$out\"\; \"$0\" edit \"\$@\" --save \"$out\"\; s=$?\; if [ $s != 0 ] && [ -e \"$out\" ]\; then echo written >&2\; exit 9\; fi\; exit $s")
+cli_test("edit refuses a target that is already the prediction, naming it and its probability" 2 EMPTY
+  "^error: --target: \" Paris\" is already the prediction after \"The capital of France is\" \\(p = 0\\.8862\\): there is nothing to edit\; give the token the prompt should lead to instead$"
+  -- ${FT} edit --checkpoint ${DATA}/models/capitals --layer 0 --prompt "The capital of France is" --subject France --target " Paris" -o ${CMAKE_CURRENT_BINARY_DIR}/cli-edit-already)
 cli_test("edit France to Rome at the last token: efficacy, the paraphrases follow, the neighbours keep theirs" 0
   "tensor +h.0.mlp.c_proj.weight \\(F32, stored as W2 \\(256, 128\\)\\).*edited token +token 4 \\(\" is\"\\), the prompt's last.*k\\* = \\[.*λ = [0-9.e-]+ is added to its diagonal \\(10⁻³ of C's mean diagonal, the default\\).*C⁻¹k\\* = \\[.*step +loss .*Λ\\[0\\] = \\(v\\*\\[0\\] − v₀\\[0\\]\\) / k\\*ᵀu = .*differs from v\\* by at most [0-9.]+e-1[0-9] \\(the check\\).*\"The capital of France is\" +\" Paris\" 0.886 → \" Rome\" 0.9[0-9]+.*1 of 1 now predict \" Rome\".*3 of 3 now predict \" Rome\".*(8|9|10) of 10 keep their top prediction.*Written to .*stored as F32"
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/text ${EDIT_ARGS} --target " Rome" --at last --color never)
