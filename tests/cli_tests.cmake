@@ -955,6 +955,13 @@ cli_test("run --prompt-file that does not exist names it" 2 EMPTY "^error: .*nop
 cli_test("run --prompt --versus shows the attribution to the difference and the lens's terms" 0
   "units that wrote \" Paris\" − \" Tokyo\".*rescaling: .*the lens's change" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " Tokyo" --detail summary)
+cli_test("run --ablate-top 1 names the one unit it knocks out, not a list" 0 "The top unit by the push above knocked out \\(set to 0" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 1 --color never --width 200)
+cli_test("run --ablate-top 2 names its two units" 0 "The top 1 and 2 units by the push above knocked out together" EMPTY
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 2 --color never --width 200)
+cli_test("units of a layer above the first says the layers below have added the other tokens" 0
+  "where attention and the layers below have added the other tokens" EMPTY
+  -- ${FT} units --checkpoint ${DATA}/models/atlas --layer 2 --unit 5 --width 200)
 cli_test("run --prompt --ablate-top shows the knock-out sweep as a curve" 0
   "The knock-out sweep.* 0 none 0\\.8862 .* 5 \\+ unit 203 0\\.2276 .* 10 \\+ unit 101 0\\.0646" EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate-top 10 --detail summary)

@@ -352,11 +352,15 @@ private:
         if (p_.sweep.empty()) return;
         const std::string t = shown(p_.target->id, p_.target->token);
         title("The knock-out sweep");
-        paragraph(fmt::format("The top 1, 2, …, {} units by the push above knocked out together (set to 0 for every "
+        const std::size_t n = p_.sweep_units.size();
+        // "The top unit", "The top 1 and 2 units", "The top 1, 2 and 3 units", "The top 1, 2, …, 10 units"
+        const std::string tops = n == 1 ? "The top unit" : n == 2 ? "The top 1 and 2 units" : n == 3 ? "The top 1, 2 and 3 units"
+                                                                 : fmt::format("The top 1, 2, …, {} units", n);
+        paragraph(fmt::format("{} by the push above knocked out{} (set to 0 for every "
                               "token), the model run again from {}'s FFN each time: P({}) at the last token, the unit's "
                               "own P({}) when it alone is knocked out, and the top token then. A fact written by a few "
                               "units falls at once; one spread over many falls slowly.",
-                              p_.sweep_units.size(), layer_name(), t, t));
+                              tops, n == 1 ? "" : " together", layer_name(), t, t));
         block b{block_kind::table, "", {}, {}, html_ ? "rlrrl" : "rlrrll"};
         b.rows.push_back({"k", "knocked out", fmt::format("P({})", t), "alone", "top token then"});
         if (!html_) b.rows[0].push_back("");

@@ -339,10 +339,11 @@ private:
             paragraph(fmt::format("Its key, {0}'s column j, against each token's embedding E[t] alone, through the layer's "
                                   "norm γ: score_t = Σ_k E[t][k] · γ_k · {0}[k][j] (the norm's centring and scale left out). "
                                   "This is the token without a context: in a text the layer reads the stream, where "
-                                  "attention{1} has added the other tokens, so the unit can fire on other tokens than "
+                                  "attention{1} {3} added the other tokens, so the unit can fire on other tokens than "
                                   "these; the contexts above are what it fires on.{2}",
                                   u_.gated ? "Wg" : "W1", r.unit.layer > 0 ? " and the layers below" : "",
-                                  fires_on_any(r, r.keys) ? "" : " None of these bare tokens is a token of its top contexts."));
+                                  fires_on_any(r, r.keys) ? "" : " None of these bare tokens is a token of its top contexts.",
+                                  r.unit.layer > 0 ? "have" : "has"));
             block b{block_kind::lines};
             score_lines(b, "bare tokens ", r.keys);
             add(std::move(b));
