@@ -348,6 +348,12 @@ cli_test("run --checkpoint --embedding past the vocabulary names the row" 2 EMPT
   -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,9)
 cli_test("run --checkpoint to a missing path cannot open it" 2 EMPTY "^error: .*nowhere: cannot open the file: No such file or directory$"
   -- ${FT} run --checkpoint ${CKPT}/nowhere --layer 0 --embedding 1)
+cli_test("run --checkpoint given a model's config.json says to give its folder" 2 EMPTY
+  "^error: .*capitals/config.json: this is the model's config, not its weights: give the folder that holds it \\(.*capitals\\)$"
+  -- ${FT} run --checkpoint ${DATA}/models/capitals/config.json --layer 0 --prompt x)
+cli_test("run --layer that is neither a number nor all says what a layer is" 2 EMPTY
+  "^error: --layer: .*got \"al\"\; a layer is its number from 0, or all for every layer of a prompt\; see ffn-trace run --help$"
+  -- ${FT} run --checkpoint ${DATA}/models/capitals --layer al --prompt x)
 cli_test("run with a file and --checkpoint together is a usage error" 2 EMPTY "^error: \".*walkthrough.json\" is read as the file argument, and file excludes --checkpoint"
   -- ${FT} run ${DATA}/walkthrough.json --checkpoint ${CKPT}/llama --layer 0 --embedding 1)
 cli_test("a stray word beside --checkpoint is named as the file it was read as" 2 EMPTY

@@ -2,6 +2,7 @@
 #include "run_command.hpp"
 
 #include <fmt/core.h>
+#include <limits>
 #include <memory>
 
 #include "common.hpp"
@@ -82,7 +83,12 @@ void setup_run(CLI::App& app, int& status) {
     file->excludes(checkpoint);
     // A layer's number, or "all" (every layer of a prompt, in one view).
     const CLI::Validator layer_number(
-        [](std::string& given) { return given == "all" ? std::string() : whole_number(0)(given); }, "");
+        [](std::string& given) {
+            return given == "all" ? std::string()
+                                  : whole_number(0, std::numeric_limits<std::uint64_t>::max(),
+                                                 "a layer is its number from 0, or all for every layer of a prompt")(given);
+        },
+        "");
     sub->add_option_function<std::string>(
            "--layer",
            [options](const std::string& given) {

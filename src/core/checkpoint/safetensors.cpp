@@ -286,8 +286,15 @@ outcome<std::unique_ptr<tensor_source>> open_index(const std::string& path) {
     auto index = detail::parse_json_object(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path,
                                            "", max_header_depth, {&weight_map_entries, 1});
     if (!index) return index.err();
-    if (!index->contains("weight_map"))
+    if (!index->contains("weight_map")) {
+        // a model's config.json given for the checkpoint: its folder is what was meant
+        if (index->contains("model_type") || index->contains("architectures")) {
+            const std::string folder = fs::path(path).parent_path().string();
+            return error{path, "", fmt::format("this is the model's config, not its weights: give the folder that holds it ({})",
+                                               folder.empty() ? "." : folder)};
+        }
         return error{path, "weight_map", "is missing: the index of a sharded checkpoint maps each tensor to its shard file"};
+    }
     const json& weight_map = (*index)["weight_map"];
     if (!weight_map.is_object())
         return error{path, "weight_map", fmt::format("expected an object of tensor name → shard file, got {}", kind_of(weight_map))};
