@@ -1052,6 +1052,9 @@ foreach(bad "172@9=0|\"172@9=0\": token 9 is out of range: the prompt has 5 toke
   cli_test("run --intervene ${spec} is refused in one line naming the option" 2 EMPTY "^error: (.*capitals: )?--intervene: ${message}"
     -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene ${spec})
 endforeach()
+cli_test("run --intervene so large the run cannot go on names the change" 2 EMPTY
+  "^error: --intervene: the run with the units changed failed: layer 1's FFN, norm\\[0\\]: the token's variance overflowed"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --intervene 172=1e200)
 cli_test("run --intervene without a prompt is refused" 2 EMPTY "^error: --intervene: changes units in a forward pass: give --prompt"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --embedding 3 --intervene 1=0)
 cli_test("run --corpus without --intervene is refused" 2 EMPTY "^error: --corpus: is what --intervene UNIT=mean takes its mean over"

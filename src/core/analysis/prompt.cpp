@@ -593,7 +593,14 @@ std::optional<error> knock_out(const transformer& model, const prompt_options& o
     if (!x0) return x0.err();
     auto run = earlier ? model.run_from({hook_point::resid_pre, 0}, std::move(*x0), request)
                        : model.run_from({hook_point::resid_mid, r.layer}, r.input, request);
-    if (!run) return run.err();
+    if (!run) {
+        // a change so large the run with it cannot go on (a norm's variance past double precision): say it is the change's
+        error e = run.err();
+        e.message = fmt::format("the run with {} failed: {}{}", r.intervened.empty() ? "the units knocked out" : "the units changed",
+                                e.path.empty() ? "" : e.path + ": ", e.message);
+        e.path = r.intervened.empty() ? "ablate" : "intervene";
+        return e;
+    }
     const std::vector<double> changed_logits(run->logits.row(0).begin(), run->logits.row(0).end());
     const std::vector<double> changed_probs = softmax(changed_logits);
     next_token changed{last, ranked(changed_logits, top_ids(changed_logits, options.top), text, &changed_probs)};
