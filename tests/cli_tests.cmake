@@ -775,6 +775,8 @@ cli_test("worksheet --format html starts the answer key on a printed page of its
 cli_test("sweep draws |x| with a bend for each ReLU unit at 0" 0
   "-3.0000 3.0000 .* 3.0000 3.0000 .*▲ bend of unit 0 \\(x > 0\\) at x = 0.*▲ bend of unit 1 \\(x < 0\\) at x = 0" EMPTY
   -- ${FT} sweep ${DATA}/abs_relu.json --from -3 --to 3)
+cli_test("sweep of a layer the command line changed names its output by its step, not the file's name for it" 0
+  "● output against x" EMPTY -- ${FT} sweep ${DATA}/abs_relu.json --from -2 --to 2 --activation identity)
 cli_test("sweep refuses a layer of more than one input number" 2 EMPTY
   "^error: .*memory.json: sweep draws the output against one input number: the layer reads d_model = 3 numbers per token"
   -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1)

@@ -61,8 +61,10 @@ outcome<sweep_result> sweep(const ffn& layer, double from, double to, double ste
 
 namespace {
 
+// The file's name for output k ("|x|"), which says what its layer computes: a layer the command line
+// changed (--activation identity) computes something else, and is named by its step.
 std::string output_name(const example& ex, std::size_t d_out, std::size_t k) {
-    return ex.names.outputs.size() == d_out ? ex.names.outputs[k] : d_out == 1 ? detail::step_variable(step_kind::output) : fmt::format("{}[{}]", detail::step_variable(step_kind::output), k);
+    return ex.names.outputs.size() == d_out && ex.changes.empty() ? ex.names.outputs[k] : d_out == 1 ? detail::step_variable(step_kind::output) : fmt::format("{}[{}]", detail::step_variable(step_kind::output), k);
 }
 
 // The sweep's title, what it shows, the changes and the table: the blocks the text and the page share.
