@@ -170,8 +170,12 @@ void walkthrough_builder::vocabulary_block(const std::string& title, bool expert
     for (auto k : shown_indices(others, opt_.full, 5, 12)) shown.push_back(k == gap ? gap : vocab_->pinned + k);
     for (auto k : shown) {
         if (k == gap) {
-            const std::string more = fmt::format("… {} more of the units that fired (--full shows them all)",
-                                                 others - (shown.size() - 1 - vocab_->pinned));
+            // the gap sits between the others' first and last: say that the last follow it
+            const auto at = static_cast<std::size_t>(std::find(shown.begin(), shown.end(), gap) - shown.begin());
+            const std::size_t after = shown.size() - 1 - at;
+            const std::string more = fmt::format("… {} more of the units that fired (--full shows them all){}",
+                                                 others - (shown.size() - 1 - vocab_->pinned),
+                                                 after == 0 ? "" : after == 1 ? "; then the last:" : fmt::format("; then the last {}:", after));
             if (explain_) paragraph(more);
             else b.lines.push_back(more);
             continue;
