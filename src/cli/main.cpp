@@ -1,15 +1,15 @@
 // ffn-trace: trace every number of a Transformer's feed-forward network.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <algorithm>
 #include <cstdio>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <memory>
 #include <new>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>

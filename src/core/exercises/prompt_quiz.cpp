@@ -94,13 +94,11 @@ public:
         return show_token(text, r_.prompt.tok && r_.prompt.tok->special(id));
     }
     std::size_t last() const { return r_.input.rows - 1; }
-    // "unit 7", or "unit 2:7" (unit 7 of expert 2) in a mixture.
-    static std::string unit(const unit_ref& u) { return "unit " + to_string(u); }
     // "all 64 units of layer 1", or in a mixture "the 32 units of layer 1's experts that ran at the
     // last token": n of them.
-    std::string units_of_layer(std::size_t n, std::optional<std::size_t> layer = {}) const {
-        if (!experts_) return fmt::format("all {} units of layer {}", n, layer.value_or(r_.layer));
-        return fmt::format("the {} units of layer {}'s experts that ran at the last token", n, layer.value_or(r_.layer));
+    std::string units_of_layer(std::size_t n) const {
+        if (!experts_) return fmt::format("all {} units of layer {}", n, r_.layer);
+        return fmt::format("the {} units of layer {}'s experts that ran at the last token", n, r_.layer);
     }
     // " of expert 2" after a step's element in a mixture; "" in a dense layer.
     static std::string of_expert(const std::optional<std::size_t>& e) { return e ? fmt::format(" of expert {}", *e) : ""; }
