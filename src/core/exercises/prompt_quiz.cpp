@@ -221,9 +221,9 @@ public:
         q.slack += rounding_error(e.rest, o_.precision) + rounding_error(e.bias, o_.precision);
         terms.push_back(detail::operand(e.rest, o_.precision));
         terms.push_back(detail::operand(e.bias, o_.precision));
-        q.rule = fmt::format("the key W1[:, {}] scores the token's stream: add the {} largest products, the sum of the rest "
+        q.rule = fmt::format("the key {}[:, {}] scores the token's stream: add the {} largest products, the sum of the rest "
                              "and the bias",
-                             j, e.terms.size());
+                             w, j, e.terms.size());
         q.written = fmt::format("{}", fmt::join(terms, " + "));
         q.worked = q.written + " = " + num(e.pre);
         q.after = fmt::format("Unit {} {} at {}: its key matches the pattern of this token's stream.", to_string(unit_ref{at.ffn.expert, j}),
