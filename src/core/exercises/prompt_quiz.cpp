@@ -206,7 +206,7 @@ public:
         names(q, {at.ffn.expert, j});
         q.answer = e.pre;
         q.formula = fmt::format("{} = {}[{}] · {}[:, {}] + {}[{}], a sum of {} products and the bias{}", q.target, in, t, w, j, b, j,
-                                l.d_model(), at.ffn.expert ? fmt::format(" ({} and {} expert {}'s own)", w, b, *at.ffn.expert) : "");
+                                l.d_model(), at.ffn.expert ? fmt::format(" (expert {}'s own {} and {})", *at.ffn.expert, w, b) : "");
         std::vector<std::string> terms;
         for (const auto& [i, v] : e.terms) {
             q.given.push_back(fmt::format("{}[{}][{}] × {}[{}][{}] = {}", in, t, i, w, i, j, num(v)));
@@ -259,9 +259,10 @@ public:
         q.answer = u.score;
         q.formula = fmt::format("push = {2}a · (W2[{4}] · g) / σ, unit {0}'s direct push on the logit of {1}: {3}g = γ ⊙ U, U "
                                 "its row of the unembedding and γ the final norm's weight (less g's mean for a "
-                                "LayerNorm, which centres what it reads), and σ that norm's √(var + ε) of the stream "
+                                "LayerNorm, which centres what it reads), and σ that norm's {5} of the stream "
                                 "leaving the FFN",
-                                j, target(), w ? "w · " : "", w ? "w its expert's routing weight at the last token, " : "", u.unit.unit);
+                                j, target(), w ? "w · " : "", w ? "w its expert's routing weight at the last token, " : "", u.unit.unit,
+                                r_.terms.centred ? "√(var + ε)" : "√(mean(x²) + ε) (an RMSNorm's)");
         q.given.push_back(fmt::format("a = {} (activated[{}][{}]{})", num(u.activation), last(), u.unit.unit, of_expert(u.unit.expert)));
         q.given.push_back(fmt::format("W2[{}] · g = {}", u.unit.unit, num(u.dot)));
         q.given.push_back(fmt::format("σ = {}", num(u.sigma)));
