@@ -33,8 +33,12 @@ struct prompt_tokens {
     std::string text;
     std::vector<std::size_t> ids;
     std::vector<std::string> tokens;
-    std::vector<std::string> display;
+    std::vector<std::string> display;   // each token's text escaped to print on one line (tokenizer::display)
     std::optional<tokenizer> tok = {};  // what named them, for the names of the tokens the model predicts
+
+    // Token t's text as the tokenizer decodes it, unescaped (its display without a tokenizer): what
+    // a view quotes, so that a byte shows as "\xC3", not the display's escape escaped again.
+    std::string token_text(std::size_t t) const { return tok && t < ids.size() ? tok->text(ids[t]) : display.at(t); }
 };
 // `text` through the checkpoint's tokenizer, special tokens included. An empty text is an error
 // on `field` ("prompt", or "prompt_file" for a prompt read from a file).

@@ -379,7 +379,7 @@ std::optional<error> read_contexts(const transformer& model, const tokenizer& to
             return error{"", i == 0 ? "at" : field,
                          fmt::format("expert {} is not routed to at token {} ({}) of {}: the router sends the token to expert{} {}, so "
                                      "the expert's W2 never sees it; give an expert routed there, or another `at`",
-                                     *t.expert, at, quote(run->prompt.display[at]), quote(text),
+                                     *t.expert, at, quote(run->prompt.token_text(at)), quote(text),
                                      run->chosen[at].size() == 1 ? "" : "s", fmt::join(run->chosen[at], " and "))};
         const auto key = run->post.row(at);
         t.contexts.push_back({run->prompt, at, vec(key.begin(), key.end()), run->weight[at]});

@@ -184,7 +184,7 @@ std::vector<std::string> token_labels(const prompt_tokens& prompt) {
         for (std::size_t u = 0; u < t; ++u) unique = unique && display[u] != display[t];
     std::vector<std::string> out;
     for (std::size_t t = 0; t < display.size(); ++t) {
-        const std::string shown = show_token(display[t], prompt.tok && t < prompt.ids.size() && prompt.tok->special(prompt.ids[t]));
+        const std::string shown = show_token(prompt.token_text(t), prompt.tok && t < prompt.ids.size() && prompt.tok->special(prompt.ids[t]));
         out.push_back(unique ? shown : fmt::format("{} {}", t, shown));
     }
     return out;

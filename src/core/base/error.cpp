@@ -62,7 +62,7 @@ std::string escape_chars(std::string_view text, bool json_quotes, std::size_t ma
     for (; at < text.size() && chars < max_chars; ++chars) {
         const auto decoded = decode(text, at);
         if (!decoded) {
-            out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[at]));
+            out += fmt::format("\\x{:02X}", static_cast<unsigned char>(text[at]));  // as a token's display writes it
             ++at;
             continue;
         }

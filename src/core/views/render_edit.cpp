@@ -89,7 +89,7 @@ private:
 
     std::string where() const {
         const auto& c = t_.contexts.front();
-        const std::string token = fmt::format("token {} ({})", c.position, shown(c.prompt.ids[c.position], c.prompt.display[c.position]));
+        const std::string token = fmt::format("token {} ({})", c.position, shown(c.prompt.ids[c.position], c.prompt.token_text(c.position)));
         switch (t_.at.at) {
             case edit_position::kind::subject: return token + ", the subject's last, as ROME reads it";
             case edit_position::kind::last: return token + ", the prompt's last (--at last)";
@@ -388,7 +388,7 @@ private:
                                                  "the exit status is 1 and no checkpoint is written (--force writes it all the same).",
                                                  target(), n4(t_.efficacy.after.target_prob), old(), n4(t_.efficacy.after.true_prob))));
         const std::string reached = fmt::format("With δ at token {} ({}) the optimisation reached {} = {}", c.position,
-                                                quote(c.prompt.display[c.position]), target(), n4(t_.steps.back().prob));
+                                                quote(c.prompt.token_text(c.position)), target(), n4(t_.steps.back().prob));
         if (t_.steps.back().prob >= 0.5) {
             paragraph(fmt::format("The edit did not take. {}, but the edited W2' gives {}: W2' = W2 + uΛᵀ also changes what "
                                   "the layer writes at the prompt's other tokens, each by (k · u) Λᵀ, and that undoes "

@@ -79,7 +79,7 @@ private:
 
     std::string subject_tokens() const {
         std::vector<std::string> tokens;
-        for (auto i : t_.subject_positions) tokens.push_back(fmt::format("{} ({})", i, shown(t_.prompt.ids[i], t_.prompt.display[i])));
+        for (auto i : t_.subject_positions) tokens.push_back(fmt::format("{} ({})", i, shown(t_.prompt.ids[i], t_.prompt.token_text(i))));
         return fmt::format("token{} {}", tokens.size() == 1 ? "" : "s", fmt::join(tokens, ", "));
     }
 

@@ -46,7 +46,7 @@ void prompt_tokens_blocks(const prompt_tokens& p, bool full, const block_sink& o
             b.rows.push_back({"…", "…", "…", "…"});
             continue;
         }
-        b.rows.push_back({std::to_string(t), std::to_string(p.ids[t]), quote(p.tokens[t]), shown_token(p, p.ids[t], p.display[t])});
+        b.rows.push_back({std::to_string(t), std::to_string(p.ids[t]), quote(p.tokens[t]), shown_token(p, p.ids[t], p.token_text(t))});
     }
     b.names = {false, true};  // an id names a row of the embedding: no quantity to colour
     out(std::move(b));
@@ -92,7 +92,7 @@ private:
     std::string shown(std::size_t id, std::string_view text, std::size_t cut = 80) const {
         return shown_token(p_.prompt, id, text, cut);
     }
-    std::string token_at(std::size_t t) const { return fmt::format("{} (token {})", shown(p_.prompt.ids[t], p_.prompt.display[t]), t); }
+    std::string token_at(std::size_t t) const { return fmt::format("{} (token {})", shown(p_.prompt.ids[t], p_.prompt.token_text(t)), t); }
     std::size_t last() const { return p_.prompt.ids.size() - 1; }
     std::string layer_name() const { return fmt::format("layer {}", p_.layer); }
 
@@ -600,7 +600,7 @@ public:
 private:
     void add(block b) const { (*out_)(std::move(b)); }
     std::string num(double v) const { return format_fixed(v, opt_.precision); }
-    std::string last_token() const { return fmt::format("{} (token {})", quote(t_.prompt.display.back()), t_.prompt.ids.size() - 1); }
+    std::string last_token() const { return fmt::format("{} (token {})", quote(t_.prompt.token_text(t_.prompt.ids.size() - 1)), t_.prompt.ids.size() - 1); }
     std::string target() const {
         return t_.versus ? fmt::format("{} − {}", tok(t_.target), tok(*t_.versus)) : tok(t_.target);
     }
@@ -718,7 +718,7 @@ private:
                 const ranked_token& e = t_.grid[t][l];
                 b.rows.back().push_back(fmt::format("{} {}", tok(e, 16), format_fixed(e.prob, 2)));
                 b.notes.back().push_back({fmt::format("{} at {} (token {}), after layer {}'s FFN", tok(e),
-                                                      quote(t_.prompt.display[t]), t, l),
+                                                      quote(t_.prompt.token_text(t)), t, l),
                                           {fmt::format("probability {}, logit {}", num(e.prob), format_fixed(e.logit, 2))},
                                           e.prob});
             }

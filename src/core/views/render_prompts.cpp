@@ -148,7 +148,7 @@ void build_locate_prompts(const prompt_runs<locate_trace>& r, const text_options
             const locate_grid& g = l.grid(what);
             const double effect = g.effect(g.best_layer, g.best_token);
             s.rows.push_back({what == restored::state ? b.line_of(run.line) : "", std::string(to_string(what)),
-                              std::to_string(g.best_layer), quote(l.prompt.display[g.best_token], 20),
+                              std::to_string(g.best_layer), quote(l.prompt.token_text(g.best_token), 20),
                               b.num(g.value(g.best_layer, g.best_token)), (effect > 0 ? "+" : "") + b.num(effect)});
         }
     }
