@@ -348,6 +348,9 @@ cli_test("run --checkpoint --embedding past the vocabulary names the row" 2 EMPT
   -- ${FT} run --checkpoint ${CKPT}/mixtral --layer 0 --embedding 1,9)
 cli_test("run --checkpoint to a missing path cannot open it" 2 EMPTY "^error: .*nowhere: cannot open the file: No such file or directory$"
   -- ${FT} run --checkpoint ${CKPT}/nowhere --layer 0 --embedding 1)
+cli_test("a byte token of a prompt is quoted as the tokenizer's display writes it, not escaped twice" 0
+  "      1  127  \"Ã\" +\"[\\]xC3\"\n.*\"[\\]xC3\": fired most" EMPTY
+  -- ${FT} run --checkpoint ${DATA}/models/capitals --layer 0 --prompt Zürich --color never --width 200)
 cli_test("run --checkpoint given a model's config.json says to give its folder" 2 EMPTY
   "^error: .*capitals/config.json: this is the model's config, not its weights: give the folder that holds it \\(.*capitals\\)$"
   -- ${FT} run --checkpoint ${DATA}/models/capitals/config.json --layer 0 --prompt x)
