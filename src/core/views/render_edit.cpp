@@ -169,7 +169,8 @@ private:
         paragraph(fmt::format("C = (1/n) Σ k kᵀ over the n = {} tokens{} of the {} texts of {}, each k {} at "
                               "one token; λ = {} is added to its diagonal ({}) so that C + λI can be inverted. u is the "
                               "direction C⁻¹k*: a key the corpus seldom produces moves little along it.",
-                              t_.corpus_tokens, t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "", t_.corpus_texts,
+                              with_separators(t_.corpus_tokens), t_.expert ? fmt::format(" routed to expert {}", *t_.expert) : "",
+                              with_separators(t_.corpus_texts),
                               quote(t_.corpus, text_room(4, 200)), what_w2_reads(), format_short(t_.ridge, 4),
                               t_.ridge_given ? "--ridge" : "10⁻³ of C's mean diagonal, the default"));
         std::vector<std::string> l{fmt::format("mean of C's diagonal = tr(C) / {} = {}", t_.d_ff, format_short(mean, 6))};
@@ -492,7 +493,7 @@ private:
                                             t_.layers.back().tensor, t_.d_ff, t_.d_model)});
         f.push_back({"key token", t_.at.at == edit_position::kind::last ? "each prompt's last (--at last)"
                                                                          : "each subject's last, as MEMIT reads it"});
-        f.push_back({"corpus", fmt::format("{}: {} tokens of {} texts", quote(t_.corpus, 60), t_.corpus_tokens, t_.corpus_texts)});
+        f.push_back({"corpus", fmt::format("{}: {} tokens of {} texts", quote(t_.corpus, 60), with_separators(t_.corpus_tokens), with_separators(t_.corpus_texts))});
         f.push_back({"mode", t_.sequential ? "sequential: each fact edited alone, one after another, on the model the last left"
                                            : "all facts at once"});
         f.push_back({"shown", fmt::format("fact {} ({} → {}; --show N for another)", show_ + 1, quote(fact_.contexts.front().prompt.text),

@@ -33,7 +33,7 @@ void build(const transcoder_training& t, const text_options& o, const detail::bl
     out({block_kind::fields, "",
          {{"checkpoint", fmt::format("{} ({}, d_model {}, d_ff {})", one_line(t.checkpoint), t.arch, t.d_model, t.d_ff)},
           {"trained on", fmt::format("{}: {} texts, {} tokens; x̂ = blocks.{}.mlp_in (after the FFN's norm), y = blocks.{}.mlp_out",
-                                     one_line(t.corpus), t.texts, t.tokens, t.layer, t.layer)},
+                                     one_line(t.corpus), with_separators(t.texts), with_separators(t.tokens), t.layer, t.layer)},
           {"features", fmt::format("z = act(x̂ · W_encᵀ + b_enc), ŷ = z · W_dec + b_dec; {}", sparsity(t))},
           {"training", fmt::format("Adam, lr {}, {} epochs of {}-token batches shuffled by seed {}", format_short(t.options.lr, 6),
                                    t.options.epochs, t.options.batch, t.options.seed)},

@@ -132,7 +132,7 @@ private:
             skipped += fmt::format("; {} longer than the position table skipped (line{} {})", c_.too_long.size(),
                                    c_.too_long.size() == 1 ? "" : "s", too_long_list());
         f.push_back({"corpus", fmt::format("{}: {}, {}{}; texts numbered by their line in the file, from 0", corpus_file(),
-                                           plural(c_.texts.size(), "text"), with_separators(c_.tokens()) + (c_.tokens() == 1 ? " token" : " tokens"), skipped)});
+                                           with_separators(c_.texts.size()) + (c_.texts.size() == 1 ? " text" : " texts"), with_separators(c_.tokens()) + (c_.tokens() == 1 ? " token" : " tokens"), skipped)});
         f.push_back({"activation",
                      u_.features ? fmt::format("a transcoder feature's z = act(x̂ · W_encᵀ + b_enc), x̂ the layer's normed input, at every "
                                                "token{}; its decoder row W_dec[f] is its value vector", u_.skip_first ? " but the first of each text" : "") :
