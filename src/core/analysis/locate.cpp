@@ -346,7 +346,7 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
     std::vector<std::size_t> starts;
     for (std::size_t t = 0; t < prompt.display.size(); ++t) {
         starts.push_back(joined.size());
-        joined += prompt.tok && t < prompt.ids.size() ? prompt.tok->text(prompt.ids[t]) : prompt.display[t];
+        joined += prompt.token_text(t);
     }
     const std::size_t at = joined.find(subject);
     if (at == std::string::npos)
