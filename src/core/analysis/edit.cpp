@@ -775,11 +775,10 @@ outcome<edit_trace> edit_layer(const transformer& model, const tokenizer& tok, c
     if (auto e = read_contexts(model, tok, r, t, runs)) return *e;
     // the edit makes the target the prediction: one that already is has nothing to change (MEMIT
     // takes such a fact in its batch, where the others' updates could still move it)
-    const vec lp = log_softmax(runs.front().logits);
-    if (static_cast<std::size_t>(std::max_element(lp.begin(), lp.end()) - lp.begin()) == r.target)
+    if (const edit_prediction now = predicted(tok, runs.front().logits, r.target); now.id == r.target)
         return error{"", "target", fmt::format("{} is already the prediction after {} (p = {}): there is nothing to edit; give the "
                                                "token the prompt should lead to instead",
-                                               quote(t.target), quote(r.prompt), format_fixed(std::exp(lp[r.target]), 4))};
+                                               quote(t.target), quote(r.prompt), format_fixed(now.prob, 4))};
     auto moment = second_moment(model, tok, corpus_text, corpus_file, r.watcher, t);
     if (!moment) return moment.err();
     if (auto e = solve_u(*moment, r, corpus_file, t)) return *e;
