@@ -62,6 +62,7 @@ std::string to_string(const hook_name& h);
 struct unit_ref {
     std::optional<std::size_t> expert;
     std::size_t unit = 0;
+    bool operator==(const unit_ref&) const = default;
 };
 // The column of unit u in a layer's kept mlp_pre or mlp_post, d_ff units to an FFN: J in a dense
 // layer, E · d_ff + J in a Mixture of Experts, whose experts' units lie side by side.

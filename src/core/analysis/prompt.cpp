@@ -526,7 +526,7 @@ std::optional<error> attribute_units(const transformer& model, const prompt_logi
     // The largest, then each unit asked for that is not among them.
     std::vector<unit_attribution> kept(r.top_units.begin(), r.top_units.begin() + static_cast<long>(std::min(r.top_units.size(), top)));
     for (const unit_ref& j : explain) {
-        const auto is_j = [&j](const unit_attribution& u) { return !u.shared && u.unit.expert == j.expert && u.unit.unit == j.unit; };
+        const auto is_j = [&j](const unit_attribution& u) { return !u.shared && u.unit == j; };
         const auto found = std::find_if(r.top_units.begin(), r.top_units.end(), is_j);
         if (found != r.top_units.end() && std::none_of(kept.begin(), kept.end(), is_j)) kept.push_back(*found);
     }

@@ -61,8 +61,6 @@ std::size_t units_at(const ffn_result& f, std::size_t t) {
     return n;
 }
 
-bool same_unit(const unit_ref& a, const unit_ref& b) { return a.expert == b.expert && a.unit == b.unit; }
-
 // A unit fired at a token before the last: the FFN it is one of, the token and the unit.
 struct fired_at {
     ffn_at_token ffn;
@@ -161,7 +159,7 @@ public:
                 written.push_back(fmt::format("unit {}: {} × {} = {}", name, num(u.activation), num(u.dot / u.sigma), signed_num(u.score)));
                 continue;
             }
-            if (same_unit(u.unit, top.front().unit)) q.answer = static_cast<double>(i + 1);
+            if (u.unit == top.front().unit) q.answer = static_cast<double>(i + 1);
             q.given.push_back(fmt::format("{}) unit {:>{}}: w = {}, a = {}, (W2[j] · g) / σ = {}", i + 1, name, digits, num(u.weight),
                                           num(u.activation), num(u.dot / u.sigma)));
             written.push_back(fmt::format("{}) {} × {} × {} = {}", i + 1, num(u.weight), num(u.activation), num(u.dot / u.sigma),
@@ -341,7 +339,7 @@ public:
         // five of the largest pushes, without the one another question asks for
         std::vector<unit_attribution> top;
         for (const auto& u : top_)
-            if (!(asked && same_unit(u.unit, *asked)) && top.size() < 5) top.push_back(u);
+            if (u.unit != asked && top.size() < 5) top.push_back(u);
         std::vector<unit_ref> units;
         std::vector<std::string> listed, pushes;
         double delta = 0;
@@ -441,7 +439,7 @@ public:
     const unit_attribution& pushing_unit(const std::vector<unit_ref>& shown = {}) {
         std::vector<std::size_t> left;
         for (std::size_t i = 0; i < top_.size(); ++i)
-            if (std::none_of(shown.begin(), shown.end(), [&](const unit_ref& u) { return same_unit(u, top_[i].unit); })) left.push_back(i);
+            if (std::find(shown.begin(), shown.end(), top_[i].unit) == shown.end()) left.push_back(i);
         if (left.empty()) return top_[rng_.below(std::min<std::size_t>(top_.size(), 5))];
         return top_[left[rng_.below(left.size())]];
     }

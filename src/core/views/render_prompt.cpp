@@ -534,7 +534,7 @@ private:
             b.notes[r].resize(b.rows[r].size() + 1);
             const unit_attribution& u = p_.top_units[r - 1];
             const auto k = std::find_if(p_.knock_outs.begin(), p_.knock_outs.end(), [&](const unit_knock_out& o) {
-                return o.units.size() == 1 && o.units.front().unit == u.unit.unit && o.units.front().expert == u.unit.expert;
+                return o.units.size() == 1 && o.units.front() == u.unit;
             });
             if (k == p_.knock_outs.end()) {
                 b.rows[r].emplace_back("");
