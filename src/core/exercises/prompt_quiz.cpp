@@ -322,7 +322,7 @@ public:
         q.formula = fmt::format("Unit {} writes its value vector W2[{}]{} into the stream. Read through the final norm and "
                                 "the unembedding (W2[{}] · g_t for each token t), which of these tokens does it promote most? "
                                 "Type 1 to 4.",
-                                to_string(u), j, u.expert ? fmt::format(", its expert's row {}", j) : "", j);
+                                to_string(u), j, of_expert(u.expert), j);
         q.rule = "each token's score is the value vector's dot product with g_t, that token's row of the unembedding "
                  "scaled by the final norm's weight (less its mean for a LayerNorm): a unit promotes the tokens it points "
                  "toward and pushes away those it points against";
