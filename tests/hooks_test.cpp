@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -803,5 +804,98 @@ TEST_CASE("a callback that changes its point's shape, names no function, or writ
     ckpt::temp_dir dir2;
     const transformer moe = open_model(mixtral.write(dir2));
     r.callbacks = {{{hook_point::mlp_post, 0}, [](matrix&) {}}};
+    auto run_f = moe.run_with_hooks(prompt, r);
+    REQUIRE_FALSE(run_f);
+    CHECK(run_f.err().path == "callbacks[0].f");
+    CHECK(run_f.err().message ==
+          "blocks.0.mlp_post is per expert in this Mixture of Experts: give per_expert, called for each expert that ran");
+    r.callbacks = {{{hook_point::resid_mid, 0}, nullptr, [](const expert_rows&, matrix&) {}}};
+    CHECK(refused_path(moe, r) == "callbacks[0].per_expert");
+    r.callbacks = {{{hook_point::mlp_pre, 0}, [](matrix&) {}, [](const expert_rows&, matrix&) {}}};
+    CHECK(refused_path(tr, r) == "callbacks[0]");
+    r.callbacks = {{{hook_point::mlp_pre, n_layers}, nullptr, [](const expert_rows&, matrix&) {}}};
     CHECK(refused_path(moe, r) == "callbacks[0].at");
+}
+
+TEST_CASE("a per-expert callback at a Mixtral layer's mlp_post sees each routed expert's rows, as the wide cache holds them") {
+    const auto m = make_model("mixtral");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    struct call {
+        std::size_t expert;
+        std::vector<std::size_t> tokens;
+        matrix value;
+    };
+    std::vector<call> calls;
+    hook_request request;
+    request.cache = {{hook_point::mlp_post, 1}};
+    request.callbacks = {{{hook_point::mlp_post, 1}, nullptr, [&](const expert_rows& rows, matrix& v) {
+                              REQUIRE(rows.expert);
+                              calls.push_back({*rows.expert, rows.tokens, v});
+                          }}};
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    const matrix& wide = *run->cache.find({hook_point::mlp_post, 1});
+    const std::vector<std::vector<std::size_t>>& chosen = run->routes.at(1);
+    std::vector<std::size_t> seen(prompt.size());  // each token is in the rows of its top 2 experts, once each
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+        CAPTURE(c);
+        if (c > 0) CHECK(calls[c].expert > calls[c - 1].expert);  // each expert once, in order
+        REQUIRE(calls[c].value.rows == calls[c].tokens.size());
+        REQUIRE(calls[c].value.cols == d_ff);
+        for (std::size_t r = 0; r < calls[c].tokens.size(); ++r) {
+            const std::size_t t = calls[c].tokens[r];
+            ++seen[t];
+            const auto& mine = chosen.at(t);
+            CHECK(std::find(mine.begin(), mine.end(), calls[c].expert) != mine.end());
+            for (std::size_t j = 0; j < d_ff; ++j) CHECK(calls[c].value(r, j) == wide(t, calls[c].expert * d_ff + j));
+        }
+    }
+    for (std::size_t t = 0; t < prompt.size(); ++t) CHECK(seen[t] == 2);
+}
+
+TEST_CASE("a per-expert callback that zeroes or doubles one unit is the reference rerun with that unit's W2 column zeroed or doubled") {
+    for (const double factor : {0.0, 2.0}) {
+        CAPTURE(factor);
+        auto m = make_model("mixtral");
+        ckpt::temp_dir dir;
+        const transformer tr = open_model(m.write(dir));
+        const ref::run before = ref::forward(m.spec, m.values, prompt);
+        ref::tensor& w2 = m.values.at("model.layers.1.block_sparse_moe.experts.2.w2.weight");  // (d_model, d_ff)
+        for (std::size_t i = 0; i < d_model; ++i) w2.values[i * d_ff + 3] *= factor;
+        const ref::run want = ref::forward(m.spec, m.values, prompt);
+        hook_request request;
+        request.callbacks = {{{hook_point::mlp_post, 1}, nullptr, [factor](const expert_rows& rows, matrix& v) {
+                                  if (rows.expert == 2u)
+                                      for (std::size_t r = 0; r < v.rows; ++r) v(r, 3) *= factor;
+                              }}};
+        auto run = tr.run_with_hooks(prompt, request);
+        REQUIRE(run);
+        check_same(run->stream, want.after_ffn[1], "the stream after the callback");
+        double change = 0;  // expert 2 ran for some token, so the change reached the stream
+        for (std::size_t t = 0; t < prompt.size(); ++t)
+            for (std::size_t i = 0; i < d_model; ++i) change += std::fabs(want.after_ffn[1][t][i] - before.after_ffn[1][t][i]);
+        CHECK(change > 0);
+    }
+}
+
+TEST_CASE("a per-expert callback at a dense layer is called once, with no expert and every token, and writes as f would") {
+    auto m = make_model("gpt2");
+    ckpt::temp_dir dir;
+    const transformer tr = open_model(m.write(dir));
+    ref::tensor& w2 = m.values.at("transformer.h.1.mlp.c_proj.weight");  // (d_ff, d_model): unit 5 is row 5
+    for (std::size_t i = 0; i < d_model; ++i) w2.values[5 * d_model + i] = 0;
+    const ref::run want = ref::forward(m.spec, m.values, prompt);
+    std::size_t calls = 0;
+    hook_request request;
+    request.callbacks = {{{hook_point::mlp_post, 1}, nullptr, [&](const expert_rows& rows, matrix& v) {
+                              ++calls;
+                              CHECK_FALSE(rows.expert);
+                              CHECK(rows.tokens == every_position());
+                              for (std::size_t r = 0; r < v.rows; ++r) v(r, 5) = 0;
+                          }}};
+    auto run = tr.run_with_hooks(prompt, request);
+    REQUIRE(run);
+    CHECK(calls == 1);
+    check_same(run->stream, want.after_ffn[1], "the stream with unit 5 zeroed");
 }

@@ -116,10 +116,23 @@ intervention replace_rows(hook_name at, std::vector<std::size_t> positions, matr
 // logits, row k being head_rows[k]), after the interventions there and before anything later reads
 // it or the cache keeps it. It may only read the value, or change any of its numbers in place —
 // patch some tokens' rows, put another run's values or another module's output there — but not
-// its shape. An MoE layer's mlp_pre and mlp_post are per expert and take no callback.
+// its shape.
+//
+// A Mixture of Experts layer's mlp_pre and mlp_post are per expert: each routed expert runs over
+// the tokens that chose it alone, one expert after another, so no matrix of every token's rows
+// exists before W2 reads it. There, give `per_expert` instead of `f`: it is called once for each
+// routed expert that ran, in the expert's order, with the expert's index, the token of each row
+// (row r is token tokens[r]) and its (tokens.size(), d_ff) value. A shared expert, which every
+// token runs, is not hooked. At a dense layer's mlp_pre or mlp_post `per_expert` is called once,
+// with no expert and every token, so the same callback reads or writes either kind of layer.
+struct expert_rows {
+    std::optional<std::size_t> expert;       // the routed expert; none in a dense layer
+    const std::vector<std::size_t>& tokens;  // the token of each row
+};
 struct hook_callback {
     hook_name at;
     std::function<void(matrix& value)> f;
+    std::function<void(const expert_rows& rows, matrix& value)> per_expert;  // mlp_pre or mlp_post only
 };
 
 // The states a run kept, by name.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <fmt/format.h>
 
 #include "base/format.hpp"
@@ -54,6 +55,13 @@ std::optional<error> not_finite(const matrix& m, std::string_view what) {
             return error{"", std::string(what),
                          fmt::format("row {}, column {} is {}: expected finite numbers", i / m.cols, i % m.cols, m.data[i])};
     return std::nullopt;
+}
+
+// 0, 1, …, n − 1: the token of each row of a point that holds every token.
+std::vector<std::size_t> every_token(std::size_t n) {
+    std::vector<std::size_t> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
 }
 
 // A unit of an intervention against the point it changes.
@@ -169,13 +177,17 @@ public:
         call_back(h, value);
         keep(h, value);
     }
-    // The callbacks at this point, each given `value`; one that changed its shape is an error the
-    // pass returns (`value` made whole again, zeros, so that nothing reads a wrong shape meanwhile).
-    void call_back(hook_name h, matrix& value) {
+    // The callbacks at this point, each given `value`: those with `f` when it holds every token's
+    // rows, those with `per_expert` at a hidden point, given `rows` (null: row t is token t). One
+    // that changed its shape is an error the pass returns (`value` made whole again, zeros, so that
+    // nothing reads a wrong shape meanwhile).
+    void call_back(hook_name h, matrix& value, const expert_rows* rows_of = nullptr) {
         for (std::size_t k = 0; k < request_.callbacks.size(); ++k) {
-            if (!(request_.callbacks[k].at == h)) continue;
+            const hook_callback& c = request_.callbacks[k];
+            if (!(c.at == h)) continue;
             const std::size_t rows = value.rows, cols = value.cols;
-            request_.callbacks[k].f(value);
+            if (c.f && !rows_of) c.f(value);
+            if (c.per_expert && is_hidden(h.point)) c.per_expert(rows_of ? *rows_of : expert_rows{std::nullopt, every_token(rows)}, value);
             if (value.rows == rows && value.cols == cols && value.data.size() == rows * cols) continue;
             if (!failed)
                 failed = error{model_.source().origin(), fmt::format("callbacks[{}]", k),
@@ -226,6 +238,8 @@ public:
                 call_back(h, value);
                 return keep(h, value);
             }
+            const expert_rows where{s.expert, *s.tokens};
+            call_back(h, value, &where);
             if (wanted(h)) spread(value, *s.expert, *s.tokens, tokens, wide[*p == hook_point::mlp_pre ? 0 : 1]);
         };
     }
@@ -346,11 +360,22 @@ std::optional<error> transformer::check(const hook_request& request, std::size_t
             return e;
         }
     for (std::size_t k = 0; k < request.callbacks.size(); ++k) {
-        if (!request.callbacks[k].f) return error{ck_->origin(), fmt::format("callbacks[{}].f", k), "expected a function to call"};
-        if (auto e = check_written(*this, request.callbacks[k].at, true)) {
+        const hook_callback& c = request.callbacks[k];
+        const hook_point p = c.at.point;
+        if (!c.f && !c.per_expert) return error{ck_->origin(), fmt::format("callbacks[{}].f", k), "expected a function to call"};
+        if (c.f && c.per_expert)
+            return error{ck_->origin(), fmt::format("callbacks[{}]", k), "expected f or per_expert, not both: make two callbacks"};
+        if (auto e = check_written(*this, c.at, false)) {
             e->path = fmt::format("callbacks[{}].{}", k, e->path);
             return e;
         }
+        if (c.per_expert && !is_hidden(p))
+            return error{ck_->origin(), fmt::format("callbacks[{}].per_expert", k),
+                         fmt::format("{} holds every token's rows: give f; per_expert is for mlp_pre and mlp_post", to_string(c.at))};
+        if (c.f && is_hidden(p) && ck_->is_moe())
+            return error{ck_->origin(), fmt::format("callbacks[{}].f", k),
+                         fmt::format("{} is per expert in this Mixture of Experts: give per_expert, called for each expert that ran",
+                                     to_string(c.at))};
     }
     return unreached(*this, {hook_point::embed, 0}, request);
 }
