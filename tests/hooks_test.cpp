@@ -782,7 +782,7 @@ TEST_CASE("a callback freezes a sublayer at another run's values: attn_out of an
     check_same(*run->cache.find({hook_point::resid_mid, 1}), expected, "resid_mid = our resid_pre + their attn_out");
 }
 
-TEST_CASE("a callback that changes its point's shape, names no function, or writes an MoE's per-expert point is refused by name") {
+TEST_CASE("a callback that changes its point's shape, names no function, gives f at an MoE's per-expert point or per_expert elsewhere is refused by name") {
     const auto gpt2 = make_model("gpt2");
     ckpt::temp_dir dir;
     const transformer tr = open_model(gpt2.write(dir));
