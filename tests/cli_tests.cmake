@@ -140,6 +140,25 @@ cli_test("params flags after --model override the preset" 0 "\"d_model\": 4096, 
   -- ${FT} params --model llama2-7b --layers 2 --format json)
 cli_test("params --format json has the counts as integers" 0 "\"total\": 46702792704, \"active\": 12879925248" EMPTY
   -- ${FT} params --model mixtral-8x7b --format json)
+# capitals by hand: a GPT-2 of d_model 128, d_ff 256, 2 layers, vocab 729, 64 positions. A layer is
+# c_attn 128·384 + 384, c_proj 128·128 + 128, c_fc 128·256 + 256, mlp c_proj 256·128 + 128 and two
+# LayerNorms 2·2·128: 132,480; the model 2 · 132,480 + wte 729·128 + wpe 64·128 + ln_f 2·128 = 366,720.
+cli_test("params --checkpoint counts a real model from its config, and its 28 tensors agree" 0
+  "Parameters of capitals.*d_model 128 · d_ff 256 · biases · 4 heads · 2 layers · vocab 729.*total the rows above = \\(below\\) 366,720 .*the checkpoint's 28 weight tensors hold 366,720 numbers: the count agrees"
+  EMPTY -- ${FT} params --checkpoint ${DATA}/models/capitals)
+cli_test("params --checkpoint with a flag that changes the model counts the change: 4 × 132,480 + 101,760" 0
+  "\"layers\": 4,.*\"total\": 631680," EMPTY -- ${FT} params --checkpoint ${DATA}/models/capitals --layers 4 --format json)
+cli_test("params --checkpoint with a flag that changes the model sets no file's numbers beside the count" 0
+  "!checkpoint's" EMPTY -- ${FT} params --checkpoint ${DATA}/models/capitals --layers 4)
+cli_test("params --checkpoint of an FFN-only checkpoint names the weights it lacks" 0
+  "hold 200 numbers: 144 fewer than the count .*it lacks 3 weights that the count includes: h.0.ln_1.weight, h.0.attn.c_attn.weight, h.0.attn.c_proj.weight"
+  EMPTY -- ${FT} params --checkpoint ${INPUTS}/checkpoints/gpt2 --width 200)
+cli_test("params --checkpoint of a missing folder names it" 2 EMPTY "^error: .*no-such-model"
+  -- ${FT} params --checkpoint ${INPUTS}/no-such-model)
+cli_test("params --arch without --checkpoint says what it is for" 2 EMPTY
+  "^error: --arch: names a checkpoint's architecture: give --checkpoint too$" -- ${FT} params --arch gpt2 --d-model 8)
+cli_test("params --checkpoint excludes --model" 2 EMPTY "^error: --model excludes --checkpoint\\; see ffn-trace params --help$"
+  -- ${FT} params --checkpoint ${DATA}/models/capitals --model gpt2)
 cli_test("params --dtype shows one width" 0 "int4 4 bits × 6,738,415,616 = 3.37 GB" "EMPTY"
   -- ${FT} params --model llama2-7b --dtype int4)
 cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a whole number from 1 to 18446744073709551615 in decimal digits, got \"0\"" -- ${FT} params --d-model 0)

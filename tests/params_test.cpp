@@ -2,7 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include "checkpoint_writer.hpp"
+#include "ffn_trace/model/checkpoint.hpp"
+#include "tiny_transformer.hpp"
+
 using namespace ffn_trace;
+namespace ckpt = test::ckpt;
 
 namespace {
 
@@ -241,4 +246,43 @@ TEST_CASE("quantized_sizes gives each part's bytes from ggml's block sizes, the 
         REQUIRE_FALSE(q);
         CHECK(q.err().path == "quant");
     }
+}
+
+TEST_CASE("a checkpoint's count is every number its tensors hold, for each family's tiny model") {
+    for (const char* arch : {"gpt2", "bert", "llama", "mistral", "qwen2", "mixtral"}) {
+        CAPTURE(arch);
+        const auto m = test::tiny::make(arch, {.n_layers = 2, .seed = 3});
+        ckpt::temp_dir dir;
+        auto ck = checkpoint::open(m.write(dir));
+        REQUIRE(ck);
+        count written = 0;  // the writer's own tensors, each as many numbers as its shape holds
+        for (const auto& t : m.written) written += t.values.size();
+        const model_config c = config_of(*ck);
+        const params_report r = counted(c);
+        CHECK(r.total == written);
+        const stored_count s = stored_in(*ck);
+        CHECK(s.numbers == written);
+        CHECK(s.tensors == m.written.size());
+        CHECK(s.absent.empty());
+        CHECK(s.others.empty());
+        CHECK(c.layers == 2);
+        CHECK(c.experts == (std::string(arch) == "mixtral" ? 4u : 0u));
+    }
+}
+
+TEST_CASE("Qwen2's biases are on Q, K and V alone: config_of says so, and the count adds d_model + 2 · kv_heads · head_dim a layer") {
+    const auto m = test::tiny::make("qwen2", {.n_layers = 2, .seed = 3});
+    ckpt::temp_dir dir;
+    auto ck = checkpoint::open(m.write(dir));
+    REQUIRE(ck);
+    const model_config c = config_of(*ck);
+    CHECK(c.qkv_bias == true);
+    CHECK(c.out_bias == false);
+    CHECK(c.ffn_bias == false);
+    CHECK_FALSE(c.bias);
+    model_config without = c;
+    without.qkv_bias = false;
+    // Q's bias is heads·head_dim = d_model numbers, K's and V's kv_heads·head_dim each
+    const count kv = c.kv_heads * (c.d_model / c.heads);
+    CHECK(counted(c).attention.total - counted(without).attention.total == c.d_model + 2 * kv);
 }

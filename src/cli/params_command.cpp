@@ -18,7 +18,13 @@ void setup_params(CLI::App& app, int& status) {
     const auto sizes = whole_number(1), counts = whole_number(0);
     std::vector<std::string> presets;
     for (auto p : ffn_trace::preset_names()) presets.emplace_back(p);
-    sub->add_option("--model", o->model, fmt::format("A preset: {}; later flags override it", fmt::join(presets, ", ")));
+    auto* model = sub->add_option("--model", o->model, fmt::format("A preset: {}; later flags override it", fmt::join(presets, ", ")));
+    sub->add_option("--checkpoint", o->checkpoint, "A real model: its config and the tensors it holds (a folder with config.json, "
+                                                   "or a GGUF file); later flags override it, and the count is checked against "
+                                                   "its tensors")
+        ->type_name("PATH")
+        ->excludes(model);
+    sub->add_option("--arch", o->arch, "The checkpoint's architecture when it has no config.json")->check(CLI::IsMember(known_families()));
     sub->add_option("--d-model", o->d_model, "Width of a token vector")->check(sizes);
     sub->add_option("--d-ff", o->d_ff, "Width of the FFN's hidden layer (default 4 × d_model; gated: 8/3 × d_model rounded up)")->check(sizes);
     sub->add_flag("--gated", o->gated, "A gated FFN (SwiGLU, GEGLU): three matrices");
@@ -54,7 +60,16 @@ void setup_params(CLI::App& app, int& status) {
 int run_params(const params_options& o) {
     using namespace ffn_trace;
     model_config c;
-    if (o.model) {
+    std::optional<stored_count> stored;
+    model_config held;  // the checkpoint's config as it holds it
+    if (o.checkpoint) {
+        auto ck = checkpoint::open(*o.checkpoint, o.arch);
+        if (!ck) return report(ck.err());
+        c = held = config_of(*ck);
+        stored = stored_in(*ck);
+    } else if (!o.arch.empty()) {
+        return report({"", "--arch", "names a checkpoint's architecture: give --checkpoint too"});
+    } else if (o.model) {
         auto p = preset(*o.model);
         if (!p) {
             std::vector<std::string_view> names = preset_names();
@@ -62,7 +77,7 @@ int run_params(const params_options& o) {
         }
         c = *p;
     } else if (!o.d_model) {
-        return report({"", "--d-model", "required (or --model with a preset)"});
+        return report({"", "--d-model", "required (or --model with a preset, or --checkpoint)"});
     }
     // Given sizes are > 0, as whole_number(1) checked: 0 inside the config means "not given".
     if (o.d_model) {
@@ -75,7 +90,7 @@ int run_params(const params_options& o) {
         if (!o.d_ff && !o.model) c.d_ff = 0;
     }
     if (o.multiple_of) c.multiple_of = *o.multiple_of;
-    if (o.no_bias) c.bias = false;
+    if (o.no_bias) c.bias = false, c.qkv_bias = c.out_bias = c.ffn_bias = std::nullopt;
     if (o.heads) c.heads = *o.heads;
     if (o.kv_heads) c.kv_heads = *o.kv_heads;
     if (o.layers) c.layers = *o.layers;
@@ -93,11 +108,13 @@ int run_params(const params_options& o) {
     if (o.top_k) c.top_k = *o.top_k;
     if (o.norm)
         c.norm = *o.norm == "layernorm" ? norm_kind::layernorm : *o.norm == "rmsnorm" ? norm_kind::rmsnorm : norm_kind::none;
-    else if (!o.model && (c.layers > 1 || c.vocab))
+    else if (!o.model && !o.checkpoint && (c.layers > 1 || c.vocab))
         c.norm = norm_kind::layernorm;  // a whole model: two LayerNorms per layer and a final one, as in GPT-2
 
     auto r = count_params(c);
     if (!r) return report(r.err());
+    // The file's numbers describe its own config, not one a flag changed.
+    if (stored && c == held) r->stored = std::move(stored);
     const auto dtype = o.dtype ? std::optional<std::string_view>(*o.dtype) : std::nullopt;
     std::optional<quant_report> quant;
     if (o.quant) {

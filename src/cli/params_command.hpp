@@ -9,6 +9,8 @@ namespace cli {
 
 struct params_options {
     std::optional<std::string> model;
+    std::optional<std::string> checkpoint;  // a real model's config and tensors
+    std::string arch;                       // its family when it has no config.json
     std::optional<std::uint64_t> d_model, d_ff, heads, kv_heads, layers, vocab, positions, token_types, experts, top_k,
         multiple_of;
     bool gated = false, no_bias = false, tied = false;

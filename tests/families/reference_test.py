@@ -247,6 +247,21 @@ def twins(arch, directory, gguf, layer):
     return max(close(f"{arch} GGUF against safetensors, step {k}", runs[1][k], runs[0][k], tol) for k in runs[0])
 
 
+def params_counted(name, path, tensors):
+    """`params --checkpoint` from the file's config: its total is every number the writer stored, each
+    tensor's size as NumPy counts it (a GGUF file's rope_freqs, factors and not weights, aside)."""
+    done = subprocess.run([ft, "params", "--checkpoint", path, "--format", "json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        failures.append(f"{name} params: exit {done.returncode}: {done.stderr.strip()}")
+        return 0
+    got = json.loads(done.stdout)
+    want = int(sum(v.size for v in tensors.values()))
+    held = got.get("checkpoint", {})
+    if got["total"] != want or held.get("numbers") != want or held.get("agrees") is not True or held.get("absent_weights"):
+        failures.append(f"{name} params: total {got['total']}, the file's {held}; the writer stored {want} numbers")
+    return want
+
+
 def family(arch, seed, pre):
     directory = os.path.join(work, arch)
     tensors, config, tok = models.write(arch, seed, directory, tokenizers)
@@ -270,9 +285,11 @@ def family(arch, seed, pre):
     worst_gguf = compare(f"{arch} GGUF", got_gguf, m, 1e-9)
     twin = twins(arch, directory, gguf, layer)
     grad = check_grad(arch, directory, got["prompt"]["token_ids"])
+    counted = params_counted(f"{arch} safetensors", directory, tensors)
+    params_counted(f"{arch} GGUF", gguf, tensors)
     print(f"{arch}: {len(got['prompt']['token_ids'])} tokens, layer {layer}; max |diff| safetensors {worst:.2g}, "
-          f"GGUF {worst_gguf:.2g}, GGUF − safetensors on the same embedding rows {twin:.2g}, grad's upstream {grad:.2g}: "
-          + ("OK" if len(failures) == before else "FAILED"))
+          f"GGUF {worst_gguf:.2g}, GGUF − safetensors on the same embedding rows {twin:.2g}, grad's upstream {grad:.2g}, "
+          f"params {counted:,} numbers: " + ("OK" if len(failures) == before else "FAILED"))
 
 
 def refused(name, directory, change, says, command=("run", "--layer", "0")):

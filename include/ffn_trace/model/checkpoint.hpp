@@ -333,6 +333,18 @@ public:
     outcome<norm_layer> final_norm(std::string_view needed_by) const;
     // Whether the family has a final norm and the checkpoint holds its weight.
     bool holds_final_norm() const;
+    // Whether this checkpoint holds layer 0's weight of `role`, and a bias beside it.
+    bool holds(tensor_role role) const { return tensor_of(role, 0).info != nullptr; }
+    bool holds_bias(tensor_role role) const;
+    // Every tensor the family's roles name in this checkpoint, weights and biases, of every layer
+    // and expert, each stored number once (Phi-3's fused gate and up tensor, not also its halves):
+    // what the model is made of. The file may hold others besides (a causal mask stored as a
+    // buffer, a pooler the model does not run).
+    std::vector<const tensor_info*> role_tensors() const;
+    // The weights of layer 0 (and expert 0) that the family's roles name and this checkpoint
+    // lacks, by name: a file of the FFNs alone lacks the attention's. The unembedding of a tied
+    // model is the embedding, and not missed.
+    std::vector<std::pair<tensor_role, std::string>> absent_weights() const;
     // An FFN weight by its role in layer `layer` (expert `expert`), and its values as stored.
     weight_tensor tensor_of(tensor_role role, std::size_t layer, std::size_t expert = 0) const;
     outcome<matrix> read_tensor(tensor_role role, std::size_t layer, std::size_t expert = 0) const;
@@ -350,6 +362,7 @@ public:
     // follow each sublayer's residual (BERT's post-norm).
     layout stored_layout() const { return config_.family->stored; }
     bool gated() const { return config_.family->gated(); }
+    norm_layer::kind norm_kind() const { return config_.family->norm; }
     bool causal() const { return config_.family->causal; }
     bool has_head() const { return config_.family->has(tensor_role::output_norm); }
     bool post_norm() const { return config_.family->norm_place == norm_layer::place::post; }

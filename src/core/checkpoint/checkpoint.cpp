@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <set>
 
 #include "checkpoint/checked_tensor.hpp"
 #include "checkpoint/config.hpp"
@@ -449,6 +450,43 @@ outcome<norm_layer> checkpoint::final_norm(std::string_view needed_by) const {
 bool checkpoint::holds_final_norm() const {
     const family& f = *config_.family;
     return f.has(tensor_role::output_norm) && !resolve(f.name_of(tensor_role::output_norm) + ".weight").empty();
+}
+
+bool checkpoint::holds_bias(tensor_role role) const {
+    const family& f = *config_.family;
+    return f.has(role) && !resolve(f.name_of(role) + ".bias").empty();
+}
+
+std::vector<std::pair<tensor_role, std::string>> checkpoint::absent_weights() const {
+    const family& f = *config_.family;
+    std::vector<std::pair<tensor_role, std::string>> out;
+    for (std::size_t r = 0; r < tensor_role_count; ++r) {
+        const auto role = static_cast<tensor_role>(r);
+        if (f.has(role) && !holds(role) && !(role == tensor_role::output && config_.tie_word_embeddings))
+            out.emplace_back(role, f.name_of(role) + ".weight");
+    }
+    return out;
+}
+
+std::vector<const tensor_info*> checkpoint::role_tensors() const {
+    const family& f = *config_.family;
+    std::vector<const tensor_info*> out;
+    std::set<const tensor_info*> seen;  // GGUF stacks a layer's experts in one tensor: named once for all
+    for (std::size_t r = 0; r < tensor_role_count; ++r) {
+        const auto role = static_cast<tensor_role>(r);
+        if (!f.has(role)) continue;
+        // Phi-3's gate and up projection are halves of its fused tensor, read as views of it
+        if (f.has(tensor_role::ffn_gate_up) && (role == tensor_role::ffn_gate || role == tensor_role::ffn_up)) continue;
+        const std::string_view pattern = f.pattern(role);
+        const std::size_t layers = pattern.find("{i}") == std::string_view::npos ? 1 : config_.n_layers;
+        const std::size_t experts = pattern.find("{j}") == std::string_view::npos ? 1 : config_.n_experts;
+        for (std::size_t i = 0; i < layers; ++i)
+            for (std::size_t j = 0; j < experts; ++j)
+                for (const char* part : {".weight", ".bias"})
+                    if (const std::string name = resolve(f.name_of(role, i, j) + part); !name.empty())
+                        if (const tensor_info* t = source_->find(name); t && seen.insert(t).second) out.push_back(t);
+    }
+    return out;
 }
 
 weight_tensor checkpoint::tensor_of(tensor_role role, std::size_t layer, std::size_t expert) const {

@@ -183,13 +183,14 @@ outcome<params_report> count_params(const model_config& in) {
         if (c.heads != 0 && c.kv_heads == 0) c.kv_heads = c.heads;
 
         // The FFN: two matrices, or three when gated.
+        const bool ffn_bias = c.ffn_bias.value_or(c.bias), qkv_bias = c.qkv_bias.value_or(c.bias), out_bias = c.out_bias.value_or(c.bias);
         if (c.gated)
-            r.ffn = sum({matrix_term("gate (Wg)", "d_model", d, "d_ff", f, c.bias),
-                         matrix_term("up (Wu)", "d_model", d, "d_ff", f, c.bias),
-                         matrix_term("down (W2)", "d_ff", f, "d_model", d, c.bias)});
+            r.ffn = sum({matrix_term("gate (Wg)", "d_model", d, "d_ff", f, ffn_bias),
+                         matrix_term("up (Wu)", "d_model", d, "d_ff", f, ffn_bias),
+                         matrix_term("down (W2)", "d_ff", f, "d_model", d, ffn_bias)});
         else
-            r.ffn = sum({matrix_term("Linear 1 (W1)", "d_model", d, "d_ff", f, c.bias),
-                         matrix_term("Linear 2 (W2)", "d_ff", f, "d_model", d, c.bias)});
+            r.ffn = sum({matrix_term("Linear 1 (W1)", "d_model", d, "d_ff", f, ffn_bias),
+                         matrix_term("Linear 2 (W2)", "d_ff", f, "d_model", d, ffn_bias)});
 
         // Attention: Q and O are d_model × d_model (heads·head_dim when the heads have a width of
         // their own); K and V shrink with grouped-query attention.
@@ -199,10 +200,10 @@ outcome<params_report> count_params(const model_config& in) {
         const std::string_view q_name = c.head_dim ? "heads·head_dim" : "d_model";
         const count kv = grouped ? mul(c.kv_heads, head_dim) : q;
         const std::string_view kv_name = grouped ? "kv_heads·head_dim" : q_name;
-        std::vector<param_term> attention{matrix_term("Q", "d_model", d, q_name, q, c.bias),
-                                          matrix_term("K", "d_model", d, kv_name, kv, c.bias),
-                                          matrix_term("V", "d_model", d, kv_name, kv, c.bias),
-                                          matrix_term("O", q_name, q, "d_model", d, c.bias)};
+        std::vector<param_term> attention{matrix_term("Q", "d_model", d, q_name, q, qkv_bias),
+                                          matrix_term("K", "d_model", d, kv_name, kv, qkv_bias),
+                                          matrix_term("V", "d_model", d, kv_name, kv, qkv_bias),
+                                          matrix_term("O", q_name, q, "d_model", d, out_bias)};
         if (c.qk_norm)
             attention.push_back({"q and k norms", "2 × head_dim", fmt::format("2 × {}", with_separators(head_dim)), mul(2, head_dim)});
         r.attention = sum(std::move(attention));

@@ -14,6 +14,8 @@
 
 namespace ffn_trace {
 
+class checkpoint;
+
 using count = std::uint64_t;
 
 enum class norm_kind { none, layernorm, rmsnorm };
@@ -42,12 +44,31 @@ struct model_config {
     count head_dim = 0;          // 0: d_model / heads (Qwen3's and Gemma's heads are wider or narrower)
     count norms = 2;             // norms per layer: 2, or Gemma's sandwich of 4
     bool qk_norm = false;        // Qwen3 and Gemma 3: an RMSNorm of each head's query and key (2 × head_dim)
+    // Where a checkpoint says which projections have biases (Qwen2: Q, K and V alone); unset, `bias`.
+    std::optional<bool> qkv_bias, out_bias, ffn_bias;
+
+    bool operator==(const model_config&) const = default;
 };
 
 // The presets: transformer-base, gpt2, bert-base, llama2-7b, llama2-70b, llama3-8b, mixtral-8x7b,
 // phi3-mini, qwen3-0.6b, gemma-2-2b, gemma-3-1b.
 std::vector<std::string_view> preset_names();
 std::optional<model_config> preset(std::string_view name);
+
+// A real model's config as its checkpoint gives it (params_checkpoint.cpp): config.json or the
+// GGUF metadata for the sizes, and the tensors the file holds for the rest (which projections
+// have biases, the position and token-type tables' rows, the norms).
+model_config config_of(const checkpoint& ck);
+
+// What a checkpoint holds, to set beside its count: the numbers in the tensors its family's roles
+// name, the names of any other tensors in the file, and of the weights it lacks.
+struct stored_count {
+    count numbers = 0;
+    std::size_t tensors = 0;
+    std::vector<std::string> others;
+    std::vector<std::string> absent;  // weights the count includes that the file lacks (layer 0's names)
+};
+stored_count stored_in(const checkpoint& ck);
 
 // One line of the arithmetic: "W1: d_model × d_ff + d_ff = 128 × 512 + 512 = 66,048".
 struct param_term {
@@ -84,6 +105,7 @@ struct params_report {
     count active = 0;           // parameters one token passes through (= total for a dense model)
     count ffn_all_layers = 0;   // every FFN of the model (all experts)
     count flops_per_token = 0;  // forward: 2 × the active matrix weights, the output projection included
+    std::optional<stored_count> stored;  // a checkpoint's own numbers, when the count is of its config
 };
 
 // Errors: sizes of zero, heads not dividing d_model, kv_heads not dividing heads, top_k above

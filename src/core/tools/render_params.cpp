@@ -6,6 +6,7 @@
 
 #include "ffn_trace/core/engine.hpp"
 #include "base/format.hpp"
+#include "base/text.hpp"
 #include "document/document.hpp"
 #include "tools/params_document.hpp"
 
@@ -97,6 +98,19 @@ struct view {
 
 const std::vector<std::string> counted{"", "formula", "numbers", "parameters", ""};
 
+// "biases", "no biases", or where a checkpoint has them: "biases in Q, K and V".
+std::string biases(const model_config& c) {
+    const bool qkv = c.qkv_bias.value_or(c.bias), out = c.out_bias.value_or(c.bias), ffn = c.ffn_bias.value_or(c.bias);
+    if (qkv == out && out == ffn) return qkv ? "biases" : "no biases";
+    std::vector<std::string_view> in;
+    if (qkv) in.insert(in.end(), {"Q", "K", "V"});
+    if (out) in.push_back("O");
+    if (ffn) in.push_back("the FFN");
+    const std::string last(in.back());
+    in.pop_back();
+    return fmt::format("biases in {}{}{}", fmt::join(in, ", "), in.empty() ? "" : " and ", last);
+}
+
 // The title and the lines under it: the shape, and how d_ff was chosen.
 void intro(const params_report& r, view& v) {
     const model_config& c = r.config;
@@ -106,7 +120,7 @@ void intro(const params_report& r, view& v) {
     if (model && c.name.empty()) v.title = "Parameters of a Transformer";
     if (!c.note.empty()) v.intro.push_back(c.note);
     std::string shape = fmt::format("d_model {} · d_ff {}{} · {}", with_separators(c.d_model), with_separators(c.d_ff),
-                                    c.gated ? " (gated: three matrices)" : "", c.bias ? "biases" : "no biases");
+                                    c.gated ? " (gated: three matrices)" : "", biases(c));
     if (c.heads) shape += fmt::format(" · {} heads", c.heads);
     if (c.heads && c.kv_heads < c.heads) shape += fmt::format(" ({} KV heads: grouped-query attention)", c.kv_heads);
     if (model) shape += fmt::format(" · {} layers · vocab {}", c.layers, with_separators(c.vocab));
@@ -186,6 +200,28 @@ section layer_section(const params_report& r) {
     return layer;
 }
 
+// "a, b, c, …": the first three names of a list.
+std::string first_names(const std::vector<std::string>& names) {
+    const auto end = names.begin() + static_cast<long>(std::min<std::size_t>(3, names.size()));
+    return fmt::format("{}{}", fmt::join(names.begin(), end, ", "), names.size() > 3 ? ", …" : "");
+}
+
+// The checkpoint's own numbers beside the count: its tensors are what the count describes.
+void checkpoint_notes(const stored_count& s, count total, std::vector<std::string>& notes) {
+    const std::string held = fmt::format("the checkpoint's {} {} {} numbers", detail::plural(s.tensors, "weight tensor"),
+                                         s.tensors == 1 ? "holds" : "hold", with_separators(s.numbers));
+    if (s.numbers == total)
+        notes.push_back(held + ": the count agrees");
+    else
+        notes.push_back(fmt::format("{}: {} {} than the count", held, with_separators(s.numbers > total ? s.numbers - total : total - s.numbers),
+                                    s.numbers > total ? "more" : "fewer"));
+    if (!s.absent.empty())
+        notes.push_back(fmt::format("it lacks {} that the count includes: {}", detail::plural(s.absent.size(), "weight"), first_names(s.absent)));
+    if (!s.others.empty())
+        notes.push_back(fmt::format("it also holds {} that the count leaves out: {}", detail::plural(s.others.size(), "tensor"),
+                                    first_names(s.others)));
+}
+
 section model_section(const params_report& r) {
     const model_config& c = r.config;
     const bool moe = c.experts > 1;
@@ -221,6 +257,7 @@ section model_section(const params_report& r) {
     }
     if (c.tied && c.vocab) whole.notes.push_back("the output projection is tied to the token embedding: no extra parameters");
     whole.notes.push_back(fmt::format("the FFNs hold {} = {} of the model", human(r.ffn_all_layers), percent(r.ffn_all_layers, r.total)));
+    if (const auto& s = r.stored) checkpoint_notes(*s, r.total, whole.notes);
     return whole;
 }
 
@@ -376,6 +413,10 @@ std::string json(const params_report& r, std::optional<std::string_view> dtype, 
         if (!dtype || d.name == *dtype) mem[std::string(d.name)] = r.total / 8 * d.bits + ((r.total % 8) * d.bits + 7) / 8;
     j["memory_bytes"] = mem;
     j["flops_per_token"] = r.flops_per_token;
+    if (c.qkv_bias || c.out_bias || c.ffn_bias)
+        j["biases"] = {{"qkv", c.qkv_bias.value_or(c.bias)}, {"out", c.out_bias.value_or(c.bias)}, {"ffn", c.ffn_bias.value_or(c.bias)}};
+    if (const auto& s = r.stored)
+        j["checkpoint"] = {{"tensors", s->tensors}, {"numbers", s->numbers}, {"agrees", s->numbers == r.total}, {"absent_weights", s->absent}, {"other_tensors", s->others}};
     if (quant) {
         nlohmann::ordered_json parts = nlohmann::ordered_json::array();
         for (const quant_part& p : quant->parts) {
