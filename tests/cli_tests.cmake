@@ -949,7 +949,7 @@ cli_test("run --prompt-file that is not UTF-8 names the file, the option and the
      ${FT} ${CAPITALS} ${CMAKE_CURRENT_BINARY_DIR}/cli-bad-prompt)
 # One rule for every whole number of the command line: no leading zero, whatever the option.
 cli_test("run --ablate refuses a leading zero, as --layer does" 2 EMPTY
-  "^error: --ablate: expected a unit as J, or E:J for unit J of expert E, in decimal digits with no leading zero, comma-separated\; got \"03\"$"
+  "^error: --ablate: expected a unit as J, L:J for unit J of layer L, or L:\\* for layer L's whole FFN \\(E:J and L:E:J for unit J of expert E in a Mixture of Experts\\), in decimal digits with no leading zero, comma-separated\; got \"03\"$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate=03)
 cli_test("run --ablate refuses a leading zero in an expert's unit" 2 EMPTY "^error: --ablate: .*got \"1:07\"$"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 2,1:07)
@@ -972,10 +972,13 @@ cli_test("run --prompt with --layer past the last is refused" 2 EMPTY
   -- ${FT} run --checkpoint ${CAPITALS} --layer 2 --prompt "The capital of France is")
 cli_test("run --ablate past d_ff is refused" 2 EMPTY "^error: .*capitals: --ablate: unit 9999 is out of range: layer 0 has d_ff = [0-9]+ units"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --ablate 9999)
-cli_test("run --ablate that is not a unit is refused" 2 EMPTY "^error: --ablate: expected a unit as J, or E:J .* got \"x1\"$"
+cli_test("run --ablate that is not a unit is refused, naming every form a unit takes" 2 EMPTY "^error: --ablate: expected a unit as J, L:J for unit J of layer L, or L:\\* .* got \"x1\"$"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 3,x1)
 cli_test("run --ablate with an expert on a dense layer is refused" 2 EMPTY "^error: .*--ablate: layer 1 is dense: name a unit as J, without an expert\; got 2:3$"
   -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --ablate 1:2:3)
+cli_test("run --layer all --ablate L:E:J on a dense model names the layer and the expert it lacks" 2 EMPTY
+  "^error: .*capitals: --ablate: \"1:2:3\": layer 1 is dense: name a unit as J, without an expert\; got 2:3$"
+  -- ${FT} run --checkpoint ${CAPITALS} --prompt "The capital of France is" --layer all --ablate 1:2:3)
 cli_test("run --ablate without a prompt is refused" 2 EMPTY "^error: --ablate: knocks units out of a forward pass: give --prompt or --prompt-file too$"
   -- ${FT} run --checkpoint ${CAPITALS} --embedding 3 --ablate 1)
 cli_test("run --prompt with --word is a usage error" 2 EMPTY "^error: --word excludes --prompt"

@@ -29,7 +29,10 @@ ffn_trace::outcome<ffn_trace::prompt_request> prompt_request_of(const run_option
             continue;
         }
         auto units = parse_units(item);
-        if (!units) return with_option_names(units.err());
+        if (!units)
+            return error{"", "--ablate", fmt::format("expected a unit as J, L:J for unit J of layer L, or L:* for layer L's whole FFN "
+                                                     "(E:J and L:E:J for unit J of expert E in a Mixture of Experts), in decimal "
+                                                     "digits with no leading zero, comma-separated; got {}", quote(item))};
         r.options.ablate.insert(r.options.ablate.end(), units->begin(), units->end());
     }
     for (const auto& item : f.intervene) {

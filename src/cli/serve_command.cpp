@@ -242,7 +242,10 @@ answer<std::string> run_answer(const json& body, const request_context& c) {
     ffn_trace::prompt_options o;
     for (const auto& item : ablate) {
         auto units = ffn_trace::parse_units(item);
-        if (!units) return from(units.err());
+        // every layer is traced, so a unit names its layer
+        if (!units)
+            return bad(fmt::format("ablate: expected a unit as L:J, unit J of layer L, in decimal digits with no leading zero; got {}",
+                                   ffn_trace::quote(item)));
         o.ablate.insert(o.ablate.end(), units->begin(), units->end());
     }
     if (o.ablate.size() > max_changes) return bad(fmt::format("ablate: more than {} units", max_changes));

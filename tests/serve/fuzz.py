@@ -53,6 +53,7 @@ with Server(ffn_trace, [checkpoint]) as s:
         ("/api/prompt", {"prompt": prompt, "top": 10**30}, "top 10^30"),
         ("/api/run", {"prompt": prompt, "ablate": ["2:1"]}, "a unit of layer 2 of a model of 2 layers"),
         ("/api/run", {"prompt": prompt, "ablate": ["1"]}, "a unit without its layer"),
+        ("/api/run", {"prompt": prompt, "ablate": ["abc"]}, "a unit that is no number"),
         ("/api/run", {"prompt": prompt, "ablate": "1:1"}, "units that are a string, not a list"),
         ("/api/run", {"prompt": prompt, "ablate": ["1:99999"]}, "a unit beyond the layer's"),
         ("/api/run", {"prompt": prompt, "ablate": [f"1:{j}" for j in range(65)]}, "65 units knocked out"),

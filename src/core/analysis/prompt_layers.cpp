@@ -94,6 +94,7 @@ outcome<std::vector<layer_intervention>> interventions_by_layer(const transforme
     const auto knock_out = [&](std::size_t layer, const unit_ref& u) {
         unit_intervention iv;
         iv.text = fmt::format("{}:{}", layer, to_string(u));
+        iv.layer = layer;  // written with it: an expert after it on a dense model is refused as such
         iv.unit = u;
         out.push_back({layer, std::move(iv), true});
     };
