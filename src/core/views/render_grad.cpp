@@ -26,19 +26,19 @@ std::string check_text(const gradient_check& c) {
             "The layer is too big to perturb value by value ({} values), so each weight and the input is checked along "
             "one random ±1 direction v: (L(w + εv) − L(w − εv)) / 2ε against Σ dL/dw · v, ε = {}·max(1, |w|): {} "
             "directions checked, largest relative error {}{} {}",
-            c.total, fmt::format("{:g}", c.h), c.checked, fmt::format("{:.2g}", c.max_relative_error),
+            with_separators(c.total), fmt::format("{:g}", c.h), with_separators(c.checked), fmt::format("{:.2g}", c.max_relative_error),
             c.worst.empty() ? "" : " along " + c.worst, c.ok() ? styled(style::green, "✓") : styled(style::red, "✗ (above 1e-6)"));
         if (c.skipped_at_kinks) text += fmt::format(". {} directions were skipped: they switch a ReLU unit on or off", c.skipped_at_kinks);
         if (c.skipped_overflow) text += fmt::format(". {} directions were skipped: the forward pass overflows", c.skipped_overflow);
         return text + ".";
     }
     std::string sampled = c.checked + c.skipped_at_kinks + c.skipped_overflow + c.skipped_routing < c.total
-                              ? fmt::format(" (an even sample of the {})", c.total)
+                              ? fmt::format(" (an even sample of the {})", with_separators(c.total))
                               : "";
     std::string text = fmt::format(
         "Every gradient against central finite differences of L, (L(w + ε) − L(w − ε)) / 2ε with ε = {}·max(1, |w|): "
         "{} values checked{}, largest relative error {}{} {}",
-        fmt::format("{:g}", c.h), c.checked, sampled, fmt::format("{:.2g}", c.max_relative_error),
+        fmt::format("{:g}", c.h), with_separators(c.checked), sampled, fmt::format("{:.2g}", c.max_relative_error),
         c.worst.empty() ? "" : " at " + c.worst, c.ok() ? styled(style::green, "✓") : styled(style::red, "✗ (above 1e-6)"));
     if (c.skipped_routing)
         text += fmt::format(". {} values were skipped: their step of ε changes which experts a token chooses, and the "
