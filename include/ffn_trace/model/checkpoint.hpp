@@ -341,6 +341,9 @@ public:
     // what the model is made of. The file may hold others besides (a causal mask stored as a
     // buffer, a pooler the model does not run).
     std::vector<const tensor_info*> role_tensors() const;
+    // The others, as the file names them: tensors none of role_tensors holds (a view of part of
+    // one, as Phi-3's halves are, is held by it).
+    std::vector<std::string> other_tensors() const;
     // The weights of layer 0 (and expert 0) that the family's roles name and this checkpoint
     // lacks, by name: a file of the FFNs alone lacks the attention's. The unembedding of a tied
     // model is the embedding, and not missed.

@@ -457,6 +457,17 @@ bool checkpoint::holds_bias(tensor_role role) const {
     return f.has(role) && !resolve(f.name_of(role) + ".bias").empty();
 }
 
+std::vector<std::string> checkpoint::other_tensors() const {
+    const std::vector<const tensor_info*> read = role_tensors();
+    const auto within = [](const tensor_info& t, const tensor_info* r) {
+        return t.file == r->file && t.compressed == r->compressed && t.begin >= r->begin && t.begin + t.length <= r->begin + r->length;
+    };
+    std::vector<std::string> out;
+    for (const tensor_info& t : source_->tensors())
+        if (std::none_of(read.begin(), read.end(), [&](const tensor_info* r) { return within(t, r); })) out.push_back(t.spelled());
+    return out;
+}
+
 std::vector<std::pair<tensor_role, std::string>> checkpoint::absent_weights() const {
     const family& f = *config_.family;
     std::vector<std::pair<tensor_role, std::string>> out;

@@ -1,7 +1,6 @@
 // A real model's config for `params`, read from its checkpoint: the sizes from config.json or the
 // GGUF metadata, the rest from the tensors the file holds; and the numbers the file holds, to set
 // beside the count.
-#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -77,12 +76,7 @@ stored_count stored_in(const checkpoint& ck) {
     // config_of counts the tables and the optional norms only where the file holds them
     for (const auto& [role, name] : ck.absent_weights())
         if (!optional_role(role)) s.absent.push_back(name);
-    // a tensor whose bytes lie within one read (a view of part of it) is read too
-    const auto within = [](const tensor_info& t, const tensor_info* r) {
-        return t.file == r->file && t.compressed == r->compressed && t.begin >= r->begin && t.begin + t.length <= r->begin + r->length;
-    };
-    for (const tensor_info& t : ck.tensors().tensors())
-        if (std::none_of(read.begin(), read.end(), [&](const tensor_info* r) { return within(t, r); })) s.others.push_back(t.spelled());
+    s.others = ck.other_tensors();
     return s;
 }
 
