@@ -159,6 +159,8 @@ cli_test("params --arch without --checkpoint says what it is for" 2 EMPTY
   "^error: --arch: names a checkpoint's architecture: give --checkpoint too$" -- ${FT} params --arch gpt2 --d-model 8)
 cli_test("params --checkpoint excludes --model" 2 EMPTY "^error: --model excludes --checkpoint\\; see ffn-trace params --help$"
   -- ${FT} params --checkpoint ${DATA}/models/capitals --model gpt2)
+cli_test("params --format html leaves its counts uncoloured: they are sizes, not signed values" 0 "!--a:[0-9]" EMPTY
+  -- ${FT} params --d-model 8 --format html)
 cli_test("params --dtype shows one width" 0 "int4 4 bits × 6,738,415,616 = 3.37 GB" "EMPTY"
   -- ${FT} params --model llama2-7b --dtype int4)
 cli_test("params refuses a zero size" 2 EMPTY "^error: --d-model: expected a whole number from 1 to 18446744073709551615 in decimal digits, got \"0\"" -- ${FT} params --d-model 0)

@@ -366,7 +366,11 @@ document to_document(const view& v, std::size_t width) {
             r.resize(columns);
             rows.push_back(std::move(r));
         }
-        doc.push_back({detail::block_kind::table, "", std::move(rows), {}, s.header.size() == given.header.size() ? "lrrrll" : "llrl"});
+        detail::block table{detail::block_kind::table, "", std::move(rows), {}, s.header.size() == given.header.size() ? "lrrrll" : "llrl"};
+        // Counts and sizes, not signed values: a page leaves them uncoloured (it would colour only
+        // those small enough to have no thousands separator, 384 beside 37,248).
+        table.names.assign(columns, true);
+        doc.push_back(std::move(table));
         if (!s.notes.empty()) doc.push_back({detail::block_kind::notes, "", {}, s.notes});
     }
     return doc;

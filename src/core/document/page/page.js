@@ -132,10 +132,11 @@
   });
 
   // A page whose numbers carry no arithmetic (the backward pass, the tables of gelu-table and
-  // params) does not offer to explain them.
+  // params) does not offer to explain them; one with no number to move to (params) offers nothing.
   if (!document.querySelector("td[data-name]")) {
     how.hidden = true;
-    document.querySelector(".toolbar .hint").textContent = "Arrow keys move between numbers.";
+    document.querySelector(".toolbar .hint").textContent =
+      document.querySelector("td[tabindex]") ? "Arrow keys move between numbers." : "";
   }
 
   var predict = document.getElementById("predict");
@@ -143,6 +144,9 @@
     predict.hidden = true;
     document.getElementById("reveal").hidden = true;
   }
+  // nothing to press and nothing to say: no bar
+  var bar = document.querySelector(".toolbar");
+  if (predict.hidden && !bar.querySelector(".hint").textContent) bar.style.display = "none";
   predict.addEventListener("click", function () { setPredict(!document.body.classList.contains("predict")); });
   // Worked numbers (arithmetic, bars, readings, summary) wait behind a button in predict-first.
   function revealAnswer(answer) {
