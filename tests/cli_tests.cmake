@@ -1290,6 +1290,12 @@ cli_test("locate --sever shows the severed grid beside the state grid" 0
 cli_test("locate --corrupt-with replaces the subject and logit-diff takes the corrupted answer as versus" 0
   "corruption +the subject replaced by \"Germany\" \\(--corrupt-with\\), the same 1 token: +\"The capital of Germany is\".*against \" Berlin\" \\(the corrupted prompt's answer\\)"
   EMPTY -- ${LOCATE} --subject France --corrupt-with Germany --metric logit-diff --color never)
+# P(" Berlin") after "The capital of Germany is" is 0.8923 (run's prediction table for that prompt)
+# and 0.0000 after France's: the replacement raises it, which the summary says as added, not as
+# "takes -0.8923 away".
+cli_test("locate says a corruption that raises the target adds to it" 0
+  "P\\(\" Berlin\"\\) +clean 0.0000, corrupted 0.8923: the replacement adds 0.8923 \\(the total effect is -0.8923\\)"
+  EMPTY -- ${LOCATE} --subject France --corrupt-with Germany --target " Berlin" --color never)
 cli_test("locate --noising patches the corrupted values into the clean run" 0
   "noising: each patch below puts each corrupted run's value into the clean run.*Patching the corrupted stream leaving each block into the clean run \\(state\\)"
   EMPTY -- ${LOCATE} --subject France --samples 2 --noising --color never)

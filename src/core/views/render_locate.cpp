@@ -121,9 +121,13 @@ private:
                                                      t_.versus_given ? "--versus" : "the corrupted prompt's answer")});
         if (t_.metric != trace_metric::prob)
             f.push_back({fmt::format("P({})", shown(t_.target_id, t_.target)), fmt::format("clean {}, corrupted {}", p4(t_.clean_prob), p4(t_.corrupted_prob))});
-        f.push_back({target(), fmt::format("clean {}, corrupted {}: the {} takes {} away (the total effect)", p4(t_.clean_value),
-                                           p4(t_.corrupted_value), t_.corruption == corruption_kind::noise ? "noise" : "replacement",
-                                           p4(t_.total_effect()))});
+        // A corruption that raises the value adds to it: "takes -0.0183 away" reads as a slip.
+        const double total = t_.total_effect();
+        const char* corruption = t_.corruption == corruption_kind::noise ? "noise" : "replacement";
+        f.push_back({target(), total < 0 ? fmt::format("clean {}, corrupted {}: the {} adds {} (the total effect is {})",
+                                                       p4(t_.clean_value), p4(t_.corrupted_value), corruption, p4(-total), p4(total))
+                                         : fmt::format("clean {}, corrupted {}: the {} takes {} away (the total effect)",
+                                                       p4(t_.clean_value), p4(t_.corrupted_value), corruption, p4(total))});
         add({block_kind::fields, "", std::move(f)});
     }
 
