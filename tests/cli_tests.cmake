@@ -668,6 +668,13 @@ cli_test("run --help says what --precision means in the vocabulary view" 0
 cli_test("the knock-out table's arrows line up when a logit changes sign" 0 EMPTY EMPTY
   -- bash -c "\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The capital of France is' --detail summary --ablate 172,84,28,168,203 --color never | sed -n '/^The knock-out/,$p' | awk -F'→' '/^  \"/ { n++\; k = length($1 FS $2)\; if (!(k in seen)) { seen[k]\; d++ } } END { exit !(n >= 5 && d == 1) }'"
      ${FT} ${DATA}/models/capitals)
+# A value that is a bracketed list alone is one value, quoted whole in the error, not split at its commas.
+cli_test("run --add-token without a name quotes the whole value it was given" 2 EMPTY
+  "^error: .*memory\\.json: --add-token: expected NAME=\\[v1,v2,…\\].*got \"\\[1,1\\]\"$"
+  -- ${FT} run ${DATA}/memory.json --add-token "[1,1]")
+cli_test("run --set quotes the whole value it was given, brackets and all" 2 EMPTY
+  "^error: .*memory\\.json: --set: expected PATH=VALUE.*got \"\\[1,2\\]\"$"
+  -- ${FT} run ${DATA}/memory.json --set "[1,2]")
 # --add-token: Berlin only = [0, 1, 0] gives hidden [0, 1] + b1 = [−1.5, −0.5], both off, output [0, 0].
 # The layer is the file's: its 24 claims on its own four tokens still hold.
 cli_test("run --add-token traces a new token after the file's, named by its label" 0

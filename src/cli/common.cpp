@@ -335,11 +335,13 @@ void add_change_options(CLI::App& sub, change_flags& into, bool tokens) {
     sub.add_flag("--no-residual", into.no_residual, "Trace without the residual: the output is the FFN's alone");
     sub.add_option("--set", into.set, "Change one value of the file before tracing, e.g. --set weights.b1[1]=-0.5 or "
                                       "--set input[0]=[1,0,0]; repeatable")
-        ->type_name("PATH=VALUE");
+        ->type_name("PATH=VALUE")
+        ->allow_extra_args(false);  // one value an occurrence: CLI11 would split "[1,0]" into two
     if (tokens)
         sub.add_option("--add-token", into.add_token, "Add a token after the file's, e.g. --add-token "
                                                       "Madrid=[1,0,1]: its name and d_model numbers; repeatable")
-            ->type_name("NAME=[V,…]");
+            ->type_name("NAME=[V,…]")
+            ->allow_extra_args(false);
 }
 
 ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags& flags) {

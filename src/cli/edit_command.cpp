@@ -70,21 +70,25 @@ void setup_edit(CLI::App& app, int& status) {
         ->capture_default_str();
     sub->add_option("--prefix", o->prefixes, "A context: the key is averaged over the prompt and \"PREFIX. PROMPT\"; "
                                              "repeatable")
-        ->type_name("TEXT");
+        ->type_name("TEXT")
+        ->allow_extra_args(false);
     sub->add_option("--corpus", o->corpus, "The texts C = (1/n) Σ k kᵀ is taken over, one a line; default: corpus.txt "
                                            "beside the checkpoint")
         ->type_name("FILE");
     sub->add_option("--ridge", o->ridge, "λ added to C's diagonal; default 10⁻³ of C's mean diagonal")->type_name("LAMBDA");
     sub->add_option("--paraphrase", o->paraphrases, "A rewording of the prompt, to see the edit generalise; repeatable; "
                                                     "default: the corpus's other sentences about the subject")
-        ->type_name("TEXT");
+        ->type_name("TEXT")
+        ->allow_extra_args(false);
     sub->add_option("--neighbour", o->neighbours, "A prompt the edit should leave alone; repeatable; default: the prompt "
                                                   "with up to 10 other subjects of the corpus")
-        ->type_name("TEXT");
+        ->type_name("TEXT")
+        ->allow_extra_args(false);
     sub->add_option("--subject-fact", o->subject_facts, "A prompt about the subject with another relation, whose answer "
                                                         "the edit should leave alone; repeatable; default: the corpus's "
                                                         "other sentences about the subject, cut before their last word")
-        ->type_name("TEXT");
+        ->type_name("TEXT")
+        ->allow_extra_args(false);
     sub->add_flag("--force", o->force, "Write the checkpoint (--save) and exit 0 even when the edit failed: p(new) does not "
                                        "beat p(old) on the prompt");
     sub->add_option("--key", o->key, "The key Λ divides by: same (k*, the key v* was optimised at, r-ROME's correction) "
