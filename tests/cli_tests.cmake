@@ -1455,8 +1455,11 @@ cli_test("edit --force writes a failed edit's checkpoint all the same, and exits
   EMPTY -- bash -c "${EDIT_RUN}" ${FT} ${EDIT_OUT}/force ${EDIT_ARGS} --target " Rome" --force --color never)
 # The issue's example on the atlas model: the edit takes, and what it breaks is marked and counted:
 # Spain's capital becomes " Rome", France's language " Icelandic".
+# Before the edit every neighbour keeps p(true) > p(" Rome"), its true token being its own top
+# prediction and never " Rome" (Italy's prompt is left out): 1.00; after, Spain and Portugal turn to
+# " Rome" (the two ✗ rows): 8 of 10.
 cli_test("edit marks with ✗ and counts every neighbour and other fact of the subject whose top prediction changed" 0
-  "\"The capital of Spain is\" +\" Madrid\" [0-9.]+ → \" Rome\" 0\\.620 .*✗.*keep their top prediction\\. Score: .* ✗ [1-9][0-9]* changed their top prediction\\..*subject's other facts.*\"The language of France is\" +\" French\" 0\\.876 → \" Icelandic\" 0\\.095 .*✗.*The evaluation, both ways.*Score \\(ROME's and MEMIT's\\).*Accuracy: .*neighbours +10 +0\\.90 → 0\\.70 "
+  "\"The capital of Spain is\" +\" Madrid\" [0-9.]+ → \" Rome\" 0\\.620 .*✗.*keep their top prediction\\. Score: .* ✗ [1-9][0-9]* changed their top prediction\\..*subject's other facts.*\"The language of France is\" +\" French\" 0\\.876 → \" Icelandic\" 0\\.095 .*✗.*The evaluation, both ways.*Score \\(ROME's and MEMIT's\\).*Accuracy: .*neighbours +10 +1\\.00 → 0\\.80 "
   EMPTY -- ${FT} edit --checkpoint ${DATA}/models/atlas --layer 1 --at last --prompt "The capital of France is" --subject France --target " Rome" --color never --width 200)
 # Without --layer the layer is locate's: a separate `locate --format json` run on atlas puts the
 # largest mlp restore effect at the last token in layer 1 (0.5920), on capitals in layer 0 (0.8330).
@@ -1561,8 +1564,12 @@ cli_test("edit --facts --format json names the layers with each update's norm an
   EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --format json)
 cli_test("edit --facts --show 2 traces the second fact" 0 "shown +fact 2 \\(\"The capital of Germany is\" → \" Paris\".*Fact 2 before → after"
   EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --show 2 --detail summary --color never --width 300)
+# 37 unrelated prompts, counted from the corpus: the capitals that stand in each fact's place, the
+# first 10 in the corpus's order less any fact's prompt and any whose answer is that fact's new one
+# (Italy for " Rome", France for " Paris", Egypt for " Cairo"): Spain, Egypt, Canada, Kenya, Peru,
+# Greece, Portugal and Poland, then Italy from Germany's, 9 once each; and the subjects' 28 other facts.
 cli_test("edit --facts --sequential edits one fact after another and shows the unrelated prompts after each" 0
-  "mode +sequential: .*Sequential: the unrelated prompts after each fact .*after fact +its p\\(new\\) +changed top +mean p\\(true\\) +1 +0\\.[0-9]+ +[0-9]+ of 36 .* 3 +0\\.[0-9]+ +[0-9]+ of 36"
+  "mode +sequential: .*Sequential: the unrelated prompts after each fact .*after fact +its p\\(new\\) +changed top +mean p\\(true\\) +1 +0\\.[0-9]+ +[0-9]+ of 37 .* 3 +0\\.[0-9]+ +[0-9]+ of 37"
   EMPTY -- ${FT} edit ${MEMIT_ARGS} --facts ${FACTS}/three.tsv --sequential --detail summary --color never --width 300)
 cli_test("edit --facts --fluency continues subject prompts before → after with ROME's n-gram entropy" 0
   "Fluency: greedy continuations before → after .*\"France is a\" +\" country in Europe.*[0-9]\\.[0-9]{4} +[0-9]\\.[0-9]{4}"

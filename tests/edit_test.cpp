@@ -95,11 +95,19 @@ TEST_CASE("default_paraphrases are the corpus's other sentences about the subjec
 }
 
 TEST_CASE("default_neighbours put each other subject the corpus writes in the subject's place into the prompt") {
-    CHECK(default_neighbours(corpus, "The capital of France is", "France") ==
+    CHECK(default_neighbours(corpus, "The capital of France is", "France", " Madrid") ==
           std::vector<std::string>{"The capital of Germany is", "The capital of Italy is"});
-    CHECK(default_neighbours(corpus, "The capital of France is", "France", 1) ==
+    CHECK(default_neighbours(corpus, "The capital of France is", "France", " Madrid", 1) ==
           std::vector<std::string>{"The capital of Germany is"});
-    CHECK(default_neighbours(corpus, "The capital of France is", "Spain").empty());
+    CHECK(default_neighbours(corpus, "The capital of France is", "Spain", " Madrid").empty());
+}
+
+TEST_CASE("default_neighbours leave out a subject whose answer is the edit's new one") {
+    // "The capital of Italy is Rome.": with " Rome" the new answer, p(true) and p(new) are one number there.
+    CHECK(default_neighbours(corpus, "The capital of France is", "France", " Rome") ==
+          std::vector<std::string>{"The capital of Germany is"});
+    CHECK(default_neighbours(corpus, "The capital of France is", "France", " Berlin") ==
+          std::vector<std::string>{"The capital of Italy is"});
 }
 
 TEST_CASE("default_subject_facts are the corpus's sentences about the subject with another answer, cut before it") {

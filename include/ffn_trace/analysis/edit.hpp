@@ -96,9 +96,10 @@ std::vector<std::string> default_paraphrases(std::string_view corpus_text, std::
                                              std::string_view subject, std::string_view answer, std::size_t limit = 10);
 // The default specificity prompts: the prompt with the subject replaced by the other subjects the
 // corpus writes in the same place (a line that begins as the prompt does before the subject and
-// goes on as it does after it), at most `limit`, in the corpus's order.
+// goes on as it does after it), at most `limit`, in the corpus's order; a line that goes on with
+// `new_answer` (the edit's new token, " Rome") left out, as p(true) cannot beat p(new) there.
 std::vector<std::string> default_neighbours(std::string_view corpus_text, std::string_view prompt,
-                                            std::string_view subject, std::size_t limit = 10);
+                                            std::string_view subject, std::string_view new_answer, std::size_t limit = 10);
 
 // The default facts about the subject under other relations: the corpus's lines about the subject
 // that do not end with `answer` nor with the subject, cut before their last word ("The language

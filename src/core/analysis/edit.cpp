@@ -116,9 +116,9 @@ std::vector<std::string> default_paraphrases(std::string_view corpus_text, std::
 }
 
 std::vector<std::string> default_neighbours(std::string_view corpus_text, std::string_view prompt, std::string_view subject,
-                                            std::size_t limit) {
+                                            std::string_view new_answer, std::size_t limit) {
     std::vector<std::string> out;
-    const std::string_view word = trimmed(subject);
+    const std::string_view word = trimmed(subject), skipped = trimmed(new_answer);
     const std::size_t at = word.empty() ? std::string_view::npos : prompt.find(word);
     if (at == std::string_view::npos) return out;
     const std::string_view before = prompt.substr(0, at), after = prompt.substr(at + word.size());
@@ -131,6 +131,11 @@ std::vector<std::string> default_neighbours(std::string_view corpus_text, std::s
         if (end == 0 || end == std::string_view::npos) continue;
         const std::string other(trimmed(rest.substr(0, end)));
         if (other.empty() || std::find(seen.begin(), seen.end(), other) != seen.end()) continue;
+        // A neighbour whose answer is the new one ("The capital of Italy is" for " Rome") cannot keep
+        // p(true) above p(new): the two are one token.
+        std::string_view answer = rest.substr(end + after.size());
+        if (answer.ends_with('.')) answer.remove_suffix(1);
+        if (!skipped.empty() && trimmed(answer) == skipped) continue;
         seen.push_back(other);
         out.push_back(std::string(before) + other + std::string(after));
         if (out.size() == limit) break;
@@ -671,7 +676,7 @@ std::optional<error> evaluate_all(const transformer& model, const tokenizer& tok
     t.efficacy = std::move(*efficacy);
     const std::string& old = t.efficacy.before.token;
     const auto paraphrases = r.paraphrases.empty() ? default_paraphrases(corpus_text, r.prompt, r.subject, old) : r.paraphrases;
-    const auto neighbours = r.neighbours.empty() ? default_neighbours(corpus_text, r.prompt, r.subject) : r.neighbours;
+    const auto neighbours = r.neighbours.empty() ? default_neighbours(corpus_text, r.prompt, r.subject, t.target) : r.neighbours;
     const auto facts = r.subject_facts.empty() ? default_subject_facts(corpus_text, r.prompt, r.subject, old) : r.subject_facts;
     if (auto e = evaluate_each(model, tok, paraphrases, t, "paraphrases", edit_kind::paraphrase, t.efficacy.true_id, t.paraphrases)) return e;
     if (auto e = evaluate_each(model, tok, neighbours, t, "neighbours", edit_kind::neighbour, std::nullopt, t.neighbours)) return e;

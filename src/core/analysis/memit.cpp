@@ -284,7 +284,7 @@ struct fact_prompts {
 };
 
 fact_prompts prompts_of(const memit_fact& f, const std::string& old, std::string_view corpus_text, const memit_request& r) {
-    fact_prompts p{default_paraphrases(corpus_text, f.prompt, f.subject, old), default_neighbours(corpus_text, f.prompt, f.subject),
+    fact_prompts p{default_paraphrases(corpus_text, f.prompt, f.subject, old), default_neighbours(corpus_text, f.prompt, f.subject, f.target_text),
                    default_subject_facts(corpus_text, f.prompt, f.subject, old)};
     auto is_fact = [&](const std::string& text) {
         return std::any_of(r.facts.begin(), r.facts.end(), [&](const memit_fact& o) { return o.prompt == text; });
