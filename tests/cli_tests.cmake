@@ -1185,6 +1185,13 @@ cli_test("run --layer takes a number or all, nothing else" 2 EMPTY "^error: --la
 cli_test("run --versus that is not one token says how it splits" 2 EMPTY
   "^error: --versus: \" London\" is not one token: the tokenizer splits it into"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " London")
+# " Paris" is the capitals model's prediction after the prompt (README's run): the difference is 0.
+cli_test("run --versus the prediction itself is refused" 2 EMPTY
+  "^error: --versus: \" Paris\" is the prediction itself: z\\[target\\] − z\\[versus\\] would be 0"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " Paris")
+cli_test("run --layer all --versus the prediction itself is refused" 2 EMPTY
+  "^error: --versus: \" Paris\" is the prediction itself"
+  -- ${FT} run --checkpoint ${CAPITALS} --layer all --prompt "The capital of France is" --versus " Paris")
 cli_test("run --versus without a prompt is refused" 2 EMPTY "^error: --versus: compares two tokens' logits"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --embedding 3 --versus " Tokyo")
 cli_test("run --prompt without a tokenizer says what it looked for" 2 EMPTY

@@ -82,6 +82,11 @@ std::vector<ranked_token> ranked(std::span<const double> logits, const std::vect
     return out;
 }
 
+error versus_is_target(const std::string& token) {
+    return error{"", "versus", fmt::format("{} is the prediction itself: z[target] − z[versus] would be 0, and every unit's "
+                                           "push on it 0; give the token to compare the prediction with", quote(token))};
+}
+
 outcome<final_norm> final_norm_of(const checkpoint& ck) {
     auto n = ck.final_norm("the unit ranking");
     if (!n) return n.err();
@@ -773,6 +778,7 @@ outcome<prompt_trace> run_prompt(const transformer& model, prompt_tokens prompt,
         const std::vector<double> probs = softmax(logits);
         next_token baseline{prompt.ids.size() - 1, ranked(logits, top_ids(logits, options.top), text, &probs)};
         r.target = baseline.top.front();
+        if (options.versus == r.target->id) return versus_is_target(text(r.target->id));
         if (options.versus) r.versus = ranked_token{*options.versus, text(*options.versus), logits[*options.versus], probs[*options.versus]};
         if (auto e = attribute_units(model, *lens, options.top, options.explain, options.ablate_top, r)) return *e;
         if (options.ablate_top > 0)

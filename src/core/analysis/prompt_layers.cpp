@@ -157,6 +157,7 @@ outcome<layers_trace> run_layers(const transformer& model, prompt_tokens prompt,
         r.changes = probability_changes(*unchanged, logits, *r.baseline, r.prediction, text);
         r.changed = changes;
     }
+    if (versus == r.target.id) return versus_is_target(text(r.target.id));
     if (versus) r.versus = ranked_token{*versus, text(*versus), logits[*versus], probs[*versus]};
     auto norm = final_norm_of(ck);
     if (!norm) return norm.err();

@@ -83,6 +83,9 @@ void attribute_layer(const ffn_result& layer, std::size_t last,
 std::vector<unit_attribution> most_against(const std::vector<unit_attribution>& units, std::size_t top);
 
 double dot(std::span<const double> a, std::span<const double> b);
+// The error for a `versus` that is the prediction itself, `token`: every unit's push on
+// target − versus would be 0.
+error versus_is_target(const std::string& token);
 
 }  // namespace ffn_trace::detail
 
