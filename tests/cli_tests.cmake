@@ -113,7 +113,7 @@ cli_test("gelu-table refuses a negative step" 2 EMPTY "^error: --step: expected 
 cli_test("gelu-table refuses a NaN step" 2 EMPTY "^error: --step" -- ${FT} gelu-table --from 0 --to 1 --step nan)
 cli_test("gelu-table refuses a step that makes billions of rows" 2 EMPTY "more than 100000 rows" -- ${FT} gelu-table --from 0 --to 1 --step 1e-12)
 cli_test("gelu-table refuses from above to" 2 EMPTY "^error: --from: 2 is above --to 1" -- ${FT} gelu-table --from 2 --to 1)
-cli_test("gelu-table refuses a non-number" 2 EMPTY "^error: Could not convert: --from = abc" -- ${FT} gelu-table --from abc --to 1)
+cli_test("gelu-table refuses a non-number" 2 EMPTY "^error: --from: expected a number, got \"abc\"" -- ${FT} gelu-table --from abc --to 1)
 cli_test("gelu-table refuses --from without --to" 2 EMPTY "^error: --from requires --to" -- ${FT} gelu-table --from 1)
 cli_test("gelu-table refuses --at with a range" 2 EMPTY "^error: --from excludes --at" -- ${FT} gelu-table --at 1 --from 0 --to 2)
 cli_test("gelu-table refuses an infinite point" 2 EMPTY "^error: --at: expected finite numbers" -- ${FT} gelu-table --at 1,inf)
@@ -226,7 +226,7 @@ cli_test("a format holding a newline is echoed escaped" 2 EMPTY "^error: --forma
   -- ${FT} run ${DATA}/walkthrough.json --format "te\nxt")
 cli_test("a model name holding a newline is echoed escaped" 2 EMPTY "^error: --model: unknown model \"gpt[\\]n2\""
   -- ${FT} params --model "gpt\n2")
-cli_test("a point holding a newline is echoed escaped" 2 EMPTY "^error: Could not convert: --at = 1[\\]n2"
+cli_test("a point holding a newline is echoed escaped" 2 EMPTY "^error: --at: expected numbers separated by commas, got \"1[\\]n2\""
   -- ${FT} gelu-table --at "1\n2")
 cli_test("a file name holding a newline is echoed escaped" 2 EMPTY "^error: .*no[\\]nsuch.json: cannot open the file"
   -- ${FT} run "${INPUTS}/no\nsuch.json")
@@ -697,6 +697,13 @@ cli_test("grad --add-token gives the new token no loss of its own" 0 "!nan" EMPT
   -- ${FT} grad ${DATA}/memory.json --add-token "Berlin only=[0,1,0]" --format json)
 cli_test("grad --add-token then --set gives the new token a target" 0 "Berlin only" EMPTY
   -- ${FT} grad ${DATA}/memory.json --add-token "Berlin only=[0,1,1]" --set "target[4]=[0,1]" --width 200)
+# A value that is not a number: the option, what it expects and the value, not CLI11's "Could not convert".
+cli_test("sweep --from abc says a number was expected" 2 EMPTY
+  "^error: --from: expected a number, got \"abc\"\; see ffn-trace sweep --help$"
+  -- ${FT} sweep ${DATA}/abs_relu.json --from abc --to 1)
+cli_test("gelu-table --at with a word among its numbers says numbers were expected" 2 EMPTY
+  "^error: --at: expected numbers separated by commas, got \"1,x\"\; see ffn-trace gelu-table --help$"
+  -- ${FT} gelu-table --at 1,x)
 cli_test("sweep offers no --add-token: it sweeps x, not the file's tokens" 2 EMPTY "^error: .*--add-token"
   -- ${FT} sweep ${DATA}/memory.json --from 0 --to 1 --add-token "a=[1,1,1]")
 cli_test("grad --no-residual traces the backward pass without the residual, named in the heading" 0
@@ -1280,7 +1287,7 @@ cli_test("locate: --noise nan is refused" 2 EMPTY "^error: --noise: expected a f
   -- ${LOCATE} --subject France --noise nan)
 cli_test("locate: --noise inf is refused" 2 EMPTY "^error: --noise: expected a finite number, got inf$"
   -- ${LOCATE} --subject France --noise inf)
-cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: Could not convert: --noise = lots\; see ffn-trace locate --help$"
+cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: --noise: expected a number, got \"lots\"\; see ffn-trace locate --help$"
   -- ${LOCATE} --subject France --noise lots)
 cli_test("locate: --window 0 is refused" 2 EMPTY "^error: --window: a window of 0 layers restores nothing\; give 1 or more$"
   -- ${LOCATE} --subject France --window 0)

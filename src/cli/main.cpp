@@ -183,6 +183,25 @@ std::string help_hint(const CLI::App& app, int argc, char** argv) {
     return "see ffn-trace --help";
 }
 
+// CLI11 words a value it could not read as "Could not convert: --from = abc": the line says instead
+// what the option expects and what it was given, as the options' own checks do.
+std::string conversion_error(const CLI::App& app, std::string what) {
+    constexpr std::string_view lead = "Could not convert: ";
+    const auto eq = what.find(" = ");
+    if (!what.starts_with(lead) || eq == std::string::npos) return what;
+    const std::string name = what.substr(lead.size(), eq - lead.size()), given = what.substr(eq + 3);
+    const CLI::Option* option = nullptr;
+    for (const auto* sub : app.get_subcommands())
+        if ((option = sub->get_option_no_throw(name))) break;
+    if (!option) return what;
+    const bool whole = option->get_type_name().find("INT") != std::string::npos;
+    const bool many = option->get_items_expected_max() > 1;
+    return fmt::format("{}: expected {}, got {}", name,
+                       many ? (whole ? "whole numbers separated by commas" : "numbers separated by commas")
+                            : (whole ? "a whole number" : "a number"),
+                       ffn_trace::quote(given));
+}
+
 int parse_and_run(int argc, char** argv) {
     // "ffn-trace help" and "ffn-trace help run" are read as --help and run --help
     std::vector<char*> args(argv, argv + argc);
@@ -237,6 +256,10 @@ int parse_and_run(int argc, char** argv) {
                 if (o->get_positional() && o->count() > 0 && what.starts_with(o->get_name() + " excludes"))
                     what = fmt::format("{} is read as the {} argument, and {}", ffn_trace::quote(o->results().front()), o->get_name(), what);
         std::fputs(fmt::format("error: {}; {}\n", ffn_trace::one_line(what, 240), help_hint(app, argc, argv)).c_str(), stderr);
+        return cli::exit_bad_input;
+    } catch (const CLI::ConversionError& e) {
+        std::fputs(fmt::format("error: {}; {}\n", ffn_trace::one_line(conversion_error(app, e.what()), 240),
+                               help_hint(app, argc, argv)).c_str(), stderr);
         return cli::exit_bad_input;
     } catch (const CLI::ParseError& e) {
         // Every usage error exits alike, whatever CLI11's own code for it. CLI11 echoes the
