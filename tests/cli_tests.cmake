@@ -1289,6 +1289,19 @@ cli_test("locate: --noise inf is refused" 2 EMPTY "^error: --noise: expected a f
   -- ${LOCATE} --subject France --noise inf)
 cli_test("locate: --noise that is not a number is refused" 2 EMPTY "^error: --noise: expected a number, got \"lots\"\; see ffn-trace locate --help$"
   -- ${LOCATE} --subject France --noise lots)
+# An empty value is refused as empty, naming its option, not read as the option missing.
+cli_test("locate --subject given empty is refused as empty" 2 EMPTY
+  "^error: --subject: is empty\; expected the words of the prompt to noise, such as \"France\"\; see ffn-trace locate --help$"
+  -- bash -c "exec \"$0\" locate --checkpoint \"$1\" --prompt \"The capital of France is\" --subject \"\"" ${FT} ${CAPITALS})
+cli_test("units --promotes given empty is refused as empty, not blamed on --layer" 2 EMPTY
+  "^error: --promotes: is empty\; expected one token"
+  -- bash -c "exec \"$0\" units --checkpoint \"$1\" --promotes \"\"" ${FT} ${CAPITALS})
+cli_test("edit --subject given empty is refused as empty" 2 EMPTY
+  "^error: --subject: is empty\; expected the words of the prompt the fact is about"
+  -- bash -c "exec \"$0\" edit --checkpoint \"$1\" --layer 0 --prompt \"The capital of France is\" --subject \"\" --target \" Rome\"" ${FT} ${CAPITALS})
+cli_test("run --versus given empty names versus, not the target" 2 EMPTY
+  "^error: --versus: is empty\; give one token, with its leading space"
+  -- bash -c "exec \"$0\" run --checkpoint \"$1\" --layer 0 --prompt \"The capital of France is\" --versus \"\"" ${FT} ${CAPITALS})
 cli_test("locate: --window 0 is refused" 2 EMPTY "^error: --window: a window of 0 layers restores nothing\; give 1 or more$"
   -- ${LOCATE} --subject France --window 0)
 cli_test("locate: a target of two tokens says how it splits" 2 EMPTY

@@ -419,6 +419,10 @@ ffn_trace::outcome<traced> load_and_trace(const std::string& file, const input_l
     return t;
 }
 
+CLI::Validator non_empty(std::string expected) {
+    return CLI::Validator([expected](std::string& given) { return given.empty() ? "is empty; expected " + expected : std::string(); }, "");
+}
+
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if_not_digits) {
     auto check = [min, max, if_not_digits](std::string& given) -> std::string {
         const auto refuse = [&] {

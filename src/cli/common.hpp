@@ -138,6 +138,9 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
 // refuses them, naming the option: "--d-model: expected a whole number from 1 to
 // 18446744073709551615 in decimal digits, got "-1"".
 // `if_not_digits` is added to the error when the value is not a number at all.
+// Refuses an empty value, which would read as the option not given: "--subject: is empty;
+// expected the words of the prompt to noise, such as "France"".
+CLI::Validator non_empty(std::string expected);
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max(),
                             std::string if_not_digits = "");
 

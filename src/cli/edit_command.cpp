@@ -40,13 +40,17 @@ void setup_edit(CLI::App& app, int& status) {
                                            "sends the token to it")
         ->check(whole_number(0))
         ->type_name("E");
-    auto* prompt = sub->add_option("--prompt", o->prompt, "The prompt whose completion is edited (required without --facts)")->type_name("TEXT");
+    auto* prompt = sub->add_option("--prompt", o->prompt, "The prompt whose completion is edited (required without --facts)")
+                       ->type_name("TEXT")
+                       ->check(non_empty("the text whose completion is edited, such as \"The capital of France is\""));
     auto* subject = sub->add_option("--subject", o->subject, "The words of the prompt the fact is about, such as \"France\" "
                                                             "(required without --facts)")
-        ->type_name("TEXT");
+        ->type_name("TEXT")
+        ->check(non_empty("the words of the prompt the fact is about, such as \"France\""));
     auto* target = sub->add_option("--target", o->target, "The new completion, one token with its leading space (\" Rome\"; "
                                                           "required without --facts)")
-        ->type_name("TOKEN");
+        ->type_name("TOKEN")
+        ->check(non_empty("one token, with its leading space, such as \" Rome\""));
     auto* facts = sub->add_option("--facts", o->facts, "MEMIT: many facts at once, one a line: the prompt, a tab, the subject, "
                                                        "a tab and the new target (as locate --facts reads them)")
         ->type_name("FILE");

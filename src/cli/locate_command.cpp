@@ -40,7 +40,8 @@ void setup_locate(CLI::App& app, int& status) {
     prompts->excludes(facts);
     sub->add_option("--subject", o->subject, "The words of the prompt whose token embeddings the corrupted runs noise, "
                                              "such as \"France\"; with --prompts, of every line that names none")
-        ->type_name("TEXT");
+        ->type_name("TEXT")
+        ->check(non_empty("the words of the prompt to noise, such as \"France\""));
     sub->add_option("--target", o->target, "The token whose probability is traced, with its leading space (\" Paris\"); "
                                            "default: the clean run's top prediction")
         ->type_name("TOKEN");

@@ -112,6 +112,7 @@ void setup_run(CLI::App& app, int& status) {
                           ->needs(checkpoint);
     auto* words = sub->add_option("--word", c.words, "Whole tokens of the vocabulary whose embedding rows are the input; "
                                                      "\" Paris\" with its leading space")
+                      ->check(non_empty("a token of the vocabulary, such as \" Paris\" with its leading space"))
                       ->needs(checkpoint);
     auto* prompt = sub->add_option("--prompt", c.prompt, "Text run through the model up to the layer, which is traced "
                                                          "on the stream it reads; then the rest of the model, the logit "

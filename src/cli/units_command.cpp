@@ -47,9 +47,11 @@ void setup_units(CLI::App& app, int& status) {
         ->capture_default_str();
     auto* promotes = sub->add_option("--promotes", o->promotes, "Search every layer's value vectors for the units that push "
                                                                 "this token up most (\" Paris\" with its leading space)")
-                         ->type_name("TOKEN");
+                         ->type_name("TOKEN")
+                         ->check(non_empty("one token, with its leading space, such as \" Paris\""));
     auto* suppresses = sub->add_option("--suppresses", o->suppresses, "The same for the units that push the token down most")
-                           ->type_name("TOKEN");
+                           ->type_name("TOKEN")
+                           ->check(non_empty("one token, with its leading space, such as \" Paris\""));
     promotes->excludes(suppresses)->excludes(unit);
     suppresses->excludes(unit);
     sub->add_option("--sample", o->sample, "Activations kept per unit for the quantiles: exact while the corpus has no more "

@@ -371,7 +371,7 @@ outcome<std::vector<std::size_t>> find_subject(const prompt_tokens& prompt, std:
 }
 
 outcome<std::size_t> single_token(const tokenizer& tok, const std::string& text, const std::string& option) {
-    if (text.empty()) return error{"", option, "the target is empty; give the token to trace, such as \" Paris\""};
+    if (text.empty()) return error{"", option, "is empty; give one token, with its leading space, such as \" Paris\""};
     if (auto found = tok.look_up({text})) return found->front();
     auto ids = tok.encode(text);
     if (!ids) return ids.err();
@@ -380,7 +380,7 @@ outcome<std::size_t> single_token(const tokenizer& tok, const std::string& text,
     if (added)
         std::erase_if(*ids, [&](std::size_t id) { return std::find(added->begin(), added->end(), id) != added->end(); });
     if (ids->size() == 1) return ids->front();
-    if (ids->empty()) return error{"", option, fmt::format("{} gives no token; give the token to trace", quote(text))};
+    if (ids->empty()) return error{"", option, fmt::format("{} gives no token; give one token, with its leading space, such as \" Paris\"", quote(text))};
     // "Paris" where " Paris" is one token: the leading space is what is missing.
     if (!text.empty() && text.front() != ' ')
         if (auto spaced = tok.look_up({" " + text}))
