@@ -28,6 +28,10 @@ cli_test("check reports the files it read when one of several cannot be read, an
   "^.*lesson_hand.json: all 12 claims hold 1 file, 12 claims, 0 failed\; 1 could not be read$"
   "^error: .*missing.json: cannot open the file"
   -- ${FT} check ${DATA}/lesson_hand.json ${INPUTS}/missing.json)
+# A model's config.json handed over as an example file: said as such, not as a misspelt "activation".
+cli_test("check of a model's config.json says it is a config, to open as a checkpoint" 2 EMPTY
+  "^error: .*capitals/config\\.json: model_type: this file is a model's config\\.json, not an example file: open the folder that holds it as a checkpoint$"
+  -- ${FT} check ${DATA}/models/capitals/config.json)
 cli_test("check reads every file, each one it cannot read an error line of its own, in order" 2
   "^abs_relu.json: all [0-9]+ claims hold memory.json: all [0-9]+ claims hold 2 files, [0-9]+ claims, 0 failed\; 3 could not be read$"
   "^error: .*missing.json: cannot open the file.* error: .*truncated.json: line [0-9]+, column [0-9]+: malformed JSON.* error: .*missing_activation.json: activation: required key is missing"
