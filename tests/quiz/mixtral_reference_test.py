@@ -13,6 +13,7 @@ activations 0 at every token) and the layer whose FFN pushes most.
 Usage: mixtral_reference_test.py FFN_TRACE MODEL_DIR   (exit 77 without numpy)
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -123,8 +124,12 @@ def check(layer, seed):
             scores = m.w[f"layers.{layer}.block_sparse_moe.experts.{experts[0]}.w2.weight"][:, units[0]] @ g
             close(where, q["choices"][int(q["answer"]) - 1], int(np.argmax(scores)), 0)
         elif k == "knock-out":
+            # the answer is the estimate from the direct pushes alone; the model run again is given beside it
             p = run(ids, (layer, [e * ff + j for j, e in zip(units, experts)]))[1][target]
-            close(where, q["answer"], p, 1e-9)
+            close(where + ": the model run again", q["model_run_again"], p, 1e-9)
+            delta = sum(push(states, layer, target, e, j)[0] for j, e in zip(units, experts))
+            kept = probs[target] * math.exp(-delta)
+            close(where, q["answer"], kept / (1 - probs[target] + kept), 1e-9)
         elif k == "layers":
             n_experts = len(m.w["layers.0.block_sparse_moe.gate.weight"])
             totals = [sum(push(states, l, target, e, j)[0] for e in range(n_experts) for j in range(ff)) for l in range(m.L)]

@@ -333,8 +333,8 @@ public:
         return q;
     }
 
-    // The knock-out: the prediction's probability with units set to 0 at every token, estimated from
-    // their direct pushes and checked against the model run again.
+    // The knock-out: the prediction's probability with units set to 0 at every token, as their direct
+    // pushes alone estimate it; the model run again is shown after.
     outcome<quiz_question> knock_out(const knock_out_run& run, const std::optional<unit_ref>& asked) {
         // five of the largest pushes, without the one another question asks for
         std::vector<unit_attribution> top;
@@ -351,30 +351,38 @@ public:
         }
         auto ko = run(units);
         if (!ko) return ko.err();
+        // The question asks for what the learner can work out, the estimate from the direct pushes
+        // alone; the model run again is the lesson shown after it (the later layers make up part of
+        // the loss, or lose more). The estimate moves with p and Δ as shown by at most ∂p'/∂p · e +
+        // |∂p'/∂Δ| · e for each of Δ and the pushes summed into it, e half a unit of the last decimal.
         const double p = r_.prediction->top.front().prob;
         const double kept = p * std::exp(-delta), estimate = kept / (1 - p + kept);
-        // right within a tolerance that admits the estimate from the direct pushes alone, in steps of 0.05
-        const double tolerance = std::max(0.05, std::ceil((std::abs(estimate - ko->prob) + 0.02) / 0.05) * 0.05);
+        const double e = 0.5 * std::pow(10.0, -o_.precision);
+        const double by_p = std::exp(-delta) / ((1 - p + kept) * (1 - p + kept)), by_delta = estimate * (1 - estimate);
         quiz_question q = start("knock-out", "knock-out", "Knocking a fact's units out", last());
         q.target = fmt::format("P({})", target());
         for (const auto& u : units) names(q, u);
-        q.answer = ko->prob;
-        q.slack = q.stated = tolerance;
+        q.answer = estimate;
+        q.rerun = ko->prob;
+        q.slack = (by_p + by_delta * static_cast<double>(1 + units.size())) * e * 1.01;
         const bool one = listed.size() == 1;
-        q.formula = fmt::format("{} {} of layer {} {} set to 0 at every token and the model is run again. What is the "
+        q.formula = fmt::format("{} {} of layer {} {} set to 0 at every token. From {} direct push{} alone, what is the "
                                 "probability of {} now?",
-                                one ? "Unit" : "Units", fmt::join(listed, ", "), r_.layer, one ? "is" : "are", target());
+                                one ? "Unit" : "Units", fmt::join(listed, ", "), r_.layer, one ? "is" : "are", one ? "its" : "their",
+                                one ? "" : "es", target());
         q.given.push_back(fmt::format("P({}) = {} with every unit on", target(), num(p)));
         q.given.push_back(fmt::format("{} on its logit: {}; together Δ = {}", one ? "its direct push" : "their direct pushes",
                                       fmt::join(pushes, ", "), num(delta)));
-        q.given.push_back(fmt::format("right within {} of the model run again", format_short(tolerance, 2)));
         q.rule = "take Δ away from the logit of " + target() + " and leave the other logits as they are: p' = p·e^(−Δ) / (1 − p + p·e^(−Δ))";
         q.written = fmt::format("p·e^(−Δ) = {} × e^(−{}) = {}; p' = {} / ({} + {})", num(p), num(delta), num(kept), num(kept),
                                 num(1 - p), num(kept));
-        q.worked = fmt::format("{} in the model run again (from the direct pushes alone: {})", num(ko->prob), num(estimate));
+        q.worked = fmt::format("{} / ({} + {}) = {}, with {} ÷ e^{} = {}", num(kept), num(1 - p), num(kept),
+                               num(estimate), num(p), num(delta), num(kept));
+        q.missteps.push_back({ko->prob, "that is P in the model run again, where the later layers answer the knock-out too; "
+                                        "the question asks what the direct pushes alone leave"});
         const double moved = ko->logit_after - ko->logit_before;
-        q.after = fmt::format("Run again without {} {}: P({}) {} → {}, its logit {} → {} ({}), where the direct pushes "
-                              "alone take {}: {}.",
+        q.after = fmt::format("The model run again without {} {}: P({}) {} → {}, its logit {} → {} ({}), where the direct "
+                              "pushes alone take {}: {}.",
                               one ? "unit" : "units", fmt::join(listed, ", "), target(), num(p), num(ko->prob),
                               format_fixed(ko->logit_before, 2),
                               format_fixed(ko->logit_after, 2), signed_num(moved), signed_num(-delta),
@@ -589,6 +597,7 @@ std::string prompt_quiz_json(const prompt_quiz& quiz, const prompt_quiz_options&
         e["answer"] = q.answer;
         e["tolerance"] = q.slack;
         e["worked"] = q.worked;
+        if (q.rerun) e["model_run_again"] = *q.rerun;
         e["after"] = q.after;
         j["questions"].push_back(std::move(e));
     }

@@ -56,7 +56,6 @@ struct quiz_question {
     // The most that working from the operands as shown (rounded to the precision) can move the
     // answer: an answer this close is right whatever decimals the learner typed.
     double slack = 0;
-    double stated = 0;  // a tolerance the question states (a knock-out's estimate): --tolerance never narrows it
     // A question on a prompt's layer (make_prompt_quiz): what it is about, for the JSON.
     std::size_t layer = 0;
     std::vector<std::size_t> units;    // the units it names
@@ -66,6 +65,7 @@ struct quiz_question {
     std::vector<std::size_t> choices;
     bool choice = false;               // the answer is one of the options, not a number worked out
     std::string after;                 // shown when the question is over: the model run again, the scores behind a choice
+    std::optional<double> rerun;       // a knock-out's: the probability in the model run again, beside the estimate asked for
 };
 
 struct quiz_options {

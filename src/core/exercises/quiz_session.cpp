@@ -112,7 +112,7 @@ bool quiz_session::feed(std::string_view raw) {
     }
     // The learner works from the operands as shown, rounded: what that rounding can move the
     // answer by is not a mistake.
-    const double tolerance = std::max(opt_.tolerance.value_or(std::max(typed->tolerance, q.slack)), q.stated);
+    const double tolerance = opt_.tolerance.value_or(std::max(typed->tolerance, q.slack));
     if (std::abs(typed->value - q.answer) <= tolerance) {
         write(styled(style::green, fmt::format("✓ right: {} = {}", q.target, q.worked)) + "\n" + after(q));
         next(hints_ == 0 && wrong_ == 0 ? outcome_kind::right : outcome_kind::right_after_hints);
