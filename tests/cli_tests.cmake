@@ -1197,6 +1197,10 @@ cli_test("run --versus that is not one token says how it splits" 2 EMPTY
   "^error: --versus: \" London\" is not one token: the tokenizer splits it into"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " London")
 # " Paris" is the capitals model's prediction after the prompt (README's run): the difference is 0.
+# A unit named twice is knocked out once: the whole output is --ablate 172's.
+cli_test("run --ablate naming a unit twice knocks it out once, and names it once" 0 EMPTY EMPTY
+  -- bash -c "diff <(\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The capital of France is' --ablate 172,172 --detail summary) <(\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The capital of France is' --ablate 172 --detail summary)"
+  ${FT} ${CAPITALS})
 cli_test("run --versus the prediction itself is refused" 2 EMPTY
   "^error: --versus: \" Paris\" is the prediction itself: z\\[target\\] − z\\[versus\\] would be 0"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " Paris")

@@ -17,6 +17,19 @@ namespace ffn_trace {
 
 namespace {
 
+// The knock-outs with each unit once: "172,172" knocks unit 172 out once, and names it once.
+prompt_options knocked_out_once(prompt_options o) {
+    const auto once = [](std::vector<unit_ref>& units) {
+        std::vector<unit_ref> kept;
+        for (const auto& u : units)
+            if (std::find(kept.begin(), kept.end(), u) == kept.end()) kept.push_back(u);
+        units = std::move(kept);
+    };
+    once(o.ablate);
+    for (auto& k : o.ablate_layers) once(k.units);
+    return o;
+}
+
 // The layer's trace would hold more numbers than max_elements allows.
 std::optional<error> over_budget(const checkpoint& ck, std::size_t tokens, std::size_t max_elements) {
     const std::size_t elements = ck.traced_numbers(tokens);
@@ -94,7 +107,7 @@ outcome<prompt_trace> trace_opened_prompt(const transformer& model, const tokeni
         return *e;
     }
     if (r.on_stage) r.on_stage(prompt_source::stage::running_model);
-    prompt_options options = r.options;
+    prompt_options options = knocked_out_once(r.options);
     if (r.versus) {
         auto id = single_token(tok, *r.versus, "versus");
         if (!id) return id.err();
@@ -134,7 +147,7 @@ outcome<layers_trace> trace_layers(const prompt_request& r) {
     if (!o.explain.empty()) return one_layer("unit", "explains a unit of");
     auto opened = open_prompt(r);
     if (!opened) return opened.err();
-    auto changes = interventions_by_layer(opened->model, o);
+    auto changes = interventions_by_layer(opened->model, knocked_out_once(o));
     if (!changes) return changes.err();
     // The pass traces each layer in turn and keeps its last row alone, so the budget is one
     // layer's, as for one layer.
