@@ -61,6 +61,8 @@ TEST_CASE("style marks become terminal colours or disappear") {
 TEST_CASE("ascii spellings replace every symbol the renderers use") {
     CHECK(to_ascii("2×(−1) → 0.5·h ✓ ✗ …") == "2*(-1) -> 0.5*h ok FAIL ...");
     CHECK(to_ascii("½·Σ(y − t)², ε = 1e-05, η ≠ 0, x₁ + x₂, x̂") == "1/2*sum (y - t)^2, eps = 1e-05, eta != 0, x1 + x2, x_hat");
+    // A sum's subscript stays joined to it: "sum_j score_j", not "sum _j".
+    CHECK(to_ascii("Σ_j score_j, Σ_e,j w_e") == "sum_j score_j, sum_e,j w_e");
     // A letter with no ASCII spelling (the file's own text) becomes one "?".
     CHECK(to_ascii("café") == "caf?");
     CHECK(to_ascii("√(2/π)·x³, Φ(x), σ(x), a ⊙ u") == "sqrt(2/pi)*x^3, Phi(x), sigma(x), a (*) u");

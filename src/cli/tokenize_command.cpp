@@ -22,7 +22,7 @@ void setup_tokenize(CLI::App& app, int& status) {
     sub->add_option("text", o->text, "The text to tokenize")->required();
     sub->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
     add_width(*sub, o->width);
-    sub->add_flag("--ascii", o->ascii, "Pure ASCII: JSON with \\u escapes");
+    sub->add_flag("--ascii", o->ascii, "Pure ASCII: JSON and the vocabulary's spellings with \\u escapes");
     add_output(*sub);
     sub->callback([o, &status] { status = run_tokenize(*o); });
 }
@@ -71,10 +71,19 @@ int run_tokenize(const tokenize_options& o) {
     std::string out = fmt::format("{} tokens\n", ids->size());
     // Columns: position, id, the vocabulary's spelling, the text in quotes; the spelling gets
     // at most a third of the width, the text what is left.
+    // With --ascii the spelling's other code points are written as \u escapes, as JSON writes
+    // them: "\u0120capital" keeps byte-level BPE's Ġ, which "?" would lose.
+    const auto spelled = [&](std::size_t id) {
+        const std::string s = escape(t->token(id), 200);
+        return o.ascii ? ffn_trace::replace_non_ascii(s, [](char32_t c) {
+            return c > 0xFFFF ? fmt::format("\\U{:08X}", static_cast<std::uint32_t>(c))
+                              : fmt::format("\\u{:04X}", static_cast<std::uint32_t>(c));
+        }) : s;
+    };
     std::size_t id_width = 2, spelling_width = 8;
     for (const auto id : *ids) {
         id_width = std::max(id_width, fmt::format("{}", id).size());
-        spelling_width = std::max(spelling_width, display_width(escape(t->token(id), 200)));
+        spelling_width = std::max(spelling_width, display_width(spelled(id)));
     }
     spelling_width = std::min(spelling_width, std::max<std::size_t>(8, width / 3));
     const std::size_t pos_width = std::max<std::size_t>(1, fmt::format("{}", ids->size() > 0 ? ids->size() - 1 : 0).size());
@@ -84,7 +93,7 @@ int run_tokenize(const tokenize_options& o) {
                        fit("spelling", spelling_width, o.ascii) + std::string(spelling_width - 8, ' '), "text");
     for (std::size_t i = 0; i < ids->size(); ++i) {
         const auto id = (*ids)[i];
-        std::string spelling = fit(escape(t->token(id), 200), spelling_width, o.ascii);
+        std::string spelling = fit(spelled(id), spelling_width, o.ascii);
         spelling += std::string(spelling_width - display_width(spelling), ' ');
         // The text as every view shows a token (show_token), cut to its column.
         const std::string text = t->special(id) ? fit(ffn_trace::show_token(t->display(id), true), text_width, o.ascii)

@@ -16,6 +16,8 @@ done
 for m in gpt2 bert-base llama2-7b mixtral-8x7b; do
     runs+=("params --model $m" "params --model $m --format markdown" "params --model $m --format json")
 done
+# A byte-level BPE's spellings (Ġ) and a word beyond ASCII, through the shipped model's tokenizer.
+runs+=("tokenize --checkpoint $data/models/capitals Zürich" "tokenize --checkpoint $data/models/capitals Zürich --format json")
 runs+=("sweep $data/abs_relu.json --from -3 --to 3" "sweep $data/abs_identity.json --from -2 --to 2")
 runs+=("gelu-table --exact --derivative --silu --phi" "gelu-table --format markdown --exact"
        "gelu-table --plot --exact --derivative --silu --phi" "gelu-table --format json --exact")
