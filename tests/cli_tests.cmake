@@ -1201,6 +1201,12 @@ cli_test("run --versus that is not one token says how it splits" 2 EMPTY
 cli_test("run --ablate naming a unit twice knocks it out once, and names it once" 0 EMPTY EMPTY
   -- bash -c "diff <(\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The capital of France is' --ablate 172,172 --detail summary) <(\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The capital of France is' --ablate 172 --detail summary)"
   ${FT} ${CAPITALS})
+# The prompt as given, two spaces and all: the tokenizer reads both (a lone "Ġ" token), so the
+# heading must show both.
+# (expect.sh folds runs of spaces: grep -F reads the line as printed)
+cli_test("run --prompt shows the prompt with its own spaces" 0 EMPTY EMPTY
+  -- bash -c "\"$0\" run --checkpoint \"$1\" --layer 0 --prompt 'The  capital of France is' --detail summary --color never | grep -qF 'prompt      \"The  capital of France is\": 6 tokens'"
+  ${FT} ${CAPITALS})
 cli_test("run --versus the prediction itself is refused" 2 EMPTY
   "^error: --versus: \" Paris\" is the prediction itself: z\\[target\\] − z\\[versus\\] would be 0"
   -- ${FT} run --checkpoint ${CAPITALS} --layer 0 --prompt "The capital of France is" --versus " Paris")

@@ -126,7 +126,9 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::siz
     std::string_view previous;
     for (auto w : words) {
         if (!units.empty() && (bind_next || quoted || brackets > 0 || is_operator(w) || binds_to_previous(previous, w))) {
-            units.back() += " " + std::string(w);
+            // Inside quotes the spaces are the text's own ("The  capital", two of them): kept as they are.
+            const std::size_t gap = quoted ? static_cast<std::size_t>(w.data() - (previous.data() + previous.size())) : 1;
+            units.back() += std::string(gap, ' ') + std::string(w);
         } else {
             units.emplace_back(w);
         }
