@@ -148,8 +148,9 @@ outcome<example> detail::loader::load(const json& root) {
     if (meta_schema(root))
         return fail("$schema", "names the JSON Schema meta-schema: this file is a schema, not an example file");
     // A Hugging Face model's config.json: its first key would be called a misspelt "activation".
-    if (member(root, "model_type") && !member(root, "weights") && !member(root, "moe"))
-        return fail("model_type", "this file is a model's config.json, not an example file: open the folder that holds it as a "
+    const std::string model_type(config_name(config_key::model_type));
+    if (member(root, model_type) && !member(root, example_key::weights) && !member(root, "moe"))
+        return fail(model_type, "this file is a model's config.json, not an example file: open the folder that holds it as a "
                                   "checkpoint");
     if (auto e = check_keys(root, "", example_keys())) return *e;
     example ex;
