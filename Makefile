@@ -4,7 +4,7 @@
 # `make install` builds a Release binary and installs it, stripped, with the man page, the
 # completions and the examples under PREFIX (/usr/local by default; DESTDIR for staging);
 # `make package` builds ffn-trace_<version>_amd64.deb with CPack, for /usr.
-# `make sanitize` runs every test under ASan and UBSan; `make fuzz` fuzzes the example loader (with
+# `make sanitize` runs every test but the browser's under ASan and UBSan; `make fuzz` fuzzes the example loader (with
 # the engine and the views) and every checkpoint reader, FUZZ_SECONDS in all (60 by default).
 
 FUZZ_SECONDS ?= 60
