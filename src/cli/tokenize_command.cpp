@@ -71,14 +71,11 @@ int run_tokenize(const tokenize_options& o) {
     std::string out = fmt::format("{} tokens\n", ids->size());
     // Columns: position, id, the vocabulary's spelling, the text in quotes; the spelling gets
     // at most a third of the width, the text what is left.
-    // With --ascii the spelling's other code points are written as \u escapes, as JSON writes
-    // them: "\u0120capital" keeps byte-level BPE's Ġ, which "?" would lose.
+    // With --ascii the spelling's other code points are written as JSON writes them, \u escapes:
+    // "\u0120capital" keeps byte-level BPE's Ġ, which "?" would lose.
     const auto spelled = [&](std::size_t id) {
         const std::string s = escape(t->token(id), 200);
-        return o.ascii ? ffn_trace::replace_non_ascii(s, [](char32_t c) {
-            return c > 0xFFFF ? fmt::format("\\U{:08X}", static_cast<std::uint32_t>(c))
-                              : fmt::format("\\u{:04X}", static_cast<std::uint32_t>(c));
-        }) : s;
+        return o.ascii ? ffn_trace::json_ascii(s) : s;
     };
     std::size_t id_width = 2, spelling_width = 8;
     for (const auto id : *ids) {
