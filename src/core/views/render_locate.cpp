@@ -124,10 +124,9 @@ private:
         // A corruption that raises the value adds to it: "takes -0.0183 away" reads as a slip.
         const double total = t_.total_effect();
         const char* corruption = t_.corruption == corruption_kind::noise ? "noise" : "replacement";
-        f.push_back({target(), total < 0 ? fmt::format("clean {}, corrupted {}: the {} adds {} (the total effect is {})",
-                                                       p4(t_.clean_value), p4(t_.corrupted_value), corruption, p4(-total), p4(total))
-                                         : fmt::format("clean {}, corrupted {}: the {} takes {} away (the total effect)",
-                                                       p4(t_.clean_value), p4(t_.corrupted_value), corruption, p4(total))});
+        f.push_back({target(), fmt::format("clean {}, corrupted {}: the {} {}", p4(t_.clean_value), p4(t_.corrupted_value), corruption,
+                                           total < 0 ? fmt::format("adds {} (the total effect is {})", p4(-total), p4(total))
+                                                     : fmt::format("takes {} away (the total effect)", p4(total)))});
         add({block_kind::fields, "", std::move(f)});
     }
 
