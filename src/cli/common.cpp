@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include <cerrno>
+#include <charconv>
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -437,6 +439,17 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max, std::string if
     };
     // Described in --help as CLI11 describes a range; the type name says the rest.
     return CLI::Validator(check, max == std::numeric_limits<std::uint64_t>::max() ? "" : fmt::format("in [{} - {}]", min, max));
+}
+
+CLI::Validator number_between(double min, double max) {
+    auto check = [min, max](std::string& given) -> std::string {
+        double value = 0;
+        const char* end = given.data() + given.size();
+        const auto [last, ec] = std::from_chars(given.data(), end, value);
+        if (ec == std::errc() && last == end && std::isfinite(value) && value >= min && value <= max) return {};
+        return fmt::format("expected a number from {} to {}, got {}", min, max, ffn_trace::quote(given));
+    };
+    return CLI::Validator(check, fmt::format("in [{} - {}]", min, max));
 }
 
 void add_view_format(CLI::App& sub, std::string& format, std::string& color) {

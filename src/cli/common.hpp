@@ -143,6 +143,10 @@ ffn_trace::outcome<std::vector<ffn_trace::change>> changes_of(const change_flags
 CLI::Validator non_empty(std::string expected);
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max(),
                             std::string if_not_digits = "");
+// An option that takes a real number from min to max, such as serve's --time-limit:
+// "--time-limit: expected a number from 0.1 to 3600, got "abc"", where CLI11's range check
+// says "Value abc not in range 0.100000 to 3600.000000".
+CLI::Validator number_between(double min, double max);
 
 // The columns a text view fits: `given` (--width) when not 0, else the terminal's when stdout is
 // one, else COLUMNS when it holds a whole number, else 80.

@@ -53,7 +53,7 @@ void setup_serve(CLI::App& app, int& status) {
         ->check(whole_number(1, 64))
         ->capture_default_str();
     sub->add_option("--time-limit", o->time_limit, "Seconds a request may wait for the model and run")
-        ->check(CLI::Range(0.1, 3600.0))
+        ->check(number_between(0.1, 3600.0))
         ->capture_default_str();
     sub->callback([o, &status] { status = run_serve(*o); });
 }
