@@ -1981,13 +1981,13 @@ cli_test("serve refuses a port beyond 65535" 2 EMPTY "^error: --port: .*from 0 t
   -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --port 70000)
 # A time limit that is not a number, or is out of range, is named with the range in plain numbers.
 cli_test("serve refuses a time limit that is not a number" 2 EMPTY
-  "^error: --time-limit: expected a number from 0.1 to 3600, got \"abc\"; see ffn-trace serve --help$"
+  "^error: --time-limit: expected a number from 0.1 to 3600, got \"abc\"\; see ffn-trace serve --help$"
   -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --time-limit abc)
 cli_test("serve refuses a time limit of 0" 2 EMPTY
-  "^error: --time-limit: expected a number from 0.1 to 3600, got \"0\"; see ffn-trace serve --help$"
+  "^error: --time-limit: expected a number from 0.1 to 3600, got \"0\"\; see ffn-trace serve --help$"
   -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --time-limit 0)
 cli_test("serve refuses an infinite time limit" 2 EMPTY
-  "^error: --time-limit: expected a number from 0.1 to 3600, got \"inf\"; see ffn-trace serve --help$"
+  "^error: --time-limit: expected a number from 0.1 to 3600, got \"inf\"\; see ffn-trace serve --help$"
   -- ${FT} serve --checkpoint ${PROJECT_SOURCE_DIR}/data/models/capitals --time-limit inf)
 cli_test("serve needs a checkpoint" 2 EMPTY "^error: .*--checkpoint.*required"
   -- ${FT} serve)
