@@ -238,7 +238,8 @@ std::vector<std::string> hanging(const std::string& line, std::size_t width) {
 
 // A table laid out to fit `width`: a last column of text wraps within what is left; columns that
 // still do not fit go to further blocks, each repeating the first column (the row names) and the
-// header, its first column named by its group when the block starts inside one.
+// header, its first column named by its group when the block starts inside one; row names too
+// long for even one block wrap, their further lines indented by two.
 class table_layout {
 public:
     table_layout(const block& b, std::size_t width) : b_(b), width_(width) {
@@ -259,6 +260,10 @@ public:
             gap_ = 1;
             if (span(all) > width_) gap_ = 2;
         }
+        // Row names so long that even the first block is too wide (a term named by its formula)
+        // wrap within what the next column leaves them.
+        if (ncols_ > 1 && left(0) && span({0, 1}) > width_)
+            w_[0] = std::max(narrowest_text, w_[0] - std::min(w_[0], span({0, 1}) - width_));
     }
 
     std::string text() const {
@@ -332,9 +337,10 @@ private:
             std::size_t height = 1;
             for (std::size_t i = 0; i < cols.size(); ++i) {
                 const std::string cell = ri == 0 && i == 1 ? opening(cols[i]) : cols[i] < r.size() ? r[cols[i]] : "";
-                cells.push_back(wraps && i + 1 == cols.size() && display_width(cell) > cw[i]
-                                    ? wrap(cell, cw[i], 0)
-                                    : std::vector<std::string>{cell});
+                const bool too_wide = display_width(cell) > cw[i];
+                cells.push_back(too_wide && wraps && i + 1 == cols.size() ? wrap(cell, cw[i], 0)
+                                : too_wide && i == 0                      ? wrap(cell, cw[i], 2)
+                                                                          : std::vector<std::string>{cell});
                 height = std::max(height, cells.back().size());
             }
             for (std::size_t h = 0; h < height; ++h) {
